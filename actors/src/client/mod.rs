@@ -1,0 +1,65 @@
+//! The `ApiClient` trait: how components (controllers, the scheduler, node agents) reach
+//! cluster state, in-process or over HTTP, without knowing which.
+
+mod in_process;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::core::{ApiError, DeleteOptions, ListOptions, WatchOptions};
+use crate::model::ResourceType;
+
+/// A list as clients see it: its revision and items.
+#[derive(Debug, Clone)]
+pub struct ClientList {
+    pub resource_version: String,
+    pub items: Vec<Value>,
+    pub continue_token: Option<String>,
+}
+
+/// A watch event as clients see it: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+#[derive(Debug, Clone)]
+pub struct ClientEvent {
+    pub event_type: String,
+    pub object: Value,
+}
+
+pub type ClientWatch = std::pin::Pin<Box<dyn futures::Stream<Item = ClientEvent> + Send>>;
+
+/// Cluster state access for components. Objects are Kubernetes JSON.
+#[async_trait]
+pub trait ApiClient: Send + Sync {
+    async fn get(&self, resource: &'static ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError>;
+    async fn list(
+        &self,
+        resource: &'static ResourceType,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ClientList, ApiError>;
+    async fn create(&self, resource: &'static ResourceType, namespace: &str, object: Value) -> Result<Value, ApiError>;
+    async fn update(&self, resource: &'static ResourceType, namespace: &str, object: Value) -> Result<Value, ApiError>;
+    async fn update_status(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError>;
+    async fn delete(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Value, ApiError>;
+    async fn watch(
+        &self,
+        resource: &'static ResourceType,
+        namespace: Option<&str>,
+        options: &WatchOptions,
+    ) -> Result<ClientWatch, ApiError>;
+}
+
+/// The name in an object's metadata (empty when missing).
+pub fn object_name(object: &Value) -> &str {
+    object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+}

@@ -1,0 +1,610 @@
+//! The API core: validation, defaulting, server-owned metadata and the Kubernetes semantics of
+//! each verb, in front of the store and the watch hub. Every client (the HTTP edge, in-process
+//! components) goes through it.
+
+mod defaults;
+mod error;
+mod options;
+mod watch;
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use chrono::{SecondsFormat, Utc};
+use rand::Rng;
+use serde_json::{json, Map, Value};
+
+pub use error::ApiError;
+pub use options::{DeleteOptions, ListOptions, WatchOptions};
+pub use watch::{WatchFrame, WatchStream};
+
+use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::model::{resources, FieldSelector, LabelSelector};
+use crate::store::{ContinuePoint, Preconditions, Store};
+use crate::watch::HubHandle;
+
+/// Namespaces that exist from the first start and may not be deleted.
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// How many times an unconditional update retries when it races another writer.
+const UPDATE_RETRIES: usize = 64;
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ObjectList {
+    pub resource_version: u64,
+    pub items: Vec<Arc<StoredObject>>,
+    /// Opaque token for the next page, when there is one.
+    pub continue_token: Option<String>,
+}
+
+/// The API core handle: cheap to clone, safe to share between threads.
+#[derive(Clone)]
+pub struct ApiCore {
+    store: Store,
+    hub: HubHandle,
+}
+
+fn namespaces() -> &'static ResourceType {
+    resources::find("", "v1", "namespaces").expect("namespaces are served")
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl ApiCore {
+    pub fn new(store: Store, hub: HubHandle) -> Self {
+        Self { store, hub }
+    }
+
+    /// Creates the namespaces every cluster has, if they are missing.
+    pub async fn bootstrap(&self) -> Result<(), ApiError> {
+        for ns in SYSTEM_NAMESPACES {
+            let object = json!({"metadata": {"name": ns}});
+            match self.create(namespaces(), "", object, false).await {
+                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The last revision handed out by the store.
+    pub fn current_revision(&self) -> u64 {
+        self.store.current_revision()
+    }
+
+    pub async fn get(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let key = ObjectKey::new(resource, namespace, name);
+        self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))
+    }
+
+    pub async fn list(
+        &self,
+        resource: &'static ResourceType,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, ApiError> {
+        let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
+        let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
+        let page = self.store.list(resource, filter, options.limit, continue_from).await?;
+        let continue_token = page.next.as_ref().map(encode_continue);
+        Ok(ObjectList { resource_version: page.resource_version, items: page.items, continue_token })
+    }
+
+    pub async fn create(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let mut object = typed_object(resource, body)?;
+        let meta = metadata(&mut object)?;
+        set_namespace(resource, namespace, meta)?;
+        let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
+        if name.is_empty() && !generate.is_empty() {
+            meta.insert("name".into(), json!(format!("{generate}{}", random_suffix())));
+        }
+        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), json!(now()));
+        meta.insert("generation".into(), json!(1));
+        for server_owned in ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+            meta.remove(server_owned);
+        }
+        let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        defaults::apply(resource.kind, &mut object);
+        let errors = validation::validate_object(resource, &object);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(resource, &name, errors));
+        }
+        if resource.namespaced {
+            self.check_namespace_accepts(namespace).await?;
+        }
+        let key = ObjectKey::new(resource, namespace, &name);
+        if dry_run {
+            if self.store.get(&key).await?.is_some() {
+                return Err(crate::store::StoreError::AlreadyExists(key).into());
+            }
+            return Ok(Arc::new(StoredObject::from_value(key, object, 0)));
+        }
+        Ok(self.store.create(key, object).await?)
+    }
+
+    async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
+        let key = ObjectKey::new(namespaces(), "", namespace);
+        let ns = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
+        if ns.to_value().pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(ApiError::Forbidden(format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Replaces an object (PUT). Server-owned metadata and, for types with a status
+    /// subresource, the status are kept from the stored object.
+    pub async fn update(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.replace(resource, namespace, name, body, dry_run, Part::Main).await
+    }
+
+    /// Replaces only the status of an object (PUT on the `status` subresource).
+    pub async fn update_status(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.replace(resource, namespace, name, body, dry_run, Part::Status).await
+    }
+
+    async fn replace(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        dry_run: bool,
+        part: Part,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let mut object = typed_object(resource, body)?;
+        let meta = metadata(&mut object)?;
+        set_namespace(resource, namespace, meta)?;
+        match meta.get("name").and_then(Value::as_str) {
+            Some(n) if n == name => {}
+            None | Some("") => {
+                meta.insert("name".into(), json!(name));
+            }
+            Some(n) => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )))
+            }
+        }
+        let requested_rv = match meta.get("resourceVersion").and_then(Value::as_str) {
+            None | Some("") => None,
+            Some(rv) => Some(parse_rv(rv)?),
+        };
+        let key = ObjectKey::new(resource, namespace, name);
+        for _ in 0..UPDATE_RETRIES {
+            let current = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+            let current_value = current.to_value();
+            let mut next = merge_for_update(resource, &current_value, object.clone(), part);
+            if part == Part::Main {
+                defaults::apply(resource.kind, &mut next);
+            }
+            let errors = validation::validate_object(resource, &next);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(resource, name, errors));
+            }
+            if let Some(rv) = requested_rv {
+                if rv != current.resource_version {
+                    return Err(conflict(resource, name));
+                }
+            }
+            if unchanged(&current_value, &next) || dry_run {
+                return Ok(if dry_run { Arc::new(StoredObject::from_value(key, next, current.resource_version)) } else { current });
+            }
+            let finalized = next.pointer("/metadata/deletionTimestamp").is_some()
+                && next.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
+            let preconditions = Preconditions { resource_version: Some(current.resource_version), uid: None };
+            let result = if finalized {
+                self.store.delete(key.clone(), preconditions).await
+            } else {
+                self.store.update(key.clone(), next, preconditions).await
+            };
+            match result {
+                // The object changed between our read and our write; an unconditional update
+                // simply tries again on the newer state.
+                Err(crate::store::StoreError::Conflict { .. }) if requested_rv.is_none() => {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                other => return Ok(other?),
+            }
+        }
+        Err(conflict(resource, name))
+    }
+
+    /// Deletes an object. Objects with finalizers are only marked (deletionTimestamp set) and
+    /// go once their finalizers are removed; namespaces first have their contents deleted.
+    pub async fn delete(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let key = ObjectKey::new(resource, namespace, name);
+        let current = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+        let preconditions = Preconditions {
+            resource_version: options.precondition_resource_version.as_deref().map(parse_rv).transpose()?,
+            uid: options.precondition_uid.clone(),
+        };
+        if let Some(rv) = preconditions.resource_version {
+            if rv != current.resource_version {
+                return Err(conflict(resource, name));
+            }
+        }
+        if let Some(uid) = &preconditions.uid {
+            if *uid != current.uid {
+                return Err(ApiError::Conflict {
+                    resource: resource.plural,
+                    group: resource.group,
+                    name: name.into(),
+                    message: format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        current.uid
+                    ),
+                });
+            }
+        }
+        if resource.plural == "namespaces" && SYSTEM_NAMESPACES[..3].contains(&name) {
+            return Err(ApiError::Forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
+        }
+        if options.dry_run {
+            return Ok(current);
+        }
+        if resource.plural == "namespaces" {
+            let value = current.to_value();
+            return self.delete_namespace(current, value).await;
+        }
+        self.delete_object(current, preconditions).await
+    }
+
+    /// Deletes a non-namespace object, or marks it for deletion when it has finalizers.
+    async fn delete_object(
+        &self,
+        current: Arc<StoredObject>,
+        preconditions: Preconditions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let key = current.key.clone();
+        let value = current.to_value();
+        let has_finalizers =
+            value.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if value.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(current);
+            }
+            let mut marked = value;
+            let meta = metadata(&mut marked)?;
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            let preconditions = Preconditions { resource_version: Some(current.resource_version), uid: None };
+            return Ok(self.store.update(key, marked, preconditions).await?);
+        }
+        Ok(self.store.delete(key, preconditions).await?)
+    }
+
+    /// Marks the namespace Terminating, deletes everything in it, then removes it.
+    async fn delete_namespace(
+        &self,
+        current: Arc<StoredObject>,
+        mut value: Value,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let name = current.key.name.clone();
+        let marked = if value.pointer("/metadata/deletionTimestamp").is_none() {
+            metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
+            value["status"] = json!({"phase": "Terminating"});
+            let preconditions = Preconditions { resource_version: Some(current.resource_version), uid: None };
+            self.store.update(current.key.clone(), value, preconditions).await?
+        } else {
+            current
+        };
+        let core = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = core.finalize_namespace(&name).await {
+                tracing::warn!(namespace = %name, %error, "namespace clean-up failed");
+            }
+        });
+        Ok(marked)
+    }
+
+    async fn finalize_namespace(&self, name: &str) -> Result<(), ApiError> {
+        for resource in resources::RESOURCES.iter().filter(|r| r.namespaced) {
+            let page = self.list(resource, Some(name), &ListOptions::default()).await?;
+            for object in page.items {
+                match self.delete_object(object, Preconditions::default()).await {
+                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let key = ObjectKey::new(namespaces(), "", name);
+        match self.store.delete(key, Preconditions::default()).await {
+            Ok(_) | Err(crate::store::StoreError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes every object a list with `options` would return; returns what was deleted.
+    pub async fn delete_collection(
+        &self,
+        resource: &'static ResourceType,
+        namespace: Option<&str>,
+        list: &ListOptions,
+        options: &DeleteOptions,
+    ) -> Result<ObjectList, ApiError> {
+        let mut all = ListOptions { limit: None, continue_token: None, ..list.clone() };
+        all.limit = None;
+        let page = self.list(resource, namespace, &all).await?;
+        let mut deleted = Vec::with_capacity(page.items.len());
+        for object in &page.items {
+            match self.delete(resource, &object.key.namespace, &object.key.name, options).await {
+                Ok(gone) => deleted.push(gone),
+                Err(ApiError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ObjectList { resource_version: self.current_revision(), items: deleted, continue_token: None })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Main,
+    Status,
+}
+
+fn conflict(resource: &'static ResourceType, name: &str) -> ApiError {
+    ApiError::Conflict {
+        resource: resource.plural,
+        group: resource.group,
+        name: name.into(),
+        message: format!(
+            "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please \
+             apply your changes to the latest version and try again",
+            resource.plural
+        ),
+    }
+}
+
+/// Builds the object to store from the client's body and the stored object.
+fn merge_for_update(resource: &ResourceType, current: &Value, mut body: Value, part: Part) -> Value {
+    let has_status = resource.subresources.iter().any(|s| s.name == "status");
+    let mut next = match part {
+        Part::Main => {
+            if has_status {
+                match current.get("status") {
+                    Some(status) => body["status"] = status.clone(),
+                    None => {
+                        body.as_object_mut().map(|o| o.remove("status"));
+                    }
+                }
+            }
+            body
+        }
+        Part::Status => {
+            let mut next = current.clone();
+            match body.get_mut("status").map(Value::take) {
+                Some(status) => next["status"] = status,
+                None => {
+                    next.as_object_mut().map(|o| o.remove("status"));
+                }
+            }
+            next
+        }
+    };
+    let cur_meta = current.get("metadata").cloned().unwrap_or_default();
+    let spec_changed = part == Part::Main && current.get("spec") != next.get("spec");
+    let meta = next["metadata"].as_object_mut().expect("metadata checked to be an object");
+    for owned in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        match cur_meta.get(owned) {
+            Some(v) => meta.insert(owned.into(), v.clone()),
+            None => meta.remove(owned),
+        };
+    }
+    if part == Part::Status {
+        // Status writes may not change metadata other than what the store stamps.
+        next["metadata"] = cur_meta;
+    } else if spec_changed {
+        let generation = meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+        meta.insert("generation".into(), json!(generation + 1));
+    }
+    next
+}
+
+/// True when an update would change nothing but the resourceVersion.
+fn unchanged(current: &Value, next: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        v
+    };
+    strip(current) == strip(next)
+}
+
+/// Checks the body is an object of `resource`'s kind and fills a missing kind and apiVersion.
+fn typed_object(resource: &'static ResourceType, body: Value) -> Result<Value, ApiError> {
+    let Value::Object(mut map) = body else {
+        return Err(ApiError::BadRequest("the request body must be a JSON object".into()));
+    };
+    let api_version = resource.api_version();
+    match map.get("kind") {
+        None => {}
+        Some(Value::String(k)) if k == resource.kind => {}
+        Some(Value::String(k)) if k.is_empty() => {}
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "the kind of the object ({}) does not match the kind of the URL ({})",
+                other.as_str().unwrap_or(&other.to_string()),
+                resource.kind
+            )))
+        }
+    }
+    match map.get("apiVersion") {
+        None => {}
+        Some(Value::String(v)) if *v == api_version || v.is_empty() => {}
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version of the object ({}) does not match the URL ({api_version})",
+                other.as_str().unwrap_or(&other.to_string())
+            )))
+        }
+    }
+    // kind and apiVersion first, as Kubernetes writes them.
+    let mut ordered = Map::with_capacity(map.len() + 2);
+    ordered.insert("kind".into(), json!(resource.kind));
+    ordered.insert("apiVersion".into(), json!(api_version));
+    map.remove("kind");
+    map.remove("apiVersion");
+    ordered.extend(map);
+    Ok(Value::Object(ordered))
+}
+
+fn metadata(object: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
+    let map = object.as_object_mut().expect("typed_object returns an object");
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if meta.is_null() {
+        *meta = json!({});
+    }
+    meta.as_object_mut().ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))
+}
+
+fn set_namespace(
+    resource: &ResourceType,
+    namespace: &str,
+    meta: &mut Map<String, Value>,
+) -> Result<(), ApiError> {
+    if !resource.namespaced {
+        meta.remove("namespace");
+        return Ok(());
+    }
+    match meta.get("namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() && ns != namespace => Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        )),
+        _ => {
+            meta.insert("namespace".into(), json!(namespace));
+            Ok(())
+        }
+    }
+}
+
+/// Parses a resourceVersion as the client sent it.
+pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
+    rv.parse().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv:?}")))
+}
+
+fn filter(
+    resource: &'static ResourceType,
+    namespace: Option<&str>,
+    label_selector: &Option<String>,
+    field_selector: &Option<String>,
+) -> Result<ObjectFilter, ApiError> {
+    let labels = match label_selector {
+        Some(s) => LabelSelector::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        None => LabelSelector::default(),
+    };
+    let fields = match field_selector {
+        Some(s) => FieldSelector::parse(s, resource)
+            .map_err(|e| ApiError::BadRequest(format!("{e}: {}", resource.kind)))?,
+        None => FieldSelector::default(),
+    };
+    let namespace = namespace.filter(|ns| resource.namespaced && !ns.is_empty()).map(str::to_string);
+    Ok(ObjectFilter { namespace, labels, fields })
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::thread_rng();
+    (0..5).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect()
+}
+
+fn encode_continue(point: &ContinuePoint) -> String {
+    let token = json!({"v": "meta.k8s.io/v1", "rv": point.revision,
+        "start": [point.after.0, point.after.1]});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<ContinuePoint, ApiError> {
+    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let revision = value.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let start = value.get("start").and_then(Value::as_array).ok_or_else(bad)?;
+    match start.as_slice() {
+        [Value::String(ns), Value::String(name)] => {
+            Ok(ContinuePoint { revision, after: (ns.clone(), name.clone()) })
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let point = ContinuePoint { revision: 9, after: ("ns".into(), "p".into()) };
+        assert_eq!(decode_continue(&encode_continue(&point)).unwrap(), point);
+        assert!(decode_continue("%%%").is_err());
+        assert!(decode_continue("e30").is_err());
+    }
+
+    #[test]
+    fn typed_object_fills_and_checks_kind() {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let filled = typed_object(pods, json!({"metadata":{"name":"p"}})).unwrap();
+        assert_eq!((filled["kind"].as_str(), filled["apiVersion"].as_str()), (Some("Pod"), Some("v1")));
+        assert!(matches!(typed_object(pods, json!({"kind":"Service"})), Err(ApiError::BadRequest(_))));
+        assert!(matches!(typed_object(pods, json!([1])), Err(ApiError::BadRequest(_))));
+    }
+
+    #[test]
+    fn main_update_keeps_status_and_bumps_generation() {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let current = json!({"metadata":{"name":"p","uid":"u","generation":1},"spec":{"a":1},"status":{"phase":"Running"}});
+        let body = json!({"metadata":{"name":"p","uid":"x"},"spec":{"a":2},"status":{"phase":"Failed"}});
+        let next = merge_for_update(pods, &current, body, Part::Main);
+        assert_eq!(next["status"]["phase"], "Running");
+        assert_eq!(next["metadata"]["uid"], "u");
+        assert_eq!(next["metadata"]["generation"], 2);
+        let status = json!({"metadata":{"name":"p"},"spec":{"a":3},"status":{"phase":"Failed"}});
+        let next = merge_for_update(pods, &current, status, Part::Status);
+        assert_eq!(next["spec"]["a"], 1);
+        assert_eq!(next["status"]["phase"], "Failed");
+    }
+}

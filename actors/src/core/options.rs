@@ -1,0 +1,32 @@
+//! The options of list, watch and delete requests, as the query string and body carry them.
+
+/// Options of a list (`GET` on a collection).
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+/// Options of a watch.
+#[derive(Debug, Clone, Default)]
+pub struct WatchOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    /// Unset or `"0"`: start with the current state; otherwise changes after this revision.
+    pub resource_version: Option<String>,
+    pub allow_bookmarks: bool,
+    /// Send the current state first, then a bookmark marking its end.
+    pub send_initial_events: bool,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+    pub propagation_policy: Option<String>,
+    pub dry_run: bool,
+}

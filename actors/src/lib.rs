@@ -1,0 +1,15 @@
+//! kplane's engine: the actors and the model behind the API, with no HTTP types.
+//!
+//! # Layout
+//! - [`model`]: served resource types, stored objects, selectors, validation.
+//! - [`store`]: store shard actors over RocksDB and the [`store::Store`] handle that routes to
+//!   them; group commit, the cluster revision counter.
+//! - [`watch`]: the watch hub actor, its event window and subscriptions.
+//! - [`core`]: the API core: Kubernetes verb semantics over the store and the hub.
+//! - [`client`]: the `ApiClient` trait components use, and its in-process implementation.
+
+pub mod client;
+pub mod core;
+pub mod model;
+pub mod store;
+pub mod watch;

@@ -1,0 +1,112 @@
+//! Stored objects: an object's JSON bytes plus the metadata the store indexes on.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::{FieldValues, ResourceType};
+
+/// Identifies one object: its resource type, namespace (empty when cluster-scoped) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub resource: &'static ResourceType,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PartialOrd for ResourceType {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ResourceType {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.group, self.plural).cmp(&(other.group, other.plural))
+    }
+}
+
+impl std::hash::Hash for ResourceType {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.group, self.plural).hash(state)
+    }
+}
+
+impl ObjectKey {
+    pub fn new(resource: &'static ResourceType, namespace: &str, name: &str) -> Self {
+        let namespace = if resource.namespaced { namespace.to_string() } else { String::new() };
+        Self { resource, namespace, name: name.to_string() }
+    }
+}
+
+/// An object as committed: immutable, shared by the store cache, watch events and responses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredObject {
+    pub key: ObjectKey,
+    pub resource_version: u64,
+    pub uid: String,
+    /// The full Kubernetes JSON, `kind`, `apiVersion` and `metadata.resourceVersion` included.
+    pub raw: Bytes,
+    pub labels: BTreeMap<String, String>,
+    pub fields: FieldValues,
+}
+
+impl StoredObject {
+    /// Builds a stored object from its JSON form; sets `metadata.resourceVersion` to `rv`.
+    pub fn from_value(key: ObjectKey, mut value: Value, rv: u64) -> Self {
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let raw = Bytes::from(serde_json::to_vec(&value).expect("a JSON value always serializes"));
+        Self::indexed(key, rv, raw, &value)
+    }
+
+    /// Rebuilds the indexes of an object read back from disk.
+    pub fn from_raw(key: ObjectKey, rv: u64, raw: Bytes) -> Result<Self, serde_json::Error> {
+        let value: Value = serde_json::from_slice(&raw)?;
+        Ok(Self::indexed(key, rv, raw, &value))
+    }
+
+    fn indexed(key: ObjectKey, rv: u64, raw: Bytes, value: &Value) -> Self {
+        let labels = value
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let uid =
+            value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+        let fields = FieldValues::extract(key.resource, value);
+        Self { key, resource_version: rv, uid, raw, labels, fields }
+    }
+
+    /// Parses the JSON back into a value (for read-modify-write paths).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_slice(&self.raw).expect("stored objects are valid JSON")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::resources::find;
+    use serde_json::json;
+
+    #[test]
+    fn indexes_labels_fields_and_rv() {
+        let pods = find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "ns", "p");
+        let value = json!({"kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1",
+            "labels":{"a":"b"}},"spec":{"nodeName":"n"}});
+        let obj = StoredObject::from_value(key.clone(), value, 42);
+        assert_eq!(obj.labels.get("a").map(String::as_str), Some("b"));
+        assert_eq!(obj.fields.get("spec.nodeName"), Some("n"));
+        assert_eq!(obj.uid, "u1");
+        assert_eq!(obj.to_value()["metadata"]["resourceVersion"], "42");
+        assert_eq!(StoredObject::from_raw(key, 42, obj.raw.clone()).unwrap(), obj);
+    }
+}

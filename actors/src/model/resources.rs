@@ -1,0 +1,363 @@
+//! The table of served resources: names, kinds, scopes, verbs and the fields each one indexes.
+
+/// One served resource type (a REST collection), e.g. `pods` in core/v1. Two are equal when
+/// their group and plural are.
+#[derive(Debug)]
+pub struct ResourceType {
+    /// API group; empty for the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    /// Plural, lower-case name used in URLs (`pods`).
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub list_kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    /// Whether `kubectl get all` lists it.
+    pub in_category_all: bool,
+    /// Field paths a `fieldSelector` may name, besides `metadata.name` and `metadata.namespace`.
+    pub selectable_fields: &'static [&'static str],
+    /// Subresources served beside the main resource, with their kind and verbs.
+    pub subresources: &'static [Subresource],
+    /// Names must be DNS-1123 labels (stricter than the default DNS-1123 subdomain).
+    pub name_is_label: bool,
+}
+
+/// A subresource entry of discovery (`pods/status`, `replicationcontrollers/scale`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Subresource {
+    pub name: &'static str,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// The verbs every resource supports on its main endpoint.
+pub const RESOURCE_VERBS: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+
+impl PartialEq for ResourceType {
+    fn eq(&self, other: &Self) -> bool {
+        self.group == other.group && self.plural == other.plural
+    }
+}
+
+impl Eq for ResourceType {}
+
+impl ResourceType {
+    /// `v1` for the core group, `group/version` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// True when `field` may be used in a field selector on this resource.
+    pub fn selects_field(&self, field: &str) -> bool {
+        field == "metadata.name"
+            || (field == "metadata.namespace" && self.namespaced)
+            || self.selectable_fields.contains(&field)
+    }
+}
+
+macro_rules! status_sub {
+    ($kind:expr) => {
+        Subresource { name: "status", group: "", version: "v1", kind: $kind, verbs: STATUS_VERBS }
+    };
+}
+
+const CORE: &str = "";
+const V1: &str = "v1";
+
+/// Every resource kplane serves, in discovery order.
+pub static RESOURCES: &[ResourceType] = &[
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        list_kind: "ConfigMapList",
+        namespaced: true,
+        short_names: &["cm"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "endpoints",
+        singular: "endpoints",
+        kind: "Endpoints",
+        list_kind: "EndpointsList",
+        namespaced: true,
+        short_names: &["ep"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        list_kind: "EventList",
+        namespaced: true,
+        short_names: &["ev"],
+        in_category_all: false,
+        selectable_fields: &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        subresources: &[],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "limitranges",
+        singular: "limitrange",
+        kind: "LimitRange",
+        list_kind: "LimitRangeList",
+        namespaced: true,
+        short_names: &["limits"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        list_kind: "NamespaceList",
+        namespaced: false,
+        short_names: &["ns"],
+        in_category_all: false,
+        selectable_fields: &["status.phase"],
+        subresources: &[status_sub!("Namespace")],
+        name_is_label: true,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "nodes",
+        singular: "node",
+        kind: "Node",
+        list_kind: "NodeList",
+        namespaced: false,
+        short_names: &["no"],
+        in_category_all: false,
+        selectable_fields: &["spec.unschedulable"],
+        subresources: &[status_sub!("Node")],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        kind: "PersistentVolumeClaim",
+        list_kind: "PersistentVolumeClaimList",
+        namespaced: true,
+        short_names: &["pvc"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[status_sub!("PersistentVolumeClaim")],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        kind: "PersistentVolume",
+        list_kind: "PersistentVolumeList",
+        namespaced: false,
+        short_names: &["pv"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[status_sub!("PersistentVolume")],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        list_kind: "PodList",
+        namespaced: true,
+        short_names: &["po"],
+        in_category_all: true,
+        selectable_fields: &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        subresources: &[status_sub!("Pod")],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "replicationcontrollers",
+        singular: "replicationcontroller",
+        kind: "ReplicationController",
+        list_kind: "ReplicationControllerList",
+        namespaced: true,
+        short_names: &["rc"],
+        in_category_all: true,
+        selectable_fields: &["status.replicas"],
+        subresources: &[status_sub!("ReplicationController")],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "resourcequotas",
+        singular: "resourcequota",
+        kind: "ResourceQuota",
+        list_kind: "ResourceQuotaList",
+        namespaced: true,
+        short_names: &["quota"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[status_sub!("ResourceQuota")],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        list_kind: "SecretList",
+        namespaced: true,
+        short_names: &[],
+        in_category_all: false,
+        selectable_fields: &["type"],
+        subresources: &[],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        list_kind: "ServiceAccountList",
+        namespaced: true,
+        short_names: &["sa"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    },
+    ResourceType {
+        group: CORE,
+        version: V1,
+        plural: "services",
+        singular: "service",
+        kind: "Service",
+        list_kind: "ServiceList",
+        namespaced: true,
+        short_names: &["svc"],
+        in_category_all: true,
+        selectable_fields: &[],
+        subresources: &[status_sub!("Service")],
+        name_is_label: true,
+    },
+    ResourceType {
+        group: "coordination.k8s.io",
+        version: V1,
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        list_kind: "LeaseList",
+        namespaced: true,
+        short_names: &[],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    },
+];
+
+/// The API groups served besides the core group, as `(group, version)`.
+pub fn api_groups() -> Vec<(&'static str, &'static str)> {
+    let mut groups: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        if !groups.contains(&(r.group, r.version)) {
+            groups.push((r.group, r.version));
+        }
+    }
+    groups
+}
+
+/// Looks a resource up by group, version and plural name.
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
+    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// Looks a resource up by its kind within a group.
+pub fn find_by_kind(group: &str, kind: &str) -> Option<&'static ResourceType> {
+    RESOURCES.iter().find(|r| r.group == group && r.kind == kind)
+}
+
+/// The resources of one group/version, in discovery order.
+pub fn in_group_version<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static ResourceType> + 'a {
+    RESOURCES.iter().filter(move |r| r.group == group && r.version == version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals_are_unique_per_group() {
+        for (i, a) in RESOURCES.iter().enumerate() {
+            for b in &RESOURCES[i + 1..] {
+                assert!(!(a.group == b.group && a.plural == b.plural), "{} twice", a.plural);
+            }
+        }
+    }
+
+    #[test]
+    fn lookups() {
+        assert_eq!(find("", "v1", "pods").unwrap().kind, "Pod");
+        assert_eq!(find_by_kind("coordination.k8s.io", "Lease").unwrap().plural, "leases");
+        assert!(find("", "v1", "deployments").is_none());
+        assert_eq!(api_groups(), vec![("coordination.k8s.io", "v1")]);
+        assert!(find("", "v1", "pods").unwrap().selects_field("spec.nodeName"));
+        assert!(!find("", "v1", "nodes").unwrap().selects_field("metadata.namespace"));
+    }
+}

@@ -1,0 +1,331 @@
+//! Validation of names, labels and the few per-kind rules the server enforces on every write.
+
+use serde_json::Value;
+
+use super::ResourceType;
+
+/// One invalid field, as reported in a 422 Status' `details.causes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueDuplicate`, ...
+    pub reason: &'static str,
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn required(field: impl Into<String>) -> Self {
+        Self { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
+    }
+
+    pub fn invalid(field: impl Into<String>, value: &str, detail: impl AsRef<str>) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value:?}: {}", detail.as_ref()),
+        }
+    }
+
+    fn duplicate(field: impl Into<String>, value: &str) -> Self {
+        Self {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {value:?}"),
+        }
+    }
+}
+
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case \
+alphanumeric characters or '-', and must start and end with an alphanumeric character \
+(e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+(e.g. 'example.com', regex used for validation is \
+'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Problems with `value` as an RFC 1123 label (at most 63 characters).
+pub fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns_label(value) {
+        errors.push(DNS1123_LABEL_MSG.to_string());
+    }
+    errors
+}
+
+/// Problems with `value` as an RFC 1123 subdomain (at most 253 characters).
+pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 253 {
+        errors.push("must be no more than 253 characters".to_string());
+    }
+    if value.is_empty() || !value.split('.').all(is_dns_label) {
+        errors.push(DNS1123_SUBDOMAIN_MSG.to_string());
+    }
+    errors
+}
+
+fn is_dns_label(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}
+
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Problems with a label or annotation key (`[prefix/]name`).
+pub fn label_key_errors(key: &str) -> Vec<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let mut errors = Vec::new();
+    if let Some(p) = prefix {
+        if !dns1123_subdomain_errors(p).is_empty() {
+            errors.push(format!("prefix part {}", DNS1123_SUBDOMAIN_MSG));
+        }
+    }
+    if !is_qualified_name_part(name) {
+        errors.push(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start \
+             and end with an alphanumeric character (at most 63 characters)"
+                .to_string(),
+        );
+    }
+    errors
+}
+
+/// Problems with a label value (empty, or a qualified-name part).
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    if value.is_empty() || is_qualified_name_part(value) {
+        Vec::new()
+    } else {
+        vec!["a valid label must be an empty string or consist of alphanumeric characters, \
+              '-', '_' or '.', and must start and end with an alphanumeric character \
+              (at most 63 characters)"
+            .to_string()]
+    }
+}
+
+/// Validates an object about to be written: its metadata, and the per-kind rules.
+pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let meta = object.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        errors.push(FieldError::required("metadata.name"));
+    } else {
+        let problems = if resource.name_is_label {
+            dns1123_label_errors(name)
+        } else {
+            dns1123_subdomain_errors(name)
+        };
+        for p in problems {
+            errors.push(FieldError::invalid("metadata.name", name, p));
+        }
+    }
+    if let Some(labels) = meta.and_then(|m| m.get("labels")).and_then(Value::as_object) {
+        for (k, v) in labels {
+            for p in label_key_errors(k) {
+                errors.push(FieldError::invalid("metadata.labels", k, p));
+            }
+            match v.as_str() {
+                Some(v) => {
+                    for p in label_value_errors(v) {
+                        errors.push(FieldError::invalid(format!("metadata.labels[{k}]"), v, p));
+                    }
+                }
+                None => errors.push(FieldError::invalid(
+                    format!("metadata.labels[{k}]"),
+                    &v.to_string(),
+                    "must be a string",
+                )),
+            }
+        }
+    }
+    if let Some(annotations) = meta.and_then(|m| m.get("annotations")).and_then(Value::as_object) {
+        for k in annotations.keys() {
+            for p in label_key_errors(k) {
+                errors.push(FieldError::invalid("metadata.annotations", k, p));
+            }
+        }
+    }
+    match resource.kind {
+        "Pod" => validate_pod_spec(object.get("spec"), "spec", &mut errors),
+        "ReplicationController" => validate_rc(object, &mut errors),
+        "Service" => validate_service(object, &mut errors),
+        _ => {}
+    }
+    errors
+}
+
+fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    let Some(containers) = containers.filter(|c| !c.is_empty()) else {
+        errors.push(FieldError::required(format!("{path}.containers")));
+        return;
+    };
+    let mut seen = Vec::new();
+    for (i, c) in containers.iter().enumerate() {
+        let at = format!("{path}.containers[{i}]");
+        match c.get("name").and_then(Value::as_str) {
+            None | Some("") => errors.push(FieldError::required(format!("{at}.name"))),
+            Some(name) => {
+                for p in dns1123_label_errors(name) {
+                    errors.push(FieldError::invalid(format!("{at}.name"), name, p));
+                }
+                if seen.contains(&name) {
+                    errors.push(FieldError::duplicate(format!("{at}.name"), name));
+                }
+                seen.push(name);
+            }
+        }
+        if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
+            errors.push(FieldError::required(format!("{at}.image")));
+        }
+        for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let port_path = format!("{at}.ports[{j}].containerPort");
+            match port.get("containerPort").and_then(Value::as_i64) {
+                Some(p) if (1..=65535).contains(&p) => {}
+                Some(p) => errors.push(FieldError::invalid(
+                    port_path,
+                    &p.to_string(),
+                    "must be between 1 and 65535, inclusive",
+                )),
+                None => errors.push(FieldError::required(port_path)),
+            }
+        }
+    }
+}
+
+fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
+    let spec = object.get("spec");
+    if let Some(replicas) = spec.and_then(|s| s.get("replicas")).and_then(Value::as_i64) {
+        if replicas < 0 {
+            errors.push(FieldError::invalid(
+                "spec.replicas",
+                &replicas.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    let selector = spec.and_then(|s| s.get("selector")).and_then(Value::as_object);
+    let template_labels =
+        spec.and_then(|s| s.pointer("/template/metadata/labels")).and_then(Value::as_object);
+    match selector {
+        None => errors.push(FieldError::required("spec.selector")),
+        Some(sel) if sel.is_empty() => errors.push(FieldError::required("spec.selector")),
+        Some(sel) => {
+            let matches = template_labels
+                .is_some_and(|labels| sel.iter().all(|(k, v)| labels.get(k) == Some(v)));
+            if !matches {
+                errors.push(FieldError::invalid(
+                    "spec.template.metadata.labels",
+                    &Value::Object(template_labels.cloned().unwrap_or_default()).to_string(),
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+    }
+    match spec.and_then(|s| s.get("template")) {
+        None => errors.push(FieldError::required("spec.template")),
+        Some(t) => validate_pod_spec(t.get("spec"), "spec.template.spec", errors),
+    }
+}
+
+fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
+    let spec = object.get("spec");
+    let kind = spec.and_then(|s| s.get("type")).and_then(Value::as_str).unwrap_or("ClusterIP");
+    if !matches!(kind, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
+        errors.push(FieldError {
+            reason: "FieldValueNotSupported",
+            field: "spec.type".into(),
+            message: format!(
+                "Unsupported value: {kind:?}: supported values: \"ClusterIP\", \"ExternalName\", \
+                 \"LoadBalancer\", \"NodePort\""
+            ),
+        });
+    }
+    let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
+    if kind != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
+        let headless = spec.and_then(|s| s.get("clusterIP")).and_then(Value::as_str) == Some("None");
+        if !headless {
+            errors.push(FieldError::required("spec.ports"));
+        }
+    }
+    for (i, port) in ports.into_iter().flatten().enumerate() {
+        match port.get("port").and_then(Value::as_i64) {
+            Some(p) if (1..=65535).contains(&p) => {}
+            Some(p) => errors.push(FieldError::invalid(
+                format!("spec.ports[{i}].port"),
+                &p.to_string(),
+                "must be between 1 and 65535, inclusive",
+            )),
+            None => errors.push(FieldError::required(format!("spec.ports[{i}].port"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::resources::find;
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        assert!(dns1123_label_errors("my-name").is_empty());
+        assert!(!dns1123_label_errors("My_Name").is_empty());
+        assert!(!dns1123_label_errors("-a").is_empty());
+        assert!(!dns1123_label_errors(&"a".repeat(64)).is_empty());
+        assert!(dns1123_subdomain_errors("a.b-c.d").is_empty());
+        assert!(!dns1123_subdomain_errors("a..b").is_empty());
+        assert!(label_key_errors("kubernetes.io/hostname").is_empty());
+        assert!(!label_key_errors("bad key").is_empty());
+        assert!(label_value_errors("").is_empty());
+        assert!(!label_value_errors("-x").is_empty());
+    }
+
+    #[test]
+    fn pod_rules() {
+        let pods = find("", "v1", "pods").unwrap();
+        let ok = json!({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}});
+        assert!(validate_object(pods, &ok).is_empty());
+        let bad = json!({"metadata":{"name":"P_1"},"spec":{"containers":[
+            {"name":"c","image":"i","ports":[{"containerPort":70000}]},{"name":"c","image":""}]}});
+        let fields: Vec<_> = validate_object(pods, &bad).into_iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.name",
+                "spec.containers[0].ports[0].containerPort",
+                "spec.containers[1].name",
+                "spec.containers[1].image"
+            ]
+        );
+        let empty = json!({"metadata":{"name":"p"},"spec":{"containers":[]}});
+        assert_eq!(validate_object(pods, &empty)[0].field, "spec.containers");
+    }
+
+    #[test]
+    fn rc_selector_must_match_template() {
+        let rcs = find("", "v1", "replicationcontrollers").unwrap();
+        let rc = json!({"metadata":{"name":"r"},"spec":{"selector":{"app":"a"},
+            "template":{"metadata":{"labels":{"app":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}});
+        let errors = validate_object(rcs, &rc);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].field, "spec.template.metadata.labels");
+    }
+}

@@ -1,0 +1,44 @@
+//! Storage keys: `o/<group>/<plural>/<namespace>/<name>` for objects, one key for the revision.
+
+use super::StoreError;
+use crate::model::{resources, ObjectKey};
+
+/// The key under which each shard records the highest revision it committed.
+pub(crate) const REVISION_KEY: &[u8] = b"m/revision";
+
+pub(crate) fn encode(key: &ObjectKey) -> Vec<u8> {
+    format!("o/{}/{}/{}/{}", key.resource.group, key.resource.plural, key.namespace, key.name)
+        .into_bytes()
+}
+
+pub(crate) fn decode(bytes: &[u8]) -> Result<ObjectKey, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("bad key {:?}", String::from_utf8_lossy(bytes)));
+    let text = std::str::from_utf8(bytes).map_err(|_| corrupt())?;
+    let mut parts = text.splitn(5, '/');
+    let (Some("o"), Some(group), Some(plural), Some(namespace), Some(name)) =
+        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(corrupt());
+    };
+    let resource = resources::RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.plural == plural)
+        .ok_or_else(corrupt)?;
+    Ok(ObjectKey::new(resource, namespace, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "ns", "p.1");
+        assert_eq!(decode(&encode(&key)).unwrap(), key);
+        let leases = resources::find("coordination.k8s.io", "v1", "leases").unwrap();
+        let key = ObjectKey::new(leases, "kube-node-lease", "n");
+        assert_eq!(decode(&encode(&key)).unwrap(), key);
+        assert!(decode(b"o/x").is_err());
+    }
+}

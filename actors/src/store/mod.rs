@@ -1,0 +1,234 @@
+//! The sharded store: shard actors over a blocking engine, and the `Store` handle that routes
+//! each request to the shard owning its resource type.
+//!
+//! Objects are partitioned by resource type, so every watch stream (which is per type) comes
+//! from one shard and is ordered by construction.
+
+mod codec;
+mod engine;
+mod keys;
+mod revision;
+mod rocks;
+mod shard;
+mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use actix::{Actor, Addr, Arbiter, Recipient, SyncArbiter};
+use tokio::sync::oneshot;
+
+pub use revision::Revision;
+pub use shard::{ContinuePoint, ListPage};
+
+use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::watch::Publish;
+use engine::Engine;
+use shard::{Get, List, StoreShard, Write, WriteOp};
+use writer::ShardWriter;
+
+/// Errors of the store layer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("{} {:?} not found", .0.resource.plural, .0.name)]
+    NotFound(ObjectKey),
+    #[error("{} {:?} already exists", .0.resource.plural, .0.name)]
+    AlreadyExists(ObjectKey),
+    #[error("{message}")]
+    Conflict { key: ObjectKey, message: String },
+    /// A continue token or resourceVersion that is no longer held.
+    #[error("too old resource version: {0}")]
+    Expired(u64),
+    #[error("storage engine error: {0}")]
+    Engine(String),
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    #[error("store is shutting down")]
+    Unavailable,
+    #[error("{0}")]
+    Layout(String),
+}
+
+/// Conditions a write checks against the object's newest state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    pub resource_version: Option<u64>,
+    pub uid: Option<String>,
+}
+
+impl Preconditions {
+    fn check(&self, current: &StoredObject) -> Result<(), StoreError> {
+        let conflict = |message: String| StoreError::Conflict { key: current.key.clone(), message };
+        if let Some(rv) = self.resource_version {
+            if rv != current.resource_version {
+                return Err(conflict(format!(
+                    "Operation cannot be fulfilled on {} {:?}: the object has been modified; \
+                     please apply your changes to the latest version and try again",
+                    current.key.resource.plural, current.key.name
+                )));
+            }
+        }
+        if let Some(uid) = &self.uid {
+            if *uid != current.uid {
+                return Err(conflict(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    current.uid
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The handle to the store: cheap to clone, hides the shard actors.
+#[derive(Clone)]
+pub struct Store {
+    shards: Arc<Vec<Addr<StoreShard>>>,
+    revision: Arc<Revision>,
+}
+
+/// Where the store keeps its data and how it is partitioned.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub shards: usize,
+    /// `None` keeps everything in memory (tests and benchmarks); `Some(dir)` uses RocksDB.
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
+impl Store {
+    /// Opens every shard's engine, recovers the revision counter and starts one actor per
+    /// shard, each on its own arbiter thread, publishing committed events to `publish`.
+    pub fn open(options: &StoreOptions, publish: Recipient<Publish>) -> Result<Self, StoreError> {
+        let shards = options.shards.max(1);
+        let engines: Vec<Arc<dyn Engine>> = match &options.data_dir {
+            Some(dir) => {
+                check_layout(dir, shards)?;
+                (0..shards)
+                    .map(|i| {
+                        let engine = rocks::RocksEngine::open(&dir.join(format!("shard-{i}")))?;
+                        Ok(Arc::new(engine) as Arc<dyn Engine>)
+                    })
+                    .collect::<Result<_, StoreError>>()?
+            }
+            None => (0..shards)
+                .map(|_| Arc::new(engine::MemoryEngine::default()) as Arc<dyn Engine>)
+                .collect(),
+        };
+        let revision = Arc::new(Revision::default());
+        let mut loaded = Vec::with_capacity(shards);
+        for (index, engine) in engines.iter().enumerate() {
+            let writer_engine = engine.clone();
+            let writer = SyncArbiter::start(1, move || ShardWriter::new(writer_engine.clone()));
+            let shard = StoreShard::load(
+                index,
+                engine.load_all()?,
+                revision.clone(),
+                writer,
+                publish.clone(),
+            )?;
+            loaded.push(shard);
+        }
+        let highest = loaded.iter().map(StoreShard::applied_revision).max().unwrap_or(0);
+        let revision = Arc::new(Revision::starting_after(highest));
+        let addrs = loaded
+            .into_iter()
+            .map(|shard| {
+                let shard = shard.with_revision(revision.clone());
+                let arbiter = Arbiter::new();
+                StoreShard::start_in_arbiter(&arbiter.handle(), move |_| shard)
+            })
+            .collect();
+        Ok(Self { shards: Arc::new(addrs), revision })
+    }
+
+    fn shard(&self, resource: &ResourceType) -> &Addr<StoreShard> {
+        // FNV-1a over the resource's identity: stable across builds and restarts.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in resource.group.bytes().chain([b'/']).chain(resource.plural.bytes()) {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        &self.shards[(hash % self.shards.len() as u64) as usize]
+    }
+
+    /// The last revision handed out to any write.
+    pub fn current_revision(&self) -> u64 {
+        self.revision.current()
+    }
+
+    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
+        self.shard(key.resource).send(Get(key.clone())).await.map_err(|_| StoreError::Unavailable)
+    }
+
+    pub async fn list(
+        &self,
+        resource: &'static ResourceType,
+        filter: ObjectFilter,
+        limit: Option<usize>,
+        continue_from: Option<ContinuePoint>,
+    ) -> Result<ListPage, StoreError> {
+        self.shard(resource)
+            .send(List { resource, filter, limit, continue_from })
+            .await
+            .map_err(|_| StoreError::Unavailable)?
+    }
+
+    pub async fn create(
+        &self,
+        key: ObjectKey,
+        object: serde_json::Value,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        self.write(WriteOp::Create { key, object }).await
+    }
+
+    pub async fn update(
+        &self,
+        key: ObjectKey,
+        object: serde_json::Value,
+        preconditions: Preconditions,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        self.write(WriteOp::Update { key, object, preconditions }).await
+    }
+
+    /// Deletes and returns the object's last state, stamped with the deletion's revision.
+    pub async fn delete(
+        &self,
+        key: ObjectKey,
+        preconditions: Preconditions,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        self.write(WriteOp::Delete { key, preconditions }).await
+    }
+
+    async fn write(&self, op: WriteOp) -> Result<Arc<StoredObject>, StoreError> {
+        let resource = match &op {
+            WriteOp::Create { key, .. } | WriteOp::Update { key, .. } | WriteOp::Delete { key, .. } => {
+                key.resource
+            }
+        };
+        let (reply, receive) = oneshot::channel();
+        // Queued even past the mailbox capacity: the shard drains its whole queue into each
+        // batch, so a deep queue is what group commit feeds on. A stopped shard drops `reply`.
+        self.shard(resource).do_send(Write { op, reply });
+        receive.await.map_err(|_| StoreError::Unavailable)?
+    }
+}
+
+/// Refuses to open a data directory written with a different shard count: objects would be
+/// looked for in the wrong shard.
+fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
+    let io = |e: std::io::Error| StoreError::Engine(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let layout = dir.join("LAYOUT");
+    let wanted = format!("shards={shards}\n");
+    match std::fs::read_to_string(&layout) {
+        Ok(found) if found == wanted => Ok(()),
+        Ok(found) => Err(StoreError::Layout(format!(
+            "store.shards: the data in {} was written with {}, not shards={shards}",
+            dir.display(),
+            found.trim()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::write(&layout, wanted).map_err(io)
+        }
+        Err(e) => Err(io(e)),
+    }
+}

@@ -1,0 +1,394 @@
+//! The store shard actor: owns a partition of the objects (whole resource types), serves reads
+//! from its in-memory cache and group-commits writes to its engine.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use imbl::OrdMap;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::engine::BatchEntry;
+use super::writer::{Commit, ShardWriter};
+use super::{codec, keys, Preconditions, Revision, StoreError};
+use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::watch::{EventType, Publish, WatchEvent};
+
+/// The objects of one resource type, by (namespace, name). Cloning is O(1), which is what makes
+/// paginated lists consistent snapshots.
+type Collection = OrdMap<(String, String), Arc<StoredObject>>;
+
+/// How many past list snapshots a shard keeps for `continue` tokens.
+const MAX_SNAPSHOTS: usize = 32;
+/// How long a continue token stays valid when its resource has changed since.
+const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
+
+pub(crate) struct StoreShard {
+    index: usize,
+    revision: Arc<Revision>,
+    collections: HashMap<&'static ResourceType, Collection>,
+    /// The revision of the last committed change, per resource type.
+    modified_at: HashMap<&'static ResourceType, u64>,
+    /// Accepted but not yet committed state of keys, newest first: what writes validate against.
+    latest: HashMap<ObjectKey, Option<Arc<StoredObject>>>,
+    pending: Vec<Accepted>,
+    committing: bool,
+    flush_scheduled: bool,
+    writer: Addr<ShardWriter>,
+    publish: Recipient<Publish>,
+    /// Highest revision this shard has committed.
+    applied: u64,
+    snapshots: VecDeque<Snapshot>,
+}
+
+struct Accepted {
+    event: WatchEvent,
+    reply: oneshot::Sender<Result<Arc<StoredObject>, StoreError>>,
+}
+
+struct Snapshot {
+    resource: &'static ResourceType,
+    revision: u64,
+    taken: Instant,
+    items: Collection,
+}
+
+impl StoreShard {
+    /// Builds a shard from the values its engine holds.
+    pub(crate) fn load(
+        index: usize,
+        stored: Vec<(Vec<u8>, Vec<u8>)>,
+        revision: Arc<Revision>,
+        writer: Addr<ShardWriter>,
+        publish: Recipient<Publish>,
+    ) -> Result<Self, StoreError> {
+        let mut collections: HashMap<&'static ResourceType, Collection> = HashMap::new();
+        let mut applied = 0;
+        for (key, value) in stored {
+            if key == keys::REVISION_KEY {
+                applied = applied.max(codec::decode_revision(&value)?);
+                continue;
+            }
+            let object_key = keys::decode(&key)?;
+            let (rv, json) = codec::decode_object(&value)?;
+            let object = StoredObject::from_raw(object_key.clone(), rv, json.to_vec().into())
+                .map_err(|e| StoreError::Corrupt(format!("object {object_key:?}: {e}")))?;
+            applied = applied.max(rv);
+            collections
+                .entry(object_key.resource)
+                .or_default()
+                .insert((object_key.namespace, object_key.name), Arc::new(object));
+        }
+        Ok(Self {
+            index,
+            revision,
+            collections,
+            modified_at: HashMap::new(),
+            latest: HashMap::new(),
+            pending: Vec::new(),
+            committing: false,
+            flush_scheduled: false,
+            writer,
+            publish,
+            applied,
+            snapshots: VecDeque::new(),
+        })
+    }
+
+    /// Replaces the revision counter (start-up builds the real one after loading every shard).
+    pub(crate) fn with_revision(mut self, revision: Arc<Revision>) -> Self {
+        self.revision = revision;
+        self
+    }
+
+    /// The highest revision found on disk when the shard was loaded (or committed since).
+    pub(crate) fn applied_revision(&self) -> u64 {
+        self.applied
+    }
+
+    fn committed(&self, key: &ObjectKey) -> Option<&Arc<StoredObject>> {
+        self.collections
+            .get(key.resource)
+            .and_then(|c| c.get(&(key.namespace.clone(), key.name.clone())))
+    }
+
+    /// The newest accepted state of a key, committed or not.
+    fn newest(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+        match self.latest.get(key) {
+            Some(state) => state.clone(),
+            None => self.committed(key).cloned(),
+        }
+    }
+
+    fn accept(&mut self, op: WriteOp) -> Result<WatchEvent, StoreError> {
+        match op {
+            WriteOp::Create { key, object } => {
+                if self.newest(&key).is_some() {
+                    return Err(StoreError::AlreadyExists(key));
+                }
+                let rv = self.revision.next();
+                let object = Arc::new(StoredObject::from_value(key, object, rv));
+                Ok(WatchEvent { kind: EventType::Added, object, previous: None })
+            }
+            WriteOp::Update { key, object, preconditions } => {
+                let current = self.newest(&key).ok_or_else(|| StoreError::NotFound(key.clone()))?;
+                preconditions.check(&current)?;
+                let rv = self.revision.next();
+                let object = Arc::new(StoredObject::from_value(key, object, rv));
+                Ok(WatchEvent { kind: EventType::Modified, object, previous: Some(current) })
+            }
+            WriteOp::Delete { key, preconditions } => {
+                let current = self.newest(&key).ok_or_else(|| StoreError::NotFound(key.clone()))?;
+                preconditions.check(&current)?;
+                let rv = self.revision.next();
+                let object = Arc::new(StoredObject::from_value(key, current.to_value(), rv));
+                Ok(WatchEvent { kind: EventType::Deleted, object, previous: Some(current) })
+            }
+        }
+    }
+
+    fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
+        if !self.flush_scheduled && !self.committing && !self.pending.is_empty() {
+            self.flush_scheduled = true;
+            ctx.notify(Flush);
+        }
+    }
+
+    fn on_committed(&mut self, batch: Vec<Accepted>, result: Result<(), StoreError>) {
+        self.committing = false;
+        if let Err(error) = result {
+            // Later pending writes were validated against state that never reached disk.
+            tracing::error!(shard = self.index, %error, "commit failed; failing queued writes");
+            self.latest.clear();
+            for accepted in batch.into_iter().chain(self.pending.drain(..)) {
+                let _ = accepted.reply.send(Err(error.clone()));
+            }
+            return;
+        }
+        let mut events = Vec::with_capacity(batch.len());
+        for Accepted { event, reply } in batch {
+            let key = &event.object.key;
+            let collection = self.collections.entry(key.resource).or_default();
+            let map_key = (key.namespace.clone(), key.name.clone());
+            if event.kind == EventType::Deleted {
+                collection.remove(&map_key);
+            } else {
+                collection.insert(map_key, event.object.clone());
+            }
+            let rv = event.object.resource_version;
+            self.modified_at.insert(key.resource, rv);
+            self.applied = self.applied.max(rv);
+            let superseded = match self.latest.get(key) {
+                Some(Some(newest)) => newest.resource_version != rv,
+                Some(None) => event.kind != EventType::Deleted,
+                None => true,
+            };
+            if !superseded {
+                self.latest.remove(key);
+            }
+            let _ = reply.send(Ok(event.object.clone()));
+            events.push(event);
+        }
+        self.publish.do_send(Publish { events });
+    }
+
+    fn list(&mut self, msg: List) -> Result<ListPage, StoreError> {
+        let (revision, items) = match &msg.continue_from {
+            None => {
+                let items = self.collections.get(msg.resource).cloned().unwrap_or_default();
+                (self.applied, items)
+            }
+            Some(point) => (point.revision, self.snapshot(msg.resource, point.revision)?),
+        };
+        let start = match (&msg.continue_from, &msg.filter.namespace) {
+            (Some(point), _) => Bound::Excluded(point.after.clone()),
+            (None, Some(ns)) => Bound::Included((ns.clone(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let limit = msg.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut page = Vec::new();
+        let mut next = None;
+        for (map_key, object) in items.range((start, Bound::Unbounded)) {
+            if msg.filter.namespace.as_ref().is_some_and(|ns| *ns != map_key.0) {
+                break;
+            }
+            if !msg.filter.matches(object) {
+                continue;
+            }
+            if page.len() == limit {
+                let last: &Arc<StoredObject> = page.last().expect("limit is at least 1");
+                let after = (last.key.namespace.clone(), last.key.name.clone());
+                next = Some(ContinuePoint { revision, after });
+                break;
+            }
+            page.push(object.clone());
+        }
+        if next.is_some() && msg.continue_from.is_none() {
+            self.keep_snapshot(msg.resource, revision, items);
+        }
+        Ok(ListPage { resource_version: revision, items: page, next })
+    }
+
+    fn snapshot(&self, resource: &'static ResourceType, revision: u64) -> Result<Collection, StoreError> {
+        let unchanged = self.modified_at.get(resource).is_none_or(|m| *m <= revision);
+        if unchanged && revision <= self.applied {
+            return Ok(self.collections.get(resource).cloned().unwrap_or_default());
+        }
+        self.snapshots
+            .iter()
+            .find(|s| s.resource == resource && s.revision == revision)
+            .filter(|s| s.taken.elapsed() < SNAPSHOT_TTL)
+            .map(|s| s.items.clone())
+            .ok_or(StoreError::Expired(revision))
+    }
+
+    fn keep_snapshot(&mut self, resource: &'static ResourceType, revision: u64, items: Collection) {
+        if self.snapshots.iter().any(|s| s.resource == resource && s.revision == revision) {
+            return;
+        }
+        if self.snapshots.len() == MAX_SNAPSHOTS {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(Snapshot { resource, revision, taken: Instant::now(), items });
+    }
+}
+
+impl Actor for StoreShard {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Writers queue far more than the default 16 messages under load.
+        ctx.set_mailbox_capacity(4096);
+    }
+}
+
+// === messages ===
+
+/// A change to one object. Never dropped: the reply is sent once the change is durable or has
+/// been refused.
+pub(crate) enum WriteOp {
+    Create { key: ObjectKey, object: Value },
+    Update { key: ObjectKey, object: Value, preconditions: Preconditions },
+    Delete { key: ObjectKey, preconditions: Preconditions },
+}
+
+pub(crate) struct Write {
+    pub(crate) op: WriteOp,
+    pub(crate) reply: oneshot::Sender<Result<Arc<StoredObject>, StoreError>>,
+}
+
+impl Message for Write {
+    type Result = ();
+}
+
+impl Handler<Write> for StoreShard {
+    type Result = ();
+
+    fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) {
+        match self.accept(msg.op) {
+            Ok(event) => {
+                let state = (event.kind != EventType::Deleted).then(|| event.object.clone());
+                self.latest.insert(event.object.key.clone(), state);
+                self.pending.push(Accepted { event, reply: msg.reply });
+                self.schedule_flush(ctx);
+            }
+            Err(error) => {
+                let _ = msg.reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// Internal: write everything accepted so far as one batch.
+struct Flush;
+
+impl Message for Flush {
+    type Result = ();
+}
+
+impl Handler<Flush> for StoreShard {
+    type Result = ();
+
+    fn handle(&mut self, _: Flush, ctx: &mut Context<Self>) {
+        self.flush_scheduled = false;
+        if self.committing || self.pending.is_empty() {
+            return;
+        }
+        let batch: Vec<Accepted> = std::mem::take(&mut self.pending);
+        let mut entries: Vec<BatchEntry> = Vec::with_capacity(batch.len() + 1);
+        let mut highest = 0;
+        for accepted in &batch {
+            let object = &accepted.event.object;
+            highest = highest.max(object.resource_version);
+            let value = (accepted.event.kind != EventType::Deleted)
+                .then(|| codec::encode_object(object.resource_version, &object.raw));
+            entries.push((keys::encode(&object.key), value));
+        }
+        entries.push((keys::REVISION_KEY.to_vec(), Some(codec::encode_revision(highest))));
+        self.committing = true;
+        // Spawned, not awaited: Gets and Lists are served while the batch is being synced.
+        let commit = self
+            .writer
+            .send(Commit { batch: entries })
+            .into_actor(self)
+            .map(|result, shard, ctx| {
+                let result = result.unwrap_or_else(|e| Err(StoreError::Engine(e.to_string())));
+                shard.on_committed(batch, result);
+                shard.schedule_flush(ctx);
+            });
+        ctx.spawn(commit);
+    }
+}
+
+/// Read one committed object. May not be dropped.
+pub(crate) struct Get(pub(crate) ObjectKey);
+
+impl Message for Get {
+    type Result = Option<Arc<StoredObject>>;
+}
+
+impl Handler<Get> for StoreShard {
+    type Result = Option<Arc<StoredObject>>;
+
+    fn handle(&mut self, msg: Get, _: &mut Context<Self>) -> Self::Result {
+        self.committed(&msg.0).cloned()
+    }
+}
+
+/// Where a paginated list goes on: the snapshot revision and the last key returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContinuePoint {
+    pub revision: u64,
+    pub after: (String, String),
+}
+
+/// One page of a list: a consistent snapshot at `resource_version`.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub resource_version: u64,
+    pub items: Vec<Arc<StoredObject>>,
+    pub next: Option<ContinuePoint>,
+}
+
+/// List committed objects of one resource type. May not be dropped.
+pub(crate) struct List {
+    pub(crate) resource: &'static ResourceType,
+    pub(crate) filter: ObjectFilter,
+    pub(crate) limit: Option<usize>,
+    pub(crate) continue_from: Option<ContinuePoint>,
+}
+
+impl Message for List {
+    type Result = Result<ListPage, StoreError>;
+}
+
+impl Handler<List> for StoreShard {
+    type Result = Result<ListPage, StoreError>;
+
+    fn handle(&mut self, msg: List, _: &mut Context<Self>) -> Self::Result {
+        self.list(msg)
+    }
+}

@@ -1,0 +1,41 @@
+//! The shard writer: a synchronous actor that owns the blocking commit of one shard's batches.
+
+use std::sync::Arc;
+
+use actix::{Actor, Handler, Message, SyncContext};
+
+use super::engine::{BatchEntry, Engine};
+use super::StoreError;
+
+/// Runs on its own thread (a `SyncArbiter` of one) so a WAL sync never stalls the shard's
+/// mailbox: the shard keeps serving reads and queueing writes while a batch is on disk.
+pub(crate) struct ShardWriter {
+    engine: Arc<dyn Engine>,
+}
+
+impl ShardWriter {
+    pub(crate) fn new(engine: Arc<dyn Engine>) -> Self {
+        Self { engine }
+    }
+}
+
+impl Actor for ShardWriter {
+    type Context = SyncContext<Self>;
+}
+
+/// Commit one group of writes atomically and durably. Never dropped: the shard waits for it.
+pub(crate) struct Commit {
+    pub(crate) batch: Vec<BatchEntry>,
+}
+
+impl Message for Commit {
+    type Result = Result<(), StoreError>;
+}
+
+impl Handler<Commit> for ShardWriter {
+    type Result = Result<(), StoreError>;
+
+    fn handle(&mut self, msg: Commit, _: &mut SyncContext<Self>) -> Self::Result {
+        self.engine.commit(msg.batch)
+    }
+}

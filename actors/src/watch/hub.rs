@@ -1,0 +1,334 @@
+//! The watch hub actor: keeps the event window and the subscriber list, and delivers every
+//! committed event to the watchers whose filter it matches.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::Stream;
+use tokio::sync::mpsc::{self, error::TrySendError};
+
+use super::window::EventWindow;
+use super::{EventType, WatchError, WatchEvent, WatchItem};
+use crate::model::{ObjectFilter, ResourceType};
+
+/// The hub's settings (the `[watch]` config section).
+#[derive(Debug, Clone)]
+pub struct HubOptions {
+    /// Events kept for resuming watches.
+    pub window_events: usize,
+    /// Events a watcher may fall behind before it is closed.
+    pub buffer: usize,
+    /// How often watchers that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+struct Subscriber {
+    id: u64,
+    filter: ObjectFilter,
+    bookmarks: bool,
+    /// Events at or below this revision were already covered by the watcher's starting point.
+    after: u64,
+    sink: mpsc::Sender<WatchItem>,
+    overflowed: Arc<AtomicBool>,
+}
+
+impl Subscriber {
+    /// Translates a committed event into what this watcher should see, if anything.
+    fn view(&self, event: &WatchEvent) -> Option<WatchItem> {
+        if event.object.resource_version <= self.after {
+            return None;
+        }
+        let now = self.filter.matches(&event.object);
+        let before = event.previous.as_ref().is_some_and(|p| self.filter.matches(p));
+        let kind = match (event.kind, before, now) {
+            (EventType::Added, _, true) => EventType::Added,
+            (EventType::Modified, true, true) => EventType::Modified,
+            (EventType::Modified, false, true) => EventType::Added,
+            (EventType::Modified, true, false) => EventType::Deleted,
+            (EventType::Deleted, _, true) => EventType::Deleted,
+            _ => return None,
+        };
+        Some(WatchItem::Event(kind, event.object.clone()))
+    }
+
+    /// Hands an item over without ever waiting; false when the watcher must be dropped.
+    fn offer(&self, item: WatchItem) -> bool {
+        match self.sink.try_send(item) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.overflowed.store(true, Ordering::Release);
+                false
+            }
+            Err(TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// The watch hub actor. Start it with [`WatchHub::start`]; talk to it through [`WatchHub`]'s
+/// handle methods.
+pub struct WatchHub {
+    options: HubOptions,
+    window: EventWindow,
+    subscribers: HashMap<&'static ResourceType, Vec<Subscriber>>,
+    last_revision: HashMap<&'static ResourceType, u64>,
+    floor: u64,
+    next_id: u64,
+}
+
+/// The handle to a running hub.
+#[derive(Clone)]
+pub struct HubHandle {
+    addr: Addr<WatchHub>,
+}
+
+impl WatchHub {
+    /// Starts the hub on its own arbiter thread.
+    pub fn start(options: HubOptions) -> HubHandle {
+        let arbiter = Arbiter::new();
+        let hub = WatchHub {
+            window: EventWindow::new(options.window_events),
+            options,
+            subscribers: HashMap::new(),
+            last_revision: HashMap::new(),
+            floor: 0,
+            next_id: 0,
+        };
+        HubHandle { addr: WatchHub::start_in_arbiter(&arbiter.handle(), move |_| hub) }
+    }
+
+    fn publish(&mut self, events: Vec<WatchEvent>) {
+        for event in events {
+            let resource = event.object.key.resource;
+            self.last_revision.insert(resource, event.object.resource_version);
+            if let Some(subscribers) = self.subscribers.get_mut(resource) {
+                subscribers.retain(|s| match s.view(&event) {
+                    Some(item) => s.offer(item),
+                    None => !s.sink.is_closed(),
+                });
+            }
+            self.window.push(event);
+        }
+    }
+
+    fn send_bookmarks(&mut self) {
+        let floor = self.floor;
+        for (resource, subscribers) in &mut self.subscribers {
+            let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
+            subscribers.retain(|s| !s.bookmarks || s.offer(WatchItem::Bookmark(revision.max(s.after))));
+        }
+    }
+
+    fn subscribe(&mut self, msg: Subscribe) -> Result<Subscription, WatchError> {
+        let resource = msg.resource;
+        let mut replay = VecDeque::new();
+        let from = msg.from_revision;
+        let (sink, receiver) = mpsc::channel(self.options.buffer.max(1));
+        let id = self.next_id;
+        self.next_id += 1;
+        let subscriber = Subscriber {
+            id,
+            filter: msg.filter,
+            bookmarks: msg.bookmarks,
+            after: from,
+            sink,
+            overflowed: Arc::new(AtomicBool::new(false)),
+        };
+        let events = self
+            .window
+            .since(resource, from)
+            .map_err(|oldest| WatchError::Expired { requested: from, oldest })?;
+        replay.extend(events.filter_map(|e| subscriber.view(e)));
+        let subscription = Subscription {
+            id,
+            replay,
+            receiver,
+            overflowed: subscriber.overflowed.clone(),
+            buffer: self.options.buffer,
+            resource,
+            hub: None,
+            finished: false,
+        };
+        self.subscribers.entry(resource).or_default().push(subscriber);
+        Ok(subscription)
+    }
+}
+
+impl Actor for WatchHub {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(usize::MAX >> 1);
+        ctx.run_interval(self.options.bookmark_interval, |hub, _| hub.send_bookmarks());
+    }
+}
+
+// === messages ===
+
+/// Committed events from one shard batch, in revision order. Never dropped.
+pub struct Publish {
+    pub events: Vec<WatchEvent>,
+}
+
+impl Message for Publish {
+    type Result = ();
+}
+
+impl Handler<Publish> for WatchHub {
+    type Result = ();
+
+    fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
+        self.publish(msg.events);
+    }
+}
+
+/// Sets the revision the store recovered at start-up: older watches cannot be resumed.
+struct SetFloor(u64);
+
+impl Message for SetFloor {
+    type Result = ();
+}
+
+impl Handler<SetFloor> for WatchHub {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetFloor, _: &mut Context<Self>) {
+        self.floor = msg.0;
+        self.window.set_floor(msg.0);
+    }
+}
+
+/// Start watching one resource type after a revision.
+struct Subscribe {
+    resource: &'static ResourceType,
+    filter: ObjectFilter,
+    from_revision: u64,
+    bookmarks: bool,
+}
+
+impl Message for Subscribe {
+    type Result = Result<Subscription, WatchError>;
+}
+
+impl Handler<Subscribe> for WatchHub {
+    type Result = Result<Subscription, WatchError>;
+
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) -> Self::Result {
+        let mut subscription = self.subscribe(msg)?;
+        subscription.hub = Some(ctx.address().recipient());
+        Ok(subscription)
+    }
+}
+
+/// Stop delivering to a watcher. May be dropped (the hub also drops closed watchers itself).
+struct Unsubscribe {
+    resource: &'static ResourceType,
+    id: u64,
+}
+
+impl Message for Unsubscribe {
+    type Result = ();
+}
+
+impl Handler<Unsubscribe> for WatchHub {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, _: &mut Context<Self>) {
+        if let Some(subscribers) = self.subscribers.get_mut(msg.resource) {
+            subscribers.retain(|s| s.id != msg.id);
+        }
+    }
+}
+
+/// Counts current watchers (for metrics and tests).
+struct CountWatchers;
+
+impl Message for CountWatchers {
+    type Result = usize;
+}
+
+impl Handler<CountWatchers> for WatchHub {
+    type Result = usize;
+
+    fn handle(&mut self, _: CountWatchers, _: &mut Context<Self>) -> usize {
+        self.subscribers.values().map(Vec::len).sum()
+    }
+}
+
+// === impl HubHandle ===
+
+impl HubHandle {
+    /// The recipient the store shards publish to.
+    pub fn publisher(&self) -> Recipient<Publish> {
+        self.addr.clone().recipient()
+    }
+
+    /// Tells the hub the revision the store started at.
+    pub fn set_floor(&self, revision: u64) {
+        self.addr.do_send(SetFloor(revision));
+    }
+
+    /// Watches `resource` for changes after `from_revision` that match `filter`.
+    pub async fn subscribe(
+        &self,
+        resource: &'static ResourceType,
+        filter: ObjectFilter,
+        from_revision: u64,
+        bookmarks: bool,
+    ) -> Result<Subscription, WatchError> {
+        let msg = Subscribe { resource, filter, from_revision, bookmarks };
+        self.addr.send(msg).await.map_err(|_| WatchError::Unavailable)?
+    }
+
+    pub async fn watcher_count(&self) -> usize {
+        self.addr.send(CountWatchers).await.unwrap_or(0)
+    }
+}
+
+/// A live watch: replayed events first, then live ones. Dropping it unsubscribes.
+pub struct Subscription {
+    id: u64,
+    resource: &'static ResourceType,
+    replay: VecDeque<WatchItem>,
+    receiver: mpsc::Receiver<WatchItem>,
+    overflowed: Arc<AtomicBool>,
+    buffer: usize,
+    hub: Option<Recipient<Unsubscribe>>,
+    finished: bool,
+}
+
+impl Stream for Subscription {
+    type Item = WatchItem;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<WatchItem>> {
+        if let Some(item) = self.replay.pop_front() {
+            return Poll::Ready(Some(item));
+        }
+        if self.finished {
+            return Poll::Ready(None);
+        }
+        match self.receiver.poll_recv(cx) {
+            Poll::Ready(None) => {
+                self.finished = true;
+                if self.overflowed.load(Ordering::Acquire) {
+                    Poll::Ready(Some(WatchItem::Error(WatchError::TooSlow(self.buffer))))
+                } else {
+                    Poll::Ready(None)
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.do_send(Unsubscribe { resource: self.resource, id: self.id });
+        }
+    }
+}
