@@ -162,7 +162,7 @@ impl Actor for WatchHub {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.set_mailbox_capacity(usize::MAX >> 1);
+        ctx.set_mailbox_capacity(65_536);
         ctx.run_interval(self.options.bookmark_interval, |hub, _| hub.send_bookmarks());
     }
 }

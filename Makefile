@@ -1,0 +1,16 @@
+# kplane: `make run` starts the server, `make test` runs every test. Both install what a fresh
+# machine lacks first (see scripts/setup.sh).
+
+.PHONY: setup run test bench
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	cargo run --release -- server --config config/kplane.toml
+
+test: setup
+	cargo test --workspace --no-fail-fast
+
+bench: setup
+	cargo bench --bench mailbox --bench api_load

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing kplane needs, when it is missing:
+#  - librocksdb-dev (the rocksdb crate links Debian's RocksDB 7.8 via .cargo/config.toml,
+#    instead of compiling RocksDB from C++ for half an hour), libclang-dev for bindgen;
+#  - kubectl is expected on PATH for the end-to-end tests.
+set -euo pipefail
+
+missing=()
+dpkg -s librocksdb-dev >/dev/null 2>&1 || missing+=(librocksdb-dev)
+dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
+dpkg -s libsnappy-dev >/dev/null 2>&1 || missing+=(libsnappy-dev)
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v kubectl >/dev/null || echo "setup: warning: kubectl is not on PATH; the kubectl tests will fail" >&2

@@ -1,0 +1,89 @@
+//! Prometheus metrics of the API server, served at `/metrics`.
+
+use std::time::Instant;
+
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::{web, HttpResponse};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+
+/// The server's metric families.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    inflight: IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("apiserver_request_total", "Requests by verb, resource and HTTP code."),
+            &["verb", "resource", "code"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new("apiserver_request_duration_seconds", "Request latency by verb.")
+                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0]),
+            &["verb"],
+        )
+        .expect("valid metric");
+        let inflight = IntGauge::new("apiserver_current_inflight_requests", "Requests being served.")
+            .expect("valid metric");
+        registry.register(Box::new(requests.clone())).expect("unique metric");
+        registry.register(Box::new(latency.clone())).expect("unique metric");
+        registry.register(Box::new(inflight.clone())).expect("unique metric");
+        Self { registry, requests, latency, inflight }
+    }
+
+    fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding cannot fail");
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/metrics", web::get().to(render));
+}
+
+async fn render(state: web::Data<super::AppState>) -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
+}
+
+/// The resource segment of a path, for labels (bounded cardinality: known plurals only).
+fn resource_label(path: &str) -> &'static str {
+    let segments: Vec<&str> = path.split('/').collect();
+    kplane_actors::model::resources::RESOURCES
+        .iter()
+        .find(|r| segments.contains(&r.plural))
+        .map_or("", |r| r.plural)
+}
+
+/// Counts and times every request.
+pub async fn observe(
+    req: ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
+) -> Result<ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let metrics = req.app_data::<web::Data<super::AppState>>().cloned();
+    let verb = req.method().as_str().to_string();
+    let resource = resource_label(req.path());
+    let started = Instant::now();
+    if let Some(m) = &metrics {
+        m.metrics.inflight.inc();
+    }
+    let response = next.call(req).await;
+    if let Some(m) = &metrics {
+        m.metrics.inflight.dec();
+        let code = response.as_ref().map(|r| r.status().as_u16()).unwrap_or(500).to_string();
+        m.metrics.requests.with_label_values(&[verb.as_str(), resource, code.as_str()]).inc();
+        m.metrics.latency.with_label_values(&[verb.as_str()]).observe(started.elapsed().as_secs_f64());
+    }
+    response
+}

@@ -1,0 +1,62 @@
+//! The HTTP edge: actix-web routes for discovery, OpenAPI, resources, watch, health and metrics.
+//! Handlers parse and encode; the API core does the work.
+
+mod body;
+mod discovery;
+mod metrics;
+mod objects;
+pub mod openapi;
+mod params;
+pub mod protobuf;
+mod request_info;
+mod table;
+mod watch;
+
+use std::time::Duration;
+
+use actix_web::{web, HttpResponse};
+use kplane_actors::core::ApiCore;
+
+use crate::error::HttpError;
+
+pub use discovery::KUBERNETES_MINOR;
+
+/// What every handler shares.
+pub struct AppState {
+    pub core: ApiCore,
+    pub max_body_bytes: usize,
+    pub watch_max_timeout: Duration,
+    metrics: metrics::Metrics,
+}
+
+impl AppState {
+    pub fn new(core: ApiCore, max_body_bytes: usize, watch_max_timeout: Duration) -> Self {
+        Self { core, max_body_bytes, watch_max_timeout, metrics: metrics::Metrics::new() }
+    }
+}
+
+/// Builds the application: state, middleware and every route.
+pub fn app(
+    state: web::Data<AppState>,
+) -> actix_web::App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    actix_web::App::new()
+        .app_data(state)
+        .wrap(actix_web::middleware::from_fn(metrics::observe))
+        .configure(discovery::configure)
+        .configure(openapi::configure)
+        .configure(metrics::configure)
+        .configure(objects::configure)
+        .default_service(web::to(not_found))
+}
+
+async fn not_found() -> Result<HttpResponse, HttpError> {
+    Err(HttpError::NoSuchPath)
+}

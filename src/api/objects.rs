@@ -1,0 +1,212 @@
+//! The resource endpoints: get, list, create, update, delete and deletecollection, for every
+//! served resource and its status subresource.
+
+use std::sync::Arc;
+
+use actix_web::http::{Method, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::{BufMut, BytesMut};
+use kplane_actors::core::{ApiError, ObjectList};
+use kplane_actors::model::{ResourceType, StoredObject};
+use serde_json::Value;
+
+use super::body::{self, FieldValidation};
+use super::params::Query;
+use super::request_info::{self, Target};
+use super::table::{self, IncludeObject};
+use super::AppState;
+use crate::error::HttpError;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/{tail:.*}", web::to(core_group));
+    cfg.route("/apis/{group}/{version}/{tail:.*}", web::to(named_group));
+}
+
+async fn core_group(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, HttpError> {
+    let target = request_info::parse("", "v1", &path)?;
+    dispatch(req, target, payload, state).await
+}
+
+async fn named_group(
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, HttpError> {
+    let (group, version, tail) = path.into_inner();
+    let target = request_info::parse(&group, &version, &tail)?;
+    dispatch(req, target, payload, state).await
+}
+
+/// Does the client want the `Table` form (kubectl get)?
+pub fn wants_table(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|accept| accept.split(',').next())
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+async fn dispatch(
+    req: HttpRequest,
+    target: Target,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, HttpError> {
+    let query = Query::parse(&req)?;
+    let core = &state.core;
+    let resource = target.resource;
+    let namespace = target.namespace.as_deref().unwrap_or("");
+    let status_only = target.subresource.as_deref() == Some("status");
+    let method = req.method().clone();
+    match (method, target.name.as_deref()) {
+        (Method::GET, None) if target.legacy_watch || query.flag("watch")? => {
+            super::watch::serve(&req, core, resource, target.namespace.as_deref(), &query, &state).await
+        }
+        (Method::GET, None) => {
+            let list = core.list(resource, target.namespace.as_deref(), &query.list_options()?).await?;
+            Ok(list_response(&req, resource, &list, &query))
+        }
+        (Method::GET, Some(name)) => {
+            let object = core.get(resource, namespace, name).await?;
+            Ok(object_response(&req, StatusCode::OK, resource, &object, &query))
+        }
+        (Method::POST, None) => {
+            let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
+            let created = core.create(resource, namespace, value, query.dry_run()?).await?;
+            let mut response = object_response(&req, StatusCode::CREATED, resource, &created, &query);
+            add_warnings(&mut response, &warnings);
+            Ok(response)
+        }
+        (Method::PUT, Some(name)) => {
+            let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
+            let dry_run = query.dry_run()?;
+            let updated = if status_only {
+                core.update_status(resource, namespace, name, value, dry_run).await?
+            } else {
+                core.update(resource, namespace, name, value, dry_run).await?
+            };
+            let mut response = object_response(&req, StatusCode::OK, resource, &updated, &query);
+            add_warnings(&mut response, &warnings);
+            Ok(response)
+        }
+        (Method::DELETE, Some(name)) if !status_only => {
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let options_body = if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                Some(body::parse_json(&bytes)?)
+            };
+            let options = query.delete_options(options_body.as_ref())?;
+            let deleted = core.delete(resource, namespace, name, &options).await?;
+            Ok(object_response(&req, StatusCode::OK, resource, &deleted, &query))
+        }
+        (Method::DELETE, None) => {
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let options_body =
+                if bytes.iter().all(u8::is_ascii_whitespace) { None } else { Some(body::parse_json(&bytes)?) };
+            let options = query.delete_options(options_body.as_ref())?;
+            let deleted = core
+                .delete_collection(resource, target.namespace.as_deref(), &query.list_options()?, &options)
+                .await?;
+            Ok(list_response(&req, resource, &deleted, &query))
+        }
+        (Method::PATCH, Some(_)) => Err(HttpError::Api(ApiError::MethodNotAllowed(
+            "PATCH is not supported yet; use PUT".into(),
+        ))),
+        _ => Err(HttpError::MethodNotAllowed),
+    }
+}
+
+async fn read_object(
+    req: &HttpRequest,
+    payload: web::Payload,
+    resource: &ResourceType,
+    query: &Query,
+    state: &AppState,
+) -> Result<(Value, Vec<String>), HttpError> {
+    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    let value = body::decode_object(req, &bytes)?;
+    let warnings = validation.check(resource, &value)?;
+    Ok((value, warnings))
+}
+
+fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
+    for warning in warnings {
+        let header = format!("299 - \"{}\"", warning.replace('"', "'"));
+        if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&header) {
+            response.headers_mut().append(actix_web::http::header::WARNING, value);
+        }
+    }
+}
+
+fn json_bytes(status: StatusCode, body: bytes::Bytes) -> HttpResponse {
+    HttpResponse::build(status).content_type("application/json").body(body)
+}
+
+fn object_response(
+    req: &HttpRequest,
+    status: StatusCode,
+    resource: &ResourceType,
+    object: &Arc<StoredObject>,
+    query: &Query,
+) -> HttpResponse {
+    if wants_table(req) {
+        let include = IncludeObject::from_query(query.get("includeObject"));
+        let table = table::table(resource, std::slice::from_ref(object), None, None, include);
+        return table_response(status, table);
+    }
+    json_bytes(status, object.raw.clone())
+}
+
+fn table_response(status: StatusCode, table: Value) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(table.to_string())
+}
+
+fn list_response(req: &HttpRequest, resource: &ResourceType, list: &ObjectList, query: &Query) -> HttpResponse {
+    if wants_table(req) {
+        let include = IncludeObject::from_query(query.get("includeObject"));
+        let table = table::table(
+            resource,
+            &list.items,
+            Some(list.resource_version),
+            list.continue_token.as_deref(),
+            include,
+        );
+        return table_response(StatusCode::OK, table);
+    }
+    json_bytes(StatusCode::OK, encode_list(resource, list))
+}
+
+/// Encodes a list by splicing the stored JSON bytes of each item: no re-serialization.
+pub fn encode_list(resource: &ResourceType, list: &ObjectList) -> bytes::Bytes {
+    let mut metadata = serde_json::json!({"resourceVersion": list.resource_version.to_string()});
+    if let Some(token) = &list.continue_token {
+        metadata["continue"] = Value::String(token.clone());
+    }
+    let size: usize = list.items.iter().map(|o| o.raw.len() + 1).sum();
+    let mut out = BytesMut::with_capacity(size + 128);
+    out.put_slice(b"{\"kind\":\"");
+    out.put_slice(resource.list_kind.as_bytes());
+    out.put_slice(b"\",\"apiVersion\":\"");
+    out.put_slice(resource.api_version().as_bytes());
+    out.put_slice(b"\",\"metadata\":");
+    out.put_slice(metadata.to_string().as_bytes());
+    out.put_slice(b",\"items\":[");
+    for (i, item) in list.items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(&item.raw);
+    }
+    out.put_slice(b"]}");
+    out.freeze()
+}

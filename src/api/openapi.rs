@@ -1,0 +1,787 @@
+//! OpenAPI publication and schema-driven field checks.
+//!
+//! This module owns:
+//! * the OpenAPI v3 endpoints kubectl reads before `create -f`, `apply` and `explain`
+//!   (`/openapi/v3` index and one OpenAPI 3.0 document per served group-version), plus a
+//!   `/openapi/v2` that answers 404 so kubectl falls back to its built-in type metadata;
+//! * the component schemas, generated once from the `k8s-openapi` types through `schemars`
+//!   (OpenAPI 3 settings, so references point at `#/components/schemas/...`), tagged with
+//!   their group-version-kind;
+//! * [`unknown_fields`], which walks a JSON object against its kind's schema to find fields
+//!   the schema does not declare (the basis of `fieldValidation=Strict`).
+//!
+//! Every document is built on first use and kept as serialized bytes for the process lifetime.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::LazyLock;
+
+use actix_web::{http::StatusCode, web, HttpResponse};
+use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
+use kplane_actors::model::resources::{ResourceType, RESOURCES};
+use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Prefix of every component reference.
+const REF_PREFIX: &str = "#/components/schemas/";
+/// Schema name of `meta/v1.Status`.
+const STATUS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+/// Schema name of `meta/v1.ListMeta`.
+const LIST_META_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+/// Schema name of `meta/v1.Patch`.
+const PATCH_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+/// Schema name of `meta/v1.DeleteOptions`.
+const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+
+/// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,
+/// `/openapi/v3/apis/{group}/{version}` and `/openapi/v2` (always 404).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/openapi/v3", web::get().to(index))
+        .route("/openapi/v3/", web::get().to(index))
+        .route("/openapi/v3/api/v1", web::get().to(core_document))
+        .route("/openapi/v3/apis/{group}/{version}", web::get().to(group_document))
+        .route("/openapi/v2", web::get().to(v2));
+}
+
+async fn index() -> HttpResponse {
+    json_bytes(&DOCS.index)
+}
+
+async fn core_document() -> HttpResponse {
+    match DOCS.documents.iter().find(|d| d.group.is_empty() && d.version == "v1") {
+        Some(doc) => json_bytes(&doc.bytes),
+        None => not_found(),
+    }
+}
+
+async fn group_document(path: web::Path<(String, String)>) -> HttpResponse {
+    let (group, version) = path.into_inner();
+    match DOCS.documents.iter().find(|d| !d.group.is_empty() && d.group == group && d.version == version) {
+        Some(doc) => json_bytes(&doc.bytes),
+        None => not_found(),
+    }
+}
+
+async fn v2() -> HttpResponse {
+    not_found()
+}
+
+fn json_bytes(bytes: &[u8]) -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(bytes.to_vec())
+}
+
+fn not_found() -> HttpResponse {
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound",
+        "details": {},
+        "code": 404
+    });
+    HttpResponse::build(StatusCode::NOT_FOUND).content_type("application/json").body(body.to_string())
+}
+
+/// One served group-version's OpenAPI document.
+struct GroupVersionDocument {
+    group: &'static str,
+    version: &'static str,
+    bytes: Vec<u8>,
+}
+
+/// Everything built once: all component schemas, the per group-version documents and the index.
+struct Docs {
+    /// Every generated component schema, by Kubernetes name.
+    schemas: Map<String, Value>,
+    /// `(group, kind)` (including List kinds) to schema name.
+    kinds: HashMap<(String, String), String>,
+    documents: Vec<GroupVersionDocument>,
+    index: Vec<u8>,
+}
+
+static DOCS: LazyLock<Docs> = LazyLock::new(build_docs);
+
+/// Registers the schema of the k8s-openapi type for `(group, kind)` and returns its name.
+fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<String> {
+    fn reg<T: JsonSchema>(gen: &mut SchemaGenerator) -> Option<String> {
+        gen.subschema_for::<T>();
+        Some(T::schema_name().into_owned())
+    }
+    match (group, kind) {
+        ("", "ConfigMap") => reg::<corev1::ConfigMap>(gen),
+        ("", "Endpoints") => reg::<corev1::Endpoints>(gen),
+        ("", "Event") => reg::<corev1::Event>(gen),
+        ("", "LimitRange") => reg::<corev1::LimitRange>(gen),
+        ("", "Namespace") => reg::<corev1::Namespace>(gen),
+        ("", "Node") => reg::<corev1::Node>(gen),
+        ("", "PersistentVolumeClaim") => reg::<corev1::PersistentVolumeClaim>(gen),
+        ("", "PersistentVolume") => reg::<corev1::PersistentVolume>(gen),
+        ("", "Pod") => reg::<corev1::Pod>(gen),
+        ("", "ReplicationController") => reg::<corev1::ReplicationController>(gen),
+        ("", "ResourceQuota") => reg::<corev1::ResourceQuota>(gen),
+        ("", "Secret") => reg::<corev1::Secret>(gen),
+        ("", "ServiceAccount") => reg::<corev1::ServiceAccount>(gen),
+        ("", "Service") => reg::<corev1::Service>(gen),
+        ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
+        _ => None,
+    }
+}
+
+fn build_docs() -> Docs {
+    let mut gen = SchemaSettings::openapi3().into_generator();
+    let mut kinds = HashMap::new();
+    for rt in RESOURCES {
+        if let Some(name) = register_kind(&mut gen, rt.group, rt.kind) {
+            kinds.insert((rt.group.to_string(), rt.kind.to_string()), name);
+        }
+    }
+    gen.subschema_for::<metav1::Status>();
+    gen.subschema_for::<metav1::DeleteOptions>();
+    gen.subschema_for::<metav1::Patch>();
+    gen.subschema_for::<metav1::ListMeta>();
+    let mut schemas = gen.take_definitions(true);
+
+    // Tag kinds with their GVK and derive their List schemas from the item schema.
+    for rt in RESOURCES {
+        let Some(name) = kinds.get(&(rt.group.to_string(), rt.kind.to_string())).cloned() else {
+            continue;
+        };
+        if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
+            schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(rt, rt.kind)]));
+        }
+        let list_name = format!("{name}List");
+        schemas.insert(list_name.clone(), list_schema(rt, &name));
+        kinds.insert((rt.group.to_string(), rt.list_kind.to_string()), list_name);
+    }
+
+    let mut documents = Vec::new();
+    let mut index_paths = Map::new();
+    let mut gvs: Vec<(&'static str, &'static str)> = Vec::new();
+    for rt in RESOURCES {
+        if !gvs.contains(&(rt.group, rt.version)) {
+            gvs.push((rt.group, rt.version));
+        }
+    }
+    for (group, version) in gvs {
+        let doc = group_version_document(group, version, &schemas, &kinds);
+        let bytes = serde_json::to_vec(&doc).unwrap_or_default();
+        let hash = hex::encode_upper(Sha256::digest(&bytes));
+        let key = if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") };
+        index_paths.insert(key.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }));
+        documents.push(GroupVersionDocument { group, version, bytes });
+    }
+    let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default();
+    Docs { schemas, kinds, documents, index }
+}
+
+fn gvk(rt: &ResourceType, kind: &str) -> Value {
+    json!({ "group": rt.group, "version": rt.version, "kind": kind })
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("{REF_PREFIX}{name}") })
+}
+
+/// The `<Kind>List` schema, built from the item schema's name (k8s-openapi has no schema for
+/// its generic `List<T>`).
+fn list_schema(rt: &ResourceType, item: &str) -> Value {
+    json!({
+        "description": format!("{} is a list of {} objects.", rt.list_kind, rt.kind),
+        "type": "object",
+        "properties": {
+            "apiVersion": {
+                "description": "APIVersion defines the versioned schema of this representation of an object.",
+                "type": "string"
+            },
+            "items": {
+                "description": format!("List of {}.", rt.plural),
+                "type": "array",
+                "items": schema_ref(item)
+            },
+            "kind": {
+                "description": "Kind is a string value representing the REST resource this object represents.",
+                "type": "string"
+            },
+            "metadata": {
+                "description": "Standard list metadata.",
+                "allOf": [schema_ref(LIST_META_SCHEMA)]
+            }
+        },
+        "required": ["items"],
+        "x-kubernetes-group-version-kind": [gvk(rt, rt.list_kind)]
+    })
+}
+
+fn query_param(name: &str, ty: &str, description: &str) -> Value {
+    let mut schema = json!({ "type": ty, "uniqueItems": true });
+    if ty == "integer" {
+        schema = json!({ "type": "integer", "uniqueItems": true });
+    }
+    json!({ "name": name, "in": "query", "description": description, "schema": schema })
+}
+
+fn path_param(name: &str) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string", "uniqueItems": true } })
+}
+
+fn write_params(patch: bool) -> Vec<Value> {
+    let mut params = vec![
+        query_param("dryRun", "string", "When present, indicates that modifications should not be persisted."),
+        query_param("fieldManager", "string", "fieldManager is a name associated with the actor or entity that is making these changes."),
+        query_param(
+            "fieldValidation",
+            "string",
+            "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.",
+        ),
+    ];
+    if patch {
+        params.push(query_param("force", "boolean", "Force is going to \"force\" Apply requests."));
+    }
+    params
+}
+
+fn list_params() -> Vec<Value> {
+    vec![
+        query_param("labelSelector", "string", "A selector to restrict the list of returned objects by their labels."),
+        query_param("fieldSelector", "string", "A selector to restrict the list of returned objects by their fields."),
+        query_param("limit", "integer", "limit is a maximum number of responses to return for a list call."),
+        query_param("continue", "string", "The continue option should be set when retrieving more results from the server."),
+        query_param("resourceVersion", "string", "resourceVersion sets a constraint on what resource versions a request may be served from."),
+        query_param("resourceVersionMatch", "string", "resourceVersionMatch determines how resourceVersion is applied to list calls."),
+        query_param("timeoutSeconds", "integer", "Timeout for the list/watch call."),
+        query_param("watch", "boolean", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications."),
+        query_param("allowWatchBookmarks", "boolean", "allowWatchBookmarks requests watch events with type \"BOOKMARK\"."),
+    ]
+}
+
+fn response(code: &str, description: &str, schema: &str) -> (String, Value) {
+    let content = json!({ "schema": schema_ref(schema) });
+    (
+        code.to_string(),
+        json!({
+            "description": description,
+            "content": {
+                "application/json": content.clone(),
+                "application/yaml": content.clone(),
+                "application/vnd.kubernetes.protobuf": content
+            }
+        }),
+    )
+}
+
+fn body(schema: &str, content_types: &[&str]) -> Value {
+    let mut content = Map::new();
+    for ct in content_types {
+        content.insert((*ct).to_string(), json!({ "schema": schema_ref(schema) }));
+    }
+    json!({ "content": content, "required": true })
+}
+
+/// Builds one operation object.
+fn operation(
+    action: &str,
+    operation_id: String,
+    description: String,
+    gvk: &Value,
+    parameters: Vec<Value>,
+    request_body: Option<Value>,
+    responses: Vec<(String, Value)>,
+) -> Value {
+    let mut op = Map::new();
+    op.insert("description".into(), json!(description));
+    op.insert("operationId".into(), json!(operation_id));
+    if !parameters.is_empty() {
+        op.insert("parameters".into(), Value::Array(parameters));
+    }
+    if let Some(b) = request_body {
+        op.insert("requestBody".into(), b);
+    }
+    let mut resp = Map::new();
+    for (code, r) in responses {
+        resp.insert(code, r);
+    }
+    resp.insert("401".into(), json!({ "description": "Unauthorized" }));
+    op.insert("responses".into(), Value::Object(resp));
+    op.insert("x-kubernetes-action".into(), json!(action));
+    op.insert("x-kubernetes-group-version-kind".into(), gvk.clone());
+    Value::Object(op)
+}
+
+/// `CoreV1` / `CoordinationV1` as used in upstream operation ids.
+fn op_group_prefix(rt: &ResourceType) -> String {
+    let group = if rt.group.is_empty() { "core" } else { rt.group.split('.').next().unwrap_or(rt.group) };
+    let mut out = String::new();
+    for word in [group, rt.version] {
+        let mut chars = word.chars();
+        if let Some(c) = chars.next() {
+            out.extend(c.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    out
+}
+
+fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<String, Value>) {
+    let prefix = if rt.group.is_empty() {
+        format!("/api/{}", rt.version)
+    } else {
+        format!("/apis/{}/{}", rt.group, rt.version)
+    };
+    let collection = if rt.namespaced {
+        format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
+    } else {
+        format!("{prefix}/{}", rt.plural)
+    };
+    let item_path = format!("{collection}/{{name}}");
+    let g = gvk(rt, rt.kind);
+    let gp = op_group_prefix(rt);
+    let ns = if rt.namespaced { "Namespaced" } else { "" };
+    let kind = rt.kind;
+    let mut scope_params = Vec::new();
+    if rt.namespaced {
+        scope_params.push(path_param("namespace"));
+    }
+    let mut item_params = scope_params.clone();
+    item_params.insert(0, path_param("name"));
+    let body_types = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+    let patch_types = [
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+    ];
+
+    // Collection: list and create.
+    let mut coll = Map::new();
+    coll.insert(
+        "get".into(),
+        operation("list", format!("list{gp}{ns}{kind}"), format!("list or watch objects of kind {kind}"), &g, list_params(), None, vec![response("200", "OK", list)]),
+    );
+    coll.insert(
+        "post".into(),
+        operation(
+            "post",
+            format!("create{gp}{ns}{kind}"),
+            format!("create a {kind}"),
+            &g,
+            write_params(false),
+            Some(body(item, &body_types)),
+            vec![response("200", "OK", item), response("201", "Created", item), response("202", "Accepted", item)],
+        ),
+    );
+    coll.insert(
+        "delete".into(),
+        operation(
+            "deletecollection",
+            format!("deleteCollection{gp}{ns}{kind}"),
+            format!("delete collection of {kind}"),
+            &g,
+            list_params(),
+            None,
+            vec![response("200", "OK", STATUS_SCHEMA)],
+        ),
+    );
+    coll.insert("parameters".into(), Value::Array(scope_params.clone()));
+    paths.insert(collection.clone(), Value::Object(coll));
+
+    if rt.namespaced {
+        let mut all = Map::new();
+        all.insert(
+            "get".into(),
+            operation("list", format!("list{gp}{kind}ForAllNamespaces"), format!("list or watch objects of kind {kind}"), &g, list_params(), None, vec![response("200", "OK", list)]),
+        );
+        paths.insert(format!("{prefix}/{}", rt.plural), Value::Object(all));
+    }
+
+    // Item: read, replace, delete, patch.
+    let item_ops = |suffix: &str, what: &str| {
+        let mut m = Map::new();
+        m.insert(
+            "get".into(),
+            operation("get", format!("read{gp}{ns}{kind}{suffix}"), format!("read {what} of the specified {kind}"), &g, vec![], None, vec![response("200", "OK", item)]),
+        );
+        m.insert(
+            "put".into(),
+            operation(
+                "put",
+                format!("replace{gp}{ns}{kind}{suffix}"),
+                format!("replace {what} of the specified {kind}"),
+                &g,
+                write_params(false),
+                Some(body(item, &body_types)),
+                vec![response("200", "OK", item), response("201", "Created", item)],
+            ),
+        );
+        m.insert(
+            "patch".into(),
+            operation(
+                "patch",
+                format!("patch{gp}{ns}{kind}{suffix}"),
+                format!("partially update {what} of the specified {kind}"),
+                &g,
+                write_params(true),
+                Some(body(PATCH_SCHEMA, &patch_types)),
+                vec![response("200", "OK", item), response("201", "Created", item)],
+            ),
+        );
+        m.insert("parameters".into(), Value::Array(item_params.clone()));
+        m
+    };
+    let mut main = item_ops("", "the object");
+    main.insert(
+        "delete".into(),
+        operation(
+            "delete",
+            format!("delete{gp}{ns}{kind}"),
+            format!("delete a {kind}"),
+            &g,
+            vec![
+                query_param("dryRun", "string", "When present, indicates that modifications should not be persisted."),
+                query_param("gracePeriodSeconds", "integer", "The duration in seconds before the object should be deleted."),
+                query_param("propagationPolicy", "string", "Whether and how garbage collection will be performed."),
+            ],
+            Some(json!({ "content": { "application/json": { "schema": schema_ref(DELETE_OPTIONS_SCHEMA) } } })),
+            vec![response("200", "OK", STATUS_SCHEMA), response("202", "Accepted", STATUS_SCHEMA)],
+        ),
+    );
+    paths.insert(item_path.clone(), Value::Object(main));
+
+    for sub in rt.subresources.iter().filter(|s| s.name == "status") {
+        let _ = sub;
+        paths.insert(format!("{item_path}/status"), Value::Object(item_ops("Status", "status")));
+    }
+}
+
+/// Collects every schema name reachable from `value` through `$ref`s into `out`.
+fn collect_refs(value: &Value, schemas: &Map<String, Value>, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "$ref" {
+                    if let Some(name) = v.as_str().and_then(|r| r.strip_prefix(REF_PREFIX)) {
+                        if out.insert(name.to_string()) {
+                            if let Some(target) = schemas.get(name) {
+                                collect_refs(target, schemas, out);
+                            }
+                        }
+                    }
+                } else {
+                    collect_refs(v, schemas, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, schemas, out)),
+        _ => {}
+    }
+}
+
+fn group_version_document(
+    group: &str,
+    version: &str,
+    schemas: &Map<String, Value>,
+    kinds: &HashMap<(String, String), String>,
+) -> Value {
+    let mut paths = Map::new();
+    for rt in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+        let (Some(item), Some(list)) = (
+            kinds.get(&(rt.group.to_string(), rt.kind.to_string())),
+            kinds.get(&(rt.group.to_string(), rt.list_kind.to_string())),
+        ) else {
+            continue;
+        };
+        resource_paths(rt, item, list, &mut paths);
+    }
+    let mut used = BTreeSet::new();
+    collect_refs(&Value::Object(paths.clone()), schemas, &mut used);
+    let mut components = Map::new();
+    for name in used {
+        if let Some(s) = schemas.get(&name) {
+            components.insert(name, s.clone());
+        }
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": { "title": "Kubernetes", "version": "v1.32.0" },
+        "paths": paths,
+        "components": { "schemas": components }
+    })
+}
+
+/// Returns the paths (`.spec.containers[0].foo`, `.spec.bogus`) of fields in `object` that the
+/// schema of `kind` in `group` (empty for core) does not declare. Map values
+/// (`additionalProperties`), int-or-string, quantities, `x-kubernetes-preserve-unknown-fields`
+/// and untyped schemas accept anything. An unknown kind yields no fields.
+pub fn unknown_fields(group: &str, kind: &str, object: &serde_json::Value) -> Vec<String> {
+    let docs = &*DOCS;
+    let mut out = Vec::new();
+    if let Some(name) = docs.kinds.get(&(group.to_string(), kind.to_string())) {
+        walk(&schema_ref(name), object, String::new(), &docs.schemas, &mut out);
+    }
+    out
+}
+
+/// Flattens `schema` into the list of schemas it stands for (itself, its `$ref` target and
+/// its `allOf` members, recursively).
+fn effective<'a>(schema: &'a Value, schemas: &'a Map<String, Value>, out: &mut Vec<&'a Value>, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    out.push(schema);
+    if let Some(name) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) {
+        if let Some(target) = schemas.get(name) {
+            effective(target, schemas, out, depth + 1);
+        }
+    }
+    if let Some(Value::Array(all)) = schema.get("allOf") {
+        for s in all {
+            effective(s, schemas, out, depth + 1);
+        }
+    }
+}
+
+fn walk(schema: &Value, value: &Value, path: String, schemas: &Map<String, Value>, out: &mut Vec<String>) {
+    let mut parts = Vec::new();
+    effective(schema, schemas, &mut parts, 0);
+    let accepts_anything = parts.iter().any(|s| {
+        s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+            || s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+    });
+    if accepts_anything {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let properties: Vec<&Map<String, Value>> =
+                parts.iter().filter_map(|s| s.get("properties").and_then(Value::as_object)).collect();
+            let additional = parts.iter().find_map(|s| s.get("additionalProperties"));
+            if properties.is_empty() {
+                if let Some(add) = additional.filter(|a| a.is_object()) {
+                    for (k, v) in fields {
+                        walk(add, v, format!("{path}.{k}"), schemas, out);
+                    }
+                }
+                return;
+            }
+            for (k, v) in fields {
+                let child = format!("{path}.{k}");
+                if let Some(prop) = properties.iter().find_map(|p| p.get(k)) {
+                    walk(prop, v, child, schemas, out);
+                } else {
+                    match additional {
+                        Some(add) if add.is_object() => walk(add, v, child, schemas, out),
+                        Some(Value::Bool(true)) => {}
+                        _ => out.push(child),
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object()) {
+                for (i, v) in items.iter().enumerate() {
+                    walk(item_schema, v, format!("{path}[{i}]"), schemas, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::{test as atest, App};
+
+    fn document(key: &str) -> Value {
+        let doc = DOCS
+            .documents
+            .iter()
+            .find(|d| {
+                if key == "api/v1" {
+                    d.group.is_empty()
+                } else {
+                    format!("apis/{}/{}", d.group, d.version) == key
+                }
+            })
+            .expect("document exists");
+        serde_json::from_slice(&doc.bytes).expect("valid json")
+    }
+
+    fn all_refs(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    if k == "$ref" {
+                        out.push(v.as_str().unwrap_or_default().to_string());
+                    } else {
+                        all_refs(v, out);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| all_refs(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_ref_resolves_in_each_document() {
+        for key in ["api/v1", "apis/coordination.k8s.io/v1"] {
+            let doc = document(key);
+            let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+            let mut refs = Vec::new();
+            all_refs(&doc, &mut refs);
+            assert!(!refs.is_empty());
+            for r in refs {
+                let name = r.strip_prefix(REF_PREFIX).unwrap_or_else(|| panic!("bad ref {r}"));
+                assert!(schemas.contains_key(name), "{key}: unresolved {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn kinds_have_gvk_lists_and_descriptions() {
+        let doc = document("api/v1");
+        let pod = &doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"];
+        assert_eq!(pod["x-kubernetes-group-version-kind"], json!([{"group":"","version":"v1","kind":"Pod"}]));
+        assert!(pod["description"].as_str().unwrap().starts_with("Pod is"));
+        let meta = &pod["properties"]["metadata"];
+        let mut refs = Vec::new();
+        all_refs(meta, &mut refs);
+        assert_eq!(refs, vec!["#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]);
+        let list = &doc["components"]["schemas"]["io.k8s.api.core.v1.PodList"];
+        assert_eq!(list["x-kubernetes-group-version-kind"][0]["kind"], "PodList");
+        let probe = &doc["components"]["schemas"]["io.k8s.api.core.v1.Container"]["properties"]["livenessProbe"];
+        assert!(probe["description"].is_string());
+        let lease = document("apis/coordination.k8s.io/v1");
+        assert_eq!(
+            lease["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"]["x-kubernetes-group-version-kind"],
+            json!([{"group":"coordination.k8s.io","version":"v1","kind":"Lease"}])
+        );
+    }
+
+    #[test]
+    fn patch_operations_declare_field_validation() {
+        let doc = document("api/v1");
+        for (path, kind) in [
+            ("/api/v1/namespaces/{namespace}/pods/{name}", "Pod"),
+            ("/api/v1/nodes/{name}", "Node"),
+            ("/api/v1/namespaces/{name}", "Namespace"),
+            ("/api/v1/namespaces/{namespace}/pods/{name}/status", "Pod"),
+        ] {
+            let patch = &doc["paths"][path]["patch"];
+            assert_eq!(patch["x-kubernetes-group-version-kind"], json!({"group":"","version":"v1","kind":kind}), "{path}");
+            assert_eq!(patch["x-kubernetes-action"], "patch");
+            let names: Vec<&str> =
+                patch["parameters"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+            for n in ["fieldValidation", "fieldManager", "dryRun"] {
+                assert!(names.contains(&n), "{path} lacks {n}");
+            }
+        }
+        assert!(doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["post"].is_object());
+        let lease = document("apis/coordination.k8s.io/v1");
+        assert!(lease["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]["patch"].is_object());
+    }
+
+    #[actix_web::test]
+    async fn routes_serve_index_documents_and_404s() {
+        let app = atest::init_service(App::new().configure(configure)).await;
+        let resp = atest::call_service(&app, atest::TestRequest::get().uri("/openapi/v3").to_request()).await;
+        assert_eq!(resp.status(), 200);
+        let index: Value = atest::read_body_json(resp).await;
+        let url = index["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+        assert!(url.starts_with("/openapi/v3/api/v1?hash="));
+        assert!(index["paths"]["apis/coordination.k8s.io/v1"].is_object());
+
+        let resp = atest::call_service(&app, atest::TestRequest::get().uri(&url).to_request()).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers().get("content-type").unwrap(), "application/json");
+        let body = atest::read_body(resp).await;
+        let hash = hex::encode_upper(Sha256::digest(&body));
+        assert!(url.ends_with(&hash));
+
+        let resp = atest::call_service(
+            &app,
+            atest::TestRequest::get().uri("/openapi/v3/apis/coordination.k8s.io/v1?hash=x").to_request(),
+        )
+        .await;
+        assert_eq!(resp.status(), 200);
+
+        for uri in ["/openapi/v3/apis/apps/v1", "/openapi/v2"] {
+            let resp = atest::call_service(&app, atest::TestRequest::get().uri(uri).to_request()).await;
+            assert_eq!(resp.status(), 404, "{uri}");
+            let status: Value = atest::read_body_json(resp).await;
+            assert_eq!(status["kind"], "Status");
+            assert_eq!(status["code"], 404);
+        }
+    }
+
+    #[test]
+    fn unknown_fields_found_in_nested_container() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [{"name": "c", "image": "nginx"}, {"name": "d", "image": "x", "foo": 1}],
+                "bogus": true
+            }
+        });
+        let mut found = unknown_fields("", "Pod", &pod);
+        found.sort();
+        assert_eq!(found, vec![".spec.bogus".to_string(), ".spec.containers[1].foo".to_string()]);
+    }
+
+    #[test]
+    fn unknown_fields_no_false_positives() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "p", "namespace": "default",
+                "labels": {"app": "web", "example.com/tier": "front"},
+                "annotations": {"a.b/c": "d"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "uid": "1", "controller": true}]
+            },
+            "spec": {
+                "restartPolicy": "Always",
+                "nodeSelector": {"disk": "ssd"},
+                "volumes": [{"name": "v", "emptyDir": {}}, {"name": "cm", "configMap": {"name": "cfg", "items": [{"key": "k", "path": "p"}]}}],
+                "containers": [{
+                    "name": "c", "image": "nginx",
+                    "command": ["sh"], "args": ["-c", "sleep 1"],
+                    "env": [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "ports": [{"containerPort": 80, "protocol": "TCP", "name": "http"}],
+                    "resources": {"limits": {"cpu": "500m", "memory": 128}, "requests": {"cpu": 1}},
+                    "livenessProbe": {"httpGet": {"path": "/", "port": "http"}, "initialDelaySeconds": 3},
+                    "readinessProbe": {"tcpSocket": {"port": 80}},
+                    "volumeMounts": [{"name": "v", "mountPath": "/data"}],
+                    "securityContext": {"runAsUser": 1000, "capabilities": {"add": ["NET_ADMIN"]}}
+                }],
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
+            },
+            "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
+        });
+        assert_eq!(unknown_fields("", "Pod", &pod), Vec::<String>::new());
+
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
+        assert_eq!(unknown_fields("", "Service", &svc), Vec::<String>::new());
+
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"any.key": "v", "other": "w"}, "binaryData": {"b": "aGk="}});
+        assert_eq!(unknown_fields("", "ConfigMap", &cm), Vec::<String>::new());
+        let bad_cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "nope": 1}, "dat": {}});
+        let mut found = unknown_fields("", "ConfigMap", &bad_cm);
+        found.sort();
+        assert_eq!(found, vec![".dat".to_string(), ".metadata.nope".to_string()]);
+
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+            "spec": {"holderIdentity": "h", "leaseDurationSeconds": 10, "renewTime": "2024-01-01T00:00:00.000000Z"}});
+        assert_eq!(unknown_fields("coordination.k8s.io", "Lease", &lease), Vec::<String>::new());
+
+        let list = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {},
+            "items": [{"metadata": {"name": "a"}, "data": {"x": "y"}, "zzz": 1}]});
+        assert_eq!(unknown_fields("", "ConfigMapList", &list), vec![".items[0].zzz".to_string()]);
+        assert!(unknown_fields("", "NoSuchKind", &list).is_empty());
+    }
+}

@@ -1,0 +1,107 @@
+//! Query parameters of resource requests, parsed once and checked.
+
+use std::collections::HashMap;
+
+use actix_web::HttpRequest;
+use kplane_actors::core::{DeleteOptions, ListOptions, WatchOptions};
+use serde_json::Value;
+
+use crate::error::HttpError;
+
+/// The query string as a map (repeated keys: the last one wins).
+pub struct Query(HashMap<String, String>);
+
+impl Query {
+    pub fn parse(req: &HttpRequest) -> Result<Self, HttpError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+            .map_err(|e| HttpError::BadRequest(format!("malformed query string: {e}")))?;
+        Ok(Self(pairs.into_iter().collect()))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    pub fn flag(&self, key: &str) -> Result<bool, HttpError> {
+        match self.get(key) {
+            None | Some("") => Ok(false),
+            Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Ok(false),
+            Some(v) => Err(HttpError::BadRequest(format!("{key}: {v:?} is not a boolean"))),
+        }
+    }
+
+    pub fn number(&self, key: &str) -> Result<Option<i64>, HttpError> {
+        self.get(key)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.parse::<i64>().map_err(|_| HttpError::BadRequest(format!("{key}: {v:?} is not an integer"))))
+            .transpose()
+    }
+
+    pub fn dry_run(&self) -> Result<bool, HttpError> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(v) => Err(HttpError::BadRequest(format!("dryRun: unsupported value {v:?}, only \"All\""))),
+        }
+    }
+
+    pub fn list_options(&self) -> Result<ListOptions, HttpError> {
+        let limit = match self.number("limit")? {
+            Some(n) if n < 0 => return Err(HttpError::BadRequest(format!("limit: {n} must not be negative"))),
+            Some(n) => Some(n as usize),
+            None => None,
+        };
+        Ok(ListOptions {
+            label_selector: self.get("labelSelector").map(String::from),
+            field_selector: self.get("fieldSelector").map(String::from),
+            limit,
+            continue_token: self.get("continue").filter(|c| !c.is_empty()).map(String::from),
+        })
+    }
+
+    pub fn watch_options(&self) -> Result<WatchOptions, HttpError> {
+        Ok(WatchOptions {
+            label_selector: self.get("labelSelector").map(String::from),
+            field_selector: self.get("fieldSelector").map(String::from),
+            resource_version: self.get("resourceVersion").map(String::from),
+            allow_bookmarks: self.flag("allowWatchBookmarks")?,
+            send_initial_events: self.flag("sendInitialEvents")?,
+        })
+    }
+
+    /// Delete options from the query string, overridden by a `DeleteOptions` body.
+    pub fn delete_options(&self, body: Option<&Value>) -> Result<DeleteOptions, HttpError> {
+        let mut options = DeleteOptions {
+            grace_period_seconds: self.number("gracePeriodSeconds")?,
+            propagation_policy: self.get("propagationPolicy").map(String::from),
+            dry_run: self.dry_run()?,
+            ..DeleteOptions::default()
+        };
+        if let Some(body) = body {
+            let Some(map) = body.as_object() else {
+                return Err(HttpError::BadRequest("DeleteOptions must be a JSON object".into()));
+            };
+            if let Some(p) = map.get("propagationPolicy").and_then(Value::as_str) {
+                options.propagation_policy = Some(p.to_string());
+            }
+            if let Some(g) = map.get("gracePeriodSeconds").and_then(Value::as_i64) {
+                options.grace_period_seconds = Some(g);
+            }
+            if let Some(pre) = map.get("preconditions") {
+                options.precondition_uid = pre.get("uid").and_then(Value::as_str).map(String::from);
+                options.precondition_resource_version =
+                    pre.get("resourceVersion").and_then(Value::as_str).map(String::from);
+            }
+            if map.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All")) {
+                options.dry_run = true;
+            }
+        }
+        match options.propagation_policy.as_deref() {
+            None | Some("Orphan") | Some("Background") | Some("Foreground") => Ok(options),
+            Some(other) => Err(HttpError::BadRequest(format!(
+                "propagationPolicy: unsupported value {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+            ))),
+        }
+    }
+}

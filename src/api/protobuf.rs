@@ -1,0 +1,483 @@
+//! Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`).
+//!
+//! kubectl's generators (`create namespace|configmap|secret|service|serviceaccount`, `run`) send
+//! objects as the 4-byte magic `k8s\0` followed by a `runtime.Unknown` envelope whose `raw`
+//! field holds the typed message. This module owns unwrapping that envelope, decoding the
+//! typed message with the `k8s-pb` bindings, and converting it to the Kubernetes JSON form the
+//! rest of the server works with (unset and empty optional fields omitted).
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use k8s_pb::api::core::v1 as pb;
+use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_pb::apimachinery::pkg::runtime::Unknown;
+use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+use prost::Message;
+use serde_json::{json, Map, Value};
+
+/// The magic prefix of every Kubernetes protobuf body.
+const MAGIC: &[u8] = b"k8s\0";
+
+/// Decodes a Kubernetes protobuf body into the object's JSON form.
+///
+/// Supports core/v1 Namespace, ConfigMap, Secret, Service, ServiceAccount and Pod (the common
+/// fields of the latter). Returns `Err` with a human-readable message for a missing magic,
+/// malformed bytes, a content encoding, or an unsupported kind.
+pub fn decode(body: &[u8]) -> Result<Value, String> {
+    let rest = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| "protobuf body does not start with the k8s magic prefix".to_string())?;
+    let unknown = Unknown::decode(rest).map_err(|e| format!("malformed protobuf envelope: {e}"))?;
+    let type_meta = unknown.type_meta.unwrap_or_default();
+    let api_version = type_meta.api_version.unwrap_or_default();
+    let kind = type_meta.kind.unwrap_or_default();
+    if let Some(enc) = unknown.content_encoding.filter(|e| !e.is_empty()) {
+        return Err(format!("unsupported protobuf content encoding {enc:?}"));
+    }
+    let raw = unknown.raw.unwrap_or_default();
+    let bad = |e: prost::DecodeError| format!("malformed protobuf {kind} object: {e}");
+    let mut out = Map::new();
+    out.insert("kind".into(), json!(kind));
+    out.insert("apiVersion".into(), json!(api_version));
+    match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Namespace") => {
+            let ns = pb::Namespace::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(ns.metadata));
+            let mut spec = Map::new();
+            if let Some(s) = ns.spec {
+                put_strs(&mut spec, "finalizers", s.finalizers);
+            }
+            out.insert("spec".into(), Value::Object(spec));
+        }
+        ("v1", "ConfigMap") => {
+            let cm = pb::ConfigMap::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(cm.metadata));
+            put_bool(&mut out, "immutable", cm.immutable);
+            put_map(&mut out, "data", cm.data);
+            put_bytes_map(&mut out, "binaryData", cm.binary_data);
+        }
+        ("v1", "Secret") => {
+            let secret = pb::Secret::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(secret.metadata));
+            put_bool(&mut out, "immutable", secret.immutable);
+            put_bytes_map(&mut out, "data", secret.data);
+            put_map(&mut out, "stringData", secret.string_data);
+            put_str(&mut out, "type", secret.r#type);
+        }
+        ("v1", "Service") => {
+            let svc = pb::Service::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(svc.metadata));
+            out.insert("spec".into(), service_spec(svc.spec.unwrap_or_default()));
+        }
+        ("v1", "ServiceAccount") => {
+            let sa = pb::ServiceAccount::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(sa.metadata));
+            let secrets: Vec<Value> = sa.secrets.into_iter().map(object_reference).collect();
+            if !secrets.is_empty() {
+                out.insert("secrets".into(), Value::Array(secrets));
+            }
+            put_local_refs(&mut out, "imagePullSecrets", sa.image_pull_secrets);
+            put_bool(&mut out, "automountServiceAccountToken", sa.automount_service_account_token);
+        }
+        ("v1", "Pod") => {
+            let pod = pb::Pod::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(pod.metadata));
+            out.insert("spec".into(), pod_spec(pod.spec.unwrap_or_default()));
+        }
+        _ => {
+            return Err(format!(
+                "protobuf bodies of kind {kind:?} in {api_version:?} are not supported; send JSON or YAML"
+            ))
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn put_str(map: &mut Map<String, Value>, key: &str, value: Option<String>) {
+    if let Some(v) = value.filter(|v| !v.is_empty()) {
+        map.insert(key.into(), Value::String(v));
+    }
+}
+
+fn put_bool(map: &mut Map<String, Value>, key: &str, value: Option<bool>) {
+    if let Some(v) = value {
+        map.insert(key.into(), Value::Bool(v));
+    }
+}
+
+fn put_int<T: Into<i64>>(map: &mut Map<String, Value>, key: &str, value: Option<T>) {
+    if let Some(v) = value {
+        map.insert(key.into(), json!(v.into()));
+    }
+}
+
+fn put_strs(map: &mut Map<String, Value>, key: &str, values: Vec<String>) {
+    if !values.is_empty() {
+        map.insert(key.into(), json!(values));
+    }
+}
+
+fn put_map(map: &mut Map<String, Value>, key: &str, values: BTreeMap<String, String>) {
+    if !values.is_empty() {
+        map.insert(key.into(), json!(values));
+    }
+}
+
+fn put_bytes_map(map: &mut Map<String, Value>, key: &str, values: BTreeMap<String, Vec<u8>>) {
+    if !values.is_empty() {
+        let encoded: Map<String, Value> = values
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(base64::engine::general_purpose::STANDARD.encode(v))))
+            .collect();
+        map.insert(key.into(), Value::Object(encoded));
+    }
+}
+
+fn put_local_refs(map: &mut Map<String, Value>, key: &str, refs: Vec<pb::LocalObjectReference>) {
+    if !refs.is_empty() {
+        let list: Vec<Value> = refs
+            .into_iter()
+            .map(|r| {
+                let mut m = Map::new();
+                put_str(&mut m, "name", r.name);
+                Value::Object(m)
+            })
+            .collect();
+        map.insert(key.into(), Value::Array(list));
+    }
+}
+
+fn meta(meta: Option<ObjectMeta>) -> Value {
+    let meta = meta.unwrap_or_default();
+    let mut m = Map::new();
+    put_str(&mut m, "name", meta.name);
+    put_str(&mut m, "generateName", meta.generate_name);
+    put_str(&mut m, "namespace", meta.namespace);
+    put_str(&mut m, "uid", meta.uid);
+    put_str(&mut m, "resourceVersion", meta.resource_version);
+    put_map(&mut m, "labels", meta.labels);
+    put_map(&mut m, "annotations", meta.annotations);
+    if !meta.owner_references.is_empty() {
+        let refs: Vec<Value> = meta
+            .owner_references
+            .into_iter()
+            .map(|o| {
+                let mut r = Map::new();
+                put_str(&mut r, "apiVersion", o.api_version);
+                put_str(&mut r, "kind", o.kind);
+                put_str(&mut r, "name", o.name);
+                put_str(&mut r, "uid", o.uid);
+                put_bool(&mut r, "controller", o.controller);
+                put_bool(&mut r, "blockOwnerDeletion", o.block_owner_deletion);
+                Value::Object(r)
+            })
+            .collect();
+        m.insert("ownerReferences".into(), Value::Array(refs));
+    }
+    put_strs(&mut m, "finalizers", meta.finalizers);
+    Value::Object(m)
+}
+
+fn object_reference(r: pb::ObjectReference) -> Value {
+    let mut m = Map::new();
+    put_str(&mut m, "kind", r.kind);
+    put_str(&mut m, "namespace", r.namespace);
+    put_str(&mut m, "name", r.name);
+    put_str(&mut m, "uid", r.uid);
+    put_str(&mut m, "apiVersion", r.api_version);
+    put_str(&mut m, "resourceVersion", r.resource_version);
+    put_str(&mut m, "fieldPath", r.field_path);
+    Value::Object(m)
+}
+
+/// IntOrString: type 1 is a string, anything else an int.
+fn int_or_string(v: IntOrString) -> Value {
+    if v.r#type == Some(1) {
+        json!(v.str_val.unwrap_or_default())
+    } else {
+        json!(v.int_val.unwrap_or_default())
+    }
+}
+
+fn service_spec(spec: pb::ServiceSpec) -> Value {
+    let mut m = Map::new();
+    if !spec.ports.is_empty() {
+        let ports: Vec<Value> = spec
+            .ports
+            .into_iter()
+            .map(|p| {
+                let mut port = Map::new();
+                put_str(&mut port, "name", p.name);
+                put_str(&mut port, "protocol", p.protocol);
+                put_str(&mut port, "appProtocol", p.app_protocol);
+                put_int(&mut port, "port", p.port);
+                if let Some(t) = p.target_port {
+                    port.insert("targetPort".into(), int_or_string(t));
+                }
+                put_int(&mut port, "nodePort", p.node_port);
+                Value::Object(port)
+            })
+            .collect();
+        m.insert("ports".into(), Value::Array(ports));
+    }
+    put_map(&mut m, "selector", spec.selector);
+    put_str(&mut m, "clusterIP", spec.cluster_ip);
+    put_strs(&mut m, "clusterIPs", spec.cluster_ips);
+    put_str(&mut m, "type", spec.r#type);
+    put_strs(&mut m, "externalIPs", spec.external_ips);
+    put_str(&mut m, "sessionAffinity", spec.session_affinity);
+    put_str(&mut m, "loadBalancerIP", spec.load_balancer_ip);
+    put_str(&mut m, "externalName", spec.external_name);
+    put_str(&mut m, "externalTrafficPolicy", spec.external_traffic_policy);
+    put_bool(&mut m, "publishNotReadyAddresses", spec.publish_not_ready_addresses);
+    put_strs(&mut m, "ipFamilies", spec.ip_families);
+    put_str(&mut m, "ipFamilyPolicy", spec.ip_family_policy);
+    put_str(&mut m, "internalTrafficPolicy", spec.internal_traffic_policy);
+    Value::Object(m)
+}
+
+fn container(c: pb::Container) -> Value {
+    let mut m = Map::new();
+    put_str(&mut m, "name", c.name);
+    put_str(&mut m, "image", c.image);
+    put_strs(&mut m, "command", c.command);
+    put_strs(&mut m, "args", c.args);
+    put_str(&mut m, "workingDir", c.working_dir);
+    if !c.ports.is_empty() {
+        let ports: Vec<Value> = c
+            .ports
+            .into_iter()
+            .map(|p| {
+                let mut port = Map::new();
+                put_str(&mut port, "name", p.name);
+                put_int(&mut port, "hostPort", p.host_port);
+                put_int(&mut port, "containerPort", p.container_port);
+                put_str(&mut port, "protocol", p.protocol);
+                put_str(&mut port, "hostIP", p.host_ip);
+                Value::Object(port)
+            })
+            .collect();
+        m.insert("ports".into(), Value::Array(ports));
+    }
+    if !c.env.is_empty() {
+        let env: Vec<Value> = c
+            .env
+            .into_iter()
+            .map(|e| {
+                let mut var = Map::new();
+                put_str(&mut var, "name", e.name);
+                put_str(&mut var, "value", e.value);
+                Value::Object(var)
+            })
+            .collect();
+        m.insert("env".into(), Value::Array(env));
+    }
+    if let Some(r) = c.resources {
+        let mut res = Map::new();
+        for (key, values) in [("limits", r.limits), ("requests", r.requests)] {
+            if !values.is_empty() {
+                let q: Map<String, Value> =
+                    values.into_iter().map(|(k, v)| (k, json!(v.string.unwrap_or_default()))).collect();
+                res.insert(key.into(), Value::Object(q));
+            }
+        }
+        m.insert("resources".into(), Value::Object(res));
+    }
+    put_str(&mut m, "terminationMessagePath", c.termination_message_path);
+    put_str(&mut m, "terminationMessagePolicy", c.termination_message_policy);
+    put_str(&mut m, "imagePullPolicy", c.image_pull_policy);
+    put_bool(&mut m, "stdin", c.stdin);
+    put_bool(&mut m, "stdinOnce", c.stdin_once);
+    put_bool(&mut m, "tty", c.tty);
+    Value::Object(m)
+}
+
+fn pod_spec(spec: pb::PodSpec) -> Value {
+    let mut m = Map::new();
+    if !spec.init_containers.is_empty() {
+        m.insert("initContainers".into(), Value::Array(spec.init_containers.into_iter().map(container).collect()));
+    }
+    m.insert("containers".into(), Value::Array(spec.containers.into_iter().map(container).collect()));
+    put_str(&mut m, "restartPolicy", spec.restart_policy);
+    put_int(&mut m, "terminationGracePeriodSeconds", spec.termination_grace_period_seconds);
+    put_int(&mut m, "activeDeadlineSeconds", spec.active_deadline_seconds);
+    put_str(&mut m, "dnsPolicy", spec.dns_policy);
+    put_map(&mut m, "nodeSelector", spec.node_selector);
+    put_str(&mut m, "serviceAccountName", spec.service_account_name);
+    put_str(&mut m, "serviceAccount", spec.service_account);
+    put_bool(&mut m, "automountServiceAccountToken", spec.automount_service_account_token);
+    put_str(&mut m, "nodeName", spec.node_name);
+    put_bool(&mut m, "hostNetwork", spec.host_network);
+    put_local_refs(&mut m, "imagePullSecrets", spec.image_pull_secrets);
+    put_str(&mut m, "hostname", spec.hostname);
+    put_str(&mut m, "subdomain", spec.subdomain);
+    put_str(&mut m, "schedulerName", spec.scheduler_name);
+    put_str(&mut m, "priorityClassName", spec.priority_class_name);
+    put_int(&mut m, "priority", spec.priority);
+    put_bool(&mut m, "enableServiceLinks", spec.enable_service_links);
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_pb::apimachinery::pkg::runtime::TypeMeta;
+
+    fn wrap(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta { api_version: Some(api_version.into()), kind: Some(kind.into()) }),
+            raw: Some(raw),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        let mut body = MAGIC.to_vec();
+        body.extend(unknown.encode_to_vec());
+        body
+    }
+
+    fn named(name: &str, namespace: &str) -> Option<ObjectMeta> {
+        Some(ObjectMeta { name: Some(name.into()), namespace: Some(namespace.into()), ..Default::default() })
+    }
+
+    #[test]
+    fn kubectl_create_namespace_body() {
+        let hex_body = "6b3873000a0f0a0276311209 4e616d657370616365 1219 0a110a01741200 1a00 2200 2a00 3200 3800 4200 12001a020a00 1a00 2200";
+        let body = hex::decode(hex_body.replace(' ', "")).unwrap();
+        let obj = decode(&body).unwrap();
+        assert_eq!(obj, json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "t"}, "spec": {}}));
+    }
+
+    #[test]
+    fn configmap_body() {
+        let cm = pb::ConfigMap {
+            metadata: Some(ObjectMeta {
+                labels: BTreeMap::from([("app".into(), "x".into())]),
+                ..named("c", "default").unwrap()
+            }),
+            data: BTreeMap::from([("k".into(), "v".into())]),
+            binary_data: BTreeMap::from([("b".into(), b"hi".to_vec())]),
+            immutable: None,
+        };
+        let obj = decode(&wrap("v1", "ConfigMap", cm.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "ConfigMap", "apiVersion": "v1",
+                   "metadata": {"name": "c", "namespace": "default", "labels": {"app": "x"}},
+                   "data": {"k": "v"}, "binaryData": {"b": "aGk="}})
+        );
+    }
+
+    #[test]
+    fn secret_body() {
+        let secret = pb::Secret {
+            metadata: named("s", "ns1"),
+            data: BTreeMap::from([("password".into(), b"secret".to_vec())]),
+            string_data: BTreeMap::from([("user".into(), "admin".into())]),
+            r#type: Some("Opaque".into()),
+            immutable: None,
+        };
+        let obj = decode(&wrap("v1", "Secret", secret.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "Secret", "apiVersion": "v1", "metadata": {"name": "s", "namespace": "ns1"},
+                   "data": {"password": "c2VjcmV0"}, "stringData": {"user": "admin"}, "type": "Opaque"})
+        );
+    }
+
+    #[test]
+    fn service_body() {
+        let svc = pb::Service {
+            metadata: named("web", "default"),
+            spec: Some(pb::ServiceSpec {
+                ports: vec![
+                    pb::ServicePort {
+                        name: Some("80-8080".into()),
+                        protocol: Some("TCP".into()),
+                        port: Some(80),
+                        target_port: Some(IntOrString { r#type: Some(0), int_val: Some(8080), str_val: None }),
+                        ..Default::default()
+                    },
+                    pb::ServicePort {
+                        port: Some(443),
+                        target_port: Some(IntOrString { r#type: Some(1), int_val: None, str_val: Some("https".into()) }),
+                        node_port: Some(30443),
+                        ..Default::default()
+                    },
+                ],
+                selector: BTreeMap::from([("app".into(), "web".into())]),
+                r#type: Some("NodePort".into()),
+                cluster_ip: Some(String::new()),
+                session_affinity: Some("None".into()),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let obj = decode(&wrap("v1", "Service", svc.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "Service", "apiVersion": "v1", "metadata": {"name": "web", "namespace": "default"},
+                   "spec": {"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080},
+                                      {"port": 443, "targetPort": "https", "nodePort": 30443}],
+                            "selector": {"app": "web"}, "type": "NodePort", "sessionAffinity": "None"}})
+        );
+    }
+
+    #[test]
+    fn service_account_and_pod_bodies() {
+        let sa = pb::ServiceAccount { metadata: named("sa", "default"), ..Default::default() };
+        let obj = decode(&wrap("v1", "ServiceAccount", sa.encode_to_vec())).unwrap();
+        assert_eq!(obj, json!({"kind": "ServiceAccount", "apiVersion": "v1", "metadata": {"name": "sa", "namespace": "default"}}));
+
+        let pod = pb::Pod {
+            metadata: Some(ObjectMeta {
+                labels: BTreeMap::from([("run".into(), "p".into())]),
+                ..named("p", "default").unwrap()
+            }),
+            spec: Some(pb::PodSpec {
+                containers: vec![pb::Container {
+                    name: Some("p".into()),
+                    image: Some("nginx".into()),
+                    ports: vec![pb::ContainerPort { container_port: Some(80), ..Default::default() }],
+                    resources: Some(pb::ResourceRequirements::default()),
+                    ..Default::default()
+                }],
+                restart_policy: Some("Always".into()),
+                dns_policy: Some("ClusterFirst".into()),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let obj = decode(&wrap("v1", "Pod", pod.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "p", "namespace": "default", "labels": {"run": "p"}},
+                   "spec": {"containers": [{"name": "p", "image": "nginx", "ports": [{"containerPort": 80}], "resources": {}}],
+                            "restartPolicy": "Always", "dnsPolicy": "ClusterFirst"}})
+        );
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert!(decode(b"").is_err());
+        assert!(decode(b"{\"kind\":\"Namespace\"}").is_err());
+        assert!(decode(b"k8s\0\xff\xff\xff\xff\xff").is_err());
+        assert!(decode(&wrap("v1", "Namespace", vec![0x0a, 0xff, 0x01])).is_err());
+        let err = decode(&wrap("apps/v1", "Deployment", vec![])).unwrap_err();
+        assert!(err.contains("Deployment"), "{err}");
+        // Arbitrary byte soup never panics.
+        for seed in 0u32..2000 {
+            let mut bytes = MAGIC.to_vec();
+            let mut x = seed.wrapping_mul(2654435761).wrapping_add(7);
+            for _ in 0..(seed % 64) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                bytes.push((x & 0xff) as u8);
+            }
+            let _ = decode(&bytes);
+            let _ = decode(&wrap("v1", "Service", bytes[4..].to_vec()));
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! Server-side printing: the `Table` form kubectl asks for, with the columns users know.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use kplane_actors::model::{ResourceType, StoredObject};
+use serde_json::{json, Value};
+
+/// What each row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    pub fn from_query(value: Option<&str>) -> Self {
+        match value {
+            Some("None") => IncludeObject::None,
+            Some("Object") => IncludeObject::Object,
+            _ => IncludeObject::Metadata,
+        }
+    }
+}
+
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    format: &'static str,
+    priority: u8,
+    description: &'static str,
+}
+
+const fn col(name: &'static str, priority: u8, description: &'static str) -> Column {
+    Column { name, kind: "string", format: "", priority, description }
+}
+
+const NAME: Column = Column {
+    name: "Name",
+    kind: "string",
+    format: "name",
+    priority: 0,
+    description: "Name must be unique within a namespace.",
+};
+const AGE: Column = col("Age", 0, "CreationTimestamp is the time this object was created.");
+
+fn columns(kind: &str) -> Vec<Column> {
+    match kind {
+        "Pod" => vec![
+            NAME,
+            col("Ready", 0, "The aggregate readiness state of this pod for accepting traffic."),
+            col("Status", 0, "The aggregate status of the containers in this pod."),
+            col("Restarts", 0, "The number of times the containers in this pod have been restarted."),
+            AGE,
+            col("IP", 1, "IP address allocated to the pod."),
+            col("Node", 1, "Name of the Node this pod is running on."),
+            col("Nominated Node", 1, "Name of the node where the pod is nominated."),
+            col("Readiness Gates", 1, "Pod readiness gates."),
+        ],
+        "Node" => vec![
+            NAME,
+            col("Status", 0, "The status of the node."),
+            col("Roles", 0, "The roles of the node."),
+            AGE,
+            col("Version", 0, "Kubelet version reported by the node."),
+            col("Internal-IP", 1, "Internal IP of the node."),
+            col("External-IP", 1, "External IP of the node."),
+            col("OS-Image", 1, "OS image reported by the node."),
+            col("Kernel-Version", 1, "Kernel version reported by the node."),
+            col("Container-Runtime", 1, "Container runtime reported by the node."),
+        ],
+        "Service" => vec![
+            NAME,
+            col("Type", 0, "The type of the service."),
+            col("Cluster-IP", 0, "The cluster IP of the service."),
+            col("External-IP", 0, "External IPs of the service."),
+            col("Port(s)", 0, "The ports of the service."),
+            AGE,
+            col("Selector", 1, "Pods the service routes to."),
+        ],
+        "Namespace" => vec![NAME, col("Status", 0, "The status of the namespace."), AGE],
+        "ReplicationController" => vec![
+            NAME,
+            col("Desired", 0, "Number of desired pods."),
+            col("Current", 0, "Number of pods currently running."),
+            col("Ready", 0, "Number of ready pods."),
+            AGE,
+            col("Containers", 1, "Names of each container in the template."),
+            col("Images", 1, "Images referenced by each container in the template."),
+            col("Selector", 1, "Label selector of the pods."),
+        ],
+        "Event" => vec![
+            col("Last Seen", 0, "Time of the last occurrence."),
+            col("Type", 0, "Type of the event."),
+            col("Reason", 0, "Why the event was generated."),
+            col("Object", 0, "The object this event is about."),
+            col("Message", 0, "A human-readable description."),
+            col("Subobject", 1, "The part of the object this event is about."),
+            col("Source", 1, "The component reporting this event."),
+            col("First Seen", 1, "Time of the first occurrence."),
+            col("Count", 1, "How many times this event occurred."),
+            col("Name", 1, "Name of the event."),
+        ],
+        "Endpoints" => vec![NAME, col("Endpoints", 0, "Endpoints of the service."), AGE],
+        "ConfigMap" => vec![NAME, col("Data", 0, "Number of data entries."), AGE],
+        "Secret" => vec![
+            NAME,
+            col("Type", 0, "The type of the secret."),
+            col("Data", 0, "Number of data entries."),
+            AGE,
+        ],
+        "PersistentVolumeClaim" => vec![
+            NAME,
+            col("Status", 0, "Phase of the claim."),
+            col("Volume", 0, "The bound volume."),
+            col("Capacity", 0, "Capacity of the bound volume."),
+            col("Access Modes", 0, "Access modes of the claim."),
+            AGE,
+        ],
+        "PersistentVolume" => vec![
+            NAME,
+            col("Capacity", 0, "Capacity of the volume."),
+            col("Access Modes", 0, "Access modes of the volume."),
+            col("Reclaim Policy", 0, "What happens when the claim is released."),
+            col("Status", 0, "Phase of the volume."),
+            col("Claim", 0, "The claim bound to the volume."),
+            AGE,
+        ],
+        "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
+        _ => vec![NAME, AGE],
+    }
+}
+
+fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn or_none(value: String) -> String {
+    if value.is_empty() {
+        "<none>".into()
+    } else {
+        value
+    }
+}
+
+/// Human age of a timestamp, as kubectl prints it (`45s`, `5m3s`, `3h`, `2d4h`).
+pub fn age(timestamp: &str, now: DateTime<Utc>) -> String {
+    let Ok(t) = DateTime::parse_from_rfc3339(timestamp) else { return "<unknown>".into() };
+    let secs = (now - t.with_timezone(&Utc)).num_seconds().max(0);
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    match secs {
+        _ if secs < 120 => format!("{secs}s"),
+        _ if m < 10 && secs % 60 != 0 => format!("{m}m{}s", secs % 60),
+        _ if m < 180 => format!("{m}m"),
+        _ if h < 8 && m % 60 != 0 => format!("{h}h{}m", m % 60),
+        _ if h < 48 => format!("{h}h"),
+        _ if d < 8 && h % 24 != 0 => format!("{d}d{}h", h % 24),
+        _ if d < 365 * 2 => format!("{d}d"),
+        _ if d < 365 * 8 => format!("{}y{}d", d / 365, d % 365),
+        _ => format!("{}y", d / 365),
+    }
+}
+
+fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(o, "/metadata/name"));
+    let created = age(s(o, "/metadata/creationTimestamp"), now);
+    let len = |p: &str| o.pointer(p).and_then(Value::as_object).map_or(0, |m| m.len());
+    match kind {
+        "Pod" => {
+            let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array);
+            let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+            let ready = statuses.map_or(0, |c| c.iter().filter(|c| c["ready"] == true).count());
+            let restarts: i64 =
+                statuses.map_or(0, |c| c.iter().filter_map(|c| c["restartCount"].as_i64()).sum());
+            let mut status = s(o, "/status/phase").to_string();
+            if !s(o, "/status/reason").is_empty() {
+                status = s(o, "/status/reason").to_string();
+            }
+            for c in statuses.into_iter().flatten() {
+                let waiting = s(c, "/state/waiting/reason");
+                let terminated = s(c, "/state/terminated/reason");
+                if !waiting.is_empty() {
+                    status = waiting.to_string();
+                } else if !terminated.is_empty() && status != "Succeeded" {
+                    status = terminated.to_string();
+                }
+            }
+            if o.pointer("/metadata/deletionTimestamp").is_some() {
+                status = "Terminating".into();
+            }
+            vec![
+                name,
+                json!(format!("{ready}/{total}")),
+                json!(status),
+                json!(restarts.to_string()),
+                json!(created),
+                json!(or_none(s(o, "/status/podIP").into())),
+                json!(or_none(s(o, "/spec/nodeName").into())),
+                json!(or_none(s(o, "/status/nominatedNodeName").into())),
+                json!("<none>"),
+            ]
+        }
+        "Node" => {
+            let conditions = o.pointer("/status/conditions").and_then(Value::as_array);
+            let ready = conditions
+                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                .map(|c| match c["status"].as_str() {
+                    Some("True") => "Ready",
+                    Some("False") => "NotReady",
+                    _ => "Unknown",
+                })
+                .unwrap_or("Unknown");
+            let mut status = ready.to_string();
+            if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+                status.push_str(",SchedulingDisabled");
+            }
+            let roles: Vec<&str> = o
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|l| l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect())
+                .unwrap_or_default();
+            let address = |t: &str| {
+                o.pointer("/status/addresses")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|a| a["type"] == t))
+                    .map(|a| s(a, "/address").to_string())
+                    .unwrap_or_default()
+            };
+            vec![
+                name,
+                json!(status),
+                json!(or_none(roles.join(","))),
+                json!(created),
+                json!(s(o, "/status/nodeInfo/kubeletVersion")),
+                json!(or_none(address("InternalIP"))),
+                json!(or_none(address("ExternalIP"))),
+                json!(or_none(s(o, "/status/nodeInfo/osImage").into())),
+                json!(or_none(s(o, "/status/nodeInfo/kernelVersion").into())),
+                json!(or_none(s(o, "/status/nodeInfo/containerRuntimeVersion").into())),
+            ]
+        }
+        "Service" => {
+            let ports: Vec<String> = o
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let node_port = p["nodePort"].as_i64().map(|n| format!(":{n}")).unwrap_or_default();
+                    format!("{}{node_port}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP"))
+                })
+                .collect();
+            let external: Vec<String> = o
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|i| s(i, "/ip").to_string())
+                .chain(o.pointer("/spec/externalIPs").and_then(Value::as_array).into_iter().flatten().filter_map(|i| i.as_str().map(String::from)))
+                .collect();
+            let svc_type = s(o, "/spec/type");
+            let external = if svc_type == "ExternalName" {
+                s(o, "/spec/externalName").to_string()
+            } else if external.is_empty() && svc_type == "LoadBalancer" {
+                "<pending>".into()
+            } else {
+                or_none(external.join(","))
+            };
+            vec![
+                name,
+                json!(svc_type),
+                json!(or_none(s(o, "/spec/clusterIP").into())),
+                json!(external),
+                json!(or_none(ports.join(","))),
+                json!(created),
+                json!(or_none(selector_string(o.pointer("/spec/selector")))),
+            ]
+        }
+        "Namespace" => vec![name, json!(s(o, "/status/phase")), json!(created)],
+        "ReplicationController" => {
+            let containers = o.pointer("/spec/template/spec/containers").and_then(Value::as_array);
+            let list = |field: &str| {
+                containers
+                    .into_iter()
+                    .flatten()
+                    .map(|c| c[field].as_str().unwrap_or("").to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+            vec![
+                name,
+                json!(n("/spec/replicas")),
+                json!(n("/status/replicas")),
+                json!(n("/status/readyReplicas")),
+                json!(created),
+                json!(list("name")),
+                json!(list("image")),
+                json!(or_none(selector_string(o.pointer("/spec/selector")))),
+            ]
+        }
+        "Event" => {
+            let last = [s(o, "/lastTimestamp"), s(o, "/eventTime"), s(o, "/metadata/creationTimestamp")]
+                .into_iter()
+                .find(|t| !t.is_empty())
+                .unwrap_or("");
+            let object = format!(
+                "{}/{}",
+                s(o, "/involvedObject/kind").to_lowercase(),
+                s(o, "/involvedObject/name")
+            );
+            let first = [s(o, "/firstTimestamp"), last].into_iter().find(|t| !t.is_empty()).unwrap_or("");
+            vec![
+                json!(age(last, now)),
+                json!(s(o, "/type")),
+                json!(s(o, "/reason")),
+                json!(object),
+                json!(s(o, "/message")),
+                json!(s(o, "/involvedObject/fieldPath")),
+                json!(s(o, "/source/component")),
+                json!(age(first, now)),
+                json!(o.get("count").and_then(Value::as_i64).unwrap_or(1)),
+                name,
+            ]
+        }
+        "Endpoints" => {
+            let mut endpoints = Vec::new();
+            for subset in o.get("subsets").and_then(Value::as_array).into_iter().flatten() {
+                for addr in subset["addresses"].as_array().into_iter().flatten() {
+                    for port in subset["ports"].as_array().into_iter().flatten() {
+                        endpoints.push(format!("{}:{}", s(addr, "/ip"), port["port"]));
+                    }
+                }
+            }
+            vec![name, json!(or_none(endpoints.join(","))), json!(created)]
+        }
+        "ConfigMap" => vec![name, json!(len("/data") + len("/binaryData")), json!(created)],
+        "Secret" => vec![name, json!(s(o, "/type")), json!(len("/data")), json!(created)],
+        "PersistentVolumeClaim" => vec![
+            name,
+            json!(s(o, "/status/phase")),
+            json!(s(o, "/spec/volumeName")),
+            json!(s(o, "/status/capacity/storage")),
+            json!(access_modes(o.pointer("/spec/accessModes"))),
+            json!(created),
+        ],
+        "PersistentVolume" => {
+            let claim = match s(o, "/spec/claimRef/name") {
+                "" => String::new(),
+                n => format!("{}/{n}", s(o, "/spec/claimRef/namespace")),
+            };
+            vec![
+                name,
+                json!(s(o, "/spec/capacity/storage")),
+                json!(access_modes(o.pointer("/spec/accessModes"))),
+                json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
+                json!(s(o, "/status/phase")),
+                json!(claim),
+                json!(created),
+            ]
+        }
+        "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
+        _ => vec![name, json!(created)],
+    }
+}
+
+fn access_modes(modes: Option<&Value>) -> String {
+    modes
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|m| match m {
+            "ReadWriteOnce" => "RWO",
+            "ReadOnlyMany" => "ROX",
+            "ReadWriteMany" => "RWX",
+            "ReadWriteOncePod" => "RWOP",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn selector_string(selector: Option<&Value>) -> String {
+    selector
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+fn row(resource: &ResourceType, object: &StoredObject, include: IncludeObject, now: DateTime<Utc>) -> Value {
+    let value = object.to_value();
+    let mut row = json!({"cells": cells(resource.kind, &value, now)});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Object => row["object"] = value,
+        IncludeObject::Metadata => {
+            row["object"] = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": value.get("metadata").cloned().unwrap_or_default(),
+            })
+        }
+    }
+    row
+}
+
+/// A Table of `objects` (one row each).
+pub fn table(
+    resource: &ResourceType,
+    objects: &[Arc<StoredObject>],
+    resource_version: Option<u64>,
+    continue_token: Option<&str>,
+    include: IncludeObject,
+) -> Value {
+    let now = Utc::now();
+    let definitions: Vec<Value> = columns(resource.kind)
+        .into_iter()
+        .map(|c| {
+            json!({"name": c.name, "type": c.kind, "format": c.format,
+                   "description": c.description, "priority": c.priority})
+        })
+        .collect();
+    let mut metadata = json!({});
+    if let Some(rv) = resource_version {
+        metadata["resourceVersion"] = json!(rv.to_string());
+    }
+    if let Some(token) = continue_token {
+        metadata["continue"] = json!(token);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": definitions,
+        "rows": objects.iter().map(|o| row(resource, o, include, now)).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kplane_actors::model::{resources::find, ObjectKey};
+
+    #[test]
+    fn ages() {
+        let now = DateTime::parse_from_rfc3339("2026-01-10T00:00:00Z").unwrap().with_timezone(&Utc);
+        assert_eq!(age("2026-01-09T23:59:15Z", now), "45s");
+        assert_eq!(age("2026-01-09T23:54:57Z", now), "5m3s");
+        assert_eq!(age("2026-01-09T21:00:00Z", now), "3h");
+        assert_eq!(age("2026-01-07T20:00:00Z", now), "2d4h");
+        assert_eq!(age("garbage", now), "<unknown>");
+    }
+
+    #[test]
+    fn pod_row_cells_match_columns() {
+        let pods = find("", "v1", "pods").unwrap();
+        let value = json!({"metadata":{"name":"p","namespace":"d","creationTimestamp":"2026-01-01T00:00:00Z"},
+            "spec":{"containers":[{"name":"c"}],"nodeName":"n1"},
+            "status":{"phase":"Running","podIP":"127.64.0.2","containerStatuses":[{"ready":true,"restartCount":2}]}});
+        let object = Arc::new(StoredObject::from_value(ObjectKey::new(pods, "d", "p"), value, 5));
+        let t = table(pods, &[object], Some(5), None, IncludeObject::Metadata);
+        let cells = t["rows"][0]["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), t["columnDefinitions"].as_array().unwrap().len());
+        assert_eq!(cells[1], "1/1");
+        assert_eq!(cells[2], "Running");
+        assert_eq!(cells[3], "2");
+        assert_eq!(cells[5], "127.64.0.2");
+        assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "d");
+        assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn every_kind_has_as_many_cells_as_columns() {
+        for r in kplane_actors::model::resources::RESOURCES {
+            let empty = json!({"metadata":{"name":"x"}});
+            assert_eq!(cells(r.kind, &empty, Utc::now()).len(), columns(r.kind).len(), "{}", r.kind);
+        }
+    }
+}

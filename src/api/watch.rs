@@ -1,0 +1,87 @@
+//! Watch over HTTP: a chunked stream of newline-delimited JSON events.
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse};
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::{stream, StreamExt};
+use kplane_actors::core::{ApiCore, WatchFrame};
+use kplane_actors::model::ResourceType;
+use serde_json::json;
+
+use super::objects::wants_table;
+use super::params::Query;
+use super::table::{self, IncludeObject};
+use super::AppState;
+use crate::error::{status_of, HttpError};
+
+pub async fn serve(
+    req: &HttpRequest,
+    core: &ApiCore,
+    resource: &'static ResourceType,
+    namespace: Option<&str>,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    let options = query.watch_options()?;
+    let timeout = match query.number("timeoutSeconds")? {
+        Some(t) if t < 0 => return Err(HttpError::BadRequest("timeoutSeconds must not be negative".into())),
+        Some(t) => Duration::from_secs(t as u64).min(state.watch_max_timeout),
+        None => state.watch_max_timeout,
+    };
+    let frames = core.watch(resource, namespace, &options).await?;
+    let as_table = wants_table(req);
+    let include = IncludeObject::from_query(query.get("includeObject"));
+    let deadline = tokio::time::sleep(timeout);
+    let encoded = frames
+        .take_until(deadline)
+        .scan(false, |ended, frame| {
+            // Nothing follows an ERROR event.
+            if *ended {
+                return futures::future::ready(None);
+            }
+            *ended = matches!(frame, WatchFrame::Error(_));
+            futures::future::ready(Some(frame))
+        })
+        .map(move |frame| Ok::<Bytes, actix_web::Error>(encode(resource, frame, as_table, include)));
+    let content_type =
+        if as_table { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json" };
+    Ok(HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header(("Cache-Control", "no-cache, private"))
+        .streaming(encoded.chain(stream::empty())))
+}
+
+fn encode(resource: &'static ResourceType, frame: WatchFrame, as_table: bool, include: IncludeObject) -> Bytes {
+    let mut out = BytesMut::new();
+    match frame {
+        WatchFrame::Event(kind, object) => {
+            out.put_slice(b"{\"type\":\"");
+            out.put_slice(kind.as_str().as_bytes());
+            out.put_slice(b"\",\"object\":");
+            if as_table {
+                let t = table::table(resource, std::slice::from_ref(&object), None, None, include);
+                out.put_slice(t.to_string().as_bytes());
+            } else {
+                out.put_slice(&object.raw);
+            }
+            out.put_slice(b"}\n");
+        }
+        WatchFrame::Bookmark { resource_version, initial_events_end } => {
+            let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+            if initial_events_end {
+                metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            }
+            let event = json!({"type": "BOOKMARK", "object": {
+                "kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata}});
+            out.put_slice(event.to_string().as_bytes());
+            out.put_u8(b'\n');
+        }
+        WatchFrame::Error(error) => {
+            let (_, status) = status_of(&HttpError::Api(error));
+            out.put_slice(json!({"type": "ERROR", "object": status}).to_string().as_bytes());
+            out.put_u8(b'\n');
+        }
+    }
+    out.freeze()
+}

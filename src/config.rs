@@ -1,0 +1,248 @@
+//! Configuration: the raw TOML/environment form, checked into the settings the daemon uses.
+//!
+//! Sources, later ones winning: built-in defaults, the `--config` TOML file, `KPLANE_*`
+//! environment variables (`KPLANE_STORE__SHARDS=4` sets `store.shards`), then CLI flags.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Why the configuration was refused; one line, naming the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config: {0}")]
+    Load(String),
+    #[error("config key {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawConfig {
+    data_dir: PathBuf,
+    log_level: String,
+    server: RawServer,
+    store: RawStore,
+    watch: RawWatch,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawServer {
+    insecure_port: u16,
+    insecure_bind_address: String,
+    secure_port: u16,
+    bind_address: String,
+    max_request_body_bytes: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawStore {
+    shards: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawWatch {
+    window_events: usize,
+    buffer: usize,
+    bookmark_interval_seconds: u64,
+    max_timeout_seconds: u64,
+}
+
+impl Default for RawConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            log_level: "info".into(),
+            server: RawServer::default(),
+            store: RawStore::default(),
+            watch: RawWatch::default(),
+        }
+    }
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        Self {
+            insecure_port: 8080,
+            insecure_bind_address: "127.0.0.1".into(),
+            secure_port: 6443,
+            bind_address: "0.0.0.0".into(),
+            max_request_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        Self { shards: 2 }
+    }
+}
+
+impl Default for RawWatch {
+    fn default() -> Self {
+        Self { window_events: 100_000, buffer: 1000, bookmark_interval_seconds: 60, max_timeout_seconds: 1800 }
+    }
+}
+
+/// Values given on the command line; they override the file and the environment.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub insecure_port: Option<u16>,
+    pub insecure_bind_address: Option<String>,
+    pub secure_port: Option<u16>,
+    pub bind_address: Option<String>,
+}
+
+/// The checked settings of the server.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub log_level: String,
+    pub insecure_addr: SocketAddr,
+    pub secure_addr: SocketAddr,
+    pub max_request_body_bytes: usize,
+    pub shards: usize,
+    pub watch_window_events: usize,
+    pub watch_buffer: usize,
+    pub bookmark_interval: Duration,
+    pub watch_max_timeout: Duration,
+}
+
+impl Settings {
+    /// Loads the file (if any) and the environment, applies `overrides`, and checks everything.
+    pub fn load(overrides: &Overrides) -> Result<Self, ConfigError> {
+        let env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("KPLANE_")).collect();
+        Self::load_from(overrides, env)
+    }
+
+    fn load_from(overrides: &Overrides, env: Vec<(String, String)>) -> Result<Self, ConfigError> {
+        let mut builder = config::Config::builder();
+        if let Some(path) = &overrides.config {
+            if !path.is_file() {
+                return Err(ConfigError::Load(format!("{}: no such file", path.display())));
+            }
+            builder = builder.add_source(config::File::from(path.as_path()).format(config::FileFormat::Toml));
+        }
+        let env_source = config::Environment::with_prefix("KPLANE")
+            .prefix_separator("_")
+            .separator("__")
+            .try_parsing(true)
+            .source(Some(env.into_iter().collect()));
+        builder = builder.add_source(env_source);
+        let raw: RawConfig = builder
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError::Load(e.to_string().replace('\n', " ")))?;
+        Self::check(raw, overrides)
+    }
+
+    fn check(mut raw: RawConfig, o: &Overrides) -> Result<Self, ConfigError> {
+        if let Some(v) = &o.data_dir {
+            raw.data_dir = v.clone();
+        }
+        if let Some(v) = o.insecure_port {
+            raw.server.insecure_port = v;
+        }
+        if let Some(v) = &o.insecure_bind_address {
+            raw.server.insecure_bind_address = v.clone();
+        }
+        if let Some(v) = o.secure_port {
+            raw.server.secure_port = v;
+        }
+        if let Some(v) = &o.bind_address {
+            raw.server.bind_address = v.clone();
+        }
+        let ip = |key: &'static str, value: &str| {
+            value.parse::<IpAddr>().map_err(|_| ConfigError::Invalid {
+                key,
+                message: format!("{value:?} is not an IP address"),
+            })
+        };
+        let insecure_ip = ip("server.insecure_bind_address", &raw.server.insecure_bind_address)?;
+        let secure_ip = ip("server.bind_address", &raw.server.bind_address)?;
+        let at_least = |key: &'static str, value: usize, min: usize| {
+            if value < min {
+                Err(ConfigError::Invalid { key, message: format!("must be at least {min}, got {value}") })
+            } else {
+                Ok(value)
+            }
+        };
+        if raw.store.shards > 256 {
+            return Err(ConfigError::Invalid { key: "store.shards", message: "must be at most 256".into() });
+        }
+        if raw.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::Invalid { key: "data_dir", message: "must not be empty".into() });
+        }
+        if tracing_subscriber::EnvFilter::try_new(&raw.log_level).is_err() {
+            return Err(ConfigError::Invalid {
+                key: "log_level",
+                message: format!("{:?} is not a log level or filter", raw.log_level),
+            });
+        }
+        Ok(Settings {
+            data_dir: raw.data_dir,
+            log_level: raw.log_level,
+            insecure_addr: SocketAddr::new(insecure_ip, raw.server.insecure_port),
+            secure_addr: SocketAddr::new(secure_ip, raw.server.secure_port),
+            max_request_body_bytes: at_least("server.max_request_body_bytes", raw.server.max_request_body_bytes, 1024)?,
+            shards: at_least("store.shards", raw.store.shards, 1)?,
+            watch_window_events: at_least("watch.window_events", raw.watch.window_events, 1)?,
+            watch_buffer: at_least("watch.buffer", raw.watch.buffer, 1)?,
+            bookmark_interval: Duration::from_secs(
+                at_least("watch.bookmark_interval_seconds", raw.watch.bookmark_interval_seconds as usize, 1)? as u64,
+            ),
+            watch_max_timeout: Duration::from_secs(
+                at_least("watch.max_timeout_seconds", raw.watch.max_timeout_seconds as usize, 1)? as u64,
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(toml: &str, env: &[(&str, &str)], o: Overrides) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.toml");
+        std::fs::write(&path, toml).unwrap();
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::load_from(&Overrides { config: Some(path), ..o }, env)
+    }
+
+    #[test]
+    fn defaults_file_env_and_flags_layer() {
+        let s = load("", &[], Overrides::default()).unwrap();
+        assert_eq!(s.insecure_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.shards, 2);
+        let s = load("[store]\nshards = 4\n", &[("KPLANE_WATCH__BUFFER", "7")], Overrides::default()).unwrap();
+        assert_eq!((s.shards, s.watch_buffer), (4, 7));
+        let s = load("[store]\nshards = 4\n", &[("KPLANE_STORE__SHARDS", "3")], Overrides {
+            insecure_port: Some(9999),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!((s.shards, s.insecure_addr.port()), (3, 9999));
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let e = load("[store]\nshardz = 4\n", &[], Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("shardz"), "{e}");
+        let e = load("[server]\ninsecure_port = 70000\n", &[], Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("insecure_port"), "{e}");
+        let e = load("[store]\nshards = 0\n", &[], Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("store.shards"), "{e}");
+        let e = load("", &[("KPLANE_NOPE__X", "1")], Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("nope"), "{e}");
+        let e = load("[server]\ninsecure_bind_address = \"x\"\n", &[], Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("server.insecure_bind_address"), "{e}");
+    }
+}

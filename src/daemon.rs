@@ -1,0 +1,62 @@
+//! Wires the server together: watch hub, store shards, API core and the HTTP listener.
+
+use std::net::SocketAddr;
+
+use actix_web::{web, HttpServer};
+use kplane_actors::core::{ApiCore, ApiError};
+use kplane_actors::store::{Store, StoreError, StoreOptions};
+use kplane_actors::watch::{HubOptions, WatchHub};
+
+use crate::api::{self, AppState};
+use crate::config::Settings;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr} (--insecure-port/--insecure-bind-address): {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("bootstrap: {0}")]
+    Bootstrap(#[from] ApiError),
+}
+
+/// A started server: its bound address and the future that runs it until shutdown.
+pub struct Running {
+    pub insecure_addr: SocketAddr,
+    pub server: actix_web::dev::Server,
+}
+
+/// Starts every component inside the current actix system and binds the listener.
+pub async fn start(settings: &Settings) -> Result<Running, StartError> {
+    let hub = WatchHub::start(HubOptions {
+        window_events: settings.watch_window_events,
+        buffer: settings.watch_buffer,
+        bookmark_interval: settings.bookmark_interval,
+    });
+    let store_options =
+        StoreOptions { shards: settings.shards, data_dir: Some(settings.data_dir.join("store")) };
+    let store = Store::open(&store_options, hub.publisher())?;
+    hub.set_floor(store.current_revision());
+    tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
+    let core = ApiCore::new(store, hub);
+    core.bootstrap().await?;
+    let state = web::Data::new(AppState::new(
+        core,
+        settings.max_request_body_bytes,
+        settings.watch_max_timeout,
+    ));
+    let addr = settings.insecure_addr;
+    let server = HttpServer::new(move || api::app(state.clone()))
+        .bind(addr)
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let insecure_addr = server.addrs().first().copied().unwrap_or(addr);
+    tracing::info!(%insecure_addr, "serving the insecure port (no authentication)");
+    if settings.secure_addr.port() != 0 {
+        tracing::warn!(
+            secure = %settings.secure_addr,
+            "the secure port (TLS, authentication) is not implemented yet and is not served"
+        );
+    }
+    Ok(Running { insecure_addr, server: server.run() })
+}

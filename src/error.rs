@@ -1,0 +1,108 @@
+//! The one place errors become Kubernetes `Status` objects and HTTP status codes.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use kplane_actors::core::ApiError;
+use serde_json::{json, Value};
+
+/// Every way an HTTP request can fail: the API core's errors plus the edge's own.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("the body of the request was in an unknown format - accepted media types include: application/json, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/vnd.kubernetes.protobuf; got {0:?}")]
+    UnsupportedMediaType(String),
+    #[error("the request body is larger than the limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("the server could not find the requested resource")]
+    NoSuchPath,
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+impl From<actix_web::error::PayloadError> for HttpError {
+    fn from(error: actix_web::error::PayloadError) -> Self {
+        HttpError::BadRequest(format!("reading the request body: {error}"))
+    }
+}
+
+/// The Kubernetes `Status` for a failure, with its HTTP code.
+pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
+    let message = error.to_string();
+    let (code, reason, details) = match error {
+        HttpError::Api(api) => match api {
+            ApiError::NotFound { resource, group, name } => {
+                (404, "NotFound", Some(details(name, resource, group)))
+            }
+            ApiError::AlreadyExists { resource, group, name } => {
+                (409, "AlreadyExists", Some(details(name, resource, group)))
+            }
+            ApiError::Conflict { resource, group, name, .. } => {
+                (409, "Conflict", Some(details(name, resource, group)))
+            }
+            ApiError::Invalid { kind, group, name, causes } => {
+                let mut d = details(name, kind, group);
+                d["causes"] = causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                (422, "Invalid", Some(d))
+            }
+            ApiError::BadRequest(_) => (400, "BadRequest", None),
+            ApiError::Forbidden(_) => (403, "Forbidden", None),
+            ApiError::Expired(_) => (410, "Expired", None),
+            ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
+            ApiError::Internal(_) => (500, "InternalError", None),
+            ApiError::Unavailable(_) => (503, "ServiceUnavailable", None),
+        },
+        HttpError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
+        HttpError::TooLarge(_) => (413, "RequestEntityTooLarge", None),
+        HttpError::NoSuchPath => (404, "NotFound", None),
+        HttpError::MethodNotAllowed => (405, "MethodNotAllowed", None),
+        HttpError::BadRequest(_) => (400, "BadRequest", None),
+    };
+    let mut status = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code,
+    });
+    if let Some(d) = details {
+        status["details"] = d;
+    }
+    (StatusCode::from_u16(code).expect("valid status code"), status)
+}
+
+fn details(name: &str, kind: &str, group: &str) -> Value {
+    let mut d = json!({"name": name, "kind": kind});
+    if !group.is_empty() {
+        d["group"] = json!(group);
+    }
+    d
+}
+
+impl ResponseError for HttpError {
+    fn status_code(&self) -> StatusCode {
+        status_of(self).0
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (code, body) = status_of(self);
+        HttpResponse::build(code).content_type("application/json").body(body.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_status_matches_kubernetes() {
+        let error = HttpError::Api(ApiError::NotFound { resource: "pods", group: "", name: "x".into() });
+        let (code, body) = status_of(&error);
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert_eq!(body["message"], "pods \"x\" not found");
+        assert_eq!(body["details"], json!({"name": "x", "kind": "pods"}));
+        assert_eq!(status_of(&HttpError::TooLarge(3)).0, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}

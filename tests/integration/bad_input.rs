@@ -1,0 +1,88 @@
+//! Bad input gets the right Status and code, never a 500.
+
+use serde_json::{json, Value};
+
+use crate::util::{pod, Server};
+
+fn assert_status(reply: &(u16, Value), code: u16, reason: &str) {
+    assert_eq!(reply.0, code, "{}", reply.1);
+    assert_eq!(reply.1["kind"], "Status", "{}", reply.1);
+    assert_eq!(reply.1["code"], code);
+    assert_eq!(reply.1["reason"], reason, "{}", reply.1);
+    assert!(reply.1["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+#[test]
+fn every_error_class_has_its_status() {
+    let server = Server::start();
+    let pods = "/api/v1/namespaces/default/pods";
+    // 400: malformed JSON, kind mismatch, bad selectors and query values.
+    assert_status(&server.send_raw("POST", pods, Some("application/json"), b"{not json".to_vec()), 400, "BadRequest");
+    assert_status(&server.post(pods, &json!({"kind": "Service", "metadata": {"name": "x"}})), 400, "BadRequest");
+    assert_status(&server.get(&format!("{pods}?labelSelector=a%20in%20(b")), 400, "BadRequest");
+    assert_status(&server.get(&format!("{pods}?fieldSelector=spec.bogus%3Dx")), 400, "BadRequest");
+    assert_status(&server.get(&format!("{pods}?limit=abc")), 400, "BadRequest");
+    assert_status(&server.get(&format!("{pods}?continue=garbage")), 400, "BadRequest");
+    assert_status(&server.get(&format!("{pods}?watch=true&resourceVersion=abc")), 400, "BadRequest");
+    // 404: missing object, namespace, path.
+    assert_status(&server.get(&format!("{pods}/nope")), 404, "NotFound");
+    assert_status(&server.post("/api/v1/namespaces/nowhere/pods", &pod("p")), 404, "NotFound");
+    assert_status(&server.get("/api/v1/widgets"), 404, "NotFound");
+    assert_status(&server.get("/nothing/here"), 404, "NotFound");
+    // 405: a verb the resource does not have.
+    assert_status(&server.send_raw("POST", &format!("{pods}/x"), None, b"{}".to_vec()), 405, "MethodNotAllowed");
+    // 409: AlreadyExists and Conflict.
+    assert_eq!(server.post(pods, &pod("p")).0, 201);
+    assert_status(&server.post(pods, &pod("p")), 409, "AlreadyExists");
+    let (_, mut current) = server.get(&format!("{pods}/p"));
+    current["metadata"]["resourceVersion"] = json!("1");
+    assert_status(&server.put(&format!("{pods}/p"), &current), 409, "Conflict");
+    // 413: a body over 3 MiB.
+    let big = vec![b' '; 3 * 1024 * 1024 + 1];
+    assert_status(&server.send_raw("POST", pods, Some("application/json"), big), 413, "RequestEntityTooLarge");
+    // 415: an unknown content type.
+    assert_status(&server.send_raw("POST", pods, Some("application/xml"), b"<pod/>".to_vec()), 415, "UnsupportedMediaType");
+    // 422: invalid names and missing fields, with field causes.
+    let reply = server.post(pods, &json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}));
+    assert_status(&reply, 422, "Invalid");
+    let fields: Vec<&str> = reply.1["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["metadata.name", "spec.containers"]);
+    // A missing Content-Type and missing kind/apiVersion are fine (the Python client's habit).
+    let body = serde_json::to_vec(&json!({"metadata": {"name": "py1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    let (code, created) = server.send_raw("POST", pods, None, body);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["kind"], "Pod");
+}
+
+#[test]
+fn list_pagination_and_selectors() {
+    let server = Server::start();
+    for i in 0..7 {
+        let mut p = pod(&format!("p{i}"));
+        p["metadata"]["labels"]["n"] = json!(i.to_string());
+        assert_eq!(server.post("/api/v1/namespaces/default/pods", &p).0, 201);
+    }
+    let mut names = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let (code, page) = server.get(&format!("/api/v1/namespaces/default/pods?limit=3&continue={token}"));
+        assert_eq!(code, 200);
+        pages += 1;
+        names.extend(page["items"].as_array().unwrap().iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()));
+        match page["metadata"]["continue"].as_str() {
+            Some(t) if !t.is_empty() => token = t.to_string(),
+            _ => break,
+        }
+        // A write between pages does not show up in the snapshot being paged.
+        server.post("/api/v1/namespaces/default/pods", &pod(&format!("late{pages}")));
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, ["p0", "p1", "p2", "p3", "p4", "p5", "p6"]);
+    let (_, list) = server.get("/api/v1/pods?labelSelector=n%20in%20(1,2),app%3Dweb");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp3");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=status.phase!%3DPending");
+    assert_eq!(list["items"].as_array().unwrap().len(), 0);
+}

@@ -1,0 +1,48 @@
+//! Start-up failures: exit code 2 and one line naming the key or the port.
+
+use std::net::TcpListener;
+
+use crate::util::Server;
+
+fn run_server(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = Server::command();
+    cmd.arg("server").args(args).arg("--data-dir").arg(data.path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_config_and_busy_port_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[store]\nshardz = 3\n").unwrap();
+    let (code, err) = run_server(&["--config", file.to_str().unwrap()], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("shardz") && err.trim().lines().count() == 1, "{err}");
+
+    let (code, err) = run_server(&["--insecure-port", "0"], &[("KPLANE_WATCH__BUFFER", "zero")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("buffer") && err.trim().lines().count() == 1, "{err}");
+
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let (code, err) = run_server(&["--insecure-port", &port], &[("RUST_LOG", "off")]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&port) && err.trim().lines().count() == 1, "{err}");
+}
+
+#[test]
+fn the_documented_config_file_is_accepted() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/kplane.toml");
+    // A busy port makes the server stop right after the configuration was accepted: the only
+    // complaint must be about the port, never about a key of the documented file.
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let (code, err) = run_server(&["--config", path, "--insecure-port", &port], &[("RUST_LOG", "off")]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&port) && !err.contains("config"), "{err}");
+}

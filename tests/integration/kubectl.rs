@@ -1,0 +1,141 @@
+//! kubectl end to end against a real server.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::util::{wait_until, Server};
+
+const POD_YAML: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  labels:
+    app: web
+spec:
+  containers:
+  - name: c
+    image: kplane/pause
+    ports:
+    - containerPort: 80
+";
+
+#[test]
+fn version_api_resources_and_cluster_info() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let out = k.ok(&["version", "-o", "json"]);
+    assert!(out.contains("\"minor\": \"32\""), "{out}");
+    let out = k.ok(&["api-resources"]);
+    for needle in ["pods", "po", "replicationcontrollers", "rc", "leases", "coordination.k8s.io/v1", "namespaces"] {
+        assert!(out.contains(needle), "api-resources lacks {needle}: {out}");
+    }
+    let out = k.ok(&["cluster-info"]);
+    assert!(out.contains("is running at"), "{out}");
+}
+
+#[test]
+fn create_get_label_replace_delete() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("pod.yaml", POD_YAML);
+    let out = k.ok(&["create", "-f", file.to_str().unwrap()]);
+    assert!(out.contains("pod/web-1 created"), "{out}");
+    let (ok, _, err) = k.run(&["create", "-f", file.to_str().unwrap()]);
+    assert!(!ok && err.contains("AlreadyExists"), "{err}");
+
+    let table = k.ok(&["get", "pods"]);
+    assert!(table.contains("NAME") && table.contains("READY") && table.contains("STATUS"), "{table}");
+    assert!(table.contains("web-1") && table.contains("0/1") && table.contains("Pending"), "{table}");
+    let wide = k.ok(&["get", "pods", "-o", "wide"]);
+    assert!(wide.contains("NODE") && wide.contains("IP"), "{wide}");
+    let json: serde_json::Value = serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
+    assert_eq!(json["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
+    assert!(json["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    let yaml = k.ok(&["get", "pod", "web-1", "-o", "yaml"]);
+    assert!(yaml.contains("name: web-1") && yaml.contains("resourceVersion:"), "{yaml}");
+    assert_eq!(k.ok(&["get", "pods", "-o", "name"]).trim(), "pod/web-1");
+    let all = k.ok(&["get", "pods", "-A"]);
+    assert!(all.contains("NAMESPACE") && all.contains("default") && all.contains("web-1"), "{all}");
+    let (ok, _, err) = k.run(&["get", "pod", "nope"]);
+    assert!(!ok && err.contains("NotFound") && err.contains("\"nope\" not found"), "{err}");
+
+    k.ok(&["label", "pod", "web-1", "tier=front"]);
+    let labels = k.ok(&["get", "pods", "-l", "tier=front", "-o", "name"]);
+    assert_eq!(labels.trim(), "pod/web-1");
+    assert_eq!(k.ok(&["get", "pods", "-l", "tier!=front", "-o", "name"]).trim(), "");
+
+    let replaced = POD_YAML.replace("app: web", "app: web2");
+    let file2 = k.write("pod2.yaml", &replaced);
+    k.ok(&["replace", "-f", file2.to_str().unwrap()]);
+    let app = k.ok(&["get", "pod", "web-1", "-o", "jsonpath={.metadata.labels.app}"]);
+    assert_eq!(app, "web2");
+
+    let out = k.ok(&["delete", "pod", "web-1"]);
+    assert!(out.contains("deleted"), "{out}");
+    let (ok, _, _) = k.run(&["get", "pod", "web-1"]);
+    assert!(!ok);
+}
+
+#[test]
+fn generators_send_protobuf_bodies() {
+    let server = Server::start();
+    let k = server.kubectl();
+    assert!(k.ok(&["create", "namespace", "team-a"]).contains("namespace/team-a created"));
+    k.ok(&["create", "configmap", "settings", "-n", "team-a", "--from-literal=color=blue"]);
+    k.ok(&["create", "secret", "generic", "token", "-n", "team-a", "--from-literal=key=s3cr3t"]);
+    k.ok(&["create", "service", "clusterip", "front", "-n", "team-a", "--tcp=80:8080"]);
+    let color = k.ok(&["get", "cm", "settings", "-n", "team-a", "-o", "jsonpath={.data.color}"]);
+    assert_eq!(color, "blue");
+    let key = k.ok(&["get", "secret", "token", "-n", "team-a", "-o", "jsonpath={.data.key}"]);
+    assert_eq!(key, "czNjcjN0");
+    let svc = k.ok(&["get", "svc", "front", "-n", "team-a", "-o", "json"]);
+    let svc: serde_json::Value = serde_json::from_str(&svc).unwrap();
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    let ns = k.ok(&["get", "ns"]);
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease", "team-a"] {
+        assert!(ns.contains(name), "{ns}");
+    }
+    k.ok(&["delete", "namespace", "team-a"]);
+    let (ok, _, _) = k.run(&["get", "ns", "team-a"]);
+    assert!(!ok, "namespace is gone after delete returned");
+    let (code, _) = server.get("/api/v1/namespaces/team-a/configmaps/settings");
+    assert_eq!(code, 404);
+}
+
+#[test]
+fn get_watch_sees_later_changes() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("pod.yaml", POD_YAML);
+    k.ok(&["create", "-f", file.to_str().unwrap()]);
+    let mut watch = k
+        .command()
+        .args(["get", "pods", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = lines_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(first.contains("EVENT") || first.contains("web-1"), "{first}");
+    k.ok(&["label", "pod", "web-1", "seen=yes"]);
+    let mut seen = Vec::new();
+    wait_until(Duration::from_secs(30), "kubectl get -w prints the change", || {
+        while let Ok(line) = lines_rx.try_recv() {
+            seen.push(line);
+        }
+        seen.iter().any(|l| l.contains("MODIFIED") && l.contains("web-1"))
+    });
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+}

@@ -1,0 +1,203 @@
+//! Fixtures: a real `kplane` server on a free port with a temp data dir, an HTTP client,
+//! a kubectl wrapper, and wait-until helpers.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Polls `condition` until it holds or `timeout` passes; panics with `what` on timeout.
+pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running `kplane server`, killed when dropped.
+pub struct Server {
+    pub port: u16,
+    pub data: tempfile::TempDir,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    pub http: reqwest::blocking::Client,
+}
+
+impl Server {
+    pub fn start() -> Self {
+        Self::start_with_env(&[])
+    }
+
+    /// Starts with extra `KPLANE_*` settings.
+    pub fn start_with_env(env: &[(&str, &str)]) -> Self {
+        let mut server = Server {
+            port: free_port(),
+            data: tempfile::tempdir().unwrap(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            child: None,
+            http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn command() -> Command {
+        Command::new(env!("CARGO_BIN_EXE_kplane"))
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Self::command();
+        cmd.args(["server", "--insecure-port", &self.port.to_string(), "--data-dir"])
+            .arg(self.data.path())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("start kplane"));
+        let url = self.url("/readyz");
+        let http = self.http.clone();
+        wait_until(Duration::from_secs(30), "the server is ready", || {
+            http.get(&url).send().is_ok_and(|r| r.status().is_success())
+        });
+        // The system namespaces are created right after the listener binds.
+        wait_until(Duration::from_secs(10), "the default namespace exists", || {
+            self.get("/api/v1/namespaces/default").0 == 200
+        });
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn base(&self) -> String {
+        self.url("")
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        reply(self.http.get(self.url(path)).send())
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        reply(self.http.post(self.url(path)).json(body).send())
+    }
+
+    pub fn put(&self, path: &str, body: &Value) -> (u16, Value) {
+        reply(self.http.put(self.url(path)).json(body).send())
+    }
+
+    pub fn delete(&self, path: &str) -> (u16, Value) {
+        reply(self.http.delete(self.url(path)).send())
+    }
+
+    /// Sends raw bytes with a content type (None: no Content-Type header).
+    pub fn send_raw(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+        let mut req = self.http.request(method.parse().unwrap(), self.url(path)).body(body);
+        if let Some(ct) = content_type {
+            req = req.header("Content-Type", ct);
+        }
+        reply(req.send())
+    }
+
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(&self.base())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn reply(result: reqwest::Result<reqwest::blocking::Response>) -> (u16, Value) {
+    let response = result.expect("request sent");
+    let code = response.status().as_u16();
+    let text = response.text().unwrap();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (code, value)
+}
+
+pub fn pod(name: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "kplane/pause"}]}
+    })
+}
+
+/// kubectl against one server, with its own kubeconfig and discovery cache.
+pub struct Kubectl {
+    dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(server: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: {server}\n\
+             contexts:\n- name: k\n  context:\n    cluster: k\n    user: u\n    namespace: default\n\
+             current-context: k\nusers:\n- name: u\n  user: {{}}\n"
+        );
+        std::fs::write(dir.path().join("config"), config).unwrap();
+        Kubectl { dir }
+    }
+
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(self.dir.path().join("config"));
+        cmd.arg("--cache-dir").arg(self.dir.path().join("cache"));
+        cmd.env("HOME", self.dir.path());
+        cmd
+    }
+
+    /// Runs kubectl; returns (success, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out: Output = self.command().args(args).output().expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs kubectl and panics with its output if it fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.run(args);
+        assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+
+    pub fn write(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}

@@ -1,0 +1,130 @@
+//! Watch semantics: order, resume, expiry, slow watchers, bookmarks, initial events.
+
+use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::util::Server;
+
+/// Opens a watch and returns a line reader over its events.
+fn watch(server: &Server, query: &str) -> impl Iterator<Item = Value> {
+    let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
+    let response = client.get(server.url(&format!("/api/v1/namespaces/default/configmaps?watch=true&{query}"))).send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    BufReader::new(response).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+}
+
+fn create_cm(server: &Server, name: &str) -> u64 {
+    let (code, cm) = server.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": name}}));
+    assert_eq!(code, 201, "{cm}");
+    cm["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
+}
+
+fn rv(event: &Value) -> u64 {
+    event["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn events_are_ordered_and_resumable() {
+    let server = Server::start();
+    let first = create_cm(&server, "a");
+    let mut events = watch(&server, &format!("resourceVersion={first}&timeoutSeconds=20"));
+    let writer = std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..50 {
+                create_cm(&server, &format!("b{i}"));
+            }
+            server.delete("/api/v1/namespaces/default/configmaps/a");
+        });
+        let mut last = first;
+        let mut seen = Vec::new();
+        for event in events.by_ref().take(51) {
+            let current = rv(&event);
+            assert!(current > last, "{current} after {last}");
+            last = current;
+            seen.push(event);
+        }
+        seen
+    });
+    assert_eq!(writer.len(), 51);
+    assert!(writer[..50].iter().all(|e| e["type"] == "ADDED"));
+    assert_eq!(writer[50]["type"], "DELETED");
+    assert_eq!(writer[50]["object"]["metadata"]["name"], "a");
+    // Resuming from the middle replays exactly what came after.
+    let middle = rv(&writer[24]);
+    let resumed: Vec<Value> = watch(&server, &format!("resourceVersion={middle}&timeoutSeconds=2")).collect();
+    assert_eq!(resumed.len(), 26);
+    assert_eq!(rv(&resumed[0]), rv(&writer[25]));
+    // Label selectors apply to watches too.
+    let none: Vec<Value> = watch(&server, &format!("resourceVersion={first}&labelSelector=x%3Dy&timeoutSeconds=1")).collect();
+    assert!(none.is_empty());
+}
+
+#[test]
+fn initial_events_bookmarks_and_timeout() {
+    let server = Server::start_with_env(&[("KPLANE_WATCH__BOOKMARK_INTERVAL_SECONDS", "1")]);
+    create_cm(&server, "one");
+    create_cm(&server, "two");
+    let events: Vec<Value> =
+        watch(&server, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3")
+            .collect();
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[1]["type"], "ADDED");
+    assert_eq!(events[2]["type"], "BOOKMARK");
+    assert_eq!(events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert!(events[3..].iter().all(|e| e["type"] == "BOOKMARK"), "periodic bookmarks only");
+    assert!(events.len() > 3, "a periodic bookmark arrived within the timeout");
+    // No resourceVersion: the current state as ADDED events, then the stream closes cleanly.
+    let events: Vec<Value> = watch(&server, "timeoutSeconds=1").collect();
+    assert_eq!(events.len(), 2);
+}
+
+#[test]
+fn too_old_resource_version_is_410() {
+    let server = Server::start_with_env(&[("KPLANE_WATCH__WINDOW_EVENTS", "10")]);
+    let first = create_cm(&server, "old");
+    for i in 0..30 {
+        create_cm(&server, &format!("n{i}"));
+    }
+    let events: Vec<Value> = watch(&server, &format!("resourceVersion={first}&timeoutSeconds=5")).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "ERROR");
+    assert_eq!(events[0]["object"]["code"], 410);
+    assert_eq!(events[0]["object"]["reason"], "Expired");
+}
+
+#[test]
+fn slow_watcher_is_cut_off_while_others_keep_up() {
+    let server = Server::start_with_env(&[("KPLANE_WATCH__BUFFER", "5")]);
+    let start = create_cm(&server, "seed");
+    let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
+    let slow = client
+        .get(server.url(&format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={start}")))
+        .send()
+        .unwrap();
+    let mut fast = watch(&server, &format!("resourceVersion={start}&timeoutSeconds=60"));
+    // Big objects fill the socket buffers quickly, so the slow watcher's queue overflows.
+    let blob = "x".repeat(512 * 1024);
+    const UPDATES: usize = 120;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..UPDATES {
+                let body = json!({"metadata": {"name": format!("big{i}")}, "data": {"blob": blob}});
+                let (code, _) = server.post("/api/v1/namespaces/default/configmaps", &body);
+                assert_eq!(code, 201);
+            }
+        });
+        let received = fast.by_ref().take(UPDATES).count();
+        assert_eq!(received, UPDATES, "the fast watcher received every event");
+    });
+    // Now drain the slow watcher: it must end with an ERROR event before seeing everything.
+    let mut text = String::new();
+    let mut reader = BufReader::new(slow);
+    reader.read_to_string(&mut text).unwrap();
+    let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "ERROR", "slow watcher ended with an error");
+    assert!(events.len() < UPDATES + 1, "slow watcher was cut off early ({} events)", events.len());
+    std::thread::sleep(Duration::from_millis(0));
+}
