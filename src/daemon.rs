@@ -25,10 +25,23 @@ pub enum StartError {
 pub struct Running {
     pub insecure_addr: SocketAddr,
     pub server: actix_web::dev::Server,
+    store: Store,
+}
+
+impl Running {
+    /// Serves until a shutdown signal, then closes the store so nothing is left half-written.
+    pub async fn serve(self) -> std::io::Result<()> {
+        let result = self.server.await;
+        self.store.close(std::time::Duration::from_secs(10)).await;
+        result
+    }
 }
 
 /// Starts every component inside the current actix system and binds the listener.
 pub async fn start(settings: &Settings) -> Result<Running, StartError> {
+    // Bind first: a busy port must stop start-up before any store is opened.
+    let addr = settings.insecure_addr;
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
     let hub = WatchHub::start(HubOptions {
         window_events: settings.watch_window_events,
         buffer: settings.watch_buffer,
@@ -39,16 +52,18 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let store = Store::open(&store_options, hub.publisher())?;
     hub.set_floor(store.current_revision());
     tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
-    let core = ApiCore::new(store, hub);
-    core.bootstrap().await?;
+    let core = ApiCore::new(store.clone(), hub);
+    if let Err(e) = core.bootstrap().await {
+        store.close(std::time::Duration::from_secs(10)).await;
+        return Err(e.into());
+    }
     let state = web::Data::new(AppState::new(
         core,
         settings.max_request_body_bytes,
         settings.watch_max_timeout,
     ));
-    let addr = settings.insecure_addr;
     let server = HttpServer::new(move || api::app(state.clone()))
-        .bind(addr)
+        .listen(listener)
         .map_err(|source| StartError::Bind { addr, source })?;
     let insecure_addr = server.addrs().first().copied().unwrap_or(addr);
     tracing::info!(%insecure_addr, "serving the insecure port (no authentication)");
@@ -58,5 +73,5 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             "the secure port (TLS, authentication) is not implemented yet and is not served"
         );
     }
-    Ok(Running { insecure_addr, server: server.run() })
+    Ok(Running { insecure_addr, server: server.run(), store })
 }

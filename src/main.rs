@@ -86,7 +86,8 @@ fn server(args: ServerArgs) -> ExitCode {
     let system = actix::System::new();
     let outcome = system.block_on(async {
         let running = daemon::start(&settings).await?;
-        running.server.await.map_err(|source| daemon::StartError::Bind { addr: running.insecure_addr, source })
+        let addr = running.insecure_addr;
+        running.serve().await.map_err(|source| daemon::StartError::Bind { addr, source })
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

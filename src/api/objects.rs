@@ -6,7 +6,7 @@ use std::sync::Arc;
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::{BufMut, BytesMut};
-use kplane_actors::core::{ApiError, ObjectList};
+use kplane_actors::core::{ObjectList, PatchType};
 use kplane_actors::model::{ResourceType, StoredObject};
 use serde_json::Value;
 
@@ -116,9 +116,21 @@ async fn dispatch(
                 .await?;
             Ok(list_response(&req, resource, &deleted, &query))
         }
-        (Method::PATCH, Some(_)) => Err(HttpError::Api(ApiError::MethodNotAllowed(
-            "PATCH is not supported yet; use PUT".into(),
-        ))),
+        (Method::PATCH, Some(name)) => {
+            let patch_type = match body::content_type(&req).as_str() {
+                "application/json-patch+json" => PatchType::Json,
+                "application/merge-patch+json" => PatchType::Merge,
+                "application/strategic-merge-patch+json" => PatchType::StrategicMerge,
+                other => return Err(HttpError::UnsupportedMediaType(other.to_string())),
+            };
+            FieldValidation::from_query(query.get("fieldValidation"))?;
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let patch = body::parse_json(&bytes)?;
+            let patched = core
+                .patch(resource, namespace, name, patch_type, &patch, status_only, query.dry_run()?)
+                .await?;
+            Ok(object_response(&req, StatusCode::OK, resource, &patched, &query))
+        }
         _ => Err(HttpError::MethodNotAllowed),
     }
 }

@@ -31,7 +31,7 @@ fn bad_config_and_busy_port_exit_2_with_one_line() {
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
     let (code, err) = run_server(&["--insecure-port", &port], &[("RUST_LOG", "off")]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains(&port) && err.trim().lines().count() == 1, "{err}");
 }
 

@@ -5,6 +5,7 @@
 mod defaults;
 mod error;
 mod options;
+mod patch;
 mod watch;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use serde_json::{json, Map, Value};
 
 pub use error::ApiError;
 pub use options::{DeleteOptions, ListOptions, WatchOptions};
+pub use patch::PatchType;
 pub use watch::{WatchFrame, WatchStream};
 
 use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
@@ -237,6 +239,44 @@ impl ApiCore {
                     continue;
                 }
                 other => return Ok(other?),
+            }
+        }
+        Err(conflict(resource, name))
+    }
+
+    /// Patches an object (or only its status): read, apply, write with the read revision as
+    /// precondition, and retry when another writer got in between (unless the patch itself
+    /// names a resourceVersion, which then must match).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        status_only: bool,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let key = ObjectKey::new(resource, namespace, name);
+        let part = if status_only { Part::Status } else { Part::Main };
+        for _ in 0..UPDATE_RETRIES {
+            let current = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+            let current_rv = current.resource_version.to_string();
+            let mut next = patch::apply(&current.to_value(), patch_type, patch)?;
+            let pinned = match next.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+                Some(rv) if rv != current_rv => return Err(conflict(resource, name)),
+                _ => patch.pointer("/metadata/resourceVersion").is_some(),
+            };
+            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("resourceVersion".into(), json!(current_rv));
+            }
+            match self.replace(resource, namespace, name, next, dry_run, part).await {
+                Err(ApiError::Conflict { .. }) if !pinned => {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                other => return other,
             }
         }
         Err(conflict(resource, name))

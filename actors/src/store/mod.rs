@@ -24,7 +24,7 @@ pub use shard::{ContinuePoint, ListPage};
 use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::watch::Publish;
 use engine::Engine;
-use shard::{Get, List, StoreShard, Write, WriteOp};
+use shard::{Get, List, Stop, StoreShard, Write, WriteOp};
 use writer::ShardWriter;
 
 /// Errors of the store layer.
@@ -85,6 +85,8 @@ impl Preconditions {
 pub struct Store {
     shards: Arc<Vec<Addr<StoreShard>>>,
     revision: Arc<Revision>,
+    /// Lets `close` wait until every engine (and so every RocksDB handle) has been dropped.
+    engines: Arc<Vec<std::sync::Weak<dyn Engine>>>,
 }
 
 /// Where the store keeps its data and how it is partitioned.
@@ -138,7 +140,20 @@ impl Store {
                 StoreShard::start_in_arbiter(&arbiter.handle(), move |_| shard)
             })
             .collect();
-        Ok(Self { shards: Arc::new(addrs), revision })
+        let engines: Vec<std::sync::Weak<dyn Engine>> = engines.iter().map(Arc::downgrade).collect();
+        Ok(Self { shards: Arc::new(addrs), revision, engines: Arc::new(engines) })
+    }
+
+    /// Stops every shard once its accepted writes are durable, and waits (up to `timeout`)
+    /// until the engines are closed. RocksDB must be closed before the process exits.
+    pub async fn close(&self, timeout: std::time::Duration) {
+        for shard in self.shards.iter() {
+            let _ = shard.send(Stop).await;
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        while self.engines.iter().any(|e| e.strong_count() > 0) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     fn shard(&self, resource: &ResourceType) -> &Addr<StoreShard> {

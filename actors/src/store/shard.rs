@@ -392,3 +392,23 @@ impl Handler<List> for StoreShard {
         self.list(msg)
     }
 }
+
+/// Stop the shard once everything accepted is durable. Never dropped.
+pub(crate) struct Stop;
+
+impl Message for Stop {
+    type Result = ();
+}
+
+impl Handler<Stop> for StoreShard {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        if self.committing || !self.pending.is_empty() {
+            self.schedule_flush(ctx);
+            ctx.notify_later(Stop, Duration::from_millis(5));
+        } else {
+            ctx.stop();
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch
+//! (merge patch plus lists merged by key, as the core types declare them).
+
+use serde_json::{Map, Value};
+
+use super::ApiError;
+
+/// The patch formats the API accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Json,
+    Merge,
+    StrategicMerge,
+}
+
+/// Applies `patch` to `current`.
+pub(crate) fn apply(current: &Value, patch_type: PatchType, patch: &Value) -> Result<Value, ApiError> {
+    let mut target = current.clone();
+    match patch_type {
+        PatchType::Json => {
+            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
+            json_patch::patch(&mut target, &ops)
+                .map_err(|e| ApiError::BadRequest(format!("the JSON patch could not be applied: {e}")))?;
+        }
+        PatchType::Merge => {
+            if !patch.is_object() {
+                return Err(ApiError::BadRequest("a merge patch must be a JSON object".into()));
+            }
+            json_patch::merge(&mut target, patch);
+        }
+        PatchType::StrategicMerge => {
+            let Value::Object(patch) = patch else {
+                return Err(ApiError::BadRequest("a strategic merge patch must be a JSON object".into()));
+            };
+            strategic_merge_object(&mut target, patch, "");
+        }
+    }
+    Ok(target)
+}
+
+/// The key lists of this field merge on, per the core types' `patchMergeKey` tags.
+fn merge_key(parent_path: &str, field: &str) -> Option<&'static str> {
+    match field {
+        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets"
+        | "secrets" => Some("name"),
+        "ports" if parent_path.ends_with("spec") && !parent_path.contains("containers") => Some("port"),
+        "ports" => Some("containerPort"),
+        "volumeMounts" => Some("mountPath"),
+        "volumeDevices" => Some("devicePath"),
+        "conditions" => Some("type"),
+        "ownerReferences" => Some("uid"),
+        "addresses" => Some("type"),
+        "hostAliases" => Some("ip"),
+        "topologySpreadConstraints" => Some("topologyKey"),
+        _ => None,
+    }
+}
+
+fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: &str) {
+    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
+        let mut replacement = patch.clone();
+        replacement.remove("$patch");
+        *target = Value::Object(replacement);
+        return;
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let map = target.as_object_mut().expect("just made an object");
+    if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
+        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
+        map.retain(|k, _| keep.contains(&k.as_str()) || patch.contains_key(k));
+    }
+    for (key, value) in patch {
+        if key.starts_with('$') {
+            if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+                if let (Some(Value::Array(list)), Value::Array(remove)) = (map.get_mut(field), value) {
+                    list.retain(|v| !remove.contains(v));
+                }
+            }
+            continue;
+        }
+        let child_path = format!("{path}.{key}");
+        match value {
+            Value::Null => {
+                map.remove(key);
+            }
+            Value::Object(child) => strategic_merge_object(map.entry(key.clone()).or_insert(Value::Null), child, &child_path),
+            Value::Array(items) => match merge_key(path, key) {
+                Some(merge_key) => {
+                    let list = map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                    merge_list(list, items, merge_key, &child_path);
+                }
+                None => {
+                    map.insert(key.clone(), value.clone());
+                }
+            },
+            _ => {
+                map.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
+    if !target.is_array() {
+        *target = Value::Array(Vec::new());
+    }
+    let list = target.as_array_mut().expect("just made an array");
+    if items.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
+        *list = items.iter().filter(|i| i.get("$patch").is_none()).cloned().collect();
+        return;
+    }
+    for item in items {
+        let Some(obj) = item.as_object() else {
+            list.push(item.clone());
+            continue;
+        };
+        let id = obj.get(key);
+        let position = id.and_then(|id| list.iter().position(|e| e.get(key) == Some(id)));
+        let delete = obj.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (position, delete) {
+            (Some(i), true) => {
+                list.remove(i);
+            }
+            (None, true) => {}
+            (Some(i), false) => strategic_merge_object(&mut list[i], obj, path),
+            (None, false) => {
+                let mut fresh = Value::Object(Map::new());
+                strategic_merge_object(&mut fresh, obj, path);
+                list.push(fresh);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strategic_merges_containers_by_name() {
+        let pod = json!({"spec":{"containers":[{"name":"a","image":"x"},{"name":"b","image":"y"}]}});
+        let patch = json!({"spec":{"containers":[{"name":"b","image":"z"},{"name":"c","image":"w"}]}});
+        let out = apply(&pod, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["spec"]["containers"], json!([{"name":"a","image":"x"},{"name":"b","image":"z"},{"name":"c","image":"w"}]));
+        let delete = json!({"spec":{"containers":[{"name":"a","$patch":"delete"}],"$setElementOrder/containers":[{"name":"b"}]}});
+        let out = apply(&out, PatchType::StrategicMerge, &delete).unwrap();
+        assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 2);
+        assert!(out["spec"].get("$setElementOrder/containers").is_none());
+    }
+
+    #[test]
+    fn merge_and_json_patches() {
+        let cm = json!({"metadata":{"labels":{"a":"1","b":"2"}},"data":{"k":"v"}});
+        let out = apply(&cm, PatchType::Merge, &json!({"metadata":{"labels":{"a":null,"c":"3"}}})).unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"b":"2","c":"3"}));
+        let out = apply(&cm, PatchType::Json, &json!([{"op":"replace","path":"/data/k","value":"w"}])).unwrap();
+        assert_eq!(out["data"]["k"], "w");
+        assert!(apply(&cm, PatchType::Json, &json!([{"op":"remove","path":"/nope"}])).is_err());
+        assert!(apply(&cm, PatchType::Json, &json!({"op":"x"})).is_err());
+        assert!(apply(&cm, PatchType::Merge, &json!([1])).is_err());
+    }
+}
