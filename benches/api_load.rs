@@ -17,7 +17,13 @@ fn pod(name: &str) -> serde_json::Value {
             "ports":[{"containerPort":9376}],"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}})
 }
 
-async fn run_phase(client: &reqwest::Client, base: &str, clients: usize, op: &str, tag: &str) -> f64 {
+async fn run_phase(
+    client: &reqwest::Client,
+    base: &str,
+    clients: usize,
+    op: &str,
+    tag: &str,
+) -> f64 {
     let done = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -32,9 +38,16 @@ async fn run_phase(client: &reqwest::Client, base: &str, clients: usize, op: &st
                 while started.elapsed() < PHASE {
                     let ok = if op == "create" {
                         let name = format!("{tag}-{c}-{i}");
-                        client.post(format!("{base}/api/v1/namespaces/default/pods")).json(&pod(&name)).send().await
+                        client
+                            .post(format!("{base}/api/v1/namespaces/default/pods"))
+                            .json(&pod(&name))
+                            .send()
+                            .await
                     } else {
-                        client.get(format!("{base}/api/v1/namespaces/default/pods/c1-0-{}", i % 50)).send().await
+                        client
+                            .get(format!("{base}/api/v1/namespaces/default/pods/c1-0-{}", i % 50))
+                            .send()
+                            .await
                     };
                     let status = ok.expect("request").status().as_u16();
                     assert!(status == 201 || status == 200, "status {status}");
@@ -81,12 +94,14 @@ async fn main() {
     let gets = run_phase(&client, &base, 64, "get", "g").await;
     println!("gets/s with 64 clients: {gets:>9.0}");
     results.insert("gets_per_sec_64_clients".into(), json!(gets.round()));
-    let ratio = results["creates_per_sec_64_clients"].as_f64().unwrap() / results["creates_per_sec_1_clients"].as_f64().unwrap();
+    let ratio = results["creates_per_sec_64_clients"].as_f64().unwrap()
+        / results["creates_per_sec_1_clients"].as_f64().unwrap();
     println!("64-client / 1-client create ratio: {ratio:.1}x");
     results.insert("create_ratio_64_to_1".into(), json!((ratio * 10.0).round() / 10.0));
     server.kill().unwrap();
     server.wait().unwrap();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("api_load.json"), serde_json::to_string_pretty(&results).unwrap()).unwrap();
+    std::fs::write(dir.join("api_load.json"), serde_json::to_string_pretty(&results).unwrap())
+        .unwrap();
 }

@@ -83,7 +83,11 @@ async fn hub_fanout(subscribers: usize, events: usize) -> f64 {
         .map(|i| {
             let mut o = (*object).clone();
             o.resource_version = i as u64 + 1;
-            WatchEvent { kind: EventType::Modified, object: Arc::new(o), previous: Some(object.clone()) }
+            WatchEvent {
+                kind: EventType::Modified,
+                object: Arc::new(o),
+                previous: Some(object.clone()),
+            }
         })
         .collect();
     let publisher = hub.publisher();
@@ -104,10 +108,16 @@ async fn hub_fanout(subscribers: usize, events: usize) -> f64 {
 fn main() {
     let system = actix::System::new();
     let results = system.block_on(async {
-        let hub = WatchHub::start(HubOptions { window_events: 1000, buffer: 10, bookmark_interval: Duration::from_secs(3600) });
-        let store = Store::open(&StoreOptions { shards: 1, data_dir: None }, hub.publisher()).unwrap();
+        let hub = WatchHub::start(HubOptions {
+            window_events: 1000,
+            buffer: 10,
+            bookmark_interval: Duration::from_secs(3600),
+        });
+        let store =
+            Store::open(&StoreOptions { shards: 1, data_dir: None }, hub.publisher()).unwrap();
         let pods = resources::find("", "v1", "pods").unwrap();
-        let pod = json!({"kind":"Pod","apiVersion":"v1","metadata":{"name":"p0","namespace":"default"}});
+        let pod =
+            json!({"kind":"Pod","apiVersion":"v1","metadata":{"name":"p0","namespace":"default"}});
         store.create(ObjectKey::new(pods, "default", "p0"), pod).await.unwrap();
         let local = tokio::task::LocalSet::new();
         let mut reads = Vec::new();
@@ -128,5 +138,6 @@ fn main() {
     println!("{}", serde_json::to_string_pretty(&results).unwrap());
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("mailbox.json"), serde_json::to_string_pretty(&results).unwrap()).unwrap();
+    std::fs::write(dir.join("mailbox.json"), serde_json::to_string_pretty(&results).unwrap())
+        .unwrap();
 }

@@ -85,7 +85,12 @@ impl Default for RawStore {
 
 impl Default for RawWatch {
     fn default() -> Self {
-        Self { window_events: 100_000, buffer: 1000, bookmark_interval_seconds: 60, max_timeout_seconds: 1800 }
+        Self {
+            window_events: 100_000,
+            buffer: 1000,
+            bookmark_interval_seconds: 60,
+            max_timeout_seconds: 1800,
+        }
     }
 }
 
@@ -118,7 +123,8 @@ pub struct Settings {
 impl Settings {
     /// Loads the file (if any) and the environment, applies `overrides`, and checks everything.
     pub fn load(overrides: &Overrides) -> Result<Self, ConfigError> {
-        let env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("KPLANE_")).collect();
+        let env: Vec<(String, String)> =
+            std::env::vars().filter(|(k, _)| k.starts_with("KPLANE_")).collect();
         Self::load_from(overrides, env)
     }
 
@@ -128,7 +134,8 @@ impl Settings {
             if !path.is_file() {
                 return Err(ConfigError::Load(format!("{}: no such file", path.display())));
             }
-            builder = builder.add_source(config::File::from(path.as_path()).format(config::FileFormat::Toml));
+            builder = builder
+                .add_source(config::File::from(path.as_path()).format(config::FileFormat::Toml));
         }
         let env_source = config::Environment::with_prefix("KPLANE")
             .prefix_separator("_")
@@ -169,16 +176,25 @@ impl Settings {
         let secure_ip = ip("server.bind_address", &raw.server.bind_address)?;
         let at_least = |key: &'static str, value: usize, min: usize| {
             if value < min {
-                Err(ConfigError::Invalid { key, message: format!("must be at least {min}, got {value}") })
+                Err(ConfigError::Invalid {
+                    key,
+                    message: format!("must be at least {min}, got {value}"),
+                })
             } else {
                 Ok(value)
             }
         };
         if raw.store.shards > 256 {
-            return Err(ConfigError::Invalid { key: "store.shards", message: "must be at most 256".into() });
+            return Err(ConfigError::Invalid {
+                key: "store.shards",
+                message: "must be at most 256".into(),
+            });
         }
         if raw.data_dir.as_os_str().is_empty() {
-            return Err(ConfigError::Invalid { key: "data_dir", message: "must not be empty".into() });
+            return Err(ConfigError::Invalid {
+                key: "data_dir",
+                message: "must not be empty".into(),
+            });
         }
         if tracing_subscriber::EnvFilter::try_new(&raw.log_level).is_err() {
             return Err(ConfigError::Invalid {
@@ -191,16 +207,24 @@ impl Settings {
             log_level: raw.log_level,
             insecure_addr: SocketAddr::new(insecure_ip, raw.server.insecure_port),
             secure_addr: SocketAddr::new(secure_ip, raw.server.secure_port),
-            max_request_body_bytes: at_least("server.max_request_body_bytes", raw.server.max_request_body_bytes, 1024)?,
+            max_request_body_bytes: at_least(
+                "server.max_request_body_bytes",
+                raw.server.max_request_body_bytes,
+                1024,
+            )?,
             shards: at_least("store.shards", raw.store.shards, 1)?,
             watch_window_events: at_least("watch.window_events", raw.watch.window_events, 1)?,
             watch_buffer: at_least("watch.buffer", raw.watch.buffer, 1)?,
-            bookmark_interval: Duration::from_secs(
-                at_least("watch.bookmark_interval_seconds", raw.watch.bookmark_interval_seconds as usize, 1)? as u64,
-            ),
-            watch_max_timeout: Duration::from_secs(
-                at_least("watch.max_timeout_seconds", raw.watch.max_timeout_seconds as usize, 1)? as u64,
-            ),
+            bookmark_interval: Duration::from_secs(at_least(
+                "watch.bookmark_interval_seconds",
+                raw.watch.bookmark_interval_seconds as usize,
+                1,
+            )? as u64),
+            watch_max_timeout: Duration::from_secs(at_least(
+                "watch.max_timeout_seconds",
+                raw.watch.max_timeout_seconds as usize,
+                1,
+            )? as u64),
         })
     }
 }
@@ -222,12 +246,15 @@ mod tests {
         let s = load("", &[], Overrides::default()).unwrap();
         assert_eq!(s.insecure_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(s.shards, 2);
-        let s = load("[store]\nshards = 4\n", &[("KPLANE_WATCH__BUFFER", "7")], Overrides::default()).unwrap();
+        let s =
+            load("[store]\nshards = 4\n", &[("KPLANE_WATCH__BUFFER", "7")], Overrides::default())
+                .unwrap();
         assert_eq!((s.shards, s.watch_buffer), (4, 7));
-        let s = load("[store]\nshards = 4\n", &[("KPLANE_STORE__SHARDS", "3")], Overrides {
-            insecure_port: Some(9999),
-            ..Overrides::default()
-        })
+        let s = load(
+            "[store]\nshards = 4\n",
+            &[("KPLANE_STORE__SHARDS", "3")],
+            Overrides { insecure_port: Some(9999), ..Overrides::default() },
+        )
         .unwrap();
         assert_eq!((s.shards, s.insecure_addr.port()), (3, 9999));
     }
@@ -236,13 +263,17 @@ mod tests {
     fn bad_keys_and_values_are_named() {
         let e = load("[store]\nshardz = 4\n", &[], Overrides::default()).unwrap_err().to_string();
         assert!(e.contains("shardz"), "{e}");
-        let e = load("[server]\ninsecure_port = 70000\n", &[], Overrides::default()).unwrap_err().to_string();
+        let e = load("[server]\ninsecure_port = 70000\n", &[], Overrides::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("insecure_port"), "{e}");
         let e = load("[store]\nshards = 0\n", &[], Overrides::default()).unwrap_err().to_string();
         assert!(e.contains("store.shards"), "{e}");
         let e = load("", &[("KPLANE_NOPE__X", "1")], Overrides::default()).unwrap_err().to_string();
         assert!(e.contains("nope"), "{e}");
-        let e = load("[server]\ninsecure_bind_address = \"x\"\n", &[], Overrides::default()).unwrap_err().to_string();
+        let e = load("[server]\ninsecure_bind_address = \"x\"\n", &[], Overrides::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("server.insecure_bind_address"), "{e}");
     }
 }

@@ -41,7 +41,8 @@ impl Running {
 pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     // Bind first: a busy port must stop start-up before any store is opened.
     let addr = settings.insecure_addr;
-    let listener = std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
     let hub = WatchHub::start(HubOptions {
         window_events: settings.watch_window_events,
         buffer: settings.watch_buffer,

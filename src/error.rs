@@ -98,7 +98,8 @@ mod tests {
 
     #[test]
     fn not_found_status_matches_kubernetes() {
-        let error = HttpError::Api(ApiError::NotFound { resource: "pods", group: "", name: "x".into() });
+        let error =
+            HttpError::Api(ApiError::NotFound { resource: "pods", group: "", name: "x".into() });
         let (code, body) = status_of(&error);
         assert_eq!(code, StatusCode::NOT_FOUND);
         assert_eq!(body["message"], "pods \"x\" not found");

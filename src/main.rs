@@ -60,7 +60,11 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Version => {
-            println!("kplane {} (Kubernetes API v1.{})", env!("CARGO_PKG_VERSION"), api::KUBERNETES_MINOR);
+            println!(
+                "kplane {} (Kubernetes API v1.{})",
+                env!("CARGO_PKG_VERSION"),
+                api::KUBERNETES_MINOR
+            );
             ExitCode::SUCCESS
         }
         Command::Server(args) => server(args),

@@ -76,9 +76,15 @@ impl FieldValidation {
             return Ok(Vec::new());
         }
         let unknown = super::openapi::unknown_fields(resource.group, resource.kind, object);
-        let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.'))).collect();
+        let messages: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+            .collect();
         if self == FieldValidation::Strict && !messages.is_empty() {
-            return Err(HttpError::BadRequest(format!("strict decoding error: {}", messages.join(", "))));
+            return Err(HttpError::BadRequest(format!(
+                "strict decoding error: {}",
+                messages.join(", ")
+            )));
         }
         Ok(messages)
     }

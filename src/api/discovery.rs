@@ -78,13 +78,17 @@ fn group_entry(group: &str, version: &str) -> Value {
 }
 
 async fn api_groups() -> HttpResponse {
-    let groups: Vec<Value> = resources::api_groups().into_iter().map(|(g, v)| group_entry(g, v)).collect();
+    let groups: Vec<Value> =
+        resources::api_groups().into_iter().map(|(g, v)| group_entry(g, v)).collect();
     json_response(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
 }
 
 async fn group(path: web::Path<String>) -> Result<HttpResponse, HttpError> {
     let name = path.into_inner();
-    let (g, v) = resources::api_groups().into_iter().find(|(g, _)| *g == name).ok_or(HttpError::NoSuchPath)?;
+    let (g, v) = resources::api_groups()
+        .into_iter()
+        .find(|(g, _)| *g == name)
+        .ok_or(HttpError::NoSuchPath)?;
     let mut entry = group_entry(g, v);
     entry["kind"] = json!("APIGroup");
     entry["apiVersion"] = json!("v1");
@@ -123,7 +127,8 @@ fn resource_list(group: &str, version: &str) -> Value {
             entries.push(entry);
         }
     }
-    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let group_version =
+        if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries})
 }
 
@@ -151,7 +156,9 @@ mod tests {
     #[test]
     fn core_list_has_short_names_categories_and_subresources() {
         let list = resource_list("", "v1");
-        let find = |name: &str| list["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).cloned();
+        let find = |name: &str| {
+            list["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).cloned()
+        };
         let pods = find("pods").unwrap();
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert_eq!(pods["categories"], json!(["all"]));

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::{web, HttpResponse};
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 
 /// The server's metric families.
 pub struct Metrics {
@@ -24,12 +26,15 @@ impl Metrics {
         .expect("valid metric");
         let latency = HistogramVec::new(
             HistogramOpts::new("apiserver_request_duration_seconds", "Request latency by verb.")
-                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0]),
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+                ]),
             &["verb"],
         )
         .expect("valid metric");
-        let inflight = IntGauge::new("apiserver_current_inflight_requests", "Requests being served.")
-            .expect("valid metric");
+        let inflight =
+            IntGauge::new("apiserver_current_inflight_requests", "Requests being served.")
+                .expect("valid metric");
         registry.register(Box::new(requests.clone())).expect("unique metric");
         registry.register(Box::new(latency.clone())).expect("unique metric");
         registry.register(Box::new(inflight.clone())).expect("unique metric");
@@ -38,7 +43,9 @@ impl Metrics {
 
     fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding cannot fail");
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding cannot fail");
         out
     }
 }
@@ -83,7 +90,10 @@ pub async fn observe(
         m.metrics.inflight.dec();
         let code = response.as_ref().map(|r| r.status().as_u16()).unwrap_or(500).to_string();
         m.metrics.requests.with_label_values(&[verb.as_str(), resource, code.as_str()]).inc();
-        m.metrics.latency.with_label_values(&[verb.as_str()]).observe(started.elapsed().as_secs_f64());
+        m.metrics
+            .latency
+            .with_label_values(&[verb.as_str()])
+            .observe(started.elapsed().as_secs_f64());
     }
     response
 }

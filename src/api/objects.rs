@@ -66,10 +66,12 @@ async fn dispatch(
     let method = req.method().clone();
     match (method, target.name.as_deref()) {
         (Method::GET, None) if target.legacy_watch || query.flag("watch")? => {
-            super::watch::serve(&req, core, resource, target.namespace.as_deref(), &query, &state).await
+            super::watch::serve(&req, core, resource, target.namespace.as_deref(), &query, &state)
+                .await
         }
         (Method::GET, None) => {
-            let list = core.list(resource, target.namespace.as_deref(), &query.list_options()?).await?;
+            let list =
+                core.list(resource, target.namespace.as_deref(), &query.list_options()?).await?;
             Ok(list_response(&req, resource, &list, &query))
         }
         (Method::GET, Some(name)) => {
@@ -79,7 +81,8 @@ async fn dispatch(
         (Method::POST, None) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
             let created = core.create(resource, namespace, value, query.dry_run()?).await?;
-            let mut response = object_response(&req, StatusCode::CREATED, resource, &created, &query);
+            let mut response =
+                object_response(&req, StatusCode::CREATED, resource, &created, &query);
             add_warnings(&mut response, &warnings);
             Ok(response)
         }
@@ -96,23 +99,19 @@ async fn dispatch(
             Ok(response)
         }
         (Method::DELETE, Some(name)) if !status_only => {
-            let bytes = body::read(payload, state.max_body_bytes).await?;
-            let options_body = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                Some(body::parse_json(&bytes)?)
-            };
-            let options = query.delete_options(options_body.as_ref())?;
+            let options = read_delete_options(payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
             Ok(object_response(&req, StatusCode::OK, resource, &deleted, &query))
         }
         (Method::DELETE, None) => {
-            let bytes = body::read(payload, state.max_body_bytes).await?;
-            let options_body =
-                if bytes.iter().all(u8::is_ascii_whitespace) { None } else { Some(body::parse_json(&bytes)?) };
-            let options = query.delete_options(options_body.as_ref())?;
+            let options = read_delete_options(payload, &query, &state).await?;
             let deleted = core
-                .delete_collection(resource, target.namespace.as_deref(), &query.list_options()?, &options)
+                .delete_collection(
+                    resource,
+                    target.namespace.as_deref(),
+                    &query.list_options()?,
+                    &options,
+                )
                 .await?;
             Ok(list_response(&req, resource, &deleted, &query))
         }
@@ -149,6 +148,21 @@ async fn read_object(
     Ok((value, warnings))
 }
 
+/// Delete options from the query and an optional `DeleteOptions` JSON body.
+async fn read_delete_options(
+    payload: web::Payload,
+    query: &Query,
+    state: &AppState,
+) -> Result<kplane_actors::core::DeleteOptions, HttpError> {
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    let options_body = if bytes.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(body::parse_json(&bytes)?)
+    };
+    query.delete_options(options_body.as_ref())
+}
+
 fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
     for warning in warnings {
         let header = format!("299 - \"{}\"", warning.replace('"', "'"));
@@ -183,7 +197,12 @@ fn table_response(status: StatusCode, table: Value) -> HttpResponse {
         .body(table.to_string())
 }
 
-fn list_response(req: &HttpRequest, resource: &ResourceType, list: &ObjectList, query: &Query) -> HttpResponse {
+fn list_response(
+    req: &HttpRequest,
+    resource: &ResourceType,
+    list: &ObjectList,
+    query: &Query,
+) -> HttpResponse {
     if wants_table(req) {
         let include = IncludeObject::from_query(query.get("includeObject"));
         let table = table::table(

@@ -57,7 +57,11 @@ async fn core_document() -> HttpResponse {
 
 async fn group_document(path: web::Path<(String, String)>) -> HttpResponse {
     let (group, version) = path.into_inner();
-    match DOCS.documents.iter().find(|d| !d.group.is_empty() && d.group == group && d.version == version) {
+    match DOCS
+        .documents
+        .iter()
+        .find(|d| !d.group.is_empty() && d.group == group && d.version == version)
+    {
         Some(doc) => json_bytes(&doc.bytes),
         None => not_found(),
     }
@@ -82,7 +86,9 @@ fn not_found() -> HttpResponse {
         "details": {},
         "code": 404
     });
-    HttpResponse::build(StatusCode::NOT_FOUND).content_type("application/json").body(body.to_string())
+    HttpResponse::build(StatusCode::NOT_FOUND)
+        .content_type("application/json")
+        .body(body.to_string())
 }
 
 /// One served group-version's OpenAPI document.
@@ -169,8 +175,15 @@ fn build_docs() -> Docs {
         let doc = group_version_document(group, version, &schemas, &kinds);
         let bytes = serde_json::to_vec(&doc).unwrap_or_default();
         let hash = hex::encode_upper(Sha256::digest(&bytes));
-        let key = if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") };
-        index_paths.insert(key.clone(), json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }));
+        let key = if group.is_empty() {
+            format!("api/{version}")
+        } else {
+            format!("apis/{group}/{version}")
+        };
+        index_paths.insert(
+            key.clone(),
+            json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }),
+        );
         documents.push(GroupVersionDocument { group, version, bytes });
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default();
@@ -312,7 +325,8 @@ fn operation(
 
 /// `CoreV1` / `CoordinationV1` as used in upstream operation ids.
 fn op_group_prefix(rt: &ResourceType) -> String {
-    let group = if rt.group.is_empty() { "core" } else { rt.group.split('.').next().unwrap_or(rt.group) };
+    let group =
+        if rt.group.is_empty() { "core" } else { rt.group.split('.').next().unwrap_or(rt.group) };
     let mut out = String::new();
     for word in [group, rt.version] {
         let mut chars = word.chars();
@@ -346,7 +360,8 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
     }
     let mut item_params = scope_params.clone();
     item_params.insert(0, path_param("name"));
-    let body_types = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+    let body_types =
+        ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
     let patch_types = [
         "application/json-patch+json",
         "application/merge-patch+json",
@@ -358,7 +373,15 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
     let mut coll = Map::new();
     coll.insert(
         "get".into(),
-        operation("list", format!("list{gp}{ns}{kind}"), format!("list or watch objects of kind {kind}"), &g, list_params(), None, vec![response("200", "OK", list)]),
+        operation(
+            "list",
+            format!("list{gp}{ns}{kind}"),
+            format!("list or watch objects of kind {kind}"),
+            &g,
+            list_params(),
+            None,
+            vec![response("200", "OK", list)],
+        ),
     );
     coll.insert(
         "post".into(),
@@ -369,7 +392,11 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
             &g,
             write_params(false),
             Some(body(item, &body_types)),
-            vec![response("200", "OK", item), response("201", "Created", item), response("202", "Accepted", item)],
+            vec![
+                response("200", "OK", item),
+                response("201", "Created", item),
+                response("202", "Accepted", item),
+            ],
         ),
     );
     coll.insert(
@@ -391,7 +418,15 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
         let mut all = Map::new();
         all.insert(
             "get".into(),
-            operation("list", format!("list{gp}{kind}ForAllNamespaces"), format!("list or watch objects of kind {kind}"), &g, list_params(), None, vec![response("200", "OK", list)]),
+            operation(
+                "list",
+                format!("list{gp}{kind}ForAllNamespaces"),
+                format!("list or watch objects of kind {kind}"),
+                &g,
+                list_params(),
+                None,
+                vec![response("200", "OK", list)],
+            ),
         );
         paths.insert(format!("{prefix}/{}", rt.plural), Value::Object(all));
     }
@@ -401,7 +436,15 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
         let mut m = Map::new();
         m.insert(
             "get".into(),
-            operation("get", format!("read{gp}{ns}{kind}{suffix}"), format!("read {what} of the specified {kind}"), &g, vec![], None, vec![response("200", "OK", item)]),
+            operation(
+                "get",
+                format!("read{gp}{ns}{kind}{suffix}"),
+                format!("read {what} of the specified {kind}"),
+                &g,
+                vec![],
+                None,
+                vec![response("200", "OK", item)],
+            ),
         );
         m.insert(
             "put".into(),
@@ -525,12 +568,19 @@ pub fn unknown_fields(group: &str, kind: &str, object: &serde_json::Value) -> Ve
 
 /// Flattens `schema` into the list of schemas it stands for (itself, its `$ref` target and
 /// its `allOf` members, recursively).
-fn effective<'a>(schema: &'a Value, schemas: &'a Map<String, Value>, out: &mut Vec<&'a Value>, depth: usize) {
+fn effective<'a>(
+    schema: &'a Value,
+    schemas: &'a Map<String, Value>,
+    out: &mut Vec<&'a Value>,
+    depth: usize,
+) {
     if depth > 32 {
         return;
     }
     out.push(schema);
-    if let Some(name) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) {
+    if let Some(name) =
+        schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX))
+    {
         if let Some(target) = schemas.get(name) {
             effective(target, schemas, out, depth + 1);
         }
@@ -542,7 +592,13 @@ fn effective<'a>(schema: &'a Value, schemas: &'a Map<String, Value>, out: &mut V
     }
 }
 
-fn walk(schema: &Value, value: &Value, path: String, schemas: &Map<String, Value>, out: &mut Vec<String>) {
+fn walk(
+    schema: &Value,
+    value: &Value,
+    path: String,
+    schemas: &Map<String, Value>,
+    out: &mut Vec<String>,
+) {
     let mut parts = Vec::new();
     effective(schema, schemas, &mut parts, 0);
     let accepts_anything = parts.iter().any(|s| {
@@ -554,8 +610,10 @@ fn walk(schema: &Value, value: &Value, path: String, schemas: &Map<String, Value
     }
     match value {
         Value::Object(fields) => {
-            let properties: Vec<&Map<String, Value>> =
-                parts.iter().filter_map(|s| s.get("properties").and_then(Value::as_object)).collect();
+            let properties: Vec<&Map<String, Value>> = parts
+                .iter()
+                .filter_map(|s| s.get("properties").and_then(Value::as_object))
+                .collect();
             let additional = parts.iter().find_map(|s| s.get("additionalProperties"));
             if properties.is_empty() {
                 if let Some(add) = additional.filter(|a| a.is_object()) {
@@ -579,7 +637,9 @@ fn walk(schema: &Value, value: &Value, path: String, schemas: &Map<String, Value
             }
         }
         Value::Array(items) => {
-            if let Some(item_schema) = parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object()) {
+            if let Some(item_schema) =
+                parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object())
+            {
                 for (i, v) in items.iter().enumerate() {
                     walk(item_schema, v, format!("{path}[{i}]"), schemas, out);
                 }
@@ -644,19 +704,27 @@ mod tests {
     fn kinds_have_gvk_lists_and_descriptions() {
         let doc = document("api/v1");
         let pod = &doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"];
-        assert_eq!(pod["x-kubernetes-group-version-kind"], json!([{"group":"","version":"v1","kind":"Pod"}]));
+        assert_eq!(
+            pod["x-kubernetes-group-version-kind"],
+            json!([{"group":"","version":"v1","kind":"Pod"}])
+        );
         assert!(pod["description"].as_str().unwrap().starts_with("Pod is"));
         let meta = &pod["properties"]["metadata"];
         let mut refs = Vec::new();
         all_refs(meta, &mut refs);
-        assert_eq!(refs, vec!["#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]);
+        assert_eq!(
+            refs,
+            vec!["#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
+        );
         let list = &doc["components"]["schemas"]["io.k8s.api.core.v1.PodList"];
         assert_eq!(list["x-kubernetes-group-version-kind"][0]["kind"], "PodList");
-        let probe = &doc["components"]["schemas"]["io.k8s.api.core.v1.Container"]["properties"]["livenessProbe"];
+        let probe = &doc["components"]["schemas"]["io.k8s.api.core.v1.Container"]["properties"]
+            ["livenessProbe"];
         assert!(probe["description"].is_string());
         let lease = document("apis/coordination.k8s.io/v1");
         assert_eq!(
-            lease["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"]["x-kubernetes-group-version-kind"],
+            lease["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"]
+                ["x-kubernetes-group-version-kind"],
             json!([{"group":"coordination.k8s.io","version":"v1","kind":"Lease"}])
         );
     }
@@ -671,30 +739,43 @@ mod tests {
             ("/api/v1/namespaces/{namespace}/pods/{name}/status", "Pod"),
         ] {
             let patch = &doc["paths"][path]["patch"];
-            assert_eq!(patch["x-kubernetes-group-version-kind"], json!({"group":"","version":"v1","kind":kind}), "{path}");
+            assert_eq!(
+                patch["x-kubernetes-group-version-kind"],
+                json!({"group":"","version":"v1","kind":kind}),
+                "{path}"
+            );
             assert_eq!(patch["x-kubernetes-action"], "patch");
-            let names: Vec<&str> =
-                patch["parameters"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+            let names: Vec<&str> = patch["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["name"].as_str())
+                .collect();
             for n in ["fieldValidation", "fieldManager", "dryRun"] {
                 assert!(names.contains(&n), "{path} lacks {n}");
             }
         }
         assert!(doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["post"].is_object());
         let lease = document("apis/coordination.k8s.io/v1");
-        assert!(lease["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]["patch"].is_object());
+        assert!(lease["paths"]
+            ["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]["patch"]
+            .is_object());
     }
 
     #[actix_web::test]
     async fn routes_serve_index_documents_and_404s() {
         let app = atest::init_service(App::new().configure(configure)).await;
-        let resp = atest::call_service(&app, atest::TestRequest::get().uri("/openapi/v3").to_request()).await;
+        let resp =
+            atest::call_service(&app, atest::TestRequest::get().uri("/openapi/v3").to_request())
+                .await;
         assert_eq!(resp.status(), 200);
         let index: Value = atest::read_body_json(resp).await;
         let url = index["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
         assert!(url.starts_with("/openapi/v3/api/v1?hash="));
         assert!(index["paths"]["apis/coordination.k8s.io/v1"].is_object());
 
-        let resp = atest::call_service(&app, atest::TestRequest::get().uri(&url).to_request()).await;
+        let resp =
+            atest::call_service(&app, atest::TestRequest::get().uri(&url).to_request()).await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers().get("content-type").unwrap(), "application/json");
         let body = atest::read_body(resp).await;
@@ -703,13 +784,16 @@ mod tests {
 
         let resp = atest::call_service(
             &app,
-            atest::TestRequest::get().uri("/openapi/v3/apis/coordination.k8s.io/v1?hash=x").to_request(),
+            atest::TestRequest::get()
+                .uri("/openapi/v3/apis/coordination.k8s.io/v1?hash=x")
+                .to_request(),
         )
         .await;
         assert_eq!(resp.status(), 200);
 
         for uri in ["/openapi/v3/apis/apps/v1", "/openapi/v2"] {
-            let resp = atest::call_service(&app, atest::TestRequest::get().uri(uri).to_request()).await;
+            let resp =
+                atest::call_service(&app, atest::TestRequest::get().uri(uri).to_request()).await;
             assert_eq!(resp.status(), 404, "{uri}");
             let status: Value = atest::read_body_json(resp).await;
             assert_eq!(status["kind"], "Status");

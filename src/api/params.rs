@@ -34,7 +34,10 @@ impl Query {
     pub fn number(&self, key: &str) -> Result<Option<i64>, HttpError> {
         self.get(key)
             .filter(|v| !v.is_empty())
-            .map(|v| v.parse::<i64>().map_err(|_| HttpError::BadRequest(format!("{key}: {v:?} is not an integer"))))
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| HttpError::BadRequest(format!("{key}: {v:?} is not an integer")))
+            })
             .transpose()
     }
 
@@ -42,13 +45,17 @@ impl Query {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
-            Some(v) => Err(HttpError::BadRequest(format!("dryRun: unsupported value {v:?}, only \"All\""))),
+            Some(v) => {
+                Err(HttpError::BadRequest(format!("dryRun: unsupported value {v:?}, only \"All\"")))
+            }
         }
     }
 
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {
         let limit = match self.number("limit")? {
-            Some(n) if n < 0 => return Err(HttpError::BadRequest(format!("limit: {n} must not be negative"))),
+            Some(n) if n < 0 => {
+                return Err(HttpError::BadRequest(format!("limit: {n} must not be negative")))
+            }
             Some(n) => Some(n as usize),
             None => None,
         };
@@ -93,7 +100,11 @@ impl Query {
                 options.precondition_resource_version =
                     pre.get("resourceVersion").and_then(Value::as_str).map(String::from);
             }
-            if map.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All")) {
+            if map
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|d| d.iter().any(|v| v == "All"))
+            {
                 options.dry_run = true;
             }
         }

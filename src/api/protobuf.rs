@@ -277,8 +277,10 @@ fn container(c: pb::Container) -> Value {
         let mut res = Map::new();
         for (key, values) in [("limits", r.limits), ("requests", r.requests)] {
             if !values.is_empty() {
-                let q: Map<String, Value> =
-                    values.into_iter().map(|(k, v)| (k, json!(v.string.unwrap_or_default()))).collect();
+                let q: Map<String, Value> = values
+                    .into_iter()
+                    .map(|(k, v)| (k, json!(v.string.unwrap_or_default())))
+                    .collect();
                 res.insert(key.into(), Value::Object(q));
             }
         }
@@ -296,9 +298,15 @@ fn container(c: pb::Container) -> Value {
 fn pod_spec(spec: pb::PodSpec) -> Value {
     let mut m = Map::new();
     if !spec.init_containers.is_empty() {
-        m.insert("initContainers".into(), Value::Array(spec.init_containers.into_iter().map(container).collect()));
+        m.insert(
+            "initContainers".into(),
+            Value::Array(spec.init_containers.into_iter().map(container).collect()),
+        );
     }
-    m.insert("containers".into(), Value::Array(spec.containers.into_iter().map(container).collect()));
+    m.insert(
+        "containers".into(),
+        Value::Array(spec.containers.into_iter().map(container).collect()),
+    );
     put_str(&mut m, "restartPolicy", spec.restart_policy);
     put_int(&mut m, "terminationGracePeriodSeconds", spec.termination_grace_period_seconds);
     put_int(&mut m, "activeDeadlineSeconds", spec.active_deadline_seconds);
@@ -326,7 +334,10 @@ mod tests {
 
     fn wrap(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
         let unknown = Unknown {
-            type_meta: Some(TypeMeta { api_version: Some(api_version.into()), kind: Some(kind.into()) }),
+            type_meta: Some(TypeMeta {
+                api_version: Some(api_version.into()),
+                kind: Some(kind.into()),
+            }),
             raw: Some(raw),
             content_encoding: Some(String::new()),
             content_type: Some(String::new()),
@@ -337,7 +348,11 @@ mod tests {
     }
 
     fn named(name: &str, namespace: &str) -> Option<ObjectMeta> {
-        Some(ObjectMeta { name: Some(name.into()), namespace: Some(namespace.into()), ..Default::default() })
+        Some(ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        })
     }
 
     #[test]
@@ -345,7 +360,10 @@ mod tests {
         let hex_body = "6b3873000a0f0a0276311209 4e616d657370616365 1219 0a110a01741200 1a00 2200 2a00 3200 3800 4200 12001a020a00 1a00 2200";
         let body = hex::decode(hex_body.replace(' ', "")).unwrap();
         let obj = decode(&body).unwrap();
-        assert_eq!(obj, json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "t"}, "spec": {}}));
+        assert_eq!(
+            obj,
+            json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "t"}, "spec": {}})
+        );
     }
 
     #[test]
@@ -395,12 +413,20 @@ mod tests {
                         name: Some("80-8080".into()),
                         protocol: Some("TCP".into()),
                         port: Some(80),
-                        target_port: Some(IntOrString { r#type: Some(0), int_val: Some(8080), str_val: None }),
+                        target_port: Some(IntOrString {
+                            r#type: Some(0),
+                            int_val: Some(8080),
+                            str_val: None,
+                        }),
                         ..Default::default()
                     },
                     pb::ServicePort {
                         port: Some(443),
-                        target_port: Some(IntOrString { r#type: Some(1), int_val: None, str_val: Some("https".into()) }),
+                        target_port: Some(IntOrString {
+                            r#type: Some(1),
+                            int_val: None,
+                            str_val: Some("https".into()),
+                        }),
                         node_port: Some(30443),
                         ..Default::default()
                     },
@@ -427,7 +453,10 @@ mod tests {
     fn service_account_and_pod_bodies() {
         let sa = pb::ServiceAccount { metadata: named("sa", "default"), ..Default::default() };
         let obj = decode(&wrap("v1", "ServiceAccount", sa.encode_to_vec())).unwrap();
-        assert_eq!(obj, json!({"kind": "ServiceAccount", "apiVersion": "v1", "metadata": {"name": "sa", "namespace": "default"}}));
+        assert_eq!(
+            obj,
+            json!({"kind": "ServiceAccount", "apiVersion": "v1", "metadata": {"name": "sa", "namespace": "default"}})
+        );
 
         let pod = pb::Pod {
             metadata: Some(ObjectMeta {
@@ -438,7 +467,10 @@ mod tests {
                 containers: vec![pb::Container {
                     name: Some("p".into()),
                     image: Some("nginx".into()),
-                    ports: vec![pb::ContainerPort { container_port: Some(80), ..Default::default() }],
+                    ports: vec![pb::ContainerPort {
+                        container_port: Some(80),
+                        ..Default::default()
+                    }],
                     resources: Some(pb::ResourceRequirements::default()),
                     ..Default::default()
                 }],

@@ -69,7 +69,10 @@ pub fn parse(group: &str, version: &str, path: &str) -> Result<Target, HttpError
 mod tests {
     use super::*;
 
-    fn t(path: &str) -> Option<(String, Option<String>, Option<String>, Option<String>, bool)> {
+    /// (plural, namespace, name, subresource, legacy watch)
+    type Parsed = (String, Option<String>, Option<String>, Option<String>, bool);
+
+    fn t(path: &str) -> Option<Parsed> {
         parse("", "v1", path).ok().map(|t| {
             (t.resource.plural.to_string(), t.namespace, t.name, t.subresource, t.legacy_watch)
         })
@@ -83,10 +86,16 @@ mod tests {
     fn paths() {
         assert_eq!(t("pods"), Some(("pods".into(), None, None, None, false)));
         assert_eq!(t("namespaces/ns/pods"), Some(("pods".into(), s("ns"), None, None, false)));
-        assert_eq!(t("namespaces/ns/pods/p/status"), Some(("pods".into(), s("ns"), s("p"), s("status"), false)));
+        assert_eq!(
+            t("namespaces/ns/pods/p/status"),
+            Some(("pods".into(), s("ns"), s("p"), s("status"), false))
+        );
         assert_eq!(t("namespaces"), Some(("namespaces".into(), None, None, None, false)));
         assert_eq!(t("namespaces/ns"), Some(("namespaces".into(), None, s("ns"), None, false)));
-        assert_eq!(t("namespaces/ns/status"), Some(("namespaces".into(), None, s("ns"), s("status"), false)));
+        assert_eq!(
+            t("namespaces/ns/status"),
+            Some(("namespaces".into(), None, s("ns"), s("status"), false))
+        );
         assert_eq!(t("nodes/n1"), Some(("nodes".into(), None, s("n1"), None, false)));
         assert_eq!(t("watch/namespaces/ns/pods"), Some(("pods".into(), s("ns"), None, None, true)));
         assert_eq!(t("pods/p"), None);

@@ -51,7 +51,11 @@ fn columns(kind: &str) -> Vec<Column> {
             NAME,
             col("Ready", 0, "The aggregate readiness state of this pod for accepting traffic."),
             col("Status", 0, "The aggregate status of the containers in this pod."),
-            col("Restarts", 0, "The number of times the containers in this pod have been restarted."),
+            col(
+                "Restarts",
+                0,
+                "The number of times the containers in this pod have been restarted.",
+            ),
             AGE,
             col("IP", 1, "IP address allocated to the pod."),
             col("Node", 1, "Name of the Node this pod is running on."),
@@ -218,7 +222,9 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let roles: Vec<&str> = o
                 .pointer("/metadata/labels")
                 .and_then(Value::as_object)
-                .map(|l| l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect())
+                .map(|l| {
+                    l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect()
+                })
                 .unwrap_or_default();
             let address = |t: &str| {
                 o.pointer("/status/addresses")
@@ -247,7 +253,8 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 .into_iter()
                 .flatten()
                 .map(|p| {
-                    let node_port = p["nodePort"].as_i64().map(|n| format!(":{n}")).unwrap_or_default();
+                    let node_port =
+                        p["nodePort"].as_i64().map(|n| format!(":{n}")).unwrap_or_default();
                     format!("{}{node_port}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP"))
                 })
                 .collect();
@@ -257,7 +264,13 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 .into_iter()
                 .flatten()
                 .map(|i| s(i, "/ip").to_string())
-                .chain(o.pointer("/spec/externalIPs").and_then(Value::as_array).into_iter().flatten().filter_map(|i| i.as_str().map(String::from)))
+                .chain(
+                    o.pointer("/spec/externalIPs")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|i| i.as_str().map(String::from)),
+                )
                 .collect();
             let svc_type = s(o, "/spec/type");
             let external = if svc_type == "ExternalName" {
@@ -301,16 +314,18 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             ]
         }
         "Event" => {
-            let last = [s(o, "/lastTimestamp"), s(o, "/eventTime"), s(o, "/metadata/creationTimestamp")]
-                .into_iter()
-                .find(|t| !t.is_empty())
-                .unwrap_or("");
+            let last =
+                [s(o, "/lastTimestamp"), s(o, "/eventTime"), s(o, "/metadata/creationTimestamp")]
+                    .into_iter()
+                    .find(|t| !t.is_empty())
+                    .unwrap_or("");
             let object = format!(
                 "{}/{}",
                 s(o, "/involvedObject/kind").to_lowercase(),
                 s(o, "/involvedObject/name")
             );
-            let first = [s(o, "/firstTimestamp"), last].into_iter().find(|t| !t.is_empty()).unwrap_or("");
+            let first =
+                [s(o, "/firstTimestamp"), last].into_iter().find(|t| !t.is_empty()).unwrap_or("");
             vec![
                 json!(age(last, now)),
                 json!(s(o, "/type")),
@@ -385,11 +400,21 @@ fn access_modes(modes: Option<&Value>) -> String {
 fn selector_string(selector: Option<&Value>) -> String {
     selector
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default()
 }
 
-fn row(resource: &ResourceType, object: &StoredObject, include: IncludeObject, now: DateTime<Utc>) -> Value {
+fn row(
+    resource: &ResourceType,
+    object: &StoredObject,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Value {
     let value = object.to_value();
     let mut row = json!({"cells": cells(resource.kind, &value, now)});
     match include {
@@ -475,7 +500,12 @@ mod tests {
     fn every_kind_has_as_many_cells_as_columns() {
         for r in kplane_actors::model::resources::RESOURCES {
             let empty = json!({"metadata":{"name":"x"}});
-            assert_eq!(cells(r.kind, &empty, Utc::now()).len(), columns(r.kind).len(), "{}", r.kind);
+            assert_eq!(
+                cells(r.kind, &empty, Utc::now()).len(),
+                columns(r.kind).len(),
+                "{}",
+                r.kind
+            );
         }
     }
 }

@@ -25,7 +25,9 @@ pub async fn serve(
 ) -> Result<HttpResponse, HttpError> {
     let options = query.watch_options()?;
     let timeout = match query.number("timeoutSeconds")? {
-        Some(t) if t < 0 => return Err(HttpError::BadRequest("timeoutSeconds must not be negative".into())),
+        Some(t) if t < 0 => {
+            return Err(HttpError::BadRequest("timeoutSeconds must not be negative".into()))
+        }
         Some(t) => Duration::from_secs(t as u64).min(state.watch_max_timeout),
         None => state.watch_max_timeout,
     };
@@ -43,7 +45,9 @@ pub async fn serve(
             *ended = matches!(frame, WatchFrame::Error(_));
             futures::future::ready(Some(frame))
         })
-        .map(move |frame| Ok::<Bytes, actix_web::Error>(encode(resource, frame, as_table, include)));
+        .map(move |frame| {
+            Ok::<Bytes, actix_web::Error>(encode(resource, frame, as_table, include))
+        });
     let content_type =
         if as_table { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json" };
     Ok(HttpResponse::Ok()
@@ -52,7 +56,12 @@ pub async fn serve(
         .streaming(encoded.chain(stream::empty())))
 }
 
-fn encode(resource: &'static ResourceType, frame: WatchFrame, as_table: bool, include: IncludeObject) -> Bytes {
+fn encode(
+    resource: &'static ResourceType,
+    frame: WatchFrame,
+    as_table: bool,
+    include: IncludeObject,
+) -> Bytes {
     let mut out = BytesMut::new();
     match frame {
         WatchFrame::Event(kind, object) => {

@@ -17,20 +17,36 @@ fn every_error_class_has_its_status() {
     let server = Server::start();
     let pods = "/api/v1/namespaces/default/pods";
     // 400: malformed JSON, kind mismatch, bad selectors and query values.
-    assert_status(&server.send_raw("POST", pods, Some("application/json"), b"{not json".to_vec()), 400, "BadRequest");
-    assert_status(&server.post(pods, &json!({"kind": "Service", "metadata": {"name": "x"}})), 400, "BadRequest");
+    assert_status(
+        &server.send_raw("POST", pods, Some("application/json"), b"{not json".to_vec()),
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &server.post(pods, &json!({"kind": "Service", "metadata": {"name": "x"}})),
+        400,
+        "BadRequest",
+    );
     assert_status(&server.get(&format!("{pods}?labelSelector=a%20in%20(b")), 400, "BadRequest");
     assert_status(&server.get(&format!("{pods}?fieldSelector=spec.bogus%3Dx")), 400, "BadRequest");
     assert_status(&server.get(&format!("{pods}?limit=abc")), 400, "BadRequest");
     assert_status(&server.get(&format!("{pods}?continue=garbage")), 400, "BadRequest");
-    assert_status(&server.get(&format!("{pods}?watch=true&resourceVersion=abc")), 400, "BadRequest");
+    assert_status(
+        &server.get(&format!("{pods}?watch=true&resourceVersion=abc")),
+        400,
+        "BadRequest",
+    );
     // 404: missing object, namespace, path.
     assert_status(&server.get(&format!("{pods}/nope")), 404, "NotFound");
     assert_status(&server.post("/api/v1/namespaces/nowhere/pods", &pod("p")), 404, "NotFound");
     assert_status(&server.get("/api/v1/widgets"), 404, "NotFound");
     assert_status(&server.get("/nothing/here"), 404, "NotFound");
     // 405: a verb the resource does not have.
-    assert_status(&server.send_raw("POST", &format!("{pods}/x"), None, b"{}".to_vec()), 405, "MethodNotAllowed");
+    assert_status(
+        &server.send_raw("POST", &format!("{pods}/x"), None, b"{}".to_vec()),
+        405,
+        "MethodNotAllowed",
+    );
     // 409: AlreadyExists and Conflict.
     assert_eq!(server.post(pods, &pod("p")).0, 201);
     assert_status(&server.post(pods, &pod("p")), 409, "AlreadyExists");
@@ -39,13 +55,27 @@ fn every_error_class_has_its_status() {
     assert_status(&server.put(&format!("{pods}/p"), &current), 409, "Conflict");
     // 413: a body over 3 MiB.
     let big = vec![b' '; 3 * 1024 * 1024 + 1];
-    assert_status(&server.send_raw("POST", pods, Some("application/json"), big), 413, "RequestEntityTooLarge");
+    assert_status(
+        &server.send_raw("POST", pods, Some("application/json"), big),
+        413,
+        "RequestEntityTooLarge",
+    );
     // 415: an unknown content type.
-    assert_status(&server.send_raw("POST", pods, Some("application/xml"), b"<pod/>".to_vec()), 415, "UnsupportedMediaType");
+    assert_status(
+        &server.send_raw("POST", pods, Some("application/xml"), b"<pod/>".to_vec()),
+        415,
+        "UnsupportedMediaType",
+    );
     // 422: invalid names and missing fields, with field causes.
-    let reply = server.post(pods, &json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}));
+    let reply =
+        server.post(pods, &json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}));
     assert_status(&reply, 422, "Invalid");
-    let fields: Vec<&str> = reply.1["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    let fields: Vec<&str> = reply.1["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
     assert_eq!(fields, ["metadata.name", "spec.containers"]);
     // A missing Content-Type and missing kind/apiVersion are fine (the Python client's habit).
     let body = serde_json::to_vec(&json!({"metadata": {"name": "py1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
@@ -66,10 +96,17 @@ fn list_pagination_and_selectors() {
     let mut token = String::new();
     let mut pages = 0;
     loop {
-        let (code, page) = server.get(&format!("/api/v1/namespaces/default/pods?limit=3&continue={token}"));
+        let (code, page) =
+            server.get(&format!("/api/v1/namespaces/default/pods?limit=3&continue={token}"));
         assert_eq!(code, 200);
         pages += 1;
-        names.extend(page["items"].as_array().unwrap().iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()));
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string()),
+        );
         match page["metadata"]["continue"].as_str() {
             Some(t) if !t.is_empty() => token = t.to_string(),
             _ => break,
@@ -83,6 +120,48 @@ fn list_pagination_and_selectors() {
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
     let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp3");
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
-    let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=status.phase!%3DPending");
+    let (_, list) =
+        server.get("/api/v1/namespaces/default/pods?fieldSelector=status.phase!%3DPending");
     assert_eq!(list["items"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn strict_field_validation_names_the_unknown_field() {
+    let server = Server::start();
+    let mut p = pod("strict");
+    p["spec"]["bogus"] = json!(1);
+    p["spec"]["containers"][0]["imagePullPolisy"] = json!("Always");
+    let reply = server.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", &p);
+    assert_status(&reply, 400, "BadRequest");
+    let message = reply.1["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.bogus") && message.contains("spec.containers[0].imagePullPolisy"),
+        "{message}"
+    );
+    // Warn (the default) accepts the object and says what it dropped in a Warning header.
+    let response =
+        server.http.post(server.url("/api/v1/namespaces/default/pods")).json(&p).send().unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    assert!(response.headers().get("warning").is_some());
+}
+
+#[test]
+fn delete_collection_honours_selectors() {
+    let server = Server::start();
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let mut p = pod(name);
+        p["metadata"]["labels"]["app"] = json!(app);
+        assert_eq!(server.post("/api/v1/namespaces/default/pods", &p).0, 201);
+    }
+    let (code, deleted) = server.delete("/api/v1/namespaces/default/pods?labelSelector=app%3Dx");
+    assert_eq!(code, 200, "{deleted}");
+    assert_eq!(deleted["items"].as_array().unwrap().len(), 2);
+    let (_, left) = server.get("/api/v1/namespaces/default/pods");
+    let names: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c"]);
 }

@@ -10,7 +10,10 @@ use crate::util::Server;
 fn thirty_two_writers_lose_no_update() {
     let server = Server::start();
     let path = "/api/v1/namespaces/default/configmaps/counter";
-    let (code, _) = server.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "counter"}, "data": {"n": "0"}}));
+    let (code, _) = server.post(
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"name": "counter"}, "data": {"n": "0"}}),
+    );
     assert_eq!(code, 201);
     const WRITERS: usize = 32;
     const INCREMENTS: usize = 5;

@@ -42,7 +42,8 @@ fn the_documented_config_file_is_accepted() {
     // complaint must be about the port, never about a key of the documented file.
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
-    let (code, err) = run_server(&["--config", path, "--insecure-port", &port], &[("RUST_LOG", "off")]);
+    let (code, err) =
+        run_server(&["--config", path, "--insecure-port", &port], &[("RUST_LOG", "off")]);
     assert_eq!(code, 2);
     assert!(err.contains(&port) && !err.contains("config"), "{err}");
 }

@@ -18,10 +18,15 @@ fn acknowledged_writes_survive_kill_9() {
                     let mut mine = Vec::new();
                     for i in 0..125 {
                         let name = format!("cm-{t}-{i}");
-                        let body = json!({"metadata": {"name": name}, "data": {"i": i.to_string()}});
-                        let (code, created) = server.post("/api/v1/namespaces/default/configmaps", &body);
+                        let body =
+                            json!({"metadata": {"name": name}, "data": {"i": i.to_string()}});
+                        let (code, created) =
+                            server.post("/api/v1/namespaces/default/configmaps", &body);
                         assert_eq!(code, 201, "{created}");
-                        mine.push((name, created["metadata"]["resourceVersion"].as_str().unwrap().to_string()));
+                        mine.push((
+                            name,
+                            created["metadata"]["resourceVersion"].as_str().unwrap().to_string(),
+                        ));
                     }
                     mine
                 })
@@ -44,7 +49,8 @@ fn acknowledged_writes_survive_kill_9() {
         let name = item["metadata"]["name"].as_str().unwrap();
         assert_eq!(item["metadata"]["resourceVersion"].as_str().unwrap(), written[name], "{name}");
     }
-    let (code, next) = server.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "after"}}));
+    let (code, next) = server
+        .post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "after"}}));
     assert_eq!(code, 201);
     let next_rv: u64 = next["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
     assert!(next_rv > highest, "{next_rv} <= {highest}");

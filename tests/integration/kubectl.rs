@@ -27,7 +27,15 @@ fn version_api_resources_and_cluster_info() {
     let out = k.ok(&["version", "-o", "json"]);
     assert!(out.contains("\"minor\": \"32\""), "{out}");
     let out = k.ok(&["api-resources"]);
-    for needle in ["pods", "po", "replicationcontrollers", "rc", "leases", "coordination.k8s.io/v1", "namespaces"] {
+    for needle in [
+        "pods",
+        "po",
+        "replicationcontrollers",
+        "rc",
+        "leases",
+        "coordination.k8s.io/v1",
+        "namespaces",
+    ] {
         assert!(out.contains(needle), "api-resources lacks {needle}: {out}");
     }
     let out = k.ok(&["cluster-info"]);
@@ -45,11 +53,18 @@ fn create_get_label_replace_delete() {
     assert!(!ok && err.contains("AlreadyExists"), "{err}");
 
     let table = k.ok(&["get", "pods"]);
-    assert!(table.contains("NAME") && table.contains("READY") && table.contains("STATUS"), "{table}");
-    assert!(table.contains("web-1") && table.contains("0/1") && table.contains("Pending"), "{table}");
+    assert!(
+        table.contains("NAME") && table.contains("READY") && table.contains("STATUS"),
+        "{table}"
+    );
+    assert!(
+        table.contains("web-1") && table.contains("0/1") && table.contains("Pending"),
+        "{table}"
+    );
     let wide = k.ok(&["get", "pods", "-o", "wide"]);
     assert!(wide.contains("NODE") && wide.contains("IP"), "{wide}");
-    let json: serde_json::Value = serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
     assert_eq!(json["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
     assert!(json["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
     let yaml = k.ok(&["get", "pod", "web-1", "-o", "yaml"]);

@@ -10,13 +10,17 @@ use crate::util::Server;
 /// Opens a watch and returns a line reader over its events.
 fn watch(server: &Server, query: &str) -> impl Iterator<Item = Value> {
     let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
-    let response = client.get(server.url(&format!("/api/v1/namespaces/default/configmaps?watch=true&{query}"))).send().unwrap();
+    let response = client
+        .get(server.url(&format!("/api/v1/namespaces/default/configmaps?watch=true&{query}")))
+        .send()
+        .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     BufReader::new(response).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap())
 }
 
 fn create_cm(server: &Server, name: &str) -> u64 {
-    let (code, cm) = server.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": name}}));
+    let (code, cm) =
+        server.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": name}}));
     assert_eq!(code, 201, "{cm}");
     cm["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap()
 }
@@ -53,11 +57,14 @@ fn events_are_ordered_and_resumable() {
     assert_eq!(writer[50]["object"]["metadata"]["name"], "a");
     // Resuming from the middle replays exactly what came after.
     let middle = rv(&writer[24]);
-    let resumed: Vec<Value> = watch(&server, &format!("resourceVersion={middle}&timeoutSeconds=2")).collect();
+    let resumed: Vec<Value> =
+        watch(&server, &format!("resourceVersion={middle}&timeoutSeconds=2")).collect();
     assert_eq!(resumed.len(), 26);
     assert_eq!(rv(&resumed[0]), rv(&writer[25]));
     // Label selectors apply to watches too.
-    let none: Vec<Value> = watch(&server, &format!("resourceVersion={first}&labelSelector=x%3Dy&timeoutSeconds=1")).collect();
+    let none: Vec<Value> =
+        watch(&server, &format!("resourceVersion={first}&labelSelector=x%3Dy&timeoutSeconds=1"))
+            .collect();
     assert!(none.is_empty());
 }
 
@@ -87,7 +94,8 @@ fn too_old_resource_version_is_410() {
     for i in 0..30 {
         create_cm(&server, &format!("n{i}"));
     }
-    let events: Vec<Value> = watch(&server, &format!("resourceVersion={first}&timeoutSeconds=5")).collect();
+    let events: Vec<Value> =
+        watch(&server, &format!("resourceVersion={first}&timeoutSeconds=5")).collect();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["type"], "ERROR");
     assert_eq!(events[0]["object"]["code"], 410);
@@ -100,7 +108,9 @@ fn slow_watcher_is_cut_off_while_others_keep_up() {
     let start = create_cm(&server, "seed");
     let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
     let slow = client
-        .get(server.url(&format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={start}")))
+        .get(server.url(&format!(
+            "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={start}"
+        )))
         .send()
         .unwrap();
     let mut fast = watch(&server, &format!("resourceVersion={start}&timeoutSeconds=60"));

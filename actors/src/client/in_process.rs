@@ -11,7 +11,12 @@ use crate::model::ResourceType;
 
 #[async_trait]
 impl ApiClient for ApiCore {
-    async fn get(&self, resource: &'static ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError> {
+    async fn get(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         Ok(ApiCore::get(self, resource, namespace, name).await?.to_value())
     }
 
@@ -29,11 +34,21 @@ impl ApiClient for ApiCore {
         })
     }
 
-    async fn create(&self, resource: &'static ResourceType, namespace: &str, object: Value) -> Result<Value, ApiError> {
+    async fn create(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
         Ok(ApiCore::create(self, resource, namespace, object, false).await?.to_value())
     }
 
-    async fn update(&self, resource: &'static ResourceType, namespace: &str, object: Value) -> Result<Value, ApiError> {
+    async fn update(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
         let name = object_name(&object).to_string();
         Ok(ApiCore::update(self, resource, namespace, &name, object, false).await?.to_value())
     }
@@ -45,7 +60,9 @@ impl ApiClient for ApiCore {
         object: Value,
     ) -> Result<Value, ApiError> {
         let name = object_name(&object).to_string();
-        Ok(ApiCore::update_status(self, resource, namespace, &name, object, false).await?.to_value())
+        Ok(ApiCore::update_status(self, resource, namespace, &name, object, false)
+            .await?
+            .to_value())
     }
 
     async fn delete(
@@ -84,5 +101,76 @@ impl ApiClient for ApiCore {
                 },
             })
             .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::resources::find;
+    use crate::store::{Store, StoreOptions};
+    use crate::watch::{HubOptions, WatchHub};
+
+    fn core() -> ApiCore {
+        let hub = WatchHub::start(HubOptions {
+            window_events: 100,
+            buffer: 100,
+            bookmark_interval: Duration::from_secs(60),
+        });
+        let store =
+            Store::open(&StoreOptions { shards: 2, data_dir: None }, hub.publisher()).unwrap();
+        hub.set_floor(store.current_revision());
+        ApiCore::new(store, hub)
+    }
+
+    #[actix::test]
+    async fn components_see_the_api_through_the_trait() {
+        let core = core();
+        core.bootstrap().await.unwrap();
+        let client: &dyn ApiClient = &core;
+        let pods = find("", "v1", "pods").unwrap();
+        let watch_options =
+            WatchOptions { resource_version: Some("1".into()), ..Default::default() };
+        let mut watch = client.watch(pods, Some("default"), &watch_options).await.unwrap();
+        let pod = json!({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}});
+        let created = client.create(pods, "default", pod).await.unwrap();
+        assert_eq!(created["spec"]["restartPolicy"], "Always");
+        let mut changed = created.clone();
+        changed["metadata"]["labels"] = json!({"a": "b"});
+        let updated = client.update(pods, "default", changed).await.unwrap();
+        let mut status = updated.clone();
+        status["status"]["phase"] = json!("Running");
+        status["spec"]["nodeName"] = json!("ignored");
+        let after = client.update_status(pods, "default", status).await.unwrap();
+        assert_eq!(after["status"]["phase"], "Running");
+        assert!(after["spec"].get("nodeName").is_none(), "a status write leaves spec alone");
+        let list = client.list(pods, None, &ListOptions::default()).await.unwrap();
+        assert_eq!(list.items.len(), 1);
+        client.delete(pods, "default", "p", &DeleteOptions::default()).await.unwrap();
+        let types: Vec<String> = watch.by_ref().take(4).map(|e| e.event_type).collect().await;
+        assert_eq!(types, ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]);
+        let missing = client.get(pods, "default", "p").await.unwrap_err();
+        assert!(matches!(missing, ApiError::NotFound { .. }));
+    }
+
+    #[actix::test]
+    async fn finalizers_hold_deletion_until_removed() {
+        let core = core();
+        core.bootstrap().await.unwrap();
+        let cms = find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata":{"name":"f","finalizers":["example.com/hold"]}});
+        ApiClient::create(&core, cms, "default", cm).await.unwrap();
+        let marked =
+            ApiClient::delete(&core, cms, "default", "f", &DeleteOptions::default()).await.unwrap();
+        assert!(marked["metadata"]["deletionTimestamp"].is_string());
+        let mut released = ApiClient::get(&core, cms, "default", "f").await.unwrap();
+        released["metadata"]["finalizers"] = json!([]);
+        ApiClient::update(&core, cms, "default", released).await.unwrap();
+        assert!(ApiClient::get(&core, cms, "default", "f").await.is_err());
     }
 }

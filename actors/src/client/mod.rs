@@ -29,15 +29,30 @@ pub type ClientWatch = std::pin::Pin<Box<dyn futures::Stream<Item = ClientEvent>
 /// Cluster state access for components. Objects are Kubernetes JSON.
 #[async_trait]
 pub trait ApiClient: Send + Sync {
-    async fn get(&self, resource: &'static ResourceType, namespace: &str, name: &str) -> Result<Value, ApiError>;
+    async fn get(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError>;
     async fn list(
         &self,
         resource: &'static ResourceType,
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<ClientList, ApiError>;
-    async fn create(&self, resource: &'static ResourceType, namespace: &str, object: Value) -> Result<Value, ApiError>;
-    async fn update(&self, resource: &'static ResourceType, namespace: &str, object: Value) -> Result<Value, ApiError>;
+    async fn create(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError>;
+    async fn update(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError>;
     async fn update_status(
         &self,
         resource: &'static ResourceType,

@@ -75,7 +75,9 @@ impl From<StoreError> for ApiError {
 impl From<WatchError> for ApiError {
     fn from(error: WatchError) -> Self {
         match error {
-            WatchError::Expired { .. } | WatchError::TooSlow(_) => ApiError::Expired(error.to_string()),
+            WatchError::Expired { .. } | WatchError::TooSlow(_) => {
+                ApiError::Expired(error.to_string())
+            }
             WatchError::Unavailable => ApiError::Unavailable(error.to_string()),
         }
     }

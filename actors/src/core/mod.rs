@@ -20,13 +20,14 @@ pub use options::{DeleteOptions, ListOptions, WatchOptions};
 pub use patch::PatchType;
 pub use watch::{WatchFrame, WatchStream};
 
-use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::model::{resources, FieldSelector, LabelSelector};
+use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::store::{ContinuePoint, Preconditions, Store};
 use crate::watch::HubHandle;
 
 /// Namespaces that exist from the first start and may not be deleted.
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// How many times an unconditional update retries when it races another writer.
 const UPDATE_RETRIES: usize = 64;
@@ -97,7 +98,11 @@ impl ApiCore {
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let page = self.store.list(resource, filter, options.limit, continue_from).await?;
         let continue_token = page.next.as_ref().map(encode_continue);
-        Ok(ObjectList { resource_version: page.resource_version, items: page.items, continue_token })
+        Ok(ObjectList {
+            resource_version: page.resource_version,
+            items: page.items,
+            continue_token,
+        })
     }
 
     pub async fn create(
@@ -118,7 +123,9 @@ impl ApiCore {
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(now()));
         meta.insert("generation".into(), json!(1));
-        for server_owned in ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+        for server_owned in
+            ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"]
+        {
             meta.remove(server_owned);
         }
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
@@ -142,7 +149,11 @@ impl ApiCore {
 
     async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
         let key = ObjectKey::new(namespaces(), "", namespace);
-        let ns = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
+        let ns = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
         if ns.to_value().pointer("/metadata/deletionTimestamp").is_some() {
             return Err(ApiError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
@@ -205,7 +216,8 @@ impl ApiCore {
         };
         let key = ObjectKey::new(resource, namespace, name);
         for _ in 0..UPDATE_RETRIES {
-            let current = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+            let current =
+                self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_value = current.to_value();
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
             if part == Part::Main {
@@ -221,11 +233,19 @@ impl ApiCore {
                 }
             }
             if unchanged(&current_value, &next) || dry_run {
-                return Ok(if dry_run { Arc::new(StoredObject::from_value(key, next, current.resource_version)) } else { current });
+                return Ok(if dry_run {
+                    Arc::new(StoredObject::from_value(key, next, current.resource_version))
+                } else {
+                    current
+                });
             }
             let finalized = next.pointer("/metadata/deletionTimestamp").is_some()
-                && next.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
-            let preconditions = Preconditions { resource_version: Some(current.resource_version), uid: None };
+                && next
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(|f| f.is_empty());
+            let preconditions =
+                Preconditions { resource_version: Some(current.resource_version), uid: None };
             let result = if finalized {
                 self.store.delete(key.clone(), preconditions).await
             } else {
@@ -261,7 +281,8 @@ impl ApiCore {
         let key = ObjectKey::new(resource, namespace, name);
         let part = if status_only { Part::Status } else { Part::Main };
         for _ in 0..UPDATE_RETRIES {
-            let current = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+            let current =
+                self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_rv = current.resource_version.to_string();
             let mut next = patch::apply(&current.to_value(), patch_type, patch)?;
             let pinned = match next.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
@@ -292,9 +313,14 @@ impl ApiCore {
         options: &DeleteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = ObjectKey::new(resource, namespace, name);
-        let current = self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+        let current =
+            self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
         let preconditions = Preconditions {
-            resource_version: options.precondition_resource_version.as_deref().map(parse_rv).transpose()?,
+            resource_version: options
+                .precondition_resource_version
+                .as_deref()
+                .map(parse_rv)
+                .transpose()?,
             uid: options.precondition_uid.clone(),
         };
         if let Some(rv) = preconditions.resource_version {
@@ -338,8 +364,10 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = current.key.clone();
         let value = current.to_value();
-        let has_finalizers =
-            value.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        let has_finalizers = value
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
         if has_finalizers {
             if value.pointer("/metadata/deletionTimestamp").is_some() {
                 return Ok(current);
@@ -348,7 +376,8 @@ impl ApiCore {
             let meta = metadata(&mut marked)?;
             meta.insert("deletionTimestamp".into(), json!(now()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-            let preconditions = Preconditions { resource_version: Some(current.resource_version), uid: None };
+            let preconditions =
+                Preconditions { resource_version: Some(current.resource_version), uid: None };
             return Ok(self.store.update(key, marked, preconditions).await?);
         }
         Ok(self.store.delete(key, preconditions).await?)
@@ -364,7 +393,8 @@ impl ApiCore {
         let marked = if value.pointer("/metadata/deletionTimestamp").is_none() {
             metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
             value["status"] = json!({"phase": "Terminating"});
-            let preconditions = Preconditions { resource_version: Some(current.resource_version), uid: None };
+            let preconditions =
+                Preconditions { resource_version: Some(current.resource_version), uid: None };
             self.store.update(current.key.clone(), value, preconditions).await?
         } else {
             current
@@ -414,7 +444,11 @@ impl ApiCore {
                 Err(e) => return Err(e),
             }
         }
-        Ok(ObjectList { resource_version: self.current_revision(), items: deleted, continue_token: None })
+        Ok(ObjectList {
+            resource_version: self.current_revision(),
+            items: deleted,
+            continue_token: None,
+        })
     }
 }
 
@@ -438,7 +472,12 @@ fn conflict(resource: &'static ResourceType, name: &str) -> ApiError {
 }
 
 /// Builds the object to store from the client's body and the stored object.
-fn merge_for_update(resource: &ResourceType, current: &Value, mut body: Value, part: Part) -> Value {
+fn merge_for_update(
+    resource: &ResourceType,
+    current: &Value,
+    mut body: Value,
+    part: Part,
+) -> Value {
     let has_status = resource.subresources.iter().any(|s| s.name == "status");
     let mut next = match part {
         Part::Main => {
@@ -466,7 +505,13 @@ fn merge_for_update(resource: &ResourceType, current: &Value, mut body: Value, p
     let cur_meta = current.get("metadata").cloned().unwrap_or_default();
     let spec_changed = part == Part::Main && current.get("spec") != next.get("spec");
     let meta = next["metadata"].as_object_mut().expect("metadata checked to be an object");
-    for owned in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+    for owned in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
         match cur_meta.get(owned) {
             Some(v) => meta.insert(owned.into(), v.clone()),
             None => meta.remove(owned),
@@ -582,7 +627,8 @@ fn filter(
             .map_err(|e| ApiError::BadRequest(format!("{e}: {}", resource.kind)))?,
         None => FieldSelector::default(),
     };
-    let namespace = namespace.filter(|ns| resource.namespaced && !ns.is_empty()).map(str::to_string);
+    let namespace =
+        namespace.filter(|ns| resource.namespaced && !ns.is_empty()).map(str::to_string);
     Ok(ObjectFilter { namespace, labels, fields })
 }
 
@@ -600,7 +646,8 @@ fn encode_continue(point: &ContinuePoint) -> String {
 
 fn decode_continue(token: &str) -> Result<ContinuePoint, ApiError> {
     let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let bytes =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     let revision = value.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
     let start = value.get("start").and_then(Value::as_array).ok_or_else(bad)?;
@@ -628,8 +675,14 @@ mod tests {
     fn typed_object_fills_and_checks_kind() {
         let pods = resources::find("", "v1", "pods").unwrap();
         let filled = typed_object(pods, json!({"metadata":{"name":"p"}})).unwrap();
-        assert_eq!((filled["kind"].as_str(), filled["apiVersion"].as_str()), (Some("Pod"), Some("v1")));
-        assert!(matches!(typed_object(pods, json!({"kind":"Service"})), Err(ApiError::BadRequest(_))));
+        assert_eq!(
+            (filled["kind"].as_str(), filled["apiVersion"].as_str()),
+            (Some("Pod"), Some("v1"))
+        );
+        assert!(matches!(
+            typed_object(pods, json!({"kind":"Service"})),
+            Err(ApiError::BadRequest(_))
+        ));
         assert!(matches!(typed_object(pods, json!([1])), Err(ApiError::BadRequest(_))));
     }
 
@@ -637,7 +690,8 @@ mod tests {
     fn main_update_keeps_status_and_bumps_generation() {
         let pods = resources::find("", "v1", "pods").unwrap();
         let current = json!({"metadata":{"name":"p","uid":"u","generation":1},"spec":{"a":1},"status":{"phase":"Running"}});
-        let body = json!({"metadata":{"name":"p","uid":"x"},"spec":{"a":2},"status":{"phase":"Failed"}});
+        let body =
+            json!({"metadata":{"name":"p","uid":"x"},"spec":{"a":2},"status":{"phase":"Failed"}});
         let next = merge_for_update(pods, &current, body, Part::Main);
         assert_eq!(next["status"]["phase"], "Running");
         assert_eq!(next["metadata"]["uid"], "u");

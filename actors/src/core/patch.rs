@@ -14,14 +14,19 @@ pub enum PatchType {
 }
 
 /// Applies `patch` to `current`.
-pub(crate) fn apply(current: &Value, patch_type: PatchType, patch: &Value) -> Result<Value, ApiError> {
+pub(crate) fn apply(
+    current: &Value,
+    patch_type: PatchType,
+    patch: &Value,
+) -> Result<Value, ApiError> {
     let mut target = current.clone();
     match patch_type {
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut target, &ops)
-                .map_err(|e| ApiError::BadRequest(format!("the JSON patch could not be applied: {e}")))?;
+            json_patch::patch(&mut target, &ops).map_err(|e| {
+                ApiError::BadRequest(format!("the JSON patch could not be applied: {e}"))
+            })?;
         }
         PatchType::Merge => {
             if !patch.is_object() {
@@ -31,7 +36,9 @@ pub(crate) fn apply(current: &Value, patch_type: PatchType, patch: &Value) -> Re
         }
         PatchType::StrategicMerge => {
             let Value::Object(patch) = patch else {
-                return Err(ApiError::BadRequest("a strategic merge patch must be a JSON object".into()));
+                return Err(ApiError::BadRequest(
+                    "a strategic merge patch must be a JSON object".into(),
+                ));
             };
             strategic_merge_object(&mut target, patch, "");
         }
@@ -42,9 +49,16 @@ pub(crate) fn apply(current: &Value, patch_type: PatchType, patch: &Value) -> Re
 /// The key lists of this field merge on, per the core types' `patchMergeKey` tags.
 fn merge_key(parent_path: &str, field: &str) -> Option<&'static str> {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
         | "secrets" => Some("name"),
-        "ports" if parent_path.ends_with("spec") && !parent_path.contains("containers") => Some("port"),
+        "ports" if parent_path.ends_with("spec") && !parent_path.contains("containers") => {
+            Some("port")
+        }
         "ports" => Some("containerPort"),
         "volumeMounts" => Some("mountPath"),
         "volumeDevices" => Some("devicePath"),
@@ -75,7 +89,9 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
     for (key, value) in patch {
         if key.starts_with('$') {
             if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-                if let (Some(Value::Array(list)), Value::Array(remove)) = (map.get_mut(field), value) {
+                if let (Some(Value::Array(list)), Value::Array(remove)) =
+                    (map.get_mut(field), value)
+                {
                     list.retain(|v| !remove.contains(v));
                 }
             }
@@ -86,7 +102,11 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
             Value::Null => {
                 map.remove(key);
             }
-            Value::Object(child) => strategic_merge_object(map.entry(key.clone()).or_insert(Value::Null), child, &child_path),
+            Value::Object(child) => strategic_merge_object(
+                map.entry(key.clone()).or_insert(Value::Null),
+                child,
+                &child_path,
+            ),
             Value::Array(items) => match merge_key(path, key) {
                 Some(merge_key) => {
                     let list = map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
@@ -142,10 +162,15 @@ mod tests {
 
     #[test]
     fn strategic_merges_containers_by_name() {
-        let pod = json!({"spec":{"containers":[{"name":"a","image":"x"},{"name":"b","image":"y"}]}});
-        let patch = json!({"spec":{"containers":[{"name":"b","image":"z"},{"name":"c","image":"w"}]}});
+        let pod =
+            json!({"spec":{"containers":[{"name":"a","image":"x"},{"name":"b","image":"y"}]}});
+        let patch =
+            json!({"spec":{"containers":[{"name":"b","image":"z"},{"name":"c","image":"w"}]}});
         let out = apply(&pod, PatchType::StrategicMerge, &patch).unwrap();
-        assert_eq!(out["spec"]["containers"], json!([{"name":"a","image":"x"},{"name":"b","image":"z"},{"name":"c","image":"w"}]));
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name":"a","image":"x"},{"name":"b","image":"z"},{"name":"c","image":"w"}])
+        );
         let delete = json!({"spec":{"containers":[{"name":"a","$patch":"delete"}],"$setElementOrder/containers":[{"name":"b"}]}});
         let out = apply(&out, PatchType::StrategicMerge, &delete).unwrap();
         assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 2);
@@ -155,9 +180,12 @@ mod tests {
     #[test]
     fn merge_and_json_patches() {
         let cm = json!({"metadata":{"labels":{"a":"1","b":"2"}},"data":{"k":"v"}});
-        let out = apply(&cm, PatchType::Merge, &json!({"metadata":{"labels":{"a":null,"c":"3"}}})).unwrap();
+        let out = apply(&cm, PatchType::Merge, &json!({"metadata":{"labels":{"a":null,"c":"3"}}}))
+            .unwrap();
         assert_eq!(out["metadata"]["labels"], json!({"b":"2","c":"3"}));
-        let out = apply(&cm, PatchType::Json, &json!([{"op":"replace","path":"/data/k","value":"w"}])).unwrap();
+        let out =
+            apply(&cm, PatchType::Json, &json!([{"op":"replace","path":"/data/k","value":"w"}]))
+                .unwrap();
         assert_eq!(out["data"]["k"], "w");
         assert!(apply(&cm, PatchType::Json, &json!([{"op":"remove","path":"/nope"}])).is_err());
         assert!(apply(&cm, PatchType::Json, &json!({"op":"x"})).is_err());

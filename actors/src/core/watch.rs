@@ -15,7 +15,10 @@ pub enum WatchFrame {
     Event(EventType, Arc<StoredObject>),
     /// All events up to `resource_version` were sent; `initial_events_end` marks the end of
     /// the initial state for `sendInitialEvents=true`.
-    Bookmark { resource_version: u64, initial_events_end: bool },
+    Bookmark {
+        resource_version: u64,
+        initial_events_end: bool,
+    },
     /// The watch ended with this error (sent as an ERROR event).
     Error(ApiError),
 }
@@ -39,25 +42,26 @@ impl ApiCore {
         let initial = requested.is_none() || options.send_initial_events;
         let (from, mut initial_frames) = if initial && requested.is_none() {
             let page = self.store.list(resource, filter.clone(), None, None).await?;
-            let frames: Vec<WatchFrame> = page
-                .items
-                .into_iter()
-                .map(|o| WatchFrame::Event(EventType::Added, o))
-                .collect();
+            let frames: Vec<WatchFrame> =
+                page.items.into_iter().map(|o| WatchFrame::Event(EventType::Added, o)).collect();
             (page.resource_version, frames)
         } else {
             (requested.unwrap_or(0), Vec::new())
         };
         if options.send_initial_events {
-            initial_frames.push(WatchFrame::Bookmark { resource_version: from, initial_events_end: true });
+            initial_frames
+                .push(WatchFrame::Bookmark { resource_version: from, initial_events_end: true });
         }
-        let subscription = match self.hub.subscribe(resource, filter, from, options.allow_bookmarks).await {
-            Ok(s) => s,
-            Err(e) => return Ok(stream::iter([WatchFrame::Error(e.into())]).boxed()),
-        };
+        let subscription =
+            match self.hub.subscribe(resource, filter, from, options.allow_bookmarks).await {
+                Ok(s) => s,
+                Err(e) => return Ok(stream::iter([WatchFrame::Error(e.into())]).boxed()),
+            };
         let live = subscription.map(|item| match item {
             WatchItem::Event(kind, object) => WatchFrame::Event(kind, object),
-            WatchItem::Bookmark(rv) => WatchFrame::Bookmark { resource_version: rv, initial_events_end: false },
+            WatchItem::Bookmark(rv) => {
+                WatchFrame::Bookmark { resource_version: rv, initial_events_end: false }
+            }
             WatchItem::Error(e) => WatchFrame::Error(e.into()),
         });
         Ok(stream::iter(initial_frames).chain(live).boxed())

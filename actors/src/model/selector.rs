@@ -123,7 +123,8 @@ fn parse_requirement(part: &str) -> Result<LabelRequirement, SelectorError> {
         if let Some(pos) = part.find(token) {
             let key = checked_key(part[..pos].trim(), part)?;
             let set = part[pos + token.len()..].trim();
-            let inner = set.strip_prefix('(').and_then(|s| s.strip_suffix(')')).ok_or_else(syntax)?;
+            let inner =
+                set.strip_prefix('(').and_then(|s| s.strip_suffix(')')).ok_or_else(syntax)?;
             let values = inner
                 .split(',')
                 .map(|v| checked_value(v.trim(), part))
@@ -275,7 +276,8 @@ mod tests {
         for s in yes {
             assert!(LabelSelector::parse(s).unwrap().matches(&l), "{s}");
         }
-        let no = ["app=db", "app!=web", "app in (db)", "tier notin (front)", "missing", "!app", "n>7"];
+        let no =
+            ["app=db", "app!=web", "app in (db)", "tier notin (front)", "missing", "!app", "n>7"];
         for s in no {
             assert!(!LabelSelector::parse(s).unwrap().matches(&l), "{s}");
         }
@@ -295,7 +297,8 @@ mod tests {
         let pod = serde_json::json!({"metadata":{"name":"p","namespace":"ns"},
             "spec":{"nodeName":"n1"},"status":{"phase":"Running"}});
         let fields = FieldValues::extract(pods, &pod);
-        for s in ["metadata.name=p", "spec.nodeName=n1,status.phase!=Pending", "spec.nodeName==n1"] {
+        for s in ["metadata.name=p", "spec.nodeName=n1,status.phase!=Pending", "spec.nodeName==n1"]
+        {
             assert!(FieldSelector::parse(s, pods).unwrap().matches(&fields), "{s}");
         }
         assert!(!FieldSelector::parse("spec.nodeName=", pods).unwrap().matches(&fields));

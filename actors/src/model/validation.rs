@@ -195,7 +195,8 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
         if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
             errors.push(FieldError::required(format!("{at}.image")));
         }
-        for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate()
+        {
             let port_path = format!("{at}.ports[{j}].containerPort");
             match port.get("containerPort").and_then(Value::as_i64) {
                 Some(p) if (1..=65535).contains(&p) => {}
@@ -260,7 +261,8 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
     }
     let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
     if kind != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
-        let headless = spec.and_then(|s| s.get("clusterIP")).and_then(Value::as_str) == Some("None");
+        let headless =
+            spec.and_then(|s| s.get("clusterIP")).and_then(Value::as_str) == Some("None");
         if !headless {
             errors.push(FieldError::required("spec.ports"));
         }

@@ -6,11 +6,14 @@ use super::StoreError;
 /// One key's new state in a batch: `Some(value)` to put, `None` to delete.
 pub(crate) type BatchEntry = (Vec<u8>, Option<Vec<u8>>);
 
+/// Every stored key with its value.
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A durable, ordered key-value engine. Implementations block; callers run them on their own
 /// threads.
 pub(crate) trait Engine: Send + Sync + 'static {
     /// Every stored key and value, in key order.
-    fn load_all(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError>;
+    fn load_all(&self) -> Result<Entries, StoreError>;
 
     /// Applies the whole batch atomically and returns only once it is durable on disk.
     fn commit(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError>;
@@ -23,7 +26,7 @@ pub(crate) struct MemoryEngine {
 }
 
 impl Engine for MemoryEngine {
-    fn load_all(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn load_all(&self) -> Result<Entries, StoreError> {
         let data = self.data.lock().expect("memory engine lock");
         Ok(data.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
     }

@@ -140,7 +140,8 @@ impl Store {
                 StoreShard::start_in_arbiter(&arbiter.handle(), move |_| shard)
             })
             .collect();
-        let engines: Vec<std::sync::Weak<dyn Engine>> = engines.iter().map(Arc::downgrade).collect();
+        let engines: Vec<std::sync::Weak<dyn Engine>> =
+            engines.iter().map(Arc::downgrade).collect();
         Ok(Self { shards: Arc::new(addrs), revision, engines: Arc::new(engines) })
     }
 
@@ -151,7 +152,9 @@ impl Store {
             let _ = shard.send(Stop).await;
         }
         let deadline = std::time::Instant::now() + timeout;
-        while self.engines.iter().any(|e| e.strong_count() > 0) && std::time::Instant::now() < deadline {
+        while self.engines.iter().any(|e| e.strong_count() > 0)
+            && std::time::Instant::now() < deadline
+        {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     }
@@ -215,9 +218,9 @@ impl Store {
 
     async fn write(&self, op: WriteOp) -> Result<Arc<StoredObject>, StoreError> {
         let resource = match &op {
-            WriteOp::Create { key, .. } | WriteOp::Update { key, .. } | WriteOp::Delete { key, .. } => {
-                key.resource
-            }
+            WriteOp::Create { key, .. }
+            | WriteOp::Update { key, .. }
+            | WriteOp::Delete { key, .. } => key.resource,
         };
         let (reply, receive) = oneshot::channel();
         // Queued even past the mailbox capacity: the shard drains its whole queue into each

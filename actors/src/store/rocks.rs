@@ -4,7 +4,7 @@ use std::path::Path;
 
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::engine::{BatchEntry, Engine};
+use super::engine::{BatchEntry, Engine, Entries};
 use super::StoreError;
 
 /// One RocksDB database (one shard's directory). Every commit syncs the WAL.
@@ -24,7 +24,7 @@ impl RocksEngine {
 }
 
 impl Engine for RocksEngine {
-    fn load_all(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn load_all(&self) -> Result<Entries, StoreError> {
         self.db
             .iterator(rocksdb::IteratorMode::Start)
             .map(|item| {
@@ -58,7 +58,10 @@ mod tests {
         {
             let engine = RocksEngine::open(dir.path()).unwrap();
             engine
-                .commit(vec![(b"a".to_vec(), Some(b"1".to_vec())), (b"b".to_vec(), Some(b"2".to_vec()))])
+                .commit(vec![
+                    (b"a".to_vec(), Some(b"1".to_vec())),
+                    (b"b".to_vec(), Some(b"2".to_vec())),
+                ])
                 .unwrap();
             engine.commit(vec![(b"a".to_vec(), None)]).unwrap();
         }

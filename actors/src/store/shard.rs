@@ -11,7 +11,7 @@ use imbl::OrdMap;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::engine::BatchEntry;
+use super::engine::{BatchEntry, Entries};
 use super::writer::{Commit, ShardWriter};
 use super::{codec, keys, Preconditions, Revision, StoreError};
 use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
@@ -60,7 +60,7 @@ impl StoreShard {
     /// Builds a shard from the values its engine holds.
     pub(crate) fn load(
         index: usize,
-        stored: Vec<(Vec<u8>, Vec<u8>)>,
+        stored: Entries,
         revision: Arc<Revision>,
         writer: Addr<ShardWriter>,
         publish: Recipient<Publish>,
@@ -232,7 +232,11 @@ impl StoreShard {
         Ok(ListPage { resource_version: revision, items: page, next })
     }
 
-    fn snapshot(&self, resource: &'static ResourceType, revision: u64) -> Result<Collection, StoreError> {
+    fn snapshot(
+        &self,
+        resource: &'static ResourceType,
+        revision: u64,
+    ) -> Result<Collection, StoreError> {
         let unchanged = self.modified_at.get(resource).is_none_or(|m| *m <= revision);
         if unchanged && revision <= self.applied {
             return Ok(self.collections.get(resource).cloned().unwrap_or_default());
@@ -330,15 +334,13 @@ impl Handler<Flush> for StoreShard {
         entries.push((keys::REVISION_KEY.to_vec(), Some(codec::encode_revision(highest))));
         self.committing = true;
         // Spawned, not awaited: Gets and Lists are served while the batch is being synced.
-        let commit = self
-            .writer
-            .send(Commit { batch: entries })
-            .into_actor(self)
-            .map(|result, shard, ctx| {
+        let commit = self.writer.send(Commit { batch: entries }).into_actor(self).map(
+            |result, shard, ctx| {
                 let result = result.unwrap_or_else(|e| Err(StoreError::Engine(e.to_string())));
                 shard.on_committed(batch, result);
                 shard.schedule_flush(ctx);
-            });
+            },
+        );
         ctx.spawn(commit);
     }
 }

@@ -119,7 +119,8 @@ impl WatchHub {
         let floor = self.floor;
         for (resource, subscribers) in &mut self.subscribers {
             let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
-            subscribers.retain(|s| !s.bookmarks || s.offer(WatchItem::Bookmark(revision.max(s.after))));
+            subscribers
+                .retain(|s| !s.bookmarks || s.offer(WatchItem::Bookmark(revision.max(s.after))));
         }
     }
 

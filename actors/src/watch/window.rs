@@ -81,7 +81,8 @@ mod tests {
     fn event(plural: &str, rv: u64) -> WatchEvent {
         let resource = find("", "v1", plural).unwrap();
         let key = ObjectKey::new(resource, "ns", "x");
-        let object = Arc::new(StoredObject::from_value(key, serde_json::json!({"metadata":{}}), rv));
+        let object =
+            Arc::new(StoredObject::from_value(key, serde_json::json!({"metadata":{}}), rv));
         WatchEvent { kind: EventType::Added, object, previous: None }
     }
 
@@ -95,7 +96,9 @@ mod tests {
         }
         // Capacity 3: the pod at rv 2 was evicted.
         let rvs = |from| {
-            window.since(pods, from).map(|it| it.map(|e| e.object.resource_version).collect::<Vec<_>>())
+            window
+                .since(pods, from)
+                .map(|it| it.map(|e| e.object.resource_version).collect::<Vec<_>>())
         };
         assert_eq!(rvs(2), Ok(vec![4, 5]));
         assert_eq!(rvs(4), Ok(vec![5]));

@@ -44,7 +44,10 @@ impl Server {
             data: tempfile::tempdir().unwrap(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             child: None,
-            http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
         };
         server.spawn();
         server
@@ -114,7 +117,13 @@ impl Server {
     }
 
     /// Sends raw bytes with a content type (None: no Content-Type header).
-    pub fn send_raw(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+    pub fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Value) {
         let mut req = self.http.request(method.parse().unwrap(), self.url(path)).body(body);
         if let Some(ct) = content_type {
             req = req.header("Content-Type", ct);
