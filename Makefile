@@ -10,7 +10,7 @@ run: setup
 	cargo run --release -- server --config config/kplane.toml
 
 test: setup
-	cargo test --workspace --no-fail-fast
+	cargo test --workspace --no-fail-fast --lib --bins --tests
 
 bench: setup
 	cargo bench --bench mailbox --bench api_load

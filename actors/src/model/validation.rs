@@ -136,6 +136,16 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             errors.push(FieldError::invalid("metadata.name", name, p));
         }
     }
+    for field in ["labels", "annotations"] {
+        match meta.and_then(|m| m.get(field)) {
+            None | Some(Value::Null) | Some(Value::Object(_)) => {}
+            Some(other) => errors.push(FieldError::invalid(
+                format!("metadata.{field}"),
+                &other.to_string(),
+                "must be a map of strings",
+            )),
+        }
+    }
     if let Some(labels) = meta.and_then(|m| m.get("labels")).and_then(Value::as_object) {
         for (k, v) in labels {
             for p in label_key_errors(k) {
@@ -317,6 +327,8 @@ mod tests {
                 "spec.containers[1].image"
             ]
         );
+        let labels = json!({"metadata":{"name":"p","labels":"x"},"spec":{"containers":[{"name":"c","image":"i"}]}});
+        assert_eq!(validate_object(pods, &labels)[0].field, "metadata.labels");
         let empty = json!({"metadata":{"name":"p"},"spec":{"containers":[]}});
         assert_eq!(validate_object(pods, &empty)[0].field, "spec.containers");
     }
