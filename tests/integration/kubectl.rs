@@ -154,3 +154,38 @@ fn get_watch_sees_later_changes() {
     watch.kill().unwrap();
     watch.wait().unwrap();
 }
+
+#[test]
+fn apply_patch_annotate_and_set_image() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("pod.yaml", POD_YAML);
+    assert!(k.ok(&["apply", "-f", file.to_str().unwrap()]).contains("created"));
+    k.write("pod.yaml", &POD_YAML.replace("kplane/pause", "kplane/agnhost"));
+    assert!(k.ok(&["apply", "-f", file.to_str().unwrap()]).contains("configured"));
+    k.ok(&["annotate", "pod", "web-1", "owner=team-a"]);
+    k.ok(&[
+        "patch",
+        "pod",
+        "web-1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/labels/z","value":"1"}]"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "pod",
+        "web-1",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"app":null}}}"#,
+    ]);
+    k.ok(&["set", "image", "pod/web-1", "c=kplane/pause:2"]);
+    let pod: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
+    assert_eq!(pod["spec"]["containers"][0]["image"], "kplane/pause:2");
+    assert_eq!(pod["metadata"]["annotations"]["owner"], "team-a");
+    assert_eq!(pod["metadata"]["labels"], serde_json::json!({"z": "1"}));
+    assert!(pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .is_string());
+}
