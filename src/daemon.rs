@@ -50,8 +50,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     });
     let store_options =
         StoreOptions { shards: settings.shards, data_dir: Some(settings.data_dir.join("store")) };
-    let store = Store::open(&store_options, hub.publisher())?;
-    hub.set_floor(store.current_revision());
+    let store = Store::open(&store_options, &hub)?;
     tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
     let core = ApiCore::new(store.clone(), hub);
     if let Err(e) = core.bootstrap().await {

@@ -64,13 +64,19 @@ async fn render(state: web::Data<super::AppState>) -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
 }
 
-/// The resource segment of a path, for labels (bounded cardinality: known plurals only).
+/// The resource a path addresses, for labels (bounded cardinality: served plurals only).
 fn resource_label(path: &str) -> &'static str {
-    let segments: Vec<&str> = path.split('/').collect();
-    kplane_actors::model::resources::RESOURCES
-        .iter()
-        .find(|r| segments.contains(&r.plural))
-        .map_or("", |r| r.plural)
+    let target = if let Some(rest) = path.strip_prefix("/api/v1/") {
+        super::request_info::parse("", "v1", rest)
+    } else if let Some(rest) = path.strip_prefix("/apis/") {
+        match rest.splitn(3, '/').collect::<Vec<_>>().as_slice() {
+            [group, version, rest] => super::request_info::parse(group, version, rest),
+            _ => return "",
+        }
+    } else {
+        return "";
+    };
+    target.map_or("", |t| t.resource.plural)
 }
 
 /// Counts and times every request.
@@ -96,4 +102,17 @@ pub async fn observe(
             .observe(started.elapsed().as_secs_f64());
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resource_label;
+
+    #[test]
+    fn labels_name_the_addressed_resource() {
+        assert_eq!(resource_label("/api/v1/namespaces/ns/pods/p"), "pods");
+        assert_eq!(resource_label("/api/v1/namespaces/ns"), "namespaces");
+        assert_eq!(resource_label("/apis/coordination.k8s.io/v1/namespaces/n/leases"), "leases");
+        assert_eq!(resource_label("/version"), "");
+    }
 }

@@ -15,10 +15,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
 
-use actix_web::{http::StatusCode, web, HttpResponse};
+use actix_web::{web, HttpResponse};
+use bytes::Bytes;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
-use kplane_actors::model::resources::{ResourceType, RESOURCES};
+use kplane_actors::model::resources::{self, ResourceType, RESOURCES};
+
+use crate::error::HttpError;
 use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -48,54 +51,36 @@ async fn index() -> HttpResponse {
     json_bytes(&DOCS.index)
 }
 
-async fn core_document() -> HttpResponse {
-    match DOCS.documents.iter().find(|d| d.group.is_empty() && d.version == "v1") {
-        Some(doc) => json_bytes(&doc.bytes),
-        None => not_found(),
-    }
+async fn core_document() -> Result<HttpResponse, HttpError> {
+    document("", "v1")
 }
 
-async fn group_document(path: web::Path<(String, String)>) -> HttpResponse {
+async fn group_document(path: web::Path<(String, String)>) -> Result<HttpResponse, HttpError> {
     let (group, version) = path.into_inner();
-    match DOCS
-        .documents
-        .iter()
-        .find(|d| !d.group.is_empty() && d.group == group && d.version == version)
-    {
-        Some(doc) => json_bytes(&doc.bytes),
-        None => not_found(),
+    if group.is_empty() {
+        return Err(HttpError::NoSuchPath);
     }
+    document(&group, &version)
 }
 
-async fn v2() -> HttpResponse {
-    not_found()
+fn document(group: &str, version: &str) -> Result<HttpResponse, HttpError> {
+    let doc = DOCS.documents.iter().find(|d| d.group == group && d.version == version);
+    doc.map(|d| json_bytes(&d.bytes)).ok_or(HttpError::NoSuchPath)
 }
 
-fn json_bytes(bytes: &[u8]) -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(bytes.to_vec())
+async fn v2() -> Result<HttpResponse, HttpError> {
+    Err(HttpError::NoSuchPath)
 }
 
-fn not_found() -> HttpResponse {
-    let body = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "the server could not find the requested resource",
-        "reason": "NotFound",
-        "details": {},
-        "code": 404
-    });
-    HttpResponse::build(StatusCode::NOT_FOUND)
-        .content_type("application/json")
-        .body(body.to_string())
+fn json_bytes(bytes: &Bytes) -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(bytes.clone())
 }
 
 /// One served group-version's OpenAPI document.
 struct GroupVersionDocument {
     group: &'static str,
     version: &'static str,
-    bytes: Vec<u8>,
+    bytes: Bytes,
 }
 
 /// Everything built once: all component schemas, the per group-version documents and the index.
@@ -105,7 +90,7 @@ struct Docs {
     /// `(group, kind)` (including List kinds) to schema name.
     kinds: HashMap<(String, String), String>,
     documents: Vec<GroupVersionDocument>,
-    index: Vec<u8>,
+    index: Bytes,
 }
 
 static DOCS: LazyLock<Docs> = LazyLock::new(build_docs);
@@ -165,13 +150,7 @@ fn build_docs() -> Docs {
 
     let mut documents = Vec::new();
     let mut index_paths = Map::new();
-    let mut gvs: Vec<(&'static str, &'static str)> = Vec::new();
-    for rt in RESOURCES {
-        if !gvs.contains(&(rt.group, rt.version)) {
-            gvs.push((rt.group, rt.version));
-        }
-    }
-    for (group, version) in gvs {
+    for (group, version) in std::iter::once(("", "v1")).chain(resources::api_groups()) {
         let doc = group_version_document(group, version, &schemas, &kinds);
         let bytes = serde_json::to_vec(&doc).unwrap_or_default();
         let hash = hex::encode_upper(Sha256::digest(&bytes));
@@ -184,9 +163,9 @@ fn build_docs() -> Docs {
             key.clone(),
             json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }),
         );
-        documents.push(GroupVersionDocument { group, version, bytes });
+        documents.push(GroupVersionDocument { group, version, bytes: bytes.into() });
     }
-    let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default();
+    let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
     Docs { schemas, kinds, documents, index }
 }
 
@@ -229,10 +208,7 @@ fn list_schema(rt: &ResourceType, item: &str) -> Value {
 }
 
 fn query_param(name: &str, ty: &str, description: &str) -> Value {
-    let mut schema = json!({ "type": ty, "uniqueItems": true });
-    if ty == "integer" {
-        schema = json!({ "type": "integer", "uniqueItems": true });
-    }
+    let schema = json!({ "type": ty, "uniqueItems": true });
     json!({ "name": name, "in": "query", "description": description, "schema": schema })
 }
 
@@ -492,8 +468,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
     );
     paths.insert(item_path.clone(), Value::Object(main));
 
-    for sub in rt.subresources.iter().filter(|s| s.name == "status") {
-        let _ = sub;
+    if rt.subresources.iter().any(|s| s.name == "status") {
         paths.insert(format!("{item_path}/status"), Value::Object(item_ops("Status", "status")));
     }
 }
@@ -528,7 +503,7 @@ fn group_version_document(
     kinds: &HashMap<(String, String), String>,
 ) -> Value {
     let mut paths = Map::new();
-    for rt in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+    for rt in resources::in_group_version(group, version) {
         let (Some(item), Some(list)) = (
             kinds.get(&(rt.group.to_string(), rt.kind.to_string())),
             kinds.get(&(rt.group.to_string(), rt.list_kind.to_string())),

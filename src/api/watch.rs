@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse};
 use bytes::{BufMut, Bytes, BytesMut};
-use futures::{stream, StreamExt};
+use futures::StreamExt;
 use kplane_actors::core::{ApiCore, WatchFrame};
 use kplane_actors::model::ResourceType;
 use serde_json::json;
@@ -53,7 +53,7 @@ pub async fn serve(
     Ok(HttpResponse::Ok()
         .content_type(content_type)
         .insert_header(("Cache-Control", "no-cache, private"))
-        .streaming(encoded.chain(stream::empty())))
+        .streaming(encoded))
 }
 
 fn encode(

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{object_name, ApiClient, ClientEvent, ClientList, ClientWatch};
 use crate::core::{ApiCore, ApiError, DeleteOptions, ListOptions, WatchFrame, WatchOptions};
@@ -82,23 +82,13 @@ impl ApiClient for ApiCore {
         options: &WatchOptions,
     ) -> Result<ClientWatch, ApiError> {
         let stream = ApiCore::watch(self, resource, namespace, options).await?;
-        let kind = resource.kind;
-        let api_version = resource.api_version();
         Ok(stream
-            .map(move |frame| match frame {
-                WatchFrame::Event(t, object) => {
-                    ClientEvent { event_type: t.as_str().into(), object: object.to_value() }
+            .map(|frame| match frame {
+                WatchFrame::Event(t, object) => ClientEvent::Object(t, object.to_value()),
+                WatchFrame::Bookmark { resource_version, .. } => {
+                    ClientEvent::Bookmark { resource_version: resource_version.to_string() }
                 }
-                WatchFrame::Bookmark { resource_version, .. } => ClientEvent {
-                    event_type: "BOOKMARK".into(),
-                    object: json!({"kind": kind, "apiVersion": api_version,
-                        "metadata": {"resourceVersion": resource_version.to_string()}}),
-                },
-                WatchFrame::Error(e) => ClientEvent {
-                    event_type: "ERROR".into(),
-                    object: json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                        "message": e.to_string()}),
-                },
+                WatchFrame::Error(e) => ClientEvent::Error(e),
             })
             .boxed())
     }
@@ -122,9 +112,7 @@ mod tests {
             buffer: 100,
             bookmark_interval: Duration::from_secs(60),
         });
-        let store =
-            Store::open(&StoreOptions { shards: 2, data_dir: None }, hub.publisher()).unwrap();
-        hub.set_floor(store.current_revision());
+        let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
         ApiCore::new(store, hub)
     }
 
@@ -152,7 +140,15 @@ mod tests {
         let list = client.list(pods, None, &ListOptions::default()).await.unwrap();
         assert_eq!(list.items.len(), 1);
         client.delete(pods, "default", "p", &DeleteOptions::default()).await.unwrap();
-        let types: Vec<String> = watch.by_ref().take(4).map(|e| e.event_type).collect().await;
+        let types: Vec<String> = watch
+            .by_ref()
+            .take(4)
+            .map(|e| match e {
+                ClientEvent::Object(t, _) => t.as_str().to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+            .await;
         assert_eq!(types, ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]);
         let missing = client.get(pods, "default", "p").await.unwrap_err();
         assert!(matches!(missing, ApiError::NotFound { .. }));

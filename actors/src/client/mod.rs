@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::core::{ApiError, DeleteOptions, ListOptions, WatchOptions};
 use crate::model::ResourceType;
+use crate::watch::EventType;
 
 /// A list as clients see it: its revision and items.
 #[derive(Debug, Clone)]
@@ -17,11 +18,15 @@ pub struct ClientList {
     pub continue_token: Option<String>,
 }
 
-/// A watch event as clients see it: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+/// A watch event as clients see it.
 #[derive(Debug, Clone)]
-pub struct ClientEvent {
-    pub event_type: String,
-    pub object: Value,
+pub enum ClientEvent {
+    /// ADDED, MODIFIED or DELETED, with the object.
+    Object(EventType, Value),
+    /// Everything up to this resourceVersion has been delivered.
+    Bookmark { resource_version: String },
+    /// The watch ended with this error (410 Expired: re-list and watch again).
+    Error(ApiError),
 }
 
 pub type ClientWatch = std::pin::Pin<Box<dyn futures::Stream<Item = ClientEvent> + Send>>;

@@ -8,6 +8,7 @@ mod options;
 mod patch;
 mod watch;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -25,9 +26,12 @@ use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObje
 use crate::store::{ContinuePoint, Preconditions, Store};
 use crate::watch::HubHandle;
 
-/// Namespaces that exist from the first start and may not be deleted.
+/// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// System namespaces that may not be deleted (as in Kubernetes, kube-node-lease may).
+const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// How many times an unconditional update retries when it races another writer.
 const UPDATE_RETRIES: usize = 64;
@@ -215,7 +219,10 @@ impl ApiCore {
             Some(rv) => Some(parse_rv(rv)?),
         };
         let key = ObjectKey::new(resource, namespace, name);
-        for _ in 0..UPDATE_RETRIES {
+        let requested = Preconditions { resource_version: requested_rv, uid: None };
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
             let current =
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_value = current.to_value();
@@ -227,11 +234,7 @@ impl ApiCore {
             if !errors.is_empty() {
                 return Err(ApiError::invalid(resource, name, errors));
             }
-            if let Some(rv) = requested_rv {
-                if rv != current.resource_version {
-                    return Err(conflict(resource, name));
-                }
-            }
+            requested.check(&current)?;
             if unchanged(&current_value, &next) || dry_run {
                 return Ok(if dry_run {
                     Arc::new(StoredObject::from_value(key, next, current.resource_version))
@@ -254,14 +257,14 @@ impl ApiCore {
             match result {
                 // The object changed between our read and our write; an unconditional update
                 // simply tries again on the newer state.
-                Err(crate::store::StoreError::Conflict { .. }) if requested_rv.is_none() => {
+                Err(crate::store::StoreError::Conflict { .. })
+                    if requested_rv.is_none() && attempts < UPDATE_RETRIES =>
+                {
                     tokio::task::yield_now().await;
-                    continue;
                 }
                 other => return Ok(other?),
             }
         }
-        Err(conflict(resource, name))
     }
 
     /// Patches an object (or only its status): read, apply, write with the read revision as
@@ -280,27 +283,32 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = ObjectKey::new(resource, namespace, name);
         let part = if status_only { Part::Status } else { Part::Main };
-        for _ in 0..UPDATE_RETRIES {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
             let current =
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_rv = current.resource_version.to_string();
             let mut next = patch::apply(&current.to_value(), patch_type, patch)?;
-            let pinned = match next.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-                Some(rv) if rv != current_rv => return Err(conflict(resource, name)),
-                _ => patch.pointer("/metadata/resourceVersion").is_some(),
-            };
-            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.insert("resourceVersion".into(), json!(current_rv));
+            // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
+            // otherwise the patch applies to whatever version it was computed on.
+            let stale = next
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|rv| rv != current_rv);
+            let pinned = stale || patch.pointer("/metadata/resourceVersion").is_some();
+            if !pinned {
+                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), json!(current_rv));
+                }
             }
             match self.replace(resource, namespace, name, next, dry_run, part).await {
-                Err(ApiError::Conflict { .. }) if !pinned => {
+                Err(ApiError::Conflict { .. }) if !pinned && attempts < UPDATE_RETRIES => {
                     tokio::task::yield_now().await;
-                    continue;
                 }
                 other => return other,
             }
         }
-        Err(conflict(resource, name))
     }
 
     /// Deletes an object. Objects with finalizers are only marked (deletionTimestamp set) and
@@ -323,25 +331,8 @@ impl ApiCore {
                 .transpose()?,
             uid: options.precondition_uid.clone(),
         };
-        if let Some(rv) = preconditions.resource_version {
-            if rv != current.resource_version {
-                return Err(conflict(resource, name));
-            }
-        }
-        if let Some(uid) = &preconditions.uid {
-            if *uid != current.uid {
-                return Err(ApiError::Conflict {
-                    resource: resource.plural,
-                    group: resource.group,
-                    name: name.into(),
-                    message: format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        current.uid
-                    ),
-                });
-            }
-        }
-        if resource.plural == "namespaces" && SYSTEM_NAMESPACES[..3].contains(&name) {
+        preconditions.check(&current)?;
+        if resource.plural == "namespaces" && PROTECTED_NAMESPACES.contains(&name) {
             return Err(ApiError::Forbidden(format!(
                 "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
             )));
@@ -433,8 +424,7 @@ impl ApiCore {
         list: &ListOptions,
         options: &DeleteOptions,
     ) -> Result<ObjectList, ApiError> {
-        let mut all = ListOptions { limit: None, continue_token: None, ..list.clone() };
-        all.limit = None;
+        let all = ListOptions { limit: None, continue_token: None, ..list.clone() };
         let page = self.list(resource, namespace, &all).await?;
         let mut deleted = Vec::with_capacity(page.items.len());
         for object in &page.items {
@@ -456,19 +446,6 @@ impl ApiCore {
 enum Part {
     Main,
     Status,
-}
-
-fn conflict(resource: &'static ResourceType, name: &str) -> ApiError {
-    ApiError::Conflict {
-        resource: resource.plural,
-        group: resource.group,
-        name: name.into(),
-        message: format!(
-            "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please \
-             apply your changes to the latest version and try again",
-            resource.plural
-        ),
-    }
 }
 
 /// Builds the object to store from the client's body and the stored object.
@@ -529,14 +506,16 @@ fn merge_for_update(
 
 /// True when an update would change nothing but the resourceVersion.
 fn unchanged(current: &Value, next: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-        }
-        v
+    let (Some(a), Some(b)) = (current.as_object(), next.as_object()) else {
+        return current == next;
     };
-    strip(current) == strip(next)
+    fn metadata_without_rv(o: &Map<String, Value>) -> BTreeMap<&String, &Value> {
+        let meta = o.get("metadata").and_then(Value::as_object);
+        meta.into_iter().flatten().filter(|(k, _)| *k != "resourceVersion").collect()
+    }
+    a.len() == b.len()
+        && a.iter().all(|(k, v)| k == "metadata" || b.get(k) == Some(v))
+        && metadata_without_rv(a) == metadata_without_rv(b)
 }
 
 /// Checks the body is an object of `resource`'s kind and fills a missing kind and apiVersion.

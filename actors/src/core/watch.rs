@@ -39,14 +39,17 @@ impl ApiCore {
             None | Some("") | Some("0") => None,
             Some(rv) => Some(parse_rv(rv)?),
         };
-        let initial = requested.is_none() || options.send_initial_events;
-        let (from, mut initial_frames) = if initial && requested.is_none() {
-            let page = self.store.list(resource, filter.clone(), None, None).await?;
-            let frames: Vec<WatchFrame> =
-                page.items.into_iter().map(|o| WatchFrame::Event(EventType::Added, o)).collect();
-            (page.resource_version, frames)
-        } else {
-            (requested.unwrap_or(0), Vec::new())
+        let (from, mut initial_frames) = match requested {
+            Some(rv) => (rv, Vec::new()),
+            None => {
+                let page = self.store.list(resource, filter.clone(), None, None).await?;
+                let frames: Vec<WatchFrame> = page
+                    .items
+                    .into_iter()
+                    .map(|o| WatchFrame::Event(EventType::Added, o))
+                    .collect();
+                (page.resource_version, frames)
+            }
         };
         if options.send_initial_events {
             initial_frames

@@ -8,29 +8,11 @@ use serde_json::Value;
 use super::{FieldValues, ResourceType};
 
 /// Identifies one object: its resource type, namespace (empty when cluster-scoped) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     pub resource: &'static ResourceType,
     pub namespace: String,
     pub name: String,
-}
-
-impl PartialOrd for ResourceType {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ResourceType {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.group, self.plural).cmp(&(other.group, other.plural))
-    }
-}
-
-impl std::hash::Hash for ResourceType {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (self.group, self.plural).hash(state)
-    }
 }
 
 impl ObjectKey {

@@ -48,6 +48,12 @@ impl PartialEq for ResourceType {
 
 impl Eq for ResourceType {}
 
+impl std::hash::Hash for ResourceType {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.group, self.plural).hash(state)
+    }
+}
+
 impl ResourceType {
     /// `v1` for the core group, `group/version` otherwise.
     pub fn api_version(&self) -> String {

@@ -15,14 +15,14 @@ mod writer;
 use std::path::Path;
 use std::sync::Arc;
 
-use actix::{Actor, Addr, Arbiter, Recipient, SyncArbiter};
+use actix::{Actor, Addr, Arbiter, SyncArbiter};
 use tokio::sync::oneshot;
 
 pub use revision::Revision;
 pub use shard::{ContinuePoint, ListPage};
 
 use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
-use crate::watch::Publish;
+use crate::watch::HubHandle;
 use engine::Engine;
 use shard::{Get, List, Stop, StoreShard, Write, WriteOp};
 use writer::ShardWriter;
@@ -57,7 +57,8 @@ pub struct Preconditions {
 }
 
 impl Preconditions {
-    fn check(&self, current: &StoredObject) -> Result<(), StoreError> {
+    /// Checks `current` against the preconditions: a mismatch is a Conflict.
+    pub fn check(&self, current: &StoredObject) -> Result<(), StoreError> {
         let conflict = |message: String| StoreError::Conflict { key: current.key.clone(), message };
         if let Some(rv) = self.resource_version {
             if rv != current.resource_version {
@@ -99,8 +100,10 @@ pub struct StoreOptions {
 
 impl Store {
     /// Opens every shard's engine, recovers the revision counter and starts one actor per
-    /// shard, each on its own arbiter thread, publishing committed events to `publish`.
-    pub fn open(options: &StoreOptions, publish: Recipient<Publish>) -> Result<Self, StoreError> {
+    /// shard, each on its own arbiter thread, publishing committed events to `hub` (which
+    /// learns the recovered revision: older watches cannot be resumed).
+    pub fn open(options: &StoreOptions, hub: &HubHandle) -> Result<Self, StoreError> {
+        let publish = hub.publisher();
         let shards = options.shards.max(1);
         let engines: Vec<Arc<dyn Engine>> = match &options.data_dir {
             Some(dir) => {
@@ -132,6 +135,7 @@ impl Store {
         }
         let highest = loaded.iter().map(StoreShard::applied_revision).max().unwrap_or(0);
         let revision = Arc::new(Revision::starting_after(highest));
+        hub.set_floor(highest);
         let addrs = loaded
             .into_iter()
             .map(|shard| {
@@ -217,11 +221,7 @@ impl Store {
     }
 
     async fn write(&self, op: WriteOp) -> Result<Arc<StoredObject>, StoreError> {
-        let resource = match &op {
-            WriteOp::Create { key, .. }
-            | WriteOp::Update { key, .. }
-            | WriteOp::Delete { key, .. } => key.resource,
-        };
+        let resource = op.key().resource;
         let (reply, receive) = oneshot::channel();
         // Queued even past the mailbox capacity: the shard drains its whole queue into each
         // batch, so a deep queue is what group commit feeds on. A stopped shard drops `reply`.

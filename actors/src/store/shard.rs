@@ -279,6 +279,16 @@ pub(crate) enum WriteOp {
     Delete { key: ObjectKey, preconditions: Preconditions },
 }
 
+impl WriteOp {
+    pub(crate) fn key(&self) -> &ObjectKey {
+        match self {
+            WriteOp::Create { key, .. }
+            | WriteOp::Update { key, .. }
+            | WriteOp::Delete { key, .. } => key,
+        }
+    }
+}
+
 pub(crate) struct Write {
     pub(crate) op: WriteOp,
     pub(crate) reply: oneshot::Sender<Result<Arc<StoredObject>, StoreError>>,

@@ -76,7 +76,6 @@ pub struct WatchHub {
     window: EventWindow,
     subscribers: HashMap<&'static ResourceType, Vec<Subscriber>>,
     last_revision: HashMap<&'static ResourceType, u64>,
-    floor: u64,
     next_id: u64,
 }
 
@@ -95,7 +94,6 @@ impl WatchHub {
             options,
             subscribers: HashMap::new(),
             last_revision: HashMap::new(),
-            floor: 0,
             next_id: 0,
         };
         HubHandle { addr: WatchHub::start_in_arbiter(&arbiter.handle(), move |_| hub) }
@@ -116,7 +114,7 @@ impl WatchHub {
     }
 
     fn send_bookmarks(&mut self) {
-        let floor = self.floor;
+        let floor = self.window.floor();
         for (resource, subscribers) in &mut self.subscribers {
             let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
             subscribers
@@ -124,7 +122,11 @@ impl WatchHub {
         }
     }
 
-    fn subscribe(&mut self, msg: Subscribe) -> Result<Subscription, WatchError> {
+    fn subscribe(
+        &mut self,
+        msg: Subscribe,
+        hub: Recipient<Unsubscribe>,
+    ) -> Result<Subscription, WatchError> {
         let resource = msg.resource;
         let mut replay = VecDeque::new();
         let from = msg.from_revision;
@@ -151,7 +153,7 @@ impl WatchHub {
             overflowed: subscriber.overflowed.clone(),
             buffer: self.options.buffer,
             resource,
-            hub: None,
+            hub: Some(hub),
             finished: false,
         };
         self.subscribers.entry(resource).or_default().push(subscriber);
@@ -198,7 +200,6 @@ impl Handler<SetFloor> for WatchHub {
     type Result = ();
 
     fn handle(&mut self, msg: SetFloor, _: &mut Context<Self>) {
-        self.floor = msg.0;
         self.window.set_floor(msg.0);
     }
 }
@@ -219,9 +220,7 @@ impl Handler<Subscribe> for WatchHub {
     type Result = Result<Subscription, WatchError>;
 
     fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) -> Self::Result {
-        let mut subscription = self.subscribe(msg)?;
-        subscription.hub = Some(ctx.address().recipient());
-        Ok(subscription)
+        self.subscribe(msg, ctx.address().recipient())
     }
 }
 
@@ -268,8 +267,8 @@ impl HubHandle {
         self.addr.clone().recipient()
     }
 
-    /// Tells the hub the revision the store started at.
-    pub fn set_floor(&self, revision: u64) {
+    /// Tells the hub the revision the store started at: watches cannot resume from before it.
+    pub(crate) fn set_floor(&self, revision: u64) {
         self.addr.do_send(SetFloor(revision));
     }
 

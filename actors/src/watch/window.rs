@@ -34,6 +34,11 @@ impl EventWindow {
         self.floor = floor;
     }
 
+    /// The revision the window started at.
+    pub(crate) fn floor(&self) -> u64 {
+        self.floor
+    }
+
     pub(crate) fn push(&mut self, event: WatchEvent) {
         let resource = event.object.key.resource;
         self.events.entry(resource).or_default().push_back(event);
