@@ -8,8 +8,10 @@
 //! - [`core`]: the API core: Kubernetes verb semantics over the store and the hub.
 //! - [`client`]: the `ApiClient` trait components use, and its in-process implementation.
 
+pub mod agent;
 pub mod client;
 pub mod core;
 pub mod model;
+pub mod scheduler;
 pub mod store;
 pub mod watch;

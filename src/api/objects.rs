@@ -64,6 +64,15 @@ async fn dispatch(
     let namespace = target.namespace.as_deref().unwrap_or("");
     let status_only = target.subresource.as_deref() == Some("status");
     let method = req.method().clone();
+    match (target.subresource.as_deref(), target.name.as_deref()) {
+        (Some("binding"), Some(name)) => {
+            return binding(&req, payload, namespace, name, &query, &state).await
+        }
+        (Some("scale"), Some(name)) => {
+            return scale(&req, payload, namespace, name, &query, &state).await
+        }
+        _ => {}
+    }
     match (method, target.name.as_deref()) {
         (Method::GET, None) if target.legacy_watch || query.flag("watch")? => {
             super::watch::serve(&req, core, resource, target.namespace.as_deref(), &query, &state)
@@ -116,12 +125,7 @@ async fn dispatch(
             Ok(list_response(&req, resource, &deleted, &query))
         }
         (Method::PATCH, Some(name)) => {
-            let patch_type = match body::content_type(&req).as_str() {
-                "application/json-patch+json" => PatchType::Json,
-                "application/merge-patch+json" => PatchType::Merge,
-                "application/strategic-merge-patch+json" => PatchType::StrategicMerge,
-                other => return Err(HttpError::UnsupportedMediaType(other.to_string())),
-            };
+            let patch_type = patch_type(&req)?;
             FieldValidation::from_query(query.get("fieldValidation"))?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let patch = body::parse_json(&bytes)?;
@@ -131,6 +135,64 @@ async fn dispatch(
             Ok(object_response(&req, StatusCode::OK, resource, &patched, &query))
         }
         _ => Err(HttpError::MethodNotAllowed),
+    }
+}
+
+/// POST `pods/{name}/binding`: answers a Success `Status`, as Kubernetes does.
+async fn binding(
+    req: &HttpRequest,
+    payload: web::Payload,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    if req.method() != Method::POST {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    let binding = body::decode_object(req, &bytes)?;
+    state.core.bind(namespace, name, &binding, query.dry_run()?).await?;
+    let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "code": 201});
+    Ok(json_bytes(StatusCode::CREATED, status.to_string().into()))
+}
+
+/// GET, PUT and PATCH on `replicationcontrollers/{name}/scale` (autoscaling/v1 `Scale`).
+async fn scale(
+    req: &HttpRequest,
+    payload: web::Payload,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    let core = &state.core;
+    let scale = match req.method().clone() {
+        Method::GET => core.get_scale(namespace, name).await?,
+        Method::PUT => {
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let scale = body::decode_object(req, &bytes)?;
+            core.update_scale(namespace, name, &scale, query.dry_run()?).await?
+        }
+        Method::PATCH => {
+            let patch_type = patch_type(req)?;
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let patch = body::parse_json(&bytes)?;
+            core.patch_scale(namespace, name, patch_type, &patch, query.dry_run()?).await?
+        }
+        _ => return Err(HttpError::MethodNotAllowed),
+    };
+    Ok(json_bytes(StatusCode::OK, scale.to_string().into()))
+}
+
+/// The patch type a PATCH request's content type names.
+fn patch_type(req: &HttpRequest) -> Result<PatchType, HttpError> {
+    match body::content_type(req).as_str() {
+        "application/json-patch+json" => Ok(PatchType::Json),
+        "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchType::StrategicMerge),
+        other => Err(HttpError::UnsupportedMediaType(other.to_string())),
     }
 }
 

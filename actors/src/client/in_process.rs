@@ -6,7 +6,9 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::{object_name, ApiClient, ClientEvent, ClientList, ClientWatch};
-use crate::core::{ApiCore, ApiError, DeleteOptions, ListOptions, WatchFrame, WatchOptions};
+use crate::core::{
+    ApiCore, ApiError, DeleteOptions, ListOptions, PatchType, WatchFrame, WatchOptions,
+};
 use crate::model::ResourceType;
 
 #[async_trait]
@@ -63,6 +65,25 @@ impl ApiClient for ApiCore {
         Ok(ApiCore::update_status(self, resource, namespace, &name, object, false)
             .await?
             .to_value())
+    }
+
+    async fn patch(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let patched =
+            ApiCore::patch(self, resource, namespace, name, patch_type, patch, status_only, false)
+                .await?;
+        Ok(patched.to_value())
+    }
+
+    async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
+        ApiCore::bind(self, namespace, name, &binding, false).await
     }
 
     async fn delete(

@@ -6,7 +6,7 @@ mod in_process;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::core::{ApiError, DeleteOptions, ListOptions, WatchOptions};
+use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType, WatchOptions};
 use crate::model::ResourceType;
 use crate::watch::EventType;
 
@@ -64,6 +64,18 @@ pub trait ApiClient: Send + Sync {
         namespace: &str,
         object: Value,
     ) -> Result<Value, ApiError>;
+    /// Patches an object, or only its status when `status_only`.
+    async fn patch(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError>;
+    /// Binds a pod to a node (POST `pods/{name}/binding`); `binding` is a core/v1 `Binding`.
+    async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError>;
     async fn delete(
         &self,
         resource: &'static ResourceType,

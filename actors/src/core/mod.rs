@@ -6,6 +6,7 @@ mod defaults;
 mod error;
 mod options;
 mod patch;
+mod subresources;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use serde_json::{json, Map, Value};
 pub use error::ApiError;
 pub use options::{DeleteOptions, ListOptions, WatchOptions};
 pub use patch::PatchType;
+pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
 use crate::model::{resources, FieldSelector, LabelSelector};
@@ -344,7 +346,56 @@ impl ApiCore {
             let value = current.to_value();
             return self.delete_namespace(current, value).await;
         }
+        if resource.plural == "pods" {
+            if let Some(marked) = self.delete_pod_gracefully(&current, options).await? {
+                return Ok(marked);
+            }
+        }
         self.delete_object(current, preconditions).await
+    }
+
+    /// Graceful pod deletion: a pod running on a node is only marked (deletionTimestamp, grace
+    /// period) so its node agent can stop it and then delete it with a grace period of 0.
+    /// Returns `None` when the pod is to go at once: it is not bound to a node, it has
+    /// finished, or the grace period is 0.
+    async fn delete_pod_gracefully(
+        &self,
+        current: &Arc<StoredObject>,
+        options: &DeleteOptions,
+    ) -> Result<Option<Arc<StoredObject>>, ApiError> {
+        let mut pod = current.to_value();
+        let bound =
+            pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let finished = matches!(
+            pod.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
+        let default_grace = pod
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30);
+        let grace =
+            options.grace_period_seconds.filter(|g| *g >= 0).unwrap_or(default_grace).max(0);
+        if !bound || finished || grace == 0 {
+            return Ok(None);
+        }
+        let meta = metadata(&mut pod)?;
+        if meta.contains_key("deletionTimestamp") {
+            let marked_grace =
+                meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(i64::MAX);
+            if grace >= marked_grace {
+                return Ok(Some(current.clone()));
+            }
+        }
+        let deadline = Utc::now() + chrono::Duration::seconds(grace);
+        meta.insert(
+            "deletionTimestamp".into(),
+            json!(deadline.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        );
+        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        let preconditions =
+            Preconditions { resource_version: Some(current.resource_version), uid: None };
+        Ok(Some(self.store.update(current.key.clone(), pod, preconditions).await?))
     }
 
     /// Deletes a non-namespace object, or marks it for deletion when it has finalizers.

@@ -226,7 +226,16 @@ pub static RESOURCES: &[ResourceType] = &[
             "status.podIP",
             "status.nominatedNodeName",
         ],
-        subresources: &[status_sub!("Pod")],
+        subresources: &[
+            status_sub!("Pod"),
+            Subresource {
+                name: "binding",
+                group: "",
+                version: "v1",
+                kind: "Binding",
+                verbs: &["create"],
+            },
+        ],
         name_is_label: false,
     },
     ResourceType {
@@ -240,7 +249,16 @@ pub static RESOURCES: &[ResourceType] = &[
         short_names: &["rc"],
         in_category_all: true,
         selectable_fields: &["status.replicas"],
-        subresources: &[status_sub!("ReplicationController")],
+        subresources: &[
+            status_sub!("ReplicationController"),
+            Subresource {
+                name: "scale",
+                group: "autoscaling",
+                version: "v1",
+                kind: "Scale",
+                verbs: &["get", "patch", "update"],
+            },
+        ],
         name_is_label: false,
     },
     ResourceType {

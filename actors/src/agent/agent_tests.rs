@@ -1,0 +1,136 @@
+//! The agent against a real in-process API core: registration, pods run through both runtimes,
+//! restarts with back-off, graceful deletion.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::Actor;
+use serde_json::{json, Value};
+
+use super::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
+use super::{AgentConfig, NodeAgent};
+use crate::client::ApiClient;
+use crate::core::{ApiCore, DeleteOptions};
+use crate::model::resources::find;
+use crate::store::{Store, StoreOptions};
+use crate::watch::{HubOptions, WatchHub};
+
+async fn core() -> ApiCore {
+    let hub = WatchHub::start(HubOptions {
+        window_events: 10_000,
+        buffer: 10_000,
+        bookmark_interval: Duration::from_secs(60),
+    });
+    let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
+    let core = ApiCore::new(store, hub);
+    core.bootstrap().await.unwrap();
+    core
+}
+
+fn config(name: &str, dir: &std::path::Path) -> AgentConfig {
+    let mut config = AgentConfig::new(name, dir.to_path_buf());
+    config.sync_period = Duration::from_millis(100);
+    config.restart_backoff = Duration::from_millis(200);
+    config.node_status_update_period = Duration::from_millis(500);
+    config
+}
+
+/// Polls `check` until it returns something, or fails after 20 s.
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn get(core: &ApiCore, plural: &str, ns: &str, name: &str) -> Option<Value> {
+    let resource = find(if plural == "leases" { "coordination.k8s.io" } else { "" }, "v1", plural)?;
+    ApiClient::get(core, resource, ns, name).await.ok()
+}
+
+fn pod(name: &str, node: &str, container: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [container],
+        "terminationGracePeriodSeconds": 5}})
+}
+
+fn start_agent(core: &ApiCore, config: AgentConfig, runtime: Arc<dyn Runtime>) -> actix::Addr<NodeAgent> {
+    NodeAgent::new(config, Arc::new(core.clone()), runtime).start()
+}
+
+#[actix::test]
+async fn a_simulated_node_registers_and_runs_pods_at_once() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _agent = start_agent(&core, config("sim-0", dir.path()), Arc::new(SimulatedRuntime::default()));
+    let node = eventually("the node", || async {
+        get(&core, "nodes", "", "sim-0").await.filter(|n| n["status"]["conditions"].is_array())
+    })
+    .await;
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], "sim-0");
+    assert!(node["spec"]["podCIDR"].as_str().unwrap().starts_with("127."));
+    let ready = node["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+    assert!(ready, "{node}");
+    eventually("the lease", || get(&core, "leases", "kube-node-lease", "sim-0")).await;
+    let pods = find("", "v1", "pods").unwrap();
+    ApiClient::create(&core, pods, "default", pod("p", "sim-0", json!({"name": "c", "image": "anything"}))).await.unwrap();
+    let running = eventually("the pod running", || async {
+        get(&core, "pods", "default", "p").await.filter(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
+    assert!(running["status"]["podIP"].as_str().unwrap().starts_with("127."));
+    assert_eq!(running["status"]["containerStatuses"][0]["ready"], true);
+    ApiClient::delete(&core, pods, "default", "p", &DeleteOptions::default()).await.unwrap();
+    eventually("the pod gone", || async { get(&core, "pods", "default", "p").await.is_none().then_some(()) }).await;
+}
+
+#[actix::test]
+async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _agent = start_agent(&core, config("n1", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let long = json!({"name": "c", "image": "none", "command": ["sh", "-c", "echo started $POD_NAME; exec sleep 1000"]});
+    ApiClient::create(&core, pods, "default", pod("long", "n1", long)).await.unwrap();
+    let crash = json!({"name": "c", "image": "none", "command": ["sh", "-c", "exit 7"]});
+    ApiClient::create(&core, pods, "default", pod("crash", "n1", crash)).await.unwrap();
+    let mut never = pod("once", "n1", json!({"name": "c", "image": "none", "command": ["true"]}));
+    never["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", never).await.unwrap();
+
+    let running = eventually("long running", || async {
+        get(&core, "pods", "default", "long").await.filter(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
+    let uid = running["metadata"]["uid"].as_str().unwrap().to_string();
+    let log = dir.path().join(format!("pods/default_long_{uid}/c/0.log"));
+    eventually("the log line", || async {
+        std::fs::read_to_string(&log).ok().filter(|l| l.contains("started long"))
+    })
+    .await;
+    let crashed = eventually("restarts", || async {
+        get(&core, "pods", "default", "crash").await.filter(|p| p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(2))
+    })
+    .await;
+    assert_eq!(crashed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 7);
+    eventually("the crash loop back-off", || async {
+        get(&core, "pods", "default", "crash").await.filter(|p| p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff")
+    })
+    .await;
+    let done = eventually("once succeeded", || async {
+        get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    assert_eq!(done["status"]["containerStatuses"][0]["restartCount"], 0);
+
+    let pid = running["status"]["containerStatuses"][0]["containerID"].as_str().unwrap().rsplit('/').next().unwrap().parse::<u32>().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    let marked = ApiClient::delete(&core, pods, "default", "long", &DeleteOptions::default()).await.unwrap();
+    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "a running pod is deleted gracefully");
+    eventually("the pod gone", || async { get(&core, "pods", "default", "long").await.is_none().then_some(()) }).await;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z "), "the process is stopped: {stat}");
+}

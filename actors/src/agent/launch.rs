@@ -1,0 +1,337 @@
+//! A container's command line and environment, built from its spec the way the kubelet does:
+//! the image's command when `command` is empty, `$(VAR)` expansion, service and downward-API
+//! variables, and values from ConfigMaps and Secrets.
+
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Service};
+use serde_json::Value;
+
+use super::AgentConfig;
+use crate::client::ApiClient;
+use crate::model::{quantity, resources};
+
+/// Why a container cannot be started (yet); reported as its waiting reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchError {
+    /// The image names no known command line (ErrImagePull / ImagePullBackOff).
+    UnknownImage(String),
+    /// An env source is missing or bad (CreateContainerConfigError).
+    Config(String),
+}
+
+/// What the environment of a pod's containers draws on.
+pub struct PodContext<'a> {
+    pub pod: &'a Pod,
+    pub node_name: &'a str,
+    pub pod_ip: &'a str,
+    pub host_ip: &'a str,
+}
+
+/// The environment of `container`: service variables, the pod's own (POD_IP, POD_NAME,
+/// POD_NAMESPACE, NODE_NAME, HOSTNAME), then the container's `env` in order, later ones able
+/// to refer to earlier ones as `$(NAME)`.
+pub async fn environment(
+    client: &dyn ApiClient,
+    ctx: &PodContext<'_>,
+    container: &Container,
+) -> Result<Vec<(String, String)>, LaunchError> {
+    let namespace = ctx.pod.metadata.namespace.as_deref().unwrap_or("default");
+    let name = ctx.pod.metadata.name.as_deref().unwrap_or("");
+    let mut env: Vec<(String, String)> = Vec::new();
+    let links = ctx.pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
+    if links {
+        let services = resources::find("", "v1", "services").expect("services are served");
+        if let Ok(list) = client.list(services, Some(namespace), &Default::default()).await {
+            for item in list.items {
+                if let Ok(service) = serde_json::from_value::<Service>(item) {
+                    env.extend(service_variables(&service));
+                }
+            }
+        }
+    }
+    for (k, v) in [
+        ("HOSTNAME", name),
+        ("POD_NAME", name),
+        ("POD_NAMESPACE", namespace),
+        ("POD_IP", ctx.pod_ip),
+        ("NODE_NAME", ctx.node_name),
+    ] {
+        env.push((k.to_string(), v.to_string()));
+    }
+    for var in container.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (_, Some(_)) => match value_from(client, ctx, namespace, var).await? {
+                Some(v) => v,
+                None => continue,
+            },
+            (Some(v), None) => expand(v, &env),
+            (None, None) => String::new(),
+        };
+        set(&mut env, &var.name, value);
+    }
+    Ok(env)
+}
+
+fn set(env: &mut Vec<(String, String)>, name: &str, value: String) {
+    match env.iter_mut().find(|(k, _)| k == name) {
+        Some(slot) => slot.1 = value,
+        None => env.push((name.to_string(), value)),
+    }
+}
+
+/// A `valueFrom` source; `None` when it is optional and missing.
+async fn value_from(
+    client: &dyn ApiClient,
+    ctx: &PodContext<'_>,
+    namespace: &str,
+    var: &EnvVar,
+) -> Result<Option<String>, LaunchError> {
+    let source = var.value_from.as_ref().expect("checked by the caller");
+    if let Some(field) = &source.field_ref {
+        let meta = &ctx.pod.metadata;
+        let path = field.field_path.as_str();
+        let label = |map: &Option<std::collections::BTreeMap<String, String>>, prefix: &str| {
+            let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
+            map.as_ref()?.get(key).cloned()
+        };
+        let value = match path {
+            "metadata.name" => meta.name.clone(),
+            "metadata.namespace" => meta.namespace.clone(),
+            "metadata.uid" => meta.uid.clone(),
+            "spec.nodeName" => Some(ctx.node_name.to_string()),
+            "spec.serviceAccountName" => {
+                ctx.pod.spec.as_ref().and_then(|s| s.service_account_name.clone())
+            }
+            "status.podIP" => Some(ctx.pod_ip.to_string()),
+            "status.hostIP" => Some(ctx.host_ip.to_string()),
+            p if p.starts_with("metadata.labels['") => label(&meta.labels, "metadata.labels['"),
+            p if p.starts_with("metadata.annotations['") => {
+                label(&meta.annotations, "metadata.annotations['")
+            }
+            other => {
+                return Err(LaunchError::Config(format!("unsupported fieldRef {other:?}")));
+            }
+        };
+        return Ok(Some(value.unwrap_or_default()));
+    }
+    let (plural, selector) = if let Some(r) = &source.config_map_key_ref {
+        ("configmaps", (r.name.as_str(), r.key.as_str(), r.optional.unwrap_or(false)))
+    } else if let Some(r) = &source.secret_key_ref {
+        ("secrets", (r.name.as_str(), r.key.as_str(), r.optional.unwrap_or(false)))
+    } else {
+        return Err(LaunchError::Config(format!(
+            "env {}: only fieldRef, configMapKeyRef and secretKeyRef are supported",
+            var.name
+        )));
+    };
+    let (object_name, key, optional) = selector;
+    let resource = resources::find("", "v1", plural).expect("served");
+    let kind = if plural == "secrets" { "secret" } else { "configmap" };
+    let object = match client.get(resource, namespace, object_name).await {
+        Ok(object) => object,
+        Err(_) if optional => return Ok(None),
+        Err(e) => return Err(LaunchError::Config(format!("{kind} \"{object_name}\": {e}"))),
+    };
+    let value = if plural == "secrets" {
+        object
+            .pointer(&format!("/data/{}", pointer_escape(key)))
+            .and_then(Value::as_str)
+            .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .or_else(|| {
+                let path = format!("/stringData/{}", pointer_escape(key));
+                object.pointer(&path).and_then(Value::as_str).map(String::from)
+            })
+    } else {
+        object
+            .pointer(&format!("/data/{}", pointer_escape(key)))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    match value {
+        Some(v) => Ok(Some(v)),
+        None if optional => Ok(None),
+        None => Err(LaunchError::Config(format!(
+            "couldn't find key {key} in {kind} {namespace}/{object_name}"
+        ))),
+    }
+}
+
+fn pointer_escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The docker-link style variables of a service (`WEB_SERVICE_HOST`, `WEB_SERVICE_PORT`, ...).
+pub fn service_variables(service: &Service) -> Vec<(String, String)> {
+    let Some(spec) = &service.spec else { return vec![] };
+    let ip = match spec.cluster_ip.as_deref() {
+        Some(ip) if !ip.is_empty() && ip != "None" => ip,
+        _ => return vec![],
+    };
+    let prefix = service.metadata.name.as_deref().unwrap_or("").to_uppercase().replace('-', "_");
+    let ports = spec.ports.as_deref().unwrap_or(&[]);
+    let Some(first) = ports.first() else { return vec![] };
+    let mut vars = vec![
+        (format!("{prefix}_SERVICE_HOST"), ip.to_string()),
+        (format!("{prefix}_SERVICE_PORT"), first.port.to_string()),
+    ];
+    for port in ports {
+        if let Some(name) = port.name.as_deref().filter(|n| !n.is_empty()) {
+            let name = name.to_uppercase().replace('-', "_");
+            vars.push((format!("{prefix}_SERVICE_PORT_{name}"), port.port.to_string()));
+        }
+    }
+    let protocol = |p: &k8s_openapi::api::core::v1::ServicePort| {
+        p.protocol.clone().unwrap_or_else(|| "TCP".into())
+    };
+    vars.push((
+        format!("{prefix}_PORT"),
+        format!("{}://{ip}:{}", protocol(first).to_lowercase(), first.port),
+    ));
+    for port in ports {
+        let proto = protocol(port);
+        let base = format!("{prefix}_PORT_{}_{}", port.port, proto.to_uppercase());
+        vars.push((base.clone(), format!("{}://{ip}:{}", proto.to_lowercase(), port.port)));
+        vars.push((format!("{base}_PROTO"), proto.to_lowercase()));
+        vars.push((format!("{base}_PORT"), port.port.to_string()));
+        vars.push((format!("{base}_ADDR"), ip.to_string()));
+    }
+    vars
+}
+
+/// Expands `$(NAME)` references to variables defined so far; `$$(NAME)` escapes to
+/// `$(NAME)`, and unknown references stay as written (as Kubernetes does).
+pub fn expand(input: &str, env: &[(String, String)]) -> String {
+    let lookup: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(inner) = after.strip_prefix('(') {
+            match inner.find(')') {
+                Some(end) => {
+                    let name = &inner[..end];
+                    match lookup.get(name) {
+                        Some(value) => out.push_str(value),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &inner[end + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = inner;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The command line of a container: `command` + `args`, or the image's command + `args`
+/// (`args` replacing nothing), expanded; wrapped by the memory-limit launcher when the container
+/// has a memory limit and one is configured.
+pub fn command_line(
+    config: &AgentConfig,
+    container: &Container,
+    env: &[(String, String)],
+) -> Result<Vec<String>, LaunchError> {
+    let args = container.args.iter().flatten().map(|a| expand(a, env));
+    let mut argv: Vec<String> = match container.command.as_deref() {
+        Some(command) if !command.is_empty() => command.iter().map(|c| expand(c, env)).collect(),
+        _ => {
+            let image = container.image.as_deref().unwrap_or("");
+            config.resolve_image(image).cloned().ok_or_else(|| {
+                LaunchError::UnknownImage(format!(
+                    "image {image:?} is not known to this node: give the container a command, \
+                     or map the image to a command line in [runtime.images]"
+                ))
+            })?
+        }
+    };
+    argv.extend(args);
+    let limit = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .and_then(|q| quantity::value(&q.0).ok());
+    if let (Some(bytes), Some(launcher)) = (limit, &config.memory_limit_launcher) {
+        let mut wrapped: Vec<String> =
+            launcher.iter().map(|part| part.replace("{bytes}", &bytes.to_string())).collect();
+        wrapped.extend(argv);
+        argv = wrapped;
+    }
+    Ok(argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn expansion_follows_kubernetes_rules() {
+        let env = vars(&[("A", "1"), ("B", "two")]);
+        assert_eq!(expand("x$(A)y$(B)", &env), "x1ytwo");
+        assert_eq!(expand("$$(A) $(C) $ $(", &env), "$(A) $(C) $ $(");
+    }
+
+    #[test]
+    fn command_lines_come_from_the_spec_or_the_image() {
+        let mut config = AgentConfig::new("n", "/tmp".into());
+        config.images.insert("kplane/agnhost".into(), vec!["kplane".into(), "agnhost".into()]);
+        config.memory_limit_launcher =
+            Some(vec!["limit".into(), "--bytes={bytes}".into(), "--".into()]);
+        let container: Container = serde_json::from_value(json!({
+            "name": "c", "image": "kplane/agnhost:2.40", "args": ["netexec", "--port=$(P)"],
+            "resources": {"limits": {"memory": "64Mi"}}
+        }))
+        .unwrap();
+        let argv = command_line(&config, &container, &vars(&[("P", "80")])).unwrap();
+        assert_eq!(
+            argv,
+            ["limit", "--bytes=67108864", "--", "kplane", "agnhost", "netexec", "--port=80"]
+        );
+        let own: Container =
+            serde_json::from_value(json!({"name": "c", "image": "nginx", "command": ["sh"]}))
+                .unwrap();
+        assert_eq!(command_line(&config, &own, &[]).unwrap(), ["sh"]);
+        let unknown: Container =
+            serde_json::from_value(json!({"name": "c", "image": "nginx"})).unwrap();
+        assert!(matches!(command_line(&config, &unknown, &[]), Err(LaunchError::UnknownImage(_))));
+    }
+
+    #[test]
+    fn services_become_variables() {
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": "redis-master"},
+            "spec": {"clusterIP": "127.96.0.9", "ports": [{"name": "db", "port": 6379}]}
+        }))
+        .unwrap();
+        let vars = service_variables(&service);
+        let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("REDIS_MASTER_SERVICE_HOST"), Some("127.96.0.9"));
+        assert_eq!(get("REDIS_MASTER_SERVICE_PORT"), Some("6379"));
+        assert_eq!(get("REDIS_MASTER_SERVICE_PORT_DB"), Some("6379"));
+        assert_eq!(get("REDIS_MASTER_PORT"), Some("tcp://127.96.0.9:6379"));
+        assert_eq!(get("REDIS_MASTER_PORT_6379_TCP_ADDR"), Some("127.96.0.9"));
+    }
+}

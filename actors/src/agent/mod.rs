@@ -1,0 +1,121 @@
+//! The node agent (the kubelet's job): registers its Node, heartbeats (node status and a Lease),
+//! watches the pods bound to it and runs them through a container runtime, one pod-worker actor
+//! per pod. It reaches the cluster only through the [`ApiClient`](crate::client::ApiClient)
+//! trait, so it runs embedded in the server or as a separate `kplane agent` process.
+//!
+//! - [`node_agent`]: the agent actor: registration, heartbeats, the pod list-watch.
+//! - [`pod_worker`]: one actor per pod: starts, restarts, probes and stops its containers and
+//!   writes the pod status.
+//! - [`runtime`]: how containers run: host processes, or simulated (like kwok).
+//! - [`node_status`]: what the machine has (capacity, pressure conditions, node info).
+//! - [`pod_ips`]: the node's pod CIDR and the pod IPs in it.
+//! - [`probes`]: exec, HTTP and TCP probes.
+//! - [`launch`]: a container's command line and environment, from its spec.
+
+pub mod launch;
+pub mod node_agent;
+pub mod node_status;
+pub mod pod_ips;
+pub mod pod_worker;
+pub mod probes;
+pub mod runtime;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use node_agent::{AgentPods, NodeAgent, PodLookup};
+
+/// Everything an agent is configured with.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub node_name: String,
+    /// The address other components reach this node at (its InternalIP).
+    pub address: Ipv4Addr,
+    /// The port of the agent's HTTP server (0: none), published in the Node's daemonEndpoints.
+    pub port: u16,
+    /// Where pod logs and container state live.
+    pub data_dir: PathBuf,
+    /// Range the node's pod CIDR (a /24) is chosen from.
+    pub cluster_cidr: (Ipv4Addr, u8),
+    pub node_status_update_period: Duration,
+    pub lease_duration: Duration,
+    /// Interval of each pod worker's sync (start, restart, probe, status).
+    pub sync_period: Duration,
+    /// First restart back-off of a crashing container; it doubles up to `max_restart_backoff`.
+    pub restart_backoff: Duration,
+    pub max_restart_backoff: Duration,
+    /// Capacity reported besides what the machine has: `cpu`, `memory`, `pods` overrides.
+    pub capacity_overrides: HashMap<String, String>,
+    pub max_pods: u32,
+    /// Image name -> command line, for containers without a `command`.
+    pub images: HashMap<String, Vec<String>>,
+    /// Command-line prefix that applies a memory limit (`{bytes}` is replaced) and then runs
+    /// the rest; without it memory limits are not enforced.
+    pub memory_limit_launcher: Option<Vec<String>>,
+    /// Log files are rotated (one `.1` kept) past this size.
+    pub max_log_bytes: u64,
+    /// Stop the containers when the agent shuts down cleanly (they are adopted after a crash).
+    pub stop_containers_on_shutdown: bool,
+    /// Extra node labels (besides kubernetes.io/hostname, os, arch).
+    pub labels: HashMap<String, String>,
+}
+
+impl AgentConfig {
+    /// Defaults for a node named `node_name` keeping its files under `data_dir`.
+    pub fn new(node_name: &str, data_dir: PathBuf) -> Self {
+        Self {
+            node_name: node_name.to_string(),
+            address: Ipv4Addr::LOCALHOST,
+            port: 0,
+            data_dir,
+            cluster_cidr: (Ipv4Addr::new(127, 64, 0, 0), 10),
+            node_status_update_period: Duration::from_secs(10),
+            lease_duration: Duration::from_secs(40),
+            sync_period: Duration::from_secs(1),
+            restart_backoff: Duration::from_secs(10),
+            max_restart_backoff: Duration::from_secs(300),
+            capacity_overrides: HashMap::new(),
+            max_pods: 110,
+            images: HashMap::new(),
+            memory_limit_launcher: None,
+            max_log_bytes: 10 * 1024 * 1024,
+            stop_containers_on_shutdown: true,
+            labels: HashMap::new(),
+        }
+    }
+
+    /// The command line of `image`: exact name first, then without its tag or digest.
+    pub fn resolve_image(&self, image: &str) -> Option<&Vec<String>> {
+        self.images.get(image).or_else(|| {
+            let without_digest = image.split('@').next().unwrap_or(image);
+            let last_slash = without_digest.rfind('/').map_or(0, |i| i + 1);
+            let untagged = match without_digest[last_slash..].find(':') {
+                Some(colon) => &without_digest[..last_slash + colon],
+                None => without_digest,
+            };
+            self.images.get(untagged)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_resolve_with_or_without_tags() {
+        let mut config = AgentConfig::new("n", PathBuf::from("/tmp"));
+        config.images.insert("kplane/agnhost".into(), vec!["agnhost".into()]);
+        config.images.insert("localhost:5000/app".into(), vec!["app".into()]);
+        assert!(config.resolve_image("kplane/agnhost:2.40").is_some());
+        assert!(config.resolve_image("kplane/agnhost@sha256:abc").is_some());
+        assert!(config.resolve_image("localhost:5000/app:v1").is_some());
+        assert!(config.resolve_image("localhost:5000/other").is_none());
+        assert!(config.resolve_image("nginx").is_none());
+    }
+}
+
+#[cfg(test)]
+mod agent_tests;

@@ -1,0 +1,493 @@
+//! The node agent actor: registers the Node (with a pod CIDR), posts its status and renews its
+//! Lease on timers, list-watches the pods bound to it and keeps one pod worker per pod.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use chrono::{SecondsFormat, Utc};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use super::node_status::{self, Machine, Pressure};
+use super::pod_ips::{self, PodIps};
+use super::pod_worker::{PodGone, PodUpdated, PodWorker, Shutdown, Snapshot, WorkerContext};
+use super::runtime::{process_alive, Runtime, StopSignal};
+use super::AgentConfig;
+use crate::client::{ApiClient, ClientEvent};
+use crate::core::{ApiError, ListOptions, PatchType, WatchOptions};
+use crate::model::{resources, ResourceType};
+use crate::watch::EventType;
+
+const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// Longest wait between attempts to reach the API server.
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+fn pods() -> &'static ResourceType {
+    resources::find("", "v1", "pods").expect("pods are served")
+}
+
+fn nodes() -> &'static ResourceType {
+    resources::find("", "v1", "nodes").expect("nodes are served")
+}
+
+fn leases() -> &'static ResourceType {
+    resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served")
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The pods this agent runs, as it last reported them (`GET /pods` of the agent's port).
+#[derive(Message)]
+#[rtype(result = "Vec<Value>")]
+pub struct AgentPods;
+
+/// One pod this agent runs, by namespace and name (for logs).
+#[derive(Message)]
+#[rtype(result = "Option<Value>")]
+pub struct PodLookup {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Stops the agent; its containers are stopped too when the config says so.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopAgent;
+
+/// The agent registered its node: the pod workers can start.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Registered(Arc<WorkerContext>);
+
+/// The full set of pods bound to this node, after a (re-)list.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Relisted(Vec<Value>);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct PodEvent(EventType, Value);
+
+/// The node agent actor.
+pub struct NodeAgent {
+    config: Arc<AgentConfig>,
+    client: Arc<dyn ApiClient>,
+    runtime: Arc<dyn Runtime>,
+    machine: Machine,
+    /// Set once the node is registered.
+    workers_ctx: Option<Arc<WorkerContext>>,
+    workers: HashMap<String, (String, String, Addr<PodWorker>)>,
+    conditions: Arc<Mutex<Vec<Value>>>,
+    swept: bool,
+}
+
+impl NodeAgent {
+    pub fn new(config: AgentConfig, client: Arc<dyn ApiClient>, runtime: Arc<dyn Runtime>) -> Self {
+        let machine = if runtime.runs_processes() {
+            Machine::read(&config.data_dir)
+        } else {
+            Machine::simulated()
+        };
+        Self {
+            config: Arc::new(config),
+            client,
+            runtime,
+            machine,
+            workers_ctx: None,
+            workers: HashMap::new(),
+            conditions: Arc::new(Mutex::new(Vec::new())),
+            swept: false,
+        }
+    }
+
+    fn heartbeat(&self, ctx: &mut Context<Self>) {
+        if self.workers_ctx.is_none() {
+            return;
+        }
+        let (config, client, machine) =
+            (self.config.clone(), self.client.clone(), self.machine.clone());
+        let runtime = self.runtime.name();
+        let previous = self.conditions.clone();
+        let measure = self.runtime.runs_processes();
+        ctx.spawn(
+            async move {
+                let pressure =
+                    if measure { Pressure::measure(&config.data_dir) } else { Pressure::default() };
+                let old = previous.lock().expect("conditions lock").clone();
+                let status =
+                    node_status::status(&config, &machine, runtime, pressure, &old, &now());
+                let patch = json!({"status": status});
+                match client
+                    .patch(nodes(), "", &config.node_name, PatchType::Merge, &patch, true)
+                    .await
+                {
+                    Ok(_) => {
+                        *previous.lock().expect("conditions lock") =
+                            status["conditions"].as_array().cloned().unwrap_or_default();
+                    }
+                    Err(ApiError::NotFound { .. }) => {
+                        // Someone deleted our Node: register again.
+                        if let Err(error) =
+                            register(&config, client.as_ref(), &machine, runtime).await
+                        {
+                            tracing::warn!(node = %config.node_name, %error, "re-registering");
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(node = %config.node_name, %error, "posting node status")
+                    }
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    fn renew_lease(&self, ctx: &mut Context<Self>) {
+        if self.workers_ctx.is_none() {
+            return;
+        }
+        let (config, client) = (self.config.clone(), self.client.clone());
+        ctx.spawn(
+            async move {
+                if let Err(error) = renew_lease(&config, client.as_ref()).await {
+                    tracing::warn!(node = %config.node_name, %error, "renewing the node lease");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    fn upsert(&mut self, pod: Value) {
+        let Some(ctx) = self.workers_ctx.clone() else { return };
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+        if let Some((_, _, worker)) = self.workers.get(&uid).filter(|(_, _, w)| w.connected()) {
+            worker.do_send(PodUpdated(pod));
+            return;
+        }
+        let namespace =
+            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        match PodWorker::new(ctx, pod) {
+            Some(worker) => {
+                self.workers.insert(uid, (namespace, name, worker.start()));
+            }
+            None => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
+        }
+    }
+
+    /// Stops what a previous run of the agent left behind for pods no longer bound here.
+    fn sweep_orphans(&self, live: &HashSet<String>) {
+        let Ok(entries) = std::fs::read_dir(self.config.data_dir.join("pods")) else { return };
+        for entry in entries.flatten() {
+            let dir_name = entry.file_name().to_string_lossy().to_string();
+            let uid = dir_name.rsplit('_').next().unwrap_or("");
+            if live.contains(uid) {
+                continue;
+            }
+            for container in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                let state = std::fs::read(container.path().join("state.json"))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+                let pid = state.as_ref().and_then(|s| s["pid"].as_u64()).map(|p| p as u32);
+                let ticks = state.as_ref().and_then(|s| s["start_ticks"].as_u64());
+                if let (Some(pid), Some(ticks)) = (pid, ticks) {
+                    if process_alive(pid, ticks) {
+                        tracing::info!(pid, dir = %dir_name, "stopping an orphaned container");
+                        self.runtime.signal(pid, StopSignal::Kill);
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+impl Actor for NodeAgent {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let (config, client, runtime) =
+            (self.config.clone(), self.client.clone(), self.runtime.clone());
+        let machine = self.machine.clone();
+        let addr = ctx.address();
+        ctx.spawn(
+            async move {
+                let mut wait = Duration::from_millis(200);
+                let cidr = loop {
+                    match register(&config, client.as_ref(), &machine, runtime.name()).await {
+                        Ok(cidr) => break cidr,
+                        Err(error) => {
+                            tracing::warn!(node = %config.node_name, %error, "registering the node; retrying");
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(MAX_RETRY);
+                        }
+                    }
+                };
+                tracing::info!(node = %config.node_name, pod_cidr = %format!("{}/24", cidr), "node registered");
+                if let Err(error) = renew_lease(&config, client.as_ref()).await {
+                    tracing::warn!(node = %config.node_name, %error, "creating the node lease");
+                }
+                let workers = WorkerContext { client: client.clone(), runtime, config: config.clone(), ips: Mutex::new(PodIps::new(cidr)) };
+                addr.do_send(Registered(Arc::new(workers)));
+                list_watch(config.node_name.clone(), client, addr).await;
+            }
+            .into_actor(self),
+        );
+        ctx.run_interval(self.config.node_status_update_period, |act, ctx| act.heartbeat(ctx));
+        ctx.run_interval(self.config.lease_duration / 4, |act, ctx| act.renew_lease(ctx));
+    }
+}
+
+impl Handler<Registered> for NodeAgent {
+    type Result = ();
+
+    fn handle(&mut self, msg: Registered, ctx: &mut Context<Self>) {
+        self.workers_ctx = Some(msg.0);
+        self.heartbeat(ctx);
+    }
+}
+
+impl Handler<Relisted> for NodeAgent {
+    type Result = ();
+
+    fn handle(&mut self, msg: Relisted, _: &mut Context<Self>) {
+        let live: HashSet<String> = msg
+            .0
+            .iter()
+            .filter_map(|p| p.pointer("/metadata/uid").and_then(Value::as_str).map(String::from))
+            .collect();
+        if !self.swept && self.runtime.runs_processes() {
+            self.sweep_orphans(&live);
+        }
+        self.swept = true;
+        self.workers.retain(|uid, (_, _, worker)| {
+            if !worker.connected() {
+                return false;
+            }
+            if !live.contains(uid) {
+                worker.do_send(PodGone);
+            }
+            true
+        });
+        for pod in msg.0 {
+            self.upsert(pod);
+        }
+    }
+}
+
+impl Handler<PodEvent> for NodeAgent {
+    type Result = ();
+
+    fn handle(&mut self, msg: PodEvent, _: &mut Context<Self>) {
+        match msg.0 {
+            EventType::Added | EventType::Modified => self.upsert(msg.1),
+            EventType::Deleted => {
+                let uid = msg.1.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+                if let Some((_, _, worker)) = self.workers.remove(uid) {
+                    worker.do_send(PodGone);
+                }
+            }
+        }
+    }
+}
+
+impl Handler<AgentPods> for NodeAgent {
+    type Result = ResponseFuture<Vec<Value>>;
+
+    fn handle(&mut self, _: AgentPods, _: &mut Context<Self>) -> Self::Result {
+        let workers: Vec<Addr<PodWorker>> =
+            self.workers.values().map(|(_, _, w)| w.clone()).collect();
+        Box::pin(async move {
+            let mut pods = Vec::with_capacity(workers.len());
+            for worker in workers {
+                if let Ok(pod) = worker.send(Snapshot).await {
+                    if !pod.is_null() {
+                        pods.push(pod);
+                    }
+                }
+            }
+            pods
+        })
+    }
+}
+
+impl Handler<PodLookup> for NodeAgent {
+    type Result = ResponseFuture<Option<Value>>;
+
+    fn handle(&mut self, msg: PodLookup, _: &mut Context<Self>) -> Self::Result {
+        let worker = self
+            .workers
+            .values()
+            .find(|(ns, name, _)| *ns == msg.namespace && *name == msg.name)
+            .map(|(_, _, w)| w.clone());
+        Box::pin(async move {
+            let pod = worker?.send(Snapshot).await.ok()?;
+            (!pod.is_null()).then_some(pod)
+        })
+    }
+}
+
+impl Handler<StopAgent> for NodeAgent {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: StopAgent, _: &mut Context<Self>) -> Self::Result {
+        let stop_containers = self.config.stop_containers_on_shutdown;
+        let workers: Vec<Addr<PodWorker>> = self.workers.drain().map(|(_, (_, _, w))| w).collect();
+        Box::pin(
+            async move {
+                for worker in workers {
+                    let _ = worker.send(Shutdown { stop_containers }).await;
+                }
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        )
+    }
+}
+
+/// Creates the Node, or brings an existing one up to date; returns the node's pod network.
+async fn register(
+    config: &AgentConfig,
+    client: &dyn ApiClient,
+    machine: &Machine,
+    runtime: &str,
+) -> Result<std::net::Ipv4Addr, ApiError> {
+    loop {
+        match client.get(nodes(), "", &config.node_name).await {
+            Ok(node) => {
+                if let Some(cidr) = node
+                    .pointer("/spec/podCIDR")
+                    .and_then(Value::as_str)
+                    .and_then(pod_ips::parse_cidr)
+                {
+                    return Ok(cidr.0);
+                }
+                let cidr = free_cidr(config, client).await?;
+                let patch = json!({"spec": {"podCIDR": format!("{cidr}/24"), "podCIDRs": [format!("{cidr}/24")]}});
+                client
+                    .patch(nodes(), "", &config.node_name, PatchType::Merge, &patch, false)
+                    .await?;
+                return Ok(cidr);
+            }
+            Err(ApiError::NotFound { .. }) => {
+                let cidr = free_cidr(config, client).await?;
+                let cidr_text = format!("{cidr}/24");
+                let node =
+                    node_status::new_node(config, machine, Some(&cidr_text), runtime, &now());
+                match client.create(nodes(), "", node).await {
+                    Ok(_) => return Ok(cidr),
+                    Err(ApiError::AlreadyExists { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A /24 of the cluster CIDR no other node holds.
+async fn free_cidr(
+    config: &AgentConfig,
+    client: &dyn ApiClient,
+) -> Result<std::net::Ipv4Addr, ApiError> {
+    let list = client.list(nodes(), None, &ListOptions::default()).await?;
+    let taken: HashSet<_> = list
+        .items
+        .iter()
+        .filter_map(|n| n.pointer("/spec/podCIDR").and_then(Value::as_str))
+        .filter_map(pod_ips::parse_cidr)
+        .map(|(ip, _)| ip)
+        .collect();
+    pod_ips::choose_node_cidr(config.cluster_cidr, &config.node_name, &taken)
+        .map(|(ip, _)| ip)
+        .ok_or_else(|| ApiError::Unavailable("no free /24 left in the cluster CIDR".into()))
+}
+
+/// Creates or renews the node's Lease in kube-node-lease.
+async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(), ApiError> {
+    let renew = Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true);
+    let seconds = config.lease_duration.as_secs();
+    match client.get(leases(), LEASE_NAMESPACE, &config.node_name).await {
+        Ok(_) => {
+            let patch = json!({"spec": {"renewTime": renew, "holderIdentity": config.node_name,
+                "leaseDurationSeconds": seconds}});
+            client
+                .patch(
+                    leases(),
+                    LEASE_NAMESPACE,
+                    &config.node_name,
+                    PatchType::Merge,
+                    &patch,
+                    false,
+                )
+                .await?;
+        }
+        Err(ApiError::NotFound { .. }) => {
+            let lease = json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": config.node_name, "namespace": LEASE_NAMESPACE,
+                    "ownerReferences": []},
+                "spec": {"holderIdentity": config.node_name, "leaseDurationSeconds": seconds,
+                    "renewTime": renew},
+            });
+            match client.create(leases(), LEASE_NAMESPACE, lease).await {
+                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// Lists the pods bound to `node`, then watches them; re-lists after any error, backing off
+/// while the server is unreachable. Ends when the agent stops.
+async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAgent>) {
+    let selector = format!("spec.nodeName={node}");
+    let mut wait = Duration::from_millis(200);
+    while agent.connected() {
+        let options =
+            ListOptions { field_selector: Some(selector.clone()), ..ListOptions::default() };
+        let list = match client.list(pods(), None, &options).await {
+            Ok(list) => list,
+            Err(error) => {
+                tracing::warn!(%node, %error, "listing pods; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(MAX_RETRY);
+                continue;
+            }
+        };
+        wait = Duration::from_millis(200);
+        agent.do_send(Relisted(list.items));
+        let options = WatchOptions {
+            field_selector: Some(selector.clone()),
+            resource_version: Some(list.resource_version),
+            allow_bookmarks: true,
+            ..WatchOptions::default()
+        };
+        let mut events = match client.watch(pods(), None, &options).await {
+            Ok(events) => events,
+            Err(error) => {
+                tracing::warn!(%node, %error, "watching pods; re-listing");
+                continue;
+            }
+        };
+        while let Some(event) = events.next().await {
+            if !agent.connected() {
+                return;
+            }
+            match event {
+                ClientEvent::Object(kind, pod) => agent.do_send(PodEvent(kind, pod)),
+                ClientEvent::Bookmark { .. } => {}
+                ClientEvent::Error(error) => {
+                    tracing::debug!(%node, %error, "pod watch ended; re-listing");
+                    break;
+                }
+            }
+        }
+    }
+}

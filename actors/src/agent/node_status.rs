@@ -1,0 +1,277 @@
+//! What the node reports: capacity and allocatable from the machine (or config), addresses,
+//! node info, and the Ready / MemoryPressure / DiskPressure / PIDPressure conditions from real
+//! checks of the machine.
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use super::AgentConfig;
+
+/// Below this much available memory the node reports MemoryPressure (kubelet's default
+/// eviction threshold).
+const MEMORY_PRESSURE_BYTES: u64 = 100 * 1024 * 1024;
+/// Below this share of free space on the data dir's filesystem the node reports DiskPressure.
+const DISK_PRESSURE_PERCENT: u64 = 10;
+/// Above this share of the pid limit in use the node reports PIDPressure.
+const PID_PRESSURE_PERCENT: u64 = 90;
+
+/// The machine as read at start.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    pub cpus: u64,
+    pub memory_bytes: u64,
+    pub ephemeral_storage_bytes: u64,
+    pub machine_id: String,
+    pub boot_id: String,
+    pub kernel_version: String,
+    pub os_image: String,
+}
+
+impl Machine {
+    /// Reads the real machine (`/proc`, `/etc`, the data dir's filesystem).
+    pub fn read(data_dir: &Path) -> Self {
+        let first_line = |path: &str| {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.lines().next().map(|l| l.trim().to_string()))
+                .unwrap_or_default()
+        };
+        let os_image = std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string())
+                })
+            })
+            .unwrap_or_else(|| "Linux".into());
+        Self {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
+            memory_bytes: meminfo("MemTotal").unwrap_or(0),
+            ephemeral_storage_bytes: disk_space(data_dir).map_or(0, |(total, _)| total),
+            machine_id: first_line("/etc/machine-id"),
+            boot_id: first_line("/proc/sys/kernel/random/boot_id"),
+            kernel_version: first_line("/proc/sys/kernel/osrelease"),
+            os_image,
+        }
+    }
+
+    /// A made-up roomy machine for simulated nodes (no /proc reads per node).
+    pub fn simulated() -> Self {
+        Self {
+            cpus: 32,
+            memory_bytes: 256 * 1024 * 1024 * 1024,
+            ephemeral_storage_bytes: 1024 * 1024 * 1024 * 1024,
+            machine_id: String::new(),
+            boot_id: String::new(),
+            kernel_version: "simulated".into(),
+            os_image: "kplane simulated node".into(),
+        }
+    }
+}
+
+/// A value from /proc/meminfo, in bytes.
+fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(key))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// (total, available) bytes of the filesystem holding `path`.
+fn disk_space(path: &Path) -> Option<(u64, u64)> {
+    let mut probe = path;
+    while !probe.exists() {
+        probe = probe.parent()?;
+    }
+    let stat = nix::sys::statvfs::statvfs(probe).ok()?;
+    let block = stat.fragment_size() as u64;
+    Some((stat.blocks() as u64 * block, stat.blocks_available() as u64 * block))
+}
+
+/// The pressure conditions, as measured now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pressure {
+    pub memory: bool,
+    pub disk: bool,
+    pub pid: bool,
+}
+
+impl Pressure {
+    pub fn measure(data_dir: &Path) -> Self {
+        let memory = meminfo("MemAvailable").is_some_and(|a| a < MEMORY_PRESSURE_BYTES);
+        let disk = disk_space(data_dir)
+            .is_some_and(|(total, free)| total > 0 && free * 100 < total * DISK_PRESSURE_PERCENT);
+        let pid_max: Option<u64> = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        // The fourth field of /proc/loadavg is "running/total" scheduling entities.
+        let tasks: Option<u64> = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(3)?.split('/').nth(1)?.parse().ok());
+        let pid =
+            matches!((tasks, pid_max), (Some(t), Some(m)) if t * 100 > m * PID_PRESSURE_PERCENT);
+        Self { memory, disk, pid }
+    }
+}
+
+/// The capacity of the node: the machine's, with the config's overrides.
+pub fn capacity(config: &AgentConfig, machine: &Machine) -> Map<String, Value> {
+    let mut capacity = Map::new();
+    capacity.insert("cpu".into(), json!(machine.cpus.to_string()));
+    capacity.insert("memory".into(), json!(format!("{}Ki", machine.memory_bytes / 1024)));
+    capacity.insert("pods".into(), json!(config.max_pods.to_string()));
+    capacity.insert(
+        "ephemeral-storage".into(),
+        json!(format!("{}Ki", machine.ephemeral_storage_bytes / 1024)),
+    );
+    for (k, v) in &config.capacity_overrides {
+        capacity.insert(k.clone(), json!(v));
+    }
+    capacity
+}
+
+/// The Node to create when the agent first registers.
+pub fn new_node(
+    config: &AgentConfig,
+    machine: &Machine,
+    pod_cidr: Option<&str>,
+    runtime: &str,
+    now: &str,
+) -> Value {
+    let mut labels = Map::new();
+    labels.insert("kubernetes.io/hostname".into(), json!(config.node_name));
+    labels.insert("kubernetes.io/os".into(), json!("linux"));
+    labels.insert("kubernetes.io/arch".into(), json!(arch()));
+    labels.insert("beta.kubernetes.io/os".into(), json!("linux"));
+    labels.insert("beta.kubernetes.io/arch".into(), json!(arch()));
+    for (k, v) in &config.labels {
+        labels.insert(k.clone(), json!(v));
+    }
+    let mut spec = json!({});
+    if let Some(cidr) = pod_cidr {
+        spec = json!({"podCIDR": cidr, "podCIDRs": [cidr]});
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": config.node_name, "labels": labels},
+        "spec": spec,
+        "status": status(config, machine, runtime, Pressure::default(), &[], now),
+    })
+}
+
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// The node status to post: capacity, conditions (keeping each one's transition time from
+/// `previous` conditions while it holds), addresses, daemon endpoint and node info.
+pub fn status(
+    config: &AgentConfig,
+    machine: &Machine,
+    runtime: &str,
+    pressure: Pressure,
+    previous: &[Value],
+    now: &str,
+) -> Value {
+    let capacity = capacity(config, machine);
+    let condition = |kind: &str, on: bool, yes: (&str, &str), no: (&str, &str)| {
+        let status = if on { "True" } else { "False" };
+        let (reason, message) = if on { yes } else { no };
+        let transition = previous
+            .iter()
+            .find(|c| c["type"] == kind && c["status"] == status)
+            .map_or_else(|| json!(now), |c| c["lastTransitionTime"].clone());
+        json!({"type": kind, "status": status, "lastHeartbeatTime": now,
+            "lastTransitionTime": transition, "reason": reason, "message": message})
+    };
+    let conditions = [
+        condition(
+            "MemoryPressure",
+            pressure.memory,
+            ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+            ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ),
+        condition(
+            "DiskPressure",
+            pressure.disk,
+            ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ),
+        condition(
+            "PIDPressure",
+            pressure.pid,
+            ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+            ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ),
+        condition(
+            "Ready",
+            true,
+            ("KubeletReady", "kplane agent is posting ready status"),
+            ("KubeletNotReady", ""),
+        ),
+    ];
+    let version = env!("CARGO_PKG_VERSION");
+    json!({
+        "capacity": capacity,
+        "allocatable": capacity,
+        "conditions": conditions,
+        "addresses": [
+            {"type": "InternalIP", "address": config.address.to_string()},
+            {"type": "Hostname", "address": config.node_name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": config.port}},
+        "nodeInfo": {
+            "machineID": machine.machine_id,
+            "systemUUID": machine.machine_id,
+            "bootID": machine.boot_id,
+            "kernelVersion": machine.kernel_version,
+            "osImage": machine.os_image,
+            "containerRuntimeVersion": format!("kplane-{runtime}://{version}"),
+            "kubeletVersion": format!("v1.32.0-kplane.{version}"),
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": arch(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machine_is_read_for_real() {
+        let machine = Machine::read(Path::new("/tmp"));
+        assert!(machine.cpus >= 1);
+        assert!(machine.memory_bytes > 0);
+        assert!(machine.ephemeral_storage_bytes > 0);
+    }
+
+    #[test]
+    fn status_reports_capacity_endpoint_and_keeps_transition_times() {
+        let mut config = AgentConfig::new("n1", "/tmp".into());
+        config.port = 10250;
+        config.capacity_overrides.insert("cpu".into(), "4".into());
+        let machine = Machine::simulated();
+        let first = status(&config, &machine, "process", Pressure::default(), &[], "t1");
+        assert_eq!(first["capacity"]["cpu"], "4");
+        assert_eq!(first["capacity"]["pods"], "110");
+        assert_eq!(first["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
+        let previous = first["conditions"].as_array().unwrap().clone();
+        let pressure = Pressure { memory: true, ..Pressure::default() };
+        let second = status(&config, &machine, "process", pressure, &previous, "t2");
+        let find = |s: &Value, kind: &str| {
+            s["conditions"].as_array().unwrap().iter().find(|c| c["type"] == kind).unwrap().clone()
+        };
+        assert_eq!(find(&second, "Ready")["lastTransitionTime"], "t1");
+        assert_eq!(find(&second, "Ready")["lastHeartbeatTime"], "t2");
+        assert_eq!(find(&second, "MemoryPressure")["status"], "True");
+        assert_eq!(find(&second, "MemoryPressure")["lastTransitionTime"], "t2");
+    }
+}

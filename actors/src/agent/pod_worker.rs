@@ -1,0 +1,1093 @@
+//! The pod worker: one actor per pod bound to the node. Level-triggered: every sync compares the
+//! pod's spec with what runs and acts (start, restart with back-off, probe, stop), then writes
+//! the pod status through the status subresource when it changed. A pod marked for deletion is
+//! stopped (SIGTERM, then SIGKILL after its grace period) and then removed from the API.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use chrono::{SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use serde_json::{json, Value};
+
+use super::launch::{self, LaunchError, PodContext};
+use super::pod_ips::PodIps;
+use super::probes::{self, Outcome};
+use super::runtime::{process_alive, Launch, Runtime, RuntimeError, StopSignal};
+use super::AgentConfig;
+use crate::client::ApiClient;
+use crate::core::{set_condition, ApiError, DeleteOptions, PatchType};
+use crate::model::resources;
+
+/// A container that ran this long without failing has its back-off reset.
+const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
+/// How long containers get to stop when the agent shuts down, before SIGKILL.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What every pod worker of one agent shares.
+pub struct WorkerContext {
+    pub client: Arc<dyn ApiClient>,
+    pub runtime: Arc<dyn Runtime>,
+    pub config: Arc<AgentConfig>,
+    pub ips: Mutex<PodIps>,
+}
+
+/// A newer version of the pod, from the agent's watch.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PodUpdated(pub Value);
+
+/// The pod is gone from the API (deleted with a grace period of 0, or no longer bound here).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PodGone;
+
+/// The agent shuts down: stop the containers (when configured) and stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown {
+    pub stop_containers: bool,
+}
+
+/// The pod as the worker last wrote it: spec from the API, status as it reported it.
+#[derive(Message)]
+#[rtype(result = "Value")]
+pub struct Snapshot;
+
+/// A container's process exited.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Exited {
+    container: String,
+    pid: u32,
+    code: i32,
+}
+
+/// The pod worker actor.
+pub struct PodWorker {
+    ctx: Arc<WorkerContext>,
+    /// Taken out while a sync runs (the sync owns it), put back when it ends.
+    state: Option<PodState>,
+    /// A change arrived while syncing: sync again right after.
+    dirty: bool,
+    /// What arrived while a sync owned the state, applied when it hands the state back.
+    pending_pod: Option<Value>,
+    pending_gone: bool,
+    pending_exits: Vec<Exited>,
+}
+
+impl PodWorker {
+    pub fn new(ctx: Arc<WorkerContext>, pod: Value) -> Option<Self> {
+        let state = PodState::new(&ctx, pod)?;
+        Some(Self {
+            ctx,
+            state: Some(state),
+            dirty: false,
+            pending_pod: None,
+            pending_gone: false,
+            pending_exits: Vec::new(),
+        })
+    }
+
+    fn request_sync(&mut self, ctx: &mut Context<Self>) {
+        let Some(state) = self.state.take() else {
+            self.dirty = true;
+            return;
+        };
+        let worker = self.ctx.clone();
+        let addr = ctx.address();
+        let sync = async move {
+            let mut state = state;
+            state.sync(&worker, &addr).await;
+            state
+        };
+        ctx.spawn(sync.into_actor(self).map(|mut state, act, ctx| {
+            if let Some(pod) = act.pending_pod.take() {
+                state.update(pod);
+            }
+            state.gone |= std::mem::take(&mut act.pending_gone);
+            for exit in std::mem::take(&mut act.pending_exits) {
+                state.exited(&exit.container, exit.pid, exit.code);
+            }
+            let done = state.done;
+            act.state = Some(state);
+            if done {
+                ctx.stop();
+            } else if std::mem::take(&mut act.dirty) {
+                act.request_sync(ctx);
+            }
+        }));
+    }
+}
+
+impl Actor for PodWorker {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(self.ctx.config.sync_period, |act, ctx| act.request_sync(ctx));
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<PodUpdated> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, msg: PodUpdated, ctx: &mut Context<Self>) {
+        match &mut self.state {
+            Some(state) => state.update(msg.0),
+            None => {
+                self.pending_pod = Some(msg.0);
+                self.dirty = true;
+            }
+        }
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<PodGone> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, _: PodGone, ctx: &mut Context<Self>) {
+        match &mut self.state {
+            Some(state) => state.gone = true,
+            None => {
+                self.pending_gone = true;
+                self.dirty = true;
+            }
+        }
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<Exited> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, msg: Exited, ctx: &mut Context<Self>) {
+        match &mut self.state {
+            Some(state) => state.exited(&msg.container, msg.pid, msg.code),
+            None => {
+                self.pending_exits.push(msg);
+                self.dirty = true;
+            }
+        }
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<Shutdown> for PodWorker {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        let runtime = self.ctx.runtime.clone();
+        let running: Vec<(u32, u64)> = self
+            .state
+            .iter()
+            .flat_map(|s| s.containers.iter().filter_map(|c| c.running.as_ref()))
+            .map(|r| (r.pid, r.start_ticks))
+            .collect();
+        Box::pin(
+            async move {
+                if !msg.stop_containers {
+                    return;
+                }
+                for (pid, _) in &running {
+                    runtime.signal(*pid, StopSignal::Term);
+                }
+                if !runtime.runs_processes() {
+                    return;
+                }
+                let deadline = Instant::now() + SHUTDOWN_GRACE;
+                while Instant::now() < deadline
+                    && running.iter().any(|(pid, ticks)| process_alive(*pid, *ticks))
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                for (pid, ticks) in &running {
+                    if process_alive(*pid, *ticks) {
+                        runtime.signal(*pid, StopSignal::Kill);
+                    }
+                }
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        )
+    }
+}
+
+impl Handler<Snapshot> for PodWorker {
+    type Result = MessageResult<Snapshot>;
+
+    fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.snapshot())
+    }
+}
+
+impl PodWorker {
+    fn snapshot(&self) -> Value {
+        match &self.state {
+            Some(state) => {
+                let mut pod = state.raw.clone();
+                if let Some(status) = &state.last_status {
+                    pod["status"] = status.clone();
+                }
+                pod
+            }
+            None => Value::Null,
+        }
+    }
+}
+
+/// Which list a container belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Init,
+    App,
+}
+
+#[derive(Debug, Clone)]
+struct RunningContainer {
+    pid: u32,
+    start_ticks: u64,
+    started_at: String,
+    since: Instant,
+    image: String,
+    /// Adopted after an agent restart: not our child, so its exit is found by polling.
+    adopted: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Terminated {
+    exit_code: i32,
+    reason: String,
+    message: Option<String>,
+    started_at: String,
+    finished_at: String,
+}
+
+#[derive(Debug, Default, Clone)]
+struct ProbeState {
+    successes: i32,
+    failures: i32,
+    next_run: Option<Instant>,
+}
+
+#[derive(Debug, Clone)]
+struct ContainerState {
+    name: String,
+    kind: Kind,
+    running: Option<RunningContainer>,
+    /// The last exit, shown as `state.terminated` while not restarting and as `lastState`.
+    terminated: Option<Terminated>,
+    /// Why it is not running, when it is waiting.
+    waiting: Option<(String, String)>,
+    restart_count: u32,
+    /// Next restart not before this instant (crash-loop back-off).
+    not_before: Option<Instant>,
+    backoff: Duration,
+    /// Exited and will not run again (init container done, or restartPolicy says no).
+    finished: bool,
+    ready: bool,
+    started: bool,
+    liveness: ProbeState,
+    readiness: ProbeState,
+    startup: ProbeState,
+    /// The environment it was started with (exec probes run in it).
+    env: Vec<(String, String)>,
+    /// Stopping for a restart (liveness failure, image change): SIGKILL not before this.
+    restarting_deadline: Option<Instant>,
+}
+
+impl ContainerState {
+    fn new(name: &str, kind: Kind, backoff: Duration) -> Self {
+        Self {
+            name: name.to_string(),
+            kind,
+            running: None,
+            terminated: None,
+            waiting: Some(("ContainerCreating".into(), String::new())),
+            restart_count: 0,
+            not_before: None,
+            backoff,
+            finished: false,
+            ready: false,
+            started: false,
+            liveness: ProbeState::default(),
+            readiness: ProbeState::default(),
+            startup: ProbeState::default(),
+            env: Vec::new(),
+            restarting_deadline: None,
+        }
+    }
+}
+
+/// What the container state file records, to adopt the process after an agent restart.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StateFile {
+    pid: u32,
+    start_ticks: u64,
+    started_at: String,
+    restart_count: u32,
+    image: String,
+}
+
+struct PodState {
+    config: Arc<AgentConfig>,
+    uid: String,
+    namespace: String,
+    name: String,
+    pod: Pod,
+    raw: Value,
+    gone: bool,
+    done: bool,
+    pod_ip: Option<Ipv4Addr>,
+    dir: PathBuf,
+    start_time: String,
+    containers: Vec<ContainerState>,
+    last_status: Option<Value>,
+    /// SIGKILL everything at this instant when still running (deletion grace period).
+    kill_at: Option<Instant>,
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl PodState {
+    fn new(ctx: &WorkerContext, raw: Value) -> Option<Self> {
+        let pod: Pod = serde_json::from_value(raw.clone()).ok()?;
+        let uid = pod.metadata.uid.clone()?;
+        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = pod.metadata.name.clone()?;
+        let dir = ctx.config.data_dir.join("pods").join(format!("{namespace}_{name}_{uid}"));
+        let spec = pod.spec.as_ref()?;
+        let backoff = ctx.config.restart_backoff;
+        let mut containers: Vec<ContainerState> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| ContainerState::new(&c.name, Kind::Init, backoff))
+            .collect();
+        containers.extend(
+            spec.containers.iter().map(|c| ContainerState::new(&c.name, Kind::App, backoff)),
+        );
+        let status = pod.status.as_ref();
+        let start_time = status
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.to_rfc3339_opts(SecondsFormat::Secs, true))
+            .unwrap_or_else(now);
+        let mut state = Self {
+            config: ctx.config.clone(),
+            uid,
+            namespace,
+            name,
+            pod,
+            raw,
+            gone: false,
+            done: false,
+            pod_ip: None,
+            dir,
+            start_time,
+            containers,
+            last_status: None,
+            kill_at: None,
+        };
+        state.recover(ctx);
+        Some(state)
+    }
+
+    /// After an agent restart: keep the pod's IP, take over still-running processes and
+    /// carry restart counts and terminations over from the reported status.
+    fn recover(&mut self, ctx: &WorkerContext) {
+        let status = self.pod.status.clone().unwrap_or_default();
+        if let Some(ip) = status.pod_ip.as_deref().and_then(|ip| ip.parse().ok()) {
+            if ctx.ips.lock().expect("pod ip lock").reserve(&self.uid, ip) {
+                self.pod_ip = Some(ip);
+            }
+        }
+        let reported: Vec<_> = status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten())
+            .cloned()
+            .collect();
+        for container in &mut self.containers {
+            if let Some(old) = reported.iter().find(|s| s.name == container.name) {
+                container.restart_count = old.restart_count.max(0) as u32;
+                if let Some(t) = old.state.as_ref().and_then(|s| s.terminated.as_ref()) {
+                    container.terminated = Some(Terminated {
+                        exit_code: t.exit_code,
+                        reason: t.reason.clone().unwrap_or_default(),
+                        message: t.message.clone(),
+                        started_at: t
+                            .started_at
+                            .as_ref()
+                            .map(|t| t.0.to_rfc3339())
+                            .unwrap_or_default(),
+                        finished_at: t
+                            .finished_at
+                            .as_ref()
+                            .map(|t| t.0.to_rfc3339())
+                            .unwrap_or_default(),
+                    });
+                    // Finished unless the restart policy would run it again.
+                    let policy = self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+                    container.finished = match (container.kind, policy.unwrap_or("Always")) {
+                        (Kind::Init, "Never") => true,
+                        (Kind::Init, _) => t.exit_code == 0,
+                        (Kind::App, "Always") => false,
+                        (Kind::App, "OnFailure") => t.exit_code == 0,
+                        _ => true,
+                    };
+                }
+            }
+            if !ctx.runtime.runs_processes() {
+                continue;
+            }
+            let path = self.dir.join(&container.name).join("state.json");
+            let Some(file) = std::fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<StateFile>(&bytes).ok())
+            else {
+                continue;
+            };
+            if process_alive(file.pid, file.start_ticks) {
+                tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
+                    "adopting a running container");
+                container.restart_count = file.restart_count;
+                container.waiting = None;
+                container.running = Some(RunningContainer {
+                    pid: file.pid,
+                    start_ticks: file.start_ticks,
+                    started_at: file.started_at,
+                    since: Instant::now(),
+                    image: file.image,
+                    adopted: true,
+                });
+            }
+        }
+    }
+
+    fn container_spec(&self, name: &str) -> Option<&Container> {
+        let spec = self.pod.spec.as_ref()?;
+        spec.init_containers.iter().flatten().chain(spec.containers.iter()).find(|c| c.name == name)
+    }
+
+    fn restart_policy(&self) -> &str {
+        self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
+    }
+
+    /// Takes a newer version of the pod from the API.
+    fn update(&mut self, raw: Value) {
+        match serde_json::from_value::<Pod>(raw.clone()) {
+            Ok(pod) => {
+                self.pod = pod;
+                self.raw = raw;
+            }
+            Err(error) => tracing::warn!(pod = %self.name, %error, "ignoring an unreadable pod"),
+        }
+    }
+
+    /// Records an exit and decides what comes next for that container.
+    fn exited(&mut self, name: &str, pid: u32, code: i32) {
+        let config = self.config.clone();
+        let policy = self.restart_policy().to_string();
+        let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
+        let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
+        let _ = std::fs::remove_file(self.dir.join(&c.name).join("state.json"));
+        let reason = match (c.restarting_deadline.is_some(), code) {
+            (_, 0) => "Completed",
+            _ => "Error",
+        };
+        c.terminated = Some(Terminated {
+            exit_code: code,
+            reason: reason.into(),
+            message: None,
+            started_at: running.started_at,
+            finished_at: now(),
+        });
+        c.ready = false;
+        c.started = false;
+        c.liveness = ProbeState::default();
+        c.readiness = ProbeState::default();
+        c.startup = ProbeState::default();
+        let forced = c.restarting_deadline.take().is_some();
+        let restart = forced
+            || match (c.kind, policy.as_str()) {
+                (Kind::Init, "Never") => false,
+                (Kind::Init, _) => code != 0,
+                (Kind::App, "Always") => true,
+                (Kind::App, "OnFailure") => code != 0,
+                _ => false,
+            };
+        c.finished = !restart;
+        if restart {
+            if running.since.elapsed() >= BACKOFF_RESET_AFTER {
+                c.backoff = config.restart_backoff;
+            }
+            // The first restart is immediate; later ones back off, doubling each time.
+            if c.restart_count > 0 && !forced {
+                c.not_before = Some(Instant::now() + c.backoff);
+                c.backoff = (c.backoff * 2).min(config.max_restart_backoff);
+            }
+        }
+    }
+
+    async fn sync(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
+        self.poll_adopted();
+        if self.gone || self.pod.metadata.deletion_timestamp.is_some() {
+            self.terminate(ctx).await;
+            return;
+        }
+        if self.pod_ip.is_none() {
+            let host_network = self.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+            self.pod_ip = if host_network {
+                Some(ctx.config.address)
+            } else {
+                ctx.ips.lock().expect("pod ip lock").allocate(&self.uid)
+            };
+        }
+        self.start_what_should_run(ctx, addr).await;
+        self.probe(ctx).await;
+        self.rotate_logs(ctx.config.max_log_bytes);
+        self.write_status(ctx).await;
+    }
+
+    /// Adopted processes are not our children: notice their exit by looking. Their exit code
+    /// is unknown, so it counts as a failure (restartPolicy Always and OnFailure restart it).
+    fn poll_adopted(&mut self) {
+        let gone: Vec<(String, u32)> = self
+            .containers
+            .iter()
+            .filter_map(|c| c.running.as_ref().filter(|r| r.adopted).map(|r| (c, r)))
+            .filter(|(_, r)| !process_alive(r.pid, r.start_ticks))
+            .map(|(c, r)| (c.name.clone(), r.pid))
+            .collect();
+        for (name, pid) in gone {
+            self.exited(&name, pid, 255);
+            let c = self.containers.iter_mut().find(|c| c.name == name);
+            if let Some(t) = c.and_then(|c| c.terminated.as_mut()) {
+                t.reason = "Unknown".into();
+                t.message = Some("the container exited while the agent was down".into());
+            }
+        }
+    }
+
+    /// Deletion: SIGTERM every container, SIGKILL after the grace period, then remove the pod.
+    async fn terminate(&mut self, ctx: &WorkerContext) {
+        let grace = if self.gone {
+            0
+        } else {
+            self.pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64
+        };
+        let running: Vec<u32> =
+            self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
+        match self.kill_at {
+            None => {
+                for pid in &running {
+                    ctx.runtime
+                        .signal(*pid, if grace == 0 { StopSignal::Kill } else { StopSignal::Term });
+                }
+                self.kill_at = Some(Instant::now() + Duration::from_secs(grace));
+            }
+            Some(at) if Instant::now() >= at => {
+                for pid in &running {
+                    ctx.runtime.signal(*pid, StopSignal::Kill);
+                }
+            }
+            Some(_) => {}
+        }
+        if !running.is_empty() {
+            return;
+        }
+        if !self.gone {
+            let options = DeleteOptions {
+                grace_period_seconds: Some(0),
+                precondition_uid: Some(self.uid.clone()),
+                ..DeleteOptions::default()
+            };
+            let pods = resources::find("", "v1", "pods").expect("pods are served");
+            match ctx.client.delete(pods, &self.namespace, &self.name, &options).await {
+                Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(pod = %self.name, %error, "removing a stopped pod; will retry");
+                    return;
+                }
+            }
+        }
+        ctx.ips.lock().expect("pod ip lock").release(&self.uid);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.done = true;
+    }
+
+    /// Starts the next init container, or (all init containers done) every app container that
+    /// should run and whose back-off has passed; restarts containers whose image changed.
+    async fn start_what_should_run(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
+        let now = Instant::now();
+        // An image change restarts that container (SIGTERM now, SIGKILL after 30 s).
+        for i in 0..self.containers.len() {
+            let wanted =
+                self.container_spec(&self.containers[i].name).and_then(|s| s.image.clone());
+            let c = &mut self.containers[i];
+            if let (Some(running), Some(wanted)) = (&c.running, wanted) {
+                if running.image != wanted && c.restarting_deadline.is_none() {
+                    ctx.runtime.signal(running.pid, StopSignal::Term);
+                    c.restarting_deadline = Some(now + Duration::from_secs(30));
+                }
+            }
+            if let (Some(deadline), Some(running)) = (c.restarting_deadline, &c.running) {
+                if now >= deadline {
+                    ctx.runtime.signal(running.pid, StopSignal::Kill);
+                }
+            }
+        }
+        let init_pending = self.containers.iter().position(|c| {
+            c.kind == Kind::Init
+                && !(c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0))
+        });
+        let candidates: Vec<usize> = match init_pending {
+            Some(i) => {
+                let c = &self.containers[i];
+                if c.finished {
+                    // A failed init container that will not be retried: the pod has failed.
+                    vec![]
+                } else {
+                    vec![i]
+                }
+            }
+            None => (0..self.containers.len())
+                .filter(|i| self.containers[*i].kind == Kind::App)
+                .collect(),
+        };
+        for i in candidates {
+            let c = &self.containers[i];
+            if c.running.is_some() || c.finished {
+                continue;
+            }
+            if c.not_before.is_some_and(|t| now < t) {
+                let name = c.name.clone();
+                let seconds = c.backoff.as_secs().max(1) / 2;
+                let message = format!(
+                    "back-off {}s restarting failed container={name} pod={}_{}({})",
+                    seconds.max(1),
+                    self.name,
+                    self.namespace,
+                    self.uid
+                );
+                let c = &mut self.containers[i];
+                let reason = match &c.waiting {
+                    Some((r, _))
+                        if r == "ImagePullBackOff" || r == "CreateContainerConfigError" =>
+                    {
+                        r.clone()
+                    }
+                    _ => "CrashLoopBackOff".to_string(),
+                };
+                c.waiting = Some((reason, message));
+                continue;
+            }
+            self.start_container(i, ctx, addr).await;
+        }
+    }
+
+    async fn start_container(&mut self, i: usize, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
+        let name = self.containers[i].name.clone();
+        let Some(spec) = self.container_spec(&name).cloned() else { return };
+        let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
+        let host_ip = ctx.config.address.to_string();
+        let pod_ctx = PodContext {
+            pod: &self.pod,
+            node_name: &ctx.config.node_name,
+            pod_ip: &pod_ip,
+            host_ip: &host_ip,
+        };
+        let prepared = match launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await {
+            Ok(env) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
+            Ok(env) => launch::command_line(&ctx.config, &spec, &env).map(|argv| (argv, env)),
+            Err(e) => Err(e),
+        };
+        let c = &mut self.containers[i];
+        let (argv, env) = match prepared {
+            Ok(ready) => ready,
+            Err(error) => {
+                let (first, repeat, message) = match error {
+                    LaunchError::UnknownImage(m) => ("ErrImagePull", "ImagePullBackOff", m),
+                    LaunchError::Config(m) => {
+                        ("CreateContainerConfigError", "CreateContainerConfigError", m)
+                    }
+                };
+                let reason = if c.waiting.as_ref().is_some_and(|(r, _)| r == first || r == repeat) {
+                    repeat
+                } else {
+                    first
+                };
+                c.waiting = Some((reason.to_string(), message));
+                c.not_before = Some(Instant::now() + c.backoff);
+                c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
+                return;
+            }
+        };
+        let restart = c.restart_count + u32::from(c.terminated.is_some());
+        let log_path = self.dir.join(&name).join(format!("{restart}.log"));
+        let working_dir = spec.working_dir.as_ref().map(PathBuf::from);
+        let launch = Launch { argv, env: env.clone(), working_dir, log_path };
+        match ctx.runtime.start(launch).await {
+            Ok(started) => {
+                let c = &mut self.containers[i];
+                if c.terminated.is_some() {
+                    c.restart_count += 1;
+                }
+                c.not_before = None;
+                c.waiting = None;
+                c.env = env;
+                let running = RunningContainer {
+                    pid: started.pid,
+                    start_ticks: started.start_ticks,
+                    started_at: now(),
+                    since: Instant::now(),
+                    image: spec.image.clone().unwrap_or_default(),
+                    adopted: false,
+                };
+                if ctx.runtime.runs_processes() {
+                    let file = StateFile {
+                        pid: running.pid,
+                        start_ticks: running.start_ticks,
+                        started_at: running.started_at.clone(),
+                        restart_count: c.restart_count,
+                        image: running.image.clone(),
+                    };
+                    let path = self.dir.join(&name).join("state.json");
+                    if let Err(e) =
+                        std::fs::write(&path, serde_json::to_vec(&file).unwrap_or_default())
+                    {
+                        tracing::warn!(path = %path.display(), error = %e, "writing container state");
+                    }
+                }
+                c.running = Some(running);
+                let pid = started.pid;
+                let addr = addr.clone();
+                let container = name.clone();
+                tokio::spawn(async move {
+                    let code = started.exit.await;
+                    addr.do_send(Exited { container, pid, code });
+                });
+            }
+            Err(error) => {
+                let c = &mut self.containers[i];
+                let message = error.to_string();
+                let code = if matches!(error, RuntimeError::NotFound(_)) { 127 } else { 128 };
+                c.terminated = Some(Terminated {
+                    exit_code: code,
+                    reason: "StartError".into(),
+                    message: Some(message),
+                    started_at: now(),
+                    finished_at: now(),
+                });
+                let policy = self.restart_policy().to_string();
+                let c = &mut self.containers[i];
+                c.finished = c.kind == Kind::App && policy == "Never";
+                if !c.finished {
+                    c.not_before = Some(Instant::now() + c.backoff);
+                    c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
+                }
+            }
+        }
+    }
+
+    /// Runs the probes that are due; a failed liveness or startup probe restarts the container.
+    async fn probe(&mut self, ctx: &WorkerContext) {
+        let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
+        for i in 0..self.containers.len() {
+            let name = self.containers[i].name.clone();
+            let Some(spec) = self.container_spec(&name).cloned() else { continue };
+            let c = &mut self.containers[i];
+            let Some(running) = &c.running else { continue };
+            if c.restarting_deadline.is_some() {
+                continue;
+            }
+            let pid = running.pid;
+            let since = running.since;
+            if !ctx.runtime.runs_processes() {
+                c.started = true;
+                c.ready = true;
+                continue;
+            }
+            // Startup probe first: liveness and readiness wait for it.
+            if !c.started {
+                match &spec.startup_probe {
+                    None => c.started = true,
+                    Some(probe) => {
+                        match run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env).await {
+                            Some(true) => c.started = true,
+                            Some(false) => {
+                                ctx.runtime.signal(pid, StopSignal::Term);
+                                c.restarting_deadline =
+                                    Some(Instant::now() + termination_grace(&self.pod));
+                                continue;
+                            }
+                            None => {}
+                        }
+                    }
+                }
+                if !c.started {
+                    continue;
+                }
+            }
+            if let Some(probe) = &spec.liveness_probe {
+                if run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await
+                    == Some(false)
+                {
+                    tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
+                    ctx.runtime.signal(pid, StopSignal::Term);
+                    c.restarting_deadline = Some(Instant::now() + termination_grace(&self.pod));
+                    c.ready = false;
+                    continue;
+                }
+            }
+            match &spec.readiness_probe {
+                None => c.ready = true,
+                Some(probe) => {
+                    if let Some(ready) =
+                        run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await
+                    {
+                        c.ready = ready;
+                    }
+                }
+            }
+        }
+    }
+
+    fn rotate_logs(&self, max_bytes: u64) {
+        for c in &self.containers {
+            if c.running.is_none() {
+                continue;
+            }
+            let restart = c.restart_count;
+            let path = self.dir.join(&c.name).join(format!("{restart}.log"));
+            if std::fs::metadata(&path).is_ok_and(|m| m.len() > max_bytes) {
+                // Copy, then truncate: the process keeps its (O_APPEND) file descriptor.
+                let rotated = path.with_extension("log.1");
+                if std::fs::copy(&path, &rotated).is_ok() {
+                    let _ = std::fs::OpenOptions::new().write(true).truncate(true).open(&path);
+                }
+            }
+        }
+    }
+
+    /// The pod status as it stands.
+    fn status(&self, ctx: &WorkerContext) -> Value {
+        let policy = self.restart_policy();
+        let statuses = |kind: Kind| -> Vec<Value> {
+            let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
+                (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
+                (Kind::App, Some(s)) => s.containers.iter().collect(),
+                _ => vec![],
+            };
+            specs
+                .iter()
+                .filter_map(|spec| {
+                    self.containers
+                        .iter()
+                        .find(|c| c.name == spec.name && c.kind == kind)
+                        .map(|c| (spec, c))
+                })
+                .map(|(spec, c)| container_status(spec, c, &self.uid))
+                .collect()
+        };
+        let init = statuses(Kind::Init);
+        let app = statuses(Kind::App);
+        let inits_done = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == Kind::Init)
+            .all(|c| c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
+        let init_failed = self.containers.iter().any(|c| {
+            c.kind == Kind::Init
+                && c.finished
+                && c.terminated.as_ref().is_some_and(|t| t.exit_code != 0)
+        });
+        let apps: Vec<&ContainerState> =
+            self.containers.iter().filter(|c| c.kind == Kind::App).collect();
+        let any_running = apps.iter().any(|c| c.running.is_some());
+        let all_finished = apps.iter().all(|c| c.finished);
+        let ever_ran = apps.iter().any(|c| c.terminated.is_some() || c.running.is_some());
+        let phase = if init_failed {
+            "Failed"
+        } else if !inits_done {
+            "Pending"
+        } else if all_finished && policy != "Always" {
+            if apps.iter().all(|c| c.terminated.as_ref().is_some_and(|t| t.exit_code == 0)) {
+                "Succeeded"
+            } else {
+                "Failed"
+            }
+        } else if any_running || ever_ran {
+            "Running"
+        } else {
+            "Pending"
+        };
+        let ready = !apps.is_empty() && apps.iter().all(|c| c.ready && c.running.is_some());
+        let mut pod = json!({"status": self.last_status.clone().unwrap_or_else(|| {
+            json!({"conditions": self.pod.status.as_ref().and_then(|s| serde_json::to_value(&s.conditions).ok()).unwrap_or(Value::Null)})
+        })});
+        if !pod["status"]["conditions"].is_array() {
+            pod["status"]["conditions"] = json!([]);
+        }
+        let not_ready_reason = if phase == "Succeeded" || phase == "Failed" {
+            "PodCompleted"
+        } else {
+            "ContainersNotReady"
+        };
+        let unready: Vec<&str> = apps
+            .iter()
+            .filter(|c| !(c.ready && c.running.is_some()))
+            .map(|c| c.name.as_str())
+            .collect();
+        let message = format!("containers with unready status: [{}]", unready.join(" "));
+        set_condition(&mut pod, "PodScheduled", "True", None, None);
+        if inits_done {
+            set_condition(&mut pod, "Initialized", "True", None, None);
+        } else {
+            let pending: Vec<&str> = self
+                .containers
+                .iter()
+                .filter(|c| c.kind == Kind::Init && !c.finished)
+                .map(|c| c.name.as_str())
+                .collect();
+            let message = format!("containers with incomplete status: [{}]", pending.join(" "));
+            set_condition(
+                &mut pod,
+                "Initialized",
+                "False",
+                Some("ContainersNotInitialized"),
+                Some(&message),
+            );
+        }
+        for kind in ["ContainersReady", "Ready"] {
+            if ready {
+                set_condition(&mut pod, kind, "True", None, None);
+            } else {
+                set_condition(&mut pod, kind, "False", Some(not_ready_reason), Some(&message));
+            }
+        }
+        let host_ip = ctx.config.address.to_string();
+        let mut status = json!({
+            "phase": phase,
+            "conditions": pod["status"]["conditions"],
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "startTime": self.start_time,
+            "containerStatuses": app,
+        });
+        if !init.is_empty() {
+            status["initContainerStatuses"] = json!(init);
+        }
+        if let Some(ip) = self.pod_ip {
+            status["podIP"] = json!(ip.to_string());
+            status["podIPs"] = json!([{"ip": ip.to_string()}]);
+        }
+        status
+    }
+
+    /// Writes the status through the status subresource when it changed since the last write.
+    async fn write_status(&mut self, ctx: &WorkerContext) {
+        let status = self.status(ctx);
+        if self.last_status.as_ref() == Some(&status) {
+            return;
+        }
+        let pods = resources::find("", "v1", "pods").expect("pods are served");
+        let patch = json!({"status": status});
+        match ctx
+            .client
+            .patch(pods, &self.namespace, &self.name, PatchType::Merge, &patch, true)
+            .await
+        {
+            Ok(_) => self.last_status = Some(status),
+            Err(ApiError::NotFound { .. }) => self.gone = true,
+            Err(error) => {
+                tracing::warn!(pod = %self.name, %error, "writing pod status; will retry")
+            }
+        }
+    }
+}
+
+fn termination_grace(pod: &Pod) -> Duration {
+    let seconds = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+    Duration::from_secs(seconds.max(0) as u64)
+}
+
+/// Runs `probe` if it is due; `Some(verdict)` once the success or failure threshold is reached.
+async fn run_due(
+    probe: &Probe,
+    state: &mut ProbeState,
+    since: Instant,
+    spec: &Container,
+    pod_ip: &str,
+    env: &[(String, String)],
+) -> Option<bool> {
+    let now = Instant::now();
+    let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
+    if now < state.next_run.unwrap_or(first) {
+        return None;
+    }
+    let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
+    state.next_run = Some(now + period);
+    match probes::run(probe, spec, pod_ip, env).await {
+        Outcome::Success => {
+            state.failures = 0;
+            state.successes += 1;
+            (state.successes >= probe.success_threshold.unwrap_or(1).max(1)).then_some(true)
+        }
+        Outcome::Failure(reason) => {
+            tracing::debug!(container = %spec.name, %reason, "probe failed");
+            state.successes = 0;
+            state.failures += 1;
+            (state.failures >= probe.failure_threshold.unwrap_or(3).max(1)).then_some(false)
+        }
+    }
+}
+
+fn container_status(spec: &Container, c: &ContainerState, uid: &str) -> Value {
+    let terminated = |t: &Terminated| {
+        let mut v = json!({"exitCode": t.exit_code, "reason": t.reason, "startedAt": t.started_at,
+            "finishedAt": t.finished_at});
+        if let Some(m) = &t.message {
+            v["message"] = json!(m);
+        }
+        json!({"terminated": v})
+    };
+    let (state, last) = match (&c.running, &c.waiting, &c.terminated) {
+        (Some(r), _, t) => {
+            (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
+        }
+        (None, _, Some(t)) if c.finished => (terminated(t), None),
+        (None, Some((reason, message)), t) => {
+            let mut waiting = json!({"reason": reason});
+            if !message.is_empty() {
+                waiting["message"] = json!(message);
+            }
+            (json!({"waiting": waiting}), t.as_ref().map(terminated))
+        }
+        (None, None, Some(t)) => {
+            (json!({"waiting": {"reason": "ContainerCreating"}}), Some(terminated(t)))
+        }
+        (None, None, None) => (json!({"waiting": {"reason": "ContainerCreating"}}), None),
+    };
+    let mut status = json!({
+        "name": spec.name,
+        "image": spec.image.clone().unwrap_or_default(),
+        "imageID": "",
+        "ready": c.ready && c.running.is_some(),
+        "started": c.running.is_some() && c.started,
+        "restartCount": c.restart_count,
+        "state": state,
+        "lastState": last.unwrap_or_else(|| json!({})),
+    });
+    if let Some(r) = &c.running {
+        status["containerID"] = json!(format!("kplane://{uid}/{}/{}", spec.name, r.pid));
+    }
+    status
+}

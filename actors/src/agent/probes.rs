@@ -1,0 +1,195 @@
+//! Container probes: exec (exit code 0), httpGet (a status from 200 to 399) and tcpSocket (a
+//! connection), each bounded by the probe's timeout.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The outcome of one probe run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure(String),
+}
+
+/// Runs `probe` once against a container of the pod at `pod_ip`.
+pub async fn run(
+    probe: &Probe,
+    container: &Container,
+    pod_ip: &str,
+    env: &[(String, String)],
+) -> Outcome {
+    let timeout = Duration::from_secs(probe.timeout_seconds.unwrap_or(1).max(1) as u64);
+    let attempt = async {
+        if let Some(exec) = &probe.exec {
+            return exec_probe(exec.command.as_deref().unwrap_or(&[]), env).await;
+        }
+        if let Some(http) = &probe.http_get {
+            let Some(port) = resolve_port(&http.port, container) else {
+                return Outcome::Failure(format!("unknown port {:?}", http.port));
+            };
+            if http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")) {
+                return Outcome::Failure("HTTPS probes are not supported".into());
+            }
+            let host = http.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
+            let headers: Vec<(String, String)> = http
+                .http_headers
+                .iter()
+                .flatten()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect();
+            return http_probe(host, port, http.path.as_deref().unwrap_or("/"), &headers).await;
+        }
+        if let Some(tcp) = &probe.tcp_socket {
+            let Some(port) = resolve_port(&tcp.port, container) else {
+                return Outcome::Failure(format!("unknown port {:?}", tcp.port));
+            };
+            let host = tcp.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
+            return match TcpStream::connect((host, port)).await {
+                Ok(_) => Outcome::Success,
+                Err(e) => Outcome::Failure(format!("dial tcp {host}:{port}: {e}")),
+            };
+        }
+        Outcome::Failure("the probe has no handler (exec, httpGet or tcpSocket)".into())
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(outcome) => outcome,
+        Err(_) => Outcome::Failure(format!("timed out after {}s", timeout.as_secs())),
+    }
+}
+
+/// A numeric port, or a named one looked up in the container's ports.
+fn resolve_port(port: &IntOrString, container: &Container) -> Option<u16> {
+    match port {
+        IntOrString::Int(p) => u16::try_from(*p).ok().filter(|p| *p > 0),
+        IntOrString::String(name) => name.parse().ok().or_else(|| {
+            container
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .and_then(|p| u16::try_from(p.container_port).ok())
+        }),
+    }
+}
+
+async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
+    let Some((program, args)) = command.split_first() else {
+        return Outcome::Failure("the exec probe has no command".into());
+    };
+    let output = tokio::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    match output {
+        Ok(out) if out.status.success() => Outcome::Success,
+        Ok(out) => Outcome::Failure(format!(
+            "command {command:?} exited with {}: {}",
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).trim()
+        )),
+        Err(e) => Outcome::Failure(format!("command {command:?}: {e}")),
+    }
+}
+
+/// A minimal HTTP/1.1 GET: only the status line matters.
+async fn http_probe(host: &str, port: u16, path: &str, headers: &[(String, String)]) -> Outcome {
+    let url = format!("http://{host}:{port}{path}");
+    let mut stream = match TcpStream::connect((host, port)).await {
+        Ok(s) => s,
+        Err(e) => return Outcome::Failure(format!("Get {url:?}: {e}")),
+    };
+    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.32\r\nAccept: */*\r\nConnection: close\r\n"
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    if let Err(e) = stream.write_all(request.as_bytes()).await {
+        return Outcome::Failure(format!("Get {url:?}: {e}"));
+    }
+    let mut head = Vec::with_capacity(64);
+    let mut buf = [0u8; 256];
+    while !head.contains(&b'\n') && head.len() < 4096 {
+        match stream.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) => return Outcome::Failure(format!("Get {url:?}: {e}")),
+        }
+    }
+    let line = String::from_utf8_lossy(&head);
+    let code: Option<u16> = line.split_whitespace().nth(1).and_then(|c| c.parse().ok());
+    match code {
+        Some(code) if (200..400).contains(&code) => Outcome::Success,
+        Some(code) => Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
+        None => Outcome::Failure(format!("Get {url:?}: malformed HTTP response")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn probe(value: serde_json::Value) -> Probe {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn container() -> Container {
+        serde_json::from_value(
+            json!({"name": "c", "ports": [{"name": "http", "containerPort": 1}]}),
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn exec_probes_use_the_exit_code_and_the_environment() {
+        let env = vec![("WANT".to_string(), "yes".to_string())];
+        let ok = probe(json!({"exec": {"command": ["sh", "-c", "test \"$WANT\" = yes"]}}));
+        assert_eq!(run(&ok, &container(), "127.0.0.1", &env).await, Outcome::Success);
+        let bad = probe(json!({"exec": {"command": ["false"]}}));
+        assert!(matches!(run(&bad, &container(), "127.0.0.1", &env).await, Outcome::Failure(_)));
+        let slow = probe(json!({"exec": {"command": ["sleep", "5"]}, "timeoutSeconds": 1}));
+        assert!(
+            matches!(run(&slow, &container(), "127.0.0.1", &env).await, Outcome::Failure(m) if m.contains("timed out"))
+        );
+    }
+
+    #[tokio::test]
+    async fn http_and_tcp_probes_reach_the_pod() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            for status in ["200 OK", "500 Internal Server Error", "200 OK"] {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let reply = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        let http = probe(json!({"httpGet": {"path": "/healthz", "port": port}}));
+        assert_eq!(run(&http, &container(), "127.0.0.1", &[]).await, Outcome::Success);
+        assert!(
+            matches!(run(&http, &container(), "127.0.0.1", &[]).await, Outcome::Failure(m) if m.contains("500"))
+        );
+        let tcp = probe(json!({"tcpSocket": {"port": port}}));
+        assert_eq!(run(&tcp, &container(), "127.0.0.1", &[]).await, Outcome::Success);
+        let named = probe(json!({"tcpSocket": {"port": "http"}}));
+        assert!(matches!(run(&named, &container(), "127.0.0.1", &[]).await, Outcome::Failure(_)));
+        let unknown = probe(json!({"tcpSocket": {"port": "nope"}}));
+        assert!(
+            matches!(run(&unknown, &container(), "127.0.0.1", &[]).await, Outcome::Failure(m) if m.contains("unknown port"))
+        );
+    }
+}

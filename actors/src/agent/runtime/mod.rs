@@ -1,0 +1,59 @@
+//! Container runtimes: how a container's command line becomes something running. The pod worker
+//! drives either one the same way: start, signal, learn of the exit.
+
+mod process;
+mod simulated;
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+
+pub use process::{process_alive, ProcessRuntime};
+pub use simulated::SimulatedRuntime;
+
+/// What to run for one container.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<PathBuf>,
+    /// stdout and stderr go here (appended).
+    pub log_path: PathBuf,
+}
+
+/// A started container.
+pub struct Started {
+    /// Process (and process group) id; simulated containers get made-up ids.
+    pub pid: u32,
+    /// Kernel start time of the process, to recognise it again after an agent restart.
+    pub start_ticks: u64,
+    /// Resolves to the exit code once the container has exited (128 + signal when killed).
+    pub exit: BoxFuture<'static, i32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("executable not found: {0}")]
+    NotFound(String),
+    #[error("cannot start: {0}")]
+    Start(String),
+}
+
+/// Signals the pod worker sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    Term,
+    Kill,
+}
+
+#[async_trait]
+pub trait Runtime: Send + Sync + 'static {
+    /// `process` or `simulated`: reported in the Node's containerRuntimeVersion.
+    fn name(&self) -> &'static str;
+    /// Whether images need a command line (a simulated runtime runs nothing).
+    fn runs_processes(&self) -> bool;
+    async fn start(&self, launch: Launch) -> Result<Started, RuntimeError>;
+    /// Signals the whole process group of a container.
+    fn signal(&self, pid: u32, signal: StopSignal);
+}

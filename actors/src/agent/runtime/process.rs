@@ -1,0 +1,161 @@
+//! The process runtime: each container is a host process in its own process group, with its
+//! output appended to its log file.
+
+use std::fs::OpenOptions;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use super::{Launch, Runtime, RuntimeError, Started, StopSignal};
+
+/// Runs containers as host processes.
+#[derive(Debug, Default)]
+pub struct ProcessRuntime;
+
+#[async_trait]
+impl Runtime for ProcessRuntime {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn runs_processes(&self) -> bool {
+        true
+    }
+
+    async fn start(&self, launch: Launch) -> Result<Started, RuntimeError> {
+        let Some((program, args)) = launch.argv.split_first() else {
+            return Err(RuntimeError::Start("the command line is empty".into()));
+        };
+        if let Some(dir) = launch.log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Start(e.to_string()))?;
+        }
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&launch.log_path)
+            .map_err(|e| RuntimeError::Start(format!("{}: {e}", launch.log_path.display())))?;
+        let log_err = log.try_clone().map_err(|e| RuntimeError::Start(e.to_string()))?;
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .process_group(0);
+        if let Some(dir) = &launch.working_dir {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
+            _ => RuntimeError::Start(format!("{program}: {e}")),
+        })?;
+        let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
+        let exit = async move {
+            match child.wait().await {
+                Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9)),
+                Err(_) => 255,
+            }
+        };
+        // Reap the child even when nobody awaits the exit.
+        let exit = tokio::spawn(exit).map(|r| r.unwrap_or(255)).boxed();
+        Ok(Started { pid, start_ticks: start_ticks(pid).unwrap_or(0), exit })
+    }
+
+    fn signal(&self, pid: u32, signal: StopSignal) {
+        let Ok(raw) = i32::try_from(pid) else { return };
+        if raw <= 1 {
+            return;
+        }
+        let signal = match signal {
+            StopSignal::Term => Signal::SIGTERM,
+            StopSignal::Kill => Signal::SIGKILL,
+        };
+        if let Err(error) = killpg(Pid::from_raw(raw), signal) {
+            tracing::debug!(pid, %error, "signalling a process group");
+        }
+    }
+}
+
+/// The kernel start time of a process (field 22 of /proc/PID/stat), in clock ticks.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; the fields after it are plain.
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// True when process `pid` still exists and is the one started at `ticks` (not a reused pid),
+/// and is not a zombie.
+pub fn process_alive(pid: u32, ticks: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let Some(close) = stat.rfind(')') else { return false };
+    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    fields.first() != Some(&"Z") && fields.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(argv: &[&str], dir: &std::path::Path) -> Launch {
+        Launch {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: vec![("GREETING".into(), "hello".into())],
+            working_dir: None,
+            log_path: dir.join("c/0.log"),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_logs_and_reports_the_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = ProcessRuntime;
+        let started = runtime
+            .start(launch(&["sh", "-c", "echo $GREETING; exit 3"], dir.path()))
+            .await
+            .unwrap();
+        assert_eq!(started.exit.await, 3);
+        assert_eq!(std::fs::read_to_string(dir.path().join("c/0.log")).unwrap(), "hello\n");
+    }
+
+    #[tokio::test]
+    async fn a_signal_stops_the_whole_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = launch(&["sh", "-c", "sleep 1000 & echo $! > child; wait"], dir.path());
+        spec.working_dir = Some(dir.path().to_path_buf());
+        let started = ProcessRuntime.start(spec).await.unwrap();
+        assert!(process_alive(started.pid, started.start_ticks));
+        let child_file = dir.path().join("child");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let child: u32 = loop {
+            if let Some(pid) =
+                std::fs::read_to_string(&child_file).ok().and_then(|s| s.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "the shell never started its child");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        let child_ticks = start_ticks(child).unwrap();
+        ProcessRuntime.signal(started.pid, StopSignal::Term);
+        assert_eq!(started.exit.await, 143);
+        while process_alive(child, child_ticks) {
+            assert!(std::time::Instant::now() < deadline, "the grandchild survived");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let result = ProcessRuntime.start(launch(&["/no/such/program"], dir.path())).await;
+        assert!(matches!(result, Err(RuntimeError::NotFound(_))));
+    }
+}

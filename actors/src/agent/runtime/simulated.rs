@@ -1,0 +1,61 @@
+//! The simulated runtime (like kwok): nothing runs; a container "runs" until it is signalled.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use tokio::sync::oneshot;
+
+use super::{Launch, Runtime, RuntimeError, Started, StopSignal};
+
+/// Hands out fake pids and ends a "container" when it is signalled.
+#[derive(Default)]
+pub struct SimulatedRuntime {
+    next_pid: AtomicU32,
+    running: Mutex<HashMap<u32, oneshot::Sender<i32>>>,
+}
+
+#[async_trait]
+impl Runtime for SimulatedRuntime {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+
+    fn runs_processes(&self) -> bool {
+        false
+    }
+
+    async fn start(&self, _launch: Launch) -> Result<Started, RuntimeError> {
+        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        self.running.lock().expect("simulated runtime lock").insert(pid, tx);
+        Ok(Started { pid, start_ticks: 0, exit: rx.map(|code| code.unwrap_or(137)).boxed() })
+    }
+
+    fn signal(&self, pid: u32, signal: StopSignal) {
+        if let Some(tx) = self.running.lock().expect("simulated runtime lock").remove(&pid) {
+            let _ = tx.send(if signal == StopSignal::Term { 143 } else { 137 });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_simulated_container_runs_until_signalled() {
+        let runtime = SimulatedRuntime::default();
+        let launch = Launch {
+            argv: vec![],
+            env: vec![],
+            working_dir: None,
+            log_path: "/nonexistent".into(),
+        };
+        let started = runtime.start(launch).await.unwrap();
+        runtime.signal(started.pid, StopSignal::Term);
+        assert_eq!(started.exit.await, 143);
+    }
+}

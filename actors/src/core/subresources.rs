@@ -1,0 +1,287 @@
+//! The subresources that are not a part of the object: `pods/binding` (assigns a pod to a node
+//! once) and `replicationcontrollers/scale` (an autoscaling/v1 `Scale` view of the replicas).
+
+use serde_json::{json, Value};
+
+use super::{now, parse_rv, patch, ApiCore, ApiError, Part, PatchType, UPDATE_RETRIES};
+use crate::model::{resources, FieldError, ObjectKey, ResourceType};
+use crate::store::{Preconditions, StoreError};
+
+fn pods() -> &'static ResourceType {
+    resources::find("", "v1", "pods").expect("pods are served")
+}
+
+fn replication_controllers() -> &'static ResourceType {
+    resources::find("", "v1", "replicationcontrollers").expect("replicationcontrollers are served")
+}
+
+/// A `Binding` conflict, worded as Kubernetes words it.
+fn binding_conflict(name: &str, message: String) -> ApiError {
+    ApiError::Conflict {
+        resource: "pods/binding",
+        group: "",
+        name: name.to_string(),
+        message: format!("Operation cannot be fulfilled on pods/binding \"{name}\": {message}"),
+    }
+}
+
+impl ApiCore {
+    /// Binds a pending pod to a node (POST `pods/{name}/binding`): sets `spec.nodeName` and the
+    /// PodScheduled condition. A pod is bound once: binding a bound or deleted pod is a 409.
+    pub async fn bind(
+        &self,
+        namespace: &str,
+        name: &str,
+        binding: &Value,
+        dry_run: bool,
+    ) -> Result<(), ApiError> {
+        let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
+        if node.is_empty() {
+            let cause = FieldError::required("target.name");
+            return Err(ApiError::Invalid {
+                kind: "Binding",
+                group: "",
+                name: name.into(),
+                causes: vec![cause],
+            });
+        }
+        match binding.pointer("/metadata/name").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != name => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )))
+            }
+            _ => {}
+        }
+        let wanted_uid = binding.pointer("/metadata/uid").and_then(Value::as_str);
+        let key = ObjectKey::new(pods(), namespace, name);
+        for _ in 0..UPDATE_RETRIES {
+            let current =
+                self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(pods(), name))?;
+            let mut pod = current.to_value();
+            if wanted_uid.is_some_and(|uid| uid != current.uid) {
+                return Err(binding_conflict(
+                    name,
+                    format!(
+                        "the UID in the binding ({}) does not match the pod",
+                        wanted_uid.unwrap_or("")
+                    ),
+                ));
+            }
+            if pod.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(binding_conflict(
+                    name,
+                    format!("pod {name} is being deleted, cannot be assigned to a host"),
+                ));
+            }
+            if let Some(bound) = pod.pointer("/spec/nodeName").and_then(Value::as_str) {
+                if !bound.is_empty() {
+                    return Err(binding_conflict(
+                        name,
+                        format!("pod {name} is already assigned to node \"{bound}\""),
+                    ));
+                }
+            }
+            pod["spec"]["nodeName"] = json!(node);
+            if let Some(annotations) =
+                binding.pointer("/metadata/annotations").and_then(Value::as_object)
+            {
+                let meta = &mut pod["metadata"];
+                if !meta["annotations"].is_object() {
+                    meta["annotations"] = json!({});
+                }
+                for (k, v) in annotations {
+                    meta["annotations"][k] = v.clone();
+                }
+            }
+            set_condition(&mut pod, "PodScheduled", "True", None, None);
+            if dry_run {
+                return Ok(());
+            }
+            let preconditions =
+                Preconditions { resource_version: Some(current.resource_version), uid: None };
+            match self.store.update(key.clone(), pod, preconditions).await {
+                Err(StoreError::Conflict { .. }) => tokio::task::yield_now().await,
+                other => return other.map(|_| ()).map_err(Into::into),
+            }
+        }
+        Err(binding_conflict(name, "the pod kept changing; try again".into()))
+    }
+
+    /// The `Scale` of a replication controller.
+    pub async fn get_scale(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let rc = self.get(replication_controllers(), namespace, name).await?;
+        Ok(scale_of(&rc.to_value()))
+    }
+
+    /// Sets the replicas of a replication controller from a `Scale` (PUT `.../scale`). A
+    /// resourceVersion in the Scale is a precondition on the controller.
+    pub async fn update_scale(
+        &self,
+        namespace: &str,
+        name: &str,
+        scale: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let replicas =
+            match scale.pointer("/spec/replicas") {
+                None | Some(Value::Null) => 0,
+                Some(v) => v.as_i64().filter(|r| *r >= 0 && *r <= i64::from(i32::MAX)).ok_or_else(
+                    || ApiError::Invalid {
+                        kind: "Scale",
+                        group: "autoscaling",
+                        name: name.into(),
+                        causes: vec![FieldError::invalid(
+                            "spec.replicas",
+                            &v.to_string(),
+                            "must be greater than or equal to 0",
+                        )],
+                    },
+                )?,
+            };
+        let requested_rv = match scale.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+        {
+            None | Some("") => None,
+            Some(rv) => Some(rv.to_string()),
+        };
+        if let Some(rv) = &requested_rv {
+            parse_rv(rv)?;
+        }
+        let rcs = replication_controllers();
+        for _ in 0..UPDATE_RETRIES {
+            let current = self.get(rcs, namespace, name).await?;
+            let mut rc = current.to_value();
+            rc["spec"]["replicas"] = json!(replicas);
+            let rv = requested_rv.clone().unwrap_or_else(|| current.resource_version.to_string());
+            rc["metadata"]["resourceVersion"] = json!(rv);
+            match self.replace(rcs, namespace, name, rc, dry_run, Part::Main).await {
+                Err(ApiError::Conflict { .. }) if requested_rv.is_none() => {
+                    tokio::task::yield_now().await
+                }
+                other => return other.map(|rc| scale_of(&rc.to_value())),
+            }
+        }
+        Err(ApiError::Conflict {
+            resource: rcs.plural,
+            group: "",
+            name: name.into(),
+            message: "the object kept changing; try again".into(),
+        })
+    }
+
+    /// Patches the `Scale` of a replication controller.
+    pub async fn patch_scale(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let current = self.get_scale(namespace, name).await?;
+        let mut patched = patch::apply(&current, patch_type, patch)?;
+        // Unless the patch names a resourceVersion, it applies to the latest controller.
+        if patch.pointer("/metadata/resourceVersion").is_none() {
+            if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+        }
+        self.update_scale(namespace, name, &patched, dry_run).await
+    }
+}
+
+/// The autoscaling/v1 `Scale` view of a replication controller.
+fn scale_of(rc: &Value) -> Value {
+    let meta = &rc["metadata"];
+    let selector = rc
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .map(|s| {
+            s.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": rc.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "status": {
+            "replicas": rc.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector,
+        },
+    })
+}
+
+/// Sets (or replaces) a pod condition, stamping the transition time when the status changes.
+pub fn set_condition(
+    pod: &mut Value,
+    kind: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+) {
+    if !pod["status"].is_object() {
+        pod["status"] = json!({});
+    }
+    if !pod["status"]["conditions"].is_array() {
+        pod["status"]["conditions"] = json!([]);
+    }
+    let conditions = pod["status"]["conditions"].as_array_mut().expect("set to an array above");
+    let previous = conditions.iter().position(|c| c["type"] == kind);
+    let transition = match previous.map(|i| &conditions[i]) {
+        Some(old) if old["status"] == status => old["lastTransitionTime"].clone(),
+        _ => json!(now()),
+    };
+    let mut condition = json!({
+        "type": kind,
+        "status": status,
+        "lastProbeTime": null,
+        "lastTransitionTime": transition,
+    });
+    if let Some(reason) = reason {
+        condition["reason"] = json!(reason);
+    }
+    if let Some(message) = message {
+        condition["message"] = json!(message);
+    }
+    match previous {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_view_of_a_controller() {
+        let rc = json!({"metadata":{"name":"web","namespace":"default","uid":"u","resourceVersion":"7"},
+            "spec":{"replicas":3,"selector":{"app":"web","tier":"fe"}},"status":{"replicas":2}});
+        let scale = scale_of(&rc);
+        assert_eq!(scale["spec"]["replicas"], 3);
+        assert_eq!(scale["status"]["replicas"], 2);
+        assert_eq!(scale["status"]["selector"], "app=web,tier=fe");
+        assert_eq!(scale["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_unchanged() {
+        let mut pod = json!({"status":{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"t0"}]}});
+        set_condition(&mut pod, "Ready", "True", None, None);
+        assert_eq!(pod["status"]["conditions"][0]["lastTransitionTime"], "t0");
+        set_condition(&mut pod, "Ready", "False", Some("ContainersNotReady"), None);
+        assert_ne!(pod["status"]["conditions"][0]["lastTransitionTime"], "t0");
+        set_condition(&mut pod, "PodScheduled", "True", None, None);
+        assert_eq!(pod["status"]["conditions"].as_array().unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,455 @@
+//! The scheduler's filters: whether a pod can go on a node at all, and the Kubernetes
+//! "0/3 nodes are available: ..." message when it can go on none.
+//!
+//! Each filter is a small function over a [`PodInfo`] and a [`NodeInfo`] that neither parses
+//! nor allocates when the pod fits; [`filter`] runs them in kube-scheduler's order and, as
+//! kube-scheduler does, stops at the first filter that rejects the node, so the message
+//! names the same reasons Kubernetes would.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::node_info::{NodeInfo, PodInfo, TaintEffect};
+
+/// Why a node cannot take a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FitFailure {
+    /// The node's Ready condition is not True.
+    NotReady,
+    /// The node is cordoned (`spec.unschedulable`).
+    Unschedulable,
+    /// Not enough of a resource left: "cpu", "memory", "ephemeral-storage" or "pods".
+    Insufficient(&'static str),
+    /// The node does not match the pod's nodeSelector or required node affinity.
+    NodeSelectorMismatch,
+    /// The node has a NoSchedule or NoExecute taint the pod does not tolerate (the first).
+    UntoleratedTaint {
+        /// The taint key.
+        key: String,
+        /// The taint value.
+        value: String,
+        /// The taint effect.
+        effect: String,
+    },
+    /// A host port the pod needs is in use on the node.
+    HostPortConflict,
+}
+
+/// The reason as it appears in kube-scheduler's messages.
+impl fmt::Display for FitFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FitFailure::NotReady => f.write_str("node(s) were not ready"),
+            FitFailure::Unschedulable => f.write_str("node(s) were unschedulable"),
+            FitFailure::Insufficient("pods") => f.write_str("Too many pods"),
+            FitFailure::Insufficient(resource) => write!(f, "Insufficient {resource}"),
+            FitFailure::NodeSelectorMismatch => {
+                f.write_str("node(s) didn't match Pod's node affinity/selector")
+            }
+            FitFailure::UntoleratedTaint { key, value, .. } => {
+                write!(f, "node(s) had untolerated taint {{{key}: {value}}}")
+            }
+            FitFailure::HostPortConflict => {
+                f.write_str("node(s) didn't have free ports for the requested pod ports")
+            }
+        }
+    }
+}
+
+/// Runs the filters in kube-scheduler's order (readiness first, then NodeUnschedulable,
+/// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit) and returns the reasons of
+/// the first one that rejects the node.
+pub fn filter(pod: &PodInfo, node: &NodeInfo) -> Result<(), Vec<FitFailure>> {
+    let single = |r: Result<(), FitFailure>| r.map_err(|f| vec![f]);
+    single(node_ready(pod, node))?;
+    single(node_unschedulable(pod, node))?;
+    single(taint_toleration(pod, node))?;
+    single(node_affinity(pod, node))?;
+    single(node_ports(pod, node))?;
+    resources_fit(pod, node)
+}
+
+/// The node must be Ready, unless the pod tolerates the `node.kubernetes.io/not-ready`
+/// NoSchedule taint that Kubernetes puts on such nodes.
+pub fn node_ready(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
+    if node.ready || pod.tolerates_not_ready {
+        Ok(())
+    } else {
+        Err(FitFailure::NotReady)
+    }
+}
+
+/// The node must not be cordoned, unless the pod tolerates the
+/// `node.kubernetes.io/unschedulable` NoSchedule taint.
+pub fn node_unschedulable(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
+    if !node.unschedulable || pod.tolerates_unschedulable {
+        Ok(())
+    } else {
+        Err(FitFailure::Unschedulable)
+    }
+}
+
+/// Every NoSchedule and NoExecute taint of the node must be tolerated; the first one that
+/// is not is reported.
+pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
+    let untolerated = node.taints.iter().find(|taint| {
+        matches!(taint.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute)
+            && !pod.tolerations.iter().any(|t| t.tolerates(taint))
+    });
+    match untolerated {
+        None => Ok(()),
+        Some(taint) => Err(FitFailure::UntoleratedTaint {
+            key: taint.key.clone(),
+            value: taint.value.clone(),
+            effect: taint.effect.as_str().to_owned(),
+        }),
+    }
+}
+
+/// The node's labels must carry every pair of the pod's nodeSelector, and the node must
+/// match one term of the required node affinity, if any.
+pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
+    let selector_ok =
+        pod.node_selector.iter().all(|(k, v)| node.labels.get(k).is_some_and(|x| x == v));
+    let affinity_ok =
+        pod.required_affinity.as_ref().is_none_or(|s| s.matches(&node.name, &node.labels));
+    if selector_ok && affinity_ok {
+        Ok(())
+    } else {
+        Err(FitFailure::NodeSelectorMismatch)
+    }
+}
+
+/// No host port of the pod may be in use on the node (an address of 0.0.0.0 on either side
+/// conflicts with every address).
+pub fn node_ports(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
+    if pod.host_ports.iter().any(|p| node.host_port_conflict(p)) {
+        Err(FitFailure::HostPortConflict)
+    } else {
+        Ok(())
+    }
+}
+
+/// The node must have room for one more pod and, for each resource the pod requests, enough
+/// of it left unrequested. A pod requesting no cpu, memory or storage only needs the room.
+pub fn resources_fit(pod: &PodInfo, node: &NodeInfo) -> Result<(), Vec<FitFailure>> {
+    let (req, used, alloc) = (&pod.requests, &node.requested, &node.allocatable);
+    let pods_full = node.pod_count() as i64 + 1 > alloc.pods;
+    let short = |want: i64, used: i64, have: i64| want > 0 && want > have.saturating_sub(used);
+    let cpu = short(req.milli_cpu, used.milli_cpu, alloc.milli_cpu);
+    let memory = short(req.memory, used.memory, alloc.memory);
+    let storage = short(req.ephemeral_storage, used.ephemeral_storage, alloc.ephemeral_storage);
+    if !(pods_full || cpu || memory || storage) {
+        return Ok(());
+    }
+    let failures =
+        [(pods_full, "pods"), (cpu, "cpu"), (memory, "memory"), (storage, "ephemeral-storage")]
+            .into_iter()
+            .filter(|(short, _)| *short)
+            .map(|(_, resource)| FitFailure::Insufficient(resource))
+            .collect();
+    Err(failures)
+}
+
+/// The FailedScheduling message of kube-scheduler for a pod that fits none of `total_nodes`
+/// nodes, `failures` holding the reasons of each node: "0/3 nodes are available: 1 node(s)
+/// didn't match Pod's node affinity/selector, 2 Insufficient cpu." Each reason is counted
+/// over the nodes and the "<count> <reason>" entries are sorted as strings, as Kubernetes
+/// sorts them.
+pub fn unschedulable_message(total_nodes: usize, failures: &[Vec<FitFailure>]) -> String {
+    if total_nodes == 0 {
+        return "no nodes available to schedule pods".to_owned();
+    }
+    let mut counts: HashMap<&FitFailure, usize> = HashMap::new();
+    for failure in failures.iter().flatten() {
+        *counts.entry(failure).or_default() += 1;
+    }
+    let mut entries: Vec<String> =
+        counts.into_iter().map(|(failure, count)| format!("{count} {failure}")).collect();
+    entries.sort();
+    let mut message = format!("0/{total_nodes} nodes are available:");
+    if !entries.is_empty() {
+        message.push(' ');
+        message.push_str(&entries.join(", "));
+        message.push('.');
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::node_info::tests::{node, pod};
+    use crate::scheduler::node_info::NodeInfo;
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::{json, Value};
+
+    fn pod_info(spec: Value) -> PodInfo {
+        PodInfo::new(&pod("p", spec))
+    }
+
+    fn node_info(labels: Value) -> NodeInfo {
+        NodeInfo::new(&node("n1", "4", "8Gi", labels))
+    }
+
+    fn tainted(taints: Value) -> NodeInfo {
+        let mut n: Node = node("n1", "4", "8Gi", json!({}));
+        n.spec = Some(serde_json::from_value(json!({"taints": taints})).unwrap());
+        NodeInfo::new(&n)
+    }
+
+    fn with_requests(requests: Value) -> PodInfo {
+        pod_info(json!({"containers": [{"name": "c", "resources": {"requests": requests}}]}))
+    }
+
+    #[test]
+    fn not_ready_nodes_are_rejected_unless_tolerated() {
+        let mut n = node_info(json!({}));
+        let p = pod_info(json!({}));
+        assert_eq!(node_ready(&p, &n), Ok(()));
+        n.ready = false;
+        assert_eq!(node_ready(&p, &n), Err(FitFailure::NotReady));
+        let tolerant = pod_info(json!({"tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]}));
+        assert_eq!(node_ready(&tolerant, &n), Ok(()));
+    }
+
+    #[test]
+    fn cordoned_nodes_are_rejected_unless_tolerated() {
+        let mut n = node_info(json!({}));
+        let p = pod_info(json!({}));
+        assert_eq!(node_unschedulable(&p, &n), Ok(()));
+        n.unschedulable = true;
+        assert_eq!(node_unschedulable(&p, &n), Err(FitFailure::Unschedulable));
+        let tolerant = pod_info(json!({"tolerations": [{"operator": "Exists"}]}));
+        assert_eq!(node_unschedulable(&tolerant, &n), Ok(()));
+        let wrong_effect = pod_info(json!({"tolerations": [
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}]}));
+        assert_eq!(node_unschedulable(&wrong_effect, &n), Err(FitFailure::Unschedulable));
+    }
+
+    #[test]
+    fn no_schedule_and_no_execute_taints_must_be_tolerated() {
+        let n = tainted(json!([
+            {"key": "soft", "effect": "PreferNoSchedule"},
+            {"key": "gpu", "value": "yes", "effect": "NoSchedule"},
+            {"key": "evict", "effect": "NoExecute"},
+        ]));
+        assert_eq!(
+            taint_toleration(&pod_info(json!({})), &n),
+            Err(FitFailure::UntoleratedTaint {
+                key: "gpu".into(),
+                value: "yes".into(),
+                effect: "NoSchedule".into()
+            })
+        );
+        let gpu_only = pod_info(json!({"tolerations": [{"key": "gpu", "value": "yes"}]}));
+        assert!(matches!(
+            taint_toleration(&gpu_only, &n),
+            Err(FitFailure::UntoleratedTaint { key, .. }) if key == "evict"
+        ));
+        let both = pod_info(json!({"tolerations": [
+            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "evict", "operator": "Exists"},
+        ]}));
+        assert_eq!(taint_toleration(&both, &n), Ok(()));
+        let everything = pod_info(json!({"tolerations": [{"operator": "Exists"}]}));
+        assert_eq!(taint_toleration(&everything, &n), Ok(()));
+        let wrong_value = pod_info(json!({"tolerations": [
+            {"key": "gpu", "value": "no"}, {"key": "evict", "operator": "Exists"}]}));
+        assert!(taint_toleration(&wrong_value, &n).is_err());
+    }
+
+    #[test]
+    fn node_selector_must_match_labels() {
+        let n = node_info(json!({"disk": "ssd", "zone": "a"}));
+        let p = |sel: Value| pod_info(json!({"nodeSelector": sel}));
+        assert_eq!(node_affinity(&p(json!({})), &n), Ok(()));
+        assert_eq!(node_affinity(&p(json!({"disk": "ssd", "zone": "a"})), &n), Ok(()));
+        assert_eq!(
+            node_affinity(&p(json!({"disk": "hdd"})), &n),
+            Err(FitFailure::NodeSelectorMismatch)
+        );
+        assert_eq!(
+            node_affinity(&p(json!({"gpu": "1"})), &n),
+            Err(FitFailure::NodeSelectorMismatch)
+        );
+    }
+
+    fn required(terms: Value) -> PodInfo {
+        pod_info(json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}))
+    }
+
+    #[test]
+    fn required_affinity_terms_are_ored_and_expressions_anded() {
+        let n = node_info(json!({"zone": "a", "cores": "8"}));
+        let ok = |terms: Value| node_affinity(&required(terms), &n).is_ok();
+        let expr = |key: &str, op: &str, values: Value| json!({"key": key, "operator": op, "values": values});
+        assert!(ok(json!([{"matchExpressions": [expr("zone", "In", json!(["a", "b"]))]}])));
+        assert!(!ok(json!([{"matchExpressions": [expr("zone", "In", json!(["b"]))]}])));
+        assert!(ok(json!([{"matchExpressions": [expr("zone", "NotIn", json!(["b"]))]}])));
+        assert!(ok(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}])));
+        assert!(ok(json!([{"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}])));
+        assert!(ok(json!([{"matchExpressions": [expr("cores", "Gt", json!(["4"]))]}])));
+        assert!(!ok(json!([{"matchExpressions": [expr("cores", "Lt", json!(["4"]))]}])));
+        // ANDed within a term
+        assert!(!ok(json!([{"matchExpressions": [
+            expr("zone", "In", json!(["a"])), expr("cores", "Gt", json!(["16"]))]}])));
+        // ORed across terms
+        assert!(ok(json!([
+            {"matchExpressions": [expr("zone", "In", json!(["b"]))]},
+            {"matchExpressions": [expr("cores", "Gt", json!(["4"]))]},
+        ])));
+        // an empty term, an invalid term and an empty list match nothing
+        assert!(!ok(json!([{}])));
+        assert!(!ok(json!([{"matchExpressions": [expr("cores", "Gt", json!(["x"]))]}])));
+        assert!(!ok(json!([])));
+    }
+
+    #[test]
+    fn required_affinity_match_fields_on_node_name() {
+        let n = node_info(json!({}));
+        let field = |op: &str, name: &str| {
+            required(json!([{"matchFields": [
+                {"key": "metadata.name", "operator": op, "values": [name]}]}]))
+        };
+        assert_eq!(node_affinity(&field("In", "n1"), &n), Ok(()));
+        assert!(node_affinity(&field("In", "n2"), &n).is_err());
+        assert_eq!(node_affinity(&field("NotIn", "n2"), &n), Ok(()));
+        assert!(node_affinity(&field("Exists", "n1"), &n).is_err());
+    }
+
+    #[test]
+    fn host_ports_must_be_free() {
+        let port_pod = |uid: &str, ip: &str, port: i32, protocol: &str| {
+            PodInfo::new(&pod(
+                uid,
+                json!({"containers": [{"name": "c", "ports": [
+                    {"containerPort": 1, "hostPort": port, "hostIP": ip, "protocol": protocol}]}]}),
+            ))
+        };
+        let mut n = node_info(json!({}));
+        n.add_pod(port_pod("a", "10.0.0.1", 8080, "TCP"));
+        assert_eq!(node_ports(&pod_info(json!({})), &n), Ok(()));
+        assert_eq!(
+            node_ports(&port_pod("b", "10.0.0.1", 8080, "TCP"), &n),
+            Err(FitFailure::HostPortConflict)
+        );
+        assert_eq!(
+            node_ports(&port_pod("b", "0.0.0.0", 8080, "TCP"), &n),
+            Err(FitFailure::HostPortConflict)
+        );
+        assert_eq!(node_ports(&port_pod("b", "10.0.0.2", 8080, "TCP"), &n), Ok(()));
+        assert_eq!(node_ports(&port_pod("b", "10.0.0.1", 8080, "UDP"), &n), Ok(()));
+        n.add_pod(port_pod("c", "", 9090, "TCP"));
+        assert_eq!(
+            node_ports(&port_pod("b", "10.0.0.7", 9090, "TCP"), &n),
+            Err(FitFailure::HostPortConflict)
+        );
+    }
+
+    #[test]
+    fn resources_must_fit() {
+        let mut n = NodeInfo::new(&node("n1", "2", "1Gi", json!({})));
+        n.add_pod(with_requests(json!({"cpu": "1500m", "memory": "512Mi"})));
+        assert_eq!(resources_fit(&with_requests(json!({"cpu": "500m"})), &n), Ok(()));
+        assert_eq!(
+            resources_fit(&with_requests(json!({"cpu": "501m", "memory": "1Gi"})), &n),
+            Err(vec![FitFailure::Insufficient("cpu"), FitFailure::Insufficient("memory")])
+        );
+        assert_eq!(
+            resources_fit(&with_requests(json!({"ephemeral-storage": "1"})), &n),
+            Err(vec![FitFailure::Insufficient("ephemeral-storage")])
+        );
+    }
+
+    #[test]
+    fn zero_request_pods_only_need_room_for_a_pod() {
+        let mut full: Node = node("n1", "0", "0", json!({}));
+        full.status.as_mut().unwrap().allocatable.as_mut().unwrap().insert(
+            "pods".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+        );
+        let mut n = NodeInfo::new(&full);
+        let best_effort = pod_info(json!({}));
+        assert_eq!(resources_fit(&best_effort, &n), Ok(()));
+        n.add_pod(PodInfo::new(&pod("other", json!({}))));
+        assert_eq!(resources_fit(&best_effort, &n), Err(vec![FitFailure::Insufficient("pods")]));
+    }
+
+    #[test]
+    fn filter_reports_the_first_failing_filter() {
+        let mut n = NodeInfo::new(&node("n1", "1", "1Gi", json!({"disk": "hdd"})));
+        let p = pod_info(json!({
+            "nodeSelector": {"disk": "ssd"},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "2Gi"}}}],
+        }));
+        assert_eq!(filter(&p, &n), Err(vec![FitFailure::NodeSelectorMismatch]));
+        n.labels.insert("disk".into(), "ssd".into());
+        assert_eq!(
+            filter(&p, &n),
+            Err(vec![FitFailure::Insufficient("cpu"), FitFailure::Insufficient("memory")])
+        );
+        n.unschedulable = true;
+        assert_eq!(filter(&p, &n), Err(vec![FitFailure::Unschedulable]));
+        n.ready = false;
+        assert_eq!(filter(&p, &n), Err(vec![FitFailure::NotReady]));
+        assert_eq!(filter(&pod_info(json!({})), &node_info(json!({}))), Ok(()));
+    }
+
+    #[test]
+    fn reason_texts_are_kubernetes_texts() {
+        let text = |f: FitFailure| f.to_string();
+        assert_eq!(text(FitFailure::NotReady), "node(s) were not ready");
+        assert_eq!(text(FitFailure::Unschedulable), "node(s) were unschedulable");
+        assert_eq!(text(FitFailure::Insufficient("cpu")), "Insufficient cpu");
+        assert_eq!(
+            text(FitFailure::Insufficient("ephemeral-storage")),
+            "Insufficient ephemeral-storage"
+        );
+        assert_eq!(text(FitFailure::Insufficient("pods")), "Too many pods");
+        assert_eq!(
+            text(FitFailure::NodeSelectorMismatch),
+            "node(s) didn't match Pod's node affinity/selector"
+        );
+        assert_eq!(
+            text(FitFailure::UntoleratedTaint {
+                key: "k".into(),
+                value: "v".into(),
+                effect: "NoSchedule".into()
+            }),
+            "node(s) had untolerated taint {k: v}"
+        );
+        assert_eq!(
+            text(FitFailure::HostPortConflict),
+            "node(s) didn't have free ports for the requested pod ports"
+        );
+    }
+
+    #[test]
+    fn message_counts_reasons_and_sorts_entries() {
+        let failures = vec![
+            vec![FitFailure::Insufficient("cpu")],
+            vec![FitFailure::NodeSelectorMismatch],
+            vec![FitFailure::Insufficient("cpu")],
+        ];
+        assert_eq!(
+            unschedulable_message(3, &failures),
+            "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, \
+             2 Insufficient cpu."
+        );
+        // Entries sort as whole strings, count included, as Kubernetes' sort.Strings does.
+        let mut many = vec![vec![FitFailure::Unschedulable]; 2];
+        many.extend(vec![
+            vec![FitFailure::Insufficient("cpu"), FitFailure::Insufficient("memory")];
+            10
+        ]);
+        assert_eq!(
+            unschedulable_message(12, &many),
+            "0/12 nodes are available: 10 Insufficient cpu, 10 Insufficient memory, \
+             2 node(s) were unschedulable."
+        );
+        assert_eq!(unschedulable_message(0, &[]), "no nodes available to schedule pods");
+    }
+}
