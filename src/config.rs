@@ -26,6 +26,71 @@ struct RawConfig {
     server: RawServer,
     store: RawStore,
     watch: RawWatch,
+    agent: RawAgent,
+    runtime: RawRuntime,
+    scheduler: RawScheduler,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawAgent {
+    enabled: bool,
+    node_name: String,
+    address: String,
+    port: u16,
+    runtime: String,
+    cluster_cidr: String,
+    node_status_update_period_seconds: u64,
+    lease_duration_seconds: u64,
+    sync_period_millis: u64,
+    restart_backoff_seconds: u64,
+    max_restart_backoff_seconds: u64,
+    max_pods: u32,
+    capacity: std::collections::HashMap<String, String>,
+    labels: std::collections::HashMap<String, String>,
+    max_log_bytes: u64,
+    stop_containers_on_shutdown: bool,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawRuntime {
+    images: std::collections::HashMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawScheduler {
+    enabled: bool,
+}
+
+impl Default for RawAgent {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            node_name: String::new(),
+            address: "127.0.0.1".into(),
+            port: 10250,
+            runtime: "process".into(),
+            cluster_cidr: "127.64.0.0/10".into(),
+            node_status_update_period_seconds: 10,
+            lease_duration_seconds: 40,
+            sync_period_millis: 1000,
+            restart_backoff_seconds: 10,
+            max_restart_backoff_seconds: 300,
+            max_pods: 110,
+            capacity: Default::default(),
+            labels: Default::default(),
+            max_log_bytes: 10 * 1024 * 1024,
+            stop_containers_on_shutdown: true,
+        }
+    }
+}
+
+impl Default for RawScheduler {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +126,9 @@ impl Default for RawConfig {
             server: RawServer::default(),
             store: RawStore::default(),
             watch: RawWatch::default(),
+            agent: RawAgent::default(),
+            runtime: RawRuntime::default(),
+            scheduler: RawScheduler::default(),
         }
     }
 }
@@ -103,6 +171,10 @@ pub struct Overrides {
     pub insecure_bind_address: Option<String>,
     pub secure_port: Option<u16>,
     pub bind_address: Option<String>,
+    pub embedded_agent: Option<bool>,
+    pub node_name: Option<String>,
+    pub agent_port: Option<u16>,
+    pub runtime: Option<String>,
 }
 
 /// The checked settings of the server.
@@ -118,6 +190,25 @@ pub struct Settings {
     pub watch_buffer: usize,
     pub bookmark_interval: Duration,
     pub watch_max_timeout: Duration,
+    pub agent: AgentSettings,
+    pub scheduler_enabled: bool,
+}
+
+/// How the container runtime of a node agent runs containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    Process,
+    Simulated,
+}
+
+/// The node agent's settings (embedded in the server, or `kplane agent`).
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Run one agent inside `kplane server`.
+    pub enabled: bool,
+    pub runtime: RuntimeKind,
+    /// Everything the agent actor needs (node name, address, port, periods, images...).
+    pub agent: kplane_actors::agent::AgentConfig,
 }
 
 impl Settings {
@@ -150,6 +241,23 @@ impl Settings {
         Self::check(raw, overrides)
     }
 
+    /// The defaults for tests that start a server in-process: the store under `data_dir`, the
+    /// insecure port picked by the OS (port 0), and only the API (no embedded agent, whose
+    /// fixed port would clash between tests, and no scheduler writing to the test's pods).
+    #[cfg(test)]
+    pub fn for_tests(data_dir: &std::path::Path) -> Self {
+        let overrides = Overrides {
+            data_dir: Some(data_dir.to_path_buf()),
+            insecure_port: Some(0),
+            embedded_agent: Some(false),
+            ..Overrides::default()
+        };
+        let mut settings =
+            Self::check(RawConfig::default(), &overrides).expect("the defaults are valid");
+        settings.scheduler_enabled = false;
+        settings
+    }
+
     fn check(mut raw: RawConfig, o: &Overrides) -> Result<Self, ConfigError> {
         if let Some(v) = &o.data_dir {
             raw.data_dir = v.clone();
@@ -165,6 +273,18 @@ impl Settings {
         }
         if let Some(v) = &o.bind_address {
             raw.server.bind_address = v.clone();
+        }
+        if let Some(v) = o.embedded_agent {
+            raw.agent.enabled = v;
+        }
+        if let Some(v) = &o.node_name {
+            raw.agent.node_name = v.clone();
+        }
+        if let Some(v) = o.agent_port {
+            raw.agent.port = v;
+        }
+        if let Some(v) = &o.runtime {
+            raw.agent.runtime = v.clone();
         }
         let ip = |key: &'static str, value: &str| {
             value.parse::<IpAddr>().map_err(|_| ConfigError::Invalid {
@@ -202,7 +322,10 @@ impl Settings {
                 message: format!("{:?} is not a log level or filter", raw.log_level),
             });
         }
+        let agent = agent_settings(&raw)?;
         Ok(Settings {
+            agent,
+            scheduler_enabled: raw.scheduler.enabled,
             data_dir: raw.data_dir,
             log_level: raw.log_level,
             insecure_addr: SocketAddr::new(insecure_ip, raw.server.insecure_port),
@@ -227,6 +350,97 @@ impl Settings {
             )? as u64),
         })
     }
+}
+
+/// Checks the `[agent]` and `[runtime]` sections.
+fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
+    let a = &raw.agent;
+    let invalid = |key: &'static str, message: String| ConfigError::Invalid { key, message };
+    let runtime = match a.runtime.as_str() {
+        "process" => RuntimeKind::Process,
+        "simulated" => RuntimeKind::Simulated,
+        other => {
+            return Err(invalid(
+                "agent.runtime",
+                format!("{other:?}: must be \"process\" or \"simulated\""),
+            ))
+        }
+    };
+    let node_name = if a.node_name.is_empty() { host_name() } else { a.node_name.clone() };
+    if !kplane_actors::model::validation::dns1123_subdomain_errors(&node_name).is_empty() {
+        return Err(invalid("agent.node_name", format!("{node_name:?} is not a valid node name")));
+    }
+    let address: std::net::Ipv4Addr = a
+        .address
+        .parse()
+        .map_err(|_| invalid("agent.address", format!("{:?} is not an IPv4 address", a.address)))?;
+    let cluster_cidr = kplane_actors::agent::pod_ips::parse_cidr(&a.cluster_cidr)
+        .filter(|(_, bits)| *bits <= 24)
+        .ok_or_else(|| {
+            invalid(
+                "agent.cluster_cidr",
+                format!("{:?} is not an IPv4 CIDR of /24 or wider", a.cluster_cidr),
+            )
+        })?;
+    let positive = |key: &'static str, v: u64| {
+        if v == 0 {
+            Err(invalid(key, "must be at least 1".into()))
+        } else {
+            Ok(v)
+        }
+    };
+    for (resource, value) in &a.capacity {
+        let parsed = match resource.as_str() {
+            "cpu" => kplane_actors::model::quantity::milli_value(value),
+            _ => kplane_actors::model::quantity::value(value),
+        };
+        if parsed.is_err() {
+            return Err(invalid(
+                "agent.capacity",
+                format!("{resource} = {value:?} is not a quantity"),
+            ));
+        }
+    }
+    for (image, command) in &raw.runtime.images {
+        if command.is_empty() {
+            return Err(invalid("runtime.images", format!("{image:?} maps to an empty command")));
+        }
+    }
+    let mut config = kplane_actors::agent::AgentConfig::new(&node_name, raw.data_dir.join("agent"));
+    config.address = address;
+    config.port = a.port;
+    config.cluster_cidr = cluster_cidr;
+    config.node_status_update_period = Duration::from_secs(positive(
+        "agent.node_status_update_period_seconds",
+        a.node_status_update_period_seconds,
+    )?);
+    config.lease_duration =
+        Duration::from_secs(positive("agent.lease_duration_seconds", a.lease_duration_seconds)?);
+    config.sync_period =
+        Duration::from_millis(positive("agent.sync_period_millis", a.sync_period_millis)?);
+    config.restart_backoff =
+        Duration::from_secs(positive("agent.restart_backoff_seconds", a.restart_backoff_seconds)?);
+    config.max_restart_backoff = Duration::from_secs(positive(
+        "agent.max_restart_backoff_seconds",
+        a.max_restart_backoff_seconds,
+    )?);
+    config.max_pods = a.max_pods;
+    config.capacity_overrides = a.capacity.clone();
+    config.labels = a.labels.clone();
+    config.max_log_bytes = positive("agent.max_log_bytes", a.max_log_bytes)?;
+    config.stop_containers_on_shutdown = a.stop_containers_on_shutdown;
+    config.images = raw.runtime.images.clone();
+    Ok(AgentSettings { enabled: a.enabled, runtime, agent: config })
+}
+
+/// The machine's host name, lower-cased as node names must be.
+fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .map(|h| h.to_lowercase())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! Wires the server together: watch hub, store shards, API core and the HTTP listener.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use actix_web::{web, HttpServer};
+use kplane_actors::client::ApiClient;
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::store::{Store, StoreError, StoreOptions};
 use kplane_actors::watch::{HubOptions, WatchHub};
@@ -19,12 +21,16 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("bootstrap: {0}")]
     Bootstrap(#[from] ApiError),
+    #[error("agent: {0}")]
+    Agent(#[from] crate::agent::AgentStartError),
 }
 
 /// A started server: its bound address and the future that runs it until shutdown.
 pub struct Running {
     pub insecure_addr: SocketAddr,
     pub server: actix_web::dev::Server,
+    /// The embedded node agent, when enabled.
+    pub agent: Option<crate::agent::RunningAgent>,
     store: Store,
 }
 
@@ -32,6 +38,9 @@ impl Running {
     /// Serves until a shutdown signal, then closes the store so nothing is left half-written.
     pub async fn serve(self) -> std::io::Result<()> {
         let result = self.server.await;
+        if let Some(agent) = self.agent {
+            agent.stop().await;
+        }
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -62,7 +71,8 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         settings.max_request_body_bytes,
         settings.watch_max_timeout,
     ));
-    let server = HttpServer::new(move || api::app(state.clone()))
+    let app_state = state.clone();
+    let server = HttpServer::new(move || api::app(app_state.clone()))
         .listen(listener)
         .map_err(|source| StartError::Bind { addr, source })?;
     let insecure_addr = server.addrs().first().copied().unwrap_or(addr);
@@ -73,5 +83,18 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             "the secure port (TLS, authentication) is not implemented yet and is not served"
         );
     }
-    Ok(Running { insecure_addr, server: server.run(), store })
+    let agent = if settings.agent.enabled {
+        let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
+        let config = settings.agent.agent.clone();
+        match crate::agent::start(&settings.agent, config, client, true) {
+            Ok(agent) => Some(agent),
+            Err(e) => {
+                store.close(std::time::Duration::from_secs(10)).await;
+                return Err(e.into());
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Running { insecure_addr, server: server.run(), agent, store })
 }

@@ -1,9 +1,12 @@
 //! The `kplane` binary: a thin command line over the daemon.
 
+mod agent;
 mod api;
+mod client;
 mod config;
 mod daemon;
 mod error;
+mod images;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,10 +24,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs the API server, store, watch hub and (later) controllers in one process.
+    /// Runs the API server, store, watch hub, scheduler and a node agent in one process.
     Server(ServerArgs),
+    /// Runs node agents (the kubelet's job) against a kplane server over its REST API.
+    Agent(AgentArgs),
     /// Prints the version and the Kubernetes API version served.
     Version,
+    /// Runs a built-in container image (pause, agnhost) in the foreground.
+    #[command(hide = true)]
+    Image(images::ImageArgs),
+    /// Lowers rlimits, then replaces itself with the program after `--`.
+    #[command(hide = true)]
+    ExecLimited(images::ExecLimitedArgs),
 }
 
 #[derive(clap::Args)]
@@ -47,6 +58,40 @@ struct ServerArgs {
     /// Address of the TLS listener (default 0.0.0.0; accepted, not served yet).
     #[arg(long)]
     bind_address: Option<String>,
+    /// Run a node agent inside the server (default true; `--embedded-agent=false` turns it off).
+    #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
+    embedded_agent: Option<bool>,
+    /// Node name of the embedded agent (default: the host name).
+    #[arg(long)]
+    node_name: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct AgentArgs {
+    /// The kplane server, `http://host:port`.
+    #[arg(long)]
+    server: String,
+    /// TOML configuration file (its [agent] and [runtime] sections apply).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Node name (default: the host name); with --nodes, the names are PREFIX0, PREFIX1, ...
+    #[arg(long)]
+    node_name: Option<String>,
+    /// Port of the agent's HTTP server (default 10250; 0 picks a free one).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Where the agent keeps pod logs and container state (default ./data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// `process` runs containers as host processes; `simulated` runs nothing (like kwok).
+    #[arg(long)]
+    runtime: Option<String>,
+    /// How many nodes to run in this process (simulated runtime only).
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// Name prefix of the nodes when --nodes is given.
+    #[arg(long, default_value = "sim-")]
+    node_name_prefix: String,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +113,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Server(args) => server(args),
+        Command::Agent(args) => agent(args),
+        Command::Image(args) => images::run(args),
+        Command::ExecLimited(args) => images::exec_limited(args),
     }
 }
 
@@ -79,14 +127,15 @@ fn server(args: ServerArgs) -> ExitCode {
         insecure_bind_address: args.insecure_bind_address,
         secure_port: args.secure_port,
         bind_address: args.bind_address,
+        embedded_agent: args.embedded_agent,
+        node_name: args.node_name,
+        ..Overrides::default()
     };
     let settings = match Settings::load(&overrides) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    init_logging(&settings);
     let system = actix::System::new();
     let outcome = system.block_on(async {
         let running = daemon::start(&settings).await?;
@@ -97,6 +146,78 @@ fn server(args: ServerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
+}
+
+fn agent(args: AgentArgs) -> ExitCode {
+    let overrides = Overrides {
+        config: args.config,
+        data_dir: args.data_dir,
+        node_name: args.node_name,
+        agent_port: args.port,
+        runtime: args.runtime,
+        ..Overrides::default()
+    };
+    let settings = match Settings::load(&overrides) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if args.nodes == 0 {
+        return fail(&"--nodes must be at least 1");
+    }
+    if args.nodes > 1 && settings.agent.runtime != config::RuntimeKind::Simulated {
+        return fail(&"--nodes above 1 needs --runtime simulated");
+    }
+    let client = match client::rest::RestClient::new(&args.server) {
+        Ok(c) => std::sync::Arc::new(c),
+        Err(e) => return fail(&e),
+    };
+    init_logging(&settings);
+    let system = actix::System::new();
+    let outcome = system.block_on(async move {
+        let mut agents = Vec::with_capacity(args.nodes);
+        for i in 0..args.nodes {
+            let mut config = settings.agent.agent.clone();
+            if args.nodes > 1 {
+                config.node_name = format!("{}{i}", args.node_name_prefix);
+                config.data_dir = config.data_dir.join(&config.node_name);
+            }
+            let running = agent::start(&settings.agent, config, client.clone(), args.nodes == 1)?;
+            if let Some(addr) = running.http_addr {
+                tracing::info!(%addr, "agent HTTP port");
+            }
+            agents.push(running);
+        }
+        tracing::info!(nodes = agents.len(), server = %args.server, "node agents started");
+        shutdown_signal().await;
+        for running in agents {
+            running.stop().await;
+        }
+        Ok::<(), agent::AgentStartError>(())
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+fn init_logging(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 /// Start-up failures: one line naming the key or port, exit code 2, no backtrace.

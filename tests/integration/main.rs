@@ -2,9 +2,11 @@
 
 mod util;
 
+mod agent;
 mod bad_input;
 mod concurrency;
 mod config_cli;
 mod durability;
+mod images;
 mod kubectl;
 mod watch;

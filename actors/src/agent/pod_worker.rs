@@ -66,58 +66,33 @@ struct Exited {
     code: i32,
 }
 
-/// The pod worker actor.
+/// The pod worker actor. A sync holds the mailbox (`ctx.wait`), so every message is handled
+/// between syncs, with the pod state in place.
 pub struct PodWorker {
     ctx: Arc<WorkerContext>,
     /// Taken out while a sync runs (the sync owns it), put back when it ends.
     state: Option<PodState>,
-    /// A change arrived while syncing: sync again right after.
-    dirty: bool,
-    /// What arrived while a sync owned the state, applied when it hands the state back.
-    pending_pod: Option<Value>,
-    pending_gone: bool,
-    pending_exits: Vec<Exited>,
 }
 
 impl PodWorker {
     pub fn new(ctx: Arc<WorkerContext>, pod: Value) -> Option<Self> {
         let state = PodState::new(&ctx, pod)?;
-        Some(Self {
-            ctx,
-            state: Some(state),
-            dirty: false,
-            pending_pod: None,
-            pending_gone: false,
-            pending_exits: Vec::new(),
-        })
+        Some(Self { ctx, state: Some(state) })
     }
 
     fn request_sync(&mut self, ctx: &mut Context<Self>) {
-        let Some(state) = self.state.take() else {
-            self.dirty = true;
-            return;
-        };
+        let Some(mut state) = self.state.take() else { return };
         let worker = self.ctx.clone();
         let addr = ctx.address();
         let sync = async move {
-            let mut state = state;
             state.sync(&worker, &addr).await;
             state
         };
-        ctx.spawn(sync.into_actor(self).map(|mut state, act, ctx| {
-            if let Some(pod) = act.pending_pod.take() {
-                state.update(pod);
-            }
-            state.gone |= std::mem::take(&mut act.pending_gone);
-            for exit in std::mem::take(&mut act.pending_exits) {
-                state.exited(&exit.container, exit.pid, exit.code);
-            }
+        ctx.wait(sync.into_actor(self).map(|state, act, ctx| {
             let done = state.done;
             act.state = Some(state);
             if done {
                 ctx.stop();
-            } else if std::mem::take(&mut act.dirty) {
-                act.request_sync(ctx);
             }
         }));
     }
@@ -136,12 +111,8 @@ impl Handler<PodUpdated> for PodWorker {
     type Result = ();
 
     fn handle(&mut self, msg: PodUpdated, ctx: &mut Context<Self>) {
-        match &mut self.state {
-            Some(state) => state.update(msg.0),
-            None => {
-                self.pending_pod = Some(msg.0);
-                self.dirty = true;
-            }
+        if let Some(state) = &mut self.state {
+            state.update(msg.0);
         }
         self.request_sync(ctx);
     }
@@ -151,12 +122,8 @@ impl Handler<PodGone> for PodWorker {
     type Result = ();
 
     fn handle(&mut self, _: PodGone, ctx: &mut Context<Self>) {
-        match &mut self.state {
-            Some(state) => state.gone = true,
-            None => {
-                self.pending_gone = true;
-                self.dirty = true;
-            }
+        if let Some(state) = &mut self.state {
+            state.gone = true;
         }
         self.request_sync(ctx);
     }
@@ -166,54 +133,52 @@ impl Handler<Exited> for PodWorker {
     type Result = ();
 
     fn handle(&mut self, msg: Exited, ctx: &mut Context<Self>) {
-        match &mut self.state {
-            Some(state) => state.exited(&msg.container, msg.pid, msg.code),
-            None => {
-                self.pending_exits.push(msg);
-                self.dirty = true;
-            }
+        if let Some(state) = &mut self.state {
+            state.exited(&msg.container, msg.pid, msg.code);
         }
         self.request_sync(ctx);
     }
 }
 
 impl Handler<Shutdown> for PodWorker {
-    type Result = ResponseActFuture<Self, ()>;
+    type Result = ();
 
-    fn handle(&mut self, msg: Shutdown, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
         let runtime = self.ctx.runtime.clone();
-        let running: Vec<(u32, u64)> = self
-            .state
-            .iter()
-            .flat_map(|s| s.containers.iter().filter_map(|c| c.running.as_ref()))
-            .map(|r| (r.pid, r.start_ticks))
-            .collect();
-        Box::pin(
-            async move {
-                if !msg.stop_containers {
-                    return;
-                }
-                for (pid, _) in &running {
-                    runtime.signal(*pid, StopSignal::Term);
-                }
-                if !runtime.runs_processes() {
-                    return;
-                }
-                let deadline = Instant::now() + SHUTDOWN_GRACE;
-                while Instant::now() < deadline
-                    && running.iter().any(|(pid, ticks)| process_alive(*pid, *ticks))
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                for (pid, ticks) in &running {
-                    if process_alive(*pid, *ticks) {
-                        runtime.signal(*pid, StopSignal::Kill);
-                    }
+        let mut running = Vec::new();
+        if let Some(state) = &mut self.state {
+            // Nothing starts or restarts from now on.
+            state.stopping = true;
+            running = state
+                .containers
+                .iter()
+                .filter_map(|c| c.running.as_ref())
+                .map(|r| (r.pid, r.start_ticks))
+                .collect();
+        }
+        let stop = async move {
+            if !msg.stop_containers {
+                return;
+            }
+            for (pid, _) in &running {
+                runtime.signal(*pid, StopSignal::Term);
+            }
+            if !runtime.runs_processes() {
+                return;
+            }
+            let deadline = Instant::now() + SHUTDOWN_GRACE;
+            while Instant::now() < deadline
+                && running.iter().any(|(pid, ticks)| process_alive(*pid, *ticks))
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            for (pid, ticks) in &running {
+                if process_alive(*pid, *ticks) {
+                    runtime.signal(*pid, StopSignal::Kill);
                 }
             }
-            .into_actor(self)
-            .map(|_, _, ctx| ctx.stop()),
-        )
+        };
+        ctx.wait(stop.into_actor(self).map(|_, _, ctx| ctx.stop()));
     }
 }
 
@@ -349,6 +314,8 @@ struct PodState {
     last_status: Option<Value>,
     /// SIGKILL everything at this instant when still running (deletion grace period).
     kill_at: Option<Instant>,
+    /// The agent is shutting down: start nothing more.
+    stopping: bool,
 }
 
 fn now() -> String {
@@ -393,6 +360,7 @@ impl PodState {
             containers,
             last_status: None,
             kill_at: None,
+            stopping: false,
         };
         state.recover(ctx);
         Some(state)
@@ -537,6 +505,9 @@ impl PodState {
     }
 
     async fn sync(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
+        if self.stopping {
+            return;
+        }
         self.poll_adopted();
         if self.gone || self.pod.metadata.deletion_timestamp.is_some() {
             self.terminate(ctx).await;

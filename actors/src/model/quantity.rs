@@ -10,11 +10,14 @@
 
 use kube_quantity::ParsedQuantity;
 
+/// The syntax of quantities, as Kubernetes words its error.
+const QUANTITY_PATTERN: &str = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
+
 /// Why a quantity string could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
     /// The string is not a Kubernetes quantity.
-    #[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {input:?}")]
+    #[error("quantities must match the regular expression '{}': {input:?}", QUANTITY_PATTERN)]
     Invalid {
         /// The rejected string.
         input: String,

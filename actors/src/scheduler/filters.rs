@@ -224,7 +224,8 @@ mod tests {
         let tolerant = pod_info(json!({"tolerations": [{"operator": "Exists"}]}));
         assert_eq!(node_unschedulable(&tolerant, &n), Ok(()));
         let wrong_effect = pod_info(json!({"tolerations": [
-            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}]}));
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+             "effect": "NoExecute"}]}));
         assert_eq!(node_unschedulable(&wrong_effect, &n), Err(FitFailure::Unschedulable));
     }
 
@@ -281,11 +282,14 @@ mod tests {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}))
     }
 
+    fn expr(key: &str, operator: &str, values: Value) -> Value {
+        json!({"key": key, "operator": operator, "values": values})
+    }
+
     #[test]
     fn required_affinity_terms_are_ored_and_expressions_anded() {
         let n = node_info(json!({"zone": "a", "cores": "8"}));
         let ok = |terms: Value| node_affinity(&required(terms), &n).is_ok();
-        let expr = |key: &str, op: &str, values: Value| json!({"key": key, "operator": op, "values": values});
         assert!(ok(json!([{"matchExpressions": [expr("zone", "In", json!(["a", "b"]))]}])));
         assert!(!ok(json!([{"matchExpressions": [expr("zone", "In", json!(["b"]))]}])));
         assert!(ok(json!([{"matchExpressions": [expr("zone", "NotIn", json!(["b"]))]}])));

@@ -893,7 +893,9 @@ pub(crate) mod tests {
         let p = pod(
             "a",
             json!({
-                "containers": [{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
+                "containers": [
+                    {"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                ],
                 "overhead": {"cpu": "250m", "memory": "120Mi"},
             }),
         );
@@ -948,7 +950,8 @@ pub(crate) mod tests {
                         {},
                     ]},
                     "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {"weight": 5, "preference": {"matchExpressions": [{"key": "b", "operator": "Exists"}]}},
+                        {"weight": 5, "preference": {"matchExpressions": [
+                            {"key": "b", "operator": "Exists"}]}},
                     ],
                 }},
             },

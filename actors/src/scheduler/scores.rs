@@ -2,9 +2,9 @@
 //! best.
 //!
 //! Each plugin gives every node 0..=[`MAX_NODE_SCORE`] as its kube-scheduler counterpart
-//! does: least allocated and balanced allocation (NodeResourcesFit, NodeResourcesBalanced-
-//! Allocation), selector spread (SelectorSpread: fewer pods of the same services and
-//! controller on the node and in its zone), taint toleration (fewer untolerated
+//! does: least allocated (NodeResourcesFit), balanced allocation
+//! (NodeResourcesBalancedAllocation), selector spread (SelectorSpread: fewer pods of the same
+//! services and controller on the node and in its zone), taint toleration (fewer untolerated
 //! PreferNoSchedule taints) and preferred node affinity. Plugins that compare nodes with
 //! each other are normalised over the candidate nodes given. [`score_nodes`] sums them with
 //! kube-scheduler's default weights.
@@ -253,7 +253,9 @@ mod tests {
     fn requesting(uid: &str, cpu: &str, memory: &str) -> PodInfo {
         PodInfo::new(&pod(
             uid,
-            json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}),
+            json!({"containers": [
+                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}},
+            ]}),
         ))
     }
 
@@ -350,7 +352,9 @@ mod tests {
         assert_eq!(taint_toleration(&p, &refs), vec![100, 50, 0]);
         let tolerant = PodInfo::new(&pod(
             "p",
-            json!({"tolerations": [{"key": "b", "operator": "Exists", "effect": "PreferNoSchedule"}]}),
+            json!({"tolerations": [
+                {"key": "b", "operator": "Exists", "effect": "PreferNoSchedule"},
+            ]}),
         ));
         assert_eq!(taint_toleration(&tolerant, &refs), vec![100, 0, 0]);
         let everything = PodInfo::new(&pod("p", json!({"tolerations": [{"operator": "Exists"}]})));
@@ -361,12 +365,14 @@ mod tests {
     fn node_affinity_sums_matching_preferred_weights() {
         let p = PodInfo::new(&pod(
             "p",
-            json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 10, "preference": {"matchExpressions": [
-                    {"key": "disk", "operator": "In", "values": ["ssd"]}]}},
-                {"weight": 30, "preference": {"matchExpressions": [
-                    {"key": "gpu", "operator": "Exists"}]}},
-            ]}}}),
+            json!({"affinity": {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "preference": {"matchExpressions": [
+                        {"key": "disk", "operator": "In", "values": ["ssd"]}]}},
+                    {"weight": 30, "preference": {"matchExpressions": [
+                        {"key": "gpu", "operator": "Exists"}]}},
+                ],
+            }}}),
         ));
         let nodes = [
             NodeInfo::new(&node("n0", "4", "8Gi", json!({}))),

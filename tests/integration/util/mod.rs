@@ -62,6 +62,11 @@ impl Server {
         cmd.args(["server", "--insecure-port", &self.port.to_string(), "--data-dir"])
             .arg(self.data.path())
             .env("RUST_LOG", "warn")
+            // Tests of the API alone run without the node agent and the scheduler; those that
+            // need them turn them on. An enabled agent picks a free port.
+            .env("KPLANE_AGENT__ENABLED", "false")
+            .env("KPLANE_SCHEDULER__ENABLED", "false")
+            .env("KPLANE_AGENT__PORT", "0")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         for (k, v) in &self.env {
@@ -84,6 +89,14 @@ impl Server {
         if let Some(mut child) = self.child.take() {
             child.kill().unwrap();
             child.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM, as an operator would, then wait for the exit (the embedded agent stops its
+    /// containers first).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            terminate(&mut child);
         }
     }
 
@@ -138,8 +151,23 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.kill9();
+        // Graceful, so that an embedded agent stops the processes it started.
+        self.stop();
     }
+}
+
+/// SIGTERM, wait up to 20 s, then SIGKILL.
+pub fn terminate(child: &mut Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn reply(result: reqwest::Result<reqwest::blocking::Response>) -> (u16, Value) {

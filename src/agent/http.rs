@@ -1,0 +1,438 @@
+//! The agent's HTTP port (the kubelet's): health, the pods it runs, machine spec, resource
+//! usage, Prometheus metrics, its log directory and container logs.
+
+use std::net::SocketAddr;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use actix::Addr;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse, ResponseError};
+use kplane_actors::agent::node_status::Machine;
+use kplane_actors::agent::{AgentPods, NodeAgent, PodLookup};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::stats::{self, Usage};
+
+/// What the handlers share.
+pub struct AgentHttp {
+    agent: Addr<NodeAgent>,
+    data_dir: PathBuf,
+}
+
+impl AgentHttp {
+    pub fn new(agent: Addr<NodeAgent>, data_dir: PathBuf) -> Self {
+        Self { agent, data_dir }
+    }
+}
+
+/// Errors of the agent's port: plain text, as the kubelet answers.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentHttpError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the agent is not available")]
+    Unavailable,
+}
+
+impl ResponseError for AgentHttpError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            AgentHttpError::NotFound(_) => StatusCode::NOT_FOUND,
+            AgentHttpError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AgentHttpError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// Starts serving on `listener`; returns the server and the address it listens on.
+pub fn serve(
+    state: AgentHttp,
+    listener: std::net::TcpListener,
+) -> std::io::Result<(actix_web::dev::Server, Option<SocketAddr>)> {
+    let state = web::Data::new(state);
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new()
+            .app_data(state.clone())
+            .route("/healthz", web::get().to(|| async { "ok" }))
+            .route("/pods", web::get().to(pods))
+            .route("/pods/", web::get().to(pods))
+            .route("/runningpods/", web::get().to(running_pods))
+            .route("/spec/", web::get().to(spec))
+            .route("/stats/summary", web::get().to(summary))
+            .route("/metrics", web::get().to(metrics))
+            .route("/logs/{path:.*}", web::get().to(logs))
+            .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
+    })
+    .workers(1)
+    .listen(listener)?;
+    let addr = server.addrs().first().copied();
+    Ok((server.run(), addr))
+}
+
+async fn agent_pods(state: &AgentHttp) -> Result<Vec<Value>, AgentHttpError> {
+    state.agent.send(AgentPods).await.map_err(|_| AgentHttpError::Unavailable)
+}
+
+fn pod_list(items: Vec<Value>) -> HttpResponse {
+    HttpResponse::Ok()
+        .json(json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}))
+}
+
+async fn pods(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
+    Ok(pod_list(agent_pods(&state).await?))
+}
+
+async fn running_pods(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
+    let running = agent_pods(&state)
+        .await?
+        .into_iter()
+        .filter(|pod| !container_pids(pod).is_empty())
+        .collect();
+    Ok(pod_list(running))
+}
+
+/// (container name, pid) of the running containers of a pod, from their container IDs
+/// (`kplane://<pod uid>/<container>/<pid>`).
+fn container_pids(pod: &Value) -> Vec<(String, u32)> {
+    pod.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c.pointer("/state/running").is_some())
+        .filter_map(|c| {
+            let pid = c["containerID"].as_str()?.rsplit('/').next()?.parse().ok()?;
+            Some((c["name"].as_str()?.to_string(), pid))
+        })
+        .collect()
+}
+
+async fn spec(state: web::Data<AgentHttp>) -> HttpResponse {
+    let machine = Machine::read(&state.data_dir);
+    HttpResponse::Ok().json(json!({
+        "num_cores": machine.cpus,
+        "memory_capacity": machine.memory_bytes,
+        "machine_id": machine.machine_id,
+        "system_uuid": machine.machine_id,
+        "boot_id": machine.boot_id,
+        "kernel_version": machine.kernel_version,
+        "os_image": machine.os_image,
+    }))
+}
+
+fn usage_json(usage: Usage, now: &str) -> (Value, Value) {
+    (
+        json!({"time": now, "usageCoreNanoSeconds": usage.cpu_nanoseconds}),
+        json!({"time": now, "workingSetBytes": usage.rss_bytes, "rssBytes": usage.rss_bytes}),
+    )
+}
+
+/// The kubelet's `/stats/summary`: CPU time and memory per container, pod and node.
+async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let pods = agent_pods(&state).await?;
+    let mut node_total = Usage::default();
+    let mut node_name = String::new();
+    let pod_stats: Vec<Value> = pods
+        .iter()
+        .map(|pod| {
+            node_name = pod["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+            let mut pod_total = Usage::default();
+            let containers: Vec<Value> = container_pids(pod)
+                .into_iter()
+                .map(|(name, pid)| {
+                    let usage = stats::group_usage(pid);
+                    pod_total = pod_total + usage;
+                    let (cpu, memory) = usage_json(usage, &now);
+                    json!({"name": name, "cpu": cpu, "memory": memory})
+                })
+                .collect();
+            node_total = node_total + pod_total;
+            let (cpu, memory) = usage_json(pod_total, &now);
+            json!({
+                "podRef": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
+                    "uid": pod["metadata"]["uid"]},
+                "startTime": pod["status"]["startTime"],
+                "containers": containers,
+                "cpu": cpu,
+                "memory": memory,
+            })
+        })
+        .collect();
+    let (cpu, memory) = usage_json(node_total, &now);
+    Ok(HttpResponse::Ok().json(json!({
+        "node": {"nodeName": node_name, "cpu": cpu, "memory": memory},
+        "pods": pod_stats,
+    })))
+}
+
+/// Prometheus text: running pods and containers, restarts per container.
+async fn metrics(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
+    use prometheus::{Encoder, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+    let pods = agent_pods(&state).await?;
+    let registry = Registry::new();
+    let running_pods = IntGauge::new("kplane_agent_running_pods", "Pods with a running container")
+        .expect("valid metric");
+    let running_containers = IntGauge::new("kplane_agent_running_containers", "Running containers")
+        .expect("valid metric");
+    let restarts = IntGaugeVec::new(
+        Opts::new("kplane_agent_container_restarts", "Restarts of each container"),
+        &["namespace", "pod", "container"],
+    )
+    .expect("valid metric");
+    for pod in &pods {
+        let running = container_pids(pod).len() as i64;
+        running_containers.add(running);
+        if running > 0 {
+            running_pods.inc();
+        }
+        for c in
+            pod.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten()
+        {
+            let labels = [
+                pod["metadata"]["namespace"].as_str().unwrap_or(""),
+                pod["metadata"]["name"].as_str().unwrap_or(""),
+                c["name"].as_str().unwrap_or(""),
+            ];
+            restarts.with_label_values(&labels).set(c["restartCount"].as_i64().unwrap_or(0));
+        }
+    }
+    for collector in [
+        Box::new(running_pods) as Box<dyn prometheus::core::Collector>,
+        Box::new(running_containers),
+        Box::new(restarts),
+    ] {
+        registry.register(collector).expect("metric names are unique");
+    }
+    let mut out = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut out)
+        .map_err(|_| AgentHttpError::Unavailable)?;
+    Ok(HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(out))
+}
+
+/// The agent's own data directory, read-only: a listing for a directory, the bytes of a file.
+/// Paths may not leave the directory.
+async fn logs(
+    state: web::Data<AgentHttp>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AgentHttpError> {
+    let relative = Path::new(path.as_str());
+    if relative.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(AgentHttpError::BadRequest(format!("invalid path {:?}", path.as_str())));
+    }
+    let root = std::fs::canonicalize(&state.data_dir)
+        .map_err(|_| AgentHttpError::NotFound("no logs yet".into()))?;
+    let target = std::fs::canonicalize(root.join(relative))
+        .map_err(|_| AgentHttpError::NotFound(format!("{} not found", path.as_str())))?;
+    if !target.starts_with(&root) {
+        return Err(AgentHttpError::BadRequest("the path leaves the log directory".into()));
+    }
+    if target.is_dir() {
+        let mut names: Vec<String> = std::fs::read_dir(&target)
+            .map_err(|_| AgentHttpError::NotFound(path.to_string()))?
+            .flatten()
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                if e.path().is_dir() {
+                    format!("{name}/")
+                } else {
+                    name
+                }
+            })
+            .collect();
+        names.sort();
+        return Ok(HttpResponse::Ok().content_type("text/plain").body(names.join("\n") + "\n"));
+    }
+    let bytes = std::fs::read(&target).map_err(|_| AgentHttpError::NotFound(path.to_string()))?;
+    Ok(HttpResponse::Ok().content_type("text/plain").body(bytes))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LogQuery {
+    tail_lines: Option<i64>,
+    limit_bytes: Option<i64>,
+    #[serde(default)]
+    previous: bool,
+    #[serde(default)]
+    follow: bool,
+    #[serde(default)]
+    timestamps: bool,
+    since_seconds: Option<i64>,
+    since_time: Option<String>,
+}
+
+/// `/containerLogs/{namespace}/{pod}/{container}`: the current (or previous) log of a
+/// container, with tailLines, limitBytes and follow.
+async fn container_logs(
+    state: web::Data<AgentHttp>,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<LogQuery>,
+) -> Result<HttpResponse, AgentHttpError> {
+    let (namespace, pod_name, container) = path.into_inner();
+    let query = query.into_inner();
+    if query.timestamps || query.since_seconds.is_some() || query.since_time.is_some() {
+        return Err(AgentHttpError::BadRequest(
+            "timestamps, sinceSeconds and sinceTime are not supported: kplane keeps container \
+             output as written, without per-line times"
+                .into(),
+        ));
+    }
+    if query.tail_lines.is_some_and(|n| n < 0) || query.limit_bytes.is_some_and(|n| n <= 0) {
+        return Err(AgentHttpError::BadRequest("tailLines must be >= 0 and limitBytes > 0".into()));
+    }
+    let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
+    let pod = state.agent.send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?.ok_or_else(
+        || AgentHttpError::NotFound(format!("pod {namespace}/{pod_name} not found on this node")),
+    )?;
+    let statuses = ["/status/containerStatuses", "/status/initContainerStatuses"];
+    let status = statuses
+        .iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten()
+        .find(|c| c["name"] == container.as_str())
+        .ok_or_else(|| {
+            AgentHttpError::NotFound(format!(
+                "container {container} is not valid for pod {pod_name}"
+            ))
+        })?;
+    let restarts = status["restartCount"].as_u64().unwrap_or(0);
+    let index = if query.previous {
+        restarts.checked_sub(1).ok_or_else(|| {
+            AgentHttpError::BadRequest(format!(
+                "previous terminated container \"{container}\" in pod \"{pod_name}\" not found"
+            ))
+        })?
+    } else {
+        restarts
+    };
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
+    let file = state
+        .data_dir
+        .join("pods")
+        .join(format!("{namespace}_{pod_name}_{uid}"))
+        .join(&container)
+        .join(format!("{index}.log"));
+    let content = std::fs::read(&file).unwrap_or_default();
+    let mut body = select(&content, query.tail_lines, query.limit_bytes);
+    if !query.follow || query.previous {
+        return Ok(HttpResponse::Ok().content_type("text/plain").body(body));
+    }
+    // Follow: what is there, then what is appended, until the pod leaves this node.
+    let agent = state.agent.clone();
+    let mut offset = content.len() as u64;
+    let limit = query.limit_bytes.map(|l| l as usize);
+    let mut sent = body.len();
+    let stream = async_stream(move |tx| async move {
+        if !body.is_empty()
+            && tx.send(Ok(web::Bytes::from(std::mem::take(&mut body)))).await.is_err()
+        {
+            return;
+        }
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let more = read_from(&file, &mut offset);
+            if !more.is_empty() {
+                let take = limit.map_or(more.len(), |l| l.saturating_sub(sent).min(more.len()));
+                sent += take;
+                if tx.send(Ok(web::Bytes::copy_from_slice(&more[..take]))).await.is_err() {
+                    return;
+                }
+                if limit.is_some_and(|l| sent >= l) {
+                    return;
+                }
+            }
+            let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
+            if !matches!(agent.send(lookup).await, Ok(Some(_))) {
+                return;
+            }
+        }
+    });
+    Ok(HttpResponse::Ok().content_type("text/plain").streaming(stream))
+}
+
+/// A stream fed by a task through a channel (ends when the task ends or the client leaves).
+fn async_stream<F, Fut>(
+    task: F,
+) -> impl futures::Stream<Item = Result<web::Bytes, actix_web::Error>>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<web::Bytes, actix_web::Error>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    actix_web::rt::spawn(task(tx));
+    tokio_stream_from(rx)
+}
+
+fn tokio_stream_from<T>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Bytes of `file` past `offset` (advancing it); a file that shrank (rotated) is read anew.
+fn read_from(file: &Path, offset: &mut u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(file) else { return Vec::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len < *offset {
+        *offset = 0;
+    }
+    let mut out = Vec::new();
+    if f.seek(SeekFrom::Start(*offset)).is_ok() && f.read_to_end(&mut out).is_ok() {
+        *offset += out.len() as u64;
+    }
+    out
+}
+
+/// The last `tail` lines of `content`, then at most `limit` bytes of them.
+fn select(content: &[u8], tail: Option<i64>, limit: Option<i64>) -> Vec<u8> {
+    let mut start = 0;
+    if let Some(tail) = tail {
+        let tail = tail as usize;
+        let body = content.strip_suffix(b"\n").unwrap_or(content);
+        let mut seen = 0;
+        start = content.len();
+        if tail > 0 {
+            start = 0;
+            for (i, b) in body.iter().enumerate().rev() {
+                if *b == b'\n' {
+                    seen += 1;
+                    if seen == tail {
+                        start = i + 1;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let selected = &content[start..];
+    let end = limit.map_or(selected.len(), |l| (l as usize).min(selected.len()));
+    selected[..end].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_and_limit_select_like_the_kubelet() {
+        let log = b"one\ntwo\nthree\n";
+        assert_eq!(select(log, None, None), log);
+        assert_eq!(select(log, Some(2), None), b"two\nthree\n");
+        assert_eq!(select(log, Some(5), None), log);
+        assert_eq!(select(log, Some(0), None), b"");
+        assert_eq!(select(log, Some(1), Some(3)), b"thr");
+        assert_eq!(select(b"no newline", Some(1), None), b"no newline");
+    }
+
+    #[test]
+    fn container_ids_name_the_process() {
+        let pod = json!({"status": {"containerStatuses": [
+            {"name": "a", "containerID": "kplane://u/a/42", "state": {"running": {}}},
+            {"name": "b", "containerID": "kplane://u/b/43", "state": {"terminated": {}}}]}});
+        assert_eq!(container_pids(&pod), vec![("a".to_string(), 42)]);
+    }
+}

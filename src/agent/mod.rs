@@ -1,0 +1,106 @@
+//! Starting node agents: the one embedded in `kplane server` and those of `kplane agent`, with
+//! their runtime, the built-in images (served by this binary) and the agent's HTTP port.
+
+mod http;
+mod stats;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actix::{Actor, Addr};
+use kplane_actors::agent::node_agent::StopAgent;
+use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
+use kplane_actors::agent::{AgentConfig, NodeAgent};
+use kplane_actors::client::ApiClient;
+
+use crate::config::{AgentSettings, RuntimeKind};
+
+/// A running agent: the actor and, when it has one, its HTTP server.
+pub struct RunningAgent {
+    pub addr: Addr<NodeAgent>,
+    pub http_addr: Option<SocketAddr>,
+    http: Option<actix_web::dev::ServerHandle>,
+}
+
+impl RunningAgent {
+    /// Stops the HTTP server and the agent (and, as configured, its containers).
+    pub async fn stop(self) {
+        if let Some(http) = self.http {
+            http.stop(true).await;
+        }
+        let _ = self.addr.send(StopAgent).await;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentStartError {
+    #[error("cannot listen on {addr} (agent.port/--port): {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+/// The images this binary serves itself, and the launcher that applies memory limits.
+fn with_builtins(mut config: AgentConfig) -> AgentConfig {
+    let Ok(exe) = std::env::current_exe() else { return config };
+    let exe = exe.to_string_lossy().to_string();
+    for (image, subcommand) in [("kplane/pause", "pause"), ("kplane/agnhost", "agnhost")] {
+        config
+            .images
+            .entry(image.to_string())
+            .or_insert_with(|| vec![exe.clone(), "image".into(), subcommand.into()]);
+    }
+    config.memory_limit_launcher = Some(vec![
+        exe,
+        "exec-limited".into(),
+        "--memory-bytes".into(),
+        "{bytes}".into(),
+        "--".into(),
+    ]);
+    config
+}
+
+fn runtime(kind: RuntimeKind) -> Arc<dyn Runtime> {
+    match kind {
+        RuntimeKind::Process => Arc::new(ProcessRuntime),
+        RuntimeKind::Simulated => Arc::new(SimulatedRuntime::default()),
+    }
+}
+
+/// Starts one agent with `config`; binds its HTTP port first (0 picks a free one, which is
+/// then what the Node advertises), unless `serve_http` is false.
+pub fn start(
+    settings: &AgentSettings,
+    config: AgentConfig,
+    client: Arc<dyn ApiClient>,
+    serve_http: bool,
+) -> Result<RunningAgent, AgentStartError> {
+    let mut config = with_builtins(config);
+    let runtime = runtime(settings.runtime);
+    let listener = if serve_http {
+        let addr = SocketAddr::new(config.address.into(), config.port);
+        let listener = std::net::TcpListener::bind(addr)
+            .map_err(|source| AgentStartError::Bind { addr, source })?;
+        config.port = listener.local_addr().map(|a| a.port()).unwrap_or(config.port);
+        Some((addr, listener))
+    } else {
+        config.port = 0;
+        None
+    };
+    let data_dir = config.data_dir.clone();
+    let addr = NodeAgent::new(config, client, runtime).start();
+    let (http, http_addr) = match listener {
+        Some((wanted, listener)) => {
+            let state = http::AgentHttp::new(addr.clone(), data_dir);
+            let (server, bound) = http::serve(state, listener)
+                .map_err(|source| AgentStartError::Bind { addr: wanted, source })?;
+            let handle = server.handle();
+            actix::spawn(async move {
+                if let Err(error) = server.await {
+                    tracing::warn!(%error, "agent HTTP server stopped");
+                }
+            });
+            (Some(handle), bound)
+        }
+        None => (None, None),
+    };
+    Ok(RunningAgent { addr, http_addr, http })
+}

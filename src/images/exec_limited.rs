@@ -1,0 +1,134 @@
+//! `kplane exec-limited [--memory-bytes N] [--max-open-files N] -- PROGRAM [ARGS...]`: lowers
+//! this process's rlimits, then replaces itself with PROGRAM, which inherits them.
+//!
+//! The node agent puts `[kplane, "exec-limited", "--memory-bytes", N, "--"]` in front of a
+//! container's command when it has `resources.limits.memory`. These are per-process limits, not
+//! a cgroup: children of PROGRAM get the same limits each, not a shared budget.
+//!
+//! Memory is `RLIMIT_DATA`, which on Linux >= 4.7 counts the heap and writable private mappings.
+//! `RLIMIT_AS` would also count the address space glibc reserves for its malloc arenas (64 MiB
+//! each) and the runtimes of Go or Java, which would fail long before using the memory.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
+/// Exit code when the limits cannot be applied (PROGRAM never started).
+const LIMIT_FAILED: u8 = 125;
+/// Exit code when PROGRAM exists but cannot be executed (as a shell would).
+const NOT_EXECUTABLE: u8 = 126;
+/// Exit code when PROGRAM is not found (as a shell would).
+const NOT_FOUND: u8 = 127;
+
+/// Flags of `kplane exec-limited`.
+#[derive(clap::Args, Debug)]
+pub struct ExecLimitedArgs {
+    /// Limit on the data segment and writable private mappings, in bytes (RLIMIT_DATA).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    memory_bytes: Option<u64>,
+    /// Limit on open file descriptors (RLIMIT_NOFILE).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_files: Option<u64>,
+    /// The program to run and its arguments, after `--`; found through PATH like a shell does.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    command: Vec<OsString>,
+}
+
+/// A limit the kernel refused.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set {resource}: {source}")]
+struct LimitError {
+    resource: &'static str,
+    source: nix::errno::Errno,
+}
+
+/// Applies the limits and execs the program; returns only if that fails.
+pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
+    if let Err(e) = apply_limits(&args) {
+        eprintln!("kplane exec-limited: {e}");
+        return ExitCode::from(LIMIT_FAILED);
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        // clap requires at least one value; kept for the type's sake.
+        eprintln!("kplane exec-limited: no program given after --");
+        return ExitCode::from(NOT_FOUND);
+    };
+    let error = Command::new(program).args(rest).exec();
+    eprintln!("kplane exec-limited: cannot run {}: {error}", program.to_string_lossy());
+    ExitCode::from(exec_failure_code(&error))
+}
+
+fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
+    if let Some(bytes) = args.memory_bytes {
+        lower(Resource::RLIMIT_DATA, "RLIMIT_DATA", bytes)?;
+    }
+    if let Some(files) = args.max_open_files {
+        lower(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE", files)?;
+    }
+    Ok(())
+}
+
+/// Sets both the soft and the hard limit, so PROGRAM cannot raise them again; never raises a
+/// hard limit that is already lower (an unprivileged process could not anyway).
+fn lower(resource: Resource, name: &'static str, limit: u64) -> Result<(), LimitError> {
+    let fail = |source| LimitError { resource: name, source };
+    let (_, hard) = getrlimit(resource).map_err(fail)?;
+    let value = limit.min(hard);
+    setrlimit(resource, value, value).map_err(fail)
+}
+
+/// 127 when the program is missing, 126 when it is there but cannot run.
+fn exec_failure_code(error: &io::Error) -> u8 {
+    if error.kind() == io::ErrorKind::NotFound {
+        NOT_FOUND
+    } else {
+        NOT_EXECUTABLE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ExecLimitedArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<ExecLimitedArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("exec-limited").chain(argv.iter().copied()))
+            .map(|cli| cli.args)
+    }
+
+    #[test]
+    fn parses_limits_and_the_command_after_the_separator() {
+        let args = parse(&["--memory-bytes", "1000000", "--", "sh", "-c", "ulimit -d"]).unwrap();
+        assert_eq!(args.memory_bytes, Some(1_000_000));
+        assert_eq!(args.max_open_files, None);
+        assert_eq!(args.command, ["sh", "-c", "ulimit -d"]);
+        let args = parse(&["--max-open-files=64", "--", "prog", "--memory-bytes", "1"]).unwrap();
+        assert_eq!(args.max_open_files, Some(64));
+        assert_eq!(args.memory_bytes, None, "flags after -- belong to the program");
+    }
+
+    #[test]
+    fn rejects_a_missing_command_and_bad_limits() {
+        assert!(parse(&["--memory-bytes", "1"]).is_err());
+        assert!(parse(&["--memory-bytes", "1", "sh"]).is_err(), "the program must follow --");
+        assert!(parse(&["--memory-bytes", "0", "--", "sh"]).is_err());
+        assert!(parse(&["--memory-bytes", "-5", "--", "sh"]).is_err());
+        assert!(parse(&["--max-open-files", "many", "--", "sh"]).is_err());
+    }
+
+    #[test]
+    fn exec_failures_map_to_shell_exit_codes() {
+        assert_eq!(exec_failure_code(&io::Error::from(io::ErrorKind::NotFound)), 127);
+        assert_eq!(exec_failure_code(&io::Error::from(io::ErrorKind::PermissionDenied)), 126);
+    }
+}

@@ -1,0 +1,268 @@
+//! The node agent end to end: the embedded agent runs real processes from built-in images,
+//! probes them, serves their logs and stops them; a `kplane agent` in another process registers,
+//! runs a pod, survives a kill -9 without duplicating or orphaning it; simulated nodes at scale.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::util::{free_port, terminate, wait_until, Server};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A server whose embedded agent is node `node` with fast sync and back-off.
+fn server_with_agent(node: &str) -> Server {
+    Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", node),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_AGENT__RESTART_BACKOFF_SECONDS", "1"),
+    ])
+}
+
+fn condition(object: &Value, kind: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(String::from))
+}
+
+fn node_ready(server: &Server, node: &str) -> bool {
+    let (code, node) = server.get(&format!("/api/v1/nodes/{node}"));
+    code == 200 && condition(&node, "Ready").as_deref() == Some("True")
+}
+
+fn pod_on(name: &str, node: &str, container: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 3, "containers": [container]}})
+}
+
+fn get_pod(server: &Server, name: &str) -> Value {
+    server.get(&format!("/api/v1/namespaces/default/pods/{name}")).1
+}
+
+fn wait_pod(server: &Server, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    wait_until(WAIT, what, || {
+        last = get_pod(server, name);
+        check(&last)
+    });
+    last
+}
+
+fn pid_of(pod: &Value) -> u32 {
+    pod["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|id| id.rsplit('/').next())
+        .and_then(|pid| pid.parse().ok())
+        .expect("a running container has a pid")
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+}
+
+/// A GET sent as written (HTTP clients normalise `..` away).
+fn raw_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply
+}
+
+fn agent_port(server: &Server, node: &str) -> u16 {
+    let (_, node) = server.get(&format!("/api/v1/nodes/{node}"));
+    node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"].as_u64().unwrap() as u16
+}
+
+#[test]
+fn embedded_agent_runs_probes_logs_and_stops_pods() {
+    let server = server_with_agent("node-a");
+    wait_until(WAIT, "node-a is Ready", || node_ready(&server, "node-a"));
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-a";
+    wait_until(WAIT, "node-a's lease", || {
+        server.get(lease).1["spec"]["holderIdentity"] == "node-a"
+    });
+
+    // A built-in image answering HTTP on its own pod IP.
+    let web = pod_on(
+        "web",
+        "node-a",
+        json!({"name": "web", "image": "kplane/agnhost:2.40", "args": ["netexec", "--http-port=8080"]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &web).0, 201);
+    let running = wait_pod(&server, "web", "web is Ready", |p| {
+        condition(p, "Ready").as_deref() == Some("True")
+    });
+    let ip = running["status"]["podIP"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("127.") && ip != "127.0.0.1", "{ip}");
+    let hostname =
+        server.http.get(format!("http://{ip}:8080/hostname")).send().unwrap().text().unwrap();
+    assert_eq!(hostname, "web");
+
+    // Logs through the agent's port; the agent's own endpoints.
+    let talker = pod_on(
+        "talker",
+        "node-a",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", "echo hello from $POD_NAME on $NODE_NAME; exec sleep 1000"]}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &talker);
+    wait_pod(&server, "talker", "talker runs", |p| p["status"]["phase"] == "Running");
+    let port = agent_port(&server, "node-a");
+    let agent = |path: &str| {
+        let response = server.http.get(format!("http://127.0.0.1:{port}{path}")).send().unwrap();
+        (response.status().as_u16(), response.text().unwrap())
+    };
+    wait_until(WAIT, "the log line", || {
+        agent("/containerLogs/default/talker/c").1 == "hello from talker on node-a\n"
+    });
+    assert_eq!(agent("/healthz"), (200, "ok".into()));
+    let pods: Value = serde_json::from_str(&agent("/pods").1).unwrap();
+    assert_eq!(pods["items"].as_array().unwrap().len(), 2);
+    let summary: Value = serde_json::from_str(&agent("/stats/summary").1).unwrap();
+    let web_stats = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podRef"]["name"] == "web")
+        .unwrap()
+        .clone();
+    assert!(web_stats["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{web_stats} {pods}");
+    assert!(agent("/metrics").1.contains("kplane_agent_running_pods 2"));
+    assert_eq!(agent("/containerLogs/default/nope/c").0, 404);
+    assert_eq!(agent("/containerLogs/default/talker/c?tailLines=-1").0, 400);
+    assert!(raw_get(port, "/logs/../../etc/passwd").starts_with("HTTP/1.1 400"));
+    assert_eq!(agent("/logs/pods/").0, 200);
+
+    // Liveness failure restarts; readiness gates Ready.
+    let mut probed = pod_on(
+        "probed",
+        "node-a",
+        json!({"name": "c", "image": "kplane/agnhost", "args": ["liveness", "--healthy-seconds=1"],
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1, "failureThreshold": 1}}),
+    );
+    let marker = server.data.path().join("ready-marker");
+    probed["spec"]["containers"].as_array_mut().unwrap().push(json!({
+        "name": "gate", "image": "kplane/pause",
+        "readinessProbe": {"exec": {"command": ["test", "-f", marker.to_str().unwrap()]}, "periodSeconds": 1}}));
+    server.post("/api/v1/namespaces/default/pods", &probed);
+    wait_pod(&server, "probed", "a liveness restart", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(1)
+    });
+    assert_eq!(condition(&get_pod(&server, "probed"), "Ready").as_deref(), Some("False"));
+    std::fs::write(&marker, "").unwrap();
+    wait_pod(&server, "probed", "gate ready", |p| {
+        p["status"]["containerStatuses"][1]["ready"] == true
+    });
+
+    // Graceful deletion stops the process tree and removes the pod.
+    let pid = pid_of(&get_pod(&server, "talker"));
+    assert!(alive(pid));
+    assert_eq!(server.delete("/api/v1/namespaces/default/pods/talker").0, 200);
+    wait_until(WAIT, "talker is gone", || {
+        server.get("/api/v1/namespaces/default/pods/talker").0 == 404
+    });
+    wait_until(Duration::from_secs(10), "talker's process is gone", || !alive(pid));
+
+    // A clean server stop stops the containers it runs.
+    let web_pid = pid_of(&get_pod(&server, "web"));
+    let mut server = server;
+    server.stop();
+    assert!(!alive(web_pid), "the embedded agent stops its containers on shutdown");
+}
+
+/// `kplane agent` against `server`, as another machine would run it.
+fn start_agent(server: &Server, args: &[&str], data: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_kplane"))
+        .args(["agent", "--server", &server.base(), "--data-dir"])
+        .arg(data)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start kplane agent")
+}
+
+#[test]
+fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
+    let server = Server::start();
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let args = ["--node-name", "node-b", "--port", &port];
+    let mut agent = start_agent(&server, &args, data.path());
+    wait_until(WAIT, "node-b is Ready", || node_ready(&server, "node-b"));
+    let pod = pod_on("sleeper", "node-b", json!({"name": "c", "image": "kplane/pause"}));
+    server.post("/api/v1/namespaces/default/pods", &pod);
+    let running =
+        wait_pod(&server, "sleeper", "sleeper runs", |p| p["status"]["phase"] == "Running");
+    let pid = pid_of(&running);
+
+    // kill -9 the agent: the container keeps running and is adopted, not started twice.
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert!(alive(pid));
+    let mut agent = start_agent(&server, &args, data.path());
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    wait_until(WAIT, "the agent is back", || server.http.get(&healthz).send().is_ok());
+    let pods_url = format!("http://127.0.0.1:{port}/pods");
+    wait_until(WAIT, "the agent has the pod again", || {
+        let pods: Value = server.http.get(&pods_url).send().unwrap().json().unwrap();
+        pods["items"].as_array().is_some_and(|items| items.len() == 1)
+    });
+    let after = get_pod(&server, "sleeper");
+    assert_eq!(pid_of(&after), pid, "the same process, adopted");
+    assert_eq!(after["status"]["containerStatuses"][0]["restartCount"], 0);
+
+    // A pod deleted while the agent is down is cleaned up when it comes back.
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let force = server
+        .http
+        .delete(server.url("/api/v1/namespaces/default/pods/sleeper?gracePeriodSeconds=0"))
+        .send()
+        .unwrap();
+    assert_eq!(force.status().as_u16(), 200);
+    let mut agent = start_agent(&server, &args, data.path());
+    wait_until(WAIT, "the orphan is stopped", || !alive(pid));
+    terminate(&mut agent);
+}
+
+#[test]
+fn a_hundred_simulated_nodes_register_and_run_pods() {
+    let server = Server::start();
+    let data = tempfile::tempdir().unwrap();
+    let mut agent = start_agent(
+        &server,
+        &["--runtime", "simulated", "--nodes", "100", "--node-name-prefix", "sim-"],
+        data.path(),
+    );
+    wait_until(WAIT, "100 Ready nodes", || {
+        let (_, nodes) = server.get("/api/v1/nodes");
+        let items = nodes["items"].as_array().cloned().unwrap_or_default();
+        items.iter().filter(|n| condition(n, "Ready").as_deref() == Some("True")).count() == 100
+    });
+    let (_, nodes) = server.get("/api/v1/nodes");
+    let mut cidrs: Vec<&str> = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["spec"]["podCIDR"].as_str().unwrap())
+        .collect();
+    cidrs.sort();
+    cidrs.dedup();
+    assert_eq!(cidrs.len(), 100, "every node has its own pod CIDR");
+    let pod = pod_on("hollow", "sim-42", json!({"name": "c", "image": "anything:latest"}));
+    server.post("/api/v1/namespaces/default/pods", &pod);
+    wait_pod(&server, "hollow", "the hollow pod is Ready", |p| {
+        condition(p, "Ready").as_deref() == Some("True")
+    });
+    terminate(&mut agent);
+}
