@@ -3,9 +3,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use actix::Actor;
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::core::{ApiCore, ApiError};
+use kplane_actors::scheduler::{Scheduler, SchedulerConfig};
 use kplane_actors::store::{Store, StoreError, StoreOptions};
 use kplane_actors::watch::{HubOptions, WatchHub};
 
@@ -82,6 +84,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             secure = %settings.secure_addr,
             "the secure port (TLS, authentication) is not implemented yet and is not served"
         );
+    }
+    if settings.scheduler_enabled {
+        let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
+        Scheduler::new(client, SchedulerConfig::default()).start();
+        tracing::info!("scheduler started");
     }
     let agent = if settings.agent.enabled {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());

@@ -57,7 +57,11 @@ fn pod(name: &str, node: &str, container: Value) -> Value {
         "terminationGracePeriodSeconds": 5}})
 }
 
-fn start_agent(core: &ApiCore, config: AgentConfig, runtime: Arc<dyn Runtime>) -> actix::Addr<NodeAgent> {
+fn start_agent(
+    core: &ApiCore,
+    config: AgentConfig,
+    runtime: Arc<dyn Runtime>,
+) -> actix::Addr<NodeAgent> {
     NodeAgent::new(config, Arc::new(core.clone()), runtime).start()
 }
 
@@ -65,18 +69,30 @@ fn start_agent(core: &ApiCore, config: AgentConfig, runtime: Arc<dyn Runtime>) -
 async fn a_simulated_node_registers_and_runs_pods_at_once() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let _agent = start_agent(&core, config("sim-0", dir.path()), Arc::new(SimulatedRuntime::default()));
+    let _agent =
+        start_agent(&core, config("sim-0", dir.path()), Arc::new(SimulatedRuntime::default()));
     let node = eventually("the node", || async {
         get(&core, "nodes", "", "sim-0").await.filter(|n| n["status"]["conditions"].is_array())
     })
     .await;
     assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], "sim-0");
     assert!(node["spec"]["podCIDR"].as_str().unwrap().starts_with("127."));
-    let ready = node["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+    let ready = node["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
     assert!(ready, "{node}");
     eventually("the lease", || get(&core, "leases", "kube-node-lease", "sim-0")).await;
     let pods = find("", "v1", "pods").unwrap();
-    ApiClient::create(&core, pods, "default", pod("p", "sim-0", json!({"name": "c", "image": "anything"}))).await.unwrap();
+    ApiClient::create(
+        &core,
+        pods,
+        "default",
+        pod("p", "sim-0", json!({"name": "c", "image": "anything"})),
+    )
+    .await
+    .unwrap();
     let running = eventually("the pod running", || async {
         get(&core, "pods", "default", "p").await.filter(|p| p["status"]["phase"] == "Running")
     })
@@ -84,7 +100,10 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
     assert!(running["status"]["podIP"].as_str().unwrap().starts_with("127."));
     assert_eq!(running["status"]["containerStatuses"][0]["ready"], true);
     ApiClient::delete(&core, pods, "default", "p", &DeleteOptions::default()).await.unwrap();
-    eventually("the pod gone", || async { get(&core, "pods", "default", "p").await.is_none().then_some(()) }).await;
+    eventually("the pod gone", || async {
+        get(&core, "pods", "default", "p").await.is_none().then_some(())
+    })
+    .await;
 }
 
 #[actix::test]
@@ -112,12 +131,16 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     })
     .await;
     let crashed = eventually("restarts", || async {
-        get(&core, "pods", "default", "crash").await.filter(|p| p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(2))
+        get(&core, "pods", "default", "crash")
+            .await
+            .filter(|p| p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(2))
     })
     .await;
     assert_eq!(crashed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 7);
     eventually("the crash loop back-off", || async {
-        get(&core, "pods", "default", "crash").await.filter(|p| p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff")
+        get(&core, "pods", "default", "crash").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+        })
     })
     .await;
     let done = eventually("once succeeded", || async {
@@ -126,11 +149,25 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     .await;
     assert_eq!(done["status"]["containerStatuses"][0]["restartCount"], 0);
 
-    let pid = running["status"]["containerStatuses"][0]["containerID"].as_str().unwrap().rsplit('/').next().unwrap().parse::<u32>().unwrap();
+    let pid = running["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .parse::<u32>()
+        .unwrap();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
-    let marked = ApiClient::delete(&core, pods, "default", "long", &DeleteOptions::default()).await.unwrap();
-    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "a running pod is deleted gracefully");
-    eventually("the pod gone", || async { get(&core, "pods", "default", "long").await.is_none().then_some(()) }).await;
+    let marked =
+        ApiClient::delete(&core, pods, "default", "long", &DeleteOptions::default()).await.unwrap();
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "a running pod is deleted gracefully"
+    );
+    eventually("the pod gone", || async {
+        get(&core, "pods", "default", "long").await.is_none().then_some(())
+    })
+    .await;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(stat.is_empty() || stat.contains(") Z "), "the process is stopped: {stat}");
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use chrono::{SecondsFormat, Utc};
-use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::node_status::{self, Machine, Pressure};
@@ -15,8 +14,9 @@ use super::pod_ips::{self, PodIps};
 use super::pod_worker::{PodGone, PodUpdated, PodWorker, Shutdown, Snapshot, WorkerContext};
 use super::runtime::{process_alive, Runtime, StopSignal};
 use super::AgentConfig;
-use crate::client::{ApiClient, ClientEvent};
-use crate::core::{ApiError, ListOptions, PatchType, WatchOptions};
+use crate::client::informer::{self, Feed};
+use crate::client::ApiClient;
+use crate::core::{ApiError, ListOptions, PatchType};
 use crate::model::{resources, ResourceType};
 use crate::watch::EventType;
 
@@ -444,50 +444,15 @@ async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(),
     Ok(())
 }
 
-/// Lists the pods bound to `node`, then watches them; re-lists after any error, backing off
-/// while the server is unreachable. Ends when the agent stops.
+/// Feeds the agent the pods bound to `node` until the agent stops.
 async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAgent>) {
-    let selector = format!("spec.nodeName={node}");
-    let mut wait = Duration::from_millis(200);
-    while agent.connected() {
-        let options =
-            ListOptions { field_selector: Some(selector.clone()), ..ListOptions::default() };
-        let list = match client.list(pods(), None, &options).await {
-            Ok(list) => list,
-            Err(error) => {
-                tracing::warn!(%node, %error, "listing pods; retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(MAX_RETRY);
-                continue;
-            }
-        };
-        wait = Duration::from_millis(200);
-        agent.do_send(Relisted(list.items));
-        let options = WatchOptions {
-            field_selector: Some(selector.clone()),
-            resource_version: Some(list.resource_version),
-            allow_bookmarks: true,
-            ..WatchOptions::default()
-        };
-        let mut events = match client.watch(pods(), None, &options).await {
-            Ok(events) => events,
-            Err(error) => {
-                tracing::warn!(%node, %error, "watching pods; re-listing");
-                continue;
-            }
-        };
-        while let Some(event) = events.next().await {
-            if !agent.connected() {
-                return;
-            }
-            match event {
-                ClientEvent::Object(kind, pod) => agent.do_send(PodEvent(kind, pod)),
-                ClientEvent::Bookmark { .. } => {}
-                ClientEvent::Error(error) => {
-                    tracing::debug!(%node, %error, "pod watch ended; re-listing");
-                    break;
-                }
-            }
+    let selector = Some(format!("spec.nodeName={node}"));
+    informer::list_watch(client, pods(), selector, move |feed| {
+        match feed {
+            Feed::Listed(pods) => agent.do_send(Relisted(pods)),
+            Feed::Changed(kind, pod) => agent.do_send(PodEvent(kind, pod)),
         }
-    }
+        agent.connected()
+    })
+    .await;
 }

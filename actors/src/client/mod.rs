@@ -2,6 +2,7 @@
 //! cluster state, in-process or over HTTP, without knowing which.
 
 mod in_process;
+pub mod informer;
 
 use async_trait::async_trait;
 use serde_json::Value;

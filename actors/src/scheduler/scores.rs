@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn selector_spread_prefers_nodes_with_fewer_matching_pods() {
-        let mut nodes = vec![plain_node("n0"), plain_node("n1"), plain_node("n2")];
+        let mut nodes = [plain_node("n0"), plain_node("n1"), plain_node("n2")];
         nodes[1].add_pod(labelled("a", json!({"app": "web", "rc": "1"})));
         nodes[2].add_pod(labelled("b", json!({"app": "web", "rc": "1"})));
         nodes[2].add_pod(labelled("c", json!({"app": "web", "rc": "1"})));
@@ -324,7 +324,7 @@ mod tests {
         let zoned = |name: &str, zone: &str| {
             NodeInfo::new(&node(name, "4", "8Gi", json!({"topology.kubernetes.io/zone": zone})))
         };
-        let mut nodes = vec![zoned("a1", "a"), zoned("a2", "a"), zoned("b1", "b")];
+        let mut nodes = [zoned("a1", "a"), zoned("a2", "a"), zoned("b1", "b")];
         nodes[0].add_pod(labelled("x", json!({"app": "web"})));
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let p = labelled("p", json!({"app": "web"}));
@@ -402,7 +402,7 @@ mod tests {
 
     #[test]
     fn score_nodes_prefers_the_emptier_node_and_spreads_replicas() {
-        let mut nodes = vec![plain_node("n0"), plain_node("n1")];
+        let mut nodes = [plain_node("n0"), plain_node("n1")];
         nodes[0].add_pod(requesting("a", "2", "4Gi"));
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let p = requesting("p", "1", "1Gi");
@@ -411,7 +411,7 @@ mod tests {
         assert!(scores[1] > scores[0], "{scores:?}");
 
         // Best-effort replicas: the node without a replica wins although both are empty.
-        let mut nodes = vec![plain_node("n0"), plain_node("n1")];
+        let mut nodes = [plain_node("n0"), plain_node("n1")];
         nodes[1].add_pod(labelled("r1", json!({"app": "web"})));
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let ctx = ScoreContext {

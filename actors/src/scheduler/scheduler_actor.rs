@@ -1,0 +1,572 @@
+//! The scheduler actor: list-watch caches of nodes, pods, services and replication controllers;
+//! the scheduling queue; for each pending pod, filter and score the nodes and bind it to the best
+//! through `pods/{name}/binding`. A bind is asynchronous: the pod is assumed on its node at once
+//! so the next decision counts it, and un-assumed and retried if the bind fails.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use chrono::{SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::{json, Value};
+
+use super::filters::{self, FitFailure};
+use super::node_info::{NodeInfo, PodInfo};
+use super::queue::SchedulingQueue;
+use super::scores::{self, ScoreContext};
+use crate::client::informer::{self, Feed};
+use crate::client::ApiClient;
+use crate::core::{ApiError, PatchType};
+use crate::model::{resources, ResourceType};
+use crate::watch::EventType;
+
+/// The scheduler's settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Pods naming this scheduler (or none) are scheduled.
+    pub name: String,
+    /// Binds in flight at once.
+    pub max_in_flight_binds: usize,
+    /// Share of nodes to find feasible before scoring (kube-scheduler's
+    /// percentageOfNodesToScore); `None` adapts to the cluster size as kube-scheduler does.
+    pub percentage_of_nodes_to_score: Option<u32>,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            name: "default-scheduler".into(),
+            max_in_flight_binds: 256,
+            percentage_of_nodes_to_score: None,
+        }
+    }
+}
+
+/// Counters of what the scheduler did (for tests and benchmarks).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerStats {
+    pub bound: u64,
+    pub bind_failures: u64,
+    pub unschedulable: u64,
+    pub pending: usize,
+    pub nodes: usize,
+}
+
+/// What the scheduler has done so far.
+#[derive(Message)]
+#[rtype(result = "SchedulerStats")]
+pub struct GetStats;
+
+/// A feed of one of the watched resources.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Informed(Watched, Feed);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Watched {
+    Nodes,
+    Pods,
+    Services,
+    ReplicationControllers,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct BindDone {
+    uid: String,
+    node: String,
+    result: Result<(), ApiError>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Schedule;
+
+/// The selectors of the services and RCs of one namespace, by (kind, name).
+type SelectorsByOwner = HashMap<(Watched, String), BTreeMap<String, String>>;
+
+/// The scheduler actor.
+pub struct Scheduler {
+    client: Arc<dyn ApiClient>,
+    config: SchedulerConfig,
+    nodes: Vec<NodeInfo>,
+    node_index: HashMap<String, usize>,
+    /// Node of every pod known to be on one (bound, or assumed while its bind is in flight).
+    pod_node: HashMap<String, String>,
+    queue: SchedulingQueue,
+    /// Equality selectors of services and RCs, by namespace, for spreading.
+    selectors: HashMap<String, SelectorsByOwner>,
+    /// Where the next search for feasible nodes starts (round robin, as kube-scheduler).
+    next_start: usize,
+    in_flight: usize,
+    schedule_queued: bool,
+    rng: StdRng,
+    stats: SchedulerStats,
+}
+
+fn resource(group: &str, plural: &str) -> &'static ResourceType {
+    resources::find(group, "v1", plural).expect("served resource")
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl Scheduler {
+    pub fn new(client: Arc<dyn ApiClient>, config: SchedulerConfig) -> Self {
+        Self {
+            client,
+            config,
+            nodes: Vec::new(),
+            node_index: HashMap::new(),
+            pod_node: HashMap::new(),
+            queue: SchedulingQueue::default(),
+            selectors: HashMap::new(),
+            next_start: 0,
+            in_flight: 0,
+            schedule_queued: false,
+            rng: StdRng::from_entropy(),
+            stats: SchedulerStats::default(),
+        }
+    }
+
+    fn kick(&mut self, ctx: &mut Context<Self>) {
+        if !self.schedule_queued {
+            self.schedule_queued = true;
+            ctx.notify(Schedule);
+        }
+    }
+
+    /// How many feasible nodes to find before scoring (kube-scheduler's rule: all nodes up to
+    /// 100, then an adaptive share, never fewer than 100).
+    fn nodes_to_find(&self) -> usize {
+        let all = self.nodes.len();
+        if all <= 100 {
+            return all;
+        }
+        let percentage = self
+            .config
+            .percentage_of_nodes_to_score
+            .unwrap_or_else(|| (50i64 - all as i64 / 125).max(5) as u32)
+            .clamp(1, 100) as usize;
+        (all * percentage / 100).max(100)
+    }
+
+    fn upsert_node(&mut self, node: &Node) -> bool {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        match self.node_index.get(&name) {
+            Some(&i) => {
+                let before = relevant(&self.nodes[i]);
+                self.nodes[i].set_node(node);
+                before != relevant(&self.nodes[i])
+            }
+            None => {
+                self.node_index.insert(name, self.nodes.len());
+                self.nodes.push(NodeInfo::new(node));
+                true
+            }
+        }
+    }
+
+    fn remove_node(&mut self, name: &str) {
+        let Some(i) = self.node_index.remove(name) else { return };
+        let removed = self.nodes.swap_remove(i);
+        if i < self.nodes.len() {
+            self.node_index.insert(self.nodes[i].name.clone(), i);
+        }
+        for pod in removed.pods() {
+            self.pod_node.remove(&pod.uid);
+        }
+    }
+
+    fn node_mut(&mut self, name: &str) -> Option<&mut NodeInfo> {
+        let i = *self.node_index.get(name)?;
+        self.nodes.get_mut(i)
+    }
+
+    /// Takes a pod off the node it was counted on; true when it was on one.
+    fn unassign(&mut self, uid: &str) -> bool {
+        let Some(node) = self.pod_node.remove(uid) else { return false };
+        if let Some(info) = self.node_mut(&node) {
+            info.remove_pod(uid);
+        }
+        true
+    }
+
+    /// A pod from the API; true when capacity may have been freed.
+    fn upsert_pod(&mut self, value: Value) -> bool {
+        let Ok(pod) = serde_json::from_value::<Pod>(value) else { return false };
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let spec = pod.spec.as_ref();
+        let node = spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            self.queue.remove(&uid);
+            return self.unassign(&uid);
+        }
+        match node {
+            Some(node) => {
+                self.queue.remove(&uid);
+                let info = PodInfo::new(&pod);
+                if self.pod_node.get(&uid) != Some(&node) {
+                    self.unassign(&uid);
+                    self.pod_node.insert(uid, node.clone());
+                }
+                if let Some(node_info) = self.node_mut(&node) {
+                    node_info.add_pod(info);
+                }
+                false
+            }
+            None => {
+                let ours = spec
+                    .and_then(|s| s.scheduler_name.as_deref())
+                    .is_none_or(|n| n.is_empty() || n == self.config.name);
+                let in_flight = self.pod_node.contains_key(&uid);
+                if ours && pod.metadata.deletion_timestamp.is_none() && !in_flight {
+                    self.queue.add_or_update(PodInfo::new(&pod));
+                }
+                false
+            }
+        }
+    }
+
+    fn remove_pod(&mut self, value: &Value) -> bool {
+        let uid = value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        self.queue.remove(uid);
+        self.unassign(uid)
+    }
+
+    fn set_selector(&mut self, kind: Watched, object: &Value, present: bool) {
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let key = (kind, name.to_string());
+        let selector: BTreeMap<String, String> = object
+            .pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .map(|s| {
+                s.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()
+            })
+            .unwrap_or_default();
+        let entries = self.selectors.entry(namespace.to_string()).or_default();
+        if present && !selector.is_empty() {
+            entries.insert(key, selector);
+        } else {
+            entries.remove(&key);
+        }
+    }
+
+    fn spread_context(&self, pod: &PodInfo) -> ScoreContext {
+        let spread_selectors = self
+            .selectors
+            .get(&pod.namespace)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter(|s| s.iter().all(|(k, v)| pod.labels.get(k) == Some(v)))
+            .cloned()
+            .collect();
+        ScoreContext { spread_selectors }
+    }
+
+    /// Schedules one pod: the best feasible node, assumed at once and bound in the background.
+    fn schedule_one(&mut self, pod: Arc<PodInfo>, ctx: &mut Context<Self>) {
+        let total = self.nodes.len();
+        let wanted = self.nodes_to_find();
+        let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
+        let mut failures: Vec<Vec<FitFailure>> = Vec::new();
+        let mut examined = 0;
+        for step in 0..total {
+            let i = (self.next_start + step) % total;
+            examined = step + 1;
+            match filters::filter(&pod, &self.nodes[i]) {
+                Ok(()) => feasible.push(i),
+                Err(reasons) => failures.push(reasons),
+            }
+            if feasible.len() >= wanted {
+                break;
+            }
+        }
+        if total > 0 {
+            self.next_start = (self.next_start + examined) % total;
+        }
+        if feasible.is_empty() {
+            let message = filters::unschedulable_message(total, &failures);
+            self.stats.unschedulable += 1;
+            self.report_unschedulable(&pod, message, ctx);
+            return;
+        }
+        let candidates: Vec<&NodeInfo> = feasible.iter().map(|i| &self.nodes[*i]).collect();
+        let scores = scores::score_nodes(&pod, &candidates, &self.spread_context(&pod));
+        let best = scores::pick_best(&scores, &mut self.rng).unwrap_or(0);
+        let node = self.nodes[feasible[best]].name.clone();
+        // Assume: the next decision already counts this pod on its node.
+        self.nodes[feasible[best]].add_pod((*pod).clone());
+        self.pod_node.insert(pod.uid.clone(), node.clone());
+        self.in_flight += 1;
+        let client = self.client.clone();
+        let binding = json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let (uid, namespace, name) = (pod.uid.clone(), pod.namespace.clone(), pod.name.clone());
+        let addr = ctx.address();
+        actix::spawn(async move {
+            let result = client.bind(&namespace, &name, binding).await;
+            if result.is_ok() {
+                let message = format!("Successfully assigned {namespace}/{name} to {node}");
+                record_event(
+                    client.as_ref(),
+                    &namespace,
+                    &name,
+                    &uid,
+                    "Normal",
+                    "Scheduled",
+                    &message,
+                )
+                .await;
+            }
+            addr.do_send(BindDone { uid, node, result });
+        });
+    }
+
+    fn report_unschedulable(&mut self, pod: &PodInfo, message: String, _ctx: &mut Context<Self>) {
+        self.queue.unschedulable(&pod.uid, Instant::now());
+        let Some(queued) = self.queue.get_mut(&pod.uid) else { return };
+        if queued.last_message.as_deref() == Some(message.as_str()) {
+            return;
+        }
+        queued.last_message = Some(message.clone());
+        tracing::debug!(pod = %pod.name, %message, "unschedulable");
+        let client = self.client.clone();
+        let (uid, namespace, name) = (pod.uid.clone(), pod.namespace.clone(), pod.name.clone());
+        actix::spawn(async move {
+            let condition = json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
+                "lastTransitionTime": now(), "reason": "Unschedulable", "message": message});
+            let patch = json!({"status": {"conditions": [condition]}});
+            let pods = resource("", "pods");
+            if let Err(error) =
+                client.patch(pods, &namespace, &name, PatchType::Merge, &patch, true).await
+            {
+                tracing::debug!(pod = %name, %error, "writing PodScheduled=False");
+            }
+            record_event(
+                client.as_ref(),
+                &namespace,
+                &name,
+                &uid,
+                "Warning",
+                "FailedScheduling",
+                &message,
+            )
+            .await;
+        });
+    }
+}
+
+/// What of a node can change where pods fit.
+fn relevant(node: &NodeInfo) -> impl PartialEq {
+    (node.allocatable, node.labels.clone(), node.taints.clone(), node.ready, node.unschedulable)
+}
+
+/// Writes a core/v1 Event about a pod, as the scheduler reports.
+async fn record_event(
+    client: &dyn ApiClient,
+    namespace: &str,
+    pod: &str,
+    uid: &str,
+    kind: &str,
+    reason: &str,
+    message: &str,
+) {
+    let time = now();
+    let suffix: u64 = rand::random();
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{pod}.{suffix:016x}"), "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid},
+        "reason": reason,
+        "message": message,
+        "type": kind,
+        "source": {"component": "default-scheduler"},
+        "reportingComponent": "default-scheduler",
+        "reportingInstance": "default-scheduler",
+        "firstTimestamp": time,
+        "lastTimestamp": time,
+        "count": 1,
+    });
+    if let Err(error) = client.create(resource("", "events"), namespace, event).await {
+        tracing::debug!(%pod, %error, "recording an event");
+    }
+}
+
+impl Actor for Scheduler {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        for (watched, group, plural, selector) in [
+            (Watched::Nodes, "", "nodes", None),
+            (Watched::Pods, "", "pods", Some("status.phase!=Succeeded,status.phase!=Failed")),
+            (Watched::Services, "", "services", None),
+            (Watched::ReplicationControllers, "", "replicationcontrollers", None),
+        ] {
+            let addr = ctx.address();
+            let client = self.client.clone();
+            let selector = selector.map(String::from);
+            actix::spawn(informer::list_watch(
+                client,
+                resource(group, plural),
+                selector,
+                move |feed| {
+                    addr.do_send(Informed(watched, feed));
+                    addr.connected()
+                },
+            ));
+        }
+    }
+}
+
+impl Handler<Informed> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, Informed(watched, feed): Informed, ctx: &mut Context<Self>) {
+        let mut changed = false;
+        match (watched, feed) {
+            (Watched::Nodes, Feed::Listed(items)) => {
+                let names: std::collections::HashSet<String> = items
+                    .iter()
+                    .filter_map(|n| {
+                        n.pointer("/metadata/name").and_then(Value::as_str).map(String::from)
+                    })
+                    .collect();
+                let gone: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.clone())
+                    .filter(|n| !names.contains(n))
+                    .collect();
+                for name in gone {
+                    self.remove_node(&name);
+                }
+                for item in items {
+                    if let Ok(node) = serde_json::from_value::<Node>(item) {
+                        changed |= self.upsert_node(&node);
+                    }
+                }
+            }
+            (Watched::Nodes, Feed::Changed(EventType::Deleted, item)) => {
+                let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                self.remove_node(name);
+            }
+            (Watched::Nodes, Feed::Changed(_, item)) => {
+                if let Ok(node) = serde_json::from_value::<Node>(item) {
+                    changed |= self.upsert_node(&node);
+                }
+            }
+            (Watched::Pods, Feed::Listed(items)) => {
+                let live: std::collections::HashSet<String> = items
+                    .iter()
+                    .filter_map(|p| {
+                        p.pointer("/metadata/uid").and_then(Value::as_str).map(String::from)
+                    })
+                    .collect();
+                let gone: Vec<String> =
+                    self.pod_node.keys().filter(|uid| !live.contains(*uid)).cloned().collect();
+                for uid in gone {
+                    changed |= self.unassign(&uid);
+                    self.queue.remove(&uid);
+                }
+                for item in items {
+                    changed |= self.upsert_pod(item);
+                }
+            }
+            (Watched::Pods, Feed::Changed(EventType::Deleted, item)) => {
+                changed |= self.remove_pod(&item)
+            }
+            (Watched::Pods, Feed::Changed(_, item)) => changed |= self.upsert_pod(item),
+            (kind, Feed::Listed(items)) => {
+                self.selectors.values_mut().for_each(|m| m.retain(|(k, _), _| *k != kind));
+                for item in items {
+                    self.set_selector(kind, &item, true);
+                }
+            }
+            (kind, Feed::Changed(event, item)) => {
+                self.set_selector(kind, &item, event != EventType::Deleted);
+            }
+        }
+        if changed {
+            self.queue.move_unschedulable(Instant::now());
+        }
+        self.kick(ctx);
+    }
+}
+
+impl Handler<Schedule> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, _: Schedule, ctx: &mut Context<Self>) {
+        self.schedule_queued = false;
+        let now = Instant::now();
+        self.queue.flush_backoff(now);
+        // A batch at a time, so informer events are handled in between.
+        for _ in 0..64 {
+            if self.in_flight >= self.config.max_in_flight_binds {
+                break;
+            }
+            let Some(pod) = self.queue.pop() else { break };
+            self.schedule_one(pod, ctx);
+        }
+        if self.queue.has_active() && self.in_flight < self.config.max_in_flight_binds {
+            self.kick(ctx);
+        } else if let Some(at) = self.queue.next_backoff() {
+            ctx.run_later(
+                at.saturating_duration_since(now) + Duration::from_millis(1),
+                |act, ctx| act.kick(ctx),
+            );
+        }
+    }
+}
+
+impl Handler<BindDone> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, msg: BindDone, ctx: &mut Context<Self>) {
+        self.in_flight -= 1;
+        match msg.result {
+            Ok(()) => {
+                self.stats.bound += 1;
+                self.queue.remove(&msg.uid);
+            }
+            Err(ApiError::NotFound { .. }) => {
+                self.unassign(&msg.uid);
+                self.queue.remove(&msg.uid);
+            }
+            Err(ApiError::Conflict { ref message, .. }) if message.contains("already assigned") => {
+                // Someone else bound it; the pod watch brings where.
+                self.unassign(&msg.uid);
+                self.queue.remove(&msg.uid);
+            }
+            Err(error) => {
+                tracing::warn!(pod = %msg.uid, node = %msg.node, %error, "bind failed; retrying");
+                self.stats.bind_failures += 1;
+                self.unassign(&msg.uid);
+                self.queue.back_off(&msg.uid, Instant::now());
+            }
+        }
+        self.kick(ctx);
+    }
+}
+
+impl Handler<GetStats> for Scheduler {
+    type Result = MessageResult<GetStats>;
+
+    fn handle(&mut self, _: GetStats, _: &mut Context<Self>) -> Self::Result {
+        let mut stats = self.stats.clone();
+        stats.pending = self.queue.len();
+        stats.nodes = self.nodes.len();
+        MessageResult(stats)
+    }
+}

@@ -1,0 +1,204 @@
+//! The scheduler end to end, in-process: a real API core, simulated node agents, real binds.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::Actor;
+use serde_json::{json, Value};
+
+use super::{Scheduler, SchedulerConfig};
+use crate::agent::runtime::SimulatedRuntime;
+use crate::agent::{AgentConfig, NodeAgent};
+use crate::client::ApiClient;
+use crate::core::{ApiCore, ListOptions, PatchType};
+use crate::model::resources::find;
+use crate::store::{Store, StoreOptions};
+use crate::watch::{HubOptions, WatchHub};
+
+async fn core() -> ApiCore {
+    let hub = WatchHub::start(HubOptions {
+        window_events: 100_000,
+        buffer: 100_000,
+        bookmark_interval: Duration::from_secs(60),
+    });
+    let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
+    let core = ApiCore::new(store, hub);
+    core.bootstrap().await.unwrap();
+    core
+}
+
+fn sim_node(core: &ApiCore, name: &str, cpu: &str, dir: &std::path::Path) {
+    let mut config = AgentConfig::new(name, dir.join(name));
+    config.capacity_overrides.insert("cpu".into(), cpu.into());
+    config.capacity_overrides.insert("memory".into(), "64Gi".into());
+    NodeAgent::new(config, Arc::new(core.clone()), Arc::new(SimulatedRuntime::default())).start();
+}
+
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn ready_nodes(core: &ApiCore) -> usize {
+    let nodes = find("", "v1", "nodes").unwrap();
+    let list = ApiClient::list(core, nodes, None, &ListOptions::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+        .count()
+}
+
+fn pod(name: &str, cpu: &str, extra: Value) -> Value {
+    let mut pod = json!({"metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": cpu}}}]}});
+    if let (Some(spec), Some(extra)) = (pod["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    pod
+}
+
+async fn create(core: &ApiCore, pod: Value) {
+    let pods = find("", "v1", "pods").unwrap();
+    ApiClient::create(core, pods, "default", pod).await.unwrap();
+}
+
+async fn get(core: &ApiCore, name: &str) -> Value {
+    let pods = find("", "v1", "pods").unwrap();
+    ApiClient::get(core, pods, "default", name).await.unwrap()
+}
+
+async fn node_of(core: &ApiCore, name: &str) -> Option<String> {
+    get(core, name).await["spec"]["nodeName"].as_str().map(String::from)
+}
+
+fn start_scheduler(core: &ApiCore) {
+    Scheduler::new(Arc::new(core.clone()), SchedulerConfig::default()).start();
+}
+
+#[actix::test]
+async fn pods_land_where_they_fit_and_wait_for_a_bigger_node() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "small-0", "1", dir.path());
+    sim_node(&core, "small-1", "1", dir.path());
+    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    start_scheduler(&core);
+    create(&core, pod("a", "600m", json!({}))).await;
+    create(&core, pod("b", "600m", json!({}))).await;
+    let a = eventually("a bound", || node_of(&core, "a")).await;
+    let b = eventually("b bound", || node_of(&core, "b")).await;
+    assert_ne!(a, b, "600m and 600m do not fit one 1-cpu node");
+    eventually("a Running on its simulated node", || async {
+        (get(&core, "a").await["status"]["phase"] == "Running").then_some(())
+    })
+    .await;
+
+    create(&core, pod("big", "600m", json!({}))).await;
+    let message = eventually("big reported unschedulable", || async {
+        let pod = get(&core, "big").await;
+        let condition = pod["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "PodScheduled")?
+            .clone();
+        (condition["status"] == "False")
+            .then(|| condition["message"].as_str().unwrap_or("").to_string())
+    })
+    .await;
+    assert_eq!(message, "0/2 nodes are available: 2 Insufficient cpu.");
+    let events = find("", "v1", "events").unwrap();
+    let options = ListOptions {
+        field_selector: Some("reason=FailedScheduling".into()),
+        ..Default::default()
+    };
+    let failed = ApiClient::list(&core, events, Some("default"), &options).await.unwrap();
+    assert_eq!(failed.items[0]["involvedObject"]["name"], "big");
+    assert!(node_of(&core, "big").await.is_none());
+
+    sim_node(&core, "large", "4", dir.path());
+    assert_eq!(eventually("big placed on the new node", || node_of(&core, "big")).await, "large");
+    let options =
+        ListOptions { field_selector: Some("reason=Scheduled".into()), ..Default::default() };
+    let scheduled = ApiClient::list(&core, events, Some("default"), &options).await.unwrap();
+    assert_eq!(scheduled.items.len(), 3);
+}
+
+#[actix::test]
+async fn replicas_spread_and_taints_keep_pods_away() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        sim_node(&core, &format!("n{i}"), "8", dir.path());
+    }
+    eventually("three nodes", || async { (ready_nodes(&core).await == 3).then_some(()) }).await;
+    let nodes = find("", "v1", "nodes").unwrap();
+    let taint =
+        json!({"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}});
+    ApiClient::patch(&core, nodes, "", "n0", PatchType::Merge, &taint, false).await.unwrap();
+    let rcs = find("", "v1", "replicationcontrollers").unwrap();
+    let rc = json!({"metadata": {"name": "web"}, "spec": {"replicas": 6, "selector": {"app": "web"},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    ApiClient::create(&core, rcs, "default", rc).await.unwrap();
+    start_scheduler(&core);
+    for i in 0..6 {
+        create(&core, pod(&format!("web-{i}"), "100m", json!({}))).await;
+    }
+    let mut per_node: HashMap<String, usize> = HashMap::new();
+    for i in 0..6 {
+        let name = format!("web-{i}");
+        let node = eventually("web bound", || node_of(&core, &name)).await;
+        *per_node.entry(node).or_default() += 1;
+    }
+    assert_eq!(per_node.get("n0"), None, "the taint keeps untolerating pods away: {per_node:?}");
+    assert_eq!((per_node.get("n1"), per_node.get("n2")), (Some(&3), Some(&3)), "{per_node:?}");
+
+    let tolerating = json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "nodeSelector": {"kubernetes.io/hostname": "n0"}});
+    create(&core, pod("db", "100m", tolerating)).await;
+    assert_eq!(eventually("db bound", || node_of(&core, "db")).await, "n0");
+}
+
+#[actix::test]
+async fn a_thousand_pods_at_once_never_overcommit_a_node() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        sim_node(&core, &format!("n{i}"), "10", dir.path());
+    }
+    eventually("three nodes", || async { (ready_nodes(&core).await == 3).then_some(()) }).await;
+    start_scheduler(&core);
+    let creates = (0..1000).map(|i| create(&core, pod(&format!("p{i}"), "100m", json!({}))));
+    futures::future::join_all(creates).await;
+    let pods = find("", "v1", "pods").unwrap();
+    let options =
+        ListOptions { field_selector: Some("spec.nodeName!=".into()), ..Default::default() };
+    let bound = eventually("300 pods bound", || async {
+        let list = ApiClient::list(&core, pods, None, &options).await.unwrap();
+        (list.items.len() >= 300).then_some(list.items)
+    })
+    .await;
+    let mut per_node: HashMap<String, usize> = HashMap::new();
+    for pod in &bound {
+        *per_node.entry(pod["spec"]["nodeName"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    assert!(
+        per_node.values().all(|n| *n == 100),
+        "10 cpu / 100m = 100 pods per node: {per_node:?}"
+    );
+    // The rest stay pending: nothing is ever bound beyond capacity.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let list = ApiClient::list(&core, pods, None, &options).await.unwrap();
+    assert_eq!(list.items.len(), 300);
+}
