@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use actix::Actor;
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::core::{ApiCore, ApiError};
@@ -87,7 +86,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     }
     if settings.scheduler_enabled {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
-        Scheduler::new(client, SchedulerConfig::default()).start();
+        Scheduler::start_in_own_thread(client, SchedulerConfig::default());
         tracing::info!("scheduler started");
     }
     let agent = if settings.agent.enabled {

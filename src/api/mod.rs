@@ -3,6 +3,7 @@
 
 mod body;
 mod discovery;
+mod logs;
 mod metrics;
 mod objects;
 pub mod openapi;
@@ -27,11 +28,17 @@ pub struct AppState {
     pub max_body_bytes: usize,
     pub watch_max_timeout: Duration,
     metrics: metrics::Metrics,
+    /// Client for requests the API server makes to node agents (pod logs).
+    http: reqwest::Client,
 }
 
 impl AppState {
     pub fn new(core: ApiCore, max_body_bytes: usize, watch_max_timeout: Duration) -> Self {
-        Self { core, max_body_bytes, watch_max_timeout, metrics: metrics::Metrics::new() }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("an HTTP client without TLS builds");
+        Self { core, max_body_bytes, watch_max_timeout, metrics: metrics::Metrics::new(), http }
     }
 }
 

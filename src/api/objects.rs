@@ -68,6 +68,9 @@ async fn dispatch(
         (Some("binding"), Some(name)) => {
             return binding(&req, payload, namespace, name, &query, &state).await
         }
+        (Some("log"), Some(name)) if method == Method::GET => {
+            return super::logs::serve(&state, namespace, name, &query).await
+        }
         (Some("scale"), Some(name)) => {
             return scale(&req, payload, namespace, name, &query, &state).await
         }

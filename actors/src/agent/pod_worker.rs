@@ -102,7 +102,13 @@ impl Actor for PodWorker {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_interval(self.ctx.config.sync_period, |act, ctx| act.request_sync(ctx));
+        // Simulated containers change only when the pod does: a slow resync is enough.
+        let period = if self.ctx.runtime.runs_processes() {
+            self.ctx.config.sync_period
+        } else {
+            self.ctx.config.sync_period * 10
+        };
+        ctx.run_interval(period, |act, ctx| act.request_sync(ctx));
         self.request_sync(ctx);
     }
 }

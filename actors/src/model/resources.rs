@@ -235,6 +235,7 @@ pub static RESOURCES: &[ResourceType] = &[
                 kind: "Binding",
                 verbs: &["create"],
             },
+            Subresource { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
         ],
         name_is_label: false,
     },

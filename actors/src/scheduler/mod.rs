@@ -12,7 +12,7 @@ pub mod queue;
 mod scheduler_actor;
 pub mod scores;
 
-pub use scheduler_actor::{GetStats, Scheduler, SchedulerConfig, SchedulerStats};
+pub use scheduler_actor::{GetStats, Scheduler, SchedulerConfig, SchedulerStats, StopScheduler};
 
 #[cfg(test)]
 mod scheduler_tests;

@@ -498,6 +498,8 @@ pub struct PodInfo {
     pub owner_name: Option<String>,
     /// `spec.priority` (0 when unset).
     pub priority: i32,
+    /// Identifies the pod's label group: its namespace and labels (see [`LabelGroups`]).
+    pub group: u64,
     /// The pod is being deleted (`metadata.deletionTimestamp` set); such pods still use
     /// resources and ports but are not counted when spreading.
     pub terminating: bool,
@@ -567,11 +569,14 @@ impl PodInfo {
 
         let owner = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true));
 
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let labels = meta.labels.clone().unwrap_or_default();
         PodInfo {
             uid: meta.uid.clone().unwrap_or_default(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
+            group: label_group(&namespace, &labels),
+            namespace,
             name: meta.name.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels,
             requests: pod_requests(pod),
             non_zero_requests: pod_non_zero_requests(pod),
             host_ports,
@@ -592,14 +597,46 @@ impl PodInfo {
 
 // === impl NodeInfo ===
 
-/// Pods of one namespace with identical labels on a node, counted together: spreading then
-/// matches a selector once per group instead of once per pod, and the pods of one controller
-/// usually share their labels.
-#[derive(Clone, Debug)]
-struct LabelGroup {
-    namespace: String,
-    labels: BTreeMap<String, String>,
-    count: i64,
+/// The label group of a pod: a hash of its namespace and labels. Pods of one controller
+/// usually share their labels, so spreading counts groups, not pods.
+fn label_group(namespace: &str, labels: &BTreeMap<String, String>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    namespace.hash(&mut hasher);
+    labels.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Every label group seen, by namespace: resolves a spread selector to the groups it matches
+/// once per pod, so that counting matching pods on a node is a lookup per group.
+#[derive(Debug, Default)]
+pub struct LabelGroups {
+    by_namespace: HashMap<String, HashMap<u64, BTreeMap<String, String>>>,
+}
+
+impl LabelGroups {
+    pub fn register(&mut self, pod: &PodInfo) {
+        self.by_namespace
+            .entry(pod.namespace.clone())
+            .or_default()
+            .entry(pod.group)
+            .or_insert_with(|| pod.labels.clone());
+    }
+
+    /// The groups of `namespace` whose labels match every selector (ANDed, as kube-scheduler's
+    /// default spreading does); none for no selectors.
+    pub fn matching(&self, namespace: &str, selectors: &[BTreeMap<String, String>]) -> Vec<u64> {
+        if selectors.iter().all(BTreeMap::is_empty) {
+            return Vec::new();
+        }
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter(|(_, labels)| selectors.iter().flatten().all(|(k, v)| labels.get(k) == Some(v)))
+            .map(|(group, _)| *group)
+            .collect()
+    }
 }
 
 /// A node as the scheduler sees it, with the pods bound (or assumed bound) to it.
@@ -626,7 +663,8 @@ pub struct NodeInfo {
     pods: HashMap<String, PodInfo>,
     /// (protocol, port) -> [(host IP, number of pods using it)].
     used_ports: HashMap<(Protocol, i32), Vec<(String, u32)>>,
-    label_groups: Vec<LabelGroup>,
+    /// Pods (not terminating) per label group.
+    label_groups: HashMap<u64, i64>,
 }
 
 impl NodeInfo {
@@ -644,7 +682,7 @@ impl NodeInfo {
             zone: String::new(),
             pods: HashMap::new(),
             used_ports: HashMap::new(),
-            label_groups: Vec::new(),
+            label_groups: HashMap::new(),
         };
         info.set_node(node);
         info
@@ -718,18 +756,7 @@ impl NodeInfo {
             }
         }
         if !pod.terminating {
-            match self
-                .label_groups
-                .iter_mut()
-                .find(|g| g.namespace == pod.namespace && g.labels == pod.labels)
-            {
-                Some(group) => group.count += 1,
-                None => self.label_groups.push(LabelGroup {
-                    namespace: pod.namespace.clone(),
-                    labels: pod.labels.clone(),
-                    count: 1,
-                }),
-            }
+            *self.label_groups.entry(pod.group).or_default() += 1;
         }
         self.pods.insert(pod.uid.clone(), pod);
     }
@@ -753,14 +780,10 @@ impl NodeInfo {
             }
         }
         if !pod.terminating {
-            if let Some(i) = self
-                .label_groups
-                .iter()
-                .position(|g| g.namespace == pod.namespace && g.labels == pod.labels)
-            {
-                self.label_groups[i].count -= 1;
-                if self.label_groups[i].count == 0 {
-                    self.label_groups.swap_remove(i);
+            if let Some(count) = self.label_groups.get_mut(&pod.group) {
+                *count -= 1;
+                if *count <= 0 {
+                    self.label_groups.remove(&pod.group);
                 }
             }
         }
@@ -792,20 +815,9 @@ impl NodeInfo {
             || ips.iter().any(|(ip, _)| ip == BIND_ALL_HOST_IP || *ip == port.host_ip)
     }
 
-    /// Number of pods on this node, in `namespace` and not terminating, whose labels carry
-    /// every `(key, value)` of `selector`; 0 for an empty selector.
-    pub fn count_matching_pods(&self, namespace: &str, selector: &[(&str, &str)]) -> i64 {
-        if selector.is_empty() {
-            return 0;
-        }
-        self.label_groups
-            .iter()
-            .filter(|g| {
-                g.namespace == namespace
-                    && selector.iter().all(|(k, v)| g.labels.get(*k).is_some_and(|x| x == v))
-            })
-            .map(|g| g.count)
-            .sum()
+    /// Pods of `group` on this node (not counting terminating ones).
+    pub fn group_count(&self, group: u64) -> i64 {
+        self.label_groups.get(&group).copied().unwrap_or(0)
     }
 }
 
@@ -1110,13 +1122,23 @@ pub(crate) mod tests {
         n.add_pod(labelled("c", "ns", json!({"app": "web", "v": "2"}), false));
         n.add_pod(labelled("d", "other", json!({"app": "web"}), false));
         n.add_pod(labelled("e", "ns", json!({"app": "web"}), true));
-        assert_eq!(n.count_matching_pods("ns", &[("app", "web")]), 3);
-        assert_eq!(n.count_matching_pods("ns", &[("app", "web"), ("v", "1")]), 2);
-        assert_eq!(n.count_matching_pods("ns", &[]), 0);
+        let mut groups = LabelGroups::default();
+        for p in n.pods() {
+            groups.register(p);
+        }
+        let sel = |pairs: &[(&str, &str)]| -> Vec<BTreeMap<String, String>> {
+            vec![pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()]
+        };
+        let count = |n: &NodeInfo, pairs: &[(&str, &str)]| -> i64 {
+            groups.matching("ns", &sel(pairs)).iter().map(|g| n.group_count(*g)).sum()
+        };
+        assert_eq!(count(&n, &[("app", "web")]), 3);
+        assert_eq!(count(&n, &[("app", "web"), ("v", "1")]), 2);
+        assert_eq!(count(&n, &[]), 0);
         n.remove_pod("a");
         n.remove_pod("e");
-        assert_eq!(n.count_matching_pods("ns", &[("app", "web"), ("v", "1")]), 1);
+        assert_eq!(count(&n, &[("app", "web"), ("v", "1")]), 1);
         n.remove_pod("b");
-        assert_eq!(n.count_matching_pods("ns", &[("v", "1")]), 0);
+        assert_eq!(count(&n, &[("v", "1")]), 0);
     }
 }

@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 
 use super::filters::{self, FitFailure};
-use super::node_info::{NodeInfo, PodInfo};
+use super::node_info::{LabelGroups, NodeInfo, PodInfo};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
 use crate::client::informer::{self, Feed};
@@ -61,6 +61,19 @@ pub struct SchedulerStats {
 #[rtype(result = "SchedulerStats")]
 pub struct GetStats;
 
+/// Stops the scheduler (its list-watches end with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopScheduler;
+
+impl Handler<StopScheduler> for Scheduler {
+    type Result = ();
+
+    fn handle(&mut self, _: StopScheduler, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
 /// A feed of one of the watched resources.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -98,6 +111,8 @@ pub struct Scheduler {
     /// Node of every pod known to be on one (bound, or assumed while its bind is in flight).
     pod_node: HashMap<String, String>,
     queue: SchedulingQueue,
+    /// Every label group of the pods on nodes (resolves spread selectors).
+    groups: LabelGroups,
     /// Equality selectors of services and RCs, by namespace, for spreading.
     selectors: HashMap<String, SelectorsByOwner>,
     /// Where the next search for feasible nodes starts (round robin, as kube-scheduler).
@@ -117,6 +132,16 @@ fn now() -> String {
 }
 
 impl Scheduler {
+    /// Starts a scheduler on its own arbiter thread, so that scheduling does not wait behind
+    /// other actors.
+    pub fn start_in_own_thread(
+        client: Arc<dyn ApiClient>,
+        config: SchedulerConfig,
+    ) -> Addr<Scheduler> {
+        let arbiter = Arbiter::new();
+        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| Scheduler::new(client, config))
+    }
+
     pub fn new(client: Arc<dyn ApiClient>, config: SchedulerConfig) -> Self {
         Self {
             client,
@@ -125,6 +150,7 @@ impl Scheduler {
             node_index: HashMap::new(),
             pod_node: HashMap::new(),
             queue: SchedulingQueue::default(),
+            groups: LabelGroups::default(),
             selectors: HashMap::new(),
             next_start: 0,
             in_flight: 0,
@@ -199,6 +225,9 @@ impl Scheduler {
 
     /// A pod from the API; true when capacity may have been freed.
     fn upsert_pod(&mut self, value: Value) -> bool {
+        if self.already_counted(&value) {
+            return false;
+        }
         let Ok(pod) = serde_json::from_value::<Pod>(value) else { return false };
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let spec = pod.spec.as_ref();
@@ -216,6 +245,7 @@ impl Scheduler {
                     self.unassign(&uid);
                     self.pod_node.insert(uid, node.clone());
                 }
+                self.groups.register(&info);
                 if let Some(node_info) = self.node_mut(&node) {
                     node_info.add_pod(info);
                 }
@@ -232,6 +262,31 @@ impl Scheduler {
                 false
             }
         }
+    }
+
+    /// True for a new version of a pod already counted on its node that changes nothing the
+    /// scheduler uses (a status update, its own bind): no need to read the whole pod again.
+    fn already_counted(&self, value: &Value) -> bool {
+        let text = |pointer: &str| value.pointer(pointer).and_then(Value::as_str);
+        let (Some(uid), Some(node)) = (text("/metadata/uid"), text("/spec/nodeName")) else {
+            return false;
+        };
+        if self.pod_node.get(uid).map(String::as_str) != Some(node)
+            || matches!(text("/status/phase"), Some("Succeeded" | "Failed"))
+        {
+            return false;
+        }
+        let Some(known) = self.node_index.get(node).and_then(|i| self.nodes[*i].pod(uid)) else {
+            return false;
+        };
+        let terminating = value.pointer("/metadata/deletionTimestamp").is_some();
+        let labels = value.pointer("/metadata/labels").and_then(Value::as_object);
+        let same_labels = labels.map_or(0, |l| l.len()) == known.labels.len()
+            && labels
+                .into_iter()
+                .flatten()
+                .all(|(k, v)| known.labels.get(k).map(String::as_str) == v.as_str());
+        known.terminating == terminating && same_labels
     }
 
     fn remove_pod(&mut self, value: &Value) -> bool {
@@ -260,7 +315,7 @@ impl Scheduler {
     }
 
     fn spread_context(&self, pod: &PodInfo) -> ScoreContext {
-        let spread_selectors = self
+        let selectors: Vec<BTreeMap<String, String>> = self
             .selectors
             .get(&pod.namespace)
             .into_iter()
@@ -268,7 +323,7 @@ impl Scheduler {
             .filter(|s| s.iter().all(|(k, v)| pod.labels.get(k) == Some(v)))
             .cloned()
             .collect();
-        ScoreContext { spread_selectors }
+        ScoreContext::new(&pod.namespace, &selectors, &self.groups)
     }
 
     /// Schedules one pod: the best feasible node, assumed at once and bound in the background.
@@ -303,6 +358,7 @@ impl Scheduler {
         let best = scores::pick_best(&scores, &mut self.rng).unwrap_or(0);
         let node = self.nodes[feasible[best]].name.clone();
         // Assume: the next decision already counts this pod on its node.
+        self.groups.register(&pod);
         self.nodes[feasible[best]].add_pod((*pod).clone());
         self.pod_node.insert(pod.uid.clone(), node.clone());
         self.in_flight += 1;
@@ -316,20 +372,14 @@ impl Scheduler {
         let addr = ctx.address();
         actix::spawn(async move {
             let result = client.bind(&namespace, &name, binding).await;
-            if result.is_ok() {
+            let bound = result.is_ok();
+            addr.do_send(BindDone { uid: uid.clone(), node: node.clone(), result });
+            if bound {
                 let message = format!("Successfully assigned {namespace}/{name} to {node}");
-                record_event(
-                    client.as_ref(),
-                    &namespace,
-                    &name,
-                    &uid,
-                    "Normal",
-                    "Scheduled",
-                    &message,
-                )
-                .await;
+                let client = client.as_ref();
+                record_event(client, &namespace, &name, &uid, "Normal", "Scheduled", &message)
+                    .await;
             }
-            addr.do_send(BindDone { uid, node, result });
         });
     }
 

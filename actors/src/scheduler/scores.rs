@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rand::Rng;
 
-use super::node_info::{tolerates, NodeInfo, PodInfo, TaintEffect};
+use super::node_info::{tolerates, LabelGroups, NodeInfo, PodInfo, TaintEffect};
 
 /// The highest score a plugin gives a node.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -35,10 +35,21 @@ const ZONE_WEIGHTING: f64 = 2.0 / 3.0;
 /// What scoring needs beyond the pod and the nodes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScoreContext {
-    /// Equality selectors of the services and the controller that select the pod. They are
-    /// merged into one selector (ANDed), as kube-scheduler's DefaultSelector does; empty
-    /// means no spreading preference.
-    pub spread_selectors: Vec<BTreeMap<String, String>>,
+    /// The label groups (see [`LabelGroups`]) matched by the services and the controller that
+    /// select the pod, their selectors ANDed as kube-scheduler's DefaultSelector does; empty
+    /// when nothing selects it.
+    pub spread_groups: Vec<u64>,
+}
+
+impl ScoreContext {
+    /// The context of a pod in `namespace` selected by `selectors`.
+    pub fn new(
+        namespace: &str,
+        selectors: &[BTreeMap<String, String>],
+        groups: &LabelGroups,
+    ) -> Self {
+        Self { spread_groups: groups.matching(namespace, selectors) }
+    }
 }
 
 /// The total score of each node for `pod` (same order as `nodes`): the weighted sum of all
@@ -63,7 +74,7 @@ pub fn score_nodes(pod: &PodInfo, nodes: &[&NodeInfo], ctx: &ScoreContext) -> Ve
             *total += weight * score;
         }
     };
-    add(SELECTOR_SPREAD_WEIGHT, selector_spread(pod, nodes, &ctx.spread_selectors));
+    add(SELECTOR_SPREAD_WEIGHT, selector_spread(nodes, &ctx.spread_groups));
     add(TAINT_TOLERATION_WEIGHT, taint_toleration(pod, nodes));
     if !pod.preferred_affinity.is_empty() {
         add(NODE_AFFINITY_WEIGHT, node_affinity(pod, nodes));
@@ -146,17 +157,9 @@ pub fn balanced_allocation(pod: &PodInfo, node: &NodeInfo) -> i64 {
 /// kube-scheduler's SelectorSpread: nodes with fewer pods (of the pod's namespace, not
 /// terminating) matching the merged `selectors` score higher, relative to the most loaded
 /// candidate; when nodes have zone labels, the zone's count weighs two thirds.
-pub fn selector_spread(
-    pod: &PodInfo,
-    nodes: &[&NodeInfo],
-    selectors: &[BTreeMap<String, String>],
-) -> Vec<i64> {
-    let mut selector: Vec<(&str, &str)> =
-        selectors.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    selector.sort_unstable();
-    selector.dedup();
+pub fn selector_spread(nodes: &[&NodeInfo], groups: &[u64]) -> Vec<i64> {
     let counts: Vec<i64> =
-        nodes.iter().map(|n| n.count_matching_pods(&pod.namespace, &selector)).collect();
+        nodes.iter().map(|n| groups.iter().map(|g| n.group_count(*g)).sum()).collect();
 
     let max_node = counts.iter().copied().max().unwrap_or(0);
     let mut zone_counts: HashMap<&str, i64> = HashMap::new();
@@ -259,6 +262,13 @@ mod tests {
         ))
     }
 
+    /// The label groups of the pods on `nodes`.
+    fn registry(nodes: &[&NodeInfo]) -> LabelGroups {
+        let mut groups = LabelGroups::default();
+        nodes.iter().flat_map(|n| n.pods()).for_each(|p| groups.register(p));
+        groups
+    }
+
     fn labelled(uid: &str, labels: Value) -> PodInfo {
         let mut p = pod(uid, json!({}));
         p.metadata.labels = serde_json::from_value(labels).unwrap();
@@ -310,13 +320,20 @@ mod tests {
         let sel = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
         };
+        let groups = registry(&refs);
+        let spread = |selectors: &[BTreeMap<String, String>]| {
+            selector_spread(
+                &refs,
+                &ScoreContext::new(&p.namespace, selectors, &groups).spread_groups,
+            )
+        };
         // service app=web and controller rc=1 are ANDed: n0's rc=2 pod does not count
         let selectors = vec![sel(&[("app", "web")]), sel(&[("app", "web"), ("rc", "1")])];
-        assert_eq!(selector_spread(&p, &refs, &selectors), vec![100, 50, 0]);
+        assert_eq!(spread(&selectors), vec![100, 50, 0]);
         // the service alone counts every app=web pod: 1, 1, 2
-        assert_eq!(selector_spread(&p, &refs, &selectors[..1]), vec![50, 50, 0]);
+        assert_eq!(spread(&selectors[..1]), vec![50, 50, 0]);
         // no selectors: no preference
-        assert_eq!(selector_spread(&p, &refs, &[]), vec![100, 100, 100]);
+        assert_eq!(spread(&[]), vec![100, 100, 100]);
     }
 
     #[test]
@@ -329,8 +346,9 @@ mod tests {
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let p = labelled("p", json!({"app": "web"}));
         let selectors = vec![[("app".to_owned(), "web".to_owned())].into_iter().collect()];
+        let ctx = ScoreContext::new(&p.namespace, &selectors, &registry(&refs));
         // a1: node 0/1 -> 0, zone a 0 -> 0; a2: node 100, zone 0 -> 33; b1: node 100, zone 100
-        assert_eq!(selector_spread(&p, &refs, &selectors), vec![0, 33, 100]);
+        assert_eq!(selector_spread(&refs, &ctx.spread_groups), vec![0, 33, 100]);
     }
 
     #[test]
@@ -414,9 +432,8 @@ mod tests {
         let mut nodes = [plain_node("n0"), plain_node("n1")];
         nodes[1].add_pod(labelled("r1", json!({"app": "web"})));
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
-        let ctx = ScoreContext {
-            spread_selectors: vec![[("app".to_owned(), "web".to_owned())].into_iter().collect()],
-        };
+        let selectors = vec![[("app".to_owned(), "web".to_owned())].into_iter().collect()];
+        let ctx = ScoreContext::new("default", &selectors, &registry(&refs));
         let scores = score_nodes(&labelled("r2", json!({"app": "web"})), &refs, &ctx);
         assert!(scores[0] > scores[1], "{scores:?}");
         assert!(score_nodes(&p, &[], &ctx).is_empty());

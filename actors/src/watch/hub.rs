@@ -69,12 +69,70 @@ impl Subscriber {
     }
 }
 
+/// The field watchers are indexed by: each node agent watches `spec.nodeName=<itself>`, so
+/// with an index an event is matched against the watchers of its node, not against all.
+const INDEXED_FIELD: &str = "spec.nodeName";
+
+/// The watchers of one resource: those whose field selector pins [`INDEXED_FIELD`] to a value,
+/// by that value, and the others.
+#[derive(Default)]
+struct Subscribers {
+    unindexed: Vec<Subscriber>,
+    by_value: HashMap<String, Vec<Subscriber>>,
+}
+
+impl Subscribers {
+    fn add(&mut self, subscriber: Subscriber) {
+        match subscriber.filter.fields.required_value(INDEXED_FIELD) {
+            Some(value) => self.by_value.entry(value.to_string()).or_default().push(subscriber),
+            None => self.unindexed.push(subscriber),
+        }
+    }
+
+    /// Offers `event` to the watchers it may concern; drops those that are gone or too slow.
+    fn publish(&mut self, event: &WatchEvent) {
+        fn deliver(list: &mut Vec<Subscriber>, event: &WatchEvent) {
+            list.retain(|s| match s.view(event) {
+                Some(item) => s.offer(item),
+                None => !s.sink.is_closed(),
+            });
+        }
+        deliver(&mut self.unindexed, event);
+        if self.by_value.is_empty() {
+            return;
+        }
+        let now = event.object.fields.get(INDEXED_FIELD).unwrap_or("");
+        let before = event.previous.as_ref().map(|p| p.fields.get(INDEXED_FIELD).unwrap_or(""));
+        for value in std::iter::once(now).chain(before.filter(|b| *b != now)) {
+            if let Some(list) = self.by_value.get_mut(value) {
+                deliver(list, event);
+                if list.is_empty() {
+                    self.by_value.remove(value);
+                }
+            }
+        }
+    }
+
+    /// Keeps the watchers for which `keep` holds.
+    fn retain(&mut self, mut keep: impl FnMut(&Subscriber) -> bool) {
+        self.unindexed.retain(&mut keep);
+        self.by_value.retain(|_, list| {
+            list.retain(&mut keep);
+            !list.is_empty()
+        });
+    }
+
+    fn len(&self) -> usize {
+        self.unindexed.len() + self.by_value.values().map(Vec::len).sum::<usize>()
+    }
+}
+
 /// The watch hub actor. Start it with [`WatchHub::start`]; talk to it through [`WatchHub`]'s
 /// handle methods.
 pub struct WatchHub {
     options: HubOptions,
     window: EventWindow,
-    subscribers: HashMap<&'static ResourceType, Vec<Subscriber>>,
+    subscribers: HashMap<&'static ResourceType, Subscribers>,
     last_revision: HashMap<&'static ResourceType, u64>,
     next_id: u64,
 }
@@ -104,10 +162,7 @@ impl WatchHub {
             let resource = event.object.key.resource;
             self.last_revision.insert(resource, event.object.resource_version);
             if let Some(subscribers) = self.subscribers.get_mut(resource) {
-                subscribers.retain(|s| match s.view(&event) {
-                    Some(item) => s.offer(item),
-                    None => !s.sink.is_closed(),
-                });
+                subscribers.publish(&event);
             }
             self.window.push(event);
         }
@@ -156,7 +211,7 @@ impl WatchHub {
             hub: Some(hub),
             finished: false,
         };
-        self.subscribers.entry(resource).or_default().push(subscriber);
+        self.subscribers.entry(resource).or_default().add(subscriber);
         Ok(subscription)
     }
 }
@@ -255,7 +310,7 @@ impl Handler<CountWatchers> for WatchHub {
     type Result = usize;
 
     fn handle(&mut self, _: CountWatchers, _: &mut Context<Self>) -> usize {
-        self.subscribers.values().map(Vec::len).sum()
+        self.subscribers.values().map(Subscribers::len).sum()
     }
 }
 
@@ -330,5 +385,65 @@ impl Drop for Subscription {
         if let Some(hub) = self.hub.take() {
             hub.do_send(Unsubscribe { resource: self.resource, id: self.id });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{resources, FieldSelector, ObjectKey, StoredObject};
+
+    fn pod(node: &str, rv: u64) -> Arc<StoredObject> {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let value = json!({"metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": node}});
+        Arc::new(StoredObject::from_value(ObjectKey::new(pods, "default", "p"), value, rv))
+    }
+
+    async fn watch_node(hub: &HubHandle, node: &str) -> Subscription {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let fields = FieldSelector::parse(&format!("spec.nodeName={node}"), pods).unwrap();
+        let filter = ObjectFilter { fields, ..ObjectFilter::default() };
+        hub.subscribe(pods, filter, 0, false).await.unwrap()
+    }
+
+    #[actix::test]
+    async fn node_indexed_watchers_see_their_node_and_transitions_only() {
+        let hub = WatchHub::start(HubOptions {
+            window_events: 100,
+            buffer: 100,
+            bookmark_interval: Duration::from_secs(3600),
+        });
+        let mut n1 = watch_node(&hub, "n1").await;
+        let mut n2 = watch_node(&hub, "n2").await;
+        let mut unbound = watch_node(&hub, "").await;
+        let events = vec![
+            WatchEvent { kind: EventType::Added, object: pod("", 1), previous: None },
+            WatchEvent {
+                kind: EventType::Modified,
+                object: pod("n1", 2),
+                previous: Some(pod("", 1)),
+            },
+            WatchEvent {
+                kind: EventType::Deleted,
+                object: pod("n1", 3),
+                previous: Some(pod("n1", 2)),
+            },
+        ];
+        hub.publisher().do_send(Publish { events });
+        let kinds = |item: Option<WatchItem>| match item {
+            Some(WatchItem::Event(kind, object)) => (kind, object.resource_version),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(kinds(unbound.next().await), (EventType::Added, 1));
+        assert_eq!(kinds(unbound.next().await), (EventType::Deleted, 2), "bound away");
+        assert_eq!(kinds(n1.next().await), (EventType::Added, 2), "bound here");
+        assert_eq!(kinds(n1.next().await), (EventType::Deleted, 3));
+        assert_eq!(hub.watcher_count().await, 3);
+        let nothing = tokio::time::timeout(Duration::from_millis(50), n2.next()).await;
+        assert!(nothing.is_err(), "n2 sees nothing");
     }
 }

@@ -1,0 +1,132 @@
+//! `pods/{name}/log`: container logs, fetched from the node agent that runs the pod (its
+//! `containerLogs` endpoint at the Node's InternalIP and kubelet port) and streamed back.
+
+use actix_web::{HttpResponse, HttpResponseBuilder};
+use futures::TryStreamExt;
+use kplane_actors::core::ApiError;
+use kplane_actors::model::resources;
+use serde_json::Value;
+
+use super::params::Query;
+use super::AppState;
+use crate::error::HttpError;
+
+/// The log query parameters passed through to the agent.
+const PASSED_THROUGH: &[&str] =
+    &["follow", "previous", "tailLines", "limitBytes", "timestamps", "sinceSeconds", "sinceTime"];
+
+/// GET `pods/{name}/log`.
+pub async fn serve(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+) -> Result<HttpResponse, HttpError> {
+    let pods = resources::find("", "v1", "pods").expect("pods are served");
+    let pod = state.core.get(pods, namespace, name).await?.to_value();
+    let container = container_of(&pod, name, query.get("container"))?;
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    if node.is_empty() {
+        return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
+    }
+    let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
+    let node_object = state.core.get(nodes, "", node).await?.to_value();
+    let address = node_object
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
+        .and_then(|a| a["address"].as_str())
+        .unwrap_or("127.0.0.1")
+        .to_string();
+    let port = node_object
+        .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
+        .and_then(Value::as_u64)
+        .filter(|p| *p > 0)
+        .ok_or_else(|| unavailable(format!("node {node} publishes no agent port")))?;
+    let mut url = reqwest::Url::parse(&format!("http://{address}:{port}/"))
+        .map_err(|e| unavailable(format!("node {node} address: {e}")))?;
+    url.path_segments_mut().map_err(|_| unavailable("bad node address".into()))?.extend([
+        "containerLogs",
+        namespace,
+        name,
+        &container,
+    ]);
+    for key in PASSED_THROUGH {
+        if let Some(value) = query.get(key) {
+            url.query_pairs_mut().append_pair(key, value);
+        }
+    }
+    let response = state
+        .http
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| unavailable(format!("reaching the agent of node {node}: {e}")))?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        return Err(match status.as_u16() {
+            400 => HttpError::BadRequest(text.trim().to_string()),
+            404 => HttpError::Api(ApiError::NotFound {
+                resource: "pods/log",
+                group: "",
+                name: name.to_string(),
+            }),
+            _ => {
+                unavailable(format!("the agent of node {node} answered {status}: {}", text.trim()))
+            }
+        });
+    }
+    let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
+    Ok(HttpResponseBuilder::new(actix_web::http::StatusCode::OK)
+        .content_type("text/plain")
+        .streaming(body))
+}
+
+fn unavailable(message: String) -> HttpError {
+    HttpError::Api(ApiError::Unavailable(message))
+}
+
+/// The container to read: the one named, or the only one.
+fn container_of(pod: &Value, name: &str, wanted: Option<&str>) -> Result<String, HttpError> {
+    let names: Vec<&str> = ["/spec/initContainers", "/spec/containers"]
+        .iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let app: Vec<&str> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    match wanted {
+        Some(c) if names.contains(&c) => Ok(c.to_string()),
+        Some(c) => Err(HttpError::BadRequest(format!("container {c} is not valid for pod {name}"))),
+        None if app.len() == 1 => Ok(app[0].to_string()),
+        None => Err(HttpError::BadRequest(format!(
+            "a container name must be specified for pod {name}, choose one of: [{}]",
+            app.join(" ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_container_is_named_or_the_only_one() {
+        let one = json!({"spec": {"containers": [{"name": "a"}]}});
+        assert_eq!(container_of(&one, "p", None).unwrap(), "a");
+        assert!(container_of(&one, "p", Some("b")).is_err());
+        let two = json!({"spec": {"initContainers": [{"name": "i"}],
+            "containers": [{"name": "a"}, {"name": "b"}]}});
+        let e = container_of(&two, "p", None).unwrap_err().to_string();
+        assert!(e.contains("choose one of: [a b]"), "{e}");
+        assert_eq!(container_of(&two, "p", Some("i")).unwrap(), "i");
+    }
+}
