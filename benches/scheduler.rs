@@ -66,7 +66,7 @@ fn pure_cost() -> (f64, f64) {
     let pod = PodInfo::new(&serde_json::from_value::<Pod>(pod).unwrap());
     let mut groups = LabelGroups::default();
     nodes.iter().flat_map(|n| n.pods()).for_each(|p| groups.register(p));
-    let context = ScoreContext::new(&pod.namespace, &[pod.labels.clone()], &groups);
+    let context = ScoreContext::new(&pod.namespace, std::slice::from_ref(&pod.labels), &groups);
     let mut rng = rand::thread_rng();
     let rounds = if std::env::args().any(|a| a == "pure") { 20_000 } else { 300 };
     let started = Instant::now();
