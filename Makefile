@@ -13,4 +13,4 @@ test: setup
 	cargo test --workspace --no-fail-fast --lib --bins --tests
 
 bench: setup
-	cargo bench --bench mailbox --bench api_load
+	cargo bench --bench mailbox --bench api_load --bench scheduler --bench agent

@@ -83,6 +83,8 @@ pub struct NodeAgent {
     workers: HashMap<String, (String, String, Addr<PodWorker>)>,
     conditions: Arc<Mutex<Vec<Value>>>,
     swept: bool,
+    /// Shutting down: no new pod workers.
+    stopping: bool,
 }
 
 impl NodeAgent {
@@ -101,6 +103,7 @@ impl NodeAgent {
             workers: HashMap::new(),
             conditions: Arc::new(Mutex::new(Vec::new())),
             swept: false,
+            stopping: false,
         }
     }
 
@@ -162,7 +165,7 @@ impl NodeAgent {
     }
 
     fn upsert(&mut self, pod: Value) {
-        let Some(ctx) = self.workers_ctx.clone() else { return };
+        let Some(ctx) = self.workers_ctx.clone().filter(|_| !self.stopping) else { return };
         let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
         if let Some((_, _, worker)) = self.workers.get(&uid).filter(|(_, _, w)| w.connected()) {
             worker.do_send(PodUpdated(pod));
@@ -335,6 +338,7 @@ impl Handler<StopAgent> for NodeAgent {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, _: StopAgent, _: &mut Context<Self>) -> Self::Result {
+        self.stopping = true;
         let stop_containers = self.config.stop_containers_on_shutdown;
         let workers: Vec<Addr<PodWorker>> = self.workers.drain().map(|(_, (_, _, w))| w).collect();
         Box::pin(
@@ -451,6 +455,7 @@ async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAg
         match feed {
             Feed::Listed(pods) => agent.do_send(Relisted(pods)),
             Feed::Changed(kind, pod) => agent.do_send(PodEvent(kind, pod)),
+            Feed::Unavailable(_) => {}
         }
         agent.connected()
     })

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::{ApiClient, ClientEvent};
-use crate::core::{ListOptions, WatchOptions};
+use crate::core::{ApiError, ListOptions, WatchOptions};
 use crate::model::ResourceType;
 use crate::watch::EventType;
 
@@ -23,6 +23,8 @@ pub enum Feed {
     Listed(Vec<Value>),
     /// One change since.
     Changed(EventType, Value),
+    /// The server could not be reached; the list-watch retries after a back-off.
+    Unavailable(ApiError),
 }
 
 /// Runs until `sink` returns false (its receiver is gone).
@@ -40,6 +42,9 @@ pub async fn list_watch(
             Ok(list) => list,
             Err(error) => {
                 tracing::warn!(resource = resource.plural, %error, "listing; retrying");
+                if !sink(Feed::Unavailable(error)) {
+                    return;
+                }
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(MAX_RETRY);
                 continue;

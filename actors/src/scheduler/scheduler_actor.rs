@@ -537,6 +537,7 @@ impl Handler<Informed> for Scheduler {
                 changed |= self.remove_pod(&item)
             }
             (Watched::Pods, Feed::Changed(_, item)) => changed |= self.upsert_pod(item),
+            (_, Feed::Unavailable(_)) => {}
             (kind, Feed::Listed(items)) => {
                 self.selectors.values_mut().for_each(|m| m.retain(|(k, _), _| *k != kind));
                 for item in items {
