@@ -406,7 +406,9 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
             return Err(invalid("runtime.images", format!("{image:?} maps to an empty command")));
         }
     }
-    let mut config = kplane_actors::agent::AgentConfig::new(&node_name, raw.data_dir.join("agent"));
+    // One directory per node, so agents sharing a data dir never touch each other's pods.
+    let agent_dir = raw.data_dir.join("agent").join(&node_name);
+    let mut config = kplane_actors::agent::AgentConfig::new(&node_name, agent_dir);
     config.address = address;
     config.port = a.port;
     config.cluster_cidr = cluster_cidr;

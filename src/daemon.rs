@@ -38,12 +38,37 @@ pub struct Running {
 impl Running {
     /// Serves until a shutdown signal, then closes the store so nothing is left half-written.
     pub async fn serve(self) -> std::io::Result<()> {
-        let result = self.server.await;
+        let handle = self.server.handle();
+        let server = self.server;
+        // Our own signal handling: actix-server's would stop the whole actix system shortly
+        // after the HTTP server, under the feet of the agent and the store still closing.
+        let result = tokio::select! {
+            result = server => result,
+            () = shutdown_signal() => {
+                tracing::info!("shutting down");
+                handle.stop(true).await;
+                Ok(())
+            }
+        };
         if let Some(agent) = self.agent {
             agent.stop().await;
         }
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
     }
 }
 
@@ -74,6 +99,9 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     ));
     let app_state = state.clone();
     let server = HttpServer::new(move || api::app(app_state.clone()))
+        .disable_signals()
+        // Open watches are cut after 2 s; clients re-list and re-watch, as with kube-apiserver.
+        .shutdown_timeout(2)
         .listen(listener)
         .map_err(|source| StartError::Bind { addr, source })?;
     let insecure_addr = server.addrs().first().copied().unwrap_or(addr);

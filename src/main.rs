@@ -179,7 +179,7 @@ fn agent(args: AgentArgs) -> ExitCode {
             let mut config = settings.agent.agent.clone();
             if args.nodes > 1 {
                 config.node_name = format!("{}{i}", args.node_name_prefix);
-                config.data_dir = config.data_dir.join(&config.node_name);
+                config.data_dir = config.data_dir.with_file_name(&config.node_name);
             }
             let running = agent::start(&settings.agent, config, client.clone(), args.nodes == 1)?;
             if let Some(addr) = running.http_addr {
@@ -188,7 +188,7 @@ fn agent(args: AgentArgs) -> ExitCode {
             agents.push(running);
         }
         tracing::info!(nodes = agents.len(), server = %args.server, "node agents started");
-        shutdown_signal().await;
+        daemon::shutdown_signal().await;
         for running in agents {
             running.stop().await;
         }
@@ -197,20 +197,6 @@ fn agent(args: AgentArgs) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }
 

@@ -68,6 +68,7 @@ pub fn serve(
             .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
     })
     .workers(1)
+    .disable_signals()
     .listen(listener)?;
     let addr = server.addrs().first().copied();
     Ok((server.run(), addr))

@@ -135,6 +135,8 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         .clone();
     assert!(web_stats["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{web_stats} {pods}");
     assert!(agent("/metrics").1.contains("kplane_agent_running_pods 2"));
+    let spec: Value = serde_json::from_str(&agent("/spec/").1).unwrap();
+    assert!(spec["num_cores"].as_u64().unwrap() >= 1);
     assert_eq!(agent("/containerLogs/default/nope/c").0, 404);
     assert_eq!(agent("/containerLogs/default/talker/c?tailLines=-1").0, 400);
     assert!(raw_get(port, "/logs/../../etc/passwd").starts_with("HTTP/1.1 400"));
@@ -159,6 +161,18 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     std::fs::write(&marker, "").unwrap();
     wait_pod(&server, "probed", "gate ready", |p| {
         p["status"]["containerStatuses"][1]["ready"] == true
+    });
+
+    // A memory limit becomes the container's RLIMIT_DATA (through `kplane exec-limited`).
+    let limited = pod_on(
+        "limited",
+        "node-a",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", "ulimit -d; exec sleep 1000"],
+            "resources": {"limits": {"memory": "64Mi"}}}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &limited);
+    wait_until(WAIT, "the limit in the log", || {
+        agent("/containerLogs/default/limited/c").1 == "65536\n"
     });
 
     // Graceful deletion stops the process tree and removes the pod.
@@ -220,6 +234,17 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     let after = get_pod(&server, "sleeper");
     assert_eq!(pid_of(&after), pid, "the same process, adopted");
     assert_eq!(after["status"]["containerStatuses"][0]["restartCount"], 0);
+
+    // The server restarts (kill -9): the agent reconnects, re-lists and keeps its pod.
+    let mut server = server;
+    server.restart();
+    let second = pod_on("second", "node-b", json!({"name": "c", "image": "kplane/pause"}));
+    server.post("/api/v1/namespaces/default/pods", &second);
+    wait_pod(&server, "second", "a pod created after the restart runs", |p| {
+        p["status"]["phase"] == "Running"
+    });
+    assert_eq!(pid_of(&get_pod(&server, "sleeper")), pid, "still the same process");
+    assert!(alive(pid));
 
     // A pod deleted while the agent is down is cleaned up when it comes back.
     agent.kill().unwrap();

@@ -4,6 +4,7 @@ mod util;
 
 mod agent;
 mod bad_input;
+mod cluster;
 mod concurrency;
 mod config_cli;
 mod durability;

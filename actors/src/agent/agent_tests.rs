@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use actix::Actor;
 use serde_json::{json, Value};
 
+use super::node_agent::StopAgent;
 use super::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use super::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
@@ -110,7 +111,7 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
 async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let _agent = start_agent(&core, config("n1", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n1", dir.path()), Arc::new(ProcessRuntime));
     let pods = find("", "v1", "pods").unwrap();
     let long = json!({"name": "c", "image": "none", "command": ["sh", "-c", "echo started $POD_NAME; exec sleep 1000"]});
     ApiClient::create(&core, pods, "default", pod("long", "n1", long)).await.unwrap();
@@ -170,4 +171,127 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     .await;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(stat.is_empty() || stat.contains(") Z "), "the process is stopped: {stat}");
+    agent.send(StopAgent).await.unwrap();
+}
+
+#[actix::test]
+async fn init_containers_environment_images_and_policies() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config("n2", dir.path());
+    config.images.insert("busybox".into(), vec!["sh".into(), "-c".into()]);
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let cms = find("", "v1", "configmaps").unwrap();
+    ApiClient::create(
+        &core,
+        cms,
+        "default",
+        json!({"metadata": {"name": "settings"}, "data": {"color": "blue"}}),
+    )
+    .await
+    .unwrap();
+    let services = find("", "v1", "services").unwrap();
+    ApiClient::create(
+        &core,
+        services,
+        "default",
+        json!({"metadata": {"name": "redis-master"},
+        "spec": {"clusterIP": "127.96.0.10", "ports": [{"port": 6379}]}}),
+    )
+    .await
+    .unwrap();
+    let pods = find("", "v1", "pods").unwrap();
+    let out = dir.path().join("out");
+    let marker = dir.path().join("init-ran");
+    let script = format!(
+        "test -f {m} && echo \"$COLOR $MY_NODE $REDIS_MASTER_SERVICE_HOST:$REDIS_MASTER_SERVICE_PORT $GREETING\" > {o}; exec sleep 1000",
+        m = marker.display(),
+        o = out.display()
+    );
+    let full_pod = json!({"metadata": {"name": "full"}, "spec": {"nodeName": "n2", "terminationGracePeriodSeconds": 1,
+        "initContainers": [{"name": "init", "image": "busybox", "args": [format!("touch {}", marker.display())]}],
+        "containers": [{"name": "app", "image": "busybox", "args": [script],
+            "env": [
+                {"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "color"}}},
+                {"name": "MY_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "GREETING", "value": "hi-$(COLOR)"}]}]}});
+    ApiClient::create(&core, pods, "default", full_pod).await.unwrap();
+    let content = eventually("the app container's output", || async {
+        std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('\n'))
+    })
+    .await;
+    assert_eq!(content, "blue n2 127.96.0.10:6379 hi-blue\n");
+    let full = eventually("full Running and initialized", || async {
+        get(&core, "pods", "default", "full").await.filter(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
+    assert_eq!(
+        full["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+        "Completed"
+    );
+
+    // An image change restarts that container with the new command line.
+    let mut changed = full.clone();
+    changed["spec"]["containers"][0]["image"] = json!("busybox:2");
+    ApiClient::update(&core, pods, "default", changed).await.unwrap();
+    eventually("the container restarted for its new image", || async {
+        get(&core, "pods", "default", "full").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["restartCount"] == 1
+                && p["status"]["containerStatuses"][0]["image"] == "busybox:2"
+                && p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+        })
+    })
+    .await;
+
+    // An unknown image: ErrImagePull, then ImagePullBackOff.
+    ApiClient::create(
+        &core,
+        pods,
+        "default",
+        pod("nope", "n2", json!({"name": "c", "image": "nginx:1.27"})),
+    )
+    .await
+    .unwrap();
+    let waiting = eventually("ImagePullBackOff", || async {
+        get(&core, "pods", "default", "nope").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ImagePullBackOff"
+        })
+    })
+    .await;
+    assert!(waiting["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("runtime.images"));
+    assert_eq!(waiting["status"]["phase"], "Pending");
+
+    // OnFailure: a failing container is restarted, a succeeding one is not.
+    let mut flaky = pod(
+        "flaky",
+        "n2",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", format!("test -f {m}.2 && exit 0; touch {m}.2; exit 1", m = marker.display())]}),
+    );
+    flaky["spec"]["restartPolicy"] = json!("OnFailure");
+    ApiClient::create(&core, pods, "default", flaky).await.unwrap();
+    let done = eventually("flaky succeeded after one restart", || async {
+        get(&core, "pods", "default", "flaky").await.filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    assert_eq!(done["status"]["containerStatuses"][0]["restartCount"], 1);
+
+    // A startup probe that never passes restarts the container; until then it is not started.
+    let slow = pod(
+        "slow",
+        "n2",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "startupProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1}}),
+    );
+    ApiClient::create(&core, pods, "default", slow).await.unwrap();
+    let restarted = eventually("a startup-probe restart", || async {
+        get(&core, "pods", "default", "slow")
+            .await
+            .filter(|p| p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(1))
+    })
+    .await;
+    assert_eq!(restarted["status"]["containerStatuses"][0]["started"], false);
+    agent.send(StopAgent).await.unwrap();
 }

@@ -645,25 +645,22 @@ impl PodState {
                 continue;
             }
             if c.not_before.is_some_and(|t| now < t) {
-                let name = c.name.clone();
-                let seconds = c.backoff.as_secs().max(1) / 2;
-                let message = format!(
-                    "back-off {}s restarting failed container={name} pod={}_{}({})",
-                    seconds.max(1),
-                    self.name,
-                    self.namespace,
-                    self.uid
-                );
-                let c = &mut self.containers[i];
-                let reason = match &c.waiting {
-                    Some((r, _))
-                        if r == "ImagePullBackOff" || r == "CreateContainerConfigError" =>
-                    {
-                        r.clone()
+                let waiting = match c.waiting.clone() {
+                    // Image and config errors keep their own message while backing off.
+                    Some((r, m)) if r == "ErrImagePull" || r == "ImagePullBackOff" => {
+                        ("ImagePullBackOff".to_string(), m)
                     }
-                    _ => "CrashLoopBackOff".to_string(),
+                    Some((r, m)) if r == "CreateContainerConfigError" => (r, m),
+                    _ => {
+                        let seconds = (c.backoff.as_secs() / 2).max(1);
+                        let message = format!(
+                            "back-off {seconds}s restarting failed container={} pod={}_{}({})",
+                            c.name, self.name, self.namespace, self.uid
+                        );
+                        ("CrashLoopBackOff".to_string(), message)
+                    }
                 };
-                c.waiting = Some((reason, message));
+                self.containers[i].waiting = Some(waiting);
                 continue;
             }
             self.start_container(i, ctx, addr).await;

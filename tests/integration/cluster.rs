@@ -1,0 +1,54 @@
+//! The whole single-node cluster through kubectl: the scheduler binds a pod to the embedded
+//! agent's node, the agent runs it, and `kubectl get -o wide`, `logs`, `get events`,
+//! `describe`, `scale` and a graceful `delete` work.
+
+use std::time::Duration;
+
+use crate::util::{wait_until, Server};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn kubectl_runs_a_pod_on_the_single_node_cluster() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "solo"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+    ]);
+    let kubectl = server.kubectl();
+    wait_until(WAIT, "the node is Ready", || {
+        let (_, out, _) = kubectl.run(&["get", "nodes"]);
+        out.lines().any(|l| l.starts_with("solo") && l.contains(" Ready"))
+    });
+    kubectl.ok(&["run", "web", "--image=kplane/agnhost:2.40", "--", "netexec", "--http-port=8080"]);
+    wait_until(WAIT, "web is Running", || {
+        kubectl.run(&["get", "pod", "web", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+    let wide = kubectl.ok(&["get", "pod", "web", "-o", "wide"]);
+    assert!(wide.contains("solo") && wide.contains("127."), "{wide}");
+    wait_until(WAIT, "web's log", || kubectl.run(&["logs", "web"]).1.contains("serving HTTP"));
+    let (ok, _, stderr) = kubectl.run(&["logs", "web", "-c", "nope"]);
+    assert!(!ok && stderr.contains("not valid"), "{stderr}");
+
+    let events = kubectl.ok(&["get", "events"]);
+    assert!(events.contains("Scheduled"), "{events}");
+    let described = kubectl.ok(&["describe", "pod", "web"]);
+    assert!(described.contains("Successfully assigned default/web to solo"), "{described}");
+    assert!(described.contains("Ready") && described.contains("True"), "{described}");
+
+    let rc = kubectl.write(
+        "rc.yaml",
+        "apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: front\nspec:\n  replicas: 1\n  \
+         selector:\n    app: front\n  template:\n    metadata:\n      labels:\n        app: front\n    \
+         spec:\n      containers:\n      - name: c\n        image: kplane/pause\n",
+    );
+    kubectl.ok(&["create", "-f", rc.to_str().unwrap()]);
+    kubectl.ok(&["scale", "rc", "front", "--replicas=3"]);
+    assert_eq!(kubectl.ok(&["get", "rc", "front", "-o", "jsonpath={.spec.replicas}"]), "3");
+
+    // kubectl waits until the agent has stopped the pod and removed it.
+    kubectl.ok(&["delete", "pod", "web", "--timeout=60s"]);
+    let (ok, _, stderr) = kubectl.run(&["get", "pod", "web"]);
+    assert!(!ok && stderr.contains("NotFound"), "{stderr}");
+}
