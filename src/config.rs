@@ -50,6 +50,7 @@ struct RawAgent {
     labels: std::collections::HashMap<String, String>,
     max_log_bytes: u64,
     stop_containers_on_shutdown: bool,
+    enable_debugging_handlers: bool,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -83,6 +84,7 @@ impl Default for RawAgent {
             labels: Default::default(),
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,
+            enable_debugging_handlers: true,
         }
     }
 }
@@ -207,6 +209,8 @@ pub struct AgentSettings {
     /// Run one agent inside `kplane server`.
     pub enabled: bool,
     pub runtime: RuntimeKind,
+    /// Serve /run, /exec, /attach, /portForward and /debug/pprof/ on the agent's port.
+    pub enable_debugging_handlers: bool,
     /// Everything the agent actor needs (node name, address, port, periods, images...).
     pub agent: kplane_actors::agent::AgentConfig,
 }
@@ -432,7 +436,12 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     config.max_log_bytes = positive("agent.max_log_bytes", a.max_log_bytes)?;
     config.stop_containers_on_shutdown = a.stop_containers_on_shutdown;
     config.images = raw.runtime.images.clone();
-    Ok(AgentSettings { enabled: a.enabled, runtime, agent: config })
+    Ok(AgentSettings {
+        enabled: a.enabled,
+        runtime,
+        enable_debugging_handlers: a.enable_debugging_handlers,
+        agent: config,
+    })
 }
 
 /// The machine's host name, lower-cased as node names must be.

@@ -19,11 +19,17 @@ use super::stats::{self, Usage};
 pub struct AgentHttp {
     agent: Addr<NodeAgent>,
     data_dir: PathBuf,
+    /// Serve `/run`, `/exec`, `/attach`, `/portForward` and `/debug/pprof/`.
+    debugging: bool,
 }
 
 impl AgentHttp {
-    pub fn new(agent: Addr<NodeAgent>, data_dir: PathBuf) -> Self {
-        Self { agent, data_dir }
+    pub fn new(agent: Addr<NodeAgent>, data_dir: PathBuf, debugging: bool) -> Self {
+        Self { agent, data_dir, debugging }
+    }
+
+    pub fn agent(&self) -> &Addr<NodeAgent> {
+        &self.agent
     }
 }
 
@@ -53,10 +59,16 @@ pub fn serve(
     state: AgentHttp,
     listener: std::net::TcpListener,
 ) -> std::io::Result<(actix_web::dev::Server, Option<SocketAddr>)> {
+    let debugging = state.debugging;
     let state = web::Data::new(state);
     let server = actix_web::HttpServer::new(move || {
         actix_web::App::new()
             .app_data(state.clone())
+            .configure(|cfg| {
+                if debugging {
+                    super::debugging::configure(cfg);
+                }
+            })
             .route("/healthz", web::get().to(|| async { "ok" }))
             .route("/pods", web::get().to(pods))
             .route("/pods/", web::get().to(pods))
@@ -374,7 +386,7 @@ fn tokio_stream_from<T>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures:
 }
 
 /// Bytes of `file` past `offset` (advancing it); a file that shrank (rotated) is read anew.
-fn read_from(file: &Path, offset: &mut u64) -> Vec<u8> {
+pub(super) fn read_from(file: &Path, offset: &mut u64) -> Vec<u8> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(file) else { return Vec::new() };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);

@@ -1,6 +1,7 @@
 //! Starting node agents: the one embedded in `kplane server` and those of `kplane agent`, with
 //! their runtime, the built-in images (served by this binary) and the agent's HTTP port.
 
+mod debugging;
 mod http;
 mod stats;
 
@@ -89,7 +90,8 @@ pub fn start(
     let addr = NodeAgent::new(config, client, runtime).start();
     let (http, http_addr) = match listener {
         Some((wanted, listener)) => {
-            let state = http::AgentHttp::new(addr.clone(), data_dir);
+            let state =
+                http::AgentHttp::new(addr.clone(), data_dir, settings.enable_debugging_handlers);
             let (server, bound) = http::serve(state, listener)
                 .map_err(|source| AgentStartError::Bind { addr: wanted, source })?;
             let handle = server.handle();

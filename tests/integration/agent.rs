@@ -66,6 +66,34 @@ fn alive(pid: u32) -> bool {
         .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
 }
 
+/// Opens a websocket speaking the channel protocol, sends `send` (first byte: channel), and
+/// collects (channel, data) frames until `done` holds or the server closes.
+fn ws_frames(
+    url: &str,
+    send: &[Vec<u8>],
+    done: impl Fn(&[(u8, Vec<u8>)]) -> bool,
+) -> Vec<(u8, Vec<u8>)> {
+    use tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert("Sec-WebSocket-Protocol", "v4.channel.k8s.io".parse().unwrap());
+    let (mut socket, response) = tungstenite::connect(request).expect("websocket upgrade");
+    assert_eq!(response.headers()["Sec-WebSocket-Protocol"], "v4.channel.k8s.io");
+    for frame in send {
+        socket.send(tungstenite::Message::Binary(frame.clone().into())).unwrap();
+    }
+    let mut frames = Vec::new();
+    while !done(&frames) {
+        match socket.read() {
+            Ok(tungstenite::Message::Binary(data)) if !data.is_empty() => {
+                frames.push((data[0], data[1..].to_vec()));
+            }
+            Ok(tungstenite::Message::Close(_)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    frames
+}
+
 /// A GET sent as written (HTTP clients normalise `..` away).
 fn raw_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
@@ -102,9 +130,11 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     });
     let ip = running["status"]["podIP"].as_str().unwrap().to_string();
     assert!(ip.starts_with("127.") && ip != "127.0.0.1", "{ip}");
-    let hostname =
-        server.http.get(format!("http://{ip}:8080/hostname")).send().unwrap().text().unwrap();
-    assert_eq!(hostname, "web");
+    // Ready without a readiness probe means started; the server may still be binding.
+    let url = format!("http://{ip}:8080/hostname");
+    wait_until(WAIT, "web answers on its pod IP", || {
+        server.http.get(&url).send().ok().and_then(|r| r.text().ok()).as_deref() == Some("web")
+    });
 
     // Logs through the agent's port; the agent's own endpoints.
     let talker = pod_on(
@@ -141,6 +171,51 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert_eq!(agent("/containerLogs/default/talker/c?tailLines=-1").0, 400);
     assert!(raw_get(port, "/logs/../../etc/passwd").starts_with("HTTP/1.1 400"));
     assert_eq!(agent("/logs/pods/").0, 200);
+
+    // Debugging handlers: run, exec, attach, port-forward, pprof.
+    let run = server
+        .http
+        .post(format!("http://127.0.0.1:{port}/run/default/talker/c?cmd=printenv%20POD_NAME"))
+        .send()
+        .unwrap();
+    assert_eq!(run.text().unwrap(), "talker\n");
+    let exec = format!(
+        "ws://127.0.0.1:{port}/exec/default/talker/c?command=sh&command=-c&command={}&stdout=1&stderr=1",
+        "echo%20out%3B%20echo%20err%20%3E%262%3B%20exit%203"
+    );
+    let frames = ws_frames(&exec, &[], |frames| frames.iter().any(|(c, _)| *c == 3));
+    let channel = |n: u8| -> String {
+        frames
+            .iter()
+            .filter(|(c, _)| *c == n)
+            .map(|(_, d)| String::from_utf8_lossy(d).to_string())
+            .collect()
+    };
+    assert_eq!((channel(1).as_str(), channel(2).as_str()), ("out\n", "err\n"));
+    let status: Value = serde_json::from_str(&channel(3)).unwrap();
+    assert_eq!(status["details"]["causes"][0]["message"], "3", "{status}");
+    let forward = format!("ws://127.0.0.1:{port}/portForward/default/web?ports=8080");
+    let request =
+        [0u8].iter().chain(b"GET /hostname HTTP/1.0\r\n\r\n").copied().collect::<Vec<u8>>();
+    let frames = ws_frames(&forward, &[request], |frames| {
+        frames.iter().any(|(c, d)| *c == 0 && String::from_utf8_lossy(d).ends_with("web"))
+    });
+    assert_eq!(frames[0], (0, 8080u16.to_le_bytes().to_vec()), "the port comes first");
+    assert!(agent("/debug/pprof/").1.contains("resident"));
+    let ticker = pod_on(
+        "ticker",
+        "node-a",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", "while true; do echo tick; sleep 0.2; done"]}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &ticker);
+    wait_pod(&server, "ticker", "ticker runs", |p| p["status"]["phase"] == "Running");
+    let attach = format!("ws://127.0.0.1:{port}/attach/default/ticker/c?stdout=1");
+    let frames = ws_frames(&attach, &[], |frames| {
+        frames.iter().any(|(c, d)| *c == 1 && d.starts_with(b"tick"))
+    });
+    assert!(!frames.is_empty());
+    assert_eq!(agent("/attach/default/ticker/c?stdin=1").0, 400);
+    server.delete("/api/v1/namespaces/default/pods/ticker");
 
     // Liveness failure restarts; readiness gates Ready.
     let mut probed = pod_on(

@@ -25,7 +25,8 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use node_agent::{AgentPods, NodeAgent, PodLookup};
+pub use node_agent::{AgentPods, ContainerLookup, NodeAgent, PodLookup};
+pub use pod_worker::ExecTarget;
 
 /// Everything an agent is configured with.
 #[derive(Debug, Clone)]

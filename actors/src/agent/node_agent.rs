@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 
 use super::node_status::{self, Machine, Pressure};
 use super::pod_ips::{self, PodIps};
-use super::pod_worker::{PodGone, PodUpdated, PodWorker, Shutdown, Snapshot, WorkerContext};
+use super::pod_worker::{
+    ExecTarget, FindContainer, PodGone, PodUpdated, PodWorker, Shutdown, Snapshot, WorkerContext,
+};
 use super::runtime::{process_alive, Runtime, StopSignal};
 use super::AgentConfig;
 use crate::client::informer::{self, Feed};
@@ -51,6 +53,28 @@ pub struct AgentPods;
 pub struct PodLookup {
     pub namespace: String,
     pub name: String,
+}
+
+/// A running container of a pod this agent runs, for exec, attach and run.
+#[derive(Message)]
+#[rtype(result = "Option<ExecTarget>")]
+pub struct ContainerLookup {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+}
+
+impl Handler<ContainerLookup> for NodeAgent {
+    type Result = ResponseFuture<Option<ExecTarget>>;
+
+    fn handle(&mut self, msg: ContainerLookup, _: &mut Context<Self>) -> Self::Result {
+        let worker = self
+            .workers
+            .values()
+            .find(|(ns, name, _)| *ns == msg.namespace && *name == msg.pod)
+            .map(|(_, _, w)| w.clone());
+        Box::pin(async move { worker?.send(FindContainer(msg.container)).await.ok().flatten() })
+    }
 }
 
 /// Stops the agent; its containers are stopped too when the config says so.

@@ -57,6 +57,41 @@ pub struct Shutdown {
 #[rtype(result = "Value")]
 pub struct Snapshot;
 
+/// How to run a command inside a running container: its environment, working directory and
+/// process id (`None` when the container is not running).
+#[derive(Message)]
+#[rtype(result = "Option<ExecTarget>")]
+pub struct FindContainer(pub String);
+
+/// A running container, as `exec`, `attach` and `run` need it.
+#[derive(Debug, Clone)]
+pub struct ExecTarget {
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<PathBuf>,
+    pub pid: u32,
+    pub pod_ip: Option<Ipv4Addr>,
+    /// The container's current log file.
+    pub log_path: PathBuf,
+}
+
+impl Handler<FindContainer> for PodWorker {
+    type Result = Option<ExecTarget>;
+
+    fn handle(&mut self, msg: FindContainer, _: &mut Context<Self>) -> Option<ExecTarget> {
+        let state = self.state.as_ref()?;
+        let c = state.containers.iter().find(|c| c.name == msg.0)?;
+        let running = c.running.as_ref()?;
+        let spec = state.container_spec(&c.name)?;
+        Some(ExecTarget {
+            env: c.env.clone(),
+            working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            pid: running.pid,
+            pod_ip: state.pod_ip,
+            log_path: state.dir.join(&c.name).join(format!("{}.log", c.restart_count)),
+        })
+    }
+}
+
 /// A container's process exited.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -1,0 +1,386 @@
+//! The agent's debugging handlers (`agent.enable_debugging_handlers`): `/run` (a command's
+//! output), `/exec` (a command over a websocket), `/attach` (a container's output over a
+//! websocket), `/portForward` (TCP to the pod over a websocket) and `/debug/pprof/` (a summary
+//! of the agent process). Websockets speak the Kubernetes channel protocol: every binary frame
+//! starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 error/status).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures::StreamExt;
+use kplane_actors::agent::{ContainerLookup, ExecTarget, PodLookup};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::http::{AgentHttp, AgentHttpError};
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const ERROR: u8 = 3;
+/// Subprotocols spoken, best first.
+const PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "channel.k8s.io"];
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/run/{namespace}/{pod}/{container}", web::post().to(run))
+        .route("/exec/{namespace}/{pod}/{container}", web::get().to(exec))
+        .route("/exec/{namespace}/{pod}/{container}", web::post().to(exec))
+        .route("/attach/{namespace}/{pod}/{container}", web::get().to(attach))
+        .route("/attach/{namespace}/{pod}/{container}", web::post().to(attach))
+        .route("/portForward/{namespace}/{pod}", web::get().to(port_forward))
+        .route("/portForward/{namespace}/{pod}", web::post().to(port_forward))
+        .route("/debug/pprof/", web::get().to(pprof));
+}
+
+async fn container(
+    state: &AgentHttp,
+    (namespace, pod, container): (String, String, String),
+) -> Result<ExecTarget, AgentHttpError> {
+    let lookup = ContainerLookup {
+        namespace: namespace.clone(),
+        pod: pod.clone(),
+        container: container.clone(),
+    };
+    state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?.ok_or_else(|| {
+        AgentHttpError::NotFound(format!(
+            "container {container} of pod {namespace}/{pod} is not running on this node"
+        ))
+    })
+}
+
+/// The query as (key, value) pairs, keys repeated (`command=a&command=b`).
+fn pairs(req: &HttpRequest) -> Result<Vec<(String, String)>, AgentHttpError> {
+    serde_urlencoded::from_str(req.query_string())
+        .map_err(|e| AgentHttpError::BadRequest(format!("bad query: {e}")))
+}
+
+fn flag(pairs: &[(String, String)], key: &str) -> bool {
+    pairs.iter().any(|(k, v)| k == key && matches!(v.as_str(), "1" | "true" | "True"))
+}
+
+/// A command run in a container's environment and working directory.
+fn command(
+    target: &ExecTarget,
+    argv: &[String],
+) -> Result<tokio::process::Command, AgentHttpError> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| AgentHttpError::BadRequest("a command is required".into()))?;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .envs(target.env.iter().map(|(k, v)| (k, v)))
+        .kill_on_drop(true);
+    if let Some(dir) = &target.working_dir {
+        command.current_dir(dir);
+    }
+    Ok(command)
+}
+
+/// POST `/run/{ns}/{pod}/{container}?cmd=...`: runs the command, answers its output.
+async fn run(
+    state: web::Data<AgentHttp>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AgentHttpError> {
+    let target = container(&state, path.into_inner()).await?;
+    let mut pairs = pairs(&req)?;
+    if let Ok(form) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) {
+        pairs.extend(form);
+    }
+    let cmd = pairs
+        .iter()
+        .find(|(k, _)| k == "cmd")
+        .map(|(_, v)| v.clone())
+        .ok_or_else(|| AgentHttpError::BadRequest("the cmd parameter is required".into()))?;
+    let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    let mut command = command(&target, &argv)?;
+    command.stdin(Stdio::null());
+    let output = tokio::time::timeout(RUN_TIMEOUT, command.output())
+        .await
+        .map_err(|_| AgentHttpError::BadRequest(format!("{cmd:?} ran longer than 60 s")))?
+        .map_err(|e| AgentHttpError::BadRequest(format!("{cmd:?}: {e}")))?;
+    let mut text = output.stdout;
+    text.extend_from_slice(&output.stderr);
+    Ok(HttpResponse::Ok().content_type("text/plain").body(text))
+}
+
+/// Accepts the websocket, agreeing on a channel subprotocol the client offered.
+fn upgrade(
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<(HttpResponse, actix_ws::Session, actix_ws::MessageStream), AgentHttpError> {
+    let offered: Vec<String> = req
+        .headers()
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
+        .collect();
+    let protocol = PROTOCOLS.iter().find(|p| offered.iter().any(|o| o == *p));
+    let (mut response, session, stream) = actix_ws::handle(req, payload)
+        .map_err(|e| AgentHttpError::BadRequest(format!("a websocket upgrade is required: {e}")))?;
+    if let Some(protocol) = protocol {
+        response.headers_mut().insert(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(protocol));
+    }
+    Ok((response, session, stream))
+}
+
+fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(data.len() + 1);
+    frame.push(channel);
+    frame.extend_from_slice(data);
+    frame
+}
+
+/// The final status of an exec, as the channel protocol reports it.
+fn exit_status(code: Option<i32>) -> Value {
+    match code {
+        Some(0) => json!({"metadata": {}, "status": "Success"}),
+        code => {
+            let code = code.map_or("unknown".to_string(), |c| c.to_string());
+            json!({"metadata": {}, "status": "Failure",
+                "message": format!("command terminated with non-zero exit code: {code}"),
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": code}]}})
+        }
+    }
+}
+
+/// `/exec/{ns}/{pod}/{container}?command=...&stdin=1&stdout=1&stderr=1`: runs a command in the
+/// container's environment over a websocket. No TTY.
+async fn exec(
+    state: web::Data<AgentHttp>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, AgentHttpError> {
+    let pairs = pairs(&req)?;
+    if flag(&pairs, "tty") {
+        return Err(AgentHttpError::BadRequest("tty is not supported by kplane's exec".into()));
+    }
+    let argv: Vec<String> =
+        pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+    let target = container(&state, path.into_inner()).await?;
+    let mut command = command(&target, &argv)?;
+    let wants_stdin = flag(&pairs, "stdin");
+    command
+        .stdin(if wants_stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (response, session, mut messages) = upgrade(&req, payload)?;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let mut session = session;
+            let status = json!({"metadata": {}, "status": "Failure",
+                "message": format!("exec {argv:?}: {e}"), "reason": "InternalError"});
+            let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
+            let _ = session.close(None).await;
+            return Ok(response);
+        }
+    };
+    let mut stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    actix_web::rt::spawn(async move {
+        let pump = |channel: u8,
+                    mut pipe: Box<dyn tokio::io::AsyncRead + Unpin>,
+                    mut session: actix_ws::Session| async move {
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                match pipe.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if session.binary(framed(channel, &buf[..n])).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        };
+        let out = stdout.map(|p| pump(STDOUT, Box::new(p), session.clone()));
+        let err = stderr.map(|p| pump(STDERR, Box::new(p), session.clone()));
+        let input = async {
+            while let Some(Ok(message)) = messages.next().await {
+                match message {
+                    actix_ws::Message::Binary(data) if data.first() == Some(&STDIN) => {
+                        if let Some(pipe) = stdin.as_mut() {
+                            if pipe.write_all(&data[1..]).await.is_err() {
+                                stdin = None;
+                            }
+                        }
+                    }
+                    actix_ws::Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+            // The client is done sending: close the command's stdin.
+            stdin = None;
+            std::future::pending::<()>().await;
+        };
+        let outputs = async {
+            if let Some(out) = out {
+                out.await;
+            }
+            if let Some(err) = err {
+                err.await;
+            }
+        };
+        tokio::select! {
+            () = outputs => {}
+            () = input => {}
+        }
+        let code = child.wait().await.ok().and_then(|s| s.code());
+        let mut session = session;
+        let _ = session.binary(framed(ERROR, exit_status(code).to_string().as_bytes())).await;
+        let _ = session.close(None).await;
+    });
+    Ok(response)
+}
+
+/// `/attach/{ns}/{pod}/{container}?stdout=1`: the container's output from now on, until it
+/// exits or the client leaves. Containers run with stdin closed, so `stdin=1` is refused.
+async fn attach(
+    state: web::Data<AgentHttp>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, AgentHttpError> {
+    let pairs = pairs(&req)?;
+    if flag(&pairs, "stdin") || flag(&pairs, "tty") {
+        return Err(AgentHttpError::BadRequest(
+            "kplane containers run with stdin closed: attach streams their output only".into(),
+        ));
+    }
+    let key = path.into_inner();
+    let target = container(&state, key.clone()).await?;
+    let (response, session, mut messages) = upgrade(&req, payload)?;
+    let agent = state.agent().clone();
+    actix_web::rt::spawn(async move {
+        let mut session = session;
+        let mut offset = std::fs::metadata(&target.log_path).map(|m| m.len()).unwrap_or(0);
+        loop {
+            tokio::select! {
+                message = messages.next() => {
+                    if matches!(message, None | Some(Ok(actix_ws::Message::Close(_))) | Some(Err(_))) {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(200)) => {
+                    let more = super::http::read_from(&target.log_path, &mut offset);
+                    if !more.is_empty() && session.binary(framed(STDOUT, &more)).await.is_err() {
+                        break;
+                    }
+                    let lookup = ContainerLookup { namespace: key.0.clone(), pod: key.1.clone(), container: key.2.clone() };
+                    match agent.send(lookup).await {
+                        Ok(Some(now)) if now.pid == target.pid => {}
+                        _ => break,
+                    }
+                }
+            }
+        }
+        let _ = session.close(None).await;
+    });
+    Ok(response)
+}
+
+/// `/portForward/{ns}/{pod}?ports=8080`: one TCP connection to the pod per forwarded port, over
+/// a websocket. Port i uses channel 2i for data and 2i+1 for errors; each channel first
+/// carries its port number (two bytes, little endian).
+async fn port_forward(
+    state: web::Data<AgentHttp>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    payload: web::Payload,
+) -> Result<HttpResponse, AgentHttpError> {
+    let (namespace, pod) = path.into_inner();
+    let ports: Vec<u16> = pairs(&req)?
+        .iter()
+        .filter(|(k, _)| k == "ports" || k == "port")
+        .flat_map(|(_, v)| v.split(',').map(|p| p.trim().to_string()).collect::<Vec<_>>())
+        .map(|p| p.parse::<u16>().ok().filter(|p| *p > 0).ok_or(p))
+        .collect::<Result<_, _>>()
+        .map_err(|p| AgentHttpError::BadRequest(format!("invalid port {p:?}")))?;
+    if ports.is_empty() || ports.len() > 64 {
+        return Err(AgentHttpError::BadRequest("give between 1 and 64 ports".into()));
+    }
+    let lookup = PodLookup { namespace: namespace.clone(), name: pod.clone() };
+    let found = state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?;
+    let ip = found
+        .as_ref()
+        .and_then(|p| p.pointer("/status/podIP").and_then(Value::as_str).map(String::from))
+        .ok_or_else(|| {
+            AgentHttpError::NotFound(format!("pod {namespace}/{pod} has no IP on this node"))
+        })?;
+    let (response, session, mut messages) = upgrade(&req, payload)?;
+    actix_web::rt::spawn(async move {
+        let mut session = session;
+        let mut writers = Vec::new();
+        let mut readers = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let data = (2 * i) as u8;
+            for channel in [data, data + 1] {
+                let _ = session.binary(framed(channel, &port.to_le_bytes())).await;
+            }
+            match tokio::net::TcpStream::connect((ip.as_str(), *port)).await {
+                Ok(stream) => {
+                    let (read, write) = stream.into_split();
+                    writers.push((data, write));
+                    readers.push((data, read));
+                }
+                Err(e) => {
+                    let message = format!("dialing {ip}:{port}: {e}");
+                    let _ = session.binary(framed(data + 1, message.as_bytes())).await;
+                }
+            }
+        }
+        for (channel, mut read) in readers {
+            let mut out = session.clone();
+            actix_web::rt::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n) = read.read(&mut buf).await {
+                    if n == 0 || out.binary(framed(channel, &buf[..n])).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        while let Some(Ok(message)) = messages.next().await {
+            match message {
+                actix_ws::Message::Binary(data) if !data.is_empty() => {
+                    if let Some((_, write)) = writers.iter_mut().find(|(c, _)| *c == data[0]) {
+                        let _ = write.write_all(&data[1..]).await;
+                    }
+                }
+                actix_ws::Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        let _ = session.close(None).await;
+    });
+    Ok(response)
+}
+
+/// `/debug/pprof/`: what the agent process uses, from /proc/self (no sampling profiler).
+async fn pprof() -> HttpResponse {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("?").to_string()
+    };
+    let usage = super::stats::process_usage(std::process::id());
+    let text = format!(
+        "kplane agent process {}\ncpu_seconds {:.3}\nresident {}\nvirtual {}\nthreads {}\n",
+        std::process::id(),
+        usage.cpu_nanoseconds as f64 / 1e9,
+        field("VmRSS:"),
+        field("VmSize:"),
+        field("Threads:"),
+    );
+    HttpResponse::Ok().content_type("text/plain").body(text)
+}
