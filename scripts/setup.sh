@@ -17,3 +17,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 command -v kubectl >/dev/null || echo "setup: warning: kubectl is not on PATH; the kubectl tests will fail" >&2
+
+# The official Kubernetes Python client, for tests/python/client_test.py.
+cd "$(dirname "$0")/.."
+requirements=tests/python/requirements.txt
+if ! cmp -s "$requirements" .venv/.installed 2>/dev/null; then
+  echo "setup: installing the Python client into .venv" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" .venv/.installed
+fi

@@ -10,4 +10,5 @@ mod config_cli;
 mod durability;
 mod images;
 mod kubectl;
+mod python_client;
 mod watch;

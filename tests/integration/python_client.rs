@@ -1,0 +1,26 @@
+//! The official Kubernetes Python client, unchanged, against a real server
+//! (tests/python/client_test.py; `scripts/setup.sh` installs the client into `.venv`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::util::Server;
+
+#[test]
+fn the_python_client_works_unchanged() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var_os("KPLANE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    assert!(python.exists(), "{} is missing: run scripts/setup.sh (make test does)", python.display());
+    let server = Server::start();
+    let output = Command::new(&python)
+        .arg(root.join("tests/python/client_test.py"))
+        .arg(server.base())
+        .output()
+        .expect("run the Python client test");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "python client test failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+}

@@ -1,0 +1,152 @@
+"""Drives a kplane server with the official Kubernetes Python client, unchanged.
+
+Usage: client_test.py http://127.0.0.1:PORT
+Exits non-zero (with a traceback) on the first thing that does not behave as with Kubernetes.
+"""
+
+import sys
+import threading
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+NS = "default"
+
+
+def api_client(server):
+    config = client.Configuration()
+    config.host = server
+    return client.ApiClient(config)
+
+
+def expect_status(code, call, *args, **kwargs):
+    try:
+        call(*args, **kwargs)
+    except ApiException as e:
+        assert e.status == code, f"expected {code}, got {e.status}: {e.body}"
+        return
+    raise AssertionError(f"expected ApiException {code}")
+
+
+def pod(name, labels):
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
+        spec=client.V1PodSpec(containers=[
+            client.V1Container(name="c", image="kplane/pause",
+                               env=[client.V1EnvVar(name="A", value="1")])]),
+    )
+
+
+def pods(core):
+    created = core.create_namespaced_pod(NS, pod("py-a", {"app": "py", "tier": "front"}))
+    assert created.metadata.uid and created.spec.restart_policy == "Always"
+    core.create_namespaced_pod(NS, pod("py-b", {"app": "py", "tier": "back"}))
+    got = core.read_namespaced_pod("py-a", NS)
+    assert got.metadata.labels["tier"] == "front"
+    listed = core.list_namespaced_pod(NS, label_selector="app=py,tier in (back)")
+    assert [p.metadata.name for p in listed.items] == ["py-b"], listed.items
+    assert len(core.list_pod_for_all_namespaces(label_selector="app=py").items) == 2
+
+    got.metadata.labels["tier"] = "middle"
+    replaced = core.replace_namespaced_pod("py-a", NS, got)
+    assert replaced.metadata.labels["tier"] == "middle"
+    stale = got  # still carries the old resourceVersion
+    expect_status(409, core.replace_namespaced_pod, "py-a", NS, stale)
+
+    merged = core.patch_namespaced_pod(
+        "py-a", NS, {"metadata": {"labels": {"merged": "yes"}}},
+        _content_type="application/merge-patch+json")
+    assert merged.metadata.labels["merged"] == "yes"
+    strategic = core.patch_namespaced_pod(
+        "py-a", NS, {"spec": {"containers": [{"name": "c", "image": "kplane/agnhost"}]}})
+    assert strategic.spec.containers[0].image == "kplane/agnhost"
+    assert strategic.spec.containers[0].env[0].name == "A", "strategic merge keeps env"
+
+    expect_status(404, core.read_namespaced_pod, "missing", NS)
+    expect_status(409, core.create_namespaced_pod, NS, pod("py-a", {}))
+    invalid = client.V1Pod(metadata=client.V1ObjectMeta(name="Bad_Name"),
+                           spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="i")]))
+    expect_status(422, core.create_namespaced_pod, NS, invalid)
+
+    core.delete_namespaced_pod("py-a", NS)
+    core.delete_namespaced_pod("py-b", NS)
+    expect_status(404, core.read_namespaced_pod, "py-a", NS)
+
+
+def services(core):
+    svc = client.V1Service(
+        metadata=client.V1ObjectMeta(name="py-svc", labels={"app": "py"}),
+        spec=client.V1ServiceSpec(selector={"app": "py"},
+                                  ports=[client.V1ServicePort(port=80, target_port=8080)]))
+    created = core.create_namespaced_service(NS, svc)
+    assert created.spec.ports[0].protocol == "TCP"
+    patched = core.patch_namespaced_service("py-svc", NS, {"metadata": {"labels": {"x": "y"}}})
+    assert patched.metadata.labels == {"app": "py", "x": "y"}
+    assert [s.metadata.name for s in core.list_namespaced_service(NS, label_selector="x=y").items] == ["py-svc"]
+    core.delete_namespaced_service("py-svc", NS)
+    expect_status(404, core.read_namespaced_service, "py-svc", NS)
+
+
+def replication_controllers(core):
+    rc = client.V1ReplicationController(
+        metadata=client.V1ObjectMeta(name="py-rc"),
+        spec=client.V1ReplicationControllerSpec(
+            replicas=2, selector={"app": "py-rc"},
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "py-rc"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="kplane/pause")]))))
+    core.create_namespaced_replication_controller(NS, rc)
+    scale = core.read_namespaced_replication_controller_scale("py-rc", NS)
+    assert scale.spec.replicas == 2 and scale.status.selector == "app=py-rc", scale
+    scaled = core.patch_namespaced_replication_controller_scale("py-rc", NS, {"spec": {"replicas": 5}})
+    assert scaled.spec.replicas == 5
+    assert core.read_namespaced_replication_controller("py-rc", NS).spec.replicas == 5
+    bad = client.V1ReplicationController(
+        metadata=client.V1ObjectMeta(name="py-bad"),
+        spec=client.V1ReplicationControllerSpec(
+            replicas=-1, selector={"app": "x"},
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "x"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="i")]))))
+    expect_status(422, core.create_namespaced_replication_controller, NS, bad)
+    core.delete_namespaced_replication_controller("py-rc", NS)
+
+
+def watching(core):
+    start = core.list_namespaced_pod(NS).metadata.resource_version
+    seen = []
+    ready = threading.Event()
+
+    def follow():
+        w = watch.Watch()
+        ready.set()
+        for event in w.stream(core.list_namespaced_pod, NS, resource_version=start,
+                              label_selector="app=watched", timeout_seconds=20):
+            seen.append((event["type"], event["object"].metadata.name))
+            if event["type"] == "DELETED":
+                w.stop()
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    ready.wait()
+    core.create_namespaced_pod(NS, pod("py-w", {"app": "watched"}))
+    core.patch_namespaced_pod("py-w", NS, {"metadata": {"labels": {"more": "1"}}})
+    core.delete_namespaced_pod("py-w", NS)
+    thread.join(30)
+    assert not thread.is_alive(), "the watch never saw the deletion"
+    # A scheduler, when one runs, may add MODIFIED events of its own (binding).
+    kinds = [kind for kind, name in seen if name == "py-w"]
+    assert kinds[0] == "ADDED" and kinds[-1] == "DELETED" and "MODIFIED" in kinds[1:-1], seen
+
+
+def main():
+    core = client.CoreV1Api(api_client(sys.argv[1]))
+    pods(core)
+    services(core)
+    replication_controllers(core)
+    watching(core)
+    print("python client: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
