@@ -33,8 +33,12 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
 
     let events = kubectl.ok(&["get", "events"]);
     assert!(events.contains("Scheduled"), "{events}");
-    let described = kubectl.ok(&["describe", "pod", "web"]);
-    assert!(described.contains("Successfully assigned default/web to solo"), "{described}");
+    let mut described = String::new();
+    wait_until(WAIT, "the scheduler's and the agent's events", || {
+        described = kubectl.ok(&["describe", "pod", "web"]);
+        described.contains("Successfully assigned default/web to solo")
+            && described.contains("Started container web")
+    });
     assert!(described.contains("Ready") && described.contains("True"), "{described}");
 
     let rc = kubectl.write(

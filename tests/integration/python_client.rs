@@ -12,7 +12,11 @@ fn the_python_client_works_unchanged() {
     let python = std::env::var_os("KPLANE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".venv/bin/python"));
-    assert!(python.exists(), "{} is missing: run scripts/setup.sh (make test does)", python.display());
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh (make test does)",
+        python.display()
+    );
     let server = Server::start();
     let output = Command::new(&python)
         .arg(root.join("tests/python/client_test.py"))

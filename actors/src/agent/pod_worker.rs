@@ -18,10 +18,13 @@ use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
 use super::runtime::{process_alive, Launch, Runtime, RuntimeError, StopSignal};
 use super::AgentConfig;
+use crate::client::events::{self, EventKind, PodRef};
 use crate::client::ApiClient;
 use crate::core::{set_condition, ApiError, DeleteOptions, PatchType};
 use crate::model::resources;
 
+/// The component name events carry (as the kubelet's).
+const COMPONENT: &str = "kubelet";
 /// A container that ran this long without failing has its back-off reset.
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// How long containers get to stop when the agent shuts down, before SIGKILL.
@@ -480,6 +483,23 @@ impl PodState {
         }
     }
 
+    /// Records an event about this pod (in the background; simulated nodes record none).
+    fn event(&self, ctx: &WorkerContext, kind: EventKind, reason: &str, message: String) {
+        if !ctx.runtime.runs_processes() {
+            return;
+        }
+        let client = ctx.client.clone();
+        let pod = PodRef {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+        };
+        let reason = reason.to_string();
+        tokio::spawn(async move {
+            events::record(client.as_ref(), &pod, kind, &reason, &message, COMPONENT).await;
+        });
+    }
+
     fn container_spec(&self, name: &str) -> Option<&Container> {
         let spec = self.pod.spec.as_ref()?;
         spec.init_containers.iter().flatten().chain(spec.containers.iter()).find(|c| c.name == name)
@@ -599,6 +619,14 @@ impl PodState {
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
         match self.kill_at {
             None => {
+                for c in self.containers.iter().filter(|c| c.running.is_some()) {
+                    self.event(
+                        ctx,
+                        EventKind::Normal,
+                        "Killing",
+                        format!("Stopping container {}", c.name),
+                    );
+                }
                 for pid in &running {
                     ctx.runtime
                         .signal(*pid, if grace == 0 { StopSignal::Kill } else { StopSignal::Term });
@@ -695,6 +723,13 @@ impl PodState {
                         ("CrashLoopBackOff".to_string(), message)
                     }
                 };
+                let entering =
+                    self.containers[i].waiting.as_ref().map(|(r, _)| r) != Some(&waiting.0);
+                if entering && waiting.0 == "CrashLoopBackOff" {
+                    let message =
+                        format!("Back-off restarting failed container {}", self.containers[i].name);
+                    self.event(ctx, EventKind::Warning, "BackOff", message);
+                }
                 self.containers[i].waiting = Some(waiting);
                 continue;
             }
@@ -733,9 +768,13 @@ impl PodState {
                 } else {
                     first
                 };
+                let event = (reason == first).then(|| format!("Error: {first}: {message}"));
                 c.waiting = Some((reason.to_string(), message));
                 c.not_before = Some(Instant::now() + c.backoff);
                 c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
+                if let Some(event) = event {
+                    self.event(ctx, EventKind::Warning, "Failed", event);
+                }
                 return;
             }
         };
@@ -745,6 +784,7 @@ impl PodState {
         let launch = Launch { argv, env: env.clone(), working_dir, log_path };
         match ctx.runtime.start(launch).await {
             Ok(started) => {
+                self.event(ctx, EventKind::Normal, "Started", format!("Started container {name}"));
                 let c = &mut self.containers[i];
                 if c.terminated.is_some() {
                     c.restart_count += 1;
@@ -785,6 +825,7 @@ impl PodState {
                 });
             }
             Err(error) => {
+                self.event(ctx, EventKind::Warning, "Failed", format!("Error: {error}"));
                 let c = &mut self.containers[i];
                 let message = error.to_string();
                 let code = if matches!(error, RuntimeError::NotFound(_)) { 127 } else { 128 };
@@ -809,6 +850,7 @@ impl PodState {
     /// Runs the probes that are due; a failed liveness or startup probe restarts the container.
     async fn probe(&mut self, ctx: &WorkerContext) {
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
+        let mut events = Vec::new();
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
@@ -830,8 +872,14 @@ impl PodState {
                     None => c.started = true,
                     Some(probe) => {
                         match run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env).await {
-                            Some(true) => c.started = true,
-                            Some(false) => {
+                            Some(Ok(())) => c.started = true,
+                            Some(Err(reason)) => {
+                                let message = format!("Startup probe failed: {reason}");
+                                events.push((EventKind::Warning, "Unhealthy", message));
+                                let message = format!(
+                                    "Container {name} failed startup probe, will be restarted"
+                                );
+                                events.push((EventKind::Normal, "Killing", message));
                                 ctx.runtime.signal(pid, StopSignal::Term);
                                 c.restarting_deadline =
                                     Some(Instant::now() + termination_grace(&self.pod));
@@ -846,10 +894,18 @@ impl PodState {
                 }
             }
             if let Some(probe) = &spec.liveness_probe {
-                if run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await
-                    == Some(false)
+                if let Some(Err(reason)) =
+                    run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await
                 {
                     tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
+                    events.push((
+                        EventKind::Warning,
+                        "Unhealthy",
+                        format!("Liveness probe failed: {reason}"),
+                    ));
+                    let message =
+                        format!("Container {name} failed liveness probe, will be restarted");
+                    events.push((EventKind::Normal, "Killing", message));
                     ctx.runtime.signal(pid, StopSignal::Term);
                     c.restarting_deadline = Some(Instant::now() + termination_grace(&self.pod));
                     c.ready = false;
@@ -859,13 +915,22 @@ impl PodState {
             match &spec.readiness_probe {
                 None => c.ready = true,
                 Some(probe) => {
-                    if let Some(ready) =
-                        run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await
-                    {
-                        c.ready = ready;
+                    match run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await {
+                        Some(Ok(())) => c.ready = true,
+                        Some(Err(reason)) => {
+                            if c.ready {
+                                let message = format!("Readiness probe failed: {reason}");
+                                events.push((EventKind::Warning, "Unhealthy", message));
+                            }
+                            c.ready = false;
+                        }
+                        None => {}
                     }
                 }
             }
+        }
+        for (kind, reason, message) in events {
+            self.event(ctx, kind, reason, message);
         }
     }
 
@@ -1028,7 +1093,8 @@ fn termination_grace(pod: &Pod) -> Duration {
     Duration::from_secs(seconds.max(0) as u64)
 }
 
-/// Runs `probe` if it is due; `Some(verdict)` once the success or failure threshold is reached.
+/// Runs `probe` if it is due; a verdict once the success or failure threshold is reached (the
+/// failure with the probe's reason).
 async fn run_due(
     probe: &Probe,
     state: &mut ProbeState,
@@ -1036,7 +1102,7 @@ async fn run_due(
     spec: &Container,
     pod_ip: &str,
     env: &[(String, String)],
-) -> Option<bool> {
+) -> Option<Result<(), String>> {
     let now = Instant::now();
     let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
     if now < state.next_run.unwrap_or(first) {
@@ -1048,13 +1114,13 @@ async fn run_due(
         Outcome::Success => {
             state.failures = 0;
             state.successes += 1;
-            (state.successes >= probe.success_threshold.unwrap_or(1).max(1)).then_some(true)
+            (state.successes >= probe.success_threshold.unwrap_or(1).max(1)).then_some(Ok(()))
         }
         Outcome::Failure(reason) => {
             tracing::debug!(container = %spec.name, %reason, "probe failed");
             state.successes = 0;
             state.failures += 1;
-            (state.failures >= probe.failure_threshold.unwrap_or(3).max(1)).then_some(false)
+            (state.failures >= probe.failure_threshold.unwrap_or(3).max(1)).then_some(Err(reason))
         }
     }
 }

@@ -18,11 +18,15 @@ use super::filters::{self, FitFailure};
 use super::node_info::{LabelGroups, NodeInfo, PodInfo};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
+use crate::client::events::{self, EventKind, PodRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
 use crate::model::{resources, ResourceType};
 use crate::watch::EventType;
+
+/// The component name events carry.
+const COMPONENT: &str = "default-scheduler";
 
 /// The scheduler's settings.
 #[derive(Debug, Clone)]
@@ -376,9 +380,16 @@ impl Scheduler {
             addr.do_send(BindDone { uid: uid.clone(), node: node.clone(), result });
             if bound {
                 let message = format!("Successfully assigned {namespace}/{name} to {node}");
-                let client = client.as_ref();
-                record_event(client, &namespace, &name, &uid, "Normal", "Scheduled", &message)
-                    .await;
+                let pod = PodRef { namespace, name, uid };
+                events::record(
+                    client.as_ref(),
+                    &pod,
+                    EventKind::Normal,
+                    "Scheduled",
+                    &message,
+                    COMPONENT,
+                )
+                .await;
             }
         });
     }
@@ -403,16 +414,9 @@ impl Scheduler {
             {
                 tracing::debug!(pod = %name, %error, "writing PodScheduled=False");
             }
-            record_event(
-                client.as_ref(),
-                &namespace,
-                &name,
-                &uid,
-                "Warning",
-                "FailedScheduling",
-                &message,
-            )
-            .await;
+            let pod = PodRef { namespace, name, uid };
+            let (kind, reason) = (EventKind::Warning, "FailedScheduling");
+            events::record(client.as_ref(), &pod, kind, reason, &message, COMPONENT).await;
         });
     }
 }
@@ -420,37 +424,6 @@ impl Scheduler {
 /// What of a node can change where pods fit.
 fn relevant(node: &NodeInfo) -> impl PartialEq {
     (node.allocatable, node.labels.clone(), node.taints.clone(), node.ready, node.unschedulable)
-}
-
-/// Writes a core/v1 Event about a pod, as the scheduler reports.
-async fn record_event(
-    client: &dyn ApiClient,
-    namespace: &str,
-    pod: &str,
-    uid: &str,
-    kind: &str,
-    reason: &str,
-    message: &str,
-) {
-    let time = now();
-    let suffix: u64 = rand::random();
-    let event = json!({
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{pod}.{suffix:016x}"), "namespace": namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid},
-        "reason": reason,
-        "message": message,
-        "type": kind,
-        "source": {"component": "default-scheduler"},
-        "reportingComponent": "default-scheduler",
-        "reportingInstance": "default-scheduler",
-        "firstTimestamp": time,
-        "lastTimestamp": time,
-        "count": 1,
-    });
-    if let Err(error) = client.create(resource("", "events"), namespace, event).await {
-        tracing::debug!(%pod, %error, "recording an event");
-    }
 }
 
 impl Actor for Scheduler {
