@@ -2,6 +2,8 @@
 //! and on 100 simulated nodes, through the real API core and a RocksDB store; and the memory
 //! one simulated node costs. Prints the medians and writes target/bench-results/agent.json.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,11 +19,6 @@ use kplane_actors::watch::{HubOptions, WatchHub};
 use serde_json::json;
 
 const RUNS: usize = 3;
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    xs[xs.len() / 2]
-}
 
 fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -136,15 +133,11 @@ fn main() {
         }
         let rss = rss_per_simulated_node(1000).await;
         json!({
-            "pods_started_per_sec_one_process_node_100_pods": median(process),
-            "pods_started_per_sec_100_simulated_nodes_2000_pods": median(simulated),
+            "pods_started_per_sec_one_process_node_100_pods": common::median(process),
+            "pods_started_per_sec_100_simulated_nodes_2000_pods": common::median(simulated),
             "rss_bytes_per_simulated_node_1000_nodes": rss,
             "runs": RUNS,
         })
     });
-    println!("{}", serde_json::to_string_pretty(&results).unwrap());
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("agent.json"), serde_json::to_string_pretty(&results).unwrap())
-        .unwrap();
+    common::report("agent", &results);
 }

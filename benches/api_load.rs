@@ -2,6 +2,8 @@
 //! synced on every commit) at 1, 16 and 64 concurrent clients. Writes
 //! target/bench-results/api_load.json.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -100,8 +102,5 @@ async fn main() {
     results.insert("create_ratio_64_to_1".into(), json!((ratio * 10.0).round() / 10.0));
     server.kill().unwrap();
     server.wait().unwrap();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("api_load.json"), serde_json::to_string_pretty(&results).unwrap())
-        .unwrap();
+    common::report("api_load", &serde_json::Value::Object(results));
 }

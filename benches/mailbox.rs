@@ -2,6 +2,8 @@
 //! group-committing writes (in-memory engine), and the watch hub fanning events out to 1,000
 //! subscribers. Prints the median of several runs and writes target/bench-results/mailbox.json.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,11 +14,6 @@ use kplane_actors::watch::{EventType, HubOptions, Publish, WatchEvent, WatchHub}
 use serde_json::json;
 
 const RUNS: usize = 5;
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    xs[xs.len() / 2]
-}
 
 async fn shard_reads(store: &Store, in_flight: usize, total: usize) -> f64 {
     let pods = resources::find("", "v1", "pods").unwrap();
@@ -128,15 +125,11 @@ fn main() {
             fanout.push(hub_fanout(1000, 2000).await);
         }
         json!({
-            "store_shard_reads_per_sec": median(reads),
-            "store_shard_writes_per_sec_memory_engine": median(writes),
-            "watch_hub_deliveries_per_sec_1000_subscribers": median(fanout),
+            "store_shard_reads_per_sec": common::median(reads),
+            "store_shard_writes_per_sec_memory_engine": common::median(writes),
+            "watch_hub_deliveries_per_sec_1000_subscribers": common::median(fanout),
             "runs": RUNS,
         })
     });
-    println!("{}", serde_json::to_string_pretty(&results).unwrap());
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("mailbox.json"), serde_json::to_string_pretty(&results).unwrap())
-        .unwrap();
+    common::report("mailbox", &results);
 }

@@ -3,6 +3,8 @@
 //! filter + score cost of one pod against 1,000 nodes. Prints the medians and writes
 //! target/bench-results/scheduler.json.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,11 +28,6 @@ use serde_json::json;
 const NODES: usize = 1000;
 const PODS: usize = 10_000;
 const RUNS: usize = 3;
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    xs[xs.len() / 2]
-}
 
 fn pod_json(i: usize) -> serde_json::Value {
     json!({"metadata": {"name": format!("p{i}"), "labels": {"app": format!("app{}", i % 50)}},
@@ -152,14 +149,10 @@ fn main() {
         rates
     });
     let results = json!({
-        "pods_bound_per_sec_1000_simulated_nodes_10000_pods_durable": median(rates.clone()),
+        "pods_bound_per_sec_1000_simulated_nodes_10000_pods_durable": common::median(rates.clone()),
         "runs": rates,
         "filter_and_score_microseconds_per_pod_1000_nodes": per_pod_us,
         "filter_and_score_nanoseconds_per_node": per_node_ns,
     });
-    println!("{}", serde_json::to_string_pretty(&results).unwrap());
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("scheduler.json"), serde_json::to_string_pretty(&results).unwrap())
-        .unwrap();
+    common::report("scheduler", &results);
 }

@@ -14,4 +14,6 @@ pub mod core;
 pub mod model;
 pub mod scheduler;
 pub mod store;
+#[cfg(test)]
+mod testing;
 pub mod watch;

@@ -66,19 +66,10 @@ fn command(
     target: &ExecTarget,
     argv: &[String],
 ) -> Result<tokio::process::Command, AgentHttpError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| AgentHttpError::BadRequest("a command is required".into()))?;
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
-        .envs(target.env.iter().map(|(k, v)| (k, v)))
-        .kill_on_drop(true);
-    if let Some(dir) = &target.working_dir {
-        command.current_dir(dir);
-    }
+    let mut command =
+        kplane_actors::agent::runtime::command(argv, &target.env, target.working_dir.as_deref())
+            .ok_or_else(|| AgentHttpError::BadRequest("a command is required".into()))?;
+    command.kill_on_drop(true);
     Ok(command)
 }
 

@@ -2,7 +2,7 @@
 //! restarts with back-off, graceful deletion.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::Actor;
 use serde_json::{json, Value};
@@ -13,20 +13,7 @@ use super::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
 use crate::core::{ApiCore, DeleteOptions};
 use crate::model::resources::find;
-use crate::store::{Store, StoreOptions};
-use crate::watch::{HubOptions, WatchHub};
-
-async fn core() -> ApiCore {
-    let hub = WatchHub::start(HubOptions {
-        window_events: 10_000,
-        buffer: 10_000,
-        bookmark_interval: Duration::from_secs(60),
-    });
-    let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
-    let core = ApiCore::new(store, hub);
-    core.bootstrap().await.unwrap();
-    core
-}
+use crate::testing::{core, eventually};
 
 fn config(name: &str, dir: &std::path::Path) -> AgentConfig {
     let mut config = AgentConfig::new(name, dir.to_path_buf());
@@ -34,18 +21,6 @@ fn config(name: &str, dir: &std::path::Path) -> AgentConfig {
     config.restart_backoff = Duration::from_millis(200);
     config.node_status_update_period = Duration::from_millis(500);
     config
-}
-
-/// Polls `check` until it returns something, or fails after 20 s.
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn get(core: &ApiCore, plural: &str, ns: &str, name: &str) -> Option<Value> {

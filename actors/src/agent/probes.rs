@@ -77,18 +77,10 @@ fn resolve_port(port: &IntOrString, container: &Container) -> Option<u16> {
 }
 
 async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
-    let Some((program, args)) = command.split_first() else {
+    let Some(mut process) = super::runtime::command(command, env, None) else {
         return Outcome::Failure("the exec probe has no command".into());
     };
-    let output = tokio::process::Command::new(program)
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await;
+    let output = process.stdin(std::process::Stdio::null()).kill_on_drop(true).output().await;
     match output {
         Ok(out) if out.status.success() => Outcome::Success,
         Ok(out) => Outcome::Failure(format!(

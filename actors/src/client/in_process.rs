@@ -117,30 +117,15 @@ impl ApiClient for ApiCore {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use futures::StreamExt;
     use serde_json::json;
 
     use super::*;
     use crate::model::resources::find;
-    use crate::store::{Store, StoreOptions};
-    use crate::watch::{HubOptions, WatchHub};
-
-    fn core() -> ApiCore {
-        let hub = WatchHub::start(HubOptions {
-            window_events: 100,
-            buffer: 100,
-            bookmark_interval: Duration::from_secs(60),
-        });
-        let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
-        ApiCore::new(store, hub)
-    }
 
     #[actix::test]
     async fn components_see_the_api_through_the_trait() {
-        let core = core();
-        core.bootstrap().await.unwrap();
+        let core = crate::testing::core().await;
         let client: &dyn ApiClient = &core;
         let pods = find("", "v1", "pods").unwrap();
         let watch_options =
@@ -177,8 +162,7 @@ mod tests {
 
     #[actix::test]
     async fn finalizers_hold_deletion_until_removed() {
-        let core = core();
-        core.bootstrap().await.unwrap();
+        let core = crate::testing::core().await;
         let cms = find("", "v1", "configmaps").unwrap();
         let cm = json!({"metadata":{"name":"f","finalizers":["example.com/hold"]}});
         ApiClient::create(&core, cms, "default", cm).await.unwrap();

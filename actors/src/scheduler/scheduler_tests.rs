@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::Actor;
 use serde_json::{json, Value};
@@ -13,37 +13,13 @@ use crate::agent::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
 use crate::core::{ApiCore, ListOptions, PatchType};
 use crate::model::resources::find;
-use crate::store::{Store, StoreOptions};
-use crate::watch::{HubOptions, WatchHub};
-
-async fn core() -> ApiCore {
-    let hub = WatchHub::start(HubOptions {
-        window_events: 100_000,
-        buffer: 100_000,
-        bookmark_interval: Duration::from_secs(60),
-    });
-    let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
-    let core = ApiCore::new(store, hub);
-    core.bootstrap().await.unwrap();
-    core
-}
+use crate::testing::{core, eventually};
 
 fn sim_node(core: &ApiCore, name: &str, cpu: &str, dir: &std::path::Path) {
     let mut config = AgentConfig::new(name, dir.join(name));
     config.capacity_overrides.insert("cpu".into(), cpu.into());
     config.capacity_overrides.insert("memory".into(), "64Gi".into());
     NodeAgent::new(config, Arc::new(core.clone()), Arc::new(SimulatedRuntime::default())).start();
-}
-
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn ready_nodes(core: &ApiCore) -> usize {

@@ -4,13 +4,33 @@
 mod process;
 mod simulated;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 pub use process::{process_alive, ProcessRuntime};
 pub use simulated::SimulatedRuntime;
+
+/// A command with exactly `env` (and the agent's `PATH`), in `working_dir`: how container
+/// processes, exec probes and exec'd commands start. `None` for an empty command line.
+pub fn command(
+    argv: &[String],
+    env: &[(String, String)],
+    working_dir: Option<&Path>,
+) -> Option<tokio::process::Command> {
+    let (program, args) = argv.split_first()?;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = working_dir {
+        command.current_dir(dir);
+    }
+    Some(command)
+}
 
 /// What to run for one container.
 #[derive(Debug, Clone)]

@@ -27,7 +27,10 @@ impl Runtime for ProcessRuntime {
     }
 
     async fn start(&self, launch: Launch) -> Result<Started, RuntimeError> {
-        let Some((program, args)) = launch.argv.split_first() else {
+        let program = launch.argv.first().cloned().unwrap_or_default();
+        let Some(mut command) =
+            super::command(&launch.argv, &launch.env, launch.working_dir.as_deref())
+        else {
             return Err(RuntimeError::Start("the command line is empty".into()));
         };
         if let Some(dir) = launch.log_path.parent() {
@@ -39,19 +42,11 @@ impl Runtime for ProcessRuntime {
             .open(&launch.log_path)
             .map_err(|e| RuntimeError::Start(format!("{}: {e}", launch.log_path.display())))?;
         let log_err = log.try_clone().map_err(|e| RuntimeError::Start(e.to_string()))?;
-        let mut command = tokio::process::Command::new(program);
         command
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
             .process_group(0);
-        if let Some(dir) = &launch.working_dir {
-            command.current_dir(dir);
-        }
         let mut child = command.spawn().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
             _ => RuntimeError::Start(format!("{program}: {e}")),
