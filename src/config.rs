@@ -103,6 +103,8 @@ struct RawServer {
     secure_port: u16,
     bind_address: String,
     max_request_body_bytes: usize,
+    service_cluster_ip_range: String,
+    service_node_port_range: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,6 +145,8 @@ impl Default for RawServer {
             secure_port: 6443,
             bind_address: "0.0.0.0".into(),
             max_request_body_bytes: 3 * 1024 * 1024,
+            service_cluster_ip_range: "127.192.0.0/16".into(),
+            service_node_port_range: "30000-32767".into(),
         }
     }
 }
@@ -194,6 +198,7 @@ pub struct Settings {
     pub watch_max_timeout: Duration,
     pub agent: AgentSettings,
     pub scheduler_enabled: bool,
+    pub service_ranges: kplane_actors::core::ServiceRanges,
 }
 
 /// How the container runtime of a node agent runs containers.
@@ -327,8 +332,10 @@ impl Settings {
             });
         }
         let agent = agent_settings(&raw)?;
+        let service_ranges = service_ranges(&raw.server)?;
         Ok(Settings {
             agent,
+            service_ranges,
             scheduler_enabled: raw.scheduler.enabled,
             data_dir: raw.data_dir,
             log_level: raw.log_level,
@@ -354,6 +361,34 @@ impl Settings {
             )? as u64),
         })
     }
+}
+
+/// Checks the service IP and node port ranges.
+fn service_ranges(server: &RawServer) -> Result<kplane_actors::core::ServiceRanges, ConfigError> {
+    let cluster_ips = kplane_actors::agent::pod_ips::parse_cidr(&server.service_cluster_ip_range)
+        .filter(|(_, bits)| *bits <= 30)
+        .ok_or_else(|| ConfigError::Invalid {
+            key: "server.service_cluster_ip_range",
+            message: format!(
+                "{:?} is not an IPv4 CIDR of /30 or wider",
+                server.service_cluster_ip_range
+            ),
+        })?;
+    let node_ports = server
+        .service_node_port_range
+        .split_once('-')
+        .and_then(|(low, high)| {
+            Some((low.trim().parse::<u16>().ok()?, high.trim().parse::<u16>().ok()?))
+        })
+        .filter(|(low, high)| *low > 0 && low <= high)
+        .ok_or_else(|| ConfigError::Invalid {
+            key: "server.service_node_port_range",
+            message: format!(
+                "{:?} is not a port range like 30000-32767",
+                server.service_node_port_range
+            ),
+        })?;
+    Ok(kplane_actors::core::ServiceRanges { cluster_ips, node_ports })
 }
 
 /// Checks the `[agent]` and `[runtime]` sections.

@@ -11,4 +11,5 @@ mod durability;
 mod images;
 mod kubectl;
 mod python_client;
+mod services;
 mod watch;

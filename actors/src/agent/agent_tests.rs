@@ -171,7 +171,7 @@ async fn init_containers_environment_images_and_policies() {
         services,
         "default",
         json!({"metadata": {"name": "redis-master"},
-        "spec": {"clusterIP": "127.96.0.10", "ports": [{"port": 6379}]}}),
+        "spec": {"clusterIP": "127.192.0.10", "ports": [{"port": 6379}]}}),
     )
     .await
     .unwrap();
@@ -195,7 +195,7 @@ async fn init_containers_environment_images_and_policies() {
         std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('\n'))
     })
     .await;
-    assert_eq!(content, "blue n2 127.96.0.10:6379 hi-blue\n");
+    assert_eq!(content, "blue n2 127.192.0.10:6379 hi-blue\n");
     let full = eventually("full Running and initialized", || async {
         get(&core, "pods", "default", "full").await.filter(|p| p["status"]["phase"] == "Running")
     })

@@ -6,6 +6,7 @@ mod defaults;
 mod error;
 mod options;
 mod patch;
+mod service_ips;
 mod subresources;
 mod watch;
 
@@ -20,6 +21,7 @@ use serde_json::{json, Map, Value};
 pub use error::ApiError;
 pub use options::{DeleteOptions, ListOptions, WatchOptions};
 pub use patch::PatchType;
+pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
@@ -52,6 +54,7 @@ pub struct ObjectList {
 pub struct ApiCore {
     store: Store,
     hub: HubHandle,
+    services: Arc<service_ips::ServiceAllocator>,
 }
 
 fn namespaces() -> &'static ResourceType {
@@ -64,11 +67,27 @@ fn now() -> String {
 
 impl ApiCore {
     pub fn new(store: Store, hub: HubHandle) -> Self {
-        Self { store, hub }
+        let services = Arc::new(service_ips::ServiceAllocator::new(ServiceRanges::default()));
+        Self { store, hub, services }
     }
 
-    /// Creates the namespaces every cluster has, if they are missing.
+    /// Services draw their cluster IPs and node ports from `ranges`.
+    pub fn with_service_ranges(mut self, ranges: ServiceRanges) -> Self {
+        self.services = Arc::new(service_ips::ServiceAllocator::new(ranges));
+        self
+    }
+
+    fn is_service(resource: &ResourceType) -> bool {
+        resource.group.is_empty() && resource.plural == "services"
+    }
+
+    /// Creates the namespaces every cluster has, if they are missing, and takes note of the
+    /// cluster IPs and node ports the stored services hold.
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
+        let services = resources::find("", "v1", "services").expect("services are served");
+        for service in self.list(services, None, &ListOptions::default()).await?.items {
+            self.services.restore(&service.to_value());
+        }
         for ns in SYSTEM_NAMESPACES {
             let object = json!({"metadata": {"name": ns}});
             match self.create(namespaces(), "", object, false).await {
@@ -144,13 +163,24 @@ impl ApiCore {
             self.check_namespace_accepts(namespace).await?;
         }
         let key = ObjectKey::new(resource, namespace, &name);
+        let allocation = if Self::is_service(resource) {
+            Some(self.services.allocate(&mut object, &name)?)
+        } else {
+            None
+        };
+        let release = || allocation.iter().for_each(|a| self.services.release(a));
         if dry_run {
+            release();
             if self.store.get(&key).await?.is_some() {
                 return Err(crate::store::StoreError::AlreadyExists(key).into());
             }
             return Ok(Arc::new(StoredObject::from_value(key, object, 0)));
         }
-        Ok(self.store.create(key, object).await?)
+        let created = self.store.create(key, object).await;
+        if created.is_err() {
+            release();
+        }
+        Ok(created?)
     }
 
     async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
@@ -232,11 +262,24 @@ impl ApiCore {
             if part == Part::Main {
                 defaults::apply(resource.kind, &mut next);
             }
+            let (allocated, freed) = if Self::is_service(resource) && part == Part::Main {
+                self.services.reallocate(&current_value, &mut next, name)?
+            } else {
+                Default::default()
+            };
             let errors = validation::validate_object(resource, &next);
+            let precondition = requested.check(&current);
+            if !errors.is_empty()
+                || precondition.is_err()
+                || unchanged(&current_value, &next)
+                || dry_run
+            {
+                self.services.release(&allocated);
+            }
             if !errors.is_empty() {
                 return Err(ApiError::invalid(resource, name, errors));
             }
-            requested.check(&current)?;
+            precondition?;
             if unchanged(&current_value, &next) || dry_run {
                 return Ok(if dry_run {
                     Arc::new(StoredObject::from_value(key, next, current.resource_version))
@@ -256,6 +299,10 @@ impl ApiCore {
             } else {
                 self.store.update(key.clone(), next, preconditions).await
             };
+            match &result {
+                Ok(_) => self.services.release(&freed),
+                Err(_) => self.services.release(&allocated),
+            }
             match result {
                 // The object changed between our read and our write; an unconditional update
                 // simply tries again on the newer state.
@@ -422,7 +469,11 @@ impl ApiCore {
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             return Ok(self.store.update(key, marked, preconditions).await?);
         }
-        Ok(self.store.delete(key, preconditions).await?)
+        let deleted = self.store.delete(key, preconditions).await?;
+        if Self::is_service(deleted.key.resource) {
+            self.services.release_service(&deleted.to_value());
+        }
+        Ok(deleted)
     }
 
     /// Marks the namespace Terminating, deletes everything in it, then removes it.

@@ -1,0 +1,392 @@
+//! Service cluster IPs and node ports: handed out from `service_cluster_ip_range` and
+//! `service_node_port_range`, never twice, released when the service goes, and rebuilt from the
+//! stored services on start-up. A service that asks for a specific IP or port gets it only if
+//! it is in range and free.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use super::ApiError;
+use crate::model::FieldError;
+
+/// The ranges services draw from.
+#[derive(Debug, Clone)]
+pub struct ServiceRanges {
+    /// Network and prefix length of the cluster IP range.
+    pub cluster_ips: (Ipv4Addr, u8),
+    /// First and last node port.
+    pub node_ports: (u16, u16),
+}
+
+impl Default for ServiceRanges {
+    fn default() -> Self {
+        Self { cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 16), node_ports: (30000, 32767) }
+    }
+}
+
+/// What is taken.
+#[derive(Debug)]
+pub struct ServiceAllocator {
+    ranges: ServiceRanges,
+    state: Mutex<Taken>,
+}
+
+#[derive(Debug, Default)]
+struct Taken {
+    ips: BTreeSet<u32>,
+    ports: BTreeSet<u16>,
+    next_ip: u32,
+    next_port: u16,
+}
+
+/// What one write allocated: released again if the write fails.
+#[derive(Debug, Default)]
+pub struct Allocation {
+    ips: Vec<u32>,
+    ports: Vec<u16>,
+}
+
+fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
+    ApiError::Invalid {
+        kind: "Service",
+        group: "",
+        name: name.into(),
+        causes: vec![FieldError::invalid(field, value, detail)],
+    }
+}
+
+fn wants_node_ports(service: &Value) -> bool {
+    matches!(
+        service.pointer("/spec/type").and_then(Value::as_str),
+        Some("NodePort" | "LoadBalancer")
+    )
+}
+
+impl ServiceAllocator {
+    pub fn new(ranges: ServiceRanges) -> Self {
+        Self { ranges, state: Mutex::new(Taken::default()) }
+    }
+
+    /// (first, last) usable address of the cluster IP range as integers (network and
+    /// broadcast addresses excluded).
+    fn ip_bounds(&self) -> (u32, u32) {
+        let (net, bits) = self.ranges.cluster_ips;
+        let base = u32::from(net);
+        let size = if bits >= 32 { 1 } else { 1u64 << (32 - bits) };
+        let last = (u64::from(base) + size - 1).min(u64::from(u32::MAX)) as u32;
+        (base.saturating_add(1), last.saturating_sub(1).max(base))
+    }
+
+    /// Records what an existing service holds (start-up).
+    pub fn restore(&self, service: &Value) {
+        let mut taken = self.state.lock().expect("allocator lock");
+        if let Some(ip) = cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) {
+            taken.ips.insert(u32::from(ip));
+        }
+        for port in node_ports(service) {
+            taken.ports.insert(port);
+        }
+    }
+
+    /// Gives a new service its cluster IP and node ports (or checks the ones it asks for).
+    pub fn allocate(&self, service: &mut Value, name: &str) -> Result<Allocation, ApiError> {
+        let mut allocation = Allocation::default();
+        let result = self.allocate_into(service, name, None, &mut allocation);
+        if result.is_err() {
+            self.release(&allocation);
+        }
+        result.map(|()| allocation)
+    }
+
+    /// An update: the cluster IP is immutable (carried over when left out); node ports are
+    /// carried over by port, allocated for new ports. Returns what was allocated, and what the
+    /// old version held that the new one no longer does (release it once the write is stored).
+    pub fn reallocate(
+        &self,
+        old: &Value,
+        service: &mut Value,
+        name: &str,
+    ) -> Result<(Allocation, Allocation), ApiError> {
+        let mut allocation = Allocation::default();
+        let result = self.allocate_into(service, name, Some(old), &mut allocation);
+        if let Err(e) = result {
+            self.release(&allocation);
+            return Err(e);
+        }
+        let kept: BTreeSet<u16> = node_ports(service).into_iter().collect();
+        let mut freed = Allocation {
+            ports: node_ports(old).into_iter().filter(|p| !kept.contains(p)).collect(),
+            ..Allocation::default()
+        };
+        let old_ip = cluster_ip(old).and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+        if old_ip.is_some()
+            && cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) != old_ip
+        {
+            freed.ips.extend(old_ip.map(u32::from));
+        }
+        Ok((allocation, freed))
+    }
+
+    fn allocate_into(
+        &self,
+        service: &mut Value,
+        name: &str,
+        old: Option<&Value>,
+        allocation: &mut Allocation,
+    ) -> Result<(), ApiError> {
+        let external =
+            service.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName");
+        if !service["spec"].is_object() {
+            return Ok(());
+        }
+        let old_ip = old.and_then(cluster_ip).map(String::from);
+        let wanted = cluster_ip(service).map(String::from);
+        match (old_ip, wanted) {
+            (Some(old), Some(new)) if old != new => {
+                return Err(invalid(name, "spec.clusterIP", &new, "field is immutable"));
+            }
+            (Some(old), None) => {
+                service["spec"]["clusterIP"] = json!(old);
+                service["spec"]["clusterIPs"] = json!([old]);
+            }
+            (Some(_), Some(_)) => {}
+            (None, _) if external => {}
+            (None, Some(ip)) if ip == "None" => {
+                service["spec"]["clusterIPs"] = json!(["None"]);
+            }
+            (None, Some(ip)) => {
+                let parsed = ip.parse::<Ipv4Addr>().map_err(|_| {
+                    invalid(name, "spec.clusterIP", &ip, "must be a valid IP address")
+                })?;
+                let n = u32::from(parsed);
+                let (first, last) = self.ip_bounds();
+                if n < first || n > last {
+                    let (net, bits) = self.ranges.cluster_ips;
+                    let detail = format!("provided IP is not in the valid range. The range of valid IPs is {net}/{bits}");
+                    return Err(invalid(name, "spec.clusterIPs", &ip, &detail));
+                }
+                if !self.state.lock().expect("allocator lock").ips.insert(n) {
+                    return Err(invalid(
+                        name,
+                        "spec.clusterIPs",
+                        &ip,
+                        "provided IP is already allocated",
+                    ));
+                }
+                allocation.ips.push(n);
+                service["spec"]["clusterIPs"] = json!([ip]);
+            }
+            (None, None) => {
+                let ip = self.next_ip().ok_or_else(|| {
+                    ApiError::Internal("the service cluster IP range is exhausted".into())
+                })?;
+                allocation.ips.push(u32::from(ip));
+                service["spec"]["clusterIP"] = json!(ip.to_string());
+                service["spec"]["clusterIPs"] = json!([ip.to_string()]);
+            }
+        }
+        if !wants_node_ports(service) {
+            return Ok(());
+        }
+        let old_ports: Vec<(i64, u16)> = old
+            .and_then(|o| o.pointer("/spec/ports").and_then(Value::as_array))
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                Some((p["port"].as_i64()?, u16::try_from(p["nodePort"].as_i64()?).ok()?))
+            })
+            .collect();
+        let (low, high) = self.ranges.node_ports;
+        let Some(ports) = service.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
+            return Ok(());
+        };
+        for (i, port) in ports.iter_mut().enumerate() {
+            let field = format!("spec.ports[{i}].nodePort");
+            let carried =
+                old_ports.iter().find(|(p, _)| Some(*p) == port["port"].as_i64()).map(|(_, n)| *n);
+            match port.get("nodePort").and_then(Value::as_i64) {
+                Some(n) if Some(n) == carried.map(i64::from) => {}
+                Some(n) => {
+                    let n = u16::try_from(n).ok().filter(|n| (low..=high).contains(n)).ok_or_else(|| {
+                        let detail = format!("provided port is not in the valid range. The range of valid ports is {low}-{high}");
+                        invalid(name, &field, &n.to_string(), &detail)
+                    })?;
+                    if !self.state.lock().expect("allocator lock").ports.insert(n) {
+                        return Err(invalid(
+                            name,
+                            &field,
+                            &n.to_string(),
+                            "provided port is already allocated",
+                        ));
+                    }
+                    allocation.ports.push(n);
+                }
+                None => {
+                    let n = match carried {
+                        Some(n) => n,
+                        None => {
+                            let n = self.next_port().ok_or_else(|| {
+                                ApiError::Internal("the node port range is exhausted".into())
+                            })?;
+                            allocation.ports.push(n);
+                            n
+                        }
+                    };
+                    port["nodePort"] = json!(n);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn next_ip(&self) -> Option<Ipv4Addr> {
+        let (first, last) = self.ip_bounds();
+        let mut taken = self.state.lock().expect("allocator lock");
+        let span = u64::from(last - first) + 1;
+        let start = taken.next_ip.clamp(first, last);
+        for step in 0..span {
+            let n = first + ((u64::from(start - first) + step) % span) as u32;
+            if taken.ips.insert(n) {
+                taken.next_ip = n.saturating_add(1);
+                return Some(Ipv4Addr::from(n));
+            }
+        }
+        None
+    }
+
+    fn next_port(&self) -> Option<u16> {
+        let (low, high) = self.ranges.node_ports;
+        let mut taken = self.state.lock().expect("allocator lock");
+        let span = u32::from(high - low) + 1;
+        let start = taken.next_port.clamp(low, high);
+        for step in 0..span {
+            let n = low + ((u32::from(start - low) + step) % span) as u16;
+            if taken.ports.insert(n) {
+                taken.next_port = n.saturating_add(1);
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// Gives back what `allocation` holds.
+    pub fn release(&self, allocation: &Allocation) {
+        let mut taken = self.state.lock().expect("allocator lock");
+        for ip in &allocation.ips {
+            taken.ips.remove(ip);
+        }
+        for port in &allocation.ports {
+            taken.ports.remove(port);
+        }
+    }
+
+    /// Gives back everything a deleted service held.
+    pub fn release_service(&self, service: &Value) {
+        let mut allocation = Allocation::default();
+        if let Some(ip) = cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) {
+            allocation.ips.push(u32::from(ip));
+        }
+        allocation.ports = node_ports(service);
+        self.release(&allocation);
+    }
+}
+
+fn cluster_ip(service: &Value) -> Option<&str> {
+    service.pointer("/spec/clusterIP").and_then(Value::as_str).filter(|ip| !ip.is_empty())
+}
+
+fn node_ports(service: &Value) -> Vec<u16> {
+    service
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| u16::try_from(p["nodePort"].as_i64()?).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> ServiceAllocator {
+        ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 30),
+            node_ports: (30000, 30001),
+        })
+    }
+
+    fn svc(spec: Value) -> Value {
+        json!({"metadata": {"name": "s"}, "spec": spec})
+    }
+
+    #[test]
+    fn ips_are_unique_released_and_exhausted() {
+        let a = small();
+        let mut one = svc(json!({"ports": [{"port": 80}]}));
+        let mut two = svc(json!({"ports": [{"port": 80}]}));
+        a.allocate(&mut one, "one").unwrap();
+        a.allocate(&mut two, "two").unwrap();
+        assert_ne!(one["spec"]["clusterIP"], two["spec"]["clusterIP"]);
+        assert_eq!(one["spec"]["clusterIPs"][0], one["spec"]["clusterIP"]);
+        let mut three = svc(json!({}));
+        assert!(
+            matches!(a.allocate(&mut three, "three"), Err(ApiError::Internal(_))),
+            "/30: two usable"
+        );
+        a.release_service(&one);
+        a.allocate(&mut three, "three").unwrap();
+        assert_eq!(three["spec"]["clusterIP"], one["spec"]["clusterIP"]);
+        let mut headless = svc(json!({"clusterIP": "None"}));
+        a.allocate(&mut headless, "h").unwrap();
+        let mut external = svc(json!({"type": "ExternalName", "externalName": "x.example"}));
+        a.allocate(&mut external, "e").unwrap();
+        assert!(external["spec"].get("clusterIP").is_none());
+    }
+
+    #[test]
+    fn requested_ips_and_ports_are_checked() {
+        let a = ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 29),
+            node_ports: (30000, 30001),
+        });
+        let mut taken = svc(json!({"clusterIP": "127.192.0.1"}));
+        a.allocate(&mut taken, "a").unwrap();
+        let mut again = svc(json!({"clusterIP": "127.192.0.1"}));
+        let e = a.allocate(&mut again, "b").unwrap_err().to_string();
+        assert!(e.contains("already allocated"), "{e}");
+        let mut outside = svc(json!({"clusterIP": "10.0.0.1"}));
+        assert!(a.allocate(&mut outside, "c").unwrap_err().to_string().contains("valid range"));
+        let mut np = svc(
+            json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 30001}]}),
+        );
+        a.allocate(&mut np, "d").unwrap();
+        assert_eq!(np["spec"]["ports"][0]["nodePort"], 30000);
+        let mut clash =
+            svc(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30001}]}));
+        assert!(a.allocate(&mut clash, "e").unwrap_err().to_string().contains("already allocated"));
+        // A failed allocation gives back what it took.
+        let mut partial =
+            svc(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 40000}]}));
+        assert!(a.allocate(&mut partial, "f").is_err());
+        let mut free_again = svc(json!({}));
+        a.allocate(&mut free_again, "g").unwrap();
+    }
+
+    #[test]
+    fn updates_keep_the_ip_and_ports_and_free_what_went() {
+        let a = small();
+        let mut old = svc(json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}));
+        a.allocate(&mut old, "s").unwrap();
+        let mut new = svc(json!({"type": "NodePort", "ports": [{"port": 80}]}));
+        let (_, freed) = a.reallocate(&old, &mut new, "s").unwrap();
+        assert_eq!(new["spec"]["clusterIP"], old["spec"]["clusterIP"]);
+        assert_eq!(new["spec"]["ports"][0]["nodePort"], old["spec"]["ports"][0]["nodePort"]);
+        assert_eq!(freed.ports, vec![old["spec"]["ports"][1]["nodePort"].as_u64().unwrap() as u16]);
+        let mut moved = svc(json!({"clusterIP": "127.192.0.2"}));
+        assert!(a.reallocate(&old, &mut moved, "s").unwrap_err().to_string().contains("immutable"));
+    }
+}
