@@ -165,3 +165,18 @@ fn delete_collection_honours_selectors() {
         .collect();
     assert_eq!(names, ["c"]);
 }
+
+#[test]
+fn pod_specs_are_immutable_but_images() {
+    let server = Server::start();
+    let pods = "/api/v1/namespaces/default/pods";
+    let (_, created) = server.post(pods, &crate::util::pod("fixed"));
+    let mut ports = created.clone();
+    ports["spec"]["containers"][0]["ports"] = serde_json::json!([{"containerPort": 81}]);
+    let reply = server.put(&format!("{pods}/fixed"), &ports);
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["reason"], "FieldValueForbidden", "{}", reply.1);
+    let mut image = created.clone();
+    image["spec"]["containers"][0]["image"] = serde_json::json!("kplane/agnhost");
+    assert_eq!(server.put(&format!("{pods}/fixed"), &image).0, 200);
+}

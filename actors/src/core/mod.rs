@@ -267,7 +267,10 @@ impl ApiCore {
             } else {
                 Default::default()
             };
-            let errors = validation::validate_object(resource, &next);
+            let mut errors = validation::validate_object(resource, &next);
+            if resource.kind == "Pod" && part == Part::Main {
+                errors.extend(validation::validate_pod_update(&current_value, &next));
+            }
             let precondition = requested.check(&current);
             if !errors.is_empty()
                 || precondition.is_err()

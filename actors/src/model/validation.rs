@@ -343,3 +343,71 @@ mod tests {
         assert_eq!(errors[0].field, "spec.template.metadata.labels");
     }
 }
+
+/// What an update may change in a pod's spec, as Kubernetes allows it: container images,
+/// `activeDeadlineSeconds`, additions to `tolerations`. Everything else is immutable.
+pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let (Some(old_spec), Some(new_spec)) = (old.get("spec"), new.get("spec")) else {
+        return Vec::new();
+    };
+    let mutable_removed = |spec: &Value| {
+        let mut spec = spec.clone();
+        if let Some(map) = spec.as_object_mut() {
+            map.remove("activeDeadlineSeconds");
+            map.remove("tolerations");
+            for list in ["containers", "initContainers"] {
+                for c in map.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+                    c.as_object_mut().map(|c| c.remove("image"));
+                }
+            }
+        }
+        spec
+    };
+    let old_tolerations = old_spec.get("tolerations").and_then(Value::as_array);
+    let new_tolerations = new_spec.get("tolerations").and_then(Value::as_array);
+    let tolerations_kept = old_tolerations
+        .into_iter()
+        .flatten()
+        .all(|t| new_tolerations.is_some_and(|new| new.contains(t)));
+    if mutable_removed(old_spec) == mutable_removed(new_spec) && tolerations_kept {
+        return Vec::new();
+    }
+    vec![FieldError {
+        reason: "FieldValueForbidden",
+        field: "spec".into(),
+        message: "Forbidden: pod updates may not change fields other than \
+                  `spec.containers[*].image`,`spec.initContainers[*].image`,\
+                  `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
+                  tolerations)"
+            .into(),
+    }]
+}
+
+#[cfg(test)]
+mod pod_update_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_images_deadlines_and_added_tolerations_change() {
+        let old = json!({"spec": {"containers": [{"name": "c", "image": "a", "ports": [{"containerPort": 80}]}],
+            "tolerations": [{"key": "k", "operator": "Exists"}]}});
+        let mut image = old.clone();
+        image["spec"]["containers"][0]["image"] = json!("b");
+        image["spec"]["activeDeadlineSeconds"] = json!(30);
+        image["spec"]["tolerations"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"key": "other", "operator": "Exists"}));
+        assert!(validate_pod_update(&old, &image).is_empty());
+        let mut ports = old.clone();
+        ports["spec"]["containers"][0]["ports"][0]["containerPort"] = json!(81);
+        assert_eq!(validate_pod_update(&old, &ports)[0].reason, "FieldValueForbidden");
+        let mut dropped = old.clone();
+        dropped["spec"]["tolerations"] = json!([]);
+        assert!(!validate_pod_update(&old, &dropped).is_empty());
+        let mut node = old.clone();
+        node["spec"]["nodeName"] = json!("n1");
+        assert!(!validate_pod_update(&old, &node).is_empty(), "binding goes through pods/binding");
+    }
+}
