@@ -189,3 +189,25 @@ fn apply_patch_annotate_and_set_image() {
     assert!(pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
         .is_string());
 }
+
+#[test]
+fn edit_and_explain() {
+    let server = Server::start();
+    let kubectl = server.kubectl();
+    kubectl.ok(&["create", "configmap", "settings", "--from-literal=color=blue"]);
+    let editor =
+        kubectl.write("editor.sh", "#!/bin/sh\nsed -i 's/color: blue/color: red/' \"$1\"\n");
+    let mut cmd = kubectl.command();
+    cmd.args(["edit", "configmap", "settings"])
+        .env("KUBE_EDITOR", format!("sh {}", editor.display()));
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        kubectl.ok(&["get", "configmap", "settings", "-o", "jsonpath={.data.color}"]),
+        "red"
+    );
+
+    let explained = kubectl.ok(&["explain", "pod.spec.containers.livenessProbe"]);
+    assert!(explained.contains("KIND:") && explained.contains("Pod"), "{explained}");
+    assert!(explained.contains("periodSeconds"), "{explained}");
+}
