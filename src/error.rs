@@ -56,6 +56,12 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
             ApiError::Internal(_) => (500, "InternalError", None),
             ApiError::Unavailable(_) => (503, "ServiceUnavailable", None),
+            ApiError::TooLargeResourceVersion { .. } => (
+                504,
+                "Timeout",
+                Some(json!({"causes": [{"reason": "ResourceVersionTooLarge",
+                    "message": "Too large resource version"}], "retryAfterSeconds": 1})),
+            ),
         },
         HttpError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
         HttpError::TooLarge(_) => (413, "RequestEntityTooLarge", None),

@@ -87,6 +87,7 @@ async fn dispatch(
             Ok(list_response(&req, resource, &list, &query))
         }
         (Method::GET, Some(name)) => {
+            core.require_revision(query.get("resourceVersion").filter(|v| !v.is_empty()))?;
             let object = core.get(resource, namespace, name).await?;
             Ok(object_response(&req, StatusCode::OK, resource, &object, &query))
         }

@@ -64,6 +64,14 @@ impl Query {
             field_selector: self.get("fieldSelector").map(String::from),
             limit,
             continue_token: self.get("continue").filter(|c| !c.is_empty()).map(String::from),
+            resource_version: self
+                .get("resourceVersion")
+                .filter(|v| !v.is_empty())
+                .map(String::from),
+            resource_version_match: self
+                .get("resourceVersionMatch")
+                .filter(|v| !v.is_empty())
+                .map(String::from),
         })
     }
 

@@ -180,3 +180,56 @@ fn pod_specs_are_immutable_but_images() {
     image["spec"]["containers"][0]["image"] = serde_json::json!("kplane/agnhost");
     assert_eq!(server.put(&format!("{pods}/fixed"), &image).0, 200);
 }
+
+#[test]
+fn resource_version_semantics_of_reads() {
+    let server = Server::start();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    server.post(cms, &serde_json::json!({"metadata": {"name": "one"}}));
+    let (_, list) = server.get(cms);
+    let rv: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let exact = format!("{cms}?resourceVersion={rv}&resourceVersionMatch=Exact");
+    let (code, at) = server.get(&exact);
+    assert_eq!((code, at["items"].as_array().unwrap().len()), (200, 1), "{at}");
+    assert_eq!(at["metadata"]["resourceVersion"], rv.to_string());
+    server.post(cms, &serde_json::json!({"metadata": {"name": "two"}}));
+    // The state at `rv` is gone (no snapshot kept): 410, as outside etcd's compaction window.
+    assert_status(&server.get(&exact), 410, "Expired");
+    let (code, newer) =
+        server.get(&format!("{cms}?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"));
+    assert_eq!((code, newer["items"].as_array().unwrap().len()), (200, 2));
+    assert_eq!(server.get(&format!("{cms}?resourceVersion=0")).0, 200);
+    let future = rv + 1_000_000;
+    assert_status(&server.get(&format!("{cms}?resourceVersion={future}")), 504, "Timeout");
+    assert_status(&server.get(&format!("{cms}/one?resourceVersion={future}")), 504, "Timeout");
+    assert_status(&server.get(&format!("{cms}?resourceVersionMatch=Exact")), 400, "BadRequest");
+    assert_status(
+        &server.get(&format!("{cms}?resourceVersion=0&resourceVersionMatch=Exact")),
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &server.get(&format!("{cms}?resourceVersion=1&resourceVersionMatch=Sometimes")),
+        400,
+        "BadRequest",
+    );
+}
+
+#[test]
+fn an_expired_continue_token_is_410() {
+    let server = Server::start();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    for i in 0..3 {
+        server.post(cms, &serde_json::json!({"metadata": {"name": format!("c{i}")}}));
+    }
+    let (_, first) = server.get(&format!("{cms}?limit=1"));
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    // Each shard keeps 32 list snapshots: 40 later paginated lists, each after a write,
+    // push the first one out.
+    for i in 0..40 {
+        server.post(cms, &serde_json::json!({"metadata": {"name": format!("later{i}")}}));
+        server.get(&format!("{cms}?limit=1"));
+    }
+    let reply = server.get(&format!("{cms}?limit=1&continue={token}"));
+    assert_status(&reply, 410, "Expired");
+}

@@ -28,6 +28,9 @@ pub enum ApiError {
     Internal(String),
     #[error("{0}")]
     Unavailable(String),
+    /// A resourceVersion newer than the store has reached (clients retry).
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion { requested: u64, current: u64 },
 }
 
 fn summarize(causes: &[FieldError]) -> String {

@@ -121,13 +121,58 @@ impl ApiCore {
     ) -> Result<ObjectList, ApiError> {
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
-        let page = self.store.list(resource, filter, options.limit, continue_from).await?;
+        let exact = self.list_revision(options)?;
+        let page = self.store.list(resource, filter, options.limit, continue_from, exact).await?;
         let continue_token = page.next.as_ref().map(encode_continue);
         Ok(ObjectList {
             resource_version: page.resource_version,
             items: page.items,
             continue_token,
         })
+    }
+
+    /// Checks a read's `resourceVersion` against the Kubernetes API concepts: unset or `"0"`
+    /// reads the latest state; a number the store has not reached yet is a 504 the client
+    /// retries. Returns the parsed revision (`None` for unset and `"0"`).
+    pub fn require_revision(
+        &self,
+        resource_version: Option<&str>,
+    ) -> Result<Option<u64>, ApiError> {
+        match resource_version {
+            None | Some("0") => Ok(None),
+            Some(rv) => {
+                let requested = parse_rv(rv)?;
+                let current = self.current_revision();
+                if requested > current {
+                    return Err(ApiError::TooLargeResourceVersion { requested, current });
+                }
+                Ok(Some(requested))
+            }
+        }
+    }
+
+    /// The revision a list must be served at exactly (`resourceVersionMatch=Exact`), after
+    /// checking the combination of options.
+    fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
+        let rv = options.resource_version.as_deref();
+        let bad = |m: &str| Err(ApiError::BadRequest(m.into()));
+        match (rv, options.resource_version_match.as_deref()) {
+            (None, Some(_)) => {
+                return bad("resourceVersionMatch is forbidden unless resourceVersion is provided")
+            }
+            (_, Some(m)) if m != "Exact" && m != "NotOlderThan" => {
+                return bad("resourceVersionMatch: Unsupported value: supported values: \"Exact\", \"NotOlderThan\"");
+            }
+            (Some("0"), Some("Exact")) => {
+                return bad("resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"")
+            }
+            (Some(v), _) if v != "0" && options.continue_token.is_some() => {
+                return bad("specifying resource version is not allowed when using continue")
+            }
+            _ => {}
+        }
+        let revision = self.require_revision(rv)?;
+        Ok(revision.filter(|_| options.resource_version_match.as_deref() == Some("Exact")))
     }
 
     pub async fn create(

@@ -7,6 +7,10 @@ pub struct ListOptions {
     pub field_selector: Option<String>,
     pub limit: Option<usize>,
     pub continue_token: Option<String>,
+    /// Unset: the most recent state; `"0"`: any state; otherwise see `resource_version_match`.
+    pub resource_version: Option<String>,
+    /// `Exact` (the state at exactly `resource_version`) or `NotOlderThan` (the default).
+    pub resource_version_match: Option<String>,
 }
 
 /// Options of a watch.

@@ -42,7 +42,7 @@ impl ApiCore {
         let (from, mut initial_frames) = match requested {
             Some(rv) => (rv, Vec::new()),
             None => {
-                let page = self.store.list(resource, filter.clone(), None, None).await?;
+                let page = self.store.list(resource, filter.clone(), None, None, None).await?;
                 let frames: Vec<WatchFrame> = page
                     .items
                     .into_iter()

@@ -187,9 +187,10 @@ impl Store {
         filter: ObjectFilter,
         limit: Option<usize>,
         continue_from: Option<ContinuePoint>,
+        exact: Option<u64>,
     ) -> Result<ListPage, StoreError> {
         self.shard(resource)
-            .send(List { resource, filter, limit, continue_from })
+            .send(List { resource, filter, limit, continue_from, exact })
             .await
             .map_err(|_| StoreError::Unavailable)?
     }

@@ -196,12 +196,13 @@ impl StoreShard {
     }
 
     fn list(&mut self, msg: List) -> Result<ListPage, StoreError> {
-        let (revision, items) = match &msg.continue_from {
-            None => {
+        let (revision, items) = match (&msg.continue_from, msg.exact) {
+            (Some(point), _) => (point.revision, self.snapshot(msg.resource, point.revision)?),
+            (None, Some(exact)) => (exact, self.snapshot(msg.resource, exact)?),
+            (None, None) => {
                 let items = self.collections.get(msg.resource).cloned().unwrap_or_default();
                 (self.applied, items)
             }
-            Some(point) => (point.revision, self.snapshot(msg.resource, point.revision)?),
         };
         let start = match (&msg.continue_from, &msg.filter.namespace) {
             (Some(point), _) => Bound::Excluded(point.after.clone()),
@@ -237,8 +238,10 @@ impl StoreShard {
         resource: &'static ResourceType,
         revision: u64,
     ) -> Result<Collection, StoreError> {
+        // Unchanged since `revision`: the current state is the state at `revision` (the caller
+        // checked that `revision` is not in the future).
         let unchanged = self.modified_at.get(resource).is_none_or(|m| *m <= revision);
-        if unchanged && revision <= self.applied {
+        if unchanged {
             return Ok(self.collections.get(resource).cloned().unwrap_or_default());
         }
         self.snapshots
@@ -391,6 +394,8 @@ pub(crate) struct List {
     pub(crate) filter: ObjectFilter,
     pub(crate) limit: Option<usize>,
     pub(crate) continue_from: Option<ContinuePoint>,
+    /// List the state at exactly this revision (resourceVersionMatch=Exact).
+    pub(crate) exact: Option<u64>,
 }
 
 impl Message for List {
