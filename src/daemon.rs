@@ -3,8 +3,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use actix::Actor;
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
+use kplane_actors::controllers::GarbageCollector;
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig};
 use kplane_actors::store::{Store, StoreError, StoreOptions};
@@ -113,6 +115,8 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             "the secure port (TLS, authentication) is not implemented yet and is not served"
         );
     }
+    // The garbage collector always runs: Orphan and Foreground deletions wait for it.
+    GarbageCollector::new(Arc::new(state.core.clone())).start();
     if settings.scheduler_enabled {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
         Scheduler::start_in_own_thread(client, SchedulerConfig::default());

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod client;
+pub mod controllers;
 pub mod core;
 pub mod model;
 pub mod scheduler;

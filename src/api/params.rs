@@ -100,6 +100,13 @@ impl Query {
             if let Some(p) = map.get("propagationPolicy").and_then(Value::as_str) {
                 options.propagation_policy = Some(p.to_string());
             }
+            // The older form of propagationPolicy.
+            if let Some(orphan) = map.get("orphanDependents").and_then(Value::as_bool) {
+                if options.propagation_policy.is_none() {
+                    let policy = if orphan { "Orphan" } else { "Background" };
+                    options.propagation_policy = Some(policy.into());
+                }
+            }
             if let Some(g) = map.get("gracePeriodSeconds").and_then(Value::as_i64) {
                 options.grace_period_seconds = Some(g);
             }

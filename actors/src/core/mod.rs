@@ -441,12 +441,50 @@ impl ApiCore {
             let value = current.to_value();
             return self.delete_namespace(current, value).await;
         }
+        // Orphan and Foreground leave the object marked with a finalizer for the garbage
+        // collector; Background deletes it now and the collector follows with its dependents.
+        // As in Kubernetes, core/v1 replication controllers orphan by default.
+        let default_policy =
+            if resource.plural == "replicationcontrollers" { "Orphan" } else { "Background" };
+        match options.propagation_policy.as_deref().unwrap_or(default_policy) {
+            "Orphan" => return self.mark_for_collection(current, "orphan").await,
+            "Foreground" => return self.mark_for_collection(current, "foregroundDeletion").await,
+            _ => {}
+        }
         if resource.plural == "pods" {
             if let Some(marked) = self.delete_pod_gracefully(&current, options).await? {
                 return Ok(marked);
             }
         }
         self.delete_object(current, preconditions).await
+    }
+
+    /// Marks an object for deletion with a garbage-collector finalizer (`orphan` or
+    /// `foregroundDeletion`); the collector removes it once the dependents are dealt with.
+    async fn mark_for_collection(
+        &self,
+        current: Arc<StoredObject>,
+        finalizer: &str,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let mut value = current.to_value();
+        let meta = metadata(&mut value)?;
+        let marked = meta.contains_key("deletionTimestamp");
+        let finalizers = meta.entry("finalizers").or_insert_with(|| json!([]));
+        if !finalizers.is_array() {
+            *finalizers = json!([]);
+        }
+        let list = finalizers.as_array_mut().expect("set to an array above");
+        if list.iter().any(|f| f == finalizer) && marked {
+            return Ok(current);
+        }
+        if !list.iter().any(|f| f == finalizer) {
+            list.push(json!(finalizer));
+        }
+        meta.entry("deletionTimestamp").or_insert_with(|| json!(now()));
+        meta.entry("deletionGracePeriodSeconds").or_insert(json!(0));
+        let preconditions =
+            Preconditions { resource_version: Some(current.resource_version), uid: None };
+        Ok(self.store.update(current.key.clone(), value, preconditions).await?)
     }
 
     /// Graceful pod deletion: a pod running on a node is only marked (deletionTimestamp, grace

@@ -1,0 +1,9 @@
+//! Controllers: actors that drive cluster state toward what objects declare, reading and writing
+//! only through the [`ApiClient`](crate::client::ApiClient).
+//!
+//! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
+//!   or deletes them first as `propagationPolicy` asks.
+
+pub mod garbage_collector;
+
+pub use garbage_collector::GarbageCollector;
