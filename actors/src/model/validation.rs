@@ -14,6 +14,19 @@ pub struct FieldError {
 }
 
 impl FieldError {
+    /// A value outside a fixed set (Kubernetes' `FieldValueNotSupported`).
+    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         Self { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
     }
@@ -217,6 +230,46 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 )),
                 None => errors.push(FieldError::required(port_path)),
             }
+            if let Some(protocol) = port.get("protocol").and_then(Value::as_str) {
+                if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
+                    errors.push(FieldError::not_supported(
+                        format!("{at}.ports[{j}].protocol"),
+                        protocol,
+                        &["SCTP", "TCP", "UDP"],
+                    ));
+                }
+            }
+        }
+        for kind in ["limits", "requests"] {
+            let list = c.pointer(&format!("/resources/{kind}")).and_then(Value::as_object);
+            for (resource, quantity) in list.into_iter().flatten() {
+                let field = format!("{at}.resources.{kind}[{resource}]");
+                let text =
+                    quantity.as_str().map(String::from).unwrap_or_else(|| quantity.to_string());
+                let parsed = if resource == "cpu" {
+                    super::quantity::milli_value(&text)
+                } else {
+                    super::quantity::value(&text)
+                };
+                match parsed {
+                    Ok(v) if v < 0 => errors.push(FieldError::invalid(field, &text, "must be greater than or equal to 0")),
+                    Ok(_) => {}
+                    Err(_) => errors.push(FieldError::invalid(
+                        field,
+                        &text,
+                        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                    )),
+                }
+            }
+        }
+    }
+    if let Some(policy) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str) {
+        if !matches!(policy, "Always" | "OnFailure" | "Never") {
+            errors.push(FieldError::not_supported(
+                format!("{path}.restartPolicy"),
+                policy,
+                &["Always", "OnFailure", "Never"],
+            ));
         }
     }
 }
@@ -387,6 +440,29 @@ pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn quantities_protocols_and_restart_policies_are_checked() {
+        let pods = crate::model::resources::find("", "v1", "pods").unwrap();
+        let pod = |container: Value, policy: &str| json!({"metadata": {"name": "p"}, "spec": {"restartPolicy": policy, "containers": [container]}});
+        let good = json!({"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "UDP"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": 2}}});
+        assert!(validate_object(pods, &pod(good, "Always")).is_empty());
+        let bad = json!({"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "HTTP"}],
+            "resources": {"requests": {"cpu": "lots", "memory": "-1Gi"}}});
+        let errors = validate_object(pods, &pod(bad, "Sometimes"));
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.containers[0].ports[0].protocol",
+                "spec.containers[0].resources.requests[cpu]",
+                "spec.containers[0].resources.requests[memory]",
+                "spec.restartPolicy"
+            ],
+            "{errors:?}"
+        );
+    }
 
     #[test]
     fn only_images_deadlines_and_added_tolerations_change() {
