@@ -3,6 +3,8 @@
 
 mod body;
 mod discovery;
+#[cfg(test)]
+mod hardening_tests;
 mod logs;
 mod metrics;
 mod objects;

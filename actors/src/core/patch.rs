@@ -24,7 +24,9 @@ pub(crate) fn apply(
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut target, &ops).map_err(|e| {
+            // On a clone: a failed patch is simply dropped. (`json_patch::patch` would undo the
+            // applied operations, and its undo panics for some inputs, e.g. a move into itself.)
+            json_patch::patch_unsafe(&mut target, &ops).map_err(|e| {
                 ApiError::BadRequest(format!("the JSON patch could not be applied: {e}"))
             })?;
         }
@@ -190,5 +192,19 @@ mod tests {
         assert!(apply(&cm, PatchType::Json, &json!([{"op":"remove","path":"/nope"}])).is_err());
         assert!(apply(&cm, PatchType::Json, &json!({"op":"x"})).is_err());
         assert!(apply(&cm, PatchType::Merge, &json!([1])).is_err());
+    }
+}
+
+#[cfg(test)]
+mod json_patch_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_failing_json_patch_is_an_error_not_a_panic() {
+        let current = json!({"metadata": {"name": "p"}});
+        let patch = json!([{"op": "add", "path": "/x", "value": 1},
+            {"op": "move", "from": "/metadata", "path": "/metadata/inner"}]);
+        assert!(matches!(apply(&current, PatchType::Json, &patch), Err(ApiError::BadRequest(_))));
     }
 }
