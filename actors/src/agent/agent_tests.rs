@@ -175,11 +175,14 @@ async fn init_containers_environment_images_and_policies() {
     )
     .await
     .unwrap();
+    let secrets = find("", "v1", "secrets").unwrap();
+    let secret = json!({"metadata": {"name": "creds"}, "data": {"token": "czNjcjN0"}});
+    ApiClient::create(&core, secrets, "default", secret).await.unwrap();
     let pods = find("", "v1", "pods").unwrap();
     let out = dir.path().join("out");
     let marker = dir.path().join("init-ran");
     let script = format!(
-        "test -f {m} && echo \"$COLOR $MY_NODE $REDIS_MASTER_SERVICE_HOST:$REDIS_MASTER_SERVICE_PORT $GREETING\" > {o}; exec sleep 1000",
+        "test -f {m} && echo \"$COLOR $MY_NODE $REDIS_MASTER_SERVICE_HOST:$REDIS_MASTER_SERVICE_PORT $GREETING $TOKEN\" > {o}; exec sleep 1000",
         m = marker.display(),
         o = out.display()
     );
@@ -189,13 +192,14 @@ async fn init_containers_environment_images_and_policies() {
             "env": [
                 {"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "color"}}},
                 {"name": "MY_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                {"name": "GREETING", "value": "hi-$(COLOR)"}]}]}});
+                {"name": "GREETING", "value": "hi-$(COLOR)"},
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]}]}});
     ApiClient::create(&core, pods, "default", full_pod).await.unwrap();
     let content = eventually("the app container's output", || async {
         std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('\n'))
     })
     .await;
-    assert_eq!(content, "blue n2 127.192.0.10:6379 hi-blue\n");
+    assert_eq!(content, "blue n2 127.192.0.10:6379 hi-blue s3cr3t\n");
     let full = eventually("full Running and initialized", || async {
         get(&core, "pods", "default", "full").await.filter(|p| p["status"]["phase"] == "Running")
     })
@@ -268,5 +272,28 @@ async fn init_containers_environment_images_and_policies() {
     })
     .await;
     assert_eq!(restarted["status"]["containerStatuses"][0]["started"], false);
+    agent.send(StopAgent).await.unwrap();
+}
+
+#[actix::test]
+async fn logs_are_rotated_past_their_size_limit() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config("n3", dir.path());
+    config.max_log_bytes = 10_000;
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let chatty = json!({"name": "c", "image": "none",
+        "command": ["sh", "-c", "while true; do echo 0123456789012345678901234567890123456789; sleep 0.01; done"]});
+    let created =
+        ApiClient::create(&core, pods, "default", pod("chatty", "n3", chatty)).await.unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let logs = dir.path().join(format!("pods/default_chatty_{uid}/c"));
+    eventually("a rotated log", || async {
+        std::fs::metadata(logs.join("0.log.1")).ok().filter(|m| m.len() > 10_000)
+    })
+    .await;
+    let current = std::fs::metadata(logs.join("0.log")).unwrap().len();
+    assert!(current < 200_000, "the current log was truncated: {current} bytes");
     agent.send(StopAgent).await.unwrap();
 }
