@@ -3,12 +3,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use actix::Actor;
+use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
-use kplane_actors::controllers::GarbageCollector;
+use kplane_actors::controllers::{GarbageCollector, StopCollector};
 use kplane_actors::core::{ApiCore, ApiError};
-use kplane_actors::scheduler::{Scheduler, SchedulerConfig};
+use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
 use kplane_actors::store::{Store, StoreError, StoreOptions};
 use kplane_actors::watch::{HubOptions, WatchHub};
 
@@ -34,6 +34,8 @@ pub struct Running {
     pub server: actix_web::dev::Server,
     /// The embedded node agent, when enabled.
     pub agent: Option<crate::agent::RunningAgent>,
+    scheduler: Option<Addr<Scheduler>>,
+    collector: Addr<GarbageCollector>,
     store: Store,
 }
 
@@ -55,6 +57,11 @@ impl Running {
         if let Some(agent) = self.agent {
             agent.stop().await;
         }
+        // Components stop before the store closes, so none of them sees it go.
+        if let Some(scheduler) = &self.scheduler {
+            let _ = scheduler.send(StopScheduler).await;
+        }
+        let _ = self.collector.send(StopCollector).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -116,12 +123,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         );
     }
     // The garbage collector always runs: Orphan and Foreground deletions wait for it.
-    GarbageCollector::new(Arc::new(state.core.clone())).start();
-    if settings.scheduler_enabled {
+    let collector = GarbageCollector::new(Arc::new(state.core.clone())).start();
+    let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
-        Scheduler::start_in_own_thread(client, SchedulerConfig::default());
-        tracing::info!("scheduler started");
-    }
+        tracing::info!("starting the scheduler");
+        Scheduler::start_in_own_thread(client, SchedulerConfig::default())
+    });
     let agent = if settings.agent.enabled {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
         let config = settings.agent.agent.clone();
@@ -135,5 +142,5 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     } else {
         None
     };
-    Ok(Running { insecure_addr, server: server.run(), agent, store })
+    Ok(Running { insecure_addr, server: server.run(), agent, scheduler, collector, store })
 }

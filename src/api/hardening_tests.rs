@@ -1,7 +1,7 @@
 //! Bad-input hardening: generated request bodies, patches, selectors and query strings against
 //! the whole HTTP application in-process (over an in-memory store). Whatever comes in, the
 //! answer is never a 5xx nor a panic, and every rejection is a `Status` saying what was wrong.
-//! Each target runs `KPLANE_FUZZ_CASES` inputs (default 100,000).
+//! Each target runs `HARDENING_CASES` inputs (default 100,000).
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::{app, AppState};
 
 fn cases() -> usize {
-    std::env::var("KPLANE_FUZZ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(100_000)
+    std::env::var("HARDENING_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(100_000)
 }
 
 async fn state() -> Data<AppState> {

@@ -34,6 +34,9 @@ const STATUS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
 const LIST_META_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 /// Schema name of `meta/v1.Patch`.
 const PATCH_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+/// Schema names of the `scale` and `binding` subresources' kinds.
+const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
+const BINDING_SCHEMA: &str = "io.k8s.api.core.v1.Binding";
 /// Schema name of `meta/v1.DeleteOptions`.
 const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 
@@ -133,6 +136,8 @@ fn build_docs() -> Docs {
     gen.subschema_for::<metav1::DeleteOptions>();
     gen.subschema_for::<metav1::Patch>();
     gen.subschema_for::<metav1::ListMeta>();
+    gen.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
+    gen.subschema_for::<corev1::Binding>();
     let mut schemas = gen.take_definitions(true);
 
     // Tag kinds with their GVK and derive their List schemas from the item schema.
@@ -408,7 +413,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
     }
 
     // Item: read, replace, delete, patch.
-    let item_ops = |suffix: &str, what: &str| {
+    let item_ops = |suffix: &str, what: &str, item: &str, g: &Value| {
         let mut m = Map::new();
         m.insert(
             "get".into(),
@@ -416,7 +421,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
                 "get",
                 format!("read{gp}{ns}{kind}{suffix}"),
                 format!("read {what} of the specified {kind}"),
-                &g,
+                g,
                 vec![],
                 None,
                 vec![response("200", "OK", item)],
@@ -428,7 +433,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
                 "put",
                 format!("replace{gp}{ns}{kind}{suffix}"),
                 format!("replace {what} of the specified {kind}"),
-                &g,
+                g,
                 write_params(false),
                 Some(body(item, &body_types)),
                 vec![response("200", "OK", item), response("201", "Created", item)],
@@ -440,7 +445,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
                 "patch",
                 format!("patch{gp}{ns}{kind}{suffix}"),
                 format!("partially update {what} of the specified {kind}"),
-                &g,
+                g,
                 write_params(true),
                 Some(body(PATCH_SCHEMA, &patch_types)),
                 vec![response("200", "OK", item), response("201", "Created", item)],
@@ -449,7 +454,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
         m.insert("parameters".into(), Value::Array(item_params.clone()));
         m
     };
-    let mut main = item_ops("", "the object");
+    let mut main = item_ops("", "the object", item, &g);
     main.insert(
         "delete".into(),
         operation(
@@ -468,8 +473,67 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
     );
     paths.insert(item_path.clone(), Value::Object(main));
 
-    if rt.subresources.iter().any(|s| s.name == "status") {
-        paths.insert(format!("{item_path}/status"), Value::Object(item_ops("Status", "status")));
+    for sub in rt.subresources {
+        let path = format!("{item_path}/{}", sub.name);
+        match sub.name {
+            "status" => {
+                paths.insert(path, Value::Object(item_ops("Status", "status", item, &g)));
+            }
+            "scale" => {
+                let scale_gvk =
+                    json!({"group": sub.group, "version": sub.version, "kind": sub.kind});
+                let ops = item_ops("Scale", "scale", SCALE_SCHEMA, &scale_gvk);
+                paths.insert(path, Value::Object(ops));
+            }
+            "binding" => {
+                let binding_gvk = json!({"group": "", "version": "v1", "kind": "Binding"});
+                let mut m = Map::new();
+                m.insert(
+                    "post".into(),
+                    operation(
+                        "post",
+                        format!("create{gp}{ns}{kind}Binding"),
+                        format!("create binding of a {kind}"),
+                        &binding_gvk,
+                        write_params(false),
+                        Some(body(BINDING_SCHEMA, &body_types)),
+                        vec![response("201", "Created", BINDING_SCHEMA)],
+                    ),
+                );
+                m.insert("parameters".into(), Value::Array(item_params.clone()));
+                paths.insert(path, Value::Object(m));
+            }
+            "log" => {
+                let mut get = Map::new();
+                get.insert("operationId".into(), json!(format!("read{gp}{ns}{kind}Log")));
+                get.insert(
+                    "description".into(),
+                    json!(format!("read log of the specified {kind}")),
+                );
+                get.insert("x-kubernetes-action".into(), json!("get"));
+                get.insert("x-kubernetes-group-version-kind".into(), g.clone());
+                let log_params: Vec<Value> = [
+                    ("container", "string", "The container for which to stream logs."),
+                    ("follow", "boolean", "Follow the log stream of the pod."),
+                    ("limitBytes", "integer", "The number of bytes to read from the server before terminating the log output."),
+                    ("previous", "boolean", "Return previous terminated container logs."),
+                    ("tailLines", "integer", "The number of lines from the end of the logs to show."),
+                ]
+                .iter()
+                .map(|(n, t, d)| query_param(n, t, d))
+                .collect();
+                get.insert("parameters".into(), Value::Array(log_params));
+                get.insert(
+                    "responses".into(),
+                    json!({"200": {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}),
+                );
+                let mut m = Map::new();
+                m.insert("get".into(), Value::Object(get));
+                m.insert("parameters".into(), Value::Array(item_params.clone()));
+                paths.insert(path, Value::Object(m));
+            }
+            _ => {}
+        }
     }
 }
 
@@ -658,6 +722,21 @@ mod tests {
             Value::Array(a) => a.iter().for_each(|v| all_refs(v, out)),
             _ => {}
         }
+    }
+
+    #[test]
+    fn subresources_are_described() {
+        let doc = document("api/v1");
+        let paths = &doc["paths"];
+        let scale = &paths["/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale"];
+        assert_eq!(scale["get"]["x-kubernetes-group-version-kind"]["kind"], "Scale");
+        assert!(scale["patch"].is_object() && scale["put"].is_object());
+        let binding = &paths["/api/v1/namespaces/{namespace}/pods/{name}/binding"];
+        assert_eq!(binding["post"]["x-kubernetes-group-version-kind"]["kind"], "Binding");
+        let log = &paths["/api/v1/namespaces/{namespace}/pods/{name}/log"];
+        assert!(log["get"]["parameters"].as_array().is_some_and(|p| p.len() == 5));
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        assert!(schemas.contains_key("io.k8s.api.autoscaling.v1.Scale"));
     }
 
     #[test]

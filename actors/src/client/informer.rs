@@ -41,10 +41,11 @@ pub async fn list_watch(
         let list = match client.list(resource, None, &options).await {
             Ok(list) => list,
             Err(error) => {
-                tracing::warn!(resource = resource.plural, %error, "listing; retrying");
+                let message = error.to_string();
                 if !sink(Feed::Unavailable(error)) {
                     return;
                 }
+                tracing::warn!(resource = resource.plural, error = %message, "listing; retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(MAX_RETRY);
                 continue;

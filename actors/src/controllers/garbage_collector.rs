@@ -32,6 +32,19 @@ struct Node {
     deleting: bool,
 }
 
+/// Stops the collector (its list-watches end with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopCollector;
+
+impl Handler<StopCollector> for GarbageCollector {
+    type Result = ();
+
+    fn handle(&mut self, _: StopCollector, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
 /// A feed of one resource.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -6,4 +6,4 @@
 
 pub mod garbage_collector;
 
-pub use garbage_collector::GarbageCollector;
+pub use garbage_collector::{GarbageCollector, StopCollector};
