@@ -9,7 +9,8 @@ setup:
 run: setup
 	cargo run --release -- server --config config/kplane.toml
 
-test: setup
+test:
+	@bash scripts/setup.sh test
 	cargo test --workspace --no-fail-fast --lib --bins --tests
 
 bench: setup

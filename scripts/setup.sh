@@ -2,7 +2,8 @@
 # Installs what building and testing kplane needs, when it is missing:
 #  - librocksdb-dev (the rocksdb crate links Debian's RocksDB 7.8 via .cargo/config.toml,
 #    instead of compiling RocksDB from C++ for half an hour), libclang-dev for bindgen;
-#  - kubectl is expected on PATH for the end-to-end tests.
+#  - with `test`: kubectl is expected on PATH for the end-to-end tests, and the Python
+#    `kubernetes` client is installed into .venv.
 set -euo pipefail
 
 missing=()
@@ -16,9 +17,13 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-command -v kubectl >/dev/null || echo "setup: warning: kubectl is not on PATH; the kubectl tests will fail" >&2
+if [ "${1:-}" != test ]; then
+  exit 0
+fi
 
-# The official Kubernetes Python client, for tests/python/client_test.py.
+# For the tests only (`setup.sh test`): kubectl and the official Kubernetes Python client
+# (tests/python/client_test.py).
+command -v kubectl >/dev/null || echo "setup: warning: kubectl is not on PATH; the kubectl tests will fail" >&2
 cd "$(dirname "$0")/.."
 requirements=tests/python/requirements.txt
 if ! cmp -s "$requirements" .venv/.installed 2>/dev/null; then
