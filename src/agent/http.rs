@@ -260,7 +260,11 @@ async fn logs(
         names.sort();
         return Ok(HttpResponse::Ok().content_type("text/plain").body(names.join("\n") + "\n"));
     }
-    let bytes = std::fs::read(&target).map_err(|_| AgentHttpError::NotFound(path.to_string()))?;
+    // Off the (single) HTTP worker: log files can be large.
+    let bytes = web::block(move || std::fs::read(target))
+        .await
+        .map_err(|_| AgentHttpError::Unavailable)?
+        .map_err(|_| AgentHttpError::NotFound(path.to_string()))?;
     Ok(HttpResponse::Ok().content_type("text/plain").body(bytes))
 }
 
@@ -330,7 +334,11 @@ async fn container_logs(
         .join(format!("{namespace}_{pod_name}_{uid}"))
         .join(&container)
         .join(format!("{index}.log"));
-    let content = std::fs::read(&file).unwrap_or_default();
+    // Off the (single) HTTP worker: log files can be large.
+    let read = file.clone();
+    let content = web::block(move || std::fs::read(read).unwrap_or_default())
+        .await
+        .map_err(|_| AgentHttpError::Unavailable)?;
     let mut body = select(&content, query.tail_lines, query.limit_bytes);
     if !query.follow || query.previous {
         return Ok(HttpResponse::Ok().content_type("text/plain").body(body));

@@ -51,19 +51,14 @@ pub fn process_usage(pid: u32) -> Usage {
     process_stat(pid).map(|(_, usage)| usage).unwrap_or_default()
 }
 
-/// (process group, usage) of a process, from /proc/PID/stat.
+/// (process group, usage) of a process.
 fn process_stat(pid: u32) -> Option<(u32, Usage)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.rfind(')')?;
-    // Fields after the command name: state(3) ppid(4) pgrp(5) ... utime(14) stime(15) ...
-    // rss(24), numbered as in proc(5).
-    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let stat = kplane_actors::agent::runtime::proc_stat(pid)?;
     let usage = Usage {
-        cpu_nanoseconds: (field(14) + field(15)) * 1_000_000_000 / clock_ticks_per_second(),
-        rss_bytes: field(24) * page_size(),
+        cpu_nanoseconds: stat.cpu_ticks * 1_000_000_000 / clock_ticks_per_second(),
+        rss_bytes: stat.rss_pages * page_size(),
     };
-    Some((u32::try_from(field(5)).ok()?, usage))
+    Some((stat.process_group, usage))
 }
 
 #[cfg(test)]

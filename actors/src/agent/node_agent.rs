@@ -19,7 +19,7 @@ use super::AgentConfig;
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, ListOptions, PatchType};
-use crate::model::{resources, ResourceType};
+use crate::model::{now, resources, ResourceType};
 use crate::watch::EventType;
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -36,10 +36,6 @@ fn nodes() -> &'static ResourceType {
 
 fn leases() -> &'static ResourceType {
     resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served")
-}
-
-fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// The pods this agent runs, as it last reported them (`GET /pods` of the agent's port).

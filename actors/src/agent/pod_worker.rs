@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use chrono::{SecondsFormat, Utc};
+use chrono::SecondsFormat;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use serde_json::{json, Value};
 
@@ -21,7 +21,7 @@ use super::AgentConfig;
 use crate::client::events::{self, EventKind, PodRef};
 use crate::client::ApiClient;
 use crate::core::{set_condition, ApiError, DeleteOptions, PatchType};
-use crate::model::resources;
+use crate::model::{now, resources};
 
 /// The component name events carry (as the kubelet's).
 const COMPONENT: &str = "kubelet";
@@ -362,10 +362,6 @@ struct PodState {
     stopping: bool,
 }
 
-fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 impl PodState {
     fn new(ctx: &WorkerContext, raw: Value) -> Option<Self> {
         let pod: Pod = serde_json::from_value(raw.clone()).ok()?;
@@ -584,7 +580,7 @@ impl PodState {
         }
         self.start_what_should_run(ctx, addr).await;
         self.probe(ctx).await;
-        self.rotate_logs(ctx.config.max_log_bytes);
+        self.rotate_logs(ctx.config.max_log_bytes).await;
         self.write_status(ctx).await;
     }
 
@@ -934,21 +930,27 @@ impl PodState {
         }
     }
 
-    fn rotate_logs(&self, max_bytes: u64) {
-        for c in &self.containers {
-            if c.running.is_none() {
-                continue;
-            }
-            let restart = c.restart_count;
-            let path = self.dir.join(&c.name).join(format!("{restart}.log"));
-            if std::fs::metadata(&path).is_ok_and(|m| m.len() > max_bytes) {
-                // Copy, then truncate: the process keeps its (O_APPEND) file descriptor.
-                let rotated = path.with_extension("log.1");
-                if std::fs::copy(&path, &rotated).is_ok() {
-                    let _ = std::fs::OpenOptions::new().write(true).truncate(true).open(&path);
+    /// Rotates the logs of running containers past `max_bytes`, on a blocking thread: a copy
+    /// of a large log must not hold up the other actors of the arbiter.
+    async fn rotate_logs(&self, max_bytes: u64) {
+        let logs: Vec<PathBuf> = self
+            .containers
+            .iter()
+            .filter(|c| c.running.is_some())
+            .map(|c| self.dir.join(&c.name).join(format!("{}.log", c.restart_count)))
+            .collect();
+        let rotate = move || {
+            for path in logs {
+                if std::fs::metadata(&path).is_ok_and(|m| m.len() > max_bytes) {
+                    // Copy, then truncate: the process keeps its (O_APPEND) file descriptor.
+                    let rotated = path.with_extension("log.1");
+                    if std::fs::copy(&path, &rotated).is_ok() {
+                        let _ = std::fs::OpenOptions::new().write(true).truncate(true).open(&path);
+                    }
                 }
             }
-        }
+        };
+        let _ = tokio::task::spawn_blocking(rotate).await;
     }
 
     /// The pod status as it stands.

@@ -1,7 +1,6 @@
 //! Recording core/v1 Events about pods, as components (the scheduler, node agents) report what
 //! they did: `kubectl get events` and `kubectl describe pod` show them.
 
-use chrono::{SecondsFormat, Utc};
 use serde_json::json;
 
 use super::ApiClient;
@@ -31,7 +30,7 @@ pub async fn record(
     message: &str,
     component: &str,
 ) {
-    let time = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let time = crate::model::now();
     let suffix: u64 = rand::random();
     let event = json!({
         "apiVersion": "v1", "kind": "Event",

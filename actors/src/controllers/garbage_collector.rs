@@ -186,43 +186,28 @@ impl GarbageCollector {
     }
 
     fn drop_owner_reference(&self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
-        let Some(node) = self.nodes.get(uid).cloned() else { return };
-        let client = self.client.clone();
         let owner = owner.to_string();
-        ctx.spawn(
-            async move {
-                let Ok(object) = client.get(node.resource, &node.namespace, &node.name).await
-                else {
-                    return;
-                };
-                let kept: Vec<Value> = object["metadata"]["ownerReferences"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|r| r["uid"].as_str() != Some(owner.as_str()))
-                    .cloned()
-                    .collect();
-                let patch = json!({"metadata": {"ownerReferences": kept,
-                    "resourceVersion": object["metadata"]["resourceVersion"]}});
-                if let Err(error) = client
-                    .patch(
-                        node.resource,
-                        &node.namespace,
-                        &node.name,
-                        PatchType::Merge,
-                        &patch,
-                        false,
-                    )
-                    .await
-                {
-                    tracing::warn!(name = %node.name, %error, "orphaning a dependent");
-                }
-            }
-            .into_actor(self),
+        self.remove_from_metadata(
+            uid,
+            "ownerReferences",
+            move |r| r["uid"].as_str() == Some(&owner),
+            ctx,
         );
     }
 
     fn remove_finalizer(&self, uid: &str, finalizer: &'static str, ctx: &mut Context<Self>) {
+        self.remove_from_metadata(uid, "finalizers", move |f| f.as_str() == Some(finalizer), ctx);
+    }
+
+    /// Removes the entries of the list `metadata.<field>` of `uid` that `unwanted` picks, with
+    /// a merge patch pinned to the version read (a conflict is retried on the next event).
+    fn remove_from_metadata(
+        &self,
+        uid: &str,
+        field: &'static str,
+        unwanted: impl Fn(&Value) -> bool + 'static,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(node) = self.nodes.get(uid).cloned() else { return };
         let client = self.client.clone();
         ctx.spawn(
@@ -231,28 +216,19 @@ impl GarbageCollector {
                 else {
                     return;
                 };
-                let kept: Vec<Value> = object["metadata"]["finalizers"]
+                let kept: Vec<Value> = object["metadata"][field]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter(|f| f.as_str() != Some(finalizer))
+                    .filter(|v| !unwanted(v))
                     .cloned()
                     .collect();
-                let patch = json!({"metadata": {"finalizers": kept,
+                let patch = json!({"metadata": {field: kept,
                     "resourceVersion": object["metadata"]["resourceVersion"]}});
-                match client
-                    .patch(
-                        node.resource,
-                        &node.namespace,
-                        &node.name,
-                        PatchType::Merge,
-                        &patch,
-                        false,
-                    )
-                    .await
-                {
+                let (resource, ns, name) = (node.resource, &node.namespace, &node.name);
+                match client.patch(resource, ns, name, PatchType::Merge, &patch, false).await {
                     Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
-                    Err(error) => tracing::warn!(name = %node.name, %error, "removing a finalizer"),
+                    Err(error) => tracing::warn!(%name, field, %error, "garbage collector patch"),
                 }
             }
             .into_actor(self),

@@ -25,7 +25,7 @@ pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
-use crate::model::{resources, FieldSelector, LabelSelector};
+use crate::model::{now, resources, FieldSelector, LabelSelector};
 use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::store::{ContinuePoint, Preconditions, Store};
 use crate::watch::HubHandle;
@@ -59,10 +59,6 @@ pub struct ApiCore {
 
 fn namespaces() -> &'static ResourceType {
     resources::find("", "v1", "namespaces").expect("namespaces are served")
-}
-
-fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 impl ApiCore {

@@ -13,3 +13,8 @@ pub use quantity::QuantityError;
 pub use resources::{ResourceType, Subresource};
 pub use selector::{FieldSelector, FieldValues, LabelSelector, SelectorError};
 pub use validation::FieldError;
+
+/// The current time as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

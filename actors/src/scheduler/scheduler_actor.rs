@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use chrono::{SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -22,7 +21,7 @@ use crate::client::events::{self, EventKind, PodRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
-use crate::model::{resources, ResourceType};
+use crate::model::{now, resources, ResourceType};
 use crate::watch::EventType;
 
 /// The component name events carry.
@@ -129,10 +128,6 @@ pub struct Scheduler {
 
 fn resource(group: &str, plural: &str) -> &'static ResourceType {
     resources::find(group, "v1", plural).expect("served resource")
-}
-
-fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 impl Scheduler {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
-pub use process::{process_alive, ProcessRuntime};
+pub use process::{proc_stat, process_alive, ProcStat, ProcessRuntime};
 pub use simulated::SimulatedRuntime;
 
 /// A command with exactly `env` (and the agent's `PATH`), in `working_dir`: how container

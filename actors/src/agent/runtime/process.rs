@@ -78,21 +78,45 @@ impl Runtime for ProcessRuntime {
     }
 }
 
-/// The kernel start time of a process (field 22 of /proc/PID/stat), in clock ticks.
-fn start_ticks(pid: u32) -> Option<u64> {
+/// What kplane reads of /proc/PID/stat (fields numbered as in proc(5)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Field 3: `R`, `S`, `Z`, ...
+    pub state: char,
+    /// Field 5.
+    pub process_group: u32,
+    /// Fields 14 + 15: user and system time, in clock ticks.
+    pub cpu_ticks: u64,
+    /// Field 24: resident set size, in pages.
+    pub rss_pages: u64,
+    /// Field 22: when the process started, in clock ticks since boot.
+    pub start_ticks: u64,
+}
+
+/// Reads /proc/PID/stat; `None` when the process does not exist.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; the fields after it are plain.
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    // The command name (field 2) may contain spaces and parentheses; the fields after its
+    // last `)` are plain.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        process_group: u32::try_from(field(5)).ok()?,
+        cpu_ticks: field(14) + field(15),
+        rss_pages: field(24),
+        start_ticks: field(22),
+    })
+}
+
+fn start_ticks(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|s| s.start_ticks)
 }
 
 /// True when process `pid` still exists and is the one started at `ticks` (not a reused pid),
 /// and is not a zombie.
 pub fn process_alive(pid: u32, ticks: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let Some(close) = stat.rfind(')') else { return false };
-    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-    fields.first() != Some(&"Z") && fields.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+    proc_stat(pid).is_some_and(|s| s.state != 'Z' && s.start_ticks == ticks)
 }
 
 #[cfg(test)]
