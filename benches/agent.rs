@@ -12,7 +12,7 @@ use kplane_actors::agent::node_agent::StopAgent;
 use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use kplane_actors::agent::{AgentConfig, NodeAgent};
 use kplane_actors::client::ApiClient;
-use kplane_actors::core::{ApiCore, ListOptions};
+use kplane_actors::core::{ApiCore, ListOptions, WriteOptions};
 use kplane_actors::model::resources;
 use kplane_actors::store::{Store, StoreOptions};
 use kplane_actors::watch::{HubOptions, WatchHub};
@@ -85,10 +85,11 @@ async fn started_per_second(nodes: usize, pods: usize, simulated: bool) -> f64 {
     wait_for(&core, "nodes", "", nodes).await;
     let pod_resource = resources::find("", "v1", "pods").unwrap();
     let started = Instant::now();
+    let options = WriteOptions::default();
     let creates = (0..pods).map(|i| {
         let pod = json!({"metadata": {"name": format!("p{i}")}, "spec": {"nodeName": format!("node-{}", i % nodes),
             "containers": [{"name": "c", "image": "none", "command": ["sleep", "1000"]}]}});
-        core.create(pod_resource, "default", pod, false)
+        core.create(pod_resource, "default", pod, &options)
     });
     for created in futures::future::join_all(creates).await {
         created.unwrap();

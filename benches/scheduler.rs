@@ -108,7 +108,7 @@ async fn bound_per_second(run: usize) -> f64 {
     let pods = resources::find("", "v1", "pods").unwrap();
     let creates = futures::stream::iter(0..PODS).map(|i| {
         let core = core.clone();
-        async move { core.create(pods, "default", pod_json(i), false).await.unwrap() }
+        async move { core.create(pods, "default", pod_json(i), &Default::default()).await.unwrap() }
     });
     use futures::StreamExt;
     creates.buffer_unordered(64).collect::<Vec<_>>().await;

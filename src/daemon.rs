@@ -123,14 +123,19 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         );
     }
     // The garbage collector always runs: Orphan and Foreground deletions wait for it.
-    let collector = GarbageCollector::new(Arc::new(state.core.clone())).start();
+    let collector = GarbageCollector::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
-        let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
+        let client: Arc<dyn ApiClient> =
+            Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
         tracing::info!("starting the scheduler");
         Scheduler::start_in_own_thread(client, SchedulerConfig::default())
     });
     let agent = if settings.agent.enabled {
-        let client: Arc<dyn ApiClient> = Arc::new(state.core.clone());
+        let client: Arc<dyn ApiClient> =
+            Arc::new(state.core.clone().with_field_manager("kplane-agent"));
         let config = settings.agent.agent.clone();
         match crate::agent::start(&settings.agent, config, client, true) {
             Ok(agent) => Some(agent),

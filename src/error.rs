@@ -42,6 +42,17 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::Conflict { resource, group, name, .. } => {
                 (409, "Conflict", Some(details(name, resource, group)))
             }
+            ApiError::ApplyConflict { resource, group, name, conflicts } => {
+                let mut d = details(name, resource, group);
+                d["causes"] = conflicts
+                    .iter()
+                    .map(|c| {
+                        json!({"reason": "FieldManagerConflict", "field": c.path,
+                            "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version)})
+                    })
+                    .collect();
+                (409, "Conflict", Some(d))
+            }
             ApiError::Invalid { kind, group, name, causes } => {
                 let mut d = details(name, kind, group);
                 d["causes"] = causes

@@ -50,6 +50,19 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
     })
 }
 
+/// Parses a YAML document (an apply patch; JSON is YAML too) into its JSON value.
+pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(HttpError::BadRequest("the request body is empty".into()));
+    }
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
+    serde_yaml::from_slice(bytes).map_err(|e| {
+        HttpError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"))
+    })
+}
+
 /// How to treat fields the schema does not know (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {

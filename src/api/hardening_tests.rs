@@ -159,11 +159,11 @@ async fn seed(state: &Data<AppState>) {
     let pods = kplane_actors::model::resources::find("", "v1", "pods").unwrap();
     let pod = json!({"metadata": {"name": "target", "labels": {"app": "x"}},
         "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}});
-    state.core.create(pods, "default", pod, false).await.unwrap();
+    state.core.create(pods, "default", pod, &Default::default()).await.unwrap();
     let rcs = kplane_actors::model::resources::find("", "v1", "replicationcontrollers").unwrap();
     let rc = json!({"metadata": {"name": "rc"}, "spec": {"replicas": 1, "selector": {"a": "b"},
         "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-    state.core.create(rcs, "default", rc, false).await.unwrap();
+    state.core.create(rcs, "default", rc, &Default::default()).await.unwrap();
 }
 
 #[actix_web::test]

@@ -93,7 +93,8 @@ async fn dispatch(
         }
         (Method::POST, None) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
-            let created = core.create(resource, namespace, value, query.dry_run()?).await?;
+            let options = query.write_options(&req)?;
+            let created = core.create(resource, namespace, value, &options).await?;
             let mut response =
                 object_response(&req, StatusCode::CREATED, resource, &created, &query);
             add_warnings(&mut response, &warnings);
@@ -101,11 +102,11 @@ async fn dispatch(
         }
         (Method::PUT, Some(name)) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
-            let dry_run = query.dry_run()?;
+            let options = query.write_options(&req)?;
             let updated = if status_only {
-                core.update_status(resource, namespace, name, value, dry_run).await?
+                core.update_status(resource, namespace, name, value, &options).await?
             } else {
-                core.update(resource, namespace, name, value, dry_run).await?
+                core.update(resource, namespace, name, value, &options).await?
             };
             let mut response = object_response(&req, StatusCode::OK, resource, &updated, &query);
             add_warnings(&mut response, &warnings);
@@ -129,12 +130,30 @@ async fn dispatch(
             Ok(list_response(&req, resource, &deleted, &query))
         }
         (Method::PATCH, Some(name)) => {
-            let patch_type = patch_type(&req)?;
-            FieldValidation::from_query(query.get("fieldValidation"))?;
+            let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+            let mut options = query.write_options(&req)?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
+            let Some(patch_type) = patch_type(&req)? else {
+                let config = body::parse_yaml(&bytes)?;
+                let warnings = validation.check(resource, &config)?;
+                if query.get("fieldManager").is_none_or(str::is_empty) {
+                    options.field_manager = None;
+                }
+                let applied =
+                    core.apply(resource, namespace, name, config, status_only, &options).await?;
+                let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
+                let mut response = object_response(&req, code, resource, &applied.object, &query);
+                add_warnings(&mut response, &warnings);
+                return Ok(response);
+            };
+            if options.force {
+                return Err(HttpError::BadRequest(
+                    "force: Forbidden: may not be specified for non-apply patch".into(),
+                ));
+            }
             let patch = body::parse_json(&bytes)?;
             let patched = core
-                .patch(resource, namespace, name, patch_type, &patch, status_only, query.dry_run()?)
+                .patch(resource, namespace, name, patch_type, &patch, status_only, &options)
                 .await?;
             Ok(object_response(&req, StatusCode::OK, resource, &patched, &query))
         }
@@ -177,25 +196,29 @@ async fn scale(
         Method::PUT => {
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let scale = body::decode_object(req, &bytes)?;
-            core.update_scale(namespace, name, &scale, query.dry_run()?).await?
+            core.update_scale(namespace, name, &scale, &query.write_options(req)?).await?
         }
         Method::PATCH => {
-            let patch_type = patch_type(req)?;
+            let patch_type = patch_type(req)?.ok_or_else(|| {
+                HttpError::UnsupportedMediaType("application/apply-patch+yaml".into())
+            })?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let patch = body::parse_json(&bytes)?;
-            core.patch_scale(namespace, name, patch_type, &patch, query.dry_run()?).await?
+            let options = query.write_options(req)?;
+            core.patch_scale(namespace, name, patch_type, &patch, &options).await?
         }
         _ => return Err(HttpError::MethodNotAllowed),
     };
     Ok(json_bytes(StatusCode::OK, scale.to_string().into()))
 }
 
-/// The patch type a PATCH request's content type names.
-fn patch_type(req: &HttpRequest) -> Result<PatchType, HttpError> {
+/// The patch type a PATCH request's content type names; `None` for a server-side apply.
+fn patch_type(req: &HttpRequest) -> Result<Option<PatchType>, HttpError> {
     match body::content_type(req).as_str() {
-        "application/json-patch+json" => Ok(PatchType::Json),
-        "application/merge-patch+json" => Ok(PatchType::Merge),
-        "application/strategic-merge-patch+json" => Ok(PatchType::StrategicMerge),
+        "application/json-patch+json" => Ok(Some(PatchType::Json)),
+        "application/merge-patch+json" => Ok(Some(PatchType::Merge)),
+        "application/strategic-merge-patch+json" => Ok(Some(PatchType::StrategicMerge)),
+        "application/apply-patch+yaml" => Ok(None),
         other => Err(HttpError::UnsupportedMediaType(other.to_string())),
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use actix_web::HttpRequest;
-use kplane_actors::core::{DeleteOptions, ListOptions, WatchOptions};
+use kplane_actors::core::{DeleteOptions, ListOptions, WatchOptions, WriteOptions};
 use serde_json::Value;
 
 use crate::error::HttpError;
@@ -49,6 +49,26 @@ impl Query {
                 Err(HttpError::BadRequest(format!("dryRun: unsupported value {v:?}, only \"All\"")))
             }
         }
+    }
+
+    /// The options of a create, update or patch: `dryRun`, `force`, and `fieldManager`, which
+    /// defaults to the User-Agent's product name (`kubectl`, `OpenAPI-Generator`), as in
+    /// Kubernetes.
+    pub fn write_options(&self, req: &HttpRequest) -> Result<WriteOptions, HttpError> {
+        let manager = match self.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) if m.len() > 128 || m.chars().any(char::is_control) => {
+                return Err(HttpError::BadRequest(format!(
+                    "fieldManager: Invalid value: {m:?}: must be at most 128 printable characters"
+                )))
+            }
+            Some(m) => m.to_string(),
+            None => user_agent_manager(req),
+        };
+        Ok(WriteOptions {
+            dry_run: self.dry_run()?,
+            field_manager: Some(manager),
+            force: self.flag("force")?,
+        })
     }
 
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {
@@ -129,5 +149,20 @@ impl Query {
                 "propagationPolicy: unsupported value {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
             ))),
         }
+    }
+}
+
+/// The field manager of a request that names none: the User-Agent up to its first `/`.
+fn user_agent_manager(req: &HttpRequest) -> String {
+    let agent = req
+        .headers()
+        .get(actix_web::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let product: String = agent.split('/').next().unwrap_or("").chars().take(128).collect();
+    if product.trim().is_empty() {
+        "unknown".into()
+    } else {
+        product
     }
 }

@@ -3,6 +3,7 @@
 mod util;
 
 mod agent;
+mod apply;
 mod bad_input;
 mod cluster;
 mod concurrency;

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{object_name, ApiClient, ClientEvent, ClientList, ClientWatch};
 use crate::core::{
     ApiCore, ApiError, DeleteOptions, ListOptions, PatchType, WatchFrame, WatchOptions,
+    WriteOptions,
 };
 use crate::model::ResourceType;
 
@@ -42,7 +43,9 @@ impl ApiClient for ApiCore {
         namespace: &str,
         object: Value,
     ) -> Result<Value, ApiError> {
-        Ok(ApiCore::create(self, resource, namespace, object, false).await?.to_value())
+        Ok(ApiCore::create(self, resource, namespace, object, &WriteOptions::default())
+            .await?
+            .to_value())
     }
 
     async fn update(
@@ -52,7 +55,9 @@ impl ApiClient for ApiCore {
         object: Value,
     ) -> Result<Value, ApiError> {
         let name = object_name(&object).to_string();
-        Ok(ApiCore::update(self, resource, namespace, &name, object, false).await?.to_value())
+        Ok(ApiCore::update(self, resource, namespace, &name, object, &WriteOptions::default())
+            .await?
+            .to_value())
     }
 
     async fn update_status(
@@ -62,9 +67,16 @@ impl ApiClient for ApiCore {
         object: Value,
     ) -> Result<Value, ApiError> {
         let name = object_name(&object).to_string();
-        Ok(ApiCore::update_status(self, resource, namespace, &name, object, false)
-            .await?
-            .to_value())
+        Ok(ApiCore::update_status(
+            self,
+            resource,
+            namespace,
+            &name,
+            object,
+            &WriteOptions::default(),
+        )
+        .await?
+        .to_value())
     }
 
     async fn patch(
@@ -76,9 +88,18 @@ impl ApiClient for ApiCore {
         patch: &Value,
         status_only: bool,
     ) -> Result<Value, ApiError> {
-        let patched =
-            ApiCore::patch(self, resource, namespace, name, patch_type, patch, status_only, false)
-                .await?;
+        let options = WriteOptions::default();
+        let patched = ApiCore::patch(
+            self,
+            resource,
+            namespace,
+            name,
+            patch_type,
+            patch,
+            status_only,
+            &options,
+        )
+        .await?;
         Ok(patched.to_value())
     }
 

@@ -1,5 +1,6 @@
 //! The API core's error type: what a request can fail with, before any HTTP concern.
 
+use super::managed_fields::{conflict_message, FieldConflict};
 use crate::model::{FieldError, ResourceType};
 use crate::store::StoreError;
 use crate::watch::WatchError;
@@ -13,6 +14,14 @@ pub enum ApiError {
     AlreadyExists { resource: &'static str, group: &'static str, name: String },
     #[error("{message}")]
     Conflict { resource: &'static str, group: &'static str, name: String, message: String },
+    /// A server-side apply would change fields other managers own.
+    #[error("{}", conflict_message(.conflicts))]
+    ApplyConflict {
+        resource: &'static str,
+        group: &'static str,
+        name: String,
+        conflicts: Vec<FieldConflict>,
+    },
     #[error("{kind} {name:?} is invalid: {}", summarize(.causes))]
     Invalid { kind: &'static str, group: &'static str, name: String, causes: Vec<FieldError> },
     #[error("{0}")]

@@ -2,8 +2,11 @@
 //! each verb, in front of the store and the watch hub. Every client (the HTTP edge, in-process
 //! components) goes through it.
 
+mod apply;
 mod defaults;
 mod error;
+mod field_set;
+mod managed_fields;
 mod options;
 mod patch;
 mod service_ips;
@@ -19,7 +22,8 @@ use rand::Rng;
 use serde_json::{json, Map, Value};
 
 pub use error::ApiError;
-pub use options::{DeleteOptions, ListOptions, WatchOptions};
+pub use managed_fields::FieldConflict;
+pub use options::{DeleteOptions, ListOptions, WatchOptions, WriteOptions};
 pub use patch::PatchType;
 pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
@@ -29,6 +33,7 @@ use crate::model::{now, resources, FieldSelector, LabelSelector};
 use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::store::{ContinuePoint, Preconditions, Store};
 use crate::watch::HubHandle;
+use managed_fields::{ManagedFields, Operation, Writer};
 
 /// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -55,6 +60,16 @@ pub struct ApiCore {
     store: Store,
     hub: HubHandle,
     services: Arc<service_ips::ServiceAllocator>,
+    /// The field manager of writes that name none (in-process components).
+    manager: Arc<str>,
+}
+
+/// How a write records field ownership.
+enum Ownership<'a> {
+    /// An update by this field manager: it owns what it changed.
+    Update(&'a str),
+    /// A server-side apply, whose managed fields are already worked out.
+    Applied(ManagedFields),
 }
 
 fn namespaces() -> &'static ResourceType {
@@ -64,7 +79,17 @@ fn namespaces() -> &'static ResourceType {
 impl ApiCore {
     pub fn new(store: Store, hub: HubHandle) -> Self {
         let services = Arc::new(service_ips::ServiceAllocator::new(ServiceRanges::default()));
-        Self { store, hub, services }
+        Self { store, hub, services, manager: Arc::from("kplane") }
+    }
+
+    /// The same core, writing as `manager` when a write names no field manager.
+    pub fn with_field_manager(mut self, manager: &str) -> Self {
+        self.manager = Arc::from(manager);
+        self
+    }
+
+    fn manager<'a>(&'a self, options: &'a WriteOptions) -> &'a str {
+        options.field_manager.as_deref().unwrap_or(&self.manager)
     }
 
     /// Services draw their cluster IPs and node ports from `ranges`.
@@ -86,7 +111,7 @@ impl ApiCore {
         }
         for ns in SYSTEM_NAMESPACES {
             let object = json!({"metadata": {"name": ns}});
-            match self.create(namespaces(), "", object, false).await {
+            match self.create(namespaces(), "", object, &WriteOptions::default()).await {
                 Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -176,7 +201,19 @@ impl ApiCore {
         resource: &'static ResourceType,
         namespace: &str,
         body: Value,
+        options: &WriteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let ownership = Ownership::Update(self.manager(options));
+        self.create_owned(resource, namespace, body, options.dry_run, ownership).await
+    }
+
+    async fn create_owned(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        body: Value,
         dry_run: bool,
+        ownership: Ownership<'_>,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut object = typed_object(resource, body)?;
         let meta = metadata(&mut object)?;
@@ -196,6 +233,16 @@ impl ApiCore {
         }
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         defaults::apply(resource.kind, &mut object);
+        let fields = match ownership {
+            Ownership::Update(manager) => {
+                let mut fields = ManagedFields::requested(&Value::Null, &object)?;
+                let writer = writer(resource, manager, Operation::Update, Part::Main);
+                fields.record_update(None, &object, &writer, has_status(resource));
+                fields
+            }
+            Ownership::Applied(fields) => fields,
+        };
+        fields.write_to(&mut object);
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
@@ -247,9 +294,10 @@ impl ApiCore {
         namespace: &str,
         name: &str,
         body: Value,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.replace(resource, namespace, name, body, dry_run, Part::Main).await
+        let ownership = Ownership::Update(self.manager(options));
+        self.replace(resource, namespace, name, body, options.dry_run, Part::Main, ownership).await
     }
 
     /// Replaces only the status of an object (PUT on the `status` subresource).
@@ -259,11 +307,14 @@ impl ApiCore {
         namespace: &str,
         name: &str,
         body: Value,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.replace(resource, namespace, name, body, dry_run, Part::Status).await
+        let ownership = Ownership::Update(self.manager(options));
+        self.replace(resource, namespace, name, body, options.dry_run, Part::Status, ownership)
+            .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn replace(
         &self,
         resource: &'static ResourceType,
@@ -272,6 +323,7 @@ impl ApiCore {
         body: Value,
         dry_run: bool,
         part: Part,
+        ownership: Ownership<'_>,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut object = typed_object(resource, body)?;
         let meta = metadata(&mut object)?;
@@ -303,6 +355,24 @@ impl ApiCore {
             if part == Part::Main {
                 defaults::apply(resource.kind, &mut next);
             }
+            let fields = match &ownership {
+                Ownership::Update(manager) => {
+                    let mut fields = match part {
+                        Part::Main => ManagedFields::requested(&current_value, &object)?,
+                        Part::Status => ManagedFields::of(&current_value)?,
+                    };
+                    let writer = writer(resource, manager, Operation::Update, part);
+                    fields.record_update(
+                        Some(&current_value),
+                        &next,
+                        &writer,
+                        has_status(resource),
+                    );
+                    fields
+                }
+                Ownership::Applied(fields) => fields.clone(),
+            };
+            fields.write_to(&mut next);
             let (allocated, freed) = if Self::is_service(resource) && part == Part::Main {
                 self.services.reallocate(&current_value, &mut next, name)?
             } else {
@@ -372,9 +442,10 @@ impl ApiCore {
         patch_type: PatchType,
         patch: &Value,
         status_only: bool,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = ObjectKey::new(resource, namespace, name);
+        let manager = self.manager(options);
         let part = if status_only { Part::Status } else { Part::Main };
         let mut attempts = 0;
         loop {
@@ -395,7 +466,10 @@ impl ApiCore {
                     meta.insert("resourceVersion".into(), json!(current_rv));
                 }
             }
-            match self.replace(resource, namespace, name, next, dry_run, part).await {
+            let ownership = Ownership::Update(manager);
+            let written =
+                self.replace(resource, namespace, name, next, options.dry_run, part, ownership);
+            match written.await {
                 Err(ApiError::Conflict { .. }) if !pinned && attempts < UPDATE_RETRIES => {
                     tokio::task::yield_now().await;
                 }
@@ -632,6 +706,22 @@ enum Part {
     Status,
 }
 
+/// Does `resource` have a `status` subresource (so status and the rest are written apart)?
+fn has_status(resource: &ResourceType) -> bool {
+    resource.subresources.iter().any(|s| s.name == "status")
+}
+
+/// The writer of a write, for managed fields.
+fn writer<'a>(
+    resource: &'static ResourceType,
+    manager: &'a str,
+    operation: Operation,
+    part: Part,
+) -> Writer<'a> {
+    let subresource = if part == Part::Status { "status" } else { "" };
+    Writer { manager, operation, subresource, api_version: resource.api_version() }
+}
+
 /// Builds the object to store from the client's body and the stored object.
 fn merge_for_update(
     resource: &ResourceType,
@@ -639,7 +729,7 @@ fn merge_for_update(
     mut body: Value,
     part: Part,
 ) -> Value {
-    let has_status = resource.subresources.iter().any(|s| s.name == "status");
+    let has_status = has_status(resource);
     let mut next = match part {
         Part::Main => {
             if has_status {

@@ -34,3 +34,20 @@ pub struct DeleteOptions {
     pub propagation_policy: Option<String>,
     pub dry_run: bool,
 }
+
+/// Options of a create, update, patch or apply.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Validate and admit, but persist nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// Who writes, for `managedFields`; unset: the core's own name for its callers.
+    pub field_manager: Option<String>,
+    /// An apply takes the fields it conflicts on from their owners.
+    pub force: bool,
+}
+
+impl WriteOptions {
+    pub fn dry_run() -> Self {
+        WriteOptions { dry_run: true, ..Default::default() }
+    }
+}

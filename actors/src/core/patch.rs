@@ -49,7 +49,7 @@ pub(crate) fn apply(
 }
 
 /// The key lists of this field merge on, per the core types' `patchMergeKey` tags.
-fn merge_key(parent_path: &str, field: &str) -> Option<&'static str> {
+pub(super) fn merge_key(parent_path: &str, field: &str) -> Option<&'static str> {
     match field {
         "containers"
         | "initContainers"

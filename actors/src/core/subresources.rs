@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::{now, parse_rv, patch, ApiCore, ApiError, Part, PatchType, UPDATE_RETRIES};
+use super::UPDATE_RETRIES;
+use super::{now, parse_rv, patch, ApiCore, ApiError, Ownership, Part, PatchType, WriteOptions};
 use crate::model::{resources, FieldError, ObjectKey, ResourceType};
 use crate::store::{Preconditions, StoreError};
 
@@ -121,7 +122,7 @@ impl ApiCore {
         namespace: &str,
         name: &str,
         scale: &Value,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let replicas =
             match scale.pointer("/spec/replicas") {
@@ -154,7 +155,10 @@ impl ApiCore {
             rc["spec"]["replicas"] = json!(replicas);
             let rv = requested_rv.clone().unwrap_or_else(|| current.resource_version.to_string());
             rc["metadata"]["resourceVersion"] = json!(rv);
-            match self.replace(rcs, namespace, name, rc, dry_run, Part::Main).await {
+            let ownership = Ownership::Update(self.manager(options));
+            let written =
+                self.replace(rcs, namespace, name, rc, options.dry_run, Part::Main, ownership);
+            match written.await {
                 Err(ApiError::Conflict { .. }) if requested_rv.is_none() => {
                     tokio::task::yield_now().await
                 }
@@ -176,7 +180,7 @@ impl ApiCore {
         name: &str,
         patch_type: PatchType,
         patch: &Value,
-        dry_run: bool,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let current = self.get_scale(namespace, name).await?;
         let mut patched = patch::apply(&current, patch_type, patch)?;
@@ -186,7 +190,7 @@ impl ApiCore {
                 meta.remove("resourceVersion");
             }
         }
-        self.update_scale(namespace, name, &patched, dry_run).await
+        self.update_scale(namespace, name, &patched, options).await
     }
 }
 

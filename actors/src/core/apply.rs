@@ -1,0 +1,306 @@
+//! Server-side apply (PATCH with `application/apply-patch+yaml`): a field manager declares the
+//! fields it wants; they are merged into the object (created when missing), fields it no
+//! longer declares go, and a change to a field another manager owns is a conflict unless
+//! forced.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::managed_fields::{self, FieldConflict, ManagedFields, Operation, Writer};
+use super::{has_status, metadata, parse_rv, set_namespace, typed_object, writer};
+use super::{ApiCore, ApiError, Ownership, Part, WriteOptions, UPDATE_RETRIES};
+use crate::model::{FieldError, ObjectKey, ResourceType, StoredObject};
+
+/// Metadata the server sets; an applied configuration's values for them are not merged.
+const SERVER_METADATA: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
+
+/// What an apply wrote.
+pub struct Applied {
+    pub object: Arc<StoredObject>,
+    /// The object did not exist and was created.
+    pub created: bool,
+}
+
+impl ApiCore {
+    /// Applies `config` (a whole object as its manager wants it) to the object `name`, or
+    /// only to its status when `status_only`. `options.field_manager` is required.
+    pub async fn apply(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        config: Value,
+        status_only: bool,
+        options: &WriteOptions,
+    ) -> Result<Applied, ApiError> {
+        let manager = match options.field_manager.as_deref() {
+            Some(m) if !m.is_empty() => m,
+            _ => {
+                let mut cause = FieldError::required("fieldManager");
+                cause.message = "is required for apply patch".into();
+                return Err(ApiError::Invalid {
+                    kind: "PatchOptions",
+                    group: "meta.k8s.io",
+                    name: String::new(),
+                    causes: vec![cause],
+                });
+            }
+        };
+        let part = if status_only { Part::Status } else { Part::Main };
+        let (config, pinned) = applied_configuration(resource, namespace, name, config, part)?;
+        let writer = writer(resource, manager, Operation::Apply, part);
+        let key = ObjectKey::new(resource, namespace, name);
+        for _ in 0..UPDATE_RETRIES {
+            let Some(current) = self.store.get(&key).await? else {
+                if status_only {
+                    return Err(ApiError::not_found(resource, name));
+                }
+                let mut fields = ManagedFields::default();
+                let object = fields
+                    .apply(None, &config, &writer, has_status(resource), options.force)
+                    .expect("a create has nothing to conflict with");
+                let ownership = Ownership::Applied(fields);
+                let created =
+                    self.create_owned(resource, namespace, object, options.dry_run, ownership);
+                match created.await {
+                    // Someone else created it meanwhile: apply to theirs.
+                    Err(ApiError::AlreadyExists { .. }) => continue,
+                    other => return other.map(|object| Applied { object, created: true }),
+                }
+            };
+            let live = current.to_value();
+            let mut fields = ManagedFields::of(&live)?;
+            let separate = has_status(resource);
+            let mut merged = fields
+                .apply(Some(&live), &config, &writer, separate, options.force)
+                .or_else(|conflicts| {
+                    if !upgrades_client_side_apply(&writer, &live, &conflicts) {
+                        return Err(conflicts);
+                    }
+                    fields.apply(Some(&live), &config, &writer, separate, true)
+                })
+                .map_err(|conflicts| ApiError::ApplyConflict {
+                    resource: resource.plural,
+                    group: resource.group,
+                    name: name.to_string(),
+                    conflicts,
+                })?;
+            keep_last_applied_in_step(&writer, &live, &config, &mut merged);
+            let rv = pinned.unwrap_or(current.resource_version);
+            metadata(&mut merged)?.insert("resourceVersion".into(), json!(rv.to_string()));
+            let ownership = Ownership::Applied(fields);
+            let written =
+                self.replace(resource, namespace, name, merged, options.dry_run, part, ownership);
+            match written.await {
+                Err(ApiError::Conflict { .. }) if pinned.is_none() => {
+                    tokio::task::yield_now().await;
+                }
+                other => return other.map(|object| Applied { object, created: false }),
+            }
+        }
+        Err(ApiError::Conflict {
+            resource: resource.plural,
+            group: resource.group,
+            name: name.to_string(),
+            message: "the object kept changing; try again".into(),
+        })
+    }
+}
+
+/// kubectl's field manager, which may take over what kubectl's client-side apply set.
+const KUBECTL: &str = "kubectl";
+
+/// As in Kubernetes, `kubectl apply --server-side` on an object managed by client-side apply
+/// takes over, without conflicts, the fields of the last applied configuration.
+fn upgrades_client_side_apply(writer: &Writer, live: &Value, conflicts: &[FieldConflict]) -> bool {
+    if writer.manager != KUBECTL {
+        return false;
+    }
+    let Some(allowed) = managed_fields::last_applied_fields(live) else {
+        return false;
+    };
+    conflicts.iter().all(|c| allowed.touches(&c.elements))
+}
+
+/// kubectl's server-side applies keep its client-side apply annotation (when the object has
+/// one) equal to what was applied, so that a later client-side apply starts from it.
+fn keep_last_applied_in_step(writer: &Writer, live: &Value, config: &Value, merged: &mut Value) {
+    if writer.manager != KUBECTL || live.pointer(managed_fields::LAST_APPLIED_POINTER).is_none() {
+        return;
+    }
+    let mut applied = config.clone();
+    if let Some(annotations) =
+        applied.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
+    {
+        annotations.shift_remove("kubectl.kubernetes.io/last-applied-configuration");
+        if annotations.is_empty() {
+            applied["metadata"].as_object_mut().map(|m| m.shift_remove("annotations"));
+        }
+    }
+    if let Some(annotations) =
+        merged.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
+    {
+        annotations.insert(
+            "kubectl.kubernetes.io/last-applied-configuration".into(),
+            json!(format!("{applied}\n")),
+        );
+    }
+}
+
+/// Checks an applied configuration and trims it to what a manager may own. Returns it with
+/// the resourceVersion it names, a precondition.
+fn applied_configuration(
+    resource: &'static ResourceType,
+    namespace: &str,
+    name: &str,
+    config: Value,
+    part: Part,
+) -> Result<(Value, Option<u64>), ApiError> {
+    let named =
+        |field: &str| config.get(field).and_then(Value::as_str).is_some_and(|v| !v.is_empty());
+    if !config.is_object() {
+        return Err(ApiError::BadRequest("an apply patch must be an object".into()));
+    }
+    if !named("apiVersion") || !named("kind") {
+        return Err(ApiError::BadRequest(
+            "apiVersion and kind must be set in an apply patch".into(),
+        ));
+    }
+    let mut config = typed_object(resource, without_nulls(config))?;
+    let meta = metadata(&mut config)?;
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if n == name => {}
+        None | Some("") => {
+            meta.insert("name".into(), json!(name));
+        }
+        Some(n) => {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )))
+        }
+    }
+    set_namespace(resource, namespace, meta)?;
+    let pinned = match meta.get("resourceVersion").and_then(Value::as_str) {
+        None | Some("") => None,
+        Some(rv) => Some(parse_rv(rv)?),
+    };
+    for field in SERVER_METADATA {
+        meta.shift_remove(*field);
+    }
+    let object = config.as_object_mut().expect("typed_object returns an object");
+    match part {
+        Part::Status => {
+            object.retain(|k, _| ["kind", "apiVersion", "metadata", "status"].contains(&k.as_str()))
+        }
+        Part::Main if has_status(resource) => {
+            object.shift_remove("status");
+        }
+        Part::Main => {}
+    }
+    if part == Part::Status {
+        let meta = metadata(&mut config)?;
+        meta.retain(|k, _| k == "name" || k == "namespace");
+    }
+    Ok((config, pinned))
+}
+
+/// The configuration without its null values: an applied null means "not mine", not a value.
+fn without_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_nulls).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::resources::find;
+
+    async fn apply(
+        core: &ApiCore,
+        config: Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Applied, ApiError> {
+        let cms = find("", "v1", "configmaps").unwrap();
+        let options = WriteOptions {
+            field_manager: Some(manager.into()).filter(|m: &String| !m.is_empty()),
+            force,
+            ..Default::default()
+        };
+        core.apply(cms, "default", "c", config, false, &options).await
+    }
+
+    #[actix::test]
+    async fn apply_creates_updates_conflicts_and_removes() {
+        let core = crate::testing::core().await;
+        let cms = find("", "v1", "configmaps").unwrap();
+        let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"x": "1", "y": "1"}});
+        let first = apply(&core, config, "ops", false).await.unwrap();
+        assert!(first.created);
+        let object = first.object.to_value();
+        assert_eq!(object["metadata"]["managedFields"][0]["manager"], "ops");
+        assert_eq!(object["metadata"]["managedFields"][0]["operation"], "Apply");
+
+        // Another manager changes y by update: it takes y over.
+        let patch = json!({"data": {"y": "2"}});
+        let editor = WriteOptions { field_manager: Some("editor".into()), ..Default::default() };
+        core.patch(cms, "default", "c", crate::core::PatchType::Merge, &patch, false, &editor)
+            .await
+            .unwrap();
+
+        // Applying y=1 again is a conflict with the editor, unless forced.
+        let again = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"x": "1", "y": "1"}});
+        let conflict = apply(&core, again.clone(), "ops", false).await;
+        let Err(ApiError::ApplyConflict { conflicts, .. }) = conflict else {
+            panic!("expected a conflict, got {:?}", conflict.map(|a| a.object));
+        };
+        assert_eq!(conflicts[0].manager, "editor");
+        assert_eq!(conflicts[0].path, ".data.y");
+        let forced = apply(&core, again, "ops", true).await.unwrap();
+        assert!(!forced.created);
+        assert_eq!(forced.object.to_value()["data"], json!({"x": "1", "y": "1"}));
+
+        // The label and x are no longer applied: they go, as nobody else holds them.
+        let smaller = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"y": "1"}});
+        let applied = apply(&core, smaller, "ops", false).await.unwrap().object.to_value();
+        assert_eq!(applied["data"], json!({"y": "1"}));
+        assert!(applied["metadata"].get("labels").is_none_or(|l| l == &json!({})));
+    }
+
+    #[actix::test]
+    async fn apply_requires_a_manager_and_a_typed_object() {
+        let core = crate::testing::core().await;
+        let untyped = json!({"metadata": {"name": "c"}});
+        let error = apply(&core, untyped.clone(), "", false).await.err();
+        assert!(matches!(error, Some(ApiError::Invalid { .. })));
+        let error = apply(&core, untyped, "m", false).await.err();
+        assert!(matches!(error, Some(ApiError::BadRequest(_))));
+        let wrong_name =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}});
+        let error = apply(&core, wrong_name, "m", false).await.err();
+        assert!(matches!(error, Some(ApiError::BadRequest(_))));
+    }
+}

@@ -1,0 +1,647 @@
+//! Sets of field paths, as `managedFields` records them (the FieldsV1 trie), and how the core
+//! types' lists are identified in them: the building block of field ownership.
+//!
+//! A path element is `f:<field>` (a field of an object), `k:<key fields as JSON>` (an item of
+//! a keyed list), `v:<value as JSON>` (an item of a set) or `i:<index>`. A member node is
+//! written `{}` when it has no members under it and carries `".": {}` otherwise.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::patch::merge_key;
+
+/// A set of field paths of one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    /// This node itself is a member.
+    itself: bool,
+    children: BTreeMap<String, FieldSet>,
+}
+
+/// Free-form maps: their keys are data, so the map itself is a member when it is set.
+const FREE_FORM_MAPS: &[&str] = &[
+    "labels",
+    "annotations",
+    "nodeSelector",
+    "data",
+    "stringData",
+    "binaryData",
+    "selector",
+    "matchLabels",
+    "limits",
+    "requests",
+    "capacity",
+    "allocatable",
+    "hard",
+    "used",
+];
+
+/// How a list is identified item by item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListKind {
+    /// Items are objects identified by these fields (`k:`).
+    Keyed(&'static [&'static str]),
+    /// Items are unique values (`v:`).
+    Set,
+    /// The list is one value.
+    Atomic,
+}
+
+/// The list type of `field` in the object at `parent`, as the core types declare it
+/// (`x-kubernetes-list-type` and `x-kubernetes-list-map-keys`).
+fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
+    let kind = match (field, merge_key(parent, field)) {
+        ("finalizers", _) => ListKind::Set,
+        ("ports", Some("containerPort")) => ListKind::Keyed(&["containerPort", "protocol"]),
+        ("ports", Some("port")) => ListKind::Keyed(&["port", "protocol"]),
+        (_, Some("name")) => ListKind::Keyed(&["name"]),
+        (_, Some("mountPath")) => ListKind::Keyed(&["mountPath"]),
+        (_, Some("devicePath")) => ListKind::Keyed(&["devicePath"]),
+        (_, Some("type")) => ListKind::Keyed(&["type"]),
+        (_, Some("uid")) => ListKind::Keyed(&["uid"]),
+        (_, Some("ip")) => ListKind::Keyed(&["ip"]),
+        (_, Some("topologyKey")) => ListKind::Keyed(&["topologyKey"]),
+        _ => ListKind::Atomic,
+    };
+    // A list that does not follow its type (an item without its key, a repeated key or
+    // value) is treated as one value rather than guessed at.
+    let mut seen = std::collections::HashSet::new();
+    let fits = match kind {
+        ListKind::Keyed(keys) => {
+            items.iter().all(|i| item_key(i, keys).is_some_and(|k| seen.insert(k)))
+        }
+        ListKind::Set => items.iter().all(|i| !i.is_object() && seen.insert(i.to_string())),
+        ListKind::Atomic => true,
+    };
+    if fits {
+        kind
+    } else {
+        ListKind::Atomic
+    }
+}
+
+/// The `k:` element of a keyed list's item; a missing `protocol` is TCP, its default.
+fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
+    let object = item.as_object()?;
+    let mut key = Map::new();
+    for name in keys {
+        let value = match object.get(*name) {
+            Some(v) if !v.is_null() => v.clone(),
+            _ if *name == "protocol" => Value::String("TCP".into()),
+            _ => return None,
+        };
+        key.insert((*name).to_string(), value);
+    }
+    Some(format!("k:{}", Value::Object(key)))
+}
+
+fn leaf() -> FieldSet {
+    FieldSet { itself: true, children: BTreeMap::new() }
+}
+
+fn child_path(parent: &str, field: &str) -> String {
+    format!("{parent}.{field}")
+}
+
+impl FieldSet {
+    pub fn is_empty(&self) -> bool {
+        !self.itself && self.children.is_empty()
+    }
+
+    /// Every field of `object` (a whole object, from the root).
+    pub fn of_object(object: &Value) -> FieldSet {
+        let mut set = FieldSet::default();
+        if let Value::Object(map) = object {
+            for (k, v) in map {
+                set.children.insert(format!("f:{k}"), Self::of_value(v, "", k));
+            }
+        }
+        set
+    }
+
+    /// The fields of `new` that `old` lacks or holds with another value (both whole objects).
+    pub fn changed(old: &Value, new: &Value) -> FieldSet {
+        let mut set = FieldSet::default();
+        if let (Value::Object(a), Value::Object(b)) = (old, new) {
+            for (k, v) in b {
+                let changed = match a.get(k) {
+                    Some(before) => Self::changed_value(before, v, "", k),
+                    None => Self::of_value(v, "", k),
+                };
+                set.insert_child(format!("f:{k}"), changed);
+            }
+        }
+        set
+    }
+
+    /// Everything in `value`, the field `field` of the object at `parent`.
+    fn of_value(value: &Value, parent: &str, field: &str) -> FieldSet {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                let path = child_path(parent, field);
+                let mut set =
+                    FieldSet { itself: FREE_FORM_MAPS.contains(&field), children: BTreeMap::new() };
+                for (k, v) in map {
+                    set.children.insert(format!("f:{k}"), Self::of_value(v, &path, k));
+                }
+                set
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let path = child_path(parent, field);
+                match list_kind(parent, field, items) {
+                    ListKind::Keyed(keys) => {
+                        let mut set = FieldSet::default();
+                        for item in items {
+                            let key = item_key(item, keys).expect("list_kind checked the keys");
+                            set.children.insert(key, Self::of_item(item, &path));
+                        }
+                        set
+                    }
+                    ListKind::Set => FieldSet {
+                        itself: true,
+                        children: items.iter().map(|i| (format!("v:{i}"), leaf())).collect(),
+                    },
+                    ListKind::Atomic => leaf(),
+                }
+            }
+            _ => leaf(),
+        }
+    }
+
+    /// A keyed list's item: the item itself and each of its fields.
+    fn of_item(item: &Value, list_path: &str) -> FieldSet {
+        let mut set = leaf();
+        if let Value::Object(map) = item {
+            for (k, v) in map {
+                set.children.insert(format!("f:{k}"), Self::of_value(v, list_path, k));
+            }
+        }
+        set
+    }
+
+    fn changed_value(old: &Value, new: &Value, parent: &str, field: &str) -> FieldSet {
+        match (old, new) {
+            (Value::Object(a), Value::Object(b)) if !a.is_empty() && !b.is_empty() => {
+                let path = child_path(parent, field);
+                let mut set = FieldSet::default();
+                for (k, v) in b {
+                    let changed = match a.get(k) {
+                        Some(before) => Self::changed_value(before, v, &path, k),
+                        None => Self::of_value(v, &path, k),
+                    };
+                    set.insert_child(format!("f:{k}"), changed);
+                }
+                set
+            }
+            (Value::Array(a), Value::Array(b)) if !a.is_empty() && !b.is_empty() => {
+                let path = child_path(parent, field);
+                match (list_kind(parent, field, a), list_kind(parent, field, b)) {
+                    (ListKind::Keyed(keys), ListKind::Keyed(_)) => {
+                        let before: BTreeMap<String, &Value> =
+                            a.iter().filter_map(|i| Some((item_key(i, keys)?, i))).collect();
+                        let mut set = FieldSet::default();
+                        for item in b {
+                            let key = item_key(item, keys).expect("list_kind checked the keys");
+                            let changed = match before.get(&key) {
+                                Some(old_item) => Self::changed_item(old_item, item, &path),
+                                None => Self::of_item(item, &path),
+                            };
+                            set.insert_child(key, changed);
+                        }
+                        set
+                    }
+                    (ListKind::Set, ListKind::Set) => {
+                        let mut set = FieldSet::default();
+                        for value in b.iter().filter(|v| !a.contains(v)) {
+                            set.children.insert(format!("v:{value}"), leaf());
+                        }
+                        set
+                    }
+                    _ if a == b => FieldSet::default(),
+                    _ => Self::of_value(new, parent, field),
+                }
+            }
+            _ if old == new => FieldSet::default(),
+            _ => Self::of_value(new, parent, field),
+        }
+    }
+
+    fn changed_item(old: &Value, new: &Value, list_path: &str) -> FieldSet {
+        let (Value::Object(a), Value::Object(b)) = (old, new) else {
+            return FieldSet::default();
+        };
+        let mut set = FieldSet::default();
+        for (k, v) in b {
+            let changed = match a.get(k) {
+                Some(before) => Self::changed_value(before, v, list_path, k),
+                None => Self::of_value(v, list_path, k),
+            };
+            set.insert_child(format!("f:{k}"), changed);
+        }
+        set
+    }
+
+    fn insert_child(&mut self, element: String, child: FieldSet) {
+        if !child.is_empty() {
+            self.children.insert(element, child);
+        }
+    }
+
+    /// Adds the members of `other`.
+    pub fn union(&mut self, other: &FieldSet) {
+        self.itself |= other.itself;
+        for (element, child) in &other.children {
+            self.children.entry(element.clone()).or_default().union(child);
+        }
+    }
+
+    /// Removes the members of `other` (members under a removed node stay unless named).
+    pub fn subtract(&mut self, other: &FieldSet) {
+        if other.itself {
+            self.itself = false;
+        }
+        for (element, theirs) in &other.children {
+            if let Some(mine) = self.children.get_mut(element) {
+                mine.subtract(theirs);
+                if mine.is_empty() {
+                    self.children.remove(element);
+                }
+            }
+        }
+    }
+
+    /// Removes a whole subtree, named by its path.
+    pub fn remove_subtree(&mut self, path: &[&str]) {
+        match path {
+            [] => *self = FieldSet::default(),
+            [last] => {
+                self.children.remove(*last);
+            }
+            [first, rest @ ..] => {
+                if let Some(child) = self.children.get_mut(*first) {
+                    child.remove_subtree(rest);
+                    if child.is_empty() {
+                        self.children.remove(*first);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps only the members that still exist in `value`.
+    pub fn retain_existing(&mut self, value: &Value) {
+        self.children.retain(|element, child| match resolve(value, element) {
+            Some(inner) => {
+                child.retain_existing(inner);
+                !child.is_empty()
+            }
+            None => false,
+        });
+    }
+
+    /// The member paths, each a list of elements; a node comes before the members under it.
+    pub fn members(&self) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        self.collect_members(&mut Vec::new(), &mut out);
+        out
+    }
+
+    fn collect_members(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        if self.itself && !prefix.is_empty() {
+            out.push(prefix.clone());
+        }
+        for (element, child) in &self.children {
+            prefix.push(element.clone());
+            child.collect_members(prefix, out);
+            prefix.pop();
+        }
+    }
+
+    /// Is the node at `path` or anything under it a member?
+    pub fn touches(&self, path: &[String]) -> bool {
+        match path.split_first() {
+            None => !self.is_empty(),
+            Some((first, rest)) => self.children.get(first).is_some_and(|c| c.touches(rest)),
+        }
+    }
+
+    /// Does `path` name a member with no members under it (a value, not a container)?
+    pub fn is_leaf(&self, path: &[String]) -> bool {
+        match path.split_first() {
+            None => self.itself && self.children.is_empty(),
+            Some((first, rest)) => self.children.get(first).is_some_and(|c| c.is_leaf(rest)),
+        }
+    }
+
+    /// The set holding exactly `path` (one member).
+    pub fn single(path: &[String]) -> FieldSet {
+        let mut set = leaf();
+        for element in path.iter().rev() {
+            let mut parent = FieldSet::default();
+            parent.children.insert(element.clone(), set);
+            set = parent;
+        }
+        set
+    }
+
+    /// The FieldsV1 JSON form.
+    pub fn to_json(&self) -> Value {
+        let mut map = Map::new();
+        if self.itself && !self.children.is_empty() {
+            map.insert(".".into(), Value::Object(Map::new()));
+        }
+        for (element, child) in &self.children {
+            map.insert(element.clone(), child.to_json());
+        }
+        Value::Object(map)
+    }
+
+    /// Reads the FieldsV1 JSON form.
+    pub fn from_json(value: &Value) -> Result<FieldSet, String> {
+        let map = value.as_object().ok_or("fieldsV1 must be an object")?;
+        let mut set = FieldSet { itself: map.is_empty(), children: BTreeMap::new() };
+        for (element, child) in map {
+            if element == "." {
+                set.itself = true;
+            } else if ["f:", "k:", "v:", "i:"].iter().any(|p| element.starts_with(p)) {
+                set.children.insert(element.clone(), FieldSet::from_json(child)?);
+            } else {
+                return Err(format!("unknown path element {element:?} in fieldsV1"));
+            }
+        }
+        Ok(set)
+    }
+
+    fn root_from_json(value: &Value) -> Result<FieldSet, String> {
+        let mut set = FieldSet::from_json(value)?;
+        set.itself = false;
+        Ok(set)
+    }
+}
+
+/// Reads a whole object's FieldsV1 (the root itself is never a member).
+pub fn fields_from_json(value: &Value) -> Result<FieldSet, String> {
+    FieldSet::root_from_json(value)
+}
+
+/// The value one path element names inside `value`.
+pub fn resolve<'a>(value: &'a Value, element: &str) -> Option<&'a Value> {
+    let (kind, rest) = element.split_at_checked(2)?;
+    match kind {
+        "f:" => value.as_object()?.get(rest),
+        "i:" => value.as_array()?.get(rest.parse::<usize>().ok()?),
+        "k:" | "v:" => {
+            let items = value.as_array()?;
+            items.get(position(items, element)?)
+        }
+        _ => None,
+    }
+}
+
+/// The value a whole path names.
+pub fn resolve_path<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |v, element| resolve(v, element))
+}
+
+/// The index of the list item a `k:` or `v:` element names.
+fn position(items: &[Value], element: &str) -> Option<usize> {
+    let (kind, rest) = element.split_at_checked(2)?;
+    let wanted: Value = serde_json::from_str(rest).ok()?;
+    match kind {
+        "v:" => items.iter().position(|i| *i == wanted),
+        "k:" => {
+            let keys: Vec<&str> = wanted.as_object()?.keys().map(String::as_str).collect();
+            items.iter().position(|i| item_key(i, &keys).as_deref() == Some(element))
+        }
+        _ => None,
+    }
+}
+
+/// The mutable value a path names, creating nothing.
+fn resolve_mut<'a>(value: &'a mut Value, element: &str) -> Option<&'a mut Value> {
+    let (kind, rest) = element.split_at_checked(2)?;
+    match kind {
+        "f:" => value.as_object_mut()?.get_mut(rest),
+        "i:" => value.as_array_mut()?.get_mut(rest.parse::<usize>().ok()?),
+        _ => {
+            let index = position(value.as_array()?, element)?;
+            value.as_array_mut()?.get_mut(index)
+        }
+    }
+}
+
+/// Removes the value a path names from `value`; returns whether there was one.
+pub fn remove_path(value: &mut Value, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let Some(parent) = parents.iter().try_fold(value, |v, e| resolve_mut(v, e)) else {
+        return false;
+    };
+    let Some((kind, rest)) = last.split_at_checked(2) else {
+        return false;
+    };
+    match (kind, parent) {
+        ("f:", Value::Object(map)) => map.shift_remove(rest).is_some(),
+        ("i:", Value::Array(items)) => match rest.parse::<usize>() {
+            Ok(i) if i < items.len() => {
+                items.remove(i);
+                true
+            }
+            _ => false,
+        },
+        (_, Value::Array(items)) => match position(items, last) {
+            Some(i) => {
+                items.remove(i);
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// A path as Kubernetes prints it in conflicts: `.spec.containers[name="c"].image`.
+pub fn display_path(path: &[String]) -> String {
+    let mut out = String::new();
+    for element in path {
+        let (kind, rest) = element.split_at_checked(2).unwrap_or(("", element));
+        match kind {
+            "f:" => {
+                out.push('.');
+                out.push_str(rest);
+            }
+            "k:" => {
+                let parts: Vec<String> = serde_json::from_str::<Map<String, Value>>(rest)
+                    .map(|m| m.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                    .unwrap_or_default();
+                out.push_str(&format!("[{}]", parts.join(",")));
+            }
+            "v:" => out.push_str(&format!("[={rest}]")),
+            _ => out.push_str(&format!("[{rest}]")),
+        }
+    }
+    out
+}
+
+/// Merges the values of applied configuration into a live object: fields set in `applied`
+/// replace the live ones, keyed lists merge item by item, sets add their values, and
+/// everything else in `live` stays.
+pub fn merge_applied(live: &mut Value, applied: &Value) {
+    merge_value(live, applied, "", "");
+}
+
+fn merge_value(live: &mut Value, applied: &Value, parent: &str, field: &str) {
+    match (live, applied) {
+        (Value::Object(target), Value::Object(source)) => {
+            let path = if field.is_empty() && parent.is_empty() {
+                String::new()
+            } else {
+                child_path(parent, field)
+            };
+            merge_fields(target, source, &path);
+        }
+        (target @ Value::Array(_), Value::Array(source)) => {
+            let current = target.as_array().expect("matched an array");
+            match (list_kind(parent, field, current), list_kind(parent, field, source)) {
+                (ListKind::Keyed(keys), ListKind::Keyed(_)) => {
+                    let path = child_path(parent, field);
+                    let items = target.as_array_mut().expect("matched an array");
+                    for item in source {
+                        let key = item_key(item, keys);
+                        let existing = items.iter_mut().find(|i| item_key(i, keys) == key);
+                        match (existing, item) {
+                            (Some(Value::Object(t)), Value::Object(s)) => merge_fields(t, s, &path),
+                            _ => items.push(item.clone()),
+                        }
+                    }
+                }
+                (ListKind::Set, ListKind::Set) => {
+                    let items = target.as_array_mut().expect("matched an array");
+                    for value in source {
+                        if !items.contains(value) {
+                            items.push(value.clone());
+                        }
+                    }
+                }
+                _ => *target = applied.clone(),
+            }
+        }
+        (target, _) => *target = applied.clone(),
+    }
+}
+
+fn merge_fields(target: &mut Map<String, Value>, source: &Map<String, Value>, path: &str) {
+    for (k, v) in source {
+        match target.get_mut(k) {
+            Some(existing) => merge_value(existing, v, path, k),
+            None => {
+                target.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn path(elements: &[&str]) -> Vec<String> {
+        elements.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn fields_of_a_pod_use_keys_and_free_form_map_markers() {
+        let pod = json!({"metadata": {"labels": {"app": "x"}, "finalizers": ["a/b"]},
+            "spec": {"containers": [{"name": "c", "image": "i", "args": ["1"],
+                "ports": [{"containerPort": 80}]}]}});
+        let json = FieldSet::of_object(&pod).to_json();
+        assert_eq!(
+            json,
+            json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}},
+                    "f:finalizers": {".": {}, "v:\"a/b\"": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:args": {},
+                    "f:image": {}, "f:name": {},
+                    "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {},
+                        "f:containerPort": {}}}}}}})
+        );
+        assert_eq!(fields_from_json(&json).unwrap(), FieldSet::of_object(&pod));
+        assert!(fields_from_json(&json!({"x": {}})).is_err());
+    }
+
+    #[test]
+    fn changed_fields_are_only_the_new_or_different_ones() {
+        let old = json!({"spec": {"replicas": 1, "containers": [{"name": "a", "image": "1"},
+            {"name": "b", "image": "1"}]}, "metadata": {"labels": {"x": "1"}}});
+        let new = json!({"spec": {"replicas": 1, "containers": [{"name": "a", "image": "2"},
+            {"name": "b", "image": "1"}, {"name": "c", "image": "1"}]},
+            "metadata": {"labels": {"x": "1", "y": "2"}}});
+        let changed = FieldSet::changed(&old, &new);
+        assert_eq!(
+            changed.to_json(),
+            json!({"f:metadata": {"f:labels": {"f:y": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}},
+                    "k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}}})
+        );
+        assert!(FieldSet::changed(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn set_algebra_and_paths() {
+        let a = FieldSet::of_object(&json!({"data": {"a": "1", "b": "2"}}));
+        let mut b = a.clone();
+        b.subtract(&FieldSet::single(&path(&["f:data", "f:a"])));
+        assert!(b.is_leaf(&path(&["f:data", "f:b"])));
+        assert!(!b.touches(&path(&["f:data", "f:a"])));
+        assert!(b.touches(&path(&["f:data"])));
+        let mut c = b.clone();
+        c.union(&a);
+        assert_eq!(c, a);
+        c.retain_existing(&json!({"data": {"b": "2"}}));
+        assert_eq!(c, b);
+        assert_eq!(b.members(), vec![path(&["f:data"]), path(&["f:data", "f:b"])]);
+    }
+
+    #[test]
+    fn paths_resolve_remove_and_print() {
+        let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "1",
+            "ports": [{"containerPort": 80, "protocol": "TCP"}]}]},
+            "metadata": {"finalizers": ["x", "y"]}});
+        let image = path(&["f:spec", "f:containers", "k:{\"name\":\"a\"}", "f:image"]);
+        assert_eq!(resolve_path(&pod, &image), Some(&json!("1")));
+        assert_eq!(display_path(&image), ".spec.containers[name=\"a\"].image");
+        let port = path(&[
+            "f:spec",
+            "f:containers",
+            "k:{\"name\":\"a\"}",
+            "f:ports",
+            "k:{\"containerPort\":80,\"protocol\":\"TCP\"}",
+        ]);
+        assert!(resolve_path(&pod, &port).is_some());
+        assert!(remove_path(&mut pod, &path(&["f:metadata", "f:finalizers", "v:\"x\""])));
+        assert_eq!(pod["metadata"]["finalizers"], json!(["y"]));
+        assert!(remove_path(&mut pod, &image));
+        assert!(!remove_path(&mut pod, &image));
+        assert!(resolve_path(&pod, &path(&["k:garbage"])).is_none());
+        assert!(!remove_path(&mut pod, &path(&["f:spec", "f:containers", "k:{bad"])));
+    }
+
+    #[test]
+    fn applied_values_merge_by_key() {
+        let mut live = json!({"spec": {"containers": [{"name": "a", "image": "1", "tty": true}],
+            "tolerations": [{"key": "k"}]}, "metadata": {"finalizers": ["x"]}});
+        merge_applied(
+            &mut live,
+            &json!({"spec": {"containers": [{"name": "a", "image": "2"}, {"name": "b"}],
+                "tolerations": []}, "metadata": {"finalizers": ["y"]}}),
+        );
+        assert_eq!(
+            live,
+            json!({"spec": {"containers": [{"name": "a", "image": "2", "tty": true},
+                {"name": "b"}], "tolerations": []}, "metadata": {"finalizers": ["x", "y"]}})
+        );
+    }
+}

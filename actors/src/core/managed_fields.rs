@@ -1,0 +1,414 @@
+//! Field ownership (`metadata.managedFields`): which manager set which fields, by update or by
+//! server-side apply, and the conflicts an apply meets.
+
+use serde_json::{json, Map, Value};
+
+use super::field_set::{self, display_path, FieldSet};
+use super::ApiError;
+use crate::model::now;
+
+/// `Apply` (server-side apply) or `Update` (every other write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// Who writes: a field manager, by which operation, through which subresource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Writer<'a> {
+    pub manager: &'a str,
+    pub operation: Operation,
+    /// `""` for the object itself, `"status"` for its status.
+    pub subresource: &'a str,
+    pub api_version: String,
+}
+
+/// One manager's fields.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    manager: String,
+    operation: String,
+    api_version: String,
+    time: Option<String>,
+    subresource: String,
+    fields: FieldSet,
+}
+
+impl Entry {
+    fn is(&self, writer: &Writer) -> bool {
+        self.manager == writer.manager
+            && self.operation == writer.operation.as_str()
+            && self.subresource == writer.subresource
+    }
+
+    fn to_json(&self) -> Value {
+        let mut entry = Map::new();
+        entry.insert("manager".into(), json!(self.manager));
+        entry.insert("operation".into(), json!(self.operation));
+        entry.insert("apiVersion".into(), json!(self.api_version));
+        if let Some(time) = &self.time {
+            entry.insert("time".into(), json!(time));
+        }
+        entry.insert("fieldsType".into(), json!("FieldsV1"));
+        entry.insert("fieldsV1".into(), self.fields.to_json());
+        if !self.subresource.is_empty() {
+            entry.insert("subresource".into(), json!(self.subresource));
+        }
+        Value::Object(entry)
+    }
+
+    fn from_json(value: &Value) -> Result<Entry, String> {
+        let text = |field: &str| value.get(field).and_then(Value::as_str).unwrap_or("").to_string();
+        if !value.is_object() {
+            return Err("each managedFields entry must be an object".into());
+        }
+        let operation = text("operation");
+        if operation != "Apply" && operation != "Update" {
+            return Err(format!("operation must be Apply or Update, got {operation:?}"));
+        }
+        match value.get("fieldsType").and_then(Value::as_str) {
+            None | Some("FieldsV1") => {}
+            Some(other) => return Err(format!("fieldsType must be FieldsV1, got {other:?}")),
+        }
+        let fields = match value.get("fieldsV1") {
+            None | Some(Value::Null) => FieldSet::default(),
+            Some(v) => field_set::fields_from_json(v)?,
+        };
+        Ok(Entry {
+            manager: text("manager"),
+            operation,
+            api_version: text("apiVersion"),
+            time: value.get("time").and_then(Value::as_str).map(str::to_string),
+            subresource: text("subresource"),
+            fields,
+        })
+    }
+}
+
+/// The fields no manager owns: identity and server-set metadata, and the part of the object
+/// the other kind of write (object or status) may not change.
+fn unowned(set: &mut FieldSet, status_separate: bool, subresource: &str) {
+    for field in ["f:apiVersion", "f:kind"] {
+        set.remove_subtree(&[field]);
+    }
+    for field in [
+        "f:name",
+        "f:namespace",
+        "f:uid",
+        "f:resourceVersion",
+        "f:generation",
+        "f:creationTimestamp",
+        "f:deletionTimestamp",
+        "f:deletionGracePeriodSeconds",
+        "f:managedFields",
+        "f:selfLink",
+    ] {
+        set.remove_subtree(&["f:metadata", field]);
+    }
+    if status_separate && subresource.is_empty() {
+        set.remove_subtree(&["f:status"]);
+    }
+}
+
+fn bad_entries(problem: String) -> ApiError {
+    ApiError::BadRequest(format!("metadata.managedFields: {problem}"))
+}
+
+/// The `managedFields` of one object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ManagedFields {
+    entries: Vec<Entry>,
+}
+
+/// A field an apply would change that another manager owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldConflict {
+    pub manager: String,
+    pub api_version: String,
+    /// The field as Kubernetes prints it: `.spec.containers[name="c"].image`.
+    pub path: String,
+    /// The field as path elements.
+    pub(crate) elements: Vec<String>,
+}
+
+impl ManagedFields {
+    /// The managed fields an object carries.
+    pub fn of(object: &Value) -> Result<ManagedFields, ApiError> {
+        let Some(list) = object.pointer("/metadata/managedFields") else {
+            return Ok(ManagedFields::default());
+        };
+        let entries = match list {
+            Value::Null => Vec::new(),
+            Value::Array(items) => {
+                items.iter().map(Entry::from_json).collect::<Result<_, _>>().map_err(bad_entries)?
+            }
+            _ => return Err(bad_entries("must be a list".into())),
+        };
+        Ok(ManagedFields { entries })
+    }
+
+    /// The fields a writer's request asks for: those it sent, unless they are unchanged from
+    /// the stored ones (then the stored ones). Entries without a manager (`[{}]`) reset them.
+    pub fn requested(current: &Value, sent: &Value) -> Result<ManagedFields, ApiError> {
+        let stored = ManagedFields::of(current)?;
+        match sent.pointer("/metadata/managedFields") {
+            None | Some(Value::Null) => Ok(stored),
+            Some(Value::Array(items)) if items.is_empty() => Ok(stored),
+            Some(list) if Some(list) == current.pointer("/metadata/managedFields") => Ok(stored),
+            Some(Value::Array(items)) => {
+                // Entries without a manager (`[{}]`) are how a client clears the list.
+                let named = items.iter().filter(|e| e.get("manager").is_some_and(|m| m != ""));
+                let entries = named.map(Entry::from_json).collect::<Result<Vec<_>, _>>();
+                let mut mine = ManagedFields { entries: entries.map_err(bad_entries)? };
+                mine.entries.retain(|e| !e.fields.is_empty());
+                Ok(mine)
+            }
+            Some(_) => Err(bad_entries("must be a list".into())),
+        }
+    }
+
+    /// Writes these entries into `object`'s metadata (none: the field goes).
+    pub fn write_to(&self, object: &mut Value) {
+        let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if self.entries.is_empty() {
+            meta.shift_remove("managedFields");
+        } else {
+            let list = self.entries.iter().map(Entry::to_json).collect();
+            meta.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+
+    /// Records an update from `old` (none: a create) to `new`: the writer gains the fields it
+    /// added or changed, other managers lose them, and fields that are gone leave every set.
+    pub fn record_update(
+        &mut self,
+        old: Option<&Value>,
+        new: &Value,
+        writer: &Writer,
+        status_separate: bool,
+    ) {
+        let mut changed = match old {
+            Some(old) => FieldSet::changed(old, new),
+            None => FieldSet::of_object(new),
+        };
+        unowned(&mut changed, status_separate, writer.subresource);
+        for entry in &mut self.entries {
+            entry.fields.subtract(&changed);
+            entry.fields.retain_existing(new);
+        }
+        if !changed.is_empty() {
+            let entry = self.entry(writer);
+            entry.fields.union(&changed);
+            entry.time = Some(now());
+        }
+        self.entries.retain(|e| !e.fields.is_empty());
+    }
+
+    fn entry(&mut self, writer: &Writer) -> &mut Entry {
+        let index = match self.entries.iter().position(|e| e.is(writer)) {
+            Some(i) => i,
+            None => {
+                self.entries.push(Entry {
+                    manager: writer.manager.to_string(),
+                    operation: writer.operation.as_str().to_string(),
+                    api_version: writer.api_version.clone(),
+                    time: None,
+                    subresource: writer.subresource.to_string(),
+                    fields: FieldSet::default(),
+                });
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[index]
+    }
+
+    /// Server-side apply of `config` onto `live` (none: the object is created) by `writer`.
+    /// Returns the merged object; fails with the conflicts unless `force`, which takes the
+    /// fields from their owners.
+    pub fn apply(
+        &mut self,
+        live: Option<&Value>,
+        config: &Value,
+        writer: &Writer,
+        status_separate: bool,
+        force: bool,
+    ) -> Result<Value, Vec<FieldConflict>> {
+        let mut applied = FieldSet::of_object(config);
+        unowned(&mut applied, status_separate, writer.subresource);
+        let Some(live) = live else {
+            self.entries.clear();
+            let entry = self.entry(writer);
+            entry.fields = applied;
+            entry.time = Some(now());
+            return Ok(config.clone());
+        };
+        let mut merged = live.clone();
+        field_set::merge_applied(&mut merged, config);
+
+        // Fields this apply changes that others own are conflicts.
+        let mut conflicts = Vec::new();
+        let leaves: Vec<Vec<String>> =
+            applied.members().into_iter().filter(|p| applied.is_leaf(p)).collect();
+        for entry in self.entries.iter_mut().filter(|e| !e.is(writer)) {
+            let mut taken = FieldSet::default();
+            for path in leaves.iter().filter(|p| entry.fields.is_leaf(p)) {
+                let before = field_set::resolve_path(live, path);
+                let after = field_set::resolve_path(&merged, path);
+                if before != after {
+                    conflicts.push(FieldConflict {
+                        manager: entry.manager.clone(),
+                        api_version: entry.api_version.clone(),
+                        path: display_path(path),
+                        elements: path.clone(),
+                    });
+                    taken.union(&FieldSet::single(path));
+                }
+            }
+            if force {
+                entry.fields.subtract(&taken);
+            }
+        }
+        if !conflicts.is_empty() && !force {
+            return Err(conflicts);
+        }
+
+        // Fields this manager applied before and no longer does go, unless someone else
+        // holds them (or something under them).
+        let previous = self.entries.iter().find(|e| e.is(writer)).map(|e| e.fields.clone());
+        if let Some(mut dropped) = previous {
+            dropped.subtract(&applied);
+            let others: Vec<&FieldSet> =
+                self.entries.iter().filter(|e| !e.is(writer)).map(|e| &e.fields).collect();
+            for path in dropped.members() {
+                if !others.iter().any(|set| set.touches(&path)) {
+                    field_set::remove_path(&mut merged, &path);
+                }
+            }
+        }
+        let entry = self.entry(writer);
+        entry.fields = applied;
+        entry.api_version = writer.api_version.clone();
+        entry.time = Some(now());
+        for entry in &mut self.entries {
+            entry.fields.retain_existing(&merged);
+        }
+        self.entries.retain(|e| !e.fields.is_empty());
+        Ok(merged)
+    }
+}
+
+/// The fields of a client-side apply's last applied configuration (the annotation kubectl
+/// keeps), which `kubectl apply --server-side` may take over without conflicts.
+pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
+    let annotation = object.pointer(LAST_APPLIED_POINTER)?.as_str()?;
+    let config: Value = serde_json::from_str(annotation).ok()?;
+    let mut fields = FieldSet::of_object(&config);
+    unowned(&mut fields, false, "");
+    Some(fields)
+}
+
+pub const LAST_APPLIED_POINTER: &str =
+    "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration";
+
+/// The 409 of an apply that meets conflicts, worded as Kubernetes words it.
+pub fn conflict_message(conflicts: &[FieldConflict]) -> String {
+    let noun = if conflicts.len() == 1 { "conflict" } else { "conflicts" };
+    let listed: Vec<String> = conflicts
+        .iter()
+        .map(|c| format!("conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.path))
+        .collect();
+    format!("Apply failed with {} {noun}: {}", conflicts.len(), listed.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer<'a>(manager: &'a str, operation: Operation) -> Writer<'a> {
+        Writer { manager, operation, subresource: "", api_version: "v1".into() }
+    }
+
+    fn owners(fields: &ManagedFields) -> Vec<(String, Value)> {
+        fields.entries.iter().map(|e| (e.manager.clone(), e.fields.to_json())).collect()
+    }
+
+    #[test]
+    fn updates_move_ownership_to_the_writer() {
+        let created = json!({"kind": "ConfigMap", "metadata": {"name": "c", "uid": "u"},
+            "data": {"a": "1", "b": "1"}});
+        let mut fields = ManagedFields::default();
+        fields.record_update(None, &created, &writer("create", Operation::Update), false);
+        let mut edited = created.clone();
+        edited["data"]["b"] = json!("2");
+        edited["data"].as_object_mut().unwrap().remove("a");
+        fields.record_update(Some(&created), &edited, &writer("edit", Operation::Update), false);
+        assert_eq!(
+            owners(&fields),
+            vec![
+                ("create".into(), json!({"f:data": {}})),
+                ("edit".into(), json!({"f:data": {"f:b": {}}})),
+            ]
+        );
+        let before = fields.clone();
+        fields.record_update(Some(&edited), &edited, &writer("edit", Operation::Update), false);
+        assert_eq!(fields, before, "a write that changes nothing changes no ownership");
+    }
+
+    #[test]
+    fn apply_conflicts_force_and_removal() {
+        let live = json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "1"}});
+        let mut fields = ManagedFields::default();
+        fields.record_update(None, &live, &writer("kubectl-create", Operation::Update), false);
+        let apply = writer("kubectl", Operation::Apply);
+
+        // Same values: shared ownership, no conflict.
+        let same = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        let merged = fields.apply(Some(&live), &same, &apply, false, false).unwrap();
+        assert_eq!(merged, live);
+
+        // Another value for a field someone else owns: a conflict, then forced.
+        let other = json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        let conflicts = fields.apply(Some(&live), &other, &apply, false, false).unwrap_err();
+        assert_eq!(conflicts.len(), 1);
+        assert_eq!(conflicts[0].path, ".data.b");
+        assert!(conflict_message(&conflicts).contains("conflict with \"kubectl-create\""));
+        let forced = fields.apply(Some(&live), &other, &apply, false, true).unwrap();
+        assert_eq!(forced["data"]["b"], "2");
+        assert_eq!(
+            owners(&fields),
+            vec![
+                ("kubectl-create".into(), json!({"f:data": {".": {}, "f:a": {}}})),
+                ("kubectl".into(), json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}})),
+            ]
+        );
+
+        // Dropping b from the config removes it (nobody else owns it); a stays (shared).
+        let smaller = json!({"metadata": {"name": "c"}, "data": {}});
+        let merged = fields.apply(Some(&forced), &smaller, &apply, false, false).unwrap();
+        assert_eq!(merged["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn sent_managed_fields_replace_or_reset_the_stored_ones() {
+        let current = json!({"metadata": {"managedFields": [{"manager": "m",
+            "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]}});
+        let unchanged = ManagedFields::requested(&current, &current).unwrap();
+        assert_eq!(unchanged.entries.len(), 1);
+        let reset = json!({"metadata": {"managedFields": [{}]}});
+        assert!(ManagedFields::requested(&current, &reset).unwrap().entries.is_empty());
+        let bad = json!({"metadata": {"managedFields": [{"manager": "x", "operation": "Steal"}]}});
+        assert!(ManagedFields::requested(&current, &bad).is_err());
+    }
+}

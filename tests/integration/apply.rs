@@ -1,0 +1,152 @@
+//! Server-side apply and field ownership: `kubectl apply --server-side`, conflicts and
+//! `--force-conflicts`, fields a manager stops applying, and the raw PATCH protocol.
+
+use serde_json::{json, Value};
+
+use crate::util::Server;
+
+fn configmap(data: &[(&str, &str)]) -> String {
+    let mut yaml = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n");
+    yaml.push_str("  labels:\n    team: ops\ndata:\n");
+    for (k, v) in data {
+        yaml.push_str(&format!("  {k}: \"{v}\"\n"));
+    }
+    yaml
+}
+
+fn managers(object: &Value) -> Vec<(String, String)> {
+    let entries = object["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
+    entries
+        .iter()
+        .map(|e| {
+            let name = e["manager"].as_str().unwrap_or("").to_string();
+            (name, e["operation"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn kubectl_server_side_apply_owns_conflicts_and_prunes() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("cm.yaml", &configmap(&[("a", "1"), ("b", "1")]));
+    let file = file.to_str().unwrap();
+
+    // Creates (the PATCH answers 201), then updates.
+    let out = k.ok(&["apply", "--server-side", "-f", file]);
+    assert!(out.contains("configmap/settings serverside-applied"), "{out}");
+    let (_, live) = server.get("/api/v1/namespaces/default/configmaps/settings");
+    assert_eq!(managers(&live), [("kubectl".to_string(), "Apply".to_string())]);
+    let fields = &live["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(fields["f:data"]["f:a"], json!({}), "{fields}");
+    assert!(fields["f:metadata"]["f:labels"]["f:team"].is_object(), "{fields}");
+
+    // Another manager changes b: a later apply of another b is a conflict, named.
+    k.ok(&["patch", "configmap", "settings", "--type=merge", "-p", r#"{"data":{"b":"2"}}"#]);
+    k.write("cm.yaml", &configmap(&[("a", "1"), ("b", "3")]));
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", file]);
+    assert!(!ok, "a conflicting apply must fail");
+    assert!(err.contains("conflict") && err.contains(".data.b"), "{err}");
+    let (_, live) = server.get("/api/v1/namespaces/default/configmaps/settings");
+    assert_eq!(live["data"]["b"], "2", "a failed apply changes nothing");
+
+    // --force-conflicts takes b over.
+    k.ok(&["apply", "--server-side", "--force-conflicts", "-f", file]);
+    let (_, live) = server.get("/api/v1/namespaces/default/configmaps/settings");
+    assert_eq!(live["data"]["b"], "3");
+
+    // A key the manager stops applying goes; so does the label.
+    let smaller =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  b: \"3\"\n";
+    k.write("cm.yaml", smaller);
+    k.ok(&["apply", "--server-side", "-f", file]);
+    let (_, live) = server.get("/api/v1/namespaces/default/configmaps/settings");
+    assert_eq!(live["data"], json!({"b": "3"}));
+    assert!(live["metadata"]["labels"].as_object().is_none_or(|l| l.is_empty()), "{live}");
+}
+
+#[test]
+fn kubectl_switches_from_client_side_to_server_side_apply() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("cm.yaml", &configmap(&[("a", "1")]));
+    let file = file.to_str().unwrap();
+    k.ok(&["apply", "-f", file]);
+    k.write("cm.yaml", &configmap(&[("a", "2")]));
+    let out = k.ok(&["apply", "--server-side", "-f", file]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    let (_, live) = server.get("/api/v1/namespaces/default/configmaps/settings");
+    assert_eq!(live["data"]["a"], "2");
+    let names: Vec<String> = managers(&live).into_iter().map(|(m, _)| m).collect();
+    assert!(names.contains(&"kubectl".to_string()), "{names:?}");
+    // Server-side apply of a pod: kubectl reads it back with its status and managed fields.
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: kplane/pause\n    ports:\n    - containerPort: 80\n";
+    let pod_file = k.write("pod.yaml", pod);
+    k.ok(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);
+    let with_env = pod.replace("    ports:", "    env:\n    - name: X\n      value: y\n    ports:");
+    k.write("pod.yaml", &with_env);
+    // env is immutable on a pod: the server says so, as a 422 kubectl prints.
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);
+    assert!(!ok && (err.contains("Forbidden") || err.contains("invalid")), "{err}");
+}
+
+#[test]
+fn apply_patch_over_http() {
+    let server = Server::start();
+    let path = "/api/v1/namespaces/default/configmaps/raw";
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: raw\ndata:\n  k: v\n".to_vec();
+    let apply = "application/apply-patch+yaml";
+
+    let (code, status) = server.send_raw("PATCH", path, Some(apply), yaml.clone());
+    assert_eq!(code, 422, "fieldManager is required: {status}");
+    assert!(status["message"].as_str().unwrap().contains("fieldManager"), "{status}");
+
+    let with_manager = format!("{path}?fieldManager=tool");
+    let (code, created) = server.send_raw("PATCH", &with_manager, Some(apply), yaml.clone());
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["data"]["k"], "v");
+    let (code, _) = server.send_raw("PATCH", &with_manager, Some(apply), yaml);
+    assert_eq!(code, 200);
+
+    // An update by another manager, then a conflicting apply: a 409 naming the owner.
+    let merge = "application/merge-patch+json";
+    let edit = format!("{path}?fieldManager=editor");
+    let (code, _) = server.send_raw("PATCH", &edit, Some(merge), br#"{"data":{"k":"w"}}"#.to_vec());
+    assert_eq!(code, 200);
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: raw\ndata:\n  k: x\n".to_vec();
+    let (code, status) = server.send_raw("PATCH", &with_manager, Some(apply), yaml.clone());
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(status["reason"], "Conflict");
+    assert_eq!(status["details"]["causes"][0]["reason"], "FieldManagerConflict");
+    assert_eq!(status["details"]["causes"][0]["field"], ".data.k");
+    assert!(status["message"].as_str().unwrap().contains("\"editor\""), "{status}");
+    let forced = format!("{with_manager}&force=true");
+    let (code, applied) = server.send_raw("PATCH", &forced, Some(apply), yaml);
+    assert_eq!(code, 200, "{applied}");
+    assert_eq!(applied["data"]["k"], "x");
+
+    // force is for apply patches only; bad YAML and a missing kind are 400s.
+    let (code, _) =
+        server.send_raw("PATCH", &format!("{edit}&force=true"), Some(merge), b"{}".to_vec());
+    assert_eq!(code, 400);
+    let (code, _) = server.send_raw("PATCH", &with_manager, Some(apply), b"a: [".to_vec());
+    assert_eq!(code, 400);
+    let (code, _) = server.send_raw("PATCH", &with_manager, Some(apply), b"metadata: {}".to_vec());
+    assert_eq!(code, 400);
+
+    // Updates without a fieldManager are owned by the User-Agent's product.
+    let (code, updated) = server.put(
+        path,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "raw"}, "data": {"k": "x", "n": "1"}}),
+    );
+    assert_eq!(code, 200, "{updated}");
+    let names: Vec<String> = managers(&updated).into_iter().map(|(m, _)| m).collect();
+    assert!(names.iter().any(|m| m != "tool" && m != "editor"), "{names:?}");
+
+    // Clients may clear the managed fields.
+    let cleared = br#"{"metadata":{"managedFields":[{}]}}"#.to_vec();
+    let (code, updated) = server.send_raw("PATCH", path, Some(merge), cleared);
+    assert_eq!(code, 200);
+    assert!(updated["metadata"].get("managedFields").is_none(), "{updated}");
+}
