@@ -208,18 +208,36 @@ async fn patches_never_break_the_server() {
         ),
         (Just("application/merge-patch+json"), json_value()),
         (Just("application/strategic-merge-patch+json"), json_value()),
+        // Server-side apply: a typed object with random fields, as a field manager sends it.
+        (
+            Just("application/apply-patch+yaml"),
+            json_value().prop_map(|fields| {
+                let mut config =
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "target"}});
+                if let Value::Object(fields) = fields {
+                    for (k, v) in fields {
+                        config[k] = v;
+                    }
+                }
+                config
+            })
+        ),
     ];
     let targets = prop_oneof![
         Just("/api/v1/namespaces/default/pods/target"),
         Just("/api/v1/namespaces/default/pods/target/status"),
         Just("/api/v1/namespaces/default/replicationcontrollers/rc/scale"),
     ];
-    let requests = generate((targets, patch), cases()).map(|(path, (content_type, body))| {
-        test::TestRequest::patch()
-            .uri(path)
-            .insert_header(("content-type", content_type))
-            .set_payload(body.to_string())
-    });
+    let managers =
+        prop_oneof![Just(""), Just("?fieldManager=fuzz"), Just("?fieldManager=fuzz&force=true")];
+    let requests = generate((targets, managers, patch), cases()).map(
+        |(path, manager, (content_type, body))| {
+            test::TestRequest::patch()
+                .uri(&format!("{path}{manager}"))
+                .insert_header(("content-type", content_type))
+                .set_payload(body.to_string())
+        },
+    );
     assert_eq!(check_all(&state, requests).await, cases());
 }
 

@@ -84,6 +84,9 @@ impl RestClient {
             return Err(invalid("expected no path, query or fragment after host:port"));
         }
         let http = reqwest::Client::builder()
+            // The API server names this client's field manager after its product, as for
+            // kubectl: `kplane-agent`.
+            .user_agent(concat!("kplane-agent/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_keepalive(Duration::from_secs(30))
             // A redirect from an API server is a misconfiguration: report it, don't follow it.
