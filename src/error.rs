@@ -63,6 +63,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             }
             ApiError::BadRequest(_) => (400, "BadRequest", None),
             ApiError::Forbidden(_) => (403, "Forbidden", None),
+            ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) => (410, "Expired", None),
             ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
             ApiError::Internal(_) => (500, "InternalError", None),

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 
 use actix_web::{web, HttpResponse};
 use bytes::Bytes;
-use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1};
+use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use kplane_actors::model::resources::{self, ResourceType, RESOURCES};
 
@@ -120,6 +120,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("", "ServiceAccount") => reg::<corev1::ServiceAccount>(gen),
         ("", "Service") => reg::<corev1::Service>(gen),
         ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
+        ("events.k8s.io", "Event") => reg::<eventsv1::Event>(gen),
         _ => None,
     }
 }

@@ -314,28 +314,45 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             ]
         }
         "Event" => {
-            let last =
-                [s(o, "/lastTimestamp"), s(o, "/eventTime"), s(o, "/metadata/creationTimestamp")]
-                    .into_iter()
-                    .find(|t| !t.is_empty())
-                    .unwrap_or("");
+            // Either form: core/v1, or events.k8s.io/v1 (regarding, note, deprecated*).
+            let first_of = |pointers: &[&str]| {
+                pointers.iter().map(|p| s(o, p)).find(|t| !t.is_empty()).unwrap_or("")
+            };
+            let last = first_of(&[
+                "/lastTimestamp",
+                "/deprecatedLastTimestamp",
+                "/series/lastObservedTime",
+                "/eventTime",
+                "/metadata/creationTimestamp",
+            ]);
             let object = format!(
                 "{}/{}",
-                s(o, "/involvedObject/kind").to_lowercase(),
-                s(o, "/involvedObject/name")
+                first_of(&["/involvedObject/kind", "/regarding/kind"]).to_lowercase(),
+                first_of(&["/involvedObject/name", "/regarding/name"])
             );
-            let first =
-                [s(o, "/firstTimestamp"), last].into_iter().find(|t| !t.is_empty()).unwrap_or("");
+            let first = [first_of(&["/firstTimestamp", "/deprecatedFirstTimestamp"]), last]
+                .into_iter()
+                .find(|t| !t.is_empty())
+                .unwrap_or("");
+            let count = ["/count", "/deprecatedCount", "/series/count"]
+                .iter()
+                .find_map(|p| o.pointer(p).and_then(Value::as_i64))
+                .unwrap_or(1);
             vec![
                 json!(age(last, now)),
                 json!(s(o, "/type")),
                 json!(s(o, "/reason")),
                 json!(object),
-                json!(s(o, "/message")),
-                json!(s(o, "/involvedObject/fieldPath")),
-                json!(s(o, "/source/component")),
+                json!(first_of(&["/message", "/note"])),
+                json!(first_of(&["/involvedObject/fieldPath", "/regarding/fieldPath"])),
+                json!(first_of(&[
+                    "/source/component",
+                    "/deprecatedSource/component",
+                    "/reportingComponent",
+                    "/reportingController"
+                ])),
                 json!(age(first, now)),
-                json!(o.get("count").and_then(Value::as_i64).unwrap_or(1)),
+                json!(count),
                 name,
             ]
         }

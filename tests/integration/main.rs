@@ -9,6 +9,7 @@ mod cluster;
 mod concurrency;
 mod config_cli;
 mod durability;
+mod events;
 mod images;
 mod kubectl;
 mod python_client;

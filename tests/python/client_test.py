@@ -139,12 +139,41 @@ def watching(core):
     assert kinds[0] == "ADDED" and kinds[-1] == "DELETED" and "MODIFIED" in kinds[1:-1], seen
 
 
+def events(api, core):
+    """events.k8s.io/v1 events are core/v1 events: written through one, read through both."""
+    import datetime
+    now = datetime.datetime.now(datetime.timezone.utc)
+    event = client.EventsV1Event(
+        metadata=client.V1ObjectMeta(name="py-ev"),
+        event_time=now, reporting_controller="example.com/py", reporting_instance="py-1",
+        action="Testing", reason="Checked", type="Normal", note="written as events.k8s.io/v1",
+        regarding=client.V1ObjectReference(kind="Pod", name="py-p", namespace=NS))
+    created = api.create_namespaced_event(NS, event)
+    assert created.regarding.name == "py-p" and created.event_time is not None, created
+    legacy = core.read_namespaced_event("py-ev", NS)
+    assert legacy.message == "written as events.k8s.io/v1", legacy
+    assert legacy.involved_object.name == "py-p" and legacy.reporting_component == "example.com/py"
+    listed = api.list_namespaced_event(NS, field_selector="involvedObject.name=py-p")
+    assert [e.metadata.name for e in listed.items] == ["py-ev"], listed
+    patched = api.patch_namespaced_event("py-ev", NS, {"note": "changed"})
+    assert patched.note == "changed"
+    assert core.read_namespaced_event("py-ev", NS).message == "changed"
+    bad = client.EventsV1Event(metadata=client.V1ObjectMeta(name="py-bad"), event_time=now,
+                               reporting_controller="x", reporting_instance="y", action="z",
+                               reason="r", type="Odd")
+    expect_status(422, api.create_namespaced_event, NS, bad)
+    api.delete_namespaced_event("py-ev", NS)
+    expect_status(404, core.read_namespaced_event, "py-ev", NS)
+
+
 def main():
-    core = client.CoreV1Api(api_client(sys.argv[1]))
+    api = api_client(sys.argv[1])
+    core = client.CoreV1Api(api)
     pods(core)
     services(core)
     replication_controllers(core)
     watching(core)
+    events(client.EventsV1Api(api), core)
     print("python client: all checks passed")
 
 

@@ -69,7 +69,7 @@ impl GarbageCollector {
     }
 
     fn all_listed(&self) -> bool {
-        self.listed.len() == resources::RESOURCES.len()
+        self.listed.len() == resources::RESOURCES.iter().filter(|r| resources::is_stored(r)).count()
     }
 
     fn upsert(&mut self, resource: &'static ResourceType, object: &Value) -> String {
@@ -240,7 +240,7 @@ impl Actor for GarbageCollector {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        for resource in resources::RESOURCES {
+        for resource in resources::RESOURCES.iter().filter(|r| resources::is_stored(r)) {
             let addr = ctx.address();
             let client = self.client.clone();
             actix::spawn(informer::list_watch(client, resource, None, move |feed| {

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::managed_fields::{self, FieldConflict, ManagedFields, Operation, Writer};
 use super::{has_status, metadata, parse_rv, set_namespace, typed_object, writer};
-use super::{ApiCore, ApiError, Ownership, Part, WriteOptions, UPDATE_RETRIES};
-use crate::model::{FieldError, ObjectKey, ResourceType, StoredObject};
+use super::{ApiCore, ApiError, Ownership, Part, View, WriteOptions, UPDATE_RETRIES};
+use crate::model::{resources, FieldError, ObjectKey, ResourceType, StoredObject};
 
 /// Metadata the server sets; an applied configuration's values for them are not merged.
 const SERVER_METADATA: &[&str] = &[
@@ -56,6 +56,14 @@ impl ApiCore {
                 });
             }
         };
+        if View::of(resource).is_some() {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "server-side apply is not supported for {}/{}; apply them through {}",
+                resource.group,
+                resource.plural,
+                resources::storage_of(resource).api_version()
+            )));
+        }
         let part = if status_only { Part::Status } else { Part::Main };
         let (config, pinned) = applied_configuration(resource, namespace, name, config, part)?;
         let writer = writer(resource, manager, Operation::Apply, part);

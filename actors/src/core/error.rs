@@ -28,6 +28,9 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     Forbidden(String),
+    /// A request body in a format this resource does not take.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// A resourceVersion or continue token that is no longer available.
     #[error("{0}")]
     Expired(String),

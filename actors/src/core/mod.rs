@@ -3,6 +3,7 @@
 //! components) goes through it.
 
 mod apply;
+mod conversion;
 mod defaults;
 mod error;
 mod field_set;
@@ -33,6 +34,7 @@ use crate::model::{now, resources, FieldSelector, LabelSelector};
 use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::store::{ContinuePoint, Preconditions, Store};
 use crate::watch::HubHandle;
+use conversion::View;
 use managed_fields::{ManagedFields, Operation, Writer};
 
 /// Namespaces that exist from the first start.
@@ -130,6 +132,9 @@ impl ApiCore {
         namespace: &str,
         name: &str,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if let Some(view) = View::of(resource) {
+            return Ok(view.object(Box::pin(self.get(view.storage, namespace, name)).await?));
+        }
         let key = ObjectKey::new(resource, namespace, name);
         self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))
     }
@@ -140,6 +145,11 @@ impl ApiCore {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<ObjectList, ApiError> {
+        if let Some(view) = View::of(resource) {
+            let mut list = Box::pin(self.list(view.storage, namespace, options)).await?;
+            list.items = list.items.into_iter().map(|o| view.object(o)).collect();
+            return Ok(list);
+        }
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let exact = self.list_revision(options)?;
@@ -203,6 +213,11 @@ impl ApiCore {
         body: Value,
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if let Some(view) = View::of(resource) {
+            let body = view.stored_form(body)?;
+            let created = Box::pin(self.create(view.storage, namespace, body, options)).await?;
+            return Ok(view.object(created));
+        }
         let ownership = Ownership::Update(self.manager(options));
         self.create_owned(resource, namespace, body, options.dry_run, ownership).await
     }
@@ -296,6 +311,11 @@ impl ApiCore {
         body: Value,
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if let Some(view) = View::of(resource) {
+            let body = view.stored_form(body)?;
+            let updated = Box::pin(self.update(view.storage, namespace, name, body, options));
+            return Ok(view.object(updated.await?));
+        }
         let ownership = Ownership::Update(self.manager(options));
         self.replace(resource, namespace, name, body, options.dry_run, Part::Main, ownership).await
     }
@@ -444,6 +464,8 @@ impl ApiCore {
         status_only: bool,
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        let view = View::of(resource);
+        let resource = view.map_or(resource, |v| v.storage);
         let key = ObjectKey::new(resource, namespace, name);
         let manager = self.manager(options);
         let part = if status_only { Part::Status } else { Part::Main };
@@ -453,7 +475,15 @@ impl ApiCore {
             let current =
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_rv = current.resource_version.to_string();
-            let mut next = patch::apply(&current.to_value(), patch_type, patch)?;
+            // A view's patch applies to the view's form of the object.
+            let mut next = match view {
+                Some(view) => {
+                    let patched =
+                        patch::apply(&view.view_form(current.to_value()), patch_type, patch)?;
+                    view.stored_form(patched)?
+                }
+                None => patch::apply(&current.to_value(), patch_type, patch)?,
+            };
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = next
@@ -473,7 +503,7 @@ impl ApiCore {
                 Err(ApiError::Conflict { .. }) if !pinned && attempts < UPDATE_RETRIES => {
                     tokio::task::yield_now().await;
                 }
-                other => return other,
+                other => return other.map(|o| view.map_or(o.clone(), |v| v.object(o))),
             }
         }
     }
@@ -487,6 +517,10 @@ impl ApiCore {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if let Some(view) = View::of(resource) {
+            let deleted = Box::pin(self.delete(view.storage, namespace, name, options)).await?;
+            return Ok(view.object(deleted));
+        }
         let key = ObjectKey::new(resource, namespace, name);
         let current =
             self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
@@ -658,7 +692,9 @@ impl ApiCore {
     }
 
     async fn finalize_namespace(&self, name: &str) -> Result<(), ApiError> {
-        for resource in resources::RESOURCES.iter().filter(|r| r.namespaced) {
+        for resource in
+            resources::RESOURCES.iter().filter(|r| r.namespaced && resources::is_stored(r))
+        {
             let page = self.list(resource, Some(name), &ListOptions::default()).await?;
             for object in page.items {
                 match self.delete_object(object, Preconditions::default()).await {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::stream::{self, Stream, StreamExt};
 
-use super::{filter, parse_rv, ApiCore, ApiError, WatchOptions};
+use super::{filter, parse_rv, ApiCore, ApiError, View, WatchOptions};
 use crate::model::{ResourceType, StoredObject};
 use crate::watch::{EventType, WatchItem};
 
@@ -34,6 +34,15 @@ impl ApiCore {
         namespace: Option<&str>,
         options: &WatchOptions,
     ) -> Result<WatchStream, ApiError> {
+        if let Some(view) = View::of(resource) {
+            let frames = Box::pin(self.watch(view.storage, namespace, options)).await?;
+            return Ok(frames
+                .map(move |frame| match frame {
+                    WatchFrame::Event(kind, object) => WatchFrame::Event(kind, view.object(object)),
+                    other => other,
+                })
+                .boxed());
+        }
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
         let requested = match options.resource_version.as_deref() {
             None | Some("") | Some("0") => None,

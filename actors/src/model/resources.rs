@@ -121,19 +121,7 @@ pub static RESOURCES: &[ResourceType] = &[
         namespaced: true,
         short_names: &["ev"],
         in_category_all: false,
-        selectable_fields: &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
+        selectable_fields: EVENT_FIELDS,
         subresources: &[],
         name_is_label: false,
     },
@@ -332,7 +320,54 @@ pub static RESOURCES: &[ResourceType] = &[
         subresources: &[],
         name_is_label: false,
     },
+    // Served from the core/v1 events' storage (see `storage_of`).
+    ResourceType {
+        group: EVENTS_GROUP,
+        version: V1,
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        list_kind: "EventList",
+        namespaced: true,
+        short_names: &["ev"],
+        in_category_all: false,
+        selectable_fields: EVENT_FIELDS,
+        subresources: &[],
+        name_is_label: false,
+    },
 ];
+
+const EVENTS_GROUP: &str = "events.k8s.io";
+
+/// The fields events are selected on (in their core/v1 form, which is how they are stored).
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
+/// The resource whose storage holds `resource`'s objects: itself, except for resources served
+/// in a second group version (events.k8s.io/v1 events are core/v1 events).
+pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
+    if resource.group == EVENTS_GROUP && resource.plural == "events" {
+        find("", "v1", "events").expect("core events are served")
+    } else {
+        resource
+    }
+}
+
+/// Does `resource` have storage of its own (rather than being another version's view)?
+pub fn is_stored(resource: &'static ResourceType) -> bool {
+    std::ptr::eq(storage_of(resource), resource)
+}
 
 /// The API groups served besides the core group, as `(group, version)`.
 pub fn api_groups() -> Vec<(&'static str, &'static str)> {
@@ -381,7 +416,10 @@ mod tests {
         assert_eq!(find("", "v1", "pods").unwrap().kind, "Pod");
         assert_eq!(find_by_kind("coordination.k8s.io", "Lease").unwrap().plural, "leases");
         assert!(find("", "v1", "deployments").is_none());
-        assert_eq!(api_groups(), vec![("coordination.k8s.io", "v1")]);
+        assert_eq!(api_groups(), vec![("coordination.k8s.io", "v1"), ("events.k8s.io", "v1")]);
+        let events = find("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(storage_of(events), find("", "v1", "events").unwrap());
+        assert!(!is_stored(events) && is_stored(storage_of(events)));
         assert!(find("", "v1", "pods").unwrap().selects_field("spec.nodeName"));
         assert!(!find("", "v1", "nodes").unwrap().selects_field("metadata.namespace"));
     }

@@ -1,0 +1,183 @@
+//! Resources served in a second group version from another's storage, converted on the way in
+//! and out: events.k8s.io/v1 events are stored as core/v1 events (as in Kubernetes), so
+//! `kubectl get events` shows what a component recorded through either API.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::{typed_object, ApiError};
+use crate::model::{resources, FieldError, ObjectKey, ResourceType, StoredObject};
+
+/// Field renames between core/v1 `Event` and events.k8s.io/v1 `Event`, as
+/// `(core, events.k8s.io)`. Every other field of the events.k8s.io form is named alike.
+const EVENT_RENAMES: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+];
+
+/// The events.k8s.io/v1 fields kept under the same name.
+const EVENT_SAME: &[&str] =
+    &["eventTime", "series", "reportingInstance", "action", "reason", "related", "type"];
+
+/// One resource served from another's storage.
+#[derive(Clone, Copy)]
+pub(crate) struct View {
+    pub view: &'static ResourceType,
+    pub storage: &'static ResourceType,
+}
+
+impl View {
+    /// The view `resource` is, if it is not stored as itself.
+    pub fn of(resource: &'static ResourceType) -> Option<View> {
+        let storage = resources::storage_of(resource);
+        (!std::ptr::eq(storage, resource)).then_some(View { view: resource, storage })
+    }
+
+    /// Checks an object written through the view and converts it to the stored form.
+    pub fn stored_form(&self, object: Value) -> Result<Value, ApiError> {
+        let object = typed_object(self.view, object)?;
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let errors = validate_event(&object);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(self.view, name, errors));
+        }
+        let Value::Object(mut fields) = object else { unreachable!("typed_object checked it") };
+        let mut stored = Map::new();
+        stored.insert("kind".into(), json!(self.storage.kind));
+        stored.insert("apiVersion".into(), json!(self.storage.api_version()));
+        if let Some(meta) = fields.remove("metadata") {
+            stored.insert("metadata".into(), meta);
+        }
+        for (core, events) in EVENT_RENAMES {
+            if let Some(v) = fields.remove(*events) {
+                stored.insert((*core).into(), v);
+            }
+        }
+        for same in EVENT_SAME {
+            if let Some(v) = fields.remove(*same) {
+                stored.insert((*same).into(), v);
+            }
+        }
+        Ok(Value::Object(stored))
+    }
+
+    /// The view's form of a stored object.
+    pub fn view_form(&self, object: Value) -> Value {
+        let Value::Object(mut fields) = object else { return object };
+        let mut view = Map::new();
+        view.insert("kind".into(), json!(self.view.kind));
+        view.insert("apiVersion".into(), json!(self.view.api_version()));
+        if let Some(meta) = fields.remove("metadata") {
+            view.insert("metadata".into(), meta);
+        }
+        for same in EVENT_SAME {
+            if let Some(v) = fields.remove(*same) {
+                view.insert((*same).into(), v);
+            }
+        }
+        for (core, events) in EVENT_RENAMES {
+            if let Some(v) = fields.remove(*core) {
+                view.insert((*events).into(), v);
+            }
+        }
+        Value::Object(view)
+    }
+
+    /// The view's form of a stored object, as a stored object of the view's resource.
+    pub fn object(&self, stored: Arc<StoredObject>) -> Arc<StoredObject> {
+        let key = ObjectKey::new(self.view, &stored.key.namespace, &stored.key.name);
+        let value = self.view_form(stored.to_value());
+        Arc::new(StoredObject::from_value(key, value, stored.resource_version))
+    }
+}
+
+/// events.k8s.io/v1's rules for an event (stricter than core/v1's).
+fn validate_event(event: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let text = |field: &str| event.get(field).and_then(Value::as_str).unwrap_or("");
+    if event.get("eventTime").is_none_or(Value::is_null) {
+        errors.push(FieldError::required("eventTime"));
+    }
+    for field in ["reportingController", "reportingInstance", "action", "reason"] {
+        let value = text(field);
+        if value.is_empty() {
+            errors.push(FieldError::required(field));
+        } else if value.len() > 128 {
+            errors.push(FieldError::invalid(field, value, "can have at most 128 characters"));
+        }
+    }
+    match text("type") {
+        "Normal" | "Warning" => {}
+        other => errors.push(FieldError::not_supported("type", other, &["Normal", "Warning"])),
+    }
+    if text("note").len() > 1024 {
+        errors.push(FieldError::invalid("note", "", "can have at most 1024 bytes"));
+    }
+    if let Some(series) = event.get("series").filter(|s| !s.is_null()) {
+        if series.get("count").and_then(Value::as_i64).is_none_or(|c| c < 2) {
+            errors.push(FieldError::invalid(
+                "series.count",
+                &series.get("count").map(Value::to_string).unwrap_or_default(),
+                "should be at least 2",
+            ));
+        }
+        if series.get("lastObservedTime").is_none_or(Value::is_null) {
+            errors.push(FieldError::required("series.lastObservedTime"));
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> View {
+        View::of(resources::find("events.k8s.io", "v1", "events").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn events_convert_both_ways() {
+        let event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default"},
+            "eventTime": "2026-11-30T08:00:00.000000Z", "reportingController": "example.com/c",
+            "reportingInstance": "c-1", "action": "Scheduling", "reason": "Scheduled",
+            "regarding": {"kind": "Pod", "name": "p"}, "note": "placed", "type": "Normal"});
+        let stored = view().stored_form(event.clone()).unwrap();
+        assert_eq!(stored["apiVersion"], "v1");
+        assert_eq!(stored["involvedObject"]["name"], "p");
+        assert_eq!(stored["message"], "placed");
+        assert_eq!(stored["reportingComponent"], "example.com/c");
+        assert_eq!(view().view_form(stored), event);
+        assert!(View::of(resources::find("", "v1", "events").unwrap()).is_none());
+    }
+
+    #[test]
+    fn events_k8s_io_rules_apply() {
+        let invalid = json!({"metadata": {"name": "e"}, "type": "Odd",
+            "series": {"count": 1}});
+        let Err(ApiError::Invalid { causes, .. }) = view().stored_form(invalid) else {
+            panic!("expected Invalid");
+        };
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        for field in [
+            "eventTime",
+            "reportingController",
+            "action",
+            "reason",
+            "type",
+            "series.count",
+            "series.lastObservedTime",
+        ] {
+            assert!(fields.contains(&field), "{field} missing from {fields:?}");
+        }
+        let wrong_kind = json!({"apiVersion": "v1", "kind": "Event"});
+        assert!(matches!(view().stored_form(wrong_kind), Err(ApiError::BadRequest(_))));
+    }
+}

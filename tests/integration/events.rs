@@ -1,0 +1,98 @@
+//! Events through both APIs: core/v1 and events.k8s.io/v1 share one storage, so kubectl shows
+//! what a component recorded through either, and a watch on either sees it in its own form.
+
+use std::io::{BufRead, BufReader};
+
+use serde_json::{json, Value};
+
+use crate::util::Server;
+
+const EVENTS_V1: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+
+fn scheduled_event(name: &str) -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+        "eventTime": "2026-11-30T08:00:00.000000Z", "reportingController": "example.com/sched",
+        "reportingInstance": "sched-1", "action": "Binding", "reason": "Scheduled",
+        "type": "Normal", "note": "assigned default/web to node-a",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "web"}})
+}
+
+#[test]
+fn events_k8s_io_shares_storage_with_core_events() {
+    let server = Server::start();
+    // A watch through events.k8s.io/v1 sees the event in that form.
+    let (_, list) = server.get(EVENTS_V1);
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let watch = reqwest::blocking::Client::new()
+        .get(server.url(&format!("{EVENTS_V1}?watch=true&resourceVersion={rv}&timeoutSeconds=10")))
+        .send()
+        .unwrap();
+
+    let (code, created) = server.post(EVENTS_V1, &scheduled_event("e1"));
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(created["regarding"]["name"], "web");
+
+    let mut lines = BufReader::new(watch).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["note"], "assigned default/web to node-a");
+
+    // The core/v1 form, by HTTP and through kubectl.
+    let (code, core) = server.get("/api/v1/namespaces/default/events/e1");
+    assert_eq!(code, 200);
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["involvedObject"]["name"], "web");
+    assert_eq!(core["message"], "assigned default/web to node-a");
+    assert_eq!(core["reportingComponent"], "example.com/sched");
+    let k = server.kubectl();
+    let table = k.ok(&["get", "events"]);
+    assert!(table.contains("Scheduled") && table.contains("pod/web"), "{table}");
+    let wide = k.ok(&["get", "events.events.k8s.io", "-o", "wide"]);
+    assert!(wide.contains("example.com/sched") && wide.contains("assigned default/web"), "{wide}");
+    let resources = k.ok(&["api-resources", "--api-group=events.k8s.io"]);
+    assert!(resources.contains("events.k8s.io/v1"), "{resources}");
+
+    // Written through core/v1, read through events.k8s.io/v1.
+    let legacy = json!({"metadata": {"name": "e2"}, "reason": "Pulled", "message": "pulled",
+        "type": "Normal", "involvedObject": {"kind": "Pod", "name": "web"}, "count": 3,
+        "source": {"component": "kplane-agent"}});
+    let (code, _) = server.post("/api/v1/namespaces/default/events", &legacy);
+    assert_eq!(code, 201);
+    let (_, e2) = server.get(&format!("{EVENTS_V1}/e2"));
+    assert_eq!(e2["note"], "pulled");
+    assert_eq!(e2["deprecatedCount"], 3);
+    assert_eq!(e2["deprecatedSource"]["component"], "kplane-agent");
+
+    // Field selectors, patches in the events.k8s.io form, validation, delete.
+    let (_, selected) = server.get(&format!("{EVENTS_V1}?fieldSelector=reason%3DPulled"));
+    let names: Vec<&str> = selected["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["e2"]);
+    let merge = "application/merge-patch+json";
+    let (code, patched) = server.send_raw(
+        "PATCH",
+        &format!("{EVENTS_V1}/e1"),
+        Some(merge),
+        br#"{"note":"moved"}"#.to_vec(),
+    );
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["note"], "moved");
+    let (_, core) = server.get("/api/v1/namespaces/default/events/e1");
+    assert_eq!(core["message"], "moved");
+    let mut invalid = scheduled_event("e3");
+    invalid.as_object_mut().unwrap().remove("eventTime");
+    let (code, status) = server.post(EVENTS_V1, &invalid);
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "eventTime");
+    let (code, _) = server.post(EVENTS_V1, &json!({"apiVersion": "v1", "kind": "Event"}));
+    assert_eq!(code, 400);
+    let (code, deleted) = server.delete(&format!("{EVENTS_V1}/e1"));
+    assert_eq!(code, 200);
+    assert_eq!(deleted["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(server.get("/api/v1/namespaces/default/events/e1").0, 404);
+}
