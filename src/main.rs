@@ -15,6 +15,11 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{Overrides, Settings};
 
+/// mimalloc: the API server allocates and frees many small objects across threads (JSON
+/// values, messages between actors), where it is markedly faster than the system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "kplane", version, about = "A Kubernetes-compatible control plane on actors")]
 struct Cli {

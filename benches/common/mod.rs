@@ -3,6 +3,10 @@
 
 #![allow(dead_code)]
 
+/// The allocator the `kplane` binary uses, so that in-process benches measure the same thing.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
     xs[xs.len() / 2]

@@ -21,6 +21,62 @@ use crate::watch::{EventType, Publish, WatchEvent};
 /// paginated lists consistent snapshots.
 type Collection = OrdMap<(String, String), Arc<StoredObject>>;
 
+/// A (namespace, name) a collection can be searched by without building its owned key: reads
+/// allocate nothing.
+trait NamespacedName {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl NamespacedName for (String, String) {
+    fn parts(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl NamespacedName for (&str, &str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn NamespacedName + 'a> for (String, String) {
+    fn borrow(&self) -> &(dyn NamespacedName + 'a) {
+        self
+    }
+}
+
+// Ordered as the owned tuples are: namespace, then name.
+impl PartialEq for dyn NamespacedName + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn NamespacedName + '_ {}
+
+impl PartialOrd for dyn NamespacedName + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn NamespacedName + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+/// Resource types by identity: they are the statics of one table, so their address names them
+/// (hashing a pointer is cheaper than hashing group and plural on every read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ResourceId(usize);
+
+impl From<&'static ResourceType> for ResourceId {
+    fn from(resource: &'static ResourceType) -> Self {
+        ResourceId(std::ptr::from_ref(resource) as usize)
+    }
+}
+
 /// How many past list snapshots a shard keeps for `continue` tokens.
 const MAX_SNAPSHOTS: usize = 32;
 /// How long a continue token stays valid when its resource has changed since.
@@ -29,9 +85,9 @@ const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
 pub(crate) struct StoreShard {
     index: usize,
     revision: Arc<Revision>,
-    collections: HashMap<&'static ResourceType, Collection>,
+    collections: HashMap<ResourceId, Collection>,
     /// The revision of the last committed change, per resource type.
-    modified_at: HashMap<&'static ResourceType, u64>,
+    modified_at: HashMap<ResourceId, u64>,
     /// Accepted but not yet committed state of keys, newest first: what writes validate against.
     latest: HashMap<ObjectKey, Option<Arc<StoredObject>>>,
     pending: Vec<Accepted>,
@@ -65,7 +121,7 @@ impl StoreShard {
         writer: Addr<ShardWriter>,
         publish: Recipient<Publish>,
     ) -> Result<Self, StoreError> {
-        let mut collections: HashMap<&'static ResourceType, Collection> = HashMap::new();
+        let mut collections: HashMap<ResourceId, Collection> = HashMap::new();
         let mut applied = 0;
         for (key, value) in stored {
             if key == keys::REVISION_KEY {
@@ -78,7 +134,7 @@ impl StoreShard {
                 .map_err(|e| StoreError::Corrupt(format!("object {object_key:?}: {e}")))?;
             applied = applied.max(rv);
             collections
-                .entry(object_key.resource)
+                .entry(object_key.resource.into())
                 .or_default()
                 .insert((object_key.namespace, object_key.name), Arc::new(object));
         }
@@ -110,9 +166,8 @@ impl StoreShard {
     }
 
     fn committed(&self, key: &ObjectKey) -> Option<&Arc<StoredObject>> {
-        self.collections
-            .get(key.resource)
-            .and_then(|c| c.get(&(key.namespace.clone(), key.name.clone())))
+        let wanted: &dyn NamespacedName = &(key.namespace.as_str(), key.name.as_str());
+        self.collections.get(&key.resource.into()).and_then(|c| c.get(wanted))
     }
 
     /// The newest accepted state of a key, committed or not.
@@ -171,7 +226,7 @@ impl StoreShard {
         let mut events = Vec::with_capacity(batch.len());
         for Accepted { event, reply } in batch {
             let key = &event.object.key;
-            let collection = self.collections.entry(key.resource).or_default();
+            let collection = self.collections.entry(key.resource.into()).or_default();
             let map_key = (key.namespace.clone(), key.name.clone());
             if event.kind == EventType::Deleted {
                 collection.remove(&map_key);
@@ -179,7 +234,7 @@ impl StoreShard {
                 collection.insert(map_key, event.object.clone());
             }
             let rv = event.object.resource_version;
-            self.modified_at.insert(key.resource, rv);
+            self.modified_at.insert(key.resource.into(), rv);
             self.applied = self.applied.max(rv);
             let superseded = match self.latest.get(key) {
                 Some(Some(newest)) => newest.resource_version != rv,
@@ -200,7 +255,7 @@ impl StoreShard {
             (Some(point), _) => (point.revision, self.snapshot(msg.resource, point.revision)?),
             (None, Some(exact)) => (exact, self.snapshot(msg.resource, exact)?),
             (None, None) => {
-                let items = self.collections.get(msg.resource).cloned().unwrap_or_default();
+                let items = self.collections.get(&msg.resource.into()).cloned().unwrap_or_default();
                 (self.applied, items)
             }
         };
@@ -240,9 +295,9 @@ impl StoreShard {
     ) -> Result<Collection, StoreError> {
         // Unchanged since `revision`: the current state is the state at `revision` (the caller
         // checked that `revision` is not in the future).
-        let unchanged = self.modified_at.get(resource).is_none_or(|m| *m <= revision);
+        let unchanged = self.modified_at.get(&resource.into()).is_none_or(|m| *m <= revision);
         if unchanged {
-            return Ok(self.collections.get(resource).cloned().unwrap_or_default());
+            return Ok(self.collections.get(&resource.into()).cloned().unwrap_or_default());
         }
         self.snapshots
             .iter()

@@ -3,14 +3,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use actix::prelude::*;
 use futures::Stream;
-use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::mpsc;
 
 use super::window::EventWindow;
 use super::{EventType, WatchError, WatchEvent, WatchItem};
@@ -33,7 +33,12 @@ struct Subscriber {
     bookmarks: bool,
     /// Events at or below this revision were already covered by the watcher's starting point.
     after: u64,
-    sink: mpsc::Sender<WatchItem>,
+    /// Each committed batch reaches a watcher as one message: one channel operation per batch,
+    /// not per event.
+    sink: mpsc::UnboundedSender<Delivery>,
+    /// Events sent and not yet taken by the watcher; more than `buffer` cuts it off.
+    pending: Arc<AtomicUsize>,
+    buffer: usize,
     overflowed: Arc<AtomicBool>,
 }
 
@@ -57,14 +62,42 @@ impl Subscriber {
     }
 
     /// Hands an item over without ever waiting; false when the watcher must be dropped.
-    fn offer(&self, item: WatchItem) -> bool {
-        match self.sink.try_send(item) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) => {
-                self.overflowed.store(true, Ordering::Release);
-                false
-            }
-            Err(TrySendError::Closed(_)) => false,
+    /// Sends `items` (in order); false when the watcher is gone or has fallen too far behind
+    /// (then it is dropped, which ends its stream with an error after what it was sent).
+    fn offer(&self, items: Delivery) -> bool {
+        let count = items.len();
+        if count == 0 {
+            return !self.sink.is_closed();
+        }
+        let behind = self.pending.fetch_add(count, Ordering::AcqRel) + count;
+        if behind > self.buffer {
+            self.overflowed.store(true, Ordering::Release);
+            return false;
+        }
+        self.sink.send(items).is_ok()
+    }
+
+    /// What this watcher should see of a run of events.
+    fn views(&self, events: &[&WatchEvent]) -> Delivery {
+        match events {
+            [one] => self.view(one).map_or(Delivery::Many(Vec::new()), Delivery::One),
+            _ => Delivery::Many(events.iter().filter_map(|e| self.view(e)).collect()),
+        }
+    }
+}
+
+/// What one watcher is sent of one committed batch: most batches under light load hold one
+/// event, which then travels without a vector.
+enum Delivery {
+    One(WatchItem),
+    Many(Vec<WatchItem>),
+}
+
+impl Delivery {
+    fn len(&self) -> usize {
+        match self {
+            Delivery::One(_) => 1,
+            Delivery::Many(items) => items.len(),
         }
     }
 }
@@ -89,23 +122,31 @@ impl Subscribers {
         }
     }
 
-    /// Offers `event` to the watchers it may concern; drops those that are gone or too slow.
-    fn publish(&mut self, event: &WatchEvent) {
-        fn deliver(list: &mut Vec<Subscriber>, event: &WatchEvent) {
-            list.retain(|s| match s.view(event) {
-                Some(item) => s.offer(item),
-                None => !s.sink.is_closed(),
-            });
+    /// Offers a run of events (of this resource type, in revision order) to the watchers they
+    /// may concern, one message per watcher; drops watchers that are gone or too slow.
+    fn publish(&mut self, events: &[WatchEvent]) {
+        fn deliver(list: &mut Vec<Subscriber>, events: &[&WatchEvent]) {
+            list.retain(|s| s.offer(s.views(events)));
         }
-        deliver(&mut self.unindexed, event);
+        let all: Vec<&WatchEvent> = events.iter().collect();
+        deliver(&mut self.unindexed, &all);
         if self.by_value.is_empty() {
             return;
         }
-        let now = event.object.fields.get(INDEXED_FIELD).unwrap_or("");
-        let before = event.previous.as_ref().map(|p| p.fields.get(INDEXED_FIELD).unwrap_or(""));
-        for value in std::iter::once(now).chain(before.filter(|b| *b != now)) {
+        // Each indexed value gets the events whose object had or has it, in order.
+        let mut by_value: HashMap<&str, Vec<&WatchEvent>> = HashMap::new();
+        for event in events {
+            let now = event.object.fields.get(INDEXED_FIELD).unwrap_or("");
+            let before = event.previous.as_ref().map(|p| p.fields.get(INDEXED_FIELD).unwrap_or(""));
+            for value in std::iter::once(now).chain(before.filter(|b| *b != now)) {
+                if self.by_value.contains_key(value) {
+                    by_value.entry(value).or_default().push(event);
+                }
+            }
+        }
+        for (value, events) in by_value {
             if let Some(list) = self.by_value.get_mut(value) {
-                deliver(list, event);
+                deliver(list, &events);
                 if list.is_empty() {
                     self.by_value.remove(value);
                 }
@@ -158,12 +199,16 @@ impl WatchHub {
     }
 
     fn publish(&mut self, events: Vec<WatchEvent>) {
-        for event in events {
-            let resource = event.object.key.resource;
-            self.last_revision.insert(resource, event.object.resource_version);
+        // A shard's batch may mix resource types: deliver each run of one type at once.
+        for run in events.chunk_by(|a, b| a.object.key.resource == b.object.key.resource) {
+            let resource = run[0].object.key.resource;
+            let last = run[run.len() - 1].object.resource_version;
+            self.last_revision.insert(resource, last);
             if let Some(subscribers) = self.subscribers.get_mut(resource) {
-                subscribers.publish(&event);
+                subscribers.publish(run);
             }
+        }
+        for event in events {
             self.window.push(event);
         }
     }
@@ -172,8 +217,9 @@ impl WatchHub {
         let floor = self.window.floor();
         for (resource, subscribers) in &mut self.subscribers {
             let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
-            subscribers
-                .retain(|s| !s.bookmarks || s.offer(WatchItem::Bookmark(revision.max(s.after))));
+            subscribers.retain(|s| {
+                !s.bookmarks || s.offer(Delivery::One(WatchItem::Bookmark(revision.max(s.after))))
+            });
         }
     }
 
@@ -185,7 +231,8 @@ impl WatchHub {
         let resource = msg.resource;
         let mut replay = VecDeque::new();
         let from = msg.from_revision;
-        let (sink, receiver) = mpsc::channel(self.options.buffer.max(1));
+        let (sink, receiver) = mpsc::unbounded_channel();
+        let pending = Arc::new(AtomicUsize::new(0));
         let id = self.next_id;
         self.next_id += 1;
         let subscriber = Subscriber {
@@ -194,6 +241,8 @@ impl WatchHub {
             bookmarks: msg.bookmarks,
             after: from,
             sink,
+            pending: pending.clone(),
+            buffer: self.options.buffer.max(1),
             overflowed: Arc::new(AtomicBool::new(false)),
         };
         let events = self
@@ -204,7 +253,9 @@ impl WatchHub {
         let subscription = Subscription {
             id,
             replay,
+            current: Vec::new().into_iter(),
             receiver,
+            pending,
             overflowed: subscriber.overflowed.clone(),
             buffer: self.options.buffer,
             resource,
@@ -349,7 +400,10 @@ pub struct Subscription {
     id: u64,
     resource: &'static ResourceType,
     replay: VecDeque<WatchItem>,
-    receiver: mpsc::Receiver<WatchItem>,
+    /// The batch being handed out.
+    current: std::vec::IntoIter<WatchItem>,
+    receiver: mpsc::UnboundedReceiver<Delivery>,
+    pending: Arc<AtomicUsize>,
     overflowed: Arc<AtomicBool>,
     buffer: usize,
     hub: Option<Recipient<Unsubscribe>>,
@@ -363,10 +417,29 @@ impl Stream for Subscription {
         if let Some(item) = self.replay.pop_front() {
             return Poll::Ready(Some(item));
         }
+        if let Some(item) = self.current.next() {
+            return Poll::Ready(Some(item));
+        }
         if self.finished {
             return Poll::Ready(None);
         }
         match self.receiver.poll_recv(cx) {
+            Poll::Ready(Some(delivery)) => {
+                self.pending.fetch_sub(delivery.len(), Ordering::AcqRel);
+                let batch = match delivery {
+                    Delivery::One(item) => return Poll::Ready(Some(item)),
+                    Delivery::Many(items) => items,
+                };
+                self.current = batch.into_iter();
+                match self.current.next() {
+                    Some(item) => Poll::Ready(Some(item)),
+                    // Batches are never empty; should one be, ask again.
+                    None => {
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
+                }
+            }
             Poll::Ready(None) => {
                 self.finished = true;
                 if self.overflowed.load(Ordering::Acquire) {
@@ -375,7 +448,7 @@ impl Stream for Subscription {
                     Poll::Ready(None)
                 }
             }
-            other => other,
+            Poll::Pending => Poll::Pending,
         }
     }
 }
