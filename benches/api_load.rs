@@ -9,49 +9,60 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 
 const PHASE: Duration = Duration::from_secs(4);
 
-fn pod(name: &str) -> serde_json::Value {
+fn pod(name: &str) -> String {
     json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"labels":{"app":"bench","tier":"load"}},
         "spec":{"containers":[{"name":"app","image":"kplane/agnhost","args":["serve-hostname"],
             "ports":[{"containerPort":9376}],"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}})
+    .to_string()
 }
 
-async fn run_phase(
-    client: &reqwest::Client,
-    base: &str,
-    clients: usize,
-    op: &str,
-    tag: &str,
-) -> f64 {
+/// One client: a kept-alive HTTP/1.1 connection (hyper's, without a pool or anything else a
+/// full client adds, so that the load generator leaves the two cores to the server).
+async fn connect(addr: &str) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).unwrap();
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    tokio::spawn(connection);
+    sender
+}
+
+async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> f64 {
     let done = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
-            let client = client.clone();
             let done = done.clone();
-            let base = base.to_string();
+            let addr = addr.to_string();
             let op = op.to_string();
             let tag = tag.to_string();
             tokio::spawn(async move {
+                let mut sender = connect(&addr).await;
                 let mut i = 0usize;
                 while started.elapsed() < PHASE {
-                    let ok = if op == "create" {
-                        let name = format!("{tag}-{c}-{i}");
-                        client
-                            .post(format!("{base}/api/v1/namespaces/default/pods"))
-                            .json(&pod(&name))
-                            .send()
-                            .await
+                    let request = if op == "create" {
+                        let body = pod(&format!("{tag}-{c}-{i}"));
+                        Request::post("/api/v1/namespaces/default/pods")
+                            .header("host", &addr)
+                            .header("content-type", "application/json")
+                            .body(Full::new(Bytes::from(body)))
                     } else {
-                        client
-                            .get(format!("{base}/api/v1/namespaces/default/pods/c1-0-{}", i % 50))
-                            .send()
-                            .await
+                        Request::get(format!("/api/v1/namespaces/default/pods/c1-0-{}", i % 50))
+                            .header("host", &addr)
+                            .body(Full::new(Bytes::new()))
                     };
-                    let status = ok.expect("request").status().as_u16();
+                    sender.ready().await.expect("connection");
+                    let response = sender.send_request(request.unwrap()).await.expect("request");
+                    let status = response.status().as_u16();
+                    response.into_body().collect().await.expect("response body");
                     assert!(status == 201 || status == 200, "status {status}");
                     done.fetch_add(1, Ordering::Relaxed);
                     i += 1;
@@ -73,11 +84,16 @@ async fn main() {
         .args(["server", "--insecure-port", &port.to_string(), "--data-dir"])
         .arg(data.path())
         .env("RUST_LOG", "warn")
+        // The API server and store alone: a scheduler and node agent would add their own writes
+        // (bindings, status, events) for every created pod.
+        .env("KPLANE_SCHEDULER__ENABLED", "false")
+        .env("KPLANE_AGENT__ENABLED", "false")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let ready = client.get(format!("{base}/api/v1/namespaces/default")).send().await;
@@ -89,11 +105,11 @@ async fn main() {
     }
     let mut results = serde_json::Map::new();
     for clients in [1usize, 16, 64] {
-        let rate = run_phase(&client, &base, clients, "create", &format!("c{clients}")).await;
+        let rate = run_phase(&addr, clients, "create", &format!("c{clients}")).await;
         println!("durable creates/s with {clients:>2} clients: {rate:>9.0}");
         results.insert(format!("creates_per_sec_{clients}_clients"), json!(rate.round()));
     }
-    let gets = run_phase(&client, &base, 64, "get", "g").await;
+    let gets = run_phase(&addr, 64, "get", "g").await;
     println!("gets/s with 64 clients: {gets:>9.0}");
     results.insert("gets_per_sec_64_clients".into(), json!(gets.round()));
     let ratio = results["creates_per_sec_64_clients"].as_f64().unwrap()

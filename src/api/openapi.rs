@@ -601,7 +601,7 @@ pub fn unknown_fields(group: &str, kind: &str, object: &serde_json::Value) -> Ve
     let docs = &*DOCS;
     let mut out = Vec::new();
     if let Some(name) = docs.kinds.get(&(group.to_string(), kind.to_string())) {
-        walk(&schema_ref(name), object, String::new(), &docs.schemas, &mut out);
+        walk(&schema_ref(name), object, &mut String::new(), &docs.schemas, &mut out);
     }
     out
 }
@@ -632,13 +632,17 @@ fn effective<'a>(
     }
 }
 
+/// Walks `value` against `schema`; `path` is where `value` is (one buffer, extended and cut
+/// back as the walk goes, so that only unknown fields cost an allocation).
 fn walk(
     schema: &Value,
     value: &Value,
-    path: String,
+    path: &mut String,
     schemas: &Map<String, Value>,
     out: &mut Vec<String>,
 ) {
+    use std::fmt::Write as _;
+    let at = path.len();
     let mut parts = Vec::new();
     effective(schema, schemas, &mut parts, 0);
     let accepts_anything = parts.iter().any(|s| {
@@ -658,22 +662,27 @@ fn walk(
             if properties.is_empty() {
                 if let Some(add) = additional.filter(|a| a.is_object()) {
                     for (k, v) in fields {
-                        walk(add, v, format!("{path}.{k}"), schemas, out);
+                        path.push('.');
+                        path.push_str(k);
+                        walk(add, v, path, schemas, out);
+                        path.truncate(at);
                     }
                 }
                 return;
             }
             for (k, v) in fields {
-                let child = format!("{path}.{k}");
+                path.push('.');
+                path.push_str(k);
                 if let Some(prop) = properties.iter().find_map(|p| p.get(k)) {
-                    walk(prop, v, child, schemas, out);
+                    walk(prop, v, path, schemas, out);
                 } else {
                     match additional {
-                        Some(add) if add.is_object() => walk(add, v, child, schemas, out),
+                        Some(add) if add.is_object() => walk(add, v, path, schemas, out),
                         Some(Value::Bool(true)) => {}
-                        _ => out.push(child),
+                        _ => out.push(path.clone()),
                     }
                 }
+                path.truncate(at);
             }
         }
         Value::Array(items) => {
@@ -681,7 +690,9 @@ fn walk(
                 parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object())
             {
                 for (i, v) in items.iter().enumerate() {
-                    walk(item_schema, v, format!("{path}[{i}]"), schemas, out);
+                    let _ = write!(path, "[{i}]");
+                    walk(item_schema, v, path, schemas, out);
+                    path.truncate(at);
                 }
             }
         }

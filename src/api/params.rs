@@ -92,6 +92,7 @@ impl Query {
                 .get("resourceVersionMatch")
                 .filter(|v| !v.is_empty())
                 .map(String::from),
+            metadata_only: false,
         })
     }
 
@@ -102,6 +103,7 @@ impl Query {
             resource_version: self.get("resourceVersion").map(String::from),
             allow_bookmarks: self.flag("allowWatchBookmarks")?,
             send_initial_events: self.flag("sendInitialEvents")?,
+            metadata_only: false,
         })
     }
 

@@ -470,8 +470,8 @@ async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(),
 
 /// Feeds the agent the pods bound to `node` until the agent stops.
 async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAgent>) {
-    let selector = Some(format!("spec.nodeName={node}"));
-    informer::list_watch(client, pods(), selector, move |feed| {
+    let scope = informer::Scope::fields(format!("spec.nodeName={node}"));
+    informer::list_watch(client, pods(), scope, move |feed| {
         match feed {
             Feed::Listed(pods) => agent.do_send(Relisted(pods)),
             Feed::Changed(kind, pod) => agent.do_send(PodEvent(kind, pod)),

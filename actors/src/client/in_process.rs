@@ -10,7 +10,7 @@ use crate::core::{
     ApiCore, ApiError, DeleteOptions, ListOptions, PatchType, WatchFrame, WatchOptions,
     WriteOptions,
 };
-use crate::model::ResourceType;
+use crate::model::{ResourceType, StoredObject};
 
 #[async_trait]
 impl ApiClient for ApiCore {
@@ -30,9 +30,14 @@ impl ApiClient for ApiCore {
         options: &ListOptions,
     ) -> Result<ClientList, ApiError> {
         let list = ApiCore::list(self, resource, namespace, options).await?;
+        let value = if options.metadata_only {
+            StoredObject::metadata_value
+        } else {
+            StoredObject::to_value
+        };
         Ok(ClientList {
             resource_version: list.resource_version.to_string(),
-            items: list.items.iter().map(|o| o.to_value()).collect(),
+            items: list.items.iter().map(|o| value(o)).collect(),
             continue_token: list.continue_token,
         })
     }
@@ -124,9 +129,14 @@ impl ApiClient for ApiCore {
         options: &WatchOptions,
     ) -> Result<ClientWatch, ApiError> {
         let stream = ApiCore::watch(self, resource, namespace, options).await?;
+        let value = if options.metadata_only {
+            StoredObject::metadata_value
+        } else {
+            StoredObject::to_value
+        };
         Ok(stream
-            .map(|frame| match frame {
-                WatchFrame::Event(t, object) => ClientEvent::Object(t, object.to_value()),
+            .map(move |frame| match frame {
+                WatchFrame::Event(t, object) => ClientEvent::Object(t, value(&object)),
                 WatchFrame::Bookmark { resource_version, .. } => {
                     ClientEvent::Bookmark { resource_version: resource_version.to_string() }
                 }

@@ -27,17 +27,35 @@ pub enum Feed {
     Unavailable(ApiError),
 }
 
+/// Which objects a list-watch follows, and how much of them.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub field_selector: Option<String>,
+    /// Only `metadata` is needed (the garbage collector's case): cheaper in-process.
+    pub metadata_only: bool,
+}
+
+impl Scope {
+    pub fn fields(selector: impl Into<String>) -> Self {
+        Scope { field_selector: Some(selector.into()), metadata_only: false }
+    }
+}
+
 /// Runs until `sink` returns false (its receiver is gone).
 pub async fn list_watch(
     client: Arc<dyn ApiClient>,
     resource: &'static ResourceType,
-    field_selector: Option<String>,
+    scope: Scope,
     mut sink: impl FnMut(Feed) -> bool,
 ) {
     let mut wait = Duration::from_millis(200);
+    let Scope { field_selector, metadata_only } = scope;
     loop {
-        let options =
-            ListOptions { field_selector: field_selector.clone(), ..ListOptions::default() };
+        let options = ListOptions {
+            field_selector: field_selector.clone(),
+            metadata_only,
+            ..ListOptions::default()
+        };
         let list = match client.list(resource, None, &options).await {
             Ok(list) => list,
             Err(error) => {
@@ -59,6 +77,7 @@ pub async fn list_watch(
             field_selector: field_selector.clone(),
             resource_version: Some(list.resource_version),
             allow_bookmarks: true,
+            metadata_only,
             ..WatchOptions::default()
         };
         let mut events = match client.watch(resource, None, &options).await {

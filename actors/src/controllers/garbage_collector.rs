@@ -243,7 +243,8 @@ impl Actor for GarbageCollector {
         for resource in resources::RESOURCES.iter().filter(|r| resources::is_stored(r)) {
             let addr = ctx.address();
             let client = self.client.clone();
-            actix::spawn(informer::list_watch(client, resource, None, move |feed| {
+            let scope = informer::Scope { metadata_only: true, ..Default::default() };
+            actix::spawn(informer::list_watch(client, resource, scope, move |feed| {
                 addr.do_send(Informed(resource, feed));
                 addr.connected()
             }));

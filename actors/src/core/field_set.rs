@@ -96,6 +96,15 @@ fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
     Some(format!("k:{}", Value::Object(key)))
 }
 
+/// The `f:` element of a field (built without the formatting machinery: this runs for every
+/// field of every object written).
+fn field_element(name: &str) -> String {
+    let mut element = String::with_capacity(name.len() + 2);
+    element.push_str("f:");
+    element.push_str(name);
+    element
+}
+
 fn leaf() -> FieldSet {
     FieldSet { itself: true, children: BTreeMap::new() }
 }
@@ -114,7 +123,7 @@ impl FieldSet {
         let mut set = FieldSet::default();
         if let Value::Object(map) = object {
             for (k, v) in map {
-                set.children.insert(format!("f:{k}"), Self::of_value(v, "", k));
+                set.children.insert(field_element(k), Self::of_value(v, "", k));
             }
         }
         set
@@ -129,7 +138,7 @@ impl FieldSet {
                     Some(before) => Self::changed_value(before, v, "", k),
                     None => Self::of_value(v, "", k),
                 };
-                set.insert_child(format!("f:{k}"), changed);
+                set.insert_child(field_element(k), changed);
             }
         }
         set
@@ -143,7 +152,7 @@ impl FieldSet {
                 let mut set =
                     FieldSet { itself: FREE_FORM_MAPS.contains(&field), children: BTreeMap::new() };
                 for (k, v) in map {
-                    set.children.insert(format!("f:{k}"), Self::of_value(v, &path, k));
+                    set.children.insert(field_element(k), Self::of_value(v, &path, k));
                 }
                 set
             }
@@ -174,7 +183,7 @@ impl FieldSet {
         let mut set = leaf();
         if let Value::Object(map) = item {
             for (k, v) in map {
-                set.children.insert(format!("f:{k}"), Self::of_value(v, list_path, k));
+                set.children.insert(field_element(k), Self::of_value(v, list_path, k));
             }
         }
         set
@@ -190,7 +199,7 @@ impl FieldSet {
                         Some(before) => Self::changed_value(before, v, &path, k),
                         None => Self::of_value(v, &path, k),
                     };
-                    set.insert_child(format!("f:{k}"), changed);
+                    set.insert_child(field_element(k), changed);
                 }
                 set
             }
@@ -237,7 +246,7 @@ impl FieldSet {
                 Some(before) => Self::changed_value(before, v, list_path, k),
                 None => Self::of_value(v, list_path, k),
             };
-            set.insert_child(format!("f:{k}"), changed);
+            set.insert_child(field_element(k), changed);
         }
         set
     }

@@ -11,6 +11,9 @@ pub struct ListOptions {
     pub resource_version: Option<String>,
     /// `Exact` (the state at exactly `resource_version`) or `NotOlderThan` (the default).
     pub resource_version_match: Option<String>,
+    /// A hint that only `kind`, `apiVersion` and `metadata` are needed (as a metadata informer
+    /// asks); a client may still return whole objects.
+    pub metadata_only: bool,
 }
 
 /// Options of a watch.
@@ -23,6 +26,8 @@ pub struct WatchOptions {
     pub allow_bookmarks: bool,
     /// Send the current state first, then a bookmark marking its end.
     pub send_initial_events: bool,
+    /// As for lists: only `kind`, `apiVersion` and `metadata` are needed.
+    pub metadata_only: bool,
 }
 
 /// Options of a delete.

@@ -70,6 +70,58 @@ impl StoredObject {
     pub fn to_value(&self) -> Value {
         serde_json::from_slice(&self.raw).expect("stored objects are valid JSON")
     }
+
+    /// Only `apiVersion`, `kind` and `metadata` without its `managedFields` (what a metadata
+    /// informer needs): the rest of the JSON is skipped, not built.
+    pub fn metadata_value(&self) -> Value {
+        #[derive(serde::Deserialize)]
+        struct Partial {
+            #[serde(rename = "apiVersion", default)]
+            api_version: Value,
+            #[serde(default)]
+            kind: Value,
+            #[serde(default)]
+            metadata: MetadataWithoutManagedFields,
+        }
+        let partial: Partial =
+            serde_json::from_slice(&self.raw).expect("stored objects are valid JSON");
+        serde_json::json!({"apiVersion": partial.api_version, "kind": partial.kind,
+            "metadata": Value::Object(partial.metadata.0)})
+    }
+}
+
+/// An object's metadata as read for a metadata-only view: `managedFields` (most of it, and of
+/// no use there) is skipped while parsing.
+#[derive(Default)]
+struct MetadataWithoutManagedFields(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for MetadataWithoutManagedFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = MetadataWithoutManagedFields;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("object metadata")
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut fields = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "managedFields" {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        fields.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(MetadataWithoutManagedFields(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 #[cfg(test)]
@@ -83,12 +135,16 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         let key = ObjectKey::new(pods, "ns", "p");
         let value = json!({"kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1",
-            "labels":{"a":"b"}},"spec":{"nodeName":"n"}});
+            "labels":{"a":"b"},"managedFields":[{"manager":"m"}]},"spec":{"nodeName":"n"}});
         let obj = StoredObject::from_value(key.clone(), value, 42);
         assert_eq!(obj.labels.get("a").map(String::as_str), Some("b"));
         assert_eq!(obj.fields.get("spec.nodeName"), Some("n"));
         assert_eq!(obj.uid, "u1");
         assert_eq!(obj.to_value()["metadata"]["resourceVersion"], "42");
+        let partial = obj.metadata_value();
+        assert_eq!(partial["metadata"]["labels"]["a"], "b");
+        assert!(partial.get("spec").is_none());
+        assert!(partial["metadata"].get("managedFields").is_none());
         assert_eq!(StoredObject::from_raw(key, 42, obj.raw.clone()).unwrap(), obj);
     }
 }

@@ -433,11 +433,11 @@ impl Actor for Scheduler {
         ] {
             let addr = ctx.address();
             let client = self.client.clone();
-            let selector = selector.map(String::from);
+            let scope = selector.map(informer::Scope::fields).unwrap_or_default();
             actix::spawn(informer::list_watch(
                 client,
                 resource(group, plural),
-                selector,
+                scope,
                 move |feed| {
                     addr.do_send(Informed(watched, feed));
                     addr.connected()
