@@ -150,3 +150,33 @@ fn apply_patch_over_http() {
     assert_eq!(code, 200);
     assert!(updated["metadata"].get("managedFields").is_none(), "{updated}");
 }
+
+#[test]
+fn apply_to_status_and_dry_run() {
+    let server = Server::start();
+    let (code, _) = server.post("/api/v1/namespaces/default/pods", &crate::util::pod("p"));
+    assert_eq!(code, 201);
+    let apply = "application/apply-patch+yaml";
+    let status = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},
+        "spec":{"nodeName":"ignored"},
+        "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#;
+    let path = "/api/v1/namespaces/default/pods/p/status?fieldManager=agent";
+    let (code, pod) = server.send_raw("PATCH", path, Some(apply), status.to_vec());
+    assert_eq!(code, 200, "{pod}");
+    assert_eq!(pod["status"]["phase"], "Running");
+    assert!(pod["spec"].get("nodeName").is_none(), "a status apply leaves spec alone");
+    let entries = pod["metadata"]["managedFields"].as_array().unwrap();
+    let agent = entries.iter().find(|e| e["manager"] == "agent").expect("agent's entry");
+    assert_eq!(agent["operation"], "Apply");
+    assert_eq!(agent["subresource"], "status");
+    assert!(agent["fieldsV1"]["f:status"]["f:conditions"].is_object(), "{agent}");
+
+    // dryRun=All answers what would be, stores nothing.
+    let config =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dry"},"data":{"a":"1"}}"#;
+    let dry = "/api/v1/namespaces/default/configmaps/dry?fieldManager=m&dryRun=All";
+    let (code, answered) = server.send_raw("PATCH", dry, Some(apply), config.to_vec());
+    assert_eq!(code, 201, "{answered}");
+    assert_eq!(answered["data"]["a"], "1");
+    assert_eq!(server.get("/api/v1/namespaces/default/configmaps/dry").0, 404);
+}
