@@ -503,7 +503,12 @@ impl ApiCore {
                 Err(ApiError::Conflict { .. }) if !pinned && attempts < UPDATE_RETRIES => {
                     tokio::task::yield_now().await;
                 }
-                other => return other.map(|o| view.map_or(o.clone(), |v| v.object(o))),
+                other => {
+                    return other.map(|written| match view {
+                        Some(view) => view.object(written),
+                        None => written,
+                    })
+                }
             }
         }
     }
