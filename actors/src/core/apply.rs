@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::managed_fields::{self, FieldConflict, ManagedFields, Operation, Writer};
-use super::{has_status, metadata, parse_rv, set_namespace, typed_object, writer};
+use super::writer;
+use super::{has_status, metadata, requested_revision, set_name, set_namespace, typed_object};
 use super::{ApiCore, ApiError, Ownership, Part, View, WriteOptions, UPDATE_RETRIES};
 use crate::model::{resources, FieldError, ObjectKey, ResourceType, StoredObject};
 
@@ -186,22 +187,9 @@ fn applied_configuration(
     }
     let mut config = typed_object(resource, without_nulls(config))?;
     let meta = metadata(&mut config)?;
-    match meta.get("name").and_then(Value::as_str) {
-        Some(n) if n == name => {}
-        None | Some("") => {
-            meta.insert("name".into(), json!(name));
-        }
-        Some(n) => {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )))
-        }
-    }
+    set_name(meta, name)?;
     set_namespace(resource, namespace, meta)?;
-    let pinned = match meta.get("resourceVersion").and_then(Value::as_str) {
-        None | Some("") => None,
-        Some(rv) => Some(parse_rv(rv)?),
-    };
+    let pinned = requested_revision(meta)?;
     for field in SERVER_METADATA {
         meta.shift_remove(*field);
     }

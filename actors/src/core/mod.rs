@@ -348,21 +348,8 @@ impl ApiCore {
         let mut object = typed_object(resource, body)?;
         let meta = metadata(&mut object)?;
         set_namespace(resource, namespace, meta)?;
-        match meta.get("name").and_then(Value::as_str) {
-            Some(n) if n == name => {}
-            None | Some("") => {
-                meta.insert("name".into(), json!(name));
-            }
-            Some(n) => {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )))
-            }
-        }
-        let requested_rv = match meta.get("resourceVersion").and_then(Value::as_str) {
-            None | Some("") => None,
-            Some(rv) => Some(parse_rv(rv)?),
-        };
+        set_name(meta, name)?;
+        let requested_rv = requested_revision(meta)?;
         let key = ObjectKey::new(resource, namespace, name);
         let requested = Preconditions { resource_version: requested_rv, uid: None };
         let mut attempts = 0;
@@ -898,6 +885,28 @@ fn set_namespace(
             meta.insert("namespace".into(), json!(namespace));
             Ok(())
         }
+    }
+}
+
+/// Fills the object's name from the URL, or checks that it is the URL's.
+fn set_name(meta: &mut Map<String, Value>, name: &str) -> Result<(), ApiError> {
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if n == name => Ok(()),
+        None | Some("") => {
+            meta.insert("name".into(), json!(name));
+            Ok(())
+        }
+        Some(n) => Err(ApiError::BadRequest(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+    }
+}
+
+/// The resourceVersion an object body names (a precondition), if any.
+fn requested_revision(meta: &Map<String, Value>) -> Result<Option<u64>, ApiError> {
+    match meta.get("resourceVersion").and_then(Value::as_str) {
+        None | Some("") => Ok(None),
+        Some(rv) => parse_rv(rv).map(Some),
     }
 }
 
