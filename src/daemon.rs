@@ -96,8 +96,9 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         StoreOptions { shards: settings.shards, data_dir: Some(settings.data_dir.join("store")) };
     let store = Store::open(&store_options, &hub)?;
     tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
-    let core =
-        ApiCore::new(store.clone(), hub).with_service_ranges(settings.service_ranges.clone());
+    let core = ApiCore::new(store.clone(), hub)
+        .with_service_ranges(settings.service_ranges.clone())
+        .with_pruner(Arc::new(api::openapi::prune));
     if let Err(e) = core.bootstrap().await {
         store.close(std::time::Duration::from_secs(10)).await;
         return Err(e.into());

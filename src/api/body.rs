@@ -83,12 +83,21 @@ impl FieldValidation {
         }
     }
 
-    /// Checks `object` against its schema: an error under Strict, warnings under Warn.
-    pub fn check(self, resource: &ResourceType, object: &Value) -> Result<Vec<String>, HttpError> {
+    /// Checks `object` against its schema: unknown fields are an error under Strict; under Warn
+    /// and Ignore they are dropped, as Kubernetes drops them when it decodes a built-in type
+    /// (Warn answers with a warning for each).
+    pub fn check(
+        self,
+        resource: &ResourceType,
+        object: &mut Value,
+    ) -> Result<Vec<String>, HttpError> {
+        use super::openapi::{unknown_fields, Unknown};
+        let handling =
+            if self == FieldValidation::Strict { Unknown::Report } else { Unknown::Drop };
+        let unknown = unknown_fields(resource.group, resource.kind, object, handling);
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
-        let unknown = super::openapi::unknown_fields(resource.group, resource.kind, object);
         let messages: Vec<String> = unknown
             .iter()
             .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))

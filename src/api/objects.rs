@@ -134,8 +134,8 @@ async fn dispatch(
             let mut options = query.write_options(&req)?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let Some(patch_type) = patch_type(&req)? else {
-                let config = body::parse_yaml(&bytes)?;
-                let warnings = validation.check(resource, &config)?;
+                let mut config = body::parse_yaml(&bytes)?;
+                let warnings = validation.check(resource, &mut config)?;
                 if query.get("fieldManager").is_none_or(str::is_empty) {
                     options.field_manager = None;
                 }
@@ -232,8 +232,8 @@ async fn read_object(
 ) -> Result<(Value, Vec<String>), HttpError> {
     let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
     let bytes = body::read(payload, state.max_body_bytes).await?;
-    let value = body::decode_object(req, &bytes)?;
-    let warnings = validation.check(resource, &value)?;
+    let mut value = body::decode_object(req, &bytes)?;
+    let warnings = validation.check(resource, &mut value)?;
     Ok((value, warnings))
 }
 

@@ -8,7 +8,8 @@
 //!   (OpenAPI 3 settings, so references point at `#/components/schemas/...`), tagged with
 //!   their group-version-kind;
 //! * [`unknown_fields`], which walks a JSON object against its kind's schema to find fields
-//!   the schema does not declare (the basis of `fieldValidation=Strict`).
+//!   the schema does not declare (the basis of `fieldValidation=Strict`) and, as Kubernetes
+//!   does when it decodes a built-in type, drops them.
 //!
 //! Every document is built on first use and kept as serialized bytes for the process lifetime.
 
@@ -593,17 +594,38 @@ fn group_version_document(
     })
 }
 
+/// What to do with the fields a schema does not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unknown {
+    /// Only report them.
+    Report,
+    /// Report and remove them.
+    Drop,
+}
+
 /// Returns the paths (`.spec.containers[0].foo`, `.spec.bogus`) of fields in `object` that the
-/// schema of `kind` in `group` (empty for core) does not declare. Map values
-/// (`additionalProperties`), int-or-string, quantities, `x-kubernetes-preserve-unknown-fields`
-/// and untyped schemas accept anything. An unknown kind yields no fields.
-pub fn unknown_fields(group: &str, kind: &str, object: &serde_json::Value) -> Vec<String> {
+/// schema of `kind` in `group` (empty for core) does not declare, and with [`Unknown::Drop`]
+/// removes them. Map values (`additionalProperties`), int-or-string, quantities,
+/// `x-kubernetes-preserve-unknown-fields` and untyped schemas accept anything. An unknown kind
+/// yields no fields.
+pub fn unknown_fields(
+    group: &str,
+    kind: &str,
+    object: &mut Value,
+    unknown: Unknown,
+) -> Vec<String> {
     let docs = &*DOCS;
     let mut out = Vec::new();
     if let Some(name) = docs.kinds.get(&(group.to_string(), kind.to_string())) {
-        walk(&schema_ref(name), object, &mut String::new(), &docs.schemas, &mut out);
+        let mut path = String::new();
+        walk(&schema_ref(name), object, &mut path, &docs.schemas, &mut out, unknown);
     }
     out
+}
+
+/// Drops the fields of `object` its kind's schema does not declare (the API core's pruner).
+pub fn prune(resource: &ResourceType, object: &mut Value) {
+    unknown_fields(resource.group, resource.kind, object, Unknown::Drop);
 }
 
 /// Flattens `schema` into the list of schemas it stands for (itself, its `$ref` target and
@@ -636,10 +658,11 @@ fn effective<'a>(
 /// back as the walk goes, so that only unknown fields cost an allocation).
 fn walk(
     schema: &Value,
-    value: &Value,
+    value: &mut Value,
     path: &mut String,
     schemas: &Map<String, Value>,
     out: &mut Vec<String>,
+    unknown: Unknown,
 ) {
     use std::fmt::Write as _;
     let at = path.len();
@@ -661,37 +684,46 @@ fn walk(
             let additional = parts.iter().find_map(|s| s.get("additionalProperties"));
             if properties.is_empty() {
                 if let Some(add) = additional.filter(|a| a.is_object()) {
-                    for (k, v) in fields {
+                    for (k, v) in fields.iter_mut() {
                         path.push('.');
                         path.push_str(k);
-                        walk(add, v, path, schemas, out);
+                        walk(add, v, path, schemas, out, unknown);
                         path.truncate(at);
                     }
                 }
                 return;
             }
-            for (k, v) in fields {
+            let mut undeclared = Vec::new();
+            for (k, v) in fields.iter_mut() {
                 path.push('.');
                 path.push_str(k);
                 if let Some(prop) = properties.iter().find_map(|p| p.get(k)) {
-                    walk(prop, v, path, schemas, out);
+                    walk(prop, v, path, schemas, out, unknown);
                 } else {
                     match additional {
-                        Some(add) if add.is_object() => walk(add, v, path, schemas, out),
+                        Some(add) if add.is_object() => walk(add, v, path, schemas, out, unknown),
                         Some(Value::Bool(true)) => {}
-                        _ => out.push(path.clone()),
+                        _ => {
+                            out.push(path.clone());
+                            undeclared.push(k.clone());
+                        }
                     }
                 }
                 path.truncate(at);
+            }
+            if unknown == Unknown::Drop {
+                for k in undeclared {
+                    fields.shift_remove(&k);
+                }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) =
                 parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object())
             {
-                for (i, v) in items.iter().enumerate() {
+                for (i, v) in items.iter_mut().enumerate() {
                     let _ = write!(path, "[{i}]");
-                    walk(item_schema, v, path, schemas, out);
+                    walk(item_schema, v, path, schemas, out, unknown);
                     path.truncate(at);
                 }
             }
@@ -877,7 +909,7 @@ mod tests {
                 "bogus": true
             }
         });
-        let mut found = unknown_fields("", "Pod", &pod);
+        let mut found = unknown_fields("", "Pod", &mut pod.clone(), Unknown::Report);
         found.sort();
         assert_eq!(found, vec![".spec.bogus".to_string(), ".spec.containers[1].foo".to_string()]);
     }
@@ -911,27 +943,48 @@ mod tests {
             },
             "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
         });
-        assert_eq!(unknown_fields("", "Pod", &pod), Vec::<String>::new());
+        assert_eq!(
+            unknown_fields("", "Pod", &mut pod.clone(), Unknown::Report),
+            Vec::<String>::new()
+        );
 
         let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
             "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
-        assert_eq!(unknown_fields("", "Service", &svc), Vec::<String>::new());
+        assert_eq!(
+            unknown_fields("", "Service", &mut svc.clone(), Unknown::Report),
+            Vec::<String>::new()
+        );
 
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
             "data": {"any.key": "v", "other": "w"}, "binaryData": {"b": "aGk="}});
-        assert_eq!(unknown_fields("", "ConfigMap", &cm), Vec::<String>::new());
+        assert_eq!(
+            unknown_fields("", "ConfigMap", &mut cm.clone(), Unknown::Report),
+            Vec::<String>::new()
+        );
         let bad_cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "nope": 1}, "dat": {}});
-        let mut found = unknown_fields("", "ConfigMap", &bad_cm);
+        let mut found = unknown_fields("", "ConfigMap", &mut bad_cm.clone(), Unknown::Report);
         found.sort();
         assert_eq!(found, vec![".dat".to_string(), ".metadata.nope".to_string()]);
+        let mut pruned = bad_cm.clone();
+        unknown_fields("", "ConfigMap", &mut pruned, Unknown::Drop);
+        assert_eq!(
+            pruned,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+        );
 
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
             "spec": {"holderIdentity": "h", "leaseDurationSeconds": 10, "renewTime": "2024-01-01T00:00:00.000000Z"}});
-        assert_eq!(unknown_fields("coordination.k8s.io", "Lease", &lease), Vec::<String>::new());
+        assert_eq!(
+            unknown_fields("coordination.k8s.io", "Lease", &mut lease.clone(), Unknown::Report),
+            Vec::<String>::new()
+        );
 
         let list = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {},
             "items": [{"metadata": {"name": "a"}, "data": {"x": "y"}, "zzz": 1}]});
-        assert_eq!(unknown_fields("", "ConfigMapList", &list), vec![".items[0].zzz".to_string()]);
-        assert!(unknown_fields("", "NoSuchKind", &list).is_empty());
+        assert_eq!(
+            unknown_fields("", "ConfigMapList", &mut list.clone(), Unknown::Report),
+            vec![".items[0].zzz".to_string()]
+        );
+        assert!(unknown_fields("", "NoSuchKind", &mut list.clone(), Unknown::Report).is_empty());
     }
 }

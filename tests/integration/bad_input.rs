@@ -143,6 +143,17 @@ fn strict_field_validation_names_the_unknown_field() {
         server.http.post(server.url("/api/v1/namespaces/default/pods")).json(&p).send().unwrap();
     assert_eq!(response.status().as_u16(), 201);
     assert!(response.headers().get("warning").is_some());
+    // ... and drops them, as Kubernetes does when it decodes a built-in type; so do patches.
+    let (_, stored) = server.get("/api/v1/namespaces/default/pods/strict");
+    assert!(stored["spec"].get("bogus").is_none(), "{stored}");
+    assert!(stored["spec"]["containers"][0].get("imagePullPolisy").is_none(), "{stored}");
+    let patch = br#"{"spec":{"alsoBogus":1},"metadata":{"labels":{"kept":"yes"}}}"#.to_vec();
+    let merge = Some("application/merge-patch+json");
+    let (code, patched) =
+        server.send_raw("PATCH", "/api/v1/namespaces/default/pods/strict", merge, patch);
+    assert_eq!(code, 200, "{patched}");
+    assert!(patched["spec"].get("alsoBogus").is_none(), "{patched}");
+    assert_eq!(patched["metadata"]["labels"]["kept"], "yes");
 }
 
 #[test]

@@ -64,7 +64,13 @@ pub struct ApiCore {
     services: Arc<service_ips::ServiceAllocator>,
     /// The field manager of writes that name none (in-process components).
     manager: Arc<str>,
+    /// Drops the fields a kind's schema does not declare from a patched object.
+    prune: Option<Pruner>,
 }
+
+/// Removes from an object the fields its resource's schema does not declare (the HTTP edge
+/// owns the schemas and supplies it).
+pub type Pruner = Arc<dyn Fn(&'static ResourceType, &mut Value) + Send + Sync>;
 
 /// How a write records field ownership.
 enum Ownership<'a> {
@@ -81,7 +87,14 @@ fn namespaces() -> &'static ResourceType {
 impl ApiCore {
     pub fn new(store: Store, hub: HubHandle) -> Self {
         let services = Arc::new(service_ips::ServiceAllocator::new(ServiceRanges::default()));
-        Self { store, hub, services, manager: Arc::from("kplane") }
+        Self { store, hub, services, manager: Arc::from("kplane"), prune: None }
+    }
+
+    /// Patched objects lose the fields their schema does not declare, as in Kubernetes (bodies
+    /// of creates and updates are pruned at the edge, which also warns about them).
+    pub fn with_pruner(mut self, prune: Pruner) -> Self {
+        self.prune = Some(prune);
+        self
     }
 
     /// The same core, writing as `manager` when a write names no field manager.
@@ -471,6 +484,9 @@ impl ApiCore {
                 }
                 None => patch::apply(&current.to_value(), patch_type, patch)?,
             };
+            if let Some(prune) = &self.prune {
+                prune(resource, &mut next);
+            }
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = next
