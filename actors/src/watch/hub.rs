@@ -61,9 +61,9 @@ impl Subscriber {
         Some(WatchItem::Event(kind, event.object.clone()))
     }
 
-    /// Hands an item over without ever waiting; false when the watcher must be dropped.
-    /// Sends `items` (in order); false when the watcher is gone or has fallen too far behind
-    /// (then it is dropped, which ends its stream with an error after what it was sent).
+    /// Hands `items` over (in order) without ever waiting; false when the watcher is gone or
+    /// has fallen too far behind (then it is dropped, which ends its stream with an error after
+    /// what it was sent).
     fn offer(&self, items: Delivery) -> bool {
         let count = items.len();
         if count == 0 {
