@@ -258,10 +258,14 @@ impl FieldSet {
     }
 
     /// Adds the members of `other`.
-    pub fn union(&mut self, other: &FieldSet) {
+    pub fn union(&mut self, other: FieldSet) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
         self.itself |= other.itself;
-        for (element, child) in &other.children {
-            self.children.entry(element.clone()).or_default().union(child);
+        for (element, child) in other.children {
+            self.children.entry(element).or_default().union(child);
         }
     }
 
@@ -355,13 +359,13 @@ impl FieldSet {
     }
 
     /// The FieldsV1 JSON form.
-    pub fn to_json(&self) -> Value {
+    pub fn into_json(self) -> Value {
         let mut map = Map::new();
         if self.itself && !self.children.is_empty() {
             map.insert(".".into(), Value::Object(Map::new()));
         }
-        for (element, child) in &self.children {
-            map.insert(element.clone(), child.to_json());
+        for (element, child) in self.children {
+            map.insert(element, child.into_json());
         }
         Value::Object(map)
     }
@@ -567,7 +571,7 @@ mod tests {
         let pod = json!({"metadata": {"labels": {"app": "x"}, "finalizers": ["a/b"]},
             "spec": {"containers": [{"name": "c", "image": "i", "args": ["1"],
                 "ports": [{"containerPort": 80}]}]}});
-        let json = FieldSet::of_object(&pod).to_json();
+        let json = FieldSet::of_object(&pod).into_json();
         assert_eq!(
             json,
             json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}},
@@ -590,7 +594,7 @@ mod tests {
             "metadata": {"labels": {"x": "1", "y": "2"}}});
         let changed = FieldSet::changed(&old, &new);
         assert_eq!(
-            changed.to_json(),
+            changed.clone().into_json(),
             json!({"f:metadata": {"f:labels": {"f:y": {}}},
                 "f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}},
                     "k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}}})
@@ -607,7 +611,7 @@ mod tests {
         assert!(!b.touches(&path(&["f:data", "f:a"])));
         assert!(b.touches(&path(&["f:data"])));
         let mut c = b.clone();
-        c.union(&a);
+        c.union(a.clone());
         assert_eq!(c, a);
         c.retain_existing(&json!({"data": {"b": "2"}}));
         assert_eq!(c, b);

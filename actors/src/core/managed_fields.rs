@@ -51,7 +51,7 @@ impl Entry {
             && self.subresource == writer.subresource
     }
 
-    fn to_json(&self) -> Value {
+    fn into_json(self) -> Value {
         let mut entry = Map::new();
         entry.insert("manager".into(), json!(self.manager));
         entry.insert("operation".into(), json!(self.operation));
@@ -60,7 +60,7 @@ impl Entry {
             entry.insert("time".into(), json!(time));
         }
         entry.insert("fieldsType".into(), json!("FieldsV1"));
-        entry.insert("fieldsV1".into(), self.fields.to_json());
+        entry.insert("fieldsV1".into(), self.fields.into_json());
         if !self.subresource.is_empty() {
             entry.insert("subresource".into(), json!(self.subresource));
         }
@@ -178,14 +178,14 @@ impl ManagedFields {
     }
 
     /// Writes these entries into `object`'s metadata (none: the field goes).
-    pub fn write_to(&self, object: &mut Value) {
+    pub fn write_to(self, object: &mut Value) {
         let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
             return;
         };
         if self.entries.is_empty() {
             meta.shift_remove("managedFields");
         } else {
-            let list = self.entries.iter().map(Entry::to_json).collect();
+            let list = self.entries.into_iter().map(Entry::into_json).collect();
             meta.insert("managedFields".into(), Value::Array(list));
         }
     }
@@ -210,7 +210,7 @@ impl ManagedFields {
         }
         if !changed.is_empty() {
             let entry = self.entry(writer);
-            entry.fields.union(&changed);
+            entry.fields.union(changed);
             entry.time = Some(now());
         }
         self.entries.retain(|e| !e.fields.is_empty());
@@ -273,7 +273,7 @@ impl ManagedFields {
                         path: display_path(path),
                         elements: path.clone(),
                     });
-                    taken.union(&FieldSet::single(path));
+                    taken.union(FieldSet::single(path));
                 }
             }
             if force {
@@ -341,7 +341,7 @@ mod tests {
     }
 
     fn owners(fields: &ManagedFields) -> Vec<(String, Value)> {
-        fields.entries.iter().map(|e| (e.manager.clone(), e.fields.to_json())).collect()
+        fields.entries.iter().map(|e| (e.manager.clone(), e.fields.clone().into_json())).collect()
     }
 
     #[test]
