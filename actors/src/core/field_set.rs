@@ -82,18 +82,25 @@ fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
 }
 
 /// The `k:` element of a keyed list's item; a missing `protocol` is TCP, its default.
+/// (`keys` are listed in alphabetical order, which is how the element names them.)
 fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
     let object = item.as_object()?;
-    let mut key = Map::new();
-    for name in keys {
-        let value = match object.get(*name) {
-            Some(v) if !v.is_null() => v.clone(),
-            _ if *name == "protocol" => Value::String("TCP".into()),
+    let mut key = String::from("k:{");
+    for (i, name) in keys.iter().enumerate() {
+        if i > 0 {
+            key.push(',');
+        }
+        key.push('"');
+        key.push_str(name);
+        key.push_str("\":");
+        match object.get(*name) {
+            Some(value) if !value.is_null() => key.push_str(&value.to_string()),
+            _ if *name == "protocol" => key.push_str("\"TCP\""),
             _ => return None,
-        };
-        key.insert((*name).to_string(), value);
+        }
     }
-    Some(format!("k:{}", Value::Object(key)))
+    key.push('}');
+    Some(key)
 }
 
 /// The `f:` element of a field (built without the formatting machinery: this runs for every

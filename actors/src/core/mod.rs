@@ -306,7 +306,7 @@ impl ApiCore {
             .get(&key)
             .await?
             .ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
-        if ns.to_value().pointer("/metadata/deletionTimestamp").is_some() {
+        if ns.metadata_value().pointer("/metadata/deletionTimestamp").is_some() {
             return Err(ApiError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
             )));
