@@ -131,14 +131,11 @@ async fn dispatch(
         }
         (Method::PATCH, Some(name)) => {
             let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
-            let mut options = query.write_options(&req)?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let Some(patch_type) = patch_type(&req)? else {
+                let options = query.apply_options(&req)?;
                 let mut config = body::parse_yaml(&bytes)?;
                 let warnings = validation.check(resource, &mut config)?;
-                if query.get("fieldManager").is_none_or(str::is_empty) {
-                    options.field_manager = None;
-                }
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -146,6 +143,7 @@ async fn dispatch(
                 add_warnings(&mut response, &warnings);
                 return Ok(response);
             };
+            let options = query.write_options(&req)?;
             if options.force {
                 return Err(HttpError::BadRequest(
                     "force: Forbidden: may not be specified for non-apply patch".into(),

@@ -71,6 +71,16 @@ impl Query {
         })
     }
 
+    /// The options of a server-side apply: as for other writes, but the field manager is only
+    /// the one the request names (Kubernetes requires it for apply, with no default).
+    pub fn apply_options(&self, req: &HttpRequest) -> Result<WriteOptions, HttpError> {
+        let mut options = self.write_options(req)?;
+        if self.get("fieldManager").is_none_or(str::is_empty) {
+            options.field_manager = None;
+        }
+        Ok(options)
+    }
+
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {
         let limit = match self.number("limit")? {
             Some(n) if n < 0 => {
