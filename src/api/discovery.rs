@@ -19,15 +19,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     for path in ["/api", "/api/"] {
         cfg.route(path, web::get().to(api_versions));
     }
-    for path in ["/apis", "/apis/"] {
-        cfg.route(path, web::get().to(api_groups));
-    }
-    for path in ["/api/v1", "/api/v1/"] {
-        cfg.route(path, web::get().to(core_resources));
-    }
-    cfg.route("/apis/{group}/{version}", web::get().to(group_resources));
-    cfg.route("/apis/{group}/{version}/", web::get().to(group_resources));
-    cfg.route("/apis/{group}", web::get().to(group));
+    // `/apis[/{group}[/{version}]]` and `/api/v1`: served under the resource scopes, which
+    // hand these paths back here (see `objects::configure`).
     for path in ["/healthz", "/livez", "/readyz"] {
         cfg.route(path, web::get().to(ok));
         cfg.route(&format!("{path}/{{check:.*}}"), web::get().to(ok));
@@ -77,14 +70,15 @@ fn group_entry(group: &str, version: &str) -> Value {
     json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-async fn api_groups() -> HttpResponse {
+/// `/apis`: the group list.
+pub fn api_groups() -> HttpResponse {
     let groups: Vec<Value> =
         resources::api_groups().into_iter().map(|(g, v)| group_entry(g, v)).collect();
     json_response(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
 }
 
-async fn group(path: web::Path<String>) -> Result<HttpResponse, HttpError> {
-    let name = path.into_inner();
+/// `/apis/{group}`: one group.
+pub fn group(name: &str) -> Result<HttpResponse, HttpError> {
     let (g, v) = resources::api_groups()
         .into_iter()
         .find(|(g, _)| *g == name)
@@ -95,16 +89,17 @@ async fn group(path: web::Path<String>) -> Result<HttpResponse, HttpError> {
     Ok(json_response(entry))
 }
 
-async fn core_resources() -> HttpResponse {
+/// `/api/v1`: the core group's resources.
+pub fn core_resources() -> HttpResponse {
     json_response(resource_list("", "v1"))
 }
 
-async fn group_resources(path: web::Path<(String, String)>) -> Result<HttpResponse, HttpError> {
-    let (group, version) = path.into_inner();
+/// `/apis/{group}/{version}`: one group version's resources.
+pub fn group_resources(group: &str, version: &str) -> Result<HttpResponse, HttpError> {
     if !resources::api_groups().iter().any(|(g, v)| *g == group && *v == version) {
         return Err(HttpError::NoSuchPath);
     }
-    Ok(json_response(resource_list(&group, &version)))
+    Ok(json_response(resource_list(group, version)))
 }
 
 /// The APIResourceList of one group version, subresources as `parent/sub` entries.

@@ -59,10 +59,10 @@ pub fn app(
     actix_web::App::new()
         .app_data(state)
         .wrap(actix_web::middleware::from_fn(metrics::observe))
+        .configure(objects::configure)
         .configure(discovery::configure)
         .configure(openapi::configure)
         .configure(metrics::configure)
-        .configure(objects::configure)
         .default_service(web::to(not_found))
 }
 

@@ -17,30 +17,73 @@ use super::table::{self, IncludeObject};
 use super::AppState;
 use crate::error::HttpError;
 
+/// `/api/v1/...` and `/apis/...` as two prefix scopes, which match without regular expressions
+/// (most requests are for resources, and a pattern route costs a regex match per request);
+/// the discovery documents at their roots are handed to `discovery`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/{tail:.*}", web::to(core_group));
-    cfg.route("/apis/{group}/{version}/{tail:.*}", web::to(named_group));
+    cfg.service(web::scope("/api/v1").default_service(web::to(core_group)));
+    cfg.service(web::scope("/apis").default_service(web::to(named_group)));
+}
+
+/// The path after the scope's prefix, percent-decoded.
+fn tail(req: &HttpRequest) -> Result<String, HttpError> {
+    let raw = req.match_info().unprocessed();
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|t| t.into_owned())
+        .map_err(|_| HttpError::NoSuchPath)
+}
+
+fn discovery_only(req: &HttpRequest) -> Result<(), HttpError> {
+    if req.method() == Method::GET {
+        Ok(())
+    } else {
+        Err(HttpError::NoSuchPath)
+    }
 }
 
 async fn core_group(
     req: HttpRequest,
-    path: web::Path<String>,
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, HttpError> {
-    let target = request_info::parse("", "v1", &path)?;
+    let tail = tail(&req)?;
+    if tail.trim_matches('/').is_empty() {
+        discovery_only(&req)?;
+        return Ok(super::discovery::core_resources());
+    }
+    let target = request_info::parse("", "v1", &tail)?;
     dispatch(req, target, payload, state).await
 }
 
 async fn named_group(
     req: HttpRequest,
-    path: web::Path<(String, String, String)>,
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, HttpError> {
-    let (group, version, tail) = path.into_inner();
-    let target = request_info::parse(&group, &version, &tail)?;
-    dispatch(req, target, payload, state).await
+    let tail = tail(&req)?;
+    let mut parts = tail.trim_start_matches('/').splitn(3, '/');
+    let (group, version, rest) = (parts.next(), parts.next(), parts.next());
+    match (group.filter(|g| !g.is_empty()), version.filter(|v| !v.is_empty()), rest) {
+        (None, _, _) => {
+            discovery_only(&req)?;
+            Ok(super::discovery::api_groups())
+        }
+        (Some(group), None, _) => {
+            discovery_only(&req)?;
+            super::discovery::group(group)
+        }
+        (Some(group), Some(version), rest)
+            if rest.is_none_or(|r| r.trim_matches('/').is_empty()) =>
+        {
+            discovery_only(&req)?;
+            super::discovery::group_resources(group, version)
+        }
+        (Some(group), Some(version), rest) => {
+            let target = request_info::parse(group, version, rest.unwrap_or(""))?;
+            dispatch(req, target, payload, state).await
+        }
+    }
 }
 
 /// Does the client want the `Table` form (kubectl get)?
