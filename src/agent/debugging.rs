@@ -211,21 +211,29 @@ async fn exec(
                     _ => {}
                 }
             }
-            // The client is done sending: close the command's stdin.
-            stdin = None;
-            std::future::pending::<()>().await;
+            // The stream ended or was closed: the client has left (the channel protocol has no
+            // way to close only its sending side).
+            drop(stdin.take());
         };
-        let outputs = async {
-            if let Some(out) = out {
-                out.await;
-            }
-            if let Some(err) = err {
-                err.await;
-            }
-        };
+        // Both outputs at once: a command filling one pipe must not wait on the other's reader.
+        let outputs = futures::future::join(
+            async {
+                if let Some(out) = out {
+                    out.await;
+                }
+            },
+            async {
+                if let Some(err) = err {
+                    err.await;
+                }
+            },
+        );
         tokio::select! {
-            () = outputs => {}
-            () = input => {}
+            _ = outputs => {}
+            () = input => {
+                // Nobody is left to read what it prints: stop the command.
+                let _ = child.start_kill();
+            }
         }
         let code = child.wait().await.ok().and_then(|s| s.code());
         let mut session = session;
