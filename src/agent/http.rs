@@ -145,7 +145,7 @@ fn usage_json(usage: Usage, now: &str) -> (Value, Value) {
 
 /// The kubelet's `/stats/summary`: CPU time and memory per container, pod and node.
 async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = kplane_actors::model::now();
     let pods = agent_pods(&state).await?;
     let mut node_total = Usage::default();
     let mut node_name = String::new();
@@ -328,12 +328,9 @@ async fn container_logs(
         restarts
     };
     let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
-    let file = state
-        .data_dir
-        .join("pods")
-        .join(format!("{namespace}_{pod_name}_{uid}"))
-        .join(&container)
-        .join(format!("{index}.log"));
+    use kplane_actors::agent::pod_worker::{log_path, pod_dir};
+    let dir = pod_dir(&state.data_dir, &namespace, &pod_name, uid);
+    let file = log_path(&dir, &container, index as u32);
     // Off the (single) HTTP worker: log files can be large.
     let read = file.clone();
     let content = web::block(move || std::fs::read(read).unwrap_or_default())

@@ -90,7 +90,7 @@ impl Handler<FindContainer> for PodWorker {
             working_dir: spec.working_dir.as_ref().map(PathBuf::from),
             pid: running.pid,
             pod_ip: state.pod_ip,
-            log_path: state.dir.join(&c.name).join(format!("{}.log", c.restart_count)),
+            log_path: log_path(&state.dir, &c.name, c.restart_count),
         })
     }
 }
@@ -342,6 +342,16 @@ struct StateFile {
     image: String,
 }
 
+/// A pod's directory under the agent's data directory (logs, container state files).
+pub fn pod_dir(data_dir: &std::path::Path, namespace: &str, name: &str, uid: &str) -> PathBuf {
+    data_dir.join("pods").join(format!("{namespace}_{name}_{uid}"))
+}
+
+/// A container's log file for one run: `{pod dir}/{container}/{restart}.log`.
+pub fn log_path(pod_dir: &std::path::Path, container: &str, restart: u32) -> PathBuf {
+    pod_dir.join(container).join(format!("{restart}.log"))
+}
+
 struct PodState {
     config: Arc<AgentConfig>,
     uid: String,
@@ -368,7 +378,7 @@ impl PodState {
         let uid = pod.metadata.uid.clone()?;
         let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone()?;
-        let dir = ctx.config.data_dir.join("pods").join(format!("{namespace}_{name}_{uid}"));
+        let dir = pod_dir(&ctx.config.data_dir, &namespace, &name, &uid);
         let spec = pod.spec.as_ref()?;
         let backoff = ctx.config.restart_backoff;
         let mut containers: Vec<ContainerState> = spec
@@ -775,7 +785,7 @@ impl PodState {
             }
         };
         let restart = c.restart_count + u32::from(c.terminated.is_some());
-        let log_path = self.dir.join(&name).join(format!("{restart}.log"));
+        let log_path = log_path(&self.dir, &name, restart);
         let working_dir = spec.working_dir.as_ref().map(PathBuf::from);
         let launch = Launch { argv, env: env.clone(), working_dir, log_path };
         match ctx.runtime.start(launch).await {
@@ -937,7 +947,7 @@ impl PodState {
             .containers
             .iter()
             .filter(|c| c.running.is_some())
-            .map(|c| self.dir.join(&c.name).join(format!("{}.log", c.restart_count)))
+            .map(|c| log_path(&self.dir, &c.name, c.restart_count))
             .collect();
         let rotate = move || {
             for path in logs {
