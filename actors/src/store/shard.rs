@@ -293,9 +293,11 @@ impl StoreShard {
         resource: &'static ResourceType,
         revision: u64,
     ) -> Result<Collection, StoreError> {
-        // Unchanged since `revision`: the current state is the state at `revision` (the caller
-        // checked that `revision` is not in the future).
-        let unchanged = self.modified_at.get(&resource.into()).is_none_or(|m| *m <= revision);
+        // Unchanged since `revision`, and no write to it accepted but not yet committed (which
+        // may hold a revision up to `revision`): the current state is the state at `revision`.
+        // (The caller checked that `revision` has been handed out.)
+        let unchanged = self.modified_at.get(&resource.into()).is_none_or(|m| *m <= revision)
+            && !self.latest.keys().any(|key| key.resource == resource);
         if unchanged {
             return Ok(self.collections.get(&resource.into()).cloned().unwrap_or_default());
         }
