@@ -244,32 +244,14 @@ impl ServiceAllocator {
 
     fn next_ip(&self) -> Option<Ipv4Addr> {
         let (first, last) = self.ip_bounds();
-        let mut taken = self.state.lock().expect("allocator lock");
-        let span = u64::from(last - first) + 1;
-        let start = taken.next_ip.clamp(first, last);
-        for step in 0..span {
-            let n = first + ((u64::from(start - first) + step) % span) as u32;
-            if taken.ips.insert(n) {
-                taken.next_ip = n.saturating_add(1);
-                return Some(Ipv4Addr::from(n));
-            }
-        }
-        None
+        let taken = &mut *self.state.lock().expect("allocator lock");
+        claim_next(&mut taken.ips, &mut taken.next_ip, first, last).map(Ipv4Addr::from)
     }
 
     fn next_port(&self) -> Option<u16> {
         let (low, high) = self.ranges.node_ports;
-        let mut taken = self.state.lock().expect("allocator lock");
-        let span = u32::from(high - low) + 1;
-        let start = taken.next_port.clamp(low, high);
-        for step in 0..span {
-            let n = low + ((u32::from(start - low) + step) % span) as u16;
-            if taken.ports.insert(n) {
-                taken.next_port = n.saturating_add(1);
-                return Some(n);
-            }
-        }
-        None
+        let taken = &mut *self.state.lock().expect("allocator lock");
+        claim_next(&mut taken.ports, &mut taken.next_port, low, high)
     }
 
     /// Gives back what `allocation` holds.
@@ -306,6 +288,26 @@ fn node_ports(service: &Value) -> Vec<u16> {
         .flatten()
         .filter_map(|p| u16::try_from(p["nodePort"].as_i64()?).ok())
         .collect()
+}
+
+/// Claims the first value of `first..=last` not in `taken`, searching from `cursor` and
+/// wrapping around, and moves the cursor past it: addresses and ports are handed out in turn,
+/// not the lowest free one again and again.
+fn claim_next<T>(taken: &mut BTreeSet<T>, cursor: &mut T, first: T, last: T) -> Option<T>
+where
+    T: Copy + Ord + Into<u64> + TryFrom<u64>,
+{
+    let (low, high) = (first.into(), last.into());
+    let span = high - low + 1;
+    let start = (*cursor).into().clamp(low, high);
+    for step in 0..span {
+        let n = T::try_from(low + (start - low + step) % span).ok()?;
+        if taken.insert(n) {
+            *cursor = T::try_from(n.into() + 1).unwrap_or(n);
+            return Some(n);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
