@@ -14,12 +14,9 @@ use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
-use crate::core::{ApiError, DeleteOptions, PatchType};
+use crate::core::{ApiError, DeleteOptions, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use crate::model::{resources, ResourceType};
 use crate::watch::EventType;
-
-pub const ORPHAN_FINALIZER: &str = "orphan";
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
 /// What the collector knows of one object.
 #[derive(Debug, Clone)]
@@ -57,6 +54,8 @@ pub struct GarbageCollector {
     dependents: HashMap<String, HashSet<String>>,
     /// Resources listed at least once: dangling references are only judged after all are.
     listed: HashSet<&'static str>,
+    /// How many resources there are to list (those stored as themselves).
+    to_list: usize,
 }
 
 fn uid_of(object: &Value) -> String {
@@ -65,11 +64,18 @@ fn uid_of(object: &Value) -> String {
 
 impl GarbageCollector {
     pub fn new(client: Arc<dyn ApiClient>) -> Self {
-        Self { client, nodes: HashMap::new(), dependents: HashMap::new(), listed: HashSet::new() }
+        let to_list = resources::RESOURCES.iter().filter(|r| resources::is_stored(r)).count();
+        Self {
+            client,
+            nodes: HashMap::new(),
+            dependents: HashMap::new(),
+            listed: HashSet::new(),
+            to_list,
+        }
     }
 
     fn all_listed(&self) -> bool {
-        self.listed.len() == resources::RESOURCES.iter().filter(|r| resources::is_stored(r)).count()
+        self.listed.len() == self.to_list
     }
 
     fn upsert(&mut self, resource: &'static ResourceType, object: &Value) -> String {

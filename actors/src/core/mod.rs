@@ -37,6 +37,11 @@ use crate::watch::HubHandle;
 use conversion::View;
 use managed_fields::{ManagedFields, Operation, Writer};
 
+/// The finalizer an Orphan deletion leaves for the garbage collector.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+/// The finalizer a Foreground deletion leaves for the garbage collector.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
 /// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -403,18 +408,16 @@ impl ApiCore {
                 errors.extend(validation::validate_pod_update(&current_value, &next));
             }
             let precondition = requested.check(&current);
-            if !errors.is_empty()
-                || precondition.is_err()
-                || unchanged(&current_value, &next)
-                || dry_run
-            {
+            let same = unchanged(&current_value, &next);
+            if !errors.is_empty() || precondition.is_err() || same || dry_run {
+                // Nothing is written: what was allocated for it goes back.
                 self.services.release(&allocated);
             }
             if !errors.is_empty() {
                 return Err(ApiError::invalid(resource, name, errors));
             }
             precondition?;
-            if unchanged(&current_value, &next) || dry_run {
+            if same || dry_run {
                 return Ok(if dry_run {
                     Arc::new(StoredObject::from_value(key, next, current.resource_version))
                 } else {
@@ -559,8 +562,8 @@ impl ApiCore {
         let default_policy =
             if resource.plural == "replicationcontrollers" { "Orphan" } else { "Background" };
         match options.propagation_policy.as_deref().unwrap_or(default_policy) {
-            "Orphan" => return self.mark_for_collection(current, "orphan").await,
-            "Foreground" => return self.mark_for_collection(current, "foregroundDeletion").await,
+            "Orphan" => return self.mark_for_collection(current, ORPHAN_FINALIZER).await,
+            "Foreground" => return self.mark_for_collection(current, FOREGROUND_FINALIZER).await,
             _ => {}
         }
         if resource.plural == "pods" {
