@@ -7,23 +7,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::managed_fields::SERVER_METADATA;
 use super::managed_fields::{self, FieldConflict, ManagedFields, Operation, Writer};
 use super::writer;
 use super::{has_status, metadata, requested_revision, set_name, set_namespace, typed_object};
 use super::{ApiCore, ApiError, Ownership, Part, View, WriteOptions, UPDATE_RETRIES};
 use crate::model::{resources, FieldError, ObjectKey, ResourceType, StoredObject};
-
-/// Metadata the server sets; an applied configuration's values for them are not merged.
-const SERVER_METADATA: &[&str] = &[
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
-];
 
 /// What an apply wrote.
 pub struct Applied {
@@ -190,8 +179,13 @@ fn applied_configuration(
     set_name(meta, name)?;
     set_namespace(resource, namespace, meta)?;
     let pinned = requested_revision(meta)?;
-    for field in SERVER_METADATA {
-        meta.shift_remove(*field);
+    if part == Part::Status {
+        // A status apply declares the status only.
+        meta.retain(|k, _| k == "name" || k == "namespace");
+    } else {
+        for field in SERVER_METADATA {
+            meta.shift_remove(*field);
+        }
     }
     let object = config.as_object_mut().expect("typed_object returns an object");
     match part {
@@ -202,10 +196,6 @@ fn applied_configuration(
             object.shift_remove("status");
         }
         Part::Main => {}
-    }
-    if part == Part::Status {
-        let meta = metadata(&mut config)?;
-        meta.retain(|k, _| k == "name" || k == "namespace");
     }
     Ok((config, pinned))
 }

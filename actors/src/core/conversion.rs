@@ -47,46 +47,16 @@ impl View {
         if !errors.is_empty() {
             return Err(ApiError::invalid(self.view, name, errors));
         }
-        let Value::Object(mut fields) = object else { unreachable!("typed_object checked it") };
-        let mut stored = Map::new();
-        stored.insert("kind".into(), json!(self.storage.kind));
-        stored.insert("apiVersion".into(), json!(self.storage.api_version()));
-        if let Some(meta) = fields.remove("metadata") {
-            stored.insert("metadata".into(), meta);
-        }
-        for (core, events) in EVENT_RENAMES {
-            if let Some(v) = fields.remove(*events) {
-                stored.insert((*core).into(), v);
-            }
-        }
-        for same in EVENT_SAME {
-            if let Some(v) = fields.remove(*same) {
-                stored.insert((*same).into(), v);
-            }
-        }
-        Ok(Value::Object(stored))
+        let Value::Object(fields) = object else { unreachable!("typed_object checked it") };
+        Ok(convert(fields, self.storage, |(core, events)| (events, core)))
     }
 
     /// The view's form of a stored object.
     pub fn view_form(&self, object: Value) -> Value {
-        let Value::Object(mut fields) = object else { return object };
-        let mut view = Map::new();
-        view.insert("kind".into(), json!(self.view.kind));
-        view.insert("apiVersion".into(), json!(self.view.api_version()));
-        if let Some(meta) = fields.remove("metadata") {
-            view.insert("metadata".into(), meta);
+        match object {
+            Value::Object(fields) => convert(fields, self.view, |pair| pair),
+            other => other,
         }
-        for same in EVENT_SAME {
-            if let Some(v) = fields.remove(*same) {
-                view.insert((*same).into(), v);
-            }
-        }
-        for (core, events) in EVENT_RENAMES {
-            if let Some(v) = fields.remove(*core) {
-                view.insert((*events).into(), v);
-            }
-        }
-        Value::Object(view)
     }
 
     /// The view's form of a stored object, as a stored object of the view's resource.
@@ -95,6 +65,28 @@ impl View {
         let value = self.view_form(stored.to_value());
         Arc::new(StoredObject::from_value(key, value, stored.resource_version))
     }
+}
+
+/// An event's fields renamed for `target` (kind and apiVersion set, metadata kept);
+/// `direction` turns each `(core, events.k8s.io)` pair into `(from, to)`.
+fn convert(
+    mut fields: Map<String, Value>,
+    target: &ResourceType,
+    direction: impl Fn((&'static str, &'static str)) -> (&'static str, &'static str),
+) -> Value {
+    let mut converted = Map::new();
+    converted.insert("kind".into(), json!(target.kind));
+    converted.insert("apiVersion".into(), json!(target.api_version()));
+    if let Some(meta) = fields.remove("metadata") {
+        converted.insert("metadata".into(), meta);
+    }
+    let same = EVENT_SAME.iter().map(|f| (*f, *f));
+    for (from, to) in same.chain(EVENT_RENAMES.iter().map(|pair| direction(*pair))) {
+        if let Some(v) = fields.remove(from) {
+            converted.insert(to.into(), v);
+        }
+    }
+    Value::Object(converted)
 }
 
 /// events.k8s.io/v1's rules for an event (stricter than core/v1's).

@@ -127,26 +127,33 @@ impl FieldSet {
 
     /// Every field of `object` (a whole object, from the root).
     pub fn of_object(object: &Value) -> FieldSet {
-        let mut set = FieldSet::default();
-        if let Value::Object(map) = object {
-            for (k, v) in map {
-                set.children.insert(field_element(k), Self::of_value(v, "", k));
-            }
-        }
-        set
+        object.as_object().map_or_else(FieldSet::default, |map| Self::of_fields(map, "", false))
     }
 
     /// The fields of `new` that `old` lacks or holds with another value (both whole objects).
     pub fn changed(old: &Value, new: &Value) -> FieldSet {
+        match (old, new) {
+            (Value::Object(a), Value::Object(b)) => Self::changed_fields(a, b, ""),
+            _ => FieldSet::default(),
+        }
+    }
+
+    /// Every field of the object at `path`; `itself` when the object is a member too.
+    fn of_fields(map: &Map<String, Value>, path: &str, itself: bool) -> FieldSet {
+        let children =
+            map.iter().map(|(k, v)| (field_element(k), Self::of_value(v, path, k))).collect();
+        FieldSet { itself, children }
+    }
+
+    /// The fields of `b` that `a` lacks or holds with another value (the objects at `path`).
+    fn changed_fields(a: &Map<String, Value>, b: &Map<String, Value>, path: &str) -> FieldSet {
         let mut set = FieldSet::default();
-        if let (Value::Object(a), Value::Object(b)) = (old, new) {
-            for (k, v) in b {
-                let changed = match a.get(k) {
-                    Some(before) => Self::changed_value(before, v, "", k),
-                    None => Self::of_value(v, "", k),
-                };
-                set.insert_child(field_element(k), changed);
-            }
+        for (k, v) in b {
+            let changed = match a.get(k) {
+                Some(before) => Self::changed_value(before, v, path, k),
+                None => Self::of_value(v, path, k),
+            };
+            set.insert_child(field_element(k), changed);
         }
         set
     }
@@ -156,12 +163,7 @@ impl FieldSet {
         match value {
             Value::Object(map) if !map.is_empty() => {
                 let path = child_path(parent, field);
-                let mut set =
-                    FieldSet { itself: FREE_FORM_MAPS.contains(&field), children: BTreeMap::new() };
-                for (k, v) in map {
-                    set.children.insert(field_element(k), Self::of_value(v, &path, k));
-                }
-                set
+                Self::of_fields(map, &path, FREE_FORM_MAPS.contains(&field))
             }
             Value::Array(items) if !items.is_empty() => {
                 let path = child_path(parent, field);
@@ -187,28 +189,13 @@ impl FieldSet {
 
     /// A keyed list's item: the item itself and each of its fields.
     fn of_item(item: &Value, list_path: &str) -> FieldSet {
-        let mut set = leaf();
-        if let Value::Object(map) = item {
-            for (k, v) in map {
-                set.children.insert(field_element(k), Self::of_value(v, list_path, k));
-            }
-        }
-        set
+        item.as_object().map_or_else(leaf, |map| Self::of_fields(map, list_path, true))
     }
 
     fn changed_value(old: &Value, new: &Value, parent: &str, field: &str) -> FieldSet {
         match (old, new) {
             (Value::Object(a), Value::Object(b)) if !a.is_empty() && !b.is_empty() => {
-                let path = child_path(parent, field);
-                let mut set = FieldSet::default();
-                for (k, v) in b {
-                    let changed = match a.get(k) {
-                        Some(before) => Self::changed_value(before, v, &path, k),
-                        None => Self::of_value(v, &path, k),
-                    };
-                    set.insert_child(field_element(k), changed);
-                }
-                set
+                Self::changed_fields(a, b, &child_path(parent, field))
             }
             (Value::Array(a), Value::Array(b)) if !a.is_empty() && !b.is_empty() => {
                 let path = child_path(parent, field);
@@ -219,9 +206,12 @@ impl FieldSet {
                         let mut set = FieldSet::default();
                         for item in b {
                             let key = item_key(item, keys).expect("list_kind checked the keys");
-                            let changed = match before.get(&key) {
-                                Some(old_item) => Self::changed_item(old_item, item, &path),
-                                None => Self::of_item(item, &path),
+                            let changed = match (before.get(&key), item) {
+                                (Some(Value::Object(old)), Value::Object(new)) => {
+                                    Self::changed_fields(old, new, &path)
+                                }
+                                (Some(_), _) => FieldSet::default(),
+                                (None, _) => Self::of_item(item, &path),
                             };
                             set.insert_child(key, changed);
                         }
@@ -241,21 +231,6 @@ impl FieldSet {
             _ if old == new => FieldSet::default(),
             _ => Self::of_value(new, parent, field),
         }
-    }
-
-    fn changed_item(old: &Value, new: &Value, list_path: &str) -> FieldSet {
-        let (Value::Object(a), Value::Object(b)) = (old, new) else {
-            return FieldSet::default();
-        };
-        let mut set = FieldSet::default();
-        for (k, v) in b {
-            let changed = match a.get(k) {
-                Some(before) => Self::changed_value(before, v, list_path, k),
-                None => Self::of_value(v, list_path, k),
-            };
-            set.insert_child(field_element(k), changed);
-        }
-        set
     }
 
     fn insert_child(&mut self, element: String, child: FieldSet) {
@@ -392,17 +367,13 @@ impl FieldSet {
         }
         Ok(set)
     }
-
-    fn root_from_json(value: &Value) -> Result<FieldSet, String> {
-        let mut set = FieldSet::from_json(value)?;
-        set.itself = false;
-        Ok(set)
-    }
 }
 
 /// Reads a whole object's FieldsV1 (the root itself is never a member).
 pub fn fields_from_json(value: &Value) -> Result<FieldSet, String> {
-    FieldSet::root_from_json(value)
+    let mut set = FieldSet::from_json(value)?;
+    set.itself = false;
+    Ok(set)
 }
 
 /// The value one path element names inside `value`.

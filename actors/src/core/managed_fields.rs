@@ -95,25 +95,27 @@ impl Entry {
     }
 }
 
+/// Metadata the server sets: no manager owns it, and an applied configuration's values for it
+/// are not merged.
+pub(super) const SERVER_METADATA: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
+
 /// The fields no manager owns: identity and server-set metadata, and the part of the object
 /// the other kind of write (object or status) may not change.
 fn unowned(set: &mut FieldSet, status_separate: bool, subresource: &str) {
     for field in ["f:apiVersion", "f:kind"] {
         set.remove_subtree(&[field]);
     }
-    for field in [
-        "f:name",
-        "f:namespace",
-        "f:uid",
-        "f:resourceVersion",
-        "f:generation",
-        "f:creationTimestamp",
-        "f:deletionTimestamp",
-        "f:deletionGracePeriodSeconds",
-        "f:managedFields",
-        "f:selfLink",
-    ] {
-        set.remove_subtree(&["f:metadata", field]);
+    for field in ["name", "namespace"].iter().chain(SERVER_METADATA) {
+        set.remove_subtree(&["f:metadata", &format!("f:{field}")]);
     }
     if status_separate && subresource.is_empty() {
         set.remove_subtree(&["f:status"]);
