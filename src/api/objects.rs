@@ -176,7 +176,7 @@ async fn dispatch(
             let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let Some(patch_type) = patch_type(&req)? else {
-                let options = query.apply_options(&req)?;
+                let options = query.apply_options()?;
                 let mut config = body::parse_yaml(&bytes)?;
                 let warnings = validation.check(resource, &mut config)?;
                 let applied =

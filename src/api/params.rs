@@ -55,30 +55,23 @@ impl Query {
     /// defaults to the User-Agent's product name (`kubectl`, `OpenAPI-Generator`), as in
     /// Kubernetes.
     pub fn write_options(&self, req: &HttpRequest) -> Result<WriteOptions, HttpError> {
-        let manager = match self.get("fieldManager").filter(|m| !m.is_empty()) {
+        let mut options = self.apply_options()?;
+        options.field_manager.get_or_insert_with(|| user_agent_manager(req));
+        Ok(options)
+    }
+
+    /// The options of a server-side apply: as for other writes, but the field manager is only
+    /// the one the request names (Kubernetes requires it for apply, with no default).
+    pub fn apply_options(&self) -> Result<WriteOptions, HttpError> {
+        let field_manager = match self.get("fieldManager").filter(|m| !m.is_empty()) {
             Some(m) if m.len() > 128 || m.chars().any(char::is_control) => {
                 return Err(HttpError::BadRequest(format!(
                     "fieldManager: Invalid value: {m:?}: must be at most 128 printable characters"
                 )))
             }
-            Some(m) => m.to_string(),
-            None => user_agent_manager(req),
+            other => other.map(String::from),
         };
-        Ok(WriteOptions {
-            dry_run: self.dry_run()?,
-            field_manager: Some(manager),
-            force: self.flag("force")?,
-        })
-    }
-
-    /// The options of a server-side apply: as for other writes, but the field manager is only
-    /// the one the request names (Kubernetes requires it for apply, with no default).
-    pub fn apply_options(&self, req: &HttpRequest) -> Result<WriteOptions, HttpError> {
-        let mut options = self.write_options(req)?;
-        if self.get("fieldManager").is_none_or(str::is_empty) {
-            options.field_manager = None;
-        }
-        Ok(options)
+        Ok(WriteOptions { dry_run: self.dry_run()?, field_manager, force: self.flag("force")? })
     }
 
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {

@@ -30,11 +30,7 @@ impl ApiClient for ApiCore {
         options: &ListOptions,
     ) -> Result<ClientList, ApiError> {
         let list = ApiCore::list(self, resource, namespace, options).await?;
-        let value = if options.metadata_only {
-            StoredObject::metadata_value
-        } else {
-            StoredObject::to_value
-        };
+        let value = object_form(options.metadata_only);
         Ok(ClientList {
             resource_version: list.resource_version.to_string(),
             items: list.items.iter().map(|o| value(o)).collect(),
@@ -129,11 +125,7 @@ impl ApiClient for ApiCore {
         options: &WatchOptions,
     ) -> Result<ClientWatch, ApiError> {
         let stream = ApiCore::watch(self, resource, namespace, options).await?;
-        let value = if options.metadata_only {
-            StoredObject::metadata_value
-        } else {
-            StoredObject::to_value
-        };
+        let value = object_form(options.metadata_only);
         Ok(stream
             .map(move |frame| match frame {
                 WatchFrame::Event(t, object) => ClientEvent::Object(t, value(&object)),
@@ -143,6 +135,15 @@ impl ApiClient for ApiCore {
                 WatchFrame::Error(e) => ClientEvent::Error(e),
             })
             .boxed())
+    }
+}
+
+/// How objects reach the client: whole, or only their metadata when that is all it needs.
+fn object_form(metadata_only: bool) -> fn(&StoredObject) -> Value {
+    if metadata_only {
+        StoredObject::metadata_value
+    } else {
+        StoredObject::to_value
     }
 }
 
