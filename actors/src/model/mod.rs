@@ -5,6 +5,7 @@ mod object;
 pub mod quantity;
 pub mod resources;
 mod selector;
+pub mod text;
 pub mod validation;
 
 pub use filter::ObjectFilter;

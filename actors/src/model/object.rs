@@ -5,15 +5,25 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{FieldValues, ResourceType};
+use super::{text, FieldValues, ResourceType};
 
 /// Identifies one object: its resource type, namespace (empty when cluster-scoped) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Hash)]
 pub struct ObjectKey {
     pub resource: &'static ResourceType,
     pub namespace: String,
     pub name: String,
 }
+
+impl PartialEq for ObjectKey {
+    fn eq(&self, other: &Self) -> bool {
+        text::same(&self.name, &other.name)
+            && text::same(&self.namespace, &other.namespace)
+            && self.resource == other.resource
+    }
+}
+
+impl Eq for ObjectKey {}
 
 impl ObjectKey {
     pub fn new(resource: &'static ResourceType, namespace: &str, name: &str) -> Self {

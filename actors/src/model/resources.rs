@@ -1,5 +1,7 @@
 //! The table of served resources: names, kinds, scopes, verbs and the fields each one indexes.
 
+use super::text::same;
+
 /// One served resource type (a REST collection), e.g. `pods` in core/v1. Two are equal when
 /// their group and plural are.
 #[derive(Debug)]
@@ -42,7 +44,7 @@ const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 impl PartialEq for ResourceType {
     fn eq(&self, other: &Self) -> bool {
-        self.group == other.group && self.plural == other.plural
+        std::ptr::eq(self, other) || (self.plural == other.plural && same(self.group, other.group))
     }
 }
 
@@ -357,7 +359,7 @@ const EVENT_FIELDS: &[&str] = &[
 /// The resource whose storage holds `resource`'s objects: itself, except for resources served
 /// in a second group version (events.k8s.io/v1 events are core/v1 events).
 pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
-    if resource.group == EVENTS_GROUP && resource.plural == "events" {
+    if resource.plural == "events" && same(resource.group, EVENTS_GROUP) {
         find("", "v1", "events").expect("core events are served")
     } else {
         resource
@@ -382,12 +384,14 @@ pub fn api_groups() -> Vec<(&'static str, &'static str)> {
 
 /// Looks a resource up by group, version and plural name.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .find(|r| r.plural == plural && same(r.group, group) && same(r.version, version))
 }
 
 /// Looks a resource up by its kind within a group.
 pub fn find_by_kind(group: &str, kind: &str) -> Option<&'static ResourceType> {
-    RESOURCES.iter().find(|r| r.group == group && r.kind == kind)
+    RESOURCES.iter().find(|r| r.kind == kind && same(r.group, group))
 }
 
 /// The resources of one group/version, in discovery order.
@@ -395,7 +399,7 @@ pub fn in_group_version<'a>(
     group: &'a str,
     version: &'a str,
 ) -> impl Iterator<Item = &'static ResourceType> + 'a {
-    RESOURCES.iter().filter(move |r| r.group == group && r.version == version)
+    RESOURCES.iter().filter(move |r| same(r.group, group) && same(r.version, version))
 }
 
 #[cfg(test)]

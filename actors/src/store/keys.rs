@@ -1,7 +1,7 @@
 //! Storage keys: `o/<group>/<plural>/<namespace>/<name>` for objects, one key for the revision.
 
 use super::StoreError;
-use crate::model::{resources, ObjectKey};
+use crate::model::{resources, text, ObjectKey};
 
 /// The key under which each shard records the highest revision it committed.
 pub(crate) const REVISION_KEY: &[u8] = b"m/revision";
@@ -22,7 +22,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<ObjectKey, StoreError> {
     };
     let resource = resources::RESOURCES
         .iter()
-        .find(|r| r.group == group && r.plural == plural)
+        .find(|r| r.plural == plural && text::same(r.group, group))
         .ok_or_else(corrupt)?;
     Ok(ObjectKey::new(resource, namespace, name))
 }

@@ -14,12 +14,24 @@ use tokio::sync::oneshot;
 use super::engine::{BatchEntry, Entries};
 use super::writer::{Commit, ShardWriter};
 use super::{codec, keys, Preconditions, Revision, StoreError};
-use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::model::{text, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::watch::{EventType, Publish, WatchEvent};
 
 /// The objects of one resource type, by (namespace, name). Cloning is O(1), which is what makes
 /// paginated lists consistent snapshots.
-type Collection = OrdMap<(String, String), Arc<StoredObject>>;
+type Collection = OrdMap<CollectionKey, Arc<StoredObject>>;
+
+/// The (namespace, name) of a collection's entry, ordered as the pair of strings is. Compared
+/// through `text::order`: cluster-scoped objects have an empty namespace, which `memcmp` is slow
+/// to compare.
+#[derive(Debug, Clone)]
+struct CollectionKey(String, String);
+
+impl CollectionKey {
+    fn of(key: &ObjectKey) -> Self {
+        Self(key.namespace.clone(), key.name.clone())
+    }
+}
 
 /// A (namespace, name) a collection can be searched by without building its owned key: reads
 /// allocate nothing.
@@ -27,7 +39,7 @@ trait NamespacedName {
     fn parts(&self) -> (&str, &str);
 }
 
-impl NamespacedName for (String, String) {
+impl NamespacedName for CollectionKey {
     fn parts(&self) -> (&str, &str) {
         (&self.0, &self.1)
     }
@@ -39,16 +51,15 @@ impl NamespacedName for (&str, &str) {
     }
 }
 
-impl<'a> std::borrow::Borrow<dyn NamespacedName + 'a> for (String, String) {
+impl<'a> std::borrow::Borrow<dyn NamespacedName + 'a> for CollectionKey {
     fn borrow(&self) -> &(dyn NamespacedName + 'a) {
         self
     }
 }
 
-// Ordered as the owned tuples are: namespace, then name.
 impl PartialEq for dyn NamespacedName + '_ {
     fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
+        self.cmp(other).is_eq()
     }
 }
 
@@ -62,7 +73,28 @@ impl PartialOrd for dyn NamespacedName + '_ {
 
 impl Ord for dyn NamespacedName + '_ {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.parts().cmp(&other.parts())
+        let ((namespace, name), (other_namespace, other_name)) = (self.parts(), other.parts());
+        text::order(namespace, other_namespace).then_with(|| text::order(name, other_name))
+    }
+}
+
+impl PartialEq for CollectionKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for CollectionKey {}
+
+impl PartialOrd for CollectionKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CollectionKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self as &dyn NamespacedName).cmp(other as &dyn NamespacedName)
     }
 }
 
@@ -136,7 +168,7 @@ impl StoreShard {
             collections
                 .entry(object_key.resource.into())
                 .or_default()
-                .insert((object_key.namespace, object_key.name), Arc::new(object));
+                .insert(CollectionKey(object_key.namespace, object_key.name), Arc::new(object));
         }
         Ok(Self {
             index,
@@ -227,7 +259,7 @@ impl StoreShard {
         for Accepted { event, reply } in batch {
             let key = &event.object.key;
             let collection = self.collections.entry(key.resource.into()).or_default();
-            let map_key = (key.namespace.clone(), key.name.clone());
+            let map_key = CollectionKey::of(key);
             if event.kind == EventType::Deleted {
                 collection.remove(&map_key);
             } else {
@@ -260,8 +292,10 @@ impl StoreShard {
             }
         };
         let start = match (&msg.continue_from, &msg.filter.namespace) {
-            (Some(point), _) => Bound::Excluded(point.after.clone()),
-            (None, Some(ns)) => Bound::Included((ns.clone(), String::new())),
+            (Some(point), _) => {
+                Bound::Excluded(CollectionKey(point.after.0.clone(), point.after.1.clone()))
+            }
+            (None, Some(ns)) => Bound::Included(CollectionKey(ns.clone(), String::new())),
             (None, None) => Bound::Unbounded,
         };
         let limit = msg.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
