@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{text, FieldValues, ResourceType};
 
 /// Identifies one object: its resource type, namespace (empty when cluster-scoped) and name.
-#[derive(Debug, Clone, Hash)]
+#[derive(Debug, Clone)]
 pub struct ObjectKey {
     pub resource: &'static ResourceType,
     pub namespace: String,
@@ -24,6 +24,14 @@ impl PartialEq for ObjectKey {
 }
 
 impl Eq for ObjectKey {}
+
+impl std::hash::Hash for ObjectKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.resource.hash(state);
+        self.namespace.hash(state);
+        self.name.hash(state);
+    }
+}
 
 impl ObjectKey {
     pub fn new(resource: &'static ResourceType, namespace: &str, name: &str) -> Self {
