@@ -81,11 +81,21 @@ async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> f64 {
     done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
+/// The server, ended when the bench ends, also by a panic.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let data = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_kplane"))
+    let server = Command::new(env!("CARGO_BIN_EXE_kplane"))
         .args(["server", "--insecure-port", &port.to_string(), "--data-dir"])
         .arg(data.path())
         .env("RUST_LOG", "warn")
@@ -96,6 +106,7 @@ async fn main() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    let server = KillOnDrop(server);
     let base = format!("http://127.0.0.1:{port}");
     let addr = format!("127.0.0.1:{port}");
     let client = reqwest::Client::new();
@@ -108,13 +119,17 @@ async fn main() {
         assert!(Instant::now() < deadline, "server did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // `cargo bench --bench api_load -- 64` (or 1, 16, gets) runs only those phases, e.g. to
-    // profile one; a partial run prints its figures and writes no results.
+    // `cargo bench --bench api_load -- 64` (any client counts, and/or `gets`) runs only those
+    // phases, e.g. to profile one; a partial run prints its figures and writes no results.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |phase: &str| only.is_empty() || only.iter().any(|o| o == phase);
     let mut results = serde_json::Map::new();
-    for clients in [1usize, 16, 64].into_iter().filter(|c| wanted(&c.to_string())) {
-        let rate = run_phase(&addr, clients, "create", &format!("c{clients}")).await;
+    let mut counts: Vec<usize> = only.iter().filter_map(|o| o.parse().ok()).collect();
+    if only.is_empty() {
+        counts = vec![1, 16, 64];
+    }
+    for (phase, clients) in counts.into_iter().enumerate() {
+        let rate = run_phase(&addr, clients, "create", &format!("c{phase}")).await;
         println!("durable creates/s with {clients:>2} clients: {rate:>9.0}");
         results.insert(format!("creates_per_sec_{clients}_clients"), json!(rate.round()));
     }
@@ -133,8 +148,7 @@ async fn main() {
         println!("gets/s with 64 clients: {gets:>9.0}");
         results.insert("gets_per_sec_64_clients".into(), json!(gets.round()));
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
     if !only.is_empty() {
         return;
     }
