@@ -37,7 +37,8 @@ async fn connect(addr: &str) -> hyper::client::conn::http1::SendRequest<Full<Byt
     sender
 }
 
-async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> f64 {
+/// Requests per second over one phase.
+async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> (f64, usize) {
     let done = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -78,7 +79,19 @@ async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> f64 {
     for t in tasks {
         t.await.unwrap();
     }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    let done = done.load(Ordering::Relaxed);
+    (done as f64 / started.elapsed().as_secs_f64(), done)
+}
+
+/// CPU time (user + system) a process has used so far, from `/proc` (Linux's clock ticks are
+/// 1/100 s).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the server's /proc");
+    // The fields after the parenthesised command name: state is the 3rd, utime the 14th.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').expect("a stat line").1.split_whitespace().collect();
+    let ticks = |i: usize| fields[i - 3].parse::<f64>().expect("a tick count");
+    (ticks(14) + ticks(15)) / 100.0
 }
 
 /// The server, ended when the bench ends, also by a panic.
@@ -129,9 +142,18 @@ async fn main() {
         counts = vec![1, 16, 64];
     }
     for (phase, clients) in counts.into_iter().enumerate() {
-        let rate = run_phase(&addr, clients, "create", &format!("c{phase}")).await;
-        println!("durable creates/s with {clients:>2} clients: {rate:>9.0}");
+        let cpu_before = cpu_seconds(server.0.id());
+        let (rate, done) = run_phase(&addr, clients, "create", &format!("c{phase}")).await;
+        let cpu_per_create = (cpu_seconds(server.0.id()) - cpu_before) / done as f64 * 1e6;
+        println!(
+            "durable creates/s with {clients:>2} clients: {rate:>9.0} \
+             (server CPU per create: {cpu_per_create:.0} µs)"
+        );
         results.insert(format!("creates_per_sec_{clients}_clients"), json!(rate.round()));
+        results.insert(
+            format!("server_cpu_us_per_create_{clients}_clients"),
+            json!(cpu_per_create.round()),
+        );
     }
     if wanted("gets") {
         for i in 0..GET_TARGETS {
@@ -144,7 +166,7 @@ async fn main() {
                 .expect("create a get target");
             assert!(created.status().is_success(), "create a get target: {}", created.status());
         }
-        let gets = run_phase(&addr, 64, "get", "g").await;
+        let (gets, _) = run_phase(&addr, 64, "get", "g").await;
         println!("gets/s with 64 clients: {gets:>9.0}");
         results.insert("gets_per_sec_64_clients".into(), json!(gets.round()));
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kplane_actors::model::{ResourceType, StoredObject};
+use kplane_actors::model::{json, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
 /// What each row carries besides its cells (`includeObject`).
@@ -137,7 +137,7 @@ fn columns(kind: &str) -> Vec<Column> {
 }
 
 fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    json::at(v, pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn or_none(value: String) -> String {
@@ -169,11 +169,12 @@ pub fn age(timestamp: &str, now: DateTime<Utc>) -> String {
 fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let name = json!(s(o, "/metadata/name"));
     let created = age(s(o, "/metadata/creationTimestamp"), now);
-    let len = |p: &str| o.pointer(p).and_then(Value::as_object).map_or(0, |m| m.len());
+    let len = |p: &str| json::at(o, p).and_then(Value::as_object).map_or(0, |m| m.len());
     match kind {
         "Pod" => {
-            let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array);
-            let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+            let statuses = json::at(o, "/status/containerStatuses").and_then(Value::as_array);
+            let total =
+                json::at(o, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
             let ready = statuses.map_or(0, |c| c.iter().filter(|c| c["ready"] == true).count());
             let restarts: i64 =
                 statuses.map_or(0, |c| c.iter().filter_map(|c| c["restartCount"].as_i64()).sum());
@@ -190,7 +191,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     status = terminated.to_string();
                 }
             }
-            if o.pointer("/metadata/deletionTimestamp").is_some() {
+            if json::at(o, "/metadata/deletionTimestamp").is_some() {
                 status = "Terminating".into();
             }
             vec![
@@ -206,7 +207,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             ]
         }
         "Node" => {
-            let conditions = o.pointer("/status/conditions").and_then(Value::as_array);
+            let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
             let ready = conditions
                 .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
                 .map(|c| match c["status"].as_str() {
@@ -216,18 +217,17 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 })
                 .unwrap_or("Unknown");
             let mut status = ready.to_string();
-            if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+            if json::at(o, "/spec/unschedulable") == Some(&json!(true)) {
                 status.push_str(",SchedulingDisabled");
             }
-            let roles: Vec<&str> = o
-                .pointer("/metadata/labels")
+            let roles: Vec<&str> = json::at(o, "/metadata/labels")
                 .and_then(Value::as_object)
                 .map(|l| {
                     l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect()
                 })
                 .unwrap_or_default();
             let address = |t: &str| {
-                o.pointer("/status/addresses")
+                json::at(o, "/status/addresses")
                     .and_then(Value::as_array)
                     .and_then(|a| a.iter().find(|a| a["type"] == t))
                     .map(|a| s(a, "/address").to_string())
@@ -247,8 +247,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             ]
         }
         "Service" => {
-            let ports: Vec<String> = o
-                .pointer("/spec/ports")
+            let ports: Vec<String> = json::at(o, "/spec/ports")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -258,14 +257,13 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     format!("{}{node_port}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP"))
                 })
                 .collect();
-            let external: Vec<String> = o
-                .pointer("/status/loadBalancer/ingress")
+            let external: Vec<String> = json::at(o, "/status/loadBalancer/ingress")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .map(|i| s(i, "/ip").to_string())
                 .chain(
-                    o.pointer("/spec/externalIPs")
+                    json::at(o, "/spec/externalIPs")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
@@ -287,12 +285,13 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(external),
                 json!(or_none(ports.join(","))),
                 json!(created),
-                json!(or_none(selector_string(o.pointer("/spec/selector")))),
+                json!(or_none(selector_string(json::at(o, "/spec/selector")))),
             ]
         }
         "Namespace" => vec![name, json!(s(o, "/status/phase")), json!(created)],
         "ReplicationController" => {
-            let containers = o.pointer("/spec/template/spec/containers").and_then(Value::as_array);
+            let containers =
+                json::at(o, "/spec/template/spec/containers").and_then(Value::as_array);
             let list = |field: &str| {
                 containers
                     .into_iter()
@@ -301,7 +300,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     .collect::<Vec<_>>()
                     .join(",")
             };
-            let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+            let n = |p: &str| json::at(o, p).and_then(Value::as_i64).unwrap_or(0);
             vec![
                 name,
                 json!(n("/spec/replicas")),
@@ -310,7 +309,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(created),
                 json!(list("name")),
                 json!(list("image")),
-                json!(or_none(selector_string(o.pointer("/spec/selector")))),
+                json!(or_none(selector_string(json::at(o, "/spec/selector")))),
             ]
         }
         "Event" => {
@@ -336,7 +335,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 .unwrap_or("");
             let count = ["/count", "/deprecatedCount", "/series/count"]
                 .iter()
-                .find_map(|p| o.pointer(p).and_then(Value::as_i64))
+                .find_map(|p| json::at(o, p).and_then(Value::as_i64))
                 .unwrap_or(1);
             vec![
                 json!(age(last, now)),
@@ -374,7 +373,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             json!(s(o, "/status/phase")),
             json!(s(o, "/spec/volumeName")),
             json!(s(o, "/status/capacity/storage")),
-            json!(access_modes(o.pointer("/spec/accessModes"))),
+            json!(access_modes(json::at(o, "/spec/accessModes"))),
             json!(created),
         ],
         "PersistentVolume" => {
@@ -385,7 +384,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![
                 name,
                 json!(s(o, "/spec/capacity/storage")),
-                json!(access_modes(o.pointer("/spec/accessModes"))),
+                json!(access_modes(json::at(o, "/spec/accessModes"))),
                 json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
                 json!(s(o, "/status/phase")),
                 json!(claim),

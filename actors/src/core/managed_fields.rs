@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::field_set::{self, display_path, FieldSet};
 use super::ApiError;
-use crate::model::now;
+use crate::model::{json, now};
 
 /// `Apply` (server-side apply) or `Update` (every other write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +146,7 @@ pub struct FieldConflict {
 impl ManagedFields {
     /// The managed fields an object carries.
     pub fn of(object: &Value) -> Result<ManagedFields, ApiError> {
-        let Some(list) = object.pointer("/metadata/managedFields") else {
+        let Some(list) = json::at(object, "/metadata/managedFields") else {
             return Ok(ManagedFields::default());
         };
         let entries = match list {
@@ -163,10 +163,10 @@ impl ManagedFields {
     /// the stored ones (then the stored ones). Entries without a manager (`[{}]`) reset them.
     pub fn requested(current: &Value, sent: &Value) -> Result<ManagedFields, ApiError> {
         let stored = ManagedFields::of(current)?;
-        match sent.pointer("/metadata/managedFields") {
+        match json::at(sent, "/metadata/managedFields") {
             None | Some(Value::Null) => Ok(stored),
             Some(Value::Array(items)) if items.is_empty() => Ok(stored),
-            Some(list) if Some(list) == current.pointer("/metadata/managedFields") => Ok(stored),
+            Some(list) if Some(list) == json::at(current, "/metadata/managedFields") => Ok(stored),
             Some(Value::Array(items)) => {
                 // Entries without a manager (`[{}]`) are how a client clears the list.
                 let named = items.iter().filter(|e| e.get("manager").is_some_and(|m| m != ""));
@@ -314,7 +314,7 @@ impl ManagedFields {
 /// The fields of a client-side apply's last applied configuration (the annotation kubectl
 /// keeps), which `kubectl apply --server-side` may take over without conflicts.
 pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
-    let annotation = object.pointer(LAST_APPLIED_POINTER)?.as_str()?;
+    let annotation = json::at(object, LAST_APPLIED_POINTER)?.as_str()?;
     let config: Value = serde_json::from_str(annotation).ok()?;
     let mut fields = FieldSet::of_object(&config);
     unowned(&mut fields, false, "");

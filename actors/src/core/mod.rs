@@ -30,7 +30,7 @@ pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
-use crate::model::{now, resources, FieldSelector, LabelSelector};
+use crate::model::{json, now, resources, FieldSelector, LabelSelector};
 use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
 use crate::store::{ContinuePoint, Preconditions, Store};
 use crate::watch::HubHandle;
@@ -311,7 +311,7 @@ impl ApiCore {
             .get(&key)
             .await?
             .ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
-        if ns.metadata_value().pointer("/metadata/deletionTimestamp").is_some() {
+        if json::at(&ns.metadata_value(), "/metadata/deletionTimestamp").is_some() {
             return Err(ApiError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
             )));
@@ -424,9 +424,8 @@ impl ApiCore {
                     current
                 });
             }
-            let finalized = next.pointer("/metadata/deletionTimestamp").is_some()
-                && next
-                    .pointer("/metadata/finalizers")
+            let finalized = json::at(&next, "/metadata/deletionTimestamp").is_some()
+                && json::at(&next, "/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_none_or(|f| f.is_empty());
             let preconditions =
@@ -492,11 +491,10 @@ impl ApiCore {
             }
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
-            let stale = next
-                .pointer("/metadata/resourceVersion")
+            let stale = json::at(&next, "/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .is_some_and(|rv| rv != current_rv);
-            let pinned = stale || patch.pointer("/metadata/resourceVersion").is_some();
+            let pinned = stale || json::at(patch, "/metadata/resourceVersion").is_some();
             if !pinned {
                 if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("resourceVersion".into(), json!(current_rv));
@@ -613,13 +611,12 @@ impl ApiCore {
     ) -> Result<Option<Arc<StoredObject>>, ApiError> {
         let mut pod = current.to_value();
         let bound =
-            pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+            json::at(&pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
         let finished = matches!(
-            pod.pointer("/status/phase").and_then(Value::as_str),
+            json::at(&pod, "/status/phase").and_then(Value::as_str),
             Some("Succeeded" | "Failed")
         );
-        let default_grace = pod
-            .pointer("/spec/terminationGracePeriodSeconds")
+        let default_grace = json::at(&pod, "/spec/terminationGracePeriodSeconds")
             .and_then(Value::as_i64)
             .unwrap_or(30);
         let grace =
@@ -654,12 +651,11 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = current.key.clone();
         let value = current.to_value();
-        let has_finalizers = value
-            .pointer("/metadata/finalizers")
+        let has_finalizers = json::at(&value, "/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         if has_finalizers {
-            if value.pointer("/metadata/deletionTimestamp").is_some() {
+            if json::at(&value, "/metadata/deletionTimestamp").is_some() {
                 return Ok(current);
             }
             let mut marked = value;
@@ -684,7 +680,7 @@ impl ApiCore {
         mut value: Value,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let name = current.key.name.clone();
-        let marked = if value.pointer("/metadata/deletionTimestamp").is_none() {
+        let marked = if json::at(&value, "/metadata/deletionTimestamp").is_none() {
             metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
             value["status"] = json!({"phase": "Terminating"});
             let preconditions =

@@ -1,6 +1,7 @@
 //! The API model: served resource types, stored objects, selectors and validation.
 
 mod filter;
+pub mod json;
 mod object;
 pub mod quantity;
 pub mod resources;

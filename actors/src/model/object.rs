@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{text, FieldValues, ResourceType};
+use super::{json, text, FieldValues, ResourceType};
 
 /// Identifies one object: its resource type, namespace (empty when cluster-scoped) and name.
 #[derive(Debug, Clone)]
@@ -69,8 +69,7 @@ impl StoredObject {
     }
 
     fn indexed(key: ObjectKey, rv: u64, raw: Bytes, value: &Value) -> Self {
-        let labels = value
-            .pointer("/metadata/labels")
+        let labels = json::at(value, "/metadata/labels")
             .and_then(Value::as_object)
             .map(|m| {
                 m.iter()
@@ -78,8 +77,10 @@ impl StoredObject {
                     .collect()
             })
             .unwrap_or_default();
-        let uid =
-            value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+        let uid = json::at(value, "/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let fields = FieldValues::extract(key.resource, value);
         Self { key, resource_version: rv, uid, raw, labels, fields }
     }
@@ -103,8 +104,11 @@ impl StoredObject {
         }
         let partial: Partial =
             serde_json::from_slice(&self.raw).expect("stored objects are valid JSON");
-        serde_json::json!({"apiVersion": partial.api_version, "kind": partial.kind,
-            "metadata": Value::Object(partial.metadata.0)})
+        let mut object = serde_json::Map::with_capacity(3);
+        object.insert("apiVersion".into(), partial.api_version);
+        object.insert("kind".into(), partial.kind);
+        object.insert("metadata".into(), Value::Object(partial.metadata.0));
+        Value::Object(object)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::ResourceType;
+use super::{json, ResourceType};
 
 /// Why a selector string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -220,15 +220,14 @@ impl FieldValues {
     /// Extracts `metadata.name`, `metadata.namespace` and the resource's selectable fields.
     pub fn extract(resource: &ResourceType, object: &serde_json::Value) -> Self {
         let mut values = Vec::with_capacity(2 + resource.selectable_fields.len());
-        let name = object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or("");
+        let name = json::at(object, "/metadata/name").and_then(|v| v.as_str()).unwrap_or("");
         values.push(("metadata.name", name.to_string()));
         if resource.namespaced {
-            let ns = object.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or("");
-            values.push(("metadata.namespace", ns.to_string()));
+            let ns = json::at(object, "/metadata/namespace").and_then(|v| v.as_str());
+            values.push(("metadata.namespace", ns.unwrap_or("").to_string()));
         }
         for field in resource.selectable_fields {
-            let pointer = format!("/{}", field.replace('.', "/"));
-            let value = match object.pointer(&pointer) {
+            let value = match json::at_field(object, field) {
                 Some(serde_json::Value::String(s)) => s.clone(),
                 Some(serde_json::Value::Bool(b)) => b.to_string(),
                 Some(serde_json::Value::Number(n)) => n.to_string(),
