@@ -150,13 +150,52 @@ impl GarbageCollector {
         }
         let dependents = self.dependents_of(uid);
         if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
-            for dependent in &dependents {
-                self.drop_owner_reference(dependent, uid, ctx);
-            }
-            self.remove_finalizer(uid, ORPHAN_FINALIZER, ctx);
+            // The finalizer goes only once every dependent has let go of the owner: were it
+            // removed first, the owner could be gone while a dependent still names it, and
+            // that dependent would be collected instead of orphaned.
+            let releases: Vec<_> = dependents
+                .iter()
+                .filter_map(|d| self.nodes.get(d).cloned())
+                .map(|dependent| {
+                    let owner = uid.to_string();
+                    let client = self.client.clone();
+                    async move {
+                        let names_owner = move |r: &Value| r["uid"].as_str() == Some(&owner);
+                        remove_entries(&*client, &dependent, "ownerReferences", names_owner).await
+                    }
+                })
+                .collect();
+            let client = self.client.clone();
+            ctx.spawn(
+                async move {
+                    let released = futures::future::join_all(releases).await;
+                    if let Some(error) = released.into_iter().find_map(Result::err) {
+                        tracing::warn!(name = %node.name, %error, "orphaning dependents");
+                        return;
+                    }
+                    let is_orphan = |f: &Value| f.as_str() == Some(ORPHAN_FINALIZER);
+                    if let Err(error) =
+                        remove_entries(&*client, &node, "finalizers", is_orphan).await
+                    {
+                        tracing::warn!(name = %node.name, %error, "removing the orphan finalizer");
+                    }
+                }
+                .into_actor(self),
+            );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
             if dependents.is_empty() {
-                self.remove_finalizer(uid, FOREGROUND_FINALIZER, ctx);
+                let client = self.client.clone();
+                let is_foreground = |f: &Value| f.as_str() == Some(FOREGROUND_FINALIZER);
+                ctx.spawn(
+                    async move {
+                        let removed =
+                            remove_entries(&*client, &node, "finalizers", is_foreground).await;
+                        if let Err(error) = removed {
+                            tracing::warn!(name = %node.name, %error, "removing a finalizer");
+                        }
+                    }
+                    .into_actor(self),
+                );
             }
             for dependent in dependents {
                 self.delete(&dependent, ctx);
@@ -164,22 +203,30 @@ impl GarbageCollector {
         }
     }
 
-    /// Deletes `uid` if none of its owners exists any more.
+    /// Deletes `uid` if, by the graph, none of its owners exists any more, and the API server
+    /// agrees: the graph may not have seen a dependent let go of an owner yet.
     fn collect_if_orphaned(&mut self, uid: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid) else { return };
-        if !node.owners.is_empty() && node.owners.iter().all(|o| !self.nodes.contains_key(o)) {
-            self.delete(uid, ctx);
+        if node.owners.is_empty() || node.owners.iter().any(|o| self.nodes.contains_key(o)) {
+            return;
         }
+        let (node, uid, client) = (node.clone(), uid.to_string(), self.client.clone());
+        ctx.spawn(
+            async move {
+                match collect_orphan(&*client, &node, &uid).await {
+                    Ok(()) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
+                    Err(error) => tracing::warn!(name = %node.name, %error, "garbage collecting"),
+                }
+            }
+            .into_actor(self),
+        );
     }
 
+    /// Deletes `uid` (a dependent of an owner in foreground deletion).
     fn delete(&self, uid: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid).cloned() else { return };
         let client = self.client.clone();
-        let options = DeleteOptions {
-            precondition_uid: Some(uid.to_string()),
-            propagation_policy: Some("Background".into()),
-            ..DeleteOptions::default()
-        };
+        let options = delete_options(uid, None);
         ctx.spawn(
             async move {
                 match client.delete(node.resource, &node.namespace, &node.name, &options).await {
@@ -190,55 +237,82 @@ impl GarbageCollector {
             .into_actor(self),
         );
     }
+}
 
-    fn drop_owner_reference(&self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
-        let owner = owner.to_string();
-        self.remove_from_metadata(
-            uid,
-            "ownerReferences",
-            move |r| r["uid"].as_str() == Some(&owner),
-            ctx,
-        );
+/// A background delete of exactly this object (and, given, exactly this version of it).
+fn delete_options(uid: &str, resource_version: Option<String>) -> DeleteOptions {
+    DeleteOptions {
+        precondition_uid: Some(uid.to_string()),
+        precondition_resource_version: resource_version,
+        propagation_policy: Some("Background".into()),
+        ..DeleteOptions::default()
     }
+}
 
-    fn remove_finalizer(&self, uid: &str, finalizer: &'static str, ctx: &mut Context<Self>) {
-        self.remove_from_metadata(uid, "finalizers", move |f| f.as_str() == Some(finalizer), ctx);
+/// Deletes the object if it still names owners and none of them exists: each owner reference
+/// is checked against the API server, and the delete is pinned to the version checked.
+async fn collect_orphan(client: &dyn ApiClient, node: &Node, uid: &str) -> Result<(), ApiError> {
+    let live = client.get(node.resource, &node.namespace, &node.name).await?;
+    if uid_of(&live) != uid {
+        return Ok(());
     }
-
-    /// Removes the entries of the list `metadata.<field>` of `uid` that `unwanted` picks, with
-    /// a merge patch pinned to the version read (a conflict is retried on the next event).
-    fn remove_from_metadata(
-        &self,
-        uid: &str,
-        field: &'static str,
-        unwanted: impl Fn(&Value) -> bool + 'static,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(node) = self.nodes.get(uid).cloned() else { return };
-        let client = self.client.clone();
-        ctx.spawn(
-            async move {
-                let Ok(object) = client.get(node.resource, &node.namespace, &node.name).await
-                else {
-                    return;
-                };
-                let kept: Vec<Value> = object["metadata"][field]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|v| !unwanted(v))
-                    .cloned()
-                    .collect();
-                let patch = json!({"metadata": {field: kept,
-                    "resourceVersion": object["metadata"]["resourceVersion"]}});
-                let (resource, ns, name) = (node.resource, &node.namespace, &node.name);
-                match client.patch(resource, ns, name, PatchType::Merge, &patch, false).await {
-                    Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
-                    Err(error) => tracing::warn!(%name, field, %error, "garbage collector patch"),
-                }
+    let references = live["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+    if references.is_empty() {
+        return Ok(());
+    }
+    for reference in &references {
+        let group = reference["apiVersion"].as_str().and_then(|v| v.rsplit_once('/'));
+        let group = group.map_or("", |(group, _)| group);
+        let kind = reference["kind"].as_str().unwrap_or("");
+        // An owner of a kind not served here cannot exist here.
+        let Some(resource) = resources::find_by_kind(group, kind) else { continue };
+        let namespace = if resource.namespaced { node.namespace.as_str() } else { "" };
+        let name = reference["name"].as_str().unwrap_or("");
+        match client.get(resource, namespace, name).await {
+            Ok(owner) if uid_of(&owner) == reference["uid"].as_str().unwrap_or("") => {
+                return Ok(());
             }
-            .into_actor(self),
-        );
+            Ok(_) | Err(ApiError::NotFound { .. }) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let version = live["metadata"]["resourceVersion"].as_str().map(String::from);
+    let options = delete_options(uid, version);
+    client.delete(node.resource, &node.namespace, &node.name, &options).await.map(drop)
+}
+
+/// How many times a read-modify-write of the collector's is tried against concurrent writers.
+const ATTEMPTS: usize = 5;
+
+/// Removes the entries of the list `metadata.<field>` of `node` that `unwanted` picks, with a
+/// merge patch pinned to the version read, read again on a conflict. Done when the object is
+/// gone or holds no such entry.
+async fn remove_entries(
+    client: &dyn ApiClient,
+    node: &Node,
+    field: &'static str,
+    unwanted: impl Fn(&Value) -> bool,
+) -> Result<(), ApiError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let object = match client.get(node.resource, &node.namespace, &node.name).await {
+            Err(ApiError::NotFound { .. }) => return Ok(()),
+            other => other?,
+        };
+        let entries = object["metadata"][field].as_array().cloned().unwrap_or_default();
+        if !entries.iter().any(&unwanted) {
+            return Ok(());
+        }
+        let kept: Vec<Value> = entries.into_iter().filter(|v| !unwanted(v)).collect();
+        let patch = json!({"metadata": {field: kept,
+            "resourceVersion": object["metadata"]["resourceVersion"]}});
+        let (resource, ns, name) = (node.resource, &node.namespace, &node.name);
+        match client.patch(resource, ns, name, PatchType::Merge, &patch, false).await {
+            Ok(_) | Err(ApiError::NotFound { .. }) => return Ok(()),
+            Err(ApiError::Conflict { .. }) if attempt < ATTEMPTS => continue,
+            Err(error) => return Err(error),
+        }
     }
 }
 
@@ -391,5 +465,139 @@ mod tests {
             get(&core, "owner3").await.is_none().then_some(())
         })
         .await;
+    }
+
+    #[actix::test]
+    async fn orphaned_dependents_all_stay_when_their_owner_goes() {
+        let core = core().await;
+        GarbageCollector::new(Arc::new(core.clone())).start();
+        let owner = create(&core, "many-owner", None, &[]).await;
+        for i in 0..20 {
+            create(&core, &format!("many-dep-{i}"), Some(&owner), &[]).await;
+        }
+        delete(&core, "many-owner", "Orphan").await;
+        eventually("the owner goes", || async {
+            get(&core, "many-owner").await.is_none().then_some(())
+        })
+        .await;
+        for i in 0..20 {
+            let orphan = get(&core, &format!("many-dep-{i}")).await;
+            let orphan = orphan.unwrap_or_else(|| panic!("orphan {i} was collected"));
+            assert_eq!(orphan["metadata"]["ownerReferences"], json!([]), "orphan {i}");
+        }
+        // A dependent created after the owner went, naming it, is collected (the owner is
+        // checked with the API server, not only in the graph).
+        create(&core, "late-dep", Some(&owner), &[]).await;
+        eventually("a dependent of a gone owner is collected", || async {
+            get(&core, "late-dep").await.is_none().then_some(())
+        })
+        .await;
+        assert!(get(&core, "many-dep-0").await.is_some(), "orphans stay");
+    }
+
+    /// A client through which someone else writes a `contested` object just before the
+    /// collector's first patch of it, so that the patch meets a conflict.
+    struct Interfering {
+        core: ApiCore,
+        interfered: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl ApiClient for Interfering {
+        async fn get(
+            &self,
+            resource: &'static ResourceType,
+            namespace: &str,
+            name: &str,
+        ) -> Result<Value, ApiError> {
+            ApiClient::get(&self.core, resource, namespace, name).await
+        }
+        async fn list(
+            &self,
+            resource: &'static ResourceType,
+            namespace: Option<&str>,
+            options: &crate::core::ListOptions,
+        ) -> Result<crate::client::ClientList, ApiError> {
+            ApiClient::list(&self.core, resource, namespace, options).await
+        }
+        async fn create(
+            &self,
+            resource: &'static ResourceType,
+            namespace: &str,
+            object: Value,
+        ) -> Result<Value, ApiError> {
+            ApiClient::create(&self.core, resource, namespace, object).await
+        }
+        async fn update(
+            &self,
+            resource: &'static ResourceType,
+            namespace: &str,
+            object: Value,
+        ) -> Result<Value, ApiError> {
+            ApiClient::update(&self.core, resource, namespace, object).await
+        }
+        async fn update_status(
+            &self,
+            resource: &'static ResourceType,
+            namespace: &str,
+            object: Value,
+        ) -> Result<Value, ApiError> {
+            ApiClient::update_status(&self.core, resource, namespace, object).await
+        }
+        async fn patch(
+            &self,
+            resource: &'static ResourceType,
+            namespace: &str,
+            name: &str,
+            patch_type: PatchType,
+            patch: &Value,
+            status_only: bool,
+        ) -> Result<Value, ApiError> {
+            use std::sync::atomic::Ordering;
+            if name == "contested" && !self.interfered.swap(true, Ordering::SeqCst) {
+                let mut other = ApiClient::get(&self.core, resource, namespace, name).await?;
+                other["metadata"]["labels"] = json!({"written": "meanwhile"});
+                ApiClient::update(&self.core, resource, namespace, other).await?;
+            }
+            ApiClient::patch(&self.core, resource, namespace, name, patch_type, patch, status_only)
+                .await
+        }
+        async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
+            ApiClient::bind(&self.core, namespace, name, binding).await
+        }
+        async fn delete(
+            &self,
+            resource: &'static ResourceType,
+            namespace: &str,
+            name: &str,
+            options: &DeleteOptions,
+        ) -> Result<Value, ApiError> {
+            ApiClient::delete(&self.core, resource, namespace, name, options).await
+        }
+        async fn watch(
+            &self,
+            resource: &'static ResourceType,
+            namespace: Option<&str>,
+            options: &crate::core::WatchOptions,
+        ) -> Result<crate::client::ClientWatch, ApiError> {
+            ApiClient::watch(&self.core, resource, namespace, options).await
+        }
+    }
+
+    #[actix::test]
+    async fn an_orphan_whose_release_meets_a_conflict_still_stays() {
+        let core = core().await;
+        let client = Interfering { core: core.clone(), interfered: Default::default() };
+        GarbageCollector::new(Arc::new(client)).start();
+        let owner = create(&core, "contested-owner", None, &[]).await;
+        create(&core, "contested", Some(&owner), &[]).await;
+        delete(&core, "contested-owner", "Orphan").await;
+        eventually("the owner goes", || async {
+            get(&core, "contested-owner").await.is_none().then_some(())
+        })
+        .await;
+        let orphan = get(&core, "contested").await.expect("the orphan stays");
+        assert_eq!(orphan["metadata"]["ownerReferences"], json!([]));
+        assert_eq!(orphan["metadata"]["labels"]["written"], "meanwhile");
     }
 }
