@@ -589,3 +589,44 @@ impl Handler<GetStats> for Scheduler {
         MessageResult(stats)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[actix::test]
+    async fn a_bound_pod_seen_again_is_read_again_only_when_something_the_scheduler_uses_changed() {
+        let core = crate::testing::core().await;
+        let mut scheduler = Scheduler::new(Arc::new(core), SchedulerConfig::default());
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}))
+        .unwrap();
+        scheduler.upsert_node(&node);
+        let pod = json!({"metadata": {"name": "p", "namespace": "default", "uid": "u1",
+            "labels": {"app": "a"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Pending"}});
+        assert!(!scheduler.already_counted(&pod), "not counted before it was seen");
+        scheduler.upsert_pod(pod.clone());
+        assert!(scheduler.already_counted(&pod));
+
+        let changed = |edit: fn(&mut Value)| {
+            let mut pod = pod.clone();
+            edit(&mut pod);
+            pod
+        };
+        let running = changed(|p| p["status"]["phase"] = json!("Running"));
+        assert!(scheduler.already_counted(&running), "a status update changes nothing here");
+        for (what, other) in [
+            ("a label's value", changed(|p| p["metadata"]["labels"]["app"] = json!("b"))),
+            ("one more label", changed(|p| p["metadata"]["labels"]["tier"] = json!("x"))),
+            ("no labels", changed(|p| p["metadata"]["labels"] = json!({}))),
+            ("terminating", changed(|p| p["metadata"]["deletionTimestamp"] = json!("now"))),
+            ("finished", changed(|p| p["status"]["phase"] = json!("Succeeded"))),
+            ("another node", changed(|p| p["spec"]["nodeName"] = json!("n2"))),
+            ("another pod", changed(|p| p["metadata"]["uid"] = json!("u2"))),
+        ] {
+            assert!(!scheduler.already_counted(&other), "{what}");
+        }
+    }
+}
