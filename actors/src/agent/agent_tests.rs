@@ -11,7 +11,7 @@ use super::node_agent::StopAgent;
 use super::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use super::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
-use crate::core::{ApiCore, DeleteOptions};
+use crate::core::{ApiCore, DeleteOptions, ListOptions};
 use crate::model::resources::find;
 use crate::testing::{core, eventually};
 
@@ -26,6 +26,20 @@ fn config(name: &str, dir: &std::path::Path) -> AgentConfig {
 async fn get(core: &ApiCore, plural: &str, ns: &str, name: &str) -> Option<Value> {
     let resource = find(if plural == "leases" { "coordination.k8s.io" } else { "" }, "v1", plural)?;
     ApiClient::get(core, resource, ns, name).await.ok()
+}
+
+/// Waits until the agent has recorded an event with `reason` about the pod `name`.
+async fn event_about(core: &ApiCore, name: &str, reason: &str) -> Value {
+    let events = find("", "v1", "events").unwrap();
+    let options = ListOptions {
+        field_selector: Some(format!("involvedObject.name={name},reason={reason}")),
+        ..ListOptions::default()
+    };
+    eventually(&format!("a {reason} event about {name}"), || async {
+        let list = ApiClient::list(core, events, Some("default"), &options).await.ok()?;
+        list.items.into_iter().next()
+    })
+    .await
 }
 
 fn pod(name: &str, node: &str, container: Value) -> Value {
@@ -119,6 +133,9 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
         })
     })
     .await;
+    let back_off = event_about(&core, "crash", "BackOff").await;
+    assert_eq!(back_off["type"], "Warning");
+    assert!(back_off["message"].as_str().unwrap().contains("Back-off restarting"), "{back_off}");
     let done = eventually("once succeeded", || async {
         get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Succeeded")
     })
@@ -144,6 +161,8 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
         get(&core, "pods", "default", "long").await.is_none().then_some(())
     })
     .await;
+    let killing = event_about(&core, "long", "Killing").await;
+    assert_eq!(killing["message"], "Stopping container c");
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(stat.is_empty() || stat.contains(") Z "), "the process is stopped: {stat}");
     agent.send(StopAgent).await.unwrap();
@@ -272,6 +291,13 @@ async fn init_containers_environment_images_and_policies() {
     })
     .await;
     assert_eq!(restarted["status"]["containerStatuses"][0]["started"], false);
+    let unhealthy = event_about(&core, "slow", "Unhealthy").await;
+    assert_eq!(unhealthy["type"], "Warning");
+    assert!(
+        unhealthy["message"].as_str().unwrap().starts_with("Startup probe failed"),
+        "{unhealthy}"
+    );
+    event_about(&core, "slow", "Killing").await;
     agent.send(StopAgent).await.unwrap();
 }
 
