@@ -342,7 +342,7 @@ impl FieldSet {
 
     /// The FieldsV1 JSON form.
     pub fn into_json(self) -> Value {
-        let mut map = Map::new();
+        let mut map = Map::with_capacity(self.children.len() + 1);
         if self.itself && !self.children.is_empty() {
             map.insert(".".into(), Value::Object(Map::new()));
         }

@@ -52,7 +52,7 @@ impl Entry {
     }
 
     fn into_json(self) -> Value {
-        let mut entry = Map::new();
+        let mut entry = Map::with_capacity(7);
         entry.insert("manager".into(), json!(self.manager));
         entry.insert("operation".into(), json!(self.operation));
         entry.insert("apiVersion".into(), json!(self.api_version));
