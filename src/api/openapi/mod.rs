@@ -28,6 +28,10 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Prefix of every component reference.
+mod shapes;
+
+use shapes::Shapes;
+
 const REF_PREFIX: &str = "#/components/schemas/";
 /// Schema name of `meta/v1.Status`.
 const STATUS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
@@ -87,14 +91,12 @@ struct GroupVersionDocument {
     bytes: Bytes,
 }
 
-/// Everything built once: all component schemas, the per group-version documents and the index.
+/// Everything built once: the per group-version documents, the index and the compiled schemas.
 struct Docs {
-    /// Every generated component schema, by Kubernetes name.
-    schemas: Map<String, Value>,
-    /// `(group, kind)` (including List kinds) to schema name.
-    kinds: HashMap<(String, String), String>,
     documents: Vec<GroupVersionDocument>,
     index: Bytes,
+    /// The schemas compiled for the unknown-field check.
+    shapes: Shapes,
 }
 
 static DOCS: LazyLock<Docs> = LazyLock::new(build_docs);
@@ -173,7 +175,8 @@ fn build_docs() -> Docs {
         documents.push(GroupVersionDocument { group, version, bytes: bytes.into() });
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
-    Docs { schemas, kinds, documents, index }
+    let shapes = Shapes::compile(&schemas, &kinds);
+    Docs { documents, index, shapes }
 }
 
 fn gvk(rt: &ResourceType, kind: &str) -> Value {
@@ -614,122 +617,12 @@ pub fn unknown_fields(
     object: &mut Value,
     unknown: Unknown,
 ) -> Vec<String> {
-    let docs = &*DOCS;
-    let mut out = Vec::new();
-    if let Some(name) = docs.kinds.get(&(group.to_string(), kind.to_string())) {
-        let mut path = String::new();
-        walk(&schema_ref(name), object, &mut path, &docs.schemas, &mut out, unknown);
-    }
-    out
+    DOCS.shapes.unknown_fields(group, kind, object, unknown)
 }
 
 /// Drops the fields of `object` its kind's schema does not declare (the API core's pruner).
 pub fn prune(resource: &ResourceType, object: &mut Value) {
     unknown_fields(resource.group, resource.kind, object, Unknown::Drop);
-}
-
-/// Flattens `schema` into the list of schemas it stands for (itself, its `$ref` target and
-/// its `allOf` members, recursively).
-fn effective<'a>(
-    schema: &'a Value,
-    schemas: &'a Map<String, Value>,
-    out: &mut Vec<&'a Value>,
-    depth: usize,
-) {
-    if depth > 32 {
-        return;
-    }
-    out.push(schema);
-    if let Some(name) =
-        schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX))
-    {
-        if let Some(target) = schemas.get(name) {
-            effective(target, schemas, out, depth + 1);
-        }
-    }
-    if let Some(Value::Array(all)) = schema.get("allOf") {
-        for s in all {
-            effective(s, schemas, out, depth + 1);
-        }
-    }
-}
-
-/// Walks `value` against `schema`; `path` is where `value` is (one buffer, extended and cut
-/// back as the walk goes, so that only unknown fields cost an allocation).
-fn walk(
-    schema: &Value,
-    value: &mut Value,
-    path: &mut String,
-    schemas: &Map<String, Value>,
-    out: &mut Vec<String>,
-    unknown: Unknown,
-) {
-    use std::fmt::Write as _;
-    let at = path.len();
-    let mut parts = Vec::new();
-    effective(schema, schemas, &mut parts, 0);
-    let accepts_anything = parts.iter().any(|s| {
-        s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
-            || s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
-    });
-    if accepts_anything {
-        return;
-    }
-    match value {
-        Value::Object(fields) => {
-            let properties: Vec<&Map<String, Value>> = parts
-                .iter()
-                .filter_map(|s| s.get("properties").and_then(Value::as_object))
-                .collect();
-            let additional = parts.iter().find_map(|s| s.get("additionalProperties"));
-            if properties.is_empty() {
-                if let Some(add) = additional.filter(|a| a.is_object()) {
-                    for (k, v) in fields.iter_mut() {
-                        path.push('.');
-                        path.push_str(k);
-                        walk(add, v, path, schemas, out, unknown);
-                        path.truncate(at);
-                    }
-                }
-                return;
-            }
-            let mut undeclared = Vec::new();
-            for (k, v) in fields.iter_mut() {
-                path.push('.');
-                path.push_str(k);
-                if let Some(prop) = properties.iter().find_map(|p| p.get(k)) {
-                    walk(prop, v, path, schemas, out, unknown);
-                } else {
-                    match additional {
-                        Some(add) if add.is_object() => walk(add, v, path, schemas, out, unknown),
-                        Some(Value::Bool(true)) => {}
-                        _ => {
-                            out.push(path.clone());
-                            undeclared.push(k.clone());
-                        }
-                    }
-                }
-                path.truncate(at);
-            }
-            if unknown == Unknown::Drop {
-                for k in undeclared {
-                    fields.shift_remove(&k);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) =
-                parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object())
-            {
-                for (i, v) in items.iter_mut().enumerate() {
-                    let _ = write!(path, "[{i}]");
-                    walk(item_schema, v, path, schemas, out, unknown);
-                    path.truncate(at);
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]
