@@ -154,18 +154,20 @@ impl GarbageCollector {
             // removed first, the owner could be gone while a dependent still names it, and
             // that dependent would be collected instead of orphaned.
             let releases: Vec<_> = dependents
-                .iter()
-                .filter_map(|d| self.nodes.get(d).cloned())
-                .map(|dependent| {
+                .into_iter()
+                .filter_map(|d| Some((self.nodes.get(&d).cloned()?, d)))
+                .map(|(dependent, dependent_uid)| {
                     let owner = uid.to_string();
                     let client = self.client.clone();
                     async move {
                         let names_owner = move |r: &Value| r["uid"].as_str() == Some(&owner);
-                        remove_entries(&*client, &dependent, "ownerReferences", names_owner).await
+                        let field = "ownerReferences";
+                        remove_entries(&*client, &dependent, &dependent_uid, field, names_owner)
+                            .await
                     }
                 })
                 .collect();
-            let client = self.client.clone();
+            let (client, uid) = (self.client.clone(), uid.to_string());
             ctx.spawn(
                 async move {
                     let released = futures::future::join_all(releases).await;
@@ -175,7 +177,7 @@ impl GarbageCollector {
                     }
                     let is_orphan = |f: &Value| f.as_str() == Some(ORPHAN_FINALIZER);
                     if let Err(error) =
-                        remove_entries(&*client, &node, "finalizers", is_orphan).await
+                        remove_entries(&*client, &node, &uid, "finalizers", is_orphan).await
                     {
                         tracing::warn!(name = %node.name, %error, "removing the orphan finalizer");
                     }
@@ -184,12 +186,13 @@ impl GarbageCollector {
             );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
             if dependents.is_empty() {
-                let client = self.client.clone();
+                let (client, uid) = (self.client.clone(), uid.to_string());
                 let is_foreground = |f: &Value| f.as_str() == Some(FOREGROUND_FINALIZER);
                 ctx.spawn(
                     async move {
                         let removed =
-                            remove_entries(&*client, &node, "finalizers", is_foreground).await;
+                            remove_entries(&*client, &node, &uid, "finalizers", is_foreground)
+                                .await;
                         if let Err(error) = removed {
                             tracing::warn!(name = %node.name, %error, "removing a finalizer");
                         }
@@ -284,12 +287,13 @@ async fn collect_orphan(client: &dyn ApiClient, node: &Node, uid: &str) -> Resul
 /// How many times a read-modify-write of the collector's is tried against concurrent writers.
 const ATTEMPTS: usize = 5;
 
-/// Removes the entries of the list `metadata.<field>` of `node` that `unwanted` picks, with a
-/// merge patch pinned to the version read, read again on a conflict. Done when the object is
-/// gone or holds no such entry.
+/// Removes the entries of the list `metadata.<field>` of `node` (object `uid`) that `unwanted`
+/// picks, with a merge patch pinned to the version read, read again on a conflict. Done when
+/// the object is gone (or replaced by another of its name) or holds no such entry.
 async fn remove_entries(
     client: &dyn ApiClient,
     node: &Node,
+    uid: &str,
     field: &'static str,
     unwanted: impl Fn(&Value) -> bool,
 ) -> Result<(), ApiError> {
@@ -300,6 +304,9 @@ async fn remove_entries(
             Err(ApiError::NotFound { .. }) => return Ok(()),
             other => other?,
         };
+        if uid_of(&object) != uid {
+            return Ok(());
+        }
         let entries = object["metadata"][field].as_array().cloned().unwrap_or_default();
         if !entries.iter().any(&unwanted) {
             return Ok(());
