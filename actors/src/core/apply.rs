@@ -140,9 +140,9 @@ fn keep_last_applied_in_step(writer: &Writer, live: &Value, config: &Value, merg
     if let Some(annotations) =
         applied.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
     {
-        annotations.shift_remove("kubectl.kubernetes.io/last-applied-configuration");
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
         if annotations.is_empty() {
-            applied["metadata"].as_object_mut().map(|m| m.shift_remove("annotations"));
+            applied["metadata"].as_object_mut().map(|m| m.remove("annotations"));
         }
     }
     if let Some(annotations) =
@@ -184,7 +184,7 @@ fn applied_configuration(
         meta.retain(|k, _| k == "name" || k == "namespace");
     } else {
         for field in SERVER_METADATA {
-            meta.shift_remove(*field);
+            meta.remove(*field);
         }
     }
     let object = config.as_object_mut().expect("typed_object returns an object");
@@ -193,7 +193,7 @@ fn applied_configuration(
             object.retain(|k, _| ["kind", "apiVersion", "metadata", "status"].contains(&k.as_str()))
         }
         Part::Main if has_status(resource) => {
-            object.shift_remove("status");
+            object.remove("status");
         }
         Part::Main => {}
     }

@@ -434,7 +434,7 @@ pub fn remove_path(value: &mut Value, path: &[String]) -> bool {
         return false;
     };
     match (kind, parent) {
-        ("f:", Value::Object(map)) => map.shift_remove(rest).is_some(),
+        ("f:", Value::Object(map)) => map.remove(rest).is_some(),
         ("i:", Value::Array(items)) => match rest.parse::<usize>() {
             Ok(i) if i < items.len() => {
                 items.remove(i);

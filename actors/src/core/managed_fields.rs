@@ -185,7 +185,7 @@ impl ManagedFields {
             return;
         };
         if self.entries.is_empty() {
-            meta.shift_remove("managedFields");
+            meta.remove("managedFields");
         } else {
             let list = self.entries.into_iter().map(Entry::into_json).collect();
             meta.insert("managedFields".into(), Value::Array(list));

@@ -120,7 +120,7 @@ impl Shapes {
                 }
                 if unknown == Unknown::Drop {
                     for k in undeclared {
-                        fields.shift_remove(&k);
+                        fields.remove(&k);
                     }
                 }
             }
