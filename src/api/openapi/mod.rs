@@ -9,7 +9,8 @@
 //!   their group-version-kind;
 //! * [`unknown_fields`], which walks a JSON object against its kind's schema to find fields
 //!   the schema does not declare (the basis of `fieldValidation=Strict`) and, as Kubernetes
-//!   does when it decodes a built-in type, drops them.
+//!   does when it decodes a built-in type, drops them; it walks the schemas as compiled once
+//!   by [`shapes`].
 //!
 //! Every document is built on first use and kept as serialized bytes for the process lifetime.
 
@@ -27,11 +28,11 @@ use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-/// Prefix of every component reference.
 mod shapes;
 
 use shapes::Shapes;
 
+/// Prefix of every component reference.
 const REF_PREFIX: &str = "#/components/schemas/";
 /// Schema name of `meta/v1.Status`.
 const STATUS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
