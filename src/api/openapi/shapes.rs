@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
+use kplane_actors::model::text;
 use serde_json::{Map, Value};
 
 use super::{Unknown, REF_PREFIX};
@@ -67,7 +68,7 @@ impl Shapes {
         unknown: Unknown,
     ) -> Vec<String> {
         let mut out = Vec::new();
-        let found = self.kinds.iter().find(|((g, k), _)| k == kind && g == group);
+        let found = self.kinds.iter().find(|((g, k), _)| k == kind && text::same(g, group));
         if let Some((_, id)) = found {
             self.walk(*id, object, &mut String::new(), &mut out, unknown);
         }
