@@ -105,7 +105,7 @@ fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
 
 /// The `f:` element of a field (built without the formatting machinery: this runs for every
 /// field of every object written).
-fn field_element(name: &str) -> String {
+pub(super) fn field_element(name: &str) -> String {
     let mut element = String::with_capacity(name.len() + 2);
     element.push_str("f:");
     element.push_str(name);

@@ -115,7 +115,7 @@ fn unowned(set: &mut FieldSet, status_separate: bool, subresource: &str) {
         set.remove_subtree(&[field]);
     }
     for field in ["name", "namespace"].iter().chain(SERVER_METADATA) {
-        set.remove_subtree(&["f:metadata", &format!("f:{field}")]);
+        set.remove_subtree(&["f:metadata", &field_set::field_element(field)]);
     }
     if status_separate && subresource.is_empty() {
         set.remove_subtree(&["f:status"]);
