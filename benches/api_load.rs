@@ -37,7 +37,7 @@ async fn connect(addr: &str) -> hyper::client::conn::http1::SendRequest<Full<Byt
     sender
 }
 
-/// Requests per second over one phase.
+/// Requests per second over one phase, and how many requests it made.
 async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> (f64, usize) {
     let done = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -137,10 +137,11 @@ async fn main() {
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |phase: &str| only.is_empty() || only.iter().any(|o| o == phase);
     let mut results = serde_json::Map::new();
-    let mut counts: Vec<usize> = only.iter().filter_map(|o| o.parse().ok()).collect();
-    if only.is_empty() {
-        counts = vec![1, 16, 64];
-    }
+    let counts: Vec<usize> = if only.is_empty() {
+        vec![1, 16, 64]
+    } else {
+        only.iter().filter_map(|o| o.parse().ok()).collect()
+    };
     for (phase, clients) in counts.into_iter().enumerate() {
         let cpu_before = cpu_seconds(server.0.id());
         let (rate, done) = run_phase(&addr, clients, "create", &format!("c{phase}")).await;
