@@ -215,13 +215,8 @@ impl GarbageCollector {
         }
         let (node, uid, client) = (node.clone(), uid.to_string(), self.client.clone());
         ctx.spawn(
-            async move {
-                match collect_orphan(&*client, &node, &uid).await {
-                    Ok(()) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
-                    Err(error) => tracing::warn!(name = %node.name, %error, "garbage collecting"),
-                }
-            }
-            .into_actor(self),
+            async move { report_collection(&node, collect_orphan(&*client, &node, &uid).await) }
+                .into_actor(self),
         );
     }
 
@@ -232,13 +227,20 @@ impl GarbageCollector {
         let options = delete_options(uid, None);
         ctx.spawn(
             async move {
-                match client.delete(node.resource, &node.namespace, &node.name, &options).await {
-                    Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
-                    Err(error) => tracing::warn!(name = %node.name, %error, "garbage collecting"),
-                }
+                let deleted = client.delete(node.resource, &node.namespace, &node.name, &options);
+                report_collection(&node, deleted.await.map(drop))
             }
             .into_actor(self),
         );
+    }
+}
+
+/// Logs a failed collection; an object already gone, or changed since it was judged (a
+/// precondition conflict), is not a failure: the next event judges it again.
+fn report_collection(node: &Node, result: Result<(), ApiError>) {
+    match result {
+        Ok(()) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
+        Err(error) => tracing::warn!(name = %node.name, %error, "garbage collecting"),
     }
 }
 
@@ -492,8 +494,7 @@ mod tests {
             let orphan = orphan.unwrap_or_else(|| panic!("orphan {i} was collected"));
             assert_eq!(orphan["metadata"]["ownerReferences"], json!([]), "orphan {i}");
         }
-        // A dependent created after the owner went, naming it, is collected (the owner is
-        // checked with the API server, not only in the graph).
+        // A dependent created after the owner went, naming it, is collected.
         create(&core, "late-dep", Some(&owner), &[]).await;
         eventually("a dependent of a gone owner is collected", || async {
             get(&core, "late-dep").await.is_none().then_some(())
