@@ -311,7 +311,7 @@ impl ApiCore {
             .get(&key)
             .await?
             .ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
-        if json::at(&ns.metadata_value(), "/metadata/deletionTimestamp").is_some() {
+        if ns.deleting {
             return Err(ApiError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
             )));
@@ -1018,5 +1018,23 @@ mod tests {
         let next = merge_for_update(pods, &current, status, Part::Status);
         assert_eq!(next["spec"]["a"], 1);
         assert_eq!(next["status"]["phase"], "Failed");
+    }
+
+    #[actix::test]
+    async fn a_namespace_being_deleted_takes_no_new_objects() {
+        let core = crate::testing::core().await;
+        let key = ObjectKey::new(namespaces(), "", "going");
+        let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"going",
+            "deletionTimestamp":"2026-01-01T00:00:00Z"}});
+        // Written to the store directly: the API's delete would also start removing the namespace.
+        core.store.create(key, ns).await.unwrap();
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata":{"name":"c"}});
+        let error = core.create(cms, "going", cm.clone(), &WriteOptions::default()).await;
+        assert!(
+            matches!(&error, Err(ApiError::Forbidden(m)) if m.contains("is being terminated")),
+            "{error:?}"
+        );
+        assert!(core.create(cms, "default", cm, &WriteOptions::default()).await.is_ok());
     }
 }

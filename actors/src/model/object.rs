@@ -50,6 +50,8 @@ pub struct StoredObject {
     pub raw: Bytes,
     pub labels: BTreeMap<String, String>,
     pub fields: FieldValues,
+    /// `metadata.deletionTimestamp` is set: the object is being deleted.
+    pub deleting: bool,
 }
 
 impl StoredObject {
@@ -82,7 +84,8 @@ impl StoredObject {
             .unwrap_or_default()
             .to_string();
         let fields = FieldValues::extract(key.resource, value);
-        Self { key, resource_version: rv, uid, raw, labels, fields }
+        let deleting = json::at(value, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        Self { key, resource_version: rv, uid, raw, labels, fields, deleting }
     }
 
     /// Parses the JSON back into a value (for read-modify-write paths).
@@ -162,11 +165,14 @@ mod tests {
         assert_eq!(obj.labels.get("a").map(String::as_str), Some("b"));
         assert_eq!(obj.fields.get("spec.nodeName"), Some("n"));
         assert_eq!(obj.uid, "u1");
+        assert!(!obj.deleting);
         assert_eq!(obj.to_value()["metadata"]["resourceVersion"], "42");
         let partial = obj.metadata_value();
         assert_eq!(partial["metadata"]["labels"]["a"], "b");
         assert!(partial.get("spec").is_none());
         assert!(partial["metadata"].get("managedFields").is_none());
-        assert_eq!(StoredObject::from_raw(key, 42, obj.raw.clone()).unwrap(), obj);
+        assert_eq!(StoredObject::from_raw(key.clone(), 42, obj.raw.clone()).unwrap(), obj);
+        let marked = json!({"metadata":{"name":"p","deletionTimestamp":"2026-01-01T00:00:00Z"}});
+        assert!(StoredObject::from_value(key, marked, 43).deleting);
     }
 }

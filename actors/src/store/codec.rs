@@ -3,17 +3,18 @@
 //! Every value starts with a format-version byte, then a bincode 2 envelope around the object's
 //! JSON bytes. New formats get a new version byte; old ones stay decodable.
 
-use serde::{Deserialize, Serialize};
+use bincode::{BorrowDecode, Encode};
 
 use super::StoreError;
 
 /// The format written by this build.
 const FORMAT_V1: u8 = 1;
 
-#[derive(Serialize, Deserialize)]
+/// bincode's own derives, not serde's: they write the JSON bytes with one copy, where serde
+/// would pass them through the encoder one byte at a time.
+#[derive(Encode, BorrowDecode)]
 struct EnvelopeV1<'a> {
     resource_version: u64,
-    #[serde(borrow)]
     json: &'a [u8],
 }
 
@@ -23,12 +24,11 @@ fn config() -> bincode::config::Configuration {
 
 /// Encodes an object's resourceVersion and JSON bytes.
 pub(crate) fn encode_object(resource_version: u64, json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(json.len() + 16);
+    let mut out = Vec::with_capacity(json.len() + 24);
     out.push(FORMAT_V1);
     let envelope = EnvelopeV1 { resource_version, json };
-    let body = bincode::serde::encode_to_vec(&envelope, config())
+    bincode::encode_into_std_write(&envelope, &mut out, config())
         .expect("encoding into a Vec cannot fail");
-    out.extend_from_slice(&body);
     out
 }
 
@@ -37,7 +37,7 @@ pub(crate) fn decode_object(bytes: &[u8]) -> Result<(u64, &[u8]), StoreError> {
     match bytes.split_first() {
         Some((&FORMAT_V1, body)) => {
             let (envelope, _): (EnvelopeV1, usize) =
-                bincode::serde::borrow_decode_from_slice(body, config())
+                bincode::borrow_decode_from_slice(body, config())
                     .map_err(|e| StoreError::Corrupt(format!("bad object envelope: {e}")))?;
             Ok((envelope.resource_version, envelope.json))
         }
