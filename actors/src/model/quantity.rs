@@ -42,8 +42,19 @@ pub fn value(q: &str) -> Result<i64, QuantityError> {
 
 /// `q` times `factor`, exactly, rounded away from zero.
 fn scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
+    // The common form, whole digits and a suffix ("100m", "64Mi"), is read here directly:
+    // this runs for every container's requests and limits on every pod written.
+    let digits_end = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+    let (digits, suffix) = q.split_at(digits_end);
+    match suffix_ratio(suffix) {
+        Some((num, den)) if !digits.is_empty() => exact(q, false, digits, "", (num, den), factor),
+        _ => parsed_scaled(q, factor),
+    }
+}
+
+/// `scaled` for any quantity, parsed by kube_quantity.
+fn parsed_scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
     let invalid = || QuantityError::Invalid { input: q.to_owned() };
-    let out_of_range = || QuantityError::OutOfRange { input: q.to_owned() };
 
     // kube_quantity reads a missing number as 0 ("Mi" would be 0 bytes); Kubernetes rejects it.
     let unsigned = q.strip_prefix(['+', '-']).unwrap_or(q);
@@ -70,7 +81,7 @@ fn scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
         .unwrap_or(canonical.len());
     let (decimal, suffix) = canonical.split_at(split);
-    let (mut num, mut den) = suffix_ratio(suffix).ok_or_else(invalid)?;
+    let (mut num, den) = suffix_ratio(suffix).ok_or_else(invalid)?;
     match exa {
         Some(Exa::Binary) if suffix.is_empty() => num = 1 << 60,
         Some(Exa::Decimal) if suffix.is_empty() => num = 10_i128.pow(18),
@@ -83,6 +94,21 @@ fn scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
         None => (false, decimal),
     };
     let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
+    exact(q, negative, int_part, frac_part, (num, den), factor)
+}
+
+/// `int_part.frac_part` (decimal digits) times `num / den` times `factor`, exactly, rounded
+/// away from zero; `q` is the quantity as written, for errors.
+fn exact(
+    q: &str,
+    negative: bool,
+    int_part: &str,
+    frac_part: &str,
+    (mut num, mut den): (i128, i128),
+    factor: i128,
+) -> Result<i64, QuantityError> {
+    let invalid = || QuantityError::Invalid { input: q.to_owned() };
+    let out_of_range = || QuantityError::OutOfRange { input: q.to_owned() };
     let mut mantissa: i128 = 0;
     for digit in int_part.bytes().chain(frac_part.bytes()) {
         if !digit.is_ascii_digit() {
@@ -194,6 +220,20 @@ mod tests {
                 "{bad:?} gave {:?}",
                 value(bad)
             );
+        }
+    }
+
+    #[test]
+    fn the_direct_reading_agrees_with_kube_quantity() {
+        let suffixes =
+            ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        for digits in ["0", "1", "7", "010", "100", "1500", "999999", "123456789012"] {
+            for suffix in suffixes {
+                let q = format!("{digits}{suffix}");
+                for factor in [1, 1000] {
+                    assert_eq!(scaled(&q, factor), parsed_scaled(&q, factor), "{q} x{factor}");
+                }
+            }
         }
     }
 

@@ -202,61 +202,69 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     };
     let mut seen = Vec::new();
     for (i, c) in containers.iter().enumerate() {
-        let at = format!("{path}.containers[{i}]");
+        // Paths are built only for the errors found: this runs on every pod written.
+        let at = |rest: &str| format!("{path}.containers[{i}]{rest}");
         match c.get("name").and_then(Value::as_str) {
-            None | Some("") => errors.push(FieldError::required(format!("{at}.name"))),
+            None | Some("") => errors.push(FieldError::required(at(".name"))),
             Some(name) => {
                 for p in dns1123_label_errors(name) {
-                    errors.push(FieldError::invalid(format!("{at}.name"), name, p));
+                    errors.push(FieldError::invalid(at(".name"), name, p));
                 }
                 if seen.contains(&name) {
-                    errors.push(FieldError::duplicate(format!("{at}.name"), name));
+                    errors.push(FieldError::duplicate(at(".name"), name));
                 }
                 seen.push(name);
             }
         }
         if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
-            errors.push(FieldError::required(format!("{at}.image")));
+            errors.push(FieldError::required(at(".image")));
         }
         for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate()
         {
-            let port_path = format!("{at}.ports[{j}].containerPort");
+            let port_path = || at(&format!(".ports[{j}].containerPort"));
             match port.get("containerPort").and_then(Value::as_i64) {
                 Some(p) if (1..=65535).contains(&p) => {}
                 Some(p) => errors.push(FieldError::invalid(
-                    port_path,
+                    port_path(),
                     &p.to_string(),
                     "must be between 1 and 65535, inclusive",
                 )),
-                None => errors.push(FieldError::required(port_path)),
+                None => errors.push(FieldError::required(port_path())),
             }
             if let Some(protocol) = port.get("protocol").and_then(Value::as_str) {
                 if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
                     errors.push(FieldError::not_supported(
-                        format!("{at}.ports[{j}].protocol"),
+                        at(&format!(".ports[{j}].protocol")),
                         protocol,
                         &["SCTP", "TCP", "UDP"],
                     ));
                 }
             }
         }
+        let resources = c.get("resources");
         for kind in ["limits", "requests"] {
-            let list = c.pointer(&format!("/resources/{kind}")).and_then(Value::as_object);
+            let list = resources.and_then(|r| r.get(kind)).and_then(Value::as_object);
             for (resource, quantity) in list.into_iter().flatten() {
-                let field = format!("{at}.resources.{kind}[{resource}]");
-                let text =
-                    quantity.as_str().map(String::from).unwrap_or_else(|| quantity.to_string());
+                let field = || at(&format!(".resources.{kind}[{resource}]"));
+                let owned;
+                let text = match quantity.as_str() {
+                    Some(text) => text,
+                    None => {
+                        owned = quantity.to_string();
+                        &owned
+                    }
+                };
                 let parsed = if resource == "cpu" {
-                    super::quantity::milli_value(&text)
+                    super::quantity::milli_value(text)
                 } else {
-                    super::quantity::value(&text)
+                    super::quantity::value(text)
                 };
                 match parsed {
-                    Ok(v) if v < 0 => errors.push(FieldError::invalid(field, &text, "must be greater than or equal to 0")),
+                    Ok(v) if v < 0 => errors.push(FieldError::invalid(field(), text, "must be greater than or equal to 0")),
                     Ok(_) => {}
                     Err(_) => errors.push(FieldError::invalid(
-                        field,
-                        &text,
+                        field(),
+                        text,
                         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
                     )),
                 }
