@@ -112,12 +112,109 @@ pub(super) fn field_element(name: &str) -> String {
     element
 }
 
-fn leaf() -> FieldSet {
-    FieldSet { itself: true, children: BTreeMap::new() }
+fn leaf<T: FieldTree>() -> T {
+    T::node(true, Vec::new()).expect("a member node")
 }
 
 fn child_path(parent: &str, field: &str) -> String {
     format!("{parent}.{field}")
+}
+
+/// What a walk over an object's fields builds: a `FieldSet`, or the FieldsV1 JSON directly
+/// (a create has nothing to merge with, so it needs no set).
+pub trait FieldTree: Sized {
+    /// A node with its members under it; `None` when it is no member and has none under it.
+    fn node(itself: bool, children: Vec<(String, Self)>) -> Option<Self>;
+}
+
+impl FieldTree for FieldSet {
+    fn node(itself: bool, children: Vec<(String, Self)>) -> Option<Self> {
+        (itself || !children.is_empty())
+            .then(|| FieldSet { itself, children: children.into_iter().collect() })
+    }
+}
+
+/// The FieldsV1 JSON form, as `FieldSet::into_json` writes it.
+impl FieldTree for Value {
+    fn node(itself: bool, children: Vec<(String, Self)>) -> Option<Self> {
+        if !itself && children.is_empty() {
+            return None;
+        }
+        let mut map: Map<String, Value> = children.into_iter().collect();
+        if itself && !map.is_empty() {
+            map.insert(".".into(), Value::Object(Map::new()));
+        }
+        Some(Value::Object(map))
+    }
+}
+
+/// Which fields a walk leaves out: `skip(parent, field)` for the field `field` of the object
+/// at path `parent` (`""` for the root, `".metadata"` for its metadata).
+pub type Skip<'a> = &'a dyn Fn(&str, &str) -> bool;
+
+/// Every field of `object` (a whole object, from the root) but those `skip` names; `None`
+/// when nothing is left.
+pub fn of_object_except<T: FieldTree>(object: &Value, skip: Skip) -> Option<T> {
+    object.as_object().and_then(|map| walk_fields(map, "", false, skip))
+}
+
+/// Every field of the object at `path` but those `skip` names; `itself` when the object is a
+/// member too.
+fn walk_fields<T: FieldTree>(
+    map: &Map<String, Value>,
+    path: &str,
+    itself: bool,
+    skip: Skip,
+) -> Option<T> {
+    let children = map
+        .iter()
+        .filter(|(k, _)| !skip(path, k))
+        .filter_map(|(k, v)| Some((field_element(k), walk_value(v, path, k, skip)?)))
+        .collect();
+    T::node(itself, children)
+}
+
+/// Everything in `value`, the field `field` of the object at `parent`.
+fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip) -> Option<T> {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            let path = child_path(parent, field);
+            walk_fields(map, &path, FREE_FORM_MAPS.contains(&field), skip)
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let path = child_path(parent, field);
+            match list_kind(parent, field, items) {
+                ListKind::Keyed(keys) => {
+                    let children = items
+                        .iter()
+                        .filter_map(|item| {
+                            let key = item_key(item, keys).expect("list_kind checked the keys");
+                            Some((key, walk_item(item, &path, skip)?))
+                        })
+                        .collect();
+                    T::node(false, children)
+                }
+                ListKind::Set => {
+                    T::node(true, items.iter().map(|i| (format!("v:{i}"), leaf())).collect())
+                }
+                ListKind::Atomic => Some(leaf()),
+            }
+        }
+        _ => Some(leaf()),
+    }
+}
+
+/// A keyed list's item: the item itself and each of its fields.
+fn walk_item<T: FieldTree>(item: &Value, list_path: &str, skip: Skip) -> Option<T> {
+    match item.as_object() {
+        Some(map) => walk_fields(map, list_path, true, skip),
+        None => Some(leaf()),
+    }
+}
+
+/// A walk that leaves nothing out.
+fn skip_none(_: &str, _: &str) -> bool {
+    false
 }
 
 impl FieldSet {
@@ -126,8 +223,19 @@ impl FieldSet {
     }
 
     /// Every field of `object` (a whole object, from the root).
+    #[cfg(test)]
     pub fn of_object(object: &Value) -> FieldSet {
-        object.as_object().map_or_else(FieldSet::default, |map| Self::of_fields(map, "", false))
+        of_object_except(object, &skip_none).unwrap_or_default()
+    }
+
+    /// Everything in `value`, the field `field` of the object at `parent`.
+    fn of_value(value: &Value, parent: &str, field: &str) -> FieldSet {
+        walk_value(value, parent, field, &skip_none).unwrap_or_default()
+    }
+
+    /// A keyed list's item: the item itself and each of its fields.
+    fn of_item(item: &Value, list_path: &str) -> FieldSet {
+        walk_item(item, list_path, &skip_none).unwrap_or_default()
     }
 
     /// The fields of `new` that `old` lacks or holds with another value (both whole objects).
@@ -136,13 +244,6 @@ impl FieldSet {
             (Value::Object(a), Value::Object(b)) => Self::changed_fields(a, b, ""),
             _ => FieldSet::default(),
         }
-    }
-
-    /// Every field of the object at `path`; `itself` when the object is a member too.
-    fn of_fields(map: &Map<String, Value>, path: &str, itself: bool) -> FieldSet {
-        let children =
-            map.iter().map(|(k, v)| (field_element(k), Self::of_value(v, path, k))).collect();
-        FieldSet { itself, children }
     }
 
     /// The fields of `b` that `a` lacks or holds with another value (the objects at `path`).
@@ -156,40 +257,6 @@ impl FieldSet {
             set.insert_child(field_element(k), changed);
         }
         set
-    }
-
-    /// Everything in `value`, the field `field` of the object at `parent`.
-    fn of_value(value: &Value, parent: &str, field: &str) -> FieldSet {
-        match value {
-            Value::Object(map) if !map.is_empty() => {
-                let path = child_path(parent, field);
-                Self::of_fields(map, &path, FREE_FORM_MAPS.contains(&field))
-            }
-            Value::Array(items) if !items.is_empty() => {
-                let path = child_path(parent, field);
-                match list_kind(parent, field, items) {
-                    ListKind::Keyed(keys) => {
-                        let mut set = FieldSet::default();
-                        for item in items {
-                            let key = item_key(item, keys).expect("list_kind checked the keys");
-                            set.children.insert(key, Self::of_item(item, &path));
-                        }
-                        set
-                    }
-                    ListKind::Set => FieldSet {
-                        itself: true,
-                        children: items.iter().map(|i| (format!("v:{i}"), leaf())).collect(),
-                    },
-                    ListKind::Atomic => leaf(),
-                }
-            }
-            _ => leaf(),
-        }
-    }
-
-    /// A keyed list's item: the item itself and each of its fields.
-    fn of_item(item: &Value, list_path: &str) -> FieldSet {
-        item.as_object().map_or_else(leaf, |map| Self::of_fields(map, list_path, true))
     }
 
     fn changed_value(old: &Value, new: &Value, parent: &str, field: &str) -> FieldSet {

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::field_set::{self, display_path, FieldSet};
+use super::field_set::{self, display_path, FieldSet, FieldTree};
 use super::ApiError;
 use crate::model::{json, now};
 
@@ -52,19 +52,15 @@ impl Entry {
     }
 
     fn into_json(self) -> Value {
-        let mut entry = Map::with_capacity(7);
-        entry.insert("manager".into(), json!(self.manager));
-        entry.insert("operation".into(), json!(self.operation));
-        entry.insert("apiVersion".into(), json!(self.api_version));
-        if let Some(time) = &self.time {
-            entry.insert("time".into(), json!(time));
-        }
-        entry.insert("fieldsType".into(), json!("FieldsV1"));
-        entry.insert("fieldsV1".into(), self.fields.into_json());
-        if !self.subresource.is_empty() {
-            entry.insert("subresource".into(), json!(self.subresource));
-        }
-        Value::Object(entry)
+        let fields = self.fields.into_json();
+        entry_json(
+            &self.manager,
+            &self.operation,
+            &self.api_version,
+            self.time,
+            &self.subresource,
+            fields,
+        )
     }
 
     fn from_json(value: &Value) -> Result<Entry, String> {
@@ -95,6 +91,30 @@ impl Entry {
     }
 }
 
+/// One `managedFields` entry as JSON.
+fn entry_json(
+    manager: &str,
+    operation: &str,
+    api_version: &str,
+    time: Option<String>,
+    subresource: &str,
+    fields_v1: Value,
+) -> Value {
+    let mut entry = Map::with_capacity(7);
+    entry.insert("manager".into(), json!(manager));
+    entry.insert("operation".into(), json!(operation));
+    entry.insert("apiVersion".into(), json!(api_version));
+    if let Some(time) = time {
+        entry.insert("time".into(), Value::String(time));
+    }
+    entry.insert("fieldsType".into(), json!("FieldsV1"));
+    entry.insert("fieldsV1".into(), fields_v1);
+    if !subresource.is_empty() {
+        entry.insert("subresource".into(), json!(subresource));
+    }
+    Value::Object(entry)
+}
+
 /// Metadata the server sets: no manager owns it, and an applied configuration's values for it
 /// are not merged.
 pub(super) const SERVER_METADATA: &[&str] = &[
@@ -108,18 +128,38 @@ pub(super) const SERVER_METADATA: &[&str] = &[
     "selfLink",
 ];
 
-/// The fields no manager owns: identity and server-set metadata, and the part of the object
-/// the other kind of write (object or status) may not change.
+/// Identity fields of the root and of the metadata: no manager owns them.
+const ROOT_IDENTITY: &[&str] = &["apiVersion", "kind"];
+const METADATA_IDENTITY: &[&str] = &["name", "namespace"];
+
+/// Removes the fields no manager owns from `set`: identity and server-set metadata, and the
+/// part of the object the other kind of write (object or status) may not change.
 fn unowned(set: &mut FieldSet, status_separate: bool, subresource: &str) {
-    for field in ["f:apiVersion", "f:kind"] {
-        set.remove_subtree(&[field]);
+    for field in ROOT_IDENTITY {
+        set.remove_subtree(&[&field_set::field_element(field)]);
     }
-    for field in ["name", "namespace"].iter().chain(SERVER_METADATA) {
+    for field in METADATA_IDENTITY.iter().chain(SERVER_METADATA) {
         set.remove_subtree(&["f:metadata", &field_set::field_element(field)]);
     }
     if status_separate && subresource.is_empty() {
         set.remove_subtree(&["f:status"]);
     }
+}
+
+/// The fields of `object` a writer can own: all but those `unowned` removes, left out while
+/// walking the object instead of built and removed.
+fn owned_fields<T: FieldTree>(
+    object: &Value,
+    status_separate: bool,
+    subresource: &str,
+) -> Option<T> {
+    let skip_status = status_separate && subresource.is_empty();
+    let skip = |parent: &str, field: &str| match parent {
+        "" => ROOT_IDENTITY.contains(&field) || (skip_status && field == "status"),
+        ".metadata" => METADATA_IDENTITY.contains(&field) || SERVER_METADATA.contains(&field),
+        _ => false,
+    };
+    field_set::of_object_except(object, &skip)
 }
 
 fn bad_entries(problem: String) -> ApiError {
@@ -201,11 +241,14 @@ impl ManagedFields {
         writer: &Writer,
         status_separate: bool,
     ) {
-        let mut changed = match old {
-            Some(old) => FieldSet::changed(old, new),
-            None => FieldSet::of_object(new),
+        let changed = match old {
+            Some(old) => {
+                let mut changed = FieldSet::changed(old, new);
+                unowned(&mut changed, status_separate, writer.subresource);
+                changed
+            }
+            None => owned_fields(new, status_separate, writer.subresource).unwrap_or_default(),
         };
-        unowned(&mut changed, status_separate, writer.subresource);
         for entry in &mut self.entries {
             entry.fields.subtract(&changed);
             entry.fields.retain_existing(new);
@@ -216,6 +259,34 @@ impl ManagedFields {
             entry.time = Some(now());
         }
         self.entries.retain(|e| !e.fields.is_empty());
+    }
+
+    /// Records the create of `object` by `writer` and writes the entries into it. Without
+    /// entries sent along, the writer owns every field it set: its entry's FieldsV1 is written
+    /// straight from the object.
+    pub fn record_create(mut self, object: &mut Value, writer: &Writer, status_separate: bool) {
+        if !self.entries.is_empty() {
+            self.record_update(None, object, writer, status_separate);
+            return self.write_to(object);
+        }
+        let entry = owned_fields(object, status_separate, writer.subresource).map(|fields| {
+            let operation = writer.operation.as_str();
+            entry_json(
+                writer.manager,
+                operation,
+                &writer.api_version,
+                Some(now()),
+                writer.subresource,
+                fields,
+            )
+        });
+        let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        match entry {
+            Some(entry) => meta.insert("managedFields".into(), Value::Array(vec![entry])),
+            None => meta.remove("managedFields"),
+        };
     }
 
     fn entry(&mut self, writer: &Writer) -> &mut Entry {
@@ -247,8 +318,8 @@ impl ManagedFields {
         status_separate: bool,
         force: bool,
     ) -> Result<Value, Vec<FieldConflict>> {
-        let mut applied = FieldSet::of_object(config);
-        unowned(&mut applied, status_separate, writer.subresource);
+        let applied: FieldSet =
+            owned_fields(config, status_separate, writer.subresource).unwrap_or_default();
         let Some(live) = live else {
             self.entries.clear();
             let entry = self.entry(writer);
@@ -316,9 +387,7 @@ impl ManagedFields {
 pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
     let annotation = json::at(object, LAST_APPLIED_POINTER)?.as_str()?;
     let config: Value = serde_json::from_str(annotation).ok()?;
-    let mut fields = FieldSet::of_object(&config);
-    unowned(&mut fields, false, "");
-    Some(fields)
+    Some(owned_fields(&config, false, "").unwrap_or_default())
 }
 
 pub const LAST_APPLIED_POINTER: &str =
@@ -412,5 +481,49 @@ mod tests {
         assert!(ManagedFields::requested(&current, &reset).unwrap().entries.is_empty());
         let bad = json!({"metadata": {"managedFields": [{"manager": "x", "operation": "Steal"}]}});
         assert!(ManagedFields::requested(&current, &bad).is_err());
+    }
+
+    #[test]
+    fn a_create_walks_the_object_once_to_the_same_fields() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "generation": 1,
+                "labels": {"a": "b"}, "finalizers": ["x", "y"], "managedFields": []},
+            "spec": {"containers": [{"name": "c", "image": "i", "args": ["a"],
+                "ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "UDP"}],
+                "resources": {"requests": {"cpu": "1"}}}], "nodeSelector": {}},
+            "status": {"phase": "Pending"}});
+        let objects = [
+            pod,
+            json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "only", "uid": "u"}}),
+            json!({"metadata": {}}),
+            json!({}),
+        ];
+        let creator = writer("creator", Operation::Update);
+        let untimed = |mut object: Value| {
+            for entry in object["metadata"]["managedFields"].as_array_mut().into_iter().flatten() {
+                entry.as_object_mut().unwrap().remove("time");
+            }
+            object
+        };
+        for object in &objects {
+            for status_separate in [false, true] {
+                let mut expected = FieldSet::of_object(object);
+                unowned(&mut expected, status_separate, "");
+                let walked: Option<FieldSet> = owned_fields(object, status_separate, "");
+                assert_eq!(walked.unwrap_or_default(), expected, "{object}");
+                let json: Option<Value> = owned_fields(object, status_separate, "");
+                let expected_json = (!expected.is_empty()).then(|| expected.into_json());
+                assert_eq!(json, expected_json, "{object}");
+
+                let mut created = object.clone();
+                ManagedFields::default().record_create(&mut created, &creator, status_separate);
+                let mut updated = object.clone();
+                let mut fields = ManagedFields::default();
+                fields.record_update(None, &updated, &creator, status_separate);
+                fields.write_to(&mut updated);
+                assert_eq!(untimed(created), untimed(updated), "{object}");
+            }
+        }
     }
 }

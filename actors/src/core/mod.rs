@@ -266,16 +266,14 @@ impl ApiCore {
         }
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         defaults::apply(resource.kind, &mut object);
-        let fields = match ownership {
+        match ownership {
             Ownership::Update(manager) => {
-                let mut fields = ManagedFields::requested(&Value::Null, &object)?;
+                let fields = ManagedFields::requested(&Value::Null, &object)?;
                 let writer = writer(resource, manager, Operation::Update, Part::Main);
-                fields.record_update(None, &object, &writer, has_status(resource));
-                fields
+                fields.record_create(&mut object, &writer, has_status(resource));
             }
-            Ownership::Applied(fields) => fields,
-        };
-        fields.write_to(&mut object);
+            Ownership::Applied(fields) => fields.write_to(&mut object),
+        }
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
