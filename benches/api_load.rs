@@ -108,7 +108,10 @@ impl Drop for KillOnDrop {
 async fn main() {
     let data = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let server = Command::new(env!("CARGO_BIN_EXE_kplane"))
+    // API_LOAD_SERVER names another build of the server, to compare two builds in turns.
+    let binary =
+        std::env::var_os("API_LOAD_SERVER").unwrap_or_else(|| env!("CARGO_BIN_EXE_kplane").into());
+    let server = Command::new(binary)
         .args(["server", "--insecure-port", &port.to_string(), "--data-dir"])
         .arg(data.path())
         .env("RUST_LOG", "warn")

@@ -123,7 +123,8 @@ pub(crate) struct StoreShard {
     /// Accepted but not yet committed state of keys, newest first: what writes validate against.
     latest: HashMap<ObjectKey, Option<Arc<StoredObject>>>,
     pending: Vec<Accepted>,
-    committing: bool,
+    /// The batch the writer is committing (one at a time).
+    committing: Option<Vec<Accepted>>,
     flush_scheduled: bool,
     writer: Addr<ShardWriter>,
     publish: Recipient<Publish>,
@@ -177,7 +178,7 @@ impl StoreShard {
             modified_at: HashMap::new(),
             latest: HashMap::new(),
             pending: Vec::new(),
-            committing: false,
+            committing: None,
             flush_scheduled: false,
             writer,
             publish,
@@ -237,15 +238,42 @@ impl StoreShard {
         }
     }
 
+    /// Flushes what is pending once the mailbox has been read: a write that finds the writer
+    /// idle waits for the writes queued behind it, to share their sync.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
-        if !self.flush_scheduled && !self.committing && !self.pending.is_empty() {
+        if !self.flush_scheduled && self.committing.is_none() && !self.pending.is_empty() {
             self.flush_scheduled = true;
             ctx.notify(Flush);
         }
     }
 
-    fn on_committed(&mut self, batch: Vec<Accepted>, result: Result<(), StoreError>) {
-        self.committing = false;
+    /// Hands everything accepted so far to the writer as one batch, unless it is busy.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.committing.is_some() || self.pending.is_empty() {
+            return;
+        }
+        let batch: Vec<Accepted> = std::mem::take(&mut self.pending);
+        let mut entries: Vec<BatchEntry> = Vec::with_capacity(batch.len() + 1);
+        let mut highest = 0;
+        for accepted in &batch {
+            let object = &accepted.event.object;
+            highest = highest.max(object.resource_version);
+            let value = (accepted.event.kind != EventType::Deleted)
+                .then(|| codec::encode_object(object.resource_version, &object.raw));
+            entries.push((keys::encode(&object.key), value));
+        }
+        entries.push((keys::REVISION_KEY.to_vec(), Some(codec::encode_revision(highest))));
+        self.committing = Some(batch);
+        // Not awaited: Gets and Lists are served while the batch is being synced.
+        let commit = Commit { batch: entries, done: ctx.address().recipient() };
+        if let Err(error) = self.writer.try_send(commit) {
+            let error = StoreError::Engine(format!("the shard's writer is gone: {error}"));
+            self.on_committed(Err(error));
+        }
+    }
+
+    fn on_committed(&mut self, result: Result<(), StoreError>) {
+        let batch = self.committing.take().unwrap_or_default();
         if let Err(error) = result {
             // Later pending writes were validated against state that never reached disk.
             tracing::error!(shard = self.index, %error, "commit failed; failing queued writes");
@@ -422,30 +450,24 @@ impl Handler<Flush> for StoreShard {
 
     fn handle(&mut self, _: Flush, ctx: &mut Context<Self>) {
         self.flush_scheduled = false;
-        if self.committing || self.pending.is_empty() {
-            return;
-        }
-        let batch: Vec<Accepted> = std::mem::take(&mut self.pending);
-        let mut entries: Vec<BatchEntry> = Vec::with_capacity(batch.len() + 1);
-        let mut highest = 0;
-        for accepted in &batch {
-            let object = &accepted.event.object;
-            highest = highest.max(object.resource_version);
-            let value = (accepted.event.kind != EventType::Deleted)
-                .then(|| codec::encode_object(object.resource_version, &object.raw));
-            entries.push((keys::encode(&object.key), value));
-        }
-        entries.push((keys::REVISION_KEY.to_vec(), Some(codec::encode_revision(highest))));
-        self.committing = true;
-        // Spawned, not awaited: Gets and Lists are served while the batch is being synced.
-        let commit = self.writer.send(Commit { batch: entries }).into_actor(self).map(
-            |result, shard, ctx| {
-                let result = result.unwrap_or_else(|e| Err(StoreError::Engine(e.to_string())));
-                shard.on_committed(batch, result);
-                shard.schedule_flush(ctx);
-            },
-        );
-        ctx.spawn(commit);
+        self.flush(ctx);
+    }
+}
+
+/// The writer's outcome for the batch being committed.
+pub(crate) struct Committed(pub(crate) Result<(), StoreError>);
+
+impl Message for Committed {
+    type Result = ();
+}
+
+impl Handler<Committed> for StoreShard {
+    type Result = ();
+
+    fn handle(&mut self, Committed(result): Committed, ctx: &mut Context<Self>) {
+        self.on_committed(result);
+        // Whatever arrived during the sync goes at once: the writer is free again.
+        self.flush(ctx);
     }
 }
 
@@ -512,7 +534,7 @@ impl Handler<Stop> for StoreShard {
     type Result = ();
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        if self.committing || !self.pending.is_empty() {
+        if self.committing.is_some() || !self.pending.is_empty() {
             self.schedule_flush(ctx);
             ctx.notify_later(Stop, Duration::from_millis(5));
         } else {
