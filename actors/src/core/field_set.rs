@@ -66,12 +66,11 @@ fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
     };
     // A list that does not follow its type (an item without its key, a repeated key or
     // value) is treated as one value rather than guessed at.
-    let mut seen = std::collections::HashSet::new();
     let fits = match kind {
-        ListKind::Keyed(keys) => {
-            items.iter().all(|i| item_key(i, keys).is_some_and(|k| seen.insert(k)))
+        ListKind::Keyed(keys) => all_distinct(items.iter().map(|i| item_key(i, keys))),
+        ListKind::Set => {
+            all_distinct(items.iter().map(|i| (!i.is_object()).then(|| i.to_string())))
         }
-        ListKind::Set => items.iter().all(|i| !i.is_object() && seen.insert(i.to_string())),
         ListKind::Atomic => true,
     };
     if fits {
@@ -79,6 +78,15 @@ fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
     } else {
         ListKind::Atomic
     }
+}
+
+/// Every element is there (`Some`) and none repeats. Lists are short: sorting beats hashing.
+fn all_distinct(elements: impl Iterator<Item = Option<String>>) -> bool {
+    let Some(mut elements) = elements.collect::<Option<Vec<String>>>() else {
+        return false;
+    };
+    elements.sort_unstable();
+    elements.windows(2).all(|pair| pair[0] != pair[1])
 }
 
 /// The `k:` element of a keyed list's item; a missing `protocol` is TCP, its default.
@@ -701,5 +709,24 @@ mod tests {
             json!({"spec": {"containers": [{"name": "a", "image": "2", "tty": true},
                 {"name": "b"}], "tolerations": []}, "metadata": {"finalizers": ["x", "y"]}})
         );
+    }
+
+    #[test]
+    fn lists_that_break_their_type_are_one_value() {
+        let fields = |spec: Value| FieldSet::of_object(&json!({"spec": spec})).into_json();
+        let keyed = fields(json!({"containers": [{"name": "a"}, {"name": "b"}]}));
+        assert!(keyed["f:spec"]["f:containers"].get("k:{\"name\":\"b\"}").is_some());
+        for broken in [
+            json!({"containers": [{"name": "a"}, {"name": "a"}]}),
+            json!({"containers": [{"name": "a"}, {"image": "no-name"}]}),
+            json!({"finalizers": ["x", "x"]}),
+            json!({"finalizers": ["x", {"an": "object"}]}),
+        ] {
+            let list = broken.as_object().unwrap().keys().next().unwrap().clone();
+            let set = fields(broken);
+            assert_eq!(set["f:spec"][format!("f:{list}")], json!({}), "{set}");
+        }
+        let set = fields(json!({"finalizers": ["x", "y"]}));
+        assert_eq!(set["f:spec"]["f:finalizers"], json!({".": {}, "v:\"x\"": {}, "v:\"y\"": {}}));
     }
 }

@@ -256,7 +256,7 @@ impl ApiCore {
         if name.is_empty() && !generate.is_empty() {
             meta.insert("name".into(), json!(format!("{generate}{}", random_suffix())));
         }
-        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("uid".into(), json!(new_uid()));
         meta.insert("creationTimestamp".into(), json!(now()));
         meta.insert("generation".into(), json!(1));
         for server_owned in
@@ -948,6 +948,12 @@ fn filter(
     Ok(ObjectFilter { namespace, labels, fields })
 }
 
+/// A random (version 4) UUID, from the thread's CSPRNG rather than a `getrandom` system call
+/// per object.
+fn new_uid() -> String {
+    uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
+}
+
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::thread_rng();
@@ -985,6 +991,15 @@ mod tests {
         assert_eq!(decode_continue(&encode_continue(&point)).unwrap(), point);
         assert!(decode_continue("%%%").is_err());
         assert!(decode_continue("e30").is_err());
+    }
+
+    #[test]
+    fn uids_are_version_4_uuids() {
+        let uid = new_uid();
+        let parsed = uuid::Uuid::parse_str(&uid).unwrap();
+        assert_eq!(parsed.get_version(), Some(uuid::Version::Random));
+        assert_eq!(uid.len(), 36);
+        assert_ne!(uid, new_uid());
     }
 
     #[test]
