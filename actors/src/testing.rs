@@ -1,9 +1,15 @@
-//! Test support shared by the unit tests of several modules: an in-memory API core and a
-//! wait-until helper.
+//! Test support shared by the unit tests of several modules: an in-memory API core, a client
+//! that lets a test step in before chosen calls, and a wait-until helper.
 
 use std::time::{Duration, Instant};
 
-use crate::core::ApiCore;
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::client::{ApiClient, ClientList, ClientWatch};
+use crate::core::{ApiCore, ApiError, DeleteOptions, ListOptions, PatchType, WatchOptions};
+use crate::model::ResourceType;
 use crate::store::{Store, StoreOptions};
 use crate::watch::{HubOptions, WatchHub};
 
@@ -29,5 +35,110 @@ pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A call a `Hooked` client is about to make.
+#[derive(Debug, Clone)]
+pub enum Call {
+    List { resource: &'static ResourceType },
+    Patch { resource: &'static ResourceType, namespace: String, name: String },
+}
+
+type Hook = Box<dyn Fn(ApiCore, Call) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// The in-process client, with a hook that runs (and is awaited) before each list and patch:
+/// how a test puts another writer, or a wait, at an exact point of a component's work.
+pub struct Hooked {
+    core: ApiCore,
+    before: Hook,
+}
+
+impl Hooked {
+    pub fn new(
+        core: &ApiCore,
+        before: impl Fn(ApiCore, Call) -> BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
+        Self { core: core.clone(), before: Box::new(before) }
+    }
+}
+
+#[async_trait]
+impl ApiClient for Hooked {
+    async fn get(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        ApiClient::get(&self.core, resource, namespace, name).await
+    }
+    async fn list(
+        &self,
+        resource: &'static ResourceType,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ClientList, ApiError> {
+        (self.before)(self.core.clone(), Call::List { resource }).await;
+        ApiClient::list(&self.core, resource, namespace, options).await
+    }
+    async fn create(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        ApiClient::create(&self.core, resource, namespace, object).await
+    }
+    async fn update(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        ApiClient::update(&self.core, resource, namespace, object).await
+    }
+    async fn update_status(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        ApiClient::update_status(&self.core, resource, namespace, object).await
+    }
+    async fn patch(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let call =
+            Call::Patch { resource, namespace: namespace.to_string(), name: name.to_string() };
+        (self.before)(self.core.clone(), call).await;
+        ApiClient::patch(&self.core, resource, namespace, name, patch_type, patch, status_only)
+            .await
+    }
+    async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
+        ApiClient::bind(&self.core, namespace, name, binding).await
+    }
+    async fn delete(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        ApiClient::delete(&self.core, resource, namespace, name, options).await
+    }
+    async fn watch(
+        &self,
+        resource: &'static ResourceType,
+        namespace: Option<&str>,
+        options: &WatchOptions,
+    ) -> Result<ClientWatch, ApiError> {
+        ApiClient::watch(&self.core, resource, namespace, options).await
     }
 }

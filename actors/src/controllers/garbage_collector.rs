@@ -398,7 +398,11 @@ mod tests {
 
     use super::*;
     use crate::core::ApiCore;
-    use crate::testing::{core, eventually};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use futures::FutureExt;
+
+    use crate::testing::{core, eventually, Call, Hooked};
 
     fn cms() -> &'static ResourceType {
         resources::find("", "v1", "configmaps").unwrap()
@@ -503,99 +507,25 @@ mod tests {
         assert!(get(&core, "many-dep-0").await.is_some(), "orphans stay");
     }
 
-    /// A client through which someone else writes a `contested` object just before the
-    /// collector's first patch of it, so that the patch meets a conflict.
-    struct Interfering {
-        core: ApiCore,
-        interfered: std::sync::atomic::AtomicBool,
-    }
-
-    #[async_trait::async_trait]
-    impl ApiClient for Interfering {
-        async fn get(
-            &self,
-            resource: &'static ResourceType,
-            namespace: &str,
-            name: &str,
-        ) -> Result<Value, ApiError> {
-            ApiClient::get(&self.core, resource, namespace, name).await
-        }
-        async fn list(
-            &self,
-            resource: &'static ResourceType,
-            namespace: Option<&str>,
-            options: &crate::core::ListOptions,
-        ) -> Result<crate::client::ClientList, ApiError> {
-            ApiClient::list(&self.core, resource, namespace, options).await
-        }
-        async fn create(
-            &self,
-            resource: &'static ResourceType,
-            namespace: &str,
-            object: Value,
-        ) -> Result<Value, ApiError> {
-            ApiClient::create(&self.core, resource, namespace, object).await
-        }
-        async fn update(
-            &self,
-            resource: &'static ResourceType,
-            namespace: &str,
-            object: Value,
-        ) -> Result<Value, ApiError> {
-            ApiClient::update(&self.core, resource, namespace, object).await
-        }
-        async fn update_status(
-            &self,
-            resource: &'static ResourceType,
-            namespace: &str,
-            object: Value,
-        ) -> Result<Value, ApiError> {
-            ApiClient::update_status(&self.core, resource, namespace, object).await
-        }
-        async fn patch(
-            &self,
-            resource: &'static ResourceType,
-            namespace: &str,
-            name: &str,
-            patch_type: PatchType,
-            patch: &Value,
-            status_only: bool,
-        ) -> Result<Value, ApiError> {
-            use std::sync::atomic::Ordering;
-            if name == "contested" && !self.interfered.swap(true, Ordering::SeqCst) {
-                let mut other = ApiClient::get(&self.core, resource, namespace, name).await?;
-                other["metadata"]["labels"] = json!({"written": "meanwhile"});
-                ApiClient::update(&self.core, resource, namespace, other).await?;
-            }
-            ApiClient::patch(&self.core, resource, namespace, name, patch_type, patch, status_only)
-                .await
-        }
-        async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
-            ApiClient::bind(&self.core, namespace, name, binding).await
-        }
-        async fn delete(
-            &self,
-            resource: &'static ResourceType,
-            namespace: &str,
-            name: &str,
-            options: &DeleteOptions,
-        ) -> Result<Value, ApiError> {
-            ApiClient::delete(&self.core, resource, namespace, name, options).await
-        }
-        async fn watch(
-            &self,
-            resource: &'static ResourceType,
-            namespace: Option<&str>,
-            options: &crate::core::WatchOptions,
-        ) -> Result<crate::client::ClientWatch, ApiError> {
-            ApiClient::watch(&self.core, resource, namespace, options).await
-        }
-    }
-
     #[actix::test]
     async fn an_orphan_whose_release_meets_a_conflict_still_stays() {
         let core = core().await;
-        let client = Interfering { core: core.clone(), interfered: Default::default() };
+        // Someone else writes `contested` just before the collector's first patch of it, so
+        // that the patch meets a conflict.
+        let interfered = Arc::new(AtomicBool::new(false));
+        let client = Hooked::new(&core, move |core, call| {
+            let interfered = interfered.clone();
+            async move {
+                let Call::Patch { resource, namespace, name } = call else { return };
+                if name == "contested" && !interfered.swap(true, Ordering::SeqCst) {
+                    let mut other =
+                        ApiClient::get(&core, resource, &namespace, &name).await.unwrap();
+                    other["metadata"]["labels"] = json!({"written": "meanwhile"});
+                    ApiClient::update(&core, resource, &namespace, other).await.unwrap();
+                }
+            }
+            .boxed()
+        });
         GarbageCollector::new(Arc::new(client)).start();
         let owner = create(&core, "contested-owner", None, &[]).await;
         create(&core, "contested", Some(&owner), &[]).await;

@@ -3,7 +3,7 @@
 //! through `pods/{name}/binding`. A bind is asynchronous: the pod is assumed on its node at once
 //! so the next decision counts it, and un-assumed and retried if the bind fails.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,6 +90,21 @@ enum Watched {
     ReplicationControllers,
 }
 
+const ALL_WATCHED: [Watched; 4] =
+    [Watched::Nodes, Watched::Pods, Watched::Services, Watched::ReplicationControllers];
+
+impl Watched {
+    /// The core/v1 resource watched, and the field selector the list-watch uses.
+    fn source(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Watched::Nodes => ("nodes", None),
+            Watched::Pods => ("pods", Some("status.phase!=Succeeded,status.phase!=Failed")),
+            Watched::Services => ("services", None),
+            Watched::ReplicationControllers => ("replicationcontrollers", None),
+        }
+    }
+}
+
 #[derive(Message)]
 #[rtype(result = "()")]
 struct BindDone {
@@ -122,6 +137,10 @@ pub struct Scheduler {
     next_start: usize,
     in_flight: usize,
     schedule_queued: bool,
+    /// What has been listed at least once: nothing is scheduled before everything has been
+    /// (kube-scheduler waits for its caches to sync), or a pod seen before the nodes would be
+    /// found unschedulable.
+    listed: HashSet<Watched>,
     rng: StdRng,
     stats: SchedulerStats,
 }
@@ -154,13 +173,15 @@ impl Scheduler {
             next_start: 0,
             in_flight: 0,
             schedule_queued: false,
+            listed: HashSet::new(),
             rng: StdRng::from_entropy(),
             stats: SchedulerStats::default(),
         }
     }
 
     fn kick(&mut self, ctx: &mut Context<Self>) {
-        if !self.schedule_queued {
+        let synced = ALL_WATCHED.iter().all(|w| self.listed.contains(w));
+        if synced && !self.schedule_queued {
             self.schedule_queued = true;
             ctx.notify(Schedule);
         }
@@ -425,24 +446,15 @@ impl Actor for Scheduler {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        for (watched, group, plural, selector) in [
-            (Watched::Nodes, "", "nodes", None),
-            (Watched::Pods, "", "pods", Some("status.phase!=Succeeded,status.phase!=Failed")),
-            (Watched::Services, "", "services", None),
-            (Watched::ReplicationControllers, "", "replicationcontrollers", None),
-        ] {
+        for watched in ALL_WATCHED {
+            let (plural, selector) = watched.source();
             let addr = ctx.address();
             let client = self.client.clone();
             let scope = selector.map(informer::Scope::fields).unwrap_or_default();
-            actix::spawn(informer::list_watch(
-                client,
-                resource(group, plural),
-                scope,
-                move |feed| {
-                    addr.do_send(Informed(watched, feed));
-                    addr.connected()
-                },
-            ));
+            actix::spawn(informer::list_watch(client, resource("", plural), scope, move |feed| {
+                addr.do_send(Informed(watched, feed));
+                addr.connected()
+            }));
         }
     }
 }
@@ -452,6 +464,9 @@ impl Handler<Informed> for Scheduler {
 
     fn handle(&mut self, Informed(watched, feed): Informed, ctx: &mut Context<Self>) {
         let mut changed = false;
+        if matches!(feed, Feed::Listed(_)) {
+            self.listed.insert(watched);
+        }
         match (watched, feed) {
             (Watched::Nodes, Feed::Listed(items)) => {
                 let names: std::collections::HashSet<String> = items

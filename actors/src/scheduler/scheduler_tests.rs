@@ -7,13 +7,15 @@ use std::time::Duration;
 use actix::Actor;
 use serde_json::{json, Value};
 
-use super::{Scheduler, SchedulerConfig};
+use futures::FutureExt;
+
+use super::{GetStats, Scheduler, SchedulerConfig};
 use crate::agent::runtime::SimulatedRuntime;
 use crate::agent::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
 use crate::core::{ApiCore, ListOptions, PatchType};
 use crate::model::resources::find;
-use crate::testing::{core, eventually};
+use crate::testing::{core, eventually, Call, Hooked};
 
 fn sim_node(core: &ApiCore, name: &str, cpu: &str, dir: &std::path::Path) {
     let mut config = AgentConfig::new(name, dir.join(name));
@@ -61,6 +63,32 @@ async fn node_of(core: &ApiCore, name: &str) -> Option<String> {
 
 fn start_scheduler(core: &ApiCore) {
     Scheduler::new(Arc::new(core.clone()), SchedulerConfig::default()).start();
+}
+
+#[actix::test]
+async fn nothing_is_scheduled_before_the_nodes_are_listed() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "only", "1", dir.path());
+    eventually("the node", || async { (ready_nodes(&core).await == 1).then_some(()) }).await;
+    create(&core, pod("early", "100m", json!({}))).await;
+    // The scheduler's node list is held back until the test opens the gate.
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let client = Hooked::new(&core, move |_, call| {
+        let mut gate = gate.clone();
+        async move {
+            if matches!(call, Call::List { resource } if resource.plural == "nodes") {
+                let _ = gate.wait_for(|open| *open).await;
+            }
+        }
+        .boxed()
+    });
+    let scheduler = Scheduler::new(Arc::new(client), SchedulerConfig::default()).start();
+    let stats = || async { scheduler.send(GetStats).await.unwrap() };
+    eventually("the pod queued", || async { (stats().await.pending == 1).then_some(()) }).await;
+    open.send(true).unwrap();
+    assert_eq!(eventually("early bound", || node_of(&core, "early")).await, "only");
+    assert_eq!(stats().await.unschedulable, 0, "no attempt before the nodes were known");
 }
 
 #[actix::test]
