@@ -1,5 +1,6 @@
 //! Durable creates/s and gets/s through the HTTP API of a real `kplane server` (RocksDB, WAL
-//! synced on every commit) at 1, 16 and 64 concurrent clients. Writes
+//! synced on every commit) at 1, 16 and 64 concurrent clients, with the server's CPU per create
+//! and how many creates shared a WAL sync (group commit, from the server's `/metrics`). Writes
 //! target/bench-results/api_load.json.
 
 mod common;
@@ -94,6 +95,20 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(14) + ticks(15)) / 100.0
 }
 
+/// Writes and commits so far, summed over the shards (the store's group-commit histogram in
+/// `/metrics`).
+async fn commit_totals(client: &reqwest::Client, base: &str) -> (f64, f64) {
+    let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    let total = |suffix: &str| -> f64 {
+        let series = format!("kplane_store_commit_batch_size_{suffix}{{");
+        text.lines()
+            .filter(|l| l.starts_with(&series))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    (total("sum"), total("count"))
+}
+
 /// The server, ended when the bench ends, also by a panic.
 struct KillOnDrop(std::process::Child);
 
@@ -147,11 +162,18 @@ async fn main() {
     };
     for (phase, clients) in counts.into_iter().enumerate() {
         let cpu_before = cpu_seconds(server.0.id());
+        let (writes_before, commits_before) = commit_totals(&client, &base).await;
         let (rate, done) = run_phase(&addr, clients, "create", &format!("c{phase}")).await;
         let cpu_per_create = (cpu_seconds(server.0.id()) - cpu_before) / done as f64 * 1e6;
+        let (writes, commits) = commit_totals(&client, &base).await;
+        let per_commit = (writes - writes_before) / (commits - commits_before);
         println!(
             "durable creates/s with {clients:>2} clients: {rate:>9.0} \
-             (server CPU per create: {cpu_per_create:.0} µs)"
+             (server CPU per create: {cpu_per_create:.0} µs, creates per WAL sync: {per_commit:.1})"
+        );
+        results.insert(
+            format!("creates_per_commit_{clients}_clients"),
+            json!((per_commit * 10.0).round() / 10.0),
         );
         results.insert(format!("creates_per_sec_{clients}_clients"), json!(rate.round()));
         results.insert(

@@ -17,8 +17,12 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    /// The API server's own metrics and `others` (the store's).
+    pub fn new(others: Vec<Box<dyn prometheus::core::Collector>>) -> Self {
         let registry = Registry::new();
+        for collector in others {
+            registry.register(collector).expect("unique metric");
+        }
         let requests = IntCounterVec::new(
             Opts::new("apiserver_request_total", "Requests by verb, resource and HTTP code."),
             &["verb", "resource", "code"],
@@ -47,12 +51,6 @@ impl Metrics {
             .encode(&self.registry.gather(), &mut out)
             .expect("text encoding cannot fail");
         out
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

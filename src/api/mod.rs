@@ -40,7 +40,8 @@ impl AppState {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .expect("an HTTP client without TLS builds");
-        Self { core, max_body_bytes, watch_max_timeout, metrics: metrics::Metrics::new(), http }
+        let metrics = metrics::Metrics::new(core.store_collectors());
+        Self { core, max_body_bytes, watch_max_timeout, metrics, http }
     }
 }
 

@@ -48,3 +48,49 @@ fn thirty_two_writers_lose_no_update() {
     assert_eq!(cm["data"]["n"], (WRITERS * INCREMENTS).to_string());
     assert_eq!(conflicts.load(Ordering::Relaxed), failed_attempts.load(Ordering::Relaxed));
 }
+
+/// The sums of a histogram's `_sum` and `_count` over its series, from `/metrics`.
+fn histogram_totals(server: &Server, name: &str) -> (f64, f64) {
+    let text = server.http.get(server.url("/metrics")).send().unwrap().text().unwrap();
+    let total = |suffix: &str| -> f64 {
+        let series = format!("{name}_{suffix}{{");
+        text.lines()
+            .filter(|l| l.starts_with(&series))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    (total("sum"), total("count"))
+}
+
+#[test]
+fn creates_are_counted_in_the_commit_metrics() {
+    // Without the node agent and scheduler, nothing else writes while the test does.
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "false"),
+        ("KPLANE_SCHEDULER__ENABLED", "false"),
+    ]);
+    let (batches, timings) =
+        ("kplane_store_commit_batch_size", "kplane_store_commit_duration_seconds");
+    let (writes_before, commits_before) = histogram_totals(&server, batches);
+    let (_, timed_before) = histogram_totals(&server, timings);
+    const THREADS: usize = 16;
+    const EACH: usize = 8;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let server = &server;
+            s.spawn(move || {
+                for i in 0..EACH {
+                    let cm = json!({"metadata": {"name": format!("cm-{t}-{i}")}});
+                    let (code, reply) = server.post("/api/v1/namespaces/default/configmaps", &cm);
+                    assert_eq!(code, 201, "{reply}");
+                }
+            });
+        }
+    });
+    let (writes, commits) = histogram_totals(&server, batches);
+    let (writes, commits) = (writes - writes_before, commits - commits_before);
+    assert_eq!(writes, (THREADS * EACH) as f64, "every create is one committed write");
+    assert!((1.0..=writes).contains(&commits), "{commits} commits for {writes} writes");
+    let (_, timed) = histogram_totals(&server, timings);
+    assert_eq!(timed - timed_before, commits, "every commit is timed");
+}

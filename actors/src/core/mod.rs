@@ -118,6 +118,11 @@ impl ApiCore {
         self
     }
 
+    /// The metrics of the store underneath (commits and their batching), to serve.
+    pub fn store_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        self.store.collectors()
+    }
+
     fn is_service(resource: &ResourceType) -> bool {
         resource.group.is_empty() && resource.plural == "services"
     }

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use actix::{Actor, Addr, Arbiter, SyncArbiter};
+use prometheus::{HistogramOpts, HistogramVec};
 use tokio::sync::oneshot;
 
 pub use revision::Revision;
@@ -81,11 +82,43 @@ impl Preconditions {
     }
 }
 
+/// How the shards' commits go, as Prometheus metrics (labelled by shard).
+#[derive(Clone)]
+struct CommitMetrics {
+    batch_size: HistogramVec,
+    duration: HistogramVec,
+}
+
+impl CommitMetrics {
+    fn new() -> Self {
+        let batch_size = HistogramVec::new(
+            HistogramOpts::new(
+                "kplane_store_commit_batch_size",
+                "Writes committed together with one WAL sync (group commit), by shard.",
+            )
+            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
+            &["shard"],
+        )
+        .expect("a valid metric");
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "kplane_store_commit_duration_seconds",
+                "Time to write and sync one commit, by shard.",
+            )
+            .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0]),
+            &["shard"],
+        )
+        .expect("a valid metric");
+        Self { batch_size, duration }
+    }
+}
+
 /// The handle to the store: cheap to clone, hides the shard actors.
 #[derive(Clone)]
 pub struct Store {
     shards: Arc<Vec<Addr<StoreShard>>>,
     revision: Arc<Revision>,
+    metrics: CommitMetrics,
     /// Lets `close` wait until every engine (and so every RocksDB handle) has been dropped.
     engines: Arc<Vec<std::sync::Weak<dyn Engine>>>,
 }
@@ -120,10 +153,16 @@ impl Store {
                 .collect(),
         };
         let revision = Arc::new(Revision::default());
+        let metrics = CommitMetrics::new();
         let mut loaded = Vec::with_capacity(shards);
         for (index, engine) in engines.iter().enumerate() {
             let writer_engine = engine.clone();
-            let writer = SyncArbiter::start(1, move || ShardWriter::new(writer_engine.clone()));
+            let label = index.to_string();
+            let batch_size = metrics.batch_size.with_label_values(&[label.as_str()]);
+            let duration = metrics.duration.with_label_values(&[label.as_str()]);
+            let writer = SyncArbiter::start(1, move || {
+                ShardWriter::new(writer_engine.clone(), batch_size.clone(), duration.clone())
+            });
             let shard = StoreShard::load(
                 index,
                 engine.load_all()?,
@@ -146,7 +185,12 @@ impl Store {
             .collect();
         let engines: Vec<std::sync::Weak<dyn Engine>> =
             engines.iter().map(Arc::downgrade).collect();
-        Ok(Self { shards: Arc::new(addrs), revision, engines: Arc::new(engines) })
+        Ok(Self { shards: Arc::new(addrs), revision, metrics, engines: Arc::new(engines) })
+    }
+
+    /// The store's metrics, for the server to register and serve.
+    pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![Box::new(self.metrics.batch_size.clone()), Box::new(self.metrics.duration.clone())]
     }
 
     /// Stops every shard once its accepted writes are durable, and waits (up to `timeout`)
