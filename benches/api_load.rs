@@ -99,14 +99,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// `/metrics`).
 async fn commit_totals(client: &reqwest::Client, base: &str) -> (f64, f64) {
     let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    let total = |suffix: &str| -> f64 {
-        let series = format!("kplane_store_commit_batch_size_{suffix}{{");
-        text.lines()
-            .filter(|l| l.starts_with(&series))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
-    };
-    (total("sum"), total("count"))
+    common::metrics::histogram_totals(&text, "kplane_store_commit_batch_size")
 }
 
 /// The server, ended when the bench ends, also by a panic.

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../../tests/integration/util/metrics.rs"]
+pub mod metrics;
+
 /// The allocator the `kplane` binary uses, so that in-process benches measure the same thing.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 
-use crate::util::Server;
+use crate::util::{metrics, Server};
 
 #[test]
 fn thirty_two_writers_lose_no_update() {
@@ -49,17 +49,10 @@ fn thirty_two_writers_lose_no_update() {
     assert_eq!(conflicts.load(Ordering::Relaxed), failed_attempts.load(Ordering::Relaxed));
 }
 
-/// The sums of a histogram's `_sum` and `_count` over its series, from `/metrics`.
+/// A histogram's `_sum` and `_count` totals, as the server reports them now.
 fn histogram_totals(server: &Server, name: &str) -> (f64, f64) {
     let text = server.http.get(server.url("/metrics")).send().unwrap().text().unwrap();
-    let total = |suffix: &str| -> f64 {
-        let series = format!("{name}_{suffix}{{");
-        text.lines()
-            .filter(|l| l.starts_with(&series))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
-    };
-    (total("sum"), total("count"))
+    metrics::histogram_totals(&text, name)
 }
 
 #[test]

@@ -91,25 +91,22 @@ struct CommitMetrics {
 
 impl CommitMetrics {
     fn new() -> Self {
-        let batch_size = HistogramVec::new(
-            HistogramOpts::new(
+        let per_shard = |name: &str, help: &str, buckets: &[f64]| {
+            let options = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+            HistogramVec::new(options, &["shard"]).expect("a valid metric")
+        };
+        Self {
+            batch_size: per_shard(
                 "kplane_store_commit_batch_size",
                 "Writes committed together with one WAL sync (group commit), by shard.",
-            )
-            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
-            &["shard"],
-        )
-        .expect("a valid metric");
-        let duration = HistogramVec::new(
-            HistogramOpts::new(
+                &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
+            ),
+            duration: per_shard(
                 "kplane_store_commit_duration_seconds",
                 "Time to write and sync one commit, by shard.",
-            )
-            .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0]),
-            &["shard"],
-        )
-        .expect("a valid metric");
-        Self { batch_size, duration }
+                &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0],
+            ),
+        }
     }
 }
 
