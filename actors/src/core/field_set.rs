@@ -5,7 +5,7 @@
 //! a keyed list), `v:<value as JSON>` (an item of a set) or `i:<index>`. A member node is
 //! written `{}` when it has no members under it and carries `".": {}` otherwise.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -361,12 +361,24 @@ impl FieldSet {
 
     /// Keeps only the members that still exist in `value`.
     pub fn retain_existing(&mut self, value: &Value) {
-        self.children.retain(|element, child| match resolve(value, element) {
-            Some(inner) => {
-                child.retain_existing(inner);
-                !child.is_empty()
+        // A list's items are looked up by element in an index built once: a scan of the list
+        // per element is quadratic, and lists (an Endpoints' addresses) can be long.
+        let index = match value {
+            Value::Array(items) => Some(ItemIndex::of(items, self.children.keys())),
+            _ => None,
+        };
+        self.children.retain(|element, child| {
+            let inner = match &index {
+                Some(index) if index.covers(element) => index.get(element),
+                _ => resolve(value, element),
+            };
+            match inner {
+                Some(inner) => {
+                    child.retain_existing(inner);
+                    !child.is_empty()
+                }
+                None => false,
             }
-            None => false,
         });
     }
 
@@ -481,6 +493,56 @@ fn position(items: &[Value], element: &str) -> Option<usize> {
             items.iter().position(|i| item_key(i, &keys).as_deref() == Some(element))
         }
         _ => None,
+    }
+}
+
+/// A list's items by their `k:` and `v:` elements (the first item of each, as `position`
+/// finds), for the key sets the given elements name.
+struct ItemIndex<'a> {
+    items: HashMap<String, &'a Value>,
+}
+
+impl<'a> ItemIndex<'a> {
+    fn of<'e>(items: &'a [Value], elements: impl Iterator<Item = &'e String>) -> Self {
+        let mut key_sets: Vec<Vec<String>> = Vec::new();
+        let mut values = false;
+        for element in elements {
+            if element.starts_with("v:") {
+                values = true;
+            } else if let Some(rest) = element.strip_prefix("k:") {
+                let keys = serde_json::from_str::<Map<String, Value>>(rest)
+                    .map(|wanted| wanted.keys().cloned().collect::<Vec<_>>());
+                if let Ok(keys) = keys {
+                    if !key_sets.contains(&keys) {
+                        key_sets.push(keys);
+                    }
+                }
+            }
+        }
+        let mut index = HashMap::new();
+        for keys in &key_sets {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            for item in items {
+                if let Some(element) = item_key(item, &keys) {
+                    index.entry(element).or_insert(item);
+                }
+            }
+        }
+        if values {
+            for item in items {
+                index.entry(format!("v:{item}")).or_insert(item);
+            }
+        }
+        Self { items: index }
+    }
+
+    /// Whether `get` answers for `element` (else it must be resolved another way).
+    fn covers(&self, element: &str) -> bool {
+        element.starts_with("k:") || element.starts_with("v:")
+    }
+
+    fn get(&self, element: &str) -> Option<&'a Value> {
+        self.items.get(element).copied()
     }
 }
 
@@ -728,5 +790,27 @@ mod tests {
         }
         let set = fields(json!({"finalizers": ["x", "y"]}));
         assert_eq!(set["f:spec"]["f:finalizers"], json!({".": {}, "v:\"x\"": {}, "v:\"y\"": {}}));
+    }
+
+    #[test]
+    fn retain_existing_keeps_what_is_left_of_long_lists() {
+        let containers = |n: usize, skip: usize| -> Vec<Value> {
+            (0..n)
+                .filter(|i| i % 3 != skip)
+                .map(|i| json!({"name": format!("c{i}"), "image": "i"}))
+                .collect()
+        };
+        let finalizers = |n: usize, skip: usize| -> Vec<Value> {
+            (0..n).filter(|i| i % 3 != skip).map(|i| json!(format!("f{i}"))).collect()
+        };
+        let object = |skip: usize| {
+            json!({"metadata": {"finalizers": finalizers(600, skip)},
+                "spec": {"containers": containers(600, skip)}})
+        };
+        // skip 3 keeps everything; skip 1 drops every third item of both lists.
+        let (old, new) = (object(3), object(1));
+        let mut set = FieldSet::of_object(&old);
+        set.retain_existing(&new);
+        assert_eq!(set, FieldSet::of_object(&new));
     }
 }
