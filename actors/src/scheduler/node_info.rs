@@ -607,20 +607,50 @@ fn label_group(namespace: &str, labels: &BTreeMap<String, String>) -> u64 {
     hasher.finish()
 }
 
-/// Every label group seen, by namespace: resolves a spread selector to the groups it matches
-/// once per pod, so that counting matching pods on a node is a lookup per group.
+/// The label groups of the pods on nodes, by namespace: resolves a spread selector to the
+/// groups it matches once per pod, so that counting matching pods on a node is a lookup per
+/// group. A group goes with its last pod.
 #[derive(Debug, Default)]
 pub struct LabelGroups {
-    by_namespace: HashMap<String, HashMap<u64, BTreeMap<String, String>>>,
+    by_namespace: HashMap<String, HashMap<u64, LabelGroup>>,
+    /// The namespace and group of every registered pod, by uid.
+    pods: HashMap<String, (String, u64)>,
+}
+
+#[derive(Debug)]
+struct LabelGroup {
+    labels: BTreeMap<String, String>,
+    pods: usize,
 }
 
 impl LabelGroups {
+    /// Counts `pod` in its group (again registering a pod only moves it if its group changed).
     pub fn register(&mut self, pod: &PodInfo) {
-        self.by_namespace
-            .entry(pod.namespace.clone())
-            .or_default()
+        if self.pods.get(&pod.uid).is_some_and(|(ns, g)| *ns == pod.namespace && *g == pod.group) {
+            return;
+        }
+        self.unregister(&pod.uid);
+        self.pods.insert(pod.uid.clone(), (pod.namespace.clone(), pod.group));
+        let groups = self.by_namespace.entry(pod.namespace.clone()).or_default();
+        let group = groups
             .entry(pod.group)
-            .or_insert_with(|| pod.labels.clone());
+            .or_insert_with(|| LabelGroup { labels: pod.labels.clone(), pods: 0 });
+        group.pods += 1;
+    }
+
+    /// Forgets the pod `uid`; its group goes if it was the last one in it.
+    pub fn unregister(&mut self, uid: &str) {
+        let Some((namespace, group)) = self.pods.remove(uid) else { return };
+        let Some(groups) = self.by_namespace.get_mut(&namespace) else { return };
+        if let Some(entry) = groups.get_mut(&group) {
+            entry.pods -= 1;
+            if entry.pods == 0 {
+                groups.remove(&group);
+            }
+        }
+        if groups.is_empty() {
+            self.by_namespace.remove(&namespace);
+        }
     }
 
     /// The groups of `namespace` whose labels match every selector (ANDed, as kube-scheduler's
@@ -633,9 +663,15 @@ impl LabelGroups {
             .get(namespace)
             .into_iter()
             .flatten()
-            .filter(|(_, labels)| selectors.iter().flatten().all(|(k, v)| labels.get(k) == Some(v)))
+            .filter(|(_, g)| selectors.iter().flatten().all(|(k, v)| g.labels.get(k) == Some(v)))
             .map(|(group, _)| *group)
             .collect()
+    }
+
+    /// How many groups are known (all namespaces).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_namespace.values().map(HashMap::len).sum()
     }
 }
 
@@ -1140,5 +1176,18 @@ pub(crate) mod tests {
         assert_eq!(count(&n, &[("app", "web"), ("v", "1")]), 1);
         n.remove_pod("b");
         assert_eq!(count(&n, &[("v", "1")]), 0);
+
+        // Groups go with their last pod; registering a pod again counts it once.
+        assert_eq!(groups.len(), 4);
+        let c = n.pod("c").unwrap().clone();
+        groups.register(&c);
+        for uid in ["a", "b", "e"] {
+            groups.unregister(uid);
+        }
+        assert_eq!(groups.len(), 2, "ns/{{app: web, v: 2}} and other/{{app: web}} stay");
+        groups.unregister("c");
+        assert_eq!(groups.matching("ns", &sel(&[("app", "web")])), Vec::<u64>::new());
+        groups.unregister("d");
+        assert_eq!(groups.len(), 0);
     }
 }

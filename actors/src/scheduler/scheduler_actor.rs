@@ -226,6 +226,7 @@ impl Scheduler {
         }
         for pod in removed.pods() {
             self.pod_node.remove(&pod.uid);
+            self.groups.unregister(&pod.uid);
         }
     }
 
@@ -236,6 +237,7 @@ impl Scheduler {
 
     /// Takes a pod off the node it was counted on; true when it was on one.
     fn unassign(&mut self, uid: &str) -> bool {
+        self.groups.unregister(uid);
         let Some(node) = self.pod_node.remove(uid) else { return false };
         if let Some(info) = self.node_mut(&node) {
             info.remove_pod(uid);
