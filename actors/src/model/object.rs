@@ -56,36 +56,15 @@ pub struct StoredObject {
 
 impl StoredObject {
     /// Builds a stored object from its JSON form; sets `metadata.resourceVersion` to `rv`.
-    pub fn from_value(key: ObjectKey, mut value: Value, rv: u64) -> Self {
-        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-        }
-        let raw = Bytes::from(serde_json::to_vec(&value).expect("a JSON value always serializes"));
-        Self::indexed(key, rv, raw, &value)
+    pub fn from_value(key: ObjectKey, value: Value, rv: u64) -> Self {
+        PreparedObject::new(key, value).at_revision(rv)
     }
 
     /// Rebuilds the indexes of an object read back from disk.
     pub fn from_raw(key: ObjectKey, rv: u64, raw: Bytes) -> Result<Self, serde_json::Error> {
         let value: Value = serde_json::from_slice(&raw)?;
-        Ok(Self::indexed(key, rv, raw, &value))
-    }
-
-    fn indexed(key: ObjectKey, rv: u64, raw: Bytes, value: &Value) -> Self {
-        let labels = json::at(value, "/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let uid = json::at(value, "/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let fields = FieldValues::extract(key.resource, value);
-        let deleting = json::at(value, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-        Self { key, resource_version: rv, uid, raw, labels, fields, deleting }
+        let Indexes { uid, labels, fields, deleting } = Indexes::of(&key, &value);
+        Ok(Self { key, resource_version: rv, uid, raw, labels, fields, deleting })
     }
 
     /// Parses the JSON back into a value (for read-modify-write paths).
@@ -113,6 +92,134 @@ impl StoredObject {
         object.insert("metadata".into(), Value::Object(partial.metadata.0));
         Value::Object(object)
     }
+}
+
+/// What the store indexes of an object, read from its JSON form.
+#[derive(Debug)]
+struct Indexes {
+    uid: String,
+    labels: BTreeMap<String, String>,
+    fields: FieldValues,
+    deleting: bool,
+}
+
+impl Indexes {
+    fn of(key: &ObjectKey, value: &Value) -> Self {
+        let labels = json::at(value, "/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let uid = json::at(value, "/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let fields = FieldValues::extract(key.resource, value);
+        let deleting = json::at(value, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        Self { uid, labels, fields, deleting }
+    }
+}
+
+/// An object ready to be stored but for its resourceVersion: serialized and indexed where the
+/// write comes from, so that the store shard, which handles every write of its resource types
+/// one at a time, only writes the revision in.
+#[derive(Debug)]
+pub struct PreparedObject {
+    pub key: ObjectKey,
+    /// The JSON, with `metadata.resourceVersion` empty.
+    json: Vec<u8>,
+    /// Where the revision's digits go: between the quotes of that empty string.
+    revision_at: Option<usize>,
+    indexes: Indexes,
+}
+
+impl PreparedObject {
+    pub fn new(key: ObjectKey, mut value: Value) -> Self {
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(String::new()));
+        }
+        let (json, revision_at) = json_with_revision_slot(&value);
+        let indexes = Indexes::of(&key, &value);
+        Self { key, json, revision_at, indexes }
+    }
+
+    /// The stored object at revision `rv`.
+    pub fn at_revision(self, rv: u64) -> StoredObject {
+        let raw = match self.revision_at {
+            Some(at) => {
+                let digits = rv.to_string();
+                let mut raw = Vec::with_capacity(self.json.len() + digits.len());
+                raw.extend_from_slice(&self.json[..at]);
+                raw.extend_from_slice(digits.as_bytes());
+                raw.extend_from_slice(&self.json[at..]);
+                raw
+            }
+            None => self.json,
+        };
+        let Indexes { uid, labels, fields, deleting } = self.indexes;
+        let key = self.key;
+        StoredObject {
+            key,
+            resource_version: rv,
+            uid,
+            raw: Bytes::from(raw),
+            labels,
+            fields,
+            deleting,
+        }
+    }
+}
+
+/// `value` as `serde_json::to_vec` writes it, and the offset just inside the quotes of an empty
+/// `metadata.resourceVersion`, if it has one. (Maps are sorted by key, so writing the entries
+/// one by one gives the same bytes.)
+fn json_with_revision_slot(value: &Value) -> (Vec<u8>, Option<usize>) {
+    let Value::Object(top) = value else {
+        return (serde_json::to_vec(value).expect("a JSON value always serializes"), None);
+    };
+    let mut out = Vec::with_capacity(2048);
+    let mut slot = None;
+    out.push(b'{');
+    for (i, (key, field)) in top.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(&mut out, key);
+        out.push(b':');
+        let Value::Object(meta) = field else {
+            write_json(&mut out, field);
+            continue;
+        };
+        if key != "metadata" {
+            write_json(&mut out, field);
+            continue;
+        }
+        out.push(b'{');
+        for (j, (name, entry)) in meta.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            write_json(&mut out, name);
+            out.push(b':');
+            if name == "resourceVersion" && entry.as_str() == Some("") {
+                out.extend_from_slice(b"\"\"");
+                slot = Some(out.len() - 1);
+            } else {
+                write_json(&mut out, entry);
+            }
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
+    (out, slot)
+}
+
+/// Appends `value` (a key or a value) as serde_json's compact formatter writes it.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(out, value).expect("JSON keys and values always serialize");
 }
 
 /// An object's metadata as read for a metadata-only view: `managedFields` (most of it, and of
@@ -174,5 +281,28 @@ mod tests {
         assert_eq!(StoredObject::from_raw(key.clone(), 42, obj.raw.clone()).unwrap(), obj);
         let marked = json!({"metadata":{"name":"p","deletionTimestamp":"2026-01-01T00:00:00Z"}});
         assert!(StoredObject::from_value(key, marked, 43).deleting);
+    }
+
+    #[test]
+    fn the_revision_is_written_into_the_bytes_serde_json_would_write() {
+        let pods = find("", "v1", "pods").unwrap();
+        let values = [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+                "annotations": {"resourceVersion": "", "q\"uote": "ü\n\u{1}"},
+                "labels": {"resourceVersion": ""}}, "spec": {"x": [1, 2.5, null, true, {}]}}),
+            json!({"metadata": {"name": "p", "resourceVersion": "17", "z": 1}}),
+            json!({"metadata": {}}),
+            json!({"kind": "NoMetadata"}),
+            json!({"metadata": "not an object"}),
+        ];
+        for value in values {
+            let stored =
+                StoredObject::from_value(ObjectKey::new(pods, "ns", "p"), value.clone(), 1234);
+            let mut expected = value.clone();
+            if let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("resourceVersion".into(), json!("1234"));
+            }
+            assert_eq!(stored.raw, serde_json::to_vec(&expected).unwrap(), "{value}");
+        }
     }
 }

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 pub use revision::Revision;
 pub use shard::{ContinuePoint, ListPage};
 
-use crate::model::{ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::model::{ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
 use crate::watch::HubHandle;
 use engine::Engine;
 use shard::{Get, List, Stop, StoreShard, Write, WriteOp};
@@ -236,21 +236,25 @@ impl Store {
             .map_err(|_| StoreError::Unavailable)?
     }
 
+    /// Creates an object. It is serialized and indexed here, on the caller's thread: the shard
+    /// only writes the revision in.
     pub async fn create(
         &self,
         key: ObjectKey,
         object: serde_json::Value,
     ) -> Result<Arc<StoredObject>, StoreError> {
-        self.write(WriteOp::Create { key, object }).await
+        self.write(WriteOp::Create(PreparedObject::new(key, object))).await
     }
 
+    /// Replaces an object, prepared as `create` prepares it.
     pub async fn update(
         &self,
         key: ObjectKey,
         object: serde_json::Value,
         preconditions: Preconditions,
     ) -> Result<Arc<StoredObject>, StoreError> {
-        self.write(WriteOp::Update { key, object, preconditions }).await
+        let object = PreparedObject::new(key, object);
+        self.write(WriteOp::Update { object, preconditions }).await
     }
 
     /// Deletes and returns the object's last state, stamped with the deletion's revision.

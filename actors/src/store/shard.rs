@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use imbl::OrdMap;
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::engine::{BatchEntry, Entries};
 use super::writer::{Commit, ShardWriter};
 use super::{codec, keys, Preconditions, Revision, StoreError};
-use crate::model::{text, ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::model::{text, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
 use crate::watch::{EventType, Publish, WatchEvent};
 
 /// The objects of one resource type, by (namespace, name). Cloning is O(1), which is what makes
@@ -213,19 +212,18 @@ impl StoreShard {
 
     fn accept(&mut self, op: WriteOp) -> Result<WatchEvent, StoreError> {
         match op {
-            WriteOp::Create { key, object } => {
-                if self.newest(&key).is_some() {
-                    return Err(StoreError::AlreadyExists(key));
+            WriteOp::Create(object) => {
+                if self.newest(&object.key).is_some() {
+                    return Err(StoreError::AlreadyExists(object.key));
                 }
-                let rv = self.revision.next();
-                let object = Arc::new(StoredObject::from_value(key, object, rv));
+                let object = Arc::new(object.at_revision(self.revision.next()));
                 Ok(WatchEvent { kind: EventType::Added, object, previous: None })
             }
-            WriteOp::Update { key, object, preconditions } => {
-                let current = self.newest(&key).ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            WriteOp::Update { object, preconditions } => {
+                let key = &object.key;
+                let current = self.newest(key).ok_or_else(|| StoreError::NotFound(key.clone()))?;
                 preconditions.check(&current)?;
-                let rv = self.revision.next();
-                let object = Arc::new(StoredObject::from_value(key, object, rv));
+                let object = Arc::new(object.at_revision(self.revision.next()));
                 Ok(WatchEvent { kind: EventType::Modified, object, previous: Some(current) })
             }
             WriteOp::Delete { key, preconditions } => {
@@ -396,17 +394,16 @@ impl Actor for StoreShard {
 /// A change to one object. Never dropped: the reply is sent once the change is durable or has
 /// been refused.
 pub(crate) enum WriteOp {
-    Create { key: ObjectKey, object: Value },
-    Update { key: ObjectKey, object: Value, preconditions: Preconditions },
+    Create(PreparedObject),
+    Update { object: PreparedObject, preconditions: Preconditions },
     Delete { key: ObjectKey, preconditions: Preconditions },
 }
 
 impl WriteOp {
     pub(crate) fn key(&self) -> &ObjectKey {
         match self {
-            WriteOp::Create { key, .. }
-            | WriteOp::Update { key, .. }
-            | WriteOp::Delete { key, .. } => key,
+            WriteOp::Create(object) | WriteOp::Update { object, .. } => &object.key,
+            WriteOp::Delete { key, .. } => key,
         }
     }
 }
