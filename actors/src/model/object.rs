@@ -182,39 +182,36 @@ fn json_with_revision_slot(value: &Value) -> (Vec<u8>, Option<usize>) {
     };
     let mut out = Vec::with_capacity(2048);
     let mut slot = None;
-    out.push(b'{');
-    for (i, (key, field)) in top.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_json(&mut out, key);
-        out.push(b':');
-        let Value::Object(meta) = field else {
-            write_json(&mut out, field);
-            continue;
-        };
-        if key != "metadata" {
-            write_json(&mut out, field);
-            continue;
-        }
-        out.push(b'{');
-        for (j, (name, entry)) in meta.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            write_json(&mut out, name);
-            out.push(b':');
+    write_map(&mut out, top, |out, key, field| match field {
+        Value::Object(meta) if key == "metadata" => write_map(out, meta, |out, name, entry| {
             if name == "resourceVersion" && entry.as_str() == Some("") {
                 out.extend_from_slice(b"\"\"");
                 slot = Some(out.len() - 1);
             } else {
-                write_json(&mut out, entry);
+                write_json(out, entry);
             }
+        }),
+        _ => write_json(out, field),
+    });
+    (out, slot)
+}
+
+/// Appends `map` as serde_json writes it, `entry` writing each value.
+fn write_map(
+    out: &mut Vec<u8>,
+    map: &serde_json::Map<String, Value>,
+    mut entry: impl FnMut(&mut Vec<u8>, &str, &Value),
+) {
+    out.push(b'{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        out.push(b'}');
+        write_json(out, key);
+        out.push(b':');
+        entry(out, key, value);
     }
     out.push(b'}');
-    (out, slot)
 }
 
 /// Appends `value` (a key or a value) as serde_json's compact formatter writes it.
