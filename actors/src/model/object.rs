@@ -41,7 +41,7 @@ impl ObjectKey {
 }
 
 /// An object as committed: immutable, shared by the store cache, watch events and responses.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct StoredObject {
     pub key: ObjectKey,
     pub resource_version: u64,
@@ -52,6 +52,22 @@ pub struct StoredObject {
     pub fields: FieldValues,
     /// `metadata.deletionTimestamp` is set: the object is being deleted.
     pub deleting: bool,
+    /// Where `metadata.resourceVersion`'s digits start in `raw`, when known (objects written
+    /// by this process): lets a delete stamp its revision without re-encoding the object.
+    revision_at: Option<usize>,
+}
+
+/// Equal when everything but the (derived) revision offset is.
+impl PartialEq for StoredObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && self.resource_version == other.resource_version
+            && self.uid == other.uid
+            && self.raw == other.raw
+            && self.labels == other.labels
+            && self.fields == other.fields
+            && self.deleting == other.deleting
+    }
 }
 
 impl StoredObject {
@@ -64,7 +80,18 @@ impl StoredObject {
     pub fn from_raw(key: ObjectKey, rv: u64, raw: Bytes) -> Result<Self, serde_json::Error> {
         let value: Value = serde_json::from_slice(&raw)?;
         let Indexes { uid, labels, fields, deleting } = Indexes::of(&key, &value);
-        Ok(Self { key, resource_version: rv, uid, raw, labels, fields, deleting })
+        let revision_at = None;
+        Ok(Self { key, resource_version: rv, uid, raw, labels, fields, deleting, revision_at })
+    }
+
+    /// The same object stamped with revision `rv` (a delete's last state).
+    pub fn at_revision(&self, rv: u64) -> StoredObject {
+        let Some(at) = self.revision_at else {
+            return StoredObject::from_value(self.key.clone(), self.to_value(), rv);
+        };
+        let old_digits = decimal_digits(self.resource_version);
+        let raw = splice_revision(&self.raw[..at], &self.raw[at + old_digits..], rv);
+        StoredObject { resource_version: rv, raw: Bytes::from(raw), ..self.clone() }
     }
 
     /// Parses the JSON back into a value (for read-modify-write paths).
@@ -149,28 +176,36 @@ impl PreparedObject {
     /// The stored object at revision `rv`.
     pub fn at_revision(self, rv: u64) -> StoredObject {
         let raw = match self.revision_at {
-            Some(at) => {
-                let digits = rv.to_string();
-                let mut raw = Vec::with_capacity(self.json.len() + digits.len());
-                raw.extend_from_slice(&self.json[..at]);
-                raw.extend_from_slice(digits.as_bytes());
-                raw.extend_from_slice(&self.json[at..]);
-                raw
-            }
+            Some(at) => splice_revision(&self.json[..at], &self.json[at..], rv),
             None => self.json,
         };
         let Indexes { uid, labels, fields, deleting } = self.indexes;
-        let key = self.key;
         StoredObject {
-            key,
+            key: self.key,
             resource_version: rv,
             uid,
             raw: Bytes::from(raw),
             labels,
             fields,
             deleting,
+            revision_at: self.revision_at,
         }
     }
+}
+
+/// `before`, the digits of `rv`, `after`.
+fn splice_revision(before: &[u8], after: &[u8], rv: u64) -> Vec<u8> {
+    let digits = rv.to_string();
+    let mut raw = Vec::with_capacity(before.len() + digits.len() + after.len());
+    raw.extend_from_slice(before);
+    raw.extend_from_slice(digits.as_bytes());
+    raw.extend_from_slice(after);
+    raw
+}
+
+/// How many decimal digits `n` is written with.
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
 }
 
 /// `value` as `serde_json::to_vec` writes it, and the offset just inside the quotes of an empty
@@ -301,5 +336,21 @@ mod tests {
             }
             assert_eq!(stored.raw, serde_json::to_vec(&expected).unwrap(), "{value}");
         }
+    }
+
+    #[test]
+    fn a_stored_object_is_stamped_with_another_revision() {
+        let pods = find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "ns", "p");
+        let value = json!({"metadata": {"name": "p", "annotations": {"resourceVersion": "7"}},
+            "spec": {"nodeName": "n"}});
+        let expected = StoredObject::from_value(key.clone(), value.clone(), 123_456);
+        for rv in [7, 9, 10, 99_999] {
+            let written = StoredObject::from_value(key.clone(), value.clone(), rv);
+            assert_eq!(written.at_revision(123_456), expected, "from revision {rv}");
+            let loaded = StoredObject::from_raw(key.clone(), rv, written.raw.clone()).unwrap();
+            assert_eq!(loaded.at_revision(123_456), expected, "loaded at revision {rv}");
+        }
+        assert_eq!((decimal_digits(0), decimal_digits(9), decimal_digits(10)), (1, 1, 2));
     }
 }

@@ -230,7 +230,7 @@ impl StoreShard {
                 let current = self.newest(&key).ok_or_else(|| StoreError::NotFound(key.clone()))?;
                 preconditions.check(&current)?;
                 let rv = self.revision.next();
-                let object = Arc::new(StoredObject::from_value(key, current.to_value(), rv));
+                let object = Arc::new(current.at_revision(rv));
                 Ok(WatchEvent { kind: EventType::Deleted, object, previous: Some(current) })
             }
         }
