@@ -175,29 +175,16 @@ impl GarbageCollector {
                         tracing::warn!(name = %node.name, %error, "orphaning dependents");
                         return;
                     }
-                    let is_orphan = |f: &Value| f.as_str() == Some(ORPHAN_FINALIZER);
-                    if let Err(error) =
-                        remove_entries(&*client, &node, &uid, "finalizers", is_orphan).await
-                    {
-                        tracing::warn!(name = %node.name, %error, "removing the orphan finalizer");
-                    }
+                    remove_finalizer(&*client, &node, &uid, ORPHAN_FINALIZER).await;
                 }
                 .into_actor(self),
             );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
             if dependents.is_empty() {
                 let (client, uid) = (self.client.clone(), uid.to_string());
-                let is_foreground = |f: &Value| f.as_str() == Some(FOREGROUND_FINALIZER);
                 ctx.spawn(
-                    async move {
-                        let removed =
-                            remove_entries(&*client, &node, &uid, "finalizers", is_foreground)
-                                .await;
-                        if let Err(error) = removed {
-                            tracing::warn!(name = %node.name, %error, "removing a finalizer");
-                        }
-                    }
-                    .into_actor(self),
+                    async move { remove_finalizer(&*client, &node, &uid, FOREGROUND_FINALIZER).await }
+                        .into_actor(self),
                 );
             }
             for dependent in dependents {
@@ -284,6 +271,15 @@ async fn collect_orphan(client: &dyn ApiClient, node: &Node, uid: &str) -> Resul
     let version = live["metadata"]["resourceVersion"].as_str().map(String::from);
     let options = delete_options(uid, version);
     client.delete(node.resource, &node.namespace, &node.name, &options).await.map(drop)
+}
+
+/// Removes `finalizer` from `node` (object `uid`), logging a failure: the next event about the
+/// object tries again.
+async fn remove_finalizer(client: &dyn ApiClient, node: &Node, uid: &str, finalizer: &str) {
+    let named = |f: &Value| f.as_str() == Some(finalizer);
+    if let Err(error) = remove_entries(client, node, uid, "finalizers", named).await {
+        tracing::warn!(name = %node.name, %error, finalizer, "removing a finalizer");
+    }
 }
 
 /// How many times a read-modify-write of the collector's is tried against concurrent writers.
@@ -394,14 +390,13 @@ impl Handler<Informed> for GarbageCollector {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use futures::FutureExt;
     use serde_json::json;
 
     use super::*;
     use crate::core::ApiCore;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use futures::FutureExt;
-
     use crate::testing::{core, eventually, Call, Hooked};
 
     fn cms() -> &'static ResourceType {
@@ -432,6 +427,19 @@ mod tests {
         ApiClient::delete(core, cms(), "default", name, &options).await.unwrap();
     }
 
+    /// Creates `owner` and its `dependents`, deletes the owner with the Orphan policy and waits
+    /// until it is gone; returns the owner as it was.
+    async fn orphan(core: &ApiCore, owner: &str, dependents: &[String]) -> Value {
+        let created = create(core, owner, None, &[]).await;
+        for dependent in dependents {
+            create(core, dependent, Some(&created), &[]).await;
+        }
+        delete(core, owner, "Orphan").await;
+        eventually("the owner goes", || async { get(core, owner).await.is_none().then_some(()) })
+            .await;
+        created
+    }
+
     #[actix::test]
     async fn background_orphan_and_foreground_deletion() {
         let core = core().await;
@@ -452,13 +460,7 @@ mod tests {
         })
         .await;
 
-        let owner = create(&core, "owner2", None, &[]).await;
-        create(&core, "dep2", Some(&owner), &[]).await;
-        delete(&core, "owner2", "Orphan").await;
-        eventually("the owner goes", || async {
-            get(&core, "owner2").await.is_none().then_some(())
-        })
-        .await;
+        orphan(&core, "owner2", &["dep2".into()]).await;
         let orphan = get(&core, "dep2").await.expect("an orphan stays");
         assert_eq!(orphan["metadata"]["ownerReferences"], json!([]));
 
@@ -484,15 +486,8 @@ mod tests {
     async fn orphaned_dependents_all_stay_when_their_owner_goes() {
         let core = core().await;
         GarbageCollector::new(Arc::new(core.clone())).start();
-        let owner = create(&core, "many-owner", None, &[]).await;
-        for i in 0..20 {
-            create(&core, &format!("many-dep-{i}"), Some(&owner), &[]).await;
-        }
-        delete(&core, "many-owner", "Orphan").await;
-        eventually("the owner goes", || async {
-            get(&core, "many-owner").await.is_none().then_some(())
-        })
-        .await;
+        let dependents: Vec<String> = (0..20).map(|i| format!("many-dep-{i}")).collect();
+        let owner = orphan(&core, "many-owner", &dependents).await;
         for i in 0..20 {
             let orphan = get(&core, &format!("many-dep-{i}")).await;
             let orphan = orphan.unwrap_or_else(|| panic!("orphan {i} was collected"));
@@ -527,13 +522,7 @@ mod tests {
             .boxed()
         });
         GarbageCollector::new(Arc::new(client)).start();
-        let owner = create(&core, "contested-owner", None, &[]).await;
-        create(&core, "contested", Some(&owner), &[]).await;
-        delete(&core, "contested-owner", "Orphan").await;
-        eventually("the owner goes", || async {
-            get(&core, "contested-owner").await.is_none().then_some(())
-        })
-        .await;
+        orphan(&core, "contested-owner", &["contested".into()]).await;
         let orphan = get(&core, "contested").await.expect("the orphan stays");
         assert_eq!(orphan["metadata"]["ownerReferences"], json!([]));
         assert_eq!(orphan["metadata"]["labels"]["written"], "meanwhile");
