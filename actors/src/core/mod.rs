@@ -658,7 +658,7 @@ impl ApiCore {
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         if has_finalizers {
-            if json::at(&value, "/metadata/deletionTimestamp").is_some() {
+            if current.deleting {
                 return Ok(current);
             }
             let mut marked = value;
@@ -683,7 +683,7 @@ impl ApiCore {
         mut value: Value,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let name = current.key.name.clone();
-        let marked = if json::at(&value, "/metadata/deletionTimestamp").is_none() {
+        let marked = if !current.deleting {
             metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
             value["status"] = json!({"phase": "Terminating"});
             let preconditions =
