@@ -471,7 +471,7 @@ impl Handler<Informed> for Scheduler {
         }
         match (watched, feed) {
             (Watched::Nodes, Feed::Listed(items)) => {
-                let names: std::collections::HashSet<String> = items
+                let names: HashSet<String> = items
                     .iter()
                     .filter_map(|n| {
                         n.pointer("/metadata/name").and_then(Value::as_str).map(String::from)
@@ -502,7 +502,7 @@ impl Handler<Informed> for Scheduler {
                 }
             }
             (Watched::Pods, Feed::Listed(items)) => {
-                let live: std::collections::HashSet<String> = items
+                let live: HashSet<String> = items
                     .iter()
                     .filter_map(|p| {
                         p.pointer("/metadata/uid").and_then(Value::as_str).map(String::from)
