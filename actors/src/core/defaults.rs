@@ -2,6 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::quantity;
+
 /// Fills the defaults of `kind` into `object` (a create or a full update).
 pub(crate) fn apply(kind: &str, object: &mut Value) {
     match kind {
@@ -9,9 +11,10 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             if let Some(spec) = object.get_mut("spec") {
                 pod_spec(spec);
             }
+            let qos = object.get("spec").map_or("BestEffort", qos_class);
             let status = object_field(object, "status");
             status.entry("phase").or_insert_with(|| json!("Pending"));
-            status.entry("qosClass").or_insert_with(|| json!("BestEffort"));
+            status.entry("qosClass").or_insert_with(|| json!(qos));
         }
         "ReplicationController" => {
             let labels = object.pointer("/spec/template/metadata/labels").cloned();
@@ -99,11 +102,69 @@ fn container(c: &mut Value) {
     c.entry("imagePullPolicy").or_insert(json!(policy));
     c.entry("terminationMessagePath").or_insert(json!("/dev/termination-log"));
     c.entry("terminationMessagePolicy").or_insert(json!("File"));
-    c.entry("resources").or_insert(json!({}));
+    let resources = c.entry("resources").or_insert(json!({}));
+    // A limit without a request requests the limit (a malformed list is left to validation).
+    if let Some(resources) = resources.as_object_mut() {
+        let limits = resources.get("limits").and_then(Value::as_object).cloned();
+        let requests = resources.entry("requests").or_insert(json!({}));
+        if let (Some(limits), Some(requests)) = (limits, requests.as_object_mut()) {
+            for (name, limit) in limits {
+                requests.entry(name).or_insert(limit);
+            }
+        }
+        if requests.as_object().is_some_and(Map::is_empty) {
+            resources.remove("requests");
+        }
+    }
     for port in c.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
         if let Some(port) = port.as_object_mut() {
             port.entry("protocol").or_insert(json!("TCP"));
         }
+    }
+}
+
+/// The pod's quality of service, as Kubernetes' `GetPodQOS` decides it from the cpu and memory
+/// of its containers and init containers (after a limit without a request requested it):
+/// `Guaranteed` when every container limits both and the pod's requests equal its limits,
+/// `BestEffort` when nothing is requested or limited, `Burstable` otherwise. Zero and
+/// unreadable quantities count as unset (validation rejects the unreadable ones).
+fn qos_class(spec: &Value) -> &'static str {
+    const COMPUTE: [&str; 2] = ["cpu", "memory"];
+    let amount = |list: Option<&Value>, name: &str| -> i64 {
+        let quantity = list.and_then(|l| l.get(name));
+        let text = match quantity {
+            Some(Value::String(text)) => text.clone(),
+            Some(number @ Value::Number(_)) => number.to_string(),
+            _ => return 0,
+        };
+        let parsed =
+            if name == "cpu" { quantity::milli_value(&text) } else { quantity::value(&text) };
+        parsed.unwrap_or(0).max(0)
+    };
+    let (mut requests, mut limits) = ([0i64; 2], [0i64; 2]);
+    let mut guaranteed = true;
+    for list in ["containers", "initContainers"] {
+        for c in spec.get(list).and_then(Value::as_array).into_iter().flatten() {
+            let resources = c.get("resources");
+            let (container_requests, container_limits) = (
+                resources.and_then(|r| r.get("requests")),
+                resources.and_then(|r| r.get("limits")),
+            );
+            for (i, name) in COMPUTE.iter().enumerate() {
+                let request = amount(container_requests, name);
+                let limit = amount(container_limits, name);
+                requests[i] = requests[i].saturating_add(request);
+                limits[i] = limits[i].saturating_add(limit);
+                guaranteed &= limit > 0;
+            }
+        }
+    }
+    if requests == [0, 0] && limits == [0, 0] {
+        "BestEffort"
+    } else if guaranteed && requests == limits {
+        "Guaranteed"
+    } else {
+        "Burstable"
     }
 }
 
@@ -119,6 +180,43 @@ mod tests {
         assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(pod["status"]["phase"], "Pending");
+    }
+
+    fn qos_of(containers: Value) -> (String, Value) {
+        let mut pod = json!({"spec": {"containers": containers}});
+        apply("Pod", &mut pod);
+        let qos = pod["status"]["qosClass"].as_str().unwrap().to_string();
+        (qos, pod["spec"]["containers"][0]["resources"].clone())
+    }
+
+    #[test]
+    fn quality_of_service_follows_requests_and_limits() {
+        let c = |resources: Value| json!([{"name": "c", "image": "i", "resources": resources}]);
+        assert_eq!(qos_of(json!([{"name": "c", "image": "i"}])).0, "BestEffort");
+        assert_eq!(qos_of(c(json!({"requests": {"cpu": "0"}}))).0, "BestEffort");
+        assert_eq!(
+            qos_of(c(json!({"requests": {"cpu": "100m", "memory": "64Mi"}}))).0,
+            "Burstable"
+        );
+        // Limits alone request themselves: equal requests and limits of both are Guaranteed.
+        let (qos, resources) = qos_of(c(json!({"limits": {"cpu": "1", "memory": "1Gi"}})));
+        assert_eq!(qos, "Guaranteed");
+        assert_eq!(resources["requests"], json!({"cpu": "1", "memory": "1Gi"}));
+        let equal = json!({"requests": {"cpu": "1000m", "memory": "1073741824"},
+            "limits": {"cpu": 1, "memory": "1Gi"}});
+        assert_eq!(qos_of(c(equal)).0, "Guaranteed");
+        let lower = json!({"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}});
+        assert_eq!(qos_of(c(lower)).0, "Burstable");
+        assert_eq!(qos_of(c(json!({"limits": {"cpu": "1"}}))).0, "Burstable");
+        // Every container must limit both: one that does not makes the pod Burstable.
+        let two = json!([
+            {"name": "a", "image": "i", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+            {"name": "b", "image": "i"}]);
+        assert_eq!(qos_of(two).0, "Burstable");
+        // A status the client set is kept, as on updates.
+        let mut pod = json!({"spec": {"containers": []}, "status": {"qosClass": "Guaranteed"}});
+        apply("Pod", &mut pod);
+        assert_eq!(pod["status"]["qosClass"], "Guaranteed");
     }
 
     #[test]

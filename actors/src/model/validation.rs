@@ -242,6 +242,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             }
         }
         let resources = c.get("resources");
+        let mut limits = Vec::new();
         for kind in ["limits", "requests"] {
             let list = resources.and_then(|r| r.get(kind)).and_then(Value::as_object);
             for (resource, quantity) in list.into_iter().flatten() {
@@ -261,7 +262,17 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 };
                 match parsed {
                     Ok(v) if v < 0 => errors.push(FieldError::invalid(field(), text, "must be greater than or equal to 0")),
-                    Ok(_) => {}
+                    Ok(v) if kind == "limits" => limits.push((resource, v, text.to_string())),
+                    Ok(v) => {
+                        let limit = limits.iter().find(|(name, _, _)| *name == resource);
+                        if let Some((_, _, limit)) = limit.filter(|(_, limit, _)| v > *limit) {
+                            errors.push(FieldError::invalid(
+                                at(".resources.requests"),
+                                text,
+                                format!("must be less than or equal to {resource} limit of {limit}"),
+                            ));
+                        }
+                    }
                     Err(_) => errors.push(FieldError::invalid(
                         field(),
                         text,
@@ -469,6 +480,15 @@ mod pod_update_tests {
                 "spec.restartPolicy"
             ],
             "{errors:?}"
+        );
+        let over = json!({"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}});
+        let errors = validate_object(pods, &pod(over, "Always"));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "spec.containers[0].resources.requests");
+        assert_eq!(
+            errors[0].message,
+            "Invalid value: \"1500m\": must be less than or equal to cpu limit of 1"
         );
     }
 
