@@ -86,6 +86,9 @@ fn all_distinct(elements: impl Iterator<Item = Option<String>>) -> bool {
     let Some(mut elements) = elements.collect::<Option<Vec<String>>>() else {
         return false;
     };
+    if elements.len() < 2 {
+        return true;
+    }
     elements.sort_unstable();
     elements.windows(2).all(|pair| pair[0] != pair[1])
 }
@@ -94,7 +97,8 @@ fn all_distinct(elements: impl Iterator<Item = Option<String>>) -> bool {
 /// (`keys` are listed in alphabetical order, which is how the element names them.)
 fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
     let object = item.as_object()?;
-    let mut key = String::from("k:{");
+    let mut key = String::with_capacity(32);
+    key.push_str("k:{");
     for (i, name) in keys.iter().enumerate() {
         if i > 0 {
             key.push(',');
@@ -103,7 +107,7 @@ fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
         key.push_str(name);
         key.push_str("\":");
         match object.get(*name) {
-            Some(value) if !value.is_null() => key.push_str(&value.to_string()),
+            Some(value) if !value.is_null() => push_json(&mut key, value),
             _ if *name == "protocol" => key.push_str("\"TCP\""),
             _ => return None,
         }
@@ -112,48 +116,105 @@ fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
     Some(key)
 }
 
-/// The `f:` element of a field (built without the formatting machinery: this runs for every
-/// field of every object written).
-pub(super) fn field_element(name: &str) -> String {
-    let mut element = String::with_capacity(name.len() + 2);
-    element.push_str("f:");
+/// `value` as JSON, appended to `out`. Plain strings and numbers, what keys and set items
+/// almost always are, are written directly rather than through the formatting machinery.
+fn push_json(out: &mut String, value: &Value) {
+    match value {
+        Value::String(s) if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') => {
+            out.push('"');
+            out.push_str(s);
+            out.push('"');
+        }
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => out.push_str(itoa::Buffer::new().format(i)),
+            None => out.push_str(&n.to_string()),
+        },
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A path element: `prefix` (`f:`, `v:`) and `name`, built without the formatting machinery
+/// (this runs for every field of every object written).
+fn element(prefix: &str, name: &str) -> String {
+    let mut element = String::with_capacity(prefix.len() + name.len());
+    element.push_str(prefix);
     element.push_str(name);
     element
 }
 
+/// The `f:` element of a field.
+pub(super) fn field_element(name: &str) -> String {
+    element("f:", name)
+}
+
+/// The `v:` element of a set's item.
+fn value_element(value: &Value) -> String {
+    let mut element = String::with_capacity(16);
+    element.push_str("v:");
+    push_json(&mut element, value);
+    element
+}
+
 fn leaf<T: FieldTree>() -> T {
-    T::node(true, Vec::new()).expect("a member node")
+    T::new().finish(true).expect("a member node")
 }
 
 fn child_path(parent: &str, field: &str) -> String {
-    format!("{parent}.{field}")
+    let mut path = String::with_capacity(parent.len() + 1 + field.len());
+    path.push_str(parent);
+    path.push('.');
+    path.push_str(field);
+    path
 }
 
-/// What a walk over an object's fields builds: a `FieldSet`, or the FieldsV1 JSON directly
-/// (a create has nothing to merge with, so it needs no set).
+/// What a walk over an object's fields builds, a node at a time: a `FieldSet`, or the
+/// FieldsV1 JSON directly (a create has nothing to merge with, so it needs no set).
 pub trait FieldTree: Sized {
-    /// A node with its members under it; `None` when it is no member and has none under it.
-    fn node(itself: bool, children: Vec<(String, Self)>) -> Option<Self>;
+    /// A node with nothing under it yet.
+    fn new() -> Self;
+    /// Puts `child` under this node as `element`.
+    fn insert(&mut self, element: String, child: Self);
+    /// The node, a member itself when `itself`; `None` when it is no member and has none
+    /// under it.
+    fn finish(self, itself: bool) -> Option<Self>;
 }
 
 impl FieldTree for FieldSet {
-    fn node(itself: bool, children: Vec<(String, Self)>) -> Option<Self> {
-        (itself || !children.is_empty())
-            .then(|| FieldSet { itself, children: children.into_iter().collect() })
+    fn new() -> Self {
+        FieldSet::default()
+    }
+
+    fn insert(&mut self, element: String, child: Self) {
+        self.children.insert(element, child);
+    }
+
+    fn finish(mut self, itself: bool) -> Option<Self> {
+        self.itself = itself;
+        (!self.is_empty()).then_some(self)
     }
 }
 
 /// The FieldsV1 JSON form, as `FieldSet::into_json` writes it.
 impl FieldTree for Value {
-    fn node(itself: bool, children: Vec<(String, Self)>) -> Option<Self> {
-        if !itself && children.is_empty() {
-            return None;
+    fn new() -> Self {
+        Value::Object(Map::new())
+    }
+
+    fn insert(&mut self, element: String, child: Self) {
+        if let Value::Object(map) = self {
+            map.insert(element, child);
         }
-        let mut map: Map<String, Value> = children.into_iter().collect();
-        if itself && !map.is_empty() {
+    }
+
+    fn finish(mut self, itself: bool) -> Option<Self> {
+        let Value::Object(map) = &mut self else { return None };
+        if map.is_empty() {
+            return itself.then_some(self);
+        }
+        if itself {
             map.insert(".".into(), Value::Object(Map::new()));
         }
-        Some(Value::Object(map))
+        Some(self)
     }
 }
 
@@ -175,12 +236,16 @@ fn walk_fields<T: FieldTree>(
     itself: bool,
     skip: Skip,
 ) -> Option<T> {
-    let children = map
-        .iter()
-        .filter(|(k, _)| !skip(path, k))
-        .filter_map(|(k, v)| Some((field_element(k), walk_value(v, path, k, skip)?)))
-        .collect();
-    T::node(itself, children)
+    let mut node = T::new();
+    for (k, v) in map {
+        if skip(path, k) {
+            continue;
+        }
+        if let Some(child) = walk_value(v, path, k, skip) {
+            node.insert(field_element(k), child);
+        }
+    }
+    node.finish(itself)
 }
 
 /// Everything in `value`, the field `field` of the object at `parent`.
@@ -194,17 +259,21 @@ fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip
             let path = child_path(parent, field);
             match list_kind(parent, field, items) {
                 ListKind::Keyed(keys) => {
-                    let children = items
-                        .iter()
-                        .filter_map(|item| {
+                    let mut node = T::new();
+                    for item in items {
+                        if let Some(child) = walk_item(item, &path, skip) {
                             let key = item_key(item, keys).expect("list_kind checked the keys");
-                            Some((key, walk_item(item, &path, skip)?))
-                        })
-                        .collect();
-                    T::node(false, children)
+                            node.insert(key, child);
+                        }
+                    }
+                    node.finish(false)
                 }
                 ListKind::Set => {
-                    T::node(true, items.iter().map(|i| (format!("v:{i}"), leaf())).collect())
+                    let mut node = T::new();
+                    for item in items {
+                        node.insert(value_element(item), leaf());
+                    }
+                    node.finish(true)
                 }
                 ListKind::Atomic => Some(leaf()),
             }
@@ -296,7 +365,7 @@ impl FieldSet {
                     (ListKind::Set, ListKind::Set) => {
                         let mut set = FieldSet::default();
                         for value in b.iter().filter(|v| !a.contains(v)) {
-                            set.children.insert(format!("v:{value}"), leaf());
+                            set.children.insert(value_element(value), leaf());
                         }
                         set
                     }
@@ -531,7 +600,7 @@ impl<'a> ItemIndex<'a> {
         }
         if values {
             for item in items {
-                index.entry(format!("v:{item}")).or_insert(item);
+                index.entry(value_element(item)).or_insert(item);
             }
         }
         Self { items: index }
@@ -680,6 +749,18 @@ mod tests {
 
     fn path(elements: &[&str]) -> Vec<String> {
         elements.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn elements_write_values_as_serde_json_does() {
+        let values = json!(["app", "a \"quoted\" \\ name", "tab\there", "ünïcode", 9376, -3,
+            18446744073709551615u64, 1.5, true, null, {"a": 1}, [1, "x"]]);
+        for value in values.as_array().unwrap() {
+            let mut written = String::new();
+            push_json(&mut written, value);
+            assert_eq!(written, value.to_string(), "{value}");
+            assert_eq!(value_element(value), format!("v:{value}"));
+        }
     }
 
     #[test]
