@@ -55,9 +55,12 @@ pub struct StoredObject {
     /// Where `metadata.resourceVersion`'s digits start in `raw`, when known (objects written
     /// by this process): lets a delete stamp its revision without re-encoding the object.
     revision_at: Option<usize>,
+    /// Where a metadata-only view's parts lie in `raw`, when known (objects written by this
+    /// process).
+    layout: Option<Layout>,
 }
 
-/// Equal when everything but the (derived) revision offset is.
+/// Equal when everything but the (derived) offsets into `raw` is.
 impl PartialEq for StoredObject {
     fn eq(&self, other: &Self) -> bool {
         self.key == other.key
@@ -80,8 +83,18 @@ impl StoredObject {
     pub fn from_raw(key: ObjectKey, rv: u64, raw: Bytes) -> Result<Self, serde_json::Error> {
         let value: Value = serde_json::from_slice(&raw)?;
         let Indexes { uid, labels, fields, deleting } = Indexes::of(&key, &value);
-        let revision_at = None;
-        Ok(Self { key, resource_version: rv, uid, raw, labels, fields, deleting, revision_at })
+        let (revision_at, layout) = (None, None);
+        Ok(Self {
+            key,
+            resource_version: rv,
+            uid,
+            raw,
+            labels,
+            fields,
+            deleting,
+            revision_at,
+            layout,
+        })
     }
 
     /// The same object stamped with revision `rv` (a delete's last state).
@@ -91,7 +104,8 @@ impl StoredObject {
         };
         let old_digits = decimal_digits(self.resource_version);
         let raw = splice_revision(&self.raw[..at], &self.raw[at + old_digits..], rv);
-        StoredObject { resource_version: rv, raw: Bytes::from(raw), ..self.clone() }
+        let layout = self.layout.map(|l| l.widened(at, decimal_digits(rv) - old_digits));
+        StoredObject { resource_version: rv, raw: Bytes::from(raw), layout, ..self.clone() }
     }
 
     /// Parses the JSON back into a value (for read-modify-write paths).
@@ -100,8 +114,13 @@ impl StoredObject {
     }
 
     /// Only `apiVersion`, `kind` and `metadata` without its `managedFields` (what a metadata
-    /// informer needs): the rest of the JSON is skipped, not built.
+    /// informer needs). Objects written by this process are read from just those parts;
+    /// for objects loaded from disk the rest of the JSON is skipped, not built.
     pub fn metadata_value(&self) -> Value {
+        if let Some(layout) = &self.layout {
+            let view = layout.metadata_view(&self.raw);
+            return serde_json::from_slice(&view).expect("a stored object's parts are valid JSON");
+        }
         #[derive(serde::Deserialize)]
         struct Partial {
             #[serde(rename = "apiVersion", default)]
@@ -160,6 +179,8 @@ pub struct PreparedObject {
     json: Vec<u8>,
     /// Where the revision's digits go: between the quotes of that empty string.
     revision_at: Option<usize>,
+    /// Where a metadata-only view's parts lie in `json`.
+    layout: Option<Layout>,
     indexes: Indexes,
 }
 
@@ -168,16 +189,19 @@ impl PreparedObject {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(String::new()));
         }
-        let (json, revision_at) = json_with_revision_slot(&value);
+        let Serialized { json, revision_at, layout } = serialize(&value);
         let indexes = Indexes::of(&key, &value);
-        Self { key, json, revision_at, indexes }
+        Self { key, json, revision_at, layout, indexes }
     }
 
     /// The stored object at revision `rv`.
     pub fn at_revision(self, rv: u64) -> StoredObject {
-        let raw = match self.revision_at {
-            Some(at) => splice_revision(&self.json[..at], &self.json[at..], rv),
-            None => self.json,
+        let (raw, layout) = match self.revision_at {
+            Some(at) => (
+                splice_revision(&self.json[..at], &self.json[at..], rv),
+                self.layout.map(|l| l.widened(at, decimal_digits(rv))),
+            ),
+            None => (self.json, self.layout),
         };
         let Indexes { uid, labels, fields, deleting } = self.indexes;
         StoredObject {
@@ -189,6 +213,7 @@ impl PreparedObject {
             fields,
             deleting,
             revision_at: self.revision_at,
+            layout,
         }
     }
 }
@@ -208,27 +233,124 @@ fn decimal_digits(n: u64) -> usize {
     n.checked_ilog10().map_or(1, |log| log as usize + 1)
 }
 
-/// `value` as `serde_json::to_vec` writes it, and the offset just inside the quotes of an empty
-/// `metadata.resourceVersion`, if it has one. (Maps are sorted by key, so writing the entries
-/// one by one gives the same bytes.)
-fn json_with_revision_slot(value: &Value) -> (Vec<u8>, Option<usize>) {
+/// Where the parts of a metadata-only view (`apiVersion`, `kind`, `metadata` without its
+/// `managedFields`) lie in an object's JSON, as byte ranges: the view is then read from a few
+/// hundred bytes instead of the whole object.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Layout {
+    api_version: Option<Range>,
+    kind: Option<Range>,
+    /// The metadata object, braces included.
+    metadata: Range,
+    /// The `managedFields` entry (key and value) with the comma before it, if any.
+    managed_fields: Option<Range>,
+}
+
+type Range = (usize, usize);
+
+impl Layout {
+    /// The layout after `digits` bytes were inserted at `at` (a revision written in).
+    fn widened(self, at: usize, digits: usize) -> Layout {
+        let shift = |(start, end): Range| {
+            let moved = |offset: usize| if offset >= at { offset + digits } else { offset };
+            (moved(start), moved(end))
+        };
+        Layout {
+            api_version: self.api_version.map(shift),
+            kind: self.kind.map(shift),
+            metadata: shift(self.metadata),
+            managed_fields: self.managed_fields.map(shift),
+        }
+    }
+
+    /// The metadata-only view of `raw` as JSON.
+    fn metadata_view(&self, raw: &[u8]) -> Vec<u8> {
+        let part = |(start, end): Range| &raw[start..end];
+        let mut view = Vec::with_capacity(256);
+        view.push(b'{');
+        if let Some(api_version) = self.api_version {
+            view.extend_from_slice(b"\"apiVersion\":");
+            view.extend_from_slice(part(api_version));
+            view.push(b',');
+        }
+        if let Some(kind) = self.kind {
+            view.extend_from_slice(b"\"kind\":");
+            view.extend_from_slice(part(kind));
+            view.push(b',');
+        }
+        view.extend_from_slice(b"\"metadata\":");
+        let (start, end) = self.metadata;
+        match self.managed_fields {
+            Some((skip_start, skip_end)) => {
+                view.extend_from_slice(&raw[start..skip_start]);
+                let rest = &raw[skip_end..end];
+                // managedFields was the first entry: the comma after it goes too.
+                let rest = match (view.last(), rest.first()) {
+                    (Some(b'{'), Some(b',')) => &rest[1..],
+                    _ => rest,
+                };
+                view.extend_from_slice(rest);
+            }
+            None => view.extend_from_slice(&raw[start..end]),
+        }
+        view.push(b'}');
+        view
+    }
+}
+
+/// An object's JSON and what was noted while writing it.
+struct Serialized {
+    json: Vec<u8>,
+    /// The offset just inside the quotes of an empty `metadata.resourceVersion`, if any.
+    revision_at: Option<usize>,
+    /// Set when `metadata` is an object.
+    layout: Option<Layout>,
+}
+
+/// `value` as `serde_json::to_vec` writes it, noting where the revision goes and where the
+/// parts of a metadata-only view lie. (Maps are sorted by key, so writing the entries one by
+/// one gives the same bytes.)
+fn serialize(value: &Value) -> Serialized {
     let Value::Object(top) = value else {
-        return (serde_json::to_vec(value).expect("a JSON value always serializes"), None);
+        let json = serde_json::to_vec(value).expect("a JSON value always serializes");
+        return Serialized { json, revision_at: None, layout: None };
     };
     let mut out = Vec::with_capacity(2048);
-    let mut slot = None;
-    write_map(&mut out, top, |out, key, field| match field {
-        Value::Object(meta) if key == "metadata" => write_map(out, meta, |out, name, entry| {
-            if name == "resourceVersion" && entry.as_str() == Some("") {
-                out.extend_from_slice(b"\"\"");
-                slot = Some(out.len() - 1);
-            } else {
-                write_json(out, entry);
+    let (mut revision_at, mut managed_fields) = (None, None);
+    let (mut api_version, mut kind, mut metadata) = (None, None, None);
+    write_map(&mut out, top, |out, key, field| {
+        let start = out.len();
+        match field {
+            Value::Object(meta) if key == "metadata" => {
+                write_map(out, meta, |out, name, entry| {
+                    let value_start = out.len();
+                    if name == "resourceVersion" && entry.as_str() == Some("") {
+                        out.extend_from_slice(b"\"\"");
+                        revision_at = Some(out.len() - 1);
+                    } else {
+                        write_json(out, entry);
+                    }
+                    if name == "managedFields" {
+                        // The key, its colon, and the comma before them when there is one.
+                        let key_start = value_start - b"\"managedFields\":".len();
+                        let entry_start = key_start - usize::from(out[key_start - 1] == b',');
+                        managed_fields = Some((entry_start, out.len()));
+                    }
+                });
+                metadata = Some((start, out.len()));
             }
-        }),
-        _ => write_json(out, field),
+            _ => {
+                write_json(out, field);
+                match key {
+                    "apiVersion" => api_version = Some((start, out.len())),
+                    "kind" => kind = Some((start, out.len())),
+                    _ => {}
+                }
+            }
+        }
     });
-    (out, slot)
+    let layout = metadata.map(|metadata| Layout { api_version, kind, metadata, managed_fields });
+    Serialized { json: out, revision_at, layout }
 }
 
 /// Appends `map` as serde_json writes it, `entry` writing each value.
@@ -335,6 +457,35 @@ mod tests {
                 meta.insert("resourceVersion".into(), json!("1234"));
             }
             assert_eq!(stored.raw, serde_json::to_vec(&expected).unwrap(), "{value}");
+        }
+    }
+
+    #[test]
+    fn the_metadata_view_read_from_its_parts_is_the_parsed_one() {
+        let pods = find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "ns", "p");
+        let managed = json!([{"manager": "m", "fieldsV1": {"f:spec": {}}}]);
+        let values = [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+                "labels": {"a": "b"}, "managedFields": managed, "uid": "u"}, "spec": {"x": 1}}),
+            // managedFields first, alone, or missing; data sorting before metadata.
+            json!({"apiVersion": "v1", "data": {"managedFields": "x"}, "kind": "ConfigMap",
+                "metadata": {"annotations": {"k": "v"}, "managedFields": managed}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"managedFields": managed}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"aa": 1, "managedFields": []}}),
+        ];
+        for value in values {
+            for rv in [9, 10, 12_345] {
+                let written = StoredObject::from_value(key.clone(), value.clone(), rv);
+                assert!(written.layout.is_some(), "{value}");
+                let loaded = StoredObject::from_raw(key.clone(), rv, written.raw.clone()).unwrap();
+                assert_eq!(written.metadata_value(), loaded.metadata_value(), "{value} at {rv}");
+                // A delete's stamp moves the parts after the revision.
+                let deleted = written.at_revision(1_000_001);
+                let reloaded = StoredObject::from_raw(key.clone(), 1_000_001, deleted.raw.clone());
+                assert_eq!(deleted.metadata_value(), reloaded.unwrap().metadata_value());
+            }
         }
     }
 
