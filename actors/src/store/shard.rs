@@ -539,3 +539,156 @@ impl Handler<Stop> for StoreShard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Condvar, Mutex};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::resources::find;
+    use crate::store::engine::{BatchEntry, Engine};
+
+    /// An engine whose commits wait until the test opens its gate, and fail while `failing`.
+    #[derive(Default)]
+    struct GatedEngine {
+        open: Mutex<bool>,
+        opened: Condvar,
+        failing: Mutex<bool>,
+        /// The keys of each commit that succeeded, the revision record left out.
+        committed: Mutex<Vec<Vec<Vec<u8>>>>,
+        /// How many commits have started.
+        started: Mutex<usize>,
+    }
+
+    impl GatedEngine {
+        fn set_open(&self, open: bool) {
+            *self.open.lock().unwrap() = open;
+            self.opened.notify_all();
+        }
+    }
+
+    impl Engine for GatedEngine {
+        fn load_all(&self) -> Result<Entries, StoreError> {
+            Ok(Vec::new())
+        }
+
+        fn commit(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError> {
+            *self.started.lock().unwrap() += 1;
+            let open = self.open.lock().unwrap();
+            drop(self.opened.wait_while(open, |open| !*open).unwrap());
+            if *self.failing.lock().unwrap() {
+                return Err(StoreError::Engine("disk full".into()));
+            }
+            let keys = batch.into_iter().map(|(k, _)| k).filter(|k| k != keys::REVISION_KEY);
+            self.committed.lock().unwrap().push(keys.collect());
+            Ok(())
+        }
+    }
+
+    /// Collects what the shard publishes.
+    struct Published(Arc<Mutex<Vec<u64>>>);
+
+    impl Actor for Published {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Publish> for Published {
+        type Result = ();
+
+        fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
+            let revisions = msg.events.iter().map(|e| e.object.resource_version);
+            self.0.lock().unwrap().extend(revisions);
+        }
+    }
+
+    fn start(engine: Arc<GatedEngine>) -> (Addr<StoreShard>, Arc<Mutex<Vec<u64>>>) {
+        let writer_engine: Arc<dyn Engine> = engine;
+        let writer = SyncArbiter::start(1, move || {
+            let metric = |name: &str| {
+                prometheus::Histogram::with_opts(prometheus::HistogramOpts::new(name, "test"))
+                    .unwrap()
+            };
+            let (size, duration) = (metric("size"), metric("duration"));
+            ShardWriter::new(writer_engine.clone(), size, duration)
+        });
+        let published = Arc::new(Mutex::new(Vec::new()));
+        let publish = Published(published.clone()).start().recipient();
+        let revision = Arc::new(Revision::default());
+        let shard = StoreShard::load(0, Vec::new(), revision, writer, publish).unwrap();
+        (shard.start(), published)
+    }
+
+    fn create(shard: &Addr<StoreShard>, name: &str) -> oneshot::Receiver<WriteResult> {
+        let pods = find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "ns", name);
+        let object = PreparedObject::new(key, json!({"metadata": {"name": name}}));
+        let (reply, outcome) = oneshot::channel();
+        shard.do_send(Write { op: WriteOp::Create(object), reply });
+        outcome
+    }
+
+    type WriteResult = Result<Arc<StoredObject>, StoreError>;
+
+    async fn until(what: &str, condition: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !condition() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    fn names(committed: &[Vec<Vec<u8>>]) -> Vec<Vec<String>> {
+        let name = |key: &Vec<u8>| keys::decode(key).unwrap().name;
+        committed.iter().map(|batch| batch.iter().map(name).collect()).collect()
+    }
+
+    #[actix::test]
+    async fn writes_accepted_during_a_commit_are_the_next_batch_in_order() {
+        let engine = Arc::new(GatedEngine::default());
+        let (shard, published) = start(engine.clone());
+        let first = create(&shard, "a");
+        until("the first commit starts", || *engine.started.lock().unwrap() == 1).await;
+        let later: Vec<_> = ["b", "c", "d"].iter().map(|n| create(&shard, n)).collect();
+        // A read round trip: the shard has accepted and staged the later writes.
+        let pods = find("", "v1", "pods").unwrap();
+        shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap();
+        engine.set_open(true);
+        let mut revisions = vec![first.await.unwrap().unwrap().resource_version];
+        for outcome in later {
+            revisions.push(outcome.await.unwrap().unwrap().resource_version);
+        }
+        assert!(revisions.windows(2).all(|w| w[0] < w[1]), "{revisions:?}");
+        let committed = engine.committed.lock().unwrap().clone();
+        assert_eq!(names(&committed), [vec!["a"], vec!["b", "c", "d"]]);
+        until("all four are published", || published.lock().unwrap().len() == 4).await;
+        assert_eq!(*published.lock().unwrap(), revisions);
+    }
+
+    #[actix::test]
+    async fn a_failed_commit_fails_the_writes_accepted_after_it_then_commits_resume() {
+        let engine = Arc::new(GatedEngine::default());
+        *engine.failing.lock().unwrap() = true;
+        let (shard, published) = start(engine.clone());
+        let first = create(&shard, "a");
+        until("the first commit starts", || *engine.started.lock().unwrap() == 1).await;
+        let later: Vec<_> = ["b", "c"].iter().map(|n| create(&shard, n)).collect();
+        let pods = find("", "v1", "pods").unwrap();
+        shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap();
+        engine.set_open(true);
+        assert!(matches!(first.await.unwrap(), Err(StoreError::Engine(_))));
+        for outcome in later {
+            // Checked against a state that never reached disk: never committed.
+            assert!(matches!(outcome.await.unwrap(), Err(StoreError::Engine(_))));
+        }
+        assert_eq!(*engine.started.lock().unwrap(), 1, "nothing after a failure is committed");
+        *engine.failing.lock().unwrap() = false;
+        // The names are free again, and commits resume.
+        let retried = create(&shard, "b").await.unwrap().unwrap();
+        assert_eq!(names(&engine.committed.lock().unwrap()), [vec!["b"]]);
+        assert!(shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap().is_none());
+        until("the retry is published", || published.lock().unwrap().len() == 1).await;
+        assert_eq!(*published.lock().unwrap(), [retried.resource_version]);
+    }
+}
