@@ -131,10 +131,9 @@ fn container(c: &mut Value) {
 fn qos_class(spec: &Value) -> &'static str {
     const COMPUTE: [&str; 2] = ["cpu", "memory"];
     let amount = |list: Option<&Value>, name: &str| -> i64 {
-        let quantity = list.and_then(|l| l.get(name));
-        let text = match quantity {
-            Some(Value::String(text)) => text.clone(),
-            Some(number @ Value::Number(_)) => number.to_string(),
+        let text: std::borrow::Cow<str> = match list.and_then(|l| l.get(name)) {
+            Some(Value::String(text)) => text.into(),
+            Some(number @ Value::Number(_)) => number.to_string().into(),
             _ => return 0,
         };
         let parsed =
