@@ -23,18 +23,11 @@ impl RocksEngine {
         // less than a skip list's ordered insert. It takes one writer at a time, as here.
         options.set_memtable_factory(MemtableFactory::Vector);
         options.set_allow_concurrent_memtable_write(false);
-        // Flushes and the first compactions write uncompressed: compressing every memtable
-        // flush (snappy by default) showed as the flush thread's largest cost under a create
-        // load, and data reaching the lower levels is compressed there once.
-        options.set_compression_per_level(&[
-            DBCompressionType::None,
-            DBCompressionType::None,
-            DBCompressionType::Lz4,
-            DBCompressionType::Lz4,
-            DBCompressionType::Lz4,
-            DBCompressionType::Lz4,
-            DBCompressionType::Lz4,
-        ]);
+        // No compression, as etcd stores its values: compressing every memtable flush (snappy
+        // by default) was the flush thread's largest cost under a create load, objects are
+        // small, and `None` is the one compression every RocksDB build has (a build without
+        // LZ4 refuses to open a database configured for it).
+        options.set_compression_type(DBCompressionType::None);
         let db = DB::open(&options, path).map_err(|e| StoreError::Engine(e.to_string()))?;
         Ok(Self { db })
     }
