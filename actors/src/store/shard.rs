@@ -644,16 +644,26 @@ mod tests {
         committed.iter().map(|batch| batch.iter().map(name).collect()).collect()
     }
 
+    /// Creates "a", and then `later` while the commit of "a" is held at the engine's gate.
+    async fn during_a_held_commit(
+        shard: &Addr<StoreShard>,
+        engine: &GatedEngine,
+        later: &[&str],
+    ) -> (oneshot::Receiver<WriteResult>, Vec<oneshot::Receiver<WriteResult>>) {
+        let first = create(shard, "a");
+        until("the first commit starts", || *engine.started.lock().unwrap() == 1).await;
+        let later = later.iter().map(|n| create(shard, n)).collect();
+        // A read round trip: the shard has accepted the later writes.
+        let pods = find("", "v1", "pods").unwrap();
+        shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap();
+        (first, later)
+    }
+
     #[actix::test]
     async fn writes_accepted_during_a_commit_are_the_next_batch_in_order() {
         let engine = Arc::new(GatedEngine::default());
         let (shard, published) = start(engine.clone());
-        let first = create(&shard, "a");
-        until("the first commit starts", || *engine.started.lock().unwrap() == 1).await;
-        let later: Vec<_> = ["b", "c", "d"].iter().map(|n| create(&shard, n)).collect();
-        // A read round trip: the shard has accepted and staged the later writes.
-        let pods = find("", "v1", "pods").unwrap();
-        shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap();
+        let (first, later) = during_a_held_commit(&shard, &engine, &["b", "c", "d"]).await;
         engine.set_open(true);
         let mut revisions = vec![first.await.unwrap().unwrap().resource_version];
         for outcome in later {
@@ -671,11 +681,7 @@ mod tests {
         let engine = Arc::new(GatedEngine::default());
         *engine.failing.lock().unwrap() = true;
         let (shard, published) = start(engine.clone());
-        let first = create(&shard, "a");
-        until("the first commit starts", || *engine.started.lock().unwrap() == 1).await;
-        let later: Vec<_> = ["b", "c"].iter().map(|n| create(&shard, n)).collect();
-        let pods = find("", "v1", "pods").unwrap();
-        shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap();
+        let (first, later) = during_a_held_commit(&shard, &engine, &["b", "c"]).await;
         engine.set_open(true);
         assert!(matches!(first.await.unwrap(), Err(StoreError::Engine(_))));
         for outcome in later {
@@ -687,6 +693,7 @@ mod tests {
         // The names are free again, and commits resume.
         let retried = create(&shard, "b").await.unwrap().unwrap();
         assert_eq!(names(&engine.committed.lock().unwrap()), [vec!["b"]]);
+        let pods = find("", "v1", "pods").unwrap();
         assert!(shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap().is_none());
         until("the retry is published", || published.lock().unwrap().len() == 1).await;
         assert_eq!(*published.lock().unwrap(), [retried.resource_version]);
