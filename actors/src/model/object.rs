@@ -104,7 +104,7 @@ impl StoredObject {
         };
         let old_digits = decimal_digits(self.resource_version);
         let raw = splice_revision(&self.raw[..at], &self.raw[at + old_digits..], rv);
-        let layout = self.layout.map(|l| l.widened(at, decimal_digits(rv) - old_digits));
+        let layout = self.layout.map(|l| l.respliced(at, old_digits, decimal_digits(rv)));
         StoredObject { resource_version: rv, raw: Bytes::from(raw), layout, ..self.clone() }
     }
 
@@ -199,7 +199,7 @@ impl PreparedObject {
         let (raw, layout) = match self.revision_at {
             Some(at) => (
                 splice_revision(&self.json[..at], &self.json[at..], rv),
-                self.layout.map(|l| l.widened(at, decimal_digits(rv))),
+                self.layout.map(|l| l.respliced(at, 0, decimal_digits(rv))),
             ),
             None => (self.json, self.layout),
         };
@@ -249,10 +249,11 @@ struct Layout {
 type Range = (usize, usize);
 
 impl Layout {
-    /// The layout after `digits` bytes were inserted at `at` (a revision written in).
-    fn widened(self, at: usize, digits: usize) -> Layout {
+    /// The layout after the `old` bytes at `at` were replaced by `new` bytes (a revision
+    /// written in). No range starts or ends inside the replaced bytes.
+    fn respliced(self, at: usize, old: usize, new: usize) -> Layout {
         let shift = |(start, end): Range| {
-            let moved = |offset: usize| if offset >= at { offset + digits } else { offset };
+            let moved = |offset: usize| if offset >= at { offset - old + new } else { offset };
             (moved(start), moved(end))
         };
         Layout {
@@ -481,10 +482,13 @@ mod tests {
                 assert!(written.layout.is_some(), "{value}");
                 let loaded = StoredObject::from_raw(key.clone(), rv, written.raw.clone()).unwrap();
                 assert_eq!(written.metadata_value(), loaded.metadata_value(), "{value} at {rv}");
-                // A delete's stamp moves the parts after the revision.
-                let deleted = written.at_revision(1_000_001);
-                let reloaded = StoredObject::from_raw(key.clone(), 1_000_001, deleted.raw.clone());
-                assert_eq!(deleted.metadata_value(), reloaded.unwrap().metadata_value());
+                // A delete's stamp moves the parts after the revision, by as many digits as
+                // it adds (or takes away).
+                for stamp in [1_000_001, 7] {
+                    let deleted = written.at_revision(stamp);
+                    let reloaded = StoredObject::from_raw(key.clone(), stamp, deleted.raw.clone());
+                    assert_eq!(deleted.metadata_value(), reloaded.unwrap().metadata_value());
+                }
             }
         }
     }
