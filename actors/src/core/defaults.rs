@@ -4,6 +4,27 @@ use serde_json::{json, Map, Value};
 
 use crate::model::quantity;
 
+/// Drops the status a client sent with a create, for the kinds whose status only the system
+/// writes (as Kubernetes' create strategies do): a pod copied from `kubectl get -o yaml` starts
+/// `Pending`, not `Running` on a node it was never started on. Nodes keep theirs (their agent
+/// registers them with it).
+pub(crate) fn reset_status_on_create(kind: &str, object: &mut Value) {
+    const SYSTEM_STATUS: &[&str] = &[
+        "Pod",
+        "Service",
+        "ReplicationController",
+        "Namespace",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "ResourceQuota",
+    ];
+    if SYSTEM_STATUS.contains(&kind) {
+        if let Some(object) = object.as_object_mut() {
+            object.remove("status");
+        }
+    }
+}
+
 /// Fills the defaults of `kind` into `object` (a create or a full update).
 pub(crate) fn apply(kind: &str, object: &mut Value) {
     match kind {
@@ -216,6 +237,18 @@ mod tests {
         let mut pod = json!({"spec": {"containers": []}, "status": {"qosClass": "Guaranteed"}});
         apply("Pod", &mut pod);
         assert_eq!(pod["status"]["qosClass"], "Guaranteed");
+    }
+
+    #[test]
+    fn a_created_pod_starts_pending_whatever_status_it_was_sent_with() {
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.9", "qosClass": "Guaranteed"}});
+        reset_status_on_create("Pod", &mut pod);
+        apply("Pod", &mut pod);
+        assert_eq!(pod["status"], json!({"phase": "Pending", "qosClass": "BestEffort"}));
+        let mut node = json!({"status": {"capacity": {"cpu": "2"}}});
+        reset_status_on_create("Node", &mut node);
+        assert_eq!(node["status"]["capacity"]["cpu"], "2");
     }
 
     #[test]

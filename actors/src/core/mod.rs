@@ -270,6 +270,7 @@ impl ApiCore {
             meta.remove(server_owned);
         }
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        defaults::reset_status_on_create(resource.kind, &mut object);
         defaults::apply(resource.kind, &mut object);
         match ownership {
             Ownership::Update(manager) => {
