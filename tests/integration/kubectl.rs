@@ -211,3 +211,42 @@ fn edit_and_explain() {
     assert!(explained.contains("KIND:") && explained.contains("Pod"), "{explained}");
     assert!(explained.contains("periodSeconds"), "{explained}");
 }
+
+/// A pod created from YAML that carries a status (as `kubectl get -o yaml` prints it) starts
+/// Pending, with the QoS class its requests and limits give it.
+#[test]
+fn created_pods_start_pending_with_their_qos_class() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let copied = "apiVersion: v1
+kind: Pod
+metadata:
+  name: copied
+spec:
+  nodeName: elsewhere
+  containers:
+  - name: c
+    image: kplane/pause
+    resources:
+      limits:
+        cpu: 100m
+        memory: 64Mi
+status:
+  phase: Running
+  podIP: 10.1.2.3
+  qosClass: BestEffort
+";
+    let file = k.write("copied.yaml", copied);
+    k.ok(&["create", "-f", file.to_str().unwrap()]);
+    let pod: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "pod", "copied", "-o", "json"])).unwrap();
+    assert_eq!(pod["status"], serde_json::json!({"phase": "Pending", "qosClass": "Guaranteed"}));
+    let requests = &pod["spec"]["containers"][0]["resources"]["requests"];
+    assert_eq!(requests, &serde_json::json!({"cpu": "100m", "memory": "64Mi"}));
+    let over = copied
+        .replace("name: copied", "name: over")
+        .replace("      limits:\n", "      requests:\n        cpu: 200m\n      limits:\n");
+    let file = k.write("over.yaml", &over);
+    let (ok, _, err) = k.run(&["create", "-f", file.to_str().unwrap()]);
+    assert!(!ok && err.contains("must be less than or equal to cpu limit of 100m"), "{err}");
+}
