@@ -1,7 +1,8 @@
 //! Durable creates/s and gets/s through the HTTP API of a real `kplane server` (RocksDB, WAL
-//! synced on every commit) at 1, 16 and 64 concurrent clients, with the server's CPU per create
-//! and how many creates shared a WAL sync (group commit, from the server's `/metrics`). Writes
-//! target/bench-results/api_load.json.
+//! synced on every commit) at 1, 16 and 64 concurrent clients, with the CPU per create of the
+//! server and of the load generator, and how many creates shared a WAL sync (group commit, from
+//! the server's `/metrics`). The client counts are measured in turns, three rounds, and the
+//! medians reported. Writes target/bench-results/api_load.json.
 
 mod common;
 
@@ -17,6 +18,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 
 const PHASE: Duration = Duration::from_secs(4);
+/// A full run measures every client count this many times, in turns, and reports medians:
+/// the machine's speed drifts, and a ratio of phases run side by side drifts less.
+const ROUNDS: usize = 3;
 /// The gets phase reads this many pods, round robin.
 const GET_TARGETS: usize = 50;
 
@@ -109,6 +113,42 @@ async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> (f64, usi
     (done as f64 / started.elapsed().as_secs_f64(), done)
 }
 
+/// One phase of creates: its rate, the CPU per create of the server and of this load
+/// generator, and how many creates shared each WAL sync.
+struct CreatePhase {
+    rate: f64,
+    server_cpu_us: f64,
+    own_cpu_us: f64,
+    per_commit: f64,
+}
+
+async fn create_phase(
+    server: u32,
+    client: &reqwest::Client,
+    base: &str,
+    addr: &str,
+    clients: usize,
+    tag: &str,
+) -> CreatePhase {
+    let cpu_before = cpu_seconds(server);
+    let own_cpu_before = cpu_seconds(std::process::id());
+    let (writes_before, commits_before) = commit_totals(client, base).await;
+    let (rate, done) = run_phase(addr, clients, "create", tag).await;
+    let server_cpu_us = (cpu_seconds(server) - cpu_before) / done as f64 * 1e6;
+    let own_cpu_us = (cpu_seconds(std::process::id()) - own_cpu_before) / done as f64 * 1e6;
+    let (writes, commits) = commit_totals(client, base).await;
+    let per_commit = (writes - writes_before) / (commits - commits_before);
+    CreatePhase { rate, server_cpu_us, own_cpu_us, per_commit }
+}
+
+fn print_phase(label: &str, clients: usize, p: &CreatePhase) {
+    println!(
+        "{label}durable creates/s with {clients:>2} clients: {:>9.0} (CPU per create: server \
+         {:.0} µs, load generator {:.0} µs; creates per WAL sync: {:.1})",
+        p.rate, p.server_cpu_us, p.own_cpu_us, p.per_commit
+    );
+}
+
 /// CPU time (user + system) a process has used so far, from `/proc` (Linux's clock ticks are
 /// 1/100 s).
 fn cpu_seconds(pid: u32) -> f64 {
@@ -178,29 +218,40 @@ async fn main() {
     } else {
         only.iter().filter_map(|o| o.parse().ok()).collect()
     };
-    for (phase, clients) in counts.into_iter().enumerate() {
-        let cpu_before = cpu_seconds(server.0.id());
-        let own_cpu_before = cpu_seconds(std::process::id());
-        let (writes_before, commits_before) = commit_totals(&client, &base).await;
-        let (rate, done) = run_phase(&addr, clients, "create", &format!("c{phase}")).await;
-        let cpu_per_create = (cpu_seconds(server.0.id()) - cpu_before) / done as f64 * 1e6;
-        let own_cpu_per_create =
-            (cpu_seconds(std::process::id()) - own_cpu_before) / done as f64 * 1e6;
-        let (writes, commits) = commit_totals(&client, &base).await;
-        let per_commit = (writes - writes_before) / (commits - commits_before);
-        println!(
-            "durable creates/s with {clients:>2} clients: {rate:>9.0} \
-             (CPU per create: server {cpu_per_create:.0} µs, load generator \
-             {own_cpu_per_create:.0} µs; creates per WAL sync: {per_commit:.1})"
-        );
+    let rounds = if only.is_empty() { ROUNDS } else { 1 };
+    let mut measured: Vec<Vec<CreatePhase>> = counts.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (i, &clients) in counts.iter().enumerate() {
+            let tag = format!("c{round}-{clients}");
+            let phase = create_phase(server.0.id(), &client, &base, &addr, clients, &tag).await;
+            let label = if rounds > 1 { format!("round {}: ", round + 1) } else { String::new() };
+            print_phase(&label, clients, &phase);
+            measured[i].push(phase);
+        }
+    }
+    for (&clients, phases) in counts.iter().zip(&measured) {
+        let median_of = |f: fn(&CreatePhase) -> f64| common::median(phases.iter().map(f).collect());
+        let phase = CreatePhase {
+            rate: median_of(|p| p.rate),
+            server_cpu_us: median_of(|p| p.server_cpu_us),
+            own_cpu_us: median_of(|p| p.own_cpu_us),
+            per_commit: median_of(|p| p.per_commit),
+        };
+        if rounds > 1 {
+            print_phase(&format!("median of {rounds}: "), clients, &phase);
+        }
         results.insert(
             format!("creates_per_commit_{clients}_clients"),
-            json!((per_commit * 10.0).round() / 10.0),
+            json!((phase.per_commit * 10.0).round() / 10.0),
         );
-        results.insert(format!("creates_per_sec_{clients}_clients"), json!(rate.round()));
+        results.insert(format!("creates_per_sec_{clients}_clients"), json!(phase.rate.round()));
         results.insert(
             format!("server_cpu_us_per_create_{clients}_clients"),
-            json!(cpu_per_create.round()),
+            json!(phase.server_cpu_us.round()),
+        );
+        results.insert(
+            format!("load_generator_cpu_us_per_create_{clients}_clients"),
+            json!(phase.own_cpu_us.round()),
         );
     }
     if wanted("gets") {
@@ -222,9 +273,16 @@ async fn main() {
     if !only.is_empty() {
         return;
     }
-    let ratio = results["creates_per_sec_64_clients"].as_f64().unwrap()
-        / results["creates_per_sec_1_clients"].as_f64().unwrap();
-    println!("64-client / 1-client create ratio: {ratio:.1}x");
+    // Each round's 64-client phase against its own 1-client phase, run side by side.
+    let (one, many) = (&measured[0], &measured[counts.len() - 1]);
+    let ratios: Vec<f64> = one.iter().zip(many).map(|(a, b)| b.rate / a.rate).collect();
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.1}x")).collect();
+    let ratio = common::median(ratios);
+    println!(
+        "64-client / 1-client create ratio: {ratio:.1}x (median; rounds: {})",
+        shown.join(", ")
+    );
     results.insert("create_ratio_64_to_1".into(), json!((ratio * 10.0).round() / 10.0));
+    results.insert("rounds".into(), json!(rounds));
     common::report("api_load", &serde_json::Value::Object(results));
 }
