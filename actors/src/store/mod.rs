@@ -108,6 +108,16 @@ impl CommitMetrics {
             ),
         }
     }
+
+    /// Starts shard `index`'s writer, on its own thread, recording its commits.
+    fn start_writer(&self, index: usize, engine: Arc<dyn Engine>) -> Addr<ShardWriter> {
+        let label = index.to_string();
+        let batch_size = self.batch_size.with_label_values(&[label.as_str()]);
+        let duration = self.duration.with_label_values(&[label.as_str()]);
+        SyncArbiter::start(1, move || {
+            ShardWriter::new(engine.clone(), batch_size.clone(), duration.clone())
+        })
+    }
 }
 
 /// The handle to the store: cheap to clone, hides the shard actors.
@@ -153,13 +163,7 @@ impl Store {
         let metrics = CommitMetrics::new();
         let mut loaded = Vec::with_capacity(shards);
         for (index, engine) in engines.iter().enumerate() {
-            let writer_engine = engine.clone();
-            let label = index.to_string();
-            let batch_size = metrics.batch_size.with_label_values(&[label.as_str()]);
-            let duration = metrics.duration.with_label_values(&[label.as_str()]);
-            let writer = SyncArbiter::start(1, move || {
-                ShardWriter::new(writer_engine.clone(), batch_size.clone(), duration.clone())
-            });
+            let writer = metrics.start_writer(index, engine.clone());
             let shard = StoreShard::load(
                 index,
                 engine.load_all()?,

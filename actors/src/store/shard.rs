@@ -549,6 +549,7 @@ mod tests {
     use super::*;
     use crate::model::resources::find;
     use crate::store::engine::{BatchEntry, Engine};
+    use crate::testing::eventually;
 
     /// An engine whose commits wait until the test opens its gate, and fail while `failing`.
     #[derive(Default)]
@@ -604,15 +605,7 @@ mod tests {
     }
 
     fn start(engine: Arc<GatedEngine>) -> (Addr<StoreShard>, Arc<Mutex<Vec<u64>>>) {
-        let writer_engine: Arc<dyn Engine> = engine;
-        let writer = SyncArbiter::start(1, move || {
-            let metric = |name: &str| {
-                prometheus::Histogram::with_opts(prometheus::HistogramOpts::new(name, "test"))
-                    .unwrap()
-            };
-            let (size, duration) = (metric("size"), metric("duration"));
-            ShardWriter::new(writer_engine.clone(), size, duration)
-        });
+        let writer = crate::store::CommitMetrics::new().start_writer(0, engine);
         let published = Arc::new(Mutex::new(Vec::new()));
         let publish = Published(published.clone()).start().recipient();
         let revision = Arc::new(Revision::default());
@@ -631,14 +624,6 @@ mod tests {
 
     type WriteResult = Result<Arc<StoredObject>, StoreError>;
 
-    async fn until(what: &str, condition: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !condition() {
-            assert!(Instant::now() < deadline, "timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
     fn names(committed: &[Vec<Vec<u8>>]) -> Vec<Vec<String>> {
         let name = |key: &Vec<u8>| keys::decode(key).unwrap().name;
         committed.iter().map(|batch| batch.iter().map(name).collect()).collect()
@@ -651,7 +636,10 @@ mod tests {
         later: &[&str],
     ) -> (oneshot::Receiver<WriteResult>, Vec<oneshot::Receiver<WriteResult>>) {
         let first = create(shard, "a");
-        until("the first commit starts", || *engine.started.lock().unwrap() == 1).await;
+        eventually("the first commit starts", || async {
+            (*engine.started.lock().unwrap() == 1).then_some(())
+        })
+        .await;
         let later = later.iter().map(|n| create(shard, n)).collect();
         // A read round trip: the shard has accepted the later writes.
         let pods = find("", "v1", "pods").unwrap();
@@ -672,7 +660,10 @@ mod tests {
         assert!(revisions.windows(2).all(|w| w[0] < w[1]), "{revisions:?}");
         let committed = engine.committed.lock().unwrap().clone();
         assert_eq!(names(&committed), [vec!["a"], vec!["b", "c", "d"]]);
-        until("all four are published", || published.lock().unwrap().len() == 4).await;
+        eventually("all four are published", || async {
+            (published.lock().unwrap().len() == 4).then_some(())
+        })
+        .await;
         assert_eq!(*published.lock().unwrap(), revisions);
     }
 
@@ -695,7 +686,10 @@ mod tests {
         assert_eq!(names(&engine.committed.lock().unwrap()), [vec!["b"]]);
         let pods = find("", "v1", "pods").unwrap();
         assert!(shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap().is_none());
-        until("the retry is published", || published.lock().unwrap().len() == 1).await;
+        eventually("the retry is published", || async {
+            (published.lock().unwrap().len() == 1).then_some(())
+        })
+        .await;
         assert_eq!(*published.lock().unwrap(), [retried.resource_version]);
     }
 }
