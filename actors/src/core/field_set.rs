@@ -133,18 +133,13 @@ fn push_json(out: &mut String, value: &Value) {
     }
 }
 
-/// A path element: `prefix` (`f:`, `v:`) and `name`, built without the formatting machinery
-/// (this runs for every field of every object written).
-fn element(prefix: &str, name: &str) -> String {
-    let mut element = String::with_capacity(prefix.len() + name.len());
-    element.push_str(prefix);
+/// The `f:` element of a field (built without the formatting machinery: this runs for every
+/// field of every object written).
+pub(super) fn field_element(name: &str) -> String {
+    let mut element = String::with_capacity(name.len() + 2);
+    element.push_str("f:");
     element.push_str(name);
     element
-}
-
-/// The `f:` element of a field.
-pub(super) fn field_element(name: &str) -> String {
-    element("f:", name)
 }
 
 /// The `v:` element of a set's item.
