@@ -32,7 +32,7 @@ pub use watch::{WatchFrame, WatchStream};
 
 use crate::model::{json, now, resources, FieldSelector, LabelSelector};
 use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
-use crate::store::{ContinuePoint, Preconditions, Store};
+use crate::store::{ContinuePoint, NamespaceState, Preconditions, Store};
 use crate::watch::HubHandle;
 use conversion::View;
 use managed_fields::{ManagedFields, Operation, Writer};
@@ -285,7 +285,7 @@ impl ApiCore {
             return Err(ApiError::invalid(resource, &name, errors));
         }
         if resource.namespaced {
-            self.check_namespace_accepts(namespace).await?;
+            self.check_namespace_accepts(namespace)?;
         }
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
@@ -308,19 +308,14 @@ impl ApiCore {
         Ok(created?)
     }
 
-    async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
-        let key = ObjectKey::new(namespaces(), "", namespace);
-        let ns = self
-            .store
-            .get(&key)
-            .await?
-            .ok_or_else(|| ApiError::not_found(namespaces(), namespace))?;
-        if ns.deleting {
-            return Err(ApiError::Forbidden(format!(
+    fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
+        match self.store.namespace(namespace) {
+            Some(NamespaceState::Active) => Ok(()),
+            Some(NamespaceState::Terminating) => Err(ApiError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
-            )));
+            ))),
+            None => Err(ApiError::not_found(namespaces(), namespace)),
         }
-        Ok(())
     }
 
     /// Replaces an object (PUT). Server-owned metadata and, for types with a status

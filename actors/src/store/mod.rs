@@ -7,6 +7,7 @@
 mod codec;
 mod engine;
 mod keys;
+mod namespaces;
 mod revision;
 mod rocks;
 mod shard;
@@ -19,12 +20,14 @@ use actix::{Actor, Addr, Arbiter, SyncArbiter};
 use prometheus::{HistogramOpts, HistogramVec};
 use tokio::sync::oneshot;
 
+pub use namespaces::NamespaceState;
 pub use revision::Revision;
 pub use shard::{ContinuePoint, ListPage};
 
 use crate::model::{ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
 use crate::watch::HubHandle;
 use engine::Engine;
+use namespaces::NamespaceTable;
 use shard::{Get, List, Stop, StoreShard, Write, WriteOp};
 use writer::ShardWriter;
 
@@ -126,6 +129,7 @@ pub struct Store {
     shards: Arc<Vec<Addr<StoreShard>>>,
     revision: Arc<Revision>,
     metrics: CommitMetrics,
+    namespaces: Arc<NamespaceTable>,
     /// Lets `close` wait until every engine (and so every RocksDB handle) has been dropped.
     engines: Arc<Vec<std::sync::Weak<dyn Engine>>>,
 }
@@ -161,6 +165,7 @@ impl Store {
         };
         let revision = Arc::new(Revision::default());
         let metrics = CommitMetrics::new();
+        let namespaces = Arc::new(NamespaceTable::default());
         let mut loaded = Vec::with_capacity(shards);
         for (index, engine) in engines.iter().enumerate() {
             let writer = metrics.start_writer(index, engine.clone());
@@ -170,6 +175,7 @@ impl Store {
                 revision.clone(),
                 writer,
                 publish.clone(),
+                namespaces.clone(),
             )?;
             loaded.push(shard);
         }
@@ -186,7 +192,13 @@ impl Store {
             .collect();
         let engines: Vec<std::sync::Weak<dyn Engine>> =
             engines.iter().map(Arc::downgrade).collect();
-        Ok(Self { shards: Arc::new(addrs), revision, metrics, engines: Arc::new(engines) })
+        Ok(Self {
+            shards: Arc::new(addrs),
+            revision,
+            metrics,
+            namespaces,
+            engines: Arc::new(engines),
+        })
     }
 
     /// The store's metrics, for the server to register and serve.
@@ -220,6 +232,12 @@ impl Store {
     /// The last revision handed out to any write.
     pub fn current_revision(&self) -> u64 {
         self.revision.current()
+    }
+
+    /// A committed namespace's state, read without asking its shard: every namespace write
+    /// acknowledged so far is in it.
+    pub fn namespace(&self, name: &str) -> Option<NamespaceState> {
+        self.namespaces.state(name)
     }
 
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<StoredObject>>, StoreError> {

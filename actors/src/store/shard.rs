@@ -11,6 +11,7 @@ use imbl::OrdMap;
 use tokio::sync::oneshot;
 
 use super::engine::{BatchEntry, Entries};
+use super::namespaces::NamespaceTable;
 use super::writer::{Commit, ShardWriter};
 use super::{codec, keys, Preconditions, Revision, StoreError};
 use crate::model::{text, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
@@ -130,6 +131,8 @@ pub(crate) struct StoreShard {
     /// Highest revision this shard has committed.
     applied: u64,
     snapshots: VecDeque<Snapshot>,
+    /// Kept up to date as namespaces are loaded and committed (by the shard owning them).
+    namespaces: Arc<NamespaceTable>,
 }
 
 struct Accepted {
@@ -152,6 +155,7 @@ impl StoreShard {
         revision: Arc<Revision>,
         writer: Addr<ShardWriter>,
         publish: Recipient<Publish>,
+        namespaces: Arc<NamespaceTable>,
     ) -> Result<Self, StoreError> {
         let mut collections: HashMap<ResourceId, Collection> = HashMap::new();
         let mut applied = 0;
@@ -165,6 +169,9 @@ impl StoreShard {
             let object = StoredObject::from_raw(object_key.clone(), rv, json.to_vec().into())
                 .map_err(|e| StoreError::Corrupt(format!("object {object_key:?}: {e}")))?;
             applied = applied.max(rv);
+            if NamespaceTable::follows(object_key.resource) {
+                namespaces.record(&object, false);
+            }
             collections
                 .entry(object_key.resource.into())
                 .or_default()
@@ -183,6 +190,7 @@ impl StoreShard {
             publish,
             applied,
             snapshots: VecDeque::new(),
+            namespaces,
         })
     }
 
@@ -286,10 +294,14 @@ impl StoreShard {
             let key = &event.object.key;
             let collection = self.collections.entry(key.resource.into()).or_default();
             let map_key = CollectionKey::of(key);
-            if event.kind == EventType::Deleted {
+            let deleted = event.kind == EventType::Deleted;
+            if deleted {
                 collection.remove(&map_key);
             } else {
                 collection.insert(map_key, event.object.clone());
+            }
+            if NamespaceTable::follows(key.resource) {
+                self.namespaces.record(&event.object, deleted);
             }
             let rv = event.object.resource_version;
             self.modified_at.insert(key.resource.into(), rv);
@@ -609,7 +621,8 @@ mod tests {
         let published = Arc::new(Mutex::new(Vec::new()));
         let publish = Published(published.clone()).start().recipient();
         let revision = Arc::new(Revision::default());
-        let shard = StoreShard::load(0, Vec::new(), revision, writer, publish).unwrap();
+        let namespaces = Arc::default();
+        let shard = StoreShard::load(0, Vec::new(), revision, writer, publish, namespaces).unwrap();
         (shard.start(), published)
     }
 
