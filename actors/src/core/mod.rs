@@ -1035,6 +1035,23 @@ mod tests {
     }
 
     #[actix::test]
+    async fn a_create_sees_the_namespace_acknowledged_before_it_and_not_one_gone() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata":{"name":"c"}});
+        let error = core.create(cms, "fresh", cm.clone(), &WriteOptions::default()).await;
+        assert!(matches!(error, Err(ApiError::NotFound { .. })), "{error:?}");
+        let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"fresh"}});
+        core.create(namespaces(), "", ns, &WriteOptions::default()).await.unwrap();
+        core.create(cms, "fresh", cm.clone(), &WriteOptions::default()).await.unwrap();
+        let key = ObjectKey::new(namespaces(), "", "fresh");
+        core.store.delete(key, Preconditions::default()).await.unwrap();
+        let cm = json!({"metadata":{"name":"d"}});
+        let error = core.create(cms, "fresh", cm, &WriteOptions::default()).await;
+        assert!(matches!(error, Err(ApiError::NotFound { .. })), "{error:?}");
+    }
+
+    #[actix::test]
     async fn a_namespace_being_deleted_takes_no_new_objects() {
         let core = crate::testing::core().await;
         let key = ObjectKey::new(namespaces(), "", "going");
