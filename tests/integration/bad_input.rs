@@ -53,6 +53,10 @@ fn every_error_class_has_its_status() {
     let (_, mut current) = server.get(&format!("{pods}/p"));
     current["metadata"]["resourceVersion"] = json!("1");
     assert_status(&server.put(&format!("{pods}/p"), &current), 409, "Conflict");
+    // 400: a create carrying a resourceVersion (an object read back and posted again).
+    current["metadata"]["name"] = json!("p2");
+    assert_status(&server.post(pods, &current), 400, "BadRequest");
+    assert_eq!(server.get(&format!("{pods}/p2")).0, 404);
     // 413: a body over 3 MiB.
     let big = vec![b' '; 3 * 1024 * 1024 + 1];
     assert_status(

@@ -236,6 +236,16 @@ impl ApiCore {
         body: Value,
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        // As Kubernetes' storage refuses it (there with a 500): an object read back and sent
+        // again as a create is a mistake worth naming.
+        if json::at(&body, "/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+        {
+            return Err(ApiError::BadRequest(
+                "resourceVersion should not be set on objects to be created".into(),
+            ));
+        }
         if let Some(view) = View::of(resource) {
             let body = view.stored_form(body)?;
             let created = Box::pin(self.create(view.storage, namespace, body, options)).await?;
@@ -1032,6 +1042,20 @@ mod tests {
         let next = merge_for_update(pods, &current, status, Part::Status);
         assert_eq!(next["spec"]["a"], 1);
         assert_eq!(next["status"]["phase"], "Failed");
+    }
+
+    #[actix::test]
+    async fn a_create_carrying_a_resource_version_is_refused() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata":{"name":"c","resourceVersion":"12"}});
+        let error = core.create(cms, "default", cm, &WriteOptions::default()).await;
+        assert!(
+            matches!(&error, Err(ApiError::BadRequest(m)) if m.contains("resourceVersion")),
+            "{error:?}"
+        );
+        let cm = json!({"metadata":{"name":"c","resourceVersion":""}});
+        assert!(core.create(cms, "default", cm, &WriteOptions::default()).await.is_ok());
     }
 
     #[actix::test]
