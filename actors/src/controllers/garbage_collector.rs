@@ -138,7 +138,7 @@ impl GarbageCollector {
 
     /// Acts on whatever `uid`'s state asks for.
     fn process(&mut self, uid: &str, ctx: &mut Context<Self>) {
-        let Some(node) = self.nodes.get(uid).cloned() else {
+        let Some(node) = self.nodes.get(uid) else {
             // Gone: its dependents may have no owner left.
             for dependent in self.dependents_of(uid) {
                 self.collect_if_orphaned(&dependent, ctx);
@@ -148,6 +148,7 @@ impl GarbageCollector {
         if !node.deleting {
             return;
         }
+        let node = node.clone();
         let dependents = self.dependents_of(uid);
         if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
             // The finalizer goes only once every dependent has let go of the owner: were it
