@@ -213,6 +213,60 @@ impl FieldTree for Value {
     }
 }
 
+/// The FieldsV1 JSON text itself, byte for byte what the `Value` form serializes to, written
+/// as the walk goes instead of built as a value first (a create's entry needs nothing else).
+#[derive(Debug, Default)]
+pub struct FieldsText {
+    /// Members so far, each element with its finished JSON.
+    members: Vec<(String, Vec<u8>)>,
+    /// The node's JSON once finished.
+    json: Vec<u8>,
+}
+
+impl FieldsText {
+    pub fn into_json(self) -> Vec<u8> {
+        self.json
+    }
+}
+
+impl FieldTree for FieldsText {
+    fn new() -> Self {
+        FieldsText::default()
+    }
+
+    fn insert(&mut self, element: String, child: Self) {
+        self.members.push((element, child.json));
+    }
+
+    fn finish(mut self, itself: bool) -> Option<Self> {
+        if self.members.is_empty() && !itself {
+            return None;
+        }
+        if itself && !self.members.is_empty() {
+            self.members.push((".".into(), b"{}".to_vec()));
+        }
+        // As a map keyed by element: sorted, and the last of equal elements wins.
+        self.members.sort_by(|a, b| a.0.cmp(&b.0));
+        let size: usize = self.members.iter().map(|(e, j)| e.len() + j.len() + 4).sum();
+        let mut json = Vec::with_capacity(size + 2);
+        json.push(b'{');
+        let count = self.members.len();
+        for (i, (element, child)) in self.members.iter().enumerate() {
+            if i + 1 < count && self.members[i + 1].0 == *element {
+                continue;
+            }
+            if json.len() > 1 {
+                json.push(b',');
+            }
+            serde_json::to_writer(&mut json, element).expect("writing to a Vec cannot fail");
+            json.push(b':');
+            json.extend_from_slice(child);
+        }
+        json.push(b'}');
+        Some(FieldsText { members: Vec::new(), json })
+    }
+}
+
 /// Which fields a walk leaves out: `skip(parent, field)` for the field `field` of the object
 /// at path `parent` (`""` for the root, `".metadata"` for its metadata).
 pub type Skip<'a> = &'a dyn Fn(&str, &str) -> bool;

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::field_set::{self, display_path, FieldSet, FieldTree};
+use super::field_set::{self, display_path, FieldSet, FieldTree, FieldsText};
 use super::ApiError;
-use crate::model::{json, now};
+use crate::model::{json, now, JsonField};
 
 /// `Apply` (server-side apply) or `Update` (every other write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,27 @@ impl Entry {
 }
 
 /// One `managedFields` entry as JSON.
+/// A create's `managedFields` list as JSON text: the writer's one entry, with its keys in the
+/// order `entry_json`'s map writes them.
+fn entry_text(writer: &Writer, time: &str, fields_v1: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(fields_v1.len() + 160);
+    let string = |out: &mut Vec<u8>, key: &str, value: &str| {
+        out.extend_from_slice(key.as_bytes());
+        serde_json::to_writer(&mut *out, value).expect("writing to a Vec cannot fail");
+    };
+    string(&mut out, "[{\"apiVersion\":", &writer.api_version);
+    out.extend_from_slice(b",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":");
+    out.extend_from_slice(fields_v1);
+    string(&mut out, ",\"manager\":", writer.manager);
+    string(&mut out, ",\"operation\":", writer.operation.as_str());
+    if !writer.subresource.is_empty() {
+        string(&mut out, ",\"subresource\":", writer.subresource);
+    }
+    string(&mut out, ",\"time\":", time);
+    out.extend_from_slice(b"}]");
+    out
+}
+
 fn entry_json(
     manager: &str,
     operation: &str,
@@ -261,32 +282,30 @@ impl ManagedFields {
         self.entries.retain(|e| !e.fields.is_empty());
     }
 
-    /// Records the create of `object` by `writer` and writes the entries into it. Without
-    /// entries sent along, the writer owns every field it set: its entry's FieldsV1 is written
-    /// straight from the object.
-    pub fn record_create(mut self, object: &mut Value, writer: &Writer, status_separate: bool) {
+    /// Records the create of `object` by `writer`. Entries sent along are merged and written
+    /// into `object`. Without them the writer owns every field it set, and its entry is
+    /// written as JSON text straight from the object, never built as a value: it is returned
+    /// for the store to write in place of the `null` that `object` holds for it meanwhile.
+    pub fn record_create(
+        mut self,
+        object: &mut Value,
+        writer: &Writer,
+        status_separate: bool,
+    ) -> Option<JsonField> {
         if !self.entries.is_empty() {
             self.record_update(None, object, writer, status_separate);
-            return self.write_to(object);
+            self.write_to(object);
+            return None;
         }
-        let entry = owned_fields(object, status_separate, writer.subresource).map(|fields| {
-            let operation = writer.operation.as_str();
-            entry_json(
-                writer.manager,
-                operation,
-                &writer.api_version,
-                Some(now()),
-                writer.subresource,
-                fields,
-            )
-        });
-        let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
-            return;
+        let fields: Option<FieldsText> = owned_fields(object, status_separate, writer.subresource);
+        let meta = object.get_mut("metadata").and_then(Value::as_object_mut)?;
+        let Some(fields) = fields else {
+            meta.remove("managedFields");
+            return None;
         };
-        match entry {
-            Some(entry) => meta.insert("managedFields".into(), Value::Array(vec![entry])),
-            None => meta.remove("managedFields"),
-        };
+        meta.insert("managedFields".into(), Value::Null);
+        let json = entry_text(writer, &now(), &fields.into_json());
+        Some(JsonField { name: "managedFields", json })
     }
 
     fn entry(&mut self, writer: &Writer) -> &mut Entry {
@@ -472,6 +491,30 @@ mod tests {
     }
 
     #[test]
+    fn a_created_entry_as_text_is_what_its_value_serializes_to() {
+        for subresource in ["", "status"] {
+            let writer = Writer {
+                manager: "kube\"ctl",
+                operation: Operation::Update,
+                subresource,
+                api_version: "v1".into(),
+            };
+            let fields = json!({"f:data": {".": {}, "f:a\"b": {}}});
+            let text =
+                entry_text(&writer, "2026-11-30T00:00:00Z", &serde_json::to_vec(&fields).unwrap());
+            let value = entry_json(
+                writer.manager,
+                writer.operation.as_str(),
+                &writer.api_version,
+                Some("2026-11-30T00:00:00Z".into()),
+                subresource,
+                fields,
+            );
+            assert_eq!(String::from_utf8(text).unwrap(), json!([value]).to_string());
+        }
+    }
+
+    #[test]
     fn sent_managed_fields_replace_or_reset_the_stored_ones() {
         let current = json!({"metadata": {"managedFields": [{"manager": "m",
             "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]}});
@@ -495,6 +538,11 @@ mod tests {
         let objects = [
             pod,
             json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}),
+            // Repeated keys (the last wins), an unsorted set, keys needing escapes.
+            json!({"kind": "Pod", "metadata": {"name": "p", "finalizers": ["z", "a\"b", "a"],
+                "labels": {"we\"ird\\key": "1", "a": "2"}},
+                "spec": {"containers": [{"name": "c", "image": "a"},
+                    {"name": "c", "image": "b", "args": ["z"]}, {"name": "b", "image": "c"}]}}),
             json!({"kind": "ConfigMap", "metadata": {"name": "only", "uid": "u"}}),
             json!({"metadata": {}}),
             json!({}),
@@ -515,9 +563,17 @@ mod tests {
                 let json: Option<Value> = owned_fields(object, status_separate, "");
                 let expected_json = (!expected.is_empty()).then(|| expected.into_json());
                 assert_eq!(json, expected_json, "{object}");
+                let text: Option<FieldsText> = owned_fields(object, status_separate, "");
+                let expected_text = expected_json.map(|j| serde_json::to_vec(&j).unwrap());
+                assert_eq!(text.map(FieldsText::into_json), expected_text, "{object}");
 
                 let mut created = object.clone();
-                ManagedFields::default().record_create(&mut created, &creator, status_separate);
+                let creator_entry =
+                    ManagedFields::default().record_create(&mut created, &creator, status_separate);
+                if let Some(JsonField { name, json }) = creator_entry {
+                    assert!(created["metadata"][name].is_null(), "a placeholder: {created}");
+                    created["metadata"][name] = serde_json::from_slice(&json).unwrap();
+                }
                 let mut updated = object.clone();
                 let mut fields = ManagedFields::default();
                 fields.record_update(None, &updated, &creator, status_separate);

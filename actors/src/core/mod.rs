@@ -31,7 +31,9 @@ pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
 use crate::model::{json, now, resources, FieldSelector, LabelSelector};
-use crate::model::{validation, ObjectFilter, ObjectKey, ResourceType, StoredObject};
+use crate::model::{
+    validation, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject,
+};
 use crate::store::{ContinuePoint, NamespaceState, Preconditions, Store};
 use crate::watch::HubHandle;
 use conversion::View;
@@ -282,14 +284,18 @@ impl ApiCore {
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         defaults::reset_status_on_create(resource.kind, &mut object);
         defaults::apply(resource.kind, &mut object);
-        match ownership {
+        // The creator's managedFields entry, when written as text rather than into `object`.
+        let managed_fields = match ownership {
             Ownership::Update(manager) => {
                 let fields = ManagedFields::requested(&Value::Null, &object)?;
                 let writer = writer(resource, manager, Operation::Update, Part::Main);
-                fields.record_create(&mut object, &writer, has_status(resource));
+                fields.record_create(&mut object, &writer, has_status(resource))
             }
-            Ownership::Applied(fields) => fields.write_to(&mut object),
-        }
+            Ownership::Applied(fields) => {
+                fields.write_to(&mut object);
+                None
+            }
+        };
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
@@ -309,9 +315,17 @@ impl ApiCore {
             if self.store.get(&key).await?.is_some() {
                 return Err(crate::store::StoreError::AlreadyExists(key).into());
             }
+            if let Some(field) = managed_fields {
+                let entries = serde_json::from_slice(&field.json).expect("written as JSON");
+                object["metadata"][field.name] = entries;
+            }
             return Ok(Arc::new(StoredObject::from_value(key, object, 0)));
         }
-        let created = self.store.create(key, object).await;
+        let prepared = match managed_fields {
+            Some(field) => PreparedObject::with_json_field(key, object, field),
+            None => PreparedObject::new(key, object),
+        };
+        let created = self.store.create_prepared(prepared).await;
         if created.is_err() {
             release();
         }

@@ -10,7 +10,7 @@ pub mod text;
 pub mod validation;
 
 pub use filter::ObjectFilter;
-pub use object::{ObjectKey, PreparedObject, StoredObject};
+pub use object::{JsonField, ObjectKey, PreparedObject, StoredObject};
 pub use quantity::QuantityError;
 pub use resources::{ResourceType, Subresource};
 pub use selector::{FieldSelector, FieldValues, LabelSelector, SelectorError};

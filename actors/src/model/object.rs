@@ -184,12 +184,29 @@ pub struct PreparedObject {
     indexes: Indexes,
 }
 
+/// A metadata field given as JSON text: written in place of the value the object holds for it
+/// (a placeholder), so that the value need not be built.
+#[derive(Debug)]
+pub struct JsonField {
+    pub name: &'static str,
+    pub json: Vec<u8>,
+}
+
 impl PreparedObject {
-    pub fn new(key: ObjectKey, mut value: Value) -> Self {
+    pub fn new(key: ObjectKey, value: Value) -> Self {
+        Self::with_field(key, value, None)
+    }
+
+    /// Like `new`, with `metadata.<field.name>` written as `field.json`.
+    pub fn with_json_field(key: ObjectKey, value: Value, field: JsonField) -> Self {
+        Self::with_field(key, value, Some(field))
+    }
+
+    fn with_field(key: ObjectKey, mut value: Value, field: Option<JsonField>) -> Self {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(String::new()));
         }
-        let Serialized { json, revision_at, layout } = serialize(&value);
+        let Serialized { json, revision_at, layout } = serialize(&value, field.as_ref());
         let indexes = Indexes::of(&key, &value);
         Self { key, json, revision_at, layout, indexes }
     }
@@ -308,10 +325,10 @@ struct Serialized {
     layout: Option<Layout>,
 }
 
-/// `value` as `serde_json::to_vec` writes it, noting where the revision goes and where the
-/// parts of a metadata-only view lie. (Maps are sorted by key, so writing the entries one by
-/// one gives the same bytes.)
-fn serialize(value: &Value) -> Serialized {
+/// `value` as `serde_json::to_vec` writes it (with the `given` metadata field's text in place
+/// of its placeholder), noting where the revision goes and where the parts of a metadata-only
+/// view lie. (Maps are sorted by key, so writing the entries one by one gives the same bytes.)
+fn serialize(value: &Value, given: Option<&JsonField>) -> Serialized {
     let Value::Object(top) = value else {
         let json = serde_json::to_vec(value).expect("a JSON value always serializes");
         return Serialized { json, revision_at: None, layout: None };
@@ -328,6 +345,8 @@ fn serialize(value: &Value) -> Serialized {
                     if name == "resourceVersion" && entry.as_str() == Some("") {
                         out.extend_from_slice(b"\"\"");
                         revision_at = Some(out.len() - 1);
+                    } else if let Some(given) = given.filter(|g| g.name == name) {
+                        out.extend_from_slice(&given.json);
                     } else {
                         write_json(out, entry);
                     }
@@ -458,6 +477,31 @@ mod tests {
                 meta.insert("resourceVersion".into(), json!("1234"));
             }
             assert_eq!(stored.raw, serde_json::to_vec(&expected).unwrap(), "{value}");
+        }
+    }
+
+    #[test]
+    fn a_field_given_as_text_is_written_where_its_value_would_be() {
+        let pods = find("", "v1", "pods").unwrap();
+        let key = || ObjectKey::new(pods, "ns", "p");
+        let managed = json!([{"manager": "m", "fieldsV1": {"f:spec": {}}}]);
+        let metadatas = [
+            json!({"name": "p", "labels": {"a": "b"}, "managedFields": managed, "uid": "u"}),
+            json!({"managedFields": managed}),
+            json!({"annotations": {"x": "y"}, "managedFields": managed}),
+        ];
+        for metadata in metadatas {
+            let value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                "spec": {"x": 1}});
+            let mut placeheld = value.clone();
+            placeheld["metadata"]["managedFields"] = Value::Null;
+            let json = serde_json::to_vec(&managed).unwrap();
+            let given = JsonField { name: "managedFields", json };
+            let expected = PreparedObject::new(key(), value.clone()).at_revision(42);
+            let written = PreparedObject::with_json_field(key(), placeheld, given).at_revision(42);
+            assert_eq!(written.raw, expected.raw, "{value}");
+            assert_eq!(written.layout, expected.layout, "{value}");
+            assert_eq!(written.metadata_value(), expected.metadata_value(), "{value}");
         }
     }
 

@@ -265,7 +265,15 @@ impl Store {
         key: ObjectKey,
         object: serde_json::Value,
     ) -> Result<Arc<StoredObject>, StoreError> {
-        self.write(WriteOp::Create(PreparedObject::new(key, object))).await
+        self.create_prepared(PreparedObject::new(key, object)).await
+    }
+
+    /// Creates an object its caller has prepared (serialized and indexed).
+    pub async fn create_prepared(
+        &self,
+        object: PreparedObject,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        self.write(WriteOp::Create(object)).await
     }
 
     /// Replaces an object, prepared as `create` prepares it.
