@@ -91,7 +91,6 @@ impl Entry {
     }
 }
 
-/// One `managedFields` entry as JSON.
 /// A create's `managedFields` list as JSON text: the writer's one entry, with its keys in the
 /// order `entry_json`'s map writes them.
 fn entry_text(writer: &Writer, time: &str, fields_v1: &[u8]) -> Vec<u8> {
@@ -113,6 +112,7 @@ fn entry_text(writer: &Writer, time: &str, fields_v1: &[u8]) -> Vec<u8> {
     out
 }
 
+/// One `managedFields` entry as JSON.
 fn entry_json(
     manager: &str,
     operation: &str,
