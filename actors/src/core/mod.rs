@@ -1059,6 +1059,20 @@ mod tests {
     }
 
     #[actix::test]
+    async fn a_dry_run_create_answers_the_object_with_its_managed_fields_and_stores_nothing() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata":{"name":"c"},"data":{"a":"1"}});
+        let options = WriteOptions { dry_run: true, ..WriteOptions::default() };
+        let answered = core.create(cms, "default", cm, &options).await.unwrap().to_value();
+        let entries = &answered["metadata"]["managedFields"];
+        assert_eq!(entries[0]["fieldsV1"], json!({"f:data": {".": {}, "f:a": {}}}), "{answered}");
+        assert_eq!(entries[0]["operation"], "Update");
+        let key = ObjectKey::new(cms, "default", "c");
+        assert!(core.store.get(&key).await.unwrap().is_none());
+    }
+
+    #[actix::test]
     async fn a_create_carrying_a_resource_version_is_refused() {
         let core = crate::testing::core().await;
         let cms = resources::find("", "v1", "configmaps").unwrap();
