@@ -310,21 +310,14 @@ impl ApiCore {
             None
         };
         let release = || allocation.iter().for_each(|a| self.services.release(a));
+        let prepared = PreparedObject::with_json_field(key, object, managed_fields);
         if dry_run {
             release();
-            if self.store.get(&key).await?.is_some() {
-                return Err(crate::store::StoreError::AlreadyExists(key).into());
+            if self.store.get(&prepared.key).await?.is_some() {
+                return Err(crate::store::StoreError::AlreadyExists(prepared.key).into());
             }
-            if let Some(field) = managed_fields {
-                let entries = serde_json::from_slice(&field.json).expect("written as JSON");
-                object["metadata"][field.name] = entries;
-            }
-            return Ok(Arc::new(StoredObject::from_value(key, object, 0)));
+            return Ok(Arc::new(prepared.at_revision(0)));
         }
-        let prepared = match managed_fields {
-            Some(field) => PreparedObject::with_json_field(key, object, field),
-            None => PreparedObject::new(key, object),
-        };
         let created = self.store.create_prepared(prepared).await;
         if created.is_err() {
             release();

@@ -194,15 +194,11 @@ pub struct JsonField {
 
 impl PreparedObject {
     pub fn new(key: ObjectKey, value: Value) -> Self {
-        Self::with_field(key, value, None)
+        Self::with_json_field(key, value, None)
     }
 
-    /// Like `new`, with `metadata.<field.name>` written as `field.json`.
-    pub fn with_json_field(key: ObjectKey, value: Value, field: JsonField) -> Self {
-        Self::with_field(key, value, Some(field))
-    }
-
-    fn with_field(key: ObjectKey, mut value: Value, field: Option<JsonField>) -> Self {
+    /// Like `new`, with `metadata.<field.name>` written as `field.json` when one is given.
+    pub fn with_json_field(key: ObjectKey, mut value: Value, field: Option<JsonField>) -> Self {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(String::new()));
         }
@@ -498,7 +494,8 @@ mod tests {
             let json = serde_json::to_vec(&managed).unwrap();
             let given = JsonField { name: "managedFields", json };
             let expected = PreparedObject::new(key(), value.clone()).at_revision(42);
-            let written = PreparedObject::with_json_field(key(), placeheld, given).at_revision(42);
+            let written =
+                PreparedObject::with_json_field(key(), placeheld, Some(given)).at_revision(42);
             assert_eq!(written.raw, expected.raw, "{value}");
             assert_eq!(written.layout, expected.layout, "{value}");
             assert_eq!(written.metadata_value(), expected.metadata_value(), "{value}");
