@@ -83,18 +83,25 @@ impl FieldValidation {
         }
     }
 
-    /// Checks `object` against its schema: unknown fields are an error under Strict; under Warn
-    /// and Ignore they are dropped, as Kubernetes drops them when it decodes a built-in type
-    /// (Warn answers with a warning for each).
+    /// Checks `object` against its schema: a value of the wrong type is refused (400, as
+    /// Kubernetes' decoder refuses it, whatever the validation); unknown fields are an error
+    /// under Strict; under Warn and Ignore they are dropped, as Kubernetes drops them when it
+    /// decodes a built-in type (Warn answers with a warning for each).
     pub fn check(
         self,
         resource: &ResourceType,
         object: &mut Value,
     ) -> Result<Vec<String>, HttpError> {
-        use super::openapi::{unknown_fields, Unknown};
+        use super::openapi::{check_fields, Unknown};
         let handling =
             if self == FieldValidation::Strict { Unknown::Report } else { Unknown::Drop };
-        let unknown = unknown_fields(resource.group, resource.kind, object, handling);
+        let unknown =
+            check_fields(resource.group, resource.kind, object, handling).map_err(|decoding| {
+                let (kind, version) = (resource.kind, resource.version);
+                HttpError::BadRequest(format!(
+                    "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
+                ))
+            })?;
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }

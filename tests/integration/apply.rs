@@ -83,7 +83,13 @@ fn kubectl_switches_from_client_side_to_server_side_apply() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: kplane/pause\n    ports:\n    - containerPort: 80\n";
     let pod_file = k.write("pod.yaml", pod);
     k.ok(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);
+    // (`y` unquoted is YAML 1.1's true, which kubectl sends as a JSON bool: refused as a bool
+    // for a string, as Kubernetes refuses it.)
     let with_env = pod.replace("    ports:", "    env:\n    - name: X\n      value: y\n    ports:");
+    k.write("pod.yaml", &with_env);
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);
+    assert!(!ok && err.contains("cannot unmarshal bool into Go struct field EnvVar"), "{err}");
+    let with_env = with_env.replace("value: y", "value: \"y\"");
     k.write("pod.yaml", &with_env);
     // env is immutable on a pod: the server says so, as a 422 kubectl prints.
     let (ok, _, err) = k.run(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);

@@ -161,6 +161,51 @@ fn strict_field_validation_names_the_unknown_field() {
 }
 
 #[test]
+fn values_of_the_wrong_type_are_refused_and_not_stored() {
+    let server = Server::start();
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    // A create or an update with a number where the type has a string: 400, as Kubernetes'
+    // decoder answers, whatever the field validation; nothing is stored.
+    let bad = json!({"metadata": {"name": "typed"}, "data": {"count": 3}});
+    for validation in ["", "?fieldValidation=Strict", "?fieldValidation=Ignore"] {
+        let reply = server.post(&format!("{configmaps}{validation}"), &bad);
+        assert_status(&reply, 400, "BadRequest");
+        let message = reply.1["message"].as_str().unwrap();
+        assert!(
+            message.contains("cannot unmarshal number into Go struct field ConfigMap.data"),
+            "{message}"
+        );
+    }
+    assert_eq!(server.get(&format!("{configmaps}/typed")).0, 404);
+    let secret = json!({"metadata": {"name": "s"}, "data": {"key": "not base64!"}});
+    let reply = server.post("/api/v1/namespaces/default/secrets", &secret);
+    assert_status(&reply, 400, "BadRequest");
+    assert!(reply.1["message"].as_str().unwrap().contains("illegal base64 data"), "{}", reply.1);
+    let mut bad_port = pod("port");
+    bad_port["spec"]["containers"][0]["ports"] = json!([{"containerPort": "80"}]);
+    let reply = server.post("/api/v1/namespaces/default/pods", &bad_port);
+    assert_status(&reply, 400, "BadRequest");
+    assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
+
+    let good = json!({"metadata": {"name": "typed", "labels": null}, "data": {"count": "3"}});
+    assert_eq!(server.post(configmaps, &good).0, 201);
+    let (_, mut current) = server.get(&format!("{configmaps}/typed"));
+    current["data"]["count"] = json!(4);
+    assert_status(&server.put(&format!("{configmaps}/typed"), &current), 400, "BadRequest");
+    // A patch whose result has the wrong type: 422 on the field `patch`, as Kubernetes answers.
+    let merge = Some("application/merge-patch+json");
+    let patch = br#"{"data":{"count":5}}"#.to_vec();
+    let reply = server.send_raw("PATCH", &format!("{configmaps}/typed"), merge, patch);
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["field"], "patch", "{}", reply.1);
+    let apply = Some("application/apply-patch+yaml");
+    let config = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typed}\ndata: {count: 6}\n";
+    let path = format!("{configmaps}/typed?fieldManager=test");
+    assert_status(&server.send_raw("PATCH", &path, apply, config.to_vec()), 400, "BadRequest");
+    assert_eq!(server.get(&format!("{configmaps}/typed")).1["data"]["count"], "3");
+}
+
+#[test]
 fn delete_collection_honours_selectors() {
     let server = Server::start();
     for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {

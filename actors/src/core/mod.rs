@@ -30,7 +30,7 @@ pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
-use crate::model::{json, now, resources, FieldSelector, LabelSelector};
+use crate::model::{json, now, resources, FieldError, FieldSelector, LabelSelector};
 use crate::model::{
     validation, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject,
 };
@@ -71,13 +71,15 @@ pub struct ApiCore {
     services: Arc<service_ips::ServiceAllocator>,
     /// The field manager of writes that name none (in-process components).
     manager: Arc<str>,
-    /// Drops the fields a kind's schema does not declare from a patched object.
+    /// Checks a patched object as its kind's Go type decodes it, dropping undeclared fields.
     prune: Option<Pruner>,
 }
 
-/// Removes from an object the fields its resource's schema does not declare (the HTTP edge
-/// owns the schemas and supplies it).
-pub type Pruner = Arc<dyn Fn(&'static ResourceType, &mut Value) + Send + Sync>;
+/// Removes from an object the fields its resource's schema does not declare, and refuses a
+/// value of a type the schema does not take, with the decoder's message (the HTTP edge owns
+/// the schemas and supplies it).
+pub type Pruner =
+    Arc<dyn Fn(&'static ResourceType, &mut Value) -> Result<(), String> + Send + Sync>;
 
 /// How a write records field ownership.
 enum Ownership<'a> {
@@ -97,8 +99,9 @@ impl ApiCore {
         Self { store, hub, services, manager: Arc::from("kplane"), prune: None }
     }
 
-    /// Patched objects lose the fields their schema does not declare, as in Kubernetes (bodies
-    /// of creates and updates are pruned at the edge, which also warns about them).
+    /// Patched objects lose the fields their schema does not declare, and a patch that leaves a
+    /// value of the wrong type is refused (422), as in Kubernetes (bodies of creates and
+    /// updates are checked at the edge, which also warns about unknown fields).
     pub fn with_pruner(mut self, prune: Pruner) -> Self {
         self.prune = Some(prune);
         self
@@ -503,7 +506,9 @@ impl ApiCore {
                 None => patch::apply(&current.to_value(), patch_type, patch)?,
             };
             if let Some(prune) = &self.prune {
-                prune(resource, &mut next);
+                prune(resource, &mut next).map_err(|decoding| {
+                    ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
+                })?;
             }
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.

@@ -39,6 +39,12 @@ impl FieldError {
         }
     }
 
+    /// A patch whose result does not decode as the object's type (Kubernetes names the field
+    /// `patch`).
+    pub fn invalid_patch(decoding: impl Into<String>) -> Self {
+        Self { reason: "FieldValueInvalid", field: "patch".into(), message: decoding.into() }
+    }
+
     fn duplicate(field: impl Into<String>, value: &str) -> Self {
         Self {
             reason: "FieldValueDuplicate",

@@ -7,10 +7,11 @@
 //! * the component schemas, generated once from the `k8s-openapi` types through `schemars`
 //!   (OpenAPI 3 settings, so references point at `#/components/schemas/...`), tagged with
 //!   their group-version-kind;
-//! * [`unknown_fields`], which walks a JSON object against its kind's schema to find fields
-//!   the schema does not declare (the basis of `fieldValidation=Strict`) and, as Kubernetes
-//!   does when it decodes a built-in type, drops them; it walks the schemas as compiled once
-//!   by [`shapes`].
+//! * [`check_fields`], which walks a JSON object against its kind's schema as Kubernetes
+//!   decodes a body into a built-in type: a value of the wrong JSON type (a number where a
+//!   string goes, bad base64 in a secret) is refused, and fields the schema does not declare
+//!   are found (the basis of `fieldValidation=Strict`) and dropped; it walks the schemas as
+//!   compiled once by [`shapes`].
 //!
 //! Every document is built on first use and kept as serialized bytes for the process lifetime.
 
@@ -607,23 +608,27 @@ pub enum Unknown {
     Drop,
 }
 
-/// Returns the paths (`.spec.containers[0].foo`, `.spec.bogus`) of fields in `object` that the
-/// schema of `kind` in `group` (empty for core) does not declare, and with [`Unknown::Drop`]
+/// Checks `object` as Kubernetes decodes it into the Go type of `kind` in `group` (empty for
+/// core). A value the type does not take is an error, worded as Go's decoder words it
+/// (`json: cannot unmarshal number into Go struct field ConfigMap.data of type string`);
+/// `null` is taken everywhere. Otherwise returns the paths (`.spec.containers[0].foo`,
+/// `.spec.bogus`) of the fields the schema does not declare, and with [`Unknown::Drop`]
 /// removes them. Map values (`additionalProperties`), int-or-string, quantities,
-/// `x-kubernetes-preserve-unknown-fields` and untyped schemas accept anything. An unknown kind
-/// yields no fields.
-pub fn unknown_fields(
+/// `x-kubernetes-preserve-unknown-fields` and untyped schemas take any field. An unknown kind
+/// is not checked.
+pub fn check_fields(
     group: &str,
     kind: &str,
     object: &mut Value,
     unknown: Unknown,
-) -> Vec<String> {
-    DOCS.shapes.unknown_fields(group, kind, object, unknown)
+) -> Result<Vec<String>, String> {
+    DOCS.shapes.check(group, kind, object, unknown)
 }
 
-/// Drops the fields of `object` its kind's schema does not declare (the API core's pruner).
-pub fn prune(resource: &ResourceType, object: &mut Value) {
-    unknown_fields(resource.group, resource.kind, object, Unknown::Drop);
+/// The API core's pruner: drops the fields of `object` its kind's schema does not declare,
+/// and refuses a value its type does not take (the decoder's message).
+pub fn prune(resource: &ResourceType, object: &mut Value) -> Result<(), String> {
+    check_fields(resource.group, resource.kind, object, Unknown::Drop).map(drop)
 }
 
 #[cfg(test)]
@@ -803,9 +808,84 @@ mod tests {
                 "bogus": true
             }
         });
-        let mut found = unknown_fields("", "Pod", &mut pod.clone(), Unknown::Report);
+        let mut found = check_fields("", "Pod", &mut pod.clone(), Unknown::Report).unwrap();
         found.sort();
         assert_eq!(found, vec![".spec.bogus".to_string(), ".spec.containers[1].foo".to_string()]);
+    }
+
+    /// The decoder's message for `object` as a `kind` (core group), or `None` if it decodes.
+    fn decode_error(kind: &str, object: Value) -> Option<String> {
+        check_fields("", kind, &mut object.clone(), Unknown::Report).err()
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_are_refused_as_go_decodes() {
+        let port = |port: Value| json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": port}]}]}});
+        let int32 =
+            "Go struct field ContainerPort.spec.containers.ports.containerPort of type int32";
+        for (value, json) in [(json!("80"), "string"), (json!(1.5), "number 1.5")] {
+            let expected = format!("json: cannot unmarshal {json} into {int32}");
+            assert_eq!(decode_error("Pod", port(value)), Some(expected));
+        }
+        assert_eq!(
+            decode_error("Pod", port(json!(1u64 << 31))).map(|e| e.contains("int32")),
+            Some(true)
+        );
+        assert_eq!(decode_error("Pod", port(json!(80))), None);
+        assert_eq!(decode_error("Pod", port(Value::Null)), None);
+        assert_eq!(
+            decode_error("Pod", json!({"spec": {"containers": {"name": "c"}}})).unwrap(),
+            "json: cannot unmarshal object into Go struct field PodSpec.spec.containers of type []v1.Container"
+        );
+        assert_eq!(
+            decode_error("Pod", json!({"metadata": {"labels": {"a": 1}}})).unwrap(),
+            "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string"
+        );
+        assert_eq!(
+            decode_error("Pod", json!({"spec": {"hostNetwork": "yes"}})).unwrap(),
+            "json: cannot unmarshal string into Go struct field PodSpec.spec.hostNetwork of type bool"
+        );
+        assert_eq!(
+            decode_error("ConfigMap", json!({"data": ["a"]})).unwrap(),
+            "json: cannot unmarshal array into Go struct field ConfigMap.data of type map[string]string"
+        );
+        // Types with decoders of their own: base64 bytes, times, int-or-string, quantities.
+        let secret = |data: Value| json!({"data": {"k": data}});
+        assert_eq!(decode_error("Secret", secret(json!("aGk="))), None);
+        assert_eq!(decode_error("Secret", secret(json!("aG\nk="))), None);
+        assert_eq!(
+            decode_error("Secret", secret(json!("aGk"))).unwrap(),
+            "illegal base64 data at input byte 3"
+        );
+        assert_eq!(
+            decode_error("Secret", secret(json!(12))).unwrap(),
+            "json: cannot unmarshal number into Go struct field Secret.data of type []uint8"
+        );
+        let time = |at: Value| json!({"metadata": {"name": "e"}, "lastTimestamp": at});
+        assert_eq!(decode_error("Event", time(json!("2024-01-01T00:00:00Z"))), None);
+        assert!(decode_error("Event", time(json!("noon")))
+            .unwrap()
+            .starts_with("parsing time \"noon\""));
+        assert_eq!(
+            decode_error("Event", time(json!(12))).unwrap(),
+            "json: cannot unmarshal number into Go value of type string"
+        );
+        let probe = |port: Value| json!({"spec": {"containers": [{"name": "c", "readinessProbe": {"tcpSocket": {"port": port}}}]}});
+        assert_eq!(decode_error("Pod", probe(json!("http"))), None);
+        assert_eq!(decode_error("Pod", probe(json!(8080))), None);
+        assert_eq!(
+            decode_error("Pod", probe(json!(true))).unwrap(),
+            "json: cannot unmarshal bool into Go value of type int32"
+        );
+        let limits = |cpu: Value| json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": cpu}}}]}});
+        assert_eq!(decode_error("Pod", limits(json!(0.5))), None);
+        assert_eq!(decode_error("Pod", limits(json!("500m"))), None);
+        assert!(decode_error("Pod", limits(json!({})))
+            .unwrap()
+            .starts_with("quantities must match"));
+        // Untyped parts take anything.
+        let fields = json!({"metadata": {"managedFields": [{"fieldsV1": {"f:data": {}}}]}});
+        assert_eq!(decode_error("ConfigMap", fields), None);
     }
 
     #[test]
@@ -838,29 +918,30 @@ mod tests {
             "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
         });
         assert_eq!(
-            unknown_fields("", "Pod", &mut pod.clone(), Unknown::Report),
+            check_fields("", "Pod", &mut pod.clone(), Unknown::Report).unwrap(),
             Vec::<String>::new()
         );
 
         let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
             "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
         assert_eq!(
-            unknown_fields("", "Service", &mut svc.clone(), Unknown::Report),
+            check_fields("", "Service", &mut svc.clone(), Unknown::Report).unwrap(),
             Vec::<String>::new()
         );
 
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
             "data": {"any.key": "v", "other": "w"}, "binaryData": {"b": "aGk="}});
         assert_eq!(
-            unknown_fields("", "ConfigMap", &mut cm.clone(), Unknown::Report),
+            check_fields("", "ConfigMap", &mut cm.clone(), Unknown::Report).unwrap(),
             Vec::<String>::new()
         );
         let bad_cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "nope": 1}, "dat": {}});
-        let mut found = unknown_fields("", "ConfigMap", &mut bad_cm.clone(), Unknown::Report);
+        let mut found =
+            check_fields("", "ConfigMap", &mut bad_cm.clone(), Unknown::Report).unwrap();
         found.sort();
         assert_eq!(found, vec![".dat".to_string(), ".metadata.nope".to_string()]);
         let mut pruned = bad_cm.clone();
-        unknown_fields("", "ConfigMap", &mut pruned, Unknown::Drop);
+        check_fields("", "ConfigMap", &mut pruned, Unknown::Drop).unwrap();
         assert_eq!(
             pruned,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
@@ -869,16 +950,19 @@ mod tests {
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
             "spec": {"holderIdentity": "h", "leaseDurationSeconds": 10, "renewTime": "2024-01-01T00:00:00.000000Z"}});
         assert_eq!(
-            unknown_fields("coordination.k8s.io", "Lease", &mut lease.clone(), Unknown::Report),
+            check_fields("coordination.k8s.io", "Lease", &mut lease.clone(), Unknown::Report)
+                .unwrap(),
             Vec::<String>::new()
         );
 
         let list = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {},
             "items": [{"metadata": {"name": "a"}, "data": {"x": "y"}, "zzz": 1}]});
         assert_eq!(
-            unknown_fields("", "ConfigMapList", &mut list.clone(), Unknown::Report),
+            check_fields("", "ConfigMapList", &mut list.clone(), Unknown::Report).unwrap(),
             vec![".items[0].zzz".to_string()]
         );
-        assert!(unknown_fields("", "NoSuchKind", &mut list.clone(), Unknown::Report).is_empty());
+        assert!(check_fields("", "NoSuchKind", &mut list.clone(), Unknown::Report)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -1,10 +1,11 @@
-//! The component schemas compiled for the unknown-field check: each schema with its `$ref`
-//! and `allOf` parts resolved once, at start-up, into what the check asks of it. The check then
+//! The component schemas compiled for the decode check: each schema with its `$ref` and
+//! `allOf` parts resolved once, at start-up, into what the check asks of it. The check then
 //! walks an object without looking anything up by name or hashing schema keywords.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
+use base64::Engine as _;
 use kplane_actors::model::text;
 use serde_json::{Map, Value};
 
@@ -12,11 +13,43 @@ use super::{Unknown, REF_PREFIX};
 
 type ShapeId = usize;
 
-/// What a schema declares, as far as unknown fields go.
+/// Schema name of `resource.Quantity`, which decodes from a string or any number.
+const QUANTITY_SCHEMA: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+
+/// The JSON a schema's Go type decodes from: anything else makes Kubernetes' decoder refuse
+/// the body. `null` decodes into every type (as its zero value).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Admits {
+    /// An untyped schema (`RawExtension`, `FieldsV1`) or preserved unknown fields.
+    #[default]
+    Anything,
+    Object,
+    Array,
+    String,
+    /// Base64 text (`format: byte`, Go's `[]byte`).
+    Bytes,
+    /// RFC 3339 text (`format: date-time`, `metav1.Time` and `MicroTime`).
+    Time,
+    Boolean,
+    Int32,
+    Int64,
+    Number,
+    /// A string or an int32 (`intstr.IntOrString`).
+    IntOrString,
+    /// A string or any number (`resource.Quantity`; its value is validated later).
+    Quantity,
+}
+
+/// What a schema declares, as far as decoding and unknown fields go.
 #[derive(Debug, Default)]
 struct Shape {
-    /// `x-kubernetes-preserve-unknown-fields` or int-or-string: anything goes.
+    /// `x-kubernetes-preserve-unknown-fields` or int-or-string: any field goes.
     anything: bool,
+    admits: Admits,
+    /// The Go type, as the decoder names it in its errors (`v1.PodSpec`, `[]string`).
+    go_type: String,
+    /// For a struct: its Go name (`PodSpec`), which a type error in its fields names.
+    struct_name: String,
     /// The declared properties (the first part declaring a name wins); `None` when no part
     /// has `properties` at all.
     properties: Option<BTreeMap<String, ShapeId>>,
@@ -53,73 +86,107 @@ impl Shapes {
         let mut compiler = Compiler { schemas, shapes: Vec::new(), seen: HashMap::new() };
         let kinds = kinds
             .iter()
-            .filter_map(|(kind, name)| Some((kind.clone(), compiler.shape(schemas.get(name)?))))
+            .filter_map(|(kind, name)| {
+                Some((kind.clone(), compiler.shape(schemas.get(name)?, Some(name))))
+            })
             .collect();
         Shapes { shapes: compiler.shapes, kinds }
     }
 
-    /// The fields of `object` the schema of `kind` in `group` does not declare, as paths; with
-    /// [`Unknown::Drop`] also removed. Nothing for a kind without a schema.
-    pub(super) fn unknown_fields(
+    /// Checks `object` as Kubernetes decodes it into the Go type of `kind` in `group`: a value
+    /// of a type the schema does not admit is an error, worded as the decoder words it. Returns
+    /// the fields the schema does not declare, as paths; with [`Unknown::Drop`] also removes
+    /// them. Nothing is checked for a kind without a schema.
+    pub(super) fn check(
         &self,
         group: &str,
         kind: &str,
         object: &mut Value,
         unknown: Unknown,
-    ) -> Vec<String> {
-        let mut out = Vec::new();
+    ) -> Result<Vec<String>, String> {
         let found = self.kinds.iter().find(|((g, k), _)| k == kind && text::same(g, group));
-        if let Some((_, id)) = found {
-            self.walk(*id, object, &mut String::new(), &mut out, unknown);
-        }
-        out
+        let Some((_, id)) = found else { return Ok(Vec::new()) };
+        let mut walk = Walk {
+            shapes: self,
+            unknown,
+            path: String::new(),
+            go_path: String::new(),
+            found: Vec::new(),
+        };
+        walk.value(*id, object, &self.shapes[*id].struct_name)?;
+        Ok(walk.found)
     }
+}
 
-    /// Walks `value` against shape `id`; `path` is where `value` is (one buffer, extended and
-    /// cut back as the walk goes, so that only unknown fields cost an allocation).
-    fn walk(
-        &self,
-        id: ShapeId,
-        value: &mut Value,
-        path: &mut String,
-        out: &mut Vec<String>,
-        unknown: Unknown,
-    ) {
-        let shape = &self.shapes[id];
-        if shape.anything {
-            return;
+/// One check of an object: where it is, and the unknown fields found so far.
+struct Walk<'s> {
+    shapes: &'s Shapes,
+    unknown: Unknown,
+    /// Where the walk is, as unknown fields are reported: `.spec.containers[0].name` (one
+    /// buffer, extended and cut back as the walk goes, so that only unknown fields cost an
+    /// allocation).
+    path: String,
+    /// The same place as Go's decoder names it in a type error: the field names from the
+    /// root, without list indexes or map keys (`spec.containers.name`).
+    go_path: String,
+    found: Vec<String>,
+}
+
+impl<'s> Walk<'s> {
+    /// Walks `value` against shape `id`; `owner` is the Go struct the value is a field of.
+    fn value(&mut self, id: ShapeId, value: &mut Value, owner: &'s str) -> Result<(), String> {
+        let shape = &self.shapes.shapes[id];
+        if let Err(problem) = admits(shape.admits, value) {
+            return Err(match problem {
+                Problem::Type => format!(
+                    "json: cannot unmarshal {} into Go struct field {owner}.{} of type {}",
+                    json_type(value, shape.admits),
+                    self.go_path,
+                    shape.go_type
+                ),
+                Problem::Text(message) => message,
+            });
         }
-        let at = path.len();
+        if shape.anything {
+            return Ok(());
+        }
+        let owner = if shape.struct_name.is_empty() { owner } else { &shape.struct_name };
+        let (at, go_at) = (self.path.len(), self.go_path.len());
         match value {
             Value::Object(fields) => {
                 let Some(properties) = &shape.properties else {
                     if let Additional::Schema(values) = shape.additional {
                         for (k, v) in fields.iter_mut() {
-                            path.push('.');
-                            path.push_str(k);
-                            self.walk(values, v, path, out, unknown);
-                            path.truncate(at);
+                            self.path.push('.');
+                            self.path.push_str(k);
+                            self.value(values, v, owner)?;
+                            self.path.truncate(at);
                         }
                     }
-                    return;
+                    return Ok(());
                 };
                 let mut undeclared = Vec::new();
                 for (k, v) in fields.iter_mut() {
-                    path.push('.');
-                    path.push_str(k);
+                    self.path.push('.');
+                    self.path.push_str(k);
+                    if !self.go_path.is_empty() {
+                        self.go_path.push('.');
+                    }
+                    self.go_path.push_str(k);
                     match (properties.get(k.as_str()), &shape.additional) {
                         (Some(declared), _) | (None, Additional::Schema(declared)) => {
-                            self.walk(*declared, v, path, out, unknown)
+                            self.value(*declared, v, owner)?
                         }
                         (None, Additional::Any) => {}
                         (None, Additional::Undeclared) => {
-                            out.push(path.clone());
+                            self.found.push(self.path.clone());
                             undeclared.push(k.clone());
                         }
                     }
-                    path.truncate(at);
+                    self.path.truncate(at);
+                    self.go_path.truncate(go_at);
                 }
-                if unknown == Unknown::Drop {
+                if self.unknown == Unknown::Drop {
                     for k in undeclared {
                         fields.remove(&k);
                     }
@@ -128,15 +195,123 @@ impl Shapes {
             Value::Array(items) => {
                 if let Some(item) = shape.items {
                     for (i, v) in items.iter_mut().enumerate() {
-                        let _ = write!(path, "[{i}]");
-                        self.walk(item, v, path, out, unknown);
-                        path.truncate(at);
+                        let _ = write!(self.path, "[{i}]");
+                        self.value(item, v, owner)?;
+                        self.path.truncate(at);
                     }
                 }
             }
             _ => {}
         }
+        Ok(())
     }
+}
+
+/// Why a value does not decode.
+enum Problem {
+    /// Its JSON type is not the Go type's.
+    Type,
+    /// The type's own decoder refuses it, with this message.
+    Text(String),
+}
+
+/// Whether a value of JSON type `value` decodes as `admits` asks.
+fn admits(admits: Admits, value: &Value) -> Result<(), Problem> {
+    let fits = match (admits, value) {
+        (_, Value::Null) | (Admits::Anything, _) => true,
+        (Admits::Object, v) => v.is_object(),
+        (Admits::Array, v) => v.is_array(),
+        (Admits::String, v) => v.is_string(),
+        (Admits::Boolean, v) => v.is_boolean(),
+        (Admits::Number, v) => v.is_number(),
+        (Admits::Int64, v) => v.is_i64(),
+        (Admits::Int32, v) => is_int32(v),
+        (Admits::Bytes, Value::String(text)) => return base64_problem(text),
+        (Admits::Time, Value::String(text)) => return time_problem(text),
+        (Admits::IntOrString, v) => {
+            if v.is_string() || is_int32(v) {
+                return Ok(());
+            }
+            let json = json_type(v, Admits::Int32);
+            return Err(Problem::Text(format!(
+                "json: cannot unmarshal {json} into Go value of type int32"
+            )));
+        }
+        (Admits::Quantity, v) => {
+            if v.is_string() || v.is_number() {
+                return Ok(());
+            }
+            return Err(Problem::Text(
+                "quantities must match the regular expression \
+                 '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                    .into(),
+            ));
+        }
+        (Admits::Bytes, _) => false,
+        (Admits::Time, v) => {
+            let json = json_type(v, Admits::String);
+            return Err(Problem::Text(format!(
+                "json: cannot unmarshal {json} into Go value of type string"
+            )));
+        }
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(Problem::Type)
+    }
+}
+
+fn is_int32(value: &Value) -> bool {
+    value.as_i64().is_some_and(|n| i32::try_from(n).is_ok())
+}
+
+/// The JSON type of `value` as Go's decoder names it in a type error: a number that does not
+/// fit an integer type is named with its value (`number 1.5`).
+fn json_type(value: &Value, admits: Admits) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Number(n) if matches!(admits, Admits::Int32 | Admits::Int64) => {
+            format!("number {n}")
+        }
+        Value::Number(_) => "number".into(),
+        Value::String(_) => "string".into(),
+        Value::Array(_) => "array".into(),
+        Value::Object(_) => "object".into(),
+    }
+}
+
+/// Go decodes `[]byte` from standard, padded base64, skipping line breaks.
+fn base64_problem(text: &str) -> Result<(), Problem> {
+    let decoded = if text.contains(['\r', '\n']) {
+        let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+        LENIENT_BASE64.decode(joined)
+    } else {
+        LENIENT_BASE64.decode(text)
+    };
+    decoded.map(drop).map_err(|error| {
+        let at = match error {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            base64::DecodeError::InvalidLength(at) => at,
+            base64::DecodeError::InvalidPadding => text.len(),
+        };
+        Problem::Text(format!("illegal base64 data at input byte {at}"))
+    })
+}
+
+/// Standard, padded base64 that, like Go's, ignores bits left over in the last character.
+const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
+/// `metav1.Time` decodes from RFC 3339 text.
+fn time_problem(text: &str) -> Result<(), Problem> {
+    chrono::DateTime::parse_from_rfc3339(text).map(drop).map_err(|error| {
+        Problem::Text(format!("parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": {error}"))
+    })
 }
 
 struct Compiler<'a> {
@@ -147,7 +322,9 @@ struct Compiler<'a> {
 }
 
 impl<'a> Compiler<'a> {
-    fn shape(&mut self, schema: &'a Value) -> ShapeId {
+    /// Compiles `schema`; `name` is its component name when it is a component itself (a
+    /// schema that refers to one takes that one's name).
+    fn shape(&mut self, schema: &'a Value, name: Option<&str>) -> ShapeId {
         if let Some(id) = self.seen.get(&std::ptr::from_ref(schema)) {
             return *id;
         }
@@ -156,19 +333,30 @@ impl<'a> Compiler<'a> {
         self.seen.insert(std::ptr::from_ref(schema), id);
         let mut parts = Vec::new();
         self.effective(schema, &mut parts, 0);
-        let flag = |s: &Value, name: &str| s.get(name) == Some(&Value::Bool(true));
-        let anything = parts.iter().any(|s| {
-            flag(s, "x-kubernetes-preserve-unknown-fields") || flag(s, "x-kubernetes-int-or-string")
+        let name = name.or_else(|| {
+            parts.iter().find_map(|s| s.get("$ref")?.as_str()?.strip_prefix(REF_PREFIX))
         });
-        let mut shape = Shape { anything, ..Shape::default() };
-        if !anything {
+        let flag = |s: &Value, name: &str| s.get(name) == Some(&Value::Bool(true));
+        let preserve = parts.iter().any(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+        let int_or_string = parts.iter().any(|s| flag(s, "x-kubernetes-int-or-string"));
+        let admits = if name == Some(QUANTITY_SCHEMA) {
+            Admits::Quantity
+        } else if int_or_string {
+            Admits::IntOrString
+        } else if preserve {
+            Admits::Anything
+        } else {
+            declared_type(&parts)
+        };
+        let mut shape = Shape { anything: preserve || int_or_string, admits, ..Shape::default() };
+        if !shape.anything {
             let mut declared_any = false;
             let mut properties = BTreeMap::new();
             for declared in parts.iter().filter_map(|s| s.get("properties")?.as_object()) {
                 declared_any = true;
                 for (name, property) in declared {
                     if !properties.contains_key(name) {
-                        let property = self.shape(property);
+                        let property = self.shape(property, None);
                         properties.insert(name.clone(), property);
                     }
                 }
@@ -176,14 +364,48 @@ impl<'a> Compiler<'a> {
             shape.properties = declared_any.then_some(properties);
             shape.additional = match parts.iter().find_map(|s| s.get("additionalProperties")) {
                 Some(Value::Bool(true)) => Additional::Any,
-                Some(values @ Value::Object(_)) => Additional::Schema(self.shape(values)),
+                Some(values @ Value::Object(_)) => Additional::Schema(self.shape(values, None)),
                 _ => Additional::Undeclared,
             };
             let items = parts.iter().find_map(|s| s.get("items")).filter(|i| i.is_object());
-            shape.items = items.map(|items| self.shape(items));
+            shape.items = items.map(|items| self.shape(items, None));
         }
+        if shape.properties.is_some() {
+            shape.struct_name = name.map_or("", |n| n.rsplit('.').next().unwrap_or(n)).into();
+        }
+        shape.go_type = self.go_type(&shape, name);
         self.shapes[id] = shape;
         id
+    }
+
+    /// The Go type of `shape` (component `name`), as Go's decoder names it.
+    fn go_type(&self, shape: &Shape, name: Option<&str>) -> String {
+        let of = |id: Option<ShapeId>| id.map_or("interface {}", |id| &self.shapes[id].go_type);
+        match shape.admits {
+            Admits::Object if shape.properties.is_some() => {
+                // `io.k8s.api.core.v1.PodSpec` is `v1.PodSpec` in Go.
+                let mut segments = name.unwrap_or("struct").rsplit('.');
+                match (segments.next(), segments.next()) {
+                    (Some(type_name), Some(package)) => format!("{package}.{type_name}"),
+                    _ => name.unwrap_or("struct").to_string(),
+                }
+            }
+            Admits::Object => match shape.additional {
+                Additional::Schema(values) => format!("map[string]{}", of(Some(values))),
+                _ => "map[string]interface {}".into(),
+            },
+            Admits::Array => format!("[]{}", of(shape.items)),
+            Admits::String => "string".into(),
+            Admits::Bytes => "[]uint8".into(),
+            Admits::Time => "v1.Time".into(),
+            Admits::Boolean => "bool".into(),
+            Admits::Int32 => "int32".into(),
+            Admits::Int64 => "int64".into(),
+            Admits::Number => "float64".into(),
+            Admits::IntOrString => "intstr.IntOrString".into(),
+            Admits::Quantity => "resource.Quantity".into(),
+            Admits::Anything => "interface {}".into(),
+        }
     }
 
     /// Flattens `schema` into the schemas it stands for: itself, its `$ref` target and its
@@ -203,5 +425,25 @@ impl<'a> Compiler<'a> {
                 self.effective(member, out, depth + 1);
             }
         }
+    }
+}
+
+/// What the first part that declares a `type` declares (with its `format`).
+fn declared_type(parts: &[&Value]) -> Admits {
+    let Some(part) = parts.iter().find(|s| s.get("type").is_some_and(Value::is_string)) else {
+        return Admits::Anything;
+    };
+    let format = part.get("format").and_then(Value::as_str);
+    match (part["type"].as_str(), format) {
+        (Some("object"), _) => Admits::Object,
+        (Some("array"), _) => Admits::Array,
+        (Some("string"), Some("byte")) => Admits::Bytes,
+        (Some("string"), Some("date-time")) => Admits::Time,
+        (Some("string"), _) => Admits::String,
+        (Some("boolean"), _) => Admits::Boolean,
+        (Some("integer"), Some("int32")) => Admits::Int32,
+        (Some("integer"), _) => Admits::Int64,
+        (Some("number"), _) => Admits::Number,
+        _ => Admits::Anything,
     }
 }
