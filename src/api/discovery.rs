@@ -35,11 +35,17 @@ async fn ok() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
 }
 
+/// The version `/version` and the OpenAPI documents report: the Kubernetes minor served, and
+/// kplane's own version.
+pub fn git_version() -> String {
+    format!("v1.{KUBERNETES_MINOR}.0-kplane.{}", env!("CARGO_PKG_VERSION"))
+}
+
 async fn version() -> HttpResponse {
     json_response(json!({
         "major": "1",
         "minor": KUBERNETES_MINOR,
-        "gitVersion": format!("v1.{KUBERNETES_MINOR}.0-kplane.{}", env!("CARGO_PKG_VERSION")),
+        "gitVersion": git_version(),
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",

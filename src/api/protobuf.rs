@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use k8s_pb::api::core::v1 as pb;
+use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
@@ -21,8 +22,8 @@ const MAGIC: &[u8] = b"k8s\0";
 
 /// Decodes a Kubernetes protobuf body into the object's JSON form.
 ///
-/// Supports core/v1 Namespace, ConfigMap, Secret, Service, ServiceAccount and Pod (the common
-/// fields of the latter). Returns `Err` with a human-readable message for a missing magic,
+/// Supports core/v1 Namespace, ConfigMap, Secret, Service, ServiceAccount, ResourceQuota and
+/// Pod (the common fields of the latter). Returns `Err` with a human-readable message for a missing magic,
 /// malformed bytes, a content encoding, or an unsupported kind.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
@@ -80,6 +81,11 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             put_local_refs(&mut out, "imagePullSecrets", sa.image_pull_secrets);
             put_bool(&mut out, "automountServiceAccountToken", sa.automount_service_account_token);
         }
+        ("v1", "ResourceQuota") => {
+            let quota = pb::ResourceQuota::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(quota.metadata));
+            out.insert("spec".into(), quota_spec(quota.spec.unwrap_or_default()));
+        }
         ("v1", "Pod") => {
             let pod = pb::Pod::decode(raw.as_slice()).map_err(bad)?;
             out.insert("metadata".into(), meta(pod.metadata));
@@ -131,6 +137,14 @@ fn put_bytes_map(map: &mut Map<String, Value>, key: &str, values: BTreeMap<Strin
             .map(|(k, v)| (k, Value::String(base64::engine::general_purpose::STANDARD.encode(v))))
             .collect();
         map.insert(key.into(), Value::Object(encoded));
+    }
+}
+
+fn put_quantities(map: &mut Map<String, Value>, key: &str, values: BTreeMap<String, Quantity>) {
+    if !values.is_empty() {
+        let quantities: Map<String, Value> =
+            values.into_iter().map(|(k, v)| (k, json!(v.string.unwrap_or_default()))).collect();
+        map.insert(key.into(), Value::Object(quantities));
     }
 }
 
@@ -275,15 +289,8 @@ fn container(c: pb::Container) -> Value {
     }
     if let Some(r) = c.resources {
         let mut res = Map::new();
-        for (key, values) in [("limits", r.limits), ("requests", r.requests)] {
-            if !values.is_empty() {
-                let q: Map<String, Value> = values
-                    .into_iter()
-                    .map(|(k, v)| (k, json!(v.string.unwrap_or_default())))
-                    .collect();
-                res.insert(key.into(), Value::Object(q));
-            }
-        }
+        put_quantities(&mut res, "limits", r.limits);
+        put_quantities(&mut res, "requests", r.requests);
         m.insert("resources".into(), Value::Object(res));
     }
     put_str(&mut m, "terminationMessagePath", c.termination_message_path);
@@ -292,6 +299,28 @@ fn container(c: pb::Container) -> Value {
     put_bool(&mut m, "stdin", c.stdin);
     put_bool(&mut m, "stdinOnce", c.stdin_once);
     put_bool(&mut m, "tty", c.tty);
+    Value::Object(m)
+}
+
+/// What `kubectl create quota` sets: hard limits, scopes and a scope selector.
+fn quota_spec(spec: pb::ResourceQuotaSpec) -> Value {
+    let mut m = Map::new();
+    put_quantities(&mut m, "hard", spec.hard);
+    put_strs(&mut m, "scopes", spec.scopes);
+    if let Some(selector) = spec.scope_selector {
+        let expressions: Vec<Value> = selector
+            .match_expressions
+            .into_iter()
+            .map(|e| {
+                let mut expression = Map::new();
+                put_str(&mut expression, "scopeName", e.scope_name);
+                put_str(&mut expression, "operator", e.operator);
+                put_strs(&mut expression, "values", e.values);
+                Value::Object(expression)
+            })
+            .collect();
+        m.insert("scopeSelector".into(), json!({"matchExpressions": expressions}));
+    }
     Value::Object(m)
 }
 
@@ -400,6 +429,38 @@ mod tests {
             obj,
             json!({"kind": "Secret", "apiVersion": "v1", "metadata": {"name": "s", "namespace": "ns1"},
                    "data": {"password": "c2VjcmV0"}, "stringData": {"user": "admin"}, "type": "Opaque"})
+        );
+    }
+
+    #[test]
+    fn resource_quota_body() {
+        let quantity = |q: &str| Quantity { string: Some(q.into()) };
+        let quota = pb::ResourceQuota {
+            metadata: named("q", "ns1"),
+            spec: Some(pb::ResourceQuotaSpec {
+                hard: BTreeMap::from([
+                    ("pods".into(), quantity("10")),
+                    ("requests.cpu".into(), quantity("2")),
+                ]),
+                scopes: vec!["BestEffort".into()],
+                scope_selector: Some(pb::ScopeSelector {
+                    match_expressions: vec![pb::ScopedResourceSelectorRequirement {
+                        scope_name: Some("PriorityClass".into()),
+                        operator: Some("In".into()),
+                        values: vec!["high".into()],
+                    }],
+                }),
+            }),
+            status: None,
+        };
+        let obj = decode(&wrap("v1", "ResourceQuota", quota.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "ResourceQuota", "apiVersion": "v1",
+                   "metadata": {"name": "q", "namespace": "ns1"},
+                   "spec": {"hard": {"pods": "10", "requests.cpu": "2"}, "scopes": ["BestEffort"],
+                            "scopeSelector": {"matchExpressions": [
+                                {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}})
         );
     }
 

@@ -100,6 +100,9 @@ fn generators_send_protobuf_bodies() {
     k.ok(&["create", "configmap", "settings", "-n", "team-a", "--from-literal=color=blue"]);
     k.ok(&["create", "secret", "generic", "token", "-n", "team-a", "--from-literal=key=s3cr3t"]);
     k.ok(&["create", "service", "clusterip", "front", "-n", "team-a", "--tcp=80:8080"]);
+    k.ok(&["create", "quota", "limits", "-n", "team-a", "--hard=pods=10,requests.cpu=2"]);
+    let hard = k.ok(&["get", "quota", "limits", "-n", "team-a", "-o", "jsonpath={.spec.hard}"]);
+    assert_eq!(hard, r#"{"pods":"10","requests.cpu":"2"}"#);
     let color = k.ok(&["get", "cm", "settings", "-n", "team-a", "-o", "jsonpath={.data.color}"]);
     assert_eq!(color, "blue");
     let key = k.ok(&["get", "secret", "token", "-n", "team-a", "-o", "jsonpath={.data.key}"]);
@@ -117,6 +120,31 @@ fn generators_send_protobuf_bodies() {
     assert!(!ok, "namespace is gone after delete returned");
     let (code, _) = server.get("/api/v1/namespaces/team-a/configmaps/settings");
     assert_eq!(code, 404);
+}
+
+/// `kubectl get -o yaml` of several objects writes a `kind: List`, which kubectl validates
+/// itself against `/openapi/v2` before it creates, replaces or applies the items.
+#[test]
+fn list_files_are_validated_and_written() {
+    let server = Server::start();
+    let k = server.kubectl();
+    k.ok(&["create", "configmap", "a", "--from-literal=x=1"]);
+    k.ok(&["create", "configmap", "b", "--from-literal=y=2"]);
+    let list = k.ok(&["get", "configmap", "a", "b", "-o", "yaml"]);
+    assert!(list.contains("kind: List"), "{list}");
+    let file = k.write("list.yaml", &list);
+    let file = file.to_str().unwrap();
+    assert!(k.ok(&["replace", "-f", file]).contains("configmap/b replaced"));
+    assert!(k.ok(&["apply", "-f", file]).contains("configmap/a configured"));
+    k.ok(&["delete", "configmap", "a", "b"]);
+    assert!(k.ok(&["create", "-f", file]).contains("configmap/b created"));
+    // An unknown field in an item: kubectl refuses the file, naming the field and the type.
+    k.write("list.yaml", &list.replacen("  data:", "  bogus: 1\n  data:", 1));
+    let (ok, _, err) = k.run(&["apply", "-f", file]);
+    assert!(
+        !ok && err.contains(r#"unknown field "bogus" in io.k8s.api.core.v1.ConfigMap"#),
+        "{err}"
+    );
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //!
 //! This module owns:
 //! * the OpenAPI v3 endpoints kubectl reads before `create -f`, `apply` and `explain`
-//!   (`/openapi/v3` index and one OpenAPI 3.0 document per served group-version), plus a
-//!   `/openapi/v2` that answers 404 so kubectl falls back to its built-in type metadata;
+//!   (`/openapi/v3` index and one OpenAPI 3.0 document per served group-version), plus
+//!   `/openapi/v2`, the same schemas as Swagger 2.0 definitions (JSON or protobuf), which
+//!   kubectl reads to validate the items of a `kind: List` file itself ([`v2`]);
 //! * the component schemas, generated once from the `k8s-openapi` types through `schemars`
 //!   (OpenAPI 3 settings, so references point at `#/components/schemas/...`), tagged with
 //!   their group-version-kind;
@@ -18,7 +19,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
 
-use actix_web::{web, HttpResponse};
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
@@ -30,8 +32,10 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 mod shapes;
+mod v2;
 
 use shapes::Shapes;
+use v2::V2Document;
 
 /// Prefix of every component reference.
 const REF_PREFIX: &str = "#/components/schemas/";
@@ -48,7 +52,7 @@ const BINDING_SCHEMA: &str = "io.k8s.api.core.v1.Binding";
 const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 
 /// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,
-/// `/openapi/v3/apis/{group}/{version}` and `/openapi/v2` (always 404).
+/// `/openapi/v3/apis/{group}/{version}` and `/openapi/v2`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/openapi/v3", web::get().to(index))
         .route("/openapi/v3/", web::get().to(index))
@@ -78,9 +82,20 @@ fn document(group: &str, version: &str) -> Result<HttpResponse, HttpError> {
     doc.map(|d| json_bytes(&d.bytes)).ok_or(HttpError::NoSuchPath)
 }
 
-async fn v2() -> Result<HttpResponse, HttpError> {
-    Err(HttpError::NoSuchPath)
+/// The v2 document: protobuf when the client asks for it (kubectl does), JSON otherwise.
+async fn v2(req: HttpRequest) -> HttpResponse {
+    let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
+    if accept.contains(V2_PROTOBUF) {
+        let bytes = DOCS.v2.protobuf.clone();
+        HttpResponse::Ok().content_type(V2_PROTOBUF_CONTENT_TYPE).body(bytes)
+    } else {
+        json_bytes(&DOCS.v2.json)
+    }
 }
+
+/// The media type kubectl asks `/openapi/v2` for, and the one Kubernetes answers with.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const V2_PROTOBUF_CONTENT_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 fn json_bytes(bytes: &Bytes) -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(bytes.clone())
@@ -97,8 +112,9 @@ struct GroupVersionDocument {
 struct Docs {
     documents: Vec<GroupVersionDocument>,
     index: Bytes,
-    /// The schemas compiled for the unknown-field check.
+    /// The schemas compiled for the decode check.
     shapes: Shapes,
+    v2: V2Document,
 }
 
 static DOCS: LazyLock<Docs> = LazyLock::new(build_docs);
@@ -178,7 +194,9 @@ fn build_docs() -> Docs {
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
     let shapes = Shapes::compile(&schemas, &kinds);
-    Docs { documents, index, shapes }
+    let version = crate::api::discovery::git_version();
+    let v2 = V2Document::build(&schemas, &version);
+    Docs { documents, index, shapes, v2 }
 }
 
 fn gvk(rt: &ResourceType, kind: &str) -> Value {
@@ -788,14 +806,33 @@ mod tests {
         .await;
         assert_eq!(resp.status(), 200);
 
-        for uri in ["/openapi/v3/apis/apps/v1", "/openapi/v2"] {
-            let resp =
-                atest::call_service(&app, atest::TestRequest::get().uri(uri).to_request()).await;
-            assert_eq!(resp.status(), 404, "{uri}");
-            let status: Value = atest::read_body_json(resp).await;
-            assert_eq!(status["kind"], "Status");
-            assert_eq!(status["code"], 404);
-        }
+        let resp = atest::call_service(
+            &app,
+            atest::TestRequest::get().uri("/openapi/v3/apis/apps/v1").to_request(),
+        )
+        .await;
+        assert_eq!(resp.status(), 404);
+        let status: Value = atest::read_body_json(resp).await;
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 404);
+
+        // v2: JSON unless protobuf is asked for, with every kind's definition tagged.
+        let resp =
+            atest::call_service(&app, atest::TestRequest::get().uri("/openapi/v2").to_request())
+                .await;
+        assert_eq!(resp.status(), 200);
+        let v2: Value = atest::read_body_json(resp).await;
+        let pod = &v2["definitions"]["io.k8s.api.core.v1.Pod"];
+        assert_eq!(pod["x-kubernetes-group-version-kind"][0]["kind"], "Pod");
+        assert_eq!(pod["properties"]["spec"]["$ref"], "#/definitions/io.k8s.api.core.v1.PodSpec");
+        let request = atest::TestRequest::get()
+            .uri("/openapi/v2")
+            .insert_header(("accept", format!("{V2_PROTOBUF}, application/json")))
+            .to_request();
+        let resp = atest::call_service(&app, request).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers().get("content-type").unwrap(), V2_PROTOBUF_CONTENT_TYPE);
+        assert_eq!(atest::read_body(resp).await, DOCS.v2.protobuf);
     }
 
     #[test]
