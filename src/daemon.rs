@@ -98,7 +98,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
     let core = ApiCore::new(store.clone(), hub)
         .with_service_ranges(settings.service_ranges.clone())
-        .with_pruner(Arc::new(api::openapi::prune));
+        .with_schema_check(Arc::new(api::openapi::check_patched));
     if let Err(e) = core.bootstrap().await {
         store.close(std::time::Duration::from_secs(10)).await;
         return Err(e.into());

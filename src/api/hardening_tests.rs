@@ -28,7 +28,8 @@ async fn state() -> Data<AppState> {
         bookmark_interval: Duration::from_secs(3600),
     });
     let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
-    let core = ApiCore::new(store, hub).with_pruner(std::sync::Arc::new(super::openapi::prune));
+    let core = ApiCore::new(store, hub)
+        .with_schema_check(std::sync::Arc::new(super::openapi::check_patched));
     core.bootstrap().await.unwrap();
     Data::new(AppState::new(core, 64 * 1024, Duration::from_secs(5)))
 }

@@ -72,13 +72,13 @@ pub struct ApiCore {
     /// The field manager of writes that name none (in-process components).
     manager: Arc<str>,
     /// Checks a patched object as its kind's Go type decodes it, dropping undeclared fields.
-    prune: Option<Pruner>,
+    schema_check: Option<SchemaCheck>,
 }
 
 /// Removes from an object the fields its resource's schema does not declare, and refuses a
 /// value of a type the schema does not take, with the decoder's message (the HTTP edge owns
 /// the schemas and supplies it).
-pub type Pruner =
+pub type SchemaCheck =
     Arc<dyn Fn(&'static ResourceType, &mut Value) -> Result<(), String> + Send + Sync>;
 
 /// How a write records field ownership.
@@ -96,14 +96,14 @@ fn namespaces() -> &'static ResourceType {
 impl ApiCore {
     pub fn new(store: Store, hub: HubHandle) -> Self {
         let services = Arc::new(service_ips::ServiceAllocator::new(ServiceRanges::default()));
-        Self { store, hub, services, manager: Arc::from("kplane"), prune: None }
+        Self { store, hub, services, manager: Arc::from("kplane"), schema_check: None }
     }
 
     /// Patched objects lose the fields their schema does not declare, and a patch that leaves a
     /// value of the wrong type is refused (422), as in Kubernetes (bodies of creates and
     /// updates are checked at the edge, which also warns about unknown fields).
-    pub fn with_pruner(mut self, prune: Pruner) -> Self {
-        self.prune = Some(prune);
+    pub fn with_schema_check(mut self, check: SchemaCheck) -> Self {
+        self.schema_check = Some(check);
         self
     }
 
@@ -505,8 +505,8 @@ impl ApiCore {
                 }
                 None => patch::apply(&current.to_value(), patch_type, patch)?,
             };
-            if let Some(prune) = &self.prune {
-                prune(resource, &mut next).map_err(|decoding| {
+            if let Some(check) = &self.schema_check {
+                check(resource, &mut next).map_err(|decoding| {
                     ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
                 })?;
             }

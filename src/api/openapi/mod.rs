@@ -643,9 +643,9 @@ pub fn check_fields(
     DOCS.shapes.check(group, kind, object, unknown)
 }
 
-/// The API core's pruner: drops the fields of `object` its kind's schema does not declare,
-/// and refuses a value its type does not take (the decoder's message).
-pub fn prune(resource: &ResourceType, object: &mut Value) -> Result<(), String> {
+/// The API core's check of a patched object: drops the fields of `object` its kind's schema
+/// does not declare, and refuses a value its type does not take (the decoder's message).
+pub fn check_patched(resource: &ResourceType, object: &mut Value) -> Result<(), String> {
     check_fields(resource.group, resource.kind, object, Unknown::Drop).map(drop)
 }
 
