@@ -140,7 +140,7 @@ impl<'s> Walk<'s> {
             return Err(match problem {
                 Problem::Type => format!(
                     "json: cannot unmarshal {} into Go struct field {owner}.{} of type {}",
-                    json_type(value, shape.admits),
+                    json_type(value, matches!(shape.admits, Admits::Int32 | Admits::Int64)),
                     self.go_path,
                     shape.go_type
                 ),
@@ -232,7 +232,7 @@ fn admits(admits: Admits, value: &Value) -> Result<(), Problem> {
             if v.is_string() || is_int32(v) {
                 return Ok(());
             }
-            let json = json_type(v, Admits::Int32);
+            let json = json_type(v, true);
             return Err(Problem::Text(format!(
                 "json: cannot unmarshal {json} into Go value of type int32"
             )));
@@ -249,7 +249,7 @@ fn admits(admits: Admits, value: &Value) -> Result<(), Problem> {
         }
         (Admits::Bytes, _) => false,
         (Admits::Time, v) => {
-            let json = json_type(v, Admits::String);
+            let json = json_type(v, false);
             return Err(Problem::Text(format!(
                 "json: cannot unmarshal {json} into Go value of type string"
             )));
@@ -267,12 +267,12 @@ fn is_int32(value: &Value) -> bool {
 }
 
 /// The JSON type of `value` as Go's decoder names it in a type error: a number that does not
-/// fit an integer type is named with its value (`number 1.5`).
-fn json_type(value: &Value, admits: Admits) -> String {
+/// fit the integer type it was `for_integer` is named with its value (`number 1.5`).
+fn json_type(value: &Value, for_integer: bool) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(_) => "bool".into(),
-        Value::Number(n) if matches!(admits, Admits::Int32 | Admits::Int64) => {
+        Value::Number(n) if for_integer => {
             format!("number {n}")
         }
         Value::Number(_) => "number".into(),

@@ -24,20 +24,13 @@ pub(super) struct V2Document {
 
 impl V2Document {
     pub(super) fn build(schemas: &Map<String, Value>, version: &str) -> Self {
-        let definitions: Map<String, Value> =
-            schemas.iter().map(|(name, schema)| (name.clone(), v2_schema(schema))).collect();
+        let definitions = v2_schemas(schemas);
         let protobuf = pb::Document {
             swagger: "2.0".into(),
             info: Some(pb::Info { title: "Kubernetes".into(), version: version.into() }),
             paths: Some(pb::Paths::default()),
             definitions: Some(pb::Definitions {
-                additional_properties: definitions
-                    .iter()
-                    .map(|(name, schema)| pb::NamedSchema {
-                        name: name.clone(),
-                        value: Some(pb_schema(schema)),
-                    })
-                    .collect(),
+                additional_properties: named_schemas(&definitions),
             }),
         };
         let json = json!({
@@ -73,12 +66,9 @@ fn v2_schema(schema: &Value) -> Value {
                             out.extend(member);
                         }
                     }
+                    // Property names are not keywords: a property called `$ref` stays one.
                     ("properties", Value::Object(properties)) => {
-                        let properties = properties
-                            .iter()
-                            .map(|(name, property)| (name.clone(), v2_schema(property)))
-                            .collect();
-                        out.insert(key.clone(), Value::Object(properties));
+                        out.insert(key.clone(), Value::Object(v2_schemas(properties)));
                     }
                     _ => {
                         out.insert(key.clone(), v2_schema(value));
@@ -90,6 +80,20 @@ fn v2_schema(schema: &Value) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(v2_schema).collect()),
         other => other.clone(),
     }
+}
+
+/// Named schemas (definitions, properties) in v2 form.
+fn v2_schemas(schemas: &Map<String, Value>) -> Map<String, Value> {
+    schemas.iter().map(|(name, schema)| (name.clone(), v2_schema(schema))).collect()
+}
+
+/// Named v2 schemas as gnostic's ordered (name, schema) pairs.
+fn named_schemas(schemas: &Map<String, Value>) -> Vec<pb::NamedSchema> {
+    let named = |(name, schema): (&String, &Value)| pb::NamedSchema {
+        name: name.clone(),
+        value: Some(pb_schema(schema)),
+    };
+    schemas.iter().map(named).collect()
 }
 
 /// A v2 schema as gnostic's protobuf message: what kubectl's validation reads (types,
@@ -109,16 +113,10 @@ fn pb_schema(schema: &Value) -> pb::Schema {
         };
         Some(pb::AdditionalPropertiesItem { oneof: Some(one) })
     });
-    let properties =
-        schema.get("properties").and_then(Value::as_object).map(|properties| pb::Properties {
-            additional_properties: properties
-                .iter()
-                .map(|(name, property)| pb::NamedSchema {
-                    name: name.clone(),
-                    value: Some(pb_schema(property)),
-                })
-                .collect(),
-        });
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| pb::Properties { additional_properties: named_schemas(properties) });
     let vendor_extension = schema
         .as_object()
         .into_iter()
