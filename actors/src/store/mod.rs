@@ -16,7 +16,7 @@ mod writer;
 use std::path::Path;
 use std::sync::Arc;
 
-use actix::{Actor, Addr, Arbiter, SyncArbiter};
+use actix::{Actor, Addr, Arbiter};
 use prometheus::{HistogramOpts, HistogramVec};
 use tokio::sync::oneshot;
 
@@ -117,9 +117,8 @@ impl CommitMetrics {
         let label = index.to_string();
         let batch_size = self.batch_size.with_label_values(&[label.as_str()]);
         let duration = self.duration.with_label_values(&[label.as_str()]);
-        SyncArbiter::start(1, move || {
-            ShardWriter::new(engine.clone(), batch_size.clone(), duration.clone())
-        })
+        let writer = ShardWriter::new(engine, batch_size, duration);
+        ShardWriter::start_in_arbiter(&Arbiter::new().handle(), move |_| writer)
     }
 }
 
@@ -324,5 +323,43 @@ fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
             std::fs::write(&layout, wanted).map_err(io)
         }
         Err(e) => Err(io(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::resources::find;
+    use crate::watch::{HubOptions, WatchHub};
+
+    fn hub() -> HubHandle {
+        WatchHub::start(HubOptions {
+            window_events: 100,
+            buffer: 100,
+            bookmark_interval: Duration::from_secs(60),
+        })
+    }
+
+    /// Closing ends every shard and writer, so their RocksDB handles are released: the same
+    /// process can open the directory again (RocksDB refuses a directory it still holds).
+    #[actix::test]
+    async fn a_closed_store_releases_its_databases() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions { shards: 2, data_dir: Some(dir.path().to_path_buf()) };
+        let pods = find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "default", "kept");
+        let store = Store::open(&options, &hub()).unwrap();
+        let created = store.create(key.clone(), json!({"metadata": {"name": "kept"}})).await;
+        let revision = created.unwrap().resource_version;
+        store.close(Duration::from_secs(10)).await;
+        drop(store);
+        let reopened = Store::open(&options, &hub()).expect("the databases were released");
+        let kept = reopened.get(&key).await.unwrap().expect("the object is still there");
+        assert_eq!(kept.resource_version, revision);
+        reopened.close(Duration::from_secs(10)).await;
     }
 }
