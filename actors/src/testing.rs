@@ -15,11 +15,17 @@ use crate::watch::{HubOptions, WatchHub};
 
 /// A bootstrapped API core over an in-memory store with a roomy watch window.
 pub async fn core() -> ApiCore {
-    let hub = WatchHub::start(HubOptions {
+    core_with(HubOptions {
         window_events: 100_000,
         buffer: 100_000,
         bookmark_interval: Duration::from_secs(60),
-    });
+    })
+    .await
+}
+
+/// A bootstrapped API core over an in-memory store, with these watch settings.
+pub async fn core_with(options: HubOptions) -> ApiCore {
+    let hub = WatchHub::start(options);
     let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
     let core = ApiCore::new(store, hub);
     core.bootstrap().await.unwrap();

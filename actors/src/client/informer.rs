@@ -1,5 +1,7 @@
-//! List-watch (an informer's feed): lists a resource, then watches from the list's revision,
-//! re-listing after any watch error or end and backing off while the server is unreachable.
+//! List-watch (an informer's feed): lists a resource, then watches from the list's revision.
+//! When a watch ends (its time is up, or the watcher fell behind and was cut off), it watches
+//! again from the last revision it saw, as client-go's reflector does; it lists again only when
+//! that revision can no longer be resumed from. It backs off while the server is unreachable.
 //! Components turn what it reports into messages to their actor.
 
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use serde_json::Value;
 
 use super::{ApiClient, ClientEvent};
 use crate::core::{ApiError, ListOptions, WatchOptions};
-use crate::model::ResourceType;
+use crate::model::{json, ResourceType};
 use crate::watch::EventType;
 
 /// Longest wait between attempts to reach the API server.
@@ -50,32 +52,41 @@ pub async fn list_watch(
 ) {
     let mut wait = Duration::from_millis(200);
     let Scope { field_selector, metadata_only } = scope;
+    // The revision the next watch starts after; `None` until listed, and again when a watch
+    // could not be resumed from it.
+    let mut resume: Option<String> = None;
     loop {
-        let options = ListOptions {
-            field_selector: field_selector.clone(),
-            metadata_only,
-            ..ListOptions::default()
-        };
-        let list = match client.list(resource, None, &options).await {
-            Ok(list) => list,
-            Err(error) => {
-                let message = error.to_string();
-                if !sink(Feed::Unavailable(error)) {
+        let from = match resume.take() {
+            Some(revision) => revision,
+            None => {
+                let options = ListOptions {
+                    field_selector: field_selector.clone(),
+                    metadata_only,
+                    ..ListOptions::default()
+                };
+                let list = match client.list(resource, None, &options).await {
+                    Ok(list) => list,
+                    Err(error) => {
+                        let message = error.to_string();
+                        if !sink(Feed::Unavailable(error)) {
+                            return;
+                        }
+                        tracing::warn!(resource = resource.plural, error = %message, "listing; retrying");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(MAX_RETRY);
+                        continue;
+                    }
+                };
+                wait = Duration::from_millis(200);
+                if !sink(Feed::Listed(list.items)) {
                     return;
                 }
-                tracing::warn!(resource = resource.plural, error = %message, "listing; retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(MAX_RETRY);
-                continue;
+                list.resource_version
             }
         };
-        wait = Duration::from_millis(200);
-        if !sink(Feed::Listed(list.items)) {
-            return;
-        }
         let options = WatchOptions {
             field_selector: field_selector.clone(),
-            resource_version: Some(list.resource_version),
+            resource_version: Some(from.clone()),
             allow_bookmarks: true,
             metadata_only,
             ..WatchOptions::default()
@@ -88,19 +99,158 @@ pub async fn list_watch(
                 continue;
             }
         };
+        let mut seen = from;
+        let mut delivered = false;
+        let mut resumable = true;
         while let Some(event) = events.next().await {
             match event {
                 ClientEvent::Object(kind, object) => {
+                    let revision = json::at(&object, "/metadata/resourceVersion");
+                    if let Some(revision) = revision.and_then(Value::as_str) {
+                        seen = revision.to_string();
+                    }
+                    delivered = true;
                     if !sink(Feed::Changed(kind, object)) {
                         return;
                     }
                 }
-                ClientEvent::Bookmark { .. } => {}
+                ClientEvent::Bookmark { resource_version } => {
+                    seen = resource_version;
+                    delivered = true;
+                }
                 ClientEvent::Error(error) => {
-                    tracing::debug!(resource = resource.plural, %error, "watch ended; re-listing");
+                    // An error before anything else refuses the starting revision itself (out
+                    // of the server's window): only a new list can go on from there.
+                    resumable = delivered;
+                    tracing::debug!(resource = resource.plural, %error, resumable, "watch ended");
                     break;
                 }
             }
         }
+        if resumable {
+            resume = Some(seen);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Condvar, Mutex};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::resources::find;
+    use crate::testing::{core_with, eventually};
+    use crate::watch::HubOptions;
+
+    /// What the list-watch reported, by object name.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Seen {
+        Listed(Vec<String>),
+        Changed(String),
+    }
+
+    fn name(object: &Value) -> String {
+        object["metadata"]["name"].as_str().unwrap_or_default().to_string()
+    }
+
+    fn names(upto: usize) -> Vec<String> {
+        (0..=upto).map(|i| format!("p{i}")).collect()
+    }
+
+    /// Starts a list-watch of config maps whose consumer stalls on the first change it gets,
+    /// creates 21 config maps (`p0`, then `p1`..`p20` while it is stalled, far more than its
+    /// watch buffer of 5, so the hub cuts its watch off), then lets it go on and waits until it
+    /// has seen `p20`. Returns what it reported.
+    async fn stalled_consumer(window_events: usize) -> Vec<Seen> {
+        let options =
+            HubOptions { window_events, buffer: 5, bookmark_interval: Duration::from_secs(60) };
+        let core = core_with(options).await;
+        let configmaps = find("", "v1", "configmaps").unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let (record, wait) = (seen.clone(), gate.clone());
+        let sink = move |feed: Feed| {
+            let entry = match feed {
+                Feed::Listed(items) => Seen::Listed(items.iter().map(name).collect()),
+                Feed::Changed(_, object) => Seen::Changed(name(&object)),
+                Feed::Unavailable(error) => panic!("the core is in-process: {error}"),
+            };
+            let change = matches!(entry, Seen::Changed(_));
+            record.lock().unwrap().push(entry);
+            let (open, opened) = &*wait;
+            let mut open = open.lock().unwrap();
+            while change && !*open {
+                open = opened.wait(open).unwrap();
+            }
+            true
+        };
+        // Its own thread, which the stalled consumer blocks.
+        let client: Arc<dyn ApiClient> = Arc::new(core.clone());
+        actix::Arbiter::new().spawn(list_watch(client, configmaps, Scope::default(), sink));
+        let reported = |count: usize| {
+            let seen = seen.clone();
+            move || {
+                let seen = seen.clone();
+                async move { (seen.lock().unwrap().len() >= count).then_some(()) }
+            }
+        };
+        eventually("the first list", reported(1)).await;
+        let create = |i: usize| {
+            let body = json!({"metadata": {"name": format!("p{i}")}});
+            let core = core.clone();
+            async move { core.create(configmaps, "default", body, &Default::default()).await }
+        };
+        let first = create(0).await.unwrap();
+        eventually("the stalled first change", reported(2)).await;
+        for i in 1..=20 {
+            create(i).await.unwrap();
+        }
+        // Once another watch sees p20, the hub has offered all of p1..p20 to the stalled one.
+        let from = WatchOptions {
+            resource_version: Some(first.resource_version.to_string()),
+            ..WatchOptions::default()
+        };
+        let mut watch = ApiClient::watch(&core, configmaps, None, &from).await.unwrap();
+        while let Some(event) = watch.next().await {
+            if matches!(&event, ClientEvent::Object(_, object) if name(object) == "p20") {
+                break;
+            }
+        }
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        eventually("p20 reported", || async {
+            let seen = seen.lock().unwrap();
+            seen.iter()
+                .any(|s| {
+                    *s == Seen::Changed("p20".into())
+                        || matches!(s, Seen::Listed(l) if l.len() == 21)
+                })
+                .then_some(())
+        })
+        .await;
+        let seen = seen.lock().unwrap().clone();
+        seen
+    }
+
+    #[actix::test]
+    async fn a_watch_cut_off_for_falling_behind_resumes_where_it_was_without_a_new_list() {
+        let seen = stalled_consumer(1_000).await;
+        let mut expected = vec![Seen::Listed(Vec::new())];
+        expected.extend(names(20).into_iter().map(Seen::Changed));
+        assert_eq!(seen, expected, "every change once, in order, and one list only");
+    }
+
+    #[actix::test]
+    async fn a_watch_that_cannot_be_resumed_lists_again() {
+        // A window of 8 events: once cut off, the revision it stopped at is gone from it.
+        let seen = stalled_consumer(8).await;
+        assert_eq!(seen.first(), Some(&Seen::Listed(Vec::new())));
+        let mut all = names(20);
+        all.sort();
+        assert_eq!(seen.last(), Some(&Seen::Listed(all)), "{seen:?}");
+        let lists = seen.iter().filter(|s| matches!(s, Seen::Listed(_))).count();
+        assert_eq!(lists, 2, "{seen:?}");
     }
 }
