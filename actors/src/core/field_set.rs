@@ -120,7 +120,7 @@ fn item_key(item: &Value, keys: &[&str]) -> Option<String> {
 /// almost always are, are written directly rather than through the formatting machinery.
 fn push_json(out: &mut String, value: &Value) {
     match value {
-        Value::String(s) if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') => {
+        Value::String(s) if is_plain(s) => {
             out.push('"');
             out.push_str(s);
             out.push('"');
@@ -131,6 +131,11 @@ fn push_json(out: &mut String, value: &Value) {
         },
         other => out.push_str(&other.to_string()),
     }
+}
+
+/// Whether `text` is written in JSON as it is, between quotes (nothing in it is escaped).
+fn is_plain(text: &str) -> bool {
+    !text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// The `f:` element of a field (built without the formatting machinery: this runs for every
@@ -215,17 +220,34 @@ impl FieldTree for Value {
 
 /// The FieldsV1 JSON text itself, byte for byte what the `Value` form serializes to, written
 /// as the walk goes instead of built as a value first (a create's entry needs nothing else).
+/// A member with nothing under it (a leaf, `{}`) is held as empty text: most nodes are leaves,
+/// and so they allocate nothing.
 #[derive(Debug, Default)]
 pub struct FieldsText {
-    /// Members so far, each element with its finished JSON.
+    /// Members so far, each element with its finished JSON (empty for a leaf).
     members: Vec<(String, Vec<u8>)>,
-    /// The node's JSON once finished.
+    /// The node's JSON once finished; empty for a leaf.
     json: Vec<u8>,
 }
 
 impl FieldsText {
     pub fn into_json(self) -> Vec<u8> {
-        self.json
+        if self.json.is_empty() {
+            b"{}".to_vec()
+        } else {
+            self.json
+        }
+    }
+}
+
+/// `text` as a JSON string. Field names, almost always plain, are copied as they are.
+fn push_json_string(out: &mut Vec<u8>, text: &str) {
+    if is_plain(text) {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
     }
 }
 
@@ -239,17 +261,21 @@ impl FieldTree for FieldsText {
     }
 
     fn finish(mut self, itself: bool) -> Option<Self> {
-        if self.members.is_empty() && !itself {
-            return None;
+        if self.members.is_empty() {
+            return itself.then(FieldsText::default);
         }
-        if itself && !self.members.is_empty() {
-            self.members.push((".".into(), b"{}".to_vec()));
+        // As a map keyed by element: sorted, and the last of equal elements wins (the sort is
+        // stable). A field's members come sorted already, as the object's map holds them.
+        if !self.members.is_sorted_by(|a, b| a.0 <= b.0) {
+            self.members.sort_by(|a, b| a.0.cmp(&b.0));
         }
-        // As a map keyed by element: sorted, and the last of equal elements wins.
-        self.members.sort_by(|a, b| a.0.cmp(&b.0));
-        let size: usize = self.members.iter().map(|(e, j)| e.len() + j.len() + 4).sum();
-        let mut json = Vec::with_capacity(size + 2);
+        let size: usize = self.members.iter().map(|(e, j)| e.len() + j.len() + 6).sum();
+        let mut json = Vec::with_capacity(size + 10);
         json.push(b'{');
+        // "." sorts before every element ("f:", "k:", "v:" and "i:" ones).
+        if itself {
+            json.extend_from_slice(b"\".\":{}");
+        }
         let count = self.members.len();
         for (i, (element, child)) in self.members.iter().enumerate() {
             if i + 1 < count && self.members[i + 1].0 == *element {
@@ -258,9 +284,13 @@ impl FieldTree for FieldsText {
             if json.len() > 1 {
                 json.push(b',');
             }
-            serde_json::to_writer(&mut json, element).expect("writing to a Vec cannot fail");
+            push_json_string(&mut json, element);
             json.push(b':');
-            json.extend_from_slice(child);
+            if child.is_empty() {
+                json.extend_from_slice(b"{}");
+            } else {
+                json.extend_from_slice(child);
+            }
         }
         json.push(b'}');
         Some(FieldsText { members: Vec::new(), json })
