@@ -202,21 +202,25 @@ mod tests {
             let core = core.clone();
             async move { core.create(configmaps, "default", body, &Default::default()).await }
         };
-        let first = create(0).await.unwrap();
+        create(0).await.unwrap();
         eventually("the stalled first change", reported(2)).await;
+        let mut before_last = 0;
         for i in 1..=20 {
-            create(i).await.unwrap();
+            let created = create(i).await.unwrap();
+            if i == 19 {
+                before_last = created.resource_version;
+            }
         }
         // Once another watch sees p20, the hub has offered all of p1..p20 to the stalled one.
+        // It starts after p19, which even the smallest window still holds.
         let from = WatchOptions {
-            resource_version: Some(first.resource_version.to_string()),
+            resource_version: Some(before_last.to_string()),
             ..WatchOptions::default()
         };
         let mut watch = ApiClient::watch(&core, configmaps, None, &from).await.unwrap();
-        while let Some(event) = watch.next().await {
-            if matches!(&event, ClientEvent::Object(_, object) if name(object) == "p20") {
-                break;
-            }
+        match watch.next().await {
+            Some(ClientEvent::Object(_, object)) => assert_eq!(name(&object), "p20"),
+            other => panic!("expected p20, got {other:?}"),
         }
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();
