@@ -241,7 +241,7 @@ impl FieldsText {
 }
 
 /// `text` as a JSON string. Field names, almost always plain, are copied as they are.
-fn push_json_string(out: &mut Vec<u8>, text: &str) {
+pub(super) fn push_json_string(out: &mut Vec<u8>, text: &str) {
     if is_plain(text) {
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
