@@ -1,5 +1,7 @@
-//! Server-side apply and field ownership: `kubectl apply --server-side`, conflicts and
-//! `--force-conflicts`, fields a manager stops applying, and the raw PATCH protocol.
+//! Apply: client-side `kubectl apply` (its strategic merge patches, computed from the
+//! OpenAPI document's list declarations), and server-side apply with field ownership:
+//! `kubectl apply --server-side`, conflicts and `--force-conflicts`, fields a manager stops
+//! applying, and the raw PATCH protocol.
 
 use serde_json::{json, Value};
 
@@ -23,6 +25,58 @@ fn managers(object: &Value) -> Vec<(String, String)> {
             (name, e["operation"].as_str().unwrap_or("").to_string())
         })
         .collect()
+}
+
+const CONTROLLER: &str = r#"apiVersion: v1
+kind: ReplicationController
+metadata:
+  name: web
+  finalizers: [example.com/keep]
+spec:
+  replicas: REPLICAS
+  selector: {app: web}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: app, image: kplane/agnhost, ports: [{containerPort: 80}]}
+"#;
+
+fn controller(replicas: u32) -> String {
+    CONTROLLER.replace("REPLICAS", &replicas.to_string())
+}
+
+#[test]
+fn kubectl_client_side_apply_merges_lists_by_their_keys() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("rc.yaml", &controller(0));
+    let file = file.to_str().unwrap();
+    assert!(k.ok(&["apply", "-f", file]).contains("created"));
+    // The server's defaults (a port's protocol, a container's pull policy) are no change.
+    let out = k.ok(&["apply", "-f", file]);
+    assert!(out.contains("replicationcontroller/web unchanged"), "{out}");
+
+    // Another writer adds to the container and to the finalizers; a later apply of a changed
+    // file patches the container by its name and the finalizers by value, so both stay.
+    k.ok(&["set", "env", "rc/web", "FROM_ELSEWHERE=1"]);
+    let path = "/api/v1/namespaces/default/replicationcontrollers/web";
+    let (code, _) = server.send_raw(
+        "PATCH",
+        path,
+        Some("application/merge-patch+json"),
+        br#"{"metadata":{"finalizers":["example.com/keep","example.com/other"]}}"#.to_vec(),
+    );
+    assert_eq!(code, 200);
+    k.write("rc.yaml", &controller(1));
+    let out = k.ok(&["apply", "-f", file]);
+    assert!(out.contains("replicationcontroller/web configured"), "{out}");
+    let (_, live) = server.get(path);
+    assert_eq!(live["spec"]["replicas"], 1);
+    let container = &live["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["env"], json!([{"name": "FROM_ELSEWHERE", "value": "1"}]), "{live}");
+    assert_eq!(container["ports"][0]["containerPort"], 80);
+    assert_eq!(live["metadata"]["finalizers"], json!(["example.com/keep", "example.com/other"]));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
-use super::patch::merge_key;
+use crate::model::lists;
 
 /// A set of field paths of one object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,18 +51,10 @@ enum ListKind {
 /// The list type of `field` in the object at `parent`, as the core types declare it
 /// (`x-kubernetes-list-type` and `x-kubernetes-list-map-keys`).
 fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
-    let kind = match (field, merge_key(parent, field)) {
-        ("finalizers", _) => ListKind::Set,
-        ("ports", Some("containerPort")) => ListKind::Keyed(&["containerPort", "protocol"]),
-        ("ports", Some("port")) => ListKind::Keyed(&["port", "protocol"]),
-        (_, Some("name")) => ListKind::Keyed(&["name"]),
-        (_, Some("mountPath")) => ListKind::Keyed(&["mountPath"]),
-        (_, Some("devicePath")) => ListKind::Keyed(&["devicePath"]),
-        (_, Some("type")) => ListKind::Keyed(&["type"]),
-        (_, Some("uid")) => ListKind::Keyed(&["uid"]),
-        (_, Some("ip")) => ListKind::Keyed(&["ip"]),
-        (_, Some("topologyKey")) => ListKind::Keyed(&["topologyKey"]),
-        _ => ListKind::Atomic,
+    let kind = match lists::declared(parent, field) {
+        Some(declared) if declared.keys.is_empty() => ListKind::Set,
+        Some(declared) => ListKind::Keyed(declared.keys),
+        None => ListKind::Atomic,
     };
     // A list that does not follow its type (an item without its key, a repeated key or
     // value) is treated as one value rather than guessed at.
@@ -936,21 +928,25 @@ mod tests {
 
     #[test]
     fn lists_that_break_their_type_are_one_value() {
-        let fields = |spec: Value| FieldSet::of_object(&json!({"spec": spec})).into_json();
-        let keyed = fields(json!({"containers": [{"name": "a"}, {"name": "b"}]}));
+        let fields = |object: Value| FieldSet::of_object(&object).into_json();
+        let keyed = fields(json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}));
         assert!(keyed["f:spec"]["f:containers"].get("k:{\"name\":\"b\"}").is_some());
-        for broken in [
-            json!({"containers": [{"name": "a"}, {"name": "a"}]}),
-            json!({"containers": [{"name": "a"}, {"image": "no-name"}]}),
-            json!({"finalizers": ["x", "x"]}),
-            json!({"finalizers": ["x", {"an": "object"}]}),
+        for (parent, broken) in [
+            ("spec", json!({"containers": [{"name": "a"}, {"name": "a"}]})),
+            ("spec", json!({"containers": [{"name": "a"}, {"image": "no-name"}]})),
+            ("metadata", json!({"finalizers": ["x", "x"]})),
+            ("metadata", json!({"finalizers": ["x", {"an": "object"}]})),
         ] {
             let list = broken.as_object().unwrap().keys().next().unwrap().clone();
-            let set = fields(broken);
-            assert_eq!(set["f:spec"][format!("f:{list}")], json!({}), "{set}");
+            let set = fields(json!({parent: broken}));
+            assert_eq!(set[format!("f:{parent}")][format!("f:{list}")], json!({}), "{set}");
         }
-        let set = fields(json!({"finalizers": ["x", "y"]}));
-        assert_eq!(set["f:spec"]["f:finalizers"], json!({".": {}, "v:\"x\"": {}, "v:\"y\"": {}}));
+        let set = fields(json!({"metadata": {"finalizers": ["x", "y"]}}));
+        let finalizers = json!({".": {}, "v:\"x\"": {}, "v:\"y\"": {}});
+        assert_eq!(set["f:metadata"]["f:finalizers"], finalizers);
+        // A namespace's spec.finalizers are atomic, as Kubernetes declares them.
+        let set = fields(json!({"spec": {"finalizers": ["x", "y"]}}));
+        assert_eq!(set["f:spec"]["f:finalizers"], json!({}));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::ApiError;
+use crate::model::lists;
 
 /// The patch formats the API accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,31 +49,6 @@ pub(crate) fn apply(
     Ok(target)
 }
 
-/// The key lists of this field merge on, per the core types' `patchMergeKey` tags.
-pub(super) fn merge_key(parent_path: &str, field: &str) -> Option<&'static str> {
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "secrets" => Some("name"),
-        "ports" if parent_path.ends_with("spec") && !parent_path.contains("containers") => {
-            Some("port")
-        }
-        "ports" => Some("containerPort"),
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "conditions" => Some("type"),
-        "ownerReferences" => Some("uid"),
-        "addresses" => Some("type"),
-        "hostAliases" => Some("ip"),
-        "topologySpreadConstraints" => Some("topologyKey"),
-        _ => None,
-    }
-}
-
 fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: &str) {
     if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
         let mut replacement = patch.clone();
@@ -109,10 +85,13 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
                 child,
                 &child_path,
             ),
-            Value::Array(items) => match merge_key(path, key) {
-                Some(merge_key) => {
+            Value::Array(items) => match lists::declared(path, key) {
+                Some(declared) => {
                     let list = map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
-                    merge_list(list, items, merge_key, &child_path);
+                    match declared.merge_key() {
+                        Some(merge_key) => merge_list(list, items, merge_key, &child_path),
+                        None => merge_set(list, items),
+                    }
                 }
                 None => {
                     map.insert(key.clone(), value.clone());
@@ -121,6 +100,20 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
             _ => {
                 map.insert(key.clone(), value.clone());
             }
+        }
+    }
+}
+
+/// A set of plain values (`finalizers`): the patch's values are added to those there (those
+/// to remove come as `$deleteFromPrimitiveList/<field>`, applied before this).
+fn merge_set(target: &mut Value, items: &[Value]) {
+    if !target.is_array() {
+        *target = Value::Array(Vec::new());
+    }
+    let list = target.as_array_mut().expect("just made an array");
+    for item in items {
+        if !list.contains(item) {
+            list.push(item.clone());
         }
     }
 }
@@ -177,6 +170,25 @@ mod tests {
         let out = apply(&out, PatchType::StrategicMerge, &delete).unwrap();
         assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 2);
         assert!(out["spec"].get("$setElementOrder/containers").is_none());
+    }
+
+    #[test]
+    fn strategic_merges_sets_by_value_and_lists_by_where_they_sit() {
+        let ns = json!({"metadata":{"finalizers":["a","b"]},"spec":{"finalizers":["kubernetes"]}});
+        let patch = json!({"metadata":{"finalizers":["c","a"],
+            "$deleteFromPrimitiveList/finalizers":["b"]},"spec":{"finalizers":["x"]}});
+        let out = apply(&ns, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]));
+        // A namespace's spec.finalizers are atomic: replaced.
+        assert_eq!(out["spec"]["finalizers"], json!(["x"]));
+        let service = json!({"spec":{"ports":[{"port":80,"targetPort":8080}]}});
+        let patch = json!({"spec":{"ports":[{"port":80,"targetPort":9090},{"port":443}]}});
+        let out = apply(&service, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["spec"]["ports"], json!([{"port":80,"targetPort":9090},{"port":443}]));
+        let endpoints = json!({"subsets":[{"ports":[{"port":80}],"addresses":[{"ip":"1"}]}]});
+        let patch = json!({"subsets":[{"ports":[{"port":81}],"addresses":[{"ip":"2"}]}]});
+        let out = apply(&endpoints, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["subsets"], patch["subsets"], "an Endpoints' subsets are atomic");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod filter;
 pub mod json;
+pub mod lists;
 mod object;
 pub mod quantity;
 pub mod resources;

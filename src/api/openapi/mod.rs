@@ -24,6 +24,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
+use kplane_actors::model::lists;
 use kplane_actors::model::resources::{self, ResourceType, RESOURCES};
 
 use crate::error::HttpError;
@@ -161,6 +162,7 @@ fn build_docs() -> Docs {
     gen.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
     gen.subschema_for::<corev1::Binding>();
     let mut schemas = gen.take_definitions(true);
+    declare_lists(&mut schemas);
 
     // Tag kinds with their GVK and derive their List schemas from the item schema.
     for rt in RESOURCES {
@@ -197,6 +199,33 @@ fn build_docs() -> Docs {
     let version = crate::api::discovery::git_version();
     let v2 = V2Document::build(&schemas, &version);
     Docs { documents, index, shapes, v2 }
+}
+
+/// Declares how the core types' lists merge, with the extensions Kubernetes' documents carry:
+/// `kubectl apply` computes its strategic merge patch from them (without them it sends every
+/// list it finds changed whole, and so replaces what others added to it).
+fn declare_lists(schemas: &mut Map<String, Value>) {
+    for declaring in lists::DECLARING_TYPES {
+        let properties = schemas
+            .get_mut(declaring.schema)
+            .and_then(|schema| schema.get_mut("properties"))
+            .and_then(Value::as_object_mut);
+        let Some(properties) = properties else { continue };
+        for list in declaring.lists {
+            let Some(Value::Object(property)) = properties.get_mut(list.field) else { continue };
+            property.insert("x-kubernetes-patch-strategy".into(), json!(list.strategy));
+            match list.merge_key() {
+                Some(key) => {
+                    property.insert("x-kubernetes-patch-merge-key".into(), json!(key));
+                    property.insert("x-kubernetes-list-type".into(), json!("map"));
+                    property.insert("x-kubernetes-list-map-keys".into(), json!(list.keys));
+                }
+                None => {
+                    property.insert("x-kubernetes-list-type".into(), json!("set"));
+                }
+            }
+        }
+    }
 }
 
 fn gvk(rt: &ResourceType, kind: &str) -> Value {
@@ -683,6 +712,34 @@ mod tests {
             Value::Array(a) => a.iter().for_each(|v| all_refs(v, out)),
             _ => {}
         }
+    }
+
+    #[test]
+    fn lists_declare_how_they_merge() {
+        let doc = document("api/v1");
+        let schemas = &doc["components"]["schemas"];
+        for declaring in lists::DECLARING_TYPES {
+            for list in declaring.lists {
+                let property = &schemas[declaring.schema]["properties"][list.field];
+                assert_eq!(
+                    property["x-kubernetes-patch-strategy"], list.strategy,
+                    "{}.{}",
+                    declaring.schema, list.field
+                );
+            }
+        }
+        let containers = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        let ports = &schemas["io.k8s.api.core.v1.ServiceSpec"]["properties"]["ports"];
+        assert_eq!(ports["x-kubernetes-patch-merge-key"], "port");
+        assert_eq!(ports["x-kubernetes-list-map-keys"], json!(["port", "protocol"]));
+        let finalizers =
+            &schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["finalizers"];
+        assert_eq!(finalizers["x-kubernetes-list-type"], "set");
+        assert!(finalizers.get("x-kubernetes-patch-merge-key").is_none());
+        let tolerations = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["tolerations"];
+        assert!(tolerations.get("x-kubernetes-patch-strategy").is_none());
     }
 
     #[test]
