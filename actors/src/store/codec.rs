@@ -22,14 +22,13 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Encodes an object's resourceVersion and JSON bytes.
-pub(crate) fn encode_object(resource_version: u64, json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(json.len() + 24);
+/// Appends the encoding of an object's resourceVersion and JSON bytes to `out`.
+pub(crate) fn encode_object(out: &mut Vec<u8>, resource_version: u64, json: &[u8]) {
+    out.reserve(json.len() + 24);
     out.push(FORMAT_V1);
     let envelope = EnvelopeV1 { resource_version, json };
-    bincode::encode_into_std_write(&envelope, &mut out, config())
+    bincode::encode_into_std_write(&envelope, out, config())
         .expect("encoding into a Vec cannot fail");
-    out
 }
 
 /// Decodes what `encode_object` (of this or an older build) wrote.
@@ -48,11 +47,11 @@ pub(crate) fn decode_object(bytes: &[u8]) -> Result<(u64, &[u8]), StoreError> {
     }
 }
 
-/// Encodes the revision counter's high-water mark.
-pub(crate) fn encode_revision(revision: u64) -> Vec<u8> {
-    let mut out = vec![FORMAT_V1];
-    out.extend(bincode::encode_to_vec(revision, config()).expect("encoding a u64 cannot fail"));
-    out
+/// Appends the encoding of the revision counter's high-water mark to `out`.
+pub(crate) fn encode_revision(out: &mut Vec<u8>, revision: u64) {
+    out.push(FORMAT_V1);
+    bincode::encode_into_std_write(revision, out, config())
+        .expect("encoding into a Vec cannot fail");
 }
 
 pub(crate) fn decode_revision(bytes: &[u8]) -> Result<u64, StoreError> {
@@ -70,9 +69,13 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let bytes = encode_object(7, br#"{"a":1}"#);
-        assert_eq!(decode_object(&bytes).unwrap(), (7, &br#"{"a":1}"#[..]));
-        assert_eq!(decode_revision(&encode_revision(123_456)).unwrap(), 123_456);
+        // Encodings append: a writer puts a whole batch into one buffer.
+        let mut buffer = b"key".to_vec();
+        encode_object(&mut buffer, 7, br#"{"a":1}"#);
+        let object = buffer.len();
+        encode_revision(&mut buffer, 123_456);
+        assert_eq!(decode_object(&buffer[3..object]).unwrap(), (7, &br#"{"a":1}"#[..]));
+        assert_eq!(decode_revision(&buffer[object..]).unwrap(), 123_456);
     }
 
     /// Bytes as the first build wrote them: they must stay readable forever.

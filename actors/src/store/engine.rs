@@ -4,7 +4,7 @@
 use super::StoreError;
 
 /// One key's new state in a batch: `Some(value)` to put, `None` to delete.
-pub(crate) type BatchEntry = (Vec<u8>, Option<Vec<u8>>);
+pub(crate) type BatchEntry<'a> = (&'a [u8], Option<&'a [u8]>);
 
 /// Every stored key with its value.
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -16,7 +16,7 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn load_all(&self) -> Result<Entries, StoreError>;
 
     /// Applies the whole batch atomically and returns only once it is durable on disk.
-    fn commit(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError>;
+    fn commit(&self, batch: &[BatchEntry<'_>]) -> Result<(), StoreError>;
 }
 
 /// An engine that keeps everything in memory: for tests and mailbox benchmarks.
@@ -31,12 +31,12 @@ impl Engine for MemoryEngine {
         Ok(data.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 
-    fn commit(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError> {
+    fn commit(&self, batch: &[BatchEntry<'_>]) -> Result<(), StoreError> {
         let mut data = self.data.lock().expect("memory engine lock");
-        for (key, value) in batch {
+        for &(key, value) in batch {
             match value {
-                Some(v) => data.insert(key, v),
-                None => data.remove(&key),
+                Some(v) => data.insert(key.to_vec(), v.to_vec()),
+                None => data.remove(key),
             };
         }
         Ok(())

@@ -6,9 +6,16 @@ use crate::model::{resources, text, ObjectKey};
 /// The key under which each shard records the highest revision it committed.
 pub(crate) const REVISION_KEY: &[u8] = b"m/revision";
 
-pub(crate) fn encode(key: &ObjectKey) -> Vec<u8> {
-    format!("o/{}/{}/{}/{}", key.resource.group, key.resource.plural, key.namespace, key.name)
-        .into_bytes()
+/// Appends `key`'s storage key to `out`.
+pub(crate) fn encode(out: &mut Vec<u8>, key: &ObjectKey) {
+    for (i, part) in
+        ["o", key.resource.group, key.resource.plural, &key.namespace, &key.name].iter().enumerate()
+    {
+        if i > 0 {
+            out.push(b'/');
+        }
+        out.extend_from_slice(part.as_bytes());
+    }
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<ObjectKey, StoreError> {
@@ -34,11 +41,17 @@ mod tests {
     #[test]
     fn round_trip() {
         let pods = resources::find("", "v1", "pods").unwrap();
+        let encoded = |key: &ObjectKey| {
+            let mut out = Vec::new();
+            encode(&mut out, key);
+            out
+        };
         let key = ObjectKey::new(pods, "ns", "p.1");
-        assert_eq!(decode(&encode(&key)).unwrap(), key);
+        assert_eq!(encoded(&key), b"o//pods/ns/p.1");
+        assert_eq!(decode(&encoded(&key)).unwrap(), key);
         let leases = resources::find("coordination.k8s.io", "v1", "leases").unwrap();
         let key = ObjectKey::new(leases, "kube-node-lease", "n");
-        assert_eq!(decode(&encode(&key)).unwrap(), key);
+        assert_eq!(decode(&encoded(&key)).unwrap(), key);
         assert!(decode(b"o/x").is_err());
     }
 }

@@ -44,9 +44,9 @@ impl Engine for RocksEngine {
             .collect()
     }
 
-    fn commit(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError> {
+    fn commit(&self, batch: &[BatchEntry<'_>]) -> Result<(), StoreError> {
         let mut write = WriteBatch::default();
-        for (key, value) in batch {
+        for &(key, value) in batch {
             match value {
                 Some(v) => write.put(key, v),
                 None => write.delete(key),
@@ -62,27 +62,21 @@ impl Engine for RocksEngine {
 mod tests {
     use super::*;
 
+    fn put<'a>(key: &'a str, value: &'a str) -> BatchEntry<'a> {
+        (key.as_bytes(), Some(value.as_bytes()))
+    }
+
     #[test]
     fn commits_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         {
             let engine = RocksEngine::open(dir.path()).unwrap();
-            engine
-                .commit(vec![
-                    (b"a".to_vec(), Some(b"1".to_vec())),
-                    (b"b".to_vec(), Some(b"2".to_vec())),
-                ])
-                .unwrap();
-            engine.commit(vec![(b"a".to_vec(), None)]).unwrap();
+            engine.commit(&[put("a", "1"), put("b", "2")]).unwrap();
+            engine.commit(&[("a".as_bytes(), None)]).unwrap();
             // Newer writes of a key win, within a batch and across batches (the memtable
             // appends, so this is ordering by sequence number, not by position).
-            engine.commit(vec![(b"b".to_vec(), Some(b"3".to_vec()))]).unwrap();
-            engine
-                .commit(vec![
-                    (b"c".to_vec(), Some(b"1".to_vec())),
-                    (b"c".to_vec(), Some(b"2".to_vec())),
-                ])
-                .unwrap();
+            engine.commit(&[put("b", "3")]).unwrap();
+            engine.commit(&[put("c", "1"), put("c", "2")]).unwrap();
             let expected = vec![(b"b".to_vec(), b"3".to_vec()), (b"c".to_vec(), b"2".to_vec())];
             assert_eq!(engine.load_all().unwrap(), expected);
         }

@@ -10,7 +10,7 @@ use actix::prelude::*;
 use imbl::OrdMap;
 use tokio::sync::oneshot;
 
-use super::engine::{BatchEntry, Entries};
+use super::engine::Entries;
 use super::namespaces::NamespaceTable;
 use super::writer::{Commit, ShardWriter};
 use super::{codec, keys, Preconditions, Revision, StoreError};
@@ -259,19 +259,15 @@ impl StoreShard {
             return;
         }
         let batch: Vec<Accepted> = std::mem::take(&mut self.pending);
-        let mut entries: Vec<BatchEntry> = Vec::with_capacity(batch.len() + 1);
-        let mut highest = 0;
-        for accepted in &batch {
-            let object = &accepted.event.object;
-            highest = highest.max(object.resource_version);
-            let value = (accepted.event.kind != EventType::Deleted)
-                .then(|| codec::encode_object(object.resource_version, &object.raw));
-            entries.push((keys::encode(&object.key), value));
-        }
-        entries.push((keys::REVISION_KEY.to_vec(), Some(codec::encode_revision(highest))));
+        let writes: Vec<_> = batch
+            .iter()
+            .map(|a| (a.event.object.clone(), a.event.kind == EventType::Deleted))
+            .collect();
+        let revision = writes.iter().map(|(o, _)| o.resource_version).max().unwrap_or(0);
         self.committing = Some(batch);
-        // Not awaited: Gets and Lists are served while the batch is being synced.
-        let commit = Commit { batch: entries, done: ctx.address().recipient() };
+        // Not awaited: Gets and Lists are served while the batch is being synced (the writer
+        // encodes it).
+        let commit = Commit { writes, revision, done: ctx.address().recipient() };
         if let Err(error) = self.writer.try_send(commit) {
             let error = StoreError::Engine(format!("the shard's writer is gone: {error}"));
             self.on_committed(Err(error));
@@ -587,14 +583,14 @@ mod tests {
             Ok(Vec::new())
         }
 
-        fn commit(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError> {
+        fn commit(&self, batch: &[BatchEntry<'_>]) -> Result<(), StoreError> {
             *self.started.lock().unwrap() += 1;
             let open = self.open.lock().unwrap();
             drop(self.opened.wait_while(open, |open| !*open).unwrap());
             if *self.failing.lock().unwrap() {
                 return Err(StoreError::Engine("disk full".into()));
             }
-            let keys = batch.into_iter().map(|(k, _)| k).filter(|k| k != keys::REVISION_KEY);
+            let keys = batch.iter().map(|(k, _)| k.to_vec()).filter(|k| k != keys::REVISION_KEY);
             self.committed.lock().unwrap().push(keys.collect());
             Ok(())
         }
