@@ -39,18 +39,18 @@ spec:
     metadata: {labels: {app: web}}
     spec:
       containers:
-      - {name: app, image: kplane/agnhost, ports: [{containerPort: 80}]}
+      - {name: app, image: kplane/agnhost, ports: [{containerPort: 80}]ENV}
 "#;
 
-fn controller(replicas: u32) -> String {
-    CONTROLLER.replace("REPLICAS", &replicas.to_string())
+fn controller(replicas: u32, env: &str) -> String {
+    CONTROLLER.replace("REPLICAS", &replicas.to_string()).replace("ENV", env)
 }
 
 #[test]
 fn kubectl_client_side_apply_merges_lists_by_their_keys() {
     let server = Server::start();
     let k = server.kubectl();
-    let file = k.write("rc.yaml", &controller(0));
+    let file = k.write("rc.yaml", &controller(0, ""));
     let file = file.to_str().unwrap();
     assert!(k.ok(&["apply", "-f", file]).contains("created"));
     // The server's defaults (a port's protocol, a container's pull policy) are no change.
@@ -68,13 +68,16 @@ fn kubectl_client_side_apply_merges_lists_by_their_keys() {
         br#"{"metadata":{"finalizers":["example.com/keep","example.com/other"]}}"#.to_vec(),
     );
     assert_eq!(code, 200);
-    k.write("rc.yaml", &controller(1));
+    // The file also gains an env var: kubectl orders the list as the file does
+    // ($setElementOrder), the other writer's var after it.
+    k.write("rc.yaml", &controller(1, ", env: [{name: FIRST, value: \"1\"}]"));
     let out = k.ok(&["apply", "-f", file]);
     assert!(out.contains("replicationcontroller/web configured"), "{out}");
     let (_, live) = server.get(path);
     assert_eq!(live["spec"]["replicas"], 1);
     let container = &live["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["env"], json!([{"name": "FROM_ELSEWHERE", "value": "1"}]), "{live}");
+    let env = json!([{"name": "FIRST", "value": "1"}, {"name": "FROM_ELSEWHERE", "value": "1"}]);
+    assert_eq!(container["env"], env, "{live}");
     assert_eq!(container["ports"][0]["containerPort"], 80);
     assert_eq!(live["metadata"]["finalizers"], json!(["example.com/keep", "example.com/other"]));
 }

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::ApiError;
-use crate::model::lists;
+use crate::model::lists::{self, ListField};
 
 /// The patch formats the API accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +64,16 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
         let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
         map.retain(|k, _| keep.contains(&k.as_str()) || patch.contains_key(k));
     }
+    // The declared lists the patch orders, with their items' order before it.
+    let ordered: Vec<(&str, &ListField, &Vec<Value>, Vec<Value>)> = patch
+        .iter()
+        .filter_map(|(key, order)| {
+            let field = key.strip_prefix("$setElementOrder/")?;
+            let declared = lists::declared(path, field)?;
+            let before = map.get(field).and_then(Value::as_array).cloned().unwrap_or_default();
+            Some((field, declared, order.as_array()?, before))
+        })
+        .collect();
     for (key, value) in patch {
         if key.starts_with('$') {
             if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
@@ -102,6 +112,46 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
             }
         }
     }
+    for (field, declared, order, before) in ordered {
+        if let Some(Value::Array(list)) = map.get_mut(field) {
+            set_element_order(list, order, &before, declared.merge_key());
+        }
+    }
+}
+
+/// Orders a merged list as the patch's `$setElementOrder/<field>` asks (kubectl sends it with
+/// every merged list it patches: the order of the list in the applied file). The items it
+/// names come in its order; the others, which only the live object had, keep their places
+/// relative to those as they stood in `before` (the list before the patch), as Kubernetes
+/// orders them. Items are matched by `key`, or by value in a set.
+fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &[Value], key: Option<&str>) {
+    let id = |item: &Value| -> Option<Value> {
+        match key {
+            Some(key) => item.get(key).cloned(),
+            None => Some(item.clone()),
+        }
+    };
+    let wanted: Vec<Value> = order.iter().filter_map(id).collect();
+    let mut items: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
+    let mut take = |wanted_id: &Value| {
+        let found = items.iter().position(|i| i.as_ref().and_then(id).as_ref() == Some(wanted_id));
+        found.and_then(|at| items[at].take())
+    };
+    let named: Vec<Value> = wanted.iter().filter_map(&mut take).collect();
+    let server_only: Vec<Value> = items.into_iter().flatten().collect();
+    let place = |item: &Value| {
+        let item_id = id(item);
+        before.iter().position(|b| item_id.is_some() && id(b) == item_id)
+    };
+    let (mut named, mut server_only) =
+        (named.into_iter().peekable(), server_only.into_iter().peekable());
+    while let (Some(mine), Some(theirs)) = (server_only.peek(), named.peek()) {
+        let server_first = matches!((place(mine), place(theirs)), (Some(a), Some(b)) if a < b);
+        let next = if server_first { server_only.next() } else { named.next() };
+        list.extend(next);
+    }
+    list.extend(server_only);
+    list.extend(named);
 }
 
 /// A set of plain values (`finalizers`): the patch's values are added to those there (those
@@ -189,6 +239,37 @@ mod tests {
         let patch = json!({"subsets":[{"ports":[{"port":81}],"addresses":[{"ip":"2"}]}]});
         let out = apply(&endpoints, PatchType::StrategicMerge, &patch).unwrap();
         assert_eq!(out["subsets"], patch["subsets"], "an Endpoints' subsets are atomic");
+    }
+
+    #[test]
+    fn set_element_order_orders_what_the_patch_names_and_keeps_the_servers_items_in_place() {
+        // `c` only the server has (another writer added it); the file adds `z` in front.
+        let pod = json!({"spec":{"containers":[{"name":"a"},{"name":"b"},{"name":"c"}]}});
+        let patch = json!({"spec":{
+            "$setElementOrder/containers":[{"name":"z"},{"name":"a"},{"name":"b"}],
+            "containers":[{"name":"z","image":"i"}]}});
+        let out = apply(&pod, PatchType::StrategicMerge, &patch).unwrap();
+        let names: Vec<&str> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["z", "a", "b", "c"]);
+        // A server-only item between named ones stays between them.
+        let env = json!({"spec":{"containers":[{"name":"a","env":[
+            {"name":"X"},{"name":"S"},{"name":"Y"}]}]}});
+        let patch = json!({"spec":{"containers":[{"name":"a",
+            "$setElementOrder/env":[{"name":"X"},{"name":"Y"}],"env":[{"name":"Y","value":"1"}]}]}});
+        let out = apply(&env, PatchType::StrategicMerge, &patch).unwrap();
+        let env = &out["spec"]["containers"][0]["env"];
+        assert_eq!(env, &json!([{"name":"X"},{"name":"S"},{"name":"Y","value":"1"}]));
+        // Sets order by value.
+        let meta = json!({"metadata":{"finalizers":["a","b"]}});
+        let patch = json!({"metadata":{"$setElementOrder/finalizers":["b","c","a"],
+            "finalizers":["c"]}});
+        let out = apply(&meta, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["b", "c", "a"]));
     }
 
     #[test]
