@@ -103,6 +103,8 @@ struct RawServer {
     secure_port: u16,
     bind_address: String,
     max_request_body_bytes: usize,
+    max_requests_inflight: usize,
+    max_mutating_requests_inflight: usize,
     service_cluster_ip_range: String,
     service_node_port_range: String,
 }
@@ -145,6 +147,8 @@ impl Default for RawServer {
             secure_port: 6443,
             bind_address: "0.0.0.0".into(),
             max_request_body_bytes: 3 * 1024 * 1024,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
             service_cluster_ip_range: "127.192.0.0/16".into(),
             service_node_port_range: "30000-32767".into(),
         }
@@ -191,6 +195,9 @@ pub struct Settings {
     pub insecure_addr: SocketAddr,
     pub secure_addr: SocketAddr,
     pub max_request_body_bytes: usize,
+    /// Requests in flight past which the server answers 429 (`0`: no limit).
+    pub max_requests_inflight: usize,
+    pub max_mutating_requests_inflight: usize,
     pub shards: usize,
     pub watch_window_events: usize,
     pub watch_buffer: usize,
@@ -346,6 +353,8 @@ impl Settings {
                 raw.server.max_request_body_bytes,
                 1024,
             )?,
+            max_requests_inflight: raw.server.max_requests_inflight,
+            max_mutating_requests_inflight: raw.server.max_mutating_requests_inflight,
             shards: at_least("store.shards", raw.store.shards, 1)?,
             watch_window_events: at_least("watch.window_events", raw.watch.window_events, 1)?,
             watch_buffer: at_least("watch.buffer", raw.watch.buffer, 1)?,

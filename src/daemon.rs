@@ -103,11 +103,14 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         store.close(std::time::Duration::from_secs(10)).await;
         return Err(e.into());
     }
-    let state = web::Data::new(AppState::new(
-        core,
-        settings.max_request_body_bytes,
-        settings.watch_max_timeout,
-    ));
+    let limits = api::InflightLimits::new(
+        settings.max_requests_inflight,
+        settings.max_mutating_requests_inflight,
+    );
+    let state = web::Data::new(
+        AppState::new(core, settings.max_request_body_bytes, settings.watch_max_timeout)
+            .with_inflight_limits(limits),
+    );
     let app_state = state.clone();
     let server = HttpServer::new(move || api::app(app_state.clone()))
         .disable_signals()

@@ -20,6 +20,9 @@ pub enum HttpError {
     MethodNotAllowed,
     #[error("{0}")]
     BadRequest(String),
+    /// Over the in-flight limit: retry after a second.
+    #[error("Too many requests, please try again later.")]
+    TooManyRequests,
 }
 
 impl From<actix_web::error::PayloadError> for HttpError {
@@ -27,6 +30,9 @@ impl From<actix_web::error::PayloadError> for HttpError {
         HttpError::BadRequest(format!("reading the request body: {error}"))
     }
 }
+
+/// How long a client told 429 waits before trying again.
+const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// The Kubernetes `Status` for a failure, with its HTTP code.
 pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
@@ -80,6 +86,13 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
         HttpError::NoSuchPath => (404, "NotFound", None),
         HttpError::MethodNotAllowed => (405, "MethodNotAllowed", None),
         HttpError::BadRequest(_) => (400, "BadRequest", None),
+        HttpError::TooManyRequests => (
+            429,
+            "TooManyRequests",
+            Some(json!({"causes": [{"reason": "ServerTimeout",
+                "message": "The request could not be served in time; retry"}],
+                "retryAfterSeconds": RETRY_AFTER_SECONDS})),
+        ),
     };
     let mut status = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -106,7 +119,11 @@ impl ResponseError for HttpError {
 
     fn error_response(&self) -> HttpResponse {
         let (code, body) = status_of(self);
-        HttpResponse::build(code).content_type("application/json").body(body.to_string())
+        let mut response = HttpResponse::build(code);
+        if matches!(self, HttpError::TooManyRequests) {
+            response.insert_header(("Retry-After", RETRY_AFTER_SECONDS.to_string()));
+        }
+        response.content_type("application/json").body(body.to_string())
     }
 }
 
@@ -123,5 +140,15 @@ mod tests {
         assert_eq!(body["message"], "pods \"x\" not found");
         assert_eq!(body["details"], json!({"name": "x", "kind": "pods"}));
         assert_eq!(status_of(&HttpError::TooLarge(3)).0, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn too_many_requests_asks_to_retry_after_a_second() {
+        let response = HttpError::TooManyRequests.error_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers().get("Retry-After").unwrap(), "1");
+        let (_, body) = status_of(&HttpError::TooManyRequests);
+        assert_eq!(body["reason"], "TooManyRequests");
+        assert_eq!(body["details"]["retryAfterSeconds"], 1);
     }
 }

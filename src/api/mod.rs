@@ -5,6 +5,7 @@ mod body;
 mod discovery;
 #[cfg(test)]
 mod hardening_tests;
+mod inflight;
 mod logs;
 mod metrics;
 mod objects;
@@ -23,12 +24,14 @@ use kplane_actors::core::ApiCore;
 use crate::error::HttpError;
 
 pub use discovery::KUBERNETES_MINOR;
+pub use inflight::InflightLimits;
 
 /// What every handler shares.
 pub struct AppState {
     pub core: ApiCore,
     pub max_body_bytes: usize,
     pub watch_max_timeout: Duration,
+    inflight: InflightLimits,
     metrics: metrics::Metrics,
     /// Client for requests the API server makes to node agents (pod logs).
     http: reqwest::Client,
@@ -41,7 +44,14 @@ impl AppState {
             .build()
             .expect("an HTTP client without TLS builds");
         let metrics = metrics::Metrics::new(core.store_collectors());
-        Self { core, max_body_bytes, watch_max_timeout, metrics, http }
+        let inflight = InflightLimits::default();
+        Self { core, max_body_bytes, watch_max_timeout, inflight, metrics, http }
+    }
+
+    /// Limits the requests in flight (by default there is no limit).
+    pub fn with_inflight_limits(mut self, limits: InflightLimits) -> Self {
+        self.inflight = limits;
+        self
     }
 }
 
@@ -59,6 +69,7 @@ pub fn app(
 > {
     actix_web::App::new()
         .app_data(state)
+        .wrap(actix_web::middleware::from_fn(inflight::limit))
         .wrap(actix_web::middleware::from_fn(metrics::observe))
         .configure(objects::configure)
         .configure(discovery::configure)

@@ -2,7 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::util::{pod, Server};
+use std::time::Duration;
+
+use crate::util::{metrics, pod, wait_until, Server};
 
 fn assert_status(reply: &(u16, Value), code: u16, reason: &str) {
     assert_eq!(reply.0, code, "{}", reply.1);
@@ -292,4 +294,51 @@ fn an_expired_continue_token_is_410() {
     }
     let reply = server.get(&format!("{cms}?limit=1&continue={token}"));
     assert_status(&reply, 410, "Expired");
+}
+
+#[test]
+fn past_the_inflight_limit_requests_are_429_with_retry_after() {
+    use std::io::{Read, Write};
+
+    let server = Server::start_with_env(&[
+        ("KPLANE_SERVER__MAX_MUTATING_REQUESTS_INFLIGHT", "1"),
+        ("KPLANE_SERVER__MAX_REQUESTS_INFLIGHT", "1"),
+    ]);
+    let configmap = |name: &str| json!({"metadata": {"name": name}, "data": {"k": "v"}});
+    let path = "/api/v1/namespaces/default/configmaps";
+    // A create whose body is still arriving holds the one mutating place.
+    let body = configmap("held").to_string();
+    let mut held = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: kplane\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    held.write_all(head.as_bytes()).unwrap();
+    held.write_all(&body.as_bytes()[..1]).unwrap();
+    // Two in flight: the held create and the metrics request itself.
+    wait_until(Duration::from_secs(10), "the held create is in flight", || {
+        let text = server.http.get(server.url("/metrics")).send().unwrap().text().unwrap();
+        metrics::gauge(&text, "apiserver_current_inflight_requests") >= 2.0
+    });
+
+    let refused = server.http.post(server.url(path)).json(&configmap("refused")).send().unwrap();
+    assert_eq!(refused.status().as_u16(), 429);
+    assert_eq!(refused.headers()["Retry-After"], "1");
+    let status: Value = refused.json().unwrap();
+    assert_eq!(status["reason"], "TooManyRequests", "{status}");
+    assert_eq!(status["details"]["retryAfterSeconds"], 1, "{status}");
+    // Reads have their own limit; probes and watches are not counted.
+    assert_eq!(server.get("/api/v1/namespaces/default").0, 200);
+    assert_eq!(server.http.get(server.url("/readyz")).send().unwrap().status().as_u16(), 200);
+    let watch = server.url("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1");
+    assert_eq!(server.http.get(watch).send().unwrap().status().as_u16(), 200);
+
+    // The held create completes; its place is free again.
+    held.write_all(&body.as_bytes()[1..]).unwrap();
+    let mut answer = String::new();
+    held.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(server.post(path, &configmap("admitted")).0, 201);
+    assert_eq!(server.get(&format!("{path}/refused")).0, 404, "a refused create stores nothing");
 }

@@ -11,3 +11,11 @@ pub fn histogram_totals(text: &str, name: &str) -> (f64, f64) {
     };
     (total("sum"), total("count"))
 }
+
+/// A gauge's value (the first series of that name); 0 when it is not there.
+pub fn gauge(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])))
+        .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .unwrap_or(0.0)
+}
