@@ -23,6 +23,10 @@ const PHASE: Duration = Duration::from_secs(4);
 const ROUNDS: usize = 3;
 /// The gets phase reads this many pods, round robin.
 const GET_TARGETS: usize = 50;
+/// The list phase lists a namespace of this many pods.
+const LIST_PODS: usize = 10_000;
+/// How many times each list is timed (the median is reported).
+const LIST_RUNS: usize = 5;
 
 fn pod(name: &str) -> String {
     json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"labels":{"app":"bench","tier":"load"}},
@@ -117,6 +121,8 @@ async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> (f64, usi
 /// generator, and how many creates shared each WAL sync.
 struct CreatePhase {
     rate: f64,
+    /// Pods the phase created.
+    created: usize,
     server_cpu_us: f64,
     own_cpu_us: f64,
     per_commit: f64,
@@ -138,7 +144,7 @@ async fn create_phase(
     let own_cpu_us = (cpu_seconds(std::process::id()) - own_cpu_before) / done as f64 * 1e6;
     let (writes, commits) = commit_totals(client, base).await;
     let per_commit = (writes - writes_before) / (commits - commits_before);
-    CreatePhase { rate, server_cpu_us, own_cpu_us, per_commit }
+    CreatePhase { rate, created: done, server_cpu_us, own_cpu_us, per_commit }
 }
 
 fn print_phase(label: &str, clients: usize, p: &CreatePhase) {
@@ -165,6 +171,75 @@ fn cpu_seconds(pid: u32) -> f64 {
 async fn commit_totals(client: &reqwest::Client, base: &str) -> (f64, f64) {
     let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
     common::metrics::histogram_totals(&text, "kplane_store_commit_batch_size")
+}
+
+/// Creates `LIST_PODS` pods in a namespace of their own, then times listing them: whole, and
+/// page by page as kubectl does (`limit=500` and `continue`).
+async fn list_phase(
+    client: &reqwest::Client,
+    base: &str,
+) -> Vec<(&'static str, serde_json::Value)> {
+    use futures::StreamExt;
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "listed"}});
+    let created = client.post(format!("{base}/api/v1/namespaces")).json(&namespace).send().await;
+    assert!(created.expect("create a namespace").status().is_success());
+    let pods = format!("{base}/api/v1/namespaces/listed/pods");
+    futures::stream::iter(0..LIST_PODS)
+        .map(|i| {
+            let request = client
+                .post(&pods)
+                .header("content-type", "application/json")
+                .body(pod(&format!("listed-{i}")));
+            async move { request.send().await.expect("create a listed pod").status() }
+        })
+        .buffer_unordered(64)
+        .for_each(|status| async move { assert!(status.is_success(), "status {status}") })
+        .await;
+    let mut whole = Vec::new();
+    let mut paged = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..LIST_RUNS {
+        let started = Instant::now();
+        let body = client.get(&pods).send().await.unwrap().bytes().await.unwrap();
+        whole.push(started.elapsed().as_secs_f64() * 1e3);
+        let list: serde_json::Value = serde_json::from_slice(&body).expect("a list");
+        assert_eq!(list["items"].as_array().map(Vec::len), Some(LIST_PODS));
+        bytes = body.len();
+        // Timed: the requests and their bodies; not: this client's parsing of each page.
+        let (mut token, mut items, mut elapsed) = (String::new(), 0, 0.0);
+        loop {
+            let started = Instant::now();
+            let request = client.get(format!("{pods}?limit=500&continue={token}"));
+            let body = request.send().await.unwrap().bytes().await.unwrap();
+            elapsed += started.elapsed().as_secs_f64() * 1e3;
+            let page: serde_json::Value = serde_json::from_slice(&body).expect("a page");
+            items += page["items"].as_array().map_or(0, Vec::len);
+            match page["metadata"]["continue"].as_str() {
+                Some(next) if !next.is_empty() => token = next.to_string(),
+                _ => break,
+            }
+        }
+        paged.push(elapsed);
+        assert_eq!(items, LIST_PODS);
+    }
+    let (whole, paged) = (common::median(whole), common::median(paged));
+    println!(
+        "list of {LIST_PODS} pods: {whole:.0} ms whole ({:.1} MB of JSON), {paged:.0} ms in pages of 500",
+        bytes as f64 / 1e6
+    );
+    vec![
+        ("list_10000_pods_ms", json!(whole.round())),
+        ("list_10000_pods_paged_ms", json!(paged.round())),
+        ("list_10000_pods_mb", json!((bytes as f64 / 1e5).round() / 10.0)),
+    ]
+}
+
+/// A process's resident memory (`VmRSS`), in KB.
+fn resident_kb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("a process's /proc");
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("a VmRSS line");
+    line.split_whitespace().nth(1).and_then(|kb| kb.parse().ok()).expect("a size in kB")
 }
 
 /// The server, ended when the bench ends, also by a panic.
@@ -208,7 +283,7 @@ async fn main() {
         assert!(Instant::now() < deadline, "server did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // `cargo bench --bench api_load -- 64` (any client counts, and/or `gets`) runs only those
+    // `cargo bench --bench api_load -- 64` (any client counts, and/or `gets`, `list`) runs only those
     // phases, e.g. to profile one; a partial run prints its figures and writes no results.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |phase: &str| only.is_empty() || only.iter().any(|o| o == phase);
@@ -233,6 +308,7 @@ async fn main() {
         let median_of = |f: fn(&CreatePhase) -> f64| common::median(phases.iter().map(f).collect());
         let phase = CreatePhase {
             rate: median_of(|p| p.rate),
+            created: phases.iter().map(|p| p.created).sum(),
             server_cpu_us: median_of(|p| p.server_cpu_us),
             own_cpu_us: median_of(|p| p.own_cpu_us),
             per_commit: median_of(|p| p.per_commit),
@@ -268,6 +344,24 @@ async fn main() {
         let (gets, _) = run_phase(&addr, 64, "get", "g").await;
         println!("gets/s with 64 clients: {gets:>9.0}");
         results.insert("gets_per_sec_64_clients".into(), json!(gets.round()));
+    }
+    if wanted("list") {
+        for (key, value) in list_phase(&client, &base).await {
+            results.insert(key.into(), value);
+        }
+    }
+    if only.is_empty() {
+        // Every pod of the run is stored: the create phases', the get targets and the listed.
+        let created: usize = measured.iter().flatten().map(|p| p.created).sum();
+        let stored = created + GET_TARGETS + LIST_PODS;
+        let rss_kb = resident_kb(server.0.id());
+        println!(
+            "server resident memory with {stored} pods stored: {:.0} MB ({:.1} KB per pod)",
+            rss_kb / 1024.0,
+            rss_kb / stored as f64
+        );
+        results.insert("pods_stored".into(), json!(stored));
+        results.insert("server_rss_mb".into(), json!((rss_kb / 1024.0).round()));
     }
     drop(server);
     if !only.is_empty() {
