@@ -27,6 +27,11 @@ const GET_TARGETS: usize = 50;
 const LIST_PODS: usize = 10_000;
 /// How many times each list is timed (the median is reported).
 const LIST_RUNS: usize = 5;
+/// The watch phase: this many watchers of one namespace...
+const WATCHERS: usize = 1_000;
+/// ...see this many pods created there, at this rate.
+const WATCHED_PODS: usize = 300;
+const WATCHED_PER_SEC: u64 = 100;
 
 fn pod(name: &str) -> String {
     json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"labels":{"app":"bench","tier":"load"}},
@@ -235,6 +240,108 @@ async fn list_phase(
     ]
 }
 
+/// `WATCHERS` watches of a namespace, each on its own connection, see `WATCHED_PODS` pods
+/// created there at `WATCHED_PER_SEC`: how long each event took to reach each watcher, from the
+/// moment its create was sent (so the durable commit is included), and the deliveries per second.
+async fn watch_phase(
+    client: &reqwest::Client,
+    base: &str,
+    addr: &str,
+) -> Vec<(&'static str, serde_json::Value)> {
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched"}});
+    let created = client.post(format!("{base}/api/v1/namespaces")).json(&namespace).send().await;
+    assert!(created.expect("create a namespace").status().is_success());
+    let started = Instant::now();
+    // When each pod's create was sent, as time since `started`, by the pod's number.
+    let sent: Arc<Vec<std::sync::OnceLock<Duration>>> =
+        Arc::new((0..WATCHED_PODS).map(|_| std::sync::OnceLock::new()).collect());
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(WATCHERS);
+    let watchers: Vec<_> = (0..WATCHERS)
+        .map(|_| {
+            let (addr, sent, ready) = (addr.to_string(), sent.clone(), ready_tx.clone());
+            tokio::spawn(async move {
+                let mut sender = connect(&addr).await;
+                let request = Request::get("/api/v1/namespaces/watched/pods?watch=true")
+                    .header("host", &addr)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                let mut body = sender.send_request(request).await.expect("a watch").into_body();
+                ready.send(()).await.unwrap();
+                drop(ready);
+                let mut latencies = Vec::with_capacity(WATCHED_PODS);
+                let mut pending = Vec::new();
+                while latencies.len() < WATCHED_PODS {
+                    let frame = body.frame().await.expect("the watch ended").expect("a chunk");
+                    let Ok(data) = frame.into_data() else { continue };
+                    pending.extend_from_slice(&data);
+                    let arrived = started.elapsed();
+                    while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=end).collect();
+                        if let Some(i) = watched_number(&line) {
+                            let sent = sent[i].get().copied().expect("sent before it was seen");
+                            latencies.push(arrived.saturating_sub(sent).as_secs_f64() * 1e3);
+                        }
+                    }
+                }
+                (latencies, started.elapsed())
+            })
+        })
+        .collect();
+    drop(ready_tx);
+    for _ in 0..WATCHERS {
+        ready_rx.recv().await.expect("every watch started");
+    }
+    let template = PodTemplate::new();
+    let mut creator = connect(addr).await;
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / WATCHED_PER_SEC));
+    let first = started.elapsed();
+    for (i, sent_at) in sent.iter().enumerate() {
+        tick.tick().await;
+        let request = Request::post("/api/v1/namespaces/watched/pods")
+            .header("host", addr)
+            .header("content-type", "application/json")
+            .body(Full::new(template.body(&format!("watched-{i}"))))
+            .unwrap();
+        sent_at.set(started.elapsed()).expect("sent once");
+        let response = creator.send_request(request).await.expect("a create");
+        assert_eq!(response.status().as_u16(), 201);
+        response.into_body().collect().await.expect("a created pod");
+    }
+    let mut latencies = Vec::with_capacity(WATCHERS * WATCHED_PODS);
+    let mut last = Duration::ZERO;
+    for watcher in watchers {
+        let (seen, done) = watcher.await.expect("a watcher");
+        latencies.extend(seen);
+        last = last.max(done);
+    }
+    latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    let deliveries = latencies.len() as f64 / (last - first).as_secs_f64();
+    println!(
+        "watch: {WATCHERS} watchers, {WATCHED_PODS} pods at {WATCHED_PER_SEC}/s: event latency \
+         p50 {:.1} ms, p99 {:.1} ms (from the create sent); {deliveries:.0} deliveries/s",
+        at(0.5),
+        at(0.99)
+    );
+    vec![
+        ("watch_latency_p50_ms", json!((at(0.5) * 10.0).round() / 10.0)),
+        ("watch_latency_p99_ms", json!((at(0.99) * 10.0).round() / 10.0)),
+        ("watch_deliveries_per_sec", json!(deliveries.round())),
+    ]
+}
+
+/// The number of a `watched-<n>` pod a watch event's line is about: the first `"name"` in an
+/// event is the object's own (`metadata` comes before `spec`, and managedFields hold no such
+/// key).
+fn watched_number(line: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(line).ok()?;
+    let at = text.find("\"name\":\"watched-")? + "\"name\":\"watched-".len();
+    let digits = &text[at..];
+    let end = digits.find('"')?;
+    digits[..end].parse().ok()
+}
+
 /// A process's resident memory (`VmRSS`), in KB.
 fn resident_kb(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("a process's /proc");
@@ -283,7 +390,7 @@ async fn main() {
         assert!(Instant::now() < deadline, "server did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // `cargo bench --bench api_load -- 64` (any client counts, and/or `gets`, `list`) runs only those
+    // `cargo bench --bench api_load -- 64` (any client counts, and/or `gets`, `list`, `watch`) runs only those
     // phases, e.g. to profile one; a partial run prints its figures and writes no results.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let wanted = |phase: &str| only.is_empty() || only.iter().any(|o| o == phase);
@@ -345,6 +452,11 @@ async fn main() {
         println!("gets/s with 64 clients: {gets:>9.0}");
         results.insert("gets_per_sec_64_clients".into(), json!(gets.round()));
     }
+    if wanted("watch") {
+        for (key, value) in watch_phase(&client, &base, &addr).await {
+            results.insert(key.into(), value);
+        }
+    }
     if wanted("list") {
         for (key, value) in list_phase(&client, &base).await {
             results.insert(key.into(), value);
@@ -353,7 +465,7 @@ async fn main() {
     if only.is_empty() {
         // Every pod of the run is stored: the create phases', the get targets and the listed.
         let created: usize = measured.iter().flatten().map(|p| p.created).sum();
-        let stored = created + GET_TARGETS + LIST_PODS;
+        let stored = created + GET_TARGETS + LIST_PODS + WATCHED_PODS;
         let rss_kb = resident_kb(server.0.id());
         println!(
             "server resident memory with {stored} pods stored: {:.0} MB ({:.1} KB per pod)",
