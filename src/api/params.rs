@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use actix_web::HttpRequest;
-use kplane_actors::core::{DeleteOptions, ListOptions, WatchOptions, WriteOptions};
+use kplane_actors::core::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
 use serde_json::Value;
 
 use crate::error::HttpError;
@@ -95,7 +95,7 @@ impl Query {
                 .get("resourceVersionMatch")
                 .filter(|v| !v.is_empty())
                 .map(String::from),
-            metadata_only: false,
+            view: ObjectView::Whole,
         })
     }
 
@@ -106,7 +106,7 @@ impl Query {
             resource_version: self.get("resourceVersion").map(String::from),
             allow_bookmarks: self.flag("allowWatchBookmarks")?,
             send_initial_events: self.flag("sendInitialEvents")?,
-            metadata_only: false,
+            view: ObjectView::Whole,
         })
     }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{object_name, ApiClient, ClientEvent, ClientList, ClientWatch};
 use crate::core::{
-    ApiCore, ApiError, DeleteOptions, ListOptions, PatchType, WatchFrame, WatchOptions,
+    ApiCore, ApiError, DeleteOptions, ListOptions, ObjectView, PatchType, WatchFrame, WatchOptions,
     WriteOptions,
 };
 use crate::model::{ResourceType, StoredObject};
@@ -30,7 +30,7 @@ impl ApiClient for ApiCore {
         options: &ListOptions,
     ) -> Result<ClientList, ApiError> {
         let list = ApiCore::list(self, resource, namespace, options).await?;
-        let value = object_form(options.metadata_only);
+        let value = object_form(options.view);
         Ok(ClientList {
             resource_version: list.resource_version.to_string(),
             items: list.items.iter().map(|o| value(o)).collect(),
@@ -125,7 +125,7 @@ impl ApiClient for ApiCore {
         options: &WatchOptions,
     ) -> Result<ClientWatch, ApiError> {
         let stream = ApiCore::watch(self, resource, namespace, options).await?;
-        let value = object_form(options.metadata_only);
+        let value = object_form(options.view);
         Ok(stream
             .map(move |frame| match frame {
                 WatchFrame::Event(t, object) => ClientEvent::Object(t, value(&object)),
@@ -138,12 +138,12 @@ impl ApiClient for ApiCore {
     }
 }
 
-/// How objects reach the client: whole, or only their metadata when that is all it needs.
-fn object_form(metadata_only: bool) -> fn(&StoredObject) -> Value {
-    if metadata_only {
-        StoredObject::metadata_value
-    } else {
-        StoredObject::to_value
+/// How objects reach the client: whole, or only as much of their metadata as it needs.
+fn object_form(view: ObjectView) -> fn(&StoredObject) -> Value {
+    match view {
+        ObjectView::Whole => StoredObject::to_value,
+        ObjectView::Metadata => StoredObject::metadata_value,
+        ObjectView::Ownership => StoredObject::ownership_value,
     }
 }
 

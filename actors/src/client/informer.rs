@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::{ApiClient, ClientEvent};
-use crate::core::{ApiError, ListOptions, WatchOptions};
+use crate::core::{ApiError, ListOptions, ObjectView, WatchOptions};
 use crate::model::{json, ResourceType};
 use crate::watch::EventType;
 
@@ -33,13 +33,13 @@ pub enum Feed {
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub field_selector: Option<String>,
-    /// Only `metadata` is needed (the garbage collector's case): cheaper in-process.
-    pub metadata_only: bool,
+    /// How much of each object is needed (less is cheaper in-process).
+    pub view: ObjectView,
 }
 
 impl Scope {
     pub fn fields(selector: impl Into<String>) -> Self {
-        Scope { field_selector: Some(selector.into()), metadata_only: false }
+        Scope { field_selector: Some(selector.into()), view: ObjectView::Whole }
     }
 }
 
@@ -51,7 +51,7 @@ pub async fn list_watch(
     mut sink: impl FnMut(Feed) -> bool,
 ) {
     let mut wait = Duration::from_millis(200);
-    let Scope { field_selector, metadata_only } = scope;
+    let Scope { field_selector, view } = scope;
     // The revision the next watch starts after; `None` until listed, and again when a watch
     // could not be resumed from it.
     let mut resume: Option<String> = None;
@@ -61,7 +61,7 @@ pub async fn list_watch(
             None => {
                 let options = ListOptions {
                     field_selector: field_selector.clone(),
-                    metadata_only,
+                    view,
                     ..ListOptions::default()
                 };
                 let list = match client.list(resource, None, &options).await {
@@ -88,7 +88,7 @@ pub async fn list_watch(
             field_selector: field_selector.clone(),
             resource_version: Some(from.clone()),
             allow_bookmarks: true,
-            metadata_only,
+            view,
             ..WatchOptions::default()
         };
         let mut events = match client.watch(resource, None, &options).await {

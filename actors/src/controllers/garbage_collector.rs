@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
-use crate::core::{ApiError, DeleteOptions, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
+use crate::core::{
+    ApiError, DeleteOptions, ObjectView, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
+};
 use crate::model::{resources, ResourceType};
 use crate::watch::EventType;
 
@@ -329,7 +331,7 @@ impl Actor for GarbageCollector {
         for resource in resources::RESOURCES.iter().filter(|r| resources::is_stored(r)) {
             let addr = ctx.address();
             let client = self.client.clone();
-            let scope = informer::Scope { metadata_only: true, ..Default::default() };
+            let scope = informer::Scope { view: ObjectView::Ownership, ..Default::default() };
             actix::spawn(informer::list_watch(client, resource, scope, move |feed| {
                 addr.do_send(Informed(resource, feed));
                 addr.connected()

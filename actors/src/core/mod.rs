@@ -24,7 +24,7 @@ use serde_json::{json, Map, Value};
 
 pub use error::ApiError;
 pub use managed_fields::FieldConflict;
-pub use options::{DeleteOptions, ListOptions, WatchOptions, WriteOptions};
+pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
 pub use patch::PatchType;
 pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;

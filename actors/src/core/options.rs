@@ -11,9 +11,8 @@ pub struct ListOptions {
     pub resource_version: Option<String>,
     /// `Exact` (the state at exactly `resource_version`) or `NotOlderThan` (the default).
     pub resource_version_match: Option<String>,
-    /// A hint that only `kind`, `apiVersion` and `metadata` are needed (as a metadata informer
-    /// asks); a client may still return whole objects.
-    pub metadata_only: bool,
+    /// How much of each object is needed: a hint, a client may still return whole objects.
+    pub view: ObjectView,
 }
 
 /// Options of a watch.
@@ -26,8 +25,23 @@ pub struct WatchOptions {
     pub allow_bookmarks: bool,
     /// Send the current state first, then a bookmark marking its end.
     pub send_initial_events: bool,
-    /// As for lists: only `kind`, `apiVersion` and `metadata` are needed.
-    pub metadata_only: bool,
+    /// As for lists: how much of each object is needed.
+    pub view: ObjectView,
+}
+
+/// How much of each object an in-process list or watch hands its consumer (over HTTP, objects
+/// are always whole).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ObjectView {
+    #[default]
+    Whole,
+    /// `apiVersion`, `kind` and `metadata` without `managedFields`, as a metadata informer
+    /// gets them.
+    Metadata,
+    /// The metadata a graph of owners needs: `uid`, `namespace` and `name`, and
+    /// `ownerReferences`, `finalizers` and `deletionTimestamp` when they are set. An object
+    /// with none of those three is answered without reading its JSON.
+    Ownership,
 }
 
 /// Options of a delete.

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use memchr::memmem;
 use serde_json::Value;
 
 use super::{json, text, FieldValues, ResourceType};
@@ -136,6 +137,41 @@ impl StoredObject {
         object.insert("apiVersion".into(), partial.api_version);
         object.insert("kind".into(), partial.kind);
         object.insert("metadata".into(), Value::Object(partial.metadata.0));
+        Value::Object(object)
+    }
+}
+
+impl StoredObject {
+    /// `metadata`'s `uid`, `namespace` and `name`, with `ownerReferences`, `finalizers` and
+    /// `deletionTimestamp` when set: what a graph of owners needs. Built from the indexes
+    /// when the object's metadata names neither list and it is not being deleted (the JSON is
+    /// not read); otherwise it is the metadata view's (a superset).
+    pub fn ownership_value(&self) -> Value {
+        let names_lists = match &self.layout {
+            Some(layout) => {
+                // The metadata around its managedFields (whose field paths name both lists),
+                // searched for the keys as the serializer writes them; a false match (a label
+                // named so) only costs the full read.
+                let (start, end) = layout.metadata;
+                let (skip_start, skip_end) = layout.managed_fields.unwrap_or((end, end));
+                let parts = [&self.raw[start..skip_start], &self.raw[skip_end..end]];
+                let keys = [&b"\"ownerReferences\""[..], b"\"finalizers\""];
+                let found = |part: &&[u8]| keys.iter().any(|key| memmem::find(part, key).is_some());
+                parts.iter().any(found)
+            }
+            None => true,
+        };
+        if self.deleting || names_lists {
+            return self.metadata_value();
+        }
+        let mut metadata = serde_json::Map::with_capacity(3);
+        metadata.insert("name".into(), Value::String(self.key.name.clone()));
+        if !self.key.namespace.is_empty() {
+            metadata.insert("namespace".into(), Value::String(self.key.namespace.clone()));
+        }
+        metadata.insert("uid".into(), Value::String(self.uid.clone()));
+        let mut object = serde_json::Map::with_capacity(1);
+        object.insert("metadata".into(), Value::Object(metadata));
         Value::Object(object)
     }
 }
@@ -532,6 +568,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_ownership_view_holds_what_a_graph_of_owners_reads() {
+        let pods = find("", "v1", "pods").unwrap();
+        let key = ObjectKey::new(pods, "ns", "p");
+        let owners = json!([{"apiVersion": "v1", "kind": "ReplicationController", "name": "rc",
+            "uid": "o1"}]);
+        let managed = json!([{"manager": "m", "fieldsV1": {"f:metadata": {"f:finalizers": {},
+            "f:ownerReferences": {}}}}]);
+        let view = |metadata: Value| {
+            let value = json!({"kind": "Pod", "metadata": metadata, "spec": {"x": 1}});
+            StoredObject::from_value(key.clone(), value, 5).ownership_value()
+        };
+        // Plain: built from the indexes, the managed fields' paths not mistaken for the lists.
+        let plain = view(json!({"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "b"},
+            "managedFields": managed}));
+        assert_eq!(plain, json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}));
+        // With owners, finalizers or a deletion, or a label that looks like one: the metadata.
+        let meta = |extra: Value| {
+            let mut metadata = json!({"name": "p", "namespace": "ns", "uid": "u"});
+            metadata.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            metadata
+        };
+        for extra in [
+            json!({"ownerReferences": owners}),
+            json!({"finalizers": ["f"]}),
+            json!({"deletionTimestamp": "2026-12-01T00:00:00Z", "deletionGracePeriodSeconds": 0}),
+            json!({"labels": {"finalizers": "yes"}}),
+        ] {
+            let expected = meta(extra.clone());
+            let seen = view(expected.clone());
+            for (key, value) in expected.as_object().unwrap() {
+                assert_eq!(&seen["metadata"][key], value, "{extra}");
+            }
+        }
+        // Loaded from disk (no layout): the metadata.
+        let written =
+            StoredObject::from_value(key.clone(), json!({"metadata": meta(json!({}))}), 5);
+        let loaded = StoredObject::from_raw(key.clone(), 5, written.raw.clone()).unwrap();
+        assert_eq!(loaded.ownership_value()["metadata"]["uid"], "u");
     }
 
     #[test]
