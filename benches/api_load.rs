@@ -178,6 +178,12 @@ async fn commit_totals(client: &reqwest::Client, base: &str) -> (f64, f64) {
     common::metrics::histogram_totals(&text, "kplane_store_commit_batch_size")
 }
 
+async fn create_namespace(client: &reqwest::Client, base: &str, name: &str) {
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let created = client.post(format!("{base}/api/v1/namespaces")).json(&namespace).send().await;
+    assert!(created.expect("create a namespace").status().is_success());
+}
+
 /// Creates `LIST_PODS` pods in a namespace of their own, then times listing them: whole, and
 /// page by page as kubectl does (`limit=500` and `continue`).
 async fn list_phase(
@@ -185,10 +191,7 @@ async fn list_phase(
     base: &str,
 ) -> Vec<(&'static str, serde_json::Value)> {
     use futures::StreamExt;
-    let namespace =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "listed"}});
-    let created = client.post(format!("{base}/api/v1/namespaces")).json(&namespace).send().await;
-    assert!(created.expect("create a namespace").status().is_success());
+    create_namespace(client, base, "listed").await;
     let pods = format!("{base}/api/v1/namespaces/listed/pods");
     futures::stream::iter(0..LIST_PODS)
         .map(|i| {
@@ -248,10 +251,7 @@ async fn watch_phase(
     base: &str,
     addr: &str,
 ) -> Vec<(&'static str, serde_json::Value)> {
-    let namespace =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched"}});
-    let created = client.post(format!("{base}/api/v1/namespaces")).json(&namespace).send().await;
-    assert!(created.expect("create a namespace").status().is_success());
+    create_namespace(client, base, "watched").await;
     let started = Instant::now();
     // When each pod's create was sent, as time since `started`, by the pod's number.
     let sent: Arc<Vec<std::sync::OnceLock<Duration>>> =

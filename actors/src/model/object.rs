@@ -139,9 +139,7 @@ impl StoredObject {
         object.insert("metadata".into(), Value::Object(partial.metadata.0));
         Value::Object(object)
     }
-}
 
-impl StoredObject {
     /// `metadata`'s `uid`, `namespace` and `name`, with `ownerReferences`, `finalizers` and
     /// `deletionTimestamp` when set: what a graph of owners needs. Built from the indexes
     /// when the object's metadata names neither list and it is not being deleted (the JSON is
