@@ -163,7 +163,7 @@ mod tests {
     /// creates 21 config maps (`p0`, then `p1`..`p20` while it is stalled, far more than its
     /// watch buffer of 5, so the hub cuts its watch off), then lets it go on and waits until it
     /// has seen `p20`. Returns what it reported.
-    async fn stalled_consumer(window_events: usize) -> Vec<Seen> {
+    async fn stalled_consumer(window_events: usize, view: ObjectView) -> Vec<Seen> {
         let options =
             HubOptions { window_events, buffer: 5, bookmark_interval: Duration::from_secs(60) };
         let core = core_with(options).await;
@@ -188,7 +188,8 @@ mod tests {
         };
         // Its own thread, which the stalled consumer blocks.
         let client: Arc<dyn ApiClient> = Arc::new(core.clone());
-        actix::Arbiter::new().spawn(list_watch(client, configmaps, Scope::default(), sink));
+        let scope = Scope { view, ..Scope::default() };
+        actix::Arbiter::new().spawn(list_watch(client, configmaps, scope, sink));
         let reported = |count: usize| {
             let seen = seen.clone();
             move || {
@@ -240,16 +241,20 @@ mod tests {
 
     #[actix::test]
     async fn a_watch_cut_off_for_falling_behind_resumes_where_it_was_without_a_new_list() {
-        let seen = stalled_consumer(1_000).await;
-        let mut expected = vec![Seen::Listed(Vec::new())];
-        expected.extend(names(20).into_iter().map(Seen::Changed));
-        assert_eq!(seen, expected, "every change once, in order, and one list only");
+        // Every view carries the revision the informer resumes from (the garbage collector's
+        // ownership view too).
+        for view in [ObjectView::Whole, ObjectView::Metadata, ObjectView::Ownership] {
+            let seen = stalled_consumer(1_000, view).await;
+            let mut expected = vec![Seen::Listed(Vec::new())];
+            expected.extend(names(20).into_iter().map(Seen::Changed));
+            assert_eq!(seen, expected, "{view:?}: every change once, in order, one list only");
+        }
     }
 
     #[actix::test]
     async fn a_watch_that_cannot_be_resumed_lists_again() {
         // A window of 8 events: once cut off, the revision it stopped at is gone from it.
-        let seen = stalled_consumer(8).await;
+        let seen = stalled_consumer(8, ObjectView::Whole).await;
         assert_eq!(seen.first(), Some(&Seen::Listed(Vec::new())));
         let mut all = names(20);
         all.sort();

@@ -38,8 +38,9 @@ pub enum ObjectView {
     /// `apiVersion`, `kind` and `metadata` without `managedFields`, as a metadata informer
     /// gets them.
     Metadata,
-    /// The metadata a graph of owners needs: `uid`, `namespace` and `name`, and
-    /// `ownerReferences`, `finalizers` and `deletionTimestamp` when they are set. An object
+    /// The metadata a graph of owners needs: `uid`, `namespace`, `name` and
+    /// `resourceVersion`, and `ownerReferences`, `finalizers` and `deletionTimestamp` when they
+    /// are set. An object
     /// with none of those three is answered without reading its JSON.
     Ownership,
 }

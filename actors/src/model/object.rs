@@ -140,8 +140,8 @@ impl StoredObject {
         Value::Object(object)
     }
 
-    /// `metadata`'s `uid`, `namespace` and `name`, with `ownerReferences`, `finalizers` and
-    /// `deletionTimestamp` when set: what a graph of owners needs. Built from the indexes
+    /// `metadata`'s `uid`, `namespace`, `name` and `resourceVersion`, with `ownerReferences`,
+    /// `finalizers` and `deletionTimestamp` when set: what a graph of owners needs. Built from the indexes
     /// when the object's metadata names neither list and it is not being deleted (the JSON is
     /// not read); otherwise it is the metadata view's (a superset).
     pub fn ownership_value(&self) -> Value {
@@ -168,6 +168,9 @@ impl StoredObject {
             metadata.insert("namespace".into(), Value::String(self.key.namespace.clone()));
         }
         metadata.insert("uid".into(), Value::String(self.uid.clone()));
+        // Informers resume a cut-off watch from the last revision they saw.
+        let revision = itoa::Buffer::new().format(self.resource_version).to_string();
+        metadata.insert("resourceVersion".into(), Value::String(revision));
         let mut object = serde_json::Map::with_capacity(1);
         object.insert("metadata".into(), Value::Object(metadata));
         Value::Object(object)
@@ -583,7 +586,8 @@ mod tests {
         // Plain: built from the indexes, the managed fields' paths not mistaken for the lists.
         let plain = view(json!({"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "b"},
             "managedFields": managed}));
-        assert_eq!(plain, json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}));
+        let expected = json!({"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "5"});
+        assert_eq!(plain, json!({ "metadata": expected }));
         // With owners, finalizers or a deletion, or a label that looks like one: the metadata.
         let meta = |extra: Value| {
             let mut metadata = json!({"name": "p", "namespace": "ns", "uid": "u"});
