@@ -14,6 +14,7 @@ use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{body::EitherBody, web, ResponseError};
 
+use super::params::Query;
 use crate::error::HttpError;
 
 /// The two limits and what each has in flight.
@@ -63,8 +64,12 @@ impl Drop for Entered<'_> {
 /// Whether a request is exempt: long-running (watches, logs, proxying, exec and the like, as
 /// Kubernetes counts them), or a health probe or the metrics.
 fn exempt(path: &str, query: &str) -> bool {
+    // A watch as the handler reads it (`watch=true`, `1`, `True`, ...); most requests carry no
+    // such parameter and are not parsed.
+    let watch =
+        query.contains("watch") && Query::of(query).is_ok_and(|q| q.flag("watch").unwrap_or(false));
     let long_running = path.contains("/watch/")
-        || query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1")
+        || watch
         || path.contains("/proxy")
         || ["/log", "/exec", "/attach", "/portforward"].iter().any(|s| path.ends_with(s));
     let probe = ["/healthz", "/livez", "/readyz", "/metrics"]

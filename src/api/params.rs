@@ -13,7 +13,12 @@ pub struct Query(HashMap<String, String>);
 
 impl Query {
     pub fn parse(req: &HttpRequest) -> Result<Self, HttpError> {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+        Self::of(req.query_string())
+    }
+
+    /// The query string `query` (without its `?`).
+    pub fn of(query: &str) -> Result<Self, HttpError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
             .map_err(|e| HttpError::BadRequest(format!("malformed query string: {e}")))?;
         Ok(Self(pairs.into_iter().collect()))
     }

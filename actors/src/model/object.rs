@@ -141,28 +141,14 @@ impl StoredObject {
     }
 
     /// `metadata`'s `uid`, `namespace`, `name` and `resourceVersion`, with `ownerReferences`,
-    /// `finalizers` and `deletionTimestamp` when set: what a graph of owners needs. Built from the indexes
-    /// when the object's metadata names neither list and it is not being deleted (the JSON is
-    /// not read); otherwise it is the metadata view's (a superset).
+    /// `finalizers` and `deletionTimestamp` when set: what a graph of owners needs. Built
+    /// from the indexes when the object's metadata names neither list and it is not being
+    /// deleted (the JSON is not read); otherwise it is the metadata view (a superset).
     pub fn ownership_value(&self) -> Value {
-        let names_lists = match &self.layout {
-            Some(layout) => {
-                // The metadata around its managedFields (whose field paths name both lists),
-                // searched for the keys as the serializer writes them; a false match (a label
-                // named so) only costs the full read.
-                let (start, end) = layout.metadata;
-                let (skip_start, skip_end) = layout.managed_fields.unwrap_or((end, end));
-                let parts = [&self.raw[start..skip_start], &self.raw[skip_end..end]];
-                let keys = [&b"\"ownerReferences\""[..], b"\"finalizers\""];
-                let found = |part: &&[u8]| keys.iter().any(|key| memmem::find(part, key).is_some());
-                parts.iter().any(found)
-            }
-            None => true,
-        };
-        if self.deleting || names_lists {
+        if self.deleting || self.may_name_owners_or_finalizers() {
             return self.metadata_value();
         }
-        let mut metadata = serde_json::Map::with_capacity(3);
+        let mut metadata = serde_json::Map::with_capacity(4);
         metadata.insert("name".into(), Value::String(self.key.name.clone()));
         if !self.key.namespace.is_empty() {
             metadata.insert("namespace".into(), Value::String(self.key.namespace.clone()));
@@ -174,6 +160,19 @@ impl StoredObject {
         let mut object = serde_json::Map::with_capacity(1);
         object.insert("metadata".into(), Value::Object(metadata));
         Value::Object(object)
+    }
+
+    /// Whether `ownerReferences` or `finalizers` may be in the metadata: searched for as keys,
+    /// as the serializer writes them, around the managedFields (whose field paths name both).
+    /// A false match (a label named so) only costs the full read; without a layout (an object
+    /// loaded from disk), assumed.
+    fn may_name_owners_or_finalizers(&self) -> bool {
+        let Some(layout) = &self.layout else { return true };
+        let (start, end) = layout.metadata;
+        let (skip_start, skip_end) = layout.managed_fields.unwrap_or((end, end));
+        let parts = [&self.raw[start..skip_start], &self.raw[skip_end..end]];
+        let keys = [&b"\"ownerReferences\""[..], b"\"finalizers\""];
+        parts.iter().any(|part| keys.iter().any(|key| memmem::find(part, key).is_some()))
     }
 }
 

@@ -263,11 +263,10 @@ impl StoreShard {
             .iter()
             .map(|a| (a.event.object.clone(), a.event.kind == EventType::Deleted))
             .collect();
-        let revision = writes.iter().map(|(o, _)| o.resource_version).max().unwrap_or(0);
         self.committing = Some(batch);
         // Not awaited: Gets and Lists are served while the batch is being synced (the writer
         // encodes it).
-        let commit = Commit { writes, revision, done: ctx.address().recipient() };
+        let commit = Commit { writes, done: ctx.address().recipient() };
         if let Err(error) = self.writer.try_send(commit) {
             let error = StoreError::Engine(format!("the shard's writer is gone: {error}"));
             self.on_committed(Err(error));

@@ -53,8 +53,6 @@ const MAX_KEPT_BUFFER: usize = 8 << 20;
 pub(crate) struct Commit {
     /// The objects written, in order, each with whether it was deleted.
     pub(crate) writes: Vec<(Arc<StoredObject>, bool)>,
-    /// The highest revision in the batch, recorded with it.
-    pub(crate) revision: u64,
     /// The outcome goes to the shard's mailbox, in line with its other messages: a spawned
     /// reply would wait until the mailbox is empty, which under load it seldom is.
     pub(crate) done: Recipient<Committed>,
@@ -81,7 +79,7 @@ impl Handler<Commit> for ShardWriter {
 }
 
 /// The batch's entries, encoded into `buffer`: each object's key and (unless deleted) its
-/// value, then the revision record.
+/// value, then the revision record (the batch's highest).
 fn encode<'a>(buffer: &'a mut Vec<u8>, msg: &Commit) -> Vec<BatchEntry<'a>> {
     buffer.clear();
     let mut ends = Vec::with_capacity(msg.writes.len());
@@ -94,7 +92,8 @@ fn encode<'a>(buffer: &'a mut Vec<u8>, msg: &Commit) -> Vec<BatchEntry<'a>> {
         ends.push((key_end, (!deleted).then_some(buffer.len())));
     }
     let revision_at = buffer.len();
-    codec::encode_revision(buffer, msg.revision);
+    let highest = msg.writes.iter().map(|(object, _)| object.resource_version).max();
+    codec::encode_revision(buffer, highest.unwrap_or(0));
     let buffer: &'a [u8] = buffer;
     let mut entries = Vec::with_capacity(ends.len() + 1);
     let mut start = 0;
@@ -125,7 +124,7 @@ mod tests {
         let (created, deleted) = (object("a", 7), object("b", 9));
         let done = Ignored.start().recipient();
         let writes = vec![(created.clone(), false), (deleted, true)];
-        let msg = Commit { writes, revision: 9, done };
+        let msg = Commit { writes, done };
         let mut buffer = b"left from the batch before".to_vec();
         let entries = encode(&mut buffer, &msg);
         assert_eq!(entries.len(), 3);
