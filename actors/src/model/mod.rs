@@ -4,6 +4,7 @@ mod filter;
 pub mod json;
 pub mod lists;
 mod object;
+mod packed;
 pub mod quantity;
 pub mod resources;
 mod selector;
@@ -14,7 +15,7 @@ pub use filter::ObjectFilter;
 pub use object::{JsonField, ObjectKey, PreparedObject, StoredObject};
 pub use quantity::QuantityError;
 pub use resources::{ResourceType, Subresource};
-pub use selector::{FieldSelector, FieldValues, LabelSelector, SelectorError};
+pub use selector::{FieldSelector, FieldValues, LabelSelector, Labels, SelectorError};
 pub use validation::FieldError;
 
 /// The current time as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).

@@ -1,12 +1,10 @@
 //! Stored objects: an object's JSON bytes plus the metadata the store indexes on.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use memchr::memmem;
 use serde_json::Value;
 
-use super::{json, text, FieldValues, ResourceType};
+use super::{json, text, FieldValues, Labels, ResourceType};
 
 /// Identifies one object: its resource type, namespace (empty when cluster-scoped) and name.
 #[derive(Debug, Clone)]
@@ -49,7 +47,7 @@ pub struct StoredObject {
     pub uid: String,
     /// The full Kubernetes JSON, `kind`, `apiVersion` and `metadata.resourceVersion` included.
     pub raw: Bytes,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     pub fields: FieldValues,
     /// `metadata.deletionTimestamp` is set: the object is being deleted.
     pub deleting: bool,
@@ -180,21 +178,14 @@ impl StoredObject {
 #[derive(Debug)]
 struct Indexes {
     uid: String,
-    labels: BTreeMap<String, String>,
+    labels: Labels,
     fields: FieldValues,
     deleting: bool,
 }
 
 impl Indexes {
     fn of(key: &ObjectKey, value: &Value) -> Self {
-        let labels = json::at(value, "/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = Labels::of(value);
         let uid = json::at(value, "/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default()
@@ -475,7 +466,7 @@ mod tests {
         let value = json!({"kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1",
             "labels":{"a":"b"},"managedFields":[{"manager":"m"}]},"spec":{"nodeName":"n"}});
         let obj = StoredObject::from_value(key.clone(), value, 42);
-        assert_eq!(obj.labels.get("a").map(String::as_str), Some("b"));
+        assert_eq!(obj.labels.get("a"), Some("b"));
         assert_eq!(obj.fields.get("spec.nodeName"), Some("n"));
         assert_eq!(obj.uid, "u1");
         assert!(!obj.deleting);

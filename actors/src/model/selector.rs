@@ -1,7 +1,9 @@
 //! Label and field selectors: parsing the query-string syntax and matching objects.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use super::packed::PackedStrings;
 use super::{json, ResourceType};
 
 /// Why a selector string was rejected.
@@ -65,14 +67,14 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &Labels) -> bool {
         self.requirements.iter().all(|r| {
             let value = labels.get(&r.key);
             match &r.op {
-                LabelOp::Equals(v) => value == Some(v),
-                LabelOp::NotEquals(v) => value != Some(v),
-                LabelOp::In(vs) => value.is_some_and(|x| vs.contains(x)),
-                LabelOp::NotIn(vs) => !value.is_some_and(|x| vs.contains(x)),
+                LabelOp::Equals(v) => value == Some(v.as_str()),
+                LabelOp::NotEquals(v) => value != Some(v.as_str()),
+                LabelOp::In(vs) => value.is_some_and(|x| vs.iter().any(|v| v == x)),
+                LabelOp::NotIn(vs) => !value.is_some_and(|x| vs.iter().any(|v| v == x)),
                 LabelOp::Exists => value.is_some(),
                 LabelOp::DoesNotExist => value.is_none(),
                 LabelOp::GreaterThan(n) => {
@@ -212,38 +214,77 @@ impl FieldSelector {
     }
 }
 
-/// The selectable field values of one object, extracted once when it is written.
+/// An object's labels, read once when it is written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldValues(Vec<(&'static str, String)>);
+pub struct Labels(
+    /// Keys and values in turn, in the object's order.
+    PackedStrings,
+);
+
+impl Labels {
+    /// The string-valued entries of `metadata.labels`.
+    pub fn of(object: &serde_json::Value) -> Self {
+        let Some(map) = json::at(object, "/metadata/labels").and_then(|l| l.as_object()) else {
+            return Labels::default();
+        };
+        let pairs = map.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)));
+        Labels(PackedStrings::new(pairs.flat_map(|(k, v)| [k, v])))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        (0..self.0.len() / 2).filter_map(|i| Some((self.0.get(2 * i)?, self.0.get(2 * i + 1)?)))
+    }
+}
+
+/// The selectable field values of one object, extracted once when it is written:
+/// `metadata.name`, `metadata.namespace` for namespaced types, then the type's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldValues {
+    namespaced: bool,
+    selectable: &'static [&'static str],
+    values: PackedStrings,
+}
 
 impl FieldValues {
-    /// Extracts `metadata.name`, `metadata.namespace` and the resource's selectable fields.
-    pub fn extract(resource: &ResourceType, object: &serde_json::Value) -> Self {
-        let mut values = Vec::with_capacity(2 + resource.selectable_fields.len());
-        let name = json::at(object, "/metadata/name").and_then(|v| v.as_str()).unwrap_or("");
-        values.push(("metadata.name", name.to_string()));
+    pub fn extract(resource: &'static ResourceType, object: &serde_json::Value) -> Self {
+        let text = |pointer: &str| json::at(object, pointer).and_then(|v| v.as_str());
+        let mut values: Vec<Cow<'_, str>> =
+            Vec::with_capacity(2 + resource.selectable_fields.len());
+        values.push(text("/metadata/name").unwrap_or("").into());
         if resource.namespaced {
-            let ns = json::at(object, "/metadata/namespace").and_then(|v| v.as_str());
-            values.push(("metadata.namespace", ns.unwrap_or("").to_string()));
+            values.push(text("/metadata/namespace").unwrap_or("").into());
         }
         for field in resource.selectable_fields {
-            let value = match json::at_field(object, field) {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(serde_json::Value::Bool(b)) => b.to_string(),
-                Some(serde_json::Value::Number(n)) => n.to_string(),
+            values.push(match json::at_field(object, field) {
+                Some(serde_json::Value::String(s)) => s.as_str().into(),
+                Some(serde_json::Value::Bool(b)) => b.to_string().into(),
+                Some(serde_json::Value::Number(n)) => n.to_string().into(),
                 // `source` on events is an object: select on its component, as Kubernetes does.
                 Some(serde_json::Value::Object(o)) => {
-                    o.get("component").and_then(|c| c.as_str()).unwrap_or("").to_string()
+                    o.get("component").and_then(|c| c.as_str()).unwrap_or("").into()
                 }
-                _ => String::new(),
-            };
-            values.push((field, value));
+                _ => "".into(),
+            });
         }
-        Self(values)
+        FieldValues {
+            namespaced: resource.namespaced,
+            selectable: resource.selectable_fields,
+            values: PackedStrings::new(values.iter().map(|v| v.as_ref())),
+        }
     }
 
     pub fn get(&self, field: &str) -> Option<&str> {
-        self.0.iter().find(|(f, _)| *f == field).map(|(_, v)| v.as_str())
+        let own = 1 + usize::from(self.namespaced);
+        let index = match field {
+            "metadata.name" => 0,
+            "metadata.namespace" if self.namespaced => 1,
+            _ => own + self.selectable.iter().position(|f| *f == field)?,
+        };
+        self.values.get(index)
     }
 }
 
@@ -252,8 +293,10 @@ mod tests {
     use super::*;
     use crate::model::resources;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        let map: serde_json::Map<String, serde_json::Value> =
+            pairs.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+        Labels::of(&serde_json::json!({"metadata": {"labels": map}}))
     }
 
     #[test]
@@ -306,5 +349,35 @@ mod tests {
             Err(SelectorError::UnsupportedField("spec.foo".into()))
         );
         assert!(FieldSelector::parse("novalue", pods).is_err());
+    }
+
+    #[test]
+    fn labels_keep_string_entries() {
+        let object =
+            serde_json::json!({"metadata": {"labels": {"app": "web", "n": 5, "tier": ""}}});
+        let labels = Labels::of(&object);
+        assert_eq!(labels.iter().collect::<Vec<_>>(), [("app", "web"), ("tier", "")]);
+        assert_eq!(labels.get("tier"), Some(""));
+        assert_eq!(labels.get("n"), None);
+        assert_eq!(Labels::of(&serde_json::json!({"metadata": {}})), Labels::default());
+    }
+
+    #[test]
+    fn field_values_by_name() {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = serde_json::json!({"metadata":{"name":"p","namespace":"ns"},
+            "status":{"phase":"Running"}});
+        let fields = FieldValues::extract(pods, &pod);
+        assert_eq!(fields.get("metadata.name"), Some("p"));
+        assert_eq!(fields.get("metadata.namespace"), Some("ns"));
+        assert_eq!(fields.get("status.phase"), Some("Running"));
+        assert_eq!(fields.get("spec.nodeName"), Some(""));
+        assert_eq!(fields.get("spec.foo"), None);
+        let nodes = resources::find("", "v1", "nodes").unwrap();
+        let node = serde_json::json!({"metadata":{"name":"n"},"spec":{"unschedulable":true}});
+        let fields = FieldValues::extract(nodes, &node);
+        assert_eq!(fields.get("metadata.name"), Some("n"));
+        assert_eq!(fields.get("metadata.namespace"), None);
+        assert_eq!(fields.get("spec.unschedulable"), Some("true"));
     }
 }
