@@ -160,7 +160,8 @@ fn child_path(parent: &str, field: &str) -> String {
 }
 
 /// What a walk over an object's fields builds, a node at a time: a `FieldSet`, or the
-/// FieldsV1 JSON directly (a create has nothing to merge with, so it needs no set).
+/// FieldsV1 JSON as a value. (A create's entry, which has nothing to merge with, is written
+/// as text by `json_of_object_except` instead.)
 pub trait FieldTree: Sized {
     /// A node with nothing under it yet.
     fn new() -> Self;
@@ -210,28 +211,6 @@ impl FieldTree for Value {
     }
 }
 
-/// The FieldsV1 JSON text itself, byte for byte what the `Value` form serializes to, written
-/// as the walk goes instead of built as a value first (a create's entry needs nothing else).
-/// A member with nothing under it (a leaf, `{}`) is held as empty text: most nodes are leaves,
-/// and so they allocate nothing.
-#[derive(Debug, Default)]
-pub struct FieldsText {
-    /// Members so far, each element with its finished JSON (empty for a leaf).
-    members: Vec<(String, Vec<u8>)>,
-    /// The node's JSON once finished; empty for a leaf.
-    json: Vec<u8>,
-}
-
-impl FieldsText {
-    pub fn into_json(self) -> Vec<u8> {
-        if self.json.is_empty() {
-            b"{}".to_vec()
-        } else {
-            self.json
-        }
-    }
-}
-
 /// `text` as a JSON string. Field names, almost always plain, are copied as they are.
 pub(super) fn push_json_string(out: &mut Vec<u8>, text: &str) {
     if is_plain(text) {
@@ -243,49 +222,156 @@ pub(super) fn push_json_string(out: &mut Vec<u8>, text: &str) {
     }
 }
 
-impl FieldTree for FieldsText {
-    fn new() -> Self {
-        FieldsText::default()
+/// The FieldsV1 JSON of every field of `object` (a whole object, from the root) but those
+/// `skip` names, byte for byte what the `Value` form serializes to, written into one buffer
+/// as the walk goes (a create's entry needs nothing else); `None` when nothing is left.
+pub fn json_of_object_except(object: &Value, skip: Skip) -> Option<Vec<u8>> {
+    let map = object.as_object()?;
+    let mut text = FieldsText { out: Vec::with_capacity(1024), path: String::new(), skip };
+    text.fields(map, false).then_some(text.out)
+}
+
+/// The walk of `json_of_object_except`: members are written in their sorted order as they
+/// are met, and a node that turns out empty is cut off again.
+struct FieldsText<'a> {
+    out: Vec<u8>,
+    /// The path of the object being walked (`""` for the root, `".spec"`...).
+    path: String,
+    skip: Skip<'a>,
+}
+
+impl FieldsText<'_> {
+    /// The node of the object at `self.path`, a member itself when `itself`; false, with
+    /// nothing written, when it is no member and has none under it.
+    fn fields(&mut self, map: &Map<String, Value>, itself: bool) -> bool {
+        let start = self.open(itself);
+        // `f:` elements sort as their field names do, in which order the map holds them
+        // (unless serde_json keeps insertion order, when they are sorted here).
+        let members = if map.keys().is_sorted() {
+            map.iter().filter(|(field, value)| self.member(start, itself, field, value)).count()
+        } else {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            entries
+                .into_iter()
+                .filter(|(field, value)| self.member(start, itself, field, value))
+                .count()
+        };
+        self.close(start, members, itself)
     }
 
-    fn insert(&mut self, element: String, child: Self) {
-        self.members.push((element, child.json));
+    /// The member `field` of the node begun at `start`, unless it is skipped or empty (false).
+    fn member(&mut self, start: usize, itself: bool, field: &str, value: &Value) -> bool {
+        if (self.skip)(&self.path, field) {
+            return false;
+        }
+        let mark = self.out.len();
+        self.separate(start, itself);
+        if is_plain(field) {
+            self.out.extend_from_slice(b"\"f:");
+            self.out.extend_from_slice(field.as_bytes());
+            self.out.push(b'"');
+        } else {
+            push_json_string(&mut self.out, &field_element(field));
+        }
+        self.out.push(b':');
+        let written = self.value(field, value);
+        if !written {
+            self.out.truncate(mark);
+        }
+        written
     }
 
-    fn finish(mut self, itself: bool) -> Option<Self> {
-        if self.members.is_empty() {
-            return itself.then(FieldsText::default);
+    /// `value`, the field `field` of the object at `self.path`.
+    fn value(&mut self, field: &str, value: &Value) -> bool {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                let parent = self.enter(field);
+                let written = self.fields(map, FREE_FORM_MAPS.contains(&field));
+                self.path.truncate(parent);
+                written
+            }
+            Value::Array(items) if !items.is_empty() => match list_kind(&self.path, field, items) {
+                ListKind::Keyed(keys) => {
+                    let mut elements: Vec<(String, &Value)> = items
+                        .iter()
+                        .map(|item| (item_key(item, keys).expect("list_kind checked"), item))
+                        .collect();
+                    elements.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    let parent = self.enter(field);
+                    let start = self.open(false);
+                    for (element, item) in &elements {
+                        self.separate(start, false);
+                        push_json_string(&mut self.out, element);
+                        self.out.push(b':');
+                        match item.as_object() {
+                            Some(map) => _ = self.fields(map, true),
+                            None => self.out.extend_from_slice(b"{}"),
+                        }
+                    }
+                    self.path.truncate(parent);
+                    self.close(start, elements.len(), false)
+                }
+                ListKind::Set => {
+                    let mut elements: Vec<String> = items.iter().map(value_element).collect();
+                    elements.sort_unstable();
+                    let start = self.open(true);
+                    for element in &elements {
+                        self.separate(start, true);
+                        push_json_string(&mut self.out, element);
+                        self.out.extend_from_slice(b":{}");
+                    }
+                    self.close(start, elements.len(), true)
+                }
+                ListKind::Atomic => {
+                    self.out.extend_from_slice(b"{}");
+                    true
+                }
+            },
+            _ => {
+                self.out.extend_from_slice(b"{}");
+                true
+            }
         }
-        // As a map keyed by element: sorted, and the last of equal elements wins (the sort is
-        // stable). A field's members come sorted already, as the object's map holds them.
-        if !self.members.is_sorted_by(|a, b| a.0 <= b.0) {
-            self.members.sort_by(|a, b| a.0.cmp(&b.0));
-        }
-        let size: usize = self.members.iter().map(|(e, j)| e.len() + j.len() + 6).sum();
-        let mut json = Vec::with_capacity(size + 10);
-        json.push(b'{');
-        // "." sorts before every element ("f:", "k:", "v:" and "i:" ones).
+    }
+
+    /// Starts a node (with its `"."` member when `itself`); returns where it starts.
+    fn open(&mut self, itself: bool) -> usize {
+        let start = self.out.len();
+        self.out.push(b'{');
         if itself {
-            json.extend_from_slice(b"\".\":{}");
+            self.out.extend_from_slice(b"\".\":{}");
         }
-        let count = self.members.len();
-        for (i, (element, child)) in self.members.iter().enumerate() {
-            if i + 1 < count && self.members[i + 1].0 == *element {
-                continue;
-            }
-            if json.len() > 1 {
-                json.push(b',');
-            }
-            push_json_string(&mut json, element);
-            json.push(b':');
-            if child.is_empty() {
-                json.extend_from_slice(b"{}");
-            } else {
-                json.extend_from_slice(child);
-            }
+        start
+    }
+
+    /// The comma before a member, unless it is the node's first.
+    fn separate(&mut self, start: usize, itself: bool) {
+        if itself || self.out.len() > start + 1 {
+            self.out.push(b',');
         }
-        json.push(b'}');
-        Some(FieldsText { members: Vec::new(), json })
+    }
+
+    /// Ends the node begun at `start`: `{}` for a member with nothing under it, nothing at all
+    /// (false) for a node that is no member.
+    fn close(&mut self, start: usize, members: usize, itself: bool) -> bool {
+        if members == 0 {
+            self.out.truncate(start);
+            if itself {
+                self.out.extend_from_slice(b"{}");
+            }
+            return itself;
+        }
+        self.out.push(b'}');
+        true
+    }
+
+    /// Descends into `field`; returns the length of the path to cut back to.
+    fn enter(&mut self, field: &str) -> usize {
+        let parent = self.path.len();
+        self.path.push('.');
+        self.path.push_str(field);
+        parent
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::field_set::{self, display_path, FieldSet, FieldTree, FieldsText};
+use super::field_set::{self, display_path, FieldSet, FieldTree};
 use super::ApiError;
 use crate::model::{json, now, JsonField};
 
@@ -174,13 +174,22 @@ fn owned_fields<T: FieldTree>(
     status_separate: bool,
     subresource: &str,
 ) -> Option<T> {
+    field_set::of_object_except(object, &unowned_skip(status_separate, subresource))
+}
+
+/// `owned_fields` as FieldsV1 JSON text.
+fn owned_fields_json(object: &Value, status_separate: bool, subresource: &str) -> Option<Vec<u8>> {
+    field_set::json_of_object_except(object, &unowned_skip(status_separate, subresource))
+}
+
+/// What `unowned` removes, as a walk leaves it out (`skip(parent path, field)`).
+fn unowned_skip(status_separate: bool, subresource: &str) -> impl Fn(&str, &str) -> bool {
     let skip_status = status_separate && subresource.is_empty();
-    let skip = |parent: &str, field: &str| match parent {
+    move |parent: &str, field: &str| match parent {
         "" => ROOT_IDENTITY.contains(&field) || (skip_status && field == "status"),
         ".metadata" => METADATA_IDENTITY.contains(&field) || SERVER_METADATA.contains(&field),
         _ => false,
-    };
-    field_set::of_object_except(object, &skip)
+    }
 }
 
 fn bad_entries(problem: String) -> ApiError {
@@ -297,14 +306,14 @@ impl ManagedFields {
             self.write_to(object);
             return None;
         }
-        let fields: Option<FieldsText> = owned_fields(object, status_separate, writer.subresource);
+        let fields = owned_fields_json(object, status_separate, writer.subresource);
         let meta = object.get_mut("metadata").and_then(Value::as_object_mut)?;
         let Some(fields) = fields else {
             meta.remove("managedFields");
             return None;
         };
         meta.insert("managedFields".into(), Value::Null);
-        let json = entry_text(writer, &now(), &fields.into_json());
+        let json = entry_text(writer, &now(), &fields);
         Some(JsonField { name: "managedFields", json })
     }
 
@@ -544,6 +553,11 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "image": "a"},
                     {"name": "c", "image": "b", "args": ["z"]}, {"name": "b", "image": "c"}]}}),
             json!({"kind": "ConfigMap", "metadata": {"name": "only", "uid": "u"}}),
+            // Keyed items out of order, an item without its key, a set holding an object.
+            json!({"kind": "Pod", "metadata": {"name": "p", "finalizers": [{"a": 1}]},
+                "spec": {"containers": [{"name": "z", "ports": [{"containerPort": 9376},
+                    {"containerPort": 80}], "env": [{"value": "no name"}], "securityContext": {}},
+                    {"name": "a", "image": "i"}], "tolerations": [{"key": "k"}]}}),
             json!({"metadata": {}}),
             json!({}),
         ];
@@ -563,9 +577,9 @@ mod tests {
                 let json: Option<Value> = owned_fields(object, status_separate, "");
                 let expected_json = (!expected.is_empty()).then(|| expected.into_json());
                 assert_eq!(json, expected_json, "{object}");
-                let text: Option<FieldsText> = owned_fields(object, status_separate, "");
+                let text = owned_fields_json(object, status_separate, "");
                 let expected_text = expected_json.map(|j| serde_json::to_vec(&j).unwrap());
-                assert_eq!(text.map(FieldsText::into_json), expected_text, "{object}");
+                assert_eq!(text, expected_text, "{object}");
 
                 let mut created = object.clone();
                 let creator_entry =
