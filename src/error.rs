@@ -86,13 +86,10 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
         HttpError::NoSuchPath => (404, "NotFound", None),
         HttpError::MethodNotAllowed => (405, "MethodNotAllowed", None),
         HttpError::BadRequest(_) => (400, "BadRequest", None),
-        HttpError::TooManyRequests => (
-            429,
-            "TooManyRequests",
-            Some(json!({"causes": [{"reason": "ServerTimeout",
-                "message": "The request could not be served in time; retry"}],
-                "retryAfterSeconds": RETRY_AFTER_SECONDS})),
-        ),
+        // As kube-apiserver's max-in-flight filter answers: the details say only when to retry.
+        HttpError::TooManyRequests => {
+            (429, "TooManyRequests", Some(json!({"retryAfterSeconds": RETRY_AFTER_SECONDS})))
+        }
     };
     let mut status = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -149,6 +146,6 @@ mod tests {
         assert_eq!(response.headers().get("Retry-After").unwrap(), "1");
         let (_, body) = status_of(&HttpError::TooManyRequests);
         assert_eq!(body["reason"], "TooManyRequests");
-        assert_eq!(body["details"]["retryAfterSeconds"], 1);
+        assert_eq!(body["details"], json!({"retryAfterSeconds": 1}));
     }
 }
