@@ -52,7 +52,12 @@ struct Informed(&'static ResourceType, Feed);
 /// The garbage collector actor.
 pub struct GarbageCollector {
     client: Arc<dyn ApiClient>,
+    /// Objects the collector may act on: they name owners or finalizers, or are being
+    /// deleted.
     nodes: HashMap<String, Node>,
+    /// Every other object (most of a cluster's), kept only as an owner that exists: its uid
+    /// and resource, a tenth of a node's memory.
+    plain: HashMap<Box<str>, &'static ResourceType>,
     dependents: HashMap<String, HashSet<String>>,
     /// Resources listed at least once: dangling references are only judged after all are.
     listed: HashSet<&'static str>,
@@ -70,6 +75,7 @@ impl GarbageCollector {
         Self {
             client,
             nodes: HashMap::new(),
+            plain: HashMap::new(),
             dependents: HashMap::new(),
             listed: HashSet::new(),
             to_list,
@@ -97,6 +103,12 @@ impl GarbageCollector {
             .flatten()
             .filter_map(|r| r["uid"].as_str().map(String::from))
             .collect();
+        let finalizers = strings(&meta["finalizers"]);
+        let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
+        if owners.is_empty() && finalizers.is_empty() && !deleting {
+            self.plain.insert(uid.as_str().into(), resource);
+            return uid;
+        }
         for owner in &owners {
             self.dependents.entry(owner.clone()).or_default().insert(uid.clone());
         }
@@ -107,14 +119,18 @@ impl GarbageCollector {
                 namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
                 name: meta["name"].as_str().unwrap_or("").to_string(),
                 owners,
-                finalizers: strings(&meta["finalizers"]),
-                deleting: meta.get("deletionTimestamp").is_some_and(|t| !t.is_null()),
+                finalizers,
+                deleting,
             },
         );
         uid
     }
 
+    /// Forgets `uid`; its node, unless it was a plain object.
     fn remove(&mut self, uid: &str) -> Option<Node> {
+        if self.plain.remove(uid).is_some() {
+            return None;
+        }
         let node = self.nodes.remove(uid)?;
         for owner in &node.owners {
             if let Some(set) = self.dependents.get_mut(owner) {
@@ -125,6 +141,11 @@ impl GarbageCollector {
             }
         }
         Some(node)
+    }
+
+    /// Whether the object `uid` exists, by the graph.
+    fn exists(&self, uid: &str) -> bool {
+        self.plain.contains_key(uid) || self.nodes.contains_key(uid)
     }
 
     /// Live dependents of `uid`.
@@ -140,6 +161,9 @@ impl GarbageCollector {
 
     /// Acts on whatever `uid`'s state asks for.
     fn process(&mut self, uid: &str, ctx: &mut Context<Self>) {
+        if self.plain.contains_key(uid) {
+            return;
+        }
         let Some(node) = self.nodes.get(uid) else {
             // Gone: its dependents may have no owner left.
             for dependent in self.dependents_of(uid) {
@@ -200,7 +224,7 @@ impl GarbageCollector {
     /// agrees: the graph may not have seen a dependent let go of an owner yet.
     fn collect_if_orphaned(&mut self, uid: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid) else { return };
-        if node.owners.is_empty() || node.owners.iter().any(|o| self.nodes.contains_key(o)) {
+        if node.owners.is_empty() || node.owners.iter().any(|o| self.exists(o)) {
             return;
         }
         let (node, uid, client) = (node.clone(), uid.to_string(), self.client.clone());
@@ -346,11 +370,12 @@ impl Handler<Informed> for GarbageCollector {
     fn handle(&mut self, Informed(resource, feed): Informed, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                let stale: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .filter(|(_, n)| n.resource == resource)
-                    .map(|(uid, _)| uid.clone())
+                let nodes = self.nodes.iter().map(|(uid, n)| (uid.as_str(), n.resource));
+                let plain = self.plain.iter().map(|(uid, r)| (&**uid, *r));
+                let stale: Vec<String> = nodes
+                    .chain(plain)
+                    .filter(|(_, r)| *r == resource)
+                    .map(|(uid, _)| uid.to_string())
                     .collect();
                 for uid in stale {
                     self.remove(&uid);
@@ -483,6 +508,31 @@ mod tests {
             get(&core, "owner3").await.is_none().then_some(())
         })
         .await;
+    }
+
+    #[actix::test]
+    async fn plain_objects_are_kept_only_as_owners_that_exist() {
+        let core = core().await;
+        let mut collector = GarbageCollector::new(Arc::new(core.clone()));
+        let owner = json!({"metadata": {"name": "o", "uid": "owner-uid"}});
+        let dependent = json!({"metadata": {"name": "d", "uid": "dep-uid", "ownerReferences":
+            [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "owner-uid"}]}});
+        collector.upsert(cms(), &owner);
+        collector.upsert(cms(), &dependent);
+        assert!(collector.plain.contains_key("owner-uid"));
+        assert!(!collector.nodes.contains_key("owner-uid"));
+        assert!(collector.nodes.contains_key("dep-uid"), "a dependent is a node");
+        assert!(collector.exists("owner-uid"));
+        assert_eq!(collector.dependents_of("owner-uid"), ["dep-uid"]);
+        // A finalizer makes the owner a node, and without it the owner is plain again.
+        let held = json!({"metadata": {"name": "o", "uid": "owner-uid", "finalizers": ["x"]}});
+        collector.upsert(cms(), &held);
+        assert!(collector.nodes.contains_key("owner-uid"));
+        assert!(!collector.plain.contains_key("owner-uid"));
+        collector.upsert(cms(), &owner);
+        assert!(!collector.nodes.contains_key("owner-uid"));
+        assert!(collector.remove("owner-uid").is_none(), "a plain object has no node");
+        assert!(!collector.exists("owner-uid"));
     }
 
     #[actix::test]
