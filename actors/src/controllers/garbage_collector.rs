@@ -56,7 +56,7 @@ pub struct GarbageCollector {
     /// deleted.
     nodes: HashMap<String, Node>,
     /// Every other object (most of a cluster's), kept only as an owner that exists: its uid
-    /// and resource, a tenth of a node's memory.
+    /// and resource, about a quarter of a node's memory.
     plain: HashMap<Box<str>, &'static ResourceType>,
     dependents: HashMap<String, HashSet<String>>,
     /// Resources listed at least once: dangling references are only judged after all are.
