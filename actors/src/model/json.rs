@@ -8,18 +8,28 @@ use serde_json::Value;
 /// The value at a JSON pointer (`/metadata/labels`, `/spec/containers/0`), as
 /// `Value::pointer` finds it.
 pub fn at<'a>(value: &'a Value, pointer: &str) -> Option<&'a Value> {
-    if pointer.contains('~') {
+    if memchr::memchr(b'~', pointer.as_bytes()).is_some() {
         return value.pointer(pointer);
     }
     if pointer.is_empty() {
         return Some(value);
     }
-    pointer.strip_prefix('/')?.split('/').try_fold(value, step)
+    walk(value, pointer.strip_prefix('/')?, b'/')
 }
 
 /// The value at a dotted field path (`spec.nodeName`), as field selectors name fields.
 pub fn at_field<'a>(value: &'a Value, field: &str) -> Option<&'a Value> {
-    field.split('.').try_fold(value, step)
+    walk(value, field, b'.')
+}
+
+/// Steps down the tokens of `path`, split at `separator`. (Found with memchr: `str::split`'s
+/// character search showed in the instruction counts of a create, which reads a dozen paths.)
+fn walk<'a>(mut value: &'a Value, mut path: &str, separator: u8) -> Option<&'a Value> {
+    while let Some(end) = memchr::memchr(separator, path.as_bytes()) {
+        value = step(value, &path[..end])?;
+        path = &path[end + 1..];
+    }
+    step(value, path)
 }
 
 fn step<'a>(value: &'a Value, token: &str) -> Option<&'a Value> {
@@ -66,5 +76,9 @@ mod tests {
         }
         assert_eq!(at_field(&value, "metadata.name"), Some(&json!("n")));
         assert_eq!(at_field(&value, "spec.nodeName"), None);
+        assert_eq!(at_field(&value, "spec.containers.1.name"), Some(&json!("c1")));
+        assert_eq!(at_field(&value, "metadata.labels."), Some(&json!("e")));
+        assert_eq!(at_field(&value, "metadata..name"), None);
+        assert_eq!(at_field(&value, ""), None);
     }
 }
