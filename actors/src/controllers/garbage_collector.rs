@@ -17,7 +17,7 @@ use crate::client::ApiClient;
 use crate::core::{
     ApiError, DeleteOptions, ObjectView, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
-use crate::model::{resources, ResourceType};
+use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
 
 /// What the collector knows of one object.
@@ -66,7 +66,7 @@ pub struct GarbageCollector {
 }
 
 fn uid_of(object: &Value) -> String {
-    object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string()
+    json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 impl GarbageCollector {
