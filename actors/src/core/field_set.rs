@@ -51,38 +51,49 @@ enum ListKind {
 /// The list type of `field` in the object at `parent`, as the core types declare it
 /// (`x-kubernetes-list-type` and `x-kubernetes-list-map-keys`).
 fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
-    let kind = match lists::declared(parent, field) {
-        Some(declared) if declared.keys.is_empty() => ListKind::Set,
-        Some(declared) => ListKind::Keyed(declared.keys),
-        None => ListKind::Atomic,
-    };
-    // A list that does not follow its type (an item without its key, a repeated key or
-    // value) is treated as one value rather than guessed at.
-    let fits = match kind {
-        ListKind::Keyed(keys) => all_distinct(items.iter().map(|i| item_key(i, keys))),
-        ListKind::Set => {
-            all_distinct(items.iter().map(|i| (!i.is_object()).then(|| i.to_string())))
-        }
-        ListKind::Atomic => true,
-    };
-    if fits {
-        kind
-    } else {
-        ListKind::Atomic
+    match list_items(parent, field, items) {
+        ListItems::Keyed(keys, _) => ListKind::Keyed(keys),
+        ListItems::Set(_) => ListKind::Set,
+        ListItems::Atomic => ListKind::Atomic,
     }
 }
 
-/// Every element is there (`Some`) and none repeats: checked by sorting, without a hashed
-/// set, whose SipHash of each element showed in profiles of the write path.
-fn all_distinct(elements: impl Iterator<Item = Option<String>>) -> bool {
-    let Some(mut elements) = elements.collect::<Option<Vec<String>>>() else {
-        return false;
+/// A list's items as a field set names them, sorted by element.
+enum ListItems<'a> {
+    /// Objects identified by these fields: each item's `k:` element, with the item.
+    Keyed(&'static [&'static str], Vec<(String, &'a Value)>),
+    /// Unique plain values: their `v:` elements.
+    Set(Vec<String>),
+    Atomic,
+}
+
+/// The items of the list `field` of the object at `parent`, as `list_kind` finds its type. A
+/// list that does not follow its type (an item without its key, a repeated key or value) is
+/// treated as one value rather than guessed at.
+fn list_items<'a>(parent: &str, field: &str, items: &'a [Value]) -> ListItems<'a> {
+    let listed = match lists::declared(parent, field) {
+        None => None,
+        Some(declared) if declared.keys.is_empty() => items
+            .iter()
+            .map(|item| (!item.is_object()).then(|| value_element(item)))
+            .collect::<Option<Vec<String>>>()
+            .and_then(|elements| sorted_distinct(elements, String::as_str))
+            .map(ListItems::Set),
+        Some(declared) => items
+            .iter()
+            .map(|item| Some((item_key(item, declared.keys)?, item)))
+            .collect::<Option<Vec<_>>>()
+            .and_then(|elements| sorted_distinct(elements, |(element, _)| element))
+            .map(|elements| ListItems::Keyed(declared.keys, elements)),
     };
-    if elements.len() < 2 {
-        return true;
-    }
-    elements.sort_unstable();
-    elements.windows(2).all(|pair| pair[0] != pair[1])
+    listed.unwrap_or(ListItems::Atomic)
+}
+
+/// `elements` sorted by their `element`, unless one repeats: checked by sorting, without a
+/// hashed set, whose SipHash of each element showed in profiles of the write path.
+fn sorted_distinct<T>(mut elements: Vec<T>, element: impl Fn(&T) -> &str) -> Option<Vec<T>> {
+    elements.sort_unstable_by(|a, b| element(a).cmp(element(b)));
+    elements.windows(2).all(|pair| element(&pair[0]) != element(&pair[1])).then_some(elements)
 }
 
 /// The `k:` element of a keyed list's item; a missing `protocol` is TCP, its default.
@@ -291,43 +302,38 @@ impl FieldsText<'_> {
                 self.path.truncate(parent);
                 written
             }
-            Value::Array(items) if !items.is_empty() => match list_kind(&self.path, field, items) {
-                ListKind::Keyed(keys) => {
-                    let mut elements: Vec<(String, &Value)> = items
-                        .iter()
-                        .map(|item| (item_key(item, keys).expect("list_kind checked"), item))
-                        .collect();
-                    elements.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                    let parent = self.enter(field);
-                    let start = self.open(false);
-                    for (element, item) in &elements {
-                        self.separate(start, false);
-                        push_json_string(&mut self.out, element);
-                        self.out.push(b':');
-                        match item.as_object() {
-                            Some(map) => _ = self.fields(map, true),
-                            None => self.out.extend_from_slice(b"{}"),
+            Value::Array(items) if !items.is_empty() => {
+                match list_items(&self.path, field, items) {
+                    ListItems::Keyed(_, elements) => {
+                        let parent = self.enter(field);
+                        let start = self.open(false);
+                        for (element, item) in &elements {
+                            self.separate(start, false);
+                            push_json_string(&mut self.out, element);
+                            self.out.push(b':');
+                            match item.as_object() {
+                                Some(map) => _ = self.fields(map, true),
+                                None => self.out.extend_from_slice(b"{}"),
+                            }
                         }
+                        self.path.truncate(parent);
+                        self.close(start, elements.len(), false)
                     }
-                    self.path.truncate(parent);
-                    self.close(start, elements.len(), false)
-                }
-                ListKind::Set => {
-                    let mut elements: Vec<String> = items.iter().map(value_element).collect();
-                    elements.sort_unstable();
-                    let start = self.open(true);
-                    for element in &elements {
-                        self.separate(start, true);
-                        push_json_string(&mut self.out, element);
-                        self.out.extend_from_slice(b":{}");
+                    ListItems::Set(elements) => {
+                        let start = self.open(true);
+                        for element in &elements {
+                            self.separate(start, true);
+                            push_json_string(&mut self.out, element);
+                            self.out.extend_from_slice(b":{}");
+                        }
+                        self.close(start, elements.len(), true)
                     }
-                    self.close(start, elements.len(), true)
+                    ListItems::Atomic => {
+                        self.out.extend_from_slice(b"{}");
+                        true
+                    }
                 }
-                ListKind::Atomic => {
-                    self.out.extend_from_slice(b"{}");
-                    true
-                }
-            },
+            }
             _ => {
                 self.out.extend_from_slice(b"{}");
                 true
@@ -414,25 +420,24 @@ fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip
         }
         Value::Array(items) if !items.is_empty() => {
             let path = child_path(parent, field);
-            match list_kind(parent, field, items) {
-                ListKind::Keyed(keys) => {
+            match list_items(parent, field, items) {
+                ListItems::Keyed(_, elements) => {
                     let mut node = T::new();
-                    for item in items {
+                    for (element, item) in elements {
                         if let Some(child) = walk_item(item, &path, skip) {
-                            let key = item_key(item, keys).expect("list_kind checked the keys");
-                            node.insert(key, child);
+                            node.insert(element, child);
                         }
                     }
                     node.finish(false)
                 }
-                ListKind::Set => {
+                ListItems::Set(elements) => {
                     let mut node = T::new();
-                    for item in items {
-                        node.insert(value_element(item), leaf());
+                    for element in elements {
+                        node.insert(element, leaf());
                     }
                     node.finish(true)
                 }
-                ListKind::Atomic => Some(leaf()),
+                ListItems::Atomic => Some(leaf()),
             }
         }
         _ => Some(leaf()),

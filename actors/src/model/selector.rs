@@ -242,10 +242,9 @@ impl Labels {
 
 /// The selectable field values of one object, extracted once when it is written:
 /// `metadata.name`, `metadata.namespace` for namespaced types, then the type's own.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldValues {
-    namespaced: bool,
-    selectable: &'static [&'static str],
+    resource: &'static ResourceType,
     values: PackedStrings,
 }
 
@@ -270,19 +269,18 @@ impl FieldValues {
                 _ => "".into(),
             });
         }
-        FieldValues {
-            namespaced: resource.namespaced,
-            selectable: resource.selectable_fields,
-            values: PackedStrings::new(values.iter().map(|v| v.as_ref())),
-        }
+        FieldValues { resource, values: PackedStrings::new(values.iter().map(|v| v.as_ref())) }
     }
 
     pub fn get(&self, field: &str) -> Option<&str> {
-        let own = 1 + usize::from(self.namespaced);
+        let namespaced = self.resource.namespaced;
         let index = match field {
             "metadata.name" => 0,
-            "metadata.namespace" if self.namespaced => 1,
-            _ => own + self.selectable.iter().position(|f| *f == field)?,
+            "metadata.namespace" if namespaced => 1,
+            _ => {
+                let own = 1 + usize::from(namespaced);
+                own + self.resource.selectable_fields.iter().position(|f| *f == field)?
+            }
         };
         self.values.get(index)
     }
