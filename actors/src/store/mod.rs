@@ -29,7 +29,7 @@ use crate::watch::HubHandle;
 use engine::Engine;
 use namespaces::NamespaceTable;
 use shard::{Get, List, Stop, StoreShard, Write, WriteOp};
-use writer::ShardWriter;
+use writer::{ShardWriter, WriterHandle};
 
 /// Errors of the store layer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -113,12 +113,11 @@ impl CommitMetrics {
     }
 
     /// Starts shard `index`'s writer, on its own thread, recording its commits.
-    fn start_writer(&self, index: usize, engine: Arc<dyn Engine>) -> Addr<ShardWriter> {
+    fn start_writer(&self, index: usize, engine: Arc<dyn Engine>) -> WriterHandle {
         let label = index.to_string();
         let batch_size = self.batch_size.with_label_values(&[label.as_str()]);
         let duration = self.duration.with_label_values(&[label.as_str()]);
-        let writer = ShardWriter::new(engine, batch_size, duration);
-        ShardWriter::start_in_arbiter(&Arbiter::new().handle(), move |_| writer)
+        ShardWriter::start(engine, batch_size, duration)
     }
 }
 
@@ -129,8 +128,8 @@ pub struct Store {
     revision: Arc<Revision>,
     metrics: CommitMetrics,
     namespaces: Arc<NamespaceTable>,
-    /// Lets `close` wait until every engine (and so every RocksDB handle) has been dropped.
-    engines: Arc<Vec<std::sync::Weak<dyn Engine>>>,
+    /// Lets `close` wait until every writer has dropped its engine (and so its RocksDB handle).
+    released: Arc<Vec<std::sync::Weak<()>>>,
 }
 
 /// Where the store keeps its data and how it is partitioned.
@@ -166,11 +165,14 @@ impl Store {
         let metrics = CommitMetrics::new();
         let namespaces = Arc::new(NamespaceTable::default());
         let mut loaded = Vec::with_capacity(shards);
-        for (index, engine) in engines.iter().enumerate() {
-            let writer = metrics.start_writer(index, engine.clone());
+        let mut released = Vec::with_capacity(shards);
+        for (index, engine) in engines.into_iter().enumerate() {
+            let stored = engine.load_all()?;
+            let writer = metrics.start_writer(index, engine);
+            released.push(writer.released());
             let shard = StoreShard::load(
                 index,
-                engine.load_all()?,
+                stored,
                 revision.clone(),
                 writer,
                 publish.clone(),
@@ -189,14 +191,12 @@ impl Store {
                 StoreShard::start_in_arbiter(&arbiter.handle(), move |_| shard)
             })
             .collect();
-        let engines: Vec<std::sync::Weak<dyn Engine>> =
-            engines.iter().map(Arc::downgrade).collect();
         Ok(Self {
             shards: Arc::new(addrs),
             revision,
             metrics,
             namespaces,
-            engines: Arc::new(engines),
+            released: Arc::new(released),
         })
     }
 
@@ -212,7 +212,7 @@ impl Store {
             let _ = shard.send(Stop).await;
         }
         let deadline = std::time::Instant::now() + timeout;
-        while self.engines.iter().any(|e| e.strong_count() > 0)
+        while self.released.iter().any(|r| r.strong_count() > 0)
             && std::time::Instant::now() < deadline
         {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::engine::Entries;
 use super::namespaces::NamespaceTable;
-use super::writer::{Commit, ShardWriter};
+use super::writer::WriterHandle;
 use super::{codec, keys, Preconditions, Revision, StoreError};
 use crate::model::{text, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
 use crate::watch::{EventType, Publish, WatchEvent};
@@ -122,11 +122,9 @@ pub(crate) struct StoreShard {
     modified_at: HashMap<ResourceId, u64>,
     /// Accepted but not yet committed state of keys, newest first: what writes validate against.
     latest: HashMap<ObjectKey, Option<Arc<StoredObject>>>,
-    pending: Vec<Accepted>,
-    /// The batch the writer is committing (one at a time).
-    committing: Option<Vec<Accepted>>,
-    flush_scheduled: bool,
-    writer: Addr<ShardWriter>,
+    /// Accepted writes not yet committed, oldest first: the order the writer commits them in.
+    uncommitted: VecDeque<Accepted>,
+    writer: WriterHandle,
     publish: Recipient<Publish>,
     /// Highest revision this shard has committed.
     applied: u64,
@@ -153,7 +151,7 @@ impl StoreShard {
         index: usize,
         stored: Entries,
         revision: Arc<Revision>,
-        writer: Addr<ShardWriter>,
+        writer: WriterHandle,
         publish: Recipient<Publish>,
         namespaces: Arc<NamespaceTable>,
     ) -> Result<Self, StoreError> {
@@ -183,9 +181,7 @@ impl StoreShard {
             collections,
             modified_at: HashMap::new(),
             latest: HashMap::new(),
-            pending: Vec::new(),
-            committing: None,
-            flush_scheduled: false,
+            uncommitted: VecDeque::new(),
             writer,
             publish,
             applied,
@@ -244,48 +240,18 @@ impl StoreShard {
         }
     }
 
-    /// Flushes what is pending once the mailbox has been read: a write that finds the writer
-    /// idle waits for the writes queued behind it, to share their sync.
-    fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
-        if !self.flush_scheduled && self.committing.is_none() && !self.pending.is_empty() {
-            self.flush_scheduled = true;
-            ctx.notify(Flush);
-        }
-    }
-
-    /// Hands everything accepted so far to the writer as one batch, unless it is busy.
-    fn flush(&mut self, ctx: &mut Context<Self>) {
-        if self.committing.is_some() || self.pending.is_empty() {
-            return;
-        }
-        let batch: Vec<Accepted> = std::mem::take(&mut self.pending);
-        let writes: Vec<_> = batch
-            .iter()
-            .map(|a| (a.event.object.clone(), a.event.kind == EventType::Deleted))
-            .collect();
-        self.committing = Some(batch);
-        // Not awaited: Gets and Lists are served while the batch is being synced (the writer
-        // encodes it).
-        let commit = Commit { writes, done: ctx.address().recipient() };
-        if let Err(error) = self.writer.try_send(commit) {
-            let error = StoreError::Engine(format!("the shard's writer is gone: {error}"));
-            self.on_committed(Err(error));
-        }
-    }
-
-    fn on_committed(&mut self, result: Result<(), StoreError>) {
-        let batch = self.committing.take().unwrap_or_default();
+    /// Applies the oldest `writes` uncommitted writes, which the writer has committed (or
+    /// failed to): on success their objects become the committed state, their writers get
+    /// their replies and the watch hub their events.
+    fn on_committed(&mut self, writes: usize, result: Result<(), StoreError>) {
         if let Err(error) = result {
-            // Later pending writes were validated against state that never reached disk.
-            tracing::error!(shard = self.index, %error, "commit failed; failing queued writes");
-            self.latest.clear();
-            for accepted in batch.into_iter().chain(self.pending.drain(..)) {
-                let _ = accepted.reply.send(Err(error.clone()));
-            }
+            self.fail_uncommitted(&error);
             return;
         }
-        let mut events = Vec::with_capacity(batch.len());
-        for Accepted { event, reply } in batch {
+        let mut events = Vec::with_capacity(writes);
+        let writes = writes.min(self.uncommitted.len());
+        let committed: Vec<Accepted> = self.uncommitted.drain(..writes).collect();
+        for Accepted { event, reply } in committed {
             let key = &event.object.key;
             let collection = self.collections.entry(key.resource.into()).or_default();
             let map_key = CollectionKey::of(key);
@@ -313,6 +279,17 @@ impl StoreShard {
             events.push(event);
         }
         self.publish.do_send(Publish { events });
+    }
+
+    /// A commit failed: every write not yet committed fails with it, since each was checked
+    /// against a state that never reached disk. Commits resume with the next write.
+    fn fail_uncommitted(&mut self, error: &StoreError) {
+        tracing::error!(shard = self.index, %error, "commit failed; failing queued writes");
+        self.latest.clear();
+        self.writer.discard_queued();
+        for accepted in self.uncommitted.drain(..) {
+            let _ = accepted.reply.send(Err(error.clone()));
+        }
     }
 
     fn list(&mut self, msg: List) -> Result<ListPage, StoreError> {
@@ -432,8 +409,13 @@ impl Handler<Write> for StoreShard {
             Ok(event) => {
                 let state = (event.kind != EventType::Deleted).then(|| event.object.clone());
                 self.latest.insert(event.object.key.clone(), state);
-                self.pending.push(Accepted { event, reply: msg.reply });
-                self.schedule_flush(ctx);
+                let deleted = event.kind == EventType::Deleted;
+                if self.writer.queue(event.object.clone(), deleted) {
+                    // Once the mailbox has been read: a write that finds the writer idle
+                    // waits for the writes queued behind it, to share their sync.
+                    ctx.notify(WakeWriter);
+                }
+                self.uncommitted.push_back(Accepted { event, reply: msg.reply });
             }
             Err(error) => {
                 let _ = msg.reply.send(Err(error));
@@ -442,24 +424,28 @@ impl Handler<Write> for StoreShard {
     }
 }
 
-/// Internal: write everything accepted so far as one batch.
-struct Flush;
+/// Internal: wake the idle writer to commit what has been queued.
+struct WakeWriter;
 
-impl Message for Flush {
+impl Message for WakeWriter {
     type Result = ();
 }
 
-impl Handler<Flush> for StoreShard {
+impl Handler<WakeWriter> for StoreShard {
     type Result = ();
 
-    fn handle(&mut self, _: Flush, ctx: &mut Context<Self>) {
-        self.flush_scheduled = false;
-        self.flush(ctx);
+    fn handle(&mut self, _: WakeWriter, ctx: &mut Context<Self>) {
+        if let Err(error) = self.writer.wake(ctx.address().recipient()) {
+            self.fail_uncommitted(&error);
+        }
     }
 }
 
-/// The writer's outcome for the batch being committed.
-pub(crate) struct Committed(pub(crate) Result<(), StoreError>);
+/// The writer's report of one commit: of the oldest `writes` writes not yet committed.
+pub(crate) struct Committed {
+    pub(crate) writes: usize,
+    pub(crate) result: Result<(), StoreError>,
+}
 
 impl Message for Committed {
     type Result = ();
@@ -468,10 +454,8 @@ impl Message for Committed {
 impl Handler<Committed> for StoreShard {
     type Result = ();
 
-    fn handle(&mut self, Committed(result): Committed, ctx: &mut Context<Self>) {
-        self.on_committed(result);
-        // Whatever arrived during the sync goes at once: the writer is free again.
-        self.flush(ctx);
+    fn handle(&mut self, Committed { writes, result }: Committed, _: &mut Context<Self>) {
+        self.on_committed(writes, result);
     }
 }
 
@@ -538,8 +522,7 @@ impl Handler<Stop> for StoreShard {
     type Result = ();
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        if self.committing.is_some() || !self.pending.is_empty() {
-            self.schedule_flush(ctx);
+        if !self.uncommitted.is_empty() {
             ctx.notify_later(Stop, Duration::from_millis(5));
         } else {
             ctx.stop();
