@@ -8,6 +8,7 @@ mod codec;
 mod engine;
 mod keys;
 mod namespaces;
+mod outbox;
 mod revision;
 mod rocks;
 mod shard;
@@ -298,9 +299,7 @@ impl Store {
     async fn write(&self, op: WriteOp) -> Result<Arc<StoredObject>, StoreError> {
         let resource = op.key().resource;
         let (reply, receive) = oneshot::channel();
-        // Queued even past the mailbox capacity: the shard drains its whole queue into each
-        // batch, so a deep queue is what group commit feeds on. A stopped shard drops `reply`.
-        self.shard(resource).do_send(Write { op, reply });
+        outbox::send(self.shard(resource), Write { op, reply });
         receive.await.map_err(|_| StoreError::Unavailable)?
     }
 }
@@ -336,7 +335,7 @@ mod tests {
     use crate::model::resources::find;
     use crate::watch::{HubOptions, WatchHub};
 
-    fn hub() -> HubHandle {
+    pub(super) fn hub() -> HubHandle {
         WatchHub::start(HubOptions {
             window_events: 100,
             buffer: 100,

@@ -397,14 +397,25 @@ pub(crate) struct Write {
     pub(crate) reply: oneshot::Sender<Result<Arc<StoredObject>, StoreError>>,
 }
 
-impl Message for Write {
+/// Changes, applied in order (see `outbox`).
+pub(crate) struct Writes(pub(crate) Vec<Write>);
+
+impl Message for Writes {
     type Result = ();
 }
 
-impl Handler<Write> for StoreShard {
+impl Handler<Writes> for StoreShard {
     type Result = ();
 
-    fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) {
+    fn handle(&mut self, Writes(writes): Writes, ctx: &mut Context<Self>) {
+        for write in writes {
+            self.write(write, ctx);
+        }
+    }
+}
+
+impl StoreShard {
+    fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
         match self.accept(msg.op) {
             Ok(event) => {
                 let state = (event.kind != EventType::Deleted).then(|| event.object.clone());
@@ -609,7 +620,7 @@ mod tests {
         let key = ObjectKey::new(pods, "ns", name);
         let object = PreparedObject::new(key, json!({"metadata": {"name": name}}));
         let (reply, outcome) = oneshot::channel();
-        shard.do_send(Write { op: WriteOp::Create(object), reply });
+        shard.do_send(Writes(vec![Write { op: WriteOp::Create(object), reply }]));
         outcome
     }
 
