@@ -6,7 +6,6 @@
 //! - an owner marked with the `foregroundDeletion` finalizer: its dependents are deleted, and once
 //!   none is left the finalizer is removed, so the owner goes last.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -17,7 +16,7 @@ use crate::client::ApiClient;
 use crate::core::{
     ApiError, DeleteOptions, ObjectView, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
-use crate::model::{json, resources, ResourceType};
+use crate::model::{json, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
 /// What the collector knows of one object.
@@ -54,13 +53,13 @@ pub struct GarbageCollector {
     client: Arc<dyn ApiClient>,
     /// Objects the collector may act on: they name owners or finalizers, or are being
     /// deleted.
-    nodes: HashMap<String, Node>,
+    nodes: FastMap<String, Node>,
     /// Every other object (most of a cluster's), kept only as an owner that exists: its uid
     /// and resource, about a quarter of a node's memory.
-    plain: HashMap<Box<str>, &'static ResourceType>,
-    dependents: HashMap<String, HashSet<String>>,
+    plain: FastMap<Box<str>, &'static ResourceType>,
+    dependents: FastMap<String, FastSet<String>>,
     /// Resources listed at least once: dangling references are only judged after all are.
-    listed: HashSet<&'static str>,
+    listed: FastSet<&'static str>,
     /// How many resources there are to list (those stored as themselves).
     to_list: usize,
 }
@@ -74,10 +73,10 @@ impl GarbageCollector {
         let to_list = resources::RESOURCES.iter().filter(|r| resources::is_stored(r)).count();
         Self {
             client,
-            nodes: HashMap::new(),
-            plain: HashMap::new(),
-            dependents: HashMap::new(),
-            listed: HashSet::new(),
+            nodes: FastMap::default(),
+            plain: FastMap::default(),
+            dependents: FastMap::default(),
+            listed: FastSet::default(),
             to_list,
         }
     }

@@ -250,15 +250,27 @@ pub struct FieldValues {
 
 impl FieldValues {
     pub fn extract(resource: &'static ResourceType, object: &serde_json::Value) -> Self {
-        let text = |pointer: &str| json::at(object, pointer).and_then(|v| v.as_str());
+        let metadata = object.get("metadata");
+        let text = |name: &str| metadata.and_then(|m| m.get(name)).and_then(|v| v.as_str());
         let mut values: Vec<Cow<'_, str>> =
             Vec::with_capacity(2 + resource.selectable_fields.len());
-        values.push(text("/metadata/name").unwrap_or("").into());
+        values.push(text("name").unwrap_or("").into());
         if resource.namespaced {
-            values.push(text("/metadata/namespace").unwrap_or("").into());
+            values.push(text("namespace").unwrap_or("").into());
         }
+        // Fields in a row often share their parent (`spec.*`, then `status.*`): it is looked
+        // up once for them.
+        let mut parent: (&str, Option<&serde_json::Value>) = ("", Some(object));
         for field in resource.selectable_fields {
-            values.push(match json::at_field(object, field) {
+            let (parent_path, name) = field.rsplit_once('.').unwrap_or(("", field));
+            if parent_path != parent.0 {
+                let found = match parent_path {
+                    "" => Some(object),
+                    path => json::at_field(object, path),
+                };
+                parent = (parent_path, found);
+            }
+            values.push(match parent.1.and_then(|p| json::at_field(p, name)) {
                 Some(serde_json::Value::String(s)) => s.as_str().into(),
                 Some(serde_json::Value::Bool(b)) => b.to_string().into(),
                 Some(serde_json::Value::Number(n)) => n.to_string().into(),
@@ -377,5 +389,44 @@ mod tests {
         assert_eq!(fields.get("metadata.name"), Some("n"));
         assert_eq!(fields.get("metadata.namespace"), None);
         assert_eq!(fields.get("spec.unschedulable"), Some("true"));
+    }
+
+    /// Each field is read from its own parent, whether or not the field before shared it.
+    #[test]
+    fn field_values_of_every_parent() {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = serde_json::json!({"metadata":{"name":"p","namespace":"ns"},
+            "spec":{"nodeName":"n1","schedulerName":"s","serviceAccountName":"sa"},
+            "status":{"phase":"Running","podIP":"10.0.0.1","nominatedNodeName":"n2"}});
+        let fields = FieldValues::extract(pods, &pod);
+        let wanted = [
+            ("spec.nodeName", "n1"),
+            ("spec.restartPolicy", ""),
+            ("spec.schedulerName", "s"),
+            ("spec.serviceAccountName", "sa"),
+            ("status.phase", "Running"),
+            ("status.podIP", "10.0.0.1"),
+            ("status.nominatedNodeName", "n2"),
+        ];
+        for (field, value) in wanted {
+            assert_eq!(fields.get(field), Some(value), "{field}");
+        }
+        let events = resources::find("", "v1", "events").unwrap();
+        let event = serde_json::json!({"metadata":{"name":"e","namespace":"ns"},
+            "involvedObject":{"kind":"Pod","name":"p"},"reason":"Started",
+            "source":{"component":"kubelet"},"type":"Normal"});
+        let fields = FieldValues::extract(events, &event);
+        let wanted = [
+            ("involvedObject.kind", "Pod"),
+            ("involvedObject.namespace", ""),
+            ("involvedObject.name", "p"),
+            ("reason", "Started"),
+            ("reportingComponent", ""),
+            ("source", "kubelet"),
+            ("type", "Normal"),
+        ];
+        for (field, value) in wanted {
+            assert_eq!(fields.get(field), Some(value), "{field}");
+        }
     }
 }

@@ -3,10 +3,9 @@
 //! reads it without a message. A create checks its namespace here, as Kubernetes' namespace
 //! admission reads a local cache instead of asking storage.
 
-use std::collections::HashMap;
 use std::sync::RwLock;
 
-use crate::model::{ResourceType, StoredObject};
+use crate::model::{FastMap, ResourceType, StoredObject};
 
 /// What a create may do in a namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +17,7 @@ pub enum NamespaceState {
 
 /// Namespace name to state, for every committed namespace.
 #[derive(Debug, Default)]
-pub(crate) struct NamespaceTable(RwLock<HashMap<String, NamespaceState>>);
+pub(crate) struct NamespaceTable(RwLock<FastMap<String, NamespaceState>>);
 
 impl NamespaceTable {
     /// Whether objects of `resource` are namespaces (the only ones the table follows).

@@ -1,7 +1,7 @@
 //! The store shard actor: owns a partition of the objects (whole resource types), serves reads
 //! from its in-memory cache and group-commits writes to its engine.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +14,9 @@ use super::engine::Entries;
 use super::namespaces::NamespaceTable;
 use super::writer::WriterHandle;
 use super::{codec, keys, Preconditions, Revision, StoreError};
-use crate::model::{text, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
+use crate::model::{
+    text, FastMap, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject,
+};
 use crate::watch::{EventType, Publish, WatchEvent};
 
 /// The objects of one resource type, by (namespace, name). Cloning is O(1), which is what makes
@@ -117,11 +119,11 @@ const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
 pub(crate) struct StoreShard {
     index: usize,
     revision: Arc<Revision>,
-    collections: HashMap<ResourceId, Collection>,
+    collections: FastMap<ResourceId, Collection>,
     /// The revision of the last committed change, per resource type.
-    modified_at: HashMap<ResourceId, u64>,
+    modified_at: FastMap<ResourceId, u64>,
     /// Accepted but not yet committed state of keys, newest first: what writes validate against.
-    latest: HashMap<ObjectKey, Option<Arc<StoredObject>>>,
+    latest: FastMap<ObjectKey, Option<Arc<StoredObject>>>,
     /// Accepted writes not yet committed, oldest first: the order the writer commits them in.
     uncommitted: VecDeque<Accepted>,
     writer: WriterHandle,
@@ -155,7 +157,7 @@ impl StoreShard {
         publish: Recipient<Publish>,
         namespaces: Arc<NamespaceTable>,
     ) -> Result<Self, StoreError> {
-        let mut collections: HashMap<ResourceId, Collection> = HashMap::new();
+        let mut collections: FastMap<ResourceId, Collection> = FastMap::default();
         let mut applied = 0;
         for (key, value) in stored {
             if key == keys::REVISION_KEY {
@@ -179,8 +181,8 @@ impl StoreShard {
             index,
             revision,
             collections,
-            modified_at: HashMap::new(),
-            latest: HashMap::new(),
+            modified_at: FastMap::default(),
+            latest: FastMap::default(),
             uncommitted: VecDeque::new(),
             writer,
             publish,

@@ -1,7 +1,7 @@
 //! The watch hub actor: keeps the event window and the subscriber list, and delivers every
 //! committed event to the watchers whose filter it matches.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::window::EventWindow;
 use super::{EventType, WatchError, WatchEvent, WatchItem};
-use crate::model::{ObjectFilter, ResourceType};
+use crate::model::{FastMap, ObjectFilter, ResourceType};
 
 /// The hub's settings (the `[watch]` config section).
 #[derive(Debug, Clone)]
@@ -111,7 +111,7 @@ const INDEXED_FIELD: &str = "spec.nodeName";
 #[derive(Default)]
 struct Subscribers {
     unindexed: Vec<Subscriber>,
-    by_value: HashMap<String, Vec<Subscriber>>,
+    by_value: FastMap<String, Vec<Subscriber>>,
 }
 
 impl Subscribers {
@@ -134,7 +134,7 @@ impl Subscribers {
             return;
         }
         // Each indexed value gets the events whose object had or has it, in order.
-        let mut by_value: HashMap<&str, Vec<&WatchEvent>> = HashMap::new();
+        let mut by_value: FastMap<&str, Vec<&WatchEvent>> = FastMap::default();
         for event in events {
             let now = event.object.fields.get(INDEXED_FIELD).unwrap_or("");
             let before = event.previous.as_ref().map(|p| p.fields.get(INDEXED_FIELD).unwrap_or(""));
@@ -173,8 +173,8 @@ impl Subscribers {
 pub struct WatchHub {
     options: HubOptions,
     window: EventWindow,
-    subscribers: HashMap<&'static ResourceType, Subscribers>,
-    last_revision: HashMap<&'static ResourceType, u64>,
+    subscribers: FastMap<&'static ResourceType, Subscribers>,
+    last_revision: FastMap<&'static ResourceType, u64>,
     next_id: u64,
 }
 
@@ -191,8 +191,8 @@ impl WatchHub {
         let hub = WatchHub {
             window: EventWindow::new(options.window_events),
             options,
-            subscribers: HashMap::new(),
-            last_revision: HashMap::new(),
+            subscribers: FastMap::default(),
+            last_revision: FastMap::default(),
             next_id: 0,
         };
         HubHandle { addr: WatchHub::start_in_arbiter(&arbiter.handle(), move |_| hub) }
