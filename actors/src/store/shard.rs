@@ -242,6 +242,26 @@ impl StoreShard {
         }
     }
 
+    /// Accepts one write (or refuses it at once) and queues it for the writer.
+    fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
+        match self.accept(msg.op) {
+            Ok(event) => {
+                let state = (event.kind != EventType::Deleted).then(|| event.object.clone());
+                self.latest.insert(event.object.key.clone(), state);
+                let deleted = event.kind == EventType::Deleted;
+                if self.writer.queue(event.object.clone(), deleted) {
+                    // Once the mailbox has been read: a write that finds the writer idle
+                    // waits for the writes queued behind it, to share their sync.
+                    ctx.notify(WakeWriter);
+                }
+                self.uncommitted.push_back(Accepted { event, reply: msg.reply });
+            }
+            Err(error) => {
+                let _ = msg.reply.send(Err(error));
+            }
+        }
+    }
+
     /// Applies the oldest `writes` uncommitted writes, which the writer has committed (or
     /// failed to): on success their objects become the committed state, their writers get
     /// their replies and the watch hub their events.
@@ -412,27 +432,6 @@ impl Handler<Writes> for StoreShard {
     fn handle(&mut self, Writes(writes): Writes, ctx: &mut Context<Self>) {
         for write in writes {
             self.write(write, ctx);
-        }
-    }
-}
-
-impl StoreShard {
-    fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
-        match self.accept(msg.op) {
-            Ok(event) => {
-                let state = (event.kind != EventType::Deleted).then(|| event.object.clone());
-                self.latest.insert(event.object.key.clone(), state);
-                let deleted = event.kind == EventType::Deleted;
-                if self.writer.queue(event.object.clone(), deleted) {
-                    // Once the mailbox has been read: a write that finds the writer idle
-                    // waits for the writes queued behind it, to share their sync.
-                    ctx.notify(WakeWriter);
-                }
-                self.uncommitted.push_back(Accepted { event, reply: msg.reply });
-            }
-            Err(error) => {
-                let _ = msg.reply.send(Err(error));
-            }
         }
     }
 }

@@ -24,7 +24,7 @@ type QueuedWrite = (Arc<StoredObject>, bool);
 /// Group commit: each time a commit ends, the writer takes everything its shard has queued
 /// meanwhile as the next batch, at once. The shard wakes it only when it had found the queue
 /// empty. (When the shard handed over each batch itself, in reply to the writer's report of
-/// the one before, the writer sat idle between commits for as long as a commit took, under
+/// the one before, the writer sat idle between commits about as long as a commit took, under
 /// load: the report and the next batch each waited for a busy core to wake a thread.)
 pub(crate) struct ShardWriter {
     engine: Arc<dyn Engine>,
