@@ -404,7 +404,8 @@ async fn main() {
     let mut measured: Vec<Vec<CreatePhase>> = counts.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
         for (i, &clients) in counts.iter().enumerate() {
-            let tag = format!("c{round}-{clients}");
+            // The phase's place in the round too: `-- 64 64` must not create the same names twice.
+            let tag = format!("c{round}-{i}-{clients}");
             let phase = create_phase(server.0.id(), &client, &base, &addr, clients, &tag).await;
             let label = if rounds > 1 { format!("round {}: ", round + 1) } else { String::new() };
             print_phase(&label, clients, &phase);
