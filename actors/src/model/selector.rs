@@ -398,34 +398,38 @@ mod tests {
         let pod = serde_json::json!({"metadata":{"name":"p","namespace":"ns"},
             "spec":{"nodeName":"n1","schedulerName":"s","serviceAccountName":"sa"},
             "status":{"phase":"Running","podIP":"10.0.0.1","nominatedNodeName":"n2"}});
-        let fields = FieldValues::extract(pods, &pod);
-        let wanted = [
-            ("spec.nodeName", "n1"),
-            ("spec.restartPolicy", ""),
-            ("spec.schedulerName", "s"),
-            ("spec.serviceAccountName", "sa"),
-            ("status.phase", "Running"),
-            ("status.podIP", "10.0.0.1"),
-            ("status.nominatedNodeName", "n2"),
-        ];
-        for (field, value) in wanted {
-            assert_eq!(fields.get(field), Some(value), "{field}");
-        }
+        assert_field_values(
+            &FieldValues::extract(pods, &pod),
+            &[
+                ("spec.nodeName", "n1"),
+                ("spec.restartPolicy", ""),
+                ("spec.schedulerName", "s"),
+                ("spec.serviceAccountName", "sa"),
+                ("status.phase", "Running"),
+                ("status.podIP", "10.0.0.1"),
+                ("status.nominatedNodeName", "n2"),
+            ],
+        );
         let events = resources::find("", "v1", "events").unwrap();
         let event = serde_json::json!({"metadata":{"name":"e","namespace":"ns"},
             "involvedObject":{"kind":"Pod","name":"p"},"reason":"Started",
             "source":{"component":"kubelet"},"type":"Normal"});
-        let fields = FieldValues::extract(events, &event);
-        let wanted = [
-            ("involvedObject.kind", "Pod"),
-            ("involvedObject.namespace", ""),
-            ("involvedObject.name", "p"),
-            ("reason", "Started"),
-            ("reportingComponent", ""),
-            ("source", "kubelet"),
-            ("type", "Normal"),
-        ];
-        for (field, value) in wanted {
+        assert_field_values(
+            &FieldValues::extract(events, &event),
+            &[
+                ("involvedObject.kind", "Pod"),
+                ("involvedObject.namespace", ""),
+                ("involvedObject.name", "p"),
+                ("reason", "Started"),
+                ("reportingComponent", ""),
+                ("source", "kubelet"),
+                ("type", "Normal"),
+            ],
+        );
+    }
+
+    fn assert_field_values(fields: &FieldValues, wanted: &[(&str, &str)]) {
+        for &(field, value) in wanted {
             assert_eq!(fields.get(field), Some(value), "{field}");
         }
     }
