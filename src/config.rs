@@ -23,6 +23,7 @@ pub enum ConfigError {
 struct RawConfig {
     data_dir: PathBuf,
     log_level: String,
+    disable_transparent_huge_pages: bool,
     server: RawServer,
     store: RawStore,
     watch: RawWatch,
@@ -129,6 +130,7 @@ impl Default for RawConfig {
         Self {
             data_dir: PathBuf::from("./data"),
             log_level: "info".into(),
+            disable_transparent_huge_pages: true,
             server: RawServer::default(),
             store: RawStore::default(),
             watch: RawWatch::default(),
@@ -192,6 +194,8 @@ pub struct Overrides {
 pub struct Settings {
     pub data_dir: PathBuf,
     pub log_level: String,
+    /// Turn transparent huge pages off for the server's process (`daemon::start`).
+    pub disable_transparent_huge_pages: bool,
     pub insecure_addr: SocketAddr,
     pub secure_addr: SocketAddr,
     pub max_request_body_bytes: usize,
@@ -346,6 +350,7 @@ impl Settings {
             scheduler_enabled: raw.scheduler.enabled,
             data_dir: raw.data_dir,
             log_level: raw.log_level,
+            disable_transparent_huge_pages: raw.disable_transparent_huge_pages,
             insecure_addr: SocketAddr::new(insecure_ip, raw.server.insecure_port),
             secure_addr: SocketAddr::new(secure_ip, raw.server.secure_port),
             max_request_body_bytes: at_least(
@@ -515,10 +520,14 @@ mod tests {
         let s = load("", &[], Overrides::default()).unwrap();
         assert_eq!(s.insecure_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(s.shards, 2);
+        assert!(s.disable_transparent_huge_pages);
         let s =
             load("[store]\nshards = 4\n", &[("KPLANE_WATCH__BUFFER", "7")], Overrides::default())
                 .unwrap();
         assert_eq!((s.shards, s.watch_buffer), (4, 7));
+        let s =
+            load("disable_transparent_huge_pages = false\n", &[], Overrides::default()).unwrap();
+        assert!(!s.disable_transparent_huge_pages);
         let s = load(
             "[store]\nshards = 4\n",
             &[("KPLANE_STORE__SHARDS", "3")],

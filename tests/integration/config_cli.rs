@@ -1,4 +1,5 @@
-//! Start-up failures: exit code 2 and one line naming the key or the port.
+//! Start-up: failures exit with code 2 and one line naming the key or the port; process-wide
+//! settings take effect.
 
 use std::net::TcpListener;
 
@@ -46,4 +47,24 @@ fn the_documented_config_file_is_accepted() {
         run_server(&["--config", path, "--insecure-port", &port], &[("RUST_LOG", "off")]);
     assert_eq!(code, 2);
     assert!(err.contains(&port) && !err.contains("config"), "{err}");
+}
+
+/// `THP_enabled` of a process, from `/proc/<pid>/status`: false once transparent huge pages
+/// were turned off for it (prctl PR_SET_THP_DISABLE).
+fn huge_pages_enabled(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:")).expect("THP_enabled");
+    line.split_whitespace().nth(1) == Some("1")
+}
+
+#[test]
+fn transparent_huge_pages_are_off_unless_configured_on() {
+    let server = Server::start();
+    assert!(!huge_pages_enabled(server.pid()), "off by default");
+    let server = Server::start_with_env(&[("KPLANE_DISABLE_TRANSPARENT_HUGE_PAGES", "false")]);
+    assert_eq!(
+        huge_pages_enabled(server.pid()),
+        huge_pages_enabled(std::process::id()),
+        "left as inherited when the key is false"
+    );
 }
