@@ -87,7 +87,7 @@ pub async fn shutdown_signal() {
 /// touch of fresh memory there faults in 2 MiB at once, zeroed whole (1-3 ms on a VM) while
 /// the shard's mailbox and the writer behind it wait. With 4 KiB pages the same zeroing comes
 /// in small steps. At 64 clients this took the writer's idle time between commits from ~360 to
-/// ~240 µs and raised durable creates/s by ~15% (README, Performance).
+/// ~240 µs and raised durable creates/s by 15-20% (README, Performance).
 fn disable_transparent_huge_pages() {
     match nix::sys::prctl::set_thp_disable(true) {
         Ok(()) => tracing::debug!("transparent huge pages are off for this process"),
