@@ -10,6 +10,7 @@ use std::time::Duration;
 use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
+use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::{ContainerLookup, ExecTarget, PodLookup};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -92,11 +93,13 @@ async fn run(
         .ok_or_else(|| AgentHttpError::BadRequest("the cmd parameter is required".into()))?;
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
     let mut command = command(&target, &argv)?;
-    command.stdin(Stdio::null());
-    let output = tokio::time::timeout(RUN_TIMEOUT, command.output())
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("{cmd:?}: {e}"));
+    let child = huge_pages::start(|| command.spawn()).map_err(failed)?;
+    let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
         .await
         .map_err(|_| AgentHttpError::BadRequest(format!("{cmd:?} ran longer than 60 s")))?
-        .map_err(|e| AgentHttpError::BadRequest(format!("{cmd:?}: {e}")))?;
+        .map_err(failed)?;
     let mut text = output.stdout;
     text.extend_from_slice(&output.stderr);
     Ok(HttpResponse::Ok().content_type("text/plain").body(text))
@@ -165,7 +168,7 @@ async fn exec(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let (response, session, mut messages) = upgrade(&req, payload)?;
-    let mut child = match command.spawn() {
+    let mut child = match huge_pages::start(|| command.spawn()) {
         Ok(child) => child,
         Err(e) => {
             let mut session = session;

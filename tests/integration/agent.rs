@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::util::{free_port, terminate, wait_until, Server};
+use crate::util::{free_port, huge_pages_enabled, terminate, wait_until, Server};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -267,6 +267,25 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
 }
 
 /// `kplane agent` against `server`, as another machine would run it.
+#[test]
+fn containers_get_the_huge_pages_the_server_was_started_with() {
+    let server = server_with_agent("node-h");
+    assert!(!huge_pages_enabled(server.pid()), "the server turns them off for itself");
+    let sleeper = pod_on(
+        "sleeper",
+        "node-h",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", "exec sleep 1000"]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &sleeper).0, 201);
+    let running =
+        wait_pod(&server, "sleeper", "sleeper runs", |p| p["status"]["phase"] == "Running");
+    assert_eq!(
+        huge_pages_enabled(pid_of(&running)),
+        huge_pages_enabled(std::process::id()),
+        "the container has what the server was started with (this test's own setting)"
+    );
+}
+
 fn start_agent(server: &Server, args: &[&str], data: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_kplane"))
         .args(["agent", "--server", &server.base(), "--data-dir"])

@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 
-use crate::util::Server;
+use crate::util::{huge_pages_enabled, Server};
 
 fn run_server(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let data = tempfile::tempdir().unwrap();
@@ -47,14 +47,6 @@ fn the_documented_config_file_is_accepted() {
         run_server(&["--config", path, "--insecure-port", &port], &[("RUST_LOG", "off")]);
     assert_eq!(code, 2);
     assert!(err.contains(&port) && !err.contains("config"), "{err}");
-}
-
-/// `THP_enabled` of a process, from `/proc/<pid>/status`: false once transparent huge pages
-/// were turned off for it (prctl PR_SET_THP_DISABLE).
-fn huge_pages_enabled(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("THP_enabled:")).expect("THP_enabled");
-    line.split_whitespace().nth(1) == Some("1")
 }
 
 #[test]

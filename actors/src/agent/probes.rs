@@ -80,7 +80,12 @@ async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
     let Some(mut process) = super::runtime::command(command, env, None) else {
         return Outcome::Failure("the exec probe has no command".into());
     };
-    let output = process.stdin(std::process::Stdio::null()).kill_on_drop(true).output().await;
+    use std::process::Stdio;
+    process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let output = match super::runtime::huge_pages::start(|| process.spawn()) {
+        Ok(child) => child.wait_with_output().await,
+        Err(e) => Err(e),
+    };
     match output {
         Ok(out) if out.status.success() => Outcome::Success,
         Ok(out) => Outcome::Failure(format!(

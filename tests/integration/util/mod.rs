@@ -25,6 +25,14 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `THP_enabled` of a process, from `/proc/<pid>/status`: false once transparent huge pages
+/// were turned off for it (prctl PR_SET_THP_DISABLE).
+pub fn huge_pages_enabled(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:")).expect("THP_enabled");
+    line.split_whitespace().nth(1) == Some("1")
+}
+
 /// A running `kplane server`, killed when dropped.
 pub struct Server {
     pub port: u16,

@@ -1,6 +1,7 @@
 //! Container runtimes: how a container's command line becomes something running. The pod worker
 //! drives either one the same way: start, signal, learn of the exit.
 
+pub mod huge_pages;
 mod process;
 mod simulated;
 
