@@ -133,10 +133,14 @@ async fn pods_land_where_they_fit_and_wait_for_a_bigger_node() {
 
     sim_node(&core, "large", "4", dir.path());
     assert_eq!(eventually("big placed on the new node", || node_of(&core, "big")).await, "large");
+    // Each bind is followed by its Scheduled event, written after it.
     let options =
         ListOptions { field_selector: Some("reason=Scheduled".into()), ..Default::default() };
-    let scheduled = ApiClient::list(&core, events, Some("default"), &options).await.unwrap();
-    assert_eq!(scheduled.items.len(), 3);
+    eventually("a Scheduled event for each of the three pods", || async {
+        let scheduled = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
+        (scheduled.items.len() == 3).then_some(())
+    })
+    .await;
 }
 
 #[actix::test]
