@@ -127,8 +127,13 @@ async fn pods_land_where_they_fit_and_wait_for_a_bigger_node() {
         field_selector: Some("reason=FailedScheduling".into()),
         ..Default::default()
     };
-    let failed = ApiClient::list(&core, events, Some("default"), &options).await.unwrap();
-    assert_eq!(failed.items[0]["involvedObject"]["name"], "big");
+    // The FailedScheduling event is written after the condition.
+    let failed = eventually("a FailedScheduling event", || async {
+        let failed = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
+        failed.items.first().cloned()
+    })
+    .await;
+    assert_eq!(failed["involvedObject"]["name"], "big");
     assert!(node_of(&core, "big").await.is_none());
 
     sim_node(&core, "large", "4", dir.path());
