@@ -34,7 +34,16 @@ pub fn start<T>(spawn: impl FnOnce() -> T) -> T {
     // One at a time: a spawn that ended must not take them away from one still starting.
     let _one_at_a_time = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
     let _ = prctl::set_thp_disable(false);
-    let started = spawn();
-    let _ = prctl::set_thp_disable(true);
-    started
+    // Dropped before the lock, even if `spawn` panics.
+    let _off_again = OffAgain;
+    spawn()
+}
+
+/// Turns huge pages off for this process again when dropped.
+struct OffAgain;
+
+impl Drop for OffAgain {
+    fn drop(&mut self) {
+        let _ = prctl::set_thp_disable(true);
+    }
 }
