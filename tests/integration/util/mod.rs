@@ -67,7 +67,46 @@ impl Server {
         Command::new(env!("CARGO_BIN_EXE_kplane"))
     }
 
+    /// Starts the server and waits until it serves. A port picked free can be taken before the
+    /// server binds it (the server then exits with code 2): it is started again on another.
     fn spawn(&mut self) {
+        for _ in 0..3 {
+            let (url, http) = (self.url("/readyz"), self.http.clone());
+            // Kept in `self` from the start, so that a failed wait still kills it on drop.
+            let process = self.start_process();
+            let child = self.child.insert(process);
+            let mut exited = None;
+            // Short probes: whatever took the port may accept and never answer.
+            let ready = || {
+                let probe = http.get(&url).timeout(Duration::from_secs(1)).send();
+                probe.is_ok_and(|r| r.status().is_success())
+            };
+            wait_until(Duration::from_secs(30), "the server is ready", || {
+                exited = child.try_wait().expect("the server's status");
+                exited.is_some() || ready()
+            });
+            if exited.is_none() {
+                // The system namespaces are created right after the listener binds.
+                wait_until(Duration::from_secs(10), "the default namespace exists", || {
+                    self.get("/api/v1/namespaces/default").0 == 200
+                });
+                // An answer from another server on a taken port: ours has exited by now.
+                let child = self.child.as_mut().expect("started above");
+                exited = child.try_wait().expect("the server's status");
+            }
+            match exited {
+                Some(status) if status.code() == Some(2) => {
+                    self.child = None;
+                    self.port = free_port();
+                }
+                Some(status) => panic!("the server exited at start-up: {status}"),
+                None => return,
+            }
+        }
+        panic!("the server exited with code 2 three times (its port taken, or its config refused)");
+    }
+
+    fn start_process(&self) -> Child {
         let mut cmd = Self::command();
         cmd.args(["server", "--insecure-port", &self.port.to_string(), "--data-dir"])
             .arg(self.data.path())
@@ -82,16 +121,7 @@ impl Server {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        self.child = Some(cmd.spawn().expect("start kplane"));
-        let url = self.url("/readyz");
-        let http = self.http.clone();
-        wait_until(Duration::from_secs(30), "the server is ready", || {
-            http.get(&url).send().is_ok_and(|r| r.status().is_success())
-        });
-        // The system namespaces are created right after the listener binds.
-        wait_until(Duration::from_secs(10), "the default namespace exists", || {
-            self.get("/api/v1/namespaces/default").0 == 200
-        });
+        cmd.spawn().expect("start kplane")
     }
 
     /// SIGKILL, as a crash would.
