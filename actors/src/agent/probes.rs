@@ -1,6 +1,7 @@
 //! Container probes: exec (exit code 0), httpGet (a status from 200 to 399) and tcpSocket (a
 //! connection), each bounded by the probe's timeout.
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Probe};
@@ -80,7 +81,6 @@ async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
     let Some(mut process) = super::runtime::command(command, env, None) else {
         return Outcome::Failure("the exec probe has no command".into());
     };
-    use std::process::Stdio;
     process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let output = match super::runtime::huge_pages::start(|| process.spawn()) {
         Ok(child) => child.wait_with_output().await,

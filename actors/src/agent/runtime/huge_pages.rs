@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 use nix::sys::prctl;
 
-/// Set once this process has turned huge pages off that it was started with.
+/// Set once this process has turned off the huge pages it was started with.
 static GIVE_BACK_TO_CHILDREN: AtomicBool = AtomicBool::new(false);
 /// Processes are started one at a time while huge pages are given back.
 static STARTING: Mutex<()> = Mutex::new(());
