@@ -67,9 +67,9 @@ enum ListItems<'a> {
     Atomic,
 }
 
-/// The items of the list `field` of the object at `parent`, as `list_kind` finds its type. A
-/// list that does not follow its type (an item without its key, a repeated key or value) is
-/// treated as one value rather than guessed at.
+/// The items of the list `field` of the object at `parent`, by its declared type. A list that
+/// does not follow its type (an item without its key, a repeated key or value) is treated as
+/// one value rather than guessed at.
 fn list_items<'a>(parent: &str, field: &str, items: &'a [Value]) -> ListItems<'a> {
     let listed = match lists::declared(parent, field) {
         None => None,
@@ -506,28 +506,30 @@ impl FieldSet {
             }
             (Value::Array(a), Value::Array(b)) if !a.is_empty() && !b.is_empty() => {
                 let path = child_path(parent, field);
-                match (list_kind(parent, field, a), list_kind(parent, field, b)) {
-                    (ListKind::Keyed(keys), ListKind::Keyed(_)) => {
-                        let before: BTreeMap<String, &Value> =
-                            a.iter().filter_map(|i| Some((item_key(i, keys)?, i))).collect();
+                match (list_items(parent, field, a), list_items(parent, field, b)) {
+                    (ListItems::Keyed(_, before), ListItems::Keyed(_, after)) => {
                         let mut set = FieldSet::default();
-                        for item in b {
-                            let key = item_key(item, keys).expect("list_kind checked the keys");
-                            let changed = match (before.get(&key), item) {
-                                (Some(Value::Object(old)), Value::Object(new)) => {
+                        for (key, item) in after {
+                            let old = before
+                                .binary_search_by(|(element, _)| element.cmp(&key))
+                                .map(|at| before[at].1);
+                            let changed = match (old, item) {
+                                (Ok(Value::Object(old)), Value::Object(new)) => {
                                     Self::changed_fields(old, new, &path)
                                 }
-                                (Some(_), _) => FieldSet::default(),
-                                (None, _) => Self::of_item(item, &path),
+                                (Ok(_), _) => FieldSet::default(),
+                                (Err(_), _) => Self::of_item(item, &path),
                             };
                             set.insert_child(key, changed);
                         }
                         set
                     }
-                    (ListKind::Set, ListKind::Set) => {
+                    (ListItems::Set(before), ListItems::Set(after)) => {
                         let mut set = FieldSet::default();
-                        for value in b.iter().filter(|v| !a.contains(v)) {
-                            set.children.insert(value_element(value), leaf());
+                        for element in after {
+                            if before.binary_search(&element).is_err() {
+                                set.children.insert(element, leaf());
+                            }
                         }
                         set
                     }

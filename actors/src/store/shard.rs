@@ -246,9 +246,9 @@ impl StoreShard {
     fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
         match self.accept(msg.op) {
             Ok(event) => {
-                let state = (event.kind != EventType::Deleted).then(|| event.object.clone());
-                self.latest.insert(event.object.key.clone(), state);
                 let deleted = event.kind == EventType::Deleted;
+                let state = (!deleted).then(|| event.object.clone());
+                self.latest.insert(event.object.key.clone(), state);
                 if self.writer.queue(event.object.clone(), deleted) {
                     // Once the mailbox has been read: a write that finds the writer idle
                     // waits for the writes queued behind it, to share their sync.
