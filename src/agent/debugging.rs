@@ -95,7 +95,7 @@ async fn run(
     let mut command = command(&target, &argv)?;
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("{cmd:?}: {e}"));
-    let child = huge_pages::start(|| command.spawn()).map_err(failed)?;
+    let child = huge_pages::spawn(&mut command).map_err(failed)?;
     let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
         .await
         .map_err(|_| AgentHttpError::BadRequest(format!("{cmd:?} ran longer than 60 s")))?
@@ -168,7 +168,7 @@ async fn exec(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let (response, session, mut messages) = upgrade(&req, payload)?;
-    let mut child = match huge_pages::start(|| command.spawn()) {
+    let mut child = match huge_pages::spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
             let mut session = session;

@@ -82,7 +82,7 @@ async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
         return Outcome::Failure("the exec probe has no command".into());
     };
     process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let output = match super::runtime::huge_pages::start(|| process.spawn()) {
+    let output = match super::runtime::huge_pages::spawn(&mut process) {
         Ok(child) => child.wait_with_output().await,
         Err(e) => Err(e),
     };

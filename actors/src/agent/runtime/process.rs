@@ -47,11 +47,10 @@ impl Runtime for ProcessRuntime {
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
             .process_group(0);
-        let mut child =
-            super::huge_pages::start(|| command.spawn()).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
-                _ => RuntimeError::Start(format!("{program}: {e}")),
-            })?;
+        let mut child = super::huge_pages::spawn(&mut command).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
+            _ => RuntimeError::Start(format!("{program}: {e}")),
+        })?;
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
         let exit = async move {
             match child.wait().await {
