@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,18 +57,93 @@ impl PodTemplate {
         PodTemplate { head: head.to_string(), tail: tail.to_string() }
     }
 
-    fn body(&self, name: &str) -> Bytes {
-        let mut body = Vec::with_capacity(self.head.len() + name.len() + self.tail.len());
-        body.extend_from_slice(self.head.as_bytes());
-        body.extend_from_slice(name.as_bytes());
-        body.extend_from_slice(self.tail.as_bytes());
-        Bytes::from(body)
+    /// Appends the body of the pod `name` to `buffer`.
+    fn write(&self, buffer: &mut Vec<u8>, name: &str) {
+        buffer.extend_from_slice(self.head.as_bytes());
+        buffer.extend_from_slice(name.as_bytes());
+        buffer.extend_from_slice(self.tail.as_bytes());
     }
 }
 
-/// One client: a kept-alive HTTP/1.1 connection (hyper's, without a pool or anything else a
-/// full client adds, so that the load generator leaves the two cores to the server).
-async fn connect(addr: &str) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+/// One client of the create and get phases: a kept-alive HTTP/1.1 connection, written and read
+/// by the client's own task. A request goes out in one write, head and body; its response is
+/// read up to its `Content-Length`. hyper's client runs each connection as a second task that
+/// a request reaches through a channel: on these two cores, which the load generator shares
+/// with the server, a create cost it 8-10 µs of CPU at 64 clients (18-22 µs at one), against
+/// 6-7 µs (11-13 µs) here.
+struct Connection {
+    stream: tokio::net::TcpStream,
+    /// The request being sent, and its body: built in place, kept from one to the next.
+    request: Vec<u8>,
+    body: Vec<u8>,
+    /// What has been read and not yet taken as a response.
+    received: Vec<u8>,
+}
+
+impl Connection {
+    async fn open(addr: &str) -> Self {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).unwrap();
+        let (request, body, received) = (Vec::new(), Vec::new(), Vec::with_capacity(8192));
+        Connection { stream, request, body, received }
+    }
+
+    /// POSTs the JSON that `write_body` writes to `path`; returns the response's status.
+    async fn post(&mut self, path: &str, write_body: impl FnOnce(&mut Vec<u8>)) -> u16 {
+        self.body.clear();
+        write_body(&mut self.body);
+        self.request.clear();
+        write!(
+            self.request,
+            "POST {path} HTTP/1.1\r\nhost: kplane\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n",
+            self.body.len()
+        )
+        .unwrap();
+        self.request.extend_from_slice(&self.body);
+        self.round_trip().await
+    }
+
+    /// GETs `path`; returns the response's status.
+    async fn get(&mut self, path: &str) -> u16 {
+        self.request.clear();
+        write!(self.request, "GET {path} HTTP/1.1\r\nhost: kplane\r\n\r\n").unwrap();
+        self.round_trip().await
+    }
+
+    /// Sends `self.request` and reads its whole response.
+    async fn round_trip(&mut self) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(&self.request).await.expect("send a request");
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut response = httparse::Response::new(&mut headers);
+            let parsed = response.parse(&self.received).expect("an HTTP response");
+            if let httparse::Status::Complete(head) = parsed {
+                let status = response.code.expect("a status code");
+                let length = response
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                    .expect("a response with a Content-Length");
+                let end = head + length;
+                while self.received.len() < end {
+                    self.received.reserve(end - self.received.len());
+                    let read = self.stream.read_buf(&mut self.received).await.expect("read");
+                    assert!(read > 0, "the server closed the connection");
+                }
+                self.received.drain(..end);
+                return status;
+            }
+            let read = self.stream.read_buf(&mut self.received).await.expect("read");
+            assert!(read > 0, "the server closed the connection");
+        }
+    }
+}
+
+/// A watch's connection: hyper's client, which reads the chunked stream.
+async fn watch_connection(addr: &str) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).unwrap();
     let (sender, connection) =
@@ -88,26 +165,25 @@ async fn run_phase(addr: &str, clients: usize, op: &str, tag: &str) -> (f64, usi
             let op = op.to_string();
             let tag = tag.to_string();
             tokio::spawn(async move {
-                let mut sender = connect(&addr).await;
+                let mut connection = Connection::open(&addr).await;
                 let mut i = 0usize;
+                let mut name = String::new();
+                let mut path = String::new();
                 while started.elapsed() < PHASE {
-                    let request = if op == "create" {
-                        Request::post("/api/v1/namespaces/default/pods")
-                            .header("host", &addr)
-                            .header("content-type", "application/json")
-                            .body(Full::new(template.body(&format!("{tag}-{c}-{i}"))))
+                    let status = if op == "create" {
+                        name.clear();
+                        write!(name, "{tag}-{c}-{i}").unwrap();
+                        connection
+                            .post("/api/v1/namespaces/default/pods", |body| {
+                                template.write(body, &name)
+                            })
+                            .await
                     } else {
-                        Request::get(format!(
-                            "/api/v1/namespaces/default/pods/target-{}",
-                            i % GET_TARGETS
-                        ))
-                        .header("host", &addr)
-                        .body(Full::new(Bytes::new()))
+                        path.clear();
+                        write!(path, "/api/v1/namespaces/default/pods/target-{}", i % GET_TARGETS)
+                            .unwrap();
+                        connection.get(&path).await
                     };
-                    sender.ready().await.expect("connection");
-                    let response = sender.send_request(request.unwrap()).await.expect("request");
-                    let status = response.status().as_u16();
-                    response.into_body().collect().await.expect("response body");
                     assert!(status == 201 || status == 200, "status {status}");
                     done.fetch_add(1, Ordering::Relaxed);
                     i += 1;
@@ -261,7 +337,7 @@ async fn watch_phase(
         .map(|_| {
             let (addr, sent, ready) = (addr.to_string(), sent.clone(), ready_tx.clone());
             tokio::spawn(async move {
-                let mut sender = connect(&addr).await;
+                let mut sender = watch_connection(&addr).await;
                 let request = Request::get("/api/v1/namespaces/watched/pods?watch=true")
                     .header("host", &addr)
                     .body(Full::new(Bytes::new()))
@@ -293,20 +369,17 @@ async fn watch_phase(
         ready_rx.recv().await.expect("every watch started");
     }
     let template = PodTemplate::new();
-    let mut creator = connect(addr).await;
+    let mut creator = Connection::open(addr).await;
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / WATCHED_PER_SEC));
     let first = started.elapsed();
     for (i, sent_at) in sent.iter().enumerate() {
         tick.tick().await;
-        let request = Request::post("/api/v1/namespaces/watched/pods")
-            .header("host", addr)
-            .header("content-type", "application/json")
-            .body(Full::new(template.body(&format!("watched-{i}"))))
-            .unwrap();
+        let name = format!("watched-{i}");
         sent_at.set(started.elapsed()).expect("sent once");
-        let response = creator.send_request(request).await.expect("a create");
-        assert_eq!(response.status().as_u16(), 201);
-        response.into_body().collect().await.expect("a created pod");
+        let status = creator
+            .post("/api/v1/namespaces/watched/pods", |body| template.write(body, &name))
+            .await;
+        assert_eq!(status, 201);
     }
     let mut latencies = Vec::with_capacity(WATCHERS * WATCHED_PODS);
     let mut last = Duration::ZERO;
