@@ -1,5 +1,5 @@
-# kplane: `make run` starts the server, `make test` runs every test. Both install what a fresh
-# machine lacks first (see scripts/setup.sh).
+# kplane: `make run` starts the server, `make test` runs every test and compiles the benches.
+# Both install what a fresh machine lacks first (see scripts/setup.sh).
 
 .PHONY: setup run test bench
 
@@ -12,6 +12,7 @@ run: setup
 test:
 	@bash scripts/setup.sh test
 	cargo test --workspace --no-fail-fast --lib --bins --tests
+	cargo bench --no-run --bench mailbox --bench api_load --bench scheduler --bench agent
 
 bench: setup
 	cargo bench --bench mailbox --bench api_load --bench scheduler --bench agent
