@@ -70,7 +70,7 @@ impl PodTemplate {
 /// read up to its `Content-Length`. hyper's client runs each connection as a second task that
 /// a request reaches through a channel: on these two cores, which the load generator shares
 /// with the server, a create cost it 8-10 µs of CPU at 64 clients (18-22 µs at one), against
-/// 6-7 µs (11-13 µs) here.
+/// 6-7 µs (11-15 µs) here.
 struct Connection {
     stream: tokio::net::TcpStream,
     /// The request being sent, and its body: built in place, kept from one to the next.
