@@ -87,7 +87,7 @@ pub async fn shutdown_signal() {
 /// there faults in 2 MiB at once, zeroed whole (1-3 ms on a VM) while the shard's mailbox and
 /// the writer behind it wait. With 4 KiB pages the same zeroing comes in small steps. At 64
 /// clients this took the writer's idle time between commits from ~360 to ~240 µs and raised
-/// durable creates/s by 15-20% (README, Performance).
+/// durable creates/s by 15-20% (benches/README.md, the fourth sitting).
 fn disable_transparent_huge_pages() {
     match kplane_actors::agent::runtime::huge_pages::turn_off_for_this_process() {
         Ok(()) => tracing::debug!("transparent huge pages are off for this process"),

@@ -266,7 +266,6 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert!(!alive(web_pid), "the embedded agent stops its containers on shutdown");
 }
 
-/// `kplane agent` against `server`, as another machine would run it.
 #[test]
 fn containers_get_the_huge_pages_the_server_was_started_with() {
     let server = server_with_agent("node-h");
@@ -286,6 +285,7 @@ fn containers_get_the_huge_pages_the_server_was_started_with() {
     );
 }
 
+/// `kplane agent` against `server`, as another machine would run it.
 fn start_agent(server: &Server, args: &[&str], data: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_kplane"))
         .args(["agent", "--server", &server.base(), "--data-dir"])

@@ -214,6 +214,7 @@ impl Handler<Wake> for ShardWriter {
         }
     }
 }
+
 /// The batch's entries, encoded into `buffer`: each object's key and (unless deleted) its
 /// value, then the revision record (the batch's highest).
 fn encode<'a>(buffer: &'a mut Vec<u8>, writes: &[QueuedWrite]) -> Vec<BatchEntry<'a>> {
