@@ -339,7 +339,7 @@ fn list_response(
             resource,
             &list.items,
             Some(list.resource_version),
-            list.continue_token.as_deref(),
+            list.continue_token.as_deref().map(|token| (token, list.remaining_item_count)),
             include,
         );
         return table_response(StatusCode::OK, table);
@@ -352,6 +352,9 @@ pub fn encode_list(resource: &ResourceType, list: &ObjectList) -> bytes::Bytes {
     let mut metadata = serde_json::json!({"resourceVersion": list.resource_version.to_string()});
     if let Some(token) = &list.continue_token {
         metadata["continue"] = Value::String(token.clone());
+    }
+    if let Some(remaining) = list.remaining_item_count {
+        metadata["remainingItemCount"] = remaining.into();
     }
     let size: usize = list.items.iter().map(|o| o.raw.len() + 1).sum();
     let mut out = BytesMut::with_capacity(size + 128);

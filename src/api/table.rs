@@ -447,12 +447,13 @@ fn row(
     row
 }
 
-/// A Table of `objects` (one row each).
+/// A Table of `objects` (one row each); `continue_from` is a page's token for the next page
+/// and how many objects the pages after it hold, when known.
 pub fn table(
     resource: &ResourceType,
     objects: &[Arc<StoredObject>],
     resource_version: Option<u64>,
-    continue_token: Option<&str>,
+    continue_from: Option<(&str, Option<usize>)>,
     include: IncludeObject,
 ) -> Value {
     let now = Utc::now();
@@ -467,8 +468,11 @@ pub fn table(
     if let Some(rv) = resource_version {
         metadata["resourceVersion"] = json!(rv.to_string());
     }
-    if let Some(token) = continue_token {
+    if let Some((token, remaining)) = continue_from {
         metadata["continue"] = json!(token);
+        if let Some(remaining) = remaining {
+            metadata["remainingItemCount"] = json!(remaining);
+        }
     }
     json!({
         "kind": "Table",

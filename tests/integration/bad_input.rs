@@ -101,11 +101,13 @@ fn list_pagination_and_selectors() {
     let mut names = Vec::new();
     let mut token = String::new();
     let mut pages = 0;
+    let mut remaining = Vec::new();
     loop {
         let (code, page) =
             server.get(&format!("/api/v1/namespaces/default/pods?limit=3&continue={token}"));
         assert_eq!(code, 200);
         pages += 1;
+        remaining.push(page["metadata"]["remainingItemCount"].as_u64());
         names.extend(
             page["items"]
                 .as_array()
@@ -122,6 +124,25 @@ fn list_pagination_and_selectors() {
     }
     assert_eq!(pages, 3);
     assert_eq!(names, ["p0", "p1", "p2", "p3", "p4", "p5", "p6"]);
+    // What the pages after each one hold, in the snapshot; none is left after the last.
+    assert_eq!(remaining, [Some(4), Some(1), None]);
+    // Across namespaces too, and in the Table form kubectl asks for. With a selector what
+    // remains is not counted, as in Kubernetes.
+    let (_, all) = server.get("/api/v1/pods?limit=2");
+    let stored = 9; // p0-p6, late1, late2
+    assert_eq!(all["metadata"]["remainingItemCount"], stored - 2, "{}", all["metadata"]);
+    let table = server
+        .http
+        .get(server.url("/api/v1/namespaces/default/pods?limit=5"))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .unwrap()
+        .json::<serde_json::Value>()
+        .unwrap();
+    assert_eq!(table["metadata"]["remainingItemCount"], stored - 5, "{}", table["metadata"]);
+    let (_, selected) = server.get("/api/v1/namespaces/default/pods?limit=2&labelSelector=n");
+    assert!(selected["metadata"]["continue"].is_string(), "{}", selected["metadata"]);
+    assert!(selected["metadata"].get("remainingItemCount").is_none(), "{}", selected["metadata"]);
     let (_, list) = server.get("/api/v1/pods?labelSelector=n%20in%20(1,2),app%3Dweb");
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
     let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp3");

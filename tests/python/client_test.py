@@ -46,6 +46,11 @@ def pods(core):
     listed = core.list_namespaced_pod(NS, label_selector="app=py,tier in (back)")
     assert [p.metadata.name for p in listed.items] == ["py-b"], listed.items
     assert len(core.list_pod_for_all_namespaces(label_selector="app=py").items) == 2
+    first = core.list_namespaced_pod(NS, limit=1)
+    assert first.metadata.remaining_item_count == 1 and first.metadata._continue, first.metadata
+    rest = core.list_namespaced_pod(NS, limit=1, _continue=first.metadata._continue)
+    assert [p.metadata.name for p in first.items + rest.items] == ["py-a", "py-b"]
+    assert rest.metadata._continue is None and rest.metadata.remaining_item_count is None
 
     got.metadata.labels["tier"] = "middle"
     replaced = core.replace_namespaced_pod("py-a", NS, got)

@@ -61,6 +61,8 @@ pub struct ObjectList {
     pub items: Vec<Arc<StoredObject>>,
     /// Opaque token for the next page, when there is one.
     pub continue_token: Option<String>,
+    /// How many objects the pages after this one hold, when the list has no selector.
+    pub remaining_item_count: Option<usize>,
 }
 
 /// The API core handle: cheap to clone, safe to share between threads.
@@ -187,6 +189,7 @@ impl ApiCore {
             resource_version: page.resource_version,
             items: page.items,
             continue_token,
+            remaining_item_count: page.next.and_then(|next| next.remaining),
         })
     }
 
@@ -760,6 +763,7 @@ impl ApiCore {
             resource_version: self.current_revision(),
             items: deleted,
             continue_token: None,
+            remaining_item_count: None,
         })
     }
 }
@@ -984,8 +988,11 @@ fn random_suffix() -> String {
 }
 
 fn encode_continue(point: &ContinuePoint) -> String {
-    let token = json!({"v": "meta.k8s.io/v1", "rv": point.revision,
+    let mut token = json!({"v": "meta.k8s.io/v1", "rv": point.revision,
         "start": [point.after.0, point.after.1]});
+    if let Some(remaining) = point.remaining {
+        token["remaining"] = json!(remaining);
+    }
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
@@ -996,9 +1003,13 @@ fn decode_continue(token: &str) -> Result<ContinuePoint, ApiError> {
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     let revision = value.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
     let start = value.get("start").and_then(Value::as_array).ok_or_else(bad)?;
+    let remaining = match value.get("remaining") {
+        None => None,
+        Some(count) => Some(count.as_u64().ok_or_else(bad)? as usize),
+    };
     match start.as_slice() {
         [Value::String(ns), Value::String(name)] => {
-            Ok(ContinuePoint { revision, after: (ns.clone(), name.clone()) })
+            Ok(ContinuePoint { revision, after: (ns.clone(), name.clone()), remaining })
         }
         _ => Err(bad()),
     }
@@ -1010,8 +1021,11 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
-        let point = ContinuePoint { revision: 9, after: ("ns".into(), "p".into()) };
+        let point =
+            ContinuePoint { revision: 9, after: ("ns".into(), "p".into()), remaining: None };
         assert_eq!(decode_continue(&encode_continue(&point)).unwrap(), point);
+        let counted = ContinuePoint { remaining: Some(12), ..point };
+        assert_eq!(decode_continue(&encode_continue(&counted)).unwrap(), counted);
         assert!(decode_continue("%%%").is_err());
         assert!(decode_continue("e30").is_err());
     }

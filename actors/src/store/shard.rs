@@ -331,10 +331,13 @@ impl StoreShard {
             (None, None) => Bound::Unbounded,
         };
         let limit = msg.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let in_namespace =
+            |key: &CollectionKey| msg.filter.namespace.as_ref().is_none_or(|ns| *ns == key.0);
         let mut page = Vec::new();
         let mut next = None;
-        for (map_key, object) in items.range((start, Bound::Unbounded)) {
-            if msg.filter.namespace.as_ref().is_some_and(|ns| *ns != map_key.0) {
+        let mut candidates = items.range((start, Bound::Unbounded));
+        while let Some((map_key, object)) = candidates.next() {
+            if !in_namespace(map_key) {
                 break;
             }
             if !msg.filter.matches(object) {
@@ -343,7 +346,19 @@ impl StoreShard {
             if page.len() == limit {
                 let last: &Arc<StoredObject> = page.last().expect("limit is at least 1");
                 let after = (last.key.namespace.clone(), last.key.name.clone());
-                next = Some(ContinuePoint { revision, after });
+                // Counted only without selectors, as in Kubernetes: with them, what remains
+                // is unknown without filtering it. Counted once, on the first page; each
+                // token carries what remains after its page.
+                let selected = !msg.filter.labels.is_empty() || !msg.filter.fields.is_empty();
+                let remaining = match (&msg.continue_from, &msg.filter.namespace) {
+                    _ if selected => None,
+                    (Some(point), _) => point.remaining.map(|r| r.saturating_sub(page.len())),
+                    (None, None) => Some(items.len() - limit),
+                    (None, Some(_)) => {
+                        Some(1 + candidates.take_while(|(k, _)| in_namespace(k)).count())
+                    }
+                };
+                next = Some(ContinuePoint { revision, after, remaining });
                 break;
             }
             page.push(object.clone());
@@ -491,6 +506,8 @@ impl Handler<Get> for StoreShard {
 pub struct ContinuePoint {
     pub revision: u64,
     pub after: (String, String),
+    /// How many objects the list has left after `after`, when it has no selector.
+    pub remaining: Option<usize>,
 }
 
 /// One page of a list: a consistent snapshot at `resource_version`.
