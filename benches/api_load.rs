@@ -116,29 +116,35 @@ impl Connection {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         self.stream.write_all(&self.request).await.expect("send a request");
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut response = httparse::Response::new(&mut headers);
-            let parsed = response.parse(&self.received).expect("an HTTP response");
-            if let httparse::Status::Complete(head) = parsed {
-                let status = response.code.expect("a status code");
-                let length = response
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
-                    .expect("a response with a Content-Length");
-                let end = head + length;
-                while self.received.len() < end {
-                    self.received.reserve(end - self.received.len());
-                    let read = self.stream.read_buf(&mut self.received).await.expect("read");
-                    assert!(read > 0, "the server closed the connection");
-                }
+            if let Some((status, end)) = self.response_received() {
                 self.received.drain(..end);
                 return status;
             }
             let read = self.stream.read_buf(&mut self.received).await.expect("read");
             assert!(read > 0, "the server closed the connection");
         }
+    }
+
+    /// The status of the response at the front of `self.received` and where it ends, once it
+    /// has been read whole.
+    fn response_received(&mut self) -> Option<(u16, usize)> {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut response = httparse::Response::new(&mut headers);
+        let httparse::Status::Complete(head) =
+            response.parse(&self.received).expect("an HTTP response")
+        else {
+            return None;
+        };
+        let length = response
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+            .expect("a response with a Content-Length");
+        let (status, end) = (response.code.expect("a status code"), head + length);
+        // The rest of the body comes in one read where it can.
+        self.received.reserve(end.saturating_sub(self.received.len()));
+        (self.received.len() >= end).then_some((status, end))
     }
 }
 
