@@ -99,8 +99,9 @@ mod tests {
         // One poll sends all three (each then waits for its reply): they wait here, together.
         assert!(futures::poll!(all.as_mut()).is_pending());
         assert_eq!(queued(), [3]);
-        // The turn ends: they are sent, as one message, and committed.
-        let created = all.await;
+        // The turn ends: they are sent, as one message, and committed (a write left behind
+        // would never be answered: the timeout makes that a failure, not a hang).
+        let created = within_a_while(all).await;
         assert!(created.iter().all(Result::is_ok), "{created:?}");
         assert!(queued().is_empty());
     }
@@ -124,8 +125,14 @@ mod tests {
             let key = ObjectKey::new(pods, "default", "outside");
             spawned.create(key, json!({"metadata": {"name": "outside"}})).await.is_ok()
         });
-        assert!(created.await.unwrap());
+        assert!(within_a_while(created).await.unwrap());
         let key = ObjectKey::new(pods, "default", "after");
-        store.create(key, json!({"metadata": {"name": "after"}})).await.unwrap();
+        within_a_while(store.create(key, json!({"metadata": {"name": "after"}}))).await.unwrap();
+    }
+
+    /// `future`'s output; a panic if it takes longer than any commit in a test can.
+    async fn within_a_while<F: std::future::Future>(future: F) -> F::Output {
+        let limit = std::time::Duration::from_secs(30);
+        tokio::time::timeout(limit, future).await.expect("a write was never sent to its shard")
     }
 }
