@@ -3,6 +3,9 @@
 
 .PHONY: setup run test bench
 
+# Named one by one: a bare `cargo bench` would also build the libraries' unit tests as benches.
+BENCHES = --bench mailbox --bench api_load --bench scheduler --bench agent
+
 setup:
 	@bash scripts/setup.sh
 
@@ -12,7 +15,7 @@ run: setup
 test:
 	@bash scripts/setup.sh test
 	cargo test --workspace --no-fail-fast --lib --bins --tests
-	cargo bench --no-run --bench mailbox --bench api_load --bench scheduler --bench agent
+	cargo bench --no-run $(BENCHES)
 
 bench: setup
-	cargo bench --bench mailbox --bench api_load --bench scheduler --bench agent
+	cargo bench $(BENCHES)
