@@ -101,7 +101,7 @@ impl ApiCore {
                 self.replace(resource, namespace, name, merged, options.dry_run, part, ownership);
             match written.await {
                 Err(ApiError::Conflict { .. }) if pinned.is_none() => {
-                    tokio::task::yield_now().await;
+                    self.store.settle(resource).await?;
                 }
                 other => return other.map(|object| Applied { object, created: false }),
             }

@@ -102,7 +102,7 @@ impl ApiCore {
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             match self.store.update(key.clone(), pod, preconditions).await {
-                Err(StoreError::Conflict { .. }) => tokio::task::yield_now().await,
+                Err(StoreError::Conflict { .. }) => self.store.settle(pods()).await?,
                 other => return other.map(|_| ()).map_err(Into::into),
             }
         }
@@ -160,7 +160,7 @@ impl ApiCore {
                 self.replace(rcs, namespace, name, rc, options.dry_run, Part::Main, ownership);
             match written.await {
                 Err(ApiError::Conflict { .. }) if requested_rv.is_none() => {
-                    tokio::task::yield_now().await
+                    self.store.settle(rcs).await?
                 }
                 other => return other.map(|rc| scale_of(&rc.to_value())),
             }

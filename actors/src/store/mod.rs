@@ -29,7 +29,7 @@ use crate::model::{ObjectFilter, ObjectKey, PreparedObject, ResourceType, Stored
 use crate::watch::HubHandle;
 use engine::Engine;
 use namespaces::NamespaceTable;
-use shard::{Get, List, Stop, StoreShard, Write, WriteOp};
+use shard::{Get, List, Settle, Stop, StoreShard, Write, WriteOp};
 use writer::{ShardWriter, WriterHandle};
 
 /// Errors of the store layer.
@@ -242,6 +242,15 @@ impl Store {
 
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
         self.shard(key.resource).send(Get(key.clone())).await.map_err(|_| StoreError::Unavailable)
+    }
+
+    /// Waits until every write to `resource`'s shard accepted so far is committed (or has
+    /// failed), so that a read after it sees them: what a read-modify-write retries after when
+    /// its write met a state newer than the one it read.
+    pub async fn settle(&self, resource: &'static ResourceType) -> Result<(), StoreError> {
+        let (settled, wait) = oneshot::channel();
+        self.shard(resource).send(Settle(settled)).await.map_err(|_| StoreError::Unavailable)?;
+        wait.await.map_err(|_| StoreError::Unavailable)
     }
 
     pub async fn list(

@@ -133,6 +133,9 @@ pub(crate) struct StoreShard {
     snapshots: VecDeque<Snapshot>,
     /// Kept up to date as namespaces are loaded and committed (by the shard owning them).
     namespaces: Arc<NamespaceTable>,
+    /// Who waits for the writes accepted before they asked to be committed (`Settle`), with
+    /// the revision of the last of those, oldest first.
+    settling: VecDeque<(u64, oneshot::Sender<()>)>,
 }
 
 struct Accepted {
@@ -189,6 +192,7 @@ impl StoreShard {
             applied,
             snapshots: VecDeque::new(),
             namespaces,
+            settling: VecDeque::new(),
         })
     }
 
@@ -301,6 +305,10 @@ impl StoreShard {
             events.push(event);
         }
         self.publish.do_send(Publish { events });
+        while self.settling.front().is_some_and(|(rv, _)| *rv <= self.applied) {
+            let (_, settled) = self.settling.pop_front().expect("just seen");
+            let _ = settled.send(());
+        }
     }
 
     /// A commit failed: every write not yet committed fails with it, since each was checked
@@ -311,6 +319,9 @@ impl StoreShard {
         self.writer.discard_queued();
         for accepted in self.uncommitted.drain(..) {
             let _ = accepted.reply.send(Err(error.clone()));
+        }
+        for (_, settled) in self.settling.drain(..) {
+            let _ = settled.send(());
         }
     }
 
@@ -483,6 +494,30 @@ impl Handler<Committed> for StoreShard {
 
     fn handle(&mut self, Committed { writes, result }: Committed, _: &mut Context<Self>) {
         self.on_committed(writes, result);
+    }
+}
+
+/// Answers once every write the shard has accepted so far is committed or has failed. A
+/// read-modify-write whose write met a newer accepted state waits for it before reading
+/// again, as reads see only committed state. Never dropped.
+pub(crate) struct Settle(pub(crate) oneshot::Sender<()>);
+
+impl Message for Settle {
+    type Result = ();
+}
+
+impl Handler<Settle> for StoreShard {
+    type Result = ();
+
+    fn handle(&mut self, Settle(settled): Settle, _: &mut Context<Self>) {
+        match self.uncommitted.back() {
+            Some(newest) => {
+                self.settling.push_back((newest.event.object.resource_version, settled))
+            }
+            None => {
+                let _ = settled.send(());
+            }
+        }
     }
 }
 
