@@ -1,7 +1,6 @@
 //! Discovery: `/version`, `/api`, `/apis`, the per-group-version resource lists, and health.
 
 use actix_web::{web, HttpResponse};
-use kplane_actors::model::resources::RESOURCE_VERBS as VERBS;
 use kplane_actors::model::{resources, ResourceType};
 use serde_json::{json, Value};
 
@@ -139,7 +138,7 @@ fn resource_entry(r: &ResourceType) -> Value {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": r.verbs(),
     });
     if !r.short_names.is_empty() {
         entry["shortNames"] = json!(r.short_names);

@@ -119,10 +119,19 @@ async fn dispatch(
         }
         _ => {}
     }
+    // A namespaced resource's collection across namespaces (`/api/v1/pods`) is only read, as
+    // in Kubernetes: a create names its namespace, and no one request deletes in all of them.
+    let across_namespaces = resource.namespaced && target.namespace.is_none();
     match (method, target.name.as_deref()) {
-        (Method::GET, None) if target.legacy_watch || query.flag("watch")? => {
-            super::watch::serve(&req, core, resource, target.namespace.as_deref(), &query, &state)
-                .await
+        (Method::GET, name) if target.legacy_watch || query.flag("watch")? => {
+            let namespace = target.namespace.as_deref();
+            super::watch::serve(&req, core, resource, namespace, name, &query, &state).await
+        }
+        (Method::POST | Method::DELETE, None) if across_namespaces => {
+            Err(HttpError::MethodNotAllowed)
+        }
+        (Method::DELETE, None) if !resource.serves("deletecollection") => {
+            Err(HttpError::MethodNotAllowed)
         }
         (Method::GET, None) => {
             let list =

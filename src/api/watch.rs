@@ -15,21 +15,33 @@ use super::table::{self, IncludeObject};
 use super::AppState;
 use crate::error::{status_of, HttpError};
 
+/// Watches a collection, or the one object `name` of it (`/watch/.../pods/{name}`, or `GET
+/// .../pods/{name}?watch=true`), which is the collection's watch narrowed to that name, as in
+/// Kubernetes.
 pub async fn serve(
     req: &HttpRequest,
     core: &ApiCore,
     resource: &'static ResourceType,
     namespace: Option<&str>,
+    name: Option<&str>,
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
-    let options = query.watch_options()?;
+    let mut options = query.watch_options()?;
+    if let Some(name) = name {
+        let by_name = format!("metadata.name={name}");
+        options.field_selector = Some(match options.field_selector.take() {
+            Some(fields) if !fields.trim().is_empty() => format!("{fields},{by_name}"),
+            _ => by_name,
+        });
+    }
+    // Zero, like no timeout, means the server's own limit (Kubernetes picks one then too).
     let timeout = match query.number("timeoutSeconds")? {
         Some(t) if t < 0 => {
             return Err(HttpError::BadRequest("timeoutSeconds must not be negative".into()))
         }
-        Some(t) => Duration::from_secs(t as u64).min(state.watch_max_timeout),
-        None => state.watch_max_timeout,
+        Some(t) if t > 0 => Duration::from_secs(t as u64).min(state.watch_max_timeout),
+        _ => state.watch_max_timeout,
     };
     let frames = core.watch(resource, namespace, &options).await?;
     let as_table = wants_table(req);

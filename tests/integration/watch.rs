@@ -86,6 +86,31 @@ fn initial_events_bookmarks_and_timeout() {
     assert_eq!(events.len(), 2);
 }
 
+/// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's
+/// own path, sees only that object's events.
+#[test]
+fn one_object_is_watched_by_its_own_path() {
+    let server = Server::start();
+    let first = create_cm(&server, "watched");
+    create_cm(&server, "other");
+    let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
+    for path in [
+        "/api/v1/watch/namespaces/default/configmaps/watched?",
+        "/api/v1/namespaces/default/configmaps/watched?watch=true&",
+    ] {
+        let url = server.url(&format!("{path}resourceVersion={}&timeoutSeconds=1", first - 1));
+        let response = client.get(url).send().unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        let events: Vec<Value> = BufReader::new(response)
+            .lines()
+            .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+            .collect();
+        let names: Vec<&str> =
+            events.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["watched"], "{path}");
+    }
+}
+
 #[test]
 fn too_old_resource_version_is_410() {
     let server = Server::start_with_env(&[("KPLANE_WATCH__WINDOW_EVENTS", "10")]);

@@ -36,9 +36,12 @@ pub struct Subresource {
     pub verbs: &'static [&'static str],
 }
 
-/// The verbs every resource supports on its main endpoint.
-pub const RESOURCE_VERBS: &[&str] =
+/// The verbs of a resource's main endpoint (see `ResourceType::verbs`).
+const RESOURCE_VERBS: &[&str] =
     &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+/// Namespaces have no `deletecollection`, as in Kubernetes: one request must not empty a
+/// cluster.
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
 const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
@@ -64,6 +67,20 @@ impl ResourceType {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// The verbs its main endpoint serves, as discovery lists them.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        if self.group.is_empty() && self.plural == "namespaces" {
+            NAMESPACE_VERBS
+        } else {
+            RESOURCE_VERBS
+        }
+    }
+
+    /// True when its main endpoint serves `verb` (a discovery verb: `deletecollection`).
+    pub fn serves(&self, verb: &str) -> bool {
+        self.verbs().contains(&verb)
     }
 
     /// True when `field` may be used in a field selector on this resource.

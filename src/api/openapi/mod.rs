@@ -434,18 +434,20 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
             ],
         ),
     );
-    coll.insert(
-        "delete".into(),
-        operation(
-            "deletecollection",
-            format!("deleteCollection{gp}{ns}{kind}"),
-            format!("delete collection of {kind}"),
-            &g,
-            list_params(),
-            None,
-            vec![response("200", "OK", STATUS_SCHEMA)],
-        ),
-    );
+    if rt.serves("deletecollection") {
+        coll.insert(
+            "delete".into(),
+            operation(
+                "deletecollection",
+                format!("deleteCollection{gp}{ns}{kind}"),
+                format!("delete collection of {kind}"),
+                &g,
+                list_params(),
+                None,
+                vec![response("200", "OK", STATUS_SCHEMA)],
+            ),
+        );
+    }
     coll.insert("parameters".into(), Value::Array(scope_params.clone()));
     paths.insert(collection.clone(), Value::Object(coll));
 
