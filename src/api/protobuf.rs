@@ -118,6 +118,17 @@ fn put_int<T: Into<i64>>(map: &mut Map<String, Value>, key: &str, value: Option<
     }
 }
 
+/// A Go field that is not a pointer and is `omitempty` in JSON: Go's protobuf writes it even
+/// when it is zero, and its JSON leaves it out then, as this does.
+fn put_nonzero_int<T: Into<i64>>(map: &mut Map<String, Value>, key: &str, value: Option<T>) {
+    put_int(map, key, value.map(Into::into).filter(|v| *v != 0));
+}
+
+/// As `put_nonzero_int`, for a `bool`: only `true` is written.
+fn put_true(map: &mut Map<String, Value>, key: &str, value: Option<bool>) {
+    put_bool(map, key, value.filter(|v| *v));
+}
+
 fn put_strs(map: &mut Map<String, Value>, key: &str, values: Vec<String>) {
     if !values.is_empty() {
         map.insert(key.into(), json!(values));
@@ -229,7 +240,7 @@ fn service_spec(spec: pb::ServiceSpec) -> Value {
                 if let Some(t) = p.target_port {
                     port.insert("targetPort".into(), int_or_string(t));
                 }
-                put_int(&mut port, "nodePort", p.node_port);
+                put_nonzero_int(&mut port, "nodePort", p.node_port);
                 Value::Object(port)
             })
             .collect();
@@ -244,7 +255,7 @@ fn service_spec(spec: pb::ServiceSpec) -> Value {
     put_str(&mut m, "loadBalancerIP", spec.load_balancer_ip);
     put_str(&mut m, "externalName", spec.external_name);
     put_str(&mut m, "externalTrafficPolicy", spec.external_traffic_policy);
-    put_bool(&mut m, "publishNotReadyAddresses", spec.publish_not_ready_addresses);
+    put_true(&mut m, "publishNotReadyAddresses", spec.publish_not_ready_addresses);
     put_strs(&mut m, "ipFamilies", spec.ip_families);
     put_str(&mut m, "ipFamilyPolicy", spec.ip_family_policy);
     put_str(&mut m, "internalTrafficPolicy", spec.internal_traffic_policy);
@@ -265,7 +276,7 @@ fn container(c: pb::Container) -> Value {
             .map(|p| {
                 let mut port = Map::new();
                 put_str(&mut port, "name", p.name);
-                put_int(&mut port, "hostPort", p.host_port);
+                put_nonzero_int(&mut port, "hostPort", p.host_port);
                 put_int(&mut port, "containerPort", p.container_port);
                 put_str(&mut port, "protocol", p.protocol);
                 put_str(&mut port, "hostIP", p.host_ip);
@@ -296,9 +307,9 @@ fn container(c: pb::Container) -> Value {
     put_str(&mut m, "terminationMessagePath", c.termination_message_path);
     put_str(&mut m, "terminationMessagePolicy", c.termination_message_policy);
     put_str(&mut m, "imagePullPolicy", c.image_pull_policy);
-    put_bool(&mut m, "stdin", c.stdin);
-    put_bool(&mut m, "stdinOnce", c.stdin_once);
-    put_bool(&mut m, "tty", c.tty);
+    put_true(&mut m, "stdin", c.stdin);
+    put_true(&mut m, "stdinOnce", c.stdin_once);
+    put_true(&mut m, "tty", c.tty);
     Value::Object(m)
 }
 
@@ -345,7 +356,7 @@ fn pod_spec(spec: pb::PodSpec) -> Value {
     put_str(&mut m, "serviceAccount", spec.service_account);
     put_bool(&mut m, "automountServiceAccountToken", spec.automount_service_account_token);
     put_str(&mut m, "nodeName", spec.node_name);
-    put_bool(&mut m, "hostNetwork", spec.host_network);
+    put_true(&mut m, "hostNetwork", spec.host_network);
     put_local_refs(&mut m, "imagePullSecrets", spec.image_pull_secrets);
     put_str(&mut m, "hostname", spec.hostname);
     put_str(&mut m, "subdomain", spec.subdomain);
@@ -479,6 +490,8 @@ mod tests {
                             int_val: Some(8080),
                             str_val: None,
                         }),
+                        // Go's protobuf writes the zero of a field that is not a pointer.
+                        node_port: Some(0),
                         ..Default::default()
                     },
                     pb::ServicePort {
@@ -496,6 +509,7 @@ mod tests {
                 r#type: Some("NodePort".into()),
                 cluster_ip: Some(String::new()),
                 session_affinity: Some("None".into()),
+                publish_not_ready_addresses: Some(false),
                 ..Default::default()
             }),
             status: None,

@@ -249,6 +249,69 @@ fn delete_collection_honours_selectors() {
     assert_eq!(names, ["c"]);
 }
 
+/// As in Kubernetes, a collection across namespaces is only read: no create without a
+/// namespace, no one request deleting in every namespace; and namespaces themselves have no
+/// deletecollection.
+#[test]
+fn no_write_spans_every_namespace() {
+    let server = Server::start();
+    assert_eq!(
+        server
+            .post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "kept"}}))
+            .0,
+        201
+    );
+    assert_status(&server.delete("/api/v1/configmaps"), 405, "MethodNotAllowed");
+    assert_status(&server.post("/api/v1/pods", &pod("nowhere")), 405, "MethodNotAllowed");
+    assert_status(&server.delete("/api/v1/namespaces"), 405, "MethodNotAllowed");
+    assert_eq!(server.get("/api/v1/namespaces/default/configmaps/kept").0, 200);
+    assert_eq!(server.get("/api/v1/namespaces/default").0, 200);
+    let (_, discovery) = server.get("/api/v1");
+    let verbs = |name: &str| {
+        discovery["resources"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap()
+            ["verbs"]
+            .clone()
+    };
+    assert!(!verbs("namespaces").as_array().unwrap().contains(&json!("deletecollection")));
+    assert!(verbs("configmaps").as_array().unwrap().contains(&json!("deletecollection")));
+}
+
+/// Kubernetes' update rules for ConfigMaps and Secrets: once `immutable`, their data stays;
+/// a Secret's type never changes; a uid in a replace must be the object's.
+#[test]
+fn immutable_content_types_and_uids_are_kept_on_update() {
+    let server = Server::start();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let frozen = json!({"metadata": {"name": "frozen"}, "data": {"a": "1"}, "immutable": true});
+    let (_, created) = server.post(cms, &frozen);
+    let mut changed = frozen.clone();
+    changed["data"]["a"] = json!("2");
+    let reply = server.put(&format!("{cms}/frozen"), &changed);
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["field"], "data", "{}", reply.1);
+    let mut labelled = frozen.clone();
+    labelled["metadata"]["labels"] = json!({"team": "a"});
+    assert_eq!(server.put(&format!("{cms}/frozen"), &labelled).0, 200, "metadata may change");
+    let mut other_uid = labelled.clone();
+    other_uid["metadata"]["uid"] = json!("not-the-uid");
+    assert_status(&server.put(&format!("{cms}/frozen"), &other_uid), 409, "Conflict");
+    other_uid["metadata"]["uid"] = created["metadata"]["uid"].clone();
+    assert_eq!(server.put(&format!("{cms}/frozen"), &other_uid).0, 200);
+
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let secret =
+        json!({"metadata": {"name": "s"}, "type": "Opaque", "stringData": {"password": "hunter2"}});
+    let (code, created) = server.post(secrets, &secret);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["data"], json!({"password": "aHVudGVyMg=="}), "stringData goes into data");
+    assert!(created.get("stringData").is_none(), "{created}");
+    let mut retyped = created.clone();
+    retyped["type"] = json!("kubernetes.io/basic-auth");
+    let reply = server.put(&format!("{secrets}/s"), &retyped);
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["field"], "type", "{}", reply.1);
+}
+
 #[test]
 fn pod_specs_are_immutable_but_images() {
     let server = Server::start();

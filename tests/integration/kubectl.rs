@@ -111,6 +111,13 @@ fn generators_send_protobuf_bodies() {
     let svc: serde_json::Value = serde_json::from_str(&svc).unwrap();
     assert_eq!(svc["spec"]["ports"][0]["port"], 80);
     assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    // Go's protobuf sends the zero node port and `false`s: they are unset, as in Kubernetes.
+    assert!(svc["spec"]["ports"][0].get("nodePort").is_none(), "{svc}");
+    assert!(svc["spec"].get("publishNotReadyAddresses").is_none(), "{svc}");
+    k.ok(&["create", "service", "nodeport", "edge", "-n", "team-a", "--tcp=80:8080"]);
+    let port =
+        k.ok(&["get", "svc", "edge", "-n", "team-a", "-o", "jsonpath={.spec.ports[0].nodePort}"]);
+    assert!(port.parse::<u16>().is_ok_and(|p| (30000..=32767).contains(&p)), "{port}");
     let ns = k.ok(&["get", "ns"]);
     for name in ["default", "kube-system", "kube-public", "kube-node-lease", "team-a"] {
         assert!(ns.contains(name), "{ns}");

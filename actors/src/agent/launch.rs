@@ -140,10 +140,6 @@ async fn value_from(
             .and_then(Value::as_str)
             .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .or_else(|| {
-                let path = format!("/stringData/{}", pointer_escape(key));
-                object.pointer(&path).and_then(Value::as_str).map(String::from)
-            })
     } else {
         object
             .pointer(&format!("/data/{}", pointer_escape(key)))

@@ -62,6 +62,11 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             }
             for port in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
                 if let Some(port) = port.as_object_mut() {
+                    // Zero is no node port (one is allocated when the type needs it), as
+                    // Kubernetes reads it: `kubectl create service nodeport` sends 0.
+                    if port.get("nodePort").and_then(Value::as_i64) == Some(0) {
+                        port.remove("nodePort");
+                    }
                     port.entry("protocol").or_insert(json!("TCP"));
                     if let Some(p) = port.get("port").cloned() {
                         port.entry("targetPort").or_insert(p);
@@ -75,7 +80,9 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             object_field(object, "status").entry("phase").or_insert(json!("Active"));
         }
         "Secret" => {
-            object.as_object_mut().map(|o| o.entry("type").or_insert(json!("Opaque")));
+            let secret = object.as_object_mut().expect("objects are JSON objects");
+            secret.entry("type").or_insert(json!("Opaque"));
+            merge_string_data(secret);
         }
         "PersistentVolume" => {
             let spec = object_field(object, "spec");
@@ -88,6 +95,31 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             object_field(object, "status").entry("phase").or_insert(json!("Pending"));
         }
         _ => {}
+    }
+}
+
+/// A Secret's `stringData` is write-only, as in Kubernetes: each entry goes into `data`,
+/// base64-encoded, over an entry of the same key there, and `stringData` is not kept.
+fn merge_string_data(secret: &mut Map<String, Value>) {
+    use base64::Engine as _;
+    let Some(Value::Object(strings)) = secret.remove("stringData") else {
+        return;
+    };
+    if strings.is_empty() {
+        return;
+    }
+    let data = secret.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    let data = data.as_object_mut().expect("just made an object");
+    for (key, value) in strings {
+        // Not a string: left for the type check, which names the field.
+        let encoded = match value.as_str() {
+            Some(text) => json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            None => value,
+        };
+        data.insert(key, encoded);
     }
 }
 
@@ -252,10 +284,26 @@ mod tests {
     }
 
     #[test]
+    fn secret_string_data_goes_into_data() {
+        let mut secret = json!({"data": {"a": "b2xk", "b": "Yg=="},
+            "stringData": {"a": "new", "c": "hunter2"}});
+        apply("Secret", &mut secret);
+        assert_eq!(
+            secret,
+            json!({"type": "Opaque", "data": {"a": "bmV3", "b": "Yg==", "c": "aHVudGVyMg=="}})
+        );
+        let mut only_strings = json!({"stringData": {"k": ""}});
+        apply("Secret", &mut only_strings);
+        assert_eq!(only_strings["data"], json!({"k": ""}));
+        assert!(only_strings.get("stringData").is_none());
+    }
+
+    #[test]
     fn service_and_rc_defaults() {
-        let mut svc = json!({"spec":{"ports":[{"port":80}]}});
+        let mut svc = json!({"spec":{"ports":[{"port":80}, {"port":81,"nodePort":0}]}});
         apply("Service", &mut svc);
         assert_eq!(svc["spec"]["ports"][0], json!({"port":80,"protocol":"TCP","targetPort":80}));
+        assert_eq!(svc["spec"]["ports"][1], json!({"port":81,"protocol":"TCP","targetPort":81}));
         let mut rc = json!({"metadata":{},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[]}}}});
         apply("ReplicationController", &mut rc);
         assert_eq!(rc["spec"]["replicas"], 1);

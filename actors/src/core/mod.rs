@@ -396,7 +396,11 @@ impl ApiCore {
         set_name(meta, name)?;
         let requested_rv = requested_revision(meta)?;
         let key = ObjectKey::new(resource, namespace, name);
-        let requested = Preconditions { resource_version: requested_rv, uid: None };
+        // A uid in the body must be the stored object's, as in Kubernetes (a 409 otherwise):
+        // a replace meant for an object deleted and created again under the same name fails.
+        let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty());
+        let requested =
+            Preconditions { resource_version: requested_rv, uid: uid.map(String::from) };
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -431,8 +435,8 @@ impl ApiCore {
                 Default::default()
             };
             let mut errors = validation::validate_object(resource, &next);
-            if resource.kind == "Pod" && part == Part::Main {
-                errors.extend(validation::validate_pod_update(&current_value, &next));
+            if part == Part::Main {
+                errors.extend(validation::validate_update(resource, &current_value, &next));
             }
             let precondition = requested.check(&current);
             let same = unchanged(&current_value, &next);

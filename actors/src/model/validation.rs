@@ -422,9 +422,56 @@ mod tests {
     }
 }
 
+/// What an update of the main resource may not change, as Kubernetes refuses it (422): a pod's
+/// spec beyond the fields `validate_pod_update` allows; the data of a ConfigMap or Secret
+/// marked `immutable`, and the mark itself; a Secret's type.
+pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec<FieldError> {
+    match resource.kind {
+        "Pod" => validate_pod_update(old, new),
+        "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
+        "Secret" => {
+            let mut errors = Vec::new();
+            let old_type = old.get("type").and_then(Value::as_str).unwrap_or("");
+            let new_type = new.get("type").and_then(Value::as_str).unwrap_or("");
+            if old_type != new_type {
+                errors.push(FieldError::invalid("type", new_type, "field is immutable"));
+            }
+            errors.extend(immutable_content(old, new, &["data"]));
+            errors
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Once `immutable` is true, neither it nor `fields` may change.
+fn immutable_content(old: &Value, new: &Value, fields: &[&str]) -> Vec<FieldError> {
+    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
+        return Vec::new();
+    }
+    let forbidden = |field: &str| FieldError {
+        reason: "FieldValueForbidden",
+        field: field.into(),
+        message: "Forbidden: field is immutable when `immutable` is set".into(),
+    };
+    // Absent and empty are the same content, as in Kubernetes' comparison.
+    let content = |object: &Value, field: &str| {
+        object.get(field).filter(|v| v.as_object().is_some_and(|m| !m.is_empty())).cloned()
+    };
+    let mut errors = Vec::new();
+    if new.get("immutable") != old.get("immutable") {
+        errors.push(forbidden("immutable"));
+    }
+    for field in fields {
+        if content(old, field) != content(new, field) {
+            errors.push(forbidden(field));
+        }
+    }
+    errors
+}
+
 /// What an update may change in a pod's spec, as Kubernetes allows it: container images,
 /// `activeDeadlineSeconds`, additions to `tolerations`. Everything else is immutable.
-pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
+fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
     let (Some(old_spec), Some(new_spec)) = (old.get("spec"), new.get("spec")) else {
         return Vec::new();
     };
@@ -465,6 +512,28 @@ pub fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn immutable_config_maps_and_secrets_keep_their_content_and_secrets_their_type() {
+        let cms = crate::model::resources::find("", "v1", "configmaps").unwrap();
+        let secrets = crate::model::resources::find("", "v1", "secrets").unwrap();
+        let frozen = json!({"immutable": true, "data": {"a": "1"}});
+        let labelled =
+            json!({"metadata": {"labels": {"x": "y"}}, "immutable": true, "data": {"a": "1"}});
+        assert!(validate_update(cms, &frozen, &labelled).is_empty(), "metadata may change");
+        let changed =
+            validate_update(cms, &frozen, &json!({"immutable": true, "data": {"a": "2"}}));
+        assert_eq!((changed[0].reason, changed[0].field.as_str()), ("FieldValueForbidden", "data"));
+        let thawed =
+            validate_update(cms, &frozen, &json!({"immutable": false, "data": {"a": "1"}}));
+        assert_eq!(thawed[0].field, "immutable");
+        let open = json!({"data": {"a": "1"}});
+        assert!(validate_update(cms, &open, &json!({"immutable": true})).is_empty());
+        let tls = json!({"type": "kubernetes.io/tls", "data": {}});
+        let retyped = validate_update(secrets, &tls, &json!({"type": "Opaque", "data": {}}));
+        assert_eq!((retyped[0].field.as_str(), retyped[0].reason), ("type", "FieldValueInvalid"));
+        assert!(validate_update(secrets, &tls, &json!({"type": "kubernetes.io/tls"})).is_empty());
+    }
 
     #[test]
     fn quantities_protocols_and_restart_policies_are_checked() {
