@@ -340,7 +340,8 @@ async fn container_logs(
     if !query.follow || query.previous {
         return Ok(HttpResponse::Ok().content_type("text/plain").body(body));
     }
-    // Follow: what is there, then what is appended, until the pod leaves this node.
+    // Follow: what is there, then what is appended, until this run of the container has ended
+    // (as the kubelet's follow does) or the pod has left this node.
     let agent = state.agent.clone();
     let mut offset = content.len() as u64;
     let limit = query.limit_bytes.map(|l| l as usize);
@@ -351,6 +352,7 @@ async fn container_logs(
         {
             return;
         }
+        let mut ended = false;
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
             let more = read_from(&file, &mut offset);
@@ -364,13 +366,32 @@ async fn container_logs(
                     return;
                 }
             }
-            let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
-            if !matches!(agent.send(lookup).await, Ok(Some(_))) {
+            // A run that had ended before this read wrote nothing after it: done.
+            if ended {
                 return;
+            }
+            let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
+            match agent.send(lookup).await {
+                Ok(Some(pod)) => ended = run_ended(&pod, &container, index),
+                _ => return,
             }
         }
     });
     Ok(HttpResponse::Ok().content_type("text/plain").streaming(stream))
+}
+
+/// Whether run `index` (0 for the first, then one more per restart) of `container` has ended:
+/// it has terminated, or a later run has started.
+fn run_ended(pod: &Value, container: &str, index: u64) -> bool {
+    ["/status/containerStatuses", "/status/initContainerStatuses"]
+        .iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten()
+        .find(|c| c["name"] == container)
+        .is_some_and(|c| {
+            let restarts = c["restartCount"].as_u64().unwrap_or(0);
+            restarts > index || (restarts == index && c.pointer("/state/terminated").is_some())
+        })
 }
 
 /// A stream fed by a task through a channel (ends when the task ends or the client leaves).
@@ -444,6 +465,19 @@ mod tests {
         assert_eq!(select(log, Some(0), None), b"");
         assert_eq!(select(log, Some(1), Some(3)), b"thr");
         assert_eq!(select(b"no newline", Some(1), None), b"no newline");
+    }
+
+    #[test]
+    fn a_run_ends_when_it_terminates_or_a_later_one_starts() {
+        let pod = |restarts: u64, state: Value| {
+            json!({"status": {"containerStatuses": [
+                {"name": "c", "restartCount": restarts, "state": state}]}})
+        };
+        assert!(!run_ended(&pod(0, json!({"running": {}})), "c", 0));
+        assert!(run_ended(&pod(0, json!({"terminated": {"exitCode": 0}})), "c", 0));
+        assert!(run_ended(&pod(1, json!({"running": {}})), "c", 0));
+        assert!(!run_ended(&pod(1, json!({"running": {}})), "c", 1));
+        assert!(!run_ended(&pod(0, json!({"running": {}})), "other", 0));
     }
 
     #[test]

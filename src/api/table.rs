@@ -182,14 +182,32 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             if !s(o, "/status/reason").is_empty() {
                 status = s(o, "/status/reason").to_string();
             }
-            for c in statuses.into_iter().flatten() {
+            // As kubectl's printer: the first container (from the front) that waits or has
+            // ended names the status (`Completed`, `Error`, `CrashLoopBackOff`), unless one
+            // still runs (`Running`, or `NotReady` without a Ready condition).
+            let mut running = false;
+            for c in statuses.into_iter().flatten().rev() {
                 let waiting = s(c, "/state/waiting/reason");
-                let terminated = s(c, "/state/terminated/reason");
+                let terminated = json::at(c, "/state/terminated");
                 if !waiting.is_empty() {
                     status = waiting.to_string();
-                } else if !terminated.is_empty() && status != "Succeeded" {
-                    status = terminated.to_string();
+                } else if let Some(terminated) = terminated {
+                    let (code, signal) = (&terminated["exitCode"], &terminated["signal"]);
+                    status = match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
+                        Some(reason) => reason.to_string(),
+                        None if signal.as_i64().is_some_and(|n| n != 0) => {
+                            format!("Signal:{signal}")
+                        }
+                        None => format!("ExitCode:{}", code.as_i64().unwrap_or(0)),
+                    };
+                } else if c["ready"] == true && json::at(c, "/state/running").is_some() {
+                    running = true;
                 }
+            }
+            if status == "Completed" && running {
+                let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
+                let has_ready = conditions.is_some_and(|c| c.iter().any(|c| c["type"] == "Ready"));
+                status = if has_ready { "Running" } else { "NotReady" }.into();
             }
             if json::at(o, "/metadata/deletionTimestamp").is_some() {
                 status = "Terminating".into();
@@ -514,6 +532,27 @@ mod tests {
         assert_eq!(cells[5], "127.64.0.2");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "d");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn pod_status_column_reads_as_kubectl_prints_it() {
+        let now = Utc::now();
+        let status_of = |phase: &str, statuses: Value, conditions: Value| {
+            let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]},
+                "status": {"phase": phase, "containerStatuses": statuses, "conditions": conditions}});
+            cells("Pod", &pod, now)[2].as_str().unwrap().to_string()
+        };
+        let ended = |reason: &str, code: i64| json!({"state": {"terminated": {"reason": reason, "exitCode": code}}});
+        let running = json!({"ready": true, "state": {"running": {}}});
+        assert_eq!(status_of("Succeeded", json!([ended("Completed", 0)]), json!([])), "Completed");
+        assert_eq!(status_of("Failed", json!([ended("Error", 1)]), json!([])), "Error");
+        assert_eq!(status_of("Failed", json!([ended("", 3)]), json!([])), "ExitCode:3");
+        let waiting = json!({"state": {"waiting": {"reason": "CrashLoopBackOff"}}});
+        assert_eq!(status_of("Running", json!([waiting]), json!([])), "CrashLoopBackOff");
+        let both = json!([ended("Completed", 0), running]);
+        assert_eq!(status_of("Running", both.clone(), json!([{"type": "Ready"}])), "Running");
+        assert_eq!(status_of("Running", both, json!([])), "NotReady");
+        assert_eq!(status_of("Running", json!([running]), json!([])), "Running");
     }
 
     #[test]

@@ -250,6 +250,23 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         agent("/containerLogs/default/limited/c").1 == "65536\n"
     });
 
+    // A followed log ends when the container does (kubectl logs -f returns), with every line.
+    let mut once = pod_on(
+        "once",
+        "node-a",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", "echo first; sleep 1; echo last"]}),
+    );
+    once["spec"]["restartPolicy"] = json!("Never");
+    server.post("/api/v1/namespaces/default/pods", &once);
+    wait_pod(&server, "once", "once has started", |p| p["status"]["phase"] != "Pending");
+    let follower = reqwest::blocking::Client::builder().timeout(WAIT).build().unwrap();
+    let followed = follower
+        .get(server.url("/api/v1/namespaces/default/pods/once/log?follow=true"))
+        .send()
+        .and_then(|r| r.text())
+        .expect("the followed log ends with its container");
+    assert_eq!(followed, "first\nlast\n");
+
     // Graceful deletion stops the process tree and removes the pod.
     let pid = pid_of(&get_pod(&server, "talker"));
     assert!(alive(pid));
