@@ -30,10 +30,12 @@ pub fn content_type(req: &HttpRequest) -> String {
         .unwrap_or_else(|| "application/json".into())
 }
 
-/// Decodes an object body (create, update) as JSON or Kubernetes protobuf.
+/// Decodes an object body (create, update, a delete's options) as JSON, YAML or Kubernetes
+/// protobuf, as its Content-Type says (none means JSON).
 pub fn decode_object(req: &HttpRequest, bytes: &[u8]) -> Result<Value, HttpError> {
     match content_type(req).as_str() {
         "application/json" | "*/*" | "text/plain" => parse_json(bytes),
+        "application/yaml" => parse_yaml(bytes),
         "application/vnd.kubernetes.protobuf" => super::protobuf::decode(bytes)
             .map_err(|e| HttpError::BadRequest(format!("decoding protobuf body: {e}"))),
         other => Err(HttpError::UnsupportedMediaType(other.to_string())),

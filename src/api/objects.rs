@@ -165,12 +165,12 @@ async fn dispatch(
             Ok(response)
         }
         (Method::DELETE, Some(name)) if !status_only => {
-            let options = read_delete_options(payload, &query, &state).await?;
+            let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
             Ok(object_response(&req, StatusCode::OK, resource, &deleted, &query))
         }
         (Method::DELETE, None) => {
-            let options = read_delete_options(payload, &query, &state).await?;
+            let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core
                 .delete_collection(
                     resource,
@@ -289,6 +289,7 @@ async fn read_object(
 
 /// Delete options from the query and an optional `DeleteOptions` JSON body.
 async fn read_delete_options(
+    req: &HttpRequest,
     payload: web::Payload,
     query: &Query,
     state: &AppState,
@@ -297,7 +298,7 @@ async fn read_delete_options(
     let options_body = if bytes.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        Some(body::parse_json(&bytes)?)
+        Some(body::decode_object(req, &bytes)?)
     };
     query.delete_options(options_body.as_ref())
 }

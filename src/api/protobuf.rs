@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use k8s_pb::api::core::v1 as pb;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
-use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_pb::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
@@ -22,8 +22,8 @@ const MAGIC: &[u8] = b"k8s\0";
 
 /// Decodes a Kubernetes protobuf body into the object's JSON form.
 ///
-/// Supports core/v1 Namespace, ConfigMap, Secret, Service, ServiceAccount, ResourceQuota and
-/// Pod (the common fields of the latter). Returns `Err` with a human-readable message for a missing magic,
+/// Supports core/v1 Namespace, ConfigMap, Secret, Service, ServiceAccount, ResourceQuota,
+/// Pod (the common fields of the latter) and DeleteOptions. Returns `Err` with a human-readable message for a missing magic,
 /// malformed bytes, a content encoding, or an unsupported kind.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
@@ -90,6 +90,20 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             let pod = pb::Pod::decode(raw.as_slice()).map_err(bad)?;
             out.insert("metadata".into(), meta(pod.metadata));
             out.insert("spec".into(), pod_spec(pod.spec.unwrap_or_default()));
+        }
+        // A delete's options (kubectl drain sends them so when pods have no eviction).
+        ("v1" | "meta.k8s.io/v1", "DeleteOptions") => {
+            let options = DeleteOptions::decode(raw.as_slice()).map_err(bad)?;
+            put_int(&mut out, "gracePeriodSeconds", options.grace_period_seconds);
+            if let Some(pre) = options.preconditions {
+                let mut preconditions = Map::new();
+                put_str(&mut preconditions, "uid", pre.uid);
+                put_str(&mut preconditions, "resourceVersion", pre.resource_version);
+                out.insert("preconditions".into(), Value::Object(preconditions));
+            }
+            put_bool(&mut out, "orphanDependents", options.orphan_dependents);
+            put_str(&mut out, "propagationPolicy", options.propagation_policy);
+            put_strs(&mut out, "dryRun", options.dry_run);
         }
         _ => {
             return Err(format!(
@@ -521,6 +535,25 @@ mod tests {
                    "spec": {"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080},
                                       {"port": 443, "targetPort": "https", "nodePort": 30443}],
                             "selector": {"app": "web"}, "type": "NodePort", "sessionAffinity": "None"}})
+        );
+    }
+
+    #[test]
+    fn delete_options_body() {
+        use k8s_pb::apimachinery::pkg::apis::meta::v1::Preconditions;
+        let options = DeleteOptions {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some("u1".into()), resource_version: None }),
+            propagation_policy: Some("Foreground".into()),
+            dry_run: vec!["All".into()],
+            ..Default::default()
+        };
+        let obj = decode(&wrap("v1", "DeleteOptions", options.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
+                   "preconditions": {"uid": "u1"}, "propagationPolicy": "Foreground",
+                   "dryRun": ["All"]})
         );
     }
 

@@ -283,6 +283,35 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert!(!alive(web_pid), "the embedded agent stops its containers on shutdown");
 }
 
+/// `kubectl drain`: the node is cordoned and its pods deleted (kplane has no eviction
+/// subresource, so kubectl deletes them, with a protobuf `DeleteOptions` body), and it waits
+/// until they are gone.
+#[test]
+fn kubectl_drains_a_node() {
+    let server = server_with_agent("node-d");
+    wait_until(WAIT, "node-d is Ready", || node_ready(&server, "node-d"));
+    let sleeper = pod_on(
+        "sleeper",
+        "node-d",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &sleeper).0, 201);
+    let pid = pid_of(&wait_pod(&server, "sleeper", "sleeper runs", |p| {
+        p["status"]["phase"] == "Running"
+    }));
+    let out = server.kubectl().ok(&[
+        "drain",
+        "node-d",
+        "--force",
+        "--ignore-daemonsets",
+        "--timeout=60s",
+    ]);
+    assert!(out.contains("node/node-d drained"), "{out}");
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/sleeper").0, 404);
+    wait_until(Duration::from_secs(10), "sleeper's process is gone", || !alive(pid));
+    assert_eq!(server.get("/api/v1/nodes/node-d").1["spec"]["unschedulable"], true);
+}
+
 #[test]
 fn containers_get_the_huge_pages_the_server_was_started_with() {
     let server = server_with_agent("node-h");

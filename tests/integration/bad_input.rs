@@ -88,6 +88,12 @@ fn every_error_class_has_its_status() {
     let (code, created) = server.send_raw("POST", pods, None, body);
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["kind"], "Pod");
+    // A YAML body, which Kubernetes takes as well.
+    let yaml =
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  a: \"1\"\n";
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, created) = server.send_raw("POST", cms, Some("application/yaml"), yaml.to_vec());
+    assert_eq!((code, &created["data"]), (201, &json!({"a": "1"})), "{created}");
 }
 
 #[test]
