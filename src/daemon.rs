@@ -6,7 +6,9 @@ use std::sync::Arc;
 use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
-use kplane_actors::controllers::{GarbageCollector, StopCollector};
+use kplane_actors::controllers::{
+    GarbageCollector, NamespaceController, StopCollector, StopNamespaceController,
+};
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
 use kplane_actors::store::{Store, StoreError, StoreOptions};
@@ -36,6 +38,7 @@ pub struct Running {
     pub agent: Option<crate::agent::RunningAgent>,
     scheduler: Option<Addr<Scheduler>>,
     collector: Addr<GarbageCollector>,
+    namespaces: Addr<NamespaceController>,
     store: Store,
 }
 
@@ -62,6 +65,7 @@ impl Running {
             let _ = scheduler.send(StopScheduler).await;
         }
         let _ = self.collector.send(StopCollector).await;
+        let _ = self.namespaces.send(StopNamespaceController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -148,6 +152,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // So does the namespace controller: a deleted namespace goes once it has emptied it.
+    let namespaces = NamespaceController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -168,5 +177,6 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     } else {
         None
     };
-    Ok(Running { insecure_addr, server: server.run(), agent, scheduler, collector, store })
+    let server = server.run();
+    Ok(Running { insecure_addr, server, agent, scheduler, collector, namespaces, store })
 }

@@ -56,3 +56,68 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     let (ok, _, stderr) = kubectl.run(&["get", "pod", "web"]);
     assert!(!ok && stderr.contains("NotFound"), "{stderr}");
 }
+
+/// Deleting a namespace, as in Kubernetes: it is Terminating (and takes no new objects) until
+/// the namespace controller has emptied it, which waits for its running pods to be stopped and
+/// for finalizers to be removed; then it goes, and a namespace of the same name starts empty.
+#[test]
+fn a_deleted_namespace_goes_once_it_is_empty() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "solo"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+    ]);
+    let kubectl = server.kubectl();
+    kubectl.ok(&["create", "namespace", "team"]);
+    kubectl.ok(&[
+        "-n",
+        "team",
+        "run",
+        "sleeper",
+        "--image=none",
+        "--command",
+        "--",
+        "sleep",
+        "1000",
+    ]);
+    wait_until(WAIT, "sleeper runs", || {
+        kubectl.run(&["-n", "team", "get", "pod", "sleeper", "-o", "jsonpath={.status.phase}"]).1
+            == "Running"
+    });
+    let held = kubectl.write(
+        "held.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/keep]\n",
+    );
+    kubectl.ok(&["-n", "team", "create", "-f", held.to_str().unwrap()]);
+    kubectl.ok(&["-n", "team", "create", "configmap", "plain"]);
+
+    kubectl.ok(&["delete", "namespace", "team", "--wait=false"]);
+    let phase = || kubectl.run(&["get", "ns", "team", "-o", "jsonpath={.status.phase}"]).1;
+    assert_eq!(phase(), "Terminating");
+    let (ok, _, stderr) = kubectl.run(&["-n", "team", "create", "configmap", "late"]);
+    assert!(!ok && stderr.contains("being terminated"), "{stderr}");
+    // Everything else goes; the ConfigMap with a finalizer stays, and so does the namespace.
+    wait_until(WAIT, "the pod and the plain ConfigMap are gone", || {
+        server.get("/api/v1/namespaces/team/pods/sleeper").0 == 404
+            && server.get("/api/v1/namespaces/team/configmaps/plain").0 == 404
+    });
+    let held_now = server.get("/api/v1/namespaces/team/configmaps/held").1;
+    assert!(held_now["metadata"]["deletionTimestamp"].is_string(), "{held_now}");
+    assert_eq!(phase(), "Terminating");
+
+    kubectl.ok(&[
+        "-n",
+        "team",
+        "patch",
+        "configmap",
+        "held",
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/metadata/finalizers"}]"#,
+    ]);
+    kubectl.ok(&["wait", "--for=delete", "namespace/team", "--timeout=60s"]);
+    kubectl.ok(&["create", "namespace", "team"]);
+    let (code, left) = server.get("/api/v1/namespaces/team/configmaps");
+    assert_eq!((code, left["items"].as_array().map(Vec::len)), (200, Some(0)), "{left}");
+}

@@ -456,9 +456,7 @@ impl ApiCore {
                 });
             }
             let finalized = json::at(&next, "/metadata/deletionTimestamp").is_some()
-                && json::at(&next, "/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_none_or(|f| f.is_empty());
+                && !has_finalizers(resource, &next);
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             let result = if finalized {
@@ -684,10 +682,7 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = current.key.clone();
         let value = current.to_value();
-        let has_finalizers = json::at(&value, "/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
-        if has_finalizers {
+        if has_finalizers(key.resource, &value) {
             if current.deleting {
                 return Ok(current);
             }
@@ -706,48 +701,26 @@ impl ApiCore {
         Ok(deleted)
     }
 
-    /// Marks the namespace Terminating, deletes everything in it, then removes it.
+    /// Marks the namespace Terminating (new objects are refused there); the namespace
+    /// controller empties it and then removes the `kubernetes` entry of its `spec.finalizers`,
+    /// with which it goes (see `replace`). A namespace without finalizers goes at once, as in
+    /// Kubernetes.
     async fn delete_namespace(
         &self,
         current: Arc<StoredObject>,
         mut value: Value,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        let name = current.key.name.clone();
-        let marked = if !current.deleting {
-            metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
-            value["status"] = json!({"phase": "Terminating"});
-            let preconditions =
-                Preconditions { resource_version: Some(current.resource_version), uid: None };
-            self.store.update(current.key.clone(), value, preconditions).await?
-        } else {
-            current
-        };
-        let core = self.clone();
-        tokio::spawn(async move {
-            if let Err(error) = core.finalize_namespace(&name).await {
-                tracing::warn!(namespace = %name, %error, "namespace clean-up failed");
-            }
-        });
-        Ok(marked)
-    }
-
-    async fn finalize_namespace(&self, name: &str) -> Result<(), ApiError> {
-        for resource in
-            resources::RESOURCES.iter().filter(|r| r.namespaced && resources::is_stored(r))
-        {
-            let page = self.list(resource, Some(name), &ListOptions::default()).await?;
-            for object in page.items {
-                match self.delete_object(object, Preconditions::default()).await {
-                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
+        if current.deleting {
+            return Ok(current);
         }
-        let key = ObjectKey::new(namespaces(), "", name);
-        match self.store.delete(key, Preconditions::default()).await {
-            Ok(_) | Err(crate::store::StoreError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e.into()),
+        if !has_finalizers(current.key.resource, &value) {
+            return Ok(self.store.delete(current.key.clone(), Preconditions::default()).await?);
         }
+        metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
+        value["status"] = json!({"phase": "Terminating"});
+        let preconditions =
+            Preconditions { resource_version: Some(current.resource_version), uid: None };
+        Ok(self.store.update(current.key.clone(), value, preconditions).await?)
     }
 
     /// Deletes every object a list with `options` would return; returns what was deleted.
@@ -781,6 +754,15 @@ impl ApiCore {
 enum Part {
     Main,
     Status,
+}
+
+/// Does anything still hold the object: its `metadata.finalizers`, and a namespace's
+/// `spec.finalizers` (the namespace controller's)?
+fn has_finalizers(resource: &ResourceType, object: &Value) -> bool {
+    let held = |field: &str| {
+        json::at(object, field).and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+    };
+    held("/metadata/finalizers") || (resource.plural == "namespaces" && held("/spec/finalizers"))
 }
 
 /// Does `resource` have a `status` subresource (so status and the rest are written apart)?
