@@ -318,10 +318,20 @@ async fn container_logs(
             ))
         })?;
     let restarts = status["restartCount"].as_u64().unwrap_or(0);
+    let waiting = status.pointer("/state/waiting");
     let index = if query.previous {
         restarts.checked_sub(1).ok_or_else(|| {
             AgentHttpError::BadRequest(format!(
                 "previous terminated container \"{container}\" in pod \"{pod_name}\" not found"
+            ))
+        })?
+    } else if let Some(waiting) = waiting {
+        // As the kubelet: a container waiting to run again shows its last run's log; one that
+        // has never run has none.
+        restarts.checked_sub(1).ok_or_else(|| {
+            let reason = waiting["reason"].as_str().unwrap_or("ContainerCreating");
+            AgentHttpError::BadRequest(format!(
+                "container \"{container}\" in pod \"{pod_name}\" is waiting to start: {reason}"
             ))
         })?
     } else {

@@ -99,9 +99,9 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Type", 0, "Type of the event."),
             col("Reason", 0, "Why the event was generated."),
             col("Object", 0, "The object this event is about."),
-            col("Message", 0, "A human-readable description."),
             col("Subobject", 1, "The part of the object this event is about."),
             col("Source", 1, "The component reporting this event."),
+            col("Message", 0, "A human-readable description."),
             col("First Seen", 1, "Time of the first occurrence."),
             col("Count", 1, "How many times this event occurred."),
             col("Name", 1, "Name of the event."),
@@ -360,7 +360,6 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, "/type")),
                 json!(s(o, "/reason")),
                 json!(object),
-                json!(first_of(&["/message", "/note"])),
                 json!(first_of(&["/involvedObject/fieldPath", "/regarding/fieldPath"])),
                 json!(first_of(&[
                     "/source/component",
@@ -368,6 +367,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     "/reportingComponent",
                     "/reportingController"
                 ])),
+                json!(first_of(&["/message", "/note"])),
                 json!(age(first, now)),
                 json!(count),
                 name,

@@ -250,6 +250,16 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         agent("/containerLogs/default/limited/c").1 == "65536\n"
     });
 
+    // A container that has never run has no log: 400, as the kubelet answers.
+    let stuck = pod_on("stuck", "node-a", json!({"name": "c", "image": "nginx:1.27"}));
+    server.post("/api/v1/namespaces/default/pods", &stuck);
+    wait_pod(&server, "stuck", "stuck waits for its image", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ImagePullBackOff"
+    });
+    let (code, status) = server.get("/api/v1/namespaces/default/pods/stuck/log");
+    assert_eq!(code, 400, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("is waiting to start"), "{status}");
+
     // A followed log ends when the container does (kubectl logs -f returns), with every line.
     let mut once = pod_on(
         "once",

@@ -278,6 +278,8 @@ impl FieldValues {
                 Some(serde_json::Value::Object(o)) => {
                     o.get("component").and_then(|c| c.as_str()).unwrap_or("").into()
                 }
+                // A node's `spec.unschedulable` is a Go bool: absent is `false`.
+                _ if *field == "spec.unschedulable" => "false".into(),
                 _ => "".into(),
             });
         }
@@ -389,6 +391,9 @@ mod tests {
         assert_eq!(fields.get("metadata.name"), Some("n"));
         assert_eq!(fields.get("metadata.namespace"), None);
         assert_eq!(fields.get("spec.unschedulable"), Some("true"));
+        let schedulable = serde_json::json!({"metadata":{"name":"n"},"spec":{}});
+        let fields = FieldValues::extract(nodes, &schedulable);
+        assert_eq!(fields.get("spec.unschedulable"), Some("false"));
     }
 
     /// Each field is read from its own parent, whether or not the field before shared it.

@@ -45,6 +45,14 @@ impl FieldError {
         Self { reason: "FieldValueInvalid", field: "patch".into(), message: decoding.into() }
     }
 
+    fn too_long(field: impl Into<String>, most: usize) -> Self {
+        Self {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: may not be more than {most} bytes"),
+        }
+    }
+
     fn duplicate(field: impl Into<String>, value: &str) -> Self {
         Self {
             reason: "FieldValueDuplicate",
@@ -190,14 +198,104 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
                 errors.push(FieldError::invalid("metadata.annotations", k, p));
             }
         }
+        let size: usize =
+            annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+        if size > MAX_ANNOTATIONS_BYTES {
+            errors.push(FieldError::too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES));
+        }
     }
+    validate_owner_references(meta.and_then(|m| m.get("ownerReferences")), &mut errors);
     match resource.kind {
         "Pod" => validate_pod_spec(object.get("spec"), "spec", &mut errors),
         "ReplicationController" => validate_rc(object, &mut errors),
         "Service" => validate_service(object, &mut errors),
+        "ConfigMap" => validate_data(object, &["data", "binaryData"], &mut errors),
+        "Secret" => validate_data(object, &["data"], &mut errors),
+        "Lease" => validate_lease(object.get("spec"), &mut errors),
         _ => {}
     }
     errors
+}
+
+/// The most an object's annotations may hold, keys and values (Kubernetes' 256 KiB).
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// The most a ConfigMap's or Secret's data may hold (Kubernetes' 1 MiB).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', \
+'_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is \
+'[-._a-zA-Z0-9]+')";
+
+/// Each owner reference names its owner fully; at most one is the controller.
+fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let references = references.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for reference in references {
+        for (field, what) in
+            [("apiVersion", "version"), ("kind", "kind"), ("name", "name"), ("uid", "uid")]
+        {
+            if reference.get(field).and_then(Value::as_str).unwrap_or("").is_empty() {
+                errors.push(FieldError::invalid(
+                    format!("metadata.ownerReferences.{field}"),
+                    "",
+                    format!("{what} must not be empty"),
+                ));
+            }
+        }
+    }
+    let controllers = references.iter().filter(|r| r["controller"] == true).count();
+    if controllers > 1 {
+        errors.push(FieldError::invalid(
+            "metadata.ownerReferences",
+            &controllers.to_string(),
+            "Only one reference can have Controller set to true",
+        ));
+    }
+}
+
+/// A ConfigMap's or Secret's keys (config keys, not repeated across `fields`) and size.
+fn validate_data(object: &Value, fields: &[&str], errors: &mut Vec<FieldError>) {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut size = 0;
+    for field in fields {
+        let Some(map) = object.get(*field).and_then(Value::as_object) else { continue };
+        for (key, value) in map {
+            size += value.as_str().map_or(0, str::len);
+            let path = format!("{field}[{key}]");
+            let valid = key.len() <= 253
+                && key != "."
+                && key != ".."
+                && !key.starts_with("..")
+                && !key.is_empty()
+                && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+            if !valid {
+                errors.push(FieldError::invalid(&path, key, CONFIG_KEY_MSG));
+            }
+            if seen.contains(&key.as_str()) {
+                errors.push(FieldError::invalid(&path, key, "duplicate of key present in data"));
+            }
+        }
+        seen.extend(map.keys().map(String::as_str));
+    }
+    if size > MAX_DATA_BYTES {
+        errors.push(FieldError::too_long(fields[0], MAX_DATA_BYTES));
+    }
+}
+
+fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    for (field, least) in [("leaseDurationSeconds", 1), ("leaseTransitions", 0)] {
+        match spec.and_then(|s| s.get(field)).and_then(Value::as_i64) {
+            Some(n) if n < least => errors.push(FieldError::invalid(
+                format!("spec.{field}"),
+                &n.to_string(),
+                if least == 1 {
+                    "must be greater than 0"
+                } else {
+                    "must be greater than or equal to 0"
+                },
+            )),
+            _ => {}
+        }
+    }
 }
 
 fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
@@ -512,6 +610,42 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn data_keys_sizes_owner_references_and_leases_are_checked() {
+        let find = |plural| crate::model::resources::find("", "v1", plural).unwrap();
+        let leases = crate::model::resources::find("coordination.k8s.io", "v1", "leases").unwrap();
+        let named = |mut object: Value| {
+            object["metadata"] = json!({"name": "x"});
+            object
+        };
+        let fields = |resource, object: Value| -> Vec<String> {
+            validate_object(resource, &named(object)).into_iter().map(|e| e.field).collect()
+        };
+        assert!(fields(find("configmaps"), json!({"data": {"a.b-C_1": "v"}})).is_empty());
+        assert_eq!(fields(find("configmaps"), json!({"data": {"a b": "v"}})), ["data[a b]"]);
+        assert_eq!(
+            fields(find("configmaps"), json!({"data": {"k": "v"}, "binaryData": {"k": "dg=="}})),
+            ["binaryData[k]"]
+        );
+        let big = "x".repeat(MAX_DATA_BYTES + 1);
+        assert_eq!(fields(find("secrets"), json!({"data": {"k": big}})), ["data"]);
+        assert_eq!(
+            fields(leases, json!({"spec": {"leaseDurationSeconds": 0}})),
+            ["spec.leaseDurationSeconds"]
+        );
+        let mut owned = named(json!({}));
+        owned["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "Pod", "name": "p"}]);
+        let errors = validate_object(find("configmaps"), &owned);
+        assert_eq!(errors[0].field, "metadata.ownerReferences.uid");
+        let mut annotated = named(json!({}));
+        annotated["metadata"]["annotations"] = json!({"a": "y".repeat(MAX_ANNOTATIONS_BYTES)});
+        assert_eq!(
+            validate_object(find("configmaps"), &annotated)[0].field,
+            "metadata.annotations"
+        );
+    }
 
     #[test]
     fn immutable_config_maps_and_secrets_keep_their_content_and_secrets_their_type() {
