@@ -29,22 +29,7 @@ pub async fn serve(
     if node.is_empty() {
         return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
     }
-    let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
-    let node_object = state.core.get(nodes, "", node).await?.to_value();
-    let address = node_object
-        .pointer("/status/addresses")
-        .and_then(Value::as_array)
-        .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
-        .and_then(|a| a["address"].as_str())
-        .unwrap_or("127.0.0.1")
-        .to_string();
-    let port = node_object
-        .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
-        .and_then(Value::as_u64)
-        .filter(|p| *p > 0)
-        .ok_or_else(|| unavailable(format!("node {node} publishes no agent port")))?;
-    let mut url = reqwest::Url::parse(&format!("http://{address}:{port}/"))
-        .map_err(|e| unavailable(format!("node {node} address: {e}")))?;
+    let mut url = super::proxy::agent_url(state, node).await?;
     url.path_segments_mut().map_err(|_| unavailable("bad node address".into()))?.extend([
         "containerLogs",
         namespace,

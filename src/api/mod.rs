@@ -12,6 +12,7 @@ mod objects;
 pub mod openapi;
 mod params;
 pub mod protobuf;
+mod proxy;
 mod request_info;
 mod table;
 mod watch;
@@ -33,7 +34,8 @@ pub struct AppState {
     pub watch_max_timeout: Duration,
     inflight: InflightLimits,
     metrics: metrics::Metrics,
-    /// Client for requests the API server makes to node agents (pod logs).
+    /// Client for requests the API server makes to node agents and pods (logs, proxy): it
+    /// follows no redirect and no proxy from the environment.
     http: reqwest::Client,
 }
 
@@ -41,6 +43,8 @@ impl AppState {
     pub fn new(core: ApiCore, max_body_bytes: usize, watch_max_timeout: Duration) -> Self {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
             .build()
             .expect("an HTTP client without TLS builds");
         let metrics = metrics::Metrics::new(core.store_collectors());

@@ -117,6 +117,19 @@ async fn dispatch(
         (Some("scale"), Some(name)) => {
             return scale(&req, payload, namespace, name, &query, &state).await
         }
+        (Some("proxy"), Some(name)) => {
+            let path = target.proxy_path.as_deref().unwrap_or("");
+            return super::proxy::serve(
+                &req,
+                payload,
+                &state,
+                resource.plural,
+                namespace,
+                name,
+                path,
+            )
+            .await;
+        }
         _ => {}
     }
     // A namespaced resource's collection across namespaces (`/api/v1/pods`) is only read, as

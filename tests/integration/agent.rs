@@ -136,6 +136,28 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         server.http.get(&url).send().ok().and_then(|r| r.text().ok()).as_deref() == Some("web")
     });
 
+    // The proxy subresources: a node's agent, a pod's port; redirects and upgrades stay out.
+    let no_redirects = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let raw = |path: &str, upgrade: bool| {
+        let mut request = no_redirects.get(server.url(path));
+        if upgrade {
+            request = request.header("Connection", "Upgrade").header("Upgrade", "websocket");
+        }
+        let response = request.send().unwrap();
+        let location = response.headers().get("location").map(|l| l.to_str().unwrap().to_string());
+        (response.status().as_u16(), location, response.text().unwrap())
+    };
+    assert_eq!(raw("/api/v1/nodes/node-a/proxy/healthz", false), (200, None, "ok".into()));
+    let pod_proxy = "/api/v1/namespaces/default/pods/web:8080/proxy";
+    assert_eq!(raw(&format!("{pod_proxy}/hostname"), false), (200, None, "web".into()));
+    let (code, location, _) = raw(&format!("{pod_proxy}/redirect?location=/hostname"), false);
+    assert_eq!((code, location.as_deref()), (302, Some("/hostname")), "not followed");
+    assert_eq!(raw(&format!("{pod_proxy}/hostname"), true).0, 400, "no upgrade");
+    assert_eq!(raw("/api/v1/nodes/node-a:22/proxy/", false).0, 400, "only the agent's port");
+
     // Logs through the agent's port; the agent's own endpoints.
     let talker = pod_on(
         "talker",

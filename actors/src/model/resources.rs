@@ -91,6 +91,15 @@ impl ResourceType {
     }
 }
 
+/// What the `proxy` subresource of nodes and pods serves (as discovery lists it).
+const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
+macro_rules! proxy_sub {
+    ($kind:expr) => {
+        Subresource { name: "proxy", group: "", version: "v1", kind: $kind, verbs: PROXY_VERBS }
+    };
+}
+
 macro_rules! status_sub {
     ($kind:expr) => {
         Subresource { name: "status", group: "", version: "v1", kind: $kind, verbs: STATUS_VERBS }
@@ -183,7 +192,7 @@ pub static RESOURCES: &[ResourceType] = &[
         short_names: &["no"],
         in_category_all: false,
         selectable_fields: &["spec.unschedulable"],
-        subresources: &[status_sub!("Node")],
+        subresources: &[proxy_sub!("NodeProxyOptions"), status_sub!("Node")],
         name_is_label: false,
     },
     ResourceType {
@@ -243,6 +252,7 @@ pub static RESOURCES: &[ResourceType] = &[
                 verbs: &["create"],
             },
             Subresource { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
+            proxy_sub!("PodProxyOptions"),
         ],
         name_is_label: false,
     },
