@@ -41,6 +41,9 @@ enum Command {
     /// Lowers rlimits, then replaces itself with the program after `--`.
     #[command(hide = true)]
     ExecLimited(images::ExecLimitedArgs),
+    /// Appends stdin to a container log file, a line at a time with its time.
+    #[command(hide = true)]
+    LogWriter(images::LogWriterArgs),
 }
 
 #[derive(clap::Args)]
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
         Command::Agent(args) => agent(args),
         Command::Image(args) => images::run(args),
         Command::ExecLimited(args) => images::exec_limited(args),
+        Command::LogWriter(args) => images::log_writer(args),
     }
 }
 

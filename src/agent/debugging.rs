@@ -10,6 +10,7 @@ use std::time::Duration;
 use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
+use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::{ContainerLookup, ExecTarget, PodLookup};
 use serde_json::{json, Value};
@@ -267,6 +268,8 @@ async fn attach(
     actix_web::rt::spawn(async move {
         let mut session = session;
         let mut offset = std::fs::metadata(&target.log_path).map(|m| m.len()).unwrap_or(0);
+        // The output as the container wrote it, without the log's times.
+        let mut output = LogReader::new(false, None);
         loop {
             tokio::select! {
                 message = messages.next() => {
@@ -275,7 +278,7 @@ async fn attach(
                     }
                 }
                 () = tokio::time::sleep(Duration::from_millis(200)) => {
-                    let more = super::http::read_from(&target.log_path, &mut offset);
+                    let more = output.read(&super::http::read_from(&target.log_path, &mut offset));
                     if !more.is_empty() && session.binary(framed(STDOUT, &more)).await.is_err() {
                         break;
                     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use actix::Addr;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse, ResponseError};
+use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::node_status::Machine;
 use kplane_actors::agent::{AgentPods, NodeAgent, PodLookup};
 use serde::Deserialize;
@@ -292,16 +293,26 @@ async fn container_logs(
 ) -> Result<HttpResponse, AgentHttpError> {
     let (namespace, pod_name, container) = path.into_inner();
     let query = query.into_inner();
-    if query.timestamps || query.since_seconds.is_some() || query.since_time.is_some() {
-        return Err(AgentHttpError::BadRequest(
-            "timestamps, sinceSeconds and sinceTime are not supported: kplane keeps container \
-             output as written, without per-line times"
-                .into(),
-        ));
-    }
     if query.tail_lines.is_some_and(|n| n < 0) || query.limit_bytes.is_some_and(|n| n <= 0) {
         return Err(AgentHttpError::BadRequest("tailLines must be >= 0 and limitBytes > 0".into()));
     }
+    let since = match (query.since_seconds, query.since_time.as_deref()) {
+        (Some(_), Some(_)) => {
+            return Err(AgentHttpError::BadRequest(
+                "at most one of sinceTime or sinceSeconds may be specified".into(),
+            ))
+        }
+        (Some(seconds), None) if seconds < 1 => {
+            return Err(AgentHttpError::BadRequest("sinceSeconds must be greater than 0".into()))
+        }
+        (Some(seconds), None) => Some(chrono::Utc::now() - chrono::Duration::seconds(seconds)),
+        (None, Some(time)) => Some(
+            chrono::DateTime::parse_from_rfc3339(time)
+                .map_err(|e| AgentHttpError::BadRequest(format!("sinceTime {time:?}: {e}")))?
+                .with_timezone(&chrono::Utc),
+        ),
+        (None, None) => None,
+    };
     let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
     let pod = state.agent.send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?.ok_or_else(
         || AgentHttpError::NotFound(format!("pod {namespace}/{pod_name} not found on this node")),
@@ -346,7 +357,12 @@ async fn container_logs(
     let content = web::block(move || std::fs::read(read).unwrap_or_default())
         .await
         .map_err(|_| AgentHttpError::Unavailable)?;
-    let mut body = select(&content, query.tail_lines, query.limit_bytes);
+    let mut output = LogReader::new(query.timestamps, since);
+    let mut body = output.read(&content);
+    if !query.follow || query.previous {
+        body.extend(output.finish());
+    }
+    let mut body = select(&body, query.tail_lines, query.limit_bytes);
     if !query.follow || query.previous {
         return Ok(HttpResponse::Ok().content_type("text/plain").body(body));
     }
@@ -365,7 +381,7 @@ async fn container_logs(
         let mut ended = false;
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            let more = read_from(&file, &mut offset);
+            let more = output.read(&read_from(&file, &mut offset));
             if !more.is_empty() {
                 let take = limit.map_or(more.len(), |l| l.saturating_sub(sent).min(more.len()));
                 sent += take;

@@ -39,7 +39,8 @@ pub enum AgentStartError {
     Bind { addr: SocketAddr, source: std::io::Error },
 }
 
-/// The images this binary serves itself, and the launcher that applies memory limits.
+/// The images this binary serves itself, the launcher that applies memory limits and the
+/// writer of container logs.
 fn with_builtins(mut config: AgentConfig) -> AgentConfig {
     let Ok(exe) = std::env::current_exe() else { return config };
     let exe = exe.to_string_lossy().to_string();
@@ -49,6 +50,7 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
             .entry(image.to_string())
             .or_insert_with(|| vec![exe.clone(), "image".into(), subcommand.into()]);
     }
+    config.log_writer = Some(vec![exe.clone(), "log-writer".into()]);
     config.memory_limit_launcher = Some(vec![
         exe,
         "exec-limited".into(),

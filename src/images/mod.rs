@@ -7,12 +7,15 @@
 //! - `agnhost/`: `kplane image agnhost <subcommand>`, a subset of Kubernetes' agnhost test image
 //!   with its subcommand and flag names.
 //! - `exec_limited.rs`: `kplane exec-limited`, lowers rlimits then becomes the container's program.
+//! - `log_writer.rs`: `kplane log-writer`, writes a container's output to its log, line by line
+//!   with times.
 //!
 //! Exit codes: 0 after SIGTERM/SIGINT (or what `/exit` asked for), 1 when an image cannot run
 //! (busy port, bad `POD_IP`), 2 for bad flags.
 
 mod agnhost;
 mod exec_limited;
+mod log_writer;
 mod pause;
 mod pod;
 
@@ -21,6 +24,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 pub use exec_limited::{exec_limited, ExecLimitedArgs};
+pub use log_writer::{log_writer, LogWriterArgs};
 
 /// `kplane image <name>`: runs a built-in image in the foreground.
 #[derive(clap::Args, Debug)]

@@ -30,6 +30,15 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     wait_until(WAIT, "web's log", || kubectl.run(&["logs", "web"]).1.contains("serving HTTP"));
     let (ok, _, stderr) = kubectl.run(&["logs", "web", "-c", "nope"]);
     assert!(!ok && stderr.contains("not valid"), "{stderr}");
+    // Each line with the time it was written; only the lines since a time.
+    let timed = kubectl.ok(&["logs", "web", "--timestamps", "--tail=1"]);
+    let (time, line) = timed.trim_end().split_once(' ').expect("a time, then the line");
+    let written = chrono::DateTime::parse_from_rfc3339(time).expect("an RFC 3339 time");
+    assert!(!line.is_empty(), "{timed}");
+    assert!(chrono::Utc::now().signed_duration_since(written).num_seconds() < 120, "{timed}");
+    assert!(kubectl.ok(&["logs", "web", "--since=1h"]).contains("serving HTTP"));
+    let later = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    assert_eq!(kubectl.ok(&["logs", "web", &format!("--since-time={later}")]), "");
 
     let events = kubectl.ok(&["get", "events"]);
     assert!(events.contains("Scheduled"), "{events}");

@@ -11,8 +11,10 @@
 //! - [`pod_ips`]: the node's pod CIDR and the pod IPs in it.
 //! - [`probes`]: exec, HTTP and TCP probes.
 //! - [`launch`]: a container's command line and environment, from its spec.
+//! - [`log_lines`]: the container log format (timed lines) and reading it back.
 
 pub mod launch;
+pub mod log_lines;
 pub mod node_agent;
 pub mod node_status;
 pub mod pod_ips;
@@ -55,6 +57,10 @@ pub struct AgentConfig {
     /// Command-line prefix that applies a memory limit (`{bytes}` is replaced) and then runs
     /// the rest; without it memory limits are not enforced.
     pub memory_limit_launcher: Option<Vec<String>>,
+    /// Command-line prefix of the log writer a container's output is piped into (the log
+    /// file's path is added); without it the output is appended to the log file directly, and
+    /// its lines have no times (`kubectl logs --timestamps`, `--since`).
+    pub log_writer: Option<Vec<String>>,
     /// Log files are rotated (one `.1` kept) past this size.
     pub max_log_bytes: u64,
     /// Stop the containers when the agent shuts down cleanly (they are adopted after a crash).
@@ -81,6 +87,7 @@ impl AgentConfig {
             max_pods: 110,
             images: HashMap::new(),
             memory_limit_launcher: None,
+            log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,
             labels: HashMap::new(),

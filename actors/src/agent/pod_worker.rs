@@ -787,7 +787,8 @@ impl PodState {
         let restart = c.restart_count + u32::from(c.terminated.is_some());
         let log_path = log_path(&self.dir, &name, restart);
         let working_dir = spec.working_dir.as_ref().map(PathBuf::from);
-        let launch = Launch { argv, env: env.clone(), working_dir, log_path };
+        let log_writer = ctx.config.log_writer.clone();
+        let launch = Launch { argv, env: env.clone(), working_dir, log_path, log_writer };
         match ctx.runtime.start(launch).await {
             Ok(started) => {
                 self.event(ctx, EventKind::Normal, "Started", format!("Started container {name}"));

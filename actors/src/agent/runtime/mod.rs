@@ -41,6 +41,8 @@ pub struct Launch {
     pub working_dir: Option<PathBuf>,
     /// stdout and stderr go here (appended).
     pub log_path: PathBuf,
+    /// The log writer's command line (without the path), when the output goes through one.
+    pub log_writer: Option<Vec<String>>,
 }
 
 /// A started container.

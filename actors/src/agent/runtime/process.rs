@@ -36,18 +36,13 @@ impl Runtime for ProcessRuntime {
         if let Some(dir) = launch.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Start(e.to_string()))?;
         }
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&launch.log_path)
-            .map_err(|e| RuntimeError::Start(format!("{}: {e}", launch.log_path.display())))?;
-        let log_err = log.try_clone().map_err(|e| RuntimeError::Start(e.to_string()))?;
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err))
-            .process_group(0);
-        let mut child = super::huge_pages::spawn(&mut command).map_err(|e| match e.kind() {
+        let (stdout, stderr) = output(&launch)?;
+        command.stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
+        let spawned = super::huge_pages::spawn(&mut command);
+        // The command holds this end of the log writer's pipe: it must close here, so that the
+        // writer sees the output end when the container's processes have all exited.
+        drop(command);
+        let mut child = spawned.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
             _ => RuntimeError::Start(format!("{program}: {e}")),
         })?;
@@ -76,6 +71,34 @@ impl Runtime for ProcessRuntime {
             tracing::debug!(pid, %error, "signalling a process group");
         }
     }
+}
+
+/// Where a container's stdout and stderr go: the write end of a pipe into a log writer of
+/// its own (in its own process group, so that it outlives the container's signals and writes
+/// its last lines), or the log file itself.
+fn output(launch: &Launch) -> Result<(Stdio, Stdio), RuntimeError> {
+    let failed =
+        |e: std::io::Error| RuntimeError::Start(format!("{}: {e}", launch.log_path.display()));
+    let Some((program, args)) = launch.log_writer.as_ref().and_then(|w| w.split_first()) else {
+        let log =
+            OpenOptions::new().create(true).append(true).open(&launch.log_path).map_err(failed)?;
+        let log_err = log.try_clone().map_err(failed)?;
+        return Ok((Stdio::from(log), Stdio::from(log_err)));
+    };
+    let (reader, writer) = std::io::pipe().map_err(failed)?;
+    let writer_err = writer.try_clone().map_err(failed)?;
+    let mut log_writer = tokio::process::Command::new(program);
+    log_writer
+        .args(args)
+        .arg(&launch.log_path)
+        .stdin(Stdio::from(reader))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut log_writer = log_writer.spawn().map_err(failed)?;
+    // Reaped when it ends (with the container's output).
+    tokio::spawn(async move { log_writer.wait().await });
+    Ok((Stdio::from(writer), Stdio::from(writer_err)))
 }
 
 /// What kplane reads of /proc/PID/stat (fields numbered as in proc(5)).
@@ -129,6 +152,7 @@ mod tests {
             env: vec![("GREETING".into(), "hello".into())],
             working_dir: None,
             log_path: dir.join("c/0.log"),
+            log_writer: None,
         }
     }
 

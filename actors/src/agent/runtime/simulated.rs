@@ -53,6 +53,7 @@ mod tests {
             env: vec![],
             working_dir: None,
             log_path: "/nonexistent".into(),
+            log_writer: None,
         };
         let started = runtime.start(launch).await.unwrap();
         runtime.signal(started.pid, StopSignal::Term);
