@@ -44,6 +44,10 @@ const NAME: Column = Column {
     description: "Name must be unique within a namespace.",
 };
 const AGE: Column = col("Age", 0, "CreationTimestamp is the time this object was created.");
+const STORAGE_CLASS: Column = col("StorageClass", 0, "The storage class of the volume.");
+const ATTRIBUTES_CLASS: Column =
+    col("VolumeAttributesClass", 0, "The volume attributes class of the volume.");
+const VOLUME_MODE: Column = col("VolumeMode", 1, "Filesystem or Block.");
 
 fn columns(kind: &str) -> Vec<Column> {
     match kind {
@@ -120,7 +124,10 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Volume", 0, "The bound volume."),
             col("Capacity", 0, "Capacity of the bound volume."),
             col("Access Modes", 0, "Access modes of the claim."),
+            STORAGE_CLASS,
+            ATTRIBUTES_CLASS,
             AGE,
+            VOLUME_MODE,
         ],
         "PersistentVolume" => vec![
             NAME,
@@ -129,8 +136,22 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Reclaim Policy", 0, "What happens when the claim is released."),
             col("Status", 0, "Phase of the volume."),
             col("Claim", 0, "The claim bound to the volume."),
+            STORAGE_CLASS,
+            ATTRIBUTES_CLASS,
+            col("Reason", 0, "Why the volume is in its phase."),
             AGE,
+            VOLUME_MODE,
         ],
+        "ServiceAccount" => {
+            vec![NAME, col("Secrets", 0, "Number of secrets the service account names."), AGE]
+        }
+        "ResourceQuota" => vec![
+            NAME,
+            AGE,
+            col("Request", 0, "Used and hard amounts of the quota's non-limit resources."),
+            col("Limit", 0, "Used and hard amounts of the quota's limits."),
+        ],
+        "LimitRange" => vec![NAME, col("Created At", 0, "When the limit range was created.")],
         "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
         _ => vec![NAME, AGE],
     }
@@ -392,7 +413,10 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             json!(s(o, "/spec/volumeName")),
             json!(s(o, "/status/capacity/storage")),
             json!(access_modes(json::at(o, "/spec/accessModes"))),
+            json!(s(o, "/spec/storageClassName")),
+            json!(unset(s(o, "/spec/volumeAttributesClassName"))),
             json!(created),
+            json!(s(o, "/spec/volumeMode")),
         ],
         "PersistentVolume" => {
             let claim = match s(o, "/spec/claimRef/name") {
@@ -406,12 +430,56 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
                 json!(s(o, "/status/phase")),
                 json!(claim),
+                json!(s(o, "/spec/storageClassName")),
+                json!(unset(s(o, "/spec/volumeAttributesClassName"))),
+                json!(s(o, "/status/reason")),
                 json!(created),
+                json!(s(o, "/spec/volumeMode")),
             ]
         }
+        "ServiceAccount" => {
+            let secrets = json::at(o, "/secrets").and_then(Value::as_array).map_or(0, Vec::len);
+            vec![name, json!(secrets), json!(created)]
+        }
+        "ResourceQuota" => {
+            let (requests, limits) = quota_usage(o);
+            vec![name, json!(created), json!(requests), json!(limits)]
+        }
+        "LimitRange" => vec![name, json!(s(o, "/metadata/creationTimestamp"))],
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
         _ => vec![name, json!(created)],
     }
+}
+
+/// `<unset>` for an empty optional name, as kubectl prints a volume attributes class.
+fn unset(value: &str) -> &str {
+    if value.is_empty() {
+        "<unset>"
+    } else {
+        value
+    }
+}
+
+/// A quota's `resource: used/hard` pairs, by name, for its requests and for its limits (the
+/// `limits.*` resources), as kubectl prints them.
+fn quota_usage(quota: &Value) -> (String, String) {
+    let hard = json::at(quota, "/status/hard")
+        .or_else(|| json::at(quota, "/spec/hard"))
+        .and_then(Value::as_object);
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    for (resource, amount) in hard.into_iter().flatten() {
+        let used = json::at(quota, "/status/used")
+            .and_then(|u| u.get(resource.as_str()))
+            .and_then(Value::as_str)
+            .unwrap_or("0");
+        let pair = format!("{resource}: {used}/{}", amount.as_str().unwrap_or(""));
+        if resource.starts_with("limits.") {
+            limits.push(pair);
+        } else {
+            requests.push(pair);
+        }
+    }
+    (requests.join(", "), limits.join(", "))
 }
 
 fn access_modes(modes: Option<&Value>) -> String {
@@ -553,6 +621,15 @@ mod tests {
         assert_eq!(status_of("Running", both.clone(), json!([{"type": "Ready"}])), "Running");
         assert_eq!(status_of("Running", both, json!([])), "NotReady");
         assert_eq!(status_of("Running", json!([running]), json!([])), "Running");
+    }
+
+    #[test]
+    fn quotas_show_used_and_hard_amounts_of_requests_and_limits() {
+        let quota = json!({"spec": {"hard": {"pods": "10", "limits.cpu": "2"}},
+            "status": {"hard": {"pods": "10", "limits.cpu": "2"}, "used": {"pods": "3"}}});
+        assert_eq!(quota_usage(&quota), ("pods: 3/10".into(), "limits.cpu: 0/2".into()));
+        let unobserved = json!({"spec": {"hard": {"requests.cpu": "1"}}});
+        assert_eq!(quota_usage(&unobserved), ("requests.cpu: 0/1".into(), String::new()));
     }
 
     #[test]
