@@ -8,14 +8,19 @@ use crate::util::{wait_until, Server};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-#[test]
-fn kubectl_runs_a_pod_on_the_single_node_cluster() {
-    let server = Server::start_with_env(&[
+/// A server with its scheduler and an embedded agent (node `solo`) that syncs fast.
+fn single_node_cluster() -> Server {
+    Server::start_with_env(&[
         ("KPLANE_AGENT__ENABLED", "true"),
         ("KPLANE_SCHEDULER__ENABLED", "true"),
         ("KPLANE_AGENT__NODE_NAME", "solo"),
         ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
-    ]);
+    ])
+}
+
+#[test]
+fn kubectl_runs_a_pod_on_the_single_node_cluster() {
+    let server = single_node_cluster();
     let kubectl = server.kubectl();
     wait_until(WAIT, "the node is Ready", || {
         let (_, out, _) = kubectl.run(&["get", "nodes"]);
@@ -71,12 +76,7 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
 /// for finalizers to be removed; then it goes, and a namespace of the same name starts empty.
 #[test]
 fn a_deleted_namespace_goes_once_it_is_empty() {
-    let server = Server::start_with_env(&[
-        ("KPLANE_AGENT__ENABLED", "true"),
-        ("KPLANE_SCHEDULER__ENABLED", "true"),
-        ("KPLANE_AGENT__NODE_NAME", "solo"),
-        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
-    ]);
+    let server = single_node_cluster();
     let kubectl = server.kubectl();
     kubectl.ok(&["create", "namespace", "team"]);
     kubectl.ok(&[
