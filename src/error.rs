@@ -83,7 +83,8 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
         },
         HttpError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
         HttpError::TooLarge(_) => (413, "RequestEntityTooLarge", None),
-        HttpError::NoSuchPath => (404, "NotFound", None),
+        // As kube-apiserver's: empty details, which clients read (kubectl debug does).
+        HttpError::NoSuchPath => (404, "NotFound", Some(json!({}))),
         HttpError::MethodNotAllowed => (405, "MethodNotAllowed", None),
         HttpError::BadRequest(_) => (400, "BadRequest", None),
         // As kube-apiserver's max-in-flight filter answers: the details say only when to retry.
@@ -137,6 +138,7 @@ mod tests {
         assert_eq!(body["message"], "pods \"x\" not found");
         assert_eq!(body["details"], json!({"name": "x", "kind": "pods"}));
         assert_eq!(status_of(&HttpError::TooLarge(3)).0, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(status_of(&HttpError::NoSuchPath).1["details"], json!({}));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::{BufMut, BytesMut};
 use kplane_actors::core::{ObjectList, PatchType};
 use kplane_actors::model::{ResourceType, StoredObject};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::body::{self, FieldValidation};
 use super::params::Query;
@@ -180,7 +180,7 @@ async fn dispatch(
         (Method::DELETE, Some(name)) if !status_only => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
-            Ok(object_response(&req, StatusCode::OK, resource, &deleted, &query))
+            Ok(delete_response(&req, resource, &deleted, &query))
         }
         (Method::DELETE, None) => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
@@ -239,7 +239,7 @@ async fn binding(
     let bytes = body::read(payload, state.max_body_bytes).await?;
     let binding = body::decode_object(req, &bytes)?;
     state.core.bind(namespace, name, &binding, query.dry_run()?).await?;
-    let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
     Ok(json_bytes(StatusCode::CREATED, status.to_string().into()))
 }
@@ -342,6 +342,28 @@ fn object_response(
         return table_response(status, table);
     }
     json_bytes(status, object.raw.clone())
+}
+
+/// What a delete answers, as Kubernetes' storage does: the object while it is not gone yet (a
+/// pod stopping, finalizers left) or when its kind returns deleted objects; otherwise a
+/// Success `Status` naming it.
+fn delete_response(
+    req: &HttpRequest,
+    resource: &ResourceType,
+    deleted: &Arc<StoredObject>,
+    query: &Query,
+) -> HttpResponse {
+    if deleted.deleting || resource.returns_deleted_object() {
+        return object_response(req, StatusCode::OK, resource, deleted, query);
+    }
+    let mut details =
+        json!({"name": deleted.key.name, "kind": resource.plural, "uid": deleted.uid});
+    if !resource.group.is_empty() {
+        details["group"] = json!(resource.group);
+    }
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "details": details});
+    json_bytes(StatusCode::OK, status.to_string().into())
 }
 
 fn table_response(status: StatusCode, table: Value) -> HttpResponse {

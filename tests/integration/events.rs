@@ -91,8 +91,11 @@ fn events_k8s_io_shares_storage_with_core_events() {
     assert_eq!(status["details"]["causes"][0]["field"], "eventTime");
     let (code, _) = server.post(EVENTS_V1, &json!({"apiVersion": "v1", "kind": "Event"}));
     assert_eq!(code, 400);
+    // As Kubernetes' event storage: a Success Status naming what went, not the object.
     let (code, deleted) = server.delete(&format!("{EVENTS_V1}/e1"));
     assert_eq!(code, 200);
-    assert_eq!(deleted["apiVersion"], "events.k8s.io/v1");
+    assert_eq!((&deleted["kind"], &deleted["status"]), (&json!("Status"), &json!("Success")));
+    assert_eq!(deleted["details"]["group"], "events.k8s.io", "{deleted}");
+    assert_eq!(deleted["details"]["name"], "e1", "{deleted}");
     assert_eq!(server.get("/api/v1/namespaces/default/events/e1").0, 404);
 }

@@ -92,6 +92,22 @@ def services(core):
     expect_status(404, core.read_namespaced_service, "py-svc", NS)
 
 
+def config_maps_and_secrets(core):
+    core.create_namespaced_pod(NS, pod("py-gone", {}))
+    core.create_namespaced_config_map(NS, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="py-cm"), data={"a": "1"}))
+    core.create_namespaced_secret(NS, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="py-secret"), string_data={"password": "hunter2"}))
+    assert core.read_namespaced_secret("py-secret", NS).data == {"password": "aHVudGVyMg=="}
+    # Deleting these answers a Success Status, as Kubernetes does (pods answer the pod); the
+    # client hands either back as a dict.
+    gone = core.delete_namespaced_config_map("py-cm", NS)
+    assert gone["status"] == "Success" and gone["details"]["name"] == "py-cm", gone
+    gone = core.delete_namespaced_secret("py-secret", NS)
+    assert gone["status"] == "Success" and gone["details"]["kind"] == "secrets", gone
+    assert core.delete_namespaced_pod("py-gone", NS, grace_period_seconds=0).kind == "Pod"
+
+
 def replication_controllers(core):
     rc = client.V1ReplicationController(
         metadata=client.V1ObjectMeta(name="py-rc"),
@@ -176,6 +192,7 @@ def main():
     core = client.CoreV1Api(api)
     pods(core)
     services(core)
+    config_maps_and_secrets(core)
     replication_controllers(core)
     watching(core)
     events(client.EventsV1Api(api), core)

@@ -83,6 +83,21 @@ impl ResourceType {
         self.verbs().contains(&verb)
     }
 
+    /// Whether a delete that removes the object answers with it, as these kinds' storage does
+    /// in Kubernetes (`ReturnDeletedObject`); the others answer a Success `Status`.
+    pub fn returns_deleted_object(&self) -> bool {
+        const RETURNING: &[&str] = &[
+            "pods",
+            "services",
+            "serviceaccounts",
+            "resourcequotas",
+            "persistentvolumes",
+            "persistentvolumeclaims",
+            "namespaces",
+        ];
+        self.group.is_empty() && RETURNING.contains(&self.plural)
+    }
+
     /// True when `field` may be used in a field selector on this resource.
     pub fn selects_field(&self, field: &str) -> bool {
         field == "metadata.name"

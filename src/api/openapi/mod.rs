@@ -511,6 +511,8 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
         m
     };
     let mut main = item_ops("", "the object", item, &g);
+    // What a delete answers (see `objects::delete_response`).
+    let deleted = if rt.returns_deleted_object() { item } else { STATUS_SCHEMA };
     main.insert(
         "delete".into(),
         operation(
@@ -524,7 +526,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
                 query_param("propagationPolicy", "string", "Whether and how garbage collection will be performed."),
             ],
             Some(json!({ "content": { "application/json": { "schema": schema_ref(DELETE_OPTIONS_SCHEMA) } } })),
-            vec![response("200", "OK", STATUS_SCHEMA), response("202", "Accepted", STATUS_SCHEMA)],
+            vec![response("200", "OK", deleted), response("202", "Accepted", deleted)],
         ),
     );
     paths.insert(item_path.clone(), Value::Object(main));
