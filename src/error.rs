@@ -68,6 +68,13 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
                 (422, "Invalid", Some(d))
             }
             ApiError::BadRequest(_) => (400, "BadRequest", None),
+            ApiError::PatchNotApplicable(message) => (
+                422,
+                "Invalid",
+                Some(
+                    json!({"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}),
+                ),
+            ),
             ApiError::Forbidden(_) => (403, "Forbidden", None),
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) => (410, "Expired", None),

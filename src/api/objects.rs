@@ -117,6 +117,9 @@ async fn dispatch(
         (Some("scale"), Some(name)) => {
             return scale(&req, payload, namespace, name, &query, &state).await
         }
+        (Some("finalize"), Some(name)) => {
+            return finalize(&req, payload, resource, name, &query, &state).await;
+        }
         (Some("proxy"), Some(name)) => {
             let path = target.proxy_path.as_deref().unwrap_or("");
             return super::proxy::serve(
@@ -242,6 +245,34 @@ async fn binding(
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
     Ok(json_bytes(StatusCode::CREATED, status.to_string().into()))
+}
+
+/// PUT `namespaces/{name}/finalize`: sets the namespace's `spec.finalizers` to the body's and
+/// changes nothing else, as Kubernetes' finalize subresource does. A deleted namespace left
+/// with no finalizer goes (the usual way out for one stuck in Terminating).
+async fn finalize(
+    req: &HttpRequest,
+    payload: web::Payload,
+    namespaces: &'static ResourceType,
+    name: &str,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    if req.method() != Method::PUT {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    let namespace = body::decode_object(req, &bytes)?;
+    let finalizers = namespace.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
+    let mut patch = json!({"spec": {"finalizers": finalizers}});
+    if let Some(rv) = namespace.pointer("/metadata/resourceVersion").filter(|rv| *rv != "") {
+        patch["metadata"] = json!({"resourceVersion": rv});
+    }
+    let options = query.write_options(req)?;
+    let core = &state.core;
+    let finalized =
+        core.patch(namespaces, "", name, PatchType::Merge, &patch, false, &options).await?;
+    Ok(object_response(req, StatusCode::OK, namespaces, &finalized, query))
 }
 
 /// GET, PUT and PATCH on `replicationcontrollers/{name}/scale` (autoscaling/v1 `Scale`).

@@ -203,10 +203,18 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             if !s(o, "/status/reason").is_empty() {
                 status = s(o, "/status/reason").to_string();
             }
-            // As kubectl's printer: the first container (from the front) that waits or has
-            // ended names the status (`Completed`, `Error`, `CrashLoopBackOff`), unless one
-            // still runs (`Running`, or `NotReady` without a Ready condition).
+            // As kubectl's printer: an init container not done yet names the status
+            // (`Init:1/2`, `Init:Error`, `Init:CrashLoopBackOff`); then the first container
+            // (from the front) that waits or has ended (`Completed`, `Error`,
+            // `CrashLoopBackOff`), unless one still runs (`Running`, or `NotReady` without a
+            // Ready condition).
+            let initializing = init_status(o).map(|init| status = init).is_some();
+            let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
+            let initialized = conditions.is_some_and(|c| {
+                c.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True")
+            });
             let mut running = false;
+            let statuses = statuses.filter(|_| !initializing || initialized);
             for c in statuses.into_iter().flatten().rev() {
                 let waiting = s(c, "/state/waiting/reason");
                 let terminated = json::at(c, "/state/terminated");
@@ -226,7 +234,6 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 }
             }
             if status == "Completed" && running {
-                let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
                 let has_ready = conditions.is_some_and(|c| c.iter().any(|c| c["type"] == "Ready"));
                 status = if has_ready { "Running" } else { "NotReady" }.into();
             }
@@ -451,6 +458,36 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     }
 }
 
+/// The STATUS of a pod whose init containers are not all done, as kubectl prints it.
+fn init_status(pod: &Value) -> Option<String> {
+    let specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array)?;
+    let statuses = json::at(pod, "/status/initContainerStatuses").and_then(Value::as_array);
+    for (i, c) in statuses.into_iter().flatten().enumerate() {
+        let terminated = json::at(c, "/state/terminated");
+        let waiting = s(c, "/state/waiting/reason");
+        let sidecar =
+            specs.iter().any(|spec| spec["name"] == c["name"] && spec["restartPolicy"] == "Always");
+        match terminated {
+            Some(t) if t["exitCode"] == 0 => continue,
+            _ if sidecar && c["started"] == true => continue,
+            Some(t) => {
+                return Some(match t["reason"].as_str().filter(|r| !r.is_empty()) {
+                    Some(reason) => format!("Init:{reason}"),
+                    None if t["signal"].as_i64().is_some_and(|n| n != 0) => {
+                        format!("Init:Signal:{}", t["signal"])
+                    }
+                    None => format!("Init:ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
+                })
+            }
+            None if !waiting.is_empty() && waiting != "PodInitializing" => {
+                return Some(format!("Init:{waiting}"))
+            }
+            None => return Some(format!("Init:{i}/{}", specs.len())),
+        }
+    }
+    None
+}
+
 /// `<unset>` for an empty optional name, as kubectl prints a volume attributes class.
 fn unset(value: &str) -> &str {
     if value.is_empty() {
@@ -612,6 +649,19 @@ mod tests {
         };
         let ended = |reason: &str, code: i64| json!({"state": {"terminated": {"reason": reason, "exitCode": code}}});
         let running = json!({"ready": true, "state": {"running": {}}});
+        let init = |statuses: Value| {
+            let pod = json!({"metadata": {"name": "p"}, "spec": {"initContainers": [{"name": "i"},
+                {"name": "j"}], "containers": [{"name": "c"}]}, "status": {"phase": "Pending",
+                "initContainerStatuses": statuses, "containerStatuses": [
+                    {"state": {"waiting": {"reason": "PodInitializing"}}}]}});
+            cells("Pod", &pod, now)[2].as_str().unwrap().to_string()
+        };
+        let done = json!({"state": {"terminated": {"exitCode": 0}}});
+        assert_eq!(init(json!([done, {"state": {"running": {}}}])), "Init:1/2");
+        assert_eq!(init(json!([ended("Error", 1)])), "Init:Error");
+        let backoff = json!({"state": {"waiting": {"reason": "CrashLoopBackOff"}}});
+        assert_eq!(init(json!([backoff])), "Init:CrashLoopBackOff");
+        assert_eq!(init(json!([done, done])), "PodInitializing");
         assert_eq!(status_of("Succeeded", json!([ended("Completed", 0)]), json!([])), "Completed");
         assert_eq!(status_of("Failed", json!([ended("Error", 1)]), json!([])), "Error");
         assert_eq!(status_of("Failed", json!([ended("", 3)]), json!([])), "ExitCode:3");

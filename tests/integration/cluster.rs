@@ -129,4 +129,19 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
     kubectl.ok(&["create", "namespace", "team"]);
     let (code, left) = server.get("/api/v1/namespaces/team/configmaps");
     assert_eq!((code, left["items"].as_array().map(Vec::len)), (200, Some(0)), "{left}");
+    // Namespaces carry their name as a label, to be selected by it.
+    let by_label =
+        kubectl.ok(&["get", "ns", "-l", "kubernetes.io/metadata.name=team", "-o", "name"]);
+    assert_eq!(by_label.trim(), "namespace/team");
+
+    // The way out for a namespace stuck in Terminating: its finalizers emptied through the
+    // finalize subresource, and it goes (what held it stays, as in Kubernetes).
+    kubectl.ok(&["-n", "team", "create", "-f", held.to_str().unwrap()]);
+    kubectl.ok(&["delete", "namespace", "team", "--wait=false"]);
+    assert_eq!(phase(), "Terminating");
+    let (_, mut stuck) = server.get("/api/v1/namespaces/team");
+    stuck["spec"]["finalizers"] = serde_json::json!([]);
+    let (code, finalized) = server.put("/api/v1/namespaces/team/finalize", &stuck);
+    assert_eq!(code, 200, "{finalized}");
+    assert_eq!(server.get("/api/v1/namespaces/team").0, 404);
 }

@@ -30,7 +30,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
     match kind {
         "Pod" => {
             if let Some(spec) = object.get_mut("spec") {
-                pod_spec(spec);
+                pod_spec(spec, PodSpecOf::Pod);
             }
             let qos = object.get("spec").map_or("BestEffort", qos_class);
             let status = object_field(object, "status");
@@ -45,7 +45,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 spec.entry("selector").or_insert(labels.clone());
             }
             if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
-                pod_spec(pod);
+                pod_spec(pod, PodSpecOf::Template);
             }
             let meta_labels = object.pointer("/spec/template/metadata/labels").cloned();
             if let Some(labels) = meta_labels {
@@ -57,8 +57,17 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let spec = object_field(object, "spec");
             spec.entry("type").or_insert(json!("ClusterIP"));
             spec.entry("sessionAffinity").or_insert(json!("None"));
-            if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
+            let service_type = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+            if service_type != "ExternalName" {
                 spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
+                spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
+                spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
+            }
+            if service_type == "NodePort" || service_type == "LoadBalancer" {
+                spec.entry("externalTrafficPolicy").or_insert(json!("Cluster"));
+            }
+            if service_type == "LoadBalancer" {
+                spec.entry("allocateLoadBalancerNodePorts").or_insert(json!(true));
             }
             for port in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
                 if let Some(port) = port.as_object_mut() {
@@ -76,6 +85,17 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             object_field(object, "status").entry("loadBalancer").or_insert(json!({}));
         }
         "Namespace" => {
+            // Every namespace is labelled with its name (Kubernetes does so since 1.22), so
+            // that label selectors can pick namespaces by name.
+            let name = object.pointer("/metadata/name").and_then(Value::as_str).map(String::from);
+            if let Some(name) = name {
+                let meta = object_field(object, "metadata");
+                let labels = meta.entry("labels").or_insert_with(|| json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                labels["kubernetes.io/metadata.name"] = json!(name);
+            }
             object_field(object, "spec").entry("finalizers").or_insert(json!(["kubernetes"]));
             object_field(object, "status").entry("phase").or_insert(json!("Active"));
         }
@@ -132,7 +152,15 @@ fn object_field<'a>(object: &'a mut Value, field: &str) -> &'a mut Map<String, V
     entry.as_object_mut().expect("just made an object")
 }
 
-fn pod_spec(spec: &mut Value) {
+/// Whose pod spec is defaulted: a pod's, or a template's (which, as in Kubernetes, does not
+/// get requests from its limits: that is the pod's defaulting).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PodSpecOf {
+    Pod,
+    Template,
+}
+
+fn pod_spec(spec: &mut Value, of: PodSpecOf) {
     let Some(spec) = spec.as_object_mut() else { return };
     spec.entry("restartPolicy").or_insert(json!("Always"));
     spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
@@ -142,12 +170,12 @@ fn pod_spec(spec: &mut Value) {
     spec.entry("enableServiceLinks").or_insert(json!(true));
     for list in ["initContainers", "containers"] {
         for c in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
-            container(c);
+            container(c, of);
         }
     }
 }
 
-fn container(c: &mut Value) {
+fn container(c: &mut Value, of: PodSpecOf) {
     let Some(c) = c.as_object_mut() else { return };
     let image = c.get("image").and_then(Value::as_str).unwrap_or("");
     let untagged = !image.rsplit('/').next().unwrap_or("").contains(':') && !image.contains('@');
@@ -157,7 +185,7 @@ fn container(c: &mut Value) {
     c.entry("terminationMessagePolicy").or_insert(json!("File"));
     let resources = c.entry("resources").or_insert(json!({}));
     // A limit without a request requests the limit (a malformed list is left to validation).
-    if let Some(resources) = resources.as_object_mut() {
+    if let Some(resources) = resources.as_object_mut().filter(|_| of == PodSpecOf::Pod) {
         let limits = resources.get("limits").and_then(Value::as_object).cloned();
         let requests = resources.entry("requests").or_insert(json!({}));
         if let (Some(limits), Some(requests)) = (limits, requests.as_object_mut()) {
@@ -307,6 +335,18 @@ mod tests {
         let mut rc = json!({"metadata":{},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[]}}}});
         apply("ReplicationController", &mut rc);
         assert_eq!(rc["spec"]["replicas"], 1);
+        let mut limited = json!({"metadata":{},"spec":{"template":{"spec":{"containers":[
+            {"name":"c","image":"i","resources":{"limits":{"cpu":"100m"}}}]}}}});
+        apply("ReplicationController", &mut limited);
+        let resources = &limited["spec"]["template"]["spec"]["containers"][0]["resources"];
+        assert_eq!(resources, &json!({"limits":{"cpu":"100m"}}), "a template gets no requests");
+        let mut ns = json!({"metadata":{"name":"team","labels":{"a":"b"}}});
+        apply("Namespace", &mut ns);
+        assert_eq!(ns["metadata"]["labels"], json!({"a":"b","kubernetes.io/metadata.name":"team"}));
+        let mut np = json!({"spec":{"type":"NodePort","ports":[{"port":80}]}});
+        apply("Service", &mut np);
+        assert_eq!(np["spec"]["ipFamilies"], json!(["IPv4"]));
+        assert_eq!(np["spec"]["externalTrafficPolicy"], "Cluster");
         assert_eq!(rc["spec"]["selector"], json!({"a":"b"}));
         assert_eq!(rc["metadata"]["labels"], json!({"a":"b"}));
     }

@@ -26,6 +26,10 @@ pub enum ApiError {
     Invalid { kind: &'static str, group: &'static str, name: String, causes: Vec<FieldError> },
     #[error("{0}")]
     BadRequest(String),
+    /// A well-formed JSON patch that cannot be applied to the object (a failed `test`, a
+    /// path that is not there): 422, as Kubernetes answers it.
+    #[error("{0}")]
+    PatchNotApplicable(String),
     #[error("{0}")]
     Forbidden(String),
     /// A request body in a format this resource does not take.

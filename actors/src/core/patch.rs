@@ -28,7 +28,7 @@ pub(crate) fn apply(
             // On a clone: a failed patch is simply dropped. (`json_patch::patch` would undo the
             // applied operations, and its undo panics for some inputs, e.g. a move into itself.)
             json_patch::patch_unsafe(&mut target, &ops).map_err(|e| {
-                ApiError::BadRequest(format!("the JSON patch could not be applied: {e}"))
+                ApiError::PatchNotApplicable(format!("the JSON patch could not be applied: {e}"))
             })?;
         }
         PatchType::Merge => {
@@ -298,6 +298,9 @@ mod json_patch_tests {
         let current = json!({"metadata": {"name": "p"}});
         let patch = json!([{"op": "add", "path": "/x", "value": 1},
             {"op": "move", "from": "/metadata", "path": "/metadata/inner"}]);
-        assert!(matches!(apply(&current, PatchType::Json, &patch), Err(ApiError::BadRequest(_))));
+        let failed = apply(&current, PatchType::Json, &patch);
+        assert!(matches!(failed, Err(ApiError::PatchNotApplicable(_))), "{failed:?}");
+        let malformed = apply(&current, PatchType::Json, &json!({"op": "add"}));
+        assert!(matches!(malformed, Err(ApiError::BadRequest(_))), "{malformed:?}");
     }
 }

@@ -248,6 +248,9 @@ pub struct FieldValues {
     values: PackedStrings,
 }
 
+/// Selectable fields that are bools in Kubernetes' types (absent reads `false`).
+const BOOL_FIELDS: &[&str] = &["spec.unschedulable", "spec.hostNetwork"];
+
 impl FieldValues {
     pub fn extract(resource: &'static ResourceType, object: &serde_json::Value) -> Self {
         let metadata = object.get("metadata");
@@ -278,8 +281,8 @@ impl FieldValues {
                 Some(serde_json::Value::Object(o)) => {
                     o.get("component").and_then(|c| c.as_str()).unwrap_or("").into()
                 }
-                // A node's `spec.unschedulable` is a Go bool: absent is `false`.
-                _ if *field == "spec.unschedulable" => "false".into(),
+                // Go bools: absent is `false`.
+                _ if BOOL_FIELDS.contains(field) => "false".into(),
                 _ => "".into(),
             });
         }
@@ -391,6 +394,16 @@ mod tests {
         assert_eq!(fields.get("metadata.name"), Some("n"));
         assert_eq!(fields.get("metadata.namespace"), None);
         assert_eq!(fields.get("spec.unschedulable"), Some("true"));
+        let pods_on_host = FieldValues::extract(pods, &pod);
+        assert_eq!(pods_on_host.get("spec.hostNetwork"), Some("false"));
+        let services = resources::find("", "v1", "services").unwrap();
+        let svc = serde_json::json!({"metadata":{"name":"s","namespace":"d"},
+            "spec":{"type":"NodePort","clusterIP":"127.192.0.1"}});
+        let fields = FieldValues::extract(services, &svc);
+        assert_eq!(
+            (fields.get("spec.type"), fields.get("spec.clusterIP")),
+            (Some("NodePort"), Some("127.192.0.1"))
+        );
         let schedulable = serde_json::json!({"metadata":{"name":"n"},"spec":{}});
         let fields = FieldValues::extract(nodes, &schedulable);
         assert_eq!(fields.get("spec.unschedulable"), Some("false"));

@@ -163,6 +163,7 @@ fn build_docs() -> Docs {
     gen.subschema_for::<corev1::Binding>();
     let mut schemas = gen.take_definitions(true);
     declare_lists(&mut schemas);
+    metadata_is_optional(&mut schemas);
 
     // Tag kinds with their GVK and derive their List schemas from the item schema.
     for rt in RESOURCES {
@@ -199,6 +200,20 @@ fn build_docs() -> Docs {
     let version = crate::api::discovery::git_version();
     let v2 = V2Document::build(&schemas, &version);
     Docs { documents, index, shapes, v2 }
+}
+
+/// `k8s-openapi` types hold their `metadata` as a plain field, so the derived schemas require
+/// it; Kubernetes' documents do not (and `kubectl explain` marks required fields).
+fn metadata_is_optional(schemas: &mut Map<String, Value>) {
+    for schema in schemas.values_mut() {
+        let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        required.retain(|field| field != "metadata");
+        if required.is_empty() {
+            schema.as_object_mut().map(|s| s.remove("required"));
+        }
+    }
 }
 
 /// Declares how the core types' lists merge, with the extensions Kubernetes' documents carry:
@@ -744,6 +759,17 @@ mod tests {
         assert!(finalizers.get("x-kubernetes-patch-merge-key").is_none());
         let tolerations = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["tolerations"];
         assert!(tolerations.get("x-kubernetes-patch-strategy").is_none());
+    }
+
+    #[test]
+    fn metadata_is_never_required() {
+        let doc = document("api/v1");
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for (name, schema) in schemas {
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            assert!(!required.contains(&json!("metadata")), "{name}");
+        }
+        assert_eq!(schemas["io.k8s.api.core.v1.Container"]["required"], json!(["name"]));
     }
 
     #[test]
