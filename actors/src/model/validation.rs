@@ -210,7 +210,11 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "ReplicationController" => validate_rc(object, &mut errors),
         "Service" => validate_service(object, &mut errors),
         "ConfigMap" => validate_data(object, &["data", "binaryData"], &mut errors),
-        "Secret" => validate_data(object, &["data"], &mut errors),
+        "Secret" => {
+            validate_data(object, &["data"], &mut errors);
+            validate_secret_type(object, &mut errors);
+        }
+        "PersistentVolumeClaim" => validate_claim(object.get("spec"), &mut errors),
         "Lease" => validate_lease(object.get("spec"), &mut errors),
         _ => {}
     }
@@ -281,6 +285,55 @@ fn validate_data(object: &Value, fields: &[&str], errors: &mut Vec<FieldError>) 
     }
 }
 
+/// The keys a Secret's type requires in its data, as Kubernetes checks them.
+fn validate_secret_type(secret: &Value, errors: &mut Vec<FieldError>) {
+    use base64::Engine as _;
+    let data = secret.get("data");
+    let has = |key: &str| data.and_then(|d| d.get(key)).is_some();
+    match secret.get("type").and_then(Value::as_str).unwrap_or("Opaque") {
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !has(key) {
+                    errors.push(FieldError::required(format!("data[{key}]")));
+                }
+            }
+        }
+        "kubernetes.io/dockerconfigjson" => {
+            let key = ".dockerconfigjson";
+            let config = data.and_then(|d| d.get(key)).and_then(Value::as_str);
+            let decoded =
+                config.and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok());
+            match decoded {
+                None if config.is_none() => {
+                    errors.push(FieldError::required(format!("data[{key}]")))
+                }
+                Some(bytes) if serde_json::from_slice::<Value>(&bytes).is_ok() => {}
+                _ => errors.push(FieldError::invalid(
+                    format!("data[{key}]"),
+                    "<secret contents redacted>",
+                    "invalid JSON",
+                )),
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A claim asks for at least one access mode and an amount of storage.
+fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let modes = spec.and_then(|s| s.get("accessModes")).and_then(Value::as_array);
+    if modes.is_none_or(|m| m.is_empty()) {
+        errors.push(FieldError {
+            reason: "FieldValueRequired",
+            field: "spec.accessModes".into(),
+            message: "Required value: at least 1 access mode is required".into(),
+        });
+    }
+    if spec.and_then(|s| s.pointer("/resources/requests/storage")).is_none() {
+        errors.push(FieldError::required("spec.resources[storage]"));
+    }
+}
+
 fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     for (field, least) in [("leaseDurationSeconds", 1), ("leaseTransitions", 0)] {
         match spec.and_then(|s| s.get(field)).and_then(Value::as_i64) {
@@ -304,10 +357,13 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
         errors.push(FieldError::required(format!("{path}.containers")));
         return;
     };
+    let volumes = validate_volumes(spec, path, errors);
     let mut seen = Vec::new();
+    let mut port_names: Vec<&str> = Vec::new();
     for (i, c) in containers.iter().enumerate() {
         // Paths are built only for the errors found: this runs on every pod written.
         let at = |rest: &str| format!("{path}.containers[{i}]{rest}");
+        validate_container_extras(c, &volumes, &mut port_names, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
             Some(name) => {
@@ -395,6 +451,124 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             ));
         }
     }
+    let tolerations = spec.and_then(|s| s.get("tolerations")).and_then(Value::as_array);
+    for (i, toleration) in tolerations.into_iter().flatten().enumerate() {
+        let has_value =
+            toleration.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty());
+        if toleration.get("operator").and_then(Value::as_str) == Some("Exists") && has_value {
+            errors.push(FieldError::invalid(
+                format!("{path}.tolerations[{i}].operator"),
+                "Exists",
+                "value must be empty when `operator` is 'Exists'",
+            ));
+        }
+    }
+}
+
+/// The pod's volume names, each checked (a DNS-1123 label, not repeated).
+fn validate_volumes<'a>(
+    spec: Option<&'a Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<&'a str> {
+    let mut names: Vec<&str> = Vec::new();
+    let volumes = spec.and_then(|s| s.get("volumes")).and_then(Value::as_array);
+    for (i, volume) in volumes.into_iter().flatten().enumerate() {
+        let field = || format!("{path}.volumes[{i}].name");
+        match volume.get("name").and_then(Value::as_str) {
+            None | Some("") => errors.push(FieldError::required(field())),
+            Some(name) => {
+                for problem in dns1123_label_errors(name) {
+                    errors.push(FieldError::invalid(field(), name, problem));
+                }
+                if names.contains(&name) {
+                    errors.push(FieldError::duplicate(field(), name));
+                }
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// What Kubernetes checks of a container besides its name, image, ports' numbers and
+/// resources: volume mounts name a volume of the pod, port names are service names and unique
+/// in the pod, the pull policy is known, a probe has a handler.
+fn validate_container_extras<'a>(
+    c: &'a Value,
+    volumes: &[&str],
+    port_names: &mut Vec<&'a str>,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let mounts = c.get("volumeMounts").and_then(Value::as_array);
+    for (j, mount) in mounts.into_iter().flatten().enumerate() {
+        let name = mount.get("name").and_then(Value::as_str).unwrap_or("");
+        if !volumes.contains(&name) {
+            errors.push(FieldError {
+                reason: "FieldValueNotFound",
+                field: at(&format!(".volumeMounts[{j}].name")),
+                message: format!("Not found: {name:?}"),
+            });
+        }
+        if mount.get("mountPath").and_then(Value::as_str).unwrap_or("").is_empty() {
+            errors.push(FieldError::required(at(&format!(".volumeMounts[{j}].mountPath"))));
+        }
+    }
+    let ports = c.get("ports").and_then(Value::as_array);
+    for (j, port) in ports.into_iter().flatten().enumerate() {
+        let Some(name) = port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let field = || at(&format!(".ports[{j}].name"));
+        for problem in service_name_errors(name) {
+            errors.push(FieldError::invalid(field(), name, problem));
+        }
+        if port_names.contains(&name) {
+            errors.push(FieldError::duplicate(field(), name));
+        }
+        port_names.push(name);
+    }
+    if let Some(policy) = c.get("imagePullPolicy").and_then(Value::as_str) {
+        if !matches!(policy, "Always" | "IfNotPresent" | "Never") {
+            errors.push(FieldError::not_supported(
+                at(".imagePullPolicy"),
+                policy,
+                &["Always", "IfNotPresent", "Never"],
+            ));
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        let Some(probe_spec) = c.get(probe).filter(|p| p.is_object()) else { continue };
+        let handlers = ["exec", "httpGet", "tcpSocket", "grpc"];
+        if !handlers.iter().any(|h| probe_spec.get(*h).is_some_and(|v| !v.is_null())) {
+            errors.push(FieldError {
+                reason: "FieldValueRequired",
+                field: at(&format!(".{probe}")),
+                message: "Required value: must specify a handler type".into(),
+            });
+        }
+    }
+}
+
+const SERVICE_NAME_MSG: &str = "must contain only lowercase alphanumeric characters or '-' \
+and at least one letter, and may not start or end with '-' or contain '--'";
+
+/// Problems with `name` as an IANA service name (a port's name): at most 15 characters.
+fn service_name_errors(name: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if name.len() > 15 {
+        problems.push("must be no more than 15 characters".to_string());
+    }
+    let valid = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name.bytes().any(|b| b.is_ascii_lowercase())
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    if !valid {
+        problems.push(SERVICE_NAME_MSG.to_string());
+    }
+    problems
 }
 
 fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
@@ -453,15 +627,67 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::required("spec.ports"));
         }
     }
+    if kind == "ExternalName"
+        && spec.and_then(|s| s.get("externalName")).and_then(Value::as_str).unwrap_or("").is_empty()
+    {
+        errors.push(FieldError::required("spec.externalName"));
+    }
+    let several = ports.is_some_and(|p| p.len() > 1);
+    let mut names: Vec<&str> = Vec::new();
+    let mut numbers: Vec<(i64, &str)> = Vec::new();
     for (i, port) in ports.into_iter().flatten().enumerate() {
-        match port.get("port").and_then(Value::as_i64) {
+        let at = |rest: &str| format!("spec.ports[{i}]{rest}");
+        let number = port.get("port").and_then(Value::as_i64);
+        match number {
             Some(p) if (1..=65535).contains(&p) => {}
             Some(p) => errors.push(FieldError::invalid(
-                format!("spec.ports[{i}].port"),
+                at(".port"),
                 &p.to_string(),
                 "must be between 1 and 65535, inclusive",
             )),
-            None => errors.push(FieldError::required(format!("spec.ports[{i}].port"))),
+            None => errors.push(FieldError::required(at(".port"))),
+        }
+        let protocol = port.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+        if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
+            errors.push(FieldError::not_supported(
+                at(".protocol"),
+                protocol,
+                &["SCTP", "TCP", "UDP"],
+            ));
+        }
+        match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            None if several => errors.push(FieldError::required(at(".name"))),
+            None => {}
+            Some(name) => {
+                for problem in dns1123_label_errors(name) {
+                    errors.push(FieldError::invalid(at(".name"), name, problem));
+                }
+                if names.contains(&name) {
+                    errors.push(FieldError::duplicate(at(".name"), name));
+                }
+                names.push(name);
+            }
+        }
+        if let Some(number) = number {
+            if numbers.contains(&(number, protocol)) {
+                errors.push(FieldError::duplicate(at(""), &format!("{number}/{protocol}")));
+            }
+            numbers.push((number, protocol));
+        }
+        match port.get("targetPort") {
+            Some(Value::String(name)) => {
+                for problem in service_name_errors(name) {
+                    errors.push(FieldError::invalid(at(".targetPort"), name, problem));
+                }
+            }
+            Some(Value::Number(n)) if !n.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {
+                errors.push(FieldError::invalid(
+                    at(".targetPort"),
+                    &n.to_string(),
+                    "must be between 1 and 65535, inclusive",
+                ))
+            }
+            _ => {}
         }
     }
 }
@@ -610,6 +836,89 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn pod_service_secret_and_claim_rules() {
+        let find = |plural| crate::model::resources::find("", "v1", plural).unwrap();
+        let fields = |plural, mut object: Value| -> Vec<String> {
+            object["metadata"] = json!({"name": "x"});
+            validate_object(find(plural), &object).into_iter().map(|e| e.field).collect()
+        };
+        let pod = |container: Value, extra: Value| {
+            let mut spec = json!({"containers": [container]});
+            for (k, v) in extra.as_object().unwrap() {
+                spec[k] = v.clone();
+            }
+            json!({"spec": spec})
+        };
+        let ok = json!({"name": "c", "image": "i", "imagePullPolicy": "IfNotPresent",
+            "ports": [{"name": "http", "containerPort": 80}, {"containerPort": 81}],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "livenessProbe": {"tcpSocket": {"port": 80}}});
+        let volumes = json!({"volumes": [{"name": "data", "emptyDir": {}}]});
+        assert!(fields("pods", pod(ok.clone(), volumes.clone())).is_empty());
+        assert_eq!(
+            fields("pods", pod(ok.clone(), json!({}))),
+            ["spec.containers[0].volumeMounts[0].name"]
+        );
+        let mut bad = ok.clone();
+        bad["ports"][1]["name"] = json!("http");
+        bad["imagePullPolicy"] = json!("Sometimes");
+        bad["livenessProbe"] = json!({"periodSeconds": 1});
+        assert_eq!(
+            fields("pods", pod(bad, volumes)),
+            [
+                "spec.containers[0].ports[1].name",
+                "spec.containers[0].imagePullPolicy",
+                "spec.containers[0].livenessProbe"
+            ]
+        );
+        let twice = json!({"volumes": [{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}],
+            "tolerations": [{"key": "k", "operator": "Exists", "value": "x"}]});
+        assert_eq!(
+            fields("pods", pod(json!({"name": "c", "image": "i"}), twice)),
+            ["spec.volumes[1].name", "spec.tolerations[0].operator"]
+        );
+
+        let service = |spec: Value| json!({"spec": spec});
+        assert!(fields("services", service(json!({"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81, "targetPort": "web"}]}))).is_empty());
+        assert_eq!(
+            fields(
+                "services",
+                service(
+                    json!({"ports": [{"port": 80}, {"port": 80, "protocol": "HTTP", "targetPort": "bad_name!"}]})
+                )
+            ),
+            [
+                "spec.ports[0].name",
+                "spec.ports[1].protocol",
+                "spec.ports[1].name",
+                "spec.ports[1].targetPort"
+            ]
+        );
+        assert_eq!(
+            fields("services", service(json!({"type": "ExternalName"}))),
+            ["spec.externalName"]
+        );
+        assert_eq!(
+            fields(
+                "services",
+                service(json!({"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80}]}))
+            ),
+            ["spec.ports[1]"]
+        );
+
+        assert_eq!(
+            fields("secrets", json!({"type": "kubernetes.io/tls", "data": {"tls.crt": ""}})),
+            ["data[tls.key]"]
+        );
+        let not_json = json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "bm90IGpzb24="}});
+        assert_eq!(fields("secrets", not_json), ["data[.dockerconfigjson]"]);
+        assert_eq!(
+            fields("persistentvolumeclaims", json!({"spec": {}})),
+            ["spec.accessModes", "spec.resources[storage]"]
+        );
+    }
 
     #[test]
     fn data_keys_sizes_owner_references_and_leases_are_checked() {
