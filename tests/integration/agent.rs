@@ -299,6 +299,21 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         .expect("the followed log ends with its container");
     assert_eq!(followed, "first\nlast\n");
 
+    // activeDeadlineSeconds: the pod is stopped and Failed with DeadlineExceeded.
+    let mut bounded = pod_on(
+        "bounded",
+        "node-a",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"]}),
+    );
+    bounded["spec"]["activeDeadlineSeconds"] = json!(1);
+    server.post("/api/v1/namespaces/default/pods", &bounded);
+    let failed = wait_pod(&server, "bounded", "bounded fails at its deadline", |p| {
+        p["status"]["phase"] == "Failed"
+    });
+    assert_eq!(failed["status"]["reason"], "DeadlineExceeded", "{failed}");
+    let (_, table) = server.get("/api/v1/namespaces/default/pods/bounded");
+    assert!(table["status"]["containerStatuses"][0]["state"]["terminated"].is_object(), "{table}");
+
     // Graceful deletion stops the process tree and removes the pod.
     let pid = pid_of(&get_pod(&server, "talker"));
     assert!(alive(pid));

@@ -370,6 +370,8 @@ struct PodState {
     kill_at: Option<Instant>,
     /// The agent is shutting down: start nothing more.
     stopping: bool,
+    /// The pod ran longer than its `activeDeadlineSeconds`: it is stopped and Failed.
+    deadline_exceeded: bool,
 }
 
 impl PodState {
@@ -411,6 +413,7 @@ impl PodState {
             last_status: None,
             kill_at: None,
             stopping: false,
+            deadline_exceeded: false,
         };
         state.recover(ctx);
         Some(state)
@@ -588,6 +591,21 @@ impl PodState {
                 ctx.ips.lock().expect("pod ip lock").allocate(&self.uid)
             };
         }
+        if self.past_deadline() && !self.deadline_exceeded {
+            self.deadline_exceeded = true;
+            self.event(ctx, EventKind::Warning, DEADLINE_REASON, DEADLINE_MESSAGE.into());
+        }
+        if self.deadline_exceeded {
+            // As the kubelet: the containers are stopped (within the grace period) and stay so.
+            self.stop_containers(ctx, termination_grace(&self.pod).as_secs());
+            for c in self.containers.iter_mut().filter(|c| c.running.is_none()) {
+                // Not to run again: reported as terminated, not as waiting for a restart.
+                c.finished = c.terminated.is_some();
+                c.waiting = None;
+            }
+            self.write_status(ctx).await;
+            return;
+        }
         self.start_what_should_run(ctx, addr).await;
         self.probe(ctx).await;
         self.rotate_logs(ctx.config.max_log_bytes).await;
@@ -614,6 +632,18 @@ impl PodState {
         }
     }
 
+    /// Whether the pod has run longer than its `activeDeadlineSeconds` (from its start time).
+    fn past_deadline(&self) -> bool {
+        let deadline = self.pod.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+        let started = chrono::DateTime::parse_from_rfc3339(&self.start_time).ok();
+        match (deadline, started) {
+            (Some(seconds), Some(started)) => {
+                chrono::Utc::now().signed_duration_since(started).num_seconds() >= seconds
+            }
+            _ => false,
+        }
+    }
+
     /// Deletion: SIGTERM every container, SIGKILL after the grace period, then remove the pod.
     async fn terminate(&mut self, ctx: &WorkerContext) {
         let grace = if self.gone {
@@ -621,6 +651,32 @@ impl PodState {
         } else {
             self.pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64
         };
+        if !self.stop_containers(ctx, grace) {
+            return;
+        }
+        if !self.gone {
+            let options = DeleteOptions {
+                grace_period_seconds: Some(0),
+                precondition_uid: Some(self.uid.clone()),
+                ..DeleteOptions::default()
+            };
+            let pods = resources::find("", "v1", "pods").expect("pods are served");
+            match ctx.client.delete(pods, &self.namespace, &self.name, &options).await {
+                Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(pod = %self.name, %error, "removing a stopped pod; will retry");
+                    return;
+                }
+            }
+        }
+        ctx.ips.lock().expect("pod ip lock").release(&self.uid);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.done = true;
+    }
+
+    /// SIGTERM every running container (once), SIGKILL what still runs after `grace` seconds.
+    /// True once none runs.
+    fn stop_containers(&mut self, ctx: &WorkerContext, grace: u64) -> bool {
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
         match self.kill_at {
@@ -646,27 +702,7 @@ impl PodState {
             }
             Some(_) => {}
         }
-        if !running.is_empty() {
-            return;
-        }
-        if !self.gone {
-            let options = DeleteOptions {
-                grace_period_seconds: Some(0),
-                precondition_uid: Some(self.uid.clone()),
-                ..DeleteOptions::default()
-            };
-            let pods = resources::find("", "v1", "pods").expect("pods are served");
-            match ctx.client.delete(pods, &self.namespace, &self.name, &options).await {
-                Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
-                Err(error) => {
-                    tracing::warn!(pod = %self.name, %error, "removing a stopped pod; will retry");
-                    return;
-                }
-            }
-        }
-        ctx.ips.lock().expect("pod ip lock").release(&self.uid);
-        let _ = std::fs::remove_dir_all(&self.dir);
-        self.done = true;
+        running.is_empty()
     }
 
     /// Starts the next init container, or (all init containers done) every app container that
@@ -1001,7 +1037,7 @@ impl PodState {
         let any_running = apps.iter().any(|c| c.running.is_some());
         let all_finished = apps.iter().all(|c| c.finished);
         let ever_ran = apps.iter().any(|c| c.terminated.is_some() || c.running.is_some());
-        let phase = if init_failed {
+        let phase = if init_failed || self.deadline_exceeded {
             "Failed"
         } else if !inits_done {
             "Pending"
@@ -1072,6 +1108,10 @@ impl PodState {
         if !init.is_empty() {
             status["initContainerStatuses"] = json!(init);
         }
+        if self.deadline_exceeded {
+            status["reason"] = json!(DEADLINE_REASON);
+            status["message"] = json!(DEADLINE_MESSAGE);
+        }
         if let Some(ip) = self.pod_ip {
             status["podIP"] = json!(ip.to_string());
             status["podIPs"] = json!([{"ip": ip.to_string()}]);
@@ -1100,6 +1140,10 @@ impl PodState {
         }
     }
 }
+
+/// The status reason and message of a pod stopped at its `activeDeadlineSeconds`.
+const DEADLINE_REASON: &str = "DeadlineExceeded";
+const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
 fn termination_grace(pod: &Pod) -> Duration {
     let seconds = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
