@@ -1,9 +1,14 @@
 //! Recording core/v1 Events about pods, as components (the scheduler, node agents) report what
 //! they did: `kubectl get events` and `kubectl describe pod` show them.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 
 use super::ApiClient;
+use crate::core::PatchType;
 use crate::model::resources;
 
 /// The pod an event is about.
@@ -15,13 +20,28 @@ pub struct PodRef {
 }
 
 /// `Normal` or `Warning`, as Kubernetes types events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
     Normal,
     Warning,
 }
 
-/// Writes one event; a failure is logged, never returned (events are best effort).
+/// How long a repeat of an event counts into the first one (client-go's correlator: 10 min).
+const AGGREGATION_WINDOW: Duration = Duration::from_secs(600);
+/// How many recent events a process remembers for that.
+const REMEMBERED: usize = 4096;
+
+/// The same event again: same pod, type, reason, message and reporter.
+type Similar = (String, String, EventKind, String, String, String);
+
+/// Events recorded lately by this process: their name, count and when last seen.
+static RECENT: LazyLock<Mutex<HashMap<Similar, (String, u64, Instant)>>> =
+    LazyLock::new(Default::default);
+
+/// Writes one event, or counts it into the same event recorded in the last ten minutes
+/// (`count` and `lastTimestamp`, as client-go's event recorder does, so `kubectl describe`
+/// shows "x3 over 2m" rather than three lines). A failure is logged, never returned (events are
+/// best effort).
 pub async fn record(
     client: &dyn ApiClient,
     pod: &PodRef,
@@ -31,10 +51,39 @@ pub async fn record(
     component: &str,
 ) {
     let time = crate::model::now();
+    let events = resources::find("", "v1", "events").expect("events are served");
+    let similar = (
+        pod.namespace.clone(),
+        pod.uid.clone(),
+        kind,
+        reason.to_string(),
+        message.to_string(),
+        component.to_string(),
+    );
+    let repeated = {
+        let mut recent = RECENT.lock().expect("event cache lock");
+        recent.retain(|_, (_, _, seen)| seen.elapsed() < AGGREGATION_WINDOW);
+        recent.get_mut(&similar).map(|(name, count, seen)| {
+            *count += 1;
+            *seen = Instant::now();
+            (name.clone(), *count)
+        })
+    };
+    if let Some((name, count)) = repeated {
+        let patch = json!({"count": count, "lastTimestamp": time});
+        let patched =
+            client.patch(events, &pod.namespace, &name, PatchType::Merge, &patch, false).await;
+        match patched {
+            Ok(_) => return,
+            // Gone meanwhile (deleted, or expired): it is recorded anew.
+            Err(error) => tracing::debug!(event = %name, %error, "counting a repeated event"),
+        }
+    }
     let suffix: u64 = rand::random();
+    let name = format!("{}.{suffix:016x}", pod.name);
     let event = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{}.{suffix:016x}", pod.name), "namespace": pod.namespace},
+        "metadata": {"name": name, "namespace": pod.namespace},
         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace,
             "name": pod.name, "uid": pod.uid},
         "reason": reason,
@@ -47,8 +96,42 @@ pub async fn record(
         "lastTimestamp": time,
         "count": 1,
     });
-    let events = resources::find("", "v1", "events").expect("events are served");
-    if let Err(error) = client.create(events, &pod.namespace, event).await {
-        tracing::debug!(pod = %pod.name, %error, "recording an event");
+    match client.create(events, &pod.namespace, event).await {
+        Ok(_) => {
+            let mut recent = RECENT.lock().expect("event cache lock");
+            if recent.len() >= REMEMBERED {
+                recent.clear();
+            }
+            recent.insert(similar, (name, 1, Instant::now()));
+        }
+        Err(error) => tracing::debug!(pod = %pod.name, %error, "recording an event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ListOptions;
+
+    #[actix::test]
+    async fn a_repeated_event_is_counted_into_the_first() {
+        let core = crate::testing::core().await;
+        let pod =
+            PodRef { namespace: "default".into(), name: "p".into(), uid: "uid-repeat".into() };
+        for _ in 0..3 {
+            record(&core, &pod, EventKind::Warning, "BackOff", "Back-off restarting", "kubelet")
+                .await;
+        }
+        record(&core, &pod, EventKind::Normal, "Started", "Started container c", "kubelet").await;
+        let events = resources::find("", "v1", "events").unwrap();
+        let list =
+            ApiClient::list(&core, events, Some("default"), &ListOptions::default()).await.unwrap();
+        let mut seen: Vec<(String, i64)> = list
+            .items
+            .iter()
+            .map(|e| (e["reason"].as_str().unwrap().to_string(), e["count"].as_i64().unwrap()))
+            .collect();
+        seen.sort();
+        assert_eq!(seen, [("BackOff".to_string(), 3), ("Started".to_string(), 1)]);
     }
 }
