@@ -285,7 +285,7 @@ struct LogQuery {
 }
 
 /// `/containerLogs/{namespace}/{pod}/{container}`: the current (or previous) log of a
-/// container, with tailLines, limitBytes and follow.
+/// container, with tailLines, limitBytes, follow, timestamps and sinceSeconds or sinceTime.
 async fn container_logs(
     state: web::Data<AgentHttp>,
     path: web::Path<(String, String, String)>,
@@ -305,7 +305,11 @@ async fn container_logs(
         (Some(seconds), None) if seconds < 1 => {
             return Err(AgentHttpError::BadRequest("sinceSeconds must be greater than 0".into()))
         }
-        (Some(seconds), None) => Some(chrono::Utc::now() - chrono::Duration::seconds(seconds)),
+        (Some(seconds), None) => Some(
+            chrono::TimeDelta::try_seconds(seconds)
+                .and_then(|ago| chrono::Utc::now().checked_sub_signed(ago))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        ),
         (None, Some(time)) => Some(
             chrono::DateTime::parse_from_rfc3339(time)
                 .map_err(|e| AgentHttpError::BadRequest(format!("sinceTime {time:?}: {e}")))?
@@ -317,17 +321,9 @@ async fn container_logs(
     let pod = state.agent.send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?.ok_or_else(
         || AgentHttpError::NotFound(format!("pod {namespace}/{pod_name} not found on this node")),
     )?;
-    let statuses = ["/status/containerStatuses", "/status/initContainerStatuses"];
-    let status = statuses
-        .iter()
-        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
-        .flatten()
-        .find(|c| c["name"] == container.as_str())
-        .ok_or_else(|| {
-            AgentHttpError::NotFound(format!(
-                "container {container} is not valid for pod {pod_name}"
-            ))
-        })?;
+    let status = container_status(&pod, &container).ok_or_else(|| {
+        AgentHttpError::NotFound(format!("container {container} is not valid for pod {pod_name}"))
+    })?;
     let restarts = status["restartCount"].as_u64().unwrap_or(0);
     let waiting = status.pointer("/state/waiting");
     let index = if query.previous {
@@ -392,8 +388,13 @@ async fn container_logs(
                     return;
                 }
             }
-            // A run that had ended before this read wrote nothing after it: done.
+            // A run that had ended before this read wrote nothing after it: done, with what is
+            // left of a last line without a newline.
             if ended {
+                let rest = output.finish();
+                if !rest.is_empty() {
+                    let _ = tx.send(Ok(web::Bytes::from(rest))).await;
+                }
                 return;
             }
             let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
@@ -406,18 +407,22 @@ async fn container_logs(
     Ok(HttpResponse::Ok().content_type("text/plain").streaming(stream))
 }
 
-/// Whether run `index` (0 for the first, then one more per restart) of `container` has ended:
-/// it has terminated, or a later run has started.
-fn run_ended(pod: &Value, container: &str, index: u64) -> bool {
+/// The status of `container` (an app or init container) in `pod`.
+fn container_status<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
     ["/status/containerStatuses", "/status/initContainerStatuses"]
         .iter()
         .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
         .flatten()
         .find(|c| c["name"] == container)
-        .is_some_and(|c| {
-            let restarts = c["restartCount"].as_u64().unwrap_or(0);
-            restarts > index || (restarts == index && c.pointer("/state/terminated").is_some())
-        })
+}
+
+/// Whether run `index` (0 for the first, then one more per restart) of `container` has ended:
+/// it has terminated, or a later run has started.
+fn run_ended(pod: &Value, container: &str, index: u64) -> bool {
+    container_status(pod, container).is_some_and(|c| {
+        let restarts = c["restartCount"].as_u64().unwrap_or(0);
+        restarts > index || (restarts == index && c.pointer("/state/terminated").is_some())
+    })
 }
 
 /// A stream fed by a task through a channel (ends when the task ends or the client leaves).

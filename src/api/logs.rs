@@ -30,23 +30,17 @@ pub async fn serve(
         return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
     }
     let mut url = super::proxy::agent_url(state, node).await?;
-    url.path_segments_mut().map_err(|_| unavailable("bad node address".into()))?.extend([
-        "containerLogs",
-        namespace,
-        name,
-        &container,
-    ]);
+    url.path_segments_mut()
+        .map_err(|_| super::proxy::unavailable("bad node address".into()))?
+        .extend(["containerLogs", namespace, name, &container]);
     for key in PASSED_THROUGH {
         if let Some(value) = query.get(key) {
             url.query_pairs_mut().append_pair(key, value);
         }
     }
-    let response = state
-        .http
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| unavailable(format!("reaching the agent of node {node}: {e}")))?;
+    let response = state.http.get(url).send().await.map_err(|e| {
+        super::proxy::unavailable(format!("reaching the agent of node {node}: {e}"))
+    })?;
     let status = response.status();
     if !status.is_success() {
         let text = response.text().await.unwrap_or_default();
@@ -57,19 +51,16 @@ pub async fn serve(
                 group: "",
                 name: name.to_string(),
             }),
-            _ => {
-                unavailable(format!("the agent of node {node} answered {status}: {}", text.trim()))
-            }
+            _ => super::proxy::unavailable(format!(
+                "the agent of node {node} answered {status}: {}",
+                text.trim()
+            )),
         });
     }
     let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
     Ok(HttpResponseBuilder::new(actix_web::http::StatusCode::OK)
         .content_type("text/plain")
         .streaming(body))
-}
-
-fn unavailable(message: String) -> HttpError {
-    HttpError::Api(ApiError::Unavailable(message))
 }
 
 /// The container to read: the one named, or the only one.

@@ -1,16 +1,20 @@
 //! The `proxy` subresources of nodes and pods: `nodes/{name}/proxy/{path}` reaches the node's
 //! agent (its kubelet port, at the Node's InternalIP), `pods/{name}[:port]/proxy/{path}` the
 //! pod's IP (port 80 unless named). The request's method, query, body and content headers go
-//! through; the answer comes back as it is. The proxy is not a way around anything: only those
-//! addresses, taken from the objects' status, are reached; redirects are handed back to the
-//! client, never followed; upgrades (exec, attach, port-forward streams) are refused.
+//! through; the answer comes back as it is. Only those addresses are reached, checked as
+//! kube-apiserver checks them: a pod must be running on a node and have an IP of that node's
+//! pod CIDR (or the node's own, for host-network pods); a node's address must be one a node can
+//! have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
+//! the client, never followed; upgrades (exec, attach, port-forward streams) are refused.
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
 use futures::TryStreamExt;
+use kplane_actors::agent::pod_ips::parse_cidr;
 use kplane_actors::core::ApiError;
 use kplane_actors::model::resources;
 use serde_json::Value;
+use std::net::{IpAddr, SocketAddr};
 
 use super::AppState;
 use crate::error::HttpError;
@@ -55,6 +59,13 @@ pub async fn serve(
         }
         _ => pod_url(state, namespace, name, port.unwrap_or(80)).await?,
     };
+    // The path as sent, not as parsed: its trailing slash and its escapes mean something.
+    let raw_path = req.uri().path();
+    let marker = format!("/{name}/proxy");
+    let path = match raw_path.find(&marker) {
+        Some(at) => &raw_path[at + marker.len()..],
+        None => path,
+    };
     url.set_path(&format!("/{}", path.trim_start_matches('/')));
     url.set_query(req.uri().query());
     let body = super::body::read(payload, state.max_body_bytes).await?;
@@ -88,20 +99,38 @@ pub async fn serve(
 pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
     let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
     let node_object = state.core.get(nodes, "", node).await?.to_value();
-    let address = node_object
-        .pointer("/status/addresses")
-        .and_then(Value::as_array)
-        .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
-        .and_then(|a| a["address"].as_str())
-        .unwrap_or("127.0.0.1")
-        .to_string();
+    let address = internal_ip(&node_object)
+        .ok_or_else(|| unavailable(format!("node {node} publishes no InternalIP")))?;
     let port = node_object
         .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
         .and_then(Value::as_u64)
         .and_then(|p| u16::try_from(p).ok())
         .filter(|p| *p > 0)
         .ok_or_else(|| unavailable(format!("node {node} publishes no agent port")))?;
-    http_url(&address, port, &format!("node {node}"))
+    let ip = reachable(&address)
+        .ok_or_else(|| unavailable(format!("node {node} has no address to reach")))?;
+    http_url(ip, port)
+}
+
+fn internal_ip(node: &Value) -> Option<String> {
+    node.pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
+        .and_then(|a| a["address"].as_str())
+        .map(String::from)
+}
+
+/// `address` as an IP a node or pod can have: not unspecified, multicast, link-local (cloud
+/// metadata lives there) or broadcast.
+fn reachable(address: &str) -> Option<IpAddr> {
+    let ip: IpAddr = address.parse().ok()?;
+    let refused = ip.is_unspecified()
+        || ip.is_multicast()
+        || match ip {
+            IpAddr::V4(v4) => v4.is_link_local() || v4.is_broadcast(),
+            IpAddr::V6(v6) => v6.is_unicast_link_local(),
+        };
+    (!refused).then_some(ip)
 }
 
 /// `http://{podIP}:{port}/` of a running pod.
@@ -113,22 +142,42 @@ async fn pod_url(
 ) -> Result<reqwest::Url, HttpError> {
     let pods = resources::find("", "v1", "pods").expect("pods are served");
     let pod = state.core.get(pods, namespace, name).await?.to_value();
-    let ip = pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("");
-    if ip.is_empty() {
-        return Err(HttpError::BadRequest(format!("pod {name} has no IP yet")));
+    let refuse = |why: &str| Err(HttpError::BadRequest(format!("pod {name} {why}")));
+    if pod.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
+        return refuse("is not running");
     }
-    http_url(ip, port, &format!("pod {name}"))
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    let Some(ip) = pod.pointer("/status/podIP").and_then(Value::as_str).and_then(reachable) else {
+        return refuse("has no address to reach");
+    };
+    let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
+    let node_object = match state.core.get(nodes, "", node).await {
+        Ok(node) => node.to_value(),
+        Err(_) => return refuse("is on no known node"),
+    };
+    let pod_cidr =
+        node_object.pointer("/spec/podCIDR").and_then(Value::as_str).and_then(parse_cidr);
+    let in_cidr = match (ip, pod_cidr) {
+        (IpAddr::V4(v4), Some((base, bits))) => {
+            let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+            u32::from(v4) & mask == u32::from(base)
+        }
+        _ => false,
+    };
+    let host_network = pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true);
+    let on_host = host_network && internal_ip(&node_object) == Some(ip.to_string());
+    if !in_cidr && !on_host {
+        return refuse("has an IP outside its node's pod CIDR");
+    }
+    http_url(ip, port)
 }
 
-/// An address from an object's status, as a URL: an IP address and nothing else.
-fn http_url(address: &str, port: u16, of: &str) -> Result<reqwest::Url, HttpError> {
-    let ip: std::net::IpAddr =
-        address.parse().map_err(|_| unavailable(format!("{of} has no valid address")))?;
-    reqwest::Url::parse(&format!("http://{}/", std::net::SocketAddr::new(ip, port)))
-        .map_err(|e| unavailable(format!("{of} address: {e}")))
+fn http_url(ip: IpAddr, port: u16) -> Result<reqwest::Url, HttpError> {
+    reqwest::Url::parse(&format!("http://{}/", SocketAddr::new(ip, port)))
+        .map_err(|e| unavailable(format!("address {ip}: {e}")))
 }
 
-fn unavailable(message: String) -> HttpError {
+pub(super) fn unavailable(message: String) -> HttpError {
     HttpError::Api(ApiError::Unavailable(message))
 }
 
@@ -137,13 +186,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_ip_addresses_are_reached() {
-        assert_eq!(
-            http_url("127.64.0.2", 8080, "pod p").unwrap().as_str(),
-            "http://127.64.0.2:8080/"
-        );
-        assert!(http_url("example.com", 80, "pod p").is_err());
-        assert!(http_url("127.0.0.1/../x", 80, "pod p").is_err());
-        assert_eq!(http_url("::1", 80, "node n").unwrap().as_str(), "http://[::1]/");
+    fn only_addresses_a_node_or_pod_can_have_are_reached() {
+        assert_eq!(reachable("127.64.0.2"), Some("127.64.0.2".parse().unwrap()));
+        for refused in [
+            "example.com",
+            "127.0.0.1/../x",
+            "0.0.0.0",
+            "169.254.169.254",
+            "224.0.0.1",
+            "fe80::1",
+            "255.255.255.255",
+        ] {
+            assert_eq!(reachable(refused), None, "{refused}");
+        }
+        assert_eq!(http_url("::1".parse().unwrap(), 80).unwrap().as_str(), "http://[::1]/");
     }
 }

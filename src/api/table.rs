@@ -234,7 +234,9 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 }
             }
             if status == "Completed" && running {
-                let has_ready = conditions.is_some_and(|c| c.iter().any(|c| c["type"] == "Ready"));
+                let has_ready = conditions.is_some_and(|c| {
+                    c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
                 status = if has_ready { "Running" } else { "NotReady" }.into();
             }
             if json::at(o, "/metadata/deletionTimestamp").is_some() {
@@ -668,7 +670,8 @@ mod tests {
         let waiting = json!({"state": {"waiting": {"reason": "CrashLoopBackOff"}}});
         assert_eq!(status_of("Running", json!([waiting]), json!([])), "CrashLoopBackOff");
         let both = json!([ended("Completed", 0), running]);
-        assert_eq!(status_of("Running", both.clone(), json!([{"type": "Ready"}])), "Running");
+        let ready = json!([{"type": "Ready", "status": "True"}]);
+        assert_eq!(status_of("Running", both.clone(), ready), "Running");
         assert_eq!(status_of("Running", both, json!([])), "NotReady");
         assert_eq!(status_of("Running", json!([running]), json!([])), "Running");
     }

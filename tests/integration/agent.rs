@@ -157,6 +157,24 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert_eq!((code, location.as_deref()), (302, Some("/hostname")), "not followed");
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), true).0, 400, "no upgrade");
     assert_eq!(raw("/api/v1/nodes/node-a:22/proxy/", false).0, 400, "only the agent's port");
+    // A pod whose IP is not of its node's pod CIDR (status is writable) is not reached.
+    let web_status = "/api/v1/namespaces/default/pods/web/status";
+    let set_ip = |ip: &str| {
+        let patch = json!({"status": {"podIP": ip}});
+        let response = no_redirects
+            .patch(server.url(web_status))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(patch.to_string())
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+    };
+    set_ip("127.0.0.1");
+    let (code, _, refused) = raw(&format!("{pod_proxy}/hostname"), false);
+    assert_eq!(code, 400, "{refused}");
+    assert!(refused.contains("outside its node's pod CIDR"), "{refused}");
+    set_ip(&ip);
+    assert_eq!(raw(&format!("{pod_proxy}/hostname"), false).0, 200);
 
     // Logs through the agent's port; the agent's own endpoints.
     let talker = pod_on(
@@ -307,12 +325,11 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     );
     bounded["spec"]["activeDeadlineSeconds"] = json!(1);
     server.post("/api/v1/namespaces/default/pods", &bounded);
-    let failed = wait_pod(&server, "bounded", "bounded fails at its deadline", |p| {
+    let failed = wait_pod(&server, "bounded", "bounded fails and is stopped", |p| {
         p["status"]["phase"] == "Failed"
+            && p["status"]["containerStatuses"][0]["state"]["terminated"].is_object()
     });
     assert_eq!(failed["status"]["reason"], "DeadlineExceeded", "{failed}");
-    let (_, table) = server.get("/api/v1/namespaces/default/pods/bounded");
-    assert!(table["status"]["containerStatuses"][0]["state"]["terminated"].is_object(), "{table}");
 
     // Graceful deletion stops the process tree and removes the pod.
     let pid = pid_of(&get_pod(&server, "talker"));

@@ -651,6 +651,11 @@ impl PodState {
         } else {
             self.pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64
         };
+        // A stop already under way (a deadline) ends no later than this deletion asks.
+        let deleted_by = Instant::now() + Duration::from_secs(grace);
+        if self.kill_at.is_some_and(|at| deleted_by < at) {
+            self.kill_at = Some(deleted_by);
+        }
         if !self.stop_containers(ctx, grace) {
             return;
         }

@@ -26,17 +26,23 @@ pub enum EventKind {
     Warning,
 }
 
-/// How long a repeat of an event counts into the first one (client-go's correlator: 10 min).
+/// How long a repeat of an event counts into the first one (client-go's correlator also
+/// aggregates over ten minutes).
 const AGGREGATION_WINDOW: Duration = Duration::from_secs(600);
-/// How many recent events a process remembers for that.
+/// How many recent events a process remembers for that (client-go's cache: 4,096 too).
 const REMEMBERED: usize = 4096;
 
 /// The same event again: same pod, type, reason, message and reporter.
 type Similar = (String, String, EventKind, String, String, String);
 
-/// Events recorded lately by this process: their name, count and when last seen.
-static RECENT: LazyLock<Mutex<HashMap<Similar, (String, u64, Instant)>>> =
-    LazyLock::new(Default::default);
+/// An event this process wrote lately.
+struct Recorded {
+    name: String,
+    count: u64,
+    seen: Instant,
+}
+
+static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
 
 /// Writes one event, or counts it into the same event recorded in the last ten minutes
 /// (`count` and `lastTimestamp`, as client-go's event recorder does, so `kubectl describe`
@@ -60,27 +66,44 @@ pub async fn record(
         message.to_string(),
         component.to_string(),
     );
-    let repeated = {
-        let mut recent = RECENT.lock().expect("event cache lock");
-        recent.retain(|_, (_, _, seen)| seen.elapsed() < AGGREGATION_WINDOW);
-        recent.get_mut(&similar).map(|(name, count, seen)| {
-            *count += 1;
-            *seen = Instant::now();
-            (name.clone(), *count)
-        })
-    };
-    if let Some((name, count)) = repeated {
-        let patch = json!({"count": count, "lastTimestamp": time});
-        let patched =
-            client.patch(events, &pod.namespace, &name, PatchType::Merge, &patch, false).await;
-        match patched {
-            Ok(_) => return,
-            // Gone meanwhile (deleted, or expired): it is recorded anew.
-            Err(error) => tracing::debug!(event = %name, %error, "counting a repeated event"),
-        }
-    }
     let suffix: u64 = rand::random();
     let name = format!("{}.{suffix:016x}", pod.name);
+    // A new event's entry is taken before it is written, so that a repeat recorded meanwhile
+    // counts into it rather than writing a second one.
+    let repeated = {
+        let mut recent = RECENT.lock().expect("event cache lock");
+        recent.retain(|_, r| r.seen.elapsed() < AGGREGATION_WINDOW);
+        if recent.len() >= REMEMBERED {
+            recent.clear();
+        }
+        match recent.get_mut(&similar) {
+            Some(r) => {
+                r.count += 1;
+                r.seen = Instant::now();
+                Some((r.name.clone(), r.count))
+            }
+            None => {
+                let entry = Recorded { name: name.clone(), count: 1, seen: Instant::now() };
+                recent.insert(similar.clone(), entry);
+                None
+            }
+        }
+    };
+    if let Some((first, count)) = repeated {
+        let patch = json!({"count": count, "lastTimestamp": time});
+        let patched =
+            client.patch(events, &pod.namespace, &first, PatchType::Merge, &patch, false).await;
+        match patched {
+            Ok(_) => return,
+            // Gone meanwhile (deleted, or expired), or not written yet: recorded anew, and
+            // repeats count into the new one.
+            Err(error) => {
+                tracing::debug!(event = %first, %error, "counting a repeated event");
+                let entry = Recorded { name: name.clone(), count: 1, seen: Instant::now() };
+                RECENT.lock().expect("event cache lock").insert(similar.clone(), entry);
+            }
+        }
+    }
     let event = json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name, "namespace": pod.namespace},
@@ -96,15 +119,12 @@ pub async fn record(
         "lastTimestamp": time,
         "count": 1,
     });
-    match client.create(events, &pod.namespace, event).await {
-        Ok(_) => {
-            let mut recent = RECENT.lock().expect("event cache lock");
-            if recent.len() >= REMEMBERED {
-                recent.clear();
-            }
-            recent.insert(similar, (name, 1, Instant::now()));
+    if let Err(error) = client.create(events, &pod.namespace, event).await {
+        tracing::debug!(pod = %pod.name, %error, "recording an event");
+        let mut recent = RECENT.lock().expect("event cache lock");
+        if recent.get(&similar).is_some_and(|r| r.name == name) {
+            recent.remove(&similar);
         }
-        Err(error) => tracing::debug!(pod = %pod.name, %error, "recording an event"),
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::client::informer::{self, Feed};
 use crate::client::{object_name, ApiClient};
 use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
-use crate::model::{json, resources, FastSet, ResourceType};
+use crate::model::{json, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
 /// The entry of a namespace's `spec.finalizers` this controller removes once it is empty.
@@ -26,8 +26,9 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// The namespace controller actor.
 pub struct NamespaceController {
     client: Arc<dyn ApiClient>,
-    /// Namespaces marked for deletion, as the informer last saw them.
-    terminating: FastSet<String>,
+    /// Namespaces marked for deletion, as the informer last saw them, with their uids (a
+    /// namespace created again under the name is another one).
+    terminating: FastMap<String, String>,
     /// Those a sweep is running for now.
     sweeping: FastSet<String>,
 }
@@ -44,18 +45,22 @@ pub struct StopNamespaceController;
 
 impl NamespaceController {
     pub fn new(client: Arc<dyn ApiClient>) -> Self {
-        Self { client, terminating: FastSet::default(), sweeping: FastSet::default() }
+        Self { client, terminating: FastMap::default(), sweeping: FastSet::default() }
     }
 
     /// Starts a sweep of each terminating namespace that has none running.
     fn sweep_all(&mut self, ctx: &mut Context<Self>) {
-        let idle: Vec<String> =
-            self.terminating.iter().filter(|ns| !self.sweeping.contains(*ns)).cloned().collect();
-        for namespace in idle {
+        let idle: Vec<(String, String)> = self
+            .terminating
+            .iter()
+            .filter(|(ns, _)| !self.sweeping.contains(*ns))
+            .map(|(ns, uid)| (ns.clone(), uid.clone()))
+            .collect();
+        for (namespace, uid) in idle {
             self.sweeping.insert(namespace.clone());
             let client = self.client.clone();
             let swept = async move {
-                let result = sweep(&*client, &namespace).await;
+                let result = sweep(&*client, &namespace, &uid).await;
                 (namespace, result)
             };
             ctx.spawn(swept.into_actor(self).map(|(namespace, result), act, _| {
@@ -70,7 +75,7 @@ impl NamespaceController {
     fn saw(&mut self, namespace: &Value) {
         let name = object_name(namespace).to_string();
         if is_marked(namespace) {
-            self.terminating.insert(name);
+            self.terminating.insert(name, uid_of(namespace).to_string());
         } else {
             self.terminating.remove(&name);
         }
@@ -81,13 +86,33 @@ fn namespaces() -> &'static ResourceType {
     resources::find("", "v1", "namespaces").expect("served")
 }
 
+fn uid_of(object: &Value) -> &str {
+    json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("")
+}
+
 fn is_marked(object: &Value) -> bool {
     json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
-/// One pass over a terminating namespace: deletes what is in it and, when nothing is left,
-/// finalizes it.
-async fn sweep(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiError> {
+/// The namespace `name` if it is still the one with `uid`, being deleted.
+async fn still_terminating(
+    client: &dyn ApiClient,
+    name: &str,
+    uid: &str,
+) -> Result<Option<Value>, ApiError> {
+    match client.get(namespaces(), "", name).await {
+        Ok(current) if uid_of(&current) == uid && is_marked(&current) => Ok(Some(current)),
+        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// One pass over a terminating namespace (the one with `uid`: not one created again since
+/// under its name): deletes what is in it and, when nothing is left, finalizes it.
+async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(), ApiError> {
+    if still_terminating(client, namespace, uid).await?.is_none() {
+        return Ok(());
+    }
     let mut left = 0;
     let contents = resources::RESOURCES.iter().filter(|r| r.namespaced && resources::is_stored(r));
     for resource in contents {
@@ -119,15 +144,14 @@ async fn sweep(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiError> 
     if left > 0 {
         return Ok(());
     }
-    finalize(client, namespace).await
+    finalize(client, namespace, uid).await
 }
 
 /// Removes `kubernetes` from the empty namespace's `spec.finalizers`, pinned to the version
 /// read; with no finalizer left, the API server removes the namespace.
-async fn finalize(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiError> {
-    let current = match client.get(namespaces(), "", namespace).await {
-        Err(ApiError::NotFound { .. }) => return Ok(()),
-        other => other?,
+async fn finalize(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(), ApiError> {
+    let Some(current) = still_terminating(client, namespace, uid).await? else {
+        return Ok(());
     };
     let finalizers = json::at(&current, "/spec/finalizers").and_then(Value::as_array);
     let finalizers = finalizers.cloned().unwrap_or_default();

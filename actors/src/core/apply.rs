@@ -71,8 +71,11 @@ impl ApiCore {
                 let created =
                     self.create_owned(resource, namespace, object, options.dry_run, ownership);
                 match created.await {
-                    // Someone else created it meanwhile: apply to theirs.
-                    Err(ApiError::AlreadyExists { .. }) => continue,
+                    // Someone else created it meanwhile: apply to theirs, once it is committed.
+                    Err(ApiError::AlreadyExists { .. }) => {
+                        self.store.settle(resource).await?;
+                        continue;
+                    }
                     other => return other.map(|object| Applied { object, created: true }),
                 }
             };

@@ -525,7 +525,10 @@ impl ApiCore {
             let stale = json::at(&next, "/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .is_some_and(|rv| rv != current_rv);
-            let pinned = stale || json::at(patch, "/metadata/resourceVersion").is_some();
+            // So does a uid it names: a mismatch is not a race to retry.
+            let pinned = stale
+                || json::at(patch, "/metadata/resourceVersion").is_some()
+                || json::at(patch, "/metadata/uid").is_some();
             if !pinned {
                 if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("resourceVersion".into(), json!(current_rv));
@@ -549,7 +552,8 @@ impl ApiCore {
     }
 
     /// Deletes an object. Objects with finalizers are only marked (deletionTimestamp set) and
-    /// go once their finalizers are removed; namespaces first have their contents deleted.
+    /// go once their finalizers are removed; namespaces are marked Terminating, emptied by the
+    /// namespace controller, and go then.
     pub async fn delete(
         &self,
         resource: &'static ResourceType,

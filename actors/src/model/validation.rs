@@ -209,9 +209,9 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "Pod" => validate_pod_spec(object.get("spec"), "spec", &mut errors),
         "ReplicationController" => validate_rc(object, &mut errors),
         "Service" => validate_service(object, &mut errors),
-        "ConfigMap" => validate_data(object, &["data", "binaryData"], &mut errors),
+        "ConfigMap" => validate_data(object, &["data", "binaryData"], false, &mut errors),
         "Secret" => {
-            validate_data(object, &["data"], &mut errors);
+            validate_data(object, &["data"], true, &mut errors);
             validate_secret_type(object, &mut errors);
         }
         "PersistentVolumeClaim" => validate_claim(object.get("spec"), &mut errors),
@@ -257,13 +257,16 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
 }
 
 /// A ConfigMap's or Secret's keys (config keys, not repeated across `fields`) and size.
-fn validate_data(object: &Value, fields: &[&str], errors: &mut Vec<FieldError>) {
+/// `base64_data`: `data` holds base64 (a Secret's), not text (a ConfigMap's).
+fn validate_data(object: &Value, fields: &[&str], base64_data: bool, errors: &mut Vec<FieldError>) {
     let mut seen: Vec<&str> = Vec::new();
     let mut size = 0;
     for field in fields {
         let Some(map) = object.get(*field).and_then(Value::as_object) else { continue };
         for (key, value) in map {
-            size += value.as_str().map_or(0, str::len);
+            // Kubernetes counts the bytes held: a Secret's and `binaryData`'s decoded.
+            let text = value.as_str().map_or(0, str::len);
+            size += if *field == "data" && !base64_data { text } else { text / 4 * 3 };
             let path = format!("{field}[{key}]");
             let valid = key.len() <= 253
                 && key != "."
@@ -450,6 +453,14 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 &["Always", "OnFailure", "Never"],
             ));
         }
+    }
+    let deadline = spec.and_then(|s| s.get("activeDeadlineSeconds")).and_then(Value::as_i64);
+    if let Some(seconds) = deadline.filter(|s| !(1..=i64::from(i32::MAX)).contains(s)) {
+        errors.push(FieldError::invalid(
+            format!("{path}.activeDeadlineSeconds"),
+            &seconds.to_string(),
+            "must be between 1 and 2147483647, inclusive",
+        ));
     }
     let tolerations = spec.and_then(|s| s.get("tolerations")).and_then(Value::as_array);
     for (i, toleration) in tolerations.into_iter().flatten().enumerate() {
@@ -873,6 +884,8 @@ mod pod_update_tests {
                 "spec.containers[0].livenessProbe"
             ]
         );
+        let forever = pod(json!({"name": "c", "image": "i"}), json!({"activeDeadlineSeconds": 0}));
+        assert_eq!(fields("pods", forever), ["spec.activeDeadlineSeconds"]);
         let twice = json!({"volumes": [{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}],
             "tolerations": [{"key": "k", "operator": "Exists", "value": "x"}]});
         assert_eq!(
@@ -938,7 +951,14 @@ mod pod_update_tests {
             ["binaryData[k]"]
         );
         let big = "x".repeat(MAX_DATA_BYTES + 1);
-        assert_eq!(fields(find("secrets"), json!({"data": {"k": big}})), ["data"]);
+        assert_eq!(fields(find("configmaps"), json!({"data": {"k": big}})), ["data"]);
+        let encoded = "eHh4".repeat(MAX_DATA_BYTES / 3);
+        assert!(
+            fields(find("secrets"), json!({"data": {"k": encoded}})).is_empty(),
+            "1 MiB decoded"
+        );
+        let over = "eHh4".repeat(MAX_DATA_BYTES / 3 + 1);
+        assert_eq!(fields(find("secrets"), json!({"data": {"k": over}})), ["data"]);
         assert_eq!(
             fields(leases, json!({"spec": {"leaseDurationSeconds": 0}})),
             ["spec.leaseDurationSeconds"]

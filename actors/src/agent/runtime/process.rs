@@ -36,7 +36,7 @@ impl Runtime for ProcessRuntime {
         if let Some(dir) = launch.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Start(e.to_string()))?;
         }
-        let (stdout, stderr) = output(&launch)?;
+        let (stdout, stderr, log_writer) = output(&launch)?;
         command.stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
         let spawned = super::huge_pages::spawn(&mut command);
         // The command holds this end of the log writer's pipe: it must close here, so that the
@@ -48,10 +48,17 @@ impl Runtime for ProcessRuntime {
         })?;
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
         let exit = async move {
-            match child.wait().await {
+            let code = match child.wait().await {
                 Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9)),
                 Err(_) => 255,
+            };
+            // The exit is reported once the log writer has written the last lines too (it ends
+            // with the output; a process the container left behind may hold the output open,
+            // hence the limit).
+            if let Some(mut writer) = log_writer {
+                let _ = tokio::time::timeout(LOG_WRITER_DRAIN, writer.wait()).await;
             }
+            code
         };
         // Reap the child even when nobody awaits the exit.
         let exit = tokio::spawn(exit).map(|r| r.unwrap_or(255)).boxed();
@@ -73,17 +80,20 @@ impl Runtime for ProcessRuntime {
     }
 }
 
+/// How long a container's exit waits for its log writer to write the last of its output.
+const LOG_WRITER_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where a container's stdout and stderr go: the write end of a pipe into a log writer of
 /// its own (in its own process group, so that it outlives the container's signals and writes
 /// its last lines), or the log file itself.
-fn output(launch: &Launch) -> Result<(Stdio, Stdio), RuntimeError> {
+fn output(launch: &Launch) -> Result<(Stdio, Stdio, Option<tokio::process::Child>), RuntimeError> {
     let failed =
         |e: std::io::Error| RuntimeError::Start(format!("{}: {e}", launch.log_path.display()));
     let Some((program, args)) = launch.log_writer.as_ref().and_then(|w| w.split_first()) else {
         let log =
             OpenOptions::new().create(true).append(true).open(&launch.log_path).map_err(failed)?;
         let log_err = log.try_clone().map_err(failed)?;
-        return Ok((Stdio::from(log), Stdio::from(log_err)));
+        return Ok((Stdio::from(log), Stdio::from(log_err), None));
     };
     let (reader, writer) = std::io::pipe().map_err(failed)?;
     let writer_err = writer.try_clone().map_err(failed)?;
@@ -95,10 +105,8 @@ fn output(launch: &Launch) -> Result<(Stdio, Stdio), RuntimeError> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    let mut log_writer = log_writer.spawn().map_err(failed)?;
-    // Reaped when it ends (with the container's output).
-    tokio::spawn(async move { log_writer.wait().await });
-    Ok((Stdio::from(writer), Stdio::from(writer_err)))
+    let log_writer = log_writer.spawn().map_err(failed)?;
+    Ok((Stdio::from(writer), Stdio::from(writer_err), Some(log_writer)))
 }
 
 /// What kplane reads of /proc/PID/stat (fields numbered as in proc(5)).
