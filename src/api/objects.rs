@@ -227,6 +227,20 @@ async fn dispatch(
     }
 }
 
+/// The object in the body of a subresource request that only takes `method` (405 otherwise).
+async fn only_body_of(
+    req: &HttpRequest,
+    method: Method,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<Value, HttpError> {
+    if req.method() != method {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    body::decode_object(req, &bytes)
+}
+
 /// POST `pods/{name}/binding`: answers a Success `Status`, as Kubernetes does.
 async fn binding(
     req: &HttpRequest,
@@ -236,11 +250,7 @@ async fn binding(
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
-    if req.method() != Method::POST {
-        return Err(HttpError::MethodNotAllowed);
-    }
-    let bytes = body::read(payload, state.max_body_bytes).await?;
-    let binding = body::decode_object(req, &bytes)?;
+    let binding = only_body_of(req, Method::POST, payload, state).await?;
     state.core.bind(namespace, name, &binding, query.dry_run()?).await?;
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
@@ -258,11 +268,7 @@ async fn finalize(
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
-    if req.method() != Method::PUT {
-        return Err(HttpError::MethodNotAllowed);
-    }
-    let bytes = body::read(payload, state.max_body_bytes).await?;
-    let namespace = body::decode_object(req, &bytes)?;
+    let namespace = only_body_of(req, Method::PUT, payload, state).await?;
     let finalizers = namespace.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
     let mut patch = json!({"spec": {"finalizers": finalizers}});
     if let Some(rv) = namespace.pointer("/metadata/resourceVersion").filter(|rv| *rv != "") {
