@@ -242,5 +242,6 @@ fn apply_to_status_and_dry_run() {
     let (code, answered) = server.send_raw("PATCH", dry, Some(apply), config.to_vec());
     assert_eq!(code, 201, "{answered}");
     assert_eq!(answered["data"]["a"], "1");
+    assert!(answered["metadata"].get("resourceVersion").is_none(), "never stored: {answered}");
     assert_eq!(server.get("/api/v1/namespaces/default/configmaps/dry").0, 404);
 }

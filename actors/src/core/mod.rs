@@ -327,7 +327,7 @@ impl ApiCore {
             if self.store.get(&prepared.key).await?.is_some() {
                 return Err(crate::store::StoreError::AlreadyExists(prepared.key).into());
             }
-            return Ok(Arc::new(prepared.at_revision(0)));
+            return Ok(Arc::new(not_stored(prepared)));
         }
         let created = self.store.create_prepared(prepared).await;
         if created.is_err() {
@@ -758,6 +758,18 @@ impl ApiCore {
 enum Part {
     Main,
     Status,
+}
+
+/// What a dry-run create answers: the object as it would be, without a resourceVersion (it
+/// has none, never having been stored), as Kubernetes answers it.
+fn not_stored(prepared: PreparedObject) -> StoredObject {
+    let key = prepared.key.clone();
+    let mut value = prepared.at_revision(0).to_value();
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    let raw = serde_json::to_vec(&value).expect("a JSON value serializes");
+    StoredObject::from_raw(key, 0, raw.into()).expect("just serialized")
 }
 
 /// Does anything still hold the object: its `metadata.finalizers`, and a namespace's
