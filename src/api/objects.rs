@@ -149,6 +149,11 @@ async fn dispatch(
         (Method::DELETE, None) if !resource.serves("deletecollection") => {
             Err(HttpError::MethodNotAllowed)
         }
+        (Method::GET, None) if query.get("sendInitialEvents").is_some() => {
+            Err(HttpError::BadRequest(
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".into(),
+            ))
+        }
         (Method::GET, None) => {
             let list =
                 core.list(resource, target.namespace.as_deref(), &query.list_options()?).await?;

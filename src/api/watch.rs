@@ -28,6 +28,13 @@ pub async fn serve(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let mut options = query.watch_options()?;
+    if options.send_initial_events && query.get("resourceVersionMatch") != Some("NotOlderThan") {
+        return Err(HttpError::BadRequest(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting \
+             resourceVersionMatch to NotOlderThan"
+                .into(),
+        ));
+    }
     if let Some(name) = name {
         let by_name = format!("metadata.name={name}");
         options.field_selector = Some(match options.field_selector.take() {

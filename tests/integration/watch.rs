@@ -84,6 +84,17 @@ fn initial_events_bookmarks_and_timeout() {
     // No resourceVersion: the current state as ADDED events, then the stream closes cleanly.
     let events: Vec<Value> = watch(&server, "timeoutSeconds=1").collect();
     assert_eq!(events.len(), 2);
+    // With a resourceVersion, sendInitialEvents still sends the state first (the revision is
+    // only a lower bound for it).
+    let rv = rv(&events[1]);
+    let query = format!("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=1");
+    let events: Vec<Value> = watch(&server, &query).collect();
+    let kinds: Vec<&str> = events.iter().take(3).map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ADDED", "ADDED", "BOOKMARK"], "{events:?}");
+    // As Kubernetes checks the options: not on a list, and only with NotOlderThan.
+    let cms = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(server.get(&format!("{cms}?sendInitialEvents=true")).0, 400);
+    assert_eq!(server.get(&format!("{cms}?watch=true&sendInitialEvents=true")).0, 400);
 }
 
 /// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's

@@ -48,9 +48,12 @@ impl ApiCore {
             None | Some("") | Some("0") => None,
             Some(rv) => Some(parse_rv(rv)?),
         };
+        // The current state comes first as ADDED events when no revision is asked for (the
+        // old watch semantics) or when `sendInitialEvents` asks for it (the revision is then
+        // only a lower bound for that state, which the store's current one always meets).
         let (from, mut initial_frames) = match requested {
-            Some(rv) => (rv, Vec::new()),
-            None => {
+            Some(rv) if !options.send_initial_events => (rv, Vec::new()),
+            _ => {
                 let page = self.store.list(resource, filter.clone(), None, None, None).await?;
                 let frames: Vec<WatchFrame> = page
                     .items
