@@ -27,6 +27,10 @@ pub(crate) fn reset_status_on_create(kind: &str, object: &mut Value) {
 
 /// Fills the defaults of `kind` into `object` (a create or a full update).
 pub(crate) fn apply(kind: &str, object: &mut Value) {
+    drop_empty(object, "metadata", &["labels", "annotations", "finalizers", "ownerReferences"]);
+    if kind == "ConfigMap" || kind == "Secret" {
+        drop_empty(object, "", &["data", "binaryData"]);
+    }
     match kind {
         "Pod" => {
             if let Some(spec) = object.get_mut("spec") {
@@ -140,6 +144,24 @@ fn merge_string_data(secret: &mut Map<String, Value>) {
             None => value,
         };
         data.insert(key, encoded);
+    }
+}
+
+/// Drops the empty maps and lists among `fields` of `object`'s `parent` (or of `object`
+/// itself): Kubernetes' types leave them out (`omitempty`), so an object whose last label was
+/// removed reads without `labels`, as there.
+fn drop_empty(object: &mut Value, parent: &str, fields: &[&str]) {
+    let map = if parent.is_empty() { Some(object) } else { object.get_mut(parent) };
+    let Some(map) = map.and_then(Value::as_object_mut) else { return };
+    for field in fields {
+        let empty = match map.get(*field) {
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if empty {
+            map.remove(*field);
+        }
     }
 }
 
@@ -309,6 +331,14 @@ mod tests {
         let mut node = json!({"status": {"capacity": {"cpu": "2"}}});
         reset_status_on_create("Node", &mut node);
         assert_eq!(node["status"]["capacity"]["cpu"], "2");
+    }
+
+    #[test]
+    fn empty_metadata_maps_and_data_are_left_out() {
+        let mut cm = json!({"metadata": {"name": "c", "labels": {}, "annotations": {"a": "b"},
+            "finalizers": []}, "data": {}});
+        apply("ConfigMap", &mut cm);
+        assert_eq!(cm, json!({"metadata": {"name": "c", "annotations": {"a": "b"}}}));
     }
 
     #[test]
