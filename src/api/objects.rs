@@ -380,7 +380,8 @@ fn object_response(
 ) -> HttpResponse {
     if wants_table(req) {
         let include = IncludeObject::from_query(query.get("includeObject"));
-        let table = table::table(resource, std::slice::from_ref(object), None, None, include);
+        let rv = Some(object.resource_version).filter(|rv| *rv > 0);
+        let table = table::table(resource, std::slice::from_ref(object), rv, None, include);
         return table_response(status, table);
     }
     json_bytes(status, object.raw.clone())

@@ -146,6 +146,17 @@ fn list_pagination_and_selectors() {
         .json::<serde_json::Value>()
         .unwrap();
     assert_eq!(table["metadata"]["remainingItemCount"], stored - 5, "{}", table["metadata"]);
+    // One object's Table carries its resourceVersion, as kube-apiserver's does.
+    let one = server
+        .http
+        .get(server.url("/api/v1/namespaces/default/pods/p3"))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .unwrap()
+        .json::<serde_json::Value>()
+        .unwrap();
+    let p3 = server.get("/api/v1/namespaces/default/pods/p3").1;
+    assert_eq!(one["metadata"]["resourceVersion"], p3["metadata"]["resourceVersion"]);
     let (_, selected) = server.get("/api/v1/namespaces/default/pods?limit=2&labelSelector=n");
     assert!(selected["metadata"]["continue"].is_string(), "{}", selected["metadata"]);
     assert!(selected["metadata"].get("remainingItemCount").is_none(), "{}", selected["metadata"]);
