@@ -6,8 +6,8 @@ use std::sync::Arc;
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::{BufMut, BytesMut};
-use kplane_actors::core::{ObjectList, PatchType};
-use kplane_actors::model::{ResourceType, StoredObject};
+use kplane_actors::core::{ApiError, ObjectList, PatchType};
+use kplane_actors::model::{FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
 use super::body::{self, FieldValidation};
@@ -150,9 +150,11 @@ async fn dispatch(
             Err(HttpError::MethodNotAllowed)
         }
         (Method::GET, None) if query.get("sendInitialEvents").is_some() => {
-            Err(HttpError::BadRequest(
-                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".into(),
-            ))
+            let cause = FieldError::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            );
+            Err(HttpError::Api(ApiError::invalid_list_options(cause)))
         }
         (Method::GET, None) => {
             let list =

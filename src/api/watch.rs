@@ -5,7 +5,8 @@ use std::time::Duration;
 use actix_web::{HttpRequest, HttpResponse};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
-use kplane_actors::core::{ApiCore, WatchFrame};
+use kplane_actors::core::{ApiCore, ApiError, WatchFrame};
+use kplane_actors::model::FieldError;
 use kplane_actors::model::ResourceType;
 use serde_json::json;
 
@@ -29,11 +30,11 @@ pub async fn serve(
 ) -> Result<HttpResponse, HttpError> {
     let mut options = query.watch_options()?;
     if options.send_initial_events && query.get("resourceVersionMatch") != Some("NotOlderThan") {
-        return Err(HttpError::BadRequest(
-            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting \
-             resourceVersionMatch to NotOlderThan"
-                .into(),
-        ));
+        let cause = FieldError::forbidden(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        );
+        return Err(HttpError::Api(ApiError::invalid_list_options(cause)));
     }
     if let Some(name) = name {
         let by_name = format!("metadata.name={name}");

@@ -365,17 +365,18 @@ fn resource_version_semantics_of_reads() {
     let future = rv + 1_000_000;
     assert_status(&server.get(&format!("{cms}?resourceVersion={future}")), 504, "Timeout");
     assert_status(&server.get(&format!("{cms}/one?resourceVersion={future}")), 504, "Timeout");
-    assert_status(&server.get(&format!("{cms}?resourceVersionMatch=Exact")), 400, "BadRequest");
+    // Options that do not go together are 422 on ListOptions, as Kubernetes answers them.
+    assert_status(&server.get(&format!("{cms}?resourceVersionMatch=Exact")), 422, "Invalid");
     assert_status(
         &server.get(&format!("{cms}?resourceVersion=0&resourceVersionMatch=Exact")),
-        400,
-        "BadRequest",
+        422,
+        "Invalid",
     );
-    assert_status(
-        &server.get(&format!("{cms}?resourceVersion=1&resourceVersionMatch=Sometimes")),
-        400,
-        "BadRequest",
-    );
+    let (code, unsupported) =
+        server.get(&format!("{cms}?resourceVersion=1&resourceVersionMatch=Sometimes"));
+    assert_eq!(code, 422, "{unsupported}");
+    assert_eq!(unsupported["details"]["causes"][0]["reason"], "FieldValueNotSupported");
+    assert_eq!(unsupported["details"]["group"], "meta.k8s.io");
 }
 
 #[test]

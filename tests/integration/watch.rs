@@ -91,10 +91,13 @@ fn initial_events_bookmarks_and_timeout() {
     let events: Vec<Value> = watch(&server, &query).collect();
     let kinds: Vec<&str> = events.iter().take(3).map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["ADDED", "ADDED", "BOOKMARK"], "{events:?}");
-    // As Kubernetes checks the options: not on a list, and only with NotOlderThan.
+    // As Kubernetes checks the options (422 on ListOptions): not on a list, and only with
+    // NotOlderThan.
     let cms = "/api/v1/namespaces/default/configmaps";
-    assert_eq!(server.get(&format!("{cms}?sendInitialEvents=true")).0, 400);
-    assert_eq!(server.get(&format!("{cms}?watch=true&sendInitialEvents=true")).0, 400);
+    for query in ["sendInitialEvents=true", "watch=true&sendInitialEvents=true"] {
+        let (code, status) = server.get(&format!("{cms}?{query}"));
+        assert_eq!((code, &status["details"]["kind"]), (422, &json!("ListOptions")), "{status}");
+    }
 }
 
 /// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's

@@ -61,6 +61,17 @@ impl ApiError {
     pub fn invalid(resource: &'static ResourceType, name: &str, causes: Vec<FieldError>) -> Self {
         ApiError::Invalid { kind: resource.kind, group: resource.group, name: name.into(), causes }
     }
+
+    /// Query options of a list or watch that do not go together: 422 on `ListOptions`, as
+    /// Kubernetes answers them.
+    pub fn invalid_list_options(cause: FieldError) -> Self {
+        ApiError::Invalid {
+            kind: "ListOptions",
+            group: "meta.k8s.io",
+            name: String::new(),
+            causes: vec![cause],
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {

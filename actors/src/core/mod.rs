@@ -222,19 +222,27 @@ impl ApiCore {
     /// checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
-        let bad = |m: &str| Err(ApiError::BadRequest(m.into()));
+        let invalid = |cause| Err(ApiError::invalid_list_options(cause));
+        let forbidden = |m: &str| invalid(FieldError::forbidden("resourceVersionMatch", m));
         match (rv, options.resource_version_match.as_deref()) {
             (None, Some(_)) => {
-                return bad("resourceVersionMatch is forbidden unless resourceVersion is provided")
+                return forbidden(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                )
             }
             (_, Some(m)) if m != "Exact" && m != "NotOlderThan" => {
-                return bad("resourceVersionMatch: Unsupported value: supported values: \"Exact\", \"NotOlderThan\"");
+                let supported = ["Exact", "NotOlderThan"];
+                return invalid(FieldError::not_supported("resourceVersionMatch", m, &supported));
             }
             (Some("0"), Some("Exact")) => {
-                return bad("resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"")
+                return forbidden(
+                    "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
+                )
             }
             (Some(v), _) if v != "0" && options.continue_token.is_some() => {
-                return bad("specifying resource version is not allowed when using continue")
+                return Err(ApiError::BadRequest(
+                    "specifying resource version is not allowed when using continue".into(),
+                ))
             }
             _ => {}
         }

@@ -45,6 +45,15 @@ impl FieldError {
         Self { reason: "FieldValueInvalid", field: "patch".into(), message: decoding.into() }
     }
 
+    /// Kubernetes' `FieldValueForbidden`.
+    pub fn forbidden(field: impl Into<String>, detail: impl AsRef<str>) -> Self {
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {}", detail.as_ref()),
+        }
+    }
+
     fn too_long(field: impl Into<String>, most: usize) -> Self {
         Self {
             reason: "FieldValueTooLong",
@@ -783,11 +792,8 @@ fn immutable_content(old: &Value, new: &Value, fields: &[&str]) -> Vec<FieldErro
     if old.get("immutable").and_then(Value::as_bool) != Some(true) {
         return Vec::new();
     }
-    let forbidden = |field: &str| FieldError {
-        reason: "FieldValueForbidden",
-        field: field.into(),
-        message: "Forbidden: field is immutable when `immutable` is set".into(),
-    };
+    let forbidden =
+        |field: &str| FieldError::forbidden(field, "field is immutable when `immutable` is set");
     // Absent and empty are the same content, as in Kubernetes' comparison.
     let content = |object: &Value, field: &str| {
         object.get(field).filter(|v| v.as_object().is_some_and(|m| !m.is_empty())).cloned()
