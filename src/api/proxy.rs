@@ -10,7 +10,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
 use futures::TryStreamExt;
-use kplane_actors::agent::pod_ips::parse_cidr;
+use kplane_actors::agent::pod_ips::{cidr_contains, parse_cidr};
 use kplane_actors::core::ApiError;
 use kplane_actors::model::resources;
 use serde_json::Value;
@@ -158,10 +158,7 @@ async fn pod_url(
     let pod_cidr =
         node_object.pointer("/spec/podCIDR").and_then(Value::as_str).and_then(parse_cidr);
     let in_cidr = match (ip, pod_cidr) {
-        (IpAddr::V4(v4), Some((base, bits))) => {
-            let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
-            u32::from(v4) & mask == u32::from(base)
-        }
+        (IpAddr::V4(v4), Some(cidr)) => cidr_contains(cidr, v4),
         _ => false,
     };
     let host_network = pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true);

@@ -221,14 +221,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 if !waiting.is_empty() {
                     status = waiting.to_string();
                 } else if let Some(terminated) = terminated {
-                    let (code, signal) = (&terminated["exitCode"], &terminated["signal"]);
-                    status = match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
-                        Some(reason) => reason.to_string(),
-                        None if signal.as_i64().is_some_and(|n| n != 0) => {
-                            format!("Signal:{signal}")
-                        }
-                        None => format!("ExitCode:{}", code.as_i64().unwrap_or(0)),
-                    };
+                    status = terminated_reason(terminated);
                 } else if c["ready"] == true && json::at(c, "/state/running").is_some() {
                     running = true;
                 }
@@ -460,6 +453,16 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     }
 }
 
+/// How kubectl names a container's end: its reason, else `Signal:N` or `ExitCode:N`.
+fn terminated_reason(terminated: &Value) -> String {
+    let signal = terminated["signal"].as_i64().filter(|n| *n != 0);
+    match (terminated["reason"].as_str().filter(|r| !r.is_empty()), signal) {
+        (Some(reason), _) => reason.to_string(),
+        (None, Some(signal)) => format!("Signal:{signal}"),
+        (None, None) => format!("ExitCode:{}", terminated["exitCode"].as_i64().unwrap_or(0)),
+    }
+}
+
 /// The STATUS of a pod whose init containers are not all done, as kubectl prints it.
 fn init_status(pod: &Value) -> Option<String> {
     let specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array)?;
@@ -472,15 +475,7 @@ fn init_status(pod: &Value) -> Option<String> {
         match terminated {
             Some(t) if t["exitCode"] == 0 => continue,
             _ if sidecar && c["started"] == true => continue,
-            Some(t) => {
-                return Some(match t["reason"].as_str().filter(|r| !r.is_empty()) {
-                    Some(reason) => format!("Init:{reason}"),
-                    None if t["signal"].as_i64().is_some_and(|n| n != 0) => {
-                        format!("Init:Signal:{}", t["signal"])
-                    }
-                    None => format!("Init:ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
-                })
-            }
+            Some(t) => return Some(format!("Init:{}", terminated_reason(t))),
             None if !waiting.is_empty() && waiting != "PodInitializing" => {
                 return Some(format!("Init:{waiting}"))
             }

@@ -6,6 +6,13 @@ use std::time::Duration;
 
 use crate::util::{metrics, pod, wait_until, Server};
 
+/// GET `path` in the Table form kubectl asks for.
+fn get_table(server: &Server, path: &str) -> Value {
+    let request = server.http.get(server.url(path));
+    let request = request.header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io");
+    request.send().unwrap().json().unwrap()
+}
+
 fn assert_status(reply: &(u16, Value), code: u16, reason: &str) {
     assert_eq!(reply.0, code, "{}", reply.1);
     assert_eq!(reply.1["kind"], "Status", "{}", reply.1);
@@ -137,24 +144,10 @@ fn list_pagination_and_selectors() {
     let (_, all) = server.get("/api/v1/pods?limit=2");
     let stored = 9; // p0-p6, late1, late2
     assert_eq!(all["metadata"]["remainingItemCount"], stored - 2, "{}", all["metadata"]);
-    let table = server
-        .http
-        .get(server.url("/api/v1/namespaces/default/pods?limit=5"))
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .unwrap()
-        .json::<serde_json::Value>()
-        .unwrap();
+    let table = get_table(&server, "/api/v1/namespaces/default/pods?limit=5");
     assert_eq!(table["metadata"]["remainingItemCount"], stored - 5, "{}", table["metadata"]);
     // One object's Table carries its resourceVersion, as kube-apiserver's does.
-    let one = server
-        .http
-        .get(server.url("/api/v1/namespaces/default/pods/p3"))
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .send()
-        .unwrap()
-        .json::<serde_json::Value>()
-        .unwrap();
+    let one = get_table(&server, "/api/v1/namespaces/default/pods/p3");
     let p3 = server.get("/api/v1/namespaces/default/pods/p3").1;
     assert_eq!(one["metadata"]["resourceVersion"], p3["metadata"]["resourceVersion"]);
     let (_, selected) = server.get("/api/v1/namespaces/default/pods?limit=2&labelSelector=n");

@@ -10,8 +10,20 @@ pub fn parse_cidr(cidr: &str) -> Option<(Ipv4Addr, u8)> {
     let (ip, bits) = cidr.split_once('/')?;
     let ip: Ipv4Addr = ip.parse().ok()?;
     let bits: u8 = bits.parse().ok().filter(|b| *b <= 32)?;
-    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
-    Some((Ipv4Addr::from(u32::from(ip) & mask), bits))
+    Some((Ipv4Addr::from(u32::from(ip) & mask(bits)), bits))
+}
+
+/// Whether `ip` is in the range `cidr` (as `parse_cidr` gives it).
+pub fn cidr_contains((base, bits): (Ipv4Addr, u8), ip: Ipv4Addr) -> bool {
+    u32::from(ip) & mask(bits) == u32::from(base)
+}
+
+fn mask(bits: u8) -> u32 {
+    if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    }
 }
 
 /// Picks a free /24 for `node` inside `cluster`, starting from a point derived from the node

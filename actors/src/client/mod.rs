@@ -97,3 +97,8 @@ pub trait ApiClient: Send + Sync {
 pub fn object_name(object: &Value) -> &str {
     object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
 }
+
+/// The uid in an object's metadata (empty when missing).
+pub fn object_uid(object: &Value) -> &str {
+    object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+}

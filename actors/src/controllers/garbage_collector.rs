@@ -12,11 +12,11 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
-use crate::client::ApiClient;
+use crate::client::{object_uid, ApiClient};
 use crate::core::{
     ApiError, DeleteOptions, ObjectView, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
-use crate::model::{json, resources, FastMap, FastSet, ResourceType};
+use crate::model::{resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
 /// What the collector knows of one object.
@@ -65,7 +65,7 @@ pub struct GarbageCollector {
 }
 
 fn uid_of(object: &Value) -> String {
-    json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string()
+    object_uid(object).to_string()
 }
 
 impl GarbageCollector {

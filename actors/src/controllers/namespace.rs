@@ -12,7 +12,7 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
-use crate::client::{object_name, ApiClient};
+use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
 use crate::model::{json, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
@@ -75,7 +75,7 @@ impl NamespaceController {
     fn saw(&mut self, namespace: &Value) {
         let name = object_name(namespace).to_string();
         if is_marked(namespace) {
-            self.terminating.insert(name, uid_of(namespace).to_string());
+            self.terminating.insert(name, object_uid(namespace).to_string());
         } else {
             self.terminating.remove(&name);
         }
@@ -84,10 +84,6 @@ impl NamespaceController {
 
 fn namespaces() -> &'static ResourceType {
     resources::find("", "v1", "namespaces").expect("served")
-}
-
-fn uid_of(object: &Value) -> &str {
-    json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("")
 }
 
 fn is_marked(object: &Value) -> bool {
@@ -101,7 +97,7 @@ async fn still_terminating(
     uid: &str,
 ) -> Result<Option<Value>, ApiError> {
     match client.get(namespaces(), "", name).await {
-        Ok(current) if uid_of(&current) == uid && is_marked(&current) => Ok(Some(current)),
+        Ok(current) if object_uid(&current) == uid && is_marked(&current) => Ok(Some(current)),
         Ok(_) | Err(ApiError::NotFound { .. }) => Ok(None),
         Err(error) => Err(error),
     }
@@ -125,9 +121,7 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
             // Exactly this object (not one created again under its name), its dependents in
             // the background, as Kubernetes' namespace deleter asks.
             let options = DeleteOptions {
-                precondition_uid: json::at(object, "/metadata/uid")
-                    .and_then(Value::as_str)
-                    .map(String::from),
+                precondition_uid: Some(object_uid(object).to_string()),
                 propagation_policy: Some("Background".into()),
                 ..DeleteOptions::default()
             };

@@ -378,15 +378,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
         validate_container_extras(c, &volumes, &mut port_names, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
-            Some(name) => {
-                for p in dns1123_label_errors(name) {
-                    errors.push(FieldError::invalid(at(".name"), name, p));
-                }
-                if seen.contains(&name) {
-                    errors.push(FieldError::duplicate(at(".name"), name));
-                }
-                seen.push(name);
-            }
+            Some(name) => unique_label(name, &mut seen, || at(".name"), errors),
         }
         if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
             errors.push(FieldError::required(at(".image")));
@@ -485,6 +477,23 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     }
 }
 
+/// A name that must be a DNS-1123 label and not one of `seen` (which it joins); `field`
+/// names it in the errors, built only when there is one.
+fn unique_label<'a>(
+    name: &'a str,
+    seen: &mut Vec<&'a str>,
+    field: impl Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    for problem in dns1123_label_errors(name) {
+        errors.push(FieldError::invalid(field(), name, problem));
+    }
+    if seen.contains(&name) {
+        errors.push(FieldError::duplicate(field(), name));
+    }
+    seen.push(name);
+}
+
 /// The pod's volume names, each checked (a DNS-1123 label, not repeated).
 fn validate_volumes<'a>(
     spec: Option<&'a Value>,
@@ -497,15 +506,7 @@ fn validate_volumes<'a>(
         let field = || format!("{path}.volumes[{i}].name");
         match volume.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(field())),
-            Some(name) => {
-                for problem in dns1123_label_errors(name) {
-                    errors.push(FieldError::invalid(field(), name, problem));
-                }
-                if names.contains(&name) {
-                    errors.push(FieldError::duplicate(field(), name));
-                }
-                names.push(name);
-            }
+            Some(name) => unique_label(name, &mut names, field, errors),
         }
     }
     names
@@ -678,15 +679,7 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
         match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
             None if several => errors.push(FieldError::required(at(".name"))),
             None => {}
-            Some(name) => {
-                for problem in dns1123_label_errors(name) {
-                    errors.push(FieldError::invalid(at(".name"), name, problem));
-                }
-                if names.contains(&name) {
-                    errors.push(FieldError::duplicate(at(".name"), name));
-                }
-                names.push(name);
-            }
+            Some(name) => unique_label(name, &mut names, || at(".name"), errors),
         }
         if let Some(number) = number {
             if numbers.contains(&(number, protocol)) {
