@@ -34,7 +34,7 @@ pub fn content_type(req: &HttpRequest) -> String {
 /// protobuf, as its Content-Type says (none means JSON).
 pub fn decode_object(req: &HttpRequest, bytes: &[u8]) -> Result<Value, HttpError> {
     match content_type(req).as_str() {
-        "application/json" | "*/*" | "text/plain" => parse_json(bytes),
+        "application/json" => parse_json(bytes),
         "application/yaml" => parse_yaml(bytes),
         "application/vnd.kubernetes.protobuf" => super::protobuf::decode(bytes)
             .map_err(|e| HttpError::BadRequest(format!("decoding protobuf body: {e}"))),

@@ -5,6 +5,7 @@ use actix_web::{HttpResponse, HttpResponseBuilder};
 use futures::TryStreamExt;
 use kplane_actors::core::ApiError;
 use kplane_actors::model::resources;
+use kplane_actors::model::validation::FieldError;
 use serde_json::Value;
 
 use super::params::Query;
@@ -22,6 +23,7 @@ pub async fn serve(
     name: &str,
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
+    validate_options(query, name)?;
     let pods = resources::find("", "v1", "pods").expect("pods are served");
     let pod = state.core.get(pods, namespace, name).await?.to_value();
     let container = container_of(&pod, name, query.get("container"))?;
@@ -63,6 +65,53 @@ pub async fn serve(
         .streaming(body))
 }
 
+/// Checks the log options as Kubernetes' `ValidatePodLogOptions` does, before the agent is
+/// asked: a number or flag that does not parse is 400, a value out of range 422 on
+/// `PodLogOptions`.
+fn validate_options(query: &Query, name: &str) -> Result<(), HttpError> {
+    for flag in ["follow", "previous", "timestamps"] {
+        query.flag(flag)?;
+    }
+    let mut causes = Vec::new();
+    if let Some(lines) = query.number("tailLines")?.filter(|n| *n < 0) {
+        causes.push(FieldError::invalid_number(
+            "tailLines",
+            lines,
+            "must be greater than or equal to 0",
+        ));
+    }
+    if let Some(bytes) = query.number("limitBytes")?.filter(|n| *n < 1) {
+        causes.push(FieldError::invalid_number("limitBytes", bytes, "must be greater than 0"));
+    }
+    let since_seconds = query.number("sinceSeconds")?;
+    let since_time = query.get("sinceTime").filter(|t| !t.is_empty());
+    if let Some(time) = since_time {
+        chrono::DateTime::parse_from_rfc3339(time)
+            .map_err(|e| HttpError::BadRequest(format!("sinceTime: {time:?}: {e}")))?;
+    }
+    match since_seconds {
+        Some(_) if since_time.is_some() => causes.push(FieldError::forbidden(
+            "",
+            "at most one of `sinceTime` or `sinceSeconds` may be specified",
+        )),
+        Some(seconds) if seconds < 1 => causes.push(FieldError::invalid_number(
+            "sinceSeconds",
+            seconds,
+            "must be greater than 0",
+        )),
+        _ => {}
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(HttpError::Api(ApiError::Invalid {
+        kind: "PodLogOptions",
+        group: "",
+        name: name.to_string(),
+        causes,
+    }))
+}
+
 /// The container to read: the one named, or the only one.
 fn container_of(pod: &Value, name: &str, wanted: Option<&str>) -> Result<String, HttpError> {
     let names: Vec<&str> = ["/spec/initContainers", "/spec/containers"]
@@ -93,6 +142,42 @@ fn container_of(pod: &Value, name: &str, wanted: Option<&str>) -> Result<String,
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn options(query: &str) -> Result<(), HttpError> {
+        validate_options(&Query::of(query).unwrap(), "p")
+    }
+
+    fn causes(query: &str) -> Vec<(String, String)> {
+        match options(query) {
+            Err(HttpError::Api(ApiError::Invalid { kind: "PodLogOptions", causes, .. })) => {
+                causes.into_iter().map(|c| (c.field, c.message)).collect()
+            }
+            other => panic!("{query}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn log_options_are_checked_as_kubernetes_checks_them() {
+        assert!(options("").is_ok());
+        assert!(options("tailLines=0&limitBytes=1&sinceSeconds=1&follow=true").is_ok());
+        assert!(options("sinceTime=2026-01-01T00:00:00Z&timestamps=true").is_ok());
+        for malformed in ["tailLines=x", "limitBytes=1.5", "sinceTime=yesterday", "follow=maybe"] {
+            assert!(matches!(options(malformed), Err(HttpError::BadRequest(_))), "{malformed}");
+        }
+        assert_eq!(
+            causes("tailLines=-1&limitBytes=0"),
+            [
+                (
+                    "tailLines".into(),
+                    "Invalid value: -1: must be greater than or equal to 0".into()
+                ),
+                ("limitBytes".into(), "Invalid value: 0: must be greater than 0".into()),
+            ]
+        );
+        assert_eq!(causes("sinceSeconds=0")[0].0, "sinceSeconds");
+        let both = causes("sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z");
+        assert!(both[0].1.contains("at most one of `sinceTime` or `sinceSeconds`"), "{both:?}");
+    }
 
     #[test]
     fn the_container_is_named_or_the_only_one() {

@@ -44,6 +44,10 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     assert!(kubectl.ok(&["logs", "web", "--since=1h"]).contains("serving HTTP"));
     let later = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
     assert_eq!(kubectl.ok(&["logs", "web", &format!("--since-time={later}")]), "");
+    // Options out of range are 422 on PodLogOptions, before the agent is asked.
+    let (code, status) = server.get("/api/v1/namespaces/default/pods/web/log?limitBytes=0");
+    assert_eq!((code, &status["details"]["kind"]), (422, &"PodLogOptions".into()), "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "limitBytes", "{status}");
 
     let events = kubectl.ok(&["get", "events"]);
     assert!(events.contains("Scheduled"), "{events}");

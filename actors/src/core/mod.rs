@@ -294,7 +294,9 @@ impl ApiCore {
         }
         meta.insert("uid".into(), json!(new_uid()));
         meta.insert("creationTimestamp".into(), json!(now()));
-        meta.insert("generation".into(), json!(1));
+        if resource.tracks_generation() {
+            meta.insert("generation".into(), json!(1));
+        }
         for server_owned in
             ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"]
         {
@@ -636,8 +638,9 @@ impl ApiCore {
         if !list.iter().any(|f| f == finalizer) {
             list.push(json!(finalizer));
         }
-        meta.entry("deletionTimestamp").or_insert_with(|| json!(now()));
-        meta.entry("deletionGracePeriodSeconds").or_insert(json!(0));
+        if !marked {
+            mark_deleting(meta, now(), 0);
+        }
         let preconditions =
             Preconditions { resource_version: Some(current.resource_version), uid: None };
         Ok(self.store.update(current.key.clone(), value, preconditions).await?)
@@ -676,11 +679,7 @@ impl ApiCore {
             }
         }
         let deadline = Utc::now() + chrono::Duration::seconds(grace);
-        meta.insert(
-            "deletionTimestamp".into(),
-            json!(deadline.to_rfc3339_opts(SecondsFormat::Secs, true)),
-        );
-        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        mark_deleting(meta, deadline.to_rfc3339_opts(SecondsFormat::Secs, true), grace);
         let preconditions =
             Preconditions { resource_version: Some(current.resource_version), uid: None };
         Ok(Some(self.store.update(current.key.clone(), pod, preconditions).await?))
@@ -699,9 +698,7 @@ impl ApiCore {
                 return Ok(current);
             }
             let mut marked = value;
-            let meta = metadata(&mut marked)?;
-            meta.insert("deletionTimestamp".into(), json!(now()));
-            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            mark_deleting(metadata(&mut marked)?, now(), 0);
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             return Ok(self.store.update(key, marked, preconditions).await?);
@@ -855,10 +852,27 @@ fn merge_for_update(
         // Status writes may not change metadata other than what the store stamps.
         next["metadata"] = cur_meta;
     } else if spec_changed {
-        let generation = meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
-        meta.insert("generation".into(), json!(generation + 1));
+        count_in_generation(meta);
     }
     next
+}
+
+/// Counts a change of the spec, or the first marking for deletion, in the object's
+/// `generation` when it carries one (Kubernetes' `generation > 0` rule).
+fn count_in_generation(meta: &mut Map<String, Value>) {
+    if let Some(generation) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+        meta.insert("generation".into(), json!(generation + 1));
+    }
+}
+
+/// Marks an object deleting from `timestamp`, with `grace` seconds; the first marking also
+/// counts in its generation, as Kubernetes' storage does.
+fn mark_deleting(meta: &mut Map<String, Value>, timestamp: String, grace: i64) {
+    if !meta.contains_key("deletionTimestamp") {
+        count_in_generation(meta);
+    }
+    meta.insert("deletionTimestamp".into(), json!(timestamp));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
 }
 
 /// True when an update would change nothing but the resourceVersion.
@@ -1097,6 +1111,42 @@ mod tests {
         assert_eq!(entries[0]["operation"], "Update");
         let key = ObjectKey::new(cms, "default", "c");
         assert!(core.store.get(&key).await.unwrap().is_none());
+    }
+
+    #[actix::test]
+    async fn only_replication_controllers_count_spec_changes_and_deletion_in_their_generation() {
+        let core = crate::testing::core().await;
+        let (cms, rcs) = (
+            resources::find("", "v1", "configmaps").unwrap(),
+            resources::find("", "v1", "replicationcontrollers").unwrap(),
+        );
+        let options = WriteOptions::default();
+        let cm = core.create(cms, "default", json!({"metadata":{"name":"c"}}), &options).await;
+        assert_eq!(cm.unwrap().to_value()["metadata"].get("generation"), None);
+        let cm = json!({"metadata":{"name":"c"},"data":{"a":"1"}});
+        let cm = core.update(cms, "default", "c", cm, &options).await.unwrap().to_value();
+        assert_eq!(cm["metadata"].get("generation"), None, "{cm}");
+
+        let template = json!({"metadata":{"labels":{"app":"a"}},
+            "spec":{"containers":[{"name":"c","image":"i"}]}});
+        let rc = json!({"metadata":{"name":"r","finalizers":["example.com/hold"]},
+            "spec":{"replicas":1,"selector":{"app":"a"},"template":template}});
+        let created = core.create(rcs, "default", rc.clone(), &options).await.unwrap();
+        assert_eq!(created.to_value()["metadata"]["generation"], 1);
+        let mut changed = created.to_value();
+        changed["spec"]["replicas"] = json!(2);
+        let changed = core.update(rcs, "default", "r", changed, &options).await.unwrap();
+        assert_eq!(changed.to_value()["metadata"]["generation"], 2);
+        let mut labelled = changed.to_value();
+        labelled["metadata"]["labels"] = json!({"x":"y"});
+        let labelled = core.update(rcs, "default", "r", labelled, &options).await.unwrap();
+        assert_eq!(labelled.to_value()["metadata"]["generation"], 2, "metadata is not spec");
+        let delete = DeleteOptions::default();
+        let marked = core.delete(rcs, "default", "r", &delete).await.unwrap().to_value();
+        assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
+        assert_eq!(marked["metadata"]["generation"], 3, "the first marking counts");
+        let again = core.delete(rcs, "default", "r", &delete).await.unwrap().to_value();
+        assert_eq!(again["metadata"]["generation"], 3, "a second delete does not");
     }
 
     #[actix::test]

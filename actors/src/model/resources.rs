@@ -98,6 +98,13 @@ impl ResourceType {
         self.group.is_empty() && RETURNING.contains(&self.plural)
     }
 
+    /// Whether its objects carry `metadata.generation`, set to 1 on create and counted up by
+    /// every change of the spec, as these kinds' strategies do in Kubernetes 1.32 (the other
+    /// core kinds keep whatever the client sent, if anything).
+    pub fn tracks_generation(&self) -> bool {
+        self.group.is_empty() && self.plural == "replicationcontrollers"
+    }
+
     /// True when `field` may be used in a field selector on this resource.
     pub fn selects_field(&self, field: &str) -> bool {
         field == "metadata.name"

@@ -39,6 +39,19 @@ impl FieldError {
         }
     }
 
+    /// An invalid number, written unquoted as Kubernetes writes it (`Invalid value: 0: ...`).
+    pub fn invalid_number(
+        field: impl Into<String>,
+        value: impl std::fmt::Display,
+        detail: impl AsRef<str>,
+    ) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {}", detail.as_ref()),
+        }
+    }
+
     /// A patch whose result does not decode as the object's type (Kubernetes names the field
     /// `patch`).
     pub fn invalid_patch(decoding: impl Into<String>) -> Self {
@@ -257,9 +270,9 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
     }
     let controllers = references.iter().filter(|r| r["controller"] == true).count();
     if controllers > 1 {
-        errors.push(FieldError::invalid(
+        errors.push(FieldError::invalid_number(
             "metadata.ownerReferences",
-            &controllers.to_string(),
+            controllers,
             "Only one reference can have Controller set to true",
         ));
     }
@@ -349,9 +362,9 @@ fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
 fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     for (field, least) in [("leaseDurationSeconds", 1), ("leaseTransitions", 0)] {
         match spec.and_then(|s| s.get(field)).and_then(Value::as_i64) {
-            Some(n) if n < least => errors.push(FieldError::invalid(
+            Some(n) if n < least => errors.push(FieldError::invalid_number(
                 format!("spec.{field}"),
-                &n.to_string(),
+                n,
                 if least == 1 {
                     "must be greater than 0"
                 } else {
@@ -388,9 +401,9 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             let port_path = || at(&format!(".ports[{j}].containerPort"));
             match port.get("containerPort").and_then(Value::as_i64) {
                 Some(p) if (1..=65535).contains(&p) => {}
-                Some(p) => errors.push(FieldError::invalid(
+                Some(p) => errors.push(FieldError::invalid_number(
                     port_path(),
-                    &p.to_string(),
+                    p,
                     "must be between 1 and 65535, inclusive",
                 )),
                 None => errors.push(FieldError::required(port_path())),
@@ -457,9 +470,9 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     }
     let deadline = spec.and_then(|s| s.get("activeDeadlineSeconds")).and_then(Value::as_i64);
     if let Some(seconds) = deadline.filter(|s| !(1..=i64::from(i32::MAX)).contains(s)) {
-        errors.push(FieldError::invalid(
+        errors.push(FieldError::invalid_number(
             format!("{path}.activeDeadlineSeconds"),
-            &seconds.to_string(),
+            seconds,
             "must be between 1 and 2147483647, inclusive",
         ));
     }
@@ -596,9 +609,9 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = object.get("spec");
     if let Some(replicas) = spec.and_then(|s| s.get("replicas")).and_then(Value::as_i64) {
         if replicas < 0 {
-            errors.push(FieldError::invalid(
+            errors.push(FieldError::invalid_number(
                 "spec.replicas",
-                &replicas.to_string(),
+                replicas,
                 "must be greater than or equal to 0",
             ));
         }
@@ -661,9 +674,9 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
         let number = port.get("port").and_then(Value::as_i64);
         match number {
             Some(p) if (1..=65535).contains(&p) => {}
-            Some(p) => errors.push(FieldError::invalid(
+            Some(p) => errors.push(FieldError::invalid_number(
                 at(".port"),
-                &p.to_string(),
+                p,
                 "must be between 1 and 65535, inclusive",
             )),
             None => errors.push(FieldError::required(at(".port"))),
@@ -694,9 +707,9 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
                 }
             }
             Some(Value::Number(n)) if !n.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {
-                errors.push(FieldError::invalid(
+                errors.push(FieldError::invalid_number(
                     at(".targetPort"),
-                    &n.to_string(),
+                    n,
                     "must be between 1 and 65535, inclusive",
                 ))
             }
