@@ -241,6 +241,39 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     assert_eq!(server.get(&format!("{configmaps}/typed")).1["data"]["count"], "3");
 }
 
+/// What Kubernetes' Go types leave out once decoded is left out here too: `null` fields, and
+/// empty lists and maps that are not required, in creates, updates and patched objects.
+#[test]
+fn nulls_and_empty_optional_lists_are_left_out() {
+    let server = Server::start();
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut sent = pod("sparse");
+    sent["metadata"]["annotations"] = Value::Null;
+    sent["spec"]["nodeSelector"] = json!({});
+    sent["spec"]["hostname"] = Value::Null;
+    sent["spec"]["containers"][0]["args"] = json!([]);
+    sent["spec"]["containers"][0]["env"] = Value::Null;
+    let (code, created) = server.post(pods, &sent);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"].get("annotations"), None, "{created}");
+    for field in ["nodeSelector", "hostname"] {
+        assert_eq!(created["spec"].get(field), None, "{created}");
+    }
+    let container = &created["spec"]["containers"][0];
+    assert!(container.get("args").is_none() && container.get("env").is_none(), "{container}");
+    let mut updated = created.clone();
+    updated["spec"]["tolerations"] = json!([]);
+    updated["spec"]["containers"][0]["image"] = json!("kplane/agnhost");
+    let (code, updated) = server.put(&format!("{pods}/sparse"), &updated);
+    assert_eq!((code, updated["spec"].get("tolerations")), (200, None), "{updated}");
+    let merge = Some("application/merge-patch+json");
+    let patch = br#"{"metadata":{"labels":{"app":null}},"spec":{"tolerations":[]}}"#.to_vec();
+    let (code, patched) = server.send_raw("PATCH", &format!("{pods}/sparse"), merge, patch);
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"].get("labels"), None, "{patched}");
+    assert_eq!(patched["spec"].get("tolerations"), None, "{patched}");
+}
+
 #[test]
 fn delete_collection_honours_selectors() {
     let server = Server::start();

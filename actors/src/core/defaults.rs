@@ -4,11 +4,12 @@ use serde_json::{json, Map, Value};
 
 use crate::model::quantity;
 
-/// Drops the status a client sent with a create, for the kinds whose status only the system
-/// writes (as Kubernetes' create strategies do): a pod copied from `kubectl get -o yaml` starts
-/// `Pending`, not `Running` on a node it was never started on. Nodes keep theirs (their agent
-/// registers them with it).
-pub(crate) fn reset_status_on_create(kind: &str, object: &mut Value) {
+/// What only a create does, as Kubernetes' create strategies (`PrepareForCreate`) do: drops
+/// the status a client sent for the kinds whose status only the system writes (a pod copied
+/// from `kubectl get -o yaml` starts `Pending`, not `Running` on a node it was never started
+/// on; nodes keep theirs, as their agent registers them with it), and gives a namespace its
+/// `kubernetes` finalizer.
+pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
     const SYSTEM_STATUS: &[&str] = &[
         "Pod",
         "Service",
@@ -22,6 +23,11 @@ pub(crate) fn reset_status_on_create(kind: &str, object: &mut Value) {
         if let Some(object) = object.as_object_mut() {
             object.remove("status");
         }
+    }
+    // A new namespace is held for its controller, which empties it once deleted; an update
+    // that leaves the list out or empty (the controller's own, once done) has none.
+    if kind == "Namespace" {
+        object_field(object, "spec").entry("finalizers").or_insert(json!(["kubernetes"]));
     }
 }
 
@@ -100,7 +106,6 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 }
                 labels["kubernetes.io/metadata.name"] = json!(name);
             }
-            object_field(object, "spec").entry("finalizers").or_insert(json!(["kubernetes"]));
             object_field(object, "status").entry("phase").or_insert(json!("Active"));
         }
         "Secret" => {
@@ -325,11 +330,11 @@ mod tests {
     fn a_created_pod_starts_pending_whatever_status_it_was_sent_with() {
         let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i"}]},
             "status": {"phase": "Running", "podIP": "10.0.0.9", "qosClass": "Guaranteed"}});
-        reset_status_on_create("Pod", &mut pod);
+        prepare_for_create("Pod", &mut pod);
         apply("Pod", &mut pod);
         assert_eq!(pod["status"], json!({"phase": "Pending", "qosClass": "BestEffort"}));
         let mut node = json!({"status": {"capacity": {"cpu": "2"}}});
-        reset_status_on_create("Node", &mut node);
+        prepare_for_create("Node", &mut node);
         assert_eq!(node["status"]["capacity"]["cpu"], "2");
     }
 
@@ -373,6 +378,9 @@ mod tests {
         let mut ns = json!({"metadata":{"name":"team","labels":{"a":"b"}}});
         apply("Namespace", &mut ns);
         assert_eq!(ns["metadata"]["labels"], json!({"a":"b","kubernetes.io/metadata.name":"team"}));
+        assert_eq!(ns["spec"].get("finalizers"), None, "an update without finalizers has none");
+        prepare_for_create("Namespace", &mut ns);
+        assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
         let mut np = json!({"spec":{"type":"NodePort","ports":[{"port":80}]}});
         apply("Service", &mut np);
         assert_eq!(np["spec"]["ipFamilies"], json!(["IPv4"]));

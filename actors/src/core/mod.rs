@@ -303,7 +303,7 @@ impl ApiCore {
             meta.remove(server_owned);
         }
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-        defaults::reset_status_on_create(resource.kind, &mut object);
+        defaults::prepare_for_create(resource.kind, &mut object);
         defaults::apply(resource.kind, &mut object);
         // The creator's managedFields entry, when written as text rather than into `object`.
         let managed_fields = match ownership {

@@ -937,6 +937,41 @@ mod tests {
         assert_eq!(found, vec![".spec.bogus".to_string(), ".spec.containers[1].foo".to_string()]);
     }
 
+    #[test]
+    fn nulls_and_empty_optional_lists_and_maps_are_left_out_as_go_encodes_them() {
+        let mut pod = json!({
+            "metadata": {"name": "p", "annotations": null, "labels": {}, "finalizers": []},
+            "spec": {
+                "containers": [{"name": "c", "image": "i", "args": [], "env": null,
+                    "command": [], "resources": {}, "securityContext": {}}],
+                "nodeSelector": {}, "tolerations": [], "hostname": null, "volumes": null,
+                "securityContext": {}
+            }
+        });
+        for unknown in [Unknown::Report, Unknown::Drop] {
+            assert_eq!(check_fields("", "Pod", &mut pod, unknown).unwrap(), Vec::<String>::new());
+        }
+        assert_eq!(
+            pod,
+            json!({
+                "metadata": {"name": "p"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "i", "resources": {},
+                        "securityContext": {}}],
+                    "securityContext": {}
+                }
+            })
+        );
+        // A required list stays, empty, for validation to refuse; map values and list items
+        // are not fields and stay as they are.
+        let mut pod = json!({"spec": {"containers": []}});
+        check_fields("", "Pod", &mut pod, Unknown::Drop).unwrap();
+        assert_eq!(pod, json!({"spec": {"containers": []}}));
+        let mut cm = json!({"data": {"a": ""}, "binaryData": {}});
+        check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
+        assert_eq!(cm, json!({"data": {"a": ""}}));
+    }
+
     /// The decoder's message for `object` as a `kind` (core group), or `None` if it decodes.
     fn decode_error(kind: &str, object: Value) -> Option<String> {
         check_fields("", kind, &mut object.clone(), Unknown::Report).err()

@@ -53,6 +53,9 @@ struct Shape {
     /// The declared properties (the first part declaring a name wins); `None` when no part
     /// has `properties` at all.
     properties: Option<BTreeMap<String, ShapeId>>,
+    /// The properties the schema requires: Go fields without `omitempty`, which keep an empty
+    /// value where the others are left out.
+    required: Vec<String>,
     additional: Additional,
     /// The schema of array items.
     items: Option<ShapeId>,
@@ -118,6 +121,28 @@ impl Shapes {
     }
 }
 
+impl Shapes {
+    /// Whether a declared field's `value` is left out of the object, as Go's encoder leaves
+    /// out an `omitempty` field once decoded: `null` (a nil pointer, list or map, or a zero
+    /// value), and an empty list or map that the schema does not require. An empty struct
+    /// (`securityContext: {}`) stays, as a pointer to it does in Go.
+    fn omits(&self, property: ShapeId, value: &Value, required: impl FnOnce() -> bool) -> bool {
+        let shape = &self.shapes[property];
+        let empty_collection = match value {
+            Value::Null => return true,
+            Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
+            Value::Object(fields) => {
+                fields.is_empty()
+                    && shape.admits == Admits::Object
+                    && shape.properties.is_none()
+                    && !matches!(shape.additional, Additional::Undeclared)
+            }
+            _ => false,
+        };
+        empty_collection && !required()
+    }
+}
+
 /// One check of an object: where it is, and the unknown fields found so far.
 struct Walk<'s> {
     shapes: &'s Shapes,
@@ -165,15 +190,22 @@ impl<'s> Walk<'s> {
                     }
                     return Ok(());
                 };
-                let mut undeclared = Vec::new();
+                let (mut undeclared, mut omitted) = (Vec::new(), Vec::new());
                 for (k, v) in fields.iter_mut() {
+                    let declared = properties.get(k.as_str());
+                    if declared
+                        .is_some_and(|d| self.shapes.omits(*d, v, || shape.required.contains(k)))
+                    {
+                        omitted.push(k.clone());
+                        continue;
+                    }
                     self.path.push('.');
                     self.path.push_str(k);
                     if !self.go_path.is_empty() {
                         self.go_path.push('.');
                     }
                     self.go_path.push_str(k);
-                    match (properties.get(k.as_str()), &shape.additional) {
+                    match (declared, &shape.additional) {
                         (Some(declared), _) | (None, Additional::Schema(declared)) => {
                             self.value(*declared, v, owner)?
                         }
@@ -187,9 +219,10 @@ impl<'s> Walk<'s> {
                     self.go_path.truncate(go_at);
                 }
                 if self.unknown == Unknown::Drop {
-                    for k in undeclared {
-                        fields.remove(&k);
-                    }
+                    omitted.append(&mut undeclared);
+                }
+                for k in omitted {
+                    fields.remove(&k);
                 }
             }
             Value::Array(items) => {
@@ -362,6 +395,12 @@ impl<'a> Compiler<'a> {
                 }
             }
             shape.properties = declared_any.then_some(properties);
+            shape.required = parts
+                .iter()
+                .filter_map(|s| s.get("required")?.as_array())
+                .flatten()
+                .filter_map(|name| Some(name.as_str()?.to_string()))
+                .collect();
             shape.additional = match parts.iter().find_map(|s| s.get("additionalProperties")) {
                 Some(Value::Bool(true)) => Additional::Any,
                 Some(values @ Value::Object(_)) => Additional::Schema(self.shape(values, None)),
