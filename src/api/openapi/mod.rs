@@ -967,6 +967,10 @@ mod tests {
         let mut pod = json!({"spec": {"containers": []}});
         check_fields("", "Pod", &mut pod, Unknown::Drop).unwrap();
         assert_eq!(pod, json!({"spec": {"containers": []}}));
+        let mut rc = json!({"spec": {"template": {"metadata": {"creationTimestamp": null}}}});
+        check_fields("", "ReplicationController", &mut rc, Unknown::Drop).unwrap();
+        assert_eq!(rc["spec"]["template"]["metadata"]["creationTimestamp"], Value::Null);
+        assert!(rc["spec"]["template"]["metadata"].get("creationTimestamp").is_some(), "{rc}");
         let mut cm = json!({"data": {"a": ""}, "binaryData": {}});
         check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
         assert_eq!(cm, json!({"data": {"a": ""}}));

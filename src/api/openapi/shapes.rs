@@ -125,11 +125,13 @@ impl Shapes {
     /// Whether a declared field's `value` is left out of the object, as Go's encoder leaves
     /// out an `omitempty` field once decoded: `null` (a nil pointer, list or map, or a zero
     /// value), and an empty list or map that the schema does not require. An empty struct
-    /// (`securityContext: {}`) stays, as a pointer to it does in Go.
+    /// (`securityContext: {}`) stays, as a pointer to it does in Go, and so does a null time:
+    /// a zero `metav1.Time` is written `null` (a template's `creationTimestamp: null`, a
+    /// condition's `lastProbeTime: null`).
     fn omits(&self, property: ShapeId, value: &Value, required: impl FnOnce() -> bool) -> bool {
         let shape = &self.shapes[property];
         let empty_collection = match value {
-            Value::Null => return true,
+            Value::Null => return shape.admits != Admits::Time,
             Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
             Value::Object(fields) => {
                 fields.is_empty()
