@@ -3,6 +3,7 @@
 use actix_web::{web, HttpRequest};
 use futures::StreamExt;
 use kplane_actors::model::ResourceType;
+use serde::de::DeserializeSeed as _;
 use serde_json::Value;
 
 use crate::error::HttpError;
@@ -33,10 +34,20 @@ pub fn content_type(req: &HttpRequest) -> String {
 /// Decodes an object body (create, update, a delete's options) as JSON, YAML or Kubernetes
 /// protobuf, as its Content-Type says (none means JSON).
 pub fn decode_object(req: &HttpRequest, bytes: &[u8]) -> Result<Value, HttpError> {
+    decode_noting_duplicates(req, bytes).map(|(object, _)| object)
+}
+
+/// As [`decode_object`], with the paths of the fields a JSON body repeats (the last one is
+/// kept, as Kubernetes' decoder keeps it), for [`FieldValidation::check`].
+pub fn decode_noting_duplicates(
+    req: &HttpRequest,
+    bytes: &[u8],
+) -> Result<(Value, Vec<String>), HttpError> {
     match content_type(req).as_str() {
-        "application/json" => parse_json(bytes),
-        "application/yaml" => parse_yaml(bytes),
+        "application/json" => parse_json_noting_duplicates(bytes),
+        "application/yaml" => Ok((parse_yaml(bytes)?, Vec::new())),
         "application/vnd.kubernetes.protobuf" => super::protobuf::decode(bytes)
+            .map(|object| (object, Vec::new()))
             .map_err(|e| HttpError::BadRequest(format!("decoding protobuf body: {e}"))),
         other => Err(HttpError::UnsupportedMediaType(other.to_string())),
     }
@@ -44,12 +55,124 @@ pub fn decode_object(req: &HttpRequest, bytes: &[u8]) -> Result<Value, HttpError
 
 /// Parses JSON, naming where it broke.
 pub fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
+    parse_json_noting_duplicates(bytes).map(|(value, _)| value)
+}
+
+/// Parses JSON as [`parse_json`] does, noting the paths of repeated fields
+/// (`metadata.name`, `spec.containers[0].image`).
+pub fn parse_json_noting_duplicates(bytes: &[u8]) -> Result<(Value, Vec<String>), HttpError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(HttpError::BadRequest("the request body is empty".into()));
     }
-    serde_json::from_slice(bytes).map_err(|e| {
+    let mut duplicates = Vec::new();
+    let mut decoder = serde_json::Deserializer::from_slice(bytes);
+    let parsed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates }
+        .deserialize(&mut decoder)
+        .and_then(|value| decoder.end().map(|()| value));
+    let value = parsed.map_err(|e| {
         HttpError::BadRequest(format!("the body of the request could not be decoded as JSON: {e}"))
-    })
+    })?;
+    Ok((value, duplicates))
+}
+
+/// Where in a JSON document a value is: a chain of steps up to the root, kept on the stack
+/// as the parse goes, so that only a repeated field costs a path.
+enum Step<'a> {
+    Root,
+    Field(&'a str, &'a Step<'a>),
+    Item(usize, &'a Step<'a>),
+}
+
+impl Step<'_> {
+    fn path(&self) -> String {
+        match self {
+            Step::Root => String::new(),
+            Step::Field(name, Step::Root) => (*name).to_string(),
+            Step::Field(name, parent) => format!("{}.{name}", parent.path()),
+            Step::Item(index, parent) => format!("{}[{index}]", parent.path()),
+        }
+    }
+}
+
+/// Builds a JSON value as serde_json's own does, noting each field an object repeats.
+struct ValueSeed<'a, 'p> {
+    at: &'p Step<'p>,
+    duplicates: &'a mut Vec<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ValueSeed<'_, '_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, decoder: D) -> Result<Value, D::Error> {
+        decoder.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ValueSeed<'_, '_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+        let mut values = Vec::with_capacity(items.size_hint().unwrap_or(0));
+        loop {
+            let at = Step::Item(values.len(), self.at);
+            let seed = ValueSeed { at: &at, duplicates: &mut *self.duplicates };
+            match items.next_element_seed(seed)? {
+                Some(value) => values.push(value),
+                None => return Ok(Value::Array(values)),
+            }
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut fields: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(name) = fields.next_key::<String>()? {
+            let at = Step::Field(&name, self.at);
+            let value =
+                fields.next_value_seed(ValueSeed { at: &at, duplicates: &mut *self.duplicates })?;
+            match object.entry(name) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                serde_json::map::Entry::Occupied(mut slot) => {
+                    self.duplicates.push(Step::Field(slot.key(), self.at).path());
+                    slot.insert(value);
+                }
+            }
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// Parses a YAML document (an apply patch; JSON is YAML too) into its JSON value.
@@ -89,10 +212,13 @@ impl FieldValidation {
     /// Kubernetes' decoder refuses it, whatever the validation); unknown fields are an error
     /// under Strict; under Warn and Ignore they are dropped, as Kubernetes drops them when it
     /// decodes a built-in type (Warn answers with a warning for each).
+    /// `duplicates` are the paths of fields the body repeated: an error under Strict, a
+    /// warning under Warn, as Kubernetes has them.
     pub fn check(
         self,
         resource: &ResourceType,
         object: &mut Value,
+        duplicates: &[String],
     ) -> Result<Vec<String>, HttpError> {
         use super::openapi::{check_fields, Unknown};
         let handling =
@@ -107,9 +233,11 @@ impl FieldValidation {
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
-        let messages: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+        let duplicated = duplicates.iter().map(|f| format!("duplicate field \"{f}\""));
+        let messages: Vec<String> = duplicated
+            .chain(
+                unknown.iter().map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.'))),
+            )
             .collect();
         if self == FieldValidation::Strict && !messages.is_empty() {
             return Err(HttpError::BadRequest(format!(
@@ -118,5 +246,29 @@ impl FieldValidation {
             )));
         }
         Ok(messages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn repeated_fields_are_noted_with_their_paths_and_the_last_is_kept() {
+        let body = br#"{"metadata":{"name":"a","name":"b"},
+            "spec":{"containers":[{"name":"c","image":"x","image":"y"}]},"kind":"Pod","kind":"Pod"}"#;
+        let (value, duplicates) = parse_json_noting_duplicates(body).unwrap();
+        assert_eq!(duplicates, ["metadata.name", "spec.containers[0].image", "kind"]);
+        assert_eq!(value["metadata"]["name"], "b");
+        assert_eq!(value["spec"]["containers"][0]["image"], "y");
+        let plain = br#"{"a":[1,-2,3.5,"s",true,null,{}],"b":{"c":18446744073709551615}}"#;
+        let (value, duplicates) = parse_json_noting_duplicates(plain).unwrap();
+        assert!(duplicates.is_empty());
+        assert_eq!(value, serde_json::from_slice::<Value>(plain).unwrap());
+        assert_eq!(value["b"]["c"], json!(u64::MAX));
+        for broken in [&b""[..], b"  ", b"{", b"{} {}", b"[1,]"] {
+            assert!(matches!(parse_json(broken), Err(HttpError::BadRequest(_))), "{broken:?}");
+        }
     }
 }

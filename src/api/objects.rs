@@ -210,7 +210,7 @@ async fn dispatch(
             let Some(patch_type) = patch_type(&req)? else {
                 let options = query.apply_options()?;
                 let mut config = body::parse_yaml(&bytes)?;
-                let warnings = validation.check(resource, &mut config)?;
+                let warnings = validation.check(resource, &mut config, &[])?;
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -339,8 +339,8 @@ async fn read_object(
 ) -> Result<(Value, Vec<String>), HttpError> {
     let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
     let bytes = body::read(payload, state.max_body_bytes).await?;
-    let mut value = body::decode_object(req, &bytes)?;
-    let warnings = validation.check(resource, &mut value)?;
+    let (mut value, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
+    let warnings = validation.check(resource, &mut value, &duplicates)?;
     Ok((value, warnings))
 }
 
@@ -360,9 +360,12 @@ async fn read_delete_options(
     query.delete_options(options_body.as_ref())
 }
 
+/// Adds each warning as a `Warning: 299 - "text"` header, its quotes escaped as the header's
+/// quoted-string wants them (kubectl prints `Warning: unknown field "spec.bogus"`).
 fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
     for warning in warnings {
-        let header = format!("299 - \"{}\"", warning.replace('"', "'"));
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        let header = format!("299 - \"{escaped}\"");
         if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&header) {
             response.headers_mut().append(actix_web::http::header::WARNING, value);
         }

@@ -194,6 +194,30 @@ fn strict_field_validation_names_the_unknown_field() {
     assert_eq!(code, 200, "{patched}");
     assert!(patched["spec"].get("alsoBogus").is_none(), "{patched}");
     assert_eq!(patched["metadata"]["labels"]["kept"], "yes");
+
+    // A field given twice: refused under Strict, named in a warning under Warn (the last one
+    // is kept), as Kubernetes' strict decoder has it.
+    let twice = br#"{"metadata":{"name":"twice","labels":{"a":"1"},"labels":{"b":"2"}},
+        "data":{"k":"v"}}"#;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let json = Some("application/json");
+    let strict = format!("{configmaps}?fieldValidation=Strict");
+    let reply = server.send_raw("POST", &strict, json, twice.to_vec());
+    assert_status(&reply, 400, "BadRequest");
+    let message = reply.1["message"].as_str().unwrap();
+    assert!(message.contains(r#"duplicate field "metadata.labels""#), "{message}");
+    let response = server
+        .http
+        .post(server.url(configmaps))
+        .header("content-type", "application/json")
+        .body(twice.to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let warning = response.headers().get("warning").unwrap().to_str().unwrap().to_string();
+    assert_eq!(warning, r#"299 - "duplicate field \"metadata.labels\"""#);
+    let (_, stored) = server.get(&format!("{configmaps}/twice"));
+    assert_eq!(stored["metadata"]["labels"], json!({"b": "2"}), "{stored}");
 }
 
 #[test]
