@@ -127,6 +127,9 @@ impl ApiClient for Hooked {
         ApiClient::patch(&self.core, resource, namespace, name, patch_type, patch, status_only)
             .await
     }
+    async fn finalize(&self, namespace: Value) -> Result<Value, ApiError> {
+        ApiClient::finalize(&self.core, namespace).await
+    }
     async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
         ApiClient::bind(&self.core, namespace, name, binding).await
     }

@@ -37,8 +37,8 @@ pub fn decode_object(req: &HttpRequest, bytes: &[u8]) -> Result<Value, HttpError
     decode_noting_duplicates(req, bytes).map(|(object, _)| object)
 }
 
-/// As [`decode_object`], with the paths of the fields a JSON body repeats (the last one is
-/// kept, as Kubernetes' decoder keeps it), for [`FieldValidation::check`].
+/// As [`decode_object`], with the paths of the fields a JSON body repeats (decoded as
+/// Kubernetes' decoder decodes them), for [`FieldValidation::check`].
 pub fn decode_noting_duplicates(
     req: &HttpRequest,
     bytes: &[u8],
@@ -94,7 +94,8 @@ impl Step<'_> {
     }
 }
 
-/// Builds a JSON value as serde_json's own does, noting each field an object repeats.
+/// Builds a JSON value as serde_json's own does, noting each field an object repeats and
+/// decoding it over the first (see `merge_repeated`).
 struct ValueSeed<'a, 'p> {
     at: &'p Step<'p>,
     duplicates: &'a mut Vec<String>,
@@ -167,11 +168,29 @@ impl<'de> serde::de::Visitor<'de> for ValueSeed<'_, '_> {
                 }
                 serde_json::map::Entry::Occupied(mut slot) => {
                     self.duplicates.push(Step::Field(slot.key(), self.at).path());
-                    slot.insert(value);
+                    merge_repeated(slot.get_mut(), value);
                 }
             }
         }
         Ok(Value::Object(object))
+    }
+}
+
+/// Decodes a repeated field over the first as Go's decoder does: an object into the one
+/// already there (its other fields stay), anything else replacing it.
+fn merge_repeated(first: &mut Value, repeated: Value) {
+    match (first, repeated) {
+        (Value::Object(fields), Value::Object(repeated)) => {
+            for (name, value) in repeated {
+                match fields.get_mut(&name) {
+                    Some(existing) => merge_repeated(existing, value),
+                    None => {
+                        fields.insert(name, value);
+                    }
+                }
+            }
+        }
+        (first, repeated) => *first = repeated,
     }
 }
 
@@ -187,6 +206,11 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
         HttpError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"))
     })
 }
+
+/// A walk of an object against its kind's schema (`openapi::check_fields` or
+/// `check_apply_config`).
+type SchemaWalk =
+    fn(&str, &str, &mut Value, super::openapi::Unknown) -> Result<Vec<String>, String>;
 
 /// How to treat fields the schema does not know (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,11 +244,31 @@ impl FieldValidation {
         object: &mut Value,
         duplicates: &[String],
     ) -> Result<Vec<String>, HttpError> {
-        use super::openapi::{check_fields, Unknown};
+        self.check_with(resource, object, duplicates, super::openapi::check_fields)
+    }
+
+    /// As [`Self::check`] for a server-side apply's configuration, whose empty fields stay
+    /// (the applier owns them).
+    pub fn check_apply_config(
+        self,
+        resource: &ResourceType,
+        config: &mut Value,
+    ) -> Result<Vec<String>, HttpError> {
+        self.check_with(resource, config, &[], super::openapi::check_apply_config)
+    }
+
+    fn check_with(
+        self,
+        resource: &ResourceType,
+        object: &mut Value,
+        duplicates: &[String],
+        walk: SchemaWalk,
+    ) -> Result<Vec<String>, HttpError> {
+        use super::openapi::Unknown;
         let handling =
             if self == FieldValidation::Strict { Unknown::Report } else { Unknown::Drop };
         let unknown =
-            check_fields(resource.group, resource.kind, object, handling).map_err(|decoding| {
+            walk(resource.group, resource.kind, object, handling).map_err(|decoding| {
                 let (kind, version) = (resource.kind, resource.version);
                 HttpError::BadRequest(format!(
                     "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
@@ -257,11 +301,14 @@ mod tests {
     #[test]
     fn repeated_fields_are_noted_with_their_paths_and_the_last_is_kept() {
         let body = br#"{"metadata":{"name":"a","name":"b"},
-            "spec":{"containers":[{"name":"c","image":"x","image":"y"}]},"kind":"Pod","kind":"Pod"}"#;
+            "spec":{"containers":[{"name":"c","image":"x","image":"y"}]},"kind":"Pod","kind":"Pod",
+            "data":{"a":"1","n":{"x":1}},"data":{"b":"2","n":{"y":2},"a":"3"}}"#;
         let (value, duplicates) = parse_json_noting_duplicates(body).unwrap();
-        assert_eq!(duplicates, ["metadata.name", "spec.containers[0].image", "kind"]);
+        assert_eq!(duplicates, ["metadata.name", "spec.containers[0].image", "kind", "data"]);
         assert_eq!(value["metadata"]["name"], "b");
         assert_eq!(value["spec"]["containers"][0]["image"], "y");
+        // A repeated object is decoded into the first, as Go decodes it into the same map.
+        assert_eq!(value["data"], json!({"a": "3", "b": "2", "n": {"x": 1, "y": 2}}));
         let plain = br#"{"a":[1,-2,3.5,"s",true,null,{}],"b":{"c":18446744073709551615}}"#;
         let (value, duplicates) = parse_json_noting_duplicates(plain).unwrap();
         assert!(duplicates.is_empty());

@@ -210,7 +210,7 @@ async fn dispatch(
             let Some(patch_type) = patch_type(&req)? else {
                 let options = query.apply_options()?;
                 let mut config = body::parse_yaml(&bytes)?;
-                let warnings = validation.check(resource, &mut config, &[])?;
+                let warnings = validation.check_apply_config(resource, &mut config)?;
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -276,15 +276,8 @@ async fn finalize(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let namespace = only_body_of(req, Method::PUT, payload, state).await?;
-    let finalizers = namespace.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
-    let mut patch = json!({"spec": {"finalizers": finalizers}});
-    if let Some(rv) = namespace.pointer("/metadata/resourceVersion").filter(|rv| *rv != "") {
-        patch["metadata"] = json!({"resourceVersion": rv});
-    }
     let options = query.write_options(req)?;
-    let core = &state.core;
-    let finalized =
-        core.patch(namespaces, "", name, PatchType::Merge, &patch, false, &options).await?;
+    let finalized = state.core.finalize(name, namespace, &options).await?;
     Ok(object_response(req, StatusCode::OK, namespaces, &finalized, query))
 }
 

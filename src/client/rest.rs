@@ -232,6 +232,14 @@ impl ApiClient for RestClient {
         self.send_for_object(resource, request).await
     }
 
+    async fn finalize(&self, namespace: Value) -> Result<Value, ApiError> {
+        let namespaces = resources::find("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::Internal("namespaces are not a served resource".into()))?;
+        let path = object_path(namespaces, "", object_name(&namespace), Some("finalize"))?;
+        let request = self.request(Method::PUT, &path, &[]).json(&namespace);
+        self.send_for_object(namespaces, request).await
+    }
+
     async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
         let pods = resources::find("", "v1", "pods")
             .ok_or_else(|| ApiError::Internal("pods are not a served resource".into()))?;

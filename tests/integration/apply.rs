@@ -215,6 +215,34 @@ fn apply_patch_over_http() {
     assert!(updated["metadata"].get("managedFields").is_none(), "{updated}");
 }
 
+/// An applied configuration's empty list is the applier's to own, as in structured-merge-diff:
+/// applying `args: []` over another manager's args conflicts, and forced, clears them.
+#[test]
+fn an_applied_empty_list_is_owned() {
+    let server = Server::start();
+    let rc = |args: Value| {
+        json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "r"},
+            "spec": {"replicas": 0, "selector": {"app": "r"}, "template": {
+                "metadata": {"labels": {"app": "r"}},
+                "spec": {"containers": [{"name": "c", "image": "kplane/pause", "args": args}]}}}})
+    };
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let (code, _) = server.post(&format!("{rcs}?fieldManager=creator"), &rc(json!(["a"])));
+    assert_eq!(code, 201);
+    let apply = "application/apply-patch+yaml";
+    let config = rc(json!([])).to_string().into_bytes();
+    let path = format!("{rcs}/r?fieldManager=applier");
+    let (code, status) = server.send_raw("PATCH", &path, Some(apply), config.clone());
+    assert_eq!(code, 409, "{status}");
+    let field = status["details"]["causes"][0]["field"].as_str().unwrap();
+    assert!(field.ends_with(".args"), "{status}");
+    let forced = format!("{path}&force=true");
+    let (code, applied) = server.send_raw("PATCH", &forced, Some(apply), config);
+    assert_eq!(code, 200, "{applied}");
+    let container = &applied["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container.get("args"), None, "stored as Kubernetes stores it: {applied}");
+}
+
 #[test]
 fn apply_to_status_and_dry_run() {
     let server = Server::start();

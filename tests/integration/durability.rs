@@ -138,8 +138,7 @@ fn writes_acknowledged_up_to_a_kill_9_in_mid_flight_survive_it() {
             "600 acknowledged writes",
             || acknowledged.load(Ordering::Relaxed) >= 600,
         );
-        let pid = nix::unistd::Pid::from_raw(server.pid() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        server.kill9();
         for writer in writers {
             known.extend(writer.join().unwrap());
         }

@@ -104,6 +104,12 @@ impl ApiClient for ApiCore {
         Ok(patched.to_value())
     }
 
+    async fn finalize(&self, namespace: Value) -> Result<Value, ApiError> {
+        let name = object_name(&namespace).to_string();
+        let options = WriteOptions::default();
+        Ok(ApiCore::finalize(self, &name, namespace, &options).await?.to_value())
+    }
+
     async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError> {
         ApiCore::bind(self, namespace, name, &binding, false).await
     }

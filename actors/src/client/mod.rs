@@ -76,6 +76,9 @@ pub trait ApiClient: Send + Sync {
         patch: &Value,
         status_only: bool,
     ) -> Result<Value, ApiError>;
+    /// Sets a namespace's `spec.finalizers` to those of `namespace` (PUT
+    /// `namespaces/{name}/finalize`), with its resourceVersion, if any, as a precondition.
+    async fn finalize(&self, namespace: Value) -> Result<Value, ApiError>;
     /// Binds a pod to a node (POST `pods/{name}/binding`); `binding` is a core/v1 `Binding`.
     async fn bind(&self, namespace: &str, name: &str, binding: Value) -> Result<(), ApiError>;
     async fn delete(

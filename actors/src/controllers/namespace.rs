@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
 use crate::client::{object_name, object_uid, ApiClient};
-use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
+use crate::core::{ApiError, DeleteOptions, ListOptions};
 use crate::model::{json, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
@@ -154,8 +154,9 @@ async fn finalize(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<
     }
     let kept: Vec<Value> = finalizers.into_iter().filter(|f| f != NAMESPACE_FINALIZER).collect();
     let version = json::at(&current, "/metadata/resourceVersion").cloned();
-    let patch = json!({"metadata": {"resourceVersion": version}, "spec": {"finalizers": kept}});
-    match client.patch(namespaces(), "", namespace, PatchType::Merge, &patch, false).await {
+    let finalized = json!({"metadata": {"name": namespace, "resourceVersion": version},
+        "spec": {"finalizers": kept}});
+    match client.finalize(finalized).await {
         // A conflict: something changed it since; the next sweep looks again.
         Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => Ok(()),
         Err(error) => Err(error),

@@ -64,9 +64,10 @@ impl ApiCore {
                     return Err(ApiError::not_found(resource, name));
                 }
                 let mut fields = ManagedFields::default();
-                let object = fields
+                let mut object = fields
                     .apply(None, &config, &writer, has_status(resource), options.force)
                     .expect("a create has nothing to conflict with");
+                self.check_schema(resource, name, &mut object)?;
                 let ownership = Ownership::Applied(fields);
                 let created =
                     self.create_owned(resource, namespace, object, options.dry_run, ownership);
@@ -97,6 +98,7 @@ impl ApiCore {
                     conflicts,
                 })?;
             keep_last_applied_in_step(&writer, &live, &config, &mut merged);
+            self.check_schema(resource, name, &mut merged)?;
             let rv = pinned.unwrap_or(current.resource_version);
             metadata(&mut merged)?.insert("resourceVersion".into(), json!(rv.to_string()));
             let ownership = Ownership::Applied(fields);
@@ -198,7 +200,7 @@ fn applied_configuration(
         Part::Main if has_status(resource) => {
             object.remove("status");
         }
-        Part::Main => {}
+        Part::Main | Part::Finalize => {}
     }
     Ok((config, pinned))
 }

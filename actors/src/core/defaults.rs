@@ -24,10 +24,17 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
             object.remove("status");
         }
     }
-    // A new namespace is held for its controller, which empties it once deleted; an update
-    // that leaves the list out or empty (the controller's own, once done) has none.
+    // A new namespace is held for its controller, which empties it once deleted (only
+    // `finalize` changes the list afterwards).
     if kind == "Namespace" {
-        object_field(object, "spec").entry("finalizers").or_insert(json!(["kubernetes"]));
+        let finalizers = object_field(object, "spec").entry("finalizers").or_insert(json!([]));
+        if !finalizers.is_array() {
+            *finalizers = json!([]);
+        }
+        let list = finalizers.as_array_mut().expect("set to an array above");
+        if !list.iter().any(|f| f == "kubernetes") {
+            list.push(json!("kubernetes"));
+        }
     }
 }
 
@@ -378,9 +385,11 @@ mod tests {
         let mut ns = json!({"metadata":{"name":"team","labels":{"a":"b"}}});
         apply("Namespace", &mut ns);
         assert_eq!(ns["metadata"]["labels"], json!({"a":"b","kubernetes.io/metadata.name":"team"}));
-        assert_eq!(ns["spec"].get("finalizers"), None, "an update without finalizers has none");
         prepare_for_create("Namespace", &mut ns);
         assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+        let mut held = json!({"spec":{"finalizers":["example.com/x"]}});
+        prepare_for_create("Namespace", &mut held);
+        assert_eq!(held["spec"]["finalizers"], json!(["example.com/x", "kubernetes"]));
         let mut np = json!({"spec":{"type":"NodePort","ports":[{"port":80}]}});
         apply("Service", &mut np);
         assert_eq!(np["spec"]["ipFamilies"], json!(["IPv4"]));

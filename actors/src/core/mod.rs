@@ -114,6 +114,23 @@ impl ApiCore {
         self
     }
 
+    /// Runs the schema check on an object a patch or an apply produced: unknown fields and
+    /// what Go's `omitempty` leaves out go, and a value of the wrong type is refused (422 on
+    /// `patch`).
+    fn check_schema(
+        &self,
+        resource: &'static ResourceType,
+        name: &str,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        match &self.schema_check {
+            Some(check) => check(resource, object).map_err(|decoding| {
+                ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The same core, writing as `manager` when a write names no field manager.
     pub fn with_field_manager(mut self, manager: &str) -> Self {
         self.manager = Arc::from(manager);
@@ -389,6 +406,18 @@ impl ApiCore {
             .await
     }
 
+    /// `namespaces/{name}/finalize`: sets the namespace's `spec.finalizers` to the body's
+    /// and changes nothing else. A deleted namespace left with none goes.
+    pub async fn finalize(
+        &self,
+        name: &str,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let ownership = Ownership::Update(self.manager(options));
+        self.replace(namespaces(), "", name, body, options.dry_run, Part::Finalize, ownership).await
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn replace(
         &self,
@@ -420,12 +449,16 @@ impl ApiCore {
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
             if part == Part::Main {
                 defaults::apply(resource.kind, &mut next);
+                // Compared once defaulted, as Kubernetes decodes with its defaults.
+                if resource.tracks_generation() && current_value.get("spec") != next.get("spec") {
+                    count_in_generation(metadata(&mut next)?);
+                }
             }
             let fields = match &ownership {
                 Ownership::Update(manager) => {
                     let mut fields = match part {
                         Part::Main => ManagedFields::requested(&current_value, &object)?,
-                        Part::Status => ManagedFields::of(&current_value)?,
+                        Part::Status | Part::Finalize => ManagedFields::of(&current_value)?,
                     };
                     let writer = writer(resource, manager, Operation::Update, part);
                     fields.record_update(
@@ -525,11 +558,7 @@ impl ApiCore {
                 }
                 None => patch::apply(&current.to_value(), patch_type, patch)?,
             };
-            if let Some(check) = &self.schema_check {
-                check(resource, &mut next).map_err(|decoding| {
-                    ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
-                })?;
-            }
+            self.check_schema(resource, name, &mut next)?;
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = json::at(&next, "/metadata/resourceVersion")
@@ -759,10 +788,15 @@ impl ApiCore {
     }
 }
 
+/// Which part of an object a write may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Part {
+    /// All but the status (of kinds with a status subresource) and, for a namespace, its
+    /// `spec.finalizers`.
     Main,
     Status,
+    /// A namespace's `spec.finalizers` only (`namespaces/{name}/finalize`).
+    Finalize,
 }
 
 /// What a dry-run create answers: the object as it would be, without a resourceVersion (it
@@ -798,7 +832,11 @@ fn writer<'a>(
     operation: Operation,
     part: Part,
 ) -> Writer<'a> {
-    let subresource = if part == Part::Status { "status" } else { "" };
+    let subresource = match part {
+        Part::Main => "",
+        Part::Status => "status",
+        Part::Finalize => "finalize",
+    };
     Writer { manager, operation, subresource, api_version: resource.api_version() }
 }
 
@@ -832,9 +870,18 @@ fn merge_for_update(
             }
             next
         }
+        Part::Finalize => {
+            let mut next = current.clone();
+            let finalizers = body.pointer_mut("/spec/finalizers").map(Value::take);
+            set_namespace_finalizers(&mut next, finalizers);
+            next
+        }
     };
+    if part == Part::Main && resource.group.is_empty() && resource.plural == "namespaces" {
+        // Only `finalize` changes them, as in Kubernetes.
+        set_namespace_finalizers(&mut next, json::at(current, "/spec/finalizers").cloned());
+    }
     let cur_meta = current.get("metadata").cloned().unwrap_or_default();
-    let spec_changed = part == Part::Main && current.get("spec") != next.get("spec");
     let meta = next["metadata"].as_object_mut().expect("metadata checked to be an object");
     for owned in [
         "uid",
@@ -848,13 +895,25 @@ fn merge_for_update(
             None => meta.remove(owned),
         };
     }
-    if part == Part::Status {
-        // Status writes may not change metadata other than what the store stamps.
+    if part != Part::Main {
+        // Subresource writes may not change metadata other than what the store stamps.
         next["metadata"] = cur_meta;
-    } else if spec_changed {
-        count_in_generation(meta);
     }
     next
+}
+
+/// Sets a namespace's `spec.finalizers` (`None`: none).
+fn set_namespace_finalizers(namespace: &mut Value, finalizers: Option<Value>) {
+    match (finalizers, namespace.get_mut("spec").and_then(Value::as_object_mut)) {
+        (Some(finalizers), Some(spec)) => {
+            spec.insert("finalizers".into(), finalizers);
+        }
+        (Some(finalizers), None) => namespace["spec"] = json!({ "finalizers": finalizers }),
+        (None, Some(spec)) => {
+            spec.remove("finalizers");
+        }
+        (None, None) => {}
+    }
 }
 
 /// Counts a change of the spec, or the first marking for deletion, in the object's
@@ -1084,7 +1143,7 @@ mod tests {
     }
 
     #[test]
-    fn main_update_keeps_status_and_bumps_generation() {
+    fn main_update_keeps_status_and_generation() {
         let pods = resources::find("", "v1", "pods").unwrap();
         let current = json!({"metadata":{"name":"p","uid":"u","generation":1},"spec":{"a":1},"status":{"phase":"Running"}});
         let body =
@@ -1092,7 +1151,7 @@ mod tests {
         let next = merge_for_update(pods, &current, body, Part::Main);
         assert_eq!(next["status"]["phase"], "Running");
         assert_eq!(next["metadata"]["uid"], "u");
-        assert_eq!(next["metadata"]["generation"], 2);
+        assert_eq!(next["metadata"]["generation"], 1, "a pod's spec does not count in it");
         let status = json!({"metadata":{"name":"p"},"spec":{"a":3},"status":{"phase":"Failed"}});
         let next = merge_for_update(pods, &current, status, Part::Status);
         assert_eq!(next["spec"]["a"], 1);
@@ -1114,7 +1173,7 @@ mod tests {
     }
 
     #[actix::test]
-    async fn only_replication_controllers_count_spec_changes_and_deletion_in_their_generation() {
+    async fn only_replication_controllers_count_spec_changes_in_their_generation() {
         let core = crate::testing::core().await;
         let (cms, rcs) = (
             resources::find("", "v1", "configmaps").unwrap(),
@@ -1123,9 +1182,15 @@ mod tests {
         let options = WriteOptions::default();
         let cm = core.create(cms, "default", json!({"metadata":{"name":"c"}}), &options).await;
         assert_eq!(cm.unwrap().to_value()["metadata"].get("generation"), None);
-        let cm = json!({"metadata":{"name":"c"},"data":{"a":"1"}});
-        let cm = core.update(cms, "default", "c", cm, &options).await.unwrap().to_value();
-        assert_eq!(cm["metadata"].get("generation"), None, "{cm}");
+        // A kind that does not track it keeps what a client sent, uncounted.
+        let services = resources::find("", "v1", "services").unwrap();
+        let svc = json!({"metadata":{"name":"s","generation":1},"spec":{"ports":[{"port":80}]}});
+        let svc = core.create(services, "default", svc, &options).await.unwrap().to_value();
+        assert_eq!(svc["metadata"]["generation"], 1);
+        let mut changed = svc.clone();
+        changed["spec"]["ports"][0]["port"] = json!(81);
+        let changed = core.update(services, "default", "s", changed, &options).await.unwrap();
+        assert_eq!(changed.to_value()["metadata"]["generation"], 1, "{}", changed.to_value());
 
         let template = json!({"metadata":{"labels":{"app":"a"}},
             "spec":{"containers":[{"name":"c","image":"i"}]}});
@@ -1137,6 +1202,12 @@ mod tests {
         changed["spec"]["replicas"] = json!(2);
         let changed = core.update(rcs, "default", "r", changed, &options).await.unwrap();
         assert_eq!(changed.to_value()["metadata"]["generation"], 2);
+        // The same spec sent again without what defaulting filled in is no change.
+        let mut resent = changed.to_value();
+        let container = &mut resent["spec"]["template"]["spec"]["containers"][0];
+        container.as_object_mut().unwrap().remove("imagePullPolicy");
+        let resent = core.update(rcs, "default", "r", resent, &options).await.unwrap();
+        assert_eq!(resent.to_value()["metadata"]["generation"], 2, "{}", resent.to_value());
         let mut labelled = changed.to_value();
         labelled["metadata"]["labels"] = json!({"x":"y"});
         let labelled = core.update(rcs, "default", "r", labelled, &options).await.unwrap();
@@ -1147,6 +1218,39 @@ mod tests {
         assert_eq!(marked["metadata"]["generation"], 3, "the first marking counts");
         let again = core.delete(rcs, "default", "r", &delete).await.unwrap().to_value();
         assert_eq!(again["metadata"]["generation"], 3, "a second delete does not");
+    }
+
+    #[actix::test]
+    async fn only_finalize_changes_a_namespaces_finalizers() {
+        let core = crate::testing::core().await;
+        let namespaces = namespaces();
+        let options = WriteOptions::default();
+        let held = |ns: &Arc<StoredObject>| ns.to_value()["spec"]["finalizers"].clone();
+        let ns = json!({"metadata":{"name":"team"},"spec":{"finalizers":["example.com/x"]}});
+        let created = core.create(namespaces, "", ns, &options).await.unwrap();
+        assert_eq!(held(&created), json!(["example.com/x", "kubernetes"]));
+        let bare = json!({"metadata":{"name":"team"}});
+        let updated = core.update(namespaces, "", "team", bare, &options).await.unwrap();
+        assert_eq!(held(&updated), held(&created), "a PUT without them keeps them");
+        let emptied = json!({"spec":{"finalizers":[]}});
+        let patched = core
+            .patch(namespaces, "", "team", PatchType::Merge, &emptied, false, &options)
+            .await
+            .unwrap();
+        assert_eq!(held(&patched), held(&created), "so does a patch");
+        let finalize = json!({"metadata":{"name":"team"},"spec":{"finalizers":["kubernetes"]}});
+        let finalized = core.finalize("team", finalize, &options).await.unwrap();
+        assert_eq!(held(&finalized), json!(["kubernetes"]));
+        assert_eq!(
+            finalized.to_value()["metadata"]["labels"],
+            updated.to_value()["metadata"]["labels"]
+        );
+        let marked = core.delete(namespaces, "", "team", &DeleteOptions::default()).await.unwrap();
+        assert!(marked.deleting);
+        let done = json!({"metadata":{"name":"team"},"spec":{}});
+        core.finalize("team", done, &options).await.unwrap();
+        let key = ObjectKey::new(namespaces, "", "team");
+        assert!(core.store.get(&key).await.unwrap().is_none(), "finalized, it is gone");
     }
 
     #[actix::test]

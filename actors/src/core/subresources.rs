@@ -132,9 +132,9 @@ impl ApiCore {
                         kind: "Scale",
                         group: "autoscaling",
                         name: name.into(),
-                        causes: vec![FieldError::invalid(
+                        causes: vec![FieldError::invalid_number(
                             "spec.replicas",
-                            &v.to_string(),
+                            v,
                             "must be greater than or equal to 0",
                         )],
                     },

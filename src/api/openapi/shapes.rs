@@ -9,7 +9,7 @@ use base64::Engine as _;
 use kplane_actors::model::text;
 use serde_json::{Map, Value};
 
-use super::{Unknown, REF_PREFIX};
+use super::{Empty, Unknown, REF_PREFIX};
 
 type ShapeId = usize;
 
@@ -106,12 +106,14 @@ impl Shapes {
         kind: &str,
         object: &mut Value,
         unknown: Unknown,
+        empty: Empty,
     ) -> Result<Vec<String>, String> {
         let found = self.kinds.iter().find(|((g, k), _)| k == kind && text::same(g, group));
         let Some((_, id)) = found else { return Ok(Vec::new()) };
         let mut walk = Walk {
             shapes: self,
             unknown,
+            empty,
             path: String::new(),
             go_path: String::new(),
             found: Vec::new(),
@@ -121,17 +123,28 @@ impl Shapes {
     }
 }
 
+/// The times of the served kinds that are pointers in Go (`*metav1.Time`), which a `null`
+/// leaves out; the others are values, written `null` when zero.
+const POINTER_TIMES: &[&str] =
+    &["deletionTimestamp", "startTime", "acquireTime", "renewTime", "time"];
+
 impl Shapes {
     /// Whether a declared field's `value` is left out of the object, as Go's encoder leaves
     /// out an `omitempty` field once decoded: `null` (a nil pointer, list or map, or a zero
     /// value), and an empty list or map that the schema does not require. An empty struct
     /// (`securityContext: {}`) stays, as a pointer to it does in Go, and so does a null time:
     /// a zero `metav1.Time` is written `null` (a template's `creationTimestamp: null`, a
-    /// condition's `lastProbeTime: null`).
-    fn omits(&self, property: ShapeId, value: &Value, required: impl FnOnce() -> bool) -> bool {
+    /// condition's `lastProbeTime: null`), unless it is one of the `POINTER_TIMES`.
+    fn omits(
+        &self,
+        name: &str,
+        property: ShapeId,
+        value: &Value,
+        required: impl FnOnce() -> bool,
+    ) -> bool {
         let shape = &self.shapes[property];
         let empty_collection = match value {
-            Value::Null => return shape.admits != Admits::Time,
+            Value::Null => return shape.admits != Admits::Time || POINTER_TIMES.contains(&name),
             Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
             Value::Object(fields) => {
                 fields.is_empty()
@@ -149,6 +162,7 @@ impl Shapes {
 struct Walk<'s> {
     shapes: &'s Shapes,
     unknown: Unknown,
+    empty: Empty,
     /// Where the walk is, as unknown fields are reported: `.spec.containers[0].name` (one
     /// buffer, extended and cut back as the walk goes, so that only unknown fields cost an
     /// allocation).
@@ -195,9 +209,9 @@ impl<'s> Walk<'s> {
                 let (mut undeclared, mut omitted) = (Vec::new(), Vec::new());
                 for (k, v) in fields.iter_mut() {
                     let declared = properties.get(k.as_str());
-                    if declared
-                        .is_some_and(|d| self.shapes.omits(*d, v, || shape.required.contains(k)))
-                    {
+                    let omits =
+                        |d: &ShapeId| self.shapes.omits(k, *d, v, || shape.required.contains(k));
+                    if self.empty == Empty::Omit && declared.is_some_and(omits) {
                         omitted.push(k.clone());
                         continue;
                     }
