@@ -991,6 +991,13 @@ mod tests {
             "deletionTimestamp": null}}}});
         check_fields("", "ReplicationController", &mut rc, Unknown::Drop).unwrap();
         assert_eq!(rc["spec"]["template"]["metadata"], json!({"creationTimestamp": null}));
+        let mut claim = json!({"spec": {"dataSource": {"apiGroup": null, "kind": "K", "name": "n"},
+            "accessModes": []}});
+        check_fields("", "PersistentVolumeClaim", &mut claim, Unknown::Drop).unwrap();
+        assert_eq!(
+            claim,
+            json!({"spec": {"dataSource": {"apiGroup": null, "kind": "K", "name": "n"}}})
+        );
         let mut cm = json!({"data": {"a": ""}, "binaryData": {}});
         check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
         assert_eq!(cm, json!({"data": {"a": ""}}));

@@ -128,6 +128,10 @@ impl Shapes {
 const POINTER_TIMES: &[&str] =
     &["deletionTimestamp", "startTime", "acquireTime", "renewTime", "time"];
 
+/// Optional fields of the served kinds that Go writes even when empty (no `omitempty`): a
+/// node image's `names`, and the `apiGroup` of a claim's `dataSource` and `dataSourceRef`.
+const WRITTEN_EMPTY: &[&str] = &["names", "apiGroup"];
+
 impl Shapes {
     /// Whether a declared field's `value` is left out of the object, as Go's encoder leaves
     /// out an `omitempty` field once decoded: `null` (a nil pointer, list or map, or a zero
@@ -142,6 +146,9 @@ impl Shapes {
         value: &Value,
         required: impl FnOnce() -> bool,
     ) -> bool {
+        if WRITTEN_EMPTY.contains(&name) {
+            return false;
+        }
         let shape = &self.shapes[property];
         let empty_collection = match value {
             Value::Null => return shape.admits != Admits::Time || POINTER_TIMES.contains(&name),
