@@ -690,8 +690,9 @@ pub enum Unknown {
 /// `null` is taken everywhere. Otherwise returns the paths (`.spec.containers[0].foo`,
 /// `.spec.bogus`) of the fields the schema does not declare, and with [`Unknown::Drop`]
 /// removes them. Map values (`additionalProperties`), int-or-string, quantities,
-/// `x-kubernetes-preserve-unknown-fields` and untyped schemas take any field. An unknown kind
-/// is not checked.
+/// `x-kubernetes-preserve-unknown-fields` and untyped schemas take any field. Declared fields
+/// that Go's `omitempty` would leave out once decoded are removed ([`Empty::Omit`]). An
+/// unknown kind is not checked.
 pub fn check_fields(
     group: &str,
     kind: &str,
@@ -711,8 +712,9 @@ pub fn check_apply_config(
     DOCS.shapes.check(group, kind, config, unknown, Empty::Keep)
 }
 
-/// The API core's check of a patched object: drops the fields of `object` its kind's schema
-/// does not declare, and refuses a value its type does not take (the decoder's message).
+/// The API core's check of a patched or applied object: drops the fields of `object` its
+/// kind's schema does not declare and what `omitempty` leaves out, and refuses a value its
+/// type does not take (the decoder's message).
 pub fn check_patched(resource: &ResourceType, object: &mut Value) -> Result<(), String> {
     check_fields(resource.group, resource.kind, object, Unknown::Drop).map(drop)
 }
