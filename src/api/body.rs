@@ -1,4 +1,5 @@
-//! Request bodies: size limit, content types (JSON, protobuf) and strict field validation.
+//! Request bodies: size limit, content types (JSON, YAML, protobuf), repeated JSON fields and
+//! strict field validation.
 
 use actix_web::{web, HttpRequest};
 use futures::StreamExt;
