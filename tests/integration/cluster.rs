@@ -145,6 +145,11 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
     assert_eq!(phase(), "Terminating");
     let (_, mut stuck) = server.get("/api/v1/namespaces/team");
     stuck["spec"]["finalizers"] = serde_json::json!([]);
+    // A plain update keeps them: only finalize changes them, as in Kubernetes.
+    let (code, kept) = server.put("/api/v1/namespaces/team", &stuck);
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["spec"]["finalizers"], serde_json::json!(["kubernetes"]), "{kept}");
+    stuck["metadata"]["resourceVersion"] = kept["metadata"]["resourceVersion"].clone();
     let (code, finalized) = server.put("/api/v1/namespaces/team/finalize", &stuck);
     assert_eq!(code, 200, "{finalized}");
     assert_eq!(server.get("/api/v1/namespaces/team").0, 404);
