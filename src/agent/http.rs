@@ -11,6 +11,7 @@ use actix_web::{web, HttpResponse, ResponseError};
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::node_status::Machine;
 use kplane_actors::agent::{AgentPods, NodeAgent, PodLookup};
+use kplane_actors::model::validation::validate_pod_log_options;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -293,19 +294,17 @@ async fn container_logs(
 ) -> Result<HttpResponse, AgentHttpError> {
     let (namespace, pod_name, container) = path.into_inner();
     let query = query.into_inner();
-    if query.tail_lines.is_some_and(|n| n < 0) || query.limit_bytes.is_some_and(|n| n <= 0) {
-        return Err(AgentHttpError::BadRequest("tailLines must be >= 0 and limitBytes > 0".into()));
+    let causes = validate_pod_log_options(
+        query.tail_lines,
+        query.limit_bytes,
+        query.since_seconds,
+        query.since_time.is_some(),
+    );
+    if let Some(cause) = causes.first() {
+        return Err(AgentHttpError::BadRequest(format!("{}: {}", cause.field, cause.message)));
     }
     let since = match (query.since_seconds, query.since_time.as_deref()) {
-        (Some(_), Some(_)) => {
-            return Err(AgentHttpError::BadRequest(
-                "at most one of sinceTime or sinceSeconds may be specified".into(),
-            ))
-        }
-        (Some(seconds), None) if seconds < 1 => {
-            return Err(AgentHttpError::BadRequest("sinceSeconds must be greater than 0".into()))
-        }
-        (Some(seconds), None) => Some(
+        (Some(seconds), _) => Some(
             chrono::TimeDelta::try_seconds(seconds)
                 .and_then(|ago| chrono::Utc::now().checked_sub_signed(ago))
                 .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
@@ -355,11 +354,13 @@ async fn container_logs(
         .map_err(|_| AgentHttpError::Unavailable)?;
     let mut output = LogReader::new(query.timestamps, since);
     let mut body = output.read(&content);
-    if !query.follow || query.previous {
+    // Without follow (or for a run that has ended), the file is read whole, once.
+    let whole = !query.follow || query.previous;
+    if whole {
         body.extend(output.finish());
     }
     let mut body = select(&body, query.tail_lines, query.limit_bytes);
-    if !query.follow || query.previous {
+    if whole {
         return Ok(HttpResponse::Ok().content_type("text/plain").body(body));
     }
     // Follow: what is there, then what is appended, until this run of the container has ended

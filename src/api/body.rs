@@ -7,6 +7,7 @@ use kplane_actors::model::ResourceType;
 use serde::de::DeserializeSeed as _;
 use serde_json::Value;
 
+use super::openapi::{check_fields_as, Empty, Unknown};
 use crate::error::HttpError;
 
 /// Reads the whole body, refusing more than `limit` bytes with 413.
@@ -208,11 +209,6 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
     })
 }
 
-/// A walk of an object against its kind's schema (`openapi::check_fields` or
-/// `check_apply_config`).
-type SchemaWalk =
-    fn(&str, &str, &mut Value, super::openapi::Unknown) -> Result<Vec<String>, String>;
-
 /// How to treat fields the schema does not know (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -245,7 +241,7 @@ impl FieldValidation {
         object: &mut Value,
         duplicates: &[String],
     ) -> Result<Vec<String>, HttpError> {
-        self.check_with(resource, object, duplicates, super::openapi::check_fields)
+        self.check_with(resource, object, duplicates, Empty::Omit)
     }
 
     /// As [`Self::check`] for a server-side apply's configuration, whose empty fields stay
@@ -255,7 +251,7 @@ impl FieldValidation {
         resource: &ResourceType,
         config: &mut Value,
     ) -> Result<Vec<String>, HttpError> {
-        self.check_with(resource, config, &[], super::openapi::check_apply_config)
+        self.check_with(resource, config, &[], Empty::Keep)
     }
 
     fn check_with(
@@ -263,18 +259,17 @@ impl FieldValidation {
         resource: &ResourceType,
         object: &mut Value,
         duplicates: &[String],
-        walk: SchemaWalk,
+        empty: Empty,
     ) -> Result<Vec<String>, HttpError> {
-        use super::openapi::Unknown;
         let handling =
             if self == FieldValidation::Strict { Unknown::Report } else { Unknown::Drop };
-        let unknown =
-            walk(resource.group, resource.kind, object, handling).map_err(|decoding| {
-                let (kind, version) = (resource.kind, resource.version);
-                HttpError::BadRequest(format!(
-                    "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
-                ))
-            })?;
+        let checked = check_fields_as(resource.group, resource.kind, object, handling, empty);
+        let unknown = checked.map_err(|decoding| {
+            let (kind, version) = (resource.kind, resource.version);
+            HttpError::BadRequest(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
+            ))
+        })?;
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }

@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, HttpResponseBuilder};
 use futures::TryStreamExt;
 use kplane_actors::core::ApiError;
 use kplane_actors::model::resources;
-use kplane_actors::model::validation::FieldError;
+use kplane_actors::model::validation::validate_pod_log_options;
 use serde_json::Value;
 
 use super::params::Query;
@@ -72,35 +72,17 @@ fn validate_options(query: &Query, name: &str) -> Result<(), HttpError> {
     for flag in ["follow", "previous", "timestamps"] {
         query.flag(flag)?;
     }
-    let mut causes = Vec::new();
-    if let Some(lines) = query.number("tailLines")?.filter(|n| *n < 0) {
-        causes.push(FieldError::invalid_number(
-            "tailLines",
-            lines,
-            "must be greater than or equal to 0",
-        ));
-    }
-    if let Some(bytes) = query.number("limitBytes")?.filter(|n| *n < 1) {
-        causes.push(FieldError::invalid_number("limitBytes", bytes, "must be greater than 0"));
-    }
-    let since_seconds = query.number("sinceSeconds")?;
     let since_time = query.get("sinceTime").filter(|t| !t.is_empty());
     if let Some(time) = since_time {
         chrono::DateTime::parse_from_rfc3339(time)
             .map_err(|e| HttpError::BadRequest(format!("sinceTime: {time:?}: {e}")))?;
     }
-    match since_seconds {
-        Some(_) if since_time.is_some() => causes.push(FieldError::forbidden(
-            "",
-            "at most one of `sinceTime` or `sinceSeconds` may be specified",
-        )),
-        Some(seconds) if seconds < 1 => causes.push(FieldError::invalid_number(
-            "sinceSeconds",
-            seconds,
-            "must be greater than 0",
-        )),
-        _ => {}
-    }
+    let causes = validate_pod_log_options(
+        query.number("tailLines")?,
+        query.number("limitBytes")?,
+        query.number("sinceSeconds")?,
+        since_time.is_some(),
+    );
     if causes.is_empty() {
         return Ok(());
     }

@@ -94,8 +94,8 @@ pub async fn serve(
     Ok(answer.streaming(body))
 }
 
-/// The base URL of node `node`'s agent: its InternalIP (loopback when it publishes none) and
-/// the kubelet port it publishes.
+/// The base URL of node `node`'s agent: the InternalIP and the kubelet port it publishes (503
+/// when it publishes either not, or an address no node can have).
 pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
     let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
     let node_object = state.core.get(nodes, "", node).await?.to_value();

@@ -210,9 +210,12 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             // Ready condition).
             let initializing = init_status(o).map(|init| status = init).is_some();
             let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
-            let initialized = conditions.is_some_and(|c| {
-                c.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True")
-            });
+            let holds = |condition: &str| {
+                conditions.is_some_and(|c| {
+                    c.iter().any(|c| c["type"] == condition && c["status"] == "True")
+                })
+            };
+            let initialized = holds("Initialized");
             let mut running = false;
             let statuses = statuses.filter(|_| !initializing || initialized);
             for c in statuses.into_iter().flatten().rev() {
@@ -227,10 +230,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 }
             }
             if status == "Completed" && running {
-                let has_ready = conditions.is_some_and(|c| {
-                    c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-                });
-                status = if has_ready { "Running" } else { "NotReady" }.into();
+                status = if holds("Ready") { "Running" } else { "NotReady" }.into();
             }
             if json::at(o, "/metadata/deletionTimestamp").is_some() {
                 status = "Terminating".into();

@@ -42,6 +42,10 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     assert!(!line.is_empty(), "{timed}");
     assert!(chrono::Utc::now().signed_duration_since(written).num_seconds() < 120, "{timed}");
     assert!(kubectl.ok(&["logs", "web", "--since=1h"]).contains("serving HTTP"));
+    // netexec writes only when it starts: a second later, the last second holds nothing.
+    wait_until(WAIT, "no line in the last second", || {
+        kubectl.ok(&["logs", "web", "--since=1s"]).is_empty()
+    });
     let later = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
     assert_eq!(kubectl.ok(&["logs", "web", &format!("--since-time={later}")]), "");
     // Options out of range are 422 on PodLogOptions, before the agent is asked.

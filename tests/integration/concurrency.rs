@@ -73,19 +73,13 @@ fn unconditional_writes_never_conflict() {
                     // another one's data without a resourceVersion (the last writer wins).
                     let (code, reply) = if w % 2 == 0 {
                         let patch = json!({"metadata": {"labels": {format!("w{w}-{i}"): "x"}}});
-                        let response = server
-                            .http
-                            .patch(server.url(&format!("{collection}/patched")))
-                            .header("Content-Type", "application/merge-patch+json")
-                            .body(patch.to_string())
-                            .send()
-                            .unwrap();
-                        (response.status().as_u16(), response.text().unwrap())
+                        let path = format!("{collection}/patched");
+                        let merge = Some("application/merge-patch+json");
+                        server.send_raw("PATCH", &path, merge, patch.to_string().into_bytes())
                     } else {
                         let body = json!({"metadata": {"name": "replaced"},
                             "data": {"writer": format!("{w}-{i}")}});
-                        let (code, reply) = server.put(&format!("{collection}/replaced"), &body);
-                        (code, reply.to_string())
+                        server.put(&format!("{collection}/replaced"), &body)
                     };
                     assert_eq!(code, 200, "writer {w}, write {i}: {reply}");
                 }

@@ -66,7 +66,8 @@ impl LogReader {
         let Some(end) = self.pending.iter().rposition(|b| *b == b'\n') else {
             return Vec::new();
         };
-        let whole: Vec<u8> = self.pending.drain(..=end).collect();
+        let rest = self.pending.split_off(end + 1);
+        let whole = std::mem::replace(&mut self.pending, rest);
         let mut out = Vec::with_capacity(whole.len());
         for line in whole[..whole.len() - 1].split(|b| *b == b'\n') {
             self.render(line, &mut out);

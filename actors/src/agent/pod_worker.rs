@@ -591,7 +591,7 @@ impl PodState {
                 ctx.ips.lock().expect("pod ip lock").allocate(&self.uid)
             };
         }
-        if self.past_deadline() && !self.deadline_exceeded {
+        if !self.deadline_exceeded && self.past_deadline() {
             self.deadline_exceeded = true;
             self.event(ctx, EventKind::Warning, DEADLINE_REASON, DEADLINE_MESSAGE.into());
         }
@@ -651,11 +651,6 @@ impl PodState {
         } else {
             self.pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64
         };
-        // A stop already under way (a deadline) ends no later than this deletion asks.
-        let deleted_by = Instant::now() + Duration::from_secs(grace);
-        if self.kill_at.is_some_and(|at| deleted_by < at) {
-            self.kill_at = Some(deleted_by);
-        }
         if !self.stop_containers(ctx, grace) {
             return;
         }
@@ -679,8 +674,8 @@ impl PodState {
         self.done = true;
     }
 
-    /// SIGTERM every running container (once), SIGKILL what still runs after `grace` seconds.
-    /// True once none runs.
+    /// SIGTERM every running container (once), SIGKILL what still runs after `grace` seconds;
+    /// a later call may bring a stop under way forward, never put it back. True once none runs.
     fn stop_containers(&mut self, ctx: &WorkerContext, grace: u64) -> bool {
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
@@ -700,12 +695,18 @@ impl PodState {
                 }
                 self.kill_at = Some(Instant::now() + Duration::from_secs(grace));
             }
-            Some(at) if Instant::now() >= at => {
-                for pid in &running {
-                    ctx.runtime.signal(*pid, StopSignal::Kill);
+            Some(at) => {
+                // A stop under way ends no later than this caller asks (a deletion during a
+                // deadline's stop).
+                let now = Instant::now();
+                let at = at.min(now + Duration::from_secs(grace));
+                self.kill_at = Some(at);
+                if now >= at {
+                    for pid in &running {
+                        ctx.runtime.signal(*pid, StopSignal::Kill);
+                    }
                 }
             }
-            Some(_) => {}
         }
         running.is_empty()
     }

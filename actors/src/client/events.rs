@@ -42,6 +42,13 @@ struct Recorded {
     seen: Instant,
 }
 
+impl Recorded {
+    /// A new event `name`, seen once, now.
+    fn first(name: &str) -> Self {
+        Recorded { name: name.to_string(), count: 1, seen: Instant::now() }
+    }
+}
+
 static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
 
 /// Writes one event, or counts it into the same event recorded in the last ten minutes
@@ -83,8 +90,7 @@ pub async fn record(
                 Some((r.name.clone(), r.count))
             }
             None => {
-                let entry = Recorded { name: name.clone(), count: 1, seen: Instant::now() };
-                recent.insert(similar.clone(), entry);
+                recent.insert(similar.clone(), Recorded::first(&name));
                 None
             }
         }
@@ -99,8 +105,8 @@ pub async fn record(
             // repeats count into the new one.
             Err(error) => {
                 tracing::debug!(event = %first, %error, "counting a repeated event");
-                let entry = Recorded { name: name.clone(), count: 1, seen: Instant::now() };
-                RECENT.lock().expect("event cache lock").insert(similar.clone(), entry);
+                let first = Recorded::first(&name);
+                RECENT.lock().expect("event cache lock").insert(similar.clone(), first);
             }
         }
     }

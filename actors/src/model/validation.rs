@@ -31,6 +31,18 @@ impl FieldError {
         Self { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
     }
 
+    /// A required value, with why (`Required value: must specify a handler type`).
+    fn required_because(field: impl Into<String>, detail: &str) -> Self {
+        let message = format!("Required value: {detail}");
+        Self { reason: "FieldValueRequired", field: field.into(), message }
+    }
+
+    /// A reference to something not there (Kubernetes' `FieldValueNotFound`).
+    fn not_found(field: impl Into<String>, value: &str) -> Self {
+        let message = format!("Not found: {value:?}");
+        Self { reason: "FieldValueNotFound", field: field.into(), message }
+    }
+
     pub fn invalid(field: impl Into<String>, value: &str, detail: impl AsRef<str>) -> Self {
         Self {
             reason: "FieldValueInvalid",
@@ -344,15 +356,48 @@ fn validate_secret_type(secret: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// Kubernetes' `ValidatePodLogOptions`: the ranges of a log request's options, whoever serves
+/// it (the API server before it asks the agent, and the agent itself).
+pub fn validate_pod_log_options(
+    tail_lines: Option<i64>,
+    limit_bytes: Option<i64>,
+    since_seconds: Option<i64>,
+    since_time_given: bool,
+) -> Vec<FieldError> {
+    let mut causes = Vec::new();
+    if let Some(lines) = tail_lines.filter(|n| *n < 0) {
+        causes.push(FieldError::invalid_number(
+            "tailLines",
+            lines,
+            "must be greater than or equal to 0",
+        ));
+    }
+    if let Some(bytes) = limit_bytes.filter(|n| *n < 1) {
+        causes.push(FieldError::invalid_number("limitBytes", bytes, "must be greater than 0"));
+    }
+    match since_seconds {
+        Some(_) if since_time_given => causes.push(FieldError::forbidden(
+            "",
+            "at most one of `sinceTime` or `sinceSeconds` may be specified",
+        )),
+        Some(seconds) if seconds < 1 => causes.push(FieldError::invalid_number(
+            "sinceSeconds",
+            seconds,
+            "must be greater than 0",
+        )),
+        _ => {}
+    }
+    causes
+}
+
 /// A claim asks for at least one access mode and an amount of storage.
 fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     let modes = spec.and_then(|s| s.get("accessModes")).and_then(Value::as_array);
     if modes.is_none_or(|m| m.is_empty()) {
-        errors.push(FieldError {
-            reason: "FieldValueRequired",
-            field: "spec.accessModes".into(),
-            message: "Required value: at least 1 access mode is required".into(),
-        });
+        errors.push(FieldError::required_because(
+            "spec.accessModes",
+            "at least 1 access mode is required",
+        ));
     }
     if spec.and_then(|s| s.pointer("/resources/requests/storage")).is_none() {
         errors.push(FieldError::required("spec.resources[storage]"));
@@ -360,17 +405,15 @@ fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
 }
 
 fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
-    for (field, least) in [("leaseDurationSeconds", 1), ("leaseTransitions", 0)] {
+    let ranges = [
+        ("leaseDurationSeconds", 1, "must be greater than 0"),
+        ("leaseTransitions", 0, "must be greater than or equal to 0"),
+    ];
+    for (field, least, message) in ranges {
         match spec.and_then(|s| s.get(field)).and_then(Value::as_i64) {
-            Some(n) if n < least => errors.push(FieldError::invalid_number(
-                format!("spec.{field}"),
-                n,
-                if least == 1 {
-                    "must be greater than 0"
-                } else {
-                    "must be greater than or equal to 0"
-                },
-            )),
+            Some(n) if n < least => {
+                errors.push(FieldError::invalid_number(format!("spec.{field}"), n, message))
+            }
             _ => {}
         }
     }
@@ -400,22 +443,11 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
         {
             let port_path = || at(&format!(".ports[{j}].containerPort"));
             match port.get("containerPort").and_then(Value::as_i64) {
-                Some(p) if (1..=65535).contains(&p) => {}
-                Some(p) => errors.push(FieldError::invalid_number(
-                    port_path(),
-                    p,
-                    "must be between 1 and 65535, inclusive",
-                )),
+                Some(p) => port_number(p, port_path, errors),
                 None => errors.push(FieldError::required(port_path())),
             }
             if let Some(protocol) = port.get("protocol").and_then(Value::as_str) {
-                if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
-                    errors.push(FieldError::not_supported(
-                        at(&format!(".ports[{j}].protocol")),
-                        protocol,
-                        &["SCTP", "TCP", "UDP"],
-                    ));
-                }
+                port_protocol(protocol, || at(&format!(".ports[{j}].protocol")), errors);
             }
         }
         let resources = c.get("resources");
@@ -498,7 +530,18 @@ fn unique_label<'a>(
     field: impl Fn() -> String,
     errors: &mut Vec<FieldError>,
 ) {
-    for problem in dns1123_label_errors(name) {
+    unique_name(name, dns1123_label_errors, seen, field, errors);
+}
+
+/// A name that `check` accepts, not repeated among those `seen`.
+fn unique_name<'a>(
+    name: &'a str,
+    check: fn(&str) -> Vec<String>,
+    seen: &mut Vec<&'a str>,
+    field: impl Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    for problem in check(name) {
         errors.push(FieldError::invalid(field(), name, problem));
     }
     if seen.contains(&name) {
@@ -539,11 +582,7 @@ fn validate_container_extras<'a>(
     for (j, mount) in mounts.into_iter().flatten().enumerate() {
         let name = mount.get("name").and_then(Value::as_str).unwrap_or("");
         if !volumes.contains(&name) {
-            errors.push(FieldError {
-                reason: "FieldValueNotFound",
-                field: at(&format!(".volumeMounts[{j}].name")),
-                message: format!("Not found: {name:?}"),
-            });
+            errors.push(FieldError::not_found(at(&format!(".volumeMounts[{j}].name")), name));
         }
         if mount.get("mountPath").and_then(Value::as_str).unwrap_or("").is_empty() {
             errors.push(FieldError::required(at(&format!(".volumeMounts[{j}].mountPath"))));
@@ -555,13 +594,7 @@ fn validate_container_extras<'a>(
             continue;
         };
         let field = || at(&format!(".ports[{j}].name"));
-        for problem in service_name_errors(name) {
-            errors.push(FieldError::invalid(field(), name, problem));
-        }
-        if port_names.contains(&name) {
-            errors.push(FieldError::duplicate(field(), name));
-        }
-        port_names.push(name);
+        unique_name(name, service_name_errors, port_names, field, errors);
     }
     if let Some(policy) = c.get("imagePullPolicy").and_then(Value::as_str) {
         if !matches!(policy, "Always" | "IfNotPresent" | "Never") {
@@ -576,11 +609,10 @@ fn validate_container_extras<'a>(
         let Some(probe_spec) = c.get(probe).filter(|p| p.is_object()) else { continue };
         let handlers = ["exec", "httpGet", "tcpSocket", "grpc"];
         if !handlers.iter().any(|h| probe_spec.get(*h).is_some_and(|v| !v.is_null())) {
-            errors.push(FieldError {
-                reason: "FieldValueRequired",
-                field: at(&format!(".{probe}")),
-                message: "Required value: must specify a handler type".into(),
-            });
+            errors.push(FieldError::required_because(
+                at(&format!(".{probe}")),
+                "must specify a handler type",
+            ));
         }
     }
 }
@@ -594,11 +626,8 @@ fn service_name_errors(name: &str) -> Vec<String> {
     if name.len() > 15 {
         problems.push("must be no more than 15 characters".to_string());
     }
-    let valid = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && name.bytes().any(|b| b.is_ascii_lowercase())
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-        && !name.contains("--");
+    let valid =
+        is_dns_label(name) && name.bytes().any(|b| b.is_ascii_lowercase()) && !name.contains("--");
     if !valid {
         problems.push(SERVICE_NAME_MSG.to_string());
     }
@@ -644,14 +673,11 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = object.get("spec");
     let kind = spec.and_then(|s| s.get("type")).and_then(Value::as_str).unwrap_or("ClusterIP");
     if !matches!(kind, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
-        errors.push(FieldError {
-            reason: "FieldValueNotSupported",
-            field: "spec.type".into(),
-            message: format!(
-                "Unsupported value: {kind:?}: supported values: \"ClusterIP\", \"ExternalName\", \
-                 \"LoadBalancer\", \"NodePort\""
-            ),
-        });
+        errors.push(FieldError::not_supported(
+            "spec.type",
+            kind,
+            &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+        ));
     }
     let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
     if kind != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
@@ -673,22 +699,11 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
         let at = |rest: &str| format!("spec.ports[{i}]{rest}");
         let number = port.get("port").and_then(Value::as_i64);
         match number {
-            Some(p) if (1..=65535).contains(&p) => {}
-            Some(p) => errors.push(FieldError::invalid_number(
-                at(".port"),
-                p,
-                "must be between 1 and 65535, inclusive",
-            )),
+            Some(p) => port_number(p, || at(".port"), errors),
             None => errors.push(FieldError::required(at(".port"))),
         }
         let protocol = port.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-        if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
-            errors.push(FieldError::not_supported(
-                at(".protocol"),
-                protocol,
-                &["SCTP", "TCP", "UDP"],
-            ));
-        }
+        port_protocol(protocol, || at(".protocol"), errors);
         match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
             None if several => errors.push(FieldError::required(at(".name"))),
             None => {}
@@ -706,15 +721,30 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
                     errors.push(FieldError::invalid(at(".targetPort"), name, problem));
                 }
             }
-            Some(Value::Number(n)) if !n.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {
-                errors.push(FieldError::invalid_number(
-                    at(".targetPort"),
-                    n,
-                    "must be between 1 and 65535, inclusive",
-                ))
-            }
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(p) => port_number(p, || at(".targetPort"), errors),
+                None => {
+                    errors.push(FieldError::invalid_number(at(".targetPort"), n, PORT_RANGE_MSG))
+                }
+            },
             _ => {}
         }
+    }
+}
+
+const PORT_RANGE_MSG: &str = "must be between 1 and 65535, inclusive";
+
+/// A port number is 1-65535.
+fn port_number(port: i64, field: impl FnOnce() -> String, errors: &mut Vec<FieldError>) {
+    if !(1..=65535).contains(&port) {
+        errors.push(FieldError::invalid_number(field(), port, PORT_RANGE_MSG));
+    }
+}
+
+/// A port's protocol is TCP, UDP or SCTP.
+fn port_protocol(protocol: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldError>) {
+    if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
+        errors.push(FieldError::not_supported(field(), protocol, &["SCTP", "TCP", "UDP"]));
     }
 }
 

@@ -699,17 +699,19 @@ pub fn check_fields(
     object: &mut Value,
     unknown: Unknown,
 ) -> Result<Vec<String>, String> {
-    DOCS.shapes.check(group, kind, object, unknown, Empty::Omit)
+    check_fields_as(group, kind, object, unknown, Empty::Omit)
 }
 
-/// As [`check_fields`], keeping empty fields (a server-side apply's configuration).
-pub fn check_apply_config(
+/// As [`check_fields`], with what to do with empty fields (a server-side apply's
+/// configuration keeps them).
+pub fn check_fields_as(
     group: &str,
     kind: &str,
-    config: &mut Value,
+    object: &mut Value,
     unknown: Unknown,
+    empty: Empty,
 ) -> Result<Vec<String>, String> {
-    DOCS.shapes.check(group, kind, config, unknown, Empty::Keep)
+    DOCS.shapes.check(group, kind, object, unknown, empty)
 }
 
 /// The API core's check of a patched or applied object: drops the fields of `object` its
