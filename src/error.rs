@@ -3,6 +3,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use kplane_actors::core::ApiError;
+use kplane_actors::model::FieldError;
 use serde_json::{json, Value};
 
 /// Every way an HTTP request can fail: the API core's errors plus the edge's own.
@@ -60,12 +61,10 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
                 (409, "Conflict", Some(d))
             }
             ApiError::Invalid { kind, group, name, causes } => {
-                let mut d = details(name, kind, group);
-                d["causes"] = causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                    .collect();
-                (422, "Invalid", Some(d))
+                (422, "Invalid", Some(with_causes(details(name, kind, group), causes)))
+            }
+            ApiError::ForbiddenWrite { resource, group, name, causes, .. } => {
+                (403, "Forbidden", Some(with_causes(details(name, resource, group), causes)))
             }
             ApiError::BadRequest(_) => (400, "BadRequest", None),
             ApiError::PatchNotApplicable(message) => (
@@ -115,6 +114,17 @@ fn details(name: &str, kind: &str, group: &str) -> Value {
         d["group"] = json!(group);
     }
     d
+}
+
+/// `details` with the field causes, when there are any.
+fn with_causes(mut details: Value, causes: &[FieldError]) -> Value {
+    if !causes.is_empty() {
+        details["causes"] = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+    }
+    details
 }
 
 impl ResponseError for HttpError {

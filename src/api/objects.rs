@@ -154,7 +154,7 @@ async fn dispatch(
                 "sendInitialEvents",
                 "sendInitialEvents is forbidden for list",
             );
-            Err(HttpError::Api(ApiError::invalid_list_options(cause)))
+            Err(HttpError::Api(ApiError::invalid_list_options(vec![cause])))
         }
         (Method::GET, None) => {
             let list =
@@ -178,12 +178,13 @@ async fn dispatch(
         (Method::PUT, Some(name)) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
             let options = query.write_options(&req)?;
-            let updated = if status_only {
-                core.update_status(resource, namespace, name, value, &options).await?
+            let (updated, created) = if status_only {
+                (core.update_status(resource, namespace, name, value, &options).await?, false)
             } else {
-                core.update(resource, namespace, name, value, &options).await?
+                core.put(resource, namespace, name, value, &options).await?
             };
-            let mut response = object_response(&req, StatusCode::OK, resource, &updated, &query);
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            let mut response = object_response(&req, code, resource, &updated, &query);
             add_warnings(&mut response, &warnings);
             Ok(response)
         }

@@ -171,8 +171,15 @@ fn or_none(value: String) -> String {
 
 /// Human age of a timestamp, as kubectl prints it (`45s`, `5m3s`, `3h`, `2d4h`).
 pub fn age(timestamp: &str, now: DateTime<Utc>) -> String {
-    let Ok(t) = DateTime::parse_from_rfc3339(timestamp) else { return "<unknown>".into() };
-    let secs = (now - t.with_timezone(&Utc)).num_seconds().max(0);
+    match DateTime::parse_from_rfc3339(timestamp) {
+        Ok(t) => since(t.with_timezone(&Utc), now),
+        Err(_) => "<unknown>".into(),
+    }
+}
+
+/// How long before `now` the time `t` was, in kubectl's short form (`5m3s`, `2d4h`).
+fn since(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = (now - t).num_seconds().max(0);
     let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
     match secs {
         _ if secs < 120 => format!("{secs}s"),
@@ -197,8 +204,6 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let total =
                 json::at(o, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
             let ready = statuses.map_or(0, |c| c.iter().filter(|c| c["ready"] == true).count());
-            let restarts: i64 =
-                statuses.map_or(0, |c| c.iter().filter_map(|c| c["restartCount"].as_i64()).sum());
             let mut status = s(o, "/status/phase").to_string();
             if !s(o, "/status/reason").is_empty() {
                 status = s(o, "/status/reason").to_string();
@@ -216,6 +221,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 })
             };
             let initialized = holds("Initialized");
+            let restarts = restarts(o, !initializing || initialized, now);
             let mut running = false;
             let statuses = statuses.filter(|_| !initializing || initialized);
             for c in statuses.into_iter().flatten().rev() {
@@ -239,7 +245,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 name,
                 json!(format!("{ready}/{total}")),
                 json!(status),
-                json!(restarts.to_string()),
+                json!(restarts),
                 json!(created),
                 json!(or_none(s(o, "/status/podIP").into())),
                 json!(or_none(s(o, "/spec/nodeName").into())),
@@ -463,6 +469,37 @@ fn terminated_reason(terminated: &Value) -> String {
     }
 }
 
+/// The RESTARTS of a pod, as kubectl prints them: the restarts summed, and how long ago the
+/// last restart's run ended (`3 (2m31s ago)`). While the pod initializes, those of its init
+/// containers; once initialized, those of its containers and its sidecars (init containers
+/// that restart `Always`).
+fn restarts(pod: &Value, initialized: bool, now: DateTime<Utc>) -> String {
+    let init_specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
+    let sidecar = |status: &Value| {
+        init_specs
+            .into_iter()
+            .flatten()
+            .any(|spec| spec["name"] == status["name"] && spec["restartPolicy"] == "Always")
+    };
+    let statuses = |path: &str| json::at(pod, path).and_then(Value::as_array).into_iter().flatten();
+    let counted: Vec<&Value> = if initialized {
+        let sidecars = statuses("/status/initContainerStatuses").filter(|c| sidecar(c));
+        sidecars.chain(statuses("/status/containerStatuses")).collect()
+    } else {
+        statuses("/status/initContainerStatuses").collect()
+    };
+    let count: i64 = counted.iter().filter_map(|c| c["restartCount"].as_i64()).sum();
+    let last = counted
+        .iter()
+        .filter_map(|c| json::at(c, "/lastState/terminated/finishedAt").and_then(Value::as_str))
+        .filter_map(|t| DateTime::parse_from_rfc3339(t).ok())
+        .max();
+    match last {
+        Some(last) if count != 0 => format!("{count} ({} ago)", since(last.into(), now)),
+        _ => count.to_string(),
+    }
+}
+
 /// The STATUS of a pod whose init containers are not all done, as kubectl prints it.
 fn init_status(pod: &Value) -> Option<String> {
     let specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array)?;
@@ -669,6 +706,26 @@ mod tests {
         assert_eq!(status_of("Running", both.clone(), ready), "Running");
         assert_eq!(status_of("Running", both, json!([])), "NotReady");
         assert_eq!(status_of("Running", json!([running]), json!([])), "Running");
+    }
+
+    #[test]
+    fn restarts_say_how_long_ago_the_last_one_was() {
+        let now = DateTime::parse_from_rfc3339("2026-01-10T00:00:00Z").unwrap().with_timezone(&Utc);
+        let ended = |at: &str| json!({"terminated": {"exitCode": 1, "finishedAt": at}});
+        let pod = json!({"spec": {"initContainers": [{"name": "setup"},
+                {"name": "proxy", "restartPolicy": "Always"}], "containers": [{"name": "c"}]},
+            "status": {"initContainerStatuses": [
+                {"name": "setup", "restartCount": 4, "lastState": ended("2026-01-09T23:00:00Z")},
+                {"name": "proxy", "restartCount": 1, "lastState": ended("2026-01-09T23:59:00Z")}],
+            "containerStatuses": [
+                {"name": "c", "restartCount": 2, "lastState": ended("2026-01-09T23:57:29Z")}]}});
+        assert_eq!(restarts(&pod, true, now), "3 (60s ago)");
+        assert_eq!(restarts(&pod, false, now), "5 (60s ago)");
+        let never = json!({"status": {"containerStatuses": [{"name": "c", "restartCount": 0}]}});
+        assert_eq!(restarts(&never, true, now), "0");
+        let unknown_end =
+            json!({"status": {"containerStatuses": [{"name": "c", "restartCount": 2}]}});
+        assert_eq!(restarts(&unknown_end, true, now), "2");
     }
 
     #[test]

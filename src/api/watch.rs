@@ -16,6 +16,31 @@ use super::table::{self, IncludeObject};
 use super::AppState;
 use crate::error::{status_of, HttpError};
 
+/// What Kubernetes refuses in a watch's `sendInitialEvents` and `resourceVersionMatch`: the
+/// first asks for the second to be `NotOlderThan`, and the second is for the first only.
+fn watch_option_errors(query: &Query) -> Vec<FieldError> {
+    const NOT_OLDER_THAN: &str = "NotOlderThan";
+    let send_initial_events = query.get("sendInitialEvents").is_some();
+    let matching = query.get("resourceVersionMatch").filter(|m| !m.is_empty());
+    let mut causes = Vec::new();
+    if send_initial_events && matching != Some(NOT_OLDER_THAN) {
+        let message = "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
+        causes.push(FieldError::forbidden("resourceVersionMatch", message));
+    }
+    if let Some(matching) = matching {
+        if !send_initial_events {
+            let message = "resourceVersionMatch is forbidden for watch unless sendInitialEvents \
+                           is provided";
+            causes.push(FieldError::forbidden("resourceVersionMatch", message));
+        }
+        if matching != NOT_OLDER_THAN {
+            let supported = [NOT_OLDER_THAN];
+            causes.push(FieldError::not_supported("resourceVersionMatch", matching, &supported));
+        }
+    }
+    causes
+}
+
 /// Watches a collection, or the one object `name` of it (`/watch/.../pods/{name}`, or `GET
 /// .../pods/{name}?watch=true`), which is the collection's watch narrowed to that name, as in
 /// Kubernetes.
@@ -29,12 +54,9 @@ pub async fn serve(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let mut options = query.watch_options()?;
-    if options.send_initial_events && query.get("resourceVersionMatch") != Some("NotOlderThan") {
-        let cause = FieldError::forbidden(
-            "resourceVersionMatch",
-            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        );
-        return Err(HttpError::Api(ApiError::invalid_list_options(cause)));
+    let causes = watch_option_errors(query);
+    if !causes.is_empty() {
+        return Err(HttpError::Api(ApiError::invalid_list_options(causes)));
     }
     if let Some(name) = name {
         let by_name = format!("metadata.name={name}");

@@ -37,7 +37,14 @@ fn every_error_class_has_its_status() {
         "BadRequest",
     );
     assert_status(&server.get(&format!("{pods}?labelSelector=a%20in%20(b")), 400, "BadRequest");
-    assert_status(&server.get(&format!("{pods}?fieldSelector=spec.bogus%3Dx")), 400, "BadRequest");
+    let unknown_field = server.get(&format!("{pods}?fieldSelector=spec.bogus%3Dx"));
+    assert_status(&unknown_field, 400, "BadRequest");
+    assert_eq!(unknown_field.1["message"], "field label not supported: spec.bogus");
+    let cms = "/api/v1/namespaces/default/configmaps?fieldSelector=data.a%3Dx";
+    assert_eq!(
+        server.get(cms).1["message"],
+        "\"data.a\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+    );
     assert_status(&server.get(&format!("{pods}?limit=abc")), 400, "BadRequest");
     assert_status(&server.get(&format!("{pods}?continue=garbage")), 400, "BadRequest");
     assert_status(
@@ -93,6 +100,22 @@ fn every_error_class_has_its_status() {
         .map(|c| c["field"].as_str().unwrap())
         .collect();
     assert_eq!(fields, ["metadata.name", "spec.containers"]);
+    // Several causes are one line in brackets, as Kubernetes' error aggregate writes them.
+    let message = reply.1["message"].as_str().unwrap();
+    assert!(message.starts_with("Pod \"Bad_Name\" is invalid: [metadata.name: "), "{message}");
+    assert!(message.ends_with("spec.containers: Required value]"), "{message}");
+    // A PUT of a missing object is 404, except for the kinds whose update may create.
+    let lease = json!({"metadata": {"name": "held"}, "spec": {"holderIdentity": "a"}});
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let (code, created) = server.put(&format!("{leases}/held"), &lease);
+    assert_eq!((code, &created["spec"]["holderIdentity"]), (201, &json!("a")), "{created}");
+    assert_eq!(server.put(&format!("{leases}/held"), &created).0, 200);
+    let cm = json!({"metadata": {"name": "absent"}});
+    assert_status(
+        &server.put("/api/v1/namespaces/default/configmaps/absent", &cm),
+        404,
+        "NotFound",
+    );
     // A missing Content-Type and missing kind/apiVersion are fine (the Python client's habit).
     let body = serde_json::to_vec(&json!({"metadata": {"name": "py1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
     let (code, created) = server.send_raw("POST", pods, None, body);
@@ -410,7 +433,9 @@ fn resource_version_semantics_of_reads() {
     assert_eq!(at["metadata"]["resourceVersion"], rv.to_string());
     server.post(cms, &serde_json::json!({"metadata": {"name": "two"}}));
     // The state at `rv` is gone (no snapshot kept): 410, as outside etcd's compaction window.
-    assert_status(&server.get(&exact), 410, "Expired");
+    let expired = server.get(&exact);
+    assert_status(&expired, 410, "Expired");
+    assert_eq!(expired.1["message"], "The resourceVersion for the provided list is too old.");
     let (code, newer) =
         server.get(&format!("{cms}?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"));
     assert_eq!((code, newer["items"].as_array().unwrap().len()), (200, 2));

@@ -2,6 +2,7 @@
 //! agent's node, the agent runs it, and `kubectl get -o wide`, `logs`, `get events`,
 //! `describe`, `scale` and a graceful `delete` work.
 
+use serde_json::json;
 use std::time::Duration;
 
 use crate::util::{wait_until, Server};
@@ -114,6 +115,20 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
     assert_eq!(phase(), "Terminating");
     let (ok, _, stderr) = kubectl.run(&["-n", "team", "create", "configmap", "late"]);
     assert!(!ok && stderr.contains("being terminated"), "{stderr}");
+    // As kube-apiserver's namespace lifecycle admission answers it.
+    let late = json!({"metadata": {"name": "late"}});
+    let (code, status) = server.post("/api/v1/namespaces/team/configmaps", &late);
+    assert_eq!((code, status["reason"].as_str()), (403, Some("Forbidden")), "{status}");
+    assert_eq!(
+        status["message"],
+        "configmaps \"late\" is forbidden: unable to create new content in namespace team \
+         because it is being terminated"
+    );
+    assert_eq!(
+        status["details"],
+        json!({"name": "late", "kind": "configmaps", "causes": [{"reason": "NamespaceTerminating",
+            "message": "namespace team is being terminated", "field": "metadata.namespace"}]})
+    );
     // Everything else goes; the ConfigMap with a finalizer stays, and so does the namespace.
     wait_until(WAIT, "the pod and the plain ConfigMap are gone", || {
         server.get("/api/v1/namespaces/team/pods/sleeper").0 == 404

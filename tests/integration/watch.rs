@@ -94,10 +94,22 @@ fn initial_events_bookmarks_and_timeout() {
     // As Kubernetes checks the options (422 on ListOptions): not on a list, and only with
     // NotOlderThan.
     let cms = "/api/v1/namespaces/default/configmaps";
-    for query in ["sendInitialEvents=true", "watch=true&sendInitialEvents=true"] {
+    for query in [
+        "sendInitialEvents=true",
+        "watch=true&sendInitialEvents=true",
+        "watch=true&resourceVersion=1&resourceVersionMatch=Exact",
+        "watch=true&resourceVersionMatch=NotOlderThan",
+    ] {
         let (code, status) = server.get(&format!("{cms}?{query}"));
         assert_eq!((code, &status["details"]["kind"]), (422, &json!("ListOptions")), "{status}");
     }
+    let (_, exact) = server.get(&format!("{cms}?watch=true&resourceVersionMatch=Exact"));
+    assert_eq!(
+        exact["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: \
+         resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided, \
+         resourceVersionMatch: Unsupported value: \"Exact\": supported values: \"NotOlderThan\"]"
+    );
 }
 
 /// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's

@@ -22,7 +22,7 @@ pub enum ApiError {
         name: String,
         conflicts: Vec<FieldConflict>,
     },
-    #[error("{kind} {name:?} is invalid: {}", summarize(.causes))]
+    #[error("{} {name:?} is invalid: {}", qualified(kind, group), summarize(.causes))]
     Invalid { kind: &'static str, group: &'static str, name: String, causes: Vec<FieldError> },
     #[error("{0}")]
     BadRequest(String),
@@ -32,6 +32,15 @@ pub enum ApiError {
     PatchNotApplicable(String),
     #[error("{0}")]
     Forbidden(String),
+    /// An admission check refuses a write to one object (Kubernetes' `NewForbidden`).
+    #[error("{} {name:?} is forbidden: {message}", qualified(resource, group))]
+    ForbiddenWrite {
+        resource: &'static str,
+        group: &'static str,
+        name: String,
+        message: String,
+        causes: Vec<FieldError>,
+    },
     /// A request body in a format this resource does not take.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -49,8 +58,30 @@ pub enum ApiError {
     TooLargeResourceVersion { requested: u64, current: u64 },
 }
 
+/// A kind or resource with its group, as Kubernetes names them in messages (`Service`,
+/// `Lease.coordination.k8s.io`).
+pub(crate) fn qualified(name: &str, group: &str) -> String {
+    if group.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}.{group}")
+    }
+}
+
+/// The causes in one line, as Kubernetes' error aggregate writes them: each once, and in
+/// brackets when there are several.
 fn summarize(causes: &[FieldError]) -> String {
-    causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>().join(", ")
+    let mut seen = Vec::with_capacity(causes.len());
+    for cause in causes {
+        let line = format!("{}: {}", cause.field, cause.message);
+        if !seen.contains(&line) {
+            seen.push(line);
+        }
+    }
+    match seen.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }
 
 impl ApiError {
@@ -62,15 +93,21 @@ impl ApiError {
         ApiError::Invalid { kind: resource.kind, group: resource.group, name: name.into(), causes }
     }
 
+    /// A write to the object `name` of `resource` that admission refuses, for `message`.
+    pub fn forbidden(
+        resource: &'static ResourceType,
+        name: &str,
+        message: String,
+        causes: Vec<FieldError>,
+    ) -> Self {
+        let (resource, group) = (resource.plural, resource.group);
+        ApiError::ForbiddenWrite { resource, group, name: name.into(), message, causes }
+    }
+
     /// Query options of a list or watch that do not go together: 422 on `ListOptions`, as
     /// Kubernetes answers them.
-    pub fn invalid_list_options(cause: FieldError) -> Self {
-        ApiError::Invalid {
-            kind: "ListOptions",
-            group: "meta.k8s.io",
-            name: String::new(),
-            causes: vec![cause],
-        }
+    pub fn invalid_list_options(causes: Vec<FieldError>) -> Self {
+        ApiError::Invalid { kind: "ListOptions", group: "meta.k8s.io", name: String::new(), causes }
     }
 }
 
@@ -110,5 +147,34 @@ impl From<WatchError> for ApiError {
             }
             WatchError::Unavailable => ApiError::Unavailable(error.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::resources::find;
+
+    #[test]
+    fn invalid_names_the_qualified_kind_and_brackets_several_causes() {
+        let services = find("", "v1", "services").unwrap();
+        let one = vec![FieldError::required("spec.ports")];
+        assert_eq!(
+            ApiError::invalid(services, "web", one).to_string(),
+            "Service \"web\" is invalid: spec.ports: Required value"
+        );
+        let port = FieldError::invalid("spec.ports[0].port", "0", "must be between 1 and 65535");
+        let twice = vec![port.clone(), FieldError::required("spec.selector"), port];
+        assert_eq!(
+            ApiError::invalid(services, "web", twice).to_string(),
+            "Service \"web\" is invalid: [spec.ports[0].port: Invalid value: \"0\": must be \
+             between 1 and 65535, spec.selector: Required value]"
+        );
+        let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
+        let lease = ApiError::invalid(leases, "l", vec![FieldError::required("spec")]);
+        assert_eq!(
+            lease.to_string(),
+            "Lease.coordination.k8s.io \"l\" is invalid: spec: Required value"
+        );
     }
 }

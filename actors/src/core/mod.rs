@@ -30,11 +30,11 @@ pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
-use crate::model::{json, now, resources, FieldError, FieldSelector, LabelSelector};
+use crate::model::{json, now, resources, FieldError, FieldSelector, LabelSelector, SelectorError};
 use crate::model::{
     validation, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject,
 };
-use crate::store::{ContinuePoint, NamespaceState, Preconditions, Store};
+use crate::store::{ContinuePoint, NamespaceState, Preconditions, Store, StoreError};
 use crate::watch::HubHandle;
 use conversion::View;
 use managed_fields::{ManagedFields, Operation, Writer};
@@ -205,7 +205,15 @@ impl ApiCore {
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let exact = self.list_revision(options)?;
-        let page = self.store.list(resource, filter, options.limit, continue_from, exact).await?;
+        let continued = continue_from.is_some();
+        let page =
+            match self.store.list(resource, filter, options.limit, continue_from, exact).await {
+                Err(StoreError::Expired(_)) if !continued => {
+                    let message = "The resourceVersion for the provided list is too old.";
+                    return Err(ApiError::Expired(message.into()));
+                }
+                page => page?,
+            };
         let continue_token = page.next.as_ref().map(encode_continue);
         Ok(ObjectList {
             resource_version: page.resource_version,
@@ -239,7 +247,7 @@ impl ApiCore {
     /// checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
-        let invalid = |cause| Err(ApiError::invalid_list_options(cause));
+        let invalid = |cause| Err(ApiError::invalid_list_options(vec![cause]));
         let forbidden = |m: &str| invalid(FieldError::forbidden("resourceVersionMatch", m));
         match (rv, options.resource_version_match.as_deref()) {
             (None, Some(_)) => {
@@ -307,7 +315,7 @@ impl ApiCore {
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
         if name.is_empty() && !generate.is_empty() {
-            meta.insert("name".into(), json!(format!("{generate}{}", random_suffix())));
+            meta.insert("name".into(), json!(generated_name(&generate)));
         }
         meta.insert("uid".into(), json!(new_uid()));
         meta.insert("creationTimestamp".into(), json!(now()));
@@ -339,7 +347,7 @@ impl ApiCore {
             return Err(ApiError::invalid(resource, &name, errors));
         }
         if resource.namespaced {
-            self.check_namespace_accepts(namespace)?;
+            self.check_namespace_accepts(resource, namespace, &name)?;
         }
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
@@ -352,7 +360,7 @@ impl ApiCore {
         if dry_run {
             release();
             if self.store.get(&prepared.key).await?.is_some() {
-                return Err(crate::store::StoreError::AlreadyExists(prepared.key).into());
+                return Err(StoreError::AlreadyExists(prepared.key).into());
             }
             return Ok(Arc::new(not_stored(prepared)));
         }
@@ -363,12 +371,29 @@ impl ApiCore {
         Ok(created?)
     }
 
-    fn check_namespace_accepts(&self, namespace: &str) -> Result<(), ApiError> {
+    /// The namespace lifecycle check of a create: the namespace must exist and not be
+    /// terminating.
+    fn check_namespace_accepts(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         match self.store.namespace(namespace) {
             Some(NamespaceState::Active) => Ok(()),
-            Some(NamespaceState::Terminating) => Err(ApiError::Forbidden(format!(
-                "unable to create new content in namespace {namespace} because it is being terminated"
-            ))),
+            Some(NamespaceState::Terminating) => Err(ApiError::forbidden(
+                resource,
+                name,
+                format!(
+                    "unable to create new content in namespace {namespace} because it is being \
+                     terminated"
+                ),
+                vec![FieldError {
+                    reason: "NamespaceTerminating",
+                    field: "metadata.namespace".into(),
+                    message: format!("namespace {namespace} is being terminated"),
+                }],
+            )),
             None => Err(ApiError::not_found(namespaces(), namespace)),
         }
     }
@@ -390,6 +415,39 @@ impl ApiCore {
         }
         let ownership = Ownership::Update(self.manager(options));
         self.replace(resource, namespace, name, body, options.dry_run, Part::Main, ownership).await
+    }
+
+    /// A PUT of an object: `update`, or, for the kinds whose update may create
+    /// (`ResourceType::creates_on_update`), a create when there is no such object. True when
+    /// it created.
+    pub async fn put(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<(Arc<StoredObject>, bool), ApiError> {
+        if !resource.creates_on_update() {
+            return Ok((self.update(resource, namespace, name, body, options).await?, false));
+        }
+        match self.update(resource, namespace, name, body.clone(), options).await {
+            Err(ApiError::NotFound { resource: plural, name: missing, .. })
+                if plural == resource.plural && missing == name =>
+            {
+                let mut body = body;
+                if let Some(object) = body.as_object_mut() {
+                    let meta = object.entry("metadata").or_insert_with(|| json!({}));
+                    if let Some(meta) = meta.as_object_mut() {
+                        set_name(meta, name)?;
+                        // An update's precondition, which a create takes no account of.
+                        meta.remove("resourceVersion");
+                    }
+                }
+                Ok((self.create(resource, namespace, body, options).await?, true))
+            }
+            replaced => Ok((replaced?, false)),
+        }
     }
 
     /// Replaces only the status of an object (PUT on the `status` subresource).
@@ -514,7 +572,7 @@ impl ApiCore {
             match result {
                 // The object changed between our read and our write; an unconditional update
                 // simply tries again on the newer state.
-                Err(crate::store::StoreError::Conflict { .. })
+                Err(StoreError::Conflict { .. })
                     if requested_rv.is_none() && attempts < UPDATE_RETRIES =>
                 {
                     self.store.settle(resource).await?;
@@ -615,11 +673,10 @@ impl ApiCore {
                 .transpose()?,
             uid: options.precondition_uid.clone(),
         };
-        preconditions.check(&current)?;
+        check_delete_preconditions(resource, &current, &preconditions)?;
         if resource.plural == "namespaces" && PROTECTED_NAMESPACES.contains(&name) {
-            return Err(ApiError::Forbidden(format!(
-                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
-            )));
+            let message = "this namespace may not be deleted".to_string();
+            return Err(ApiError::forbidden(resource, name, message, Vec::new()));
         }
         if options.dry_run {
             return Ok(current);
@@ -1017,6 +1074,41 @@ fn set_namespace(
 }
 
 /// Fills the object's name from the URL, or checks that it is the URL's.
+/// A delete's preconditions against the object, with Kubernetes' words for a delete (its
+/// `BeforeDelete`): the uid first, then the resourceVersion. (The store checks them again as
+/// it writes.)
+fn check_delete_preconditions(
+    resource: &'static ResourceType,
+    current: &StoredObject,
+    preconditions: &Preconditions,
+) -> Result<(), ApiError> {
+    let conflict = |message: String| ApiError::Conflict {
+        resource: resource.kind,
+        group: resource.group,
+        name: current.key.name.clone(),
+        message: format!(
+            "Operation cannot be fulfilled on {} {:?}: {message}",
+            error::qualified(resource.kind, resource.group),
+            current.key.name
+        ),
+    };
+    if let Some(uid) = preconditions.uid.as_ref().filter(|uid| **uid != current.uid) {
+        return Err(conflict(format!(
+            "the UID in the precondition ({uid}) does not match the UID in record ({}). The \
+             object might have been deleted and then recreated",
+            current.uid
+        )));
+    }
+    match preconditions.resource_version {
+        Some(rv) if rv != current.resource_version => Err(conflict(format!(
+            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion \
+             in record ({}). The object might have been modified",
+            current.resource_version
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn set_name(meta: &mut Map<String, Value>, name: &str) -> Result<(), ApiError> {
     match meta.get("name").and_then(Value::as_str) {
         Some(n) if n == name => Ok(()),
@@ -1054,8 +1146,18 @@ fn filter(
         None => LabelSelector::default(),
     };
     let fields = match field_selector {
-        Some(s) => FieldSelector::parse(s, resource)
-            .map_err(|e| ApiError::BadRequest(format!("{e}: {}", resource.kind)))?,
+        Some(s) => FieldSelector::parse(s, resource).map_err(|e| {
+            ApiError::BadRequest(match e {
+                // Kubernetes' words for the kinds without field labels of their own.
+                SelectorError::UnsupportedField(field) if resource.selectable_fields.is_empty() => {
+                    format!(
+                        "{field:?} is not a known field selector: only \"metadata.name\", \
+                         \"metadata.namespace\""
+                    )
+                }
+                e => e.to_string(),
+            })
+        })?,
         None => FieldSelector::default(),
     };
     let namespace =
@@ -1069,10 +1171,18 @@ fn new_uid() -> String {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
 }
 
-fn random_suffix() -> String {
+/// A name from `generateName`: the prefix, cut to 58 bytes so that the name fits 63, and five
+/// random characters, as Kubernetes' name generator makes them.
+fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    const SUFFIX: usize = 5;
+    let mut end = prefix.len().min(63 - SUFFIX);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
     let mut rng = rand::thread_rng();
-    (0..5).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect()
+    let suffix = (0..SUFFIX).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char);
+    prefix[..end].chars().chain(suffix).collect()
 }
 
 fn encode_continue(point: &ContinuePoint) -> String {
@@ -1116,6 +1226,18 @@ mod tests {
         assert_eq!(decode_continue(&encode_continue(&counted)).unwrap(), counted);
         assert!(decode_continue("%%%").is_err());
         assert!(decode_continue("e30").is_err());
+    }
+
+    #[test]
+    fn generated_names_fit_in_63_characters() {
+        let short = generated_name("web-");
+        assert!(short.starts_with("web-") && short.len() == 9, "{short}");
+        // `a` is not among the random characters: the prefix is exactly the first 58.
+        let long = generated_name(&"a".repeat(70));
+        assert_eq!(long.len(), 63);
+        assert!(long.starts_with(&"a".repeat(58)) && !long[58..].contains('a'), "{long}");
+        let wide = generated_name(&"é".repeat(40));
+        assert!(wide.len() <= 63 && wide.starts_with(&"é".repeat(29)), "{wide}");
     }
 
     #[test]
@@ -1221,6 +1343,78 @@ mod tests {
     }
 
     #[actix::test]
+    async fn a_put_creates_only_the_kinds_kubernetes_lets_an_update_create() {
+        let core = crate::testing::core().await;
+        let options = WriteOptions::default();
+        let leases = resources::find("coordination.k8s.io", "v1", "leases").unwrap();
+        let lease = json!({"spec": {"holderIdentity": "a"}});
+        let (created, was_created) =
+            core.put(leases, "default", "l", lease.clone(), &options).await.unwrap();
+        assert!(was_created);
+        let created = created.to_value();
+        assert_eq!(created["metadata"]["name"], "l", "{created}");
+        assert!(
+            created["metadata"]["uid"].is_string()
+                && created["metadata"]["creationTimestamp"].is_string()
+        );
+        let mut renewed = created.clone();
+        renewed["spec"]["holderIdentity"] = json!("b");
+        let (renewed, was_created) =
+            core.put(leases, "default", "l", renewed, &options).await.unwrap();
+        assert!(!was_created);
+        assert_eq!(renewed.to_value()["spec"]["holderIdentity"], "b");
+        assert_eq!(renewed.to_value()["metadata"]["uid"], created["metadata"]["uid"]);
+        let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {}});
+        let (_, was_created) = core.put(leases, "default", "gone", stale, &options).await.unwrap();
+        assert!(was_created, "a resourceVersion does not stop an update's create");
+        let other = json!({"metadata": {"name": "other"}, "spec": {}});
+        let mismatch = core.put(leases, "default", "l2", other, &options).await.unwrap_err();
+        assert!(matches!(mismatch, ApiError::BadRequest(_)), "{mismatch}");
+        let missing_ns = core.put(leases, "nowhere", "l", lease, &options).await.unwrap_err();
+        assert!(
+            matches!(&missing_ns, ApiError::NotFound { resource: "namespaces", .. }),
+            "{missing_ns}"
+        );
+
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        let refused = core.put(cms, "default", "c", cm, &options).await.unwrap_err();
+        assert!(matches!(refused, ApiError::NotFound { resource: "configmaps", .. }), "{refused}");
+    }
+
+    #[actix::test]
+    async fn a_delete_whose_preconditions_fail_says_so_as_kubernetes_does() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata": {"name": "c"}});
+        let created = core.create(cms, "default", cm, &WriteOptions::default()).await.unwrap();
+        let wrong_uid =
+            DeleteOptions { precondition_uid: Some("x".into()), ..DeleteOptions::default() };
+        let refused = core.delete(cms, "default", "c", &wrong_uid).await.unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "Operation cannot be fulfilled on ConfigMap \"c\": the UID in the precondition (x) \
+                 does not match the UID in record ({}). The object might have been deleted and \
+                 then recreated",
+                created.uid
+            )
+        );
+        let stale = DeleteOptions {
+            precondition_resource_version: Some("1".into()),
+            ..DeleteOptions::default()
+        };
+        let refused = core.delete(cms, "default", "c", &stale).await.unwrap_err();
+        assert!(matches!(refused, ApiError::Conflict { resource: "ConfigMap", .. }), "{refused}");
+        assert!(refused.to_string().ends_with("The object might have been modified"), "{refused}");
+        let right = DeleteOptions {
+            precondition_uid: Some(created.uid.clone()),
+            ..DeleteOptions::default()
+        };
+        core.delete(cms, "default", "c", &right).await.unwrap();
+    }
+
+    #[actix::test]
     async fn only_finalize_changes_a_namespaces_finalizers() {
         let core = crate::testing::core().await;
         let namespaces = namespaces();
@@ -1296,7 +1490,7 @@ mod tests {
         let cm = json!({"metadata":{"name":"c"}});
         let error = core.create(cms, "going", cm.clone(), &WriteOptions::default()).await;
         assert!(
-            matches!(&error, Err(ApiError::Forbidden(m)) if m.contains("is being terminated")),
+            matches!(&error, Err(e @ ApiError::ForbiddenWrite { .. }) if e.to_string().contains("is being terminated")),
             "{error:?}"
         );
         assert!(core.create(cms, "default", cm, &WriteOptions::default()).await.is_ok());

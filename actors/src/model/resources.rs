@@ -105,6 +105,13 @@ impl ResourceType {
         self.group.is_empty() && self.plural == "replicationcontrollers"
     }
 
+    /// True for the kinds whose update creates the object when there is none, as in Kubernetes
+    /// (their strategies' `AllowCreateOnUpdate`).
+    pub fn creates_on_update(&self) -> bool {
+        const KINDS: &[&str] = &["Endpoints", "Event", "LimitRange", "Service", "Lease"];
+        KINDS.contains(&self.kind)
+    }
+
     /// True when `field` may be used in a field selector on this resource.
     pub fn selects_field(&self, field: &str) -> bool {
         field == "metadata.name"
