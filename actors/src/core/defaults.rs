@@ -120,6 +120,21 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             secret.entry("type").or_insert(json!("Opaque"));
             merge_string_data(secret);
         }
+        "Endpoints" => {
+            let subsets = object.get_mut("subsets").and_then(Value::as_array_mut);
+            for subset in subsets.into_iter().flatten() {
+                let ports = subset.get_mut("ports").and_then(Value::as_array_mut);
+                for port in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+                    port.entry("protocol").or_insert(json!("TCP"));
+                }
+            }
+        }
+        "LimitRange" => {
+            let limits = object.pointer_mut("/spec/limits").and_then(Value::as_array_mut);
+            for item in limits.into_iter().flatten().filter_map(Value::as_object_mut) {
+                limit_range_item(item);
+            }
+        }
         "PersistentVolume" => {
             let spec = object_field(object, "spec");
             spec.entry("persistentVolumeReclaimPolicy").or_insert(json!("Retain"));
@@ -207,6 +222,64 @@ fn pod_spec(spec: &mut Value, of: PodSpecOf) {
             container(c, of);
         }
     }
+    for v in spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
+        volume(v);
+    }
+}
+
+/// A volume's defaults: no source at all is an `emptyDir`; the files of configMap, secret,
+/// downwardAPI and projected volumes get mode 0644; a fieldRef's apiVersion is `v1`.
+fn volume(v: &mut Value) {
+    let Some(v) = v.as_object_mut() else { return };
+    if v.keys().all(|k| k == "name") {
+        v.insert("emptyDir".into(), json!({}));
+    }
+    for source in ["configMap", "secret", "downwardAPI", "projected"] {
+        if let Some(source) = v.get_mut(source).and_then(Value::as_object_mut) {
+            source.entry("defaultMode").or_insert(json!(0o644));
+        }
+    }
+    let files = v.get_mut("downwardAPI").and_then(|d| d.get_mut("items"));
+    for file in files.and_then(Value::as_array_mut).into_iter().flatten() {
+        field_ref(file);
+    }
+    let projected = v.get_mut("projected").and_then(|p| p.get_mut("sources"));
+    for source in projected.and_then(Value::as_array_mut).into_iter().flatten() {
+        let files = source.get_mut("downwardAPI").and_then(|d| d.get_mut("items"));
+        for file in files.and_then(Value::as_array_mut).into_iter().flatten() {
+            field_ref(file);
+        }
+    }
+}
+
+/// `fieldRef.apiVersion` is `v1` unless named (Kubernetes' `ObjectFieldSelector` default).
+fn field_ref(holder: &mut Value) {
+    if let Some(field_ref) = holder.get_mut("fieldRef").and_then(Value::as_object_mut) {
+        field_ref.entry("apiVersion").or_insert(json!("v1"));
+    }
+}
+
+/// A probe's defaults: timeout 1 s, period 10 s, success 1, failure 3.
+fn probe(probe: &mut Value) {
+    let Some(probe) = probe.as_object_mut() else { return };
+    for (field, default) in [
+        ("timeoutSeconds", 1),
+        ("periodSeconds", 10),
+        ("successThreshold", 1),
+        ("failureThreshold", 3),
+    ] {
+        probe.entry(field).or_insert(json!(default));
+    }
+    http_get(probe.get_mut("httpGet"));
+}
+
+/// An HTTP GET's (of a probe or a lifecycle hook) path is `/` and its scheme `HTTP` unless
+/// named.
+fn http_get(action: Option<&mut Value>) {
+    if let Some(action) = action.and_then(Value::as_object_mut) {
+        action.entry("path").or_insert(json!("/"));
+        action.entry("scheme").or_insert(json!("HTTP"));
+    }
 }
 
 fn container(c: &mut Value, of: PodSpecOf) {
@@ -234,6 +307,43 @@ fn container(c: &mut Value, of: PodSpecOf) {
     for port in c.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
         if let Some(port) = port.as_object_mut() {
             port.entry("protocol").or_insert(json!("TCP"));
+        }
+    }
+    for kind in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        c.get_mut(kind).map(probe);
+    }
+    for hook in ["postStart", "preStop"] {
+        http_get(
+            c.get_mut("lifecycle").and_then(|l| l.get_mut(hook)).and_then(|h| h.get_mut("httpGet")),
+        );
+    }
+    for var in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(from) = var.get_mut("valueFrom") {
+            field_ref(from);
+        }
+    }
+}
+
+/// A container limit's defaults, as Kubernetes fills them: the default limit from the max,
+/// the default request from the default limit, else from the min.
+fn limit_range_item(item: &mut Map<String, Value>) {
+    if item.get("type").and_then(Value::as_str) != Some("Container") {
+        return;
+    }
+    let amounts = |item: &Map<String, Value>, field: &str| {
+        item.get(field).and_then(Value::as_object).cloned().unwrap_or_default()
+    };
+    let mut default = amounts(item, "default");
+    for (resource, max) in amounts(item, "max") {
+        default.entry(resource).or_insert(max);
+    }
+    let mut default_request = amounts(item, "defaultRequest");
+    for (resource, amount) in default.iter().chain(&amounts(item, "min")) {
+        default_request.entry(resource.clone()).or_insert(amount.clone());
+    }
+    for (field, filled) in [("default", default), ("defaultRequest", default_request)] {
+        if !filled.is_empty() {
+            item.insert(field.into(), Value::Object(filled));
         }
     }
 }
@@ -294,6 +404,56 @@ mod tests {
         assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(pod["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn probes_volumes_and_field_refs_get_kubernetes_defaults() {
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
+            "readinessProbe": {"httpGet": {"port": 80}},
+            "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5},
+            "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}}},
+            "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
+            "volumes": [{"name": "scratch"}, {"name": "cm", "configMap": {"name": "x"}},
+                {"name": "keys", "secret": {"secretName": "s", "defaultMode": 256}}]}});
+        apply("Pod", &mut pod);
+        let c = &pod["spec"]["containers"][0];
+        assert_eq!(
+            c["readinessProbe"],
+            json!({"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+                "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
+        );
+        assert_eq!(c["livenessProbe"]["periodSeconds"], 5);
+        assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["path"], "/stop");
+        assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["scheme"], "HTTP");
+        assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
+        let volumes = &pod["spec"]["volumes"];
+        assert_eq!(volumes[0], json!({"name": "scratch", "emptyDir": {}}));
+        assert_eq!(volumes[1]["configMap"]["defaultMode"], 420);
+        assert_eq!(volumes[2]["secret"]["defaultMode"], 256);
+    }
+
+    #[test]
+    fn container_limits_fill_their_defaults_and_endpoint_ports_their_protocol() {
+        let mut range = json!({"spec": {"limits": [
+            {"type": "Container", "max": {"memory": "1Gi"}, "min": {"cpu": "10m"},
+                "default": {"cpu": "100m"}},
+            {"type": "Pod", "max": {"cpu": "2"}}]}});
+        apply("LimitRange", &mut range);
+        let container = &range["spec"]["limits"][0];
+        assert_eq!(container["default"], json!({"cpu": "100m", "memory": "1Gi"}));
+        assert_eq!(container["defaultRequest"], json!({"cpu": "100m", "memory": "1Gi"}));
+        let only_min =
+            &mut json!({"spec": {"limits": [{"type": "Container", "min": {"cpu": "10m"}}]}});
+        apply("LimitRange", only_min);
+        assert_eq!(only_min["spec"]["limits"][0]["defaultRequest"], json!({"cpu": "10m"}));
+        assert!(only_min["spec"]["limits"][0].get("default").is_none());
+        assert!(range["spec"]["limits"][1].get("default").is_none(), "only containers");
+
+        let mut endpoints = json!({"subsets": [{"addresses": [{"ip": "127.0.0.9"}],
+            "ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}]});
+        apply("Endpoints", &mut endpoints);
+        assert_eq!(endpoints["subsets"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(endpoints["subsets"][0]["ports"][1]["protocol"], "UDP");
     }
 
     fn qos_of(containers: Value) -> (String, Value) {

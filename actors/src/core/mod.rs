@@ -503,7 +503,12 @@ impl ApiCore {
             attempts += 1;
             let current =
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
-            let current_value = current.to_value();
+            let mut current_value = current.to_value();
+            if part == Part::Main {
+                // Read with today's defaults, as Kubernetes decodes what it stored: an object
+                // stored before a default was added is not changed by an update's defaulting.
+                defaults::apply(resource.kind, &mut current_value);
+            }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
             if part == Part::Main {
                 defaults::apply(resource.kind, &mut next);

@@ -238,6 +238,13 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             errors.push(FieldError::too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES));
         }
     }
+    let finalizers = meta.and_then(|m| m.get("finalizers")).and_then(Value::as_array);
+    for (i, finalizer) in finalizers.into_iter().flatten().enumerate() {
+        let name = finalizer.as_str().unwrap_or("");
+        for p in label_key_errors(name) {
+            errors.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), name, p));
+        }
+    }
     validate_owner_references(meta.and_then(|m| m.get("ownerReferences")), &mut errors);
     match resource.kind {
         "Pod" => validate_pod_spec(object.get("spec"), "spec", &mut errors),
@@ -250,6 +257,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         }
         "PersistentVolumeClaim" => validate_claim(object.get("spec"), &mut errors),
         "Lease" => validate_lease(object.get("spec"), &mut errors),
+        "Node" => validate_taints(object.pointer("/spec/taints"), &mut errors),
         _ => {}
     }
     errors
@@ -428,9 +436,14 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     let volumes = validate_volumes(spec, path, errors);
     let mut seen = Vec::new();
     let mut port_names: Vec<&str> = Vec::new();
-    for (i, c) in containers.iter().enumerate() {
+    let init_containers = spec.and_then(|s| s.get("initContainers")).and_then(Value::as_array);
+    let all = containers.iter().enumerate().map(|(i, c)| ("containers", i, c));
+    let init = init_containers.into_iter().flatten().enumerate();
+    // Containers first: a name an init container repeats is its error, as in Kubernetes.
+    for (list, i, c) in all.chain(init.map(|(i, c)| ("initContainers", i, c))) {
         // Paths are built only for the errors found: this runs on every pod written.
-        let at = |rest: &str| format!("{path}.containers[{i}]{rest}");
+        let at = |rest: &str| format!("{path}.{list}[{i}]{rest}");
+        validate_container_security(c, &at, errors);
         validate_container_extras(c, &volumes, &mut port_names, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
@@ -500,6 +513,20 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             ));
         }
     }
+    let text = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_str);
+    if let Some(policy) = text("dnsPolicy") {
+        const POLICIES: [&str; 4] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
+        if !POLICIES.contains(&policy) {
+            errors.push(FieldError::not_supported(format!("{path}.dnsPolicy"), policy, &POLICIES));
+        }
+    }
+    if let Some(hostname) = text("hostname").filter(|h| !h.is_empty()) {
+        for p in dns1123_label_errors(hostname) {
+            errors.push(FieldError::invalid(format!("{path}.hostname"), hostname, p));
+        }
+    }
+    let run_as_user = spec.and_then(|s| s.pointer("/securityContext/runAsUser"));
+    user_id(run_as_user, || format!("{path}.securityContext.runAsUser"), errors);
     let deadline = spec.and_then(|s| s.get("activeDeadlineSeconds")).and_then(Value::as_i64);
     if let Some(seconds) = deadline.filter(|s| !(1..=i64::from(i32::MAX)).contains(s)) {
         errors.push(FieldError::invalid_number(
@@ -512,13 +539,85 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     for (i, toleration) in tolerations.into_iter().flatten().enumerate() {
         let has_value =
             toleration.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty());
-        if toleration.get("operator").and_then(Value::as_str) == Some("Exists") && has_value {
+        let operator = toleration.get("operator").and_then(Value::as_str).unwrap_or("");
+        if !matches!(operator, "" | "Equal" | "Exists") {
+            let field = format!("{path}.tolerations[{i}].operator");
+            errors.push(FieldError::not_supported(field, operator, &["Equal", "Exists"]));
+        }
+        let effect = toleration.get("effect").and_then(Value::as_str).unwrap_or("");
+        if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            let field = format!("{path}.tolerations[{i}].effect");
+            errors.push(FieldError::not_supported(field, effect, &TAINT_EFFECTS));
+        }
+        if operator == "Exists" && has_value {
             errors.push(FieldError::invalid(
                 format!("{path}.tolerations[{i}].operator"),
                 "Exists",
                 "value must be empty when `operator` is 'Exists'",
             ));
         }
+    }
+}
+
+/// The effects a taint, and a toleration of one, may have.
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// A node's taints: each has a key (a qualified name) and a known effect.
+fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
+    for (i, taint) in taints.and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let key = taint.get("key").and_then(Value::as_str).unwrap_or("");
+        for p in label_key_errors(key) {
+            errors.push(FieldError::invalid(format!("spec.taints[{i}].key"), key, p));
+        }
+        let field = || format!("spec.taints[{i}].effect");
+        match taint.get("effect").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(field())),
+            effect if !TAINT_EFFECTS.contains(&effect) => {
+                errors.push(FieldError::not_supported(field(), effect, &TAINT_EFFECTS))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A container's environment variable names and its user id.
+fn validate_container_security(
+    c: &Value,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let env = c.get("env").and_then(Value::as_array);
+    for (j, var) in env.into_iter().flatten().enumerate() {
+        let field = || at(&format!(".env[{j}].name"));
+        match var.get("name").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(field())),
+            name if name.contains('=')
+                || !name.bytes().all(|b| b.is_ascii_graphic() || b == b' ') =>
+            {
+                errors.push(FieldError::invalid(
+                    field(),
+                    name,
+                    "a valid environment variable name must consist only of printable ASCII \
+                     characters other than '='",
+                ))
+            }
+            _ => {}
+        }
+    }
+    let run_as_user = c.pointer("/securityContext/runAsUser");
+    user_id(run_as_user, || at(".securityContext.runAsUser"), errors);
+}
+
+/// A user id, when given, is between 0 and 2147483647.
+fn user_id(id: Option<&Value>, field: impl FnOnce() -> String, errors: &mut Vec<FieldError>) {
+    if let Some(id) =
+        id.and_then(Value::as_i64).filter(|id| !(0..=i64::from(i32::MAX)).contains(id))
+    {
+        errors.push(FieldError::invalid_number(
+            field(),
+            id,
+            "must be between 0 and 2147483647, inclusive",
+        ));
     }
 }
 
@@ -792,6 +891,45 @@ mod tests {
     }
 
     #[test]
+    fn pod_fields_kubernetes_checks_beyond_containers() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p", "finalizers": ["example.com/keep", "a b", ""]},
+            "spec": {"dnsPolicy": "Bogus", "hostname": "Bad_Host",
+                "securityContext": {"runAsUser": -1},
+                "tolerations": [{"key": "k", "operator": "Bogus", "effect": "Sometimes"}],
+                "containers": [{"name": "c", "image": "i",
+                    "env": [{"name": ""}, {"name": "A=B"}, {"name": "ok.name-1"}],
+                    "securityContext": {"runAsUser": 2147483648_i64}}],
+                "initContainers": [{"name": "c", "image": "i"}, {"name": "setup", "image": ""}]}});
+        let fields: Vec<_> = validate_object(pods, &pod).into_iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.finalizers[1]",
+                "metadata.finalizers[2]",
+                "spec.containers[0].env[0].name",
+                "spec.containers[0].env[1].name",
+                "spec.containers[0].securityContext.runAsUser",
+                "spec.initContainers[0].name",
+                "spec.initContainers[1].image",
+                "spec.dnsPolicy",
+                "spec.hostname",
+                "spec.securityContext.runAsUser",
+                "spec.tolerations[0].operator",
+                "spec.tolerations[0].effect",
+            ]
+        );
+        let nodes = find("", "v1", "nodes").unwrap();
+        let node = json!({"metadata": {"name": "n"}, "spec": {"taints": [
+            {"key": "ok", "effect": "NoSchedule"}, {"key": "a b", "effect": "Bogus"}, {"key": "k"}]}});
+        let fields: Vec<_> = validate_object(nodes, &node).into_iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            ["spec.taints[1].key", "spec.taints[1].effect", "spec.taints[2].effect"]
+        );
+    }
+
+    #[test]
     fn rc_selector_must_match_template() {
         let rcs = find("", "v1", "replicationcontrollers").unwrap();
         let rc = json!({"metadata":{"name":"r"},"spec":{"selector":{"app":"a"},
@@ -880,7 +1018,8 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
         message: "Forbidden: pod updates may not change fields other than \
                   `spec.containers[*].image`,`spec.initContainers[*].image`,\
                   `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
-                  tolerations)"
+                  tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if \
+                  it was previously negative)"
             .into(),
     }]
 }
