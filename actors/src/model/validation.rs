@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::ResourceType;
+use super::{json, ResourceType};
 
 /// One invalid field, as reported in a 422 Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,7 +257,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         }
         "PersistentVolumeClaim" => validate_claim(object.get("spec"), &mut errors),
         "Lease" => validate_lease(object.get("spec"), &mut errors),
-        "Node" => validate_taints(object.pointer("/spec/taints"), &mut errors),
+        "Node" => validate_taints(json::at(object, "/spec/taints"), &mut errors),
         _ => {}
     }
     errors
@@ -525,7 +525,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             errors.push(FieldError::invalid(format!("{path}.hostname"), hostname, p));
         }
     }
-    let run_as_user = spec.and_then(|s| s.pointer("/securityContext/runAsUser"));
+    let run_as_user = spec.and_then(|s| json::at(s, "/securityContext/runAsUser"));
     user_id(run_as_user, || format!("{path}.securityContext.runAsUser"), errors);
     let deadline = spec.and_then(|s| s.get("activeDeadlineSeconds")).and_then(Value::as_i64);
     if let Some(seconds) = deadline.filter(|s| !(1..=i64::from(i32::MAX)).contains(s)) {
@@ -604,7 +604,7 @@ fn validate_container_security(
             _ => {}
         }
     }
-    let run_as_user = c.pointer("/securityContext/runAsUser");
+    let run_as_user = json::at(c, "/securityContext/runAsUser");
     user_id(run_as_user, || at(".securityContext.runAsUser"), errors);
 }
 
