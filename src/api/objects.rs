@@ -379,9 +379,7 @@ fn object_response(
 ) -> HttpResponse {
     if wants_table(req) {
         let include = IncludeObject::from_query(query.get("includeObject"));
-        let rv = Some(object.resource_version).filter(|rv| *rv > 0);
-        let table = table::table(resource, std::slice::from_ref(object), rv, None, include);
-        return table_response(status, table);
+        return table_response(status, table::table_of_one(resource, object, include));
     }
     json_bytes(status, object.raw.clone())
 }

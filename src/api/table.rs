@@ -604,6 +604,17 @@ fn row(
     row
 }
 
+/// A Table of one object (a get's answer, a watch event's), carrying the object's
+/// resourceVersion as kube-apiserver's does (none for one never stored).
+pub fn table_of_one(
+    resource: &ResourceType,
+    object: &Arc<StoredObject>,
+    include: IncludeObject,
+) -> Value {
+    let rv = Some(object.resource_version).filter(|rv| *rv > 0);
+    table(resource, std::slice::from_ref(object), rv, None, include)
+}
+
 /// A Table of `objects` (one row each); `continue_from` is a page's token for the next page
 /// and how many objects the pages after it hold, when known.
 pub fn table(

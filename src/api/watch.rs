@@ -111,9 +111,7 @@ fn encode(
             out.put_slice(kind.as_str().as_bytes());
             out.put_slice(b"\",\"object\":");
             if as_table {
-                // As kube-apiserver: the row's Table carries the object's resourceVersion.
-                let rv = Some(object.resource_version).filter(|rv| *rv > 0);
-                let t = table::table(resource, std::slice::from_ref(&object), rv, None, include);
+                let t = table::table_of_one(resource, &object, include);
                 out.put_slice(t.to_string().as_bytes());
             } else {
                 out.put_slice(&object.raw);

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType, WatchOptions};
-use crate::model::ResourceType;
+use crate::model::{json, ResourceType};
 use crate::watch::EventType;
 
 /// A list as clients see it: its revision and items.
@@ -98,10 +98,10 @@ pub trait ApiClient: Send + Sync {
 
 /// The name in an object's metadata (empty when missing).
 pub fn object_name(object: &Value) -> &str {
-    object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    json::at(object, "/metadata/name").and_then(Value::as_str).unwrap_or("")
 }
 
 /// The uid in an object's metadata (empty when missing).
 pub fn object_uid(object: &Value) -> &str {
-    object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+    json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("")
 }

@@ -234,22 +234,32 @@ fn volume(v: &mut Value) {
     if v.keys().all(|k| k == "name") {
         v.insert("emptyDir".into(), json!({}));
     }
-    for source in ["configMap", "secret", "downwardAPI", "projected"] {
-        if let Some(source) = v.get_mut(source).and_then(Value::as_object_mut) {
-            source.entry("defaultMode").or_insert(json!(0o644));
+    for (kind, source) in v.iter_mut() {
+        if !matches!(kind.as_str(), "configMap" | "secret" | "downwardAPI" | "projected") {
+            continue;
+        }
+        let Some(source) = source.as_object_mut() else { continue };
+        source.entry("defaultMode").or_insert(json!(0o644));
+        match kind.as_str() {
+            "downwardAPI" => downward_api_files(source),
+            "projected" => {
+                let sources = source.get_mut("sources").and_then(Value::as_array_mut);
+                for projection in sources.into_iter().flatten() {
+                    let files = projection.get_mut("downwardAPI").and_then(Value::as_object_mut);
+                    if let Some(files) = files {
+                        downward_api_files(files);
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    let files = v.get_mut("downwardAPI").and_then(|d| d.get_mut("items"));
-    for file in files.and_then(Value::as_array_mut).into_iter().flatten() {
-        field_ref(file);
-    }
-    let projected = v.get_mut("projected").and_then(|p| p.get_mut("sources"));
-    for source in projected.and_then(Value::as_array_mut).into_iter().flatten() {
-        let files = source.get_mut("downwardAPI").and_then(|d| d.get_mut("items"));
-        for file in files.and_then(Value::as_array_mut).into_iter().flatten() {
-            field_ref(file);
-        }
-    }
+}
+
+/// The fieldRefs of a downwardAPI volume's (or projection's) files.
+fn downward_api_files(source: &mut Map<String, Value>) {
+    let files = source.get_mut("items").and_then(Value::as_array_mut);
+    files.into_iter().flatten().for_each(field_ref);
 }
 
 /// `fieldRef.apiVersion` is `v1` unless named (Kubernetes' `ObjectFieldSelector` default).
@@ -312,10 +322,10 @@ fn container(c: &mut Value, of: PodSpecOf) {
     for kind in ["livenessProbe", "readinessProbe", "startupProbe"] {
         c.get_mut(kind).map(probe);
     }
-    for hook in ["postStart", "preStop"] {
-        http_get(
-            c.get_mut("lifecycle").and_then(|l| l.get_mut(hook)).and_then(|h| h.get_mut("httpGet")),
-        );
+    if let Some(lifecycle) = c.get_mut("lifecycle") {
+        for hook in ["postStart", "preStop"] {
+            http_get(lifecycle.get_mut(hook).and_then(|h| h.get_mut("httpGet")));
+        }
     }
     for var in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
         if let Some(from) = var.get_mut("valueFrom") {

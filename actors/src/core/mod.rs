@@ -1078,7 +1078,6 @@ fn set_namespace(
     }
 }
 
-/// Fills the object's name from the URL, or checks that it is the URL's.
 /// A delete's preconditions against the object, with Kubernetes' words for a delete (its
 /// `BeforeDelete`): the uid first, then the resourceVersion. (The store checks them again as
 /// it writes.)
@@ -1114,6 +1113,7 @@ fn check_delete_preconditions(
     }
 }
 
+/// Fills the object's name from the URL, or checks that it is the URL's.
 fn set_name(meta: &mut Map<String, Value>, name: &str) -> Result<(), ApiError> {
     match meta.get("name").and_then(Value::as_str) {
         Some(n) if n == name => Ok(()),
@@ -1345,6 +1345,28 @@ mod tests {
         assert_eq!(marked["metadata"]["generation"], 3, "the first marking counts");
         let again = core.delete(rcs, "default", "r", &delete).await.unwrap().to_value();
         assert_eq!(again["metadata"]["generation"], 3, "a second delete does not");
+    }
+
+    #[actix::test]
+    async fn an_object_stored_before_a_default_was_added_can_still_be_updated() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let options = WriteOptions::default();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": "i", "readinessProbe": {"httpGet": {"port": 80}}}]}});
+        let created = core.create(pods, "default", pod, &options).await.unwrap().to_value();
+        // As an older build stored it: the probe without the defaults added since.
+        let mut older = created.clone();
+        older["spec"]["containers"][0]["readinessProbe"] = json!({"httpGet": {"port": 80}});
+        let key = ObjectKey::new(pods, "default", "p");
+        let unconditional = Preconditions { resource_version: None, uid: None };
+        core.store.update(key, older.clone(), unconditional).await.unwrap();
+        // A label change sends the spec back as it was read: no change to an immutable spec.
+        let mut labelled = older;
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        labelled["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        let updated = core.update(pods, "default", "p", labelled, &options).await.unwrap();
+        assert_eq!(updated.to_value()["metadata"]["labels"], json!({"a": "b"}));
     }
 
     #[actix::test]

@@ -443,7 +443,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     for (list, i, c) in all.chain(init.map(|(i, c)| ("initContainers", i, c))) {
         // Paths are built only for the errors found: this runs on every pod written.
         let at = |rest: &str| format!("{path}.{list}[{i}]{rest}");
-        validate_container_security(c, &at, errors);
+        validate_env_names_and_user(c, &at, errors);
         validate_container_extras(c, &volumes, &mut port_names, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
@@ -545,7 +545,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             errors.push(FieldError::not_supported(field, operator, &["Equal", "Exists"]));
         }
         let effect = toleration.get("effect").and_then(Value::as_str).unwrap_or("");
-        if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        if !effect.is_empty() && !TAINT_EFFECTS.contains(&effect) {
             let field = format!("{path}.tolerations[{i}].effect");
             errors.push(FieldError::not_supported(field, effect, &TAINT_EFFECTS));
         }
@@ -581,7 +581,7 @@ fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
 }
 
 /// A container's environment variable names and its user id.
-fn validate_container_security(
+fn validate_env_names_and_user(
     c: &Value,
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
