@@ -269,6 +269,14 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     let reply = server.post("/api/v1/namespaces/default/pods", &bad_port);
     assert_status(&reply, 400, "BadRequest");
     assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
+    // A quantity that is not one does not decode either, in any kind that has quantities.
+    let quotas = "/api/v1/namespaces/default/resourcequotas";
+    let quota = json!({"metadata": {"name": "q"}, "spec": {"hard": {"cpu": "lots"}}});
+    let reply = server.post(quotas, &quota);
+    assert_status(&reply, 400, "BadRequest");
+    let message = reply.1["message"].as_str().unwrap();
+    assert!(message.contains("quantities must match the regular expression"), "{message}");
+    assert_eq!(server.get(&format!("{quotas}/q")).0, 404);
 
     let good = json!({"metadata": {"name": "typed", "labels": null}, "data": {"count": "3"}});
     assert_eq!(server.post(configmaps, &good).0, 201);

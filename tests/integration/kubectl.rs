@@ -248,7 +248,8 @@ fn edit_and_explain() {
 }
 
 /// A pod created from YAML that carries a status (as `kubectl get -o yaml` prints it) starts
-/// Pending, with the QoS class its requests and limits give it.
+/// Pending, with the QoS class its requests and limits give it. Its quantities are kept as
+/// Kubernetes writes them back ("0.1" is "100m").
 #[test]
 fn created_pods_start_pending_with_their_qos_class() {
     let server = Server::start();
@@ -264,8 +265,8 @@ spec:
     image: kplane/pause
     resources:
       limits:
-        cpu: 100m
-        memory: 64Mi
+        cpu: 0.1
+        memory: 65536Ki
 status:
   phase: Running
   podIP: 10.1.2.3
@@ -276,8 +277,9 @@ status:
     let pod: serde_json::Value =
         serde_json::from_str(&k.ok(&["get", "pod", "copied", "-o", "json"])).unwrap();
     assert_eq!(pod["status"], serde_json::json!({"phase": "Pending", "qosClass": "Guaranteed"}));
-    let requests = &pod["spec"]["containers"][0]["resources"]["requests"];
-    assert_eq!(requests, &serde_json::json!({"cpu": "100m", "memory": "64Mi"}));
+    let resources = &pod["spec"]["containers"][0]["resources"];
+    let canonical = serde_json::json!({"cpu": "100m", "memory": "64Mi"});
+    assert_eq!((&resources["limits"], &resources["requests"]), (&canonical, &canonical));
     let over = copied
         .replace("name: copied", "name: over")
         .replace("      limits:\n", "      requests:\n        cpu: 200m\n      limits:\n");

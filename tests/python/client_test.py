@@ -170,7 +170,7 @@ def events(api, core):
         action="Testing", reason="Checked", type="Normal", note="written as events.k8s.io/v1",
         regarding=client.V1ObjectReference(kind="Pod", name="py-p", namespace=NS))
     created = api.create_namespaced_event(NS, event)
-    assert created.regarding.name == "py-p" and created.event_time is not None, created
+    assert created.regarding.name == "py-p" and created.event_time == now, created
     legacy = core.read_namespaced_event("py-ev", NS)
     assert legacy.message == "written as events.k8s.io/v1", legacy
     assert legacy.involved_object.name == "py-p" and legacy.reporting_component == "example.com/py"

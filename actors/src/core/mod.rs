@@ -505,8 +505,13 @@ impl ApiCore {
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let mut current_value = current.to_value();
             if part == Part::Main {
-                // Read with today's defaults, as Kubernetes decodes what it stored: an object
-                // stored before a default was added is not changed by an update's defaulting.
+                // Read as Kubernetes decodes what it stored, with today's defaults and its
+                // quantities and times in canonical form: an object an older build stored is
+                // not changed by an update that only decodes it again. A stored value that no
+                // longer decodes is left as it is (the update's own is checked).
+                if let Some(check) = &self.schema_check {
+                    let _ = check(resource, &mut current_value);
+                }
                 defaults::apply(resource.kind, &mut current_value);
             }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
@@ -1367,6 +1372,38 @@ mod tests {
         labelled["metadata"].as_object_mut().unwrap().remove("resourceVersion");
         let updated = core.update(pods, "default", "p", labelled, &options).await.unwrap();
         assert_eq!(updated.to_value()["metadata"]["labels"], json!({"a": "b"}));
+    }
+
+    #[actix::test]
+    async fn an_object_stored_before_its_quantities_were_canonical_can_still_be_updated() {
+        // The schema check writes quantities back canonical, as the HTTP edge's does.
+        let check: SchemaCheck = Arc::new(|_, pod: &mut Value| {
+            let cpu = pod.pointer_mut("/spec/containers/0/resources/requests/cpu");
+            if let Some(Value::String(cpu)) = cpu {
+                *cpu = crate::model::quantity::canonical(cpu)
+                    .map_err(|e| e.to_string())?
+                    .unwrap_or_else(|| cpu.clone());
+            }
+            Ok(())
+        });
+        let core = crate::testing::core().await.with_schema_check(check);
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": "i", "resources": {"requests": {"cpu": "1000m"}}}]}});
+        let created = core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        // As an older build stored it: the quantity as it was sent.
+        let mut older = created.to_value();
+        older["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1000m");
+        let key = ObjectKey::new(pods, "default", "p");
+        let unconditional = Preconditions { resource_version: None, uid: None };
+        core.store.update(key, older, unconditional).await.unwrap();
+        // A label patch leaves the spec as it was stored: no change to an immutable spec.
+        let labels = json!({"metadata": {"labels": {"a": "b"}}});
+        let options = WriteOptions::default();
+        let patched = core.patch(pods, "default", "p", PatchType::Merge, &labels, false, &options);
+        let patched = patched.await.unwrap().to_value();
+        assert_eq!(patched["metadata"]["labels"], json!({"a": "b"}));
+        assert_eq!(patched["spec"]["containers"][0]["resources"]["requests"]["cpu"], "1");
     }
 
     #[actix::test]

@@ -1,4 +1,5 @@
-//! Exact conversion of Kubernetes resource quantities ("100m", "1.5Gi", "1e3") to integers.
+//! Kubernetes resource quantities ("100m", "1.5Gi", "1e3"): their exact conversion to
+//! integers, and the canonical text Kubernetes writes back for a quantity it decoded.
 //!
 //! Parsing is delegated to `kube_quantity`; the scaling to millis or units is done here on the
 //! decimal digits with integer arithmetic, so "0.1" is exactly 100 millis and "1.5Gi" exactly
@@ -22,6 +23,10 @@ pub enum QuantityError {
         /// The rejected string.
         input: String,
     },
+    /// The quantity's suffix is none Kubernetes knows ("1Qi" is caught by the syntax, "1mi" and
+    /// "1e" here), worded as Kubernetes words it.
+    #[error("unable to parse quantity's suffix")]
+    Suffix,
     /// The quantity is valid but its scaled value does not fit in an `i64`.
     #[error("quantity {input:?} is too large")]
     OutOfRange {
@@ -161,6 +166,312 @@ fn suffix_ratio(suffix: &str) -> Option<(i128, i128)> {
     })
 }
 
+/// The text Kubernetes writes for quantity `text` once decoded (its `resource.Quantity`
+/// read and written back), or `None` when that is `text` itself, which is the common case and
+/// costs no allocation:
+///
+/// - surrounding white space goes;
+/// - the value is kept exactly, rounded up (away from zero) to whole nano units;
+/// - it is written in the family of its suffix: binary ("1024Mi" -> "1Gi", "1.5Gi" ->
+///   "1536Mi"; below 1024 or not whole, as decimal: "0.5Ki" -> "512"), decimal SI ("1000m" ->
+///   "1", "0.5" -> "500m", "1.5k" -> "1500") or with an exponent ("1e1" -> "10", "1e3" ->
+///   "1e3"), with the digits that are left once the exponent is the multiple of three at or
+///   below the value's;
+/// - a text Kubernetes' fast reader finds already in that form is kept as written ("100m",
+///   "+1", "1.500k").
+///
+/// A number too long to be held exactly in 128 bits is kept as written. A decimal value past
+/// the last SI suffix is written with an exponent ("1000E" -> "1e21"), where Kubernetes 1.32
+/// drops the exponent and so the value.
+pub fn canonical(text: &str) -> Result<Option<String>, QuantityError> {
+    let q = text.trim();
+    let kept = || Ok((q.len() != text.len()).then(|| q.to_owned()));
+    if q.is_empty() {
+        return Err(QuantityError::Invalid { input: text.to_owned() });
+    }
+    let scanned = scan(q).ok_or_else(|| QuantityError::Invalid { input: text.to_owned() })?;
+    let (base, exponent, format) = interpret(scanned.suffix).ok_or(QuantityError::Suffix)?;
+    if q == "0" || scanned.is_kept_as_written(base, exponent, format) {
+        return kept();
+    }
+    let Some(written) = scanned.exact(base, exponent, format).and_then(|v| v.written()) else {
+        return kept();
+    };
+    Ok((written.as_str() != text).then(|| written.as_str().to_owned()))
+}
+
+/// How a quantity was written, which decides how Kubernetes writes it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// A power of ten by SI suffix ("100m", "2k") or none.
+    DecimalSi,
+    /// A power of 1024 ("64Mi").
+    BinarySi,
+    /// A power of ten by exponent ("1e3").
+    DecimalExponent,
+}
+
+/// A quantity's text split as Kubernetes' scanner splits it.
+struct Scanned<'a> {
+    negative: bool,
+    /// The whole digits without leading zeros; "0" when none are left.
+    num: &'a str,
+    /// The digits after the point.
+    denom: &'a str,
+    suffix: &'a str,
+}
+
+/// Splits `q` into sign, digits and suffix, or `None` when it does not have that syntax.
+/// As Kubernetes' scanner, it takes a missing number for zero ("Mi", ".").
+fn scan(q: &str) -> Option<Scanned<'_>> {
+    let bytes = q.as_bytes();
+    let digits_from = |mut at: usize| {
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+        at
+    };
+    let negative = bytes[0] == b'-';
+    let mut at = usize::from(matches!(bytes[0], b'-' | b'+'));
+    while bytes.get(at) == Some(&b'0') {
+        at += 1;
+    }
+    let num_end = digits_from(at);
+    let num = if num_end == at { "0" } else { &q[at..num_end] };
+    at = num_end;
+    let mut denom = "";
+    if bytes.get(at) == Some(&b'.') {
+        let denom_end = digits_from(at + 1);
+        denom = &q[at + 1..denom_end];
+        at = denom_end;
+    }
+    let suffix_start = at;
+    while bytes.get(at).is_some_and(|b| b"eEinumkKMGTP".contains(b)) {
+        at += 1;
+    }
+    if matches!(bytes.get(at), Some(b'+' | b'-')) {
+        at += 1;
+    }
+    (digits_from(at) == q.len()).then(|| Scanned {
+        negative,
+        num,
+        denom,
+        suffix: &q[suffix_start..],
+    })
+}
+
+/// A suffix's base (10 or 2), exponent and format.
+fn interpret(suffix: &str) -> Option<(u32, i32, Format)> {
+    const DECIMAL: [(&str, i32); 10] = [
+        ("n", -9),
+        ("u", -6),
+        ("m", -3),
+        ("", 0),
+        ("k", 3),
+        ("M", 6),
+        ("G", 9),
+        ("T", 12),
+        ("P", 15),
+        ("E", 18),
+    ];
+    const BINARY: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if let Some((_, exponent)) = DECIMAL.iter().find(|(s, _)| *s == suffix) {
+        return Some((10, *exponent, Format::DecimalSi));
+    }
+    if let Some(i) = BINARY.iter().position(|s| *s == suffix) {
+        return Some((2, 10 * (i as i32 + 1), Format::BinarySi));
+    }
+    let exponent = suffix.strip_prefix(['e', 'E']).filter(|rest| !rest.is_empty())?;
+    // Kubernetes reads the exponent as an int64 and cuts it to an int32; one beyond an
+    // int32 is refused here.
+    Some((10, exponent.parse().ok()?, Format::DecimalExponent))
+}
+
+/// The powers of ten an `u128` holds.
+fn pow10(n: u32) -> Option<u128> {
+    10u128.checked_pow(n)
+}
+
+impl Scanned<'_> {
+    /// Whether Kubernetes' fast reader keeps this text as the quantity's written form: a value
+    /// of at most 18 digits, in whole nano units, that is already canonical (a decimal one
+    /// whose digits neither start with a zero nor end in three, at a multiple of three; a
+    /// binary one whose number is not a multiple of 8).
+    fn is_kept_as_written(&self, base: u32, exponent: i32, format: Format) -> bool {
+        let digits = self.num.len() + self.denom.len();
+        let all_digits = || self.num.bytes().chain(self.denom.bytes());
+        let (precision, scale, mantissa_bits) = if base == 10 {
+            (18 - digits as i64, i64::from(exponent) - self.denom.len() as i64, 0)
+        } else if self.denom.is_empty() {
+            (15 - self.num.len() as i64 - i64::from(exponent) * 3 / 10 - 1, 0, exponent as u32)
+        } else {
+            return false;
+        };
+        if precision < 0 || scale < -9 {
+            return false;
+        }
+        let value = all_digits().fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
+        if value.checked_mul(1 << mantissa_bits).is_none() {
+            return false;
+        }
+        match format {
+            Format::BinarySi => value & 7 != 0,
+            Format::DecimalSi | Format::DecimalExponent => {
+                let ends_in_000 = digits >= 3 && all_digits().rev().take(3).all(|d| d == b'0');
+                scale % 3 == 0 && !ends_in_000 && all_digits().next() != Some(b'0')
+            }
+        }
+    }
+
+    /// The exact value, rounded up to nano units and capped as Kubernetes caps binary ones
+    /// (at the largest `i64`); `None` when it does not fit in 128 bits.
+    fn exact(&self, base: u32, exponent: i32, format: Format) -> Option<Exact> {
+        let mut mantissa: u128 = 0;
+        for d in self.num.bytes().chain(self.denom.bytes()) {
+            mantissa = mantissa.checked_mul(10)?.checked_add(u128::from(d - b'0'))?;
+        }
+        let mut exp10 = -(self.denom.len() as i64);
+        if base == 10 {
+            exp10 += i64::from(exponent);
+        } else {
+            mantissa = mantissa.checked_mul(1u128 << exponent)?;
+        }
+        if mantissa == 0 {
+            return Some(Exact { negative: false, mantissa, exp10: 0, format });
+        }
+        if exp10 < -9 {
+            let shift = u32::try_from(-9 - exp10).unwrap_or(u32::MAX);
+            mantissa = pow10(shift).map_or(1, |divisor| mantissa.div_ceil(divisor));
+            exp10 = -9;
+        }
+        let mut exact = Exact { negative: self.negative, mantissa, exp10, format };
+        if format == Format::BinarySi && exact.exceeds_i64_max() {
+            exact.mantissa = i64::MAX as u128;
+            exact.exp10 = 0;
+        }
+        Some(exact)
+    }
+}
+
+/// A quantity's exact magnitude, `mantissa * 10^exp10`, its sign, and its format.
+struct Exact {
+    negative: bool,
+    mantissa: u128,
+    exp10: i64,
+    format: Format,
+}
+
+impl Exact {
+    /// The value, if it is whole and fits.
+    fn whole(&self) -> Option<u128> {
+        if self.exp10 >= 0 {
+            self.mantissa.checked_mul(pow10(u32::try_from(self.exp10).ok()?)?)
+        } else {
+            let divisor = pow10(u32::try_from(-self.exp10).ok()?)?;
+            self.mantissa.is_multiple_of(divisor).then(|| self.mantissa / divisor)
+        }
+    }
+
+    /// Whether the magnitude is over the largest `i64`.
+    fn exceeds_i64_max(&self) -> bool {
+        let max = i64::MAX as u128;
+        match u32::try_from(self.exp10) {
+            Ok(up) => pow10(up).and_then(|p| self.mantissa.checked_mul(p)).is_none_or(|v| v > max),
+            Err(_) => {
+                let down = u32::try_from(-self.exp10).unwrap_or(u32::MAX);
+                pow10(down).and_then(|p| max.checked_mul(p)).is_some_and(|cap| self.mantissa > cap)
+            }
+        }
+    }
+
+    /// The canonical text, or `None` when its digits do not fit in 128 bits.
+    fn written(mut self) -> Option<StackText> {
+        use std::fmt::Write as _;
+        let mut out = StackText::default();
+        if self.mantissa == 0 {
+            out.push_str("0");
+            return Some(out);
+        }
+        if self.negative {
+            out.push_str("-");
+        }
+        if self.format == Format::BinarySi {
+            if let Some(mut whole) = self.whole().filter(|v| *v >= 1024) {
+                let mut power = 0;
+                while whole % 1024 == 0 && power < 6 {
+                    whole /= 1024;
+                    power += 1;
+                }
+                let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
+                let _ = write!(out, "{whole}{suffix}");
+                return Some(out);
+            }
+            // Below 1024 or not whole: written as decimal.
+            self.format = Format::DecimalSi;
+        }
+        while self.mantissa.is_multiple_of(10) {
+            self.mantissa /= 10;
+            self.exp10 += 1;
+        }
+        let below = self.exp10.rem_euclid(3);
+        self.mantissa = self.mantissa.checked_mul(pow10(below as u32)?)?;
+        self.exp10 -= below;
+        let si = match self.exp10 {
+            -9 => Some("n"),
+            -6 => Some("u"),
+            -3 => Some("m"),
+            0 => Some(""),
+            3 => Some("k"),
+            6 => Some("M"),
+            9 => Some("G"),
+            12 => Some("T"),
+            15 => Some("P"),
+            18 => Some("E"),
+            _ => None,
+        };
+        let _ = match (self.format, si) {
+            (_, Some("")) => write!(out, "{}", self.mantissa),
+            (Format::DecimalSi, Some(suffix)) => write!(out, "{}{suffix}", self.mantissa),
+            _ => write!(out, "{}e{}", self.mantissa, self.exp10),
+        };
+        Some(out)
+    }
+}
+
+/// Text written on the stack: a canonical quantity (at most 39 digits, a sign and an
+/// exponent) is compared with the text it came from without allocating.
+struct StackText {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        StackText { bytes: [0; 64], len: 0 }
+    }
+}
+
+impl StackText {
+    fn push_str(&mut self, s: &str) {
+        let _ = std::fmt::Write::write_str(self, s);
+    }
+
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are written, within the buffer.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +553,68 @@ mod tests {
         assert!(matches!(value("8Ei"), Err(QuantityError::OutOfRange { .. })));
         assert!(matches!(milli_value("1Ei"), Err(QuantityError::OutOfRange { .. })));
         assert_eq!(value("7Ei"), Ok(7 << 60));
+    }
+
+    /// What Kubernetes 1.32 writes back for each quantity, as `kubectl get -o json` shows it.
+    #[test]
+    fn quantities_are_written_back_as_kubernetes_writes_them() {
+        let cases = [
+            ("1000m", "1"),
+            ("1024Mi", "1Gi"),
+            ("0.5", "500m"),
+            ("1.5k", "1500"),
+            ("1.5Gi", "1536Mi"),
+            ("2048Ki", "2Mi"),
+            ("1536Ki", "1536Ki"),
+            ("0.5Ki", "512"),
+            ("1.5Ki", "1536"),
+            ("1e1", "10"),
+            ("12e1", "120"),
+            ("1e-3", "1e-3"),
+            ("1E3", "1E3"),
+            ("10E2", "1e3"),
+            ("1e-20", "1e-9"),
+            ("0.1n", "1n"),
+            ("-0.1n", "-1n"),
+            ("0.0000000001", "1n"),
+            ("100000", "100k"),
+            ("1200000", "1200k"),
+            ("1.0", "1"),
+            ("01.0", "1"),
+            ("-0", "0"),
+            ("0Ki", "0"),
+            ("Mi", "0"),
+            (".", "0"),
+            ("8Ei", "9223372036854775807"),
+            ("-8Ei", "-9223372036854775807"),
+            ("1000E", "1e21"),
+            ("1000000E", "1e24"),
+            ("0.5Gi", "512Mi"),
+            ("1.1Ki", "1126400m"),
+            (" 1 ", "1"),
+        ];
+        for (written, expected) in cases {
+            let back = canonical(written).unwrap().unwrap_or_else(|| written.to_owned());
+            assert_eq!(back, expected, "{written:?}");
+        }
+    }
+
+    #[test]
+    fn quantities_already_canonical_are_kept_as_written() {
+        for q in ["0", "1", "100m", "64Mi", "1Gi", "3Ki", "1e3", "10e3", "+1", "1.500k", "250m"] {
+            assert_eq!(canonical(q), Ok(None), "{q:?}");
+        }
+        // Kept by Kubernetes' fast reader although not what its writer would write.
+        assert_eq!(canonical("01"), Ok(None));
+    }
+
+    #[test]
+    fn quantities_of_another_syntax_are_refused() {
+        for bad in ["", " ", "abc", "1 Mi", "1.2.3", "1Qi", "1e1.5"] {
+            assert!(matches!(canonical(bad), Err(QuantityError::Invalid { .. })), "{bad:?}");
+        }
+        for bad in ["1e", "1mi", "1iE", "1Ki3", "1e-", "1e99999999999", "--1"] {
+            assert_eq!(canonical(bad), Err(QuantityError::Suffix), "{bad:?}");
+        }
     }
 }

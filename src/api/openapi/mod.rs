@@ -1013,6 +1013,50 @@ mod tests {
     }
 
     #[test]
+    fn quantities_and_times_are_kept_as_kubernetes_writes_them_back() {
+        let mut pod = json!({"metadata": {"name": "p",
+                "creationTimestamp": "2026-01-01T01:00:00.75+01:00"},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": {
+                "requests": {"cpu": "0.5", "memory": "1024Mi", "ephemeral-storage": 1000},
+                "limits": {"cpu": "100m", "memory": " 64Mi"}}}],
+                "overhead": {"cpu": 0.25}},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "lastProbeTime": null}]}});
+        check_fields("", "Pod", &mut pod, Unknown::Report).unwrap();
+        let resources = &pod["spec"]["containers"][0]["resources"];
+        assert_eq!(
+            resources,
+            &json!({"requests": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1k"},
+                "limits": {"cpu": "100m", "memory": "64Mi"}})
+        );
+        assert_eq!(pod["spec"]["overhead"]["cpu"], "250m");
+        assert_eq!(pod["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
+        assert_eq!(pod["status"]["conditions"][0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+
+        let mut quota = json!({"spec": {"hard": {"pods": "1e1", "requests.storage": "1.5Gi"}}});
+        check_fields("", "ResourceQuota", &mut quota, Unknown::Report).unwrap();
+        assert_eq!(quota["spec"]["hard"], json!({"pods": "10", "requests.storage": "1536Mi"}));
+
+        let mut lease = json!({"spec": {"renewTime": "2026-01-01T01:00:00.1234567+01:00",
+            "acquireTime": "2026-01-01T00:00:00Z"}});
+        check_fields("coordination.k8s.io", "Lease", &mut lease, Unknown::Report).unwrap();
+        assert_eq!(lease["spec"]["renewTime"], "2026-01-01T00:00:00.123456Z");
+        assert_eq!(lease["spec"]["acquireTime"], "2026-01-01T00:00:00.000000Z");
+        let mut event = json!({"eventTime": null, "firstTimestamp": "2026-01-01T00:00:00.9Z"});
+        check_fields("", "Event", &mut event, Unknown::Report).unwrap();
+        assert_eq!(event, json!({"eventTime": null, "firstTimestamp": "2026-01-01T00:00:00Z"}));
+
+        for (hard, message) in [
+            ("abc", "quantities must match the regular expression"),
+            ("1mi", "unable to parse quantity's suffix"),
+        ] {
+            let mut quota = json!({"spec": {"hard": {"cpu": hard}}});
+            let error = check_fields("", "ResourceQuota", &mut quota, Unknown::Report);
+            assert!(error.as_ref().is_err_and(|e| e.starts_with(message)), "{hard}: {error:?}");
+        }
+    }
+
+    #[test]
     fn values_of_the_wrong_type_are_refused_as_go_decodes() {
         let port = |port: Value| json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": port}]}]}});
         let int32 =

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use base64::Engine as _;
-use kplane_actors::model::text;
+use chrono::SecondsFormat;
+use kplane_actors::model::{quantity, text, QuantityError};
 use serde_json::{Map, Value};
 
 use super::{Empty, Unknown, REF_PREFIX};
@@ -15,6 +16,8 @@ type ShapeId = usize;
 
 /// Schema name of `resource.Quantity`, which decodes from a string or any number.
 const QUANTITY_SCHEMA: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+/// Schema name of `metav1.MicroTime`, written with microseconds where `metav1.Time` has none.
+const MICRO_TIME_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
 
 /// The JSON a schema's Go type decodes from: anything else makes Kubernetes' decoder refuse
 /// the body. `null` decodes into every type (as its zero value).
@@ -28,15 +31,17 @@ enum Admits {
     String,
     /// Base64 text (`format: byte`, Go's `[]byte`).
     Bytes,
-    /// RFC 3339 text (`format: date-time`, `metav1.Time` and `MicroTime`).
+    /// RFC 3339 text (`format: date-time`, `metav1.Time`), kept in UTC to the second.
     Time,
+    /// RFC 3339 text (`metav1.MicroTime`), kept in UTC to the microsecond.
+    MicroTime,
     Boolean,
     Int32,
     Int64,
     Number,
     /// A string or an int32 (`intstr.IntOrString`).
     IntOrString,
-    /// A string or any number (`resource.Quantity`; its value is validated later).
+    /// A quantity's text or any number (`resource.Quantity`), kept in its canonical text.
     Quantity,
 }
 
@@ -151,7 +156,7 @@ impl Shapes {
         }
         let shape = &self.shapes[property];
         let empty_collection = match value {
-            Value::Null => return shape.admits != Admits::Time || POINTER_TIMES.contains(&name),
+            Value::Null => return !shape.admits.is_time() || POINTER_TIMES.contains(&name),
             Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
             Value::Object(fields) => {
                 fields.is_empty()
@@ -182,9 +187,12 @@ struct Walk<'s> {
 
 impl<'s> Walk<'s> {
     /// Walks `value` against shape `id`; `owner` is the Go struct the value is a field of.
+    /// Quantities and times are rewritten as Kubernetes writes them once decoded.
     fn value(&mut self, id: ShapeId, value: &mut Value, owner: &'s str) -> Result<(), String> {
         let shape = &self.shapes.shapes[id];
-        if let Err(problem) = admits(shape.admits, value) {
+        if let Err(problem) =
+            admits(shape.admits, value).and_then(|()| canonical(shape.admits, value))
+        {
             return Err(match problem {
                 Problem::Type => format!(
                     "json: cannot unmarshal {} into Go struct field {owner}.{} of type {}",
@@ -271,6 +279,12 @@ enum Problem {
     Text(String),
 }
 
+impl Admits {
+    fn is_time(self) -> bool {
+        matches!(self, Admits::Time | Admits::MicroTime)
+    }
+}
+
 /// Whether a value of JSON type `value` decodes as `admits` asks.
 fn admits(admits: Admits, value: &Value) -> Result<(), Problem> {
     let fits = match (admits, value) {
@@ -283,7 +297,7 @@ fn admits(admits: Admits, value: &Value) -> Result<(), Problem> {
         (Admits::Int64, v) => v.is_i64(),
         (Admits::Int32, v) => is_int32(v),
         (Admits::Bytes, Value::String(text)) => return base64_problem(text),
-        (Admits::Time, Value::String(text)) => return time_problem(text),
+        (Admits::Time | Admits::MicroTime, Value::String(_)) => true,
         (Admits::IntOrString, v) => {
             if v.is_string() || is_int32(v) {
                 return Ok(());
@@ -297,14 +311,10 @@ fn admits(admits: Admits, value: &Value) -> Result<(), Problem> {
             if v.is_string() || v.is_number() {
                 return Ok(());
             }
-            return Err(Problem::Text(
-                "quantities must match the regular expression \
-                 '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-                    .into(),
-            ));
+            return Err(Problem::Text(quantity_syntax()));
         }
         (Admits::Bytes, _) => false,
-        (Admits::Time, v) => {
+        (Admits::Time | Admits::MicroTime, v) => {
             let json = json_type(v, false);
             return Err(Problem::Text(format!(
                 "json: cannot unmarshal {json} into Go value of type string"
@@ -363,11 +373,61 @@ const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPu
     base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
 );
 
-/// `metav1.Time` decodes from RFC 3339 text.
-fn time_problem(text: &str) -> Result<(), Problem> {
-    chrono::DateTime::parse_from_rfc3339(text).map(drop).map_err(|error| {
-        Problem::Text(format!("parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": {error}"))
+/// Go's message for a quantity that is not one.
+fn quantity_syntax() -> String {
+    "quantities must match the regular expression \
+     '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        .into()
+}
+
+/// Rewrites a decoded quantity or time as Kubernetes writes it back, refusing one that does
+/// not decode: a quantity in its canonical text ("1000m" -> "1", a number -> its text), a time
+/// in UTC, to the second or (`MicroTime`) to the microsecond. Other values are left alone.
+fn canonical(admits: Admits, value: &mut Value) -> Result<(), Problem> {
+    match (admits, &*value) {
+        (Admits::Quantity, Value::String(text)) => {
+            if let Some(written) = canonical_quantity(text)? {
+                *value = Value::String(written);
+            }
+        }
+        (Admits::Quantity, Value::Number(n)) => {
+            let text = n.to_string();
+            let written = canonical_quantity(&text)?.unwrap_or(text);
+            *value = Value::String(written);
+        }
+        (Admits::Time | Admits::MicroTime, Value::String(text)) => {
+            if let Some(written) = canonical_time(text, admits == Admits::MicroTime)? {
+                *value = Value::String(written);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn canonical_quantity(text: &str) -> Result<Option<String>, Problem> {
+    quantity::canonical(text).map_err(|error| match error {
+        QuantityError::Suffix => Problem::Text(error.to_string()),
+        _ => Problem::Text(quantity_syntax()),
     })
+}
+
+/// `metav1.Time` and `MicroTime` decode from RFC 3339 text and are written back in UTC, to
+/// the second (`2006-01-02T15:04:05Z`) or to the microsecond (`2006-01-02T15:04:05.000000Z`);
+/// `None` when `text` is already so written.
+fn canonical_time(text: &str, micro: bool) -> Result<Option<String>, Problem> {
+    let time = chrono::DateTime::parse_from_rfc3339(text).map_err(|error| {
+        Problem::Text(format!("parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": {error}"))
+    })?;
+    let b = text.as_bytes();
+    let written_so = b.get(10) == Some(&b'T')
+        && text.ends_with('Z')
+        && if micro { b.len() == 27 && b[19] == b'.' } else { b.len() == 20 };
+    if written_so {
+        return Ok(None);
+    }
+    let precision = if micro { SecondsFormat::Micros } else { SecondsFormat::Secs };
+    Ok(Some(time.with_timezone(&chrono::Utc).to_rfc3339_opts(precision, true)))
 }
 
 struct Compiler<'a> {
@@ -397,6 +457,8 @@ impl<'a> Compiler<'a> {
         let int_or_string = parts.iter().any(|s| flag(s, "x-kubernetes-int-or-string"));
         let admits = if name == Some(QUANTITY_SCHEMA) {
             Admits::Quantity
+        } else if name == Some(MICRO_TIME_SCHEMA) {
+            Admits::MicroTime
         } else if int_or_string {
             Admits::IntOrString
         } else if preserve {
@@ -460,6 +522,7 @@ impl<'a> Compiler<'a> {
             Admits::String => "string".into(),
             Admits::Bytes => "[]uint8".into(),
             Admits::Time => "v1.Time".into(),
+            Admits::MicroTime => "v1.MicroTime".into(),
             Admits::Boolean => "bool".into(),
             Admits::Int32 => "int32".into(),
             Admits::Int64 => "int64".into(),
