@@ -1,5 +1,6 @@
 //! Server-side printing: the `Table` form kubectl asks for, with the columns users know.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -304,26 +305,36 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     format!("{}{node_port}/{}", p["port"], p["protocol"].as_str().unwrap_or("TCP"))
                 })
                 .collect();
-            let external: Vec<String> = json::at(o, "/status/loadBalancer/ingress")
+            let svc_type = s(o, "/spec/type");
+            let external_ips = json::at(o, "/spec/externalIPs")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .map(|i| s(i, "/ip").to_string())
-                .chain(
-                    json::at(o, "/spec/externalIPs")
+                .filter_map(|i| i.as_str().map(String::from));
+            // As kubectl's printer: a load balancer's ingress (IP, else hostname; sorted, once
+            // each) and then the external IPs; the other types show only the external IPs.
+            let external = match svc_type {
+                "ExternalName" => s(o, "/spec/externalName").to_string(),
+                "LoadBalancer" => {
+                    let ingress: BTreeSet<String> = json::at(o, "/status/loadBalancer/ingress")
                         .and_then(Value::as_array)
                         .into_iter()
                         .flatten()
-                        .filter_map(|i| i.as_str().map(String::from)),
-                )
-                .collect();
-            let svc_type = s(o, "/spec/type");
-            let external = if svc_type == "ExternalName" {
-                s(o, "/spec/externalName").to_string()
-            } else if external.is_empty() && svc_type == "LoadBalancer" {
-                "<pending>".into()
-            } else {
-                or_none(external.join(","))
+                        .map(|i| match s(i, "/ip") {
+                            "" => s(i, "/hostname").to_string(),
+                            ip => ip.to_string(),
+                        })
+                        .filter(|a| !a.is_empty())
+                        .collect();
+                    let all: Vec<String> = ingress.into_iter().chain(external_ips).collect();
+                    if all.is_empty() {
+                        "<pending>".into()
+                    } else {
+                        all.join(",")
+                    }
+                }
+                "ClusterIP" | "NodePort" => or_none(external_ips.collect::<Vec<_>>().join(",")),
+                _ => "<unknown>".into(),
             };
             vec![
                 name,
@@ -737,6 +748,30 @@ mod tests {
         let unknown_end =
             json!({"status": {"containerStatuses": [{"name": "c", "restartCount": 2}]}});
         assert_eq!(restarts(&unknown_end, true, now), "2");
+    }
+
+    #[test]
+    fn services_show_external_addresses_as_kubectl_prints_them() {
+        let external = |spec: Value, status: Value| {
+            let svc = json!({"metadata": {"name": "s"}, "spec": spec, "status": status});
+            cells("Service", &svc, Utc::now())[3].as_str().unwrap().to_string()
+        };
+        let ingress = json!({"loadBalancer": {"ingress": [{"ip": "127.9.0.2"},
+            {"hostname": "lb.example"}, {"ip": "127.9.0.1"}, {"ip": "127.9.0.2"}]}});
+        // A ClusterIP service shows no ingress a client left in its status.
+        assert_eq!(external(json!({"type": "ClusterIP"}), ingress.clone()), "<none>");
+        let ips = json!(["127.8.0.1"]);
+        assert_eq!(
+            external(json!({"type": "NodePort", "externalIPs": ips}), json!({})),
+            "127.8.0.1"
+        );
+        assert_eq!(
+            external(json!({"type": "LoadBalancer", "externalIPs": ips}), ingress),
+            "127.9.0.1,127.9.0.2,lb.example,127.8.0.1"
+        );
+        assert_eq!(external(json!({"type": "LoadBalancer"}), json!({})), "<pending>");
+        let name = json!({"type": "ExternalName", "externalName": "db.example"});
+        assert_eq!(external(name, json!({})), "db.example");
     }
 
     #[test]
