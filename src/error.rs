@@ -11,8 +11,12 @@ use serde_json::{json, Value};
 pub enum HttpError {
     #[error(transparent)]
     Api(#[from] ApiError),
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/vnd.kubernetes.protobuf; got {0:?}")]
-    UnsupportedMediaType(String),
+    /// A body in a media type the verb does not take; the types it takes, as Kubernetes lists
+    /// them ([`OBJECT_MEDIA_TYPES`], [`PATCH_MEDIA_TYPES`]).
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: {0}"
+    )]
+    UnsupportedMediaType(&'static str),
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
     #[error("the server could not find the requested resource")]
@@ -31,6 +35,13 @@ impl From<actix_web::error::PayloadError> for HttpError {
         HttpError::BadRequest(format!("reading the request body: {error}"))
     }
 }
+
+/// The media types of an object's body (create, update, delete options).
+pub const OBJECT_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+/// The media types of a patch.
+pub const PATCH_MEDIA_TYPES: &str = "application/json-patch+json, application/merge-patch+json, \
+     application/strategic-merge-patch+json, application/apply-patch+yaml";
 
 /// How long a client told 429 waits before trying again.
 const RETRY_AFTER_SECONDS: u64 = 1;

@@ -8,7 +8,7 @@ use serde::de::DeserializeSeed as _;
 use serde_json::Value;
 
 use super::openapi::{check_fields_as, Empty, Unknown};
-use crate::error::HttpError;
+use crate::error::{HttpError, OBJECT_MEDIA_TYPES};
 
 /// Reads the whole body, refusing more than `limit` bytes with 413.
 pub async fn read(mut payload: web::Payload, limit: usize) -> Result<web::Bytes, HttpError> {
@@ -51,7 +51,7 @@ pub fn decode_noting_duplicates(
         "application/vnd.kubernetes.protobuf" => super::protobuf::decode(bytes)
             .map(|object| (object, Vec::new()))
             .map_err(|e| HttpError::BadRequest(format!("decoding protobuf body: {e}"))),
-        other => Err(HttpError::UnsupportedMediaType(other.to_string())),
+        _ => Err(HttpError::UnsupportedMediaType(OBJECT_MEDIA_TYPES)),
     }
 }
 

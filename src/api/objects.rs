@@ -15,7 +15,7 @@ use super::params::Query;
 use super::request_info::{self, Target};
 use super::table::{self, IncludeObject};
 use super::AppState;
-use crate::error::HttpError;
+use crate::error::{HttpError, PATCH_MEDIA_TYPES};
 
 /// `/api/v1/...` and `/apis/...` as two prefix scopes, which match without regular expressions
 /// (most requests are for resources, and a pattern route costs a regex match per request);
@@ -154,7 +154,7 @@ async fn dispatch(
                 "sendInitialEvents",
                 "sendInitialEvents is forbidden for list",
             );
-            Err(HttpError::Api(ApiError::invalid_list_options(vec![cause])))
+            Err(HttpError::Api(ApiError::invalid_options("ListOptions", vec![cause])))
         }
         (Method::GET, None) => {
             let list =
@@ -259,7 +259,7 @@ async fn binding(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let binding = only_body_of(req, Method::POST, payload, state).await?;
-    state.core.bind(namespace, name, &binding, query.dry_run()?).await?;
+    state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
     Ok(json_bytes(StatusCode::CREATED, status.to_string().into()))
@@ -300,9 +300,8 @@ async fn scale(
             core.update_scale(namespace, name, &scale, &query.write_options(req)?).await?
         }
         Method::PATCH => {
-            let patch_type = patch_type(req)?.ok_or_else(|| {
-                HttpError::UnsupportedMediaType("application/apply-patch+yaml".into())
-            })?;
+            let patch_type = patch_type(req)?
+                .ok_or_else(|| HttpError::UnsupportedMediaType(SCALE_PATCH_MEDIA_TYPES))?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let patch = body::parse_json(&bytes)?;
             let options = query.write_options(req)?;
@@ -313,6 +312,10 @@ async fn scale(
     Ok(json_bytes(StatusCode::OK, scale.to_string().into()))
 }
 
+/// The media types of a patch of a scale, which takes no server-side apply here.
+const SCALE_PATCH_MEDIA_TYPES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
+
 /// The patch type a PATCH request's content type names; `None` for a server-side apply.
 fn patch_type(req: &HttpRequest) -> Result<Option<PatchType>, HttpError> {
     match body::content_type(req).as_str() {
@@ -320,7 +323,7 @@ fn patch_type(req: &HttpRequest) -> Result<Option<PatchType>, HttpError> {
         "application/merge-patch+json" => Ok(Some(PatchType::Merge)),
         "application/strategic-merge-patch+json" => Ok(Some(PatchType::StrategicMerge)),
         "application/apply-patch+yaml" => Ok(None),
-        other => Err(HttpError::UnsupportedMediaType(other.to_string())),
+        _ => Err(HttpError::UnsupportedMediaType(PATCH_MEDIA_TYPES)),
     }
 }
 

@@ -2,8 +2,12 @@
 
 use std::collections::HashMap;
 
+use actix_web::http::Method;
 use actix_web::HttpRequest;
-use kplane_actors::core::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
+use kplane_actors::core::{
+    ApiError, DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions,
+};
+use kplane_actors::model::FieldError;
 use serde_json::Value;
 
 use crate::error::HttpError;
@@ -46,21 +50,26 @@ impl Query {
             .transpose()
     }
 
-    pub fn dry_run(&self) -> Result<bool, HttpError> {
+    /// Whether `dryRun=All` was asked; another value is refused with 422 on `options` (the
+    /// options kind of the request, `CreateOptions`, `DeleteOptions`, ...).
+    pub fn dry_run(&self, options: &'static str) -> Result<bool, HttpError> {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
-            Some(v) => {
-                Err(HttpError::BadRequest(format!("dryRun: unsupported value {v:?}, only \"All\"")))
-            }
+            Some(v) => Err(invalid_options(options, vec![dry_run_not_supported(v)])),
         }
     }
 
-    /// The options of a create, update or patch: `dryRun`, `force`, and `fieldManager`, which
-    /// defaults to the User-Agent's product name (`kubectl`, `OpenAPI-Generator`), as in
-    /// Kubernetes.
+    /// The options of a create, update or patch (their kind from the request's method):
+    /// `dryRun`, `force`, and `fieldManager`, which defaults to the User-Agent's product name
+    /// (`kubectl`, `OpenAPI-Generator`), as in Kubernetes.
     pub fn write_options(&self, req: &HttpRequest) -> Result<WriteOptions, HttpError> {
-        let mut options = self.apply_options()?;
+        let kind = match *req.method() {
+            Method::POST => "CreateOptions",
+            Method::PUT => "UpdateOptions",
+            _ => "PatchOptions",
+        };
+        let mut options = self.options_of(kind)?;
         options.field_manager.get_or_insert_with(|| user_agent_manager(req));
         Ok(options)
     }
@@ -68,15 +77,32 @@ impl Query {
     /// The options of a server-side apply: as for other writes, but the field manager is only
     /// the one the request names (Kubernetes requires it for apply, with no default).
     pub fn apply_options(&self) -> Result<WriteOptions, HttpError> {
-        let field_manager = match self.get("fieldManager").filter(|m| !m.is_empty()) {
-            Some(m) if m.len() > 128 || m.chars().any(char::is_control) => {
-                return Err(HttpError::BadRequest(format!(
-                    "fieldManager: Invalid value: {m:?}: must be at most 128 printable characters"
-                )))
+        self.options_of("PatchOptions")
+    }
+
+    /// The write options the query names, checked as Kubernetes checks `kind`: `fieldManager`
+    /// at most 128 bytes, all printable.
+    fn options_of(&self, kind: &'static str) -> Result<WriteOptions, HttpError> {
+        let field_manager = self.get("fieldManager").filter(|m| !m.is_empty());
+        let mut causes = Vec::new();
+        if let Some(manager) = field_manager {
+            if manager.len() > 128 {
+                causes.push(FieldError::too_long("fieldManager", 128));
             }
-            other => other.map(String::from),
-        };
-        Ok(WriteOptions { dry_run: self.dry_run()?, field_manager, force: self.flag("force")? })
+            for (at, c) in manager.char_indices().filter(|(_, c)| c.is_control()) {
+                let detail = format!("invalid character U+{:04X} (at position {at})", c as u32);
+                causes.push(FieldError::invalid("fieldManager", manager, detail));
+            }
+        }
+        let dry_run = self.dry_run(kind);
+        if let Err(HttpError::Api(ApiError::Invalid { causes: dry_run, .. })) = &dry_run {
+            causes.extend(dry_run.iter().cloned());
+        }
+        if !causes.is_empty() {
+            return Err(invalid_options(kind, causes));
+        }
+        let field_manager = field_manager.map(String::from);
+        Ok(WriteOptions { dry_run: dry_run?, field_manager, force: self.flag("force")? })
     }
 
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {
@@ -120,9 +146,10 @@ impl Query {
         let mut options = DeleteOptions {
             grace_period_seconds: self.number("gracePeriodSeconds")?,
             propagation_policy: self.get("propagationPolicy").map(String::from),
-            dry_run: self.dry_run()?,
+            dry_run: self.dry_run("DeleteOptions")?,
             ..DeleteOptions::default()
         };
+        let mut causes = Vec::new();
         if let Some(body) = body {
             let Some(map) = body.as_object() else {
                 return Err(HttpError::BadRequest("DeleteOptions must be a JSON object".into()));
@@ -130,11 +157,18 @@ impl Query {
             if let Some(p) = map.get("propagationPolicy").and_then(Value::as_str) {
                 options.propagation_policy = Some(p.to_string());
             }
-            // The older form of propagationPolicy.
+            // The older form of propagationPolicy, which may not be given with it.
             if let Some(orphan) = map.get("orphanDependents").and_then(Value::as_bool) {
-                if options.propagation_policy.is_none() {
-                    let policy = if orphan { "Orphan" } else { "Background" };
-                    options.propagation_policy = Some(policy.into());
+                match &options.propagation_policy {
+                    None => {
+                        let policy = if orphan { "Orphan" } else { "Background" };
+                        options.propagation_policy = Some(policy.into());
+                    }
+                    Some(policy) => causes.push(FieldError::invalid(
+                        "propagationPolicy",
+                        policy,
+                        "orphanDependents and deletionPropagation cannot be both set",
+                    )),
                 }
             }
             if let Some(g) = map.get("gracePeriodSeconds").and_then(Value::as_i64) {
@@ -145,20 +179,39 @@ impl Query {
                 options.precondition_resource_version =
                     pre.get("resourceVersion").and_then(Value::as_str).map(String::from);
             }
-            if map
-                .get("dryRun")
-                .and_then(Value::as_array)
-                .is_some_and(|d| d.iter().any(|v| v == "All"))
-            {
-                options.dry_run = true;
+            for value in map.get("dryRun").and_then(Value::as_array).into_iter().flatten() {
+                match value.as_str() {
+                    Some("All") => options.dry_run = true,
+                    other => causes.push(dry_run_not_supported(other.unwrap_or_default())),
+                }
             }
         }
         match options.propagation_policy.as_deref() {
-            None | Some("Orphan") | Some("Background") | Some("Foreground") => Ok(options),
-            Some(other) => Err(HttpError::BadRequest(format!(
-                "propagationPolicy: unsupported value {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-            ))),
+            None | Some("Orphan") | Some("Background") | Some("Foreground") => {}
+            Some(other) => causes.push(FieldError::not_supported(
+                "propagationPolicy",
+                other,
+                &["Foreground", "Background", "Orphan", "nil"],
+            )),
         }
+        if causes.is_empty() {
+            Ok(options)
+        } else {
+            Err(invalid_options("DeleteOptions", causes))
+        }
+    }
+}
+
+fn invalid_options(kind: &'static str, causes: Vec<FieldError>) -> HttpError {
+    HttpError::Api(ApiError::invalid_options(kind, causes))
+}
+
+/// A `dryRun` value other than `All`, worded as Kubernetes words it (its value is a list).
+fn dry_run_not_supported(value: &str) -> FieldError {
+    FieldError {
+        reason: "FieldValueNotSupported",
+        field: "dryRun".into(),
+        message: format!("Unsupported value: []string{{{value:?}}}: supported values: \"All\""),
     }
 }
 

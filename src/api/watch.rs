@@ -56,7 +56,7 @@ pub async fn serve(
     let mut options = query.watch_options()?;
     let causes = watch_option_errors(query);
     if !causes.is_empty() {
-        return Err(HttpError::Api(ApiError::invalid_list_options(causes)));
+        return Err(HttpError::Api(ApiError::invalid_options("ListOptions", causes)));
     }
     if let Some(name) = name {
         let by_name = format!("metadata.name={name}");

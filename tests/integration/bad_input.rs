@@ -89,6 +89,31 @@ fn every_error_class_has_its_status() {
             "UnsupportedMediaType",
         );
     }
+    let json_patch = server.send_raw("PATCH", &format!("{pods}/p"), None, b"{}".to_vec());
+    assert_status(&json_patch, 415, "UnsupportedMediaType");
+    assert_eq!(
+        json_patch.1["message"],
+        "the body of the request was in an unknown format - accepted media types include: \
+         application/json-patch+json, application/merge-patch+json, \
+         application/strategic-merge-patch+json, application/apply-patch+yaml"
+    );
+    // 422: options Kubernetes' validation refuses, on their kind.
+    let sideways = server.send_raw(
+        "DELETE",
+        &format!("{pods}/p?propagationPolicy=Sideways"),
+        None,
+        Vec::new(),
+    );
+    assert_status(&sideways, 422, "Invalid");
+    assert_eq!(
+        sideways.1["message"],
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \
+         \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+    );
+    let dry = server.post(&format!("{pods}?dryRun=Maybe"), &pod("dry"));
+    assert_status(&dry, 422, "Invalid");
+    assert_eq!(dry.1["details"]["kind"], "CreateOptions", "{}", dry.1);
+    assert_eq!(dry.1["details"]["causes"][0]["field"], "dryRun", "{}", dry.1);
     // 422: invalid names and missing fields, with field causes.
     let reply =
         server.post(pods, &json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}));

@@ -104,10 +104,10 @@ impl ApiError {
         ApiError::ForbiddenWrite { resource, group, name: name.into(), message, causes }
     }
 
-    /// Query options of a list or watch that do not go together: 422 on `ListOptions`, as
-    /// Kubernetes answers them.
-    pub fn invalid_list_options(causes: Vec<FieldError>) -> Self {
-        ApiError::Invalid { kind: "ListOptions", group: "meta.k8s.io", name: String::new(), causes }
+    /// Options of a request that Kubernetes' validation refuses: 422 on their kind
+    /// (`ListOptions`, `DeleteOptions`, `CreateOptions`, ...), as Kubernetes answers them.
+    pub fn invalid_options(kind: &'static str, causes: Vec<FieldError>) -> Self {
+        ApiError::Invalid { kind, group: "meta.k8s.io", name: String::new(), causes }
     }
 }
 

@@ -247,7 +247,7 @@ impl ApiCore {
     /// checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
-        let invalid = |cause| Err(ApiError::invalid_list_options(vec![cause]));
+        let invalid = |cause| Err(ApiError::invalid_options("ListOptions", vec![cause]));
         let forbidden = |m: &str| invalid(FieldError::forbidden("resourceVersionMatch", m));
         match (rv, options.resource_version_match.as_deref()) {
             (None, Some(_)) => {

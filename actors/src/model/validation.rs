@@ -79,7 +79,8 @@ impl FieldError {
         }
     }
 
-    fn too_long(field: impl Into<String>, most: usize) -> Self {
+    /// A value longer than `most` bytes (Kubernetes' `FieldValueTooLong`).
+    pub fn too_long(field: impl Into<String>, most: usize) -> Self {
         Self {
             reason: "FieldValueTooLong",
             field: field.into(),
