@@ -300,8 +300,8 @@ async fn scale(
             core.update_scale(namespace, name, &scale, &query.write_options(req)?).await?
         }
         Method::PATCH => {
-            let patch_type = patch_type(req)?
-                .ok_or_else(|| HttpError::UnsupportedMediaType(SCALE_PATCH_MEDIA_TYPES))?;
+            let patch_type =
+                patch_type(req)?.ok_or(HttpError::UnsupportedMediaType(SCALE_PATCH_MEDIA_TYPES))?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let patch = body::parse_json(&bytes)?;
             let options = query.write_options(req)?;
