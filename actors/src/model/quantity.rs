@@ -200,6 +200,22 @@ pub fn canonical(text: &str) -> Result<Option<String>, QuantityError> {
     Ok((written.as_str() != text).then(|| written.as_str().to_owned()))
 }
 
+/// How quantity `a` compares with quantity `b` by value, exactly; `None` when either is not
+/// a quantity or has more digits than 128 bits hold.
+pub fn compare(a: &str, b: &str) -> Option<std::cmp::Ordering> {
+    exact_value(a)?.compare(&exact_value(b)?)
+}
+
+fn exact_value(q: &str) -> Option<Exact> {
+    let q = q.trim();
+    if q.is_empty() {
+        return None;
+    }
+    let scanned = scan(q)?;
+    let (base, exponent, format) = interpret(scanned.suffix)?;
+    scanned.exact(base, exponent, format)
+}
+
 /// How a quantity was written, which decides how Kubernetes writes it back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -382,6 +398,27 @@ impl Exact {
                 pow10(down).and_then(|p| max.checked_mul(p)).is_some_and(|cap| self.mantissa > cap)
             }
         }
+    }
+
+    /// How this value compares with `other`'s; `None` when aligning their exponents does not
+    /// fit in 128 bits.
+    fn compare(&self, other: &Exact) -> Option<std::cmp::Ordering> {
+        let sign = |e: &Exact| match (e.mantissa, e.negative) {
+            (0, _) => 0,
+            (_, true) => -1,
+            (_, false) => 1,
+        };
+        let (mine, theirs) = (sign(self), sign(other));
+        if mine != theirs || mine == 0 {
+            return Some(mine.cmp(&theirs));
+        }
+        let least = self.exp10.min(other.exp10);
+        let aligned = |e: &Exact| {
+            let up = u32::try_from(e.exp10 - least).ok()?;
+            e.mantissa.checked_mul(pow10(up)?)
+        };
+        let magnitude = aligned(self)?.cmp(&aligned(other)?);
+        Some(if mine < 0 { magnitude.reverse() } else { magnitude })
     }
 
     /// The canonical text, or `None` when its digits do not fit in 128 bits.
@@ -606,6 +643,25 @@ mod tests {
         }
         // Kept by Kubernetes' fast reader although not what its writer would write.
         assert_eq!(canonical("01"), Ok(None));
+    }
+
+    #[test]
+    fn quantities_compare_by_value() {
+        use std::cmp::Ordering::*;
+        for (a, b, expected) in [
+            ("1", "1000m", Equal),
+            ("1Gi", "1024Mi", Equal),
+            ("2", "1500m", Greater),
+            ("100m", "0.2", Less),
+            ("-1", "0", Less),
+            ("0", "-0", Equal),
+            ("-2", "-1", Less),
+            ("1Ki", "1k", Greater),
+            ("1e3", "1k", Equal),
+        ] {
+            assert_eq!(compare(a, b), Some(expected), "{a} vs {b}");
+        }
+        assert_eq!(compare("1", "x"), None);
     }
 
     #[test]

@@ -4,6 +4,8 @@ use serde_json::Value;
 
 use super::{json, ResourceType};
 
+mod resource_policy;
+
 /// One invalid field, as reported in a 422 Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -258,6 +260,8 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         }
         "PersistentVolumeClaim" => validate_claim(object.get("spec"), &mut errors),
         "Lease" => validate_lease(object.get("spec"), &mut errors),
+        "ResourceQuota" => resource_policy::validate_quota(object, &mut errors),
+        "LimitRange" => resource_policy::validate_limit_range(object, &mut errors),
         "Node" => validate_taints(json::at(object, "/spec/taints"), &mut errors),
         _ => {}
     }
@@ -464,46 +468,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 port_protocol(protocol, || at(&format!(".ports[{j}].protocol")), errors);
             }
         }
-        let resources = c.get("resources");
-        let mut limits = Vec::new();
-        for kind in ["limits", "requests"] {
-            let list = resources.and_then(|r| r.get(kind)).and_then(Value::as_object);
-            for (resource, quantity) in list.into_iter().flatten() {
-                let field = || at(&format!(".resources.{kind}[{resource}]"));
-                let owned;
-                let text = match quantity.as_str() {
-                    Some(text) => text,
-                    None => {
-                        owned = quantity.to_string();
-                        &owned
-                    }
-                };
-                let parsed = if resource == "cpu" {
-                    super::quantity::milli_value(text)
-                } else {
-                    super::quantity::value(text)
-                };
-                match parsed {
-                    Ok(v) if v < 0 => errors.push(FieldError::invalid(field(), text, "must be greater than or equal to 0")),
-                    Ok(v) if kind == "limits" => limits.push((resource, v, text.to_string())),
-                    Ok(v) => {
-                        let limit = limits.iter().find(|(name, _, _)| *name == resource);
-                        if let Some((_, _, limit)) = limit.filter(|(_, limit, _)| v > *limit) {
-                            errors.push(FieldError::invalid(
-                                at(".resources.requests"),
-                                text,
-                                format!("must be less than or equal to {resource} limit of {limit}"),
-                            ));
-                        }
-                    }
-                    Err(_) => errors.push(FieldError::invalid(
-                        field(),
-                        text,
-                        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-                    )),
-                }
-            }
-        }
+        resource_policy::validate_container_resources(c.get("resources"), &at, errors);
     }
     if let Some(policy) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str) {
         if !matches!(policy, "Always" | "OnFailure" | "Never") {
