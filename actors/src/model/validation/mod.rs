@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::{json, ResourceType};
 
 mod resource_policy;
+mod storage;
 
 /// One invalid field, as reported in a 422 Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,25 +211,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             )),
         }
     }
-    if let Some(labels) = meta.and_then(|m| m.get("labels")).and_then(Value::as_object) {
-        for (k, v) in labels {
-            for p in label_key_errors(k) {
-                errors.push(FieldError::invalid("metadata.labels", k, p));
-            }
-            match v.as_str() {
-                Some(v) => {
-                    for p in label_value_errors(v) {
-                        errors.push(FieldError::invalid(format!("metadata.labels[{k}]"), v, p));
-                    }
-                }
-                None => errors.push(FieldError::invalid(
-                    format!("metadata.labels[{k}]"),
-                    &v.to_string(),
-                    "must be a string",
-                )),
-            }
-        }
-    }
+    validate_labels(meta.and_then(|m| m.get("labels")), "metadata.labels", &mut errors);
     if let Some(annotations) = meta.and_then(|m| m.get("annotations")).and_then(Value::as_object) {
         for k in annotations.keys() {
             for p in label_key_errors(k) {
@@ -258,7 +241,10 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             validate_data(object, &["data"], true, &mut errors);
             validate_secret_type(object, &mut errors);
         }
-        "PersistentVolumeClaim" => validate_claim(object.get("spec"), &mut errors),
+        "PersistentVolumeClaim" => storage::validate_claim(object.get("spec"), &mut errors),
+        "PersistentVolume" => storage::validate_volume(object, &mut errors),
+        "Event" => validate_event(object, &mut errors),
+        "Endpoints" => validate_endpoints(object, &mut errors),
         "Lease" => validate_lease(object.get("spec"), &mut errors),
         "ResourceQuota" => resource_policy::validate_quota(object, &mut errors),
         "LimitRange" => resource_policy::validate_limit_range(object, &mut errors),
@@ -266,6 +252,119 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         _ => {}
     }
     errors
+}
+
+/// Labels (or a selector of them, at `path`): qualified names mapped to label values.
+fn validate_labels(labels: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+    for (k, v) in labels.and_then(Value::as_object).into_iter().flatten() {
+        for p in label_key_errors(k) {
+            errors.push(FieldError::invalid(path, k, p));
+        }
+        match v.as_str() {
+            Some(v) => {
+                for p in label_value_errors(v) {
+                    errors.push(FieldError::invalid(format!("{path}[{k}]"), v, p));
+                }
+            }
+            None => errors.push(FieldError::invalid(
+                format!("{path}[{k}]"),
+                &v.to_string(),
+                "must be a string",
+            )),
+        }
+    }
+}
+
+/// A core/v1 Event's namespace agrees with its involved object's, by Kubernetes' rules for
+/// events of the older form; one of the newer form (with an `eventTime`) also says who
+/// reported it, and what and why, within their lengths.
+fn validate_event(event: &Value, errors: &mut Vec<FieldError>) {
+    let text = |path: &str| json::at(event, path).and_then(Value::as_str).unwrap_or("");
+    let (namespace, involved) = (text("/metadata/namespace"), text("/involvedObject/namespace"));
+    let newer = event.get("eventTime").is_some_and(|t| !t.is_null());
+    let mismatch = match (newer, involved.is_empty()) {
+        (false, true) => !namespace.is_empty() && namespace != "default",
+        (false, false) => namespace != involved,
+        (true, true) => namespace != "default" && namespace != "kube-system",
+        (true, false) => false,
+    };
+    if mismatch {
+        let message = "does not match event.namespace";
+        errors.push(FieldError::invalid("involvedObject.namespace", involved, message));
+    }
+    if !newer {
+        return;
+    }
+    let component = text("/reportingComponent");
+    if component.is_empty() {
+        errors.push(FieldError::required("reportingComponent"));
+    }
+    for problem in label_key_errors(component).into_iter().filter(|_| !component.is_empty()) {
+        errors.push(FieldError::invalid("reportingComponent", component, problem));
+    }
+    for (field, most) in
+        [("reportingInstance", 128), ("action", 128), ("reason", 128), ("message", 1024)]
+    {
+        let value = text(&format!("/{field}"));
+        if value.is_empty() && field != "message" {
+            errors.push(FieldError::required(field));
+        } else if value.len() > most {
+            errors.push(FieldError::invalid(
+                field,
+                "",
+                format!("can have at most {most} characters"),
+            ));
+        }
+    }
+}
+
+/// Endpoints: each subset has addresses, each a valid IP (the loopback range is allowed here,
+/// where pods' addresses are in it), and ports as a service's (named when several).
+fn validate_endpoints(endpoints: &Value, errors: &mut Vec<FieldError>) {
+    let subsets = endpoints.get("subsets").and_then(Value::as_array);
+    for (i, subset) in subsets.into_iter().flatten().enumerate() {
+        let at = |rest: &str| format!("subsets[{i}]{rest}");
+        let list =
+            |name: &str| subset.get(name).and_then(Value::as_array).filter(|l| !l.is_empty());
+        let (ready, not_ready) = (list("addresses"), list("notReadyAddresses"));
+        if ready.is_none() && not_ready.is_none() {
+            let message = "must specify `addresses` or `notReadyAddresses`";
+            errors.push(FieldError::required_because(at(""), message));
+        }
+        for (name, addresses) in [("addresses", ready), ("notReadyAddresses", not_ready)] {
+            for (j, address) in addresses.into_iter().flatten().enumerate() {
+                let field = |rest: &str| at(&format!(".{name}[{j}]{rest}"));
+                let ip = address.get("ip").and_then(Value::as_str).unwrap_or("");
+                if ip.parse::<std::net::IpAddr>().is_err() {
+                    let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+                    errors.push(FieldError::invalid(field(".ip"), ip, message));
+                }
+                let node = address.get("nodeName").and_then(Value::as_str).unwrap_or("");
+                for problem in
+                    dns1123_subdomain_errors(node).into_iter().filter(|_| !node.is_empty())
+                {
+                    errors.push(FieldError::invalid(field(".nodeName"), node, problem));
+                }
+            }
+        }
+        let ports = subset.get("ports").and_then(Value::as_array);
+        let several = ports.is_some_and(|p| p.len() > 1);
+        let mut names = Vec::new();
+        for (k, port) in ports.into_iter().flatten().enumerate() {
+            let field = |rest: &str| at(&format!(".ports[{k}]{rest}"));
+            match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                None if several => errors.push(FieldError::required(field(".name"))),
+                None => {}
+                Some(name) => unique_label(name, &mut names, || field(".name"), errors),
+            }
+            match port.get("port").and_then(Value::as_i64) {
+                Some(number) => port_number(number, || field(".port"), errors),
+                None => errors.push(FieldError::required(field(".port"))),
+            }
+            let protocol = port.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            port_protocol(protocol, || field(".protocol"), errors);
+        }
+    }
 }
 
 /// The most an object's annotations may hold, keys and values (Kubernetes' 256 KiB).
@@ -404,19 +503,6 @@ pub fn validate_pod_log_options(
 }
 
 /// A claim asks for at least one access mode and an amount of storage.
-fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
-    let modes = spec.and_then(|s| s.get("accessModes")).and_then(Value::as_array);
-    if modes.is_none_or(|m| m.is_empty()) {
-        errors.push(FieldError::required_because(
-            "spec.accessModes",
-            "at least 1 access mode is required",
-        ));
-    }
-    if spec.and_then(|s| s.pointer("/resources/requests/storage")).is_none() {
-        errors.push(FieldError::required("spec.resources[storage]"));
-    }
-}
-
 fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     let ranges = [
         ("leaseDurationSeconds", 1, "must be greater than 0"),
@@ -448,14 +534,20 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     for (list, i, c) in all.chain(init.map(|(i, c)| ("initContainers", i, c))) {
         // Paths are built only for the errors found: this runs on every pod written.
         let at = |rest: &str| format!("{path}.{list}[{i}]{rest}");
-        validate_env_names_and_user(c, &at, errors);
+        validate_env_and_user(c, &at, errors);
         validate_container_extras(c, &volumes, &mut port_names, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
             Some(name) => unique_label(name, &mut seen, || at(".name"), errors),
         }
-        if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
-            errors.push(FieldError::required(at(".image")));
+        match c.get("image").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(at(".image"))),
+            image if image.trim() != image => errors.push(FieldError::invalid(
+                at(".image"),
+                image,
+                "must not have leading or trailing whitespace",
+            )),
+            _ => {}
         }
         for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate()
         {
@@ -546,12 +638,9 @@ fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A container's environment variable names and its user id.
-fn validate_env_names_and_user(
-    c: &Value,
-    at: &dyn Fn(&str) -> String,
-    errors: &mut Vec<FieldError>,
-) {
+/// A container's environment variables (names, and one source for a value from elsewhere)
+/// and its user id.
+fn validate_env_and_user(c: &Value, at: &dyn Fn(&str) -> String, errors: &mut Vec<FieldError>) {
     let env = c.get("env").and_then(Value::as_array);
     for (j, var) in env.into_iter().flatten().enumerate() {
         let field = || at(&format!(".env[{j}].name"));
@@ -568,6 +657,22 @@ fn validate_env_names_and_user(
                 ))
             }
             _ => {}
+        }
+        if let Some(from) = var.get("valueFrom").filter(|v| !v.is_null()) {
+            let sources = ["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"];
+            let given = sources.iter().filter(|s| from.get(**s).is_some_and(|v| !v.is_null()));
+            let message = match given.count() {
+                0 => {
+                    "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or \
+                      `secretKeyRef`"
+                }
+                _ if var.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty()) => {
+                    "may not be specified when `value` is not empty"
+                }
+                1 => continue,
+                _ => "may not have more than one field specified at a time",
+            };
+            errors.push(FieldError::invalid(at(&format!(".env[{j}].valueFrom")), "", message));
         }
     }
     let run_as_user = json::at(c, "/securityContext/runAsUser");
@@ -701,6 +806,7 @@ fn service_name_errors(name: &str) -> Vec<String> {
 
 fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = object.get("spec");
+    validate_labels(spec.and_then(|s| s.get("selector")), "spec.selector", errors);
     if let Some(replicas) = spec.and_then(|s| s.get("replicas")).and_then(Value::as_i64) {
         if replicas < 0 {
             errors.push(FieldError::invalid_number(
@@ -736,6 +842,7 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
 
 fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = object.get("spec");
+    validate_labels(spec.and_then(|s| s.get("selector")), "spec.selector", errors);
     let kind = spec.and_then(|s| s.get("type")).and_then(Value::as_str).unwrap_or("ClusterIP");
     if !matches!(kind, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
         errors.push(FieldError::not_supported(
@@ -912,6 +1019,8 @@ mod tests {
 pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec<FieldError> {
     match resource.kind {
         "Pod" => validate_pod_update(old, new),
+        "PersistentVolumeClaim" => storage::validate_claim_update(old, new),
+        "Node" => validate_node_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
         "Secret" => {
             let mut errors = Vec::new();
@@ -925,6 +1034,26 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         }
         _ => Vec::new(),
     }
+}
+
+/// A node's pod networks and provider id, once set, stay.
+fn validate_node_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let cidrs = |node: &Value| json::at(node, "/spec/podCIDRs").cloned();
+    let old_cidrs = cidrs(old);
+    if old_cidrs.as_ref().and_then(Value::as_array).is_some_and(|c| !c.is_empty())
+        && old_cidrs != cidrs(new)
+    {
+        let message = "node updates may not change podCIDR except from \"\" to valid";
+        errors.push(FieldError::forbidden("spec.podCIDRs", message));
+    }
+    let [old_id, new_id] =
+        [old, new].map(|node| json::at(node, "/spec/providerID").and_then(Value::as_str));
+    if old_id.is_some_and(|id| !id.is_empty()) && old_id != new_id {
+        let message = "node updates may not change providerID except from \"\" to valid";
+        errors.push(FieldError::forbidden("spec.providerID", message));
+    }
+    errors
 }
 
 /// Once `immutable` is true, neither it nor `fields` may change.
@@ -1198,5 +1327,110 @@ mod pod_update_tests {
         let mut node = old.clone();
         node["spec"]["nodeName"] = json!("n1");
         assert!(!validate_pod_update(&old, &node).is_empty(), "binding goes through pods/binding");
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::resources::find;
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+    }
+
+    #[test]
+    fn events_agree_with_their_involved_objects_namespace() {
+        let events = find("", "v1", "events").unwrap();
+        let event = |namespace: &str, involved: Value| json!({"metadata": {"name": "e", "namespace": namespace}, "involvedObject": involved});
+        let of_pod = json!({"kind": "Pod", "name": "p", "namespace": "a"});
+        assert!(validate_object(events, &event("a", of_pod.clone())).is_empty());
+        assert_eq!(
+            messages(&validate_object(events, &event("b", of_pod))),
+            ["involvedObject.namespace: Invalid value: \"a\": does not match event.namespace"]
+        );
+        let of_node = json!({"kind": "Node", "name": "n"});
+        assert!(validate_object(events, &event("default", of_node.clone())).is_empty());
+        assert_eq!(validate_object(events, &event("b", of_node.clone())).len(), 1);
+        let mut newer = event("default", of_node);
+        newer["eventTime"] = json!("2026-01-01T00:00:00.000000Z");
+        newer["reason"] = json!("r".repeat(129));
+        assert_eq!(
+            messages(&validate_object(events, &newer)),
+            [
+                "reportingComponent: Required value",
+                "reportingInstance: Required value",
+                "action: Required value",
+                "reason: Invalid value: \"\": can have at most 128 characters",
+            ]
+        );
+    }
+
+    #[test]
+    fn endpoints_have_addresses_and_named_ports() {
+        let endpoints = find("", "v1", "endpoints").unwrap();
+        let good = json!({"metadata": {"name": "e"}, "subsets": [{
+            "addresses": [{"ip": "127.64.0.2", "nodeName": "n1"}],
+            "ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}]});
+        assert!(validate_object(endpoints, &good).is_empty());
+        let bad = json!({"metadata": {"name": "e"}, "subsets": [
+            {"addresses": [{"ip": "not-an-ip"}], "ports": [{"port": 80}, {"port": 0, "name": "b"}]},
+            {"ports": [{"port": 80, "protocol": "HTTP"}]}]});
+        assert_eq!(
+            messages(&validate_object(endpoints, &bad)),
+            [
+                "subsets[0].addresses[0].ip: Invalid value: \"not-an-ip\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "subsets[0].ports[0].name: Required value",
+                "subsets[0].ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive",
+                "subsets[1]: Required value: must specify `addresses` or `notReadyAddresses`",
+                "subsets[1].ports[0].protocol: Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn containers_images_env_sources_and_selectors_are_checked() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": " busybox", "env": [
+                {"name": "A", "valueFrom": {}},
+                {"name": "B", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"},
+                    "secretKeyRef": {"name": "s", "key": "k"}}},
+                {"name": "D", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]}]}});
+        assert_eq!(
+            messages(&validate_object(pods, &pod)),
+            [
+                "spec.containers[0].env[0].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+                "spec.containers[0].env[1].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty",
+                "spec.containers[0].env[2].valueFrom: Invalid value: \"\": may not have more than one field specified at a time",
+                "spec.containers[0].image: Invalid value: \" busybox\": must not have leading or trailing whitespace",
+            ]
+        );
+        let services = find("", "v1", "services").unwrap();
+        let service = json!({"metadata": {"name": "s"},
+            "spec": {"selector": {"bad key!": "v", "app": "-x"}, "ports": [{"port": 80}]}});
+        let fields: Vec<String> =
+            validate_object(services, &service).into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["spec.selector[app]", "spec.selector"]);
+    }
+
+    #[test]
+    fn nodes_keep_their_pod_networks_and_provider() {
+        let nodes = find("", "v1", "nodes").unwrap();
+        let node = |cidr: &str, provider: &str| json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr], "providerID": provider}});
+        let unset = json!({"spec": {}});
+        assert!(validate_update(nodes, &unset, &node("127.65.0.0/24", "kplane://n")).is_empty());
+        let moved =
+            validate_update(nodes, &node("127.65.0.0/24", "a"), &node("127.66.0.0/24", "b"));
+        assert_eq!(
+            messages(&moved),
+            [
+                "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid",
+                "spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid",
+            ]
+        );
     }
 }

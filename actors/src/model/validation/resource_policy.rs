@@ -247,7 +247,10 @@ pub(super) fn validate_limit_range(limit_range: &Value, errors: &mut Vec<FieldEr
             }
         }
         let [max, min, default, default_request, ratio] = parts.map(|(_, amounts)| amounts);
-        if kind == "PersistentVolumeClaim" && !min.contains_key("storage") && !max.contains_key("storage") {
+        if kind == "PersistentVolumeClaim"
+            && !min.contains_key("storage")
+            && !max.contains_key("storage")
+        {
             errors.push(FieldError::required_because(
                 at(".limits"),
                 "either minimum or maximum storage value is required, but neither was provided",
@@ -259,7 +262,8 @@ pub(super) fn validate_limit_range(limit_range: &Value, errors: &mut Vec<FieldEr
         resources.dedup();
         for resource in resources {
             let field = |part: &str| at(&format!(".{part}[{resource}]"));
-            let amounts = [max, min, default, default_request, ratio].map(|a| a.get(resource).map(text));
+            let amounts =
+                [max, min, default, default_request, ratio].map(|a| a.get(resource).map(text));
             let [max, min, default, request, ratio] = amounts.each_ref().map(|a| a.as_deref());
             let greater = |a: Option<&str>, b: Option<&str>| match (a, b) {
                 (Some(a), Some(b)) => quantity::compare(a, b) == Some(Ordering::Greater),
@@ -270,9 +274,18 @@ pub(super) fn validate_limit_range(limit_range: &Value, errors: &mut Vec<FieldEr
                     errors.push(FieldError::invalid(field(part), value.unwrap_or(""), message));
                 }
             };
-            let (mx, mn, d, r) =
-                (max.unwrap_or(""), min.unwrap_or(""), default.unwrap_or(""), request.unwrap_or(""));
-            check(greater(min, max), "min", min, format!("min value {mn} is greater than max value {mx}"));
+            let (mx, mn, d, r) = (
+                max.unwrap_or(""),
+                min.unwrap_or(""),
+                default.unwrap_or(""),
+                request.unwrap_or(""),
+            );
+            check(
+                greater(min, max),
+                "min",
+                min,
+                format!("min value {mn} is greater than max value {mx}"),
+            );
             check(
                 greater(min, request),
                 "defaultRequest",
@@ -305,10 +318,17 @@ pub(super) fn validate_limit_range(limit_range: &Value, errors: &mut Vec<FieldEr
             );
             if let Some(ratio) = ratio {
                 let below_one = quantity::compare(ratio, "1") == Some(Ordering::Less);
-                check(below_one, "maxLimitRequestRatio", Some(ratio), format!("ratio {ratio} is less than 1"));
+                check(
+                    below_one,
+                    "maxLimitRequestRatio",
+                    Some(ratio),
+                    format!("ratio {ratio} is less than 1"),
+                );
                 if let (Some(max), Some(min)) = (max, min) {
                     let as_milli = |q: &str| quantity::milli_value(q).ok().map(|m| m as f64);
-                    if let (Some(r), Some(mx), Some(mn)) = (as_milli(ratio), as_milli(max), as_milli(min)) {
+                    if let (Some(r), Some(mx), Some(mn)) =
+                        (as_milli(ratio), as_milli(max), as_milli(min))
+                    {
                         let limit = mx / mn;
                         check(
                             r / 1000.0 > limit,

@@ -1,0 +1,255 @@
+//! Persistent volumes and their claims, as Kubernetes checks them on create and update.
+
+use std::cmp::Ordering;
+
+use serde_json::Value;
+
+use super::FieldError;
+use crate::model::{json, quantity};
+
+const ACCESS_MODES: [&str; 4] =
+    ["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"];
+const VOLUME_MODES: [&str; 2] = ["Block", "Filesystem"];
+const RECLAIM_POLICIES: [&str; 3] = ["Delete", "Recycle", "Retain"];
+
+/// The volume sources a persistent volume may name (exactly one).
+const VOLUME_SOURCES: [&str; 22] = [
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
+];
+
+/// A PersistentVolume: access modes, a capacity of storage only, one volume source, and known
+/// reclaim policy and volume mode.
+pub(super) fn validate_volume(volume: &Value, errors: &mut Vec<FieldError>) {
+    let spec = volume.get("spec");
+    access_modes(spec, FieldError::required("spec.accessModes"), errors);
+    let capacity = spec.and_then(|s| s.get("capacity")).and_then(Value::as_object);
+    match capacity {
+        None => errors.push(FieldError::required("spec.capacity")),
+        Some(capacity) if capacity.is_empty() => errors.push(FieldError::required("spec.capacity")),
+        Some(capacity) if capacity.len() > 1 || !capacity.contains_key("storage") => {
+            let names: Vec<&str> = capacity.keys().map(String::as_str).collect();
+            errors.push(FieldError::not_supported("spec.capacity", &names.join(","), &["storage"]))
+        }
+        Some(_) => {}
+    }
+    for (resource, amount) in capacity.into_iter().flatten() {
+        let amount = amount.as_str().unwrap_or_default();
+        if quantity::compare(amount, "0") != Some(Ordering::Greater) {
+            let field = format!("spec.capacity[{resource}]");
+            errors.push(FieldError::invalid(field, amount, "must be greater than zero"));
+        }
+    }
+    let sources: Vec<&str> = VOLUME_SOURCES
+        .into_iter()
+        .filter(|source| spec.and_then(|s| s.get(*source)).is_some_and(|v| !v.is_null()))
+        .collect();
+    match sources.as_slice() {
+        [] => errors.push(FieldError::required_because("spec", "must specify a volume type")),
+        [_] => {}
+        [_, more @ ..] => {
+            for source in more {
+                let message = "may not specify more than 1 volume type";
+                errors.push(FieldError::forbidden(format!("spec.{source}"), message));
+            }
+        }
+    }
+    let text = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_str);
+    if let Some(policy) = text("persistentVolumeReclaimPolicy") {
+        if !RECLAIM_POLICIES.contains(&policy) {
+            let field = "spec.persistentVolumeReclaimPolicy";
+            errors.push(FieldError::not_supported(field, policy, &RECLAIM_POLICIES));
+        }
+    }
+    volume_mode(spec, errors);
+}
+
+/// A PersistentVolumeClaim: access modes, a storage request, a known volume mode.
+pub(super) fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let required =
+        FieldError::required_because("spec.accessModes", "at least 1 access mode is required");
+    access_modes(spec, required, errors);
+    match spec.and_then(|s| json::at(s, "/resources/requests/storage")) {
+        None => errors.push(FieldError::required("spec.resources[storage]")),
+        Some(storage) => {
+            let storage = storage.as_str().unwrap_or_default();
+            if quantity::compare(storage, "0") != Some(Ordering::Greater) {
+                let field = "spec.resources[storage]";
+                errors.push(FieldError::invalid(field, storage, "must be greater than zero"));
+            }
+        }
+    }
+    volume_mode(spec, errors);
+}
+
+/// What an update may change in a claim's spec: the storage it requests once bound (never
+/// less), its volume attributes class, and its volume name once.
+pub(super) fn validate_claim_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let storage = |claim: &Value| json::at(claim, "/spec/resources/requests/storage").cloned();
+    let (old_storage, new_storage) = (storage(old), storage(new));
+    let bound = json::at(new, "/status/phase").and_then(Value::as_str) == Some("Bound");
+    let comparable = |claim: &Value, storage: Option<Value>| {
+        let mut spec = claim.get("spec").cloned().unwrap_or(Value::Null);
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("volumeAttributesClassName");
+            let requests = spec.get_mut("resources").and_then(|r| r.get_mut("requests"));
+            if let (Some(requests), Some(storage)) =
+                (requests.and_then(Value::as_object_mut), storage)
+            {
+                requests.insert("storage".into(), storage);
+            }
+        }
+        spec
+    };
+    let mut old_spec = comparable(old, None);
+    let new_spec = comparable(new, if bound { old_storage.clone() } else { None });
+    let old_volume = json::at(old, "/spec/volumeName").and_then(Value::as_str).unwrap_or("");
+    if old_volume.is_empty() {
+        // A volume name may be set once.
+        if let (Some(old_spec), Some(name)) = (old_spec.as_object_mut(), new_spec.get("volumeName"))
+        {
+            old_spec.insert("volumeName".into(), name.clone());
+        }
+    }
+    if old_spec != new_spec {
+        errors.push(FieldError::forbidden(
+            "spec",
+            "spec is immutable after creation except resources.requests and \
+             volumeAttributesClassName for bound claims",
+        ));
+    }
+    let text = |q: &Option<Value>| q.as_ref().and_then(Value::as_str).map(String::from);
+    if let (Some(old_storage), Some(new_storage)) = (text(&old_storage), text(&new_storage)) {
+        if quantity::compare(&new_storage, &old_storage) == Some(Ordering::Less) {
+            errors.push(FieldError::forbidden(
+                "spec.resources.requests.storage",
+                "field can not be less than previous value",
+            ));
+        }
+    }
+    errors
+}
+
+/// At least one access mode (else `missing`), each known, and ReadWriteOncePod alone.
+fn access_modes(spec: Option<&Value>, missing: FieldError, errors: &mut Vec<FieldError>) {
+    let modes = spec.and_then(|s| s.get("accessModes")).and_then(Value::as_array);
+    let modes: Vec<&str> = modes.into_iter().flatten().filter_map(Value::as_str).collect();
+    if modes.is_empty() {
+        errors.push(missing);
+    }
+    for mode in &modes {
+        if !ACCESS_MODES.contains(mode) {
+            errors.push(FieldError::not_supported("spec.accessModes", mode, &ACCESS_MODES));
+        }
+    }
+    if modes.len() > 1 && modes.contains(&"ReadWriteOncePod") {
+        let message = "may not use ReadWriteOncePod with other access modes";
+        errors.push(FieldError::forbidden("spec.accessModes", message));
+    }
+}
+
+fn volume_mode(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    if let Some(mode) = spec.and_then(|s| s.get("volumeMode")).and_then(Value::as_str) {
+        if !VOLUME_MODES.contains(&mode) {
+            errors.push(FieldError::not_supported("spec.volumeMode", mode, &VOLUME_MODES));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+    }
+
+    #[test]
+    fn volumes_name_one_source_and_a_storage_capacity() {
+        let mut errors = Vec::new();
+        let good = json!({"spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+            "hostPath": {"path": "/tmp/v"}, "persistentVolumeReclaimPolicy": "Retain"}});
+        validate_volume(&good, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        let bad = json!({"spec": {"accessModes": ["ReadWriteSometimes"],
+            "capacity": {"storage": "1Gi", "cpu": "1"}, "persistentVolumeReclaimPolicy": "Keep",
+            "volumeMode": "Tape"}});
+        validate_volume(&bad, &mut errors);
+        assert_eq!(
+            messages(&errors),
+            [
+                "spec.accessModes: Unsupported value: \"ReadWriteSometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\"",
+                "spec.capacity: Unsupported value: \"cpu,storage\": supported values: \"storage\"",
+                "spec: Required value: must specify a volume type",
+                "spec.persistentVolumeReclaimPolicy: Unsupported value: \"Keep\": supported values: \"Delete\", \"Recycle\", \"Retain\"",
+                "spec.volumeMode: Unsupported value: \"Tape\": supported values: \"Block\", \"Filesystem\"",
+            ]
+        );
+        let mut errors = Vec::new();
+        let two = json!({"spec": {"accessModes": ["ReadWriteOncePod", "ReadOnlyMany"],
+            "capacity": {"storage": "1Gi"}, "hostPath": {"path": "/a"}, "nfs": {"path": "/b"}}});
+        validate_volume(&two, &mut errors);
+        assert_eq!(
+            messages(&errors),
+            [
+                "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+                "spec.nfs: Forbidden: may not specify more than 1 volume type",
+            ]
+        );
+    }
+
+    #[test]
+    fn claims_change_only_their_storage_once_bound_and_never_down() {
+        let claim = |storage: &str, phase: &str| {
+            json!({"spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": storage}}}, "status": {"phase": phase}})
+        };
+        assert!(validate_claim_update(&claim("1Gi", "Bound"), &claim("2Gi", "Bound")).is_empty());
+        let pending = validate_claim_update(&claim("1Gi", "Pending"), &claim("2Gi", "Pending"));
+        assert_eq!(pending[0].field, "spec");
+        let smaller = validate_claim_update(&claim("2Gi", "Bound"), &claim("1Gi", "Bound"));
+        assert_eq!(
+            messages(&smaller),
+            ["spec.resources.requests.storage: Forbidden: field can not be less than previous value"]
+        );
+        let mut named = claim("1Gi", "Pending");
+        named["spec"]["volumeName"] = json!("pv-1");
+        assert!(validate_claim_update(&claim("1Gi", "Pending"), &named).is_empty());
+        let mut renamed = named.clone();
+        renamed["spec"]["volumeName"] = json!("pv-2");
+        assert_eq!(validate_claim_update(&named, &renamed)[0].field, "spec");
+        let mut errors = Vec::new();
+        validate_claim(
+            Some(&json!({"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "0"}}})),
+            &mut errors,
+        );
+        assert_eq!(
+            messages(&errors),
+            ["spec.resources[storage]: Invalid value: \"0\": must be greater than zero"]
+        );
+    }
+}
