@@ -2,6 +2,7 @@
 
 mod util;
 
+mod admission;
 mod agent;
 mod apply;
 mod bad_input;

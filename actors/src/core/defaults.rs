@@ -38,6 +38,13 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
     }
 }
 
+/// Sets a pod's QoS class again from its containers' resources, once admission has changed
+/// them.
+pub(crate) fn recompute_qos_class(pod: &mut Value) {
+    let qos = pod.get("spec").map_or("BestEffort", qos_class);
+    object_field(pod, "status").insert("qosClass".into(), json!(qos));
+}
+
 /// Fills the defaults of `kind` into `object` (a create or a full update).
 pub(crate) fn apply(kind: &str, object: &mut Value) {
     drop_empty(object, "metadata", &["labels", "annotations", "finalizers", "ownerReferences"]);

@@ -71,11 +71,16 @@ pub(crate) fn qualified(name: &str, group: &str) -> String {
 /// The causes in one line, as Kubernetes' error aggregate writes them: each once, and in
 /// brackets when there are several.
 fn summarize(causes: &[FieldError]) -> String {
-    let mut seen = Vec::with_capacity(causes.len());
-    for cause in causes {
-        let line = format!("{}: {}", cause.field, cause.message);
-        if !seen.contains(&line) {
-            seen.push(line);
+    aggregate(causes.iter().map(|cause| format!("{}: {}", cause.field, cause.message)))
+}
+
+/// Messages in one line, as Go's error aggregate writes them: each once, and in brackets when
+/// there are several.
+pub(crate) fn aggregate(messages: impl IntoIterator<Item = String>) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for message in messages {
+        if !seen.contains(&message) {
+            seen.push(message);
         }
     }
     match seen.as_slice() {

@@ -7,6 +7,7 @@ mod conversion;
 mod defaults;
 mod error;
 mod field_set;
+mod limit_ranger;
 mod managed_fields;
 mod options;
 mod patch;
@@ -342,10 +343,17 @@ impl ApiCore {
                 None
             }
         };
+        // Admission, after the creator's field ownership is worked out, as in Kubernetes:
+        // what it sets is not the creator's.
+        let limit_ranges = self.limit_ranges(resource, namespace);
+        if resource.kind == "Pod" && limit_ranger::default_pod(&limit_ranges, &mut object) {
+            defaults::recompute_qos_class(&mut object);
+        }
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
+        self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         if resource.namespaced {
             self.check_namespace_accepts(resource, namespace, &name)?;
         }
@@ -369,6 +377,36 @@ impl ApiCore {
             release();
         }
         Ok(created?)
+    }
+
+    /// The LimitRanges the LimitRanger admits a write of `resource` in `namespace` against:
+    /// it admits only pods and claims (no other write reads them).
+    fn limit_ranges(&self, resource: &ResourceType, namespace: &str) -> Vec<Value> {
+        if !resource.group.is_empty() || !matches!(resource.kind, "Pod" | "PersistentVolumeClaim") {
+            return Vec::new();
+        }
+        self.store.limit_ranges(namespace).iter().map(|range| range.to_value()).collect()
+    }
+
+    /// The LimitRanger's check of a pod or claim against its namespace's `ranges`: outside
+    /// them, the write is forbidden (403), with every reason.
+    fn check_limit_ranges(
+        &self,
+        resource: &'static ResourceType,
+        name: &str,
+        ranges: &[Value],
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        let problems = match resource.kind {
+            _ if ranges.is_empty() => return Ok(()),
+            "Pod" => limit_ranger::check_pod(ranges, object),
+            "PersistentVolumeClaim" => limit_ranger::check_claim(ranges, object),
+            _ => return Ok(()),
+        };
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(resource, name, error::aggregate(problems), Vec::new()))
     }
 
     /// The namespace lifecycle check of a create: the namespace must exist and not be
@@ -548,6 +586,15 @@ impl ApiCore {
             let mut errors = validation::validate_object(resource, &next);
             if part == Part::Main {
                 errors.extend(validation::validate_update(resource, &current_value, &next));
+            }
+            // A claim is admitted on update too (a pod's resources cannot change).
+            if errors.is_empty() && part == Part::Main && resource.kind == "PersistentVolumeClaim" {
+                let limit_ranges = self.limit_ranges(resource, namespace);
+                if let Err(refused) = self.check_limit_ranges(resource, name, &limit_ranges, &next)
+                {
+                    self.services.release(&allocated);
+                    return Err(refused);
+                }
             }
             let precondition = requested.check(&current);
             let same = unchanged(&current_value, &next);

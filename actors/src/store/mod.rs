@@ -12,6 +12,7 @@ mod outbox;
 mod revision;
 mod rocks;
 mod shard;
+mod tables;
 mod writer;
 
 use std::path::Path;
@@ -28,8 +29,8 @@ pub use shard::{ContinuePoint, ListPage};
 use crate::model::{ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
 use crate::watch::HubHandle;
 use engine::Engine;
-use namespaces::NamespaceTable;
 use shard::{Get, List, Settle, Stop, StoreShard, Write, WriteOp};
+use tables::AdmissionTables;
 use writer::{ShardWriter, WriterHandle};
 
 /// Errors of the store layer.
@@ -128,7 +129,7 @@ pub struct Store {
     shards: Arc<Vec<Addr<StoreShard>>>,
     revision: Arc<Revision>,
     metrics: CommitMetrics,
-    namespaces: Arc<NamespaceTable>,
+    tables: Arc<AdmissionTables>,
     /// Lets `close` wait until every writer has dropped its engine (and so its RocksDB handle).
     released: Arc<Vec<std::sync::Weak<()>>>,
 }
@@ -164,7 +165,7 @@ impl Store {
         };
         let revision = Arc::new(Revision::default());
         let metrics = CommitMetrics::new();
-        let namespaces = Arc::new(NamespaceTable::default());
+        let tables = Arc::new(AdmissionTables::default());
         let mut loaded = Vec::with_capacity(shards);
         let mut released = Vec::with_capacity(shards);
         for (index, engine) in engines.into_iter().enumerate() {
@@ -177,7 +178,7 @@ impl Store {
                 revision.clone(),
                 writer,
                 publish.clone(),
-                namespaces.clone(),
+                tables.clone(),
             )?;
             loaded.push(shard);
         }
@@ -196,7 +197,7 @@ impl Store {
             shards: Arc::new(addrs),
             revision,
             metrics,
-            namespaces,
+            tables,
             released: Arc::new(released),
         })
     }
@@ -237,7 +238,12 @@ impl Store {
     /// A committed namespace's state, read without asking its shard: every namespace write
     /// acknowledged so far is in it.
     pub fn namespace(&self, name: &str) -> Option<NamespaceState> {
-        self.namespaces.state(name)
+        self.tables.namespace(name)
+    }
+
+    /// A namespace's committed LimitRanges, by name, read without asking their shard.
+    pub fn limit_ranges(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
+        self.tables.limit_ranges(namespace)
     }
 
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<StoredObject>>, StoreError> {

@@ -1,7 +1,6 @@
-//! The committed namespaces and whether each is terminating. The shard that owns namespaces
-//! keeps the table as it loads and commits them, before it acknowledges the write; any thread
-//! reads it without a message. A create checks its namespace here, as Kubernetes' namespace
-//! admission reads a local cache instead of asking storage.
+//! The committed namespaces and whether each is terminating: one of the admission tables
+//! (`tables.rs`), which a create checks its namespace in, as Kubernetes' namespace admission
+//! reads a local cache instead of asking storage.
 
 use std::sync::RwLock;
 

@@ -11,7 +11,7 @@ use imbl::OrdMap;
 use tokio::sync::oneshot;
 
 use super::engine::Entries;
-use super::namespaces::NamespaceTable;
+use super::tables::AdmissionTables;
 use super::writer::WriterHandle;
 use super::{codec, keys, Preconditions, Revision, StoreError};
 use crate::model::{
@@ -131,8 +131,8 @@ pub(crate) struct StoreShard {
     /// Highest revision this shard has committed.
     applied: u64,
     snapshots: VecDeque<Snapshot>,
-    /// Kept up to date as namespaces are loaded and committed (by the shard owning them).
-    namespaces: Arc<NamespaceTable>,
+    /// Kept up to date as the objects they follow are loaded and committed.
+    tables: Arc<AdmissionTables>,
     /// Who waits for the writes accepted before they asked to be committed (`Settle`), with
     /// the revision of the last of those, oldest first.
     settling: VecDeque<(u64, oneshot::Sender<()>)>,
@@ -158,7 +158,7 @@ impl StoreShard {
         revision: Arc<Revision>,
         writer: WriterHandle,
         publish: Recipient<Publish>,
-        namespaces: Arc<NamespaceTable>,
+        tables: Arc<AdmissionTables>,
     ) -> Result<Self, StoreError> {
         let mut collections: FastMap<ResourceId, Collection> = FastMap::default();
         let mut applied = 0;
@@ -172,13 +172,12 @@ impl StoreShard {
             let object = StoredObject::from_raw(object_key.clone(), rv, json.to_vec().into())
                 .map_err(|e| StoreError::Corrupt(format!("object {object_key:?}: {e}")))?;
             applied = applied.max(rv);
-            if NamespaceTable::follows(object_key.resource) {
-                namespaces.record(&object, false);
-            }
+            let object = Arc::new(object);
+            tables.record(&object, false);
             collections
                 .entry(object_key.resource.into())
                 .or_default()
-                .insert(CollectionKey(object_key.namespace, object_key.name), Arc::new(object));
+                .insert(CollectionKey(object_key.namespace, object_key.name), object);
         }
         Ok(Self {
             index,
@@ -191,7 +190,7 @@ impl StoreShard {
             publish,
             applied,
             snapshots: VecDeque::new(),
-            namespaces,
+            tables,
             settling: VecDeque::new(),
         })
     }
@@ -287,9 +286,7 @@ impl StoreShard {
             } else {
                 collection.insert(map_key, event.object.clone());
             }
-            if NamespaceTable::follows(key.resource) {
-                self.namespaces.record(&event.object, deleted);
-            }
+            self.tables.record(&event.object, deleted);
             let rv = event.object.resource_version;
             self.modified_at.insert(key.resource.into(), rv);
             self.applied = self.applied.max(rv);
@@ -663,8 +660,8 @@ mod tests {
         let published = Arc::new(Mutex::new(Vec::new()));
         let publish = Published(published.clone()).start().recipient();
         let revision = Arc::new(Revision::default());
-        let namespaces = Arc::default();
-        let shard = StoreShard::load(0, Vec::new(), revision, writer, publish, namespaces).unwrap();
+        let tables = Arc::default();
+        let shard = StoreShard::load(0, Vec::new(), revision, writer, publish, tables).unwrap();
         (shard.start(), published)
     }
 

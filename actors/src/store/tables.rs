@@ -1,0 +1,99 @@
+//! What admission reads without sending a message: tables that the shard owning their objects
+//! keeps as it loads and commits them, before it acknowledges the write, so that a write
+//! right after another sees it. Kubernetes' admission plugins read such state from local
+//! caches too, instead of asking storage on every request.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use super::namespaces::{NamespaceState, NamespaceTable};
+use crate::model::{FastMap, ResourceType, StoredObject};
+
+/// Every table admission reads.
+#[derive(Debug, Default)]
+pub(crate) struct AdmissionTables {
+    namespaces: NamespaceTable,
+    limit_ranges: LimitRangeTable,
+}
+
+impl AdmissionTables {
+    /// Records a committed object (`deleted`: it is gone) in the table that follows its kind.
+    pub(crate) fn record(&self, object: &Arc<StoredObject>, deleted: bool) {
+        let resource = object.key.resource;
+        if NamespaceTable::follows(resource) {
+            self.namespaces.record(object, deleted);
+        } else if LimitRangeTable::follows(resource) {
+            self.limit_ranges.record(object, deleted);
+        }
+    }
+
+    pub(crate) fn namespace(&self, name: &str) -> Option<NamespaceState> {
+        self.namespaces.state(name)
+    }
+
+    pub(crate) fn limit_ranges(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
+        self.limit_ranges.of(namespace)
+    }
+}
+
+/// The committed LimitRanges of each namespace that has any, by name.
+#[derive(Debug, Default)]
+struct LimitRangeTable(RwLock<FastMap<String, Vec<Arc<StoredObject>>>>);
+
+impl LimitRangeTable {
+    fn follows(resource: &ResourceType) -> bool {
+        resource.group.is_empty() && resource.plural == "limitranges"
+    }
+
+    fn record(&self, range: &Arc<StoredObject>, deleted: bool) {
+        let mut table = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let key = &range.key;
+        let ranges = table.entry(key.namespace.clone()).or_default();
+        ranges.retain(|r| r.key.name != key.name);
+        if !deleted {
+            let at = ranges.partition_point(|r| r.key.name < key.name);
+            ranges.insert(at, range.clone());
+        }
+        if ranges.is_empty() {
+            table.remove(&key.namespace);
+        }
+    }
+
+    /// A namespace's LimitRanges, by name (none for most namespaces: one lookup).
+    fn of(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
+        let table = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        table.get(namespace).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{resources, ObjectKey};
+
+    fn range(namespace: &str, name: &str) -> Arc<StoredObject> {
+        let ranges = resources::find("", "v1", "limitranges").unwrap();
+        let object = json!({"apiVersion": "v1", "kind": "LimitRange",
+            "metadata": {"name": name, "namespace": namespace}});
+        Arc::new(StoredObject::from_value(ObjectKey::new(ranges, namespace, name), object, 3))
+    }
+
+    #[test]
+    fn follows_each_namespaces_limit_ranges() {
+        let tables = AdmissionTables::default();
+        assert!(tables.limit_ranges("team").is_empty());
+        tables.record(&range("team", "b"), false);
+        tables.record(&range("team", "a"), false);
+        tables.record(&range("team", "a"), false);
+        tables.record(&range("other", "c"), false);
+        let names = |ns: &str| -> Vec<String> {
+            tables.limit_ranges(ns).iter().map(|r| r.key.name.clone()).collect()
+        };
+        assert_eq!(names("team"), ["a", "b"]);
+        tables.record(&range("team", "a"), true);
+        assert_eq!(names("team"), ["b"]);
+        assert_eq!(names("other"), ["c"]);
+        assert_eq!(tables.namespace("team"), None, "a limit range is not a namespace");
+    }
+}
