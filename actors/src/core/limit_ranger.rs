@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use serde_json::{json, Map, Value};
 
-use crate::model::quantity;
+use crate::model::{quantity, quota};
 
 /// The annotation that records what the plugin set on a pod.
 const ANNOTATION: &str = "kubernetes.io/limit-ranger";
@@ -104,12 +104,11 @@ pub(crate) fn check_pod(ranges: &[Value], pod: &Value) -> Vec<String> {
     }
     let pod_items: Vec<&Value> = items(ranges, "Pod").collect();
     if !pod_items.is_empty() {
-        let total = |kind: &str| {
-            let sum = sum_of(containers("containers").map(|r| list(r, kind)));
-            let init = containers("initContainers").map(|r| list(r, kind));
-            init.fold(sum, |total, amounts| max_of(total, &amounts))
+        let (requests, limits) = quota::pod_requests_and_limits(pod);
+        let texts = |usage: quota::Usage| -> Map<String, Value> {
+            usage.into_iter().map(|(k, v)| (k.clone(), json!(quota::amount_text(&k, v)))).collect()
         };
-        let (requests, limits) = (total("requests"), total("limits"));
+        let (requests, limits) = (texts(requests), texts(limits));
         for item in pod_items {
             check_item(item, "Pod", &requests, &limits, &mut problems);
         }
@@ -209,52 +208,6 @@ fn check_item(
             }
         }
     }
-}
-
-/// The sum of each resource over `lists`, written as a quantity in the first amount's
-/// family (binary or decimal), as Go's `Quantity.Add` keeps it.
-fn sum_of(lists: impl Iterator<Item = Map<String, Value>>) -> Map<String, Value> {
-    let mut totals: std::collections::BTreeMap<String, (i64, bool)> = Default::default();
-    for list in lists {
-        for (resource, amount) in list {
-            let amount = amount.as_str().unwrap_or_default();
-            let add = quantity::milli_value(amount).unwrap_or(0);
-            let binary = amount.ends_with('i');
-            let (sum, _) = totals.entry(resource).or_insert((0, binary));
-            *sum = sum.saturating_add(add);
-        }
-    }
-    totals
-        .into_iter()
-        .map(|(resource, (millis, binary))| (resource, json!(milli_text(millis, binary))))
-        .collect()
-}
-
-/// Each resource's larger amount of `a` and `b`.
-fn max_of(mut a: Map<String, Value>, b: &Map<String, Value>) -> Map<String, Value> {
-    for (resource, amount) in b {
-        let larger = match (a.get(resource).and_then(Value::as_str), amount.as_str()) {
-            (Some(current), Some(other)) => below(current, other),
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        if larger {
-            a.insert(resource.clone(), amount.clone());
-        }
-    }
-    a
-}
-
-/// A number of millis as a quantity's canonical text, in powers of 1024 when `binary` and
-/// whole kibibytes.
-fn milli_text(millis: i64, binary: bool) -> String {
-    let text = match millis.checked_div(1000) {
-        Some(units) if binary && millis % 1000 == 0 && units % 1024 == 0 => {
-            format!("{}Ki", units / 1024)
-        }
-        _ => format!("{millis}m"),
-    };
-    quantity::canonical(&text).ok().flatten().unwrap_or(text)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod lists;
 mod object;
 mod packed;
 pub mod quantity;
+pub mod quota;
 pub mod resources;
 mod selector;
 pub mod text;

@@ -200,6 +200,19 @@ pub fn canonical(text: &str) -> Result<Option<String>, QuantityError> {
     Ok((written.as_str() != text).then(|| written.as_str().to_owned()))
 }
 
+/// A number of thousandths of a unit as a quantity's canonical text; in powers of 1024 when
+/// `binary` and a whole number of KiB ("1200Mi"), as Kubernetes writes a sum of binary
+/// quantities.
+pub fn from_millis(millis: i64, binary: bool) -> String {
+    let text = match millis.checked_div(1000) {
+        Some(units) if binary && millis % 1000 == 0 && units % 1024 == 0 => {
+            format!("{}Ki", units / 1024)
+        }
+        _ => format!("{millis}m"),
+    };
+    canonical(&text).ok().flatten().unwrap_or(text)
+}
+
 /// How quantity `a` compares with quantity `b` by value, exactly; `None` when either is not
 /// a quantity or has more digits than 128 bits hold.
 pub fn compare(a: &str, b: &str) -> Option<std::cmp::Ordering> {
@@ -643,6 +656,16 @@ mod tests {
         }
         // Kept by Kubernetes' fast reader although not what its writer would write.
         assert_eq!(canonical("01"), Ok(None));
+    }
+
+    #[test]
+    fn millis_are_written_as_quantities() {
+        assert_eq!(from_millis(1500, false), "1500m");
+        assert_eq!(from_millis(2000, false), "2");
+        assert_eq!(from_millis(0, true), "0");
+        assert_eq!(from_millis(1_258_291_200_000, true), "1200Mi");
+        assert_eq!(from_millis(1_258_291_200_000, false), "1258291200");
+        assert_eq!(from_millis(1_000_000, true), "1k");
     }
 
     #[test]

@@ -246,6 +246,11 @@ impl Store {
         self.tables.limit_ranges(namespace)
     }
 
+    /// A namespace's committed ResourceQuotas, by name, read without asking their shard.
+    pub fn quotas(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
+        self.tables.quotas(namespace)
+    }
+
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
         self.shard(key.resource).send(Get(key.clone())).await.map_err(|_| StoreError::Unavailable)
     }

@@ -9,10 +9,21 @@ use super::namespaces::{NamespaceState, NamespaceTable};
 use crate::model::{FastMap, ResourceType, StoredObject};
 
 /// Every table admission reads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct AdmissionTables {
     namespaces: NamespaceTable,
-    limit_ranges: LimitRangeTable,
+    limit_ranges: PerNamespace,
+    quotas: PerNamespace,
+}
+
+impl Default for AdmissionTables {
+    fn default() -> Self {
+        Self {
+            namespaces: NamespaceTable::default(),
+            limit_ranges: PerNamespace::following("limitranges"),
+            quotas: PerNamespace::following("resourcequotas"),
+        }
+    }
 }
 
 impl AdmissionTables {
@@ -21,8 +32,10 @@ impl AdmissionTables {
         let resource = object.key.resource;
         if NamespaceTable::follows(resource) {
             self.namespaces.record(object, deleted);
-        } else if LimitRangeTable::follows(resource) {
+        } else if self.limit_ranges.follows(resource) {
             self.limit_ranges.record(object, deleted);
+        } else if self.quotas.follows(resource) {
+            self.quotas.record(object, deleted);
         }
     }
 
@@ -31,36 +44,48 @@ impl AdmissionTables {
     }
 
     pub(crate) fn limit_ranges(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
-        self.limit_ranges.of(namespace)
+        self.limit_ranges.in_namespace(namespace)
+    }
+
+    pub(crate) fn quotas(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
+        self.quotas.in_namespace(namespace)
     }
 }
 
-/// The committed LimitRanges of each namespace that has any, by name.
-#[derive(Debug, Default)]
-struct LimitRangeTable(RwLock<FastMap<String, Vec<Arc<StoredObject>>>>);
+/// The committed objects of one core kind (LimitRanges, ResourceQuotas) in each namespace
+/// that has any, by name.
+#[derive(Debug)]
+struct PerNamespace {
+    plural: &'static str,
+    objects: RwLock<FastMap<String, Vec<Arc<StoredObject>>>>,
+}
 
-impl LimitRangeTable {
-    fn follows(resource: &ResourceType) -> bool {
-        resource.group.is_empty() && resource.plural == "limitranges"
+impl PerNamespace {
+    fn following(plural: &'static str) -> Self {
+        Self { plural, objects: RwLock::default() }
     }
 
-    fn record(&self, range: &Arc<StoredObject>, deleted: bool) {
-        let mut table = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        let key = &range.key;
-        let ranges = table.entry(key.namespace.clone()).or_default();
-        ranges.retain(|r| r.key.name != key.name);
+    fn follows(&self, resource: &ResourceType) -> bool {
+        resource.group.is_empty() && resource.plural == self.plural
+    }
+
+    fn record(&self, object: &Arc<StoredObject>, deleted: bool) {
+        let mut table = self.objects.write().unwrap_or_else(PoisonError::into_inner);
+        let key = &object.key;
+        let objects = table.entry(key.namespace.clone()).or_default();
+        objects.retain(|o| o.key.name != key.name);
         if !deleted {
-            let at = ranges.partition_point(|r| r.key.name < key.name);
-            ranges.insert(at, range.clone());
+            let at = objects.partition_point(|o| o.key.name < key.name);
+            objects.insert(at, object.clone());
         }
-        if ranges.is_empty() {
+        if objects.is_empty() {
             table.remove(&key.namespace);
         }
     }
 
-    /// A namespace's LimitRanges, by name (none for most namespaces: one lookup).
-    fn of(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
-        let table = self.0.read().unwrap_or_else(PoisonError::into_inner);
+    /// A namespace's objects, by name (none for most namespaces: one lookup).
+    fn in_namespace(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
+        let table = self.objects.read().unwrap_or_else(PoisonError::into_inner);
         table.get(namespace).cloned().unwrap_or_default()
     }
 }
@@ -95,5 +120,6 @@ mod tests {
         assert_eq!(names("team"), ["b"]);
         assert_eq!(names("other"), ["c"]);
         assert_eq!(tables.namespace("team"), None, "a limit range is not a namespace");
+        assert!(tables.quotas("team").is_empty(), "nor a quota");
     }
 }
