@@ -7,7 +7,8 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    GarbageCollector, NamespaceController, StopCollector, StopNamespaceController,
+    GarbageCollector, NamespaceController, ResourceQuotaController, StopCollector,
+    StopNamespaceController, StopQuotaController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -39,6 +40,7 @@ pub struct Running {
     scheduler: Option<Addr<Scheduler>>,
     collector: Addr<GarbageCollector>,
     namespaces: Addr<NamespaceController>,
+    quotas: Addr<ResourceQuotaController>,
     store: Store,
 }
 
@@ -66,6 +68,7 @@ impl Running {
         }
         let _ = self.collector.send(StopCollector).await;
         let _ = self.namespaces.send(StopNamespaceController).await;
+        let _ = self.quotas.send(StopQuotaController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -157,6 +160,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the quota controller: a quota counts once it has worked out its usage.
+    let quotas = ResourceQuotaController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -178,5 +186,5 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         None
     };
     let server = server.run();
-    Ok(Running { insecure_addr, server, agent, scheduler, collector, namespaces, store })
+    Ok(Running { insecure_addr, server, agent, scheduler, collector, namespaces, quotas, store })
 }

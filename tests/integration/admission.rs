@@ -2,7 +2,9 @@
 
 use serde_json::Value;
 
-use crate::util::Server;
+use std::time::Duration;
+
+use crate::util::{wait_until, Server};
 
 /// A namespace's LimitRange gives the pods created there the requests and limits they leave
 /// out (noting them in an annotation, with the QoS class they make), and refuses pods and
@@ -90,4 +92,66 @@ spec:
     // Once the range is gone, so are its bounds.
     k.ok(&["delete", "limitrange", "bounds", "-n", "limited"]);
     k.ok(&["create", "-f", huge.to_str().unwrap()]);
+}
+
+/// A namespace's ResourceQuota counts what is created there once the controller has worked
+/// out its usage; creates past its hard limits are refused with 403 in Kubernetes' words,
+/// and what a deleted pod held is given back.
+#[test]
+fn resource_quotas_count_and_bound_what_a_namespace_holds() {
+    let server = Server::start();
+    let k = server.kubectl();
+    k.ok(&["create", "namespace", "counted"]);
+    k.ok(&["create", "quota", "q", "-n", "counted", "--hard=pods=2,requests.cpu=1,configmaps=1"]);
+    let used = |resource: &str| {
+        k.ok(&[
+            "get",
+            "quota",
+            "q",
+            "-n",
+            "counted",
+            "-o",
+            &format!("jsonpath={{.status.used.{resource}}}"),
+        ])
+    };
+    wait_until(Duration::from_secs(10), "the quota's usage is worked out", || used("pods") == "0");
+    let run = |name: &str, cpu: Option<&str>| {
+        let resources = cpu.map_or(String::new(), |cpu| {
+            format!(r#", "resources": {{"requests": {{"cpu": "{cpu}"}}}}"#)
+        });
+        let overrides = format!(
+            r#"{{"spec": {{"containers": [{{"name": "{name}", "image": "kplane/pause"{resources}}}]}}}}"#
+        );
+        k.run(&["run", name, "-n", "counted", "--image=kplane/pause", "--overrides", &overrides])
+    };
+    assert!(run("a", Some("400m")).0);
+    let (ok, _, err) = run("b", None);
+    assert!(
+        !ok && err
+            .contains("pods \"b\" is forbidden: failed quota: q: must specify requests.cpu for: b"),
+        "{err}"
+    );
+    let (ok, _, err) = run("c", Some("700m"));
+    assert!(
+        !ok && err.contains(
+            "exceeded quota: q, requested: requests.cpu=700m, used: requests.cpu=400m, limited: requests.cpu=1"
+        ),
+        "{err}"
+    );
+    assert!(run("d", Some("100m")).0);
+    let (ok, _, err) = run("e", Some("100m"));
+    assert!(
+        !ok && err.contains("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"),
+        "{err}"
+    );
+    assert_eq!((used("pods"), used("requests\\.cpu")), ("2".to_string(), "500m".to_string()));
+    k.ok(&["create", "configmap", "one", "-n", "counted"]);
+    let (ok, _, err) = k.run(&["create", "configmap", "two", "-n", "counted"]);
+    assert!(!ok && err.contains("exceeded quota: q, requested: configmaps=1"), "{err}");
+    // What a deleted pod held is given back.
+    k.ok(&["delete", "pod", "d", "-n", "counted", "--grace-period=0", "--force"]);
+    wait_until(Duration::from_secs(10), "the deleted pod's usage is given back", || {
+        used("pods") == "1"
+    });
+    assert!(run("e", Some("100m")).0);
 }

@@ -4,9 +4,12 @@
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
+//! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 
 pub mod garbage_collector;
 pub mod namespace;
+pub mod resource_quota;
 
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use namespace::{NamespaceController, StopNamespaceController};
+pub use resource_quota::{ResourceQuotaController, StopQuotaController};

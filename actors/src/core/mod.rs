@@ -11,6 +11,7 @@ mod limit_ranger;
 mod managed_fields;
 mod options;
 mod patch;
+mod resource_quota;
 mod service_ips;
 mod subresources;
 mod watch;
@@ -357,6 +358,8 @@ impl ApiCore {
         if resource.namespaced {
             self.check_namespace_accepts(resource, namespace, &name)?;
         }
+        // The last admission: charged to the namespace's quotas before it is stored.
+        self.charge_quotas(resource, namespace, &name, &object, dry_run).await?;
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
             Some(self.services.allocate(&mut object, &name)?)

@@ -110,6 +110,36 @@ pub fn usage_of(
     usage
 }
 
+/// Whether the quota resource `name` counts objects of `resource` (Kubernetes' evaluators'
+/// `MatchingResources`).
+pub fn counts(resource: &ResourceType, name: &str) -> bool {
+    let count = if resource.group.is_empty() {
+        format!("count/{}", resource.plural)
+    } else {
+        format!("count/{}.{}", resource.plural, resource.group)
+    };
+    if name == count {
+        return true;
+    }
+    if !resource.group.is_empty() {
+        return false;
+    }
+    match resource.kind {
+        "Pod" => {
+            matches!(name, "pods" | "cpu" | "memory" | "ephemeral-storage")
+                || name.starts_with("requests.")
+                || name.starts_with("limits.")
+                || name.starts_with("hugepages-")
+        }
+        "Service" => matches!(name, "services" | "services.nodeports" | "services.loadbalancers"),
+        "PersistentVolumeClaim" => matches!(name, "persistentvolumeclaims" | "requests.storage"),
+        "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => {
+            name == resource.plural
+        }
+        _ => false,
+    }
+}
+
 /// A pod's requests and limits as Kubernetes totals them: its containers' summed, each init
 /// container's taken instead when larger, and the pod's overhead added.
 pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {

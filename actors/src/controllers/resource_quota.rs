@@ -1,0 +1,189 @@
+//! The resource quota controller: works out each ResourceQuota's status, its hard limits and
+//! what the objects of its namespace use of them, when the quota changes and again every
+//! second, so that what deleted or finished objects held is given back, as Kubernetes'
+//! controller does. The quota admission charges creates in between (`core::resource_quota`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::{json, Map, Value};
+
+use crate::client::informer::{self, Feed};
+use crate::client::{object_name, ApiClient};
+use crate::core::{ApiError, ListOptions};
+use crate::model::quota::{self, Usage};
+use crate::model::{json, resources, FastSet, ResourceType};
+use crate::watch::EventType;
+
+/// How often every quota's usage is worked out again.
+const RECALCULATE_EVERY: Duration = Duration::from_secs(1);
+
+/// The resource quota controller actor.
+pub struct ResourceQuotaController {
+    client: Arc<dyn ApiClient>,
+    /// The namespaces with quotas, and the names of their quotas, as the informer last saw.
+    quotas: BTreeMap<String, BTreeSet<String>>,
+    /// Namespaces being worked out now.
+    working: FastSet<String>,
+}
+
+/// A feed of quotas.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Informed(Feed);
+
+/// Stops the controller (its list-watch ends with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopQuotaController;
+
+fn quotas() -> &'static ResourceType {
+    resources::find("", "v1", "resourcequotas").expect("served")
+}
+
+impl ResourceQuotaController {
+    pub fn new(client: Arc<dyn ApiClient>) -> Self {
+        Self { client, quotas: BTreeMap::new(), working: FastSet::default() }
+    }
+
+    fn saw(&mut self, quota_object: &Value, deleted: bool) {
+        let namespace = json::at(quota_object, "/metadata/namespace").and_then(Value::as_str);
+        let namespace = namespace.unwrap_or("").to_string();
+        let names = self.quotas.entry(namespace.clone()).or_default();
+        if deleted {
+            names.remove(object_name(quota_object));
+            if names.is_empty() {
+                self.quotas.remove(&namespace);
+            }
+        } else {
+            names.insert(object_name(quota_object).to_string());
+        }
+    }
+
+    /// Works out the quotas of `namespaces` (those not being worked out already).
+    fn recalculate(&mut self, namespaces: Vec<String>, ctx: &mut Context<Self>) {
+        for namespace in namespaces {
+            if !self.working.insert(namespace.clone()) {
+                continue;
+            }
+            let client = self.client.clone();
+            let work = async move {
+                let result = recalculate(&*client, &namespace).await;
+                (namespace, result)
+            };
+            ctx.spawn(work.into_actor(self).map(|(namespace, result), act, _| {
+                act.working.remove(&namespace);
+                if let Err(error) = result {
+                    tracing::debug!(%namespace, %error, "working out quota usage");
+                }
+            }));
+        }
+    }
+}
+
+/// Works out the status of every quota in `namespace`, writing those that changed.
+async fn recalculate(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiError> {
+    let options = ListOptions::default();
+    let quota_objects = client.list(quotas(), Some(namespace), &options).await?.items;
+    // Each kind's objects are listed once, for all the quotas that count them.
+    let mut listed: BTreeMap<&'static str, Vec<Value>> = BTreeMap::new();
+    let now = chrono::Utc::now();
+    for quota_object in quota_objects {
+        let Some(scopes) = quota::matched_scopes(&quota_object) else { continue };
+        let hard = json::at(&quota_object, "/spec/hard").cloned().unwrap_or(json!({}));
+        let hard_amounts = quota::amounts(Some(&hard));
+        let mut used: Usage = hard_amounts.keys().map(|r| (r.clone(), 0)).collect();
+        let counted = resources::RESOURCES.iter().filter(|r| {
+            r.namespaced
+                && resources::is_stored(r)
+                && hard_amounts.keys().any(|name| quota::counts(r, name))
+        });
+        for resource in counted {
+            if !listed.contains_key(resource.plural) {
+                let items = client.list(resource, Some(namespace), &options).await?.items;
+                listed.insert(resource.plural, items);
+            }
+            for object in &listed[resource.plural] {
+                if !quota::scopes_match(&scopes, resource, object) {
+                    continue;
+                }
+                for (name, amount) in quota::usage_of(resource, object, now) {
+                    if let Some(total) = used.get_mut(&name) {
+                        *total += amount;
+                    }
+                }
+            }
+        }
+        let used: Map<String, Value> = used
+            .iter()
+            .map(|(r, amount)| (r.clone(), json!(quota::amount_text(r, *amount))))
+            .collect();
+        let status = json!({"hard": hard, "used": used});
+        if quota_object.get("status") == Some(&status) {
+            continue;
+        }
+        let mut updated = quota_object;
+        updated["status"] = status;
+        match client.update_status(quotas(), namespace, updated).await {
+            // Changed or gone since listed: the next round sees it again.
+            Ok(_) | Err(ApiError::Conflict { .. } | ApiError::NotFound { .. }) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+impl Actor for ResourceQuotaController {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let client = self.client.clone();
+        actix::spawn(informer::list_watch(client, quotas(), Default::default(), move |feed| {
+            addr.do_send(Informed(feed));
+            addr.connected()
+        }));
+        ctx.run_interval(RECALCULATE_EVERY, |act, ctx| {
+            let namespaces = act.quotas.keys().cloned().collect();
+            act.recalculate(namespaces, ctx);
+        });
+    }
+}
+
+impl Handler<Informed> for ResourceQuotaController {
+    type Result = ();
+
+    fn handle(&mut self, Informed(feed): Informed, ctx: &mut Context<Self>) {
+        let changed = match feed {
+            Feed::Listed(items) => {
+                self.quotas.clear();
+                items.iter().for_each(|q| self.saw(q, false));
+                self.quotas.keys().cloned().collect()
+            }
+            Feed::Changed(kind, quota_object) => {
+                self.saw(&quota_object, kind == EventType::Deleted);
+                // A quota whose limits changed is worked out at once.
+                let spec_hard = json::at(&quota_object, "/spec/hard");
+                let status_hard = json::at(&quota_object, "/status/hard");
+                if kind == EventType::Deleted || spec_hard == status_hard {
+                    return;
+                }
+                let namespace =
+                    json::at(&quota_object, "/metadata/namespace").and_then(Value::as_str);
+                vec![namespace.unwrap_or("").to_string()]
+            }
+            Feed::Unavailable(_) => return,
+        };
+        self.recalculate(changed, ctx);
+    }
+}
+
+impl Handler<StopQuotaController> for ResourceQuotaController {
+    type Result = ();
+
+    fn handle(&mut self, _: StopQuotaController, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
