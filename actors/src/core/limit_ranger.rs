@@ -123,22 +123,17 @@ pub(crate) fn check_claim(ranges: &[Value], claim: &Value) -> Vec<String> {
     let requests = requests.cloned().unwrap_or_default();
     for item in items(ranges, "PersistentVolumeClaim") {
         let kind = "PersistentVolumeClaim";
-        for (resource, min) in amounts(item, "min") {
-            match requests.get(resource).and_then(Value::as_str) {
-                None => problems.push(no_request(resource, kind, "minimum", min)),
-                Some(req) if below(req, min) => problems.push(format!(
-                    "minimum {resource} usage per {kind} is {min}, but request is {req}"
-                )),
-                Some(_) => {}
-            }
-        }
-        for (resource, max) in amounts(item, "max") {
-            match requests.get(resource).and_then(Value::as_str) {
-                None => problems.push(no_request(resource, kind, "maximum", max)),
-                Some(req) if below(max, req) => problems.push(format!(
-                    "maximum {resource} usage per {kind} is {max}, but request is {req}"
-                )),
-                Some(_) => {}
+        for (bound, part) in [("minimum", "min"), ("maximum", "max")] {
+            for (resource, amount) in amounts(item, part) {
+                let Some(req) = requests.get(resource).and_then(Value::as_str) else {
+                    problems.push(no_request(resource, kind, bound, amount));
+                    continue;
+                };
+                let outside = if part == "min" { below(req, amount) } else { below(amount, req) };
+                if outside {
+                    let usage = format!("{bound} {resource} usage per {kind} is {amount}");
+                    problems.push(format!("{usage}, but request is {req}"));
+                }
             }
         }
     }

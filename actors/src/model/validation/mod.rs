@@ -1330,16 +1330,18 @@ mod pod_update_tests {
     }
 }
 
+/// Errors as `field: message` lines, for tests' assertions.
+#[cfg(test)]
+fn messages(errors: &[FieldError]) -> Vec<String> {
+    errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+}
+
 #[cfg(test)]
 mod kind_tests {
     use serde_json::json;
 
     use super::*;
     use crate::model::resources::find;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
-    }
 
     #[test]
     fn events_agree_with_their_involved_objects_namespace() {

@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 use super::{label_key_errors, FieldError};
 use crate::model::quantity;
 
-/// Resource names without a domain that Kubernetes knows (`IsStandardResourceName`).
-const STANDARD: [&str; 20] = [
+/// Resource names without a domain that Kubernetes knows (`IsStandardResourceName`) and
+/// that are amounts; the counts are `INTEGER`.
+const STANDARD_AMOUNTS: [&str; 11] = [
     "cpu",
     "memory",
     "ephemeral-storage",
@@ -20,23 +21,14 @@ const STANDARD: [&str; 20] = [
     "limits.cpu",
     "limits.memory",
     "limits.ephemeral-storage",
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
     "storage",
     "requests.storage",
-    "services.nodeports",
-    "services.loadbalancers",
 ];
 
-/// Of those, the ones a container may ask for (besides huge pages).
+/// The ones a container may ask for (besides huge pages).
 const STANDARD_CONTAINER: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
 
-/// Of those, the ones counted in whole units.
+/// The standard resource names counted in whole units.
 const INTEGER: [&str; 9] = [
     "pods",
     "resourcequotas",
@@ -58,6 +50,10 @@ const QUOTA_SCOPES: [&str; 6] = [
     "PriorityClass",
     "CrossNamespacePodAffinity",
 ];
+
+fn is_standard(name: &str) -> bool {
+    STANDARD_AMOUNTS.contains(&name) || INTEGER.contains(&name) || is_huge_pages(name)
+}
 
 fn is_huge_pages(name: &str) -> bool {
     name.starts_with("hugepages-")
@@ -87,7 +83,7 @@ fn resource_name(name: &str, field: &dyn Fn() -> String, errors: &mut Vec<FieldE
     for problem in problems {
         errors.push(FieldError::invalid(field(), name, problem));
     }
-    if valid && !name.contains('/') && !STANDARD.contains(&name) && !is_huge_pages(name) {
+    if valid && !name.contains('/') && !is_standard(name) {
         let message = "must be a standard resource type or fully qualified";
         errors.push(FieldError::invalid(field(), name, message));
     }
@@ -203,9 +199,7 @@ pub(super) fn validate_quota(quota: &Value, errors: &mut Vec<FieldError>) {
 /// The names without a domain that a quota may count: not `storage` itself, and huge pages
 /// as requests too.
 fn is_quota_resource(name: &str) -> bool {
-    (STANDARD.contains(&name) && name != "storage")
-        || is_huge_pages(name)
-        || name.starts_with("requests.hugepages-")
+    (is_standard(name) && name != "storage") || name.starts_with("requests.hugepages-")
 }
 
 /// A LimitRange's items: a known type, once each; resource names for the type; default and
@@ -370,11 +364,8 @@ fn limit_type(kind: &str, field: &dyn Fn() -> String, errors: &mut Vec<FieldErro
 mod tests {
     use serde_json::json;
 
+    use super::super::messages;
     use super::*;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
-    }
 
     #[test]
     fn container_resources_are_known_names_in_order() {

@@ -181,11 +181,8 @@ fn volume_mode(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
 mod tests {
     use serde_json::json;
 
+    use super::super::messages;
     use super::*;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
-    }
 
     #[test]
     fn volumes_name_one_source_and_a_storage_capacity() {
