@@ -111,7 +111,7 @@ async fn recalculate(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiE
                 }
                 for (name, amount) in quota::usage_of(resource, object, now) {
                     if let Some(total) = used.get_mut(&name) {
-                        *total += amount;
+                        *total = total.saturating_add(amount);
                     }
                 }
             }

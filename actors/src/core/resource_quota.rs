@@ -70,7 +70,7 @@ fn judge(
     }
     let mut after = used.clone();
     for (r, amount) in &requested {
-        *after.entry(r.clone()).or_default() += amount;
+        quota::add(&mut after, r, *amount);
     }
     let exceeded: Vec<&String> = requested.keys().filter(|r| after[*r] > hard[*r]).collect();
     if !exceeded.is_empty() {

@@ -45,8 +45,29 @@ pub fn value(q: &str) -> Result<i64, QuantityError> {
     scaled(q, 1)
 }
 
+/// The value of `q` in thousandths of a unit, rounded away from zero, where an `i64` is not
+/// wide enough: for sums of amounts (quota usage) that must not wrap. Read as Kubernetes
+/// reads quantities (binary ones capped at the largest `i64`).
+pub fn milli_value_wide(q: &str) -> Result<i128, QuantityError> {
+    let trimmed = q.trim();
+    let out_of_range = || QuantityError::OutOfRange { input: q.to_owned() };
+    if trimmed.is_empty() {
+        return Err(QuantityError::Invalid { input: q.to_owned() });
+    }
+    let scanned = scan(trimmed).ok_or_else(|| QuantityError::Invalid { input: q.to_owned() })?;
+    let (base, exponent, format) = interpret(scanned.suffix).ok_or(QuantityError::Suffix)?;
+    let exact = scanned.exact(base, exponent, format).ok_or_else(out_of_range)?;
+    exact.millis().ok_or_else(out_of_range)
+}
+
 /// `q` times `factor`, exactly, rounded away from zero.
 fn scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
+    let wide = scaled_wide(q, factor)?;
+    i64::try_from(wide).map_err(|_| QuantityError::OutOfRange { input: q.to_owned() })
+}
+
+/// `q` times `factor`, exactly, rounded away from zero, in an `i128`.
+fn scaled_wide(q: &str, factor: i128) -> Result<i128, QuantityError> {
     // The common form, whole digits and a suffix ("100m", "64Mi"), is read here directly:
     // this runs for every container's requests and limits on every pod written.
     let digits_end = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
@@ -58,7 +79,7 @@ fn scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
 }
 
 /// `scaled` for any quantity, parsed by kube_quantity.
-fn parsed_scaled(q: &str, factor: i128) -> Result<i64, QuantityError> {
+fn parsed_scaled(q: &str, factor: i128) -> Result<i128, QuantityError> {
     let invalid = || QuantityError::Invalid { input: q.to_owned() };
 
     // kube_quantity reads a missing number as 0 ("Mi" would be 0 bytes); Kubernetes rejects it.
@@ -111,7 +132,7 @@ fn exact(
     frac_part: &str,
     (mut num, mut den): (i128, i128),
     factor: i128,
-) -> Result<i64, QuantityError> {
+) -> Result<i128, QuantityError> {
     let invalid = || QuantityError::Invalid { input: q.to_owned() };
     let out_of_range = || QuantityError::OutOfRange { input: q.to_owned() };
     let mut mantissa: i128 = 0;
@@ -133,8 +154,7 @@ fn exact(
     if product % den != 0 {
         magnitude += 1;
     }
-    let signed = if negative { -magnitude } else { magnitude };
-    i64::try_from(signed).map_err(|_| out_of_range())
+    Ok(if negative { -magnitude } else { magnitude })
 }
 
 /// Which exa suffix was split off before parsing.
@@ -203,7 +223,7 @@ pub fn canonical(text: &str) -> Result<Option<String>, QuantityError> {
 /// A number of thousandths of a unit as a quantity's canonical text; in powers of 1024 when
 /// `binary` and a whole number of KiB ("1200Mi"), as Kubernetes writes a sum of binary
 /// quantities.
-pub fn from_millis(millis: i64, binary: bool) -> String {
+pub fn from_millis(millis: i128, binary: bool) -> String {
     let text = match millis.checked_div(1000) {
         Some(units) if binary && millis % 1000 == 0 && units % 1024 == 0 => {
             format!("{}Ki", units / 1024)
@@ -413,6 +433,20 @@ impl Exact {
         }
     }
 
+    /// The value in thousandths, rounded away from zero; `None` past 128 bits.
+    fn millis(&self) -> Option<i128> {
+        let shift = self.exp10 + 3;
+        let magnitude = match u32::try_from(shift) {
+            Ok(up) => self.mantissa.checked_mul(pow10(up)?)?,
+            Err(_) => {
+                let down = u32::try_from(-shift).unwrap_or(u32::MAX);
+                pow10(down).map_or(u128::from(self.mantissa != 0), |d| self.mantissa.div_ceil(d))
+            }
+        };
+        let magnitude = i128::try_from(magnitude).ok()?;
+        Some(if self.negative { -magnitude } else { magnitude })
+    }
+
     /// How this value compares with `other`'s; `None` when aligning their exponents does not
     /// fit in 128 bits.
     fn compare(&self, other: &Exact) -> Option<std::cmp::Ordering> {
@@ -592,7 +626,7 @@ mod tests {
             for suffix in suffixes {
                 let q = format!("{digits}{suffix}");
                 for factor in [1, 1000] {
-                    assert_eq!(scaled(&q, factor), parsed_scaled(&q, factor), "{q} x{factor}");
+                    assert_eq!(scaled_wide(&q, factor), parsed_scaled(&q, factor), "{q} x{factor}");
                 }
             }
         }
@@ -666,6 +700,17 @@ mod tests {
         assert_eq!(from_millis(1_258_291_200_000, true), "1200Mi");
         assert_eq!(from_millis(1_258_291_200_000, false), "1258291200");
         assert_eq!(from_millis(1_000_000, true), "1k");
+    }
+
+    #[test]
+    fn wide_millis_hold_what_an_i64_does_not() {
+        assert_eq!(milli_value_wide("1e30"), Ok(10_i128.pow(33)));
+        assert_eq!(milli_value_wide("8Ei"), Ok(i128::from(i64::MAX) * 1000), "capped as Go caps it");
+        assert_eq!(milli_value_wide("-1"), Ok(-1000));
+        assert_eq!(milli_value_wide("1n"), Ok(1));
+        assert_eq!(milli_value_wide("1.5Gi"), Ok(1_610_612_736_000));
+        assert_eq!(milli_value_wide("1e40"), Err(QuantityError::OutOfRange { input: "1e40".into() }));
+        assert!(matches!(milli_value_wide("x"), Err(QuantityError::Invalid { .. })));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What an object counts against a ResourceQuota, as Kubernetes' quota evaluators count it,
 //! and which objects a quota's scopes take in. Amounts are kept in thousandths of a unit
-//! (millicores, thousandths of a byte), so that sums are exact.
+//! (millicores, thousandths of a byte) in 128 bits, so that sums are exact and do not wrap.
 
 use std::collections::BTreeMap;
 
@@ -9,10 +9,14 @@ use serde_json::Value;
 use super::{json, quantity, ResourceType};
 
 /// Amounts by resource name, in thousandths of a unit.
-pub type Usage = BTreeMap<String, i64>;
+pub type Usage = BTreeMap<String, i128>;
 
 /// One of anything, in thousandths.
-const ONE: i64 = 1000;
+const ONE: i128 = 1000;
+
+/// What an amount too large even for 128 bits counts as: more than any quota allows, and
+/// still far from wrapping when added to.
+const HUGE: i128 = i128::MAX / 1024;
 
 /// The scopes this server can match objects against (`PriorityClass` and
 /// `CrossNamespacePodAffinity` scopes, and scope selectors, are not matched: a quota naming
@@ -26,13 +30,26 @@ pub fn counts_bytes(resource: &str) -> bool {
 }
 
 /// An amount of `resource` as a quantity's text.
-pub fn amount_text(resource: &str, millis: i64) -> String {
+pub fn amount_text(resource: &str, millis: i128) -> String {
     quantity::from_millis(millis, counts_bytes(resource))
 }
 
-/// A quantity's amount in thousandths (0 when it is none).
-pub fn millis(text: &str) -> i64 {
-    quantity::milli_value(text).unwrap_or(0)
+/// A quantity's amount in thousandths (0 when it is none; [`HUGE`] past 128 bits).
+pub fn millis(text: &str) -> i128 {
+    match quantity::milli_value_wide(text) {
+        Ok(millis) => millis,
+        Err(quantity::QuantityError::OutOfRange { .. }) if text.trim_start().starts_with('-') => {
+            -HUGE
+        }
+        Err(quantity::QuantityError::OutOfRange { .. }) => HUGE,
+        Err(_) => 0,
+    }
+}
+
+/// Adds `amount` to `usage`'s `name`.
+pub fn add(usage: &mut Usage, name: &str, amount: i128) {
+    let total = usage.entry(name.to_owned()).or_default();
+    *total = total.saturating_add(amount);
 }
 
 /// The resource amounts of a list (`requests`, `limits`, `hard`), in thousandths.
@@ -70,7 +87,7 @@ pub fn usage_of(
                 {
                     usage.insert(name.clone(), amount);
                     usage.insert(format!("requests.{name}"), amount);
-                } else if name.contains('/') {
+                } else if is_extended(&name) {
                     usage.insert(format!("requests.{name}"), amount);
                 }
             }
@@ -83,7 +100,7 @@ pub fn usage_of(
         "Service" => {
             usage.insert("services".into(), ONE);
             let ports = json::at(object, "/spec/ports").and_then(Value::as_array);
-            let ports = ports.map_or(0, |p| p.len() as i64);
+            let ports = ports.map_or(0, |p| p.len() as i128);
             match json::at(object, "/spec/type").and_then(Value::as_str) {
                 Some("NodePort") => {
                     usage.insert("services.nodeports".into(), ports * ONE);
@@ -98,8 +115,18 @@ pub fn usage_of(
         "PersistentVolumeClaim" => {
             usage.insert("persistentvolumeclaims".into(), ONE);
             let storage = json::at(object, "/spec/resources/requests/storage");
-            if let Some(storage) = storage.and_then(Value::as_str) {
-                usage.insert("requests.storage".into(), millis(storage));
+            let storage = storage.and_then(Value::as_str).map(millis);
+            if let Some(storage) = storage {
+                usage.insert("requests.storage".into(), storage);
+            }
+            // And the same per storage class, as `<class>.storageclass.storage.k8s.io/...`.
+            let class = json::at(object, "/spec/storageClassName").and_then(Value::as_str);
+            if let Some(class) = class.filter(|c| !c.is_empty()) {
+                let per_class = format!("{class}.storageclass.storage.k8s.io/");
+                usage.insert(format!("{per_class}persistentvolumeclaims"), ONE);
+                if let Some(storage) = storage {
+                    usage.insert(format!("{per_class}requests.storage"), storage);
+                }
             }
         }
         "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => {
@@ -124,48 +151,78 @@ pub fn counts(resource: &ResourceType, name: &str) -> bool {
     if !resource.group.is_empty() {
         return false;
     }
+    let compute = ["cpu", "memory", "ephemeral-storage"];
     match resource.kind {
         "Pod" => {
-            matches!(name, "pods" | "cpu" | "memory" | "ephemeral-storage")
-                || name.starts_with("requests.")
-                || name.starts_with("limits.")
+            name == "pods"
+                || compute.contains(&name)
                 || name.starts_with("hugepages-")
+                || name.strip_prefix("limits.").is_some_and(|r| compute.contains(&r))
+                || name.strip_prefix("requests.").is_some_and(|r| {
+                    compute.contains(&r) || r.starts_with("hugepages-") || is_extended(r)
+                })
         }
         "Service" => matches!(name, "services" | "services.nodeports" | "services.loadbalancers"),
-        "PersistentVolumeClaim" => matches!(name, "persistentvolumeclaims" | "requests.storage"),
-        "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => {
-            name == resource.plural
+        "PersistentVolumeClaim" => {
+            matches!(name, "persistentvolumeclaims" | "requests.storage")
+                || name.ends_with(".storageclass.storage.k8s.io/requests.storage")
+                || name.ends_with(".storageclass.storage.k8s.io/persistentvolumeclaims")
         }
+        "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => name == resource.plural,
         _ => false,
     }
 }
 
-/// A pod's requests and limits as Kubernetes totals them: its containers' summed, each init
-/// container's taken instead when larger, and the pod's overhead added.
+/// A resource a device plugin or an operator adds (`example.com/gpu`), outside kubernetes.io.
+fn is_extended(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+/// A pod's requests and limits as Kubernetes totals them (`PodRequests`, `PodLimits`): its
+/// containers' and sidecars' (restartable init containers') summed, an init container's
+/// with the sidecars started before it taken instead when larger; the pod's overhead added
+/// to every request, and to the limits the pod has.
 pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
-    let containers = |list: &str| {
-        let list = json::at(pod, &format!("/spec/{list}")).and_then(Value::as_array);
-        list.into_iter().flatten().map(|c| c.get("resources"))
-    };
+    let list = |name: &str| json::at(pod, &format!("/spec/{name}")).and_then(Value::as_array);
     let total = |kind: &str| {
+        let of = |c: &Value| amounts(c.get("resources").and_then(|r| r.get(kind)));
         let mut sum = Usage::new();
-        for resources in containers("containers") {
-            for (name, amount) in amounts(resources.and_then(|r| r.get(kind))) {
-                *sum.entry(name).or_default() += amount;
+        for container in list("containers").into_iter().flatten() {
+            of(container).iter().for_each(|(name, amount)| add(&mut sum, name, *amount));
+        }
+        let (mut sidecars, mut init) = (Usage::new(), Usage::new());
+        for container in list("initContainers").into_iter().flatten() {
+            let amounts = of(container);
+            let running = if container.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
+                for (name, amount) in &amounts {
+                    add(&mut sum, name, *amount);
+                    add(&mut sidecars, name, *amount);
+                }
+                sidecars.clone()
+            } else {
+                let mut running = amounts;
+                sidecars.iter().for_each(|(name, amount)| add(&mut running, name, *amount));
+                running
+            };
+            for (name, amount) in running {
+                let largest = init.entry(name).or_default();
+                *largest = (*largest).max(amount);
             }
         }
-        for resources in containers("initContainers") {
-            for (name, amount) in amounts(resources.and_then(|r| r.get(kind))) {
-                let current = sum.entry(name).or_default();
-                *current = (*current).max(amount);
-            }
-        }
-        for (name, amount) in amounts(json::at(pod, "/spec/overhead")) {
-            *sum.entry(name).or_default() += amount;
+        for (name, amount) in init {
+            let current = sum.entry(name).or_default();
+            *current = (*current).max(amount);
         }
         sum
     };
-    (total("requests"), total("limits"))
+    let (mut requests, mut limits) = (total("requests"), total("limits"));
+    for (name, amount) in amounts(json::at(pod, "/spec/overhead")) {
+        add(&mut requests, &name, amount);
+        if let Some(limit) = limits.get_mut(&name) {
+            *limit = limit.saturating_add(amount);
+        }
+    }
+    (requests, limits)
 }
 
 /// A pod that has finished (Succeeded or Failed), or whose deletion's grace period is over,
@@ -194,15 +251,26 @@ pub fn scopes_match(scopes: &[&str], resource: &ResourceType, object: &Value) ->
     let terminating = json::at(object, "/spec/activeDeadlineSeconds")
         .and_then(Value::as_i64)
         .is_some_and(|s| s >= 0);
-    let (requests, limits) = pod_requests_and_limits(object);
-    let compute = |usage: &Usage| usage.keys().any(|k| k == "cpu" || k == "memory");
-    let best_effort = !compute(&requests) && !compute(&limits);
+    let best_effort = is_best_effort(object);
     scopes.iter().all(|scope| match *scope {
         "Terminating" => terminating,
         "NotTerminating" => !terminating,
         "BestEffort" => best_effort,
         "NotBestEffort" => !best_effort,
         _ => false,
+    })
+}
+
+/// Whether a pod is of the BestEffort QoS class: no container (nor init container) requests
+/// or limits a non-zero amount of cpu or memory (the pod's overhead does not count).
+fn is_best_effort(pod: &Value) -> bool {
+    let list = |name: &str| json::at(pod, &format!("/spec/{name}")).and_then(Value::as_array);
+    let containers = list("containers").into_iter().chain(list("initContainers")).flatten();
+    !containers.into_iter().any(|c| {
+        ["requests", "limits"].iter().any(|kind| {
+            let amounts = amounts(c.get("resources").and_then(|r| r.get(*kind)));
+            ["cpu", "memory"].iter().any(|r| amounts.get(*r).is_some_and(|a| *a != 0))
+        })
     })
 }
 
@@ -267,6 +335,44 @@ mod tests {
         let mut done = pod;
         done["status"] = json!({"phase": "Succeeded"});
         assert_eq!(usage("pods", done), pairs(&[("count/pods", "1")]));
+    }
+
+    #[test]
+    fn pod_totals_add_sidecars_and_overhead_as_kubernetes_does() {
+        let pod = json!({"spec": {
+            "containers": [{"resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [
+                {"restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"},
+                    "limits": {"memory": "1Gi"}}},
+                {"resources": {"requests": {"cpu": "250m"}}}],
+            "overhead": {"cpu": "10m", "memory": "64Mi"}}});
+        let (requests, limits) = pod_requests_and_limits(&pod);
+        // The sidecar runs beside the containers (300m), and beside the later init
+        // container (450m, the larger); overhead on every request, on limits the pod has.
+        assert_eq!(requests.get("cpu"), Some(&460));
+        assert_eq!(requests.get("memory"), Some(&((64 << 20) * 1000)));
+        assert_eq!(limits.get("memory"), Some(&(((1 << 30) + (64 << 20)) * 1000)));
+        assert_eq!(limits.get("cpu"), None);
+    }
+
+    #[test]
+    fn amounts_past_64_bits_do_not_wrap() {
+        let huge = json!({"spec": {"containers": [
+            {"resources": {"requests": {"memory": "5Pi"}}},
+            {"resources": {"requests": {"memory": "5Pi"}}}]}});
+        let (requests, _) = pod_requests_and_limits(&huge);
+        assert_eq!(amount_text("memory", requests["memory"]), "10Pi");
+        assert!(millis("10E") > millis("8Ei") && millis("1e30") > millis("10E"));
+        let claim = json!({"spec": {"storageClassName": "gold",
+            "resources": {"requests": {"storage": "20Pi"}}}});
+        let claims = find("", "v1", "persistentvolumeclaims").unwrap();
+        let usage = usage_of(claims, &claim, chrono::Utc::now());
+        assert_eq!(amount_text("requests.storage", usage["requests.storage"]), "20Pi");
+        assert_eq!(usage["gold.storageclass.storage.k8s.io/persistentvolumeclaims"], 1000);
+        assert!(counts(claims, "gold.storageclass.storage.k8s.io/requests.storage"));
+        let pods = find("", "v1", "pods").unwrap();
+        assert!(counts(pods, "requests.example.com/gpu") && !counts(pods, "requests.storage"));
+        assert!(!counts(pods, "requests.kubernetes.io/batteries"));
     }
 
     #[test]
