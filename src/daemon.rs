@@ -161,9 +161,10 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     ))
     .start();
     // And the quota controller: a quota counts once it has worked out its usage.
-    let quotas = ResourceQuotaController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
-    ))
+    let quotas = ResourceQuotaController::new(
+        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        state.core.quota_locks(),
+    )
     .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =

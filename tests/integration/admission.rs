@@ -1,8 +1,9 @@
-//! Admission as Kubernetes enables it by default, driven with kubectl: the LimitRanger.
-
-use serde_json::Value;
+//! Admission as Kubernetes enables it by default, driven with kubectl and HTTP: the
+//! LimitRanger and the ResourceQuota admission (with the quota controller).
 
 use std::time::Duration;
+
+use serde_json::{json, Value};
 
 use crate::util::{wait_until, Server};
 
@@ -154,4 +155,51 @@ fn resource_quotas_count_and_bound_what_a_namespace_holds() {
         used("pods") == "1"
     });
     assert!(run("e", Some("100m")).0);
+}
+
+/// Creates racing for a quota's last units: exactly as many as it allows get in, the others
+/// are refused with 403 (never a 5xx), and the quota's usage says so. A service that grows
+/// into a load balancer is charged on update.
+#[test]
+fn racing_creates_take_exactly_the_quota_and_updates_are_charged_too() {
+    let server = Server::start();
+    assert_eq!(server.post("/api/v1/namespaces", &json!({"metadata": {"name": "race"}})).0, 201);
+    let quota = json!({"metadata": {"name": "q"},
+        "spec": {"hard": {"configmaps": "5", "services.loadbalancers": "0"}}});
+    assert_eq!(server.post("/api/v1/namespaces/race/resourcequotas", &quota).0, 201);
+    let used = |name: &str| {
+        server.get("/api/v1/namespaces/race/resourcequotas/q").1["status"]["used"][name].clone()
+    };
+    wait_until(Duration::from_secs(10), "the quota's usage is worked out", || {
+        used("configmaps") == "0"
+    });
+    let codes: Vec<u16> = std::thread::scope(|s| {
+        let creates: Vec<_> = (0..20)
+            .map(|i| {
+                let server = &server;
+                s.spawn(move || {
+                    let cm = json!({"metadata": {"name": format!("cm-{i}")}});
+                    server.post("/api/v1/namespaces/race/configmaps", &cm).0
+                })
+            })
+            .collect();
+        creates.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    assert_eq!(codes.iter().filter(|c| **c == 201).count(), 5, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 403).count(), 15, "{codes:?}");
+    assert_eq!(used("configmaps"), "5");
+
+    let service = json!({"metadata": {"name": "web"},
+        "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}});
+    assert_eq!(server.post("/api/v1/namespaces/race/services", &service).0, 201);
+    let (_, mut current) = server.get("/api/v1/namespaces/race/services/web");
+    current["spec"]["type"] = json!("LoadBalancer");
+    let (code, status) = server.put("/api/v1/namespaces/race/services/web", &current);
+    assert_eq!(code, 403, "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains(
+            "exceeded quota: q, requested: services.loadbalancers=1, used: services.loadbalancers=0, limited: services.loadbalancers=0"
+        ),
+        "{status}"
+    );
 }

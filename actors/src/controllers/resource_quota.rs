@@ -1,7 +1,9 @@
 //! The resource quota controller: works out each ResourceQuota's status, its hard limits and
 //! what the objects of its namespace use of them, when the quota changes and again every
 //! second, so that what deleted or finished objects held is given back, as Kubernetes'
-//! controller does. The quota admission charges creates in between (`core::resource_quota`).
+//! controller does. The quota admission charges creates in between (`core::resource_quota`);
+//! a recount holds the namespace's quota lock, as a charge does until its object is stored,
+//! so that it counts every charged object exactly once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::informer::{self, Feed};
 use crate::client::{object_name, ApiClient};
-use crate::core::{ApiError, ListOptions};
+use crate::core::{ApiError, ListOptions, QuotaLocks};
 use crate::model::quota::{self, Usage};
 use crate::model::{json, resources, FastSet, ResourceType};
 use crate::watch::EventType;
@@ -23,6 +25,7 @@ const RECALCULATE_EVERY: Duration = Duration::from_secs(1);
 /// The resource quota controller actor.
 pub struct ResourceQuotaController {
     client: Arc<dyn ApiClient>,
+    locks: QuotaLocks,
     /// The namespaces with quotas, and the names of their quotas, as the informer last saw.
     quotas: BTreeMap<String, BTreeSet<String>>,
     /// Namespaces being worked out now.
@@ -44,8 +47,10 @@ fn quotas() -> &'static ResourceType {
 }
 
 impl ResourceQuotaController {
-    pub fn new(client: Arc<dyn ApiClient>) -> Self {
-        Self { client, quotas: BTreeMap::new(), working: FastSet::default() }
+    /// A controller reading and writing through `client`, recounting under `locks` (the API
+    /// core's, which `client` writes through).
+    pub fn new(client: Arc<dyn ApiClient>, locks: QuotaLocks) -> Self {
+        Self { client, locks, quotas: BTreeMap::new(), working: FastSet::default() }
     }
 
     fn saw(&mut self, quota_object: &Value, deleted: bool) {
@@ -68,9 +73,11 @@ impl ResourceQuotaController {
             if !self.working.insert(namespace.clone()) {
                 continue;
             }
-            let client = self.client.clone();
+            let (client, locks) = (self.client.clone(), self.locks.clone());
             let work = async move {
+                let held = locks.lock(&namespace).await;
                 let result = recalculate(&*client, &namespace).await;
+                drop(held);
                 (namespace, result)
             };
             ctx.spawn(work.into_actor(self).map(|(namespace, result), act, _| {

@@ -12,6 +12,8 @@ mod managed_fields;
 mod options;
 mod patch;
 mod resource_quota;
+
+pub use resource_quota::{QuotaGuard, QuotaLocks};
 mod service_ips;
 mod subresources;
 mod watch;
@@ -78,6 +80,8 @@ pub struct ApiCore {
     store: Store,
     hub: HubHandle,
     services: Arc<service_ips::ServiceAllocator>,
+    /// Serializes the quota charges of each namespace with quotas.
+    quota_locks: QuotaLocks,
     /// The field manager of writes that name none (in-process components).
     manager: Arc<str>,
     /// Checks a patched object as its kind's Go type decodes it, dropping undeclared fields.
@@ -105,7 +109,8 @@ fn namespaces() -> &'static ResourceType {
 impl ApiCore {
     pub fn new(store: Store, hub: HubHandle) -> Self {
         let services = Arc::new(service_ips::ServiceAllocator::new(ServiceRanges::default()));
-        Self { store, hub, services, manager: Arc::from("kplane"), schema_check: None }
+        let quota_locks = QuotaLocks::default();
+        Self { store, hub, services, quota_locks, manager: Arc::from("kplane"), schema_check: None }
     }
 
     /// Patched objects lose the fields their schema does not declare, and a patch that leaves a
@@ -131,6 +136,12 @@ impl ApiCore {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The locks that serialize each namespace's quota charges, for the quota controller to
+    /// hold while it recounts.
+    pub fn quota_locks(&self) -> QuotaLocks {
+        self.quota_locks.clone()
     }
 
     /// The same core, writing as `manager` when a write names no field manager.
@@ -358,8 +369,10 @@ impl ApiCore {
         if resource.namespaced {
             self.check_namespace_accepts(resource, namespace, &name)?;
         }
-        // The last admission: charged to the namespace's quotas before it is stored.
-        self.charge_quotas(resource, namespace, &name, &object, dry_run).await?;
+        // The last admission: charged to the namespace's quotas before it is stored, their
+        // lock held until it is.
+        let _charged =
+            self.charge_quotas(resource, namespace, &name, &object, None, dry_run).await?;
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
             Some(self.services.allocate(&mut object, &name)?)
@@ -616,6 +629,22 @@ impl ApiCore {
                     current
                 });
             }
+            // A service or claim that grows is charged to the quotas, their lock held until
+            // it is stored.
+            let growth = resource_quota::update_usage(resource, &current_value, &next);
+            let _charged = if part == Part::Main && !growth.is_empty() {
+                let charged =
+                    self.charge_quotas(resource, namespace, name, &next, Some(growth), false);
+                match charged.await {
+                    Ok(guard) => guard,
+                    Err(refused) => {
+                        self.services.release(&allocated);
+                        return Err(refused);
+                    }
+                }
+            } else {
+                None
+            };
             let finalized = json::at(&next, "/metadata/deletionTimestamp").is_some()
                 && !has_finalizers(resource, &next);
             let preconditions =

@@ -1,17 +1,40 @@
-//! The ResourceQuota admission plugin, as Kubernetes enables it by default: a create in a
-//! namespace with quotas is refused (403) when it would take a quota's usage past its hard
-//! limit, and is otherwise charged to the quotas before it is stored, by updating their
-//! `status.used` (pinned to the version read, so that two creates racing for the last unit
-//! cannot both have it). A quota counts only once its status has been worked out (by the
-//! resource quota controller, which also gives back what deleted objects held).
+//! The ResourceQuota admission plugin, as Kubernetes enables it by default: a create (or an
+//! update of a service or claim that takes more) in a namespace with quotas is refused (403)
+//! when it would take a quota's usage past its hard limit, and is otherwise charged to the
+//! quotas before it is stored, by updating their `status.used`. A quota counts only once its
+//! status has been worked out (by the resource quota controller, which also gives back what
+//! deleted objects held).
+//!
+//! A namespace's charges are serialized by its [`QuotaLocks`] lock, held from the charge until
+//! the object is stored; the controller holds it while it recounts, so that a recount neither
+//! misses a charged object not yet stored nor lets two creates both take the last unit.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
+use tokio::sync::OwnedMutexGuard;
 
 use super::{ApiCore, ApiError, WriteOptions};
 use crate::model::quota::{self, Usage};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{json, resources, FastMap, ResourceType};
+
+/// One lock per namespace that has had quotas (see the module's comment).
+#[derive(Debug, Clone, Default)]
+pub struct QuotaLocks(Arc<Mutex<FastMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+/// A namespace's quota lock, held.
+pub type QuotaGuard = OwnedMutexGuard<()>;
+
+impl QuotaLocks {
+    /// Waits for and takes `namespace`'s lock.
+    pub async fn lock(&self, namespace: &str) -> QuotaGuard {
+        let lock = {
+            let mut locks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            locks.entry(namespace.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
 
 /// How many times a charge is tried again after another write to a quota got in between.
 const MAX_ATTEMPTS: usize = 10;
@@ -118,28 +141,52 @@ fn unstated(pod: &Value, restricted: &[&String]) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join("; "))
 }
 
+/// What an update from `old` to `new` (of `resource`) adds to the quotas: the growth of each
+/// amount; only services and claims are charged on update, as in Kubernetes.
+pub(super) fn update_usage(resource: &ResourceType, old: &Value, new: &Value) -> Usage {
+    if !resource.group.is_empty() || !matches!(resource.kind, "Service" | "PersistentVolumeClaim") {
+        return Usage::new();
+    }
+    let now = chrono::Utc::now();
+    let before = quota::usage_of(resource, old, now);
+    let after = quota::usage_of(resource, new, now);
+    after
+        .into_iter()
+        .map(|(name, amount)| {
+            let grown = amount.saturating_sub(before.get(&name).copied().unwrap_or(0));
+            (name, grown)
+        })
+        .filter(|(_, grown)| *grown > 0)
+        .collect()
+}
+
 impl ApiCore {
-    /// Admits the create of `object` (of `resource`, named `name`) against the quotas of
-    /// `namespace`: refused (403) past any, else charged to each that counts it (unless
-    /// `dry_run`). Namespaces without quotas cost one table lookup.
+    /// Admits a write of `object` (of `resource`, named `name`) against the quotas of
+    /// `namespace`, for what it adds: `growth` for an update, all of its usage for a create
+    /// (`None`): refused (403) past any quota, else charged to each that counts it (unless
+    /// `dry_run`). Returns the namespace's quota lock, for the caller to hold until
+    /// the object is stored, when the namespace has quotas; namespaces without cost one table
+    /// lookup.
     pub(super) async fn charge_quotas(
         &self,
         resource: &'static ResourceType,
         namespace: &str,
         name: &str,
         object: &Value,
+        growth: Option<Usage>,
         dry_run: bool,
-    ) -> Result<(), ApiError> {
-        if !resource.namespaced {
-            return Ok(());
+    ) -> Result<Option<QuotaGuard>, ApiError> {
+        if !resource.namespaced || self.store.quotas(namespace).is_empty() {
+            return Ok(None);
         }
+        let usage = growth.unwrap_or_else(|| quota::usage_of(resource, object, chrono::Utc::now()));
+        if usage.is_empty() {
+            return Ok(None);
+        }
+        let guard = self.quota_locks.lock(namespace).await;
         let mut charged: Vec<String> = Vec::new();
         for _ in 0..MAX_ATTEMPTS {
             let stored = self.store.quotas(namespace);
-            if stored.is_empty() {
-                return Ok(());
-            }
-            let usage = quota::usage_of(resource, object, chrono::Utc::now());
             let mut charges = Vec::new();
             for quota_object in stored.iter().filter(|q| !charged.contains(&q.key.name)) {
                 let value = quota_object.to_value();
@@ -154,13 +201,16 @@ impl ApiCore {
                 }
             }
             if dry_run {
-                return Ok(());
+                return Ok(Some(guard));
             }
             let mut raced = false;
             for (quota_object, updated) in charges {
                 let quota_name = &quota_object.key.name;
                 let options = WriteOptions::default();
-                match self.update_status(quotas(), namespace, quota_name, updated, &options).await {
+                // Boxed: an update charges quotas too (services and claims), so the futures
+                // would otherwise contain themselves.
+                let update = self.update_status(quotas(), namespace, quota_name, updated, &options);
+                match Box::pin(update).await {
                     Ok(_) => charged.push(quota_name.clone()),
                     // Changed or gone since read: judged again against what is there now.
                     Err(ApiError::Conflict { .. } | ApiError::NotFound { .. }) => {
@@ -171,7 +221,7 @@ impl ApiCore {
                 }
             }
             if !raced {
-                return Ok(());
+                return Ok(Some(guard));
             }
             self.store.settle(quotas()).await?;
         }

@@ -705,11 +705,18 @@ mod tests {
     #[test]
     fn wide_millis_hold_what_an_i64_does_not() {
         assert_eq!(milli_value_wide("1e30"), Ok(10_i128.pow(33)));
-        assert_eq!(milli_value_wide("8Ei"), Ok(i128::from(i64::MAX) * 1000), "capped as Go caps it");
+        assert_eq!(
+            milli_value_wide("8Ei"),
+            Ok(i128::from(i64::MAX) * 1000),
+            "capped as Go caps it"
+        );
         assert_eq!(milli_value_wide("-1"), Ok(-1000));
         assert_eq!(milli_value_wide("1n"), Ok(1));
         assert_eq!(milli_value_wide("1.5Gi"), Ok(1_610_612_736_000));
-        assert_eq!(milli_value_wide("1e40"), Err(QuantityError::OutOfRange { input: "1e40".into() }));
+        assert_eq!(
+            milli_value_wide("1e40"),
+            Err(QuantityError::OutOfRange { input: "1e40".into() })
+        );
         assert!(matches!(milli_value_wide("x"), Err(QuantityError::Invalid { .. })));
     }
 

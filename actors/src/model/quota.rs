@@ -168,7 +168,9 @@ pub fn counts(resource: &ResourceType, name: &str) -> bool {
                 || name.ends_with(".storageclass.storage.k8s.io/requests.storage")
                 || name.ends_with(".storageclass.storage.k8s.io/persistentvolumeclaims")
         }
-        "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => name == resource.plural,
+        "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => {
+            name == resource.plural
+        }
         _ => false,
     }
 }
@@ -193,17 +195,18 @@ pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
         let (mut sidecars, mut init) = (Usage::new(), Usage::new());
         for container in list("initContainers").into_iter().flatten() {
             let amounts = of(container);
-            let running = if container.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
-                for (name, amount) in &amounts {
-                    add(&mut sum, name, *amount);
-                    add(&mut sidecars, name, *amount);
-                }
-                sidecars.clone()
-            } else {
-                let mut running = amounts;
-                sidecars.iter().for_each(|(name, amount)| add(&mut running, name, *amount));
-                running
-            };
+            let running =
+                if container.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
+                    for (name, amount) in &amounts {
+                        add(&mut sum, name, *amount);
+                        add(&mut sidecars, name, *amount);
+                    }
+                    sidecars.clone()
+                } else {
+                    let mut running = amounts;
+                    sidecars.iter().for_each(|(name, amount)| add(&mut running, name, *amount));
+                    running
+                };
             for (name, amount) in running {
                 let largest = init.entry(name).or_default();
                 *largest = (*largest).max(amount);

@@ -414,11 +414,14 @@ fn canonical_quantity(text: &str) -> Result<Option<String>, Problem> {
 
 /// `metav1.Time` and `MicroTime` decode from RFC 3339 text and are written back in UTC, to
 /// the second (`2006-01-02T15:04:05Z`) or to the microsecond (`2006-01-02T15:04:05.000000Z`);
-/// `None` when `text` is already so written.
+/// `None` when `text` is already so written. A `MicroTime` is taken with any number of
+/// fraction digits, or none, where Kubernetes wants exactly six: clients that write times as
+/// their language formats them (Python's `isoformat()` leaves out a zero fraction) work.
 fn canonical_time(text: &str, micro: bool) -> Result<Option<String>, Problem> {
-    let time = chrono::DateTime::parse_from_rfc3339(text).map_err(|error| {
-        Problem::Text(format!("parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": {error}"))
-    })?;
+    let layout =
+        if micro { "2006-01-02T15:04:05.000000Z07:00" } else { "2006-01-02T15:04:05Z07:00" };
+    let time = chrono::DateTime::parse_from_rfc3339(text)
+        .map_err(|error| Problem::Text(format!("parsing time {text:?} as {layout:?}: {error}")))?;
     let b = text.as_bytes();
     let written_so = b.get(10) == Some(&b'T')
         && text.ends_with('Z')

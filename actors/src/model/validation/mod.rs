@@ -349,18 +349,20 @@ fn validate_endpoints(endpoints: &Value, errors: &mut Vec<FieldError>) {
         }
         let ports = subset.get("ports").and_then(Value::as_array);
         let several = ports.is_some_and(|p| p.len() > 1);
-        let mut names = Vec::new();
         for (k, port) in ports.into_iter().flatten().enumerate() {
             let field = |rest: &str| at(&format!(".ports[{k}]{rest}"));
+            // Names are labels, not checked for repeats (Kubernetes' endpoints rules).
             match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
                 None if several => errors.push(FieldError::required(field(".name"))),
                 None => {}
-                Some(name) => unique_label(name, &mut names, || field(".name"), errors),
+                Some(name) => {
+                    for problem in dns1123_label_errors(name) {
+                        errors.push(FieldError::invalid(field(".name"), name, problem));
+                    }
+                }
             }
-            match port.get("port").and_then(Value::as_i64) {
-                Some(number) => port_number(number, || field(".port"), errors),
-                None => errors.push(FieldError::required(field(".port"))),
-            }
+            let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
+            port_number(number, || field(".port"), errors);
             let protocol = port.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
             port_protocol(protocol, || field(".protocol"), errors);
         }

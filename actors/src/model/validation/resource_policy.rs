@@ -52,7 +52,10 @@ const QUOTA_SCOPES: [&str; 6] = [
 ];
 
 fn is_standard(name: &str) -> bool {
-    STANDARD_AMOUNTS.contains(&name) || INTEGER.contains(&name) || is_huge_pages(name)
+    STANDARD_AMOUNTS.contains(&name)
+        || INTEGER.contains(&name)
+        || is_huge_pages(name)
+        || name.starts_with("requests.hugepages-")
 }
 
 fn is_huge_pages(name: &str) -> bool {
@@ -199,7 +202,7 @@ pub(super) fn validate_quota(quota: &Value, errors: &mut Vec<FieldError>) {
 /// The names without a domain that a quota may count: not `storage` itself, and huge pages
 /// as requests too.
 fn is_quota_resource(name: &str) -> bool {
-    (is_standard(name) && name != "storage") || name.starts_with("requests.hugepages-")
+    is_standard(name) && name != "storage"
 }
 
 /// A LimitRange's items: a known type, once each; resource names for the type; default and
@@ -396,6 +399,7 @@ mod tests {
     #[test]
     fn quotas_count_what_quotas_know() {
         let quota = json!({"spec": {"hard": {"pods": "10", "requests.cpu": "1", "count/pods": "2",
+            "requests.hugepages-2Mi": "1Gi",
             "storage": "1Gi", "widgets": "1", "services": "1500m", "memory": "-1"},
             "scopes": ["BestEffort", "Sometimes"]}});
         let mut errors = Vec::new();
