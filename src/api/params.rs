@@ -56,7 +56,7 @@ impl Query {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
-            Some(v) => Err(invalid_options(options, vec![dry_run_not_supported(v)])),
+            Some(v) => Err(invalid_options(options, vec![dry_run_not_supported(&[v])])),
         }
     }
 
@@ -89,7 +89,7 @@ impl Query {
             if manager.len() > 128 {
                 causes.push(FieldError::too_long("fieldManager", 128));
             }
-            for (at, c) in manager.char_indices().filter(|(_, c)| c.is_control()) {
+            for (at, c) in manager.char_indices().filter(|(_, c)| !is_printable(*c)) {
                 let detail = format!("invalid character U+{:04X} (at position {at})", c as u32);
                 causes.push(FieldError::invalid("fieldManager", manager, detail));
             }
@@ -179,11 +179,12 @@ impl Query {
                 options.precondition_resource_version =
                     pre.get("resourceVersion").and_then(Value::as_str).map(String::from);
             }
-            for value in map.get("dryRun").and_then(Value::as_array).into_iter().flatten() {
-                match value.as_str() {
-                    Some("All") => options.dry_run = true,
-                    other => causes.push(dry_run_not_supported(other.unwrap_or_default())),
-                }
+            let values = map.get("dryRun").and_then(Value::as_array).into_iter().flatten();
+            let values: Vec<&str> = values.map(|v| v.as_str().unwrap_or_default()).collect();
+            if values.iter().any(|v| *v != "All") {
+                causes.push(dry_run_not_supported(&values));
+            } else if !values.is_empty() {
+                options.dry_run = true;
             }
         }
         match options.propagation_policy.as_deref() {
@@ -202,16 +203,28 @@ impl Query {
     }
 }
 
+/// Go's `unicode.IsPrint`, nearly: not a control or format character, and no space but ' '.
+fn is_printable(c: char) -> bool {
+    let format = matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}');
+    !(c.is_control() || format || (c.is_whitespace() && c != ' '))
+}
+
 fn invalid_options(kind: &'static str, causes: Vec<FieldError>) -> HttpError {
     HttpError::Api(ApiError::invalid_options(kind, causes))
 }
 
-/// A `dryRun` value other than `All`, worded as Kubernetes words it (its value is a list).
-fn dry_run_not_supported(value: &str) -> FieldError {
+/// `dryRun` values other than `All`, worded as Kubernetes words it (one error showing the
+/// whole list).
+fn dry_run_not_supported(values: &[&str]) -> FieldError {
+    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
     FieldError {
         reason: "FieldValueNotSupported",
         field: "dryRun".into(),
-        message: format!("Unsupported value: []string{{{value:?}}}: supported values: \"All\""),
+        message: format!(
+            "Unsupported value: []string{{{}}}: supported values: \"All\"",
+            quoted.join(", ")
+        ),
     }
 }
 
@@ -227,5 +240,47 @@ fn user_agent_manager(req: &HttpRequest) -> String {
         "unknown".into()
     } else {
         product
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn causes(error: HttpError) -> Vec<String> {
+        match error {
+            HttpError::Api(ApiError::Invalid { kind, causes, .. }) => {
+                causes.iter().map(|c| format!("{kind} {}: {}", c.field, c.message)).collect()
+            }
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_kubernetes_refuses_are_invalid_on_their_kind() {
+        let query = Query::of("fieldManager=a%C2%A0b&dryRun=Maybe").unwrap();
+        assert_eq!(
+            causes(query.options_of("UpdateOptions").unwrap_err()),
+            [
+                "UpdateOptions fieldManager: Invalid value: \"a\\u{a0}b\": invalid character U+00A0 (at position 1)",
+                "UpdateOptions dryRun: Unsupported value: []string{\"Maybe\"}: supported values: \"All\"",
+            ]
+        );
+        let body = json!({"dryRun": ["All", "Twice"], "propagationPolicy": "Sideways",
+            "orphanDependents": true});
+        assert_eq!(
+            causes(Query::of("").unwrap().delete_options(Some(&body)).unwrap_err()),
+            [
+                "DeleteOptions propagationPolicy: Invalid value: \"Sideways\": orphanDependents and deletionPropagation cannot be both set",
+                "DeleteOptions dryRun: Unsupported value: []string{\"All\", \"Twice\"}: supported values: \"All\"",
+                "DeleteOptions propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+            ]
+        );
+        let fine = json!({"dryRun": ["All"], "orphanDependents": true});
+        let options = Query::of("").unwrap().delete_options(Some(&fine)).unwrap();
+        assert!(options.dry_run);
+        assert_eq!(options.propagation_policy.as_deref(), Some("Orphan"));
     }
 }

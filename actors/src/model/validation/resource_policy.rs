@@ -191,10 +191,49 @@ pub(super) fn validate_quota(quota: &Value, errors: &mut Vec<FieldError>) {
             amount(resource, &text(value), &field, errors);
         }
     }
+    validate_scopes(quota, errors);
+}
+
+/// A quota's scopes: known ones, each valid for every standard resource the quota limits (a
+/// scoped quota limits pods, and a BestEffort one only their number), and not both of a pair
+/// that excludes itself. The errors show the whole list, as Go prints it.
+fn validate_scopes(quota: &Value, errors: &mut Vec<FieldError>) {
     let scopes = quota.pointer("/spec/scopes").and_then(Value::as_array);
-    for scope in scopes.into_iter().flatten().map(text) {
+    let scopes: Vec<Cow<'_, str>> = scopes.into_iter().flatten().map(text).collect();
+    if scopes.is_empty() {
+        return;
+    }
+    let quoted: Vec<String> = scopes.iter().map(|s| format!("{s:?}")).collect();
+    let shown = format!("[]core.ResourceQuotaScope{{{}}}", quoted.join(", "));
+    let mut invalid = |message: &str| {
+        errors.push(FieldError::invalid_number("spec.scopes", &shown, message));
+    };
+    let hard = quota.pointer("/spec/hard").and_then(Value::as_object);
+    let mut limited: Vec<&str> = hard.into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+    limited.sort_unstable();
+    const POD_COMPUTE: [&str; 6] =
+        ["cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"];
+    for scope in &scopes {
         if !QUOTA_SCOPES.contains(&scope.as_ref()) {
-            errors.push(FieldError::invalid("spec.scopes", &scope, "unsupported scope"));
+            invalid("unsupported scope");
+        }
+        for resource in limited.iter().filter(|r| !r.contains('/') && is_quota_resource(r)) {
+            let valid = match scope.as_ref() {
+                "BestEffort" => *resource == "pods",
+                scope if QUOTA_SCOPES.contains(&scope) => {
+                    *resource == "pods" || POD_COMPUTE.contains(resource)
+                }
+                _ => true,
+            };
+            if !valid {
+                invalid("unsupported scope applied to resource");
+            }
+        }
+    }
+    let has = |scope: &str| scopes.iter().any(|s| s == scope);
+    for (one, other) in [("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")] {
+        if has(one) && has(other) {
+            invalid("conflicting scopes");
         }
     }
 }
@@ -398,6 +437,7 @@ mod tests {
 
     #[test]
     fn quotas_count_what_quotas_know() {
+        const APPLIED: &str = "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"Sometimes\"}: unsupported scope applied to resource";
         let quota = json!({"spec": {"hard": {"pods": "10", "requests.cpu": "1", "count/pods": "2",
             "requests.hugepages-2Mi": "1Gi",
             "storage": "1Gi", "widgets": "1", "services": "1500m", "memory": "-1"},
@@ -412,8 +452,22 @@ mod tests {
                 "spec.hard[storage]: Invalid value: \"storage\": must be a standard resource for quota",
                 "spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource type or fully qualified",
                 "spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource for quota",
-                "spec.scopes: Invalid value: \"Sometimes\": unsupported scope",
+                // BestEffort limits only the number of pods: once for each other resource
+                // the quota limits (memory, requests.cpu, requests.hugepages-2Mi, services).
+                APPLIED,
+                APPLIED,
+                APPLIED,
+                APPLIED,
+                "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"Sometimes\"}: unsupported scope",
             ]
+        );
+        let mut errors = Vec::new();
+        let conflicting = json!({"spec": {"hard": {"pods": "1"},
+            "scopes": ["Terminating", "NotTerminating"]}});
+        validate_quota(&conflicting, &mut errors);
+        assert_eq!(
+            messages(&errors),
+            ["spec.scopes: Invalid value: []core.ResourceQuotaScope{\"Terminating\", \"NotTerminating\"}: conflicting scopes"]
         );
     }
 
