@@ -12,8 +12,6 @@ mod managed_fields;
 mod options;
 mod patch;
 mod resource_quota;
-
-pub use resource_quota::{QuotaGuard, QuotaLocks};
 mod service_ips;
 mod subresources;
 mod watch;
@@ -30,6 +28,7 @@ pub use error::ApiError;
 pub use managed_fields::FieldConflict;
 pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
 pub use patch::PatchType;
+pub use resource_quota::{QuotaGuard, QuotaLocks};
 pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
