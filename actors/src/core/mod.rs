@@ -33,7 +33,9 @@ pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
-use crate::model::{json, now, resources, FieldError, FieldSelector, LabelSelector, SelectorError};
+use crate::model::{
+    json, now, quota, resources, FieldError, FieldSelector, LabelSelector, SelectorError,
+};
 use crate::model::{
     validation, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject,
 };
@@ -552,6 +554,8 @@ impl ApiCore {
         let requested =
             Preconditions { resource_version: requested_rv, uid: uid.map(String::from) };
         let mut attempts = 0;
+        // What this update has charged to quotas so far: a retry charges only the rest.
+        let mut charged = quota::Usage::new();
         loop {
             attempts += 1;
             let current =
@@ -629,13 +633,26 @@ impl ApiCore {
                 });
             }
             // A service or claim that grows is charged to the quotas, their lock held until
-            // it is stored.
-            let growth = resource_quota::update_usage(resource, &current_value, &next);
-            let _charged = if part == Part::Main && !growth.is_empty() {
-                let charged =
-                    self.charge_quotas(resource, namespace, name, &next, Some(growth), false);
-                match charged.await {
-                    Ok(guard) => guard,
+            // it is stored (what an earlier attempt charged is not charged again).
+            let mut growth = resource_quota::update_usage(resource, &current_value, &next);
+            growth.retain(|name, amount| {
+                *amount = amount.saturating_sub(charged.get(name).copied().unwrap_or(0));
+                *amount > 0
+            });
+            let _held = if part == Part::Main && !growth.is_empty() {
+                let charge = self.charge_quotas(
+                    resource,
+                    namespace,
+                    name,
+                    &next,
+                    Some(growth.clone()),
+                    false,
+                );
+                match charge.await {
+                    Ok(guard) => {
+                        growth.iter().for_each(|(r, amount)| quota::add(&mut charged, r, *amount));
+                        guard
+                    }
                     Err(refused) => {
                         self.services.release(&allocated);
                         return Err(refused);
