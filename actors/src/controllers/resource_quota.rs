@@ -1,13 +1,13 @@
 //! The resource quota controller: works out each ResourceQuota's status, its hard limits and
 //! what the objects of its namespace use of them, when the quota changes and again every
-//! second, so that what deleted or finished objects held is given back, as Kubernetes'
-//! controller does. The quota admission charges creates in between (`core::resource_quota`);
+//! second (a namespace whose recount takes long, less often), so that what deleted or
+//! finished objects held is given back, as Kubernetes' controller does. The quota admission charges creates in between (`core::resource_quota`);
 //! a recount holds the namespace's quota lock, as a charge does until its object is stored,
 //! so that it counts every charged object exactly once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
@@ -16,11 +16,16 @@ use crate::client::informer::{self, Feed};
 use crate::client::{object_name, ApiClient};
 use crate::core::{ApiError, ListOptions, QuotaLocks};
 use crate::model::quota::{self, Usage};
-use crate::model::{json, resources, FastSet, ResourceType};
+use crate::model::{json, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
-/// How often every quota's usage is worked out again.
+/// How often every quota's usage is worked out again, at most.
 const RECALCULATE_EVERY: Duration = Duration::from_secs(1);
+
+/// A namespace whose recount took `d` is recounted again no sooner than this many `d`s later
+/// (unless a quota changes), so that recounting big namespaces takes a small share of a core
+/// and of the time creates there wait for the namespace's quota lock.
+const SPACING: u32 = 20;
 
 /// The resource quota controller actor.
 pub struct ResourceQuotaController {
@@ -30,6 +35,8 @@ pub struct ResourceQuotaController {
     quotas: BTreeMap<String, BTreeSet<String>>,
     /// Namespaces being worked out now.
     working: FastSet<String>,
+    /// When each namespace's next periodic recount is due.
+    due: FastMap<String, Instant>,
 }
 
 /// A feed of quotas.
@@ -50,7 +57,8 @@ impl ResourceQuotaController {
     /// A controller reading and writing through `client`, recounting under `locks` (the API
     /// core's, which `client` writes through).
     pub fn new(client: Arc<dyn ApiClient>, locks: QuotaLocks) -> Self {
-        Self { client, locks, quotas: BTreeMap::new(), working: FastSet::default() }
+        let (working, due) = (FastSet::default(), FastMap::default());
+        Self { client, locks, quotas: BTreeMap::new(), working, due }
     }
 
     fn saw(&mut self, quota_object: &Value, deleted: bool) {
@@ -61,6 +69,7 @@ impl ResourceQuotaController {
             names.remove(object_name(quota_object));
             if names.is_empty() {
                 self.quotas.remove(&namespace);
+                self.due.remove(&namespace);
             }
         } else {
             names.insert(object_name(quota_object).to_string());
@@ -76,12 +85,15 @@ impl ResourceQuotaController {
             let (client, locks) = (self.client.clone(), self.locks.clone());
             let work = async move {
                 let held = locks.lock(&namespace).await;
+                let started = Instant::now();
                 let result = recalculate(&*client, &namespace).await;
                 drop(held);
-                (namespace, result)
+                (namespace, result, started.elapsed())
             };
-            ctx.spawn(work.into_actor(self).map(|(namespace, result), act, _| {
+            ctx.spawn(work.into_actor(self).map(|(namespace, result, took), act, _| {
                 act.working.remove(&namespace);
+                let wait = RECALCULATE_EVERY.max(took * SPACING);
+                act.due.insert(namespace.clone(), Instant::now() + wait);
                 if let Err(error) = result {
                     tracing::debug!(%namespace, %error, "working out quota usage");
                 }
@@ -153,7 +165,9 @@ impl Actor for ResourceQuotaController {
             addr.connected()
         }));
         ctx.run_interval(RECALCULATE_EVERY, |act, ctx| {
-            let namespaces = act.quotas.keys().cloned().collect();
+            let now = Instant::now();
+            let is_due = |ns: &String| act.due.get(ns).is_none_or(|due| *due <= now);
+            let namespaces = act.quotas.keys().filter(|ns| is_due(ns)).cloned().collect();
             act.recalculate(namespaces, ctx);
         });
     }
