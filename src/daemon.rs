@@ -7,8 +7,8 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    GarbageCollector, NamespaceController, ResourceQuotaController, StopCollector,
-    StopNamespaceController, StopQuotaController,
+    GarbageCollector, NamespaceController, ResourceQuotaController, ServiceAccountController,
+    StopCollector, StopNamespaceController, StopQuotaController, StopServiceAccountController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -41,6 +41,7 @@ pub struct Running {
     collector: Addr<GarbageCollector>,
     namespaces: Addr<NamespaceController>,
     quotas: Addr<ResourceQuotaController>,
+    accounts: Addr<ServiceAccountController>,
     store: Store,
 }
 
@@ -69,6 +70,7 @@ impl Running {
         let _ = self.collector.send(StopCollector).await;
         let _ = self.namespaces.send(StopNamespaceController).await;
         let _ = self.quotas.send(StopQuotaController).await;
+        let _ = self.accounts.send(StopServiceAccountController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -166,6 +168,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.quota_locks(),
     )
     .start();
+    // And the service account controller: every namespace has its `default` account.
+    let accounts = ServiceAccountController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -187,5 +194,15 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         None
     };
     let server = server.run();
-    Ok(Running { insecure_addr, server, agent, scheduler, collector, namespaces, quotas, store })
+    Ok(Running {
+        insecure_addr,
+        server,
+        agent,
+        scheduler,
+        collector,
+        namespaces,
+        quotas,
+        accounts,
+        store,
+    })
 }

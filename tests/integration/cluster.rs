@@ -173,3 +173,26 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
     assert_eq!(code, 200, "{finalized}");
     assert_eq!(server.get("/api/v1/namespaces/team").0, 404);
 }
+
+/// Every namespace has its `default` ServiceAccount, from its creation on, and again after it
+/// is deleted, as Kubernetes' service account controller keeps it; a deleted namespace still
+/// goes.
+#[test]
+fn every_namespace_has_a_default_service_account() {
+    let server = Server::start();
+    let account =
+        |ns: &str| server.get(&format!("/api/v1/namespaces/{ns}/serviceaccounts/default")).0;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        wait_until(Duration::from_secs(10), "the bootstrap namespaces' accounts", || {
+            account(ns) == 200
+        });
+    }
+    assert_eq!(server.post("/api/v1/namespaces", &json!({"metadata": {"name": "team"}})).0, 201);
+    wait_until(Duration::from_secs(10), "the new namespace's account", || account("team") == 200);
+    assert_eq!(server.delete("/api/v1/namespaces/team/serviceaccounts/default").0, 200);
+    wait_until(Duration::from_secs(10), "the account made again", || account("team") == 200);
+    server.delete("/api/v1/namespaces/team");
+    wait_until(Duration::from_secs(20), "the namespace gone", || {
+        server.get("/api/v1/namespaces/team").0 == 404
+    });
+}
