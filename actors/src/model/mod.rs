@@ -5,6 +5,7 @@ pub mod json;
 pub mod lists;
 mod object;
 mod packed;
+pub mod qos;
 pub mod quantity;
 pub mod quota;
 pub mod resources;

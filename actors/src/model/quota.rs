@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{json, quantity, ResourceType};
+use super::{json, qos, quantity, ResourceType};
 
 /// Amounts by resource name, in thousandths of a unit.
 pub type Usage = BTreeMap<String, i128>;
@@ -254,26 +254,13 @@ pub fn scopes_match(scopes: &[&str], resource: &ResourceType, object: &Value) ->
     let terminating = json::at(object, "/spec/activeDeadlineSeconds")
         .and_then(Value::as_i64)
         .is_some_and(|s| s >= 0);
-    let best_effort = is_best_effort(object);
+    let best_effort = object.get("spec").is_none_or(|spec| qos::qos_class(spec) == "BestEffort");
     scopes.iter().all(|scope| match *scope {
         "Terminating" => terminating,
         "NotTerminating" => !terminating,
         "BestEffort" => best_effort,
         "NotBestEffort" => !best_effort,
         _ => false,
-    })
-}
-
-/// Whether a pod is of the BestEffort QoS class: no container (nor init container) requests
-/// or limits a non-zero amount of cpu or memory (the pod's overhead does not count).
-fn is_best_effort(pod: &Value) -> bool {
-    let list = |name: &str| json::at(pod, &format!("/spec/{name}")).and_then(Value::as_array);
-    let containers = list("containers").into_iter().chain(list("initContainers")).flatten();
-    !containers.into_iter().any(|c| {
-        ["requests", "limits"].iter().any(|kind| {
-            let amounts = amounts(c.get("resources").and_then(|r| r.get(*kind)));
-            ["cpu", "memory"].iter().any(|r| amounts.get(*r).is_some_and(|a| *a != 0))
-        })
     })
 }
 
