@@ -1,5 +1,5 @@
 //! Admission as Kubernetes enables it by default, driven with kubectl and HTTP: the
-//! LimitRanger and the ResourceQuota admission (with the quota controller).
+//! LimitRanger, the ServiceAccount and the ResourceQuota admission (with their controllers).
 
 use std::time::Duration;
 
@@ -201,5 +201,68 @@ fn racing_creates_take_exactly_the_quota_and_updates_are_charged_too() {
             "exceeded quota: q, requested: services.loadbalancers=1, used: services.loadbalancers=0, limited: services.loadbalancers=0"
         ),
         "{status}"
+    );
+}
+
+/// The ServiceAccount admission: a pod runs as its namespace's `default` account unless it
+/// names another (even one created the moment its namespace was), which must exist; it gets
+/// its account's image pull secrets; an account that enforces its mountable secrets keeps its
+/// pods to them (403 otherwise, in Kubernetes' words).
+#[test]
+fn pods_run_as_an_existing_service_account() {
+    let server = Server::start();
+    let k = server.kubectl();
+    k.ok(&["create", "namespace", "team"]);
+    k.ok(&["run", "first", "--image=kplane/pause", "-n", "team"]);
+    let account =
+        k.ok(&["get", "pod", "first", "-n", "team", "-o", "jsonpath={.spec.serviceAccountName}"]);
+    assert_eq!(account, "default");
+
+    let pods = "/api/v1/namespaces/team/pods";
+    let as_account = |name: &str, account: &str, extra: Value| {
+        let mut pod = crate::util::pod(name);
+        pod["spec"]["serviceAccountName"] = json!(account);
+        pod["spec"].as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        server.post(pods, &pod)
+    };
+    let (code, status) = as_account("lost", "ghost", json!({}));
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"lost\" is forbidden: error looking up service account team/ghost: \
+         serviceaccount \"ghost\" not found"
+    );
+
+    let builder = json!({"metadata": {"name": "builder"},
+        "imagePullSecrets": [{"name": "registry"}], "secrets": [{"name": "allowed"}]});
+    assert_eq!(server.post("/api/v1/namespaces/team/serviceaccounts", &builder).0, 201);
+    let (code, pod) = as_account("built", "builder", json!({}));
+    assert_eq!(code, 201, "{pod}");
+    assert_eq!(pod["spec"]["imagePullSecrets"], json!([{"name": "registry"}]));
+    assert_eq!(pod["spec"]["serviceAccount"], "builder");
+    let own = json!({"imagePullSecrets": [{"name": "mine"}]});
+    let (_, pod) = as_account("own-secrets", "builder", own);
+    assert_eq!(pod["spec"]["imagePullSecrets"], json!([{"name": "mine"}]), "a pod's own are kept");
+
+    k.ok(&[
+        "annotate",
+        "serviceaccount",
+        "builder",
+        "-n",
+        "team",
+        "kubernetes.io/enforce-mountable-secrets=true",
+    ]);
+    let env = |secret: &str| {
+        json!({"containers": [{"name": "c", "image": "kplane/pause", "env": [{"name": "PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "k"}}}]}]})
+    };
+    assert_eq!(as_account("allowed", "builder", env("allowed")).0, 201);
+    let (code, status) = as_account("denied", "builder", env("other"));
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"denied\" is forbidden: container c with envVar PASSWORD referencing \
+         secret.secretName=\"other\" is not allowed because service account builder does not \
+         reference that secret"
     );
 }

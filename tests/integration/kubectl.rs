@@ -66,6 +66,8 @@ fn create_get_label_replace_delete() {
     let json: serde_json::Value =
         serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
     assert_eq!(json["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
+    assert_eq!(json["spec"]["serviceAccountName"], "default", "{json}");
+    assert_eq!(json["spec"]["serviceAccount"], "default", "{json}");
     assert!(json["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
     let yaml = k.ok(&["get", "pod", "web-1", "-o", "yaml"]);
     assert!(yaml.contains("name: web-1") && yaml.contains("resourceVersion:"), "{yaml}");
@@ -80,8 +82,14 @@ fn create_get_label_replace_delete() {
     assert_eq!(labels.trim(), "pod/web-1");
     assert_eq!(k.ok(&["get", "pods", "-l", "tier!=front", "-o", "name"]).trim(), "");
 
-    let replaced = POD_YAML.replace("app: web", "app: web2");
-    let file2 = k.write("pod2.yaml", &replaced);
+    // A pod's spec is immutable, and admission filled in its service account: as in
+    // Kubernetes, the manifest it was created from no longer replaces it, what `get` returns
+    // does.
+    let file2 = k.write("pod2.yaml", &POD_YAML.replace("app: web", "app: web2"));
+    let (ok, _, err) = k.run(&["replace", "-f", file2.to_str().unwrap()]);
+    assert!(!ok && err.contains("pod updates may not change fields"), "{err}");
+    let live = k.ok(&["get", "pod", "web-1", "-o", "yaml"]);
+    let file2 = k.write("pod2.yaml", &live.replace("app: web", "app: web2"));
     k.ok(&["replace", "-f", file2.to_str().unwrap()]);
     let app = k.ok(&["get", "pod", "web-1", "-o", "jsonpath={.metadata.labels.app}"]);
     assert_eq!(app, "web2");

@@ -10,12 +10,9 @@ use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, ApiClient};
-use crate::core::ApiError;
+use crate::core::{ApiError, DEFAULT_SERVICE_ACCOUNT};
 use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
-
-/// The name of the account every namespace has.
-pub const DEFAULT_ACCOUNT: &str = "default";
 
 /// The service account controller actor.
 pub struct ServiceAccountController {
@@ -57,7 +54,7 @@ impl ServiceAccountController {
         for namespace in namespaces.into_iter().filter(|ns| self.active.contains(ns)) {
             let client = self.client.clone();
             let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                "metadata": {"name": DEFAULT_ACCOUNT}});
+                "metadata": {"name": DEFAULT_SERVICE_ACCOUNT}});
             ctx.spawn(
                 async move {
                     match client.create(accounts(), &namespace, account).await {
@@ -93,7 +90,7 @@ impl Actor for ServiceAccountController {
         }));
         let addr = ctx.address();
         let client = self.client.clone();
-        let scope = Scope::fields(format!("metadata.name={DEFAULT_ACCOUNT}"));
+        let scope = Scope::fields(format!("metadata.name={DEFAULT_SERVICE_ACCOUNT}"));
         actix::spawn(informer::list_watch(client, accounts(), scope, move |feed| {
             addr.do_send(Accounts(feed));
             addr.connected()

@@ -218,6 +218,7 @@ enum PodSpecOf {
 
 fn pod_spec(spec: &mut Value, of: PodSpecOf) {
     let Some(spec) = spec.as_object_mut() else { return };
+    service_account_alias(spec);
     spec.entry("restartPolicy").or_insert(json!("Always"));
     spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
     spec.entry("schedulerName").or_insert(json!("default-scheduler"));
@@ -231,6 +232,25 @@ fn pod_spec(spec: &mut Value, of: PodSpecOf) {
     }
     for v in spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
         volume(v);
+    }
+}
+
+/// `serviceAccount`, the deprecated name of `serviceAccountName`, as Kubernetes' conversion
+/// keeps them: the old name stands in for a missing new one, and is written back as a copy of
+/// the new one (or not at all).
+fn service_account_alias(spec: &mut Map<String, Value>) {
+    let named = |spec: &Map<String, Value>, field| {
+        spec.get(field).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
+    };
+    let account = named(spec, "serviceAccountName").or_else(|| named(spec, "serviceAccount"));
+    match account {
+        Some(account) => {
+            spec.insert("serviceAccountName".into(), json!(account));
+            spec.insert("serviceAccount".into(), json!(account));
+        }
+        None => {
+            spec.remove("serviceAccount");
+        }
     }
 }
 
@@ -377,6 +397,25 @@ mod tests {
         assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(pod["status"]["phase"], "Pending");
+        assert!(pod["spec"].get("serviceAccount").is_none(), "admission names the account");
+    }
+
+    #[test]
+    fn the_deprecated_service_account_field_mirrors_the_new_one() {
+        let account = |spec: Value| {
+            let mut pod = json!({"spec": spec});
+            apply("Pod", &mut pod);
+            (pod["spec"]["serviceAccountName"].clone(), pod["spec"]["serviceAccount"].clone())
+        };
+        assert_eq!(account(json!({"serviceAccount": "old"})), (json!("old"), json!("old")));
+        assert_eq!(account(json!({"serviceAccountName": "new"})), (json!("new"), json!("new")));
+        let both = json!({"serviceAccountName": "new", "serviceAccount": "old"});
+        assert_eq!(account(both), (json!("new"), json!("new")), "the new name wins");
+        let template = json!({"metadata": {}, "spec": {"template": {"spec": {
+            "serviceAccount": "robot", "containers": []}}}});
+        let mut rc = template;
+        apply("ReplicationController", &mut rc);
+        assert_eq!(rc["spec"]["template"]["spec"]["serviceAccountName"], "robot");
     }
 
     #[test]

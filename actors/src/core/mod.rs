@@ -12,6 +12,7 @@ mod managed_fields;
 mod options;
 mod patch;
 mod resource_quota;
+mod service_account;
 mod service_ips;
 mod subresources;
 mod watch;
@@ -29,6 +30,7 @@ pub use managed_fields::FieldConflict;
 pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
 pub use patch::PatchType;
 pub use resource_quota::{QuotaGuard, QuotaLocks};
+pub use service_account::DEFAULT_SERVICE_ACCOUNT;
 pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
@@ -170,21 +172,38 @@ impl ApiCore {
         resource.group.is_empty() && resource.plural == "services"
     }
 
-    /// Creates the namespaces every cluster has, if they are missing, and takes note of the
-    /// cluster IPs and node ports the stored services hold.
+    fn is_pod(resource: &ResourceType) -> bool {
+        resource.group.is_empty() && resource.plural == "pods"
+    }
+
+    /// Creates the namespaces every cluster has, and their `default` ServiceAccounts, if they
+    /// are missing, and takes note of the cluster IPs and node ports the stored services hold.
+    /// (The service account controller keeps every namespace's account afterwards; writing
+    /// these here spares the first pods after a start waiting for it.)
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
         let services = resources::find("", "v1", "services").expect("services are served");
         for service in self.list(services, None, &ListOptions::default()).await?.items {
             self.services.restore(&service.to_value());
         }
+        let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
         for ns in SYSTEM_NAMESPACES {
-            let object = json!({"metadata": {"name": ns}});
-            match self.create(namespaces(), "", object, &WriteOptions::default()).await {
-                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            self.create_if_missing(namespaces(), "", json!({"metadata": {"name": ns}})).await?;
+            let account = json!({"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}});
+            self.create_if_missing(accounts, ns, account).await?;
         }
         Ok(())
+    }
+
+    async fn create_if_missing(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        object: Value,
+    ) -> Result<(), ApiError> {
+        match self.create(resource, namespace, object, &WriteOptions::default()).await {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The last revision handed out by the store.
@@ -357,19 +376,25 @@ impl ApiCore {
             }
         };
         // Admission, after the creator's field ownership is worked out, as in Kubernetes:
-        // what it sets is not the creator's.
+        // what it sets is not the creator's. The namespace first, then the plugins in
+        // Kubernetes' order.
+        if resource.namespaced {
+            self.check_namespace_accepts(resource, namespace, &name)?;
+        }
         let limit_ranges = self.limit_ranges(resource, namespace);
-        if resource.kind == "Pod" && limit_ranger::default_pod(&limit_ranges, &mut object) {
-            defaults::recompute_qos_class(&mut object);
+        if Self::is_pod(resource) {
+            if limit_ranger::default_pod(&limit_ranges, &mut object) {
+                defaults::recompute_qos_class(&mut object);
+            }
+            service_account::admit(&self.store, namespace, &mut object)
+                .await
+                .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
         }
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
         self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
-        if resource.namespaced {
-            self.check_namespace_accepts(resource, namespace, &name)?;
-        }
         // The last admission: charged to the namespace's quotas before it is stored, their
         // lock held until it is.
         let _charged =

@@ -11,6 +11,7 @@ mod namespaces;
 mod outbox;
 mod revision;
 mod rocks;
+mod service_accounts;
 mod shard;
 mod tables;
 mod writer;
@@ -24,6 +25,7 @@ use tokio::sync::oneshot;
 
 pub use namespaces::NamespaceState;
 pub use revision::Revision;
+pub use service_accounts::AccountRefs;
 pub use shard::{ContinuePoint, ListPage};
 
 use crate::model::{ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
@@ -239,6 +241,11 @@ impl Store {
     /// acknowledged so far is in it.
     pub fn namespace(&self, name: &str) -> Option<NamespaceState> {
         self.tables.namespace(name)
+    }
+
+    /// What admission reads of a committed ServiceAccount, without asking its shard.
+    pub fn service_account(&self, namespace: &str, name: &str) -> Option<Arc<AccountRefs>> {
+        self.tables.service_account(namespace, name)
     }
 
     /// A namespace's committed LimitRanges, by name, read without asking their shard.

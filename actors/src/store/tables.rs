@@ -6,12 +6,14 @@
 use std::sync::{Arc, PoisonError, RwLock};
 
 use super::namespaces::{NamespaceState, NamespaceTable};
+use super::service_accounts::{AccountRefs, ServiceAccountTable};
 use crate::model::{FastMap, ResourceType, StoredObject};
 
 /// Every table admission reads.
 #[derive(Debug)]
 pub(crate) struct AdmissionTables {
     namespaces: NamespaceTable,
+    service_accounts: ServiceAccountTable,
     limit_ranges: PerNamespace,
     quotas: PerNamespace,
 }
@@ -20,6 +22,7 @@ impl Default for AdmissionTables {
     fn default() -> Self {
         Self {
             namespaces: NamespaceTable::default(),
+            service_accounts: ServiceAccountTable::default(),
             limit_ranges: PerNamespace::following("limitranges"),
             quotas: PerNamespace::following("resourcequotas"),
         }
@@ -32,6 +35,8 @@ impl AdmissionTables {
         let resource = object.key.resource;
         if NamespaceTable::follows(resource) {
             self.namespaces.record(object, deleted);
+        } else if ServiceAccountTable::follows(resource) {
+            self.service_accounts.record(object, deleted);
         } else if self.limit_ranges.follows(resource) {
             self.limit_ranges.record(object, deleted);
         } else if self.quotas.follows(resource) {
@@ -41,6 +46,10 @@ impl AdmissionTables {
 
     pub(crate) fn namespace(&self, name: &str) -> Option<NamespaceState> {
         self.namespaces.state(name)
+    }
+
+    pub(crate) fn service_account(&self, namespace: &str, name: &str) -> Option<Arc<AccountRefs>> {
+        self.service_accounts.get(namespace, name)
     }
 
     pub(crate) fn limit_ranges(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
