@@ -2,14 +2,17 @@
 # Installs what building and testing kplane needs, when it is missing:
 #  - librocksdb-dev (the rocksdb crate links Debian's RocksDB 7.8 via .cargo/config.toml,
 #    instead of compiling RocksDB from C++ for half an hour), libclang-dev for bindgen;
-#  - with `test`: kubectl is expected on PATH for the end-to-end tests, and the Python
-#    `kubernetes` client is installed into .venv.
+#  - with `test`: kubectl is expected on PATH for the end-to-end tests, curl is installed
+#    (a REST client of the tests), and the Python `kubernetes` client is installed into .venv.
 set -euo pipefail
 
 missing=()
 dpkg -s librocksdb-dev >/dev/null 2>&1 || missing+=(librocksdb-dev)
 dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
 dpkg -s libsnappy-dev >/dev/null 2>&1 || missing+=(libsnappy-dev)
+if [ "${1:-}" = test ]; then
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+fi
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""

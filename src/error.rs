@@ -17,6 +17,9 @@ pub enum HttpError {
         "the body of the request was in an unknown format - accepted media types include: {0}"
     )]
     UnsupportedMediaType(&'static str),
+    /// `Accept` admits none of the media types a response can be written in (listed).
+    #[error("only the following media types are accepted: {0}")]
+    NotAcceptable(&'static str),
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
     #[error("the server could not find the requested resource")]
@@ -99,6 +102,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ),
         },
         HttpError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
+        HttpError::NotAcceptable(_) => (406, "NotAcceptable", None),
         HttpError::TooLarge(_) => (413, "RequestEntityTooLarge", None),
         // As kube-apiserver's: empty details, which clients read (kubectl debug does).
         HttpError::NoSuchPath => (404, "NotFound", Some(json!({}))),

@@ -7,6 +7,7 @@ mod discovery;
 mod hardening_tests;
 mod inflight;
 mod logs;
+mod media;
 mod metrics;
 mod objects;
 pub mod openapi;
@@ -73,6 +74,7 @@ pub fn app(
 > {
     actix_web::App::new()
         .app_data(state)
+        .wrap(actix_web::middleware::from_fn(media::encode))
         .wrap(actix_web::middleware::from_fn(inflight::limit))
         .wrap(actix_web::middleware::from_fn(metrics::observe))
         .configure(objects::configure)

@@ -13,6 +13,7 @@ mod durability;
 mod events;
 mod images;
 mod kubectl;
+mod media;
 mod python_client;
 mod services;
 mod watch;

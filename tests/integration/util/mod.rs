@@ -189,6 +189,18 @@ impl Server {
         reply(req.send())
     }
 
+    /// A GET with these headers: the status, the Content-Type and the body as text.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+        let mut req = self.http.get(self.url(path));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let response = req.send().unwrap();
+        let content_type =
+            response.headers().get("content-type").map_or("", |t| t.to_str().unwrap());
+        (response.status().as_u16(), content_type.to_string(), response.text().unwrap())
+    }
+
     pub fn kubectl(&self) -> Kubectl {
         Kubectl::new(&self.base())
     }
