@@ -15,6 +15,7 @@ mod params;
 pub mod protobuf;
 mod proxy;
 mod request_info;
+mod reviews;
 mod table;
 mod watch;
 

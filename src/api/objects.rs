@@ -135,6 +135,19 @@ async fn dispatch(
         }
         _ => {}
     }
+    if resource.is_review() {
+        return match (method, target.name.as_deref(), target.subresource.as_deref()) {
+            (Method::POST, None, None) if target.namespace.is_some() || !resource.namespaced => {
+                let (value, warnings) =
+                    read_object(&req, payload, resource, &query, &state).await?;
+                let answered = super::reviews::answer(resource, namespace, value)?;
+                let mut response = json_bytes(StatusCode::CREATED, answered.to_string().into());
+                add_warnings(&mut response, &warnings);
+                Ok(response)
+            }
+            _ => Err(HttpError::MethodNotAllowed),
+        };
+    }
     // A namespaced resource's collection across namespaces (`/api/v1/pods`) is only read, as
     // in Kubernetes: a create names its namespace, and no one request deletes in all of them.
     let across_namespaces = resource.namespaced && target.namespace.is_none();

@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
+use k8s_pb::api::authentication::v1 as authnv1;
+use k8s_pb::api::authorization::v1 as authzv1;
 use k8s_pb::api::core::v1 as pb;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
@@ -91,6 +93,35 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             out.insert("metadata".into(), meta(pod.metadata));
             out.insert("spec".into(), pod_spec(pod.spec.unwrap_or_default()));
         }
+        // The reviews kubectl asks (`auth whoami`, `auth can-i`), and the other access reviews.
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            let review = authnv1::SelfSubjectReview::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(review.metadata));
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            let review = authzv1::SelfSubjectAccessReview::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(review.metadata));
+            let spec = review.spec.unwrap_or_default();
+            let spec = access_spec(spec.resource_attributes, spec.non_resource_attributes);
+            out.insert("spec".into(), Value::Object(spec));
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            let review = authzv1::SelfSubjectRulesReview::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(review.metadata));
+            let mut spec = Map::new();
+            put_str(&mut spec, "namespace", review.spec.unwrap_or_default().namespace);
+            out.insert("spec".into(), Value::Object(spec));
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => {
+            let review = authzv1::SubjectAccessReview::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(review.metadata));
+            out.insert("spec".into(), subject_access_spec(review.spec.unwrap_or_default()));
+        }
+        ("authorization.k8s.io/v1", "LocalSubjectAccessReview") => {
+            let review = authzv1::LocalSubjectAccessReview::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(review.metadata));
+            out.insert("spec".into(), subject_access_spec(review.spec.unwrap_or_default()));
+        }
         // A delete's options (kubectl drain sends them so when pods have no eviction).
         ("v1" | "meta.k8s.io/v1", "DeleteOptions") => {
             let options = DeleteOptions::decode(raw.as_slice()).map_err(bad)?;
@@ -112,6 +143,54 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         }
     }
     Ok(Value::Object(out))
+}
+
+/// An access review's question: what is done to which resource, or to which other path.
+fn access_spec(
+    resource: Option<authzv1::ResourceAttributes>,
+    non_resource: Option<authzv1::NonResourceAttributes>,
+) -> Map<String, Value> {
+    let mut spec = Map::new();
+    if let Some(r) = resource {
+        let mut attributes = Map::new();
+        put_str(&mut attributes, "namespace", r.namespace);
+        put_str(&mut attributes, "verb", r.verb);
+        put_str(&mut attributes, "group", r.group);
+        put_str(&mut attributes, "version", r.version);
+        put_str(&mut attributes, "resource", r.resource);
+        put_str(&mut attributes, "subresource", r.subresource);
+        put_str(&mut attributes, "name", r.name);
+        for (key, selector) in [
+            ("fieldSelector", r.field_selector.and_then(|f| f.raw_selector)),
+            ("labelSelector", r.label_selector.and_then(|l| l.raw_selector)),
+        ] {
+            if let Some(raw) = selector.filter(|raw| !raw.is_empty()) {
+                attributes.insert(key.into(), json!({"rawSelector": raw}));
+            }
+        }
+        spec.insert("resourceAttributes".into(), Value::Object(attributes));
+    }
+    if let Some(n) = non_resource {
+        let mut attributes = Map::new();
+        put_str(&mut attributes, "path", n.path);
+        put_str(&mut attributes, "verb", n.verb);
+        spec.insert("nonResourceAttributes".into(), Value::Object(attributes));
+    }
+    spec
+}
+
+/// A (local) subject access review's question, with the subject it is asked of.
+fn subject_access_spec(spec: authzv1::SubjectAccessReviewSpec) -> Value {
+    let mut out = access_spec(spec.resource_attributes, spec.non_resource_attributes);
+    put_str(&mut out, "user", spec.user);
+    put_strs(&mut out, "groups", spec.groups);
+    put_str(&mut out, "uid", spec.uid);
+    let extra: Map<String, Value> =
+        spec.extra.into_iter().map(|(key, values)| (key, json!(values.items))).collect();
+    if !extra.is_empty() {
+        out.insert("extra".into(), Value::Object(extra));
+    }
+    Value::Object(out)
 }
 
 fn put_str(map: &mut Map<String, Value>, key: &str, value: Option<String>) {

@@ -295,3 +295,24 @@ status:
     let (ok, _, err) = k.run(&["create", "-f", file.to_str().unwrap()]);
     assert!(!ok && err.contains("must be less than or equal to cpu limit of 100m"), "{err}");
 }
+
+/// `kubectl auth`: the reviews answer for the insecure port's user, who may do anything
+/// (kubectl sends them as protobuf).
+#[test]
+fn auth_can_i_and_whoami() {
+    let server = Server::start();
+    let k = server.kubectl();
+    assert_eq!(k.ok(&["auth", "can-i", "create", "pods"]).trim(), "yes");
+    assert_eq!(k.ok(&["auth", "can-i", "delete", "nodes", "--all-namespaces"]).trim(), "yes");
+    assert_eq!(k.ok(&["auth", "can-i", "get", "/healthz"]).trim(), "yes");
+    let rules = k.ok(&["auth", "can-i", "--list"]);
+    assert!(rules.lines().any(|l| l.starts_with("*.*") && l.ends_with("[*]")), "{rules}");
+    let who = k.ok(&["auth", "whoami"]);
+    assert!(who.contains("Username    system:unsecured"), "{who}");
+    assert!(who.contains("[system:masters system:authenticated]"), "{who}");
+    let resources = k.ok(&["api-resources", "--api-group", "authorization.k8s.io"]);
+    assert!(resources.contains("selfsubjectaccessreviews"), "{resources}");
+    // A review is only created.
+    let (code, _) = server.get("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews");
+    assert_eq!(code, 405);
+}

@@ -187,6 +187,25 @@ def events(api, core):
     expect_status(404, core.read_namespaced_event, "py-ev", NS)
 
 
+def reviews(api):
+    """Access reviews: every request is allowed (the insecure port has no authorization)."""
+    authz = client.AuthorizationV1Api(api)
+    attributes = client.V1ResourceAttributes(namespace=NS, verb="delete", resource="pods")
+    review = client.V1SelfSubjectAccessReview(
+        spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes))
+    answered = authz.create_self_subject_access_review(review)
+    assert answered.status.allowed is True and answered.spec.resource_attributes.verb == "delete"
+    local = client.V1LocalSubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+        user="bob", resource_attributes=attributes))
+    assert authz.create_namespaced_local_subject_access_review(NS, local).status.allowed
+    nobody = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+        resource_attributes=attributes))
+    expect_status(422, authz.create_subject_access_review, nobody)
+    rules = client.V1SelfSubjectRulesReview(spec=client.V1SelfSubjectRulesReviewSpec(namespace=NS))
+    status = authz.create_self_subject_rules_review(rules).status
+    assert status.resource_rules[0].verbs == ["*"] and status.incomplete is False, status
+
+
 def main():
     api = api_client(sys.argv[1])
     core = client.CoreV1Api(api)
@@ -196,6 +215,7 @@ def main():
     replication_controllers(core)
     watching(core)
     events(client.EventsV1Api(api), core)
+    reviews(api)
     print("python client: all checks passed")
 
 

@@ -44,6 +44,8 @@ const RESOURCE_VERBS: &[&str] =
 const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
 const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+/// A review is only created.
+const REVIEW_VERBS: &[&str] = &["create"];
 
 impl PartialEq for ResourceType {
     fn eq(&self, other: &Self) -> bool {
@@ -73,9 +75,17 @@ impl ResourceType {
     pub fn verbs(&self) -> &'static [&'static str] {
         if self.group.is_empty() && self.plural == "namespaces" {
             NAMESPACE_VERBS
+        } else if self.is_review() {
+            REVIEW_VERBS
         } else {
             RESOURCE_VERBS
         }
+    }
+
+    /// Whether it is a review (`selfsubjectaccessreviews`, ...): only created, its answer in
+    /// the created object's status, nothing stored.
+    pub fn is_review(&self) -> bool {
+        same(self.group, AUTHENTICATION_GROUP) || same(self.group, AUTHORIZATION_GROUP)
     }
 
     /// True when its main endpoint serves `verb` (a discovery verb: `deletecollection`).
@@ -403,9 +413,72 @@ pub static RESOURCES: &[ResourceType] = &[
         subresources: &[],
         name_is_label: false,
     },
+    // Reviews: created and answered, never stored (see `is_review`).
+    review(
+        AUTHENTICATION_GROUP,
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        "SelfSubjectReview",
+        false,
+    ),
+    review(
+        AUTHORIZATION_GROUP,
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    review(
+        AUTHORIZATION_GROUP,
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    review(
+        AUTHORIZATION_GROUP,
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    review(
+        AUTHORIZATION_GROUP,
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+        false,
+    ),
 ];
 
 const EVENTS_GROUP: &str = "events.k8s.io";
+const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
+const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
+
+/// A review resource: a question asked by creating it, answered in the created object's
+/// status, as Kubernetes' `authentication.k8s.io` and `authorization.k8s.io` reviews are.
+const fn review(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        group,
+        version: V1,
+        plural,
+        singular,
+        kind,
+        list_kind: "",
+        namespaced,
+        short_names: &[],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    }
+}
 
 /// The fields events are selected on (in their core/v1 form, which is how they are stored).
 const EVENT_FIELDS: &[&str] = &[
@@ -434,7 +507,7 @@ pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
 
 /// Does `resource` have storage of its own (rather than being another version's view)?
 pub fn is_stored(resource: &'static ResourceType) -> bool {
-    std::ptr::eq(storage_of(resource), resource)
+    std::ptr::eq(storage_of(resource), resource) && !resource.is_review()
 }
 
 /// The API groups served besides the core group, as `(group, version)`.
@@ -486,7 +559,16 @@ mod tests {
         assert_eq!(find("", "v1", "pods").unwrap().kind, "Pod");
         assert_eq!(find_by_kind("coordination.k8s.io", "Lease").unwrap().plural, "leases");
         assert!(find("", "v1", "deployments").is_none());
-        assert_eq!(api_groups(), vec![("coordination.k8s.io", "v1"), ("events.k8s.io", "v1")]);
+        let groups = vec![
+            ("coordination.k8s.io", "v1"),
+            ("events.k8s.io", "v1"),
+            ("authentication.k8s.io", "v1"),
+            ("authorization.k8s.io", "v1"),
+        ];
+        assert_eq!(api_groups(), groups);
+        let reviews = find("authorization.k8s.io", "v1", "selfsubjectaccessreviews").unwrap();
+        assert!(reviews.is_review() && !is_stored(reviews) && reviews.verbs() == ["create"]);
+        assert!(!find("", "v1", "pods").unwrap().is_review());
         let events = find("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(storage_of(events), find("", "v1", "events").unwrap());
         assert!(!is_stored(events) && is_stored(storage_of(events)));

@@ -22,6 +22,8 @@ use std::sync::LazyLock;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
+use k8s_openapi::api::authentication::v1 as authnv1;
+use k8s_openapi::api::authorization::v1 as authzv1;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use kplane_actors::model::lists;
@@ -143,6 +145,17 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("", "Service") => reg::<corev1::Service>(gen),
         ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
         ("events.k8s.io", "Event") => reg::<eventsv1::Event>(gen),
+        ("authentication.k8s.io", "SelfSubjectReview") => reg::<authnv1::SelfSubjectReview>(gen),
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
+            reg::<authzv1::LocalSubjectAccessReview>(gen)
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            reg::<authzv1::SelfSubjectAccessReview>(gen)
+        }
+        ("authorization.k8s.io", "SelfSubjectRulesReview") => {
+            reg::<authzv1::SelfSubjectRulesReview>(gen)
+        }
+        ("authorization.k8s.io", "SubjectAccessReview") => reg::<authzv1::SubjectAccessReview>(gen),
         _ => None,
     }
 }
@@ -172,6 +185,9 @@ fn build_docs() -> Docs {
         };
         if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
             schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(rt, rt.kind)]));
+        }
+        if rt.is_review() {
+            continue; // never listed
         }
         let list_name = format!("{name}List");
         schemas.insert(list_name.clone(), list_schema(rt, &name));
@@ -419,6 +435,27 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
         "application/apply-patch+yaml",
     ];
 
+    let create = operation(
+        "post",
+        format!("create{gp}{ns}{kind}"),
+        format!("create a {kind}"),
+        &g,
+        write_params(false),
+        Some(body(item, &body_types)),
+        vec![
+            response("200", "OK", item),
+            response("201", "Created", item),
+            response("202", "Accepted", item),
+        ],
+    );
+    if rt.is_review() {
+        let mut coll = Map::new();
+        coll.insert("post".into(), create);
+        coll.insert("parameters".into(), Value::Array(scope_params));
+        paths.insert(collection, Value::Object(coll));
+        return;
+    }
+
     // Collection: list and create.
     let mut coll = Map::new();
     coll.insert(
@@ -433,22 +470,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
             vec![response("200", "OK", list)],
         ),
     );
-    coll.insert(
-        "post".into(),
-        operation(
-            "post",
-            format!("create{gp}{ns}{kind}"),
-            format!("create a {kind}"),
-            &g,
-            write_params(false),
-            Some(body(item, &body_types)),
-            vec![
-                response("200", "OK", item),
-                response("201", "Created", item),
-                response("202", "Accepted", item),
-            ],
-        ),
-    );
+    coll.insert("post".into(), create);
     if rt.serves("deletecollection") {
         coll.insert(
             "delete".into(),
@@ -641,11 +663,14 @@ fn group_version_document(
 ) -> Value {
     let mut paths = Map::new();
     for rt in resources::in_group_version(group, version) {
-        let (Some(item), Some(list)) = (
-            kinds.get(&(rt.group.to_string(), rt.kind.to_string())),
-            kinds.get(&(rt.group.to_string(), rt.list_kind.to_string())),
-        ) else {
+        let Some(item) = kinds.get(&(rt.group.to_string(), rt.kind.to_string())) else {
             continue;
+        };
+        // A review has no list (and no path that would name one).
+        let list = match kinds.get(&(rt.group.to_string(), rt.list_kind.to_string())) {
+            Some(list) => list,
+            None if rt.is_review() => item,
+            None => continue,
         };
         resource_paths(rt, item, list, &mut paths);
     }
