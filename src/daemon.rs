@@ -7,8 +7,9 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    GarbageCollector, NamespaceController, ResourceQuotaController, ServiceAccountController,
-    StopCollector, StopNamespaceController, StopQuotaController, StopServiceAccountController,
+    GarbageCollector, NamespaceController, ReplicationManager, ResourceQuotaController,
+    ServiceAccountController, StopCollector, StopNamespaceController, StopQuotaController,
+    StopReplicationManager, StopServiceAccountController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -42,6 +43,7 @@ pub struct Running {
     namespaces: Addr<NamespaceController>,
     quotas: Addr<ResourceQuotaController>,
     accounts: Addr<ServiceAccountController>,
+    replication: Addr<ReplicationManager>,
     store: Store,
 }
 
@@ -71,6 +73,7 @@ impl Running {
         let _ = self.namespaces.send(StopNamespaceController).await;
         let _ = self.quotas.send(StopQuotaController).await;
         let _ = self.accounts.send(StopServiceAccountController).await;
+        let _ = self.replication.send(StopReplicationManager).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -173,6 +176,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the replication manager: a ReplicationController keeps its replicas.
+    let replication = ReplicationManager::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -203,6 +211,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         namespaces,
         quotas,
         accounts,
+        replication,
         store,
     })
 }

@@ -73,6 +73,36 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     kubectl.ok(&["create", "-f", rc.to_str().unwrap()]);
     kubectl.ok(&["scale", "rc", "front", "--replicas=3"]);
     assert_eq!(kubectl.ok(&["get", "rc", "front", "-o", "jsonpath={.spec.replicas}"]), "3");
+    // The replication manager keeps three pods of the template running, the agent runs them.
+    let running = |kubectl: &crate::util::Kubectl| {
+        let phases = kubectl.ok(&[
+            "get",
+            "pods",
+            "-l",
+            "app=front",
+            "-o",
+            "jsonpath={range .items[*]}{.status.phase} {end}",
+        ]);
+        phases.split_whitespace().filter(|p| *p == "Running").count()
+    };
+    wait_until(WAIT, "three replicas ready", || {
+        kubectl.ok(&["get", "rc", "front", "-o", "jsonpath={.status.readyReplicas}"]) == "3"
+    });
+    assert_eq!(running(&kubectl), 3);
+    let events = kubectl.ok(&["describe", "rc", "front"]);
+    assert!(
+        events.contains("SuccessfulCreate") && events.contains("Created pod: front-"),
+        "{events}"
+    );
+    kubectl.ok(&["scale", "rc", "front", "--replicas=1"]);
+    wait_until(WAIT, "one replica left", || {
+        kubectl.ok(&["get", "pods", "-l", "app=front", "-o", "name"]).lines().count() == 1
+    });
+    // Deleting the controller deletes its pods (the garbage collector follows their owner).
+    kubectl.ok(&["delete", "rc", "front"]);
+    wait_until(WAIT, "the controller's pods gone", || {
+        kubectl.ok(&["get", "pods", "-l", "app=front", "-o", "name"]).trim().is_empty()
+    });
 
     // kubectl waits until the agent has stopped the pod and removed it.
     kubectl.ok(&["delete", "pod", "web", "--timeout=60s"]);

@@ -18,7 +18,7 @@ use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
 use super::runtime::{process_alive, Launch, Runtime, RuntimeError, StopSignal};
 use super::AgentConfig;
-use crate::client::events::{self, EventKind, PodRef};
+use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
 use crate::core::{set_condition, ApiError, DeleteOptions, PatchType};
 use crate::model::{now, resources};
@@ -498,11 +498,7 @@ impl PodState {
             return;
         }
         let client = ctx.client.clone();
-        let pod = PodRef {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            uid: self.uid.clone(),
-        };
+        let pod = ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
         let reason = reason.to_string();
         tokio::spawn(async move {
             events::record(client.as_ref(), &pod, kind, &reason, &message, COMPONENT).await;

@@ -1,5 +1,5 @@
-//! Recording core/v1 Events about pods, as components (the scheduler, node agents) report what
-//! they did: `kubectl get events` and `kubectl describe pod` show them.
+//! Recording core/v1 Events about objects, as components (the scheduler, node agents,
+//! controllers) report what they did: `kubectl get events` and `kubectl describe` show them.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -11,12 +11,19 @@ use super::ApiClient;
 use crate::core::PatchType;
 use crate::model::resources;
 
-/// The pod an event is about.
+/// The object an event is about (a core/v1 kind).
 #[derive(Debug, Clone)]
-pub struct PodRef {
+pub struct ObjectRef {
+    pub kind: &'static str,
     pub namespace: String,
     pub name: String,
     pub uid: String,
+}
+
+impl ObjectRef {
+    pub fn pod(namespace: String, name: String, uid: String) -> Self {
+        ObjectRef { kind: "Pod", namespace, name, uid }
+    }
 }
 
 /// `Normal` or `Warning`, as Kubernetes types events.
@@ -32,7 +39,7 @@ const AGGREGATION_WINDOW: Duration = Duration::from_secs(600);
 /// How many recent events a process remembers for that (client-go's cache: 4,096 too).
 const REMEMBERED: usize = 4096;
 
-/// The same event again: same pod, type, reason, message and reporter.
+/// The same event again: same object, type, reason, message and reporter.
 type Similar = (String, String, EventKind, String, String, String);
 
 /// An event this process wrote lately.
@@ -57,7 +64,7 @@ static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Defau
 /// best effort).
 pub async fn record(
     client: &dyn ApiClient,
-    pod: &PodRef,
+    object: &ObjectRef,
     kind: EventKind,
     reason: &str,
     message: &str,
@@ -66,15 +73,15 @@ pub async fn record(
     let time = crate::model::now();
     let events = resources::find("", "v1", "events").expect("events are served");
     let similar = (
-        pod.namespace.clone(),
-        pod.uid.clone(),
+        object.namespace.clone(),
+        object.uid.clone(),
         kind,
         reason.to_string(),
         message.to_string(),
         component.to_string(),
     );
     let suffix: u64 = rand::random();
-    let name = format!("{}.{suffix:016x}", pod.name);
+    let name = format!("{}.{suffix:016x}", object.name);
     // A new event's entry is taken before it is written, so that a repeat recorded meanwhile
     // counts into it rather than writing a second one.
     let repeated = {
@@ -98,7 +105,7 @@ pub async fn record(
     if let Some((first, count)) = repeated {
         let patch = json!({"count": count, "lastTimestamp": time});
         let patched =
-            client.patch(events, &pod.namespace, &first, PatchType::Merge, &patch, false).await;
+            client.patch(events, &object.namespace, &first, PatchType::Merge, &patch, false).await;
         match patched {
             Ok(_) => return,
             // Gone meanwhile (deleted, or expired), or not written yet: recorded anew, and
@@ -112,9 +119,9 @@ pub async fn record(
     }
     let event = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": name, "namespace": pod.namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace,
-            "name": pod.name, "uid": pod.uid},
+        "metadata": {"name": name, "namespace": object.namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": object.kind, "namespace": object.namespace,
+            "name": object.name, "uid": object.uid},
         "reason": reason,
         "message": message,
         "type": if kind == EventKind::Normal { "Normal" } else { "Warning" },
@@ -125,8 +132,8 @@ pub async fn record(
         "lastTimestamp": time,
         "count": 1,
     });
-    if let Err(error) = client.create(events, &pod.namespace, event).await {
-        tracing::debug!(pod = %pod.name, %error, "recording an event");
+    if let Err(error) = client.create(events, &object.namespace, event).await {
+        tracing::debug!(object = %object.name, %error, "recording an event");
         let mut recent = RECENT.lock().expect("event cache lock");
         if recent.get(&similar).is_some_and(|r| r.name == name) {
             recent.remove(&similar);
@@ -142,8 +149,7 @@ mod tests {
     #[actix::test]
     async fn a_repeated_event_is_counted_into_the_first() {
         let core = crate::testing::core().await;
-        let pod =
-            PodRef { namespace: "default".into(), name: "p".into(), uid: "uid-repeat".into() };
+        let pod = ObjectRef::pod("default".into(), "p".into(), "uid-repeat".into());
         for _ in 0..3 {
             record(&core, &pod, EventKind::Warning, "BackOff", "Back-off restarting", "kubelet")
                 .await;

@@ -4,15 +4,18 @@
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
+//! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
 
 pub mod garbage_collector;
 pub mod namespace;
+pub mod replication;
 pub mod resource_quota;
 pub mod service_account;
 
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use namespace::{NamespaceController, StopNamespaceController};
+pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};

@@ -17,7 +17,7 @@ use super::filters::{self, FitFailure};
 use super::node_info::{LabelGroups, NodeInfo, PodInfo};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
-use crate::client::events::{self, EventKind, PodRef};
+use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
@@ -398,7 +398,7 @@ impl Scheduler {
             addr.do_send(BindDone { uid: uid.clone(), node: node.clone(), result });
             if bound {
                 let message = format!("Successfully assigned {namespace}/{name} to {node}");
-                let pod = PodRef { namespace, name, uid };
+                let pod = ObjectRef::pod(namespace, name, uid);
                 events::record(
                     client.as_ref(),
                     &pod,
@@ -432,7 +432,7 @@ impl Scheduler {
             {
                 tracing::debug!(pod = %name, %error, "writing PodScheduled=False");
             }
-            let pod = PodRef { namespace, name, uid };
+            let pod = ObjectRef::pod(namespace, name, uid);
             let (kind, reason) = (EventKind::Warning, "FailedScheduling");
             events::record(client.as_ref(), &pod, kind, reason, &message, COMPONENT).await;
         });

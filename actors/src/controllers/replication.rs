@@ -1,0 +1,837 @@
+//! The replication manager: keeps `spec.replicas` pods of each ReplicationController, as
+//! Kubernetes' controller does. It creates missing pods from the template (named
+//! `<rc>-<random>`, owned by the controller), deletes surplus ones (those least far along
+//! first: unscheduled, pending, not ready, restarted most, newest), adopts orphan pods its
+//! selector matches and releases owned pods it no longer matches, and writes the
+//! controller's status (replicas, fully labeled, ready and available replicas, observed
+//! generation, a `ReplicaFailure` condition while creating or deleting fails). Creates come
+//! in batches of 1, 2, 4, ... up to 500 a round, and a controller waits until the pods it
+//! created or deleted are seen before it counts again ("expectations"), so a slow watch never
+//! makes it create twice. Deleting the controller is the garbage collector's (its pods are its
+//! dependents).
+//!
+//! It follows pods only while some ReplicationController exists: a cluster without one pays
+//! nothing for it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use serde_json::{json, Map, Value};
+
+use crate::client::events::{self, EventKind, ObjectRef};
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::{object_name, object_uid, ApiClient};
+use crate::core::{ApiError, DeleteOptions, PatchType};
+use crate::model::{json, resources, ResourceType};
+use crate::watch::EventType;
+
+/// What events name as their source, as Kubernetes' controller does.
+const COMPONENT: &str = "replication-controller";
+/// Most pods created or deleted for one controller in one round.
+const BURST: usize = 500;
+/// How long a controller waits for the pods it created or deleted to be seen, at most.
+const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A namespace and a name.
+type Key = (String, String);
+
+fn controllers() -> &'static ResourceType {
+    resources::find("", "v1", "replicationcontrollers").expect("served")
+}
+
+fn pods() -> &'static ResourceType {
+    resources::find("", "v1", "pods").expect("served")
+}
+
+fn key_of(object: &Value) -> Key {
+    let namespace = json::at(object, "/metadata/namespace").and_then(Value::as_str);
+    (namespace.unwrap_or("").to_string(), object_name(object).to_string())
+}
+
+/// The pods created and deleted that a controller has not seen yet.
+#[derive(Debug)]
+struct Expectations {
+    creates: usize,
+    deletes: HashSet<String>,
+    since: Instant,
+}
+
+impl Expectations {
+    fn met(&self) -> bool {
+        (self.creates == 0 && self.deletes.is_empty())
+            || self.since.elapsed() > EXPECTATIONS_TIMEOUT
+    }
+}
+
+/// The replication manager actor.
+pub struct ReplicationManager {
+    client: Arc<dyn ApiClient>,
+    controllers: BTreeMap<Key, Value>,
+    /// Every pod, by namespace and name, while any controller exists.
+    pods: HashMap<String, BTreeMap<String, Value>>,
+    /// Whether `pods` is complete (listed, and followed since).
+    pods_listed: bool,
+    /// The running pod list-watch's flag: cleared, it ends.
+    pod_feed: Option<Arc<AtomicBool>>,
+    /// Counts the pod list-watches started, so that a feed let go is told from the current.
+    pod_feed_generation: u64,
+    expectations: HashMap<Key, Expectations>,
+    /// The last failure to create or delete a controller's pods (its `ReplicaFailure`): the
+    /// reason and the message.
+    failures: HashMap<Key, (&'static str, String)>,
+    dirty: BTreeSet<Key>,
+    sync_queued: bool,
+}
+
+/// A feed of ReplicationControllers.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Controllers(Feed);
+
+/// A feed of pods, from the pod list-watch of this generation.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Pods(u64, Feed);
+
+/// Works through the controllers marked for a sync.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SyncDirty;
+
+/// What became of a pod created or deleted for a controller.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Done {
+    controller: Key,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// A round of creates ended: `not_made` of them failed or were skipped after a failed
+    /// batch (the first error says why).
+    Created { not_made: usize, error: Option<String> },
+    /// A delete that failed: the pod is not expected to go.
+    DeleteFailed { pod: String, error: String },
+}
+
+/// Stops the manager (its list-watches end with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopReplicationManager;
+
+impl ReplicationManager {
+    pub fn new(client: Arc<dyn ApiClient>) -> Self {
+        Self {
+            client,
+            controllers: BTreeMap::new(),
+            pods: HashMap::new(),
+            pods_listed: false,
+            pod_feed: None,
+            pod_feed_generation: 0,
+            expectations: HashMap::new(),
+            failures: HashMap::new(),
+            dirty: BTreeSet::new(),
+            sync_queued: false,
+        }
+    }
+
+    fn mark(&mut self, key: Key, ctx: &mut Context<Self>) {
+        self.dirty.insert(key);
+        if !self.sync_queued {
+            self.sync_queued = true;
+            ctx.notify(SyncDirty);
+        }
+    }
+
+    /// Follows pods while there are controllers, and forgets them when there are none.
+    fn follow_pods(&mut self, ctx: &mut Context<Self>) {
+        match (self.controllers.is_empty(), &self.pod_feed) {
+            (false, None) => {
+                let wanted = Arc::new(AtomicBool::new(true));
+                self.pod_feed = Some(wanted.clone());
+                self.pod_feed_generation += 1;
+                let generation = self.pod_feed_generation;
+                let addr = ctx.address();
+                let client = self.client.clone();
+                actix::spawn(informer::list_watch(client, pods(), Scope::default(), move |feed| {
+                    if !wanted.load(Ordering::Acquire) {
+                        return false;
+                    }
+                    addr.do_send(Pods(generation, feed));
+                    addr.connected()
+                }));
+            }
+            (true, Some(wanted)) => {
+                wanted.store(false, Ordering::Release);
+                self.pod_feed = None;
+                self.pods.clear();
+                self.pods_listed = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// The controllers a pod concerns: its owner, or those whose selector matches an orphan.
+    fn concerned(&self, pod: &Value) -> Vec<Key> {
+        let (namespace, _) = key_of(pod);
+        match controller_ref(pod) {
+            Some(owner) => {
+                let owner_name = owner.get("name").and_then(Value::as_str).unwrap_or("");
+                let is_rc =
+                    owner.get("kind").and_then(Value::as_str) == Some("ReplicationController");
+                if is_rc {
+                    vec![(namespace, owner_name.to_string())]
+                } else {
+                    Vec::new()
+                }
+            }
+            None => self
+                .controllers
+                .range((namespace.clone(), String::new())..)
+                .take_while(|((ns, _), _)| *ns == namespace)
+                .filter(|(_, rc)| selector(rc).is_some_and(|s| selects(s, labels(pod))))
+                .map(|(key, _)| key.clone())
+                .collect(),
+        }
+    }
+
+    /// Notes a pod seen created or gone against the expectations of its owner.
+    fn observe(&mut self, pod: &Value, kind: EventType) {
+        let Some(owner) = controller_ref(pod) else { return };
+        let (namespace, name) = key_of(pod);
+        let owner_name = owner.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let Some(expected) = self.expectations.get_mut(&(namespace, owner_name)) else { return };
+        match kind {
+            EventType::Added => expected.creates = expected.creates.saturating_sub(1),
+            EventType::Deleted => {
+                expected.deletes.remove(&name);
+            }
+            _ if is_terminating(pod) => {
+                expected.deletes.remove(&name);
+            }
+            _ => {}
+        }
+    }
+
+    fn sync(&mut self, key: &Key, ctx: &mut Context<Self>) {
+        let Some(rc) = self.controllers.get(key).cloned() else {
+            self.expectations.remove(key);
+            self.failures.remove(key);
+            return;
+        };
+        let Some(selector) = selector(&rc).cloned() else { return };
+        let uid = object_uid(&rc).to_string();
+        let deleting = is_terminating(&rc);
+        let (mut owned, mut adopt, mut release) = (Vec::new(), Vec::new(), Vec::new());
+        // Only active pods are claimed, as in Kubernetes: finished or deleted ones are let be.
+        let active = self.pods.get(&key.0).into_iter().flat_map(BTreeMap::values);
+        for pod in active.filter(|pod| is_active(pod)) {
+            let matches = selects(&selector, labels(pod));
+            match controller_ref(pod) {
+                Some(owner) if owner.get("uid").and_then(Value::as_str) == Some(&uid) => {
+                    if matches {
+                        owned.push(pod.clone());
+                    } else if !deleting {
+                        release.push(pod.clone());
+                    }
+                }
+                Some(_) => {}
+                None if matches && !deleting => {
+                    adopt.push(pod.clone());
+                    owned.push(pod.clone());
+                }
+                None => {}
+            }
+        }
+        for pod in adopt {
+            self.adopt(&rc, &pod, ctx);
+        }
+        for pod in release {
+            self.release(&rc, &pod, ctx);
+        }
+        let expectations_met = self.expectations.get(key).is_none_or(Expectations::met);
+        if !deleting && expectations_met {
+            let wanted = rc.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
+            if owned.len() < wanted {
+                self.create(key, &rc, (wanted - owned.len()).min(BURST), ctx);
+            } else if owned.len() > wanted {
+                let surplus = (owned.len() - wanted).min(BURST);
+                owned.sort_by(deletion_order);
+                let victims: Vec<Value> = owned.drain(..surplus).collect();
+                owned.extend(victims.iter().cloned()); // still there until seen gone
+                self.delete(key, &rc, victims, ctx);
+            }
+        }
+        self.write_status(key, &rc, &owned, ctx);
+    }
+
+    fn create(&mut self, key: &Key, rc: &Value, count: usize, ctx: &mut Context<Self>) {
+        self.expectations.insert(
+            key.clone(),
+            Expectations { creates: count, deletes: HashSet::new(), since: Instant::now() },
+        );
+        let pod = pod_from_template(rc);
+        let client = self.client.clone();
+        let controller = key.clone();
+        let reference = object_ref(rc);
+        let addr = ctx.address();
+        actix::spawn(async move {
+            // Slow start: batches of 1, 2, 4, ...; a batch with a failure ends the round.
+            let (mut made, mut tried, mut batch, mut error) = (0, 0, 1, None);
+            while tried < count && error.is_none() {
+                let size = batch.min(count - tried);
+                let creates = (0..size).map(|_| client.create(pods(), &controller.0, pod.clone()));
+                for result in futures::future::join_all(creates).await {
+                    let (kind, reason, message) = match result {
+                        Ok(created) => {
+                            made += 1;
+                            let message = format!("Created pod: {}", object_name(&created));
+                            (EventKind::Normal, "SuccessfulCreate", message)
+                        }
+                        Err(failure) => {
+                            let message = format!("Error creating: {failure}");
+                            error.get_or_insert(failure.to_string());
+                            (EventKind::Warning, "FailedCreate", message)
+                        }
+                    };
+                    let client = client.as_ref();
+                    events::record(client, &reference, kind, reason, &message, COMPONENT).await;
+                }
+                tried += size;
+                batch *= 2;
+            }
+            // The creates not made are not expected: those that failed and those skipped.
+            addr.do_send(Done {
+                controller,
+                outcome: Outcome::Created { not_made: count - made, error },
+            });
+        });
+    }
+
+    fn delete(&mut self, key: &Key, rc: &Value, victims: Vec<Value>, ctx: &mut Context<Self>) {
+        let names: HashSet<String> = victims.iter().map(|p| object_name(p).to_string()).collect();
+        self.expectations.insert(
+            key.clone(),
+            Expectations { creates: 0, deletes: names, since: Instant::now() },
+        );
+        for pod in victims {
+            let client = self.client.clone();
+            let controller = key.clone();
+            let reference = object_ref(rc);
+            let addr = ctx.address();
+            actix::spawn(async move {
+                let name = object_name(&pod).to_string();
+                let options = DeleteOptions {
+                    precondition_uid: Some(object_uid(&pod).to_string()),
+                    ..DeleteOptions::default()
+                };
+                match client.delete(pods(), &controller.0, &name, &options).await {
+                    Ok(_) | Err(ApiError::NotFound { .. }) => {
+                        let message = format!("Deleted pod: {name}");
+                        events::record(
+                            client.as_ref(),
+                            &reference,
+                            EventKind::Normal,
+                            "SuccessfulDelete",
+                            &message,
+                            COMPONENT,
+                        )
+                        .await;
+                    }
+                    Err(error) => {
+                        let message = format!("Error deleting: {error}");
+                        events::record(
+                            client.as_ref(),
+                            &reference,
+                            EventKind::Warning,
+                            "FailedDelete",
+                            &message,
+                            COMPONENT,
+                        )
+                        .await;
+                        let outcome = Outcome::DeleteFailed { pod: name, error: error.to_string() };
+                        addr.do_send(Done { controller, outcome });
+                    }
+                }
+            });
+        }
+    }
+
+    /// Makes an orphan the controller's (a strategic merge patch, held to the pod's uid).
+    fn adopt(&self, rc: &Value, pod: &Value, ctx: &mut Context<Self>) {
+        let patch = json!({"metadata": {"ownerReferences": [owner_reference(rc)],
+            "uid": object_uid(pod)}});
+        self.patch_owner(pod, patch, ctx);
+    }
+
+    /// Lets go of an owned pod the selector no longer matches.
+    fn release(&self, rc: &Value, pod: &Value, ctx: &mut Context<Self>) {
+        let patch = json!({"metadata": {"ownerReferences": [{"$patch": "delete",
+            "uid": object_uid(rc)}], "uid": object_uid(pod)}});
+        self.patch_owner(pod, patch, ctx);
+    }
+
+    fn patch_owner(&self, pod: &Value, patch: Value, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        let (namespace, name) = key_of(pod);
+        ctx.spawn(
+            async move {
+                let patched = client
+                    .patch(pods(), &namespace, &name, PatchType::StrategicMerge, &patch, false)
+                    .await;
+                // Gone or changed meanwhile: the next sync looks again.
+                if let Err(error) = patched {
+                    tracing::debug!(pod = %name, %error, "changing a pod's owner");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// Writes the controller's status when it differs from what it holds.
+    fn write_status(&mut self, key: &Key, rc: &Value, owned: &[Value], ctx: &mut Context<Self>) {
+        let template_labels =
+            rc.pointer("/spec/template/metadata/labels").and_then(Value::as_object);
+        let min_ready = rc.pointer("/spec/minReadySeconds").and_then(Value::as_i64).unwrap_or(0);
+        let now = chrono::Utc::now();
+        let mut next_available: Option<i64> = None;
+        let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
+        for pod in owned {
+            if template_labels.is_none_or(|wanted| selects(wanted, labels(pod))) {
+                fully_labeled += 1;
+            }
+            let Some(ready_since) = ready_since(pod) else { continue };
+            ready += 1;
+            let ready_for = (now - ready_since).num_seconds();
+            if min_ready == 0 || ready_for >= min_ready {
+                available += 1;
+            } else {
+                let wait = min_ready - ready_for;
+                next_available = Some(next_available.map_or(wait, |w: i64| w.min(wait)));
+            }
+        }
+        if let Some(wait) = next_available {
+            let key = key.clone();
+            ctx.run_later(Duration::from_secs(wait.max(1) as u64), move |actor, ctx| {
+                actor.mark(key, ctx);
+            });
+        }
+        let old = rc.get("status").cloned().unwrap_or(json!({}));
+        let mut status = Map::new();
+        status.insert("replicas".into(), json!(owned.len()));
+        for (field, count) in [
+            ("fullyLabeledReplicas", fully_labeled),
+            ("readyReplicas", ready),
+            ("availableReplicas", available),
+        ] {
+            if count > 0 {
+                status.insert(field.into(), json!(count));
+            }
+        }
+        if let Some(generation) = rc.pointer("/metadata/generation") {
+            status.insert("observedGeneration".into(), generation.clone());
+        }
+        if let Some((reason, message)) = self.failures.get(key) {
+            let unchanged = old
+                .get("conditions")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == "ReplicaFailure"))
+                .filter(|c| c["message"] == message.as_str())
+                .cloned();
+            let condition = unchanged.unwrap_or_else(|| {
+                json!({"type": "ReplicaFailure", "status": "True", "reason": reason,
+                    "message": message, "lastTransitionTime": crate::model::now()})
+            });
+            status.insert("conditions".into(), json!([condition]));
+        }
+        let status = Value::Object(status);
+        if status == old {
+            return;
+        }
+        let mut updated = rc.clone();
+        updated["status"] = status;
+        let client = self.client.clone();
+        let namespace = key.0.clone();
+        ctx.spawn(
+            async move {
+                // A conflict means a newer controller is on its way: it is synced then.
+                if let Err(error) = client.update_status(controllers(), &namespace, updated).await {
+                    tracing::debug!(%error, "writing a replication controller's status");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+fn object_ref(rc: &Value) -> ObjectRef {
+    let (namespace, name) = key_of(rc);
+    ObjectRef { kind: "ReplicationController", namespace, name, uid: object_uid(rc).to_string() }
+}
+
+fn owner_reference(rc: &Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ReplicationController", "name": object_name(rc),
+        "uid": object_uid(rc), "controller": true, "blockOwnerDeletion": true})
+}
+
+/// A new pod of the controller's template, as Kubernetes makes it: the template's labels,
+/// annotations, finalizers and spec, named after the controller, owned by it.
+fn pod_from_template(rc: &Value) -> Value {
+    let template = rc.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut metadata = Map::new();
+    for field in ["labels", "annotations", "finalizers"] {
+        if let Some(value) = template.pointer(&format!("/metadata/{field}")) {
+            metadata.insert(field.into(), value.clone());
+        }
+    }
+    metadata.insert("generateName".into(), json!(format!("{}-", object_name(rc))));
+    metadata.insert("ownerReferences".into(), json!([owner_reference(rc)]));
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+        "spec": template.get("spec").cloned().unwrap_or(json!({}))})
+}
+
+fn selector(rc: &Value) -> Option<&Map<String, Value>> {
+    rc.pointer("/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
+}
+
+fn labels(pod: &Value) -> Option<&Map<String, Value>> {
+    pod.pointer("/metadata/labels").and_then(Value::as_object)
+}
+
+/// Whether every label `selector` names has its value in `labels`.
+fn selects(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -> bool {
+    selector.iter().all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
+}
+
+fn controller_ref(object: &Value) -> Option<&Value> {
+    let references = object.pointer("/metadata/ownerReferences").and_then(Value::as_array)?;
+    references.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+}
+
+fn is_terminating(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+/// A pod that counts toward its controller's replicas: not finished, not being deleted.
+fn is_active(pod: &Value) -> bool {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    !matches!(phase, Some("Succeeded" | "Failed")) && !is_terminating(pod)
+}
+
+/// Since when a pod is ready, if it is.
+fn ready_since(pod: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array)?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready" && c["status"] == "True")?;
+    let since = ready.get("lastTransitionTime").and_then(Value::as_str).unwrap_or("");
+    Some(since.parse().unwrap_or_else(|_| chrono::Utc::now()))
+}
+
+/// Which of two pods to delete first, as Kubernetes ranks them: unscheduled before scheduled,
+/// pending before unknown before running, not ready before ready, ready for less time first,
+/// more restarts first, newer first.
+fn deletion_order(a: &Value, b: &Value) -> std::cmp::Ordering {
+    let scheduled = |p: &Value| {
+        p.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+    };
+    let phase = |p: &Value| match p.pointer("/status/phase").and_then(Value::as_str) {
+        Some("Pending") => 0,
+        Some("Unknown") => 1,
+        Some("Running") => 2,
+        _ => 0,
+    };
+    let restarts = |p: &Value| {
+        let statuses = p.pointer("/status/containerStatuses").and_then(Value::as_array);
+        let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
+        counts.max().unwrap_or(0)
+    };
+    let created = |p: &Value| {
+        p.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("").to_string()
+    };
+    scheduled(a)
+        .cmp(&scheduled(b))
+        .then(phase(a).cmp(&phase(b)))
+        .then(ready_since(a).is_some().cmp(&ready_since(b).is_some()))
+        .then(ready_since(b).cmp(&ready_since(a)))
+        .then(restarts(b).cmp(&restarts(a)))
+        .then(created(b).cmp(&created(a)))
+}
+
+impl Actor for ReplicationManager {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let client = self.client.clone();
+        actix::spawn(informer::list_watch(client, controllers(), Scope::default(), move |feed| {
+            addr.do_send(Controllers(feed));
+            addr.connected()
+        }));
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        if let Some(wanted) = self.pod_feed.take() {
+            wanted.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Handler<Controllers> for ReplicationManager {
+    type Result = ();
+
+    fn handle(&mut self, Controllers(feed): Controllers, ctx: &mut Context<Self>) {
+        match feed {
+            Feed::Listed(items) => {
+                self.controllers = items.into_iter().map(|rc| (key_of(&rc), rc)).collect();
+                let keys: Vec<Key> = self.controllers.keys().cloned().collect();
+                keys.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Changed(EventType::Deleted, rc) => {
+                let key = key_of(&rc);
+                self.controllers.remove(&key);
+                self.expectations.remove(&key);
+                self.failures.remove(&key);
+            }
+            Feed::Changed(_, rc) => {
+                let key = key_of(&rc);
+                self.controllers.insert(key.clone(), rc);
+                self.mark(key, ctx);
+            }
+            Feed::Unavailable(_) => return,
+        }
+        self.follow_pods(ctx);
+    }
+}
+
+impl Handler<Pods> for ReplicationManager {
+    type Result = ();
+
+    fn handle(&mut self, Pods(generation, feed): Pods, ctx: &mut Context<Self>) {
+        if self.pod_feed.is_none() || generation != self.pod_feed_generation {
+            return; // a feed that has been let go
+        }
+        match feed {
+            Feed::Listed(items) => {
+                self.pods.clear();
+                for pod in items {
+                    let (namespace, name) = key_of(&pod);
+                    self.pods.entry(namespace).or_default().insert(name, pod);
+                }
+                self.pods_listed = true;
+                let keys: Vec<Key> = self.controllers.keys().cloned().collect();
+                keys.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Changed(kind, pod) => {
+                let (namespace, name) = key_of(&pod);
+                self.observe(&pod, kind);
+                let mut concerned = self.concerned(&pod);
+                let namespace_pods = self.pods.entry(namespace).or_default();
+                let previous = if kind == EventType::Deleted {
+                    namespace_pods.remove(&name)
+                } else {
+                    namespace_pods.insert(name, pod)
+                };
+                // A pod whose labels or owner changed may concern others than before.
+                if let Some(previous) = previous {
+                    concerned.extend(self.concerned(&previous));
+                }
+                concerned.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Unavailable(_) => {}
+        }
+    }
+}
+
+impl Handler<SyncDirty> for ReplicationManager {
+    type Result = ();
+
+    fn handle(&mut self, _: SyncDirty, ctx: &mut Context<Self>) {
+        self.sync_queued = false;
+        if !self.pods_listed {
+            return; // marked again once the pods are listed
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for key in dirty {
+            self.sync(&key, ctx);
+        }
+    }
+}
+
+impl Handler<Done> for ReplicationManager {
+    type Result = ();
+
+    fn handle(&mut self, Done { controller, outcome }: Done, ctx: &mut Context<Self>) {
+        let expected = self.expectations.get_mut(&controller);
+        match outcome {
+            Outcome::Created { not_made, error } => {
+                if let Some(expected) = expected {
+                    expected.creates = expected.creates.saturating_sub(not_made);
+                }
+                match error {
+                    Some(error) => {
+                        self.failures.insert(controller.clone(), ("FailedCreate", error))
+                    }
+                    None => self.failures.remove(&controller),
+                };
+            }
+            Outcome::DeleteFailed { pod, error } => {
+                if let Some(expected) = expected {
+                    expected.deletes.remove(&pod);
+                }
+                self.failures.insert(controller.clone(), ("FailedDelete", error));
+            }
+        }
+        self.mark(controller, ctx);
+    }
+}
+
+impl Handler<StopReplicationManager> for ReplicationManager {
+    type Result = ();
+
+    fn handle(&mut self, _: StopReplicationManager, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::{ApiCore, ListOptions};
+    use crate::testing::{core, eventually};
+
+    fn rc(name: &str, replicas: u64, template: Value) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"replicas": replicas,
+            "selector": {"app": name},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": template}}})
+    }
+
+    fn plain() -> Value {
+        json!({"containers": [{"name": "c", "image": "kplane/pause"}]})
+    }
+
+    /// The pods of the namespace, by name, with whether `owner` owns them.
+    async fn pods_of(core: &ApiCore, owner: &str) -> Vec<(String, bool)> {
+        let options = ListOptions::default();
+        let list = ApiClient::list(core, pods(), Some("default"), &options).await.unwrap();
+        let owned = |pod: &Value| {
+            controller_ref(pod)
+                .is_some_and(|r| r["name"] == owner && r["kind"] == "ReplicationController")
+        };
+        list.items
+            .iter()
+            .filter(|p| !is_terminating(p))
+            .map(|p| (object_name(p).to_string(), owned(p)))
+            .collect()
+    }
+
+    async fn status(core: &ApiCore, name: &str) -> Value {
+        ApiClient::get(core, controllers(), "default", name).await.unwrap()["status"].clone()
+    }
+
+    async fn until_owned(core: &ApiCore, owner: &str, count: usize) -> Vec<String> {
+        eventually(&format!("{count} pods of {owner}"), || async {
+            let pods = pods_of(core, owner).await;
+            let owned: Vec<String> =
+                pods.iter().filter(|(_, o)| *o).map(|(n, _)| n.clone()).collect();
+            let replicas = status(core, owner).await["replicas"].as_u64();
+            (owned.len() == count && replicas == Some(count as u64)).then_some(owned)
+        })
+        .await
+    }
+
+    #[actix::test]
+    async fn keeps_the_replicas_adopting_orphans_and_releasing_strays() {
+        let core = core().await;
+        // An orphan with the controller's labels, there before it: adopted, not duplicated.
+        let orphan =
+            json!({"metadata": {"name": "orphan", "labels": {"app": "web"}}, "spec": plain()});
+        ApiClient::create(&core, pods(), "default", orphan).await.unwrap();
+        let manager = ReplicationManager::new(Arc::new(core.clone())).start();
+        ApiClient::create(&core, controllers(), "default", rc("web", 3, plain())).await.unwrap();
+        let owned = until_owned(&core, "web", 3).await;
+        assert!(owned.contains(&"orphan".to_string()), "{owned:?}");
+        assert!(owned.iter().filter(|n| n.starts_with("web-")).count() == 2, "{owned:?}");
+        let created = owned.iter().find(|n| n.starts_with("web-")).unwrap().clone();
+        let pod = ApiClient::get(&core, pods(), "default", &created).await.unwrap();
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], true);
+        assert_eq!(status(&core, "web").await["observedGeneration"], 1);
+
+        // A pod relabeled out of the selector is let go, and replaced.
+        let patch = json!({"metadata": {"labels": {"app": "elsewhere"}}});
+        ApiClient::patch(&core, pods(), "default", &created, PatchType::Merge, &patch, false)
+            .await
+            .unwrap();
+        eventually("the stray released", || async {
+            let pods = pods_of(&core, "web").await;
+            pods.contains(&(created.clone(), false)).then_some(())
+        })
+        .await;
+        let owned = until_owned(&core, "web", 3).await;
+        assert!(!owned.contains(&created), "{owned:?}");
+
+        // Scaled down and up again; a deleted pod is replaced.
+        let scale = json!({"spec": {"replicas": 1}});
+        ApiClient::patch(&core, controllers(), "default", "web", PatchType::Merge, &scale, false)
+            .await
+            .unwrap();
+        let kept = until_owned(&core, "web", 1).await;
+        let options = DeleteOptions::default();
+        ApiClient::delete(&core, pods(), "default", &kept[0], &options).await.unwrap();
+        let replaced = until_owned(&core, "web", 1).await;
+        assert_ne!(replaced, kept);
+        assert_eq!(status(&core, "web").await["observedGeneration"], 2);
+        // Nothing more happens: exactly one pod stays.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(until_owned(&core, "web", 1).await, replaced);
+        manager.send(StopReplicationManager).await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_failing_create_is_a_replica_failure_in_the_status() {
+        let core = core().await;
+        let _manager = ReplicationManager::new(Arc::new(core.clone())).start();
+        let mut template = plain();
+        template["serviceAccountName"] = json!("ghost");
+        ApiClient::create(&core, controllers(), "default", rc("lost", 2, template)).await.unwrap();
+        let condition = eventually("the failure in the status", || async {
+            let conditions = status(&core, "lost").await["conditions"].clone();
+            conditions.get(0).cloned()
+        })
+        .await;
+        assert_eq!(condition["type"], "ReplicaFailure");
+        assert_eq!(condition["reason"], "FailedCreate");
+        let message = condition["message"].as_str().unwrap();
+        assert!(message.contains("serviceaccount \"ghost\" not found"), "{message}");
+        assert!(pods_of(&core, "lost").await.is_empty());
+    }
+
+    #[test]
+    fn surplus_pods_go_least_far_along_first() {
+        let pod = |name: &str, node: &str, phase: &str, ready: bool, created: &str| {
+            let mut pod = json!({"metadata": {"name": name, "creationTimestamp": created},
+                "spec": {"nodeName": node}, "status": {"phase": phase}});
+            if ready {
+                pod["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+            }
+            pod
+        };
+        let mut pods = [
+            pod("running-ready", "n", "Running", true, "2026-01-01T00:00:00Z"),
+            pod("running-old", "n", "Running", false, "2026-01-01T00:00:00Z"),
+            pod("running-new", "n", "Running", false, "2026-01-02T00:00:00Z"),
+            pod("pending", "n", "Pending", false, "2026-01-01T00:00:00Z"),
+            pod("unscheduled", "", "Pending", false, "2026-01-01T00:00:00Z"),
+        ];
+        pods.sort_by(deletion_order);
+        let names: Vec<&str> = pods.iter().map(object_name).collect();
+        assert_eq!(
+            names,
+            ["unscheduled", "pending", "running-new", "running-old", "running-ready"]
+        );
+    }
+}
