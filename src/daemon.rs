@@ -7,9 +7,10 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    GarbageCollector, NamespaceController, ReplicationManager, ResourceQuotaController,
-    ServiceAccountController, StopCollector, StopNamespaceController, StopQuotaController,
-    StopReplicationManager, StopServiceAccountController,
+    EndpointsController, GarbageCollector, NamespaceController, ReplicationManager,
+    ResourceQuotaController, ServiceAccountController, StopCollector, StopEndpointsController,
+    StopNamespaceController, StopQuotaController, StopReplicationManager,
+    StopServiceAccountController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -44,6 +45,7 @@ pub struct Running {
     quotas: Addr<ResourceQuotaController>,
     accounts: Addr<ServiceAccountController>,
     replication: Addr<ReplicationManager>,
+    endpoints: Addr<EndpointsController>,
     store: Store,
 }
 
@@ -74,6 +76,7 @@ impl Running {
         let _ = self.quotas.send(StopQuotaController).await;
         let _ = self.accounts.send(StopServiceAccountController).await;
         let _ = self.replication.send(StopReplicationManager).await;
+        let _ = self.endpoints.send(StopEndpointsController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -181,6 +184,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the endpoints controller: a Service's Endpoints list the pods it selects.
+    let endpoints = EndpointsController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -212,6 +220,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         quotas,
         accounts,
         replication,
+        endpoints,
         store,
     })
 }

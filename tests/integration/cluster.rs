@@ -89,6 +89,22 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
         kubectl.ok(&["get", "rc", "front", "-o", "jsonpath={.status.readyReplicas}"]) == "3"
     });
     assert_eq!(running(&kubectl), 3);
+    // A service selecting them: its Endpoints list the three pods' IPs, then the one left.
+    kubectl.ok(&["create", "service", "clusterip", "front", "--tcp=80:8080"]);
+    let addresses = |kubectl: &crate::util::Kubectl| {
+        let ips = kubectl.ok(&[
+            "get",
+            "endpoints",
+            "front",
+            "-o",
+            "jsonpath={range .subsets[*].addresses[*]}{.ip} {end}",
+        ]);
+        ips.split_whitespace().map(str::to_string).collect::<Vec<_>>()
+    };
+    wait_until(WAIT, "three endpoints", || addresses(&kubectl).len() == 3);
+    let ports =
+        kubectl.ok(&["get", "endpoints", "front", "-o", "jsonpath={.subsets[0].ports[0].port}"]);
+    assert_eq!(ports, "8080");
     let events = kubectl.ok(&["describe", "rc", "front"]);
     assert!(
         events.contains("SuccessfulCreate") && events.contains("Created pod: front-"),
@@ -98,6 +114,7 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     wait_until(WAIT, "one replica left", || {
         kubectl.ok(&["get", "pods", "-l", "app=front", "-o", "name"]).lines().count() == 1
     });
+    wait_until(WAIT, "one endpoint left", || addresses(&kubectl).len() == 1);
     // Deleting the controller deletes its pods (the garbage collector follows their owner).
     kubectl.ok(&["delete", "rc", "front"]);
     wait_until(WAIT, "the controller's pods gone", || {

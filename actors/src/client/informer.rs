@@ -4,6 +4,7 @@
 //! that revision can no longer be resumed from. It backs off while the server is unreachable.
 //! Components turn what it reports into messages to their actor.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,6 +131,50 @@ pub async fn list_watch(
         if resumable {
             resume = Some(seen);
         }
+    }
+}
+
+/// A list-watch run only while its component needs it (the pods of the replication manager
+/// and the endpoints controller, only while there are controllers or services to follow them
+/// for): started and stopped at will. Each run has a generation, so that what a stopped run
+/// had already sent is told from the current run's feed.
+#[derive(Debug, Default)]
+pub struct OnDemand {
+    running: Option<Arc<AtomicBool>>,
+    generation: u64,
+}
+
+impl OnDemand {
+    /// Starts a list-watch feeding `sink` with its generation, unless one is running.
+    pub fn start(
+        &mut self,
+        client: Arc<dyn ApiClient>,
+        resource: &'static ResourceType,
+        scope: Scope,
+        mut sink: impl FnMut(u64, Feed) -> bool + 'static,
+    ) {
+        if self.running.is_some() {
+            return;
+        }
+        let wanted = Arc::new(AtomicBool::new(true));
+        self.running = Some(wanted.clone());
+        self.generation += 1;
+        let generation = self.generation;
+        actix::spawn(list_watch(client, resource, scope, move |feed| {
+            wanted.load(Ordering::Acquire) && sink(generation, feed)
+        }));
+    }
+
+    /// Lets the running list-watch go: it ends at its next report.
+    pub fn stop(&mut self) {
+        if let Some(wanted) = self.running.take() {
+            wanted.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether a report of `generation` is from the running list-watch.
+    pub fn is_current(&self, generation: u64) -> bool {
+        self.running.is_some() && generation == self.generation
     }
 }
 

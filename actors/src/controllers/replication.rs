@@ -14,7 +14,6 @@
 //! nothing for it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +21,7 @@ use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
 use crate::client::events::{self, EventKind, ObjectRef};
-use crate::client::informer::{self, Feed, Scope};
+use crate::client::informer::{self, Feed, OnDemand, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, PatchType};
 use crate::model::{json, resources, ResourceType};
@@ -74,10 +73,8 @@ pub struct ReplicationManager {
     pods: HashMap<String, BTreeMap<String, Value>>,
     /// Whether `pods` is complete (listed, and followed since).
     pods_listed: bool,
-    /// The running pod list-watch's flag: cleared, it ends.
-    pod_feed: Option<Arc<AtomicBool>>,
-    /// Counts the pod list-watches started, so that a feed let go is told from the current.
-    pod_feed_generation: u64,
+    /// The pod list-watch, run while any controller exists.
+    pod_feed: OnDemand,
     expectations: HashMap<Key, Expectations>,
     /// The last failure to create or delete a controller's pods (its `ReplicaFailure`): the
     /// reason and the message.
@@ -129,8 +126,7 @@ impl ReplicationManager {
             controllers: BTreeMap::new(),
             pods: HashMap::new(),
             pods_listed: false,
-            pod_feed: None,
-            pod_feed_generation: 0,
+            pod_feed: OnDemand::default(),
             expectations: HashMap::new(),
             failures: HashMap::new(),
             dirty: BTreeSet::new(),
@@ -148,29 +144,16 @@ impl ReplicationManager {
 
     /// Follows pods while there are controllers, and forgets them when there are none.
     fn follow_pods(&mut self, ctx: &mut Context<Self>) {
-        match (self.controllers.is_empty(), &self.pod_feed) {
-            (false, None) => {
-                let wanted = Arc::new(AtomicBool::new(true));
-                self.pod_feed = Some(wanted.clone());
-                self.pod_feed_generation += 1;
-                let generation = self.pod_feed_generation;
-                let addr = ctx.address();
-                let client = self.client.clone();
-                actix::spawn(informer::list_watch(client, pods(), Scope::default(), move |feed| {
-                    if !wanted.load(Ordering::Acquire) {
-                        return false;
-                    }
-                    addr.do_send(Pods(generation, feed));
-                    addr.connected()
-                }));
-            }
-            (true, Some(wanted)) => {
-                wanted.store(false, Ordering::Release);
-                self.pod_feed = None;
-                self.pods.clear();
-                self.pods_listed = false;
-            }
-            _ => {}
+        if self.controllers.is_empty() {
+            self.pod_feed.stop();
+            self.pods.clear();
+            self.pods_listed = false;
+        } else {
+            let addr = ctx.address();
+            self.pod_feed.start(self.client.clone(), pods(), Scope::default(), move |run, feed| {
+                addr.do_send(Pods(run, feed));
+                addr.connected()
+            });
         }
     }
 
@@ -572,9 +555,7 @@ impl Actor for ReplicationManager {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if let Some(wanted) = self.pod_feed.take() {
-            wanted.store(false, Ordering::Release);
-        }
+        self.pod_feed.stop();
     }
 }
 
@@ -609,7 +590,7 @@ impl Handler<Pods> for ReplicationManager {
     type Result = ();
 
     fn handle(&mut self, Pods(generation, feed): Pods, ctx: &mut Context<Self>) {
-        if self.pod_feed.is_none() || generation != self.pod_feed_generation {
+        if !self.pod_feed.is_current(generation) {
             return; // a feed that has been let go
         }
         match feed {

@@ -1,0 +1,510 @@
+//! The endpoints controller: every Service with a selector has an Endpoints object of its
+//! name listing the pods it selects, as Kubernetes' controller keeps it: each pod with an IP
+//! that is neither finished nor being deleted, under `addresses` when it is ready (or the
+//! service publishes not-ready addresses) and `notReadyAddresses` otherwise, with the
+//! service's ports resolved against the pod (a named `targetPort` through its containers'
+//! ports), packed into one subset per set of ports. The service's labels are the endpoints'.
+//! Deleting the service deletes them; a service without a selector keeps the endpoints its
+//! user writes.
+//!
+//! It follows pods only while some service with a selector exists.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use serde_json::{json, Map, Value};
+
+use crate::client::informer::{self, Feed, OnDemand, Scope};
+use crate::client::{object_name, object_uid, ApiClient};
+use crate::core::{ApiError, DeleteOptions};
+use crate::model::{json, resources, ResourceType};
+use crate::watch::EventType;
+
+/// A namespace and a name.
+type Key = (String, String);
+
+fn services() -> &'static ResourceType {
+    resources::find("", "v1", "services").expect("served")
+}
+
+fn endpoints() -> &'static ResourceType {
+    resources::find("", "v1", "endpoints").expect("served")
+}
+
+fn pods() -> &'static ResourceType {
+    resources::find("", "v1", "pods").expect("served")
+}
+
+fn key_of(object: &Value) -> Key {
+    let namespace = json::at(object, "/metadata/namespace").and_then(Value::as_str);
+    (namespace.unwrap_or("").to_string(), object_name(object).to_string())
+}
+
+/// The endpoints controller actor.
+pub struct EndpointsController {
+    client: Arc<dyn ApiClient>,
+    services: BTreeMap<Key, Value>,
+    /// Every pod, by namespace and name, while any service has a selector.
+    pods: HashMap<String, BTreeMap<String, Value>>,
+    pods_listed: bool,
+    pod_feed: OnDemand,
+    dirty: BTreeSet<Key>,
+    sync_queued: bool,
+}
+
+/// A feed of services.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Services(Feed);
+
+/// A feed of pods, from the pod list-watch of this generation.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Pods(u64, Feed);
+
+/// Works through the services marked for a sync.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SyncDirty;
+
+/// Stops the controller (its list-watches end with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopEndpointsController;
+
+impl EndpointsController {
+    pub fn new(client: Arc<dyn ApiClient>) -> Self {
+        Self {
+            client,
+            services: BTreeMap::new(),
+            pods: HashMap::new(),
+            pods_listed: false,
+            pod_feed: OnDemand::default(),
+            dirty: BTreeSet::new(),
+            sync_queued: false,
+        }
+    }
+
+    fn mark(&mut self, key: Key, ctx: &mut Context<Self>) {
+        self.dirty.insert(key);
+        if !self.sync_queued {
+            self.sync_queued = true;
+            ctx.notify(SyncDirty);
+        }
+    }
+
+    fn follow_pods(&mut self, ctx: &mut Context<Self>) {
+        if self.services.values().any(|s| selector(s).is_some()) {
+            let addr = ctx.address();
+            self.pod_feed.start(self.client.clone(), pods(), Scope::default(), move |run, feed| {
+                addr.do_send(Pods(run, feed));
+                addr.connected()
+            });
+        } else {
+            self.pod_feed.stop();
+            self.pods.clear();
+            self.pods_listed = false;
+        }
+    }
+
+    /// The services of a pod's namespace whose selector matches it.
+    fn selecting(&self, pod: &Value) -> Vec<Key> {
+        let (namespace, _) = key_of(pod);
+        let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+        self.services
+            .range((namespace.clone(), String::new())..)
+            .take_while(|((ns, _), _)| *ns == namespace)
+            .filter(|(_, service)| selector(service).is_some_and(|s| selects(s, labels)))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    fn sync(&self, key: &Key, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        let (namespace, name) = key.clone();
+        let Some(service) = self.services.get(key) else {
+            // The service is gone: so are its endpoints.
+            ctx.spawn(
+                async move {
+                    let options = DeleteOptions::default();
+                    match client.delete(endpoints(), &namespace, &name, &options).await {
+                        Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                        Err(error) => tracing::warn!(%name, %error, "deleting endpoints"),
+                    }
+                }
+                .into_actor(self),
+            );
+            return;
+        };
+        let Some(selector) = selector(service) else { return };
+        let candidates = self.pods.get(&namespace).into_iter().flat_map(BTreeMap::values);
+        let labels =
+            |pod: &Value| pod.pointer("/metadata/labels").and_then(Value::as_object).cloned();
+        let selected: Vec<&Value> =
+            candidates.filter(|pod| selects(selector, labels(pod).as_ref())).collect();
+        let desired = desired_endpoints(service, &selected);
+        ctx.spawn(
+            async move {
+                if let Err(error) = write(client.as_ref(), &namespace, desired).await {
+                    // A conflict or a race with a delete: the next change of the service or of
+                    // its pods syncs it again.
+                    tracing::debug!(%name, %error, "writing endpoints");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+/// Creates or updates the endpoints to `desired`, unless they hold it already.
+async fn write(
+    client: &dyn ApiClient,
+    namespace: &str,
+    mut desired: Value,
+) -> Result<(), ApiError> {
+    let name = object_name(&desired).to_string();
+    match client.get(endpoints(), namespace, &name).await {
+        Ok(current) => {
+            let same = |field: &str| current.get(field) == desired.get(field);
+            let same_labels =
+                current.pointer("/metadata/labels") == desired.pointer("/metadata/labels");
+            if same("subsets") && same_labels {
+                return Ok(());
+            }
+            desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            if let Some(annotations) = current.pointer("/metadata/annotations") {
+                desired["metadata"]["annotations"] = annotations.clone();
+            }
+            client.update(endpoints(), namespace, desired).await.map(drop)
+        }
+        Err(ApiError::NotFound { .. }) => {
+            client.create(endpoints(), namespace, desired).await.map(drop)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+fn selector(service: &Value) -> Option<&Map<String, Value>> {
+    service.pointer("/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
+}
+
+fn selects(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -> bool {
+    selector.iter().all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
+}
+
+/// Whether a pod is listed at all: it has an IP, is not finished and is not being deleted.
+fn listed(pod: &Value) -> bool {
+    let ip = pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("");
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let deleting = pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+    !ip.is_empty() && !matches!(phase, Some("Succeeded" | "Failed")) && !deleting
+}
+
+fn ready(pod: &Value) -> bool {
+    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array);
+    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// The port of `pod` a service port sends to: its `targetPort` as a number, or the container
+/// port of that name and protocol (`None` when the pod has none).
+fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64> {
+    match service_port.get("targetPort").or_else(|| service_port.get("port")) {
+        Some(Value::Number(number)) => number.as_i64(),
+        Some(Value::String(name)) => {
+            let containers = pod.pointer("/spec/containers").and_then(Value::as_array);
+            let ports =
+                containers.into_iter().flatten().filter_map(|c| c["ports"].as_array()).flatten();
+            ports
+                .filter(|p| p["name"] == name.as_str())
+                .find(|p| p["protocol"].as_str().unwrap_or("TCP") == protocol)
+                .and_then(|p| p["containerPort"].as_i64())
+        }
+        _ => None,
+    }
+}
+
+/// The Endpoints the service should have, given the pods its selector matches.
+fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
+    let (namespace, name) = key_of(service);
+    let publish_not_ready = service.pointer("/spec/publishNotReadyAddresses") == Some(&json!(true));
+    let service_ports =
+        service.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    // One subset per set of ports, its addresses sorted: Kubernetes' repacking.
+    let mut subsets: BTreeMap<String, (Vec<Value>, Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    for pod in pods.iter().filter(|pod| listed(pod)) {
+        let mut address = json!({"ip": pod["status"]["podIP"],
+            "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
+                "uid": object_uid(pod)}});
+        if let Some(node) =
+            pod.pointer("/spec/nodeName").filter(|n| n.as_str().is_some_and(|n| !n.is_empty()))
+        {
+            address["nodeName"] = node.clone();
+        }
+        let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or("");
+        if !hostname.is_empty()
+            && pod.pointer("/spec/subdomain").and_then(Value::as_str) == Some(name.as_str())
+        {
+            address["hostname"] = json!(hostname);
+        }
+        let mut ports = Vec::new();
+        for service_port in &service_ports {
+            let protocol = service_port["protocol"].as_str().unwrap_or("TCP");
+            let Some(port) = target_port(pod, service_port, protocol) else { continue };
+            let mut endpoint_port = json!({"port": port, "protocol": protocol});
+            for field in ["name", "appProtocol"] {
+                if let Some(value) =
+                    service_port.get(field).filter(|v| v.as_str().is_some_and(|v| !v.is_empty()))
+                {
+                    endpoint_port[field] = value.clone();
+                }
+            }
+            ports.push(endpoint_port);
+        }
+        // A pod none of the service's ports resolves on is left out (a service with no
+        // ports at all lists its pods without ports).
+        if ports.is_empty() && !service_ports.is_empty() {
+            continue;
+        }
+        ports.sort_by_key(|p| p.to_string());
+        let entry = subsets.entry(Value::Array(ports.clone()).to_string()).or_insert((
+            Vec::new(),
+            Vec::new(),
+            ports,
+        ));
+        if publish_not_ready || ready(pod) {
+            entry.0.push(address);
+        } else {
+            entry.1.push(address);
+        }
+    }
+    let sort = |addresses: &mut Vec<Value>| {
+        addresses.sort_by(|a, b| {
+            (a["ip"].as_str(), a["targetRef"]["name"].as_str())
+                .cmp(&(b["ip"].as_str(), b["targetRef"]["name"].as_str()))
+        })
+    };
+    let subsets: Vec<Value> = subsets
+        .into_values()
+        .map(|(mut ready, mut not_ready, ports)| {
+            let mut subset = Map::new();
+            sort(&mut ready);
+            sort(&mut not_ready);
+            if !ready.is_empty() {
+                subset.insert("addresses".into(), Value::Array(ready));
+            }
+            if !not_ready.is_empty() {
+                subset.insert("notReadyAddresses".into(), Value::Array(not_ready));
+            }
+            if !ports.is_empty() {
+                subset.insert("ports".into(), Value::Array(ports));
+            }
+            Value::Object(subset)
+        })
+        .collect();
+    let mut labels = service.pointer("/metadata/labels").cloned().unwrap_or(json!({}));
+    if service.pointer("/spec/clusterIP") == Some(&json!("None")) {
+        labels["service.kubernetes.io/headless"] = json!("");
+    }
+    let mut metadata = json!({"name": name, "namespace": namespace});
+    if labels.as_object().is_some_and(|l| !l.is_empty()) {
+        metadata["labels"] = labels;
+    }
+    let mut object = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": metadata});
+    if !subsets.is_empty() {
+        object["subsets"] = Value::Array(subsets);
+    }
+    object
+}
+
+impl Actor for EndpointsController {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let client = self.client.clone();
+        actix::spawn(informer::list_watch(client, services(), Scope::default(), move |feed| {
+            addr.do_send(Services(feed));
+            addr.connected()
+        }));
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.pod_feed.stop();
+    }
+}
+
+impl Handler<Services> for EndpointsController {
+    type Result = ();
+
+    fn handle(&mut self, Services(feed): Services, ctx: &mut Context<Self>) {
+        match feed {
+            Feed::Listed(items) => {
+                self.services = items.into_iter().map(|s| (key_of(&s), s)).collect();
+                let keys: Vec<Key> = self.services.keys().cloned().collect();
+                keys.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Changed(EventType::Deleted, service) => {
+                let key = key_of(&service);
+                self.services.remove(&key);
+                self.mark(key, ctx);
+            }
+            Feed::Changed(_, service) => {
+                let key = key_of(&service);
+                self.services.insert(key.clone(), service);
+                self.mark(key, ctx);
+            }
+            Feed::Unavailable(_) => return,
+        }
+        self.follow_pods(ctx);
+    }
+}
+
+impl Handler<Pods> for EndpointsController {
+    type Result = ();
+
+    fn handle(&mut self, Pods(run, feed): Pods, ctx: &mut Context<Self>) {
+        if !self.pod_feed.is_current(run) {
+            return;
+        }
+        match feed {
+            Feed::Listed(items) => {
+                self.pods.clear();
+                for pod in items {
+                    let (namespace, name) = key_of(&pod);
+                    self.pods.entry(namespace).or_default().insert(name, pod);
+                }
+                self.pods_listed = true;
+                let keys: Vec<Key> = self.services.keys().cloned().collect();
+                keys.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Changed(kind, pod) => {
+                let (namespace, name) = key_of(&pod);
+                let mut concerned = self.selecting(&pod);
+                let namespace_pods = self.pods.entry(namespace).or_default();
+                let previous = if kind == EventType::Deleted {
+                    namespace_pods.remove(&name)
+                } else {
+                    namespace_pods.insert(name, pod)
+                };
+                if let Some(previous) = previous {
+                    concerned.extend(self.selecting(&previous));
+                }
+                concerned.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Unavailable(_) => {}
+        }
+    }
+}
+
+impl Handler<SyncDirty> for EndpointsController {
+    type Result = ();
+
+    fn handle(&mut self, _: SyncDirty, ctx: &mut Context<Self>) {
+        self.sync_queued = false;
+        let dirty = std::mem::take(&mut self.dirty);
+        for key in dirty {
+            // A service with a selector waits for the pods to be listed; a gone one does not.
+            let waits = self.services.get(&key).and_then(selector).is_some() && !self.pods_listed;
+            if waits {
+                self.dirty.insert(key);
+            } else {
+                self.sync(&key, ctx);
+            }
+        }
+    }
+}
+
+impl Handler<StopEndpointsController> for EndpointsController {
+    type Result = ();
+
+    fn handle(&mut self, _: StopEndpointsController, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{core, eventually};
+
+    fn pod(name: &str, ip: &str, ready: bool, ports: Value) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+            "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": ports}]},
+            "status": {"phase": "Running", "podIP": ip,
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[test]
+    fn ready_pods_are_addresses_the_others_not_ready_ones_packed_by_ports() {
+        let service = json!({"metadata": {"name": "web", "namespace": "default", "labels": {"tier": "front"}},
+            "spec": {"selector": {"app": "web"}, "ports": [
+                {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]}});
+        let http = json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}]);
+        let other = json!([{"name": "http", "containerPort": 9090, "protocol": "TCP"}]);
+        let mut gone = pod("gone", "127.0.0.9", true, http.clone());
+        gone["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let pods = [
+            pod("b", "127.0.0.3", true, http.clone()),
+            pod("a", "127.0.0.2", true, http.clone()),
+            pod("slow", "127.0.0.4", false, http.clone()),
+            pod("odd", "127.0.0.5", true, other),
+            pod("unnamed", "127.0.0.6", true, json!([])),
+            pod("no-ip", "", true, http),
+            gone,
+        ];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let endpoints = desired_endpoints(&service, &refs);
+        assert_eq!(endpoints["metadata"]["labels"], json!({"tier": "front"}));
+        let subsets = endpoints["subsets"].as_array().unwrap();
+        assert_eq!(subsets.len(), 2, "{subsets:?}");
+        let by_port = |port: i64| subsets.iter().find(|s| s["ports"][0]["port"] == port).unwrap();
+        let ips = |subset: &Value, field: &str| -> Vec<String> {
+            let list = subset[field].as_array().cloned().unwrap_or_default();
+            list.iter().map(|a| a["ip"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(ips(by_port(8080), "addresses"), ["127.0.0.2", "127.0.0.3"]);
+        assert_eq!(ips(by_port(8080), "notReadyAddresses"), ["127.0.0.4"]);
+        assert_eq!(
+            by_port(8080)["ports"][0],
+            json!({"name": "http", "port": 8080, "protocol": "TCP"})
+        );
+        assert_eq!(ips(by_port(9090), "addresses"), ["127.0.0.5"]);
+        let address = &by_port(8080)["addresses"][0];
+        assert_eq!(address["nodeName"], "n1");
+        assert_eq!(
+            address["targetRef"],
+            json!({"kind": "Pod", "namespace": "default", "name": "a", "uid": "uid-a"})
+        );
+    }
+
+    #[actix::test]
+    async fn a_services_endpoints_follow_its_pods_and_go_with_it() {
+        let core = core().await;
+        let _controller = EndpointsController::new(Arc::new(core.clone())).start();
+        let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
+            "ports": [{"port": 80, "targetPort": 8080}]}});
+        ApiClient::create(&core, services(), "default", service).await.unwrap();
+        let created = json!({"metadata": {"name": "p", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let created = ApiClient::create(&core, pods(), "default", created).await.unwrap();
+        let get = || async { ApiClient::get(&core, endpoints(), "default", "web").await.ok() };
+        let empty = eventually("endpoints", || async { get().await }).await;
+        assert!(empty.get("subsets").is_none(), "no pod has an IP yet: {empty}");
+        // The pod gets an IP and becomes ready, as its node agent reports it.
+        let mut running = created.clone();
+        running["status"] = json!({"phase": "Running", "podIP": "127.0.0.7",
+            "conditions": [{"type": "Ready", "status": "True"}]});
+        ApiClient::update_status(&core, pods(), "default", running).await.unwrap();
+        let listed = eventually("the pod listed", || async {
+            get().await.filter(|e| e["subsets"][0]["addresses"][0]["ip"] == "127.0.0.7")
+        })
+        .await;
+        assert_eq!(listed["subsets"][0]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
+        ApiClient::delete(&core, services(), "default", "web", &DeleteOptions::default())
+            .await
+            .unwrap();
+        eventually("the endpoints gone", || async { get().await.is_none().then_some(()) }).await;
+    }
+}
