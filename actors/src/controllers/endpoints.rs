@@ -224,6 +224,13 @@ fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64>
     }
 }
 
+/// The addresses of one set of ports.
+struct Subset {
+    ready: Vec<Value>,
+    not_ready: Vec<Value>,
+    ports: Vec<Value>,
+}
+
 /// The Endpoints the service should have, given the pods its selector matches.
 fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
     let (namespace, name) = key_of(service);
@@ -231,7 +238,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
     let service_ports =
         service.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
     // One subset per set of ports, its addresses sorted: Kubernetes' repacking.
-    let mut subsets: BTreeMap<String, (Vec<Value>, Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    let mut subsets: BTreeMap<String, Subset> = BTreeMap::new();
     for pod in pods.iter().filter(|pod| listed(pod)) {
         let mut address = json!({"ip": pod["status"]["podIP"],
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
@@ -267,15 +274,16 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             continue;
         }
         ports.sort_by_key(|p| p.to_string());
-        let entry = subsets.entry(Value::Array(ports.clone()).to_string()).or_insert((
-            Vec::new(),
-            Vec::new(),
+        let key = Value::Array(ports.clone()).to_string();
+        let subset = subsets.entry(key).or_insert(Subset {
+            ready: Vec::new(),
+            not_ready: Vec::new(),
             ports,
-        ));
+        });
         if publish_not_ready || ready(pod) {
-            entry.0.push(address);
+            subset.ready.push(address);
         } else {
-            entry.1.push(address);
+            subset.not_ready.push(address);
         }
     }
     let sort = |addresses: &mut Vec<Value>| {
@@ -286,7 +294,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
     };
     let subsets: Vec<Value> = subsets
         .into_values()
-        .map(|(mut ready, mut not_ready, ports)| {
+        .map(|Subset { mut ready, mut not_ready, ports }| {
             let mut subset = Map::new();
             sort(&mut ready);
             sort(&mut not_ready);
