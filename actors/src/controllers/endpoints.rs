@@ -51,6 +51,8 @@ pub struct EndpointsController {
     pod_feed: OnDemand,
     dirty: BTreeSet<Key>,
     sync_queued: bool,
+    /// How many writes in a row failed, per service.
+    retries: HashMap<Key, u32>,
 }
 
 /// A feed of services.
@@ -83,6 +85,7 @@ impl EndpointsController {
             pod_feed: OnDemand::default(),
             dirty: BTreeSet::new(),
             sync_queued: false,
+            retries: HashMap::new(),
         }
     }
 
@@ -144,15 +147,24 @@ impl EndpointsController {
         let selected: Vec<&Value> =
             candidates.filter(|pod| selects(selector, labels(pod).as_ref())).collect();
         let desired = desired_endpoints(service, &selected);
+        let key = key.clone();
         ctx.spawn(
-            async move {
-                if let Err(error) = write(client.as_ref(), &namespace, desired).await {
-                    // A conflict or a race with a delete: the next change of the service or of
-                    // its pods syncs it again.
-                    tracing::debug!(%name, %error, "writing endpoints");
-                }
-            }
-            .into_actor(self),
+            async move { write(client.as_ref(), &namespace, desired).await }.into_actor(self).map(
+                move |written, controller, ctx| match written {
+                    Ok(()) => {
+                        controller.retries.remove(&key);
+                    }
+                    // A conflict with another writer, or a race with a delete: tried again after
+                    // a back-off.
+                    Err(error) => {
+                        tracing::debug!(name = %key.1, %error, "writing endpoints");
+                        let failed = controller.retries.entry(key.clone()).or_insert(0);
+                        *failed += 1;
+                        let delay = super::retry_delay(*failed);
+                        ctx.run_later(delay, move |controller, ctx| controller.mark(key, ctx));
+                    }
+                },
+            ),
         );
     }
 }

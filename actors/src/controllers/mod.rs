@@ -22,3 +22,20 @@ pub use namespace::{NamespaceController, StopNamespaceController};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};
+
+/// How long a controller waits before trying again after `failed` attempts in a row failed:
+/// from a tenth of a second, doubling, to a minute (Kubernetes' work queues back off so too).
+pub(crate) fn retry_delay(failed: u32) -> std::time::Duration {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+    const LONGEST: std::time::Duration = std::time::Duration::from_secs(60);
+    FIRST.saturating_mul(1 << failed.saturating_sub(1).min(16)).min(LONGEST)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn retries_back_off_from_a_tenth_of_a_second_to_a_minute() {
+        let delays = [1, 2, 3, 10, 11, 40].map(|n| super::retry_delay(n).as_millis());
+        assert_eq!(delays, [100, 200, 400, 51_200, 60_000, 60_000]);
+    }
+}

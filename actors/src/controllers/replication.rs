@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
+use super::retry_delay;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, OnDemand, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
@@ -79,6 +80,8 @@ pub struct ReplicationManager {
     /// The last failure to create or delete a controller's pods (its `ReplicaFailure`): the
     /// reason and the message.
     failures: HashMap<Key, (&'static str, String)>,
+    /// How many rounds in a row failed, per controller: the next is tried after a back-off.
+    retries: HashMap<Key, u32>,
     dirty: BTreeSet<Key>,
     sync_queued: bool,
 }
@@ -129,6 +132,7 @@ impl ReplicationManager {
             pod_feed: OnDemand::default(),
             expectations: HashMap::new(),
             failures: HashMap::new(),
+            retries: HashMap::new(),
             dirty: BTreeSet::new(),
             sync_queued: false,
         }
@@ -574,6 +578,7 @@ impl Handler<Controllers> for ReplicationManager {
                 self.controllers.remove(&key);
                 self.expectations.remove(&key);
                 self.failures.remove(&key);
+                self.retries.remove(&key);
             }
             Feed::Changed(_, rc) => {
                 let key = key_of(&rc);
@@ -645,26 +650,36 @@ impl Handler<Done> for ReplicationManager {
 
     fn handle(&mut self, Done { controller, outcome }: Done, ctx: &mut Context<Self>) {
         let expected = self.expectations.get_mut(&controller);
-        match outcome {
+        let failure = match outcome {
             Outcome::Created { not_made, error } => {
                 if let Some(expected) = expected {
                     expected.creates = expected.creates.saturating_sub(not_made);
                 }
-                match error {
-                    Some(error) => {
-                        self.failures.insert(controller.clone(), ("FailedCreate", error))
-                    }
-                    None => self.failures.remove(&controller),
-                };
+                error.map(|error| ("FailedCreate", error))
             }
             Outcome::DeleteFailed { pod, error } => {
                 if let Some(expected) = expected {
                     expected.deletes.remove(&pod);
                 }
-                self.failures.insert(controller.clone(), ("FailedDelete", error));
+                Some(("FailedDelete", error))
+            }
+        };
+        match failure {
+            // Tried again after a back-off (doubling from 100 ms to a minute), not at once: a
+            // create refused by a quota would otherwise be retried as fast as it fails.
+            Some(failure) => {
+                self.failures.insert(controller.clone(), failure);
+                let failed = self.retries.entry(controller.clone()).or_insert(0);
+                *failed += 1;
+                let delay = retry_delay(*failed);
+                ctx.run_later(delay, move |manager, ctx| manager.mark(controller, ctx));
+            }
+            None => {
+                self.failures.remove(&controller);
+                self.retries.remove(&controller);
+                self.mark(controller, ctx);
             }
         }
-        self.mark(controller, ctx);
     }
 }
 
