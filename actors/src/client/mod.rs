@@ -1,6 +1,7 @@
 //! The `ApiClient` trait: how components (controllers, the scheduler, node agents) reach
 //! cluster state, in-process or over HTTP, without knowing which.
 
+pub mod cache;
 pub mod events;
 mod in_process;
 pub mod informer;

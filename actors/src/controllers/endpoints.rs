@@ -15,14 +15,13 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
+use super::selects;
+use crate::client::cache::{key_of, Applied, Key, ObjectCache};
 use crate::client::informer::{self, Feed, OnDemand, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{resources, ResourceType};
 use crate::watch::EventType;
-
-/// A namespace and a name.
-type Key = (String, String);
 
 fn services() -> &'static ResourceType {
     resources::find("", "v1", "services").expect("served")
@@ -36,18 +35,12 @@ fn pods() -> &'static ResourceType {
     resources::find("", "v1", "pods").expect("served")
 }
 
-fn key_of(object: &Value) -> Key {
-    let namespace = json::at(object, "/metadata/namespace").and_then(Value::as_str);
-    (namespace.unwrap_or("").to_string(), object_name(object).to_string())
-}
-
 /// The endpoints controller actor.
 pub struct EndpointsController {
     client: Arc<dyn ApiClient>,
     services: BTreeMap<Key, Value>,
-    /// Every pod, by namespace and name, while any service has a selector.
-    pods: HashMap<String, BTreeMap<String, Value>>,
-    pods_listed: bool,
+    /// Every pod, while any service has a selector.
+    pods: ObjectCache,
     pod_feed: OnDemand,
     dirty: BTreeSet<Key>,
     sync_queued: bool,
@@ -80,8 +73,7 @@ impl EndpointsController {
         Self {
             client,
             services: BTreeMap::new(),
-            pods: HashMap::new(),
-            pods_listed: false,
+            pods: ObjectCache::default(),
             pod_feed: OnDemand::default(),
             dirty: BTreeSet::new(),
             sync_queued: false,
@@ -107,7 +99,6 @@ impl EndpointsController {
         } else {
             self.pod_feed.stop();
             self.pods.clear();
-            self.pods_listed = false;
         }
     }
 
@@ -141,7 +132,7 @@ impl EndpointsController {
             return;
         };
         let Some(selector) = selector(service) else { return };
-        let candidates = self.pods.get(&namespace).into_iter().flat_map(BTreeMap::values);
+        let candidates = self.pods.in_namespace(&namespace);
         let labels =
             |pod: &Value| pod.pointer("/metadata/labels").and_then(Value::as_object).cloned();
         let selected: Vec<&Value> =
@@ -199,10 +190,6 @@ async fn write(
 
 fn selector(service: &Value) -> Option<&Map<String, Value>> {
     service.pointer("/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
-}
-
-fn selects(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -> bool {
-    selector.iter().all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
 }
 
 /// Whether a pod is listed at all: it has an IP, is not finished and is not being deleted.
@@ -387,32 +374,17 @@ impl Handler<Pods> for EndpointsController {
         if !self.pod_feed.is_current(run) {
             return;
         }
-        match feed {
-            Feed::Listed(items) => {
-                self.pods.clear();
-                for pod in items {
-                    let (namespace, name) = key_of(&pod);
-                    self.pods.entry(namespace).or_default().insert(name, pod);
-                }
-                self.pods_listed = true;
+        match self.pods.apply(feed) {
+            Applied::Listed => {
                 let keys: Vec<Key> = self.services.keys().cloned().collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
-            Feed::Changed(kind, pod) => {
-                let (namespace, name) = key_of(&pod);
-                let mut concerned = self.selecting(&pod);
-                let namespace_pods = self.pods.entry(namespace).or_default();
-                let previous = if kind == EventType::Deleted {
-                    namespace_pods.remove(&name)
-                } else {
-                    namespace_pods.insert(name, pod)
-                };
-                if let Some(previous) = previous {
-                    concerned.extend(self.selecting(&previous));
-                }
+            Applied::Changed { object, previous } => {
+                let mut concerned = self.selecting(&object);
+                concerned.extend(previous.iter().flat_map(|previous| self.selecting(previous)));
                 concerned.into_iter().for_each(|key| self.mark(key, ctx));
             }
-            Feed::Unavailable(_) => {}
+            Applied::Nothing => {}
         }
     }
 }
@@ -425,7 +397,8 @@ impl Handler<SyncDirty> for EndpointsController {
         let dirty = std::mem::take(&mut self.dirty);
         for key in dirty {
             // A service with a selector waits for the pods to be listed; a gone one does not.
-            let waits = self.services.get(&key).and_then(selector).is_some() && !self.pods_listed;
+            let waits =
+                self.services.get(&key).and_then(selector).is_some() && !self.pods.is_listed();
             if waits {
                 self.dirty.insert(key);
             } else {

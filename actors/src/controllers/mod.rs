@@ -23,6 +23,15 @@ pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};
 
+/// Whether every label an equality-based `selector` (a ReplicationController's, a Service's)
+/// names has its value in `labels`.
+pub(crate) fn selects(
+    selector: &serde_json::Map<String, serde_json::Value>,
+    labels: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> bool {
+    selector.iter().all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
+}
+
 /// How long a controller waits before trying again after `failed` attempts in a row failed:
 /// from a tenth of a second, doubling, to a minute (Kubernetes' work queues back off so too).
 pub(crate) fn retry_delay(failed: u32) -> std::time::Duration {

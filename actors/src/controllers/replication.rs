@@ -21,11 +21,13 @@ use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::retry_delay;
+use super::selects;
+use crate::client::cache::{key_of, Applied, Key, ObjectCache};
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, OnDemand, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, PatchType};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{resources, ResourceType};
 use crate::watch::EventType;
 
 /// What events name as their source, as Kubernetes' controller does.
@@ -35,20 +37,12 @@ const BURST: usize = 500;
 /// How long a controller waits for the pods it created or deleted to be seen, at most.
 const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A namespace and a name.
-type Key = (String, String);
-
 fn controllers() -> &'static ResourceType {
     resources::find("", "v1", "replicationcontrollers").expect("served")
 }
 
 fn pods() -> &'static ResourceType {
     resources::find("", "v1", "pods").expect("served")
-}
-
-fn key_of(object: &Value) -> Key {
-    let namespace = json::at(object, "/metadata/namespace").and_then(Value::as_str);
-    (namespace.unwrap_or("").to_string(), object_name(object).to_string())
 }
 
 /// The pods created and deleted that a controller has not seen yet.
@@ -70,10 +64,8 @@ impl Expectations {
 pub struct ReplicationManager {
     client: Arc<dyn ApiClient>,
     controllers: BTreeMap<Key, Value>,
-    /// Every pod, by namespace and name, while any controller exists.
-    pods: HashMap<String, BTreeMap<String, Value>>,
-    /// Whether `pods` is complete (listed, and followed since).
-    pods_listed: bool,
+    /// Every pod, while any controller exists.
+    pods: ObjectCache,
     /// The pod list-watch, run while any controller exists.
     pod_feed: OnDemand,
     expectations: HashMap<Key, Expectations>,
@@ -127,8 +119,7 @@ impl ReplicationManager {
         Self {
             client,
             controllers: BTreeMap::new(),
-            pods: HashMap::new(),
-            pods_listed: false,
+            pods: ObjectCache::default(),
             pod_feed: OnDemand::default(),
             expectations: HashMap::new(),
             failures: HashMap::new(),
@@ -151,7 +142,6 @@ impl ReplicationManager {
         if self.controllers.is_empty() {
             self.pod_feed.stop();
             self.pods.clear();
-            self.pods_listed = false;
         } else {
             let addr = ctx.address();
             self.pod_feed.start(self.client.clone(), pods(), Scope::default(), move |run, feed| {
@@ -214,8 +204,7 @@ impl ReplicationManager {
         let deleting = is_terminating(&rc);
         let (mut owned, mut adopt, mut release) = (Vec::new(), Vec::new(), Vec::new());
         // Only active pods are claimed, as in Kubernetes: finished or deleted ones are let be.
-        let active = self.pods.get(&key.0).into_iter().flat_map(BTreeMap::values);
-        for pod in active.filter(|pod| is_active(pod)) {
+        for pod in self.pods.in_namespace(&key.0).filter(|pod| is_active(pod)) {
             let matches = selects(&selector, labels(pod));
             match controller_ref(pod) {
                 Some(owner) if owner.get("uid").and_then(Value::as_str) == Some(&uid) => {
@@ -488,11 +477,6 @@ fn labels(pod: &Value) -> Option<&Map<String, Value>> {
     pod.pointer("/metadata/labels").and_then(Value::as_object)
 }
 
-/// Whether every label `selector` names has its value in `labels`.
-fn selects(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -> bool {
-    selector.iter().all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
-}
-
 fn controller_ref(object: &Value) -> Option<&Value> {
     let references = object.pointer("/metadata/ownerReferences").and_then(Value::as_array)?;
     references.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
@@ -598,34 +582,25 @@ impl Handler<Pods> for ReplicationManager {
         if !self.pod_feed.is_current(generation) {
             return; // a feed that has been let go
         }
-        match feed {
-            Feed::Listed(items) => {
-                self.pods.clear();
-                for pod in items {
-                    let (namespace, name) = key_of(&pod);
-                    self.pods.entry(namespace).or_default().insert(name, pod);
-                }
-                self.pods_listed = true;
+        let change = match &feed {
+            Feed::Changed(kind, _) => Some(*kind),
+            _ => None,
+        };
+        match self.pods.apply(feed) {
+            Applied::Listed => {
                 let keys: Vec<Key> = self.controllers.keys().cloned().collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
-            Feed::Changed(kind, pod) => {
-                let (namespace, name) = key_of(&pod);
-                self.observe(&pod, kind);
-                let mut concerned = self.concerned(&pod);
-                let namespace_pods = self.pods.entry(namespace).or_default();
-                let previous = if kind == EventType::Deleted {
-                    namespace_pods.remove(&name)
-                } else {
-                    namespace_pods.insert(name, pod)
-                };
-                // A pod whose labels or owner changed may concern others than before.
-                if let Some(previous) = previous {
-                    concerned.extend(self.concerned(&previous));
+            Applied::Changed { object, previous } => {
+                if let Some(kind) = change {
+                    self.observe(&object, kind);
                 }
+                // A pod whose labels or owner changed may concern others than before.
+                let mut concerned = self.concerned(&object);
+                concerned.extend(previous.iter().flat_map(|previous| self.concerned(previous)));
                 concerned.into_iter().for_each(|key| self.mark(key, ctx));
             }
-            Feed::Unavailable(_) => {}
+            Applied::Nothing => {}
         }
     }
 }
@@ -635,7 +610,7 @@ impl Handler<SyncDirty> for ReplicationManager {
 
     fn handle(&mut self, _: SyncDirty, ctx: &mut Context<Self>) {
         self.sync_queued = false;
-        if !self.pods_listed {
+        if !self.pods.is_listed() {
             return; // marked again once the pods are listed
         }
         let dirty = std::mem::take(&mut self.dirty);

@@ -1,0 +1,118 @@
+//! An informer's store: the objects a list-watch reported, by namespace and name, kept as its
+//! feed changes them (client-go's indexer by namespace).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::informer::Feed;
+use super::object_name;
+use crate::model::json;
+use crate::watch::EventType;
+
+/// A namespace and a name.
+pub type Key = (String, String);
+
+/// An object's namespace and name.
+pub fn key_of(object: &Value) -> Key {
+    let namespace = json::at(object, "/metadata/namespace").and_then(Value::as_str);
+    (namespace.unwrap_or("").to_string(), object_name(object).to_string())
+}
+
+/// The objects of one resource, by namespace and name.
+#[derive(Debug, Default)]
+pub struct ObjectCache {
+    objects: HashMap<String, BTreeMap<String, Value>>,
+    /// Whether it holds a whole list (and every change since).
+    listed: bool,
+}
+
+/// What a feed changed in a cache.
+pub enum Applied {
+    /// Everything was listed anew.
+    Listed,
+    /// One object changed: it as it is now (or was, when deleted), and as it was before.
+    Changed { object: Value, previous: Option<Value> },
+    /// Nothing (the server could not be reached).
+    Nothing,
+}
+
+impl ObjectCache {
+    /// Applies one report of a list-watch.
+    pub fn apply(&mut self, feed: Feed) -> Applied {
+        match feed {
+            Feed::Listed(items) => {
+                self.objects.clear();
+                for object in items {
+                    let (namespace, name) = key_of(&object);
+                    self.objects.entry(namespace).or_default().insert(name, object);
+                }
+                self.listed = true;
+                Applied::Listed
+            }
+            Feed::Changed(kind, object) => {
+                let (namespace, name) = key_of(&object);
+                let in_namespace = self.objects.entry(namespace).or_default();
+                let previous = if kind == EventType::Deleted {
+                    in_namespace.remove(&name)
+                } else {
+                    in_namespace.insert(name, object.clone())
+                };
+                Applied::Changed { object, previous }
+            }
+            Feed::Unavailable(_) => Applied::Nothing,
+        }
+    }
+
+    pub fn is_listed(&self) -> bool {
+        self.listed
+    }
+
+    /// Forgets everything (the list-watch was let go).
+    pub fn clear(&mut self) {
+        self.objects.clear();
+        self.listed = false;
+    }
+
+    /// The objects of `namespace`, by name.
+    pub fn in_namespace<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects.get(namespace).into_iter().flat_map(BTreeMap::values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(namespace: &str, name: &str, version: u32) -> Value {
+        json!({"metadata": {"namespace": namespace, "name": name, "resourceVersion": version}})
+    }
+
+    #[test]
+    fn follows_a_feed_by_namespace_and_name() {
+        let mut cache = ObjectCache::default();
+        assert!(!cache.is_listed());
+        cache.apply(Feed::Listed(vec![pod("a", "x", 1), pod("b", "y", 1)]));
+        assert!(cache.is_listed());
+        let Applied::Changed { previous, .. } =
+            cache.apply(Feed::Changed(EventType::Modified, pod("a", "x", 2)))
+        else {
+            panic!("a change")
+        };
+        assert_eq!(previous, Some(pod("a", "x", 1)));
+        cache.apply(Feed::Changed(EventType::Added, pod("a", "w", 3)));
+        let names: Vec<&str> = cache.in_namespace("a").map(object_name).collect();
+        assert_eq!(names, ["w", "x"]);
+        let Applied::Changed { previous, .. } =
+            cache.apply(Feed::Changed(EventType::Deleted, pod("b", "y", 4)))
+        else {
+            panic!("a change")
+        };
+        assert_eq!(previous, Some(pod("b", "y", 1)));
+        assert_eq!(cache.in_namespace("b").count(), 0);
+        cache.clear();
+        assert!(!cache.is_listed() && cache.in_namespace("a").count() == 0);
+    }
+}
