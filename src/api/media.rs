@@ -63,6 +63,9 @@ fn ranges(accept: &str) -> Vec<MediaRange<'_>> {
 /// What `Accept` asks a response to be written in (`streaming`: a watch).
 pub fn negotiate(req: &HttpRequest, streaming: bool) -> Result<Encoding, HttpError> {
     let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
+    if matches!(accept, "" | "application/json" | "*/*") && !pretty_asked(req) {
+        return Ok(Encoding::Json);
+    }
     let ranges = ranges(accept);
     if ranges.is_empty() {
         return Ok(if pretty_asked(req) { Encoding::PrettyJson } else { Encoding::Json });
@@ -120,7 +123,10 @@ pub async fn encode(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
-    if !negotiated(req.path()) {
+    // Most requests want compact JSON, which needs nothing more (a watch would choose it too:
+    // it only cannot have YAML), nor a look at the path.
+    let plain = matches!(negotiate(req.request(), false), Ok(Encoding::Json));
+    if plain || !negotiated(req.path()) {
         return next.call(req).await.map(ServiceResponse::map_into_left_body);
     }
     let encoding = match negotiate(req.request(), is_watch(&req)) {

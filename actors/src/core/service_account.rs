@@ -61,17 +61,18 @@ async fn account(
     namespace: &str,
     name: &str,
 ) -> Option<std::sync::Arc<AccountRefs>> {
-    let deadline = tokio::time::Instant::now() + DEFAULT_ACCOUNT_WAIT;
-    loop {
-        let found = store.service_account(namespace, name);
-        if found.is_some()
-            || name != DEFAULT_SERVICE_ACCOUNT
-            || tokio::time::Instant::now() >= deadline
-        {
-            return found;
-        }
-        tokio::time::sleep(DEFAULT_ACCOUNT_POLL).await;
+    let found = store.service_account(namespace, name);
+    if found.is_some() || name != DEFAULT_SERVICE_ACCOUNT {
+        return found;
     }
+    let deadline = tokio::time::Instant::now() + DEFAULT_ACCOUNT_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(DEFAULT_ACCOUNT_POLL).await;
+        if let Some(found) = store.service_account(namespace, name) {
+            return Some(found);
+        }
+    }
+    None
 }
 
 fn is_mirror(pod: &Value) -> bool {
