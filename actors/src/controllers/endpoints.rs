@@ -20,7 +20,7 @@ use crate::client::cache::{key_of, Applied, Key, ObjectCache};
 use crate::client::informer::{self, Feed, OnDemand, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
-use crate::model::{resources, ResourceType};
+use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
 
 fn services() -> &'static ResourceType {
@@ -105,7 +105,7 @@ impl EndpointsController {
     /// The services of a pod's namespace whose selector matches it.
     fn selecting(&self, pod: &Value) -> Vec<Key> {
         let (namespace, _) = key_of(pod);
-        let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+        let labels = json::at(pod, "/metadata/labels").and_then(Value::as_object);
         self.services
             .range((namespace.clone(), String::new())..)
             .take_while(|((ns, _), _)| *ns == namespace)
@@ -134,7 +134,7 @@ impl EndpointsController {
         let Some(selector) = selector(service) else { return };
         let candidates = self.pods.in_namespace(&namespace);
         let labels =
-            |pod: &Value| pod.pointer("/metadata/labels").and_then(Value::as_object).cloned();
+            |pod: &Value| json::at(pod, "/metadata/labels").and_then(Value::as_object).cloned();
         let selected: Vec<&Value> =
             candidates.filter(|pod| selects(selector, labels(pod).as_ref())).collect();
         let desired = desired_endpoints(service, &selected);
@@ -171,12 +171,12 @@ async fn write(
         Ok(current) => {
             let same = |field: &str| current.get(field) == desired.get(field);
             let same_labels =
-                current.pointer("/metadata/labels") == desired.pointer("/metadata/labels");
+                json::at(&current, "/metadata/labels") == json::at(&desired, "/metadata/labels");
             if same("subsets") && same_labels {
                 return Ok(());
             }
             desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-            if let Some(annotations) = current.pointer("/metadata/annotations") {
+            if let Some(annotations) = json::at(&current, "/metadata/annotations") {
                 desired["metadata"]["annotations"] = annotations.clone();
             }
             client.update(endpoints(), namespace, desired).await.map(drop)
@@ -189,19 +189,19 @@ async fn write(
 }
 
 fn selector(service: &Value) -> Option<&Map<String, Value>> {
-    service.pointer("/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
+    json::at(service, "/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
 }
 
 /// Whether a pod is listed at all: it has an IP, is not finished and is not being deleted.
 fn listed(pod: &Value) -> bool {
-    let ip = pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("");
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    let deleting = pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+    let ip = json::at(pod, "/status/podIP").and_then(Value::as_str).unwrap_or("");
+    let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
+    let deleting = json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
     !ip.is_empty() && !matches!(phase, Some("Succeeded" | "Failed")) && !deleting
 }
 
 fn ready(pod: &Value) -> bool {
-    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array);
+    let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array);
     conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
@@ -211,7 +211,7 @@ fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64>
     match service_port.get("targetPort").or_else(|| service_port.get("port")) {
         Some(Value::Number(number)) => number.as_i64(),
         Some(Value::String(name)) => {
-            let containers = pod.pointer("/spec/containers").and_then(Value::as_array);
+            let containers = json::at(pod, "/spec/containers").and_then(Value::as_array);
             let ports =
                 containers.into_iter().flatten().filter_map(|c| c["ports"].as_array()).flatten();
             ports
@@ -233,9 +233,10 @@ struct Subset {
 /// The Endpoints the service should have, given the pods its selector matches.
 fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
     let (namespace, name) = key_of(service);
-    let publish_not_ready = service.pointer("/spec/publishNotReadyAddresses") == Some(&json!(true));
+    let publish_not_ready =
+        json::at(service, "/spec/publishNotReadyAddresses") == Some(&json!(true));
     let service_ports =
-        service.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
     // One subset per set of ports, its addresses sorted: Kubernetes' repacking.
     let mut subsets: BTreeMap<String, Subset> = BTreeMap::new();
     for pod in pods.iter().filter(|pod| listed(pod)) {
@@ -243,13 +244,13 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
                 "uid": object_uid(pod)}});
         if let Some(node) =
-            pod.pointer("/spec/nodeName").filter(|n| n.as_str().is_some_and(|n| !n.is_empty()))
+            json::at(pod, "/spec/nodeName").filter(|n| n.as_str().is_some_and(|n| !n.is_empty()))
         {
             address["nodeName"] = node.clone();
         }
-        let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or("");
+        let hostname = json::at(pod, "/spec/hostname").and_then(Value::as_str).unwrap_or("");
         if !hostname.is_empty()
-            && pod.pointer("/spec/subdomain").and_then(Value::as_str) == Some(name.as_str())
+            && json::at(pod, "/spec/subdomain").and_then(Value::as_str) == Some(name.as_str())
         {
             address["hostname"] = json!(hostname);
         }
@@ -309,8 +310,8 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             Value::Object(subset)
         })
         .collect();
-    let mut labels = service.pointer("/metadata/labels").cloned().unwrap_or(json!({}));
-    if service.pointer("/spec/clusterIP") == Some(&json!("None")) {
+    let mut labels = json::at(service, "/metadata/labels").cloned().unwrap_or(json!({}));
+    if json::at(service, "/spec/clusterIP") == Some(&json!("None")) {
         labels["service.kubernetes.io/headless"] = json!("");
     }
     let mut metadata = json!({"name": name, "namespace": namespace});

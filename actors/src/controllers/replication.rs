@@ -27,7 +27,7 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, OnDemand, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, PatchType};
-use crate::model::{resources, ResourceType};
+use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
 
 /// What events name as their source, as Kubernetes' controller does.
@@ -230,7 +230,8 @@ impl ReplicationManager {
         }
         let expectations_met = self.expectations.get(key).is_none_or(Expectations::met);
         if !deleting && expectations_met {
-            let wanted = rc.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
+            let wanted =
+                json::at(&rc, "/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
             if owned.len() < wanted {
                 self.create(key, &rc, (wanted - owned.len()).min(BURST), ctx);
             } else if owned.len() > wanted {
@@ -370,8 +371,8 @@ impl ReplicationManager {
     /// Writes the controller's status when it differs from what it holds.
     fn write_status(&mut self, key: &Key, rc: &Value, owned: &[Value], ctx: &mut Context<Self>) {
         let template_labels =
-            rc.pointer("/spec/template/metadata/labels").and_then(Value::as_object);
-        let min_ready = rc.pointer("/spec/minReadySeconds").and_then(Value::as_i64).unwrap_or(0);
+            json::at(rc, "/spec/template/metadata/labels").and_then(Value::as_object);
+        let min_ready = json::at(rc, "/spec/minReadySeconds").and_then(Value::as_i64).unwrap_or(0);
         let now = chrono::Utc::now();
         let mut next_available: Option<i64> = None;
         let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
@@ -407,7 +408,7 @@ impl ReplicationManager {
                 status.insert(field.into(), json!(count));
             }
         }
-        if let Some(generation) = rc.pointer("/metadata/generation") {
+        if let Some(generation) = json::at(rc, "/metadata/generation") {
             status.insert("observedGeneration".into(), generation.clone());
         }
         if let Some((reason, message)) = self.failures.get(key) {
@@ -456,10 +457,10 @@ fn owner_reference(rc: &Value) -> Value {
 /// A new pod of the controller's template, as Kubernetes makes it: the template's labels,
 /// annotations, finalizers and spec, named after the controller, owned by it.
 fn pod_from_template(rc: &Value) -> Value {
-    let template = rc.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let template = json::at(rc, "/spec/template").cloned().unwrap_or(json!({}));
     let mut metadata = Map::new();
     for field in ["labels", "annotations", "finalizers"] {
-        if let Some(value) = template.pointer(&format!("/metadata/{field}")) {
+        if let Some(value) = json::at(&template, &format!("/metadata/{field}")) {
             metadata.insert(field.into(), value.clone());
         }
     }
@@ -470,31 +471,31 @@ fn pod_from_template(rc: &Value) -> Value {
 }
 
 fn selector(rc: &Value) -> Option<&Map<String, Value>> {
-    rc.pointer("/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
+    json::at(rc, "/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
 }
 
 fn labels(pod: &Value) -> Option<&Map<String, Value>> {
-    pod.pointer("/metadata/labels").and_then(Value::as_object)
+    json::at(pod, "/metadata/labels").and_then(Value::as_object)
 }
 
 fn controller_ref(object: &Value) -> Option<&Value> {
-    let references = object.pointer("/metadata/ownerReferences").and_then(Value::as_array)?;
+    let references = json::at(object, "/metadata/ownerReferences").and_then(Value::as_array)?;
     references.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
 }
 
 fn is_terminating(object: &Value) -> bool {
-    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
 /// A pod that counts toward its controller's replicas: not finished, not being deleted.
 fn is_active(pod: &Value) -> bool {
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
     !matches!(phase, Some("Succeeded" | "Failed")) && !is_terminating(pod)
 }
 
 /// Since when a pod is ready, if it is.
 fn ready_since(pod: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
-    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array)?;
+    let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array)?;
     let ready = conditions.iter().find(|c| c["type"] == "Ready" && c["status"] == "True")?;
     let since = ready.get("lastTransitionTime").and_then(Value::as_str).unwrap_or("");
     Some(since.parse().unwrap_or_else(|_| chrono::Utc::now()))
@@ -505,21 +506,21 @@ fn ready_since(pod: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
 /// more restarts first, newer first.
 fn deletion_order(a: &Value, b: &Value) -> std::cmp::Ordering {
     let scheduled = |p: &Value| {
-        p.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+        json::at(p, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
     };
-    let phase = |p: &Value| match p.pointer("/status/phase").and_then(Value::as_str) {
+    let phase = |p: &Value| match json::at(p, "/status/phase").and_then(Value::as_str) {
         Some("Pending") => 0,
         Some("Unknown") => 1,
         Some("Running") => 2,
         _ => 0,
     };
     let restarts = |p: &Value| {
-        let statuses = p.pointer("/status/containerStatuses").and_then(Value::as_array);
+        let statuses = json::at(p, "/status/containerStatuses").and_then(Value::as_array);
         let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
         counts.max().unwrap_or(0)
     };
     let created = |p: &Value| {
-        p.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("").to_string()
+        json::at(p, "/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("").to_string()
     };
     scheduled(a)
         .cmp(&scheduled(b))

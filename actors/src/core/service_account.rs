@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::model::json;
 use crate::store::{AccountRefs, Store};
 
 /// The account a pod runs as when it names none, which every namespace has.
@@ -76,7 +77,7 @@ async fn account(
 }
 
 fn is_mirror(pod: &Value) -> bool {
-    pod.pointer("/metadata/annotations").and_then(|a| a.get(MIRROR_ANNOTATION)).is_some()
+    json::at(pod, "/metadata/annotations").and_then(|a| a.get(MIRROR_ANNOTATION)).is_some()
 }
 
 /// What a mirror pod may not reference.
@@ -89,8 +90,9 @@ fn check_mirror(pod: &Value) -> Result<(), String> {
     if !secret_names(spec).is_empty() {
         return Err("a mirror pod may not reference secrets".into());
     }
-    let projections =
-        list(spec, "volumes").filter_map(|v| v.pointer("/projected/sources")?.as_array()).flatten();
+    let projections = list(spec, "volumes")
+        .filter_map(|v| json::at(v, "/projected/sources")?.as_array())
+        .flatten();
     if projections.into_iter().any(|p| p.get("serviceAccountToken").is_some()) {
         return Err("a mirror pod may not use ServiceAccountToken volume projections".into());
     }
@@ -102,7 +104,7 @@ fn list<'a>(holder: &'a Value, field: &str) -> impl Iterator<Item = &'a Value> {
 }
 
 fn name_at<'a>(holder: &'a Value, pointer: &str) -> Option<&'a str> {
-    holder.pointer(pointer).and_then(Value::as_str)
+    json::at(holder, pointer).and_then(Value::as_str)
 }
 
 /// Every secret a pod spec names, as Kubernetes' `VisitPodSecretNames` finds them: image

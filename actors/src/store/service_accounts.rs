@@ -6,7 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde_json::Value;
 
-use crate::model::{FastMap, ResourceType, StoredObject};
+use crate::model::{json, FastMap, ResourceType, StoredObject};
 
 /// The annotation by which an account limits the secrets its pods may reference.
 const ENFORCE_MOUNTABLE_SECRETS: &str = "kubernetes.io/enforce-mountable-secrets";
@@ -28,8 +28,7 @@ impl AccountRefs {
             let names = list.into_iter().flatten().filter_map(|r| r.get("name")?.as_str());
             names.map(str::to_string).collect()
         };
-        let enforce = account
-            .pointer("/metadata/annotations")
+        let enforce = json::at(account, "/metadata/annotations")
             .and_then(|a| a.get(ENFORCE_MOUNTABLE_SECRETS))
             .and_then(Value::as_str)
             .is_some_and(go_true);
