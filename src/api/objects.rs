@@ -140,7 +140,8 @@ async fn dispatch(
             (Method::POST, None, None) if target.namespace.is_some() || !resource.namespaced => {
                 let (value, warnings) =
                     read_object(&req, payload, resource, &query, &state).await?;
-                let answered = super::reviews::answer(resource, namespace, value)?;
+                let user = super::reviews::user_info(&req);
+                let answered = super::reviews::answer(resource, namespace, user, value)?;
                 let mut response = json_bytes(StatusCode::CREATED, answered.to_string().into());
                 add_warnings(&mut response, &warnings);
                 Ok(response)

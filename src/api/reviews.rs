@@ -5,8 +5,13 @@
 //! kplane serves its API on the insecure port only, as kube-apiserver's insecure port did:
 //! every request is the user `system:unsecured` of the groups `system:masters` and
 //! `system:authenticated`, as that port authenticated them, and every request is allowed, as
-//! the `AlwaysAllow` authorizer allows them. The answers say exactly that.
+//! the `AlwaysAllow` authorizer allows them. The answers say exactly that. A request that
+//! impersonates someone (`Impersonate-User`, as `kubectl --as` sends it) is that user, as
+//! Kubernetes makes it (impersonation is allowed too).
 
+use std::collections::BTreeMap;
+
+use actix_web::HttpRequest;
 use chrono::{SecondsFormat, Utc};
 use kplane_actors::core::ApiError;
 use kplane_actors::model::{FieldError, ResourceType};
@@ -17,12 +22,55 @@ use crate::error::HttpError;
 /// Who a request on the insecure port is.
 const USER: &str = "system:unsecured";
 const GROUPS: &[&str] = &["system:masters", "system:authenticated"];
+const AUTHENTICATED: &str = "system:authenticated";
+const UNAUTHENTICATED: &str = "system:unauthenticated";
+const ANONYMOUS: &str = "system:anonymous";
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// Who a request is, as a SelfSubjectReview's `userInfo` says it.
+pub fn user_info(req: &HttpRequest) -> Value {
+    let headers = req.headers();
+    let values = |name: &str| -> Vec<String> {
+        let all = headers.get_all(name).filter_map(|v| v.to_str().ok());
+        all.map(str::to_string).collect()
+    };
+    let Some(username) = values("impersonate-user").into_iter().next() else {
+        return json!({"username": USER, "groups": GROUPS});
+    };
+    let mut groups = values("impersonate-group");
+    // A service account's groups follow from its name when none are asked for.
+    let account_namespace =
+        username.strip_prefix(SERVICE_ACCOUNT_PREFIX).and_then(|rest| rest.split_once(':'));
+    if let (Some((namespace, _)), true) = (account_namespace, groups.is_empty()) {
+        groups =
+            vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{namespace}")];
+    }
+    // A user other than the anonymous one is authenticated, unless a group says otherwise.
+    if username != ANONYMOUS && !groups.iter().any(|g| g == AUTHENTICATED || g == UNAUTHENTICATED) {
+        groups.push(AUTHENTICATED.into());
+    }
+    let mut info = json!({"username": username, "groups": groups});
+    if let Some(uid) = values("impersonate-uid").into_iter().next() {
+        info["uid"] = json!(uid);
+    }
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in headers.iter() {
+        let Some(key) = name.as_str().strip_prefix("impersonate-extra-") else { continue };
+        let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy().into_owned();
+        extra.entry(key).or_default().extend(value.to_str().ok().map(str::to_string));
+    }
+    if !extra.is_empty() {
+        info["extra"] = json!(extra);
+    }
+    info
+}
 
 /// Answers the review `review` of `resource`, created in `namespace` (for the namespaced
 /// `localsubjectaccessreviews`): the object with its `status`, or why it cannot be answered.
 pub fn answer(
     resource: &'static ResourceType,
     namespace: &str,
+    user: Value,
     mut review: Value,
 ) -> Result<Value, HttpError> {
     let Some(object) = review.as_object_mut() else {
@@ -36,7 +84,7 @@ pub fn answer(
         "SelfSubjectReview" => {
             let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
             metadata(object).insert("creationTimestamp".into(), json!(now));
-            json!({"userInfo": {"username": USER, "groups": GROUPS}})
+            json!({"userInfo": user})
         }
         "SelfSubjectRulesReview" => {
             let asked = object.get("spec").and_then(|s| s.get("namespace")).and_then(Value::as_str);
@@ -153,6 +201,47 @@ mod tests {
         resources::find(group, "v1", plural).unwrap()
     }
 
+    fn insecure() -> Value {
+        user_info(&actix_web::test::TestRequest::default().to_http_request())
+    }
+
+    #[test]
+    fn an_impersonating_request_is_the_user_it_names() {
+        let as_user = |headers: &[(&str, &str)]| {
+            let mut req = actix_web::test::TestRequest::default();
+            for header in headers {
+                req = req.append_header(*header);
+            }
+            user_info(&req.to_http_request())
+        };
+        assert_eq!(
+            as_user(&[("Impersonate-User", "bob")]),
+            json!({"username": "bob", "groups": ["system:authenticated"]})
+        );
+        let grouped = as_user(&[
+            ("Impersonate-User", "bob"),
+            ("Impersonate-Group", "dev"),
+            ("Impersonate-Group", "ops"),
+            ("Impersonate-Uid", "u1"),
+            ("Impersonate-Extra-Scope%2Fa", "x"),
+        ]);
+        assert_eq!(
+            grouped,
+            json!({"username": "bob", "uid": "u1",
+            "groups": ["dev", "ops", "system:authenticated"], "extra": {"scope/a": ["x"]}})
+        );
+        let account = as_user(&[("Impersonate-User", "system:serviceaccount:team:robot")]);
+        assert_eq!(
+            account["groups"],
+            json!([
+                "system:serviceaccounts",
+                "system:serviceaccounts:team",
+                "system:authenticated"
+            ])
+        );
+        assert_eq!(as_user(&[("Impersonate-User", "system:anonymous")])["groups"], json!([]));
+    }
+
     fn causes(result: Result<Value, HttpError>) -> Vec<String> {
         match result {
             Err(HttpError::Api(ApiError::Invalid { causes, .. })) => {
@@ -164,7 +253,7 @@ mod tests {
 
     #[test]
     fn everyone_is_the_insecure_ports_superuser_and_may_do_anything() {
-        let who = answer(review("selfsubjectreviews"), "", json!({})).unwrap();
+        let who = answer(review("selfsubjectreviews"), "", insecure(), json!({})).unwrap();
         assert_eq!(
             who["status"]["userInfo"],
             json!({"username": "system:unsecured", "groups": ["system:masters", "system:authenticated"]})
@@ -173,23 +262,26 @@ mod tests {
 
         let ask = json!({"spec": {"resourceAttributes": {"verb": "create", "resource": "pods",
             "namespace": "default"}}});
-        let answered = answer(review("selfsubjectaccessreviews"), "", ask.clone()).unwrap();
+        let answered =
+            answer(review("selfsubjectaccessreviews"), "", insecure(), ask.clone()).unwrap();
         assert_eq!(answered["status"], json!({"allowed": true}));
         assert_eq!(answered["spec"], ask["spec"], "the question is given back");
         assert_eq!(answered["metadata"], json!({"creationTimestamp": null}));
 
         let rules = json!({"spec": {"namespace": "default"}});
-        let answered = answer(review("selfsubjectrulesreviews"), "", rules).unwrap();
+        let answered = answer(review("selfsubjectrulesreviews"), "", insecure(), rules).unwrap();
         assert_eq!(answered["status"]["resourceRules"][0]["verbs"], json!(["*"]));
         assert_eq!(answered["status"]["incomplete"], false);
-        let no_namespace = answer(review("selfsubjectrulesreviews"), "", json!({"spec": {}}));
+        let no_namespace =
+            answer(review("selfsubjectrulesreviews"), "", insecure(), json!({"spec": {}}));
         assert!(
             matches!(no_namespace, Err(HttpError::BadRequest(m)) if m == "no namespace on request")
         );
 
         let local = json!({"spec": {"user": "bob", "resourceAttributes": {"namespace": "team",
             "verb": "get", "resource": "pods"}}});
-        let answered = answer(review("localsubjectaccessreviews"), "team", local).unwrap();
+        let answered =
+            answer(review("localsubjectaccessreviews"), "team", insecure(), local).unwrap();
         assert_eq!(
             (answered["status"]["allowed"].clone(), answered["metadata"]["namespace"].clone()),
             (json!(true), json!("team"))
@@ -199,7 +291,7 @@ mod tests {
     #[test]
     fn access_reviews_are_validated_as_kubernetes_does() {
         let asked = |plural: &str, namespace: &str, body: Value| {
-            causes(answer(review(plural), namespace, body))
+            causes(answer(review(plural), namespace, insecure(), body))
         };
         assert_eq!(
             asked("selfsubjectaccessreviews", "", json!({"spec": {}})),

@@ -310,6 +310,8 @@ fn auth_can_i_and_whoami() {
     let who = k.ok(&["auth", "whoami"]);
     assert!(who.contains("Username    system:unsecured"), "{who}");
     assert!(who.contains("[system:masters system:authenticated]"), "{who}");
+    let bob = k.ok(&["auth", "whoami", "--as", "bob", "--as-group", "dev"]);
+    assert!(bob.contains("Username    bob") && bob.contains("[dev system:authenticated]"), "{bob}");
     let resources = k.ok(&["api-resources", "--api-group", "authorization.k8s.io"]);
     assert!(resources.contains("selfsubjectaccessreviews"), "{resources}");
     // A review is only created.

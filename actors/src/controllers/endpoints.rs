@@ -355,6 +355,7 @@ impl Handler<Services> for EndpointsController {
             Feed::Changed(EventType::Deleted, service) => {
                 let key = key_of(&service);
                 self.services.remove(&key);
+                self.retries.remove(&key);
                 self.mark(key, ctx);
             }
             Feed::Changed(_, service) => {
