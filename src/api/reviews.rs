@@ -71,8 +71,9 @@ pub fn answer(
     resource: &'static ResourceType,
     namespace: &str,
     user: Value,
-    mut review: Value,
+    review: Value,
 ) -> Result<Value, HttpError> {
+    let mut review = kplane_actors::core::addressed_object(resource, namespace, review)?;
     let Some(object) = review.as_object_mut() else {
         return Err(HttpError::BadRequest("a review must be an object".into()));
     };
@@ -82,8 +83,9 @@ pub fn answer(
     }
     let status = match resource.kind {
         "SelfSubjectReview" => {
+            // A new object, whatever was sent, as Kubernetes answers it.
             let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
-            metadata(object).insert("creationTimestamp".into(), json!(now));
+            object.insert("metadata".into(), json!({"creationTimestamp": now}));
             json!({"userInfo": user})
         }
         "SelfSubjectRulesReview" => {
@@ -100,9 +102,6 @@ pub fn answer(
         // The access reviews: anyone may do anything.
         _ => json!({"allowed": true}),
     };
-    if resource.namespaced {
-        metadata(object).insert("namespace".into(), json!(namespace));
-    }
     let meta = metadata(object);
     meta.entry("creationTimestamp").or_insert(Value::Null);
     object.insert("status".into(), status);
@@ -129,8 +128,16 @@ fn validate(kind: &str, namespace: &str, review: &Map<String, Value>) -> Vec<Fie
     let mut errors = Vec::new();
     let meta = review.get("metadata").and_then(Value::as_object);
     let allowed = |key: &str| kind == "LocalSubjectAccessReview" && key == "namespace";
-    let meta_set =
-        meta.into_iter().flatten().filter(|(key, value)| !value.is_null() && !allowed(key));
+    // Empty values are unset, as Kubernetes' semantic comparison has them.
+    let is_set = |value: &Value| match value {
+        Value::Null | Value::Bool(false) => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::Bool(true) => true,
+    };
+    let meta_set = meta.into_iter().flatten().filter(|(key, value)| is_set(value) && !allowed(key));
     if meta_set.count() > 0 {
         let detail = match kind {
             "LocalSubjectAccessReview" => "must be empty except for namespace",
@@ -286,6 +293,27 @@ mod tests {
             (answered["status"]["allowed"].clone(), answered["metadata"]["namespace"].clone()),
             (json!(true), json!("team"))
         );
+    }
+
+    #[test]
+    fn a_review_is_the_object_its_url_names() {
+        let ask = json!({"metadata": {"name": "", "labels": {}},
+            "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}});
+        let answered = answer(review("selfsubjectaccessreviews"), "", insecure(), ask).unwrap();
+        assert_eq!(
+            (answered["kind"].as_str(), answered["apiVersion"].as_str()),
+            (Some("SelfSubjectAccessReview"), Some("authorization.k8s.io/v1"))
+        );
+        let pod = json!({"kind": "Pod", "spec": {}});
+        let refused = answer(review("selfsubjectaccessreviews"), "", insecure(), pod);
+        assert!(matches!(refused, Err(HttpError::Api(ApiError::BadRequest(_)))));
+        let elsewhere = json!({"metadata": {"namespace": "other"}, "spec": {"user": "u",
+            "resourceAttributes": {"namespace": "team"}}});
+        let refused = answer(review("localsubjectaccessreviews"), "team", insecure(), elsewhere);
+        assert!(matches!(refused, Err(HttpError::Api(ApiError::BadRequest(_)))));
+        let sent = json!({"metadata": {"labels": {"a": "b"}}});
+        let who = answer(review("selfsubjectreviews"), "", insecure(), sent).unwrap();
+        assert!(who["metadata"].get("labels").is_none(), "a new object: {who}");
     }
 
     #[test]

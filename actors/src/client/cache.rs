@@ -52,11 +52,15 @@ impl ObjectCache {
             }
             Feed::Changed(kind, object) => {
                 let (namespace, name) = key_of(&object);
-                let in_namespace = self.objects.entry(namespace).or_default();
                 let previous = if kind == EventType::Deleted {
-                    in_namespace.remove(&name)
+                    let in_namespace = self.objects.get_mut(&namespace);
+                    let previous = in_namespace.and_then(|objects| objects.remove(&name));
+                    if self.objects.get(&namespace).is_some_and(BTreeMap::is_empty) {
+                        self.objects.remove(&namespace);
+                    }
+                    previous
                 } else {
-                    in_namespace.insert(name, object.clone())
+                    self.objects.entry(namespace).or_default().insert(name, object.clone())
                 };
                 Applied::Changed { object, previous }
             }
@@ -112,6 +116,7 @@ mod tests {
         };
         assert_eq!(previous, Some(pod("b", "y", 1)));
         assert_eq!(cache.in_namespace("b").count(), 0);
+        assert!(!cache.objects.contains_key("b"), "an emptied namespace leaves no entry");
         cache.clear();
         assert!(!cache.is_listed() && cache.in_namespace("a").count() == 0);
     }

@@ -9,7 +9,7 @@
 //!
 //! It follows pods only while some service with a selector exists.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -46,6 +46,8 @@ pub struct EndpointsController {
     sync_queued: bool,
     /// How many writes in a row failed, per service.
     retries: HashMap<Key, u32>,
+    /// The services whose write is under way.
+    in_flight: HashSet<Key>,
 }
 
 /// A feed of services.
@@ -78,6 +80,7 @@ impl EndpointsController {
             dirty: BTreeSet::new(),
             sync_queued: false,
             retries: HashMap::new(),
+            in_flight: HashSet::new(),
         }
     }
 
@@ -114,49 +117,58 @@ impl EndpointsController {
             .collect()
     }
 
-    fn sync(&self, key: &Key, ctx: &mut Context<Self>) {
+    /// Writes (or deletes) one service's endpoints. One write per service at a time, as
+    /// Kubernetes' work queue has it: a service marked meanwhile is synced when it ends, so a
+    /// late write never undoes a later one (endpoints created again after their service's).
+    fn sync(&mut self, key: &Key, ctx: &mut Context<Self>) {
         let client = self.client.clone();
-        let (namespace, name) = key.clone();
-        let Some(service) = self.services.get(key) else {
+        let namespace = key.0.clone();
+        let written = match self.services.get(key) {
             // The service is gone: so are its endpoints.
-            ctx.spawn(
-                async move {
+            None => {
+                self.retries.remove(key);
+                let name = key.1.clone();
+                Box::pin(async move {
                     let options = DeleteOptions::default();
                     match client.delete(endpoints(), &namespace, &name, &options).await {
-                        Ok(_) | Err(ApiError::NotFound { .. }) => {}
-                        Err(error) => tracing::warn!(%name, %error, "deleting endpoints"),
+                        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+                        Err(error) => Err(error),
+                    }
+                }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
+            }
+            Some(service) => {
+                let Some(selector) = selector(service) else { return };
+                let selected: Vec<&Value> = self
+                    .pods
+                    .in_namespace(&namespace)
+                    .filter(|pod| selects(selector, pod_labels(pod)))
+                    .collect();
+                let desired = desired_endpoints(service, &selected);
+                Box::pin(async move { write(client.as_ref(), &namespace, desired).await })
+            }
+        };
+        self.in_flight.insert(key.clone());
+        let key = key.clone();
+        ctx.spawn(written.into_actor(self).map(move |written, controller, ctx| {
+            controller.in_flight.remove(&key);
+            match written {
+                Ok(()) => {
+                    controller.retries.remove(&key);
+                    if controller.dirty.contains(&key) {
+                        controller.mark(key, ctx);
                     }
                 }
-                .into_actor(self),
-            );
-            return;
-        };
-        let Some(selector) = selector(service) else { return };
-        let candidates = self.pods.in_namespace(&namespace);
-        let labels =
-            |pod: &Value| json::at(pod, "/metadata/labels").and_then(Value::as_object).cloned();
-        let selected: Vec<&Value> =
-            candidates.filter(|pod| selects(selector, labels(pod).as_ref())).collect();
-        let desired = desired_endpoints(service, &selected);
-        let key = key.clone();
-        ctx.spawn(
-            async move { write(client.as_ref(), &namespace, desired).await }.into_actor(self).map(
-                move |written, controller, ctx| match written {
-                    Ok(()) => {
-                        controller.retries.remove(&key);
-                    }
-                    // A conflict with another writer, or a race with a delete: tried again after
-                    // a back-off.
-                    Err(error) => {
-                        tracing::debug!(name = %key.1, %error, "writing endpoints");
-                        let failed = controller.retries.entry(key.clone()).or_insert(0);
-                        *failed += 1;
-                        let delay = super::retry_delay(*failed);
-                        ctx.run_later(delay, move |controller, ctx| controller.mark(key, ctx));
-                    }
-                },
-            ),
-        );
+                // A conflict with another writer, or a race with a delete: tried again after a
+                // back-off.
+                Err(error) => {
+                    tracing::debug!(name = %key.1, %error, "writing endpoints");
+                    let failed = controller.retries.entry(key.clone()).or_insert(0);
+                    *failed += 1;
+                    let delay = super::retry_delay(*failed);
+                    ctx.run_later(delay, move |controller, ctx| controller.mark(key, ctx));
+                }
+            }
+        }));
     }
 }
 
@@ -168,18 +180,29 @@ async fn write(
 ) -> Result<(), ApiError> {
     let name = object_name(&desired).to_string();
     match client.get(endpoints(), namespace, &name).await {
-        Ok(current) => {
-            let same = |field: &str| current.get(field) == desired.get(field);
-            let same_labels =
-                json::at(&current, "/metadata/labels") == json::at(&desired, "/metadata/labels");
-            if same("subsets") && same_labels {
+        Ok(mut current) => {
+            let labels = |object: &Value| json::at(object, "/metadata/labels").cloned();
+            if current.get("subsets") == desired.get("subsets")
+                && labels(&current) == labels(&desired)
+            {
                 return Ok(());
             }
-            desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-            if let Some(annotations) = json::at(&current, "/metadata/annotations") {
-                desired["metadata"]["annotations"] = annotations.clone();
+            // Only the subsets and the labels are the controller's: the rest of the object
+            // (annotations, owners, finalizers) stays as it is.
+            match desired.as_object_mut().and_then(|d| d.remove("subsets")) {
+                Some(subsets) => current["subsets"] = subsets,
+                None => {
+                    current.as_object_mut().map(|c| c.remove("subsets"));
+                }
             }
-            client.update(endpoints(), namespace, desired).await.map(drop)
+            let metadata = &mut current["metadata"];
+            match labels(&desired) {
+                Some(labels) => metadata["labels"] = labels,
+                None => {
+                    metadata.as_object_mut().map(|m| m.remove("labels"));
+                }
+            }
+            client.update(endpoints(), namespace, current).await.map(drop)
         }
         Err(ApiError::NotFound { .. }) => {
             client.create(endpoints(), namespace, desired).await.map(drop)
@@ -192,12 +215,19 @@ fn selector(service: &Value) -> Option<&Map<String, Value>> {
     json::at(service, "/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
 }
 
-/// Whether a pod is listed at all: it has an IP, is not finished and is not being deleted.
-fn listed(pod: &Value) -> bool {
+fn pod_labels(pod: &Value) -> Option<&Map<String, Value>> {
+    json::at(pod, "/metadata/labels").and_then(Value::as_object)
+}
+
+/// Whether a pod is listed at all: it has an IP, is not finished, and is not being deleted
+/// (unless the service publishes not-ready addresses, which keeps terminating pods).
+fn listed(pod: &Value, publish_not_ready: bool) -> bool {
     let ip = json::at(pod, "/status/podIP").and_then(Value::as_str).unwrap_or("");
     let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
     let deleting = json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-    !ip.is_empty() && !matches!(phase, Some("Succeeded" | "Failed")) && !deleting
+    !ip.is_empty()
+        && !matches!(phase, Some("Succeeded" | "Failed"))
+        && (publish_not_ready || !deleting)
 }
 
 fn ready(pod: &Value) -> bool {
@@ -239,7 +269,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
         json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
     // One subset per set of ports, its addresses sorted: Kubernetes' repacking.
     let mut subsets: BTreeMap<String, Subset> = BTreeMap::new();
-    for pod in pods.iter().filter(|pod| listed(pod)) {
+    for pod in pods.iter().filter(|pod| listed(pod, publish_not_ready)) {
         let mut address = json!({"ip": pod["status"]["podIP"],
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
                 "uid": object_uid(pod)}});
@@ -348,8 +378,12 @@ impl Handler<Services> for EndpointsController {
     fn handle(&mut self, Services(feed): Services, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                self.services = items.into_iter().map(|s| (key_of(&s), s)).collect();
-                let keys: Vec<Key> = self.services.keys().cloned().collect();
+                let listed: BTreeMap<Key, Value> =
+                    items.into_iter().map(|s| (key_of(&s), s)).collect();
+                // Those deleted while the watch was down lose their endpoints too.
+                let old = std::mem::replace(&mut self.services, listed);
+                let keys: BTreeSet<Key> =
+                    old.into_keys().chain(self.services.keys().cloned()).collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(EventType::Deleted, service) => {
@@ -398,10 +432,11 @@ impl Handler<SyncDirty> for EndpointsController {
         self.sync_queued = false;
         let dirty = std::mem::take(&mut self.dirty);
         for key in dirty {
-            // A service with a selector waits for the pods to be listed; a gone one does not.
-            let waits =
+            // A service with a selector waits for the pods to be listed (a gone one does not),
+            // and any waits for its write in flight.
+            let unlisted =
                 self.services.get(&key).and_then(selector).is_some() && !self.pods.is_listed();
-            if waits {
+            if unlisted || self.in_flight.contains(&key) {
                 self.dirty.insert(key);
             } else {
                 self.sync(&key, ctx);
@@ -420,7 +455,10 @@ impl Handler<StopEndpointsController> for EndpointsController {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::core::{PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
     fn pod(name: &str, ip: &str, ready: bool, ports: Value) -> Value {
@@ -497,6 +535,26 @@ mod tests {
         })
         .await;
         assert_eq!(listed["subsets"][0]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
+        // A change of the pod that changes nothing listed writes nothing; one that does, does:
+        // the endpoints change once between the two.
+        let from = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        let options = WatchOptions { resource_version: Some(from), ..WatchOptions::default() };
+        let mut changes =
+            ApiClient::watch(&core, endpoints(), Some("default"), &options).await.unwrap();
+        let patch = json!({"metadata": {"labels": {"unrelated": "x"}}});
+        ApiClient::patch(&core, pods(), "default", "p", PatchType::Merge, &patch, false)
+            .await
+            .unwrap();
+        let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+        ApiClient::patch(&core, pods(), "default", "p", PatchType::Merge, &not_ready, true)
+            .await
+            .unwrap();
+        use futures::StreamExt;
+        let first = tokio::time::timeout(Duration::from_secs(30), changes.next()).await.unwrap();
+        let Some(crate::client::ClientEvent::Object(EventType::Modified, changed)) = first else {
+            panic!("a change of the endpoints: {first:?}")
+        };
+        assert_eq!(changed["subsets"][0]["notReadyAddresses"][0]["ip"], "127.0.0.7", "{changed}");
         ApiClient::delete(&core, services(), "default", "web", &DeleteOptions::default())
             .await
             .unwrap();

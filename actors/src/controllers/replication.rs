@@ -105,8 +105,8 @@ enum Outcome {
     /// A round of creates ended: `not_made` of them failed or were skipped after a failed
     /// batch (the first error says why).
     Created { not_made: usize, error: Option<String> },
-    /// A delete that failed: the pod is not expected to go.
-    DeleteFailed { pod: String, error: String },
+    /// A round of deletes ended: those of `failed` pods failed (they are not expected to go).
+    Deleted { failed: Vec<String>, error: Option<String> },
 }
 
 /// Stops the manager (its list-watches end with it).
@@ -197,6 +197,7 @@ impl ReplicationManager {
         let Some(rc) = self.controllers.get(key).cloned() else {
             self.expectations.remove(key);
             self.failures.remove(key);
+            self.retries.remove(key);
             return;
         };
         let Some(selector) = selector(&rc).cloned() else { return };
@@ -236,7 +237,7 @@ impl ReplicationManager {
                 self.create(key, &rc, (wanted - owned.len()).min(BURST), ctx);
             } else if owned.len() > wanted {
                 let surplus = (owned.len() - wanted).min(BURST);
-                owned.sort_by(deletion_order);
+                owned.sort_by_cached_key(deletion_rank);
                 let victims: Vec<Value> = owned.drain(..surplus).collect();
                 owned.extend(victims.iter().cloned()); // still there until seen gone
                 self.delete(key, &rc, victims, ctx);
@@ -245,11 +246,18 @@ impl ReplicationManager {
         self.write_status(key, &rc, &owned, ctx);
     }
 
+    /// Waits for `expected` before counting the controller's pods again; looks again when the
+    /// wait times out, in case what it waits for is never seen.
+    fn expect(&mut self, key: &Key, expected: Expectations, ctx: &mut Context<Self>) {
+        self.expectations.insert(key.clone(), expected);
+        let key = key.clone();
+        ctx.run_later(EXPECTATIONS_TIMEOUT, move |manager, ctx| manager.mark(key, ctx));
+    }
+
     fn create(&mut self, key: &Key, rc: &Value, count: usize, ctx: &mut Context<Self>) {
-        self.expectations.insert(
-            key.clone(),
-            Expectations { creates: count, deletes: HashSet::new(), since: Instant::now() },
-        );
+        let expected =
+            Expectations { creates: count, deletes: HashSet::new(), since: Instant::now() };
+        self.expect(key, expected, ctx);
         let pod = pod_from_template(rc);
         let client = self.client.clone();
         let controller = key.clone();
@@ -267,6 +275,12 @@ impl ReplicationManager {
                             made += 1;
                             let message = format!("Created pod: {}", object_name(&created));
                             (EventKind::Normal, "SuccessfulCreate", message)
+                        }
+                        // The namespace is going: so is the controller (as in Kubernetes, not a
+                        // failure to report).
+                        Err(failure) if failure.to_string().contains("is being terminated") => {
+                            tried = count;
+                            break;
                         }
                         Err(failure) => {
                             let message = format!("Error creating: {failure}");
@@ -290,51 +304,45 @@ impl ReplicationManager {
 
     fn delete(&mut self, key: &Key, rc: &Value, victims: Vec<Value>, ctx: &mut Context<Self>) {
         let names: HashSet<String> = victims.iter().map(|p| object_name(p).to_string()).collect();
-        self.expectations.insert(
-            key.clone(),
-            Expectations { creates: 0, deletes: names, since: Instant::now() },
-        );
-        for pod in victims {
-            let client = self.client.clone();
-            let controller = key.clone();
-            let reference = object_ref(rc);
-            let addr = ctx.address();
-            actix::spawn(async move {
-                let name = object_name(&pod).to_string();
-                let options = DeleteOptions {
-                    precondition_uid: Some(object_uid(&pod).to_string()),
-                    ..DeleteOptions::default()
-                };
-                match client.delete(pods(), &controller.0, &name, &options).await {
-                    Ok(_) | Err(ApiError::NotFound { .. }) => {
-                        let message = format!("Deleted pod: {name}");
-                        events::record(
-                            client.as_ref(),
-                            &reference,
-                            EventKind::Normal,
-                            "SuccessfulDelete",
-                            &message,
-                            COMPONENT,
-                        )
-                        .await;
-                    }
-                    Err(error) => {
-                        let message = format!("Error deleting: {error}");
-                        events::record(
-                            client.as_ref(),
-                            &reference,
-                            EventKind::Warning,
-                            "FailedDelete",
-                            &message,
-                            COMPONENT,
-                        )
-                        .await;
-                        let outcome = Outcome::DeleteFailed { pod: name, error: error.to_string() };
-                        addr.do_send(Done { controller, outcome });
-                    }
+        self.expect(key, Expectations { creates: 0, deletes: names, since: Instant::now() }, ctx);
+        let client = self.client.clone();
+        let controller = key.clone();
+        let reference = object_ref(rc);
+        let addr = ctx.address();
+        actix::spawn(async move {
+            let deletes = victims.iter().map(|pod| {
+                let (client, namespace) = (client.clone(), controller.0.clone());
+                async move {
+                    let name = object_name(pod).to_string();
+                    let options = DeleteOptions {
+                        precondition_uid: Some(object_uid(pod).to_string()),
+                        ..DeleteOptions::default()
+                    };
+                    let deleted = match client.delete(pods(), &namespace, &name, &options).await {
+                        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+                        Err(error) => Err(error),
+                    };
+                    (name, deleted)
                 }
             });
-        }
+            let (mut failed, mut error) = (Vec::new(), None);
+            for (name, deleted) in futures::future::join_all(deletes).await {
+                let (kind, reason, message) = match deleted {
+                    Ok(()) => {
+                        (EventKind::Normal, "SuccessfulDelete", format!("Deleted pod: {name}"))
+                    }
+                    Err(failure) => {
+                        let message = format!("Error deleting: {failure}");
+                        error.get_or_insert(failure.to_string());
+                        failed.push(name);
+                        (EventKind::Warning, "FailedDelete", message)
+                    }
+                };
+                events::record(client.as_ref(), &reference, kind, reason, &message, COMPONENT)
+                    .await;
+            }
+            addr.do_send(Done { controller, outcome: Outcome::Deleted { failed, error } });
+        });
     }
 
     /// Makes an orphan the controller's (a strategic merge patch, held to the pod's uid).
@@ -497,38 +505,30 @@ fn is_active(pod: &Value) -> bool {
 fn ready_since(pod: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array)?;
     let ready = conditions.iter().find(|c| c["type"] == "Ready" && c["status"] == "True")?;
+    // Without a (readable) time, ready since ever: the same answer every time it is asked.
     let since = ready.get("lastTransitionTime").and_then(Value::as_str).unwrap_or("");
-    Some(since.parse().unwrap_or_else(|_| chrono::Utc::now()))
+    Some(since.parse().unwrap_or(chrono::DateTime::UNIX_EPOCH))
 }
 
-/// Which of two pods to delete first, as Kubernetes ranks them: unscheduled before scheduled,
-/// pending before unknown before running, not ready before ready, ready for less time first,
-/// more restarts first, newer first.
-fn deletion_order(a: &Value, b: &Value) -> std::cmp::Ordering {
-    let scheduled = |p: &Value| {
-        json::at(p, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
-    };
-    let phase = |p: &Value| match json::at(p, "/status/phase").and_then(Value::as_str) {
-        Some("Pending") => 0,
+/// Where a pod stands in the order surplus pods are deleted in, lowest first, as Kubernetes
+/// ranks them: unscheduled before scheduled, pending before unknown before running, not ready
+/// before ready, ready for less time first, more restarts first, newer first.
+fn deletion_rank(pod: &Value) -> impl Ord {
+    use std::cmp::Reverse;
+    let scheduled =
+        json::at(pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let phase = match json::at(pod, "/status/phase").and_then(Value::as_str) {
         Some("Unknown") => 1,
         Some("Running") => 2,
         _ => 0,
     };
-    let restarts = |p: &Value| {
-        let statuses = json::at(p, "/status/containerStatuses").and_then(Value::as_array);
-        let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
-        counts.max().unwrap_or(0)
-    };
-    let created = |p: &Value| {
-        json::at(p, "/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("").to_string()
-    };
-    scheduled(a)
-        .cmp(&scheduled(b))
-        .then(phase(a).cmp(&phase(b)))
-        .then(ready_since(a).is_some().cmp(&ready_since(b).is_some()))
-        .then(ready_since(b).cmp(&ready_since(a)))
-        .then(restarts(b).cmp(&restarts(a)))
-        .then(created(b).cmp(&created(a)))
+    let ready = ready_since(pod);
+    let statuses = json::at(pod, "/status/containerStatuses").and_then(Value::as_array);
+    let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
+    let restarts = counts.max().unwrap_or(0);
+    let created = json::at(pod, "/metadata/creationTimestamp").and_then(Value::as_str);
+    let created = created.unwrap_or("").to_string();
+    (scheduled, phase, ready.is_some(), Reverse(ready), Reverse(restarts), Reverse(created))
 }
 
 impl Actor for ReplicationManager {
@@ -554,8 +554,12 @@ impl Handler<Controllers> for ReplicationManager {
     fn handle(&mut self, Controllers(feed): Controllers, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                self.controllers = items.into_iter().map(|rc| (key_of(&rc), rc)).collect();
-                let keys: Vec<Key> = self.controllers.keys().cloned().collect();
+                let listed: BTreeMap<Key, Value> =
+                    items.into_iter().map(|rc| (key_of(&rc), rc)).collect();
+                // Those gone while the watch was down are synced too: their state is dropped.
+                let old = std::mem::replace(&mut self.controllers, listed);
+                let keys: BTreeSet<Key> =
+                    old.into_keys().chain(self.controllers.keys().cloned()).collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(EventType::Deleted, rc) => {
@@ -588,7 +592,10 @@ impl Handler<Pods> for ReplicationManager {
             _ => None,
         };
         match self.pods.apply(feed) {
+            // What was created or deleted while the watch was down is in the list, not in
+            // events: no expectation is left waiting for them.
             Applied::Listed => {
+                self.expectations.clear();
                 let keys: Vec<Key> = self.controllers.keys().cloned().collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
@@ -625,6 +632,9 @@ impl Handler<Done> for ReplicationManager {
     type Result = ();
 
     fn handle(&mut self, Done { controller, outcome }: Done, ctx: &mut Context<Self>) {
+        if !self.controllers.contains_key(&controller) {
+            return; // deleted meanwhile
+        }
         let expected = self.expectations.get_mut(&controller);
         let failure = match outcome {
             Outcome::Created { not_made, error } => {
@@ -633,11 +643,13 @@ impl Handler<Done> for ReplicationManager {
                 }
                 error.map(|error| ("FailedCreate", error))
             }
-            Outcome::DeleteFailed { pod, error } => {
+            Outcome::Deleted { failed, error } => {
                 if let Some(expected) = expected {
-                    expected.deletes.remove(&pod);
+                    failed.iter().for_each(|pod| {
+                        expected.deletes.remove(pod);
+                    });
                 }
-                Some(("FailedDelete", error))
+                error.map(|error| ("FailedDelete", error))
             }
         };
         match failure {
@@ -756,9 +768,16 @@ mod tests {
         let replaced = until_owned(&core, "web", 1).await;
         assert_ne!(replaced, kept);
         assert_eq!(status(&core, "web").await["observedGeneration"], 2);
-        // Nothing more happens: exactly one pod stays.
+        // Nothing more happens: exactly one pod stays, and no other was made meanwhile.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(until_owned(&core, "web", 1).await, replaced);
+        let options = ListOptions::default();
+        let all = ApiClient::list(&core, pods(), Some("default"), &options).await.unwrap().items;
+        let mine: Vec<&str> = all
+            .iter()
+            .filter(|p| controller_ref(p).is_some_and(|r| r["name"] == "web"))
+            .map(object_name)
+            .collect();
+        assert_eq!(mine, replaced, "terminating ones included");
         manager.send(StopReplicationManager).await.unwrap();
     }
 
@@ -799,7 +818,7 @@ mod tests {
             pod("pending", "n", "Pending", false, "2026-01-01T00:00:00Z"),
             pod("unscheduled", "", "Pending", false, "2026-01-01T00:00:00Z"),
         ];
-        pods.sort_by(deletion_order);
+        pods.sort_by_cached_key(deletion_rank);
         let names: Vec<&str> = pods.iter().map(object_name).collect();
         assert_eq!(
             names,

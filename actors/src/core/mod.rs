@@ -1136,6 +1136,19 @@ fn unchanged(current: &Value, next: &Value) -> bool {
 }
 
 /// Checks the body is an object of `resource`'s kind and fills a missing kind and apiVersion.
+/// A request body as the object its URL names: `kind` and `apiVersion` filled in or checked
+/// against the URL, and the namespace too (400 when they differ), as every write's body is.
+/// For what is answered without being stored (the reviews).
+pub fn addressed_object(
+    resource: &'static ResourceType,
+    namespace: &str,
+    body: Value,
+) -> Result<Value, ApiError> {
+    let mut object = typed_object(resource, body)?;
+    set_namespace(resource, namespace, metadata(&mut object)?)?;
+    Ok(object)
+}
+
 fn typed_object(resource: &'static ResourceType, body: Value) -> Result<Value, ApiError> {
     let Value::Object(mut map) = body else {
         return Err(ApiError::BadRequest("the request body must be a JSON object".into()));
