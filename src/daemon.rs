@@ -7,10 +7,10 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    EndpointsController, GarbageCollector, NamespaceController, ReplicationManager,
-    ResourceQuotaController, ServiceAccountController, StopCollector, StopEndpointsController,
-    StopNamespaceController, StopQuotaController, StopReplicationManager,
-    StopServiceAccountController,
+    EndpointsController, GarbageCollector, NamespaceController, NodeLifecycleController,
+    ReplicationManager, ResourceQuotaController, ServiceAccountController, StopCollector,
+    StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
+    StopQuotaController, StopReplicationManager, StopServiceAccountController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -46,6 +46,7 @@ pub struct Running {
     accounts: Addr<ServiceAccountController>,
     replication: Addr<ReplicationManager>,
     endpoints: Addr<EndpointsController>,
+    node_lifecycle: Addr<NodeLifecycleController>,
     store: Store,
 }
 
@@ -77,6 +78,7 @@ impl Running {
         let _ = self.accounts.send(StopServiceAccountController).await;
         let _ = self.replication.send(StopReplicationManager).await;
         let _ = self.endpoints.send(StopEndpointsController).await;
+        let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -189,6 +191,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the node lifecycle controller: a node whose agent went silent is not Ready.
+    let node_lifecycle = NodeLifecycleController::new(
+        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        kplane_actors::controllers::node_lifecycle::GRACE_PERIOD,
+    )
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -221,6 +229,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         accounts,
         replication,
         endpoints,
+        node_lifecycle,
         store,
     })
 }

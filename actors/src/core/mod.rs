@@ -792,6 +792,31 @@ impl ApiCore {
             let deleted = Box::pin(self.delete(view.storage, namespace, name, options)).await?;
             return Ok(view.object(deleted));
         }
+        // A delete that marks the object (a finalizer, a graceful pod deletion) writes it: one
+        // that met a newer write (a controller's status, an agent's) is tried again on it, as
+        // Kubernetes' storage does, unless the client pinned a resourceVersion.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.delete_once(resource, namespace, name, options).await {
+                Err(ApiError::Conflict { .. })
+                    if options.precondition_resource_version.is_none()
+                        && attempts < UPDATE_RETRIES =>
+                {
+                    self.store.settle(resource).await?;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    async fn delete_once(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
         let key = ObjectKey::new(resource, namespace, name);
         let current =
             self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
@@ -1435,6 +1460,42 @@ mod tests {
         assert_eq!(entries[0]["operation"], "Update");
         let key = ObjectKey::new(cms, "default", "c");
         assert!(core.store.get(&key).await.unwrap().is_none());
+    }
+
+    #[actix::test]
+    async fn a_delete_that_marks_its_object_is_retried_over_concurrent_writes() {
+        let core = crate::testing::core().await;
+        let rcs = resources::find("", "v1", "replicationcontrollers").unwrap();
+        let rc = json!({"metadata": {"name": "busy"}, "spec": {"replicas": 0,
+            "selector": {"a": "b"}, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        core.create(rcs, "default", rc, &WriteOptions::default()).await.unwrap();
+        // A controller writes the status over and over, as the replication manager does.
+        let writer = core.clone();
+        let busy = tokio::spawn(async move {
+            for i in 0..300 {
+                let status = json!({"status": {"replicas": 0, "observedGeneration": i}});
+                let patched = writer
+                    .patch(
+                        rcs,
+                        "default",
+                        "busy",
+                        PatchType::Merge,
+                        &status,
+                        true,
+                        &WriteOptions::default(),
+                    )
+                    .await;
+                if patched.is_err() {
+                    break; // gone
+                }
+            }
+        });
+        tokio::task::yield_now().await;
+        // The API default for a replication controller orphans: a finalizer is written.
+        let deleted = core.delete(rcs, "default", "busy", &DeleteOptions::default()).await;
+        assert!(deleted.is_ok(), "{deleted:?}");
+        busy.await.unwrap();
     }
 
     #[actix::test]
