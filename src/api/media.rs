@@ -93,7 +93,7 @@ fn pretty_asked(req: &HttpRequest) -> bool {
     if query.contains("pretty") {
         if let Some(value) = Query::of(query).ok().as_ref().and_then(|q| q.get("pretty")) {
             if !value.is_empty() {
-                return matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True");
+                return kplane_actors::model::text::go_true(value);
             }
         }
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde_json::Value;
 
-use crate::model::{json, FastMap, ResourceType, StoredObject};
+use crate::model::{json, text, FastMap, ResourceType, StoredObject};
 
 /// The annotation by which an account limits the secrets its pods may reference.
 const ENFORCE_MOUNTABLE_SECRETS: &str = "kubernetes.io/enforce-mountable-secrets";
@@ -31,17 +31,12 @@ impl AccountRefs {
         let enforce = json::at(account, "/metadata/annotations")
             .and_then(|a| a.get(ENFORCE_MOUNTABLE_SECRETS))
             .and_then(Value::as_str)
-            .is_some_and(go_true);
+            .is_some_and(text::go_true);
         Self {
             image_pull_secrets: names("imagePullSecrets"),
             mountable_secrets: enforce.then(|| names("secrets")),
         }
     }
-}
-
-/// Whether Go's `strconv.ParseBool` reads `text` as true.
-fn go_true(text: &str) -> bool {
-    matches!(text, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 /// Namespace, then account name, to what admission reads of the account.
