@@ -5,9 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use super::informer::Feed;
-use super::object_name;
-use crate::model::json;
+use std::sync::Arc;
+
+use super::informer::{Feed, OnDemand, Scope};
+use super::{object_name, ApiClient};
+use crate::model::{json, ResourceType};
 use crate::watch::EventType;
 
 /// A namespace and a name.
@@ -81,6 +83,45 @@ impl ObjectCache {
     /// The objects of `namespace`, by name.
     pub fn in_namespace<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a Value> + 'a {
         self.objects.get(namespace).into_iter().flat_map(BTreeMap::values)
+    }
+}
+
+/// A cache filled by a list-watch that runs only while its component needs it: let go, the
+/// cache is emptied, and what a run let go had still sent is ignored.
+#[derive(Debug, Default)]
+pub struct OnDemandCache {
+    feed: OnDemand,
+    objects: ObjectCache,
+}
+
+impl OnDemandCache {
+    /// Follows `resource`, unless already following it: its reports go to `sink` with the
+    /// run they are from, for [`OnDemandCache::apply`].
+    pub fn follow(
+        &mut self,
+        client: Arc<dyn ApiClient>,
+        resource: &'static ResourceType,
+        sink: impl FnMut(u64, Feed) -> bool + 'static,
+    ) {
+        self.feed.start(client, resource, Scope::default(), sink);
+    }
+
+    /// Stops following, and forgets everything.
+    pub fn let_go(&mut self) {
+        self.feed.stop();
+        self.objects.clear();
+    }
+
+    /// Applies a report of run `run` (nothing, for a run let go).
+    pub fn apply(&mut self, run: u64, feed: Feed) -> Applied {
+        if !self.feed.is_current(run) {
+            return Applied::Nothing;
+        }
+        self.objects.apply(feed)
+    }
+
+    pub fn objects(&self) -> &ObjectCache {
+        &self.objects
     }
 }
 

@@ -139,7 +139,7 @@ pub async fn list_watch(
 /// for): started and stopped at will. Each run has a generation, so that what a stopped run
 /// had already sent is told from the current run's feed.
 #[derive(Debug, Default)]
-pub struct OnDemand {
+pub(crate) struct OnDemand {
     running: Option<Arc<AtomicBool>>,
     generation: u64,
 }

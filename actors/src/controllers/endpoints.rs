@@ -16,8 +16,8 @@ use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::selects;
-use crate::client::cache::{key_of, Applied, Key, ObjectCache};
-use crate::client::informer::{self, Feed, OnDemand, Scope};
+use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
+use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
 use crate::model::{json, resources, ResourceType};
@@ -40,8 +40,7 @@ pub struct EndpointsController {
     client: Arc<dyn ApiClient>,
     services: BTreeMap<Key, Value>,
     /// Every pod, while any service has a selector.
-    pods: ObjectCache,
-    pod_feed: OnDemand,
+    pods: OnDemandCache,
     dirty: BTreeSet<Key>,
     sync_queued: bool,
     /// How many writes in a row failed, per service.
@@ -75,8 +74,7 @@ impl EndpointsController {
         Self {
             client,
             services: BTreeMap::new(),
-            pods: ObjectCache::default(),
-            pod_feed: OnDemand::default(),
+            pods: OnDemandCache::default(),
             dirty: BTreeSet::new(),
             sync_queued: false,
             retries: HashMap::new(),
@@ -95,13 +93,12 @@ impl EndpointsController {
     fn follow_pods(&mut self, ctx: &mut Context<Self>) {
         if self.services.values().any(|s| selector(s).is_some()) {
             let addr = ctx.address();
-            self.pod_feed.start(self.client.clone(), pods(), Scope::default(), move |run, feed| {
+            self.pods.follow(self.client.clone(), pods(), move |run, feed| {
                 addr.do_send(Pods(run, feed));
                 addr.connected()
             });
         } else {
-            self.pod_feed.stop();
-            self.pods.clear();
+            self.pods.let_go();
         }
     }
 
@@ -140,6 +137,7 @@ impl EndpointsController {
                 let Some(selector) = selector(service) else { return };
                 let selected: Vec<&Value> = self
                     .pods
+                    .objects()
                     .in_namespace(&namespace)
                     .filter(|pod| selects(selector, pod_labels(pod)))
                     .collect();
@@ -368,7 +366,7 @@ impl Actor for EndpointsController {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.pod_feed.stop();
+        self.pods.let_go();
     }
 }
 
@@ -407,10 +405,7 @@ impl Handler<Pods> for EndpointsController {
     type Result = ();
 
     fn handle(&mut self, Pods(run, feed): Pods, ctx: &mut Context<Self>) {
-        if !self.pod_feed.is_current(run) {
-            return;
-        }
-        match self.pods.apply(feed) {
+        match self.pods.apply(run, feed) {
             Applied::Listed => {
                 let keys: Vec<Key> = self.services.keys().cloned().collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
@@ -434,8 +429,8 @@ impl Handler<SyncDirty> for EndpointsController {
         for key in dirty {
             // A service with a selector waits for the pods to be listed (a gone one does not),
             // and any waits for its write in flight.
-            let unlisted =
-                self.services.get(&key).and_then(selector).is_some() && !self.pods.is_listed();
+            let unlisted = self.services.get(&key).and_then(selector).is_some()
+                && !self.pods.objects().is_listed();
             if unlisted || self.in_flight.contains(&key) {
                 self.dirty.insert(key);
             } else {

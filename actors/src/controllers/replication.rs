@@ -22,9 +22,9 @@ use serde_json::{json, Map, Value};
 
 use super::retry_delay;
 use super::selects;
-use crate::client::cache::{key_of, Applied, Key, ObjectCache};
+use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
 use crate::client::events::{self, EventKind, ObjectRef};
-use crate::client::informer::{self, Feed, OnDemand, Scope};
+use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, PatchType};
 use crate::model::{json, resources, ResourceType};
@@ -65,9 +65,7 @@ pub struct ReplicationManager {
     client: Arc<dyn ApiClient>,
     controllers: BTreeMap<Key, Value>,
     /// Every pod, while any controller exists.
-    pods: ObjectCache,
-    /// The pod list-watch, run while any controller exists.
-    pod_feed: OnDemand,
+    pods: OnDemandCache,
     expectations: HashMap<Key, Expectations>,
     /// The last failure to create or delete a controller's pods (its `ReplicaFailure`): the
     /// reason and the message.
@@ -119,8 +117,7 @@ impl ReplicationManager {
         Self {
             client,
             controllers: BTreeMap::new(),
-            pods: ObjectCache::default(),
-            pod_feed: OnDemand::default(),
+            pods: OnDemandCache::default(),
             expectations: HashMap::new(),
             failures: HashMap::new(),
             retries: HashMap::new(),
@@ -140,11 +137,10 @@ impl ReplicationManager {
     /// Follows pods while there are controllers, and forgets them when there are none.
     fn follow_pods(&mut self, ctx: &mut Context<Self>) {
         if self.controllers.is_empty() {
-            self.pod_feed.stop();
-            self.pods.clear();
+            self.pods.let_go();
         } else {
             let addr = ctx.address();
-            self.pod_feed.start(self.client.clone(), pods(), Scope::default(), move |run, feed| {
+            self.pods.follow(self.client.clone(), pods(), move |run, feed| {
                 addr.do_send(Pods(run, feed));
                 addr.connected()
             });
@@ -200,17 +196,18 @@ impl ReplicationManager {
             self.retries.remove(key);
             return;
         };
-        let Some(selector) = selector(&rc).cloned() else { return };
-        let uid = object_uid(&rc).to_string();
+        let Some(selector) = selector(&rc) else { return };
+        let uid = object_uid(&rc);
         let deleting = is_terminating(&rc);
-        let (mut owned, mut adopt, mut release) = (Vec::new(), Vec::new(), Vec::new());
+        // What to do is worked out on the cached pods; only the few acted on are copied.
+        let (mut adopt, mut release, mut owned) = (Vec::new(), Vec::new(), Vec::new());
         // Only active pods are claimed, as in Kubernetes: finished or deleted ones are let be.
-        for pod in self.pods.in_namespace(&key.0).filter(|pod| is_active(pod)) {
-            let matches = selects(&selector, labels(pod));
+        for pod in self.pods.objects().in_namespace(&key.0).filter(|pod| is_active(pod)) {
+            let matches = selects(selector, labels(pod));
             match controller_ref(pod) {
-                Some(owner) if owner.get("uid").and_then(Value::as_str) == Some(&uid) => {
+                Some(owner) if owner.get("uid").and_then(Value::as_str) == Some(uid) => {
                     if matches {
-                        owned.push(pod.clone());
+                        owned.push(pod);
                     } else if !deleting {
                         release.push(pod.clone());
                     }
@@ -218,32 +215,37 @@ impl ReplicationManager {
                 Some(_) => {}
                 None if matches && !deleting => {
                     adopt.push(pod.clone());
-                    owned.push(pod.clone());
+                    owned.push(pod);
                 }
                 None => {}
             }
         }
+        let manage = !deleting && self.expectations.get(key).is_none_or(Expectations::met);
+        let wanted = json::at(&rc, "/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
+        let missing = if manage { wanted.saturating_sub(owned.len()).min(BURST) } else { 0 };
+        let surplus = if manage { owned.len().saturating_sub(wanted).min(BURST) } else { 0 };
+        let victims: Vec<Value> = if surplus > 0 {
+            let mut ranked = owned.clone();
+            ranked.sort_by_cached_key(|pod| deletion_rank(pod));
+            ranked[..surplus].iter().map(|pod| (*pod).clone()).collect()
+        } else {
+            Vec::new()
+        };
+        // Victims still count until they are seen gone.
+        let (status, recheck) = self.status_of(key, &rc, &owned);
         for pod in adopt {
             self.adopt(&rc, &pod, ctx);
         }
         for pod in release {
             self.release(&rc, &pod, ctx);
         }
-        let expectations_met = self.expectations.get(key).is_none_or(Expectations::met);
-        if !deleting && expectations_met {
-            let wanted =
-                json::at(&rc, "/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
-            if owned.len() < wanted {
-                self.create(key, &rc, (wanted - owned.len()).min(BURST), ctx);
-            } else if owned.len() > wanted {
-                let surplus = (owned.len() - wanted).min(BURST);
-                owned.sort_by_cached_key(deletion_rank);
-                let victims: Vec<Value> = owned.drain(..surplus).collect();
-                owned.extend(victims.iter().cloned()); // still there until seen gone
-                self.delete(key, &rc, victims, ctx);
-            }
+        if missing > 0 {
+            self.create(key, &rc, missing, ctx);
         }
-        self.write_status(key, &rc, &owned, ctx);
+        if !victims.is_empty() {
+            self.delete(key, &rc, victims, ctx);
+        }
+        self.write_status(key, &rc, status, recheck, ctx);
     }
 
     /// Waits for `expected` before counting the controller's pods again; looks again when the
@@ -376,8 +378,9 @@ impl ReplicationManager {
         );
     }
 
-    /// Writes the controller's status when it differs from what it holds.
-    fn write_status(&mut self, key: &Key, rc: &Value, owned: &[Value], ctx: &mut Context<Self>) {
+    /// The status a controller's `owned` pods give it, and in how many seconds a ready pod
+    /// becomes available (when one is waiting out `minReadySeconds`).
+    fn status_of(&self, key: &Key, rc: &Value, owned: &[&Value]) -> (Value, Option<i64>) {
         let template_labels =
             json::at(rc, "/spec/template/metadata/labels").and_then(Value::as_object);
         let min_ready = json::at(rc, "/spec/minReadySeconds").and_then(Value::as_i64).unwrap_or(0);
@@ -398,13 +401,6 @@ impl ReplicationManager {
                 next_available = Some(next_available.map_or(wait, |w: i64| w.min(wait)));
             }
         }
-        if let Some(wait) = next_available {
-            let key = key.clone();
-            ctx.run_later(Duration::from_secs(wait.max(1) as u64), move |actor, ctx| {
-                actor.mark(key, ctx);
-            });
-        }
-        let old = rc.get("status").cloned().unwrap_or(json!({}));
         let mut status = Map::new();
         status.insert("replicas".into(), json!(owned.len()));
         for (field, count) in [
@@ -420,8 +416,7 @@ impl ReplicationManager {
             status.insert("observedGeneration".into(), generation.clone());
         }
         if let Some((reason, message)) = self.failures.get(key) {
-            let unchanged = old
-                .get("conditions")
+            let unchanged = json::at(rc, "/status/conditions")
                 .and_then(Value::as_array)
                 .and_then(|c| c.iter().find(|c| c["type"] == "ReplicaFailure"))
                 .filter(|c| c["message"] == message.as_str())
@@ -432,8 +427,26 @@ impl ReplicationManager {
             });
             status.insert("conditions".into(), json!([condition]));
         }
-        let status = Value::Object(status);
-        if status == old {
+        (Value::Object(status), next_available)
+    }
+
+    /// Writes `status` when it differs from what the controller holds, and looks again when a
+    /// pod becomes available (`recheck` seconds).
+    fn write_status(
+        &mut self,
+        key: &Key,
+        rc: &Value,
+        status: Value,
+        recheck: Option<i64>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(wait) = recheck {
+            let key = key.clone();
+            ctx.run_later(Duration::from_secs(wait.max(1) as u64), move |actor, ctx| {
+                actor.mark(key, ctx);
+            });
+        }
+        if rc.get("status") == Some(&status) {
             return;
         }
         let mut updated = rc.clone();
@@ -544,7 +557,7 @@ impl Actor for ReplicationManager {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.pod_feed.stop();
+        self.pods.let_go();
     }
 }
 
@@ -583,15 +596,12 @@ impl Handler<Controllers> for ReplicationManager {
 impl Handler<Pods> for ReplicationManager {
     type Result = ();
 
-    fn handle(&mut self, Pods(generation, feed): Pods, ctx: &mut Context<Self>) {
-        if !self.pod_feed.is_current(generation) {
-            return; // a feed that has been let go
-        }
+    fn handle(&mut self, Pods(run, feed): Pods, ctx: &mut Context<Self>) {
         let change = match &feed {
             Feed::Changed(kind, _) => Some(*kind),
             _ => None,
         };
-        match self.pods.apply(feed) {
+        match self.pods.apply(run, feed) {
             // What was created or deleted while the watch was down is in the list, not in
             // events: no expectation is left waiting for them.
             Applied::Listed => {
@@ -618,7 +628,7 @@ impl Handler<SyncDirty> for ReplicationManager {
 
     fn handle(&mut self, _: SyncDirty, ctx: &mut Context<Self>) {
         self.sync_queued = false;
-        if !self.pods.is_listed() {
+        if !self.pods.objects().is_listed() {
             return; // marked again once the pods are listed
         }
         let dirty = std::mem::take(&mut self.dirty);
