@@ -1466,36 +1466,46 @@ mod tests {
     async fn a_delete_that_marks_its_object_is_retried_over_concurrent_writes() {
         let core = crate::testing::core().await;
         let rcs = resources::find("", "v1", "replicationcontrollers").unwrap();
-        let rc = json!({"metadata": {"name": "busy"}, "spec": {"replicas": 0,
-            "selector": {"a": "b"}, "template": {"metadata": {"labels": {"a": "b"}},
-            "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        core.create(rcs, "default", rc, &WriteOptions::default()).await.unwrap();
-        // A controller writes the status over and over, as the replication manager does.
-        let writer = core.clone();
-        let busy = tokio::spawn(async move {
-            for i in 0..300 {
-                let status = json!({"status": {"replicas": 0, "observedGeneration": i}});
-                let patched = writer
-                    .patch(
-                        rcs,
-                        "default",
-                        "busy",
-                        PatchType::Merge,
-                        &status,
-                        true,
-                        &WriteOptions::default(),
-                    )
-                    .await;
-                if patched.is_err() {
-                    break; // gone
-                }
+        let names: Vec<String> = (0..20).map(|i| format!("busy-{i}")).collect();
+        let mut writers = Vec::new();
+        for name in &names {
+            let rc = json!({"metadata": {"name": name}, "spec": {"replicas": 0,
+                "selector": {"a": "b"}, "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+            core.create(rcs, "default", rc, &WriteOptions::default()).await.unwrap();
+            // Controllers write each one's status over and over, as the replication manager
+            // does, until it is gone.
+            for _ in 0..3 {
+                let (writer, name) = (core.clone(), name.clone());
+                writers.push(tokio::spawn(async move {
+                    for i in 0.. {
+                        let status = json!({"status": {"replicas": 0, "observedGeneration": i}});
+                        let options = WriteOptions::default();
+                        let patch = PatchType::Merge;
+                        let patched =
+                            writer.patch(rcs, "default", &name, patch, &status, true, &options);
+                        if patched.await.is_err() {
+                            break; // gone
+                        }
+                    }
+                }));
             }
-        });
+        }
         tokio::task::yield_now().await;
-        // The API default for a replication controller orphans: a finalizer is written.
-        let deleted = core.delete(rcs, "default", "busy", &DeleteOptions::default()).await;
-        assert!(deleted.is_ok(), "{deleted:?}");
-        busy.await.unwrap();
+        // The API default for a replication controller orphans: each delete writes a finalizer
+        // over the status writes racing it.
+        let options = DeleteOptions::default();
+        let deletes = names.iter().map(|name| core.delete(rcs, "default", name, &options));
+        for deleted in futures::future::join_all(deletes).await {
+            assert!(deleted.is_ok(), "{deleted:?}");
+        }
+        for name in &names {
+            let key = ObjectKey::new(rcs, "default", name);
+            let gone = core.store.get(&key).await.unwrap();
+            // Marked (the orphan finalizer waits for a collector this test does not run).
+            assert!(gone.is_some_and(|rc| rc.deleting), "{name}");
+        }
+        writers.into_iter().for_each(|w| w.abort());
     }
 
     #[actix::test]
