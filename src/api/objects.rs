@@ -121,17 +121,8 @@ async fn dispatch(
             return finalize(&req, payload, resource, name, &query, &state).await;
         }
         (Some("proxy"), Some(name)) => {
-            let path = target.proxy_path.as_deref().unwrap_or("");
-            return super::proxy::serve(
-                &req,
-                payload,
-                &state,
-                resource.plural,
-                namespace,
-                name,
-                path,
-            )
-            .await;
+            return super::proxy::serve(&req, payload, &state, resource.plural, namespace, name)
+                .await;
         }
         _ => {}
     }

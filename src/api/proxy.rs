@@ -1,10 +1,13 @@
-//! The `proxy` subresources of nodes and pods: `nodes/{name}/proxy/{path}` reaches the node's
-//! agent (its kubelet port, at the Node's InternalIP), `pods/{name}[:port]/proxy/{path}` the
-//! pod's IP (port 80 unless named). The request's method, query, body and content headers go
-//! through; the answer comes back as it is. Only those addresses are reached, checked as
-//! kube-apiserver checks them: a pod must be running on a node and have an IP of that node's
-//! pod CIDR (or the node's own, for host-network pods); a node's address must be one a node can
-//! have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
+//! The `proxy` subresources of nodes, pods and services: `nodes/{name}/proxy/{path}` reaches
+//! the node's agent (its kubelet port, at the Node's InternalIP), `pods/{name}[:port]/proxy/{path}`
+//! the pod's IP (the port named, else the first port a container declares, else 80), and
+//! `services/{name}[:port]/proxy/{path}` one ready endpoint of the service (the service port
+//! named by its name or number; round robin over the addresses). The request's method, query,
+//! body and content headers go through; the answer comes back as it is. Only those addresses
+//! are reached, checked as kube-apiserver checks them: a pod must be running on a node and have
+//! an IP of that node's pod CIDR (or the node's own, for host-network pods); an endpoint must
+//! name a pod of the service's namespace that has its IP; a node's address must be one a node
+//! can have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
 //! the client, never followed; upgrades (exec, attach, port-forward streams) are refused.
 
 use actix_web::http::header;
@@ -15,6 +18,7 @@ use kplane_actors::core::ApiError;
 use kplane_actors::model::resources;
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::AppState;
 use crate::error::HttpError;
@@ -24,48 +28,45 @@ use crate::error::HttpError;
 const REQUEST_HEADERS: &[&str] = &["accept", "content-type", "user-agent"];
 const RESPONSE_HEADERS: &[&str] = &["content-type", "location", "cache-control"];
 
-/// Serves `{resource}/{name}/proxy/{path}` for nodes and pods.
+/// Serves `{resource}/{id}/proxy/{path}` for nodes, pods and services.
 pub async fn serve(
     req: &HttpRequest,
     payload: web::Payload,
     state: &AppState,
     plural: &str,
     namespace: &str,
-    name: &str,
-    path: &str,
+    id: &str,
 ) -> Result<HttpResponse, HttpError> {
     if req.headers().contains_key(header::UPGRADE) {
         return Err(HttpError::BadRequest(
             "upgrade requests are not proxied: use the pod's exec, attach or portforward".into(),
         ));
     }
-    let (name, port) = match name.rsplit_once(':') {
-        Some((name, port)) => {
-            let port = port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                HttpError::BadRequest(format!("invalid port {port:?} in {name:?}"))
-            })?;
-            (name, Some(port))
-        }
-        None => (name, None),
-    };
+    let target = ProxyId::parse(id)?;
     let mut url = match plural {
         "nodes" => {
-            if port.is_some() {
+            if target.port.is_some() {
                 return Err(HttpError::BadRequest(
                     "a node is proxied to its agent's port only".into(),
                 ));
             }
-            agent_url(state, name).await?
+            agent_url(state, target.name).await?
         }
-        _ => pod_url(state, namespace, name, port.unwrap_or(80)).await?,
+        "services" => service_url(state, namespace, &target).await?,
+        _ => {
+            let port = match target.port {
+                Some(port) => Some(port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(
+                    || HttpError::BadRequest(format!("invalid port {port:?} in {id:?}")),
+                )?),
+                None => None,
+            };
+            pod_url(state, namespace, target.name, port).await?
+        }
     };
-    // The path as sent, not as parsed: its trailing slash and its escapes mean something.
-    let raw_path = req.uri().path();
-    let marker = format!("/{name}/proxy");
-    let path = match raw_path.find(&marker) {
-        Some(at) => &raw_path[at + marker.len()..],
-        None => path,
-    };
+    // The path as sent, not as parsed: its trailing slash and its escapes mean something. It
+    // follows `/api/v1/namespaces/{ns}/{plural}/{id}/proxy` (or `/api/v1/nodes/{id}/proxy`),
+    // or the older `/api/v1/proxy/namespaces/{ns}/{plural}/{id}`: as many segments either way.
+    let path = after_segments(req.uri().path(), if namespace.is_empty() { 5 } else { 7 });
     url.set_path(&format!("/{}", path.trim_start_matches('/')));
     url.set_query(req.uri().query());
     let body = super::body::read(payload, state.max_body_bytes).await?;
@@ -77,6 +78,7 @@ pub async fn serve(
             request = request.header(*name, value.as_bytes());
         }
     }
+    let name = target.name;
     let response = request
         .send()
         .await
@@ -92,6 +94,46 @@ pub async fn serve(
     }
     let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
     Ok(answer.streaming(body))
+}
+
+/// `path` after its first `n` segments, as it is (a trailing slash kept).
+fn after_segments(path: &str, n: usize) -> &str {
+    let mut rest = path;
+    for _ in 0..n {
+        rest = rest.trim_start_matches('/');
+        rest = &rest[rest.find('/').unwrap_or(rest.len())..];
+    }
+    rest
+}
+
+/// What a proxy request names: `[scheme:]name[:port]`, as Kubernetes splits it. kplane's
+/// proxy speaks plain HTTP to its backends, so the scheme may be `http` or left out.
+#[derive(Debug, PartialEq, Eq)]
+struct ProxyId<'a> {
+    name: &'a str,
+    port: Option<&'a str>,
+}
+
+impl<'a> ProxyId<'a> {
+    fn parse(id: &'a str) -> Result<Self, HttpError> {
+        let invalid = || HttpError::BadRequest(format!("invalid proxy request {id:?}"));
+        let parts: Vec<&str> = id.split(':').collect();
+        let (scheme, name, port) = match parts.as_slice() {
+            [name] => ("", *name, None),
+            [name, port] => ("", *name, Some(*port)),
+            [scheme, name, port] => (*scheme, *name, Some(*port)),
+            _ => return Err(invalid()),
+        };
+        match scheme {
+            "" | "http" if !name.is_empty() => {
+                Ok(ProxyId { name, port: port.filter(|p| !p.is_empty()) })
+            }
+            "https" => Err(HttpError::BadRequest(format!(
+                "{id:?}: kplane proxies plain HTTP only, not https"
+            ))),
+            _ => Err(invalid()),
+        }
+    }
 }
 
 /// The base URL of node `node`'s agent: the InternalIP and the kubelet port it publishes (503
@@ -133,16 +175,18 @@ fn reachable(address: &str) -> Option<IpAddr> {
     (!refused).then_some(ip)
 }
 
-/// `http://{podIP}:{port}/` of a running pod.
+/// `http://{podIP}:{port}/` of a running pod; without a port, the first one a container
+/// declares, else 80 (as Kubernetes picks it).
 async fn pod_url(
     state: &AppState,
     namespace: &str,
     name: &str,
-    port: u16,
+    port: Option<u16>,
 ) -> Result<reqwest::Url, HttpError> {
     let pods = resources::find("", "v1", "pods").expect("pods are served");
     let pod = state.core.get(pods, namespace, name).await?.to_value();
     let refuse = |why: &str| Err(HttpError::BadRequest(format!("pod {name} {why}")));
+    let port = port.or_else(|| first_container_port(&pod)).unwrap_or(80);
     if pod.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
         return refuse("is not running");
     }
@@ -169,6 +213,76 @@ async fn pod_url(
     http_url(ip, port)
 }
 
+fn first_container_port(pod: &Value) -> Option<u16> {
+    let containers = pod.pointer("/spec/containers")?.as_array()?;
+    let declared = containers.iter().find_map(|c| c["ports"].as_array().and_then(|p| p.first()))?;
+    declared["containerPort"].as_u64().and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0)
+}
+
+/// Spreads a service's proxied requests over its addresses.
+static NEXT_ENDPOINT: AtomicUsize = AtomicUsize::new(0);
+
+/// `http://{address}:{port}/` of one ready endpoint of service `target.name`, for the service
+/// port `target.port` names (its name, or its number), as kube-apiserver picks it: the
+/// service's Endpoints, a subset with that port, an address whose pod is in the service's
+/// namespace and has that IP (and passes the pod proxy's checks); 503 when there is none.
+async fn service_url(
+    state: &AppState,
+    namespace: &str,
+    target: &ProxyId<'_>,
+) -> Result<reqwest::Url, HttpError> {
+    let service = target.name;
+    let mut port_name = target.port.unwrap_or("").to_owned();
+    if let Ok(number) = port_name.parse::<u64>() {
+        let services = resources::find("", "v1", "services").expect("services are served");
+        let object = state.core.get(services, namespace, service).await?.to_value();
+        let ports = object.pointer("/spec/ports").and_then(Value::as_array);
+        let declared = ports.into_iter().flatten().find(|p| p["port"].as_u64() == Some(number));
+        let Some(declared) = declared else {
+            let message = format!("no service port {number} found for service {service:?}");
+            return Err(unavailable(message));
+        };
+        port_name = declared["name"].as_str().unwrap_or("").to_owned();
+    }
+    let endpoints = resources::find("", "v1", "endpoints").expect("endpoints are served");
+    let object = state.core.get(endpoints, namespace, service).await?.to_value();
+    let subsets = object["subsets"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let start = NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed);
+    for i in 0..subsets.len() {
+        let subset = &subsets[(start + i) % subsets.len()];
+        let addresses = subset["addresses"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let ports = subset["ports"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let port = ports.iter().find(|p| p["name"].as_str().unwrap_or("") == port_name);
+        let Some(port) = port.and_then(|p| p["port"].as_u64()).and_then(|p| u16::try_from(p).ok())
+        else {
+            continue;
+        };
+        for j in 0..addresses.len() {
+            let address = &addresses[(start + j) % addresses.len()];
+            if let Some(url) = endpoint_url(state, namespace, address, port).await {
+                return Ok(url);
+            }
+        }
+    }
+    Err(unavailable(format!("no endpoints available for service {:?}", target.name)))
+}
+
+/// The URL of one endpoint address, when it names a pod of `namespace` that has its IP and
+/// may be proxied to.
+async fn endpoint_url(
+    state: &AppState,
+    namespace: &str,
+    address: &Value,
+    port: u16,
+) -> Option<reqwest::Url> {
+    let target = &address["targetRef"];
+    let names_a_pod = target["kind"] == "Pod" && target["namespace"] == namespace;
+    let pod = target["name"].as_str().filter(|_| names_a_pod)?;
+    let url = pod_url(state, namespace, pod, Some(port)).await.ok()?;
+    let ip: IpAddr = address["ip"].as_str()?.parse().ok()?;
+    (url.host_str()?.trim_matches(['[', ']']).parse::<IpAddr>().ok()? == ip).then_some(url)
+}
+
 fn http_url(ip: IpAddr, port: u16) -> Result<reqwest::Url, HttpError> {
     reqwest::Url::parse(&format!("http://{}/", SocketAddr::new(ip, port)))
         .map_err(|e| unavailable(format!("address {ip}: {e}")))
@@ -181,6 +295,28 @@ pub(super) fn unavailable(message: String) -> HttpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proxy_ids_split_as_kubernetes_splits_them() {
+        let id = |name, port| ProxyId { name, port };
+        assert_eq!(ProxyId::parse("web").unwrap(), id("web", None));
+        assert_eq!(ProxyId::parse("web:8080").unwrap(), id("web", Some("8080")));
+        assert_eq!(ProxyId::parse("web:http").unwrap(), id("web", Some("http")));
+        assert_eq!(ProxyId::parse("http:web:80").unwrap(), id("web", Some("80")));
+        assert_eq!(ProxyId::parse("web:").unwrap(), id("web", None));
+        for refused in ["https:web:443", "ftp:web:21", ":80", "a:b:c:d", "http::80"] {
+            assert!(ProxyId::parse(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_proxied_path_is_the_rest_as_sent() {
+        let rest = |path| after_segments(path, 7);
+        assert_eq!(rest("/api/v1/namespaces/ns/pods/web/proxy/a%2Fb/"), "/a%2Fb/");
+        assert_eq!(rest("/api/v1/proxy/namespaces/ns/services/web:80/x"), "/x");
+        assert_eq!(rest("/api/v1/namespaces/ns/pods/web/proxy"), "");
+        assert_eq!(after_segments("/api/v1/nodes/n1/proxy/", 5), "/");
+    }
 
     #[test]
     fn only_addresses_a_node_or_pod_can_have_are_reached() {

@@ -14,8 +14,6 @@ pub struct Target {
     pub subresource: Option<String>,
     /// The legacy `/watch/` path prefix was used.
     pub legacy_watch: bool,
-    /// The path after `{name}/proxy`, for the `proxy` subresource.
-    pub proxy_path: Option<String>,
 }
 
 /// Parses the segments after the group-version prefix (`/api/v1` or `/apis/g/v`).
@@ -25,11 +23,21 @@ pub fn parse(group: &str, version: &str, path: &str) -> Result<Target, HttpError
     if legacy_watch {
         segments.remove(0);
     }
+    // `/api/v1/proxy/namespaces/{ns}/{plural}/{name}/{path}` (and `/api/v1/proxy/nodes/..`):
+    // the older spelling of the proxy subresource, which the source documents use.
+    if segments.first() == Some(&"proxy") && group.is_empty() {
+        segments.remove(0);
+        let at = if segments.first() == Some(&"namespaces") { 4 } else { 2 };
+        if segments.len() < at {
+            return Err(HttpError::NoSuchPath);
+        }
+        segments.insert(at, "proxy");
+    }
     let find = |plural: &str| resources::find(group, version, plural).ok_or(HttpError::NoSuchPath);
     let owned = |s: &&str| s.to_string();
     let target = match segments.as_slice() {
         // `{name}/proxy/{path...}`: the proxy subresource carries a path of its own.
-        ["namespaces", ns, plural, name, "proxy", path @ ..]
+        ["namespaces", ns, plural, name, "proxy", ..]
             if find(plural).is_ok_and(|r| r.namespaced) =>
         {
             Target {
@@ -38,16 +46,14 @@ pub fn parse(group: &str, version: &str, path: &str) -> Result<Target, HttpError
                 name: Some(name.to_string()),
                 subresource: Some("proxy".into()),
                 legacy_watch,
-                proxy_path: Some(path.join("/")),
             }
         }
-        [plural, name, "proxy", path @ ..] if find(plural).is_ok_and(|r| !r.namespaced) => Target {
+        [plural, name, "proxy", ..] if find(plural).is_ok_and(|r| !r.namespaced) => Target {
             resource: find(plural)?,
             namespace: None,
             name: Some(name.to_string()),
             subresource: Some("proxy".into()),
             legacy_watch,
-            proxy_path: Some(path.join("/")),
         },
         // `/namespaces/{ns}/{resource}[/{name}[/{sub}]]` when the third segment names a
         // namespaced resource; otherwise it is the namespace object itself.
@@ -60,7 +66,6 @@ pub fn parse(group: &str, version: &str, path: &str) -> Result<Target, HttpError
                 name: rest.first().map(owned),
                 subresource: rest.get(1).map(owned),
                 legacy_watch,
-                proxy_path: None,
             }
         }
         [plural, rest @ ..] if rest.len() <= 2 => {
@@ -74,7 +79,6 @@ pub fn parse(group: &str, version: &str, path: &str) -> Result<Target, HttpError
                 name: rest.first().map(owned),
                 subresource: rest.get(1).map(owned),
                 legacy_watch,
-                proxy_path: None,
             }
         }
         _ => return Err(HttpError::NoSuchPath),
@@ -123,12 +127,21 @@ mod tests {
         );
         assert_eq!(t("nodes/n1"), Some(("nodes".into(), None, s("n1"), None, false)));
         assert_eq!(t("watch/namespaces/ns/pods"), Some(("pods".into(), s("ns"), None, None, true)));
-        let proxied = parse("", "v1", "namespaces/ns/pods/web:8080/proxy/a/b").unwrap();
-        assert_eq!((proxied.name, proxied.proxy_path), (s("web:8080"), s("a/b")));
-        let node = parse("", "v1", "nodes/n1/proxy/metrics").unwrap();
-        assert_eq!((node.subresource, node.proxy_path), (s("proxy"), s("metrics")));
-        assert_eq!(parse("", "v1", "nodes/n1/proxy").unwrap().proxy_path, s(""));
-        assert!(parse("", "v1", "namespaces/ns/configmaps/c/proxy/x").is_err());
+        let proxied = Some(("pods".into(), s("ns"), s("web:8080"), s("proxy"), false));
+        assert_eq!(t("namespaces/ns/pods/web:8080/proxy/a/b"), proxied);
+        assert_eq!(t("proxy/namespaces/ns/pods/web:8080/a/b"), proxied);
+        assert_eq!(t("proxy/namespaces/ns/pods/web:8080"), proxied);
+        let service = Some(("services".into(), s("ns"), s("web"), s("proxy"), false));
+        assert_eq!(t("namespaces/ns/services/web/proxy/"), service);
+        assert_eq!(t("proxy/namespaces/ns/services/web/demo/"), service);
+        let node = Some(("nodes".into(), None, s("n1"), s("proxy"), false));
+        assert_eq!(t("nodes/n1/proxy/metrics"), node);
+        assert_eq!(t("nodes/n1/proxy"), node);
+        assert_eq!(t("proxy/nodes/n1/metrics"), node);
+        assert_eq!(t("namespaces/ns/configmaps/c/proxy/x"), None);
+        assert_eq!(t("proxy/namespaces/ns/configmaps/c"), None);
+        assert_eq!(t("proxy/namespaces/ns/pods"), None);
+        assert_eq!(t("proxy/nodes"), None);
         assert_eq!(t("pods/p"), None);
         assert_eq!(t("widgets"), None);
         assert_eq!(t("namespaces/ns/pods/p/bogus"), None);

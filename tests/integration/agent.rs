@@ -119,11 +119,13 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     });
 
     // A built-in image answering HTTP on its own pod IP.
-    let web = pod_on(
+    let mut web = pod_on(
         "web",
         "node-a",
-        json!({"name": "web", "image": "kplane/agnhost:2.40", "args": ["netexec", "--http-port=8080"]}),
+        json!({"name": "web", "image": "kplane/agnhost:2.40", "args": ["netexec", "--http-port=8080"],
+            "ports": [{"name": "http", "containerPort": 8080}]}),
     );
+    web["metadata"]["labels"] = json!({"app": "web"});
     assert_eq!(server.post("/api/v1/namespaces/default/pods", &web).0, 201);
     let running = wait_pod(&server, "web", "web is Ready", |p| {
         condition(p, "Ready").as_deref() == Some("True")
@@ -157,6 +159,60 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert_eq!((code, location.as_deref()), (302, Some("/hostname")), "not followed");
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), true).0, 400, "no upgrade");
     assert_eq!(raw("/api/v1/nodes/node-a:22/proxy/", false).0, 400, "only the agent's port");
+    // Without a port, a pod is reached at the first port a container declares.
+    let default_port = raw("/api/v1/namespaces/default/pods/web/proxy/hostname", false);
+    assert_eq!(default_port, (200, None, "web".into()));
+    // The older spelling the source documents use.
+    let legacy = raw("/api/v1/proxy/namespaces/default/pods/web:8080/hostname", false);
+    assert_eq!(legacy, (200, None, "web".into()));
+    assert_eq!(raw("/api/v1/proxy/nodes/node-a/healthz", false), (200, None, "ok".into()));
+
+    // A service is reached at one of its ready endpoints, by port name or number.
+    let service = |name: &str, port: Value| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": "web"}, "ports": [port]}})
+    };
+    let named = service("web", json!({"name": "http", "port": 80, "targetPort": "http"}));
+    let unnamed = service("plain", json!({"port": 80, "targetPort": 8080}));
+    let nobody = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nobody"},
+        "spec": {"selector": {"app": "none"}, "ports": [{"port": 80}]}});
+    for body in [&named, &unnamed, &nobody] {
+        assert_eq!(server.post("/api/v1/namespaces/default/services", body).0, 201);
+    }
+    let services = "/api/v1/namespaces/default/services";
+    wait_until(WAIT, "the services' endpoints", || {
+        ["web", "plain"].iter().all(|s| {
+            let (_, endpoints) = server.get(&format!("/api/v1/namespaces/default/endpoints/{s}"));
+            endpoints["subsets"][0]["addresses"][0]["ip"] == ip.as_str()
+        }) && server.get("/api/v1/namespaces/default/endpoints/nobody").0 == 200
+    });
+    for path in [
+        format!("{services}/web:http/proxy/hostname"),
+        format!("{services}/web:80/proxy/hostname"),
+        format!("{services}/http:web:80/proxy/hostname"),
+        format!("{services}/plain/proxy/hostname"),
+        "/api/v1/proxy/namespaces/default/services/plain/hostname".to_string(),
+        "/api/v1/proxy/namespaces/default/services/web:http/hostname".to_string(),
+    ] {
+        assert_eq!(raw(&path, false), (200, None, "web".into()), "{path}");
+    }
+    let (code, _, body) = raw(&format!("{services}/plain/proxy/echo?msg=hi%20there"), false);
+    assert_eq!((code, body.as_str()), (200, "hi there"), "the query goes through");
+    // As in Kubernetes: a named port must be named; an unknown number, no endpoint: 503.
+    let unavailable = |path: String, message: &str| {
+        let (code, _, body) = raw(&path, false);
+        assert_eq!(code, 503, "{path}: {body}");
+        let status: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(status["message"], message, "{path}");
+    };
+    unavailable(format!("{services}/web/proxy/"), "no endpoints available for service \"web\"");
+    unavailable(format!("{services}/web:81/proxy/"), "no service port 81 found for service \"web\"");
+    unavailable(
+        format!("{services}/nobody/proxy/"),
+        "no endpoints available for service \"nobody\"",
+    );
+    assert_eq!(raw(&format!("{services}/nope/proxy/"), false).0, 404);
+    assert_eq!(raw(&format!("{services}/https:web:http/proxy/"), false).0, 400);
     // A pod whose IP is not of its node's pod CIDR (status is writable) is not reached.
     let web_status = "/api/v1/namespaces/default/pods/web/status";
     let set_ip = |ip: &str| {
@@ -173,8 +229,13 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     let (code, _, refused) = raw(&format!("{pod_proxy}/hostname"), false);
     assert_eq!(code, 400, "{refused}");
     assert!(refused.contains("outside its node's pod CIDR"), "{refused}");
+    // Nor through a service: its endpoint's pod no longer has the endpoint's IP, or is refused.
+    assert_eq!(raw(&format!("{services}/plain/proxy/hostname"), false).0, 503);
     set_ip(&ip);
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), false).0, 200);
+    wait_until(WAIT, "the service proxied again", || {
+        raw(&format!("{services}/plain/proxy/hostname"), false).0 == 200
+    });
 
     // Logs through the agent's port; the agent's own endpoints.
     let talker = pod_on(

@@ -130,7 +130,7 @@ impl ResourceType {
     }
 }
 
-/// What the `proxy` subresource of nodes and pods serves (as discovery lists it).
+/// What the `proxy` subresource of nodes, pods and services serves (as discovery lists it).
 const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
 
 macro_rules! proxy_sub {
@@ -381,7 +381,7 @@ pub static RESOURCES: &[ResourceType] = &[
         short_names: &["svc"],
         in_category_all: true,
         selectable_fields: &["spec.clusterIP", "spec.type"],
-        subresources: &[status_sub!("Service")],
+        subresources: &[proxy_sub!("ServiceProxyOptions"), status_sub!("Service")],
         name_is_label: true,
     },
     ResourceType {
