@@ -30,6 +30,30 @@ struct RawConfig {
     agent: RawAgent,
     runtime: RawRuntime,
     scheduler: RawScheduler,
+    controllers: RawControllers,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawControllers {
+    node_monitor_grace_period_seconds: u64,
+    node_eviction_rate: f64,
+    secondary_node_eviction_rate: f64,
+    unhealthy_zone_threshold: f64,
+    large_cluster_size_threshold: usize,
+}
+
+impl Default for RawControllers {
+    fn default() -> Self {
+        let defaults = kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig::default();
+        Self {
+            node_monitor_grace_period_seconds: defaults.grace_period.as_secs(),
+            node_eviction_rate: defaults.eviction_rate,
+            secondary_node_eviction_rate: defaults.secondary_eviction_rate,
+            unhealthy_zone_threshold: defaults.unhealthy_zone_threshold,
+            large_cluster_size_threshold: defaults.large_cluster_size,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -137,6 +161,7 @@ impl Default for RawConfig {
             agent: RawAgent::default(),
             runtime: RawRuntime::default(),
             scheduler: RawScheduler::default(),
+            controllers: RawControllers::default(),
         }
     }
 }
@@ -210,6 +235,7 @@ pub struct Settings {
     pub agent: AgentSettings,
     pub scheduler_enabled: bool,
     pub service_ranges: kplane_actors::core::ServiceRanges,
+    pub node_lifecycle: kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig,
 }
 
 /// How the container runtime of a node agent runs containers.
@@ -344,9 +370,11 @@ impl Settings {
         }
         let agent = agent_settings(&raw)?;
         let service_ranges = service_ranges(&raw.server)?;
+        let node_lifecycle = node_lifecycle(&raw.controllers)?;
         Ok(Settings {
             agent,
             service_ranges,
+            node_lifecycle,
             scheduler_enabled: raw.scheduler.enabled,
             data_dir: raw.data_dir,
             log_level: raw.log_level,
@@ -375,6 +403,42 @@ impl Settings {
             )? as u64),
         })
     }
+}
+
+/// Checks the `[controllers]` section.
+fn node_lifecycle(
+    raw: &RawControllers,
+) -> Result<kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig, ConfigError> {
+    let invalid = |key: &'static str, message: &str| ConfigError::Invalid {
+        key,
+        message: message.to_string(),
+    };
+    if raw.node_monitor_grace_period_seconds == 0 {
+        return Err(invalid("controllers.node_monitor_grace_period_seconds", "must be at least 1"));
+    }
+    let rates = [
+        ("controllers.node_eviction_rate", raw.node_eviction_rate),
+        ("controllers.secondary_node_eviction_rate", raw.secondary_node_eviction_rate),
+    ];
+    for (key, rate) in rates {
+        if !(rate.is_finite() && rate >= 0.0) {
+            return Err(invalid(key, "must be a number of nodes a second, 0 or more"));
+        }
+    }
+    let threshold = raw.unhealthy_zone_threshold;
+    if !(threshold > 0.0 && threshold <= 1.0) {
+        return Err(invalid(
+            "controllers.unhealthy_zone_threshold",
+            "must be above 0 and at most 1",
+        ));
+    }
+    Ok(kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig {
+        grace_period: Duration::from_secs(raw.node_monitor_grace_period_seconds),
+        eviction_rate: raw.node_eviction_rate,
+        secondary_eviction_rate: raw.secondary_node_eviction_rate,
+        unhealthy_zone_threshold: threshold,
+        large_cluster_size: raw.large_cluster_size_threshold,
+    })
 }
 
 /// Checks the service IP and node port ranges.

@@ -11,6 +11,7 @@ use kplane_actors::controllers::{
     ReplicationManager, ResourceQuotaController, ServiceAccountController, StopCollector,
     StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
     StopQuotaController, StopReplicationManager, StopServiceAccountController,
+    StopTaintEvictionController, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -47,6 +48,7 @@ pub struct Running {
     replication: Addr<ReplicationManager>,
     endpoints: Addr<EndpointsController>,
     node_lifecycle: Addr<NodeLifecycleController>,
+    taint_eviction: Addr<TaintEvictionController>,
     store: Store,
 }
 
@@ -79,6 +81,7 @@ impl Running {
         let _ = self.replication.send(StopReplicationManager).await;
         let _ = self.endpoints.send(StopEndpointsController).await;
         let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
+        let _ = self.taint_eviction.send(StopTaintEvictionController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -191,11 +194,17 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
-    // And the node lifecycle controller: a node whose agent went silent is not Ready.
+    // And the node lifecycle controller: a node whose agent went silent is not Ready, and
+    // tainted so that its pods leave it.
     let node_lifecycle = NodeLifecycleController::new(
         Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
-        kplane_actors::controllers::node_lifecycle::GRACE_PERIOD,
+        settings.node_lifecycle.clone(),
     )
+    .start();
+    // And the taint eviction controller: pods leave nodes with NoExecute taints.
+    let taint_eviction = TaintEvictionController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
     .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
@@ -230,6 +239,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         replication,
         endpoints,
         node_lifecycle,
+        taint_eviction,
         store,
     })
 }

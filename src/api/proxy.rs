@@ -55,9 +55,11 @@ pub async fn serve(
         "services" => service_url(state, namespace, &target).await?,
         _ => {
             let port = match target.port {
-                Some(port) => Some(port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(
-                    || HttpError::BadRequest(format!("invalid port {port:?} in {id:?}")),
-                )?),
+                Some(port) => {
+                    Some(port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                        HttpError::BadRequest(format!("invalid port {port:?} in {id:?}"))
+                    })?)
+                }
                 None => None,
             };
             pod_url(state, namespace, target.name, port).await?

@@ -206,7 +206,10 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         assert_eq!(status["message"], message, "{path}");
     };
     unavailable(format!("{services}/web/proxy/"), "no endpoints available for service \"web\"");
-    unavailable(format!("{services}/web:81/proxy/"), "no service port 81 found for service \"web\"");
+    unavailable(
+        format!("{services}/web:81/proxy/"),
+        "no service port 81 found for service \"web\"",
+    );
     unavailable(
         format!("{services}/nobody/proxy/"),
         "no endpoints available for service \"nobody\"",
@@ -523,6 +526,137 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     let mut agent = start_agent(&server, &args, data.path());
     wait_until(WAIT, "the orphan is stopped", || !alive(pid));
     terminate(&mut agent);
+}
+
+/// A node whose agent dies: after the grace period it is Unknown and tainted unreachable
+/// (NoSchedule and NoExecute), its pods are evicted once they stop tolerating that, and their
+/// ReplicationController replaces them on the node still alive; when the agent comes back, the
+/// taints go and it stops what was evicted.
+#[test]
+fn pods_leave_a_node_whose_agent_went_silent() {
+    // Nodes report every second and are given up on after four (Kubernetes: 10 s and 40 s).
+    let fast = [
+        ("KPLANE_AGENT__NODE_STATUS_UPDATE_PERIOD_SECONDS", "1"),
+        ("KPLANE_AGENT__LEASE_DURATION_SECONDS", "4"),
+    ];
+    let mut env = vec![
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "node-a"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_CONTROLLERS__NODE_MONITOR_GRACE_PERIOD_SECONDS", "4"),
+        ("KPLANE_CONTROLLERS__NODE_EVICTION_RATE", "10"),
+    ];
+    env.extend(fast);
+    let server = Server::start_with_env(&env);
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let args = ["--node-name", "node-b", "--port", &port];
+    let start_b = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kplane"));
+        command.args(["agent", "--server", &server.base(), "--data-dir"]).arg(data.path());
+        command.args(args).env("RUST_LOG", "warn").envs(fast);
+        command.env("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200").stdout(Stdio::null());
+        Reaped(command.spawn().expect("start kplane agent"))
+    };
+    let mut agent = start_b();
+    wait_until(WAIT, "both nodes Ready", || {
+        node_ready(&server, "node-a") && node_ready(&server, "node-b")
+    });
+    // Both replicas on node-b: node-a is cordoned meanwhile.
+    let cordon = |unschedulable: bool| {
+        let patch = json!({"spec": {"unschedulable": unschedulable}});
+        let response = server
+            .http
+            .patch(server.url("/api/v1/nodes/node-a"))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(patch.to_string())
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+    };
+    cordon(true);
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "keeper"},
+        "spec": {"replicas": 2, "selector": {"app": "keeper"}, "template": {
+            "metadata": {"labels": {"app": "keeper"}},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                    "effect": "NoExecute", "tolerationSeconds": 1}],
+                "containers": [{"name": "c", "image": "kplane/pause"}]}}}});
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    assert_eq!(server.post(rcs, &rc).0, 201);
+    let running_on = |node: &str| -> Vec<Value> {
+        let (_, pods) = server.get("/api/v1/namespaces/default/pods?labelSelector=app%3Dkeeper");
+        let items = pods["items"].as_array().cloned().unwrap_or_default();
+        let live = |p: &Value| {
+            p["spec"]["nodeName"] == node
+                && p["status"]["phase"] == "Running"
+                && p["metadata"]["deletionTimestamp"].is_null()
+        };
+        items.into_iter().filter(live).collect()
+    };
+    wait_until(WAIT, "two replicas run on node-b", || running_on("node-b").len() == 2);
+    let first: Vec<Value> = running_on("node-b");
+    let tolerations = &first[0]["spec"]["tolerations"];
+    assert_eq!(
+        tolerations[1],
+        json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+            "tolerationSeconds": 300}),
+        "DefaultTolerationSeconds adds what the template lacks: {tolerations}"
+    );
+    let pids: Vec<u32> = first.iter().map(pid_of).collect();
+    cordon(false);
+
+    // node-b's agent dies.
+    agent.0.kill().unwrap();
+    agent.0.wait().unwrap();
+    let mut node_b = Value::Null;
+    wait_until(WAIT, "node-b unreachable, tainted NoExecute", || {
+        node_b = server.get("/api/v1/nodes/node-b").1;
+        let taints = node_b["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        taints
+            .iter()
+            .any(|t| t["key"] == "node.kubernetes.io/unreachable" && t["effect"] == "NoExecute")
+    });
+    assert_eq!(condition(&node_b, "Ready").as_deref(), Some("Unknown"));
+    wait_until(WAIT, "two replacements run on node-a", || running_on("node-a").len() == 2);
+    for old in &first {
+        let name = old["metadata"]["name"].as_str().unwrap();
+        let evicted = get_pod(&server, name);
+        assert!(!evicted["metadata"]["deletionTimestamp"].is_null(), "{evicted}");
+        let conditions = evicted["status"]["conditions"].as_array().unwrap();
+        let target = conditions.iter().find(|c| c["type"] == "DisruptionTarget").unwrap();
+        assert_eq!(target["reason"], "DeletionByTaintManager");
+        let ready = conditions.iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(ready["status"], "False", "marked not ready with its node");
+    }
+    assert!(pids.iter().all(|pid| alive(*pid)), "no agent stopped them yet");
+
+    // The agent comes back: its node is Ready and untainted, and it stops the evicted pods.
+    let _agent = start_b();
+    wait_until(WAIT, "node-b Ready and untainted", || {
+        let node = server.get("/api/v1/nodes/node-b").1;
+        condition(&node, "Ready").as_deref() == Some("True") && node["spec"]["taints"].is_null()
+    });
+    for old in &first {
+        let name = old["metadata"]["name"].as_str().unwrap();
+        let path = format!("/api/v1/namespaces/default/pods/{name}");
+        wait_until(WAIT, "the evicted pod is gone", || server.get(&path).0 == 404);
+    }
+    wait_until(WAIT, "their processes are gone", || pids.iter().all(|pid| !alive(*pid)));
+    assert_eq!(running_on("node-a").len(), 2, "the replacements stay");
+}
+
+/// A child process ended (SIGTERM, then SIGKILL) when dropped, a failed test's too.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            terminate(&mut self.0);
+        }
+    }
 }
 
 #[test]

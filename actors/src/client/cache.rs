@@ -80,6 +80,16 @@ impl ObjectCache {
         self.listed = false;
     }
 
+    /// The object at `key`.
+    pub fn get(&self, (namespace, name): &Key) -> Option<&Value> {
+        self.objects.get(namespace)?.get(name)
+    }
+
+    /// Every object, by namespace and name.
+    pub fn all(&self) -> impl Iterator<Item = &Value> + '_ {
+        self.objects.values().flat_map(BTreeMap::values)
+    }
+
     /// The objects of `namespace`, by name.
     pub fn in_namespace<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a Value> + 'a {
         self.objects.get(namespace).into_iter().flat_map(BTreeMap::values)

@@ -9,6 +9,7 @@
 //! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
+//! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
 pub mod endpoints;
 pub mod garbage_collector;
@@ -17,6 +18,7 @@ pub mod node_lifecycle;
 pub mod replication;
 pub mod resource_quota;
 pub mod service_account;
+pub mod taint_eviction;
 
 pub use endpoints::{EndpointsController, StopEndpointsController};
 pub use garbage_collector::{GarbageCollector, StopCollector};
@@ -25,6 +27,7 @@ pub use node_lifecycle::{NodeLifecycleController, StopNodeLifecycleController};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};
+pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 
 /// Whether every label an equality-based `selector` (a ReplicationController's, a Service's)
 /// names has its value in `labels`.

@@ -1,10 +1,20 @@
-//! The node lifecycle controller: a node whose agent stops reporting is no longer Ready, as
-//! Kubernetes' controller has it. A node is heard from when its Lease in `kube-node-lease` is
-//! renewed or its Ready condition's heartbeat moves; one not heard from for the grace period
-//! (40 s, Kubernetes' default) gets its conditions set to `Unknown` ("Kubelet stopped posting
-//! node status.") and the `node.kubernetes.io/unreachable` NoSchedule taint, so the scheduler
-//! places nothing more there. When its agent reports again, the agent sets Ready back and the
-//! taint goes. (Pods are not evicted from such a node: there is no NoExecute eviction yet.)
+//! The node lifecycle controller: a node whose agent stops reporting is no longer Ready, and
+//! its pods leave it, as Kubernetes' controller has it. A node is heard from when its Lease in
+//! `kube-node-lease` is renewed or its Ready condition's heartbeat moves; one not heard from
+//! for the grace period (40 s, Kubernetes' default) gets its conditions set to `Unknown`
+//! ("Kubelet stopped posting node status.") and its pods' Ready condition set to False (so
+//! services stop sending them traffic).
+//!
+//! It taints nodes by their conditions, as Kubernetes does: NoSchedule taints for a Ready
+//! condition False (`not-ready`) or Unknown (`unreachable`), for memory, disk and pid pressure,
+//! an unavailable network and `spec.unschedulable`, so the scheduler places nothing more there;
+//! and the `not-ready` or `unreachable` NoExecute taint, so the taint eviction controller moves
+//! the pods out once they stop tolerating it. NoExecute taints are added at most
+//! `eviction_rate` nodes a second per zone (nodes grouped by their zone and region labels);
+//! none in a zone of at most `large_cluster_size` nodes where `unhealthy_zone_threshold` of
+//! them (and more than two) are not Ready; and when no node of any zone is Ready, the
+//! controller takes it for its own trouble reaching them and removes them. When a node's
+//! agent reports again, the agent sets Ready back and the taints go.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -13,21 +23,82 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, Scope};
-use crate::client::{object_name, ApiClient};
+use crate::client::{object_name, object_uid, ApiClient};
+use crate::core::ListOptions;
+use crate::model::taints::{
+    DISK_PRESSURE, MEMORY_PRESSURE, NETWORK_UNAVAILABLE, NOT_READY, PID_PRESSURE, UNREACHABLE,
+    UNSCHEDULABLE,
+};
 use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
 
-/// How long a node may go unheard from before it is not Ready (Kubernetes'
-/// `--node-monitor-grace-period`).
-pub const GRACE_PERIOD: Duration = Duration::from_secs(40);
 /// How often nodes are looked at (Kubernetes' `--node-monitor-period`).
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 
-const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The conditions an agent reports, set to Unknown when it goes silent.
 const CONDITIONS: &[&str] = &["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+/// The NoSchedule taint a condition other than Ready in the status True puts on its node.
+const CONDITION_TAINTS: &[(&str, &str)] = &[
+    ("MemoryPressure", MEMORY_PRESSURE),
+    ("DiskPressure", DISK_PRESSURE),
+    ("PIDPressure", PID_PRESSURE),
+    ("NetworkUnavailable", NETWORK_UNAVAILABLE),
+];
+/// Every NoSchedule taint key this controller manages.
+const NO_SCHEDULE_KEYS: &[&str] = &[
+    NOT_READY,
+    UNREACHABLE,
+    MEMORY_PRESSURE,
+    DISK_PRESSURE,
+    PID_PRESSURE,
+    NETWORK_UNAVAILABLE,
+    UNSCHEDULABLE,
+];
+const ZONE_LABELS: [&str; 2] = ["topology.kubernetes.io/region", "topology.kubernetes.io/zone"];
+const COMPONENT: &str = "node-controller";
+
+/// How the controller judges nodes and paces evictions (Kubernetes' flags of these names).
+#[derive(Debug, Clone)]
+pub struct NodeLifecycleConfig {
+    /// How long a node may go unheard from before it is not Ready
+    /// (`--node-monitor-grace-period`).
+    pub grace_period: Duration,
+    /// Nodes a second given a NoExecute taint, per zone (`--node-eviction-rate`).
+    pub eviction_rate: f64,
+    /// The same in a large zone mostly not Ready (`--secondary-node-eviction-rate`).
+    pub secondary_eviction_rate: f64,
+    /// The share of a zone's nodes not Ready from which it is mostly down
+    /// (`--unhealthy-zone-threshold`).
+    pub unhealthy_zone_threshold: f64,
+    /// Zones of at most this many nodes give no NoExecute taints while mostly down
+    /// (`--large-cluster-size-threshold`).
+    pub large_cluster_size: usize,
+}
+
+impl Default for NodeLifecycleConfig {
+    fn default() -> Self {
+        Self {
+            grace_period: Duration::from_secs(40),
+            eviction_rate: 0.1,
+            secondary_eviction_rate: 0.01,
+            unhealthy_zone_threshold: 0.55,
+            large_cluster_size: 50,
+        }
+    }
+}
+
+/// A zone's health, as Kubernetes' controller names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ZoneState {
+    Normal,
+    /// Mostly not Ready.
+    PartialDisruption,
+    /// No node Ready.
+    FullDisruption,
+}
 
 fn nodes() -> &'static ResourceType {
     resources::find("", "v1", "nodes").expect("served")
@@ -47,9 +118,11 @@ struct Heard {
 /// The node lifecycle controller actor.
 pub struct NodeLifecycleController {
     client: Arc<dyn ApiClient>,
-    grace: Duration,
+    config: NodeLifecycleConfig,
     nodes: BTreeMap<String, Value>,
     heard: HashMap<String, Heard>,
+    /// When each zone may give its next NoExecute taint.
+    next_taint: HashMap<String, Instant>,
 }
 
 /// A feed of nodes.
@@ -68,9 +141,14 @@ struct Leases(Feed);
 pub struct StopNodeLifecycleController;
 
 impl NodeLifecycleController {
-    /// A controller that takes nodes unheard from for `grace` as unreachable.
-    pub fn new(client: Arc<dyn ApiClient>, grace: Duration) -> Self {
-        Self { client, grace, nodes: BTreeMap::new(), heard: HashMap::new() }
+    pub fn new(client: Arc<dyn ApiClient>, config: NodeLifecycleConfig) -> Self {
+        Self {
+            client,
+            config,
+            nodes: BTreeMap::new(),
+            heard: HashMap::new(),
+            next_taint: HashMap::new(),
+        }
     }
 
     /// Notes what a node or its lease says now; a change is news from its agent.
@@ -94,30 +172,29 @@ impl NodeLifecycleController {
         }
     }
 
-    /// Marks the nodes gone silent, and clears the taint of those back.
+    /// Marks the nodes gone silent, and taints each node as its conditions say.
     fn monitor(&mut self, ctx: &mut Context<Self>) {
-        for (name, node) in &self.nodes {
-            let silent = self.heard.get(name).is_some_and(|h| h.at.elapsed() > self.grace);
-            let ready = condition_status(node, "Ready");
-            let tainted = taints(node).iter().any(|t| t["key"] == UNREACHABLE);
-            let update = if silent && ready.as_deref() != Some("Unknown") {
-                Some(unknown_status(node))
-            } else {
-                None
-            };
-            let retaint = match (ready.as_deref() == Some("Unknown"), tainted) {
-                (true, false) => Some(with_taint(node, true)),
-                (false, true) => Some(with_taint(node, false)),
-                _ => None,
-            };
+        let states = self.zone_states();
+        let all_down = !states.is_empty()
+            && states.values().all(|(state, _)| *state == ZoneState::FullDisruption);
+        let names: Vec<String> = self.nodes.keys().cloned().collect();
+        for name in names {
+            let node = self.nodes[&name].clone();
+            let grace = self.config.grace_period;
+            let silent = self.heard.get(&name).is_some_and(|h| h.at.elapsed() > grace);
+            let ready = condition_status(&node, "Ready");
+            let update =
+                (silent && ready.as_deref() != Some("Unknown")).then(|| unknown_status(&node));
+            let (state, size) = states[&zone_of(&node)];
+            let retaint = self.retainted(&node, all_down, state, size);
             let client = self.client.clone();
-            let name = name.clone();
             ctx.spawn(
                 async move {
                     // Conflicts with the agent's own writes: looked at again next round.
                     if let Some(node) = update {
-                        if let Err(error) = client.update_status(nodes(), "", node).await {
-                            tracing::debug!(%name, %error, "marking a silent node");
+                        match client.update_status(nodes(), "", node).await {
+                            Ok(_) => mark_pods_not_ready(client.as_ref(), &name).await,
+                            Err(error) => tracing::debug!(%name, %error, "marking a silent node"),
                         }
                     } else if let Some(node) = retaint {
                         if let Err(error) = client.update(nodes(), "", node).await {
@@ -127,6 +204,170 @@ impl NodeLifecycleController {
                 }
                 .into_actor(self),
             );
+        }
+    }
+
+    /// Each zone's state and size.
+    fn zone_states(&self) -> HashMap<String, (ZoneState, usize)> {
+        let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
+        for node in self.nodes.values() {
+            let (ready, not_ready) = counts.entry(zone_of(node)).or_default();
+            match condition_status(node, "Ready").as_deref() {
+                Some("True") => *ready += 1,
+                _ => *not_ready += 1,
+            }
+        }
+        let threshold = self.config.unhealthy_zone_threshold;
+        counts
+            .into_iter()
+            .map(|(zone, (ready, not_ready))| {
+                let state = if ready == 0 && not_ready > 0 {
+                    ZoneState::FullDisruption
+                } else if not_ready > 2
+                    && not_ready as f64 / (ready + not_ready) as f64 >= threshold
+                {
+                    ZoneState::PartialDisruption
+                } else {
+                    ZoneState::Normal
+                };
+                (zone, (state, ready + not_ready))
+            })
+            .collect()
+    }
+
+    /// Whether the zone may give a NoExecute taint now (and then not for a while).
+    fn may_taint(&mut self, zone: String, state: ZoneState, size: usize) -> bool {
+        let rate = match state {
+            ZoneState::PartialDisruption if size <= self.config.large_cluster_size => 0.0,
+            ZoneState::PartialDisruption => self.config.secondary_eviction_rate,
+            ZoneState::Normal | ZoneState::FullDisruption => self.config.eviction_rate,
+        };
+        if rate <= 0.0 {
+            return false;
+        }
+        let now = Instant::now();
+        let next = self.next_taint.entry(zone).or_insert(now);
+        if now < *next {
+            return false;
+        }
+        *next = now + Duration::from_secs_f64(1.0 / rate);
+        true
+    }
+
+    /// The node with the taints its conditions call for, when they are not those it has.
+    fn retainted(
+        &mut self,
+        node: &Value,
+        all_down: bool,
+        state: ZoneState,
+        size: usize,
+    ) -> Option<Value> {
+        let ready = condition_status(node, "Ready");
+        let ready_taint = match ready.as_deref() {
+            Some("False") => Some(NOT_READY),
+            Some("Unknown") => Some(UNREACHABLE),
+            _ => None,
+        };
+        let mut no_schedule: Vec<&str> = ready_taint.into_iter().collect();
+        for (condition, key) in CONDITION_TAINTS {
+            if condition_status(node, condition).as_deref() == Some("True") {
+                no_schedule.push(key);
+            }
+        }
+        if json::at(node, "/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+            no_schedule.push(UNSCHEDULABLE);
+        }
+        let has = |key: &str, effect: &str| {
+            taints(node).iter().any(|t| t["key"] == key && t["effect"] == effect)
+        };
+        // One already there is kept, or swapped for the other (not-ready for unreachable) at
+        // once; a new one waits for its zone's turn.
+        let tainted = has(NOT_READY, "NoExecute") || has(UNREACHABLE, "NoExecute");
+        let no_execute = match ready_taint.filter(|_| !all_down) {
+            Some(key) if tainted || self.may_taint(zone_of(node), state, size) => Some(key),
+            _ => None,
+        };
+        let managed = |t: &Value| match t["effect"].as_str() {
+            Some("NoSchedule") => NO_SCHEDULE_KEYS.iter().any(|k| t["key"] == *k),
+            Some("NoExecute") => t["key"] == NOT_READY || t["key"] == UNREACHABLE,
+            _ => false,
+        };
+        let wanted = |t: &Value| match t["effect"].as_str() {
+            Some("NoSchedule") => no_schedule.iter().any(|k| t["key"] == *k),
+            Some("NoExecute") => no_execute.is_some_and(|k| t["key"] == k),
+            _ => false,
+        };
+        let mut kept: Vec<Value> =
+            taints(node).iter().filter(|t| !managed(t) || wanted(t)).cloned().collect();
+        let wanted_taints = no_schedule
+            .iter()
+            .map(|key| (*key, "NoSchedule"))
+            .chain(no_execute.map(|key| (key, "NoExecute")));
+        let mut added = false;
+        for (key, effect) in wanted_taints {
+            if !kept.iter().any(|t| t["key"] == key && t["effect"] == effect) {
+                kept.push(json!({"key": key, "effect": effect, "timeAdded": crate::model::now()}));
+                added = true;
+            }
+        }
+        if !added && kept.len() == taints(node).len() {
+            return None;
+        }
+        let mut node = node.clone();
+        if kept.is_empty() {
+            if let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("taints");
+            }
+        } else {
+            node["spec"]["taints"] = Value::Array(kept);
+        }
+        Some(node)
+    }
+}
+
+/// The zone a node is in: its region and zone labels.
+fn zone_of(node: &Value) -> String {
+    let label = |key: &str| {
+        let labels = json::at(node, "/metadata/labels");
+        labels.and_then(|l| l.get(key)).and_then(Value::as_str).unwrap_or("").to_string()
+    };
+    ZONE_LABELS.map(label).join(":\0:")
+}
+
+/// Sets the Ready condition of the pods bound to `node` to False, with a `NodeNotReady` event
+/// for each (Kubernetes' `MarkPodsNotReady`); a pod changed meanwhile is left to its agent.
+async fn mark_pods_not_ready(client: &dyn ApiClient, node: &str) {
+    let pods = resources::find("", "v1", "pods").expect("served");
+    let options = ListOptions {
+        field_selector: Some(format!("spec.nodeName={node}")),
+        ..ListOptions::default()
+    };
+    let listed = match client.list(pods, None, &options).await {
+        Ok(listed) => listed.items,
+        Err(error) => {
+            tracing::debug!(%node, %error, "listing a silent node's pods");
+            return;
+        }
+    };
+    for mut pod in listed {
+        let conditions = pod.pointer_mut("/status/conditions").and_then(Value::as_array_mut);
+        let ready = conditions.and_then(|c| c.iter_mut().find(|c| c["type"] == "Ready"));
+        let Some(ready) = ready.filter(|r| r["status"] != "False") else {
+            continue;
+        };
+        ready["status"] = json!("False");
+        ready["lastTransitionTime"] = json!(crate::model::now());
+        let namespace = json::at(&pod, "/metadata/namespace").and_then(Value::as_str);
+        let namespace = namespace.unwrap_or("").to_string();
+        let (name, uid) = (object_name(&pod).to_string(), object_uid(&pod).to_string());
+        let reference = ObjectRef::pod(namespace.clone(), name, uid);
+        match client.update_status(pods, &namespace, pod).await {
+            Ok(_) => {
+                let (kind, reason) = (EventKind::Warning, "NodeNotReady");
+                events::record(client, &reference, kind, reason, "Node is not ready", COMPONENT)
+                    .await;
+            }
+            Err(error) => tracing::debug!(pod = %reference.name, %error, "marking a pod not ready"),
         }
     }
 }
@@ -167,25 +408,6 @@ fn unknown_status(node: &Value) -> Value {
     node
 }
 
-/// The node with the unreachable taint added or removed.
-fn with_taint(node: &Value, tainted: bool) -> Value {
-    let mut node = node.clone();
-    let mut taints: Vec<Value> =
-        taints(&node).iter().filter(|t| t["key"] != UNREACHABLE).cloned().collect();
-    if tainted {
-        taints.push(json!({"key": UNREACHABLE, "effect": "NoSchedule",
-            "timeAdded": crate::model::now()}));
-    }
-    if taints.is_empty() {
-        if let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.remove("taints");
-        }
-    } else {
-        node["spec"]["taints"] = Value::Array(taints);
-    }
-    node
-}
-
 fn heartbeat(node: &Value) -> Option<Value> {
     let ready = conditions(node).iter().find(|c| c["type"] == "Ready")?;
     ready.get("lastHeartbeatTime").cloned()
@@ -208,7 +430,8 @@ impl Actor for NodeLifecycleController {
             addr.do_send(Leases(feed));
             addr.connected()
         }));
-        let period = MONITOR_PERIOD.min(self.grace / 2).max(Duration::from_millis(50));
+        let period =
+            MONITOR_PERIOD.min(self.config.grace_period / 2).max(Duration::from_millis(50));
         ctx.run_interval(period, |controller, ctx| controller.monitor(ctx));
     }
 }
@@ -273,21 +496,33 @@ mod tests {
     use crate::core::WatchOptions;
     use crate::testing::{core, eventually};
 
+    fn fast() -> NodeLifecycleConfig {
+        NodeLifecycleConfig {
+            grace_period: Duration::from_millis(300),
+            ..NodeLifecycleConfig::default()
+        }
+    }
+
+    fn node(name: &str, ready: &str) -> Value {
+        json!({"metadata": {"name": name}, "status": {"conditions": [
+            {"type": "Ready", "status": ready, "reason": "KubeletReady",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    }
+
+    fn has(node: &Value, key: &str, effect: &str) -> bool {
+        taints(node).iter().any(|t| t["key"] == key && t["effect"] == effect)
+    }
+
     #[actix::test]
     async fn a_silent_node_is_not_ready_and_tainted_until_it_reports_again() {
         let core = core().await;
-        let node = json!({"metadata": {"name": "far"}, "status": {"conditions": [
-            {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-        ApiClient::create(&core, nodes(), "", node).await.unwrap();
-        let _controller =
-            NodeLifecycleController::new(Arc::new(core.clone()), Duration::from_millis(300))
-                .start();
+        ApiClient::create(&core, nodes(), "", node("far", "True")).await.unwrap();
+        let _controller = NodeLifecycleController::new(Arc::new(core.clone()), fast()).start();
         let get = || async { ApiClient::get(&core, nodes(), "", "far").await.unwrap() };
         let silent = eventually("the node unreachable", || async {
             let node = get().await;
-            let tainted = taints(&node).iter().any(|t| t["key"] == UNREACHABLE);
+            let tainted = has(&node, UNREACHABLE, "NoSchedule");
             (tainted && condition_status(&node, "Ready").as_deref() == Some("Unknown"))
                 .then_some(node)
         })
@@ -297,6 +532,9 @@ mod tests {
         assert_eq!(ready["message"], "Kubelet stopped posting node status.");
         assert_eq!(ready["lastHeartbeatTime"], "2026-01-01T00:00:00Z");
         assert_eq!(condition_status(&silent, "MemoryPressure").as_deref(), Some("Unknown"));
+        // The only node, so every zone is down: the controller blames itself, not the node,
+        // and evicts nothing (the NoExecute taint would have come with the NoSchedule one).
+        assert!(!has(&silent, UNREACHABLE, "NoExecute"), "{silent}");
 
         // Its agent reports again: Ready, and the taint goes (seen in the node's changes: it
         // goes silent again right after).
@@ -320,5 +558,111 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(condition_status(&untainted, "Ready").as_deref(), Some("True"));
+    }
+
+    #[actix::test]
+    async fn a_silent_node_among_live_ones_gets_the_no_execute_taint_and_its_pods_go_unready() {
+        let core = core().await;
+        for name in ["near", "far"] {
+            ApiClient::create(&core, nodes(), "", node(name, "True")).await.unwrap();
+        }
+        let pods = resources::find("", "v1", "pods").expect("served");
+        let pod = json!({"metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "far", "containers": [{"name": "c", "image": "i"}]}});
+        ApiClient::create(&core, pods, "default", pod).await.unwrap();
+        let mut running = ApiClient::get(&core, pods, "default", "p").await.unwrap();
+        running["status"] = json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}]});
+        ApiClient::update_status(&core, pods, "default", running).await.unwrap();
+        // `near`'s agent keeps renewing its lease.
+        let renewing = core.clone();
+        actix::spawn(async move {
+            let lease = json!({"metadata": {"name": "near", "namespace": LEASE_NAMESPACE},
+                "spec": {"holderIdentity": "near"}});
+            let mut lease =
+                ApiClient::create(&renewing, leases(), LEASE_NAMESPACE, lease).await.unwrap();
+            loop {
+                lease["spec"]["renewTime"] = json!(chrono::Utc::now().to_rfc3339());
+                lease =
+                    ApiClient::update(&renewing, leases(), LEASE_NAMESPACE, lease).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        let _controller = NodeLifecycleController::new(Arc::new(core.clone()), fast()).start();
+        let far = eventually("far tainted NoExecute", || async {
+            let node = ApiClient::get(&core, nodes(), "", "far").await.unwrap();
+            has(&node, UNREACHABLE, "NoExecute").then_some(node)
+        })
+        .await;
+        assert!(has(&far, UNREACHABLE, "NoSchedule"), "{far}");
+        assert_eq!(condition_status(&far, "Ready").as_deref(), Some("Unknown"));
+        let near = ApiClient::get(&core, nodes(), "", "near").await.unwrap();
+        assert!(taints(&near).is_empty(), "{near}");
+        let pod = ApiClient::get(&core, pods, "default", "p").await.unwrap();
+        let ready = conditions(&pod).iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(ready["status"], "False", "{pod}");
+    }
+
+    #[actix::test]
+    async fn no_execute_taints_follow_zone_health_and_the_eviction_rate() {
+        let core = core().await;
+        let mut c = NodeLifecycleController::new(Arc::new(core), fast());
+        let zone = |statuses: &[&str]| -> BTreeMap<String, Value> {
+            let name = |i: usize| format!("n{i}");
+            statuses
+                .iter()
+                .enumerate()
+                .map(|(i, status)| (name(i), node(&name(i), status)))
+                .collect()
+        };
+        let retaint = |c: &mut NodeLifecycleController, name: &str| {
+            let states = c.zone_states();
+            let all_down = states.values().all(|(s, _)| *s == ZoneState::FullDisruption);
+            let node = c.nodes[name].clone();
+            let (state, size) = states[&zone_of(&node)];
+            c.retainted(&node, all_down, state, size)
+        };
+        // One of three not Ready: tainted at once; a second one waits for the zone's turn (one
+        // node every ten seconds).
+        c.nodes = zone(&["False", "True", "True"]);
+        let tainted = retaint(&mut c, "n0").expect("tainted");
+        assert!(has(&tainted, NOT_READY, "NoExecute") && has(&tainted, NOT_READY, "NoSchedule"));
+        let mut second = node("n1", "Unknown");
+        second["spec"] = json!({"unschedulable": true});
+        c.nodes.insert("n1".into(), second);
+        let waiting = retaint(&mut c, "n1").expect("NoSchedule taints");
+        assert!(
+            has(&waiting, UNREACHABLE, "NoSchedule") && has(&waiting, UNSCHEDULABLE, "NoSchedule")
+        );
+        assert!(!has(&waiting, UNREACHABLE, "NoExecute"), "{waiting}");
+        // A NoExecute taint already there is kept, or swapped for the other at once.
+        let mut swapped = node("n0", "Unknown");
+        swapped["spec"]["taints"] = tainted["spec"]["taints"].clone();
+        c.nodes.insert("n0".into(), swapped);
+        let swapped = retaint(&mut c, "n0").expect("swapped");
+        assert!(has(&swapped, UNREACHABLE, "NoExecute") && !has(&swapped, NOT_READY, "NoExecute"));
+        // Three of five not Ready, in a small zone: mostly down, no NoExecute taint.
+        c.next_taint.clear();
+        c.nodes = zone(&["False", "False", "Unknown", "True", "True"]);
+        let partial = retaint(&mut c, "n0").expect("NoSchedule taint");
+        assert!(has(&partial, NOT_READY, "NoSchedule") && !has(&partial, NOT_READY, "NoExecute"));
+        // The same in another zone, where all is well, is tainted.
+        let mut elsewhere = node("n9", "False");
+        elsewhere["metadata"]["labels"] = json!({"topology.kubernetes.io/zone": "b"});
+        c.nodes.insert("n9".into(), elsewhere.clone());
+        c.nodes.insert("n10".into(), {
+            let mut ready = node("n10", "True");
+            ready["metadata"]["labels"] = elsewhere["metadata"]["labels"].clone();
+            ready
+        });
+        let other_zone = retaint(&mut c, "n9").expect("tainted");
+        assert!(has(&other_zone, NOT_READY, "NoExecute"), "{other_zone}");
+        // Ready again: every taint of this controller goes; others stay.
+        let mut healed = node("n9", "True");
+        healed["spec"]["taints"] = json!([other_zone["spec"]["taints"][0],
+            {"key": "own", "effect": "NoExecute"}]);
+        c.nodes.insert("n9".into(), healed);
+        let healed = retaint(&mut c, "n9").expect("untainted");
+        assert_eq!(healed["spec"]["taints"], json!([{"key": "own", "effect": "NoExecute"}]));
     }
 }

@@ -4,6 +4,7 @@
 
 mod apply;
 mod conversion;
+mod default_tolerations;
 mod defaults;
 mod error;
 mod field_set;
@@ -389,6 +390,7 @@ impl ApiCore {
             service_account::admit(&self.store, namespace, &mut object)
                 .await
                 .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
+            default_tolerations::admit(&mut object);
         }
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {

@@ -10,6 +10,7 @@ pub mod quantity;
 pub mod quota;
 pub mod resources;
 mod selector;
+pub mod taints;
 pub mod text;
 pub mod validation;
 

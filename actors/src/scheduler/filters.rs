@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::node_info::{NodeInfo, PodInfo, TaintEffect};
+use super::node_info::{NodeInfo, PodInfo};
+use crate::model::taints::TaintEffect;
 
 /// Why a node cannot take a pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

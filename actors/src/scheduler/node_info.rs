@@ -13,15 +13,12 @@ use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::model::quantity;
+use crate::model::taints::{self, Taint, TaintEffect, Toleration};
 
 /// CPU counted for a container without a cpu request when spreading by allocation (100m).
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 /// Memory counted for a container without a memory request when spreading by allocation.
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
-/// The taint key that stands for `spec.unschedulable` in tolerations.
-pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
-/// The taint key that stands for a node whose Ready condition is not True.
-pub const TAINT_NODE_NOT_READY: &str = "node.kubernetes.io/not-ready";
 /// The one field node selector terms may match on (`matchFields`).
 pub const FIELD_NODE_NAME: &str = "metadata.name";
 
@@ -177,118 +174,6 @@ fn container_requests(container: &Container, defaults: Option<(i64, i64)>) -> Re
         ephemeral_storage: parse(get("ephemeral-storage"), quantity::value).unwrap_or(0),
         pods: 0,
     }
-}
-
-// === Taints and tolerations ===
-
-/// The effect of a taint; taints with other effects are ignored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TaintEffect {
-    /// New pods that do not tolerate the taint are not scheduled on the node.
-    NoSchedule,
-    /// The scheduler avoids the node for pods that do not tolerate the taint.
-    PreferNoSchedule,
-    /// Like NoSchedule, and running pods that do not tolerate it are evicted.
-    NoExecute,
-}
-
-impl TaintEffect {
-    /// The effect named `s`, if it is one of the three Kubernetes knows.
-    pub fn parse(s: &str) -> Option<TaintEffect> {
-        match s {
-            "NoSchedule" => Some(TaintEffect::NoSchedule),
-            "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
-            "NoExecute" => Some(TaintEffect::NoExecute),
-            _ => None,
-        }
-    }
-
-    /// The API spelling of the effect.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaintEffect::NoSchedule => "NoSchedule",
-            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-            TaintEffect::NoExecute => "NoExecute",
-        }
-    }
-}
-
-/// A node taint.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Taint {
-    /// The taint key.
-    pub key: String,
-    /// The taint value ("" when absent).
-    pub value: String,
-    /// What the taint does.
-    pub effect: TaintEffect,
-}
-
-/// How a toleration compares the taint value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TolerationOperator {
-    /// The values must be equal (the default).
-    Equal,
-    /// Any value.
-    Exists,
-}
-
-/// A pod toleration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Toleration {
-    /// The taint key tolerated; "" matches every key.
-    pub key: String,
-    /// How the value is compared.
-    pub operator: TolerationOperator,
-    /// The value for [`TolerationOperator::Equal`].
-    pub value: String,
-    /// The effect tolerated; `None` matches every effect.
-    pub effect: Option<TaintEffect>,
-}
-
-impl Toleration {
-    /// The toleration as the scheduler uses it; `None` for one that can tolerate no taint
-    /// (an unknown operator or effect).
-    pub fn new(t: &k8s_openapi::api::core::v1::Toleration) -> Option<Toleration> {
-        let operator = match t.operator.as_deref().unwrap_or("") {
-            "" | "Equal" => TolerationOperator::Equal,
-            "Exists" => TolerationOperator::Exists,
-            _ => return None,
-        };
-        let effect = match t.effect.as_deref().unwrap_or("") {
-            "" => None,
-            other => Some(TaintEffect::parse(other)?),
-        };
-        Some(Toleration {
-            key: t.key.clone().unwrap_or_default(),
-            operator,
-            value: t.value.clone().unwrap_or_default(),
-            effect,
-        })
-    }
-
-    /// Whether this toleration tolerates `taint` (Kubernetes' `ToleratesTaint`).
-    pub fn tolerates(&self, taint: &Taint) -> bool {
-        self.tolerates_parts(&taint.key, &taint.value, taint.effect)
-    }
-
-    fn tolerates_parts(&self, key: &str, value: &str, effect: TaintEffect) -> bool {
-        if self.effect.is_some_and(|e| e != effect) {
-            return false;
-        }
-        if !self.key.is_empty() && self.key != key {
-            return false;
-        }
-        match self.operator {
-            TolerationOperator::Exists => true,
-            TolerationOperator::Equal => self.value == value,
-        }
-    }
-}
-
-/// Whether any of `tolerations` tolerates `taint`.
-pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| t.tolerates(taint))
 }
 
 // === Node selectors ===
@@ -523,8 +408,8 @@ impl PodInfo {
         let tolerates_key = |key: &str| {
             tolerations.iter().any(|t| t.tolerates_parts(key, "", TaintEffect::NoSchedule))
         };
-        let tolerates_unschedulable = tolerates_key(TAINT_NODE_UNSCHEDULABLE);
-        let tolerates_not_ready = tolerates_key(TAINT_NODE_NOT_READY);
+        let tolerates_unschedulable = tolerates_key(taints::UNSCHEDULABLE);
+        let tolerates_not_ready = tolerates_key(taints::NOT_READY);
 
         let host_ports = spec
             .into_iter()
@@ -758,13 +643,7 @@ impl NodeInfo {
             .and_then(|s| s.taints.as_ref())
             .into_iter()
             .flatten()
-            .filter_map(|t| {
-                Some(Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone().unwrap_or_default(),
-                    effect: TaintEffect::parse(&t.effect)?,
-                })
-            })
+            .filter_map(Taint::new)
             .collect();
 
         let label = |a: &str, b: &str| {
@@ -988,7 +867,7 @@ pub(crate) mod tests {
                 "priority": 7,
                 "nodeSelector": {"disk": "ssd"},
                 "tolerations": [
-                    {"key": TAINT_NODE_UNSCHEDULABLE, "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": crate::model::taints::UNSCHEDULABLE, "operator": "Exists", "effect": "NoSchedule"},
                     {"key": "k", "operator": "Bogus"},
                 ],
                 "affinity": {"nodeAffinity": {
@@ -1045,22 +924,6 @@ pub(crate) mod tests {
         assert!(!gt.matches(None));
         let lt = req(SelectorOperator::Lt(5));
         assert!(lt.matches(Some("-1")) && !lt.matches(Some("5")) && !lt.matches(None));
-    }
-
-    #[test]
-    fn toleration_semantics() {
-        let taint = Taint { key: "k".into(), value: "v".into(), effect: TaintEffect::NoSchedule };
-        let t = |json: serde_json::Value| Toleration::new(&serde_json::from_value(json).unwrap());
-        let tolerates_taint = |json| t(json).unwrap().tolerates(&taint);
-        assert!(tolerates_taint(json!({"key": "k", "value": "v", "effect": "NoSchedule"})));
-        assert!(tolerates_taint(json!({"key": "k", "operator": "Equal", "value": "v"})));
-        assert!(!tolerates_taint(json!({"key": "k", "value": "w"})));
-        assert!(tolerates_taint(json!({"key": "k", "operator": "Exists"})));
-        assert!(tolerates_taint(json!({"operator": "Exists"})));
-        assert!(!tolerates_taint(json!({"operator": "Exists", "effect": "NoExecute"})));
-        assert!(!tolerates_taint(json!({"key": "other", "operator": "Exists"})));
-        assert!(t(json!({"key": "k", "operator": "Bogus"})).is_none());
-        assert!(t(json!({"key": "k", "effect": "Bogus"})).is_none());
     }
 
     #[test]

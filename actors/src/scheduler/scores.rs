@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use rand::Rng;
 
-use super::node_info::{tolerates, LabelGroups, NodeInfo, PodInfo, TaintEffect};
+use super::node_info::{LabelGroups, NodeInfo, PodInfo};
+use crate::model::taints::{tolerates, TaintEffect};
 
 /// The highest score a plugin gives a node.
 pub const MAX_NODE_SCORE: i64 = 100;

@@ -1,0 +1,402 @@
+//! The taint eviction controller (Kubernetes' NoExecute taint manager): a pod bound to a node
+//! with a NoExecute taint it does not tolerate is deleted; one that tolerates it for a while
+//! (`tolerationSeconds`: the DefaultTolerationSeconds admission plugin gives every pod 300 s
+//! for the `not-ready` and `unreachable` taints) is deleted when that time is up, counted from
+//! when the controller first saw it there, unless the taint goes first. An eviction marks the
+//! pod's status with a `DisruptionTarget` condition (reason `DeletionByTaintManager`), then
+//! deletes it (gracefully: its node's agent, if it comes back, stops it), with a
+//! `TaintManagerEviction` event; a cancelled one says so in an event too.
+//!
+//! It follows pods only while some node has a NoExecute taint.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use k8s_openapi::api::core::v1 as api;
+use serde_json::{json, Value};
+
+use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
+use crate::client::events::{self, EventKind, ObjectRef};
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::{object_name, object_uid, ApiClient};
+use crate::core::{ApiError, DeleteOptions, PatchType};
+use crate::model::taints::{no_execute_grace, Taint, TaintEffect, Toleration};
+use crate::model::{json, resources, ResourceType};
+use crate::watch::EventType;
+
+const COMPONENT: &str = "taint-eviction-controller";
+
+fn nodes() -> &'static ResourceType {
+    resources::find("", "v1", "nodes").expect("served")
+}
+
+fn pods() -> &'static ResourceType {
+    resources::find("", "v1", "pods").expect("served")
+}
+
+/// A pod's eviction, due at a time (and kept once under way, until the pod is gone).
+struct Scheduled {
+    uid: String,
+    due: Instant,
+    timer: SpawnHandle,
+}
+
+/// An eviction failed: the pod is looked at again.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Failed(Key);
+
+/// The taint eviction controller actor.
+pub struct TaintEvictionController {
+    client: Arc<dyn ApiClient>,
+    /// The NoExecute taints of each node that has some.
+    tainted: BTreeMap<String, Vec<Taint>>,
+    /// Every pod, while some node has a NoExecute taint.
+    pods: OnDemandCache,
+    scheduled: HashMap<Key, Scheduled>,
+}
+
+/// A feed of nodes.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Nodes(Feed);
+
+/// A feed of pods, from the pod list-watch of this run.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Pods(u64, Feed);
+
+/// Stops the controller (its list-watches end with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopTaintEvictionController;
+
+impl TaintEvictionController {
+    pub fn new(client: Arc<dyn ApiClient>) -> Self {
+        Self {
+            client,
+            tainted: BTreeMap::new(),
+            pods: OnDemandCache::default(),
+            scheduled: HashMap::new(),
+        }
+    }
+
+    fn follow_pods(&mut self, ctx: &mut Context<Self>) {
+        if self.tainted.is_empty() {
+            self.pods.let_go();
+            let keys: Vec<Key> = self.scheduled.keys().cloned().collect();
+            keys.iter().for_each(|key| self.cancel(key, ctx));
+        } else {
+            let addr = ctx.address();
+            self.pods.follow(self.client.clone(), pods(), move |run, feed| {
+                addr.do_send(Pods(run, feed));
+                addr.connected()
+            });
+        }
+    }
+
+    /// The pods bound to the nodes `on` picks.
+    fn pods_on(&self, on: impl Fn(&str) -> bool) -> Vec<Value> {
+        let bound =
+            |pod: &&Value| json::at(pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(&on);
+        self.pods.objects().all().filter(bound).cloned().collect()
+    }
+
+    /// How long `pod` may stay where it is bound (`None`: as long as it likes).
+    fn grace(&self, pod: &Value) -> Option<Duration> {
+        if json::at(pod, "/metadata/deletionTimestamp").is_some() {
+            return None; // already going
+        }
+        let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str)?;
+        let taints = self.tainted.get(node)?;
+        no_execute_grace(taints, &tolerations(pod))
+    }
+
+    /// Schedules, keeps or cancels the eviction of `pod` as its node's taints now say.
+    fn process(&mut self, pod: &Value, ctx: &mut Context<Self>) {
+        let key = key_of(pod);
+        let Some(grace) = self.grace(pod) else {
+            self.cancel(&key, ctx);
+            return;
+        };
+        let uid = object_uid(pod).to_string();
+        // As Kubernetes' manager: a scheduled eviction stands (a new toleration does not
+        // move it), unless it was for another pod of the name.
+        if self.scheduled.get(&key).is_some_and(|s| s.uid == uid) {
+            return;
+        }
+        self.cancel(&key, ctx);
+        let timer_key = key.clone();
+        let timer = ctx.run_later(grace, move |controller, ctx| controller.evict(timer_key, ctx));
+        self.scheduled.insert(key, Scheduled { uid, due: Instant::now() + grace, timer });
+    }
+
+    fn cancel(&mut self, key: &Key, ctx: &mut Context<Self>) {
+        let Some(scheduled) = self.scheduled.remove(key) else {
+            return;
+        };
+        ctx.cancel_future(scheduled.timer);
+        if scheduled.due > Instant::now() {
+            let message = format!("Cancelling deletion of Pod {}/{}", key.0, key.1);
+            self.record(key, scheduled.uid, message);
+        }
+    }
+
+    fn record(&self, key: &Key, uid: String, message: String) {
+        let client = self.client.clone();
+        let pod = ObjectRef::pod(key.0.clone(), key.1.clone(), uid);
+        actix::spawn(async move {
+            let reason = "TaintManagerEviction";
+            events::record(client.as_ref(), &pod, EventKind::Normal, reason, &message, COMPONENT)
+                .await;
+        });
+    }
+
+    /// The eviction of `key` is due: marks the pod a disruption target and deletes it, if it
+    /// is still the pod scheduled and still may not stay. Its entry stays until the pod is
+    /// seen going, so that the status write does not schedule it again.
+    fn evict(&mut self, key: Key, ctx: &mut Context<Self>) {
+        let Some(scheduled) = self.scheduled.get(&key) else {
+            return;
+        };
+        let pod = self.pods.objects().get(&key);
+        let still = pod.is_some_and(|p| object_uid(p) == scheduled.uid && self.grace(p).is_some());
+        if !still {
+            self.scheduled.remove(&key);
+            return;
+        }
+        let (namespace, name) = key.clone();
+        let uid = scheduled.uid.clone();
+        let message = format!("Marking for deletion Pod {namespace}/{name}");
+        self.record(&key, uid.clone(), message);
+        let client = self.client.clone();
+        let addr = ctx.address();
+        actix::spawn(async move {
+            let condition = json!({"type": "DisruptionTarget", "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint",
+                "lastTransitionTime": crate::model::now()});
+            let patch = json!({"metadata": {"uid": uid}, "status": {"conditions": [condition]}});
+            let strategic = PatchType::StrategicMerge;
+            if let Err(error) =
+                client.patch(pods(), &namespace, &name, strategic, &patch, true).await
+            {
+                tracing::debug!(%namespace, %name, %error, "marking an evicted pod");
+            }
+            let options = DeleteOptions { precondition_uid: Some(uid), ..DeleteOptions::default() };
+            match client.delete(pods(), &namespace, &name, &options).await {
+                Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                Err(error) => {
+                    tracing::debug!(%namespace, %name, %error, "evicting a pod");
+                    addr.do_send(Failed((namespace, name)));
+                }
+            }
+        });
+    }
+}
+
+/// A pod's tolerations, as the scheduler reads them.
+fn tolerations(pod: &Value) -> Vec<Toleration> {
+    let listed = json::at(pod, "/spec/tolerations").and_then(Value::as_array);
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(|t| serde_json::from_value::<api::Toleration>(t.clone()).ok())
+        .filter_map(|t| Toleration::new(&t))
+        .collect()
+}
+
+/// A node's NoExecute taints.
+fn no_execute_taints(node: &Value) -> Vec<Taint> {
+    let listed = json::at(node, "/spec/taints").and_then(Value::as_array);
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(|t| serde_json::from_value::<api::Taint>(t.clone()).ok())
+        .filter_map(|t| Taint::new(&t))
+        .filter(|t| t.effect == TaintEffect::NoExecute)
+        .collect()
+}
+
+impl Actor for TaintEvictionController {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let client = self.client.clone();
+        actix::spawn(informer::list_watch(client, nodes(), Scope::default(), move |feed| {
+            addr.do_send(Nodes(feed));
+            addr.connected()
+        }));
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.pods.let_go();
+    }
+}
+
+impl Handler<Nodes> for TaintEvictionController {
+    type Result = ();
+
+    fn handle(&mut self, Nodes(feed): Nodes, ctx: &mut Context<Self>) {
+        let changed: Vec<String> = match feed {
+            Feed::Listed(items) => {
+                let listed: BTreeMap<String, Vec<Taint>> = items
+                    .iter()
+                    .map(|n| (object_name(n).to_string(), no_execute_taints(n)))
+                    .filter(|(_, taints)| !taints.is_empty())
+                    .collect();
+                let old = std::mem::replace(&mut self.tainted, listed);
+                old.into_keys().chain(self.tainted.keys().cloned()).collect()
+            }
+            Feed::Changed(kind, node) => {
+                let name = object_name(&node).to_string();
+                let taints =
+                    if kind == EventType::Deleted { Vec::new() } else { no_execute_taints(&node) };
+                let before = if taints.is_empty() {
+                    self.tainted.remove(&name)
+                } else {
+                    self.tainted.insert(name.clone(), taints.clone())
+                };
+                if before.unwrap_or_default() == taints {
+                    return;
+                }
+                vec![name]
+            }
+            Feed::Unavailable(_) => return,
+        };
+        self.follow_pods(ctx);
+        let on_changed = self.pods_on(|node| changed.iter().any(|c| c == node));
+        on_changed.iter().for_each(|pod| self.process(pod, ctx));
+    }
+}
+
+impl Handler<Pods> for TaintEvictionController {
+    type Result = ();
+
+    fn handle(&mut self, Pods(run, feed): Pods, ctx: &mut Context<Self>) {
+        match self.pods.apply(run, feed) {
+            Applied::Listed => {
+                let concerned = self.pods_on(|node| self.tainted.contains_key(node));
+                let keys: Vec<Key> = concerned.iter().map(key_of).collect();
+                let gone: Vec<Key> =
+                    self.scheduled.keys().filter(|k| !keys.contains(k)).cloned().collect();
+                gone.iter().for_each(|key| self.cancel(key, ctx));
+                concerned.iter().for_each(|pod| self.process(pod, ctx));
+            }
+            Applied::Changed { object, .. } => {
+                if self.pods.objects().get(&key_of(&object)).is_some() {
+                    self.process(&object, ctx);
+                } else {
+                    self.cancel(&key_of(&object), ctx);
+                }
+            }
+            Applied::Nothing => {}
+        }
+    }
+}
+
+impl Handler<Failed> for TaintEvictionController {
+    type Result = ();
+
+    /// Looked at again after a second (a conflict, the server briefly away).
+    fn handle(&mut self, Failed(key): Failed, ctx: &mut Context<Self>) {
+        ctx.run_later(Duration::from_secs(1), move |controller, ctx| {
+            controller.scheduled.remove(&key);
+            if let Some(pod) = controller.pods.objects().get(&key).cloned() {
+                controller.process(&pod, ctx);
+            }
+        });
+    }
+}
+
+impl Handler<StopTaintEvictionController> for TaintEvictionController {
+    type Result = ();
+
+    fn handle(&mut self, _: StopTaintEvictionController, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ListOptions;
+    use crate::testing::{core, eventually};
+
+    fn pod(name: &str, tolerations: Value) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "n", "tolerations": tolerations,
+                "containers": [{"name": "c", "image": "i"}]}})
+    }
+
+    fn toleration(seconds: Option<i64>) -> Value {
+        let mut t = json!({"key": "down", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(seconds) = seconds {
+            t["tolerationSeconds"] = json!(seconds);
+        }
+        json!([t])
+    }
+
+    #[actix::test]
+    async fn pods_leave_a_node_with_a_no_execute_taint_once_they_stop_tolerating_it() {
+        let core = core().await;
+        let node = json!({"metadata": {"name": "n"},
+            "spec": {"taints": [{"key": "down", "effect": "NoExecute"}]}});
+        ApiClient::create(&core, nodes(), "", node).await.unwrap();
+        for (name, tolerations) in [
+            ("untolerating", json!([])),
+            ("forever", toleration(None)),
+            ("brief", toleration(Some(1))),
+            ("patient", toleration(Some(3600))),
+        ] {
+            ApiClient::create(&core, pods(), "default", pod(name, tolerations)).await.unwrap();
+        }
+        let _controller = TaintEvictionController::new(Arc::new(core.clone())).start();
+        let get = |name: &'static str| {
+            let core = core.clone();
+            async move { ApiClient::get(&core, pods(), "default", name).await.unwrap() }
+        };
+        let evicted = |pod: &Value| json::at(pod, "/metadata/deletionTimestamp").is_some();
+        let started = Instant::now();
+        let gone = eventually("the untolerating pod evicted", || async {
+            Some(get("untolerating").await).filter(evicted)
+        })
+        .await;
+        let condition = &gone["status"]["conditions"][0];
+        assert_eq!(condition["type"], "DisruptionTarget", "{gone}");
+        assert_eq!(condition["reason"], "DeletionByTaintManager");
+        eventually("the brief pod evicted", || async { Some(get("brief").await).filter(evicted) })
+            .await;
+        assert!(started.elapsed() >= Duration::from_millis(900), "not before its second");
+        assert!(!evicted(&get("forever").await) && !evicted(&get("patient").await));
+
+        // The taint goes: the patient pod's eviction is called off.
+        let mut node = ApiClient::get(&core, nodes(), "", "n").await.unwrap();
+        node["spec"]["taints"] = json!([]);
+        ApiClient::update(&core, nodes(), "", node).await.unwrap();
+        let events = resources::find("", "v1", "events").expect("served");
+        let messages = || async {
+            let options = ListOptions::default();
+            let items = ApiClient::list(&core, events, Some("default"), &options).await;
+            let items = items.unwrap().items;
+            items.iter().map(|e| e["message"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+        };
+        let said = eventually("the cancellation", || async {
+            let said = messages().await;
+            said.contains(&"Cancelling deletion of Pod default/patient".to_string()).then_some(said)
+        })
+        .await;
+        assert!(said.contains(&"Marking for deletion Pod default/untolerating".to_string()));
+        for evicted in ["untolerating", "brief"] {
+            let cancelled = format!("Cancelling deletion of Pod default/{evicted}");
+            assert!(
+                !said.contains(&cancelled),
+                "an eviction under way is not called off: {said:?}"
+            );
+        }
+        assert!(!evicted(&get("patient").await) && !evicted(&get("forever").await));
+    }
+}
