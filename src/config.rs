@@ -41,6 +41,7 @@ struct RawControllers {
     secondary_node_eviction_rate: f64,
     unhealthy_zone_threshold: f64,
     large_cluster_size_threshold: usize,
+    terminated_pod_gc_threshold: usize,
 }
 
 impl Default for RawControllers {
@@ -52,6 +53,8 @@ impl Default for RawControllers {
             secondary_node_eviction_rate: defaults.secondary_eviction_rate,
             unhealthy_zone_threshold: defaults.unhealthy_zone_threshold,
             large_cluster_size_threshold: defaults.large_cluster_size,
+            terminated_pod_gc_threshold: kplane_actors::controllers::pod_gc::PodGcConfig::default()
+                .terminated_threshold,
         }
     }
 }
@@ -236,6 +239,8 @@ pub struct Settings {
     pub scheduler_enabled: bool,
     pub service_ranges: kplane_actors::core::ServiceRanges,
     pub node_lifecycle: kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig,
+    /// Finished pods kept before the oldest are deleted (`0`: all are kept).
+    pub terminated_pod_gc_threshold: usize,
 }
 
 /// How the container runtime of a node agent runs containers.
@@ -375,6 +380,7 @@ impl Settings {
             agent,
             service_ranges,
             node_lifecycle,
+            terminated_pod_gc_threshold: raw.controllers.terminated_pod_gc_threshold,
             scheduler_enabled: raw.scheduler.enabled,
             data_dir: raw.data_dir,
             log_level: raw.log_level,

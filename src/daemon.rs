@@ -8,10 +8,10 @@ use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
     EndpointsController, GarbageCollector, NamespaceController, NodeLifecycleController,
-    ReplicationManager, ResourceQuotaController, ServiceAccountController, StopCollector,
-    StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
-    StopQuotaController, StopReplicationManager, StopServiceAccountController,
-    StopTaintEvictionController, TaintEvictionController,
+    PodGarbageCollector, ReplicationManager, ResourceQuotaController, ServiceAccountController,
+    StopCollector, StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
+    StopPodGarbageCollector, StopQuotaController, StopReplicationManager,
+    StopServiceAccountController, StopTaintEvictionController, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -49,6 +49,7 @@ pub struct Running {
     endpoints: Addr<EndpointsController>,
     node_lifecycle: Addr<NodeLifecycleController>,
     taint_eviction: Addr<TaintEvictionController>,
+    pod_gc: Addr<PodGarbageCollector>,
     store: Store,
 }
 
@@ -82,6 +83,7 @@ impl Running {
         let _ = self.endpoints.send(StopEndpointsController).await;
         let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
         let _ = self.taint_eviction.send(StopTaintEvictionController).await;
+        let _ = self.pod_gc.send(StopPodGarbageCollector).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -206,6 +208,15 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the pod garbage collector: pods of nodes gone, and old finished pods, go.
+    let pod_gc = PodGarbageCollector::new(
+        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        kplane_actors::controllers::pod_gc::PodGcConfig {
+            terminated_threshold: settings.terminated_pod_gc_threshold,
+            ..Default::default()
+        },
+    )
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -240,6 +251,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         endpoints,
         node_lifecycle,
         taint_eviction,
+        pod_gc,
         store,
     })
 }

@@ -6,6 +6,7 @@
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
 //! - [`node_lifecycle`]: takes nodes whose agent went silent as not Ready, and taints them.
+//! - [`pod_gc`]: deletes the pods of nodes gone, and the oldest finished pods past a threshold.
 //! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
@@ -15,6 +16,7 @@ pub mod endpoints;
 pub mod garbage_collector;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod pod_gc;
 pub mod replication;
 pub mod resource_quota;
 pub mod service_account;
@@ -24,6 +26,7 @@ pub use endpoints::{EndpointsController, StopEndpointsController};
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use namespace::{NamespaceController, StopNamespaceController};
 pub use node_lifecycle::{NodeLifecycleController, StopNodeLifecycleController};
+pub use pod_gc::{PodGarbageCollector, StopPodGarbageCollector};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};
