@@ -390,11 +390,14 @@ impl ApiCore {
             service_account::admit(&self.store, namespace, &mut object)
                 .await
                 .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
-            default_tolerations::admit(&mut object);
         }
         let errors = validation::validate_object(resource, &object);
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
+        }
+        if Self::is_pod(resource) {
+            // A mutating plugin run after validation, which what it adds would pass.
+            default_tolerations::admit(&mut object);
         }
         self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         // The last admission: charged to the namespace's quotas before it is stored, their
