@@ -24,7 +24,7 @@ pub async fn serve(
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     validate_options(query, name)?;
-    let pods = resources::find("", "v1", "pods").expect("pods are served");
+    let pods = resources::core("pods");
     let pod = state.core.get(pods, namespace, name).await?.to_value();
     let container = container_of(&pod, name, query.get("container"))?;
     let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");

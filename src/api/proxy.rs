@@ -141,7 +141,7 @@ impl<'a> ProxyId<'a> {
 /// The base URL of node `node`'s agent: the InternalIP and the kubelet port it publishes (503
 /// when it publishes either not, or an address no node can have).
 pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
-    let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
+    let nodes = resources::core("nodes");
     let node_object = state.core.get(nodes, "", node).await?.to_value();
     let address = internal_ip(&node_object)
         .ok_or_else(|| unavailable(format!("node {node} publishes no InternalIP")))?;
@@ -185,7 +185,7 @@ async fn pod_url(
     name: &str,
     port: Option<u16>,
 ) -> Result<reqwest::Url, HttpError> {
-    let pods = resources::find("", "v1", "pods").expect("pods are served");
+    let pods = resources::core("pods");
     let pod = state.core.get(pods, namespace, name).await?.to_value();
     let refuse = |why: &str| Err(HttpError::BadRequest(format!("pod {name} {why}")));
     let port = port.or_else(|| first_container_port(&pod)).unwrap_or(80);
@@ -196,7 +196,7 @@ async fn pod_url(
     let Some(ip) = pod.pointer("/status/podIP").and_then(Value::as_str).and_then(reachable) else {
         return refuse("has no address to reach");
     };
-    let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
+    let nodes = resources::core("nodes");
     let node_object = match state.core.get(nodes, "", node).await {
         Ok(node) => node.to_value(),
         Err(_) => return refuse("is on no known node"),
@@ -236,7 +236,7 @@ async fn service_url(
     let service = target.name;
     let mut port_name = target.port.unwrap_or("").to_owned();
     if let Ok(number) = port_name.parse::<u64>() {
-        let services = resources::find("", "v1", "services").expect("services are served");
+        let services = resources::core("services");
         let object = state.core.get(services, namespace, service).await?.to_value();
         let ports = object.pointer("/spec/ports").and_then(Value::as_array);
         let declared = ports.into_iter().flatten().find(|p| p["port"].as_u64() == Some(number));
@@ -246,7 +246,7 @@ async fn service_url(
         };
         port_name = declared["name"].as_str().unwrap_or("").to_owned();
     }
-    let endpoints = resources::find("", "v1", "endpoints").expect("endpoints are served");
+    let endpoints = resources::core("endpoints");
     let object = state.core.get(endpoints, namespace, service).await?.to_value();
     let subsets = object["subsets"].as_array().map(Vec::as_slice).unwrap_or_default();
     let start = NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed);

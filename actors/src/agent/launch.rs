@@ -42,7 +42,7 @@ pub async fn environment(
     let mut env: Vec<(String, String)> = Vec::new();
     let links = ctx.pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
     if links {
-        let services = resources::find("", "v1", "services").expect("services are served");
+        let services = resources::core("services");
         if let Ok(list) = client.list(services, Some(namespace), &Default::default()).await {
             for item in list.items {
                 if let Ok(service) = serde_json::from_value::<Service>(item) {

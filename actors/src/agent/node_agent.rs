@@ -26,14 +26,6 @@ const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// Longest wait between attempts to reach the API server.
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
-fn pods() -> &'static ResourceType {
-    resources::find("", "v1", "pods").expect("pods are served")
-}
-
-fn nodes() -> &'static ResourceType {
-    resources::find("", "v1", "nodes").expect("nodes are served")
-}
-
 fn leases() -> &'static ResourceType {
     resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served")
 }
@@ -145,7 +137,14 @@ impl NodeAgent {
                     node_status::status(&config, &machine, runtime, pressure, &old, &now());
                 let patch = json!({"status": status});
                 match client
-                    .patch(nodes(), "", &config.node_name, PatchType::Merge, &patch, true)
+                    .patch(
+                        resources::core("nodes"),
+                        "",
+                        &config.node_name,
+                        PatchType::Merge,
+                        &patch,
+                        true,
+                    )
                     .await
                 {
                     Ok(_) => {
@@ -381,7 +380,7 @@ async fn register(
     runtime: &str,
 ) -> Result<std::net::Ipv4Addr, ApiError> {
     loop {
-        match client.get(nodes(), "", &config.node_name).await {
+        match client.get(resources::core("nodes"), "", &config.node_name).await {
             Ok(node) => {
                 if let Some(cidr) = node
                     .pointer("/spec/podCIDR")
@@ -393,7 +392,14 @@ async fn register(
                 let cidr = free_cidr(config, client).await?;
                 let patch = json!({"spec": {"podCIDR": format!("{cidr}/24"), "podCIDRs": [format!("{cidr}/24")]}});
                 client
-                    .patch(nodes(), "", &config.node_name, PatchType::Merge, &patch, false)
+                    .patch(
+                        resources::core("nodes"),
+                        "",
+                        &config.node_name,
+                        PatchType::Merge,
+                        &patch,
+                        false,
+                    )
                     .await?;
                 return Ok(cidr);
             }
@@ -402,7 +408,7 @@ async fn register(
                 let cidr_text = format!("{cidr}/24");
                 let node =
                     node_status::new_node(config, machine, Some(&cidr_text), runtime, &now());
-                match client.create(nodes(), "", node).await {
+                match client.create(resources::core("nodes"), "", node).await {
                     Ok(_) => return Ok(cidr),
                     Err(ApiError::AlreadyExists { .. }) => continue,
                     Err(e) => return Err(e),
@@ -418,7 +424,7 @@ async fn free_cidr(
     config: &AgentConfig,
     client: &dyn ApiClient,
 ) -> Result<std::net::Ipv4Addr, ApiError> {
-    let list = client.list(nodes(), None, &ListOptions::default()).await?;
+    let list = client.list(resources::core("nodes"), None, &ListOptions::default()).await?;
     let taken: HashSet<_> = list
         .items
         .iter()
@@ -471,7 +477,7 @@ async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(),
 /// Feeds the agent the pods bound to `node` until the agent stops.
 async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAgent>) {
     let scope = informer::Scope::fields(format!("spec.nodeName={node}"));
-    informer::list_watch(client, pods(), scope, move |feed| {
+    informer::list_watch(client, resources::core("pods"), scope, move |feed| {
         match feed {
             Feed::Listed(pods) => agent.do_send(Relisted(pods)),
             Feed::Changed(kind, pod) => agent.do_send(PodEvent(kind, pod)),

@@ -656,7 +656,7 @@ impl PodState {
                 precondition_uid: Some(self.uid.clone()),
                 ..DeleteOptions::default()
             };
-            let pods = resources::find("", "v1", "pods").expect("pods are served");
+            let pods = resources::core("pods");
             match ctx.client.delete(pods, &self.namespace, &self.name, &options).await {
                 Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
                 Err(error) => {
@@ -1127,7 +1127,7 @@ impl PodState {
         if self.last_status.as_ref() == Some(&status) {
             return;
         }
-        let pods = resources::find("", "v1", "pods").expect("pods are served");
+        let pods = resources::core("pods");
         let patch = json!({"status": status});
         match ctx
             .client

@@ -71,7 +71,7 @@ pub async fn record(
     component: &str,
 ) {
     let time = crate::model::now();
-    let events = resources::find("", "v1", "events").expect("events are served");
+    let events = resources::core("events");
     let similar = (
         object.namespace.clone(),
         object.uid.clone(),

@@ -20,20 +20,8 @@ use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{json, resources};
 use crate::watch::EventType;
-
-fn services() -> &'static ResourceType {
-    resources::find("", "v1", "services").expect("served")
-}
-
-fn endpoints() -> &'static ResourceType {
-    resources::find("", "v1", "endpoints").expect("served")
-}
-
-fn pods() -> &'static ResourceType {
-    resources::find("", "v1", "pods").expect("served")
-}
 
 /// The endpoints controller actor.
 pub struct EndpointsController {
@@ -93,7 +81,7 @@ impl EndpointsController {
     fn follow_pods(&mut self, ctx: &mut Context<Self>) {
         if self.services.values().any(|s| selector(s).is_some()) {
             let addr = ctx.address();
-            self.pods.follow(self.client.clone(), pods(), move |run, feed| {
+            self.pods.follow(self.client.clone(), resources::core("pods"), move |run, feed| {
                 addr.do_send(Pods(run, feed));
                 addr.connected()
             });
@@ -127,7 +115,10 @@ impl EndpointsController {
                 let name = key.1.clone();
                 Box::pin(async move {
                     let options = DeleteOptions::default();
-                    match client.delete(endpoints(), &namespace, &name, &options).await {
+                    match client
+                        .delete(resources::core("endpoints"), &namespace, &name, &options)
+                        .await
+                    {
                         Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
                         Err(error) => Err(error),
                     }
@@ -177,7 +168,7 @@ async fn write(
     mut desired: Value,
 ) -> Result<(), ApiError> {
     let name = object_name(&desired).to_string();
-    match client.get(endpoints(), namespace, &name).await {
+    match client.get(resources::core("endpoints"), namespace, &name).await {
         Ok(mut current) => {
             let labels = |object: &Value| json::at(object, "/metadata/labels").cloned();
             if current.get("subsets") == desired.get("subsets")
@@ -200,10 +191,10 @@ async fn write(
                     metadata.as_object_mut().map(|m| m.remove("labels"));
                 }
             }
-            client.update(endpoints(), namespace, current).await.map(drop)
+            client.update(resources::core("endpoints"), namespace, current).await.map(drop)
         }
         Err(ApiError::NotFound { .. }) => {
-            client.create(endpoints(), namespace, desired).await.map(drop)
+            client.create(resources::core("endpoints"), namespace, desired).await.map(drop)
         }
         Err(error) => Err(error),
     }
@@ -359,10 +350,15 @@ impl Actor for EndpointsController {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, services(), Scope::default(), move |feed| {
-            addr.do_send(Services(feed));
-            addr.connected()
-        }));
+        actix::spawn(informer::list_watch(
+            client,
+            resources::core("services"),
+            Scope::default(),
+            move |feed| {
+                addr.do_send(Services(feed));
+                addr.connected()
+            },
+        ));
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -513,18 +509,21 @@ mod tests {
         let _controller = EndpointsController::new(Arc::new(core.clone())).start();
         let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
             "ports": [{"port": 80, "targetPort": 8080}]}});
-        ApiClient::create(&core, services(), "default", service).await.unwrap();
+        ApiClient::create(&core, resources::core("services"), "default", service).await.unwrap();
         let created = json!({"metadata": {"name": "p", "labels": {"app": "web"}},
             "spec": {"containers": [{"name": "c", "image": "i"}]}});
-        let created = ApiClient::create(&core, pods(), "default", created).await.unwrap();
-        let get = || async { ApiClient::get(&core, endpoints(), "default", "web").await.ok() };
+        let created =
+            ApiClient::create(&core, resources::core("pods"), "default", created).await.unwrap();
+        let get = || async {
+            ApiClient::get(&core, resources::core("endpoints"), "default", "web").await.ok()
+        };
         let empty = eventually("endpoints", || async { get().await }).await;
         assert!(empty.get("subsets").is_none(), "no pod has an IP yet: {empty}");
         // The pod gets an IP and becomes ready, as its node agent reports it.
         let mut running = created.clone();
         running["status"] = json!({"phase": "Running", "podIP": "127.0.0.7",
             "conditions": [{"type": "Ready", "status": "True"}]});
-        ApiClient::update_status(&core, pods(), "default", running).await.unwrap();
+        ApiClient::update_status(&core, resources::core("pods"), "default", running).await.unwrap();
         let listed = eventually("the pod listed", || async {
             get().await.filter(|e| e["subsets"][0]["addresses"][0]["ip"] == "127.0.0.7")
         })
@@ -535,24 +534,48 @@ mod tests {
         let from = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
         let options = WatchOptions { resource_version: Some(from), ..WatchOptions::default() };
         let mut changes =
-            ApiClient::watch(&core, endpoints(), Some("default"), &options).await.unwrap();
+            ApiClient::watch(&core, resources::core("endpoints"), Some("default"), &options)
+                .await
+                .unwrap();
         let patch = json!({"metadata": {"labels": {"unrelated": "x"}}});
-        ApiClient::patch(&core, pods(), "default", "p", PatchType::Merge, &patch, false)
-            .await
-            .unwrap();
+        ApiClient::patch(
+            &core,
+            resources::core("pods"),
+            "default",
+            "p",
+            PatchType::Merge,
+            &patch,
+            false,
+        )
+        .await
+        .unwrap();
         let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
-        ApiClient::patch(&core, pods(), "default", "p", PatchType::Merge, &not_ready, true)
-            .await
-            .unwrap();
+        ApiClient::patch(
+            &core,
+            resources::core("pods"),
+            "default",
+            "p",
+            PatchType::Merge,
+            &not_ready,
+            true,
+        )
+        .await
+        .unwrap();
         use futures::StreamExt;
         let first = tokio::time::timeout(Duration::from_secs(30), changes.next()).await.unwrap();
         let Some(crate::client::ClientEvent::Object(EventType::Modified, changed)) = first else {
             panic!("a change of the endpoints: {first:?}")
         };
         assert_eq!(changed["subsets"][0]["notReadyAddresses"][0]["ip"], "127.0.0.7", "{changed}");
-        ApiClient::delete(&core, services(), "default", "web", &DeleteOptions::default())
-            .await
-            .unwrap();
+        ApiClient::delete(
+            &core,
+            resources::core("services"),
+            "default",
+            "web",
+            &DeleteOptions::default(),
+        )
+        .await
+        .unwrap();
         eventually("the endpoints gone", || async { get().await.is_none().then_some(()) }).await;
     }
 }

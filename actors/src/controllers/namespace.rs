@@ -83,7 +83,7 @@ impl NamespaceController {
 }
 
 fn namespaces() -> &'static ResourceType {
-    resources::find("", "v1", "namespaces").expect("served")
+    resources::core("namespaces")
 }
 
 fn is_marked(object: &Value) -> bool {

@@ -100,10 +100,6 @@ enum ZoneState {
     FullDisruption,
 }
 
-fn nodes() -> &'static ResourceType {
-    resources::find("", "v1", "nodes").expect("served")
-}
-
 fn leases() -> &'static ResourceType {
     resources::find("coordination.k8s.io", "v1", "leases").expect("served")
 }
@@ -192,12 +188,13 @@ impl NodeLifecycleController {
                 async move {
                     // Conflicts with the agent's own writes: looked at again next round.
                     if let Some(node) = update {
-                        match client.update_status(nodes(), "", node).await {
+                        match client.update_status(resources::core("nodes"), "", node).await {
                             Ok(_) => mark_pods_not_ready(client.as_ref(), &name).await,
                             Err(error) => tracing::debug!(%name, %error, "marking a silent node"),
                         }
                     } else if let Some(node) = retaint {
-                        if let Err(error) = client.update(nodes(), "", node).await {
+                        if let Err(error) = client.update(resources::core("nodes"), "", node).await
+                        {
                             tracing::debug!(%name, %error, "tainting a node");
                         }
                     }
@@ -337,7 +334,7 @@ fn zone_of(node: &Value) -> String {
 /// Sets the Ready condition of the pods bound to `node` to False, with a `NodeNotReady` event
 /// for each (Kubernetes' `MarkPodsNotReady`); a pod changed meanwhile is left to its agent.
 async fn mark_pods_not_ready(client: &dyn ApiClient, node: &str) {
-    let pods = resources::find("", "v1", "pods").expect("served");
+    let pods = resources::core("pods");
     let options = ListOptions {
         field_selector: Some(format!("spec.nodeName={node}")),
         ..ListOptions::default()
@@ -419,10 +416,15 @@ impl Actor for NodeLifecycleController {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, nodes(), Scope::default(), move |feed| {
-            addr.do_send(Nodes(feed));
-            addr.connected()
-        }));
+        actix::spawn(informer::list_watch(
+            client,
+            resources::core("nodes"),
+            Scope::default(),
+            move |feed| {
+                addr.do_send(Nodes(feed));
+                addr.connected()
+            },
+        ));
         let addr = ctx.address();
         let client = self.client.clone();
         let scope = Scope::fields(format!("metadata.namespace={LEASE_NAMESPACE}"));
@@ -517,9 +519,10 @@ mod tests {
     #[actix::test]
     async fn a_silent_node_is_not_ready_and_tainted_until_it_reports_again() {
         let core = core().await;
-        ApiClient::create(&core, nodes(), "", node("far", "True")).await.unwrap();
+        ApiClient::create(&core, resources::core("nodes"), "", node("far", "True")).await.unwrap();
         let _controller = NodeLifecycleController::new(Arc::new(core.clone()), fast()).start();
-        let get = || async { ApiClient::get(&core, nodes(), "", "far").await.unwrap() };
+        let get =
+            || async { ApiClient::get(&core, resources::core("nodes"), "", "far").await.unwrap() };
         let silent = eventually("the node unreachable", || async {
             let node = get().await;
             let tainted = has(&node, UNREACHABLE, "NoSchedule");
@@ -541,10 +544,12 @@ mod tests {
         let mut back = silent.clone();
         back["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
             "reason": "KubeletReady", "lastHeartbeatTime": crate::model::now()}]);
-        let back = ApiClient::update_status(&core, nodes(), "", back).await.unwrap();
+        let back =
+            ApiClient::update_status(&core, resources::core("nodes"), "", back).await.unwrap();
         let from = back["metadata"]["resourceVersion"].as_str().unwrap().to_string();
         let options = WatchOptions { resource_version: Some(from), ..WatchOptions::default() };
-        let mut changes = ApiClient::watch(&core, nodes(), None, &options).await.unwrap();
+        let mut changes =
+            ApiClient::watch(&core, resources::core("nodes"), None, &options).await.unwrap();
         let untainted = tokio::time::timeout(Duration::from_secs(30), async {
             while let Some(change) = changes.next().await {
                 if let ClientEvent::Object(_, node) = change {
@@ -564,9 +569,11 @@ mod tests {
     async fn a_silent_node_among_live_ones_gets_the_no_execute_taint_and_its_pods_go_unready() {
         let core = core().await;
         for name in ["near", "far"] {
-            ApiClient::create(&core, nodes(), "", node(name, "True")).await.unwrap();
+            ApiClient::create(&core, resources::core("nodes"), "", node(name, "True"))
+                .await
+                .unwrap();
         }
-        let pods = resources::find("", "v1", "pods").expect("served");
+        let pods = resources::core("pods");
         let pod = json!({"metadata": {"name": "p", "namespace": "default"},
             "spec": {"nodeName": "far", "containers": [{"name": "c", "image": "i"}]}});
         ApiClient::create(&core, pods, "default", pod).await.unwrap();
@@ -590,13 +597,13 @@ mod tests {
         });
         let _controller = NodeLifecycleController::new(Arc::new(core.clone()), fast()).start();
         let far = eventually("far tainted NoExecute", || async {
-            let node = ApiClient::get(&core, nodes(), "", "far").await.unwrap();
+            let node = ApiClient::get(&core, resources::core("nodes"), "", "far").await.unwrap();
             has(&node, UNREACHABLE, "NoExecute").then_some(node)
         })
         .await;
         assert!(has(&far, UNREACHABLE, "NoSchedule"), "{far}");
         assert_eq!(condition_status(&far, "Ready").as_deref(), Some("Unknown"));
-        let near = ApiClient::get(&core, nodes(), "", "near").await.unwrap();
+        let near = ApiClient::get(&core, resources::core("nodes"), "", "near").await.unwrap();
         assert!(taints(&near).is_empty(), "{near}");
         let pod = ApiClient::get(&core, pods, "default", "p").await.unwrap();
         let ready = conditions(&pod).iter().find(|c| c["type"] == "Ready").unwrap();

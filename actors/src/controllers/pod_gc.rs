@@ -19,16 +19,8 @@ use serde_json::{json, Value};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{json, resources};
 use crate::watch::EventType;
-
-fn nodes() -> &'static ResourceType {
-    resources::find("", "v1", "nodes").expect("served")
-}
-
-fn pods() -> &'static ResourceType {
-    resources::find("", "v1", "pods").expect("served")
-}
 
 /// The pod garbage collector's settings.
 #[derive(Debug, Clone)]
@@ -89,7 +81,7 @@ impl PodGarbageCollector {
             let client = collector.client.clone();
             ctx.spawn(
                 async move {
-                    match client.get(nodes(), "", &node).await {
+                    match client.get(resources::core("nodes"), "", &node).await {
                         Err(ApiError::NotFound { .. }) => {
                             delete_orphans(client.as_ref(), &node).await
                         }
@@ -117,7 +109,7 @@ impl PodGarbageCollector {
                         field_selector: Some(format!("status.phase={phase}")),
                         ..ListOptions::default()
                     };
-                    match client.list(pods(), None, &options).await {
+                    match client.list(resources::core("pods"), None, &options).await {
                         Ok(listed) => finished.extend(listed.items),
                         Err(error) => {
                             tracing::debug!(%error, "listing finished pods");
@@ -154,7 +146,7 @@ impl PodGarbageCollector {
                 field_selector: Some("spec.nodeName!=".into()),
                 ..ListOptions::default()
             };
-            match client.list(pods(), None, &options).await {
+            match client.list(resources::core("pods"), None, &options).await {
                 Ok(listed) => {
                     let bound = listed.items.iter().filter_map(|p| {
                         json::at(p, "/spec/nodeName").and_then(Value::as_str).map(String::from)
@@ -173,7 +165,7 @@ async fn delete_orphans(client: &dyn ApiClient, node: &str) {
         field_selector: Some(format!("spec.nodeName={node}")),
         ..ListOptions::default()
     };
-    let orphans = match client.list(pods(), None, &options).await {
+    let orphans = match client.list(resources::core("pods"), None, &options).await {
         Ok(listed) => listed.items,
         Err(error) => {
             tracing::debug!(%node, %error, "listing a gone node's pods");
@@ -192,7 +184,9 @@ async fn delete_orphans(client: &dyn ApiClient, node: &str) {
         }
         let patch = json!({"metadata": {"uid": object_uid(&pod)}, "status": status});
         let strategic = PatchType::StrategicMerge;
-        if let Err(error) = client.patch(pods(), namespace, name, strategic, &patch, true).await {
+        if let Err(error) =
+            client.patch(resources::core("pods"), namespace, name, strategic, &patch, true).await
+        {
             tracing::debug!(%namespace, %name, %error, "marking an orphaned pod failed");
         }
         force_delete(client, &pod).await;
@@ -208,7 +202,7 @@ async fn force_delete(client: &dyn ApiClient, pod: &Value) {
         precondition_uid: Some(object_uid(pod).to_string()),
         ..DeleteOptions::default()
     };
-    match client.delete(pods(), namespace, name, &options).await {
+    match client.delete(resources::core("pods"), namespace, name, &options).await {
         Ok(_) | Err(ApiError::NotFound { .. }) => {}
         Err(error) => tracing::debug!(%namespace, %name, %error, "collecting a pod"),
     }
@@ -220,10 +214,15 @@ impl Actor for PodGarbageCollector {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, nodes(), Scope::default(), move |feed| {
-            addr.do_send(Nodes(feed));
-            addr.connected()
-        }));
+        actix::spawn(informer::list_watch(
+            client,
+            resources::core("nodes"),
+            Scope::default(),
+            move |feed| {
+                addr.do_send(Nodes(feed));
+                addr.connected()
+            },
+        ));
         ctx.run_interval(self.config.period, |collector, ctx| collector.sweep_finished(ctx));
     }
 }
@@ -293,7 +292,7 @@ mod tests {
         let core = core().await;
         for name in ["stays", "goes", "returns"] {
             let node = json!({"metadata": {"name": name}});
-            ApiClient::create(&core, nodes(), "", node).await.unwrap();
+            ApiClient::create(&core, resources::core("nodes"), "", node).await.unwrap();
         }
         let created = [
             pod("on-stays", "stays", Some("Running")),
@@ -307,11 +306,14 @@ mod tests {
         ];
         for p in created {
             let status = p.get("status").cloned();
-            let made = ApiClient::create(&core, pods(), "default", p).await.unwrap();
+            let made =
+                ApiClient::create(&core, resources::core("pods"), "default", p).await.unwrap();
             if let Some(status) = status {
                 let mut with_status = made;
                 with_status["status"] = status;
-                ApiClient::update_status(&core, pods(), "default", with_status).await.unwrap();
+                ApiClient::update_status(&core, resources::core("pods"), "default", with_status)
+                    .await
+                    .unwrap();
             }
         }
         let config = PodGcConfig {
@@ -322,14 +324,19 @@ mod tests {
         let _collector = PodGarbageCollector::new(Arc::new(core.clone()), config).start();
         for name in ["goes", "returns"] {
             let options = DeleteOptions::default();
-            ApiClient::delete(&core, nodes(), "", name, &options).await.unwrap();
+            ApiClient::delete(&core, resources::core("nodes"), "", name, &options).await.unwrap();
         }
-        ApiClient::create(&core, nodes(), "", json!({"metadata": {"name": "returns"}}))
-            .await
-            .unwrap();
+        ApiClient::create(
+            &core,
+            resources::core("nodes"),
+            "",
+            json!({"metadata": {"name": "returns"}}),
+        )
+        .await
+        .unwrap();
         let exists = |name: &'static str| {
             let core = core.clone();
-            async move { ApiClient::get(&core, pods(), "default", name).await.is_ok() }
+            async move { ApiClient::get(&core, resources::core("pods"), "default", name).await.is_ok() }
         };
         eventually("the gone node's pods and the oldest finished pod deleted", || async {
             let gone = !exists("on-goes").await && !exists("on-never").await;

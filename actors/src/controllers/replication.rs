@@ -27,7 +27,7 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, PatchType};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{json, resources};
 use crate::watch::EventType;
 
 /// What events name as their source, as Kubernetes' controller does.
@@ -36,14 +36,6 @@ const COMPONENT: &str = "replication-controller";
 const BURST: usize = 500;
 /// How long a controller waits for the pods it created or deleted to be seen, at most.
 const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
-
-fn controllers() -> &'static ResourceType {
-    resources::find("", "v1", "replicationcontrollers").expect("served")
-}
-
-fn pods() -> &'static ResourceType {
-    resources::find("", "v1", "pods").expect("served")
-}
 
 /// The pods created and deleted that a controller has not seen yet.
 #[derive(Debug)]
@@ -140,7 +132,7 @@ impl ReplicationManager {
             self.pods.let_go();
         } else {
             let addr = ctx.address();
-            self.pods.follow(self.client.clone(), pods(), move |run, feed| {
+            self.pods.follow(self.client.clone(), resources::core("pods"), move |run, feed| {
                 addr.do_send(Pods(run, feed));
                 addr.connected()
             });
@@ -270,7 +262,8 @@ impl ReplicationManager {
             let (mut made, mut tried, mut batch, mut error) = (0, 0, 1, None);
             while tried < count && error.is_none() {
                 let size = batch.min(count - tried);
-                let creates = (0..size).map(|_| client.create(pods(), &controller.0, pod.clone()));
+                let creates = (0..size)
+                    .map(|_| client.create(resources::core("pods"), &controller.0, pod.clone()));
                 for result in futures::future::join_all(creates).await {
                     let (kind, reason, message) = match result {
                         Ok(created) => {
@@ -320,7 +313,10 @@ impl ReplicationManager {
                         precondition_uid: Some(object_uid(pod).to_string()),
                         ..DeleteOptions::default()
                     };
-                    let deleted = match client.delete(pods(), &namespace, &name, &options).await {
+                    let deleted = match client
+                        .delete(resources::core("pods"), &namespace, &name, &options)
+                        .await
+                    {
                         Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
                         Err(error) => Err(error),
                     };
@@ -367,7 +363,14 @@ impl ReplicationManager {
         ctx.spawn(
             async move {
                 let patched = client
-                    .patch(pods(), &namespace, &name, PatchType::StrategicMerge, &patch, false)
+                    .patch(
+                        resources::core("pods"),
+                        &namespace,
+                        &name,
+                        PatchType::StrategicMerge,
+                        &patch,
+                        false,
+                    )
                     .await;
                 // Gone or changed meanwhile: the next sync looks again.
                 if let Err(error) = patched {
@@ -456,7 +459,10 @@ impl ReplicationManager {
         ctx.spawn(
             async move {
                 // A conflict means a newer controller is on its way: it is synced then.
-                if let Err(error) = client.update_status(controllers(), &namespace, updated).await {
+                if let Err(error) = client
+                    .update_status(resources::core("replicationcontrollers"), &namespace, updated)
+                    .await
+                {
                     tracing::debug!(%error, "writing a replication controller's status");
                 }
             }
@@ -550,10 +556,15 @@ impl Actor for ReplicationManager {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, controllers(), Scope::default(), move |feed| {
-            addr.do_send(Controllers(feed));
-            addr.connected()
-        }));
+        actix::spawn(informer::list_watch(
+            client,
+            resources::core("replicationcontrollers"),
+            Scope::default(),
+            move |feed| {
+                addr.do_send(Controllers(feed));
+                addr.connected()
+            },
+        ));
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -710,7 +721,9 @@ mod tests {
     /// The pods of the namespace, by name, with whether `owner` owns them.
     async fn pods_of(core: &ApiCore, owner: &str) -> Vec<(String, bool)> {
         let options = ListOptions::default();
-        let list = ApiClient::list(core, pods(), Some("default"), &options).await.unwrap();
+        let list = ApiClient::list(core, resources::core("pods"), Some("default"), &options)
+            .await
+            .unwrap();
         let owned = |pod: &Value| {
             controller_ref(pod)
                 .is_some_and(|r| r["name"] == owner && r["kind"] == "ReplicationController")
@@ -723,7 +736,10 @@ mod tests {
     }
 
     async fn status(core: &ApiCore, name: &str) -> Value {
-        ApiClient::get(core, controllers(), "default", name).await.unwrap()["status"].clone()
+        ApiClient::get(core, resources::core("replicationcontrollers"), "default", name)
+            .await
+            .unwrap()["status"]
+            .clone()
     }
 
     async fn until_owned(core: &ApiCore, owner: &str, count: usize) -> Vec<String> {
@@ -743,22 +759,38 @@ mod tests {
         // An orphan with the controller's labels, there before it: adopted, not duplicated.
         let orphan =
             json!({"metadata": {"name": "orphan", "labels": {"app": "web"}}, "spec": plain()});
-        ApiClient::create(&core, pods(), "default", orphan).await.unwrap();
+        ApiClient::create(&core, resources::core("pods"), "default", orphan).await.unwrap();
         let manager = ReplicationManager::new(Arc::new(core.clone())).start();
-        ApiClient::create(&core, controllers(), "default", rc("web", 3, plain())).await.unwrap();
+        ApiClient::create(
+            &core,
+            resources::core("replicationcontrollers"),
+            "default",
+            rc("web", 3, plain()),
+        )
+        .await
+        .unwrap();
         let owned = until_owned(&core, "web", 3).await;
         assert!(owned.contains(&"orphan".to_string()), "{owned:?}");
         assert!(owned.iter().filter(|n| n.starts_with("web-")).count() == 2, "{owned:?}");
         let created = owned.iter().find(|n| n.starts_with("web-")).unwrap().clone();
-        let pod = ApiClient::get(&core, pods(), "default", &created).await.unwrap();
+        let pod =
+            ApiClient::get(&core, resources::core("pods"), "default", &created).await.unwrap();
         assert_eq!(pod["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], true);
         assert_eq!(status(&core, "web").await["observedGeneration"], 1);
 
         // A pod relabeled out of the selector is let go, and replaced.
         let patch = json!({"metadata": {"labels": {"app": "elsewhere"}}});
-        ApiClient::patch(&core, pods(), "default", &created, PatchType::Merge, &patch, false)
-            .await
-            .unwrap();
+        ApiClient::patch(
+            &core,
+            resources::core("pods"),
+            "default",
+            &created,
+            PatchType::Merge,
+            &patch,
+            false,
+        )
+        .await
+        .unwrap();
         eventually("the stray released", || async {
             let pods = pods_of(&core, "web").await;
             pods.contains(&(created.clone(), false)).then_some(())
@@ -769,19 +801,32 @@ mod tests {
 
         // Scaled down and up again; a deleted pod is replaced.
         let scale = json!({"spec": {"replicas": 1}});
-        ApiClient::patch(&core, controllers(), "default", "web", PatchType::Merge, &scale, false)
-            .await
-            .unwrap();
+        ApiClient::patch(
+            &core,
+            resources::core("replicationcontrollers"),
+            "default",
+            "web",
+            PatchType::Merge,
+            &scale,
+            false,
+        )
+        .await
+        .unwrap();
         let kept = until_owned(&core, "web", 1).await;
         let options = DeleteOptions::default();
-        ApiClient::delete(&core, pods(), "default", &kept[0], &options).await.unwrap();
+        ApiClient::delete(&core, resources::core("pods"), "default", &kept[0], &options)
+            .await
+            .unwrap();
         let replaced = until_owned(&core, "web", 1).await;
         assert_ne!(replaced, kept);
         assert_eq!(status(&core, "web").await["observedGeneration"], 2);
         // Nothing more happens: exactly one pod stays, and no other was made meanwhile.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let options = ListOptions::default();
-        let all = ApiClient::list(&core, pods(), Some("default"), &options).await.unwrap().items;
+        let all = ApiClient::list(&core, resources::core("pods"), Some("default"), &options)
+            .await
+            .unwrap()
+            .items;
         let mine: Vec<&str> = all
             .iter()
             .filter(|p| controller_ref(p).is_some_and(|r| r["name"] == "web"))
@@ -797,7 +842,14 @@ mod tests {
         let _manager = ReplicationManager::new(Arc::new(core.clone())).start();
         let mut template = plain();
         template["serviceAccountName"] = json!("ghost");
-        ApiClient::create(&core, controllers(), "default", rc("lost", 2, template)).await.unwrap();
+        ApiClient::create(
+            &core,
+            resources::core("replicationcontrollers"),
+            "default",
+            rc("lost", 2, template),
+        )
+        .await
+        .unwrap();
         let condition = eventually("the failure in the status", || async {
             let conditions = status(&core, "lost").await["conditions"].clone();
             conditions.get(0).cloned()

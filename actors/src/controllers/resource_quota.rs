@@ -50,7 +50,7 @@ struct Informed(Feed);
 pub struct StopQuotaController;
 
 fn quotas() -> &'static ResourceType {
-    resources::find("", "v1", "resourcequotas").expect("served")
+    resources::core("resourcequotas")
 }
 
 impl ResourceQuotaController {

@@ -37,11 +37,11 @@ struct Accounts(Feed);
 pub struct StopServiceAccountController;
 
 fn namespaces() -> &'static ResourceType {
-    resources::find("", "v1", "namespaces").expect("served")
+    resources::core("namespaces")
 }
 
 fn accounts() -> &'static ResourceType {
-    resources::find("", "v1", "serviceaccounts").expect("served")
+    resources::core("serviceaccounts")
 }
 
 impl ServiceAccountController {

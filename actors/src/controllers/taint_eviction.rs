@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use k8s_openapi::api::core::v1 as api;
 use serde_json::{json, Value};
 
 use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
@@ -23,18 +22,10 @@ use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, PatchType};
 use crate::model::taints::{no_execute_grace, Taint, TaintEffect, Toleration};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{json, resources};
 use crate::watch::EventType;
 
 const COMPONENT: &str = "taint-eviction-controller";
-
-fn nodes() -> &'static ResourceType {
-    resources::find("", "v1", "nodes").expect("served")
-}
-
-fn pods() -> &'static ResourceType {
-    resources::find("", "v1", "pods").expect("served")
-}
 
 /// A pod's eviction, due at a time (and kept once under way, until the pod is gone).
 struct Scheduled {
@@ -90,7 +81,7 @@ impl TaintEvictionController {
             keys.iter().for_each(|key| self.cancel(key, ctx));
         } else {
             let addr = ctx.address();
-            self.pods.follow(self.client.clone(), pods(), move |run, feed| {
+            self.pods.follow(self.client.clone(), resources::core("pods"), move |run, feed| {
                 addr.do_send(Pods(run, feed));
                 addr.connected()
             });
@@ -111,7 +102,7 @@ impl TaintEvictionController {
         }
         let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str)?;
         let taints = self.tainted.get(node)?;
-        no_execute_grace(taints, &tolerations(pod))
+        no_execute_grace(taints, &Toleration::of_pod(pod))
     }
 
     /// Schedules, keeps or cancels the eviction of `pod` as its node's taints now say.
@@ -180,13 +171,14 @@ impl TaintEvictionController {
                 "lastTransitionTime": crate::model::now()});
             let patch = json!({"metadata": {"uid": uid}, "status": {"conditions": [condition]}});
             let strategic = PatchType::StrategicMerge;
-            if let Err(error) =
-                client.patch(pods(), &namespace, &name, strategic, &patch, true).await
+            if let Err(error) = client
+                .patch(resources::core("pods"), &namespace, &name, strategic, &patch, true)
+                .await
             {
                 tracing::debug!(%namespace, %name, %error, "marking an evicted pod");
             }
             let options = DeleteOptions { precondition_uid: Some(uid), ..DeleteOptions::default() };
-            match client.delete(pods(), &namespace, &name, &options).await {
+            match client.delete(resources::core("pods"), &namespace, &name, &options).await {
                 Ok(_) | Err(ApiError::NotFound { .. }) => {}
                 Err(error) => {
                     tracing::debug!(%namespace, %name, %error, "evicting a pod");
@@ -197,27 +189,11 @@ impl TaintEvictionController {
     }
 }
 
-/// A pod's tolerations, as the scheduler reads them.
-fn tolerations(pod: &Value) -> Vec<Toleration> {
-    let listed = json::at(pod, "/spec/tolerations").and_then(Value::as_array);
-    listed
-        .into_iter()
-        .flatten()
-        .filter_map(|t| serde_json::from_value::<api::Toleration>(t.clone()).ok())
-        .filter_map(|t| Toleration::new(&t))
-        .collect()
-}
-
 /// A node's NoExecute taints.
 fn no_execute_taints(node: &Value) -> Vec<Taint> {
-    let listed = json::at(node, "/spec/taints").and_then(Value::as_array);
-    listed
-        .into_iter()
-        .flatten()
-        .filter_map(|t| serde_json::from_value::<api::Taint>(t.clone()).ok())
-        .filter_map(|t| Taint::new(&t))
-        .filter(|t| t.effect == TaintEffect::NoExecute)
-        .collect()
+    let mut taints = Taint::of_node(node);
+    taints.retain(|t| t.effect == TaintEffect::NoExecute);
+    taints
 }
 
 impl Actor for TaintEvictionController {
@@ -226,10 +202,15 @@ impl Actor for TaintEvictionController {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, nodes(), Scope::default(), move |feed| {
-            addr.do_send(Nodes(feed));
-            addr.connected()
-        }));
+        actix::spawn(informer::list_watch(
+            client,
+            resources::core("nodes"),
+            Scope::default(),
+            move |feed| {
+                addr.do_send(Nodes(feed));
+                addr.connected()
+            },
+        ));
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -345,19 +326,21 @@ mod tests {
         let core = core().await;
         let node = json!({"metadata": {"name": "n"},
             "spec": {"taints": [{"key": "down", "effect": "NoExecute"}]}});
-        ApiClient::create(&core, nodes(), "", node).await.unwrap();
+        ApiClient::create(&core, resources::core("nodes"), "", node).await.unwrap();
         for (name, tolerations) in [
             ("untolerating", json!([])),
             ("forever", toleration(None)),
             ("brief", toleration(Some(1))),
             ("patient", toleration(Some(3600))),
         ] {
-            ApiClient::create(&core, pods(), "default", pod(name, tolerations)).await.unwrap();
+            ApiClient::create(&core, resources::core("pods"), "default", pod(name, tolerations))
+                .await
+                .unwrap();
         }
         let _controller = TaintEvictionController::new(Arc::new(core.clone())).start();
         let get = |name: &'static str| {
             let core = core.clone();
-            async move { ApiClient::get(&core, pods(), "default", name).await.unwrap() }
+            async move { ApiClient::get(&core, resources::core("pods"), "default", name).await.unwrap() }
         };
         let evicted = |pod: &Value| json::at(pod, "/metadata/deletionTimestamp").is_some();
         let started = Instant::now();
@@ -374,10 +357,10 @@ mod tests {
         assert!(!evicted(&get("forever").await) && !evicted(&get("patient").await));
 
         // The taint goes: the patient pod's eviction is called off.
-        let mut node = ApiClient::get(&core, nodes(), "", "n").await.unwrap();
+        let mut node = ApiClient::get(&core, resources::core("nodes"), "", "n").await.unwrap();
         node["spec"]["taints"] = json!([]);
-        ApiClient::update(&core, nodes(), "", node).await.unwrap();
-        let events = resources::find("", "v1", "events").expect("served");
+        ApiClient::update(&core, resources::core("nodes"), "", node).await.unwrap();
+        let events = resources::core("events");
         let messages = || async {
             let options = ListOptions::default();
             let items = ApiClient::list(&core, events, Some("default"), &options).await;

@@ -107,7 +107,7 @@ enum Ownership<'a> {
 }
 
 fn namespaces() -> &'static ResourceType {
-    resources::find("", "v1", "namespaces").expect("namespaces are served")
+    resources::core("namespaces")
 }
 
 impl ApiCore {
@@ -182,11 +182,11 @@ impl ApiCore {
     /// (The service account controller keeps every namespace's account afterwards; writing
     /// these here spares the first pods after a start waiting for it.)
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
-        let services = resources::find("", "v1", "services").expect("services are served");
+        let services = resources::core("services");
         for service in self.list(services, None, &ListOptions::default()).await?.items {
             self.services.restore(&service.to_value());
         }
-        let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
+        let accounts = resources::core("serviceaccounts");
         for ns in SYSTEM_NAMESPACES {
             self.create_if_missing(namespaces(), "", json!({"metadata": {"name": ns}})).await?;
             let account = json!({"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}});

@@ -44,7 +44,7 @@ const STATED_BY_PODS: [&str; 6] =
     ["cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"];
 
 fn quotas() -> &'static ResourceType {
-    resources::find("", "v1", "resourcequotas").expect("resource quotas are served")
+    resources::core("resourcequotas")
 }
 
 /// What one quota says of a create.

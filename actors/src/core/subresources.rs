@@ -5,16 +5,8 @@ use serde_json::{json, Value};
 
 use super::UPDATE_RETRIES;
 use super::{now, parse_rv, patch, ApiCore, ApiError, Ownership, Part, PatchType, WriteOptions};
-use crate::model::{resources, FieldError, ObjectKey, ResourceType};
+use crate::model::{resources, FieldError, ObjectKey};
 use crate::store::{Preconditions, StoreError};
-
-fn pods() -> &'static ResourceType {
-    resources::find("", "v1", "pods").expect("pods are served")
-}
-
-fn replication_controllers() -> &'static ResourceType {
-    resources::find("", "v1", "replicationcontrollers").expect("replicationcontrollers are served")
-}
 
 /// A `Binding` conflict, worded as Kubernetes words it.
 fn binding_conflict(name: &str, message: String) -> ApiError {
@@ -55,10 +47,13 @@ impl ApiCore {
             _ => {}
         }
         let wanted_uid = binding.pointer("/metadata/uid").and_then(Value::as_str);
-        let key = ObjectKey::new(pods(), namespace, name);
+        let key = ObjectKey::new(resources::core("pods"), namespace, name);
         for _ in 0..UPDATE_RETRIES {
-            let current =
-                self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(pods(), name))?;
+            let current = self
+                .store
+                .get(&key)
+                .await?
+                .ok_or_else(|| ApiError::not_found(resources::core("pods"), name))?;
             let mut pod = current.to_value();
             if wanted_uid.is_some_and(|uid| uid != current.uid) {
                 return Err(binding_conflict(
@@ -102,7 +97,9 @@ impl ApiCore {
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             match self.store.update(key.clone(), pod, preconditions).await {
-                Err(StoreError::Conflict { .. }) => self.store.settle(pods()).await?,
+                Err(StoreError::Conflict { .. }) => {
+                    self.store.settle(resources::core("pods")).await?
+                }
                 other => return other.map(|_| ()).map_err(Into::into),
             }
         }
@@ -111,7 +108,7 @@ impl ApiCore {
 
     /// The `Scale` of a replication controller.
     pub async fn get_scale(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
-        let rc = self.get(replication_controllers(), namespace, name).await?;
+        let rc = self.get(resources::core("replicationcontrollers"), namespace, name).await?;
         Ok(scale_of(&rc.to_value()))
     }
 
@@ -148,7 +145,7 @@ impl ApiCore {
         if let Some(rv) = &requested_rv {
             parse_rv(rv)?;
         }
-        let rcs = replication_controllers();
+        let rcs = resources::core("replicationcontrollers");
         for _ in 0..UPDATE_RETRIES {
             let current = self.get(rcs, namespace, name).await?;
             let mut rc = current.to_value();

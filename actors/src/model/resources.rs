@@ -528,6 +528,12 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resourc
         .find(|r| r.plural == plural && same(r.group, group) && same(r.version, version))
 }
 
+/// A core/v1 resource the components themselves read and write (`pods`, `nodes`...): served
+/// always, so a missing one is a bug of the resource table, not of any input.
+pub fn core(plural: &str) -> &'static ResourceType {
+    find("", "v1", plural).unwrap_or_else(|| panic!("core/v1 {plural} are served"))
+}
+
 /// Looks a resource up by its kind within a group.
 pub fn find_by_kind(group: &str, kind: &str) -> Option<&'static ResourceType> {
     RESOURCES.iter().find(|r| r.kind == kind && same(r.group, group))

@@ -5,6 +5,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1 as api;
+use serde_json::Value;
+
+use super::json;
 
 /// A node whose Ready condition is False (NoSchedule; NoExecute evicts).
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
@@ -152,7 +155,30 @@ pub fn no_execute_grace(taints: &[Taint], tolerations: &[Toleration]) -> Option<
     least.map(|seconds| Duration::from_secs(seconds.max(0) as u64))
 }
 
+/// The items of the list at `pointer` in `object` that read as `T`, turned into `U`.
+fn list_of<T: serde::de::DeserializeOwned, U>(
+    object: &Value,
+    pointer: &str,
+    new: impl Fn(&T) -> Option<U>,
+) -> Vec<U> {
+    let items = json::at(object, pointer).and_then(Value::as_array);
+    let typed = items.into_iter().flatten().filter_map(|t| T::deserialize(t).ok());
+    typed.filter_map(|t| new(&t)).collect()
+}
+
+impl Toleration {
+    /// A pod's tolerations (those that can tolerate a taint).
+    pub fn of_pod(pod: &Value) -> Vec<Toleration> {
+        list_of(pod, "/spec/tolerations", Toleration::new)
+    }
+}
+
 impl Taint {
+    /// A node's taints (those of a known effect).
+    pub fn of_node(node: &Value) -> Vec<Taint> {
+        list_of(node, "/spec/taints", Taint::new)
+    }
+
     /// The taint as the scheduler and controllers use it; `None` for an unknown effect.
     pub fn new(t: &api::Taint) -> Option<Taint> {
         Some(Taint {
