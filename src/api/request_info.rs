@@ -83,6 +83,9 @@ pub fn parse(group: &str, version: &str, path: &str) -> Result<Target, HttpError
         }
         _ => return Err(HttpError::NoSuchPath),
     };
+    if target.legacy_watch && target.subresource.as_deref() == Some("proxy") {
+        return Err(HttpError::NoSuchPath);
+    }
     if let Some(sub) = &target.subresource {
         if !target.resource.subresources.iter().any(|s| s.name == sub) {
             return Err(HttpError::NoSuchPath);
@@ -142,6 +145,8 @@ mod tests {
         assert_eq!(t("proxy/namespaces/ns/configmaps/c"), None);
         assert_eq!(t("proxy/namespaces/ns/pods"), None);
         assert_eq!(t("proxy/nodes"), None);
+        assert_eq!(t("watch/proxy/nodes/n1/x"), None);
+        assert_eq!(t("watch/namespaces/ns/pods/web/proxy/x"), None);
         assert_eq!(t("pods/p"), None);
         assert_eq!(t("widgets"), None);
         assert_eq!(t("namespaces/ns/pods/p/bogus"), None);

@@ -534,7 +534,7 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
 /// taints go and it stops what was evicted.
 #[test]
 fn pods_leave_a_node_whose_agent_went_silent() {
-    // Nodes report every second and are given up on after four (Kubernetes: 10 s and 40 s).
+    // Nodes report every second and are given up on after five (Kubernetes: 10 s and 40 s).
     let fast = [
         ("KPLANE_AGENT__NODE_STATUS_UPDATE_PERIOD_SECONDS", "1"),
         ("KPLANE_AGENT__LEASE_DURATION_SECONDS", "4"),
@@ -544,7 +544,7 @@ fn pods_leave_a_node_whose_agent_went_silent() {
         ("KPLANE_AGENT__NODE_NAME", "node-a"),
         ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
         ("KPLANE_SCHEDULER__ENABLED", "true"),
-        ("KPLANE_CONTROLLERS__NODE_MONITOR_GRACE_PERIOD_SECONDS", "4"),
+        ("KPLANE_CONTROLLERS__NODE_MONITOR_GRACE_PERIOD_SECONDS", "5"),
         ("KPLANE_CONTROLLERS__NODE_EVICTION_RATE", "10"),
     ];
     env.extend(fast);

@@ -16,7 +16,7 @@
 //! controller takes it for its own trouble reaching them and removes them. When a node's
 //! agent reports again, the agent sets Ready back and the taints go.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -119,6 +119,9 @@ pub struct NodeLifecycleController {
     heard: HashMap<String, Heard>,
     /// When each zone may give its next NoExecute taint.
     next_taint: HashMap<String, Instant>,
+    /// Not-Ready nodes some of whose pods could not be marked not ready: tried again each
+    /// round (Kubernetes' `nodesToRetry`).
+    unmarked: BTreeSet<String>,
 }
 
 /// A feed of nodes.
@@ -144,6 +147,7 @@ impl NodeLifecycleController {
             nodes: BTreeMap::new(),
             heard: HashMap::new(),
             next_taint: HashMap::new(),
+            unmarked: BTreeSet::new(),
         }
     }
 
@@ -182,25 +186,43 @@ impl NodeLifecycleController {
             let update =
                 (silent && ready.as_deref() != Some("Unknown")).then(|| unknown_status(&node));
             let (state, size) = states[&zone_of(&node)];
-            let retaint = self.retainted(&node, all_down, state, size);
+            // One write a round: the status first (a zone's turn to taint is not spent on a
+            // node whose taints wait for the next round).
+            let retaint = match update {
+                Some(_) => None,
+                None => self.retainted(&node, all_down, state, size),
+            };
+            // Pods left Ready on a node that is not are marked again.
+            let remark = update.is_none()
+                && self.unmarked.contains(&name)
+                && ready.as_deref() != Some("True");
+            if ready.as_deref() == Some("True") {
+                self.unmarked.remove(&name);
+            }
             let client = self.client.clone();
-            ctx.spawn(
-                async move {
-                    // Conflicts with the agent's own writes: looked at again next round.
-                    if let Some(node) = update {
-                        match client.update_status(resources::core("nodes"), "", node).await {
-                            Ok(_) => mark_pods_not_ready(client.as_ref(), &name).await,
-                            Err(error) => tracing::debug!(%name, %error, "marking a silent node"),
-                        }
-                    } else if let Some(node) = retaint {
-                        if let Err(error) = client.update(resources::core("nodes"), "", node).await
-                        {
-                            tracing::debug!(%name, %error, "tainting a node");
-                        }
+            let work = async move {
+                // Conflicts with the agent's own writes: looked at again next round.
+                let mut marked = None;
+                if let Some(node) = update {
+                    match client.update_status(resources::core("nodes"), "", node).await {
+                        Ok(_) => marked = Some(mark_pods_not_ready(client.as_ref(), &name).await),
+                        Err(error) => tracing::debug!(%name, %error, "marking a silent node"),
+                    }
+                } else if let Some(node) = retaint {
+                    if let Err(error) = client.update(resources::core("nodes"), "", node).await {
+                        tracing::debug!(%name, %error, "tainting a node");
                     }
                 }
-                .into_actor(self),
-            );
+                if remark {
+                    marked = Some(mark_pods_not_ready(client.as_ref(), &name).await);
+                }
+                (name, marked)
+            };
+            ctx.spawn(work.into_actor(self).map(|(name, marked), controller, _| match marked {
+                Some(true) => _ = controller.unmarked.remove(&name),
+                Some(false) => _ = controller.unmarked.insert(name),
+                None => {}
+            }));
         }
     }
 
@@ -247,7 +269,8 @@ impl NodeLifecycleController {
         if now < *next {
             return false;
         }
-        *next = now + Duration::from_secs_f64(1.0 / rate);
+        let turn = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::MAX);
+        *next = now.checked_add(turn).unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
         true
     }
 
@@ -332,8 +355,8 @@ fn zone_of(node: &Value) -> String {
 }
 
 /// Sets the Ready condition of the pods bound to `node` to False, with a `NodeNotReady` event
-/// for each (Kubernetes' `MarkPodsNotReady`); a pod changed meanwhile is left to its agent.
-async fn mark_pods_not_ready(client: &dyn ApiClient, node: &str) {
+/// for each (Kubernetes' `MarkPodsNotReady`): whether every one was.
+async fn mark_pods_not_ready(client: &dyn ApiClient, node: &str) -> bool {
     let pods = resources::core("pods");
     let options = ListOptions {
         field_selector: Some(format!("spec.nodeName={node}")),
@@ -343,9 +366,10 @@ async fn mark_pods_not_ready(client: &dyn ApiClient, node: &str) {
         Ok(listed) => listed.items,
         Err(error) => {
             tracing::debug!(%node, %error, "listing a silent node's pods");
-            return;
+            return false;
         }
     };
+    let mut all = true;
     for mut pod in listed {
         let conditions = pod.pointer_mut("/status/conditions").and_then(Value::as_array_mut);
         let ready = conditions.and_then(|c| c.iter_mut().find(|c| c["type"] == "Ready"));
@@ -364,9 +388,13 @@ async fn mark_pods_not_ready(client: &dyn ApiClient, node: &str) {
                 events::record(client, &reference, kind, reason, "Node is not ready", COMPONENT)
                     .await;
             }
-            Err(error) => tracing::debug!(pod = %reference.name, %error, "marking a pod not ready"),
+            Err(error) => {
+                tracing::debug!(pod = %reference.name, %error, "marking a pod not ready");
+                all = false;
+            }
         }
     }
+    all
 }
 
 fn conditions(node: &Value) -> &[Value] {
@@ -498,9 +526,11 @@ mod tests {
     use crate::core::WatchOptions;
     use crate::testing::{core, eventually};
 
+    /// A second's grace: rounds every half second, so that a node reported back is seen
+    /// untainted before it can go silent again, even on a busy machine.
     fn fast() -> NodeLifecycleConfig {
         NodeLifecycleConfig {
-            grace_period: Duration::from_millis(300),
+            grace_period: Duration::from_secs(1),
             ..NodeLifecycleConfig::default()
         }
     }
@@ -605,9 +635,12 @@ mod tests {
         assert_eq!(condition_status(&far, "Ready").as_deref(), Some("Unknown"));
         let near = ApiClient::get(&core, resources::core("nodes"), "", "near").await.unwrap();
         assert!(taints(&near).is_empty(), "{near}");
-        let pod = ApiClient::get(&core, pods, "default", "p").await.unwrap();
-        let ready = conditions(&pod).iter().find(|c| c["type"] == "Ready").unwrap();
-        assert_eq!(ready["status"], "False", "{pod}");
+        eventually("its pod not ready", || async {
+            let pod = ApiClient::get(&core, pods, "default", "p").await.unwrap();
+            let ready = conditions(&pod).iter().find(|c| c["type"] == "Ready").cloned();
+            ready.filter(|r| r["status"] == "False")
+        })
+        .await;
     }
 
     #[actix::test]

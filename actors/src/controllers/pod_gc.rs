@@ -1,17 +1,16 @@
 //! The pod garbage collector, as Kubernetes' PodGC controller: pods bound to a node that no
-//! longer exists (gone for the quarantine time, 40 s, and confirmed gone by a read) are marked
-//! `Failed` with a `DisruptionTarget` condition (reason `DeletionByPodGC`) and deleted at once,
-//! since no agent will ever stop them; and past `terminated_threshold` finished pods
+//! longer exists (missing for the quarantine time, 40 s, and confirmed gone by a read) are
+//! marked `Failed` with a `DisruptionTarget` condition (reason `DeletionByPodGC`) and deleted at
+//! once, since no agent will ever stop them; and past `terminated_threshold` finished pods
 //! (`Succeeded` or `Failed`, Kubernetes' `--terminated-pod-gc-threshold`), the oldest are
 //! deleted.
 //!
-//! It follows nodes, not pods: the pods of a deleted node are listed by field selector when
-//! its quarantine ends, the bound pods once when it starts (nodes deleted while it was
-//! down), and the finished pods by their phase every sweep.
+//! Every sweep (20 s) lists the bound pods and the finished ones by field selector, one sweep
+//! at a time; it follows nodes to know which exist.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use serde_json::{json, Value};
@@ -27,9 +26,9 @@ use crate::watch::EventType;
 pub struct PodGcConfig {
     /// Finished pods kept; the oldest past this many are deleted (0: none are).
     pub terminated_threshold: usize,
-    /// How long a node must be gone before its pods are.
+    /// How long a node must be missing before its pods go.
     pub quarantine: Duration,
-    /// How often finished pods are counted (Kubernetes: 20 s).
+    /// How often the collector sweeps (Kubernetes: 20 s).
     pub period: Duration,
 }
 
@@ -47,20 +46,17 @@ impl Default for PodGcConfig {
 pub struct PodGarbageCollector {
     client: Arc<dyn ApiClient>,
     config: PodGcConfig,
-    nodes: BTreeSet<String>,
-    /// Whether the bound pods were looked at since start.
-    swept_bound: bool,
+    /// The nodes that exist, once listed.
+    nodes: Option<BTreeSet<String>>,
+    /// Nodes pods are bound to that do not exist, since when they were found missing.
+    missing: HashMap<String, Instant>,
+    sweeping: bool,
 }
 
 /// A feed of nodes.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Nodes(Feed);
-
-/// Nodes that pods are bound to but that were not known when they were listed.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Unknown(BTreeSet<String>);
 
 /// Stops the controller (its list-watch ends with it).
 #[derive(Message)]
@@ -69,128 +65,128 @@ pub struct StopPodGarbageCollector;
 
 impl PodGarbageCollector {
     pub fn new(client: Arc<dyn ApiClient>, config: PodGcConfig) -> Self {
-        Self { client, config, nodes: BTreeSet::new(), swept_bound: false }
+        Self { client, config, nodes: None, missing: HashMap::new(), sweeping: false }
     }
 
-    /// After the quarantine, the pods of `node` go if it is still gone.
-    fn quarantine(&self, node: String, ctx: &mut Context<Self>) {
-        ctx.run_later(self.config.quarantine, move |collector, ctx| {
-            if collector.nodes.contains(&node) {
-                return; // back meanwhile
-            }
+    /// One sweep: the bound pods are listed; the pods of nodes missing for the quarantine
+    /// time go, then the oldest finished pods past the threshold.
+    fn sweep(&mut self, ctx: &mut Context<Self>) {
+        if self.sweeping || self.nodes.is_none() {
+            return;
+        }
+        self.sweeping = true;
+        let client = self.client.clone();
+        let listed = async move {
+            let options = ListOptions {
+                field_selector: Some("spec.nodeName!=".into()),
+                ..ListOptions::default()
+            };
+            client.list(resources::core("pods"), None, &options).await.map(|l| l.items)
+        };
+        ctx.spawn(listed.into_actor(self).map(|bound, collector, ctx| {
+            let bound = match bound {
+                Ok(bound) => bound,
+                Err(error) => {
+                    tracing::debug!(%error, "listing bound pods");
+                    collector.sweeping = false;
+                    return;
+                }
+            };
+            let orphans = collector.orphans(bound);
             let client = collector.client.clone();
-            ctx.spawn(
-                async move {
+            let threshold = collector.config.terminated_threshold;
+            let work = async move {
+                for (node, pods) in orphans {
                     match client.get(resources::core("nodes"), "", &node).await {
                         Err(ApiError::NotFound { .. }) => {
-                            delete_orphans(client.as_ref(), &node).await
+                            for pod in &pods {
+                                delete_orphan(client.as_ref(), pod).await;
+                            }
                         }
                         Ok(_) => {}
                         Err(error) => tracing::debug!(%node, %error, "checking a node gone"),
                     }
                 }
-                .into_actor(collector),
-            );
-        });
-    }
-
-    /// Deletes the oldest finished pods past the threshold.
-    fn sweep_finished(&self, ctx: &mut Context<Self>) {
-        let threshold = self.config.terminated_threshold;
-        if threshold == 0 {
-            return;
-        }
-        let client = self.client.clone();
-        ctx.spawn(
-            async move {
-                let mut finished = Vec::new();
-                for phase in ["Succeeded", "Failed"] {
-                    let options = ListOptions {
-                        field_selector: Some(format!("status.phase={phase}")),
-                        ..ListOptions::default()
-                    };
-                    match client.list(resources::core("pods"), None, &options).await {
-                        Ok(listed) => finished.extend(listed.items),
-                        Err(error) => {
-                            tracing::debug!(%error, "listing finished pods");
-                            return;
-                        }
-                    }
-                }
-                if finished.len() <= threshold {
-                    return;
-                }
-                let created = |p: &Value| {
-                    let at = json::at(p, "/metadata/creationTimestamp").and_then(Value::as_str);
-                    (at.unwrap_or("").to_string(), object_name(p).to_string())
-                };
-                finished.sort_by_cached_key(created);
-                let excess = finished.len() - threshold;
-                for pod in finished.into_iter().take(excess) {
-                    force_delete(client.as_ref(), &pod).await;
-                }
-            }
-            .into_actor(self),
-        );
-    }
-
-    /// Once: the bound pods whose node is unknown are quarantined with it.
-    fn sweep_bound(&mut self, ctx: &mut Context<Self>) {
-        if std::mem::replace(&mut self.swept_bound, true) {
-            return;
-        }
-        let client = self.client.clone();
-        let addr = ctx.address();
-        actix::spawn(async move {
-            let options = ListOptions {
-                field_selector: Some("spec.nodeName!=".into()),
-                ..ListOptions::default()
+                delete_oldest_finished(client.as_ref(), threshold).await;
             };
-            match client.list(resources::core("pods"), None, &options).await {
-                Ok(listed) => {
-                    let bound = listed.items.iter().filter_map(|p| {
-                        json::at(p, "/spec/nodeName").and_then(Value::as_str).map(String::from)
-                    });
-                    addr.do_send(Unknown(bound.collect()));
-                }
-                Err(error) => tracing::debug!(%error, "listing bound pods"),
+            ctx.spawn(
+                work.into_actor(collector).map(|(), collector, _| collector.sweeping = false),
+            );
+        }));
+    }
+
+    /// The pods of `bound` whose node has been missing for the quarantine time, by node; the
+    /// nodes found missing now are noted.
+    fn orphans(&mut self, bound: Vec<Value>) -> BTreeMap<String, Vec<Value>> {
+        let nodes = self.nodes.as_ref().expect("listed before a sweep");
+        let mut by_node: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for pod in bound {
+            let node = json::at(&pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            if !node.is_empty() && !nodes.contains(node) {
+                by_node.entry(node.to_string()).or_default().push(pod);
             }
-        });
+        }
+        let now = Instant::now();
+        self.missing.retain(|node, _| by_node.contains_key(node));
+        for node in by_node.keys() {
+            self.missing.entry(node.clone()).or_insert(now);
+        }
+        let quarantine = self.config.quarantine;
+        by_node.retain(|node, _| self.missing[node].elapsed() >= quarantine);
+        by_node
     }
 }
 
-/// Marks the pods bound to `node` failed and deletes them at once.
-async fn delete_orphans(client: &dyn ApiClient, node: &str) {
-    let options = ListOptions {
-        field_selector: Some(format!("spec.nodeName={node}")),
-        ..ListOptions::default()
+/// Deletes the oldest finished pods past `threshold` (none when it is 0).
+async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize) {
+    if threshold == 0 {
+        return;
+    }
+    let mut finished = Vec::new();
+    for phase in ["Succeeded", "Failed"] {
+        let options = ListOptions {
+            field_selector: Some(format!("status.phase={phase}")),
+            ..ListOptions::default()
+        };
+        match client.list(resources::core("pods"), None, &options).await {
+            Ok(listed) => finished.extend(listed.items),
+            Err(error) => {
+                tracing::debug!(%error, "listing finished pods");
+                return;
+            }
+        }
+    }
+    if finished.len() <= threshold {
+        return;
+    }
+    let created = |p: &Value| {
+        let at = json::at(p, "/metadata/creationTimestamp").and_then(Value::as_str);
+        (at.unwrap_or("").to_string(), object_name(p).to_string())
     };
-    let orphans = match client.list(resources::core("pods"), None, &options).await {
-        Ok(listed) => listed.items,
-        Err(error) => {
-            tracing::debug!(%node, %error, "listing a gone node's pods");
-            return;
-        }
-    };
-    for pod in orphans {
-        let namespace = json::at(&pod, "/metadata/namespace").and_then(Value::as_str);
-        let (namespace, name) = (namespace.unwrap_or(""), object_name(&pod));
-        let phase = json::at(&pod, "/status/phase").and_then(Value::as_str);
-        let mut status = json!({"conditions": [{"type": "DisruptionTarget", "status": "True",
-            "reason": "DeletionByPodGC", "message": "PodGC: node no longer exists",
-            "lastTransitionTime": crate::model::now()}]});
-        if !matches!(phase, Some("Succeeded" | "Failed")) {
-            status["phase"] = json!("Failed");
-        }
-        let patch = json!({"metadata": {"uid": object_uid(&pod)}, "status": status});
-        let strategic = PatchType::StrategicMerge;
-        if let Err(error) =
-            client.patch(resources::core("pods"), namespace, name, strategic, &patch, true).await
-        {
-            tracing::debug!(%namespace, %name, %error, "marking an orphaned pod failed");
-        }
+    finished.sort_by_cached_key(created);
+    let excess = finished.len() - threshold;
+    for pod in finished.into_iter().take(excess) {
         force_delete(client, &pod).await;
     }
+}
+
+/// Marks an orphaned pod failed (unless it finished) and deletes it at once.
+async fn delete_orphan(client: &dyn ApiClient, pod: &Value) {
+    let namespace = json::at(pod, "/metadata/namespace").and_then(Value::as_str);
+    let (namespace, name) = (namespace.unwrap_or(""), object_name(pod));
+    let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
+    if !matches!(phase, Some("Succeeded" | "Failed")) {
+        let status = json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget",
+            "status": "True", "reason": "DeletionByPodGC",
+            "message": "PodGC: node no longer exists", "lastTransitionTime": crate::model::now()}]});
+        let patch = json!({"metadata": {"uid": object_uid(pod)}, "status": status});
+        let (pods, strategic) = (resources::core("pods"), PatchType::StrategicMerge);
+        if let Err(error) = client.patch(pods, namespace, name, strategic, &patch, true).await {
+            tracing::debug!(%namespace, %name, %error, "marking an orphaned pod failed");
+            return; // as Kubernetes: not deleted unmarked; the next sweep tries again
+        }
+    }
+    force_delete(client, pod).await;
 }
 
 /// Deletes `pod` with no grace period (this pod, not another of its name).
@@ -214,51 +210,35 @@ impl Actor for PodGarbageCollector {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(
-            client,
-            resources::core("nodes"),
-            Scope::default(),
-            move |feed| {
-                addr.do_send(Nodes(feed));
-                addr.connected()
-            },
-        ));
-        ctx.run_interval(self.config.period, |collector, ctx| collector.sweep_finished(ctx));
+        let nodes = resources::core("nodes");
+        actix::spawn(informer::list_watch(client, nodes, Scope::default(), move |feed| {
+            addr.do_send(Nodes(feed));
+            addr.connected()
+        }));
+        ctx.run_interval(self.config.period, |collector, ctx| collector.sweep(ctx));
     }
 }
 
 impl Handler<Nodes> for PodGarbageCollector {
     type Result = ();
 
-    fn handle(&mut self, Nodes(feed): Nodes, ctx: &mut Context<Self>) {
+    fn handle(&mut self, Nodes(feed): Nodes, _: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                let listed: BTreeSet<String> =
-                    items.iter().map(|n| object_name(n).to_string()).collect();
-                let gone: Vec<String> = self.nodes.difference(&listed).cloned().collect();
-                self.nodes = listed;
-                gone.into_iter().for_each(|node| self.quarantine(node, ctx));
-                self.sweep_bound(ctx);
+                self.nodes = Some(items.iter().map(|n| object_name(n).to_string()).collect());
             }
-            Feed::Changed(EventType::Deleted, node) => {
+            Feed::Changed(kind, node) => {
+                let nodes = self.nodes.get_or_insert_with(BTreeSet::new);
                 let name = object_name(&node).to_string();
-                self.nodes.remove(&name);
-                self.quarantine(name, ctx);
-            }
-            Feed::Changed(_, node) => {
-                self.nodes.insert(object_name(&node).to_string());
+                if kind == EventType::Deleted {
+                    nodes.remove(&name);
+                } else {
+                    self.missing.remove(&name);
+                    nodes.insert(name);
+                }
             }
             Feed::Unavailable(_) => {}
         }
-    }
-}
-
-impl Handler<Unknown> for PodGarbageCollector {
-    type Result = ();
-
-    fn handle(&mut self, Unknown(bound_to): Unknown, ctx: &mut Context<Self>) {
-        let unknown: Vec<String> = bound_to.difference(&self.nodes).cloned().collect();
-        unknown.into_iter().for_each(|node| self.quarantine(node, ctx));
     }
 }
 

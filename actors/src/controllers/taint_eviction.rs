@@ -26,6 +26,8 @@ use crate::model::{json, resources};
 use crate::watch::EventType;
 
 const COMPONENT: &str = "taint-eviction-controller";
+/// Tolerations longer than this (a hundred years) never end.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A pod's eviction, due at a time (and kept once under way, until the pod is gone).
 struct Scheduled {
@@ -114,14 +116,21 @@ impl TaintEvictionController {
         };
         let uid = object_uid(pod).to_string();
         // As Kubernetes' manager: a scheduled eviction stands (a new toleration does not
-        // move it), unless it was for another pod of the name.
-        if self.scheduled.get(&key).is_some_and(|s| s.uid == uid) {
+        // move it), unless it was for another pod of the name, or a taint is now not
+        // tolerated at all (then the pod goes at once).
+        let same_pod = self.scheduled.get(&key).is_some_and(|s| s.uid == uid);
+        if same_pod && !grace.is_zero() {
             return;
         }
+        // A toleration of centuries is one for ever (and no timer's deadline overflows).
+        let Some(due) = Instant::now().checked_add(grace).filter(|_| grace < FOREVER) else {
+            self.cancel(&key, ctx);
+            return;
+        };
         self.cancel(&key, ctx);
         let timer_key = key.clone();
         let timer = ctx.run_later(grace, move |controller, ctx| controller.evict(timer_key, ctx));
-        self.scheduled.insert(key, Scheduled { uid, due: Instant::now() + grace, timer });
+        self.scheduled.insert(key, Scheduled { uid, due, timer });
     }
 
     fn cancel(&mut self, key: &Key, ctx: &mut Context<Self>) {
@@ -307,9 +316,9 @@ mod tests {
     use crate::core::ListOptions;
     use crate::testing::{core, eventually};
 
-    fn pod(name: &str, tolerations: Value) -> Value {
+    fn pod(name: &str, node: &str, tolerations: Value) -> Value {
         json!({"metadata": {"name": name, "namespace": "default"},
-            "spec": {"nodeName": "n", "tolerations": tolerations,
+            "spec": {"nodeName": node, "tolerations": tolerations,
                 "containers": [{"name": "c", "image": "i"}]}})
     }
 
@@ -324,18 +333,20 @@ mod tests {
     #[actix::test]
     async fn pods_leave_a_node_with_a_no_execute_taint_once_they_stop_tolerating_it() {
         let core = core().await;
-        let node = json!({"metadata": {"name": "n"},
-            "spec": {"taints": [{"key": "down", "effect": "NoExecute"}]}});
-        ApiClient::create(&core, resources::core("nodes"), "", node).await.unwrap();
-        for (name, tolerations) in [
-            ("untolerating", json!([])),
-            ("forever", toleration(None)),
-            ("brief", toleration(Some(1))),
-            ("patient", toleration(Some(3600))),
+        for name in ["n", "m"] {
+            let node = json!({"metadata": {"name": name},
+                "spec": {"taints": [{"key": "down", "effect": "NoExecute"}]}});
+            ApiClient::create(&core, resources::core("nodes"), "", node).await.unwrap();
+        }
+        for (name, node, tolerations) in [
+            ("untolerating", "n", json!([])),
+            ("forever", "n", toleration(None)),
+            ("brief", "n", toleration(Some(1))),
+            ("patient", "n", toleration(Some(3600))),
+            ("waiting", "m", toleration(Some(3600))),
         ] {
-            ApiClient::create(&core, resources::core("pods"), "default", pod(name, tolerations))
-                .await
-                .unwrap();
+            let created = pod(name, node, tolerations);
+            ApiClient::create(&core, resources::core("pods"), "default", created).await.unwrap();
         }
         let _controller = TaintEvictionController::new(Arc::new(core.clone())).start();
         let get = |name: &'static str| {
@@ -356,8 +367,16 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(900), "not before its second");
         assert!(!evicted(&get("forever").await) && !evicted(&get("patient").await));
 
-        // The taint goes: the patient pod's eviction is called off.
+        // A taint `patient` does not tolerate at all: it goes at once, its wait cut short.
         let mut node = ApiClient::get(&core, resources::core("nodes"), "", "n").await.unwrap();
+        node["spec"]["taints"] = json!([{"key": "down", "effect": "NoExecute"},
+            {"key": "worse", "effect": "NoExecute"}]);
+        ApiClient::update(&core, resources::core("nodes"), "", node).await.unwrap();
+        for name in ["patient", "forever"] {
+            eventually("evicted at once", || async { Some(get(name).await).filter(evicted) }).await;
+        }
+        // The taint of `m` goes: the waiting pod's eviction is called off.
+        let mut node = ApiClient::get(&core, resources::core("nodes"), "", "m").await.unwrap();
         node["spec"]["taints"] = json!([]);
         ApiClient::update(&core, resources::core("nodes"), "", node).await.unwrap();
         let events = resources::core("events");
@@ -369,10 +388,11 @@ mod tests {
         };
         let said = eventually("the cancellation", || async {
             let said = messages().await;
-            said.contains(&"Cancelling deletion of Pod default/patient".to_string()).then_some(said)
+            said.contains(&"Cancelling deletion of Pod default/waiting".to_string()).then_some(said)
         })
         .await;
         assert!(said.contains(&"Marking for deletion Pod default/untolerating".to_string()));
+        // (`patient`'s wait was called off, as Kubernetes says it, for its eviction at once.)
         for evicted in ["untolerating", "brief"] {
             let cancelled = format!("Cancelling deletion of Pod default/{evicted}");
             assert!(
@@ -380,6 +400,6 @@ mod tests {
                 "an eviction under way is not called off: {said:?}"
             );
         }
-        assert!(!evicted(&get("patient").await) && !evicted(&get("forever").await));
+        assert!(!evicted(&get("waiting").await));
     }
 }

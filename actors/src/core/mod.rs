@@ -627,6 +627,11 @@ impl ApiCore {
                 Ownership::Applied(fields) => fields.clone(),
             };
             fields.write_to(&mut next);
+            if Self::is_pod(resource) && part == Part::Main {
+                // On update too, as Kubernetes' plugin: a pod replaced without the defaults
+                // gets them back (its tolerations may only grow).
+                default_tolerations::admit(&mut next);
+            }
             let (allocated, freed) = if Self::is_service(resource) && part == Part::Main {
                 self.services.reallocate(&current_value, &mut next, name)?
             } else {

@@ -616,6 +616,14 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 "value must be empty when `operator` is 'Exists'",
             ));
         }
+        let has_seconds = toleration.get("tolerationSeconds").is_some_and(|s| !s.is_null());
+        if has_seconds && effect != "NoExecute" {
+            errors.push(FieldError::invalid(
+                format!("{path}.tolerations[{i}].effect"),
+                effect,
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
     }
 }
 
@@ -971,7 +979,8 @@ mod tests {
         let pod = json!({"metadata": {"name": "p", "finalizers": ["example.com/keep", "a b", ""]},
             "spec": {"dnsPolicy": "Bogus", "hostname": "Bad_Host",
                 "securityContext": {"runAsUser": -1},
-                "tolerations": [{"key": "k", "operator": "Bogus", "effect": "Sometimes"}],
+                "tolerations": [{"key": "k", "operator": "Bogus", "effect": "Sometimes"},
+                    {"key": "k", "operator": "Exists", "tolerationSeconds": 5}],
                 "containers": [{"name": "c", "image": "i",
                     "env": [{"name": ""}, {"name": "A=B"}, {"name": "ok.name-1"}],
                     "securityContext": {"runAsUser": 2147483648_i64}}],
@@ -992,6 +1001,7 @@ mod tests {
                 "spec.securityContext.runAsUser",
                 "spec.tolerations[0].operator",
                 "spec.tolerations[0].effect",
+                "spec.tolerations[1].effect",
             ]
         );
         let nodes = find("", "v1", "nodes").unwrap();
