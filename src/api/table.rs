@@ -154,6 +154,13 @@ fn columns(kind: &str) -> Vec<Column> {
         ],
         "LimitRange" => vec![NAME, col("Created At", 0, "When the limit range was created.")],
         "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
+        "EndpointSlice" => vec![
+            NAME,
+            col("AddressType", 0, "The type of the addresses of the slice."),
+            col("Ports", 0, "The ports of the slice."),
+            col("Endpoints", 0, "The first addresses of the slice."),
+            AGE,
+        ],
         _ => vec![NAME, AGE],
     }
 }
@@ -466,6 +473,10 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
         }
         "LimitRange" => vec![name, json!(s(o, "/metadata/creationTimestamp"))],
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
+        "EndpointSlice" => {
+            let (ports, endpoints) = slice_columns(o);
+            vec![name, json!(s(o, "/addressType")), json!(ports), json!(endpoints), json!(created)]
+        }
         _ => vec![name, json!(created)],
     }
 }
@@ -539,6 +550,34 @@ fn unset(value: &str) -> &str {
         "<unset>"
     } else {
         value
+    }
+}
+
+/// An EndpointSlice's ports and addresses, the first three of each, as kubectl prints them.
+fn slice_columns(slice: &Value) -> (String, String) {
+    let ports = json::at(slice, "/ports").and_then(Value::as_array);
+    let ports = ports.into_iter().flatten().map(|p| match (&p["port"], &p["name"]) {
+        (Value::Number(n), _) => n.to_string(),
+        (_, Value::String(name)) => name.clone(),
+        _ => "*".to_string(),
+    });
+    let endpoints = json::at(slice, "/endpoints").and_then(Value::as_array);
+    let addresses = endpoints
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["addresses"].as_array())
+        .flatten()
+        .filter_map(|a| a.as_str().map(String::from));
+    (first_three(ports), first_three(addresses))
+}
+
+/// `a,b,c + N more...`, or `<unset>` for none (kubectl's `listWithMoreString`).
+fn first_three(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    match items.len() {
+        0 => "<unset>".to_string(),
+        n if n <= 3 => items.join(","),
+        n => format!("{} + {} more...", items[..3].join(","), n - 3),
     }
 }
 

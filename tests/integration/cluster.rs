@@ -105,6 +105,18 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     let ports =
         kubectl.ok(&["get", "endpoints", "front", "-o", "jsonpath={.subsets[0].ports[0].port}"]);
     assert_eq!(ports, "8080");
+    // And its EndpointSlices, which `kubectl describe service` reads.
+    let mut described = String::new();
+    wait_until(WAIT, "describe lists the three endpoints", || {
+        described = kubectl.ok(&["describe", "service", "front"]);
+        let line = described.lines().find(|l| l.starts_with("Endpoints:")).unwrap_or("");
+        addresses(&kubectl).iter().all(|ip| line.contains(&format!("{ip}:8080")))
+    });
+    let slices = kubectl.ok(&["get", "endpointslices", "-l", "kubernetes.io/service-name=front"]);
+    let header: Vec<&str> = slices.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], "{slices}");
+    let row: Vec<&str> = slices.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert!(row[0].starts_with("front-") && row[1..3] == ["IPv4", "8080"], "{slices}");
     let events = kubectl.ok(&["describe", "rc", "front"]);
     assert!(
         events.contains("SuccessfulCreate") && events.contains("Created pod: front-"),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::selects;
+use super::{endpoint_slices, selects};
 use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
@@ -115,13 +115,12 @@ impl EndpointsController {
                 let name = key.1.clone();
                 Box::pin(async move {
                     let options = DeleteOptions::default();
-                    match client
-                        .delete(resources::core("endpoints"), &namespace, &name, &options)
-                        .await
-                    {
-                        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
-                        Err(error) => Err(error),
+                    let endpoints = resources::core("endpoints");
+                    match client.delete(endpoints, &namespace, &name, &options).await {
+                        Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
                     }
+                    endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
                 }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
             }
             Some(service) => {
@@ -133,7 +132,12 @@ impl EndpointsController {
                     .filter(|pod| selects(selector, pod_labels(pod)))
                     .collect();
                 let desired = desired_endpoints(service, &selected);
-                Box::pin(async move { write(client.as_ref(), &namespace, desired).await })
+                let slices = endpoint_slices::desired(service, &selected);
+                let service = service.clone();
+                Box::pin(async move {
+                    write(client.as_ref(), &namespace, desired).await?;
+                    endpoint_slices::write(client.as_ref(), &service, slices).await
+                })
             }
         };
         self.in_flight.insert(key.clone());
@@ -200,6 +204,16 @@ async fn write(
     }
 }
 
+/// The labels a service's endpoints carry: its own, and the headless mark when it has no
+/// cluster IP.
+pub(super) fn service_labels(service: &Value) -> Value {
+    let mut labels = json::at(service, "/metadata/labels").cloned().unwrap_or(json!({}));
+    if json::at(service, "/spec/clusterIP") == Some(&json!("None")) {
+        labels["service.kubernetes.io/headless"] = json!("");
+    }
+    labels
+}
+
 fn selector(service: &Value) -> Option<&Map<String, Value>> {
     json::at(service, "/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
 }
@@ -210,7 +224,7 @@ fn pod_labels(pod: &Value) -> Option<&Map<String, Value>> {
 
 /// Whether a pod is listed at all: it has an IP, is not finished, and is not being deleted
 /// (unless the service publishes not-ready addresses, which keeps terminating pods).
-fn listed(pod: &Value, publish_not_ready: bool) -> bool {
+pub(super) fn listed(pod: &Value, publish_not_ready: bool) -> bool {
     let ip = json::at(pod, "/status/podIP").and_then(Value::as_str).unwrap_or("");
     let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
     let deleting = json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
@@ -219,7 +233,7 @@ fn listed(pod: &Value, publish_not_ready: bool) -> bool {
         && (publish_not_ready || !deleting)
 }
 
-fn ready(pod: &Value) -> bool {
+pub(super) fn ready(pod: &Value) -> bool {
     let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array);
     conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
@@ -240,6 +254,31 @@ fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64>
         }
         _ => None,
     }
+}
+
+/// The ports of `pod` the service's ports send to, sorted (`name` and `appProtocol` when the
+/// service port has them); `None` when none resolves on it (a service with no ports at all
+/// lists its pods without ports).
+pub(super) fn resolved_ports(pod: &Value, service_ports: &[Value]) -> Option<Vec<Value>> {
+    let mut ports = Vec::new();
+    for service_port in service_ports {
+        let protocol = service_port["protocol"].as_str().unwrap_or("TCP");
+        let Some(port) = target_port(pod, service_port, protocol) else { continue };
+        let mut endpoint_port = json!({"port": port, "protocol": protocol});
+        for field in ["name", "appProtocol"] {
+            if let Some(value) =
+                service_port.get(field).filter(|v| v.as_str().is_some_and(|v| !v.is_empty()))
+            {
+                endpoint_port[field] = value.clone();
+            }
+        }
+        ports.push(endpoint_port);
+    }
+    if ports.is_empty() && !service_ports.is_empty() {
+        return None;
+    }
+    ports.sort_by_key(|p| p.to_string());
+    Some(ports)
 }
 
 /// The addresses of one set of ports.
@@ -273,26 +312,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
         {
             address["hostname"] = json!(hostname);
         }
-        let mut ports = Vec::new();
-        for service_port in &service_ports {
-            let protocol = service_port["protocol"].as_str().unwrap_or("TCP");
-            let Some(port) = target_port(pod, service_port, protocol) else { continue };
-            let mut endpoint_port = json!({"port": port, "protocol": protocol});
-            for field in ["name", "appProtocol"] {
-                if let Some(value) =
-                    service_port.get(field).filter(|v| v.as_str().is_some_and(|v| !v.is_empty()))
-                {
-                    endpoint_port[field] = value.clone();
-                }
-            }
-            ports.push(endpoint_port);
-        }
-        // A pod none of the service's ports resolves on is left out (a service with no
-        // ports at all lists its pods without ports).
-        if ports.is_empty() && !service_ports.is_empty() {
-            continue;
-        }
-        ports.sort_by_key(|p| p.to_string());
+        let Some(ports) = resolved_ports(pod, &service_ports) else { continue };
         let key = Value::Array(ports.clone()).to_string();
         let subset = subsets.entry(key).or_insert(Subset {
             ready: Vec::new(),
@@ -329,10 +349,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             Value::Object(subset)
         })
         .collect();
-    let mut labels = json::at(service, "/metadata/labels").cloned().unwrap_or(json!({}));
-    if json::at(service, "/spec/clusterIP") == Some(&json!("None")) {
-        labels["service.kubernetes.io/headless"] = json!("");
-    }
+    let labels = service_labels(service);
     let mut metadata = json!({"name": name, "namespace": namespace});
     if labels.as_object().is_some_and(|l| !l.is_empty()) {
         metadata["labels"] = labels;
@@ -449,7 +466,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::core::{PatchType, WatchOptions};
+    use crate::core::{ListOptions, PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
     fn pod(name: &str, ip: &str, ready: bool, ports: Value) -> Value {
@@ -577,5 +594,67 @@ mod tests {
         .await
         .unwrap();
         eventually("the endpoints gone", || async { get().await.is_none().then_some(()) }).await;
+    }
+
+    #[actix::test]
+    async fn a_services_endpoint_slices_follow_its_pods_and_go_with_it() {
+        let core = core().await;
+        let _controller = EndpointsController::new(Arc::new(core.clone())).start();
+        let service = json!({"metadata": {"name": "web", "labels": {"tier": "front"}},
+            "spec": {"selector": {"app": "web"},
+                "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}});
+        let service = ApiClient::create(&core, resources::core("services"), "default", service)
+            .await
+            .unwrap();
+        let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        let list = || async {
+            let options = ListOptions {
+                label_selector: Some("kubernetes.io/service-name=web".into()),
+                ..ListOptions::default()
+            };
+            ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
+        };
+        // Selecting nothing yet: one slice without endpoints.
+        let placeholder = eventually("a slice", || async { list().await.pop() }).await;
+        assert!(placeholder.get("endpoints").is_none(), "{placeholder}");
+        assert_eq!(placeholder["metadata"]["labels"]["tier"], "front");
+        assert_eq!(
+            placeholder["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+            "endpointslice-controller.k8s.io"
+        );
+        let owner = &placeholder["metadata"]["ownerReferences"][0];
+        assert_eq!((&owner["name"], &owner["uid"]), (&json!("web"), &service["metadata"]["uid"]));
+        assert!(object_name(&placeholder).starts_with("web-"), "{placeholder}");
+        let pod = json!({"metadata": {"name": "p", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i",
+                "ports": [{"name": "http", "containerPort": 8080}]}]}});
+        let pod = ApiClient::create(&core, resources::core("pods"), "default", pod).await.unwrap();
+        let mut running = pod.clone();
+        running["status"] = json!({"phase": "Running", "podIP": "127.0.0.9",
+            "conditions": [{"type": "Ready", "status": "True"}]});
+        ApiClient::update_status(&core, resources::core("pods"), "default", running).await.unwrap();
+        let filled = eventually("the pod in the slice", || async {
+            let mut all = list().await;
+            (all.len() == 1 && all[0].get("endpoints").is_some()).then(|| all.remove(0))
+        })
+        .await;
+        assert_eq!(object_name(&filled), object_name(&placeholder), "updated in place");
+        assert_eq!(filled["addressType"], "IPv4");
+        assert_eq!(filled["ports"], json!([{"name": "http", "port": 8080, "protocol": "TCP"}]));
+        let endpoint = &filled["endpoints"][0];
+        assert_eq!(endpoint["addresses"], json!(["127.0.0.9"]));
+        assert_eq!(
+            endpoint["conditions"],
+            json!({"ready": true, "serving": true, "terminating": false})
+        );
+        assert_eq!(
+            (&endpoint["nodeName"], &endpoint["targetRef"]["name"]),
+            (&json!("n"), &json!("p"))
+        );
+        let options = DeleteOptions::default();
+        ApiClient::delete(&core, resources::core("services"), "default", "web", &options)
+            .await
+            .unwrap();
+        eventually("the slices gone", || async { list().await.is_empty().then_some(()) }).await;
     }
 }

@@ -1,7 +1,7 @@
 //! Controllers: actors that drive cluster state toward what objects declare, reading and writing
 //! only through the [`ApiClient`](crate::client::ApiClient).
 //!
-//! - [`endpoints`]: lists the pods each Service selects in its Endpoints.
+//! - [`endpoints`]: lists the pods each Service selects in its Endpoints and EndpointSlices.
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
@@ -12,6 +12,7 @@
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
+mod endpoint_slices;
 pub mod endpoints;
 pub mod garbage_collector;
 pub mod namespace;

@@ -398,6 +398,20 @@ pub static RESOURCES: &[ResourceType] = &[
         subresources: &[],
         name_is_label: false,
     },
+    ResourceType {
+        group: "discovery.k8s.io",
+        version: V1,
+        plural: "endpointslices",
+        singular: "endpointslice",
+        kind: "EndpointSlice",
+        list_kind: "EndpointSliceList",
+        namespaced: true,
+        short_names: &[],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    },
     // Served from the core/v1 events' storage (see `storage_of`).
     ResourceType {
         group: EVENTS_GROUP,
@@ -567,6 +581,7 @@ mod tests {
         assert!(find("", "v1", "deployments").is_none());
         let groups = vec![
             ("coordination.k8s.io", "v1"),
+            ("discovery.k8s.io", "v1"),
             ("events.k8s.io", "v1"),
             ("authentication.k8s.io", "v1"),
             ("authorization.k8s.io", "v1"),

@@ -24,6 +24,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use k8s_openapi::api::authentication::v1 as authnv1;
 use k8s_openapi::api::authorization::v1 as authzv1;
+use k8s_openapi::api::discovery::v1 as discoveryv1;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use kplane_actors::model::lists;
@@ -144,6 +145,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("", "ServiceAccount") => reg::<corev1::ServiceAccount>(gen),
         ("", "Service") => reg::<corev1::Service>(gen),
         ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
+        ("discovery.k8s.io", "EndpointSlice") => reg::<discoveryv1::EndpointSlice>(gen),
         ("events.k8s.io", "Event") => reg::<eventsv1::Event>(gen),
         ("authentication.k8s.io", "SelfSubjectReview") => reg::<authnv1::SelfSubjectReview>(gen),
         ("authorization.k8s.io", "LocalSubjectAccessReview") => {

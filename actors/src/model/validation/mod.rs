@@ -82,6 +82,15 @@ impl FieldError {
         }
     }
 
+    /// A list of more than `most` items (Kubernetes' `FieldValueTooMany`).
+    fn too_many(field: impl Into<String>, most: usize) -> Self {
+        Self {
+            reason: "FieldValueTooMany",
+            field: field.into(),
+            message: format!("Too many: must have at most {most} items"),
+        }
+    }
+
     /// A value longer than `most` bytes (Kubernetes' `FieldValueTooLong`).
     pub fn too_long(field: impl Into<String>, most: usize) -> Self {
         Self {
@@ -245,6 +254,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "PersistentVolume" => storage::validate_volume(object, &mut errors),
         "Event" => validate_event(object, &mut errors),
         "Endpoints" => validate_endpoints(object, &mut errors),
+        "EndpointSlice" => validate_endpoint_slice(object, &mut errors),
         "Lease" => validate_lease(object.get("spec"), &mut errors),
         "ResourceQuota" => resource_policy::validate_quota(object, &mut errors),
         "LimitRange" => resource_policy::validate_limit_range(object, &mut errors),
@@ -505,6 +515,49 @@ pub fn validate_pod_log_options(
 }
 
 /// A claim asks for at least one access mode and an amount of storage.
+/// The address types an EndpointSlice may have.
+const ADDRESS_TYPES: [&str; 3] = ["IPv4", "IPv6", "FQDN"];
+
+/// An EndpointSlice: its address type, at most 1,000 endpoints of 1 to 100 addresses of that
+/// type, at most 100 ports (Kubernetes' discovery validation, in short).
+fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
+    let address_type = slice.get("addressType").and_then(Value::as_str).unwrap_or("");
+    if address_type.is_empty() {
+        errors.push(FieldError::required("addressType"));
+    } else if !ADDRESS_TYPES.contains(&address_type) {
+        errors.push(FieldError::not_supported("addressType", address_type, &ADDRESS_TYPES));
+    }
+    let endpoints = slice.get("endpoints").and_then(Value::as_array);
+    if endpoints.is_some_and(|e| e.len() > 1000) {
+        errors.push(FieldError::too_many("endpoints", 1000));
+    }
+    for (i, endpoint) in endpoints.into_iter().flatten().enumerate() {
+        let field = format!("endpoints[{i}].addresses");
+        let addresses = endpoint.get("addresses").and_then(Value::as_array);
+        match addresses.map(Vec::len) {
+            None | Some(0) => errors.push(FieldError::required(field.clone())),
+            Some(n) if n > 100 => errors.push(FieldError::too_many(field.clone(), 100)),
+            _ => {}
+        }
+        for (j, address) in addresses.into_iter().flatten().enumerate() {
+            let text = address.as_str().unwrap_or("");
+            let valid = match address_type {
+                "IPv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+                "IPv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+                _ => dns1123_subdomain_errors(text).is_empty(),
+            };
+            if !valid {
+                let message = format!("must be a valid {address_type} address");
+                errors.push(FieldError::invalid(format!("{field}[{j}]"), text, message));
+            }
+        }
+    }
+    let ports = slice.get("ports").and_then(Value::as_array);
+    if ports.is_some_and(|p| p.len() > 100) {
+        errors.push(FieldError::too_many("ports", 100));
+    }
+}
+
 fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     let ranges = [
         ("leaseDurationSeconds", 1, "must be greater than 0"),
@@ -1034,6 +1087,11 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         "PersistentVolumeClaim" => storage::validate_claim_update(old, new),
         "Node" => validate_node_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
+        "EndpointSlice" if old.get("addressType") != new.get("addressType") => {
+            let detail = "field is immutable";
+            let value = new.get("addressType").and_then(Value::as_str).unwrap_or("");
+            vec![FieldError::invalid("addressType", value, detail)]
+        }
         "Secret" => {
             let mut errors = Vec::new();
             let old_type = old.get("type").and_then(Value::as_str).unwrap_or("");

@@ -1,0 +1,187 @@
+//! The EndpointSlices of a Service (discovery.k8s.io/v1), as Kubernetes' EndpointSlice
+//! controller writes them, worked out and written by the endpoints controller beside the
+//! service's Endpoints: one slice per set of ports of at most 100 endpoints, each pod an
+//! endpoint with its address, `ready`/`serving`/`terminating` conditions, node and target;
+//! terminating pods stay, marked so. Slices carry the service's labels,
+//! `kubernetes.io/service-name` and `endpointslice.kubernetes.io/managed-by`, and the service
+//! as their controlling owner; a service selecting nothing has one slice without endpoints.
+//! `kubectl describe service` reads them.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::endpoints::{listed, ready, resolved_ports, service_labels};
+use crate::client::cache::key_of;
+use crate::client::{object_name, object_uid, ApiClient};
+use crate::core::{ApiError, DeleteOptions, ListOptions};
+use crate::model::{json, resources, ResourceType};
+
+const SERVICE_NAME: &str = "kubernetes.io/service-name";
+const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+const CONTROLLER: &str = "endpointslice-controller.k8s.io";
+/// Kubernetes' `--max-endpoints-per-slice` default.
+const MAX_ENDPOINTS: usize = 100;
+
+fn slices() -> &'static ResourceType {
+    resources::find("discovery.k8s.io", "v1", "endpointslices").expect("served")
+}
+
+/// The slices `service` should have, given the pods its selector matches: their content
+/// (`endpoints`, `ports`, labels), without names.
+pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
+    let (namespace, name) = key_of(service);
+    let publish_not_ready =
+        json::at(service, "/spec/publishNotReadyAddresses") == Some(&json!(true));
+    let service_ports =
+        json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut by_ports: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    for pod in pods.iter().filter(|pod| listed(pod, true)) {
+        let Some(ports) = resolved_ports(pod, &service_ports) else { continue };
+        let terminating =
+            json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let serving = ready(pod);
+        let mut endpoint = json!({"addresses": [pod["status"]["podIP"]],
+            "conditions": {"ready": publish_not_ready || (serving && !terminating),
+                "serving": serving, "terminating": terminating},
+            "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
+                "uid": object_uid(pod)}});
+        if let Some(node) = json::at(pod, "/spec/nodeName").and_then(Value::as_str) {
+            endpoint["nodeName"] = json!(node);
+        }
+        let hostname = json::at(pod, "/spec/hostname").and_then(Value::as_str).unwrap_or("");
+        if !hostname.is_empty()
+            && json::at(pod, "/spec/subdomain").and_then(Value::as_str) == Some(name.as_str())
+        {
+            endpoint["hostname"] = json!(hostname);
+        }
+        // A slice's ports always have a name, empty when the service port has none.
+        let ports: Vec<Value> = ports
+            .into_iter()
+            .map(|mut p| {
+                if p.get("name").is_none() {
+                    p["name"] = json!("");
+                }
+                p
+            })
+            .collect();
+        let key = Value::Array(ports.clone()).to_string();
+        by_ports.entry(key).or_insert_with(|| (ports, Vec::new())).1.push(endpoint);
+    }
+    let mut labels = service_labels(service);
+    labels[SERVICE_NAME] = json!(name);
+    labels[MANAGED_BY] = json!(CONTROLLER);
+    let slice = |ports: Option<&Vec<Value>>, endpoints: &[Value]| {
+        let mut slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"labels": labels}, "addressType": "IPv4"});
+        // Empty lists are left out, as the server stores them.
+        if !endpoints.is_empty() {
+            slice["endpoints"] = json!(endpoints);
+        }
+        if let Some(ports) = ports.filter(|p| !p.is_empty()) {
+            slice["ports"] = json!(ports);
+        }
+        slice
+    };
+    if by_ports.is_empty() {
+        return vec![slice(None, &[])];
+    }
+    let mut slices = Vec::new();
+    for (ports, mut endpoints) in by_ports.into_values() {
+        endpoints.sort_by(|a, b| a["addresses"][0].as_str().cmp(&b["addresses"][0].as_str()));
+        slices.extend(endpoints.chunks(MAX_ENDPOINTS).map(|chunk| slice(Some(&ports), chunk)));
+    }
+    slices
+}
+
+/// The slices this controller keeps for service `name`.
+async fn current(
+    client: &dyn ApiClient,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let options = ListOptions {
+        label_selector: Some(format!("{SERVICE_NAME}={name},{MANAGED_BY}={CONTROLLER}")),
+        ..ListOptions::default()
+    };
+    let mut items = client.list(slices(), Some(namespace), &options).await?.items;
+    items.sort_by(|a, b| object_name(a).cmp(object_name(b)));
+    Ok(items)
+}
+
+/// Makes the service's slices `desired`, as Kubernetes' reconciler does: a slice with the
+/// same ports is updated in place when its endpoints or labels differ; a slice left over takes
+/// the content of one that would be created (its name kept: a delete and a create become an
+/// update); the rest are created (named after the service) or deleted.
+pub(super) async fn write(
+    client: &dyn ApiClient,
+    service: &Value,
+    desired: Vec<Value>,
+) -> Result<(), ApiError> {
+    let (namespace, name) = key_of(service);
+    let mut existing = current(client, &namespace, &name).await?;
+    let mut unmatched = Vec::new();
+    for want in desired {
+        match existing.iter().position(|s| s.get("ports") == want.get("ports")) {
+            Some(at) => update(client, &namespace, existing.remove(at), want).await?,
+            None => unmatched.push(want),
+        }
+    }
+    for mut want in unmatched {
+        if !existing.is_empty() {
+            update(client, &namespace, existing.remove(0), want).await?;
+            continue;
+        }
+        want["metadata"]["generateName"] = json!(format!("{name}-"));
+        want["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1",
+            "kind": "Service", "name": name, "uid": object_uid(service),
+            "controller": true, "blockOwnerDeletion": true}]);
+        client.create(slices(), &namespace, want).await?;
+    }
+    for extra in existing {
+        delete(client, &namespace, &extra).await?;
+    }
+    Ok(())
+}
+
+/// Gives slice `have` the endpoints, ports and labels of `want`, unless it has them.
+async fn update(
+    client: &dyn ApiClient,
+    namespace: &str,
+    mut have: Value,
+    mut want: Value,
+) -> Result<(), ApiError> {
+    let labels = |s: &Value| json::at(s, "/metadata/labels").cloned();
+    let same = |field: &str| have.get(field) == want.get(field);
+    if same("endpoints") && same("ports") && labels(&have) == labels(&want) {
+        return Ok(());
+    }
+    for field in ["endpoints", "ports"] {
+        match want.as_object_mut().and_then(|w| w.remove(field)) {
+            Some(value) => have[field] = value,
+            None => _ = have.as_object_mut().map(|h| h.remove(field)),
+        }
+    }
+    have["metadata"]["labels"] = want["metadata"]["labels"].take();
+    client.update(slices(), namespace, have).await.map(drop)
+}
+
+/// Deletes the slices of service `name` (gone).
+pub(super) async fn delete_all(
+    client: &dyn ApiClient,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    for slice in current(client, namespace, name).await? {
+        delete(client, namespace, &slice).await?;
+    }
+    Ok(())
+}
+
+async fn delete(client: &dyn ApiClient, namespace: &str, slice: &Value) -> Result<(), ApiError> {
+    let options = DeleteOptions::default();
+    match client.delete(slices(), namespace, object_name(slice), &options).await {
+        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
