@@ -5,7 +5,8 @@
 //! service's ports resolved against the pod (a named `targetPort` through its containers'
 //! ports), packed into one subset per set of ports. The service's labels are the endpoints'.
 //! Deleting the service deletes them; a service without a selector keeps the endpoints its
-//! user writes.
+//! user writes. Beside them it keeps the service's EndpointSlices (`endpoint_slices`), which
+//! a service that loses its selector loses too.
 //!
 //! It follows pods only while some service with a selector exists.
 
@@ -122,6 +123,12 @@ impl EndpointsController {
                     }
                     endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
                 }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
+            }
+            Some(service) if selector(service).is_none() => {
+                let name = key.1.clone();
+                Box::pin(async move {
+                    endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
+                })
             }
             Some(service) => {
                 let Some(selector) = selector(service) else { return };
@@ -651,10 +658,36 @@ mod tests {
             (&endpoint["nodeName"], &endpoint["targetRef"]["name"]),
             (&json!("n"), &json!("p"))
         );
+        // A second service of the pod loses its selector: its slices go (its Endpoints
+        // become its user's); the first is deleted: its slices go with it.
+        let other = json!({"metadata": {"name": "other"}, "spec": {"selector": {"app": "web"},
+            "ports": [{"port": 80}]}});
+        let services = resources::core("services");
+        ApiClient::create(&core, services, "default", other).await.unwrap();
+        let others = || async {
+            let options = ListOptions {
+                label_selector: Some("kubernetes.io/service-name=other".into()),
+                ..ListOptions::default()
+            };
+            ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
+        };
+        eventually("the other's slice", || async { others().await.pop() }).await;
+        let unselecting = json!({"spec": {"selector": null}});
+        ApiClient::patch(
+            &core,
+            services,
+            "default",
+            "other",
+            PatchType::Merge,
+            &unselecting,
+            false,
+        )
+        .await
+        .unwrap();
+        eventually("the other's slices gone", || async { others().await.is_empty().then_some(()) })
+            .await;
         let options = DeleteOptions::default();
-        ApiClient::delete(&core, resources::core("services"), "default", "web", &options)
-            .await
-            .unwrap();
+        ApiClient::delete(&core, services, "default", "web", &options).await.unwrap();
         eventually("the slices gone", || async { list().await.is_empty().then_some(()) }).await;
     }
 }
