@@ -461,12 +461,23 @@ fn containers_get_the_huge_pages_the_server_was_started_with() {
 
 /// `kplane agent` against `server`, as another machine would run it.
 fn start_agent(server: &Server, args: &[&str], data: &std::path::Path) -> Child {
+    start_agent_with_env(server, args, data, &[])
+}
+
+/// `start_agent`, with `KPLANE_*` settings of its own.
+fn start_agent_with_env(
+    server: &Server,
+    args: &[&str],
+    data: &std::path::Path,
+    env: &[(&str, &str)],
+) -> Child {
     Command::new(env!("CARGO_BIN_EXE_kplane"))
         .args(["agent", "--server", &server.base(), "--data-dir"])
         .arg(data)
         .args(args)
         .env("RUST_LOG", "warn")
         .env("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -552,13 +563,7 @@ fn pods_leave_a_node_whose_agent_went_silent() {
     let data = tempfile::tempdir().unwrap();
     let port = free_port().to_string();
     let args = ["--node-name", "node-b", "--port", &port];
-    let start_b = || {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kplane"));
-        command.args(["agent", "--server", &server.base(), "--data-dir"]).arg(data.path());
-        command.args(args).env("RUST_LOG", "warn").envs(fast);
-        command.env("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200").stdout(Stdio::null());
-        Reaped(command.spawn().expect("start kplane agent"))
-    };
+    let start_b = || Reaped(start_agent_with_env(&server, &args, data.path(), &fast));
     let mut agent = start_b();
     wait_until(WAIT, "both nodes Ready", || {
         node_ready(&server, "node-a") && node_ready(&server, "node-b")

@@ -1,7 +1,7 @@
 //! An informer's store: the objects a list-watch reported, by namespace and name, kept as its
 //! feed changes them (client-go's indexer by namespace).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -14,6 +14,14 @@ use crate::watch::EventType;
 
 /// A namespace and a name.
 pub type Key = (String, String);
+
+/// Replaces `objects` (by namespace and name) with those `listed`: the keys of both, so that
+/// those gone while the list-watch was down are seen to too.
+pub fn relist(objects: &mut BTreeMap<Key, Value>, listed: Vec<Value>) -> BTreeSet<Key> {
+    let listed: BTreeMap<Key, Value> = listed.into_iter().map(|o| (key_of(&o), o)).collect();
+    let old = std::mem::replace(objects, listed);
+    old.into_keys().chain(objects.keys().cloned()).collect()
+}
 
 /// An object's namespace and name.
 pub fn key_of(object: &Value) -> Key {
@@ -105,15 +113,25 @@ pub struct OnDemandCache {
 }
 
 impl OnDemandCache {
-    /// Follows `resource`, unless already following it: its reports go to `sink` with the
-    /// run they are from, for [`OnDemandCache::apply`].
-    pub fn follow(
+    /// Follows `resource` for the actor of `ctx`, unless already following it: its reports
+    /// go to the actor wrapped by `message` with the run they are from, for
+    /// [`OnDemandCache::apply`].
+    pub fn follow<A, M>(
         &mut self,
+        ctx: &actix::Context<A>,
         client: Arc<dyn ApiClient>,
         resource: &'static ResourceType,
-        sink: impl FnMut(u64, Feed) -> bool + 'static,
-    ) {
-        self.feed.start(client, resource, Scope::default(), sink);
+        message: fn(u64, Feed) -> M,
+    ) where
+        A: actix::Actor<Context = actix::Context<A>> + actix::Handler<M>,
+        M: actix::Message<Result = ()> + Send + 'static,
+    {
+        use actix::AsyncContext;
+        let addr = ctx.address();
+        self.feed.start(client, resource, Scope::default(), move |run, feed| {
+            addr.do_send(message(run, feed));
+            addr.connected()
+        });
     }
 
     /// Stops following, and forgets everything.

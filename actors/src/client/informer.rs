@@ -44,6 +44,26 @@ impl Scope {
     }
 }
 
+/// Runs a list-watch of `resource` for the actor of `ctx`: each report goes to it wrapped by
+/// `message`, until the actor stops.
+pub fn feed_actor<A, M>(
+    ctx: &actix::Context<A>,
+    client: Arc<dyn ApiClient>,
+    resource: &'static ResourceType,
+    scope: Scope,
+    message: impl Fn(Feed) -> M + 'static,
+) where
+    A: actix::Actor<Context = actix::Context<A>> + actix::Handler<M>,
+    M: actix::Message<Result = ()> + Send + 'static,
+{
+    use actix::AsyncContext;
+    let addr = ctx.address();
+    actix::spawn(list_watch(client, resource, scope, move |feed| {
+        addr.do_send(message(feed));
+        addr.connected()
+    }));
+}
+
 /// Runs until `sink` returns false (its receiver is gone).
 pub async fn list_watch(
     client: Arc<dyn ApiClient>,

@@ -17,7 +17,7 @@ use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::{endpoint_slices, selects};
-use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
+use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
@@ -81,11 +81,7 @@ impl EndpointsController {
 
     fn follow_pods(&mut self, ctx: &mut Context<Self>) {
         if self.services.values().any(|s| selector(s).is_some()) {
-            let addr = ctx.address();
-            self.pods.follow(self.client.clone(), resources::core("pods"), move |run, feed| {
-                addr.do_send(Pods(run, feed));
-                addr.connected()
-            });
+            self.pods.follow(ctx, self.client.clone(), resources::core("pods"), Pods);
         } else {
             self.pods.let_go();
         }
@@ -109,7 +105,8 @@ impl EndpointsController {
     fn sync(&mut self, key: &Key, ctx: &mut Context<Self>) {
         let client = self.client.clone();
         let namespace = key.0.clone();
-        let written = match self.services.get(key) {
+        let service = self.services.get(key);
+        let written = match service.map(|service| (service, selector(service))) {
             // The service is gone: so are its endpoints.
             None => {
                 self.retries.remove(key);
@@ -124,14 +121,13 @@ impl EndpointsController {
                     endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
                 }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
             }
-            Some(service) if selector(service).is_none() => {
+            Some((_, None)) => {
                 let name = key.1.clone();
                 Box::pin(async move {
                     endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
                 })
             }
-            Some(service) => {
-                let Some(selector) = selector(service) else { return };
+            Some((service, Some(selector))) => {
                 let selected: Vec<&Value> = self
                     .pods
                     .objects()
@@ -372,17 +368,8 @@ impl Actor for EndpointsController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(
-            client,
-            resources::core("services"),
-            Scope::default(),
-            move |feed| {
-                addr.do_send(Services(feed));
-                addr.connected()
-            },
-        ));
+        informer::feed_actor(ctx, client, resources::core("services"), Scope::default(), Services);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -396,12 +383,8 @@ impl Handler<Services> for EndpointsController {
     fn handle(&mut self, Services(feed): Services, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                let listed: BTreeMap<Key, Value> =
-                    items.into_iter().map(|s| (key_of(&s), s)).collect();
                 // Those deleted while the watch was down lose their endpoints too.
-                let old = std::mem::replace(&mut self.services, listed);
-                let keys: BTreeSet<Key> =
-                    old.into_keys().chain(self.services.keys().cloned()).collect();
+                let keys = relist(&mut self.services, items);
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(EventType::Deleted, service) => {

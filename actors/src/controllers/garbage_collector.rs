@@ -354,13 +354,11 @@ impl Actor for GarbageCollector {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         for resource in resources::RESOURCES.iter().filter(|r| resources::is_stored(r)) {
-            let addr = ctx.address();
-            let client = self.client.clone();
             let scope = informer::Scope { view: ObjectView::Ownership, ..Default::default() };
-            actix::spawn(informer::list_watch(client, resource, scope, move |feed| {
-                addr.do_send(Informed(resource, feed));
-                addr.connected()
-            }));
+            let client = self.client.clone();
+            informer::feed_actor(ctx, client, resource, scope, move |feed| {
+                Informed(resource, feed)
+            });
         }
     }
 }

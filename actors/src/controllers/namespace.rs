@@ -167,12 +167,8 @@ impl Actor for NamespaceController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, namespaces(), Default::default(), move |feed| {
-            addr.do_send(Informed(feed));
-            addr.connected()
-        }));
+        informer::feed_actor(ctx, client, namespaces(), Default::default(), Informed);
         ctx.run_interval(SWEEP_EVERY, |act, ctx| act.sweep_all(ctx));
     }
 }

@@ -442,24 +442,11 @@ impl Actor for NodeLifecycleController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(
-            client,
-            resources::core("nodes"),
-            Scope::default(),
-            move |feed| {
-                addr.do_send(Nodes(feed));
-                addr.connected()
-            },
-        ));
-        let addr = ctx.address();
-        let client = self.client.clone();
+        informer::feed_actor(ctx, client, resources::core("nodes"), Scope::default(), Nodes);
         let scope = Scope::fields(format!("metadata.namespace={LEASE_NAMESPACE}"));
-        actix::spawn(informer::list_watch(client, leases(), scope, move |feed| {
-            addr.do_send(Leases(feed));
-            addr.connected()
-        }));
+        let client = self.client.clone();
+        informer::feed_actor(ctx, client, leases(), scope, Leases);
         let period =
             MONITOR_PERIOD.min(self.config.grace_period / 2).max(Duration::from_millis(50));
         ctx.run_interval(period, |controller, ctx| controller.monitor(ctx));

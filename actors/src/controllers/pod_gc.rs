@@ -208,13 +208,8 @@ impl Actor for PodGarbageCollector {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
-        let client = self.client.clone();
-        let nodes = resources::core("nodes");
-        actix::spawn(informer::list_watch(client, nodes, Scope::default(), move |feed| {
-            addr.do_send(Nodes(feed));
-            addr.connected()
-        }));
+        let (client, nodes) = (self.client.clone(), resources::core("nodes"));
+        informer::feed_actor(ctx, client, nodes, Scope::default(), Nodes);
         ctx.run_interval(self.config.period, |collector, ctx| collector.sweep(ctx));
     }
 }

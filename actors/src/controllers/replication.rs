@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 
 use super::retry_delay;
 use super::selects;
-use crate::client::cache::{key_of, Applied, Key, OnDemandCache};
+use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
@@ -131,11 +131,7 @@ impl ReplicationManager {
         if self.controllers.is_empty() {
             self.pods.let_go();
         } else {
-            let addr = ctx.address();
-            self.pods.follow(self.client.clone(), resources::core("pods"), move |run, feed| {
-                addr.do_send(Pods(run, feed));
-                addr.connected()
-            });
+            self.pods.follow(ctx, self.client.clone(), resources::core("pods"), Pods);
         }
     }
 
@@ -554,17 +550,14 @@ impl Actor for ReplicationManager {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(
+        informer::feed_actor(
+            ctx,
             client,
             resources::core("replicationcontrollers"),
             Scope::default(),
-            move |feed| {
-                addr.do_send(Controllers(feed));
-                addr.connected()
-            },
-        ));
+            Controllers,
+        );
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -578,12 +571,8 @@ impl Handler<Controllers> for ReplicationManager {
     fn handle(&mut self, Controllers(feed): Controllers, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                let listed: BTreeMap<Key, Value> =
-                    items.into_iter().map(|rc| (key_of(&rc), rc)).collect();
                 // Those gone while the watch was down are synced too: their state is dropped.
-                let old = std::mem::replace(&mut self.controllers, listed);
-                let keys: BTreeSet<Key> =
-                    old.into_keys().chain(self.controllers.keys().cloned()).collect();
+                let keys = relist(&mut self.controllers, items);
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(EventType::Deleted, rc) => {

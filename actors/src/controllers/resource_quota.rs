@@ -158,12 +158,8 @@ impl Actor for ResourceQuotaController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, quotas(), Default::default(), move |feed| {
-            addr.do_send(Informed(feed));
-            addr.connected()
-        }));
+        informer::feed_actor(ctx, client, quotas(), Default::default(), Informed);
         ctx.run_interval(RECALCULATE_EVERY, |act, ctx| {
             let now = Instant::now();
             let is_due = |ns: &String| act.due.get(ns).is_none_or(|due| *due <= now);

@@ -82,19 +82,11 @@ impl Actor for ServiceAccountController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(client, namespaces(), Scope::default(), move |feed| {
-            addr.do_send(Namespaces(feed));
-            addr.connected()
-        }));
-        let addr = ctx.address();
-        let client = self.client.clone();
+        informer::feed_actor(ctx, client, namespaces(), Scope::default(), Namespaces);
         let scope = Scope::fields(format!("metadata.name={DEFAULT_SERVICE_ACCOUNT}"));
-        actix::spawn(informer::list_watch(client, accounts(), scope, move |feed| {
-            addr.do_send(Accounts(feed));
-            addr.connected()
-        }));
+        let client = self.client.clone();
+        informer::feed_actor(ctx, client, accounts(), scope, Accounts);
     }
 }
 

@@ -82,11 +82,7 @@ impl TaintEvictionController {
             let keys: Vec<Key> = self.scheduled.keys().cloned().collect();
             keys.iter().for_each(|key| self.cancel(key, ctx));
         } else {
-            let addr = ctx.address();
-            self.pods.follow(self.client.clone(), resources::core("pods"), move |run, feed| {
-                addr.do_send(Pods(run, feed));
-                addr.connected()
-            });
+            self.pods.follow(ctx, self.client.clone(), resources::core("pods"), Pods);
         }
     }
 
@@ -209,17 +205,8 @@ impl Actor for TaintEvictionController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let addr = ctx.address();
         let client = self.client.clone();
-        actix::spawn(informer::list_watch(
-            client,
-            resources::core("nodes"),
-            Scope::default(),
-            move |feed| {
-                addr.do_send(Nodes(feed));
-                addr.connected()
-            },
-        ));
+        informer::feed_actor(ctx, client, resources::core("nodes"), Scope::default(), Nodes);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {

@@ -450,13 +450,10 @@ impl Actor for Scheduler {
     fn started(&mut self, ctx: &mut Context<Self>) {
         for watched in ALL_WATCHED {
             let (plural, selector) = watched.source();
-            let addr = ctx.address();
             let client = self.client.clone();
             let scope = selector.map(informer::Scope::fields).unwrap_or_default();
-            actix::spawn(informer::list_watch(client, resource("", plural), scope, move |feed| {
-                addr.do_send(Informed(watched, feed));
-                addr.connected()
-            }));
+            let resource = resource("", plural);
+            informer::feed_actor(ctx, client, resource, scope, move |feed| Informed(watched, feed));
         }
     }
 }
