@@ -177,28 +177,31 @@ impl NodeLifecycleController {
         let states = self.zone_states();
         let all_down = !states.is_empty()
             && states.values().all(|(state, _)| *state == ZoneState::FullDisruption);
-        let names: Vec<String> = self.nodes.keys().cloned().collect();
-        for name in names {
-            let node = self.nodes[&name].clone();
+        for (name, node) in &self.nodes {
             let grace = self.config.grace_period;
-            let silent = self.heard.get(&name).is_some_and(|h| h.at.elapsed() > grace);
-            let ready = condition_status(&node, "Ready");
+            let silent = self.heard.get(name).is_some_and(|h| h.at.elapsed() > grace);
+            let ready = condition_status(node, "Ready");
             let update =
-                (silent && ready.as_deref() != Some("Unknown")).then(|| unknown_status(&node));
-            let (state, size) = states[&zone_of(&node)];
+                (silent && ready.as_deref() != Some("Unknown")).then(|| unknown_status(node));
+            let zone = zone_of(node);
+            let state = states[&zone];
             // One write a round: the status first (a zone's turn to taint is not spent on a
             // node whose taints wait for the next round).
+            let (config, next_taint) = (&self.config, &mut self.next_taint);
             let retaint = match update {
                 Some(_) => None,
-                None => self.retainted(&node, all_down, state, size),
+                None => Self::retainted(node, all_down, || {
+                    Self::may_taint(config, next_taint, zone, state)
+                }),
             };
             // Pods left Ready on a node that is not are marked again.
             let remark = update.is_none()
-                && self.unmarked.contains(&name)
+                && self.unmarked.contains(name)
                 && ready.as_deref() != Some("True");
             if ready.as_deref() == Some("True") {
-                self.unmarked.remove(&name);
+                self.unmarked.remove(name);
             }
+            let name = name.clone();
             let client = self.client.clone();
             let work = async move {
                 // Conflicts with the agent's own writes: looked at again next round.
@@ -254,18 +257,24 @@ impl NodeLifecycleController {
             .collect()
     }
 
-    /// Whether the zone may give a NoExecute taint now (and then not for a while).
-    fn may_taint(&mut self, zone: String, state: ZoneState, size: usize) -> bool {
+    /// Whether the zone may give a NoExecute taint now (and then not for a while), its next
+    /// turn kept in `next_taint`.
+    fn may_taint(
+        config: &NodeLifecycleConfig,
+        next_taint: &mut HashMap<String, Instant>,
+        zone: String,
+        (state, size): (ZoneState, usize),
+    ) -> bool {
         let rate = match state {
-            ZoneState::PartialDisruption if size <= self.config.large_cluster_size => 0.0,
-            ZoneState::PartialDisruption => self.config.secondary_eviction_rate,
-            ZoneState::Normal | ZoneState::FullDisruption => self.config.eviction_rate,
+            ZoneState::PartialDisruption if size <= config.large_cluster_size => 0.0,
+            ZoneState::PartialDisruption => config.secondary_eviction_rate,
+            ZoneState::Normal | ZoneState::FullDisruption => config.eviction_rate,
         };
         if rate <= 0.0 {
             return false;
         }
         let now = Instant::now();
-        let next = self.next_taint.entry(zone).or_insert(now);
+        let next = next_taint.entry(zone).or_insert(now);
         if now < *next {
             return false;
         }
@@ -274,14 +283,9 @@ impl NodeLifecycleController {
         true
     }
 
-    /// The node with the taints its conditions call for, when they are not those it has.
-    fn retainted(
-        &mut self,
-        node: &Value,
-        all_down: bool,
-        state: ZoneState,
-        size: usize,
-    ) -> Option<Value> {
+    /// The node with the taints its conditions call for, when they are not those it has; a new
+    /// NoExecute taint only when `may_taint` says its zone's turn has come.
+    fn retainted(node: &Value, all_down: bool, may_taint: impl FnOnce() -> bool) -> Option<Value> {
         let ready = condition_status(node, "Ready");
         let ready_taint = match ready.as_deref() {
             Some("False") => Some(NOT_READY),
@@ -304,7 +308,7 @@ impl NodeLifecycleController {
         // once; a new one waits for its zone's turn.
         let tainted = has(NOT_READY, "NoExecute") || has(UNREACHABLE, "NoExecute");
         let no_execute = match ready_taint.filter(|_| !all_down) {
-            Some(key) if tainted || self.may_taint(zone_of(node), state, size) => Some(key),
+            Some(key) if tainted || may_taint() => Some(key),
             _ => None,
         };
         let managed = |t: &Value| match t["effect"].as_str() {
@@ -646,8 +650,11 @@ mod tests {
             let states = c.zone_states();
             let all_down = states.values().all(|(s, _)| *s == ZoneState::FullDisruption);
             let node = c.nodes[name].clone();
-            let (state, size) = states[&zone_of(&node)];
-            c.retainted(&node, all_down, state, size)
+            let zone = zone_of(&node);
+            let state = states[&zone];
+            NodeLifecycleController::retainted(&node, all_down, || {
+                NodeLifecycleController::may_taint(&c.config, &mut c.next_taint, zone, state)
+            })
         };
         // One of three not Ready: tainted at once; a second one waits for the zone's turn (one
         // node every ten seconds).
