@@ -42,6 +42,7 @@ struct RawControllers {
     unhealthy_zone_threshold: f64,
     large_cluster_size_threshold: usize,
     terminated_pod_gc_threshold: usize,
+    load_balancer_ip_range: String,
 }
 
 impl Default for RawControllers {
@@ -55,6 +56,7 @@ impl Default for RawControllers {
             large_cluster_size_threshold: defaults.large_cluster_size,
             terminated_pod_gc_threshold: kplane_actors::controllers::pod_gc::PodGcConfig::default()
                 .terminated_threshold,
+            load_balancer_ip_range: "127.128.0.0/16".into(),
         }
     }
 }
@@ -79,6 +81,7 @@ struct RawAgent {
     max_log_bytes: u64,
     stop_containers_on_shutdown: bool,
     enable_debugging_handlers: bool,
+    service_proxy: bool,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -113,6 +116,7 @@ impl Default for RawAgent {
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,
             enable_debugging_handlers: true,
+            service_proxy: true,
         }
     }
 }
@@ -241,6 +245,7 @@ pub struct Settings {
     pub node_lifecycle: kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig,
     /// Finished pods kept before the oldest are deleted (`0`: all are kept).
     pub terminated_pod_gc_threshold: usize,
+    pub load_balancer: kplane_actors::controllers::service::LoadBalancerConfig,
 }
 
 /// How the container runtime of a node agent runs containers.
@@ -258,6 +263,8 @@ pub struct AgentSettings {
     pub runtime: RuntimeKind,
     /// Serve /run, /exec, /attach, /portForward and /debug/pprof/ on the agent's port.
     pub enable_debugging_handlers: bool,
+    /// Serve services at their cluster IPs and node ports (process runtime only).
+    pub service_proxy: bool,
     /// Everything the agent actor needs (node name, address, port, periods, images...).
     pub agent: kplane_actors::agent::AgentConfig,
 }
@@ -376,7 +383,27 @@ impl Settings {
         let agent = agent_settings(&raw)?;
         let service_ranges = service_ranges(&raw.server)?;
         let node_lifecycle = node_lifecycle(&raw.controllers)?;
+        let load_balancer = load_balancer(&raw.controllers)?;
+        let overlaps = |a: (std::net::Ipv4Addr, u8), b: (std::net::Ipv4Addr, u8)| {
+            use kplane_actors::agent::pod_ips::cidr_contains;
+            cidr_contains(a, b.0) || cidr_contains(b, a.0)
+        };
+        for (other, range) in [
+            ("server.service_cluster_ip_range", service_ranges.cluster_ips),
+            ("agent.cluster_cidr", agent.agent.cluster_cidr),
+        ] {
+            if overlaps(load_balancer.ip_range, range) {
+                return Err(ConfigError::Invalid {
+                    key: "controllers.load_balancer_ip_range",
+                    message: format!(
+                        "{:?} overlaps {other}",
+                        raw.controllers.load_balancer_ip_range
+                    ),
+                });
+            }
+        }
         Ok(Settings {
+            load_balancer,
             agent,
             service_ranges,
             node_lifecycle,
@@ -445,6 +472,23 @@ fn node_lifecycle(
         unhealthy_zone_threshold: threshold,
         large_cluster_size: raw.large_cluster_size_threshold,
     })
+}
+
+/// Checks the load balancer's address range: in 127.0.0.0/8, where every address is this
+/// machine's, and clear of the cluster IPs and pod IPs (whose listeners would clash).
+fn load_balancer(
+    raw: &RawControllers,
+) -> Result<kplane_actors::controllers::service::LoadBalancerConfig, ConfigError> {
+    let ip_range = kplane_actors::agent::pod_ips::parse_cidr(&raw.load_balancer_ip_range)
+        .filter(|(ip, bits)| *bits <= 30 && ip.octets()[0] == 127)
+        .ok_or_else(|| ConfigError::Invalid {
+            key: "controllers.load_balancer_ip_range",
+            message: format!(
+                "{:?} is not an IPv4 CIDR of /30 or wider inside 127.0.0.0/8",
+                raw.load_balancer_ip_range
+            ),
+        })?;
+    Ok(kplane_actors::controllers::service::LoadBalancerConfig { ip_range })
 }
 
 /// Checks the service IP and node port ranges.
@@ -559,6 +603,7 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
         enabled: a.enabled,
         runtime,
         enable_debugging_handlers: a.enable_debugging_handlers,
+        service_proxy: a.service_proxy,
         agent: config,
     })
 }
@@ -623,5 +668,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("server.insecure_bind_address"), "{e}");
+    }
+
+    #[test]
+    fn the_load_balancer_range_is_loopback_and_clear_of_the_other_ranges() {
+        let s = load("", &[], Overrides::default()).unwrap();
+        assert_eq!(s.load_balancer.ip_range, ("127.128.0.0".parse().unwrap(), 16));
+        for (range, expected) in [
+            ("10.0.0.0/24", "inside 127.0.0.0/8"),
+            ("127.192.3.0/24", "overlaps server.service_cluster_ip_range"),
+            ("127.0.0.0/8", "overlaps server.service_cluster_ip_range"),
+            ("127.64.0.0/16", "overlaps agent.cluster_cidr"),
+        ] {
+            let env = [("KPLANE_CONTROLLERS__LOAD_BALANCER_IP_RANGE", range)];
+            let e = load("", &env, Overrides::default()).unwrap_err().to_string();
+            assert!(
+                e.contains("controllers.load_balancer_ip_range") && e.contains(expected),
+                "{e}"
+            );
+        }
     }
 }

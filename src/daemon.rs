@@ -9,9 +9,10 @@ use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
     EndpointsController, GarbageCollector, NamespaceController, NodeLifecycleController,
     PodGarbageCollector, ReplicationManager, ResourceQuotaController, ServiceAccountController,
-    StopCollector, StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
-    StopPodGarbageCollector, StopQuotaController, StopReplicationManager,
-    StopServiceAccountController, StopTaintEvictionController, TaintEvictionController,
+    ServiceController, StopCollector, StopEndpointsController, StopNamespaceController,
+    StopNodeLifecycleController, StopPodGarbageCollector, StopQuotaController,
+    StopReplicationManager, StopServiceAccountController, StopServiceController,
+    StopTaintEvictionController, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -50,6 +51,7 @@ pub struct Running {
     node_lifecycle: Addr<NodeLifecycleController>,
     taint_eviction: Addr<TaintEvictionController>,
     pod_gc: Addr<PodGarbageCollector>,
+    services: Addr<ServiceController>,
     store: Store,
 }
 
@@ -84,6 +86,7 @@ impl Running {
         let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
         let _ = self.taint_eviction.send(StopTaintEvictionController).await;
         let _ = self.pod_gc.send(StopPodGarbageCollector).await;
+        let _ = self.services.send(StopServiceController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -217,6 +220,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         },
     )
     .start();
+    // And the service controller: LoadBalancer services get an address and a listener there.
+    let services = ServiceController::start_in_own_thread(
+        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        settings.load_balancer.clone(),
+    );
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -252,6 +260,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         node_lifecycle,
         taint_eviction,
         pod_gc,
+        services,
         store,
     })
 }

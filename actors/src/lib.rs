@@ -7,11 +7,13 @@
 //! - [`watch`]: the watch hub actor, its event window and subscriptions.
 //! - [`core`]: the API core: Kubernetes verb semantics over the store and the hub.
 //! - [`client`]: the `ApiClient` trait components use, and its in-process implementation.
+//! - [`forwarding`]: service traffic: listeners that forward to a service's endpoints.
 
 pub mod agent;
 pub mod client;
 pub mod controllers;
 pub mod core;
+pub mod forwarding;
 pub mod model;
 pub mod scheduler;
 pub mod store;

@@ -1,5 +1,6 @@
 //! Starting node agents: the one embedded in `kplane server` and those of `kplane agent`, with
-//! their runtime, the built-in images (served by this binary) and the agent's HTTP port.
+//! their runtime, the built-in images (served by this binary), the agent's HTTP port and its
+//! service proxy.
 
 mod debugging;
 mod http;
@@ -11,16 +12,18 @@ use std::sync::Arc;
 use actix::{Actor, Addr};
 use kplane_actors::agent::node_agent::StopAgent;
 use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
+use kplane_actors::agent::service_proxy::{ServiceProxy, StopServiceProxy};
 use kplane_actors::agent::{AgentConfig, NodeAgent};
 use kplane_actors::client::ApiClient;
 
 use crate::config::{AgentSettings, RuntimeKind};
 
-/// A running agent: the actor and, when it has one, its HTTP server.
+/// A running agent: the actor and, when it has them, its HTTP server and service proxy.
 pub struct RunningAgent {
     pub addr: Addr<NodeAgent>,
     pub http_addr: Option<SocketAddr>,
     http: Option<actix_web::dev::ServerHandle>,
+    proxy: Option<Addr<ServiceProxy>>,
 }
 
 impl RunningAgent {
@@ -28,6 +31,9 @@ impl RunningAgent {
     pub async fn stop(self) {
         if let Some(http) = self.http {
             http.stop(true).await;
+        }
+        if let Some(proxy) = self.proxy {
+            let _ = proxy.send(StopServiceProxy).await;
         }
         let _ = self.addr.send(StopAgent).await;
     }
@@ -89,6 +95,9 @@ pub fn start(
         None
     };
     let data_dir = config.data_dir.clone();
+    // Only processes can be reached through services: a simulated node has none to forward to.
+    let proxy = (settings.service_proxy && settings.runtime == RuntimeKind::Process)
+        .then(|| ServiceProxy::start_in_own_thread(client.clone(), config.address));
     let addr = NodeAgent::new(config, client, runtime).start();
     let (http, http_addr) = match listener {
         Some((wanted, listener)) => {
@@ -106,5 +115,5 @@ pub fn start(
         }
         None => (None, None),
     };
-    Ok(RunningAgent { addr, http_addr, http })
+    Ok(RunningAgent { addr, http_addr, http, proxy })
 }

@@ -7,6 +7,7 @@
 //! - [`pod_worker`]: one actor per pod: starts, restarts, probes and stops its containers and
 //!   writes the pod status.
 //! - [`runtime`]: how containers run: host processes, or simulated (like kwok).
+//! - [`service_proxy`]: serves services at their cluster IPs and node ports (kube-proxy's job).
 //! - [`node_status`]: what the machine has (capacity, pressure conditions, node info).
 //! - [`pod_ips`]: the node's pod CIDR and the pod IPs in it.
 //! - [`probes`]: exec, HTTP and TCP probes.
@@ -21,6 +22,7 @@ pub mod pod_ips;
 pub mod pod_worker;
 pub mod probes;
 pub mod runtime;
+pub mod service_proxy;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;

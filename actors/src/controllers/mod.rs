@@ -9,6 +9,7 @@
 //! - [`pod_gc`]: deletes the pods of nodes gone, and the oldest finished pods past a threshold.
 //! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
+//! - [`service`]: the built-in load balancer of LoadBalancer services.
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
@@ -20,6 +21,7 @@ pub mod node_lifecycle;
 pub mod pod_gc;
 pub mod replication;
 pub mod resource_quota;
+pub mod service;
 pub mod service_account;
 pub mod taint_eviction;
 
@@ -30,6 +32,7 @@ pub use node_lifecycle::{NodeLifecycleController, StopNodeLifecycleController};
 pub use pod_gc::{PodGarbageCollector, StopPodGarbageCollector};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
+pub use service::{ServiceController, StopServiceController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};
 pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 

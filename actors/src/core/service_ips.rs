@@ -110,6 +110,7 @@ impl ServiceAllocator {
         service: &mut Value,
         name: &str,
     ) -> Result<(Allocation, Allocation), ApiError> {
+        drop_type_dependent_fields(old, service);
         let mut allocation = Allocation::default();
         let result = self.allocate_into(service, name, Some(old), &mut allocation);
         if let Err(e) = result {
@@ -189,6 +190,23 @@ impl ServiceAllocator {
             }
         }
         if !wants_node_ports(service) {
+            // Node ports left over from the old type were dropped above; any other is the
+            // user's, and not for this type.
+            if let Some((i, _)) = node_ports_by_index(service).first() {
+                let service_type = service.pointer("/spec/type").and_then(Value::as_str);
+                return Err(ApiError::Invalid {
+                    kind: "Service",
+                    group: "",
+                    name: name.into(),
+                    causes: vec![FieldError::forbidden(
+                        format!("spec.ports[{i}].nodePort"),
+                        format!(
+                            "may not be used when `type` is '{}'",
+                            service_type.unwrap_or("ClusterIP")
+                        ),
+                    )],
+                });
+            }
             return Ok(());
         }
         let old_ports: Vec<(i64, u16)> = old
@@ -280,6 +298,56 @@ fn cluster_ip(service: &Value) -> Option<&str> {
     service.pointer("/spec/clusterIP").and_then(Value::as_str).filter(|ip| !ip.is_empty())
 }
 
+/// What an update that changes a service's type no longer needs, and did not change itself, is
+/// dropped, as Kubernetes' service strategy does: node ports when the type has none,
+/// `allocateLoadBalancerNodePorts` and `loadBalancerClass` when it is no longer a load
+/// balancer, `externalTrafficPolicy` when it is not reachable from outside; and the load
+/// balancer status of a service that is no longer one.
+fn drop_type_dependent_fields(old: &Value, service: &mut Value) {
+    let type_of = |s: &Value| s.pointer("/spec/type").and_then(Value::as_str).map(String::from);
+    let (old_type, new_type) = (type_of(old), type_of(service));
+    let load_balancer = |t: &Option<String>| t.as_deref() == Some("LoadBalancer");
+    let external = |t: &Option<String>| matches!(t.as_deref(), Some("NodePort" | "LoadBalancer"));
+    let leaves_external = external(&old_type) && !external(&new_type);
+    if leaves_external && node_ports_by_index(service) == node_ports_by_index(old) {
+        for port in
+            service.pointer_mut("/spec/ports").and_then(Value::as_array_mut).into_iter().flatten()
+        {
+            port.as_object_mut().map(|p| p.remove("nodePort"));
+        }
+    }
+    let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let mut drop_unchanged = |field: &str| {
+        if spec.get(field) == old.pointer(&format!("/spec/{field}")) {
+            spec.remove(field);
+        }
+    };
+    if leaves_external {
+        drop_unchanged("externalTrafficPolicy");
+    }
+    if load_balancer(&old_type) && !load_balancer(&new_type) {
+        drop_unchanged("allocateLoadBalancerNodePorts");
+        drop_unchanged("loadBalancerClass");
+    }
+    if !load_balancer(&new_type) {
+        if let Some(status) = service.get_mut("status").and_then(Value::as_object_mut) {
+            status.insert("loadBalancer".into(), json!({}));
+        }
+    }
+}
+
+/// The node ports of a service's ports, with their index.
+fn node_ports_by_index(service: &Value) -> Vec<(usize, i64)> {
+    service
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, p.get("nodePort")?.as_i64()?)))
+        .collect()
+}
+
 fn node_ports(service: &Value) -> Vec<u16> {
     service
         .pointer("/spec/ports")
@@ -323,6 +391,36 @@ mod tests {
 
     fn svc(spec: Value) -> Value {
         json!({"metadata": {"name": "s"}, "spec": spec})
+    }
+
+    #[test]
+    fn leaving_a_type_drops_what_only_it_needed() {
+        let a = small();
+        let mut lb = svc(json!({"type": "LoadBalancer", "ports": [{"port": 80}],
+            "externalTrafficPolicy": "Cluster", "allocateLoadBalancerNodePorts": true}));
+        lb["status"] = json!({"loadBalancer": {"ingress": [{"ip": "127.128.0.1"}]}});
+        a.allocate(&mut lb, "s").unwrap();
+        let node_port = lb["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+
+        let mut cluster_ip = lb.clone();
+        cluster_ip["spec"]["type"] = json!("ClusterIP");
+        let (_, freed) = a.reallocate(&lb, &mut cluster_ip, "s").unwrap();
+        assert_eq!(freed.ports, vec![node_port as u16]);
+        assert_eq!(cluster_ip["spec"]["ports"], json!([{"port": 80}]));
+        for field in ["externalTrafficPolicy", "allocateLoadBalancerNodePorts"] {
+            assert!(cluster_ip["spec"].get(field).is_none(), "{field}: {cluster_ip}");
+        }
+        assert_eq!(cluster_ip["status"], json!({"loadBalancer": {}}));
+
+        // A node port the update sets itself is refused for a type without node ports.
+        let mut changed = lb.clone();
+        changed["spec"]["type"] = json!("ClusterIP");
+        changed["spec"]["ports"][0]["nodePort"] = json!(30001);
+        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&lb, &mut changed, "s") else {
+            panic!("a ClusterIP service with a node port was accepted");
+        };
+        assert_eq!(causes[0].field, "spec.ports[0].nodePort");
+        assert!(causes[0].message.contains("may not be used when `type` is 'ClusterIP'"));
     }
 
     #[test]

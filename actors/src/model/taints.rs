@@ -226,11 +226,22 @@ mod tests {
         assert_eq!(no_execute_grace(&[], &[]), None, "no taint");
         let no_schedule = taint(UNREACHABLE, TaintEffect::NoSchedule);
         assert_eq!(no_execute_grace(&[no_schedule], &[]), None, "only NoExecute counts");
-        assert_eq!(no_execute_grace(&[unreachable.clone()], &[]), secs(0), "untolerated");
-        assert_eq!(no_execute_grace(&[unreachable.clone()], &[for_300.clone()]), secs(300));
+        assert_eq!(
+            no_execute_grace(std::slice::from_ref(&unreachable), &[]),
+            secs(0),
+            "untolerated"
+        );
+        assert_eq!(
+            no_execute_grace(std::slice::from_ref(&unreachable), std::slice::from_ref(&for_300)),
+            secs(300)
+        );
         let both = [unreachable.clone(), not_ready.clone()];
         assert_eq!(no_execute_grace(&both, &[for_300.clone(), for_5.clone()]), secs(5));
-        assert_eq!(no_execute_grace(&both, &[for_300.clone()]), secs(0), "one untolerated");
+        assert_eq!(
+            no_execute_grace(&both, std::slice::from_ref(&for_300)),
+            secs(0),
+            "one untolerated"
+        );
         assert_eq!(no_execute_grace(&both, &[forever.clone(), for_5.clone()]), None);
         assert_eq!(no_execute_grace(&both, &[for_5.clone(), forever]), secs(5), "first match");
         let negative = t(json!({"operator": "Exists", "tolerationSeconds": -3}));

@@ -1,0 +1,143 @@
+//! The service proxy (kube-proxy's job, as its userspace mode did it): every TCP port of every
+//! Service with a cluster IP is served at that IP, and, for NodePort and LoadBalancer
+//! services, at this node's address and the port's node port; each connection goes to one of
+//! the port's ready endpoints, round robin. It follows Services and Endpoints; the listeners
+//! run on its own thread, so service traffic never waits behind the agent's other work.
+//!
+//! Every cluster IP is in 127.0.0.0/8, which Linux routes to this machine whole: no address
+//! has to be configured. One proxy per machine serves each address: a second agent on the same
+//! machine finds them taken, logs it once, and keeps trying (in case the first stops).
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use crate::client::cache::Key;
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::ApiClient;
+use crate::forwarding::{service_table, Listeners, ServiceTable};
+use crate::model::resources;
+
+/// How often listeners that could not be bound are tried again.
+const RETRY_PERIOD: Duration = Duration::from_secs(5);
+
+/// The service proxy actor.
+pub struct ServiceProxy {
+    client: Arc<dyn ApiClient>,
+    /// This node's address, where node ports are served.
+    node_address: Ipv4Addr,
+    table: ServiceTable,
+    listeners: Listeners,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Services(Feed);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Endpoints(Feed);
+
+/// Closes every listener and stops the proxy.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopServiceProxy;
+
+impl ServiceProxy {
+    /// Starts a proxy on a thread of its own.
+    pub fn start_in_own_thread(client: Arc<dyn ApiClient>, node_address: Ipv4Addr) -> Addr<Self> {
+        let arbiter = Arbiter::new();
+        Self::start_in_arbiter(&arbiter.handle(), move |_| Self {
+            client,
+            node_address,
+            table: ServiceTable::default(),
+            listeners: Listeners::default(),
+        })
+    }
+
+    /// Where `key`'s ports are served, each with its backends.
+    fn desired(&self, key: &Key) -> Vec<(SocketAddr, Vec<SocketAddr>)> {
+        let Some(cluster_ip) = self.table.service(key).and_then(service_table::cluster_ip) else {
+            return Vec::new();
+        };
+        let mut desired = Vec::new();
+        for port in self.table.ports(key) {
+            if let Some(node_port) = port.node_port {
+                let at_node = SocketAddr::new(self.node_address.into(), node_port);
+                desired.push((at_node, port.backends.clone()));
+            }
+            desired.push((SocketAddr::new(cluster_ip.into(), port.port), port.backends));
+        }
+        desired
+    }
+
+    fn sync(&mut self, keys: BTreeSet<Key>) {
+        for key in keys {
+            let desired = self.desired(&key);
+            for failure in self.listeners.set(&key, desired) {
+                tracing::warn!(
+                    service = %format!("{}/{}", failure.service.0, failure.service.1),
+                    addr = %failure.addr, error = %failure.error,
+                    "cannot serve a service port here; retrying every {}s", RETRY_PERIOD.as_secs()
+                );
+            }
+        }
+    }
+}
+
+impl Actor for ServiceProxy {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        informer::feed_actor(
+            ctx,
+            client.clone(),
+            resources::core("services"),
+            Scope::default(),
+            Services,
+        );
+        informer::feed_actor(
+            ctx,
+            client,
+            resources::core("endpoints"),
+            Scope::default(),
+            Endpoints,
+        );
+        ctx.run_interval(RETRY_PERIOD, |proxy, _| {
+            for key in proxy.listeners.retry() {
+                tracing::info!(service = %format!("{}/{}", key.0, key.1), "serving the service's ports");
+            }
+        });
+    }
+}
+
+impl Handler<Services> for ServiceProxy {
+    type Result = ();
+
+    fn handle(&mut self, msg: Services, _: &mut Context<Self>) {
+        let changed = self.table.apply_services(msg.0);
+        self.sync(changed);
+    }
+}
+
+impl Handler<Endpoints> for ServiceProxy {
+    type Result = ();
+
+    fn handle(&mut self, msg: Endpoints, _: &mut Context<Self>) {
+        let changed = self.table.apply_endpoints(msg.0);
+        self.sync(changed);
+    }
+}
+
+impl Handler<StopServiceProxy> for ServiceProxy {
+    type Result = ();
+
+    fn handle(&mut self, _: StopServiceProxy, ctx: &mut Context<Self>) {
+        self.listeners.clear();
+        ctx.stop();
+    }
+}

@@ -1,0 +1,554 @@
+//! The service controller with a built-in load balancer (the seeds' Service Controller, which
+//! in Kubernetes drives a cloud's load balancers; here, like k3s's ServiceLB or MetalLB, the
+//! load balancer is this process): every Service of type LoadBalancer that names no
+//! `loadBalancerClass` gets an address of its own from `controllers.load_balancer_ip_range`
+//! (in 127.0.0.0/8, so no address needs configuring), a listener there on each of its TCP
+//! ports that forwards to the service's ready endpoints, round robin, and that address in
+//! `status.loadBalancer.ingress`. While it holds one, the service carries the
+//! `service.kubernetes.io/load-balancer-cleanup` finalizer, so that deleting the service, or
+//! changing its type, first closes the listeners and frees the address. A service that asks for an address (`spec.loadBalancerIP`)
+//! gets it when it is in the range and free. Addresses are found again after a restart in the
+//! services' status. It emits the events Kubernetes' controller does (`EnsuringLoadBalancer`,
+//! `EnsuredLoadBalancer`, `DeletingLoadBalancer`, `DeletedLoadBalancer`,
+//! `SyncLoadBalancerFailed`). The listeners run on the controller's own thread.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::{json, Value};
+
+use crate::client::cache::Key;
+use crate::client::events::{self, EventKind, ObjectRef};
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::{object_uid, ApiClient};
+use crate::core::{ApiError, PatchType};
+use crate::forwarding::{Listeners, ServiceTable};
+use crate::model::{json, resources};
+
+/// The finalizer a service keeps while it has a load balancer.
+pub const CLEANUP_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+/// How often listeners that could not be bound, and services that found no free address, are
+/// tried again.
+const RETRY_PERIOD: Duration = Duration::from_secs(5);
+const COMPONENT: &str = "service-controller";
+
+/// The load balancer's settings.
+#[derive(Debug, Clone)]
+pub struct LoadBalancerConfig {
+    /// Network and prefix length of the range ingress addresses are handed out from.
+    pub ip_range: (Ipv4Addr, u8),
+}
+
+impl Default for LoadBalancerConfig {
+    fn default() -> Self {
+        Self { ip_range: (Ipv4Addr::new(127, 128, 0, 0), 16) }
+    }
+}
+
+/// The ingress addresses, and which service holds each.
+#[derive(Debug)]
+struct IpPool {
+    first: u32,
+    last: u32,
+    held: BTreeMap<u32, Key>,
+    by_service: HashMap<Key, Ipv4Addr>,
+}
+
+impl IpPool {
+    fn new((network, bits): (Ipv4Addr, u8)) -> Self {
+        let base = u32::from(network);
+        let size = if bits >= 32 { 1 } else { 1u64 << (32 - bits) };
+        let end = (u64::from(base) + size - 1).min(u64::from(u32::MAX)) as u32;
+        // The network's first and last addresses are left out, as for cluster IPs.
+        let (first, last) = if size > 2 { (base + 1, end - 1) } else { (base, end) };
+        IpPool { first, last, held: BTreeMap::new(), by_service: HashMap::new() }
+    }
+
+    fn contains(&self, ip: Ipv4Addr) -> bool {
+        (self.first..=self.last).contains(&u32::from(ip))
+    }
+
+    fn held_by(&self, key: &Key) -> Option<Ipv4Addr> {
+        self.by_service.get(key).copied()
+    }
+
+    /// Gives `key` the address `wanted` (or the lowest free one): its own again if it holds
+    /// it; otherwise the address it held is freed.
+    fn take(&mut self, key: &Key, wanted: Option<Ipv4Addr>) -> Result<Ipv4Addr, String> {
+        if let Some(ip) = self.held_by(key).filter(|ip| wanted.is_none_or(|w| w == *ip)) {
+            return Ok(ip);
+        }
+        let ip = match wanted {
+            Some(ip) if !self.contains(ip) => {
+                return Err(format!(
+                    "the requested address {ip} is not in the load balancer range {}-{}",
+                    Ipv4Addr::from(self.first),
+                    Ipv4Addr::from(self.last)
+                ))
+            }
+            Some(ip) => match self.held.get(&u32::from(ip)) {
+                Some(other) => {
+                    return Err(format!(
+                        "the requested address {ip} is held by service {}/{}",
+                        other.0, other.1
+                    ))
+                }
+                None => ip,
+            },
+            None => {
+                let free = (self.first..=self.last).find(|n| !self.held.contains_key(n));
+                Ipv4Addr::from(free.ok_or("no free address left in the load balancer range")?)
+            }
+        };
+        self.release(key);
+        self.held.insert(u32::from(ip), key.clone());
+        self.by_service.insert(key.clone(), ip);
+        Ok(ip)
+    }
+
+    fn release(&mut self, key: &Key) {
+        if let Some(ip) = self.by_service.remove(key) {
+            self.held.remove(&u32::from(ip));
+        }
+    }
+}
+
+/// The service controller actor.
+pub struct ServiceController {
+    client: Arc<dyn ApiClient>,
+    table: ServiceTable,
+    listeners: Listeners,
+    pool: IpPool,
+    /// Services whose write is under way, and those changed meanwhile.
+    in_flight: HashSet<Key>,
+    pending: HashSet<Key>,
+    retries: HashMap<Key, u32>,
+    /// Services that found no address, or could not bind, with the error last reported.
+    failing: BTreeMap<Key, String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Services(Feed);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Endpoints(Feed);
+
+/// Stops the controller, closing its listeners (the services keep their status and finalizer
+/// for the next start).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopServiceController;
+
+/// What a service's API object still needs.
+enum Write {
+    /// The finalizer (if missing) and the ingress address (if not in the status yet).
+    Ensure { add_finalizer: bool, ingress: Option<Ipv4Addr> },
+    /// The finalizer removed (the API server clears the status of a service whose type is no
+    /// longer LoadBalancer).
+    Cleanup,
+}
+
+fn is_load_balancer(service: &Value) -> bool {
+    json::at(service, "/spec/type").and_then(Value::as_str) == Some("LoadBalancer")
+        && json::at(service, "/spec/loadBalancerClass").is_none_or(Value::is_null)
+}
+
+/// Whether this controller should serve the service now.
+fn wants_load_balancer(service: &Value) -> bool {
+    is_load_balancer(service) && json::at(service, "/metadata/deletionTimestamp").is_none()
+}
+
+fn finalizers(service: &Value) -> Vec<&str> {
+    json::at(service, "/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+fn has_finalizer(service: &Value) -> bool {
+    finalizers(service).contains(&CLEANUP_FINALIZER)
+}
+
+/// The addresses in the service's `status.loadBalancer.ingress`.
+fn ingress_ips(service: &Value) -> Vec<&str> {
+    json::at(service, "/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.get("ip").and_then(Value::as_str))
+        .collect()
+}
+
+fn requested_ip(service: &Value) -> Result<Option<Ipv4Addr>, String> {
+    match json::at(service, "/spec/loadBalancerIP").and_then(Value::as_str) {
+        None | Some("") => Ok(None),
+        Some(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("the requested address {text:?} is not an IPv4 address")),
+    }
+}
+
+fn object_ref(service: &Value, key: &Key) -> ObjectRef {
+    ObjectRef {
+        kind: "Service",
+        namespace: key.0.clone(),
+        name: key.1.clone(),
+        uid: object_uid(service).to_string(),
+    }
+}
+
+impl ServiceController {
+    /// Starts the controller on a thread of its own (its listeners carry service traffic).
+    pub fn start_in_own_thread(
+        client: Arc<dyn ApiClient>,
+        config: LoadBalancerConfig,
+    ) -> Addr<Self> {
+        let arbiter = Arbiter::new();
+        Self::start_in_arbiter(&arbiter.handle(), move |_| Self::new(client, config))
+    }
+
+    pub fn new(client: Arc<dyn ApiClient>, config: LoadBalancerConfig) -> Self {
+        Self {
+            client,
+            table: ServiceTable::default(),
+            listeners: Listeners::default(),
+            pool: IpPool::new(config.ip_range),
+            in_flight: HashSet::new(),
+            pending: HashSet::new(),
+            retries: HashMap::new(),
+            failing: BTreeMap::new(),
+        }
+    }
+
+    /// After a (re-)list: the addresses the services' status records are theirs again, before
+    /// any service is handed a new one.
+    fn claim_recorded(&mut self) {
+        let recorded: Vec<(Key, Ipv4Addr)> = self
+            .table
+            .keys()
+            .filter_map(|key| {
+                let service = self.table.service(key)?;
+                if !wants_load_balancer(service) || self.pool.held_by(key).is_some() {
+                    return None;
+                }
+                let ip: Ipv4Addr = ingress_ips(service).first()?.parse().ok()?;
+                Some((key.clone(), ip))
+            })
+            .collect();
+        for (key, ip) in recorded {
+            if self.pool.contains(ip) {
+                let _ = self.pool.take(&key, Some(ip));
+            }
+        }
+    }
+
+    fn sync(&mut self, key: &Key, ctx: &mut Context<Self>) {
+        let Some(service) = self.table.service(key) else {
+            self.listeners.set(key, Vec::new());
+            self.pool.release(key);
+            self.failing.remove(key);
+            return;
+        };
+        if !wants_load_balancer(service) {
+            self.listeners.set(key, Vec::new());
+            self.pool.release(key);
+            self.failing.remove(key);
+            if has_finalizer(service) {
+                self.write(key, Write::Cleanup, ctx);
+            }
+            return;
+        }
+        let wanted = match requested_ip(service) {
+            Ok(wanted) => wanted.or_else(|| {
+                // The address its status records, when it is free (a restart, or a re-list).
+                let recorded: Ipv4Addr = ingress_ips(service).first()?.parse().ok()?;
+                (self.pool.contains(recorded)).then_some(recorded)
+            }),
+            Err(error) => return self.fail(key, error, ctx),
+        };
+        let ip = match self.pool.take(key, wanted).or_else(|error| match requested_ip(service) {
+            // A recorded address held by another: any free one will do.
+            Ok(None) => self.pool.take(key, None),
+            _ => Err(error),
+        }) {
+            Ok(ip) => ip,
+            Err(error) => {
+                self.listeners.set(key, Vec::new());
+                return self.fail(key, error, ctx);
+            }
+        };
+        let desired = self
+            .table
+            .ports(key)
+            .into_iter()
+            .map(|port| (SocketAddr::new(ip.into(), port.port), port.backends))
+            .collect();
+        if let Some(failure) = self.listeners.set(key, desired).into_iter().next() {
+            return self.fail(
+                key,
+                format!("listening on {}: {}", failure.addr, failure.error),
+                ctx,
+            );
+        }
+        if !self.listeners.all_bound(key) {
+            return; // Reported when it first failed; the retry tick syncs it once bound.
+        }
+        self.failing.remove(key);
+        let service = self.table.service(key).expect("looked up above");
+        let ingress = (ingress_ips(service) != [ip.to_string()]).then_some(ip);
+        let add_finalizer = !has_finalizer(service);
+        if ingress.is_some() || add_finalizer {
+            self.write(key, Write::Ensure { add_finalizer, ingress }, ctx);
+        }
+    }
+
+    /// Reports why `key` has no load balancer (once per reason) and keeps it for a retry.
+    fn fail(&mut self, key: &Key, error: String, ctx: &mut Context<Self>) {
+        if self.failing.get(key) == Some(&error) {
+            return;
+        }
+        self.failing.insert(key.clone(), error.clone());
+        let Some(service) = self.table.service(key) else { return };
+        let (client, object) = (self.client.clone(), object_ref(service, key));
+        let message =
+            format!("Error syncing load balancer: failed to ensure load balancer: {error}");
+        tracing::warn!(service = %format!("{}/{}", key.0, key.1), %error, "load balancer");
+        ctx.spawn(
+            async move {
+                events::record(
+                    client.as_ref(),
+                    &object,
+                    EventKind::Warning,
+                    "SyncLoadBalancerFailed",
+                    &message,
+                    COMPONENT,
+                )
+                .await;
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// Brings the service's API object to what its load balancer is; one write per service at
+    /// a time, and a service changed meanwhile is synced again when it ends.
+    fn write(&mut self, key: &Key, write: Write, ctx: &mut Context<Self>) {
+        if self.in_flight.contains(key) {
+            self.pending.insert(key.clone());
+            return;
+        }
+        let Some(service) = self.table.service(key) else { return };
+        let (client, object) = (self.client.clone(), object_ref(service, key));
+        let version =
+            json::at(service, "/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+        let kept: Vec<&str> =
+            finalizers(service).into_iter().filter(|f| *f != CLEANUP_FINALIZER).collect();
+        let with_ours: Vec<&str> = kept.iter().copied().chain([CLEANUP_FINALIZER]).collect();
+        let finalizers_patch =
+            |list: &[&str]| json!({"metadata": {"finalizers": list, "resourceVersion": version}});
+        let (key_ns, key_name) = key.clone();
+        let written = match write {
+            Write::Ensure { add_finalizer, ingress } => {
+                let finalizer = add_finalizer.then(|| finalizers_patch(&with_ours));
+                Box::pin(async move {
+                    let services = resources::core("services");
+                    let record = |reason: &'static str, message: &'static str| {
+                        events::record(
+                            client.as_ref(),
+                            &object,
+                            EventKind::Normal,
+                            reason,
+                            message,
+                            COMPONENT,
+                        )
+                    };
+                    if ingress.is_some() {
+                        record("EnsuringLoadBalancer", "Ensuring load balancer").await;
+                    }
+                    if let Some(patch) = finalizer {
+                        client
+                            .patch(services, &key_ns, &key_name, PatchType::Merge, &patch, false)
+                            .await?;
+                    }
+                    if let Some(ip) = ingress {
+                        let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip.to_string(), "ipMode": "VIP"}]}}});
+                        client
+                            .patch(services, &key_ns, &key_name, PatchType::Merge, &status, true)
+                            .await?;
+                        record("EnsuredLoadBalancer", "Ensured load balancer").await;
+                    }
+                    Ok(())
+                }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
+            }
+            Write::Cleanup => {
+                let patch = finalizers_patch(&kept);
+                Box::pin(async move {
+                    let services = resources::core("services");
+                    let record = |reason: &'static str, message: &'static str| {
+                        events::record(
+                            client.as_ref(),
+                            &object,
+                            EventKind::Normal,
+                            reason,
+                            message,
+                            COMPONENT,
+                        )
+                    };
+                    record("DeletingLoadBalancer", "Deleting load balancer").await;
+                    match client
+                        .patch(services, &key_ns, &key_name, PatchType::Merge, &patch, false)
+                        .await
+                    {
+                        Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
+                    }
+                    record("DeletedLoadBalancer", "Deleted load balancer").await;
+                    Ok(())
+                })
+            }
+        };
+        self.in_flight.insert(key.clone());
+        let key = key.clone();
+        ctx.spawn(written.into_actor(self).map(move |written, controller, ctx| {
+            controller.in_flight.remove(&key);
+            match written {
+                Ok(()) => {
+                    controller.retries.remove(&key);
+                    if controller.pending.remove(&key) {
+                        controller.sync(&key, ctx);
+                    }
+                }
+                // A conflict (the service changed since it was read: the watch brings the new
+                // version) or an unreachable store: tried again after a back-off.
+                Err(error) => {
+                    controller.pending.remove(&key);
+                    tracing::debug!(service = %key.1, %error, "writing a load balancer's service");
+                    let failed = controller.retries.entry(key.clone()).or_insert(0);
+                    *failed += 1;
+                    let delay = super::retry_delay(*failed);
+                    ctx.run_later(delay, move |controller, ctx| controller.sync(&key, ctx));
+                }
+            }
+        }));
+    }
+
+    fn sync_all(&mut self, keys: BTreeSet<Key>, ctx: &mut Context<Self>) {
+        for key in keys {
+            self.sync(&key, ctx);
+        }
+    }
+}
+
+impl Actor for ServiceController {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        informer::feed_actor(
+            ctx,
+            client.clone(),
+            resources::core("services"),
+            Scope::default(),
+            Services,
+        );
+        informer::feed_actor(
+            ctx,
+            client,
+            resources::core("endpoints"),
+            Scope::default(),
+            Endpoints,
+        );
+        ctx.run_interval(RETRY_PERIOD, |controller, ctx| {
+            let mut again = controller.listeners.retry();
+            again.extend(controller.failing.keys().cloned());
+            controller.sync_all(again, ctx);
+        });
+    }
+}
+
+impl Handler<Services> for ServiceController {
+    type Result = ();
+
+    fn handle(&mut self, msg: Services, ctx: &mut Context<Self>) {
+        let relisted = matches!(msg.0, Feed::Listed(_));
+        let changed = self.table.apply_services(msg.0);
+        if relisted {
+            self.claim_recorded();
+        }
+        self.sync_all(changed, ctx);
+    }
+}
+
+impl Handler<Endpoints> for ServiceController {
+    type Result = ();
+
+    fn handle(&mut self, msg: Endpoints, ctx: &mut Context<Self>) {
+        let changed = self.table.apply_endpoints(msg.0);
+        // Only the backends of services with a load balancer change.
+        let served: BTreeSet<Key> =
+            changed.into_iter().filter(|key| self.pool.held_by(key).is_some()).collect();
+        self.sync_all(served, ctx);
+    }
+}
+
+impl Handler<StopServiceController> for ServiceController {
+    type Result = ();
+
+    fn handle(&mut self, _: StopServiceController, ctx: &mut Context<Self>) {
+        self.listeners.clear();
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        ("default".into(), name.into())
+    }
+
+    #[test]
+    fn the_pool_hands_out_free_addresses_and_honours_requests_in_range() {
+        let mut pool = IpPool::new((Ipv4Addr::new(127, 128, 0, 0), 30));
+        let a = pool.take(&key("a"), None).unwrap();
+        assert_eq!(a, Ipv4Addr::new(127, 128, 0, 1));
+        assert_eq!(pool.take(&key("a"), None).unwrap(), a, "a service keeps its address");
+        let taken = pool.take(&key("b"), Some(a)).unwrap_err();
+        assert!(taken.contains("held by service default/a"), "{taken}");
+        let outside = pool.take(&key("b"), Some(Ipv4Addr::new(127, 128, 0, 3))).unwrap_err();
+        assert!(
+            outside.contains("not in the load balancer range 127.128.0.1-127.128.0.2"),
+            "{outside}"
+        );
+        assert_eq!(pool.take(&key("b"), None).unwrap(), Ipv4Addr::new(127, 128, 0, 2));
+        assert!(pool.take(&key("c"), None).is_err(), "the range is used up");
+        // Asking for another address moves the service there and frees the old one.
+        pool.release(&key("a"));
+        assert_eq!(pool.take(&key("b"), Some(a)).unwrap(), a);
+        assert_eq!(pool.take(&key("c"), None).unwrap(), Ipv4Addr::new(127, 128, 0, 2));
+    }
+
+    #[test]
+    fn only_load_balancers_without_a_class_are_served() {
+        let lb = json!({"spec": {"type": "LoadBalancer"}});
+        assert!(wants_load_balancer(&lb));
+        assert!(!wants_load_balancer(&json!({"spec": {"type": "NodePort"}})));
+        assert!(!wants_load_balancer(
+            &json!({"spec": {"type": "LoadBalancer", "loadBalancerClass": "example.com/lb"}})
+        ));
+        let deleting = json!({"metadata": {"deletionTimestamp": "2026-12-02T00:00:00Z"}, "spec": {"type": "LoadBalancer"}});
+        assert!(is_load_balancer(&deleting) && !wants_load_balancer(&deleting));
+        assert_eq!(
+            requested_ip(&json!({"spec": {"loadBalancerIP": "x"}})).unwrap_err(),
+            "the requested address \"x\" is not an IPv4 address"
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! The Services and Endpoints a forwarding actor follows, by namespace and name, and what each
+//! service port forwards to: the ready addresses of the service's Endpoints, at the port of
+//! the same name (an unnamed port when the service has only one), TCP only.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, SocketAddr};
+
+use serde_json::Value;
+
+use crate::client::cache::{key_of, relist, Key};
+use crate::client::informer::Feed;
+use crate::model::json;
+use crate::watch::EventType;
+
+/// One TCP port of a service and where its connections go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePort {
+    pub port: u16,
+    /// Its node port (NodePort and LoadBalancer services).
+    pub node_port: Option<u16>,
+    pub backends: Vec<SocketAddr>,
+}
+
+/// Services and their Endpoints, as their list-watches report them.
+#[derive(Debug, Default)]
+pub struct ServiceTable {
+    services: BTreeMap<Key, Value>,
+    endpoints: BTreeMap<Key, Value>,
+}
+
+fn apply(objects: &mut BTreeMap<Key, Value>, feed: Feed) -> BTreeSet<Key> {
+    match feed {
+        Feed::Listed(items) => relist(objects, items),
+        Feed::Changed(EventType::Deleted, object) => {
+            let key = key_of(&object);
+            objects.remove(&key);
+            BTreeSet::from([key])
+        }
+        Feed::Changed(_, object) => {
+            let key = key_of(&object);
+            objects.insert(key.clone(), object);
+            BTreeSet::from([key])
+        }
+        Feed::Unavailable(_) => BTreeSet::new(),
+    }
+}
+
+impl ServiceTable {
+    /// Applies a report of the services' list-watch; returns the services it may have changed.
+    pub fn apply_services(&mut self, feed: Feed) -> BTreeSet<Key> {
+        apply(&mut self.services, feed)
+    }
+
+    /// Applies a report of the endpoints' list-watch; returns the services whose backends it
+    /// may have changed (an Endpoints object is its service's by name).
+    pub fn apply_endpoints(&mut self, feed: Feed) -> BTreeSet<Key> {
+        apply(&mut self.endpoints, feed)
+    }
+
+    pub fn service(&self, key: &Key) -> Option<&Value> {
+        self.services.get(key)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &Key> {
+        self.services.keys()
+    }
+
+    /// The TCP ports of the service, each with its backends.
+    pub fn ports(&self, key: &Key) -> Vec<ServicePort> {
+        let Some(service) = self.services.get(key) else { return Vec::new() };
+        let endpoints = self.endpoints.get(key);
+        json::at(service, "/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|port| is_tcp(port))
+            .filter_map(|port| {
+                let number = u16::try_from(port.get("port")?.as_u64()?).ok()?;
+                let name = port.get("name").and_then(Value::as_str).unwrap_or("");
+                Some(ServicePort {
+                    port: number,
+                    node_port: port
+                        .get("nodePort")
+                        .and_then(Value::as_u64)
+                        .and_then(|p| u16::try_from(p).ok())
+                        .filter(|p| *p != 0),
+                    backends: endpoints.map(|e| ready_backends(e, name)).unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn is_tcp(port: &Value) -> bool {
+    port.get("protocol").and_then(Value::as_str).unwrap_or("TCP") == "TCP"
+}
+
+/// The service's cluster IP, when it has one (not headless, not an ExternalName).
+pub fn cluster_ip(service: &Value) -> Option<Ipv4Addr> {
+    json::at(service, "/spec/clusterIP").and_then(Value::as_str)?.parse().ok()
+}
+
+/// The ready addresses of `endpoints` at their port named `name`, in the order listed.
+fn ready_backends(endpoints: &Value, name: &str) -> Vec<SocketAddr> {
+    let mut backends = Vec::new();
+    for subset in endpoints.get("subsets").and_then(Value::as_array).into_iter().flatten() {
+        let port = subset
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|p| is_tcp(p))
+            .find(|p| p.get("name").and_then(Value::as_str).unwrap_or("") == name)
+            .and_then(|p| p.get("port")?.as_u64())
+            .and_then(|p| u16::try_from(p).ok());
+        let Some(port) = port else { continue };
+        for address in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(ip) =
+                address.get("ip").and_then(Value::as_str).and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+            {
+                backends.push(SocketAddr::new(ip.into(), port));
+            }
+        }
+    }
+    backends
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(name: &str) -> Key {
+        ("default".into(), name.into())
+    }
+
+    #[test]
+    fn ports_forward_to_the_ready_addresses_of_their_named_endpoint_port() {
+        let mut table = ServiceTable::default();
+        let service = json!({"metadata": {"namespace": "default", "name": "web"},
+            "spec": {"clusterIP": "127.192.0.7", "type": "NodePort", "ports": [
+                {"name": "http", "port": 80, "nodePort": 30080},
+                {"name": "dns", "port": 53, "protocol": "UDP"},
+                {"name": "admin", "port": 8081, "nodePort": 30081}]}});
+        let endpoints = json!({"metadata": {"namespace": "default", "name": "web"},
+            "subsets": [
+                {"addresses": [{"ip": "127.64.0.2"}, {"ip": "127.64.0.3"}],
+                 "notReadyAddresses": [{"ip": "127.64.0.4"}],
+                 "ports": [{"name": "http", "port": 8080}, {"name": "admin", "port": 9000}]},
+                {"addresses": [{"ip": "127.64.1.2"}], "ports": [{"name": "http", "port": 8443}]}]});
+        assert_eq!(
+            table.apply_services(Feed::Listed(vec![service.clone()])),
+            BTreeSet::from([key("web")])
+        );
+        assert_eq!(table.ports(&key("web"))[0].backends, Vec::<SocketAddr>::new());
+        table.apply_endpoints(Feed::Changed(EventType::Added, endpoints.clone()));
+        let ports = table.ports(&key("web"));
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            ports,
+            vec![
+                ServicePort {
+                    port: 80,
+                    node_port: Some(30080),
+                    backends: vec![
+                        addr("127.64.0.2:8080"),
+                        addr("127.64.0.3:8080"),
+                        addr("127.64.1.2:8443")
+                    ],
+                },
+                ServicePort {
+                    port: 8081,
+                    node_port: Some(30081),
+                    backends: vec![addr("127.64.0.2:9000"), addr("127.64.0.3:9000")]
+                },
+            ]
+        );
+        assert_eq!(cluster_ip(&service), Some(Ipv4Addr::new(127, 192, 0, 7)));
+        assert_eq!(cluster_ip(&json!({"spec": {"clusterIP": "None"}})), None);
+
+        table.apply_endpoints(Feed::Changed(EventType::Deleted, endpoints));
+        assert!(table.ports(&key("web")).iter().all(|p| p.backends.is_empty()));
+        assert_eq!(table.apply_services(Feed::Listed(vec![])), BTreeSet::from([key("web")]));
+        assert!(table.ports(&key("web")).is_empty());
+    }
+
+    #[test]
+    fn an_unnamed_port_matches_the_unnamed_endpoint_port() {
+        let mut table = ServiceTable::default();
+        table.apply_services(Feed::Listed(vec![
+            json!({"metadata": {"namespace": "default", "name": "one"},
+            "spec": {"clusterIP": "127.192.0.8", "ports": [{"port": 80, "protocol": "TCP"}]}}),
+        ]));
+        table.apply_endpoints(Feed::Listed(vec![json!({"metadata": {"namespace": "default", "name": "one"},
+            "subsets": [{"addresses": [{"ip": "127.64.0.9"}], "ports": [{"port": 9376, "protocol": "TCP"}]}]})]));
+        assert_eq!(
+            table.ports(&key("one"))[0].backends,
+            vec!["127.64.0.9:9376".parse::<SocketAddr>().unwrap()]
+        );
+    }
+}
