@@ -1,9 +1,14 @@
 //! Service cluster IPs and node ports: allocated from the configured ranges, never twice (also
 //! across a restart), released on delete; requested ones are checked.
 
+use std::collections::BTreeSet;
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
-use crate::util::Server;
+use crate::util::{wait_until, Server};
+
+const WAIT: Duration = Duration::from_secs(60);
 
 fn service(name: &str, extra: Value) -> Value {
     let mut spec = json!({"ports": [{"port": 80}], "selector": {"app": name}});
@@ -57,4 +62,169 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     let (code, again) = server.post(SERVICES, &service("d", json!({"clusterIP": ip_a})));
     assert_eq!(code, 201, "{again}");
     assert_eq!(server.post(SERVICES, &taken_port).0, 201);
+}
+
+/// A one-off /24 inside 127.0.0.0/8 whose second octet is `base` plus up to 29, so that tests
+/// running at once each have their own addresses.
+fn private_range(base: u8) -> String {
+    let n = crate::util::free_port();
+    format!("127.{}.{}.0/24", base + (n % 30) as u8, n / 256)
+}
+
+/// The answer of `GET http://{addr}/` (the pod's name, from serve-hostname), if any.
+fn hostname_at(http: &reqwest::blocking::Client, addr: &str) -> Option<String> {
+    let answer = http.get(format!("http://{addr}/")).timeout(Duration::from_secs(2)).send().ok()?;
+    answer.status().is_success().then(|| answer.text().ok()).flatten()
+}
+
+/// Whether nothing listens at `addr`.
+fn refused(addr: &str) -> bool {
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err()
+}
+
+/// Waits until requests to `addr` have been answered by every one of `pods`.
+fn reaches_all(http: &reqwest::blocking::Client, addr: &str, pods: &BTreeSet<String>) {
+    let mut seen = BTreeSet::new();
+    wait_until(WAIT, &format!("{addr} reaches {pods:?}"), || {
+        seen.extend(hostname_at(http, addr));
+        seen == *pods
+    });
+}
+
+const APP: &str = r#"
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: hello}
+spec:
+  replicas: 2
+  selector: {app: hello}
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: kplane/agnhost
+        args: ["serve-hostname"]
+        ports: [{containerPort: 9376, name: http}]
+        readinessProbe: {httpGet: {port: 9376}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hello}
+spec:
+  type: LoadBalancer
+  selector: {app: hello}
+  ports: [{name: web, port: 8080, targetPort: http}]
+"#;
+
+/// Kube-proxy's and the service controller's work: a LoadBalancer service is reached at its
+/// cluster IP, at the node's address and its node port, and at the address its load balancer
+/// got (in its status, kept across a crash of the server); each spreads connections over the
+/// ready pods. A service that stops being a load balancer loses that address (and its node
+/// port, and its finalizer); a deleted one is no longer served at all.
+#[test]
+fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
+    let n = crate::util::free_port();
+    let node_address = format!("127.250.{}.{}", n / 256, n % 256 / 2 * 2 + 1);
+    let cluster_ips = private_range(130);
+    let load_balancers = private_range(160);
+    let mut server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "proxied"),
+        ("KPLANE_AGENT__ADDRESS", &node_address),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", &cluster_ips),
+        ("KPLANE_CONTROLLERS__LOAD_BALANCER_IP_RANGE", &load_balancers),
+    ]);
+    let kubectl = server.kubectl();
+    // A connection per request: each is balanced anew.
+    let http =
+        reqwest::blocking::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    kubectl.ok(&["apply", "-f", kubectl.write("app.yaml", APP).to_str().unwrap()]);
+    let service_path = "/api/v1/namespaces/default/services/hello";
+    let mut service = Value::Null;
+    wait_until(WAIT, "the load balancer's address is in the status", || {
+        service = server.get(service_path).1;
+        service["status"]["loadBalancer"]["ingress"][0]["ip"].is_string()
+    });
+    let ingress = service["status"]["loadBalancer"]["ingress"][0]["ip"].as_str().unwrap();
+    let lb_prefix = load_balancers.trim_end_matches("0/24");
+    assert!(ingress.starts_with(lb_prefix), "{ingress} in {load_balancers}");
+    assert_eq!(
+        service["metadata"]["finalizers"],
+        json!(["service.kubernetes.io/load-balancer-cleanup"])
+    );
+    let cluster_ip = service["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let node_port = service["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    let (at_cluster_ip, at_node_port, at_load_balancer) = (
+        format!("{cluster_ip}:8080"),
+        format!("{node_address}:{node_port}"),
+        format!("{ingress}:8080"),
+    );
+
+    let mut pods = BTreeSet::new();
+    wait_until(WAIT, "both pods are ready", || {
+        let (_, list) = server.get("/api/v1/namespaces/default/pods?labelSelector=app%3Dhello");
+        pods = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        pods.len() == 2
+    });
+    for addr in [&at_cluster_ip, &at_node_port, &at_load_balancer] {
+        reaches_all(&http, addr, &pods);
+    }
+    let table = kubectl.ok(&["get", "service", "hello"]);
+    assert!(
+        table.contains(&format!("{ingress}")) && table.contains(&format!("8080:{node_port}/TCP")),
+        "{table}"
+    );
+    let events = kubectl.ok(&["get", "events", "--field-selector", "involvedObject.name=hello"]);
+    assert!(events.contains("EnsuredLoadBalancer"), "{events}");
+
+    // After a crash the load balancer is back at the address the status records.
+    server.restart();
+    reaches_all(&http, &at_load_balancer, &pods);
+    let (_, after) = server.get(service_path);
+    assert_eq!(after["status"]["loadBalancer"], service["status"]["loadBalancer"]);
+
+    // No longer a load balancer: its address and node port close, its finalizer goes.
+    let kubectl = server.kubectl();
+    kubectl.ok(&["patch", "service", "hello", "-p", r#"{"spec":{"type":"ClusterIP"}}"#]);
+    wait_until(WAIT, "the load balancer is gone", || {
+        let (_, now) = server.get(service_path);
+        refused(&at_load_balancer)
+            && refused(&at_node_port)
+            && now["metadata"].get("finalizers").is_none()
+    });
+    let (_, now) = server.get(service_path);
+    assert_eq!(now["status"], json!({"loadBalancer": {}}));
+    assert!(now["spec"]["ports"][0].get("nodePort").is_none(), "{now}");
+    reaches_all(&http, &at_cluster_ip, &pods);
+
+    kubectl.ok(&["delete", "service", "hello"]);
+    wait_until(WAIT, "the cluster IP is no longer served", || refused(&at_cluster_ip));
+
+    // An address outside the range is not handed out: the service says why, and waits.
+    let outside = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fixed"},
+        "spec": {"type": "LoadBalancer", "loadBalancerIP": "127.1.2.3", "ports": [{"port": 8080}]}});
+    assert_eq!(server.post(SERVICES, &outside).0, 201);
+    wait_until(WAIT, "the failure is an event", || {
+        let events =
+            kubectl.ok(&["get", "events", "--field-selector", "involvedObject.name=fixed"]);
+        events.contains("SyncLoadBalancerFailed")
+            && events.contains("the requested address 127.1.2.3 is not in the load balancer range")
+    });
+    let (_, fixed) = server.get(&format!("{SERVICES}/fixed"));
+    assert_eq!(fixed["status"], json!({"loadBalancer": {}}));
 }
