@@ -2,7 +2,8 @@
 //! output), `/exec` (a command over a websocket), `/attach` (a container's output over a
 //! websocket), `/portForward` (TCP to the pod over a websocket) and `/debug/pprof/` (a summary
 //! of the agent process). Websockets speak the Kubernetes channel protocol: every binary frame
-//! starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 error/status).
+//! starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 error/status; in v5, `255 c` closes
+//! channel c: the end of stdin).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -22,8 +23,10 @@ const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
 const ERROR: u8 = 3;
+/// The channel of v5's close signals: `[CLOSE, channel]` closes that channel (stdin: its end).
+const CLOSE: u8 = 255;
 /// Subprotocols spoken, best first.
-const PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "channel.k8s.io"];
+const PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -176,7 +179,7 @@ async fn exec(
             let status = json!({"metadata": {}, "status": "Failure",
                 "message": format!("exec {argv:?}: {e}"), "reason": "InternalError"});
             let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
-            let _ = session.close(None).await;
+            let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
             return Ok(response);
         }
     };
@@ -203,16 +206,23 @@ async fn exec(
         let err = stderr.map(|p| pump(STDERR, Box::new(p), session.clone()));
         let input = async {
             while let Some(Ok(message)) = messages.next().await {
-                match message {
-                    actix_ws::Message::Binary(data) if data.first() == Some(&STDIN) => {
-                        if let Some(pipe) = stdin.as_mut() {
-                            if pipe.write_all(&data[1..]).await.is_err() {
-                                stdin = None;
-                            }
+                // Text frames carry channels as binary ones do (the Python client sends its
+                // stdin as text), as the kubelet reads them.
+                let data = match message {
+                    actix_ws::Message::Binary(data) => data,
+                    actix_ws::Message::Text(text) => text.into_bytes(),
+                    actix_ws::Message::Close(_) => break,
+                    _ => continue,
+                };
+                if data.first() == Some(&STDIN) {
+                    if let Some(pipe) = stdin.as_mut() {
+                        if pipe.write_all(&data[1..]).await.is_err() {
+                            stdin = None;
                         }
                     }
-                    actix_ws::Message::Close(_) => break,
-                    _ => {}
+                } else if data[..] == [CLOSE, STDIN] {
+                    // v5: the client's stdin has ended; the command goes on.
+                    drop(stdin.take());
                 }
             }
             // The stream ended or was closed: the client has left (the channel protocol has no
@@ -242,7 +252,7 @@ async fn exec(
         let code = child.wait().await.ok().and_then(|s| s.code());
         let mut session = session;
         let _ = session.binary(framed(ERROR, exit_status(code).to_string().as_bytes())).await;
-        let _ = session.close(None).await;
+        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
     });
     Ok(response)
 }
@@ -290,7 +300,7 @@ async fn attach(
                 }
             }
         }
-        let _ = session.close(None).await;
+        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
     });
     Ok(response)
 }
@@ -367,7 +377,7 @@ async fn port_forward(
                 _ => {}
             }
         }
-        let _ = session.close(None).await;
+        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
     });
     Ok(response)
 }

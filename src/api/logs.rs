@@ -95,7 +95,11 @@ fn validate_options(query: &Query, name: &str) -> Result<(), HttpError> {
 }
 
 /// The container to read: the one named, or the only one.
-fn container_of(pod: &Value, name: &str, wanted: Option<&str>) -> Result<String, HttpError> {
+pub(super) fn container_of(
+    pod: &Value,
+    name: &str,
+    wanted: Option<&str>,
+) -> Result<String, HttpError> {
     let names: Vec<&str> = ["/spec/initContainers", "/spec/containers"]
         .iter()
         .filter_map(|p| pod.pointer(p).and_then(Value::as_array))

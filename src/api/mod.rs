@@ -16,6 +16,7 @@ pub mod protobuf;
 mod proxy;
 mod request_info;
 mod reviews;
+mod streams;
 mod table;
 mod watch;
 

@@ -120,6 +120,12 @@ async fn dispatch(
         (Some("finalize"), Some(name)) => {
             return finalize(&req, payload, resource, name, &query, &state).await;
         }
+        (Some(sub @ ("exec" | "attach")), Some(name))
+            if method == Method::GET || method == Method::POST =>
+        {
+            return super::streams::serve(&req, payload, &state, namespace, name, sub, &query)
+                .await;
+        }
         (Some("proxy"), Some(name)) => {
             return super::proxy::serve(&req, payload, &state, resource.plural, namespace, name)
                 .await;

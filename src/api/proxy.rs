@@ -8,7 +8,7 @@
 //! an IP of that node's pod CIDR (or the node's own, for host-network pods); an endpoint must
 //! name a pod of the service's namespace that has its IP; a node's address must be one a node
 //! can have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
-//! the client, never followed; upgrades (exec, attach, port-forward streams) are refused.
+//! the client, never followed; upgrades are refused (exec and attach relay theirs: `streams`).
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
@@ -138,9 +138,15 @@ impl<'a> ProxyId<'a> {
     }
 }
 
-/// The base URL of node `node`'s agent: the InternalIP and the kubelet port it publishes (503
-/// when it publishes either not, or an address no node can have).
+/// The base URL of node `node`'s agent (see [`agent_addr`]).
 pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
+    let addr = agent_addr(state, node).await?;
+    http_url(addr.ip(), addr.port())
+}
+
+/// Where node `node`'s agent listens: the InternalIP and the kubelet port it publishes (503
+/// when it publishes either not, or an address no node can have).
+pub async fn agent_addr(state: &AppState, node: &str) -> Result<SocketAddr, HttpError> {
     let nodes = resources::core("nodes");
     let node_object = state.core.get(nodes, "", node).await?.to_value();
     let address = internal_ip(&node_object)
@@ -153,7 +159,7 @@ pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, Htt
         .ok_or_else(|| unavailable(format!("node {node} publishes no agent port")))?;
     let ip = reachable(&address)
         .ok_or_else(|| unavailable(format!("node {node} has no address to reach")))?;
-    http_url(ip, port)
+    Ok(SocketAddr::new(ip, port))
 }
 
 fn internal_ip(node: &Value) -> Option<String> {

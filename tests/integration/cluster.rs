@@ -255,3 +255,58 @@ fn every_namespace_has_a_default_service_account() {
         server.get("/api/v1/namespaces/team").0 == 404
     });
 }
+
+/// `kubectl exec` and `kubectl attach` through the API server, which relays their WebSocket
+/// to the pod's agent: a command runs in the container's environment, reads what kubectl
+/// sends on stdin to its end, and hands back its exit code; attach streams the container's
+/// output. A request that is not an upgrade, or names no container of the pod, is 400.
+#[test]
+fn kubectl_exec_and_attach_reach_the_container() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    let ticker = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "box"},
+        "spec": {"containers": [{"name": "c", "image": "kplane/pause", "env": [{"name": "GREETING", "value": "hello"}],
+            "command": ["sh", "-c", "while true; do echo tick; sleep 0.2; done"]}]}}"#;
+    kubectl.ok(&["create", "-f", kubectl.write("box.json", ticker).to_str().unwrap()]);
+    wait_until(WAIT, "box is Running", || {
+        kubectl.run(&["get", "pod", "box", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+
+    let out = kubectl.ok(&["exec", "box", "--", "sh", "-c", "echo $GREETING from $POD_NAME"]);
+    assert_eq!(out, "hello from box\n");
+    let mut cat = kubectl.command();
+    cat.args(["exec", "-i", "box", "--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut cat = cat.spawn().unwrap();
+    std::io::Write::write_all(&mut cat.stdin.take().unwrap(), b"line one\nline two\n").unwrap();
+    let echoed = cat.wait_with_output().unwrap();
+    assert!(echoed.status.success());
+    assert_eq!(String::from_utf8_lossy(&echoed.stdout), "line one\nline two\n");
+    let failed =
+        kubectl.command().args(["exec", "box", "--", "sh", "-c", "exit 3"]).output().unwrap();
+    assert_eq!(failed.status.code(), Some(3), "{}", String::from_utf8_lossy(&failed.stderr));
+
+    let (ok, _, stderr) = kubectl.run(&["exec", "box", "-c", "nope", "--", "true"]);
+    assert!(!ok && stderr.contains("container nope is not valid for pod box"), "{stderr}");
+    let (code, status) = server.get("/api/v1/namespaces/default/pods/box/exec?command=true");
+    assert_eq!((code, status["message"].as_str()), (400, Some("Upgrade request required")));
+
+    // attach: the container's output from now on, until kubectl is stopped.
+    let mut attach = kubectl.command();
+    attach.args(["attach", "box"]).stdout(std::process::Stdio::piped());
+    let mut attach = attach.spawn().unwrap();
+    let mut output = std::io::BufReader::new(attach.stdout.take().unwrap());
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut output, &mut line).is_ok_and(|n| n > 0) {
+            if lines.send(std::mem::take(&mut line)).is_err() {
+                break;
+            }
+        }
+    });
+    let first = received.recv_timeout(WAIT);
+    crate::util::terminate(&mut attach);
+    assert_eq!(first.as_deref(), Ok("tick\n"));
+}

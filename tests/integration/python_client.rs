@@ -17,10 +17,16 @@ fn the_python_client_works_unchanged() {
         "{} is missing: run scripts/setup.sh (make test does)",
         python.display()
     );
-    let server = Server::start();
+    // With a node agent, for exec (pods it runs name its node; there is no scheduler).
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "python-node"),
+        ("KPLANE_AGENT__SERVICE_PROXY", "false"),
+    ]);
     let output = Command::new(&python)
         .arg(root.join("tests/python/client_test.py"))
         .arg(server.base())
+        .arg("python-node")
         .output()
         .expect("run the Python client test");
     let stdout = String::from_utf8_lossy(&output.stdout);

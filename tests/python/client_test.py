@@ -1,14 +1,17 @@
 """Drives a kplane server with the official Kubernetes Python client, unchanged.
 
-Usage: client_test.py http://127.0.0.1:PORT
+Usage: client_test.py http://127.0.0.1:PORT NODE
+(NODE: the name of the server's embedded node agent, where the exec checks run their pod)
 Exits non-zero (with a traceback) on the first thing that does not behave as with Kubernetes.
 """
 
 import sys
 import threading
+import time
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+from kubernetes.stream import stream
 
 NS = "default"
 
@@ -206,6 +209,29 @@ def reviews(api):
     assert status.resource_rules[0].verbs == ["*"] and status.incomplete is False, status
 
 
+def exec_in_pods(core, node):
+    """exec over the WebSocket the client opens (its stdin sent as text frames)."""
+    box = pod("exec-box", {"app": "exec"})
+    box.spec.node_name = node
+    core.create_namespaced_pod(NS, box)
+    deadline = time.monotonic() + 60
+    while core.read_namespaced_pod("exec-box", NS).status.phase != "Running":
+        assert time.monotonic() < deadline, "exec-box never ran"
+        time.sleep(0.1)
+    out = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
+                 command=["sh", "-c", "echo out $A; echo err >&2"],
+                 stdout=True, stderr=True, stdin=False, tty=False)
+    assert out == "out 1\nerr\n", repr(out)
+    session = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
+                     command=["sh", "-c", "read x; echo got $x; exit 4"],
+                     stdout=True, stderr=True, stdin=True, tty=False, _preload_content=False)
+    session.write_stdin("abc\n")
+    session.run_forever(timeout=30)
+    assert session.read_stdout() == "got abc\n"
+    assert session.returncode == 4, session.returncode
+    core.delete_namespaced_pod("exec-box", NS, grace_period_seconds=0)
+
+
 def main():
     api = api_client(sys.argv[1])
     core = client.CoreV1Api(api)
@@ -216,6 +242,7 @@ def main():
     watching(core)
     events(client.EventsV1Api(api), core)
     reviews(api)
+    exec_in_pods(core, sys.argv[2])
     print("python client: all checks passed")
 
 
