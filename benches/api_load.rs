@@ -446,7 +446,7 @@ async fn main() {
     let binary =
         std::env::var_os("API_LOAD_SERVER").unwrap_or_else(|| env!("CARGO_BIN_EXE_kplane").into());
     let server = Command::new(binary)
-        .args(["server", "--insecure-port", &port.to_string(), "--data-dir"])
+        .args(["server", "--insecure-port", &port.to_string(), "--secure-port", "0", "--data-dir"])
         .arg(data.path())
         .env("RUST_LOG", "warn")
         // The API server and store alone: a scheduler and node agent would add their own writes

@@ -139,6 +139,15 @@ struct RawServer {
     max_mutating_requests_inflight: usize,
     service_cluster_ip_range: String,
     service_node_port_range: String,
+    tls_cert_file: String,
+    tls_private_key_file: String,
+    client_ca_file: String,
+    token_auth_file: String,
+    basic_auth_file: String,
+    anonymous_auth: bool,
+    authorization_mode: String,
+    authorization_policy_file: String,
+    audit_log_path: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,6 +194,15 @@ impl Default for RawServer {
             max_mutating_requests_inflight: 200,
             service_cluster_ip_range: "127.192.0.0/16".into(),
             service_node_port_range: "30000-32767".into(),
+            tls_cert_file: String::new(),
+            tls_private_key_file: String::new(),
+            client_ca_file: String::new(),
+            token_auth_file: String::new(),
+            basic_auth_file: String::new(),
+            anonymous_auth: true,
+            authorization_mode: "AlwaysAllow".into(),
+            authorization_policy_file: String::new(),
+            audit_log_path: String::new(),
         }
     }
 }
@@ -219,6 +237,9 @@ pub struct Overrides {
     pub node_name: Option<String>,
     pub agent_port: Option<u16>,
     pub runtime: Option<String>,
+    /// `[server]` keys given by their kube-apiserver flags (`--token-auth-file`, ...), by key.
+    pub server_files: Vec<(&'static str, String)>,
+    pub anonymous_auth: Option<bool>,
 }
 
 /// The checked settings of the server.
@@ -246,6 +267,10 @@ pub struct Settings {
     /// Finished pods kept before the oldest are deleted (`0`: all are kept).
     pub terminated_pod_gc_threshold: usize,
     pub load_balancer: kplane_actors::controllers::service::LoadBalancerConfig,
+    /// Authentication, authorization and the audit log.
+    pub security: std::sync::Arc<crate::auth::Security>,
+    /// The secure port's certificates (a self-signed pair in the data dir without them).
+    pub tls: crate::auth::tls::TlsFiles,
 }
 
 /// How the container runtime of a node agent runs containers.
@@ -344,6 +369,24 @@ impl Settings {
         if let Some(v) = &o.runtime {
             raw.agent.runtime = v.clone();
         }
+        for (key, value) in &o.server_files {
+            let server = &mut raw.server;
+            let field = match *key {
+                "tls_cert_file" => &mut server.tls_cert_file,
+                "tls_private_key_file" => &mut server.tls_private_key_file,
+                "client_ca_file" => &mut server.client_ca_file,
+                "token_auth_file" => &mut server.token_auth_file,
+                "basic_auth_file" => &mut server.basic_auth_file,
+                "authorization_mode" => &mut server.authorization_mode,
+                "authorization_policy_file" => &mut server.authorization_policy_file,
+                "audit_log_path" => &mut server.audit_log_path,
+                other => unreachable!("no server key {other}"),
+            };
+            *field = value.clone();
+        }
+        if let Some(v) = o.anonymous_auth {
+            raw.server.anonymous_auth = v;
+        }
         let ip = |key: &'static str, value: &str| {
             value.parse::<IpAddr>().map_err(|_| ConfigError::Invalid {
                 key,
@@ -384,6 +427,7 @@ impl Settings {
         let service_ranges = service_ranges(&raw.server)?;
         let node_lifecycle = node_lifecycle(&raw.controllers)?;
         let load_balancer = load_balancer(&raw.controllers)?;
+        let (security, tls) = security(&raw.server)?;
         let overlaps = |a: (std::net::Ipv4Addr, u8), b: (std::net::Ipv4Addr, u8)| {
             use kplane_actors::agent::pod_ips::cidr_contains;
             cidr_contains(a, b.0) || cidr_contains(b, a.0)
@@ -404,6 +448,8 @@ impl Settings {
         }
         Ok(Settings {
             load_balancer,
+            security,
+            tls,
             agent,
             service_ranges,
             node_lifecycle,
@@ -489,6 +535,38 @@ fn load_balancer(
             ),
         })?;
     Ok(kplane_actors::controllers::service::LoadBalancerConfig { ip_range })
+}
+
+/// Reads the secure port's credentials and policy, and opens the audit log.
+fn security(
+    server: &RawServer,
+) -> Result<(std::sync::Arc<crate::auth::Security>, crate::auth::tls::TlsFiles), ConfigError> {
+    use crate::auth::{audit::AuditLog, authn::Authenticator, authz::Authorizer, Security};
+    let path = |value: &str| (!value.is_empty()).then(|| PathBuf::from(value));
+    let invalid = |key: &'static str, message: String| ConfigError::Invalid { key, message };
+    let authenticator = Authenticator::load(
+        path(&server.token_auth_file).as_deref(),
+        path(&server.basic_auth_file).as_deref(),
+    )
+    .map_err(|e| invalid("server.token_auth_file/basic_auth_file", e.to_string()))?;
+    let authorizer = Authorizer::new(
+        &server.authorization_mode,
+        path(&server.authorization_policy_file).as_deref(),
+    )
+    .map_err(|e| invalid("server.authorization_mode/authorization_policy_file", e))?;
+    let audit = path(&server.audit_log_path)
+        .map(|p| AuditLog::open(&p))
+        .transpose()
+        .map_err(|e| invalid("server.audit_log_path", e.to_string()))?;
+    // As kube-apiserver: AlwaysAllow would let anyone in, so it allows no anonymous requests.
+    let anonymous = server.anonymous_auth && !matches!(authorizer, Authorizer::AlwaysAllow);
+    let tls = crate::auth::tls::TlsFiles {
+        cert: path(&server.tls_cert_file),
+        key: path(&server.tls_private_key_file),
+        client_ca: path(&server.client_ca_file),
+    };
+    let security = Security { authenticator, authorizer, anonymous, audit };
+    Ok((std::sync::Arc::new(security), tls))
 }
 
 /// Checks the service IP and node port ranges.

@@ -27,6 +27,10 @@ use crate::config::Settings;
 pub enum StartError {
     #[error("cannot listen on {addr} (--insecure-port/--insecure-bind-address): {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot listen on {addr} (--secure-port/--bind-address): {source}")]
+    BindSecure { addr: SocketAddr, source: std::io::Error },
+    #[error("secure port TLS (server.tls_cert_file/tls_private_key_file/client_ca_file): {0}")]
+    Tls(#[from] crate::auth::AuthConfigError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("bootstrap: {0}")]
@@ -129,6 +133,15 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let addr = settings.insecure_addr;
     let listener =
         std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let secure = match settings.secure_addr {
+        addr if addr.port() == 0 => None,
+        addr => {
+            let listener = std::net::TcpListener::bind(addr)
+                .map_err(|source| StartError::BindSecure { addr, source })?;
+            let tls = crate::auth::tls::server_config(&settings.tls, &settings.data_dir)?;
+            Some((listener, tls))
+        }
+    };
     let hub = WatchHub::start(HubOptions {
         window_events: settings.watch_window_events,
         buffer: settings.watch_buffer,
@@ -149,24 +162,35 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         settings.max_requests_inflight,
         settings.max_mutating_requests_inflight,
     );
-    let state = web::Data::new(
+    let mut app_state =
         AppState::new(core, settings.max_request_body_bytes, settings.watch_max_timeout)
-            .with_inflight_limits(limits),
-    );
+            .with_inflight_limits(limits);
+    app_state.security = Some(settings.security.clone());
+    let state = web::Data::new(app_state);
     let app_state = state.clone();
-    let server = HttpServer::new(move || api::app(app_state.clone()))
+    let mut server = HttpServer::new(move || api::app(app_state.clone()))
         .disable_signals()
         // Open watches are cut after 2 s; clients re-list and re-watch, as with kube-apiserver.
         .shutdown_timeout(2)
+        // A verified client certificate names the user of its connection's requests.
+        .on_connect(|connection, extensions| {
+            type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
+            let Some(tls) = connection.downcast_ref::<Tls>() else { return };
+            let first = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+            if let Some(user) = first.and_then(|c| crate::auth::authn::certificate_user(c)) {
+                extensions.insert(crate::auth::authn::CertificateUser(user));
+            }
+        })
         .listen(listener)
         .map_err(|source| StartError::Bind { addr, source })?;
     let insecure_addr = server.addrs().first().copied().unwrap_or(addr);
     tracing::info!(%insecure_addr, "serving the insecure port (no authentication)");
-    if settings.secure_addr.port() != 0 {
-        tracing::warn!(
-            secure = %settings.secure_addr,
-            "the secure port (TLS, authentication) is not implemented yet and is not served"
-        );
+    if let Some((listener, tls)) = secure {
+        let addr = settings.secure_addr;
+        server = server
+            .listen_rustls_0_23(listener, tls)
+            .map_err(|source| StartError::BindSecure { addr, source })?;
+        tracing::info!(secure = %addr, "serving the secure port (TLS, authentication, authorization)");
     }
     // The garbage collector always runs: Orphan and Foreground deletions wait for it.
     let collector = GarbageCollector::new(Arc::new(

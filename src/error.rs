@@ -31,6 +31,13 @@ pub enum HttpError {
     /// Over the in-flight limit: retry after a second.
     #[error("Too many requests, please try again later.")]
     TooManyRequests,
+    /// The secure port could not tell who the request is.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// The secure port's authorizer denied the request (`kind` is its resource, empty for a
+    /// path).
+    #[error("{message}")]
+    Forbidden { message: String, kind: String, group: String, name: String },
 }
 
 impl From<actix_web::error::PayloadError> for HttpError {
@@ -111,6 +118,10 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
         // As kube-apiserver's max-in-flight filter answers: the details say only when to retry.
         HttpError::TooManyRequests => {
             (429, "TooManyRequests", Some(json!({"retryAfterSeconds": RETRY_AFTER_SECONDS})))
+        }
+        HttpError::Unauthorized => (401, "Unauthorized", None),
+        HttpError::Forbidden { kind, group, name, .. } => {
+            (403, "Forbidden", Some(details(name, kind, group)))
         }
     };
     let mut status = json!({

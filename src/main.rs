@@ -2,6 +2,7 @@
 
 mod agent;
 mod api;
+mod auth;
 mod client;
 mod config;
 mod daemon;
@@ -60,12 +61,39 @@ struct ServerArgs {
     /// Address of the unauthenticated listener (default 127.0.0.1).
     #[arg(long)]
     insecure_bind_address: Option<String>,
-    /// Port of the TLS listener (default 6443; accepted, not served yet).
+    /// Port of the TLS listener, which authenticates and authorizes (default 6443; 0: none).
     #[arg(long)]
     secure_port: Option<u16>,
-    /// Address of the TLS listener (default 0.0.0.0; accepted, not served yet).
+    /// Address of the TLS listener (default 0.0.0.0).
     #[arg(long)]
     bind_address: Option<String>,
+    /// The secure port's certificate (PEM); without it and a key, a self-signed one.
+    #[arg(long)]
+    tls_cert_file: Option<String>,
+    /// The secure port's private key (PEM).
+    #[arg(long)]
+    tls_private_key_file: Option<String>,
+    /// CA whose client certificates authenticate (CN: user, O: groups).
+    #[arg(long)]
+    client_ca_file: Option<String>,
+    /// Bearer tokens: CSV lines `token,user,uid,"group1,group2"`.
+    #[arg(long)]
+    token_auth_file: Option<String>,
+    /// HTTP basic users: CSV lines `password,user,uid,"group1,group2"`.
+    #[arg(long)]
+    basic_auth_file: Option<String>,
+    /// Requests without credentials are system:anonymous (default true; off under AlwaysAllow).
+    #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
+    anonymous_auth: Option<bool>,
+    /// AlwaysAllow (default), AlwaysDeny or ABAC.
+    #[arg(long)]
+    authorization_mode: Option<String>,
+    /// ABAC policies: one JSON Policy a line.
+    #[arg(long)]
+    authorization_policy_file: Option<String>,
+    /// Audit log: one JSON event a request.
+    #[arg(long)]
+    audit_log_path: Option<String>,
     /// Run a node agent inside the server (default true; `--embedded-agent=false` turns it off).
     #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
     embedded_agent: Option<bool>,
@@ -138,6 +166,20 @@ fn server(args: ServerArgs) -> ExitCode {
         bind_address: args.bind_address,
         embedded_agent: args.embedded_agent,
         node_name: args.node_name,
+        server_files: [
+            ("tls_cert_file", args.tls_cert_file),
+            ("tls_private_key_file", args.tls_private_key_file),
+            ("client_ca_file", args.client_ca_file),
+            ("token_auth_file", args.token_auth_file),
+            ("basic_auth_file", args.basic_auth_file),
+            ("authorization_mode", args.authorization_mode),
+            ("authorization_policy_file", args.authorization_policy_file),
+            ("audit_log_path", args.audit_log_path),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?)))
+        .collect(),
+        anonymous_auth: args.anonymous_auth,
         ..Overrides::default()
     };
     let settings = match Settings::load(&overrides) {

@@ -40,6 +40,8 @@ pub struct AppState {
     /// Client for requests the API server makes to node agents and pods (logs, proxy): it
     /// follows no redirect and no proxy from the environment.
     http: reqwest::Client,
+    /// How the secure port authenticates and authorizes, and the audit log.
+    pub security: Option<std::sync::Arc<crate::auth::Security>>,
 }
 
 impl AppState {
@@ -52,7 +54,7 @@ impl AppState {
             .expect("an HTTP client without TLS builds");
         let metrics = metrics::Metrics::new(core.store_collectors());
         let inflight = InflightLimits::default();
-        Self { core, max_body_bytes, watch_max_timeout, inflight, metrics, http }
+        Self { core, max_body_bytes, watch_max_timeout, inflight, metrics, http, security: None }
     }
 
     /// Limits the requests in flight (by default there is no limit).
@@ -78,6 +80,7 @@ pub fn app(
         .app_data(state)
         .wrap(actix_web::middleware::from_fn(media::encode))
         .wrap(actix_web::middleware::from_fn(inflight::limit))
+        .wrap(actix_web::middleware::from_fn(crate::auth::filter::guard))
         .wrap(actix_web::middleware::from_fn(metrics::observe))
         .configure(objects::configure)
         .configure(discovery::configure)

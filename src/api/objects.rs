@@ -138,7 +138,14 @@ async fn dispatch(
                 let (value, warnings) =
                     read_object(&req, payload, resource, &query, &state).await?;
                 let user = super::reviews::user_info(&req);
-                let answered = super::reviews::answer(resource, namespace, user, value)?;
+                // The secure port's authorizer answers there; the insecure port allows all.
+                let authorizer = state
+                    .security
+                    .as_ref()
+                    .filter(|_| req.app_config().secure())
+                    .map(|security| &security.authorizer);
+                let answered =
+                    super::reviews::answer(resource, namespace, user, authorizer, value)?;
                 let mut response = json_bytes(StatusCode::CREATED, answered.to_string().into());
                 add_warnings(&mut response, &warnings);
                 Ok(response)

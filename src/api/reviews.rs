@@ -2,12 +2,12 @@
 //! creating an object and answered in its `status`, nothing stored (`kubectl auth whoami`,
 //! `kubectl auth can-i`, and the access checks controllers and proxies make).
 //!
-//! kplane serves its API on the insecure port only, as kube-apiserver's insecure port did:
-//! every request is the user `system:unsecured` of the groups `system:masters` and
-//! `system:authenticated`, as that port authenticated them, and every request is allowed, as
-//! the `AlwaysAllow` authorizer allows them. The answers say exactly that. A request that
-//! impersonates someone (`Impersonate-User`, as `kubectl --as` sends it) is that user, as
-//! Kubernetes makes it (impersonation is allowed too).
+//! On the insecure port, as on kube-apiserver's, every request is the user `system:unsecured`
+//! of the groups `system:masters` and `system:authenticated`, and every request is allowed:
+//! the answers say exactly that. A request there that impersonates someone (`Impersonate-User`,
+//! as `kubectl --as` sends it) is that user, as Kubernetes makes it. On the secure port the
+//! user is the one authenticated, and the access and rules reviews are the authorizer's
+//! answers (`kubectl auth can-i`, `kubectl auth can-i --list`).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +17,9 @@ use kplane_actors::core::ApiError;
 use kplane_actors::model::{FieldError, ResourceType};
 use serde_json::{json, Map, Value};
 
+use crate::auth::attributes::Attributes;
+use crate::auth::authz::Authorizer;
+use crate::auth::UserInfo;
 use crate::error::HttpError;
 
 /// Who a request on the insecure port is.
@@ -29,6 +32,11 @@ const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
 /// Who a request is, as a SelfSubjectReview's `userInfo` says it.
 pub fn user_info(req: &HttpRequest) -> Value {
+    use actix_web::HttpMessage;
+    // The secure port's authenticated user (which refuses impersonation).
+    if let Some(crate::auth::filter::RequestUser(user)) = req.extensions().get() {
+        return user.to_json();
+    }
     let headers = req.headers();
     let values = |name: &str| -> Vec<String> {
         let all = headers.get_all(name).filter_map(|v| v.to_str().ok());
@@ -71,6 +79,7 @@ pub fn answer(
     resource: &'static ResourceType,
     namespace: &str,
     user: Value,
+    authorizer: Option<&Authorizer>,
     review: Value,
 ) -> Result<Value, HttpError> {
     let mut review = kplane_actors::core::addressed_object(resource, namespace, review)?;
@@ -93,19 +102,78 @@ pub fn answer(
             if asked.is_none_or(str::is_empty) {
                 return Err(HttpError::BadRequest("no namespace on request".into()));
             }
-            json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false,
-            })
+            match authorizer {
+                Some(authorizer) => {
+                    let (resource_rules, non_resource_rules) =
+                        authorizer.rules_for(&subject(&user), asked.unwrap_or(""));
+                    json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
+                        "incomplete": false})
+                }
+                None => json!({
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    "incomplete": false,
+                }),
+            }
         }
-        // The access reviews: anyone may do anything.
-        _ => json!({"allowed": true}),
+        // The access reviews: the authorizer's answer on the secure port; on the insecure one
+        // anyone may do anything.
+        kind => match authorizer {
+            Some(authorizer) => {
+                let spec = object.get("spec").cloned().unwrap_or(Value::Null);
+                let asker = if kind == "SelfSubjectAccessReview" {
+                    subject(&user)
+                } else {
+                    subject(&json!({"username": spec["user"], "uid": spec["uid"],
+                        "groups": spec["groups"]}))
+                };
+                if authorizer.allows(&asker, &asked_attributes(&spec)) {
+                    json!({"allowed": true})
+                } else {
+                    json!({"allowed": false, "reason": authorizer.denial_reason()})
+                }
+            }
+            None => json!({"allowed": true}),
+        },
     };
     let meta = metadata(object);
     meta.entry("creationTimestamp").or_insert(Value::Null);
     object.insert("status".into(), status);
     Ok(review)
+}
+
+/// The user a review's `userInfo` (or a SubjectAccessReview's spec) names.
+fn subject(user: &Value) -> UserInfo {
+    let text = |key: &str| user.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    let groups = user.get("groups").and_then(Value::as_array).into_iter().flatten();
+    UserInfo {
+        name: text("username"),
+        uid: text("uid"),
+        groups: groups.filter_map(Value::as_str).map(String::from).collect(),
+    }
+}
+
+/// The request an access review asks about.
+fn asked_attributes(spec: &Value) -> Attributes {
+    let text =
+        |value: &Value, key: &str| value.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    match spec.get("resourceAttributes").filter(|a| a.is_object()) {
+        Some(r) => Attributes {
+            verb: text(r, "verb"),
+            resource_request: true,
+            namespace: text(r, "namespace"),
+            api_group: text(r, "group"),
+            api_version: text(r, "version"),
+            resource: text(r, "resource"),
+            subresource: text(r, "subresource"),
+            name: text(r, "name"),
+            path: String::new(),
+        },
+        None => {
+            let n = spec.get("nonResourceAttributes").cloned().unwrap_or(Value::Null);
+            Attributes { verb: text(&n, "verb"), path: text(&n, "path"), ..Attributes::default() }
+        }
+    }
 }
 
 fn metadata(object: &mut Map<String, Value>) -> &mut Map<String, Value> {
@@ -260,7 +328,7 @@ mod tests {
 
     #[test]
     fn everyone_is_the_insecure_ports_superuser_and_may_do_anything() {
-        let who = answer(review("selfsubjectreviews"), "", insecure(), json!({})).unwrap();
+        let who = answer(review("selfsubjectreviews"), "", insecure(), None, json!({})).unwrap();
         assert_eq!(
             who["status"]["userInfo"],
             json!({"username": "system:unsecured", "groups": ["system:masters", "system:authenticated"]})
@@ -270,17 +338,18 @@ mod tests {
         let ask = json!({"spec": {"resourceAttributes": {"verb": "create", "resource": "pods",
             "namespace": "default"}}});
         let answered =
-            answer(review("selfsubjectaccessreviews"), "", insecure(), ask.clone()).unwrap();
+            answer(review("selfsubjectaccessreviews"), "", insecure(), None, ask.clone()).unwrap();
         assert_eq!(answered["status"], json!({"allowed": true}));
         assert_eq!(answered["spec"], ask["spec"], "the question is given back");
         assert_eq!(answered["metadata"], json!({"creationTimestamp": null}));
 
         let rules = json!({"spec": {"namespace": "default"}});
-        let answered = answer(review("selfsubjectrulesreviews"), "", insecure(), rules).unwrap();
+        let answered =
+            answer(review("selfsubjectrulesreviews"), "", insecure(), None, rules).unwrap();
         assert_eq!(answered["status"]["resourceRules"][0]["verbs"], json!(["*"]));
         assert_eq!(answered["status"]["incomplete"], false);
         let no_namespace =
-            answer(review("selfsubjectrulesreviews"), "", insecure(), json!({"spec": {}}));
+            answer(review("selfsubjectrulesreviews"), "", insecure(), None, json!({"spec": {}}));
         assert!(
             matches!(no_namespace, Err(HttpError::BadRequest(m)) if m == "no namespace on request")
         );
@@ -288,7 +357,7 @@ mod tests {
         let local = json!({"spec": {"user": "bob", "resourceAttributes": {"namespace": "team",
             "verb": "get", "resource": "pods"}}});
         let answered =
-            answer(review("localsubjectaccessreviews"), "team", insecure(), local).unwrap();
+            answer(review("localsubjectaccessreviews"), "team", insecure(), None, local).unwrap();
         assert_eq!(
             (answered["status"]["allowed"].clone(), answered["metadata"]["namespace"].clone()),
             (json!(true), json!("team"))
@@ -296,30 +365,69 @@ mod tests {
     }
 
     #[test]
+    fn on_the_secure_port_the_authorizer_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.jsonl");
+        let line = r#"{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy",
+            "spec": {"user": "bob", "namespace": "team", "resource": "pods", "apiGroup": "", "readonly": true}}"#;
+        std::fs::write(&policy, line.replace('\n', " ")).unwrap();
+        let abac = Authorizer::new("ABAC", Some(&policy)).unwrap();
+        let bob = json!({"username": "bob", "groups": ["system:authenticated"]});
+        let ask = |verb: &str, namespace: &str| {
+            let body = json!({"spec": {"resourceAttributes": {"verb": verb, "resource": "pods",
+                "namespace": namespace}}});
+            let answered =
+                answer(review("selfsubjectaccessreviews"), "", bob.clone(), Some(&abac), body);
+            answered.unwrap()["status"].clone()
+        };
+        assert_eq!(ask("list", "team"), json!({"allowed": true}));
+        assert_eq!(
+            ask("create", "team"),
+            json!({"allowed": false, "reason": "No policy matched."})
+        );
+        assert_eq!(ask("list", "other")["allowed"], false);
+        // Another subject's question, by its spec.
+        let for_alice = json!({"spec": {"user": "alice", "resourceAttributes": {"verb": "list",
+            "resource": "pods", "namespace": "team"}}});
+        let answered =
+            answer(review("subjectaccessreviews"), "", bob.clone(), Some(&abac), for_alice);
+        assert_eq!(answered.unwrap()["status"]["allowed"], false);
+        let rules = json!({"spec": {"namespace": "team"}});
+        let answered =
+            answer(review("selfsubjectrulesreviews"), "", bob, Some(&abac), rules).unwrap();
+        assert_eq!(
+            answered["status"]["resourceRules"],
+            json!([{"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]}])
+        );
+    }
+
+    #[test]
     fn a_review_is_the_object_its_url_names() {
         let ask = json!({"metadata": {"name": "", "labels": {}},
             "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}});
-        let answered = answer(review("selfsubjectaccessreviews"), "", insecure(), ask).unwrap();
+        let answered =
+            answer(review("selfsubjectaccessreviews"), "", insecure(), None, ask).unwrap();
         assert_eq!(
             (answered["kind"].as_str(), answered["apiVersion"].as_str()),
             (Some("SelfSubjectAccessReview"), Some("authorization.k8s.io/v1"))
         );
         let pod = json!({"kind": "Pod", "spec": {}});
-        let refused = answer(review("selfsubjectaccessreviews"), "", insecure(), pod);
+        let refused = answer(review("selfsubjectaccessreviews"), "", insecure(), None, pod);
         assert!(matches!(refused, Err(HttpError::Api(ApiError::BadRequest(_)))));
         let elsewhere = json!({"metadata": {"namespace": "other"}, "spec": {"user": "u",
             "resourceAttributes": {"namespace": "team"}}});
-        let refused = answer(review("localsubjectaccessreviews"), "team", insecure(), elsewhere);
+        let refused =
+            answer(review("localsubjectaccessreviews"), "team", insecure(), None, elsewhere);
         assert!(matches!(refused, Err(HttpError::Api(ApiError::BadRequest(_)))));
         let sent = json!({"metadata": {"labels": {"a": "b"}}});
-        let who = answer(review("selfsubjectreviews"), "", insecure(), sent).unwrap();
+        let who = answer(review("selfsubjectreviews"), "", insecure(), None, sent).unwrap();
         assert!(who["metadata"].get("labels").is_none(), "a new object: {who}");
     }
 
     #[test]
     fn access_reviews_are_validated_as_kubernetes_does() {
         let asked = |plural: &str, namespace: &str, body: Value| {
-            causes(answer(review(plural), namespace, insecure(), body))
+            causes(answer(review(plural), namespace, insecure(), None, body))
         };
         assert_eq!(
             asked("selfsubjectaccessreviews", "", json!({"spec": {}})),

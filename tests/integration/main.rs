@@ -15,5 +15,6 @@ mod images;
 mod kubectl;
 mod media;
 mod python_client;
+mod secure_port;
 mod services;
 mod watch;

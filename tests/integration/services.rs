@@ -185,10 +185,7 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
         reaches_all(&http, addr, &pods);
     }
     let table = kubectl.ok(&["get", "service", "hello"]);
-    assert!(
-        table.contains(&format!("{ingress}")) && table.contains(&format!("8080:{node_port}/TCP")),
-        "{table}"
-    );
+    assert!(table.contains(ingress) && table.contains(&format!("8080:{node_port}/TCP")), "{table}");
     let events = kubectl.ok(&["get", "events", "--field-selector", "involvedObject.name=hello"]);
     assert!(events.contains("EnsuredLoadBalancer"), "{events}");
 

@@ -115,6 +115,8 @@ impl Server {
             // need them turn them on. An enabled agent picks a free port.
             .env("KPLANE_AGENT__ENABLED", "false")
             .env("KPLANE_SCHEDULER__ENABLED", "false")
+            // The secure port only where a test asks for one (6443 would clash between tests).
+            .env("KPLANE_SERVER__SECURE_PORT", "0")
             .env("KPLANE_AGENT__PORT", "0")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());

@@ -1,0 +1,218 @@
+//! Authentication, as kube-apiserver's union of authenticators does it, in its order: a client
+//! certificate (verified against the client CA during the TLS handshake; CN is the user, each
+//! O a group), else the `Authorization` header: `Bearer` with a token of the token file
+//! (`--token-auth-file`, CSV lines `token,user,uid,"group1,group2"`) or `Basic` with a user of
+//! the basic auth file (`--basic-auth-file`, `password,user,uid,"group1,group2"`). Credentials
+//! given but wrong are refused (401) even when anonymous requests are allowed; none at all make
+//! the request anonymous, when that is on.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use actix_web::http::header::{HeaderMap, AUTHORIZATION};
+use base64::Engine;
+
+use super::{AuthConfigError, UserInfo};
+
+/// The user a verified client certificate names (kept with its connection).
+#[derive(Debug, Clone)]
+pub struct CertificateUser(pub UserInfo);
+
+/// The outcome of authenticating a request.
+#[derive(Debug, PartialEq)]
+pub enum Authenticated {
+    User(UserInfo),
+    /// No credentials at all.
+    Missing,
+    /// Credentials that name nobody.
+    Invalid,
+}
+
+/// The static credentials.
+#[derive(Default)]
+pub struct Authenticator {
+    tokens: HashMap<String, UserInfo>,
+    /// By user name: the password and the user.
+    passwords: HashMap<String, (String, UserInfo)>,
+}
+
+/// Reads a CSV credentials file: `secret,user,uid[,"groups"]` a line.
+fn read_csv(path: &Path) -> Result<Vec<(String, UserInfo)>, AuthConfigError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| AuthConfigError::file(path, e))?;
+    let mut entries = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| AuthConfigError::file(path, e))?;
+        let line = record.position().map_or(0, |p| p.line());
+        let field = |i: usize| record.get(i).unwrap_or("").to_string();
+        let (secret, user, uid) = (field(0), field(1), field(2));
+        if secret.is_empty() || user.is_empty() {
+            let message = format!("line {line}: needs at least a secret and a user name");
+            return Err(AuthConfigError::file(path, message));
+        }
+        let groups: Vec<String> = field(3)
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(String::from)
+            .collect();
+        entries.push((secret, UserInfo::authenticated(&user, &uid, groups)));
+    }
+    Ok(entries)
+}
+
+/// Counts only: the secrets stay out of logs.
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("tokens", &self.tokens.len())
+            .field("passwords", &self.passwords.len())
+            .finish()
+    }
+}
+
+impl Authenticator {
+    pub fn load(
+        token_file: Option<&Path>,
+        basic_auth_file: Option<&Path>,
+    ) -> Result<Self, AuthConfigError> {
+        let mut authenticator = Authenticator::default();
+        if let Some(path) = token_file {
+            authenticator.tokens = read_csv(path)?.into_iter().collect();
+        }
+        if let Some(path) = basic_auth_file {
+            for (password, user) in read_csv(path)? {
+                authenticator.passwords.insert(user.name.clone(), (password, user));
+            }
+        }
+        Ok(authenticator)
+    }
+
+    /// Who the request is, from its certificate's user or its `Authorization` header.
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&CertificateUser>,
+    ) -> Authenticated {
+        if let Some(CertificateUser(user)) = certificate {
+            return Authenticated::User(user.clone());
+        }
+        let Some(header) = headers.get(AUTHORIZATION) else { return Authenticated::Missing };
+        let header = header.to_str().unwrap_or("");
+        let (scheme, credentials) = header.split_once(' ').unwrap_or((header, ""));
+        let credentials = credentials.trim();
+        if scheme.eq_ignore_ascii_case("bearer") {
+            return match self.tokens.get(credentials) {
+                Some(user) => Authenticated::User(user.clone()),
+                None => Authenticated::Invalid,
+            };
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(credentials)
+                .ok()
+                .and_then(|d| String::from_utf8(d).ok());
+            let known =
+                decoded.as_deref().and_then(|d| d.split_once(':')).and_then(|(name, password)| {
+                    let (expected, user) = self.passwords.get(name)?;
+                    // Compared whole: both sides are read to their ends either way.
+                    let same = expected.len() == password.len()
+                        && expected.bytes().zip(password.bytes()).fold(0, |d, (a, b)| d | (a ^ b))
+                            == 0;
+                    same.then(|| user.clone())
+                });
+            return known.map_or(Authenticated::Invalid, Authenticated::User);
+        }
+        Authenticated::Invalid
+    }
+}
+
+/// The user a client certificate names: its subject's CN, and each O as a group.
+pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
+    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = certificate.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let groups =
+        subject.iter_organization().filter_map(|o| o.as_str().ok()).map(String::from).collect();
+    Some(UserInfo::authenticated(&name, "", groups))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::http::header::HeaderValue;
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, HeaderValue::from_str(authorization).unwrap());
+        headers
+    }
+
+    #[test]
+    fn tokens_and_passwords_name_their_users_with_their_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            "# a comment\nsecret-a,alice,1001,\"dev, ops\"\nsecret-b,bob,1002\n",
+        )
+        .unwrap();
+        let basic = dir.path().join("basic.csv");
+        std::fs::write(&basic, "pw,carol,1003,readers\n").unwrap();
+        let authn = Authenticator::load(Some(&tokens), Some(&basic)).unwrap();
+        let alice = UserInfo::authenticated("alice", "1001", vec!["dev".into(), "ops".into()]);
+        assert_eq!(
+            authn.authenticate(&headers("Bearer secret-a"), None),
+            Authenticated::User(alice)
+        );
+        assert_eq!(authn.authenticate(&headers("Bearer nope"), None), Authenticated::Invalid);
+        let carol = base64::engine::general_purpose::STANDARD.encode("carol:pw");
+        let Authenticated::User(user) =
+            authn.authenticate(&headers(&format!("Basic {carol}")), None)
+        else {
+            panic!("carol is known")
+        };
+        assert_eq!(user.groups, ["readers", "system:authenticated"]);
+        let wrong = base64::engine::general_purpose::STANDARD.encode("carol:pX");
+        assert_eq!(
+            authn.authenticate(&headers(&format!("Basic {wrong}")), None),
+            Authenticated::Invalid
+        );
+        assert_eq!(authn.authenticate(&HeaderMap::new(), None), Authenticated::Missing);
+        let by_certificate = CertificateUser(UserInfo::authenticated("dave", "", vec![]));
+        let Authenticated::User(dave) =
+            authn.authenticate(&headers("Bearer nope"), Some(&by_certificate))
+        else {
+            panic!("the certificate's user")
+        };
+        assert_eq!(dave.name, "dave");
+    }
+
+    #[test]
+    fn a_line_without_a_user_is_refused_with_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, "a,alice,1\nlonely\n").unwrap();
+        let error = Authenticator::load(Some(&tokens), None).unwrap_err().to_string();
+        assert!(error.contains("line 2"), "{error}");
+    }
+
+    #[test]
+    fn a_certificate_names_its_user_and_groups() {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "dave");
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "devs");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = params.self_signed(&key).unwrap();
+        let user = certificate_user(certificate.der()).unwrap();
+        assert_eq!(
+            (user.name.as_str(), user.groups),
+            ("dave", vec!["devs".into(), "system:authenticated".into()])
+        );
+    }
+}

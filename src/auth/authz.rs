@@ -1,0 +1,239 @@
+//! Authorization: `AlwaysAllow`, `AlwaysDeny`, or `ABAC` with a policy file
+//! (`--authorization-policy-file`): one `abac.authorization.kubernetes.io/v1beta1` Policy a
+//! line, matched as Kubernetes' ABAC authorizer matches it. A policy's subject is its `user`
+//! and/or `group` (`*` for any); any policy whose subject matches allows reading (`get`,
+//! `list`, `watch`), and writing too unless it is `readonly`; a resource request must match its
+//! `namespace`, `resource` and `apiGroup` (`*` for any), a non-resource request its
+//! `nonResourcePath` (exact, `*`, or a prefix ending in `*`). A request no policy allows is
+//! denied.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::attributes::Attributes;
+use super::{AuthConfigError, UserInfo};
+
+/// How requests on the secure port are authorized.
+#[derive(Debug)]
+pub enum Authorizer {
+    AlwaysAllow,
+    AlwaysDeny,
+    Abac(Vec<PolicySpec>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Policy {
+    api_version: String,
+    kind: String,
+    spec: PolicySpec,
+}
+
+/// One ABAC policy.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct PolicySpec {
+    user: String,
+    group: String,
+    readonly: bool,
+    api_group: String,
+    resource: String,
+    namespace: String,
+    non_resource_path: String,
+}
+
+const POLICY_VERSION: &str = "abac.authorization.kubernetes.io/v1beta1";
+
+impl Authorizer {
+    /// The authorizer of `mode` (`AlwaysAllow`, `AlwaysDeny` or `ABAC`).
+    pub fn new(mode: &str, policy_file: Option<&Path>) -> Result<Self, String> {
+        match mode {
+            "AlwaysAllow" => Ok(Authorizer::AlwaysAllow),
+            "AlwaysDeny" => Ok(Authorizer::AlwaysDeny),
+            "ABAC" => {
+                let path = policy_file.ok_or("ABAC needs server.authorization_policy_file")?;
+                read_policies(path).map(Authorizer::Abac).map_err(|e| e.to_string())
+            }
+            other => Err(format!("{other:?}: must be \"AlwaysAllow\", \"AlwaysDeny\" or \"ABAC\"")),
+        }
+    }
+
+    /// Why a request is denied, as Kubernetes' authorizers say it.
+    pub fn denial_reason(&self) -> &'static str {
+        match self {
+            Authorizer::AlwaysAllow => "",
+            Authorizer::AlwaysDeny => "Everything is forbidden.",
+            Authorizer::Abac(_) => "No policy matched.",
+        }
+    }
+
+    /// Whether `user` may do what `attributes` say.
+    pub fn allows(&self, user: &UserInfo, attributes: &Attributes) -> bool {
+        match self {
+            Authorizer::AlwaysAllow => true,
+            Authorizer::AlwaysDeny => false,
+            Authorizer::Abac(policies) => policies.iter().any(|p| p.matches(user, attributes)),
+        }
+    }
+}
+
+/// What a user may do in a namespace, as a SelfSubjectRulesReview lists it: the resource rules
+/// and the non-resource rules (Kubernetes' `RulesFor`).
+pub type Rules = (Vec<serde_json::Value>, Vec<serde_json::Value>);
+
+impl Authorizer {
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        use serde_json::json;
+        match self {
+            Authorizer::AlwaysAllow => (
+                vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
+                vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+            ),
+            Authorizer::AlwaysDeny => (Vec::new(), Vec::new()),
+            Authorizer::Abac(policies) => {
+                let (mut resources, mut paths) = (Vec::new(), Vec::new());
+                for policy in policies.iter().filter(|p| p.subject_matches(user)) {
+                    let verbs = if policy.readonly {
+                        json!(["get", "list", "watch"])
+                    } else {
+                        json!(["*"])
+                    };
+                    let in_namespace = policy.namespace == "*" || policy.namespace == namespace;
+                    if in_namespace && !policy.resource.is_empty() {
+                        resources.push(json!({"verbs": verbs, "apiGroups": [policy.api_group],
+                            "resources": [policy.resource]}));
+                    }
+                    if !policy.non_resource_path.is_empty() {
+                        paths.push(
+                            json!({"verbs": verbs, "nonResourceURLs": [policy.non_resource_path]}),
+                        );
+                    }
+                }
+                (resources, paths)
+            }
+        }
+    }
+}
+
+fn read_policies(path: &Path) -> Result<Vec<PolicySpec>, AuthConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| AuthConfigError::file(path, e))?;
+    let mut policies = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at_line =
+            |message: String| AuthConfigError::file(path, format!("line {}: {message}", i + 1));
+        let policy: Policy = serde_json::from_str(line).map_err(|e| at_line(e.to_string()))?;
+        if policy.api_version != POLICY_VERSION || policy.kind != "Policy" {
+            return Err(at_line(format!("must be a {POLICY_VERSION} Policy")));
+        }
+        policies.push(policy.spec);
+    }
+    Ok(policies)
+}
+
+impl PolicySpec {
+    fn matches(&self, user: &UserInfo, a: &Attributes) -> bool {
+        self.subject_matches(user)
+            && (a.read_only() || !self.readonly)
+            && (self.resource_matches(a) || self.non_resource_matches(a))
+    }
+
+    fn subject_matches(&self, user: &UserInfo) -> bool {
+        let mut matched = false;
+        if !self.user.is_empty() {
+            if self.user != "*" && self.user != user.name {
+                return false;
+            }
+            matched = true;
+        }
+        if !self.group.is_empty() {
+            if self.group != "*" && !user.groups.contains(&self.group) {
+                return false;
+            }
+            matched = true;
+        }
+        matched
+    }
+
+    fn resource_matches(&self, a: &Attributes) -> bool {
+        let any_or = |policy: &str, value: &str| policy == "*" || policy == value;
+        a.resource_request
+            && any_or(&self.namespace, &a.namespace)
+            && any_or(&self.resource, &a.resource)
+            && any_or(&self.api_group, &a.api_group)
+    }
+
+    fn non_resource_matches(&self, a: &Attributes) -> bool {
+        let path = &self.non_resource_path;
+        !a.resource_request
+            && (path == "*"
+                || *path == a.path
+                || path.strip_suffix('*').is_some_and(|prefix| a.path.starts_with(prefix)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::http::Method;
+
+    fn abac(lines: &[&str]) -> Authorizer {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.jsonl");
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        Authorizer::new("ABAC", Some(&path)).unwrap()
+    }
+
+    fn policy(spec: &str) -> String {
+        format!(r#"{{"apiVersion": "{POLICY_VERSION}", "kind": "Policy", "spec": {spec}}}"#)
+    }
+
+    #[test]
+    fn policies_match_as_kubernetes_abac_matches_them() {
+        let authz = abac(&[
+            &policy(
+                r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*", "nonResourcePath": "*"}"#,
+            ),
+            &policy(
+                r#"{"user": "bob", "namespace": "default", "resource": "pods", "apiGroup": "", "readonly": true}"#,
+            ),
+            &policy(
+                r#"{"group": "system:unauthenticated", "nonResourcePath": "/healthz", "readonly": true}"#,
+            ),
+            &policy(r#"{"group": "readers", "nonResourcePath": "/api*", "readonly": true}"#),
+        ]);
+        let user = |name: &str, group: &str| UserInfo::authenticated(name, "", vec![group.into()]);
+        let request = |method: Method, path: &str| Attributes::of(&method, path, "");
+        let (alice, bob, reader) = (user("alice", "x"), user("bob", "x"), user("carol", "readers"));
+        assert!(authz.allows(&alice, &request(Method::POST, "/api/v1/namespaces/a/secrets")));
+        assert!(authz.allows(&alice, &request(Method::GET, "/version")));
+        assert!(authz.allows(&bob, &request(Method::GET, "/api/v1/namespaces/default/pods")));
+        assert!(
+            !authz.allows(&bob, &request(Method::POST, "/api/v1/namespaces/default/pods")),
+            "read only"
+        );
+        assert!(!authz.allows(&bob, &request(Method::GET, "/api/v1/namespaces/kube-system/pods")));
+        assert!(!authz.allows(&bob, &request(Method::GET, "/api/v1/namespaces/default/configmaps")));
+        assert!(!authz.allows(&bob, &request(Method::GET, "/healthz")), "a resource policy");
+        assert!(authz.allows(&UserInfo::anonymous(), &request(Method::GET, "/healthz")));
+        assert!(!authz.allows(&UserInfo::anonymous(), &request(Method::GET, "/livez")));
+        assert!(authz.allows(&reader, &request(Method::GET, "/apis/apps/v1")));
+        assert!(!authz.allows(&reader, &request(Method::GET, "/openapi/v3")));
+    }
+
+    #[test]
+    fn bad_policy_files_and_modes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.jsonl");
+        std::fs::write(&path, format!("{}\n{{\"user\": \"x\"}}\n", policy(r#"{"user": "a"}"#)))
+            .unwrap();
+        let error = Authorizer::new("ABAC", Some(&path)).unwrap_err();
+        assert!(error.contains("line 2"), "{error}");
+        assert!(Authorizer::new("RBAC", None).unwrap_err().contains("\"RBAC\""));
+        assert!(Authorizer::new("ABAC", None).is_err());
+    }
+}

@@ -1,0 +1,180 @@
+//! The middleware that guards every request, in kube-apiserver's order: authentication (401
+//! when credentials name nobody, or when there are none and anonymous requests are off),
+//! authorization (403, in Kubernetes' words: `pods is forbidden: User "bob" cannot create
+//! resource "pods" in API group "" in the namespace "default": No policy matched.`), then the
+//! handler, then the audit log. Only the secure port authenticates and authorizes; the
+//! insecure port's requests are `system:unsecured` (and audited as such). Impersonation
+//! headers are refused on the secure port: no policy can allow them yet.
+
+use std::sync::Arc;
+
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpMessage, ResponseError};
+
+use super::attributes::Attributes;
+use super::audit::{self, AuditLog, Record};
+use super::authn::{Authenticated, Authenticator, CertificateUser};
+use super::authz::Authorizer;
+use super::UserInfo;
+use crate::api::AppState;
+use crate::error::HttpError;
+
+/// How the secure port authenticates and authorizes, and where requests are audited.
+#[derive(Debug)]
+pub struct Security {
+    pub authenticator: Authenticator,
+    pub authorizer: Authorizer,
+    /// Requests without credentials are `system:anonymous` (else 401).
+    pub anonymous: bool,
+    pub audit: Option<AuditLog>,
+}
+
+/// Who a request on the secure port was found to be (in its extensions).
+#[derive(Debug, Clone)]
+pub struct RequestUser(pub UserInfo);
+
+/// The 403 of a denied request, worded as Kubernetes words it.
+fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> HttpError {
+    let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
+    if !a.resource_request {
+        let message =
+            format!("forbidden: User {:?} cannot {} path {:?}{suffix}", user.name, a.verb, a.path);
+        return HttpError::Forbidden {
+            message,
+            kind: String::new(),
+            group: String::new(),
+            name: String::new(),
+        };
+    }
+    let resource = if a.subresource.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}/{}", a.resource, a.subresource)
+    };
+    let scope = if a.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace {:?}", a.namespace)
+    };
+    let qualified = if a.api_group.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}.{}", a.resource, a.api_group)
+    };
+    let named = if a.name.is_empty() { String::new() } else { format!(" {:?}", a.name) };
+    let message = format!(
+        "{qualified}{named} is forbidden: User {:?} cannot {} resource {resource:?} in API group {:?} {scope}{suffix}",
+        user.name, a.verb, a.api_group
+    );
+    HttpError::Forbidden {
+        message,
+        kind: a.resource.clone(),
+        group: a.api_group.clone(),
+        name: a.name.clone(),
+    }
+}
+
+fn has_impersonation(req: &ServiceRequest) -> bool {
+    req.headers().keys().any(|name| name.as_str().starts_with("impersonate-"))
+}
+
+/// Authenticates, authorizes and audits `req` (see the module's comment).
+pub async fn guard(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
+    let security: Option<Arc<Security>> =
+        req.app_data::<web::Data<AppState>>().and_then(|state| state.security.clone());
+    let secure = req.app_config().secure();
+    let Some(security) = security.filter(|s| secure || s.audit.is_some()) else {
+        return next.call(req).await.map(ServiceResponse::map_into_left_body);
+    };
+    let received = audit::micro_time();
+    let attributes = Attributes::of(req.method(), req.path(), req.query_string());
+    let audit =
+        |req: &actix_web::HttpRequest, user: &UserInfo, code: u16, streamed: bool, decision| {
+            if let Some(log) = &security.audit {
+                log.write(&Record {
+                    user,
+                    attributes: &attributes,
+                    uri: &req.uri().to_string(),
+                    source_ip: req.peer_addr().map(|a| a.ip().to_string()),
+                    user_agent: req.headers().get("user-agent").and_then(|v| v.to_str().ok()),
+                    code,
+                    streamed,
+                    decision,
+                    received: &received,
+                });
+            }
+        };
+    let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError| {
+        let decision = if matches!(error, HttpError::Unauthorized) { "" } else { "forbid" };
+        audit(req.request(), user, error.status_code().as_u16(), false, decision);
+        Ok(req.into_response(error.error_response()).map_into_right_body())
+    };
+    let user = if secure {
+        let certificate = req.conn_data::<CertificateUser>().cloned();
+        let user = match security.authenticator.authenticate(req.headers(), certificate.as_ref()) {
+            Authenticated::User(user) => user,
+            Authenticated::Missing if security.anonymous => UserInfo::anonymous(),
+            Authenticated::Missing | Authenticated::Invalid => {
+                return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized);
+            }
+        };
+        if has_impersonation(&req) {
+            let error = HttpError::Forbidden {
+                message: format!(
+                    "User {:?} cannot impersonate: impersonation is not served on the secure port",
+                    user.name
+                ),
+                kind: "users".into(),
+                group: String::new(),
+                name: String::new(),
+            };
+            return refuse(req, &user, error);
+        }
+        if !security.authorizer.allows(&user, &attributes) {
+            let error = forbidden(&user, &attributes, security.authorizer.denial_reason());
+            return refuse(req, &user, error);
+        }
+        req.extensions_mut().insert(RequestUser(user.clone()));
+        user
+    } else {
+        UserInfo::unsecured()
+    };
+    let response = next.call(req).await?;
+    let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
+    let decision = if secure { "allow" } else { "" };
+    audit(response.request(), &user, response.status().as_u16(), streamed, decision);
+    Ok(response.map_into_left_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::http::Method;
+
+    #[test]
+    fn denials_are_worded_as_kubernetes_words_them() {
+        let bob = UserInfo::authenticated("bob", "", vec![]);
+        let create = Attributes::of(&Method::POST, "/api/v1/namespaces/default/pods", "");
+        assert_eq!(
+            forbidden(&bob, &create, "No policy matched.").to_string(),
+            "pods is forbidden: User \"bob\" cannot create resource \"pods\" in API group \"\" in the namespace \"default\": No policy matched."
+        );
+        let lease =
+            Attributes::of(&Method::GET, "/apis/coordination.k8s.io/v1/namespaces/x/leases/n1", "");
+        assert!(forbidden(&bob, &lease, "").to_string().starts_with(
+            "leases.coordination.k8s.io \"n1\" is forbidden: User \"bob\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"x\""
+        ));
+        let nodes = Attributes::of(&Method::GET, "/api/v1/nodes", "");
+        assert!(forbidden(&bob, &nodes, "").to_string().ends_with("at the cluster scope"));
+        let health = Attributes::of(&Method::GET, "/healthz", "");
+        assert_eq!(
+            forbidden(&bob, &health, "").to_string(),
+            "forbidden: User \"bob\" cannot get path \"/healthz\""
+        );
+    }
+}

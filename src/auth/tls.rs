@@ -1,0 +1,120 @@
+//! The secure port's TLS (rustls, ring): the certificate and key of `--tls-cert-file` and
+//! `--tls-private-key-file`, or, without them, a self-signed pair kept in
+//! `DATA_DIR/pki/apiserver.{crt,key}` (made at the first start, as kube-apiserver's
+//! `--cert-dir` does; valid for localhost, 127.0.0.1, this host's name and the `kubernetes`
+//! service names). With `--client-ca-file`, clients may present a certificate signed by that
+//! CA (it names their user); clients without one still connect and authenticate otherwise.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::AuthConfigError;
+
+/// Where the certificates come from.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFiles {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub client_ca: Option<PathBuf>,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, AuthConfigError> {
+    let pem = std::fs::read(path).map_err(|e| AuthConfigError::file(path, e))?;
+    let certificates: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<_, _>>()
+        .map_err(|e| AuthConfigError::file(path, e))?;
+    if certificates.is_empty() {
+        return Err(AuthConfigError::file(path, "no PEM certificate in it"));
+    }
+    Ok(certificates)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, AuthConfigError> {
+    let pem = std::fs::read(path).map_err(|e| AuthConfigError::file(path, e))?;
+    rustls_pemfile::private_key(&mut pem.as_slice())
+        .map_err(|e| AuthConfigError::file(path, e))?
+        .ok_or_else(|| AuthConfigError::file(path, "no PEM private key in it"))
+}
+
+/// The self-signed pair under `data_dir/pki`, made if missing.
+fn self_signed(data_dir: &Path) -> Result<(PathBuf, PathBuf), AuthConfigError> {
+    let dir = data_dir.join("pki");
+    let (cert, key) = (dir.join("apiserver.crt"), dir.join("apiserver.key"));
+    if cert.is_file() && key.is_file() {
+        return Ok((cert, key));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| AuthConfigError::file(&dir, e))?;
+    let host = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
+    let mut names: Vec<String> = ["localhost", "127.0.0.1", "kubernetes", "kubernetes.default"]
+        .into_iter()
+        .chain(["kubernetes.default.svc", "kubernetes.default.svc.cluster.local"])
+        .map(String::from)
+        .collect();
+    names.extend(host.filter(|h| !h.is_empty()).map(|h| h.to_lowercase()));
+    let generated = rcgen::generate_simple_self_signed(names)
+        .map_err(|e| AuthConfigError::file(&cert, format!("generating a certificate: {e}")))?;
+    let write = |path: &Path, text: String, mode: u32| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(mode)
+            .open(path)
+            .map_err(|e| AuthConfigError::file(path, e))?;
+        std::io::Write::write_all(&mut file, text.as_bytes())
+            .map_err(|e| AuthConfigError::file(path, e))
+    };
+    write(&key, generated.key_pair.serialize_pem(), 0o600)?;
+    write(&cert, generated.cert.pem(), 0o644)?;
+    tracing::info!(cert = %cert.display(), "generated a self-signed certificate for the secure port");
+    Ok((cert, key))
+}
+
+/// The TLS configuration of the secure port.
+pub fn server_config(
+    files: &TlsFiles,
+    data_dir: &Path,
+) -> Result<rustls::ServerConfig, AuthConfigError> {
+    let (cert, key) = match (&files.cert, &files.key) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        (None, None) => self_signed(data_dir)?,
+        (Some(cert), None) | (None, Some(cert)) => {
+            return Err(AuthConfigError::file(
+                cert,
+                "server.tls_cert_file and server.tls_private_key_file go together",
+            ))
+        }
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| AuthConfigError::file(&cert, e))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for certificate in read_certificates(ca)? {
+                roots.add(certificate).map_err(|e| AuthConfigError::file(ca, e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider(),
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| AuthConfigError::file(ca, e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(read_certificates(&cert)?, read_key(&key)?)
+        .map_err(|e| AuthConfigError::file(&key, e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}

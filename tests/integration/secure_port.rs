@@ -1,0 +1,223 @@
+//! The secure port, driven by kubectl over TLS (verified against the self-signed certificate
+//! the server made in its data dir): users from the token file, the basic auth file and
+//! client certificates signed by the client CA; an ABAC policy deciding what each may do, in
+//! Kubernetes' words when it may not; anonymous requests where a policy lets them; every
+//! request in the audit log. The insecure port keeps answering without credentials.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::util::{free_port, Server};
+
+const POLICIES: &[&str] = &[
+    r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*", "nonResourcePath": "*"}"#,
+    r#"{"user": "bob", "namespace": "default", "resource": "*", "apiGroup": "*", "readonly": true}"#,
+    r#"{"group": "system:authenticated", "nonResourcePath": "*", "readonly": true}"#,
+    r#"{"group": "system:unauthenticated", "nonResourcePath": "/healthz", "readonly": true}"#,
+    // What RBAC's system:basic-user grants: asking who one is, and what one may do.
+    r#"{"group": "system:authenticated", "namespace": "*", "resource": "selfsubjectreviews", "apiGroup": "authentication.k8s.io"}"#,
+    r#"{"group": "system:authenticated", "namespace": "*", "resource": "selfsubjectaccessreviews", "apiGroup": "authorization.k8s.io"}"#,
+    r#"{"group": "system:authenticated", "namespace": "*", "resource": "selfsubjectrulesreviews", "apiGroup": "authorization.k8s.io"}"#,
+    r#"{"group": "devs", "namespace": "*", "resource": "configmaps", "apiGroup": ""}"#,
+];
+
+/// A CA, and a client certificate it signed for `dave` in group `devs` (PEM: CA, cert, key).
+fn client_certificate() -> (String, String, String) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "test client CA");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "dave");
+    params.distinguished_name.push(rcgen::DnType::OrganizationName, "devs");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let certificate = params.signed_by(&key, &ca, &ca_key).unwrap();
+    (ca.pem(), certificate.pem(), key.serialize_pem())
+}
+
+/// kubectl with a kubeconfig for `https://127.0.0.1:{port}` and the user `user` (YAML fields).
+struct SecureKubectl {
+    dir: tempfile::TempDir,
+}
+
+impl SecureKubectl {
+    fn new(port: u16, ca: &Path, user: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {}\n\
+             contexts:\n- name: k\n  context:\n    cluster: k\n    user: u\n    namespace: default\n\
+             current-context: k\nusers:\n- name: u\n  user: {user}\n",
+            ca.display()
+        );
+        std::fs::write(dir.path().join("config"), config).unwrap();
+        SecureKubectl { dir }
+    }
+
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.dir.path().join("config"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .env("HOME", self.dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args);
+        assert!(ok, "kubectl {args:?}: {out}{err}");
+        out
+    }
+
+    fn refused(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args);
+        assert!(!ok, "kubectl {args:?} was let through: {out}");
+        err
+    }
+}
+
+fn whoami(kubectl: &SecureKubectl) -> Value {
+    serde_json::from_str(&kubectl.ok(&["auth", "whoami", "-o", "json"])).unwrap()
+}
+
+#[test]
+fn the_secure_port_authenticates_authorizes_and_audits() {
+    let files = tempfile::tempdir().unwrap();
+    let write = |name: &str, content: String| -> PathBuf {
+        let path = files.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    };
+    let tokens =
+        write("tokens.csv", "alice-token,alice,1001,\"admins\"\nbob-token,bob,1002\n".into());
+    let basic = write("basic.csv", "carol-pw,carol,1003,readers\n".into());
+    let policy_lines: Vec<String> = POLICIES
+        .iter()
+        .map(|spec| format!(r#"{{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {spec}}}"#))
+        .collect();
+    let policy = write("policy.jsonl", policy_lines.join("\n"));
+    let (ca, cert, key) = client_certificate();
+    let client_ca = write("client-ca.crt", ca);
+    let (cert, key) = (write("dave.crt", cert), write("dave.key", key));
+    let audit = files.path().join("audit.log");
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+        ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.display().to_string()),
+        ("KPLANE_SERVER__BASIC_AUTH_FILE", basic.display().to_string()),
+        ("KPLANE_SERVER__CLIENT_CA_FILE", client_ca.display().to_string()),
+        ("KPLANE_SERVER__AUTHORIZATION_MODE", "ABAC".into()),
+        ("KPLANE_SERVER__AUTHORIZATION_POLICY_FILE", policy.display().to_string()),
+        ("KPLANE_SERVER__AUDIT_LOG_PATH", audit.display().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start_with_env(&env);
+    let server_ca = server.data.path().join("pki/apiserver.crt");
+    assert!(server_ca.is_file(), "the self-signed certificate is in the data dir");
+    let as_user = |user: &str| SecureKubectl::new(port, &server_ca, user);
+
+    let alice = as_user("{token: alice-token}");
+    assert!(alice.ok(&["get", "namespaces"]).contains("default"));
+    alice.ok(&["create", "configmap", "from-alice", "--from-literal=a=b"]);
+    let me = whoami(&alice);
+    assert_eq!(me["status"]["userInfo"]["username"], "alice");
+    assert_eq!(
+        me["status"]["userInfo"]["groups"],
+        serde_json::json!(["admins", "system:authenticated"])
+    );
+
+    let bob = as_user("{token: bob-token}");
+    assert!(bob.ok(&["get", "configmaps"]).contains("from-alice"));
+    let denied = bob.refused(&["create", "configmap", "from-bob", "--from-literal=a=b"]);
+    assert!(denied.contains(r#"configmaps is forbidden: User "bob" cannot create resource "configmaps" in API group "" in the namespace "default": No policy matched."#), "{denied}");
+    let denied = bob.refused(&["get", "pods", "-n", "kube-system"]);
+    assert!(denied.contains(r#"User "bob" cannot list resource "pods" in API group "" in the namespace "kube-system""#), "{denied}");
+
+    // kubectl auth can-i: the authorizer's answers.
+    assert_eq!(bob.run(&["auth", "can-i", "list", "pods"]).1, "yes\n");
+    let (allowed, answer, _) = bob.run(&["auth", "can-i", "create", "configmaps"]);
+    assert_eq!((allowed, answer.as_str()), (false, "no - No policy matched.\n"));
+    let elsewhere = bob.run(&["auth", "can-i", "get", "pods", "-n", "kube-system"]).1;
+    assert!(elsewhere.starts_with("no"), "{elsewhere}");
+    let rules = bob.ok(&["auth", "can-i", "--list"]);
+    assert!(
+        rules.lines().any(|l| l.starts_with("*.*") && l.contains("[get list watch]")),
+        "{rules}"
+    );
+
+    let unknown = as_user("{token: nobodys-token}");
+    let refused = unknown.refused(&["get", "namespaces"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+
+    let carol = as_user("{username: carol, password: carol-pw}");
+    assert_eq!(whoami(&carol)["status"]["userInfo"]["username"], "carol");
+    let wrong = as_user("{username: carol, password: nope}");
+    let refused = wrong.refused(&["auth", "whoami"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+
+    let dave = as_user(&format!(
+        "{{client-certificate: {}, client-key: {}}}",
+        cert.display(),
+        key.display()
+    ));
+    let me = whoami(&dave);
+    assert_eq!(me["status"]["userInfo"]["username"], "dave");
+    assert_eq!(
+        me["status"]["userInfo"]["groups"],
+        serde_json::json!(["devs", "system:authenticated"])
+    );
+    dave.ok(&["create", "configmap", "from-dave", "--from-literal=a=b"]);
+    assert!(dave.refused(&["get", "pods"]).contains(r#"User "dave" cannot list resource "pods""#));
+
+    // Without credentials (curl: kubectl would ask for a user name).
+    let anonymous = |path: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-w", " %{http_code}", "--cacert"])
+            .arg(&server_ca)
+            .arg(format!("https://127.0.0.1:{port}{path}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(anonymous("/healthz"), "ok 200");
+    let denied = anonymous("/api");
+    let expected =
+        r#"forbidden: User \"system:anonymous\" cannot get path \"/api\": No policy matched."#;
+    assert!(denied.ends_with(" 403") && denied.contains(expected), "{denied}");
+
+    // The insecure port asks nothing.
+    assert_eq!(server.get("/api/v1/namespaces/default/configmaps/from-dave").0, 200);
+
+    let events: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let logged = |user: &str, verb: &str, code: u16| {
+        events.iter().any(|e| {
+            e["user"]["username"] == user
+                && e["verb"] == verb
+                && e["responseStatus"]["code"] == code
+                && e["objectRef"]["resource"] == "configmaps"
+        })
+    };
+    assert!(logged("alice", "create", 201), "alice's create");
+    assert!(logged("bob", "create", 403), "bob's refused create");
+    assert!(logged("dave", "create", 201), "dave's create");
+    assert!(logged("system:unsecured", "get", 200), "the insecure port's read");
+    let refused = events
+        .iter()
+        .find(|e| e["user"]["username"] == "bob" && e["responseStatus"]["code"] == 403)
+        .unwrap();
+    assert_eq!(refused["annotations"]["authorization.k8s.io/decision"], "forbid");
+    assert_eq!(refused["apiVersion"], "audit.k8s.io/v1");
+    assert_eq!(refused["sourceIPs"], serde_json::json!(["127.0.0.1"]));
+}
