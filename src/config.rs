@@ -200,7 +200,7 @@ impl Default for RawServer {
             token_auth_file: String::new(),
             basic_auth_file: String::new(),
             anonymous_auth: true,
-            authorization_mode: "AlwaysAllow".into(),
+            authorization_mode: "RBAC".into(),
             authorization_policy_file: String::new(),
             audit_log_path: String::new(),
         }
@@ -559,7 +559,7 @@ fn security(
         .transpose()
         .map_err(|e| invalid("server.audit_log_path", e.to_string()))?;
     // As kube-apiserver: AlwaysAllow would let anyone in, so it allows no anonymous requests.
-    let anonymous = server.anonymous_auth && !matches!(authorizer, Authorizer::AlwaysAllow);
+    let anonymous = server.anonymous_auth && !authorizer.always_allows();
     let tls = crate::auth::tls::TlsFiles {
         cert: path(&server.tls_cert_file),
         key: path(&server.tls_private_key_file),

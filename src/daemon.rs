@@ -96,6 +96,21 @@ impl Running {
     }
 }
 
+/// Creates the bootstrap roles and bindings that are missing (Kubernetes' RBAC bootstrap
+/// policy; a user's changes to existing ones are kept).
+async fn create_bootstrap_policy(client: &dyn ApiClient) -> Result<(), ApiError> {
+    use kplane_actors::model::resources;
+    for (plural, object) in crate::auth::rbac::bootstrap_policy() {
+        let resource = resources::find(resources::RBAC_GROUP, "v1", plural)
+            .expect("RBAC resources are served");
+        match client.create(resource, "", object).await {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
@@ -191,6 +206,35 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             .listen_rustls_0_23(listener, tls)
             .map_err(|source| StartError::BindSecure { addr, source })?;
         tracing::info!(secure = %addr, "serving the secure port (TLS, authentication, authorization)");
+    }
+    // The bootstrap roles and bindings; and, under RBAC, the authorizer's view of every role
+    // and binding, kept by their list-watches.
+    let apiserver: Arc<dyn ApiClient> =
+        Arc::new(state.core.clone().with_field_manager("kplane-apiserver"));
+    if let Err(e) = create_bootstrap_policy(apiserver.as_ref()).await {
+        store.close(std::time::Duration::from_secs(10)).await;
+        return Err(e.into());
+    }
+    if let Some(rbac) = settings.security.authorizer.rbac() {
+        for plural in crate::auth::rbac::RESOURCES {
+            let resource = kplane_actors::model::resources::find(
+                kplane_actors::model::resources::RBAC_GROUP,
+                "v1",
+                plural,
+            )
+            .expect("RBAC resources are served");
+            let rbac = rbac.clone();
+            let scope = kplane_actors::client::informer::Scope::default();
+            actix::spawn(kplane_actors::client::informer::list_watch(
+                apiserver.clone(),
+                resource,
+                scope,
+                move |feed| {
+                    rbac.apply(plural, feed);
+                    true
+                },
+            ));
+        }
     }
     // The garbage collector always runs: Orphan and Foreground deletions wait for it.
     let collector = GarbageCollector::new(Arc::new(

@@ -85,7 +85,7 @@ struct ServerArgs {
     /// Requests without credentials are system:anonymous (default true; off under AlwaysAllow).
     #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
     anonymous_auth: Option<bool>,
-    /// AlwaysAllow (default), AlwaysDeny or ABAC.
+    /// RBAC (default), ABAC, AlwaysAllow or AlwaysDeny; several comma-separated.
     #[arg(long)]
     authorization_mode: Option<String>,
     /// ABAC policies: one JSON Policy a line.

@@ -12,6 +12,7 @@ use base64::Engine as _;
 use k8s_pb::api::authentication::v1 as authnv1;
 use k8s_pb::api::authorization::v1 as authzv1;
 use k8s_pb::api::core::v1 as pb;
+use k8s_pb::api::rbac::v1 as rbacv1;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
@@ -92,6 +93,27 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             let pod = pb::Pod::decode(raw.as_slice()).map_err(bad)?;
             out.insert("metadata".into(), meta(pod.metadata));
             out.insert("spec".into(), pod_spec(pod.spec.unwrap_or_default()));
+        }
+        // What `kubectl create role|clusterrole|rolebinding|clusterrolebinding` sends.
+        ("rbac.authorization.k8s.io/v1", "Role") => {
+            let role = rbacv1::Role::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(role.metadata));
+            out.insert("rules".into(), policy_rules(role.rules));
+        }
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
+            let role = rbacv1::ClusterRole::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(role.metadata));
+            out.insert("rules".into(), policy_rules(role.rules));
+        }
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+            let binding = rbacv1::RoleBinding::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(binding.metadata));
+            put_binding(&mut out, binding.subjects, binding.role_ref);
+        }
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            let binding = rbacv1::ClusterRoleBinding::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(binding.metadata));
+            put_binding(&mut out, binding.subjects, binding.role_ref);
         }
         // The reviews kubectl asks (`auth whoami`, `auth can-i`), and the other access reviews.
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
@@ -191,6 +213,48 @@ fn subject_access_spec(spec: authzv1::SubjectAccessReviewSpec) -> Value {
         out.insert("extra".into(), Value::Object(extra));
     }
     Value::Object(out)
+}
+
+/// A role's rules.
+fn policy_rules(rules: Vec<rbacv1::PolicyRule>) -> Value {
+    let rules = rules.into_iter().map(|rule| {
+        let mut out = Map::new();
+        put_strs(&mut out, "verbs", rule.verbs);
+        put_strs(&mut out, "apiGroups", rule.api_groups);
+        put_strs(&mut out, "resources", rule.resources);
+        put_strs(&mut out, "resourceNames", rule.resource_names);
+        put_strs(&mut out, "nonResourceURLs", rule.non_resource_ur_ls);
+        Value::Object(out)
+    });
+    Value::Array(rules.collect())
+}
+
+/// A binding's subjects and role.
+fn put_binding(
+    out: &mut Map<String, Value>,
+    subjects: Vec<rbacv1::Subject>,
+    role: Option<rbacv1::RoleRef>,
+) {
+    let subjects: Vec<Value> = subjects
+        .into_iter()
+        .map(|subject| {
+            let mut s = Map::new();
+            put_str(&mut s, "kind", subject.kind);
+            put_str(&mut s, "apiGroup", subject.api_group);
+            put_str(&mut s, "name", subject.name);
+            put_str(&mut s, "namespace", subject.namespace);
+            Value::Object(s)
+        })
+        .collect();
+    if !subjects.is_empty() {
+        out.insert("subjects".into(), Value::Array(subjects));
+    }
+    let role = role.unwrap_or_default();
+    let mut role_ref = Map::new();
+    put_str(&mut role_ref, "apiGroup", role.api_group);
+    put_str(&mut role_ref, "kind", role.kind);
+    put_str(&mut role_ref, "name", role.name);
+    out.insert("roleRef".into(), Value::Object(role_ref));
 }
 
 fn put_str(map: &mut Map<String, Value>, key: &str, value: Option<String>) {

@@ -127,10 +127,11 @@ pub fn answer(
                     subject(&json!({"username": spec["user"], "uid": spec["uid"],
                         "groups": spec["groups"]}))
                 };
-                if authorizer.allows(&asker, &asked_attributes(&spec)) {
-                    json!({"allowed": true})
-                } else {
-                    json!({"allowed": false, "reason": authorizer.denial_reason()})
+                let reason = authorizer.denial_reason();
+                match authorizer.allows(&asker, &asked_attributes(&spec)) {
+                    true => json!({"allowed": true}),
+                    false if reason.is_empty() => json!({"allowed": false}),
+                    false => json!({"allowed": false, "reason": reason}),
                 }
             }
             None => json!({"allowed": true}),

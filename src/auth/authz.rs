@@ -1,4 +1,6 @@
-//! Authorization: `AlwaysAllow`, `AlwaysDeny`, or `ABAC` with a policy file
+//! Authorization: `--authorization-mode` lists one or more of `AlwaysAllow`, `AlwaysDeny`,
+//! `ABAC` and `RBAC` (`RBAC,ABAC`, as kube-apiserver takes them); a request is allowed when one
+//! of them allows it. `RBAC` is [`super::rbac`]'s. `ABAC` reads a policy file
 //! (`--authorization-policy-file`): one `abac.authorization.kubernetes.io/v1beta1` Policy a
 //! line, matched as Kubernetes' ABAC authorizer matches it. A policy's subject is its `user`
 //! and/or `group` (`*` for any); any policy whose subject matches allows reading (`get`,
@@ -8,18 +10,26 @@
 //! denied.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::attributes::Attributes;
+use super::rbac::RbacStore;
 use super::{AuthConfigError, UserInfo};
 
-/// How requests on the secure port are authorized.
+/// How requests on the secure port are authorized: by any of its modes.
 #[derive(Debug)]
-pub enum Authorizer {
+pub struct Authorizer {
+    modes: Vec<Mode>,
+}
+
+#[derive(Debug)]
+enum Mode {
     AlwaysAllow,
     AlwaysDeny,
     Abac(Vec<PolicySpec>),
+    Rbac(Arc<RbacStore>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,35 +56,64 @@ pub struct PolicySpec {
 const POLICY_VERSION: &str = "abac.authorization.kubernetes.io/v1beta1";
 
 impl Authorizer {
-    /// The authorizer of `mode` (`AlwaysAllow`, `AlwaysDeny` or `ABAC`).
-    pub fn new(mode: &str, policy_file: Option<&Path>) -> Result<Self, String> {
-        match mode {
-            "AlwaysAllow" => Ok(Authorizer::AlwaysAllow),
-            "AlwaysDeny" => Ok(Authorizer::AlwaysDeny),
-            "ABAC" => {
-                let path = policy_file.ok_or("ABAC needs server.authorization_policy_file")?;
-                read_policies(path).map(Authorizer::Abac).map_err(|e| e.to_string())
-            }
-            other => Err(format!("{other:?}: must be \"AlwaysAllow\", \"AlwaysDeny\" or \"ABAC\"")),
+    /// The authorizer of `modes`, a comma-separated list of `AlwaysAllow`, `AlwaysDeny`, `ABAC`
+    /// and `RBAC`.
+    pub fn new(modes: &str, policy_file: Option<&Path>) -> Result<Self, String> {
+        let mut parsed = Vec::new();
+        for mode in modes.split(',').map(str::trim) {
+            parsed.push(match mode {
+                "AlwaysAllow" => Mode::AlwaysAllow,
+                "AlwaysDeny" => Mode::AlwaysDeny,
+                "RBAC" => Mode::Rbac(Arc::default()),
+                "ABAC" => {
+                    let path = policy_file.ok_or("ABAC needs server.authorization_policy_file")?;
+                    Mode::Abac(read_policies(path).map_err(|e| e.to_string())?)
+                }
+                other => {
+                    return Err(format!(
+                        "{other:?}: each mode must be \"AlwaysAllow\", \"AlwaysDeny\", \"ABAC\" or \"RBAC\""
+                    ))
+                }
+            });
         }
+        Ok(Authorizer { modes: parsed })
     }
 
-    /// Why a request is denied, as Kubernetes' authorizers say it.
-    pub fn denial_reason(&self) -> &'static str {
-        match self {
-            Authorizer::AlwaysAllow => "",
-            Authorizer::AlwaysDeny => "Everything is forbidden.",
-            Authorizer::Abac(_) => "No policy matched.",
-        }
+    /// Whether some mode allows everything (anonymous requests are then refused).
+    pub fn always_allows(&self) -> bool {
+        self.modes.iter().any(|m| matches!(m, Mode::AlwaysAllow))
+    }
+
+    /// The RBAC objects to keep current, when RBAC is a mode.
+    pub fn rbac(&self) -> Option<Arc<RbacStore>> {
+        self.modes.iter().find_map(|m| match m {
+            Mode::Rbac(store) => Some(store.clone()),
+            _ => None,
+        })
+    }
+
+    /// Why a request is denied, as Kubernetes' authorizers say it (RBAC says nothing).
+    pub fn denial_reason(&self) -> String {
+        let reasons: Vec<&str> = self
+            .modes
+            .iter()
+            .filter_map(|m| match m {
+                Mode::AlwaysDeny => Some("Everything is forbidden."),
+                Mode::Abac(_) => Some("No policy matched."),
+                Mode::AlwaysAllow | Mode::Rbac(_) => None,
+            })
+            .collect();
+        reasons.join(", ")
     }
 
     /// Whether `user` may do what `attributes` say.
     pub fn allows(&self, user: &UserInfo, attributes: &Attributes) -> bool {
-        match self {
-            Authorizer::AlwaysAllow => true,
-            Authorizer::AlwaysDeny => false,
-            Authorizer::Abac(policies) => policies.iter().any(|p| p.matches(user, attributes)),
-        }
+        self.modes.iter().any(|mode| match mode {
+            Mode::AlwaysAllow => true,
+            Mode::AlwaysDeny => false,
+            Mode::Abac(policies) => policies.iter().any(|p| p.matches(user, attributes)),
+            Mode::Rbac(store) => store.allows(user, attributes),
+        })
     }
 }
 
@@ -84,14 +123,27 @@ pub type Rules = (Vec<serde_json::Value>, Vec<serde_json::Value>);
 
 impl Authorizer {
     pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        let (mut resources, mut paths) = (Vec::new(), Vec::new());
+        for mode in &self.modes {
+            let (more_resources, more_paths) = mode.rules_for(user, namespace);
+            resources.extend(more_resources);
+            paths.extend(more_paths);
+        }
+        (resources, paths)
+    }
+}
+
+impl Mode {
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
         use serde_json::json;
         match self {
-            Authorizer::AlwaysAllow => (
+            Mode::AlwaysAllow => (
                 vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
                 vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
             ),
-            Authorizer::AlwaysDeny => (Vec::new(), Vec::new()),
-            Authorizer::Abac(policies) => {
+            Mode::AlwaysDeny => (Vec::new(), Vec::new()),
+            Mode::Rbac(store) => store.rules_for(user, namespace),
+            Mode::Abac(policies) => {
                 let (mut resources, mut paths) = (Vec::new(), Vec::new());
                 for policy in policies.iter().filter(|p| p.subject_matches(user)) {
                     let verbs = if policy.readonly {
@@ -233,7 +285,10 @@ mod tests {
             .unwrap();
         let error = Authorizer::new("ABAC", Some(&path)).unwrap_err();
         assert!(error.contains("line 2"), "{error}");
-        assert!(Authorizer::new("RBAC", None).unwrap_err().contains("\"RBAC\""));
+        assert!(Authorizer::new("Webhook", None).unwrap_err().contains("\"Webhook\""));
+        let both = Authorizer::new("RBAC, AlwaysDeny", None).unwrap();
+        assert!(both.rbac().is_some() && !both.always_allows());
+        assert_eq!(both.denial_reason(), "Everything is forbidden.");
         assert!(Authorizer::new("ABAC", None).is_err());
     }
 }

@@ -85,10 +85,15 @@ pub async fn guard(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
-    let security: Option<Arc<Security>> =
-        req.app_data::<web::Data<AppState>>().and_then(|state| state.security.clone());
     let secure = req.app_config().secure();
-    let Some(security) = security.filter(|s| secure || s.audit.is_some()) else {
+    // The insecure port without an audit log has nothing to do here (not even count a
+    // reference).
+    let security: Option<Arc<Security>> = req
+        .app_data::<web::Data<AppState>>()
+        .and_then(|state| state.security.as_ref())
+        .filter(|s| secure || s.audit.is_some())
+        .cloned();
+    let Some(security) = security else {
         return next.call(req).await.map(ServiceResponse::map_into_left_body);
     };
     let received = audit::micro_time();
@@ -136,7 +141,7 @@ pub async fn guard(
             return refuse(req, &user, error);
         }
         if !security.authorizer.allows(&user, &attributes) {
-            let error = forbidden(&user, &attributes, security.authorizer.denial_reason());
+            let error = forbidden(&user, &attributes, &security.authorizer.denial_reason());
             return refuse(req, &user, error);
         }
         req.extensions_mut().insert(RequestUser(user.clone()));

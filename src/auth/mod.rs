@@ -1,8 +1,8 @@
 //! The secure port's guard, as kube-apiserver's filters keep it: who a request is
 //! ([`authn`]: a client certificate signed by the client CA, a bearer token of the token file,
 //! HTTP basic credentials of the basic auth file, or anonymous), what it asks
-//! ([`attributes`]), whether that is allowed ([`authz`]: AlwaysAllow, AlwaysDeny or an ABAC
-//! policy file), the audit log of every request on either port ([`audit`]), the TLS set-up
+//! ([`attributes`]), whether that is allowed ([`authz`]: AlwaysAllow, AlwaysDeny, an ABAC
+//! policy file, or [`rbac`]'s roles and bindings), the audit log of every request on either port ([`audit`]), the TLS set-up
 //! ([`tls`]) and the middleware that runs them in that order ([`filter`]).
 
 pub mod attributes;
@@ -10,6 +10,7 @@ pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod filter;
+pub mod rbac;
 pub mod tls;
 
 pub use filter::Security;

@@ -221,3 +221,66 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert_eq!(refused["apiVersion"], "audit.k8s.io/v1");
     assert_eq!(refused["sourceIPs"], serde_json::json!(["127.0.0.1"]));
 }
+
+/// RBAC, the default mode: the bootstrap policy makes `system:masters` cluster-admin and lets
+/// every authenticated user ask who they are; roles and bindings made with `kubectl create`
+/// (protobuf bodies) grant what they say, in their namespace, and stop granting it when the
+/// binding goes.
+#[test]
+fn rbac_roles_and_bindings_grant_what_they_say() {
+    let files = tempfile::tempdir().unwrap();
+    let tokens = files.path().join("tokens.csv");
+    std::fs::write(&tokens, "root-token,root,1,system:masters\nbob-token,bob,2\n").unwrap();
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+        ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.display().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start_with_env(&env);
+    let server_ca = server.data.path().join("pki/apiserver.crt");
+    let root = SecureKubectl::new(port, &server_ca, "{token: root-token}");
+    let bob = SecureKubectl::new(port, &server_ca, "{token: bob-token}");
+
+    let roles = root.ok(&["get", "clusterroles"]);
+    assert!(roles.contains("cluster-admin") && roles.contains("system:basic-user"), "{roles}");
+    assert_eq!(whoami(&bob)["status"]["userInfo"]["username"], "bob");
+    let denied = bob.refused(&["get", "pods"]);
+    assert!(
+        denied.contains(r#"pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the namespace "default""#),
+        "{denied}"
+    );
+
+    root.ok(&["create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods"]);
+    root.ok(&["create", "rolebinding", "bob-reads-pods", "--role=pod-reader", "--user=bob"]);
+    let bad = r#"{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "bad"}, "subjects": [{"kind": "Robot", "name": "r2"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Deployment", "name": "x"}}"#;
+    let bad_file = files.path().join("bad.json");
+    std::fs::write(&bad_file, bad).unwrap();
+    let invalid = root.refused(&["create", "-f", bad_file.to_str().unwrap()]);
+    assert!(
+        invalid.contains(r#"roleRef.kind: Unsupported value: "Deployment""#)
+            && invalid.contains(r#"subjects[0].kind: Unsupported value: "Robot""#),
+        "{invalid}"
+    );
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob may list pods", || {
+        bob.run(&["get", "pods"]).0
+    });
+    assert_eq!(bob.run(&["auth", "can-i", "watch", "pods"]).1, "yes\n");
+    assert_eq!(bob.run(&["auth", "can-i", "delete", "pods"]).1, "no\n");
+    assert!(!bob.run(&["get", "pods", "-n", "kube-system"]).0, "only in the binding's namespace");
+    let rules = bob.ok(&["auth", "can-i", "--list"]);
+    assert!(
+        rules.lines().any(|l| l.starts_with("pods ") && l.contains("[get list watch]")),
+        "{rules}"
+    );
+
+    root.ok(&["delete", "rolebinding", "bob-reads-pods"]);
+    crate::util::wait_until(
+        std::time::Duration::from_secs(30),
+        "bob may no longer list pods",
+        || !bob.run(&["get", "pods"]).0,
+    );
+}

@@ -16,10 +16,9 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::client::cache::Key;
-use crate::client::informer::{self, Feed, Scope};
+use crate::client::informer::Feed;
 use crate::client::ApiClient;
 use crate::forwarding::{service_table, Listeners, ServiceTable};
-use crate::model::resources;
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -92,21 +91,7 @@ impl Actor for ServiceProxy {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let client = self.client.clone();
-        informer::feed_actor(
-            ctx,
-            client.clone(),
-            resources::core("services"),
-            Scope::default(),
-            Services,
-        );
-        informer::feed_actor(
-            ctx,
-            client,
-            resources::core("endpoints"),
-            Scope::default(),
-            Endpoints,
-        );
+        service_table::follow(ctx, self.client.clone(), Services, Endpoints);
         ctx.run_interval(RETRY_PERIOD, |proxy, _| {
             for key in proxy.listeners.retry() {
                 tracing::info!(service = %format!("{}/{}", key.0, key.1), "serving the service's ports");

@@ -158,9 +158,7 @@ impl EndpointsController {
                 // back-off.
                 Err(error) => {
                     tracing::debug!(name = %key.1, %error, "writing endpoints");
-                    let failed = controller.retries.entry(key.clone()).or_insert(0);
-                    *failed += 1;
-                    let delay = super::retry_delay(*failed);
+                    let delay = super::back_off(&mut controller.retries, &key);
                     ctx.run_later(delay, move |controller, ctx| controller.mark(key, ctx));
                 }
             }

@@ -45,6 +45,17 @@ pub(crate) fn selects(
     selector.iter().all(|(key, value)| labels.and_then(|l| l.get(key)) == Some(value))
 }
 
+/// Counts one more failure in a row of `key`'s work; returns how long to wait before trying it
+/// again ([`retry_delay`]).
+pub(crate) fn back_off<K: Eq + std::hash::Hash + Clone>(
+    retries: &mut std::collections::HashMap<K, u32>,
+    key: &K,
+) -> std::time::Duration {
+    let failed = retries.entry(key.clone()).or_insert(0);
+    *failed += 1;
+    retry_delay(*failed)
+}
+
 /// How long a controller waits before trying again after `failed` attempts in a row failed:
 /// from a tenth of a second, doubling, to a minute (Kubernetes' work queues back off so too).
 pub(crate) fn retry_delay(failed: u32) -> std::time::Duration {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::retry_delay;
+use super::back_off;
 use super::selects;
 use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::events::{self, EventKind, ObjectRef};
@@ -667,9 +667,7 @@ impl Handler<Done> for ReplicationManager {
             // create refused by a quota would otherwise be retried as fast as it fails.
             Some(failure) => {
                 self.failures.insert(controller.clone(), failure);
-                let failed = self.retries.entry(controller.clone()).or_insert(0);
-                *failed += 1;
-                let delay = retry_delay(*failed);
+                let delay = back_off(&mut self.retries, &controller);
                 ctx.run_later(delay, move |manager, ctx| manager.mark(controller, ctx));
             }
             None => {

@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 
 use crate::client::cache::Key;
 use crate::client::events::{self, EventKind, ObjectRef};
-use crate::client::informer::{self, Feed, Scope};
+use crate::client::informer::Feed;
 use crate::client::{object_uid, ApiClient};
 use crate::core::{ApiError, PatchType};
-use crate::forwarding::{Listeners, ServiceTable};
+use crate::forwarding::{service_table, Listeners, ServiceTable};
 use crate::model::{json, resources};
 
 /// The finalizer a service keeps while it has a load balancer.
@@ -196,6 +196,11 @@ fn requested_ip(service: &Value) -> Result<Option<Ipv4Addr>, String> {
     }
 }
 
+/// Records a Normal event of the service controller.
+async fn normal_event(client: &dyn ApiClient, object: &ObjectRef, reason: &str, message: &str) {
+    events::record(client, object, EventKind::Normal, reason, message, COMPONENT).await
+}
+
 fn object_ref(service: &Value, key: &Key) -> ObjectRef {
     ObjectRef {
         kind: "Service",
@@ -359,16 +364,7 @@ impl ServiceController {
                 let finalizer = add_finalizer.then(|| finalizers_patch(&with_ours));
                 Box::pin(async move {
                     let services = resources::core("services");
-                    let record = |reason: &'static str, message: &'static str| {
-                        events::record(
-                            client.as_ref(),
-                            &object,
-                            EventKind::Normal,
-                            reason,
-                            message,
-                            COMPONENT,
-                        )
-                    };
+                    let record = |reason, message| normal_event(&*client, &object, reason, message);
                     if ingress.is_some() {
                         record("EnsuringLoadBalancer", "Ensuring load balancer").await;
                     }
@@ -391,16 +387,7 @@ impl ServiceController {
                 let patch = finalizers_patch(&kept);
                 Box::pin(async move {
                     let services = resources::core("services");
-                    let record = |reason: &'static str, message: &'static str| {
-                        events::record(
-                            client.as_ref(),
-                            &object,
-                            EventKind::Normal,
-                            reason,
-                            message,
-                            COMPONENT,
-                        )
-                    };
+                    let record = |reason, message| normal_event(&*client, &object, reason, message);
                     record("DeletingLoadBalancer", "Deleting load balancer").await;
                     match client
                         .patch(services, &key_ns, &key_name, PatchType::Merge, &patch, false)
@@ -430,9 +417,7 @@ impl ServiceController {
                 Err(error) => {
                     controller.pending.remove(&key);
                     tracing::debug!(service = %key.1, %error, "writing a load balancer's service");
-                    let failed = controller.retries.entry(key.clone()).or_insert(0);
-                    *failed += 1;
-                    let delay = super::retry_delay(*failed);
+                    let delay = super::back_off(&mut controller.retries, &key);
                     ctx.run_later(delay, move |controller, ctx| controller.sync(&key, ctx));
                 }
             }
@@ -450,21 +435,7 @@ impl Actor for ServiceController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let client = self.client.clone();
-        informer::feed_actor(
-            ctx,
-            client.clone(),
-            resources::core("services"),
-            Scope::default(),
-            Services,
-        );
-        informer::feed_actor(
-            ctx,
-            client,
-            resources::core("endpoints"),
-            Scope::default(),
-            Endpoints,
-        );
+        service_table::follow(ctx, self.client.clone(), Services, Endpoints);
         ctx.run_interval(RETRY_PERIOD, |controller, ctx| {
             let mut again = controller.listeners.retry();
             again.extend(controller.failing.keys().cloned());

@@ -8,8 +8,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use serde_json::Value;
 
 use crate::client::cache::{key_of, relist, Key};
-use crate::client::informer::Feed;
-use crate::model::json;
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::ApiClient;
+use crate::model::{json, resources};
 use crate::watch::EventType;
 
 /// One TCP port of a service and where its connections go.
@@ -26,6 +27,23 @@ pub struct ServicePort {
 pub struct ServiceTable {
     services: BTreeMap<Key, Value>,
     endpoints: BTreeMap<Key, Value>,
+}
+
+/// Runs the list-watches of every Service and every Endpoints for the actor of `ctx`, their
+/// reports wrapped by `services` and `endpoints`.
+pub fn follow<A, S, E>(
+    ctx: &actix::Context<A>,
+    client: std::sync::Arc<dyn ApiClient>,
+    services: impl Fn(Feed) -> S + 'static,
+    endpoints: impl Fn(Feed) -> E + 'static,
+) where
+    A: actix::Actor<Context = actix::Context<A>> + actix::Handler<S> + actix::Handler<E>,
+    S: actix::Message<Result = ()> + Send + 'static,
+    E: actix::Message<Result = ()> + Send + 'static,
+{
+    let all = Scope::default();
+    informer::feed_actor(ctx, client.clone(), resources::core("services"), all.clone(), services);
+    informer::feed_actor(ctx, client, resources::core("endpoints"), all, endpoints);
 }
 
 fn apply(objects: &mut BTreeMap<Key, Value>, feed: Feed) -> BTreeSet<Key> {

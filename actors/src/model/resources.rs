@@ -477,7 +477,43 @@ pub static RESOURCES: &[ResourceType] = &[
         "SubjectAccessReview",
         false,
     ),
+    rbac("roles", "role", "Role", "RoleList", true),
+    rbac("clusterroles", "clusterrole", "ClusterRole", "ClusterRoleList", false),
+    rbac("rolebindings", "rolebinding", "RoleBinding", "RoleBindingList", true),
+    rbac(
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        "ClusterRoleBindingList",
+        false,
+    ),
 ];
+
+/// The group of Roles, ClusterRoles and their bindings.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+const fn rbac(
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    list_kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        group: RBAC_GROUP,
+        version: V1,
+        plural,
+        singular,
+        kind,
+        list_kind,
+        namespaced,
+        short_names: &[],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[],
+        name_is_label: false,
+    }
+}
 
 const EVENTS_GROUP: &str = "events.k8s.io";
 const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
@@ -599,6 +635,7 @@ mod tests {
             ("events.k8s.io", "v1"),
             ("authentication.k8s.io", "v1"),
             ("authorization.k8s.io", "v1"),
+            ("rbac.authorization.k8s.io", "v1"),
         ];
         assert_eq!(api_groups(), groups);
         let reviews = find("authorization.k8s.io", "v1", "selfsubjectaccessreviews").unwrap();

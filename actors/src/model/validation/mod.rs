@@ -201,7 +201,10 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     if name.is_empty() {
         errors.push(FieldError::required("metadata.name"));
     } else {
-        let problems = if resource.name_is_label {
+        let problems = if resource.group == crate::model::resources::RBAC_GROUP {
+            // Roles and bindings are named like path segments (`system:basic-user`).
+            path_segment_errors(name)
+        } else if resource.name_is_label {
             dns1123_label_errors(name)
         } else {
             dns1123_subdomain_errors(name)
@@ -255,6 +258,10 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "Event" => validate_event(object, &mut errors),
         "Endpoints" => validate_endpoints(object, &mut errors),
         "EndpointSlice" => validate_endpoint_slice(object, &mut errors),
+        "Role" | "ClusterRole" => validate_role(object, resource.namespaced, &mut errors),
+        "RoleBinding" | "ClusterRoleBinding" => {
+            validate_role_binding(object, resource.namespaced, &mut errors)
+        }
         "Lease" => validate_lease(object.get("spec"), &mut errors),
         "ResourceQuota" => resource_policy::validate_quota(object, &mut errors),
         "LimitRange" => resource_policy::validate_limit_range(object, &mut errors),
@@ -262,6 +269,93 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         _ => {}
     }
     errors
+}
+
+/// A name that is a path segment: not `.` or `..`, no `/` or `%` (Kubernetes'
+/// `ValidatePathSegmentName`).
+fn path_segment_errors(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|c| name.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
+}
+
+fn string_list_len(value: &Value, key: &str) -> usize {
+    value.get(key).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// A Role's or ClusterRole's rules, as Kubernetes' `ValidatePolicyRule` checks them.
+fn validate_role(role: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {
+    let rules = role.get("rules").and_then(Value::as_array).into_iter().flatten();
+    for (i, rule) in rules.enumerate() {
+        let field = |name: &str| format!("rules[{i}].{name}");
+        if string_list_len(rule, "verbs") == 0 {
+            errors.push(FieldError::required(field("verbs")));
+        }
+        if string_list_len(rule, "nonResourceURLs") > 0 {
+            if namespaced {
+                let detail = "namespaced rules cannot apply to non-resource URLs";
+                errors.push(FieldError::invalid(field("nonResourceURLs"), "", detail));
+            }
+            if string_list_len(rule, "apiGroups") > 0 || string_list_len(rule, "resources") > 0 {
+                let detail = "rules cannot apply to both regular resources and non-resource URLs";
+                errors.push(FieldError::invalid(field("nonResourceURLs"), "", detail));
+            }
+            continue;
+        }
+        if string_list_len(rule, "apiGroups") == 0 {
+            errors.push(FieldError::required(field("apiGroups")));
+        }
+        if string_list_len(rule, "resources") == 0 {
+            errors.push(FieldError::required(field("resources")));
+        }
+    }
+}
+
+/// A binding's role and subjects, as Kubernetes' `ValidateRoleBinding` checks them.
+fn validate_role_binding(binding: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    let role = binding.get("roleRef").cloned().unwrap_or(Value::Null);
+    let group = text(&role, "apiGroup");
+    if group != crate::model::resources::RBAC_GROUP {
+        errors.push(FieldError::not_supported(
+            "roleRef.apiGroup",
+            &group,
+            &[crate::model::resources::RBAC_GROUP],
+        ));
+    }
+    let kinds: &[&str] = if namespaced { &["Role", "ClusterRole"] } else { &["ClusterRole"] };
+    let kind = text(&role, "kind");
+    if !kinds.contains(&kind.as_str()) {
+        errors.push(FieldError::not_supported("roleRef.kind", &kind, kinds));
+    }
+    if text(&role, "name").is_empty() {
+        errors.push(FieldError::required("roleRef.name"));
+    }
+    let subjects = binding.get("subjects").and_then(Value::as_array).into_iter().flatten();
+    for (i, subject) in subjects.enumerate() {
+        let field = |name: &str| format!("subjects[{i}].{name}");
+        if text(subject, "name").is_empty() {
+            errors.push(FieldError::required(field("name")));
+        }
+        match text(subject, "kind").as_str() {
+            "User" | "Group" => {}
+            "ServiceAccount" => {
+                if !namespaced && text(subject, "namespace").is_empty() {
+                    errors.push(FieldError::required(field("namespace")));
+                }
+            }
+            other => errors.push(FieldError::not_supported(
+                field("kind"),
+                other,
+                &["ServiceAccount", "User", "Group"],
+            )),
+        }
+    }
 }
 
 /// Labels (or a selector of them, at `path`): qualified names mapped to label values.
@@ -1087,6 +1181,9 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         "PersistentVolumeClaim" => storage::validate_claim_update(old, new),
         "Node" => validate_node_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
+        "RoleBinding" | "ClusterRoleBinding" if old.get("roleRef") != new.get("roleRef") => {
+            vec![FieldError::invalid("roleRef", "", "cannot change roleRef")]
+        }
         "EndpointSlice" if old.get("addressType") != new.get("addressType") => {
             let detail = "field is immutable";
             let value = new.get("addressType").and_then(Value::as_str).unwrap_or("");

@@ -1,0 +1,384 @@
+//! RBAC (`rbac.authorization.k8s.io/v1`): the Roles, ClusterRoles, RoleBindings and
+//! ClusterRoleBindings the server serves, kept here as their list-watches report them, and
+//! decided as Kubernetes' RBAC authorizer decides: a request is allowed when a rule of a role
+//! bound to the user allows it. ClusterRoleBindings grant their ClusterRole everywhere;
+//! RoleBindings grant their Role, or a ClusterRole, in their namespace only. A binding's
+//! subjects are Users (by name), Groups (by the user's groups) and ServiceAccounts
+//! (`system:serviceaccount:NS:NAME`). A rule allows a verb (`*` for any) on API groups,
+//! resources (`pods/log` for a subresource, `*/scale`, `*`) and optionally named objects, or
+//! on non-resource URLs (exact, `*`, or a prefix ending in `*`). Aggregated ClusterRoles are
+//! not put together.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use serde_json::{json, Value};
+
+use super::attributes::Attributes;
+use super::UserInfo;
+use kplane_actors::client::cache::key_of;
+use kplane_actors::client::informer::Feed;
+use kplane_actors::watch::EventType;
+
+/// One rule of a role.
+#[derive(Debug, Clone, Default)]
+struct Rule {
+    verbs: Vec<String>,
+    api_groups: Vec<String>,
+    resources: Vec<String>,
+    resource_names: Vec<String>,
+    non_resource_urls: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Subject {
+    kind: String,
+    name: String,
+    namespace: String,
+}
+
+#[derive(Debug, Clone)]
+struct Binding {
+    /// The binding's namespace (empty for a ClusterRoleBinding).
+    namespace: String,
+    /// `Role` or `ClusterRole`.
+    role_kind: String,
+    role_name: String,
+    subjects: Vec<Subject>,
+}
+
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Objects {
+    roles: HashMap<Key, Vec<Rule>>,
+    cluster_roles: HashMap<String, Vec<Rule>>,
+    role_bindings: HashMap<Key, Binding>,
+    cluster_role_bindings: HashMap<String, Binding>,
+}
+
+/// The RBAC objects, as their list-watches last reported them.
+#[derive(Debug, Default)]
+pub struct RbacStore {
+    objects: RwLock<Objects>,
+}
+
+/// The resources it follows.
+pub const RESOURCES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
+
+fn strings(value: &Value, key: &str) -> Vec<String> {
+    let items = value.get(key).and_then(Value::as_array).into_iter().flatten();
+    items.filter_map(Value::as_str).map(String::from).collect()
+}
+
+fn text(value: &Value, key: &str) -> String {
+    value.get(key).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+fn rules(role: &Value) -> Vec<Rule> {
+    let rules = role.get("rules").and_then(Value::as_array).into_iter().flatten();
+    rules
+        .map(|r| Rule {
+            verbs: strings(r, "verbs"),
+            api_groups: strings(r, "apiGroups"),
+            resources: strings(r, "resources"),
+            resource_names: strings(r, "resourceNames"),
+            non_resource_urls: strings(r, "nonResourceURLs"),
+        })
+        .collect()
+}
+
+fn binding(object: &Value, namespace: &str) -> Binding {
+    let role = object.get("roleRef").cloned().unwrap_or(Value::Null);
+    let subjects = object.get("subjects").and_then(Value::as_array).into_iter().flatten();
+    Binding {
+        namespace: namespace.to_string(),
+        role_kind: text(&role, "kind"),
+        role_name: text(&role, "name"),
+        subjects: subjects
+            .map(|s| Subject {
+                kind: text(s, "kind"),
+                name: text(s, "name"),
+                namespace: text(s, "namespace"),
+            })
+            .collect(),
+    }
+}
+
+/// Applies one report of `resource`'s list-watch to `map`, each object read by `read`.
+fn apply<K: std::hash::Hash + Eq, T>(
+    map: &mut HashMap<K, T>,
+    feed: Feed,
+    key: impl Fn(&Value) -> K,
+    read: impl Fn(&Value) -> T,
+) {
+    match feed {
+        Feed::Listed(items) => *map = items.iter().map(|o| (key(o), read(o))).collect(),
+        Feed::Changed(EventType::Deleted, object) => {
+            map.remove(&key(&object));
+        }
+        Feed::Changed(_, object) => {
+            map.insert(key(&object), read(&object));
+        }
+        Feed::Unavailable(_) => {}
+    }
+}
+
+fn any_or(list: &[String], value: &str) -> bool {
+    list.iter().any(|item| item == "*" || item == value)
+}
+
+impl Rule {
+    fn allows(&self, a: &Attributes) -> bool {
+        if !any_or(&self.verbs, &a.verb) {
+            return false;
+        }
+        if !a.resource_request {
+            return self.non_resource_urls.iter().any(|url| {
+                url == "*"
+                    || *url == a.path
+                    || url.strip_suffix('*').is_some_and(|p| a.path.starts_with(p))
+            });
+        }
+        let combined = if a.subresource.is_empty() {
+            a.resource.clone()
+        } else {
+            format!("{}/{}", a.resource, a.subresource)
+        };
+        let resource_matches = self.resources.iter().any(|r| {
+            r == "*"
+                || *r == combined
+                || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
+        });
+        any_or(&self.api_groups, &a.api_group)
+            && resource_matches
+            && (self.resource_names.is_empty() || self.resource_names.contains(&a.name))
+    }
+
+    fn to_json(&self) -> (Option<Value>, Option<Value>) {
+        let resource = (!self.resources.is_empty()).then(|| {
+            let mut rule = json!({"verbs": self.verbs, "apiGroups": self.api_groups,
+                "resources": self.resources});
+            if !self.resource_names.is_empty() {
+                rule["resourceNames"] = json!(self.resource_names);
+            }
+            rule
+        });
+        let non_resource = (!self.non_resource_urls.is_empty())
+            .then(|| json!({"verbs": self.verbs, "nonResourceURLs": self.non_resource_urls}));
+        (resource, non_resource)
+    }
+}
+
+impl Subject {
+    fn applies_to(&self, user: &UserInfo, binding_namespace: &str) -> bool {
+        match self.kind.as_str() {
+            "User" => user.name == self.name,
+            "Group" => user.groups.contains(&self.name),
+            "ServiceAccount" => {
+                let namespace =
+                    if self.namespace.is_empty() { binding_namespace } else { &self.namespace };
+                user.name == format!("system:serviceaccount:{namespace}:{}", self.name)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl RbacStore {
+    /// Applies a report of the list-watch of `resource` (one of [`RESOURCES`]).
+    pub fn apply(&self, resource: &str, feed: Feed) {
+        let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
+        match resource {
+            "roles" => apply(&mut objects.roles, feed, key_of, rules),
+            "clusterroles" => apply(&mut objects.cluster_roles, feed, |o| key_of(o).1, rules),
+            "rolebindings" => {
+                apply(&mut objects.role_bindings, feed, key_of, |o| binding(o, &key_of(o).0))
+            }
+            _ => {
+                apply(&mut objects.cluster_role_bindings, feed, |o| key_of(o).1, |o| binding(o, ""))
+            }
+        }
+    }
+
+    /// Every rule granted to `user` in `namespace` (cluster-wide ones included).
+    fn granted(&self, user: &UserInfo, namespace: &str, mut visit: impl FnMut(&Rule) -> bool) {
+        let objects = self.objects.read().unwrap_or_else(|p| p.into_inner());
+        let bound = |b: &Binding| b.subjects.iter().any(|s| s.applies_to(user, &b.namespace));
+        let role_rules = |b: &Binding| -> Option<&Vec<Rule>> {
+            match b.role_kind.as_str() {
+                "ClusterRole" => objects.cluster_roles.get(&b.role_name),
+                "Role" => objects.roles.get(&(b.namespace.clone(), b.role_name.clone())),
+                _ => None,
+            }
+        };
+        let cluster =
+            objects.cluster_role_bindings.values().filter(|b| b.role_kind == "ClusterRole");
+        let local = objects
+            .role_bindings
+            .values()
+            .filter(|b| !namespace.is_empty() && b.namespace == namespace);
+        for binding in cluster.chain(local).filter(|b| bound(b)) {
+            for rule in role_rules(binding).into_iter().flatten() {
+                if !visit(rule) {
+                    return;
+                }
+            }
+        }
+    }
+
+    pub fn allows(&self, user: &UserInfo, a: &Attributes) -> bool {
+        let mut allowed = false;
+        self.granted(user, &a.namespace, |rule| {
+            allowed = rule.allows(a);
+            !allowed
+        });
+        allowed
+    }
+
+    /// The rules `user` has in `namespace`, as a SelfSubjectRulesReview lists them.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
+        let (mut resources, mut paths) = (Vec::new(), Vec::new());
+        self.granted(user, namespace, |rule| {
+            let (resource, path) = rule.to_json();
+            resources.extend(resource);
+            paths.extend(path);
+            true
+        });
+        (resources, paths)
+    }
+}
+
+/// The roles and bindings every cluster starts with (Kubernetes' bootstrap policy, its part
+/// that concerns what kplane serves): `cluster-admin` for the group `system:masters`,
+/// `system:basic-user` (asking who one is and what one may do) and `system:discovery` for
+/// every authenticated user, `system:public-info-viewer` (health and version) for everyone.
+pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
+    let meta = |name: &str| {
+        json!({"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
+    };
+    let role = |name: &str, rules: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(name), "rules": rules})
+    };
+    let bind = |name: &str, groups: &[&str]| {
+        let subjects: Vec<Value> = groups
+            .iter()
+            .map(|g| json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": g}))
+            .collect();
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta(name), "subjects": subjects,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}})
+    };
+    let public = ["/healthz", "/livez", "/readyz", "/version", "/version/"];
+    let discovery = [
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/openapi",
+        "/openapi/*",
+        "/version",
+        "/version/",
+        "/healthz",
+        "/livez",
+        "/readyz",
+    ];
+    vec![
+        (
+            "clusterroles",
+            role(
+                "cluster-admin",
+                json!([
+            {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+            {"verbs": ["*"], "nonResourceURLs": ["*"]}]),
+            ),
+        ),
+        (
+            "clusterroles",
+            role(
+                "system:basic-user",
+                json!([
+            {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]},
+            {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+             "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}]),
+            ),
+        ),
+        (
+            "clusterroles",
+            role("system:discovery", json!([{"verbs": ["get"], "nonResourceURLs": discovery}])),
+        ),
+        (
+            "clusterroles",
+            role(
+                "system:public-info-viewer",
+                json!([{"verbs": ["get"], "nonResourceURLs": public}]),
+            ),
+        ),
+        ("clusterrolebindings", bind("cluster-admin", &["system:masters"])),
+        ("clusterrolebindings", bind("system:basic-user", &["system:authenticated"])),
+        ("clusterrolebindings", bind("system:discovery", &["system:authenticated"])),
+        (
+            "clusterrolebindings",
+            bind("system:public-info-viewer", &["system:authenticated", "system:unauthenticated"]),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::http::Method;
+
+    fn store() -> RbacStore {
+        let store = RbacStore::default();
+        let mut by_resource: HashMap<&str, Vec<Value>> = HashMap::new();
+        for (resource, object) in bootstrap_policy() {
+            by_resource.entry(resource).or_default().push(object);
+        }
+        by_resource.entry("roles").or_default().push(json!({
+            "metadata": {"namespace": "team", "name": "pod-reader"},
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"]}]}));
+        by_resource.entry("rolebindings").or_default().push(json!({
+            "metadata": {"namespace": "team", "name": "read-pods"},
+            "subjects": [{"kind": "User", "name": "bob"}, {"kind": "ServiceAccount", "name": "ci"}],
+            "roleRef": {"kind": "Role", "name": "pod-reader", "apiGroup": "rbac.authorization.k8s.io"}}));
+        for resource in RESOURCES {
+            store.apply(resource, Feed::Listed(by_resource.remove(resource).unwrap_or_default()));
+        }
+        store
+    }
+
+    fn ask(method: Method, path: &str) -> Attributes {
+        Attributes::of(&method, path, "")
+    }
+
+    #[test]
+    fn bound_roles_allow_what_their_rules_say() {
+        let rbac = store();
+        let bob = UserInfo::authenticated("bob", "", vec![]);
+        assert!(rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+        assert!(rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods/web/log")));
+        assert!(!rbac.allows(&bob, &ask(Method::DELETE, "/api/v1/namespaces/team/pods/web")));
+        assert!(!rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/other/pods")));
+        assert!(!rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods/web/exec")));
+        assert!(rbac.allows(&bob, &ask(Method::GET, "/apis")), "discovery");
+        let account = UserInfo::authenticated("system:serviceaccount:team:ci", "", vec![]);
+        assert!(rbac.allows(&account, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+        let admin = UserInfo::authenticated("root", "", vec!["system:masters".into()]);
+        assert!(rbac.allows(&admin, &ask(Method::DELETE, "/api/v1/nodes/n1")));
+        assert!(rbac.allows(&UserInfo::anonymous(), &ask(Method::GET, "/healthz")));
+        assert!(!rbac.allows(&UserInfo::anonymous(), &ask(Method::GET, "/api")));
+        let (resources, _) = rbac.rules_for(&bob, "team");
+        assert!(
+            resources.iter().any(|r| r["resources"] == json!(["pods", "pods/log"])),
+            "{resources:?}"
+        );
+
+        // A deleted binding grants nothing any more.
+        let binding = json!({"metadata": {"namespace": "team", "name": "read-pods"}});
+        rbac.apply("rolebindings", Feed::Changed(EventType::Deleted, binding));
+        assert!(!rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+    }
+}
