@@ -31,6 +31,8 @@ pub enum StartError {
     BindSecure { addr: SocketAddr, source: std::io::Error },
     #[error("secure port TLS (server.tls_cert_file/tls_private_key_file/client_ca_file): {0}")]
     Tls(#[from] crate::auth::AuthConfigError),
+    #[error("service account signing key: {0}")]
+    ServiceAccountKey(crate::auth::AuthConfigError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("bootstrap: {0}")]
@@ -181,6 +183,13 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         AppState::new(core, settings.max_request_body_bytes, settings.watch_max_timeout)
             .with_inflight_limits(limits);
     app_state.security = Some(settings.security.clone());
+    match crate::auth::tokens::TokenIssuer::load_or_create(&settings.data_dir) {
+        Ok(issuer) => app_state.tokens = Some(Arc::new(issuer)),
+        Err(e) => {
+            store.close(std::time::Duration::from_secs(10)).await;
+            return Err(StartError::ServiceAccountKey(e));
+        }
+    }
     let state = web::Data::new(app_state);
     let app_state = state.clone();
     let mut server = HttpServer::new(move || api::app(app_state.clone()))

@@ -18,6 +18,7 @@ mod request_info;
 mod reviews;
 mod streams;
 mod table;
+mod tokens;
 mod watch;
 
 use std::time::Duration;
@@ -28,6 +29,14 @@ use kplane_actors::core::ApiCore;
 use crate::error::HttpError;
 
 pub use discovery::KUBERNETES_MINOR;
+
+/// The service account a bearer token names, if the token is good and the account exists.
+pub async fn service_account_of(
+    state: &AppState,
+    token: &str,
+) -> Option<crate::auth::tokens::TokenAccount> {
+    tokens::service_account(state, token, &[]).await
+}
 pub use inflight::InflightLimits;
 
 /// What every handler shares.
@@ -42,6 +51,8 @@ pub struct AppState {
     http: reqwest::Client,
     /// How the secure port authenticates and authorizes, and the audit log.
     pub security: Option<std::sync::Arc<crate::auth::Security>>,
+    /// Signs and checks service account tokens.
+    pub tokens: Option<std::sync::Arc<crate::auth::tokens::TokenIssuer>>,
 }
 
 impl AppState {
@@ -54,7 +65,16 @@ impl AppState {
             .expect("an HTTP client without TLS builds");
         let metrics = metrics::Metrics::new(core.store_collectors());
         let inflight = InflightLimits::default();
-        Self { core, max_body_bytes, watch_max_timeout, inflight, metrics, http, security: None }
+        Self {
+            core,
+            max_body_bytes,
+            watch_max_timeout,
+            inflight,
+            metrics,
+            http,
+            security: None,
+            tokens: None,
+        }
     }
 
     /// Limits the requests in flight (by default there is no limit).

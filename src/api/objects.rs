@@ -120,6 +120,11 @@ async fn dispatch(
         (Some("finalize"), Some(name)) => {
             return finalize(&req, payload, resource, name, &query, &state).await;
         }
+        (Some("token"), Some(name))
+            if resource.plural == "serviceaccounts" && method == Method::POST =>
+        {
+            return super::tokens::request(&req, payload, &state, namespace, name).await;
+        }
         (Some(sub @ ("exec" | "attach")), Some(name))
             if method == Method::GET || method == Method::POST =>
         {
@@ -144,8 +149,10 @@ async fn dispatch(
                     .as_ref()
                     .filter(|_| req.app_config().secure())
                     .map(|security| &security.authorizer);
-                let answered =
-                    super::reviews::answer(resource, namespace, user, authorizer, value)?;
+                let answered = match resource.kind {
+                    "TokenReview" => super::tokens::review(&state, resource, value).await?,
+                    _ => super::reviews::answer(resource, namespace, user, authorizer, value)?,
+                };
                 let mut response = json_bytes(StatusCode::CREATED, answered.to_string().into());
                 add_warnings(&mut response, &warnings);
                 Ok(response)
@@ -254,7 +261,7 @@ async fn dispatch(
 }
 
 /// The object in the body of a subresource request that only takes `method` (405 otherwise).
-async fn only_body_of(
+pub(super) async fn only_body_of(
     req: &HttpRequest,
     method: Method,
     payload: web::Payload,
@@ -387,7 +394,7 @@ fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
     }
 }
 
-fn json_bytes(status: StatusCode, body: bytes::Bytes) -> HttpResponse {
+pub(super) fn json_bytes(status: StatusCode, body: bytes::Bytes) -> HttpResponse {
     HttpResponse::build(status).content_type("application/json").body(body)
 }
 

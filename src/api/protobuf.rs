@@ -116,6 +116,26 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             put_binding(&mut out, binding.subjects, binding.role_ref);
         }
         // The reviews kubectl asks (`auth whoami`, `auth can-i`), and the other access reviews.
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            let request = authnv1::TokenRequest::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(request.metadata));
+            let spec = request.spec.unwrap_or_default();
+            let mut out_spec = Map::new();
+            put_strs(&mut out_spec, "audiences", spec.audiences);
+            if let Some(seconds) = spec.expiration_seconds {
+                out_spec.insert("expirationSeconds".into(), json!(seconds));
+            }
+            out.insert("spec".into(), Value::Object(out_spec));
+        }
+        ("authentication.k8s.io/v1", "TokenReview") => {
+            let review = authnv1::TokenReview::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(review.metadata));
+            let spec = review.spec.unwrap_or_default();
+            let mut out_spec = Map::new();
+            put_str(&mut out_spec, "token", spec.token);
+            put_strs(&mut out_spec, "audiences", spec.audiences);
+            out.insert("spec".into(), Value::Object(out_spec));
+        }
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
             let review = authnv1::SelfSubjectReview::decode(raw.as_slice()).map_err(bad)?;
             out.insert("metadata".into(), meta(review.metadata));

@@ -75,6 +75,12 @@ impl Attributes {
         if attributes.verb.is_empty() {
             attributes.verb = method.as_str().to_ascii_lowercase();
         }
+        // A WebSocket into a pod (a GET) starts a command or a stream there: Kubernetes 1.32
+        // asks for `create` on it, as for the POST of SPDY.
+        let into_pod = matches!(attributes.subresource.as_str(), "exec" | "attach" | "portforward");
+        if attributes.resource == "pods" && into_pod {
+            attributes.verb = "create".into();
+        }
         attributes
     }
 
@@ -129,6 +135,10 @@ mod tests {
             ("create", "coordination.k8s.io", "leases")
         );
         assert_eq!(of(Method::DELETE, "/api/v1/namespaces/a/pods", "").verb, "deletecollection");
+        assert_eq!(
+            of(Method::GET, "/api/v1/namespaces/a/pods/web/exec", "command=ls").verb,
+            "create"
+        );
         for discovery in ["/api", "/api/v1", "/apis/apps/v1", "/healthz", "/version"] {
             let attributes = of(Method::GET, discovery, "");
             assert!(!attributes.resource_request && attributes.verb == "get", "{discovery}");

@@ -93,6 +93,11 @@ impl Authenticator {
         Ok(authenticator)
     }
 
+    /// The user of a token of the token file.
+    pub fn token_user(&self, token: &str) -> Option<UserInfo> {
+        self.tokens.get(token).cloned()
+    }
+
     /// Who the request is, from its certificate's user or its `Authorization` header.
     pub fn authenticate(
         &self,
@@ -107,10 +112,9 @@ impl Authenticator {
         let (scheme, credentials) = header.split_once(' ').unwrap_or((header, ""));
         let credentials = credentials.trim();
         if scheme.eq_ignore_ascii_case("bearer") {
-            return match self.tokens.get(credentials) {
-                Some(user) => Authenticated::User(user.clone()),
-                None => Authenticated::Invalid,
-            };
+            return self
+                .token_user(credentials)
+                .map_or(Authenticated::Invalid, Authenticated::User);
         }
         if scheme.eq_ignore_ascii_case("basic") {
             let decoded = base64::engine::general_purpose::STANDARD
@@ -130,6 +134,13 @@ impl Authenticator {
         }
         Authenticated::Invalid
     }
+}
+
+/// The token of an `Authorization: Bearer` header.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let header = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = header.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// The user a client certificate names: its subject's CN, and each O as a group.

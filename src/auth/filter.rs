@@ -15,7 +15,7 @@ use actix_web::{web, HttpMessage, ResponseError};
 
 use super::attributes::Attributes;
 use super::audit::{self, AuditLog, Record};
-use super::authn::{Authenticated, Authenticator, CertificateUser};
+use super::authn::{bearer_token, Authenticated, Authenticator, CertificateUser};
 use super::authz::Authorizer;
 use super::UserInfo;
 use crate::api::AppState;
@@ -121,10 +121,27 @@ pub async fn guard(
     };
     let user = if secure {
         let certificate = req.conn_data::<CertificateUser>().cloned();
-        let user = match security.authenticator.authenticate(req.headers(), certificate.as_ref()) {
+        let authenticated =
+            security.authenticator.authenticate(req.headers(), certificate.as_ref());
+        let user = match authenticated {
             Authenticated::User(user) => user,
             Authenticated::Missing if security.anonymous => UserInfo::anonymous(),
-            Authenticated::Missing | Authenticated::Invalid => {
+            // Not the token file's: perhaps a service account's.
+            Authenticated::Invalid => {
+                let state = req.app_data::<web::Data<AppState>>().cloned();
+                let token = bearer_token(req.headers()).map(String::from);
+                let account = match (state, token) {
+                    (Some(state), Some(token)) => {
+                        crate::api::service_account_of(&state, &token).await
+                    }
+                    _ => None,
+                };
+                match account {
+                    Some(account) => account.user(),
+                    None => return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized),
+                }
+            }
+            Authenticated::Missing => {
                 return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized);
             }
         };

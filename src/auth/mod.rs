@@ -12,6 +12,7 @@ pub mod authz;
 pub mod filter;
 pub mod rbac;
 pub mod tls;
+pub mod tokens;
 
 pub use filter::Security;
 

@@ -284,3 +284,65 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
         || !bob.run(&["get", "pods"]).0,
     );
 }
+
+/// Service account tokens: `kubectl create token` issues one (through the insecure port);
+/// on the secure port it is the account, in the account's groups, with what RBAC grants the
+/// account; a TokenReview says the same; too short a lifetime is 422; deleting the account
+/// revokes the token.
+#[test]
+fn service_account_tokens_authenticate_until_their_account_goes() {
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start_with_env(&env);
+    let insecure = server.kubectl();
+    insecure.ok(&["create", "serviceaccount", "ci"]);
+    let token = insecure.ok(&["create", "token", "ci"]).trim().to_string();
+    let ci = SecureKubectl::new(
+        port,
+        &server.data.path().join("pki/apiserver.crt"),
+        &format!("{{token: {token}}}"),
+    );
+    let me = whoami(&ci);
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:ci");
+    assert_eq!(
+        me["status"]["userInfo"]["groups"],
+        serde_json::json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    assert!(ci.refused(&["get", "pods"]).contains("system:serviceaccount:default:ci"));
+    insecure.ok(&[
+        "create",
+        "rolebinding",
+        "ci-admin",
+        "--clusterrole=cluster-admin",
+        "--serviceaccount=default:ci",
+    ]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "ci may list pods", || {
+        ci.run(&["get", "pods"]).0
+    });
+
+    let review = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token}});
+    let (code, answered) = server.post("/apis/authentication.k8s.io/v1/tokenreviews", &review);
+    assert_eq!(code, 201, "{answered}");
+    assert_eq!(answered["status"]["authenticated"], true);
+    assert_eq!(answered["status"]["user"]["username"], "system:serviceaccount:default:ci");
+    let forged = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": format!("{token}x")}});
+    let (_, refused) = server.post("/apis/authentication.k8s.io/v1/tokenreviews", &forged);
+    assert!(refused["status"].get("authenticated").is_none(), "{refused}");
+
+    let (ok, _, err) = insecure.run(&["create", "token", "ci", "--duration=1m"]);
+    assert!(!ok && err.contains("may not specify a duration less than 10 minutes"), "{err}");
+
+    insecure.ok(&["delete", "serviceaccount", "ci"]);
+    let refused = ci.refused(&["auth", "whoami"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+}

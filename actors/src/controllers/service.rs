@@ -307,7 +307,7 @@ impl ServiceController {
             return; // Reported when it first failed; the retry tick syncs it once bound.
         }
         self.failing.remove(key);
-        let service = self.table.service(key).expect("looked up above");
+        let Some(service) = self.table.service(key) else { return };
         let ingress = (ingress_ips(service) != [ip.to_string()]).then_some(ip);
         let add_finalizer = !has_finalizer(service);
         if ingress.is_some() || add_finalizer {

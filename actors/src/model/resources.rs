@@ -381,7 +381,13 @@ pub static RESOURCES: &[ResourceType] = &[
         short_names: &["sa"],
         in_category_all: false,
         selectable_fields: &[],
-        subresources: &[],
+        subresources: &[Subresource {
+            name: "token",
+            group: AUTHENTICATION_GROUP,
+            version: V1,
+            kind: "TokenRequest",
+            verbs: &["create"],
+        }],
         name_is_label: false,
     },
     ResourceType {
@@ -449,6 +455,7 @@ pub static RESOURCES: &[ResourceType] = &[
         "SelfSubjectReview",
         false,
     ),
+    review(AUTHENTICATION_GROUP, "tokenreviews", "tokenreview", "TokenReview", false),
     review(
         AUTHORIZATION_GROUP,
         "localsubjectaccessreviews",

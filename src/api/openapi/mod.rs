@@ -155,6 +155,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         }
         ("events.k8s.io", "Event") => reg::<eventsv1::Event>(gen),
         ("authentication.k8s.io", "SelfSubjectReview") => reg::<authnv1::SelfSubjectReview>(gen),
+        ("authentication.k8s.io", "TokenReview") => reg::<authnv1::TokenReview>(gen),
         ("authorization.k8s.io", "LocalSubjectAccessReview") => {
             reg::<authzv1::LocalSubjectAccessReview>(gen)
         }

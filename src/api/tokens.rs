@@ -1,0 +1,123 @@
+//! Service account tokens over the API: `serviceaccounts/{name}/token` (a TokenRequest,
+//! `kubectl create token NAME [--audience A] [--duration D]`) issues one, and
+//! `authentication.k8s.io/v1` TokenReviews check any bearer token as the secure port checks it
+//! (the token file's, then a service account's), answering who it is.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use kplane_actors::client::object_uid;
+use kplane_actors::core::ApiError;
+use kplane_actors::model::{resources, FieldError, ResourceType};
+use serde_json::{json, Value};
+
+use super::objects::{json_bytes, only_body_of};
+use super::AppState;
+use crate::auth::tokens::{TokenAccount, ISSUER};
+use crate::error::HttpError;
+
+/// Token lifetimes: an hour unless asked, from ten minutes to 2^32 seconds (Kubernetes' bounds).
+const DEFAULT_SECONDS: i64 = 3600;
+const LEAST_SECONDS: i64 = 600;
+const MOST_SECONDS: i64 = 1 << 32;
+
+fn strings(value: Option<&Value>, key: &str) -> Vec<String> {
+    let items = value.and_then(|v| v.get(key)).and_then(Value::as_array).into_iter().flatten();
+    items.filter_map(Value::as_str).map(String::from).collect()
+}
+
+/// POST `serviceaccounts/{name}/token`.
+pub async fn request(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+) -> Result<HttpResponse, HttpError> {
+    let body = only_body_of(req, actix_web::http::Method::POST, payload, state).await?;
+    let spec = body.get("spec");
+    let seconds = spec
+        .and_then(|s| s.get("expirationSeconds"))
+        .filter(|s| !s.is_null())
+        .map(|s| s.as_i64().unwrap_or(-1))
+        .unwrap_or(DEFAULT_SECONDS);
+    let invalid = |detail: &str| {
+        let cause = FieldError::invalid("spec.expirationSeconds", &seconds.to_string(), detail);
+        HttpError::Api(ApiError::Invalid {
+            kind: "TokenRequest",
+            group: "authentication.k8s.io",
+            name: name.to_string(),
+            causes: vec![cause],
+        })
+    };
+    if seconds < LEAST_SECONDS {
+        return Err(invalid("may not specify a duration less than 10 minutes"));
+    }
+    if seconds > MOST_SECONDS {
+        return Err(invalid("may not specify a duration larger than 2^32 seconds"));
+    }
+    let account = state.core.get(resources::core("serviceaccounts"), namespace, name).await?;
+    let audiences = strings(spec, "audiences");
+    let account = TokenAccount {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        uid: object_uid(&account.to_value()).to_string(),
+        audiences: audiences.clone(),
+    };
+    let issuer = state.tokens.as_ref().ok_or_else(|| {
+        HttpError::Api(ApiError::Unavailable("no service account signing key".into()))
+    })?;
+    let (token, expires) = issuer.issue(&account, seconds).map_err(ApiError::Internal)?;
+    let expires = chrono::DateTime::from_timestamp(expires, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let audiences = if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences };
+    let answer = json!({
+        "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": null},
+        "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": null},
+        "status": {"token": token, "expirationTimestamp": expires},
+    });
+    Ok(json_bytes(actix_web::http::StatusCode::CREATED, answer.to_string().into()))
+}
+
+/// The service account a bearer token names, if it is good and the account still exists
+/// with the uid the token names.
+pub async fn service_account(
+    state: &AppState,
+    token: &str,
+    audiences: &[String],
+) -> Option<TokenAccount> {
+    let account = state.tokens.as_ref()?.verify(token, audiences)?;
+    let serviceaccounts = resources::core("serviceaccounts");
+    let current = state.core.get(serviceaccounts, &account.namespace, &account.name).await.ok()?;
+    (object_uid(&current.to_value()) == account.uid).then_some(account)
+}
+
+/// Answers a TokenReview: who its `spec.token` is, for its `spec.audiences`.
+pub async fn review(
+    state: &AppState,
+    resource: &'static ResourceType,
+    review: Value,
+) -> Result<Value, HttpError> {
+    let mut review = kplane_actors::core::addressed_object(resource, "", review)?;
+    let spec = review.get("spec");
+    let token = spec.and_then(|s| s.get("token")).and_then(Value::as_str).unwrap_or("").to_string();
+    let audiences = strings(spec, "audiences");
+    let static_user = state.security.as_ref().and_then(|s| s.authenticator.token_user(&token));
+    let status = match static_user {
+        Some(user) => json!({"authenticated": true, "user": user.to_json(),
+            "audiences": if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences }}),
+        None => match service_account(state, &token, &audiences).await {
+            Some(account) => json!({"authenticated": true, "user": account.user().to_json(),
+                "audiences": account.audiences}),
+            None => json!({"user": {}, "error": "invalid bearer token"}),
+        },
+    };
+    if let Some(object) = review.as_object_mut() {
+        let meta = object.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.entry("creationTimestamp").or_insert(Value::Null);
+        }
+        object.insert("status".into(), status);
+    }
+    Ok(review)
+}
