@@ -6,8 +6,9 @@ use std::sync::Arc;
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::{BufMut, BytesMut};
+use kplane_actors::core::WriteOptions;
 use kplane_actors::core::{ApiError, ObjectList, PatchType};
-use kplane_actors::model::{FieldError, ResourceType, StoredObject};
+use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
 use super::body::{self, FieldValidation};
@@ -15,6 +16,8 @@ use super::params::Query;
 use super::request_info::{self, Target};
 use super::table::{self, IncludeObject};
 use super::AppState;
+use crate::auth::escalation::Escalation;
+use crate::auth::filter::RequestUser;
 use crate::error::{HttpError, PATCH_MEDIA_TYPES};
 
 /// `/api/v1/...` and `/apis/...` as two prefix scopes, which match without regular expressions
@@ -193,6 +196,10 @@ async fn dispatch(
         }
         (Method::POST, None) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
+            let escalation = escalation(&req, &state, resource);
+            if let Some(escalation) = &escalation {
+                check_escalation(escalation, &state, resource, namespace, &value).await?;
+            }
             let options = query.write_options(&req)?;
             let created = core.create(resource, namespace, value, &options).await?;
             let mut response =
@@ -202,6 +209,10 @@ async fn dispatch(
         }
         (Method::PUT, Some(name)) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
+            let escalation = escalation(&req, &state, resource);
+            if let Some(escalation) = &escalation {
+                check_escalation(escalation, &state, resource, namespace, &value).await?;
+            }
             let options = query.write_options(&req)?;
             let (updated, created) = if status_only {
                 (core.update_status(resource, namespace, name, value, &options).await?, false)
@@ -233,10 +244,20 @@ async fn dispatch(
         (Method::PATCH, Some(name)) => {
             let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
+            let escalation = escalation(&req, &state, resource);
             let Some(patch_type) = patch_type(&req)? else {
                 let options = query.apply_options()?;
                 let mut config = body::parse_yaml(&bytes)?;
                 let warnings = validation.check_apply_config(resource, &mut config)?;
+                if let Some(escalation) = &escalation {
+                    // What the apply would store, checked before it is.
+                    let dry = WriteOptions { dry_run: true, ..options.clone() };
+                    let preview = core
+                        .apply(resource, namespace, name, config.clone(), status_only, &dry)
+                        .await?;
+                    let preview = preview.object.to_value();
+                    check_escalation(escalation, &state, resource, namespace, &preview).await?;
+                }
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -251,6 +272,15 @@ async fn dispatch(
                 ));
             }
             let patch = body::parse_json(&bytes)?;
+            if let Some(escalation) = &escalation {
+                // What the patch would store, checked before it is.
+                let dry = WriteOptions { dry_run: true, ..options.clone() };
+                let preview = core
+                    .patch(resource, namespace, name, patch_type, &patch, status_only, &dry)
+                    .await?;
+                check_escalation(escalation, &state, resource, namespace, &preview.to_value())
+                    .await?;
+            }
             let patched = core
                 .patch(resource, namespace, name, patch_type, &patch, status_only, &options)
                 .await?;
@@ -258,6 +288,54 @@ async fn dispatch(
         }
         _ => Err(HttpError::MethodNotAllowed),
     }
+}
+
+/// On the secure port, what checks a write of a role or binding for escalation (None for
+/// other resources, and on the insecure port).
+fn escalation<'a>(
+    req: &HttpRequest,
+    state: &'a AppState,
+    resource: &ResourceType,
+) -> Option<Escalation<'a>> {
+    use actix_web::HttpMessage;
+    if resource.group != resources::RBAC_GROUP || !req.app_config().secure() {
+        return None;
+    }
+    let user = req.extensions().get::<RequestUser>()?.0.clone();
+    Some(Escalation { authorizer: &state.security.as_ref()?.authorizer, user })
+}
+
+/// Refuses a role or binding that would grant more than its writer holds.
+async fn check_escalation(
+    escalation: &Escalation<'_>,
+    state: &AppState,
+    resource: &'static ResourceType,
+    namespace: &str,
+    object: &Value,
+) -> Result<(), HttpError> {
+    if matches!(resource.kind, "Role" | "ClusterRole") {
+        return escalation.check_role(resource.plural, namespace, object);
+    }
+    let role_name = object.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+    let role = match object.pointer("/roleRef/kind").and_then(Value::as_str) {
+        Some("Role") => {
+            resources::find(resources::RBAC_GROUP, "v1", "roles").map(|r| (r, namespace))
+        }
+        Some("ClusterRole") => {
+            resources::find(resources::RBAC_GROUP, "v1", "clusterroles").map(|r| (r, ""))
+        }
+        // Validation refuses it.
+        _ => return Ok(()),
+    };
+    let Some((roles, role_namespace)) = role else { return Ok(()) };
+    let rules = match state.core.get(roles, role_namespace, role_name).await {
+        Ok(role) => Some(
+            role.to_value().get("rules").and_then(Value::as_array).cloned().unwrap_or_default(),
+        ),
+        Err(ApiError::NotFound { .. }) => None,
+        Err(error) => return Err(error.into()),
+    };
+    escalation.check_binding(resource.plural, namespace, object, rules.as_deref())
 }
 
 /// The object in the body of a subresource request that only takes `method` (405 otherwise).

@@ -153,6 +153,15 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Limit", 0, "Used and hard amounts of the quota's limits."),
         ],
         "LimitRange" => vec![NAME, col("Created At", 0, "When the limit range was created.")],
+        "Role" | "ClusterRole" => vec![NAME, col("Created At", 0, "When the role was created.")],
+        "RoleBinding" | "ClusterRoleBinding" => vec![
+            NAME,
+            col("Role", 0, "The role the binding grants."),
+            AGE,
+            col("Users", 1, "The users the binding names."),
+            col("Groups", 1, "The groups the binding names."),
+            col("ServiceAccounts", 1, "The service accounts the binding names."),
+        ],
         "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
         "EndpointSlice" => vec![
             NAME,
@@ -471,7 +480,27 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let (requests, limits) = quota_usage(o);
             vec![name, json!(created), json!(requests), json!(limits)]
         }
-        "LimitRange" => vec![name, json!(s(o, "/metadata/creationTimestamp"))],
+        "LimitRange" | "Role" | "ClusterRole" => {
+            vec![name, json!(s(o, "/metadata/creationTimestamp"))]
+        }
+        "RoleBinding" | "ClusterRoleBinding" => {
+            let role = format!("{}/{}", s(o, "/roleRef/kind"), s(o, "/roleRef/name"));
+            let subjects = json::at(o, "/subjects").and_then(Value::as_array);
+            let of_kind = |kind: &str| -> String {
+                let named = subjects.into_iter().flatten().filter(|x| x["kind"] == kind);
+                let names = named.map(|x| match (kind, s(x, "/namespace")) {
+                    ("ServiceAccount", "") => {
+                        format!("{}/{}", s(o, "/metadata/namespace"), s(x, "/name"))
+                    }
+                    ("ServiceAccount", namespace) => format!("{namespace}/{}", s(x, "/name")),
+                    _ => s(x, "/name").to_string(),
+                });
+                names.collect::<Vec<_>>().join(", ")
+            };
+            let (users, groups, accounts) =
+                (of_kind("User"), of_kind("Group"), of_kind("ServiceAccount"));
+            vec![name, json!(role), json!(created), json!(users), json!(groups), json!(accounts)]
+        }
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
         "EndpointSlice" => {
             let (ports, endpoints) = slice_columns(o);

@@ -9,6 +9,7 @@ pub mod attributes;
 pub mod audit;
 pub mod authn;
 pub mod authz;
+pub mod escalation;
 pub mod filter;
 pub mod rbac;
 pub mod tls;

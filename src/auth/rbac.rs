@@ -252,7 +252,9 @@ impl RbacStore {
 /// The roles and bindings every cluster starts with (Kubernetes' bootstrap policy, its part
 /// that concerns what kplane serves): `cluster-admin` for the group `system:masters`,
 /// `system:basic-user` (asking who one is and what one may do) and `system:discovery` for
-/// every authenticated user, `system:public-info-viewer` (health and version) for everyone.
+/// every authenticated user, `system:public-info-viewer` (health and version) for everyone;
+/// and the user-facing `view`, `edit` and `admin`, unbound, to grant in a namespace (their
+/// rules written out over the resources served, where Kubernetes aggregates them).
 pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
@@ -285,7 +287,40 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
         "/livez",
         "/readyz",
     ];
+    let read = json!(["get", "list", "watch"]);
+    let write = json!(["create", "delete", "deletecollection", "patch", "update"]);
+    let view = json!([
+        {"verbs": read, "apiGroups": [""], "resources": ["configmaps", "endpoints",
+            "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "pods/log",
+            "pods/status", "replicationcontrollers", "replicationcontrollers/scale",
+            "replicationcontrollers/status", "serviceaccounts", "services", "services/status",
+            "bindings", "events", "limitranges", "resourcequotas", "resourcequotas/status",
+            "namespaces", "namespaces/status"]},
+        {"verbs": read, "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
+    ]);
+    let mut edit = view.as_array().cloned().unwrap_or_default();
+    edit.extend([
+        json!({"verbs": read, "apiGroups": [""], "resources": ["pods/attach", "pods/exec",
+            "pods/portforward", "pods/proxy", "secrets", "services/proxy"]}),
+        json!({"verbs": ["impersonate"], "apiGroups": [""], "resources": ["serviceaccounts"]}),
+        json!({"verbs": write, "apiGroups": [""], "resources": ["pods", "pods/attach",
+            "pods/exec", "pods/portforward", "pods/proxy", "configmaps", "events",
+            "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale",
+            "secrets", "serviceaccounts", "services", "services/proxy"]}),
+        json!({"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}),
+    ]);
+    let mut admin = edit.clone();
+    admin.extend([
+        json!({"verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+            "update", "watch"], "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["rolebindings", "roles"]}),
+        json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+            "resources": ["localsubjectaccessreviews"]}),
+    ]);
     vec![
+        ("clusterroles", role("admin", Value::Array(admin))),
+        ("clusterroles", role("edit", Value::Array(edit))),
+        ("clusterroles", role("view", view)),
         (
             "clusterroles",
             role(
@@ -352,6 +387,33 @@ mod tests {
 
     fn ask(method: Method, path: &str) -> Attributes {
         Attributes::of(&method, path, "")
+    }
+
+    #[test]
+    fn view_reads_and_edit_writes_but_neither_touches_roles() {
+        let rbac = store();
+        let bind = |name: &str, role: &str| {
+            json!({
+            "metadata": {"namespace": "team", "name": name},
+            "subjects": [{"kind": "User", "name": name}],
+            "roleRef": {"kind": "ClusterRole", "name": role, "apiGroup": "rbac.authorization.k8s.io"}})
+        };
+        rbac.apply("rolebindings", Feed::Changed(EventType::Added, bind("viewer", "view")));
+        rbac.apply("rolebindings", Feed::Changed(EventType::Added, bind("editor", "edit")));
+        rbac.apply("rolebindings", Feed::Changed(EventType::Added, bind("owner", "admin")));
+        let user = |name: &str| UserInfo::authenticated(name, "", vec![]);
+        let pods = ask(Method::GET, "/api/v1/namespaces/team/pods");
+        let new_secret = ask(Method::POST, "/api/v1/namespaces/team/secrets");
+        let new_role =
+            ask(Method::POST, "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles");
+        assert!(rbac.allows(&user("viewer"), &pods));
+        assert!(!rbac.allows(&user("viewer"), &ask(Method::GET, "/api/v1/namespaces/team/secrets")));
+        assert!(
+            rbac.allows(&user("editor"), &new_secret) && !rbac.allows(&user("viewer"), &new_secret)
+        );
+        assert!(!rbac.allows(&user("editor"), &new_role));
+        assert!(rbac.allows(&user("owner"), &new_role));
+        assert!(!rbac.allows(&user("owner"), &ask(Method::GET, "/api/v1/namespaces/other/pods")));
     }
 
     #[test]

@@ -346,3 +346,55 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
     let refused = ci.refused(&["auth", "whoami"]);
     assert!(refused.contains("You must be logged in to the server"), "{refused}");
 }
+
+/// RBAC's escalation check: a namespace's admin may write roles and bindings there, but only
+/// with what they hold themselves.
+#[test]
+fn rbac_writers_cannot_grant_more_than_they_hold() {
+    let files = tempfile::tempdir().unwrap();
+    let tokens = files.path().join("tokens.csv");
+    std::fs::write(&tokens, "root-token,root,1,system:masters\nbob-token,bob,2\n").unwrap();
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+        ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.display().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start_with_env(&env);
+    let server_ca = server.data.path().join("pki/apiserver.crt");
+    let root = SecureKubectl::new(port, &server_ca, "{token: root-token}");
+    let bob = SecureKubectl::new(port, &server_ca, "{token: bob-token}");
+    root.ok(&["create", "rolebinding", "bob-admin", "--clusterrole=admin", "--user=bob"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob is admin", || {
+        bob.run(&["auth", "can-i", "create", "roles"]).1 == "yes\n"
+    });
+
+    bob.ok(&["create", "role", "secret-reader", "--verb=get", "--resource=secrets"]);
+    bob.ok(&["create", "rolebinding", "carol-views", "--clusterrole=view", "--user=carol"]);
+    let refused = bob.refused(&["create", "role", "node-reader", "--verb=get", "--resource=nodes"]);
+    assert!(
+        refused
+            .contains(r#"roles.rbac.authorization.k8s.io "node-reader" is forbidden: user "bob""#)
+            && refused.contains("is attempting to grant RBAC permissions not currently held")
+            && refused.contains(r#"Resources:["nodes"]"#),
+        "{refused}"
+    );
+    let refused = bob.refused(&[
+        "create",
+        "rolebinding",
+        "bob-root",
+        "--clusterrole=cluster-admin",
+        "--user=bob",
+    ]);
+    assert!(
+        refused.contains("is attempting to grant RBAC permissions not currently held"),
+        "{refused}"
+    );
+    // Nor by patching a role of their own.
+    let patch = r#"[{"op": "add", "path": "/rules/-", "value": {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}}]"#;
+    let refused = bob.refused(&["patch", "role", "secret-reader", "--type=json", "-p", patch]);
+    assert!(refused.contains("not currently held"), "{refused}");
+    // The cluster's admins may grant anything.
+    root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
+}
