@@ -222,14 +222,10 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert_eq!(refused["sourceIPs"], serde_json::json!(["127.0.0.1"]));
 }
 
-/// RBAC, the default mode: the bootstrap policy makes `system:masters` cluster-admin and lets
-/// every authenticated user ask who they are; roles and bindings made with `kubectl create`
-/// (protobuf bodies) grant what they say, in their namespace, and stop granting it when the
-/// binding goes.
-#[test]
-fn rbac_roles_and_bindings_grant_what_they_say() {
-    let files = tempfile::tempdir().unwrap();
-    let tokens = files.path().join("tokens.csv");
+/// A server whose secure port knows `root` (of `system:masters`) and `bob` by their tokens,
+/// under the default authorization (RBAC); kubectl as each.
+fn rbac_server(files: &Path) -> (Server, SecureKubectl, SecureKubectl) {
+    let tokens = files.join("tokens.csv");
     std::fs::write(&tokens, "root-token,root,1,system:masters\nbob-token,bob,2\n").unwrap();
     let port = free_port();
     let env = [
@@ -242,6 +238,17 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
     let server_ca = server.data.path().join("pki/apiserver.crt");
     let root = SecureKubectl::new(port, &server_ca, "{token: root-token}");
     let bob = SecureKubectl::new(port, &server_ca, "{token: bob-token}");
+    (server, root, bob)
+}
+
+/// RBAC, the default mode: the bootstrap policy makes `system:masters` cluster-admin and lets
+/// every authenticated user ask who they are; roles and bindings made with `kubectl create`
+/// (protobuf bodies) grant what they say, in their namespace, and stop granting it when the
+/// binding goes.
+#[test]
+fn rbac_roles_and_bindings_grant_what_they_say() {
+    let files = tempfile::tempdir().unwrap();
+    let (_server, root, bob) = rbac_server(files.path());
 
     let roles = root.ok(&["get", "clusterroles"]);
     assert!(roles.contains("cluster-admin") && roles.contains("system:basic-user"), "{roles}");
@@ -352,19 +359,7 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
 #[test]
 fn rbac_writers_cannot_grant_more_than_they_hold() {
     let files = tempfile::tempdir().unwrap();
-    let tokens = files.path().join("tokens.csv");
-    std::fs::write(&tokens, "root-token,root,1,system:masters\nbob-token,bob,2\n").unwrap();
-    let port = free_port();
-    let env = [
-        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
-        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
-        ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.display().to_string()),
-    ];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start_with_env(&env);
-    let server_ca = server.data.path().join("pki/apiserver.crt");
-    let root = SecureKubectl::new(port, &server_ca, "{token: root-token}");
-    let bob = SecureKubectl::new(port, &server_ca, "{token: bob-token}");
+    let (_server, root, bob) = rbac_server(files.path());
     root.ok(&["create", "rolebinding", "bob-admin", "--clusterrole=admin", "--user=bob"]);
     crate::util::wait_until(std::time::Duration::from_secs(30), "bob is admin", || {
         bob.run(&["auth", "can-i", "create", "roles"]).1 == "yes\n"

@@ -506,20 +506,7 @@ const fn rbac(
     list_kind: &'static str,
     namespaced: bool,
 ) -> ResourceType {
-    ResourceType {
-        group: RBAC_GROUP,
-        version: V1,
-        plural,
-        singular,
-        kind,
-        list_kind,
-        namespaced,
-        short_names: &[],
-        in_category_all: false,
-        selectable_fields: &[],
-        subresources: &[],
-        name_is_label: false,
-    }
+    plain(RBAC_GROUP, plural, singular, kind, list_kind, namespaced)
 }
 
 const EVENTS_GROUP: &str = "events.k8s.io";
@@ -535,13 +522,25 @@ const fn review(
     kind: &'static str,
     namespaced: bool,
 ) -> ResourceType {
+    plain(group, plural, singular, kind, "", namespaced)
+}
+
+/// A v1 resource with no short names, category, selectable fields or subresources.
+const fn plain(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    list_kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
     ResourceType {
         group,
         version: V1,
         plural,
         singular,
         kind,
-        list_kind: "",
+        list_kind,
         namespaced,
         short_names: &[],
         in_category_all: false,
