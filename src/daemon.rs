@@ -244,6 +244,14 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
                 },
             ));
         }
+        // Served only once the roles and bindings are known, as kube-apiserver waits for RBAC.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !rbac.ready() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        if !rbac.ready() {
+            tracing::warn!("RBAC's roles and bindings are not listed yet; serving anyway");
+        }
     }
     // The garbage collector always runs: Orphan and Foreground deletions wait for it.
     let collector = GarbageCollector::new(Arc::new(

@@ -38,6 +38,7 @@ pub async fn service_account_of(
     tokens::service_account(state, token, &[]).await
 }
 pub use inflight::InflightLimits;
+pub(crate) use params::Query;
 
 /// What every handler shares.
 pub struct AppState {

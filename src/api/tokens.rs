@@ -34,6 +34,11 @@ pub async fn request(
 ) -> Result<HttpResponse, HttpError> {
     let body = only_body_of(req, actix_web::http::Method::POST, payload, state).await?;
     let spec = body.get("spec");
+    if spec.and_then(|s| s.get("boundObjectRef")).is_some_and(|b| !b.is_null()) {
+        return Err(HttpError::BadRequest(
+            "tokens bound to an object (spec.boundObjectRef) are not served by kplane".into(),
+        ));
+    }
     let seconds = spec
         .and_then(|s| s.get("expirationSeconds"))
         .filter(|s| !s.is_null())
@@ -101,14 +106,22 @@ pub async fn review(
     let mut review = kplane_actors::core::addressed_object(resource, "", review)?;
     let spec = review.get("spec");
     let token = spec.and_then(|s| s.get("token")).and_then(Value::as_str).unwrap_or("").to_string();
+    if token.is_empty() {
+        return Err(HttpError::BadRequest("token is required".into()));
+    }
     let audiences = strings(spec, "audiences");
     let static_user = state.security.as_ref().and_then(|s| s.authenticator.token_user(&token));
     let status = match static_user {
         Some(user) => json!({"authenticated": true, "user": user.to_json(),
             "audiences": if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences }}),
         None => match service_account(state, &token, &audiences).await {
-            Some(account) => json!({"authenticated": true, "user": account.user().to_json(),
-                "audiences": account.audiences}),
+            // The audiences asked for that the token is for (the issuer's when none are asked).
+            Some(account) => {
+                let asked = if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences };
+                let both: Vec<&String> =
+                    asked.iter().filter(|a| account.audiences.contains(a)).collect();
+                json!({"authenticated": true, "user": account.user().to_json(), "audiences": both})
+            }
             None => json!({"user": {}, "error": "invalid bearer token"}),
         },
     };

@@ -4,6 +4,9 @@
 //! group, a namespace, a resource, a subresource and a name; anything else (discovery, health,
 //! `/version`, `/openapi`, `/metrics`) is a non-resource request: its path and the lowercase
 //! method as its verb.
+//!
+//! The path is read decoded, every `%XX` (`%2F` too), as the router and the handlers read it:
+//! authorization must judge the request the handler serves, not another spelling of it.
 
 use actix_web::http::Method;
 
@@ -25,7 +28,8 @@ pub struct Attributes {
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 impl Attributes {
-    pub fn of(method: &Method, path: &str, query: &str) -> Self {
+    pub fn of(method: &Method, raw_path: &str, query: &str) -> Self {
+        let path = percent_encoding::percent_decode_str(raw_path).decode_utf8_lossy();
         let mut attributes = Attributes { path: path.to_string(), ..Attributes::default() };
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         let rest = match parts.as_slice() {
@@ -45,10 +49,27 @@ impl Attributes {
         };
         attributes.resource_request = true;
         let mut rest = rest.to_vec();
-        let mut watch = query.split('&').any(|p| matches!(p, "watch=true" | "watch=1"));
+        // As the handlers read the flag (a malformed one is their 400).
+        let query = crate::api::Query::of(query).ok();
+        let mut watch = query.is_some_and(|q| q.flag("watch").unwrap_or(false));
         if rest.first() == Some(&"watch") {
             watch = true;
             rest.remove(0);
+        }
+        // The older proxy spelling, `proxy/namespaces/{ns}/{plural}/{name}/...` and
+        // `proxy/nodes/{name}/...`: the `proxy` subresource of that object.
+        if rest.first() == Some(&"proxy") && attributes.api_group.is_empty() {
+            rest.remove(0);
+            let (namespaced, at) =
+                if rest.first() == Some(&"namespaces") { (true, 2) } else { (false, 0) };
+            if namespaced {
+                attributes.namespace = rest.get(1).map_or(String::new(), |n| n.to_string());
+            }
+            attributes.resource = rest.get(at).map_or(String::new(), |r| r.to_string());
+            attributes.name = rest.get(at + 1).map_or(String::new(), |n| n.to_string());
+            attributes.subresource = "proxy".into();
+            attributes.verb = method.as_str().to_ascii_lowercase();
+            return attributes;
         }
         if rest.first() == Some(&"namespaces") && rest.len() > 1 {
             attributes.namespace = rest[1].to_string();
@@ -138,6 +159,44 @@ mod tests {
         assert_eq!(
             of(Method::GET, "/api/v1/namespaces/a/pods/web/exec", "command=ls").verb,
             "create"
+        );
+        // Encoded slashes and letters are read as the handlers read them.
+        let exec = of(Method::GET, "/api/v1/namespaces/team/pods/web%2Fexec", "command=sh");
+        assert_eq!(
+            (
+                exec.resource.as_str(),
+                exec.name.as_str(),
+                exec.subresource.as_str(),
+                exec.verb.as_str()
+            ),
+            ("pods", "web", "exec", "create")
+        );
+        let secrets = of(Method::GET, "/api/v1/namespaces/kube-system%2Fsecrets", "");
+        assert_eq!(
+            (secrets.resource.as_str(), secrets.namespace.as_str()),
+            ("secrets", "kube-system")
+        );
+        assert!(of(Method::GET, "/%61pi/v1/namespaces/x/secrets", "").resource_request);
+        assert_eq!(
+            of(Method::GET, "/apis/rbac.authorization.k8s.io/v1%2Fclusterrolebindings", "")
+                .resource,
+            "clusterrolebindings"
+        );
+        assert_eq!(of(Method::GET, "/api/v1/pods", "watch=True").verb, "watch");
+        let proxied = of(Method::GET, "/api/v1/proxy/namespaces/ns/pods/p/healthz", "");
+        assert_eq!(
+            (
+                proxied.namespace.as_str(),
+                proxied.resource.as_str(),
+                proxied.name.as_str(),
+                proxied.subresource.as_str()
+            ),
+            ("ns", "pods", "p", "proxy")
+        );
+        let node = of(Method::GET, "/api/v1/proxy/nodes/n1/metrics", "");
+        assert_eq!(
+            (node.resource.as_str(), node.name.as_str(), node.namespace.as_str()),
+            ("nodes", "n1", "")
         );
         for discovery in ["/api", "/api/v1", "/apis/apps/v1", "/healthz", "/version"] {
             let attributes = of(Method::GET, discovery, "");

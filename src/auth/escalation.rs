@@ -18,47 +18,51 @@ pub struct Escalation<'a> {
     pub user: UserInfo,
 }
 
-/// One permission a rule grants, as a request's attributes.
-fn permissions(rule: &Value, namespace: &str) -> Vec<Attributes> {
+/// Visits each permission a rule grants, as a request's attributes, until `visit` says stop
+/// (a rule's lists multiply: a large one is never expanded whole).
+fn each_permission(rule: &Value, namespace: &str, mut visit: impl FnMut(Attributes) -> bool) {
     let list = |key: &str| -> Vec<String> {
         let items = rule.get(key).and_then(Value::as_array).into_iter().flatten();
         items.filter_map(Value::as_str).map(String::from).collect()
     };
-    let (verbs, urls) = (list("verbs"), list("nonResourceURLs"));
-    let mut granted = Vec::new();
+    let (verbs, urls, groups) = (list("verbs"), list("nonResourceURLs"), list("apiGroups"));
+    let (resources, names) = (list("resources"), list("resourceNames"));
+    let names = if names.is_empty() { vec![String::new()] } else { names };
     for verb in &verbs {
         for path in &urls {
-            granted.push(Attributes {
-                verb: verb.clone(),
-                path: path.clone(),
-                ..Attributes::default()
-            });
+            let asked =
+                Attributes { verb: verb.clone(), path: path.clone(), ..Attributes::default() };
+            if !visit(asked) {
+                return;
+            }
         }
-        for group in list("apiGroups") {
-            for resource in list("resources") {
-                let (resource, subresource) = match resource.split_once('/') {
-                    Some((r, s)) => (r.to_string(), s.to_string()),
-                    None => (resource, String::new()),
-                };
-                let names = list("resourceNames");
-                let names = if names.is_empty() { vec![String::new()] } else { names };
-                for name in names {
-                    granted.push(Attributes {
+        for group in &groups {
+            for resource in &resources {
+                let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+                for name in &names {
+                    let asked = Attributes {
                         verb: verb.clone(),
                         resource_request: true,
                         namespace: namespace.to_string(),
                         api_group: group.clone(),
-                        resource: resource.clone(),
-                        subresource: subresource.clone(),
-                        name,
+                        resource: resource.to_string(),
+                        subresource: subresource.to_string(),
+                        name: name.clone(),
                         ..Attributes::default()
-                    });
+                    };
+                    if !visit(asked) {
+                        return;
+                    }
                 }
             }
         }
     }
-    granted
 }
+
+/// How many missing permissions a refusal names (and the check looks for).
+const MOST_MISSING: usize = 10;
+/// How many permissions one write's rules may expand to without `escalate` or `bind`.
+const MOST_CHECKED: usize = 100_000;
 
 fn describe(a: &Attributes) -> String {
     if !a.resource_request {
@@ -91,19 +95,37 @@ impl Escalation<'_> {
         self.authorizer.allows(&self.user, &asked)
     }
 
-    /// The rules of `rules` the user does not hold in `namespace` (empty: cluster-wide).
+    /// Permissions of `rules` the user does not hold in `namespace` (empty: cluster-wide), the
+    /// first [`MOST_MISSING`] of them.
     fn not_held(&self, rules: &[Value], namespace: &str) -> Vec<String> {
-        let granted = rules.iter().flat_map(|rule| permissions(rule, namespace));
-        granted.filter(|p| !self.authorizer.allows(&self.user, p)).map(|p| describe(&p)).collect()
+        let mut missing = Vec::new();
+        let mut checked = 0;
+        for rule in rules {
+            each_permission(rule, namespace, |asked| {
+                checked += 1;
+                if checked > MOST_CHECKED {
+                    // Refused rather than checked for ever (the lists multiply).
+                    missing.push(format!("(more than {MOST_CHECKED} permissions to check)"));
+                    return false;
+                }
+                if !self.authorizer.allows(&self.user, &asked) {
+                    missing.push(describe(&asked));
+                }
+                missing.len() < MOST_MISSING
+            });
+            if missing.len() >= MOST_MISSING || checked > MOST_CHECKED {
+                break;
+            }
+        }
+        missing
     }
 
     fn refusal(&self, resource: &str, name: &str, missing: &[String]) -> HttpError {
-        let shown: Vec<&str> = missing.iter().take(10).map(String::as_str).collect();
         let message = format!(
             "{resource}.rbac.authorization.k8s.io {name:?} is forbidden: user {:?} (groups={:?}) is attempting to grant RBAC permissions not currently held:\n{}",
             self.user.name,
             self.user.groups,
-            shown.join("\n")
+            missing.join("\n")
         );
         HttpError::Forbidden {
             message,
@@ -170,12 +192,30 @@ mod tests {
     fn a_rule_grants_each_of_its_verbs_on_each_of_its_resources() {
         let rule = json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"],
             "resourceNames": ["web"]});
-        let granted = permissions(&rule, "team");
+        let mut granted = Vec::new();
+        each_permission(&rule, "team", |a| {
+            granted.push(a);
+            true
+        });
         assert_eq!(granted.len(), 4);
         assert!(granted
             .iter()
             .any(|a| a.verb == "list" && a.subresource == "log" && a.name == "web"));
-        let urls = permissions(&json!({"verbs": ["get"], "nonResourceURLs": ["/healthz"]}), "");
+        let mut urls = Vec::new();
+        each_permission(&json!({"verbs": ["get"], "nonResourceURLs": ["/healthz"]}), "", |a| {
+            urls.push(a);
+            true
+        });
         assert_eq!(describe(&urls[0]), "{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}");
+        // A huge rule is walked only as far as asked.
+        let many: Vec<String> = (0..1000).map(|i| format!("r{i}")).collect();
+        let huge =
+            json!({"verbs": many, "apiGroups": many, "resources": many, "resourceNames": many});
+        let mut seen = 0;
+        each_permission(&huge, "team", |_| {
+            seen += 1;
+            seen < 10
+        });
+        assert_eq!(seen, 10);
     }
 }

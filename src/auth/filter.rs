@@ -94,6 +94,11 @@ pub async fn guard(
         .filter(|s| secure || s.audit.is_some())
         .cloned();
     let Some(security) = security else {
+        if secure {
+            // A secure port without its settings lets nobody in.
+            let refused = HttpError::Unauthorized.error_response();
+            return Ok(req.into_response(refused).map_into_right_body());
+        }
         return next.call(req).await.map(ServiceResponse::map_into_left_body);
     };
     let received = audit::micro_time();

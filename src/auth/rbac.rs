@@ -61,6 +61,8 @@ struct Objects {
 #[derive(Debug, Default)]
 pub struct RbacStore {
     objects: RwLock<Objects>,
+    /// Which of [`RESOURCES`] have been listed (a bit each).
+    listed: std::sync::atomic::AtomicU8,
 }
 
 /// The resources it follows.
@@ -188,6 +190,11 @@ impl Subject {
 impl RbacStore {
     /// Applies a report of the list-watch of `resource` (one of [`RESOURCES`]).
     pub fn apply(&self, resource: &str, feed: Feed) {
+        if matches!(feed, Feed::Listed(_)) {
+            if let Some(bit) = RESOURCES.iter().position(|r| *r == resource) {
+                self.listed.fetch_or(1 << bit, std::sync::atomic::Ordering::Release);
+            }
+        }
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
         match resource {
             "roles" => apply(&mut objects.roles, feed, key_of, rules),
@@ -225,6 +232,13 @@ impl RbacStore {
                 }
             }
         }
+    }
+
+    /// Whether every one of [`RESOURCES`] has been listed: before that, what is bound is not
+    /// known yet, and the server does not serve.
+    pub fn ready(&self) -> bool {
+        let all = (1u8 << RESOURCES.len()) - 1;
+        self.listed.load(std::sync::atomic::Ordering::Acquire) == all
     }
 
     pub fn allows(&self, user: &UserInfo, a: &Attributes) -> bool {

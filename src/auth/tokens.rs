@@ -83,6 +83,11 @@ impl TokenIssuer {
         let path = dir.join("sa.key");
         let pem = match std::fs::read_to_string(&path) {
             Ok(pem) => pem,
+            // Made only when there is none: a key that cannot be read is an error, never
+            // replaced (every token signed with it would stop working).
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(AuthConfigError::file(&path, e));
+            }
             Err(_) => {
                 std::fs::create_dir_all(&dir).map_err(|e| AuthConfigError::file(&dir, e))?;
                 let key = rcgen::KeyPair::generate()

@@ -83,6 +83,18 @@ impl SecureKubectl {
     }
 }
 
+/// `GET https://127.0.0.1:{port}{path}` with curl (verified against `ca`), as `token`'s user
+/// or with no credentials: the answer's body, a space and its code.
+fn curl(port: u16, ca: &Path, token: Option<&str>, path: &str) -> String {
+    let mut command = std::process::Command::new("curl");
+    command.args(["-s", "-w", " %{http_code}", "--cacert"]).arg(ca);
+    if let Some(token) = token {
+        command.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    let out = command.arg(format!("https://127.0.0.1:{port}{path}")).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn whoami(kubectl: &SecureKubectl) -> Value {
     serde_json::from_str(&kubectl.ok(&["auth", "whoami", "-o", "json"])).unwrap()
 }
@@ -178,15 +190,7 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert!(dave.refused(&["get", "pods"]).contains(r#"User "dave" cannot list resource "pods""#));
 
     // Without credentials (curl: kubectl would ask for a user name).
-    let anonymous = |path: &str| {
-        let out = std::process::Command::new("curl")
-            .args(["-s", "-w", " %{http_code}", "--cacert"])
-            .arg(&server_ca)
-            .arg(format!("https://127.0.0.1:{port}{path}"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let anonymous = |path: &str| curl(port, &server_ca, None, path);
     assert_eq!(anonymous("/healthz"), "ok 200");
     let denied = anonymous("/api");
     let expected =
@@ -224,7 +228,7 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
 
 /// A server whose secure port knows `root` (of `system:masters`) and `bob` by their tokens,
 /// under the default authorization (RBAC); kubectl as each.
-fn rbac_server(files: &Path) -> (Server, SecureKubectl, SecureKubectl) {
+fn rbac_server(files: &Path) -> (Server, u16, SecureKubectl, SecureKubectl) {
     let tokens = files.join("tokens.csv");
     std::fs::write(&tokens, "root-token,root,1,system:masters\nbob-token,bob,2\n").unwrap();
     let port = free_port();
@@ -238,7 +242,7 @@ fn rbac_server(files: &Path) -> (Server, SecureKubectl, SecureKubectl) {
     let server_ca = server.data.path().join("pki/apiserver.crt");
     let root = SecureKubectl::new(port, &server_ca, "{token: root-token}");
     let bob = SecureKubectl::new(port, &server_ca, "{token: bob-token}");
-    (server, root, bob)
+    (server, port, root, bob)
 }
 
 /// RBAC, the default mode: the bootstrap policy makes `system:masters` cluster-admin and lets
@@ -248,7 +252,7 @@ fn rbac_server(files: &Path) -> (Server, SecureKubectl, SecureKubectl) {
 #[test]
 fn rbac_roles_and_bindings_grant_what_they_say() {
     let files = tempfile::tempdir().unwrap();
-    let (_server, root, bob) = rbac_server(files.path());
+    let (server, port, root, bob) = rbac_server(files.path());
 
     let roles = root.ok(&["get", "clusterroles"]);
     assert!(roles.contains("cluster-admin") && roles.contains("system:basic-user"), "{roles}");
@@ -283,6 +287,18 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
         rules.lines().any(|l| l.starts_with("pods ") && l.contains("[get list watch]")),
         "{rules}"
     );
+    // Another spelling of a path is judged as the request it is: encoded slashes and letters
+    // do not turn an exec or a secret into something bob may read.
+    let ca = server.data.path().join("pki/apiserver.crt");
+    for path in [
+        "/api/v1/namespaces/default/pods/web%2Fexec?command=sh",
+        "/api/v1/namespaces/kube-system%2Fsecrets",
+        "/%61pi/v1/namespaces/default/secrets",
+        "/apis/rbac.authorization.k8s.io/v1%2Fclusterrolebindings",
+    ] {
+        let answer = curl(port, &ca, Some("bob-token"), path);
+        assert!(answer.ends_with(" 403") && answer.contains("is forbidden"), "{path}: {answer}");
+    }
 
     root.ok(&["delete", "rolebinding", "bob-reads-pods"]);
     crate::util::wait_until(
@@ -359,7 +375,7 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
 #[test]
 fn rbac_writers_cannot_grant_more_than_they_hold() {
     let files = tempfile::tempdir().unwrap();
-    let (_server, root, bob) = rbac_server(files.path());
+    let (_server, _, root, bob) = rbac_server(files.path());
     root.ok(&["create", "rolebinding", "bob-admin", "--clusterrole=admin", "--user=bob"]);
     crate::util::wait_until(std::time::Duration::from_secs(30), "bob is admin", || {
         bob.run(&["auth", "can-i", "create", "roles"]).1 == "yes\n"

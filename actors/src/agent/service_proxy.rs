@@ -124,5 +124,7 @@ impl Handler<StopServiceProxy> for ServiceProxy {
     fn handle(&mut self, _: StopServiceProxy, ctx: &mut Context<Self>) {
         self.listeners.clear();
         ctx.stop();
+        // The proxy's own thread goes with it.
+        Arbiter::current().stop();
     }
 }

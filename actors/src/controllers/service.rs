@@ -475,6 +475,8 @@ impl Handler<StopServiceController> for ServiceController {
     fn handle(&mut self, _: StopServiceController, ctx: &mut Context<Self>) {
         self.listeners.clear();
         ctx.stop();
+        // The controller's own thread goes with it.
+        Arbiter::current().stop();
     }
 }
 

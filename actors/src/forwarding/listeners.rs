@@ -48,14 +48,18 @@ impl Listeners {
         let mut failures = Vec::new();
         for (addr, backends) in desired {
             match self.wanted.get_mut(&addr) {
-                Some(wanted) if wanted.service == *service => wanted.backends.set(backends),
-                _ => {
-                    // New, or another service's until now (its address was handed on).
-                    if let Some(previous) = self.wanted.remove(&addr) {
-                        if let Some(held) = self.by_service.get_mut(&previous.service) {
+                Some(wanted) => {
+                    // Another service's until now (its address was handed on): the socket
+                    // stays bound and changes hands.
+                    if wanted.service != *service {
+                        if let Some(held) = self.by_service.get_mut(&wanted.service) {
                             held.remove(&addr);
                         }
+                        wanted.service = service.clone();
                     }
+                    wanted.backends.set(backends);
+                }
+                None => {
                     let backends = Backends::new(backends);
                     let forwarder =
                         Forwarder::bind(addr, backends.clone()).map_err(|e| e.to_string());
@@ -150,6 +154,15 @@ mod tests {
         drop(taken);
         assert_eq!(listeners.retry(), BTreeSet::from([key("a")]));
         assert!(listeners.all_bound(&key("a")));
+
+        // An address handed to another service, and back, keeps its socket.
+        assert!(listeners.set(&key("b"), vec![(free, vec![backend])]).is_empty());
+        assert_eq!(
+            (listeners.bound(&key("a")), listeners.bound(&key("b"))),
+            (vec![busy], vec![free])
+        );
+        assert!(listeners.set(&key("a"), vec![(free, vec![]), (busy, vec![])]).is_empty());
+        assert!(listeners.bound(&key("b")).is_empty() && listeners.all_bound(&key("a")));
 
         // What the service no longer wants is closed (once the runtime has dropped its task):
         // its address can be bound again.
