@@ -17,16 +17,27 @@ fn the_python_client_works_unchanged() {
         "{} is missing: run scripts/setup.sh (make test does)",
         python.display()
     );
-    // With a node agent, for exec (pods it runs name its node; there is no scheduler).
+    // With a node agent, for exec (pods it runs name its node; there is no scheduler), and
+    // the secure port with a token of system:masters.
+    let files = tempfile::tempdir().unwrap();
+    let tokens = files.path().join("tokens.csv");
+    std::fs::write(&tokens, "python-token,root,1,system:masters\n").unwrap();
+    let secure_port = crate::util::free_port().to_string();
     let server = Server::start_with_env(&[
         ("KPLANE_AGENT__ENABLED", "true"),
         ("KPLANE_AGENT__NODE_NAME", "python-node"),
         ("KPLANE_AGENT__SERVICE_PROXY", "false"),
+        ("KPLANE_SERVER__SECURE_PORT", &secure_port),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1"),
+        ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.to_str().unwrap()),
     ]);
     let output = Command::new(&python)
         .arg(root.join("tests/python/client_test.py"))
         .arg(server.base())
         .arg("python-node")
+        .arg(format!("https://127.0.0.1:{secure_port}"))
+        .arg(server.data.path().join("pki/apiserver.crt"))
+        .arg("python-token")
         .output()
         .expect("run the Python client test");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -1,7 +1,8 @@
 """Drives a kplane server with the official Kubernetes Python client, unchanged.
 
-Usage: client_test.py http://127.0.0.1:PORT NODE
-(NODE: the name of the server's embedded node agent, where the exec checks run their pod)
+Usage: client_test.py http://127.0.0.1:PORT NODE [https://127.0.0.1:SECURE_PORT CA_FILE TOKEN]
+(NODE: the name of the server's embedded node agent, where the exec checks run their pod;
+the secure port's address, the certificate to verify it with, and a token of system:masters)
 Exits non-zero (with a traceback) on the first thing that does not behave as with Kubernetes.
 """
 
@@ -232,6 +233,23 @@ def exec_in_pods(core, node):
     core.delete_namespaced_pod("exec-box", NS, grace_period_seconds=0)
 
 
+def secure_port(url, ca_file, token):
+    """The secure port over verified TLS: a bearer token is its user; a wrong one is 401."""
+    config = client.Configuration()
+    config.host = url
+    config.ssl_ca_cert = ca_file
+    config.api_key = {"authorization": token}
+    config.api_key_prefix = {"authorization": "Bearer"}
+    secured = client.ApiClient(config)
+    names = [ns.metadata.name for ns in client.CoreV1Api(secured).list_namespace().items]
+    assert "kube-system" in names, names
+    review = client.AuthenticationV1Api(secured).create_self_subject_review(
+        client.V1SelfSubjectReview())
+    assert review.status.user_info.username == "root", review.status
+    config.api_key = {"authorization": "not-a-token"}
+    expect_status(401, client.CoreV1Api(client.ApiClient(config)).list_namespace)
+
+
 def main():
     api = api_client(sys.argv[1])
     core = client.CoreV1Api(api)
@@ -243,6 +261,8 @@ def main():
     events(client.EventsV1Api(api), core)
     reviews(api)
     exec_in_pods(core, sys.argv[2])
+    if len(sys.argv) > 3:
+        secure_port(sys.argv[3], sys.argv[4], sys.argv[5])
     print("python client: all checks passed")
 
 
