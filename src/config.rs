@@ -238,7 +238,7 @@ pub struct Overrides {
     pub agent_port: Option<u16>,
     pub runtime: Option<String>,
     /// `[server]` keys given by their kube-apiserver flags (`--token-auth-file`, ...), by key.
-    pub server_files: Vec<(&'static str, String)>,
+    pub server_flags: Vec<(&'static str, String)>,
     pub anonymous_auth: Option<bool>,
 }
 
@@ -317,6 +317,15 @@ impl Settings {
             .try_parsing(true)
             .source(Some(env.into_iter().collect()));
         builder = builder.add_source(env_source);
+        // `[server]` keys given by their flags, over the file and the environment.
+        let flag = |e: config::ConfigError| ConfigError::Load(e.to_string());
+        for (key, value) in &overrides.server_flags {
+            builder =
+                builder.set_override(format!("server.{key}"), value.as_str()).map_err(flag)?;
+        }
+        if let Some(anonymous) = overrides.anonymous_auth {
+            builder = builder.set_override("server.anonymous_auth", anonymous).map_err(flag)?;
+        }
         let raw: RawConfig = builder
             .build()
             .and_then(|c| c.try_deserialize())
@@ -368,24 +377,6 @@ impl Settings {
         }
         if let Some(v) = &o.runtime {
             raw.agent.runtime = v.clone();
-        }
-        for (key, value) in &o.server_files {
-            let server = &mut raw.server;
-            let field = match *key {
-                "tls_cert_file" => &mut server.tls_cert_file,
-                "tls_private_key_file" => &mut server.tls_private_key_file,
-                "client_ca_file" => &mut server.client_ca_file,
-                "token_auth_file" => &mut server.token_auth_file,
-                "basic_auth_file" => &mut server.basic_auth_file,
-                "authorization_mode" => &mut server.authorization_mode,
-                "authorization_policy_file" => &mut server.authorization_policy_file,
-                "audit_log_path" => &mut server.audit_log_path,
-                other => unreachable!("no server key {other}"),
-            };
-            *field = value.clone();
-        }
-        if let Some(v) = o.anonymous_auth {
-            raw.server.anonymous_auth = v;
         }
         let ip = |key: &'static str, value: &str| {
             value.parse::<IpAddr>().map_err(|_| ConfigError::Invalid {
@@ -746,6 +737,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("server.insecure_bind_address"), "{e}");
+    }
+
+    #[test]
+    fn server_flags_override_the_file_and_the_environment() {
+        let env = [("KPLANE_SERVER__AUTHORIZATION_MODE", "Nonsense")];
+        let flags = Overrides {
+            server_flags: vec![("authorization_mode", "AlwaysDeny".into())],
+            anonymous_auth: Some(false),
+            ..Overrides::default()
+        };
+        let s = load("[server]\nanonymous_auth = true\n", &env, flags).unwrap();
+        assert!(!s.security.anonymous);
+        assert_eq!(s.security.authorizer.denial_reason(), "Everything is forbidden.");
     }
 
     #[test]

@@ -245,11 +245,8 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             ));
         }
         // Served only once the roles and bindings are known, as kube-apiserver waits for RBAC.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !rbac.ready() && std::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        if !rbac.ready() {
+        let wait = std::time::Duration::from_secs(30);
+        if tokio::time::timeout(wait, rbac.until_ready()).await.is_err() {
             tracing::warn!("RBAC's roles and bindings are not listed yet; serving anyway");
         }
     }

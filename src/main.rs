@@ -166,7 +166,7 @@ fn server(args: ServerArgs) -> ExitCode {
         bind_address: args.bind_address,
         embedded_agent: args.embedded_agent,
         node_name: args.node_name,
-        server_files: [
+        server_flags: [
             ("tls_cert_file", args.tls_cert_file),
             ("tls_private_key_file", args.tls_private_key_file),
             ("client_ca_file", args.client_ca_file),

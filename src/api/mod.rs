@@ -18,7 +18,7 @@ mod request_info;
 mod reviews;
 mod streams;
 mod table;
-mod tokens;
+pub(crate) mod tokens;
 mod watch;
 
 use std::time::Duration;
@@ -30,15 +30,9 @@ use crate::error::HttpError;
 
 pub use discovery::KUBERNETES_MINOR;
 
-/// The service account a bearer token names, if the token is good and the account exists.
-pub async fn service_account_of(
-    state: &AppState,
-    token: &str,
-) -> Option<crate::auth::tokens::TokenAccount> {
-    tokens::service_account(state, token, &[]).await
-}
 pub use inflight::InflightLimits;
 pub(crate) use params::Query;
+pub(crate) use request_info::parse as parse_resource_path;
 
 /// What every handler shares.
 pub struct AppState {

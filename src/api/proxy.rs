@@ -138,15 +138,9 @@ impl<'a> ProxyId<'a> {
     }
 }
 
-/// The base URL of node `node`'s agent (see [`agent_addr`]).
-pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
-    let addr = agent_addr(state, node).await?;
-    http_url(addr.ip(), addr.port())
-}
-
-/// Where node `node`'s agent listens: the InternalIP and the kubelet port it publishes (503
+/// The base URL of node `node`'s agent: the InternalIP and the kubelet port it publishes (503
 /// when it publishes either not, or an address no node can have).
-pub async fn agent_addr(state: &AppState, node: &str) -> Result<SocketAddr, HttpError> {
+pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
     let nodes = resources::core("nodes");
     let node_object = state.core.get(nodes, "", node).await?.to_value();
     let address = internal_ip(&node_object)
@@ -159,7 +153,7 @@ pub async fn agent_addr(state: &AppState, node: &str) -> Result<SocketAddr, Http
         .ok_or_else(|| unavailable(format!("node {node} publishes no agent port")))?;
     let ip = reachable(&address)
         .ok_or_else(|| unavailable(format!("node {node} has no address to reach")))?;
-    Ok(SocketAddr::new(ip, port))
+    http_url(ip, port)
 }
 
 fn internal_ip(node: &Value) -> Option<String> {

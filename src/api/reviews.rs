@@ -19,16 +19,10 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::attributes::Attributes;
 use crate::auth::authz::Authorizer;
-use crate::auth::UserInfo;
+use crate::auth::{
+    service_account_groups, service_account_of, UserInfo, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED,
+};
 use crate::error::HttpError;
-
-/// Who a request on the insecure port is.
-const USER: &str = "system:unsecured";
-const GROUPS: &[&str] = &["system:masters", "system:authenticated"];
-const AUTHENTICATED: &str = "system:authenticated";
-const UNAUTHENTICATED: &str = "system:unauthenticated";
-const ANONYMOUS: &str = "system:anonymous";
-const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
 /// Who a request is, as a SelfSubjectReview's `userInfo` says it.
 pub fn user_info(req: &HttpRequest) -> Value {
@@ -43,15 +37,13 @@ pub fn user_info(req: &HttpRequest) -> Value {
         all.map(str::to_string).collect()
     };
     let Some(username) = values("impersonate-user").into_iter().next() else {
-        return json!({"username": USER, "groups": GROUPS});
+        return UserInfo::unsecured().to_json();
     };
     let mut groups = values("impersonate-group");
     // A service account's groups follow from its name when none are asked for.
-    let account_namespace =
-        username.strip_prefix(SERVICE_ACCOUNT_PREFIX).and_then(|rest| rest.split_once(':'));
+    let account_namespace = service_account_of(&username);
     if let (Some((namespace, _)), true) = (account_namespace, groups.is_empty()) {
-        groups =
-            vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{namespace}")];
+        groups = service_account_groups(namespace);
     }
     // A user other than the anonymous one is authenticated, unless a group says otherwise.
     if username != ANONYMOUS && !groups.iter().any(|g| g == AUTHENTICATED || g == UNAUTHENTICATED) {
@@ -146,12 +138,8 @@ pub fn answer(
 /// The user a review's `userInfo` (or a SubjectAccessReview's spec) names.
 fn subject(user: &Value) -> UserInfo {
     let text = |key: &str| user.get(key).and_then(Value::as_str).unwrap_or("").to_string();
-    let groups = user.get("groups").and_then(Value::as_array).into_iter().flatten();
-    UserInfo {
-        name: text("username"),
-        uid: text("uid"),
-        groups: groups.filter_map(Value::as_str).map(String::from).collect(),
-    }
+    let groups = kplane_actors::model::json::strings(user, "groups");
+    UserInfo { name: text("username"), uid: text("uid"), groups }
 }
 
 /// The request an access review asks about.

@@ -7,7 +7,6 @@
 //! a request without one is 400 ("Upgrade request required"), and so is SPDY, which kubectl
 //! falls back to only when a WebSocket upgrade is refused.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use actix_web::http::{header, StatusCode};
@@ -17,16 +16,15 @@ use futures::StreamExt;
 use kplane_actors::model::resources;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::params::Query;
 use super::AppState;
 use crate::error::HttpError;
 
-/// How long the agent may take to connect, and then to answer the upgrade.
+/// How long the agent may take to answer the upgrade.
 const AGENT_TIMEOUT: Duration = Duration::from_secs(30);
-/// The largest answer head (or error body) read from the agent.
-const MOST_ANSWER_BYTES: usize = 64 * 1024;
+/// The most of an agent's refusal read.
+const MOST_ERROR_BYTES: usize = 64 * 1024;
 /// The handshake headers passed on to the agent, and those passed back.
 const HANDSHAKE: &[&str] =
     &["sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol"];
@@ -65,33 +63,36 @@ pub async fn serve(
         };
         return Err(HttpError::BadRequest(detail.into()));
     }
-    let agent = super::proxy::agent_addr(state, node).await?;
+    let mut url = super::proxy::agent_url(state, node).await?;
+    url.set_path(&format!("/{subresource}/{namespace}/{name}/{container}"));
+    url.set_query(Some(req.query_string()).filter(|q| !q.is_empty()));
+    // The agents' client (no redirects followed, no proxy), with the client's handshake.
+    let mut upgrade =
+        state.http.get(url).header("connection", "Upgrade").header("upgrade", "websocket");
+    for name in HANDSHAKE {
+        for value in req.headers().get_all(*name) {
+            upgrade = upgrade.header(*name, value.as_bytes());
+        }
+    }
     let unreachable = |e: String| {
         super::proxy::unavailable(format!("error dialing the agent of node {node}: {e}"))
     };
-    let mut stream = tokio::time::timeout(AGENT_TIMEOUT, TcpStream::connect(agent))
+    let answered = tokio::time::timeout(AGENT_TIMEOUT, upgrade.send())
         .await
-        .map_err(|_| unreachable("timed out".into()))?
+        .map_err(|_| unreachable("no answer to the upgrade".into()))?
         .map_err(|e| unreachable(e.to_string()))?;
-    let _ = stream.set_nodelay(true);
-    let path = format!("/{subresource}/{namespace}/{name}/{container}");
-    stream
-        .write_all(&upgrade_request(req, &path, agent))
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
-    let (status, switched, received) =
-        tokio::time::timeout(AGENT_TIMEOUT, read_answer_head(&mut stream))
-            .await
-            .map_err(|_| unreachable("no answer to the upgrade".into()))??;
-    if status != 101 {
-        return Err(refusal(status, &received, node));
+    if answered.status().as_u16() != 101 {
+        return Err(refusal(answered, node).await);
     }
     let mut answer = HttpResponse::build(StatusCode::SWITCHING_PROTOCOLS);
     answer.upgrade("websocket");
-    for (name, value) in switched {
-        answer.insert_header((name, value));
+    for name in HANDSHAKE_ANSWER {
+        if let Some(value) = answered.headers().get(*name) {
+            answer.insert_header((*name, value.as_bytes()));
+        }
     }
-    let (from_agent, mut to_agent) = stream.into_split();
+    let agent = answered.upgrade().await.map_err(|e| unreachable(e.to_string()))?;
+    let (from_agent, mut to_agent) = tokio::io::split(agent);
     // The client's frames, as they come, to the agent; its end ends the agent's side too.
     actix_web::rt::spawn(async move {
         let mut payload = payload;
@@ -102,9 +103,8 @@ pub async fn serve(
         }
         let _ = to_agent.shutdown().await;
     });
-    // What the agent sent after its answer's head, then the rest of what it sends.
-    let first = futures::stream::iter((!received.is_empty()).then(|| Ok(Bytes::from(received))));
-    let rest = futures::stream::unfold(from_agent, |mut from_agent| async move {
+    // What the agent sends, as it comes.
+    let from_agent = futures::stream::unfold(from_agent, |mut from_agent| async move {
         let mut buffer = vec![0u8; 16 * 1024];
         match from_agent.read(&mut buffer).await {
             Ok(0) | Err(_) => None,
@@ -114,81 +114,23 @@ pub async fn serve(
             }
         }
     });
-    Ok(answer.streaming(first.chain(rest)))
-}
-
-/// The upgrade request to the agent: the handshake headers the client sent, and no others.
-fn upgrade_request(req: &HttpRequest, path: &str, agent: SocketAddr) -> Vec<u8> {
-    let mut head = format!("GET {path}");
-    if !req.query_string().is_empty() {
-        head.push('?');
-        head.push_str(req.query_string());
-    }
-    head.push_str(&format!(
-        " HTTP/1.1\r\nHost: {agent}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-    ));
-    for name in HANDSHAKE {
-        for value in req.headers().get_all(*name).filter_map(|v| v.to_str().ok()) {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("\r\n");
-    head.into_bytes()
-}
-
-type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
-
-/// Reads the agent's answer head: its status, the handshake headers to pass back, and the
-/// bytes after the head (the start of the stream after a 101, else of the error's text).
-async fn read_answer_head(stream: &mut TcpStream) -> Result<Answer, HttpError> {
-    let broken = |detail: &str| super::proxy::unavailable(format!("the agent's answer: {detail}"));
-    let mut received = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut chunk).await.map_err(|e| broken(&e.to_string()))?;
-        if n == 0 {
-            return Err(broken("the connection closed"));
-        }
-        received.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut answer = httparse::Response::new(&mut headers);
-        match answer.parse(&received).map_err(|e| broken(&e.to_string()))? {
-            httparse::Status::Partial if received.len() < MOST_ANSWER_BYTES => continue,
-            httparse::Status::Partial => return Err(broken("its head is too long")),
-            httparse::Status::Complete(head_len) => {
-                let status = answer.code.unwrap_or(0);
-                let mut passed = Vec::new();
-                let mut body_len = 0;
-                for h in answer.headers.iter() {
-                    let value = String::from_utf8_lossy(h.value).to_string();
-                    if h.name.eq_ignore_ascii_case("content-length") {
-                        body_len =
-                            value.trim().parse::<usize>().unwrap_or(0).min(MOST_ANSWER_BYTES);
-                    }
-                    if let Some(name) =
-                        HANDSHAKE_ANSWER.iter().find(|n| h.name.eq_ignore_ascii_case(n))
-                    {
-                        passed.push((*name, value));
-                    }
-                }
-                let mut rest = received.split_off(head_len);
-                // An error's text: what its length says (the agent sends small ones whole).
-                while status != 101 && rest.len() < body_len {
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => rest.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                return Ok((status, passed, rest));
-            }
-        }
-    }
+    Ok(answer.streaming(from_agent))
 }
 
 /// The agent's refusal as the client's error: what it says of the request (a container not
-/// running, a tty asked for) is the client's 400; anything else is 503.
-fn refusal(status: u16, body: &[u8], node: &str) -> HttpError {
-    let text = String::from_utf8_lossy(body).trim().to_string();
+/// running, a tty asked for) is the client's 400; anything else is 503. Its text is read up
+/// to [`MOST_ERROR_BYTES`].
+async fn refusal(mut answered: reqwest::Response, node: &str) -> HttpError {
+    let status = answered.status().as_u16();
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = answered.chunk().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= MOST_ERROR_BYTES {
+            body.truncate(MOST_ERROR_BYTES);
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&body).trim().to_string();
     match status {
         400 | 404 => HttpError::BadRequest(text),
         _ => {

@@ -20,8 +20,7 @@ const LEAST_SECONDS: i64 = 600;
 const MOST_SECONDS: i64 = 1 << 32;
 
 fn strings(value: Option<&Value>, key: &str) -> Vec<String> {
-    let items = value.and_then(|v| v.get(key)).and_then(Value::as_array).into_iter().flatten();
-    items.filter_map(Value::as_str).map(String::from).collect()
+    value.map_or_else(Vec::new, |value| kplane_actors::model::json::strings(value, key))
 }
 
 /// POST `serviceaccounts/{name}/token`.

@@ -5,8 +5,9 @@
 //! `/version`, `/openapi`, `/metrics`) is a non-resource request: its path and the lowercase
 //! method as its verb.
 //!
-//! The path is read decoded, every `%XX` (`%2F` too), as the router and the handlers read it:
-//! authorization must judge the request the handler serves, not another spelling of it.
+//! The path is read decoded, every `%XX` (`%2F` too), and by the handlers' own parser
+//! (`api::request_info`), as the router and the handlers read it: authorization must judge the
+//! request the handler serves, not another spelling of it.
 
 use actix_web::http::Method;
 
@@ -24,62 +25,45 @@ pub struct Attributes {
     pub name: String,
 }
 
-/// Subresources of a namespace, not resources in it (`namespaces/{ns}/status`).
-const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
-
 impl Attributes {
     pub fn of(method: &Method, raw_path: &str, query: &str) -> Self {
         let path = percent_encoding::percent_decode_str(raw_path).decode_utf8_lossy();
         let mut attributes = Attributes { path: path.to_string(), ..Attributes::default() };
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        let rest = match parts.as_slice() {
-            ["api", version, rest @ ..] if !rest.is_empty() => {
-                attributes.api_version = version.to_string();
-                rest
-            }
-            ["apis", group, version, rest @ ..] if !rest.is_empty() => {
-                attributes.api_group = group.to_string();
-                attributes.api_version = version.to_string();
-                rest
-            }
+        let (group, version, rest) = match parts.as_slice() {
+            ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
+            ["apis", group, version, rest @ ..] if !rest.is_empty() => (*group, *version, rest),
             _ => {
                 attributes.verb = method.as_str().to_ascii_lowercase();
                 return attributes;
             }
         };
         attributes.resource_request = true;
-        let mut rest = rest.to_vec();
+        attributes.api_group = group.to_string();
+        attributes.api_version = version.to_string();
         // As the handlers read the flag (a malformed one is their 400).
         let query = crate::api::Query::of(query).ok();
         let mut watch = query.is_some_and(|q| q.flag("watch").unwrap_or(false));
-        if rest.first() == Some(&"watch") {
-            watch = true;
-            rest.remove(0);
-        }
-        // The older proxy spelling, `proxy/namespaces/{ns}/{plural}/{name}/...` and
-        // `proxy/nodes/{name}/...`: the `proxy` subresource of that object.
-        if rest.first() == Some(&"proxy") && attributes.api_group.is_empty() {
-            rest.remove(0);
-            let (namespaced, at) =
-                if rest.first() == Some(&"namespaces") { (true, 2) } else { (false, 0) };
-            if namespaced {
-                attributes.namespace = rest.get(1).map_or(String::new(), |n| n.to_string());
+        // Read by the handlers' own parser, so that what is judged is what they serve.
+        match crate::api::parse_resource_path(group, version, &rest.join("/")) {
+            Ok(target) => {
+                watch |= target.legacy_watch;
+                attributes.resource = target.resource.plural.to_string();
+                attributes.name = target.name.unwrap_or_default();
+                attributes.subresource = target.subresource.unwrap_or_default();
+                attributes.namespace = match target.namespace {
+                    Some(namespace) => namespace,
+                    // A namespace is in itself, as Kubernetes' RequestInfo has it.
+                    None if group.is_empty() && attributes.resource == "namespaces" => {
+                        attributes.name.clone()
+                    }
+                    None => String::new(),
+                };
             }
-            attributes.resource = rest.get(at).map_or(String::new(), |r| r.to_string());
-            attributes.name = rest.get(at + 1).map_or(String::new(), |n| n.to_string());
-            attributes.subresource = "proxy".into();
-            attributes.verb = method.as_str().to_ascii_lowercase();
-            return attributes;
+            // Nothing the API serves (the handlers answer 404): judged as a request for the
+            // path's first segment.
+            Err(_) => attributes.resource = rest[0].to_string(),
         }
-        if rest.first() == Some(&"namespaces") && rest.len() > 1 {
-            attributes.namespace = rest[1].to_string();
-            if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
-                rest.drain(..2);
-            }
-        }
-        attributes.resource = rest.first().map_or(String::new(), |r| r.to_string());
-        attributes.name = rest.get(1).map_or(String::new(), |n| n.to_string());
-        attributes.subresource = rest.get(2).map_or(String::new(), |s| s.to_string());
         let named = !attributes.name.is_empty();
         attributes.verb = match *method {
             Method::GET | Method::HEAD if watch => "watch",

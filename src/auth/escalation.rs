@@ -21,10 +21,7 @@ pub struct Escalation<'a> {
 /// Visits each permission a rule grants, as a request's attributes, until `visit` says stop
 /// (a rule's lists multiply: a large one is never expanded whole).
 fn each_permission(rule: &Value, namespace: &str, mut visit: impl FnMut(Attributes) -> bool) {
-    let list = |key: &str| -> Vec<String> {
-        let items = rule.get(key).and_then(Value::as_array).into_iter().flatten();
-        items.filter_map(Value::as_str).map(String::from).collect()
-    };
+    let list = |key: &str| kplane_actors::model::json::strings(rule, key);
     let (verbs, urls, groups) = (list("verbs"), list("nonResourceURLs"), list("apiGroups"));
     let (resources, names) = (list("resources"), list("resourceNames"));
     let names = if names.is_empty() { vec![String::new()] } else { names };

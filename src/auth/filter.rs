@@ -137,7 +137,7 @@ pub async fn guard(
                 let token = bearer_token(req.headers()).map(String::from);
                 let account = match (state, token) {
                     (Some(state), Some(token)) => {
-                        crate::api::service_account_of(&state, &token).await
+                        crate::api::tokens::service_account(&state, &token, &[]).await
                     }
                     _ => None,
                 };

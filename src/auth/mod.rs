@@ -27,6 +27,21 @@ pub struct UserInfo {
 
 /// Every authenticated user's group.
 pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group of a request without credentials, and its user.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+pub const ANONYMOUS: &str = "system:anonymous";
+/// How a service account's user name starts (`system:serviceaccount:NS:NAME`).
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// The namespace and name of the service account a user name is, if it is one.
+pub fn service_account_of(user_name: &str) -> Option<(&str, &str)> {
+    user_name.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')
+}
+
+/// The groups of the service accounts of `namespace`.
+pub fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{namespace}")]
+}
 
 impl UserInfo {
     /// An authenticated user: its groups and `system:authenticated`.
@@ -40,10 +55,17 @@ impl UserInfo {
     /// The anonymous user of a request without credentials.
     pub fn anonymous() -> Self {
         UserInfo {
-            name: "system:anonymous".into(),
+            name: ANONYMOUS.into(),
             uid: String::new(),
-            groups: vec!["system:unauthenticated".into()],
+            groups: vec![UNAUTHENTICATED.into()],
         }
+    }
+
+    /// The user service account `namespace`/`name` is: `system:serviceaccount:NS:NAME`, of the
+    /// groups of every account and of its namespace's.
+    pub fn service_account(namespace: &str, name: &str, uid: &str) -> Self {
+        let name = format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}");
+        UserInfo::authenticated(&name, uid, service_account_groups(namespace))
     }
 
     /// Who a request on the insecure port is, as kube-apiserver's insecure port had it.
@@ -75,4 +97,18 @@ impl AuthConfigError {
     pub fn file(path: &std::path::Path, message: impl std::fmt::Display) -> Self {
         AuthConfigError::File { path: path.display().to_string(), message: message.to_string() }
     }
+}
+
+/// Writes a file the server makes for itself (a key, a certificate) with `mode`.
+fn write_new_file(path: &std::path::Path, text: &str, mode: u32) -> Result<(), AuthConfigError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| AuthConfigError::file(path, e))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())
+        .map_err(|e| AuthConfigError::file(path, e))
 }

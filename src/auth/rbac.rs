@@ -9,16 +9,16 @@
 //! on non-resource URLs (exact, `*`, or a prefix ending in `*`). Aggregated ClusterRoles are
 //! not put together.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::RwLock;
 
 use serde_json::{json, Value};
 
 use super::attributes::Attributes;
 use super::UserInfo;
-use kplane_actors::client::cache::key_of;
+use kplane_actors::client::cache::{apply_feed, key_of};
 use kplane_actors::client::informer::Feed;
-use kplane_actors::watch::EventType;
+use kplane_actors::model::json::strings;
 
 /// One rule of a role.
 #[derive(Debug, Clone, Default)]
@@ -51,10 +51,10 @@ type Key = (String, String);
 
 #[derive(Debug, Default)]
 struct Objects {
-    roles: HashMap<Key, Vec<Rule>>,
-    cluster_roles: HashMap<String, Vec<Rule>>,
-    role_bindings: HashMap<Key, Binding>,
-    cluster_role_bindings: HashMap<String, Binding>,
+    roles: BTreeMap<Key, Vec<Rule>>,
+    cluster_roles: BTreeMap<String, Vec<Rule>>,
+    role_bindings: BTreeMap<Key, Binding>,
+    cluster_role_bindings: BTreeMap<String, Binding>,
 }
 
 /// The RBAC objects, as their list-watches last reported them.
@@ -63,15 +63,12 @@ pub struct RbacStore {
     objects: RwLock<Objects>,
     /// Which of [`RESOURCES`] have been listed (a bit each).
     listed: std::sync::atomic::AtomicU8,
+    /// Woken at each list, for [`RbacStore::until_ready`].
+    lists: tokio::sync::Notify,
 }
 
 /// The resources it follows.
 pub const RESOURCES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
-
-fn strings(value: &Value, key: &str) -> Vec<String> {
-    let items = value.get(key).and_then(Value::as_array).into_iter().flatten();
-    items.filter_map(Value::as_str).map(String::from).collect()
-}
 
 fn text(value: &Value, key: &str) -> String {
     value.get(key).and_then(Value::as_str).unwrap_or("").to_string()
@@ -104,25 +101,6 @@ fn binding(object: &Value, namespace: &str) -> Binding {
                 namespace: text(s, "namespace"),
             })
             .collect(),
-    }
-}
-
-/// Applies one report of `resource`'s list-watch to `map`, each object read by `read`.
-fn apply<K: std::hash::Hash + Eq, T>(
-    map: &mut HashMap<K, T>,
-    feed: Feed,
-    key: impl Fn(&Value) -> K,
-    read: impl Fn(&Value) -> T,
-) {
-    match feed {
-        Feed::Listed(items) => *map = items.iter().map(|o| (key(o), read(o))).collect(),
-        Feed::Changed(EventType::Deleted, object) => {
-            map.remove(&key(&object));
-        }
-        Feed::Changed(_, object) => {
-            map.insert(key(&object), read(&object));
-        }
-        Feed::Unavailable(_) => {}
     }
 }
 
@@ -180,7 +158,7 @@ impl Subject {
             "ServiceAccount" => {
                 let namespace =
                     if self.namespace.is_empty() { binding_namespace } else { &self.namespace };
-                user.name == format!("system:serviceaccount:{namespace}:{}", self.name)
+                super::service_account_of(&user.name) == Some((namespace, self.name.as_str()))
             }
             _ => false,
         }
@@ -193,17 +171,26 @@ impl RbacStore {
         if matches!(feed, Feed::Listed(_)) {
             if let Some(bit) = RESOURCES.iter().position(|r| *r == resource) {
                 self.listed.fetch_or(1 << bit, std::sync::atomic::Ordering::Release);
+                self.lists.notify_waiters();
             }
         }
         let mut objects = self.objects.write().unwrap_or_else(|p| p.into_inner());
+        let objects = &mut *objects;
+        let by_name = |o: &Value| key_of(o).1;
+        // The keys changed are of no use here: every decision reads the maps anew.
         match resource {
-            "roles" => apply(&mut objects.roles, feed, key_of, rules),
-            "clusterroles" => apply(&mut objects.cluster_roles, feed, |o| key_of(o).1, rules),
+            "roles" => {
+                apply_feed(&mut objects.roles, feed, key_of, |o| rules(&o));
+            }
+            "clusterroles" => {
+                apply_feed(&mut objects.cluster_roles, feed, by_name, |o| rules(&o));
+            }
             "rolebindings" => {
-                apply(&mut objects.role_bindings, feed, key_of, |o| binding(o, &key_of(o).0))
+                let read = |o: Value| binding(&o, &key_of(&o).0);
+                apply_feed(&mut objects.role_bindings, feed, key_of, read);
             }
             _ => {
-                apply(&mut objects.cluster_role_bindings, feed, |o| key_of(o).1, |o| binding(o, ""))
+                apply_feed(&mut objects.cluster_role_bindings, feed, by_name, |o| binding(&o, ""));
             }
         }
     }
@@ -239,6 +226,18 @@ impl RbacStore {
     pub fn ready(&self) -> bool {
         let all = (1u8 << RESOURCES.len()) - 1;
         self.listed.load(std::sync::atomic::Ordering::Acquire) == all
+    }
+
+    /// Resolves once [`RbacStore::ready`].
+    pub async fn until_ready(&self) {
+        loop {
+            // Waiting is registered before the check, so a list in between is not missed.
+            let listed = self.lists.notified();
+            if self.ready() {
+                return;
+            }
+            listed.await;
+        }
     }
 
     pub fn allows(&self, user: &UserInfo, a: &Attributes) -> bool {
@@ -379,6 +378,8 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
 mod tests {
     use super::*;
     use actix_web::http::Method;
+    use kplane_actors::watch::EventType;
+    use std::collections::HashMap;
 
     fn store() -> RbacStore {
         let store = RbacStore::default();

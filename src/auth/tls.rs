@@ -59,20 +59,8 @@ fn self_signed(data_dir: &Path) -> Result<(PathBuf, PathBuf), AuthConfigError> {
     names.extend(host.filter(|h| !h.is_empty()).map(|h| h.to_lowercase()));
     let generated = rcgen::generate_simple_self_signed(names)
         .map_err(|e| AuthConfigError::file(&cert, format!("generating a certificate: {e}")))?;
-    let write = |path: &Path, text: String, mode: u32| {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(mode)
-            .open(path)
-            .map_err(|e| AuthConfigError::file(path, e))?;
-        std::io::Write::write_all(&mut file, text.as_bytes())
-            .map_err(|e| AuthConfigError::file(path, e))
-    };
-    write(&key, generated.key_pair.serialize_pem(), 0o600)?;
-    write(&cert, generated.cert.pem(), 0o644)?;
+    super::write_new_file(&key, &generated.key_pair.serialize_pem(), 0o600)?;
+    super::write_new_file(&cert, &generated.cert.pem(), 0o644)?;
     tracing::info!(cert = %cert.display(), "generated a self-signed certificate for the secure port");
     Ok((cert, key))
 }

@@ -64,15 +64,7 @@ pub struct TokenAccount {
 impl TokenAccount {
     /// The user the account is.
     pub fn user(&self) -> UserInfo {
-        let groups = vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{}", self.namespace),
-        ];
-        UserInfo::authenticated(
-            &format!("system:serviceaccount:{}:{}", self.namespace, self.name),
-            &self.uid,
-            groups,
-        )
+        UserInfo::service_account(&self.namespace, &self.name, &self.uid)
     }
 }
 
@@ -93,16 +85,7 @@ impl TokenIssuer {
                 let key = rcgen::KeyPair::generate()
                     .map_err(|e| AuthConfigError::file(&path, format!("generating a key: {e}")))?;
                 let pem = key.serialize_pem();
-                use std::os::unix::fs::OpenOptionsExt;
-                let mut file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .truncate(true)
-                    .write(true)
-                    .mode(0o600)
-                    .open(&path)
-                    .map_err(|e| AuthConfigError::file(&path, e))?;
-                std::io::Write::write_all(&mut file, pem.as_bytes())
-                    .map_err(|e| AuthConfigError::file(&path, e))?;
+                super::write_new_file(&path, &pem, 0o600)?;
                 pem
             }
         };
@@ -130,7 +113,7 @@ impl TokenIssuer {
             nbf: now,
             iss: ISSUER.into(),
             jti: uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string(),
-            sub: format!("system:serviceaccount:{}:{}", account.namespace, account.name),
+            sub: account.user().name,
             kubernetes: KubernetesClaims {
                 namespace: account.namespace.clone(),
                 serviceaccount: AccountRef { name: account.name.clone(), uid: account.uid.clone() },

@@ -136,17 +136,7 @@ impl NodeAgent {
                 let status =
                     node_status::status(&config, &machine, runtime, pressure, &old, &now());
                 let patch = json!({"status": status});
-                match client
-                    .patch(
-                        resources::core("nodes"),
-                        "",
-                        &config.node_name,
-                        PatchType::Merge,
-                        &patch,
-                        true,
-                    )
-                    .await
-                {
+                match patch_node(client.as_ref(), &config, &patch, true).await {
                     Ok(_) => {
                         *previous.lock().expect("conditions lock") =
                             status["conditions"].as_array().cloned().unwrap_or_default();
@@ -391,16 +381,7 @@ async fn register(
                 }
                 let cidr = free_cidr(config, client).await?;
                 let patch = json!({"spec": {"podCIDR": format!("{cidr}/24"), "podCIDRs": [format!("{cidr}/24")]}});
-                client
-                    .patch(
-                        resources::core("nodes"),
-                        "",
-                        &config.node_name,
-                        PatchType::Merge,
-                        &patch,
-                        false,
-                    )
-                    .await?;
+                patch_node(client, config, &patch, false).await?;
                 return Ok(cidr);
             }
             Err(ApiError::NotFound { .. }) => {
@@ -417,6 +398,17 @@ async fn register(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Merge-patches this agent's Node (its status when `status_only`).
+async fn patch_node(
+    client: &dyn ApiClient,
+    config: &AgentConfig,
+    patch: &Value,
+    status_only: bool,
+) -> Result<Value, ApiError> {
+    let nodes = resources::core("nodes");
+    client.patch(nodes, "", &config.node_name, PatchType::Merge, patch, status_only).await
 }
 
 /// A /24 of the cluster CIDR no other node holds.

@@ -18,6 +18,18 @@ pub fn cidr_contains((base, bits): (Ipv4Addr, u8), ip: Ipv4Addr) -> bool {
     u32::from(ip) & mask(bits) == u32::from(base)
 }
 
+/// The first and last address of `cidr` (as `parse_cidr` gives it) that can be handed out:
+/// without the network's own and its broadcast address, when it has more than two.
+pub fn usable_range((base, bits): (Ipv4Addr, u8)) -> (u32, u32) {
+    let first = u32::from(base);
+    let last = first | !mask(bits);
+    if last - first > 1 {
+        (first + 1, last - 1)
+    } else {
+        (first, last)
+    }
+}
+
 fn mask(bits: u8) -> u32 {
     if bits == 0 {
         0

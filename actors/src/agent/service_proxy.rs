@@ -16,9 +16,9 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::client::cache::Key;
-use crate::client::informer::Feed;
 use crate::client::ApiClient;
-use crate::forwarding::{service_table, Listeners, ServiceTable};
+use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
+use crate::forwarding::{Listeners, ServiceTable};
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -31,14 +31,6 @@ pub struct ServiceProxy {
     table: ServiceTable,
     listeners: Listeners,
 }
-
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Services(Feed);
-
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Endpoints(Feed);
 
 /// Closes every listener and stops the proxy.
 #[derive(Message)]
@@ -91,7 +83,7 @@ impl Actor for ServiceProxy {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        service_table::follow(ctx, self.client.clone(), Services, Endpoints);
+        service_table::follow(ctx, self.client.clone());
         ctx.run_interval(RETRY_PERIOD, |proxy, _| {
             for key in proxy.listeners.retry() {
                 tracing::info!(service = %format!("{}/{}", key.0, key.1), "serving the service's ports");
@@ -100,19 +92,19 @@ impl Actor for ServiceProxy {
     }
 }
 
-impl Handler<Services> for ServiceProxy {
+impl Handler<ServicesFeed> for ServiceProxy {
     type Result = ();
 
-    fn handle(&mut self, msg: Services, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: ServicesFeed, _: &mut Context<Self>) {
         let changed = self.table.apply_services(msg.0);
         self.sync(changed);
     }
 }
 
-impl Handler<Endpoints> for ServiceProxy {
+impl Handler<EndpointsFeed> for ServiceProxy {
     type Result = ();
 
-    fn handle(&mut self, msg: Endpoints, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: EndpointsFeed, _: &mut Context<Self>) {
         let changed = self.table.apply_endpoints(msg.0);
         self.sync(changed);
     }

@@ -18,9 +18,36 @@ pub type Key = (String, String);
 /// Replaces `objects` (by namespace and name) with those `listed`: the keys of both, so that
 /// those gone while the list-watch was down are seen to too.
 pub fn relist(objects: &mut BTreeMap<Key, Value>, listed: Vec<Value>) -> BTreeSet<Key> {
-    let listed: BTreeMap<Key, Value> = listed.into_iter().map(|o| (key_of(&o), o)).collect();
-    let old = std::mem::replace(objects, listed);
-    old.into_keys().chain(objects.keys().cloned()).collect()
+    apply_feed(objects, Feed::Listed(listed), key_of, |object| object)
+}
+
+/// Applies one report of a list-watch to `objects`, each object filed under `key` as `read`
+/// makes it; returns the keys it may have changed (after a list, those of the old set and
+/// the new).
+pub fn apply_feed<K: Ord + Clone, T>(
+    objects: &mut BTreeMap<K, T>,
+    feed: Feed,
+    key: impl Fn(&Value) -> K,
+    read: impl Fn(Value) -> T,
+) -> BTreeSet<K> {
+    match feed {
+        Feed::Listed(items) => {
+            let listed: BTreeMap<K, T> = items.into_iter().map(|o| (key(&o), read(o))).collect();
+            let old = std::mem::replace(objects, listed);
+            old.into_keys().chain(objects.keys().cloned()).collect()
+        }
+        Feed::Changed(EventType::Deleted, object) => {
+            let key = key(&object);
+            objects.remove(&key);
+            BTreeSet::from([key])
+        }
+        Feed::Changed(_, object) => {
+            let key = key(&object);
+            objects.insert(key.clone(), read(object));
+            BTreeSet::from([key])
+        }
+        Feed::Unavailable(_) => BTreeSet::new(),
+    }
 }
 
 /// An object's namespace and name.

@@ -25,7 +25,8 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::Feed;
 use crate::client::{object_uid, ApiClient};
 use crate::core::{ApiError, PatchType};
-use crate::forwarding::{service_table, Listeners, ServiceTable};
+use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
+use crate::forwarding::{Listeners, ServiceTable};
 use crate::model::{json, resources};
 
 /// The finalizer a service keeps while it has a load balancer.
@@ -58,12 +59,9 @@ struct IpPool {
 }
 
 impl IpPool {
-    fn new((network, bits): (Ipv4Addr, u8)) -> Self {
-        let base = u32::from(network);
-        let size = if bits >= 32 { 1 } else { 1u64 << (32 - bits) };
-        let end = (u64::from(base) + size - 1).min(u64::from(u32::MAX)) as u32;
+    fn new(range: (Ipv4Addr, u8)) -> Self {
         // The network's first and last addresses are left out, as for cluster IPs.
-        let (first, last) = if size > 2 { (base + 1, end - 1) } else { (base, end) };
+        let (first, last) = crate::agent::pod_ips::usable_range(range);
         IpPool { first, last, held: BTreeMap::new(), by_service: HashMap::new() }
     }
 
@@ -129,14 +127,6 @@ pub struct ServiceController {
     /// Services that found no address, or could not bind, with the error last reported.
     failing: BTreeMap<Key, String>,
 }
-
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Services(Feed);
-
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Endpoints(Feed);
 
 /// Stops the controller, closing its listeners (the services keep their status and finalizer
 /// for the next start).
@@ -435,7 +425,7 @@ impl Actor for ServiceController {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        service_table::follow(ctx, self.client.clone(), Services, Endpoints);
+        service_table::follow(ctx, self.client.clone());
         ctx.run_interval(RETRY_PERIOD, |controller, ctx| {
             let mut again = controller.listeners.retry();
             again.extend(controller.failing.keys().cloned());
@@ -444,10 +434,10 @@ impl Actor for ServiceController {
     }
 }
 
-impl Handler<Services> for ServiceController {
+impl Handler<ServicesFeed> for ServiceController {
     type Result = ();
 
-    fn handle(&mut self, msg: Services, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: ServicesFeed, ctx: &mut Context<Self>) {
         let relisted = matches!(msg.0, Feed::Listed(_));
         let changed = self.table.apply_services(msg.0);
         if relisted {
@@ -457,10 +447,10 @@ impl Handler<Services> for ServiceController {
     }
 }
 
-impl Handler<Endpoints> for ServiceController {
+impl Handler<EndpointsFeed> for ServiceController {
     type Result = ();
 
-    fn handle(&mut self, msg: Endpoints, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: EndpointsFeed, ctx: &mut Context<Self>) {
         let changed = self.table.apply_endpoints(msg.0);
         // Only the backends of services with a load balancer change.
         let served: BTreeSet<Key> =

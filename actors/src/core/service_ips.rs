@@ -73,11 +73,7 @@ impl ServiceAllocator {
     /// (first, last) usable address of the cluster IP range as integers (network and
     /// broadcast addresses excluded).
     fn ip_bounds(&self) -> (u32, u32) {
-        let (net, bits) = self.ranges.cluster_ips;
-        let base = u32::from(net);
-        let size = if bits >= 32 { 1 } else { 1u64 << (32 - bits) };
-        let last = (u64::from(base) + size - 1).min(u64::from(u32::MAX)) as u32;
-        (base.saturating_add(1), last.saturating_sub(1).max(base))
+        crate::agent::pod_ips::usable_range(self.ranges.cluster_ips)
     }
 
     /// Records what an existing service holds (start-up).

@@ -7,11 +7,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use serde_json::Value;
 
-use crate::client::cache::{key_of, relist, Key};
+use crate::client::cache::{apply_feed, key_of, Key};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::ApiClient;
 use crate::model::{json, resources};
-use crate::watch::EventType;
 
 /// One TCP port of a service and where its connections go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,50 +28,39 @@ pub struct ServiceTable {
     endpoints: BTreeMap<Key, Value>,
 }
 
-/// Runs the list-watches of every Service and every Endpoints for the actor of `ctx`, their
-/// reports wrapped by `services` and `endpoints`.
-pub fn follow<A, S, E>(
-    ctx: &actix::Context<A>,
-    client: std::sync::Arc<dyn ApiClient>,
-    services: impl Fn(Feed) -> S + 'static,
-    endpoints: impl Fn(Feed) -> E + 'static,
-) where
-    A: actix::Actor<Context = actix::Context<A>> + actix::Handler<S> + actix::Handler<E>,
-    S: actix::Message<Result = ()> + Send + 'static,
-    E: actix::Message<Result = ()> + Send + 'static,
+/// A report of the Services' list-watch, to an actor that [`follow`]s them.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct ServicesFeed(pub Feed);
+
+/// A report of the Endpoints' list-watch, likewise.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct EndpointsFeed(pub Feed);
+
+/// Runs the list-watches of every Service and every Endpoints for the actor of `ctx`.
+pub fn follow<A>(ctx: &actix::Context<A>, client: std::sync::Arc<dyn ApiClient>)
+where
+    A: actix::Actor<Context = actix::Context<A>>
+        + actix::Handler<ServicesFeed>
+        + actix::Handler<EndpointsFeed>,
 {
     let all = Scope::default();
-    informer::feed_actor(ctx, client.clone(), resources::core("services"), all.clone(), services);
-    informer::feed_actor(ctx, client, resources::core("endpoints"), all, endpoints);
-}
-
-fn apply(objects: &mut BTreeMap<Key, Value>, feed: Feed) -> BTreeSet<Key> {
-    match feed {
-        Feed::Listed(items) => relist(objects, items),
-        Feed::Changed(EventType::Deleted, object) => {
-            let key = key_of(&object);
-            objects.remove(&key);
-            BTreeSet::from([key])
-        }
-        Feed::Changed(_, object) => {
-            let key = key_of(&object);
-            objects.insert(key.clone(), object);
-            BTreeSet::from([key])
-        }
-        Feed::Unavailable(_) => BTreeSet::new(),
-    }
+    let services = resources::core("services");
+    informer::feed_actor(ctx, client.clone(), services, all.clone(), ServicesFeed);
+    informer::feed_actor(ctx, client, resources::core("endpoints"), all, EndpointsFeed);
 }
 
 impl ServiceTable {
     /// Applies a report of the services' list-watch; returns the services it may have changed.
     pub fn apply_services(&mut self, feed: Feed) -> BTreeSet<Key> {
-        apply(&mut self.services, feed)
+        apply_feed(&mut self.services, feed, key_of, |service| service)
     }
 
     /// Applies a report of the endpoints' list-watch; returns the services whose backends it
     /// may have changed (an Endpoints object is its service's by name).
     pub fn apply_endpoints(&mut self, feed: Feed) -> BTreeSet<Key> {
-        apply(&mut self.endpoints, feed)
+        apply_feed(&mut self.endpoints, feed, key_of, |endpoints| endpoints)
     }
 
     pub fn service(&self, key: &Key) -> Option<&Value> {
@@ -146,6 +134,7 @@ fn ready_backends(endpoints: &Value, name: &str) -> Vec<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::EventType;
     use serde_json::json;
 
     fn key(name: &str) -> Key {

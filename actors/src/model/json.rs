@@ -17,6 +17,13 @@ pub fn at<'a>(value: &'a Value, pointer: &str) -> Option<&'a Value> {
     walk(value, pointer.strip_prefix('/')?, b'/')
 }
 
+/// The strings of the array in field `key` of `value` (none when it is missing or not an
+/// array; its items that are not strings are left out).
+pub fn strings(value: &Value, key: &str) -> Vec<String> {
+    let items = value.get(key).and_then(Value::as_array).into_iter().flatten();
+    items.filter_map(Value::as_str).map(String::from).collect()
+}
+
 /// The value at a dotted field path (`spec.nodeName`), as field selectors name fields.
 pub fn at_field<'a>(value: &'a Value, field: &str) -> Option<&'a Value> {
     walk(value, field, b'.')
