@@ -28,6 +28,8 @@ const CLOSE: u8 = 255;
 /// Subprotocols spoken, best first.
 const PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a client is given, after the upgrade, to be ready for frames.
+const CLIENT_SETUP: Duration = Duration::from_millis(20);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/run/{namespace}/{pod}/{container}", web::post().to(run))
@@ -187,6 +189,10 @@ async fn exec(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     actix_web::rt::spawn(async move {
+        // kubectl 1.32 discards frames that reach it before it has set up its streams
+        // ("Unknown stream id"): a command quicker than that lost its output (1 exec in 60 of
+        // `echo`). Its output waits in the pipes for a moment.
+        tokio::time::sleep(CLIENT_SETUP).await;
         let pump = |channel: u8,
                     mut pipe: Box<dyn tokio::io::AsyncRead + Unpin>,
                     mut session: actix_ws::Session| async move {
