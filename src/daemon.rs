@@ -7,12 +7,13 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    EndpointsController, GarbageCollector, NamespaceController, NodeLifecycleController,
-    PodGarbageCollector, ReplicationManager, ResourceQuotaController, ServiceAccountController,
-    ServiceController, StopCollector, StopEndpointsController, StopNamespaceController,
-    StopNodeLifecycleController, StopPodGarbageCollector, StopQuotaController,
-    StopReplicationManager, StopServiceAccountController, StopServiceController,
-    StopTaintEvictionController, TaintEvictionController,
+    DisruptionController, EndpointsController, GarbageCollector, NamespaceController,
+    NodeLifecycleController, PodGarbageCollector, ReplicationManager, ResourceQuotaController,
+    ServiceAccountController, ServiceController, StopCollector, StopDisruptionController,
+    StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
+    StopPodGarbageCollector, StopQuotaController, StopReplicationManager,
+    StopServiceAccountController, StopServiceController, StopTaintEvictionController,
+    TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
@@ -58,6 +59,7 @@ pub struct Running {
     taint_eviction: Addr<TaintEvictionController>,
     pod_gc: Addr<PodGarbageCollector>,
     services: Addr<ServiceController>,
+    disruption: Addr<DisruptionController>,
     store: Store,
 }
 
@@ -93,6 +95,7 @@ impl Running {
         let _ = self.taint_eviction.send(StopTaintEvictionController).await;
         let _ = self.pod_gc.send(StopPodGarbageCollector).await;
         let _ = self.services.send(StopServiceController).await;
+        let _ = self.disruption.send(StopDisruptionController).await;
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -307,6 +310,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
         settings.load_balancer.clone(),
     );
+    // And the disruption controller: evictions go by what each budget allows.
+    let disruption = DisruptionController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -343,6 +351,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         taint_eviction,
         pod_gc,
         services,
+        disruption,
         store,
     })
 }

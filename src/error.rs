@@ -101,6 +101,13 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
             ApiError::Internal(_) => (500, "InternalError", None),
             ApiError::Unavailable(_) => (503, "ServiceUnavailable", None),
+            ApiError::DisruptionBudget { cause, retry_after_seconds } => {
+                let mut d = json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]});
+                if *retry_after_seconds > 0 {
+                    d["retryAfterSeconds"] = json!(retry_after_seconds);
+                }
+                (429, "TooManyRequests", Some(d))
+            }
             ApiError::TooLargeResourceVersion { .. } => (
                 504,
                 "Timeout",

@@ -114,6 +114,9 @@ async fn dispatch(
         (Some("binding"), Some(name)) => {
             return binding(&req, payload, namespace, name, &query, &state).await
         }
+        (Some("eviction"), Some(name)) if resource.plural == "pods" => {
+            return eviction(&req, payload, namespace, name, &query, &state).await
+        }
         (Some("log"), Some(name)) if method == Method::GET => {
             return super::logs::serve(&state, namespace, name, &query).await
         }
@@ -363,9 +366,38 @@ async fn binding(
 ) -> Result<HttpResponse, HttpError> {
     let binding = only_body_of(req, Method::POST, payload, state).await?;
     state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
+    Ok(created_success())
+}
+
+/// The Success `Status` of a subresource created without an object to answer with.
+fn created_success() -> HttpResponse {
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
-    Ok(json_bytes(StatusCode::CREATED, status.to_string().into()))
+    json_bytes(StatusCode::CREATED, status.to_string().into())
+}
+
+/// POST `pods/{name}/eviction` (policy/v1 `Eviction`): the pod is deleted with the delete
+/// options the body carries, unless its disruption budget refuses (429, which kubectl drain
+/// retries). Answers a Success `Status`, as Kubernetes does.
+async fn eviction(
+    req: &HttpRequest,
+    payload: web::Payload,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    let eviction = only_body_of(req, Method::POST, payload, state).await?;
+    let api_version = eviction.get("apiVersion").and_then(Value::as_str).unwrap_or("policy/v1");
+    let kind = eviction.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
+    if kind != "Eviction" || !matches!(api_version, "policy/v1" | "policy/v1beta1") {
+        return Err(HttpError::BadRequest(format!(
+            "the body of an eviction must be a policy/v1 Eviction, not {api_version} {kind}"
+        )));
+    }
+    let options = query.delete_options(eviction.get("deleteOptions"))?;
+    state.core.evict(namespace, name, &eviction, options).await?;
+    Ok(created_success())
 }
 
 /// PUT `namespaces/{name}/finalize`: sets the namespace's `spec.finalizers` to the body's and

@@ -12,9 +12,10 @@ use base64::Engine as _;
 use k8s_pb::api::authentication::v1 as authnv1;
 use k8s_pb::api::authorization::v1 as authzv1;
 use k8s_pb::api::core::v1 as pb;
+use k8s_pb::api::policy::v1 as policyv1;
 use k8s_pb::api::rbac::v1 as rbacv1;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
-use k8s_pb::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
+use k8s_pb::apimachinery::pkg::apis::meta::v1::{DeleteOptions, LabelSelector, ObjectMeta};
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
@@ -26,7 +27,8 @@ const MAGIC: &[u8] = b"k8s\0";
 /// Decodes a Kubernetes protobuf body into the object's JSON form.
 ///
 /// Supports core/v1 Namespace, ConfigMap, Secret, Service, ServiceAccount, ResourceQuota,
-/// Pod (the common fields of the latter) and DeleteOptions. Returns `Err` with a human-readable message for a missing magic,
+/// Pod (the common fields of the latter), policy/v1 PodDisruptionBudget and Eviction, the RBAC
+/// kinds, the reviews, and DeleteOptions. Returns `Err` with a human-readable message for a missing magic,
 /// malformed bytes, a content encoding, or an unsupported kind.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
@@ -164,19 +166,38 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             out.insert("metadata".into(), meta(review.metadata));
             out.insert("spec".into(), subject_access_spec(review.spec.unwrap_or_default()));
         }
-        // A delete's options (kubectl drain sends them so when pods have no eviction).
+        // A delete's options (kubectl drain sends them so where pods have no eviction).
         ("v1" | "meta.k8s.io/v1", "DeleteOptions") => {
             let options = DeleteOptions::decode(raw.as_slice()).map_err(bad)?;
-            put_int(&mut out, "gracePeriodSeconds", options.grace_period_seconds);
-            if let Some(pre) = options.preconditions {
-                let mut preconditions = Map::new();
-                put_str(&mut preconditions, "uid", pre.uid);
-                put_str(&mut preconditions, "resourceVersion", pre.resource_version);
-                out.insert("preconditions".into(), Value::Object(preconditions));
+            delete_options(&mut out, options);
+        }
+        // What kubectl drain sends to evict a pod.
+        ("policy/v1", "Eviction") => {
+            let eviction = policyv1::Eviction::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(eviction.metadata));
+            if let Some(options) = eviction.delete_options {
+                let mut fields = Map::new();
+                delete_options(&mut fields, options);
+                out.insert("deleteOptions".into(), Value::Object(fields));
             }
-            put_bool(&mut out, "orphanDependents", options.orphan_dependents);
-            put_str(&mut out, "propagationPolicy", options.propagation_policy);
-            put_strs(&mut out, "dryRun", options.dry_run);
+        }
+        ("policy/v1", "PodDisruptionBudget") => {
+            let budget = policyv1::PodDisruptionBudget::decode(raw.as_slice()).map_err(bad)?;
+            out.insert("metadata".into(), meta(budget.metadata));
+            let mut spec = Map::new();
+            if let Some(s) = budget.spec {
+                if let Some(min) = s.min_available {
+                    spec.insert("minAvailable".into(), int_or_string(min));
+                }
+                if let Some(max) = s.max_unavailable {
+                    spec.insert("maxUnavailable".into(), int_or_string(max));
+                }
+                if let Some(selector) = s.selector {
+                    spec.insert("selector".into(), label_selector(selector));
+                }
+                put_str(&mut spec, "unhealthyPodEvictionPolicy", s.unhealthy_pod_eviction_policy);
+            }
+            out.insert("spec".into(), Value::Object(spec));
         }
         _ => {
             return Err(format!(
@@ -391,6 +412,41 @@ fn object_reference(r: pb::ObjectReference) -> Value {
     put_str(&mut m, "resourceVersion", r.resource_version);
     put_str(&mut m, "fieldPath", r.field_path);
     Value::Object(m)
+}
+
+/// A delete's options, into `out`.
+fn delete_options(out: &mut Map<String, Value>, options: DeleteOptions) {
+    put_int(out, "gracePeriodSeconds", options.grace_period_seconds);
+    if let Some(pre) = options.preconditions {
+        let mut preconditions = Map::new();
+        put_str(&mut preconditions, "uid", pre.uid);
+        put_str(&mut preconditions, "resourceVersion", pre.resource_version);
+        out.insert("preconditions".into(), Value::Object(preconditions));
+    }
+    put_bool(out, "orphanDependents", options.orphan_dependents);
+    put_str(out, "propagationPolicy", options.propagation_policy);
+    put_strs(out, "dryRun", options.dry_run);
+}
+
+/// A `metav1.LabelSelector`.
+fn label_selector(selector: LabelSelector) -> Value {
+    let mut out = Map::new();
+    put_map(&mut out, "matchLabels", selector.match_labels);
+    let expressions: Vec<Value> = selector
+        .match_expressions
+        .into_iter()
+        .map(|e| {
+            let mut expression = Map::new();
+            put_str(&mut expression, "key", e.key);
+            put_str(&mut expression, "operator", e.operator);
+            put_strs(&mut expression, "values", e.values);
+            Value::Object(expression)
+        })
+        .collect();
+    if !expressions.is_empty() {
+        out.insert("matchExpressions".into(), Value::Array(expressions));
+    }
+    Value::Object(out)
 }
 
 /// IntOrString: type 1 is a string, anything else an int.

@@ -163,6 +163,20 @@ fn columns(kind: &str) -> Vec<Column> {
             col("ServiceAccounts", 1, "The service accounts the binding names."),
         ],
         "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
+        "PodDisruptionBudget" => vec![
+            NAME,
+            col("Min Available", 0, "The minimum number of pods that must be available."),
+            col("Max Unavailable", 0, "The maximum number of pods that may be unavailable."),
+            Column {
+                kind: "integer",
+                ..col(
+                    "Allowed Disruptions",
+                    0,
+                    "Calculated number of pods that may be disrupted at this time.",
+                )
+            },
+            AGE,
+        ],
         "EndpointSlice" => vec![
             NAME,
             col("AddressType", 0, "The type of the addresses of the slice."),
@@ -502,6 +516,16 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![name, json!(role), json!(created), json!(users), json!(groups), json!(accounts)]
         }
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
+        "PodDisruptionBudget" => {
+            let amount = |field: &str| match json::at(o, &format!("/spec/{field}")) {
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => "N/A".to_string(),
+            };
+            let allowed = json::at(o, "/status/disruptionsAllowed").and_then(Value::as_i64);
+            let (min, max) = (amount("minAvailable"), amount("maxUnavailable"));
+            vec![name, json!(min), json!(max), json!(allowed.unwrap_or(0)), json!(created)]
+        }
         "EndpointSlice" => {
             let (ports, endpoints) = slice_columns(o);
             vec![name, json!(s(o, "/addressType")), json!(ports), json!(endpoints), json!(created)]

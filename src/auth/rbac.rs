@@ -310,6 +310,8 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
             "bindings", "events", "limitranges", "resourcequotas", "resourcequotas/status",
             "namespaces", "namespaces/status"]},
         {"verbs": read, "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
+        {"verbs": read, "apiGroups": ["policy"], "resources": ["poddisruptionbudgets",
+            "poddisruptionbudgets/status"]},
     ]);
     let mut edit = view.as_array().cloned().unwrap_or_default();
     edit.extend([
@@ -321,6 +323,8 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
             "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale",
             "secrets", "serviceaccounts", "services", "services/proxy"]}),
         json!({"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}),
+        json!({"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]}),
+        json!({"verbs": write, "apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}),
     ]);
     let mut admin = edit.clone();
     admin.extend([

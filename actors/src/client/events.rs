@@ -9,12 +9,14 @@ use serde_json::json;
 
 use super::ApiClient;
 use crate::core::PatchType;
-use crate::model::resources;
+use crate::model::{resources, ResourceType};
 
-/// The object an event is about (a core/v1 kind).
+/// The object an event is about.
 #[derive(Debug, Clone)]
 pub struct ObjectRef {
     pub kind: &'static str,
+    /// `v1`, or `group/version`.
+    pub api_version: String,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -22,7 +24,14 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     pub fn pod(namespace: String, name: String, uid: String) -> Self {
-        ObjectRef { kind: "Pod", namespace, name, uid }
+        ObjectRef { kind: "Pod", api_version: "v1".into(), namespace, name, uid }
+    }
+
+    /// `object`, of `resource`.
+    pub fn of(resource: &'static ResourceType, object: &serde_json::Value) -> Self {
+        let (namespace, name) = super::cache::key_of(object);
+        let uid = super::object_uid(object).to_string();
+        ObjectRef { kind: resource.kind, api_version: resource.api_version(), namespace, name, uid }
     }
 }
 
@@ -120,7 +129,7 @@ pub async fn record(
     let event = json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name, "namespace": object.namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": object.kind, "namespace": object.namespace,
+        "involvedObject": {"apiVersion": object.api_version, "kind": object.kind, "namespace": object.namespace,
             "name": object.name, "uid": object.uid},
         "reason": reason,
         "message": message,

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::endpoints::{listed, ready, resolved_ports, service_labels};
+use super::endpoints::{listed, resolved_ports, service_labels};
 use crate::client::cache::key_of;
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, ListOptions};
+use crate::model::disruption::pod_is_ready;
 use crate::model::{json, resources, ResourceType};
 
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -40,7 +41,7 @@ pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
         let Some(ports) = resolved_ports(pod, &service_ports) else { continue };
         let terminating =
             json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-        let serving = ready(pod);
+        let serving = pod_is_ready(pod);
         let mut endpoint = json!({"addresses": [pod["status"]["podIP"]],
             "conditions": {"ready": publish_not_ready || (serving && !terminating),
                 "serving": serving, "terminating": terminating},

@@ -21,6 +21,7 @@ use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
+use crate::model::disruption::pod_is_ready;
 use crate::model::{json, resources};
 use crate::watch::EventType;
 
@@ -234,11 +235,6 @@ pub(super) fn listed(pod: &Value, publish_not_ready: bool) -> bool {
         && (publish_not_ready || !deleting)
 }
 
-pub(super) fn ready(pod: &Value) -> bool {
-    let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array);
-    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
-}
-
 /// The port of `pod` a service port sends to: its `targetPort` as a number, or the container
 /// port of that name and protocol (`None` when the pod has none).
 fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64> {
@@ -320,7 +316,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             not_ready: Vec::new(),
             ports,
         });
-        if publish_not_ready || ready(pod) {
+        if publish_not_ready || pod_is_ready(pod) {
             subset.ready.push(address);
         } else {
             subset.not_ready.push(address);

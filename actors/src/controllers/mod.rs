@@ -1,6 +1,7 @@
 //! Controllers: actors that drive cluster state toward what objects declare, reading and writing
 //! only through the [`ApiClient`](crate::client::ApiClient).
 //!
+//! - [`disruption`]: works out what each PodDisruptionBudget allows, for evictions.
 //! - [`endpoints`]: lists the pods each Service selects in its Endpoints and EndpointSlices.
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
 //!   or deletes them first as `propagationPolicy` asks.
@@ -13,6 +14,7 @@
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
+pub mod disruption;
 mod endpoint_slices;
 pub mod endpoints;
 pub mod garbage_collector;
@@ -25,6 +27,7 @@ pub mod service;
 pub mod service_account;
 pub mod taint_eviction;
 
+pub use disruption::{DisruptionController, StopDisruptionController};
 pub use endpoints::{EndpointsController, StopEndpointsController};
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use namespace::{NamespaceController, StopNamespaceController};

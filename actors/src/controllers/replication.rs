@@ -468,8 +468,7 @@ impl ReplicationManager {
 }
 
 fn object_ref(rc: &Value) -> ObjectRef {
-    let (namespace, name) = key_of(rc);
-    ObjectRef { kind: "ReplicationController", namespace, name, uid: object_uid(rc).to_string() }
+    ObjectRef::of(resources::core("replicationcontrollers"), rc)
 }
 
 fn owner_reference(rc: &Value) -> Value {

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use crate::client::cache::Key;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::Feed;
-use crate::client::{object_uid, ApiClient};
+use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
 use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
 use crate::forwarding::{Listeners, ServiceTable};
@@ -191,13 +191,8 @@ async fn normal_event(client: &dyn ApiClient, object: &ObjectRef, reason: &str, 
     events::record(client, object, EventKind::Normal, reason, message, COMPONENT).await
 }
 
-fn object_ref(service: &Value, key: &Key) -> ObjectRef {
-    ObjectRef {
-        kind: "Service",
-        namespace: key.0.clone(),
-        name: key.1.clone(),
-        uid: object_uid(service).to_string(),
-    }
+fn object_ref(service: &Value) -> ObjectRef {
+    ObjectRef::of(resources::core("services"), service)
 }
 
 impl ServiceController {
@@ -312,7 +307,7 @@ impl ServiceController {
         }
         self.failing.insert(key.clone(), error.clone());
         let Some(service) = self.table.service(key) else { return };
-        let (client, object) = (self.client.clone(), object_ref(service, key));
+        let (client, object) = (self.client.clone(), object_ref(service));
         let message =
             format!("Error syncing load balancer: failed to ensure load balancer: {error}");
         tracing::warn!(service = %format!("{}/{}", key.0, key.1), %error, "load balancer");
@@ -340,7 +335,7 @@ impl ServiceController {
             return;
         }
         let Some(service) = self.table.service(key) else { return };
-        let (client, object) = (self.client.clone(), object_ref(service, key));
+        let (client, object) = (self.client.clone(), object_ref(service));
         let version =
             json::at(service, "/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
         let kept: Vec<&str> =

@@ -24,6 +24,14 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
             object.remove("status");
         }
     }
+    // A budget starts with nothing allowed, until the disruption controller has counted.
+    if kind == "PodDisruptionBudget" {
+        if let Some(object) = object.as_object_mut() {
+            let status = json!({"disruptionsAllowed": 0, "currentHealthy": 0,
+                "desiredHealthy": 0, "expectedPods": 0});
+            object.insert("status".into(), status);
+        }
+    }
     // A new namespace is held for its controller, which empties it once deleted (only
     // `finalize` changes the list afterwards).
     if kind == "Namespace" {

@@ -53,6 +53,9 @@ pub enum ApiError {
     Internal(String),
     #[error("{0}")]
     Unavailable(String),
+    /// An eviction that its pod's disruption budget does not allow now (429; clients retry).
+    #[error("Cannot evict pod as it would violate the pod's disruption budget.")]
+    DisruptionBudget { cause: String, retry_after_seconds: u64 },
     /// A resourceVersion newer than the store has reached (clients retry).
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },

@@ -7,6 +7,7 @@ mod conversion;
 mod default_tolerations;
 mod defaults;
 mod error;
+mod eviction;
 mod field_set;
 mod limit_ranger;
 mod managed_fields;

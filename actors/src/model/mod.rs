@@ -1,5 +1,6 @@
 //! The API model: served resource types, stored objects, selectors and validation.
 
+pub mod disruption;
 mod filter;
 pub mod json;
 pub mod lists;

@@ -109,10 +109,12 @@ impl ResourceType {
     }
 
     /// Whether its objects carry `metadata.generation`, set to 1 on create and counted up by
-    /// every change of the spec, as these kinds' strategies do in Kubernetes 1.32 (the other
-    /// core kinds keep whatever the client sent, if anything).
+    /// every change of the spec, as the strategies of ReplicationControllers and
+    /// PodDisruptionBudgets do in Kubernetes 1.32 (the other kinds keep whatever the client
+    /// sent, if anything).
     pub fn tracks_generation(&self) -> bool {
-        self.group.is_empty() && self.plural == "replicationcontrollers"
+        (self.group.is_empty() && self.plural == "replicationcontrollers")
+            || (self.group == POLICY_GROUP && self.plural == "poddisruptionbudgets")
     }
 
     /// True for the kinds whose update creates the object when there is none, as in Kubernetes
@@ -316,6 +318,13 @@ pub static RESOURCES: &[ResourceType] = &[
                 verbs: &["create", "get"],
             },
             proxy_sub!("PodProxyOptions"),
+            Subresource {
+                name: "eviction",
+                group: POLICY_GROUP,
+                version: V1,
+                kind: "Eviction",
+                verbs: &["create"],
+            },
         ],
         name_is_label: false,
     },
@@ -413,6 +422,26 @@ pub static RESOURCES: &[ResourceType] = &[
         "EndpointSliceList",
         true,
     ),
+    ResourceType {
+        group: POLICY_GROUP,
+        version: V1,
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind: "PodDisruptionBudget",
+        list_kind: "PodDisruptionBudgetList",
+        namespaced: true,
+        short_names: &["pdb"],
+        in_category_all: false,
+        selectable_fields: &[],
+        subresources: &[Subresource {
+            name: "status",
+            group: POLICY_GROUP,
+            version: V1,
+            kind: "PodDisruptionBudget",
+            verbs: STATUS_VERBS,
+        }],
+        name_is_label: false,
+    },
     // Served from the core/v1 events' storage (see `storage_of`).
     ResourceType {
         group: EVENTS_GROUP,
@@ -491,6 +520,8 @@ const fn rbac(
 }
 
 const EVENTS_GROUP: &str = "events.k8s.io";
+/// The group of PodDisruptionBudgets and of the pods' `eviction` subresource.
+pub const POLICY_GROUP: &str = "policy";
 const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
 const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
 
@@ -585,6 +616,11 @@ pub fn core(plural: &str) -> &'static ResourceType {
     find("", "v1", plural).unwrap_or_else(|| panic!("core/v1 {plural} are served"))
 }
 
+/// policy/v1 PodDisruptionBudgets.
+pub fn disruption_budgets() -> &'static ResourceType {
+    find(POLICY_GROUP, "v1", "poddisruptionbudgets").expect("PodDisruptionBudgets are served")
+}
+
 /// Looks a resource up by its kind within a group.
 pub fn find_by_kind(group: &str, kind: &str) -> Option<&'static ResourceType> {
     RESOURCES.iter().find(|r| r.kind == kind && same(r.group, group))
@@ -619,6 +655,7 @@ mod tests {
         let groups = vec![
             ("coordination.k8s.io", "v1"),
             ("discovery.k8s.io", "v1"),
+            ("policy", "v1"),
             ("events.k8s.io", "v1"),
             ("authentication.k8s.io", "v1"),
             ("authorization.k8s.io", "v1"),

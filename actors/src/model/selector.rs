@@ -63,6 +63,48 @@ impl LabelSelector {
         Self { requirements }
     }
 
+    /// Reads a `metav1.LabelSelector` object (`matchLabels` and `matchExpressions` with `In`,
+    /// `NotIn`, `Exists`, `DoesNotExist`), as a PodDisruptionBudget's `spec.selector` holds
+    /// it. A malformed one (which validation refuses on write) is an error naming why.
+    pub fn from_object(selector: &serde_json::Value) -> Result<Self, SelectorError> {
+        let bad = |what: String| SelectorError::Syntax(what);
+        let mut requirements = Vec::new();
+        if let Some(labels) = selector.get("matchLabels").and_then(|m| m.as_object()) {
+            for (key, value) in labels {
+                let value = value.as_str().ok_or_else(|| bad(format!("{key}: {value}")))?;
+                let op = LabelOp::Equals(checked_value(value, key)?);
+                requirements.push(LabelRequirement { key: checked_key(key, key)?, op });
+            }
+        }
+        let expressions = selector.get("matchExpressions").and_then(|e| e.as_array());
+        for expression in expressions.into_iter().flatten() {
+            let key = expression.get("key").and_then(|k| k.as_str()).unwrap_or("");
+            let key = checked_key(key, key)?;
+            let values: Vec<String> = expression
+                .get("values")
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+                .map(|v| checked_value(v.as_str().unwrap_or(""), &key))
+                .collect::<Result<_, _>>()?;
+            let operator = expression.get("operator").and_then(|o| o.as_str()).unwrap_or("");
+            let op = match operator {
+                "In" if !values.is_empty() => LabelOp::In(values),
+                "NotIn" if !values.is_empty() => LabelOp::NotIn(values),
+                "Exists" if values.is_empty() => LabelOp::Exists,
+                "DoesNotExist" if values.is_empty() => LabelOp::DoesNotExist,
+                "In" | "NotIn" | "Exists" | "DoesNotExist" => {
+                    return Err(bad(format!("wrong number of values for {operator} on {key}")))
+                }
+                other => {
+                    return Err(bad(format!("{other:?} is not a valid label selector operator")))
+                }
+            };
+            requirements.push(LabelRequirement { key, op });
+        }
+        Ok(Self { requirements })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
@@ -305,6 +347,31 @@ impl FieldValues {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn label_selector_objects() {
+        let labels =
+            Labels::of(&serde_json::json!({"metadata": {"labels": {"app": "web", "tier": "a"}}}));
+        let of = |v: serde_json::Value| LabelSelector::from_object(&v);
+        assert!(of(serde_json::json!({})).unwrap().matches(&labels));
+        assert!(of(serde_json::json!({"matchLabels": {"app": "web"}})).unwrap().matches(&labels));
+        assert!(!of(serde_json::json!({"matchLabels": {"app": "db"}})).unwrap().matches(&labels));
+        let expressions = serde_json::json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]},
+            {"key": "gone", "operator": "DoesNotExist"}]});
+        assert!(of(expressions).unwrap().matches(&labels));
+        let not_in = serde_json::json!({"matchExpressions": [
+            {"key": "tier", "operator": "NotIn", "values": ["a"]}]});
+        assert!(!of(not_in).unwrap().matches(&labels));
+        for bad in [
+            serde_json::json!({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+            serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+            serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
+            serde_json::json!({"matchLabels": {"a b": "x"}}),
+        ] {
+            assert!(of(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
     use crate::model::resources;
 

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use k8s_openapi::api::authentication::v1 as authnv1;
 use k8s_openapi::api::authorization::v1 as authzv1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
+use k8s_openapi::api::policy::v1 as policyv1;
 use k8s_openapi::api::rbac::v1 as rbacv1;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
@@ -147,6 +148,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("", "Service") => reg::<corev1::Service>(gen),
         ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
         ("discovery.k8s.io", "EndpointSlice") => reg::<discoveryv1::EndpointSlice>(gen),
+        ("policy", "PodDisruptionBudget") => reg::<policyv1::PodDisruptionBudget>(gen),
         ("rbac.authorization.k8s.io", "Role") => reg::<rbacv1::Role>(gen),
         ("rbac.authorization.k8s.io", "ClusterRole") => reg::<rbacv1::ClusterRole>(gen),
         ("rbac.authorization.k8s.io", "RoleBinding") => reg::<rbacv1::RoleBinding>(gen),

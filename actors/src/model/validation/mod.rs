@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use super::{json, ResourceType};
 
+mod disruption_budget;
 mod resource_policy;
 mod storage;
 
@@ -258,6 +259,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "Event" => validate_event(object, &mut errors),
         "Endpoints" => validate_endpoints(object, &mut errors),
         "EndpointSlice" => validate_endpoint_slice(object, &mut errors),
+        "PodDisruptionBudget" => disruption_budget::validate(object, &mut errors),
         "Role" | "ClusterRole" => validate_role(object, resource.namespaced, &mut errors),
         "RoleBinding" | "ClusterRoleBinding" => {
             validate_role_binding(object, resource.namespaced, &mut errors)
@@ -375,6 +377,43 @@ fn validate_labels(labels: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 &v.to_string(),
                 "must be a string",
             )),
+        }
+    }
+}
+
+/// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`), as Kubernetes'
+/// `ValidateLabelSelector` checks it.
+fn validate_label_selector(selector: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    validate_labels(selector.get("matchLabels"), &format!("{path}.matchLabels"), errors);
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    for (i, expression) in expressions.into_iter().flatten().enumerate() {
+        let at = |field: &str| format!("{path}.matchExpressions[{i}].{field}");
+        let key = expression.get("key").and_then(Value::as_str).unwrap_or("");
+        for problem in label_key_errors(key) {
+            errors.push(FieldError::invalid(at("key"), key, problem));
+        }
+        let values = expression.get("values").and_then(Value::as_array);
+        let values: Vec<&str> = values.into_iter().flatten().filter_map(Value::as_str).collect();
+        match expression.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required_because(
+                at("values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+                at("values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errors.push(FieldError::invalid(
+                at("operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        for (j, value) in values.iter().enumerate() {
+            for problem in label_value_errors(value) {
+                errors.push(FieldError::invalid(at(&format!("values[{j}]")), value, problem));
+            }
         }
     }
 }
