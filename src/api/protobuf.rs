@@ -758,6 +758,52 @@ mod tests {
     }
 
     #[test]
+    fn eviction_and_disruption_budget_bodies() {
+        use k8s_pb::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+        let eviction = policyv1::Eviction {
+            metadata: named("web-1", "default"),
+            delete_options: Some(DeleteOptions {
+                grace_period_seconds: Some(5),
+                ..Default::default()
+            }),
+        };
+        let obj = decode(&wrap("policy/v1", "Eviction", eviction.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj,
+            json!({"kind": "Eviction", "apiVersion": "policy/v1",
+                "metadata": {"name": "web-1", "namespace": "default"},
+                "deleteOptions": {"gracePeriodSeconds": 5}})
+        );
+        let budget = policyv1::PodDisruptionBudget {
+            metadata: named("web", "default"),
+            spec: Some(policyv1::PodDisruptionBudgetSpec {
+                max_unavailable: Some(IntOrString {
+                    r#type: Some(1),
+                    int_val: None,
+                    str_val: Some("25%".into()),
+                }),
+                selector: Some(LabelSelector {
+                    match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+                    match_expressions: vec![LabelSelectorRequirement {
+                        key: Some("tier".into()),
+                        operator: Some("Exists".into()),
+                        values: vec![],
+                    }],
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let obj =
+            decode(&wrap("policy/v1", "PodDisruptionBudget", budget.encode_to_vec())).unwrap();
+        assert_eq!(
+            obj["spec"],
+            json!({"maxUnavailable": "25%", "selector": {"matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "Exists"}]}})
+        );
+    }
+
+    #[test]
     fn delete_options_body() {
         use k8s_pb::apimachinery::pkg::apis::meta::v1::Preconditions;
         let options = DeleteOptions {

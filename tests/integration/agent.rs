@@ -411,9 +411,8 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert!(!alive(web_pid), "the embedded agent stops its containers on shutdown");
 }
 
-/// `kubectl drain`: the node is cordoned and its pods deleted (kplane has no eviction
-/// subresource, so kubectl deletes them, with a protobuf `DeleteOptions` body), and it waits
-/// until they are gone.
+/// `kubectl drain`: the node is cordoned and its pods evicted (the `eviction` subresource, a
+/// protobuf `Eviction` body), and it waits until they are gone.
 #[test]
 fn kubectl_drains_a_node() {
     let server = server_with_agent("node-d");
@@ -438,6 +437,102 @@ fn kubectl_drains_a_node() {
     assert_eq!(server.get("/api/v1/namespaces/default/pods/sleeper").0, 404);
     wait_until(Duration::from_secs(10), "sleeper's process is gone", || !alive(pid));
     assert_eq!(server.get("/api/v1/nodes/node-d").1["spec"]["unschedulable"], true);
+}
+
+/// PodDisruptionBudgets: the disruption controller counts a ReplicationController's pods, an
+/// eviction the budget does not allow is a 429 naming it (kubectl drain retries it until its
+/// timeout), and one it allows marks the pod and deletes it gracefully.
+#[test]
+fn evictions_keep_to_disruption_budgets() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "node-b"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+    ]);
+    wait_until(WAIT, "node-b is Ready", || node_ready(&server, "node-b"));
+    // Containers that outlive a SIGTERM, so an evicted pod stays a while, being deleted.
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"app": "web"}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "c",
+                "image": "none",
+                "command": ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]}]}}}});
+    assert_eq!(server.post("/api/v1/namespaces/default/replicationcontrollers", &rc).0, 201);
+    let kubectl = server.kubectl();
+    kubectl.ok(&["create", "pdb", "web", "--selector=app=web", "--min-available=2"]);
+    let budget_path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web";
+    let mut budget = Value::Null;
+    wait_until(WAIT, "the budget counts two healthy pods", || {
+        budget = server.get(budget_path).1;
+        budget["status"]["currentHealthy"] == 2 && budget["status"]["observedGeneration"] == 1
+    });
+    assert_eq!(budget["status"]["desiredHealthy"], 2, "{budget}");
+    assert_eq!(budget["status"]["expectedPods"], 2);
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0);
+    let table = kubectl.ok(&["get", "pdb"]);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "2", "N/A", "0"], "{table}");
+
+    let (_, pods) = server.get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb");
+    let names: Vec<String> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{pods}");
+    let evict = |name: &str| {
+        let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name, "namespace": "default"}});
+        server.post(&format!("/api/v1/namespaces/default/pods/{name}/eviction"), &eviction)
+    };
+    let (code, refused) = evict(&names[0]);
+    assert_eq!(code, 429, "{refused}");
+    assert_eq!(refused["reason"], "TooManyRequests");
+    assert_eq!(
+        refused["message"],
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_eq!(refused["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert_eq!(
+        refused["details"]["causes"][0]["message"],
+        "The disruption budget web needs 2 healthy pods and has 2 currently"
+    );
+    assert_eq!(evict("nobody").0, 404);
+    let (code, wrong) = server.post(
+        &format!("/api/v1/namespaces/default/pods/{}/eviction", names[0]),
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": names[0]}}),
+    );
+    assert_eq!(code, 400, "{wrong}");
+
+    // kubectl drain evicts, is refused, retries, and gives up at its timeout.
+    let (drained, _, stderr) =
+        kubectl.run(&["drain", "node-b", "--ignore-daemonsets", "--timeout=6s"]);
+    assert!(!drained);
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    for name in &names {
+        assert!(get_pod(&server, name)["metadata"].get("deletionTimestamp").is_none());
+    }
+    kubectl.ok(&["uncordon", "node-b"]);
+
+    // A budget of one: one eviction goes through; the pod is marked and deleted gracefully.
+    kubectl.ok(&["patch", "pdb", "web", "--type=merge", "-p", r#"{"spec":{"minAvailable":1}}"#]);
+    wait_until(WAIT, "the budget allows one disruption", || {
+        budget = server.get(budget_path).1;
+        budget["status"]["observedGeneration"] == 2 && budget["status"]["disruptionsAllowed"] == 1
+    });
+    let (code, status) = evict(&names[0]);
+    assert_eq!((code, &status["status"]), (201, &json!("Success")), "{status}");
+    let evicted = get_pod(&server, &names[0]);
+    assert!(evicted["metadata"]["deletionTimestamp"].is_string(), "{evicted}");
+    let conditions = evicted["status"]["conditions"].as_array().unwrap();
+    let target = conditions.iter().find(|c| c["type"] == "DisruptionTarget").expect("marked");
+    assert_eq!(target["reason"], "EvictionByEvictionAPI", "{evicted}");
 }
 
 #[test]
