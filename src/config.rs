@@ -31,6 +31,21 @@ struct RawConfig {
     runtime: RawRuntime,
     scheduler: RawScheduler,
     controllers: RawControllers,
+    metrics_server: RawMetricsServer,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawMetricsServer {
+    enabled: bool,
+    resolution_seconds: u64,
+}
+
+impl Default for RawMetricsServer {
+    fn default() -> Self {
+        let defaults = kplane_actors::metrics::ScraperConfig::default();
+        Self { enabled: true, resolution_seconds: defaults.resolution.as_secs() }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,6 +193,7 @@ impl Default for RawConfig {
             runtime: RawRuntime::default(),
             scheduler: RawScheduler::default(),
             controllers: RawControllers::default(),
+            metrics_server: RawMetricsServer::default(),
         }
     }
 }
@@ -262,6 +278,8 @@ pub struct Settings {
     pub watch_max_timeout: Duration,
     pub agent: AgentSettings,
     pub scheduler_enabled: bool,
+    /// Read the agents' usage for metrics.k8s.io (`None`: not served).
+    pub metrics_server: Option<kplane_actors::metrics::ScraperConfig>,
     pub service_ranges: kplane_actors::core::ServiceRanges,
     pub node_lifecycle: kplane_actors::controllers::node_lifecycle::NodeLifecycleConfig,
     /// Finished pods kept before the oldest are deleted (`0`: all are kept).
@@ -446,6 +464,7 @@ impl Settings {
             node_lifecycle,
             terminated_pod_gc_threshold: raw.controllers.terminated_pod_gc_threshold,
             scheduler_enabled: raw.scheduler.enabled,
+            metrics_server: metrics_server(&raw.metrics_server)?,
             data_dir: raw.data_dir,
             log_level: raw.log_level,
             disable_transparent_huge_pages: raw.disable_transparent_huge_pages,
@@ -473,6 +492,26 @@ impl Settings {
             )? as u64),
         })
     }
+}
+
+/// Checks the `[metrics_server]` section.
+fn metrics_server(
+    raw: &RawMetricsServer,
+) -> Result<Option<kplane_actors::metrics::ScraperConfig>, ConfigError> {
+    if !raw.enabled {
+        return Ok(None);
+    }
+    if raw.resolution_seconds == 0 {
+        return Err(ConfigError::Invalid {
+            key: "metrics_server.resolution_seconds",
+            message: "must be at least 1, got 0".into(),
+        });
+    }
+    let resolution = Duration::from_secs(raw.resolution_seconds);
+    // An agent may take most of a round to answer, never longer than metrics-server's 10 s.
+    let scrape_timeout =
+        Duration::from_secs(10).min(resolution.mul_f64(0.9)).max(Duration::from_millis(500));
+    Ok(Some(kplane_actors::metrics::ScraperConfig { resolution, scrape_timeout }))
 }
 
 /// Checks the `[controllers]` section.

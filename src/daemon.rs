@@ -16,6 +16,7 @@ use kplane_actors::controllers::{
     TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
+use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
 use kplane_actors::scheduler::{Scheduler, SchedulerConfig, StopScheduler};
 use kplane_actors::store::{Store, StoreError, StoreOptions};
 use kplane_actors::watch::{HubOptions, WatchHub};
@@ -60,6 +61,7 @@ pub struct Running {
     pod_gc: Addr<PodGarbageCollector>,
     services: Addr<ServiceController>,
     disruption: Addr<DisruptionController>,
+    metrics_scraper: Option<Addr<MetricsScraper>>,
     store: Store,
 }
 
@@ -96,6 +98,9 @@ impl Running {
         let _ = self.pod_gc.send(StopPodGarbageCollector).await;
         let _ = self.services.send(StopServiceController).await;
         let _ = self.disruption.send(StopDisruptionController).await;
+        if let Some(scraper) = &self.metrics_scraper {
+            let _ = scraper.send(StopMetricsScraper).await;
+        }
         self.store.close(std::time::Duration::from_secs(10)).await;
         result
     }
@@ -193,6 +198,13 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             return Err(StartError::ServiceAccountKey(e));
         }
     }
+    // The metrics server: reads the agents' usage for metrics.k8s.io (`kubectl top`).
+    let metrics_scraper = settings.metrics_server.map(|config| {
+        let client: Arc<dyn ApiClient> = Arc::new(app_state.core.clone());
+        let source = Arc::new(api::resource_metrics::AgentSummaries::new(config.scrape_timeout));
+        MetricsScraper::new(client, source, config).start()
+    });
+    app_state.resource_metrics = metrics_scraper.clone();
     let state = web::Data::new(app_state);
     let app_state = state.clone();
     let mut server = HttpServer::new(move || api::app(app_state.clone()))
@@ -352,6 +364,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         pod_gc,
         services,
         disruption,
+        metrics_scraper,
         store,
     })
 }

@@ -8,12 +8,14 @@
 //! - [`core`]: the API core: Kubernetes verb semantics over the store and the hub.
 //! - [`client`]: the `ApiClient` trait components use, and its in-process implementation.
 //! - [`forwarding`]: service traffic: listeners that forward to a service's endpoints.
+//! - [`metrics`]: the resource metrics of nodes and pods (`kubectl top`), read from agents.
 
 pub mod agent;
 pub mod client;
 pub mod controllers;
 pub mod core;
 pub mod forwarding;
+pub mod metrics;
 pub mod model;
 pub mod scheduler;
 pub mod store;

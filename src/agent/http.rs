@@ -145,11 +145,12 @@ fn usage_json(usage: Usage, now: &str) -> (Value, Value) {
     )
 }
 
-/// The kubelet's `/stats/summary`: CPU time and memory per container, pod and node.
+/// The kubelet's `/stats/summary`: CPU time and memory per container and pod, and of the
+/// node (the whole machine), each stamped to the nanosecond, as the kubelet does (the metrics
+/// scraper works rates out between two summaries).
 async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
-    let now = kplane_actors::model::now();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     let pods = agent_pods(&state).await?;
-    let mut node_total = Usage::default();
     let mut node_name = String::new();
     let pod_stats: Vec<Value> = pods
         .iter()
@@ -165,7 +166,6 @@ async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpE
                     json!({"name": name, "cpu": cpu, "memory": memory})
                 })
                 .collect();
-            node_total = node_total + pod_total;
             let (cpu, memory) = usage_json(pod_total, &now);
             json!({
                 "podRef": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
@@ -177,7 +177,7 @@ async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpE
             })
         })
         .collect();
-    let (cpu, memory) = usage_json(node_total, &now);
+    let (cpu, memory) = usage_json(stats::machine_usage(), &now);
     Ok(HttpResponse::Ok().json(json!({
         "node": {"nodeName": node_name, "cpu": cpu, "memory": memory},
         "pods": pod_stats,

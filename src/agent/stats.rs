@@ -51,6 +51,37 @@ pub fn process_usage(pid: u32) -> Usage {
     process_stat(pid).map(|(_, usage)| usage).unwrap_or_default()
 }
 
+/// The machine's CPU time (all cores, but idle and I/O wait) and memory in use (total less
+/// available), as a kubelet reports its node from the root cgroup.
+pub fn machine_usage() -> Usage {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    Usage {
+        cpu_nanoseconds: busy_ticks(&stat) * 1_000_000_000 / clock_ticks_per_second(),
+        rss_bytes: memory_in_use(&meminfo),
+    }
+}
+
+/// The busy ticks of `/proc/stat`'s first line: user, nice, system, irq, softirq and steal
+/// (not idle, not iowait; guest time is counted in user already).
+fn busy_ticks(stat: &str) -> u64 {
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else { return 0 };
+    let ticks: Vec<u64> = line.split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+    [0, 1, 2, 5, 6, 7].iter().filter_map(|i| ticks.get(*i)).sum()
+}
+
+/// `MemTotal - MemAvailable` of `/proc/meminfo`, in bytes.
+fn memory_in_use(meminfo: &str) -> u64 {
+    let kib = |key: &str| {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    kib("MemTotal:").saturating_sub(kib("MemAvailable:")) * 1024
+}
+
 /// (process group, usage) of a process.
 fn process_stat(pid: u32) -> Option<(u32, Usage)> {
     let stat = kplane_actors::agent::runtime::proc_stat(pid)?;
@@ -64,6 +95,16 @@ fn process_stat(pid: u32) -> Option<(u32, Usage)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_is_read_from_proc() {
+        let stat = "cpu  100 5 50 1000 20 3 2 1 0 0\ncpu0 50 2 25 500 10 1 1 0 0 0\n";
+        assert_eq!(busy_ticks(stat), 100 + 5 + 50 + 3 + 2 + 1);
+        let meminfo = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n";
+        assert_eq!(memory_in_use(meminfo), 600 * 1024);
+        let machine = machine_usage();
+        assert!(machine.cpu_nanoseconds > 0 && machine.rss_bytes > 0, "{machine:?}");
+    }
 
     #[test]
     fn our_own_process_group_uses_memory() {

@@ -15,6 +15,7 @@ mod params;
 pub mod protobuf;
 mod proxy;
 mod request_info;
+pub mod resource_metrics;
 mod reviews;
 mod streams;
 mod table;
@@ -48,6 +49,8 @@ pub struct AppState {
     pub security: Option<std::sync::Arc<crate::auth::Security>>,
     /// Signs and checks service account tokens.
     pub tokens: Option<std::sync::Arc<crate::auth::tokens::TokenIssuer>>,
+    /// Answers metrics.k8s.io (none when the metrics server is disabled).
+    pub resource_metrics: Option<actix::Addr<kplane_actors::metrics::MetricsScraper>>,
 }
 
 impl AppState {
@@ -69,6 +72,7 @@ impl AppState {
             http,
             security: None,
             tokens: None,
+            resource_metrics: None,
         }
     }
 

@@ -110,6 +110,9 @@ async fn dispatch(
     let namespace = target.namespace.as_deref().unwrap_or("");
     let status_only = target.subresource.as_deref() == Some("status");
     let method = req.method().clone();
+    if resource.is_metrics() {
+        return super::resource_metrics::serve(&method, &state, &target, &query).await;
+    }
     match (target.subresource.as_deref(), target.name.as_deref()) {
         (Some("binding"), Some(name)) => {
             return binding(&req, payload, namespace, name, &query, &state).await

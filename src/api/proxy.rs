@@ -142,8 +142,13 @@ impl<'a> ProxyId<'a> {
 /// when it publishes either not, or an address no node can have).
 pub async fn agent_url(state: &AppState, node: &str) -> Result<reqwest::Url, HttpError> {
     let nodes = resources::core("nodes");
-    let node_object = state.core.get(nodes, "", node).await?.to_value();
-    let address = internal_ip(&node_object)
+    agent_url_of(&state.core.get(nodes, "", node).await?.to_value())
+}
+
+/// The base URL of the agent of the Node object `node_object` (as [`agent_url`]).
+pub fn agent_url_of(node_object: &Value) -> Result<reqwest::Url, HttpError> {
+    let node = node_object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let address = internal_ip(node_object)
         .ok_or_else(|| unavailable(format!("node {node} publishes no InternalIP")))?;
     let port = node_object
         .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")

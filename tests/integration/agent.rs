@@ -535,6 +535,72 @@ fn evictions_keep_to_disruption_budgets() {
     assert_eq!(target["reason"], "EvictionByEvictionAPI", "{evicted}");
 }
 
+/// metrics.k8s.io and `kubectl top`: the agents' usage read every second, CPU as a rate.
+#[test]
+fn kubectl_top_shows_what_pods_and_nodes_use() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "node-t"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_METRICS_SERVER__RESOLUTION_SECONDS", "1"),
+    ]);
+    wait_until(WAIT, "node-t is Ready", || node_ready(&server, "node-t"));
+    let mut burner = pod_on(
+        "burner",
+        "node-t",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", "while :; do :; done"]}),
+    );
+    burner["metadata"]["labels"] = json!({"load": "busy"});
+    let idler = pod_on(
+        "idler",
+        "node-t",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"]}),
+    );
+    for pod in [&burner, &idler] {
+        assert_eq!(server.post("/api/v1/namespaces/default/pods", pod).0, 201);
+    }
+    let millicores = |quantity: &Value| -> u64 {
+        let nanocores = quantity.as_str().and_then(|q| q.strip_suffix('n')).expect("nanocores");
+        nanocores.parse::<u64>().unwrap() / 1_000_000
+    };
+    let pods_path = "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods";
+    let mut listed = Value::Null;
+    wait_until(WAIT, "both pods have metrics", || {
+        listed = server.get(pods_path).1;
+        listed["items"].as_array().is_some_and(|items| items.len() == 2)
+    });
+    assert_eq!(listed["kind"], "PodMetricsList", "{listed}");
+    let usage = |name: &str| {
+        let items = listed["items"].as_array().unwrap();
+        let pod = items.iter().find(|p| p["metadata"]["name"] == name).unwrap();
+        pod["containers"][0]["usage"].clone()
+    };
+    let (busy, idle) = (millicores(&usage("burner")["cpu"]), millicores(&usage("idler")["cpu"]));
+    assert!(busy >= 50 && busy > idle, "a busy loop uses more than sleep: {listed}");
+    assert!(usage("idler")["memory"].as_str().unwrap().ends_with("Ki"));
+
+    // Selected by the pods' labels; one by name; a pod without metrics is 404.
+    let (_, selected) = server.get(&format!("{pods_path}?labelSelector=load%3Dbusy"));
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1, "{selected}");
+    let (code, one) = server.get(&format!("{pods_path}/burner"));
+    assert_eq!((code, &one["kind"]), (200, &json!("PodMetrics")), "{one}");
+    assert_eq!(one["metadata"]["labels"]["load"], "busy");
+    let (code, missing) = server.get(&format!("{pods_path}/nobody"));
+    assert_eq!(code, 404, "{missing}");
+    assert_eq!(missing["message"], "podmetrics.metrics.k8s.io \"nobody\" not found");
+    assert_eq!(server.delete(&format!("{pods_path}/burner")).0, 405);
+    let (code, node) = server.get("/apis/metrics.k8s.io/v1beta1/nodes/node-t");
+    assert_eq!((code, &node["kind"]), (200, &json!("NodeMetrics")), "{node}");
+    assert!(millicores(&node["usage"]["cpu"]) >= busy / 2, "the machine runs the loop: {node}");
+
+    // kubectl top, as users read it.
+    let kubectl = server.kubectl();
+    let top = kubectl.ok(&["top", "pod"]);
+    assert!(top.starts_with("NAME") && top.contains("burner") && top.contains("idler"), "{top}");
+    let top = kubectl.ok(&["top", "node"]);
+    assert!(top.contains("CPU(%)") && top.contains("node-t"), "{top}");
+}
+
 #[test]
 fn containers_get_the_huge_pages_the_server_was_started_with() {
     let server = server_with_agent("node-h");

@@ -17,7 +17,8 @@ fn the_python_client_works_unchanged() {
         "{} is missing: run scripts/setup.sh (make test does)",
         python.display()
     );
-    // With a node agent, for exec (pods it runs name its node; there is no scheduler), and
+    // With a node agent, for exec, metrics and eviction (pods it runs name its node; there is
+    // no scheduler), and
     // the secure port with a token of system:masters.
     let files = tempfile::tempdir().unwrap();
     let tokens = files.path().join("tokens.csv");
@@ -27,6 +28,7 @@ fn the_python_client_works_unchanged() {
         ("KPLANE_AGENT__ENABLED", "true"),
         ("KPLANE_AGENT__NODE_NAME", "python-node"),
         ("KPLANE_AGENT__SERVICE_PROXY", "false"),
+        ("KPLANE_METRICS_SERVER__RESOLUTION_SECONDS", "1"),
         ("KPLANE_SERVER__SECURE_PORT", &secure_port),
         ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1"),
         ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.to_str().unwrap()),

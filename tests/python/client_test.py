@@ -230,7 +230,46 @@ def exec_in_pods(core, node):
     session.run_forever(timeout=30)
     assert session.read_stdout() == "got abc\n"
     assert session.returncode == 4, session.returncode
-    core.delete_namespaced_pod("exec-box", NS, grace_period_seconds=0)
+
+
+def metrics_and_eviction(api, core):
+    """The running exec-box's metrics (metrics.k8s.io, as kubectl top reads them), then its
+    eviction: refused while a disruption budget needs it, done once the budget is gone."""
+    metrics = client.CustomObjectsApi(api)
+    deadline = time.monotonic() + 60
+    while True:
+        listed = metrics.list_namespaced_custom_object("metrics.k8s.io", "v1beta1", NS, "pods")
+        named = [m for m in listed["items"] if m["metadata"]["name"] == "exec-box"]
+        if named:
+            break
+        assert time.monotonic() < deadline, f"no metrics for exec-box: {listed}"
+        time.sleep(0.2)
+    usage = named[0]["containers"][0]["usage"]
+    assert usage["cpu"].endswith("n") and usage["memory"].endswith("Ki"), usage
+
+    policy = client.PolicyV1Api(api)
+    budget = client.V1PodDisruptionBudget(
+        metadata=client.V1ObjectMeta(name="exec-budget"),
+        spec=client.V1PodDisruptionBudgetSpec(
+            min_available=1,
+            selector=client.V1LabelSelector(match_labels={"app": "exec"})))
+    policy.create_namespaced_pod_disruption_budget(NS, budget)
+    while policy.read_namespaced_pod_disruption_budget("exec-budget", NS).status.current_healthy != 1:
+        assert time.monotonic() < deadline, "the budget never counted exec-box"
+        time.sleep(0.1)
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="exec-box", namespace=NS))
+    try:
+        core.create_namespaced_pod_eviction("exec-box", NS, eviction)
+        raise AssertionError("the budget allows no eviction")
+    except ApiException as e:
+        assert e.status == 429 and "disruption budget" in e.body, e.body
+    policy.delete_namespaced_pod_disruption_budget("exec-budget", NS)
+    core.create_namespaced_pod_eviction("exec-box", NS, eviction)
+    try:
+        going = core.read_namespaced_pod("exec-box", NS)
+        assert going.metadata.deletion_timestamp is not None, going.metadata
+    except ApiException as e:
+        assert e.status == 404, e.body  # already stopped and gone
 
 
 def secure_port(url, ca_file, token):
@@ -261,6 +300,7 @@ def main():
     events(client.EventsV1Api(api), core)
     reviews(api)
     exec_in_pods(core, sys.argv[2])
+    metrics_and_eviction(api, core)
     if len(sys.argv) > 3:
         secure_port(sys.argv[3], sys.argv[4], sys.argv[5])
     print("python client: all checks passed")

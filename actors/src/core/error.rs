@@ -8,9 +8,9 @@ use crate::watch::WatchError;
 /// Errors of the API layer. The HTTP edge maps each variant to a Kubernetes `Status` once.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
-    #[error("{resource} {name:?} not found")]
+    #[error("{} {name:?} not found", qualified(resource, group))]
     NotFound { resource: &'static str, group: &'static str, name: String },
-    #[error("{resource} {name:?} already exists")]
+    #[error("{} {name:?} already exists", qualified(resource, group))]
     AlreadyExists { resource: &'static str, group: &'static str, name: String },
     #[error("{message}")]
     Conflict { resource: &'static str, group: &'static str, name: String, message: String },

@@ -46,6 +46,8 @@ const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "
 const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 /// A review is only created.
 const REVIEW_VERBS: &[&str] = &["create"];
+/// Resource metrics are only read.
+const METRICS_VERBS: &[&str] = &["get", "list"];
 
 impl PartialEq for ResourceType {
     fn eq(&self, other: &Self) -> bool {
@@ -77,6 +79,8 @@ impl ResourceType {
             NAMESPACE_VERBS
         } else if self.is_review() {
             REVIEW_VERBS
+        } else if self.is_metrics() {
+            METRICS_VERBS
         } else {
             RESOURCE_VERBS
         }
@@ -86,6 +90,12 @@ impl ResourceType {
     /// the created object's status, nothing stored.
     pub fn is_review(&self) -> bool {
         same(self.group, AUTHENTICATION_GROUP) || same(self.group, AUTHORIZATION_GROUP)
+    }
+
+    /// Whether it is a metrics.k8s.io resource: the nodes' and pods' usage, read from the
+    /// metrics scraper, never stored.
+    pub fn is_metrics(&self) -> bool {
+        same(self.group, METRICS_GROUP)
     }
 
     /// True when its main endpoint serves `verb` (a discovery verb: `deletecollection`).
@@ -504,7 +514,26 @@ pub static RESOURCES: &[ResourceType] = &[
         "ClusterRoleBindingList",
         false,
     ),
+    metrics("nodes", "NodeMetrics", "NodeMetricsList", false),
+    metrics("pods", "PodMetrics", "PodMetricsList", true),
 ];
+
+/// The group of the nodes' and pods' resource metrics (`kubectl top`).
+pub const METRICS_GROUP: &str = "metrics.k8s.io";
+
+/// A metrics.k8s.io/v1beta1 resource, as metrics-server serves it.
+const fn metrics(
+    plural: &'static str,
+    kind: &'static str,
+    list_kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        version: "v1beta1",
+        singular: "",
+        ..plain(METRICS_GROUP, plural, "", kind, list_kind, namespaced)
+    }
+}
 
 /// The group of Roles, ClusterRoles and their bindings.
 pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -589,7 +618,7 @@ pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
 
 /// Does `resource` have storage of its own (rather than being another version's view)?
 pub fn is_stored(resource: &'static ResourceType) -> bool {
-    std::ptr::eq(storage_of(resource), resource) && !resource.is_review()
+    std::ptr::eq(storage_of(resource), resource) && !resource.is_review() && !resource.is_metrics()
 }
 
 /// The API groups served besides the core group, as `(group, version)`.
@@ -660,11 +689,16 @@ mod tests {
             ("authentication.k8s.io", "v1"),
             ("authorization.k8s.io", "v1"),
             ("rbac.authorization.k8s.io", "v1"),
+            ("metrics.k8s.io", "v1beta1"),
         ];
         assert_eq!(api_groups(), groups);
         let reviews = find("authorization.k8s.io", "v1", "selfsubjectaccessreviews").unwrap();
         assert!(reviews.is_review() && !is_stored(reviews) && reviews.verbs() == ["create"]);
         assert!(!find("", "v1", "pods").unwrap().is_review());
+        let pod_metrics = find("metrics.k8s.io", "v1beta1", "pods").unwrap();
+        assert!(pod_metrics.is_metrics() && !is_stored(pod_metrics));
+        assert_eq!(pod_metrics.verbs(), ["get", "list"]);
+        assert_eq!(find("", "v1", "pods").unwrap().kind, "Pod");
         let events = find("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(storage_of(events), find("", "v1", "events").unwrap());
         assert!(!is_stored(events) && is_stored(storage_of(events)));

@@ -1,0 +1,127 @@
+//! metrics.k8s.io/v1beta1, as metrics-server serves it to `kubectl top`: `nodes` and
+//! `pods` (get and list, with label and field selectors as on the nodes and pods themselves),
+//! answered from the metrics scraper's readings; and the scraper's way to the node agents'
+//! `/stats/summary` over HTTP.
+
+use std::time::Duration;
+
+use actix::Addr;
+use actix_web::http::{Method, StatusCode};
+use actix_web::HttpResponse;
+use async_trait::async_trait;
+use kplane_actors::core::ApiError;
+use kplane_actors::metrics::{MetricsScraper, NodeMetricsOf, PodMetricsOf, SummarySource};
+use kplane_actors::model::{resources, ResourceType};
+use serde_json::{json, Value};
+
+use super::params::Query;
+use super::proxy::agent_url_of;
+use super::request_info::Target;
+use super::AppState;
+use crate::error::HttpError;
+
+/// GET of a metrics.k8s.io resource: one object (404 when the object or its metrics are
+/// missing) or a list of those that have metrics. Other verbs are 405; without the scraper
+/// (`[metrics_server] enabled = false`), 503.
+pub async fn serve(
+    method: &Method,
+    state: &AppState,
+    target: &Target,
+    query: &Query,
+) -> Result<HttpResponse, HttpError> {
+    if method != Method::GET || target.subresource.is_some() || query.flag("watch")? {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    let scraper = state.resource_metrics.as_ref().ok_or_else(|| {
+        HttpError::Api(ApiError::Unavailable("the metrics server is not enabled".into()))
+    })?;
+    let metrics = target.resource;
+    let objects = target_objects(metrics).ok_or(HttpError::NoSuchPath)?;
+    let namespace = target.namespace.as_deref();
+    let (objects, list) = match target.name.as_deref() {
+        Some(name) => {
+            let object = state.core.get(objects, namespace.unwrap_or(""), name).await;
+            let object = object.map_err(|_| not_found(metrics, name))?;
+            (vec![object.to_value()], false)
+        }
+        None => {
+            let options = query.list_options()?;
+            let listed = state.core.list(objects, namespace, &options).await?;
+            (listed.items.iter().map(|o| o.to_value()).collect(), true)
+        }
+    };
+    let mut items = read(scraper, metrics, objects).await?;
+    let body = if list {
+        list_of(metrics, items)
+    } else if items.is_empty() {
+        return Err(not_found(metrics, target.name.as_deref().unwrap_or("")));
+    } else {
+        items.swap_remove(0)
+    };
+    Ok(super::objects::json_bytes(StatusCode::OK, body.to_string().into()))
+}
+
+/// Asks the scraper for the metrics of `objects` (nodes or pods).
+async fn read(
+    scraper: &Addr<MetricsScraper>,
+    metrics: &ResourceType,
+    objects: Vec<Value>,
+) -> Result<Vec<Value>, HttpError> {
+    let asked = if metrics.namespaced {
+        scraper.send(PodMetricsOf(objects)).await
+    } else {
+        scraper.send(NodeMetricsOf(objects)).await
+    };
+    asked.map_err(|_| HttpError::Api(ApiError::Unavailable("the metrics server stopped".into())))
+}
+
+/// The core/v1 resource a metrics resource reports on: nodes or pods.
+fn target_objects(metrics: &ResourceType) -> Option<&'static ResourceType> {
+    resources::find("", "v1", metrics.plural)
+}
+
+fn list_of(metrics: &ResourceType, items: Vec<Value>) -> Value {
+    json!({"kind": metrics.list_kind, "apiVersion": metrics.api_version(),
+        "metadata": {}, "items": items})
+}
+
+/// `podmetrics.metrics.k8s.io "x" not found`, as metrics-server words it.
+fn not_found(metrics: &ResourceType, name: &str) -> HttpError {
+    let resource = match metrics.namespaced {
+        true => "podmetrics",
+        false => "nodemetrics",
+    };
+    HttpError::Api(ApiError::NotFound {
+        resource,
+        group: resources::METRICS_GROUP,
+        name: name.to_string(),
+    })
+}
+
+/// The node agents' summaries, read over HTTP at each node's InternalIP and agent port.
+pub struct AgentSummaries {
+    http: reqwest::Client,
+}
+
+impl AgentSummaries {
+    pub fn new(timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .expect("an HTTP client without TLS builds");
+        Self { http }
+    }
+}
+
+#[async_trait]
+impl SummarySource for AgentSummaries {
+    async fn summary(&self, node: &Value) -> Result<Value, String> {
+        let url = agent_url_of(node).map_err(|e| e.to_string())?;
+        let url = url.join("stats/summary").map_err(|e| e.to_string())?;
+        let response = self.http.get(url).send().await.map_err(|e| e.to_string())?;
+        let response = response.error_for_status().map_err(|e| e.to_string())?;
+        response.json().await.map_err(|e| e.to_string())
+    }
+}
