@@ -8,12 +8,12 @@ use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
     DisruptionController, EndpointsController, GarbageCollector, NamespaceController,
-    NodeLifecycleController, PodGarbageCollector, ReplicationManager, ResourceQuotaController,
-    ServiceAccountController, ServiceController, StopCollector, StopDisruptionController,
-    StopEndpointsController, StopNamespaceController, StopNodeLifecycleController,
-    StopPodGarbageCollector, StopQuotaController, StopReplicationManager,
-    StopServiceAccountController, StopServiceController, StopTaintEvictionController,
-    TaintEvictionController,
+    NodeLifecycleController, PersistentVolumeController, PodGarbageCollector, ReplicationManager,
+    ResourceQuotaController, ServiceAccountController, ServiceController, StopCollector,
+    StopDisruptionController, StopEndpointsController, StopNamespaceController,
+    StopNodeLifecycleController, StopPersistentVolumeController, StopPodGarbageCollector,
+    StopQuotaController, StopReplicationManager, StopServiceAccountController,
+    StopServiceController, StopTaintEvictionController, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -61,6 +61,7 @@ pub struct Running {
     pod_gc: Addr<PodGarbageCollector>,
     services: Addr<ServiceController>,
     disruption: Addr<DisruptionController>,
+    volumes: Addr<PersistentVolumeController>,
     metrics_scraper: Option<Addr<MetricsScraper>>,
     store: Store,
 }
@@ -98,6 +99,7 @@ impl Running {
         let _ = self.pod_gc.send(StopPodGarbageCollector).await;
         let _ = self.services.send(StopServiceController).await;
         let _ = self.disruption.send(StopDisruptionController).await;
+        let _ = self.volumes.send(StopPersistentVolumeController).await;
         if let Some(scraper) = &self.metrics_scraper {
             let _ = scraper.send(StopMetricsScraper).await;
         }
@@ -327,6 +329,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the persistent volume controller: claims are bound to volumes.
+    let volumes = PersistentVolumeController::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -364,6 +371,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         pod_gc,
         services,
         disruption,
+        volumes,
         metrics_scraper,
         store,
     })

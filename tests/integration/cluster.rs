@@ -310,3 +310,71 @@ fn kubectl_exec_and_attach_reach_the_container() {
     crate::util::terminate(&mut attach);
     assert_eq!(first.as_deref(), Ok("tick\n"));
 }
+
+/// Persistent volumes: a pod waits for its claim; the claim is bound to the volume that suits
+/// it; the claim deleted, a Retain volume is Released.
+#[test]
+fn claims_are_bound_to_volumes_and_their_pods_wait_for_them() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
+        "spec": {"terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "none", "command": ["sleep", "1000"]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}});
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &pod).0, 201);
+    wait_until(WAIT, "the pod waits for its claim", || {
+        let out = kubectl.ok(&["describe", "pod", "user"]);
+        out.contains("persistentvolumeclaim \"data\" not found")
+    });
+    let manifests = kubectl.write(
+        "storage.yaml",
+        r#"apiVersion: v1
+kind: PersistentVolume
+metadata: {name: big}
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /tmp/kplane-big}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: small}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /tmp/kplane-small}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 500Mi}}
+"#,
+    );
+    kubectl.ok(&["create", "-f", manifests.to_str().unwrap()]);
+    let row = |out: &str, name: &str| -> Vec<String> {
+        let line = out.lines().find(|l| l.starts_with(name)).unwrap_or("");
+        line.split_whitespace().map(String::from).collect()
+    };
+    wait_until(WAIT, "the claim is bound", || {
+        row(&kubectl.ok(&["get", "pvc"]), "data").get(1).is_some_and(|s| s == "Bound")
+    });
+    let claim = row(&kubectl.ok(&["get", "pvc"]), "data");
+    assert_eq!(claim[..4], ["data", "Bound", "small", "1Gi"], "the smallest that suits: {claim:?}");
+    let volume = row(&kubectl.ok(&["get", "pv"]), "small");
+    assert_eq!(volume[4..6], ["Bound", "default/data"], "{volume:?}");
+    assert_eq!(row(&kubectl.ok(&["get", "pv"]), "big")[4], "Available");
+    wait_until(WAIT, "the pod runs", || {
+        let (_, pod) = server.get("/api/v1/namespaces/default/pods/user");
+        pod["status"]["phase"] == "Running" && pod["spec"]["nodeName"] == "solo"
+    });
+
+    kubectl.ok(&["delete", "pod", "user"]);
+    kubectl.ok(&["delete", "pvc", "data"]);
+    wait_until(WAIT, "the volume is released", || {
+        row(&kubectl.ok(&["get", "pv"]), "small").get(4).is_some_and(|s| s == "Released")
+    });
+}

@@ -7,6 +7,7 @@
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
 //! - [`node_lifecycle`]: takes nodes whose agent went silent as not Ready, and taints them.
+//! - [`persistent_volume`]: binds claims to volumes, and follows both through their lives.
 //! - [`pod_gc`]: deletes the pods of nodes gone, and the oldest finished pods past a threshold.
 //! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
@@ -20,6 +21,7 @@ pub mod endpoints;
 pub mod garbage_collector;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod persistent_volume;
 pub mod pod_gc;
 pub mod replication;
 pub mod resource_quota;
@@ -32,6 +34,7 @@ pub use endpoints::{EndpointsController, StopEndpointsController};
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use namespace::{NamespaceController, StopNamespaceController};
 pub use node_lifecycle::{NodeLifecycleController, StopNodeLifecycleController};
+pub use persistent_volume::{PersistentVolumeController, StopPersistentVolumeController};
 pub use pod_gc::{PodGarbageCollector, StopPodGarbageCollector};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};

@@ -392,6 +392,8 @@ pub struct PodInfo {
     pub tolerates_unschedulable: bool,
     /// The pod tolerates the NoSchedule taint standing for a node that is not ready.
     pub tolerates_not_ready: bool,
+    /// The PersistentVolumeClaims its volumes name (in its namespace).
+    pub claims: Vec<String>,
 }
 
 impl PodInfo {
@@ -453,6 +455,12 @@ impl PodInfo {
             .collect();
 
         let owner = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+        let claims = spec
+            .and_then(|s| s.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| Some(v.persistent_volume_claim.as_ref()?.claim_name.clone()))
+            .collect();
 
         let namespace = meta.namespace.clone().unwrap_or_default();
         let labels = meta.labels.clone().unwrap_or_default();
@@ -476,6 +484,7 @@ impl PodInfo {
             terminating: meta.deletion_timestamp.is_some(),
             tolerates_unschedulable,
             tolerates_not_ready,
+            claims,
         }
     }
 }

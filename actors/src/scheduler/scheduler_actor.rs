@@ -88,10 +88,16 @@ enum Watched {
     Pods,
     Services,
     ReplicationControllers,
+    Claims,
 }
 
-const ALL_WATCHED: [Watched; 4] =
-    [Watched::Nodes, Watched::Pods, Watched::Services, Watched::ReplicationControllers];
+const ALL_WATCHED: [Watched; 5] = [
+    Watched::Nodes,
+    Watched::Pods,
+    Watched::Services,
+    Watched::ReplicationControllers,
+    Watched::Claims,
+];
 
 impl Watched {
     /// The core/v1 resource watched, and the field selector the list-watch uses.
@@ -101,6 +107,7 @@ impl Watched {
             Watched::Pods => ("pods", Some("status.phase!=Succeeded,status.phase!=Failed")),
             Watched::Services => ("services", None),
             Watched::ReplicationControllers => ("replicationcontrollers", None),
+            Watched::Claims => ("persistentvolumeclaims", None),
         }
     }
 }
@@ -133,6 +140,8 @@ pub struct Scheduler {
     groups: LabelGroups,
     /// Equality selectors of services and RCs, by namespace, for spreading.
     selectors: HashMap<String, SelectorsByOwner>,
+    /// Whether each PersistentVolumeClaim (by namespace and name) is bound to its volume.
+    claims: HashMap<(String, String), bool>,
     /// Where the next search for feasible nodes starts (round robin, as kube-scheduler).
     next_start: usize,
     in_flight: usize,
@@ -170,6 +179,7 @@ impl Scheduler {
             queue: SchedulingQueue::default(),
             groups: LabelGroups::default(),
             selectors: HashMap::new(),
+            claims: HashMap::new(),
             next_start: 0,
             in_flight: 0,
             schedule_queued: false,
@@ -348,9 +358,29 @@ impl Scheduler {
         ScoreContext::new(&pod.namespace, &selectors, &self.groups)
     }
 
+    /// Why `pod` cannot be placed on any node for its claims (kube-scheduler's VolumeBinding
+    /// pre-filter: a claim that does not exist, or is not bound yet), if so.
+    fn unready_claims(&self, pod: &PodInfo) -> Option<String> {
+        let mut unbound = false;
+        for claim in &pod.claims {
+            match self.claims.get(&(pod.namespace.clone(), claim.clone())) {
+                None => return Some(format!("persistentvolumeclaim \"{claim}\" not found")),
+                Some(false) => unbound = true,
+                Some(true) => {}
+            }
+        }
+        unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
+    }
+
     /// Schedules one pod: the best feasible node, assumed at once and bound in the background.
     fn schedule_one(&mut self, pod: Arc<PodInfo>, ctx: &mut Context<Self>) {
         let total = self.nodes.len();
+        if let Some(why) = self.unready_claims(&pod) {
+            let message = format!("0/{total} nodes are available: {why}.");
+            self.stats.unschedulable += 1;
+            self.report_unschedulable(&pod, message, ctx);
+            return;
+        }
         let wanted = self.nodes_to_find();
         let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
         let mut failures: Vec<Vec<FitFailure>> = Vec::new();
@@ -439,6 +469,16 @@ impl Scheduler {
     }
 }
 
+fn claim_key(claim: &Value) -> (String, String) {
+    let text = |pointer: &str| claim.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+    (text("/metadata/namespace").to_string(), text("/metadata/name").to_string())
+}
+
+/// Whether a claim is bound to its volume (what the pods using it wait for).
+fn claim_bound(claim: &Value) -> bool {
+    claim.pointer("/status/phase").and_then(Value::as_str) == Some("Bound")
+}
+
 /// What of a node can change where pods fit.
 fn relevant(node: &NodeInfo) -> impl PartialEq {
     (node.allocatable, node.labels.clone(), node.taints.clone(), node.ready, node.unschedulable)
@@ -520,6 +560,18 @@ impl Handler<Informed> for Scheduler {
             }
             (Watched::Pods, Feed::Changed(_, item)) => changed |= self.upsert_pod(item),
             (_, Feed::Unavailable(_)) => {}
+            (Watched::Claims, Feed::Listed(items)) => {
+                self.claims = items.iter().map(|c| (claim_key(c), claim_bound(c))).collect();
+                changed = true;
+            }
+            (Watched::Claims, Feed::Changed(EventType::Deleted, item)) => {
+                self.claims.remove(&claim_key(&item));
+            }
+            (Watched::Claims, Feed::Changed(_, item)) => {
+                // A claim that now exists, or is now bound, may be what a pod waits for.
+                let bound = claim_bound(&item);
+                changed |= self.claims.insert(claim_key(&item), bound) != Some(bound);
+            }
             (kind, Feed::Listed(items)) => {
                 self.selectors.values_mut().for_each(|m| m.retain(|(k, _), _| *k != kind));
                 for item in items {

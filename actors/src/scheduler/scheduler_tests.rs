@@ -215,3 +215,41 @@ async fn a_thousand_pods_at_once_never_overcommit_a_node() {
     let list = ApiClient::list(&core, pods, None, &options).await.unwrap();
     assert_eq!(list.items.len(), 300);
 }
+
+#[actix::test]
+async fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "n1", "4", dir.path());
+    eventually("the node", || async { (ready_nodes(&core).await == 1).then_some(()) }).await;
+    let volumes = json!({"volumes": [{"name": "data",
+        "persistentVolumeClaim": {"claimName": "data"}}]});
+    create(&core, pod("user", "100m", volumes)).await;
+    start_scheduler(&core);
+    let message = |pod: Value| {
+        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let scheduled = conditions.into_iter().find(|c| c["type"] == "PodScheduled");
+        scheduled.and_then(|c| c["message"].as_str().map(String::from))
+    };
+    let waiting = |expected: &'static str| {
+        let core = core.clone();
+        async move {
+            eventually(expected, || async {
+                message(get(&core, "user").await).filter(|m| m.contains(expected))
+            })
+            .await
+        }
+    };
+    let missing = waiting("persistentvolumeclaim \"data\" not found").await;
+    assert_eq!(missing, "0/1 nodes are available: persistentvolumeclaim \"data\" not found.");
+    let claims = find("", "v1", "persistentvolumeclaims").unwrap();
+    let claim = json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}}}});
+    let mut claim = ApiClient::create(&core, claims, "default", claim).await.unwrap();
+    waiting("pod has unbound immediate PersistentVolumeClaims").await;
+    assert_eq!(node_of(&core, "user").await, None);
+    claim["status"]["phase"] = json!("Bound");
+    ApiClient::update_status(&core, claims, "default", claim).await.unwrap();
+    let node = eventually("the pod bound", || async { node_of(&core, "user").await }).await;
+    assert_eq!(node, "n1");
+}
