@@ -410,7 +410,12 @@ async fn container_logs(
 
 /// The status of `container` (an app or init container) in `pod`.
 fn container_status<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
-    ["/status/containerStatuses", "/status/initContainerStatuses"]
+    let lists = [
+        "/status/containerStatuses",
+        "/status/initContainerStatuses",
+        "/status/ephemeralContainerStatuses",
+    ];
+    lists
         .iter()
         .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
         .flatten()

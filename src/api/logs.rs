@@ -94,13 +94,15 @@ fn validate_options(query: &Query, name: &str) -> Result<(), HttpError> {
     }))
 }
 
-/// The container to read: the one named, or the only one.
+/// The container to read: the one named (of any kind, ephemeral ones included), or the only
+/// one.
 pub(super) fn container_of(
     pod: &Value,
     name: &str,
     wanted: Option<&str>,
 ) -> Result<String, HttpError> {
-    let names: Vec<&str> = ["/spec/initContainers", "/spec/containers"]
+    let lists = ["/spec/initContainers", "/spec/containers", "/spec/ephemeralContainers"];
+    let names: Vec<&str> = lists
         .iter()
         .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
         .flatten()

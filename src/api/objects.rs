@@ -126,6 +126,9 @@ async fn dispatch(
         (Some("scale"), Some(name)) => {
             return scale(&req, payload, namespace, name, &query, &state).await
         }
+        (Some("ephemeralcontainers"), Some(name)) if resource.plural == "pods" => {
+            return ephemeral_containers(&req, payload, namespace, name, &query, &state).await
+        }
         (Some("finalize"), Some(name)) => {
             return finalize(&req, payload, resource, name, &query, &state).await;
         }
@@ -438,8 +441,8 @@ async fn scale(
             core.update_scale(namespace, name, &scale, &query.write_options(req)?).await?
         }
         Method::PATCH => {
-            let patch_type =
-                patch_type(req)?.ok_or(HttpError::UnsupportedMediaType(SCALE_PATCH_MEDIA_TYPES))?;
+            let patch_type = patch_type(req)?
+                .ok_or(HttpError::UnsupportedMediaType(UNAPPLIED_PATCH_MEDIA_TYPES))?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let patch = body::parse_json(&bytes)?;
             let options = query.write_options(req)?;
@@ -450,8 +453,41 @@ async fn scale(
     Ok(json_bytes(StatusCode::OK, scale.to_string().into()))
 }
 
-/// The media types of a patch of a scale, which takes no server-side apply here.
-const SCALE_PATCH_MEDIA_TYPES: &str =
+/// GET, PUT and PATCH on `pods/{name}/ephemeralcontainers` (what `kubectl debug` patches):
+/// the pod, of which a write changes only `spec.ephemeralContainers`, and only by adding.
+async fn ephemeral_containers(
+    req: &HttpRequest,
+    payload: web::Payload,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    let (core, pods) = (&state.core, resources::core("pods"));
+    let pod = match req.method().clone() {
+        Method::GET => core.get(pods, namespace, name).await?,
+        Method::PUT => {
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let pod = body::decode_object(req, &bytes)?;
+            core.update_ephemeral_containers(namespace, name, pod, &query.write_options(req)?)
+                .await?
+        }
+        Method::PATCH => {
+            let patch_type = patch_type(req)?
+                .ok_or(HttpError::UnsupportedMediaType(UNAPPLIED_PATCH_MEDIA_TYPES))?;
+            let bytes = body::read(payload, state.max_body_bytes).await?;
+            let patch = body::parse_json(&bytes)?;
+            let options = query.write_options(req)?;
+            core.patch_ephemeral_containers(namespace, name, patch_type, &patch, &options).await?
+        }
+        _ => return Err(HttpError::MethodNotAllowed),
+    };
+    Ok(object_response(req, StatusCode::OK, pods, &pod, query))
+}
+
+/// The media types of a patch of a scale or of ephemeral containers, which take no server-side
+/// apply here.
+const UNAPPLIED_PATCH_MEDIA_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
 
 /// The patch type a PATCH request's content type names; `None` for a server-side apply.

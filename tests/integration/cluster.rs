@@ -378,3 +378,62 @@ spec:
         row(&kubectl.ok(&["get", "pv"]), "small").get(4).is_some_and(|s| s == "Released")
     });
 }
+
+/// `kubectl debug`: an ephemeral container added to a running pod (the `ephemeralcontainers`
+/// subresource) is run once by the agent, its status and logs read like any container's; it
+/// may not be changed, nor given what ephemeral containers may not have.
+#[test]
+fn kubectl_debug_adds_an_ephemeral_container() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    kubectl.ok(&["run", "target", "--image=none", "--command", "--", "sleep", "1000"]);
+    wait_until(WAIT, "the pod runs", || {
+        server.get("/api/v1/namespaces/default/pods/target").1["status"]["phase"] == "Running"
+    });
+    kubectl.ok(&[
+        "debug",
+        "target",
+        "--image=busybox",
+        "--container=dbg",
+        "--target=target",
+        "--",
+        "sh",
+        "-c",
+        "echo debugging $HOSTNAME",
+    ]);
+    let mut pod = serde_json::Value::Null;
+    wait_until(WAIT, "the ephemeral container ran", || {
+        pod = server.get("/api/v1/namespaces/default/pods/target").1;
+        pod["status"]["ephemeralContainerStatuses"][0]["state"]["terminated"]["reason"]
+            == "Completed"
+    });
+    assert_eq!(pod["spec"]["ephemeralContainers"][0]["targetContainerName"], "target", "{pod}");
+    assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 0, "the pod runs on");
+    assert_eq!(kubectl.ok(&["logs", "target", "-c", "dbg"]).trim(), "debugging target");
+
+    let path = "/api/v1/namespaces/default/pods/target/ephemeralcontainers";
+    let patch = |body: serde_json::Value| {
+        let response = reqwest::blocking::Client::new()
+            .patch(server.url(path))
+            .header("Content-Type", "application/strategic-merge-patch+json")
+            .body(body.to_string())
+            .send()
+            .unwrap();
+        let code = response.status().as_u16();
+        (code, response.json::<serde_json::Value>().unwrap())
+    };
+    let (code, refused) = patch(json!({"spec": {"ephemeralContainers": [
+        {"name": "served", "image": "x", "ports": [{"containerPort": 80}]}]}}));
+    assert_eq!(code, 422, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec.ephemeralContainers[1].ports");
+    let (code, refused) = patch(json!({"spec": {"ephemeralContainers": [
+        {"name": "dbg", "image": "other"}]}}));
+    assert_eq!(code, 422, "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("may not be changed"), "{refused}");
+    // The pod's own update keeps them.
+    let (_, mut current) = server.get("/api/v1/namespaces/default/pods/target");
+    current["spec"].as_object_mut().unwrap().remove("ephemeralContainers");
+    let (code, replaced) = server.put("/api/v1/namespaces/default/pods/target", &current);
+    assert_eq!(code, 200, "{replaced}");
+    assert_eq!(replaced["spec"]["ephemeralContainers"][0]["name"], "dbg");
+}

@@ -254,6 +254,8 @@ impl PodWorker {
 enum Kind {
     Init,
     App,
+    /// Added to a running pod (`kubectl debug`): run once, never restarted.
+    Ephemeral,
 }
 
 #[derive(Debug, Clone)]
@@ -359,6 +361,8 @@ struct PodState {
     name: String,
     pod: Pod,
     raw: Value,
+    /// The pod's ephemeral containers, as the containers they run as.
+    ephemeral: Vec<Container>,
     gone: bool,
     done: bool,
     pod_ip: Option<Ipv4Addr>,
@@ -392,6 +396,10 @@ impl PodState {
         containers.extend(
             spec.containers.iter().map(|c| ContainerState::new(&c.name, Kind::App, backoff)),
         );
+        let ephemeral = ephemeral_containers(&pod);
+        containers.extend(
+            ephemeral.iter().map(|c| ContainerState::new(&c.name, Kind::Ephemeral, backoff)),
+        );
         let status = pod.status.as_ref();
         let start_time = status
             .and_then(|s| s.start_time.as_ref())
@@ -404,6 +412,7 @@ impl PodState {
             name,
             pod,
             raw,
+            ephemeral,
             gone: false,
             done: false,
             pod_ip: None,
@@ -433,6 +442,7 @@ impl PodState {
             .iter()
             .flatten()
             .chain(status.container_statuses.iter().flatten())
+            .chain(status.ephemeral_container_statuses.iter().flatten())
             .cloned()
             .collect();
         for container in &mut self.containers {
@@ -507,7 +517,8 @@ impl PodState {
 
     fn container_spec(&self, name: &str) -> Option<&Container> {
         let spec = self.pod.spec.as_ref()?;
-        spec.init_containers.iter().flatten().chain(spec.containers.iter()).find(|c| c.name == name)
+        let all = spec.init_containers.iter().flatten().chain(spec.containers.iter());
+        all.chain(self.ephemeral.iter()).find(|c| c.name == name)
     }
 
     fn restart_policy(&self) -> &str {
@@ -520,6 +531,18 @@ impl PodState {
             Ok(pod) => {
                 self.pod = pod;
                 self.raw = raw;
+                // Ephemeral containers only come (the API server refuses any other change).
+                self.ephemeral = ephemeral_containers(&self.pod);
+                let backoff = self.config.restart_backoff;
+                for c in &self.ephemeral {
+                    if !self.containers.iter().any(|known| known.name == c.name) {
+                        self.containers.push(ContainerState::new(
+                            &c.name,
+                            Kind::Ephemeral,
+                            backoff,
+                        ));
+                    }
+                }
             }
             Err(error) => tracing::warn!(pod = %self.name, %error, "ignoring an unreadable pod"),
         }
@@ -743,7 +766,7 @@ impl PodState {
                 }
             }
             None => (0..self.containers.len())
-                .filter(|i| self.containers[*i].kind == Kind::App)
+                .filter(|i| matches!(self.containers[*i].kind, Kind::App | Kind::Ephemeral))
                 .collect(),
         };
         for i in candidates {
@@ -883,7 +906,8 @@ impl PodState {
                 });
                 let policy = self.restart_policy().to_string();
                 let c = &mut self.containers[i];
-                c.finished = c.kind == Kind::App && policy == "Never";
+                c.finished =
+                    (c.kind == Kind::App && policy == "Never") || c.kind == Kind::Ephemeral;
                 if !c.finished {
                     c.not_before = Some(Instant::now() + c.backoff);
                     c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
@@ -1009,6 +1033,7 @@ impl PodState {
             let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
                 (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
                 (Kind::App, Some(s)) => s.containers.iter().collect(),
+                (Kind::Ephemeral, _) => self.ephemeral.iter().collect(),
                 _ => vec![],
             };
             specs
@@ -1024,6 +1049,7 @@ impl PodState {
         };
         let init = statuses(Kind::Init);
         let app = statuses(Kind::App);
+        let ephemeral = statuses(Kind::Ephemeral);
         let inits_done = self
             .containers
             .iter()
@@ -1110,6 +1136,9 @@ impl PodState {
         if !init.is_empty() {
             status["initContainerStatuses"] = json!(init);
         }
+        if !ephemeral.is_empty() {
+            status["ephemeralContainerStatuses"] = json!(ephemeral);
+        }
         if self.deadline_exceeded {
             status["reason"] = json!(DEADLINE_REASON);
             status["message"] = json!(DEADLINE_MESSAGE);
@@ -1146,6 +1175,20 @@ impl PodState {
 /// The status reason and message of a pod stopped at its `activeDeadlineSeconds`.
 const DEADLINE_REASON: &str = "DeadlineExceeded";
 const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+
+/// A pod's ephemeral containers as containers (the same fields, less the target's name).
+fn ephemeral_containers(pod: &Pod) -> Vec<Container> {
+    let listed = pod.spec.as_ref().and_then(|s| s.ephemeral_containers.as_ref());
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let mut fields = serde_json::to_value(c).ok()?;
+            fields.as_object_mut()?.remove("targetContainerName");
+            serde_json::from_value(fields).ok()
+        })
+        .collect()
+}
 
 fn termination_grace(pod: &Pod) -> Duration {
     let seconds = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);

@@ -200,7 +200,7 @@ fn applied_configuration(
         Part::Main if has_status(resource) => {
             object.remove("status");
         }
-        Part::Main | Part::Finalize => {}
+        Part::Main | Part::Finalize | Part::EphemeralContainers => {}
     }
     Ok((config, pinned))
 }

@@ -233,7 +233,7 @@ fn pod_spec(spec: &mut Value, of: PodSpecOf) {
     spec.entry("terminationGracePeriodSeconds").or_insert(json!(30));
     spec.entry("securityContext").or_insert(json!({}));
     spec.entry("enableServiceLinks").or_insert(json!(true));
-    for list in ["initContainers", "containers"] {
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
         for c in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
             container(c, of);
         }

@@ -603,7 +603,7 @@ impl ApiCore {
                 defaults::apply(resource.kind, &mut current_value);
             }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
-            if part == Part::Main {
+            if matches!(part, Part::Main | Part::EphemeralContainers) {
                 defaults::apply(resource.kind, &mut next);
                 // Compared once defaulted, as Kubernetes decodes with its defaults.
                 if resource.tracks_generation() && current_value.get("spec") != next.get("spec") {
@@ -614,7 +614,9 @@ impl ApiCore {
                 Ownership::Update(manager) => {
                     let mut fields = match part {
                         Part::Main => ManagedFields::requested(&current_value, &object)?,
-                        Part::Status | Part::Finalize => ManagedFields::of(&current_value)?,
+                        Part::Status | Part::Finalize | Part::EphemeralContainers => {
+                            ManagedFields::of(&current_value)?
+                        }
                     };
                     let writer = writer(resource, manager, Operation::Update, part);
                     fields.record_update(
@@ -639,8 +641,14 @@ impl ApiCore {
                 Default::default()
             };
             let mut errors = validation::validate_object(resource, &next);
-            if part == Part::Main {
-                errors.extend(validation::validate_update(resource, &current_value, &next));
+            match part {
+                Part::Main => {
+                    errors.extend(validation::validate_update(resource, &current_value, &next))
+                }
+                Part::EphemeralContainers => {
+                    errors.extend(validation::validate_ephemeral_update(&current_value, &next))
+                }
+                Part::Status | Part::Finalize => {}
             }
             // A claim is admitted on update too (a pod's resources cannot change).
             if errors.is_empty() && part == Part::Main && resource.kind == "PersistentVolumeClaim" {
@@ -737,11 +745,53 @@ impl ApiCore {
         status_only: bool,
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        let part = if status_only { Part::Status } else { Part::Main };
+        self.patch_part(resource, namespace, name, patch_type, patch, part, options).await
+    }
+
+    /// Replaces a pod's ephemeral containers (PUT `pods/{name}/ephemeralcontainers`): they may
+    /// only be added to; nothing else of the pod changes.
+    pub async fn update_ephemeral_containers(
+        &self,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        options: &WriteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let ownership = Ownership::Update(self.manager(options));
+        let (pods, part) = (resources::core("pods"), Part::EphemeralContainers);
+        self.replace(pods, namespace, name, body, options.dry_run, part, ownership).await
+    }
+
+    /// Patches a pod's ephemeral containers (PATCH `pods/{name}/ephemeralcontainers`, what
+    /// `kubectl debug` sends).
+    pub async fn patch_ephemeral_containers(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        options: &WriteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let (pods, part) = (resources::core("pods"), Part::EphemeralContainers);
+        self.patch_part(pods, namespace, name, patch_type, patch, part, options).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn patch_part(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        part: Part,
+        options: &WriteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
         let view = View::of(resource);
         let resource = view.map_or(resource, |v| v.storage);
         let key = ObjectKey::new(resource, namespace, name);
         let manager = self.manager(options);
-        let part = if status_only { Part::Status } else { Part::Main };
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -1020,6 +1070,8 @@ enum Part {
     Status,
     /// A namespace's `spec.finalizers` only (`namespaces/{name}/finalize`).
     Finalize,
+    /// A pod's `spec.ephemeralContainers` only (`pods/{name}/ephemeralcontainers`).
+    EphemeralContainers,
 }
 
 /// What a dry-run create answers: the object as it would be, without a resourceVersion (it
@@ -1059,6 +1111,7 @@ fn writer<'a>(
         Part::Main => "",
         Part::Status => "status",
         Part::Finalize => "finalize",
+        Part::EphemeralContainers => "ephemeralcontainers",
     };
     Writer { manager, operation, subresource, api_version: resource.api_version() }
 }
@@ -1099,7 +1152,20 @@ fn merge_for_update(
             set_namespace_finalizers(&mut next, finalizers);
             next
         }
+        Part::EphemeralContainers => {
+            let mut next = current.clone();
+            let ephemeral = body.pointer_mut("/spec/ephemeralContainers").map(Value::take);
+            set_ephemeral_containers(&mut next, ephemeral);
+            next
+        }
     };
+    if part == Part::Main && resource.group.is_empty() && resource.plural == "pods" {
+        // Only `ephemeralcontainers` changes them, as in Kubernetes.
+        set_ephemeral_containers(
+            &mut next,
+            json::at(current, "/spec/ephemeralContainers").cloned(),
+        );
+    }
     if part == Part::Main && resource.group.is_empty() && resource.plural == "namespaces" {
         // Only `finalize` changes them, as in Kubernetes.
         set_namespace_finalizers(&mut next, json::at(current, "/spec/finalizers").cloned());
@@ -1123,6 +1189,19 @@ fn merge_for_update(
         next["metadata"] = cur_meta;
     }
     next
+}
+
+/// Sets a pod's `spec.ephemeralContainers` (`None`: none).
+fn set_ephemeral_containers(pod: &mut Value, ephemeral: Option<Value>) {
+    match (ephemeral.filter(|e| !e.is_null()), pod.get_mut("spec").and_then(Value::as_object_mut)) {
+        (Some(ephemeral), Some(spec)) => {
+            spec.insert("ephemeralContainers".into(), ephemeral);
+        }
+        (None, Some(spec)) => {
+            spec.remove("ephemeralContainers");
+        }
+        (_, None) => {}
+    }
 }
 
 /// Sets a namespace's `spec.finalizers` (`None`: none).

@@ -329,6 +329,13 @@ pub static RESOURCES: &[ResourceType] = &[
             },
             proxy_sub!("PodProxyOptions"),
             Subresource {
+                name: "ephemeralcontainers",
+                group: "",
+                version: "v1",
+                kind: "Pod",
+                verbs: &["get", "patch", "update"],
+            },
+            Subresource {
                 name: "eviction",
                 group: POLICY_GROUP,
                 version: V1,

@@ -706,6 +706,66 @@ fn validate_lease(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// What an ephemeral container may not have (it is never restarted, serves nothing and is
+/// given no resources), and the container it targets, which must be one of the pod's.
+fn validate_ephemeral_container(
+    c: &Value,
+    spec: Option<&Value>,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    const NOT_ALLOWED: [&str; 6] =
+        ["ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resources"];
+    for field in NOT_ALLOWED {
+        let set = c.get(field).is_some_and(|v| match v {
+            Value::Null => false,
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(o) => !o.is_empty(),
+            _ => true,
+        });
+        if set {
+            let message = "cannot be set for an Ephemeral Container";
+            errors.push(FieldError::forbidden(at(&format!(".{field}")), message));
+        }
+    }
+    if let Some(target) = c.get("targetContainerName").and_then(Value::as_str) {
+        let named = |list: &str| {
+            spec.and_then(|s| s.get(list))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|other| other.get("name").and_then(Value::as_str) == Some(target))
+        };
+        if !named("containers") && !named("initContainers") {
+            errors.push(FieldError::not_found(at(".targetContainerName"), target));
+        }
+    }
+}
+
+/// A write of the `ephemeralcontainers` subresource: ephemeral containers are only added,
+/// never changed or removed (Kubernetes' `ValidatePodEphemeralContainersUpdate`).
+pub fn validate_ephemeral_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let list = |pod: &Value| -> Vec<Value> {
+        json::at(pod, "/spec/ephemeralContainers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (before, after) = (list(old), list(new));
+    let mut errors = Vec::new();
+    for container in &before {
+        let name = container.get("name").and_then(Value::as_str).unwrap_or("");
+        let detail = match after.iter().find(|c| c.get("name") == container.get("name")) {
+            None => "may not be removed",
+            Some(now) if now != container => "may not be changed",
+            Some(_) => continue,
+        };
+        let message = format!("existing ephemeral containers {name:?} {detail}");
+        errors.push(FieldError::forbidden("spec.ephemeralContainers", message));
+    }
+    errors
+}
+
 fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
     let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
     let Some(containers) = containers.filter(|c| !c.is_empty()) else {
@@ -715,11 +775,16 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     let volumes = validate_volumes(spec, path, errors);
     let mut seen = Vec::new();
     let mut port_names: Vec<&str> = Vec::new();
-    let init_containers = spec.and_then(|s| s.get("initContainers")).and_then(Value::as_array);
+    let list_of = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_array);
+    let (init_containers, ephemeral) = (list_of("initContainers"), list_of("ephemeralContainers"));
     let all = containers.iter().enumerate().map(|(i, c)| ("containers", i, c));
     let init = init_containers.into_iter().flatten().enumerate();
+    let ephemeral = ephemeral.into_iter().flatten().enumerate();
     // Containers first: a name an init container repeats is its error, as in Kubernetes.
-    for (list, i, c) in all.chain(init.map(|(i, c)| ("initContainers", i, c))) {
+    let lists = all
+        .chain(init.map(|(i, c)| ("initContainers", i, c)))
+        .chain(ephemeral.map(|(i, c)| ("ephemeralContainers", i, c)));
+    for (list, i, c) in lists {
         // Paths are built only for the errors found: this runs on every pod written.
         let at = |rest: &str| format!("{path}.{list}[{i}]{rest}");
         validate_env_and_user(c, &at, errors);
@@ -749,6 +814,9 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             }
         }
         resource_policy::validate_container_resources(c.get("resources"), &at, errors);
+        if list == "ephemeralContainers" {
+            validate_ephemeral_container(c, spec, &at, errors);
+        }
     }
     if let Some(policy) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str) {
         if !matches!(policy, "Always" | "OnFailure" | "Never") {
@@ -1329,6 +1397,39 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn ephemeral_containers_are_only_added_and_have_no_ports_probes_or_resources() {
+        let pods = crate::model::resources::find("", "v1", "pods").unwrap();
+        let pod = |ephemeral: Value| {
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "i"}],
+                "ephemeralContainers": ephemeral}})
+        };
+        let fields = |errors: Vec<FieldError>| -> Vec<String> {
+            errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+        };
+        let debugger = json!({"name": "dbg", "image": "busybox", "targetContainerName": "app"});
+        assert!(validate_object(pods, &pod(json!([debugger]))).is_empty());
+        let bad = json!([{"name": "app", "image": "busybox", "targetContainerName": "gone",
+            "readinessProbe": {"exec": {"command": ["true"]}}, "resources": {}}]);
+        assert_eq!(
+            fields(validate_object(pods, &pod(bad))),
+            [
+                "spec.ephemeralContainers[0].name: Duplicate value: \"app\"",
+                "spec.ephemeralContainers[0].readinessProbe: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[0].targetContainerName: Not found: \"gone\"",
+            ]
+        );
+        let before = pod(json!([debugger]));
+        let added = pod(json!([debugger, {"name": "more", "image": "x"}]));
+        assert!(validate_ephemeral_update(&before, &added).is_empty());
+        let changed = pod(json!([{"name": "dbg", "image": "other"}]));
+        assert_eq!(
+            fields(validate_ephemeral_update(&before, &changed)),
+            ["spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be changed"]
+        );
+        assert_eq!(validate_ephemeral_update(&before, &pod(json!([]))).len(), 1);
+    }
 
     #[test]
     fn pod_service_secret_and_claim_rules() {
