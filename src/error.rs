@@ -168,8 +168,11 @@ impl ResponseError for HttpError {
     fn error_response(&self) -> HttpResponse {
         let (code, body) = status_of(self);
         let mut response = HttpResponse::build(code);
-        if matches!(self, HttpError::TooManyRequests) {
-            response.insert_header(("Retry-After", RETRY_AFTER_SECONDS.to_string()));
+        // As kube-apiserver's response writer: a Status that says when to retry says it in the
+        // header too.
+        let retry_after = body.pointer("/details/retryAfterSeconds").and_then(Value::as_u64);
+        if let Some(seconds) = retry_after.filter(|s| *s > 0) {
+            response.insert_header(("Retry-After", seconds.to_string()));
         }
         response.content_type("application/json").body(body.to_string())
     }

@@ -51,13 +51,19 @@ pub fn process_usage(pid: u32) -> Usage {
     process_stat(pid).map(|(_, usage)| usage).unwrap_or_default()
 }
 
+/// Clock ticks as nanoseconds (wide enough for a many-core machine's ticks since boot).
+fn ticks_to_nanoseconds(ticks: u64) -> u64 {
+    let nanoseconds = u128::from(ticks) * 1_000_000_000 / u128::from(clock_ticks_per_second());
+    u64::try_from(nanoseconds).unwrap_or(u64::MAX)
+}
+
 /// The machine's CPU time (all cores, but idle and I/O wait) and memory in use (total less
 /// available), as a kubelet reports its node from the root cgroup.
 pub fn machine_usage() -> Usage {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     Usage {
-        cpu_nanoseconds: busy_ticks(&stat) * 1_000_000_000 / clock_ticks_per_second(),
+        cpu_nanoseconds: ticks_to_nanoseconds(busy_ticks(&stat)),
         rss_bytes: memory_in_use(&meminfo),
     }
 }
@@ -86,7 +92,7 @@ fn memory_in_use(meminfo: &str) -> u64 {
 fn process_stat(pid: u32) -> Option<(u32, Usage)> {
     let stat = kplane_actors::agent::runtime::proc_stat(pid)?;
     let usage = Usage {
-        cpu_nanoseconds: stat.cpu_ticks * 1_000_000_000 / clock_ticks_per_second(),
+        cpu_nanoseconds: ticks_to_nanoseconds(stat.cpu_ticks),
         rss_bytes: stat.rss_pages * page_size(),
     };
     Some((stat.process_group, usage))

@@ -312,6 +312,7 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
         {"verbs": read, "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
         {"verbs": read, "apiGroups": ["policy"], "resources": ["poddisruptionbudgets",
             "poddisruptionbudgets/status"]},
+        {"verbs": read, "apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"]},
     ]);
     let mut edit = view.as_array().cloned().unwrap_or_default();
     edit.extend([

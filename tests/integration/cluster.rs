@@ -342,7 +342,7 @@ kind: PersistentVolume
 metadata: {name: small}
 spec:
   capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
   hostPath: {path: /tmp/kplane-small}
 ---
@@ -381,7 +381,8 @@ spec:
 
 /// `kubectl debug`: an ephemeral container added to a running pod (the `ephemeralcontainers`
 /// subresource) is run once by the agent, its status and logs read like any container's; it
-/// may not be changed, nor given what ephemeral containers may not have.
+/// may not be changed, nor given what ephemeral containers may not have, nor be set but
+/// through the subresource.
 #[test]
 fn kubectl_debug_adds_an_ephemeral_container() {
     let server = single_node_cluster();
@@ -430,10 +431,18 @@ fn kubectl_debug_adds_an_ephemeral_container() {
         {"name": "dbg", "image": "other"}]}}));
     assert_eq!(code, 422, "{refused}");
     assert!(refused["message"].as_str().unwrap().contains("may not be changed"), "{refused}");
-    // The pod's own update keeps them.
+    // The pod's own update may not change them; nor may a create set them.
     let (_, mut current) = server.get("/api/v1/namespaces/default/pods/target");
     current["spec"].as_object_mut().unwrap().remove("ephemeralContainers");
-    let (code, replaced) = server.put("/api/v1/namespaces/default/pods/target", &current);
-    assert_eq!(code, 200, "{replaced}");
-    assert_eq!(replaced["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    let (code, refused) = server.put("/api/v1/namespaces/default/pods/target", &current);
+    assert_eq!(code, 422, "{refused}");
+    let mut created = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "early"},
+        "spec": {"containers": [{"name": "c", "image": "i"}],
+            "ephemeralContainers": [{"name": "dbg", "image": "i"}]}});
+    let (code, refused) = server.post("/api/v1/namespaces/default/pods", &created.take());
+    assert_eq!(code, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Pod \"early\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create"
+    );
 }

@@ -755,7 +755,7 @@ impl PodState {
             c.kind == Kind::Init
                 && !(c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0))
         });
-        let candidates: Vec<usize> = match init_pending {
+        let mut candidates: Vec<usize> = match init_pending {
             Some(i) => {
                 let c = &self.containers[i];
                 if c.finished {
@@ -766,9 +766,13 @@ impl PodState {
                 }
             }
             None => (0..self.containers.len())
-                .filter(|i| matches!(self.containers[*i].kind, Kind::App | Kind::Ephemeral))
+                .filter(|i| self.containers[*i].kind == Kind::App)
                 .collect(),
         };
+        // Ephemeral containers start even while the pod initializes, as the kubelet's do.
+        let ephemeral =
+            (0..self.containers.len()).filter(|i| self.containers[*i].kind == Kind::Ephemeral);
+        candidates.extend(ephemeral);
         for i in candidates {
             let c = &self.containers[i];
             if c.running.is_some() || c.finished {

@@ -6,8 +6,10 @@
 //!   evicted in the last two minutes (`disruptedPods`, which evictions fill in and this
 //!   controller empties as those pods go, or when they did not go in time);
 //! - how many pods are expected: with an integer `minAvailable`, those selected; with a
-//!   `maxUnavailable` or a percentage, the replicas their ReplicationControllers want (a pod
-//!   without one leaves the budget allowing nothing, `SyncFailed`, as in Kubernetes);
+//!   `maxUnavailable` or a percentage, the replicas their ReplicationControllers want (pods
+//!   without a controller are left out, with an `UnmanagedPods` warning; a controller of a
+//!   kind kplane does not serve leaves the budget allowing nothing, `SyncFailed`, as in
+//!   Kubernetes);
 //! - hence the healthy pods desired and the disruptions allowed, with a `DisruptionAllowed`
 //!   condition and the budget's generation observed.
 //!
@@ -27,8 +29,8 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::{object_uid, ApiClient};
 use crate::core::ApiError;
-use crate::model::disruption::{pod_is_ready, set_allowed_condition, Budget};
-use crate::model::{json, resources, LabelSelector, Labels};
+use crate::model::disruption::{set_allowed_condition, Budget};
+use crate::model::{is_being_deleted, is_ready, json, resources, LabelSelector, Labels};
 
 const COMPONENT: &str = "disruption-controller";
 /// How long an evicted pod is given to go before it counts as healthy again (Kubernetes'
@@ -83,10 +85,21 @@ impl DisruptionController {
         }
     }
 
-    /// Marks the budgets of `namespace` for work.
-    fn touch_namespace(&mut self, namespace: &str) {
-        let keys = self.budgets.keys().filter(|(ns, _)| ns == namespace).cloned();
-        self.pending.extend(keys.collect::<Vec<_>>());
+    /// Marks for work the budgets that select `pod` (as it is, or as it was).
+    fn touch_budgets_of(&mut self, pod: &Value, previous: Option<&Value>) {
+        let namespace = key_of(pod).0;
+        let selects =
+            |budget: &Value, pod: &Value| !selected_pods(budget, std::iter::once(pod)).is_empty();
+        let keys: Vec<Key> = self
+            .budgets
+            .iter()
+            .filter(|((ns, _), _)| *ns == namespace)
+            .filter(|(_, budget)| {
+                selects(budget, pod) || previous.is_some_and(|p| selects(budget, p))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        self.pending.extend(keys);
     }
 
     /// Works out the pending budgets, one round at a time.
@@ -155,7 +168,28 @@ async fn sync(client: &dyn ApiClient, budget: Value, pods: Vec<Value>) -> Outcom
         events::record(client, &object, EventKind::Normal, "NoPods", message, COMPONENT).await;
     }
     let wanted = if Budget::needs_controllers(&spec) {
-        Some(expected_by_controllers(client, &pods).await)
+        let counted = expected_by_controllers(client, &pods).await;
+        if let Some((_, unmanaged)) = counted.as_ref().ok().filter(|(_, u)| !u.is_empty()) {
+            let selector = json::at(&budget, "/spec/selector").map(Value::to_string);
+            let message = format!(
+                "Pods selected by this PodDisruptionBudget (selector: {}) were found to be \
+                 unmanaged. As a result, the status of the PDB cannot be calculated correctly, \
+                 which may result in undefined behavior. To account for these pods please set \
+                 \".spec.minAvailable\" field of the PDB to an integer value.",
+                selector.unwrap_or_default()
+            );
+            tracing::debug!(pods = ?unmanaged, "unmanaged pods under a disruption budget");
+            events::record(
+                client,
+                &object,
+                EventKind::Warning,
+                "UnmanagedPods",
+                &message,
+                COMPONENT,
+            )
+            .await;
+        }
+        Some(counted.map(|(expected, _)| expected))
     } else {
         None
     };
@@ -212,17 +246,23 @@ async fn sync(client: &dyn ApiClient, budget: Value, pods: Vec<Value>) -> Outcom
     }
 }
 
-/// The replicas the controllers of `pods` want, each controller counted once: an error names
-/// a pod without one this server knows (only ReplicationControllers manage pods here).
-async fn expected_by_controllers(client: &dyn ApiClient, pods: &[Value]) -> Result<i64, String> {
+/// The replicas the controllers of `pods` want, each controller counted once, and the names
+/// of the pods without a controller (left out); an error names a pod whose controller is not
+/// one this server knows (only ReplicationControllers manage pods here).
+async fn expected_by_controllers(
+    client: &dyn ApiClient,
+    pods: &[Value],
+) -> Result<(i64, Vec<String>), String> {
     let mut counted = BTreeSet::new();
     let mut expected = 0;
+    let mut unmanaged = Vec::new();
     for pod in pods {
         let pod_name = json::at(pod, "/metadata/name").and_then(Value::as_str).unwrap_or("");
         let owners = json::at(pod, "/metadata/ownerReferences").and_then(Value::as_array);
         let controller = owners.into_iter().flatten().find(|o| o["controller"] == true);
         let Some(controller) = controller else {
-            return Err(format!("found no controller ref for pod {pod_name:?}"));
+            unmanaged.push(pod_name.to_string());
+            continue;
         };
         let uid = controller["uid"].as_str().unwrap_or("").to_string();
         if counted.contains(&uid) {
@@ -243,7 +283,7 @@ async fn expected_by_controllers(client: &dyn ApiClient, pods: &[Value]) -> Resu
         expected += json::at(&rc, "/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
         counted.insert(uid);
     }
-    Ok(expected)
+    Ok((expected, unmanaged))
 }
 
 /// The entries of a budget's `disruptedPods` still standing: pods still there, not being
@@ -260,7 +300,7 @@ fn still_disrupted(
     };
     let timeout = chrono::Duration::from_std(DELETION_TIMEOUT).expect("two minutes");
     for pod in pods {
-        if json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        if is_being_deleted(pod) {
             continue;
         }
         let name = json::at(pod, "/metadata/name").and_then(Value::as_str).unwrap_or("");
@@ -278,8 +318,7 @@ fn still_disrupted(
 /// Whether `pod` counts as healthy: ready, not being deleted, not just evicted.
 fn healthy(pod: &Value, disrupted: &Map<String, Value>) -> bool {
     let name = json::at(pod, "/metadata/name").and_then(Value::as_str).unwrap_or("");
-    let deleting = json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-    !deleting && !disrupted.contains_key(name) && pod_is_ready(pod)
+    !is_being_deleted(pod) && !disrupted.contains_key(name) && is_ready(pod)
 }
 
 impl Actor for DisruptionController {
@@ -319,9 +358,8 @@ impl Handler<Pods> for DisruptionController {
     fn handle(&mut self, Pods(run, feed): Pods, ctx: &mut Context<Self>) {
         match self.pods.apply(run, feed) {
             Applied::Listed => self.pending.extend(self.budgets.keys().cloned()),
-            Applied::Changed { object, .. } => {
-                let namespace = key_of(&object).0;
-                self.touch_namespace(&namespace);
+            Applied::Changed { object, previous } => {
+                self.touch_budgets_of(&object, previous.as_ref());
             }
             Applied::Nothing => return,
         }
@@ -430,25 +468,47 @@ mod tests {
         assert_eq!(settled["status"]["disruptionsAllowed"], 0);
         assert_eq!(settled["status"]["conditions"][0]["reason"], "InsufficientPods");
 
-        // A dry run evicts nothing; a pod under no budget just goes.
-        let mut other = json!({"metadata": {"name": "lone", "namespace": "default"},
+        // A dry run evicts nothing; a running pod under no budget just goes.
+        let mut lone = json!({"metadata": {"name": "lone", "namespace": "default"},
             "spec": {"containers": [{"name": "c", "image": "i"}]}});
-        ApiClient::create(&core, pods, "default", other.take()).await.unwrap();
+        let mut lone = ApiClient::create(&core, pods, "default", lone.take()).await.unwrap();
+        lone["status"]["phase"] = json!("Running");
+        ApiClient::update_status(&core, pods, "default", lone).await.unwrap();
         let dry = DeleteOptions { dry_run: true, ..DeleteOptions::default() };
         let eviction = json!({"metadata": {"name": "lone"}});
         core.evict("default", "lone", &eviction, dry).await.unwrap();
         assert!(ApiClient::get(&core, pods, "default", "lone").await.is_ok());
         evict(&core, "lone").await.unwrap();
 
-        // A pod without a controller leaves a maxUnavailable budget allowing nothing.
+        // A pod without a controller is left out of a maxUnavailable budget, with a warning.
         ready_pod(&core, "orphan", None).await;
+        let events = resources::core("events");
+        eventually("the UnmanagedPods warning", || async {
+            let options = crate::core::ListOptions::default();
+            let listed = ApiClient::list(&core, events, Some("default"), &options).await.unwrap();
+            listed.items.iter().any(|e| e["reason"] == "UnmanagedPods").then_some(())
+        })
+        .await;
+        let counted = eventually("the orphan counted healthy", || async {
+            let b = budget(&core, "web").await;
+            (b["status"]["currentHealthy"] == 3).then_some(b)
+        })
+        .await;
+        assert_eq!(counted["status"]["expectedPods"], 3, "the orphan is not expected: {counted}");
+
+        // A pod of a controller kind kplane does not serve: the budget cannot be counted.
+        let mut foreign = json!({"metadata": {"name": "foreign", "namespace": "default",
+            "labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "rs", "uid": "u-rs", "controller": true}]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        ApiClient::create(&core, pods, "default", foreign.take()).await.unwrap();
         let failed = eventually("the budget's sync failing", || async {
             let b = budget(&core, "web").await;
             (b["status"]["conditions"][0]["reason"] == "SyncFailed").then_some(b)
         })
         .await;
         let message = failed["status"]["conditions"][0]["message"].as_str().unwrap();
-        assert_eq!(message, "found no controller ref for pod \"orphan\"");
+        assert_eq!(message, "found no controllers for pod \"foreign\"");
 
         // Two budgets over one pod: the eviction cannot choose.
         let second = json!({"metadata": {"name": "second", "namespace": "default"},

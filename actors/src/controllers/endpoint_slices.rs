@@ -15,7 +15,6 @@ use super::endpoints::{listed, resolved_ports, service_labels};
 use crate::client::cache::key_of;
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, ListOptions};
-use crate::model::disruption::pod_is_ready;
 use crate::model::{json, resources, ResourceType};
 
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -41,7 +40,7 @@ pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
         let Some(ports) = resolved_ports(pod, &service_ports) else { continue };
         let terminating =
             json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-        let serving = pod_is_ready(pod);
+        let serving = crate::model::is_ready(pod);
         let mut endpoint = json!({"addresses": [pod["status"]["podIP"]],
             "conditions": {"ready": publish_not_ready || (serving && !terminating),
                 "serving": serving, "terminating": terminating},

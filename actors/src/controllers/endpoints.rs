@@ -21,7 +21,6 @@ use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
-use crate::model::disruption::pod_is_ready;
 use crate::model::{json, resources};
 use crate::watch::EventType;
 
@@ -316,7 +315,7 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             not_ready: Vec::new(),
             ports,
         });
-        if publish_not_ready || pod_is_ready(pod) {
+        if publish_not_ready || crate::model::is_ready(pod) {
             subset.ready.push(address);
         } else {
             subset.not_ready.push(address);

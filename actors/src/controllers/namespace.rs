@@ -74,7 +74,7 @@ impl NamespaceController {
 
     fn saw(&mut self, namespace: &Value) {
         let name = object_name(namespace).to_string();
-        if is_marked(namespace) {
+        if crate::model::is_being_deleted(namespace) {
             self.terminating.insert(name, object_uid(namespace).to_string());
         } else {
             self.terminating.remove(&name);
@@ -86,10 +86,6 @@ fn namespaces() -> &'static ResourceType {
     resources::core("namespaces")
 }
 
-fn is_marked(object: &Value) -> bool {
-    json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
-}
-
 /// The namespace `name` if it is still the one with `uid`, being deleted.
 async fn still_terminating(
     client: &dyn ApiClient,
@@ -97,7 +93,9 @@ async fn still_terminating(
     uid: &str,
 ) -> Result<Option<Value>, ApiError> {
     match client.get(namespaces(), "", name).await {
-        Ok(current) if object_uid(&current) == uid && is_marked(&current) => Ok(Some(current)),
+        Ok(current) if object_uid(&current) == uid && crate::model::is_being_deleted(&current) => {
+            Ok(Some(current))
+        }
         Ok(_) | Err(ApiError::NotFound { .. }) => Ok(None),
         Err(error) => Err(error),
     }
@@ -114,7 +112,7 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
     for resource in contents {
         let list = client.list(resource, Some(namespace), &ListOptions::default()).await?;
         for object in &list.items {
-            if is_marked(object) {
+            if crate::model::is_being_deleted(object) {
                 left += 1;
                 continue;
             }
@@ -127,7 +125,7 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
             };
             match client.delete(resource, namespace, object_name(object), &options).await {
                 // Marked, not gone: a pod stopping, an object with finalizers.
-                Ok(marked) if is_marked(&marked) => left += 1,
+                Ok(marked) if crate::model::is_being_deleted(&marked) => left += 1,
                 Ok(_) | Err(ApiError::NotFound { .. }) => {}
                 // Changed since listed: the next sweep sees it again.
                 Err(ApiError::Conflict { .. }) => left += 1,

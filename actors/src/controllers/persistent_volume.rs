@@ -33,7 +33,7 @@ use crate::client::informer::{self, Feed};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::ApiError;
 use crate::model::quantity;
-use crate::model::{json, resources, LabelSelector, Labels};
+use crate::model::{is_being_deleted, json, resources, LabelSelector, Labels};
 
 const COMPONENT: &str = "persistentvolume-controller";
 /// How often every volume and claim is looked at again (the binder's `--pvclaimbinder-sync-period`).
@@ -50,6 +50,9 @@ pub struct PersistentVolumeController {
     pending: BTreeSet<Work>,
     working: bool,
     retries: HashMap<Work, u32>,
+    /// Which of volumes and claims have been listed: nothing is done before both are (a
+    /// volume whose claim is not known yet is not released).
+    listed: (bool, bool),
 }
 
 /// One object to look at (volumes first).
@@ -91,12 +94,13 @@ impl PersistentVolumeController {
             pending: BTreeSet::new(),
             working: false,
             retries: HashMap::new(),
+            listed: (false, false),
         }
     }
 
     /// Works off what is pending, one object at a time, in one task.
     fn work(&mut self, ctx: &mut Context<Self>) {
-        if self.working || self.pending.is_empty() {
+        if self.working || self.pending.is_empty() || self.listed != (true, true) {
             return;
         }
         let Some(work) = self.pending.pop_first() else { return };
@@ -180,19 +184,22 @@ fn bound_to(volume: &Value, claim: &Value) -> bool {
         }
 }
 
-/// A claim's storage class: `spec.storageClassName`, else the beta annotation, else none.
-fn claim_class(claim: &Value) -> &str {
-    json::at(claim, "/spec/storageClassName")
-        .and_then(Value::as_str)
-        .or_else(|| annotation(claim, "volume.beta.kubernetes.io/storage-class"))
+/// A claim's or volume's storage class: the beta annotation, else `spec.storageClassName`,
+/// else none (Kubernetes reads them in this order).
+fn storage_class(object: &Value) -> &str {
+    annotation(object, "volume.beta.kubernetes.io/storage-class")
+        .or_else(|| json::at(object, "/spec/storageClassName").and_then(Value::as_str))
         .unwrap_or("")
 }
 
-fn volume_class(volume: &Value) -> &str {
-    json::at(volume, "/spec/storageClassName")
-        .and_then(Value::as_str)
-        .or_else(|| annotation(volume, "volume.beta.kubernetes.io/storage-class"))
-        .unwrap_or("")
+/// Whether a volume is bound, or pre-bound, to no claim.
+fn is_free(volume: &Value) -> bool {
+    json::at(volume, "/spec/claimRef").is_none_or(Value::is_null)
+}
+
+fn access_modes(object: &Value) -> BTreeSet<String> {
+    let listed = json::at(object, "/spec/accessModes").and_then(Value::as_array);
+    listed.into_iter().flatten().filter_map(Value::as_str).map(String::from).collect()
 }
 
 fn bytes(value: Option<&Value>) -> Option<i64> {
@@ -201,10 +208,10 @@ fn bytes(value: Option<&Value>) -> Option<i64> {
 
 /// Why `volume` cannot hold `claim` (`None`: it can), apart from who it is bound to.
 fn unsuitable(volume: &Value, claim: &Value) -> Option<String> {
-    if json::at(volume, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+    if is_being_deleted(volume) {
         return Some("it is being deleted".into());
     }
-    if claim_class(claim) != volume_class(volume) {
+    if storage_class(claim) != storage_class(volume) {
         return Some("storageClassName does not match".into());
     }
     let mode = |object: &Value| match text(object, "/spec/volumeMode") {
@@ -214,11 +221,7 @@ fn unsuitable(volume: &Value, claim: &Value) -> Option<String> {
     if mode(claim) != mode(volume) {
         return Some("volumeMode does not match".into());
     }
-    let modes = |object: &Value| -> BTreeSet<String> {
-        let listed = json::at(object, "/spec/accessModes").and_then(Value::as_array);
-        listed.into_iter().flatten().filter_map(Value::as_str).map(String::from).collect()
-    };
-    if !modes(claim).is_subset(&modes(volume)) {
+    if !access_modes(claim).is_subset(&access_modes(volume)) {
         return Some("incompatible accessMode".into());
     }
     let requested = bytes(json::at(claim, "/spec/resources/requests/storage")).unwrap_or(0);
@@ -236,22 +239,22 @@ fn unsuitable(volume: &Value, claim: &Value) -> Option<String> {
     None
 }
 
-/// The volume a claim without one gets: one pre-bound to it, else the smallest free one that
-/// can hold it.
+/// The volume a claim without one gets: one pre-bound to it, else, of the free ones that can
+/// hold it, one with the fewest access modes, then the smallest (Kubernetes' order).
 fn best_volume<'a>(claim: &Value, volumes: &'a [Value]) -> Option<&'a Value> {
     let suitable = |volume: &&Value| unsuitable(volume, claim).is_none();
     if let Some(prebound) = volumes.iter().filter(|v| bound_to(v, claim)).find(suitable) {
         return Some(prebound);
     }
-    let free = |volume: &&Value| json::at(volume, "/spec/claimRef").is_none_or(Value::is_null);
     volumes
         .iter()
-        .filter(free)
+        .filter(|v| is_free(v))
         // Available, or new and about to be (not Released, Failed or Bound).
         .filter(|v| matches!(text(v, "/status/phase"), "" | "Pending" | "Available"))
         .filter(suitable)
         .min_by_key(|v| {
-            (bytes(json::at(v, "/spec/capacity/storage")).unwrap_or(0), object_name(v).to_string())
+            let size = bytes(json::at(v, "/spec/capacity/storage")).unwrap_or(0);
+            (access_modes(v).len(), size, object_name(v).to_string())
         })
 }
 
@@ -359,12 +362,11 @@ async fn sync_claim(
     claim: Value,
     volumes: &[Value],
 ) -> Result<(), ApiError> {
-    if json::at(&claim, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+    if is_being_deleted(&claim) {
         return Ok(());
     }
     let wanted = text(&claim, "/spec/volumeName").to_string();
     let by_name = |name: &str| volumes.iter().find(|v| object_name(v) == name);
-    let free = |volume: &Value| json::at(volume, "/spec/claimRef").is_none_or(Value::is_null);
     if annotation(&claim, BIND_COMPLETED).is_some() {
         // Bound before: it stays so, or is lost.
         return match by_name(&wanted) {
@@ -377,7 +379,7 @@ async fn sync_claim(
                     "Bound claim has lost its PersistentVolume. Data on the volume is lost!";
                 lose(client, &claim, "ClaimLost", message).await
             }
-            Some(volume) if free(volume) || bound_to(volume, &claim) => {
+            Some(volume) if is_free(volume) || bound_to(volume, &claim) => {
                 bind(client, volume, &claim).await
             }
             Some(_) => {
@@ -390,7 +392,7 @@ async fn sync_claim(
     if wanted.is_empty() {
         return match best_volume(&claim, volumes) {
             Some(volume) => bind(client, volume, &claim).await,
-            None => match claim_class(&claim) {
+            None => match storage_class(&claim) {
                 "" => {
                     let message = "no persistent volumes available for this claim and no storage class is set";
                     wait(client, &claim, EventKind::Normal, "FailedBinding", message).await
@@ -402,18 +404,25 @@ async fn sync_claim(
             },
         };
     }
-    // The user named the volume.
-    let refused = match by_name(&wanted) {
-        None => format!("volume \"{wanted}\" not found"),
-        Some(volume) if free(volume) || bound_to(volume, &claim) => {
+    // The user named the volume: one that does not exist yet is waited for, silently.
+    let (reason, refused) = match by_name(&wanted) {
+        None => {
+            return set_phase(client, claims(), &claim, "Pending", None, None).await.map(|_| ())
+        }
+        Some(volume) if is_free(volume) || bound_to(volume, &claim) => {
             match unsuitable(volume, &claim) {
                 None => return bind(client, volume, &claim).await,
-                Some(why) => format!("Cannot bind to requested volume \"{wanted}\": {why}"),
+                Some(why) => (
+                    "VolumeMismatch",
+                    format!("Cannot bind to requested volume \"{wanted}\": {why}"),
+                ),
             }
         }
-        Some(_) => format!("volume \"{wanted}\" already bound to a different claim."),
+        Some(_) => {
+            ("FailedBinding", format!("volume \"{wanted}\" already bound to a different claim."))
+        }
     };
-    wait(client, &claim, EventKind::Warning, "FailedBinding", &refused).await
+    wait(client, &claim, EventKind::Warning, reason, &refused).await
 }
 
 async fn sync_volume(
@@ -430,7 +439,13 @@ async fn sync_volume(
     }
     let claim = claim.filter(|c| object_uid(c) == text(reference, "/uid"));
     let Some(claim) = claim else {
-        return release(client, volume).await;
+        // Gone from the cache: released only if the API server says so too.
+        let (namespace, name) = claim_ref_key(&volume).unwrap_or_default();
+        return match client.get(claims(), &namespace, &name).await {
+            Ok(found) if object_uid(&found) == text(reference, "/uid") => Ok(()),
+            Ok(_) | Err(ApiError::NotFound { .. }) => release(client, volume).await,
+            Err(error) => Err(error),
+        };
     };
     match text(&claim, "/spec/volumeName") {
         // The claim's side of the binding is still to be written (its sync does it).
@@ -497,17 +512,26 @@ impl Handler<Volumes> for PersistentVolumeController {
     type Result = ();
 
     fn handle(&mut self, Volumes(feed): Volumes, ctx: &mut Context<Self>) {
+        self.listed.0 |= matches!(feed, Feed::Listed(_));
         let name_of = |volume: &Value| object_name(volume).to_string();
+        let mut freed = false;
         for name in apply_feed(&mut self.volumes, feed, name_of, |volume| volume) {
-            // A volume that changed may now suit (or be taken from) a pending claim.
-            if let Some(key) = self.volumes.get(&name).and_then(claim_ref_key) {
-                self.pending.insert(Work::Claim(key));
+            match self.volumes.get(&name) {
+                // Its claim looks at it again.
+                Some(volume) if !is_free(volume) => {
+                    self.pending.extend(claim_ref_key(volume).map(Work::Claim));
+                }
+                // A free volume may suit a claim that waits.
+                Some(_) => freed = true,
+                None => {}
             }
             self.pending.insert(Work::Volume(name));
         }
-        let unbound = self.claims.iter().filter(|(_, c)| text(c, "/status/phase") != "Bound");
-        let unbound: Vec<Work> = unbound.map(|(key, _)| Work::Claim(key.clone())).collect();
-        self.pending.extend(unbound);
+        if freed {
+            let unbound = self.claims.iter().filter(|(_, c)| text(c, "/status/phase") != "Bound");
+            let unbound: Vec<Work> = unbound.map(|(key, _)| Work::Claim(key.clone())).collect();
+            self.pending.extend(unbound);
+        }
         self.work(ctx);
     }
 }
@@ -516,6 +540,7 @@ impl Handler<Claims> for PersistentVolumeController {
     type Result = ();
 
     fn handle(&mut self, Claims(feed): Claims, ctx: &mut Context<Self>) {
+        self.listed.1 |= matches!(feed, Feed::Listed(_));
         for key in apply_feed(&mut self.claims, feed, key_of, |claim| claim) {
             // Its volume, whether it is still there or gone.
             let of_claim =
@@ -651,9 +676,10 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("no deletable volume plugin"));
-        // A released volume is not given to a new claim until its user frees it.
+        // A new claim gets the free volume left, not a released one.
         ApiClient::create(&core, claims(), "default", claim("b", "1Gi", None)).await.unwrap();
         let b = until(&core, claims(), "b", "Bound").await;
-        assert_eq!(b["spec"]["volumeName"], "big", "not the released one: {b}");
+        assert_eq!(b["spec"]["volumeName"], "big", "{b}");
+        assert_eq!(phase_of(&core, volumes(), "small").await.0, "Released");
     }
 }

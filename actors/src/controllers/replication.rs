@@ -170,7 +170,7 @@ impl ReplicationManager {
             EventType::Deleted => {
                 expected.deletes.remove(&name);
             }
-            _ if is_terminating(pod) => {
+            _ if crate::model::is_being_deleted(pod) => {
                 expected.deletes.remove(&name);
             }
             _ => {}
@@ -186,7 +186,7 @@ impl ReplicationManager {
         };
         let Some(selector) = selector(&rc) else { return };
         let uid = object_uid(&rc);
-        let deleting = is_terminating(&rc);
+        let deleting = crate::model::is_being_deleted(&rc);
         // What to do is worked out on the cached pods; only the few acted on are copied.
         let (mut adopt, mut release, mut owned) = (Vec::new(), Vec::new(), Vec::new());
         // Only active pods are claimed, as in Kubernetes: finished or deleted ones are let be.
@@ -505,14 +505,10 @@ fn controller_ref(object: &Value) -> Option<&Value> {
     references.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
 }
 
-fn is_terminating(object: &Value) -> bool {
-    json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
-}
-
 /// A pod that counts toward its controller's replicas: not finished, not being deleted.
 fn is_active(pod: &Value) -> bool {
     let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
-    !matches!(phase, Some("Succeeded" | "Failed")) && !is_terminating(pod)
+    !matches!(phase, Some("Succeeded" | "Failed")) && !crate::model::is_being_deleted(pod)
 }
 
 /// Since when a pod is ready, if it is.
@@ -716,7 +712,7 @@ mod tests {
         };
         list.items
             .iter()
-            .filter(|p| !is_terminating(p))
+            .filter(|p| !crate::model::is_being_deleted(p))
             .map(|p| (object_name(p).to_string(), owned(p)))
             .collect()
     }

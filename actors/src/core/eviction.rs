@@ -7,8 +7,10 @@
 use serde_json::{json, Value};
 
 use super::{ApiCore, ApiError, DeleteOptions, PatchType, WriteOptions, UPDATE_RETRIES};
-use crate::model::disruption::{pod_is_ready, set_allowed_condition};
-use crate::model::{json, resources, LabelSelector, Labels, StoredObject};
+use crate::model::disruption::set_allowed_condition;
+use crate::model::{
+    is_being_deleted, is_ready, json, resources, LabelSelector, Labels, StoredObject,
+};
 
 /// More pods than this waiting in a budget's `disruptedPods` means the disruption controller
 /// is not keeping up: evictions are refused until it does (Kubernetes' `MaxDisruptedPodSize`).
@@ -33,13 +35,31 @@ impl ApiCore {
             }
             _ => {}
         }
-        let pod = self.get(pods, namespace, name).await?;
-        let pod_value = pod.to_value();
-        if disrupts_nothing(&pod_value) {
-            return self.mark_and_delete(&pod, options).await;
+        let client_pinned = options.precondition_resource_version.is_some();
+        // A pod that disrupts nothing goes at once; one that is Pending is pinned to the
+        // version looked at, so that one turning Running meanwhile is looked at again.
+        let mut pod = self.get(pods, namespace, name).await?;
+        for _ in 0..UPDATE_RETRIES {
+            let pod_value = pod.to_value();
+            if !disrupts_nothing(&pod_value) {
+                break;
+            }
+            let mut options = options.clone();
+            let pending =
+                json::at(&pod_value, "/status/phase").and_then(Value::as_str) == Some("Pending");
+            if pending && !client_pinned {
+                options.precondition_resource_version = Some(pod.resource_version.to_string());
+            }
+            match self.mark_and_delete(&pod, options).await {
+                Err(ApiError::Conflict { .. }) if pending && !client_pinned => {
+                    pod = self.get(pods, namespace, name).await?;
+                }
+                done => return done,
+            }
         }
+        let pod_value = pod.to_value();
         let budgets = self.budgets_of(namespace, &pod_value).await?;
-        let budget = match budgets.as_slice() {
+        let mut budget = match budgets.as_slice() {
             [] => return self.mark_and_delete(&pod, options).await,
             [one] => one.clone(),
             _ => {
@@ -50,34 +70,31 @@ impl ApiCore {
                 ))
             }
         };
-        let ready = pod_is_ready(&pod_value);
-        let policy = json::at(&budget, "/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str);
-        if !ready && policy == Some("AlwaysAllow") {
-            return self.mark_and_delete(&pod, options).await;
-        }
-        let mut options = options;
-        let mut budget = budget;
+        let budget_name = json::at(&budget, "/metadata/name").and_then(Value::as_str);
+        let budget_name = budget_name.unwrap_or("").to_string();
+        let ready = is_ready(&pod_value);
         for _ in 0..UPDATE_RETRIES {
             let status = |field: &str| {
                 json::at(&budget, &format!("/status/{field}")).and_then(Value::as_i64).unwrap_or(0)
             };
-            let budget_name = json::at(&budget, "/metadata/name").and_then(Value::as_str);
-            let budget_name = budget_name.unwrap_or("").to_string();
-            let generation = json::at(&budget, "/metadata/generation").and_then(Value::as_i64);
-            if status("observedGeneration") < generation.unwrap_or(0) {
-                return Err(ApiError::DisruptionBudget {
-                    cause: format!(
-                        "The disruption budget {budget_name} is still being processed by the server."
-                    ),
-                    retry_after_seconds: 10,
-                });
-            }
-            // An unhealthy pod does not count as healthy: it may go while the budget holds
-            // without it, and spends none of it (if it is still the pod that was looked at).
+            // A pod that is not ready does not count as healthy: it may go, spending nothing,
+            // when its budget says unhealthy pods always may, or holds without it; pinned to
+            // the version looked at (it must still be the pod that was not ready).
+            let policy = json::at(&budget, "/spec/unhealthyPodEvictionPolicy");
+            let always = policy.and_then(Value::as_str) == Some("AlwaysAllow");
             let (desired, current) = (status("desiredHealthy"), status("currentHealthy"));
-            if !ready && current >= desired && desired > 0 {
-                options.precondition_resource_version = Some(pod.resource_version.to_string());
-                return self.mark_and_delete(&pod, options).await;
+            if !ready && (always || (current >= desired && desired > 0)) {
+                let mut options = options.clone();
+                if !client_pinned {
+                    options.precondition_resource_version = Some(pod.resource_version.to_string());
+                }
+                return match self.mark_and_delete(&pod, options).await {
+                    // The pod changed: the client tries again, as kube-apiserver asks it to.
+                    Err(ApiError::Conflict { .. }) if !client_pinned => {
+                        Err(still_processed(&budget_name))
+                    }
+                    done => done,
+                };
             }
             match self.spend_disruption(&budget, &budget_name, name, options.dry_run).await {
                 Err(ApiError::Conflict { .. }) => {
@@ -88,12 +105,7 @@ impl ApiCore {
                 Ok(()) => return self.mark_and_delete(&pod, options).await,
             }
         }
-        Err(ApiError::Conflict {
-            resource: "poddisruptionbudgets",
-            group: resources::POLICY_GROUP,
-            name: name.to_string(),
-            message: "the disruption budget kept changing; try again".into(),
-        })
+        Err(still_processed(&budget_name))
     }
 
     /// The budgets of `namespace` whose selector picks `pod`. A budget with no selector, or
@@ -121,6 +133,11 @@ impl ApiCore {
     ) -> Result<(), ApiError> {
         let budgets = resources::disruption_budgets();
         let status = budget.get("status").cloned().unwrap_or_else(|| json!({}));
+        let observed = status.get("observedGeneration").and_then(Value::as_i64).unwrap_or(0);
+        let generation = json::at(budget, "/metadata/generation").and_then(Value::as_i64);
+        if observed < generation.unwrap_or(0) {
+            return Err(still_processed(budget_name));
+        }
         let allowed = status.get("disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
         let disrupted = status.get("disruptedPods").and_then(Value::as_object);
         if allowed < 0 {
@@ -176,6 +193,9 @@ impl ApiCore {
         let pods = resources::core("pods");
         let (namespace, name) = (pod.key.namespace.as_str(), pod.key.name.as_str());
         if !options.dry_run {
+            // The client's preconditions first: a pod that is not to be deleted is not marked.
+            let check = DeleteOptions { dry_run: true, ..options.clone() };
+            self.delete(pods, namespace, name, &check).await?;
             let condition = json!({"type": "DisruptionTarget", "status": "True",
                 "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting",
                 "lastTransitionTime": crate::model::now()});
@@ -198,10 +218,20 @@ impl ApiCore {
     }
 }
 
+/// The 429 of a budget the controller has not counted since it changed (or of an eviction
+/// that raced with another write): the client tries again in 10 s.
+fn still_processed(budget_name: &str) -> ApiError {
+    ApiError::DisruptionBudget {
+        cause: format!(
+            "The disruption budget {budget_name} is still being processed by the server."
+        ),
+        retry_after_seconds: 10,
+    }
+}
+
 /// A pod whose eviction takes nothing from any budget: one finished or not yet running, or
 /// already going.
 fn disrupts_nothing(pod: &Value) -> bool {
     let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
-    matches!(phase, Some("Succeeded" | "Failed" | "Pending"))
-        || json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    matches!(phase, Some("Succeeded" | "Failed" | "Pending")) || is_being_deleted(pod)
 }

@@ -392,7 +392,13 @@ impl ApiCore {
                 .await
                 .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
         }
-        let errors = validation::validate_object(resource, &object);
+        let mut errors = validation::validate_object(resource, &object);
+        let ephemeral = json::at(&object, "/spec/ephemeralContainers").and_then(Value::as_array);
+        if Self::is_pod(resource) && ephemeral.is_some_and(|e| !e.is_empty()) {
+            // Added only through the `ephemeralcontainers` subresource, as in Kubernetes.
+            let message = "cannot be set on create";
+            errors.push(FieldError::forbidden("spec.ephemeralContainers", message));
+        }
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
@@ -1159,13 +1165,6 @@ fn merge_for_update(
             next
         }
     };
-    if part == Part::Main && resource.group.is_empty() && resource.plural == "pods" {
-        // Only `ephemeralcontainers` changes them, as in Kubernetes.
-        set_ephemeral_containers(
-            &mut next,
-            json::at(current, "/spec/ephemeralContainers").cloned(),
-        );
-    }
     if part == Part::Main && resource.group.is_empty() && resource.plural == "namespaces" {
         // Only `finalize` changes them, as in Kubernetes.
         set_namespace_finalizers(&mut next, json::at(current, "/spec/finalizers").cloned());

@@ -163,7 +163,7 @@ impl MetricsScraper {
                     Vec::new()
                 }
             };
-            let reads = nodes.iter().filter(|node| is_ready(node)).map(|node| {
+            let reads = nodes.iter().filter(|node| crate::model::is_ready(node)).map(|node| {
                 let source = source.clone();
                 async move {
                     let name = object_name(node).to_string();
@@ -254,12 +254,6 @@ impl MetricsScraper {
         stamp(&mut metrics, first);
         Some(metrics)
     }
-}
-
-/// Whether a node has the Ready condition True (only those are read).
-fn is_ready(node: &Value) -> bool {
-    let conditions = json::at(node, "/status/conditions").and_then(Value::as_array);
-    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
 fn copy_labels(object: &Value, metadata: &mut Value) {

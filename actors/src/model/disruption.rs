@@ -1,10 +1,8 @@
 //! PodDisruptionBudgets' arithmetic, shared by their validation, the disruption controller and
-//! the pods' `eviction` subresource: amounts given as a count or a percentage, the healthy
-//! pods a budget needs, and whether a pod counts as healthy.
+//! the pods' `eviction` subresource: amounts given as a count or a percentage, and the healthy
+//! pods a budget needs.
 
 use serde_json::Value;
-
-use super::json;
 
 /// `minAvailable` or `maxUnavailable`: a number of pods, or a percentage of the pods expected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,12 +37,6 @@ impl IntOrPercent {
             IntOrPercent::Percent(p) => p * total / 100,
         }
     }
-}
-
-/// Whether a pod has the Ready condition True.
-pub fn pod_is_ready(pod: &Value) -> bool {
-    let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array);
-    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
 /// What a budget allows, worked out from its pods.
@@ -171,15 +163,5 @@ mod tests {
         assert_eq!(budget.disruptions_allowed(), 1);
         assert_eq!(Budget { current_healthy: 1, ..budget }.disruptions_allowed(), 0);
         assert_eq!(Budget { expected_pods: 0, ..budget }.disruptions_allowed(), 0);
-    }
-
-    #[test]
-    fn readiness() {
-        let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
-        assert!(pod_is_ready(&ready));
-        assert!(!pod_is_ready(
-            &json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
-        ));
-        assert!(!pod_is_ready(&json!({})));
     }
 }

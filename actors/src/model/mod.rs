@@ -29,6 +29,17 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 /// The set kept beside [`FastMap`]s.
 pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
+/// Whether an object is being deleted (`metadata.deletionTimestamp` is set).
+pub fn is_being_deleted(object: &serde_json::Value) -> bool {
+    json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+/// Whether a pod or a node has the `Ready` condition `True`.
+pub fn is_ready(object: &serde_json::Value) -> bool {
+    let conditions = json::at(object, "/status/conditions").and_then(|c| c.as_array());
+    conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
 /// The current time as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

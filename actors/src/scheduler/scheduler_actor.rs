@@ -140,8 +140,8 @@ pub struct Scheduler {
     groups: LabelGroups,
     /// Equality selectors of services and RCs, by namespace, for spreading.
     selectors: HashMap<String, SelectorsByOwner>,
-    /// Whether each PersistentVolumeClaim (by namespace and name) is bound to its volume.
-    claims: HashMap<(String, String), bool>,
+    /// What each PersistentVolumeClaim (by namespace and name) is to the pods using it.
+    claims: HashMap<(String, String), ClaimState>,
     /// Where the next search for feasible nodes starts (round robin, as kube-scheduler).
     next_start: usize,
     in_flight: usize,
@@ -365,8 +365,11 @@ impl Scheduler {
         for claim in &pod.claims {
             match self.claims.get(&(pod.namespace.clone(), claim.clone())) {
                 None => return Some(format!("persistentvolumeclaim \"{claim}\" not found")),
-                Some(false) => unbound = true,
-                Some(true) => {}
+                Some(ClaimState::Deleting) => {
+                    return Some(format!("persistentvolumeclaim \"{claim}\" is being deleted"))
+                }
+                Some(ClaimState::Unbound) => unbound = true,
+                Some(ClaimState::Bound) => {}
             }
         }
         unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
@@ -474,9 +477,27 @@ fn claim_key(claim: &Value) -> (String, String) {
     (text("/metadata/namespace").to_string(), text("/metadata/name").to_string())
 }
 
-/// Whether a claim is bound to its volume (what the pods using it wait for).
-fn claim_bound(claim: &Value) -> bool {
-    claim.pointer("/status/phase").and_then(Value::as_str) == Some("Bound")
+/// What a claim is to the pods that use it (kube-scheduler's VolumeBinding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClaimState {
+    /// Its volume is named and the binding completed: pods using it may be placed.
+    Bound,
+    Unbound,
+    Deleting,
+}
+
+impl ClaimState {
+    fn of(claim: &Value) -> Self {
+        let text = |pointer: &str| claim.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+        let completed = claim.pointer("/metadata/annotations/pv.kubernetes.io~1bind-completed");
+        if crate::model::is_being_deleted(claim) {
+            ClaimState::Deleting
+        } else if !text("/spec/volumeName").is_empty() && completed.is_some() {
+            ClaimState::Bound
+        } else {
+            ClaimState::Unbound
+        }
+    }
 }
 
 /// What of a node can change where pods fit.
@@ -561,7 +582,7 @@ impl Handler<Informed> for Scheduler {
             (Watched::Pods, Feed::Changed(_, item)) => changed |= self.upsert_pod(item),
             (_, Feed::Unavailable(_)) => {}
             (Watched::Claims, Feed::Listed(items)) => {
-                self.claims = items.iter().map(|c| (claim_key(c), claim_bound(c))).collect();
+                self.claims = items.iter().map(|c| (claim_key(c), ClaimState::of(c))).collect();
                 changed = true;
             }
             (Watched::Claims, Feed::Changed(EventType::Deleted, item)) => {
@@ -569,8 +590,8 @@ impl Handler<Informed> for Scheduler {
             }
             (Watched::Claims, Feed::Changed(_, item)) => {
                 // A claim that now exists, or is now bound, may be what a pod waits for.
-                let bound = claim_bound(&item);
-                changed |= self.claims.insert(claim_key(&item), bound) != Some(bound);
+                let state = ClaimState::of(&item);
+                changed |= self.claims.insert(claim_key(&item), state) != Some(state);
             }
             (kind, Feed::Listed(items)) => {
                 self.selectors.values_mut().for_each(|m| m.retain(|(k, _), _| *k != kind));

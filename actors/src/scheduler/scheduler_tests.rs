@@ -248,8 +248,10 @@ async fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
     let mut claim = ApiClient::create(&core, claims, "default", claim).await.unwrap();
     waiting("pod has unbound immediate PersistentVolumeClaims").await;
     assert_eq!(node_of(&core, "user").await, None);
-    claim["status"]["phase"] = json!("Bound");
-    ApiClient::update_status(&core, claims, "default", claim).await.unwrap();
+    // Bound as the persistent volume controller binds it.
+    claim["spec"]["volumeName"] = json!("vol");
+    claim["metadata"]["annotations"] = json!({"pv.kubernetes.io/bind-completed": "yes"});
+    ApiClient::update(&core, claims, "default", claim).await.unwrap();
     let node = eventually("the pod bound", || async { node_of(&core, "user").await }).await;
     assert_eq!(node, "n1");
 }

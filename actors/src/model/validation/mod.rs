@@ -1100,7 +1100,15 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     }
     match spec.and_then(|s| s.get("template")) {
         None => errors.push(FieldError::required("spec.template")),
-        Some(t) => validate_pod_spec(t.get("spec"), "spec.template.spec", errors),
+        Some(t) => {
+            validate_pod_spec(t.get("spec"), "spec.template.spec", errors);
+            let ephemeral = json::at(t, "/spec/ephemeralContainers").and_then(Value::as_array);
+            if ephemeral.is_some_and(|e| !e.is_empty()) {
+                let field = "spec.template.spec.ephemeralContainers";
+                let message = "ephemeral containers not allowed in pod template";
+                errors.push(FieldError::forbidden(field, message));
+            }
+        }
     }
 }
 
