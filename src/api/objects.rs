@@ -433,24 +433,48 @@ async fn scale(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let core = &state.core;
-    let scale = match req.method().clone() {
-        Method::GET => core.get_scale(namespace, name).await?,
-        Method::PUT => {
-            let bytes = body::read(payload, state.max_body_bytes).await?;
-            let scale = body::decode_object(req, &bytes)?;
-            core.update_scale(namespace, name, &scale, &query.write_options(req)?).await?
-        }
-        Method::PATCH => {
-            let patch_type = patch_type(req)?
-                .ok_or(HttpError::UnsupportedMediaType(UNAPPLIED_PATCH_MEDIA_TYPES))?;
-            let bytes = body::read(payload, state.max_body_bytes).await?;
-            let patch = body::parse_json(&bytes)?;
-            let options = query.write_options(req)?;
+    if req.method() == Method::GET {
+        let scale = core.get_scale(namespace, name).await?;
+        return Ok(json_bytes(StatusCode::OK, scale.to_string().into()));
+    }
+    let options = query.write_options(req)?;
+    let scale = match subresource_write(req, payload, state).await? {
+        Write::Replace(scale) => core.update_scale(namespace, name, &scale, &options).await?,
+        Write::Patch(patch_type, patch) => {
             core.patch_scale(namespace, name, patch_type, &patch, &options).await?
         }
-        _ => return Err(HttpError::MethodNotAllowed),
     };
     Ok(json_bytes(StatusCode::OK, scale.to_string().into()))
+}
+
+/// What a PUT or a PATCH (not a server-side apply) of a subresource sends.
+enum Write {
+    Replace(Value),
+    Patch(PatchType, Value),
+}
+
+/// Reads the body of a PUT or PATCH of a subresource that takes no server-side apply (405 for
+/// other methods).
+async fn subresource_write(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<Write, HttpError> {
+    let method = req.method().clone();
+    if method != Method::PUT && method != Method::PATCH {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    let patch_type = if method == Method::PATCH {
+        let unapplied = HttpError::UnsupportedMediaType(UNAPPLIED_PATCH_MEDIA_TYPES);
+        Some(patch_type(req)?.ok_or(unapplied)?)
+    } else {
+        None
+    };
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    Ok(match patch_type {
+        None => Write::Replace(body::decode_object(req, &bytes)?),
+        Some(patch_type) => Write::Patch(patch_type, body::parse_json(&bytes)?),
+    })
 }
 
 /// GET, PUT and PATCH on `pods/{name}/ephemeralcontainers` (what `kubectl debug` patches):
@@ -464,23 +488,19 @@ async fn ephemeral_containers(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let (core, pods) = (&state.core, resources::core("pods"));
-    let pod = match req.method().clone() {
-        Method::GET => core.get(pods, namespace, name).await?,
-        Method::PUT => {
-            let bytes = body::read(payload, state.max_body_bytes).await?;
-            let pod = body::decode_object(req, &bytes)?;
-            core.update_ephemeral_containers(namespace, name, pod, &query.write_options(req)?)
-                .await?
+    let pod = if req.method() == Method::GET {
+        core.get(pods, namespace, name).await?
+    } else {
+        let options = query.write_options(req)?;
+        match subresource_write(req, payload, state).await? {
+            Write::Replace(pod) => {
+                core.update_ephemeral_containers(namespace, name, pod, &options).await?
+            }
+            Write::Patch(patch_type, patch) => {
+                core.patch_ephemeral_containers(namespace, name, patch_type, &patch, &options)
+                    .await?
+            }
         }
-        Method::PATCH => {
-            let patch_type = patch_type(req)?
-                .ok_or(HttpError::UnsupportedMediaType(UNAPPLIED_PATCH_MEDIA_TYPES))?;
-            let bytes = body::read(payload, state.max_body_bytes).await?;
-            let patch = body::parse_json(&bytes)?;
-            let options = query.write_options(req)?;
-            core.patch_ephemeral_containers(namespace, name, patch_type, &patch, &options).await?
-        }
-        _ => return Err(HttpError::MethodNotAllowed),
     };
     Ok(object_response(req, StatusCode::OK, pods, &pod, query))
 }

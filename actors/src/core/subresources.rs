@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::UPDATE_RETRIES;
-use super::{now, parse_rv, patch, ApiCore, ApiError, Ownership, Part, PatchType, WriteOptions};
+use super::{parse_rv, patch, ApiCore, ApiError, Ownership, Part, PatchType, WriteOptions};
 use crate::model::{resources, FieldError, ObjectKey};
 use crate::store::{Preconditions, StoreError};
 
@@ -233,31 +233,15 @@ pub fn set_condition(
     if !pod["status"].is_object() {
         pod["status"] = json!({});
     }
-    if !pod["status"]["conditions"].is_array() {
-        pod["status"]["conditions"] = json!([]);
-    }
-    let conditions = pod["status"]["conditions"].as_array_mut().expect("set to an array above");
-    let previous = conditions.iter().position(|c| c["type"] == kind);
-    let transition = match previous.map(|i| &conditions[i]) {
-        Some(old) if old["status"] == status => old["lastTransitionTime"].clone(),
-        _ => json!(now()),
-    };
-    let mut condition = json!({
-        "type": kind,
-        "status": status,
-        "lastProbeTime": null,
-        "lastTransitionTime": transition,
-    });
+    let mut condition = json!({"type": kind, "status": status, "lastProbeTime": null});
     if let Some(reason) = reason {
         condition["reason"] = json!(reason);
     }
     if let Some(message) = message {
         condition["message"] = json!(message);
     }
-    match previous {
-        Some(i) => conditions[i] = condition,
-        None => conditions.push(condition),
-    }
+    let status = pod["status"].as_object_mut().expect("set to an object above");
+    crate::model::put_condition(status, condition);
 }
 
 #[cfg(test)]

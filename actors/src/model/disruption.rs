@@ -108,23 +108,9 @@ pub fn set_allowed_condition(status: &mut serde_json::Map<String, Value>, failur
         None => ("False", "InsufficientPods", ""),
     };
     let observed = status.get("observedGeneration").cloned().unwrap_or(Value::from(0));
-    let conditions = status.entry("conditions").or_insert_with(|| Value::Array(Vec::new()));
-    if !conditions.is_array() {
-        *conditions = Value::Array(Vec::new());
-    }
-    let conditions = conditions.as_array_mut().expect("set to an array above");
-    let previous = conditions.iter().position(|c| c["type"] == "DisruptionAllowed");
-    let since = match previous.map(|i| &conditions[i]) {
-        Some(old) if old["status"] == state => old["lastTransitionTime"].clone(),
-        _ => Value::from(super::now()),
-    };
     let condition = serde_json::json!({"type": "DisruptionAllowed", "status": state,
-        "reason": reason, "message": message, "observedGeneration": observed,
-        "lastTransitionTime": since});
-    match previous {
-        Some(i) => conditions[i] = condition,
-        None => conditions.push(condition),
-    }
+        "reason": reason, "message": message, "observedGeneration": observed});
+    super::put_condition(status, condition);
 }
 
 #[cfg(test)]

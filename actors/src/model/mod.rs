@@ -40,6 +40,29 @@ pub fn is_ready(object: &serde_json::Value) -> bool {
     conditions.into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
+/// Puts `condition` (its `type`, `status` and the rest) into the `conditions` list of a
+/// status, replacing the one of its type; `lastTransitionTime` stays the old one's while the
+/// status is the same, else it is now.
+pub fn put_condition(
+    status: &mut serde_json::Map<String, serde_json::Value>,
+    mut condition: serde_json::Value,
+) {
+    let conditions = status.entry("conditions").or_insert_with(|| serde_json::json!([]));
+    if !conditions.is_array() {
+        *conditions = serde_json::json!([]);
+    }
+    let conditions = conditions.as_array_mut().expect("set to an array above");
+    let previous = conditions.iter().position(|c| c["type"] == condition["type"]);
+    condition["lastTransitionTime"] = match previous.map(|i| &conditions[i]) {
+        Some(old) if old["status"] == condition["status"] => old["lastTransitionTime"].clone(),
+        _ => serde_json::json!(now()),
+    };
+    match previous {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+}
+
 /// The current time as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
