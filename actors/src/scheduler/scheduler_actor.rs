@@ -74,6 +74,10 @@ impl Handler<StopScheduler> for Scheduler {
 
     fn handle(&mut self, _: StopScheduler, ctx: &mut Context<Self>) {
         ctx.stop();
+        if self.own_thread {
+            // Its thread goes with it.
+            Arbiter::current().stop();
+        }
     }
 }
 
@@ -152,6 +156,8 @@ pub struct Scheduler {
     listed: HashSet<Watched>,
     rng: StdRng,
     stats: SchedulerStats,
+    /// Started on an arbiter thread of its own, which it stops when it stops.
+    own_thread: bool,
 }
 
 fn resource(group: &str, plural: &str) -> &'static ResourceType {
@@ -166,7 +172,10 @@ impl Scheduler {
         config: SchedulerConfig,
     ) -> Addr<Scheduler> {
         let arbiter = Arbiter::new();
-        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| Scheduler::new(client, config))
+        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| Scheduler {
+            own_thread: true,
+            ..Scheduler::new(client, config)
+        })
     }
 
     pub fn new(client: Arc<dyn ApiClient>, config: SchedulerConfig) -> Self {
@@ -186,6 +195,7 @@ impl Scheduler {
             listed: HashSet::new(),
             rng: StdRng::from_entropy(),
             stats: SchedulerStats::default(),
+            own_thread: false,
         }
     }
 
