@@ -29,8 +29,8 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::{object_uid, ApiClient};
 use crate::core::ApiError;
-use crate::model::disruption::{set_allowed_condition, Budget};
-use crate::model::{is_being_deleted, is_ready, json, resources, LabelSelector, Labels};
+use crate::model::disruption::{pod_selector, set_allowed_condition, Budget};
+use crate::model::{is_being_deleted, is_ready, json, resources, Labels};
 
 const COMPONENT: &str = "disruption-controller";
 /// How long an evicted pod is given to go before it counts as healthy again (Kubernetes'
@@ -88,14 +88,15 @@ impl DisruptionController {
     /// Marks for work the budgets that select `pod` (as it is, or as it was).
     fn touch_budgets_of(&mut self, pod: &Value, previous: Option<&Value>) {
         let namespace = key_of(pod).0;
-        let selects =
-            |budget: &Value, pod: &Value| !selected_pods(budget, std::iter::once(pod)).is_empty();
         let keys: Vec<Key> = self
             .budgets
             .iter()
             .filter(|((ns, _), _)| *ns == namespace)
             .filter(|(_, budget)| {
-                selects(budget, pod) || previous.is_some_and(|p| selects(budget, p))
+                pod_selector(budget).is_some_and(|selector| {
+                    let selects = |pod: &Value| selector.matches(&Labels::of(pod));
+                    selects(pod) || previous.is_some_and(selects)
+                })
             })
             .map(|(key, _)| key.clone())
             .collect();
@@ -151,11 +152,9 @@ impl DisruptionController {
 
 /// The pods `budget`'s selector picks among `pods` (those of its namespace).
 fn selected_pods<'a>(budget: &Value, pods: impl Iterator<Item = &'a Value>) -> Vec<Value> {
-    let selector = json::at(budget, "/spec/selector").map(LabelSelector::from_object);
-    match selector {
-        Some(Ok(selector)) => pods.filter(|p| selector.matches(&Labels::of(p))).cloned().collect(),
-        // None at all, or one validation would have refused: no pods.
-        _ => Vec::new(),
+    match pod_selector(budget) {
+        Some(selector) => pods.filter(|p| selector.matches(&Labels::of(p))).cloned().collect(),
+        None => Vec::new(),
     }
 }
 

@@ -7,10 +7,8 @@
 use serde_json::{json, Value};
 
 use super::{ApiCore, ApiError, DeleteOptions, PatchType, WriteOptions, UPDATE_RETRIES};
-use crate::model::disruption::set_allowed_condition;
-use crate::model::{
-    is_being_deleted, is_ready, json, resources, LabelSelector, Labels, StoredObject,
-};
+use crate::model::disruption::{pod_selector, set_allowed_condition};
+use crate::model::{is_being_deleted, is_ready, json, resources, Labels, StoredObject};
 
 /// More pods than this waiting in a budget's `disruptedPods` means the disruption controller
 /// is not keeping up: evictions are refused until it does (Kubernetes' `MaxDisruptedPodSize`).
@@ -115,8 +113,7 @@ impl ApiCore {
         let listed = self.list(budgets, Some(namespace), &Default::default()).await?;
         let labels = Labels::of(pod);
         let picks = |budget: &Value| {
-            json::at(budget, "/spec/selector")
-                .and_then(|s| LabelSelector::from_object(s).ok())
+            pod_selector(budget)
                 .is_some_and(|selector| !selector.is_empty() && selector.matches(&labels))
         };
         Ok(listed.items.iter().map(|b| b.to_value()).filter(picks).collect())

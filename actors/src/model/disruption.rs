@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use super::{json, LabelSelector};
+
 /// `minAvailable` or `maxUnavailable`: a number of pods, or a percentage of the pods expected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntOrPercent {
@@ -37,6 +39,12 @@ impl IntOrPercent {
             IntOrPercent::Percent(p) => p * total / 100,
         }
     }
+}
+
+/// A budget's pod selector: none when it has none, or one validation would have refused (it
+/// selects no pods then).
+pub fn pod_selector(budget: &Value) -> Option<LabelSelector> {
+    json::at(budget, "/spec/selector").and_then(|s| LabelSelector::from_object(s).ok())
 }
 
 /// What a budget allows, worked out from its pods.
