@@ -1,6 +1,6 @@
 //! The agent's debugging handlers (`agent.enable_debugging_handlers`): `/run` (a command's
 //! output), `/exec` (a command over a websocket), `/attach` (a container's output over a
-//! websocket), `/portForward` (TCP to the pod over a websocket) and `/debug/pprof/` (a summary
+//! websocket), `/portForward` (TCP to the pod over a websocket, in `port_forward`) and `/debug/pprof/` (a summary
 //! of the agent process). Websockets speak the Kubernetes channel protocol: every binary frame
 //! starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 error/status; in v5, `255 c` closes
 //! channel c: the end of stdin).
@@ -13,7 +13,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::runtime::huge_pages;
-use kplane_actors::agent::{ContainerLookup, ExecTarget, PodLookup};
+use kplane_actors::agent::{ContainerLookup, ExecTarget};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -37,8 +37,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/exec/{namespace}/{pod}/{container}", web::post().to(exec))
         .route("/attach/{namespace}/{pod}/{container}", web::get().to(attach))
         .route("/attach/{namespace}/{pod}/{container}", web::post().to(attach))
-        .route("/portForward/{namespace}/{pod}", web::get().to(port_forward))
-        .route("/portForward/{namespace}/{pod}", web::post().to(port_forward))
+        .route("/portForward/{namespace}/{pod}", web::get().to(super::port_forward::serve))
+        .route("/portForward/{namespace}/{pod}", web::post().to(super::port_forward::serve))
         .route("/debug/pprof/", web::get().to(pprof));
 }
 
@@ -59,7 +59,7 @@ async fn container(
 }
 
 /// The query as (key, value) pairs, keys repeated (`command=a&command=b`).
-fn pairs(req: &HttpRequest) -> Result<Vec<(String, String)>, AgentHttpError> {
+pub(super) fn pairs(req: &HttpRequest) -> Result<Vec<(String, String)>, AgentHttpError> {
     serde_urlencoded::from_str(req.query_string())
         .map_err(|e| AgentHttpError::BadRequest(format!("bad query: {e}")))
 }
@@ -111,10 +111,11 @@ async fn run(
     Ok(HttpResponse::Ok().content_type("text/plain").body(text))
 }
 
-/// Accepts the websocket, agreeing on a channel subprotocol the client offered.
-fn upgrade(
+/// Accepts the websocket, agreeing on the first of `protocols` the client offered.
+pub(super) fn upgrade(
     req: &HttpRequest,
     payload: web::Payload,
+    protocols: &[&'static str],
 ) -> Result<(HttpResponse, actix_ws::Session, actix_ws::MessageStream), AgentHttpError> {
     let offered: Vec<String> = req
         .headers()
@@ -122,7 +123,7 @@ fn upgrade(
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
         .collect();
-    let protocol = PROTOCOLS.iter().find(|p| offered.iter().any(|o| o == *p));
+    let protocol = protocols.iter().find(|p| offered.iter().any(|o| o == *p));
     let (mut response, session, stream) = actix_ws::handle(req, payload)
         .map_err(|e| AgentHttpError::BadRequest(format!("a websocket upgrade is required: {e}")))?;
     if let Some(protocol) = protocol {
@@ -131,7 +132,7 @@ fn upgrade(
     Ok((response, session, stream))
 }
 
-fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
+pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
     let mut frame = Vec::with_capacity(data.len() + 1);
     frame.push(channel);
     frame.extend_from_slice(data);
@@ -173,7 +174,7 @@ async fn exec(
         .stdin(if wants_stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let (response, session, mut messages) = upgrade(&req, payload)?;
+    let (response, session, mut messages) = upgrade(&req, payload, PROTOCOLS)?;
     let mut child = match huge_pages::spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
@@ -279,7 +280,7 @@ async fn attach(
     }
     let key = path.into_inner();
     let target = container(&state, key.clone()).await?;
-    let (response, session, mut messages) = upgrade(&req, payload)?;
+    let (response, session, mut messages) = upgrade(&req, payload, PROTOCOLS)?;
     let agent = state.agent().clone();
     actix_web::rt::spawn(async move {
         let mut session = session;
@@ -304,83 +305,6 @@ async fn attach(
                         _ => break,
                     }
                 }
-            }
-        }
-        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
-    });
-    Ok(response)
-}
-
-/// `/portForward/{ns}/{pod}?ports=8080`: one TCP connection to the pod per forwarded port, over
-/// a websocket. Port i uses channel 2i for data and 2i+1 for errors; each channel first
-/// carries its port number (two bytes, little endian).
-async fn port_forward(
-    state: web::Data<AgentHttp>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    payload: web::Payload,
-) -> Result<HttpResponse, AgentHttpError> {
-    let (namespace, pod) = path.into_inner();
-    let ports: Vec<u16> = pairs(&req)?
-        .iter()
-        .filter(|(k, _)| k == "ports" || k == "port")
-        .flat_map(|(_, v)| v.split(',').map(|p| p.trim().to_string()).collect::<Vec<_>>())
-        .map(|p| p.parse::<u16>().ok().filter(|p| *p > 0).ok_or(p))
-        .collect::<Result<_, _>>()
-        .map_err(|p| AgentHttpError::BadRequest(format!("invalid port {p:?}")))?;
-    if ports.is_empty() || ports.len() > 64 {
-        return Err(AgentHttpError::BadRequest("give between 1 and 64 ports".into()));
-    }
-    let lookup = PodLookup { namespace: namespace.clone(), name: pod.clone() };
-    let found = state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?;
-    let ip = found
-        .as_ref()
-        .and_then(|p| p.pointer("/status/podIP").and_then(Value::as_str).map(String::from))
-        .ok_or_else(|| {
-            AgentHttpError::NotFound(format!("pod {namespace}/{pod} has no IP on this node"))
-        })?;
-    let (response, session, mut messages) = upgrade(&req, payload)?;
-    actix_web::rt::spawn(async move {
-        let mut session = session;
-        let mut writers = Vec::new();
-        let mut readers = Vec::new();
-        for (i, port) in ports.iter().enumerate() {
-            let data = (2 * i) as u8;
-            for channel in [data, data + 1] {
-                let _ = session.binary(framed(channel, &port.to_le_bytes())).await;
-            }
-            match tokio::net::TcpStream::connect((ip.as_str(), *port)).await {
-                Ok(stream) => {
-                    let (read, write) = stream.into_split();
-                    writers.push((data, write));
-                    readers.push((data, read));
-                }
-                Err(e) => {
-                    let message = format!("dialing {ip}:{port}: {e}");
-                    let _ = session.binary(framed(data + 1, message.as_bytes())).await;
-                }
-            }
-        }
-        for (channel, mut read) in readers {
-            let mut out = session.clone();
-            actix_web::rt::spawn(async move {
-                let mut buf = vec![0u8; 16 * 1024];
-                while let Ok(n) = read.read(&mut buf).await {
-                    if n == 0 || out.binary(framed(channel, &buf[..n])).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        while let Some(Ok(message)) = messages.next().await {
-            match message {
-                actix_ws::Message::Binary(data) if !data.is_empty() => {
-                    if let Some((_, write)) = writers.iter_mut().find(|(c, _)| *c == data[0]) {
-                        let _ = write.write_all(&data[1..]).await;
-                    }
-                }
-                actix_ws::Message::Close(_) => break,
-                _ => {}
             }
         }
         let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;

@@ -4,6 +4,8 @@
 
 mod debugging;
 mod http;
+mod port_forward;
+mod spdy;
 mod stats;
 
 use std::net::SocketAddr;

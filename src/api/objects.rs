@@ -137,8 +137,8 @@ async fn dispatch(
         {
             return super::tokens::request(&req, payload, &state, namespace, name).await;
         }
-        (Some(sub @ ("exec" | "attach")), Some(name))
-            if method == Method::GET || method == Method::POST =>
+        (Some(sub @ ("exec" | "attach" | "portforward")), Some(name))
+            if resource.plural == "pods" && (method == Method::GET || method == Method::POST) =>
         {
             return super::streams::serve(&req, payload, &state, namespace, name, sub, &query)
                 .await;

@@ -1,8 +1,10 @@
-//! `pods/{name}/exec` and `pods/{name}/attach`: the client's WebSocket upgrade is relayed to the
-//! agent of the pod's node (its `/exec` and `/attach` endpoints, at the Node's InternalIP and
-//! kubelet port), and once the agent has switched protocols the two connections are joined
-//! byte for byte, as kube-apiserver's upgrade-aware proxy joins the client and the kubelet.
-//! The agent chooses the channel protocol (`v5.channel.k8s.io`, which kubectl 1.32 offers, or
+//! `pods/{name}/exec`, `pods/{name}/attach` and `pods/{name}/portforward`: the client's
+//! WebSocket upgrade is relayed to the agent of the pod's node (its `/exec`, `/attach` and
+//! `/portForward` endpoints, at the Node's InternalIP and kubelet port), and once the agent has
+//! switched protocols the two connections are joined byte for byte, as kube-apiserver's
+//! upgrade-aware proxy joins the client and the kubelet. The agent chooses the protocol (for
+//! exec and attach `v5.channel.k8s.io`, which kubectl 1.32 offers, or `v4.channel.k8s.io`; for
+//! port-forward kubectl's `SPDY/3.1+portforward.k8s.io` or the Python client's
 //! `v4.channel.k8s.io`) and its answer goes back as it is. Only WebSocket upgrades are served:
 //! a request without one is 400 ("Upgrade request required"), and so is SPDY, which kubectl
 //! falls back to only when a WebSocket upgrade is refused.
@@ -37,7 +39,7 @@ fn is_websocket_upgrade(req: &HttpRequest) -> bool {
         .is_some_and(|u| u.eq_ignore_ascii_case("websocket"))
 }
 
-/// Relays an `exec` or `attach` (`subresource`) of pod `namespace`/`name`.
+/// Relays an `exec`, `attach` or `portforward` (`subresource`) of pod `namespace`/`name`.
 pub async fn serve(
     req: &HttpRequest,
     payload: web::Payload,
@@ -50,7 +52,12 @@ pub async fn serve(
     // The request is checked first, so that kubectl's SPDY retry after a refused WebSocket
     // hears the same reason.
     let pod = state.core.get(resources::core("pods"), namespace, name).await?.to_value();
-    let container = super::logs::container_of(&pod, name, query.get("container"))?;
+    let agent_path = if subresource == "portforward" {
+        format!("/portForward/{namespace}/{name}")
+    } else {
+        let container = super::logs::container_of(&pod, name, query.get("container"))?;
+        format!("/{subresource}/{namespace}/{name}/{container}")
+    };
     let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
     if node.is_empty() {
         return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
@@ -64,7 +71,7 @@ pub async fn serve(
         return Err(HttpError::BadRequest(detail.into()));
     }
     let mut url = super::proxy::agent_url(state, node).await?;
-    url.set_path(&format!("/{subresource}/{namespace}/{name}/{container}"));
+    url.set_path(&agent_path);
     url.set_query(Some(req.query_string()).filter(|q| !q.is_empty()));
     // The agents' client (no redirects followed, no proxy), with the client's handshake.
     let mut upgrade =

@@ -311,6 +311,133 @@ fn kubectl_exec_and_attach_reach_the_container() {
     assert_eq!(first.as_deref(), Ok("tick\n"));
 }
 
+/// A running `kubectl port-forward` and what it prints on its first line: the local port.
+struct Forwarding {
+    child: std::process::Child,
+    local_port: u16,
+    errors: std::sync::mpsc::Receiver<String>,
+}
+
+impl Forwarding {
+    /// `kubectl port-forward pod/NAME :PORT` (any free local port).
+    fn start(kubectl: &crate::util::Kubectl, pod: &str, port: u16) -> Forwarding {
+        let mut child = kubectl
+            .command()
+            .args(["port-forward", &format!("pod/{pod}"), &format!(":{port}")])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = |pipe: Box<dyn std::io::Read + Send>| {
+            let (sent, received) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)) {
+                    if line.map(|l| sent.send(l)).is_err() {
+                        break;
+                    }
+                }
+            });
+            received
+        };
+        let output = lines(Box::new(child.stdout.take().unwrap()));
+        let errors = lines(Box::new(child.stderr.take().unwrap()));
+        let Ok(first) = output.recv_timeout(WAIT) else {
+            let told: Vec<String> = errors.try_iter().collect();
+            panic!("kubectl port-forward printed no port: {told:?}");
+        };
+        // "Forwarding from 127.0.0.1:40123 -> 9376"
+        let local_port = first
+            .strip_prefix("Forwarding from 127.0.0.1:")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        Forwarding { child, local_port, errors }
+    }
+
+    /// Writes `request` into a new local connection, half-closes it, and reads to the end.
+    fn exchange(&self, request: &[u8]) -> Vec<u8> {
+        use std::io::{Read, Write};
+        let mut connection = std::net::TcpStream::connect(("127.0.0.1", self.local_port)).unwrap();
+        connection.set_read_timeout(Some(WAIT)).unwrap();
+        let mut writing = connection.try_clone().unwrap();
+        let request = request.to_vec();
+        let writer = std::thread::spawn(move || {
+            writing.write_all(&request).unwrap();
+            writing.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut answer = Vec::new();
+        connection.read_to_end(&mut answer).unwrap();
+        writer.join().unwrap();
+        answer
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        // Not once it has exited and been waited for: its pid may be another's by now.
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            crate::util::terminate(&mut self.child);
+        }
+    }
+}
+
+/// `kubectl port-forward` through the API server, which relays its WebSocket to the agent; the
+/// agent speaks the SPDY kubectl tunnels inside it, one pair of streams per local connection:
+/// HTTP to agnhost, megabytes both ways with a half-close to an echo server, and a port
+/// nothing listens on, which kubectl reports before it gives up.
+#[test]
+fn kubectl_port_forward_reaches_the_pods_ports() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    let echo_server = "import os, socket\n\
+        s = socket.socket(); s.bind((os.environ['POD_IP'], 7000)); s.listen()\n\
+        while True:\n    c = s.accept()[0]\n    while d := c.recv(65536): c.sendall(d)\n    c.close()\n";
+    let pods = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "c",
+                "image": "kplane/agnhost", "args": ["serve-hostname"]}]}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "echo"},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "c",
+                "image": "none", "command": ["python3", "-c", echo_server],
+                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                "readinessProbe": {"tcpSocket": {"port": 7000}, "periodSeconds": 1}}]}}]});
+    let file = kubectl.write("pods.json", &pods.to_string());
+    kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
+    wait_until(WAIT, "both pods are ready", || {
+        let (_, out, _) = kubectl.run(&[
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        out == "True True"
+    });
+
+    let web = Forwarding::start(&kubectl, "web", 9376);
+    for _ in 0..2 {
+        let answer = web.exchange(b"GET / HTTP/1.0\r\n\r\n");
+        assert!(String::from_utf8_lossy(&answer).ends_with("web"), "{answer:?}");
+    }
+    drop(web);
+
+    let echo = Forwarding::start(&kubectl, "echo", 7000);
+    let sent: Vec<u8> =
+        (0..4_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let echoed = echo.exchange(&sent);
+    assert!(echoed == sent, "{} of {} bytes came back", echoed.len(), sent.len());
+    drop(echo);
+
+    let mut closed = Forwarding::start(&kubectl, "web", 9999);
+    assert_eq!(closed.exchange(b"hello"), b"", "nothing answers on 9999");
+    let told = closed.errors.recv_timeout(WAIT).unwrap_or_default();
+    assert!(told.contains("error forwarding port 9999") && told.contains("refused"), "{told}");
+    let status = closed.child.wait().unwrap();
+    assert!(!status.success(), "kubectl gives up on a lost connection");
+
+    let (code, status) = server.get("/api/v1/namespaces/default/pods/web/portforward?ports=9376");
+    assert_eq!((code, status["message"].as_str()), (400, Some("Upgrade request required")));
+}
+
 /// Persistent volumes: a pod waits for its claim; the claim is bound to the volume that suits
 /// it; the claim deleted, a Retain volume is Released.
 #[test]

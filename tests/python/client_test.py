@@ -12,7 +12,7 @@ import time
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-from kubernetes.stream import stream
+from kubernetes.stream import portforward, stream
 
 NS = "default"
 
@@ -232,6 +232,38 @@ def exec_in_pods(core, node):
     assert session.returncode == 4, session.returncode
 
 
+def port_forward(core, node):
+    """port-forward in the channel protocol the client speaks (v4.channel.k8s.io)."""
+    web = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="pf-web"),
+        spec=client.V1PodSpec(node_name=node, termination_grace_period_seconds=1, containers=[
+            client.V1Container(name="c", image="kplane/agnhost", args=["serve-hostname"])]))
+    core.create_namespaced_pod(NS, web)
+    deadline = time.monotonic() + 60
+    while core.read_namespaced_pod("pf-web", NS).status.phase != "Running":
+        assert time.monotonic() < deadline, "pf-web never ran"
+        time.sleep(0.1)
+    # The process runs before it listens: a refused dial is told on the port's error channel.
+    while True:
+        forwarded = portforward(core.connect_get_namespaced_pod_portforward, "pf-web", NS,
+                                ports="9376")
+        connection = forwarded.socket(9376)
+        connection.setblocking(True)
+        connection.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(4096):
+            answer += chunk
+        connection.close()
+        error = forwarded.error(9376)
+        forwarded.close()
+        if error is None:
+            break
+        assert "refused" in error and time.monotonic() < deadline, error
+        time.sleep(0.2)
+    assert answer.endswith(b"pf-web"), answer
+    core.delete_namespaced_pod("pf-web", NS)
+
+
 def metrics_and_eviction(api, core):
     """The running exec-box's metrics (metrics.k8s.io, as kubectl top reads them), then its
     eviction: refused while a disruption budget needs it, done once the budget is gone."""
@@ -300,6 +332,7 @@ def main():
     events(client.EventsV1Api(api), core)
     reviews(api)
     exec_in_pods(core, sys.argv[2])
+    port_forward(core, sys.argv[2])
     metrics_and_eviction(api, core)
     if len(sys.argv) > 3:
         secure_port(sys.argv[3], sys.argv[4], sys.argv[5])

@@ -327,6 +327,13 @@ pub static RESOURCES: &[ResourceType] = &[
                 kind: "PodAttachOptions",
                 verbs: &["create", "get"],
             },
+            Subresource {
+                name: "portforward",
+                group: "",
+                version: "v1",
+                kind: "PodPortForwardOptions",
+                verbs: &["create", "get"],
+            },
             proxy_sub!("PodProxyOptions"),
             Subresource {
                 name: "ephemeralcontainers",
