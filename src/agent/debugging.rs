@@ -19,17 +19,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::http::{AgentHttp, AgentHttpError};
 
-const STDIN: u8 = 0;
-const STDOUT: u8 = 1;
+pub(super) const STDIN: u8 = 0;
+pub(super) const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
-const ERROR: u8 = 3;
+pub(super) const ERROR: u8 = 3;
 /// The channel of v5's close signals: `[CLOSE, channel]` closes that channel (stdin: its end).
-const CLOSE: u8 = 255;
+pub(super) const CLOSE: u8 = 255;
 /// Subprotocols spoken, best first.
-const PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
+pub(super) const PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a client is given, after the upgrade, to be ready for frames.
-const CLIENT_SETUP: Duration = Duration::from_millis(20);
+pub(super) const CLIENT_SETUP: Duration = Duration::from_millis(20);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/run/{namespace}/{pod}/{container}", web::post().to(run))
@@ -140,7 +140,7 @@ pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
 }
 
 /// The final status of an exec, as the channel protocol reports it.
-fn exit_status(code: Option<i32>) -> Value {
+pub(super) fn exit_status(code: Option<i32>) -> Value {
     match code {
         Some(0) => json!({"metadata": {}, "status": "Success"}),
         code => {
@@ -154,7 +154,7 @@ fn exit_status(code: Option<i32>) -> Value {
 }
 
 /// `/exec/{ns}/{pod}/{container}?command=...&stdin=1&stdout=1&stderr=1`: runs a command in the
-/// container's environment over a websocket. No TTY.
+/// container's environment over a websocket; with `tty=1`, on a pty (`terminal`).
 async fn exec(
     state: web::Data<AgentHttp>,
     req: HttpRequest,
@@ -162,12 +162,12 @@ async fn exec(
     payload: web::Payload,
 ) -> Result<HttpResponse, AgentHttpError> {
     let pairs = pairs(&req)?;
-    if flag(&pairs, "tty") {
-        return Err(AgentHttpError::BadRequest("tty is not supported by kplane's exec".into()));
-    }
     let argv: Vec<String> =
         pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
     let target = container(&state, path.into_inner()).await?;
+    if flag(&pairs, "tty") {
+        return super::terminal::exec(target, argv, &req, payload).await;
+    }
     let mut command = command(&target, &argv)?;
     let wants_stdin = flag(&pairs, "stdin");
     command

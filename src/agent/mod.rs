@@ -7,6 +7,7 @@ mod http;
 mod port_forward;
 mod spdy;
 mod stats;
+mod terminal;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,5 +1,8 @@
-//! `kplane exec-limited [--memory-bytes N] [--max-open-files N] -- PROGRAM [ARGS...]`: lowers
-//! this process's rlimits, then replaces itself with PROGRAM, which inherits them.
+//! `kplane exec-limited [--memory-bytes N] [--max-open-files N] [--tty] -- PROGRAM [ARGS...]`:
+//! lowers this process's rlimits, then replaces itself with PROGRAM, which inherits them.
+//! With `--tty`, PROGRAM also leads a new session whose controlling terminal is its stdin (a
+//! pty's terminal end, as the agent gives `exec -t`), so that shells get job control and
+//! Ctrl-C reaches them.
 //!
 //! The node agent puts `[kplane, "exec-limited", "--memory-bytes", N, "--"]` in front of a
 //! container's command when it has `resources.limits.memory`. These are per-process limits, not
@@ -16,7 +19,7 @@ use std::process::{Command, ExitCode};
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
-/// Exit code when the limits cannot be applied (PROGRAM never started).
+/// Exit code when the limits (or the terminal) cannot be applied (PROGRAM never started).
 const LIMIT_FAILED: u8 = 125;
 /// Exit code when PROGRAM exists but cannot be executed (as a shell would).
 const NOT_EXECUTABLE: u8 = 126;
@@ -32,6 +35,9 @@ pub struct ExecLimitedArgs {
     /// Limit on open file descriptors (RLIMIT_NOFILE).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_open_files: Option<u64>,
+    /// Start a new session with stdin, a terminal, as its controlling terminal.
+    #[arg(long)]
+    tty: bool,
     /// The program to run and its arguments, after `--`; found through PATH like a shell does.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -62,6 +68,16 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
 }
 
 fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
+    if args.tty {
+        let fail = |resource| {
+            move |e: rustix::io::Errno| LimitError {
+                resource,
+                source: nix::errno::Errno::from_raw(e.raw_os_error()),
+            }
+        };
+        rustix::process::setsid().map_err(fail("a new session"))?;
+        rustix::process::ioctl_tiocsctty(std::io::stdin()).map_err(fail("a controlling tty"))?;
+    }
     if let Some(bytes) = args.memory_bytes {
         lower(Resource::RLIMIT_DATA, "RLIMIT_DATA", bytes)?;
     }
@@ -112,6 +128,8 @@ mod tests {
         assert_eq!(args.memory_bytes, Some(1_000_000));
         assert_eq!(args.max_open_files, None);
         assert_eq!(args.command, ["sh", "-c", "ulimit -d"]);
+        assert!(!args.tty);
+        assert!(parse(&["--tty", "--", "sh"]).unwrap().tty);
         let args = parse(&["--max-open-files=64", "--", "prog", "--memory-bytes", "1"]).unwrap();
         assert_eq!(args.max_open_files, Some(64));
         assert_eq!(args.memory_bytes, None, "flags after -- belong to the program");

@@ -256,6 +256,34 @@ fn every_namespace_has_a_default_service_account() {
     });
 }
 
+/// Runs the command line it is given on a new pty of 33 x 101, types a few shell commands into
+/// it, and prints what the terminal showed and the command's exit code.
+const ON_TERMINAL: &str = r#"
+import fcntl, os, select, struct, subprocess, sys, termios, time
+controller, terminal = os.openpty()
+fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+child = subprocess.Popen(sys.argv[1:], stdin=terminal, stdout=terminal, stderr=terminal,
+                         start_new_session=True)
+os.close(terminal)
+typed = b"stty size; tty; echo TERM=$TERM; sleep 30 & jobs; kill %1; exit 7\n"
+shown, deadline = b"", time.monotonic() + 60
+while time.monotonic() < deadline:
+    if select.select([controller], [], [], 0.2)[0]:
+        try:
+            more = os.read(controller, 4096)
+        except OSError:
+            break
+        if not more:
+            break
+        if not shown:
+            # The shell's prompt: kubectl is connected, and its terminal is raw.
+            os.write(controller, typed)
+        shown += more
+    elif child.poll() is not None:
+        break
+sys.stdout.write(shown.decode(errors="replace") + "exit %d\n" % child.wait())
+"#;
+
 /// `kubectl exec` and `kubectl attach` through the API server, which relays their WebSocket
 /// to the pod's agent: a command runs in the container's environment, reads what kubectl
 /// sends on stdin to its end, and hands back its exit code; attach streams the container's
@@ -286,6 +314,23 @@ fn kubectl_exec_and_attach_reach_the_container() {
     let failed =
         kubectl.command().args(["exec", "box", "--", "sh", "-c", "exit 3"]).output().unwrap();
     assert_eq!(failed.status.code(), Some(3), "{}", String::from_utf8_lossy(&failed.stderr));
+
+    // -t: kubectl on a terminal of 33 rows and 101 columns (a pty the harness opens) types into
+    // a shell on a pty of the agent's: the size arrives, the shell has job control, and the exit
+    // code comes back.
+    let harness = kubectl.write("on_terminal.py", ON_TERMINAL);
+    let mut typed = kubectl.command();
+    let kubectl_line: Vec<String> = std::iter::once(typed.get_program())
+        .chain(typed.get_args())
+        .map(|a| a.to_string_lossy().to_string())
+        .collect();
+    typed = std::process::Command::new("python3");
+    typed.arg(harness).args(&kubectl_line).args(["exec", "-it", "box", "--", "sh"]);
+    let shown = typed.output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(shown.contains("\r\n33 101\r\n/dev/pts/"), "{shown}");
+    assert!(shown.contains("TERM=xterm") && shown.contains("Running"), "{shown}");
+    assert!(shown.ends_with("exit 7\n"), "{shown}");
 
     let (ok, _, stderr) = kubectl.run(&["exec", "box", "-c", "nope", "--", "true"]);
     assert!(!ok && stderr.contains("container nope is not valid for pod box"), "{stderr}");

@@ -230,6 +230,11 @@ def exec_in_pods(core, node):
     session.run_forever(timeout=30)
     assert session.read_stdout() == "got abc\n"
     assert session.returncode == 4, session.returncode
+    on_terminal = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
+                         command=["sh", "-c", "tty; echo err >&2"],
+                         stdout=True, stderr=False, stdin=False, tty=True)
+    assert on_terminal.startswith("/dev/pts/") and on_terminal.endswith("\r\nerr\r\n"), \
+        repr(on_terminal)
 
 
 def port_forward(core, node):

@@ -1,0 +1,182 @@
+//! `exec -t`: a command on a pseudo-terminal. The agent opens a pty, starts the command with
+//! the terminal end as its stdin, stdout and stderr, leading a session of its own with that
+//! terminal as its controlling one (through `kplane exec-limited --tty`), and joins the
+//! websocket to the pty's other end: channel 0 is typed into it, what the terminal shows goes
+//! out on channel 1 (stdout and stderr are one stream on a terminal), and channel 4's
+//! `{"Width":W,"Height":H}` resizes it, which signals the command with SIGWINCH.
+
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::Duration;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures::StreamExt;
+use kplane_actors::agent::runtime::huge_pages;
+use kplane_actors::agent::ExecTarget;
+use rustix::pty::OpenptFlags;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::debugging::{
+    exit_status, framed, upgrade, CLIENT_SETUP, CLOSE, ERROR, PROTOCOLS, STDIN, STDOUT,
+};
+use super::http::AgentHttpError;
+
+/// The channel of terminal sizes, from the client.
+const RESIZE: u8 = 4;
+/// How long the terminal is still read once the command has exited.
+const DRAIN: Duration = Duration::from_secs(1);
+/// What an end of typed input is on a terminal (Ctrl-D).
+const END_OF_TRANSMISSION: u8 = 0x04;
+
+/// A terminal size as the channel protocol sends it.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TerminalSize {
+    width: u16,
+    height: u16,
+}
+
+/// A pty: the side the agent reads and writes, and the terminal the command gets.
+struct Pty {
+    controller: OwnedFd,
+    terminal: OwnedFd,
+}
+
+fn open_pty() -> std::io::Result<Pty> {
+    let controller = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    rustix::pty::grantpt(&controller)?;
+    rustix::pty::unlockpt(&controller)?;
+    let name = rustix::pty::ptsname(&controller, Vec::new())?;
+    let terminal = rustix::fs::open(
+        name.as_c_str(),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    Ok(Pty { controller, terminal })
+}
+
+/// The command line that runs `argv` in a session of its own on the terminal: this binary's
+/// `exec-limited --tty`, through `/proc/self/exe`, which the forked agent still is, even when
+/// the file has since been replaced by a newer build.
+fn on_terminal(argv: &[String]) -> Vec<String> {
+    let mut line: Vec<String> =
+        ["/proc/self/exe", "exec-limited", "--tty", "--"].map(String::from).into();
+    line.extend(argv.iter().cloned());
+    line
+}
+
+/// Runs `argv` in `target`'s environment on a new pty, over the websocket `req` asks for.
+pub async fn exec(
+    target: ExecTarget,
+    argv: Vec<String>,
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, AgentHttpError> {
+    if argv.is_empty() {
+        return Err(AgentHttpError::BadRequest("a command is required".into()));
+    }
+    let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("exec {argv:?}: {e}"));
+    let pty = open_pty().map_err(failed)?;
+    let mut env = target.env.clone();
+    if !env.iter().any(|(k, _)| k == "TERM") {
+        // What container runtimes give a tty exec when the image sets none.
+        env.push(("TERM".into(), "xterm".into()));
+    }
+    let line = on_terminal(&argv);
+    let mut command =
+        kplane_actors::agent::runtime::command(&line, &env, target.working_dir.as_deref())
+            .ok_or_else(|| AgentHttpError::BadRequest("a command is required".into()))?;
+    let stdio = || pty.terminal.try_clone().map(Stdio::from);
+    command.stdin(stdio().map_err(failed)?).stdout(stdio().map_err(failed)?);
+    command.stderr(stdio().map_err(failed)?).kill_on_drop(true);
+    let (response, session, mut messages) = upgrade(req, payload, PROTOCOLS)?;
+    let spawned = huge_pages::spawn(&mut command);
+    // The command holds the terminal now: once it and its children have exited, reading the
+    // controller ends (EIO).
+    drop(command);
+    drop(pty.terminal);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let mut session = session;
+            let status = json!({"metadata": {}, "status": "Failure",
+                "message": format!("exec {argv:?}: {e}"), "reason": "InternalError"});
+            let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
+            let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+            return Ok(response);
+        }
+    };
+    let controller = std::fs::File::from(pty.controller);
+    let resizer = controller.try_clone().map_err(failed)?;
+    let mut typed = tokio::fs::File::from_std(controller.try_clone().map_err(failed)?);
+    let mut shown = tokio::fs::File::from_std(controller);
+    actix_web::rt::spawn(async move {
+        tokio::time::sleep(CLIENT_SETUP).await;
+        let mut out = session.clone();
+        let output = async move {
+            let mut buffer = vec![0u8; 16 * 1024];
+            while let Ok(n) = shown.read(&mut buffer).await {
+                if n == 0 || out.binary(framed(STDOUT, &buffer[..n])).await.is_err() {
+                    break;
+                }
+            }
+        };
+        let input = async {
+            while let Some(Ok(message)) = messages.next().await {
+                let data = match message {
+                    actix_ws::Message::Binary(data) => data,
+                    actix_ws::Message::Text(text) => text.into_bytes(),
+                    actix_ws::Message::Close(_) => break,
+                    _ => continue,
+                };
+                match data.first() {
+                    Some(&STDIN) => {
+                        if typed.write_all(&data[1..]).await.is_err() {
+                            break;
+                        }
+                        let _ = typed.flush().await;
+                    }
+                    Some(&RESIZE) => {
+                        if let Ok(size) = serde_json::from_slice::<TerminalSize>(&data[1..]) {
+                            let size = rustix::termios::Winsize {
+                                ws_row: size.height,
+                                ws_col: size.width,
+                                ws_xpixel: 0,
+                                ws_ypixel: 0,
+                            };
+                            let _ = rustix::termios::tcsetwinsize(&resizer, size);
+                        }
+                    }
+                    _ if data[..] == [CLOSE, STDIN] => {
+                        // A terminal cannot be half-closed: its end of input is typed.
+                        let _ = typed.write_all(&[END_OF_TRANSMISSION]).await;
+                        let _ = typed.flush().await;
+                    }
+                    _ => {}
+                }
+            }
+        };
+        tokio::pin!(output);
+        let code = tokio::select! {
+            () = &mut output => child.wait().await,
+            exited = child.wait() => {
+                // What it printed last is still to be read; a process it left in the background
+                // may hold the terminal open, but the exec is over.
+                let _ = tokio::time::timeout(DRAIN, &mut output).await;
+                exited
+            }
+            () = input => {
+                // The client has left: nobody reads the terminal any more.
+                let _ = child.start_kill();
+                child.wait().await
+            }
+        };
+        let code = code.ok().and_then(|s| s.code());
+        let mut session = session;
+        let _ = session.binary(framed(ERROR, exit_status(code).to_string().as_bytes())).await;
+        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+    });
+    Ok(response)
+}
