@@ -7,10 +7,11 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    DisruptionController, EndpointsController, GarbageCollector, NamespaceController,
-    NodeLifecycleController, PersistentVolumeController, PodGarbageCollector, ReplicationManager,
-    ResourceQuotaController, ServiceAccountController, ServiceController, StopCollector,
-    StopDisruptionController, StopEndpointsController, StopNamespaceController,
+    DisruptionController, EndpointsController, GarbageCollector, KubernetesServiceConfig,
+    KubernetesServiceController, NamespaceController, NodeLifecycleController,
+    PersistentVolumeController, PodGarbageCollector, ReplicationManager, ResourceQuotaController,
+    ServiceAccountController, ServiceController, StopCollector, StopDisruptionController,
+    StopEndpointsController, StopKubernetesServiceController, StopNamespaceController,
     StopNodeLifecycleController, StopPersistentVolumeController, StopPodGarbageCollector,
     StopQuotaController, StopReplicationManager, StopServiceAccountController,
     StopServiceController, StopTaintEvictionController, TaintEvictionController,
@@ -62,6 +63,7 @@ pub struct Running {
     services: Addr<ServiceController>,
     disruption: Addr<DisruptionController>,
     volumes: Addr<PersistentVolumeController>,
+    kubernetes_service: Option<Addr<KubernetesServiceController>>,
     metrics_scraper: Option<Addr<MetricsScraper>>,
     store: Store,
 }
@@ -100,6 +102,9 @@ impl Running {
         let _ = self.services.send(StopServiceController).await;
         let _ = self.disruption.send(StopDisruptionController).await;
         let _ = self.volumes.send(StopPersistentVolumeController).await;
+        if let Some(controller) = &self.kubernetes_service {
+            let _ = controller.send(StopKubernetesServiceController).await;
+        }
         if let Some(scraper) = &self.metrics_scraper {
             let _ = scraper.send(StopMetricsScraper).await;
         }
@@ -165,7 +170,10 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         addr => {
             let listener = std::net::TcpListener::bind(addr)
                 .map_err(|source| StartError::BindSecure { addr, source })?;
-            let tls = crate::auth::tls::server_config(&settings.tls, &settings.data_dir)?;
+            // In-cluster clients reach it at the `kubernetes` Service's address.
+            let service_ip = kubernetes_service_ip(settings).into();
+            let tls =
+                crate::auth::tls::server_config(&settings.tls, &settings.data_dir, &[service_ip])?;
             Some((listener, tls))
         }
     };
@@ -334,6 +342,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And, while the secure port is served, the `kubernetes` Service that leads pods to it.
+    let kubernetes_service = kubernetes_service_config(settings).map(|config| {
+        let client = Arc::new(state.core.clone().with_field_manager("kplane-apiserver"));
+        KubernetesServiceController::new(client, config).start()
+    });
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
@@ -372,7 +385,33 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         services,
         disruption,
         volumes,
+        kubernetes_service,
         metrics_scraper,
         store,
+    })
+}
+
+/// The `kubernetes` Service's cluster IP: the first address of the service range.
+fn kubernetes_service_ip(settings: &Settings) -> std::net::Ipv4Addr {
+    let (first, _) =
+        kplane_actors::agent::pod_ips::usable_range(settings.service_ranges.cluster_ips);
+    first.into()
+}
+
+/// Where the `kubernetes` Service leads: the secure port, at its address (127.0.0.1 when it
+/// listens on every address). None when the secure port is off, or on IPv6.
+fn kubernetes_service_config(settings: &Settings) -> Option<KubernetesServiceConfig> {
+    let secure = settings.secure_addr;
+    let address = match secure.ip() {
+        _ if secure.port() == 0 => return None,
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST,
+        std::net::IpAddr::V4(ip) => ip,
+        std::net::IpAddr::V6(_) => return None,
+    };
+    Some(KubernetesServiceConfig {
+        address,
+        port: secure.port(),
+        cluster_ip: kubernetes_service_ip(settings),
+        interval: std::time::Duration::from_secs(10),
     })
 }

@@ -42,8 +42,12 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, AuthConfigError> {
         .ok_or_else(|| AuthConfigError::file(path, "no PEM private key in it"))
 }
 
-/// The self-signed pair under `data_dir/pki`, made if missing.
-fn self_signed(data_dir: &Path) -> Result<(PathBuf, PathBuf), AuthConfigError> {
+/// The self-signed pair under `data_dir/pki`, made if missing, for the local names, the
+/// `kubernetes` Service's names and `addresses` (the Service's cluster IP).
+fn self_signed(
+    data_dir: &Path,
+    addresses: &[std::net::IpAddr],
+) -> Result<(PathBuf, PathBuf), AuthConfigError> {
     let dir = data_dir.join("pki");
     let (cert, key) = (dir.join("apiserver.crt"), dir.join("apiserver.key"));
     if cert.is_file() && key.is_file() {
@@ -57,6 +61,7 @@ fn self_signed(data_dir: &Path) -> Result<(PathBuf, PathBuf), AuthConfigError> {
         .map(String::from)
         .collect();
     names.extend(host.filter(|h| !h.is_empty()).map(|h| h.to_lowercase()));
+    names.extend(addresses.iter().map(|a| a.to_string()));
     let generated = rcgen::generate_simple_self_signed(names)
         .map_err(|e| AuthConfigError::file(&cert, format!("generating a certificate: {e}")))?;
     super::write_new_file(&key, &generated.key_pair.serialize_pem(), 0o600)?;
@@ -65,14 +70,16 @@ fn self_signed(data_dir: &Path) -> Result<(PathBuf, PathBuf), AuthConfigError> {
     Ok((cert, key))
 }
 
-/// The TLS configuration of the secure port.
+/// The TLS configuration of the secure port; a self-signed certificate made here also names
+/// `addresses`.
 pub fn server_config(
     files: &TlsFiles,
     data_dir: &Path,
+    addresses: &[std::net::IpAddr],
 ) -> Result<rustls::ServerConfig, AuthConfigError> {
     let (cert, key) = match (&files.cert, &files.key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
-        (None, None) => self_signed(data_dir)?,
+        (None, None) => self_signed(data_dir, addresses)?,
         (Some(cert), None) | (None, Some(cert)) => {
             return Err(AuthConfigError::file(
                 cert,

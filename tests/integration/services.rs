@@ -225,3 +225,69 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     let (_, fixed) = server.get(&format!("{SERVICES}/fixed"));
     assert_eq!(fixed["status"], json!({"loadBalancer": {}}));
 }
+
+/// The `kubernetes` Service kube-apiserver keeps: at the first address of the service range,
+/// port 443 to the secure port, with the API server's address in its Endpoints. Every pod gets
+/// its variables, links or not, and reaches the API server through it with the server's own
+/// certificate, which names that address.
+#[test]
+fn the_kubernetes_service_leads_pods_to_the_api_server() {
+    let n = crate::util::free_port();
+    let node_address = format!("127.250.{}.{}", n / 256, n % 256 / 2 * 2 + 1);
+    let cluster_ips = private_range(190);
+    let secure_port = crate::util::free_port().to_string();
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "apiserver-client"),
+        ("KPLANE_AGENT__ADDRESS", &node_address),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", &cluster_ips),
+        ("KPLANE_SERVER__SECURE_PORT", &secure_port),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1"),
+    ]);
+    let first = cluster_ips.replace(".0/24", ".1");
+    let kubectl = server.kubectl();
+    wait_until(WAIT, "the kubernetes service", || {
+        kubectl.run(&["get", "svc", "kubernetes"]).1.contains(&format!(" {first} "))
+    });
+    let service = server.get("/api/v1/namespaces/default/services/kubernetes").1;
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "https", "port": 443, "protocol": "TCP",
+        "targetPort": secure_port.parse::<u16>().unwrap()}])
+    );
+    assert_eq!(service["metadata"]["labels"]["component"], "apiserver");
+    let endpoints = kubectl.ok(&[
+        "get",
+        "endpoints",
+        "kubernetes",
+        "-o",
+        "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}",
+    ]);
+    assert_eq!(endpoints, format!("127.0.0.1:{secure_port}"));
+
+    assert_eq!(
+        server.post("/api/v1/namespaces", &json!({"metadata": {"name": "elsewhere"}})).0,
+        201
+    );
+    let pod = json!({"metadata": {"name": "asker"}, "spec": {"enableServiceLinks": false,
+        "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "none",
+        "command": ["sh", "-c", "echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; exec sleep 1000"]}]}});
+    assert_eq!(server.post("/api/v1/namespaces/elsewhere/pods", &pod).0, 201);
+    wait_until(WAIT, "the pod tells the service's address", || {
+        kubectl.run(&["logs", "-n", "elsewhere", "asker"]).1 == format!("{first}:443\n")
+    });
+    let ca = server.data.path().join("pki/apiserver.crt");
+    let mut version = String::new();
+    wait_until(WAIT, "the API server through the service", || {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "--max-time", "5", "--cacert"])
+            .arg(&ca)
+            .arg(format!("https://{first}/version"))
+            .output()
+            .unwrap();
+        version = String::from_utf8_lossy(&out.stdout).into_owned();
+        version.contains("gitVersion")
+    });
+}

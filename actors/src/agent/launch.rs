@@ -29,7 +29,8 @@ pub struct PodContext<'a> {
     pub host_ip: &'a str,
 }
 
-/// The environment of `container`: service variables, the pod's own (POD_IP, POD_NAME,
+/// The environment of `container`: service variables (those of the pod's namespace, unless
+/// `enableServiceLinks` is false, and the `kubernetes` Service's), the pod's own (POD_IP, POD_NAME,
 /// POD_NAMESPACE, NODE_NAME, HOSTNAME), then the container's `env` in order, later ones able
 /// to refer to earlier ones as `$(NAME)`.
 pub async fn environment(
@@ -41,13 +42,22 @@ pub async fn environment(
     let name = ctx.pod.metadata.name.as_deref().unwrap_or("");
     let mut env: Vec<(String, String)> = Vec::new();
     let links = ctx.pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
+    let services = resources::core("services");
     if links {
-        let services = resources::core("services");
         if let Ok(list) = client.list(services, Some(namespace), &Default::default()).await {
             for item in list.items {
                 if let Ok(service) = serde_json::from_value::<Service>(item) {
                     env.extend(service_variables(&service));
                 }
+            }
+        }
+    }
+    if !links || namespace != "default" {
+        // The API server's own Service (`KUBERNETES_SERVICE_HOST`...) reaches every pod, links
+        // or not, as the kubelet gives it.
+        if let Ok(item) = client.get(services, "default", "kubernetes").await {
+            if let Ok(service) = serde_json::from_value::<Service>(item) {
+                env.extend(service_variables(&service));
             }
         }
     }

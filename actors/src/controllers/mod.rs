@@ -5,6 +5,7 @@
 //! - [`endpoints`]: lists the pods each Service selects in its Endpoints and EndpointSlices.
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
 //!   or deletes them first as `propagationPolicy` asks.
+//! - [`kubernetes_service`]: keeps the `kubernetes` Service that leads pods to the API server.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
 //! - [`node_lifecycle`]: takes nodes whose agent went silent as not Ready, and taints them.
 //! - [`persistent_volume`]: binds claims to volumes, and follows both through their lives.
@@ -19,6 +20,7 @@ pub mod disruption;
 mod endpoint_slices;
 pub mod endpoints;
 pub mod garbage_collector;
+pub mod kubernetes_service;
 pub mod namespace;
 pub mod node_lifecycle;
 pub mod persistent_volume;
@@ -32,6 +34,9 @@ pub mod taint_eviction;
 pub use disruption::{DisruptionController, StopDisruptionController};
 pub use endpoints::{EndpointsController, StopEndpointsController};
 pub use garbage_collector::{GarbageCollector, StopCollector};
+pub use kubernetes_service::{
+    KubernetesServiceConfig, KubernetesServiceController, StopKubernetesServiceController,
+};
 pub use namespace::{NamespaceController, StopNamespaceController};
 pub use node_lifecycle::{NodeLifecycleController, StopNodeLifecycleController};
 pub use persistent_volume::{PersistentVolumeController, StopPersistentVolumeController};

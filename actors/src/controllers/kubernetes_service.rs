@@ -1,0 +1,237 @@
+//! The `kubernetes` Service, as kube-apiserver keeps it: a Service named `kubernetes` in
+//! `default`, at the first address of the service range, port 443 (`https`) to the API
+//! server's secure port, with no selector, and the Endpoints and EndpointSlice of the same name
+//! listing the API server's address. Pods find the API server through it
+//! (`KUBERNETES_SERVICE_HOST`). What is missing or differs is put back at start and then every
+//! `interval` (kube-apiserver: 10 s).
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::{json, Value};
+
+use crate::client::ApiClient;
+use crate::core::ApiError;
+use crate::model::{resources, ResourceType};
+
+const NAMESPACE: &str = "default";
+const NAME: &str = "kubernetes";
+const PORT_NAME: &str = "https";
+const SERVICE_PORT: u16 = 443;
+
+/// Where the API server is, and where its Service goes.
+#[derive(Debug, Clone)]
+pub struct KubernetesServiceConfig {
+    /// The address and secure port the API server is reached at.
+    pub address: Ipv4Addr,
+    pub port: u16,
+    /// The Service's cluster IP: the first address of the service range.
+    pub cluster_ip: Ipv4Addr,
+    pub interval: Duration,
+}
+
+/// The actor keeping the `kubernetes` Service and its endpoints.
+pub struct KubernetesServiceController {
+    client: Arc<dyn ApiClient>,
+    config: KubernetesServiceConfig,
+    /// A reconcile is running: the next tick leaves it be.
+    busy: bool,
+}
+
+/// Stops the controller.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopKubernetesServiceController;
+
+/// One reconcile has ended.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Reconciled;
+
+impl KubernetesServiceController {
+    pub fn new(client: Arc<dyn ApiClient>, config: KubernetesServiceConfig) -> Self {
+        Self { client, config, busy: false }
+    }
+
+    fn reconcile(&mut self, ctx: &mut Context<Self>) {
+        if std::mem::replace(&mut self.busy, true) {
+            return;
+        }
+        let (client, config, me) = (self.client.clone(), self.config.clone(), ctx.address());
+        actix::spawn(async move {
+            if let Err(error) = reconcile(client.as_ref(), &config).await {
+                tracing::warn!(%error, "keeping the kubernetes service");
+            }
+            me.do_send(Reconciled);
+        });
+    }
+}
+
+impl Actor for KubernetesServiceController {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.reconcile(ctx);
+        ctx.run_interval(self.config.interval, |me, ctx| me.reconcile(ctx));
+    }
+}
+
+impl Handler<Reconciled> for KubernetesServiceController {
+    type Result = ();
+
+    fn handle(&mut self, _: Reconciled, _: &mut Context<Self>) {
+        self.busy = false;
+    }
+}
+
+impl Handler<StopKubernetesServiceController> for KubernetesServiceController {
+    type Result = ();
+
+    fn handle(&mut self, _: StopKubernetesServiceController, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+fn service_ports(config: &KubernetesServiceConfig) -> Value {
+    json!([{"name": PORT_NAME, "port": SERVICE_PORT, "protocol": "TCP",
+        "targetPort": config.port}])
+}
+
+fn endpoint_ports(config: &KubernetesServiceConfig) -> Value {
+    json!([{"name": PORT_NAME, "port": config.port, "protocol": "TCP"}])
+}
+
+/// The Service, the Endpoints and the EndpointSlice, each created when missing and updated
+/// when what it says of the API server differs.
+async fn reconcile(
+    client: &dyn ApiClient,
+    config: &KubernetesServiceConfig,
+) -> Result<(), ApiError> {
+    let services = resources::core("services");
+    match client.get(services, NAMESPACE, NAME).await {
+        Ok(mut service) => {
+            let wanted = service_ports(config);
+            if service.pointer("/spec/ports") != Some(&wanted) {
+                service["spec"]["ports"] = wanted;
+                client.update(services, NAMESPACE, service).await?;
+            }
+        }
+        Err(ApiError::NotFound { .. }) => {
+            let mut service = json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": NAME, "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                "spec": {"type": "ClusterIP", "clusterIP": config.cluster_ip.to_string(),
+                    "sessionAffinity": "None", "ports": service_ports(config)}});
+            match client.create(services, NAMESPACE, service.clone()).await {
+                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                // The first address went to another service (before this controller ran
+                // here): any will do.
+                Err(ApiError::Invalid { .. }) => {
+                    service["spec"].as_object_mut().map(|spec| spec.remove("clusterIP"));
+                    client.create(services, NAMESPACE, service).await?;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(error) => return Err(error),
+    }
+    let address = config.address.to_string();
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": NAME, "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+        "subsets": [{"addresses": [{"ip": address}], "ports": endpoint_ports(config)}]});
+    keep(client, resources::core("endpoints"), endpoints, &["/subsets"]).await?;
+    let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").expect("served");
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": NAME, "labels": {"kubernetes.io/service-name": NAME}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address], "conditions": {"ready": true}}],
+        "ports": endpoint_ports(config)});
+    keep(client, slices, slice, &["/endpoints", "/ports"]).await
+}
+
+/// Creates `wanted` when missing; when the stored one differs at any of `fields`, writes
+/// those over it.
+async fn keep(
+    client: &dyn ApiClient,
+    resource: &'static ResourceType,
+    wanted: Value,
+    fields: &[&str],
+) -> Result<(), ApiError> {
+    match client.get(resource, NAMESPACE, NAME).await {
+        Ok(mut stored) => {
+            let differs = fields.iter().any(|f| stored.pointer(f) != wanted.pointer(f));
+            if differs {
+                for field in fields {
+                    let key = field.trim_start_matches('/');
+                    stored[key] = wanted[key].clone();
+                }
+                client.update(resource, NAMESPACE, stored).await?;
+            }
+            Ok(())
+        }
+        Err(ApiError::NotFound { .. }) => match client.create(resource, NAMESPACE, wanted).await {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+            Err(error) => Err(error),
+        },
+        Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::core;
+
+    fn config(port: u16) -> KubernetesServiceConfig {
+        KubernetesServiceConfig {
+            address: Ipv4Addr::LOCALHOST,
+            port,
+            cluster_ip: Ipv4Addr::new(127, 192, 0, 1),
+            interval: Duration::from_secs(10),
+        }
+    }
+
+    #[actix::test]
+    async fn the_service_and_its_endpoints_are_made_and_put_back() {
+        let core = core().await;
+        reconcile(&core, &config(6443)).await.unwrap();
+        let services = resources::core("services");
+        let service = ApiClient::get(&core, services, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(service["spec"]["clusterIP"], "127.192.0.1");
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], 6443);
+        assert_eq!(service["metadata"]["labels"]["provider"], "kubernetes");
+        let endpoints = resources::core("endpoints");
+        let listed = ApiClient::get(&core, endpoints, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(listed["subsets"][0]["addresses"][0]["ip"], "127.0.0.1");
+        assert_eq!(listed["subsets"][0]["ports"][0]["port"], 6443);
+
+        // The API server moved to another port; the service was deleted meanwhile.
+        ApiClient::delete(&core, services, NAMESPACE, NAME, &Default::default()).await.unwrap();
+        reconcile(&core, &config(7443)).await.unwrap();
+        let service = ApiClient::get(&core, services, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], 7443);
+        let listed = ApiClient::get(&core, endpoints, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(listed["subsets"][0]["ports"][0]["port"], 7443);
+        let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        let slice = ApiClient::get(&core, slices, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(slice["ports"][0]["port"], 7443);
+        assert_eq!(slice["endpoints"][0]["addresses"][0], "127.0.0.1");
+        let version = slice["metadata"]["resourceVersion"].clone();
+        reconcile(&core, &config(7443)).await.unwrap();
+        let again = ApiClient::get(&core, slices, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(again["metadata"]["resourceVersion"], version, "nothing to write");
+    }
+
+    #[actix::test]
+    async fn a_taken_first_address_gives_way() {
+        let core = core().await;
+        let other = json!({"metadata": {"name": "first"},
+            "spec": {"clusterIP": "127.192.0.1", "ports": [{"port": 80}]}});
+        ApiClient::create(&core, resources::core("services"), NAMESPACE, other).await.unwrap();
+        reconcile(&core, &config(6443)).await.unwrap();
+        let service =
+            ApiClient::get(&core, resources::core("services"), NAMESPACE, NAME).await.unwrap();
+        assert_ne!(service["spec"]["clusterIP"], "127.192.0.1");
+    }
+}
