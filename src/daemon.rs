@@ -7,14 +7,15 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    DisruptionController, EndpointsController, GarbageCollector, KubernetesServiceConfig,
-    KubernetesServiceController, NamespaceController, NodeLifecycleController,
-    PersistentVolumeController, PodGarbageCollector, ReplicationManager, ResourceQuotaController,
-    ServiceAccountController, ServiceController, StopCollector, StopDisruptionController,
-    StopEndpointsController, StopKubernetesServiceController, StopNamespaceController,
-    StopNodeLifecycleController, StopPersistentVolumeController, StopPodGarbageCollector,
-    StopQuotaController, StopReplicationManager, StopServiceAccountController,
-    StopServiceController, StopTaintEvictionController, TaintEvictionController,
+    ClusterRoleAggregator, DisruptionController, EndpointsController, GarbageCollector,
+    KubernetesServiceConfig, KubernetesServiceController, NamespaceController,
+    NodeLifecycleController, PersistentVolumeController, PodGarbageCollector, ReplicationManager,
+    ResourceQuotaController, ServiceAccountController, ServiceController,
+    StopClusterRoleAggregator, StopCollector, StopDisruptionController, StopEndpointsController,
+    StopKubernetesServiceController, StopNamespaceController, StopNodeLifecycleController,
+    StopPersistentVolumeController, StopPodGarbageCollector, StopQuotaController,
+    StopReplicationManager, StopServiceAccountController, StopServiceController,
+    StopTaintEvictionController, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -64,6 +65,7 @@ pub struct Running {
     disruption: Addr<DisruptionController>,
     volumes: Addr<PersistentVolumeController>,
     kubernetes_service: Option<Addr<KubernetesServiceController>>,
+    role_aggregator: Addr<ClusterRoleAggregator>,
     metrics_scraper: Option<Addr<MetricsScraper>>,
     store: Store,
 }
@@ -102,6 +104,7 @@ impl Running {
         let _ = self.services.send(StopServiceController).await;
         let _ = self.disruption.send(StopDisruptionController).await;
         let _ = self.volumes.send(StopPersistentVolumeController).await;
+        let _ = self.role_aggregator.send(StopClusterRoleAggregator).await;
         if let Some(controller) = &self.kubernetes_service {
             let _ = controller.send(StopKubernetesServiceController).await;
         }
@@ -342,6 +345,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the ClusterRole aggregation controller: `view`, `edit` and `admin` take in the rules
+    // of the roles labelled for them.
+    let role_aggregator = ClusterRoleAggregator::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     // And, while the secure port is served, the `kubernetes` Service that leads pods to it.
     let kubernetes_service = kubernetes_service_config(settings).map(|config| {
         let client = Arc::new(state.core.clone().with_field_manager("kplane-apiserver"));
@@ -386,6 +395,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         disruption,
         volumes,
         kubernetes_service,
+        role_aggregator,
         metrics_scraper,
         store,
     })

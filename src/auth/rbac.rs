@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
+use kplane_actors::controllers::cluster_role_aggregation::aggregated_rules;
 use serde_json::{json, Value};
 
 use super::attributes::Attributes;
@@ -266,8 +267,12 @@ impl RbacStore {
 /// that concerns what kplane serves): `cluster-admin` for the group `system:masters`,
 /// `system:basic-user` (asking who one is and what one may do) and `system:discovery` for
 /// every authenticated user, `system:public-info-viewer` (health and version) for everyone;
-/// and the user-facing `view`, `edit` and `admin`, unbound, to grant in a namespace (their
-/// rules written out over the resources served, where Kubernetes aggregates them).
+/// and the user-facing `view`, `edit` and `admin`, unbound, to grant in a namespace. As in
+/// Kubernetes, these three aggregate (the ClusterRole aggregation controller keeps their
+/// rules): `view` the roles labelled `rbac.authorization.k8s.io/aggregate-to-view`, which
+/// `system:aggregate-to-view` is, `edit` those labelled `aggregate-to-edit` (`view` among them)
+/// and `admin` those labelled `aggregate-to-admin` (`edit` among them). They start with the
+/// rules aggregated already, so that they grant from the first request.
 pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
     let meta = |name: &str| {
         json!({"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
@@ -314,8 +319,7 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
             "poddisruptionbudgets/status"]},
         {"verbs": read, "apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"]},
     ]);
-    let mut edit = view.as_array().cloned().unwrap_or_default();
-    edit.extend([
+    let edit = json!([
         json!({"verbs": read, "apiGroups": [""], "resources": ["pods/attach", "pods/exec",
             "pods/portforward", "pods/proxy", "secrets", "services/proxy"]}),
         json!({"verbs": ["impersonate"], "apiGroups": [""], "resources": ["serviceaccounts"]}),
@@ -327,18 +331,17 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
         json!({"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]}),
         json!({"verbs": write, "apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}),
     ]);
-    let mut admin = edit.clone();
-    admin.extend([
+    let admin = json!([
         json!({"verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
             "update", "watch"], "apiGroups": ["rbac.authorization.k8s.io"],
             "resources": ["rolebindings", "roles"]}),
         json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
             "resources": ["localsubjectaccessreviews"]}),
     ]);
-    vec![
-        ("clusterroles", role("admin", Value::Array(admin))),
-        ("clusterroles", role("edit", Value::Array(edit))),
-        ("clusterroles", role("view", view)),
+    let aggregated = aggregated_roles([("view", view), ("edit", edit), ("admin", admin)]);
+    let mut policy: Vec<(&'static str, Value)> =
+        aggregated.into_iter().map(|role| ("clusterroles", role)).collect();
+    policy.extend([
         (
             "clusterroles",
             role(
@@ -376,7 +379,45 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
             "clusterrolebindings",
             bind("system:public-info-viewer", &["system:authenticated", "system:unauthenticated"]),
         ),
-    ]
+    ]);
+    policy
+}
+
+/// `view`, `edit` and `admin` (given in that order, each with the rules it adds to the one
+/// before) as Kubernetes builds them: each one's own rules in a `system:aggregate-to-*` role,
+/// labelled for it and the roles above it; each user-facing role aggregating its label, and
+/// labelled itself for the role above; its rules aggregated here as the controller would.
+fn aggregated_roles(levels: [(&str, Value); 3]) -> Vec<Value> {
+    const LABEL: &str = "rbac.authorization.k8s.io/aggregate-to-";
+    let names: Vec<&str> = levels.iter().map(|(name, _)| *name).collect();
+    let mut roles: BTreeMap<String, Value> = BTreeMap::new();
+    let mut ordered = Vec::new();
+    for (level, (name, rules)) in levels.into_iter().enumerate() {
+        let labels = |from: usize| -> serde_json::Map<String, Value> {
+            let mut labels = serde_json::Map::new();
+            labels.insert("kubernetes.io/bootstrapping".into(), json!("rbac-defaults"));
+            for above in &names[from..] {
+                labels.insert(format!("{LABEL}{above}"), json!("true"));
+            }
+            labels
+        };
+        let meta = |name: String, labels| {
+            json!({"name": name, "labels": labels,
+                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
+        };
+        let parts = format!("system:aggregate-to-{name}");
+        let part = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(parts.clone(), labels(level)), "rules": rules});
+        roles.insert(parts, part.clone());
+        let mut role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(name.to_string(), labels(level + 1)),
+            "aggregationRule": {"clusterRoleSelectors": [
+                {"matchLabels": {format!("{LABEL}{name}"): "true"}}]}});
+        role["rules"] = Value::Array(aggregated_rules(&role, &roles).unwrap_or_default());
+        roles.insert(name.to_string(), role.clone());
+        ordered.extend([part, role]);
+    }
+    ordered
 }
 
 #[cfg(test)]

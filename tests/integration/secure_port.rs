@@ -306,6 +306,30 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
         "bob may no longer list pods",
         || !bob.run(&["get", "pods"]).0,
     );
+
+    // `view` aggregates: a role labelled for it adds its rules, to every binding of `view`.
+    root.ok(&["create", "rolebinding", "bob-views", "--clusterrole=view", "--user=bob"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob may view pods", || {
+        bob.run(&["get", "pods"]).0
+    });
+    let can_get_leases = || bob.run(&["auth", "can-i", "get", "leases.coordination.k8s.io"]).1;
+    assert_eq!(can_get_leases(), "no\n");
+    let leases = r#"{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "lease-viewer",
+            "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]}]}"#;
+    let leases_file = files.path().join("lease-viewer.json");
+    std::fs::write(&leases_file, leases).unwrap();
+    root.ok(&["create", "-f", leases_file.to_str().unwrap()]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "view grants leases", || {
+        can_get_leases() == "yes\n"
+    });
+    let admin = root.ok(&["get", "clusterrole", "admin", "-o", "json"]);
+    assert!(admin.contains(r#""leases""#) && admin.contains("aggregationRule"), "{admin}");
+    root.ok(&["delete", "clusterrole", "lease-viewer"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "and no longer", || {
+        can_get_leases() == "no\n"
+    });
 }
 
 /// Service account tokens: `kubectl create token` issues one (through the insecure port);

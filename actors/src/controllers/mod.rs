@@ -1,6 +1,7 @@
 //! Controllers: actors that drive cluster state toward what objects declare, reading and writing
 //! only through the [`ApiClient`](crate::client::ApiClient).
 //!
+//! - [`cluster_role_aggregation`]: gives aggregating ClusterRoles the rules they select.
 //! - [`disruption`]: works out what each PodDisruptionBudget allows, for evictions.
 //! - [`endpoints`]: lists the pods each Service selects in its Endpoints and EndpointSlices.
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
@@ -16,6 +17,7 @@
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
+pub mod cluster_role_aggregation;
 pub mod disruption;
 mod endpoint_slices;
 pub mod endpoints;
@@ -31,6 +33,7 @@ pub mod service;
 pub mod service_account;
 pub mod taint_eviction;
 
+pub use cluster_role_aggregation::{ClusterRoleAggregator, StopClusterRoleAggregator};
 pub use disruption::{DisruptionController, StopDisruptionController};
 pub use endpoints::{EndpointsController, StopEndpointsController};
 pub use garbage_collector::{GarbageCollector, StopCollector};

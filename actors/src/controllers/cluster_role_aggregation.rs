@@ -1,0 +1,194 @@
+//! The ClusterRole aggregation controller: a ClusterRole with an `aggregationRule` gets as its
+//! rules those of every other ClusterRole its `clusterRoleSelectors` select (any of them), the
+//! roles taken in name order and a rule already there not added twice, as Kubernetes'
+//! controller does. That is how `admin`, `edit` and `view` grow: a role labelled
+//! `rbac.authorization.k8s.io/aggregate-to-view: "true"` adds its rules to `view`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use serde_json::{json, Value};
+
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::{object_name, ApiClient};
+use crate::core::ApiError;
+use crate::model::{json, resources, ResourceType};
+use crate::model::{LabelSelector, Labels};
+use crate::watch::EventType;
+
+/// The controller actor.
+pub struct ClusterRoleAggregator {
+    client: Arc<dyn ApiClient>,
+    /// Every ClusterRole, by name, as the informer last saw it.
+    roles: BTreeMap<String, Value>,
+    listed: bool,
+}
+
+/// A feed of ClusterRoles.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Roles(Feed);
+
+/// Stops the controller (its list-watch ends with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopClusterRoleAggregator;
+
+fn cluster_roles() -> &'static ResourceType {
+    resources::find(resources::RBAC_GROUP, "v1", "clusterroles").expect("served")
+}
+
+/// The rules `role` aggregates from `roles`, or None when it has no aggregation rule.
+pub fn aggregated_rules(role: &Value, roles: &BTreeMap<String, Value>) -> Option<Vec<Value>> {
+    let selectors = json::at(role, "/aggregationRule/clusterRoleSelectors")?.as_array()?;
+    let selectors: Vec<LabelSelector> =
+        selectors.iter().filter_map(|s| LabelSelector::from_object(s).ok()).collect();
+    let name = object_name(role);
+    let mut rules: Vec<Value> = Vec::new();
+    for (other, candidate) in roles {
+        let labels = Labels::of(candidate);
+        if other == name || !selectors.iter().any(|s| s.matches(&labels)) {
+            continue;
+        }
+        let theirs = json::at(candidate, "/rules").and_then(Value::as_array);
+        for rule in theirs.into_iter().flatten() {
+            if !rules.contains(rule) {
+                rules.push(rule.clone());
+            }
+        }
+    }
+    Some(rules)
+}
+
+impl ClusterRoleAggregator {
+    pub fn new(client: Arc<dyn ApiClient>) -> Self {
+        Self { client, roles: BTreeMap::new(), listed: false }
+    }
+
+    /// Writes the rules of each aggregating role whose rules are not what it aggregates.
+    fn aggregate(&mut self, ctx: &mut Context<Self>) {
+        for role in self.roles.values() {
+            let Some(rules) = aggregated_rules(role, &self.roles) else { continue };
+            let current = json::at(role, "/rules").cloned().unwrap_or_else(|| json!([]));
+            if current == Value::Array(rules.clone()) {
+                continue;
+            }
+            let mut updated = role.clone();
+            updated["rules"] = Value::Array(rules);
+            let client = self.client.clone();
+            ctx.spawn(
+                async move {
+                    let name = object_name(&updated).to_string();
+                    match client.update(cluster_roles(), "", updated).await {
+                        // A conflict or a deletion brings an event of its own, and with it
+                        // another try.
+                        Ok(_) | Err(ApiError::Conflict { .. }) | Err(ApiError::NotFound { .. }) => {
+                        }
+                        Err(error) => tracing::warn!(%name, %error, "aggregating a ClusterRole"),
+                    }
+                }
+                .into_actor(self),
+            );
+        }
+    }
+}
+
+impl Actor for ClusterRoleAggregator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        informer::feed_actor(ctx, client, cluster_roles(), Scope::default(), Roles);
+    }
+}
+
+impl Handler<Roles> for ClusterRoleAggregator {
+    type Result = ();
+
+    fn handle(&mut self, Roles(feed): Roles, ctx: &mut Context<Self>) {
+        match feed {
+            Feed::Listed(items) => {
+                self.roles = items.into_iter().map(|r| (object_name(&r).to_string(), r)).collect();
+                self.listed = true;
+            }
+            Feed::Changed(EventType::Deleted, role) => {
+                self.roles.remove(object_name(&role));
+            }
+            Feed::Changed(_, role) => {
+                self.roles.insert(object_name(&role).to_string(), role);
+            }
+            Feed::Unavailable(_) => return,
+        }
+        if self.listed {
+            self.aggregate(ctx);
+        }
+    }
+}
+
+impl Handler<StopClusterRoleAggregator> for ClusterRoleAggregator {
+    type Result = ();
+
+    fn handle(&mut self, _: StopClusterRoleAggregator, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{core, eventually};
+
+    fn role(name: &str, labels: Value, rules: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": labels}, "rules": rules})
+    }
+
+    #[test]
+    fn rules_come_from_the_selected_roles_in_name_order_once_each() {
+        let read = json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]});
+        let write = json!({"verbs": ["create"], "apiGroups": [""], "resources": ["pods"]});
+        let mut view = role("view", json!({}), json!([]));
+        view["aggregationRule"] = json!({"clusterRoleSelectors": [
+            {"matchLabels": {"aggregate-to-view": "true"}},
+            {"matchExpressions": [{"key": "extra", "operator": "Exists"}]}]});
+        let roles: BTreeMap<String, Value> = [
+            role("b", json!({"aggregate-to-view": "true"}), json!([read, write])),
+            role("a", json!({"extra": "1"}), json!([write])),
+            role("c", json!({"aggregate-to-view": "false"}), json!([read])),
+            view.clone(),
+        ]
+        .into_iter()
+        .map(|r| (object_name(&r).to_string(), r))
+        .collect();
+        assert_eq!(aggregated_rules(&view, &roles), Some(vec![write.clone(), read.clone()]));
+        assert_eq!(aggregated_rules(&roles["a"], &roles), None, "no aggregation rule");
+    }
+
+    #[actix::test]
+    async fn an_aggregating_role_follows_the_roles_it_selects() {
+        let core = core().await;
+        let client: Arc<dyn ApiClient> = Arc::new(core.clone());
+        let mut reader = role("reader", json!({}), json!([]));
+        reader["aggregationRule"] =
+            json!({"clusterRoleSelectors": [{"matchLabels": {"to-reader": "true"}}]});
+        client.create(cluster_roles(), "", reader).await.unwrap();
+        let aggregator = ClusterRoleAggregator::new(client.clone()).start();
+        let pods = json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]});
+        let labels = json!({"to-reader": "true"});
+        client.create(cluster_roles(), "", role("pods", labels, json!([pods]))).await.unwrap();
+        let rules = || async {
+            let reader = client.get(cluster_roles(), "", "reader").await.unwrap();
+            reader["rules"].clone()
+        };
+        eventually("the role's rules aggregated", async || {
+            (rules().await == json!([pods])).then_some(())
+        })
+        .await;
+        client.delete(cluster_roles(), "", "pods", &Default::default()).await.unwrap();
+        eventually("the deleted role's rules gone", async || {
+            (rules().await == json!([])).then_some(())
+        })
+        .await;
+        aggregator.send(StopClusterRoleAggregator).await.unwrap();
+    }
+}
