@@ -163,6 +163,9 @@ struct RawServer {
     authorization_mode: String,
     authorization_policy_file: String,
     audit_log_path: String,
+    audit_log_maxsize: u64,
+    audit_log_maxbackup: usize,
+    audit_log_maxage: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -219,6 +222,9 @@ impl Default for RawServer {
             authorization_mode: "RBAC".into(),
             authorization_policy_file: String::new(),
             audit_log_path: String::new(),
+            audit_log_maxsize: 0,
+            audit_log_maxbackup: 0,
+            audit_log_maxage: 0,
         }
     }
 }
@@ -571,7 +577,9 @@ fn load_balancer(
 fn security(
     server: &RawServer,
 ) -> Result<(std::sync::Arc<crate::auth::Security>, crate::auth::tls::TlsFiles), ConfigError> {
-    use crate::auth::{audit::AuditLog, authn::Authenticator, authz::Authorizer, Security};
+    use crate::auth::{
+        audit::AuditLog, audit::Rotation, authn::Authenticator, authz::Authorizer, Security,
+    };
     let path = |value: &str| (!value.is_empty()).then(|| PathBuf::from(value));
     let invalid = |key: &'static str, message: String| ConfigError::Invalid { key, message };
     let authenticator = Authenticator::load(
@@ -584,8 +592,14 @@ fn security(
         path(&server.authorization_policy_file).as_deref(),
     )
     .map_err(|e| invalid("server.authorization_mode/authorization_policy_file", e))?;
+    let rotation = Rotation {
+        max_bytes: server.audit_log_maxsize.saturating_mul(1024 * 1024),
+        max_backups: server.audit_log_maxbackup,
+        max_age: (server.audit_log_maxage > 0)
+            .then(|| std::time::Duration::from_secs(server.audit_log_maxage * 24 * 3600)),
+    };
     let audit = path(&server.audit_log_path)
-        .map(|p| AuditLog::open(&p))
+        .map(|p| AuditLog::open(&p, rotation))
         .transpose()
         .map_err(|e| invalid("server.audit_log_path", e.to_string()))?;
     // As kube-apiserver: AlwaysAllow would let anyone in, so it allows no anonymous requests.

@@ -31,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the API server, store, watch hub, scheduler and a node agent in one process.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Runs node agents (the kubelet's job) against a kplane server over its REST API.
     Agent(AgentArgs),
     /// Prints the version and the Kubernetes API version served.
@@ -94,6 +94,15 @@ struct ServerArgs {
     /// Audit log: one JSON event a request.
     #[arg(long)]
     audit_log_path: Option<String>,
+    /// Rotate the audit log before it grows past this many megabytes (0: never).
+    #[arg(long, value_name = "MB")]
+    audit_log_maxsize: Option<u64>,
+    /// Keep this many rotated audit logs, the newest (0: all).
+    #[arg(long, value_name = "N")]
+    audit_log_maxbackup: Option<u64>,
+    /// Keep rotated audit logs for this many days (0: no limit).
+    #[arg(long, value_name = "DAYS")]
+    audit_log_maxage: Option<u64>,
     /// Run a node agent inside the server (default true; `--embedded-agent=false` turns it off).
     #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
     embedded_agent: Option<bool>,
@@ -148,7 +157,7 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Server(args) => server(args),
+        Command::Server(args) => server(*args),
         Command::Agent(args) => agent(args),
         Command::Image(args) => images::run(args),
         Command::ExecLimited(args) => images::exec_limited(args),
@@ -175,6 +184,9 @@ fn server(args: ServerArgs) -> ExitCode {
             ("authorization_mode", args.authorization_mode),
             ("authorization_policy_file", args.authorization_policy_file),
             ("audit_log_path", args.audit_log_path),
+            ("audit_log_maxsize", args.audit_log_maxsize.map(|n| n.to_string())),
+            ("audit_log_maxbackup", args.audit_log_maxbackup.map(|n| n.to_string())),
+            ("audit_log_maxage", args.audit_log_maxage.map(|n| n.to_string())),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key, value?)))

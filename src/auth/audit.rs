@@ -3,11 +3,19 @@
 //! who asked (user, source IP, user agent), what (verb, URI, object reference), when, the
 //! answer's code, and the authorization decision. A streamed answer (a watch, logs, exec) is
 //! logged when it starts (`ResponseStarted`), every other one when it is complete.
+//!
+//! Rotation, as kube-apiserver's (`--audit-log-maxsize`, `--audit-log-maxbackup`,
+//! `--audit-log-maxage`): a log that would grow past its size is renamed with the time of the
+//! rotation (`audit-2026-12-02T14-30-00.123.log` for `audit.log`) and a new one begun; of the
+//! renamed ones, those past the count to keep (the newest are kept) or the age are deleted.
 
 use std::fs::{File, OpenOptions};
 use std::io::{LineWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
 
 use serde_json::{json, Value};
 
@@ -17,7 +25,39 @@ use super::{AuthConfigError, UserInfo};
 /// The log file, shared by the HTTP workers.
 #[derive(Debug)]
 pub struct AuditLog {
-    file: Mutex<LineWriter<File>>,
+    path: PathBuf,
+    rotation: Rotation,
+    current: Mutex<Current>,
+}
+
+/// When the log is rotated, and which rotated logs are kept (0: no limit).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rotation {
+    /// Rotate before the log grows past this many bytes; 0 never rotates.
+    pub max_bytes: u64,
+    /// Keep this many rotated logs, the newest.
+    pub max_backups: usize,
+    /// Keep rotated logs no older than this.
+    pub max_age: Option<Duration>,
+}
+
+/// The file being written, and how much it holds.
+#[derive(Debug)]
+struct Current {
+    file: LineWriter<File>,
+    bytes: u64,
+}
+
+/// The time format of a rotated log's name (lumberjack's, which kube-apiserver uses).
+const BACKUP_TIME: &str = "%Y-%m-%dT%H-%M-%S%.3f";
+
+fn open_appending(path: &Path) -> std::io::Result<Current> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(path)?;
+    let bytes = file.metadata()?.len();
+    Ok(Current { file: LineWriter::new(file), bytes })
 }
 
 /// One request's record.
@@ -35,19 +75,88 @@ pub struct Record<'a> {
 
 impl AuditLog {
     /// Opens (appending to) the log at `path`, creating it readable by its owner only.
-    pub fn open(path: &Path) -> Result<Self, AuthConfigError> {
-        let mut options = OpenOptions::new();
-        options.create(true).append(true);
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(path).map_err(|e| AuthConfigError::file(path, e))?;
-        Ok(AuditLog { file: Mutex::new(LineWriter::new(file)) })
+    pub fn open(path: &Path, rotation: Rotation) -> Result<Self, AuthConfigError> {
+        let current = open_appending(path).map_err(|e| AuthConfigError::file(path, e))?;
+        Ok(AuditLog { path: path.to_path_buf(), rotation, current: Mutex::new(current) })
     }
 
     pub fn write(&self, record: &Record) {
-        let line = event(record).to_string();
-        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Err(error) = writeln!(file, "{line}") {
-            tracing::warn!(%error, "writing the audit log");
+        self.write_line(&event(record).to_string());
+    }
+
+    fn write_line(&self, line: &str) {
+        let mut current = self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let bytes = line.len() as u64 + 1;
+        let max = self.rotation.max_bytes;
+        if max > 0 && current.bytes > 0 && current.bytes + bytes > max {
+            match self.rotate(&mut current) {
+                Ok(()) => self.prune(),
+                Err(error) => tracing::warn!(%error, "rotating the audit log"),
+            }
+        }
+        match writeln!(current.file, "{line}") {
+            Ok(()) => current.bytes += bytes,
+            Err(error) => tracing::warn!(%error, "writing the audit log"),
+        }
+    }
+
+    /// The name of a log rotated at `time`: the log's stem, the time, its extension.
+    fn backup_name(&self, time: DateTime<Utc>) -> Option<PathBuf> {
+        let stem = self.path.file_stem()?.to_string_lossy();
+        let extension = self.path.extension().map(|e| format!(".{}", e.to_string_lossy()));
+        let name = format!("{stem}-{}{}", time.format(BACKUP_TIME), extension.unwrap_or_default());
+        Some(self.path.with_file_name(name))
+    }
+
+    /// When a file of the log's directory is one of its rotated logs: the time in its name.
+    fn backup_time(&self, name: &str) -> Option<NaiveDateTime> {
+        let stem = self.path.file_stem()?.to_string_lossy();
+        let extension = self.path.extension().map(|e| format!(".{}", e.to_string_lossy()));
+        let time = name.strip_prefix(&format!("{stem}-"))?;
+        let time = time.strip_suffix(extension.as_deref().unwrap_or(""))?;
+        NaiveDateTime::parse_from_str(time, BACKUP_TIME).ok()
+    }
+
+    /// Renames the log with the time (a millisecond later while that name is taken), and
+    /// begins a new one.
+    fn rotate(&self, current: &mut Current) -> std::io::Result<()> {
+        current.file.flush()?;
+        let mut time = Utc::now();
+        let backup = loop {
+            let name = self.backup_name(time).ok_or(std::io::ErrorKind::InvalidInput)?;
+            if !name.exists() {
+                break name;
+            }
+            time += chrono::Duration::milliseconds(1);
+        };
+        std::fs::rename(&self.path, &backup)?;
+        *current = open_appending(&self.path)?;
+        Ok(())
+    }
+
+    /// Deletes the rotated logs past the count to keep or the age.
+    fn prune(&self) {
+        let Rotation { max_backups, max_age, .. } = self.rotation;
+        if max_backups == 0 && max_age.is_none() {
+            return;
+        }
+        let Some(dir) = self.path.parent() else { return };
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut backups: Vec<(NaiveDateTime, PathBuf)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| Some((self.backup_time(&e.file_name().to_string_lossy())?, e.path())))
+            .collect();
+        backups.sort_by_key(|(time, _)| std::cmp::Reverse(*time));
+        let oldest = max_age.and_then(|age| chrono::Duration::from_std(age).ok());
+        let oldest = oldest.map(|age| Utc::now().naive_utc() - age);
+        for (i, (time, path)) in backups.iter().enumerate() {
+            let surplus = max_backups > 0 && i >= max_backups;
+            if surplus || oldest.is_some_and(|oldest| *time < oldest) {
+                if let Err(error) = std::fs::remove_file(path) {
+                    tracing::warn!(%error, path = %path.display(), "removing a rotated audit log");
+                }
+            }
         }
     }
 }
@@ -96,4 +205,59 @@ pub fn micro_time() -> String {
 
 fn uuid_v4() -> String {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_full_log_is_rotated_and_the_newest_backups_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let rotation = Rotation { max_bytes: 100, max_backups: 2, max_age: None };
+        let log = AuditLog::open(&path, rotation).unwrap();
+        let line = format!("{{\"n\":\"{}\"}}", "x".repeat(30)); // 39 bytes with its newline
+        for _ in 0..11 {
+            log.write_line(&line);
+        }
+        let names = files(dir.path());
+        assert_eq!(names.len(), 3, "the log and two backups: {names:?}");
+        assert_eq!(names.last().map(String::as_str), Some("audit.log"));
+        for backup in &names[..2] {
+            assert!(log.backup_time(backup).is_some(), "{backup}");
+            let text = std::fs::read_to_string(dir.path().join(backup)).unwrap();
+            assert_eq!(text, format!("{line}\n{line}\n"), "two lines fit in 100 bytes");
+        }
+        // 11 lines: five rotations of two, the last line in the new log.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{line}\n"));
+        assert!(names[0] < names[1], "times in the names order them");
+    }
+
+    #[test]
+    fn backups_past_their_age_go_and_other_files_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit");
+        let old = dir.path().join("audit-2020-01-01T00-00-00.000");
+        std::fs::write(&old, "old\n").unwrap();
+        std::fs::write(dir.path().join("audit-notes.txt"), "mine\n").unwrap();
+        let day = Duration::from_secs(24 * 3600);
+        let rotation = Rotation { max_bytes: 10, max_backups: 0, max_age: Some(day) };
+        let log = AuditLog::open(&path, rotation).unwrap();
+        log.write_line("first line");
+        log.write_line("second line");
+        let names = files(dir.path());
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(!old.exists() && names.contains(&"audit-notes.txt".to_string()), "{names:?}");
+        assert!(log.rotation.max_bytes == 10 && log.backup_time("audit.log").is_none());
+    }
 }

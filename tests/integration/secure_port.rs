@@ -433,3 +433,48 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     // The cluster's admins may grant anything.
     root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
 }
+
+/// The audit log rotates at its size (`--audit-log-maxsize`, in megabytes): the full log is
+/// renamed with the time and a new one begun; past `--audit-log-maxbackup`, the oldest
+/// rotated logs go.
+#[test]
+fn the_audit_log_rotates_at_its_size() {
+    let files = tempfile::tempdir().unwrap();
+    let audit = files.path().join("audit.log");
+    let server = Server::start_with_env(&[
+        ("KPLANE_SERVER__AUDIT_LOG_PATH", audit.to_str().unwrap()),
+        ("KPLANE_SERVER__AUDIT_LOG_MAXSIZE", "1"),
+        ("KPLANE_SERVER__AUDIT_LOG_MAXBACKUP", "1"),
+    ]);
+    let names = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(files.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    // Requests until the log has been rotated twice: the first rotated log is gone then.
+    let mut first_rotated = None;
+    let mut requests = 0;
+    loop {
+        assert_eq!(server.get("/api/v1/namespaces/default").0, 200);
+        requests += 1;
+        assert!(requests < 20_000, "not rotated twice in {requests} requests: {:?}", names());
+        let rotated = names().into_iter().find(|n| n != "audit.log");
+        match (&first_rotated, rotated) {
+            (None, Some(name)) => first_rotated = Some(name),
+            (Some(first), Some(name)) if *first != name => break,
+            _ => {}
+        }
+    }
+    let names = names();
+    assert_eq!(names.len(), 2, "the log and the newest rotated one: {names:?}");
+    assert!(names[0].starts_with("audit-") && names[0].ends_with(".log"), "{names:?}");
+    let rotated = std::fs::read_to_string(files.path().join(&names[0])).unwrap();
+    assert!(rotated.len() <= 1 << 20 && rotated.len() > 900_000, "{}", rotated.len());
+    for line in rotated.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(event["kind"], "Event");
+    }
+}
