@@ -595,8 +595,9 @@ fn security(
     let rotation = Rotation {
         max_bytes: server.audit_log_maxsize.saturating_mul(1024 * 1024),
         max_backups: server.audit_log_maxbackup,
-        max_age: (server.audit_log_maxage > 0)
-            .then(|| std::time::Duration::from_secs(server.audit_log_maxage * 24 * 3600)),
+        max_age: (server.audit_log_maxage > 0).then(|| {
+            std::time::Duration::from_secs(server.audit_log_maxage.saturating_mul(86_400))
+        }),
     };
     let audit = path(&server.audit_log_path)
         .map(|p| AuditLog::open(&p, rotation))

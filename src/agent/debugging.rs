@@ -22,7 +22,7 @@ use super::http::{AgentHttp, AgentHttpError};
 pub(super) const STDIN: u8 = 0;
 pub(super) const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
-pub(super) const ERROR: u8 = 3;
+const ERROR: u8 = 3;
 /// The channel of v5's close signals: `[CLOSE, channel]` closes that channel (stdin: its end).
 pub(super) const CLOSE: u8 = 255;
 /// Subprotocols spoken, best first.
@@ -139,6 +139,18 @@ pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
     frame
 }
 
+/// Ends an exec's websocket: its final status on the error channel, then a normal close.
+pub(super) async fn finish(mut session: actix_ws::Session, status: Value) {
+    let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
+    let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+}
+
+/// The final status of an exec whose command could not be started.
+pub(super) fn not_started(argv: &[String], error: &std::io::Error) -> Value {
+    json!({"metadata": {}, "status": "Failure", "message": format!("exec {argv:?}: {error}"),
+        "reason": "InternalError"})
+}
+
 /// The final status of an exec, as the channel protocol reports it.
 pub(super) fn exit_status(code: Option<i32>) -> Value {
     match code {
@@ -178,11 +190,7 @@ async fn exec(
     let mut child = match huge_pages::spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
-            let mut session = session;
-            let status = json!({"metadata": {}, "status": "Failure",
-                "message": format!("exec {argv:?}: {e}"), "reason": "InternalError"});
-            let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
-            let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+            finish(session, not_started(&argv, &e)).await;
             return Ok(response);
         }
     };
@@ -257,9 +265,7 @@ async fn exec(
             }
         }
         let code = child.wait().await.ok().and_then(|s| s.code());
-        let mut session = session;
-        let _ = session.binary(framed(ERROR, exit_status(code).to_string().as_bytes())).await;
-        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+        finish(session, exit_status(code)).await;
     });
     Ok(response)
 }

@@ -13,15 +13,16 @@
 //! is not served: actix-http passes on the bytes after an upgrade only for websockets.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use actix_ws::AggregatedMessage;
 use bytes::Bytes;
 use futures::StreamExt;
 use kplane_actors::agent::PodLookup;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
 
 use super::debugging::{framed, pairs, upgrade};
 use super::http::{AgentHttp, AgentHttpError};
@@ -34,6 +35,10 @@ const PROTOCOLS: &[&str] = &[SPDY_PROTOCOL, "v4.channel.k8s.io", "channel.k8s.io
 const CHUNK: usize = 32 * 1024;
 /// Frames waiting for the websocket, and chunks waiting for a pod's connection.
 const QUEUE: usize = 64;
+/// How long a pod may leave its connection's queue full before the stream is reset.
+const STALL: Duration = Duration::from_secs(30);
+/// Error streams waiting for their data stream, at most.
+const MOST_PENDING: usize = 1024;
 
 pub async fn serve(
     state: web::Data<AgentHttp>,
@@ -101,145 +106,208 @@ fn sender(mut session: actix_ws::Session) -> mpsc::Sender<Bytes> {
     frames
 }
 
-/// One forwarded connection of a SPDY session: the task that copies its bytes, and where
-/// the client's bytes for the pod are queued (none once the client has half-closed).
+/// One forwarded connection of a SPDY session: where the client's bytes for the pod are
+/// queued (none once the client has half-closed), and the cancellation of its task (dropped:
+/// the client reset the stream, or the session ended).
 struct Forward {
-    task: JoinHandle<()>,
     to_pod: Option<mpsc::Sender<Bytes>>,
+    cancel: oneshot::Sender<()>,
 }
 
-async fn spdy_session(
+/// What one SPDY session keeps.
+struct SpdySession {
     ip: String,
-    session: actix_ws::Session,
-    mut messages: actix_ws::MessageStream,
-) {
+    out: mpsc::Sender<Bytes>,
+    writer: FrameWriter,
+    /// By data stream.
+    forwards: HashMap<u32, Forward>,
+    /// Each request's error stream, until its data stream comes.
+    error_streams: HashMap<String, u32>,
+    /// After the client's GOAWAY: no new streams.
+    going_away: bool,
+}
+
+async fn spdy_session(ip: String, session: actix_ws::Session, messages: actix_ws::MessageStream) {
+    let mut messages = messages.aggregate_continuations();
     let mut pongs = session.clone();
-    let out = sender(session);
+    let mut spdy = SpdySession {
+        ip,
+        out: sender(session),
+        writer: FrameWriter::default(),
+        forwards: HashMap::new(),
+        error_streams: HashMap::new(),
+        going_away: false,
+    };
     let mut reader = FrameReader::default();
-    let mut writer = FrameWriter::default();
-    // By data stream; and each request's error stream, for a failed dial to be told on.
-    let mut forwards: HashMap<u32, Forward> = HashMap::new();
-    let mut error_streams: HashMap<String, u32> = HashMap::new();
     'session: while let Some(Ok(message)) = messages.next().await {
         match message {
-            actix_ws::Message::Binary(bytes) => reader.push(&bytes),
-            actix_ws::Message::Ping(ping) => {
+            AggregatedMessage::Binary(bytes) => reader.push(&bytes),
+            AggregatedMessage::Ping(ping) => {
                 let _ = pongs.pong(&ping).await;
                 continue;
             }
-            actix_ws::Message::Close(_) => break,
+            AggregatedMessage::Close(_) => break,
             _ => continue,
         }
         loop {
-            let frame = match reader.next_frame() {
-                Ok(Some(frame)) => frame,
+            match reader.next_frame() {
+                Ok(Some(frame)) => {
+                    if spdy.handle(frame).await.is_err() {
+                        break 'session;
+                    }
+                }
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "port-forward session ends");
                     break 'session;
                 }
-            };
-            match frame {
-                Frame::SynStream { stream, headers, .. } => {
-                    let header = |name: &str| {
-                        headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-                    };
-                    let request = header("requestid").unwrap_or("").to_string();
-                    let port = header("port").and_then(parse_port);
-                    let reply = writer.syn_reply(stream, &[]);
-                    match (header("streamtype"), port) {
-                        (Some("error"), Some(_)) => {
-                            if out.send(reply).await.is_err() {
-                                break 'session;
-                            }
-                            error_streams.insert(request, stream);
-                        }
-                        (Some("data"), Some(port)) => {
-                            if out.send(reply).await.is_err() {
-                                break 'session;
-                            }
-                            let (to_pod, from_client) = mpsc::channel(QUEUE);
-                            let errors = error_streams.remove(&request);
-                            let task = actix_web::rt::spawn(forward(
-                                (ip.clone(), port),
-                                (stream, errors),
-                                from_client,
-                                out.clone(),
-                            ));
-                            forwards.insert(stream, Forward { task, to_pod: Some(to_pod) });
-                        }
-                        _ => {
-                            let refused = spdy::rst_stream(stream, spdy::REFUSED_STREAM);
-                            if out.send(refused).await.is_err() {
-                                break 'session;
-                            }
-                        }
-                    }
-                }
-                Frame::Data { stream, fin, data } => {
-                    let Some(forward) = forwards.get_mut(&stream) else { continue };
-                    if let Some(to_pod) = &forward.to_pod {
-                        if !data.is_empty() && to_pod.send(data).await.is_err() {
-                            forward.to_pod = None;
-                        }
-                    }
-                    if fin {
-                        // The client has half-closed: so is the pod's connection, for writing.
-                        forward.to_pod = None;
-                    }
-                }
-                Frame::RstStream { stream, .. } => {
-                    if let Some(forward) = forwards.remove(&stream) {
-                        forward.task.abort();
-                    }
-                }
-                Frame::Ping(id) => {
-                    if out.send(spdy::ping(id)).await.is_err() {
-                        break 'session;
-                    }
-                }
-                Frame::GoAway => break 'session,
-                Frame::Ignored => {}
             }
         }
-        forwards.retain(|_, f| !f.task.is_finished());
+        spdy.forwards.retain(|_, f| !f.cancel.is_closed());
     }
-    for forward in forwards.into_values() {
-        forward.task.abort();
+    // Dropping the forwards cancels their tasks.
+}
+
+/// The websocket is gone.
+struct Gone;
+
+impl SpdySession {
+    async fn send(&self, frame: Bytes) -> Result<(), Gone> {
+        self.out.send(frame).await.map_err(|_| Gone)
+    }
+
+    async fn handle(&mut self, frame: Frame) -> Result<(), Gone> {
+        match frame {
+            Frame::SynStream { stream, headers, .. } => self.open(stream, &headers).await?,
+            Frame::Data { stream, fin, data } => {
+                let Some(forward) = self.forwards.get_mut(&stream) else { return Ok(()) };
+                if let (Some(to_pod), false) = (&forward.to_pod, data.is_empty()) {
+                    match tokio::time::timeout(STALL, to_pod.send(data)).await {
+                        Ok(Ok(())) => {}
+                        // The connection to the pod has ended.
+                        Ok(Err(_)) => forward.to_pod = None,
+                        Err(_) => {
+                            // The pod has read nothing for a long while: the stream goes,
+                            // not the session with its other streams.
+                            self.forwards.remove(&stream);
+                            return self.send(spdy::rst_stream(stream, spdy::CANCEL)).await;
+                        }
+                    }
+                }
+                if fin {
+                    // The client has half-closed: so is the pod's connection, for writing.
+                    forward.to_pod = None;
+                }
+            }
+            Frame::RstStream { stream, .. } => {
+                self.forwards.remove(&stream);
+            }
+            Frame::Ping(id) => self.send(spdy::ping(id)).await?,
+            // No new streams; those open go on.
+            Frame::GoAway => self.going_away = true,
+            Frame::Ignored => {}
+        }
+        Ok(())
+    }
+
+    /// A stream the client opens: answered, and for a data stream its connection dialled.
+    async fn open(&mut self, stream: u32, headers: &[(String, String)]) -> Result<(), Gone> {
+        let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let request = header("requestid").unwrap_or("").to_string();
+        let port = header("port").and_then(parse_port);
+        let refused = match (header("streamtype"), port) {
+            _ if self.going_away => Some(spdy::REFUSED_STREAM),
+            _ if self.forwards.contains_key(&stream) => Some(spdy::PROTOCOL_ERROR),
+            (Some("error"), Some(_)) if self.error_streams.len() >= MOST_PENDING => {
+                Some(spdy::REFUSED_STREAM)
+            }
+            (Some("error" | "data"), Some(_)) => None,
+            _ => Some(spdy::REFUSED_STREAM),
+        };
+        if let Some(status) = refused {
+            return self.send(spdy::rst_stream(stream, status)).await;
+        }
+        let reply = self.writer.syn_reply(stream, &[]);
+        self.send(reply).await?;
+        let Some(port) = port else { return Ok(()) };
+        if header("streamtype") == Some("error") {
+            self.error_streams.insert(request, stream);
+            return Ok(());
+        }
+        let (to_pod, from_client) = mpsc::channel(QUEUE);
+        let (cancel, cancelled) = oneshot::channel();
+        let errors = self.error_streams.remove(&request);
+        let streams = ForwardStreams { data: stream, errors };
+        let connection = forward((self.ip.clone(), port), streams, from_client, self.out.clone());
+        actix_web::rt::spawn(async move {
+            tokio::select! {
+                () = connection => {}
+                _ = cancelled => {}
+            }
+        });
+        self.forwards.insert(stream, Forward { to_pod: Some(to_pod), cancel });
+        Ok(())
     }
 }
 
-/// Copies one connection's bytes: the client's (`from_client`, ending when it half-closes)
-/// to the pod's port, and the pod's back as DATA frames on `data_stream`, ending with FIN.
-/// When both directions are done, or the dial failed (told as text), the error stream is
-/// closed.
+/// The SPDY streams of one forwarded connection.
+#[derive(Clone, Copy)]
+struct ForwardStreams {
+    data: u32,
+    errors: Option<u32>,
+}
+
+impl ForwardStreams {
+    /// The frames that end the error stream, after `text` when there is any.
+    fn close_errors(&self, text: &[u8]) -> Vec<Bytes> {
+        let Some(errors) = self.errors else { return Vec::new() };
+        let mut frames = Vec::new();
+        if !text.is_empty() {
+            frames.push(spdy::data(errors, false, text));
+        }
+        frames.push(spdy::data(errors, true, b""));
+        frames
+    }
+}
+
+/// Copies one connection's bytes, as the kubelet does: the client's (`from_client`, ending
+/// when it half-closes) to the pod's port, and the pod's back as DATA frames on the data
+/// stream, ending with FIN; the connection is over when the pod's side ends. A failed dial is
+/// told as text on the error stream. The error stream is closed at the end, also when the
+/// client resets the data stream (this future dropped: see `SpdySession::open`).
 async fn forward(
     (ip, port): (String, u16),
-    (data_stream, error_stream): (u32, Option<u32>),
+    streams: ForwardStreams,
     mut from_client: mpsc::Receiver<Bytes>,
     out: mpsc::Sender<Bytes>,
 ) {
-    let close_errors = |text: &[u8]| {
-        let mut frames = Vec::new();
-        if let Some(errors) = error_stream {
-            if !text.is_empty() {
-                frames.push(spdy::data(errors, false, text));
+    // Sent from a task of its own, so that it goes out however this future ends.
+    struct CloseErrors(Option<(ForwardStreams, mpsc::Sender<Bytes>)>);
+    impl Drop for CloseErrors {
+        fn drop(&mut self) {
+            if let Some((streams, out)) = self.0.take() {
+                actix_web::rt::spawn(async move {
+                    for frame in streams.close_errors(b"") {
+                        if out.send(frame).await.is_err() {
+                            return;
+                        }
+                    }
+                });
             }
-            frames.push(spdy::data(errors, true, b""));
         }
-        frames
-    };
+    }
     let connection = match tokio::net::TcpStream::connect((ip.as_str(), port)).await {
         Ok(connection) => connection,
         Err(e) => {
             let text = format!("error forwarding port {port} to pod at {ip}: dial: {e}");
-            for frame in close_errors(text.as_bytes()) {
+            for frame in streams.close_errors(text.as_bytes()) {
                 let _ = out.send(frame).await;
             }
-            let _ = out.send(spdy::data(data_stream, true, b"")).await;
+            let _ = out.send(spdy::data(streams.data, true, b"")).await;
             return;
         }
     };
+    let _close_errors = CloseErrors(Some((streams, out.clone())));
     let (mut from_pod, mut to_pod) = connection.into_split();
     let upstream = async {
         while let Some(chunk) = from_client.recv().await {
@@ -255,17 +323,20 @@ async fn forward(
             match from_pod.read(&mut buffer).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if out.send(spdy::data(data_stream, false, &buffer[..n])).await.is_err() {
+                    if out.send(spdy::data(streams.data, false, &buffer[..n])).await.is_err() {
                         return;
                     }
                 }
             }
         }
-        let _ = out.send(spdy::data(data_stream, true, b"")).await;
+        let _ = out.send(spdy::data(streams.data, true, b"")).await;
     };
-    futures::future::join(upstream, downstream).await;
-    for frame in close_errors(b"") {
-        let _ = out.send(frame).await;
+    tokio::pin!(upstream, downstream);
+    // The client's half-close leaves the pod's answer to come; the pod's end ends it.
+    if let futures::future::Either::Right(((), downstream)) =
+        futures::future::select(downstream, upstream).await
+    {
+        downstream.await;
     }
 }
 
@@ -274,8 +345,9 @@ async fn channel_session(
     ip: String,
     ports: Vec<u16>,
     session: actix_ws::Session,
-    mut messages: actix_ws::MessageStream,
+    messages: actix_ws::MessageStream,
 ) {
+    let mut messages = messages.aggregate_continuations();
     let mut pongs = session.clone();
     let out = sender(session);
     let mut writers = Vec::new();
@@ -314,15 +386,15 @@ async fn channel_session(
     drop(out);
     while let Some(Ok(message)) = messages.next().await {
         match message {
-            actix_ws::Message::Binary(data) if !data.is_empty() => {
+            AggregatedMessage::Binary(data) if !data.is_empty() => {
                 if let Some((_, write)) = writers.iter_mut().find(|(c, _)| *c == data[0]) {
                     let _ = write.write_all(&data[1..]).await;
                 }
             }
-            actix_ws::Message::Ping(ping) => {
+            AggregatedMessage::Ping(ping) => {
                 let _ = pongs.pong(&ping).await;
             }
-            actix_ws::Message::Close(_) => break,
+            AggregatedMessage::Close(_) => break,
             _ => {}
         }
     }

@@ -2,7 +2,8 @@
 //! draft): frames cut from a byte stream as its pieces arrive, and header blocks compressed by
 //! zlib over SPDY's fixed dictionary, with one compression context per direction that lives as
 //! long as the connection. Flow control (WINDOW_UPDATE) is read and ignored, as the Go
-//! implementations kubectl and the kubelet use do.
+//! implementation kubectl and the kubelet use does; so are SETTINGS, and HEADERS and a
+//! client's SYN_REPLY once their header blocks are inflated.
 
 use std::sync::LazyLock;
 
@@ -10,7 +11,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
 const VERSION: u16 = 3;
-/// A frame's length is 24 bits; a header block is held to this much once inflated.
+/// A frame's length is 24 bits; a header block is held to this much once inflated, and a
+/// control frame to this much as it comes.
 const MOST_HEADER_BYTES: usize = 256 * 1024;
 const FLAG_FIN: u8 = 0x01;
 
@@ -19,9 +21,13 @@ const SYN_REPLY: u16 = 2;
 const RST_STREAM: u16 = 3;
 const PING: u16 = 6;
 const GOAWAY: u16 = 7;
+const HEADERS: u16 = 8;
 
-/// RST_STREAM's status for a stream the receiver refuses.
+/// RST_STREAM's statuses: a frame that breaks the protocol (a stream opened twice), a
+/// stream the receiver refuses, a stream given up.
+pub const PROTOCOL_ERROR: u32 = 1;
 pub const REFUSED_STREAM: u32 = 3;
+pub const CANCEL: u32 = 5;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpdyError {
@@ -169,6 +175,9 @@ impl FrameReader {
             return Ok(None);
         }
         let length = u32::from_be_bytes([0, self.buffer[5], self.buffer[6], self.buffer[7]]);
+        if self.buffer[0] & 0x80 != 0 && length as usize > MOST_HEADER_BYTES {
+            return Err(SpdyError::Malformed("control (too large)"));
+        }
         if self.buffer.len() < 8 + length as usize {
             return Ok(None);
         }
@@ -207,6 +216,14 @@ impl FrameReader {
                 Frame::Ping(frame.get_u32())
             }
             GOAWAY => Frame::GoAway,
+            // Their header blocks are inflated all the same: the compression context runs
+            // through every block of the connection.
+            SYN_REPLY | HEADERS => {
+                need(&frame, 4, "SYN_REPLY or HEADERS")?;
+                frame.advance(4);
+                self.headers(&frame)?;
+                Frame::Ignored
+            }
             _ => Frame::Ignored,
         }))
     }
@@ -214,7 +231,7 @@ impl FrameReader {
     /// A header block: inflated in the connection's one context, then `count` and each name
     /// and value after its length.
     fn headers(&mut self, block: &[u8]) -> Result<Vec<(String, String)>, SpdyError> {
-        let mut plain = Vec::with_capacity(block.len() * 4 + 64);
+        let mut plain = Vec::with_capacity((block.len() * 4 + 64).min(MOST_HEADER_BYTES));
         let mut input = block;
         loop {
             if plain.capacity() - plain.len() < 256 {
@@ -431,6 +448,12 @@ mod tests {
         let mut reader = FrameReader::default();
         reader.push(&reply);
         assert_eq!(reader.next_frame(), Ok(Some(Frame::Ignored)));
+        // The reply's block went through the reader's context: the next one still inflates.
+        reader.push(&server.syn_reply(3, &[("a", "b")]));
+        assert_eq!(reader.next_frame(), Ok(Some(Frame::Ignored)));
+        let mut huge = FrameReader::default();
+        huge.push(&[0x80, 0x03, 0x00, 0x01, 0, 0x10, 0, 0]);
+        assert_eq!(huge.next_frame(), Err(SpdyError::Malformed("control (too large)")));
 
         let mut old = FrameReader::default();
         old.push(&[0x80, 0x02, 0x00, 0x06, 0, 0, 0, 4, 0, 0, 0, 1]);

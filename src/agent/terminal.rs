@@ -15,11 +15,11 @@ use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::ExecTarget;
 use rustix::pty::OpenptFlags;
 use serde::Deserialize;
-use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::unix::AsyncFd;
 
 use super::debugging::{
-    exit_status, framed, upgrade, CLIENT_SETUP, CLOSE, ERROR, PROTOCOLS, STDIN, STDOUT,
+    exit_status, finish, framed, not_started, upgrade, CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN,
+    STDOUT,
 };
 use super::http::AgentHttpError;
 
@@ -45,7 +45,9 @@ struct Pty {
 }
 
 fn open_pty() -> std::io::Result<Pty> {
-    let controller = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    // Close-on-exec: no command the agent starts may hold another's terminal.
+    let controller =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     rustix::pty::grantpt(&controller)?;
     rustix::pty::unlockpt(&controller)?;
     let name = rustix::pty::ptsname(&controller, Vec::new())?;
@@ -55,6 +57,54 @@ fn open_pty() -> std::io::Result<Pty> {
         rustix::fs::Mode::empty(),
     )?;
     Ok(Pty { controller, terminal })
+}
+
+/// The pty's controlling side, read and written without blocking a thread: once it is
+/// dropped (the exec over), the terminal hangs up, whatever still holds it.
+struct Controller(AsyncFd<OwnedFd>);
+
+impl Controller {
+    fn new(fd: OwnedFd) -> std::io::Result<Self> {
+        let flags = rustix::fs::fcntl_getfl(&fd)?;
+        rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
+        // `AsyncFd::new` is deprecated for types whose descriptor may change under it (its
+        // replacement, `register`, is unsafe); an OwnedFd keeps its descriptor until dropped.
+        #[allow(deprecated)]
+        let registered = AsyncFd::new(fd)?;
+        Ok(Controller(registered))
+    }
+
+    /// What the terminal shows next; 0 once every holder of the terminal has closed it.
+    async fn read(&self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            match ready.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut *buffer)?)) {
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    /// Types `bytes` into the terminal.
+    async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let mut ready = self.0.writable().await?;
+            if let Ok(written) = ready.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), bytes)?)) {
+                bytes = &bytes[written?..];
+            }
+        }
+        Ok(())
+    }
+
+    fn resize(&self, size: TerminalSize) {
+        let size = rustix::termios::Winsize {
+            ws_row: size.height,
+            ws_col: size.width,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let _ = rustix::termios::tcsetwinsize(self.0.get_ref(), size);
+    }
 }
 
 /// The command line that runs `argv` in a session of its own on the terminal: this binary's
@@ -100,28 +150,34 @@ pub async fn exec(
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
-            let mut session = session;
-            let status = json!({"metadata": {}, "status": "Failure",
-                "message": format!("exec {argv:?}: {e}"), "reason": "InternalError"});
-            let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
-            let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+            finish(session, not_started(&argv, &e)).await;
             return Ok(response);
         }
     };
-    let controller = std::fs::File::from(pty.controller);
-    let resizer = controller.try_clone().map_err(failed)?;
-    let mut typed = tokio::fs::File::from_std(controller.try_clone().map_err(failed)?);
-    let mut shown = tokio::fs::File::from_std(controller);
+    let controller = match Controller::new(pty.controller) {
+        Ok(controller) => controller,
+        Err(e) => {
+            let _ = child.start_kill();
+            finish(session, not_started(&argv, &e)).await;
+            return Ok(response);
+        }
+    };
     actix_web::rt::spawn(async move {
         tokio::time::sleep(CLIENT_SETUP).await;
         let mut out = session.clone();
+        let controller = &controller;
+        // Whether the client is still there when the terminal has nothing more to show.
         let output = async move {
             let mut buffer = vec![0u8; 16 * 1024];
-            while let Ok(n) = shown.read(&mut buffer).await {
-                if n == 0 || out.binary(framed(STDOUT, &buffer[..n])).await.is_err() {
+            while let Ok(n) = controller.read(&mut buffer).await {
+                if n == 0 {
                     break;
                 }
+                if out.binary(framed(STDOUT, &buffer[..n])).await.is_err() {
+                    return false;
+                }
             }
+            true
         };
         let input = async {
             while let Some(Ok(message)) = messages.next().await {
@@ -132,27 +188,16 @@ pub async fn exec(
                     _ => continue,
                 };
                 match data.first() {
-                    Some(&STDIN) => {
-                        if typed.write_all(&data[1..]).await.is_err() {
-                            break;
-                        }
-                        let _ = typed.flush().await;
-                    }
+                    Some(&STDIN) if controller.write_all(&data[1..]).await.is_err() => break,
+                    Some(&STDIN) => {}
                     Some(&RESIZE) => {
                         if let Ok(size) = serde_json::from_slice::<TerminalSize>(&data[1..]) {
-                            let size = rustix::termios::Winsize {
-                                ws_row: size.height,
-                                ws_col: size.width,
-                                ws_xpixel: 0,
-                                ws_ypixel: 0,
-                            };
-                            let _ = rustix::termios::tcsetwinsize(&resizer, size);
+                            controller.resize(size);
                         }
                     }
                     _ if data[..] == [CLOSE, STDIN] => {
                         // A terminal cannot be half-closed: its end of input is typed.
-                        let _ = typed.write_all(&[END_OF_TRANSMISSION]).await;
-                        let _ = typed.flush().await;
+                        let _ = controller.write_all(&[END_OF_TRANSMISSION]).await;
                     }
                     _ => {}
                 }
@@ -160,7 +205,13 @@ pub async fn exec(
         };
         tokio::pin!(output);
         let code = tokio::select! {
-            () = &mut output => child.wait().await,
+            client_there = &mut output => {
+                if !client_there {
+                    // Nobody reads the terminal any more.
+                    let _ = child.start_kill();
+                }
+                child.wait().await
+            }
             exited = child.wait() => {
                 // What it printed last is still to be read; a process it left in the background
                 // may hold the terminal open, but the exec is over.
@@ -173,10 +224,7 @@ pub async fn exec(
                 child.wait().await
             }
         };
-        let code = code.ok().and_then(|s| s.code());
-        let mut session = session;
-        let _ = session.binary(framed(ERROR, exit_status(code).to_string().as_bytes())).await;
-        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+        finish(session, exit_status(code.ok().and_then(|s| s.code()))).await;
     });
     Ok(response)
 }

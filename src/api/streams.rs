@@ -125,7 +125,7 @@ pub async fn serve(
 }
 
 /// The agent's refusal as the client's error: what it says of the request (a container not
-/// running, a tty asked for) is the client's 400; anything else is 503. Its text is read up
+/// running, stdin asked of attach) is the client's 400; anything else is 503. Its text is read up
 /// to [`MOST_ERROR_BYTES`].
 async fn refusal(mut answered: reqwest::Response, node: &str) -> HttpError {
     let status = answered.status().as_u16();

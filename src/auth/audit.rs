@@ -41,11 +41,12 @@ pub struct Rotation {
     pub max_age: Option<Duration>,
 }
 
-/// The file being written, and how much it holds.
+/// The file being written, and how much it holds; when the log was last rotated.
 #[derive(Debug)]
 struct Current {
     file: LineWriter<File>,
     bytes: u64,
+    rotated: Option<DateTime<Utc>>,
 }
 
 /// The time format of a rotated log's name (lumberjack's, which kube-apiserver uses).
@@ -57,7 +58,7 @@ fn open_appending(path: &Path) -> std::io::Result<Current> {
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let file = options.open(path)?;
     let bytes = file.metadata()?.len();
-    Ok(Current { file: LineWriter::new(file), bytes })
+    Ok(Current { file: LineWriter::new(file), bytes, rotated: None })
 }
 
 /// One request's record.
@@ -117,11 +118,15 @@ impl AuditLog {
         NaiveDateTime::parse_from_str(time, BACKUP_TIME).ok()
     }
 
-    /// Renames the log with the time (a millisecond later while that name is taken), and
-    /// begins a new one.
+    /// Renames the log with the time (always later than the last rotation's, and a
+    /// millisecond later while that name is taken), and begins a new one. When no new one can
+    /// be opened, the log keeps its name and the records their file.
     fn rotate(&self, current: &mut Current) -> std::io::Result<()> {
         current.file.flush()?;
         let mut time = Utc::now();
+        if let Some(last) = current.rotated {
+            time = time.max(last + chrono::Duration::milliseconds(1));
+        }
         let backup = loop {
             let name = self.backup_name(time).ok_or(std::io::ErrorKind::InvalidInput)?;
             if !name.exists() {
@@ -130,7 +135,13 @@ impl AuditLog {
             time += chrono::Duration::milliseconds(1);
         };
         std::fs::rename(&self.path, &backup)?;
-        *current = open_appending(&self.path)?;
+        match open_appending(&self.path) {
+            Ok(new) => *current = Current { rotated: Some(time), ..new },
+            Err(error) => {
+                std::fs::rename(&backup, &self.path)?;
+                return Err(error);
+            }
+        }
         Ok(())
     }
 
@@ -226,21 +237,22 @@ mod tests {
         let path = dir.path().join("audit.log");
         let rotation = Rotation { max_bytes: 100, max_backups: 2, max_age: None };
         let log = AuditLog::open(&path, rotation).unwrap();
-        let line = format!("{{\"n\":\"{}\"}}", "x".repeat(30)); // 39 bytes with its newline
-        for _ in 0..11 {
-            log.write_line(&line);
+        // 39 bytes each with its newline: two fit in 100.
+        let line = |n: usize| format!("{{\"n\":\"{n:02}{}\"}}", "x".repeat(28));
+        for n in 0..11 {
+            log.write_line(&line(n));
         }
         let names = files(dir.path());
         assert_eq!(names.len(), 3, "the log and two backups: {names:?}");
         assert_eq!(names.last().map(String::as_str), Some("audit.log"));
-        for backup in &names[..2] {
+        // 11 lines: five rotations of two, the newest two backups kept, in the order of the
+        // times in their names; the last line in the new log.
+        for (backup, first) in names[..2].iter().zip([6, 8]) {
             assert!(log.backup_time(backup).is_some(), "{backup}");
             let text = std::fs::read_to_string(dir.path().join(backup)).unwrap();
-            assert_eq!(text, format!("{line}\n{line}\n"), "two lines fit in 100 bytes");
+            assert_eq!(text, format!("{}\n{}\n", line(first), line(first + 1)), "{backup}");
         }
-        // 11 lines: five rotations of two, the last line in the new log.
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{line}\n"));
-        assert!(names[0] < names[1], "times in the names order them");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{}\n", line(10)));
     }
 
     #[test]

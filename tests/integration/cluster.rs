@@ -399,8 +399,9 @@ impl Forwarding {
         Forwarding { child, local_port, errors }
     }
 
-    /// Writes `request` into a new local connection, half-closes it, and reads to the end.
-    fn exchange(&self, request: &[u8]) -> Vec<u8> {
+    /// Writes `request` into a new local connection, half-closes it (or not), and reads to
+    /// the end: the pod's end of the connection, or its refusal.
+    fn exchange(&self, request: &[u8], half_close: bool) -> Vec<u8> {
         use std::io::{Read, Write};
         let mut connection = std::net::TcpStream::connect(("127.0.0.1", self.local_port)).unwrap();
         connection.set_read_timeout(Some(WAIT)).unwrap();
@@ -408,7 +409,9 @@ impl Forwarding {
         let request = request.to_vec();
         let writer = std::thread::spawn(move || {
             writing.write_all(&request).unwrap();
-            writing.shutdown(std::net::Shutdown::Write).unwrap();
+            if half_close {
+                writing.shutdown(std::net::Shutdown::Write).unwrap();
+            }
         });
         let mut answer = Vec::new();
         connection.read_to_end(&mut answer).unwrap();
@@ -459,8 +462,10 @@ fn kubectl_port_forward_reaches_the_pods_ports() {
     });
 
     let web = Forwarding::start(&kubectl, "web", 9376);
-    for _ in 0..2 {
-        let answer = web.exchange(b"GET / HTTP/1.0\r\n\r\n");
+    // The pod closes first, or the client half-closes first: either way the local connection
+    // ends when the pod's has.
+    for half_close in [false, true] {
+        let answer = web.exchange(b"GET / HTTP/1.0\r\n\r\n", half_close);
         assert!(String::from_utf8_lossy(&answer).ends_with("web"), "{answer:?}");
     }
     drop(web);
@@ -468,12 +473,12 @@ fn kubectl_port_forward_reaches_the_pods_ports() {
     let echo = Forwarding::start(&kubectl, "echo", 7000);
     let sent: Vec<u8> =
         (0..4_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
-    let echoed = echo.exchange(&sent);
+    let echoed = echo.exchange(&sent, true);
     assert!(echoed == sent, "{} of {} bytes came back", echoed.len(), sent.len());
     drop(echo);
 
     let mut closed = Forwarding::start(&kubectl, "web", 9999);
-    assert_eq!(closed.exchange(b"hello"), b"", "nothing answers on 9999");
+    assert_eq!(closed.exchange(b"hello", false), b"", "nothing answers on 9999");
     let told = closed.errors.recv_timeout(WAIT).unwrap_or_default();
     assert!(told.contains("error forwarding port 9999") && told.contains("refused"), "{told}");
     let status = closed.child.wait().unwrap();

@@ -324,8 +324,11 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
     crate::util::wait_until(std::time::Duration::from_secs(30), "view grants leases", || {
         can_get_leases() == "yes\n"
     });
-    let admin = root.ok(&["get", "clusterrole", "admin", "-o", "json"]);
-    assert!(admin.contains(r#""leases""#) && admin.contains("aggregationRule"), "{admin}");
+    // `admin` through `edit`, which aggregates `view`: an update after an update.
+    crate::util::wait_until(std::time::Duration::from_secs(30), "admin grants leases", || {
+        let admin = root.ok(&["get", "clusterrole", "admin", "-o", "json"]);
+        admin.contains(r#""leases""#) && admin.contains("aggregationRule")
+    });
     root.ok(&["delete", "clusterrole", "lease-viewer"]);
     crate::util::wait_until(std::time::Duration::from_secs(30), "and no longer", || {
         can_get_leases() == "no\n"

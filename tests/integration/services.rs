@@ -258,14 +258,12 @@ fn the_kubernetes_service_leads_pods_to_the_api_server() {
         "targetPort": secure_port.parse::<u16>().unwrap()}])
     );
     assert_eq!(service["metadata"]["labels"]["component"], "apiserver");
-    let endpoints = kubectl.ok(&[
-        "get",
-        "endpoints",
-        "kubernetes",
-        "-o",
-        "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}",
-    ]);
-    assert_eq!(endpoints, format!("127.0.0.1:{secure_port}"));
+    // The Endpoints follow the Service.
+    let jsonpath = "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}";
+    wait_until(WAIT, "the kubernetes endpoints", || {
+        let (_, endpoints, _) = kubectl.run(&["get", "endpoints", "kubernetes", "-o", jsonpath]);
+        endpoints == format!("127.0.0.1:{secure_port}")
+    });
 
     assert_eq!(
         server.post("/api/v1/namespaces", &json!({"metadata": {"name": "elsewhere"}})).0,

@@ -43,16 +43,19 @@ pub async fn environment(
     let mut env: Vec<(String, String)> = Vec::new();
     let links = ctx.pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
     let services = resources::core("services");
+    let mut own_kubernetes = false;
     if links {
         if let Ok(list) = client.list(services, Some(namespace), &Default::default()).await {
             for item in list.items {
                 if let Ok(service) = serde_json::from_value::<Service>(item) {
+                    own_kubernetes |= service.metadata.name.as_deref() == Some("kubernetes");
                     env.extend(service_variables(&service));
                 }
             }
         }
     }
-    if !links || namespace != "default" {
+    // A `kubernetes` Service of the pod's own namespace wins, as with the kubelet.
+    if !own_kubernetes {
         // The API server's own Service (`KUBERNETES_SERVICE_HOST`...) reaches every pod, links
         // or not, as the kubelet gives it.
         if let Ok(item) = client.get(services, "default", "kubernetes").await {
