@@ -117,14 +117,28 @@ impl Running {
 }
 
 /// Creates the bootstrap roles and bindings that are missing (Kubernetes' RBAC bootstrap
-/// policy; a user's changes to existing ones are kept).
+/// policy; a user's changes to existing ones are kept). A role that aggregates now, stored
+/// by an older kplane without its `aggregationRule`, gets it when it still carries the
+/// `autoupdate` annotation, as Kubernetes' reconciliation of its bootstrap roles adds it.
 async fn create_bootstrap_policy(client: &dyn ApiClient) -> Result<(), ApiError> {
     use kplane_actors::model::resources;
+    const AUTOUPDATE: &str = "/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate";
     for (plural, object) in crate::auth::rbac::bootstrap_policy() {
         let resource = resources::find(resources::RBAC_GROUP, "v1", plural)
             .expect("RBAC resources are served");
+        let aggregation = object.get("aggregationRule").cloned();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
         match client.create(resource, "", object).await {
-            Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+            Ok(_) => {}
+            Err(ApiError::AlreadyExists { .. }) => {
+                let Some(aggregation) = aggregation else { continue };
+                let mut stored = client.get(resource, "", &name).await?;
+                let updatable = stored.pointer(AUTOUPDATE).and_then(|v| v.as_str()) == Some("true");
+                if updatable && stored.get("aggregationRule").is_none() {
+                    stored["aggregationRule"] = aggregation;
+                    client.update(resource, "", stored).await?;
+                }
+            }
             Err(e) => return Err(e),
         }
     }

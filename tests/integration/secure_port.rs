@@ -481,3 +481,22 @@ fn the_audit_log_rotates_at_its_size() {
         assert_eq!(event["kind"], "Event");
     }
 }
+
+/// A data directory of an older kplane, whose `view` was written out without its
+/// `aggregationRule`, gets the rule at the next start, as Kubernetes reconciles its bootstrap
+/// roles; one whose `autoupdate` annotation was turned off is left as it is.
+#[test]
+fn older_bootstrap_roles_are_given_their_aggregation_rule() {
+    let mut server = Server::start();
+    let path = |name: &str| format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}");
+    for (name, autoupdate) in [("view", "true"), ("edit", "false")] {
+        let mut role = server.get(&path(name)).1;
+        role.as_object_mut().unwrap().remove("aggregationRule");
+        role["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] =
+            Value::from(autoupdate);
+        assert_eq!(server.put(&path(name), &role).0, 200);
+    }
+    server.restart();
+    assert!(server.get(&path("view")).1["aggregationRule"].is_object());
+    assert!(server.get(&path("edit")).1.get("aggregationRule").is_none());
+}
