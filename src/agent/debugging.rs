@@ -139,6 +139,20 @@ pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
     frame
 }
 
+/// The next message of an exec's client, until it closes. Text frames carry channels as
+/// binary ones do (the Python client sends its stdin as text), as the kubelet reads them.
+pub(super) async fn next_message(messages: &mut actix_ws::MessageStream) -> Option<bytes::Bytes> {
+    while let Some(Ok(message)) = messages.next().await {
+        match message {
+            actix_ws::Message::Binary(data) => return Some(data),
+            actix_ws::Message::Text(text) => return Some(text.into_bytes()),
+            actix_ws::Message::Close(_) => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Ends an exec's websocket: its final status on the error channel, then a normal close.
 pub(super) async fn finish(mut session: actix_ws::Session, status: Value) {
     let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
@@ -220,15 +234,7 @@ async fn exec(
         let out = stdout.map(|p| pump(STDOUT, Box::new(p), session.clone()));
         let err = stderr.map(|p| pump(STDERR, Box::new(p), session.clone()));
         let input = async {
-            while let Some(Ok(message)) = messages.next().await {
-                // Text frames carry channels as binary ones do (the Python client sends its
-                // stdin as text), as the kubelet reads them.
-                let data = match message {
-                    actix_ws::Message::Binary(data) => data,
-                    actix_ws::Message::Text(text) => text.into_bytes(),
-                    actix_ws::Message::Close(_) => break,
-                    _ => continue,
-                };
+            while let Some(data) = next_message(&mut messages).await {
                 if data.first() == Some(&STDIN) {
                     if let Some(pipe) = stdin.as_mut() {
                         if pipe.write_all(&data[1..]).await.is_err() {

@@ -10,7 +10,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use futures::StreamExt;
 use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::ExecTarget;
 use rustix::pty::OpenptFlags;
@@ -18,8 +17,8 @@ use serde::Deserialize;
 use tokio::io::unix::AsyncFd;
 
 use super::debugging::{
-    exit_status, finish, framed, not_started, upgrade, CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN,
-    STDOUT,
+    exit_status, finish, framed, next_message, not_started, upgrade, CLIENT_SETUP, CLOSE,
+    PROTOCOLS, STDIN, STDOUT,
 };
 use super::http::AgentHttpError;
 
@@ -180,13 +179,7 @@ pub async fn exec(
             true
         };
         let input = async {
-            while let Some(Ok(message)) = messages.next().await {
-                let data = match message {
-                    actix_ws::Message::Binary(data) => data,
-                    actix_ws::Message::Text(text) => text.into_bytes(),
-                    actix_ws::Message::Close(_) => break,
-                    _ => continue,
-                };
+            while let Some(data) = next_message(&mut messages).await {
                 match data.first() {
                     Some(&STDIN) if controller.write_all(&data[1..]).await.is_err() => break,
                     Some(&STDIN) => {}
