@@ -149,6 +149,7 @@ struct RawServer {
     insecure_bind_address: String,
     secure_port: u16,
     bind_address: String,
+    advertise_address: String,
     max_request_body_bytes: usize,
     max_requests_inflight: usize,
     max_mutating_requests_inflight: usize,
@@ -208,6 +209,7 @@ impl Default for RawServer {
             insecure_bind_address: "127.0.0.1".into(),
             secure_port: 6443,
             bind_address: "0.0.0.0".into(),
+            advertise_address: String::new(),
             max_request_body_bytes: 3 * 1024 * 1024,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
@@ -273,6 +275,9 @@ pub struct Settings {
     pub disable_transparent_huge_pages: bool,
     pub insecure_addr: SocketAddr,
     pub secure_addr: SocketAddr,
+    /// Where the `kubernetes` Service sends pods (`--advertise-address`); None: the secure
+    /// port's own address, 127.0.0.1 for a wildcard.
+    pub advertise_address: Option<std::net::Ipv4Addr>,
     pub max_request_body_bytes: usize,
     /// Requests in flight past which the server answers 429 (`0`: no limit).
     pub max_requests_inflight: usize,
@@ -410,6 +415,18 @@ impl Settings {
         };
         let insecure_ip = ip("server.insecure_bind_address", &raw.server.insecure_bind_address)?;
         let secure_ip = ip("server.bind_address", &raw.server.bind_address)?;
+        let advertise_address = match raw.server.advertise_address.as_str() {
+            "" => None,
+            text => match ip("server.advertise_address", text)? {
+                IpAddr::V4(v4) if !v4.is_unspecified() => Some(v4),
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        key: "server.advertise_address",
+                        message: format!("{text:?} is not an IPv4 address pods can reach"),
+                    })
+                }
+            },
+        };
         let at_least = |key: &'static str, value: usize, min: usize| {
             if value < min {
                 Err(ConfigError::Invalid {
@@ -476,6 +493,7 @@ impl Settings {
             disable_transparent_huge_pages: raw.disable_transparent_huge_pages,
             insecure_addr: SocketAddr::new(insecure_ip, raw.server.insecure_port),
             secure_addr: SocketAddr::new(secure_ip, raw.server.secure_port),
+            advertise_address,
             max_request_body_bytes: at_least(
                 "server.max_request_body_bytes",
                 raw.server.max_request_body_bytes,
@@ -791,6 +809,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("server.insecure_bind_address"), "{e}");
+        for bad in ["x", "0.0.0.0", "::1"] {
+            let file = format!("[server]\nadvertise_address = \"{bad}\"\n");
+            let e = load(&file, &[], Overrides::default()).unwrap_err().to_string();
+            assert!(e.contains("server.advertise_address"), "{bad}: {e}");
+        }
+        let file = "[server]\nadvertise_address = \"10.1.2.3\"\n";
+        let settings = load(file, &[], Overrides::default()).unwrap();
+        assert_eq!(settings.advertise_address, Some(std::net::Ipv4Addr::new(10, 1, 2, 3)));
     }
 
     #[test]

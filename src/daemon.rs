@@ -187,10 +187,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         addr => {
             let listener = std::net::TcpListener::bind(addr)
                 .map_err(|source| StartError::BindSecure { addr, source })?;
-            // In-cluster clients reach it at the `kubernetes` Service's address.
-            let service_ip = kubernetes_service_ip(settings).into();
+            // In-cluster clients reach it at the `kubernetes` Service's address, and at the
+            // address advertised to them.
+            let mut addresses = vec![kubernetes_service_ip(settings).into()];
+            addresses.extend(settings.advertise_address.map(std::net::IpAddr::from));
             let tls =
-                crate::auth::tls::server_config(&settings.tls, &settings.data_dir, &[service_ip])?;
+                crate::auth::tls::server_config(&settings.tls, &settings.data_dir, &addresses)?;
             Some((listener, tls))
         }
     };
@@ -422,12 +424,14 @@ fn kubernetes_service_ip(settings: &Settings) -> std::net::Ipv4Addr {
     first.into()
 }
 
-/// Where the `kubernetes` Service leads: the secure port, at its address (127.0.0.1 when it
-/// listens on every address). None when the secure port is off, or on IPv6.
+/// Where the `kubernetes` Service leads: the secure port, at the advertised address, or else
+/// its own (127.0.0.1 when it listens on every address). None when the secure port is off, or
+/// on IPv6 without an advertised address.
 fn kubernetes_service_config(settings: &Settings) -> Option<KubernetesServiceConfig> {
     let secure = settings.secure_addr;
     let address = match secure.ip() {
         _ if secure.port() == 0 => return None,
+        _ if settings.advertise_address.is_some() => settings.advertise_address?,
         std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST,
         std::net::IpAddr::V4(ip) => ip,
         std::net::IpAddr::V6(_) => return None,

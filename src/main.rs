@@ -91,6 +91,9 @@ struct ServerArgs {
     /// ABAC policies: one JSON Policy a line.
     #[arg(long)]
     authorization_policy_file: Option<String>,
+    /// The address pods reach the API server at (the `kubernetes` Service's endpoint).
+    #[arg(long)]
+    advertise_address: Option<String>,
     /// Audit log: one JSON event a request.
     #[arg(long)]
     audit_log_path: Option<String>,
@@ -183,6 +186,7 @@ fn server(args: ServerArgs) -> ExitCode {
             ("basic_auth_file", args.basic_auth_file),
             ("authorization_mode", args.authorization_mode),
             ("authorization_policy_file", args.authorization_policy_file),
+            ("advertise_address", args.advertise_address),
             ("audit_log_path", args.audit_log_path),
             ("audit_log_maxsize", args.audit_log_maxsize.map(|n| n.to_string())),
             ("audit_log_maxbackup", args.audit_log_maxbackup.map(|n| n.to_string())),

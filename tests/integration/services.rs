@@ -227,7 +227,7 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
 }
 
 /// The `kubernetes` Service kube-apiserver keeps: at the first address of the service range,
-/// port 443 to the secure port, with the API server's address in its Endpoints. Every pod gets
+/// port 443 to the secure port, with the API server's advertised address in its Endpoints. Every pod gets
 /// its variables, links or not, and reaches the API server through it with the server's own
 /// certificate, which names that address.
 #[test]
@@ -244,7 +244,9 @@ fn the_kubernetes_service_leads_pods_to_the_api_server() {
         ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
         ("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", &cluster_ips),
         ("KPLANE_SERVER__SECURE_PORT", &secure_port),
-        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1"),
+        ("KPLANE_SERVER__BIND_ADDRESS", "0.0.0.0"),
+        // Another loopback address than the one a wildcard would be taken for.
+        ("KPLANE_SERVER__ADVERTISE_ADDRESS", "127.0.0.2"),
     ]);
     let first = cluster_ips.replace(".0/24", ".1");
     let kubectl = server.kubectl();
@@ -262,7 +264,7 @@ fn the_kubernetes_service_leads_pods_to_the_api_server() {
     let jsonpath = "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}";
     wait_until(WAIT, "the kubernetes endpoints", || {
         let (_, endpoints, _) = kubectl.run(&["get", "endpoints", "kubernetes", "-o", jsonpath]);
-        endpoints == format!("127.0.0.1:{secure_port}")
+        endpoints == format!("127.0.0.2:{secure_port}")
     });
 
     assert_eq!(
