@@ -141,12 +141,15 @@ pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
 
 /// The next message of an exec's client, until it closes. Text frames carry channels as
 /// binary ones do (the Python client sends its stdin as text), as the kubelet reads them.
-pub(super) async fn next_message(messages: &mut actix_ws::MessageStream) -> Option<bytes::Bytes> {
+/// Fragmented messages come whole.
+pub(super) async fn next_message(
+    messages: &mut actix_ws::AggregatedMessageStream,
+) -> Option<bytes::Bytes> {
     while let Some(Ok(message)) = messages.next().await {
         match message {
-            actix_ws::Message::Binary(data) => return Some(data),
-            actix_ws::Message::Text(text) => return Some(text.into_bytes()),
-            actix_ws::Message::Close(_) => return None,
+            actix_ws::AggregatedMessage::Binary(data) => return Some(data),
+            actix_ws::AggregatedMessage::Text(text) => return Some(text.into_bytes()),
+            actix_ws::AggregatedMessage::Close(_) => return None,
             _ => {}
         }
     }
@@ -200,7 +203,8 @@ async fn exec(
         .stdin(if wants_stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let (response, session, mut messages) = upgrade(&req, payload, PROTOCOLS)?;
+    let (response, session, messages) = upgrade(&req, payload, PROTOCOLS)?;
+    let mut messages = messages.aggregate_continuations();
     let mut child = match huge_pages::spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
@@ -216,16 +220,17 @@ async fn exec(
         // ("Unknown stream id"): a command quicker than that lost its output (1 exec in 60 of
         // `echo`). Its output waits in the pipes for a moment.
         tokio::time::sleep(CLIENT_SETUP).await;
+        // Each pump: whether the client was still there when its pipe ended.
         let pump = |channel: u8,
                     mut pipe: Box<dyn tokio::io::AsyncRead + Unpin>,
                     mut session: actix_ws::Session| async move {
             let mut buf = vec![0u8; 16 * 1024];
             loop {
                 match pipe.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) | Err(_) => return true,
                     Ok(n) => {
                         if session.binary(framed(channel, &buf[..n])).await.is_err() {
-                            break;
+                            return false;
                         }
                     }
                 }
@@ -253,18 +258,25 @@ async fn exec(
         // Both outputs at once: a command filling one pipe must not wait on the other's reader.
         let outputs = futures::future::join(
             async {
-                if let Some(out) = out {
-                    out.await;
+                match out {
+                    Some(out) => out.await,
+                    None => true,
                 }
             },
             async {
-                if let Some(err) = err {
-                    err.await;
+                match err {
+                    Some(err) => err.await,
+                    None => true,
                 }
             },
         );
         tokio::select! {
-            _ = outputs => {}
+            (out_read, err_read) = outputs => {
+                if !(out_read && err_read) {
+                    // The client left while the command was printing: stop it.
+                    let _ = child.start_kill();
+                }
+            }
             () = input => {
                 // Nobody is left to read what it prints: stop the command.
                 let _ = child.start_kill();

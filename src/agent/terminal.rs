@@ -140,7 +140,8 @@ pub async fn exec(
     let stdio = || pty.terminal.try_clone().map(Stdio::from);
     command.stdin(stdio().map_err(failed)?).stdout(stdio().map_err(failed)?);
     command.stderr(stdio().map_err(failed)?).kill_on_drop(true);
-    let (response, session, mut messages) = upgrade(req, payload, PROTOCOLS)?;
+    let (response, session, messages) = upgrade(req, payload, PROTOCOLS)?;
+    let mut messages = messages.aggregate_continuations();
     let spawned = huge_pages::spawn(&mut command);
     // The command holds the terminal now: once it and its children have exited, reading the
     // controller ends (EIO).
