@@ -429,12 +429,14 @@ fn kubernetes_service_ip(settings: &Settings) -> std::net::Ipv4Addr {
 /// on IPv6 without an advertised address.
 fn kubernetes_service_config(settings: &Settings) -> Option<KubernetesServiceConfig> {
     let secure = settings.secure_addr;
-    let address = match secure.ip() {
-        _ if secure.port() == 0 => return None,
-        _ if settings.advertise_address.is_some() => settings.advertise_address?,
-        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST,
-        std::net::IpAddr::V4(ip) => ip,
-        std::net::IpAddr::V6(_) => return None,
+    if secure.port() == 0 {
+        return None;
+    }
+    let address = match (settings.advertise_address, secure.ip()) {
+        (Some(advertised), _) => advertised,
+        (None, std::net::IpAddr::V4(ip)) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST,
+        (None, std::net::IpAddr::V4(ip)) => ip,
+        (None, std::net::IpAddr::V6(_)) => return None,
     };
     Some(KubernetesServiceConfig {
         address,

@@ -69,7 +69,7 @@ fn flag(pairs: &[(String, String)], key: &str) -> bool {
 }
 
 /// A command run in a container's environment and working directory.
-fn command(
+pub(super) fn command(
     target: &ExecTarget,
     argv: &[String],
 ) -> Result<tokio::process::Command, AgentHttpError> {
@@ -111,25 +111,34 @@ async fn run(
     Ok(HttpResponse::Ok().content_type("text/plain").body(text))
 }
 
+/// An accepted websocket: the answer to send, the session to write to, the client's messages
+/// (fragmented ones whole) and the subprotocol agreed on, if any.
+pub(super) struct Upgraded {
+    pub response: HttpResponse,
+    pub session: actix_ws::Session,
+    pub messages: actix_ws::AggregatedMessageStream,
+    pub protocol: Option<&'static str>,
+}
+
 /// Accepts the websocket, agreeing on the first of `protocols` the client offered.
 pub(super) fn upgrade(
     req: &HttpRequest,
     payload: web::Payload,
     protocols: &[&'static str],
-) -> Result<(HttpResponse, actix_ws::Session, actix_ws::MessageStream), AgentHttpError> {
+) -> Result<Upgraded, AgentHttpError> {
     let offered: Vec<String> = req
         .headers()
         .get_all(SEC_WEBSOCKET_PROTOCOL)
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
         .collect();
-    let protocol = protocols.iter().find(|p| offered.iter().any(|o| o == *p));
+    let protocol = protocols.iter().copied().find(|p| offered.iter().any(|o| o == p));
     let (mut response, session, stream) = actix_ws::handle(req, payload)
         .map_err(|e| AgentHttpError::BadRequest(format!("a websocket upgrade is required: {e}")))?;
     if let Some(protocol) = protocol {
         response.headers_mut().insert(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(protocol));
     }
-    Ok((response, session, stream))
+    Ok(Upgraded { response, session, messages: stream.aggregate_continuations(), protocol })
 }
 
 pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
@@ -139,9 +148,8 @@ pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
     frame
 }
 
-/// The next message of an exec's client, until it closes. Text frames carry channels as
-/// binary ones do (the Python client sends its stdin as text), as the kubelet reads them.
-/// Fragmented messages come whole.
+/// The next message of a client, until it closes. Text frames carry channels as binary ones
+/// do (the Python client sends its stdin as text), as the kubelet reads them.
 pub(super) async fn next_message(
     messages: &mut actix_ws::AggregatedMessageStream,
 ) -> Option<bytes::Bytes> {
@@ -203,8 +211,7 @@ async fn exec(
         .stdin(if wants_stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let (response, session, messages) = upgrade(&req, payload, PROTOCOLS)?;
-    let mut messages = messages.aggregate_continuations();
+    let Upgraded { response, session, mut messages, .. } = upgrade(&req, payload, PROTOCOLS)?;
     let mut child = match huge_pages::spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
@@ -304,7 +311,7 @@ async fn attach(
     }
     let key = path.into_inner();
     let target = container(&state, key.clone()).await?;
-    let (response, session, mut messages) = upgrade(&req, payload, PROTOCOLS)?;
+    let Upgraded { response, session, mut messages, .. } = upgrade(&req, payload, PROTOCOLS)?;
     let agent = state.agent().clone();
     actix_web::rt::spawn(async move {
         let mut session = session;
@@ -313,8 +320,8 @@ async fn attach(
         let mut output = LogReader::new(false, None);
         loop {
             tokio::select! {
-                message = messages.next() => {
-                    if matches!(message, None | Some(Ok(actix_ws::Message::Close(_))) | Some(Err(_))) {
+                message = next_message(&mut messages) => {
+                    if message.is_none() {
                         break;
                     }
                 }

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use super::debugging::{framed, pairs, upgrade};
+use super::debugging::{framed, pairs, upgrade, Upgraded};
 use super::http::{AgentHttp, AgentHttpError};
 use super::spdy::{self, Frame, FrameReader, FrameWriter};
 
@@ -56,12 +56,8 @@ pub async fn serve(
             AgentHttpError::NotFound(format!("pod {namespace}/{pod} has no IP on this node"))
         })?;
     let ports = query_ports(&req)?;
-    let (response, session, messages) = upgrade(&req, payload, PROTOCOLS)?;
-    let spoken = response
-        .headers()
-        .get(actix_web::http::header::SEC_WEBSOCKET_PROTOCOL)
-        .and_then(|p| p.to_str().ok());
-    if spoken == Some(SPDY_PROTOCOL) {
+    let Upgraded { response, session, messages, protocol } = upgrade(&req, payload, PROTOCOLS)?;
+    if protocol == Some(SPDY_PROTOCOL) {
         actix_web::rt::spawn(spdy_session(ip, session, messages));
     } else if ports.is_empty() {
         return Err(AgentHttpError::BadRequest(
@@ -127,8 +123,11 @@ struct SpdySession {
     going_away: bool,
 }
 
-async fn spdy_session(ip: String, session: actix_ws::Session, messages: actix_ws::MessageStream) {
-    let mut messages = messages.aggregate_continuations();
+async fn spdy_session(
+    ip: String,
+    session: actix_ws::Session,
+    mut messages: actix_ws::AggregatedMessageStream,
+) {
     let mut pongs = session.clone();
     let mut spdy = SpdySession {
         ip,
@@ -238,11 +237,17 @@ impl SpdySession {
         let (cancel, cancelled) = oneshot::channel();
         let errors = self.error_streams.remove(&request);
         let streams = ForwardStreams { data: stream, errors };
-        let connection = forward((self.ip.clone(), port), streams, from_client, self.out.clone());
+        let out = self.out.clone();
+        let connection = forward((self.ip.clone(), port), streams, from_client, out.clone());
         actix_web::rt::spawn(async move {
             tokio::select! {
                 () = connection => {}
                 _ = cancelled => {}
+            }
+            // However it ended (the pod's end, a failed dial, the client's reset), its error
+            // stream is closed: kubectl closes the local connection only then.
+            if let Some(errors) = errors {
+                let _ = out.send(spdy::data(errors, true, b"")).await;
             }
         });
         self.forwards.insert(stream, Forward { to_pod: Some(to_pod), cancel });
@@ -257,57 +262,27 @@ struct ForwardStreams {
     errors: Option<u32>,
 }
 
-impl ForwardStreams {
-    /// The frames that end the error stream, after `text` when there is any.
-    fn close_errors(&self, text: &[u8]) -> Vec<Bytes> {
-        let Some(errors) = self.errors else { return Vec::new() };
-        let mut frames = Vec::new();
-        if !text.is_empty() {
-            frames.push(spdy::data(errors, false, text));
-        }
-        frames.push(spdy::data(errors, true, b""));
-        frames
-    }
-}
-
 /// Copies one connection's bytes, as the kubelet does: the client's (`from_client`, ending
 /// when it half-closes) to the pod's port, and the pod's back as DATA frames on the data
 /// stream, ending with FIN; the connection is over when the pod's side ends. A failed dial is
-/// told as text on the error stream. The error stream is closed at the end, also when the
-/// client resets the data stream (this future dropped: see `SpdySession::open`).
+/// told as text on the error stream (which `SpdySession::open` closes, however this ends).
 async fn forward(
     (ip, port): (String, u16),
     streams: ForwardStreams,
     mut from_client: mpsc::Receiver<Bytes>,
     out: mpsc::Sender<Bytes>,
 ) {
-    // Sent from a task of its own, so that it goes out however this future ends.
-    struct CloseErrors(Option<(ForwardStreams, mpsc::Sender<Bytes>)>);
-    impl Drop for CloseErrors {
-        fn drop(&mut self) {
-            if let Some((streams, out)) = self.0.take() {
-                actix_web::rt::spawn(async move {
-                    for frame in streams.close_errors(b"") {
-                        if out.send(frame).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        }
-    }
     let connection = match tokio::net::TcpStream::connect((ip.as_str(), port)).await {
         Ok(connection) => connection,
         Err(e) => {
-            let text = format!("error forwarding port {port} to pod at {ip}: dial: {e}");
-            for frame in streams.close_errors(text.as_bytes()) {
-                let _ = out.send(frame).await;
+            if let Some(errors) = streams.errors {
+                let text = format!("error forwarding port {port} to pod at {ip}: dial: {e}");
+                let _ = out.send(spdy::data(errors, false, text.as_bytes())).await;
             }
             let _ = out.send(spdy::data(streams.data, true, b"")).await;
             return;
         }
     };
-    let _close_errors = CloseErrors(Some((streams, out.clone())));
     let (mut from_pod, mut to_pod) = connection.into_split();
     let upstream = async {
         while let Some(chunk) = from_client.recv().await {
@@ -345,9 +320,8 @@ async fn channel_session(
     ip: String,
     ports: Vec<u16>,
     session: actix_ws::Session,
-    messages: actix_ws::MessageStream,
+    mut messages: actix_ws::AggregatedMessageStream,
 ) {
-    let mut messages = messages.aggregate_continuations();
     let mut pongs = session.clone();
     let out = sender(session);
     let mut writers = Vec::new();

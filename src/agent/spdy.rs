@@ -283,12 +283,13 @@ impl FrameReader {
 /// Writes frames; holds the compression context of this side's header blocks.
 pub struct FrameWriter {
     deflate: Compress,
-    primed: bool,
 }
 
 impl Default for FrameWriter {
     fn default() -> Self {
-        FrameWriter { deflate: Compress::new(Compression::default(), true), primed: false }
+        let mut deflate = Compress::new(Compression::default(), true);
+        deflate.set_dictionary(&DICTIONARY).expect("a fresh deflate takes a dictionary");
+        FrameWriter { deflate }
     }
 }
 
@@ -312,10 +313,6 @@ impl FrameWriter {
     }
 
     fn header_block(&mut self, headers: &[(&str, &str)]) -> Vec<u8> {
-        if !self.primed {
-            self.deflate.set_dictionary(&DICTIONARY).expect("a fresh deflate takes a dictionary");
-            self.primed = true;
-        }
         let mut plain = BytesMut::new();
         plain.put_u32(headers.len() as u32);
         for (name, value) in headers {

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use tokio::io::unix::AsyncFd;
 
 use super::debugging::{
-    exit_status, finish, framed, next_message, not_started, upgrade, CLIENT_SETUP, CLOSE,
-    PROTOCOLS, STDIN, STDOUT,
+    command, exit_status, finish, framed, next_message, not_started, upgrade, Upgraded,
+    CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
 };
 use super::http::AgentHttpError;
 
@@ -118,7 +118,7 @@ fn on_terminal(argv: &[String]) -> Vec<String> {
 
 /// Runs `argv` in `target`'s environment on a new pty, over the websocket `req` asks for.
 pub async fn exec(
-    target: ExecTarget,
+    mut target: ExecTarget,
     argv: Vec<String>,
     req: &HttpRequest,
     payload: web::Payload,
@@ -128,20 +128,15 @@ pub async fn exec(
     }
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("exec {argv:?}: {e}"));
     let pty = open_pty().map_err(failed)?;
-    let mut env = target.env.clone();
-    if !env.iter().any(|(k, _)| k == "TERM") {
+    if !target.env.iter().any(|(k, _)| k == "TERM") {
         // What container runtimes give a tty exec when the image sets none.
-        env.push(("TERM".into(), "xterm".into()));
+        target.env.push(("TERM".into(), "xterm".into()));
     }
-    let line = on_terminal(&argv);
-    let mut command =
-        kplane_actors::agent::runtime::command(&line, &env, target.working_dir.as_deref())
-            .ok_or_else(|| AgentHttpError::BadRequest("a command is required".into()))?;
+    let mut command = command(&target, &on_terminal(&argv))?;
     let stdio = || pty.terminal.try_clone().map(Stdio::from);
     command.stdin(stdio().map_err(failed)?).stdout(stdio().map_err(failed)?);
-    command.stderr(stdio().map_err(failed)?).kill_on_drop(true);
-    let (response, session, messages) = upgrade(req, payload, PROTOCOLS)?;
-    let mut messages = messages.aggregate_continuations();
+    command.stderr(stdio().map_err(failed)?);
+    let Upgraded { response, session, mut messages, .. } = upgrade(req, payload, PROTOCOLS)?;
     let spawned = huge_pages::spawn(&mut command);
     // The command holds the terminal now: once it and its children have exited, reading the
     // controller ends (EIO).

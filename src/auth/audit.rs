@@ -26,6 +26,8 @@ use super::{AuthConfigError, UserInfo};
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
+    /// What a rotated log's name has before and after its time (`audit-`, `.log`).
+    backup_affixes: (String, String),
     rotation: Rotation,
     current: Mutex<Current>,
 }
@@ -78,7 +80,14 @@ impl AuditLog {
     /// Opens (appending to) the log at `path`, creating it readable by its owner only.
     pub fn open(path: &Path, rotation: Rotation) -> Result<Self, AuthConfigError> {
         let current = open_appending(path).map_err(|e| AuthConfigError::file(path, e))?;
-        Ok(AuditLog { path: path.to_path_buf(), rotation, current: Mutex::new(current) })
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        let extension = path.extension().map(|e| format!(".{}", e.to_string_lossy()));
+        Ok(AuditLog {
+            path: path.to_path_buf(),
+            backup_affixes: (format!("{stem}-"), extension.unwrap_or_default()),
+            rotation,
+            current: Mutex::new(current),
+        })
     }
 
     pub fn write(&self, record: &Record) {
@@ -102,19 +111,15 @@ impl AuditLog {
     }
 
     /// The name of a log rotated at `time`: the log's stem, the time, its extension.
-    fn backup_name(&self, time: DateTime<Utc>) -> Option<PathBuf> {
-        let stem = self.path.file_stem()?.to_string_lossy();
-        let extension = self.path.extension().map(|e| format!(".{}", e.to_string_lossy()));
-        let name = format!("{stem}-{}{}", time.format(BACKUP_TIME), extension.unwrap_or_default());
-        Some(self.path.with_file_name(name))
+    fn backup_name(&self, time: DateTime<Utc>) -> PathBuf {
+        let (before, after) = &self.backup_affixes;
+        self.path.with_file_name(format!("{before}{}{after}", time.format(BACKUP_TIME)))
     }
 
     /// When a file of the log's directory is one of its rotated logs: the time in its name.
     fn backup_time(&self, name: &str) -> Option<NaiveDateTime> {
-        let stem = self.path.file_stem()?.to_string_lossy();
-        let extension = self.path.extension().map(|e| format!(".{}", e.to_string_lossy()));
-        let time = name.strip_prefix(&format!("{stem}-"))?;
-        let time = time.strip_suffix(extension.as_deref().unwrap_or(""))?;
+        let (before, after) = &self.backup_affixes;
+        let time = name.strip_prefix(before.as_str())?.strip_suffix(after.as_str())?;
         NaiveDateTime::parse_from_str(time, BACKUP_TIME).ok()
     }
 
@@ -128,7 +133,7 @@ impl AuditLog {
             time = time.max(last + chrono::Duration::milliseconds(1));
         }
         let backup = loop {
-            let name = self.backup_name(time).ok_or(std::io::ErrorKind::InvalidInput)?;
+            let name = self.backup_name(time);
             if !name.exists() {
                 break name;
             }

@@ -338,7 +338,7 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
         json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
             "resources": ["localsubjectaccessreviews"]}),
     ]);
-    let aggregated = aggregated_roles([("view", view), ("edit", edit), ("admin", admin)]);
+    let aggregated = aggregated_roles([("view", view), ("edit", edit), ("admin", admin)], role);
     let mut policy: Vec<(&'static str, Value)> =
         aggregated.into_iter().map(|role| ("clusterroles", role)).collect();
     policy.extend([
@@ -387,35 +387,31 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
 /// before) as Kubernetes builds them: each one's own rules in a `system:aggregate-to-*` role,
 /// labelled for it and the roles above it; each user-facing role aggregating its label, and
 /// labelled itself for the role above; its rules aggregated here as the controller would.
-fn aggregated_roles(levels: [(&str, Value); 3]) -> Vec<Value> {
+/// `role` makes a bootstrap ClusterRole of a name and rules.
+fn aggregated_roles(levels: [(&str, Value); 3], role: impl Fn(&str, Value) -> Value) -> Vec<Value> {
     const LABEL: &str = "rbac.authorization.k8s.io/aggregate-to-";
     let names: Vec<&str> = levels.iter().map(|(name, _)| *name).collect();
+    // Labels `role` for the aggregating roles from `from` up.
+    let label = |role: &mut Value, from: usize| {
+        for above in &names[from..] {
+            role["metadata"]["labels"][format!("{LABEL}{above}")] = json!("true");
+        }
+    };
     let mut roles: BTreeMap<String, Value> = BTreeMap::new();
     let mut ordered = Vec::new();
     for (level, (name, rules)) in levels.into_iter().enumerate() {
-        let labels = |from: usize| -> serde_json::Map<String, Value> {
-            let mut labels = serde_json::Map::new();
-            labels.insert("kubernetes.io/bootstrapping".into(), json!("rbac-defaults"));
-            for above in &names[from..] {
-                labels.insert(format!("{LABEL}{above}"), json!("true"));
-            }
-            labels
-        };
-        let meta = |name: String, labels| {
-            json!({"name": name, "labels": labels,
-                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
-        };
         let parts = format!("system:aggregate-to-{name}");
-        let part = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": meta(parts.clone(), labels(level)), "rules": rules});
+        let mut part = role(&parts, rules);
+        label(&mut part, level);
         roles.insert(parts, part.clone());
-        let mut role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": meta(name.to_string(), labels(level + 1)),
-            "aggregationRule": {"clusterRoleSelectors": [
-                {"matchLabels": {format!("{LABEL}{name}"): "true"}}]}});
-        role["rules"] = Value::Array(aggregated_rules(&role, &roles).unwrap_or_default());
-        roles.insert(name.to_string(), role.clone());
-        ordered.extend([part, role]);
+        let mut aggregating = role(name, json!([]));
+        label(&mut aggregating, level + 1);
+        aggregating["aggregationRule"] =
+            json!({"clusterRoleSelectors": [{"matchLabels": {format!("{LABEL}{name}"): "true"}}]});
+        aggregating["rules"] =
+            Value::Array(aggregated_rules(&aggregating, &roles).unwrap_or_default());
+        roles.insert(name.to_string(), aggregating.clone());
+        ordered.extend([part, aggregating]);
     }
     ordered
 }

@@ -10,19 +10,19 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use crate::client::cache::apply_feed;
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, ApiClient};
 use crate::core::ApiError;
 use crate::model::{json, resources, ResourceType};
 use crate::model::{LabelSelector, Labels};
-use crate::watch::EventType;
 
 /// The controller actor.
 pub struct ClusterRoleAggregator {
     client: Arc<dyn ApiClient>,
-    /// Every ClusterRole, by name, as the informer last saw it.
+    /// Every ClusterRole, by name, as the informer last saw it (listed before any change is
+    /// reported).
     roles: BTreeMap<String, Value>,
-    listed: bool,
 }
 
 /// A feed of ClusterRoles.
@@ -63,7 +63,7 @@ pub fn aggregated_rules(role: &Value, roles: &BTreeMap<String, Value>) -> Option
 
 impl ClusterRoleAggregator {
     pub fn new(client: Arc<dyn ApiClient>) -> Self {
-        Self { client, roles: BTreeMap::new(), listed: false }
+        Self { client, roles: BTreeMap::new() }
     }
 
     /// Writes the rules of each aggregating role whose rules are not what it aggregates.
@@ -107,20 +107,9 @@ impl Handler<Roles> for ClusterRoleAggregator {
     type Result = ();
 
     fn handle(&mut self, Roles(feed): Roles, ctx: &mut Context<Self>) {
-        match feed {
-            Feed::Listed(items) => {
-                self.roles = items.into_iter().map(|r| (object_name(&r).to_string(), r)).collect();
-                self.listed = true;
-            }
-            Feed::Changed(EventType::Deleted, role) => {
-                self.roles.remove(object_name(&role));
-            }
-            Feed::Changed(_, role) => {
-                self.roles.insert(object_name(&role).to_string(), role);
-            }
-            Feed::Unavailable(_) => return,
-        }
-        if self.listed {
+        let name_of = |role: &Value| object_name(role).to_string();
+        // Nothing changed when the server could not be reached.
+        if !apply_feed(&mut self.roles, feed, name_of, |role| role).is_empty() {
             self.aggregate(ctx);
         }
     }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::client::ApiClient;
 use crate::core::ApiError;
-use crate::model::{resources, ResourceType};
+use crate::model::{json, resources, ResourceType};
 
 const NAMESPACE: &str = "default";
 const NAME: &str = "kubernetes";
@@ -45,11 +45,6 @@ pub struct KubernetesServiceController {
 #[rtype(result = "()")]
 pub struct StopKubernetesServiceController;
 
-/// One reconcile has ended.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Reconciled;
-
 impl KubernetesServiceController {
     pub fn new(client: Arc<dyn ApiClient>, config: KubernetesServiceConfig) -> Self {
         Self { client, config, busy: false }
@@ -59,13 +54,13 @@ impl KubernetesServiceController {
         if std::mem::replace(&mut self.busy, true) {
             return;
         }
-        let (client, config, me) = (self.client.clone(), self.config.clone(), ctx.address());
-        actix::spawn(async move {
+        let (client, config) = (self.client.clone(), self.config.clone());
+        let reconciling = async move {
             if let Err(error) = reconcile(client.as_ref(), &config).await {
                 tracing::warn!(%error, "keeping the kubernetes service");
             }
-            me.do_send(Reconciled);
-        });
+        };
+        ctx.spawn(reconciling.into_actor(self).map(|(), me, _| me.busy = false));
     }
 }
 
@@ -75,14 +70,6 @@ impl Actor for KubernetesServiceController {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.reconcile(ctx);
         ctx.run_interval(self.config.interval, |me, ctx| me.reconcile(ctx));
-    }
-}
-
-impl Handler<Reconciled> for KubernetesServiceController {
-    type Result = ();
-
-    fn handle(&mut self, _: Reconciled, _: &mut Context<Self>) {
-        self.busy = false;
     }
 }
 
@@ -110,31 +97,18 @@ async fn reconcile(
     config: &KubernetesServiceConfig,
 ) -> Result<(), ApiError> {
     let services = resources::core("services");
-    match client.get(services, NAMESPACE, NAME).await {
-        Ok(mut service) => {
-            let wanted = service_ports(config);
-            if service.pointer("/spec/ports") != Some(&wanted) {
-                service["spec"]["ports"] = wanted;
-                client.update(services, NAMESPACE, service).await?;
-            }
+    let mut service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": NAME, "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": config.cluster_ip.to_string(),
+            "sessionAffinity": "None", "ports": service_ports(config)}});
+    match keep(client, services, service.clone(), &["/spec/ports"]).await {
+        // The first address went to another service (before this controller ran here): any
+        // will do.
+        Err(ApiError::Invalid { .. }) => {
+            service["spec"].as_object_mut().map(|spec| spec.remove("clusterIP"));
+            keep(client, services, service, &["/spec/ports"]).await?;
         }
-        Err(ApiError::NotFound { .. }) => {
-            let mut service = json!({"apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": NAME, "labels": {"component": "apiserver", "provider": "kubernetes"}},
-                "spec": {"type": "ClusterIP", "clusterIP": config.cluster_ip.to_string(),
-                    "sessionAffinity": "None", "ports": service_ports(config)}});
-            match client.create(services, NAMESPACE, service.clone()).await {
-                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
-                // The first address went to another service (before this controller ran
-                // here): any will do.
-                Err(ApiError::Invalid { .. }) => {
-                    service["spec"].as_object_mut().map(|spec| spec.remove("clusterIP"));
-                    client.create(services, NAMESPACE, service).await?;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Err(error) => return Err(error),
+        kept => kept?,
     }
     let address = config.address.to_string();
     let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
@@ -150,8 +124,8 @@ async fn reconcile(
     keep(client, slices, slice, &["/endpoints", "/ports"]).await
 }
 
-/// Creates `wanted` when missing; when the stored one differs at any of `fields`, writes
-/// those over it.
+/// Creates `wanted` when missing; when the stored one differs at any of `fields` (JSON
+/// pointers), writes those over it.
 async fn keep(
     client: &dyn ApiClient,
     resource: &'static ResourceType,
@@ -160,11 +134,13 @@ async fn keep(
 ) -> Result<(), ApiError> {
     match client.get(resource, NAMESPACE, NAME).await {
         Ok(mut stored) => {
-            let differs = fields.iter().any(|f| stored.pointer(f) != wanted.pointer(f));
+            let differs = fields.iter().any(|f| json::at(&stored, f) != json::at(&wanted, f));
             if differs {
                 for field in fields {
-                    let key = field.trim_start_matches('/');
-                    stored[key] = wanted[key].clone();
+                    let (parent, key) = field.rsplit_once('/').expect("a JSON pointer");
+                    let value = json::at(&wanted, field).cloned().unwrap_or(Value::Null);
+                    let parent = stored.pointer_mut(parent).and_then(Value::as_object_mut);
+                    parent.map(|parent| parent.insert(key.to_string(), value));
                 }
                 client.update(resource, NAMESPACE, stored).await?;
             }
