@@ -622,4 +622,27 @@ fn kubectl_debug_adds_an_ephemeral_container() {
         refused["message"],
         "Pod \"early\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create"
     );
+
+    // `--copy-to` sends the whole pod back as protobuf: nothing of it may be lost on the way.
+    let (code, rich) = server.post(
+        "/api/v1/namespaces/default/pods",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rich"},
+            "spec": {"tolerations": [{"key": "foo", "operator": "Exists", "effect": "NoSchedule"}],
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "containers": [{"name": "c", "image": "none", "command": ["sleep", "1000"],
+                    "env": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "volumeMounts": [{"name": "v", "mountPath": "/data"}],
+                    "readinessProbe": {"exec": {"command": ["true"]}},
+                    "securityContext": {"runAsNonRoot": false}}]}}),
+    );
+    assert_eq!(code, 201, "{rich}");
+    kubectl.ok(&["debug", "rich", "--copy-to=rich-copy", "--image=busybox", "--container=dbg"]);
+    let (_, copy) = server.get("/api/v1/namespaces/default/pods/rich-copy");
+    let original = &rich["spec"]["containers"][0];
+    let copied = &copy["spec"]["containers"][0];
+    for field in ["env", "volumeMounts", "readinessProbe", "securityContext"] {
+        assert_eq!(copied[field], original[field], "{field} of the copy: {copy}");
+    }
+    assert_eq!(copy["spec"]["volumes"], rich["spec"]["volumes"], "{copy}");
+    assert_eq!(copy["spec"]["tolerations"], rich["spec"]["tolerations"], "{copy}");
 }
