@@ -5,7 +5,7 @@
 //! service's ports resolved against the pod (a named `targetPort` through its containers'
 //! ports), packed into one subset per set of ports. The service's labels are the endpoints'.
 //! Deleting the service deletes them; a service without a selector keeps the endpoints its
-//! user writes. Beside them it keeps the service's EndpointSlices (`endpoint_slices`), which
+//! user writes, and so does an ExternalName service. Beside them it keeps the service's EndpointSlices (`endpoint_slices`), which
 //! a service that loses its selector loses too.
 //!
 //! It follows pods only while some service with a selector exists.
@@ -215,7 +215,12 @@ pub(super) fn service_labels(service: &Value) -> Value {
     labels
 }
 
+/// The selector the controller follows: none for an ExternalName service, which is a DNS name
+/// and gets no endpoints whatever its selector says (as in Kubernetes since 1.23).
 fn selector(service: &Value) -> Option<&Map<String, Value>> {
+    if json::at(service, "/spec/type").and_then(Value::as_str) == Some("ExternalName") {
+        return None;
+    }
     json::at(service, "/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
 }
 
@@ -458,6 +463,14 @@ mod tests {
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": ports}]},
             "status": {"phase": "Running", "podIP": ip,
                 "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[test]
+    fn an_external_name_service_is_followed_by_no_selector() {
+        let service = |kind: &str| json!({"spec": {"type": kind, "selector": {"app": "web"}}});
+        assert!(selector(&service("ClusterIP")).is_some());
+        assert!(selector(&service("ExternalName")).is_none());
+        assert!(selector(&json!({"spec": {"selector": {}}})).is_none());
     }
 
     #[test]
