@@ -647,6 +647,7 @@ impl ApiCore {
                 Default::default()
             };
             let mut errors = validation::validate_object(resource, &next);
+            errors.extend(validation::validate_metadata_update(&current_value, &next));
             match part {
                 Part::Main => {
                     errors.extend(validation::validate_update(resource, &current_value, &next))
@@ -973,8 +974,12 @@ impl ApiCore {
         let default_grace = json::at(&pod, "/spec/terminationGracePeriodSeconds")
             .and_then(Value::as_i64)
             .unwrap_or(30);
-        let grace =
-            options.grace_period_seconds.filter(|g| *g >= 0).unwrap_or(default_grace).max(0);
+        let grace = match options.grace_period_seconds {
+            // A negative grace period asks for the shortest there is, which Kubernetes makes 1 s.
+            Some(grace) if grace < 0 => 1,
+            Some(grace) => grace,
+            None => default_grace.max(0),
+        };
         if !bound || finished || grace == 0 {
             return Ok(None);
         }
@@ -1595,6 +1600,27 @@ mod tests {
             assert!(gone.is_some_and(|rc| rc.deleting), "{name}");
         }
         writers.into_iter().for_each(|w| w.abort());
+    }
+
+    #[actix::test]
+    async fn a_pod_being_deleted_takes_no_new_finalizers_and_a_negative_grace_is_one_second() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p", "finalizers": ["a.io/keep"]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let options = DeleteOptions { grace_period_seconds: Some(-5), ..DeleteOptions::default() };
+        let marked = core.delete(pods, "default", "p", &options).await.unwrap();
+        let marked = marked.to_value();
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 1, "{marked}");
+        let mut more = marked.clone();
+        more["metadata"]["finalizers"] = json!(["a.io/keep", "b.io/more"]);
+        let refused = core.update(pods, "default", "p", more, &WriteOptions::default()).await;
+        let Err(ApiError::Invalid { causes, .. }) = refused else { panic!("{refused:?}") };
+        assert_eq!(causes[0].field, "metadata.finalizers");
+        let mut fewer = marked;
+        fewer["metadata"]["finalizers"] = json!([]);
+        core.update(pods, "default", "p", fewer, &WriteOptions::default()).await.unwrap();
     }
 
     #[actix::test]

@@ -1318,6 +1318,32 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
     }
 }
 
+/// What no write of an object may change in its metadata, whichever part it writes: an object
+/// being deleted takes no new finalizers (it would never go).
+pub fn validate_metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    if json::at(old, "/metadata/deletionTimestamp").is_none_or(Value::is_null) {
+        return Vec::new();
+    }
+    let finalizers = |object: &Value| -> Vec<String> {
+        let listed = json::at(object, "/metadata/finalizers").and_then(Value::as_array);
+        listed.into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+    };
+    let old_finalizers = finalizers(old);
+    let mut added: Vec<String> =
+        finalizers(new).into_iter().filter(|f| !old_finalizers.contains(f)).collect();
+    if added.is_empty() {
+        return Vec::new();
+    }
+    added.sort();
+    added.dedup();
+    let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+    let detail = format!(
+        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+        quoted.join(", ")
+    );
+    vec![FieldError::forbidden("metadata.finalizers", detail)]
+}
+
 /// A node's pod networks and provider id, once set, stay.
 fn validate_node_update(old: &Value, new: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -1742,6 +1768,14 @@ mod kind_tests {
         let node = |cidr: &str, provider: &str| json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr], "providerID": provider}});
         let unset = json!({"spec": {}});
         assert!(validate_update(nodes, &unset, &node("127.65.0.0/24", "kplane://n")).is_empty());
+        let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["a/keep"]}});
+        let more = json!({"metadata": {"finalizers": ["a/keep", "b/more"]}});
+        let errors = validate_metadata_update(&deleting, &more);
+        assert_eq!(errors[0].field, "metadata.finalizers");
+        assert!(errors[0].message.ends_with(r#"found new finalizers []string{"b/more"}"#));
+        assert!(validate_metadata_update(&deleting, &json!({})).is_empty(), "removing is fine");
+        assert!(validate_metadata_update(&json!({}), &more).is_empty(), "not being deleted");
         let moved =
             validate_update(nodes, &node("127.65.0.0/24", "a"), &node("127.66.0.0/24", "b"));
         assert_eq!(
