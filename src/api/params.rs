@@ -136,7 +136,10 @@ impl Query {
             field_selector: self.get("fieldSelector").map(String::from),
             resource_version: self.get("resourceVersion").map(String::from),
             allow_bookmarks: self.flag("allowWatchBookmarks")?,
-            send_initial_events: self.flag("sendInitialEvents")?,
+            send_initial_events: match self.get("sendInitialEvents") {
+                None | Some("") => None,
+                Some(_) => Some(self.flag("sendInitialEvents")?),
+            },
             view: ObjectView::Whole,
         })
     }

@@ -275,8 +275,8 @@ impl ApiClient for RestClient {
         if options.allow_bookmarks {
             query.push(("allowWatchBookmarks", "true".into()));
         }
-        if options.send_initial_events {
-            query.push(("sendInitialEvents", "true".into()));
+        if let Some(send) = options.send_initial_events {
+            query.push(("sendInitialEvents", send.to_string()));
             query.push(("resourceVersionMatch", "NotOlderThan".into()));
         }
         query.extend(selectors(&options.label_selector, &options.field_selector));
@@ -894,7 +894,7 @@ mod tests {
         assert!(end.is_none(), "a watch the server closes ends without an error: {end:?}");
 
         let initial = WatchOptions {
-            send_initial_events: true,
+            send_initial_events: Some(true),
             allow_bookmarks: true,
             field_selector: Some("metadata.name=before".into()),
             ..Default::default()

@@ -91,6 +91,23 @@ fn initial_events_bookmarks_and_timeout() {
     let events: Vec<Value> = watch(&server, &query).collect();
     let kinds: Vec<&str> = events.iter().take(3).map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["ADDED", "ADDED", "BOOKMARK"], "{events:?}");
+    // Without bookmarks asked for, the state comes without the bookmark marking its end.
+    let query = "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1";
+    let kinds: Vec<Value> = watch(&server, query).map(|e| e["type"].clone()).collect();
+    assert_eq!(kinds, ["ADDED", "ADDED"]);
+    // `sendInitialEvents=false` starts from now: only what happens after.
+    let query = "sendInitialEvents=false&resourceVersionMatch=NotOlderThan&timeoutSeconds=2";
+    let later = watch(&server, query);
+    create_cm(&server, "three");
+    let names: Vec<Value> = later.map(|e| e["object"]["metadata"]["name"].clone()).collect();
+    assert_eq!(names, ["three"]);
+    // A state newer than the store's is not there to send: 504, as Kubernetes answers it.
+    let future = rv + 1_000_000;
+    let (code, status) = server.get(&format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&resourceVersion={future}"
+    ));
+    assert_eq!((code, &status["reason"]), (504, &json!("Timeout")), "{status}");
     // As Kubernetes checks the options (422 on ListOptions): not on a list, and only with
     // NotOlderThan.
     let cms = "/api/v1/namespaces/default/configmaps";

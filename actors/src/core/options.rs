@@ -23,8 +23,10 @@ pub struct WatchOptions {
     /// Unset or `"0"`: start with the current state; otherwise changes after this revision.
     pub resource_version: Option<String>,
     pub allow_bookmarks: bool,
-    /// Send the current state first, then a bookmark marking its end.
-    pub send_initial_events: bool,
+    /// `sendInitialEvents`: `Some(true)` sends the current state first, then (with bookmarks)
+    /// one marking its end; `Some(false)` sends none of it, whatever the revision; unset, the
+    /// current state comes first only when no revision (or `"0"`) is asked for.
+    pub send_initial_events: Option<bool>,
     /// As for lists: how much of each object is needed.
     pub view: ObjectView,
 }

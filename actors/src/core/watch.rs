@@ -50,9 +50,12 @@ impl ApiCore {
         };
         // The current state comes first as ADDED events when no revision is asked for (the
         // old watch semantics) or when `sendInitialEvents` asks for it (the revision is then
-        // only a lower bound for that state, which the store's current one always meets).
-        let (from, mut initial_frames) = match requested {
-            Some(rv) if !options.send_initial_events => (rv, Vec::new()),
+        // only a lower bound for that state, which must be reached); `sendInitialEvents=false`
+        // starts from the revision, or from now.
+        let send_initial = options.send_initial_events;
+        let (from, mut initial_frames) = match (requested, send_initial) {
+            (Some(rv), None | Some(false)) => (rv, Vec::new()),
+            (None, Some(false)) => (self.store.current_revision(), Vec::new()),
             _ => {
                 let page = self.store.list(resource, filter.clone(), None, None, None).await?;
                 let frames: Vec<WatchFrame> = page
@@ -60,10 +63,14 @@ impl ApiCore {
                     .into_iter()
                     .map(|o| WatchFrame::Event(EventType::Added, o))
                     .collect();
+                if let Some(requested) = requested.filter(|rv| *rv > page.resource_version) {
+                    let current = page.resource_version;
+                    return Err(ApiError::TooLargeResourceVersion { requested, current });
+                }
                 (page.resource_version, frames)
             }
         };
-        if options.send_initial_events {
+        if send_initial == Some(true) && options.allow_bookmarks {
             initial_frames
                 .push(WatchFrame::Bookmark { resource_version: from, initial_events_end: true });
         }
