@@ -1155,6 +1155,14 @@ fn merge_for_update(
                     next.as_object_mut().map(|o| o.remove("status"));
                 }
             }
+            // A core kind's status write changes its labels, annotations and the rest of its
+            // metadata too, as Kubernetes' strategies for them leave it (the kubelet labels its
+            // node through `nodes/status`); the other groups' kinds keep theirs
+            // (`ResetObjectMetaForStatus`).
+            let metadata = body.get_mut("metadata").filter(|m| m.is_object()).map(Value::take);
+            if let Some(metadata) = metadata.filter(|_| resource.group.is_empty()) {
+                next["metadata"] = metadata;
+            }
             next
         }
         Part::Finalize => {
@@ -1188,9 +1196,12 @@ fn merge_for_update(
             None => meta.remove(owned),
         };
     }
-    if part != Part::Main {
-        // Subresource writes may not change metadata other than what the store stamps.
-        next["metadata"] = cur_meta;
+    if part == Part::Status && resource.kind == "Pod" {
+        // Old kubelets corrupted a pod's owners through its status: they stay as they were.
+        match cur_meta.get("ownerReferences") {
+            Some(owners) => meta.insert("ownerReferences".into(), owners.clone()),
+            None => meta.remove("ownerReferences"),
+        };
     }
     next
 }
@@ -1621,6 +1632,26 @@ mod tests {
         let mut fewer = marked;
         fewer["metadata"]["finalizers"] = json!([]);
         core.update(pods, "default", "p", fewer, &WriteOptions::default()).await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_core_status_write_changes_labels_but_not_a_pods_owners() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let created = core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let mut written = created.to_value();
+        written["metadata"]["labels"] = json!({"seen": "yes"});
+        written["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Node",
+            "name": "n", "uid": "u"}]);
+        written["status"] = json!({"phase": "Running"});
+        let options = WriteOptions::default();
+        let stored = core.update_status(pods, "default", "p", written, &options).await.unwrap();
+        let stored = stored.to_value();
+        assert_eq!(stored["metadata"]["labels"], json!({"seen": "yes"}), "{stored}");
+        assert!(stored["metadata"].get("ownerReferences").is_none(), "{stored}");
+        assert_eq!(stored["status"]["phase"], "Running");
     }
 
     #[actix::test]
