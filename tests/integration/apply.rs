@@ -153,6 +153,32 @@ fn kubectl_switches_from_client_side_to_server_side_apply() {
     assert!(!ok && err.contains("Forbidden: pod updates may not change fields"), "{err}");
 }
 
+/// The switch takes over only what still holds the last applied value: a field another
+/// writer changed since is a conflict, as Kubernetes' last-applied manager makes it.
+#[test]
+fn a_switch_to_server_side_apply_does_not_take_what_another_writer_changed() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write("cm.yaml", &configmap(&[("a", "1"), ("b", "1")]));
+    let file = file.to_str().unwrap();
+    k.ok(&["apply", "-f", file]);
+    k.ok(&["patch", "configmap", "settings", "-p", r#"{"data":{"a":"2"}}"#]);
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", file]);
+    assert!(!ok, "the patched field is not taken silently");
+    assert!(err.contains(r#"conflict with "kubectl-patch""#) && err.contains(".data.a"), "{err}");
+    assert!(!err.contains(".data.b"), "b still holds the applied value: {err}");
+    let (_, live) = server.get("/api/v1/namespaces/default/configmaps/settings");
+    assert_eq!(live["data"]["a"], "2");
+    // Lists of named items are matched by name: a container the server filled with defaults
+    // still holds what was applied, and is taken over.
+    let rc = k.write("rc.yaml", &controller(1, ""));
+    let rc = rc.to_str().unwrap();
+    k.ok(&["apply", "-f", rc]);
+    k.write("rc.yaml", &controller(2, ", env: [{name: X, value: \"1\"}]"));
+    let out = k.ok(&["apply", "--server-side", "-f", rc]);
+    assert!(out.contains("serverside-applied"), "{out}");
+}
+
 #[test]
 fn apply_patch_over_http() {
     let server = Server::start();

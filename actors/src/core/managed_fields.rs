@@ -411,11 +411,44 @@ impl ManagedFields {
 }
 
 /// The fields of a client-side apply's last applied configuration (the annotation kubectl
-/// keeps), which `kubectl apply --server-side` may take over without conflicts.
+/// keeps) that `kubectl apply --server-side` may take over without conflicts: those whose
+/// value in `object` is still the one last applied. A field another writer changed since stays
+/// a conflict, as in Kubernetes' last-applied manager.
 pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
     let annotation = json::at(object, LAST_APPLIED_POINTER)?.as_str()?;
     let config: Value = serde_json::from_str(annotation).ok()?;
-    Some(owned_fields(&config, false, "").unwrap_or_default())
+    let unchanged = still_applied(&config, object).unwrap_or(Value::Null);
+    Some(owned_fields(&unchanged, false, "").unwrap_or_default())
+}
+
+/// The part of `applied` that `live` still holds as applied: objects key by key, lists of
+/// named objects by name and other lists of objects by position, anything else whole.
+fn still_applied(applied: &Value, live: &Value) -> Option<Value> {
+    match (applied, live) {
+        (Value::Object(applied), Value::Object(live)) => {
+            let kept: Map<String, Value> = applied
+                .iter()
+                .filter_map(|(key, value)| Some((key.clone(), still_applied(value, live.get(key)?)?)))
+                .collect();
+            (applied.is_empty() || !kept.is_empty()).then_some(Value::Object(kept))
+        }
+        (Value::Array(applied), Value::Array(live)) if applied.iter().all(Value::is_object) => {
+            let name = |item: &Value| item.get("name").cloned();
+            let kept: Vec<Value> = applied
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let counterpart = match name(item) {
+                        Some(wanted) => live.iter().find(|l| name(l).as_ref() == Some(&wanted)),
+                        None => live.get(i),
+                    };
+                    still_applied(item, counterpart?)
+                })
+                .collect();
+            (applied.is_empty() || !kept.is_empty()).then_some(Value::Array(kept))
+        }
+        (applied, live) => (applied == live).then(|| applied.clone()),
+    }
 }
 
 pub const LAST_APPLIED_POINTER: &str =
