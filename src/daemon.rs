@@ -15,7 +15,7 @@ use kplane_actors::controllers::{
     StopKubernetesServiceController, StopNamespaceController, StopNodeLifecycleController,
     StopPersistentVolumeController, StopPodGarbageCollector, StopQuotaController,
     StopReplicationManager, StopServiceAccountController, StopServiceController,
-    StopTaintEvictionController, TaintEvictionController,
+    StopStorageProtector, StopTaintEvictionController, StorageProtector, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -66,6 +66,7 @@ pub struct Running {
     volumes: Addr<PersistentVolumeController>,
     kubernetes_service: Option<Addr<KubernetesServiceController>>,
     role_aggregator: Addr<ClusterRoleAggregator>,
+    storage_protector: Addr<StorageProtector>,
     metrics_scraper: Option<Addr<MetricsScraper>>,
     store: Store,
 }
@@ -105,6 +106,7 @@ impl Running {
         let _ = self.disruption.send(StopDisruptionController).await;
         let _ = self.volumes.send(StopPersistentVolumeController).await;
         let _ = self.role_aggregator.send(StopClusterRoleAggregator).await;
+        let _ = self.storage_protector.send(StopStorageProtector).await;
         if let Some(controller) = &self.kubernetes_service {
             let _ = controller.send(StopKubernetesServiceController).await;
         }
@@ -367,6 +369,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kplane-controller-manager"),
     ))
     .start();
+    // And the storage protection controllers: claims in use and bound volumes stay.
+    let storage_protector = StorageProtector::new(Arc::new(
+        state.core.clone().with_field_manager("kplane-controller-manager"),
+    ))
+    .start();
     // And, while the secure port is served, the `kubernetes` Service that leads pods to it.
     let kubernetes_service = kubernetes_service_config(settings).map(|config| {
         let client = Arc::new(state.core.clone().with_field_manager("kplane-apiserver"));
@@ -412,6 +419,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         volumes,
         kubernetes_service,
         role_aggregator,
+        storage_protector,
         metrics_scraper,
         store,
     })

@@ -549,8 +549,14 @@ spec:
         pod["status"]["phase"] == "Running" && pod["spec"]["nodeName"] == "solo"
     });
 
+    // A claim in use stays, Terminating, while its pod runs (pvc-protection), and its volume
+    // stays bound.
+    kubectl.ok(&["delete", "pvc", "data", "--wait=false"]);
+    let (_, claim) = server.get("/api/v1/namespaces/default/persistentvolumeclaims/data");
+    assert_eq!(claim["metadata"]["finalizers"], json!(["kubernetes.io/pvc-protection"]));
+    assert!(claim["metadata"]["deletionTimestamp"].is_string(), "{claim}");
+    assert_eq!(row(&kubectl.ok(&["get", "pv"]), "small")[4], "Bound");
     kubectl.ok(&["delete", "pod", "user"]);
-    kubectl.ok(&["delete", "pvc", "data"]);
     wait_until(WAIT, "the volume is released", || {
         row(&kubectl.ok(&["get", "pv"]), "small").get(4).is_some_and(|s| s == "Released")
     });

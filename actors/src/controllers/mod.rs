@@ -15,6 +15,7 @@
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 //! - [`service`]: the built-in load balancer of LoadBalancer services.
 //! - [`service_account`]: gives every namespace its `default` ServiceAccount.
+//! - [`storage_protection`]: keeps claims used by pods, and bound volumes, from going.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
 pub mod cluster_role_aggregation;
@@ -31,6 +32,7 @@ pub mod replication;
 pub mod resource_quota;
 pub mod service;
 pub mod service_account;
+pub mod storage_protection;
 pub mod taint_eviction;
 
 pub use cluster_role_aggregation::{ClusterRoleAggregator, StopClusterRoleAggregator};
@@ -48,6 +50,7 @@ pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service::{ServiceController, StopServiceController};
 pub use service_account::{ServiceAccountController, StopServiceAccountController};
+pub use storage_protection::{StopStorageProtector, StorageProtector};
 pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 
 /// Whether every label an equality-based `selector` (a ReplicationController's, a Service's)

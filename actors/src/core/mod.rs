@@ -16,6 +16,7 @@ mod patch;
 mod resource_quota;
 mod service_account;
 mod service_ips;
+pub mod storage_protection;
 mod subresources;
 mod watch;
 
@@ -405,6 +406,9 @@ impl ApiCore {
         if Self::is_pod(resource) {
             // A mutating plugin run after validation, which what it adds would pass.
             default_tolerations::admit(&mut object);
+        }
+        if resource.group.is_empty() {
+            storage_protection::admit(resource.kind, &mut object);
         }
         self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         // The last admission: charged to the namespace's quotas before it is stored, their

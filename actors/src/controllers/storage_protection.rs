@@ -1,0 +1,271 @@
+//! The storage protection controllers of Kubernetes (pvc-protection, pv-protection): a claim
+//! being deleted keeps its `kubernetes.io/pvc-protection` finalizer while a pod that has not
+//! finished uses it, and a volume being deleted keeps `kubernetes.io/pv-protection` while it is
+//! bound; then the finalizer is removed and the object goes.
+//!
+//! It follows claims and volumes. Pods are read only for a claim being deleted: its namespace
+//! is listed, again every few seconds while some pod still uses it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::Value;
+
+use crate::client::cache::{apply_feed, key_of, Key};
+use crate::client::informer::{self, Feed, Scope};
+use crate::client::{object_name, ApiClient};
+use crate::core::storage_protection::{CLAIM_FINALIZER, VOLUME_FINALIZER};
+use crate::core::{ApiError, ListOptions};
+use crate::model::{is_being_deleted, json, resources};
+
+/// How long a claim still in use waits before its pods are looked at again.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// The controller actor.
+pub struct StorageProtector {
+    client: Arc<dyn ApiClient>,
+    claims: BTreeMap<Key, Value>,
+    volumes: BTreeMap<String, Value>,
+    /// Claims whose pods are being looked at, or will be again shortly.
+    checking: BTreeSet<Key>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Claims(Feed);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Volumes(Feed);
+
+/// A claim's pods were looked at: whether one still uses it.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Checked {
+    claim: Key,
+    in_use: bool,
+}
+
+/// Stops the controller (its list-watches end with it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopStorageProtector;
+
+impl StorageProtector {
+    pub fn new(client: Arc<dyn ApiClient>) -> Self {
+        Self { client, claims: BTreeMap::new(), volumes: BTreeMap::new(), checking: BTreeSet::new() }
+    }
+
+    /// Lets go the volumes being deleted that are no longer bound, and looks at the pods of
+    /// the claims being deleted.
+    fn release(&mut self, ctx: &mut Context<Self>) {
+        for volume in self.volumes.values() {
+            let bound = json::at(volume, "/status/phase").and_then(Value::as_str) == Some("Bound");
+            if held(volume, VOLUME_FINALIZER) && !bound {
+                self.let_go(resources::core("persistentvolumes"), volume, VOLUME_FINALIZER, ctx);
+            }
+        }
+        let waiting: Vec<Key> = self
+            .claims
+            .iter()
+            .filter(|(key, claim)| held(claim, CLAIM_FINALIZER) && !self.checking.contains(*key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for claim in waiting {
+            self.check(claim, ctx);
+        }
+    }
+
+    /// Lists the pods of a claim's namespace, to see whether one still uses it.
+    fn check(&mut self, claim: Key, ctx: &mut Context<Self>) {
+        self.checking.insert(claim.clone());
+        let client = self.client.clone();
+        let (namespace, name) = claim.clone();
+        async move {
+            let pods = resources::core("pods");
+            let listed = client.list(pods, Some(&namespace), &ListOptions::default()).await;
+            // Unknown counts as in use: looked at again shortly.
+            let in_use = listed.map_or(true, |list| list.items.iter().any(|p| uses(p, &name)));
+            Checked { claim, in_use }
+        }
+        .into_actor(self)
+        .map(|checked, _, ctx| ctx.notify(checked))
+        .spawn(ctx);
+    }
+
+    /// Removes `finalizer` from `object`; a conflict or a deletion brings an event, and with
+    /// it another try.
+    fn let_go(
+        &self,
+        resource: &'static crate::model::ResourceType,
+        object: &Value,
+        finalizer: &'static str,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut released = object.clone();
+        if let Some(list) =
+            released.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut)
+        {
+            list.retain(|f| f != finalizer);
+        }
+        let client = self.client.clone();
+        let namespace = key_of(object).0;
+        async move {
+            let name = object_name(&released).to_string();
+            match client.update(resource, &namespace, released).await {
+                Ok(_) | Err(ApiError::Conflict { .. }) | Err(ApiError::NotFound { .. }) => {}
+                Err(error) => tracing::warn!(%name, %error, "removing {finalizer}"),
+            }
+        }
+        .into_actor(self)
+        .spawn(ctx);
+    }
+}
+
+/// Whether `object` is being deleted and still holds `finalizer`.
+fn held(object: &Value, finalizer: &str) -> bool {
+    let finalizers = json::at(object, "/metadata/finalizers").and_then(Value::as_array);
+    is_being_deleted(object) && finalizers.is_some_and(|f| f.iter().any(|f| f == finalizer))
+}
+
+/// Whether a pod that has not finished uses the claim `name` of its namespace: as a
+/// `persistentVolumeClaim` volume, or through a generic ephemeral volume's claim
+/// (`<pod>-<volume>`).
+fn uses(pod: &Value, name: &str) -> bool {
+    let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let volumes = json::at(pod, "/spec/volumes").and_then(Value::as_array);
+    volumes.into_iter().flatten().any(|volume| {
+        let claim = json::at(volume, "/persistentVolumeClaim/claimName").and_then(Value::as_str);
+        let ephemeral = volume.get("ephemeral").is_some().then(|| {
+            let volume_name = volume.get("name").and_then(Value::as_str).unwrap_or("");
+            format!("{}-{volume_name}", object_name(pod))
+        });
+        claim == Some(name) || ephemeral.as_deref() == Some(name)
+    })
+}
+
+impl Actor for StorageProtector {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let claims = resources::core("persistentvolumeclaims");
+        informer::feed_actor(ctx, self.client.clone(), claims, Scope::default(), Claims);
+        let volumes = resources::core("persistentvolumes");
+        informer::feed_actor(ctx, self.client.clone(), volumes, Scope::default(), Volumes);
+    }
+}
+
+impl Handler<Claims> for StorageProtector {
+    type Result = ();
+
+    fn handle(&mut self, Claims(feed): Claims, ctx: &mut Context<Self>) {
+        if !apply_feed(&mut self.claims, feed, key_of, |claim| claim).is_empty() {
+            self.release(ctx);
+        }
+    }
+}
+
+impl Handler<Volumes> for StorageProtector {
+    type Result = ();
+
+    fn handle(&mut self, Volumes(feed): Volumes, ctx: &mut Context<Self>) {
+        let name_of = |volume: &Value| object_name(volume).to_string();
+        if !apply_feed(&mut self.volumes, feed, name_of, |volume| volume).is_empty() {
+            self.release(ctx);
+        }
+    }
+}
+
+impl Handler<Checked> for StorageProtector {
+    type Result = ();
+
+    fn handle(&mut self, Checked { claim, in_use }: Checked, ctx: &mut Context<Self>) {
+        let Some(current) = self.claims.get(&claim).filter(|c| held(c, CLAIM_FINALIZER)) else {
+            self.checking.remove(&claim);
+            return;
+        };
+        if !in_use {
+            self.checking.remove(&claim);
+            let current = current.clone();
+            self.let_go(resources::core("persistentvolumeclaims"), &current, CLAIM_FINALIZER, ctx);
+            return;
+        }
+        ctx.run_later(RECHECK, move |this, ctx| {
+            if this.claims.get(&claim).is_some_and(|c| held(c, CLAIM_FINALIZER)) {
+                this.check(claim, ctx);
+            } else {
+                this.checking.remove(&claim);
+            }
+        });
+    }
+}
+
+impl Handler<StopStorageProtector> for StorageProtector {
+    type Result = ();
+
+    fn handle(&mut self, _: StopStorageProtector, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::DeleteOptions;
+    use crate::testing::{core, eventually};
+
+    #[test]
+    fn a_claim_is_used_by_the_pods_that_have_not_finished() {
+        let pod = |phase: &str, volume: Value| {
+            json!({"metadata": {"name": "p"}, "spec": {"volumes": [volume]},
+                "status": {"phase": phase}})
+        };
+        let claimed = json!({"name": "v", "persistentVolumeClaim": {"claimName": "data"}});
+        assert!(uses(&pod("Running", claimed.clone()), "data"));
+        assert!(uses(&pod("Pending", claimed.clone()), "data"));
+        assert!(!uses(&pod("Succeeded", claimed.clone()), "data"));
+        assert!(!uses(&pod("Running", claimed), "other"));
+        let ephemeral = json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}});
+        assert!(uses(&pod("Running", ephemeral), "p-scratch"));
+    }
+
+    #[actix::test]
+    async fn a_claim_goes_once_no_pod_uses_it_and_a_volume_once_unbound() {
+        let core = core().await;
+        let _controller = StorageProtector::new(Arc::new(core.clone())).start();
+        let claims = resources::core("persistentvolumeclaims");
+        let claim = json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+        let claim = ApiClient::create(&core, claims, "default", claim).await.unwrap();
+        assert_eq!(claim["metadata"]["finalizers"], serde_json::json!([CLAIM_FINALIZER]));
+        let pods = resources::core("pods");
+        let pod = json!({"metadata": {"name": "user"}, "spec": {"containers": [{"name": "c",
+            "image": "i"}], "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}});
+        ApiClient::create(&core, pods, "default", pod).await.unwrap();
+        let options = DeleteOptions::default();
+        ApiClient::delete(&core, claims, "default", "data", &options).await.unwrap();
+        // Its pods looked at, the claim is still there: in use.
+        let get = || async { ApiClient::get(&core, claims, "default", "data").await.ok() };
+        let held = eventually("the claim marked", || async { get().await }).await;
+        assert!(is_being_deleted(&held), "{held}");
+        ApiClient::delete(&core, pods, "default", "user", &options).await.unwrap();
+        eventually("the claim gone", || async { get().await.is_none().then_some(()) }).await;
+
+        let volumes = resources::core("persistentvolumes");
+        let volume = json!({"metadata": {"name": "v"}, "spec": {"capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/v"}}});
+        let volume = ApiClient::create(&core, volumes, "", volume).await.unwrap();
+        assert_eq!(volume["metadata"]["finalizers"], serde_json::json!([VOLUME_FINALIZER]));
+        ApiClient::delete(&core, volumes, "", "v", &options).await.unwrap();
+        let get = || async { ApiClient::get(&core, volumes, "", "v").await.ok() };
+        eventually("the unbound volume gone", || async { get().await.is_none().then_some(()) })
+            .await;
+    }
+}
