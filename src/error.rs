@@ -99,6 +99,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) => (410, "Expired", None),
             ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
+            ApiError::RequestTooLarge(_) => (413, "RequestEntityTooLarge", None),
             ApiError::Internal(_) => (500, "InternalError", None),
             ApiError::Unavailable(_) => (503, "ServiceUnavailable", None),
             ApiError::DisruptionBudget { cause, retry_after_seconds } => {

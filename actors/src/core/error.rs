@@ -49,6 +49,9 @@ pub enum ApiError {
     Expired(String),
     #[error("{0}")]
     MethodNotAllowed(String),
+    /// A request asking more than the server takes at once (413).
+    #[error("{0}")]
+    RequestTooLarge(String),
     #[error("{0}")]
     Internal(String),
     #[error("{0}")]

@@ -1,6 +1,7 @@
 //! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch
 //! (merge patch plus lists merged by key, as the core types declare them).
 
+use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
 use super::ApiError;
@@ -14,6 +15,68 @@ pub enum PatchType {
     StrategicMerge,
 }
 
+/// The most operations a JSON patch may have, as in Kubernetes (413 beyond).
+const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+/// The most JSON a patch's `copy` operations may copy in all, as Kubernetes bounds it: each
+/// copy may double a document, so a small patch could otherwise fill the memory.
+const MAX_COPIED_BYTES: usize = 3 << 20;
+
+/// Refuses a JSON patch whose `copy` operations would copy more than `MAX_COPIED_BYTES`, by
+/// applying the patch's operations, on a scratch copy, up to its last copy.
+fn check_copies(current: &Value, ops: &json_patch::Patch) -> Result<(), ApiError> {
+    let Some(last_copy) = ops.0.iter().rposition(|op| matches!(op, PatchOperation::Copy(_)))
+    else {
+        return Ok(());
+    };
+    let mut scratch = current.clone();
+    let mut copied = 0;
+    for op in &ops.0[..=last_copy] {
+        if let PatchOperation::Copy(copy) = op {
+            let source = scratch.pointer(copy.from.as_str());
+            copied += source.map_or(0, |value| json_size(value, MAX_COPIED_BYTES - copied + 1));
+            if copied > MAX_COPIED_BYTES {
+                return Err(ApiError::PatchNotApplicable(
+                    "the JSON patch could not be applied: accumulated copy size limit exceeded"
+                        .into(),
+                ));
+            }
+        }
+        // An operation that fails fails the patch below, with its own message.
+        if json_patch::patch_unsafe(&mut scratch, std::slice::from_ref(op)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// About how many bytes `value` takes as JSON, counted no further than `limit`.
+fn json_size(value: &Value, limit: usize) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => {
+            let mut size = 2;
+            for item in items {
+                size += json_size(item, limit.saturating_sub(size)) + 1;
+                if size > limit {
+                    break;
+                }
+            }
+            size
+        }
+        Value::Object(fields) => {
+            let mut size = 2;
+            for (key, item) in fields {
+                size += key.len() + 4 + json_size(item, limit.saturating_sub(size));
+                if size > limit {
+                    break;
+                }
+            }
+            size
+        }
+    }
+}
+
 /// Applies `patch` to `current`.
 pub(crate) fn apply(
     current: &Value,
@@ -25,6 +88,13 @@ pub(crate) fn apply(
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
+            if ops.0.len() > MAX_JSON_PATCH_OPERATIONS {
+                return Err(ApiError::RequestTooLarge(format!(
+                    "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                    ops.0.len()
+                )));
+            }
+            check_copies(&target, &ops)?;
             // On a clone: a failed patch is simply dropped. (`json_patch::patch` would undo the
             // applied operations, and its undo panics for some inputs, e.g. a move into itself.)
             json_patch::patch_unsafe(&mut target, &ops).map_err(|e| {
@@ -292,6 +362,22 @@ mod tests {
 mod json_patch_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn copies_that_would_fill_the_memory_are_refused() {
+        let doubling: Vec<Value> = std::iter::once(json!({"op": "add", "path": "/x", "value": [1]}))
+            .chain((0..40).map(|_| json!({"op": "copy", "from": "/x", "path": "/x/-"})))
+            .collect();
+        let refused = apply(&json!({}), PatchType::Json, &Value::Array(doubling));
+        let Err(ApiError::PatchNotApplicable(message)) = refused else { panic!("{refused:?}") };
+        assert!(message.contains("copy size"), "{message}");
+        let few = json!([{"op": "add", "path": "/x", "value": [1]},
+            {"op": "copy", "from": "/x", "path": "/y"}]);
+        assert_eq!(apply(&json!({}), PatchType::Json, &few).unwrap(), json!({"x": [1], "y": [1]}));
+        let many = Value::Array(vec![json!({"op": "test", "path": "", "value": {}}); 10_001]);
+        let refused = apply(&json!({}), PatchType::Json, &many);
+        assert!(matches!(refused, Err(ApiError::RequestTooLarge(_))), "{refused:?}");
+    }
 
     #[test]
     fn a_failing_json_patch_is_an_error_not_a_panic() {
