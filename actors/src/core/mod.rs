@@ -54,6 +54,9 @@ pub const ORPHAN_FINALIZER: &str = "orphan";
 /// The finalizer a Foreground deletion leaves for the garbage collector.
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
+/// The longest grace period a pod's deletion is given, whatever it asks: a hundred years.
+const MAX_GRACE_SECONDS: i64 = 100 * 365 * 24 * 60 * 60;
+
 /// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -984,6 +987,8 @@ impl ApiCore {
             Some(grace) => grace,
             None => default_grace.max(0),
         };
+        // A deadline past any a timestamp can name would not be one: a century is the most.
+        let grace = grace.min(MAX_GRACE_SECONDS);
         if !bound || finished || grace == 0 {
             return Ok(None);
         }
@@ -1628,6 +1633,14 @@ mod tests {
         let marked = core.delete(pods, "default", "p", &options).await.unwrap();
         let marked = marked.to_value();
         assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 1, "{marked}");
+        // A grace period past any timestamp is a century, not a panic or a year 33715.
+        let long = DeleteOptions { grace_period_seconds: Some(i64::MAX), ..DeleteOptions::default() };
+        let pod = json!({"metadata": {"name": "q"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let waiting = core.delete(pods, "default", "q", &long).await.unwrap().to_value();
+        let deadline = waiting["metadata"]["deletionTimestamp"].as_str().unwrap();
+        assert!(chrono::DateTime::parse_from_rfc3339(deadline).is_ok(), "{deadline}");
         let mut more = marked.clone();
         more["metadata"]["finalizers"] = json!(["a.io/keep", "b.io/more"]);
         let refused = core.update(pods, "default", "p", more, &WriteOptions::default()).await;

@@ -238,7 +238,8 @@ fn is_terminal(pod: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
     let deleted = json::at(pod, "/metadata/deletionTimestamp").and_then(Value::as_str);
     let deleted = deleted.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
     let grace = json::at(pod, "/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
-    deleted.is_some_and(|at| at + chrono::Duration::seconds(grace.unwrap_or(0)) < now)
+    let grace = chrono::Duration::try_seconds(grace.unwrap_or(0)).unwrap_or(chrono::Duration::MAX);
+    deleted.is_some_and(|at| at.checked_add_signed(grace).is_some_and(|end| end < now))
 }
 
 /// Whether a quota with `scopes` (all of which are [`MATCHED_SCOPES`]) takes in `object` of
