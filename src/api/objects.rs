@@ -110,6 +110,15 @@ async fn dispatch(
     let namespace = target.namespace.as_deref().unwrap_or("");
     let status_only = target.subresource.as_deref() == Some("status");
     let method = req.method().clone();
+    if target.legacy_watch {
+        // The `/watch/` paths only watch, as in Kubernetes: a write there is 405.
+        if method != Method::GET {
+            return Err(HttpError::MethodNotAllowed);
+        }
+        if target.subresource.is_some() {
+            return Err(HttpError::NoSuchPath);
+        }
+    }
     if resource.is_metrics() {
         return super::resource_metrics::serve(&method, &state, &target, &query).await;
     }

@@ -152,6 +152,12 @@ fn one_object_is_watched_by_its_own_path() {
             events.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["watched"], "{path}");
     }
+    // The `/watch/` paths only watch: a write there is 405 and changes nothing.
+    let (code, status) = server.delete("/api/v1/watch/namespaces/default/configmaps");
+    assert_eq!((code, &status["reason"]), (405, &json!("MethodNotAllowed")), "{status}");
+    let (code, _) = server.post("/api/v1/watch/namespaces/default/configmaps", &json!({}));
+    assert_eq!(code, 405);
+    assert_eq!(server.get("/api/v1/namespaces/default/configmaps/watched").0, 200);
 }
 
 #[test]
