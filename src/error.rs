@@ -22,6 +22,9 @@ pub enum HttpError {
     NotAcceptable(&'static str),
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
+    /// The request did not come whole in time (its body trickled in).
+    #[error("request did not complete within the allowed duration")]
+    Timeout,
     #[error("the server could not find the requested resource")]
     NoSuchPath,
     #[error("the server does not allow this method on the requested resource")]
@@ -119,6 +122,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
         HttpError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
         HttpError::NotAcceptable(_) => (406, "NotAcceptable", None),
         HttpError::TooLarge(_) => (413, "RequestEntityTooLarge", None),
+        HttpError::Timeout => (504, "Timeout", None),
         // As kube-apiserver's: empty details, which clients read (kubectl debug does).
         HttpError::NoSuchPath => (404, "NotFound", Some(json!({}))),
         HttpError::MethodNotAllowed => (405, "MethodNotAllowed", None),

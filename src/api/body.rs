@@ -10,17 +10,34 @@ use serde_json::Value;
 use super::openapi::{check_fields_as, Empty, Unknown};
 use crate::error::{HttpError, OBJECT_MEDIA_TYPES};
 
-/// Reads the whole body, refusing more than `limit` bytes with 413.
-pub async fn read(mut payload: web::Payload, limit: usize) -> Result<web::Bytes, HttpError> {
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk?;
-        if body.len() + chunk.len() > limit {
-            return Err(HttpError::TooLarge(limit));
+/// How long a request's body may take to arrive, as kube-apiserver's request timeout: a
+/// client that trickles it in would otherwise hold its in-flight slot for as long as it likes.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads the whole body, refusing more than `limit` bytes with 413, and one that takes longer
+/// than `BODY_TIMEOUT` to arrive with 504.
+pub async fn read(payload: web::Payload, limit: usize) -> Result<web::Bytes, HttpError> {
+    read_within(payload, limit, BODY_TIMEOUT).await
+}
+
+async fn read_within(
+    mut payload: impl futures::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
+        + Unpin,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<web::Bytes, HttpError> {
+    let whole = async {
+        let mut body = web::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk?;
+            if body.len() + chunk.len() > limit {
+                return Err(HttpError::TooLarge(limit));
+            }
+            body.extend_from_slice(&chunk);
         }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
+        Ok(body.freeze())
+    };
+    tokio::time::timeout(timeout, whole).await.map_err(|_| HttpError::Timeout)?
 }
 
 /// The media type of the request body without parameters; a missing one means JSON.
@@ -320,6 +337,17 @@ impl FieldValidation {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[actix_web::test]
+    async fn a_body_that_trickles_in_is_given_up_on() {
+        let trickle = futures::stream::pending();
+        let timeout = std::time::Duration::from_millis(10);
+        let given_up = read_within(trickle, 100, timeout).await;
+        assert!(matches!(given_up, Err(HttpError::Timeout)), "{given_up:?}");
+        let chunks = futures::stream::iter([Ok(web::Bytes::from_static(b"{}"))]);
+        let whole = read_within(chunks, 100, std::time::Duration::from_secs(60)).await.unwrap();
+        assert_eq!(&whole[..], b"{}");
+    }
 
     #[test]
     fn deeply_nested_yaml_is_refused_before_it_is_parsed() {
