@@ -129,6 +129,7 @@ def main():
     out.append("//! message kplane decodes, from the k8s-pb bindings, with their JSON names from the served")
     out.append("//! OpenAPI schemas.\n")
     out.append("use super::table::{Field, Kind, Message};\n")
+    out.append("#[rustfmt::skip]")
     out.append("pub(super) static MESSAGES: &[Message] = &[")
     for name in order:
         out.append(f"    Message {{ name: {json.dumps(name)}, fields: &[")

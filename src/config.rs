@@ -179,6 +179,7 @@ struct RawStore {
 #[serde(deny_unknown_fields, default)]
 struct RawWatch {
     window_events: usize,
+    window_megabytes: usize,
     buffer: usize,
     bookmark_interval_seconds: u64,
     max_timeout_seconds: u64,
@@ -241,6 +242,7 @@ impl Default for RawWatch {
     fn default() -> Self {
         Self {
             window_events: 100_000,
+            window_megabytes: 512,
             buffer: 1000,
             bookmark_interval_seconds: 60,
             max_timeout_seconds: 1800,
@@ -284,6 +286,7 @@ pub struct Settings {
     pub max_mutating_requests_inflight: usize,
     pub shards: usize,
     pub watch_window_events: usize,
+    pub watch_window_bytes: usize,
     pub watch_buffer: usize,
     pub bookmark_interval: Duration,
     pub watch_max_timeout: Duration,
@@ -503,6 +506,8 @@ impl Settings {
             max_mutating_requests_inflight: raw.server.max_mutating_requests_inflight,
             shards: at_least("store.shards", raw.store.shards, 1)?,
             watch_window_events: at_least("watch.window_events", raw.watch.window_events, 1)?,
+            watch_window_bytes: at_least("watch.window_megabytes", raw.watch.window_megabytes, 1)?
+                .saturating_mul(1 << 20),
             watch_buffer: at_least("watch.buffer", raw.watch.buffer, 1)?,
             bookmark_interval: Duration::from_secs(at_least(
                 "watch.bookmark_interval_seconds",

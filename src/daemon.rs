@@ -200,6 +200,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     };
     let hub = WatchHub::start(HubOptions {
         window_events: settings.watch_window_events,
+        window_bytes: settings.watch_window_bytes,
         buffer: settings.watch_buffer,
         bookmark_interval: settings.bookmark_interval,
     });

@@ -17,6 +17,7 @@ use crate::watch::{HubOptions, WatchHub};
 pub async fn core() -> ApiCore {
     core_with(HubOptions {
         window_events: 100_000,
+        window_bytes: usize::MAX,
         buffer: 100_000,
         bookmark_interval: Duration::from_secs(60),
     })

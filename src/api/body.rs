@@ -21,8 +21,7 @@ pub async fn read(payload: web::Payload, limit: usize) -> Result<web::Bytes, Htt
 }
 
 async fn read_within(
-    mut payload: impl futures::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
-        + Unpin,
+    mut payload: impl futures::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>> + Unpin,
     limit: usize,
     timeout: std::time::Duration,
 ) -> Result<web::Bytes, HttpError> {
@@ -356,7 +355,10 @@ mod tests {
         let refused = parse_yaml(deep.as_bytes());
         assert!(matches!(refused, Err(HttpError::BadRequest(ref m)) if m.contains("nested")));
         let fine = "a: [[1, 2], {b: '[[['}]\nc: \"]]]\"\n";
-        assert_eq!(parse_yaml(fine.as_bytes()).unwrap(), json!({"a": [[1, 2], {"b": "[[["}], "c": "]]]"}));
+        assert_eq!(
+            parse_yaml(fine.as_bytes()).unwrap(),
+            json!({"a": [[1, 2], {"b": "[[["}], "c": "]]]"})
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn cases() -> usize {
 async fn state() -> Data<AppState> {
     let hub = WatchHub::start(HubOptions {
         window_events: 1000,
+        window_bytes: usize::MAX,
         buffer: 1000,
         bookmark_interval: Duration::from_secs(3600),
     });

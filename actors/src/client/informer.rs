@@ -229,8 +229,12 @@ mod tests {
     /// watch buffer of 5, so the hub cuts its watch off), then lets it go on and waits until it
     /// has seen `p20`. Returns what it reported.
     async fn stalled_consumer(window_events: usize, view: ObjectView) -> Vec<Seen> {
-        let options =
-            HubOptions { window_events, buffer: 5, bookmark_interval: Duration::from_secs(60) };
+        let options = HubOptions {
+            window_events,
+            window_bytes: usize::MAX,
+            buffer: 5,
+            bookmark_interval: Duration::from_secs(60),
+        };
         let core = core_with(options).await;
         let configmaps = find("", "v1", "configmaps").unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));

@@ -55,7 +55,12 @@ pub struct StopStorageProtector;
 
 impl StorageProtector {
     pub fn new(client: Arc<dyn ApiClient>) -> Self {
-        Self { client, claims: BTreeMap::new(), volumes: BTreeMap::new(), checking: BTreeSet::new() }
+        Self {
+            client,
+            claims: BTreeMap::new(),
+            volumes: BTreeMap::new(),
+            checking: BTreeSet::new(),
+        }
     }
 
     /// Lets go the volumes being deleted that are no longer bound, and looks at the pods of

@@ -428,7 +428,9 @@ fn still_applied(applied: &Value, live: &Value) -> Option<Value> {
         (Value::Object(applied), Value::Object(live)) => {
             let kept: Map<String, Value> = applied
                 .iter()
-                .filter_map(|(key, value)| Some((key.clone(), still_applied(value, live.get(key)?)?)))
+                .filter_map(|(key, value)| {
+                    Some((key.clone(), still_applied(value, live.get(key)?)?))
+                })
                 .collect();
             (applied.is_empty() || !kept.is_empty()).then_some(Value::Object(kept))
         }

@@ -1634,7 +1634,8 @@ mod tests {
         let marked = marked.to_value();
         assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 1, "{marked}");
         // A grace period past any timestamp is a century, not a panic or a year 33715.
-        let long = DeleteOptions { grace_period_seconds: Some(i64::MAX), ..DeleteOptions::default() };
+        let long =
+            DeleteOptions { grace_period_seconds: Some(i64::MAX), ..DeleteOptions::default() };
         let pod = json!({"metadata": {"name": "q"},
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
         core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();

@@ -24,8 +24,7 @@ const MAX_COPIED_BYTES: usize = 3 << 20;
 /// Refuses a JSON patch whose `copy` operations would copy more than `MAX_COPIED_BYTES`, by
 /// applying the patch's operations, on a scratch copy, up to its last copy.
 fn check_copies(current: &Value, ops: &json_patch::Patch) -> Result<(), ApiError> {
-    let Some(last_copy) = ops.0.iter().rposition(|op| matches!(op, PatchOperation::Copy(_)))
-    else {
+    let Some(last_copy) = ops.0.iter().rposition(|op| matches!(op, PatchOperation::Copy(_))) else {
         return Ok(());
     };
     let mut scratch = current.clone();
@@ -365,9 +364,10 @@ mod json_patch_tests {
 
     #[test]
     fn copies_that_would_fill_the_memory_are_refused() {
-        let doubling: Vec<Value> = std::iter::once(json!({"op": "add", "path": "/x", "value": [1]}))
-            .chain((0..40).map(|_| json!({"op": "copy", "from": "/x", "path": "/x/-"})))
-            .collect();
+        let doubling: Vec<Value> =
+            std::iter::once(json!({"op": "add", "path": "/x", "value": [1]}))
+                .chain((0..40).map(|_| json!({"op": "copy", "from": "/x", "path": "/x/-"})))
+                .collect();
         let refused = apply(&json!({}), PatchType::Json, &Value::Array(doubling));
         let Err(ApiError::PatchNotApplicable(message)) = refused else { panic!("{refused:?}") };
         assert!(message.contains("copy size"), "{message}");

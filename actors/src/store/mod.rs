@@ -365,6 +365,7 @@ mod tests {
     pub(super) fn hub() -> HubHandle {
         WatchHub::start(HubOptions {
             window_events: 100,
+            window_bytes: usize::MAX,
             buffer: 100,
             bookmark_interval: Duration::from_secs(60),
         })

@@ -19,8 +19,10 @@ use crate::model::{FastMap, ObjectFilter, ResourceType};
 /// The hub's settings (the `[watch]` config section).
 #[derive(Debug, Clone)]
 pub struct HubOptions {
-    /// Events kept for resuming watches.
+    /// Events kept for resuming watches...
     pub window_events: usize,
+    /// ...and the most bytes of their objects kept.
+    pub window_bytes: usize,
     /// Events a watcher may fall behind before it is closed.
     pub buffer: usize,
     /// How often watchers that asked for bookmarks get one.
@@ -189,7 +191,7 @@ impl WatchHub {
     pub fn start(options: HubOptions) -> HubHandle {
         let arbiter = Arbiter::new();
         let hub = WatchHub {
-            window: EventWindow::new(options.window_events),
+            window: EventWindow::new(options.window_events, options.window_bytes),
             options,
             subscribers: FastMap::default(),
             last_revision: FastMap::default(),
@@ -487,6 +489,7 @@ mod tests {
     async fn node_indexed_watchers_see_their_node_and_transitions_only() {
         let hub = WatchHub::start(HubOptions {
             window_events: 100,
+            window_bytes: usize::MAX,
             buffer: 100,
             bookmark_interval: Duration::from_secs(3600),
         });

@@ -10,6 +10,10 @@ use crate::model::ResourceType;
 pub(crate) struct EventWindow {
     capacity: usize,
     len: usize,
+    /// The most bytes of objects kept, and how many are: a few large objects written over and
+    /// over would otherwise fill the memory long before `capacity` events.
+    max_bytes: usize,
+    bytes: usize,
     events: HashMap<&'static ResourceType, VecDeque<WatchEvent>>,
     /// Resource types in the order their events arrived: eviction is oldest-first overall.
     arrival: VecDeque<&'static ResourceType>,
@@ -19,10 +23,12 @@ pub(crate) struct EventWindow {
 }
 
 impl EventWindow {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
             capacity: capacity.max(1),
             len: 0,
+            max_bytes,
+            bytes: 0,
             events: HashMap::new(),
             arrival: VecDeque::new(),
             evicted_upto: HashMap::new(),
@@ -41,12 +47,14 @@ impl EventWindow {
 
     pub(crate) fn push(&mut self, event: WatchEvent) {
         let resource = event.object.key.resource;
+        self.bytes += event.object.raw.len();
         self.events.entry(resource).or_default().push_back(event);
         self.arrival.push_back(resource);
         self.len += 1;
-        while self.len > self.capacity {
+        while self.len > self.capacity || (self.bytes > self.max_bytes && self.len > 1) {
             let Some(oldest) = self.arrival.pop_front() else { break };
             if let Some(evicted) = self.events.get_mut(oldest).and_then(VecDeque::pop_front) {
+                self.bytes -= evicted.object.raw.len();
                 self.evicted_upto.insert(oldest, evicted.object.resource_version);
             }
             self.len -= 1;
@@ -92,9 +100,23 @@ mod tests {
     }
 
     #[test]
+    fn large_objects_are_let_go_by_their_size() {
+        let pods = find("", "v1", "pods").unwrap();
+        let size = event("pods", 1).object.raw.len();
+        let mut window = EventWindow::new(100, size * 5 / 2);
+        for rv in 1..=4 {
+            window.push(event("pods", rv));
+        }
+        let kept: Vec<u64> =
+            window.since(pods, 2).unwrap().map(|e| e.object.resource_version).collect();
+        assert_eq!(kept, [3, 4], "two events' worth of bytes");
+        assert_eq!(window.since(pods, 1).err(), Some(2));
+    }
+
+    #[test]
     fn resumes_and_expires() {
         let pods = find("", "v1", "pods").unwrap();
-        let mut window = EventWindow::new(3);
+        let mut window = EventWindow::new(3, usize::MAX);
         window.set_floor(1);
         for (plural, rv) in [("pods", 2), ("services", 3), ("pods", 4), ("pods", 5)] {
             window.push(event(plural, rv));

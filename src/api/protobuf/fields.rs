@@ -4,6 +4,7 @@
 
 use super::table::{Field, Kind, Message};
 
+#[rustfmt::skip]
 pub(super) static MESSAGES: &[Message] = &[
     Message { name: "io.k8s.api.authentication.v1.BoundObjectReference", fields: &[
         Field { tag: 1, json: "kind", repeated: false, kind: Kind::String },

@@ -200,9 +200,8 @@ fn message_value(message: &Message, bytes: &[u8], depth: usize) -> Result<Value,
         "io.k8s.apimachinery.pkg.runtime.RawExtension"
         | "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1" => {
             let raw = fields.get("raw").and_then(Value::as_str).unwrap_or("");
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(raw)
-                .map_err(|e| e.to_string())?;
+            let raw =
+                base64::engine::general_purpose::STANDARD.decode(raw).map_err(|e| e.to_string())?;
             if raw.is_empty() {
                 Value::Null
             } else {
@@ -371,7 +370,9 @@ fn skip(wire: WireType, buf: &mut &[u8]) -> Result<(), String> {
         WireType::SixtyFourBit => take(buf, 8).map(drop),
         WireType::ThirtyTwoBit => take(buf, 4).map(drop),
         WireType::LengthDelimited => take_bytes(buf).map(drop),
-        WireType::StartGroup | WireType::EndGroup => Err("protobuf groups are not supported".into()),
+        WireType::StartGroup | WireType::EndGroup => {
+            Err("protobuf groups are not supported".into())
+        }
     }
 }
 
@@ -780,8 +781,9 @@ mod tests {
             }),
             status: None,
         };
-        let obj = decode(&wrap("authentication.k8s.io/v1", "TokenRequest", request.encode_to_vec()))
-            .unwrap();
+        let obj =
+            decode(&wrap("authentication.k8s.io/v1", "TokenRequest", request.encode_to_vec()))
+                .unwrap();
         assert_eq!(
             obj["spec"],
             json!({"expirationSeconds": 600, "boundObjectRef":
