@@ -1,6 +1,8 @@
 //! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch
 //! (merge patch plus lists merged by key, as the core types declare them).
 
+use std::collections::{HashMap, HashSet};
+
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
@@ -149,7 +151,8 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
                 if let (Some(Value::Array(list)), Value::Array(remove)) =
                     (map.get_mut(field), value)
                 {
-                    list.retain(|v| !remove.contains(v));
+                    let remove: HashSet<String> = remove.iter().map(Value::to_string).collect();
+                    list.retain(|v| !remove.contains(&v.to_string()));
                 }
             }
             continue;
@@ -194,24 +197,34 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
 /// relative to those as they stood in `before` (the list before the patch), as Kubernetes
 /// orders them. Items are matched by `key`, or by value in a set.
 fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &[Value], key: Option<&str>) {
-    let id = |item: &Value| -> Option<Value> {
+    // Items are told apart by their key's (or their own) JSON text, looked up in maps: a
+    // patch of a list of thousands stays linear.
+    let id = |item: &Value| -> Option<String> {
         match key {
-            Some(key) => item.get(key).cloned(),
-            None => Some(item.clone()),
+            Some(key) => item.get(key).map(Value::to_string),
+            None => Some(item.to_string()),
         }
     };
-    let wanted: Vec<Value> = order.iter().filter_map(id).collect();
     let mut items: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
-    let mut take = |wanted_id: &Value| {
-        let found = items.iter().position(|i| i.as_ref().and_then(id).as_ref() == Some(wanted_id));
-        found.and_then(|at| items[at].take())
-    };
-    let named: Vec<Value> = wanted.iter().filter_map(&mut take).collect();
+    let mut by_id: HashMap<String, Vec<usize>> = HashMap::new();
+    for (at, item) in items.iter().enumerate().rev() {
+        if let Some(item_id) = item.as_ref().and_then(id) {
+            by_id.entry(item_id).or_default().push(at);
+        }
+    }
+    let named: Vec<Value> = order
+        .iter()
+        .filter_map(id)
+        .filter_map(|wanted| by_id.get_mut(&wanted)?.pop().and_then(|at| items[at].take()))
+        .collect();
     let server_only: Vec<Value> = items.into_iter().flatten().collect();
-    let place = |item: &Value| {
-        let item_id = id(item);
-        before.iter().position(|b| item_id.is_some() && id(b) == item_id)
-    };
+    let mut places: HashMap<String, usize> = HashMap::new();
+    for (at, item) in before.iter().enumerate() {
+        if let Some(item_id) = id(item) {
+            places.entry(item_id).or_insert(at);
+        }
+    }
+    let place = |item: &Value| id(item).and_then(|item_id| places.get(&item_id).copied());
     let (mut named, mut server_only) =
         (named.into_iter().peekable(), server_only.into_iter().peekable());
     while let (Some(mine), Some(theirs)) = (server_only.peek(), named.peek()) {
@@ -230,13 +243,16 @@ fn merge_set(target: &mut Value, items: &[Value]) {
         *target = Value::Array(Vec::new());
     }
     let list = target.as_array_mut().expect("just made an array");
+    let mut present: HashSet<String> = list.iter().map(Value::to_string).collect();
     for item in items {
-        if !list.contains(item) {
+        if present.insert(item.to_string()) {
             list.push(item.clone());
         }
     }
 }
 
+/// A list of objects merged by `key` (containers by `name`): the patch's items merge into
+/// those with the same key, are added, or (`$patch: delete`) removed.
 fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
     if !target.is_array() {
         *target = Value::Array(Vec::new());
@@ -246,27 +262,43 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
         *list = items.iter().filter(|i| i.get("$patch").is_none()).cloned().collect();
         return;
     }
+    let mut slots: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
+    // Where each key's first item is: a patch of thousands of items stays linear.
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (at, item) in slots.iter().enumerate() {
+        if let Some(id) = item.as_ref().and_then(|i| i.get(key)) {
+            index.entry(id.to_string()).or_insert(at);
+        }
+    }
     for item in items {
         let Some(obj) = item.as_object() else {
-            list.push(item.clone());
+            slots.push(Some(item.clone()));
             continue;
         };
-        let id = obj.get(key);
-        let position = id.and_then(|id| list.iter().position(|e| e.get(key) == Some(id)));
+        let id = obj.get(key).map(Value::to_string);
+        let position = id.as_ref().and_then(|id| index.get(id).copied());
         let delete = obj.get("$patch").and_then(Value::as_str) == Some("delete");
         match (position, delete) {
-            (Some(i), true) => {
-                list.remove(i);
+            (Some(at), true) => {
+                slots[at] = None;
+                index.remove(id.as_ref().expect("found by it"));
             }
             (None, true) => {}
-            (Some(i), false) => strategic_merge_object(&mut list[i], obj, path),
+            (Some(at), false) => {
+                let merged = slots[at].as_mut().expect("indexed items are there");
+                strategic_merge_object(merged, obj, path);
+            }
             (None, false) => {
                 let mut fresh = Value::Object(Map::new());
                 strategic_merge_object(&mut fresh, obj, path);
-                list.push(fresh);
+                if let Some(id) = id {
+                    index.insert(id, slots.len());
+                }
+                slots.push(Some(fresh));
             }
         }
     }
+    *list = slots.into_iter().flatten().collect();
 }
 
 #[cfg(test)]
