@@ -89,6 +89,16 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let spec = object_field(object, "spec");
             spec.entry("type").or_insert(json!("ClusterIP"));
             spec.entry("sessionAffinity").or_insert(json!("None"));
+            if spec.get("sessionAffinity") == Some(&json!("ClientIP")) {
+                // Three hours, Kubernetes' default for an affinity given no timeout.
+                let config = spec.entry("sessionAffinityConfig").or_insert_with(|| json!({}));
+                if let Some(config) = config.as_object_mut() {
+                    let client_ip = config.entry("clientIP").or_insert_with(|| json!({}));
+                    if let Some(client_ip) = client_ip.as_object_mut() {
+                        client_ip.entry("timeoutSeconds").or_insert(json!(10800));
+                    }
+                }
+            }
             let service_type = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
             if service_type != "ExternalName" {
                 spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
@@ -109,8 +119,12 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                         port.remove("nodePort");
                     }
                     port.entry("protocol").or_insert(json!("TCP"));
-                    if let Some(p) = port.get("port").cloned() {
-                        port.entry("targetPort").or_insert(p);
+                    // No target port, 0 or "" (what Go's protobuf writes for none): the port.
+                    let target = port.get("targetPort");
+                    if target.is_none_or(|t| *t == json!(0) || *t == json!("")) {
+                        if let Some(p) = port.get("port").cloned() {
+                            port.insert("targetPort".into(), p);
+                        }
                     }
                 }
             }
@@ -550,10 +564,12 @@ mod tests {
 
     #[test]
     fn service_and_rc_defaults() {
-        let mut svc = json!({"spec":{"ports":[{"port":80}, {"port":81,"nodePort":0}]}});
+        let mut svc = json!({"spec":{"ports":[{"port":80}, {"port":81,"nodePort":0,"targetPort":0}],
+            "sessionAffinity":"ClientIP"}});
         apply("Service", &mut svc);
         assert_eq!(svc["spec"]["ports"][0], json!({"port":80,"protocol":"TCP","targetPort":80}));
         assert_eq!(svc["spec"]["ports"][1], json!({"port":81,"protocol":"TCP","targetPort":81}));
+        assert_eq!(svc["spec"]["sessionAffinityConfig"], json!({"clientIP":{"timeoutSeconds":10800}}));
         let mut rc = json!({"metadata":{},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[]}}}});
         apply("ReplicationController", &mut rc);
         assert_eq!(rc["spec"]["replicas"], 1);
