@@ -1,9 +1,10 @@
 //! Discovery: `/version`, `/api`, `/apis`, the per-group-version resource lists, and health.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use kplane_actors::model::{resources, ResourceType};
 use serde_json::{json, Value};
 
+use super::AppState;
 use crate::error::HttpError;
 
 /// The Kubernetes minor version whose API types kplane serves. kubectl's dispatcher runs the
@@ -21,17 +22,78 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     // `/apis[/{group}[/{version}]]` and `/api/v1`: served under the resource scopes, which
     // hand these paths back here (see `objects::configure`).
     for path in ["/healthz", "/livez", "/readyz"] {
-        cfg.route(path, web::get().to(ok));
-        cfg.route(&format!("{path}/{{check:.*}}"), web::get().to(ok));
+        cfg.route(path, web::get().to(health));
+        cfg.route(&format!("{path}/{{check}}"), web::get().to(one_check));
+    }
+}
+
+/// The checks behind `/healthz`, `/livez` and `/readyz`: the server answers (`ping`), and its
+/// store serves a read (`etcd`, as Kubernetes names the check of its storage).
+const CHECKS: [&str; 2] = ["ping", "etcd"];
+
+/// Runs one named check: `Err` says why it failed.
+async fn run_check(state: &AppState, name: &str) -> Result<(), String> {
+    match name {
+        "etcd" => {
+            let namespaces = resources::core("namespaces");
+            state.core.get(namespaces, "", "default").await.map(drop).map_err(|e| e.to_string())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `/healthz` (`/livez`, `/readyz`): every check, `ok` when all pass, else 500; with
+/// `verbose` one line a check, as kube-apiserver writes them; `exclude` leaves checks out.
+async fn health(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let endpoint = req.path().trim_start_matches('/').trim_end_matches('/').to_string();
+    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(|q| q.into_inner())
+        .unwrap_or_default();
+    let verbose = query.iter().any(|(key, _)| key == "verbose");
+    let excluded: Vec<&str> =
+        query.iter().filter(|(key, _)| key == "exclude").map(|(_, v)| v.as_str()).collect();
+    let mut lines = Vec::new();
+    let mut failed = false;
+    for name in CHECKS {
+        if excluded.contains(&name) {
+            lines.push(format!("[+]{name} excluded: ok"));
+            continue;
+        }
+        match run_check(&state, name).await {
+            Ok(()) => lines.push(format!("[+]{name} ok")),
+            Err(why) => {
+                tracing::warn!(check = name, %why, "{endpoint} check failed");
+                failed = true;
+                lines.push(format!("[-]{name} failed: reason withheld"));
+            }
+        }
+    }
+    let outcome = if failed { "failed" } else { "passed" };
+    lines.push(format!("{endpoint} check {outcome}"));
+    let body = if verbose || failed { lines.join("\n") + "\n" } else { "ok".to_string() };
+    let mut response =
+        if failed { HttpResponse::InternalServerError() } else { HttpResponse::Ok() };
+    response.content_type("text/plain; charset=utf-8").body(body)
+}
+
+/// `/healthz/<check>`: that check alone; an unknown one is 404.
+async fn one_check(check: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+    let name = check.into_inner();
+    if !CHECKS.contains(&name.as_str()) {
+        return HttpResponse::NotFound().content_type("text/plain; charset=utf-8").body(
+            "404 page not found\n",
+        );
+    }
+    match run_check(&state, &name).await {
+        Ok(()) => HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok"),
+        Err(_) => HttpResponse::InternalServerError()
+            .content_type("text/plain; charset=utf-8")
+            .body(format!("[-]{name} failed: reason withheld\n")),
     }
 }
 
 fn json_response(value: Value) -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(value.to_string())
-}
-
-async fn ok() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
 }
 
 /// The version `/version` and the OpenAPI documents report: the Kubernetes minor served, and

@@ -40,6 +40,13 @@ fn version_api_resources_and_cluster_info() {
     }
     let out = k.ok(&["cluster-info"]);
     assert!(out.contains("is running at"), "{out}");
+    // Health, as kube-apiserver reports it: each check with `verbose`, one by its name.
+    let out = k.ok(&["get", "--raw", "/readyz?verbose"]);
+    assert_eq!(out.trim(), "[+]ping ok\n[+]etcd ok\nreadyz check passed", "{out}");
+    assert_eq!(k.ok(&["get", "--raw", "/healthz"]), "ok");
+    assert_eq!(k.ok(&["get", "--raw", "/livez/etcd"]), "ok");
+    let (found, _, _) = k.run(&["get", "--raw", "/healthz/nonexistent"]);
+    assert!(!found, "an unknown check is 404");
 }
 
 #[test]
