@@ -80,9 +80,9 @@ async fn health(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
 async fn one_check(check: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
     let name = check.into_inner();
     if !CHECKS.contains(&name.as_str()) {
-        return HttpResponse::NotFound().content_type("text/plain; charset=utf-8").body(
-            "404 page not found\n",
-        );
+        return HttpResponse::NotFound()
+            .content_type("text/plain; charset=utf-8")
+            .body("404 page not found\n");
     }
     match run_check(&state, &name).await {
         Ok(()) => HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok"),

@@ -569,7 +569,10 @@ mod tests {
         apply("Service", &mut svc);
         assert_eq!(svc["spec"]["ports"][0], json!({"port":80,"protocol":"TCP","targetPort":80}));
         assert_eq!(svc["spec"]["ports"][1], json!({"port":81,"protocol":"TCP","targetPort":81}));
-        assert_eq!(svc["spec"]["sessionAffinityConfig"], json!({"clientIP":{"timeoutSeconds":10800}}));
+        assert_eq!(
+            svc["spec"]["sessionAffinityConfig"],
+            json!({"clientIP":{"timeoutSeconds":10800}})
+        );
         let mut rc = json!({"metadata":{},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[]}}}});
         apply("ReplicationController", &mut rc);
         assert_eq!(rc["spec"]["replicas"], 1);

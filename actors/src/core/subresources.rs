@@ -29,13 +29,24 @@ impl ApiCore {
         dry_run: bool,
     ) -> Result<(), ApiError> {
         let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
+        let target_kind = binding.pointer("/target/kind").and_then(Value::as_str).unwrap_or("");
+        let mut causes = Vec::new();
+        if !target_kind.is_empty() && target_kind != "Node" {
+            causes.push(FieldError::not_supported(
+                "target.kind",
+                target_kind,
+                &["Node", "<empty>"],
+            ));
+        }
         if node.is_empty() {
-            let cause = FieldError::required("target.name");
+            causes.push(FieldError::required("target.name"));
+        }
+        if !causes.is_empty() {
             return Err(ApiError::Invalid {
                 kind: "Binding",
                 group: "",
                 name: name.into(),
-                causes: vec![cause],
+                causes,
             });
         }
         match binding.pointer("/metadata/name").and_then(Value::as_str) {
@@ -257,6 +268,20 @@ mod tests {
         assert_eq!(scale["status"]["replicas"], 2);
         assert_eq!(scale["status"]["selector"], "app=web,tier=fe");
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
+    }
+
+    #[actix::test]
+    async fn a_binding_targets_a_node() {
+        let core = crate::testing::core().await;
+        let pods = resources::core("pods");
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &crate::core::WriteOptions::default()).await.unwrap();
+        let to_a_pod = json!({"target": {"kind": "Pod", "name": "other"}});
+        let refused = core.bind("default", "p", &to_a_pod, false).await;
+        let Err(ApiError::Invalid { causes, .. }) = refused else { panic!("{refused:?}") };
+        assert_eq!(causes[0].field, "target.kind");
+        let to_a_node = json!({"target": {"kind": "Node", "name": "n1"}});
+        core.bind("default", "p", &to_a_node, false).await.unwrap();
     }
 
     #[test]
