@@ -221,12 +221,25 @@ impl GarbageCollector {
 
     /// Deletes `uid` if, by the graph, none of its owners exists any more, and the API server
     /// agrees: the graph may not have seen a dependent let go of an owner yet.
+    /// When only some of its owners are gone, their references are removed instead, as
+    /// Kubernetes' collector removes dangling references from an object that keeps an owner.
     fn collect_if_orphaned(&mut self, uid: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid) else { return };
-        if node.owners.is_empty() || node.owners.iter().any(|o| self.exists(o)) {
+        let present = node.owners.iter().filter(|o| self.exists(o)).count();
+        if node.owners.is_empty() || present == node.owners.len() {
             return;
         }
         let (node, uid, client) = (node.clone(), uid.to_string(), self.client.clone());
+        if present > 0 {
+            ctx.spawn(
+                async move {
+                    let released = release_dangling(&*client, &node, &uid).await;
+                    report_collection(&node, released);
+                }
+                .into_actor(self),
+            );
+            return;
+        }
         ctx.spawn(
             async move { report_collection(&node, collect_orphan(&*client, &node, &uid).await) }
                 .into_actor(self),
@@ -267,6 +280,47 @@ fn delete_options(uid: &str, resource_version: Option<String>) -> DeleteOptions 
     }
 }
 
+/// Whether the owner an owner reference of `node` names exists, asked of the API server. An
+/// owner of a kind not served here cannot exist here.
+async fn owner_exists(
+    client: &dyn ApiClient,
+    node: &Node,
+    reference: &Value,
+) -> Result<bool, ApiError> {
+    let group = reference["apiVersion"].as_str().and_then(|v| v.rsplit_once('/'));
+    let group = group.map_or("", |(group, _)| group);
+    let kind = reference["kind"].as_str().unwrap_or("");
+    let Some(resource) = resources::find_by_kind(group, kind) else { return Ok(false) };
+    let namespace = if resource.namespaced { node.namespace.as_str() } else { "" };
+    let name = reference["name"].as_str().unwrap_or("");
+    match client.get(resource, namespace, name).await {
+        Ok(owner) => Ok(uid_of(&owner) == reference["uid"].as_str().unwrap_or("")),
+        Err(ApiError::NotFound { .. }) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Removes the references of the object to owners that do not exist, as the API server says,
+/// while another of its owners does.
+async fn release_dangling(client: &dyn ApiClient, node: &Node, uid: &str) -> Result<(), ApiError> {
+    let live = client.get(node.resource, &node.namespace, &node.name).await?;
+    if uid_of(&live) != uid {
+        return Ok(());
+    }
+    let references = live["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+    let mut dangling = Vec::new();
+    for reference in &references {
+        if !owner_exists(client, node, reference).await? {
+            dangling.push(reference["uid"].clone());
+        }
+    }
+    if dangling.is_empty() || dangling.len() == references.len() {
+        return Ok(());
+    }
+    let gone = |reference: &Value| dangling.contains(&reference["uid"]);
+    remove_entries(client, node, uid, "ownerReferences", gone).await
+}
+
 /// Deletes the object if it still names owners and none of them exists: each owner reference
 /// is checked against the API server, and the delete is pinned to the version checked.
 async fn collect_orphan(client: &dyn ApiClient, node: &Node, uid: &str) -> Result<(), ApiError> {
@@ -279,19 +333,8 @@ async fn collect_orphan(client: &dyn ApiClient, node: &Node, uid: &str) -> Resul
         return Ok(());
     }
     for reference in &references {
-        let group = reference["apiVersion"].as_str().and_then(|v| v.rsplit_once('/'));
-        let group = group.map_or("", |(group, _)| group);
-        let kind = reference["kind"].as_str().unwrap_or("");
-        // An owner of a kind not served here cannot exist here.
-        let Some(resource) = resources::find_by_kind(group, kind) else { continue };
-        let namespace = if resource.namespaced { node.namespace.as_str() } else { "" };
-        let name = reference["name"].as_str().unwrap_or("");
-        match client.get(resource, namespace, name).await {
-            Ok(owner) if uid_of(&owner) == reference["uid"].as_str().unwrap_or("") => {
-                return Ok(());
-            }
-            Ok(_) | Err(ApiError::NotFound { .. }) => {}
-            Err(error) => return Err(error),
+        if owner_exists(client, node, reference).await? {
+            return Ok(());
         }
     }
     let version = live["metadata"]["resourceVersion"].as_str().map(String::from);
@@ -486,6 +529,22 @@ mod tests {
             get(&core, "dep").await.is_none().then_some(())
         })
         .await;
+
+        // A dependent with another owner stays, and lets go of the one gone.
+        let first = create(&core, "first", None, &[]).await;
+        let second = create(&core, "second", None, &[]).await;
+        let mut shared = create(&core, "shared", Some(&first), &[]).await;
+        let both = json!([shared["metadata"]["ownerReferences"][0],
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "second", "uid": second["metadata"]["uid"]}]);
+        shared["metadata"]["ownerReferences"] = both;
+        ApiClient::update(&core, cms(), "default", shared).await.unwrap();
+        delete(&core, "first", "Background").await;
+        let kept = eventually("the dangling reference is removed", || async {
+            let shared = get(&core, "shared").await?;
+            (shared["metadata"]["ownerReferences"].as_array()?.len() == 1).then_some(shared)
+        })
+        .await;
+        assert_eq!(kept["metadata"]["ownerReferences"][0]["name"], "second");
 
         orphan(&core, "owner2", &["dep2".into()]).await;
         let orphan = get(&core, "dep2").await.expect("an orphan stays");
