@@ -285,9 +285,9 @@ async fn dispatch(
             };
             let options = query.write_options(&req)?;
             if options.force {
-                return Err(HttpError::BadRequest(
-                    "force: Forbidden: may not be specified for non-apply patch".into(),
-                ));
+                let cause =
+                    FieldError::forbidden("force", "may not be specified for non-apply patch");
+                return Err(HttpError::Api(ApiError::invalid_options("PatchOptions", vec![cause])));
             }
             let patch = body::parse_json(&bytes)?;
             if let Some(escalation) = &escalation {

@@ -37,7 +37,7 @@ impl ApiCore {
             Some(m) if !m.is_empty() => m,
             _ => {
                 let mut cause = FieldError::required("fieldManager");
-                cause.message = "is required for apply patch".into();
+                cause.message = "Required value: is required for apply patch".into();
                 return Err(ApiError::Invalid {
                     kind: "PatchOptions",
                     group: "meta.k8s.io",
