@@ -67,7 +67,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::NotFound { resource, group, name } => {
                 (404, "NotFound", Some(details(name, resource, group)))
             }
-            ApiError::AlreadyExists { resource, group, name } => {
+            ApiError::AlreadyExists { resource, group, name, .. } => {
                 (409, "AlreadyExists", Some(details(name, resource, group)))
             }
             ApiError::Conflict { resource, group, name, .. } => {

@@ -458,9 +458,12 @@ fn error_from_status(resource: &'static ResourceType, code: u16, status: &Value)
         .unwrap_or(resource);
     match code {
         404 => ApiError::NotFound { resource: by_plural.plural, group: by_plural.group, name },
-        409 if reason == "AlreadyExists" => {
-            ApiError::AlreadyExists { resource: by_plural.plural, group: by_plural.group, name }
-        }
+        409 if reason == "AlreadyExists" => ApiError::AlreadyExists {
+            resource: by_plural.plural,
+            group: by_plural.group,
+            name,
+            being_deleted: false,
+        },
         409 => {
             ApiError::Conflict { resource: by_plural.plural, group: by_plural.group, name, message }
         }

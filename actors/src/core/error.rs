@@ -10,8 +10,14 @@ use crate::watch::WatchError;
 pub enum ApiError {
     #[error("{} {name:?} not found", qualified(resource, group))]
     NotFound { resource: &'static str, group: &'static str, name: String },
-    #[error("{} {name:?} already exists", qualified(resource, group))]
-    AlreadyExists { resource: &'static str, group: &'static str, name: String },
+    /// The name is taken; `being_deleted` when by an object on its way out (said first in the
+    /// message, as Kubernetes says it).
+    #[error(
+        "{}{} {name:?} already exists",
+        if *being_deleted { "object is being deleted: " } else { "" },
+        qualified(resource, group)
+    )]
+    AlreadyExists { resource: &'static str, group: &'static str, name: String, being_deleted: bool },
     #[error("{message}")]
     Conflict { resource: &'static str, group: &'static str, name: String, message: String },
     /// A server-side apply would change fields other managers own.
@@ -130,6 +136,7 @@ impl From<StoreError> for ApiError {
                 resource: key.resource.plural,
                 group: key.resource.group,
                 name: key.name,
+                being_deleted: false,
             },
             StoreError::Conflict { key, message } => ApiError::Conflict {
                 resource: key.resource.plural,

@@ -425,11 +425,11 @@ impl ApiCore {
             None
         };
         let release = || allocation.iter().for_each(|a| self.services.release(a));
-        let prepared = PreparedObject::with_json_field(key, object, managed_fields);
+        let prepared = PreparedObject::with_json_field(key.clone(), object, managed_fields);
         if dry_run {
             release();
             if self.store.get(&prepared.key).await?.is_some() {
-                return Err(StoreError::AlreadyExists(prepared.key).into());
+                return Err(self.name_taken(key).await);
             }
             return Ok(Arc::new(not_stored(prepared)));
         }
@@ -437,7 +437,10 @@ impl ApiCore {
         if created.is_err() {
             release();
         }
-        Ok(created?)
+        match created {
+            Err(StoreError::AlreadyExists(key)) => Err(self.name_taken(key).await),
+            other => Ok(other?),
+        }
     }
 
     /// The LimitRanges the LimitRanger admits a write of `resource` in `namespace` against:
@@ -931,6 +934,19 @@ impl ApiCore {
             }
         }
         self.delete_object(current, preconditions).await
+    }
+
+    /// The AlreadyExists error of a create whose name `key` holds, said to be about an object
+    /// being deleted when the one holding it is (a create racing a deletion's finalizers), as
+    /// Kubernetes words it.
+    async fn name_taken(&self, key: ObjectKey) -> ApiError {
+        let being_deleted = matches!(self.store.get(&key).await, Ok(Some(held)) if held.deleting);
+        ApiError::AlreadyExists {
+            resource: key.resource.plural,
+            group: key.resource.group,
+            name: key.name,
+            being_deleted,
+        }
     }
 
     /// Marks an object for deletion with a garbage-collector finalizer (`orphan` or
@@ -1650,6 +1666,20 @@ mod tests {
         let mut fewer = marked;
         fewer["metadata"]["finalizers"] = json!([]);
         core.update(pods, "default", "p", fewer, &WriteOptions::default()).await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_name_held_by_an_object_being_deleted_says_so() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let held = json!({"metadata": {"name": "f", "finalizers": ["a.io/keep"]}});
+        let options = WriteOptions::default();
+        core.create(cms, "default", held.clone(), &options).await.unwrap();
+        let taken = core.create(cms, "default", held.clone(), &options).await.unwrap_err();
+        assert_eq!(taken.to_string(), "configmaps \"f\" already exists");
+        core.delete(cms, "default", "f", &DeleteOptions::default()).await.unwrap();
+        let taken = core.create(cms, "default", held, &options).await.unwrap_err();
+        assert_eq!(taken.to_string(), "object is being deleted: configmaps \"f\" already exists");
     }
 
     #[actix::test]
