@@ -33,6 +33,7 @@ fn rss_bytes() -> u64 {
 async fn open(dir: &std::path::Path) -> (Store, ApiCore) {
     let hub = WatchHub::start(HubOptions {
         window_events: 100_000,
+        window_bytes: usize::MAX,
         buffer: 100_000,
         bookmark_interval: Duration::from_secs(60),
     });

@@ -65,6 +65,7 @@ async fn shard_writes(store: &Store, in_flight: usize, total: usize, run: usize)
 async fn hub_fanout(subscribers: usize, events: usize, per_batch: usize) -> f64 {
     let hub = WatchHub::start(HubOptions {
         window_events: 1000,
+        window_bytes: usize::MAX,
         buffer: events + 16,
         bookmark_interval: Duration::from_secs(3600),
     });
@@ -109,6 +110,7 @@ fn main() {
     let results = system.block_on(async {
         let hub = WatchHub::start(HubOptions {
             window_events: 1000,
+            window_bytes: usize::MAX,
             buffer: 10,
             bookmark_interval: Duration::from_secs(3600),
         });

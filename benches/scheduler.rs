@@ -81,6 +81,7 @@ async fn bound_per_second(run: usize) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let hub = WatchHub::start(HubOptions {
         window_events: 200_000,
+        window_bytes: usize::MAX,
         buffer: 200_000,
         bookmark_interval: Duration::from_secs(60),
     });

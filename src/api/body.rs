@@ -217,21 +217,111 @@ fn merge_repeated(first: &mut Value, repeated: Value) {
 /// the nesting: 50,000 levels in 100 KB held a worker for ten seconds.
 const MAX_YAML_FLOW_DEPTH: usize = 1_000;
 
-/// How deep `[` and `{` nest in `bytes`, counted everywhere (quotes and comments included,
-/// which can only count more): an upper bound of what the parser would nest.
+/// How deep YAML flow collections (`[`, `{`) nest in `bytes`, read as the YAML parser reads
+/// them where it matters: brackets and quotes count only where they are indicators (in a flow
+/// collection, or where a value starts), and quoted scalars, comments and block scalars are
+/// stepped over. What it is unsure of counts as an indicator, which can only count deeper.
 fn flow_depth(bytes: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
-    for byte in bytes {
-        match byte {
-            b'[' | b'{' => {
+    let mut i = 0;
+    // This line so far: only blanks (`line_start`), its indentation, the last byte that was
+    // not a blank, whether a blank came after it, and the first byte of the last word.
+    let (mut line_start, mut indent) = (true, 0usize);
+    let (mut last, mut after_blank, mut word_first) = (0u8, true, 0u8);
+    // The last scalar was quoted (`"a":"b"`, JSON's way, puts a value right after its `:`).
+    let mut last_quoted = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let tagged = after_blank && matches!(word_first, b'!' | b'&');
+        let value_start =
+            line_start || tagged || (after_blank && matches!(last, b':' | b'-' | b'?'));
+        let in_flow = depth > 0;
+        match c {
+            b'\n' => {
+                (line_start, indent, last, after_blank, word_first) = (true, 0, 0, true, 0);
+                i += 1;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                if line_start {
+                    indent += 1;
+                }
+                after_blank = true;
+                i += 1;
+                continue;
+            }
+            b'#' if after_blank => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' | b'\''
+                if (in_flow
+                    && (matches!(last, b'[' | b'{' | b',')
+                        || (last == b':' && (after_blank || last_quoted))
+                        || (last == b'?' && after_blank)
+                        || tagged))
+                    || (!in_flow && value_start) =>
+            {
+                i = quoted_end(bytes, i);
+                (last, after_blank, line_start, last_quoted) = (c, false, false, true);
+                continue;
+            }
+            b'|' | b'>' if !in_flow && value_start => {
+                // A block scalar: its lines are the blank ones and those indented deeper.
+                i = line_end(bytes, i);
+                while i < bytes.len() {
+                    let line = i + 1;
+                    let rest = &bytes[line.min(bytes.len())..];
+                    let blanks = rest.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+                    let blank_line = matches!(rest.get(blanks), None | Some(b'\n' | b'\r'));
+                    if !(blank_line || blanks > indent) {
+                        break;
+                    }
+                    i = line_end(bytes, line);
+                }
+                continue;
+            }
+            b'[' | b'{' if in_flow || value_start => {
                 depth += 1;
                 deepest = deepest.max(depth);
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
+            b']' | b'}' if in_flow => depth -= 1,
             _ => {}
         }
+        if after_blank || matches!(last, b'[' | b'{' | b',') {
+            word_first = c;
+        }
+        // A `:` right after a quoted key keeps the mark: the value may follow it at once.
+        last_quoted = c == b':' && last_quoted && !after_blank;
+        (last, after_blank, line_start) = (c, false, false);
+        i += 1;
     }
     deepest
+}
+
+/// Where the line holding `from` ends (its newline, or the end).
+fn line_end(bytes: &[u8], from: usize) -> usize {
+    bytes[from.min(bytes.len())..]
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(bytes.len(), |n| from + n)
+}
+
+/// Where the quoted scalar starting at `start` ends (just after its closing quote).
+fn quoted_end(bytes: &[u8], start: usize) -> usize {
+    let quote = bytes[start];
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if quote == b'"' => i += 2,
+            b'\'' if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
+            c if c == quote => return i + 1,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
 }
 
 /// Parses a YAML document (an apply patch; JSON is YAML too) into its JSON value.
@@ -359,6 +449,25 @@ mod tests {
             parse_yaml(fine.as_bytes()).unwrap(),
             json!({"a": [[1, 2], {"b": "[[["}], "c": "]]]"})
         );
+        // Closing brackets in quotes, comments and block scalars do not hide the nesting.
+        let deep = |open: &str, close: &str| {
+            let body = format!("a: {}{}", open.repeat(5_000), close.repeat(5_000));
+            flow_depth(body.as_bytes())
+        };
+        assert!(deep("[\"]\", ", "]") > MAX_YAML_FLOW_DEPTH);
+        assert!(deep("['}', ", "]") > MAX_YAML_FLOW_DEPTH);
+        assert!(deep("[!!str \"]\", ", "]") > MAX_YAML_FLOW_DEPTH);
+        assert!(deep("[ # ]\n", "]") > MAX_YAML_FLOW_DEPTH);
+        assert!(deep("{\"a\":\"}\", \"b\":", "}") > MAX_YAML_FLOW_DEPTH);
+        let (open, close) = ("[".repeat(5_000), "]".repeat(5_000));
+        let plain = format!("a: b:'\nc: {open}{close}\nd: '");
+        assert!(flow_depth(plain.as_bytes()) > MAX_YAML_FLOW_DEPTH, "`b:'` is a plain scalar");
+        let block = format!("a: |\n  \"\nb: {open}{close}\nc: '\"'");
+        assert!(flow_depth(block.as_bytes()) > MAX_YAML_FLOW_DEPTH, "the block scalar ends");
+        // Brackets in plain, quoted and block scalars are not indicators.
+        let text = format!("a: x[[[\nb: \"{open}\"\nc: |\n  {open}\n\n  {close}{open}\nd: 1\n");
+        assert!(flow_depth(text.as_bytes()) < 10, "{}", flow_depth(text.as_bytes()));
+        assert_eq!(parse_yaml(text.as_bytes()).unwrap()["d"], 1);
     }
 
     #[test]

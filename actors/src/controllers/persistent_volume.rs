@@ -631,6 +631,8 @@ mod tests {
             ApiClient::create(&core, claims(), "default", c).await.unwrap();
         }
         let _controller = PersistentVolumeController::new(Arc::new(core.clone())).start();
+        // Claims are created protected, and go once this sees no pod uses them.
+        let _protector = crate::controllers::StorageProtector::new(Arc::new(core.clone())).start();
 
         let a = until(&core, claims(), "a", "Bound").await;
         assert_eq!(a["spec"]["volumeName"], "small", "the smallest that holds 1Gi: {a}");

@@ -135,12 +135,14 @@ fn held(object: &Value, finalizer: &str) -> bool {
     is_being_deleted(object) && finalizers.is_some_and(|f| f.iter().any(|f| f == finalizer))
 }
 
-/// Whether a pod that has not finished uses the claim `name` of its namespace: as a
+/// Whether a pod scheduled and not finished uses the claim `name` of its namespace: as a
 /// `persistentVolumeClaim` volume, or through a generic ephemeral volume's claim
-/// (`<pod>-<volume>`).
+/// (`<pod>-<volume>`). A pod not yet scheduled does not hold it, as in Kubernetes: its node
+/// agent will refuse to start it with a claim being deleted.
 fn uses(pod: &Value, name: &str) -> bool {
     let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
-    if matches!(phase, Some("Succeeded" | "Failed")) {
+    let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    if node.is_empty() || matches!(phase, Some("Succeeded" | "Failed")) {
         return false;
     }
     let volumes = json::at(pod, "/spec/volumes").and_then(Value::as_array);
@@ -229,7 +231,7 @@ mod tests {
     #[test]
     fn a_claim_is_used_by_the_pods_that_have_not_finished() {
         let pod = |phase: &str, volume: Value| {
-            json!({"metadata": {"name": "p"}, "spec": {"volumes": [volume]},
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "volumes": [volume]},
                 "status": {"phase": phase}})
         };
         let claimed = json!({"name": "v", "persistentVolumeClaim": {"claimName": "data"}});
@@ -239,6 +241,13 @@ mod tests {
         assert!(!uses(&pod("Running", claimed), "other"));
         let ephemeral = json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}});
         assert!(uses(&pod("Running", ephemeral), "p-scratch"));
+        let mut unscheduled = pod(
+            "Pending",
+            json!({"name": "v",
+            "persistentVolumeClaim": {"claimName": "data"}}),
+        );
+        unscheduled["spec"].as_object_mut().unwrap().remove("nodeName");
+        assert!(!uses(&unscheduled, "data"), "a pod not scheduled holds no claim");
     }
 
     #[actix::test]
@@ -251,8 +260,9 @@ mod tests {
         let claim = ApiClient::create(&core, claims, "default", claim).await.unwrap();
         assert_eq!(claim["metadata"]["finalizers"], serde_json::json!([CLAIM_FINALIZER]));
         let pods = resources::core("pods");
-        let pod = json!({"metadata": {"name": "user"}, "spec": {"containers": [{"name": "c",
-            "image": "i"}], "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}});
+        let pod = json!({"metadata": {"name": "user"}, "spec": {"nodeName": "n1",
+            "containers": [{"name": "c", "image": "i"}],
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}});
         ApiClient::create(&core, pods, "default", pod).await.unwrap();
         let options = DeleteOptions::default();
         ApiClient::delete(&core, claims, "default", "data", &options).await.unwrap();
@@ -260,7 +270,8 @@ mod tests {
         let get = || async { ApiClient::get(&core, claims, "default", "data").await.ok() };
         let held = eventually("the claim marked", || async { get().await }).await;
         assert!(is_being_deleted(&held), "{held}");
-        ApiClient::delete(&core, pods, "default", "user", &options).await.unwrap();
+        let now = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+        ApiClient::delete(&core, pods, "default", "user", &now).await.unwrap();
         eventually("the claim gone", || async { get().await.is_none().then_some(()) }).await;
 
         let volumes = resources::core("persistentvolumes");

@@ -89,6 +89,67 @@ fn list_items<'a>(parent: &str, field: &str, items: &'a [Value]) -> ListItems<'a
     listed.unwrap_or(ListItems::Atomic)
 }
 
+/// The part of the object `applied` that `live` still holds as applied, field by field: lists
+/// item by item as their types identify items (keyed lists by their keys, sets by value),
+/// anything else whole.
+pub(super) fn still_applied(applied: &Value, live: &Value) -> Value {
+    match (applied, live) {
+        (Value::Object(applied), Value::Object(live)) => {
+            Value::Object(fields_still_applied(applied, live, ""))
+        }
+        _ => Value::Null,
+    }
+}
+
+fn fields_still_applied(
+    applied: &Map<String, Value>,
+    live: &Map<String, Value>,
+    path: &str,
+) -> Map<String, Value> {
+    applied
+        .iter()
+        .filter_map(|(field, value)| {
+            let kept = value_still_applied(value, live.get(field)?, path, field)?;
+            Some((field.clone(), kept))
+        })
+        .collect()
+}
+
+fn value_still_applied(applied: &Value, live: &Value, parent: &str, field: &str) -> Option<Value> {
+    match (applied, live) {
+        (Value::Object(a), Value::Object(l)) if !a.is_empty() => {
+            let kept = fields_still_applied(a, l, &child_path(parent, field));
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        (Value::Array(a), Value::Array(l)) if !a.is_empty() => {
+            let path = child_path(parent, field);
+            let kept: Vec<Value> =
+                match (list_items(parent, field, a), list_items(parent, field, l)) {
+                    (ListItems::Keyed(_, mine), ListItems::Keyed(_, theirs)) => mine
+                        .into_iter()
+                        .filter_map(|(element, item)| {
+                            let at = theirs.binary_search_by(|(e, _)| e.cmp(&element)).ok()?;
+                            match (item, theirs[at].1) {
+                                (Value::Object(item), Value::Object(counterpart)) => Some(
+                                    Value::Object(fields_still_applied(item, counterpart, &path)),
+                                ),
+                                _ => None,
+                            }
+                        })
+                        .collect(),
+                    (ListItems::Set(_), ListItems::Set(_)) => {
+                        let present: std::collections::HashSet<String> =
+                            l.iter().map(Value::to_string).collect();
+                        a.iter().filter(|v| present.contains(&v.to_string())).cloned().collect()
+                    }
+                    _ => return (a == l).then(|| applied.clone()),
+                };
+            (!kept.is_empty()).then_some(Value::Array(kept))
+        }
+        _ => (applied == live).then(|| applied.clone()),
+    }
+}
+
 /// `elements` sorted by their `element`, unless one repeats: checked by sorting, without a
 /// hashed set, whose SipHash of each element showed in profiles of the write path.
 fn sorted_distinct<T>(mut elements: Vec<T>, element: impl Fn(&T) -> &str) -> Option<Vec<T>> {

@@ -417,40 +417,8 @@ impl ManagedFields {
 pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
     let annotation = json::at(object, LAST_APPLIED_POINTER)?.as_str()?;
     let config: Value = serde_json::from_str(annotation).ok()?;
-    let unchanged = still_applied(&config, object).unwrap_or(Value::Null);
+    let unchanged = field_set::still_applied(&config, object);
     Some(owned_fields(&unchanged, false, "").unwrap_or_default())
-}
-
-/// The part of `applied` that `live` still holds as applied: objects key by key, lists of
-/// named objects by name and other lists of objects by position, anything else whole.
-fn still_applied(applied: &Value, live: &Value) -> Option<Value> {
-    match (applied, live) {
-        (Value::Object(applied), Value::Object(live)) => {
-            let kept: Map<String, Value> = applied
-                .iter()
-                .filter_map(|(key, value)| {
-                    Some((key.clone(), still_applied(value, live.get(key)?)?))
-                })
-                .collect();
-            (applied.is_empty() || !kept.is_empty()).then_some(Value::Object(kept))
-        }
-        (Value::Array(applied), Value::Array(live)) if applied.iter().all(Value::is_object) => {
-            let name = |item: &Value| item.get("name").cloned();
-            let kept: Vec<Value> = applied
-                .iter()
-                .enumerate()
-                .filter_map(|(i, item)| {
-                    let counterpart = match name(item) {
-                        Some(wanted) => live.iter().find(|l| name(l).as_ref() == Some(&wanted)),
-                        None => live.get(i),
-                    };
-                    still_applied(item, counterpart?)
-                })
-                .collect();
-            (applied.is_empty() || !kept.is_empty()).then_some(Value::Array(kept))
-        }
-        (applied, live) => (applied == live).then(|| applied.clone()),
-    }
 }
 
 pub const LAST_APPLIED_POINTER: &str =

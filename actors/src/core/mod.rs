@@ -607,6 +607,9 @@ impl ApiCore {
             attempts += 1;
             let current =
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+            // A stale write is a conflict before anything else, as in Kubernetes: a client
+            // retrying on 409 must not meet a 422 about a state it has not seen.
+            requested.check(&current)?;
             let mut current_value = current.to_value();
             if part == Part::Main {
                 // Read as Kubernetes decodes what it stored, with today's defaults and its

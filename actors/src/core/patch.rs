@@ -1,7 +1,7 @@
 //! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch
 //! (merge patch plus lists merged by key, as the core types declare them).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
@@ -263,11 +263,11 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
         return;
     }
     let mut slots: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
-    // Where each key's first item is: a patch of thousands of items stays linear.
-    let mut index: HashMap<String, usize> = HashMap::new();
+    // Where each key's items are, first first: a patch of thousands of items stays linear.
+    let mut index: HashMap<String, VecDeque<usize>> = HashMap::new();
     for (at, item) in slots.iter().enumerate() {
         if let Some(id) = item.as_ref().and_then(|i| i.get(key)) {
-            index.entry(id.to_string()).or_insert(at);
+            index.entry(id.to_string()).or_default().push_back(at);
         }
     }
     for item in items {
@@ -276,12 +276,13 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
             continue;
         };
         let id = obj.get(key).map(Value::to_string);
-        let position = id.as_ref().and_then(|id| index.get(id).copied());
+        let queue = id.as_ref().and_then(|id| index.get_mut(id));
+        let position = queue.as_ref().and_then(|q| q.front().copied());
         let delete = obj.get("$patch").and_then(Value::as_str) == Some("delete");
         match (position, delete) {
             (Some(at), true) => {
                 slots[at] = None;
-                index.remove(id.as_ref().expect("found by it"));
+                queue.expect("found in it").pop_front();
             }
             (None, true) => {}
             (Some(at), false) => {
@@ -291,8 +292,8 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
             (None, false) => {
                 let mut fresh = Value::Object(Map::new());
                 strategic_merge_object(&mut fresh, obj, path);
-                if let Some(id) = id {
-                    index.insert(id, slots.len());
+                if let Some(id) = fresh.get(key) {
+                    index.entry(id.to_string()).or_default().push_back(slots.len());
                 }
                 slots.push(Some(fresh));
             }
@@ -371,6 +372,16 @@ mod tests {
             "finalizers":["c"]}});
         let out = apply(&meta, PatchType::StrategicMerge, &patch).unwrap();
         assert_eq!(out["metadata"]["finalizers"], json!(["b", "c", "a"]));
+    }
+
+    #[test]
+    fn repeated_keys_are_merged_and_deleted_first_one_first() {
+        let current = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}]}});
+        let patch = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "$patch": "delete"}, {"name": "A", "value": "3"}]}]}});
+        let out = apply(&current, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["spec"]["containers"][0]["env"], json!([{"name": "A", "value": "3"}]));
     }
 
     #[test]

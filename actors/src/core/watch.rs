@@ -55,7 +55,12 @@ impl ApiCore {
         let send_initial = options.send_initial_events;
         let (from, mut initial_frames) = match (requested, send_initial) {
             (Some(rv), None | Some(false)) => (rv, Vec::new()),
-            (None, Some(false)) => (self.store.current_revision(), Vec::new()),
+            (None, Some(false)) => {
+                // Now: what the resource's shard has committed (a revision handed out to a
+                // write not yet committed would hide that write's event).
+                let page = self.store.list(resource, filter.clone(), Some(1), None, None).await?;
+                (page.resource_version, Vec::new())
+            }
             _ => {
                 let page = self.store.list(resource, filter.clone(), None, None, None).await?;
                 let frames: Vec<WatchFrame> = page
@@ -63,8 +68,9 @@ impl ApiCore {
                     .into_iter()
                     .map(|o| WatchFrame::Event(EventType::Added, o))
                     .collect();
-                if let Some(requested) = requested.filter(|rv| *rv > page.resource_version) {
-                    let current = page.resource_version;
+                // A revision no write has had yet (another shard's count as reached).
+                let current = self.store.current_revision();
+                if let Some(requested) = requested.filter(|rv| *rv > current) {
                     return Err(ApiError::TooLargeResourceVersion { requested, current });
                 }
                 (page.resource_version, frames)

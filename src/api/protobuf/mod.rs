@@ -186,6 +186,10 @@ fn message_value(message: &Message, bytes: &[u8], depth: usize) -> Result<Value,
     let text = |name: &str| fields.get(name).and_then(Value::as_str).unwrap_or("").to_string();
     Ok(match message.name {
         "io.k8s.apimachinery.pkg.api.resource.Quantity" => Value::String(text("string")),
+        // A user's extra values: a list of strings in JSON, a message holding one in protobuf.
+        "io.k8s.api.authentication.v1.ExtraValue" | "io.k8s.api.authorization.v1.ExtraValue" => {
+            fields.get("items").cloned().unwrap_or_else(|| json!([]))
+        }
         "io.k8s.apimachinery.pkg.util.intstr.IntOrString" => match int("type") {
             1 => Value::String(text("strVal")),
             _ => json!(int("intVal")),
@@ -789,6 +793,26 @@ mod tests {
             json!({"expirationSeconds": 600, "boundObjectRef":
                 {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": "u1"}})
         );
+    }
+
+    #[test]
+    fn a_users_extra_values_are_lists() {
+        use k8s_pb::api::authorization::v1 as authzv1;
+        let review = authzv1::SubjectAccessReview {
+            metadata: None,
+            spec: Some(authzv1::SubjectAccessReviewSpec {
+                user: Some("u".into()),
+                extra: BTreeMap::from([(
+                    "scope".to_string(),
+                    authzv1::ExtraValue { items: vec!["x".into()] },
+                )]),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let body = wrap("authorization.k8s.io/v1", "SubjectAccessReview", review.encode_to_vec());
+        let obj = decode(&body).unwrap();
+        assert_eq!(obj["spec"]["extra"], json!({"scope": ["x"]}));
     }
 
     #[test]
