@@ -20,7 +20,7 @@ use super::runtime::{process_alive, Launch, Runtime, RuntimeError, StopSignal};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
-use crate::core::{set_condition, ApiError, DeleteOptions, PatchType};
+use crate::core::{set_condition, ApiError, DeleteOptions, PatchType, MAX_GRACE_SECONDS};
 use crate::model::{now, resources};
 
 /// The component name events carry (as the kubelet's).
@@ -696,7 +696,7 @@ impl PodState {
     /// SIGTERM every running container (once), SIGKILL what still runs after `grace` seconds;
     /// a later call may bring a stop under way forward, never put it back. True once none runs.
     fn stop_containers(&mut self, ctx: &WorkerContext, grace: u64) -> bool {
-        let grace = grace.min(MAX_GRACE_SECONDS);
+        let grace = grace.min(MAX_GRACE_SECONDS as u64);
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
         match self.kill_at {
@@ -1195,13 +1195,9 @@ fn ephemeral_containers(pod: &Pod) -> Vec<Container> {
         .collect()
 }
 
-/// The longest grace period a container is given, whatever its pod asks (an instant further
-/// out could not be named): a hundred years.
-const MAX_GRACE_SECONDS: u64 = 100 * 365 * 24 * 60 * 60;
-
 fn termination_grace(pod: &Pod) -> Duration {
     let seconds = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
-    let seconds = seconds.min(MAX_GRACE_SECONDS as i64);
+    let seconds = seconds.min(MAX_GRACE_SECONDS);
     Duration::from_secs(seconds.max(0) as u64)
 }
 

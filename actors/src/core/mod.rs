@@ -54,8 +54,9 @@ pub const ORPHAN_FINALIZER: &str = "orphan";
 /// The finalizer a Foreground deletion leaves for the garbage collector.
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
-/// The longest grace period a pod's deletion is given, whatever it asks: a hundred years.
-const MAX_GRACE_SECONDS: i64 = 100 * 365 * 24 * 60 * 60;
+/// The longest grace period a pod's deletion, or its containers' stop, is given, whatever it
+/// asks (a deadline further out could not be named): a hundred years.
+pub const MAX_GRACE_SECONDS: i64 = 100 * 365 * 24 * 60 * 60;
 
 /// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] =

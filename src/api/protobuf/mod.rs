@@ -284,11 +284,13 @@ fn map_entry(kind: Kind, mut bytes: &[u8], depth: usize) -> Result<(String, Valu
             _ => skip(wire, buf)?,
         }
     }
-    let empty = match kind {
-        Kind::MapOfMessage(index) => message_value(&MESSAGES[index], &[], depth)?,
-        _ => Value::String(String::new()),
+    let value = match (value, kind) {
+        (Some(value), _) => value,
+        // An entry without its value holds the value's zero.
+        (None, Kind::MapOfMessage(index)) => message_value(&MESSAGES[index], &[], depth)?,
+        (None, _) => Value::String(String::new()),
     };
-    Ok((key, value.unwrap_or(empty)))
+    Ok((key, value))
 }
 
 /// A scalar field's value.
