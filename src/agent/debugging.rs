@@ -1,19 +1,23 @@
 //! The agent's debugging handlers (`agent.enable_debugging_handlers`): `/run` (a command's
-//! output), `/exec` (a command over a websocket), `/attach` (a container's output over a
-//! websocket), `/portForward` (TCP to the pod over a websocket, in `port_forward`) and `/debug/pprof/` (a summary
-//! of the agent process). Websockets speak the Kubernetes channel protocol: every binary frame
-//! starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 error/status; in v5, `255 c` closes
-//! channel c: the end of stdin).
+//! output), `/exec` (a command over a websocket), `/attach` (a container's output, stdin and
+//! terminal over a websocket), `/portForward` (TCP to the pod over a websocket, in
+//! `port_forward`) and `/debug/pprof/` (a summary of the agent process). Websockets speak the
+//! Kubernetes channel protocol: every binary frame starts with its channel (0 stdin, 1 stdout,
+//! 2 stderr, 3 error/status, 4 terminal size; in v5, `255 c` closes channel c: the end of
+//! stdin).
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use actix::Addr;
 use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::runtime::huge_pages;
-use kplane_actors::agent::{ContainerLookup, ExecTarget};
+use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
+
+use super::terminal::{TerminalSize, DRAIN, RESIZE};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -295,8 +299,11 @@ async fn exec(
     Ok(response)
 }
 
-/// `/attach/{ns}/{pod}/{container}?stdout=1`: the container's output from now on, until it
-/// exits or the client leaves. Containers run with stdin closed, so `stdin=1` is refused.
+/// `/attach/{ns}/{pod}/{container}?stdin=1&stdout=1&tty=1`: the container's output from now
+/// on, until it exits or the client leaves. With `stdin`, what the client sends goes to the
+/// container's stdin, which its spec must ask for (`stdin: true`); with `stdinOnce`, the
+/// stdin closes when the first attached client's input ends. A container with `tty: true` is
+/// attached on its terminal: the client sees what it shows, types into it and resizes it.
 async fn attach(
     state: web::Data<AgentHttp>,
     req: HttpRequest,
@@ -304,43 +311,142 @@ async fn attach(
     payload: web::Payload,
 ) -> Result<HttpResponse, AgentHttpError> {
     let pairs = pairs(&req)?;
-    if flag(&pairs, "stdin") || flag(&pairs, "tty") {
-        return Err(AgentHttpError::BadRequest(
-            "kplane containers run with stdin closed: attach streams their output only".into(),
-        ));
-    }
     let key = path.into_inner();
     let target = container(&state, key.clone()).await?;
+    let io = target.io.clone();
+    let interactive = io.as_ref().map(|io| io.interactive()).unwrap_or_default();
+    let name = &key.2;
+    if flag(&pairs, "stdin") && !interactive.stdin {
+        return Err(AgentHttpError::BadRequest(format!(
+            "container {name} has no stdin to attach to: its spec does not ask for one \
+             (stdin: true), or the node agent restarted since the container started"
+        )));
+    }
+    if flag(&pairs, "tty") && !interactive.tty {
+        return Err(AgentHttpError::BadRequest(format!(
+            "container {name} has no TTY: its spec does not ask for one (tty: true), or the \
+             node agent restarted since the container started"
+        )));
+    }
+    let input = io.clone().filter(|_| flag(&pairs, "stdin"));
+    // Taken now, so that nothing shown or logged from here on is missed.
+    let screen = io.as_ref().and_then(|io| io.screen());
+    let offset = std::fs::metadata(&target.log_path).map(|m| m.len()).unwrap_or(0);
     let Upgraded { response, session, mut messages, .. } = upgrade(&req, payload, PROTOCOLS)?;
     let agent = state.agent().clone();
     actix_web::rt::spawn(async move {
-        let mut session = session;
-        let mut offset = std::fs::metadata(&target.log_path).map(|m| m.len()).unwrap_or(0);
-        // The output as the container wrote it, without the log's times.
-        let mut output = LogReader::new(false, None);
-        loop {
-            tokio::select! {
-                message = next_message(&mut messages) => {
-                    if message.is_none() {
-                        break;
+        let typed = async {
+            while let Some(data) = next_message(&mut messages).await {
+                match (data.first(), &input) {
+                    (Some(&STDIN), Some(io)) => {
+                        // Once the container's stdin is closed (stdinOnce), input is dropped.
+                        let _ = io.write(&data[1..]).await;
                     }
-                }
-                () = tokio::time::sleep(Duration::from_millis(200)) => {
-                    let more = output.read(&super::http::read_from(&target.log_path, &mut offset));
-                    if !more.is_empty() && session.binary(framed(STDOUT, &more)).await.is_err() {
-                        break;
+                    (Some(&RESIZE), _) => {
+                        if let (Some(io), Some(size)) = (&io, TerminalSize::parse(&data[1..])) {
+                            io.resize(size.width, size.height);
+                        }
                     }
-                    let lookup = ContainerLookup { namespace: key.0.clone(), pod: key.1.clone(), container: key.2.clone() };
-                    match agent.send(lookup).await {
-                        Ok(Some(now)) if now.pid == target.pid => {}
-                        _ => break,
-                    }
+                    (_, Some(io)) if data[..] == [CLOSE, STDIN] => io.attached_input_ended().await,
+                    _ => {}
                 }
             }
+            // The client has left.
+            if let Some(io) = &input {
+                io.attached_input_ended().await;
+            }
+        };
+        tokio::time::sleep(CLIENT_SETUP).await;
+        let shown = async {
+            let Some(screen) = screen else {
+                return log_followed(&target, offset, &key, &agent, session.clone()).await;
+            };
+            let shown = terminal_shown(screen, session.clone());
+            tokio::pin!(shown);
+            tokio::select! {
+                () = &mut shown => {}
+                () = exited(&target, &key, &agent) => {
+                    // What it showed last is still to come; a process it left in the
+                    // background may hold the terminal open, but the attach is over.
+                    let _ = tokio::time::timeout(DRAIN, shown).await;
+                }
+            }
+        };
+        tokio::select! {
+            () = typed => {}
+            () = shown => {}
         }
-        let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
+        finish(session, exit_status(Some(0))).await;
     });
     Ok(response)
+}
+
+/// Sends what a container's terminal shows, until the terminal closes or the client leaves.
+async fn terminal_shown(
+    mut screen: tokio::sync::broadcast::Receiver<bytes::Bytes>,
+    mut session: actix_ws::Session,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match screen.recv().await {
+            Ok(shown) => {
+                if session.binary(framed(STDOUT, &shown)).await.is_err() {
+                    return;
+                }
+            }
+            // A client too slow for the terminal misses what it fell behind on.
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Sends what a container writes to its log from `offset` on, until it exits (this run of
+/// it) or the client leaves.
+async fn log_followed(
+    target: &ExecTarget,
+    mut offset: u64,
+    key: &(String, String, String),
+    agent: &Addr<NodeAgent>,
+    mut session: actix_ws::Session,
+) {
+    // The output as the container wrote it, without the log's times.
+    let mut output = LogReader::new(false, None);
+    loop {
+        tokio::time::sleep(EXIT_POLL).await;
+        let running = still_running(target, key, agent).await;
+        // Read after the look-up: a container that has exited has written all it will.
+        let more = output.read(&super::http::read_from(&target.log_path, &mut offset));
+        if !more.is_empty() && session.binary(framed(STDOUT, &more)).await.is_err() {
+            return;
+        }
+        if !running {
+            return;
+        }
+    }
+}
+
+/// How often an attach looks whether its container still runs.
+const EXIT_POLL: Duration = Duration::from_millis(200);
+
+/// Resolves once the container `target` was (this run of it) has exited.
+async fn exited(target: &ExecTarget, key: &(String, String, String), agent: &Addr<NodeAgent>) {
+    while still_running(target, key, agent).await {
+        tokio::time::sleep(EXIT_POLL).await;
+    }
+}
+
+async fn still_running(
+    target: &ExecTarget,
+    (namespace, pod, container): &(String, String, String),
+    agent: &Addr<NodeAgent>,
+) -> bool {
+    let lookup = ContainerLookup {
+        namespace: namespace.clone(),
+        pod: pod.clone(),
+        container: container.clone(),
+    };
+    matches!(agent.send(lookup).await, Ok(Some(now)) if now.pid == target.pid)
 }
 
 /// `/debug/pprof/`: what the agent process uses, from /proc/self (no sampling profiler).

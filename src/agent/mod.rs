@@ -48,8 +48,8 @@ pub enum AgentStartError {
     Bind { addr: SocketAddr, source: std::io::Error },
 }
 
-/// The images this binary serves itself, the launcher that applies memory limits and the
-/// writer of container logs.
+/// The images this binary serves itself, the launchers that apply memory limits and put a
+/// container on its terminal, and the writer of container logs.
 fn with_builtins(mut config: AgentConfig) -> AgentConfig {
     let Ok(exe) = std::env::current_exe() else { return config };
     let exe = exe.to_string_lossy().to_string();
@@ -60,6 +60,8 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
             .or_insert_with(|| vec![exe.clone(), "image".into(), subcommand.into()]);
     }
     config.log_writer = Some(vec![exe.clone(), "log-writer".into()]);
+    config.terminal_launcher =
+        Some(vec![exe.clone(), "exec-limited".into(), "--tty".into(), "--".into()]);
     config.memory_limit_launcher = Some(vec![
         exe,
         "exec-limited".into(),

@@ -5,16 +5,14 @@
 //! out on channel 1 (stdout and stderr are one stream on a terminal), and channel 4's
 //! `{"Width":W,"Height":H}` resizes it, which signals the command with SIGWINCH.
 
-use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use kplane_actors::agent::runtime::huge_pages;
+use kplane_actors::agent::runtime::terminal::{Controller, Pty};
+use kplane_actors::agent::runtime::{huge_pages, END_OF_TRANSMISSION};
 use kplane_actors::agent::ExecTarget;
-use rustix::pty::OpenptFlags;
 use serde::Deserialize;
-use tokio::io::unix::AsyncFd;
 
 use super::debugging::{
     command, exit_status, finish, framed, next_message, not_started, upgrade, Upgraded,
@@ -23,86 +21,22 @@ use super::debugging::{
 use super::http::AgentHttpError;
 
 /// The channel of terminal sizes, from the client.
-const RESIZE: u8 = 4;
-/// How long the terminal is still read once the command has exited.
-const DRAIN: Duration = Duration::from_secs(1);
-/// What an end of typed input is on a terminal (Ctrl-D).
-const END_OF_TRANSMISSION: u8 = 0x04;
+pub(super) const RESIZE: u8 = 4;
+/// How long a terminal is still read once its command (or container) has exited.
+pub(super) const DRAIN: Duration = Duration::from_secs(1);
 
-/// A terminal size as the channel protocol sends it.
+/// A terminal size as the channel protocol sends it on [`RESIZE`].
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
-struct TerminalSize {
-    width: u16,
-    height: u16,
+pub(super) struct TerminalSize {
+    pub width: u16,
+    pub height: u16,
 }
 
-/// A pty: the side the agent reads and writes, and the terminal the command gets.
-struct Pty {
-    controller: OwnedFd,
-    terminal: OwnedFd,
-}
-
-fn open_pty() -> std::io::Result<Pty> {
-    // Close-on-exec: no command the agent starts may hold another's terminal.
-    let controller =
-        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
-    rustix::pty::grantpt(&controller)?;
-    rustix::pty::unlockpt(&controller)?;
-    let name = rustix::pty::ptsname(&controller, Vec::new())?;
-    let terminal = rustix::fs::open(
-        name.as_c_str(),
-        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?;
-    Ok(Pty { controller, terminal })
-}
-
-/// The pty's controlling side, read and written without blocking a thread: once it is
-/// dropped (the exec over), the terminal hangs up, whatever still holds it.
-struct Controller(AsyncFd<OwnedFd>);
-
-impl Controller {
-    fn new(fd: OwnedFd) -> std::io::Result<Self> {
-        let flags = rustix::fs::fcntl_getfl(&fd)?;
-        rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
-        // `AsyncFd::new` is deprecated for types whose descriptor may change under it (its
-        // replacement, `register`, is unsafe); an OwnedFd keeps its descriptor until dropped.
-        #[allow(deprecated)]
-        let registered = AsyncFd::new(fd)?;
-        Ok(Controller(registered))
-    }
-
-    /// What the terminal shows next; 0 once every holder of the terminal has closed it.
-    async fn read(&self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            let mut ready = self.0.readable().await?;
-            match ready.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut *buffer)?)) {
-                Ok(result) => return result,
-                Err(_would_block) => continue,
-            }
-        }
-    }
-
-    /// Types `bytes` into the terminal.
-    async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
-        while !bytes.is_empty() {
-            let mut ready = self.0.writable().await?;
-            if let Ok(written) = ready.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), bytes)?)) {
-                bytes = &bytes[written?..];
-            }
-        }
-        Ok(())
-    }
-
-    fn resize(&self, size: TerminalSize) {
-        let size = rustix::termios::Winsize {
-            ws_row: size.height,
-            ws_col: size.width,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        let _ = rustix::termios::tcsetwinsize(self.0.get_ref(), size);
+impl TerminalSize {
+    /// The size a [`RESIZE`] message carries, if it is one.
+    pub(super) fn parse(data: &[u8]) -> Option<TerminalSize> {
+        serde_json::from_slice(data).ok()
     }
 }
 
@@ -127,11 +61,8 @@ pub async fn exec(
         return Err(AgentHttpError::BadRequest("a command is required".into()));
     }
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("exec {argv:?}: {e}"));
-    let pty = open_pty().map_err(failed)?;
-    if !target.env.iter().any(|(k, _)| k == "TERM") {
-        // What container runtimes give a tty exec when the image sets none.
-        target.env.push(("TERM".into(), "xterm".into()));
-    }
+    let pty = Pty::open().map_err(failed)?;
+    kplane_actors::agent::launch::with_terminal_type(&mut target.env);
     let mut command = command(&target, &on_terminal(&argv))?;
     let stdio = || pty.terminal.try_clone().map(Stdio::from);
     command.stdin(stdio().map_err(failed)?).stdout(stdio().map_err(failed)?);
@@ -180,8 +111,8 @@ pub async fn exec(
                     Some(&STDIN) if controller.write_all(&data[1..]).await.is_err() => break,
                     Some(&STDIN) => {}
                     Some(&RESIZE) => {
-                        if let Ok(size) = serde_json::from_slice::<TerminalSize>(&data[1..]) {
-                            controller.resize(size);
+                        if let Some(size) = TerminalSize::parse(&data[1..]) {
+                            controller.resize(size.width, size.height);
                         }
                     }
                     _ if data[..] == [CLOSE, STDIN] => {

@@ -325,12 +325,48 @@ fn kubectl_exec_and_attach_reach_the_container() {
         .map(|a| a.to_string_lossy().to_string())
         .collect();
     typed = std::process::Command::new("python3");
-    typed.arg(harness).args(&kubectl_line).args(["exec", "-it", "box", "--", "sh"]);
+    typed.arg(&harness).args(&kubectl_line).args(["exec", "-it", "box", "--", "sh"]);
     let shown = typed.output().unwrap();
     let shown = String::from_utf8_lossy(&shown.stdout).to_string();
     assert!(shown.contains("\r\n33 101\r\n/dev/pts/"), "{shown}");
     assert!(shown.contains("TERM=xterm") && shown.contains("Running"), "{shown}");
     assert!(shown.ends_with("exit 7\n"), "{shown}");
+
+    // run -it --rm: the same shell on a terminal of the container's own (stdin, stdinOnce,
+    // tty), typed into through attach; its exit code comes back and the pod is deleted.
+    let mut run = std::process::Command::new("python3");
+    run.arg(&harness).args(&kubectl_line).args(["run", "shell", "-it", "--rm"]);
+    run.args(["--restart=Never", "--image=kplane/pause", "--command", "--", "sh"]);
+    let shown = String::from_utf8_lossy(&run.output().unwrap().stdout).to_string();
+    assert!(shown.contains("\r\n33 101\r\n/dev/pts/"), "{shown}");
+    assert!(shown.contains("TERM=xterm") && shown.contains("Running"), "{shown}");
+    assert!(shown.contains("pod \"shell\" deleted") && shown.ends_with("exit 7\n"), "{shown}");
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/shell").0, 404);
+
+    // attach -i: what kubectl reads goes to the container's stdin; with stdinOnce, the end of
+    // kubectl's input is the end of the container's.
+    let reader = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "reader"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "kplane/pause",
+            "stdin": true, "stdinOnce": true,
+            "command": ["sh", "-c", "while read line; do echo got $line; done; echo done"]}]}}"#;
+    kubectl.ok(&["create", "-f", kubectl.write("reader.json", reader).to_str().unwrap()]);
+    wait_until(WAIT, "reader is Running", || {
+        kubectl.run(&["get", "pod", "reader", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+    let mut typed = kubectl.command();
+    typed.args(["attach", "-i", "reader"]);
+    typed.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let mut typed = typed.spawn().unwrap();
+    std::io::Write::write_all(&mut typed.stdin.take().unwrap(), b"one\ntwo\n").unwrap();
+    let answered = typed.wait_with_output().unwrap();
+    assert!(answered.status.success());
+    assert_eq!(String::from_utf8_lossy(&answered.stdout), "got one\ngot two\ndone\n");
+    wait_until(WAIT, "reader Succeeded", || {
+        kubectl.run(&["get", "pod", "reader", "-o", "jsonpath={.status.phase}"]).1 == "Succeeded"
+    });
+    // A container started without stdin has none to attach to.
+    let (ok, _, stderr) = kubectl.run(&["attach", "-i", "box"]);
+    assert!(!ok && stderr.contains("container c of pod box has no stdin to attach to"), "{stderr}");
 
     let (ok, _, stderr) = kubectl.run(&["exec", "box", "-c", "nope", "--", "true"]);
     assert!(!ok && stderr.contains("container nope is not valid for pod box"), "{stderr}");

@@ -237,6 +237,35 @@ def exec_in_pods(core, node):
         repr(on_terminal)
 
 
+def attach_to_pods(core, node):
+    """attach to a container's stdin (stdinOnce: it closes when the client leaves)."""
+    reader = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="attach-box"),
+        spec=client.V1PodSpec(node_name=node, restart_policy="Never", containers=[
+            client.V1Container(name="c", image="kplane/pause", stdin=True, stdin_once=True,
+                               command=["sh", "-c", "read x; echo got $x; read y; echo y=$y"])]))
+    core.create_namespaced_pod(NS, reader)
+    deadline = time.monotonic() + 60
+    while core.read_namespaced_pod("attach-box", NS).status.phase != "Running":
+        assert time.monotonic() < deadline, "attach-box never ran"
+        time.sleep(0.1)
+    session = stream(core.connect_get_namespaced_pod_attach, "attach-box", NS,
+                     stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False)
+    session.write_stdin("abc\n")
+    shown = ""
+    while "got abc" not in shown:
+        assert time.monotonic() < deadline, repr(shown)
+        session.update(timeout=1)
+        shown += session.read_stdout()
+    session.close()
+    # The client left: the container's stdin ended, so its second read got nothing.
+    while core.read_namespaced_pod("attach-box", NS).status.phase != "Succeeded":
+        assert time.monotonic() < deadline, "attach-box never saw its stdin end"
+        time.sleep(0.1)
+    assert core.read_namespaced_pod_log("attach-box", NS) == "got abc\ny=\n"
+    core.delete_namespaced_pod("attach-box", NS)
+
+
 def port_forward(core, node):
     """port-forward in the channel protocol the client speaks (v4.channel.k8s.io)."""
     web = client.V1Pod(
@@ -337,6 +366,7 @@ def main():
     events(client.EventsV1Api(api), core)
     reviews(api)
     exec_in_pods(core, sys.argv[2])
+    attach_to_pods(core, sys.argv[2])
     port_forward(core, sys.argv[2])
     metrics_and_eviction(api, core)
     if len(sys.argv) > 3:

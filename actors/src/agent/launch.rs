@@ -8,6 +8,7 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Service};
 use serde_json::Value;
 
+use super::runtime::Interactive;
 use super::AgentConfig;
 use crate::client::ApiClient;
 use crate::model::{quantity, resources};
@@ -284,7 +285,29 @@ pub fn command_line(
         wrapped.extend(argv);
         argv = wrapped;
     }
+    if let (true, Some(launcher)) = (interactive(config, container).tty, &config.terminal_launcher)
+    {
+        argv.splice(0..0, launcher.iter().cloned());
+    }
     Ok(argv)
+}
+
+/// Adds the `TERM` container runtimes give a container or command on a terminal, unless its
+/// environment sets one.
+pub fn with_terminal_type(env: &mut Vec<(String, String)>) {
+    if !env.iter().any(|(k, _)| k == "TERM") {
+        env.push(("TERM".into(), "xterm".into()));
+    }
+}
+
+/// Whether `container` gets a stdin to attach to and a terminal, as its spec asks: a terminal
+/// only where the node can make it the container's controlling one.
+pub fn interactive(config: &AgentConfig, container: &Container) -> Interactive {
+    Interactive {
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false) && config.terminal_launcher.is_some(),
+    }
 }
 
 #[cfg(test)]
@@ -326,6 +349,22 @@ mod tests {
         let unknown: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx"})).unwrap();
         assert!(matches!(command_line(&config, &unknown, &[]), Err(LaunchError::UnknownImage(_))));
+    }
+
+    #[test]
+    fn a_tty_container_runs_through_the_terminal_launcher_where_there_is_one() {
+        let mut config = AgentConfig::new("n", "/tmp".into());
+        let shell: Container = serde_json::from_value(json!({
+            "name": "c", "image": "any", "command": ["sh"], "stdin": true, "tty": true
+        }))
+        .unwrap();
+        let asked = Interactive { stdin: true, stdin_once: false, tty: true };
+        let no_terminal = Interactive { tty: false, ..asked };
+        assert_eq!(interactive(&config, &shell), no_terminal);
+        assert_eq!(command_line(&config, &shell, &[]).unwrap(), ["sh"]);
+        config.terminal_launcher = Some(vec!["on-tty".into(), "--".into()]);
+        assert_eq!(interactive(&config, &shell), asked);
+        assert_eq!(command_line(&config, &shell, &[]).unwrap(), ["on-tty", "--", "sh"]);
     }
 
     #[test]

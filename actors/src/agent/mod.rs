@@ -59,6 +59,9 @@ pub struct AgentConfig {
     /// Command-line prefix that applies a memory limit (`{bytes}` is replaced) and then runs
     /// the rest; without it memory limits are not enforced.
     pub memory_limit_launcher: Option<Vec<String>>,
+    /// Command-line prefix that makes the rest lead a session of its own with its stdin, a
+    /// terminal, as its controlling one; without it containers get no terminal (`tty`).
+    pub terminal_launcher: Option<Vec<String>>,
     /// Command-line prefix of the log writer a container's output is piped into (the log
     /// file's path is added); without it the output is appended to the log file directly, and
     /// its lines have no times (`kubectl logs --timestamps`, `--since`).
@@ -89,6 +92,7 @@ impl AgentConfig {
             max_pods: 110,
             images: HashMap::new(),
             memory_limit_launcher: None,
+            terminal_launcher: None,
             log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,

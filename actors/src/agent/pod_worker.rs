@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::launch::{self, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
-use super::runtime::{process_alive, Launch, Runtime, RuntimeError, StopSignal};
+use super::runtime::{process_alive, ContainerIo, Launch, Runtime, RuntimeError, StopSignal};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
@@ -75,6 +75,9 @@ pub struct ExecTarget {
     pub pod_ip: Option<Ipv4Addr>,
     /// The container's current log file.
     pub log_path: PathBuf,
+    /// Its stdin and terminal; `None` for a container adopted after an agent restart (they
+    /// closed with the agent that started it) or a simulated one.
+    pub io: Option<Arc<ContainerIo>>,
 }
 
 impl Handler<FindContainer> for PodWorker {
@@ -91,6 +94,7 @@ impl Handler<FindContainer> for PodWorker {
             pid: running.pid,
             pod_ip: state.pod_ip,
             log_path: log_path(&state.dir, &c.name, c.restart_count),
+            io: running.io.clone(),
         })
     }
 }
@@ -267,6 +271,8 @@ struct RunningContainer {
     image: String,
     /// Adopted after an agent restart: not our child, so its exit is found by polling.
     adopted: bool,
+    /// Its stdin and terminal (not for an adopted one).
+    io: Option<Arc<ContainerIo>>,
 }
 
 #[derive(Debug, Clone)]
@@ -497,6 +503,7 @@ impl PodState {
                     since: Instant::now(),
                     image: file.image,
                     adopted: true,
+                    io: None,
                 });
             }
         }
@@ -825,8 +832,9 @@ impl PodState {
             Ok(env) => launch::command_line(&ctx.config, &spec, &env).map(|argv| (argv, env)),
             Err(e) => Err(e),
         };
+        let interactive = launch::interactive(&ctx.config, &spec);
         let c = &mut self.containers[i];
-        let (argv, env) = match prepared {
+        let (argv, mut env) = match prepared {
             Ok(ready) => ready,
             Err(error) => {
                 let (first, repeat, message) = match error {
@@ -850,11 +858,15 @@ impl PodState {
                 return;
             }
         };
+        if interactive.tty {
+            launch::with_terminal_type(&mut env);
+        }
         let restart = c.restart_count + u32::from(c.terminated.is_some());
         let log_path = log_path(&self.dir, &name, restart);
         let working_dir = spec.working_dir.as_ref().map(PathBuf::from);
         let log_writer = ctx.config.log_writer.clone();
-        let launch = Launch { argv, env: env.clone(), working_dir, log_path, log_writer };
+        let launch =
+            Launch { argv, env: env.clone(), working_dir, log_path, log_writer, interactive };
         match ctx.runtime.start(launch).await {
             Ok(started) => {
                 self.event(ctx, EventKind::Normal, "Started", format!("Started container {name}"));
@@ -872,6 +884,7 @@ impl PodState {
                     since: Instant::now(),
                     image: spec.image.clone().unwrap_or_default(),
                     adopted: false,
+                    io: started.io,
                 };
                 if ctx.runtime.runs_processes() {
                     let file = StateFile {

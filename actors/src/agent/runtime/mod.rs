@@ -1,15 +1,18 @@
 //! Container runtimes: how a container's command line becomes something running. The pod worker
 //! drives either one the same way: start, signal, learn of the exit.
 
+mod container_io;
 pub mod huge_pages;
 mod process;
 mod simulated;
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
+pub use container_io::{ContainerIo, InputError, Interactive, END_OF_TRANSMISSION};
 pub use process::{proc_stat, process_alive, ProcStat, ProcessRuntime};
 pub use simulated::SimulatedRuntime;
 
@@ -43,6 +46,10 @@ pub struct Launch {
     pub log_path: PathBuf,
     /// The log writer's command line (without the path), when the output goes through one.
     pub log_writer: Option<Vec<String>>,
+    /// Whether the container gets a stdin to attach to, and a terminal. With `tty`, `argv`
+    /// must make the container lead a session of its own with its stdin, the terminal, as its
+    /// controlling one (`kplane exec-limited --tty`).
+    pub interactive: Interactive,
 }
 
 /// A started container.
@@ -53,6 +60,8 @@ pub struct Started {
     pub start_ticks: u64,
     /// Resolves to the exit code once the container has exited (128 + signal when killed).
     pub exit: BoxFuture<'static, i32>,
+    /// Its stdin and terminal, for `attach` (`None` where nothing runs).
+    pub io: Option<std::sync::Arc<ContainerIo>>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -2,15 +2,23 @@
 //! output appended to its log file.
 
 use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::FutureExt;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio::sync::broadcast;
 
-use super::{Launch, Runtime, RuntimeError, Started, StopSignal};
+use super::terminal::{Controller, Pty};
+use super::{ContainerIo, Interactive, Launch, Runtime, RuntimeError, Started, StopSignal};
 
 /// Runs containers as host processes.
 #[derive(Debug, Default)]
@@ -36,16 +44,44 @@ impl Runtime for ProcessRuntime {
         if let Some(dir) = launch.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Start(e.to_string()))?;
         }
-        let (stdout, stderr, log_writer) = output(&launch)?;
-        command.stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
+        let (log, log_writer) = output(&launch)?;
+        let failed = |e: std::io::Error| RuntimeError::Start(format!("{program}: {e}"));
+        let wiring = if launch.interactive.tty {
+            // The command leads a session of its own on the terminal (its launcher's setsid),
+            // which makes it its process group's leader too.
+            let pty = Pty::open().map_err(failed)?;
+            let stdio = || pty.terminal.try_clone().map(Stdio::from).map_err(failed);
+            command.stdin(stdio()?).stdout(stdio()?).stderr(stdio()?);
+            Wiring::Terminal(pty.controller, log)
+        } else {
+            let stdin = if launch.interactive.stdin {
+                let (reader, writer) = std::io::pipe().map_err(failed)?;
+                command.stdin(reader);
+                Some(writer)
+            } else {
+                command.stdin(Stdio::null());
+                None
+            };
+            let log_err = log.try_clone().map_err(failed)?;
+            command.stdout(log).stderr(log_err).process_group(0);
+            Wiring::Piped(stdin)
+        };
         let spawned = super::huge_pages::spawn(&mut command);
-        // The command holds this end of the log writer's pipe: it must close here, so that the
-        // writer sees the output end when the container's processes have all exited.
+        // The command holds this end of the log writer's pipe (or the terminal): it must close
+        // here, so that the writer sees the output end when the container's processes have all
+        // exited.
         drop(command);
         let mut child = spawned.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
-            _ => RuntimeError::Start(format!("{program}: {e}")),
+            _ => failed(e),
         })?;
+        let io = match wiring.attach(launch.interactive) {
+            Ok(io) => io,
+            Err(e) => {
+                let _ = child.start_kill();
+                return Err(failed(e));
+            }
+        };
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
         let exit = async move {
             let code = match child.wait().await {
@@ -62,7 +98,7 @@ impl Runtime for ProcessRuntime {
         };
         // Reap the child even when nobody awaits the exit.
         let exit = tokio::spawn(exit).map(|r| r.unwrap_or(255)).boxed();
-        Ok(Started { pid, start_ticks: start_ticks(pid).unwrap_or(0), exit })
+        Ok(Started { pid, start_ticks: start_ticks(pid).unwrap_or(0), exit, io: Some(io) })
     }
 
     fn signal(&self, pid: u32, signal: StopSignal) {
@@ -86,17 +122,15 @@ const LOG_WRITER_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// Where a container's stdout and stderr go: the write end of a pipe into a log writer of
 /// its own (in its own process group, so that it outlives the container's signals and writes
 /// its last lines), or the log file itself.
-fn output(launch: &Launch) -> Result<(Stdio, Stdio, Option<tokio::process::Child>), RuntimeError> {
+fn output(launch: &Launch) -> Result<(OwnedFd, Option<tokio::process::Child>), RuntimeError> {
     let failed =
         |e: std::io::Error| RuntimeError::Start(format!("{}: {e}", launch.log_path.display()));
     let Some((program, args)) = launch.log_writer.as_ref().and_then(|w| w.split_first()) else {
         let log =
             OpenOptions::new().create(true).append(true).open(&launch.log_path).map_err(failed)?;
-        let log_err = log.try_clone().map_err(failed)?;
-        return Ok((Stdio::from(log), Stdio::from(log_err), None));
+        return Ok((log.into(), None));
     };
     let (reader, writer) = std::io::pipe().map_err(failed)?;
-    let writer_err = writer.try_clone().map_err(failed)?;
     let mut log_writer = tokio::process::Command::new(program);
     log_writer
         .args(args)
@@ -106,7 +140,81 @@ fn output(launch: &Launch) -> Result<(Stdio, Stdio, Option<tokio::process::Child
         .stderr(Stdio::null())
         .process_group(0);
     let log_writer = log_writer.spawn().map_err(failed)?;
-    Ok((Stdio::from(writer), Stdio::from(writer_err), Some(log_writer)))
+    Ok((writer.into(), Some(log_writer)))
+}
+
+/// How a started container's stdin and output are wired, before the agent takes its ends.
+enum Wiring {
+    /// Output into the log; stdin from a pipe (its write end) or from nothing.
+    Piped(Option<std::io::PipeWriter>),
+    /// Everything on a terminal: its controlling side, and the log its output is copied to.
+    Terminal(OwnedFd, OwnedFd),
+}
+
+impl Wiring {
+    /// The container's stdin and terminal for `attach`. A terminal's output is copied to the
+    /// log and to attached clients until every holder of the terminal has closed it.
+    fn attach(self, interactive: Interactive) -> std::io::Result<Arc<ContainerIo>> {
+        let io = match self {
+            Wiring::Piped(stdin) => {
+                let stdin = stdin.map(|w| pipe::Sender::from_owned_fd(w.into())).transpose()?;
+                ContainerIo::piped(interactive, stdin)
+            }
+            Wiring::Terminal(controller, log) => {
+                let controller = Arc::new(Controller::new(controller)?);
+                let (shown, screen) = broadcast::channel(SCREEN_CHUNKS);
+                tokio::spawn(relay(controller.clone(), log, shown));
+                ContainerIo::on_terminal(interactive, controller, screen)
+            }
+        };
+        Ok(Arc::new(io))
+    }
+}
+
+/// How many chunks of a terminal's output an attached client may fall behind before it
+/// misses some.
+const SCREEN_CHUNKS: usize = 256;
+
+/// Copies what a container's terminal shows to its log and to attached clients, until the
+/// terminal is closed by all its holders.
+async fn relay(controller: Arc<Controller>, log: OwnedFd, shown: broadcast::Sender<Bytes>) {
+    let mut log = LogSink::new(log);
+    let mut buffer = vec![0u8; 16 * 1024];
+    while let Ok(n @ 1..) = controller.read(&mut buffer).await {
+        let chunk = Bytes::copy_from_slice(&buffer[..n]);
+        // Nobody attached is no error.
+        let _ = shown.send(chunk.clone());
+        if let Err(error) = log.write_all(&chunk).await {
+            tracing::debug!(%error, "writing a terminal's output to its log");
+        }
+    }
+}
+
+/// Where a terminal's output is logged: the log writer's pipe, or the log file itself.
+enum LogSink {
+    Pipe(pipe::Sender),
+    File(std::fs::File),
+}
+
+impl LogSink {
+    fn new(log: OwnedFd) -> LogSink {
+        let log = std::fs::File::from(log);
+        if !log.metadata().is_ok_and(|m| m.file_type().is_fifo()) {
+            return LogSink::File(log);
+        }
+        match log.try_clone().and_then(pipe::Sender::from_file) {
+            Ok(pipe) => LogSink::Pipe(pipe),
+            Err(_) => LogSink::File(log),
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            LogSink::Pipe(pipe) => pipe.write_all(bytes).await,
+            // A log file of its own (no log writer): an append to the page cache.
+            LogSink::File(file) => std::io::Write::write_all(file, bytes),
+        }
+    }
 }
 
 /// What kplane reads of /proc/PID/stat (fields numbered as in proc(5)).
@@ -153,6 +261,7 @@ pub fn process_alive(pid: u32, ticks: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::runtime::InputError;
 
     fn launch(argv: &[&str], dir: &std::path::Path) -> Launch {
         Launch {
@@ -161,6 +270,7 @@ mod tests {
             working_dir: None,
             log_path: dir.join("c/0.log"),
             log_writer: None,
+            interactive: Interactive::default(),
         }
     }
 
@@ -201,6 +311,72 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the grandchild survived");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    fn interactive(stdin: bool, stdin_once: bool, tty: bool) -> Interactive {
+        Interactive { stdin, stdin_once, tty }
+    }
+
+    #[tokio::test]
+    async fn stdin_once_closes_when_the_first_attached_input_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = launch(&["cat"], dir.path());
+        spec.interactive = interactive(true, true, false);
+        let started = ProcessRuntime.start(spec).await.unwrap();
+        let io = started.io.unwrap();
+        assert!(io.screen().is_none(), "no terminal");
+        io.write(b"one\n").await.unwrap();
+        io.attached_input_ended().await;
+        assert_eq!(started.exit.await, 0, "cat read the end of its stdin");
+        assert!(matches!(io.write(b"two\n").await, Err(InputError::Closed)));
+        assert_eq!(std::fs::read_to_string(dir.path().join("c/0.log")).unwrap(), "one\n");
+    }
+
+    #[tokio::test]
+    async fn stdin_stays_open_across_attaches_without_stdin_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = launch(&["sh", "-c", "read a; read b; echo $a $b"], dir.path());
+        spec.interactive = interactive(true, false, false);
+        let started = ProcessRuntime.start(spec).await.unwrap();
+        let io = started.io.unwrap();
+        io.write(b"first\n").await.unwrap();
+        io.attached_input_ended().await;
+        io.write(b"second\n").await.unwrap();
+        assert_eq!(started.exit.await, 0);
+        let log = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
+        assert_eq!(log, "first second\n");
+    }
+
+    #[tokio::test]
+    async fn without_stdin_nothing_can_be_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = ProcessRuntime.start(launch(&["cat"], dir.path())).await.unwrap();
+        assert_eq!(started.exit.await, 0, "cat read /dev/null");
+        assert!(matches!(started.io.unwrap().write(b"x").await, Err(InputError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_tty_container_is_typed_into_resized_shown_and_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        // setsid -c: what the agent's terminal launcher does (a session on the terminal).
+        let script = "read line; stty size; tty; echo got $line";
+        let mut spec = launch(&["setsid", "-c", "sh", "-c", script], dir.path());
+        spec.interactive = interactive(true, true, true);
+        let started = ProcessRuntime.start(spec).await.unwrap();
+        let io = started.io.unwrap();
+        let mut screen = io.screen().expect("a terminal");
+        io.resize(101, 33);
+        io.write(b"hello\n").await.unwrap();
+        assert_eq!(started.exit.await, 0);
+        let mut shown = Vec::new();
+        while let Ok(chunk) = screen.recv().await {
+            shown.extend_from_slice(&chunk);
+        }
+        let shown = String::from_utf8_lossy(&shown).to_string();
+        assert!(shown.contains("hello\r\n33 101\r\n/dev/pts/"), "{shown:?}");
+        assert!(shown.ends_with("got hello\r\n"), "{shown:?}");
+        let log = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
+        assert_eq!(log, shown, "the log has what the terminal showed");
     }
 
     #[tokio::test]

@@ -31,7 +31,8 @@ impl Runtime for SimulatedRuntime {
         let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
         self.running.lock().expect("simulated runtime lock").insert(pid, tx);
-        Ok(Started { pid, start_ticks: 0, exit: rx.map(|code| code.unwrap_or(137)).boxed() })
+        let exit = rx.map(|code| code.unwrap_or(137)).boxed();
+        Ok(Started { pid, start_ticks: 0, exit, io: None })
     }
 
     fn signal(&self, pid: u32, signal: StopSignal) {
@@ -54,6 +55,7 @@ mod tests {
             working_dir: None,
             log_path: "/nonexistent".into(),
             log_writer: None,
+            interactive: Default::default(),
         };
         let started = runtime.start(launch).await.unwrap();
         runtime.signal(started.pid, StopSignal::Term);
