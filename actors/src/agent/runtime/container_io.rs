@@ -38,8 +38,9 @@ pub struct ContainerIo {
 #[derive(Debug)]
 struct Terminal {
     controller: Arc<Controller>,
-    /// What the terminal shows, from now on (a fresh subscription of the output's relay).
-    screen: broadcast::Receiver<Bytes>,
+    /// The relay of what the terminal shows: subscribed to by attached clients, and closed
+    /// when the terminal is (held weakly: the relay's end closes every subscription).
+    screen: broadcast::WeakSender<Bytes>,
 }
 
 /// Why input could not reach a container.
@@ -66,7 +67,7 @@ impl ContainerIo {
     pub fn on_terminal(
         interactive: Interactive,
         controller: Arc<Controller>,
-        screen: broadcast::Receiver<Bytes>,
+        screen: broadcast::WeakSender<Bytes>,
     ) -> Self {
         ContainerIo {
             interactive,
@@ -80,10 +81,10 @@ impl ContainerIo {
         self.interactive
     }
 
-    /// What the terminal shows from now on; `None` without a terminal. The stream closes when
-    /// nothing holds the terminal any more (the container has exited).
+    /// What the terminal shows from now on; `None` without a terminal, or once nothing holds
+    /// it any more (the container has exited). The stream closes then too.
     pub fn screen(&self) -> Option<broadcast::Receiver<Bytes>> {
-        self.terminal.as_ref().map(|t| t.screen.resubscribe())
+        self.terminal.as_ref().and_then(|t| t.screen.upgrade()).map(|relay| relay.subscribe())
     }
 
     /// Sends `bytes` to the container's stdin (typed into its terminal, with `tty`).

@@ -162,7 +162,8 @@ impl Wiring {
             }
             Wiring::Terminal(controller, log) => {
                 let controller = Arc::new(Controller::new(controller)?);
-                let (shown, screen) = broadcast::channel(SCREEN_CHUNKS);
+                let (shown, _) = broadcast::channel(SCREEN_CHUNKS);
+                let screen = shown.downgrade();
                 tokio::spawn(relay(controller.clone(), log, shown));
                 ContainerIo::on_terminal(interactive, controller, screen)
             }
@@ -377,6 +378,7 @@ mod tests {
         assert!(shown.ends_with("got hello\r\n"), "{shown:?}");
         let log = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
         assert_eq!(log, shown, "the log has what the terminal showed");
+        assert!(io.screen().is_none(), "the terminal has closed");
     }
 
     #[tokio::test]
