@@ -223,10 +223,15 @@ async fn init_containers_environment_images_and_policies() {
         get(&core, "pods", "default", "full").await.filter(|p| p["status"]["phase"] == "Running")
     })
     .await;
-    assert_eq!(
-        full["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"],
-        "Completed"
-    );
+    let init = &full["status"]["initContainerStatuses"][0];
+    assert_eq!(init["state"]["terminated"]["reason"], "Completed");
+    assert_eq!(init["ready"], true, "a completed init container is ready");
+    let ran = init["state"]["terminated"]["containerID"].as_str().unwrap();
+    assert!(ran.starts_with("kplane://") && init["containerID"] == ran, "{init}");
+    let conditions = full["status"]["conditions"].as_array().unwrap();
+    assert!(conditions
+        .iter()
+        .any(|c| c["type"] == "PodReadyToStartContainers" && c["status"] == "True"));
 
     // An image change restarts that container with the new command line.
     let mut changed = full.clone();

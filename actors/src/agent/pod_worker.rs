@@ -278,6 +278,8 @@ struct RunningContainer {
 #[derive(Debug, Clone)]
 struct Terminated {
     exit_code: i32,
+    /// The id of the run that ended (none for a run that never started).
+    container_id: Option<String>,
     reason: String,
     message: Option<String>,
     started_at: String,
@@ -457,6 +459,7 @@ impl PodState {
                 if let Some(t) = old.state.as_ref().and_then(|s| s.terminated.as_ref()) {
                     container.terminated = Some(Terminated {
                         exit_code: t.exit_code,
+                        container_id: t.container_id.clone(),
                         reason: t.reason.clone().unwrap_or_default(),
                         message: t.message.clone(),
                         started_at: t
@@ -568,6 +571,7 @@ impl PodState {
         };
         c.terminated = Some(Terminated {
             exit_code: code,
+            container_id: Some(container_id(&self.uid, name, pid)),
             reason: reason.into(),
             message: None,
             started_at: running.started_at,
@@ -917,6 +921,7 @@ impl PodState {
                 let code = if matches!(error, RuntimeError::NotFound(_)) { 127 } else { 128 };
                 c.terminated = Some(Terminated {
                     exit_code: code,
+                    container_id: None,
                     reason: "StartError".into(),
                     message: Some(message),
                     started_at: now(),
@@ -1047,6 +1052,11 @@ impl PodState {
     /// The pod status as it stands.
     fn status(&self, ctx: &WorkerContext) -> Value {
         let policy = self.restart_policy();
+        let inits_done = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == Kind::Init)
+            .all(|c| c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
         let statuses = |kind: Kind| -> Vec<Value> {
             let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
                 (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
@@ -1062,17 +1072,12 @@ impl PodState {
                         .find(|c| c.name == spec.name && c.kind == kind)
                         .map(|c| (spec, c))
                 })
-                .map(|(spec, c)| container_status(spec, c, &self.uid))
+                .map(|(spec, c)| container_status(spec, c, &self.uid, inits_done))
                 .collect()
         };
         let init = statuses(Kind::Init);
         let app = statuses(Kind::App);
         let ephemeral = statuses(Kind::Ephemeral);
-        let inits_done = self
-            .containers
-            .iter()
-            .filter(|c| c.kind == Kind::Init)
-            .all(|c| c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
         let init_failed = self.containers.iter().any(|c| {
             c.kind == Kind::Init
                 && c.finished
@@ -1117,6 +1122,10 @@ impl PodState {
             .collect();
         let message = format!("containers with unready status: [{}]", unready.join(" "));
         set_condition(&mut pod, "PodScheduled", "True", None, None);
+        // The pod's "sandbox" (its IP) is there until the pod has completed.
+        let sandbox = self.pod_ip.is_some() && phase != "Succeeded" && phase != "Failed";
+        let sandbox = if sandbox { "True" } else { "False" };
+        set_condition(&mut pod, "PodReadyToStartContainers", sandbox, None, None);
         if inits_done {
             set_condition(&mut pod, "Initialized", "True", None, None);
         } else {
@@ -1246,44 +1255,93 @@ async fn run_due(
     }
 }
 
-fn container_status(spec: &Container, c: &ContainerState, uid: &str) -> Value {
+/// The id a container's run is known by: its pod, name and process.
+fn container_id(uid: &str, name: &str, pid: u32) -> String {
+    format!("kplane://{uid}/{name}/{pid}")
+}
+
+/// A container's status as the kubelet reports it; `inits_done` once the pod's init
+/// containers have all completed (app containers wait for them as `PodInitializing`).
+fn container_status(spec: &Container, c: &ContainerState, uid: &str, inits_done: bool) -> Value {
     let terminated = |t: &Terminated| {
         let mut v = json!({"exitCode": t.exit_code, "reason": t.reason, "startedAt": t.started_at,
             "finishedAt": t.finished_at});
         if let Some(m) = &t.message {
             v["message"] = json!(m);
         }
+        if let Some(id) = &t.container_id {
+            v["containerID"] = json!(id);
+        }
         json!({"terminated": v})
     };
+    let creating =
+        if c.kind == Kind::App && !inits_done { "PodInitializing" } else { "ContainerCreating" };
     let (state, last) = match (&c.running, &c.waiting, &c.terminated) {
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
         }
         (None, _, Some(t)) if c.finished => (terminated(t), None),
         (None, Some((reason, message)), t) => {
+            let reason = if reason == "ContainerCreating" { creating } else { reason.as_str() };
             let mut waiting = json!({"reason": reason});
             if !message.is_empty() {
                 waiting["message"] = json!(message);
             }
             (json!({"waiting": waiting}), t.as_ref().map(terminated))
         }
-        (None, None, Some(t)) => {
-            (json!({"waiting": {"reason": "ContainerCreating"}}), Some(terminated(t)))
-        }
-        (None, None, None) => (json!({"waiting": {"reason": "ContainerCreating"}}), None),
+        (None, None, t) => (json!({"waiting": {"reason": creating}}), t.as_ref().map(terminated)),
     };
+    // A completed init container is ready, as the kubelet's prober reports it.
+    let completed = c.kind == Kind::Init
+        && c.finished
+        && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0);
     let mut status = json!({
         "name": spec.name,
         "image": spec.image.clone().unwrap_or_default(),
         "imageID": "",
-        "ready": c.ready && c.running.is_some(),
+        "ready": (c.ready && c.running.is_some()) || completed,
         "started": c.running.is_some() && c.started,
         "restartCount": c.restart_count,
         "state": state,
         "lastState": last.unwrap_or_else(|| json!({})),
     });
-    if let Some(r) = &c.running {
-        status["containerID"] = json!(format!("kplane://{uid}/{}/{}", spec.name, r.pid));
+    let id = match (&c.running, &c.terminated) {
+        (Some(r), _) => Some(container_id(uid, &spec.name, r.pid)),
+        (None, Some(t)) => t.container_id.clone(),
+        (None, None) => None,
+    };
+    if let Some(id) = id {
+        status["containerID"] = json!(id);
     }
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_containers_wait_for_the_init_containers_as_pod_initializing() {
+        let spec: Container = serde_json::from_value(json!({"name": "app"})).unwrap();
+        let app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
+        let waiting = |inits_done| container_status(&spec, &app, "u", inits_done)["state"].clone();
+        assert_eq!(waiting(false), json!({"waiting": {"reason": "PodInitializing"}}));
+        assert_eq!(waiting(true), json!({"waiting": {"reason": "ContainerCreating"}}));
+        let mut init = ContainerState::new("app", Kind::Init, Duration::from_secs(1));
+        assert_eq!(container_status(&spec, &init, "u", false)["ready"], false);
+        init.finished = true;
+        init.terminated = Some(Terminated {
+            exit_code: 0,
+            container_id: Some(container_id("u", "app", 7)),
+            reason: "Completed".into(),
+            message: None,
+            started_at: now(),
+            finished_at: now(),
+        });
+        let done = container_status(&spec, &init, "u", false);
+        assert_eq!(
+            (&done["ready"], &done["containerID"]),
+            (&json!(true), &json!("kplane://u/app/7"))
+        );
+    }
 }
