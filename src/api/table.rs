@@ -163,6 +163,28 @@ fn columns(kind: &str) -> Vec<Column> {
             col("ServiceAccounts", 1, "The service accounts the binding names."),
         ],
         "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
+        "PriorityClass" => vec![
+            NAME,
+            Column {
+                kind: "integer",
+                ..col("Value", 0, "value represents the integer value of this priority class.")
+            },
+            Column {
+                kind: "boolean",
+                ..col(
+                    "Global-Default",
+                    0,
+                    "globalDefault specifies whether this PriorityClass should be considered as \
+                     the default priority for pods that do not have any priority class.",
+                )
+            },
+            AGE,
+            col(
+                "PreemptionPolicy",
+                0,
+                "preemptionPolicy is the Policy for preempting pods with lower priority.",
+            ),
+        ],
         "PodDisruptionBudget" => vec![
             NAME,
             col("Min Available", 0, "The minimum number of pods that must be available."),
@@ -516,6 +538,12 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![name, json!(role), json!(created), json!(users), json!(groups), json!(accounts)]
         }
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
+        "PriorityClass" => {
+            let value = json::at(o, "/value").and_then(Value::as_i64).unwrap_or(0);
+            let default = json::at(o, "/globalDefault").and_then(Value::as_bool).unwrap_or(false);
+            let policy = s(o, "/preemptionPolicy");
+            vec![name, json!(value), json!(default), json!(created), json!(policy)]
+        }
         "PodDisruptionBudget" => {
             let amount = |field: &str| match json::at(o, &format!("/spec/{field}")) {
                 Some(Value::String(text)) => text.clone(),

@@ -266,3 +266,75 @@ fn pods_run_as_an_existing_service_account() {
          reference that secret"
     );
 }
+
+/// PriorityClasses and the Priority admission: the system classes exist from the start, `kubectl
+/// create priorityclass` (a protobuf body) makes more, a pod's priority and preemption policy
+/// come from its class or the global default one, never from the pod, and the classes' rules
+/// (one default, reserved `system-` names, bounded user values, a fixed value) are kept, in
+/// Kubernetes' words.
+#[test]
+fn priority_classes_give_pods_their_priority() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let classes = k.ok(&["get", "pc"]);
+    assert!(
+        classes.starts_with("NAME                      VALUE        GLOBAL-DEFAULT"),
+        "{classes}"
+    );
+    assert!(classes.contains("system-node-critical      2000001000   false"), "{classes}");
+    k.ok(&["create", "priorityclass", "high", "--value=1000", "--preemption-policy=Never"]);
+    k.ok(&["create", "priorityclass", "usual", "--value=10", "--global-default"]);
+    let refused = |args: &[&str]| {
+        let (ok, _, stderr) = k.run(args);
+        assert!(!ok, "{args:?} was accepted");
+        stderr
+    };
+    let second = refused(&["create", "priorityclass", "other", "--value=5", "--global-default"]);
+    assert!(second.contains("is forbidden: PriorityClass usual is already marked as default. Only one default can exist"), "{second}");
+    let huge = refused(&["create", "priorityclass", "huge", "--value=1000000001"]);
+    assert!(
+        huge.contains(
+            "value: Forbidden: maximum allowed value of a user defined priority is 1000000000"
+        ),
+        "{huge}"
+    );
+    let system = refused(&["create", "priorityclass", "system-mine", "--value=1"]);
+    assert!(system.contains("system-mine is not a known system priority class"), "{system}");
+    let changed = refused(&["patch", "pc", "high", "-p", r#"{"value": 5}"#]);
+    assert!(changed.contains("value: Forbidden: may not be changed in an update."), "{changed}");
+
+    let pods = "/api/v1/namespaces/default/pods";
+    let (code, plain) = server.post(pods, &crate::util::pod("plain"));
+    assert_eq!(code, 201, "{plain}");
+    let spec = &plain["spec"];
+    assert_eq!((&spec["priorityClassName"], &spec["priority"]), (&json!("usual"), &json!(10)));
+    assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority");
+    let with_class = |name: &str, class: &str, extra: Value| {
+        let mut pod = crate::util::pod(name);
+        pod["spec"]["priorityClassName"] = json!(class);
+        for (field, value) in extra.as_object().unwrap() {
+            pod["spec"][field] = value.clone();
+        }
+        server.post(pods, &pod)
+    };
+    let (code, high) = with_class("important", "high", json!({}));
+    assert_eq!((code, &high["spec"]["priority"]), (201, &json!(1000)));
+    assert_eq!(high["spec"]["preemptionPolicy"], "Never");
+    let (code, missing) = with_class("lost", "nope", json!({}));
+    assert_eq!(
+        (code, missing["message"].as_str()),
+        (403, Some("pods \"lost\" is forbidden: no PriorityClass with name nope was found"))
+    );
+    let (code, own) = with_class("pushy", "high", json!({"priority": 7}));
+    assert_eq!(code, 403, "{own}");
+    assert!(own["message"].as_str().unwrap().contains(
+        "the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000"));
+
+    // A replace that leaves the priority out keeps it.
+    let mut replaced = high.clone();
+    replaced["spec"].as_object_mut().unwrap().remove("priority");
+    replaced["spec"].as_object_mut().unwrap().remove("preemptionPolicy");
+    replaced["metadata"]["labels"] = json!({"replaced": "yes"});
+    let (code, kept) = server.put(&format!("{pods}/important"), &replaced);
+    assert_eq!((code, &kept["spec"]["priority"]), (200, &json!(1000)), "{kept}");
+}

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::priority::PREEMPT_LOWER_PRIORITY;
 use crate::model::qos::qos_class;
 
 /// What only a create does, as Kubernetes' create strategies (`PrepareForCreate`) do: drops
@@ -68,6 +69,12 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let status = object_field(object, "status");
             status.entry("phase").or_insert_with(|| json!("Pending"));
             status.entry("qosClass").or_insert_with(|| json!(qos));
+        }
+        "PriorityClass" => {
+            if let Some(class) = object.as_object_mut() {
+                class.entry("value").or_insert(json!(0));
+                class.entry("preemptionPolicy").or_insert(json!(PREEMPT_LOWER_PRIORITY));
+            }
         }
         "ReplicationController" => {
             let labels = object.pointer("/spec/template/metadata/labels").cloned();

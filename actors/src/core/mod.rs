@@ -13,6 +13,7 @@ mod limit_ranger;
 mod managed_fields;
 mod options;
 mod patch;
+mod priority;
 mod resource_quota;
 mod service_account;
 mod service_ips;
@@ -38,6 +39,8 @@ pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
 
+use crate::model::priority::{system_class, SYSTEM_CLASSES};
+use crate::model::resources::SCHEDULING_GROUP;
 use crate::model::{
     json, now, quota, resources, FieldError, FieldSelector, LabelSelector, SelectorError,
 };
@@ -183,8 +186,8 @@ impl ApiCore {
         resource.group.is_empty() && resource.plural == "pods"
     }
 
-    /// Creates the namespaces every cluster has, and their `default` ServiceAccounts, if they
-    /// are missing, and takes note of the cluster IPs and node ports the stored services hold.
+    /// Creates the namespaces every cluster has, their `default` ServiceAccounts and the system
+    /// PriorityClasses, if they are missing, and takes note of the cluster IPs and node ports the stored services hold.
     /// (The service account controller keeps every namespace's account afterwards; writing
     /// these here spares the first pods after a start waiting for it.)
     pub async fn bootstrap(&self) -> Result<(), ApiError> {
@@ -197,6 +200,10 @@ impl ApiCore {
             self.create_if_missing(namespaces(), "", json!({"metadata": {"name": ns}})).await?;
             let account = json!({"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}});
             self.create_if_missing(accounts, ns, account).await?;
+        }
+        let classes = resources::find(SCHEDULING_GROUP, "v1", "priorityclasses").expect("served");
+        for (name, value, description) in SYSTEM_CLASSES {
+            self.create_if_missing(classes, "", system_class(name, value, description)).await?;
         }
         Ok(())
     }
@@ -396,6 +403,8 @@ impl ApiCore {
             service_account::admit(&self.store, namespace, &mut object)
                 .await
                 .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
+            priority::admit_pod(&self.priority_classes_for(&object), &mut object)
+                .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
         }
         let mut errors = validation::validate_object(resource, &object);
         let ephemeral = json::at(&object, "/spec/ephemeralContainers").and_then(Value::as_array);
@@ -407,6 +416,7 @@ impl ApiCore {
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
+        self.admit_priority_class(resource, &name, &object)?;
         if Self::is_pod(resource) {
             // A mutating plugin run after validation, which what it adds would pass.
             default_tolerations::admit(&mut object);
@@ -442,6 +452,35 @@ impl ApiCore {
             Err(StoreError::AlreadyExists(key)) => Err(self.name_taken(key).await),
             other => Ok(other?),
         }
+    }
+
+    /// The PriorityClasses a new pod's priority comes from: the one it names, or else those
+    /// marked the global default (read from their stored JSON only then: most pods name no
+    /// class, and most clusters have no default).
+    fn priority_classes_for(&self, pod: &Value) -> Vec<Value> {
+        let named = json::at(pod, "/spec/priorityClassName").and_then(Value::as_str);
+        let wanted = |class: &StoredObject| match named.filter(|n| !n.is_empty()) {
+            Some(name) => class.key.name == name,
+            None => memchr::memmem::find(&class.raw, br#""globalDefault":true"#).is_some(),
+        };
+        let classes = self.store.priority_classes();
+        classes.iter().filter(|class| wanted(class)).map(|class| class.to_value()).collect()
+    }
+
+    /// The Priority plugin's check of a PriorityClass written: one global default at most.
+    fn admit_priority_class(
+        &self,
+        resource: &'static ResourceType,
+        name: &str,
+        class: &Value,
+    ) -> Result<(), ApiError> {
+        if resource.kind != "PriorityClass" || class["globalDefault"] != true {
+            return Ok(());
+        }
+        let classes: Vec<Value> =
+            self.store.priority_classes().iter().map(|class| class.to_value()).collect();
+        priority::admit_class(&classes, class)
+            .map_err(|why| ApiError::forbidden(resource, name, why, Vec::new()))
     }
 
     /// The LimitRanges the LimitRanger admits a write of `resource` in `namespace` against:
@@ -654,6 +693,7 @@ impl ApiCore {
                 // On update too, as Kubernetes' plugin: a pod replaced without the defaults
                 // gets them back (its tolerations may only grow).
                 default_tolerations::admit(&mut next);
+                priority::keep_on_update(&current_value, &mut next);
             }
             let (allocated, freed) = if Self::is_service(resource) && part == Part::Main {
                 self.services.reallocate(&current_value, &mut next, name)?
@@ -688,6 +728,12 @@ impl ApiCore {
             }
             if !errors.is_empty() {
                 return Err(ApiError::invalid(resource, name, errors));
+            }
+            if part == Part::Main {
+                if let Err(refused) = self.admit_priority_class(resource, name, &next) {
+                    self.services.release(&allocated);
+                    return Err(refused);
+                }
             }
             precondition?;
             if same || dry_run {

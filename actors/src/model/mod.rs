@@ -6,6 +6,7 @@ pub mod json;
 pub mod lists;
 mod object;
 mod packed;
+pub mod priority;
 pub mod qos;
 pub mod quantity;
 pub mod quota;

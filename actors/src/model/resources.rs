@@ -528,9 +528,23 @@ pub static RESOURCES: &[ResourceType] = &[
         "ClusterRoleBindingList",
         false,
     ),
+    ResourceType {
+        short_names: &["pc"],
+        ..plain(
+            SCHEDULING_GROUP,
+            "priorityclasses",
+            "priorityclass",
+            "PriorityClass",
+            "PriorityClassList",
+            false,
+        )
+    },
     metrics("nodes", "NodeMetrics", "NodeMetricsList", false),
     metrics("pods", "PodMetrics", "PodMetricsList", true),
 ];
+
+/// The group of PriorityClasses.
+pub const SCHEDULING_GROUP: &str = "scheduling.k8s.io";
 
 /// The group of the nodes' and pods' resource metrics (`kubectl top`).
 pub const METRICS_GROUP: &str = "metrics.k8s.io";
@@ -703,6 +717,7 @@ mod tests {
             ("authentication.k8s.io", "v1"),
             ("authorization.k8s.io", "v1"),
             ("rbac.authorization.k8s.io", "v1"),
+            ("scheduling.k8s.io", "v1"),
             ("metrics.k8s.io", "v1beta1"),
         ];
         assert_eq!(api_groups(), groups);

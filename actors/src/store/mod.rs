@@ -258,6 +258,11 @@ impl Store {
         self.tables.quotas(namespace)
     }
 
+    /// The committed PriorityClasses, by name, read without asking their shard.
+    pub fn priority_classes(&self) -> Vec<Arc<StoredObject>> {
+        self.tables.priority_classes()
+    }
+
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
         self.shard(key.resource).send(Get(key.clone())).await.map_err(|_| StoreError::Unavailable)
     }

@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use super::namespaces::{NamespaceState, NamespaceTable};
 use super::service_accounts::{AccountRefs, ServiceAccountTable};
+use crate::model::resources::SCHEDULING_GROUP;
 use crate::model::{FastMap, ResourceType, StoredObject};
 
 /// Every table admission reads.
@@ -16,6 +17,7 @@ pub(crate) struct AdmissionTables {
     service_accounts: ServiceAccountTable,
     limit_ranges: PerNamespace,
     quotas: PerNamespace,
+    priority_classes: PerNamespace,
 }
 
 impl Default for AdmissionTables {
@@ -23,8 +25,9 @@ impl Default for AdmissionTables {
         Self {
             namespaces: NamespaceTable::default(),
             service_accounts: ServiceAccountTable::default(),
-            limit_ranges: PerNamespace::following("limitranges"),
-            quotas: PerNamespace::following("resourcequotas"),
+            limit_ranges: PerNamespace::following("", "limitranges"),
+            quotas: PerNamespace::following("", "resourcequotas"),
+            priority_classes: PerNamespace::following(SCHEDULING_GROUP, "priorityclasses"),
         }
     }
 }
@@ -41,6 +44,8 @@ impl AdmissionTables {
             self.limit_ranges.record(object, deleted);
         } else if self.quotas.follows(resource) {
             self.quotas.record(object, deleted);
+        } else if self.priority_classes.follows(resource) {
+            self.priority_classes.record(object, deleted);
         }
     }
 
@@ -59,23 +64,29 @@ impl AdmissionTables {
     pub(crate) fn quotas(&self, namespace: &str) -> Vec<Arc<StoredObject>> {
         self.quotas.in_namespace(namespace)
     }
+
+    /// Every PriorityClass (cluster-scoped: all under the namespace "").
+    pub(crate) fn priority_classes(&self) -> Vec<Arc<StoredObject>> {
+        self.priority_classes.in_namespace("")
+    }
 }
 
-/// The committed objects of one core kind (LimitRanges, ResourceQuotas) in each namespace
-/// that has any, by name.
+/// The committed objects of one kind (LimitRanges, ResourceQuotas, PriorityClasses) in each
+/// namespace that has any (a cluster-scoped kind's under ""), by name.
 #[derive(Debug)]
 struct PerNamespace {
+    group: &'static str,
     plural: &'static str,
     objects: RwLock<FastMap<String, Vec<Arc<StoredObject>>>>,
 }
 
 impl PerNamespace {
-    fn following(plural: &'static str) -> Self {
-        Self { plural, objects: RwLock::default() }
+    fn following(group: &'static str, plural: &'static str) -> Self {
+        Self { group, plural, objects: RwLock::default() }
     }
 
     fn follows(&self, resource: &ResourceType) -> bool {
-        resource.group.is_empty() && resource.plural == self.plural
+        resource.group == self.group && resource.plural == self.plural
     }
 
     fn record(&self, object: &Arc<StoredObject>, deleted: bool) {

@@ -27,6 +27,7 @@ use k8s_openapi::api::authorization::v1 as authzv1;
 use k8s_openapi::api::discovery::v1 as discoveryv1;
 use k8s_openapi::api::policy::v1 as policyv1;
 use k8s_openapi::api::rbac::v1 as rbacv1;
+use k8s_openapi::api::scheduling::v1 as schedulingv1;
 use k8s_openapi::api::{coordination::v1 as coordv1, core::v1 as corev1, events::v1 as eventsv1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use kplane_actors::model::lists;
@@ -155,6 +156,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             reg::<rbacv1::ClusterRoleBinding>(gen)
         }
+        ("scheduling.k8s.io", "PriorityClass") => reg::<schedulingv1::PriorityClass>(gen),
         ("events.k8s.io", "Event") => reg::<eventsv1::Event>(gen),
         ("authentication.k8s.io", "SelfSubjectReview") => reg::<authnv1::SelfSubjectReview>(gen),
         ("authentication.k8s.io", "TokenReview") => reg::<authnv1::TokenReview>(gen),

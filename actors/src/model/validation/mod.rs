@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::{json, ResourceType};
 
 mod disruption_budget;
+mod priority_class;
 mod resource_policy;
 mod storage;
 
@@ -260,6 +261,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "Endpoints" => validate_endpoints(object, &mut errors),
         "EndpointSlice" => validate_endpoint_slice(object, &mut errors),
         "PodDisruptionBudget" => disruption_budget::validate(object, &mut errors),
+        "PriorityClass" => priority_class::validate(object, &mut errors),
         "Role" | "ClusterRole" => validate_role(object, resource.namespaced, &mut errors),
         "RoleBinding" | "ClusterRoleBinding" => {
             validate_role_binding(object, resource.namespaced, &mut errors)
@@ -1295,6 +1297,7 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         "Pod" => validate_pod_update(old, new),
         "PersistentVolumeClaim" => storage::validate_claim_update(old, new),
         "Node" => validate_node_update(old, new),
+        "PriorityClass" => priority_class::validate_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
         "RoleBinding" | "ClusterRoleBinding" if old.get("roleRef") != new.get("roleRef") => {
             vec![FieldError::invalid("roleRef", "", "cannot change roleRef")]
