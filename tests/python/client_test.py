@@ -210,15 +210,21 @@ def reviews(api):
     assert status.resource_rules[0].verbs == ["*"] and status.incomplete is False, status
 
 
+def wait_for_phase(core, name, phase):
+    """Waits up to a minute for pod `name` to reach `phase`; returns that minute's deadline."""
+    deadline = time.monotonic() + 60
+    while core.read_namespaced_pod(name, NS).status.phase != phase:
+        assert time.monotonic() < deadline, f"{name} never reached {phase}"
+        time.sleep(0.1)
+    return deadline
+
+
 def exec_in_pods(core, node):
     """exec over the WebSocket the client opens (its stdin sent as text frames)."""
     box = pod("exec-box", {"app": "exec"})
     box.spec.node_name = node
     core.create_namespaced_pod(NS, box)
-    deadline = time.monotonic() + 60
-    while core.read_namespaced_pod("exec-box", NS).status.phase != "Running":
-        assert time.monotonic() < deadline, "exec-box never ran"
-        time.sleep(0.1)
+    wait_for_phase(core, "exec-box", "Running")
     out = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
                  command=["sh", "-c", "echo out $A; echo err >&2"],
                  stdout=True, stderr=True, stdin=False, tty=False)
@@ -245,10 +251,7 @@ def attach_to_pods(core, node):
             client.V1Container(name="c", image="kplane/pause", stdin=True, stdin_once=True,
                                command=["sh", "-c", "read x; echo got $x; read y; echo y=$y"])]))
     core.create_namespaced_pod(NS, reader)
-    deadline = time.monotonic() + 60
-    while core.read_namespaced_pod("attach-box", NS).status.phase != "Running":
-        assert time.monotonic() < deadline, "attach-box never ran"
-        time.sleep(0.1)
+    deadline = wait_for_phase(core, "attach-box", "Running")
     session = stream(core.connect_get_namespaced_pod_attach, "attach-box", NS,
                      stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False)
     session.write_stdin("abc\n")
@@ -259,9 +262,7 @@ def attach_to_pods(core, node):
         shown += session.read_stdout()
     session.close()
     # The client left: the container's stdin ended, so its second read got nothing.
-    while core.read_namespaced_pod("attach-box", NS).status.phase != "Succeeded":
-        assert time.monotonic() < deadline, "attach-box never saw its stdin end"
-        time.sleep(0.1)
+    wait_for_phase(core, "attach-box", "Succeeded")
     assert core.read_namespaced_pod_log("attach-box", NS) == "got abc\ny=\n"
     core.delete_namespaced_pod("attach-box", NS)
 
@@ -273,10 +274,7 @@ def port_forward(core, node):
         spec=client.V1PodSpec(node_name=node, termination_grace_period_seconds=1, containers=[
             client.V1Container(name="c", image="kplane/agnhost", args=["serve-hostname"])]))
     core.create_namespaced_pod(NS, web)
-    deadline = time.monotonic() + 60
-    while core.read_namespaced_pod("pf-web", NS).status.phase != "Running":
-        assert time.monotonic() < deadline, "pf-web never ran"
-        time.sleep(0.1)
+    deadline = wait_for_phase(core, "pf-web", "Running")
     # The process runs before it listens: a refused dial is told on the port's error channel.
     while True:
         forwarded = portforward(core.connect_get_namespaced_pod_portforward, "pf-web", NS,
