@@ -68,8 +68,9 @@ pub(super) fn pairs(req: &HttpRequest) -> Result<Vec<(String, String)>, AgentHtt
         .map_err(|e| AgentHttpError::BadRequest(format!("bad query: {e}")))
 }
 
+/// A boolean query parameter, read as the API server reads them (`1`, `true` in any case).
 fn flag(pairs: &[(String, String)], key: &str) -> bool {
-    pairs.iter().any(|(k, v)| k == key && matches!(v.as_str(), "1" | "true" | "True"))
+    pairs.iter().any(|(k, v)| k == key && (v == "1" || v.eq_ignore_ascii_case("true")))
 }
 
 /// A command run in a container's environment and working directory.
@@ -299,11 +300,13 @@ async fn exec(
     Ok(response)
 }
 
-/// `/attach/{ns}/{pod}/{container}?stdin=1&stdout=1&tty=1`: the container's output from now
-/// on, until it exits or the client leaves. With `stdin`, what the client sends goes to the
-/// container's stdin, which its spec must ask for (`stdin: true`); with `stdinOnce`, the
-/// stdin closes when the first attached client's input ends. A container with `tty: true` is
-/// attached on its terminal: the client sees what it shows, types into it and resizes it.
+/// `/attach/{ns}/{pod}/{container}?stdin=1&stdout=1`: the container's output from now on,
+/// until it exits or the client leaves. With `stdin`, what the client sends goes to the
+/// container's stdin when its spec asks for one (`stdin: true`; without it, the input goes
+/// nowhere, as with containerd); with `stdinOnce`, that stdin closes when the first attached
+/// client's input ends. A container with `tty: true` is attached on its terminal, whatever
+/// `tty` asks (the kubelet's rule: it cannot change once the container runs): the client sees
+/// what it shows, types into it and resizes it.
 async fn attach(
     state: web::Data<AgentHttp>,
     req: HttpRequest,
@@ -314,21 +317,7 @@ async fn attach(
     let key = path.into_inner();
     let target = container(&state, key.clone()).await?;
     let io = target.io.clone();
-    let interactive = io.as_ref().map(|io| io.interactive()).unwrap_or_default();
-    let name = &key.2;
-    if flag(&pairs, "stdin") && !interactive.stdin {
-        return Err(AgentHttpError::BadRequest(format!(
-            "container {name} has no stdin to attach to: its spec does not ask for one \
-             (stdin: true), or the node agent restarted since the container started"
-        )));
-    }
-    if flag(&pairs, "tty") && !interactive.tty {
-        return Err(AgentHttpError::BadRequest(format!(
-            "container {name} has no TTY: its spec does not ask for one (tty: true), or the \
-             node agent restarted since the container started"
-        )));
-    }
-    let input = io.clone().filter(|_| flag(&pairs, "stdin"));
+    let input = io.clone().filter(|io| flag(&pairs, "stdin") && io.interactive().stdin);
     // Taken now, so that nothing shown or logged from here on is missed.
     let screen = io.as_ref().and_then(|io| io.screen());
     let offset = std::fs::metadata(&target.log_path).map(|m| m.len()).unwrap_or(0);
@@ -342,6 +331,7 @@ async fn attach(
                         // Once the container's stdin is closed (stdinOnce), input is dropped.
                         let _ = io.write(&data[1..]).await;
                     }
+                    (Some(&STDIN), None) => {}
                     (Some(&RESIZE), _) => {
                         if let (Some(io), Some(size)) = (&io, TerminalSize::parse(&data[1..])) {
                             io.resize(size.width, size.height);
@@ -350,10 +340,6 @@ async fn attach(
                     (_, Some(io)) if data[..] == [CLOSE, STDIN] => io.attached_input_ended().await,
                     _ => {}
                 }
-            }
-            // The client has left.
-            if let Some(io) = &input {
-                io.attached_input_ended().await;
             }
         };
         tokio::time::sleep(CLIENT_SETUP).await;
@@ -375,6 +361,11 @@ async fn attach(
         tokio::select! {
             () = typed => {}
             () = shown => {}
+        }
+        // The client has left, or the container has exited: either way, this client's input
+        // has ended.
+        if let Some(io) = &input {
+            io.attached_input_ended().await;
         }
         finish(session, exit_status(Some(0))).await;
     });

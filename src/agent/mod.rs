@@ -60,8 +60,7 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
             .or_insert_with(|| vec![exe.clone(), "image".into(), subcommand.into()]);
     }
     config.log_writer = Some(vec![exe.clone(), "log-writer".into()]);
-    config.terminal_launcher =
-        Some(vec![exe.clone(), "exec-limited".into(), "--tty".into(), "--".into()]);
+    config.terminal_launcher = Some(terminal::LAUNCHER.map(String::from).into());
     config.memory_limit_launcher = Some(vec![
         exe,
         "exec-limited".into(),

@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::runtime::terminal::{Controller, Pty};
-use kplane_actors::agent::runtime::{huge_pages, END_OF_TRANSMISSION};
 use kplane_actors::agent::ExecTarget;
 use serde::Deserialize;
 
@@ -24,6 +24,8 @@ use super::http::AgentHttpError;
 pub(super) const RESIZE: u8 = 4;
 /// How long a terminal is still read once its command (or container) has exited.
 pub(super) const DRAIN: Duration = Duration::from_secs(1);
+/// What an end of typed input is on a terminal (Ctrl-D).
+const END_OF_TRANSMISSION: u8 = 0x04;
 
 /// A terminal size as the channel protocol sends it on [`RESIZE`].
 #[derive(Deserialize)]
@@ -40,14 +42,14 @@ impl TerminalSize {
     }
 }
 
-/// The command line that runs `argv` in a session of its own on the terminal: this binary's
-/// `exec-limited --tty`, through `/proc/self/exe`, which the forked agent still is, even when
-/// the file has since been replaced by a newer build.
+/// What runs the rest of a command line in a session of its own on its stdin, a terminal:
+/// this binary's `exec-limited --tty`, through `/proc/self/exe`, which the forked agent still
+/// is, even when the file has since been replaced by a newer build. For `exec -t` and for
+/// containers with `tty: true`.
+pub(super) const LAUNCHER: [&str; 4] = ["/proc/self/exe", "exec-limited", "--tty", "--"];
+
 fn on_terminal(argv: &[String]) -> Vec<String> {
-    let mut line: Vec<String> =
-        ["/proc/self/exe", "exec-limited", "--tty", "--"].map(String::from).into();
-    line.extend(argv.iter().cloned());
-    line
+    LAUNCHER.iter().map(|part| part.to_string()).chain(argv.iter().cloned()).collect()
 }
 
 /// Runs `argv` in `target`'s environment on a new pty, over the websocket `req` asks for.

@@ -56,9 +56,6 @@ pub async fn serve(
         format!("/portForward/{namespace}/{name}")
     } else {
         let container = super::logs::container_of(&pod, name, query.get("container"))?;
-        if subresource == "attach" {
-            attachable(&pod, name, &container, query)?;
-        }
         format!("/{subresource}/{namespace}/{name}/{container}")
     };
     let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
@@ -127,30 +124,9 @@ pub async fn serve(
     Ok(answer.streaming(from_agent))
 }
 
-/// An attach asks only for what the container was started with: a stdin to write to
-/// (`stdin: true`), a terminal to be on (`tty: true`).
-fn attachable(pod: &Value, name: &str, container: &str, query: &Query) -> Result<(), HttpError> {
-    let lists = ["/spec/containers", "/spec/initContainers", "/spec/ephemeralContainers"];
-    let spec = lists
-        .iter()
-        .filter_map(|list| pod.pointer(list).and_then(Value::as_array))
-        .flatten()
-        .find(|c| c["name"] == container);
-    let started_with = |field: &str| spec.and_then(|c| c[field].as_bool()).unwrap_or(false);
-    for (field, what) in [("stdin", "stdin to attach to"), ("tty", "terminal")] {
-        if query.flag(field)? && !started_with(field) {
-            return Err(HttpError::BadRequest(format!(
-                "container {container} of pod {name} has no {what}: its spec does not ask for \
-                 one ({field}: true)"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The agent's refusal as the client's error: what it says of the request (a container not
-/// running, stdin asked of attach) is the client's 400; anything else is 503. Its text is read up
-/// to [`MOST_ERROR_BYTES`].
+/// running) is the client's 400; anything else is 503. Its text is read up to
+/// [`MOST_ERROR_BYTES`].
 async fn refusal(mut answered: reqwest::Response, node: &str) -> HttpError {
     let status = answered.status().as_u16();
     let mut body = Vec::new();

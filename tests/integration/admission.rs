@@ -302,6 +302,8 @@ fn priority_classes_give_pods_their_priority() {
     assert!(system.contains("system-mine is not a known system priority class"), "{system}");
     let changed = refused(&["patch", "pc", "high", "-p", r#"{"value": 5}"#]);
     assert!(changed.contains("value: Forbidden: may not be changed in an update."), "{changed}");
+    let system = refused(&["delete", "pc", "system-node-critical"]);
+    assert!(system.contains("this is a system priority class and cannot be deleted"), "{system}");
 
     let pods = "/api/v1/namespaces/default/pods";
     let (code, plain) = server.post(pods, &crate::util::pod("plain"));
@@ -337,4 +339,17 @@ fn priority_classes_give_pods_their_priority() {
     replaced["metadata"]["labels"] = json!({"replaced": "yes"});
     let (code, kept) = server.put(&format!("{pods}/important"), &replaced);
     assert_eq!((code, &kept["spec"]["priority"]), (200, &json!(1000)), "{kept}");
+
+    // Deleting them all deletes all but the system classes: kubectl deletes each (and says
+    // which it could not), a collection's delete passes over them.
+    let (ok, _, stderr) = k.run(&["delete", "pc", "high", "system-node-critical"]);
+    assert!(!ok && stderr.contains("this is a system priority class"), "{stderr}");
+    let (code, gone) = server.delete("/apis/scheduling.k8s.io/v1/priorityclasses");
+    assert_eq!(code, 200, "{gone}");
+    let left = k.ok(&["get", "pc", "-o", "name"]);
+    assert_eq!(
+        left,
+        "priorityclass.scheduling.k8s.io/system-cluster-critical\n\
+         priorityclass.scheduling.k8s.io/system-node-critical\n"
+    );
 }

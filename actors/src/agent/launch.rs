@@ -253,7 +253,8 @@ pub fn expand(input: &str, env: &[(String, String)]) -> String {
 
 /// The command line of a container: `command` + `args`, or the image's command + `args`
 /// (`args` replacing nothing), expanded; wrapped by the memory-limit launcher when the container
-/// has a memory limit and one is configured.
+/// has a memory limit and one is configured, and then by the terminal launcher when it gets a
+/// terminal (see [`interactive`]).
 pub fn command_line(
     config: &AgentConfig,
     container: &Container,

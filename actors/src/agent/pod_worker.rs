@@ -1052,11 +1052,7 @@ impl PodState {
     /// The pod status as it stands.
     fn status(&self, ctx: &WorkerContext) -> Value {
         let policy = self.restart_policy();
-        let inits_done = self
-            .containers
-            .iter()
-            .filter(|c| c.kind == Kind::Init)
-            .all(|c| c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
+        let has_init_containers = self.containers.iter().any(|c| c.kind == Kind::Init);
         let statuses = |kind: Kind| -> Vec<Value> {
             let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
                 (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
@@ -1072,12 +1068,17 @@ impl PodState {
                         .find(|c| c.name == spec.name && c.kind == kind)
                         .map(|c| (spec, c))
                 })
-                .map(|(spec, c)| container_status(spec, c, &self.uid, inits_done))
+                .map(|(spec, c)| container_status(spec, c, &self.uid, has_init_containers))
                 .collect()
         };
         let init = statuses(Kind::Init);
         let app = statuses(Kind::App);
         let ephemeral = statuses(Kind::Ephemeral);
+        let inits_done = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == Kind::Init)
+            .all(|c| c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
         let init_failed = self.containers.iter().any(|c| {
             c.kind == Kind::Init
                 && c.finished
@@ -1260,9 +1261,10 @@ fn container_id(uid: &str, name: &str, pid: u32) -> String {
     format!("kplane://{uid}/{name}/{pid}")
 }
 
-/// A container's status as the kubelet reports it; `inits_done` once the pod's init
-/// containers have all completed (app containers wait for them as `PodInitializing`).
-fn container_status(spec: &Container, c: &ContainerState, uid: &str, inits_done: bool) -> Value {
+/// A container's status as the kubelet reports it. A container being created waits as
+/// `PodInitializing` in a pod with init containers (the kubelet's default waiting reason
+/// there), as `ContainerCreating` in others.
+fn container_status(spec: &Container, c: &ContainerState, uid: &str, has_inits: bool) -> Value {
     let terminated = |t: &Terminated| {
         let mut v = json!({"exitCode": t.exit_code, "reason": t.reason, "startedAt": t.started_at,
             "finishedAt": t.finished_at});
@@ -1274,8 +1276,7 @@ fn container_status(spec: &Container, c: &ContainerState, uid: &str, inits_done:
         }
         json!({"terminated": v})
     };
-    let creating =
-        if c.kind == Kind::App && !inits_done { "PodInitializing" } else { "ContainerCreating" };
+    let creating = if has_inits { "PodInitializing" } else { "ContainerCreating" };
     let (state, last) = match (&c.running, &c.waiting, &c.terminated) {
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
@@ -1321,12 +1322,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn app_containers_wait_for_the_init_containers_as_pod_initializing() {
+    fn containers_of_pods_with_init_containers_wait_as_pod_initializing() {
         let spec: Container = serde_json::from_value(json!({"name": "app"})).unwrap();
         let app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
-        let waiting = |inits_done| container_status(&spec, &app, "u", inits_done)["state"].clone();
-        assert_eq!(waiting(false), json!({"waiting": {"reason": "PodInitializing"}}));
-        assert_eq!(waiting(true), json!({"waiting": {"reason": "ContainerCreating"}}));
+        let waiting = |has_inits| container_status(&spec, &app, "u", has_inits)["state"].clone();
+        assert_eq!(waiting(true), json!({"waiting": {"reason": "PodInitializing"}}));
+        assert_eq!(waiting(false), json!({"waiting": {"reason": "ContainerCreating"}}));
         let mut init = ContainerState::new("app", Kind::Init, Duration::from_secs(1));
         assert_eq!(container_status(&spec, &init, "u", false)["ready"], false);
         init.finished = true;

@@ -65,6 +65,11 @@ pub const MAX_GRACE_SECONDS: i64 = 100 * 365 * 24 * 60 * 60;
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// Whether `name` of `resource` is one of the system PriorityClasses, which may not be deleted.
+fn is_system_priority_class(resource: &ResourceType, name: &str) -> bool {
+    resource.kind == "PriorityClass" && SYSTEM_CLASSES.iter().any(|(system, ..)| *system == name)
+}
+
 /// System namespaces that may not be deleted (as in Kubernetes, kube-node-lease may).
 const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
@@ -961,6 +966,10 @@ impl ApiCore {
             let message = "this namespace may not be deleted".to_string();
             return Err(ApiError::forbidden(resource, name, message, Vec::new()));
         }
+        if is_system_priority_class(resource, name) {
+            let message = "this is a system priority class and cannot be deleted".to_string();
+            return Err(ApiError::forbidden(resource, name, message, Vec::new()));
+        }
         if options.dry_run {
             return Ok(current);
         }
@@ -1131,7 +1140,11 @@ impl ApiCore {
         let all = ListOptions { limit: None, continue_token: None, ..list.clone() };
         let page = self.list(resource, namespace, &all).await?;
         let mut deleted = Vec::with_capacity(page.items.len());
-        for object in &page.items {
+        // A collection's delete passes over the system PriorityClasses, which a delete of one
+        // refuses, rather than failing on them.
+        let deletable =
+            page.items.iter().filter(|o| !is_system_priority_class(resource, &o.key.name));
+        for object in deletable {
             match self.delete(resource, &object.key.namespace, &object.key.name, options).await {
                 Ok(gone) => deleted.push(gone),
                 Err(ApiError::NotFound { .. }) => {}

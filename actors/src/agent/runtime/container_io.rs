@@ -13,9 +13,6 @@ use tokio::sync::{broadcast, Mutex};
 
 use super::terminal::Controller;
 
-/// What a terminal's end of typed input is (Ctrl-D): a terminal cannot be half-closed.
-pub const END_OF_TRANSMISSION: u8 = 0x04;
-
 /// How a container's stdin and output are wired: its spec's `stdin`, `stdinOnce` and `tty`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Interactive {
@@ -31,7 +28,8 @@ pub struct ContainerIo {
     /// The write end of the container's stdin pipe (`stdin` without `tty`), until it is closed.
     pipe: Mutex<Option<pipe::Sender>>,
     terminal: Option<Terminal>,
-    /// Set once stdin is closed: with `stdinOnce`, when the first attached client's input ends.
+    /// Set once the stdin pipe is closed: with `stdinOnce`, when the first attached client's
+    /// input ends.
     closed: AtomicBool,
 }
 
@@ -101,17 +99,16 @@ impl ContainerIo {
     }
 
     /// An attached client's input has ended (it closed its stdin, or left). With `stdinOnce`,
-    /// the container's stdin closes for good: a pipe is closed, a terminal is typed Ctrl-D.
+    /// a stdin pipe is closed for good. A terminal stays open for the next client, as
+    /// containerd keeps it (`kubectl` then says how to attach again).
     pub async fn attached_input_ended(&self) {
-        if !self.interactive.stdin_once || self.closed.swap(true, Ordering::AcqRel) {
+        if !self.interactive.stdin_once
+            || self.terminal.is_some()
+            || self.closed.swap(true, Ordering::AcqRel)
+        {
             return;
         }
-        match &self.terminal {
-            Some(terminal) => {
-                let _ = terminal.controller.write_all(&[END_OF_TRANSMISSION]).await;
-            }
-            None => drop(self.pipe.lock().await.take()),
-        }
+        drop(self.pipe.lock().await.take());
     }
 
     /// Resizes the terminal (nothing without one).

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
-pub use container_io::{ContainerIo, InputError, Interactive, END_OF_TRANSMISSION};
+pub use container_io::{ContainerIo, InputError, Interactive};
 pub use process::{proc_stat, process_alive, ProcStat, ProcessRuntime};
 pub use simulated::SimulatedRuntime;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::FutureExt;
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
@@ -88,6 +88,9 @@ impl Runtime for ProcessRuntime {
                 Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9)),
                 Err(_) => 255,
             };
+            // What it left running goes with it, as a container's processes end with its
+            // first one (its PID namespace's init).
+            signal_container(pid, Signal::SIGKILL);
             // The exit is reported once the log writer has written the last lines too (it ends
             // with the output; a process the container left behind may hold the output open,
             // hence the limit).
@@ -102,16 +105,33 @@ impl Runtime for ProcessRuntime {
     }
 
     fn signal(&self, pid: u32, signal: StopSignal) {
-        let Ok(raw) = i32::try_from(pid) else { return };
-        if raw <= 1 {
-            return;
-        }
         let signal = match signal {
             StopSignal::Term => Signal::SIGTERM,
             StopSignal::Kill => Signal::SIGKILL,
         };
-        if let Err(error) = killpg(Pid::from_raw(raw), signal) {
-            tracing::debug!(pid, %error, "signalling a process group");
+        signal_container(pid, signal);
+    }
+}
+
+/// Signals every process of the container whose first process is `leader`: its process group,
+/// and, for a container on a terminal, which leads a session, the session's other groups (a
+/// shell with job control puts each job in a group of its own).
+fn signal_container(leader: u32, signal: Signal) {
+    let Ok(raw) = i32::try_from(leader) else { return };
+    if raw <= 1 {
+        return;
+    }
+    if let Err(error) = killpg(Pid::from_raw(raw), signal) {
+        tracing::debug!(leader, %error, "signalling a process group");
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    let processes = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+    for pid in processes {
+        let in_other_group = |s: &ProcStat| s.session == leader && s.process_group != leader;
+        if proc_stat(pid).is_some_and(|s| in_other_group(&s)) {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(pid), signal);
+            }
         }
     }
 }
@@ -225,6 +245,8 @@ pub struct ProcStat {
     pub state: char,
     /// Field 5.
     pub process_group: u32,
+    /// Field 6.
+    pub session: u32,
     /// Fields 14 + 15: user and system time, in clock ticks.
     pub cpu_ticks: u64,
     /// Field 24: resident set size, in pages.
@@ -243,6 +265,7 @@ pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     Some(ProcStat {
         state: fields.first()?.chars().next()?,
         process_group: u32::try_from(field(5)).ok()?,
+        session: u32::try_from(field(6)).ok()?,
         cpu_ticks: field(14) + field(15),
         rss_pages: field(24),
         start_ticks: field(22),
@@ -379,6 +402,53 @@ mod tests {
         let log = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
         assert_eq!(log, shown, "the log has what the terminal showed");
         assert!(io.screen().is_none(), "the terminal has closed");
+    }
+
+    /// The pid a container's script wrote to `file`, once it has.
+    async fn written_pid(file: &std::path::Path) -> u32 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(pid) =
+                std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok())
+            {
+                return pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "no pid in {}", file.display());
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn what_a_container_leaves_running_ends_with_it() {
+        for (tty, script) in [
+            (false, "sleep 1000 & echo $! > child.tmp; mv child.tmp child; exit 3"),
+            // A shell with job control puts its job in a process group of its own.
+            (true, "set -m; sleep 1000 & echo $! > child.tmp; mv child.tmp child; exit 3"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let argv: &[&str] =
+                if tty { &["setsid", "-c", "sh", "-c", script] } else { &["sh", "-c", script] };
+            let mut spec = launch(argv, dir.path());
+            spec.working_dir = Some(dir.path().to_path_buf());
+            spec.interactive = interactive(false, false, tty);
+            let started = ProcessRuntime.start(spec).await.unwrap();
+            let io = started.io.unwrap();
+            let child = written_pid(&dir.path().join("child")).await;
+            let ticks = start_ticks(child).unwrap();
+            assert_eq!(started.exit.await, 3);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while process_alive(child, ticks) {
+                assert!(std::time::Instant::now() < deadline, "the leftover survived (tty: {tty})");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            if tty {
+                // Nothing holds the terminal any more: its output's relay has ended.
+                while io.screen().is_some() {
+                    assert!(std::time::Instant::now() < deadline, "the terminal stayed open");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        }
     }
 
     #[tokio::test]
