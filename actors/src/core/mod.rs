@@ -22,10 +22,11 @@ mod subresources;
 mod watch;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use base64::Engine as _;
 use chrono::{SecondsFormat, Utc};
+use memchr::memmem;
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
@@ -463,10 +464,12 @@ impl ApiCore {
     /// marked the global default (read from their stored JSON only then: most pods name no
     /// class, and most clusters have no default).
     fn priority_classes_for(&self, pod: &Value) -> Vec<Value> {
+        static GLOBAL_DEFAULT: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new(br#""globalDefault":true"#));
         let named = json::at(pod, "/spec/priorityClassName").and_then(Value::as_str);
         let wanted = |class: &StoredObject| match named.filter(|n| !n.is_empty()) {
             Some(name) => class.key.name == name,
-            None => memchr::memmem::find(&class.raw, br#""globalDefault":true"#).is_some(),
+            None => GLOBAL_DEFAULT.find(&class.raw).is_some(),
         };
         let classes = self.store.priority_classes();
         classes.iter().filter(|class| wanted(class)).map(|class| class.to_value()).collect()
