@@ -196,6 +196,30 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
     let held_now = server.get("/api/v1/namespaces/team/configmaps/held").1;
     assert!(held_now["metadata"]["deletionTimestamp"].is_string(), "{held_now}");
     assert_eq!(phase(), "Terminating");
+    // The namespace's conditions say what holds it, in Kubernetes' words.
+    let condition = |kind: &str| {
+        let (_, ns) = server.get("/api/v1/namespaces/team");
+        let conditions = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.into_iter().find(|c| c["type"] == kind).unwrap_or_default()
+    };
+    wait_until(WAIT, "the namespace says what remains", || {
+        condition("NamespaceContentRemaining")["message"]
+            == "Some resources are remaining: configmaps. has 1 resource instances"
+    });
+    let finalizers = condition("NamespaceFinalizersRemaining");
+    assert_eq!(
+        (&finalizers["status"], &finalizers["reason"], &finalizers["message"]),
+        (
+            &json!("True"),
+            &json!("SomeFinalizersRemain"),
+            &json!("Some content in the namespace has finalizers remaining: example.com/keep in 1 resource instances")
+        )
+    );
+    let discovered = condition("NamespaceDeletionDiscoveryFailure");
+    assert_eq!(
+        (&discovered["status"], &discovered["reason"]),
+        (&json!("False"), &json!("ResourcesDiscovered"))
+    );
 
     kubectl.ok(&[
         "-n",

@@ -2,9 +2,11 @@
 //! Kubernetes' does. A deleted namespace is only marked (Terminating, and the API server takes
 //! no new objects in it); this controller deletes everything in it (pods gracefully, objects
 //! with finalizers only marked, dependents in the background), sweeps it again every second
-//! until nothing is left, and then removes its `kubernetes` entry from `spec.finalizers`, with
-//! which the API server removes the namespace.
+//! until nothing is left, saying in the namespace's conditions what is (as Kubernetes'
+//! `NamespaceContentRemaining` and `NamespaceFinalizersRemaining`), and then removes its
+//! `kubernetes` entry from `spec.finalizers`, with which the API server removes the namespace.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +15,8 @@ use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
 use crate::client::{object_name, object_uid, ApiClient};
-use crate::core::{ApiError, DeleteOptions, ListOptions};
-use crate::model::{json, resources, FastMap, FastSet, ResourceType};
+use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
+use crate::model::{json, now, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
 /// The entry of a namespace's `spec.finalizers` this controller removes once it is empty.
@@ -102,18 +104,19 @@ async fn still_terminating(
 }
 
 /// One pass over a terminating namespace (the one with `uid`: not one created again since
-/// under its name): deletes what is in it and, when nothing is left, finalizes it.
+/// under its name): deletes what is in it and, when nothing is left, finalizes it; while
+/// something is, its conditions say what.
 async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(), ApiError> {
-    if still_terminating(client, namespace, uid).await?.is_none() {
+    let Some(current) = still_terminating(client, namespace, uid).await? else {
         return Ok(());
-    }
-    let mut left = 0;
+    };
+    let mut left = Remaining::default();
     let contents = resources::RESOURCES.iter().filter(|r| r.namespaced && resources::is_stored(r));
     for resource in contents {
         let list = client.list(resource, Some(namespace), &ListOptions::default()).await?;
         for object in &list.items {
             if crate::model::is_being_deleted(object) {
-                left += 1;
+                left.note(resource, object);
                 continue;
             }
             // Exactly this object (not one created again under its name), its dependents in
@@ -125,18 +128,127 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
             };
             match client.delete(resource, namespace, object_name(object), &options).await {
                 // Marked, not gone: a pod stopping, an object with finalizers.
-                Ok(marked) if crate::model::is_being_deleted(&marked) => left += 1,
+                Ok(marked) if crate::model::is_being_deleted(&marked) => {
+                    left.note(resource, &marked)
+                }
                 Ok(_) | Err(ApiError::NotFound { .. }) => {}
                 // Changed since listed: the next sweep sees it again.
-                Err(ApiError::Conflict { .. }) => left += 1,
+                Err(ApiError::Conflict { .. }) => left.note(resource, object),
                 Err(error) => return Err(error),
             }
         }
     }
-    if left > 0 {
-        return Ok(());
+    if !left.is_empty() {
+        return report(client, &current, &left).await;
     }
     finalize(client, namespace, uid).await
+}
+
+/// What a sweep left in a namespace: how many objects of each resource (`plural.group`), and
+/// how many hold each finalizer.
+#[derive(Debug, Default)]
+struct Remaining {
+    resources: BTreeMap<String, usize>,
+    finalizers: BTreeMap<String, usize>,
+}
+
+/// The conditions of a namespace being deleted, in Kubernetes' order, with what each says
+/// when nothing is wrong (status False).
+const DELETION_CONDITIONS: [(&str, &str, &str); 5] = [
+    (
+        "NamespaceDeletionDiscoveryFailure",
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    (
+        "NamespaceDeletionGroupVersionParsingFailure",
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    (
+        "NamespaceDeletionContentFailure",
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
+    (
+        "NamespaceFinalizersRemaining",
+        "ContentHasNoFinalizers",
+        "All content-preserving finalizers finished",
+    ),
+];
+
+impl Remaining {
+    fn note(&mut self, resource: &ResourceType, object: &Value) {
+        let name = format!("{}.{}", resource.plural, resource.group);
+        *self.resources.entry(name).or_default() += 1;
+        let finalizers = json::at(object, "/metadata/finalizers").and_then(Value::as_array);
+        for finalizer in finalizers.into_iter().flatten().filter_map(Value::as_str) {
+            *self.finalizers.entry(finalizer.to_string()).or_default() += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.resources.is_empty()
+    }
+
+    /// Type, status, reason and message of each deletion condition, as Kubernetes' namespace
+    /// controller words them.
+    fn conditions(&self) -> Vec<(&'static str, &'static str, String, String)> {
+        let counted = |counts: &BTreeMap<String, usize>, unit: &str| {
+            let listed =
+                counts.iter().map(|(what, n)| format!("{what} {unit} {n} resource instances"));
+            listed.collect::<Vec<_>>().join(", ")
+        };
+        DELETION_CONDITIONS
+            .iter()
+            .map(|&(kind, ok_reason, ok_message)| match kind {
+                "NamespaceContentRemaining" if !self.resources.is_empty() => {
+                    let message = format!(
+                        "Some resources are remaining: {}",
+                        counted(&self.resources, "has")
+                    );
+                    (kind, "True", "SomeResourcesRemain".to_string(), message)
+                }
+                "NamespaceFinalizersRemaining" if !self.finalizers.is_empty() => {
+                    let message = format!(
+                        "Some content in the namespace has finalizers remaining: {}",
+                        counted(&self.finalizers, "in")
+                    );
+                    (kind, "True", "SomeFinalizersRemain".to_string(), message)
+                }
+                _ => (kind, "False", ok_reason.to_string(), ok_message.to_string()),
+            })
+            .collect()
+    }
+}
+
+/// Writes what is left in `namespace` into its deletion conditions, when that has changed: a
+/// condition whose status stays keeps its transition time.
+async fn report(
+    client: &dyn ApiClient,
+    namespace: &Value,
+    left: &Remaining,
+) -> Result<(), ApiError> {
+    let old = json::at(namespace, "/status/conditions").and_then(Value::as_array);
+    let old = old.cloned().unwrap_or_default();
+    let deletion = |c: &Value| DELETION_CONDITIONS.iter().any(|(kind, ..)| c["type"] == *kind);
+    let mut conditions: Vec<Value> = old.iter().filter(|c| !deletion(c)).cloned().collect();
+    for (kind, status, reason, message) in left.conditions() {
+        let before = old.iter().find(|c| c["type"] == kind && c["status"] == status);
+        let since = before.map_or_else(|| json!(now()), |c| c["lastTransitionTime"].clone());
+        conditions.push(json!({"type": kind, "status": status, "lastTransitionTime": since,
+            "reason": reason, "message": message}));
+    }
+    if conditions == old {
+        return Ok(());
+    }
+    let name = object_name(namespace);
+    let patch = json!({"status": {"conditions": conditions}});
+    match client.patch(namespaces(), "", name, PatchType::Merge, &patch, true).await {
+        Ok(_) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Removes `kubernetes` from the empty namespace's `spec.finalizers`, pinned to the version
@@ -195,5 +307,38 @@ impl Handler<StopNamespaceController> for NamespaceController {
 
     fn handle(&mut self, _: StopNamespaceController, ctx: &mut Context<Self>) {
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_say_what_remains_and_which_finalizers_hold_it() {
+        let mut left = Remaining::default();
+        assert!(left.is_empty());
+        let pods = resources::core("pods");
+        let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        left.note(pods, &json!({"metadata": {"finalizers": ["a/b"]}}));
+        left.note(pods, &json!({"metadata": {}}));
+        left.note(slices, &json!({"metadata": {"finalizers": ["a/b", "c/d"]}}));
+        let conditions = left.conditions();
+        let types: Vec<&str> = conditions.iter().map(|c| c.0).collect();
+        assert_eq!(types, DELETION_CONDITIONS.map(|c| c.0));
+        assert_eq!(conditions[0].1, "False");
+        assert_eq!(
+            (conditions[3].1, conditions[3].3.as_str()),
+            (
+                "True",
+                "Some resources are remaining: endpointslices.discovery.k8s.io has 1 \
+              resource instances, pods. has 2 resource instances"
+            )
+        );
+        assert_eq!(
+            conditions[4].3,
+            "Some content in the namespace has finalizers remaining: a/b in 2 resource \
+             instances, c/d in 1 resource instances"
+        );
     }
 }
