@@ -352,8 +352,7 @@ async fn attach(
             tokio::select! {
                 () = &mut shown => {}
                 () = exited(&target, &key, &agent) => {
-                    // What it showed last is still to come; a process it left in the
-                    // background may hold the terminal open, but the attach is over.
+                    // What it showed last may still be on its way through the relay.
                     let _ = tokio::time::timeout(DRAIN, shown).await;
                 }
             }
