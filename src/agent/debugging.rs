@@ -16,6 +16,7 @@ use futures::StreamExt;
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
+use nix::sys::signal::Signal;
 
 use super::terminal::{TerminalSize, DRAIN, RESIZE};
 use serde_json::{json, Value};
@@ -181,6 +182,19 @@ pub(super) fn not_started(argv: &[String], error: &std::io::Error) -> Value {
         "reason": "InternalError"})
 }
 
+/// SIGKILLs the process group `leader` leads (an exec'd command and what it started).
+pub(super) fn kill_group(leader: Option<u32>) {
+    if let Some(leader) = leader.and_then(|pid| i32::try_from(pid).ok()) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(leader), Signal::SIGKILL);
+    }
+}
+
+/// A command's exit code, 128 + the signal that ended it, as container runtimes report it.
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 /// The final status of an exec, as the channel protocol reports it.
 pub(super) fn exit_status(code: Option<i32>) -> Value {
     match code {
@@ -206,16 +220,24 @@ async fn exec(
     let pairs = pairs(&req)?;
     let argv: Vec<String> =
         pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
-    let target = container(&state, path.into_inner()).await?;
+    let key = path.into_inner();
+    let target = container(&state, key.clone()).await?;
+    // A command exec'd in a container ends with it, as in its PID namespace.
+    let container_gone = {
+        let (target, agent) = (target.clone(), state.agent().clone());
+        async move { exited(&target, &key, &agent).await }
+    };
     if flag(&pairs, "tty") {
-        return super::terminal::exec(target, argv, &req, payload).await;
+        return super::terminal::exec(target, argv, &req, payload, container_gone).await;
     }
     let mut command = command(&target, &argv)?;
     let wants_stdin = flag(&pairs, "stdin");
+    // A group of its own: what it starts is stopped with it.
     command
         .stdin(if wants_stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     let Upgraded { response, session, mut messages, .. } = upgrade(&req, payload, PROTOCOLS)?;
     let mut child = match huge_pages::spawn(&mut command) {
         Ok(child) => child,
@@ -282,19 +304,21 @@ async fn exec(
                 }
             },
         );
+        let group = child.id();
         tokio::select! {
             (out_read, err_read) = outputs => {
                 if !(out_read && err_read) {
                     // The client left while the command was printing: stop it.
-                    let _ = child.start_kill();
+                    kill_group(group);
                 }
             }
             () = input => {
                 // Nobody is left to read what it prints: stop the command.
-                let _ = child.start_kill();
+                kill_group(group);
             }
+            () = container_gone => kill_group(group),
         }
-        let code = child.wait().await.ok().and_then(|s| s.code());
+        let code = child.wait().await.ok().map(exit_code);
         finish(session, exit_status(code)).await;
     });
     Ok(response)
@@ -420,7 +444,11 @@ async fn log_followed(
 const EXIT_POLL: Duration = Duration::from_millis(200);
 
 /// Resolves once the container `target` was (this run of it) has exited.
-async fn exited(target: &ExecTarget, key: &(String, String, String), agent: &Addr<NodeAgent>) {
+pub(super) async fn exited(
+    target: &ExecTarget,
+    key: &(String, String, String),
+    agent: &Addr<NodeAgent>,
+) {
     while still_running(target, key, agent).await {
         tokio::time::sleep(EXIT_POLL).await;
     }

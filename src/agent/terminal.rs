@@ -15,8 +15,8 @@ use kplane_actors::agent::ExecTarget;
 use serde::Deserialize;
 
 use super::debugging::{
-    command, exit_status, finish, framed, next_message, not_started, upgrade, Upgraded,
-    CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
+    command, exit_code, exit_status, finish, framed, kill_group, next_message, not_started,
+    upgrade, Upgraded, CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
 };
 use super::http::AgentHttpError;
 
@@ -52,12 +52,14 @@ fn on_terminal(argv: &[String]) -> Vec<String> {
     LAUNCHER.iter().map(|part| part.to_string()).chain(argv.iter().cloned()).collect()
 }
 
-/// Runs `argv` in `target`'s environment on a new pty, over the websocket `req` asks for.
+/// Runs `argv` in `target`'s environment on a new pty, over the websocket `req` asks for,
+/// until it exits, the client leaves or `container_gone` resolves.
 pub async fn exec(
     mut target: ExecTarget,
     argv: Vec<String>,
     req: &HttpRequest,
     payload: web::Payload,
+    container_gone: impl std::future::Future<Output = ()> + 'static,
 ) -> Result<HttpResponse, AgentHttpError> {
     if argv.is_empty() {
         return Err(AgentHttpError::BadRequest("a command is required".into()));
@@ -126,11 +128,13 @@ pub async fn exec(
             }
         };
         tokio::pin!(output);
+        // The command leads a session and a group of its own (its launcher's setsid).
+        let group = child.id();
         let code = tokio::select! {
             client_there = &mut output => {
                 if !client_there {
                     // Nobody reads the terminal any more.
-                    let _ = child.start_kill();
+                    kill_group(group);
                 }
                 child.wait().await
             }
@@ -142,11 +146,15 @@ pub async fn exec(
             }
             () = input => {
                 // The client has left: nobody reads the terminal any more.
-                let _ = child.start_kill();
+                kill_group(group);
+                child.wait().await
+            }
+            () = container_gone => {
+                kill_group(group);
                 child.wait().await
             }
         };
-        finish(session, exit_status(code.ok().and_then(|s| s.code()))).await;
+        finish(session, exit_status(code.ok().map(exit_code))).await;
     });
     Ok(response)
 }

@@ -338,6 +338,10 @@ fn kubectl_exec_and_attach_reach_the_container() {
     let failed =
         kubectl.command().args(["exec", "box", "--", "sh", "-c", "exit 3"]).output().unwrap();
     assert_eq!(failed.status.code(), Some(3), "{}", String::from_utf8_lossy(&failed.stderr));
+    // A command ended by a signal exits 128 + the signal, as container runtimes report it.
+    let mut killed = kubectl.command();
+    let killed = killed.args(["exec", "box", "--", "sh", "-c", "kill -9 $$"]).output().unwrap();
+    assert_eq!(killed.status.code(), Some(137), "{}", String::from_utf8_lossy(&killed.stderr));
 
     // -t: kubectl on a terminal of 33 rows and 101 columns (a pty the harness opens) types into
     // a shell on a pty of the agent's: the size arrives, the shell has job control, and the exit
@@ -411,6 +415,31 @@ fn kubectl_exec_and_attach_reach_the_container() {
     let first = received.recv_timeout(WAIT);
     crate::util::terminate(&mut attach);
     assert_eq!(first.as_deref(), Ok("tick\n"));
+
+    // A command exec'd in a container ends with it, and so does what it started.
+    let mut exec = kubectl.command();
+    exec.args(["exec", "box", "--", "sh", "-c", "sleep 2228; echo never"]);
+    let mut exec = exec.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    wait_until(WAIT, "the exec'd sleep runs", || process_running("sleep 2228"));
+    kubectl.ok(&["delete", "pod", "box", "--wait=false"]);
+    let mut ended = None;
+    wait_until(WAIT, "the exec ended with its container", || {
+        ended = exec.try_wait().unwrap();
+        ended.is_some()
+    });
+    assert_eq!(ended.and_then(|status| status.code()), Some(137));
+    wait_until(WAIT, "what it started stopped", || !process_running("sleep 2228"));
+}
+
+/// Whether a process whose command line is `command` runs on this machine.
+fn process_running(command: &str) -> bool {
+    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    pids.filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok()).any(|cmdline| {
+        cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .eq(command.split(' ').map(str::as_bytes))
+    })
 }
 
 /// A running `kubectl port-forward` and what it prints on its first line: the local port.

@@ -165,6 +165,33 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     assert_eq!(killing["message"], "Stopping container c");
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(stat.is_empty() || stat.contains(") Z "), "the process is stopped: {stat}");
+
+    // A pod its finalizers keep shows, once stopped, that it no longer runs.
+    let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
+    let mut held = pod("held", "n1", sleeper);
+    held["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    ApiClient::create(&core, pods, "default", held).await.unwrap();
+    eventually("held running", || async {
+        get(&core, "pods", "default", "held").await.filter(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
+    ApiClient::delete(&core, pods, "default", "held", &DeleteOptions::default()).await.unwrap();
+    let stopped = eventually("held stopped and Failed", || async {
+        get(&core, "pods", "default", "held").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    let state = &stopped["status"]["containerStatuses"][0]["state"];
+    assert_eq!(state["terminated"]["exitCode"], 143, "{stopped}");
+    let conditions = stopped["status"]["conditions"].as_array().unwrap();
+    let kinds: Vec<&str> = conditions.iter().filter_map(|c| c["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+    );
+    assert_eq!(
+        (&conditions[2]["status"], &conditions[2]["reason"]),
+        (&json!("False"), &json!("PodFailed"))
+    );
     agent.send(StopAgent).await.unwrap();
 }
 

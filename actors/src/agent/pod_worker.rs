@@ -685,6 +685,11 @@ impl PodState {
             return;
         }
         if !self.gone {
+            // Its containers' ends first, as the kubelet reports them: a pod that finalizers
+            // keep shows that it no longer runs.
+            self.write_status(ctx).await;
+        }
+        if !self.gone {
             let options = DeleteOptions {
                 grace_period_seconds: Some(0),
                 precondition_uid: Some(self.uid.clone()),
@@ -1053,6 +1058,9 @@ impl PodState {
     fn status(&self, ctx: &WorkerContext) -> Value {
         let policy = self.restart_policy();
         let has_init_containers = self.containers.iter().any(|c| c.kind == Kind::Init);
+        // Being deleted: what has stopped stays stopped (no restart), as the kubelet shows it.
+        let deleting = self.pod.metadata.deletion_timestamp.is_some();
+        let shown = StatusShown { uid: &self.uid, has_init_containers, deleting };
         let statuses = |kind: Kind| -> Vec<Value> {
             let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
                 (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
@@ -1068,7 +1076,7 @@ impl PodState {
                         .find(|c| c.name == spec.name && c.kind == kind)
                         .map(|c| (spec, c))
                 })
-                .map(|(spec, c)| container_status(spec, c, &self.uid, has_init_containers))
+                .map(|(spec, c)| container_status(spec, c, &shown))
                 .collect()
         };
         let init = statuses(Kind::Init);
@@ -1093,7 +1101,8 @@ impl PodState {
             "Failed"
         } else if !inits_done {
             "Pending"
-        } else if all_finished && policy != "Always" {
+        } else if (all_finished && policy != "Always") || (deleting && ever_ran && !any_running) {
+            // Finished, or stopped for its deletion: the kubelet's terminal phase.
             if apps.iter().all(|c| c.terminated.as_ref().is_some_and(|t| t.exit_code == 0)) {
                 "Succeeded"
             } else {
@@ -1111,29 +1120,25 @@ impl PodState {
         if !pod["status"]["conditions"].is_array() {
             pod["status"]["conditions"] = json!([]);
         }
-        let not_ready_reason = if phase == "Succeeded" || phase == "Failed" {
-            "PodCompleted"
-        } else {
-            "ContainersNotReady"
-        };
         let unready: Vec<&str> = apps
             .iter()
             .filter(|c| !(c.ready && c.running.is_some()))
             .map(|c| c.name.as_str())
             .collect();
         let message = format!("containers with unready status: [{}]", unready.join(" "));
-        set_condition(&mut pod, "PodScheduled", "True", None, None);
         // The pod's "sandbox" (its IP) is there until the pod has completed.
         let sandbox = self.pod_ip.is_some() && phase != "Succeeded" && phase != "Failed";
         let sandbox = if sandbox { "True" } else { "False" };
         set_condition(&mut pod, "PodReadyToStartContainers", sandbox, None, None);
-        if inits_done {
+        if phase == "Succeeded" {
+            set_condition(&mut pod, "Initialized", "True", Some("PodCompleted"), None);
+        } else if inits_done {
             set_condition(&mut pod, "Initialized", "True", None, None);
         } else {
             let pending: Vec<&str> = self
                 .containers
                 .iter()
-                .filter(|c| c.kind == Kind::Init && !c.finished)
+                .filter(|c| c.kind == Kind::Init && !completed(c))
                 .map(|c| c.name.as_str())
                 .collect();
             let message = format!("containers with incomplete status: [{}]", pending.join(" "));
@@ -1145,12 +1150,27 @@ impl PodState {
                 Some(&message),
             );
         }
-        for kind in ["ContainersReady", "Ready"] {
-            if ready {
-                set_condition(&mut pod, kind, "True", None, None);
-            } else {
-                set_condition(&mut pod, kind, "False", Some(not_ready_reason), Some(&message));
+        for kind in ["Ready", "ContainersReady"] {
+            match phase {
+                "Failed" => set_condition(&mut pod, kind, "False", Some("PodFailed"), None),
+                "Succeeded" => set_condition(&mut pod, kind, "False", Some("PodCompleted"), None),
+                _ if ready => set_condition(&mut pod, kind, "True", None, None),
+                _ => set_condition(
+                    &mut pod,
+                    kind,
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some(&message),
+                ),
             }
+        }
+        set_condition(&mut pod, "PodScheduled", "True", None, None);
+        // Others' conditions (DisruptionTarget) first, then the kubelet's, in its order.
+        if let Some(conditions) = pod["status"]["conditions"].as_array_mut() {
+            let rank = |c: &Value| {
+                KUBELET_CONDITIONS.iter().position(|kind| c["type"] == *kind).map_or(0, |i| i + 1)
+            };
+            conditions.sort_by_key(rank);
         }
         let host_ip = ctx.config.address.to_string();
         let mut status = json!({
@@ -1261,10 +1281,27 @@ fn container_id(uid: &str, name: &str, pid: u32) -> String {
     format!("kplane://{uid}/{name}/{pid}")
 }
 
-/// A container's status as the kubelet reports it. A container being created waits as
-/// `PodInitializing` in a pod with init containers (the kubelet's default waiting reason
-/// there), as `ContainerCreating` in others.
-fn container_status(spec: &Container, c: &ContainerState, uid: &str, has_inits: bool) -> Value {
+/// The conditions the kubelet owns, in the order it writes them.
+const KUBELET_CONDITIONS: [&str; 5] =
+    ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"];
+
+/// Whether `c` is an init container that has completed (exited 0, not to run again).
+fn completed(c: &ContainerState) -> bool {
+    c.kind == Kind::Init && c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
+}
+
+/// What a pod's container statuses depend on besides each container.
+struct StatusShown<'a> {
+    uid: &'a str,
+    /// A container being created waits as `PodInitializing` in a pod with init containers
+    /// (the kubelet's default waiting reason there), as `ContainerCreating` in others.
+    has_init_containers: bool,
+    /// The pod is being deleted: a container that has stopped shows as terminated.
+    deleting: bool,
+}
+
+/// A container's status as the kubelet reports it.
+fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -> Value {
     let terminated = |t: &Terminated| {
         let mut v = json!({"exitCode": t.exit_code, "reason": t.reason, "startedAt": t.started_at,
             "finishedAt": t.finished_at});
@@ -1276,12 +1313,12 @@ fn container_status(spec: &Container, c: &ContainerState, uid: &str, has_inits: 
         }
         json!({"terminated": v})
     };
-    let creating = if has_inits { "PodInitializing" } else { "ContainerCreating" };
+    let creating = if shown.has_init_containers { "PodInitializing" } else { "ContainerCreating" };
     let (state, last) = match (&c.running, &c.waiting, &c.terminated) {
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
         }
-        (None, _, Some(t)) if c.finished => (terminated(t), None),
+        (None, _, Some(t)) if c.finished || shown.deleting => (terminated(t), None),
         (None, Some((reason, message)), t) => {
             let reason = if reason == "ContainerCreating" { creating } else { reason.as_str() };
             let mut waiting = json!({"reason": reason});
@@ -1292,22 +1329,23 @@ fn container_status(spec: &Container, c: &ContainerState, uid: &str, has_inits: 
         }
         (None, None, t) => (json!({"waiting": {"reason": creating}}), t.as_ref().map(terminated)),
     };
-    // A completed init container is ready, as the kubelet's prober reports it.
-    let completed = c.kind == Kind::Init
-        && c.finished
-        && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0);
+    // An init container is ready once it has completed, as the kubelet's prober reports it.
+    let ready = match c.kind {
+        Kind::Init => completed(c),
+        _ => c.ready && c.running.is_some(),
+    };
     let mut status = json!({
         "name": spec.name,
         "image": spec.image.clone().unwrap_or_default(),
         "imageID": "",
-        "ready": (c.ready && c.running.is_some()) || completed,
+        "ready": ready,
         "started": c.running.is_some() && c.started,
         "restartCount": c.restart_count,
         "state": state,
         "lastState": last.unwrap_or_else(|| json!({})),
     });
     let id = match (&c.running, &c.terminated) {
-        (Some(r), _) => Some(container_id(uid, &spec.name, r.pid)),
+        (Some(r), _) => Some(container_id(shown.uid, &spec.name, r.pid)),
         (None, Some(t)) => t.container_id.clone(),
         (None, None) => None,
     };
@@ -1325,11 +1363,24 @@ mod tests {
     fn containers_of_pods_with_init_containers_wait_as_pod_initializing() {
         let spec: Container = serde_json::from_value(json!({"name": "app"})).unwrap();
         let app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
-        let waiting = |has_inits| container_status(&spec, &app, "u", has_inits)["state"].clone();
+        let shown =
+            |has_init_containers| StatusShown { uid: "u", has_init_containers, deleting: false };
+        let waiting = |has_inits| container_status(&spec, &app, &shown(has_inits))["state"].clone();
         assert_eq!(waiting(true), json!({"waiting": {"reason": "PodInitializing"}}));
         assert_eq!(waiting(false), json!({"waiting": {"reason": "ContainerCreating"}}));
         let mut init = ContainerState::new("app", Kind::Init, Duration::from_secs(1));
-        assert_eq!(container_status(&spec, &init, "u", false)["ready"], false);
+        init.ready = true;
+        init.running = Some(RunningContainer {
+            pid: 7,
+            start_ticks: 0,
+            started_at: now(),
+            since: Instant::now(),
+            image: String::new(),
+            adopted: false,
+            io: None,
+        });
+        assert_eq!(container_status(&spec, &init, &shown(true))["ready"], false, "still running");
+        init.running = None;
         init.finished = true;
         init.terminated = Some(Terminated {
             exit_code: 0,
@@ -1339,7 +1390,7 @@ mod tests {
             started_at: now(),
             finished_at: now(),
         });
-        let done = container_status(&spec, &init, "u", false);
+        let done = container_status(&spec, &init, &shown(true));
         assert_eq!(
             (&done["ready"], &done["containerID"]),
             (&json!(true), &json!("kplane://u/app/7"))

@@ -64,6 +64,9 @@ pub struct ReplicationManager {
     failures: HashMap<Key, (&'static str, String)>,
     /// How many rounds in a row failed, per controller: the next is tried after a back-off.
     retries: HashMap<Key, u32>,
+    /// Controllers waiting out that back-off: they create nothing until it ends, whatever else
+    /// wakes them (their own status write, a pod's change).
+    backing_off: HashSet<Key>,
     dirty: BTreeSet<Key>,
     sync_queued: bool,
 }
@@ -113,6 +116,7 @@ impl ReplicationManager {
             expectations: HashMap::new(),
             failures: HashMap::new(),
             retries: HashMap::new(),
+            backing_off: HashSet::new(),
             dirty: BTreeSet::new(),
             sync_queued: false,
         }
@@ -182,6 +186,7 @@ impl ReplicationManager {
             self.expectations.remove(key);
             self.failures.remove(key);
             self.retries.remove(key);
+            self.backing_off.remove(key);
             return;
         };
         let Some(selector) = selector(&rc) else { return };
@@ -210,7 +215,8 @@ impl ReplicationManager {
         }
         let manage = !deleting && self.expectations.get(key).is_none_or(Expectations::met);
         let wanted = json::at(&rc, "/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
-        let missing = if manage { wanted.saturating_sub(owned.len()).min(BURST) } else { 0 };
+        let create = manage && !self.backing_off.contains(key);
+        let missing = if create { wanted.saturating_sub(owned.len()).min(BURST) } else { 0 };
         let surplus = if manage { owned.len().saturating_sub(wanted).min(BURST) } else { 0 };
         let victims: Vec<Value> = if surplus > 0 {
             let mut ranked = owned.clone();
@@ -576,6 +582,7 @@ impl Handler<Controllers> for ReplicationManager {
                 self.expectations.remove(&key);
                 self.failures.remove(&key);
                 self.retries.remove(&key);
+                self.backing_off.remove(&key);
             }
             Feed::Changed(_, rc) => {
                 let key = key_of(&rc);
@@ -663,7 +670,11 @@ impl Handler<Done> for ReplicationManager {
             Some(failure) => {
                 self.failures.insert(controller.clone(), failure);
                 let delay = back_off(&mut self.retries, &controller);
-                ctx.run_later(delay, move |manager, ctx| manager.mark(controller, ctx));
+                self.backing_off.insert(controller.clone());
+                ctx.run_later(delay, move |manager, ctx| {
+                    manager.backing_off.remove(&controller);
+                    manager.mark(controller, ctx);
+                });
             }
             None => {
                 self.failures.remove(&controller);

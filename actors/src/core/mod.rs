@@ -367,6 +367,9 @@ impl ApiCore {
         set_namespace(resource, namespace, meta)?;
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
+        // What admission's refusals name, as in Kubernetes, whose admission runs before a name
+        // is generated: the prefix (`pods "web-" is forbidden`).
+        let admitted_as = if name.is_empty() { generate.clone() } else { name.clone() };
         if name.is_empty() && !generate.is_empty() {
             meta.insert("name".into(), json!(generated_name(&generate)));
         }
@@ -399,7 +402,7 @@ impl ApiCore {
         // what it sets is not the creator's. The namespace first, then the plugins in
         // Kubernetes' order.
         if resource.namespaced {
-            self.check_namespace_accepts(resource, namespace, &name)?;
+            self.check_namespace_accepts(resource, namespace, &admitted_as)?;
         }
         let limit_ranges = self.limit_ranges(resource, namespace);
         if Self::is_pod(resource) {
@@ -408,9 +411,9 @@ impl ApiCore {
             }
             service_account::admit(&self.store, namespace, &mut object)
                 .await
-                .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
+                .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
             priority::admit_pod(&self.priority_classes_for(&object), &mut object)
-                .map_err(|why| ApiError::forbidden(resource, &name, why, Vec::new()))?;
+                .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
         }
         let mut errors = validation::validate_object(resource, &object);
         let ephemeral = json::at(&object, "/spec/ephemeralContainers").and_then(Value::as_array);
@@ -422,7 +425,7 @@ impl ApiCore {
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
-        self.admit_priority_class(resource, &name, &object)?;
+        self.admit_priority_class(resource, &admitted_as, &object)?;
         if Self::is_pod(resource) {
             // A mutating plugin run after validation, which what it adds would pass.
             default_tolerations::admit(&mut object);
@@ -430,11 +433,11 @@ impl ApiCore {
         if resource.group.is_empty() {
             storage_protection::admit(resource.kind, &mut object);
         }
-        self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
+        self.check_limit_ranges(resource, &admitted_as, &limit_ranges, &object)?;
         // The last admission: charged to the namespace's quotas before it is stored, their
         // lock held until it is.
         let _charged =
-            self.charge_quotas(resource, namespace, &name, &object, None, dry_run).await?;
+            self.charge_quotas(resource, namespace, &admitted_as, &object, None, dry_run).await?;
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
             Some(self.services.allocate(&mut object, &name)?)
