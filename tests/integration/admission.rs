@@ -332,6 +332,20 @@ fn priority_classes_give_pods_their_priority() {
     assert!(own["message"].as_str().unwrap().contains(
         "the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000"));
 
+    // A ReplicationController's pods, named from a prefix, are refused under that prefix, as
+    // Kubernetes' admission (before the name is made) words it.
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "lost"}, "spec": {"replicas": 1, "selector": {"app": "lost"},
+        "template": {"metadata": {"labels": {"app": "lost"}}, "spec": {
+            "priorityClassName": "nope", "containers": [{"name": "c", "image": "kplane/pause"}]}}}});
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    assert_eq!(server.post(rcs, &rc).0, 201);
+    wait_until(Duration::from_secs(20), "the controller's ReplicaFailure", || {
+        let (_, rc) = server.get(&format!("{rcs}/lost"));
+        rc["status"]["conditions"][0]["message"]
+            == "pods \"lost-\" is forbidden: no PriorityClass with name nope was found"
+    });
+
     // A replace that leaves the priority out keeps it.
     let mut replaced = high.clone();
     replaced["spec"].as_object_mut().unwrap().remove("priority");
