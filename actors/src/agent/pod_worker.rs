@@ -689,6 +689,7 @@ impl PodState {
             // keep shows that it no longer runs.
             self.write_status(ctx).await;
         }
+        // (The status write may have found the pod gone.)
         if !self.gone {
             let options = DeleteOptions {
                 grace_period_seconds: Some(0),
@@ -1082,11 +1083,7 @@ impl PodState {
         let init = statuses(Kind::Init);
         let app = statuses(Kind::App);
         let ephemeral = statuses(Kind::Ephemeral);
-        let inits_done = self
-            .containers
-            .iter()
-            .filter(|c| c.kind == Kind::Init)
-            .all(|c| c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0));
+        let inits_done = self.containers.iter().filter(|c| c.kind == Kind::Init).all(completed);
         let init_failed = self.containers.iter().any(|c| {
             c.kind == Kind::Init
                 && c.finished
