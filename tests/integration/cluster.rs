@@ -289,7 +289,10 @@ fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
 child = subprocess.Popen(sys.argv[1:], stdin=terminal, stdout=terminal, stderr=terminal,
                          start_new_session=True)
 os.close(terminal)
-typed = b"stty size; tty; echo TERM=$TERM; sleep 30 & jobs; kill %1; exit 7\n"
+# The terminal's size reaches the agent apart from what is typed (as in Kubernetes): the shell
+# waits for it.
+typed = (b"while [ \"$(stty size)\" = '0 0' ]; do sleep 0.1; done; "
+         b"stty size; tty; echo TERM=$TERM; sleep 30 & jobs; kill %1; exit 7\n")
 shown, deadline = b"", time.monotonic() + 60
 while time.monotonic() < deadline:
     if select.select([controller], [], [], 0.2)[0]:
