@@ -14,9 +14,8 @@ use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use kplane_actors::agent::log_lines::LogReader;
-use kplane_actors::agent::runtime::huge_pages;
+use kplane_actors::agent::runtime::{exit_code, huge_pages, ProcessRuntime, Runtime, StopSignal};
 use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
-use nix::sys::signal::Signal;
 
 use super::terminal::{TerminalSize, DRAIN, RESIZE};
 use serde_json::{json, Value};
@@ -182,17 +181,12 @@ pub(super) fn not_started(argv: &[String], error: &std::io::Error) -> Value {
         "reason": "InternalError"})
 }
 
-/// SIGKILLs the process group `leader` leads (an exec'd command and what it started).
+/// SIGKILLs what an exec'd command `leader` leads (its process group, and its session's when
+/// it leads one), as a container's processes are stopped.
 pub(super) fn kill_group(leader: Option<u32>) {
-    if let Some(leader) = leader.and_then(|pid| i32::try_from(pid).ok()) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(leader), Signal::SIGKILL);
+    if let Some(leader) = leader {
+        ProcessRuntime.signal(leader, StopSignal::Kill);
     }
-}
-
-/// A command's exit code, 128 + the signal that ended it, as container runtimes report it.
-pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// The final status of an exec, as the channel protocol reports it.

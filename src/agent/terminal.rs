@@ -9,14 +9,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use kplane_actors::agent::runtime::huge_pages;
 use kplane_actors::agent::runtime::terminal::{Controller, Pty};
+use kplane_actors::agent::runtime::{exit_code, huge_pages};
 use kplane_actors::agent::ExecTarget;
 use serde::Deserialize;
 
 use super::debugging::{
-    command, exit_code, exit_status, finish, framed, kill_group, next_message, not_started,
-    upgrade, Upgraded, CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
+    command, exit_status, finish, framed, kill_group, next_message, not_started, upgrade, Upgraded,
+    CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
 };
 use super::http::AgentHttpError;
 

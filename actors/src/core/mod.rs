@@ -741,10 +741,8 @@ impl ApiCore {
                 return Err(ApiError::invalid(resource, name, errors));
             }
             if part == Part::Main {
-                if let Err(refused) = self.admit_priority_class(resource, name, &next) {
-                    self.services.release(&allocated);
-                    return Err(refused);
-                }
+                // (Only a PriorityClass can be refused here: nothing was allocated for it.)
+                self.admit_priority_class(resource, name, &next)?;
             }
             precondition?;
             if same || dry_run {

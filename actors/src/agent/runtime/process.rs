@@ -84,10 +84,7 @@ impl Runtime for ProcessRuntime {
         };
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
         let exit = async move {
-            let code = match child.wait().await {
-                Ok(status) => status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9)),
-                Err(_) => 255,
-            };
+            let code = child.wait().await.map_or(255, exit_code);
             // What it left running goes with it, as a container's processes end with its
             // first one (its PID namespace's init).
             signal_container(pid, Signal::SIGKILL);
@@ -111,6 +108,11 @@ impl Runtime for ProcessRuntime {
         };
         signal_container(pid, signal);
     }
+}
+
+/// A process's exit code, 128 + the signal that ended it, as container runtimes report it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9))
 }
 
 /// Signals every process of the container whose first process is `leader`: its process group,
