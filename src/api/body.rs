@@ -7,7 +7,7 @@ use kplane_actors::model::ResourceType;
 use serde::de::DeserializeSeed as _;
 use serde_json::Value;
 
-use super::openapi::{check_fields_as, Empty, Unknown};
+use super::openapi::{check_fields, check_fields_as, Empty, Unknown, DELETE_OPTIONS_GROUP};
 use crate::error::{HttpError, OBJECT_MEDIA_TYPES};
 
 /// How long a request's body may take to arrive, as kube-apiserver's request timeout: a
@@ -342,6 +342,24 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
     })
 }
 
+/// Checks a `DeleteOptions` body as Kubernetes decodes one: another kind, or a value its
+/// field's type does not take, is refused (400); unknown fields are dropped.
+pub fn check_delete_options(options: &mut Value) -> Result<(), HttpError> {
+    let kind = options.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if !kind.is_empty() && kind != "DeleteOptions" {
+        return Err(HttpError::BadRequest(format!(
+            "no kind {kind:?} is registered for version \"meta.k8s.io/v1\": \
+             the body of a delete must be DeleteOptions"
+        )));
+    }
+    check_fields(DELETE_OPTIONS_GROUP, "DeleteOptions", options, Unknown::Drop).map_err(|e| {
+        HttpError::BadRequest(format!(
+            "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+        ))
+    })?;
+    Ok(())
+}
+
 /// How to treat fields the schema does not know (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -468,6 +486,31 @@ mod tests {
         let text = format!("a: x[[[\nb: \"{open}\"\nc: |\n  {open}\n\n  {close}{open}\nd: 1\n");
         assert!(flow_depth(text.as_bytes()) < 10, "{}", flow_depth(text.as_bytes()));
         assert_eq!(parse_yaml(text.as_bytes()).unwrap()["d"], 1);
+    }
+
+    #[test]
+    fn delete_options_are_decoded_as_kubernetes_decodes_them() {
+        let refused = |mut body: Value| match check_delete_options(&mut body) {
+            Err(HttpError::BadRequest(message)) => message,
+            other => panic!("{body} was not refused: {other:?}"),
+        };
+        let message = refused(json!({"gracePeriodSeconds": "x"}));
+        assert!(
+            message.ends_with(
+                "json: cannot unmarshal string into Go struct field \
+                 DeleteOptions.gracePeriodSeconds of type int64"
+            ),
+            "{message}"
+        );
+        refused(json!({"preconditions": {"uid": 7}}));
+        refused(json!({"dryRun": "All"}));
+        refused(json!({"orphanDependents": "yes"}));
+        assert!(refused(json!({"kind": "Pod"})).contains("\"Pod\""));
+        let mut fine = json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
+            "propagationPolicy": "Foreground", "preconditions": {"uid": "u"}, "bogus": 1});
+        check_delete_options(&mut fine).unwrap();
+        assert_eq!(fine.get("bogus"), None, "unknown fields are dropped");
+        assert_eq!(fine["gracePeriodSeconds"], 0);
     }
 
     #[test]

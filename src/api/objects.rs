@@ -410,7 +410,11 @@ async fn eviction(
             "the body of an eviction must be a policy/v1 Eviction, not {api_version} {kind}"
         )));
     }
-    let options = query.delete_options(eviction.get("deleteOptions"))?;
+    let mut delete_options = eviction.get("deleteOptions").cloned();
+    if let Some(options) = &mut delete_options {
+        body::check_delete_options(options)?;
+    }
+    let options = query.delete_options(delete_options.as_ref())?;
     state.core.evict(namespace, name, &eviction, options).await?;
     Ok(created_success())
 }
@@ -555,7 +559,9 @@ async fn read_delete_options(
     let options_body = if bytes.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        Some(body::decode_object(req, &bytes)?)
+        let mut options = body::decode_object(req, &bytes)?;
+        body::check_delete_options(&mut options)?;
+        Some(options)
     };
     query.delete_options(options_body.as_ref())
 }

@@ -110,6 +110,18 @@ fn every_error_class_has_its_status() {
         "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \
          \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
     );
+    // 400: a DeleteOptions body whose field has the wrong type, as the decoder refuses it.
+    let typed = br#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":"soon"}"#;
+    let mistyped = server.send_raw("DELETE", &format!("{pods}/p"), None, typed.to_vec());
+    assert_status(&mistyped, 400, "BadRequest");
+    assert!(
+        mistyped.1["message"].as_str().unwrap().ends_with(
+            "json: cannot unmarshal string into Go struct field \
+             DeleteOptions.gracePeriodSeconds of type int64"
+        ),
+        "{}",
+        mistyped.1
+    );
     let dry = server.post(&format!("{pods}?dryRun=Maybe"), &pod("dry"));
     assert_status(&dry, 422, "Invalid");
     assert_eq!(dry.1["details"]["kind"], "CreateOptions", "{}", dry.1);

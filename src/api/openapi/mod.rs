@@ -57,6 +57,8 @@ const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
 const BINDING_SCHEMA: &str = "io.k8s.api.core.v1.Binding";
 /// Schema name of `meta/v1.DeleteOptions`.
 const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+/// The group under which [`check_fields`] knows the kind `DeleteOptions` (a DELETE's body).
+pub const DELETE_OPTIONS_GROUP: &str = "meta.k8s.io";
 
 /// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,
 /// `/openapi/v3/apis/{group}/{version}` and `/openapi/v2`.
@@ -226,7 +228,11 @@ fn build_docs() -> Docs {
         documents.push(GroupVersionDocument { group, version, bytes: bytes.into() });
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
-    let shapes = Shapes::compile(&schemas, &kinds);
+    // A DELETE's body is decoded as Kubernetes decodes it: checked against its schema too.
+    let mut checked = kinds.clone();
+    let delete_options = (DELETE_OPTIONS_GROUP.to_string(), "DeleteOptions".to_string());
+    checked.insert(delete_options, DELETE_OPTIONS_SCHEMA.to_string());
+    let shapes = Shapes::compile(&schemas, &checked);
     let version = crate::api::discovery::git_version();
     let v2 = V2Document::build(&schemas, &version);
     Docs { documents, index, shapes, v2 }
