@@ -7,7 +7,7 @@ use kplane_actors::model::ResourceType;
 use serde::de::DeserializeSeed as _;
 use serde_json::Value;
 
-use super::openapi::{check_fields, check_fields_as, Empty, Unknown, DELETE_OPTIONS_GROUP};
+use super::openapi::{check_fields, check_fields_as, Empty, Unknown};
 use crate::error::{HttpError, OBJECT_MEDIA_TYPES};
 
 /// How long a request's body may take to arrive, as kube-apiserver's request timeout: a
@@ -342,22 +342,27 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
     })
 }
 
-/// Checks a `DeleteOptions` body as Kubernetes decodes one: another kind, or a value its
-/// field's type does not take, is refused (400); unknown fields are dropped.
-pub fn check_delete_options(options: &mut Value) -> Result<(), HttpError> {
-    let kind = options.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if !kind.is_empty() && kind != "DeleteOptions" {
+/// Checks a body that is not a resource (`DeleteOptions` in group `meta.k8s.io`, a `Scale` in
+/// `autoscaling`) as Kubernetes decodes one: another kind, or a value its field's type does not
+/// take, is refused (400); unknown fields are dropped.
+pub fn check_body_kind(group: &str, kind: &str, body: &mut Value) -> Result<(), HttpError> {
+    let named = body.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if !named.is_empty() && named != kind {
         return Err(HttpError::BadRequest(format!(
-            "no kind {kind:?} is registered for version \"meta.k8s.io/v1\": \
-             the body of a delete must be DeleteOptions"
+            "no kind {named:?} is registered for version \"{group}/v1\": the body must be a {kind}"
         )));
     }
-    check_fields(DELETE_OPTIONS_GROUP, "DeleteOptions", options, Unknown::Drop).map_err(|e| {
+    check_fields(group, kind, body, Unknown::Drop).map_err(|e| {
         HttpError::BadRequest(format!(
-            "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+            "{kind} in version \"v1\" cannot be handled as a {kind}: {e}"
         ))
     })?;
     Ok(())
+}
+
+/// [`check_body_kind`] for a `DeleteOptions` body.
+pub fn check_delete_options(options: &mut Value) -> Result<(), HttpError> {
+    check_body_kind("meta.k8s.io", "DeleteOptions", options)
 }
 
 /// How to treat fields the schema does not know (`fieldValidation`).
@@ -489,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn delete_options_are_decoded_as_kubernetes_decodes_them() {
+    fn bodies_that_are_not_resources_are_decoded_as_kubernetes_decodes_them() {
         let refused = |mut body: Value| match check_delete_options(&mut body) {
             Err(HttpError::BadRequest(message)) => message,
             other => panic!("{body} was not refused: {other:?}"),
@@ -511,6 +516,15 @@ mod tests {
         check_delete_options(&mut fine).unwrap();
         assert_eq!(fine.get("bogus"), None, "unknown fields are dropped");
         assert_eq!(fine["gracePeriodSeconds"], 0);
+        let mut scale = json!({"kind": "Scale", "spec": {"replicas": "3"}});
+        let refused = check_body_kind("autoscaling", "Scale", &mut scale).unwrap_err();
+        assert!(
+            matches!(&refused, HttpError::BadRequest(m) if m.ends_with(
+                "cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32")),
+            "{refused:?}"
+        );
+        let mut scale = json!({"kind": "Scale", "spec": {"replicas": 3}});
+        check_body_kind("autoscaling", "Scale", &mut scale).unwrap();
     }
 
     #[test]

@@ -452,7 +452,10 @@ async fn scale(
     }
     let options = query.write_options(req)?;
     let scale = match subresource_write(req, payload, state).await? {
-        Write::Replace(scale) => core.update_scale(namespace, name, &scale, &options).await?,
+        Write::Replace(mut scale) => {
+            body::check_body_kind("autoscaling", "Scale", &mut scale)?;
+            core.update_scale(namespace, name, &scale, &options).await?
+        }
         Write::Patch(patch_type, patch) => {
             core.patch_scale(namespace, name, patch_type, &patch, &options).await?
         }

@@ -306,6 +306,18 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     let reply = server.post("/api/v1/namespaces/default/pods", &bad_port);
     assert_status(&reply, 400, "BadRequest");
     assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
+    // A scale's replicas as text: 400 from the decoder of Scale; the count is unchanged.
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let rc = json!({"metadata": {"name": "typed-rc"}, "spec": {"replicas": 0,
+        "selector": {"app": "t"}, "template": {"metadata": {"labels": {"app": "t"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    assert_eq!(server.post(rcs, &rc).0, 201);
+    let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "typed-rc", "namespace": "default"}, "spec": {"replicas": "3"}});
+    let reply = server.put(&format!("{rcs}/typed-rc/scale"), &scale);
+    assert_status(&reply, 400, "BadRequest");
+    assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
+    assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
     // A quantity that is not one does not decode either, in any kind that has quantities.
     let quotas = "/api/v1/namespaces/default/resourcequotas";
     let quota = json!({"metadata": {"name": "q"}, "spec": {"hard": {"cpu": "lots"}}});

@@ -57,8 +57,12 @@ const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
 const BINDING_SCHEMA: &str = "io.k8s.api.core.v1.Binding";
 /// Schema name of `meta/v1.DeleteOptions`.
 const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
-/// The group under which [`check_fields`] knows the kind `DeleteOptions` (a DELETE's body).
-pub const DELETE_OPTIONS_GROUP: &str = "meta.k8s.io";
+/// The kinds of request bodies that are not resources, by group and kind, with their schemas:
+/// [`check_fields`] knows them too.
+const BODY_KINDS: [(&str, &str, &str); 2] = [
+    ("meta.k8s.io", "DeleteOptions", DELETE_OPTIONS_SCHEMA),
+    ("autoscaling", "Scale", "io.k8s.api.autoscaling.v1.Scale"),
+];
 
 /// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,
 /// `/openapi/v3/apis/{group}/{version}` and `/openapi/v2`.
@@ -228,10 +232,11 @@ fn build_docs() -> Docs {
         documents.push(GroupVersionDocument { group, version, bytes: bytes.into() });
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
-    // A DELETE's body is decoded as Kubernetes decodes it: checked against its schema too.
+    // The bodies of a DELETE and of a scale's PUT are checked against their schemas too.
     let mut checked = kinds.clone();
-    let delete_options = (DELETE_OPTIONS_GROUP.to_string(), "DeleteOptions".to_string());
-    checked.insert(delete_options, DELETE_OPTIONS_SCHEMA.to_string());
+    for (group, kind, schema) in BODY_KINDS {
+        checked.insert((group.to_string(), kind.to_string()), schema.to_string());
+    }
     let shapes = Shapes::compile(&schemas, &checked);
     let version = crate::api::discovery::git_version();
     let v2 = V2Document::build(&schemas, &version);
