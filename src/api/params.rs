@@ -141,6 +141,7 @@ impl Query {
                 Some(_) => Some(self.flag("sendInitialEvents")?),
             },
             view: ObjectView::Whole,
+            timeout: None,
         })
     }
 

@@ -73,6 +73,7 @@ pub async fn serve(
         Some(t) if t > 0 => Duration::from_secs(t as u64).min(state.watch_max_timeout),
         _ => state.watch_max_timeout,
     };
+    options.timeout = Some(timeout);
     let frames = core.watch(resource, namespace, &options).await?;
     let as_table = wants_table(req);
     let include = IncludeObject::from_query(query.get("includeObject"));

@@ -132,6 +132,25 @@ fn initial_events_bookmarks_and_timeout() {
 /// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's
 /// own path, sees only that object's events.
 #[test]
+fn a_watch_with_bookmarks_gets_one_before_its_timeout() {
+    // Periodic bookmarks every 60 s (the default) would not come within the watch.
+    let server = Server::start();
+    let first = create_cm(&server, "first");
+    let second = create_cm(&server, "second");
+    let query = format!(
+        "resourceVersion={first}&labelSelector=x%3Dy&allowWatchBookmarks=true&timeoutSeconds=3"
+    );
+    let events: Vec<Value> = watch(&server, &query).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "BOOKMARK");
+    // The revision its resource has reached, past what the selector passed over.
+    assert_eq!(rv(&events[0]), second);
+    // Without bookmarks asked for, none.
+    let query = format!("resourceVersion={first}&labelSelector=x%3Dy&timeoutSeconds=3");
+    assert_eq!(watch(&server, &query).count(), 0);
+}
+
+#[test]
 fn one_object_is_watched_by_its_own_path() {
     let server = Server::start();
     let first = create_cm(&server, "watched");

@@ -29,6 +29,10 @@ pub struct WatchOptions {
     pub send_initial_events: Option<bool>,
     /// As for lists: how much of each object is needed.
     pub view: ObjectView,
+    /// How long the watch will last (`timeoutSeconds`), if the caller ends it: a watcher with
+    /// bookmarks then gets one shortly before the end, as Kubernetes sends one, so that it
+    /// resumes from a recent revision.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// How much of each object an in-process list or watch hands its consumer (over HTTP, objects

@@ -2,12 +2,16 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::stream::{self, Stream, StreamExt};
 
 use super::{filter, parse_rv, ApiCore, ApiError, View, WatchOptions};
 use crate::model::{ResourceType, StoredObject};
-use crate::watch::{EventType, WatchItem};
+use crate::watch::{Bookmarks, EventType, WatchItem};
+
+/// How long before a watch's timeout its last bookmark is sent (Kubernetes' watch cache: ~2 s).
+const LAST_BOOKMARK_BEFORE_END: Duration = Duration::from_secs(2);
 
 /// One frame of a watch stream.
 #[derive(Debug, Clone)]
@@ -80,11 +84,18 @@ impl ApiCore {
             initial_frames
                 .push(WatchFrame::Bookmark { resource_version: from, initial_events_end: true });
         }
-        let subscription =
-            match self.hub.subscribe(resource, filter, from, options.allow_bookmarks).await {
-                Ok(s) => s,
-                Err(e) => return Ok(stream::iter([WatchFrame::Error(e.into())]).boxed()),
-            };
+        let bookmarks = match (options.allow_bookmarks, options.timeout) {
+            (false, _) => Bookmarks::None,
+            (true, None) => Bookmarks::Periodic,
+            (true, Some(timeout)) => match timeout.checked_sub(LAST_BOOKMARK_BEFORE_END) {
+                Some(after) => Bookmarks::PeriodicAndLast { after },
+                None => Bookmarks::Periodic,
+            },
+        };
+        let subscription = match self.hub.subscribe(resource, filter, from, bookmarks).await {
+            Ok(s) => s,
+            Err(e) => return Ok(stream::iter([WatchFrame::Error(e.into())]).boxed()),
+        };
         let live = subscription.map(|item| match item {
             WatchItem::Event(kind, object) => WatchFrame::Event(kind, object),
             WatchItem::Bookmark(rv) => {

@@ -79,6 +79,12 @@ impl Subscriber {
         self.sink.send(items).is_ok()
     }
 
+    /// Offers a bookmark at `revision` (the newest its resource has reached), or at the
+    /// watcher's starting point if that is newer; false as for [`Self::offer`].
+    fn offer_bookmark(&self, revision: u64) -> bool {
+        self.offer(Delivery::One(WatchItem::Bookmark(revision.max(self.after))))
+    }
+
     /// What this watcher should see of a run of events.
     fn views(&self, events: &[&WatchEvent]) -> Delivery {
         match events {
@@ -219,9 +225,15 @@ impl WatchHub {
         let floor = self.window.floor();
         for (resource, subscribers) in &mut self.subscribers {
             let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
-            subscribers.retain(|s| {
-                !s.bookmarks || s.offer(Delivery::One(WatchItem::Bookmark(revision.max(s.after))))
-            });
+            subscribers.retain(|s| !s.bookmarks || s.offer_bookmark(revision));
+        }
+    }
+
+    /// Sends the watcher `id` of `resource` a bookmark now, if it is still there.
+    fn send_bookmark(&mut self, resource: &'static ResourceType, id: u64) {
+        let revision = self.last_revision.get(resource).copied().unwrap_or(self.window.floor());
+        if let Some(subscribers) = self.subscribers.get_mut(resource) {
+            subscribers.retain(|s| s.id != id || s.offer_bookmark(revision));
         }
     }
 
@@ -240,7 +252,7 @@ impl WatchHub {
         let subscriber = Subscriber {
             id,
             filter: msg.filter,
-            bookmarks: msg.bookmarks,
+            bookmarks: msg.bookmarks != Bookmarks::None,
             after: from,
             sink,
             pending: pending.clone(),
@@ -312,12 +324,24 @@ impl Handler<SetFloor> for WatchHub {
     }
 }
 
+/// Which bookmarks a watcher gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bookmarks {
+    None,
+    /// One every `bookmark_interval`.
+    Periodic,
+    /// Those, and one `after` this long (shortly before the watch ends).
+    PeriodicAndLast {
+        after: Duration,
+    },
+}
+
 /// Start watching one resource type after a revision.
 struct Subscribe {
     resource: &'static ResourceType,
     filter: ObjectFilter,
     from_revision: u64,
-    bookmarks: bool,
+    bookmarks: Bookmarks,
 }
 
 impl Message for Subscribe {
@@ -328,7 +352,13 @@ impl Handler<Subscribe> for WatchHub {
     type Result = Result<Subscription, WatchError>;
 
     fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) -> Self::Result {
-        self.subscribe(msg, ctx.address().recipient())
+        let (resource, bookmarks) = (msg.resource, msg.bookmarks);
+        let subscription = self.subscribe(msg, ctx.address().recipient())?;
+        if let Bookmarks::PeriodicAndLast { after } = bookmarks {
+            let id = subscription.id;
+            ctx.run_later(after, move |hub, _| hub.send_bookmark(resource, id));
+        }
+        Ok(subscription)
     }
 }
 
@@ -386,7 +416,7 @@ impl HubHandle {
         resource: &'static ResourceType,
         filter: ObjectFilter,
         from_revision: u64,
-        bookmarks: bool,
+        bookmarks: Bookmarks,
     ) -> Result<Subscription, WatchError> {
         let msg = Subscribe { resource, filter, from_revision, bookmarks };
         self.addr.send(msg).await.map_err(|_| WatchError::Unavailable)?
@@ -482,7 +512,7 @@ mod tests {
         let pods = resources::find("", "v1", "pods").unwrap();
         let fields = FieldSelector::parse(&format!("spec.nodeName={node}"), pods).unwrap();
         let filter = ObjectFilter { fields, ..ObjectFilter::default() };
-        hub.subscribe(pods, filter, 0, false).await.unwrap()
+        hub.subscribe(pods, filter, 0, Bookmarks::None).await.unwrap()
     }
 
     #[actix::test]
@@ -521,5 +551,33 @@ mod tests {
         assert_eq!(hub.watcher_count().await, 3);
         let nothing = tokio::time::timeout(Duration::from_millis(50), n2.next()).await;
         assert!(nothing.is_err(), "n2 sees nothing");
+    }
+
+    #[actix::test]
+    async fn a_watch_that_will_end_gets_a_last_bookmark_before_it_ends() {
+        let hub = WatchHub::start(HubOptions {
+            window_events: 100,
+            window_bytes: usize::MAX,
+            buffer: 100,
+            bookmark_interval: Duration::from_secs(3600),
+        });
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let n1 = FieldSelector::parse("spec.nodeName=n1", pods).unwrap();
+        let filter = ObjectFilter { fields: n1, ..ObjectFilter::default() };
+        let last = Bookmarks::PeriodicAndLast { after: Duration::from_millis(300) };
+        let mut ending = hub.subscribe(pods, filter.clone(), 0, last).await.unwrap();
+        let mut periodic = hub.subscribe(pods, filter, 0, Bookmarks::Periodic).await.unwrap();
+        // Events its filter passes over still move the bookmark's revision.
+        let events = vec![
+            WatchEvent { kind: EventType::Added, object: pod("n2", 7), previous: None },
+            WatchEvent { kind: EventType::Added, object: pod("n2", 8), previous: None },
+        ];
+        hub.publisher().do_send(Publish { events });
+        let bookmark = tokio::time::timeout(Duration::from_secs(10), ending.next()).await;
+        assert!(matches!(bookmark, Ok(Some(WatchItem::Bookmark(8)))), "{bookmark:?}");
+        let nothing = tokio::time::timeout(Duration::from_millis(100), periodic.next()).await;
+        assert!(nothing.is_err(), "only the watch that ends gets it");
+        let nothing = tokio::time::timeout(Duration::from_millis(100), ending.next()).await;
+        assert!(nothing.is_err(), "one last bookmark");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::model::StoredObject;
 
-pub use hub::{HubHandle, HubOptions, Publish, Subscription, WatchHub};
+pub use hub::{Bookmarks, HubHandle, HubOptions, Publish, Subscription, WatchHub};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
