@@ -1036,8 +1036,8 @@ mod tests {
                 }
             })
         );
-        // A required list stays, empty, for validation to refuse; map values and list items
-        // are not fields and stay as they are.
+        // A required list stays, empty, for validation to refuse; empty map values and list
+        // items are not fields and stay as they are.
         let mut pod = json!({"spec": {"containers": []}});
         check_fields("", "Pod", &mut pod, Unknown::Drop).unwrap();
         assert_eq!(pod, json!({"spec": {"containers": []}}));
@@ -1055,6 +1055,17 @@ mod tests {
         let mut cm = json!({"data": {"a": ""}, "binaryData": {}});
         check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
         assert_eq!(cm, json!({"data": {"a": ""}}));
+        // A null string in a map or a list decodes as Go decodes it: into "".
+        let mut cm = json!({"metadata": {"labels": {"l": null}, "annotations": {"a": null},
+            "finalizers": ["x/y", null]}, "data": {"k": null}});
+        check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
+        let zeroed = json!({"metadata": {"labels": {"l": ""}, "annotations": {"a": ""},
+            "finalizers": ["x/y", ""]}, "data": {"k": ""}});
+        assert_eq!(cm, zeroed);
+        // A server-side apply's configuration keeps them: there a null removes the field.
+        let mut config = json!({"metadata": {"labels": {"l": null}}});
+        check_fields_as("", "ConfigMap", &mut config, Unknown::Drop, Empty::Keep).unwrap();
+        assert_eq!(config, json!({"metadata": {"labels": {"l": null}}}));
     }
 
     /// The decoder's message for `object` as a `kind` (core group), or `None` if it decodes.

@@ -213,6 +213,7 @@ impl<'s> Walk<'s> {
                 let Some(properties) = &shape.properties else {
                     if let Additional::Schema(values) = shape.additional {
                         for (k, v) in fields.iter_mut() {
+                            self.null_is_zero(values, v);
                             self.path.push('.');
                             self.path.push_str(k);
                             self.value(values, v, owner)?;
@@ -237,8 +238,10 @@ impl<'s> Walk<'s> {
                     }
                     self.go_path.push_str(k);
                     match (declared, &shape.additional) {
-                        (Some(declared), _) | (None, Additional::Schema(declared)) => {
-                            self.value(*declared, v, owner)?
+                        (Some(declared), _) => self.value(*declared, v, owner)?,
+                        (None, Additional::Schema(values)) => {
+                            self.null_is_zero(*values, v);
+                            self.value(*values, v, owner)?
                         }
                         (None, Additional::Any) => {}
                         (None, Additional::Undeclared) => {
@@ -259,6 +262,7 @@ impl<'s> Walk<'s> {
             Value::Array(items) => {
                 if let Some(item) = shape.items {
                     for (i, v) in items.iter_mut().enumerate() {
+                        self.null_is_zero(item, v);
                         let _ = write!(self.path, "[{i}]");
                         self.value(item, v, owner)?;
                         self.path.truncate(at);
@@ -268,6 +272,18 @@ impl<'s> Walk<'s> {
             _ => {}
         }
         Ok(())
+    }
+}
+
+impl Walk<'_> {
+    /// A null map value or list item of a string type decodes as Go decodes it, into the empty
+    /// string (`labels: {a: null}` is the label `a=""`), unless empty values are kept (a
+    /// server-side apply's configuration, where a null asks for the field's removal).
+    fn null_is_zero(&self, id: ShapeId, value: &mut Value) {
+        let string = self.shapes.shapes[id].admits == Admits::String;
+        if string && value.is_null() && self.empty == Empty::Omit {
+            *value = Value::String(String::new());
+        }
     }
 }
 
