@@ -448,6 +448,10 @@ async fn scale(
     let core = &state.core;
     if req.method() == Method::GET {
         let scale = core.get_scale(namespace, name).await?;
+        if wants_table(req) {
+            let include = IncludeObject::from_query(query.get("includeObject"));
+            return Ok(table_response(StatusCode::OK, table::table_of_scale(scale, include)));
+        }
         return Ok(json_bytes(StatusCode::OK, scale.to_string().into()));
     }
     let options = query.write_options(req)?;

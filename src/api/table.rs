@@ -199,6 +199,18 @@ fn columns(kind: &str) -> Vec<Column> {
             },
             AGE,
         ],
+        "Scale" => vec![
+            Column { format: "", ..NAME },
+            Column {
+                kind: "integer",
+                ..col("Desired", 0, "desired number of instances for the scaled object.")
+            },
+            Column {
+                kind: "integer",
+                ..col("Available", 0, "actual number of observed instances of the scaled object.")
+            },
+            AGE,
+        ],
         "EndpointSlice" => vec![
             NAME,
             col("AddressType", 0, "The type of the addresses of the slice."),
@@ -538,6 +550,15 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![name, json!(role), json!(created), json!(users), json!(groups), json!(accounts)]
         }
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
+        "Scale" => {
+            let replicas = |p: &str| json::at(o, p).and_then(Value::as_i64).unwrap_or(0);
+            vec![
+                name,
+                json!(replicas("/spec/replicas")),
+                json!(replicas("/status/replicas")),
+                json!(created),
+            ]
+        }
         "PriorityClass" => {
             let value = json::at(o, "/value").and_then(Value::as_i64).unwrap_or(0);
             let default = json::at(o, "/globalDefault").and_then(Value::as_bool).unwrap_or(false);
@@ -713,14 +734,8 @@ fn selector_string(selector: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
-fn row(
-    resource: &ResourceType,
-    object: &StoredObject,
-    include: IncludeObject,
-    now: DateTime<Utc>,
-) -> Value {
-    let value = object.to_value();
-    let mut row = json!({"cells": cells(resource.kind, &value, now)});
+fn row(kind: &str, value: Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
+    let mut row = json!({"cells": cells(kind, &value, now)});
     match include {
         IncludeObject::None => {}
         IncludeObject::Object => row["object"] = value,
@@ -755,8 +770,27 @@ pub fn table(
     continue_from: Option<(&str, Option<usize>)>,
     include: IncludeObject,
 ) -> Value {
+    let values = objects.iter().map(|o| o.to_value());
+    table_of_values(resource.kind, values, resource_version, continue_from, include)
+}
+
+/// The Table of a scale subresource (autoscaling/v1 `Scale`): its desired and available
+/// replicas, as kube-apiserver prints it for `kubectl get --subresource=scale`.
+pub fn table_of_scale(scale: Value, include: IncludeObject) -> Value {
+    let rv = json::at(&scale, "/metadata/resourceVersion").and_then(Value::as_str);
+    let rv = rv.and_then(|rv| rv.parse().ok());
+    table_of_values("Scale", std::iter::once(scale), rv, None, include)
+}
+
+fn table_of_values(
+    kind: &str,
+    values: impl Iterator<Item = Value>,
+    resource_version: Option<u64>,
+    continue_from: Option<(&str, Option<usize>)>,
+    include: IncludeObject,
+) -> Value {
     let now = Utc::now();
-    let definitions: Vec<Value> = columns(resource.kind)
+    let definitions: Vec<Value> = columns(kind)
         .into_iter()
         .map(|c| {
             json!({"name": c.name, "type": c.kind, "format": c.format,
@@ -778,7 +812,7 @@ pub fn table(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": definitions,
-        "rows": objects.iter().map(|o| row(resource, o, include, now)).collect::<Vec<_>>(),
+        "rows": values.map(|v| row(kind, v, include, now)).collect::<Vec<_>>(),
     })
 }
 

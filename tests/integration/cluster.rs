@@ -73,6 +73,11 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     kubectl.ok(&["create", "-f", rc.to_str().unwrap()]);
     kubectl.ok(&["scale", "rc", "front", "--replicas=3"]);
     assert_eq!(kubectl.ok(&["get", "rc", "front", "-o", "jsonpath={.spec.replicas}"]), "3");
+    // The scale subresource's table: desired and available replicas.
+    let scale = kubectl.ok(&["get", "rc", "front", "--subresource=scale", "--no-headers"]);
+    let cells: Vec<&str> = scale.split_whitespace().collect();
+    assert_eq!(&cells[..2], ["front", "3"], "{scale}");
+    assert!(cells[2].parse::<u32>().is_ok_and(|n| n <= 3), "{scale}");
     // The replication manager keeps three pods of the template running, the agent runs them.
     let running = |kubectl: &crate::util::Kubectl| {
         let phases = kubectl.ok(&[
