@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kplane_actors::model::{resources, ObjectFilter, ObjectKey, StoredObject};
 use kplane_actors::store::{Store, StoreOptions};
-use kplane_actors::watch::{EventType, HubOptions, Publish, WatchEvent, WatchHub};
+use kplane_actors::watch::{Bookmarks, EventType, HubOptions, Publish, WatchEvent, WatchHub};
 use serde_json::json;
 
 const RUNS: usize = 5;
@@ -72,7 +72,7 @@ async fn hub_fanout(subscribers: usize, events: usize, per_batch: usize) -> f64 
     let pods = resources::find("", "v1", "pods").unwrap();
     let mut subs = Vec::with_capacity(subscribers);
     for _ in 0..subscribers {
-        subs.push(hub.subscribe(pods, ObjectFilter::default(), 0, false).await.unwrap());
+        subs.push(hub.subscribe(pods, ObjectFilter::default(), 0, Bookmarks::None).await.unwrap());
     }
     let object = Arc::new(StoredObject::from_value(
         ObjectKey::new(pods, "default", "p"),
