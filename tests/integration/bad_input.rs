@@ -126,6 +126,15 @@ fn every_error_class_has_its_status() {
     assert_status(&dry, 422, "Invalid");
     assert_eq!(dry.1["details"]["kind"], "CreateOptions", "{}", dry.1);
     assert_eq!(dry.1["details"]["causes"][0]["field"], "dryRun", "{}", dry.1);
+    // 422: a generateName no name can start with is a cause of its own, before the name's.
+    let reply = server.post(
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"metadata": {"generateName": "Bad_"}}),
+    );
+    assert_status(&reply, 422, "Invalid");
+    let causes = reply.1["details"]["causes"].as_array().unwrap();
+    let fields: Vec<&str> = causes.iter().map(|c| c["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["metadata.generateName", "metadata.name"], "{}", reply.1);
     // 422: invalid names and missing fields, with field causes.
     let reply =
         server.post(pods, &json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}));

@@ -199,19 +199,41 @@ pub fn label_value_errors(value: &str) -> Vec<String> {
 pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let meta = object.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
-    if name.is_empty() {
-        errors.push(FieldError::required("metadata.name"));
-    } else {
-        let problems = if resource.group == crate::model::resources::RBAC_GROUP {
+    let name_problems = |name: &str| {
+        if resource.group == crate::model::resources::RBAC_GROUP {
             // Roles and bindings are named like path segments (`system:basic-user`).
             path_segment_errors(name)
         } else if resource.name_is_label {
             dns1123_label_errors(name)
         } else {
             dns1123_subdomain_errors(name)
-        };
-        for p in problems {
+        }
+    };
+    // A generateName is checked as the start of a name (a trailing '-' is masked the way
+    // Kubernetes masks it), before the name made from it.
+    let prefix = meta.and_then(|m| m.get("generateName")).and_then(Value::as_str).unwrap_or("");
+    if !prefix.is_empty() {
+        // Kubernetes drops the byte before the dash too: a letter that no name could hold
+        // (not ASCII) is left for the check to refuse.
+        let mut masked = prefix.to_string();
+        if prefix.len() > 1 && masked.pop() == Some('-') {
+            match masked.pop() {
+                Some(dropped) if !dropped.is_ascii() => masked.push(dropped),
+                _ => {}
+            }
+            masked.push('a');
+        } else {
+            masked = prefix.to_string();
+        }
+        for p in name_problems(&masked) {
+            errors.push(FieldError::invalid("metadata.generateName", prefix, p));
+        }
+    }
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        errors.push(FieldError::required("metadata.name"));
+    } else {
+        for p in name_problems(name) {
             errors.push(FieldError::invalid("metadata.name", name, p));
         }
     }
@@ -1551,6 +1573,24 @@ mod pod_update_tests {
             fields("persistentvolumeclaims", json!({"spec": {}})),
             ["spec.accessModes", "spec.resources[storage]"]
         );
+    }
+
+    #[test]
+    fn a_generate_name_is_checked_as_the_start_of_a_name() {
+        // A function, not a closure (see `named` below).
+        fn fields(meta: Value) -> Vec<String> {
+            let configmaps = crate::model::resources::find("", "v1", "configmaps").unwrap();
+            let errors = validate_object(configmaps, &json!({"metadata": meta}));
+            errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+        }
+        let refused = fields(json!({"generateName": "Bad_", "name": "Bad_x1y2z"}));
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(refused[0].starts_with("metadata.generateName: Invalid value: \"Bad_\""));
+        assert!(refused[1].starts_with("metadata.name: Invalid value: \"Bad_x1y2z\""));
+        // A prefix ending in '-' is fine: what follows it makes the name.
+        assert!(fields(json!({"generateName": "web-", "name": "web-x1y2z"})).is_empty());
+        assert!(fields(json!({"generateName": "-", "name": "-x1y2z"})).len() == 2);
+        assert!(fields(json!({"generateName": "é-", "name": "é-x1y2z"})).len() == 2);
     }
 
     #[test]
