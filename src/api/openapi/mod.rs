@@ -1055,13 +1055,20 @@ mod tests {
         let mut cm = json!({"data": {"a": ""}, "binaryData": {}});
         check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
         assert_eq!(cm, json!({"data": {"a": ""}}));
-        // A null string in a map or a list decodes as Go decodes it: into "".
+        // A null in a map or a list decodes as Go decodes it: into its type's zero value.
         let mut cm = json!({"metadata": {"labels": {"l": null}, "annotations": {"a": null},
-            "finalizers": ["x/y", null]}, "data": {"k": null}});
+            "finalizers": ["x/y", null]}, "data": {"k": null}, "binaryData": {"b": null}});
         check_fields("", "ConfigMap", &mut cm, Unknown::Drop).unwrap();
         let zeroed = json!({"metadata": {"labels": {"l": ""}, "annotations": {"a": ""},
-            "finalizers": ["x/y", ""]}, "data": {"k": ""}});
+            "finalizers": ["x/y", ""]}, "data": {"k": ""}, "binaryData": {"b": ""}});
         assert_eq!(cm, zeroed);
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"limits": {"cpu": null}}}], "tolerations": [null],
+            "overhead": {"memory": null}}});
+        check_fields("", "Pod", &mut pod, Unknown::Drop).unwrap();
+        assert_eq!(pod["spec"]["tolerations"], json!([{}]));
+        assert_eq!(pod["spec"]["overhead"], json!({"memory": "0"}));
+        assert_eq!(pod["spec"]["containers"][0]["resources"]["limits"], json!({"cpu": "0"}));
         // A server-side apply's configuration keeps them: there a null removes the field.
         let mut config = json!({"metadata": {"labels": {"l": null}}});
         check_fields_as("", "ConfigMap", &mut config, Unknown::Drop, Empty::Keep).unwrap();

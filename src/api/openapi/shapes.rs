@@ -276,14 +276,25 @@ impl<'s> Walk<'s> {
 }
 
 impl Walk<'_> {
-    /// A null map value or list item of a string type decodes as Go decodes it, into the empty
-    /// string (`labels: {a: null}` is the label `a=""`), unless empty values are kept (a
+    /// A null map value or list item decodes as Go decodes it, into its type's zero value: ""
+    /// for a string (`labels: {a: null}` is the label `a=""`), 0 for a number, "0" for a
+    /// quantity, false, and an empty struct (which validation then checks). A null map, list or
+    /// time stays null, as Go writes a nil one. Nothing changes where empty values are kept (a
     /// server-side apply's configuration, where a null asks for the field's removal).
     fn null_is_zero(&self, id: ShapeId, value: &mut Value) {
-        let string = self.shapes.shapes[id].admits == Admits::String;
-        if string && value.is_null() && self.empty == Empty::Omit {
-            *value = Value::String(String::new());
+        if !value.is_null() || self.empty == Empty::Keep {
+            return;
         }
+        let shape = &self.shapes.shapes[id];
+        let zero = match shape.admits {
+            Admits::String | Admits::Bytes => Value::String(String::new()),
+            Admits::Int32 | Admits::Int64 | Admits::Number | Admits::IntOrString => Value::from(0),
+            Admits::Quantity => Value::String("0".into()),
+            Admits::Boolean => Value::Bool(false),
+            Admits::Object if shape.properties.is_some() => Value::Object(Map::new()),
+            _ => return,
+        };
+        *value = zero;
     }
 }
 

@@ -878,6 +878,18 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
         let has_value =
             toleration.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty());
         let operator = toleration.get("operator").and_then(Value::as_str).unwrap_or("");
+        let key = toleration.get("key").and_then(Value::as_str).unwrap_or("");
+        for p in label_key_errors(key).into_iter().filter(|_| !key.is_empty()) {
+            errors.push(FieldError::invalid(format!("{path}.tolerations[{i}].key"), key, p));
+        }
+        if key.is_empty() && operator != "Exists" {
+            errors.push(FieldError::invalid(
+                format!("{path}.tolerations[{i}].operator"),
+                operator,
+                "operator must be Exists when `key` is empty, which means \"match all values \
+                 and all keys\"",
+            ));
+        }
         if !matches!(operator, "" | "Equal" | "Exists") {
             let field = format!("{path}.tolerations[{i}].operator");
             errors.push(FieldError::not_supported(field, operator, &["Equal", "Exists"]));
@@ -1266,7 +1278,8 @@ mod tests {
             "spec": {"dnsPolicy": "Bogus", "hostname": "Bad_Host",
                 "securityContext": {"runAsUser": -1},
                 "tolerations": [{"key": "k", "operator": "Bogus", "effect": "Sometimes"},
-                    {"key": "k", "operator": "Exists", "tolerationSeconds": 5}],
+                    {"key": "k", "operator": "Exists", "tolerationSeconds": 5}, {},
+                    {"key": "a b", "operator": "Exists"}, {"operator": "Exists"}],
                 "containers": [{"name": "c", "image": "i",
                     "env": [{"name": ""}, {"name": "A=B"}, {"name": "ok.name-1"}],
                     "securityContext": {"runAsUser": 2147483648_i64}}],
@@ -1288,6 +1301,8 @@ mod tests {
                 "spec.tolerations[0].operator",
                 "spec.tolerations[0].effect",
                 "spec.tolerations[1].effect",
+                "spec.tolerations[2].operator",
+                "spec.tolerations[3].key",
             ]
         );
         let nodes = find("", "v1", "nodes").unwrap();
