@@ -344,25 +344,32 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
 
 /// Checks a body that is not a resource (`DeleteOptions` in group `meta.k8s.io`, a `Scale` in
 /// `autoscaling`) as Kubernetes decodes one: another kind, or a value its field's type does not
-/// take, is refused (400); unknown fields are dropped.
+/// take, is refused (400, with the decoder's message); unknown fields are dropped.
 pub fn check_body_kind(group: &str, kind: &str, body: &mut Value) -> Result<(), HttpError> {
     let named = body.get("kind").and_then(Value::as_str).unwrap_or_default();
     if !named.is_empty() && named != kind {
+        let version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
         return Err(HttpError::BadRequest(format!(
-            "no kind {named:?} is registered for version \"{group}/v1\": the body must be a {kind}"
+            "no kind {named:?} is registered for version {version:?}: the body must be a {kind}"
         )));
     }
-    check_fields(group, kind, body, Unknown::Drop).map_err(|e| {
-        HttpError::BadRequest(format!(
-            "{kind} in version \"v1\" cannot be handled as a {kind}: {e}"
-        ))
-    })?;
-    Ok(())
+    check_fields(group, kind, body, Unknown::Drop).map(drop).map_err(HttpError::BadRequest)
 }
 
 /// [`check_body_kind`] for a `DeleteOptions` body.
 pub fn check_delete_options(options: &mut Value) -> Result<(), HttpError> {
     check_body_kind("meta.k8s.io", "DeleteOptions", options)
+}
+
+/// [`check_body_kind`] for a `Scale` body, whose decoding errors Kubernetes words as for a
+/// resource's body.
+pub fn check_scale(scale: &mut Value) -> Result<(), HttpError> {
+    check_body_kind("autoscaling", "Scale", scale).map_err(|e| match e {
+        HttpError::BadRequest(m) if m.starts_with("json: ") => HttpError::BadRequest(format!(
+            "Scale in version \"v1\" cannot be handled as a Scale: {m}"
+        )),
+        other => other,
+    })
 }
 
 /// How to treat fields the schema does not know (`fieldValidation`).
@@ -517,7 +524,7 @@ mod tests {
         assert_eq!(fine.get("bogus"), None, "unknown fields are dropped");
         assert_eq!(fine["gracePeriodSeconds"], 0);
         let mut scale = json!({"kind": "Scale", "spec": {"replicas": "3"}});
-        let refused = check_body_kind("autoscaling", "Scale", &mut scale).unwrap_err();
+        let refused = check_scale(&mut scale).unwrap_err();
         assert!(
             matches!(&refused, HttpError::BadRequest(m) if m.ends_with(
                 "cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32")),

@@ -410,7 +410,12 @@ async fn eviction(
             "the body of an eviction must be a policy/v1 Eviction, not {api_version} {kind}"
         )));
     }
-    let mut delete_options = eviction.get("deleteOptions").cloned();
+    let mut delete_options = eviction.get("deleteOptions").filter(|o| !o.is_null()).cloned();
+    if let Some(options) = delete_options.as_mut().and_then(Value::as_object_mut) {
+        // The kind of an object inside another is not looked at (Kubernetes decodes it by
+        // its place in the Eviction).
+        options.remove("kind");
+    }
     if let Some(options) = &mut delete_options {
         body::check_delete_options(options)?;
     }
@@ -457,7 +462,7 @@ async fn scale(
     let options = query.write_options(req)?;
     let scale = match subresource_write(req, payload, state).await? {
         Write::Replace(mut scale) => {
-            body::check_body_kind("autoscaling", "Scale", &mut scale)?;
+            body::check_scale(&mut scale)?;
             core.update_scale(namespace, name, &scale, &options).await?
         }
         Write::Patch(patch_type, patch) => {
@@ -563,14 +568,16 @@ async fn read_delete_options(
     state: &AppState,
 ) -> Result<kplane_actors::core::DeleteOptions, HttpError> {
     let bytes = body::read(payload, state.max_body_bytes).await?;
-    let options_body = if bytes.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        let mut options = body::decode_object(req, &bytes)?;
-        body::check_delete_options(&mut options)?;
-        Some(options)
-    };
-    query.delete_options(options_body.as_ref())
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return query.delete_options(None);
+    }
+    let mut options = body::decode_object(req, &bytes)?;
+    if options.is_null() {
+        return query.delete_options(None);
+    }
+    body::check_delete_options(&mut options)?;
+    // As in Kubernetes, the query's options count only when there is no body.
+    Query::of("")?.delete_options(Some(&options))
 }
 
 /// Adds each warning as a `Warning: 299 - "text"` header, its quotes escaped as the header's

@@ -203,11 +203,19 @@ fn columns(kind: &str) -> Vec<Column> {
             Column { format: "", ..NAME },
             Column {
                 kind: "integer",
-                ..col("Desired", 0, "desired number of instances for the scaled object.")
+                ..col(
+                    "Desired",
+                    0,
+                    "replicas is the desired number of instances for the scaled object.",
+                )
             },
             Column {
                 kind: "integer",
-                ..col("Available", 0, "actual number of observed instances of the scaled object.")
+                ..col(
+                    "Available",
+                    0,
+                    "replicas is the actual number of observed instances of the scaled object.",
+                )
             },
             AGE,
         ],

@@ -484,8 +484,9 @@ fn evictions_keep_to_disruption_budgets() {
         .collect();
     assert_eq!(names.len(), 2, "{pods}");
     let evict = |name: &str| {
+        // A null deleteOptions is none, as Kubernetes decodes it.
         let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": name, "namespace": "default"}});
+            "metadata": {"name": name, "namespace": "default"}, "deleteOptions": null});
         server.post(&format!("/api/v1/namespaces/default/pods/{name}/eviction"), &eviction)
     };
     let (code, refused) = evict(&names[0]);

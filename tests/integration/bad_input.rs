@@ -327,6 +327,25 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     assert_status(&reply, 400, "BadRequest");
     assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    let mut renamed = scale.clone();
+    renamed["metadata"]["name"] = json!("other");
+    renamed["spec"]["replicas"] = json!(2);
+    let reply = server.put(&format!("{rcs}/typed-rc/scale"), &renamed);
+    assert_status(&reply, 400, "BadRequest");
+    assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    // A DELETE's body, when there is one, carries all its options: the query's are not read
+    // (a `null` body is no body).
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    for name in ["dry-in-query", "null-body"] {
+        assert_eq!(server.post(configmaps, &json!({"metadata": {"name": name}})).0, 201);
+    }
+    let body = br#"{"kind":"DeleteOptions","apiVersion":"v1"}"#.to_vec();
+    let path = format!("{configmaps}/dry-in-query?dryRun=All");
+    assert_eq!(server.send_raw("DELETE", &path, None, body).0, 200);
+    assert_eq!(server.get(&format!("{configmaps}/dry-in-query")).0, 404);
+    let path = format!("{configmaps}/null-body");
+    assert_eq!(server.send_raw("DELETE", &path, None, b"null".to_vec()).0, 200);
+    assert_eq!(server.get(&path).0, 404);
     // A quantity that is not one does not decode either, in any kind that has quantities.
     let quotas = "/api/v1/namespaces/default/resourcequotas";
     let quota = json!({"metadata": {"name": "q"}, "spec": {"hard": {"cpu": "lots"}}});

@@ -129,8 +129,7 @@ fn initial_events_bookmarks_and_timeout() {
     );
 }
 
-/// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's
-/// own path, sees only that object's events.
+/// A watch that asked for bookmarks gets one shortly before its timeout.
 #[test]
 fn a_watch_with_bookmarks_gets_one_before_its_timeout() {
     // Periodic bookmarks every 60 s (the default) would not come within the watch.
@@ -145,11 +144,16 @@ fn a_watch_with_bookmarks_gets_one_before_its_timeout() {
     assert_eq!(events[0]["type"], "BOOKMARK");
     // The revision its resource has reached, past what the selector passed over.
     assert_eq!(rv(&events[0]), second);
-    // Without bookmarks asked for, none.
+    // Without bookmarks asked for, none; nor for a watch of two seconds or less.
     let query = format!("resourceVersion={first}&labelSelector=x%3Dy&timeoutSeconds=3");
     assert_eq!(watch(&server, &query).count(), 0);
+    let query = format!("resourceVersion={first}&allowWatchBookmarks=true&timeoutSeconds=2");
+    let kinds: Vec<Value> = watch(&server, &query).map(|e| e["type"].clone()).collect();
+    assert_eq!(kinds, ["ADDED"], "the second configmap only");
 }
 
+/// A watch of one object: the old `/watch/.../{name}` path, or `?watch=true` on the object's
+/// own path, sees only that object's events.
 #[test]
 fn one_object_is_watched_by_its_own_path() {
     let server = Server::start();

@@ -415,7 +415,8 @@ impl ApiCore {
             priority::admit_pod(&self.priority_classes_for(&object), &mut object)
                 .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
         }
-        let mut errors = validation::validate_object(resource, &object);
+        let mut errors = validation::validate_generate_name(resource, &object);
+        errors.extend(validation::validate_object(resource, &object));
         let ephemeral = json::at(&object, "/spec/ephemeralContainers").and_then(Value::as_array);
         if Self::is_pod(resource) && ephemeral.is_some_and(|e| !e.is_empty()) {
             // Added only through the `ephemeralcontainers` subresource, as in Kubernetes.

@@ -4,7 +4,10 @@
 use serde_json::{json, Value};
 
 use super::UPDATE_RETRIES;
-use super::{parse_rv, patch, ApiCore, ApiError, Ownership, Part, PatchType, WriteOptions};
+use super::{
+    parse_rv, patch, set_name, set_namespace, ApiCore, ApiError, Ownership, Part, PatchType,
+    WriteOptions,
+};
 use crate::model::{resources, FieldError, ObjectKey};
 use crate::store::{Preconditions, StoreError};
 
@@ -132,6 +135,12 @@ impl ApiCore {
         scale: &Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        // The scale names its object as a replace's body does: the URL's name and namespace.
+        if let Some(meta) = scale.get("metadata").and_then(Value::as_object) {
+            let mut meta = meta.clone();
+            set_name(&mut meta, name)?;
+            set_namespace(resources::core("replicationcontrollers"), namespace, &mut meta)?;
+        }
         let replicas =
             match scale.pointer("/spec/replicas") {
                 None | Some(Value::Null) => 0,

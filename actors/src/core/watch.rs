@@ -87,10 +87,13 @@ impl ApiCore {
         let bookmarks = match (options.allow_bookmarks, options.timeout) {
             (false, _) => Bookmarks::None,
             (true, None) => Bookmarks::Periodic,
-            (true, Some(timeout)) => match timeout.checked_sub(LAST_BOOKMARK_BEFORE_END) {
-                Some(after) => Bookmarks::PeriodicAndLast { after },
-                None => Bookmarks::Periodic,
-            },
+            (true, Some(timeout)) => {
+                match timeout.checked_sub(LAST_BOOKMARK_BEFORE_END).filter(|after| !after.is_zero())
+                {
+                    Some(after) => Bookmarks::PeriodicAndLast { after },
+                    None => Bookmarks::Periodic,
+                }
+            }
         };
         let subscription = match self.hub.subscribe(resource, filter, from, bookmarks).await {
             Ok(s) => s,

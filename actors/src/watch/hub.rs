@@ -1,12 +1,12 @@
 //! The watch hub actor: keeps the event window and the subscriber list, and delivers every
 //! committed event to the watchers whose filter it matches.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures::Stream;
@@ -110,6 +110,9 @@ impl Delivery {
     }
 }
 
+/// How often the hub sends the last bookmarks that are due.
+const LAST_BOOKMARK_TICK: Duration = Duration::from_millis(250);
+
 /// The field watchers are indexed by: each node agent watches `spec.nodeName=<itself>`, so
 /// with an index an event is matched against the watchers of its node, not against all.
 const INDEXED_FIELD: &str = "spec.nodeName";
@@ -184,6 +187,11 @@ pub struct WatchHub {
     subscribers: FastMap<&'static ResourceType, Subscribers>,
     last_revision: FastMap<&'static ResourceType, u64>,
     next_id: u64,
+    /// When each watch that will end gets its last bookmark: (when, watcher id) -> resource.
+    /// A watcher gone by then is passed over.
+    last_bookmarks: BTreeMap<(Instant, u64), &'static ResourceType>,
+    /// The same, by watcher id: a watcher that leaves takes its entry along.
+    last_bookmark_due: FastMap<u64, Instant>,
 }
 
 /// The handle to a running hub.
@@ -202,6 +210,8 @@ impl WatchHub {
             subscribers: FastMap::default(),
             last_revision: FastMap::default(),
             next_id: 0,
+            last_bookmarks: BTreeMap::new(),
+            last_bookmark_due: FastMap::default(),
         };
         HubHandle { addr: WatchHub::start_in_arbiter(&arbiter.handle(), move |_| hub) }
     }
@@ -229,11 +239,20 @@ impl WatchHub {
         }
     }
 
-    /// Sends the watcher `id` of `resource` a bookmark now, if it is still there.
-    fn send_bookmark(&mut self, resource: &'static ResourceType, id: u64) {
-        let revision = self.last_revision.get(resource).copied().unwrap_or(self.window.floor());
-        if let Some(subscribers) = self.subscribers.get_mut(resource) {
-            subscribers.retain(|s| s.id != id || s.offer_bookmark(revision));
+    /// Sends the last bookmarks that are due to the watchers still there.
+    fn send_last_bookmarks(&mut self) {
+        let now = Instant::now();
+        while let Some(entry) = self.last_bookmarks.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, id), resource) = entry.remove_entry();
+            self.last_bookmark_due.remove(&id);
+            let floor = self.window.floor();
+            let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
+            if let Some(subscribers) = self.subscribers.get_mut(resource) {
+                subscribers.retain(|s| s.id != id || s.offer_bookmark(revision));
+            }
         }
     }
 
@@ -287,6 +306,8 @@ impl Actor for WatchHub {
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(65_536);
         ctx.run_interval(self.options.bookmark_interval, |hub, _| hub.send_bookmarks());
+        // One timer for every watch's last bookmark, rather than one per watch.
+        ctx.run_interval(LAST_BOOKMARK_TICK, |hub, _| hub.send_last_bookmarks());
     }
 }
 
@@ -355,8 +376,9 @@ impl Handler<Subscribe> for WatchHub {
         let (resource, bookmarks) = (msg.resource, msg.bookmarks);
         let subscription = self.subscribe(msg, ctx.address().recipient())?;
         if let Bookmarks::PeriodicAndLast { after } = bookmarks {
-            let id = subscription.id;
-            ctx.run_later(after, move |hub, _| hub.send_bookmark(resource, id));
+            let due = Instant::now() + after;
+            self.last_bookmarks.insert((due, subscription.id), resource);
+            self.last_bookmark_due.insert(subscription.id, due);
         }
         Ok(subscription)
     }
@@ -376,6 +398,9 @@ impl Handler<Unsubscribe> for WatchHub {
     type Result = ();
 
     fn handle(&mut self, msg: Unsubscribe, _: &mut Context<Self>) {
+        if let Some(due) = self.last_bookmark_due.remove(&msg.id) {
+            self.last_bookmarks.remove(&(due, msg.id));
+        }
         if let Some(subscribers) = self.subscribers.get_mut(msg.resource) {
             subscribers.retain(|s| s.id != msg.id);
         }

@@ -195,45 +195,62 @@ pub fn label_value_errors(value: &str) -> Vec<String> {
     }
 }
 
+/// What is wrong with `name` as the name of a `resource`.
+fn name_errors(resource: &ResourceType, name: &str) -> Vec<String> {
+    if resource.group == crate::model::resources::RBAC_GROUP {
+        // Roles and bindings are named like path segments (`system:basic-user`).
+        path_segment_errors(name)
+    } else if resource.name_is_label {
+        dns1123_label_errors(name)
+    } else {
+        dns1123_subdomain_errors(name)
+    }
+}
+
+/// Checks a new object's `generateName` as the start of a name, as Kubernetes checks it on a
+/// create (not on updates): a trailing '-' is masked first, except for RBAC's kinds, whose
+/// names are path segments.
+pub fn validate_generate_name(resource: &ResourceType, object: &Value) -> Vec<FieldError> {
+    let meta = object.get("metadata");
+    let prefix = meta.and_then(|m| m.get("generateName")).and_then(Value::as_str).unwrap_or("");
+    if prefix.is_empty() {
+        return Vec::new();
+    }
+    let checked = if resource.group == crate::model::resources::RBAC_GROUP {
+        prefix.to_string()
+    } else {
+        mask_trailing_dash(prefix)
+    };
+    let problems = name_errors(resource, &checked);
+    problems.into_iter().map(|p| FieldError::invalid("metadata.generateName", prefix, p)).collect()
+}
+
+/// Kubernetes' `maskTrailingDash`: a prefix ending in '-' (and longer than one byte) is checked
+/// with its last two bytes replaced by 'a', as something will follow the dash. A character
+/// before the dash that is not ASCII stays (no name may hold it).
+fn mask_trailing_dash(prefix: &str) -> String {
+    match prefix.strip_suffix('-') {
+        Some(rest) if !rest.is_empty() => {
+            let mut masked = rest.to_string();
+            if masked.chars().next_back().is_some_and(|c| c.is_ascii()) {
+                masked.pop();
+            }
+            masked.push('a');
+            masked
+        }
+        _ => prefix.to_string(),
+    }
+}
+
 /// Validates an object about to be written: its metadata, and the per-kind rules.
 pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let meta = object.get("metadata");
-    let name_problems = |name: &str| {
-        if resource.group == crate::model::resources::RBAC_GROUP {
-            // Roles and bindings are named like path segments (`system:basic-user`).
-            path_segment_errors(name)
-        } else if resource.name_is_label {
-            dns1123_label_errors(name)
-        } else {
-            dns1123_subdomain_errors(name)
-        }
-    };
-    // A generateName is checked as the start of a name (a trailing '-' is masked the way
-    // Kubernetes masks it), before the name made from it.
-    let prefix = meta.and_then(|m| m.get("generateName")).and_then(Value::as_str).unwrap_or("");
-    if !prefix.is_empty() {
-        // Kubernetes drops the byte before the dash too: a letter that no name could hold
-        // (not ASCII) is left for the check to refuse.
-        let mut masked = prefix.to_string();
-        if prefix.len() > 1 && masked.pop() == Some('-') {
-            match masked.pop() {
-                Some(dropped) if !dropped.is_ascii() => masked.push(dropped),
-                _ => {}
-            }
-            masked.push('a');
-        } else {
-            masked = prefix.to_string();
-        }
-        for p in name_problems(&masked) {
-            errors.push(FieldError::invalid("metadata.generateName", prefix, p));
-        }
-    }
     let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
         errors.push(FieldError::required("metadata.name"));
     } else {
-        for p in name_problems(name) {
+        for p in name_errors(resource, name) {
             errors.push(FieldError::invalid("metadata.name", name, p));
         }
     }
@@ -1595,8 +1612,10 @@ mod pod_update_tests {
         // A function, not a closure (see `named` below).
         fn fields(meta: Value) -> Vec<String> {
             let configmaps = crate::model::resources::find("", "v1", "configmaps").unwrap();
-            let errors = validate_object(configmaps, &json!({"metadata": meta}));
-            errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+            let object = json!({"metadata": meta});
+            let errors = validate_generate_name(configmaps, &object);
+            let errors = errors.into_iter().chain(validate_object(configmaps, &object));
+            errors.map(|e| format!("{}: {}", e.field, e.message)).collect()
         }
         let refused = fields(json!({"generateName": "Bad_", "name": "Bad_x1y2z"}));
         assert_eq!(refused.len(), 2, "{refused:?}");
@@ -1606,6 +1625,18 @@ mod pod_update_tests {
         assert!(fields(json!({"generateName": "web-", "name": "web-x1y2z"})).is_empty());
         assert!(fields(json!({"generateName": "-", "name": "-x1y2z"})).len() == 2);
         assert!(fields(json!({"generateName": "é-", "name": "é-x1y2z"})).len() == 2);
+        assert_eq!(mask_trailing_dash("ab-"), "aa");
+        assert_eq!(mask_trailing_dash("-"), "-");
+        assert_eq!(mask_trailing_dash("é-"), "éa");
+        assert_eq!(mask_trailing_dash("web"), "web");
+        // Updates do not look at it: an object stored with one keeps being updatable.
+        let configmaps = crate::model::resources::find("", "v1", "configmaps").unwrap();
+        let stored = json!({"metadata": {"name": "ok", "generateName": "Bad_"}});
+        assert!(validate_object(configmaps, &stored).is_empty());
+        // RBAC's names are path segments, a prefix checked unmasked.
+        let roles = crate::model::resources::find("rbac.authorization.k8s.io", "v1", "roles");
+        let role = json!({"metadata": {"name": "x", "generateName": "%-"}});
+        assert_eq!(validate_generate_name(roles.unwrap(), &role).len(), 1);
     }
 
     #[test]
