@@ -327,6 +327,14 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     assert_status(&reply, 400, "BadRequest");
     assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    // A patch that leaves replicas as text: 422 on `patch`, as a resource's patch is.
+    let patch = br#"{"spec":{"replicas":"3"}}"#.to_vec();
+    let merge = Some("application/merge-patch+json");
+    let reply = server.send_raw("PATCH", &format!("{rcs}/typed-rc/scale"), merge, patch);
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["field"], "patch", "{}", reply.1);
+    assert!(reply.1["message"].as_str().unwrap().contains("of type int32"), "{}", reply.1);
+    assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
     let mut renamed = scale.clone();
     renamed["metadata"]["name"] = json!("other");
     renamed["spec"]["replicas"] = json!(2);

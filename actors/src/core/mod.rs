@@ -107,11 +107,10 @@ pub struct ApiCore {
     schema_check: Option<SchemaCheck>,
 }
 
-/// Removes from an object the fields its resource's schema does not declare, and refuses a
-/// value of a type the schema does not take, with the decoder's message (the HTTP edge owns
-/// the schemas and supplies it).
-pub type SchemaCheck =
-    Arc<dyn Fn(&'static ResourceType, &mut Value) -> Result<(), String> + Send + Sync>;
+/// Removes from an object (of the kind in the group it is given) the fields its schema does
+/// not declare, and refuses a value of a type the schema does not take, with the decoder's
+/// message (the HTTP edge owns the schemas and supplies it).
+pub type SchemaCheck = Arc<dyn Fn(&str, &str, &mut Value) -> Result<(), String> + Send + Sync>;
 
 /// How a write records field ownership.
 enum Ownership<'a> {
@@ -149,10 +148,15 @@ impl ApiCore {
         name: &str,
         object: &mut Value,
     ) -> Result<(), ApiError> {
+        self.check_schema_as(resource.group, resource.kind, object).map_err(|decoding| {
+            ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
+        })
+    }
+
+    /// The schema check of an object of `kind` in `group` (a resource's or a subresource's).
+    fn check_schema_as(&self, group: &str, kind: &str, object: &mut Value) -> Result<(), String> {
         match &self.schema_check {
-            Some(check) => check(resource, object).map_err(|decoding| {
-                ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
-            }),
+            Some(check) => check(group, kind, object),
             None => Ok(()),
         }
     }
@@ -668,9 +672,7 @@ impl ApiCore {
                 // quantities and times in canonical form: an object an older build stored is
                 // not changed by an update that only decodes it again. A stored value that no
                 // longer decodes is left as it is (the update's own is checked).
-                if let Some(check) = &self.schema_check {
-                    let _ = check(resource, &mut current_value);
-                }
+                let _ = self.check_schema_as(resource.group, resource.kind, &mut current_value);
                 defaults::apply(resource.kind, &mut current_value);
             }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
@@ -1843,7 +1845,7 @@ mod tests {
     #[actix::test]
     async fn an_object_stored_before_its_quantities_were_canonical_can_still_be_updated() {
         // The schema check writes quantities back canonical, as the HTTP edge's does.
-        let check: SchemaCheck = Arc::new(|_, pod: &mut Value| {
+        let check: SchemaCheck = Arc::new(|_, _, pod: &mut Value| {
             let cpu = pod.pointer_mut("/spec/containers/0/resources/requests/cpu");
             if let Some(Value::String(cpu)) = cpu {
                 *cpu = crate::model::quantity::canonical(cpu)

@@ -201,6 +201,15 @@ impl ApiCore {
     ) -> Result<Value, ApiError> {
         let current = self.get_scale(namespace, name).await?;
         let mut patched = patch::apply(&current, patch_type, patch)?;
+        // What the patch leaves is decoded as a Scale (422 on `patch`, as for a resource).
+        self.check_schema_as("autoscaling", "Scale", &mut patched).map_err(|decoding| {
+            ApiError::Invalid {
+                kind: "Scale",
+                group: "autoscaling",
+                name: name.into(),
+                causes: vec![FieldError::invalid_patch(decoding)],
+            }
+        })?;
         // Unless the patch names a resourceVersion, it applies to the latest controller.
         if patch.pointer("/metadata/resourceVersion").is_none() {
             if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {

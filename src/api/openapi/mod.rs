@@ -767,8 +767,8 @@ pub fn check_fields_as(
 /// The API core's check of a patched or applied object: drops the fields of `object` its
 /// kind's schema does not declare and what `omitempty` leaves out, and refuses a value its
 /// type does not take (the decoder's message).
-pub fn check_patched(resource: &ResourceType, object: &mut Value) -> Result<(), String> {
-    check_fields(resource.group, resource.kind, object, Unknown::Drop).map(drop)
+pub fn check_patched(group: &str, kind: &str, object: &mut Value) -> Result<(), String> {
+    check_fields(group, kind, object, Unknown::Drop).map(drop)
 }
 
 #[cfg(test)]
