@@ -342,33 +342,37 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
     })
 }
 
-/// Checks a body that is not a resource (`DeleteOptions` in group `meta.k8s.io`, a `Scale` in
-/// `autoscaling`) as Kubernetes decodes one: another kind, or a value its field's type does not
-/// take, is refused (400, with the decoder's message); unknown fields are dropped.
-pub fn check_body_kind(group: &str, kind: &str, body: &mut Value) -> Result<(), HttpError> {
+/// Refuses a body that is not a resource but names another kind than `kind`, as Kubernetes'
+/// decoder refuses it (400).
+fn check_kind(kind: &str, body: &Value) -> Result<(), HttpError> {
     let named = body.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if !named.is_empty() && named != kind {
-        let version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
-        return Err(HttpError::BadRequest(format!(
-            "no kind {named:?} is registered for version {version:?}: the body must be a {kind}"
-        )));
+    if named.is_empty() || named == kind {
+        return Ok(());
     }
-    check_fields(group, kind, body, Unknown::Drop).map(drop).map_err(HttpError::BadRequest)
+    let version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
+    Err(HttpError::BadRequest(format!(
+        "no kind {named:?} is registered for version {version:?}: the body must be a {kind}"
+    )))
 }
 
-/// [`check_body_kind`] for a `DeleteOptions` body.
+/// Checks a `DeleteOptions` body as Kubernetes decodes one: another kind, or a value its
+/// field's type does not take, is refused (400, with the decoder's message); unknown fields
+/// are dropped.
 pub fn check_delete_options(options: &mut Value) -> Result<(), HttpError> {
-    check_body_kind("meta.k8s.io", "DeleteOptions", options)
+    check_kind("DeleteOptions", options)?;
+    check_fields("meta.k8s.io", "DeleteOptions", options, Unknown::Drop)
+        .map(drop)
+        .map_err(HttpError::BadRequest)
 }
 
-/// [`check_body_kind`] for a `Scale` body, whose decoding errors Kubernetes words as for a
-/// resource's body.
+/// Checks a `Scale` body as [`check_delete_options`] checks its body, its decoding errors
+/// worded as Kubernetes words them for a resource's body.
 pub fn check_scale(scale: &mut Value) -> Result<(), HttpError> {
-    check_body_kind("autoscaling", "Scale", scale).map_err(|e| match e {
-        HttpError::BadRequest(m) if m.starts_with("json: ") => HttpError::BadRequest(format!(
-            "Scale in version \"v1\" cannot be handled as a Scale: {m}"
-        )),
-        other => other,
+    check_kind("Scale", scale)?;
+    check_fields("autoscaling", "Scale", scale, Unknown::Drop).map(drop).map_err(|decoding| {
+        HttpError::BadRequest(format!(
+            "Scale in version \"v1\" cannot be handled as a Scale: {decoding}"
+        ))
     })
 }
 
@@ -531,7 +535,7 @@ mod tests {
             "{refused:?}"
         );
         let mut scale = json!({"kind": "Scale", "spec": {"replicas": 3}});
-        check_body_kind("autoscaling", "Scale", &mut scale).unwrap();
+        check_scale(&mut scale).unwrap();
     }
 
     #[test]

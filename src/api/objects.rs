@@ -411,12 +411,12 @@ async fn eviction(
         )));
     }
     let mut delete_options = eviction.get("deleteOptions").filter(|o| !o.is_null()).cloned();
-    if let Some(options) = delete_options.as_mut().and_then(Value::as_object_mut) {
+    if let Some(options) = &mut delete_options {
         // The kind of an object inside another is not looked at (Kubernetes decodes it by
         // its place in the Eviction).
-        options.remove("kind");
-    }
-    if let Some(options) = &mut delete_options {
+        if let Some(fields) = options.as_object_mut() {
+            fields.remove("kind");
+        }
         body::check_delete_options(options)?;
     }
     let options = query.delete_options(delete_options.as_ref())?;
@@ -568,10 +568,8 @@ async fn read_delete_options(
     state: &AppState,
 ) -> Result<kplane_actors::core::DeleteOptions, HttpError> {
     let bytes = body::read(payload, state.max_body_bytes).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return query.delete_options(None);
-    }
-    let mut options = body::decode_object(req, &bytes)?;
+    let blank = bytes.iter().all(u8::is_ascii_whitespace);
+    let mut options = if blank { Value::Null } else { body::decode_object(req, &bytes)? };
     if options.is_null() {
         return query.delete_options(None);
     }

@@ -77,9 +77,7 @@ pub async fn serve(
     let frames = core.watch(resource, namespace, &options).await?;
     let as_table = wants_table(req);
     let include = IncludeObject::from_query(query.get("includeObject"));
-    let deadline = tokio::time::sleep(timeout);
     let encoded = frames
-        .take_until(deadline)
         .scan(false, |ended, frame| {
             // Nothing follows an ERROR event.
             if *ended {

@@ -29,9 +29,9 @@ pub struct WatchOptions {
     pub send_initial_events: Option<bool>,
     /// As for lists: how much of each object is needed.
     pub view: ObjectView,
-    /// How long the watch will last (`timeoutSeconds`), if the caller ends it: a watcher with
-    /// bookmarks then gets one shortly before the end, as Kubernetes sends one, so that it
-    /// resumes from a recent revision.
+    /// How long the watch lasts (`timeoutSeconds`): its stream then ends, and a watcher with
+    /// bookmarks gets one shortly before, as Kubernetes sends one, so that it resumes from a
+    /// recent revision. Unset, it lasts until its consumer drops it.
     pub timeout: Option<std::time::Duration>,
 }
 

@@ -106,6 +106,10 @@ impl ApiCore {
             }
             WatchItem::Error(e) => WatchFrame::Error(e.into()),
         });
-        Ok(stream::iter(initial_frames).chain(live).boxed())
+        let frames = stream::iter(initial_frames).chain(live);
+        Ok(match options.timeout {
+            Some(timeout) => frames.take_until(tokio::time::sleep(timeout)).boxed(),
+            None => frames.boxed(),
+        })
     }
 }

@@ -61,7 +61,7 @@ const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Delete
 /// [`check_fields`] knows them too.
 const BODY_KINDS: [(&str, &str, &str); 2] = [
     ("meta.k8s.io", "DeleteOptions", DELETE_OPTIONS_SCHEMA),
-    ("autoscaling", "Scale", "io.k8s.api.autoscaling.v1.Scale"),
+    ("autoscaling", "Scale", SCALE_SCHEMA),
 ];
 
 /// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,

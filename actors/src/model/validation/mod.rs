@@ -896,10 +896,11 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             toleration.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty());
         let operator = toleration.get("operator").and_then(Value::as_str).unwrap_or("");
         let key = toleration.get("key").and_then(Value::as_str).unwrap_or("");
-        for p in label_key_errors(key).into_iter().filter(|_| !key.is_empty()) {
-            errors.push(FieldError::invalid(format!("{path}.tolerations[{i}].key"), key, p));
-        }
-        if key.is_empty() && operator != "Exists" {
+        if !key.is_empty() {
+            for p in label_key_errors(key) {
+                errors.push(FieldError::invalid(format!("{path}.tolerations[{i}].key"), key, p));
+            }
+        } else if operator != "Exists" {
             errors.push(FieldError::invalid(
                 format!("{path}.tolerations[{i}].operator"),
                 operator,
