@@ -365,17 +365,6 @@ pub fn check_delete_options(options: &mut Value) -> Result<(), HttpError> {
         .map_err(HttpError::BadRequest)
 }
 
-/// Checks a `Scale` body as [`check_delete_options`] checks its body, its decoding errors
-/// worded as Kubernetes words them for a resource's body.
-pub fn check_scale(scale: &mut Value) -> Result<(), HttpError> {
-    check_kind("Scale", scale)?;
-    check_fields("autoscaling", "Scale", scale, Unknown::Drop).map(drop).map_err(|decoding| {
-        HttpError::BadRequest(format!(
-            "Scale in version \"v1\" cannot be handled as a Scale: {decoding}"
-        ))
-    })
-}
-
 /// How to treat fields the schema does not know (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
@@ -421,6 +410,19 @@ impl FieldValidation {
         self.check_with(resource, config, &[], Empty::Keep)
     }
 
+    /// As [`Self::check`] for the body of a subresource that is no resource, of the kind
+    /// `(group, version, kind)` (a `Scale`, a `Binding`, an `Eviction`), which must not name
+    /// another kind either.
+    pub fn check_body(
+        self,
+        (group, version, kind): (&str, &str, &str),
+        body: &mut Value,
+        duplicates: &[String],
+    ) -> Result<Vec<String>, HttpError> {
+        check_kind(kind, body)?;
+        self.check_as((group, version, kind), body, duplicates, Empty::Omit)
+    }
+
     fn check_with(
         self,
         resource: &ResourceType,
@@ -428,15 +430,26 @@ impl FieldValidation {
         duplicates: &[String],
         empty: Empty,
     ) -> Result<Vec<String>, HttpError> {
+        let kind = (resource.group, resource.version, resource.kind);
+        self.check_as(kind, object, duplicates, empty)
+    }
+
+    /// The check of an `object` of the kind `(group, version, kind)`.
+    fn check_as(
+        self,
+        (group, version, kind): (&str, &str, &str),
+        object: &mut Value,
+        duplicates: &[String],
+        empty: Empty,
+    ) -> Result<Vec<String>, HttpError> {
         let handling =
             if self == FieldValidation::Strict { Unknown::Report } else { Unknown::Drop };
-        let checked = check_fields_as(resource.group, resource.kind, object, handling, empty);
-        let unknown = checked.map_err(|decoding| {
-            let (kind, version) = (resource.kind, resource.version);
-            HttpError::BadRequest(format!(
-                "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
-            ))
-        })?;
+        let unknown =
+            check_fields_as(group, kind, object, handling, empty).map_err(|decoding| {
+                HttpError::BadRequest(format!(
+                    "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
+                ))
+            })?;
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
@@ -527,15 +540,31 @@ mod tests {
         check_delete_options(&mut fine).unwrap();
         assert_eq!(fine.get("bogus"), None, "unknown fields are dropped");
         assert_eq!(fine["gracePeriodSeconds"], 0);
+        const SCALE: (&str, &str, &str) = ("autoscaling", "v1", "Scale");
         let mut scale = json!({"kind": "Scale", "spec": {"replicas": "3"}});
-        let refused = check_scale(&mut scale).unwrap_err();
+        let refused = FieldValidation::Ignore.check_body(SCALE, &mut scale, &[]).unwrap_err();
         assert!(
-            matches!(&refused, HttpError::BadRequest(m) if m.ends_with(
-                "cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32")),
+            matches!(&refused, HttpError::BadRequest(m) if m == "Scale in version \"v1\" cannot \
+                be handled as a Scale: json: cannot unmarshal string into Go struct field \
+                ScaleSpec.spec.replicas of type int32"),
             "{refused:?}"
         );
-        let mut scale = json!({"kind": "Scale", "spec": {"replicas": 3}});
-        check_scale(&mut scale).unwrap();
+        // Unknown and repeated fields as `fieldValidation` has them, as for a resource.
+        let scale = json!({"kind": "Scale", "spec": {"replicas": 3, "bogus": 1}});
+        let repeated = ["spec.replicas".to_string()];
+        let mut warned = scale.clone();
+        let warnings = FieldValidation::Warn.check_body(SCALE, &mut warned, &repeated).unwrap();
+        assert_eq!(warnings, ["duplicate field \"spec.replicas\"", "unknown field \"spec.bogus\""]);
+        assert_eq!(warned, json!({"kind": "Scale", "spec": {"replicas": 3}}));
+        let refused =
+            FieldValidation::Strict.check_body(SCALE, &mut scale.clone(), &[]).unwrap_err();
+        assert!(
+            matches!(&refused, HttpError::BadRequest(m)
+                if m == "strict decoding error: unknown field \"spec.bogus\""),
+            "{refused:?}"
+        );
+        let refused = FieldValidation::Ignore.check_body(SCALE, &mut json!({"kind": "Pod"}), &[]);
+        assert!(matches!(refused, Err(HttpError::BadRequest(_))), "{refused:?}");
     }
 
     #[test]

@@ -370,6 +370,27 @@ pub(super) async fn only_body_of(
     body::decode_object(req, &bytes)
 }
 
+/// The body of a subresource request that only takes `method` (405 otherwise), decoded as
+/// the kind `(group, version, kind)` under the request's `fieldValidation`, with the warnings
+/// to answer with.
+async fn checked_body_of(
+    req: &HttpRequest,
+    method: Method,
+    payload: web::Payload,
+    query: &Query,
+    state: &AppState,
+    kind: (&str, &str, &str),
+) -> Result<(Value, Vec<String>), HttpError> {
+    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+    if req.method() != method {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    let bytes = body::read(payload, state.max_body_bytes).await?;
+    let (mut body, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
+    let warnings = validation.check_body(kind, &mut body, &duplicates)?;
+    Ok((body, warnings))
+}
+
 /// POST `pods/{name}/binding`: answers a Success `Status`, as Kubernetes does.
 async fn binding(
     req: &HttpRequest,
@@ -379,16 +400,20 @@ async fn binding(
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
-    let binding = only_body_of(req, Method::POST, payload, state).await?;
+    let kind = ("", "v1", "Binding");
+    let (binding, warnings) =
+        checked_body_of(req, Method::POST, payload, query, state, kind).await?;
     state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
-    Ok(created_success())
+    Ok(created_success(&warnings))
 }
 
 /// The Success `Status` of a subresource created without an object to answer with.
-fn created_success() -> HttpResponse {
+fn created_success(warnings: &[String]) -> HttpResponse {
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "code": 201});
-    json_bytes(StatusCode::CREATED, status.to_string().into())
+    let mut response = json_bytes(StatusCode::CREATED, status.to_string().into());
+    add_warnings(&mut response, warnings);
+    response
 }
 
 /// POST `pods/{name}/eviction` (policy/v1 `Eviction`): the pod is deleted with the delete
@@ -402,26 +427,21 @@ async fn eviction(
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
-    let eviction = only_body_of(req, Method::POST, payload, state).await?;
+    let kind = ("policy", "v1", "Eviction");
+    let (eviction, warnings) =
+        checked_body_of(req, Method::POST, payload, query, state, kind).await?;
     let api_version = eviction.get("apiVersion").and_then(Value::as_str).unwrap_or("policy/v1");
-    let kind = eviction.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
-    if kind != "Eviction" || !matches!(api_version, "policy/v1" | "policy/v1beta1") {
+    if !matches!(api_version, "policy/v1" | "policy/v1beta1") {
         return Err(HttpError::BadRequest(format!(
-            "the body of an eviction must be a policy/v1 Eviction, not {api_version} {kind}"
+            "the body of an eviction must be a policy/v1 Eviction, not {api_version} Eviction"
         )));
     }
-    let mut delete_options = eviction.get("deleteOptions").filter(|o| !o.is_null()).cloned();
-    if let Some(options) = &mut delete_options {
-        // The kind of an object inside another is not looked at (Kubernetes decodes it by
-        // its place in the Eviction).
-        if let Some(fields) = options.as_object_mut() {
-            fields.remove("kind");
-        }
-        body::check_delete_options(options)?;
-    }
-    let options = query.delete_options(delete_options.as_ref())?;
+    // Decoded with the Eviction (the kind it names inside is not looked at, as Kubernetes
+    // decodes it by its place in the Eviction).
+    let delete_options = eviction.get("deleteOptions").filter(|o| !o.is_null());
+    let options = query.delete_options(delete_options)?;
     state.core.evict(namespace, name, &eviction, options).await?;
-    Ok(created_success())
+    Ok(created_success(&warnings))
 }
 
 /// PUT `namespaces/{name}/finalize`: sets the namespace's `spec.finalizers` to the body's and
@@ -435,10 +455,14 @@ async fn finalize(
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
-    let namespace = only_body_of(req, Method::PUT, payload, state).await?;
+    let kind = ("", "v1", "Namespace");
+    let (namespace, warnings) =
+        checked_body_of(req, Method::PUT, payload, query, state, kind).await?;
     let options = query.write_options(req)?;
     let finalized = state.core.finalize(name, namespace, &options).await?;
-    Ok(object_response(req, StatusCode::OK, namespaces, &finalized, query))
+    let mut response = object_response(req, StatusCode::OK, namespaces, &finalized, query);
+    add_warnings(&mut response, &warnings);
+    Ok(response)
 }
 
 /// GET, PUT and PATCH on `replicationcontrollers/{name}/scale` (autoscaling/v1 `Scale`).
@@ -460,21 +484,26 @@ async fn scale(
         return Ok(json_bytes(StatusCode::OK, scale.to_string().into()));
     }
     let options = query.write_options(req)?;
-    let scale = match subresource_write(req, payload, state).await? {
-        Write::Replace(mut scale) => {
-            body::check_scale(&mut scale)?;
-            core.update_scale(namespace, name, &scale, &options).await?
+    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+    let (scale, warnings) = match subresource_write(req, payload, state).await? {
+        Write::Replace(mut scale, duplicates) => {
+            let kind = ("autoscaling", "v1", "Scale");
+            let warnings = validation.check_body(kind, &mut scale, &duplicates)?;
+            (core.update_scale(namespace, name, &scale, &options).await?, warnings)
         }
         Write::Patch(patch_type, patch) => {
-            core.patch_scale(namespace, name, patch_type, &patch, &options).await?
+            (core.patch_scale(namespace, name, patch_type, &patch, &options).await?, Vec::new())
         }
     };
-    Ok(json_bytes(StatusCode::OK, scale.to_string().into()))
+    let mut response = json_bytes(StatusCode::OK, scale.to_string().into());
+    add_warnings(&mut response, &warnings);
+    Ok(response)
 }
 
 /// What a PUT or a PATCH (not a server-side apply) of a subresource sends.
 enum Write {
-    Replace(Value),
+    /// The body, and the fields it repeated.
+    Replace(Value, Vec<String>),
     Patch(PatchType, Value),
 }
 
@@ -497,7 +526,10 @@ async fn subresource_write(
     };
     let bytes = body::read(payload, state.max_body_bytes).await?;
     Ok(match patch_type {
-        None => Write::Replace(body::decode_object(req, &bytes)?),
+        None => {
+            let (body, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
+            Write::Replace(body, duplicates)
+        }
         Some(patch_type) => Write::Patch(patch_type, body::parse_json(&bytes)?),
     })
 }
@@ -513,12 +545,16 @@ async fn ephemeral_containers(
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let (core, pods) = (&state.core, resources::core("pods"));
+    let mut warnings = Vec::new();
     let pod = if req.method() == Method::GET {
         core.get(pods, namespace, name).await?
     } else {
         let options = query.write_options(req)?;
+        let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
         match subresource_write(req, payload, state).await? {
-            Write::Replace(pod) => {
+            Write::Replace(mut pod, duplicates) => {
+                // The body is a whole Pod, decoded as the pod's own PUT decodes it.
+                warnings = validation.check(pods, &mut pod, &duplicates)?;
                 core.update_ephemeral_containers(namespace, name, pod, &options).await?
             }
             Write::Patch(patch_type, patch) => {
@@ -527,7 +563,9 @@ async fn ephemeral_containers(
             }
         }
     };
-    Ok(object_response(req, StatusCode::OK, pods, &pod, query))
+    let mut response = object_response(req, StatusCode::OK, pods, &pod, query);
+    add_warnings(&mut response, &warnings);
+    Ok(response)
 }
 
 /// The media types of a patch of a scale or of ephemeral containers, which take no server-side

@@ -341,6 +341,77 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     let reply = server.put(&format!("{rcs}/typed-rc/scale"), &renamed);
     assert_status(&reply, 400, "BadRequest");
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    // A PUT's body must name its object, the scale's as the object's own (Kubernetes'
+    // `checkName`); nothing is filled in from the URL.
+    let unnamed_scale =
+        json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "spec": {"replicas": 2}});
+    let unnamed_rc = json!({"spec": {"replicas": 2}});
+    for (path, unnamed) in
+        [(format!("{rcs}/typed-rc/scale"), unnamed_scale), (format!("{rcs}/typed-rc"), unnamed_rc)]
+    {
+        let reply = server.put(&path, &unnamed);
+        assert_status(&reply, 400, "BadRequest");
+        assert_eq!(
+            reply.1["message"],
+            "the name of the object (typed-rc based on URL) was undeterminable: name must be provided"
+        );
+    }
+    assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    // An eviction names the pod of its URL.
+    let evictions = "/api/v1/namespaces/default/pods/any/eviction";
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {}});
+    let reply = server.post(evictions, &eviction);
+    assert_status(&reply, 400, "BadRequest");
+    assert_eq!(reply.1["message"], "name in URL does not match name in Eviction object");
+    // The bodies of a binding, an eviction, a namespace's finalize and a scale are decoded
+    // by their kinds' schemas, as a resource's: a value of the wrong type is 400, and an
+    // unknown field too under Strict.
+    let bindings = "/api/v1/namespaces/default/pods/any/binding";
+    let finalize = "/api/v1/namespaces/default/finalize";
+    let scales = format!("{rcs}/typed-rc/scale");
+    let typed = [
+        (
+            bindings,
+            json!({"metadata": {"name": "any"}, "target": {"name": 7}}),
+            "Binding in version \"v1\" cannot be handled as a Binding: json: cannot unmarshal \
+             number into Go struct field ObjectReference.target.name of type string",
+        ),
+        (
+            evictions,
+            json!({"metadata": {"name": "any"}, "deleteOptions": {"gracePeriodSeconds": "0"}}),
+            "Eviction in version \"v1\" cannot be handled as a Eviction: json: cannot unmarshal \
+             string into Go struct field DeleteOptions.deleteOptions.gracePeriodSeconds of type \
+             int64",
+        ),
+        (
+            finalize,
+            json!({"metadata": {"name": "default", "labels": "x"}}),
+            "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot \
+             unmarshal string into Go struct field ObjectMeta.metadata.labels of type \
+             map[string]string",
+        ),
+    ];
+    for (path, body, message) in typed {
+        let reply =
+            if path == finalize { server.put(path, &body) } else { server.post(path, &body) };
+        assert_status(&reply, 400, "BadRequest");
+        assert_eq!(reply.1["message"], message, "{path}");
+    }
+    let strict = [
+        (bindings, json!({"metadata": {"name": "any"}, "target": {"name": "n"}, "extra": 1})),
+        (evictions, json!({"metadata": {"name": "any"}, "deleteOptions": {"extra": 1}})),
+        (finalize, json!({"metadata": {"name": "default"}, "extra": 1})),
+        (&scales, json!({"metadata": {"name": "typed-rc"}, "spec": {"replicas": 1}, "extra": 1})),
+    ];
+    for (path, body) in strict {
+        let strictly = format!("{path}?fieldValidation=Strict");
+        let put = path == finalize || path == scales;
+        let reply = if put { server.put(&strictly, &body) } else { server.post(&strictly, &body) };
+        assert_status(&reply, 400, "BadRequest");
+        let message = reply.1["message"].as_str().unwrap();
+        assert!(message.starts_with("strict decoding error: unknown field"), "{path}: {message}");
+    }
+    assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
     // A DELETE's body, when there is one, carries all its options: the query's are not read
     // (a `null` body is no body).
     let configmaps = "/api/v1/namespaces/default/configmaps";

@@ -6,7 +6,10 @@
 
 use serde_json::{json, Value};
 
-use super::{ApiCore, ApiError, DeleteOptions, PatchType, WriteOptions, UPDATE_RETRIES};
+use super::{
+    check_subresource_names, ApiCore, ApiError, DeleteOptions, PatchType, WriteOptions,
+    UPDATE_RETRIES,
+};
 use crate::model::disruption::{pod_selector, set_allowed_condition};
 use crate::model::{is_being_deleted, is_ready, json, resources, Labels, StoredObject};
 
@@ -25,14 +28,7 @@ impl ApiCore {
         options: DeleteOptions,
     ) -> Result<(), ApiError> {
         let pods = resources::core("pods");
-        match json::at(eviction, "/metadata/name").and_then(Value::as_str) {
-            Some(named) if !named.is_empty() && named != name => {
-                return Err(ApiError::BadRequest(
-                    "name in URL does not match name in Eviction object".into(),
-                ))
-            }
-            _ => {}
-        }
+        check_subresource_names(eviction, "Eviction", namespace, name)?;
         let client_pinned = options.precondition_resource_version.is_some();
         // A pod that disrupts nothing goes at once; one that is Pending is pinned to the
         // version looked at, so that one turning Running meanwhile is looked at again.

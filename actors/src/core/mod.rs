@@ -597,7 +597,6 @@ impl ApiCore {
                 if let Some(object) = body.as_object_mut() {
                     let meta = object.entry("metadata").or_insert_with(|| json!({}));
                     if let Some(meta) = meta.as_object_mut() {
-                        set_name(meta, name)?;
                         // An update's precondition, which a create takes no account of.
                         meta.remove("resourceVersion");
                     }
@@ -647,8 +646,8 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut object = typed_object(resource, body)?;
         let meta = metadata(&mut object)?;
+        check_name(resource, meta, namespace, name)?;
         set_namespace(resource, namespace, meta)?;
-        set_name(meta, name)?;
         let requested_rv = requested_revision(meta)?;
         let key = ObjectKey::new(resource, namespace, name);
         // A uid in the body must be the stored object's, as in Kubernetes (a 409 otherwise):
@@ -1420,6 +1419,11 @@ fn metadata(object: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
     meta.as_object_mut().ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))
 }
 
+/// A create's refusal of a body naming another namespace than its URL (Kubernetes'
+/// `EnsureObjectNamespaceMatchesRequestNamespace`).
+const NAMESPACE_MISMATCH: &str =
+    "the namespace of the provided object does not match the namespace sent on the request";
+
 fn set_namespace(
     resource: &ResourceType,
     namespace: &str,
@@ -1430,10 +1434,9 @@ fn set_namespace(
         return Ok(());
     }
     match meta.get("namespace").and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() && ns != namespace => Err(ApiError::BadRequest(
-            "the namespace of the provided object does not match the namespace sent on the request"
-                .into(),
-        )),
+        Some(ns) if !ns.is_empty() && ns != namespace => {
+            Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()))
+        }
         _ => {
             meta.insert("namespace".into(), json!(namespace));
             Ok(())
@@ -1473,6 +1476,56 @@ fn check_delete_preconditions(
             current.resource_version
         ))),
         _ => Ok(()),
+    }
+}
+
+/// An update's check of the name and namespace its body gives against the URL's, as
+/// Kubernetes' update handler checks them (its `checkName`), before anything else: the name
+/// must be there and be the URL's; a namespace, if given, must be the URL's.
+fn check_name(
+    resource: &ResourceType,
+    meta: &Map<String, Value>,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let named = |field: &str| meta.get(field).and_then(Value::as_str).unwrap_or("");
+    match named("name") {
+        "" => Err(ApiError::BadRequest(format!(
+            "the name of the object ({name} based on URL) was undeterminable: name must be \
+             provided"
+        ))),
+        n if n != name => Err(ApiError::BadRequest(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        _ => match named("namespace") {
+            ns if resource.namespaced && !ns.is_empty() && ns != namespace => {
+                Err(ApiError::BadRequest(format!(
+                    "the namespace of the object ({ns}) does not match the namespace on the \
+                     request ({namespace})"
+                )))
+            }
+            _ => Ok(()),
+        },
+    }
+}
+
+/// The checks of a subresource created under its object's name (`pods/binding`,
+/// `pods/eviction`) on the names its body gives: a namespace, if given, must be the URL's (as
+/// Kubernetes' create handler checks it), then the name must be the URL's object's, a missing
+/// name being another name (as their Kubernetes storage checks it, first).
+fn check_subresource_names(
+    body: &Value,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let body_namespace = json::at(body, "/metadata/namespace").and_then(Value::as_str);
+    if body_namespace.is_some_and(|ns| !ns.is_empty() && ns != namespace) {
+        return Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()));
+    }
+    match json::at(body, "/metadata/name").and_then(Value::as_str) {
+        Some(named) if named == name => Ok(()),
+        _ => Err(ApiError::BadRequest(format!("name in URL does not match name in {kind} object"))),
     }
 }
 
@@ -1879,7 +1932,7 @@ mod tests {
         let core = crate::testing::core().await;
         let options = WriteOptions::default();
         let leases = resources::find("coordination.k8s.io", "v1", "leases").unwrap();
-        let lease = json!({"spec": {"holderIdentity": "a"}});
+        let lease = json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}});
         let (created, was_created) =
             core.put(leases, "default", "l", lease.clone(), &options).await.unwrap();
         assert!(was_created);
@@ -1896,12 +1949,24 @@ mod tests {
         assert!(!was_created);
         assert_eq!(renewed.to_value()["spec"]["holderIdentity"], "b");
         assert_eq!(renewed.to_value()["metadata"]["uid"], created["metadata"]["uid"]);
-        let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {}});
+        let stale = json!({"metadata": {"name": "gone", "resourceVersion": "1"}, "spec": {}});
         let (_, was_created) = core.put(leases, "default", "gone", stale, &options).await.unwrap();
         assert!(was_created, "a resourceVersion does not stop an update's create");
-        let other = json!({"metadata": {"name": "other"}, "spec": {}});
-        let mismatch = core.put(leases, "default", "l2", other, &options).await.unwrap_err();
-        assert!(matches!(mismatch, ApiError::BadRequest(_)), "{mismatch}");
+        // The body names its object, as Kubernetes' update handler checks before anything.
+        let refusals = [
+            (json!({"spec": {}}), "the name of the object (l2 based on URL) was undeterminable: name must be provided"),
+            (json!({"metadata": {"name": "other"}, "spec": {}}), "the name of the object (other) does not match the name on the URL (l2)"),
+            (json!({"metadata": {"name": "l2", "namespace": "kube-system"}}), "the namespace of the object (kube-system) does not match the namespace on the request (default)"),
+        ];
+        for (body, message) in refusals {
+            let refused = core.put(leases, "default", "l2", body, &options).await.unwrap_err();
+            assert!(matches!(&refused, ApiError::BadRequest(m) if m == message), "{refused}");
+        }
+        let nodes = resources::core("nodes");
+        let node = json!({"metadata": {"name": "n", "namespace": "ignored"}});
+        core.create(nodes, "", node.clone(), &options).await.unwrap();
+        let replaced = core.update(nodes, "", "n", node, &options).await.unwrap().to_value();
+        assert!(replaced["metadata"].get("namespace").is_none(), "{replaced}");
         let missing_ns = core.put(leases, "nowhere", "l", lease, &options).await.unwrap_err();
         assert!(
             matches!(&missing_ns, ApiError::NotFound { resource: "namespaces", .. }),

@@ -5,8 +5,8 @@ use serde_json::{json, Value};
 
 use super::UPDATE_RETRIES;
 use super::{
-    parse_rv, patch, set_name, set_namespace, ApiCore, ApiError, Ownership, Part, PatchType,
-    WriteOptions,
+    check_name, check_subresource_names, parse_rv, patch, ApiCore, ApiError, Ownership, Part,
+    PatchType, WriteOptions,
 };
 use crate::model::{resources, FieldError, ObjectKey};
 use crate::store::{Preconditions, StoreError};
@@ -31,6 +31,7 @@ impl ApiCore {
         binding: &Value,
         dry_run: bool,
     ) -> Result<(), ApiError> {
+        check_subresource_names(binding, "Binding", namespace, name)?;
         let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
         let target_kind = binding.pointer("/target/kind").and_then(Value::as_str).unwrap_or("");
         let mut causes = Vec::new();
@@ -51,14 +52,6 @@ impl ApiCore {
                 name: name.into(),
                 causes,
             });
-        }
-        match binding.pointer("/metadata/name").and_then(Value::as_str) {
-            Some(n) if !n.is_empty() && n != name => {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )))
-            }
-            _ => {}
         }
         let wanted_uid = binding.pointer("/metadata/uid").and_then(Value::as_str);
         let key = ObjectKey::new(resources::core("pods"), namespace, name);
@@ -136,11 +129,8 @@ impl ApiCore {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         // The scale names its object as a replace's body does: the URL's name and namespace.
-        if let Some(meta) = scale.get("metadata").and_then(Value::as_object) {
-            let mut meta = meta.clone();
-            set_name(&mut meta, name)?;
-            set_namespace(resources::core("replicationcontrollers"), namespace, &mut meta)?;
-        }
+        let meta = scale.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+        check_name(resources::core("replicationcontrollers"), &meta, namespace, name)?;
         let replicas =
             match scale.pointer("/spec/replicas") {
                 None | Some(Value::Null) => 0,
@@ -294,11 +284,28 @@ mod tests {
         let pods = resources::core("pods");
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
         core.create(pods, "default", pod, &crate::core::WriteOptions::default()).await.unwrap();
-        let to_a_pod = json!({"target": {"kind": "Pod", "name": "other"}});
+        let to_a_pod =
+            json!({"metadata": {"name": "p"}, "target": {"kind": "Pod", "name": "other"}});
         let refused = core.bind("default", "p", &to_a_pod, false).await;
         let Err(ApiError::Invalid { causes, .. }) = refused else { panic!("{refused:?}") };
         assert_eq!(causes[0].field, "target.kind");
-        let to_a_node = json!({"target": {"kind": "Node", "name": "n1"}});
+        // The body names the URL's pod, checked before its target, as Kubernetes' storage
+        // checks it (a missing name is another name); a namespace given must be the URL's.
+        let named = |metadata: Value| json!({"metadata": metadata, "target": {"name": ""}});
+        let refusals = [
+            (named(json!({})), "name in URL does not match name in Binding object"),
+            (named(json!({"name": "q"})), "name in URL does not match name in Binding object"),
+            (
+                named(json!({"name": "p", "namespace": "kube-system"})),
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ),
+        ];
+        for (binding, message) in refusals {
+            let refused = core.bind("default", "p", &binding, false).await.unwrap_err();
+            assert!(matches!(&refused, ApiError::BadRequest(m) if m == message), "{refused}");
+        }
+        let to_a_node = json!({"metadata": {"name": "p", "namespace": "default"},
+            "target": {"kind": "Node", "name": "n1"}});
         core.bind("default", "p", &to_a_node, false).await.unwrap();
     }
 

@@ -55,13 +55,17 @@ const PATCH_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 /// Schema names of the `scale` and `binding` subresources' kinds.
 const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
 const BINDING_SCHEMA: &str = "io.k8s.api.core.v1.Binding";
+/// Schema name of the `eviction` subresource's kind.
+const EVICTION_SCHEMA: &str = "io.k8s.api.policy.v1.Eviction";
 /// Schema name of `meta/v1.DeleteOptions`.
 const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 /// The kinds of request bodies that are not resources, by group and kind, with their schemas:
 /// [`check_fields`] knows them too.
-const BODY_KINDS: [(&str, &str, &str); 2] = [
+const BODY_KINDS: [(&str, &str, &str); 4] = [
     ("meta.k8s.io", "DeleteOptions", DELETE_OPTIONS_SCHEMA),
     ("autoscaling", "Scale", SCALE_SCHEMA),
+    ("", "Binding", BINDING_SCHEMA),
+    ("policy", "Eviction", EVICTION_SCHEMA),
 ];
 
 /// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,
@@ -194,6 +198,7 @@ fn build_docs() -> Docs {
     gen.subschema_for::<metav1::ListMeta>();
     gen.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
     gen.subschema_for::<corev1::Binding>();
+    gen.subschema_for::<k8s_openapi::api::policy::v1::Eviction>();
     let mut schemas = gen.take_definitions(true);
     declare_lists(&mut schemas);
     metadata_is_optional(&mut schemas);
@@ -232,7 +237,8 @@ fn build_docs() -> Docs {
         documents.push(GroupVersionDocument { group, version, bytes: bytes.into() });
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
-    // The bodies of a DELETE and of a scale's PUT are checked against their schemas too.
+    // The bodies of a DELETE and of the subresources that are no resource are checked
+    // against their schemas too.
     let mut checked = kinds.clone();
     for (group, kind, schema) in BODY_KINDS {
         checked.insert((group.to_string(), kind.to_string()), schema.to_string());
