@@ -155,44 +155,80 @@ fn is_dns_label(s: &str) -> bool {
 fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
-/// Problems with a label or annotation key (`[prefix/]name`).
+/// Kubernetes' message for a name part that does not match `QUALIFIED_NAME_REGEX`.
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', \
+and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// The most characters of a qualified name's name part, and of a label value.
+const QUALIFIED_NAME_MAX: usize = 63;
+
+/// Problems with a qualified name (`[prefix/]name`: a label key, an annotation key once
+/// lowercased, a finalizer...), worded as Kubernetes' `IsQualifiedName` words them.
 pub fn label_key_errors(key: &str) -> Vec<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
     let mut errors = Vec::new();
-    if let Some(p) = prefix {
-        if !dns1123_subdomain_errors(p).is_empty() {
-            errors.push(format!("prefix part {}", DNS1123_SUBDOMAIN_MSG));
+    let name = match key.split('/').collect::<Vec<_>>()[..] {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_string());
+            }
+            let prefix_errors = dns1123_subdomain_errors(prefix).into_iter();
+            errors.extend(
+                prefix_errors.filter(|_| !prefix.is_empty()).map(|e| format!("prefix part {e}")),
+            );
+            name
         }
+        _ => {
+            return vec![format!(
+                "a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and \
+                 '/' (e.g. 'example.com/MyName')"
+            )]
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_string());
+    } else if name.len() > QUALIFIED_NAME_MAX {
+        errors.push(format!("name part must be no more than {QUALIFIED_NAME_MAX} characters"));
     }
     if !is_qualified_name_part(name) {
+        errors.push(format!("name part {QUALIFIED_NAME_MSG}"));
+    }
+    errors
+}
+
+/// Problems with a label value (empty, or a qualified-name part), worded as Kubernetes'
+/// `IsValidLabelValue` words them.
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > QUALIFIED_NAME_MAX {
+        errors.push(format!("must be no more than {QUALIFIED_NAME_MAX} characters"));
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
         errors.push(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start \
-             and end with an alphanumeric character (at most 63 characters)"
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', \
+             '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  \
+             or 'my_value',  or '12345', regex used for validation is \
+             '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
                 .to_string(),
         );
     }
     errors
 }
 
-/// Problems with a label value (empty, or a qualified-name part).
-pub fn label_value_errors(value: &str) -> Vec<String> {
-    if value.is_empty() || is_qualified_name_part(value) {
-        Vec::new()
-    } else {
-        vec!["a valid label must be an empty string or consist of alphanumeric characters, \
-              '-', '_' or '.', and must start and end with an alphanumeric character \
-              (at most 63 characters)"
-            .to_string()]
-    }
+/// The finalizer names every kind takes without a prefix (Kubernetes' standard finalizers).
+const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+
+/// Kubernetes' extra rule for the finalizers of its own kinds (`validateKubeFinalizerName`):
+/// one without a `/` must be a standard one.
+fn kube_finalizer_error(name: &str) -> Option<&'static str> {
+    (!name.contains('/') && !STANDARD_FINALIZERS.contains(&name))
+        .then_some("name is neither a standard finalizer name nor is it fully qualified")
 }
 
 /// What is wrong with `name` as the name of a `resource`.
@@ -267,7 +303,8 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     validate_labels(meta.and_then(|m| m.get("labels")), "metadata.labels", &mut errors);
     if let Some(annotations) = meta.and_then(|m| m.get("annotations")).and_then(Value::as_object) {
         for k in annotations.keys() {
-            for p in label_key_errors(k) {
+            // Checked lowercased, as Kubernetes checks them.
+            for p in label_key_errors(&k.to_lowercase()) {
                 errors.push(FieldError::invalid("metadata.annotations", k, p));
             }
         }
@@ -277,14 +314,9 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             errors.push(FieldError::too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES));
         }
     }
-    let finalizers = meta.and_then(|m| m.get("finalizers")).and_then(Value::as_array);
-    for (i, finalizer) in finalizers.into_iter().flatten().enumerate() {
-        let name = finalizer.as_str().unwrap_or("");
-        for p in label_key_errors(name) {
-            errors.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), name, p));
-        }
-    }
     validate_owner_references(meta.and_then(|m| m.get("ownerReferences")), &mut errors);
+    let finalizers = meta.map(|m| json::strings(m, "finalizers")).unwrap_or_default();
+    validate_finalizers(&finalizers, &mut errors);
     match resource.kind {
         "Pod" => validate_pod_spec(object.get("spec"), "spec", &mut errors),
         "ReplicationController" => validate_rc(object, &mut errors),
@@ -309,9 +341,44 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "ResourceQuota" => resource_policy::validate_quota(object, &mut errors),
         "LimitRange" => resource_policy::validate_limit_range(object, &mut errors),
         "Node" => validate_taints(json::at(object, "/spec/taints"), &mut errors),
+        "Namespace" => {
+            let finalizers = object.get("spec").map(|s| json::strings(s, "finalizers"));
+            for name in finalizers.unwrap_or_default() {
+                let problems = label_key_errors(&name)
+                    .into_iter()
+                    .chain(kube_finalizer_error(&name).map(String::from));
+                errors.extend(problems.map(|p| FieldError::invalid("spec.finalizers", &name, p)));
+            }
+        }
         _ => {}
     }
     errors
+}
+
+/// An object's `metadata.finalizers`, as Kubernetes validates those of its own kinds: each a
+/// qualified name (the problems at the list), not both `orphan` and `foregroundDeletion`,
+/// then each without a prefix a standard one (at its index).
+fn validate_finalizers(finalizers: &[String], errors: &mut Vec<FieldError>) {
+    for name in finalizers {
+        errors.extend(
+            label_key_errors(name)
+                .into_iter()
+                .map(|p| FieldError::invalid("metadata.finalizers", name, p)),
+        );
+    }
+    let has = |wanted: &str| finalizers.iter().any(|f| f == wanted);
+    if has("orphan") && has("foregroundDeletion") {
+        // The list as Go's `%#v` prints it.
+        let quoted: Vec<String> = finalizers.iter().map(|f| format!("{f:?}")).collect();
+        let listed = format!("[]string{{{}}}", quoted.join(", "));
+        let message = "finalizer orphan and foregroundDeletion cannot be both set";
+        errors.push(FieldError::invalid_number("metadata.finalizers", listed, message));
+    }
+    for (i, name) in finalizers.iter().enumerate() {
+        if let Some(problem) = kube_finalizer_error(name) {
+            errors.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), name, problem));
+        }
+    }
 }
 
 /// A name that is a path segment: not `.` or `..`, no `/` or `%` (Kubernetes'
@@ -1261,6 +1328,35 @@ mod tests {
         assert!(dns1123_subdomain_errors("a.b-c.d").is_empty());
         assert!(!dns1123_subdomain_errors("a..b").is_empty());
         assert!(label_key_errors("kubernetes.io/hostname").is_empty());
+        // Worded as Kubernetes' IsQualifiedName and IsValidLabelValue word them.
+        let regex = "must consist of alphanumeric characters, '-', '_' or '.', and must start \
+            and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', \
+            regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+        assert_eq!(
+            label_key_errors("Bad_Prefix/-x"),
+            [format!("prefix part {DNS1123_SUBDOMAIN_MSG}"), format!("name part {regex}"),]
+        );
+        assert_eq!(label_key_errors("/x"), ["prefix part must be non-empty"]);
+        assert_eq!(
+            label_key_errors(""),
+            ["name part must be non-empty".to_string(), format!("name part {regex}"),]
+        );
+        assert_eq!(
+            label_key_errors(&"x".repeat(64)),
+            ["name part must be no more than 63 characters"]
+        );
+        assert_eq!(
+            label_key_errors("a/b/c"),
+            [format!(
+                "a qualified name {regex} with an optional DNS subdomain prefix and '/' (e.g. \
+             'example.com/MyName')"
+            )]
+        );
+        assert_eq!(label_value_errors(&"x".repeat(64)), ["must be no more than 63 characters"]);
+        assert!(label_value_errors("-x")[0].ends_with(
+            "(e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+             '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+        ));
         assert!(!label_key_errors("bad key").is_empty());
         assert!(label_value_errors("").is_empty());
         assert!(!label_value_errors("-x").is_empty());
@@ -1290,6 +1386,39 @@ mod tests {
     }
 
     #[test]
+    fn finalizers_are_qualified_names_and_unprefixed_ones_standard() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p", "annotations": {"Example.com/Key": "v"},
+            "finalizers": ["orphan", "foregroundDeletion", "custom", "example.com/keep"]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let errors = validate_object(pods, &pod);
+        let found: Vec<_> = errors.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect();
+        assert_eq!(found, [
+            ("metadata.finalizers", "Invalid value: []string{\"orphan\", \"foregroundDeletion\", \
+                \"custom\", \"example.com/keep\"}: finalizer orphan and foregroundDeletion cannot be \
+                both set"),
+            ("metadata.finalizers[2]", "Invalid value: \"custom\": name is neither a standard \
+                finalizer name nor is it fully qualified"),
+        ]);
+        let namespaces = find("", "v1", "namespaces").unwrap();
+        let namespace = json!({"metadata": {"name": "n"},
+            "spec": {"finalizers": ["kubernetes", "mine", "example.com/a b"]}});
+        let errors = validate_object(namespaces, &namespace);
+        let found: Vec<_> = errors.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(
+            found[0],
+            (
+                "spec.finalizers",
+                "Invalid value: \"mine\": name is neither a \
+            standard finalizer name nor is it fully qualified"
+            )
+        );
+        assert_eq!(found[1].0, "spec.finalizers");
+        assert!(found[1].1.starts_with("Invalid value: \"example.com/a b\": name part must"));
+    }
+
+    #[test]
     fn pod_fields_kubernetes_checks_beyond_containers() {
         let pods = find("", "v1", "pods").unwrap();
         let pod = json!({"metadata": {"name": "p", "finalizers": ["example.com/keep", "a b", ""]},
@@ -1306,6 +1435,9 @@ mod tests {
         assert_eq!(
             fields,
             [
+                "metadata.finalizers",
+                "metadata.finalizers",
+                "metadata.finalizers",
                 "metadata.finalizers[1]",
                 "metadata.finalizers[2]",
                 "spec.containers[0].env[0].name",
