@@ -368,11 +368,12 @@ fn validate_finalizers(finalizers: &[String], errors: &mut Vec<FieldError>) {
     }
     let has = |wanted: &str| finalizers.iter().any(|f| f == wanted);
     if has("orphan") && has("foregroundDeletion") {
-        // The list as Go's `%#v` prints it.
-        let quoted: Vec<String> = finalizers.iter().map(|f| format!("{f:?}")).collect();
-        let listed = format!("[]string{{{}}}", quoted.join(", "));
         let message = "finalizer orphan and foregroundDeletion cannot be both set";
-        errors.push(FieldError::invalid_number("metadata.finalizers", listed, message));
+        errors.push(FieldError::invalid_number(
+            "metadata.finalizers",
+            go_strings(finalizers),
+            message,
+        ));
     }
     for (i, name) in finalizers.iter().enumerate() {
         if let Some(problem) = kube_finalizer_error(name) {
@@ -586,10 +587,7 @@ fn validate_endpoints(endpoints: &Value, errors: &mut Vec<FieldError>) {
             for (j, address) in addresses.into_iter().flatten().enumerate() {
                 let field = |rest: &str| at(&format!(".{name}[{j}]{rest}"));
                 let ip = address.get("ip").and_then(Value::as_str).unwrap_or("");
-                if ip.parse::<std::net::IpAddr>().is_err() {
-                    let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
-                    errors.push(FieldError::invalid(field(".ip"), ip, message));
-                }
+                validate_ip(ip, || field(".ip"), errors);
                 let node = address.get("nodeName").and_then(Value::as_str).unwrap_or("");
                 for problem in
                     dns1123_subdomain_errors(node).into_iter().filter(|_| !node.is_empty())
@@ -942,6 +940,8 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             errors.push(FieldError::not_supported(format!("{path}.dnsPolicy"), policy, &POLICIES));
         }
     }
+    validate_dns_config(spec, text("dnsPolicy"), path, errors);
+    validate_host_aliases(spec.and_then(|s| s.get("hostAliases")), path, errors);
     if let Some(hostname) = text("hostname").filter(|h| !h.is_empty()) {
         for p in dns1123_label_errors(hostname) {
             errors.push(FieldError::invalid(format!("{path}.hostname"), hostname, p));
@@ -998,6 +998,108 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 effect,
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
             ));
+        }
+    }
+}
+
+/// An IP address (Kubernetes' `IsValidIP`).
+fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldError>) {
+    if ip.parse::<std::net::IpAddr>().is_err() {
+        let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+        errors.push(FieldError::invalid(field(), ip, message));
+    }
+}
+
+/// A list of strings as Go's `%#v` prints it in a message (`[]string{"a", "b"}`).
+fn go_strings(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|item| format!("{item:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// The most nameservers, search paths and search-list characters a pod's `dnsConfig` may
+/// have (Kubernetes' `MaxDNSNameservers`, `MaxDNSSearchPaths`, `MaxDNSSearchListChars`).
+const MAX_DNS_NAMESERVERS: usize = 3;
+const MAX_DNS_SEARCH_PATHS: usize = 32;
+const MAX_DNS_SEARCH_LIST_CHARS: usize = 2048;
+
+/// A pod's `dnsConfig`, as Kubernetes' `validatePodDNSConfig` checks it: required, with a
+/// nameserver, under the `None` policy; nameservers IP addresses, search paths subdomains
+/// (a trailing dot allowed), options named; each list within its bounds.
+fn validate_dns_config(
+    spec: Option<&Value>,
+    policy: Option<&str>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let config = spec.and_then(|s| s.get("dnsConfig")).filter(|c| !c.is_null());
+    let nameservers = config.map(|c| json::strings(c, "nameservers")).unwrap_or_default();
+    if policy == Some("None") {
+        let missing = match config {
+            None => Some(("dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None")),
+            Some(_) if nameservers.is_empty() => Some((
+                "dnsConfig.nameservers",
+                "must provide at least one DNS nameserver when `dnsPolicy` is None",
+            )),
+            Some(_) => None,
+        };
+        if let Some((field, message)) = missing {
+            errors.push(FieldError::required_because(format!("{path}.{field}"), message));
+            return;
+        }
+    }
+    let Some(config) = config else { return };
+    let at = |rest: &str| format!("{path}.dnsConfig.{rest}");
+    if nameservers.len() > MAX_DNS_NAMESERVERS {
+        let message = format!("must not have more than {MAX_DNS_NAMESERVERS} nameservers");
+        errors.push(FieldError::invalid_number(
+            at("nameservers"),
+            go_strings(&nameservers),
+            message,
+        ));
+    }
+    for (i, nameserver) in nameservers.iter().enumerate() {
+        validate_ip(nameserver, || at(&format!("nameservers[{i}]")), errors);
+    }
+    let searches = json::strings(config, "searches");
+    if searches.len() > MAX_DNS_SEARCH_PATHS {
+        let message = format!("must not have more than {MAX_DNS_SEARCH_PATHS} search paths");
+        errors.push(FieldError::invalid_number(at("searches"), go_strings(&searches), message));
+    }
+    if searches.join(" ").len() > MAX_DNS_SEARCH_LIST_CHARS {
+        let message = format!(
+            "must not have more than {MAX_DNS_SEARCH_LIST_CHARS} characters (including spaces) \
+             in the search list"
+        );
+        errors.push(FieldError::invalid_number(at("searches"), go_strings(&searches), message));
+    }
+    for (i, search) in searches.iter().enumerate() {
+        let search = search.strip_suffix('.').unwrap_or(search);
+        for problem in dns1123_subdomain_errors(search) {
+            errors.push(FieldError::invalid(at(&format!("searches[{i}]")), search, problem));
+        }
+    }
+    let options = config.get("options").and_then(Value::as_array).into_iter().flatten();
+    for (i, option) in options.enumerate() {
+        if option.get("name").and_then(Value::as_str).unwrap_or("").is_empty() {
+            errors.push(FieldError::required_because(
+                at(&format!("options[{i}]")),
+                "must not be empty",
+            ));
+        }
+    }
+}
+
+/// A pod's `hostAliases` (Kubernetes' `ValidateHostAliases`): each an IP address with
+/// hostnames that are subdomains.
+fn validate_host_aliases(aliases: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+    for (i, alias) in aliases.and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let ip = alias.get("ip").and_then(Value::as_str).unwrap_or("");
+        validate_ip(ip, || format!("{path}.hostAliases[{i}].ip"), errors);
+        for (j, hostname) in json::strings(alias, "hostnames").iter().enumerate() {
+            for problem in dns1123_subdomain_errors(hostname) {
+                let field = format!("{path}.hostAliases[{i}].hostnames[{j}]");
+                errors.push(FieldError::invalid(field, hostname, problem));
+            }
         }
     }
 }
@@ -1416,6 +1518,62 @@ mod tests {
         );
         assert_eq!(found[1].0, "spec.finalizers");
         assert!(found[1].1.starts_with("Invalid value: \"example.com/a b\": name part must"));
+    }
+
+    #[test]
+    fn dns_config_and_host_aliases_are_checked_as_kubernetes_checks_them() {
+        let pods = find("", "v1", "pods").unwrap();
+        let with = |spec: Value| {
+            let mut pod = json!({"metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            for (k, v) in spec.as_object().unwrap() {
+                pod["spec"][k] = v.clone();
+            }
+            let errors = validate_object(pods, &pod);
+            errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            with(json!({"dnsPolicy": "None"})),
+            ["spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None",]
+        );
+        assert_eq!(with(json!({"dnsPolicy": "None", "dnsConfig": {"searches": ["a"]}})), [
+            "spec.dnsConfig.nameservers: Required value: must provide at least one DNS nameserver \
+             when `dnsPolicy` is None",
+        ]);
+        let config = json!({"nameservers": ["1.1.1.1", "::1", "10.0.0.1", "dns"],
+            "searches": ["svc.cluster.local.", "Bad_Domain"], "options": [{"name": "ndots"}, {}]});
+        let errors = with(json!({"dnsPolicy": "None", "dnsConfig": config}));
+        assert_eq!(errors.len(), 4, "{errors:#?}");
+        assert_eq!(
+            errors[0],
+            "spec.dnsConfig.nameservers: Invalid value: []string{\"1.1.1.1\", \
+            \"::1\", \"10.0.0.1\", \"dns\"}: must not have more than 3 nameservers"
+        );
+        assert_eq!(
+            errors[1],
+            "spec.dnsConfig.nameservers[3]: Invalid value: \"dns\": must be a \
+            valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+        );
+        assert!(
+            errors[2].starts_with(
+                "spec.dnsConfig.searches[1]: Invalid value: \"Bad_Domain\": \
+            a lowercase RFC 1123 subdomain"
+            ),
+            "{}",
+            errors[2]
+        );
+        assert_eq!(errors[3], "spec.dnsConfig.options[1]: Required value: must not be empty");
+        let long: Vec<String> = (0..33).map(|i| format!("s{i}")).collect();
+        let errors = with(json!({"dnsConfig": {"searches": long}}));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].ends_with("must not have more than 32 search paths"), "{errors:?}");
+        let errors = with(json!({"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["a.b", "A"]},
+            {"ip": "x", "hostnames": ["c"]}]}));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("spec.hostAliases[0].hostnames[1]: Invalid value: \"A\""));
+        assert!(errors[1].starts_with("spec.hostAliases[1].ip: Invalid value: \"x\": must be a"));
+        assert!(with(json!({"dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.1"]}}))
+            .is_empty());
     }
 
     #[test]
