@@ -58,6 +58,46 @@ fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
     }
 }
 
+/// A service's IP families against what this cluster serves, IPv4 alone, as Kubernetes'
+/// allocator checks them on a single-stack cluster: a single-stack policy takes one family; a
+/// headless service without a selector takes both families under another policy (it needs no
+/// address of either); any other asks only for IPv4, and not for dual-stack.
+fn init_ip_families(service: &mut Value, name: &str) -> Result<(), ApiError> {
+    let spec = &service["spec"];
+    let policy = spec.get("ipFamilyPolicy").and_then(Value::as_str).unwrap_or("SingleStack");
+    let families = crate::model::json::strings(spec, "ipFamilies");
+    let refused =
+        |causes| ApiError::Invalid { kind: "Service", group: "", name: name.into(), causes };
+    if policy == "SingleStack" && families.len() == 2 {
+        let detail = "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families \
+                      are specified";
+        return Err(refused(vec![FieldError::invalid("spec.ipFamilyPolicy", policy, detail)]));
+    }
+    let headless = cluster_ip(service) == Some("None");
+    let selectorless = spec.get("selector").and_then(Value::as_object).is_none_or(|s| s.is_empty());
+    if headless && selectorless {
+        if families.len() == 1 && policy != "SingleStack" {
+            let other = if families[0] == "IPv4" { "IPv6" } else { "IPv4" };
+            service["spec"]["ipFamilies"] = json!([families[0], other]);
+        }
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    if policy == "RequireDualStack" {
+        let detail = "this cluster is not configured for dual-stack services";
+        causes.push(FieldError::invalid("spec.ipFamilyPolicy", policy, detail));
+    }
+    for (i, family) in families.iter().enumerate().filter(|(_, family)| *family != "IPv4") {
+        let field = format!("spec.ipFamilies[{i}]");
+        causes.push(FieldError::invalid(field, family, "not configured on this cluster"));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(refused(causes))
+    }
+}
+
 fn wants_node_ports(service: &Value) -> bool {
     matches!(
         service.pointer("/spec/type").and_then(Value::as_str),
@@ -138,6 +178,9 @@ impl ServiceAllocator {
             service.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName");
         if !service["spec"].is_object() {
             return Ok(());
+        }
+        if !external {
+            init_ip_families(service, name)?;
         }
         let old_ip = old.and_then(cluster_ip).map(String::from);
         let wanted = cluster_ip(service).map(String::from);
@@ -417,6 +460,44 @@ mod tests {
         };
         assert_eq!(causes[0].field, "spec.ports[0].nodePort");
         assert!(causes[0].message.contains("may not be used when `type` is 'ClusterIP'"));
+    }
+
+    #[test]
+    fn ip_families_are_checked_against_a_single_stack_cluster() {
+        let a = small();
+        let causes_of = |spec: Value| match a.allocate(&mut svc(spec), "s") {
+            Err(ApiError::Invalid { causes, .. }) => {
+                causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+            }
+            other => panic!("not refused: {other:?}"),
+        };
+        let causes: Vec<String> = causes_of(json!({"ports": [{"port": 80}],
+            "ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv6", "IPv4"]}));
+        assert_eq!(
+            causes,
+            [
+                "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not \
+             configured for dual-stack services",
+                "spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster",
+            ]
+        );
+        let causes: Vec<String> = causes_of(json!({"ports": [{"port": 80}],
+            "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4", "IPv6"]}));
+        assert_eq!(
+            causes,
+            ["spec.ipFamilyPolicy: Invalid value: \"SingleStack\": must be \
+            'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified"]
+        );
+        // Preferring dual-stack on a single-stack cluster is IPv4 alone.
+        let mut preferring = svc(json!({"ports": [{"port": 80}],
+            "ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv4"]}));
+        a.allocate(&mut preferring, "p").unwrap();
+        assert_eq!(preferring["spec"]["ipFamilies"], json!(["IPv4"]));
+        // A headless service without a selector takes both families, needing no address.
+        let mut headless = svc(json!({"clusterIP": "None", "ipFamilyPolicy": "RequireDualStack",
+            "ipFamilies": ["IPv4"]}));
+        a.allocate(&mut headless, "h").unwrap();
+        assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
     }
 
     #[test]

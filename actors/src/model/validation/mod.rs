@@ -1012,8 +1012,13 @@ fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldE
 
 /// A list of strings as Go's `%#v` prints it in a message (`[]string{"a", "b"}`).
 fn go_strings(items: &[String]) -> String {
+    go_list("[]string", items)
+}
+
+/// A list of strings of the Go type `slice_type` as `%#v` prints it.
+fn go_list(slice_type: &str, items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|item| format!("{item:?}")).collect();
-    format!("[]string{{{}}}", quoted.join(", "))
+    format!("{slice_type}{{{}}}", quoted.join(", "))
 }
 
 /// The most nameservers, search paths and search-list characters a pod's `dnsConfig` may
@@ -1346,6 +1351,7 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
             &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
         ));
     }
+    validate_ip_families(spec, errors);
     let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
     if kind != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
         let headless =
@@ -1396,6 +1402,36 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
             },
             _ => {}
         }
+    }
+}
+
+/// A service's `ipFamilyPolicy` and `ipFamilies`, as Kubernetes' validation checks them
+/// whatever the cluster serves: known values, no family twice, at most two.
+fn validate_ip_families(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let text = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_str);
+    if let Some(policy) = text("ipFamilyPolicy") {
+        const POLICIES: [&str; 3] = ["PreferDualStack", "RequireDualStack", "SingleStack"];
+        if !POLICIES.contains(&policy) {
+            errors.push(FieldError::not_supported("spec.ipFamilyPolicy", policy, &POLICIES));
+        }
+    }
+    let families = spec.map(|s| json::strings(s, "ipFamilies")).unwrap_or_default();
+    for (i, family) in families.iter().enumerate() {
+        let field = format!("spec.ipFamilies[{i}]");
+        if !matches!(family.as_str(), "IPv4" | "IPv6") {
+            errors.push(FieldError::not_supported(&field, family, &["IPv4", "IPv6"]));
+        }
+        if families[..i].contains(family) {
+            errors.push(FieldError::duplicate(field, family));
+        }
+    }
+    if families.len() > 2 {
+        let listed = go_list("[]core.IPFamily", &families);
+        errors.push(FieldError::invalid_number(
+            "spec.ipFamilies",
+            listed,
+            "may be at most 2 entries",
+        ));
     }
 }
 
@@ -1518,6 +1554,25 @@ mod tests {
         );
         assert_eq!(found[1].0, "spec.finalizers");
         assert!(found[1].1.starts_with("Invalid value: \"example.com/a b\": name part must"));
+    }
+
+    #[test]
+    fn ip_families_take_known_values_once_and_two_at_most() {
+        let services = find("", "v1", "services").unwrap();
+        let service = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}],
+            "ipFamilyPolicy": "Dual", "ipFamilies": ["IPv4", "IPv4", "IPv5"]}});
+        let errors: Vec<String> = validate_object(services, &service)
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        assert_eq!(errors, [
+            "spec.ipFamilyPolicy: Unsupported value: \"Dual\": supported values: \
+             \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"",
+            "spec.ipFamilies[1]: Duplicate value: \"IPv4\"",
+            "spec.ipFamilies[2]: Unsupported value: \"IPv5\": supported values: \"IPv4\", \"IPv6\"",
+            "spec.ipFamilies: Invalid value: []core.IPFamily{\"IPv4\", \"IPv4\", \"IPv5\"}: may \
+             be at most 2 entries",
+        ]);
     }
 
     #[test]
