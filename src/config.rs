@@ -366,13 +366,16 @@ impl Settings {
     }
 
     /// The defaults for tests that start a server in-process: the store under `data_dir`, the
-    /// insecure port picked by the OS (port 0), and only the API (no embedded agent, whose
-    /// fixed port would clash between tests, and no scheduler writing to the test's pods).
+    /// insecure port picked by the OS (port 0), no secure port (its fixed 6443 would clash
+    /// between tests running at once, and with anything else on the machine), and only the
+    /// API (no embedded agent, whose fixed port would clash too, and no scheduler writing to
+    /// the test's pods).
     #[cfg(test)]
     pub fn for_tests(data_dir: &std::path::Path) -> Self {
         let overrides = Overrides {
             data_dir: Some(data_dir.to_path_buf()),
             insecure_port: Some(0),
+            secure_port: Some(0),
             embedded_agent: Some(false),
             ..Overrides::default()
         };

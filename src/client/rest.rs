@@ -275,13 +275,18 @@ impl ApiClient for RestClient {
         if options.allow_bookmarks {
             query.push(("allowWatchBookmarks", "true".into()));
         }
+        if let Some(timeout) = options.timeout {
+            // Whole seconds, at least one (zero would ask for the server's default).
+            query.push(("timeoutSeconds", timeout.as_secs().max(1).to_string()));
+        }
         if let Some(send) = options.send_initial_events {
             query.push(("sendInitialEvents", send.to_string()));
             query.push(("resourceVersionMatch", "NotOlderThan".into()));
         }
         query.extend(selectors(&options.label_selector, &options.field_selector));
         let path = collection_path(resource, namespace)?;
-        // No request timeout: a watch lasts as long as the server keeps it open.
+        // No request timeout: a watch lasts as long as the server keeps it open (its
+        // `timeoutSeconds`, or the server's cap).
         let response =
             self.request(Method::GET, &path, &query).send().await.map_err(transport_error)?;
         let code = response.status().as_u16();
@@ -916,6 +921,32 @@ mod tests {
             other => panic!("expected the end-of-initial-events bookmark, got {other:?}"),
         }
         drop(watch);
+        server.stop().await;
+    }
+
+    #[actix_web::test]
+    async fn client_watch_asks_for_its_timeout_and_gets_a_last_bookmark() {
+        let server = TestServer::start(|_| {}).await;
+        let api = server.api();
+        let cms = resource("configmaps");
+        let listed = api.list(cms, Some("default"), &ListOptions::default()).await.unwrap();
+        let timed = WatchOptions {
+            resource_version: Some(listed.resource_version.clone()),
+            allow_bookmarks: true,
+            timeout: Some(Duration::from_secs(3)),
+            ..Default::default()
+        };
+        let started = std::time::Instant::now();
+        let mut watch = api.watch(cms, Some("default"), &timed).await.unwrap();
+        match next_event(&mut watch).await {
+            Some(ClientEvent::Bookmark { resource_version }) => {
+                assert_eq!(resource_version, listed.resource_version)
+            }
+            other => panic!("expected the last bookmark before the timeout, got {other:?}"),
+        }
+        assert!(next_event(&mut watch).await.is_none(), "the watch ends at its timeout");
+        let lasted = started.elapsed();
+        assert!(lasted >= Duration::from_millis(2900) && lasted < WAIT, "{lasted:?}");
         server.stop().await;
     }
 

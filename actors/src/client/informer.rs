@@ -64,6 +64,15 @@ pub fn feed_actor<A, M>(
     }));
 }
 
+/// The shortest an informer's watch lasts before it is made again from the last revision
+/// seen: client-go's reflector asks for five to ten minutes, at random, so that its watches
+/// end (with a last bookmark) spread out rather than all at once.
+const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn watch_timeout() -> Duration {
+    MIN_WATCH_TIMEOUT.mul_f64(1.0 + rand::random::<f64>())
+}
+
 /// Runs until `sink` returns false (its receiver is gone).
 pub async fn list_watch(
     client: Arc<dyn ApiClient>,
@@ -110,6 +119,7 @@ pub async fn list_watch(
             resource_version: Some(from.clone()),
             allow_bookmarks: true,
             view,
+            timeout: Some(watch_timeout()),
             ..WatchOptions::default()
         };
         let mut events = match client.watch(resource, None, &options).await {
