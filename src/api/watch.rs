@@ -118,7 +118,9 @@ fn encode(
             out.put_slice(b"}\n");
         }
         WatchFrame::Bookmark { resource_version, initial_events_end } => {
-            let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+            // As Kubernetes serializes a bookmark's empty object: a zero creation time is null.
+            let mut metadata = json!({"resourceVersion": resource_version.to_string(),
+                "creationTimestamp": null});
             if initial_events_end {
                 metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
             }

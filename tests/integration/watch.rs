@@ -79,6 +79,8 @@ fn initial_events_bookmarks_and_timeout() {
     assert_eq!(events[1]["type"], "ADDED");
     assert_eq!(events[2]["type"], "BOOKMARK");
     assert_eq!(events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(events[2]["object"]["metadata"]["creationTimestamp"], Value::Null, "{}", events[2]);
+    assert!(events[2]["object"]["metadata"].get("creationTimestamp").is_some());
     assert!(events[3..].iter().all(|e| e["type"] == "BOOKMARK"), "periodic bookmarks only");
     assert!(events.len() > 3, "a periodic bookmark arrived within the timeout");
     // No resourceVersion: the current state as ADDED events, then the stream closes cleanly.
