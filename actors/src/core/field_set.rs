@@ -37,6 +37,24 @@ const FREE_FORM_MAPS: &[&str] = &[
     "used",
 ];
 
+/// Whether the object in `field` of the object at `parent` is one value (a map or struct
+/// Kubernetes declares `x-kubernetes-map-type: atomic`): a member itself with nothing under
+/// it, replaced whole by an apply. These are a service's and a replication controller's
+/// `selector` maps, a pod's `nodeSelector`, every `LabelSelector` (a disruption budget's
+/// `selector`, `labelSelector` and `namespaceSelector` in a pod's scheduling terms), every
+/// `ObjectReference` (an event's `involvedObject` and `related`) and a node affinity's
+/// required `NodeSelector`.
+fn is_atomic_object(parent: &str, field: &str) -> bool {
+    match field {
+        "selector" => parent == ".spec",
+        "nodeSelector" => parent.ends_with(".spec"),
+        "labelSelector" | "namespaceSelector" => true,
+        "involvedObject" | "related" => parent.is_empty(),
+        "requiredDuringSchedulingIgnoredDuringExecution" => parent.ends_with(".nodeAffinity"),
+        _ => false,
+    }
+}
+
 /// How a list is identified item by item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ListKind {
@@ -117,7 +135,9 @@ fn fields_still_applied(
 
 fn value_still_applied(applied: &Value, live: &Value, parent: &str, field: &str) -> Option<Value> {
     match (applied, live) {
-        (Value::Object(a), Value::Object(l)) if !a.is_empty() => {
+        (Value::Object(a), Value::Object(l))
+            if !a.is_empty() && !is_atomic_object(parent, field) =>
+        {
             let kept = fields_still_applied(a, l, &child_path(parent, field));
             (!kept.is_empty()).then_some(Value::Object(kept))
         }
@@ -357,7 +377,7 @@ impl FieldsText<'_> {
     /// `value`, the field `field` of the object at `self.path`.
     fn value(&mut self, field: &str, value: &Value) -> bool {
         match value {
-            Value::Object(map) if !map.is_empty() => {
+            Value::Object(map) if !map.is_empty() && !is_atomic_object(&self.path, field) => {
                 let parent = self.enter(field);
                 let written = self.fields(map, FREE_FORM_MAPS.contains(&field));
                 self.path.truncate(parent);
@@ -475,7 +495,7 @@ fn walk_fields<T: FieldTree>(
 /// Everything in `value`, the field `field` of the object at `parent`.
 fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip) -> Option<T> {
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !is_atomic_object(parent, field) => {
             let path = child_path(parent, field);
             walk_fields(map, &path, FREE_FORM_MAPS.contains(&field), skip)
         }
@@ -562,7 +582,9 @@ impl FieldSet {
 
     fn changed_value(old: &Value, new: &Value, parent: &str, field: &str) -> FieldSet {
         match (old, new) {
-            (Value::Object(a), Value::Object(b)) if !a.is_empty() && !b.is_empty() => {
+            (Value::Object(a), Value::Object(b))
+                if !a.is_empty() && !b.is_empty() && !is_atomic_object(parent, field) =>
+            {
                 Self::changed_fields(a, b, &child_path(parent, field))
             }
             (Value::Array(a), Value::Array(b)) if !a.is_empty() && !b.is_empty() => {
@@ -917,7 +939,7 @@ pub fn merge_applied(live: &mut Value, applied: &Value) {
 
 fn merge_value(live: &mut Value, applied: &Value, parent: &str, field: &str) {
     match (live, applied) {
-        (Value::Object(target), Value::Object(source)) => {
+        (Value::Object(target), Value::Object(source)) if !is_atomic_object(parent, field) => {
             let path = if field.is_empty() && parent.is_empty() {
                 String::new()
             } else {
@@ -1005,6 +1027,47 @@ mod tests {
         );
         assert_eq!(fields_from_json(&json).unwrap(), FieldSet::of_object(&pod));
         assert!(fields_from_json(&json!({"x": {}})).is_err());
+    }
+
+    #[test]
+    fn atomic_maps_and_structs_are_one_member() {
+        let service = json!({"metadata": {"labels": {"app": "x"}},
+            "spec": {"selector": {"app": "x", "tier": "web"}, "type": "ClusterIP"}});
+        let expected = json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {"f:selector": {}, "f:type": {}}});
+        assert_eq!(FieldSet::of_object(&service).into_json(), expected);
+        let written = json_of_object_except(&service, &skip_none).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&written).unwrap(), expected);
+        let pod = json!({"spec": {"nodeSelector": {"disk": "ssd"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}}},
+            "topologySpreadConstraints": [{"topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                "maxSkew": 1, "labelSelector": {"matchLabels": {"app": "x"}}}]}});
+        let fields = FieldSet::of_object(&pod).into_json();
+        assert_eq!(fields["f:spec"]["f:nodeSelector"], json!({}));
+        let affinity = &fields["f:spec"]["f:affinity"]["f:nodeAffinity"];
+        assert_eq!(affinity["f:requiredDuringSchedulingIgnoredDuringExecution"], json!({}));
+        let constraint = &fields["f:spec"]["f:topologySpreadConstraints"];
+        let item = constraint.as_object().unwrap().values().next().unwrap();
+        assert_eq!(item["f:labelSelector"], json!({}), "{fields}");
+        // A change inside one is a change of the whole; an apply replaces it whole.
+        let mut changed = service.clone();
+        changed["spec"]["selector"]["tier"] = json!("api");
+        assert_eq!(
+            FieldSet::changed(&service, &changed).into_json(),
+            json!({"f:spec": {"f:selector": {}}})
+        );
+        let mut live = service.clone();
+        merge_applied(&mut live, &json!({"spec": {"selector": {"app": "y"}}}));
+        assert_eq!(live["spec"]["selector"], json!({"app": "y"}));
+        let applied = json!({"spec": {"selector": {"app": "x"}}});
+        assert_eq!(still_applied(&applied, &service), json!({}));
+        let same = json!({"spec": {"selector": {"app": "x", "tier": "web"}}});
+        assert_eq!(still_applied(&same, &service), same);
+        // Another kind's `selector` deeper down is a map like any other.
+        let nested = json!({"spec": {"template": {"spec": {"selector": {"a": "1"}}}}});
+        let nested = FieldSet::of_object(&nested).into_json();
+        assert_eq!(nested["f:spec"]["f:template"]["f:spec"]["f:selector"]["f:a"], json!({}));
     }
 
     #[test]

@@ -129,8 +129,9 @@ impl ApiCore {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         // The scale names its object as a replace's body does: the URL's name and namespace.
-        let meta = scale.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
-        check_name(resources::core("replicationcontrollers"), &meta, namespace, name)?;
+        let unnamed = serde_json::Map::new();
+        let meta = scale.get("metadata").and_then(Value::as_object).unwrap_or(&unnamed);
+        check_name(resources::core("replicationcontrollers"), meta, namespace, name)?;
         let replicas =
             match scale.pointer("/spec/replicas") {
                 None | Some(Value::Null) => 0,
