@@ -110,7 +110,16 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             if service_type != "ExternalName" {
                 spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
                 spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
-                spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
+                // A headless service without a selector asks for both families, as
+                // Kubernetes' allocator defaults it (it needs no address of either).
+                let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+                let selectorless = spec
+                    .get("selector")
+                    .and_then(Value::as_object)
+                    .is_none_or(|selector| selector.is_empty());
+                let policy =
+                    if headless && selectorless { "RequireDualStack" } else { "SingleStack" };
+                spec.entry("ipFamilyPolicy").or_insert(json!(policy));
             }
             if service_type == "NodePort" || service_type == "LoadBalancer" {
                 spec.entry("externalTrafficPolicy").or_insert(json!("Cluster"));
@@ -599,7 +608,14 @@ mod tests {
         let mut np = json!({"spec":{"type":"NodePort","ports":[{"port":80}]}});
         apply("Service", &mut np);
         assert_eq!(np["spec"]["ipFamilies"], json!(["IPv4"]));
+        assert_eq!(np["spec"]["ipFamilyPolicy"], "SingleStack");
         assert_eq!(np["spec"]["externalTrafficPolicy"], "Cluster");
+        let mut headless = json!({"spec":{"clusterIP":"None"}});
+        apply("Service", &mut headless);
+        assert_eq!(headless["spec"]["ipFamilyPolicy"], "RequireDualStack", "without a selector");
+        let mut selecting = json!({"spec":{"clusterIP":"None","selector":{"app":"x"}}});
+        apply("Service", &mut selecting);
+        assert_eq!(selecting["spec"]["ipFamilyPolicy"], "SingleStack");
         assert_eq!(rc["spec"]["selector"], json!({"a":"b"}));
         assert_eq!(rc["metadata"]["labels"], json!({"a":"b"}));
     }

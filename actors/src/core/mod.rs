@@ -646,7 +646,7 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut object = typed_object(resource, body)?;
         let meta = metadata(&mut object)?;
-        check_name(resource, meta, namespace, name)?;
+        check_names(resource, meta, namespace, name)?;
         set_namespace(resource, namespace, meta)?;
         let requested_rv = requested_revision(meta)?;
         let key = ObjectKey::new(resource, namespace, name);
@@ -1429,19 +1429,26 @@ fn set_namespace(
     namespace: &str,
     meta: &mut Map<String, Value>,
 ) -> Result<(), ApiError> {
-    if !resource.namespaced {
+    if names_another_namespace(resource, meta, namespace) {
+        return Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()));
+    }
+    if resource.namespaced {
+        meta.insert("namespace".into(), json!(namespace));
+    } else {
         meta.remove("namespace");
-        return Ok(());
     }
-    match meta.get("namespace").and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() && ns != namespace => {
-            Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()))
-        }
-        _ => {
-            meta.insert("namespace".into(), json!(namespace));
-            Ok(())
-        }
-    }
+    Ok(())
+}
+
+/// Does the metadata of an object of a namespaced kind name a namespace other than the URL's?
+/// (A cluster-scoped object's is dropped.)
+fn names_another_namespace(
+    resource: &ResourceType,
+    meta: &Map<String, Value>,
+    namespace: &str,
+) -> bool {
+    let named = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
+    resource.namespaced && !named.is_empty() && named != namespace
 }
 
 /// A delete's preconditions against the object, with Kubernetes' words for a delete (its
@@ -1479,17 +1486,20 @@ fn check_delete_preconditions(
     }
 }
 
-/// An update's check of the name and namespace its body gives against the URL's, as
-/// Kubernetes' update handler checks them (its `checkName`), before anything else: the name
-/// must be there and be the URL's; a namespace, if given, must be the URL's.
-fn check_name(
+/// An update's check of the names its body gives against the URL's, as Kubernetes' update
+/// handler checks them before anything else: a namespace, if given, must be the URL's (for a
+/// namespaced kind; `EnsureObjectNamespaceMatchesRequestNamespace`), then the name must be
+/// there and be the URL's (`checkName`).
+fn check_names(
     resource: &ResourceType,
     meta: &Map<String, Value>,
     namespace: &str,
     name: &str,
 ) -> Result<(), ApiError> {
-    let named = |field: &str| meta.get(field).and_then(Value::as_str).unwrap_or("");
-    match named("name") {
+    if names_another_namespace(resource, meta, namespace) {
+        return Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()));
+    }
+    match meta.get("name").and_then(Value::as_str).unwrap_or("") {
         "" => Err(ApiError::BadRequest(format!(
             "the name of the object ({name} based on URL) was undeterminable: name must be \
              provided"
@@ -1497,15 +1507,7 @@ fn check_name(
         n if n != name => Err(ApiError::BadRequest(format!(
             "the name of the object ({n}) does not match the name on the URL ({name})"
         ))),
-        _ => match named("namespace") {
-            ns if resource.namespaced && !ns.is_empty() && ns != namespace => {
-                Err(ApiError::BadRequest(format!(
-                    "the namespace of the object ({ns}) does not match the namespace on the \
-                     request ({namespace})"
-                )))
-            }
-            _ => Ok(()),
-        },
+        _ => Ok(()),
     }
 }
 
@@ -1956,7 +1958,7 @@ mod tests {
         let refusals = [
             (json!({"spec": {}}), "the name of the object (l2 based on URL) was undeterminable: name must be provided"),
             (json!({"metadata": {"name": "other"}, "spec": {}}), "the name of the object (other) does not match the name on the URL (l2)"),
-            (json!({"metadata": {"name": "l2", "namespace": "kube-system"}}), "the namespace of the object (kube-system) does not match the namespace on the request (default)"),
+            (json!({"metadata": {"name": "other", "namespace": "kube-system"}}), "the namespace of the provided object does not match the namespace sent on the request"),
         ];
         for (body, message) in refusals {
             let refused = core.put(leases, "default", "l2", body, &options).await.unwrap_err();

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::UPDATE_RETRIES;
 use super::{
-    check_name, check_subresource_names, parse_rv, patch, ApiCore, ApiError, Ownership, Part,
+    check_names, check_subresource_names, parse_rv, patch, ApiCore, ApiError, Ownership, Part,
     PatchType, WriteOptions,
 };
 use crate::model::{resources, FieldError, ObjectKey};
@@ -131,7 +131,7 @@ impl ApiCore {
         // The scale names its object as a replace's body does: the URL's name and namespace.
         let unnamed = serde_json::Map::new();
         let meta = scale.get("metadata").and_then(Value::as_object).unwrap_or(&unnamed);
-        check_name(resources::core("replicationcontrollers"), meta, namespace, name)?;
+        check_names(resources::core("replicationcontrollers"), meta, namespace, name)?;
         let replicas =
             match scale.pointer("/spec/replicas") {
                 None | Some(Value::Null) => 0,

@@ -476,9 +476,10 @@ fn validate_labels(labels: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             errors.push(FieldError::invalid(path, k, p));
         }
         match v.as_str() {
+            // At the map, not the key, as Kubernetes' `ValidateLabels` reports them.
             Some(v) => {
                 for p in label_value_errors(v) {
-                    errors.push(FieldError::invalid(format!("{path}[{k}]"), v, p));
+                    errors.push(FieldError::invalid(path, v, p));
                 }
             }
             None => errors.push(FieldError::invalid(
@@ -1012,13 +1013,8 @@ fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldE
 
 /// A list of strings as Go's `%#v` prints it in a message (`[]string{"a", "b"}`).
 fn go_strings(items: &[String]) -> String {
-    go_list("[]string", items)
-}
-
-/// A list of strings of the Go type `slice_type` as `%#v` prints it.
-fn go_list(slice_type: &str, items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|item| format!("{item:?}")).collect();
-    format!("{slice_type}{{{}}}", quoted.join(", "))
+    format!("[]string{{{}}}", quoted.join(", "))
 }
 
 /// The most nameservers, search paths and search-list characters a pod's `dnsConfig` may
@@ -1405,17 +1401,22 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A service's `ipFamilyPolicy` and `ipFamilies`, as Kubernetes' validation checks them
-/// whatever the cluster serves: known values, no family twice, at most two.
+/// A service's `ipFamilies` and `ipFamilyPolicy`, as Kubernetes' validation checks them
+/// whatever the cluster serves: known values, no family twice; neither set on an
+/// `ExternalName` service.
 fn validate_ip_families(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     let text = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_str);
-    if let Some(policy) = text("ipFamilyPolicy") {
-        const POLICIES: [&str; 3] = ["PreferDualStack", "RequireDualStack", "SingleStack"];
-        if !POLICIES.contains(&policy) {
-            errors.push(FieldError::not_supported("spec.ipFamilyPolicy", policy, &POLICIES));
-        }
-    }
     let families = spec.map(|s| json::strings(s, "ipFamilies")).unwrap_or_default();
+    if text("type") == Some("ExternalName") {
+        let forbidden = "may not be set for ExternalName services";
+        if text("ipFamilyPolicy").is_some() {
+            errors.push(FieldError::forbidden("spec.ipFamilyPolicy", forbidden));
+        }
+        if !families.is_empty() {
+            errors.push(FieldError::forbidden("spec.ipFamilies", forbidden));
+        }
+        return;
+    }
     for (i, family) in families.iter().enumerate() {
         let field = format!("spec.ipFamilies[{i}]");
         if !matches!(family.as_str(), "IPv4" | "IPv6") {
@@ -1425,13 +1426,11 @@ fn validate_ip_families(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::duplicate(field, family));
         }
     }
-    if families.len() > 2 {
-        let listed = go_list("[]core.IPFamily", &families);
-        errors.push(FieldError::invalid_number(
-            "spec.ipFamilies",
-            listed,
-            "may be at most 2 entries",
-        ));
+    if let Some(policy) = text("ipFamilyPolicy") {
+        const POLICIES: [&str; 3] = ["PreferDualStack", "RequireDualStack", "SingleStack"];
+        if !POLICIES.contains(&policy) {
+            errors.push(FieldError::not_supported("spec.ipFamilyPolicy", policy, &POLICIES));
+        }
     }
 }
 
@@ -1557,22 +1556,30 @@ mod tests {
     }
 
     #[test]
-    fn ip_families_take_known_values_once_and_two_at_most() {
+    fn ip_families_take_known_values_once() {
         let services = find("", "v1", "services").unwrap();
-        let service = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}],
-            "ipFamilyPolicy": "Dual", "ipFamilies": ["IPv4", "IPv4", "IPv5"]}});
-        let errors: Vec<String> = validate_object(services, &service)
-            .into_iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect();
+        let causes = |spec: Value| -> Vec<String> {
+            let service = json!({"metadata": {"name": "s"}, "spec": spec});
+            let errors = validate_object(services, &service).into_iter();
+            errors.map(|e| format!("{}: {}", e.field, e.message)).collect()
+        };
+        let errors = causes(json!({"ports": [{"port": 80}], "ipFamilyPolicy": "Dual",
+            "ipFamilies": ["IPv4", "IPv4", "IPv5"]}));
         assert_eq!(errors, [
-            "spec.ipFamilyPolicy: Unsupported value: \"Dual\": supported values: \
-             \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"",
             "spec.ipFamilies[1]: Duplicate value: \"IPv4\"",
             "spec.ipFamilies[2]: Unsupported value: \"IPv5\": supported values: \"IPv4\", \"IPv6\"",
-            "spec.ipFamilies: Invalid value: []core.IPFamily{\"IPv4\", \"IPv4\", \"IPv5\"}: may \
-             be at most 2 entries",
+            "spec.ipFamilyPolicy: Unsupported value: \"Dual\": supported values: \
+             \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\"",
         ]);
+        let errors = causes(json!({"type": "ExternalName", "externalName": "example.com",
+            "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"]}));
+        assert_eq!(
+            errors,
+            [
+                "spec.ipFamilyPolicy: Forbidden: may not be set for ExternalName services",
+                "spec.ipFamilies: Forbidden: may not be set for ExternalName services",
+            ]
+        );
     }
 
     #[test]
@@ -2194,7 +2201,7 @@ mod kind_tests {
             "spec": {"selector": {"bad key!": "v", "app": "-x"}, "ports": [{"port": 80}]}});
         let fields: Vec<String> =
             validate_object(services, &service).into_iter().map(|e| e.field).collect();
-        assert_eq!(fields, ["spec.selector[app]", "spec.selector"]);
+        assert_eq!(fields, ["spec.selector", "spec.selector"], "at the map, as Kubernetes has them");
     }
 
     #[test]
