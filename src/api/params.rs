@@ -102,7 +102,12 @@ impl Query {
             return Err(invalid_options(kind, causes));
         }
         let field_manager = field_manager.map(String::from);
-        Ok(WriteOptions { dry_run: dry_run?, field_manager, force: self.flag("force")? })
+        Ok(WriteOptions {
+            dry_run: dry_run?,
+            field_manager,
+            force: self.flag("force")?,
+            strict_fields: self.get("fieldValidation") == Some("Strict"),
+        })
     }
 
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {

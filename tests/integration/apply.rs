@@ -80,6 +80,17 @@ fn kubectl_client_side_apply_merges_lists_by_their_keys() {
     assert_eq!(container["env"], env, "{live}");
     assert_eq!(container["ports"][0]["containerPort"], 80);
     assert_eq!(live["metadata"]["finalizers"], json!(["example.com/keep", "example.com/other"]));
+
+    // A field the type does not have is refused, as kubectl's patch asks (fieldValidation=
+    // Strict), and nothing changes.
+    k.write("rc.yaml", &controller(2, ", imagePullPolicyy: Always"));
+    let (applied, _, stderr) = k.run(&["apply", "-f", file]);
+    assert!(!applied);
+    assert!(
+        stderr.contains(r#"strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolicyy""#),
+        "{stderr}"
+    );
+    assert_eq!(server.get(path).1["spec"]["replicas"], 1);
 }
 
 #[test]

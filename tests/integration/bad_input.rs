@@ -412,6 +412,38 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
         assert!(message.starts_with("strict decoding error: unknown field"), "{path}: {message}");
     }
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    // Under Strict, a patch leaving a field its kind does not declare is 422 on `patch`, as
+    // `kubectl apply` (client-side, which patches with Strict) has it; otherwise it is dropped.
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(server.post(configmaps, &json!({"metadata": {"name": "patched"}})).0, 201);
+    let merge = Some("application/merge-patch+json");
+    let patch = br#"{"data":{"a":"1"},"bogus":{"x":1}}"#.to_vec();
+    let strictly = format!("{configmaps}/patched?fieldValidation=Strict");
+    let reply = server.send_raw("PATCH", &strictly, merge, patch.clone());
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["field"], "patch", "{}", reply.1);
+    let message = reply.1["details"]["causes"][0]["message"].as_str().unwrap();
+    assert_eq!(message, "strict decoding error: unknown field \"bogus\"");
+    let reply = server.send_raw(
+        "PATCH",
+        &strictly,
+        Some("application/strategic-merge-patch+json"),
+        patch.clone(),
+    );
+    assert_status(&reply, 422, "Invalid");
+    let reply = server.send_raw("PATCH", &format!("{configmaps}/patched"), merge, patch);
+    assert_eq!(reply.0, 200, "{}", reply.1);
+    assert_eq!(reply.1.get("bogus"), None);
+    assert_eq!(reply.1["data"]["a"], "1");
+    let scale = br#"{"spec":{"replicas":1,"bogus":1}}"#.to_vec();
+    let reply = server.send_raw(
+        "PATCH",
+        &format!("{rcs}/typed-rc/scale?fieldValidation=Strict"),
+        merge,
+        scale,
+    );
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
     // A DELETE's body, when there is one, carries all its options: the query's are not read
     // (a `null` body is no body).
     let configmaps = "/api/v1/namespaces/default/configmaps";

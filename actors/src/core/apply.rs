@@ -67,7 +67,7 @@ impl ApiCore {
                 let mut object = fields
                     .apply(None, &config, &writer, has_status(resource), options.force)
                     .expect("a create has nothing to conflict with");
-                self.check_schema(resource, name, &mut object)?;
+                self.check_schema(resource, name, &mut object, false)?;
                 let ownership = Ownership::Applied(fields);
                 let created =
                     self.create_owned(resource, namespace, object, options.dry_run, ownership);
@@ -98,7 +98,7 @@ impl ApiCore {
                     conflicts,
                 })?;
             keep_last_applied_in_step(&writer, &live, &config, &mut merged);
-            self.check_schema(resource, name, &mut merged)?;
+            self.check_schema(resource, name, &mut merged, false)?;
             let rv = pinned.unwrap_or(current.resource_version);
             metadata(&mut merged)?.insert("resourceVersion".into(), json!(rv.to_string()));
             let ownership = Ownership::Applied(fields);

@@ -108,9 +108,10 @@ pub struct ApiCore {
 }
 
 /// Removes from an object (of the kind in the group it is given) the fields its schema does
-/// not declare, and refuses a value of a type the schema does not take, with the decoder's
-/// message (the HTTP edge owns the schemas and supplies it).
-pub type SchemaCheck = Arc<dyn Fn(&str, &str, &mut Value) -> Result<(), String> + Send + Sync>;
+/// not declare, answering their paths, and refuses a value of a type the schema does not take,
+/// with the decoder's message (the HTTP edge owns the schemas and supplies it).
+pub type SchemaCheck =
+    Arc<dyn Fn(&str, &str, &mut Value) -> Result<Vec<String>, String> + Send + Sync>;
 
 /// How a write records field ownership.
 enum Ownership<'a> {
@@ -141,24 +142,39 @@ impl ApiCore {
 
     /// Runs the schema check on an object a patch or an apply produced: unknown fields and
     /// what Go's `omitempty` leaves out go, and a value of the wrong type is refused (422 on
-    /// `patch`).
+    /// `patch`), as is an unknown field when `strict` (`fieldValidation=Strict`).
     fn check_schema(
         &self,
         resource: &'static ResourceType,
         name: &str,
         object: &mut Value,
+        strict: bool,
     ) -> Result<(), ApiError> {
-        self.check_schema_as(resource.group, resource.kind, object).map_err(|decoding| {
+        self.check_schema_as(resource.group, resource.kind, object, strict).map_err(|decoding| {
             ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
         })
     }
 
-    /// The schema check of an object of `kind` in `group` (a resource's or a subresource's).
-    fn check_schema_as(&self, group: &str, kind: &str, object: &mut Value) -> Result<(), String> {
-        match &self.schema_check {
-            Some(check) => check(group, kind, object),
-            None => Ok(()),
+    /// The schema check of an object of `kind` in `group` (a resource's or a subresource's);
+    /// when `strict`, a field the schema does not declare is refused with Kubernetes' strict
+    /// decoding error rather than dropped.
+    fn check_schema_as(
+        &self,
+        group: &str,
+        kind: &str,
+        object: &mut Value,
+        strict: bool,
+    ) -> Result<(), String> {
+        let Some(check) = &self.schema_check else { return Ok(()) };
+        let unknown = check(group, kind, object)?;
+        if strict && !unknown.is_empty() {
+            let fields: Vec<String> = unknown
+                .iter()
+                .map(|field| format!("unknown field {:?}", field.trim_start_matches('.')))
+                .collect();
+            return Err(format!("strict decoding error: {}", fields.join(", ")));
         }
+        Ok(())
     }
 
     /// The locks that serialize each namespace's quota charges, for the quota controller to
@@ -671,7 +687,8 @@ impl ApiCore {
                 // quantities and times in canonical form: an object an older build stored is
                 // not changed by an update that only decodes it again. A stored value that no
                 // longer decodes is left as it is (the update's own is checked).
-                let _ = self.check_schema_as(resource.group, resource.kind, &mut current_value);
+                let _ =
+                    self.check_schema_as(resource.group, resource.kind, &mut current_value, false);
                 defaults::apply(resource.kind, &mut current_value);
             }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
@@ -885,7 +902,7 @@ impl ApiCore {
                 }
                 None => patch::apply(&current.to_value(), patch_type, patch)?,
             };
-            self.check_schema(resource, name, &mut next)?;
+            self.check_schema(resource, name, &mut next, options.strict_fields)?;
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = json::at(&next, "/metadata/resourceVersion")
@@ -1907,7 +1924,7 @@ mod tests {
                     .map_err(|e| e.to_string())?
                     .unwrap_or_else(|| cpu.clone());
             }
-            Ok(())
+            Ok(Vec::new())
         });
         let core = crate::testing::core().await.with_schema_check(check);
         let pods = resources::find("", "v1", "pods").unwrap();

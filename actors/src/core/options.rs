@@ -70,6 +70,10 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// An apply takes the fields it conflicts on from their owners.
     pub force: bool,
+    /// `fieldValidation=Strict`: a patch whose result holds a field its kind does not declare
+    /// is refused (422 on `patch`), as Kubernetes refuses it; otherwise the field is dropped.
+    /// (Bodies of creates, updates and applies are checked at the HTTP edge.)
+    pub strict_fields: bool,
 }
 
 impl WriteOptions {

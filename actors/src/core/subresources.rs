@@ -193,7 +193,8 @@ impl ApiCore {
         let current = self.get_scale(namespace, name).await?;
         let mut patched = patch::apply(&current, patch_type, patch)?;
         // What the patch leaves is decoded as a Scale (422 on `patch`, as for a resource).
-        self.check_schema_as("autoscaling", "Scale", &mut patched).map_err(|decoding| {
+        let strict = options.strict_fields;
+        self.check_schema_as("autoscaling", "Scale", &mut patched, strict).map_err(|decoding| {
             ApiError::Invalid {
                 kind: "Scale",
                 group: "autoscaling",

@@ -771,10 +771,10 @@ pub fn check_fields_as(
 }
 
 /// The API core's check of a patched or applied object: drops the fields of `object` its
-/// kind's schema does not declare and what `omitempty` leaves out, and refuses a value its
-/// type does not take (the decoder's message).
-pub fn check_patched(group: &str, kind: &str, object: &mut Value) -> Result<(), String> {
-    check_fields(group, kind, object, Unknown::Drop).map(drop)
+/// kind's schema does not declare (answering their paths) and what `omitempty` leaves out,
+/// and refuses a value its type does not take (the decoder's message).
+pub fn check_patched(group: &str, kind: &str, object: &mut Value) -> Result<Vec<String>, String> {
+    check_fields(group, kind, object, Unknown::Drop)
 }
 
 #[cfg(test)]

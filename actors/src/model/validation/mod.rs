@@ -2201,7 +2201,11 @@ mod kind_tests {
             "spec": {"selector": {"bad key!": "v", "app": "-x"}, "ports": [{"port": 80}]}});
         let fields: Vec<String> =
             validate_object(services, &service).into_iter().map(|e| e.field).collect();
-        assert_eq!(fields, ["spec.selector", "spec.selector"], "at the map, as Kubernetes has them");
+        assert_eq!(
+            fields,
+            ["spec.selector", "spec.selector"],
+            "at the map, as Kubernetes has them"
+        );
     }
 
     #[test]
