@@ -1003,9 +1003,19 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     }
 }
 
-/// An IP address (Kubernetes' `IsValidIP`).
+/// An IP address (Kubernetes' `IsValidIP`, whose parser takes IPv4 parts with leading zeros,
+/// as Go's did before 1.17: `010.1.1.1`).
 fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldError>) {
-    if ip.parse::<std::net::IpAddr>().is_err() {
+    let sloppy_ipv4 = || {
+        let parts: Vec<&str> = ip.split('.').collect();
+        parts.len() == 4
+            && parts.iter().all(|part| {
+                !part.is_empty()
+                    && part.bytes().all(|b| b.is_ascii_digit())
+                    && part.parse::<u64>().is_ok_and(|n| n <= 255)
+            })
+    };
+    if ip.parse::<std::net::IpAddr>().is_err() && !sloppy_ipv4() {
         let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
         errors.push(FieldError::invalid(field(), ip, message));
     }
@@ -1636,6 +1646,11 @@ mod tests {
         assert!(errors[1].starts_with("spec.hostAliases[1].ip: Invalid value: \"x\": must be a"));
         assert!(with(json!({"dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.1"]}}))
             .is_empty());
+        let sloppy = json!({"nameservers": ["010.001.1.1"]});
+        assert!(with(json!({"dnsPolicy": "None", "dnsConfig": sloppy})).is_empty());
+        let errors =
+            with(json!({"dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.256"]}}));
+        assert_eq!(errors.len(), 1, "{errors:?}");
     }
 
     #[test]
