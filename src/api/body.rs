@@ -3,6 +3,7 @@
 
 use actix_web::{web, HttpRequest};
 use futures::StreamExt;
+use kplane_actors::core::unknown_field_message;
 use kplane_actors::model::ResourceType;
 use serde::de::DeserializeSeed as _;
 use serde_json::Value;
@@ -410,9 +411,9 @@ impl FieldValidation {
         self.check_with(resource, config, &[], Empty::Keep)
     }
 
-    /// As [`Self::check`] for the body of a subresource that is no resource, of the kind
-    /// `(group, version, kind)` (a `Scale`, a `Binding`, an `Eviction`), which must not name
-    /// another kind either.
+    /// As [`Self::check`] for the body of a subresource, of the kind `(group, version, kind)`
+    /// (a `Scale`, a `Binding`, an `Eviction`, a namespace's `finalize` Namespace), which must
+    /// not name another kind either.
     pub fn check_body(
         self,
         (group, version, kind): (&str, &str, &str),
@@ -454,11 +455,8 @@ impl FieldValidation {
             return Ok(Vec::new());
         }
         let duplicated = duplicates.iter().map(|f| format!("duplicate field \"{f}\""));
-        let messages: Vec<String> = duplicated
-            .chain(
-                unknown.iter().map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.'))),
-            )
-            .collect();
+        let messages: Vec<String> =
+            duplicated.chain(unknown.iter().map(|f| unknown_field_message(f))).collect();
         if self == FieldValidation::Strict && !messages.is_empty() {
             return Err(HttpError::BadRequest(format!(
                 "strict decoding error: {}",

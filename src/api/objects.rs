@@ -381,10 +381,10 @@ async fn checked_body_of(
     state: &AppState,
     kind: (&str, &str, &str),
 ) -> Result<(Value, Vec<String>), HttpError> {
-    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
     if req.method() != method {
         return Err(HttpError::MethodNotAllowed);
     }
+    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
     let bytes = body::read(payload, state.max_body_bytes).await?;
     let (mut body, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
     let warnings = validation.check_body(kind, &mut body, &duplicates)?;

@@ -10,6 +10,7 @@ use kplane_actors::core::{
 use kplane_actors::model::FieldError;
 use serde_json::Value;
 
+use super::body::FieldValidation;
 use crate::error::HttpError;
 
 /// The query string as a map (repeated keys: the last one wins).
@@ -106,7 +107,8 @@ impl Query {
             dry_run: dry_run?,
             field_manager,
             force: self.flag("force")?,
-            strict_fields: self.get("fieldValidation") == Some("Strict"),
+            strict_fields: FieldValidation::from_query(self.get("fieldValidation"))?
+                == FieldValidation::Strict,
         })
     }
 

@@ -87,7 +87,9 @@ fn kubectl_client_side_apply_merges_lists_by_their_keys() {
     let (applied, _, stderr) = k.run(&["apply", "-f", file]);
     assert!(!applied);
     assert!(
-        stderr.contains(r#"strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolicyy""#),
+        stderr.contains(
+            r#"strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolicyy""#
+        ),
         "{stderr}"
     );
     assert_eq!(server.get(path).1["spec"]["replicas"], 1);

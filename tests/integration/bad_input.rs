@@ -353,7 +353,8 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
         assert_status(&reply, 400, "BadRequest");
         assert_eq!(
             reply.1["message"],
-            "the name of the object (typed-rc based on URL) was undeterminable: name must be provided"
+            "the name of the object (typed-rc based on URL) was undeterminable: name must be \
+             provided"
         );
     }
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);

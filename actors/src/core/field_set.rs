@@ -39,20 +39,36 @@ const FREE_FORM_MAPS: &[&str] = &[
 
 /// Whether the object in `field` of the object at `parent` is one value (a map or struct
 /// Kubernetes declares `x-kubernetes-map-type: atomic`): a member itself with nothing under
-/// it, replaced whole by an apply. These are a service's and a replication controller's
-/// `selector` maps, a pod's `nodeSelector`, every `LabelSelector` (a disruption budget's
-/// `selector`, `labelSelector` and `namespaceSelector` in a pod's scheduling terms), every
-/// `ObjectReference` (an event's `involvedObject` and `related`) and a node affinity's
-/// required `NodeSelector`.
+/// it, replaced whole by an apply. Those outside lists that are one value themselves: a
+/// service's and a replication controller's `selector` maps, a pod's `nodeSelector`, the
+/// `LabelSelector`s (a disruption budget's `selector`, `labelSelector` and
+/// `namespaceSelector` in a pod's scheduling terms), the `ObjectReference`s (an event's
+/// `involvedObject` and `related`, a volume's `claimRef`) and the required `NodeSelector`s
+/// of a pod's and a volume's node affinity.
 fn is_atomic_object(parent: &str, field: &str) -> bool {
     match field {
-        "selector" => parent == ".spec",
+        "selector" | "claimRef" => parent == ".spec",
         "nodeSelector" => parent.ends_with(".spec"),
         "labelSelector" | "namespaceSelector" => true,
         "involvedObject" | "related" => parent.is_empty(),
         "requiredDuringSchedulingIgnoredDuringExecution" => parent.ends_with(".nodeAffinity"),
+        "required" => parent == ".spec.nodeAffinity",
         _ => false,
     }
+}
+
+/// Whether a field set's path (`["f:spec", "f:selector"]`) names an atomic object (see
+/// [`is_atomic_object`]); list items' elements do not count in the parent's path, as the
+/// walks have it.
+pub fn is_atomic_path(path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else { return false };
+    let Some(field) = last.strip_prefix("f:") else { return false };
+    let parent: String = parents
+        .iter()
+        .filter_map(|e| e.strip_prefix("f:"))
+        .map(|name| format!(".{name}"))
+        .collect();
+    is_atomic_object(&parent, field)
 }
 
 /// How a list is identified item by item.
@@ -1040,8 +1056,10 @@ mod tests {
         assert_eq!(serde_json::from_slice::<Value>(&written).unwrap(), expected);
         let pod = json!({"spec": {"nodeSelector": {"disk": "ssd"},
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}}},
-            "topologySpreadConstraints": [{"topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                {"nodeSelectorTerms":
+                    [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}}},
+            "topologySpreadConstraints": [{"topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
                 "maxSkew": 1, "labelSelector": {"matchLabels": {"app": "x"}}}]}});
         let fields = FieldSet::of_object(&pod).into_json();
         assert_eq!(fields["f:spec"]["f:nodeSelector"], json!({}));
@@ -1064,6 +1082,10 @@ mod tests {
         assert_eq!(still_applied(&applied, &service), json!({}));
         let same = json!({"spec": {"selector": {"app": "x", "tier": "web"}}});
         assert_eq!(still_applied(&same, &service), same);
+        assert!(is_atomic_path(&path(&["f:spec", "f:selector"])));
+        assert!(is_atomic_path(&path(&["f:spec", "f:constraints", "k:{}", "f:labelSelector"])));
+        assert!(!is_atomic_path(&path(&["f:spec", "f:template", "f:spec", "f:selector"])));
+        assert!(!is_atomic_path(&path(&["f:data"])));
         // Another kind's `selector` deeper down is a map like any other.
         let nested = json!({"spec": {"template": {"spec": {"selector": {"a": "1"}}}}});
         let nested = FieldSet::of_object(&nested).into_json();

@@ -393,7 +393,11 @@ impl ManagedFields {
             let others: Vec<&FieldSet> =
                 self.entries.iter().filter(|e| !e.is(writer)).map(|e| &e.fields).collect();
             for path in dropped.members() {
-                if !others.iter().any(|set| set.touches(&path)) {
+                // Nothing inside an atomic field the manager still applies: a map whose keys
+                // an older build recorded one by one.
+                let inside_atomic = (1..path.len())
+                    .any(|n| applied.is_leaf(&path[..n]) && field_set::is_atomic_path(&path[..n]));
+                if !inside_atomic && !others.iter().any(|set| set.touches(&path)) {
                     field_set::remove_path(&mut merged, &path);
                 }
             }
@@ -466,6 +470,23 @@ mod tests {
         let before = fields.clone();
         fields.record_update(Some(&edited), &edited, &writer("edit", Operation::Update), false);
         assert_eq!(fields, before, "a write that changes nothing changes no ownership");
+    }
+
+    #[test]
+    fn a_reapply_keeps_an_atomic_map_whose_keys_an_older_build_recorded() {
+        let live = json!({"metadata": {"name": "s", "managedFields": [{"manager": "kubectl",
+                "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:selector": {".": {}, "f:app": {}}}}}]},
+            "spec": {"selector": {"app": "web"}}});
+        let mut fields = ManagedFields::of(&live).unwrap();
+        let config = json!({"metadata": {"name": "s"}, "spec": {"selector": {"app": "web"}}});
+        let apply = writer("kubectl", Operation::Apply);
+        let merged = fields.apply(Some(&live), &config, &apply, false, false).unwrap();
+        assert_eq!(merged["spec"]["selector"], json!({"app": "web"}), "{merged}");
+        assert_eq!(
+            owners(&fields),
+            vec![("kubectl".into(), json!({"f:spec": {"f:selector": {}}}))]
+        );
     }
 
     #[test]

@@ -113,6 +113,12 @@ pub struct ApiCore {
 pub type SchemaCheck =
     Arc<dyn Fn(&str, &str, &mut Value) -> Result<Vec<String>, String> + Send + Sync>;
 
+/// Kubernetes' strict decoding message for a field its kind does not declare, at `path`
+/// (`.spec.bogus` or `spec.bogus`).
+pub fn unknown_field_message(path: &str) -> String {
+    format!("unknown field \"{}\"", path.trim_start_matches('.'))
+}
+
 /// How a write records field ownership.
 enum Ownership<'a> {
     /// An update by this field manager: it owns what it changed.
@@ -168,10 +174,8 @@ impl ApiCore {
         let Some(check) = &self.schema_check else { return Ok(()) };
         let unknown = check(group, kind, object)?;
         if strict && !unknown.is_empty() {
-            let fields: Vec<String> = unknown
-                .iter()
-                .map(|field| format!("unknown field {:?}", field.trim_start_matches('.')))
-                .collect();
+            let fields: Vec<String> =
+                unknown.iter().map(|field| unknown_field_message(field)).collect();
             return Err(format!("strict decoding error: {}", fields.join(", ")));
         }
         Ok(())
@@ -893,14 +897,20 @@ impl ApiCore {
             let current =
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_rv = current.resource_version.to_string();
+            let mut stored = current.to_value();
+            if options.strict_fields {
+                // Decoded first, as Kubernetes decodes what it stored before patching: a field
+                // its kind does not declare (an in-process writer's) is not the patch's fault.
+                let (group, kind) = (resource.group, resource.kind);
+                let _ = self.check_schema_as(group, kind, &mut stored, false);
+            }
             // A view's patch applies to the view's form of the object.
             let mut next = match view {
                 Some(view) => {
-                    let patched =
-                        patch::apply(&view.view_form(current.to_value()), patch_type, patch)?;
+                    let patched = patch::apply(&view.view_form(stored), patch_type, patch)?;
                     view.stored_form(patched)?
                 }
-                None => patch::apply(&current.to_value(), patch_type, patch)?,
+                None => patch::apply(&stored, patch_type, patch)?,
             };
             self.check_schema(resource, name, &mut next, options.strict_fields)?;
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
@@ -1046,9 +1056,14 @@ impl ApiCore {
             *finalizers = json!([]);
         }
         let list = finalizers.as_array_mut().expect("set to an array above");
-        if list.iter().any(|f| f == finalizer) && marked {
+        // One way of collecting dependents replaces the other, as in Kubernetes.
+        let other =
+            if finalizer == ORPHAN_FINALIZER { FOREGROUND_FINALIZER } else { ORPHAN_FINALIZER };
+        let holds_other = list.iter().any(|f| f == other);
+        if list.iter().any(|f| f == finalizer) && marked && !holds_other {
             return Ok(current);
         }
+        list.retain(|f| f != other);
         if !list.iter().any(|f| f == finalizer) {
             list.push(json!(finalizer));
         }
@@ -1538,8 +1553,8 @@ fn check_subresource_names(
     namespace: &str,
     name: &str,
 ) -> Result<(), ApiError> {
-    let body_namespace = json::at(body, "/metadata/namespace").and_then(Value::as_str);
-    if body_namespace.is_some_and(|ns| !ns.is_empty() && ns != namespace) {
+    let meta = body.get("metadata").and_then(Value::as_object);
+    if meta.is_some_and(|meta| names_another_namespace(resources::core("pods"), meta, namespace)) {
         return Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()));
     }
     match json::at(body, "/metadata/name").and_then(Value::as_str) {
@@ -1973,9 +1988,20 @@ mod tests {
         assert!(was_created, "a resourceVersion does not stop an update's create");
         // The body names its object, as Kubernetes' update handler checks before anything.
         let refusals = [
-            (json!({"spec": {}}), "the name of the object (l2 based on URL) was undeterminable: name must be provided"),
-            (json!({"metadata": {"name": "other"}, "spec": {}}), "the name of the object (other) does not match the name on the URL (l2)"),
-            (json!({"metadata": {"name": "other", "namespace": "kube-system"}}), "the namespace of the provided object does not match the namespace sent on the request"),
+            (
+                json!({"spec": {}}),
+                "the name of the object (l2 based on URL) was undeterminable: name must be \
+                 provided",
+            ),
+            (
+                json!({"metadata": {"name": "other"}, "spec": {}}),
+                "the name of the object (other) does not match the name on the URL (l2)",
+            ),
+            (
+                json!({"metadata": {"name": "other", "namespace": "kube-system"}}),
+                "the namespace of the provided object does not match the namespace sent on the \
+                 request",
+            ),
         ];
         for (body, message) in refusals {
             let refused = core.put(leases, "default", "l2", body, &options).await.unwrap_err();
@@ -1996,6 +2022,25 @@ mod tests {
         let cm = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
         let refused = core.put(cms, "default", "c", cm, &options).await.unwrap_err();
         assert!(matches!(refused, ApiError::NotFound { resource: "configmaps", .. }), "{refused}");
+    }
+
+    #[actix::test]
+    async fn one_way_of_collecting_dependents_replaces_the_other() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata": {"name": "c", "finalizers": ["example.com/keep"]}});
+        core.create(cms, "default", cm, &WriteOptions::default()).await.unwrap();
+        for (policy, finalizers) in [
+            ("Foreground", ["example.com/keep", FOREGROUND_FINALIZER]),
+            ("Orphan", ["example.com/keep", ORPHAN_FINALIZER]),
+            ("Foreground", ["example.com/keep", FOREGROUND_FINALIZER]),
+        ] {
+            let options =
+                DeleteOptions { propagation_policy: Some(policy.into()), ..Default::default() };
+            core.delete(cms, "default", "c", &options).await.unwrap();
+            let marked = core.get(cms, "default", "c").await.unwrap().to_value();
+            assert_eq!(marked["metadata"]["finalizers"], json!(finalizers), "{policy}");
+        }
     }
 
     #[actix::test]

@@ -62,16 +62,24 @@ fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
 /// allocator checks them on a single-stack cluster: a single-stack policy takes one family; a
 /// headless service without a selector takes both families under another policy (it needs no
 /// address of either); any other asks only for IPv4, and not for dual-stack.
-fn init_ip_families(service: &mut Value, name: &str) -> Result<(), ApiError> {
+fn init_ip_families(service: &mut Value, old: Option<&Value>, name: &str) -> Result<(), ApiError> {
     let spec = &service["spec"];
     let policy = spec.get("ipFamilyPolicy").and_then(Value::as_str).unwrap_or("SingleStack");
-    let families = crate::model::json::strings(spec, "ipFamilies");
+    let policy = policy.to_string();
+    let mut families = crate::model::json::strings(spec, "ipFamilies");
+    let old_families = old.map(|old| crate::model::json::strings(&old["spec"], "ipFamilies"));
+    if policy == "SingleStack" && families.len() > 1 && old_families.as_ref() == Some(&families) {
+        // An update to single-stack that leaves the families as they were keeps the first.
+        families.truncate(1);
+        service["spec"]["ipFamilies"] = json!(families);
+    }
+    let spec = &service["spec"];
     let refused =
         |causes| ApiError::Invalid { kind: "Service", group: "", name: name.into(), causes };
     if policy == "SingleStack" && families.len() == 2 {
         let detail = "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families \
                       are specified";
-        return Err(refused(vec![FieldError::invalid("spec.ipFamilyPolicy", policy, detail)]));
+        return Err(refused(vec![FieldError::invalid("spec.ipFamilyPolicy", &policy, detail)]));
     }
     let headless = cluster_ip(service) == Some("None");
     let selectorless = spec.get("selector").and_then(Value::as_object).is_none_or(|s| s.is_empty());
@@ -85,7 +93,7 @@ fn init_ip_families(service: &mut Value, name: &str) -> Result<(), ApiError> {
     let mut causes = Vec::new();
     if policy == "RequireDualStack" {
         let detail = "this cluster is not configured for dual-stack services";
-        causes.push(FieldError::invalid("spec.ipFamilyPolicy", policy, detail));
+        causes.push(FieldError::invalid("spec.ipFamilyPolicy", &policy, detail));
     }
     for (i, family) in families.iter().enumerate().filter(|(_, family)| *family != "IPv4") {
         let field = format!("spec.ipFamilies[{i}]");
@@ -180,7 +188,7 @@ impl ServiceAllocator {
             return Ok(());
         }
         if !external {
-            init_ip_families(service, name)?;
+            init_ip_families(service, old, name)?;
         }
         let old_ip = old.and_then(cluster_ip).map(String::from);
         let wanted = cluster_ip(service).map(String::from);
@@ -368,6 +376,12 @@ fn drop_type_dependent_fields(old: &Value, service: &mut Value) {
         drop_unchanged("allocateLoadBalancerNodePorts");
         drop_unchanged("loadBalancerClass");
     }
+    let external_name = |t: &Option<String>| t.as_deref() == Some("ExternalName");
+    if !external_name(&old_type) && external_name(&new_type) {
+        // An ExternalName service has no addresses, so no families either.
+        drop_unchanged("ipFamilies");
+        drop_unchanged("ipFamilyPolicy");
+    }
     if !load_balancer(&new_type) {
         if let Some(status) = service.get_mut("status").and_then(Value::as_object_mut) {
             status.insert("loadBalancer".into(), json!({}));
@@ -498,6 +512,18 @@ mod tests {
             "ipFamilies": ["IPv4"]}));
         a.allocate(&mut headless, "h").unwrap();
         assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+        // An update to single-stack that leaves the families keeps the first.
+        let mut single = headless.clone();
+        single["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+        a.reallocate(&headless, &mut single, "h").unwrap();
+        assert_eq!(single["spec"]["ipFamilies"], json!(["IPv4"]));
+        // Becoming an ExternalName service drops the families the update left as they were.
+        let mut external = preferring.clone();
+        external["spec"]["type"] = json!("ExternalName");
+        a.reallocate(&preferring, &mut external, "p").unwrap();
+        for field in ["ipFamilies", "ipFamilyPolicy"] {
+            assert!(external["spec"].get(field).is_none(), "{field}: {external}");
+        }
     }
 
     #[test]

@@ -299,7 +299,8 @@ mod tests {
             (named(json!({"name": "q"})), "name in URL does not match name in Binding object"),
             (
                 named(json!({"name": "p", "namespace": "kube-system"})),
-                "the namespace of the provided object does not match the namespace sent on the request",
+                "the namespace of the provided object does not match the namespace sent on the \
+                 request",
             ),
         ];
         for (binding, message) in refusals {

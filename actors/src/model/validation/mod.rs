@@ -172,23 +172,23 @@ const QUALIFIED_NAME_MAX: usize = 63;
 /// lowercased, a finalizer...), worded as Kubernetes' `IsQualifiedName` words them.
 pub fn label_key_errors(key: &str) -> Vec<String> {
     let mut errors = Vec::new();
-    let name = match key.split('/').collect::<Vec<_>>()[..] {
-        [name] => name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errors.push("prefix part must be non-empty".to_string());
-            }
-            let prefix_errors = dns1123_subdomain_errors(prefix).into_iter();
-            errors.extend(
-                prefix_errors.filter(|_| !prefix.is_empty()).map(|e| format!("prefix part {e}")),
-            );
-            name
-        }
-        _ => {
+    // Split without allocating: this runs for every label and annotation key written.
+    let name = match key.split_once('/') {
+        None => key,
+        Some((_, name)) if name.contains('/') => {
             return vec![format!(
                 "a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and \
                  '/' (e.g. 'example.com/MyName')"
             )]
+        }
+        Some(("", name)) => {
+            errors.push("prefix part must be non-empty".to_string());
+            name
+        }
+        Some((prefix, name)) => {
+            let prefix_errors = dns1123_subdomain_errors(prefix).into_iter();
+            errors.extend(prefix_errors.map(|e| format!("prefix part {e}")));
+            name
         }
     };
     if name.is_empty() {
@@ -1419,11 +1419,11 @@ fn validate_ip_families(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
     let families = spec.map(|s| json::strings(s, "ipFamilies")).unwrap_or_default();
     if text("type") == Some("ExternalName") {
         let forbidden = "may not be set for ExternalName services";
-        if text("ipFamilyPolicy").is_some() {
-            errors.push(FieldError::forbidden("spec.ipFamilyPolicy", forbidden));
-        }
         if !families.is_empty() {
             errors.push(FieldError::forbidden("spec.ipFamilies", forbidden));
+        }
+        if text("ipFamilyPolicy").is_some() {
+            errors.push(FieldError::forbidden("spec.ipFamilyPolicy", forbidden));
         }
         return;
     }
@@ -1540,13 +1540,22 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "i"}]}});
         let errors = validate_object(pods, &pod);
         let found: Vec<_> = errors.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect();
-        assert_eq!(found, [
-            ("metadata.finalizers", "Invalid value: []string{\"orphan\", \"foregroundDeletion\", \
-                \"custom\", \"example.com/keep\"}: finalizer orphan and foregroundDeletion cannot be \
-                both set"),
-            ("metadata.finalizers[2]", "Invalid value: \"custom\": name is neither a standard \
-                finalizer name nor is it fully qualified"),
-        ]);
+        assert_eq!(
+            found,
+            [
+                (
+                    "metadata.finalizers",
+                    "Invalid value: []string{\"orphan\", \
+                \"foregroundDeletion\", \"custom\", \"example.com/keep\"}: finalizer orphan and \
+                foregroundDeletion cannot be both set"
+                ),
+                (
+                    "metadata.finalizers[2]",
+                    "Invalid value: \"custom\": name is neither a standard \
+                finalizer name nor is it fully qualified"
+                ),
+            ]
+        );
         let namespaces = find("", "v1", "namespaces").unwrap();
         let namespace = json!({"metadata": {"name": "n"},
             "spec": {"finalizers": ["kubernetes", "mine", "example.com/a b"]}});
@@ -1586,8 +1595,8 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "spec.ipFamilyPolicy: Forbidden: may not be set for ExternalName services",
                 "spec.ipFamilies: Forbidden: may not be set for ExternalName services",
+                "spec.ipFamilyPolicy: Forbidden: may not be set for ExternalName services",
             ]
         );
     }
