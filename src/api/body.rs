@@ -375,14 +375,14 @@ pub enum FieldValidation {
 }
 
 impl FieldValidation {
-    pub fn from_query(value: Option<&str>) -> Result<Self, HttpError> {
+    /// The `fieldValidation` a request names (none, or empty, is `Warn`); `None` for a value
+    /// Kubernetes does not take (see `Query::field_validation`).
+    pub fn parse(value: Option<&str>) -> Option<Self> {
         match value {
-            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
-            Some("Ignore") => Ok(FieldValidation::Ignore),
-            Some("Strict") => Ok(FieldValidation::Strict),
-            Some(other) => Err(HttpError::BadRequest(format!(
-                "fieldValidation must be one of Ignore, Warn or Strict, got {other:?}"
-            ))),
+            None | Some("") | Some("Warn") => Some(FieldValidation::Warn),
+            Some("Ignore") => Some(FieldValidation::Ignore),
+            Some("Strict") => Some(FieldValidation::Strict),
+            Some(_) => None,
         }
     }
 

@@ -260,7 +260,7 @@ async fn dispatch(
             Ok(list_response(&req, resource, &deleted, &query))
         }
         (Method::PATCH, Some(name)) => {
-            let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+            let validation = query.field_validation(&req)?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let escalation = escalation(&req, &state, resource);
             let Some(patch_type) = patch_type(&req)? else {
@@ -384,7 +384,7 @@ async fn checked_body_of(
     if req.method() != method {
         return Err(HttpError::MethodNotAllowed);
     }
-    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+    let validation = query.field_validation(req)?;
     let bytes = body::read(payload, state.max_body_bytes).await?;
     let (mut body, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
     let warnings = validation.check_body(kind, &mut body, &duplicates)?;
@@ -484,7 +484,7 @@ async fn scale(
         return Ok(json_bytes(StatusCode::OK, scale.to_string().into()));
     }
     let options = query.write_options(req)?;
-    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+    let validation = query.field_validation(req)?;
     let (scale, warnings) = match subresource_write(req, payload, state).await? {
         Write::Replace(mut scale, duplicates) => {
             let kind = ("autoscaling", "v1", "Scale");
@@ -550,7 +550,7 @@ async fn ephemeral_containers(
         core.get(pods, namespace, name).await?
     } else {
         let options = query.write_options(req)?;
-        let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+        let validation = query.field_validation(req)?;
         match subresource_write(req, payload, state).await? {
             Write::Replace(mut pod, duplicates) => {
                 // The body is a whole Pod, decoded as the pod's own PUT decodes it.
@@ -591,7 +591,7 @@ async fn read_object(
     query: &Query,
     state: &AppState,
 ) -> Result<(Value, Vec<String>), HttpError> {
-    let validation = FieldValidation::from_query(query.get("fieldValidation"))?;
+    let validation = query.field_validation(req)?;
     let bytes = body::read(payload, state.max_body_bytes).await?;
     let (mut value, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
     let warnings = validation.check(resource, &mut value, &duplicates)?;

@@ -65,14 +65,23 @@ impl Query {
     /// `dryRun`, `force`, and `fieldManager`, which defaults to the User-Agent's product name
     /// (`kubectl`, `OpenAPI-Generator`), as in Kubernetes.
     pub fn write_options(&self, req: &HttpRequest) -> Result<WriteOptions, HttpError> {
-        let kind = match *req.method() {
-            Method::POST => "CreateOptions",
-            Method::PUT => "UpdateOptions",
-            _ => "PatchOptions",
-        };
-        let mut options = self.options_of(kind)?;
+        let mut options = self.options_of(options_kind(req))?;
         options.field_manager.get_or_insert_with(|| user_agent_manager(req));
         Ok(options)
+    }
+
+    /// The request's `fieldValidation`: a value Kubernetes does not take is 422 on the
+    /// request's options kind (`CreateOptions`, `UpdateOptions`, `PatchOptions`), as its
+    /// options' validation answers.
+    pub fn field_validation(&self, req: &HttpRequest) -> Result<FieldValidation, HttpError> {
+        FieldValidation::parse(self.get("fieldValidation")).ok_or_else(|| {
+            invalid_options(options_kind(req), vec![self.field_validation_not_supported()])
+        })
+    }
+
+    fn field_validation_not_supported(&self) -> FieldError {
+        let value = self.get("fieldValidation").unwrap_or_default();
+        FieldError::not_supported("fieldValidation", value, &["", "Ignore", "Strict", "Warn"])
     }
 
     /// The options of a server-side apply: as for other writes, but the field manager is only
@@ -99,6 +108,10 @@ impl Query {
         if let Err(HttpError::Api(ApiError::Invalid { causes: dry_run, .. })) = &dry_run {
             causes.extend(dry_run.iter().cloned());
         }
+        let validation = FieldValidation::parse(self.get("fieldValidation"));
+        if validation.is_none() {
+            causes.push(self.field_validation_not_supported());
+        }
         if !causes.is_empty() {
             return Err(invalid_options(kind, causes));
         }
@@ -107,8 +120,7 @@ impl Query {
             dry_run: dry_run?,
             field_manager,
             force: self.flag("force")?,
-            strict_fields: FieldValidation::from_query(self.get("fieldValidation"))?
-                == FieldValidation::Strict,
+            strict_fields: validation == Some(FieldValidation::Strict),
         })
     }
 
@@ -219,6 +231,15 @@ fn is_printable(c: char) -> bool {
     let format = matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
         | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}');
     !(c.is_control() || format || (c.is_whitespace() && c != ' '))
+}
+
+/// The options kind of a write by its method, as Kubernetes names it in its refusals.
+fn options_kind(req: &HttpRequest) -> &'static str {
+    match *req.method() {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        _ => "PatchOptions",
+    }
 }
 
 fn invalid_options(kind: &'static str, causes: Vec<FieldError>) -> HttpError {

@@ -110,6 +110,27 @@ fn every_error_class_has_its_status() {
         "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \
          \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
     );
+    // A `fieldValidation` Kubernetes does not take, on the options kind of the write, whatever
+    // the body says.
+    let bogus = [
+        ("POST", format!("{pods}?fieldValidation=Bogus"), "CreateOptions"),
+        ("PUT", format!("{pods}/p?fieldValidation=Bogus"), "UpdateOptions"),
+        ("PATCH", format!("{pods}/p?fieldValidation=Bogus"), "PatchOptions"),
+        ("POST", format!("{pods}/p/eviction?fieldValidation=Bogus"), "CreateOptions"),
+    ];
+    for (method, path, kind) in bogus {
+        let merge = Some("application/merge-patch+json");
+        let reply = server.send_raw(method, &path, merge, b"{}".to_vec());
+        assert_status(&reply, 422, "Invalid");
+        assert_eq!(
+            reply.1["message"],
+            format!(
+                "{kind}.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \
+                 \"Bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+            ),
+            "{method} {path}"
+        );
+    }
     // 400: a DeleteOptions body whose field has the wrong type, as the decoder refuses it.
     let typed = br#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":"soon"}"#;
     let mistyped = server.send_raw("DELETE", &format!("{pods}/p"), None, typed.to_vec());
