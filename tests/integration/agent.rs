@@ -61,6 +61,44 @@ fn pid_of(pod: &Value) -> u32 {
         .expect("a running container has a pid")
 }
 
+/// A server whose pods `selector` picks run containers that ignore SIGTERM, so they would
+/// outlive the embedded agent's stop (an agent leaves containers running when it ends, by
+/// design, for the next agent to adopt). When the test ends, however it ends, the server is
+/// stopped and then those containers are killed (each leads its own process group).
+struct KillingContainersAtEnd {
+    server: Option<Server>,
+    selector: &'static str,
+}
+
+impl std::ops::Deref for KillingContainersAtEnd {
+    type Target = Server;
+
+    fn deref(&self) -> &Server {
+        self.server.as_ref().expect("the server runs until the end")
+    }
+}
+
+impl Drop for KillingContainersAtEnd {
+    fn drop(&mut self) {
+        let Some(server) = self.server.take() else { return };
+        let path = format!("/api/v1/namespaces/default/pods?labelSelector={}", self.selector);
+        let (_, pods) = server.get(&path);
+        let pids: Vec<i32> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|pod| pod["status"]["containerStatuses"][0]["containerID"].as_str())
+            .filter_map(|id| id.rsplit('/').next()?.parse().ok())
+            .collect();
+        // The agent first, so that no container is started again.
+        drop(server);
+        for pid in pids {
+            let group = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
@@ -450,6 +488,7 @@ fn evictions_keep_to_disruption_budgets() {
         ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
         ("KPLANE_SCHEDULER__ENABLED", "true"),
     ]);
+    let server = KillingContainersAtEnd { server: Some(server), selector: "app%3Dweb" };
     wait_until(WAIT, "node-b is Ready", || node_ready(&server, "node-b"));
     // Containers that outlive a SIGTERM, so an evicted pod stays a while, being deleted.
     let rc = json!({"apiVersion": "v1", "kind": "ReplicationController",
