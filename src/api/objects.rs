@@ -11,7 +11,7 @@ use kplane_actors::core::{ApiError, ObjectList, PatchType};
 use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
-use super::body::{self, FieldValidation};
+use super::body;
 use super::params::Query;
 use super::request_info::{self, Target};
 use super::table::{self, IncludeObject};

@@ -19,8 +19,7 @@ use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
 use crate::model::{json, now, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
-/// The entry of a namespace's `spec.finalizers` this controller removes once it is empty.
-pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+pub use crate::model::finalizers::NAMESPACE_FINALIZER;
 
 /// How often a namespace still being emptied is swept again.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::finalizers::NAMESPACE_FINALIZER;
 use crate::model::priority::PREEMPT_LOWER_PRIORITY;
 use crate::model::qos::qos_class;
 
@@ -41,8 +42,8 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
             *finalizers = json!([]);
         }
         let list = finalizers.as_array_mut().expect("set to an array above");
-        if !list.iter().any(|f| f == "kubernetes") {
-            list.push(json!("kubernetes"));
+        if !list.iter().any(|f| f == NAMESPACE_FINALIZER) {
+            list.push(json!(NAMESPACE_FINALIZER));
         }
     }
 }

@@ -53,10 +53,7 @@ use crate::watch::HubHandle;
 use conversion::View;
 use managed_fields::{ManagedFields, Operation, Writer};
 
-/// The finalizer an Orphan deletion leaves for the garbage collector.
-pub const ORPHAN_FINALIZER: &str = "orphan";
-/// The finalizer a Foreground deletion leaves for the garbage collector.
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+pub use crate::model::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 
 /// The longest grace period a pod's deletion, or its containers' stop, is given, whatever it
 /// asks (a deadline further out could not be named): a hundred years.

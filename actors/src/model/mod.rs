@@ -2,6 +2,7 @@
 
 pub mod disruption;
 mod filter;
+pub mod finalizers;
 pub mod json;
 pub mod lists;
 mod object;

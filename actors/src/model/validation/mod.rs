@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZERS};
 use super::{json, ResourceType};
 
 mod disruption_budget;
@@ -221,9 +222,6 @@ pub fn label_value_errors(value: &str) -> Vec<String> {
     errors
 }
 
-/// The finalizer names every kind takes without a prefix (Kubernetes' standard finalizers).
-const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
-
 /// Kubernetes' extra rule for the finalizers of its own kinds (`validateKubeFinalizerName`):
 /// one without a `/` must be a standard one.
 fn kube_finalizer_error(name: &str) -> Option<&'static str> {
@@ -367,7 +365,7 @@ fn validate_finalizers(finalizers: &[String], errors: &mut Vec<FieldError>) {
         );
     }
     let has = |wanted: &str| finalizers.iter().any(|f| f == wanted);
-    if has("orphan") && has("foregroundDeletion") {
+    if has(ORPHAN_FINALIZER) && has(FOREGROUND_FINALIZER) {
         let message = "finalizer orphan and foregroundDeletion cannot be both set";
         errors.push(FieldError::invalid_number(
             "metadata.finalizers",
