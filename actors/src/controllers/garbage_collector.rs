@@ -55,13 +55,34 @@ pub struct GarbageCollector {
     /// deleted.
     nodes: FastMap<String, Node>,
     /// Every other object (most of a cluster's), kept only as an owner that exists: its uid
-    /// and resource, about a quarter of a node's memory.
-    plain: FastMap<Box<str>, &'static ResourceType>,
+    /// and resource, 24 bytes when the uid is a UUID.
+    plain: FastMap<PlainUid, &'static ResourceType>,
     dependents: FastMap<String, FastSet<String>>,
     /// Resources listed at least once: dangling references are only judged after all are.
     listed: FastSet<&'static str>,
     /// How many resources there are to list (those stored as themselves).
     to_list: usize,
+}
+
+/// A plain object's uid as the collector keeps it: the 128 bits of a UUID in its canonical
+/// form (every uid the server assigns), so that the table of a cluster's plain objects, one
+/// entry per object, neither allocates per entry nor hashes text when it grows; any other uid
+/// as its text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum PlainUid {
+    Uuid(u128),
+    Text(Box<str>),
+}
+
+impl PlainUid {
+    fn of(uid: &str) -> Self {
+        // Only the canonical form (36 characters, lowercase), so that no two uids share a key.
+        let canonical = uid.len() == 36 && !uid.bytes().any(|b| b.is_ascii_uppercase());
+        match uuid::Uuid::try_parse(uid) {
+            Ok(parsed) if canonical => PlainUid::Uuid(parsed.as_u128()),
+            _ => PlainUid::Text(uid.into()),
+        }
+    }
 }
 
 fn uid_of(object: &Value) -> String {
@@ -105,7 +126,7 @@ impl GarbageCollector {
         let finalizers = strings(&meta["finalizers"]);
         let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
         if owners.is_empty() && finalizers.is_empty() && !deleting {
-            self.plain.insert(uid.as_str().into(), resource);
+            self.plain.insert(PlainUid::of(&uid), resource);
             return uid;
         }
         for owner in &owners {
@@ -127,7 +148,7 @@ impl GarbageCollector {
 
     /// Forgets `uid`; its node, unless it was a plain object.
     fn remove(&mut self, uid: &str) -> Option<Node> {
-        if self.plain.remove(uid).is_some() {
+        if self.plain.remove(&PlainUid::of(uid)).is_some() {
             return None;
         }
         let node = self.nodes.remove(uid)?;
@@ -144,7 +165,7 @@ impl GarbageCollector {
 
     /// Whether the object `uid` exists, by the graph.
     fn exists(&self, uid: &str) -> bool {
-        self.plain.contains_key(uid) || self.nodes.contains_key(uid)
+        self.plain.contains_key(&PlainUid::of(uid)) || self.nodes.contains_key(uid)
     }
 
     /// Live dependents of `uid`.
@@ -160,7 +181,7 @@ impl GarbageCollector {
 
     /// Acts on whatever `uid`'s state asks for.
     fn process(&mut self, uid: &str, ctx: &mut Context<Self>) {
-        if self.plain.contains_key(uid) {
+        if self.plain.contains_key(&PlainUid::of(uid)) {
             return;
         }
         let Some(node) = self.nodes.get(uid) else {
@@ -412,12 +433,10 @@ impl Handler<Informed> for GarbageCollector {
     fn handle(&mut self, Informed(resource, feed): Informed, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                let nodes = self.nodes.iter().map(|(uid, n)| (uid.as_str(), n.resource));
-                let plain = self.plain.iter().map(|(uid, r)| (&**uid, *r));
-                let stale: Vec<String> = nodes
-                    .chain(plain)
-                    .filter(|(_, r)| *r == resource)
-                    .map(|(uid, _)| uid.to_string())
+                self.plain.retain(|_, r| *r != resource);
+                let stale: Vec<String> = (self.nodes.iter())
+                    .filter(|(_, node)| node.resource == resource)
+                    .map(|(uid, _)| uid.clone())
                     .collect();
                 for uid in stale {
                     self.remove(&uid);
@@ -577,7 +596,7 @@ mod tests {
             [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "owner-uid"}]}});
         collector.upsert(cms(), &owner);
         collector.upsert(cms(), &dependent);
-        assert!(collector.plain.contains_key("owner-uid"));
+        assert!(collector.plain.contains_key(&PlainUid::of("owner-uid")));
         assert!(!collector.nodes.contains_key("owner-uid"));
         assert!(collector.nodes.contains_key("dep-uid"), "a dependent is a node");
         assert!(collector.exists("owner-uid"));
@@ -586,11 +605,23 @@ mod tests {
         let held = json!({"metadata": {"name": "o", "uid": "owner-uid", "finalizers": ["x"]}});
         collector.upsert(cms(), &held);
         assert!(collector.nodes.contains_key("owner-uid"));
-        assert!(!collector.plain.contains_key("owner-uid"));
+        assert!(!collector.plain.contains_key(&PlainUid::of("owner-uid")));
         collector.upsert(cms(), &owner);
         assert!(!collector.nodes.contains_key("owner-uid"));
         assert!(collector.remove("owner-uid").is_none(), "a plain object has no node");
         assert!(!collector.exists("owner-uid"));
+    }
+
+    #[test]
+    fn plain_uids_are_kept_as_numbers_only_in_their_canonical_form() {
+        let uid = "670eb5da-603c-4e91-87a4-d17a027e1277";
+        assert_eq!(PlainUid::of(uid), PlainUid::Uuid(0x670eb5da_603c_4e91_87a4_d17a027e1277));
+        // Other spellings of the same UUID are other uids.
+        for other in [uid.to_uppercase(), uid.replace('-', ""), format!("{{{uid}}}")] {
+            assert_eq!(PlainUid::of(&other), PlainUid::Text(other.as_str().into()));
+        }
+        assert_eq!(PlainUid::of("owner-uid"), PlainUid::Text("owner-uid".into()));
+        assert_eq!(PlainUid::of(""), PlainUid::Text("".into()));
     }
 
     #[actix::test]

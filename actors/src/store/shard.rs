@@ -23,15 +23,31 @@ use crate::watch::{EventType, Publish, WatchEvent};
 /// paginated lists consistent snapshots.
 type Collection = OrdMap<CollectionKey, Arc<StoredObject>>;
 
-/// The (namespace, name) of a collection's entry, ordered as the pair of strings is. Compared
-/// through `text::order`: cluster-scoped objects have an empty namespace, which `memcmp` is slow
-/// to compare.
+/// The (namespace, name) of a collection's entry, in one allocation: the namespace, a NUL and
+/// the name. Ordered as the pair of strings is, since a namespace (a DNS label) holds no NUL:
+/// two keys compare with one `memcmp`, and a search of a large collection reads one allocation
+/// per key it passes, not two.
 #[derive(Debug, Clone)]
-struct CollectionKey(String, String);
+struct CollectionKey {
+    text: Box<str>,
+    namespace_len: usize,
+}
 
 impl CollectionKey {
+    fn new(namespace: &str, name: &str) -> Self {
+        let mut text = String::with_capacity(namespace.len() + 1 + name.len());
+        text.push_str(namespace);
+        text.push('\0');
+        text.push_str(name);
+        Self { text: text.into_boxed_str(), namespace_len: namespace.len() }
+    }
+
     fn of(key: &ObjectKey) -> Self {
-        Self(key.namespace.clone(), key.name.clone())
+        Self::new(&key.namespace, &key.name)
+    }
+
+    fn namespace(&self) -> &str {
+        &self.text[..self.namespace_len]
     }
 }
 
@@ -43,7 +59,7 @@ trait NamespacedName {
 
 impl NamespacedName for CollectionKey {
     fn parts(&self) -> (&str, &str) {
-        (&self.0, &self.1)
+        (self.namespace(), &self.text[self.namespace_len + 1..])
     }
 }
 
@@ -73,6 +89,8 @@ impl PartialOrd for dyn NamespacedName + '_ {
     }
 }
 
+/// Compared through `text::order`: cluster-scoped objects have an empty namespace, which
+/// `memcmp` is slow to compare.
 impl Ord for dyn NamespacedName + '_ {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         let ((namespace, name), (other_namespace, other_name)) = (self.parts(), other.parts());
@@ -96,7 +114,8 @@ impl PartialOrd for CollectionKey {
 
 impl Ord for CollectionKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self as &dyn NamespacedName).cmp(other as &dyn NamespacedName)
+        // Never empty: both hold their NUL.
+        self.text.cmp(&other.text)
     }
 }
 
@@ -177,7 +196,7 @@ impl StoreShard {
             collections
                 .entry(object_key.resource.into())
                 .or_default()
-                .insert(CollectionKey(object_key.namespace, object_key.name), object);
+                .insert(CollectionKey::of(&object_key), object);
         }
         Ok(Self {
             index,
@@ -333,14 +352,14 @@ impl StoreShard {
         };
         let start = match (&msg.continue_from, &msg.filter.namespace) {
             (Some(point), _) => {
-                Bound::Excluded(CollectionKey(point.after.0.clone(), point.after.1.clone()))
+                Bound::Excluded(CollectionKey::new(&point.after.0, &point.after.1))
             }
-            (None, Some(ns)) => Bound::Included(CollectionKey(ns.clone(), String::new())),
+            (None, Some(ns)) => Bound::Included(CollectionKey::new(ns, "")),
             (None, None) => Bound::Unbounded,
         };
         let limit = msg.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         let in_namespace =
-            |key: &CollectionKey| msg.filter.namespace.as_ref().is_none_or(|ns| *ns == key.0);
+            |key: &CollectionKey| msg.filter.namespace.as_ref().is_none_or(|ns| ns == key.namespace());
         let mut page = Vec::new();
         let mut next = None;
         let mut candidates = items.range((start, Bound::Unbounded));
@@ -697,6 +716,32 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap();
         (first, later)
+    }
+
+    #[test]
+    fn collection_keys_order_as_their_namespace_and_name_pairs() {
+        let pairs = [
+            ("", ""),
+            ("", "a"),
+            ("", "node-1"),
+            ("a", ""),
+            ("a", "x"),
+            ("a", "x\0y"),
+            ("ab", ""),
+            ("default", "c0-1-64-12"),
+            ("default", "c0-1-64-2"),
+            ("kube-system", "a"),
+        ];
+        for a in pairs {
+            for b in pairs {
+                let (key_a, key_b) = (CollectionKey::new(a.0, a.1), CollectionKey::new(b.0, b.1));
+                let by_pair = (&a as &dyn NamespacedName).cmp(&b as &dyn NamespacedName);
+                assert_eq!(key_a.cmp(&key_b), by_pair, "{a:?} against {b:?}");
+                assert_eq!((&key_a as &dyn NamespacedName).cmp(&b), by_pair);
+                assert_eq!(by_pair, a.cmp(&b));
+            }
+            assert_eq!(CollectionKey::new(a.0, a.1).parts(), a);
+        }
     }
 
     #[actix::test]
