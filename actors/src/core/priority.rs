@@ -100,16 +100,20 @@ mod tests {
     #[test]
     fn a_pod_gets_its_class_s_priority_or_the_default_s() {
         let high = class("high", 1000, false, "Never");
-        let spec = admitted(&[high.clone()], json!({"priorityClassName": "high"})).unwrap();
+        let spec =
+            admitted(std::slice::from_ref(&high), json!({"priorityClassName": "high"})).unwrap();
         assert_eq!((&spec["priority"], &spec["preemptionPolicy"]), (&json!(1000), &json!("Never")));
-        let spec = admitted(&[high.clone()], json!({})).unwrap();
+        let spec = admitted(std::slice::from_ref(&high), json!({})).unwrap();
         assert_eq!(spec, json!({"priority": 0, "preemptionPolicy": "PreemptLowerPriority"}));
         let low = class("low", -5, true, PREEMPT_LOWER_PRIORITY);
         let spec = admitted(&[high.clone(), low], json!({})).unwrap();
         assert_eq!((&spec["priorityClassName"], &spec["priority"]), (&json!("low"), &json!(-5)));
         // Given the value it would get: admitted.
-        assert!(admitted(&[high.clone()], json!({"priorityClassName": "high", "priority": 1000}))
-            .is_ok());
+        assert!(admitted(
+            std::slice::from_ref(&high),
+            json!({"priorityClassName": "high", "priority": 1000})
+        )
+        .is_ok());
     }
 
     #[test]
@@ -117,7 +121,10 @@ mod tests {
         let high = class("high", 1000, false, PREEMPT_LOWER_PRIORITY);
         let missing = admitted(&[], json!({"priorityClassName": "nope"})).unwrap_err();
         assert_eq!(missing, "no PriorityClass with name nope was found");
-        let own = admitted(&[high.clone()], json!({"priorityClassName": "high", "priority": 7}));
+        let own = admitted(
+            std::slice::from_ref(&high),
+            json!({"priorityClassName": "high", "priority": 7}),
+        );
         assert!(own.unwrap_err().starts_with("the integer value of priority (7) must not be"));
         let policy = admitted(
             &[high],
@@ -131,9 +138,9 @@ mod tests {
     fn only_one_class_is_the_global_default() {
         let first = class("first", 1, true, PREEMPT_LOWER_PRIORITY);
         assert!(admit_class(&[], &first).is_ok());
-        assert!(admit_class(&[first.clone()], &first).is_ok(), "itself, updated");
+        assert!(admit_class(std::slice::from_ref(&first), &first).is_ok(), "itself, updated");
         let second = class("second", 2, true, PREEMPT_LOWER_PRIORITY);
-        let refused = admit_class(&[first.clone()], &second).unwrap_err();
+        let refused = admit_class(std::slice::from_ref(&first), &second).unwrap_err();
         assert_eq!(
             refused,
             "PriorityClass first is already marked as default. Only one default can exist"

@@ -351,15 +351,14 @@ impl StoreShard {
             }
         };
         let start = match (&msg.continue_from, &msg.filter.namespace) {
-            (Some(point), _) => {
-                Bound::Excluded(CollectionKey::new(&point.after.0, &point.after.1))
-            }
+            (Some(point), _) => Bound::Excluded(CollectionKey::new(&point.after.0, &point.after.1)),
             (None, Some(ns)) => Bound::Included(CollectionKey::new(ns, "")),
             (None, None) => Bound::Unbounded,
         };
         let limit = msg.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        let in_namespace =
-            |key: &CollectionKey| msg.filter.namespace.as_ref().is_none_or(|ns| ns == key.namespace());
+        let in_namespace = |key: &CollectionKey| {
+            msg.filter.namespace.as_ref().is_none_or(|ns| ns == key.namespace())
+        };
         let mut page = Vec::new();
         let mut next = None;
         let mut candidates = items.range((start, Bound::Unbounded));
