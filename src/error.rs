@@ -20,6 +20,10 @@ pub enum HttpError {
     /// `Accept` admits none of the media types a response can be written in (listed).
     #[error("only the following media types are accepted: {0}")]
     NotAcceptable(&'static str),
+    /// `Accept` asked for a conversion the response cannot take (one object's metadata for a
+    /// list, say).
+    #[error("{0}")]
+    NotConvertible(String),
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
     /// The request did not come whole in time (its body trickled in).
@@ -120,7 +124,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ),
         },
         HttpError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
-        HttpError::NotAcceptable(_) => (406, "NotAcceptable", None),
+        HttpError::NotAcceptable(_) | HttpError::NotConvertible(_) => (406, "NotAcceptable", None),
         HttpError::TooLarge(_) => (413, "RequestEntityTooLarge", None),
         HttpError::Timeout => (504, "Timeout", None),
         // As kube-apiserver's: empty details, which clients read (kubectl debug does).

@@ -31,13 +31,57 @@ pub enum Encoding {
     Yaml,
 }
 
-/// One entry of `Accept`: its type and whether it asks for indented output.
+/// What a response is turned into before it is written, as an `Accept` entry's `as`, `g` and
+/// `v` parameters ask (kube-apiserver's conversions, all in group `meta.k8s.io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversion {
+    /// The object or list as it is.
+    None,
+    /// kubectl's `Table` (`as=Table`).
+    Table,
+    /// `PartialObjectMetadata` of this version of `meta.k8s.io`: a single object's metadata.
+    Metadata(&'static str),
+    /// `PartialObjectMetadataList`: a list's items' metadata.
+    MetadataList(&'static str),
+}
+
+impl Conversion {
+    /// The conversion `as`, `g` and `v` ask for, if kube-apiserver serves it in `essence`
+    /// (a Table only as JSON or YAML).
+    fn of(essence: &str, kind: &str, group: &str, version: &str) -> Option<Conversion> {
+        let version = ["v1", "v1beta1"].into_iter().find(|v| *v == version)?;
+        if group != "meta.k8s.io" {
+            return None;
+        }
+        match kind {
+            "Table" => ["application/json", "application/yaml"]
+                .iter()
+                .any(|t| essence.eq_ignore_ascii_case(t))
+                .then_some(Conversion::Table),
+            "PartialObjectMetadata" => Some(Conversion::Metadata(version)),
+            "PartialObjectMetadataList" => Some(Conversion::MetadataList(version)),
+            _ => None,
+        }
+    }
+}
+
+/// The content type of a response converted to `kind` of `meta.k8s.io` `version`, as
+/// kube-apiserver writes a Table's.
+pub fn converted_type(kind: &str, version: &str) -> String {
+    format!("application/json;as={kind};v={version};g=meta.k8s.io")
+}
+
+/// One entry of `Accept`: its type, whether it asks for indented output and what it asks the
+/// response to be turned into.
 struct MediaRange<'a> {
     essence: &'a str,
     quality: f32,
     pretty: bool,
+    conversion: Conversion,
 }
 
+/// `Accept`'s entries in order of preference, but for those asking for a conversion the
+/// server does not make (as kube-apiserver skips them).
 fn ranges(accept: &str) -> Vec<MediaRange<'_>> {
     let mut ranges: Vec<MediaRange> = accept
         .split(',')
@@ -45,14 +89,22 @@ fn ranges(accept: &str) -> Vec<MediaRange<'_>> {
             let mut parts = range.split(';').map(str::trim);
             let essence = parts.next().filter(|e| !e.is_empty())?;
             let (mut quality, mut pretty) = (1.0, false);
+            let (mut kind, mut group, mut version) = (None, "", "");
             for param in parts {
                 match param.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
                     Some(("q", q)) => quality = q.parse().unwrap_or(1.0),
                     Some(("pretty", p)) => pretty = p == "1",
+                    Some(("as", a)) => kind = Some(a),
+                    Some(("g", g)) => group = g,
+                    Some(("v", v)) => version = v,
                     _ => {}
                 }
             }
-            Some(MediaRange { essence, quality, pretty })
+            let conversion = match kind {
+                None => Conversion::None,
+                Some(kind) => Conversion::of(essence, kind, group, version)?,
+            };
+            Some(MediaRange { essence, quality, pretty, conversion })
         })
         .filter(|r| r.quality > 0.0)
         .collect();
@@ -62,24 +114,49 @@ fn ranges(accept: &str) -> Vec<MediaRange<'_>> {
 
 /// What `Accept` asks a response to be written in (`streaming`: a watch).
 pub fn negotiate(req: &HttpRequest, streaming: bool) -> Result<Encoding, HttpError> {
-    let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("");
+    let accept = accept(req);
     if matches!(accept, "" | "application/json" | "*/*") && !pretty_asked(req) {
         return Ok(Encoding::Json);
     }
+    chosen(accept, req, streaming).map(|(encoding, _)| encoding)
+}
+
+/// What `Accept` asks a response to be turned into (`streaming`: a watch); `None` when it
+/// admits nothing the server writes (the media middleware answers that).
+pub fn conversion(req: &HttpRequest, streaming: bool) -> Conversion {
+    let accept = accept(req);
+    if !accept.contains("as=") {
+        return Conversion::None;
+    }
+    chosen(accept, req, streaming).map_or(Conversion::None, |(_, conversion)| conversion)
+}
+
+fn accept(req: &HttpRequest) -> &str {
+    req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).unwrap_or("")
+}
+
+/// The first entry of `accept`, in order of preference, that the server can write.
+fn chosen(
+    accept: &str,
+    req: &HttpRequest,
+    streaming: bool,
+) -> Result<(Encoding, Conversion), HttpError> {
     let ranges = ranges(accept);
-    if ranges.is_empty() {
-        return Ok(if pretty_asked(req) { Encoding::PrettyJson } else { Encoding::Json });
+    if ranges.is_empty() && accept.split(',').all(|range| range.trim().is_empty()) {
+        let encoding = if pretty_asked(req) { Encoding::PrettyJson } else { Encoding::Json };
+        return Ok((encoding, Conversion::None));
     }
     const JSON_TYPES: &[&str] =
         &["application/json", "application/vnd.kubernetes.protobuf", "application/*", "*/*"];
     for range in ranges {
         let is = |essence: &str| range.essence.eq_ignore_ascii_case(essence);
         if is("application/yaml") && !streaming {
-            return Ok(Encoding::Yaml);
+            return Ok((Encoding::Yaml, range.conversion));
         }
         if JSON_TYPES.iter().any(|json| is(json)) {
             let pretty = range.pretty || pretty_asked(req);
-            return Ok(if pretty { Encoding::PrettyJson } else { Encoding::Json });
+            let encoding = if pretty { Encoding::PrettyJson } else { Encoding::Json };
+            return Ok((encoding, range.conversion));
         }
     }
     Err(HttpError::NotAcceptable(if streaming { STREAM_MEDIA_TYPES } else { RESPONSE_MEDIA_TYPES }))
@@ -232,6 +309,31 @@ mod tests {
         );
         assert!(negotiated_for("application/yaml", "", "", true).is_err(), "a watch is not YAML");
         assert_eq!(negotiated_for("application/yaml, */*", "", "", true).ok(), Some(Json));
+    }
+
+    #[test]
+    fn conversions_are_those_of_the_first_entry_the_server_can_write() {
+        use Conversion::*;
+        let converted = |accept: &str| {
+            let req =
+                TestRequest::get().uri("/api/v1/pods").insert_header((header::ACCEPT, accept));
+            conversion(&req.to_http_request(), false)
+        };
+        let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(converted(&format!("{table},application/json")), Table);
+        assert_eq!(converted("application/yaml;as=Table;v=v1beta1;g=meta.k8s.io"), Table);
+        let protobuf_table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(converted(&format!("{protobuf_table},application/json")), None);
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(converted(list), MetadataList("v1beta1"));
+        let one = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(converted(&format!("{one},application/json")), Metadata("v1"));
+        for skipped in ["g=apps;v=v1", "g=meta.k8s.io;v=v2", "g=meta.k8s.io"] {
+            let accept = format!("application/json;as=PartialObjectMetadata;{skipped},{table}");
+            assert_eq!(converted(&accept), Table, "{accept}");
+        }
+        assert_eq!(converted("application/json"), None);
+        assert_eq!(converted(&format!("text/html;as=Table,{list};q=0.5")), MetadataList("v1beta1"));
     }
 
     #[test]

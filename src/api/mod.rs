@@ -12,6 +12,7 @@ mod metrics;
 mod objects;
 pub mod openapi;
 mod params;
+mod partial;
 pub mod protobuf;
 mod proxy;
 mod request_info;

@@ -12,7 +12,9 @@ use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
 use super::body;
+use super::media::{self, Conversion};
 use super::params::Query;
+use super::partial;
 use super::request_info::{self, Target};
 use super::table::{self, IncludeObject};
 use super::AppState;
@@ -87,15 +89,6 @@ async fn named_group(
             dispatch(req, target, payload, state).await
         }
     }
-}
-
-/// Does the client want the `Table` form (kubectl get)?
-pub fn wants_table(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(actix_web::http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|accept| accept.split(',').next())
-        .is_some_and(|first| first.contains("as=Table"))
 }
 
 async fn dispatch(
@@ -205,12 +198,12 @@ async fn dispatch(
         (Method::GET, None) => {
             let list =
                 core.list(resource, target.namespace.as_deref(), &query.list_options()?).await?;
-            Ok(list_response(&req, resource, &list, &query))
+            list_response(&req, resource, &list, &query)
         }
         (Method::GET, Some(name)) => {
             core.require_revision(query.get("resourceVersion").filter(|v| !v.is_empty()))?;
             let object = core.get(resource, namespace, name).await?;
-            Ok(object_response(&req, StatusCode::OK, resource, &object, &query))
+            object_response(&req, StatusCode::OK, resource, &object, &query)
         }
         (Method::POST, None) => {
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
@@ -221,7 +214,7 @@ async fn dispatch(
             let options = query.write_options(&req)?;
             let created = core.create(resource, namespace, value, &options).await?;
             let mut response =
-                object_response(&req, StatusCode::CREATED, resource, &created, &query);
+                object_response(&req, StatusCode::CREATED, resource, &created, &query)?;
             add_warnings(&mut response, &warnings);
             Ok(response)
         }
@@ -238,14 +231,14 @@ async fn dispatch(
                 core.put(resource, namespace, name, value, &options).await?
             };
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-            let mut response = object_response(&req, code, resource, &updated, &query);
+            let mut response = object_response(&req, code, resource, &updated, &query)?;
             add_warnings(&mut response, &warnings);
             Ok(response)
         }
         (Method::DELETE, Some(name)) if !status_only => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
-            Ok(delete_response(&req, resource, &deleted, &query))
+            delete_response(&req, resource, &deleted, &query)
         }
         (Method::DELETE, None) => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
@@ -257,7 +250,7 @@ async fn dispatch(
                     &options,
                 )
                 .await?;
-            Ok(list_response(&req, resource, &deleted, &query))
+            list_response(&req, resource, &deleted, &query)
         }
         (Method::PATCH, Some(name)) => {
             let validation = query.field_validation(&req)?;
@@ -279,7 +272,7 @@ async fn dispatch(
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
-                let mut response = object_response(&req, code, resource, &applied.object, &query);
+                let mut response = object_response(&req, code, resource, &applied.object, &query)?;
                 add_warnings(&mut response, &warnings);
                 return Ok(response);
             };
@@ -302,7 +295,7 @@ async fn dispatch(
             let patched = core
                 .patch(resource, namespace, name, patch_type, &patch, status_only, &options)
                 .await?;
-            Ok(object_response(&req, StatusCode::OK, resource, &patched, &query))
+            object_response(&req, StatusCode::OK, resource, &patched, &query)
         }
         _ => Err(HttpError::MethodNotAllowed),
     }
@@ -460,7 +453,7 @@ async fn finalize(
         checked_body_of(req, Method::PUT, payload, query, state, kind).await?;
     let options = query.write_options(req)?;
     let finalized = state.core.finalize(name, namespace, &options).await?;
-    let mut response = object_response(req, StatusCode::OK, namespaces, &finalized, query);
+    let mut response = object_response(req, StatusCode::OK, namespaces, &finalized, query)?;
     add_warnings(&mut response, &warnings);
     Ok(response)
 }
@@ -477,11 +470,25 @@ async fn scale(
     let core = &state.core;
     if req.method() == Method::GET {
         let scale = core.get_scale(namespace, name).await?;
-        if wants_table(req) {
-            let include = IncludeObject::from_query(query.get("includeObject"));
-            return Ok(table_response(StatusCode::OK, table::table_of_scale(scale, include)));
-        }
-        return Ok(json_bytes(StatusCode::OK, scale.to_string().into()));
+        return Ok(match media::conversion(req, false) {
+            Conversion::None => json_bytes(StatusCode::OK, scale.to_string().into()),
+            Conversion::Table => {
+                let include = include_object(query)?;
+                table_response(StatusCode::OK, table::table_of_scale(scale, include))
+            }
+            Conversion::Metadata(version) => {
+                let metadata = scale.get("metadata").cloned().unwrap_or_default();
+                let partial = partial::of_metadata(metadata, version).to_string();
+                converted(StatusCode::OK, "PartialObjectMetadata", version, partial.into())
+            }
+            Conversion::MetadataList(_) => {
+                return Err(HttpError::NotConvertible(
+                    "you requested PartialObjectMetadataList, but the requested object is not \
+                     a list (*autoscaling.Scale)"
+                        .into(),
+                ))
+            }
+        });
     }
     let options = query.write_options(req)?;
     let validation = query.field_validation(req)?;
@@ -563,7 +570,7 @@ async fn ephemeral_containers(
             }
         }
     };
-    let mut response = object_response(req, StatusCode::OK, pods, &pod, query);
+    let mut response = object_response(req, StatusCode::OK, pods, &pod, query)?;
     add_warnings(&mut response, &warnings);
     Ok(response)
 }
@@ -632,18 +639,41 @@ pub(super) fn json_bytes(status: StatusCode, body: bytes::Bytes) -> HttpResponse
     HttpResponse::build(status).content_type("application/json").body(body)
 }
 
+/// An object in the form `Accept` asks for: as it is, as a Table or as its metadata.
 fn object_response(
     req: &HttpRequest,
     status: StatusCode,
     resource: &ResourceType,
     object: &Arc<StoredObject>,
     query: &Query,
-) -> HttpResponse {
-    if wants_table(req) {
-        let include = IncludeObject::from_query(query.get("includeObject"));
-        return table_response(status, table::table_of_one(resource, object, include));
-    }
-    json_bytes(status, object.raw.clone())
+) -> Result<HttpResponse, HttpError> {
+    Ok(match media::conversion(req, false) {
+        Conversion::None => json_bytes(status, object.raw.clone()),
+        Conversion::Table => {
+            let include = include_object(query)?;
+            table_response(status, table::table_of_one(resource, object, include))
+        }
+        Conversion::Metadata(version) => {
+            let partial = partial::of_object(object, version).to_string();
+            converted(status, "PartialObjectMetadata", version, partial.into())
+        }
+        Conversion::MetadataList(_) => return Err(partial::object_refused(resource)),
+    })
+}
+
+/// `includeObject`, which only a Table reads, as kube-apiserver checks it.
+pub(super) fn include_object(query: &Query) -> Result<IncludeObject, HttpError> {
+    IncludeObject::from_query(query.get("includeObject")).map_err(|value| {
+        HttpError::BadRequest(format!(
+            "Unable to convert to Table as requested: includeObject: Invalid value: {value:?}: \
+             must be 'Metadata', 'Object', 'None', or empty"
+        ))
+    })
+}
+
+/// A response converted to `kind` of `meta.k8s.io` `version`.
+fn converted(status: StatusCode, kind: &str, version: &str, body: bytes::Bytes) -> HttpResponse {
+    HttpResponse::build(status).content_type(media::converted_type(kind, version)).body(body)
 }
 
 /// What a delete answers, as Kubernetes' storage does: the object while it is not gone yet (a
@@ -654,7 +684,7 @@ fn delete_response(
     resource: &ResourceType,
     deleted: &Arc<StoredObject>,
     query: &Query,
-) -> HttpResponse {
+) -> Result<HttpResponse, HttpError> {
     if deleted.deleting || resource.returns_deleted_object() {
         return object_response(req, StatusCode::OK, resource, deleted, query);
     }
@@ -665,33 +695,40 @@ fn delete_response(
     }
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Success", "details": details});
-    json_bytes(StatusCode::OK, status.to_string().into())
+    Ok(json_bytes(StatusCode::OK, status.to_string().into()))
 }
 
 fn table_response(status: StatusCode, table: Value) -> HttpResponse {
     HttpResponse::build(status)
-        .content_type("application/json;as=Table;v=v1;g=meta.k8s.io")
+        .content_type(media::converted_type("Table", "v1"))
         .body(table.to_string())
 }
 
+/// A list in the form `Accept` asks for: as it is, as a Table or as its items' metadata.
 fn list_response(
     req: &HttpRequest,
     resource: &ResourceType,
     list: &ObjectList,
     query: &Query,
-) -> HttpResponse {
-    if wants_table(req) {
-        let include = IncludeObject::from_query(query.get("includeObject"));
-        let table = table::table(
-            resource,
-            &list.items,
-            Some(list.resource_version),
-            list.continue_token.as_deref().map(|token| (token, list.remaining_item_count)),
-            include,
-        );
-        return table_response(StatusCode::OK, table);
-    }
-    json_bytes(StatusCode::OK, encode_list(resource, list))
+) -> Result<HttpResponse, HttpError> {
+    Ok(match media::conversion(req, false) {
+        Conversion::None => json_bytes(StatusCode::OK, encode_list(resource, list)),
+        Conversion::Table => {
+            let table = table::table(
+                resource,
+                &list.items,
+                Some(list.resource_version),
+                list.continue_token.as_deref().map(|token| (token, list.remaining_item_count)),
+                include_object(query)?,
+            );
+            table_response(StatusCode::OK, table)
+        }
+        Conversion::MetadataList(version) => {
+            let kind = "PartialObjectMetadataList";
+            converted(StatusCode::OK, kind, version, partial::of_list(list, version))
+        }
+        Conversion::Metadata(_) => return Err(partial::list_refused(resource)),
+    })
 }
 
 /// Encodes a list by splicing the stored JSON bytes of each item: no re-serialization.

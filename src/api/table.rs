@@ -16,11 +16,14 @@ pub enum IncludeObject {
 }
 
 impl IncludeObject {
-    pub fn from_query(value: Option<&str>) -> Self {
-        match value {
-            Some("None") => IncludeObject::None,
-            Some("Object") => IncludeObject::Object,
-            _ => IncludeObject::Metadata,
+    /// The `includeObject` parameter's value (none or empty: `Metadata`), or the value it
+    /// does not take.
+    pub fn from_query(value: Option<&str>) -> Result<Self, String> {
+        match value.unwrap_or("") {
+            "None" => Ok(IncludeObject::None),
+            "Object" => Ok(IncludeObject::Object),
+            "Metadata" | "" => Ok(IncludeObject::Metadata),
+            other => Err(other.to_string()),
         }
     }
 }

@@ -10,8 +10,10 @@ use kplane_actors::model::FieldError;
 use kplane_actors::model::ResourceType;
 use serde_json::json;
 
-use super::objects::wants_table;
+use super::media::{self, Conversion};
+use super::objects::include_object;
 use super::params::Query;
+use super::partial;
 use super::table::{self, IncludeObject};
 use super::AppState;
 use crate::error::{status_of, HttpError};
@@ -74,9 +76,16 @@ pub async fn serve(
         _ => state.watch_max_timeout,
     };
     options.timeout = Some(timeout);
+    // As kube-apiserver's: a list's metadata is not a watch event's, which stays whole.
+    let conversion = match media::conversion(req, true) {
+        Conversion::MetadataList(_) => Conversion::None,
+        conversion => conversion,
+    };
+    let include = match conversion {
+        Conversion::Table => include_object(query)?,
+        _ => IncludeObject::Metadata,
+    };
     let frames = core.watch(resource, namespace, &options).await?;
-    let as_table = wants_table(req);
-    let include = IncludeObject::from_query(query.get("includeObject"));
     let encoded = frames
         .scan(false, |ended, frame| {
             // Nothing follows an ERROR event.
@@ -87,10 +96,13 @@ pub async fn serve(
             futures::future::ready(Some(frame))
         })
         .map(move |frame| {
-            Ok::<Bytes, actix_web::Error>(encode(resource, frame, as_table, include))
+            Ok::<Bytes, actix_web::Error>(encode(resource, frame, conversion, include))
         });
-    let content_type =
-        if as_table { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json" };
+    let content_type = match conversion {
+        Conversion::Table => media::converted_type("Table", "v1"),
+        Conversion::Metadata(version) => media::converted_type("PartialObjectMetadata", version),
+        _ => "application/json".to_string(),
+    };
     Ok(HttpResponse::Ok()
         .content_type(content_type)
         .insert_header(("Cache-Control", "no-cache, private"))
@@ -100,7 +112,7 @@ pub async fn serve(
 fn encode(
     resource: &'static ResourceType,
     frame: WatchFrame,
-    as_table: bool,
+    conversion: Conversion,
     include: IncludeObject,
 ) -> Bytes {
     let mut out = BytesMut::new();
@@ -109,11 +121,16 @@ fn encode(
             out.put_slice(b"{\"type\":\"");
             out.put_slice(kind.as_str().as_bytes());
             out.put_slice(b"\",\"object\":");
-            if as_table {
-                let t = table::table_of_one(resource, &object, include);
-                out.put_slice(t.to_string().as_bytes());
-            } else {
-                out.put_slice(&object.raw);
+            match conversion {
+                Conversion::Table => {
+                    let t = table::table_of_one(resource, &object, include);
+                    out.put_slice(t.to_string().as_bytes());
+                }
+                Conversion::Metadata(version) => {
+                    let partial = partial::of_object(&object, version);
+                    out.put_slice(partial.to_string().as_bytes());
+                }
+                _ => out.put_slice(&object.raw),
             }
             out.put_slice(b"}\n");
         }
@@ -124,8 +141,12 @@ fn encode(
             if initial_events_end {
                 metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
             }
-            let event = json!({"type": "BOOKMARK", "object": {
-                "kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata}});
+            let object = match conversion {
+                Conversion::Metadata(version) => partial::of_metadata(metadata, version),
+                _ => json!({"kind": resource.kind, "apiVersion": resource.api_version(),
+                    "metadata": metadata}),
+            };
+            let event = json!({"type": "BOOKMARK", "object": object});
             out.put_slice(event.to_string().as_bytes());
             out.put_u8(b'\n');
         }

@@ -69,3 +69,108 @@ fn json_indented_for_curl_yaml_on_request_and_406_otherwise() {
     let (code, content_type, _) = server.get_with(path, &[("Accept", protobuf)]);
     assert_eq!((code, content_type.as_str()), (200, "application/json"));
 }
+
+/// `as=PartialObjectMetadata` and `as=PartialObjectMetadataList`, as client-go's metadata
+/// client asks: an object, a list's items and a watch's events carry only their metadata, in
+/// the asked version of `meta.k8s.io`; the form that does not fit the endpoint is 406.
+#[test]
+fn metadata_only_objects_lists_and_watch_events() {
+    let server = Server::start();
+    let asking = |kind: &str, version: &str| {
+        format!("application/json;as={kind};g=meta.k8s.io;v={version},application/json")
+    };
+    let get = |path: &str, accept: &str| {
+        let (code, content_type, text) = server.get_with(path, &[("Accept", accept)]);
+        let body: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+        (code, content_type, body)
+    };
+    let (_, whole) = server.get("/api/v1/namespaces/default");
+
+    let (code, content_type, partial) =
+        get("/api/v1/namespaces/default", &asking("PartialObjectMetadata", "v1beta1"));
+    assert_eq!(code, 200, "{partial}");
+    assert_eq!(content_type, "application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io");
+    let expected = serde_json::json!({"kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1beta1", "metadata": whole["metadata"]});
+    assert_eq!(partial, expected);
+
+    let (code, content_type, list) =
+        get("/api/v1/namespaces?limit=2", &asking("PartialObjectMetadataList", "v1"));
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(content_type, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io");
+    assert_eq!(
+        (&list["kind"], &list["apiVersion"]),
+        (&"PartialObjectMetadataList".into(), &"meta.k8s.io/v1".into())
+    );
+    assert!(list["metadata"]["continue"].is_string(), "{list}");
+    assert_eq!(list["metadata"]["remainingItemCount"], 2, "four namespaces, two per page");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for item in items {
+        assert_eq!(item["kind"], "PartialObjectMetadata");
+        assert_eq!(item["apiVersion"], "meta.k8s.io/v1");
+        assert!(item["metadata"]["uid"].is_string() && item.get("spec").is_none(), "{item}");
+    }
+    assert_eq!(
+        items[0],
+        serde_json::json!({"kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1", "metadata": whole["metadata"]})
+    );
+
+    let (code, _, refused) = get("/api/v1/namespaces", &asking("PartialObjectMetadata", "v1"));
+    assert_eq!((code, &refused["reason"]), (406, &"NotAcceptable".into()));
+    assert_eq!(
+        refused["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list \
+         (*core.NamespaceList)"
+    );
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    let (code, _) = server.post(lease, &serde_json::json!({"metadata": {"name": "l"}}));
+    assert_eq!(code, 201);
+    let (code, _, refused) = get(&format!("{lease}/l"), &asking("PartialObjectMetadataList", "v1"));
+    assert_eq!(code, 406, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "you requested PartialObjectMetadataList, but the requested object is not a list \
+         (*coordination.Lease)"
+    );
+    // Versions and conversions kube-apiserver does not serve are skipped: the next is taken.
+    let (code, content_type, plain) = get(
+        "/api/v1/namespaces/default",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2,application/json",
+    );
+    assert_eq!((code, content_type.as_str(), &plain), (200, "application/json", &whole));
+    let (code, _, refused) =
+        get("/api/v1/namespaces", "application/json;as=Widget;g=meta.k8s.io;v=v1");
+    assert_eq!(code, 406, "{refused}");
+
+    // A watch's events and bookmarks, until its timeout.
+    let watch = "/api/v1/namespaces?watch=true&timeoutSeconds=2&allowWatchBookmarks=true\
+                 &sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+    let (code, content_type, events) =
+        server.get_with(watch, &[("Accept", &asking("PartialObjectMetadata", "v1"))]);
+    assert_eq!(
+        (code, content_type.as_str()),
+        (200, "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io")
+    );
+    let events: Vec<Value> = events.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let added: Vec<&Value> = events.iter().filter(|e| e["type"] == "ADDED").collect();
+    assert_eq!(added.len(), 4, "{events:?}");
+    assert!(added.iter().any(|e| e["object"]["metadata"] == whole["metadata"]), "{events:?}");
+    for event in &events {
+        assert_eq!(event["object"]["kind"], "PartialObjectMetadata", "{event}");
+        assert_eq!(event["object"]["apiVersion"], "meta.k8s.io/v1", "{event}");
+    }
+    let bookmark = events.iter().find(|e| e["type"] == "BOOKMARK").expect("a bookmark");
+    assert_eq!(bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+
+    // includeObject is checked when a Table is asked for, as kube-apiserver does.
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let (code, _, refused) = get("/api/v1/namespaces?includeObject=Everything", table);
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Unable to convert to Table as requested: includeObject: Invalid value: \"Everything\": \
+         must be 'Metadata', 'Object', 'None', or empty"
+    );
+}
