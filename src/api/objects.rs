@@ -137,7 +137,7 @@ async fn dispatch(
         (Some("token"), Some(name))
             if resource.plural == "serviceaccounts" && method == Method::POST =>
         {
-            return super::tokens::request(&req, payload, &state, namespace, name).await;
+            return super::tokens::request(&req, payload, &query, &state, namespace, name).await;
         }
         (Some(sub @ ("exec" | "attach" | "portforward")), Some(name))
             if resource.plural == "pods" && (method == Method::GET || method == Method::POST) =>
@@ -349,24 +349,10 @@ async fn check_escalation(
     escalation.check_binding(resource.plural, namespace, object, rules.as_deref())
 }
 
-/// The object in the body of a subresource request that only takes `method` (405 otherwise).
-pub(super) async fn only_body_of(
-    req: &HttpRequest,
-    method: Method,
-    payload: web::Payload,
-    state: &AppState,
-) -> Result<Value, HttpError> {
-    if req.method() != method {
-        return Err(HttpError::MethodNotAllowed);
-    }
-    let bytes = body::read(payload, state.max_body_bytes).await?;
-    body::decode_object(req, &bytes)
-}
-
 /// The body of a subresource request that only takes `method` (405 otherwise), decoded as
 /// the kind `(group, version, kind)` under the request's `fieldValidation`, with the warnings
 /// to answer with.
-async fn checked_body_of(
+pub(super) async fn checked_body_of(
     req: &HttpRequest,
     method: Method,
     payload: web::Payload,
@@ -625,7 +611,7 @@ async fn read_delete_options(
 
 /// Adds each warning as a `Warning: 299 - "text"` header, its quotes escaped as the header's
 /// quoted-string wants them (kubectl prints `Warning: unknown field "spec.bogus"`).
-fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
+pub(super) fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
     for warning in warnings {
         let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
         let header = format!("299 - \"{escaped}\"");

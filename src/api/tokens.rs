@@ -9,8 +9,9 @@ use kplane_actors::core::ApiError;
 use kplane_actors::model::{resources, FieldError, ResourceType};
 use serde_json::{json, Value};
 
-use super::objects::{json_bytes, only_body_of};
+use super::objects::{add_warnings, checked_body_of, json_bytes};
 use super::AppState;
+use super::Query;
 use crate::auth::tokens::{TokenAccount, ISSUER};
 use crate::error::HttpError;
 
@@ -27,11 +28,14 @@ fn strings(value: Option<&Value>, key: &str) -> Vec<String> {
 pub async fn request(
     req: &HttpRequest,
     payload: web::Payload,
+    query: &Query,
     state: &AppState,
     namespace: &str,
     name: &str,
 ) -> Result<HttpResponse, HttpError> {
-    let body = only_body_of(req, actix_web::http::Method::POST, payload, state).await?;
+    let kind = ("authentication.k8s.io", "v1", "TokenRequest");
+    let post = actix_web::http::Method::POST;
+    let (body, warnings) = checked_body_of(req, post, payload, query, state, kind).await?;
     let spec = body.get("spec");
     if spec.and_then(|s| s.get("boundObjectRef")).is_some_and(|b| !b.is_null()) {
         return Err(HttpError::BadRequest(
@@ -80,7 +84,9 @@ pub async fn request(
         "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": null},
         "status": {"token": token, "expirationTimestamp": expires},
     });
-    Ok(json_bytes(actix_web::http::StatusCode::CREATED, answer.to_string().into()))
+    let mut response = json_bytes(actix_web::http::StatusCode::CREATED, answer.to_string().into());
+    add_warnings(&mut response, &warnings);
+    Ok(response)
 }
 
 /// The service account a bearer token names, if it is good and the account still exists

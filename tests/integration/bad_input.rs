@@ -390,6 +390,7 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     // unknown field too under Strict.
     let bindings = "/api/v1/namespaces/default/pods/any/binding";
     let finalize = "/api/v1/namespaces/default/finalize";
+    let tokens = "/api/v1/namespaces/default/serviceaccounts/default/token";
     let scales = format!("{rcs}/typed-rc/scale");
     let typed = [
         (
@@ -412,6 +413,13 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
              unmarshal string into Go struct field ObjectMeta.metadata.labels of type \
              map[string]string",
         ),
+        (
+            tokens,
+            json!({"spec": {"audiences": "a"}}),
+            "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: json: cannot \
+             unmarshal string into Go struct field TokenRequestSpec.spec.audiences of type \
+             []string",
+        ),
     ];
     for (path, body, message) in typed {
         let reply =
@@ -423,6 +431,7 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
         (bindings, json!({"metadata": {"name": "any"}, "target": {"name": "n"}, "extra": 1})),
         (evictions, json!({"metadata": {"name": "any"}, "deleteOptions": {"extra": 1}})),
         (finalize, json!({"metadata": {"name": "default"}, "extra": 1})),
+        (tokens, json!({"spec": {"audiences": ["a"], "extra": 1}})),
         (&scales, json!({"metadata": {"name": "typed-rc"}, "spec": {"replicas": 1}, "extra": 1})),
     ];
     for (path, body) in strict {

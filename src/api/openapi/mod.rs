@@ -57,15 +57,18 @@ const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
 const BINDING_SCHEMA: &str = "io.k8s.api.core.v1.Binding";
 /// Schema name of the `eviction` subresource's kind.
 const EVICTION_SCHEMA: &str = "io.k8s.api.policy.v1.Eviction";
+/// Schema name of the `token` subresource's kind.
+const TOKEN_REQUEST_SCHEMA: &str = "io.k8s.api.authentication.v1.TokenRequest";
 /// Schema name of `meta/v1.DeleteOptions`.
 const DELETE_OPTIONS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 /// The kinds of request bodies that are not resources, by group and kind, with their schemas:
 /// [`check_fields`] knows them too.
-const BODY_KINDS: [(&str, &str, &str); 4] = [
+const BODY_KINDS: [(&str, &str, &str); 5] = [
     ("meta.k8s.io", "DeleteOptions", DELETE_OPTIONS_SCHEMA),
     ("autoscaling", "Scale", SCALE_SCHEMA),
     ("", "Binding", BINDING_SCHEMA),
     ("policy", "Eviction", EVICTION_SCHEMA),
+    ("authentication.k8s.io", "TokenRequest", TOKEN_REQUEST_SCHEMA),
 ];
 
 /// Registers the OpenAPI routes: `/openapi/v3`, `/openapi/v3/api/v1`,
@@ -199,6 +202,7 @@ fn build_docs() -> Docs {
     gen.subschema_for::<k8s_openapi::api::autoscaling::v1::Scale>();
     gen.subschema_for::<corev1::Binding>();
     gen.subschema_for::<k8s_openapi::api::policy::v1::Eviction>();
+    gen.subschema_for::<k8s_openapi::api::authentication::v1::TokenRequest>();
     let mut schemas = gen.take_definitions(true);
     declare_lists(&mut schemas);
     metadata_is_optional(&mut schemas);
