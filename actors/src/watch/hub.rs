@@ -56,7 +56,13 @@ impl Subscriber {
             (EventType::Added, _, true) => EventType::Added,
             (EventType::Modified, true, true) => EventType::Modified,
             (EventType::Modified, false, true) => EventType::Added,
-            (EventType::Modified, true, false) => EventType::Deleted,
+            (EventType::Modified, true, false) => {
+                // As Kubernetes' watchers: the state the watcher last matched, at the change's
+                // revision.
+                let previous = event.previous.as_ref().expect("matched before");
+                let left = previous.at_revision(event.object.resource_version);
+                return Some(WatchItem::Event(EventType::Deleted, Arc::new(left)));
+            }
             (EventType::Deleted, _, true) => EventType::Deleted,
             _ => return None,
         };
@@ -570,7 +576,13 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         };
         assert_eq!(kinds(unbound.next().await), (EventType::Added, 1));
-        assert_eq!(kinds(unbound.next().await), (EventType::Deleted, 2), "bound away");
+        // Bound away: the state it last matched, at the binding's revision.
+        let Some(WatchItem::Event(EventType::Deleted, left)) = unbound.next().await else {
+            panic!("a DELETED event");
+        };
+        assert_eq!(left.resource_version, 2);
+        assert_eq!(left.to_value()["metadata"]["resourceVersion"], "2");
+        assert_eq!(left.to_value()["spec"], pod("", 1).to_value()["spec"]);
         assert_eq!(kinds(n1.next().await), (EventType::Added, 2), "bound here");
         assert_eq!(kinds(n1.next().await), (EventType::Deleted, 3));
         assert_eq!(hub.watcher_count().await, 3);
