@@ -11,7 +11,7 @@ use kplane_actors::core::{ApiError, ObjectList, PatchType};
 use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
-use super::body;
+use super::body::{self, FieldValidation};
 use super::media::{self, Conversion};
 use super::params::Query;
 use super::partial;
@@ -253,13 +253,15 @@ async fn dispatch(
             list_response(&req, resource, &deleted, &query)
         }
         (Method::PATCH, Some(name)) => {
-            let validation = query.field_validation(&req)?;
+            // A value Kubernetes does not take is refused on every patch; the write options
+            // carry a Strict one, and an apply checks its configuration whatever it says.
+            query.field_validation(&req)?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let escalation = escalation(&req, &state, resource);
             let Some(patch_type) = patch_type(&req)? else {
                 let options = query.apply_options()?;
                 let mut config = body::parse_yaml(&bytes)?;
-                let warnings = validation.check_apply_config(resource, &mut config)?;
+                FieldValidation::check_apply_config(resource, namespace, name, &mut config)?;
                 if let Some(escalation) = &escalation {
                     // What the apply would store, checked before it is.
                     let dry = WriteOptions { dry_run: true, ..options.clone() };
@@ -272,9 +274,7 @@ async fn dispatch(
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
-                let mut response = object_response(&req, code, resource, &applied.object, &query)?;
-                add_warnings(&mut response, &warnings);
-                return Ok(response);
+                return object_response(&req, code, resource, &applied.object, &query);
             };
             let options = query.write_options(&req)?;
             if options.force {

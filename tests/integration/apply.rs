@@ -161,6 +161,11 @@ fn kubectl_switches_from_client_side_to_server_side_apply() {
     assert!(!ok && err.contains("cannot unmarshal bool into Go struct field EnvVar"), "{err}");
     let with_env = with_env.replace("value: y", "value: \"y\"");
     k.write("pod.yaml", &with_env);
+    // A misspelt field is refused, as Kubernetes' field manager refuses it.
+    k.write("pod.yaml", &with_env.replace("    env:", "    envv:"));
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);
+    assert!(!ok && err.contains(".spec.containers[0].envv: field not declared in schema"), "{err}");
+    k.write("pod.yaml", &with_env);
     // env is immutable on a pod: the server says so, as a 422 kubectl prints.
     let (ok, _, err) = k.run(&["apply", "--server-side", "-f", pod_file.to_str().unwrap()]);
     assert!(!ok && err.contains("Forbidden: pod updates may not change fields"), "{err}");
@@ -229,6 +234,21 @@ fn apply_patch_over_http() {
     let (code, applied) = server.send_raw("PATCH", &forced, Some(apply), yaml);
     assert_eq!(code, 200, "{applied}");
     assert_eq!(applied["data"]["k"], "x");
+
+    // As Kubernetes' field manager takes a configuration, whatever fieldValidation says: a
+    // field the kind does not declare, or managedFields, is 400 and nothing changes.
+    let misspelt = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: raw\ndatta:\n  k: y\n";
+    let (code, status) = server.send_raw("PATCH", &forced, Some(apply), misspelt.to_vec());
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        "failed to create typed patch object (default/raw; /v1, Kind=ConfigMap): .datta: field \
+         not declared in schema"
+    );
+    let owned = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: raw\n  managedFields: []\n";
+    let (code, status) = server.send_raw("PATCH", &forced, Some(apply), owned.to_vec());
+    assert_eq!((code, &status["message"]), (400, &json!("metadata.managedFields must be nil")));
+    assert_eq!(server.get(path).1["data"], json!({"k": "x"}));
 
     // force is for apply patches only (422 on the options, as Kubernetes validates them); bad
     // YAML and a missing kind are 400s.
