@@ -191,7 +191,84 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             object_field(object, "spec").entry("volumeMode").or_insert(json!("Filesystem"));
             object_field(object, "status").entry("phase").or_insert(json!("Pending"));
         }
+        "Node" => node_pod_cidrs(object_field(object, "spec")),
         _ => {}
+    }
+    go_structs(kind, object);
+}
+
+/// A node's `podCIDR` and `podCIDRs`, as Kubernetes' v1 conversion keeps them: the list wins,
+/// and is taken from `podCIDR` only when it is empty; `podCIDR` is then its first entry. So a
+/// change of `podCIDR` alone changes nothing, and one of `podCIDRs` is what validation sees.
+fn node_pod_cidrs(spec: &mut Map<String, Value>) {
+    let listed = spec.get("podCIDRs").and_then(Value::as_array).is_some_and(|l| !l.is_empty());
+    if !listed {
+        let single = spec.get("podCIDR").and_then(Value::as_str).filter(|c| !c.is_empty());
+        if let Some(single) = single.map(str::to_string) {
+            spec.insert("podCIDRs".into(), json!([single]));
+        }
+    }
+    match spec.get("podCIDRs").and_then(|l| l.get(0)).cloned() {
+        Some(first) => spec.insert("podCIDR".into(), first),
+        None => spec.remove("podCIDR"),
+    };
+}
+
+/// The struct fields Go's encoder always writes (`omitempty` does not leave out a struct), so
+/// that an object reads back as from kube-apiserver: a bare Lease with `spec: {}`, a node
+/// with its status' `nodeInfo` and `daemonEndpoints`. Clients that build typed objects (the
+/// Python client) get empty ones, not `None`.
+fn go_structs(kind: &str, object: &mut Value) {
+    let (spec, status) = match kind {
+        "Pod"
+        | "Node"
+        | "Service"
+        | "Namespace"
+        | "ReplicationController"
+        | "ResourceQuota"
+        | "PersistentVolume"
+        | "PersistentVolumeClaim"
+        | "PodDisruptionBudget" => (true, true),
+        "LimitRange" | "Lease" => (true, false),
+        _ => (false, false),
+    };
+    if spec {
+        object_field(object, "spec");
+    }
+    if status {
+        object_field(object, "status");
+    }
+    if kind == "Event" {
+        object_field(object, "involvedObject");
+        object_field(object, "source");
+    }
+    if kind == "Node" {
+        const NODE_INFO: [&str; 10] = [
+            "machineID",
+            "systemUUID",
+            "bootID",
+            "kernelVersion",
+            "osImage",
+            "containerRuntimeVersion",
+            "kubeletVersion",
+            "kubeProxyVersion",
+            "operatingSystem",
+            "architecture",
+        ];
+        let status = object_field(object, "status");
+        let info = status.entry("nodeInfo").or_insert_with(|| json!({}));
+        if let Some(info) = info.as_object_mut() {
+            for field in NODE_INFO {
+                info.entry(field).or_insert(json!(""));
+            }
+        }
+        let endpoints = status.entry("daemonEndpoints").or_insert_with(|| json!({}));
+        if let Some(endpoints) = endpoints.as_object_mut() {
+            let kubelet = endpoints.entry("kubeletEndpoint").or_insert_with(|| json!({}));
+            if let Some(kubelet) = kubelet.as_object_mut() {
+                kubelet.entry("Port").or_insert(json!(0));
+            }
+        }
     }
 }
 
@@ -619,5 +696,41 @@ mod tests {
         assert_eq!(selecting["spec"]["ipFamilyPolicy"], "SingleStack");
         assert_eq!(rc["spec"]["selector"], json!({"a":"b"}));
         assert_eq!(rc["metadata"]["labels"], json!({"a":"b"}));
+    }
+
+    #[test]
+    fn a_node_s_pod_cidrs_follow_the_list_as_kubernetes_converts_them() {
+        let cidrs = |spec: Value| {
+            let mut node = json!({"metadata": {"name": "n"}, "spec": spec});
+            apply("Node", &mut node);
+            (node["spec"].get("podCIDR").cloned(), node["spec"].get("podCIDRs").cloned())
+        };
+        let one = |cidr: &str| (Some(json!(cidr)), Some(json!([cidr])));
+        assert_eq!(cidrs(json!({"podCIDR": "10.5.0.0/24"})), one("10.5.0.0/24"));
+        assert_eq!(cidrs(json!({"podCIDRs": ["10.7.0.0/24"]})), one("10.7.0.0/24"));
+        // The list wins over a changed single one.
+        let both = json!({"podCIDR": "10.6.0.0/24", "podCIDRs": ["10.5.0.0/24"]});
+        assert_eq!(cidrs(both), one("10.5.0.0/24"));
+        assert_eq!(cidrs(json!({"podCIDR": ""})), (None, None));
+    }
+
+    #[test]
+    fn structs_go_always_writes_are_there_empty() {
+        let mut lease = json!({"metadata": {"name": "l"}});
+        apply("Lease", &mut lease);
+        assert_eq!(lease["spec"], json!({}));
+        assert!(lease.get("status").is_none());
+        let mut node = json!({"metadata": {"name": "n"}, "status": {"nodeInfo": {"osImage": "x"}}});
+        apply("Node", &mut node);
+        assert_eq!(node["spec"], json!({}));
+        assert_eq!(node["status"]["nodeInfo"]["osImage"], "x", "what is there stays");
+        assert_eq!(node["status"]["nodeInfo"]["machineID"], "");
+        assert_eq!(node["status"]["daemonEndpoints"], json!({"kubeletEndpoint": {"Port": 0}}));
+        let mut event = json!({"metadata": {"name": "e"}});
+        apply("Event", &mut event);
+        assert_eq!((&event["source"], &event["involvedObject"]), (&json!({}), &json!({})));
+        let mut map = json!({"metadata": {"name": "c"}});
+        apply("ConfigMap", &mut map);
+        assert_eq!(map, json!({"metadata": {"name": "c"}}), "no struct to add");
     }
 }
