@@ -110,6 +110,16 @@ impl FieldError {
             message: format!("Duplicate value: {value:?}"),
         }
     }
+
+    /// A duplicate whose value Kubernetes prints as a Go struct (`value`, written as it is),
+    /// with why.
+    fn duplicate_struct(field: impl Into<String>, value: &str, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {value}: {detail}"),
+        }
+    }
 }
 
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case \
@@ -697,6 +707,27 @@ fn validate_secret_type(secret: &Value, errors: &mut Vec<FieldError>) {
                 }
             }
         }
+        "kubernetes.io/service-account-token" => {
+            const ACCOUNT: &str = "kubernetes.io/service-account.name";
+            let named = json::at(secret, "/metadata/annotations")
+                .and_then(|a| a.get(ACCOUNT))
+                .and_then(Value::as_str)
+                .is_some_and(|name| !name.is_empty());
+            if !named {
+                errors.push(FieldError::required(format!("metadata.annotations[{ACCOUNT}]")));
+            }
+        }
+        "kubernetes.io/basic-auth" => {
+            if !has("username") && !has("password") {
+                errors.push(FieldError::required("data[username]"));
+                errors.push(FieldError::required("data[password]"));
+            }
+        }
+        "kubernetes.io/ssh-auth" => {
+            if !has("ssh-privatekey") {
+                errors.push(FieldError::required("data[ssh-privatekey]"));
+            }
+        }
         "kubernetes.io/dockerconfigjson" => {
             let key = ".dockerconfigjson";
             let config = data.and_then(|d| d.get(key)).and_then(Value::as_str);
@@ -939,6 +970,10 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             errors.push(FieldError::not_supported(format!("{path}.dnsPolicy"), policy, &POLICIES));
         }
     }
+    let node_selector = spec.and_then(|s| s.get("nodeSelector"));
+    if node_selector.is_some() {
+        validate_labels(node_selector, &format!("{path}.nodeSelector"), errors);
+    }
     validate_dns_config(spec, text("dnsPolicy"), path, errors);
     validate_host_aliases(spec.and_then(|s| s.get("hostAliases")), path, errors);
     if let Some(hostname) = text("hostname").filter(|h| !h.is_empty()) {
@@ -1020,7 +1055,7 @@ fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldE
 }
 
 /// A list of strings as Go's `%#v` prints it in a message (`[]string{"a", "b"}`).
-fn go_strings(items: &[String]) -> String {
+pub(crate) fn go_strings(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|item| format!("{item:?}")).collect();
     format!("[]string{{{}}}", quoted.join(", "))
 }
@@ -1118,19 +1153,38 @@ const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 /// A node's taints: each has a key (a qualified name) and a known effect.
 fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
     for (i, taint) in taints.and_then(Value::as_array).into_iter().flatten().enumerate() {
         let key = taint.get("key").and_then(Value::as_str).unwrap_or("");
         for p in label_key_errors(key) {
             errors.push(FieldError::invalid(format!("spec.taints[{i}].key"), key, p));
         }
         let field = || format!("spec.taints[{i}].effect");
-        match taint.get("effect").and_then(Value::as_str).unwrap_or("") {
+        let effect = taint.get("effect").and_then(Value::as_str).unwrap_or("");
+        match effect {
             "" => errors.push(FieldError::required(field())),
             effect if !TAINT_EFFECTS.contains(&effect) => {
                 errors.push(FieldError::not_supported(field(), effect, &TAINT_EFFECTS))
             }
             _ => {}
         }
+        if seen.contains(&(key, effect)) {
+            // As Kubernetes prints the taint: its Go struct (`%#v`; a time it holds is a
+            // pointer, which Go prints as an address, here as the time).
+            let value = taint.get("value").and_then(Value::as_str).unwrap_or("");
+            let added = taint.get("timeAdded").and_then(Value::as_str).unwrap_or("nil");
+            let printed = format!(
+                "core.Taint{{Key:{key:?}, Value:{value:?}, Effect:{effect:?}, \
+                 TimeAdded:(*v1.Time)({added})}}"
+            );
+            let detail = "taints must be unique by key and effect pair";
+            errors.push(FieldError::duplicate_struct(
+                format!("spec.taints[{i}]"),
+                &printed,
+                detail,
+            ));
+        }
+        seen.push((key, effect));
     }
 }
 
@@ -1230,8 +1284,77 @@ fn validate_volumes<'a>(
             None | Some("") => errors.push(FieldError::required(field())),
             Some(name) => unique_label(name, &mut names, field, errors),
         }
+        validate_volume_source(volume, &|rest| format!("{path}.volumes[{i}].{rest}"), errors);
     }
     names
+}
+
+/// A volume's sources, in the order Kubernetes' `validateVolumeSource` looks at them.
+const VOLUME_SOURCES: [&str; 29] = [
+    "emptyDir",
+    "hostPath",
+    "gitRepo",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "flocker",
+    "persistentVolumeClaim",
+    "rbd",
+    "quobyte",
+    "cinder",
+    "cephfs",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "vsphereVolume",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "azureDisk",
+    "storageos",
+    "configMap",
+    "scaleIO",
+    "projected",
+    "csi",
+    "ephemeral",
+    "image",
+];
+
+const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
+
+/// One source per volume, as Kubernetes counts them (each after the first is Forbidden), and
+/// what the secret and config map sources need: the object's name, file modes in range.
+fn validate_volume_source(
+    volume: &Value,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let given =
+        VOLUME_SOURCES.iter().filter(|source| volume.get(**source).is_some_and(|v| !v.is_null()));
+    for source in given.skip(1) {
+        errors.push(FieldError::forbidden(at(source), "may not specify more than 1 volume type"));
+    }
+    let mode = |source: &str, errors: &mut Vec<FieldError>| {
+        let mode = volume.get(source).and_then(|s| s.get("defaultMode")).and_then(Value::as_i64);
+        if let Some(mode) = mode.filter(|m| !(0..=0o777).contains(m)) {
+            let field = at(&format!("{source}.defaultMode"));
+            errors.push(FieldError::invalid_number(field, mode, FILE_MODE_MSG));
+        }
+    };
+    if let Some(secret) = volume.get("secret").filter(|s| s.is_object()) {
+        if secret.get("secretName").and_then(Value::as_str).unwrap_or("").is_empty() {
+            errors.push(FieldError::required(at("secret.secretName")));
+        }
+        mode("secret", errors);
+    }
+    if let Some(config_map) = volume.get("configMap").filter(|s| s.is_object()) {
+        if config_map.get("name").and_then(Value::as_str).unwrap_or("").is_empty() {
+            errors.push(FieldError::required(at("configMap.name")));
+        }
+        mode("configMap", errors);
+    }
 }
 
 /// What Kubernetes checks of a container besides its name, image, ports' numbers and
@@ -1245,13 +1368,20 @@ fn validate_container_extras<'a>(
     errors: &mut Vec<FieldError>,
 ) {
     let mounts = c.get("volumeMounts").and_then(Value::as_array);
+    let mut mount_paths: Vec<&str> = Vec::new();
     for (j, mount) in mounts.into_iter().flatten().enumerate() {
         let name = mount.get("name").and_then(Value::as_str).unwrap_or("");
         if !volumes.contains(&name) {
             errors.push(FieldError::not_found(at(&format!(".volumeMounts[{j}].name")), name));
         }
-        if mount.get("mountPath").and_then(Value::as_str).unwrap_or("").is_empty() {
-            errors.push(FieldError::required(at(&format!(".volumeMounts[{j}].mountPath"))));
+        match mount.get("mountPath").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(at(&format!(".volumeMounts[{j}].mountPath")))),
+            path if mount_paths.contains(&path) => errors.push(FieldError::invalid(
+                at(&format!(".volumeMounts[{j}].mountPath")),
+                path,
+                "must be unique",
+            )),
+            path => mount_paths.push(path),
         }
     }
     let ports = c.get("ports").and_then(Value::as_array);
@@ -1274,11 +1404,17 @@ fn validate_container_extras<'a>(
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         let Some(probe_spec) = c.get(probe).filter(|p| p.is_object()) else { continue };
         let handlers = ["exec", "httpGet", "tcpSocket", "grpc"];
-        if !handlers.iter().any(|h| probe_spec.get(*h).is_some_and(|v| !v.is_null())) {
+        let mut given =
+            handlers.iter().filter(|h| probe_spec.get(**h).is_some_and(|v| !v.is_null()));
+        if given.next().is_none() {
             errors.push(FieldError::required_because(
                 at(&format!(".{probe}")),
                 "must specify a handler type",
             ));
+        }
+        for extra in given {
+            let field = at(&format!(".{probe}.{extra}"));
+            errors.push(FieldError::forbidden(field, "may not specify more than 1 handler type"));
         }
     }
 }
@@ -1330,10 +1466,32 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
             }
         }
     }
+    let min_ready = spec.and_then(|s| s.get("minReadySeconds")).and_then(Value::as_i64);
+    if let Some(seconds) = min_ready.filter(|s| *s < 0) {
+        errors.push(FieldError::invalid_number(
+            "spec.minReadySeconds",
+            seconds,
+            "must be greater than or equal to 0",
+        ));
+    }
     match spec.and_then(|s| s.get("template")) {
         None => errors.push(FieldError::required("spec.template")),
         Some(t) => {
             validate_pod_spec(t.get("spec"), "spec.template.spec", errors);
+            // A controller's pods run for good, as Kubernetes' `ValidatePodTemplateSpecForRC`.
+            let policy = json::at(t, "/spec/restartPolicy").and_then(Value::as_str);
+            if let Some(policy) = policy.filter(|p| *p != "Always") {
+                let field = "spec.template.spec.restartPolicy";
+                errors.push(FieldError::not_supported(field, policy, &["Always"]));
+            }
+            let deadline = json::at(t, "/spec/activeDeadlineSeconds").filter(|d| !d.is_null());
+            if let Some(deadline) = deadline {
+                errors.push(FieldError::invalid_number(
+                    "spec.template.spec.activeDeadlineSeconds",
+                    deadline,
+                    "activeDeadlineSeconds in ReplicationController is not Supported",
+                ));
+            }
             let ephemeral = json::at(t, "/spec/ephemeralContainers").and_then(Value::as_array);
             if ephemeral.is_some_and(|e| !e.is_empty()) {
                 let field = "spec.template.spec.ephemeralContainers";
@@ -1364,10 +1522,25 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::required("spec.ports"));
         }
     }
-    if kind == "ExternalName"
-        && spec.and_then(|s| s.get("externalName")).and_then(Value::as_str).unwrap_or("").is_empty()
-    {
-        errors.push(FieldError::required("spec.externalName"));
+    if kind == "ExternalName" {
+        // A CNAME, which may end with a dot.
+        let name = spec.and_then(|s| s.get("externalName")).and_then(Value::as_str);
+        match name.unwrap_or("").strip_suffix('.').unwrap_or(name.unwrap_or("")) {
+            "" => errors.push(FieldError::required("spec.externalName")),
+            cname => {
+                for problem in dns1123_subdomain_errors(cname) {
+                    errors.push(FieldError::invalid("spec.externalName", cname, problem));
+                }
+            }
+        }
+    }
+    let affinity = spec.and_then(|s| s.get("sessionAffinity")).and_then(Value::as_str);
+    if let Some(affinity) = affinity.filter(|a| !matches!(*a, "None" | "ClientIP")) {
+        errors.push(FieldError::not_supported(
+            "spec.sessionAffinity",
+            affinity,
+            &["ClientIP", "None"],
+        ));
     }
     let several = ports.is_some_and(|p| p.len() > 1);
     let mut names: Vec<&str> = Vec::new();
@@ -2252,6 +2425,122 @@ mod kind_tests {
                 "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid",
                 "spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid",
             ]
+        );
+    }
+
+    fn pods_errors(spec: Value) -> Vec<String> {
+        let pods = find("", "v1", "pods").unwrap();
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "image": "i"}]);
+        messages(&validate_object(pods, &json!({"metadata": {"name": "p"}, "spec": spec})))
+    }
+
+    #[test]
+    fn volumes_take_one_source_and_what_it_names() {
+        let volume = |source: Value| {
+            let mut volume = source;
+            volume["name"] = json!("v");
+            pods_errors(json!({"volumes": [volume]}))
+        };
+        assert_eq!(
+            volume(
+                json!({"emptyDir": {}, "hostPath": {"path": "/x"}, "secret": {"secretName": "s"}})
+            ),
+            [
+                "spec.volumes[0].hostPath: Forbidden: may not specify more than 1 volume type",
+                "spec.volumes[0].secret: Forbidden: may not specify more than 1 volume type",
+            ]
+        );
+        assert_eq!(
+            volume(json!({"secret": {"defaultMode": 99999}})),
+            [
+                "spec.volumes[0].secret.secretName: Required value",
+                "spec.volumes[0].secret.defaultMode: Invalid value: 99999: must be a number \
+                 between 0 and 0777 (octal), both inclusive",
+            ]
+        );
+        assert_eq!(
+            volume(json!({"configMap": {}})),
+            ["spec.volumes[0].configMap.name: Required value"]
+        );
+        assert!(volume(json!({"configMap": {"name": "c", "defaultMode": 420}})).is_empty());
+    }
+
+    #[test]
+    fn mounts_probes_and_node_selectors_as_kubernetes_checks_them() {
+        let container = json!({"name": "c", "image": "i",
+            "volumeMounts": [{"name": "v", "mountPath": "/a"}, {"name": "v", "mountPath": "/a"}],
+            "livenessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}});
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [container],
+            "volumes": [{"name": "v", "emptyDir": {}}], "nodeSelector": {"bad key!": "v"}}});
+        assert_eq!(
+            messages(&validate_object(pods, &pod)),
+            [
+                "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/a\": must be unique",
+                "spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than \
+                 1 handler type",
+                "spec.nodeSelector: Invalid value: \"bad key!\": name part must consist of \
+                 alphanumeric characters, '-', '_' or '.', and must start and end with an \
+                 alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used \
+                 for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+    }
+
+    #[test]
+    fn controllers_services_secrets_and_taints_as_kubernetes_checks_them() {
+        let rcs = find("", "v1", "replicationcontrollers").unwrap();
+        let rc = json!({"metadata": {"name": "r"}, "spec": {"selector": {"a": "b"},
+            "minReadySeconds": -1, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"restartPolicy": "Never", "activeDeadlineSeconds": 5,
+                "containers": [{"name": "c", "image": "i"}]}}}});
+        assert_eq!(
+            messages(&validate_object(rcs, &rc)),
+            [
+                "spec.minReadySeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported \
+                 values: \"Always\"",
+                "spec.template.spec.activeDeadlineSeconds: Invalid value: 5: \
+                 activeDeadlineSeconds in ReplicationController is not Supported",
+            ]
+        );
+        let services = find("", "v1", "services").unwrap();
+        let service = json!({"metadata": {"name": "s"}, "spec": {"type": "ExternalName",
+            "externalName": "bad_name!.", "sessionAffinity": "Bogus"}});
+        let errors = messages(&validate_object(services, &service));
+        assert!(
+            errors[0].starts_with(
+                "spec.externalName: Invalid value: \"bad_name!\": a lowercase RFC 1123 subdomain"
+            ),
+            "{errors:?}"
+        );
+        assert_eq!(
+            errors[1],
+            "spec.sessionAffinity: Unsupported value: \"Bogus\": supported values: \"ClientIP\", \"None\""
+        );
+        let fine = json!({"metadata": {"name": "s"}, "spec": {"type": "ExternalName",
+            "externalName": "db.example.com."}});
+        assert!(validate_object(services, &fine).is_empty());
+        let secrets = find("", "v1", "secrets").unwrap();
+        let secret = |kind: &str| json!({"metadata": {"name": "s"}, "type": kind});
+        assert_eq!(
+            messages(&validate_object(secrets, &secret("kubernetes.io/service-account-token"))),
+            ["metadata.annotations[kubernetes.io/service-account.name]: Required value"]
+        );
+        assert_eq!(
+            messages(&validate_object(secrets, &secret("kubernetes.io/basic-auth"))),
+            ["data[username]: Required value", "data[password]: Required value"]
+        );
+        let nodes = find("", "v1", "nodes").unwrap();
+        let node = json!({"metadata": {"name": "n"}, "spec": {"taints": [
+            {"key": "k", "effect": "NoSchedule"}, {"key": "k", "value": "v", "effect": "NoSchedule"},
+            {"key": "k", "effect": "NoExecute"}]}});
+        assert_eq!(
+            messages(&validate_object(nodes, &node)),
+            ["spec.taints[1]: Duplicate value: core.Taint{Key:\"k\", Value:\"v\", \
+              Effect:\"NoSchedule\", TimeAdded:(*v1.Time)(nil)}: taints must be unique by key \
+              and effect pair"]
         );
     }
 }
