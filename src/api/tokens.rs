@@ -48,7 +48,7 @@ pub async fn request(
         .map(|s| s.as_i64().unwrap_or(-1))
         .unwrap_or(DEFAULT_SECONDS);
     let invalid = |detail: &str| {
-        let cause = FieldError::invalid("spec.expirationSeconds", &seconds.to_string(), detail);
+        let cause = FieldError::invalid_number("spec.expirationSeconds", seconds, detail);
         HttpError::Api(ApiError::Invalid {
             kind: "TokenRequest",
             group: "authentication.k8s.io",

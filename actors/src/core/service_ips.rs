@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 
 use super::ApiError;
-use crate::model::FieldError;
+use crate::model::{json, validation, FieldError};
 
 /// The ranges services draw from.
 #[derive(Debug, Clone)]
@@ -50,12 +50,16 @@ pub struct Allocation {
 }
 
 fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
-    ApiError::Invalid {
-        kind: "Service",
-        group: "",
-        name: name.into(),
-        causes: vec![FieldError::invalid(field, value, detail)],
-    }
+    invalid_because(name, FieldError::invalid(field, value, detail))
+}
+
+/// A node port refused: written unquoted, as Kubernetes writes a number.
+fn invalid_port(name: &str, field: &str, port: i64, detail: &str) -> ApiError {
+    invalid_because(name, FieldError::invalid_number(field, port, detail))
+}
+
+fn invalid_because(name: &str, cause: FieldError) -> ApiError {
+    ApiError::Invalid { kind: "Service", group: "", name: name.into(), causes: vec![cause] }
 }
 
 /// A service's IP families against what this cluster serves, IPv4 alone, as Kubernetes'
@@ -190,6 +194,9 @@ impl ServiceAllocator {
         if !external {
             init_ip_families(service, old, name)?;
         }
+        if !external {
+            follow_cluster_ips(service, name)?;
+        }
         let old_ip = old.and_then(cluster_ip).map(String::from);
         let wanted = cluster_ip(service).map(String::from);
         match (old_ip, wanted) {
@@ -277,15 +284,11 @@ impl ServiceAllocator {
                 Some(n) => {
                     let n = u16::try_from(n).ok().filter(|n| (low..=high).contains(n)).ok_or_else(|| {
                         let detail = format!("provided port is not in the valid range. The range of valid ports is {low}-{high}");
-                        invalid(name, &field, &n.to_string(), &detail)
+                        invalid_port(name, &field, n, &detail)
                     })?;
                     if !self.state.lock().expect("allocator lock").ports.insert(n) {
-                        return Err(invalid(
-                            name,
-                            &field,
-                            &n.to_string(),
-                            "provided port is already allocated",
-                        ));
+                        let detail = "provided port is already allocated";
+                        return Err(invalid_port(name, &field, n.into(), detail));
                     }
                     allocation.ports.push(n);
                 }
@@ -339,6 +342,27 @@ impl ServiceAllocator {
         allocation.ports = node_ports(service);
         self.release(&allocation);
     }
+}
+
+/// `clusterIP` and `clusterIPs` as Kubernetes' allocator and validation read them: without
+/// `clusterIP`, the list's first entry is the address asked for (`None`: headless), as a
+/// client may set only the list; with both, that entry must be `clusterIP`.
+fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
+    let listed = json::strings(&service["spec"], "clusterIPs");
+    let Some(first) = listed.first().filter(|ip| !ip.is_empty()) else { return Ok(()) };
+    match cluster_ip(service) {
+        None => service["spec"]["clusterIP"] = json!(first),
+        Some(ip) if ip != first => {
+            let cause = FieldError::invalid_number(
+                "spec.clusterIPs",
+                validation::go_strings(&listed),
+                "first value must match `clusterIP`",
+            );
+            return Err(invalid_because(name, cause));
+        }
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 fn cluster_ip(service: &Value) -> Option<&str> {
@@ -524,6 +548,28 @@ mod tests {
         for field in ["ipFamilies", "ipFamilyPolicy"] {
             assert!(external["spec"].get(field).is_none(), "{field}: {external}");
         }
+    }
+
+    #[test]
+    fn cluster_ips_alone_ask_for_their_first_address() {
+        let a = small();
+        let mut listed = svc(json!({"ports": [{"port": 80}], "clusterIPs": ["127.192.0.2"]}));
+        a.allocate(&mut listed, "l").unwrap();
+        assert_eq!(listed["spec"]["clusterIP"], "127.192.0.2");
+        assert_eq!(listed["spec"]["clusterIPs"], json!(["127.192.0.2"]));
+        let mut headless = svc(json!({"clusterIPs": ["None"]}));
+        a.allocate(&mut headless, "h").unwrap();
+        assert_eq!(headless["spec"]["clusterIP"], "None");
+        let mut apart = svc(json!({"ports": [{"port": 80}], "clusterIP": "127.192.0.1",
+            "clusterIPs": ["127.192.0.3"]}));
+        let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut apart, "x") else {
+            panic!("a mismatch is invalid");
+        };
+        assert_eq!(causes[0].field, "spec.clusterIPs");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: []string{\"127.192.0.3\"}: first value must match `clusterIP`"
+        );
     }
 
     #[test]
