@@ -332,14 +332,16 @@ async fn container_logs(
             ))
         })?
     } else if let Some(waiting) = waiting {
-        // As the kubelet: a container waiting to run again shows its last run's log; one that
-        // has never run has none.
-        restarts.checked_sub(1).ok_or_else(|| {
+        // As the kubelet: a container waiting to run again shows the run that just ended
+        // (the restart count is that run's until the next starts); one that has never run has
+        // none.
+        if status.pointer("/lastState/terminated").is_none() {
             let reason = waiting["reason"].as_str().unwrap_or("ContainerCreating");
-            AgentHttpError::BadRequest(format!(
+            return Err(AgentHttpError::BadRequest(format!(
                 "container \"{container}\" in pod \"{pod_name}\" is waiting to start: {reason}"
-            ))
-        })?
+            )));
+        }
+        restarts
     } else {
         restarts
     };

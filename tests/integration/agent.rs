@@ -451,6 +451,58 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
 
 /// `kubectl drain`: the node is cordoned and its pods evicted (the `eviction` subresource, a
 /// protobuf `Eviction` body), and it waits until they are gone.
+/// A crash-looping container's log is the run that just ended and `previous` the one before,
+/// as the kubelet serves them; a container that cannot start counts its restarts too.
+#[test]
+fn a_crash_loop_s_logs_are_its_last_and_previous_runs() {
+    let server = server_with_agent("node-logs");
+    wait_until(WAIT, "the node is ready", || node_ready(&server, "node-logs"));
+    let runs = server.data.path().join("runs");
+    let script = format!(
+        "n=$(($(cat {f} 2>/dev/null || echo 0) + 1)); echo $n > {f}; echo run-$n; exit 1",
+        f = runs.display()
+    );
+    let crashing = pod_on(
+        "crashing",
+        "node-logs",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", script]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &crashing).0, 201);
+    let log = |query: &str| {
+        let path = format!("/api/v1/namespaces/default/pods/crashing/log{query}");
+        server.get_with(&path, &[]).2
+    };
+    let mut seen = None;
+    wait_until(WAIT, "the logs, read while the loop waits", || {
+        let before = get_pod(&server, "crashing")["status"]["containerStatuses"][0].clone();
+        let restarts = before["restartCount"].as_u64().unwrap_or(0);
+        if restarts < 2 || before["state"]["waiting"].is_null() {
+            return false;
+        }
+        let (current, previous) = (log(""), log("?previous=true"));
+        // Read again if it ran in between.
+        let after = get_pod(&server, "crashing")["status"]["containerStatuses"][0].clone();
+        seen = Some((restarts, current, previous));
+        after == before
+    });
+    let (restarts, current, previous) = seen.unwrap();
+    // The first run is restart 0: the run that just ended is restartCount + 1.
+    assert_eq!(current, format!("run-{}\n", restarts + 1));
+    assert_eq!(previous, format!("run-{restarts}\n"));
+
+    let unstartable = pod_on(
+        "unstartable",
+        "node-logs",
+        json!({"name": "c", "image": "none", "command": ["kplane-no-such-command"]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &unstartable).0, 201);
+    let pod = wait_pod(&server, "unstartable", "a failed start counts as a restart", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(1)
+    });
+    let last = &pod["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    assert_eq!(last["reason"], "StartError", "{pod}");
+}
+
 #[test]
 fn kubectl_drains_a_node() {
     let server = server_with_agent("node-d");

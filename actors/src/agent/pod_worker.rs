@@ -871,6 +871,8 @@ impl PodState {
         if interactive.tty {
             launch::with_terminal_type(&mut env);
         }
+        // Each start after the first is a restart, whether or not it starts (as the kubelet
+        // counts its container instances).
         let restart = c.restart_count + u32::from(c.terminated.is_some());
         let log_path = log_path(&self.dir, &name, restart);
         let working_dir = spec.working_dir.as_ref().map(PathBuf::from);
@@ -881,9 +883,7 @@ impl PodState {
             Ok(started) => {
                 self.event(ctx, EventKind::Normal, "Started", format!("Started container {name}"));
                 let c = &mut self.containers[i];
-                if c.terminated.is_some() {
-                    c.restart_count += 1;
-                }
+                c.restart_count = restart;
                 c.not_before = None;
                 c.waiting = None;
                 c.env = env;
@@ -923,6 +923,7 @@ impl PodState {
             Err(error) => {
                 self.event(ctx, EventKind::Warning, "Failed", format!("Error: {error}"));
                 let c = &mut self.containers[i];
+                c.restart_count = restart;
                 let message = error.to_string();
                 let code = if matches!(error, RuntimeError::NotFound(_)) { 127 } else { 128 };
                 c.terminated = Some(Terminated {
