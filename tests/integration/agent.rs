@@ -503,6 +503,42 @@ fn a_crash_loop_s_logs_are_its_last_and_previous_runs() {
     assert_eq!(last["reason"], "StartError", "{pod}");
 }
 
+/// A pod deleted gracefully stays while its node stops it, and its last state (how its
+/// containers ended, its terminal phase) is the DELETED event's, as the kubelet writes it
+/// before its final delete.
+#[test]
+fn a_gracefully_deleted_pod_reports_how_its_containers_ended() {
+    use std::io::BufRead;
+    let server = server_with_agent("node-grace");
+    wait_until(WAIT, "the node is ready", || node_ready(&server, "node-grace"));
+    let trapping = pod_on(
+        "trapping",
+        "node-grace",
+        json!({"name": "c", "image": "none",
+            "command": ["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &trapping).0, 201);
+    let running = wait_pod(&server, "trapping", "the pod runs", |p| {
+        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+    });
+    let rv = running["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let watch = format!(
+        "/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}\
+         &fieldSelector=metadata.name%3Dtrapping&timeoutSeconds=60"
+    );
+    let events = reqwest::blocking::get(server.url(&watch)).unwrap();
+    let (code, _) = server.delete("/api/v1/namespaces/default/pods/trapping?gracePeriodSeconds=30");
+    assert_eq!(code, 200);
+    let deleted = std::io::BufReader::new(events)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(&line.unwrap()).unwrap())
+        .find(|event| event["type"] == "DELETED")
+        .expect("a DELETED event");
+    let status = &deleted["object"]["status"];
+    assert_eq!(status["phase"], "Failed", "{deleted}");
+    assert_eq!(status["containerStatuses"][0]["state"]["terminated"]["exitCode"], 7);
+}
+
 #[test]
 fn kubectl_drains_a_node() {
     let server = server_with_agent("node-d");

@@ -801,7 +801,13 @@ impl ApiCore {
             } else {
                 None
             };
-            let finalized = json::at(&next, "/metadata/deletionTimestamp").is_some()
+            // As Kubernetes' `ShouldDeleteDuringUpdate`: the update that leaves an object
+            // marked for deletion without finalizers deletes it, unless it is still within a
+            // grace period (a pod its node stops, which then deletes it itself).
+            let finalized = json::at(&current_value, "/metadata/deletionTimestamp").is_some()
+                && json::at(&current_value, "/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_none_or(|grace| grace == 0)
                 && !has_finalizers(resource, &next);
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
@@ -1022,7 +1028,7 @@ impl ApiCore {
                 return Ok(marked);
             }
         }
-        self.delete_object(current, preconditions).await
+        self.delete_object(current, preconditions, options.grace_period_seconds).await
     }
 
     /// The AlreadyExists error of a create whose name `key` holds, said to be about an object
@@ -1122,15 +1128,37 @@ impl ApiCore {
         &self,
         current: Arc<StoredObject>,
         preconditions: Preconditions,
+        grace: Option<i64>,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = current.key.clone();
         let value = current.to_value();
         if has_finalizers(key.resource, &value) {
-            if current.deleting {
-                return Ok(current);
-            }
             let mut marked = value;
-            mark_deleting(metadata(&mut marked)?, now(), 0);
+            let meta = metadata(&mut marked)?;
+            if current.deleting {
+                // Only a shorter grace period changes a pending deletion, as Kubernetes'
+                // `BeforeDelete` has it (a pod's node agent deletes with 0 once it has stopped
+                // it): then the update that removes the last finalizer deletes the object.
+                let pending = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+                let (Some(pending), Some(grace)) = (pending, grace) else { return Ok(current) };
+                // (A negative grace period is the shortest there is, 1 s, as for pods.)
+                let grace = if grace < 0 { 1 } else { grace };
+                if grace >= pending {
+                    return Ok(current);
+                }
+                let marked_at = meta.get("deletionTimestamp").and_then(Value::as_str);
+                let deadline = marked_at
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t - chrono::Duration::seconds(pending - grace));
+                if let Some(deadline) = deadline {
+                    let deadline = deadline.with_timezone(&Utc);
+                    let deadline = deadline.to_rfc3339_opts(SecondsFormat::Secs, true);
+                    meta.insert("deletionTimestamp".into(), json!(deadline));
+                }
+                meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            } else {
+                mark_deleting(meta, now(), 0);
+            }
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             return Ok(self.store.update(key, marked, preconditions).await?);
@@ -1820,6 +1848,35 @@ mod tests {
         let mut fewer = marked;
         fewer["metadata"]["finalizers"] = json!([]);
         core.update(pods, "default", "p", fewer, &WriteOptions::default()).await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_pod_in_its_grace_period_stays_through_updates_until_deleted_with_no_grace() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let options = WriteOptions::default();
+        let graceful = DeleteOptions { grace_period_seconds: Some(30), ..DeleteOptions::default() };
+        for (name, finalizers) in [("p", json!([])), ("q", json!(["a.io/keep"]))] {
+            let pod = json!({"metadata": {"name": name, "finalizers": finalizers},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
+            core.create(pods, "default", pod, &options).await.unwrap();
+            core.delete(pods, "default", name, &graceful).await.unwrap();
+        }
+        // Its node reports how its containers ended: the pod stays, with that status.
+        let failed = json!({"status": {"phase": "Failed"}});
+        core.patch(pods, "default", "p", PatchType::Merge, &failed, true, &options).await.unwrap();
+        let p = core.get(pods, "default", "p").await.unwrap().to_value();
+        assert_eq!(p["status"]["phase"], "Failed");
+        // A finalizer holds a pod past its node's delete with no grace, which the update that
+        // removes the finalizer then completes.
+        let now = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+        let marked = core.delete(pods, "default", "q", &now).await.unwrap().to_value();
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0, "{marked}");
+        let released = json!({"metadata": {"finalizers": null}});
+        core.patch(pods, "default", "q", PatchType::Merge, &released, false, &options)
+            .await
+            .unwrap();
+        assert!(matches!(core.get(pods, "default", "q").await, Err(ApiError::NotFound { .. })));
     }
 
     #[actix::test]
