@@ -503,7 +503,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
         "Secret" => vec![name, json!(s(o, "/type")), json!(len("/data")), json!(created)],
         "PersistentVolumeClaim" => vec![
             name,
-            json!(s(o, "/status/phase")),
+            json!(phase_or_terminating(o)),
             json!(s(o, "/spec/volumeName")),
             json!(s(o, "/status/capacity/storage")),
             json!(access_modes(json::at(o, "/spec/accessModes"))),
@@ -522,7 +522,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, "/spec/capacity/storage")),
                 json!(access_modes(json::at(o, "/spec/accessModes"))),
                 json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
-                json!(s(o, "/status/phase")),
+                json!(phase_or_terminating(o)),
                 json!(claim),
                 json!(s(o, "/spec/storageClassName")),
                 json!(unset(s(o, "/spec/volumeAttributesClassName"))),
@@ -745,6 +745,14 @@ fn selector_string(selector: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
+/// A volume's or claim's phase as kubectl prints it: `Terminating` once it is being deleted.
+fn phase_or_terminating(o: &Value) -> &str {
+    match json::at(o, "/metadata/deletionTimestamp") {
+        Some(marked) if !marked.is_null() => "Terminating",
+        _ => json::at(o, "/status/phase").and_then(Value::as_str).unwrap_or(""),
+    }
+}
+
 fn row(kind: &str, value: Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
     let mut row = json!({"cells": cells(kind, &value, now)});
     match include {
@@ -858,6 +866,23 @@ mod tests {
         assert_eq!(cells[5], "127.64.0.2");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "d");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn volumes_and_claims_being_deleted_read_terminating() {
+        for (plural, status_column) in [("persistentvolumes", 4), ("persistentvolumeclaims", 1)] {
+            let resource = find("", "v1", plural).unwrap();
+            let row = |meta: Value| {
+                let value = json!({"metadata": meta, "spec": {}, "status": {"phase": "Bound"}});
+                let key = ObjectKey::new(resource, "d", "v");
+                let object = Arc::new(StoredObject::from_value(key, value, 5));
+                let t = table(resource, &[object], None, None, IncludeObject::None);
+                t["rows"][0]["cells"][status_column].clone()
+            };
+            assert_eq!(row(json!({"name": "v"})), "Bound", "{plural}");
+            let marked = json!({"name": "v", "deletionTimestamp": "2026-01-01T00:00:00Z"});
+            assert_eq!(row(marked), "Terminating", "{plural}");
+        }
     }
 
     #[test]
