@@ -137,9 +137,10 @@ struct AgentArgs {
     /// How many nodes to run in this process (simulated runtime only).
     #[arg(long, default_value_t = 1)]
     nodes: usize,
-    /// Name prefix of the nodes when --nodes is given.
-    #[arg(long, default_value = "sim-")]
-    node_name_prefix: String,
+    /// Name prefix of the nodes (default `sim-` with --nodes above 1): they are named PREFIX0,
+    /// PREFIX1, ...; given, it names a single node too.
+    #[arg(long)]
+    node_name_prefix: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -244,8 +245,12 @@ fn agent(args: AgentArgs) -> ExitCode {
         let mut agents = Vec::with_capacity(args.nodes);
         for i in 0..args.nodes {
             let mut config = settings.agent.agent.clone();
-            if args.nodes > 1 {
-                config.node_name = format!("{}{i}", args.node_name_prefix);
+            let prefix = match &args.node_name_prefix {
+                Some(prefix) => Some(prefix.as_str()),
+                None => (args.nodes > 1).then_some("sim-"),
+            };
+            if let Some(prefix) = prefix {
+                config.node_name = format!("{prefix}{i}");
                 config.data_dir = config.data_dir.with_file_name(&config.node_name);
             }
             let running = agent::start(&settings.agent, config, client.clone(), args.nodes == 1)?;

@@ -983,4 +983,10 @@ fn a_hundred_simulated_nodes_register_and_run_pods() {
         condition(p, "Ready").as_deref() == Some("True")
     });
     terminate(&mut agent);
+    // A prefix names a single node too (not the host's node, which another agent may hold).
+    let solo_data = tempfile::tempdir().unwrap();
+    let args = ["--runtime", "simulated", "--nodes", "1", "--node-name-prefix", "solo-"];
+    let mut solo = start_agent(&server, &args, solo_data.path());
+    wait_until(WAIT, "node solo-0 Ready", || node_ready(&server, "solo-0"));
+    terminate(&mut solo);
 }

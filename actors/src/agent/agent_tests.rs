@@ -73,7 +73,16 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
         .iter()
         .any(|c| c["type"] == "Ready" && c["status"] == "True");
     assert!(ready, "{node}");
-    eventually("the lease", || get(&core, "leases", "kube-node-lease", "sim-0")).await;
+    // The lease is the node's, as the kubelet's: the garbage collector removes it with it.
+    let lease = eventually("the lease, owned by the node", || async {
+        get(&core, "leases", "kube-node-lease", "sim-0")
+            .await
+            .filter(|l| l["metadata"]["ownerReferences"].is_array())
+    })
+    .await;
+    let owner = json!([{"apiVersion": "v1", "kind": "Node", "name": "sim-0",
+        "uid": node["metadata"]["uid"]}]);
+    assert_eq!(lease["metadata"]["ownerReferences"], owner);
     let pods = find("", "v1", "pods").unwrap();
     ApiClient::create(
         &core,

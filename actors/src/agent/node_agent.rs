@@ -19,7 +19,7 @@ use super::AgentConfig;
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, ListOptions, PatchType};
-use crate::model::{now, resources, ResourceType};
+use crate::model::{json, now, resources, ResourceType};
 use crate::watch::EventType;
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -429,31 +429,33 @@ async fn free_cidr(
         .ok_or_else(|| ApiError::Unavailable("no free /24 left in the cluster CIDR".into()))
 }
 
-/// Creates or renews the node's Lease in kube-node-lease.
+/// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
+/// sets it, so that the garbage collector removes it with the node).
 async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(), ApiError> {
     let renew = Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true);
     let seconds = config.lease_duration.as_secs();
-    match client.get(leases(), LEASE_NAMESPACE, &config.node_name).await {
-        Ok(_) => {
-            let patch = json!({"spec": {"renewTime": renew, "holderIdentity": config.node_name,
+    let name = &config.node_name;
+    match client.get(leases(), LEASE_NAMESPACE, name).await {
+        Ok(lease) => {
+            let mut patch = json!({"spec": {"renewTime": renew, "holderIdentity": name,
                 "leaseDurationSeconds": seconds}});
-            client
-                .patch(
-                    leases(),
-                    LEASE_NAMESPACE,
-                    &config.node_name,
-                    PatchType::Merge,
-                    &patch,
-                    false,
-                )
-                .await?;
+            let owned = json::at(&lease, "/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|owners| !owners.is_empty());
+            if !owned {
+                if let Some(owner) = node_owner(client, name).await {
+                    patch["metadata"] = json!({"ownerReferences": [owner]});
+                }
+            }
+            client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await?;
         }
         Err(ApiError::NotFound { .. }) => {
+            let owners: Vec<Value> = node_owner(client, name).await.into_iter().collect();
             let lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": config.node_name, "namespace": LEASE_NAMESPACE,
-                    "ownerReferences": []},
-                "spec": {"holderIdentity": config.node_name, "leaseDurationSeconds": seconds,
+                "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
+                    "ownerReferences": owners},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": seconds,
                     "renewTime": renew},
             });
             match client.create(leases(), LEASE_NAMESPACE, lease).await {
@@ -464,6 +466,13 @@ async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(),
         Err(e) => return Err(e),
     }
     Ok(())
+}
+
+/// The owner reference to node `name`, once it is registered.
+async fn node_owner(client: &dyn ApiClient, name: &str) -> Option<Value> {
+    let node = client.get(resources::core("nodes"), "", name).await.ok()?;
+    let uid = json::at(&node, "/metadata/uid").and_then(Value::as_str)?;
+    Some(json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}))
 }
 
 /// Feeds the agent the pods bound to `node` until the agent stops.
