@@ -52,17 +52,26 @@ pub async fn serve(
     // The request is checked first, so that kubectl's SPDY retry after a refused WebSocket
     // hears the same reason.
     let pod = state.core.get(resources::core("pods"), namespace, name).await?.to_value();
-    let agent_path = if subresource == "portforward" {
-        format!("/portForward/{namespace}/{name}")
-    } else {
-        let container = super::logs::container_of(&pod, name, query.get("container"))?;
-        format!("/{subresource}/{namespace}/{name}/{container}")
+    let container = match subresource {
+        "portforward" => None,
+        _ => Some(super::logs::container_of(&pod, name, query.get("container"))?),
+    };
+    let agent_path = match &container {
+        None => format!("/portForward/{namespace}/{name}"),
+        Some(container) => format!("/{subresource}/{namespace}/{name}/{container}"),
     };
     let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
     if node.is_empty() {
         return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
     }
     if !is_websocket_upgrade(req) {
+        // What the agent would refuse a WebSocket for, as its status tells it: kubectl
+        // retries a refused WebSocket with SPDY, and shows only the second answer.
+        if let Some(container) = container.filter(|c| !runs(&pod, c)) {
+            return Err(HttpError::BadRequest(format!(
+                "container {container} of pod {namespace}/{name} is not running on this node"
+            )));
+        }
         let detail = if req.headers().contains_key(header::UPGRADE) {
             "only WebSocket upgrades are served (not SPDY)"
         } else {
@@ -122,6 +131,16 @@ pub async fn serve(
         }
     });
     Ok(answer.streaming(from_agent))
+}
+
+/// Whether the pod's status has `container` running (an app, init or ephemeral container).
+fn runs(pod: &Value, container: &str) -> bool {
+    ["containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"]
+        .iter()
+        .filter_map(|list| pod["status"][list].as_array())
+        .flatten()
+        .find(|status| status["name"] == container)
+        .is_some_and(|status| status["state"]["running"].is_object())
 }
 
 /// The agent's refusal as the client's error: what it says of the request (a container not

@@ -501,6 +501,10 @@ fn a_crash_loop_s_logs_are_its_last_and_previous_runs() {
     });
     let last = &pod["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["reason"], "StartError", "{pod}");
+    // kubectl retries a refused WebSocket with SPDY, and shows why the second was refused.
+    let (ok, _, err) = server.kubectl().run(&["exec", "unstartable", "--", "true"]);
+    assert!(!ok);
+    assert!(err.contains("container c of pod default/unstartable is not running"), "{err}");
 }
 
 /// A pod deleted gracefully stays while its node stops it, and its last state (how its
