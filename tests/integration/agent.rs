@@ -501,6 +501,20 @@ fn a_crash_loop_s_logs_are_its_last_and_previous_runs() {
     });
     let last = &pod["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["reason"], "StartError", "{pod}");
+    // A failed run's last output is its message, when the container asks for it.
+    let mut failing = pod_on(
+        "failing",
+        "node-logs",
+        json!({"name": "c", "image": "none", "terminationMessagePolicy": "FallbackToLogsOnError",
+            "command": ["sh", "-c", "echo starting; echo 'fatal: config missing'; exit 3"]}),
+    );
+    failing["spec"]["restartPolicy"] = json!("Never");
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &failing).0, 201);
+    let failed = wait_pod(&server, "failing", "the run fails", |p| {
+        p["status"]["containerStatuses"][0]["state"]["terminated"].is_object()
+    });
+    let terminated = &failed["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["message"], "starting\nfatal: config missing\n", "{failed}");
     // kubectl retries a refused WebSocket with SPDY, and shows why the second was refused.
     let (ok, _, err) = server.kubectl().run(&["exec", "unstartable", "--", "true"]);
     assert!(!ok);

@@ -357,6 +357,37 @@ pub fn pod_dir(data_dir: &std::path::Path, namespace: &str, name: &str, uid: &st
     data_dir.join("pods").join(format!("{namespace}_{name}_{uid}"))
 }
 
+/// The end of a run's output, as the kubelet reads a failed container's message from its
+/// log (`FallbackToLogsOnError`): its last 80 lines, at most their last 2,048 bytes; none when
+/// it wrote nothing.
+fn last_output(log: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const LINES: usize = 80;
+    const BYTES: usize = 2048;
+    // 80 lines of output, with their times, are within the file's last 64 KiB but for long
+    // lines, whose ends are what is kept anyway.
+    let mut file = std::fs::File::open(log).ok()?;
+    let length = file.metadata().ok()?.len();
+    let from = length.saturating_sub(64 * 1024);
+    file.seek(SeekFrom::Start(from)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    if from > 0 {
+        // Start at a whole line.
+        let first = bytes.iter().position(|b| *b == b'\n').map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..first);
+    }
+    let output = super::log_lines::read_all(&bytes, false, None);
+    let text = String::from_utf8_lossy(&output);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let tail = lines[lines.len().saturating_sub(LINES)..].concat();
+    let mut start = tail.len().saturating_sub(BYTES);
+    while !tail.is_char_boundary(start) {
+        start += 1;
+    }
+    Some(tail[start..].to_string()).filter(|message| !message.is_empty())
+}
+
 /// A container's log file for one run: `{pod dir}/{container}/{restart}.log`.
 pub fn log_path(pod_dir: &std::path::Path, container: &str, restart: u32) -> PathBuf {
     pod_dir.join(container).join(format!("{restart}.log"))
@@ -562,6 +593,10 @@ impl PodState {
     fn exited(&mut self, name: &str, pid: u32, code: i32) {
         let config = self.config.clone();
         let policy = self.restart_policy().to_string();
+        // A failed run's last output is its message when the container asks for it.
+        let falls_back = self.container_spec(name).is_some_and(|spec| {
+            spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
+        });
         let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
         let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
         let _ = std::fs::remove_file(self.dir.join(&c.name).join("state.json"));
@@ -569,11 +604,14 @@ impl PodState {
             (_, 0) => "Completed",
             _ => "Error",
         };
+        let message = (falls_back && code != 0)
+            .then(|| last_output(&log_path(&self.dir, name, c.restart_count)))
+            .flatten();
         c.terminated = Some(Terminated {
             exit_code: code,
             container_id: Some(container_id(&self.uid, name, pid)),
             reason: reason.into(),
-            message: None,
+            message,
             started_at: running.started_at,
             finished_at: now(),
         });
@@ -1356,6 +1394,36 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_run_s_message_is_the_end_of_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        assert_eq!(last_output(&log), None, "no log");
+        let mut bytes = Vec::new();
+        for i in 0..100 {
+            let line = format!("line {i}");
+            super::super::log_lines::write_line(
+                chrono::Utc::now(),
+                line.as_bytes(),
+                true,
+                &mut bytes,
+            );
+        }
+        super::super::log_lines::write_line(chrono::Utc::now(), b"no newline", false, &mut bytes);
+        std::fs::write(&log, &bytes).unwrap();
+        let message = last_output(&log).unwrap();
+        assert!(message.starts_with("line 21\n"), "the last 80 lines: {message}");
+        assert!(message.ends_with("line 99\nno newline"), "{message}");
+        let long: String = "é".repeat(3000);
+        let mut bytes = Vec::new();
+        super::super::log_lines::write_line(chrono::Utc::now(), long.as_bytes(), true, &mut bytes);
+        std::fs::write(&log, &bytes).unwrap();
+        let message = last_output(&log).unwrap();
+        assert!(message.len() <= 2048 && message.ends_with("é\n"), "{}", message.len());
+        std::fs::write(&log, b"").unwrap();
+        assert_eq!(last_output(&log), None, "nothing written");
+    }
 
     #[test]
     fn containers_of_pods_with_init_containers_wait_as_pod_initializing() {
