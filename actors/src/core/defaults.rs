@@ -70,6 +70,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let status = object_field(object, "status");
             status.entry("phase").or_insert_with(|| json!("Pending"));
             status.entry("qosClass").or_insert_with(|| json!(qos));
+            pod_addresses(status);
         }
         "PriorityClass" => {
             if let Some(class) = object.as_object_mut() {
@@ -212,6 +213,35 @@ fn node_pod_cidrs(spec: &mut Map<String, Value>) {
         Some(first) => spec.insert("podCIDR".into(), first),
         None => spec.remove("podCIDR"),
     };
+}
+
+/// A pod status' `podIP`/`podIPs` and `hostIP`/`hostIPs` in step (a status write's too).
+pub(crate) fn pod_addresses(status: &mut Map<String, Value>) {
+    address_lists(status, "podIP", "podIPs");
+    address_lists(status, "hostIP", "hostIPs");
+}
+
+/// A pod's address and its list, as Kubernetes' v1 conversion keeps them: the single field
+/// wins (an older kubelet's), so the list starts with it; without it, it is the list's first.
+fn address_lists(status: &mut Map<String, Value>, single: &str, list: &str) {
+    let first = |status: &Map<String, Value>| {
+        status.get(list).and_then(|l| l.get(0)).and_then(|e| e.get("ip")).cloned()
+    };
+    match status.get(single).and_then(Value::as_str).filter(|ip| !ip.is_empty()) {
+        Some(ip) if first(status).as_ref().and_then(Value::as_str) != Some(ip) => {
+            let ip = ip.to_string();
+            status.insert(list.into(), json!([{"ip": ip}]));
+        }
+        Some(_) => {}
+        None => match first(status) {
+            Some(ip) => {
+                status.insert(single.into(), ip);
+            }
+            None => {
+                status.remove(single);
+            }
+        },
+    }
 }
 
 /// The struct fields Go's encoder always writes (`omitempty` does not leave out a struct), so
@@ -732,5 +762,22 @@ mod tests {
         let mut map = json!({"metadata": {"name": "c"}});
         apply("ConfigMap", &mut map);
         assert_eq!(map, json!({"metadata": {"name": "c"}}), "no struct to add");
+    }
+
+    #[test]
+    fn a_pod_s_address_and_its_list_agree_the_address_winning() {
+        let addresses = |status: Value| {
+            let mut status = status.as_object().unwrap().clone();
+            pod_addresses(&mut status);
+            Value::Object(status)
+        };
+        let one = json!({"podIP": "127.64.0.2", "podIPs": [{"ip": "127.64.0.2"}]});
+        assert_eq!(addresses(json!({"podIP": "127.64.0.2"})), one);
+        assert_eq!(addresses(json!({"podIPs": [{"ip": "127.64.0.2"}]})), one);
+        let apart = json!({"podIP": "127.64.0.2", "podIPs": [{"ip": "127.64.0.9"}]});
+        assert_eq!(addresses(apart), one, "the single address wins");
+        let host = addresses(json!({"hostIP": "127.0.0.1"}));
+        assert_eq!(host, json!({"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}]}));
+        assert_eq!(addresses(json!({"podIP": ""})), json!({}));
     }
 }

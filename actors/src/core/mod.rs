@@ -693,6 +693,11 @@ impl ApiCore {
                 defaults::apply(resource.kind, &mut current_value);
             }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
+            if Self::is_pod(resource) && part == Part::Status {
+                if let Some(status) = next.get_mut("status").and_then(Value::as_object_mut) {
+                    defaults::pod_addresses(status);
+                }
+            }
             if matches!(part, Part::Main | Part::EphemeralContainers) {
                 defaults::apply(resource.kind, &mut next);
                 // Compared once defaulted, as Kubernetes decodes with its defaults.

@@ -326,7 +326,13 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     let finalizers = meta.map(|m| json::strings(m, "finalizers")).unwrap_or_default();
     validate_finalizers(&finalizers, &mut errors);
     match resource.kind {
-        "Pod" => validate_pod_spec(object.get("spec"), "spec", &mut errors),
+        "Pod" => {
+            validate_pod_spec(object.get("spec"), "spec", &mut errors);
+            let status = object.get("status");
+            for list in ["podIPs", "hostIPs"] {
+                validate_pod_ips(status.and_then(|s| s.get(list)), list, &mut errors);
+            }
+        }
         "ReplicationController" => validate_rc(object, &mut errors),
         "Service" => validate_service(object, &mut errors),
         "ConfigMap" => validate_data(object, &["data", "binaryData"], false, &mut errors),
@@ -1051,6 +1057,39 @@ fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldE
     if ip.parse::<std::net::IpAddr>().is_err() && !sloppy_ipv4() {
         let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
         errors.push(FieldError::invalid(field(), ip, message));
+    }
+}
+
+/// A pod's `status.podIPs` or `status.hostIPs`, as Kubernetes' `validatePodIPs` and
+/// `validateHostIPs` check them: addresses, at most one of each family, none twice.
+fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError>) {
+    let ips: Vec<&str> = ips
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|entry| entry.get("ip").and_then(Value::as_str).unwrap_or(""))
+        .collect();
+    for (i, ip) in ips.iter().enumerate() {
+        validate_ip(ip, || format!("status.{list}[{i}]"), errors);
+    }
+    if ips.len() < 2 {
+        return;
+    }
+    let families: Vec<bool> = ips.iter().map(|ip| ip.contains(':')).collect();
+    if ips.len() > 2 || families[0] == families[1] {
+        let kind = if list == "podIPs" { "PodIP" } else { "HostIP" };
+        let printed: Vec<String> =
+            ips.iter().map(|ip| format!("core.{kind}{{IP:{ip:?}}}")).collect();
+        errors.push(FieldError::invalid_number(
+            format!("status.{list}"),
+            format!("[]core.{kind}{{{}}}", printed.join(", ")),
+            "may specify no more than one IP for each IP family",
+        ));
+    }
+    for (i, ip) in ips.iter().enumerate() {
+        if ips[..i].contains(ip) {
+            errors.push(FieldError::duplicate(format!("status.{list}[{i}]"), ip));
+        }
     }
 }
 
@@ -2541,6 +2580,30 @@ mod kind_tests {
             ["spec.taints[1]: Duplicate value: core.Taint{Key:\"k\", Value:\"v\", \
               Effect:\"NoSchedule\", TimeAdded:(*v1.Time)(nil)}: taints must be unique by key \
               and effect pair"]
+        );
+    }
+
+    #[test]
+    fn a_pod_s_addresses_are_ips_one_per_family() {
+        let pods = find("", "v1", "pods").unwrap();
+        let with = |ips: Value| {
+            let pod = json!({"metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"podIPs": ips}});
+            messages(&validate_object(pods, &pod))
+        };
+        assert!(with(json!([{"ip": "127.64.0.2"}, {"ip": "fd00::2"}])).is_empty());
+        assert_eq!(
+            with(json!([{"ip": "notanip"}])),
+            ["status.podIPs[0]: Invalid value: \"notanip\": must be a valid IP address, (e.g. \
+              10.9.8.7 or 2001:db8::ffff)"]
+        );
+        assert_eq!(
+            with(json!([{"ip": "127.64.0.2"}, {"ip": "127.64.0.2"}])),
+            [
+                "status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"127.64.0.2\"}, \
+                 core.PodIP{IP:\"127.64.0.2\"}}: may specify no more than one IP for each IP family",
+                "status.podIPs[1]: Duplicate value: \"127.64.0.2\"",
+            ]
         );
     }
 }
