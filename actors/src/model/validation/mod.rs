@@ -723,16 +723,12 @@ fn validate_secret_type(secret: &Value, errors: &mut Vec<FieldError>) {
                 errors.push(FieldError::required(format!("metadata.annotations[{ACCOUNT}]")));
             }
         }
-        "kubernetes.io/basic-auth" => {
-            if !has("username") && !has("password") {
-                errors.push(FieldError::required("data[username]"));
-                errors.push(FieldError::required("data[password]"));
-            }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            errors.push(FieldError::required("data[username]"));
+            errors.push(FieldError::required("data[password]"));
         }
-        "kubernetes.io/ssh-auth" => {
-            if !has("ssh-privatekey") {
-                errors.push(FieldError::required("data[ssh-privatekey]"));
-            }
+        "kubernetes.io/ssh-auth" if !has("ssh-privatekey") => {
+            errors.push(FieldError::required("data[ssh-privatekey]"));
         }
         "kubernetes.io/dockerconfigjson" => {
             let key = ".dockerconfigjson";
