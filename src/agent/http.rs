@@ -325,8 +325,12 @@ async fn container_logs(
     })?;
     let restarts = status["restartCount"].as_u64().unwrap_or(0);
     let waiting = status.pointer("/state/waiting");
+    let ended = status.pointer("/lastState/terminated").is_some();
     let index = if query.previous {
-        restarts.checked_sub(1).ok_or_else(|| {
+        // As the kubelet: the container's last state, which for one waiting to run again is
+        // the run that just ended (the restart count is that run's until the next starts).
+        let last = if waiting.is_some() { Some(restarts) } else { restarts.checked_sub(1) };
+        last.filter(|_| ended).ok_or_else(|| {
             AgentHttpError::BadRequest(format!(
                 "previous terminated container \"{container}\" in pod \"{pod_name}\" not found"
             ))
@@ -335,7 +339,7 @@ async fn container_logs(
         // As the kubelet: a container waiting to run again shows the run that just ended
         // (the restart count is that run's until the next starts); one that has never run has
         // none.
-        if status.pointer("/lastState/terminated").is_none() {
+        if !ended {
             let reason = waiting["reason"].as_str().unwrap_or("ContainerCreating");
             return Err(AgentHttpError::BadRequest(format!(
                 "container \"{container}\" in pod \"{pod_name}\" is waiting to start: {reason}"

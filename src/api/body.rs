@@ -401,47 +401,6 @@ impl FieldValidation {
         self.check_with(resource, object, duplicates, Empty::Omit)
     }
 
-    /// Checks a server-side apply's configuration of `namespace`/`name` as Kubernetes' field
-    /// manager takes it, whatever `fieldValidation` says: a value of the wrong type as
-    /// [`Self::check`] refuses it, a field its kind does not declare and `managedFields` are
-    /// 400. Its empty fields stay (the applier owns them).
-    pub fn check_apply_config(
-        resource: &ResourceType,
-        namespace: &str,
-        name: &str,
-        config: &mut Value,
-    ) -> Result<(), HttpError> {
-        let managed = config.get("metadata").and_then(|m| m.get("managedFields"));
-        if managed.is_some_and(|m| !m.is_null()) {
-            return Err(HttpError::BadRequest("metadata.managedFields must be nil".into()));
-        }
-        let (group, version, kind) = (resource.group, resource.version, resource.kind);
-        let unknown = check_fields_as(group, kind, config, Unknown::Report, Empty::Keep).map_err(
-            |decoding| {
-                HttpError::BadRequest(format!(
-                    "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
-                ))
-            },
-        )?;
-        if unknown.is_empty() {
-            return Ok(());
-        }
-        // As structured-merge-diff words its schema errors, one or several.
-        let errors: Vec<String> = unknown
-            .iter()
-            .map(|f| format!(".{}: field not declared in schema", f.trim_start_matches('.')))
-            .collect();
-        let errors = match errors.as_slice() {
-            [one] => one.clone(),
-            many => format!("errors:\n  {}", many.join("\n  ")),
-        };
-        Err(HttpError::BadRequest(format!(
-            "failed to create typed patch object ({namespace}/{name}; {}/{version}, \
-             Kind={kind}): {errors}",
-            resource.group
-        )))
-    }
-
     /// As [`Self::check`] for the body of a subresource, of the kind `(group, version, kind)`
     /// (a `Scale`, a `Binding`, an `Eviction`, a namespace's `finalize` Namespace), which must
     /// not name another kind either.
@@ -476,12 +435,8 @@ impl FieldValidation {
     ) -> Result<Vec<String>, HttpError> {
         let handling =
             if self == FieldValidation::Strict { Unknown::Report } else { Unknown::Drop };
-        let unknown =
-            check_fields_as(group, kind, object, handling, empty).map_err(|decoding| {
-                HttpError::BadRequest(format!(
-                    "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
-                ))
-            })?;
+        let unknown = check_fields_as(group, kind, object, handling, empty)
+            .map_err(|decoding| undecodable(kind, version, &decoding))?;
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
@@ -496,6 +451,53 @@ impl FieldValidation {
         }
         Ok(messages)
     }
+}
+
+/// Checks a server-side apply's configuration of `namespace`/`name` as Kubernetes' field
+/// manager takes it, whatever `fieldValidation` says: a value of the wrong type as
+/// [`Self::check`] refuses it, a field its kind does not declare and `managedFields` are
+/// 400. Its empty fields stay (the applier owns them).
+pub fn check_apply_config(
+    resource: &ResourceType,
+    namespace: &str,
+    name: &str,
+    config: &mut Value,
+) -> Result<(), HttpError> {
+    let managed = config.get("metadata").and_then(|m| m.get("managedFields"));
+    if managed.is_some_and(|m| !m.is_null()) {
+        return Err(HttpError::BadRequest("metadata.managedFields must be nil".into()));
+    }
+    let (group, version, kind) = (resource.group, resource.version, resource.kind);
+    let unknown =
+        check_fields_as(group, kind, config, Unknown::Report, Empty::Keep).map_err(|decoding| {
+            HttpError::BadRequest(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
+            ))
+        })?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    // As structured-merge-diff words its schema errors, one or several.
+    let errors: Vec<String> = unknown
+        .iter()
+        .map(|f| format!(".{}: field not declared in schema", f.trim_start_matches('.')))
+        .collect();
+    let errors = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    Err(HttpError::BadRequest(format!(
+        "failed to create typed patch object ({namespace}/{name}; {}/{version}, \
+         Kind={kind}): {errors}",
+        resource.group
+    )))
+}
+
+/// The 400 of a body whose value its kind's type does not take, in Go's decoder's words.
+fn undecodable(kind: &str, version: &str, decoding: &str) -> HttpError {
+    HttpError::BadRequest(format!(
+        "{kind} in version {version:?} cannot be handled as a {kind}: {decoding}"
+    ))
 }
 
 #[cfg(test)]

@@ -37,8 +37,8 @@ pub enum Encoding {
 pub enum Conversion {
     /// The object or list as it is.
     None,
-    /// kubectl's `Table` (`as=Table`).
-    Table,
+    /// kubectl's `Table` (`as=Table`) of this version of `meta.k8s.io`.
+    Table(&'static str),
     /// `PartialObjectMetadata` of this version of `meta.k8s.io`: a single object's metadata.
     Metadata(&'static str),
     /// `PartialObjectMetadataList`: a list's items' metadata.
@@ -47,17 +47,17 @@ pub enum Conversion {
 
 impl Conversion {
     /// The conversion `as`, `g` and `v` ask for, if kube-apiserver serves it in `essence`
-    /// (a Table only as JSON or YAML).
+    /// (a Table only as JSON or YAML, which a wildcard admits).
     fn of(essence: &str, kind: &str, group: &str, version: &str) -> Option<Conversion> {
         let version = ["v1", "v1beta1"].into_iter().find(|v| *v == version)?;
         if group != "meta.k8s.io" {
             return None;
         }
         match kind {
-            "Table" => ["application/json", "application/yaml"]
+            "Table" => ["application/json", "application/yaml", "application/*", "*/*"]
                 .iter()
                 .any(|t| essence.eq_ignore_ascii_case(t))
-                .then_some(Conversion::Table),
+                .then_some(Conversion::Table(version)),
             "PartialObjectMetadata" => Some(Conversion::Metadata(version)),
             "PartialObjectMetadataList" => Some(Conversion::MetadataList(version)),
             _ => None,
@@ -81,8 +81,9 @@ struct MediaRange<'a> {
 }
 
 /// `Accept`'s entries in order of preference, but for those asking for a conversion the
-/// server does not make (as kube-apiserver skips them).
-fn ranges(accept: &str) -> Vec<MediaRange<'_>> {
+/// server does not make (as kube-apiserver skips them), and whether there were such.
+fn ranges(accept: &str) -> (Vec<MediaRange<'_>>, bool) {
+    let mut unservable = false;
     let mut ranges: Vec<MediaRange> = accept
         .split(',')
         .filter_map(|range| {
@@ -102,14 +103,18 @@ fn ranges(accept: &str) -> Vec<MediaRange<'_>> {
             }
             let conversion = match kind {
                 None => Conversion::None,
-                Some(kind) => Conversion::of(essence, kind, group, version)?,
+                Some(kind) => {
+                    let conversion = Conversion::of(essence, kind, group, version);
+                    unservable |= conversion.is_none();
+                    conversion?
+                }
             };
             Some(MediaRange { essence, quality, pretty, conversion })
         })
         .filter(|r| r.quality > 0.0)
         .collect();
     ranges.sort_by(|a, b| b.quality.total_cmp(&a.quality)); // stable: ties keep their order
-    ranges
+    (ranges, unservable)
 }
 
 /// What `Accept` asks a response to be written in (`streaming`: a watch).
@@ -141,8 +146,10 @@ fn chosen(
     req: &HttpRequest,
     streaming: bool,
 ) -> Result<(Encoding, Conversion), HttpError> {
-    let ranges = ranges(accept);
-    if ranges.is_empty() && accept.split(',').all(|range| range.trim().is_empty()) {
+    let (ranges, unservable) = ranges(accept);
+    // Nothing but refusals (`q=0`) or nothing at all: whatever the server writes, as before;
+    // only asking for conversions alone that cannot be made is refused.
+    if ranges.is_empty() && !unservable {
         let encoding = if pretty_asked(req) { Encoding::PrettyJson } else { Encoding::Json };
         return Ok((encoding, Conversion::None));
     }
@@ -301,6 +308,7 @@ mod tests {
         assert_eq!(plain("text/html, application/yaml;q=0.5, application/json;q=0.9"), Some(Json));
         assert_eq!(plain("application/json;pretty=1"), Some(PrettyJson));
         assert_eq!(plain("application/json;q=0, text/plain"), None);
+        assert_eq!(plain("application/json;q=0"), Some(Json), "nothing admitted but refusals");
         let refused = negotiated_for("text/plain", "", "", false).unwrap_err();
         assert_eq!(
             refused.to_string(),
@@ -320,8 +328,10 @@ mod tests {
             conversion(&req.to_http_request(), false)
         };
         let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
-        assert_eq!(converted(&format!("{table},application/json")), Table);
-        assert_eq!(converted("application/yaml;as=Table;v=v1beta1;g=meta.k8s.io"), Table);
+        assert_eq!(converted(&format!("{table},application/json")), Table("v1"));
+        let beta = "application/yaml;as=Table;v=v1beta1;g=meta.k8s.io";
+        assert_eq!(converted(beta), Table("v1beta1"));
+        assert_eq!(converted("*/*;as=Table;v=v1;g=meta.k8s.io"), Table("v1"));
         let protobuf_table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io";
         assert_eq!(converted(&format!("{protobuf_table},application/json")), None);
         let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1";
@@ -330,7 +340,7 @@ mod tests {
         assert_eq!(converted(&format!("{one},application/json")), Metadata("v1"));
         for skipped in ["g=apps;v=v1", "g=meta.k8s.io;v=v2", "g=meta.k8s.io"] {
             let accept = format!("application/json;as=PartialObjectMetadata;{skipped},{table}");
-            assert_eq!(converted(&accept), Table, "{accept}");
+            assert_eq!(converted(&accept), Table("v1"), "{accept}");
         }
         assert_eq!(converted("application/json"), None);
         assert_eq!(converted(&format!("text/html;as=Table,{list};q=0.5")), MetadataList("v1beta1"));

@@ -11,7 +11,7 @@ use kplane_actors::core::{ApiError, ObjectList, PatchType};
 use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
-use super::body::{self, FieldValidation};
+use super::body;
 use super::media::{self, Conversion};
 use super::params::Query;
 use super::partial;
@@ -261,7 +261,7 @@ async fn dispatch(
             let Some(patch_type) = patch_type(&req)? else {
                 let options = query.apply_options()?;
                 let mut config = body::parse_yaml(&bytes)?;
-                FieldValidation::check_apply_config(resource, namespace, name, &mut config)?;
+                body::check_apply_config(resource, namespace, name, &mut config)?;
                 if let Some(escalation) = &escalation {
                     // What the apply would store, checked before it is.
                     let dry = WriteOptions { dry_run: true, ..options.clone() };
@@ -458,9 +458,9 @@ async fn scale(
         let scale = core.get_scale(namespace, name).await?;
         return Ok(match media::conversion(req, false) {
             Conversion::None => json_bytes(StatusCode::OK, scale.to_string().into()),
-            Conversion::Table => {
+            Conversion::Table(version) => {
                 let include = include_object(query)?;
-                table_response(StatusCode::OK, table::table_of_scale(scale, include))
+                table_response(StatusCode::OK, table::table_of_scale(scale, include), version)
             }
             Conversion::Metadata(version) => {
                 let metadata = scale.get("metadata").cloned().unwrap_or_default();
@@ -468,11 +468,7 @@ async fn scale(
                 converted(StatusCode::OK, "PartialObjectMetadata", version, partial.into())
             }
             Conversion::MetadataList(_) => {
-                return Err(HttpError::NotConvertible(
-                    "you requested PartialObjectMetadataList, but the requested object is not \
-                     a list (*autoscaling.Scale)"
-                        .into(),
-                ))
+                return Err(partial::object_refused("autoscaling", "Scale"))
             }
         });
     }
@@ -635,15 +631,17 @@ fn object_response(
 ) -> Result<HttpResponse, HttpError> {
     Ok(match media::conversion(req, false) {
         Conversion::None => json_bytes(status, object.raw.clone()),
-        Conversion::Table => {
+        Conversion::Table(version) => {
             let include = include_object(query)?;
-            table_response(status, table::table_of_one(resource, object, include))
+            table_response(status, table::table_of_one(resource, object, include), version)
         }
         Conversion::Metadata(version) => {
             let partial = partial::of_object(object, version).to_string();
             converted(status, "PartialObjectMetadata", version, partial.into())
         }
-        Conversion::MetadataList(_) => return Err(partial::object_refused(resource)),
+        Conversion::MetadataList(_) => {
+            return Err(partial::object_refused(resource.group, resource.kind))
+        }
     })
 }
 
@@ -684,10 +682,10 @@ fn delete_response(
     Ok(json_bytes(StatusCode::OK, status.to_string().into()))
 }
 
-fn table_response(status: StatusCode, table: Value) -> HttpResponse {
-    HttpResponse::build(status)
-        .content_type(media::converted_type("Table", "v1"))
-        .body(table.to_string())
+/// A Table of `meta.k8s.io` `version`.
+fn table_response(status: StatusCode, table: Value, version: &str) -> HttpResponse {
+    let table = table::in_version(table, version).to_string();
+    converted(status, "Table", version, table.into())
 }
 
 /// A list in the form `Accept` asks for: as it is, as a Table or as its items' metadata.
@@ -699,7 +697,7 @@ fn list_response(
 ) -> Result<HttpResponse, HttpError> {
     Ok(match media::conversion(req, false) {
         Conversion::None => json_bytes(StatusCode::OK, encode_list(resource, list)),
-        Conversion::Table => {
+        Conversion::Table(version) => {
             let table = table::table(
                 resource,
                 &list.items,
@@ -707,7 +705,7 @@ fn list_response(
                 list.continue_token.as_deref().map(|token| (token, list.remaining_item_count)),
                 include_object(query)?,
             );
-            table_response(StatusCode::OK, table)
+            table_response(StatusCode::OK, table, version)
         }
         Conversion::MetadataList(version) => {
             let kind = "PartialObjectMetadataList";

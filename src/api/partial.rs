@@ -36,36 +36,30 @@ pub fn of_list(list: &ObjectList, version: &str) -> Bytes {
     Bytes::from(list.to_string())
 }
 
-/// Kubernetes' 406 for a list asked for as one object's metadata.
+/// Kubernetes' 406 for a list of `resource` asked for as one object's metadata.
 pub fn list_refused(resource: &ResourceType) -> HttpError {
-    refused(format!(
-        "you requested PartialObjectMetadata, but the requested object is a list (*{}.{})",
-        go_package(resource),
-        resource.list_kind
+    HttpError::NotConvertible(format!(
+        "you requested PartialObjectMetadata, but the requested object is a list (*{})",
+        go_type(resource.group, resource.list_kind)
     ))
 }
 
-/// Kubernetes' 406 for one object asked for as a list's metadata.
-pub fn object_refused(resource: &ResourceType) -> HttpError {
-    refused(format!(
-        "you requested PartialObjectMetadataList, but the requested object is not a list \
-         (*{}.{})",
-        go_package(resource),
-        resource.kind
+/// Kubernetes' 406 for one object of `kind` in `group` asked for as a list's metadata.
+pub fn object_refused(group: &str, kind: &str) -> HttpError {
+    HttpError::NotConvertible(format!(
+        "you requested PartialObjectMetadataList, but the requested object is not a list (*{})",
+        go_type(group, kind)
     ))
 }
 
-fn refused(message: String) -> HttpError {
-    HttpError::NotConvertible(message)
-}
-
-/// The Go package of kube-apiserver's internal type for `resource`, which its messages name:
-/// `core` for the core group, else the group's first label (`coordination`, `rbac`, ...).
-fn go_package(resource: &ResourceType) -> &str {
-    match resource.group {
+/// kube-apiserver's internal Go type of `kind` in `group`, as its messages name it: package
+/// `core` for the core group, else the group's first label (`coordination.Lease`).
+fn go_type(group: &str, kind: &str) -> String {
+    let package = match group {
         "" => "core",
         group => group.split('.').next().unwrap_or(group),
-    }
+    };
+    format!("{package}.{kind}")
 }
 
 fn metadata(object: &StoredObject) -> Value {

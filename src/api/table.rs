@@ -769,6 +769,22 @@ fn row(kind: &str, value: Value, include: IncludeObject, now: DateTime<Utc>) -> 
     row
 }
 
+/// `table` (written as `meta.k8s.io/v1`) as a Table of `meta.k8s.io` `version`, its rows'
+/// metadata objects too.
+pub fn in_version(mut table: Value, version: &str) -> Value {
+    if version == "v1" {
+        return table;
+    }
+    let api_version = json!(format!("meta.k8s.io/{version}"));
+    table["apiVersion"] = api_version.clone();
+    for row in table["rows"].as_array_mut().into_iter().flatten() {
+        if row["object"]["kind"] == "PartialObjectMetadata" {
+            row["object"]["apiVersion"] = api_version.clone();
+        }
+    }
+    table
+}
+
 /// A Table of one object (a get's answer, a watch event's), carrying the object's
 /// resourceVersion as kube-apiserver's does (none for one never stored).
 pub fn table_of_one(

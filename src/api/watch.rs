@@ -76,13 +76,14 @@ pub async fn serve(
         _ => state.watch_max_timeout,
     };
     options.timeout = Some(timeout);
-    // As kube-apiserver's: a list's metadata is not a watch event's, which stays whole.
+    // A list's metadata is not a watch event's: the events stay whole (kube-apiserver fails
+    // to convert them too).
     let conversion = match media::conversion(req, true) {
         Conversion::MetadataList(_) => Conversion::None,
         conversion => conversion,
     };
     let include = match conversion {
-        Conversion::Table => include_object(query)?,
+        Conversion::Table(_) => include_object(query)?,
         _ => IncludeObject::Metadata,
     };
     let frames = core.watch(resource, namespace, &options).await?;
@@ -99,7 +100,7 @@ pub async fn serve(
             Ok::<Bytes, actix_web::Error>(encode(resource, frame, conversion, include))
         });
     let content_type = match conversion {
-        Conversion::Table => media::converted_type("Table", "v1"),
+        Conversion::Table(version) => media::converted_type("Table", version),
         Conversion::Metadata(version) => media::converted_type("PartialObjectMetadata", version),
         _ => "application/json".to_string(),
     };
@@ -122,9 +123,9 @@ fn encode(
             out.put_slice(kind.as_str().as_bytes());
             out.put_slice(b"\",\"object\":");
             match conversion {
-                Conversion::Table => {
+                Conversion::Table(version) => {
                     let t = table::table_of_one(resource, &object, include);
-                    out.put_slice(t.to_string().as_bytes());
+                    out.put_slice(table::in_version(t, version).to_string().as_bytes());
                 }
                 Conversion::Metadata(version) => {
                     let partial = partial::of_object(&object, version);

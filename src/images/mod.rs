@@ -36,7 +36,11 @@ pub struct ImageArgs {
 #[derive(clap::Subcommand, Debug)]
 enum Image {
     /// Sleeps until SIGTERM or SIGINT, then exits 0 (the pause container).
-    Pause,
+    Pause {
+        /// Ignored, as the pause image ignores its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        ignored: Vec<String>,
+    },
     /// Kubernetes' agnhost test image: serve-hostname, netexec, liveness, pause.
     Agnhost(agnhost::AgnhostArgs),
 }
@@ -60,7 +64,7 @@ pub(crate) enum ImageError {
 /// Runs the image named by `args` until it is told to stop; returns the process exit code.
 pub fn run(args: ImageArgs) -> ExitCode {
     let outcome = match args.image {
-        Image::Pause => pause::run().map(|()| 0),
+        Image::Pause { .. } => pause::run().map(|()| 0),
         Image::Agnhost(args) => agnhost::run(args),
     };
     match outcome {

@@ -145,7 +145,9 @@ fn liveness_turns_unhealthy_after_its_healthy_period() {
 
 #[test]
 fn pause_exits_zero_on_sigterm() {
-    for args in [&["image", "pause"][..], &["image", "agnhost", "pause"]] {
+    // The pause image ignores arguments it is given (`kubectl run --image=kplane/pause -- x`).
+    let with_arguments = &["image", "pause", "pause", "--anything"][..];
+    for args in [&["image", "pause"][..], &["image", "agnhost", "pause"], with_arguments] {
         let mut pause = Image::start(args, "127.0.0.1", "mypod");
         wait_until(START, "pause handles SIGTERM", || pause.catches_stop_signals());
         pause.signal(Signal::SIGTERM);

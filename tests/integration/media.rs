@@ -164,6 +164,12 @@ fn metadata_only_objects_lists_and_watch_events() {
     let bookmark = events.iter().find(|e| e["type"] == "BOOKMARK").expect("a bookmark");
     assert_eq!(bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
 
+    // A Table in the version asked for.
+    let beta = "application/json;as=Table;v=v1beta1;g=meta.k8s.io";
+    let (code, content_type, table) = get("/api/v1/namespaces", beta);
+    assert_eq!((code, content_type.as_str()), (200, beta));
+    assert_eq!(table["apiVersion"], "meta.k8s.io/v1beta1");
+    assert_eq!(table["rows"][0]["object"]["apiVersion"], "meta.k8s.io/v1beta1");
     // includeObject is checked when a Table is asked for, as kube-apiserver does.
     let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
     let (code, _, refused) = get("/api/v1/namespaces?includeObject=Everything", table);

@@ -1115,14 +1115,13 @@ impl ApiCore {
         }
         let meta = metadata(&mut pod)?;
         if meta.contains_key("deletionTimestamp") {
-            let marked_grace =
-                meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(i64::MAX);
-            if grace >= marked_grace {
+            if !shorten_grace(meta, grace) {
                 return Ok(Some(current.clone()));
             }
+        } else {
+            let deadline = Utc::now() + chrono::Duration::seconds(grace);
+            mark_deleting(meta, deadline.to_rfc3339_opts(SecondsFormat::Secs, true), grace);
         }
-        let deadline = Utc::now() + chrono::Duration::seconds(grace);
-        mark_deleting(meta, deadline.to_rfc3339_opts(SecondsFormat::Secs, true), grace);
         let preconditions =
             Preconditions { resource_version: Some(current.resource_version), uid: None };
         Ok(Some(self.store.update(current.key.clone(), pod, preconditions).await?))
@@ -1141,26 +1140,13 @@ impl ApiCore {
             let mut marked = value;
             let meta = metadata(&mut marked)?;
             if current.deleting {
-                // Only a shorter grace period changes a pending deletion, as Kubernetes'
-                // `BeforeDelete` has it (a pod's node agent deletes with 0 once it has stopped
-                // it): then the update that removes the last finalizer deletes the object.
-                let pending = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
-                let (Some(pending), Some(grace)) = (pending, grace) else { return Ok(current) };
+                // A pod's node agent deletes with no grace once it has stopped the pod: then
+                // the update that removes the last finalizer deletes it.
                 // (A negative grace period is the shortest there is, 1 s, as for pods.)
-                let grace = if grace < 0 { 1 } else { grace };
-                if grace >= pending {
+                let grace = grace.map(|grace| if grace < 0 { 1 } else { grace });
+                if !grace.is_some_and(|grace| shorten_grace(meta, grace)) {
                     return Ok(current);
                 }
-                let marked_at = meta.get("deletionTimestamp").and_then(Value::as_str);
-                let deadline = marked_at
-                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                    .map(|t| t - chrono::Duration::seconds(pending - grace));
-                if let Some(deadline) = deadline {
-                    let deadline = deadline.with_timezone(&Utc);
-                    let deadline = deadline.to_rfc3339_opts(SecondsFormat::Secs, true);
-                    meta.insert("deletionTimestamp".into(), json!(deadline));
-                }
-                meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
             } else {
                 mark_deleting(meta, now(), 0);
             }
@@ -1405,6 +1391,28 @@ fn mark_deleting(meta: &mut Map<String, Value>, timestamp: String, grace: i64) {
     }
     meta.insert("deletionTimestamp".into(), json!(timestamp));
     meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+}
+
+/// Shortens a pending deletion's grace period to `grace`, as Kubernetes' `BeforeDelete` does:
+/// only a shorter one changes it, and its deadline moves back by the difference (one marked
+/// without a period gets `grace` from now). False when nothing changes.
+fn shorten_grace(meta: &mut Map<String, Value>, grace: i64) -> bool {
+    let pending = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+    if pending.is_some_and(|pending| grace >= pending) {
+        return false;
+    }
+    let marked_at = meta.get("deletionTimestamp").and_then(Value::as_str);
+    let marked_at = marked_at.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    let deadline = match (marked_at, pending) {
+        (Some(at), Some(pending)) => {
+            at.with_timezone(&Utc) - chrono::Duration::seconds(pending - grace)
+        }
+        _ => Utc::now() + chrono::Duration::seconds(grace),
+    };
+    let deadline = deadline.to_rfc3339_opts(SecondsFormat::Secs, true);
+    meta.insert("deletionTimestamp".into(), json!(deadline));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    true
 }
 
 /// True when an update would change nothing but the resourceVersion.
@@ -1867,6 +1875,16 @@ mod tests {
             core.create(pods, "default", pod, &options).await.unwrap();
             core.delete(pods, "default", name, &graceful).await.unwrap();
         }
+        // A shorter grace period moves the deadline back by the difference, as BeforeDelete.
+        let deadline = |pod: &Value| {
+            let at = pod["metadata"]["deletionTimestamp"].as_str().unwrap();
+            chrono::DateTime::parse_from_rfc3339(at).unwrap()
+        };
+        let before = core.get(pods, "default", "p").await.unwrap().to_value();
+        let sooner = DeleteOptions { grace_period_seconds: Some(10), ..DeleteOptions::default() };
+        let after = core.delete(pods, "default", "p", &sooner).await.unwrap().to_value();
+        assert_eq!(after["metadata"]["deletionGracePeriodSeconds"], 10);
+        assert_eq!((deadline(&before) - deadline(&after)).num_seconds(), 20);
         // Its node reports how its containers ended: the pod stays, with that status.
         let failed = json!({"status": {"phase": "Failed"}});
         core.patch(pods, "default", "p", PatchType::Merge, &failed, true, &options).await.unwrap();

@@ -192,10 +192,10 @@ impl ServiceAllocator {
             return Ok(());
         }
         if !external {
-            init_ip_families(service, old, name)?;
-        }
-        if !external {
+            // The address asked for first: whether the service is headless decides its
+            // families.
             follow_cluster_ips(service, name)?;
+            init_ip_families(service, old, name)?;
         }
         let old_ip = old.and_then(cluster_ip).map(String::from);
         let wanted = cluster_ip(service).map(String::from);
@@ -353,9 +353,9 @@ fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
     match cluster_ip(service) {
         None => service["spec"]["clusterIP"] = json!(first),
         Some(ip) if ip != first => {
-            let cause = FieldError::invalid_number(
+            let cause = FieldError::invalid_printed(
                 "spec.clusterIPs",
-                validation::go_strings(&listed),
+                &validation::go_strings(&listed),
                 "first value must match `clusterIP`",
             );
             return Err(invalid_because(name, cause));

@@ -70,6 +70,11 @@ impl FieldError {
         }
     }
 
+    /// An invalid value Kubernetes prints as a Go value (`[]string{"a"}`), written as it is.
+    pub fn invalid_printed(field: impl Into<String>, printed: &str, detail: &str) -> Self {
+        Self::invalid_number(field, printed, detail)
+    }
+
     /// A patch whose result does not decode as the object's type (Kubernetes names the field
     /// `patch`).
     pub fn invalid_patch(decoding: impl Into<String>) -> Self {
@@ -112,13 +117,13 @@ impl FieldError {
     }
 
     /// A duplicate whose value Kubernetes prints as a Go struct (`value`, written as it is),
-    /// with why.
-    fn duplicate_struct(field: impl Into<String>, value: &str, detail: &str) -> Self {
-        Self {
-            reason: "FieldValueDuplicate",
-            field: field.into(),
-            message: format!("Duplicate value: {value}: {detail}"),
-        }
+    /// with why when it says.
+    fn duplicate_struct(field: impl Into<String>, value: &str, detail: Option<&str>) -> Self {
+        let message = match detail {
+            Some(detail) => format!("Duplicate value: {value}: {detail}"),
+            None => format!("Duplicate value: {value}"),
+        };
+        Self { reason: "FieldValueDuplicate", field: field.into(), message }
     }
 }
 
@@ -727,7 +732,12 @@ fn validate_secret_type(secret: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::required("data[username]"));
             errors.push(FieldError::required("data[password]"));
         }
-        "kubernetes.io/ssh-auth" if !has("ssh-privatekey") => {
+        "kubernetes.io/ssh-auth"
+            if data
+                .and_then(|d| d.get("ssh-privatekey"))
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty) =>
+        {
             errors.push(FieldError::required("data[ssh-privatekey]"));
         }
         "kubernetes.io/dockerconfigjson" => {
@@ -1076,15 +1086,21 @@ fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError
         let kind = if list == "podIPs" { "PodIP" } else { "HostIP" };
         let printed: Vec<String> =
             ips.iter().map(|ip| format!("core.{kind}{{IP:{ip:?}}}")).collect();
-        errors.push(FieldError::invalid_number(
+        errors.push(FieldError::invalid_printed(
             format!("status.{list}"),
-            format!("[]core.{kind}{{{}}}", printed.join(", ")),
+            &format!("[]core.{kind}{{{}}}", printed.join(", ")),
             "may specify no more than one IP for each IP family",
         ));
     }
+    let kind = if list == "podIPs" { "PodIP" } else { "HostIP" };
     for (i, ip) in ips.iter().enumerate() {
         if ips[..i].contains(ip) {
-            errors.push(FieldError::duplicate(format!("status.{list}[{i}]"), ip));
+            let printed = format!("core.{kind}{{IP:{ip:?}}}");
+            errors.push(FieldError::duplicate_struct(
+                format!("status.{list}[{i}]"),
+                &printed,
+                None,
+            ));
         }
     }
 }
@@ -1212,12 +1228,9 @@ fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
                 "core.Taint{{Key:{key:?}, Value:{value:?}, Effect:{effect:?}, \
                  TimeAdded:(*v1.Time)({added})}}"
             );
-            let detail = "taints must be unique by key and effect pair";
-            errors.push(FieldError::duplicate_struct(
-                format!("spec.taints[{i}]"),
-                &printed,
-                detail,
-            ));
+            let detail = Some("taints must be unique by key and effect pair");
+            let field = format!("spec.taints[{i}]");
+            errors.push(FieldError::duplicate_struct(field, &printed, detail));
         }
         seen.push((key, effect));
     }
@@ -1366,9 +1379,11 @@ fn validate_volume_source(
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
 ) {
-    let given =
+    let mut given =
         VOLUME_SOURCES.iter().filter(|source| volume.get(**source).is_some_and(|v| !v.is_null()));
-    for source in given.skip(1) {
+    // Only the first is checked further; each other is refused.
+    let first = given.next().copied();
+    for source in given {
         errors.push(FieldError::forbidden(at(source), "may not specify more than 1 volume type"));
     }
     let mode = |source: &str, errors: &mut Vec<FieldError>| {
@@ -1378,13 +1393,13 @@ fn validate_volume_source(
             errors.push(FieldError::invalid_number(field, mode, FILE_MODE_MSG));
         }
     };
-    if let Some(secret) = volume.get("secret").filter(|s| s.is_object()) {
+    if let Some(secret) = volume.get("secret").filter(|_| first == Some("secret")) {
         if secret.get("secretName").and_then(Value::as_str).unwrap_or("").is_empty() {
             errors.push(FieldError::required(at("secret.secretName")));
         }
         mode("secret", errors);
     }
-    if let Some(config_map) = volume.get("configMap").filter(|s| s.is_object()) {
+    if let Some(config_map) = volume.get("configMap").filter(|_| first == Some("configMap")) {
         if config_map.get("name").and_then(Value::as_str).unwrap_or("").is_empty() {
             errors.push(FieldError::required(at("configMap.name")));
         }
@@ -2598,7 +2613,7 @@ mod kind_tests {
             [
                 "status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"127.64.0.2\"}, \
                  core.PodIP{IP:\"127.64.0.2\"}}: may specify no more than one IP for each IP family",
-                "status.podIPs[1]: Duplicate value: \"127.64.0.2\"",
+                "status.podIPs[1]: Duplicate value: core.PodIP{IP:\"127.64.0.2\"}",
             ]
         );
     }
