@@ -982,6 +982,9 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             errors.push(FieldError::not_supported(format!("{path}.dnsPolicy"), policy, &POLICIES));
         }
     }
+    if let Some(affinity) = spec.and_then(|s| s.get("affinity")).filter(|a| a.is_object()) {
+        validate_affinity(affinity, &format!("{path}.affinity"), errors);
+    }
     let node_selector = spec.and_then(|s| s.get("nodeSelector"));
     if node_selector.is_some() {
         validate_labels(node_selector, &format!("{path}.nodeSelector"), errors);
@@ -1045,6 +1048,107 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
             ));
         }
+    }
+}
+
+/// A pod's `affinity`, as Kubernetes' `validateAffinity` checks it: node selector terms (at
+/// least one when required; known operators with the values each takes; keys label names),
+/// preference weights, and pod (anti-)affinity terms (a topology key, a label selector).
+fn validate_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+    const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
+    let list = |value: Option<&Value>| value.and_then(Value::as_array).cloned().unwrap_or_default();
+    let weight = |term: &Value, at: &str, errors: &mut Vec<FieldError>| {
+        let weight = term.get("weight").and_then(Value::as_i64).unwrap_or(0);
+        if !(1..=100).contains(&weight) {
+            errors.push(FieldError::invalid_number(
+                format!("{at}.weight"),
+                weight,
+                "must be in the range 1-100",
+            ));
+        }
+    };
+    if let Some(node) = affinity.get("nodeAffinity") {
+        if let Some(required) = node.get(REQUIRED).filter(|r| r.is_object()) {
+            let at = format!("{path}.nodeAffinity.{REQUIRED}.nodeSelectorTerms");
+            let terms = list(required.get("nodeSelectorTerms"));
+            if terms.is_empty() {
+                errors.push(FieldError::required_because(
+                    at.clone(),
+                    "must have at least one node selector term",
+                ));
+            }
+            for (i, term) in terms.iter().enumerate() {
+                validate_node_selector_term(term, &format!("{at}[{i}]"), errors);
+            }
+        }
+        for (i, term) in list(node.get(PREFERRED)).iter().enumerate() {
+            let at = format!("{path}.nodeAffinity.{PREFERRED}[{i}]");
+            weight(term, &at, errors);
+            let preference = term.get("preference").cloned().unwrap_or_default();
+            validate_node_selector_term(&preference, &format!("{at}.preference"), errors);
+        }
+    }
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let Some(pod) = affinity.get(kind) else { continue };
+        for (i, term) in list(pod.get(REQUIRED)).iter().enumerate() {
+            validate_pod_affinity_term(term, &format!("{path}.{kind}.{REQUIRED}[{i}]"), errors);
+        }
+        for (i, term) in list(pod.get(PREFERRED)).iter().enumerate() {
+            let at = format!("{path}.{kind}.{PREFERRED}[{i}]");
+            weight(term, &at, errors);
+            let affinity_term = term.get("podAffinityTerm").cloned().unwrap_or_default();
+            validate_pod_affinity_term(&affinity_term, &format!("{at}.podAffinityTerm"), errors);
+        }
+    }
+}
+
+/// One node selector term's `matchExpressions` (Kubernetes' `ValidateNodeSelectorRequirement`).
+fn validate_node_selector_term(term: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let expressions = term.get("matchExpressions").and_then(Value::as_array);
+    for (j, requirement) in expressions.into_iter().flatten().enumerate() {
+        let at = |field: &str| format!("{path}.matchExpressions[{j}].{field}");
+        let values = requirement.get("values").and_then(Value::as_array).map_or(0, Vec::len);
+        match requirement.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" | "NotIn" if values == 0 => errors.push(FieldError::required_because(
+                at("values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if values > 0 => errors.push(FieldError::forbidden(
+                at("values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "Gt" | "Lt" if values != 1 => errors.push(FieldError::required_because(
+                at("values"),
+                "must be specified single value when `operator` is 'Lt' or 'Gt'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {}
+            other => errors.push(FieldError::invalid(
+                at("operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
+        for problem in label_key_errors(key) {
+            errors.push(FieldError::invalid(at("key"), key, problem));
+        }
+    }
+}
+
+/// A pod (anti-)affinity term (Kubernetes' `validatePodAffinityTerm`): its label selector, and
+/// a topology key that is a label name.
+fn validate_pod_affinity_term(term: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    if let Some(selector) = term.get("labelSelector").filter(|s| s.is_object()) {
+        validate_label_selector(selector, &format!("{path}.labelSelector"), errors);
+    }
+    let key = term.get("topologyKey").and_then(Value::as_str).unwrap_or("");
+    if key.is_empty() {
+        errors
+            .push(FieldError::required_because(format!("{path}.topologyKey"), "can not be empty"));
+    }
+    for problem in label_key_errors(key) {
+        errors.push(FieldError::invalid(format!("{path}.topologyKey"), key, problem));
     }
 }
 
@@ -1583,6 +1687,18 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
                 }
             }
         }
+    }
+    // Only a service reached from outside has an external traffic policy.
+    let external_ips = spec.and_then(|s| s.get("externalIPs")).and_then(Value::as_array);
+    let outside = matches!(kind, "NodePort" | "LoadBalancer")
+        || (kind == "ClusterIP" && external_ips.is_some_and(|ips| !ips.is_empty()));
+    let traffic = spec.and_then(|s| s.get("externalTrafficPolicy")).and_then(Value::as_str);
+    if let Some(policy) = traffic.filter(|p| !p.is_empty() && !outside) {
+        errors.push(FieldError::invalid(
+            "spec.externalTrafficPolicy",
+            policy,
+            "may only be set for externally-accessible services",
+        ));
     }
     let affinity = spec.and_then(|s| s.get("sessionAffinity")).and_then(Value::as_str);
     if let Some(affinity) = affinity.filter(|a| !matches!(*a, "None" | "ClientIP")) {
@@ -2616,5 +2732,68 @@ mod kind_tests {
                 "status.podIPs[1]: Duplicate value: core.PodIP{IP:\"127.64.0.2\"}",
             ]
         );
+    }
+
+    #[test]
+    fn affinity_terms_as_kubernetes_checks_them() {
+        let errors = |affinity: Value| pods_errors(json!({"affinity": affinity}));
+        let required = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+        assert_eq!(
+            errors(json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": []}}})),
+            [format!("{required}.nodeSelectorTerms: Required value: must have at least one node selector term")]
+        );
+        let term = |expression: Value| {
+            errors(json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}}))
+        };
+        let at = format!("{required}.nodeSelectorTerms[0].matchExpressions[0]");
+        assert_eq!(
+            term(json!({"key": "zone", "operator": "Foo"})),
+            [format!("{at}.operator: Invalid value: \"Foo\": not a valid selector operator")]
+        );
+        assert_eq!(
+            term(json!({"key": "zone", "operator": "In"})),
+            [format!(
+                "{at}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
+            )]
+        );
+        assert_eq!(
+            term(json!({"key": "cpus", "operator": "Gt", "values": ["1", "2"]})),
+            [format!("{at}.values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")]
+        );
+        assert!(term(json!({"key": "zone", "operator": "In", "values": ["a"]})).is_empty());
+        let preferred = errors(json!({"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0,
+                "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}],
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": ""}]}}));
+        let anti = "spec.affinity.podAntiAffinity";
+        assert_eq!(preferred[0], format!("{anti}.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty"));
+        assert_eq!(
+            preferred.last().unwrap(),
+            &format!("{anti}.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100")
+        );
+    }
+
+    #[test]
+    fn claim_selectors_and_external_traffic_policies_as_kubernetes_checks_them() {
+        let claims = find("", "v1", "persistentvolumeclaims").unwrap();
+        let claim = json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "selector": {"matchExpressions": [{"key": "tier", "operator": "Foo"}]}}});
+        assert_eq!(
+            messages(&validate_object(claims, &claim)),
+            ["spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator"]
+        );
+        let services = find("", "v1", "services").unwrap();
+        let service = |kind: &str| {
+            json!({"metadata": {"name": "s"}, "spec": {"type": kind,
+            "ports": [{"port": 80}], "externalTrafficPolicy": "Local"}})
+        };
+        assert_eq!(
+            messages(&validate_object(services, &service("ClusterIP"))),
+            ["spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for externally-accessible services"]
+        );
+        assert!(validate_object(services, &service("NodePort")).is_empty());
     }
 }

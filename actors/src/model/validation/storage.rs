@@ -84,8 +84,12 @@ pub(super) fn validate_volume(volume: &Value, errors: &mut Vec<FieldError>) {
     volume_mode(spec, errors);
 }
 
-/// A PersistentVolumeClaim: access modes, a storage request, a known volume mode.
+/// A PersistentVolumeClaim: its selector, access modes, a storage request, a known volume
+/// mode.
 pub(super) fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    if let Some(selector) = spec.and_then(|s| s.get("selector")).filter(|s| s.is_object()) {
+        super::validate_label_selector(selector, "spec.selector", errors);
+    }
     let required =
         FieldError::required_because("spec.accessModes", "at least 1 access mode is required");
     access_modes(spec, required, errors);
