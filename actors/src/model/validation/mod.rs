@@ -523,26 +523,42 @@ fn validate_label_selector(selector: &Value, path: &str, errors: &mut Vec<FieldE
         }
         let values = expression.get("values").and_then(Value::as_array);
         let values: Vec<&str> = values.into_iter().flatten().filter_map(Value::as_str).collect();
-        match expression.get("operator").and_then(Value::as_str).unwrap_or("") {
-            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required_because(
-                at("values"),
-                "must be specified when `operator` is 'In' or 'NotIn'",
-            )),
-            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
-                at("values"),
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            )),
-            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => errors.push(FieldError::invalid(
-                at("operator"),
-                other,
-                "not a valid selector operator",
-            )),
-        }
+        let operator = expression.get("operator").and_then(Value::as_str).unwrap_or("");
+        selector_operator(operator, values.len(), false, &at, errors);
         for (j, value) in values.iter().enumerate() {
             for problem in label_value_errors(value) {
                 errors.push(FieldError::invalid(at(&format!("values[{j}]")), value, problem));
             }
+        }
+    }
+}
+
+/// A selector requirement's operator and how many values it has, as Kubernetes checks a label
+/// selector's (`numeric`: a node selector's, which also takes `Gt` and `Lt` with one value).
+fn selector_operator(
+    operator: &str,
+    values: usize,
+    numeric: bool,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    match operator {
+        "In" | "NotIn" if values == 0 => errors.push(FieldError::required_because(
+            at("values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        "Exists" | "DoesNotExist" if values > 0 => errors.push(FieldError::forbidden(
+            at("values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        "Gt" | "Lt" if numeric && values != 1 => errors.push(FieldError::required_because(
+            at("values"),
+            "must be specified single value when `operator` is 'Lt' or 'Gt'",
+        )),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+        "Gt" | "Lt" if numeric => {}
+        other => {
+            errors.push(FieldError::invalid(at("operator"), other, "not a valid selector operator"))
         }
     }
 }
@@ -1057,15 +1073,27 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
 fn validate_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>) {
     const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
     const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
-    let list = |value: Option<&Value>| value.and_then(Value::as_array).cloned().unwrap_or_default();
-    let weight = |term: &Value, at: &str, errors: &mut Vec<FieldError>| {
-        let weight = term.get("weight").and_then(Value::as_i64).unwrap_or(0);
-        if !(1..=100).contains(&weight) {
-            errors.push(FieldError::invalid_number(
-                format!("{at}.weight"),
-                weight,
-                "must be in the range 1-100",
-            ));
+    fn list(value: Option<&Value>) -> &[Value] {
+        value.and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    }
+    // A preferred term: its weight, and the term it holds under `inner`.
+    let preferred = |terms: Option<&Value>,
+                     at: &str,
+                     inner: &str,
+                     check: fn(&Value, &str, &mut Vec<FieldError>),
+                     errors: &mut Vec<FieldError>| {
+        for (i, term) in list(terms).iter().enumerate() {
+            let at = format!("{at}.{PREFERRED}[{i}]");
+            let weight = term.get("weight").and_then(Value::as_i64).unwrap_or(0);
+            if !(1..=100).contains(&weight) {
+                let field = format!("{at}.weight");
+                errors.push(FieldError::invalid_number(
+                    field,
+                    weight,
+                    "must be in the range 1-100",
+                ));
+            }
+            check(term.get(inner).unwrap_or(&Value::Null), &format!("{at}.{inner}"), errors);
         }
     };
     if let Some(node) = affinity.get("nodeAffinity") {
@@ -1073,33 +1101,25 @@ fn validate_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>)
             let at = format!("{path}.nodeAffinity.{REQUIRED}.nodeSelectorTerms");
             let terms = list(required.get("nodeSelectorTerms"));
             if terms.is_empty() {
-                errors.push(FieldError::required_because(
-                    at.clone(),
-                    "must have at least one node selector term",
-                ));
+                let why = "must have at least one node selector term";
+                errors.push(FieldError::required_because(at.clone(), why));
             }
             for (i, term) in terms.iter().enumerate() {
                 validate_node_selector_term(term, &format!("{at}[{i}]"), errors);
             }
         }
-        for (i, term) in list(node.get(PREFERRED)).iter().enumerate() {
-            let at = format!("{path}.nodeAffinity.{PREFERRED}[{i}]");
-            weight(term, &at, errors);
-            let preference = term.get("preference").cloned().unwrap_or_default();
-            validate_node_selector_term(&preference, &format!("{at}.preference"), errors);
-        }
+        let at = format!("{path}.nodeAffinity");
+        let check = validate_node_selector_term;
+        preferred(node.get(PREFERRED), &at, "preference", check, errors);
     }
     for kind in ["podAffinity", "podAntiAffinity"] {
         let Some(pod) = affinity.get(kind) else { continue };
         for (i, term) in list(pod.get(REQUIRED)).iter().enumerate() {
             validate_pod_affinity_term(term, &format!("{path}.{kind}.{REQUIRED}[{i}]"), errors);
         }
-        for (i, term) in list(pod.get(PREFERRED)).iter().enumerate() {
-            let at = format!("{path}.{kind}.{PREFERRED}[{i}]");
-            weight(term, &at, errors);
-            let affinity_term = term.get("podAffinityTerm").cloned().unwrap_or_default();
-            validate_pod_affinity_term(&affinity_term, &format!("{at}.podAffinityTerm"), errors);
-        }
+        let at = format!("{path}.{kind}");
+        let check = validate_pod_affinity_term;
+        preferred(pod.get(PREFERRED), &at, "podAffinityTerm", check, errors);
     }
 }
 
@@ -1109,26 +1129,8 @@ fn validate_node_selector_term(term: &Value, path: &str, errors: &mut Vec<FieldE
     for (j, requirement) in expressions.into_iter().flatten().enumerate() {
         let at = |field: &str| format!("{path}.matchExpressions[{j}].{field}");
         let values = requirement.get("values").and_then(Value::as_array).map_or(0, Vec::len);
-        match requirement.get("operator").and_then(Value::as_str).unwrap_or("") {
-            "In" | "NotIn" if values == 0 => errors.push(FieldError::required_because(
-                at("values"),
-                "must be specified when `operator` is 'In' or 'NotIn'",
-            )),
-            "Exists" | "DoesNotExist" if values > 0 => errors.push(FieldError::forbidden(
-                at("values"),
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            )),
-            "Gt" | "Lt" if values != 1 => errors.push(FieldError::required_because(
-                at("values"),
-                "must be specified single value when `operator` is 'Lt' or 'Gt'",
-            )),
-            "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {}
-            other => errors.push(FieldError::invalid(
-                at("operator"),
-                other,
-                "not a valid selector operator",
-            )),
-        }
+        let operator = requirement.get("operator").and_then(Value::as_str).unwrap_or("");
+        selector_operator(operator, values, true, &at, errors);
         let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
         for problem in label_key_errors(key) {
             errors.push(FieldError::invalid(at("key"), key, problem));
@@ -1185,26 +1187,21 @@ fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError
     if ips.len() < 2 {
         return;
     }
-    let families: Vec<bool> = ips.iter().map(|ip| ip.contains(':')).collect();
-    if ips.len() > 2 || families[0] == families[1] {
-        let kind = if list == "podIPs" { "PodIP" } else { "HostIP" };
-        let printed: Vec<String> =
-            ips.iter().map(|ip| format!("core.{kind}{{IP:{ip:?}}}")).collect();
+    // As Go prints a `core.PodIP` (or `core.HostIP`).
+    let kind = if list == "podIPs" { "PodIP" } else { "HostIP" };
+    let printed = |ip: &str| format!("core.{kind}{{IP:{ip:?}}}");
+    if ips.len() > 2 || ips[0].contains(':') == ips[1].contains(':') {
+        let all: Vec<String> = ips.iter().map(|ip| printed(ip)).collect();
         errors.push(FieldError::invalid_printed(
             format!("status.{list}"),
-            &format!("[]core.{kind}{{{}}}", printed.join(", ")),
+            &format!("[]core.{kind}{{{}}}", all.join(", ")),
             "may specify no more than one IP for each IP family",
         ));
     }
-    let kind = if list == "podIPs" { "PodIP" } else { "HostIP" };
     for (i, ip) in ips.iter().enumerate() {
         if ips[..i].contains(ip) {
-            let printed = format!("core.{kind}{{IP:{ip:?}}}");
-            errors.push(FieldError::duplicate_struct(
-                format!("status.{list}[{i}]"),
-                &printed,
-                None,
-            ));
+            let field = format!("status.{list}[{i}]");
+            errors.push(FieldError::duplicate_struct(field, &printed(ip), None));
         }
     }
 }
