@@ -109,9 +109,26 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// Adds the requirement `key = value`, or `key != value` when not `equal` (a pod's
+    /// `matchLabelKeys` and `mismatchLabelKeys` merged into a selector with its own values).
+    pub fn require(&mut self, key: &str, value: &str, equal: bool) {
+        let value = value.to_string();
+        let op = if equal { LabelOp::Equals(value) } else { LabelOp::NotEquals(value) };
+        self.requirements.push(LabelRequirement { key: key.to_string(), op });
+    }
+
     pub fn matches(&self, labels: &Labels) -> bool {
+        self.matches_by(|key| labels.get(key))
+    }
+
+    /// Whether labels held as a map (a typed object's) satisfy every requirement.
+    pub fn matches_map(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_by(|key| labels.get(key).map(String::as_str))
+    }
+
+    fn matches_by<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|r| {
-            let value = labels.get(&r.key);
+            let value = label(&r.key);
             match &r.op {
                 LabelOp::Equals(v) => value == Some(v.as_str()),
                 LabelOp::NotEquals(v) => value != Some(v.as_str()),

@@ -34,6 +34,16 @@ pub enum FitFailure {
     },
     /// A host port the pod needs is in use on the node.
     HostPortConflict,
+    /// Placing the pod on the node would skew a `DoNotSchedule` spread constraint too far.
+    SpreadConstraintsNotMatch,
+    /// The node lacks the topology key of a `DoNotSchedule` spread constraint.
+    SpreadMissingLabel,
+    /// No pod the pod's required affinity selects is in the node's topology domain.
+    PodAffinityRulesNotMatch,
+    /// A pod the pod's required anti-affinity selects is in the node's topology domain.
+    PodAntiAffinityRulesNotMatch,
+    /// A pod in the node's topology domain has required anti-affinity to this pod.
+    ExistingPodsAntiAffinityRulesNotMatch,
 }
 
 /// The reason as it appears in kube-scheduler's messages.
@@ -52,6 +62,21 @@ impl fmt::Display for FitFailure {
             }
             FitFailure::HostPortConflict => {
                 f.write_str("node(s) didn't have free ports for the requested pod ports")
+            }
+            FitFailure::SpreadConstraintsNotMatch => {
+                f.write_str("node(s) didn't match pod topology spread constraints")
+            }
+            FitFailure::SpreadMissingLabel => f.write_str(
+                "node(s) didn't match pod topology spread constraints (missing required label)",
+            ),
+            FitFailure::PodAffinityRulesNotMatch => {
+                f.write_str("node(s) didn't match pod affinity rules")
+            }
+            FitFailure::PodAntiAffinityRulesNotMatch => {
+                f.write_str("node(s) didn't match pod anti-affinity rules")
+            }
+            FitFailure::ExistingPodsAntiAffinityRulesNotMatch => {
+                f.write_str("node(s) didn't satisfy existing pods anti-affinity rules")
             }
         }
     }

@@ -6,12 +6,15 @@
 //! resources, host ports in use, label groups for spreading) are updated as pods are added
 //! and removed, so a scheduling decision only reads integers and compares borrowed strings.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::{Add, AddAssign, Sub, SubAssign};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::pod_affinity::PodAffinity;
+use super::topology_spread::SpreadConstraint;
 use crate::model::quantity;
 use crate::model::taints::{self, Taint, TaintEffect, Toleration};
 
@@ -375,6 +378,10 @@ pub struct PodInfo {
     pub preferred_affinity: Vec<PreferredTerm>,
     /// Tolerations (those that cannot tolerate anything left out).
     pub tolerations: Vec<Toleration>,
+    /// Inter-pod affinity and anti-affinity terms, if any.
+    pub pod_affinity: Option<Arc<PodAffinity>>,
+    /// `spec.topologySpreadConstraints`.
+    pub spread: Vec<SpreadConstraint>,
     /// uid of the controller owner (a ReplicationController, ReplicaSet, ...), if any.
     pub owner_uid: Option<String>,
     /// kind of the controller owner, if any.
@@ -477,6 +484,8 @@ impl PodInfo {
             required_affinity,
             preferred_affinity,
             tolerations,
+            pod_affinity: PodAffinity::of(pod).map(Arc::new),
+            spread: SpreadConstraint::of(pod),
             owner_uid: owner.map(|o| o.uid.clone()),
             owner_kind: owner.map(|o| o.kind.clone()),
             owner_name: owner.map(|o| o.name.clone()),
@@ -595,6 +604,8 @@ pub struct NodeInfo {
     used_ports: HashMap<(Protocol, i32), Vec<(String, u32)>>,
     /// Pods (not terminating) per label group.
     label_groups: HashMap<u64, i64>,
+    /// uids of the pods with inter-pod affinity or anti-affinity terms.
+    with_affinity: HashSet<String>,
 }
 
 impl NodeInfo {
@@ -613,6 +624,7 @@ impl NodeInfo {
             pods: HashMap::new(),
             used_ports: HashMap::new(),
             label_groups: HashMap::new(),
+            with_affinity: HashSet::new(),
         };
         info.set_node(node);
         info
@@ -682,12 +694,16 @@ impl NodeInfo {
         if !pod.terminating {
             *self.label_groups.entry(pod.group).or_default() += 1;
         }
+        if pod.pod_affinity.is_some() {
+            self.with_affinity.insert(pod.uid.clone());
+        }
         self.pods.insert(pod.uid.clone(), pod);
     }
 
     /// Removes the pod with this uid and its share of the aggregates.
     pub fn remove_pod(&mut self, uid: &str) -> Option<PodInfo> {
         let pod = self.pods.remove(uid)?;
+        self.with_affinity.remove(uid);
         self.requested -= pod.requests;
         self.non_zero_requested -= pod.non_zero_requests;
         for hp in &pod.host_ports {
@@ -717,6 +733,11 @@ impl NodeInfo {
     /// The pods on this node, in no particular order.
     pub fn pods(&self) -> impl Iterator<Item = &PodInfo> {
         self.pods.values()
+    }
+
+    /// The pods on this node with inter-pod affinity or anti-affinity terms.
+    pub fn pods_with_affinity(&self) -> impl Iterator<Item = &PodInfo> {
+        self.with_affinity.iter().filter_map(|uid| self.pods.get(uid))
     }
 
     /// The pod with this uid, if it is on this node.

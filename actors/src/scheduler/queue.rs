@@ -184,7 +184,13 @@ impl SchedulingQueue {
     /// The cluster changed in a way that may make unschedulable pods fit: retry them, each
     /// once its back-off has passed.
     pub fn move_unschedulable(&mut self, now: Instant) {
-        for (uid, queued) in self.pods.iter_mut().filter(|(_, q)| q.place == Place::Unschedulable) {
+        self.move_unschedulable_if(now, |_| true);
+    }
+
+    /// [`Self::move_unschedulable`] for the unschedulable pods `which` picks.
+    pub fn move_unschedulable_if(&mut self, now: Instant, which: impl Fn(&PodInfo) -> bool) {
+        let unschedulable = |q: &&mut Queued| q.place == Place::Unschedulable && which(&q.info);
+        for (uid, queued) in self.pods.iter_mut().filter(|(_, q)| unschedulable(q)) {
             match queued.backoff_until.filter(|t| *t > now) {
                 Some(until) => {
                     queued.place = Place::Backoff;

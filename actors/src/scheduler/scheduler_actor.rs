@@ -15,8 +15,10 @@ use serde_json::{json, Value};
 
 use super::filters::{self, FitFailure};
 use super::node_info::{LabelGroups, NodeInfo, PodInfo};
+use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
+use super::topology_spread::{self, SpreadFilter};
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
@@ -93,14 +95,16 @@ enum Watched {
     Services,
     ReplicationControllers,
     Claims,
+    Namespaces,
 }
 
-const ALL_WATCHED: [Watched; 5] = [
+const ALL_WATCHED: [Watched; 6] = [
     Watched::Nodes,
     Watched::Pods,
     Watched::Services,
     Watched::ReplicationControllers,
     Watched::Claims,
+    Watched::Namespaces,
 ];
 
 impl Watched {
@@ -112,6 +116,7 @@ impl Watched {
             Watched::Services => ("services", None),
             Watched::ReplicationControllers => ("replicationcontrollers", None),
             Watched::Claims => ("persistentvolumeclaims", None),
+            Watched::Namespaces => ("namespaces", None),
         }
     }
 }
@@ -146,6 +151,8 @@ pub struct Scheduler {
     selectors: HashMap<String, SelectorsByOwner>,
     /// What each PersistentVolumeClaim (by namespace and name) is to the pods using it.
     claims: HashMap<(String, String), ClaimState>,
+    /// The labels of each namespace (for affinity terms' namespace selectors).
+    namespace_labels: NamespaceLabels,
     /// Where the next search for feasible nodes starts (round robin, as kube-scheduler).
     next_start: usize,
     in_flight: usize,
@@ -158,6 +165,9 @@ pub struct Scheduler {
     stats: SchedulerStats,
     /// Started on an arbiter thread of its own, which it stops when it stops.
     own_thread: bool,
+    /// A pod was placed, or a placed pod's labels or a namespace's labels changed, since the
+    /// last informer message: pods waiting on inter-pod affinity or spreading may fit now.
+    placed_changed: bool,
 }
 
 fn resource(group: &str, plural: &str) -> &'static ResourceType {
@@ -189,6 +199,7 @@ impl Scheduler {
             groups: LabelGroups::default(),
             selectors: HashMap::new(),
             claims: HashMap::new(),
+            namespace_labels: HashMap::new(),
             next_start: 0,
             in_flight: 0,
             schedule_queued: false,
@@ -196,6 +207,7 @@ impl Scheduler {
             rng: StdRng::from_entropy(),
             stats: SchedulerStats::default(),
             own_thread: false,
+            placed_changed: false,
         }
     }
 
@@ -265,7 +277,8 @@ impl Scheduler {
         true
     }
 
-    /// A pod from the API; true when capacity may have been freed.
+    /// A pod from the API; true when capacity may have been freed. A placed pod new to the
+    /// scheduler, or with new labels, sets `placed_changed`.
     fn upsert_pod(&mut self, value: Value) -> bool {
         if self.already_counted(&value) {
             return false;
@@ -291,6 +304,7 @@ impl Scheduler {
                 if let Some(node_info) = self.node_mut(&node) {
                     node_info.add_pod(info);
                 }
+                self.placed_changed = true;
                 false
             }
             None => {
@@ -398,10 +412,20 @@ impl Scheduler {
         let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
         let mut failures: Vec<Vec<FitFailure>> = Vec::new();
         let mut examined = 0;
+        // The filters that count pods across the cluster, prepared once for this pod.
+        let spread = SpreadFilter::new(&pod, &self.nodes);
+        let affinity = AffinityFilter::new(&pod, &self.nodes, &self.namespace_labels);
+        let cluster_wide = |node: &NodeInfo| {
+            spread.as_ref().map_or(Ok(()), |f| f.check(node))?;
+            affinity.as_ref().map_or(Ok(()), |f| f.check(node))
+        };
         for step in 0..total {
             let i = (self.next_start + step) % total;
             examined = step + 1;
-            match filters::filter(&pod, &self.nodes[i]) {
+            let node = &self.nodes[i];
+            let fit =
+                filters::filter(&pod, node).and_then(|()| cluster_wide(node).map_err(|f| vec![f]));
+            match fit {
                 Ok(()) => feasible.push(i),
                 Err(reasons) => failures.push(reasons),
             }
@@ -409,6 +433,7 @@ impl Scheduler {
                 break;
             }
         }
+        drop((spread, affinity));
         if total > 0 {
             self.next_start = (self.next_start + examined) % total;
         }
@@ -419,7 +444,11 @@ impl Scheduler {
             return;
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|i| &self.nodes[*i]).collect();
-        let scores = scores::score_nodes(&pod, &candidates, &self.spread_context(&pod));
+        let mut context = self.spread_context(&pod);
+        context.topology_spread = topology_spread::scores(&pod, &candidates, &self.nodes);
+        context.inter_pod_affinity =
+            pod_affinity::scores(&pod, &candidates, &self.nodes, &self.namespace_labels);
+        let scores = scores::score_nodes(&pod, &candidates, &context);
         let best = scores::pick_best(&scores, &mut self.rng).unwrap_or(0);
         let node = self.nodes[feasible[best]].name.clone();
         // Assume: the next decision already counts this pod on its node.
@@ -480,6 +509,15 @@ impl Scheduler {
             events::record(client.as_ref(), &pod, kind, reason, &message, COMPONENT).await;
         });
     }
+}
+
+/// A namespace's name and labels.
+fn namespace_labels(namespace: &Value) -> (String, BTreeMap<String, String>) {
+    let name = namespace.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let labels = namespace.pointer("/metadata/labels").and_then(Value::as_object);
+    let labels = labels.into_iter().flatten();
+    let labels = labels.filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())));
+    (name.to_string(), labels.collect())
 }
 
 fn claim_key(claim: &Value) -> (String, String) {
@@ -603,6 +641,18 @@ impl Handler<Informed> for Scheduler {
                 let state = ClaimState::of(&item);
                 changed |= self.claims.insert(claim_key(&item), state) != Some(state);
             }
+            (Watched::Namespaces, Feed::Listed(items)) => {
+                self.namespace_labels = items.iter().map(namespace_labels).collect();
+                self.placed_changed = true;
+            }
+            (Watched::Namespaces, Feed::Changed(EventType::Deleted, item)) => {
+                self.namespace_labels.remove(&namespace_labels(&item).0);
+            }
+            (Watched::Namespaces, Feed::Changed(_, item)) => {
+                let (name, labels) = namespace_labels(&item);
+                self.placed_changed |=
+                    self.namespace_labels.insert(name, labels.clone()) != Some(labels);
+            }
             (kind, Feed::Listed(items)) => {
                 self.selectors.values_mut().for_each(|m| m.retain(|(k, _), _| *k != kind));
                 for item in items {
@@ -615,7 +665,11 @@ impl Handler<Informed> for Scheduler {
         }
         if changed {
             self.queue.move_unschedulable(Instant::now());
+        } else if self.placed_changed {
+            let counts_pods = |p: &PodInfo| p.pod_affinity.is_some() || !p.spread.is_empty();
+            self.queue.move_unschedulable_if(Instant::now(), counts_pods);
         }
+        self.placed_changed = false;
         self.kick(ctx);
     }
 }

@@ -255,3 +255,84 @@ async fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
     let node = eventually("the pod bound", || async { node_of(&core, "user").await }).await;
     assert_eq!(node, "n1");
 }
+
+/// The message of a pod's `PodScheduled` condition, once it has one.
+async fn scheduled_message(core: &ApiCore, name: &str) -> Option<String> {
+    let pod = get(core, name).await;
+    let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let scheduled = conditions.into_iter().find(|c| c["type"] == "PodScheduled")?;
+    scheduled["message"].as_str().map(String::from)
+}
+
+#[actix::test]
+async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_node() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..2 {
+        sim_node(&core, &format!("n{i}"), "8", dir.path());
+    }
+    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    start_scheduler(&core);
+    let one_per_node = json!({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}});
+    create(&core, pod("web-0", "100m", one_per_node.clone())).await;
+    let first = eventually("web-0 bound", || node_of(&core, "web-0")).await;
+    create(&core, pod("web-1", "100m", one_per_node.clone())).await;
+    let second = eventually("web-1 bound", || node_of(&core, "web-1")).await;
+    assert_ne!(first, second, "one web pod per node");
+    create(&core, pod("web-2", "100m", one_per_node)).await;
+    let message = eventually("web-2 unschedulable", || scheduled_message(&core, "web-2")).await;
+    assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.");
+
+    // A pod that an existing pod's anti-affinity selects: the same rule from the other side.
+    let guard = json!({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "db"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}});
+    let mut guard = pod("guard", "100m", guard);
+    guard["metadata"]["labels"] = json!({"app": "guard"});
+    create(&core, guard).await;
+    let guarded = eventually("guard bound", || node_of(&core, "guard")).await;
+    let mut db = pod("db", "100m", json!({}));
+    db["metadata"]["labels"] = json!({"app": "db"});
+    create(&core, db).await;
+    let db_node = eventually("db bound", || node_of(&core, "db")).await;
+    assert_ne!(db_node, guarded, "kept off the node of the pod that refuses it");
+
+    // Deleting a web pod frees its node for the waiting one.
+    let pods = find("", "v1", "pods").unwrap();
+    let options =
+        crate::core::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    ApiClient::delete(&core, pods, "default", "web-0", &options).await.unwrap();
+    assert_eq!(eventually("web-2 bound", || node_of(&core, "web-2")).await, first);
+}
+
+#[actix::test]
+async fn a_spread_constraint_keeps_zones_within_max_skew() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, zone) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        let mut config = AgentConfig::new(name, dir.path().join(name));
+        config.capacity_overrides.insert("cpu".into(), "8".into());
+        config.labels.insert("topology.kubernetes.io/zone".into(), zone.into());
+        NodeAgent::new(config, Arc::new(core.clone()), Arc::new(SimulatedRuntime::default()))
+            .start();
+    }
+    eventually("three nodes", || async { (ready_nodes(&core).await == 3).then_some(()) }).await;
+    start_scheduler(&core);
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    let mut zones: HashMap<String, usize> = HashMap::new();
+    for i in 0..6 {
+        let name = format!("web-{i}");
+        create(&core, pod(&name, "100m", spread.clone())).await;
+        let node = eventually("bound", || node_of(&core, &name)).await;
+        *zones.entry(node[..1].to_string()).or_default() += 1;
+        let (a, b) = (zones.get("a").copied().unwrap_or(0), zones.get("b").copied().unwrap_or(0));
+        assert!(a.abs_diff(b) <= 1, "zones within a skew of 1 after {name}: {zones:?}");
+    }
+    assert_eq!((zones["a"], zones["b"]), (3, 3), "two nodes in zone a take as many as one in b");
+}

@@ -7,7 +7,8 @@
 //! services and controller on the node and in its zone), taint toleration (fewer untolerated
 //! PreferNoSchedule taints) and preferred node affinity. Plugins that compare nodes with
 //! each other are normalised over the candidate nodes given. [`score_nodes`] sums them with
-//! kube-scheduler's default weights.
+//! kube-scheduler's default weights, with the scores of the plugins that count pods across the
+//! cluster (a pod's own spread constraints, inter-pod affinity) given in the [`ScoreContext`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -29,6 +30,10 @@ pub const SELECTOR_SPREAD_WEIGHT: i64 = 2;
 pub const TAINT_TOLERATION_WEIGHT: i64 = 3;
 /// Weight of [`node_affinity`] in [`score_nodes`].
 pub const NODE_AFFINITY_WEIGHT: i64 = 2;
+/// Weight of a pod's own spread constraints ([`super::topology_spread::scores`]).
+pub const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
+/// Weight of inter-pod affinity ([`super::pod_affinity::scores`]).
+pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
 /// Share of the zone count in the selector spread score when nodes have zones.
 const ZONE_WEIGHTING: f64 = 2.0 / 3.0;
@@ -40,6 +45,11 @@ pub struct ScoreContext {
     /// select the pod, their selectors ANDed as kube-scheduler's DefaultSelector does; empty
     /// when nothing selects it.
     pub spread_groups: Vec<u64>,
+    /// The scores of the pod's own topology spread constraints, one per node scored, which
+    /// replace the selector spread; `None` for a pod without constraints.
+    pub topology_spread: Option<Vec<i64>>,
+    /// The inter-pod affinity scores, one per node scored; `None` when there are none.
+    pub inter_pod_affinity: Option<Vec<i64>>,
 }
 
 impl ScoreContext {
@@ -49,7 +59,8 @@ impl ScoreContext {
         selectors: &[BTreeMap<String, String>],
         groups: &LabelGroups,
     ) -> Self {
-        Self { spread_groups: groups.matching(namespace, selectors) }
+        let spread_groups = groups.matching(namespace, selectors);
+        Self { spread_groups, ..Self::default() }
     }
 }
 
@@ -70,15 +81,21 @@ pub fn score_nodes(pod: &PodInfo, nodes: &[&NodeInfo], ctx: &ScoreContext) -> Ve
             total
         })
         .collect();
-    let mut add = |weight: i64, scores: Vec<i64>| {
+    let mut add = |weight: i64, scores: &[i64]| {
         for (total, score) in totals.iter_mut().zip(scores) {
             *total += weight * score;
         }
     };
-    add(SELECTOR_SPREAD_WEIGHT, selector_spread(nodes, &ctx.spread_groups));
-    add(TAINT_TOLERATION_WEIGHT, taint_toleration(pod, nodes));
+    match &ctx.topology_spread {
+        None => add(SELECTOR_SPREAD_WEIGHT, &selector_spread(nodes, &ctx.spread_groups)),
+        Some(scores) => add(POD_TOPOLOGY_SPREAD_WEIGHT, scores),
+    }
+    add(TAINT_TOLERATION_WEIGHT, &taint_toleration(pod, nodes));
     if !pod.preferred_affinity.is_empty() {
-        add(NODE_AFFINITY_WEIGHT, node_affinity(pod, nodes));
+        add(NODE_AFFINITY_WEIGHT, &node_affinity(pod, nodes));
+    }
+    if let Some(scores) = &ctx.inter_pod_affinity {
+        add(INTER_POD_AFFINITY_WEIGHT, scores);
     }
     totals
 }

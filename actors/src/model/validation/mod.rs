@@ -1001,6 +1001,9 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     if let Some(affinity) = spec.and_then(|s| s.get("affinity")).filter(|a| a.is_object()) {
         validate_affinity(affinity, &format!("{path}.affinity"), errors);
     }
+    if let Some(constraints) = list_of("topologySpreadConstraints") {
+        validate_topology_spread(constraints, &format!("{path}.topologySpreadConstraints"), errors);
+    }
     let node_selector = spec.and_then(|s| s.get("nodeSelector"));
     if node_selector.is_some() {
         validate_labels(node_selector, &format!("{path}.nodeSelector"), errors);
@@ -1120,6 +1123,90 @@ fn validate_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>)
         let at = format!("{path}.{kind}");
         let check = validate_pod_affinity_term;
         preferred(pod.get(PREFERRED), &at, "podAffinityTerm", check, errors);
+    }
+}
+
+/// A pod's `topologySpreadConstraints`, as Kubernetes' `validateTopologySpreadConstraints`
+/// checks them.
+fn validate_topology_spread(constraints: &[Value], path: &str, errors: &mut Vec<FieldError>) {
+    const NOT_POSITIVE: &str = "must be greater than zero";
+    const ACTIONS: [&str; 2] = ["DoNotSchedule", "ScheduleAnyway"];
+    const POLICIES: [&str; 2] = ["Honor", "Ignore"];
+    fn text<'a>(c: &'a Value, field: &str) -> &'a str {
+        c.get(field).and_then(Value::as_str).unwrap_or("")
+    }
+    for (i, constraint) in constraints.iter().enumerate() {
+        let at = |field: &str| format!("{path}[{i}].{field}");
+        let max_skew = constraint.get("maxSkew").and_then(Value::as_i64).unwrap_or(0);
+        if max_skew <= 0 {
+            errors.push(FieldError::invalid_number(at("maxSkew"), max_skew, NOT_POSITIVE));
+        }
+        let key = text(constraint, "topologyKey");
+        if key.is_empty() {
+            errors.push(FieldError::required_because(at("topologyKey"), "can not be empty"));
+        }
+        let action = text(constraint, "whenUnsatisfiable");
+        if !ACTIONS.contains(&action) {
+            errors.push(FieldError::not_supported(at("whenUnsatisfiable"), action, &ACTIONS));
+        }
+        // A (key, action) pair is one kind of constraint: the first of two alike is the error.
+        let repeated = constraints[i + 1..]
+            .iter()
+            .any(|c| text(c, "topologyKey") == key && text(c, "whenUnsatisfiable") == action);
+        if repeated {
+            let field = at("{topologyKey, whenUnsatisfiable}");
+            errors.push(FieldError::duplicate(field, &format!("{{{key}, {action}}}")));
+        }
+        if let Some(domains) = constraint.get("minDomains").and_then(Value::as_i64) {
+            if domains <= 0 {
+                errors.push(FieldError::invalid_number(at("minDomains"), domains, NOT_POSITIVE));
+            }
+            if action != "DoNotSchedule" {
+                let why = format!(
+                    "can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {action}"
+                );
+                errors.push(FieldError::invalid_number(at("minDomains"), domains, why));
+            }
+        }
+        for policy in ["nodeAffinityPolicy", "nodeTaintsPolicy"] {
+            if let Some(value) = constraint.get(policy).and_then(Value::as_str) {
+                if !POLICIES.contains(&value) {
+                    errors.push(FieldError::not_supported(at(policy), value, &POLICIES));
+                }
+            }
+        }
+        let selector = constraint.get("labelSelector").filter(|s| s.is_object());
+        let keys = constraint.get("matchLabelKeys").and_then(Value::as_array);
+        let keys: Vec<&str> = keys.into_iter().flatten().filter_map(Value::as_str).collect();
+        if !keys.is_empty() && selector.is_none() {
+            let why = "must not be specified when labelSelector is not set";
+            errors.push(FieldError::forbidden(at("matchLabelKeys"), why));
+        }
+        let selector_keys: Vec<&str> = selector
+            .and_then(|s| s.get("matchLabels")?.as_object())
+            .into_iter()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .chain(
+                selector
+                    .and_then(|s| s.get("matchExpressions")?.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.get("key")?.as_str()),
+            )
+            .collect();
+        for (j, key) in keys.iter().enumerate() {
+            let field = || at(&format!("matchLabelKeys[{j}]"));
+            for problem in label_key_errors(key) {
+                errors.push(FieldError::invalid(field(), key, problem));
+            }
+            if selector_keys.contains(key) {
+                let why = "exists in both matchLabelKeys and labelSelector";
+                errors.push(FieldError::invalid(field(), key, why));
+            }
+        }
+        if let Some(selector) = selector {
+            validate_label_selector(selector, &at("labelSelector"), errors);
+        }
     }
 }
 
@@ -2769,6 +2856,57 @@ mod kind_tests {
         assert_eq!(
             preferred.last().unwrap(),
             &format!("{anti}.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100")
+        );
+    }
+
+    #[test]
+    fn topology_spread_constraints_as_kubernetes_checks_them() {
+        let errors =
+            |constraints: Value| pods_errors(json!({"topologySpreadConstraints": constraints}));
+        let zone = |extra: Value| {
+            let mut c = json!({"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}});
+            c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            c
+        };
+        assert!(errors(json!([
+            zone(json!({})),
+            zone(json!({"whenUnsatisfiable": "ScheduleAnyway"}))
+        ]))
+        .is_empty());
+        let at = "spec.topologySpreadConstraints[0]";
+        assert_eq!(
+            errors(json!([zone(json!({"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Never"}))])),
+            [
+                format!("{at}.maxSkew: Invalid value: 0: must be greater than zero"),
+                format!("{at}.topologyKey: Required value: can not be empty"),
+                format!("{at}.whenUnsatisfiable: Unsupported value: \"Never\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\""),
+            ]
+        );
+        assert_eq!(
+            errors(json!([zone(json!({})), zone(json!({"maxSkew": 2}))])),
+            [format!("{at}.{{topologyKey, whenUnsatisfiable}}: Duplicate value: \"{{zone, DoNotSchedule}}\"")]
+        );
+        assert_eq!(
+            errors(json!([zone(json!({"minDomains": 0, "whenUnsatisfiable": "ScheduleAnyway"}))])),
+            [
+                format!("{at}.minDomains: Invalid value: 0: must be greater than zero"),
+                format!("{at}.minDomains: Invalid value: 0: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway"),
+            ]
+        );
+        assert_eq!(
+            errors(json!([zone(json!({"nodeTaintsPolicy": "honor", "matchLabelKeys": ["app", "-x"]}))])),
+            [
+                format!("{at}.nodeTaintsPolicy: Unsupported value: \"honor\": supported values: \"Honor\", \"Ignore\""),
+                format!("{at}.matchLabelKeys[0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector"),
+                format!("{at}.matchLabelKeys[1]: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+            ]
+        );
+        let mut unselected = zone(json!({"matchLabelKeys": ["version"]}));
+        unselected.as_object_mut().unwrap().remove("labelSelector");
+        assert_eq!(
+            errors(json!([unselected])),
+            [format!("{at}.matchLabelKeys: Forbidden: must not be specified when labelSelector is not set")]
         );
     }
 
