@@ -379,6 +379,26 @@ fn pod_spec(spec: &mut Value, of: PodSpecOf) {
     for v in spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
         volume(v);
     }
+    if of == PodSpecOf::Pod && spec.get("hostNetwork").and_then(Value::as_bool) == Some(true) {
+        host_network_ports(spec);
+    }
+}
+
+/// On the host's network a container's port is the host's: an unset `hostPort` is the
+/// `containerPort` (Kubernetes' `defaultHostNetworkPorts`, for pods, not templates).
+fn host_network_ports(spec: &mut Map<String, Value>) {
+    for list in ["containers", "initContainers"] {
+        let containers = spec.get_mut(list).and_then(Value::as_array_mut);
+        for c in containers.into_iter().flatten() {
+            let ports = c.get_mut("ports").and_then(Value::as_array_mut);
+            for port in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+                let unset = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0;
+                if let (true, Some(container_port)) = (unset, port.get("containerPort").cloned()) {
+                    port.insert("hostPort".into(), container_port);
+                }
+            }
+        }
+    }
 }
 
 /// `serviceAccount`, the deprecated name of `serviceAccountName`, as Kubernetes' conversion
@@ -438,7 +458,10 @@ fn downward_api_files(source: &mut Map<String, Value>) {
 /// `fieldRef.apiVersion` is `v1` unless named (Kubernetes' `ObjectFieldSelector` default).
 fn field_ref(holder: &mut Value) {
     if let Some(field_ref) = holder.get_mut("fieldRef").and_then(Value::as_object_mut) {
-        field_ref.entry("apiVersion").or_insert(json!("v1"));
+        let version = field_ref.entry("apiVersion").or_insert(json!("v1"));
+        if version.as_str() == Some("") {
+            *version = json!("v1");
+        }
     }
 }
 
@@ -544,6 +567,28 @@ mod tests {
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(pod["status"]["phase"], "Pending");
         assert!(pod["spec"].get("serviceAccount").is_none(), "admission names the account");
+    }
+
+    #[test]
+    fn on_the_hosts_network_a_pods_host_ports_are_its_container_ports() {
+        let spec = json!({"hostNetwork": true, "containers": [{"name": "c", "image": "i",
+            "ports": [{"containerPort": 80}, {"containerPort": 81, "hostPort": 81}]}],
+            "initContainers": [{"name": "i", "image": "i", "ports": [{"containerPort": 90}]}]});
+        let mut pod = json!({"spec": spec.clone()});
+        apply("Pod", &mut pod);
+        assert_eq!(pod["spec"]["containers"][0]["ports"][0]["hostPort"], 80);
+        assert_eq!(pod["spec"]["containers"][0]["ports"][1]["hostPort"], 81);
+        assert_eq!(pod["spec"]["initContainers"][0]["ports"][0]["hostPort"], 90);
+        // Not a template's (Kubernetes 1.28 stopped defaulting them).
+        let mut rc = json!({"metadata": {}, "spec": {"template": {"spec": spec}}});
+        apply("ReplicationController", &mut rc);
+        assert!(rc["spec"]["template"]["spec"]["containers"][0]["ports"][0]
+            .get("hostPort")
+            .is_none());
+        // Nor a pod on its own network.
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}});
+        apply("Pod", &mut pod);
+        assert!(pod["spec"]["containers"][0]["ports"][0].get("hostPort").is_none());
     }
 
     #[test]

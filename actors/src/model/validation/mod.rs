@@ -2,8 +2,10 @@
 
 use serde_json::Value;
 
+use std::cmp::Ordering;
+
 use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZERS};
-use super::{json, ResourceType};
+use super::{json, quantity, ResourceType};
 
 mod disruption_budget;
 mod priority_class;
@@ -976,12 +978,17 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             if let Some(protocol) = port.get("protocol").and_then(Value::as_str) {
                 port_protocol(protocol, || at(&format!(".ports[{j}].protocol")), errors);
             }
+            let host_port = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
+            if host_port != 0 {
+                port_number(host_port, || at(&format!(".ports[{j}].hostPort")), errors);
+            }
         }
         resource_policy::validate_container_resources(c.get("resources"), &at, errors);
         if list == "ephemeralContainers" {
             validate_ephemeral_container(c, spec, &at, errors);
         }
     }
+    validate_host_ports(containers, spec, path, errors);
     if let Some(policy) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str) {
         if !matches!(policy, "Always" | "OnFailure" | "Never") {
             errors.push(FieldError::not_supported(
@@ -1010,6 +1017,11 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
     }
     validate_dns_config(spec, text("dnsPolicy"), path, errors);
     validate_host_aliases(spec.and_then(|s| s.get("hostAliases")), path, errors);
+    if let Some(node) = text("nodeName").filter(|n| !n.is_empty()) {
+        for problem in dns1123_subdomain_errors(node) {
+            errors.push(FieldError::invalid(format!("{path}.nodeName"), node, problem));
+        }
+    }
     if let Some(hostname) = text("hostname").filter(|h| !h.is_empty()) {
         for p in dns1123_label_errors(hostname) {
             errors.push(FieldError::invalid(format!("{path}.hostname"), hostname, p));
@@ -1126,6 +1138,41 @@ fn validate_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>)
     }
 }
 
+/// The host ports of a pod's containers (Kubernetes' `checkHostPortConflicts`: one
+/// protocol, address and port taken once) and, on the host's network, each equal to its
+/// container port.
+fn validate_host_ports(
+    containers: &[Value],
+    spec: Option<&Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let host_network = spec.and_then(|s| s.get("hostNetwork")).and_then(Value::as_bool);
+    let mut taken: Vec<String> = Vec::new();
+    for (i, c) in containers.iter().enumerate() {
+        let ports = c.get("ports").and_then(Value::as_array);
+        for (j, port) in ports.into_iter().flatten().enumerate() {
+            let number = |field: &str| port.get(field).and_then(Value::as_i64).unwrap_or(0);
+            let text = |field: &str| port.get(field).and_then(Value::as_str).unwrap_or("");
+            let at = || format!("{path}.containers[{i}].ports[{j}].hostPort");
+            let host_port = number("hostPort");
+            if host_network == Some(true) && host_port != number("containerPort") {
+                let why = "must match `containerPort` when `hostNetwork` is true";
+                errors.push(FieldError::invalid_number(at(), host_port, why));
+            }
+            if host_port == 0 {
+                continue;
+            }
+            let key = format!("{}/{}/{host_port}", text("protocol"), text("hostIP"));
+            if taken.contains(&key) {
+                errors.push(FieldError::duplicate(at(), &key));
+            } else {
+                taken.push(key);
+            }
+        }
+    }
+}
+
 /// A pod's `topologySpreadConstraints`, as Kubernetes' `validateTopologySpreadConstraints`
 /// checks them.
 fn validate_topology_spread(constraints: &[Value], path: &str, errors: &mut Vec<FieldError>) {
@@ -1221,6 +1268,35 @@ fn validate_node_selector_term(term: &Value, path: &str, errors: &mut Vec<FieldE
         let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
         for problem in label_key_errors(key) {
             errors.push(FieldError::invalid(at("key"), key, problem));
+        }
+    }
+    // Kubernetes' `validateNodeFieldSelectorRequirement`: a node's name, In or NotIn one.
+    let fields = term.get("matchFields").and_then(Value::as_array);
+    for (j, requirement) in fields.into_iter().flatten().enumerate() {
+        let at = |field: &str| format!("{path}.matchFields[{j}].{field}");
+        let values = requirement.get("values").and_then(Value::as_array);
+        let values: Vec<&str> = values.into_iter().flatten().filter_map(Value::as_str).collect();
+        match requirement.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" | "NotIn" if values.len() == 1 => {}
+            "In" | "NotIn" => errors.push(FieldError::required_because(
+                at("values"),
+                "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+            )),
+            other => errors.push(FieldError::invalid(
+                at("operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
+        if key != "metadata.name" {
+            errors.push(FieldError::invalid(at("key"), key, "not a valid field selector key"));
+            continue;
+        }
+        for (k, value) in values.iter().enumerate() {
+            for problem in dns1123_subdomain_errors(value) {
+                errors.push(FieldError::invalid(at(&format!("values[{k}]")), value, problem));
+            }
         }
     }
 }
@@ -1455,7 +1531,13 @@ fn validate_env_and_user(c: &Value, at: &dyn Fn(&str) -> String, errors: &mut Ve
                 _ if var.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty()) => {
                     "may not be specified when `value` is not empty"
                 }
-                1 => continue,
+                1 => {
+                    if let Some(field_ref) = from.get("fieldRef").filter(|f| f.is_object()) {
+                        let at = || at(&format!(".env[{j}].valueFrom.fieldRef"));
+                        validate_field_ref(field_ref, &ENV_FIELD_PATHS, &at, errors);
+                    }
+                    continue;
+                }
                 _ => "may not have more than one field specified at a time",
             };
             errors.push(FieldError::invalid(at(&format!(".env[{j}].valueFrom")), "", message));
@@ -1463,6 +1545,130 @@ fn validate_env_and_user(c: &Value, at: &dyn Fn(&str) -> String, errors: &mut Ve
     }
     let run_as_user = json::at(c, "/securityContext/runAsUser");
     user_id(run_as_user, || at(".securityContext.runAsUser"), errors);
+}
+
+/// The pod fields an environment variable may take its value from (besides a label or an
+/// annotation, by key).
+const ENV_FIELD_PATHS: [&str; 9] = [
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "status.hostIP",
+    "status.hostIPs",
+    "status.podIP",
+    "status.podIPs",
+];
+
+/// The pod fields a downward API volume's file may hold.
+const VOLUME_FIELD_PATHS: [&str; 5] = [
+    "metadata.annotations",
+    "metadata.labels",
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+];
+
+/// A `fieldRef` (Kubernetes' `validateObjectFieldSelector`): a `v1` field path among `paths`,
+/// or one label or annotation by key (`metadata.labels['app']`).
+fn validate_field_ref(
+    field_ref: &Value,
+    paths: &[&str],
+    at: &dyn Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let text = |field: &str| field_ref.get(field).and_then(Value::as_str).unwrap_or("");
+    let (version, path) = (text("apiVersion"), text("fieldPath"));
+    if version.is_empty() {
+        return errors.push(FieldError::required(format!("{}.apiVersion", at())));
+    }
+    if path.is_empty() {
+        return errors.push(FieldError::required(format!("{}.fieldPath", at())));
+    }
+    // Kubernetes' `ConvertDownwardAPIFieldLabel`: the v1 field labels a pod has.
+    const POD_FIELD_LABELS: [&str; 14] = [
+        "metadata.annotations",
+        "metadata.labels",
+        "metadata.name",
+        "metadata.namespace",
+        "metadata.uid",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "spec.schedulerName",
+        "status.phase",
+        "status.hostIP",
+        "status.hostIPs",
+        "status.podIP",
+        "status.podIPs",
+    ];
+    let subscripted = path
+        .strip_suffix("']")
+        .and_then(|p| p.split_once("['"))
+        .filter(|(field, _)| !field.is_empty());
+    let converted = if version != "v1" {
+        Err(format!("unsupported pod version: {version}"))
+    } else {
+        match subscripted {
+            Some(("metadata.annotations" | "metadata.labels", _)) => Ok(path),
+            Some(_) => Err(format!("field label does not support subscript: {path}")),
+            None if POD_FIELD_LABELS.contains(&path) => Ok(path),
+            None if path == "spec.host" => Ok("spec.nodeName"),
+            None => Err(format!("field label not supported: {path}")),
+        }
+    };
+    let path = match converted {
+        Ok(path) => path,
+        Err(why) => {
+            let field = format!("{}.fieldPath", at());
+            let message = format!("error converting fieldPath: {why}");
+            return errors.push(FieldError::invalid(field, path, message));
+        }
+    };
+    match subscripted {
+        Some(("metadata.annotations", key)) => {
+            for problem in label_key_errors(&key.to_lowercase()) {
+                errors.push(FieldError::invalid(at(), &key.to_lowercase(), problem));
+            }
+        }
+        Some((_, key)) => {
+            for problem in label_key_errors(key) {
+                errors.push(FieldError::invalid(at(), key, problem));
+            }
+        }
+        None if !paths.contains(&path) => {
+            errors.push(FieldError::not_supported(format!("{}.fieldPath", at()), path, paths))
+        }
+        None => {}
+    }
+}
+
+/// A `hostPath` source (a pod's volume, a persistent volume's): a path without `..` steps,
+/// and a known type.
+fn validate_host_path(source: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    const TYPES: [&str; 8] = [
+        "",
+        "BlockDevice",
+        "CharDevice",
+        "Directory",
+        "DirectoryOrCreate",
+        "File",
+        "FileOrCreate",
+        "Socket",
+    ];
+    let path = source.get("path").and_then(Value::as_str).unwrap_or("");
+    if path.is_empty() {
+        return errors.push(FieldError::required(format!("{at}.path")));
+    }
+    if path.split('/').any(|step| step == "..") {
+        errors.push(FieldError::invalid(format!("{at}.path"), path, "must not contain '..'"));
+    }
+    if let Some(kind) = source.get("type").and_then(Value::as_str) {
+        if !TYPES.contains(&kind) {
+            errors.push(FieldError::not_supported(format!("{at}.type"), kind, &TYPES));
+        }
+    }
 }
 
 /// A user id, when given, is between 0 and 2147483647.
@@ -1592,6 +1798,42 @@ fn validate_volume_source(
             errors.push(FieldError::required(at("configMap.name")));
         }
         mode("configMap", errors);
+    }
+    let source = first.and_then(|first| Some((first, volume.get(first)?)));
+    match source {
+        Some(("hostPath", host_path)) => validate_host_path(host_path, &at("hostPath"), errors),
+        Some(("emptyDir", empty_dir)) => {
+            let limit = empty_dir.get("sizeLimit").map(|l| match l {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            });
+            if limit.is_some_and(|l| quantity::compare(&l, "0") == Some(Ordering::Less)) {
+                let why = "SizeLimit field must be a valid resource quantity";
+                errors.push(FieldError::forbidden(at("emptyDir.sizeLimit"), why));
+            }
+        }
+        Some(("downwardAPI", downward)) => downward_api_items(downward, &at("downwardAPI"), errors),
+        Some(("projected", projected)) => {
+            let sources = projected.get("sources").and_then(Value::as_array);
+            for (i, source) in sources.into_iter().flatten().enumerate() {
+                if let Some(downward) = source.get("downwardAPI") {
+                    let at = at(&format!("projected.sources[{i}].downwardAPI"));
+                    downward_api_items(downward, &at, errors);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `fieldRef`s of a downward API volume's (or projection's) files.
+fn downward_api_items(downward: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let items = downward.get("items").and_then(Value::as_array);
+    for (i, item) in items.into_iter().flatten().enumerate() {
+        if let Some(field_ref) = item.get("fieldRef").filter(|f| f.is_object()) {
+            let at = || format!("{at}.items[{i}].fieldRef");
+            validate_field_ref(field_ref, &VOLUME_FIELD_PATHS, &at, errors);
+        }
     }
 }
 
@@ -2856,6 +3098,135 @@ mod kind_tests {
         assert_eq!(
             preferred.last().unwrap(),
             &format!("{anti}.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100")
+        );
+    }
+
+    /// The messages for a pod with this whole spec.
+    fn spec_errors(spec: Value) -> Vec<String> {
+        let pods = find("", "v1", "pods").unwrap();
+        messages(&validate_object(pods, &json!({"metadata": {"name": "p"}, "spec": spec})))
+    }
+
+    #[test]
+    fn field_refs_name_fields_a_pod_has_in_the_places_that_take_them() {
+        let env = |field_ref: Value| {
+            spec_errors(json!({"containers": [{"name": "c", "image": "i",
+                "env": [{"name": "E", "valueFrom": {"fieldRef": field_ref}}]}]}))
+        };
+        let at = "spec.containers[0].env[0].valueFrom.fieldRef";
+        let v1 = |path: &str| json!({"apiVersion": "v1", "fieldPath": path});
+        for fine in ["metadata.name", "status.podIPs", "metadata.labels['app']", "spec.host"] {
+            assert!(env(v1(fine)).is_empty(), "{fine}");
+        }
+        assert_eq!(
+            env(v1("spec.restartPolicy")),
+            [format!("{at}.fieldPath: Unsupported value: \"spec.restartPolicy\": supported values: \"metadata.name\", \"metadata.namespace\", \"metadata.uid\", \"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", \"status.hostIPs\", \"status.podIP\", \"status.podIPs\"")]
+        );
+        assert_eq!(
+            env(v1("status.foo")),
+            [format!("{at}.fieldPath: Invalid value: \"status.foo\": error converting fieldPath: field label not supported: status.foo")]
+        );
+        assert_eq!(
+            env(v1("metadata.name['x']")),
+            [format!("{at}.fieldPath: Invalid value: \"metadata.name['x']\": error converting fieldPath: field label does not support subscript: metadata.name['x']")]
+        );
+        assert_eq!(
+            env(json!({"apiVersion": "v2", "fieldPath": "metadata.name"})),
+            [format!("{at}.fieldPath: Invalid value: \"metadata.name\": error converting fieldPath: unsupported pod version: v2")]
+        );
+        assert_eq!(env(v1("metadata.labels['-x']")).len(), 1, "a label key");
+        assert!(env(v1("metadata.labels['-x']"))[0]
+            .starts_with(&format!("{at}: Invalid value: \"-x\"")));
+        let volume =
+            |source: Value| pods_errors(json!({"volumes": [{"name": "v", "downwardAPI": source}]}));
+        let files = |path: &str| json!({"items": [{"path": "f", "fieldRef": v1(path)}]});
+        assert!(volume(files("metadata.labels")).is_empty());
+        assert_eq!(
+            volume(files("spec.nodeName")),
+            ["spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value: \"spec.nodeName\": supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\", \"metadata.namespace\", \"metadata.uid\""]
+        );
+        let projected = pods_errors(json!({"volumes": [{"name": "v", "projected": {"sources": [
+            {"downwardAPI": files("status.podIP")}]}}]}));
+        assert_eq!(projected.len(), 1);
+        assert!(projected[0].starts_with("spec.volumes[0].projected.sources[0].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value"));
+    }
+
+    #[test]
+    fn host_paths_size_limits_host_ports_and_node_names_as_kubernetes_checks_them() {
+        let volume = |source: Value| {
+            let mut volume = source;
+            volume["name"] = json!("v");
+            pods_errors(json!({"volumes": [volume]}))
+        };
+        assert_eq!(
+            volume(json!({"hostPath": {"path": "/data/../etc", "type": "Folder"}})),
+            [
+                "spec.volumes[0].hostPath.path: Invalid value: \"/data/../etc\": must not contain '..'",
+                "spec.volumes[0].hostPath.type: Unsupported value: \"Folder\": supported values: \"\", \"BlockDevice\", \"CharDevice\", \"Directory\", \"DirectoryOrCreate\", \"File\", \"FileOrCreate\", \"Socket\"",
+            ]
+        );
+        assert!(volume(json!({"hostPath": {"path": "/data/..x", "type": ""}})).is_empty());
+        assert_eq!(
+            volume(json!({"emptyDir": {"sizeLimit": "-1Gi"}})),
+            ["spec.volumes[0].emptyDir.sizeLimit: Forbidden: SizeLimit field must be a valid resource quantity"]
+        );
+        assert!(volume(json!({"emptyDir": {"sizeLimit": "1Gi"}})).is_empty());
+        let volumes = find("", "v1", "persistentvolumes").unwrap();
+        let pv = json!({"metadata": {"name": "v"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": "1Gi"}, "hostPath": {"path": "../x"}}});
+        assert_eq!(
+            messages(&validate_object(volumes, &pv)),
+            ["spec.hostPath.path: Invalid value: \"../x\": must not contain '..'"]
+        );
+
+        let port = |container_port: u16, host_port: u16| json!({"containerPort": container_port, "hostPort": host_port, "protocol": "TCP"});
+        let two = |a: Value, b: Value, host_network: bool| {
+            spec_errors(json!({"hostNetwork": host_network, "containers": [
+                {"name": "a", "image": "i", "ports": [a]}, {"name": "b", "image": "i", "ports": [b]}]}))
+        };
+        assert_eq!(
+            two(port(80, 8080), port(81, 8080), false),
+            ["spec.containers[1].ports[0].hostPort: Duplicate value: \"TCP//8080\""]
+        );
+        assert!(two(port(80, 8080), port(81, 8081), false).is_empty());
+        assert_eq!(
+            two(port(80, 80), port(81, 8081), true),
+            ["spec.containers[1].ports[0].hostPort: Invalid value: 8081: must match `containerPort` when `hostNetwork` is true"]
+        );
+        assert_eq!(
+            spec_errors(json!({"nodeName": "Node_1", "containers": [{"name": "c", "image": "i"}]})),
+            ["spec.nodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+        );
+    }
+
+    #[test]
+    fn node_selector_terms_match_fields_by_node_name_only() {
+        let fields = |requirement: Value| {
+            pods_errors(
+                json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchFields": [requirement]}]}}}}),
+            )
+        };
+        let at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0]";
+        assert!(
+            fields(json!({"key": "metadata.name", "operator": "In", "values": ["n1"]})).is_empty()
+        );
+        assert_eq!(
+            fields(json!({"key": "metadata.uid", "operator": "Exists"})),
+            [
+                format!("{at}.operator: Invalid value: \"Exists\": not a valid selector operator"),
+                format!(
+                    "{at}.key: Invalid value: \"metadata.uid\": not a valid field selector key"
+                ),
+            ]
+        );
+        assert_eq!(
+            fields(json!({"key": "metadata.name", "operator": "NotIn", "values": ["a", "b"]})),
+            [format!("{at}.values: Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector")]
+        );
+        assert_eq!(
+            fields(json!({"key": "metadata.name", "operator": "In", "values": ["N"]})).len(),
+            1
         );
     }
 

@@ -81,6 +81,11 @@ pub(super) fn validate_volume(volume: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::not_supported(field, policy, &RECLAIM_POLICIES));
         }
     }
+    if let Some(host_path) = spec.and_then(|s| s.get("hostPath")).filter(|h| h.is_object()) {
+        if sources.first() == Some(&"hostPath") {
+            super::validate_host_path(host_path, "spec.hostPath", errors);
+        }
+    }
     volume_mode(spec, errors);
 }
 
