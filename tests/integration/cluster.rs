@@ -63,6 +63,11 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
             && described.contains("Started container web")
     });
     assert!(described.contains("Ready") && described.contains("True"), "{described}");
+    // The kubelet's events of a start, in their order.
+    let at = |text: &str| described.find(text).unwrap_or_else(|| panic!("{text}: {described}"));
+    let pulled = at("Container image \"kplane/agnhost:2.40\" already present on machine");
+    assert!(pulled < at("Created container web"), "{described}");
+    assert!(at("Created container web") < at("Started container web"), "{described}");
 
     let rc = kubectl.write(
         "rc.yaml",

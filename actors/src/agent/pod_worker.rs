@@ -545,14 +545,21 @@ impl PodState {
 
     /// Records an event about this pod (in the background; simulated nodes record none).
     fn event(&self, ctx: &WorkerContext, kind: EventKind, reason: &str, message: String) {
+        self.events(ctx, vec![(kind, reason.to_string(), message)]);
+    }
+
+    /// Records `events` about the pod one after the other, so that they are listed (and
+    /// described) in that order.
+    fn events(&self, ctx: &WorkerContext, events: Vec<(EventKind, String, String)>) {
         if !ctx.runtime.runs_processes() {
             return;
         }
         let client = ctx.client.clone();
         let pod = ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
-        let reason = reason.to_string();
         tokio::spawn(async move {
-            events::record(client.as_ref(), &pod, kind, &reason, &message, COMPONENT).await;
+            for (kind, reason, message) in events {
+                events::record(client.as_ref(), &pod, kind, &reason, &message, COMPONENT).await;
+            }
         });
     }
 
@@ -917,9 +924,25 @@ impl PodState {
         let log_writer = ctx.config.log_writer.clone();
         let launch =
             Launch { argv, env: env.clone(), working_dir, log_path, log_writer, interactive };
-        match ctx.runtime.start(launch).await {
+        // The kubelet's events of a start: its image is on the machine (an image here is a
+        // program of the node's), the container created, then started or failed.
+        let image = spec.image.as_deref().unwrap_or_default();
+        let mut events = vec![
+            (
+                EventKind::Normal,
+                "Pulled".to_string(),
+                format!("Container image \"{image}\" already present on machine"),
+            ),
+            (EventKind::Normal, "Created".to_string(), format!("Created container {name}")),
+        ];
+        let outcome = ctx.runtime.start(launch).await;
+        events.push(match &outcome {
+            Ok(_) => (EventKind::Normal, "Started".into(), format!("Started container {name}")),
+            Err(error) => (EventKind::Warning, "Failed".into(), format!("Error: {error}")),
+        });
+        self.events(ctx, events);
+        match outcome {
             Ok(started) => {
-                self.event(ctx, EventKind::Normal, "Started", format!("Started container {name}"));
                 let c = &mut self.containers[i];
                 c.restart_count = restart;
                 c.not_before = None;
@@ -959,7 +982,6 @@ impl PodState {
                 });
             }
             Err(error) => {
-                self.event(ctx, EventKind::Warning, "Failed", format!("Error: {error}"));
                 let c = &mut self.containers[i];
                 c.restart_count = restart;
                 let message = error.to_string();

@@ -67,6 +67,26 @@ impl Recorded {
 
 static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
 
+/// The time in nanoseconds since the epoch, made unique within the process: an event's name
+/// ends with it in hex, as client-go names events, so that a list (by name) holds an object's
+/// events in the order they were recorded, which `kubectl describe` keeps for events of the
+/// same second.
+fn unique_nanos() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
 /// Writes one event, or counts it into the same event recorded in the last ten minutes
 /// (`count` and `lastTimestamp`, as client-go's event recorder does, so `kubectl describe`
 /// shows "x3 over 2m" rather than three lines). A failure is logged, never returned (events are
@@ -89,8 +109,7 @@ pub async fn record(
         message.to_string(),
         component.to_string(),
     );
-    let suffix: u64 = rand::random();
-    let name = format!("{}.{suffix:016x}", object.name);
+    let name = format!("{}.{:x}", object.name, unique_nanos());
     // A new event's entry is taken before it is written, so that a repeat recorded meanwhile
     // counts into it rather than writing a second one.
     let repeated = {
