@@ -3,8 +3,9 @@
 //! - an owner deleted (Background): dependents none of whose owners remain are deleted;
 //! - an owner marked with the `orphan` finalizer: its ownerReferences are removed from the
 //!   dependents, then the finalizer, so the owner goes and the dependents stay;
-//! - an owner marked with the `foregroundDeletion` finalizer: its dependents are deleted, and once
-//!   none is left the finalizer is removed, so the owner goes last.
+//! - an owner marked with the `foregroundDeletion` finalizer: its dependents are deleted (those
+//!   with another owner that stays only let go of it), and once none is left whose reference
+//!   says `blockOwnerDeletion`, the finalizer is removed, so the owner goes after them.
 
 use std::sync::Arc;
 
@@ -26,6 +27,9 @@ struct Node {
     namespace: String,
     name: String,
     owners: Vec<String>,
+    /// The owners whose reference says `blockOwnerDeletion: true`: their foreground deletion
+    /// waits for this object to go.
+    blocking: Vec<String>,
     finalizers: Vec<String>,
     deleting: bool,
 }
@@ -117,12 +121,13 @@ impl GarbageCollector {
                 .filter_map(|x| x.as_str().map(String::from))
                 .collect()
         };
-        let owners: Vec<String> = meta["ownerReferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r["uid"].as_str().map(String::from))
-            .collect();
+        let references = meta["ownerReferences"].as_array().map_or(&[][..], Vec::as_slice);
+        let uids = |blocking_only: bool| -> Vec<String> {
+            let blocking = |r: &&Value| !blocking_only || r["blockOwnerDeletion"] == json!(true);
+            let listed = references.iter().filter(blocking);
+            listed.filter_map(|r| r["uid"].as_str().map(String::from)).collect()
+        };
+        let (owners, blocking) = (uids(false), uids(true));
         let finalizers = strings(&meta["finalizers"]);
         let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
         if owners.is_empty() && finalizers.is_empty() && !deleting {
@@ -139,6 +144,7 @@ impl GarbageCollector {
                 namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
                 name: meta["name"].as_str().unwrap_or("").to_string(),
                 owners,
+                blocking,
                 finalizers,
                 deleting,
             },
@@ -227,7 +233,10 @@ impl GarbageCollector {
                 .into_actor(self),
             );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
-            if dependents.is_empty() {
+            let blocked = dependents
+                .iter()
+                .any(|d| self.nodes.get(d).is_some_and(|n| n.blocking.iter().any(|o| o == uid)));
+            if !blocked {
                 let (client, uid) = (self.client.clone(), uid.to_string());
                 ctx.spawn(
                     async move { remove_finalizer(&*client, &node, &uid, FOREGROUND_FINALIZER).await }
@@ -235,8 +244,19 @@ impl GarbageCollector {
                 );
             }
             for dependent in dependents {
-                self.delete(&dependent, ctx);
+                self.delete_for_owner(&dependent, uid, ctx);
             }
+        }
+    }
+
+    /// Whether `uid` exists and is not itself waiting for its dependents to go (Kubernetes'
+    /// "solid" owner: one that keeps a dependent).
+    fn keeps_dependents(&self, uid: &str) -> bool {
+        match self.nodes.get(uid) {
+            Some(node) => {
+                !(node.deleting && node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER))
+            }
+            None => self.exists(uid),
         }
     }
 
@@ -267,11 +287,32 @@ impl GarbageCollector {
         );
     }
 
-    /// Deletes `uid` (a dependent of an owner in foreground deletion).
-    fn delete(&self, uid: &str, ctx: &mut Context<Self>) {
+    /// Deletes `uid`, a dependent of `owner`, which is in foreground deletion (once: not
+    /// again while it is being deleted). A dependent with another owner that keeps it only
+    /// lets go of `owner`; one with dependents of its own is deleted in the foreground too.
+    fn delete_for_owner(&self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid).cloned() else { return };
+        if node.deleting {
+            return;
+        }
         let client = self.client.clone();
-        let options = delete_options(uid, None);
+        if node.owners.iter().any(|o| o != owner && self.keeps_dependents(o)) {
+            let owner = owner.to_string();
+            let (uid, field) = (uid.to_string(), "ownerReferences");
+            ctx.spawn(
+                async move {
+                    let names_owner = |r: &Value| r["uid"].as_str() == Some(&owner);
+                    let released = remove_entries(&*client, &node, &uid, field, names_owner);
+                    report_collection(&node, released.await)
+                }
+                .into_actor(self),
+            );
+            return;
+        }
+        let mut options = delete_options(uid, None);
+        if !self.dependents_of(uid).is_empty() {
+            options.propagation_policy = Some("Foreground".into());
+        }
         ctx.spawn(
             async move {
                 let deleted = client.delete(node.resource, &node.namespace, &node.name, &options);
@@ -466,10 +507,21 @@ impl Handler<Informed> for GarbageCollector {
                 }
             }
             Feed::Changed(_, object) => {
+                let before = self.nodes.get(&uid_of(&object)).map(|n| n.blocking.clone());
                 let uid = self.upsert(resource, &object);
                 if self.all_listed() {
                     self.collect_if_orphaned(&uid, ctx);
                     self.process(&uid, ctx);
+                    // An owner in foreground deletion that this dependent blocked may go now.
+                    let blocking = self.nodes.get(&uid).map(|n| &n.blocking);
+                    let released: Vec<String> = before
+                        .into_iter()
+                        .flatten()
+                        .filter(|o| !blocking.is_some_and(|b| b.contains(o)))
+                        .collect();
+                    for owner in released {
+                        self.process(&owner, ctx);
+                    }
                 }
             }
             Feed::Unavailable(_) => {}
@@ -569,20 +621,58 @@ mod tests {
         let orphan = get(&core, "dep2").await.expect("an orphan stays");
         assert!(orphan["metadata"].get("ownerReferences").is_none(), "{orphan}");
 
+        // Foreground: the owner waits for the dependents that block its deletion; one that
+        // does not block is deleted all the same, and one with another owner only lets go.
         let owner = create(&core, "owner3", None, &[]).await;
-        create(&core, "dep3", Some(&owner), &["example.com/hold"]).await;
+        let mut blocking = create(&core, "dep3", Some(&owner), &["example.com/hold"]).await;
+        blocking["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = json!(true);
+        ApiClient::update(&core, cms(), "default", blocking).await.unwrap();
+        create(&core, "dep4", Some(&owner), &["example.com/hold"]).await;
+        let keeper = create(&core, "keeper", None, &[]).await;
+        let mut kept = create(&core, "dep5", Some(&owner), &[]).await;
+        let reference = &kept["metadata"]["ownerReferences"][0];
+        kept["metadata"]["ownerReferences"] = json!([reference,
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": keeper["metadata"]["uid"]}]);
+        ApiClient::update(&core, cms(), "default", kept).await.unwrap();
         delete(&core, "owner3", "Foreground").await;
-        let held = eventually("the dependent is being deleted", || async {
-            get(&core, "dep3").await.filter(|d| d["metadata"]["deletionTimestamp"].is_string())
+        let deleting = |name: &'static str| {
+            let core = core.clone();
+            async move {
+                let wait = "the dependent is being deleted";
+                eventually(wait, || async {
+                    get(&core, name)
+                        .await
+                        .filter(|d| d["metadata"]["deletionTimestamp"].is_string())
+                })
+                .await
+            }
+        };
+        let held = deleting("dep3").await;
+        deleting("dep4").await;
+        let released = eventually("dep5 lets go of owner3", || async {
+            let dep = get(&core, "dep5").await?;
+            (dep["metadata"]["ownerReferences"].as_array()?.len() == 1).then_some(dep)
         })
         .await;
+        assert_eq!(released["metadata"]["ownerReferences"][0]["name"], "keeper");
+        assert!(released["metadata"].get("deletionTimestamp").is_none(), "{released}");
         let owner = get(&core, "owner3").await.expect("the owner waits for its dependents");
         assert_eq!(owner["metadata"]["finalizers"], json!(["foregroundDeletion"]));
         let mut released = held;
         released["metadata"]["finalizers"] = json!([]);
         ApiClient::update(&core, cms(), "default", released).await.unwrap();
-        eventually("the owner goes last", || async {
+        eventually("the owner goes after its blocking dependent", || async {
             get(&core, "owner3").await.is_none().then_some(())
+        })
+        .await;
+        assert!(get(&core, "dep4").await.is_some(), "held by its own finalizer, not waited for");
+
+        // With no blocking dependent, the owner goes at once.
+        let owner = create(&core, "owner4", None, &[]).await;
+        create(&core, "dep6", Some(&owner), &["example.com/hold"]).await;
+        delete(&core, "owner4", "Foreground").await;
+        eventually("the owner goes", || async {
+            get(&core, "owner4").await.is_none().then_some(())
         })
         .await;
     }
