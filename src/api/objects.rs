@@ -151,6 +151,14 @@ async fn dispatch(
         }
         _ => {}
     }
+    if resource.is_binding() {
+        return match (method, target.name.as_deref(), target.subresource.as_deref()) {
+            (Method::POST, None, None) if target.namespace.is_some() => {
+                bindings(&req, payload, namespace, &query, &state).await
+            }
+            _ => Err(HttpError::MethodNotAllowed),
+        };
+    }
     if resource.is_review() {
         return match (method, target.name.as_deref(), target.subresource.as_deref()) {
             (Method::POST, None, None) if target.namespace.is_some() || !resource.namespaced => {
@@ -382,6 +390,29 @@ async fn binding(
     let kind = ("", "v1", "Binding");
     let (binding, warnings) =
         checked_body_of(req, Method::POST, payload, query, state, kind).await?;
+    state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
+    Ok(created_success(&warnings))
+}
+
+/// POST `namespaces/{ns}/bindings`: binds the pod the `Binding` names, as `pods/{name}/binding`
+/// does (the older way, which custom schedulers written against client libraries still use).
+async fn bindings(
+    req: &HttpRequest,
+    payload: web::Payload,
+    namespace: &str,
+    query: &Query,
+    state: &AppState,
+) -> Result<HttpResponse, HttpError> {
+    let kind = ("", "v1", "Binding");
+    let (binding, warnings) =
+        checked_body_of(req, Method::POST, payload, query, state, kind).await?;
+    let name = binding.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    if name.is_empty() {
+        let causes = vec![FieldError::required("metadata.name")];
+        return Err(
+            ApiError::Invalid { kind: "Binding", group: "", name: String::new(), causes }.into()
+        );
+    }
     state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
     Ok(created_success(&warnings))
 }

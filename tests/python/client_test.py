@@ -210,6 +210,23 @@ def reviews(api):
     assert status.resource_rules[0].verbs == ["*"] and status.incomplete is False, status
 
 
+def custom_scheduler(core, node):
+    """A scheduler of its own binds its pods through the namespace's `bindings`."""
+    custom = pod("custom-sched", {"app": "custom"})
+    custom.spec.scheduler_name = "my-scheduler"
+    core.create_namespaced_pod(NS, custom)
+    assert core.read_namespaced_pod("custom-sched", NS).spec.node_name is None
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name="custom-sched"),
+                            target=client.V1ObjectReference(kind="Node", name=node))
+    # The answer is a Status, which the client cannot read as the V1Binding it expects (as
+    # with Kubernetes): read raw.
+    reply = core.create_namespaced_binding(NS, body, _preload_content=False)
+    assert reply.status == 201, reply.status
+    assert core.read_namespaced_pod("custom-sched", NS).spec.node_name == node
+    expect_status(409, core.create_namespaced_binding, NS, body, _preload_content=False)
+    core.delete_namespaced_pod("custom-sched", NS, grace_period_seconds=0)
+
+
 def wait_for_phase(core, name, phase):
     """Waits up to a minute for pod `name` to reach `phase`; returns that minute's deadline."""
     deadline = time.monotonic() + 60
@@ -363,6 +380,7 @@ def main():
     watching(core)
     events(client.EventsV1Api(api), core)
     reviews(api)
+    custom_scheduler(core, sys.argv[2])
     exec_in_pods(core, sys.argv[2])
     attach_to_pods(core, sys.argv[2])
     port_forward(core, sys.argv[2])

@@ -114,18 +114,38 @@ pub(crate) fn apply(
                     "a strategic merge patch must be a JSON object".into(),
                 ));
             };
-            strategic_merge_object(&mut target, patch, "");
+            strategic_merge_object(&mut target, patch, "")?;
         }
     }
     Ok(target)
 }
 
-fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: &str) {
-    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
-        let mut replacement = patch.clone();
-        replacement.remove("$patch");
-        *target = Value::Object(replacement);
-        return;
+/// A `$patch` directive Kubernetes does not know in a map (`unknown patch type`).
+fn unknown_directive(directive: &Value, map: &Map<String, Value>) -> ApiError {
+    let directive = directive.as_str().map_or_else(|| directive.to_string(), str::to_string);
+    let map = Value::Object(map.clone());
+    ApiError::BadRequest(format!("unknown patch type: {directive} in map: {map}"))
+}
+
+fn strategic_merge_object(
+    target: &mut Value,
+    patch: &Map<String, Value>,
+    path: &str,
+) -> Result<(), ApiError> {
+    // A map's directive: `replace` puts the patch in its place, `delete` empties it.
+    match patch.get("$patch") {
+        None => {}
+        Some(Value::String(directive)) if directive == "replace" => {
+            let mut replacement = patch.clone();
+            replacement.remove("$patch");
+            *target = Value::Object(replacement);
+            return Ok(());
+        }
+        Some(Value::String(directive)) if directive == "delete" => {
+            *target = Value::Object(Map::new());
+            return Ok(());
+        }
+        Some(directive) => return Err(unknown_directive(directive, patch)),
     }
     if !target.is_object() {
         *target = Value::Object(Map::new());
@@ -166,12 +186,12 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
                 map.entry(key.clone()).or_insert(Value::Null),
                 child,
                 &child_path,
-            ),
+            )?,
             Value::Array(items) => match lists::declared(path, key) {
                 Some(declared) => {
                     let list = map.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
                     match declared.merge_key() {
-                        Some(merge_key) => merge_list(list, items, merge_key, &child_path),
+                        Some(merge_key) => merge_list(list, items, merge_key, &child_path)?,
                         None => merge_set(list, items),
                     }
                 }
@@ -189,6 +209,7 @@ fn strategic_merge_object(target: &mut Value, patch: &Map<String, Value>, path: 
             set_element_order(list, order, &before, declared.merge_key());
         }
     }
+    Ok(())
 }
 
 /// Orders a merged list as the patch's `$setElementOrder/<field>` asks (kubectl sends it with
@@ -253,14 +274,26 @@ fn merge_set(target: &mut Value, items: &[Value]) {
 
 /// A list of objects merged by `key` (containers by `name`): the patch's items merge into
 /// those with the same key, are added, or (`$patch: delete`) removed.
-fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
+fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Result<(), ApiError> {
     if !target.is_array() {
         *target = Value::Array(Vec::new());
     }
     let list = target.as_array_mut().expect("just made an array");
+    // An item's directive: `replace` (the list is the patch's items), `delete` (below).
+    for item in items.iter().filter_map(Value::as_object) {
+        match item.get("$patch") {
+            None => {}
+            Some(Value::String(directive)) if directive == "replace" || directive == "delete" => {}
+            Some(Value::String(directive)) if directive == "merge" => {
+                let why = "merging lists cannot yet be specified in the patch";
+                return Err(ApiError::BadRequest(why.into()));
+            }
+            Some(directive) => return Err(unknown_directive(directive, item)),
+        }
+    }
     if items.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
         *list = items.iter().filter(|i| i.get("$patch").is_none()).cloned().collect();
-        return;
+        return Ok(());
     }
     let mut slots: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
     // Where each key's items are, first first: a patch of thousands of items stays linear.
@@ -287,11 +320,11 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
             (None, true) => {}
             (Some(at), false) => {
                 let merged = slots[at].as_mut().expect("indexed items are there");
-                strategic_merge_object(merged, obj, path);
+                strategic_merge_object(merged, obj, path)?;
             }
             (None, false) => {
                 let mut fresh = Value::Object(Map::new());
-                strategic_merge_object(&mut fresh, obj, path);
+                strategic_merge_object(&mut fresh, obj, path)?;
                 if let Some(id) = fresh.get(key) {
                     index.entry(id.to_string()).or_default().push_back(slots.len());
                 }
@@ -300,12 +333,36 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) {
         }
     }
     *list = slots.into_iter().flatten().collect();
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_maps_directive_replaces_or_empties_it_and_an_unknown_one_is_refused() {
+        let cm = json!({"data": {"k": "v", "k2": "v2"}, "metadata": {"labels": {"a": "1"}}});
+        let patched = |patch: Value| apply(&cm, PatchType::StrategicMerge, &patch);
+        let emptied = patched(json!({"data": {"$patch": "delete"}})).unwrap();
+        assert_eq!(emptied["data"], json!({}));
+        assert_eq!(emptied["metadata"]["labels"], json!({"a": "1"}));
+        let replaced = patched(json!({"data": {"$patch": "replace", "q": "1"}})).unwrap();
+        assert_eq!(replaced["data"], json!({"q": "1"}));
+        let refused = patched(json!({"data": {"$patch": "bogus"}})).unwrap_err();
+        assert!(
+            matches!(&refused, ApiError::BadRequest(m) if m.starts_with("unknown patch type: bogus in map:")),
+            "{refused:?}"
+        );
+        let pod = json!({"spec": {"containers": [{"name": "a", "image": "x"}]}});
+        let merge = json!({"spec": {"containers": [{"name": "a", "$patch": "merge"}]}});
+        let refused = apply(&pod, PatchType::StrategicMerge, &merge).unwrap_err();
+        assert!(
+            matches!(&refused, ApiError::BadRequest(m) if m.contains("merging lists")),
+            "{refused:?}"
+        );
+    }
 
     #[test]
     fn strategic_merges_containers_by_name() {

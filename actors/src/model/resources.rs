@@ -77,7 +77,7 @@ impl ResourceType {
     pub fn verbs(&self) -> &'static [&'static str] {
         if self.group.is_empty() && self.plural == "namespaces" {
             NAMESPACE_VERBS
-        } else if self.is_review() {
+        } else if self.only_created() {
             REVIEW_VERBS
         } else if self.is_metrics() {
             METRICS_VERBS
@@ -90,6 +90,18 @@ impl ResourceType {
     /// the created object's status, nothing stored.
     pub fn is_review(&self) -> bool {
         same(self.group, AUTHENTICATION_GROUP) || same(self.group, AUTHORIZATION_GROUP)
+    }
+
+    /// Whether it is the core group's `bindings`: a pod bound to a node by a `Binding` created
+    /// in the pod's namespace (as `pods/{name}/binding` binds it), nothing stored.
+    pub fn is_binding(&self) -> bool {
+        same(self.group, CORE) && self.plural == "bindings"
+    }
+
+    /// Whether its only verb is `create`, and what is created is not stored: a review, a
+    /// binding.
+    pub fn only_created(&self) -> bool {
+        self.is_review() || self.is_binding()
     }
 
     /// Whether it is a metrics.k8s.io resource: the nodes' and pods' usage, read from the
@@ -162,6 +174,7 @@ const V1: &str = "v1";
 
 /// Every resource kplane serves, in discovery order.
 pub static RESOURCES: &[ResourceType] = &[
+    plain(CORE, "bindings", "binding", "Binding", "", true),
     ResourceType {
         group: CORE,
         version: V1,
@@ -646,7 +659,9 @@ pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
 
 /// Does `resource` have storage of its own (rather than being another version's view)?
 pub fn is_stored(resource: &'static ResourceType) -> bool {
-    std::ptr::eq(storage_of(resource), resource) && !resource.is_review() && !resource.is_metrics()
+    std::ptr::eq(storage_of(resource), resource)
+        && !resource.only_created()
+        && !resource.is_metrics()
 }
 
 /// The API groups served besides the core group, as `(group, version)`.

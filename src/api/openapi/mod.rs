@@ -148,6 +148,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
     match (group, kind) {
         ("", "ConfigMap") => reg::<corev1::ConfigMap>(gen),
         ("", "Endpoints") => reg::<corev1::Endpoints>(gen),
+        ("", "Binding") => reg::<corev1::Binding>(gen),
         ("", "Event") => reg::<corev1::Event>(gen),
         ("", "LimitRange") => reg::<corev1::LimitRange>(gen),
         ("", "Namespace") => reg::<corev1::Namespace>(gen),
@@ -215,7 +216,7 @@ fn build_docs() -> Docs {
         if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
             schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(rt, rt.kind)]));
         }
-        if rt.is_review() {
+        if rt.only_created() {
             continue; // never listed
         }
         let list_name = format!("{name}List");
@@ -483,7 +484,7 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
             response("202", "Accepted", item),
         ],
     );
-    if rt.is_review() {
+    if rt.only_created() {
         let mut coll = Map::new();
         coll.insert("post".into(), create);
         coll.insert("parameters".into(), Value::Array(scope_params));
@@ -704,7 +705,7 @@ fn group_version_document(
         // A review has no list (and no path that would name one).
         let list = match kinds.get(&(rt.group.to_string(), rt.list_kind.to_string())) {
             Some(list) => list,
-            None if rt.is_review() => item,
+            None if rt.only_created() => item,
             None => continue,
         };
         resource_paths(rt, item, list, &mut paths);
