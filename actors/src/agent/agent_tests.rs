@@ -343,6 +343,52 @@ async fn init_containers_environment_images_and_policies() {
 }
 
 #[actix::test]
+async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config("n9", dir.path());
+    config.restart_backoff = Duration::from_secs(60);
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let probed = pod(
+        "probed",
+        "n9",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1}}),
+    );
+    ApiClient::create(&core, pods, "default", probed).await.unwrap();
+    let unready = pod(
+        "unready",
+        "n9",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "readinessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1}}),
+    );
+    ApiClient::create(&core, pods, "default", unready).await.unwrap();
+    // The first restart is at once; after the second kill the container waits out its back-off.
+    let waiting = eventually("CrashLoopBackOff after the second kill", || async {
+        get(&core, "pods", "default", "probed").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+        })
+    })
+    .await;
+    assert_eq!(waiting["status"]["containerStatuses"][0]["restartCount"], 1, "{waiting}");
+    // A readiness probe's failures are events though the container was never ready.
+    let events = find("", "v1", "events").unwrap();
+    let options = ListOptions {
+        field_selector: Some("involvedObject.name=unready,reason=Unhealthy".into()),
+        ..ListOptions::default()
+    };
+    eventually("a readiness failure's event", || async {
+        let list = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e["message"].as_str().is_some_and(|m| m.starts_with("Readiness probe failed"))
+        })
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}
+
+#[actix::test]
 async fn logs_are_rotated_past_their_size_limit() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();

@@ -604,8 +604,12 @@ impl PodState {
         let falls_back = self.container_spec(name).is_some_and(|spec| {
             spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
         });
+        let wanted_image = self.container_spec(name).and_then(|spec| spec.image.clone());
         let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
         let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
+        // Stopped for a new image: a new container, which starts afresh (the kubelet's back-off
+        // is kept per container definition).
+        let redefined = wanted_image.is_some_and(|image| image != running.image);
         let _ = std::fs::remove_file(self.dir.join(&c.name).join("state.json"));
         let reason = match (c.restarting_deadline.is_some(), code) {
             (_, 0) => "Completed",
@@ -638,11 +642,13 @@ impl PodState {
             };
         c.finished = !restart;
         if restart {
-            if running.since.elapsed() >= BACKOFF_RESET_AFTER {
+            if running.since.elapsed() >= BACKOFF_RESET_AFTER || redefined {
                 c.backoff = config.restart_backoff;
             }
-            // The first restart is immediate; later ones back off, doubling each time.
-            if c.restart_count > 0 && !forced {
+            // The first restart is immediate; later ones back off, doubling each time, whether
+            // the container exited or a probe had it killed, as the kubelet backs off every
+            // restart of a container.
+            if c.restart_count > 0 && !redefined {
                 c.not_before = Some(Instant::now() + c.backoff);
                 c.backoff = (c.backoff * 2).min(config.max_restart_backoff);
             }
@@ -1030,11 +1036,11 @@ impl PodState {
                 match &spec.startup_probe {
                     None => c.started = true,
                     Some(probe) => {
-                        match run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env).await {
-                            Some(Ok(())) => c.started = true,
-                            Some(Err(reason)) => {
-                                let message = format!("Startup probe failed: {reason}");
-                                events.push((EventKind::Warning, "Unhealthy", message));
+                        let run =
+                            run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env).await;
+                        match ProbeRun::reported(run, "Startup", &mut events) {
+                            Some(true) => c.started = true,
+                            Some(false) => {
                                 let message = format!(
                                     "Container {name} failed startup probe, will be restarted"
                                 );
@@ -1053,15 +1059,9 @@ impl PodState {
                 }
             }
             if let Some(probe) = &spec.liveness_probe {
-                if let Some(Err(reason)) =
-                    run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await
-                {
+                let run = run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await;
+                if ProbeRun::reported(run, "Liveness", &mut events) == Some(false) {
                     tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
-                    events.push((
-                        EventKind::Warning,
-                        "Unhealthy",
-                        format!("Liveness probe failed: {reason}"),
-                    ));
                     let message =
                         format!("Container {name} failed liveness probe, will be restarted");
                     events.push((EventKind::Normal, "Killing", message));
@@ -1074,16 +1074,9 @@ impl PodState {
             match &spec.readiness_probe {
                 None => c.ready = true,
                 Some(probe) => {
-                    match run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await {
-                        Some(Ok(())) => c.ready = true,
-                        Some(Err(reason)) => {
-                            if c.ready {
-                                let message = format!("Readiness probe failed: {reason}");
-                                events.push((EventKind::Warning, "Unhealthy", message));
-                            }
-                            c.ready = false;
-                        }
-                        None => {}
+                    let run = run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await;
+                    if let Some(verdict) = ProbeRun::reported(run, "Readiness", &mut events) {
+                        c.ready = verdict;
                     }
                 }
             }
@@ -1304,6 +1297,33 @@ fn termination_grace(pod: &Pod) -> Duration {
 
 /// Runs `probe` if it is due; a verdict once the success or failure threshold is reached (the
 /// failure with the probe's reason).
+/// One run of a probe: why it failed, if it did (each failure is an `Unhealthy` event, as the
+/// kubelet records them), and the verdict once the run reaches its threshold of successes
+/// (true) or failures (false).
+struct ProbeRun {
+    failed: Option<String>,
+    verdict: Option<bool>,
+}
+
+impl ProbeRun {
+    /// The verdict of `run` (of a `what` probe: "Liveness"), its failure added to `events`.
+    fn reported(
+        run: Option<ProbeRun>,
+        what: &str,
+        events: &mut Vec<(EventKind, &'static str, String)>,
+    ) -> Option<bool> {
+        let run = run?;
+        if let Some(reason) = run.failed {
+            events.push((
+                EventKind::Warning,
+                "Unhealthy",
+                format!("{what} probe failed: {reason}"),
+            ));
+        }
+        run.verdict
+    }
+}
+
 async fn run_due(
     probe: &Probe,
     state: &mut ProbeState,
@@ -1311,7 +1331,7 @@ async fn run_due(
     spec: &Container,
     pod_ip: &str,
     env: &[(String, String)],
-) -> Option<Result<(), String>> {
+) -> Option<ProbeRun> {
     let now = Instant::now();
     let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
     if now < state.next_run.unwrap_or(first) {
@@ -1319,19 +1339,21 @@ async fn run_due(
     }
     let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
     state.next_run = Some(now + period);
-    match probes::run(probe, spec, pod_ip, env).await {
+    Some(match probes::run(probe, spec, pod_ip, env).await {
         Outcome::Success => {
             state.failures = 0;
             state.successes += 1;
-            (state.successes >= probe.success_threshold.unwrap_or(1).max(1)).then_some(Ok(()))
+            let reached = state.successes >= probe.success_threshold.unwrap_or(1).max(1);
+            ProbeRun { failed: None, verdict: reached.then_some(true) }
         }
         Outcome::Failure(reason) => {
             tracing::debug!(container = %spec.name, %reason, "probe failed");
             state.successes = 0;
             state.failures += 1;
-            (state.failures >= probe.failure_threshold.unwrap_or(3).max(1)).then_some(Err(reason))
+            let reached = state.failures >= probe.failure_threshold.unwrap_or(3).max(1);
+            ProbeRun { failed: Some(reason), verdict: reached.then_some(false) }
         }
-    }
+    })
 }
 
 /// The id a container's run is known by: its pod, name and process.
