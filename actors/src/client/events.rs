@@ -67,6 +67,43 @@ impl Recorded {
 
 static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
 
+/// How many events (or repeats) a reporter may write about one object at once, and how often
+/// one more after that: client-go's spam filter (a bucket of 25, refilled one every 5 minutes),
+/// so that a probe failing every second does not write every second for ever.
+const SPAM_BURST: f64 = 25.0;
+const SPAM_REFILL: Duration = Duration::from_secs(300);
+
+/// A reporter's bucket for one object: tokens left, and when they were counted.
+type Bucket = (f64, Instant);
+
+/// The spam filter's buckets, by reporter and object uid.
+static BUCKETS: LazyLock<Mutex<HashMap<(String, String), Bucket>>> =
+    LazyLock::new(Default::default);
+
+/// Takes a token from the bucket of `component`'s events about `uid`; false when it is empty.
+fn within_spam_limit(component: &str, uid: &str) -> bool {
+    let mut buckets = BUCKETS.lock().expect("event spam filter lock");
+    if buckets.len() >= REMEMBERED {
+        // Full buckets forget nothing worth keeping: drop those that have refilled.
+        let refill = SPAM_REFILL.as_secs_f64() * SPAM_BURST;
+        buckets.retain(|_, (_, at)| at.elapsed().as_secs_f64() < refill);
+        if buckets.len() >= REMEMBERED {
+            buckets.clear();
+        }
+    }
+    let now = Instant::now();
+    let key = (component.to_string(), uid.to_string());
+    let (tokens, at) = buckets.entry(key).or_insert((SPAM_BURST, now));
+    let refilled = now.duration_since(*at).as_secs_f64() / SPAM_REFILL.as_secs_f64();
+    *tokens = (*tokens + refilled).min(SPAM_BURST);
+    *at = now;
+    if *tokens < 1.0 {
+        return false;
+    }
+    *tokens -= 1.0;
+    true
+}
+
 /// The time in nanoseconds since the epoch, made unique within the process: an event's name
 /// ends with it in hex, as client-go names events, so that a list (by name) holds an object's
 /// events in the order they were recorded, which `kubectl describe` keeps for events of the
@@ -89,8 +126,8 @@ fn unique_nanos() -> u64 {
 
 /// Writes one event, or counts it into the same event recorded in the last ten minutes
 /// (`count` and `lastTimestamp`, as client-go's event recorder does, so `kubectl describe`
-/// shows "x3 over 2m" rather than three lines). A failure is logged, never returned (events are
-/// best effort).
+/// shows "x3 over 2m" rather than three lines), within the spam filter's limit per reporter
+/// and object. A failure is logged, never returned (events are best effort).
 pub async fn record(
     client: &dyn ApiClient,
     object: &ObjectRef,
@@ -99,6 +136,9 @@ pub async fn record(
     message: &str,
     component: &str,
 ) {
+    if !within_spam_limit(component, &object.uid) {
+        return;
+    }
     let time = crate::model::now();
     let events = resources::core("events");
     let similar = (
@@ -193,5 +233,24 @@ mod tests {
             .collect();
         seen.sort();
         assert_eq!(seen, [("BackOff".to_string(), 3), ("Started".to_string(), 1)]);
+    }
+
+    #[actix::test]
+    async fn a_reporter_writes_at_most_a_burst_of_events_about_one_object() {
+        let core = crate::testing::core().await;
+        let pod = ObjectRef::pod("default".into(), "spammed".into(), "uid-spam".into());
+        for _ in 0..40 {
+            record(&core, &pod, EventKind::Warning, "Unhealthy", "probe failed", "kubelet").await;
+        }
+        // Another reporter, or another object, has a bucket of its own.
+        record(&core, &pod, EventKind::Normal, "Scheduled", "assigned", "default-scheduler").await;
+        let events = resources::find("", "v1", "events").unwrap();
+        let list =
+            ApiClient::list(&core, events, Some("default"), &ListOptions::default()).await.unwrap();
+        let count = |reason: &str| {
+            let event = list.items.iter().find(|e| e["reason"] == reason).expect("an event");
+            event["count"].as_i64().unwrap()
+        };
+        assert_eq!((count("Unhealthy"), count("Scheduled")), (25, 1));
     }
 }
