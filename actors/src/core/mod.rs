@@ -1011,12 +1011,10 @@ impl ApiCore {
             let message = "this is a system priority class and cannot be deleted".to_string();
             return Err(ApiError::forbidden(resource, name, message, Vec::new()));
         }
-        if options.dry_run {
-            return Ok(current);
-        }
+        let dry_run = options.dry_run;
         if resource.plural == "namespaces" {
             let value = current.to_value();
-            return self.delete_namespace(current, value).await;
+            return self.delete_namespace(current, value, dry_run).await;
         }
         // Orphan and Foreground leave the object marked with a finalizer for the garbage
         // collector; Background deletes it now and the collector follows with its dependents.
@@ -1024,8 +1022,12 @@ impl ApiCore {
         let default_policy =
             if resource.plural == "replicationcontrollers" { "Orphan" } else { "Background" };
         match options.propagation_policy.as_deref().unwrap_or(default_policy) {
-            "Orphan" => return self.mark_for_collection(current, ORPHAN_FINALIZER).await,
-            "Foreground" => return self.mark_for_collection(current, FOREGROUND_FINALIZER).await,
+            "Orphan" => {
+                return self.mark_for_collection(current, ORPHAN_FINALIZER, dry_run).await;
+            }
+            "Foreground" => {
+                return self.mark_for_collection(current, FOREGROUND_FINALIZER, dry_run).await;
+            }
             _ => {}
         }
         if resource.plural == "pods" {
@@ -1033,7 +1035,24 @@ impl ApiCore {
                 return Ok(marked);
             }
         }
-        self.delete_object(current, preconditions, options.grace_period_seconds).await
+        self.delete_object(current, preconditions, options.grace_period_seconds, dry_run).await
+    }
+
+    /// Writes `value`, the object `current` marked for deletion, pinned to `current`'s
+    /// version; a dry run answers what would have been written.
+    async fn write_marked(
+        &self,
+        current: &StoredObject,
+        value: Value,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let key = current.key.clone();
+        if dry_run {
+            return Ok(Arc::new(StoredObject::from_value(key, value, current.resource_version)));
+        }
+        let preconditions =
+            Preconditions { resource_version: Some(current.resource_version), uid: None };
+        Ok(self.store.update(key, value, preconditions).await?)
     }
 
     /// The AlreadyExists error of a create whose name `key` holds, said to be about an object
@@ -1055,6 +1074,7 @@ impl ApiCore {
         &self,
         current: Arc<StoredObject>,
         finalizer: &str,
+        dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut value = current.to_value();
         let meta = metadata(&mut value)?;
@@ -1078,9 +1098,7 @@ impl ApiCore {
         if !marked {
             mark_deleting(meta, now(), 0);
         }
-        let preconditions =
-            Preconditions { resource_version: Some(current.resource_version), uid: None };
-        Ok(self.store.update(current.key.clone(), value, preconditions).await?)
+        self.write_marked(&current, value, dry_run).await
     }
 
     /// Graceful pod deletion: a pod running on a node is only marked (deletionTimestamp, grace
@@ -1122,9 +1140,7 @@ impl ApiCore {
             let deadline = Utc::now() + chrono::Duration::seconds(grace);
             mark_deleting(meta, deadline.to_rfc3339_opts(SecondsFormat::Secs, true), grace);
         }
-        let preconditions =
-            Preconditions { resource_version: Some(current.resource_version), uid: None };
-        Ok(Some(self.store.update(current.key.clone(), pod, preconditions).await?))
+        Ok(Some(self.write_marked(current, pod, options.dry_run).await?))
     }
 
     /// Deletes a non-namespace object, or marks it for deletion when it has finalizers.
@@ -1133,6 +1149,7 @@ impl ApiCore {
         current: Arc<StoredObject>,
         preconditions: Preconditions,
         grace: Option<i64>,
+        dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = current.key.clone();
         let value = current.to_value();
@@ -1150,9 +1167,10 @@ impl ApiCore {
             } else {
                 mark_deleting(meta, now(), 0);
             }
-            let preconditions =
-                Preconditions { resource_version: Some(current.resource_version), uid: None };
-            return Ok(self.store.update(key, marked, preconditions).await?);
+            return self.write_marked(&current, marked, dry_run).await;
+        }
+        if dry_run {
+            return Ok(current);
         }
         let deleted = self.store.delete(key, preconditions).await?;
         if Self::is_service(deleted.key.resource) {
@@ -1169,18 +1187,35 @@ impl ApiCore {
         &self,
         current: Arc<StoredObject>,
         mut value: Value,
+        dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if current.deleting {
+            // Deleting it again waits for its content's finalizer, as Kubernetes says.
+            let finalizers = json::at(&value, "/spec/finalizers").and_then(Value::as_array);
+            if finalizers.is_some_and(|f| !f.is_empty()) {
+                let name = current.key.name.clone();
+                return Err(ApiError::Conflict {
+                    resource: current.key.resource.plural,
+                    group: "",
+                    message: format!(
+                        "Operation cannot be fulfilled on namespaces {name:?}: The system is \
+                         ensuring all content is removed from this namespace.  Upon completion, \
+                         this namespace will automatically be purged by the system."
+                    ),
+                    name,
+                });
+            }
             return Ok(current);
         }
         if !has_finalizers(current.key.resource, &value) {
+            if dry_run {
+                return Ok(current);
+            }
             return Ok(self.store.delete(current.key.clone(), Preconditions::default()).await?);
         }
         metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
         value["status"] = json!({"phase": "Terminating"});
-        let preconditions =
-            Preconditions { resource_version: Some(current.resource_version), uid: None };
-        Ok(self.store.update(current.key.clone(), value, preconditions).await?)
+        self.write_marked(&current, value, dry_run).await
     }
 
     /// Deletes every object a list with `options` would return; returns what was deleted.
@@ -1788,6 +1823,30 @@ mod tests {
     }
 
     #[actix::test]
+    async fn a_dry_run_delete_answers_the_object_as_the_delete_would_mark_it_and_writes_nothing() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1",
+            "containers": [{"name": "c", "image": "i"}]}});
+        let created = core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let options = DeleteOptions { dry_run: true, ..DeleteOptions::default() };
+        let answered = core.delete(pods, "default", "p", &options).await.unwrap().to_value();
+        assert!(answered["metadata"]["deletionTimestamp"].is_string(), "{answered}");
+        assert_eq!(answered["metadata"]["deletionGracePeriodSeconds"], 30);
+        let foreground = DeleteOptions {
+            dry_run: true,
+            propagation_policy: Some("Foreground".into()),
+            ..DeleteOptions::default()
+        };
+        let answered = core.delete(pods, "default", "p", &foreground).await.unwrap().to_value();
+        assert_eq!(answered["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+        let key = ObjectKey::new(pods, "default", "p");
+        let stored = core.store.get(&key).await.unwrap().unwrap();
+        assert_eq!(stored.resource_version, created.resource_version, "nothing written");
+        assert!(!stored.deleting);
+    }
+
+    #[actix::test]
     async fn a_delete_that_marks_its_object_is_retried_over_concurrent_writes() {
         let core = crate::testing::core().await;
         let rcs = resources::find("", "v1", "replicationcontrollers").unwrap();
@@ -2179,6 +2238,13 @@ mod tests {
         );
         let marked = core.delete(namespaces, "", "team", &DeleteOptions::default()).await.unwrap();
         assert!(marked.deleting);
+        // Deleted again while its content goes: 409, as in Kubernetes.
+        let again = core.delete(namespaces, "", "team", &DeleteOptions::default()).await;
+        assert!(
+            matches!(&again, Err(ApiError::Conflict { message, .. })
+                if message.starts_with("Operation cannot be fulfilled on namespaces \"team\": The system is ensuring")),
+            "{again:?}"
+        );
         let done = json!({"metadata":{"name":"team"},"spec":{}});
         core.finalize("team", done, &options).await.unwrap();
         let key = ObjectKey::new(namespaces, "", "team");
