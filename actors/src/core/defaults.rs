@@ -193,6 +193,21 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             object_field(object, "status").entry("phase").or_insert(json!("Pending"));
         }
         "Node" => node_pod_cidrs(object_field(object, "spec")),
+        "EndpointSlice" => {
+            let ports = object.get_mut("ports").and_then(Value::as_array_mut);
+            for port in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+                port.entry("name").or_insert(json!(""));
+                port.entry("protocol").or_insert(json!("TCP"));
+            }
+        }
+        "Lease" => {
+            // Coordinated leader election's fields, which Kubernetes 1.32 drops unless its
+            // alpha feature is on.
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("strategy");
+                spec.remove("preferredHolder");
+            }
+        }
         _ => {}
     }
     go_structs(kind, object);
@@ -426,6 +441,14 @@ fn volume(v: &mut Value) {
     let Some(v) = v.as_object_mut() else { return };
     if v.keys().all(|k| k == "name") {
         v.insert("emptyDir".into(), json!({}));
+    }
+    // A generic ephemeral volume's claim is defaulted as a claim is.
+    if let Some(spec) = v
+        .get_mut("ephemeral")
+        .and_then(|e| e.pointer_mut("/volumeClaimTemplate/spec"))
+        .and_then(Value::as_object_mut)
+    {
+        spec.entry("volumeMode").or_insert(json!("Filesystem"));
     }
     for (kind, source) in v.iter_mut() {
         if !matches!(kind.as_str(), "configMap" | "secret" | "downwardAPI" | "projected") {
@@ -771,6 +794,22 @@ mod tests {
         assert_eq!(selecting["spec"]["ipFamilyPolicy"], "SingleStack");
         assert_eq!(rc["spec"]["selector"], json!({"a":"b"}));
         assert_eq!(rc["metadata"]["labels"], json!({"a":"b"}));
+    }
+
+    #[test]
+    fn slices_ports_ephemeral_claims_and_leases_as_kubernetes_defaults_them() {
+        let mut slice = json!({"addressType": "IPv4", "endpoints": [], "ports": [{"port": 80}]});
+        apply("EndpointSlice", &mut slice);
+        assert_eq!(slice["ports"][0], json!({"name": "", "port": 80, "protocol": "TCP"}));
+        let mut pod = json!({"spec": {"containers": [], "volumes": [{"name": "scratch",
+            "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}]}});
+        apply("Pod", &mut pod);
+        let claim = &pod["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"];
+        assert_eq!(claim["volumeMode"], "Filesystem");
+        let mut lease = json!({"spec": {"holderIdentity": "a", "strategy": "OldestEmulationVersion",
+            "preferredHolder": "b"}});
+        apply("Lease", &mut lease);
+        assert_eq!(lease["spec"], json!({"holderIdentity": "a"}));
     }
 
     #[test]
