@@ -360,8 +360,9 @@ async fn container_logs(
         .map_err(|_| AgentHttpError::Unavailable)?;
     let mut output = LogReader::new(query.timestamps, since);
     let mut body = output.read(&content);
-    // Without follow (or for a run that has ended), the file is read whole, once.
-    let whole = !query.follow || query.previous;
+    // Without follow (or for a run that has ended: a previous one, or the last one of a
+    // container waiting to run again), the file is read whole, once, as the kubelet does.
+    let whole = !query.follow || query.previous || run_ended(&pod, &container, index);
     if whole {
         body.extend(output.finish());
     }
@@ -429,11 +430,13 @@ fn container_status<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
 }
 
 /// Whether run `index` (0 for the first, then one more per restart) of `container` has ended:
-/// it has terminated, or a later run has started.
+/// it has terminated, waits to run again (its restart count stays that run's until the next
+/// starts), or a later run has started.
 fn run_ended(pod: &Value, container: &str, index: u64) -> bool {
     container_status(pod, container).is_some_and(|c| {
         let restarts = c["restartCount"].as_u64().unwrap_or(0);
-        restarts > index || (restarts == index && c.pointer("/state/terminated").is_some())
+        let not_running = c.pointer("/state/running").is_none();
+        restarts > index || (restarts == index && not_running)
     })
 }
 
@@ -511,13 +514,16 @@ mod tests {
     }
 
     #[test]
-    fn a_run_ends_when_it_terminates_or_a_later_one_starts() {
+    fn a_run_ends_when_it_terminates_waits_to_run_again_or_a_later_one_starts() {
         let pod = |restarts: u64, state: Value| {
             json!({"status": {"containerStatuses": [
                 {"name": "c", "restartCount": restarts, "state": state}]}})
         };
         assert!(!run_ended(&pod(0, json!({"running": {}})), "c", 0));
         assert!(run_ended(&pod(0, json!({"terminated": {"exitCode": 0}})), "c", 0));
+        // A crash-looping container waits with the count of the run that just ended.
+        let waiting = json!({"waiting": {"reason": "CrashLoopBackOff"}});
+        assert!(run_ended(&pod(2, waiting), "c", 2));
         assert!(run_ended(&pod(1, json!({"running": {}})), "c", 0));
         assert!(!run_ended(&pod(1, json!({"running": {}})), "c", 1));
         assert!(!run_ended(&pod(0, json!({"running": {}})), "other", 0));

@@ -378,6 +378,25 @@ async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event(
         field_selector: Some("involvedObject.name=unready,reason=Unhealthy".into()),
         ..ListOptions::default()
     };
+    // A missing config map: CreateContainerConfigError, in the kubelet's words.
+    let configured = pod(
+        "configured",
+        "n9",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "a"}}}]}),
+    );
+    ApiClient::create(&core, pods, "default", configured).await.unwrap();
+    let waiting = eventually("CreateContainerConfigError", || async {
+        get(&core, "pods", "default", "configured").await.filter(|p| {
+            let state = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+            state["reason"] == "CreateContainerConfigError"
+        })
+    })
+    .await;
+    let state = &waiting["status"]["containerStatuses"][0]["state"]["waiting"];
+    assert_eq!(state["message"], "configmap \"absent\" not found");
+    let failed = event_about(&core, "configured", "Failed").await;
+    assert_eq!(failed["message"], "Error: configmap \"absent\" not found");
     eventually("a readiness failure's event", || async {
         let list = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
         list.items.into_iter().find(|e| {

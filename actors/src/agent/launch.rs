@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::runtime::Interactive;
 use super::AgentConfig;
 use crate::client::ApiClient;
+use crate::core::ApiError;
 use crate::model::{quantity, resources};
 
 /// Why a container cannot be started (yet); reported as its waiting reason.
@@ -146,6 +147,10 @@ async fn value_from(
     let object = match client.get(resource, namespace, object_name).await {
         Ok(object) => object,
         Err(_) if optional => return Ok(None),
+        // As the kubelet's object managers word it.
+        Err(ApiError::NotFound { .. }) => {
+            return Err(LaunchError::Config(format!("{kind} \"{object_name}\" not found")))
+        }
         Err(e) => return Err(LaunchError::Config(format!("{kind} \"{object_name}\": {e}"))),
     };
     let value = if plural == "secrets" {

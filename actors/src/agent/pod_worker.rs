@@ -866,8 +866,10 @@ impl PodState {
                 let entering =
                     self.containers[i].waiting.as_ref().map(|(r, _)| r) != Some(&waiting.0);
                 if entering && waiting.0 == "CrashLoopBackOff" {
-                    let message =
-                        format!("Back-off restarting failed container {}", self.containers[i].name);
+                    let message = format!(
+                        "Back-off restarting failed container {} in pod {}_{}({})",
+                        self.containers[i].name, self.name, self.namespace, self.uid
+                    );
                     self.event(ctx, EventKind::Warning, "BackOff", message);
                 }
                 self.containers[i].waiting = Some(waiting);
@@ -909,13 +911,21 @@ impl PodState {
                 } else {
                     first
                 };
-                let event = (reason == first).then(|| format!("Error: {first}: {message}"));
+                // The kubelet's events: a failed pull, then its reason; a configuration's error.
+                let events = match (reason == first, first) {
+                    (false, _) => vec![],
+                    (true, "ErrImagePull") => {
+                        let image = spec.image.as_deref().unwrap_or_default();
+                        let pull = format!("Failed to pull image \"{image}\": {message}");
+                        vec![pull, format!("Error: {first}")]
+                    }
+                    (true, _) => vec![format!("Error: {message}")],
+                };
                 c.waiting = Some((reason.to_string(), message));
                 c.not_before = Some(Instant::now() + c.backoff);
                 c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
-                if let Some(event) = event {
-                    self.event(ctx, EventKind::Warning, "Failed", event);
-                }
+                let events = events.into_iter().map(|e| (EventKind::Warning, "Failed".into(), e));
+                self.events(ctx, events.collect());
                 return;
             }
         };
