@@ -69,6 +69,15 @@ pub async fn serve(
     // follows `/api/v1/namespaces/{ns}/{plural}/{id}/proxy` (or `/api/v1/nodes/{id}/proxy`),
     // or the older `/api/v1/proxy/namespaces/{ns}/{plural}/{id}`: as many segments either way.
     let path = after_segments(req.uri().path(), if namespace.is_empty() { 5 } else { 7 });
+    // A read of the root without its slash is sent to it (kube-apiserver's redirect, so that
+    // a proxied page's relative links resolve under `proxy/`).
+    if path.is_empty() && matches!(req.method().as_str(), "GET" | "HEAD") {
+        let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+        let location = format!("{}/{query}", req.uri().path());
+        return Ok(HttpResponse::MovedPermanently()
+            .insert_header((header::LOCATION, location))
+            .finish());
+    }
     url.set_path(&format!("/{}", path.trim_start_matches('/')));
     url.set_query(req.uri().query());
     let body = super::body::read(payload, state.max_body_bytes).await?;

@@ -195,6 +195,10 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), false), (200, None, "web".into()));
     let (code, location, _) = raw(&format!("{pod_proxy}/redirect?location=/hostname"), false);
     assert_eq!((code, location.as_deref()), (302, Some("/hostname")), "not followed");
+    // The root without its slash is redirected to it, as kube-apiserver does.
+    let (code, location, _) = raw(&format!("{pod_proxy}?a=b"), false);
+    let root = format!("{pod_proxy}/?a=b");
+    assert_eq!((code, location.as_deref()), (301, Some(root.as_str())));
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), true).0, 400, "no upgrade");
     assert_eq!(raw("/api/v1/nodes/node-a:22/proxy/", false).0, 400, "only the agent's port");
     // Without a port, a pod is reached at the first port a container declares.

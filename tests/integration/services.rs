@@ -209,6 +209,15 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     assert!(now["spec"]["ports"][0].get("nodePort").is_none(), "{now}");
     reaches_all(&http, &at_cluster_ip, &pods);
 
+    // With no ready endpoint the cluster IP refuses connections, as kube-proxy rejects them;
+    // with some again, it is served again.
+    kubectl.ok(&["scale", "rc", "hello", "--replicas=0"]);
+    wait_until(WAIT, "the cluster IP refuses without endpoints", || refused(&at_cluster_ip));
+    kubectl.ok(&["scale", "rc", "hello", "--replicas=1"]);
+    wait_until(WAIT, "the cluster IP is served again", || {
+        hostname_at(&http, &at_cluster_ip).is_some()
+    });
+
     kubectl.ok(&["delete", "service", "hello"]);
     wait_until(WAIT, "the cluster IP is no longer served", || refused(&at_cluster_ip));
 

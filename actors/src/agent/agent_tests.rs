@@ -281,6 +281,12 @@ async fn init_containers_environment_images_and_policies() {
         })
     })
     .await;
+    let killing = event_about(&core, "full", "Killing").await;
+    let name = full["spec"]["containers"][0]["name"].as_str().unwrap();
+    assert_eq!(
+        killing["message"],
+        format!("Container {name} definition changed, will be restarted")
+    );
 
     // An unknown image: ErrImagePull, then ImagePullBackOff.
     ApiClient::create(

@@ -804,6 +804,7 @@ impl PodState {
     async fn start_what_should_run(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let now = Instant::now();
         // An image change restarts that container (SIGTERM now, SIGKILL after 30 s).
+        let mut redefined = Vec::new();
         for i in 0..self.containers.len() {
             let wanted =
                 self.container_spec(&self.containers[i].name).and_then(|s| s.image.clone());
@@ -812,6 +813,9 @@ impl PodState {
                 if running.image != wanted && c.restarting_deadline.is_none() {
                     ctx.runtime.signal(running.pid, StopSignal::Term);
                     c.restarting_deadline = Some(now + Duration::from_secs(30));
+                    let message =
+                        format!("Container {} definition changed, will be restarted", c.name);
+                    redefined.push((EventKind::Normal, "Killing".to_string(), message));
                 }
             }
             if let (Some(deadline), Some(running)) = (c.restarting_deadline, &c.running) {
@@ -819,6 +823,9 @@ impl PodState {
                     ctx.runtime.signal(running.pid, StopSignal::Kill);
                 }
             }
+        }
+        if !redefined.is_empty() {
+            self.events(ctx, redefined);
         }
         let init_pending = self.containers.iter().position(|c| {
             c.kind == Kind::Init

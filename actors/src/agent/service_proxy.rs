@@ -1,7 +1,8 @@
 //! The service proxy (kube-proxy's job, as its userspace mode did it): every TCP port of every
 //! Service with a cluster IP is served at that IP, and, for NodePort and LoadBalancer
 //! services, at this node's address and the port's node port; each connection goes to one of
-//! the port's ready endpoints, round robin. It follows Services and Endpoints; the listeners
+//! the port's ready endpoints, round robin (a port without one is not listened on, so a client
+//! is refused). It follows Services and Endpoints; the listeners
 //! run on its own thread, so service traffic never waits behind the agent's other work.
 //!
 //! Every cluster IP is in 127.0.0.0/8, which Linux routes to this machine whole: no address
@@ -55,7 +56,9 @@ impl ServiceProxy {
             return Vec::new();
         };
         let mut desired = Vec::new();
-        for port in self.table.ports(key) {
+        // A port with no ready endpoint is not listened on: a client is refused, as kube-proxy
+        // rejects connections to a service without endpoints.
+        for port in self.table.ports(key).into_iter().filter(|p| !p.backends.is_empty()) {
             if let Some(node_port) = port.node_port {
                 let at_node = SocketAddr::new(self.node_address.into(), node_port);
                 desired.push((at_node, port.backends.clone()));
