@@ -7,15 +7,15 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    ClusterRoleAggregator, DisruptionController, EndpointsController, GarbageCollector,
-    KubernetesServiceConfig, KubernetesServiceController, NamespaceController,
-    NodeLifecycleController, PersistentVolumeController, PodGarbageCollector, ReplicationManager,
-    ResourceQuotaController, ServiceAccountController, ServiceController,
-    StopClusterRoleAggregator, StopCollector, StopDisruptionController, StopEndpointsController,
+    ClusterRoleAggregator, DisruptionController, EndpointsController, EveryNamespace,
+    GarbageCollector, Kept, KubernetesServiceConfig, KubernetesServiceController,
+    NamespaceController, NodeLifecycleController, PersistentVolumeController, PodGarbageCollector,
+    ReplicationManager, ResourceQuotaController, ServiceController, StopClusterRoleAggregator,
+    StopCollector, StopDisruptionController, StopEndpointsController, StopEveryNamespace,
     StopKubernetesServiceController, StopNamespaceController, StopNodeLifecycleController,
     StopPersistentVolumeController, StopPodGarbageCollector, StopQuotaController,
-    StopReplicationManager, StopServiceAccountController, StopServiceController,
-    StopStorageProtector, StopTaintEvictionController, StorageProtector, TaintEvictionController,
+    StopReplicationManager, StopServiceController, StopStorageProtector,
+    StopTaintEvictionController, StorageProtector, TaintEvictionController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -55,7 +55,8 @@ pub struct Running {
     collector: Addr<GarbageCollector>,
     namespaces: Addr<NamespaceController>,
     quotas: Addr<ResourceQuotaController>,
-    accounts: Addr<ServiceAccountController>,
+    accounts: Addr<EveryNamespace>,
+    root_ca: Option<Addr<EveryNamespace>>,
     replication: Addr<ReplicationManager>,
     endpoints: Addr<EndpointsController>,
     node_lifecycle: Addr<NodeLifecycleController>,
@@ -96,7 +97,10 @@ impl Running {
         let _ = self.collector.send(StopCollector).await;
         let _ = self.namespaces.send(StopNamespaceController).await;
         let _ = self.quotas.send(StopQuotaController).await;
-        let _ = self.accounts.send(StopServiceAccountController).await;
+        let _ = self.accounts.send(StopEveryNamespace).await;
+        if let Some(root_ca) = &self.root_ca {
+            let _ = root_ca.send(StopEveryNamespace).await;
+        }
         let _ = self.replication.send(StopReplicationManager).await;
         let _ = self.endpoints.send(StopEndpointsController).await;
         let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
@@ -195,7 +199,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             addresses.extend(settings.advertise_address.map(std::net::IpAddr::from));
             let tls =
                 crate::auth::tls::server_config(&settings.tls, &settings.data_dir, &addresses)?;
-            Some((listener, tls))
+            Some((listener, tls.0, tls.1))
         }
     };
     let hub = WatchHub::start(HubOptions {
@@ -256,7 +260,9 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         .map_err(|source| StartError::Bind { addr, source })?;
     let insecure_addr = server.addrs().first().copied().unwrap_or(addr);
     tracing::info!(%insecure_addr, "serving the insecure port (no authentication)");
-    if let Some((listener, tls)) = secure {
+    let mut root_ca = None;
+    if let Some((listener, tls, ca)) = secure {
+        root_ca = Some(ca);
         let addr = settings.secure_addr;
         server = server
             .listen_rustls_0_23(listener, tls)
@@ -314,10 +320,17 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     )
     .start();
     // And the service account controller: every namespace has its `default` account.
-    let accounts = ServiceAccountController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
-    ))
+    let accounts = EveryNamespace::new(
+        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        Kept::default_service_account(),
+    )
     .start();
+    // And, while the secure port is served, its certificate in every namespace's
+    // `kube-root-ca.crt` (the root CA certificate publisher).
+    let root_ca = root_ca.map(|ca| {
+        let client = Arc::new(state.core.clone().with_field_manager("kplane-controller-manager"));
+        EveryNamespace::new(client, Kept::root_ca(&ca)).start()
+    });
     // And the replication manager: a ReplicationController keeps its replicas.
     let replication = ReplicationManager::new(Arc::new(
         state.core.clone().with_field_manager("kplane-controller-manager"),
@@ -410,6 +423,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         namespaces,
         quotas,
         accounts,
+        root_ca,
         replication,
         endpoints,
         node_lifecycle,

@@ -70,13 +70,14 @@ fn self_signed(
     Ok((cert, key))
 }
 
-/// The TLS configuration of the secure port; a self-signed certificate made here also names
-/// `addresses`.
+/// The TLS configuration of the secure port, and the certificate clients verify it with (the
+/// last of its chain, in PEM: the self-signed one itself); a self-signed certificate made here
+/// also names `addresses`.
 pub fn server_config(
     files: &TlsFiles,
     data_dir: &Path,
     addresses: &[std::net::IpAddr],
-) -> Result<rustls::ServerConfig, AuthConfigError> {
+) -> Result<(rustls::ServerConfig, String), AuthConfigError> {
     let (cert, key) = match (&files.cert, &files.key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         (None, None) => self_signed(data_dir, addresses)?,
@@ -111,5 +112,32 @@ pub fn server_config(
         .with_single_cert(read_certificates(&cert)?, read_key(&key)?)
         .map_err(|e| AuthConfigError::file(&key, e))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    let pem = std::fs::read_to_string(&cert).map_err(|e| AuthConfigError::file(&cert, e))?;
+    let root = last_certificate(&pem)
+        .ok_or_else(|| AuthConfigError::file(&cert, "no PEM certificate in it"))?;
+    Ok((config, root))
+}
+
+/// The last PEM certificate of `pem`, with its final newline.
+fn last_certificate(pem: &str) -> Option<String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let start = pem.rfind(BEGIN)?;
+    let end = start + pem[start..].find(END)? + END.len();
+    Some(format!("{}\n", &pem[start..end]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_certificate_of_a_chain_is_the_one_clients_verify_with() {
+        let one = "-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n";
+        let two = "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----";
+        assert_eq!(last_certificate(&format!("{one}{two}\n")), Some(format!("{two}\n")));
+        assert_eq!(last_certificate(one), Some(one.to_string()));
+        assert_eq!(last_certificate("-----BEGIN CERTIFICATE-----\nCCC"), None);
+        assert_eq!(last_certificate(""), None);
+    }
 }

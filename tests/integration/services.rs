@@ -288,6 +288,11 @@ fn the_kubernetes_service_leads_pods_to_the_api_server() {
         kubectl.run(&["logs", "-n", "elsewhere", "asker"]).1 == format!("{first}:443\n")
     });
     let ca = server.data.path().join("pki/apiserver.crt");
+    // Every namespace gets the certificate to verify the API server with, as a ConfigMap.
+    let published = "/api/v1/namespaces/elsewhere/configmaps/kube-root-ca.crt";
+    wait_until(WAIT, "the namespace's kube-root-ca.crt", || server.get(published).0 == 200);
+    let pem = std::fs::read_to_string(&ca).unwrap();
+    assert_eq!(server.get(published).1["data"]["ca.crt"], pem.trim_end().to_string() + "\n");
     let mut version = String::new();
     wait_until(WAIT, "the API server through the service", || {
         let out = std::process::Command::new("curl")

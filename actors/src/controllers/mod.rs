@@ -4,6 +4,8 @@
 //! - [`cluster_role_aggregation`]: gives aggregating ClusterRoles the rules they select.
 //! - [`disruption`]: works out what each PodDisruptionBudget allows, for evictions.
 //! - [`endpoints`]: lists the pods each Service selects in its Endpoints and EndpointSlices.
+//! - [`every_namespace`]: gives every namespace its `default` ServiceAccount and, with the
+//!   secure port on, its `kube-root-ca.crt` ConfigMap.
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`kubernetes_service`]: keeps the `kubernetes` Service that leads pods to the API server.
@@ -14,7 +16,6 @@
 //! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 //! - [`service`]: the built-in load balancer of LoadBalancer services.
-//! - [`service_account`]: gives every namespace its `default` ServiceAccount.
 //! - [`storage_protection`]: keeps claims used by pods, and bound volumes, from going.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
@@ -22,6 +23,7 @@ pub mod cluster_role_aggregation;
 pub mod disruption;
 mod endpoint_slices;
 pub mod endpoints;
+pub mod every_namespace;
 pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod namespace;
@@ -31,13 +33,13 @@ pub mod pod_gc;
 pub mod replication;
 pub mod resource_quota;
 pub mod service;
-pub mod service_account;
 pub mod storage_protection;
 pub mod taint_eviction;
 
 pub use cluster_role_aggregation::{ClusterRoleAggregator, StopClusterRoleAggregator};
 pub use disruption::{DisruptionController, StopDisruptionController};
 pub use endpoints::{EndpointsController, StopEndpointsController};
+pub use every_namespace::{EveryNamespace, Kept, StopEveryNamespace, ROOT_CA_CONFIG_MAP};
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use kubernetes_service::{
     KubernetesServiceConfig, KubernetesServiceController, StopKubernetesServiceController,
@@ -49,7 +51,6 @@ pub use pod_gc::{PodGarbageCollector, StopPodGarbageCollector};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service::{ServiceController, StopServiceController};
-pub use service_account::{ServiceAccountController, StopServiceAccountController};
 pub use storage_protection::{StopStorageProtector, StorageProtector};
 pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 
