@@ -117,7 +117,7 @@ async fn dispatch(
     }
     match (target.subresource.as_deref(), target.name.as_deref()) {
         (Some("binding"), Some(name)) => {
-            return binding(&req, payload, namespace, name, &query, &state).await
+            return binding(&req, payload, namespace, Some(name), &query, &state).await
         }
         (Some("eviction"), Some(name)) if resource.plural == "pods" => {
             return eviction(&req, payload, namespace, name, &query, &state).await
@@ -154,7 +154,7 @@ async fn dispatch(
     if resource.is_binding() {
         return match (method, target.name.as_deref(), target.subresource.as_deref()) {
             (Method::POST, None, None) if target.namespace.is_some() => {
-                bindings(&req, payload, namespace, &query, &state).await
+                binding(&req, payload, namespace, None, &query, &state).await
             }
             _ => Err(HttpError::MethodNotAllowed),
         };
@@ -378,40 +378,26 @@ pub(super) async fn checked_body_of(
     Ok((body, warnings))
 }
 
-/// POST `pods/{name}/binding`: answers a Success `Status`, as Kubernetes does.
+/// POST `pods/{name}/binding`, or `namespaces/{ns}/bindings` (`name` None: the older way,
+/// which custom schedulers written against client libraries still use, naming the pod in the
+/// Binding's `metadata.name`): answers a Success `Status`, as Kubernetes does.
 async fn binding(
     req: &HttpRequest,
     payload: web::Payload,
     namespace: &str,
-    name: &str,
+    name: Option<&str>,
     query: &Query,
     state: &AppState,
 ) -> Result<HttpResponse, HttpError> {
     let kind = ("", "v1", "Binding");
     let (binding, warnings) =
         checked_body_of(req, Method::POST, payload, query, state, kind).await?;
-    state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
-    Ok(created_success(&warnings))
-}
-
-/// POST `namespaces/{ns}/bindings`: binds the pod the `Binding` names, as `pods/{name}/binding`
-/// does (the older way, which custom schedulers written against client libraries still use).
-async fn bindings(
-    req: &HttpRequest,
-    payload: web::Payload,
-    namespace: &str,
-    query: &Query,
-    state: &AppState,
-) -> Result<HttpResponse, HttpError> {
-    let kind = ("", "v1", "Binding");
-    let (binding, warnings) =
-        checked_body_of(req, Method::POST, payload, query, state, kind).await?;
-    let name = binding.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let named = binding.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = name.unwrap_or(named);
     if name.is_empty() {
         let causes = vec![FieldError::required("metadata.name")];
-        return Err(
-            ApiError::Invalid { kind: "Binding", group: "", name: String::new(), causes }.into()
-        );
+        let name = String::new();
+        return Err(ApiError::Invalid { kind: "Binding", group: "", name, causes }.into());
     }
     state.core.bind(namespace, name, &binding, query.dry_run("CreateOptions")?).await?;
     Ok(created_success(&warnings))
