@@ -378,6 +378,20 @@ async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event(
     })
     .await;
     assert_eq!(waiting["status"]["containerStatuses"][0]["restartCount"], 1, "{waiting}");
+    // Under `restartPolicy: Never` the container a probe kills stays down: the pod fails.
+    let mut once = pod(
+        "once",
+        "n9",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1}}),
+    );
+    once["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", once).await.unwrap();
+    let failed = eventually("once Failed", || async {
+        get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    assert_eq!(failed["status"]["containerStatuses"][0]["restartCount"], 0, "{failed}");
     // A readiness probe's failures are events though the container was never ready.
     let events = find("", "v1", "events").unwrap();
     let options = ListOptions {

@@ -115,12 +115,14 @@ async fn value_from(
             "metadata.name" => meta.name.clone(),
             "metadata.namespace" => meta.namespace.clone(),
             "metadata.uid" => meta.uid.clone(),
-            "spec.nodeName" => Some(ctx.node_name.to_string()),
+            // `spec.host` is the older name of `spec.nodeName`; a pod has one address of
+            // each kind here, so the lists are that one.
+            "spec.nodeName" | "spec.host" => Some(ctx.node_name.to_string()),
             "spec.serviceAccountName" => {
                 ctx.pod.spec.as_ref().and_then(|s| s.service_account_name.clone())
             }
-            "status.podIP" => Some(ctx.pod_ip.to_string()),
-            "status.hostIP" => Some(ctx.host_ip.to_string()),
+            "status.podIP" | "status.podIPs" => Some(ctx.pod_ip.to_string()),
+            "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
             p if p.starts_with("metadata.labels['") => label(&meta.labels, "metadata.labels['"),
             p if p.starts_with("metadata.annotations['") => {
                 label(&meta.annotations, "metadata.annotations['")

@@ -631,8 +631,10 @@ impl PodState {
         c.liveness = ProbeState::default();
         c.readiness = ProbeState::default();
         c.startup = ProbeState::default();
-        let forced = c.restarting_deadline.take().is_some();
-        let restart = forced
+        c.restarting_deadline = None;
+        // A probe's kill is an exit like any other to the restart policy; only a new image
+        // restarts whatever the policy says.
+        let restart = redefined
             || match (c.kind, policy.as_str()) {
                 (Kind::Init, "Never") => false,
                 (Kind::Init, _) => code != 0,
@@ -1312,8 +1314,6 @@ fn termination_grace(pod: &Pod) -> Duration {
     Duration::from_secs(seconds.max(0) as u64)
 }
 
-/// Runs `probe` if it is due; a verdict once the success or failure threshold is reached (the
-/// failure with the probe's reason).
 /// One run of a probe: why it failed, if it did (each failure is an `Unhealthy` event, as the
 /// kubelet records them), and the verdict once the run reaches its threshold of successes
 /// (true) or failures (false).
@@ -1341,6 +1341,8 @@ impl ProbeRun {
     }
 }
 
+/// Runs `probe` if it is due: whether it failed, and a verdict once the success or failure
+/// threshold is reached.
 async fn run_due(
     probe: &Probe,
     state: &mut ProbeState,

@@ -84,12 +84,12 @@ static BUCKETS: LazyLock<Mutex<HashMap<(String, String), Bucket>>> =
 fn within_spam_limit(component: &str, uid: &str) -> bool {
     let mut buckets = BUCKETS.lock().expect("event spam filter lock");
     if buckets.len() >= REMEMBERED {
-        // Full buckets forget nothing worth keeping: drop those that have refilled.
-        let refill = SPAM_REFILL.as_secs_f64() * SPAM_BURST;
-        buckets.retain(|_, (_, at)| at.elapsed().as_secs_f64() < refill);
-        if buckets.len() >= REMEMBERED {
-            buckets.clear();
-        }
+        // Full: the buckets used longest ago go (half of them), as client-go's LRU forgets
+        // its least recently used.
+        let mut used: Vec<Instant> = buckets.values().map(|(_, at)| *at).collect();
+        used.sort_unstable();
+        let cutoff = used[used.len() / 2];
+        buckets.retain(|_, (_, at)| *at > cutoff);
     }
     let now = Instant::now();
     let key = (component.to_string(), uid.to_string());

@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::pod_affinity::PodAffinity;
 use super::topology_spread::SpreadConstraint;
-use crate::model::quantity;
 use crate::model::taints::{self, Taint, TaintEffect, Toleration};
+use crate::model::{quantity, LabelSelector};
 
 /// CPU counted for a container without a cpu request when spreading by allocation (100m).
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
@@ -498,6 +498,32 @@ impl PodInfo {
     }
 }
 
+// === Selectors and topology domains of the cluster-wide plugins ===
+
+/// A (topology key, value) pair, borrowed from a node's labels: one topology domain.
+pub type TopologyPair<'a> = (&'a str, &'a str);
+
+/// A pod's label selector (an affinity term's, a spread constraint's) compiled, with the
+/// owner's values of the labels `keys` names required equal (`matchLabelKeys`), or different
+/// when not `equal` (`mismatchLabelKeys`). `None` for no selector, or one that cannot be read
+/// (which validation refuses): it selects nothing.
+pub fn owned_selector(
+    selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    owner: &Pod,
+    keys: &[(Option<&Vec<String>>, bool)],
+) -> Option<LabelSelector> {
+    let mut selector = LabelSelector::from_object(&serde_json::to_value(selector?).ok()?).ok()?;
+    let labels = owner.metadata.labels.as_ref();
+    for (keys, equal) in keys {
+        for key in keys.iter().copied().flatten() {
+            if let Some(value) = labels.and_then(|l| l.get(key)) {
+                selector.require(key, value, *equal);
+            }
+        }
+    }
+    Some(selector)
+}
+
 // === impl NodeInfo ===
 
 /// The label group of a pod: a hash of its namespace and labels. Pods of one controller
@@ -758,6 +784,12 @@ impl NodeInfo {
         };
         port.host_ip == BIND_ALL_HOST_IP
             || ips.iter().any(|(ip, _)| ip == BIND_ALL_HOST_IP || *ip == port.host_ip)
+    }
+
+    /// The topology domain this node is in for `key`, if it has that label.
+    pub fn domain(&self, key: &str) -> Option<TopologyPair<'_>> {
+        let (key, value) = self.labels.get_key_value(key)?;
+        Some((key.as_str(), value.as_str()))
     }
 
     /// Pods of `group` on this node (not counting terminating ones).

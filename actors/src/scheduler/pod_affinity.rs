@@ -12,10 +12,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as MetaLabelSelector;
 
 use super::filters::FitFailure;
-use super::node_info::{NodeInfo, PodInfo};
+use super::node_info::{owned_selector, NodeInfo, PodInfo, TopologyPair};
 use super::scores::MAX_NODE_SCORE;
 use crate::model::LabelSelector;
 
@@ -25,9 +24,6 @@ pub type NamespaceLabels = HashMap<String, BTreeMap<String, String>>;
 /// The weight kube-scheduler gives an existing pod's required affinity term when scoring
 /// (`hardPodAffinityWeight`, 1 by default).
 const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
-
-/// A (topology key, value) pair, borrowed from a node's labels.
-type TopologyPair<'a> = (&'a str, &'a str);
 
 /// One compiled pod (anti-)affinity term.
 #[derive(Clone, Debug)]
@@ -49,10 +45,6 @@ pub struct AffinityTerm {
 
 impl AffinityTerm {
     fn new(owner: &Pod, term: &PodAffinityTerm, weight: i32) -> AffinityTerm {
-        let read = |selector: Option<&MetaLabelSelector>| {
-            let value = serde_json::to_value(selector?).ok()?;
-            LabelSelector::from_object(&value).ok()
-        };
         let owner_namespace = owner.metadata.namespace.as_deref().unwrap_or_default();
         let listed = term.namespaces.as_deref().unwrap_or_default();
         let namespaces = if listed.is_empty() && term.namespace_selector.is_none() {
@@ -62,22 +54,12 @@ impl AffinityTerm {
         };
         // `matchLabelKeys` / `mismatchLabelKeys`: the owner's values of those labels join the
         // selector (as the API server merges them into it when the pod is created).
-        let mut selector = read(term.label_selector.as_ref());
-        let owner_labels = owner.metadata.labels.as_ref();
-        if let Some(selector) = selector.as_mut() {
-            for (keys, equal) in
-                [(&term.match_label_keys, true), (&term.mismatch_label_keys, false)]
-            {
-                for key in keys.iter().flatten() {
-                    if let Some(value) = owner_labels.and_then(|l| l.get(key)) {
-                        selector.require(key, value, equal);
-                    }
-                }
-            }
-        }
+        let keys =
+            [(term.match_label_keys.as_ref(), true), (term.mismatch_label_keys.as_ref(), false)];
+        let selector = owned_selector(term.label_selector.as_ref(), owner, &keys);
         AffinityTerm {
             namespaces,
-            namespace_selector: read(term.namespace_selector.as_ref()),
+            namespace_selector: owned_selector(term.namespace_selector.as_ref(), owner, &[]),
             selector,
             topology_key: term.topology_key.clone(),
             weight: i64::from(weight),
@@ -86,17 +68,18 @@ impl AffinityTerm {
 
     /// Whether the term selects `pod` (kube-scheduler's `AffinityTerm.Matches`).
     fn matches(&self, pod: &PodInfo, namespace_labels: &NamespaceLabels) -> bool {
+        // A namespace whose labels are not known (yet) has none.
+        let no_labels = BTreeMap::new();
         let in_namespace = self.namespaces.contains(&pod.namespace)
             || self.namespace_selector.as_ref().is_some_and(|s| {
-                namespace_labels.get(&pod.namespace).map_or(s.is_empty(), |l| s.matches_map(l))
+                s.matches_map(namespace_labels.get(&pod.namespace).unwrap_or(&no_labels))
             });
         in_namespace && self.selector.as_ref().is_some_and(|s| s.matches_map(&pod.labels))
     }
 
     /// The topology pair of `node` under this term's key, if the node has that label.
     fn pair<'n>(&self, node: &'n NodeInfo) -> Option<TopologyPair<'n>> {
-        let (key, value) = node.labels.get_key_value(&self.topology_key)?;
-        Some((key.as_str(), value.as_str()))
+        node.domain(&self.topology_key)
     }
 }
 
@@ -139,6 +122,12 @@ impl PodAffinity {
             && terms.required_anti_affinity.is_empty()
             && !terms.has_preferred();
         (!none).then_some(terms)
+    }
+
+    /// Whether one of the required affinity terms selects `pod` (whose placement may then
+    /// let this pod in).
+    pub fn requires(&self, pod: &PodInfo, namespaces: &NamespaceLabels) -> bool {
+        self.required_affinity.iter().any(|t| t.matches(pod, namespaces))
     }
 
     fn has_preferred(&self) -> bool {

@@ -31,6 +31,8 @@ pub struct Queued {
     age: u64,
     /// Not retried before this instant.
     backoff_until: Option<Instant>,
+    /// When it was last found unschedulable.
+    unschedulable_since: Option<Instant>,
     /// The last unschedulable message written for it (written again only when it changes).
     pub last_message: Option<String>,
 }
@@ -114,6 +116,7 @@ impl SchedulingQueue {
                         attempts: 0,
                         age,
                         backoff_until: None,
+                        unschedulable_since: None,
                         last_message: None,
                     },
                 );
@@ -159,6 +162,23 @@ impl SchedulingQueue {
         let exponent = queued.attempts.saturating_sub(1).min(16);
         queued.backoff_until = Some(now + (INITIAL_BACKOFF * 2u32.pow(exponent)).min(MAX_BACKOFF));
         queued.place = Place::Unschedulable;
+        queued.unschedulable_since = Some(now);
+    }
+
+    /// Retries the pods unschedulable for longer than `longest`, whatever changed (a change
+    /// the scheduler does not follow may have made them fit), as kube-scheduler does after 5
+    /// minutes.
+    pub fn flush_unschedulable(&mut self, now: Instant, longest: std::time::Duration) {
+        let stale: std::collections::HashSet<String> = self
+            .pods
+            .iter()
+            .filter(|(_, q)| q.place == Place::Unschedulable)
+            .filter(|(_, q)| q.unschedulable_since.is_some_and(|t| now.duration_since(t) > longest))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        if !stale.is_empty() {
+            self.move_unschedulable_if(now, |info| stale.contains(&info.uid));
+        }
     }
 
     /// Moves pods whose back-off has passed to the active heap.

@@ -165,9 +165,12 @@ pub struct Scheduler {
     stats: SchedulerStats,
     /// Started on an arbiter thread of its own, which it stops when it stops.
     own_thread: bool,
-    /// A pod was placed, or a placed pod's labels or a namespace's labels changed, since the
-    /// last informer message: pods waiting on inter-pod affinity or spreading may fit now.
-    placed_changed: bool,
+    /// The unschedulable pods with inter-pod affinity or spread constraints, which a pod
+    /// placed elsewhere may let in (some may have left the queue since).
+    waiting_on_pods: HashSet<String>,
+    /// A namespace's labels changed since the last informer message: pods waiting on affinity
+    /// terms with namespace selectors may fit now.
+    namespaces_changed: bool,
 }
 
 fn resource(group: &str, plural: &str) -> &'static ResourceType {
@@ -207,7 +210,8 @@ impl Scheduler {
             rng: StdRng::from_entropy(),
             stats: SchedulerStats::default(),
             own_thread: false,
-            placed_changed: false,
+            waiting_on_pods: HashSet::new(),
+            namespaces_changed: false,
         }
     }
 
@@ -278,7 +282,7 @@ impl Scheduler {
     }
 
     /// A pod from the API; true when capacity may have been freed. A placed pod new to the
-    /// scheduler, or with new labels, sets `placed_changed`.
+    /// scheduler, or with new labels, retries the pods waiting for one like it.
     fn upsert_pod(&mut self, value: Value) -> bool {
         if self.already_counted(&value) {
             return false;
@@ -301,10 +305,10 @@ impl Scheduler {
                     self.pod_node.insert(uid, node.clone());
                 }
                 self.groups.register(&info);
+                self.retry_waiting_for(&info);
                 if let Some(node_info) = self.node_mut(&node) {
                     node_info.add_pod(info);
                 }
-                self.placed_changed = true;
                 false
             }
             None => {
@@ -382,6 +386,24 @@ impl Scheduler {
         ScoreContext::new(&pod.namespace, &selectors, &self.groups)
     }
 
+    /// Retries the unschedulable pods that `placed`, a pod now on a node, may let in: those
+    /// whose required affinity or spread constraints select it (kube-scheduler's queueing
+    /// hints for an assigned pod; one kept out by anti-affinity waits for a pod to go).
+    fn retry_waiting_for(&mut self, placed: &PodInfo) {
+        if self.waiting_on_pods.is_empty() {
+            return;
+        }
+        let queue = &self.queue;
+        self.waiting_on_pods.retain(|uid| queue.get(uid).is_some());
+        let (waiting, namespaces) = (&self.waiting_on_pods, &self.namespace_labels);
+        let drawn = |pod: &PodInfo| {
+            waiting.contains(&pod.uid)
+                && (pod.pod_affinity.as_ref().is_some_and(|a| a.requires(placed, namespaces))
+                    || pod.spread.iter().any(|c| c.counts(pod, placed)))
+        };
+        self.queue.move_unschedulable_if(Instant::now(), drawn);
+    }
+
     /// Why `pod` cannot be placed on any node for its claims (kube-scheduler's VolumeBinding
     /// pre-filter: a claim that does not exist, or is not bound yet), if so.
     fn unready_claims(&self, pod: &PodInfo) -> Option<String> {
@@ -444,7 +466,9 @@ impl Scheduler {
             return;
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|i| &self.nodes[*i]).collect();
-        let mut context = self.spread_context(&pod);
+        // A pod's own spread constraints stand in for the spreading by its selectors.
+        let mut context =
+            if pod.spread.is_empty() { self.spread_context(&pod) } else { ScoreContext::default() };
         context.topology_spread = topology_spread::scores(&pod, &candidates, &self.nodes);
         context.inter_pod_affinity =
             pod_affinity::scores(&pod, &candidates, &self.nodes, &self.namespace_labels);
@@ -453,6 +477,7 @@ impl Scheduler {
         let node = self.nodes[feasible[best]].name.clone();
         // Assume: the next decision already counts this pod on its node.
         self.groups.register(&pod);
+        self.retry_waiting_for(&pod);
         self.nodes[feasible[best]].add_pod((*pod).clone());
         self.pod_node.insert(pod.uid.clone(), node.clone());
         self.in_flight += 1;
@@ -486,6 +511,9 @@ impl Scheduler {
 
     fn report_unschedulable(&mut self, pod: &PodInfo, message: String, _ctx: &mut Context<Self>) {
         self.queue.unschedulable(&pod.uid, Instant::now());
+        if pod.pod_affinity.is_some() || !pod.spread.is_empty() {
+            self.waiting_on_pods.insert(pod.uid.clone());
+        }
         let Some(queued) = self.queue.get_mut(&pod.uid) else { return };
         if queued.last_message.as_deref() == Some(message.as_str()) {
             return;
@@ -564,8 +592,19 @@ impl Actor for Scheduler {
             let resource = resource("", plural);
             informer::feed_actor(ctx, client, resource, scope, move |feed| Informed(watched, feed));
         }
+        // Pods unschedulable for long are tried again whatever changed, as kube-scheduler
+        // does after 5 minutes.
+        ctx.run_interval(UNSCHEDULABLE_FLUSH_PERIOD, |scheduler, ctx| {
+            scheduler.queue.flush_unschedulable(Instant::now(), LONGEST_UNSCHEDULABLE);
+            scheduler.kick(ctx);
+        });
     }
 }
+
+/// How long a pod stays unschedulable before it is tried again regardless.
+const LONGEST_UNSCHEDULABLE: Duration = Duration::from_secs(300);
+/// How often pods unschedulable for that long are looked for.
+const UNSCHEDULABLE_FLUSH_PERIOD: Duration = Duration::from_secs(30);
 
 impl Handler<Informed> for Scheduler {
     type Result = ();
@@ -643,14 +682,14 @@ impl Handler<Informed> for Scheduler {
             }
             (Watched::Namespaces, Feed::Listed(items)) => {
                 self.namespace_labels = items.iter().map(namespace_labels).collect();
-                self.placed_changed = true;
+                self.namespaces_changed = true;
             }
             (Watched::Namespaces, Feed::Changed(EventType::Deleted, item)) => {
                 self.namespace_labels.remove(&namespace_labels(&item).0);
             }
             (Watched::Namespaces, Feed::Changed(_, item)) => {
                 let (name, labels) = namespace_labels(&item);
-                self.placed_changed |=
+                self.namespaces_changed |=
                     self.namespace_labels.insert(name, labels.clone()) != Some(labels);
             }
             (kind, Feed::Listed(items)) => {
@@ -665,11 +704,11 @@ impl Handler<Informed> for Scheduler {
         }
         if changed {
             self.queue.move_unschedulable(Instant::now());
-        } else if self.placed_changed {
-            let counts_pods = |p: &PodInfo| p.pod_affinity.is_some() || !p.spread.is_empty();
-            self.queue.move_unschedulable_if(Instant::now(), counts_pods);
+        } else if self.namespaces_changed {
+            let waiting = &self.waiting_on_pods;
+            self.queue.move_unschedulable_if(Instant::now(), |p| waiting.contains(&p.uid));
         }
-        self.placed_changed = false;
+        self.namespaces_changed = false;
         self.kick(ctx);
     }
 }

@@ -295,11 +295,16 @@ async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_n
     guard["metadata"]["labels"] = json!({"app": "guard"});
     create(&core, guard).await;
     let guarded = eventually("guard bound", || node_of(&core, "guard")).await;
-    let mut db = pod("db", "100m", json!({}));
+    // Sent to the guard's node, a db pod fits nowhere.
+    let mut db = pod("db", "100m", json!({"nodeSelector": {"kubernetes.io/hostname": guarded}}));
     db["metadata"]["labels"] = json!({"app": "db"});
     create(&core, db).await;
-    let db_node = eventually("db bound", || node_of(&core, "db")).await;
-    assert_ne!(db_node, guarded, "kept off the node of the pod that refuses it");
+    let message = eventually("db unschedulable", || scheduled_message(&core, "db")).await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) \
+         didn't satisfy existing pods anti-affinity rules."
+    );
 
     // Deleting a web pod frees its node for the waiting one.
     let pods = find("", "v1", "pods").unwrap();
@@ -335,4 +340,28 @@ async fn a_spread_constraint_keeps_zones_within_max_skew() {
         assert!(a.abs_diff(b) <= 1, "zones within a skew of 1 after {name}: {zones:?}");
     }
     assert_eq!((zones["a"], zones["b"]), (3, 3), "two nodes in zone a take as many as one in b");
+}
+
+#[actix::test]
+async fn a_pod_waiting_for_a_pod_its_affinity_needs_is_placed_once_that_pod_is() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..2 {
+        sim_node(&core, &format!("n{i}"), "8", dir.path());
+    }
+    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    start_scheduler(&core);
+    let near_cache = json!({"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "cache"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}});
+    create(&core, pod("web", "100m", near_cache)).await;
+    let message = eventually("web unschedulable", || scheduled_message(&core, "web")).await;
+    assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod affinity rules.");
+    // The cache, placed by this same scheduler, lets the web pod in beside it.
+    let mut cache = pod("cache", "100m", json!({}));
+    cache["metadata"]["labels"] = json!({"app": "cache"});
+    create(&core, cache).await;
+    let cache_node = eventually("cache bound", || node_of(&core, "cache")).await;
+    assert_eq!(eventually("web bound", || node_of(&core, "web")).await, cache_node);
 }

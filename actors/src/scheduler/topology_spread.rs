@@ -14,15 +14,12 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 
 use super::filters::{self, FitFailure};
-use super::node_info::{NodeInfo, PodInfo};
+use super::node_info::{owned_selector, NodeInfo, PodInfo, TopologyPair};
 use super::scores::MAX_NODE_SCORE;
 use crate::model::LabelSelector;
 
 /// The label that names a node's own domain: its pods are counted on the node itself.
 const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
-
-/// A (topology key, value) pair, borrowed from a node's labels.
-type TopologyPair<'a> = (&'a str, &'a str);
 
 /// One compiled spread constraint.
 #[derive(Clone, Debug)]
@@ -44,18 +41,8 @@ pub struct SpreadConstraint {
 
 impl SpreadConstraint {
     fn new(pod: &Pod, constraint: &TopologySpreadConstraint) -> SpreadConstraint {
-        let mut selector = constraint
-            .label_selector
-            .as_ref()
-            .and_then(|s| LabelSelector::from_object(&serde_json::to_value(s).ok()?).ok());
-        let labels = pod.metadata.labels.as_ref();
-        if let Some(selector) = selector.as_mut() {
-            for key in constraint.match_label_keys.iter().flatten() {
-                if let Some(value) = labels.and_then(|l| l.get(key)) {
-                    selector.require(key, value, true);
-                }
-            }
-        }
+        let keys = [(constraint.match_label_keys.as_ref(), true)];
+        let selector = owned_selector(constraint.label_selector.as_ref(), pod, &keys);
         let honor = |policy: &Option<String>, default: bool| {
             policy.as_deref().map_or(default, |p| p == "Honor")
         };
@@ -82,9 +69,17 @@ impl SpreadConstraint {
             && (!self.honor_taints || filters::taint_toleration(pod, node).is_ok())
     }
 
-    /// Pods on `node` this constraint counts for a pod of `namespace`.
+    /// Whether this constraint of `owner` counts `pod` (whose placement may then let `owner`
+    /// in).
+    pub fn counts(&self, owner: &PodInfo, pod: &PodInfo) -> bool {
+        let selector = self.selector.as_ref().filter(|s| !s.is_empty());
+        pod.namespace == owner.namespace && selector.is_some_and(|s| s.matches_map(&pod.labels))
+    }
+
+    /// Pods on `node` this constraint counts for a pod of `namespace` (none for an empty
+    /// selector, as kube-scheduler counts, though the pod itself still counts).
     fn count_on(&self, node: &NodeInfo, namespace: &str) -> i64 {
-        let Some(selector) = &self.selector else { return 0 };
+        let Some(selector) = self.selector.as_ref().filter(|s| !s.is_empty()) else { return 0 };
         let counted = node.pods().filter(|p| {
             !p.terminating && p.namespace == namespace && selector.matches_map(&p.labels)
         });
@@ -92,8 +87,7 @@ impl SpreadConstraint {
     }
 
     fn pair<'n>(&self, node: &'n NodeInfo) -> Option<TopologyPair<'n>> {
-        let (key, value) = node.labels.get_key_value(&self.topology_key)?;
-        Some((key.as_str(), value.as_str()))
+        node.domain(&self.topology_key)
     }
 }
 
@@ -282,6 +276,12 @@ mod tests {
         elsewhere.namespace = "other".into();
         cluster[2].add_pod(elsewhere);
         assert_eq!(checks(&spread(json!({})), &cluster)[2], Ok(()));
+        // An empty selector counts no other pod, but the pod itself (kube-scheduler's rule).
+        let mut everything = spread(json!({"labelSelector": {}}));
+        everything.labels.clear();
+        let filter = SpreadFilter::new(&everything, &cluster).unwrap();
+        assert_eq!(filter.smallest.get("topology.kubernetes.io/zone"), Some(&(0, 2)));
+        assert!(cluster.iter().all(|n| filter.check(n).is_ok()), "0 + 1 - 0 everywhere");
         // A pod its own selector does not match adds nothing to the skew.
         let mut db = spread(json!({}));
         db.labels = [("app".to_string(), "db".to_string())].into();

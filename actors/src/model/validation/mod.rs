@@ -334,7 +334,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     validate_finalizers(&finalizers, &mut errors);
     match resource.kind {
         "Pod" => {
-            validate_pod_spec(object.get("spec"), "spec", &mut errors);
+            validate_pod_spec(object.get("spec"), "spec", true, &mut errors);
             let status = object.get("status");
             for list in ["podIPs", "hostIPs"] {
                 validate_pod_ips(status.and_then(|s| s.get(list)), list, &mut errors);
@@ -932,7 +932,9 @@ pub fn validate_ephemeral_update(old: &Value, new: &Value) -> Vec<FieldError> {
     errors
 }
 
-fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+/// A pod's spec, or (`of_pod` false) a pod template's, which Kubernetes checks alike but for a
+/// few defaults a pod has and a template need not.
+fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mut Vec<FieldError>) {
     let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
     let Some(containers) = containers.filter(|c| !c.is_empty()) else {
         errors.push(FieldError::required(format!("{path}.containers")));
@@ -988,7 +990,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldErr
             validate_ephemeral_container(c, spec, &at, errors);
         }
     }
-    validate_host_ports(containers, spec, path, errors);
+    validate_host_ports(containers, spec, path, of_pod, errors);
     if let Some(policy) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str) {
         if !matches!(policy, "Always" | "OnFailure" | "Never") {
             errors.push(FieldError::not_supported(
@@ -1140,11 +1142,12 @@ fn validate_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>)
 
 /// The host ports of a pod's containers (Kubernetes' `checkHostPortConflicts`: one
 /// protocol, address and port taken once) and, on the host's network, each equal to its
-/// container port.
+/// container port (a template's may be unset: only a pod's is defaulted to it).
 fn validate_host_ports(
     containers: &[Value],
     spec: Option<&Value>,
     path: &str,
+    of_pod: bool,
     errors: &mut Vec<FieldError>,
 ) {
     let host_network = spec.and_then(|s| s.get("hostNetwork")).and_then(Value::as_bool);
@@ -1156,7 +1159,8 @@ fn validate_host_ports(
             let text = |field: &str| port.get(field).and_then(Value::as_str).unwrap_or("");
             let at = || format!("{path}.containers[{i}].ports[{j}].hostPort");
             let host_port = number("hostPort");
-            if host_network == Some(true) && host_port != number("containerPort") {
+            let checked = of_pod || host_port != 0;
+            if host_network == Some(true) && checked && host_port != number("containerPort") {
                 let why = "must match `containerPort` when `hostNetwork` is true";
                 errors.push(FieldError::invalid_number(at(), host_port, why));
             }
@@ -1957,7 +1961,7 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     match spec.and_then(|s| s.get("template")) {
         None => errors.push(FieldError::required("spec.template")),
         Some(t) => {
-            validate_pod_spec(t.get("spec"), "spec.template.spec", errors);
+            validate_pod_spec(t.get("spec"), "spec.template.spec", false, errors);
             // A controller's pods run for good, as Kubernetes' `ValidatePodTemplateSpecForRC`.
             let policy = json::at(t, "/spec/restartPolicy").and_then(Value::as_str);
             if let Some(policy) = policy.filter(|p| *p != "Always") {
@@ -3193,6 +3197,25 @@ mod kind_tests {
             two(port(80, 80), port(81, 8081), true),
             ["spec.containers[1].ports[0].hostPort: Invalid value: 8081: must match `containerPort` when `hostNetwork` is true"]
         );
+        // A pod's unset host port is one too (its default is the container port); a
+        // template's may stay unset.
+        let unset = json!({"containerPort": 80, "protocol": "TCP"});
+        let host_network = |of: &str| {
+            let spec = json!({"hostNetwork": true, "containers": [{"name": "c", "image": "i",
+                "ports": [unset.clone()]}]});
+            match of {
+                "pod" => spec_errors(spec),
+                _ => {
+                    let rcs = find("", "v1", "replicationcontrollers").unwrap();
+                    let rc = json!({"metadata": {"name": "r"}, "spec": {"replicas": 1,
+                        "selector": {"a": "b"}, "template": {"metadata": {"labels": {"a": "b"}},
+                        "spec": spec}}});
+                    messages(&validate_object(rcs, &rc))
+                }
+            }
+        };
+        assert_eq!(host_network("pod").len(), 1);
+        assert!(host_network("template").is_empty(), "{:?}", host_network("template"));
         assert_eq!(
             spec_errors(json!({"nodeName": "Node_1", "containers": [{"name": "c", "image": "i"}]})),
             ["spec.nodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
