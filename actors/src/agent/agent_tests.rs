@@ -378,6 +378,9 @@ async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event(
     })
     .await;
     assert_eq!(waiting["status"]["containerStatuses"][0]["restartCount"], 1, "{waiting}");
+    // An image without a tag is pulled every time (`imagePullPolicy: Always`).
+    let pulling = event_about(&core, "probed", "Pulling").await;
+    assert_eq!(pulling["message"], "Pulling image \"none\"");
     // Under `restartPolicy: Never` the container a probe kills stays down: the pod fails.
     let mut once = pod(
         "once",

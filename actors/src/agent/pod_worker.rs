@@ -949,17 +949,25 @@ impl PodState {
         let log_writer = ctx.config.log_writer.clone();
         let launch =
             Launch { argv, env: env.clone(), working_dir, log_path, log_writer, interactive };
-        // The kubelet's events of a start: its image is on the machine (an image here is a
-        // program of the node's), the container created, then started or failed.
+        // The kubelet's events of a start: its image pulled (an image here is a program of
+        // the node's, always there: pulled at once when the policy says `Always`, else found
+        // present), the container created, then started or failed.
         let image = spec.image.as_deref().unwrap_or_default();
-        let mut events = vec![
-            (
-                EventKind::Normal,
-                "Pulled".to_string(),
+        let normal = |reason: &str, message: String| (EventKind::Normal, reason.into(), message);
+        let mut events = match spec.image_pull_policy.as_deref() {
+            Some("Always") => vec![
+                normal("Pulling", format!("Pulling image \"{image}\"")),
+                normal(
+                    "Pulled",
+                    format!("Successfully pulled image \"{image}\" in 0s (0s including waiting)"),
+                ),
+            ],
+            _ => vec![normal(
+                "Pulled",
                 format!("Container image \"{image}\" already present on machine"),
-            ),
-            (EventKind::Normal, "Created".to_string(), format!("Created container {name}")),
-        ];
+            )],
+        };
+        events.push(normal("Created", format!("Created container {name}")));
         let outcome = ctx.runtime.start(launch).await;
         events.push(match &outcome {
             Ok(_) => (EventKind::Normal, "Started".into(), format!("Started container {name}")),

@@ -51,7 +51,7 @@ pub async fn run(
             let host = tcp.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
             return match TcpStream::connect((host, port)).await {
                 Ok(_) => Outcome::Success,
-                Err(e) => Outcome::Failure(format!("dial tcp {host}:{port}: {e}")),
+                Err(e) => Outcome::Failure(dial_error(host, port, &e)),
             };
         }
         Outcome::Failure("the probe has no handler (exec, httpGet or tcpSocket)".into())
@@ -88,13 +88,26 @@ async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
     };
     match output {
         Ok(out) if out.status.success() => Outcome::Success,
-        Ok(out) => Outcome::Failure(format!(
-            "command {command:?} exited with {}: {}",
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).trim()
-        )),
+        // As the kubelet's: what the command wrote is the failure's message.
+        Ok(out) => {
+            let mut written = String::from_utf8_lossy(&out.stdout).into_owned();
+            written.push_str(&String::from_utf8_lossy(&out.stderr));
+            Outcome::Failure(written.trim_end().to_string())
+        }
         Err(e) => Outcome::Failure(format!("command {command:?}: {e}")),
     }
+}
+
+/// A failed connection in Go's words, as the kubelet's probes report it: `dial tcp
+/// 10.0.0.1:80: connect: connection refused`.
+fn dial_error(host: &str, port: u16, error: &std::io::Error) -> String {
+    let text = error.to_string();
+    // Rust adds the errno (`Connection refused (os error 111)`); Go writes it lowercase.
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    let lowered: String =
+        chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default();
+    format!("dial tcp {host}:{port}: connect: {lowered}")
 }
 
 /// A minimal HTTP/1.1 GET: only the status line matters.
@@ -102,7 +115,7 @@ async fn http_probe(host: &str, port: u16, path: &str, headers: &[(String, Strin
     let url = format!("http://{host}:{port}{path}");
     let mut stream = match TcpStream::connect((host, port)).await {
         Ok(s) => s,
-        Err(e) => return Outcome::Failure(format!("Get {url:?}: {e}")),
+        Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", dial_error(host, port, &e))),
     };
     let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
     let mut request = format!(
@@ -154,6 +167,10 @@ mod tests {
         let env = vec![("WANT".to_string(), "yes".to_string())];
         let ok = probe(json!({"exec": {"command": ["sh", "-c", "test \"$WANT\" = yes"]}}));
         assert_eq!(run(&ok, &container(), "127.0.0.1", &env).await, Outcome::Success);
+        // What the failed command wrote is the failure, as the kubelet reports it.
+        let said = probe(json!({"exec": {"command": ["sh", "-c", "echo not ok; exit 1"]}}));
+        let outcome = run(&said, &container(), "127.0.0.1", &env).await;
+        assert_eq!(outcome, Outcome::Failure("not ok".into()));
         let bad = probe(json!({"exec": {"command": ["false"]}}));
         assert!(matches!(run(&bad, &container(), "127.0.0.1", &env).await, Outcome::Failure(_)));
         let slow = probe(json!({"exec": {"command": ["sleep", "5"]}, "timeoutSeconds": 1}));
@@ -188,5 +205,20 @@ mod tests {
         assert!(
             matches!(run(&unknown, &container(), "127.0.0.1", &[]).await, Outcome::Failure(m) if m.contains("unknown port"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_reported_in_gos_words() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let tcp = probe(json!({"tcpSocket": {"port": port}}));
+        let refused = format!("dial tcp 127.0.0.1:{port}: connect: connection refused");
+        let outcome = run(&tcp, &container(), "127.0.0.1", &[]).await;
+        assert_eq!(outcome, Outcome::Failure(refused.clone()));
+        let http = probe(json!({"httpGet": {"port": port, "path": "/healthz"}}));
+        let outcome = run(&http, &container(), "127.0.0.1", &[]).await;
+        let url = format!("http://127.0.0.1:{port}/healthz");
+        assert_eq!(outcome, Outcome::Failure(format!("Get {url:?}: {refused}")));
     }
 }

@@ -165,8 +165,19 @@ impl ReplicationManager {
 
     /// Notes a pod seen created or gone against the expectations of its owner.
     fn observe(&mut self, pod: &Value, kind: EventType) {
-        let Some(owner) = controller_ref(pod) else { return };
         let (namespace, name) = key_of(pod);
+        let going = kind == EventType::Deleted || crate::model::is_being_deleted(pod);
+        let Some(owner) = controller_ref(pod) else {
+            // An orphan a controller adopted and deleted in one round may go before its
+            // adoption is written: it is still the deletion that controller waits for.
+            if going {
+                let expecting = self.expectations.iter_mut().filter(|(k, _)| k.0 == namespace);
+                expecting.for_each(|(_, expected)| {
+                    expected.deletes.remove(&name);
+                });
+            }
+            return;
+        };
         let owner_name = owner.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let Some(expected) = self.expectations.get_mut(&(namespace, owner_name)) else { return };
         match kind {
@@ -744,6 +755,22 @@ mod tests {
             (owned.len() == count && replicas == Some(count as u64)).then_some(owned)
         })
         .await
+    }
+
+    #[actix::test]
+    async fn an_orphan_deleted_before_its_adoption_is_written_meets_the_expectation() {
+        let core = core().await;
+        let mut manager = ReplicationManager::new(Arc::new(core));
+        let key = ("default".to_string(), "web".to_string());
+        let deletes = HashSet::from(["extra".to_string()]);
+        let expected = Expectations { creates: 0, deletes, since: Instant::now() };
+        manager.expectations.insert(key.clone(), expected);
+        let elsewhere = json!({"metadata": {"name": "extra", "namespace": "other"}});
+        manager.observe(&elsewhere, EventType::Deleted);
+        assert!(!manager.expectations[&key].met(), "another namespace's pod of that name");
+        let orphan = json!({"metadata": {"name": "extra", "namespace": "default"}});
+        manager.observe(&orphan, EventType::Deleted);
+        assert!(manager.expectations[&key].met());
     }
 
     #[actix::test]

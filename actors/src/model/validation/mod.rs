@@ -1319,6 +1319,42 @@ fn validate_pod_affinity_term(term: &Value, path: &str, errors: &mut Vec<FieldEr
     for problem in label_key_errors(key) {
         errors.push(FieldError::invalid(format!("{path}.topologyKey"), key, problem));
     }
+    if let Some(selector) = term.get("namespaceSelector").filter(|s| s.is_object()) {
+        validate_label_selector(selector, &format!("{path}.namespaceSelector"), errors);
+    }
+    let namespaces = term.get("namespaces").and_then(Value::as_array);
+    for name in namespaces.into_iter().flatten().filter_map(Value::as_str) {
+        for problem in dns1123_label_errors(name) {
+            errors.push(FieldError::invalid(format!("{path}.namespace"), name, problem));
+        }
+    }
+    // Kubernetes' `validateMatchLabelKeysAndMismatchLabelKeys`.
+    let keys = |field: &str| -> Vec<&str> {
+        let listed = term.get(field).and_then(Value::as_array);
+        listed.into_iter().flatten().filter_map(Value::as_str).collect()
+    };
+    let (matching, mismatching) = (keys("matchLabelKeys"), keys("mismatchLabelKeys"));
+    if !term.get("labelSelector").is_some_and(Value::is_object) {
+        for (field, listed) in [("matchLabelKeys", &matching), ("mismatchLabelKeys", &mismatching)]
+        {
+            if !listed.is_empty() {
+                let why = "must not be specified when labelSelector is not set";
+                errors.push(FieldError::forbidden(format!("{path}.{field}"), why));
+            }
+        }
+        return;
+    }
+    for (field, listed) in [("matchLabelKeys", &matching), ("mismatchLabelKeys", &mismatching)] {
+        for (i, key) in listed.iter().enumerate() {
+            for problem in label_key_errors(key) {
+                errors.push(FieldError::invalid(format!("{path}.{field}[{i}]"), key, problem));
+            }
+        }
+    }
+    for (i, key) in matching.iter().enumerate().filter(|(_, k)| mismatching.contains(k)) {
+        let why = "exists in both matchLabelKeys and mismatchLabelKeys";
+        errors.push(FieldError::invalid(format!("{path}.matchLabelKeys[{i}]"), key, why));
+    }
 }
 
 /// An IP address (Kubernetes' `IsValidIP`, whose parser takes IPv4 parts with leading zeros,
@@ -1648,6 +1684,42 @@ fn validate_field_ref(
     }
 }
 
+/// What is wrong with a path inside a volume (Kubernetes' `validateLocalDescendingPath`: a
+/// relative path without `..` steps; `non_reserved`: `validateLocalNonReservedPath`, which
+/// also refuses a first step starting with `..`).
+fn local_path_errors(path: &str, non_reserved: bool) -> Vec<&'static str> {
+    let mut problems = Vec::new();
+    if path.starts_with('/') {
+        problems.push("must be a relative path");
+    }
+    if path.split('/').any(|step| step == "..") {
+        problems.push("must not contain '..'");
+    } else if non_reserved && path.starts_with("..") {
+        problems.push("must not start with '..'");
+    }
+    problems
+}
+
+/// The `items` of a volume source (a secret's, a config map's, the downward API's, or a
+/// projection's): each a path inside the volume, and, but for the downward API's, a key.
+fn validate_items(source: &Value, keyed: bool, at: &str, errors: &mut Vec<FieldError>) {
+    let items = source.get("items").and_then(Value::as_array);
+    for (i, item) in items.into_iter().flatten().enumerate() {
+        let field = |name: &str| format!("{at}.items[{i}].{name}");
+        if keyed && item.get("key").and_then(Value::as_str).unwrap_or("").is_empty() {
+            errors.push(FieldError::required(field("key")));
+        }
+        match item.get("path").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(field("path"))),
+            path => {
+                for problem in local_path_errors(path, true) {
+                    errors.push(FieldError::invalid(field("path"), path, problem));
+                }
+            }
+        }
+    }
+}
+
 /// A `hostPath` source (a pod's volume, a persistent volume's): a path without `..` steps,
 /// and a known type.
 fn validate_host_path(source: &Value, at: &str, errors: &mut Vec<FieldError>) {
@@ -1804,6 +1876,9 @@ fn validate_volume_source(
         mode("configMap", errors);
     }
     let source = first.and_then(|first| Some((first, volume.get(first)?)));
+    if let Some((kind @ ("secret" | "configMap" | "downwardAPI"), items)) = source {
+        validate_items(items, kind != "downwardAPI", &at(kind), errors);
+    }
     match source {
         Some(("hostPath", host_path)) => validate_host_path(host_path, &at("hostPath"), errors),
         Some(("emptyDir", empty_dir)) => {
@@ -1822,7 +1897,14 @@ fn validate_volume_source(
             for (i, source) in sources.into_iter().flatten().enumerate() {
                 if let Some(downward) = source.get("downwardAPI") {
                     let at = at(&format!("projected.sources[{i}].downwardAPI"));
+                    validate_items(downward, false, &at, errors);
                     downward_api_items(downward, &at, errors);
+                }
+                for kind in ["secret", "configMap"] {
+                    if let Some(keyed) = source.get(kind) {
+                        let at = at(&format!("projected.sources[{i}].{kind}"));
+                        validate_items(keyed, true, &at, errors);
+                    }
                 }
             }
         }
@@ -1866,6 +1948,15 @@ fn validate_container_extras<'a>(
                 "must be unique",
             )),
             path => mount_paths.push(path),
+        }
+        if let Some(sub) = mount.get("subPath").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            for problem in local_path_errors(sub, false) {
+                errors.push(FieldError::invalid(
+                    at(&format!(".volumeMounts[{j}].subPath")),
+                    sub,
+                    problem,
+                ));
+            }
         }
     }
     let ports = c.get("ports").and_then(Value::as_array);
@@ -3220,6 +3311,73 @@ mod kind_tests {
             spec_errors(json!({"nodeName": "Node_1", "containers": [{"name": "c", "image": "i"}]})),
             ["spec.nodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
         );
+    }
+
+    #[test]
+    fn paths_inside_volumes_stay_inside_them() {
+        let volume = |source: Value| pods_errors(json!({"volumes": [source]}));
+        let config_map = |path: &str| {
+            volume(
+                json!({"name": "v", "configMap": {"name": "c", "items": [{"key": "k", "path": path}]}}),
+            )
+        };
+        let at = "spec.volumes[0].configMap.items[0].path";
+        assert!(config_map("a/b").is_empty());
+        assert_eq!(
+            config_map("a/../../b"),
+            [format!("{at}: Invalid value: \"a/../../b\": must not contain '..'")]
+        );
+        assert_eq!(
+            config_map("..foo"),
+            [format!("{at}: Invalid value: \"..foo\": must not start with '..'")]
+        );
+        assert_eq!(
+            config_map("/abs"),
+            [format!("{at}: Invalid value: \"/abs\": must be a relative path")]
+        );
+        let downward = volume(json!({"name": "v", "downwardAPI": {"items": [{"path": "../x",
+            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}]}}));
+        assert_eq!(downward, ["spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"../x\": must not contain '..'"]);
+        let projected = volume(json!({"name": "v", "projected": {"sources": [
+            {"secret": {"name": "s", "items": [{"key": "", "path": "p"}]}}]}}));
+        assert_eq!(
+            projected,
+            ["spec.volumes[0].projected.sources[0].secret.items[0].key: Required value"]
+        );
+        let mounted = spec_errors(json!({"volumes": [{"name": "v", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "i",
+                "volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": "../a"}]}]}));
+        assert_eq!(mounted, ["spec.containers[0].volumeMounts[0].subPath: Invalid value: \"../a\": must not contain '..'"]);
+    }
+
+    #[test]
+    fn pod_affinity_terms_name_their_namespaces_and_label_keys_as_kubernetes_checks_them() {
+        let term = |extra: Value| {
+            let mut term =
+                json!({"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "a"}}});
+            term.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            pods_errors(json!({"affinity": {"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [term]}}}))
+        };
+        let at = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]";
+        assert!(term(json!({"matchLabelKeys": ["ver"], "mismatchLabelKeys": ["team"]})).is_empty());
+        assert_eq!(
+            term(json!({"matchLabelKeys": ["ver"], "mismatchLabelKeys": ["ver"]})),
+            [format!("{at}.matchLabelKeys[0]: Invalid value: \"ver\": exists in both matchLabelKeys and mismatchLabelKeys")]
+        );
+        assert_eq!(
+            term(json!({"labelSelector": null, "matchLabelKeys": ["ver"]})),
+            [format!("{at}.matchLabelKeys: Forbidden: must not be specified when labelSelector is not set")]
+        );
+        assert_eq!(
+            term(json!({"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Foo"}]}})),
+            [format!("{at}.namespaceSelector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator")]
+        );
+        let bad_namespace = term(json!({"namespaces": ["Bad_NS"]}));
+        assert_eq!(bad_namespace.len(), 1);
+        assert!(bad_namespace[0].starts_with(&format!(
+            "{at}.namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label"
+        )));
     }
 
     #[test]
