@@ -252,12 +252,7 @@ impl GarbageCollector {
     /// Whether `uid` exists and is not itself waiting for its dependents to go (Kubernetes'
     /// "solid" owner: one that keeps a dependent).
     fn keeps_dependents(&self, uid: &str) -> bool {
-        match self.nodes.get(uid) {
-            Some(node) => {
-                !(node.deleting && node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER))
-            }
-            None => self.exists(uid),
-        }
+        self.exists(uid) && !self.waits_for_dependents(uid)
     }
 
     /// Deletes `uid` if, by the graph, none of its owners exists any more, and the API server
@@ -310,16 +305,52 @@ impl GarbageCollector {
             return;
         }
         let mut options = delete_options(uid, None);
-        if !self.dependents_of(uid).is_empty() {
+        let dependents = self.dependents_of(uid);
+        // Owners waiting for this dependent which waits for one of its own in foreground
+        // deletion may be a cycle: as Kubernetes' collector does, its references to them stop
+        // blocking first.
+        let unblock: Vec<String> = if dependents.iter().any(|d| self.waits_for_dependents(d)) {
+            node.blocking.iter().filter(|o| self.waits_for_dependents(o)).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        if !dependents.is_empty() {
             options.propagation_policy = Some("Foreground".into());
         }
+        let uid = uid.to_string();
         ctx.spawn(
             async move {
+                if !unblock.is_empty() {
+                    let unblocked = |entries: &mut Vec<Value>| {
+                        let mut changed = false;
+                        for entry in entries.iter_mut() {
+                            let waiting = entry["uid"]
+                                .as_str()
+                                .is_some_and(|u| unblock.iter().any(|o| o == u));
+                            if waiting && entry["blockOwnerDeletion"] == json!(true) {
+                                entry["blockOwnerDeletion"] = json!(false);
+                                changed = true;
+                            }
+                        }
+                        changed
+                    };
+                    let edited = edit_entries(&*client, &node, &uid, "ownerReferences", unblocked);
+                    if let Err(error) = edited.await {
+                        return report_collection(&node, Err(error));
+                    }
+                }
                 let deleted = client.delete(node.resource, &node.namespace, &node.name, &options);
                 report_collection(&node, deleted.await.map(drop))
             }
             .into_actor(self),
         );
+    }
+
+    /// Whether `uid` is being deleted in the foreground (waiting for its dependents).
+    fn waits_for_dependents(&self, uid: &str) -> bool {
+        self.nodes
+            .get(uid)
+            .is_some_and(|n| n.deleting && n.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER))
     }
 }
 
@@ -417,14 +448,32 @@ async fn remove_finalizer(client: &dyn ApiClient, node: &Node, uid: &str, finali
 const ATTEMPTS: usize = 5;
 
 /// Removes the entries of the list `metadata.<field>` of `node` (object `uid`) that `unwanted`
-/// picks, with a merge patch pinned to the version read, read again on a conflict. Done when
-/// the object is gone (or replaced by another of its name) or holds no such entry.
+/// picks (see [`edit_entries`]).
 async fn remove_entries(
     client: &dyn ApiClient,
     node: &Node,
     uid: &str,
     field: &'static str,
     unwanted: impl Fn(&Value) -> bool,
+) -> Result<(), ApiError> {
+    let remove = |entries: &mut Vec<Value>| {
+        let before = entries.len();
+        entries.retain(|v| !unwanted(v));
+        entries.len() != before
+    };
+    edit_entries(client, node, uid, field, remove).await
+}
+
+/// Edits the list `metadata.<field>` of `node` (object `uid`) with `edit` (which says whether
+/// it changed anything), with a merge patch pinned to the version read, read again on a
+/// conflict. Done when the object is gone (or replaced by another of its name) or `edit`
+/// changes nothing.
+async fn edit_entries(
+    client: &dyn ApiClient,
+    node: &Node,
+    uid: &str,
+    field: &'static str,
+    edit: impl Fn(&mut Vec<Value>) -> bool,
 ) -> Result<(), ApiError> {
     let mut attempt = 0;
     loop {
@@ -436,11 +485,10 @@ async fn remove_entries(
         if uid_of(&object) != uid {
             return Ok(());
         }
-        let entries = object["metadata"][field].as_array().cloned().unwrap_or_default();
-        if !entries.iter().any(&unwanted) {
+        let mut kept = object["metadata"][field].as_array().cloned().unwrap_or_default();
+        if !edit(&mut kept) {
             return Ok(());
         }
-        let kept: Vec<Value> = entries.into_iter().filter(|v| !unwanted(v)).collect();
         // The last entry gone, the field goes too (null, in a merge patch), as in Kubernetes.
         let kept = if kept.is_empty() { Value::Null } else { Value::Array(kept) };
         let patch = json!({"metadata": {field: kept,
@@ -673,6 +721,26 @@ mod tests {
         delete(&core, "owner4", "Foreground").await;
         eventually("the owner goes", || async {
             get(&core, "owner4").await.is_none().then_some(())
+        })
+        .await;
+    }
+
+    #[actix::test]
+    async fn a_foreground_deletion_through_a_cycle_of_blocking_owners_ends() {
+        let core = core().await;
+        GarbageCollector::new(Arc::new(core.clone())).start();
+        // a and b own each other, each reference blocking its owner's deletion.
+        let a = create(&core, "a", None, &[]).await;
+        let mut b = create(&core, "b", Some(&a), &[]).await;
+        b["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = json!(true);
+        let b = ApiClient::update(&core, cms(), "default", b).await.unwrap();
+        let mut a = get(&core, "a").await.unwrap();
+        a["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "b", "uid": b["metadata"]["uid"], "blockOwnerDeletion": true}]);
+        ApiClient::update(&core, cms(), "default", a).await.unwrap();
+        delete(&core, "a", "Foreground").await;
+        eventually("both go", || async {
+            (get(&core, "a").await.is_none() && get(&core, "b").await.is_none()).then_some(())
         })
         .await;
     }
