@@ -256,6 +256,27 @@ async fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
     assert_eq!(node, "n1");
 }
 
+/// Two simulated 8-cpu nodes, Ready, and a scheduler (the nodes' directory goes with the
+/// second value).
+async fn two_nodes_scheduled() -> (ApiCore, tempfile::TempDir) {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..2 {
+        sim_node(&core, &format!("n{i}"), "8", dir.path());
+    }
+    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    start_scheduler(&core);
+    (core, dir)
+}
+
+/// A pod spec with one required `kind` term (`podAffinity`, `podAntiAffinity`) selecting
+/// `app`'s pods on the same node.
+fn required(kind: &str, app: &str) -> Value {
+    json!({"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": app}},
+        "topologyKey": "kubernetes.io/hostname"}]}}})
+}
+
 /// The message of a pod's `PodScheduled` condition, once it has one.
 async fn scheduled_message(core: &ApiCore, name: &str) -> Option<String> {
     let pod = get(core, name).await;
@@ -266,17 +287,8 @@ async fn scheduled_message(core: &ApiCore, name: &str) -> Option<String> {
 
 #[actix::test]
 async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_node() {
-    let core = core().await;
-    let dir = tempfile::tempdir().unwrap();
-    for i in 0..2 {
-        sim_node(&core, &format!("n{i}"), "8", dir.path());
-    }
-    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
-    start_scheduler(&core);
-    let one_per_node = json!({"affinity": {"podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"app": "web"}},
-            "topologyKey": "kubernetes.io/hostname"}]}}});
+    let (core, _dir) = two_nodes_scheduled().await;
+    let one_per_node = required("podAntiAffinity", "web");
     create(&core, pod("web-0", "100m", one_per_node.clone())).await;
     let first = eventually("web-0 bound", || node_of(&core, "web-0")).await;
     create(&core, pod("web-1", "100m", one_per_node.clone())).await;
@@ -287,10 +299,7 @@ async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_n
     assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.");
 
     // A pod that an existing pod's anti-affinity selects: the same rule from the other side.
-    let guard = json!({"affinity": {"podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"app": "db"}},
-            "topologyKey": "kubernetes.io/hostname"}]}}});
+    let guard = required("podAntiAffinity", "db");
     let mut guard = pod("guard", "100m", guard);
     guard["metadata"]["labels"] = json!({"app": "guard"});
     create(&core, guard).await;
@@ -344,17 +353,8 @@ async fn a_spread_constraint_keeps_zones_within_max_skew() {
 
 #[actix::test]
 async fn a_pod_waiting_for_a_pod_its_affinity_needs_is_placed_once_that_pod_is() {
-    let core = core().await;
-    let dir = tempfile::tempdir().unwrap();
-    for i in 0..2 {
-        sim_node(&core, &format!("n{i}"), "8", dir.path());
-    }
-    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
-    start_scheduler(&core);
-    let near_cache = json!({"affinity": {"podAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"app": "cache"}},
-            "topologyKey": "kubernetes.io/hostname"}]}}});
+    let (core, _dir) = two_nodes_scheduled().await;
+    let near_cache = required("podAffinity", "cache");
     create(&core, pod("web", "100m", near_cache)).await;
     let message = eventually("web unschedulable", || scheduled_message(&core, "web")).await;
     assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod affinity rules.");
