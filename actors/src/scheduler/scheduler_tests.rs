@@ -185,13 +185,7 @@ async fn replicas_spread_and_taints_keep_pods_away() {
 
 #[actix::test]
 async fn a_thousand_pods_at_once_never_overcommit_a_node() {
-    let core = core().await;
-    let dir = tempfile::tempdir().unwrap();
-    for i in 0..3 {
-        sim_node(&core, &format!("n{i}"), "10", dir.path());
-    }
-    eventually("three nodes", || async { (ready_nodes(&core).await == 3).then_some(()) }).await;
-    start_scheduler(&core);
+    let (core, _dir) = nodes_scheduled(3, "10").await;
     let creates = (0..1000).map(|i| create(&core, pod(&format!("p{i}"), "100m", json!({}))));
     futures::future::join_all(creates).await;
     let pods = find("", "v1", "pods").unwrap();
@@ -256,15 +250,16 @@ async fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
     assert_eq!(node, "n1");
 }
 
-/// Two simulated 8-cpu nodes, Ready, and a scheduler (the nodes' directory goes with the
-/// second value).
-async fn two_nodes_scheduled() -> (ApiCore, tempfile::TempDir) {
+/// `count` simulated nodes of `cpu` cpus, `n0`, `n1`, ..., Ready, and a scheduler (the
+/// nodes' directory goes with the second value).
+async fn nodes_scheduled(count: usize, cpu: &str) -> (ApiCore, tempfile::TempDir) {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    for i in 0..2 {
-        sim_node(&core, &format!("n{i}"), "8", dir.path());
+    for i in 0..count {
+        sim_node(&core, &format!("n{i}"), cpu, dir.path());
     }
-    eventually("two nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    let ready = || async { (ready_nodes(&core).await == count).then_some(()) };
+    eventually(&format!("{count} nodes"), ready).await;
     start_scheduler(&core);
     (core, dir)
 }
@@ -287,7 +282,7 @@ async fn scheduled_message(core: &ApiCore, name: &str) -> Option<String> {
 
 #[actix::test]
 async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_node() {
-    let (core, _dir) = two_nodes_scheduled().await;
+    let (core, _dir) = nodes_scheduled(2, "8").await;
     let one_per_node = required("podAntiAffinity", "web");
     create(&core, pod("web-0", "100m", one_per_node.clone())).await;
     let first = eventually("web-0 bound", || node_of(&core, "web-0")).await;
@@ -353,7 +348,7 @@ async fn a_spread_constraint_keeps_zones_within_max_skew() {
 
 #[actix::test]
 async fn a_pod_waiting_for_a_pod_its_affinity_needs_is_placed_once_that_pod_is() {
-    let (core, _dir) = two_nodes_scheduled().await;
+    let (core, _dir) = nodes_scheduled(2, "8").await;
     let near_cache = required("podAffinity", "cache");
     create(&core, pod("web", "100m", near_cache)).await;
     let message = eventually("web unschedulable", || scheduled_message(&core, "web")).await;
