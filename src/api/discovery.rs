@@ -1,9 +1,11 @@
-//! Discovery: `/version`, `/api`, `/apis`, the per-group-version resource lists, and health.
+//! Discovery: `/version`, `/api`, `/apis` (plain, or aggregated when `Accept` asks for it, as
+//! kubectl does), the per-group-version resource lists, and health.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use kplane_actors::model::{resources, ResourceType};
 use serde_json::{json, Value};
 
+use super::media::{self, Conversion};
 use super::AppState;
 use crate::error::HttpError;
 
@@ -124,7 +126,15 @@ fn go_arch() -> &'static str {
     }
 }
 
-async fn api_versions() -> HttpResponse {
+/// `/api`: the core group's versions, or its aggregated discovery.
+async fn api_versions(req: HttpRequest) -> HttpResponse {
+    if let Some(version) = aggregated_asked(&req) {
+        let core = json!({
+            "metadata": {"creationTimestamp": null},
+            "versions": [aggregated_version("", "v1")],
+        });
+        return aggregated_response(version, vec![core]);
+    }
     json_response(json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -137,8 +147,20 @@ fn group_entry(group: &str, version: &str) -> Value {
     json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-/// `/apis`: the group list.
-pub fn api_groups() -> HttpResponse {
+/// `/apis`: the group list, or every group's aggregated discovery.
+pub fn api_groups(req: &HttpRequest) -> HttpResponse {
+    if let Some(version) = aggregated_asked(req) {
+        let groups = resources::api_groups()
+            .into_iter()
+            .map(|(group, version)| {
+                json!({
+                    "metadata": {"name": group, "creationTimestamp": null},
+                    "versions": [aggregated_version(group, version)],
+                })
+            })
+            .collect();
+        return aggregated_response(version, groups);
+    }
     let groups: Vec<Value> =
         resources::api_groups().into_iter().map(|(g, v)| group_entry(g, v)).collect();
     json_response(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
@@ -202,13 +224,78 @@ fn resource_entry(r: &ResourceType) -> Value {
         "kind": r.kind,
         "verbs": r.verbs(),
     });
+    add_names(&mut entry, r);
+    entry
+}
+
+/// A discovery entry's other names for `r`: its short names and categories, when it has any.
+fn add_names(entry: &mut Value, r: &ResourceType) {
     if !r.short_names.is_empty() {
         entry["shortNames"] = json!(r.short_names);
     }
     if r.in_category_all {
         entry["categories"] = json!(["all"]);
     }
-    entry
+}
+
+/// The version of aggregated discovery `Accept` asks for first, if any (kubectl asks for
+/// `v2`, then `v2beta1`, then plain JSON).
+fn aggregated_asked(req: &HttpRequest) -> Option<&'static str> {
+    match media::conversion(req, false) {
+        Conversion::Discovery(version) => Some(version),
+        _ => None,
+    }
+}
+
+/// An `APIGroupDiscoveryList` of `items`, in the content type that tells a client it is
+/// aggregated (clients decide by the content type, not the body).
+fn aggregated_response(version: &str, items: Vec<Value>) -> HttpResponse {
+    let list = json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    });
+    HttpResponse::Ok()
+        .content_type(format!(
+            "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+        ))
+        .insert_header(("Vary", "Accept"))
+        .body(list.to_string())
+}
+
+/// One group version's resources in aggregated form: each with its subresources nested, its
+/// response kind and scope.
+fn aggregated_version(group: &str, version: &str) -> Value {
+    let kind_of = |group: &str, version: &str, kind: &str| json!({"group": group, "version": version, "kind": kind});
+    let resources: Vec<Value> = resources::in_group_version(group, version)
+        .map(|r| {
+            let mut entry = json!({
+                "resource": r.plural,
+                "responseKind": kind_of(r.group, r.version, r.kind),
+                "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                "singularResource": r.singular,
+                "verbs": r.verbs(),
+            });
+            add_names(&mut entry, r);
+            if !r.subresources.is_empty() {
+                let subresources: Vec<Value> = r
+                    .subresources
+                    .iter()
+                    .map(|sub| {
+                        json!({
+                            "subresource": sub.name,
+                            "responseKind": kind_of(sub.group, sub.version, sub.kind),
+                            "verbs": sub.verbs,
+                        })
+                    })
+                    .collect();
+                entry["subresources"] = json!(subresources);
+            }
+            entry
+        })
+        .collect();
+    json!({"version": version, "resources": resources, "freshness": "Current"})
 }
 
 #[cfg(test)]
@@ -228,5 +315,85 @@ mod tests {
         assert_eq!(find("namespaces").unwrap()["namespaced"], false);
         assert!(find("leases").is_none());
         assert_eq!(resource_list("coordination.k8s.io", "v1")["resources"][0]["name"], "leases");
+    }
+
+    /// The aggregated form says what the plain list says, subresources nested under their
+    /// resource (as client-go turns one into the other).
+    #[test]
+    fn aggregated_versions_say_what_the_resource_lists_say() {
+        let mut groups = vec![("", "v1")];
+        groups.extend(resources::api_groups());
+        for (group, version) in groups {
+            let aggregated = aggregated_version(group, version);
+            let mut flattened = Vec::new();
+            for r in aggregated["resources"].as_array().unwrap() {
+                let kind = &r["responseKind"];
+                let mut entry = json!({
+                    "name": r["resource"],
+                    "singularName": r["singularResource"],
+                    "namespaced": r["scope"] == "Namespaced",
+                    "kind": kind["kind"],
+                    "verbs": r["verbs"],
+                });
+                for names in ["shortNames", "categories"] {
+                    if let Some(value) = r.get(names) {
+                        entry[names] = value.clone();
+                    }
+                }
+                assert_eq!(
+                    (kind["group"].as_str(), kind["version"].as_str()),
+                    (Some(group), Some(version))
+                );
+                flattened.push(entry);
+                for sub in r["subresources"].as_array().into_iter().flatten() {
+                    let kind = &sub["responseKind"];
+                    let mut entry = json!({
+                        "name": format!("{}/{}", r["resource"].as_str().unwrap(), sub["subresource"].as_str().unwrap()),
+                        "singularName": "",
+                        "namespaced": r["scope"] == "Namespaced",
+                        "kind": kind["kind"],
+                        "verbs": sub["verbs"],
+                    });
+                    if kind["group"] != group || kind["version"] != version {
+                        entry["group"] = kind["group"].clone();
+                        entry["version"] = kind["version"].clone();
+                    }
+                    flattened.push(entry);
+                }
+            }
+            assert_eq!(
+                json!(flattened),
+                resource_list(group, version)["resources"],
+                "{group}/{version}"
+            );
+            assert_eq!(aggregated["freshness"], "Current");
+        }
+        let core = aggregated_version("", "v1");
+        let rc = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "replicationcontrollers")
+            .unwrap();
+        let scale = rc["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "scale")
+            .unwrap();
+        assert_eq!(
+            scale["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
+        let nodes = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "nodes")
+            .unwrap();
+        assert_eq!(
+            (nodes["scope"].as_str(), nodes["shortNames"].clone()),
+            (Some("Cluster"), json!(["no"]))
+        );
     }
 }

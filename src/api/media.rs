@@ -43,12 +43,28 @@ pub enum Conversion {
     Metadata(&'static str),
     /// `PartialObjectMetadataList`: a list's items' metadata.
     MetadataList(&'static str),
+    /// Aggregated discovery (`APIGroupDiscoveryList` of this version of `apidiscovery.k8s.io`),
+    /// which only `/api` and `/apis` are turned into.
+    Discovery(&'static str),
 }
 
 impl Conversion {
     /// The conversion `as`, `g` and `v` ask for, if kube-apiserver serves it in `essence`
-    /// (a Table only as JSON or YAML, which a wildcard admits).
-    fn of(essence: &str, kind: &str, group: &str, version: &str) -> Option<Conversion> {
+    /// (a Table only as JSON or YAML, which a wildcard admits; aggregated discovery only as
+    /// JSON, and only of a `discovery` path).
+    fn of(
+        essence: &str,
+        kind: &str,
+        group: &str,
+        version: &str,
+        discovery: bool,
+    ) -> Option<Conversion> {
+        if group == "apidiscovery.k8s.io" {
+            let version = ["v2", "v2beta1"].into_iter().find(|v| *v == version)?;
+            let json = essence.eq_ignore_ascii_case("application/json");
+            return (discovery && json && kind == "APIGroupDiscoveryList")
+                .then_some(Conversion::Discovery(version));
+        }
         let version = ["v1", "v1beta1"].into_iter().find(|v| *v == version)?;
         if group != "meta.k8s.io" {
             return None;
@@ -82,7 +98,8 @@ struct MediaRange<'a> {
 
 /// `Accept`'s entries in order of preference, but for those asking for a conversion the
 /// server does not make (as kube-apiserver skips them), and whether there were such.
-fn ranges(accept: &str) -> (Vec<MediaRange<'_>>, bool) {
+/// `discovery`: the path is one that aggregated discovery is served at.
+fn ranges(accept: &str, discovery: bool) -> (Vec<MediaRange<'_>>, bool) {
     let mut unservable = false;
     let mut ranges: Vec<MediaRange> = accept
         .split(',')
@@ -104,7 +121,7 @@ fn ranges(accept: &str) -> (Vec<MediaRange<'_>>, bool) {
             let conversion = match kind {
                 None => Conversion::None,
                 Some(kind) => {
-                    let conversion = Conversion::of(essence, kind, group, version);
+                    let conversion = Conversion::of(essence, kind, group, version, discovery);
                     unservable |= conversion.is_none();
                     conversion?
                 }
@@ -146,7 +163,7 @@ fn chosen(
     req: &HttpRequest,
     streaming: bool,
 ) -> Result<(Encoding, Conversion), HttpError> {
-    let (ranges, unservable) = ranges(accept);
+    let (ranges, unservable) = ranges(accept, is_discovery(req.path()));
     // Nothing but refusals (`q=0`) or nothing at all: whatever the server writes, as before;
     // only asking for conversions alone that cannot be made is refused.
     if ranges.is_empty() && !unservable {
@@ -167,6 +184,11 @@ fn chosen(
         }
     }
     Err(HttpError::NotAcceptable(if streaming { STREAM_MEDIA_TYPES } else { RESPONSE_MEDIA_TYPES }))
+}
+
+/// Whether `path` is `/api` or `/apis`, which serve aggregated discovery when asked.
+fn is_discovery(path: &str) -> bool {
+    matches!(path.trim_end_matches('/'), "/api" | "/apis")
 }
 
 /// Kubernetes' `isPrettyPrint`: the `pretty` parameter when it is given (anything but a true
@@ -344,6 +366,36 @@ mod tests {
         }
         assert_eq!(converted("application/json"), None);
         assert_eq!(converted(&format!("text/html;as=Table,{list};q=0.5")), MetadataList("v1beta1"));
+    }
+
+    /// kubectl asks `/api` and `/apis` for aggregated discovery, `v2` first; other paths
+    /// have no such form.
+    #[test]
+    fn aggregated_discovery_is_a_conversion_of_api_and_apis_alone() {
+        use Conversion::*;
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        let kubectl = format!("{v2},{beta},application/json");
+        let converted = |path: &str, accept: &str| {
+            let req = TestRequest::get().uri(path).insert_header((header::ACCEPT, accept));
+            conversion(&req.to_http_request(), false)
+        };
+        for path in ["/api", "/apis", "/apis/", "/api?timeout=32s"] {
+            assert_eq!(converted(path, &kubectl), Discovery("v2"), "{path}");
+        }
+        assert_eq!(converted("/apis", &format!("{beta},application/json")), Discovery("v2beta1"));
+        assert_eq!(converted("/apis", &format!("{v2};q=0.5,application/json")), None);
+        let protobuf = v2.replace("application/json", "application/vnd.kubernetes.protobuf");
+        assert_eq!(converted("/apis", &format!("{protobuf},{beta}")), Discovery("v2beta1"));
+        assert_eq!(converted("/apis", "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json"), None);
+        for path in ["/api/v1", "/apis/policy/v1", "/api/v1/pods"] {
+            assert_eq!(converted(path, &kubectl), None, "{path}");
+        }
+        let only = |path: &str| {
+            let req = TestRequest::get().uri(path).insert_header((header::ACCEPT, v2));
+            negotiate(&req.to_http_request(), false).is_ok()
+        };
+        assert!(only("/api") && only("/apis") && !only("/api/v1/pods"));
     }
 
     #[test]

@@ -72,7 +72,7 @@ async fn named_group(
     match (group.filter(|g| !g.is_empty()), version.filter(|v| !v.is_empty()), rest) {
         (None, _, _) => {
             discovery_only(&req)?;
-            Ok(super::discovery::api_groups())
+            Ok(super::discovery::api_groups(&req))
         }
         (Some(group), None, _) => {
             discovery_only(&req)?;
@@ -474,7 +474,9 @@ async fn scale(
     if req.method() == Method::GET {
         let scale = core.get_scale(namespace, name).await?;
         return Ok(match media::conversion(req, false) {
-            Conversion::None => json_bytes(StatusCode::OK, scale.to_string().into()),
+            Conversion::None | Conversion::Discovery(_) => {
+                json_bytes(StatusCode::OK, scale.to_string().into())
+            }
             Conversion::Table(version) => {
                 let include = include_object(query)?;
                 table_response(StatusCode::OK, table::table_of_scale(scale, include), version)
@@ -647,7 +649,7 @@ fn object_response(
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     Ok(match media::conversion(req, false) {
-        Conversion::None => json_bytes(status, object.raw.clone()),
+        Conversion::None | Conversion::Discovery(_) => json_bytes(status, object.raw.clone()),
         Conversion::Table(version) => {
             let include = include_object(query)?;
             table_response(status, table::table_of_one(resource, object, include), version)
@@ -713,7 +715,9 @@ fn list_response(
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     Ok(match media::conversion(req, false) {
-        Conversion::None => json_bytes(StatusCode::OK, encode_list(resource, list)),
+        Conversion::None | Conversion::Discovery(_) => {
+            json_bytes(StatusCode::OK, encode_list(resource, list))
+        }
         Conversion::Table(version) => {
             let table = table::table(
                 resource,

@@ -26,7 +26,16 @@ fn version_api_resources_and_cluster_info() {
     let k = server.kubectl();
     let out = k.ok(&["version", "-o", "json"]);
     assert!(out.contains("\"minor\": \"32\""), "{out}");
-    let out = k.ok(&["api-resources"]);
+    // Discovery is aggregated: with a cold cache kubectl reads `/api` and `/apis` alone, not
+    // each group version's list.
+    let (ok, out, log) = k.run(&["api-resources", "-v=6"]);
+    assert!(ok, "{log}");
+    let fetched: Vec<&str> = log
+        .lines()
+        .filter_map(|line| line.split_once("GET http://")?.1.split_once('/').map(|(_, path)| path))
+        .filter_map(|path| path.split_once("?timeout").map(|(path, _)| path))
+        .collect();
+    assert_eq!(fetched, ["api", "apis"], "{log}");
     for needle in [
         "pods",
         "po",

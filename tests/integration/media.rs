@@ -70,6 +70,70 @@ fn json_indented_for_curl_yaml_on_request_and_406_otherwise() {
     assert_eq!((code, content_type.as_str()), (200, "application/json"));
 }
 
+/// `/api` and `/apis` answer in aggregated discovery when asked (kubectl asks for `v2`, then
+/// `v2beta1`, then plain JSON), with the content type clients decide by; plainly otherwise.
+#[test]
+fn aggregated_discovery_when_asked() {
+    let server = Server::start();
+    let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+    let kubectl = format!("{v2},{beta},application/json");
+    let (code, content_type, text) = server.get_with("/api", &[("Accept", &kubectl)]);
+    assert_eq!((code, content_type.as_str()), (200, v2), "{text}");
+    let core: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (core["kind"].as_str(), core["apiVersion"].as_str()),
+        (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io/v2"))
+    );
+    let version = &core["items"][0]["versions"][0];
+    let resources = version["resources"].as_array().unwrap();
+    let pods = resources.iter().find(|r| r["resource"] == "pods").unwrap();
+    assert_eq!(
+        (pods["scope"].as_str(), pods["shortNames"][0].as_str()),
+        (Some("Namespaced"), Some("po"))
+    );
+    assert!(pods["subresources"].as_array().unwrap().iter().any(|s| s["subresource"] == "status"));
+    // The same resources as the plain list, less its `parent/sub` entries.
+    let (_, plain) = server.get("/api/v1");
+    let names = |list: &[Value], key: &str| -> Vec<String> {
+        let mut names: Vec<String> = list
+            .iter()
+            .map(|r| r[key].as_str().unwrap().to_string())
+            .filter(|n| !n.contains('/'))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(resources, "resource"), names(plain["resources"].as_array().unwrap(), "name"));
+
+    let (code, content_type, text) = server.get_with("/apis/", &[("Accept", beta)]);
+    assert_eq!((code, content_type.as_str()), (200, beta), "{text}");
+    let groups: Value = serde_json::from_str(&text).unwrap();
+    let (_, plain) = server.get("/apis");
+    let group_names = |list: &Value, items: &str, name: &str| -> Vec<String> {
+        list[items]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g.pointer(name).unwrap().as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        group_names(&groups, "items", "/metadata/name"),
+        group_names(&plain, "groups", "/name")
+    );
+    assert!(group_names(&groups, "items", "/metadata/name")
+        .contains(&"coordination.k8s.io".to_string()));
+
+    // Not asked, or asked elsewhere: plain JSON; asked alone where it is not served: 406.
+    let (code, content_type, text) = server.get_with("/api", &[("Accept", "application/json")]);
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
+    assert!(text.contains("\"APIVersions\""), "{text}");
+    let (code, content_type, _) = server.get_with("/api/v1", &[("Accept", &kubectl)]);
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
+    assert_eq!(server.get_with("/api/v1/namespaces", &[("Accept", v2)]).0, 406);
+}
+
 /// `as=PartialObjectMetadata` and `as=PartialObjectMetadataList`, as client-go's metadata
 /// client asks: an object, a list's items and a watch's events carry only their metadata, in
 /// the asked version of `meta.k8s.io`; the form that does not fit the endpoint is 406.
