@@ -56,6 +56,22 @@ fn each_permission(rule: &Value, namespace: &str, mut visit: impl FnMut(Attribut
     }
 }
 
+/// Whether a ClusterRole aggregates: its aggregation rule has a selector (one without any
+/// selects nothing, as Kubernetes counts it).
+fn aggregates(role: &Value) -> bool {
+    role.pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)
+        .is_some_and(|selectors| !selectors.is_empty())
+}
+
+/// Every permission: what only cluster-admin holds.
+fn full_authority() -> [Value; 2] {
+    [
+        serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+        serde_json::json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+    ]
+}
+
 /// How many missing permissions a refusal names (and the check looks for).
 const MOST_MISSING: usize = 10;
 /// How many permissions one write's rules may expand to without `escalate` or `bind`.
@@ -132,12 +148,15 @@ impl Escalation<'_> {
         }
     }
 
-    /// Checks a role (`roles`/`clusterroles`, `object` as it is to be stored).
+    /// Checks a role (`roles`/`clusterroles`, `object` as it is to be stored, `stored` as it
+    /// is before an update). A ClusterRole's aggregation rule gathers the rules of any role it
+    /// selects, so setting, changing or dropping one takes every permission there is.
     pub fn check_role(
         &self,
         plural: &str,
         namespace: &str,
         object: &Value,
+        stored: Option<&Value>,
     ) -> Result<(), HttpError> {
         let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
         if self.may("escalate", plural, namespace, name) {
@@ -145,11 +164,22 @@ impl Escalation<'_> {
         }
         let rules = object.get("rules").and_then(Value::as_array).cloned().unwrap_or_default();
         let missing = self.not_held(&rules, namespace);
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(self.refusal(plural, name, &missing))
+        if !missing.is_empty() {
+            return Err(self.refusal(plural, name, &missing));
         }
+        let aggregating = aggregates(object) || stored.is_some_and(aggregates);
+        if aggregating && !self.not_held(&full_authority(), "").is_empty() {
+            return Err(HttpError::Forbidden {
+                message: format!(
+                    "{plural}.rbac.authorization.k8s.io {name:?} is forbidden: must have \
+                     cluster-admin privileges to use the aggregationRule"
+                ),
+                kind: plural.into(),
+                group: kplane_actors::model::resources::RBAC_GROUP.into(),
+                name: name.into(),
+            });
+        }
+        Ok(())
     }
 
     /// Checks a binding to a role whose rules are `role_rules` (`None`: the role does not

@@ -437,6 +437,57 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
 }
 
+/// A ClusterRole's aggregation rule gathers the rules of whatever roles it selects, so only
+/// who holds every permission may set or change one: a writer of ClusterRoles with a rule
+/// they hold cannot aggregate cluster-admin's into it.
+#[test]
+fn only_cluster_admins_set_aggregation_rules() {
+    let files = tempfile::tempdir().unwrap();
+    let (_server, _, root, bob) = rbac_server(files.path());
+    let writer = "--verb=create,get,list,update,patch";
+    let resources = "--resource=clusterroles.rbac.authorization.k8s.io";
+    root.ok(&["create", "clusterrole", "role-writer", writer, resources]);
+    root.ok(&[
+        "create",
+        "clusterrolebinding",
+        "bob-writes",
+        "--clusterrole=role-writer",
+        "--user=bob",
+    ]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob writes roles", || {
+        bob.run(&["auth", "can-i", "create", "clusterroles"]).1 == "yes\n"
+    });
+    bob.ok(&["create", "clusterrole", "bobs", "--verb=get", resources]);
+    let aggregate = r#"{"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"kubernetes.io/bootstrapping":"rbac-defaults"}}]}}"#;
+    let forbidden = r#"clusterroles.rbac.authorization.k8s.io "bobs" is forbidden: must have cluster-admin privileges to use the aggregationRule"#;
+    let refused = bob.refused(&["patch", "clusterrole", "bobs", "--type=merge", "-p", aggregate]);
+    assert!(refused.contains(forbidden), "{refused}");
+    let created = bob.refused(&[
+        "create",
+        "clusterrole",
+        "bobs2",
+        "--aggregation-rule=kubernetes.io/bootstrapping=rbac-defaults",
+    ]);
+    assert!(
+        created.contains("must have cluster-admin privileges to use the aggregationRule"),
+        "{created}"
+    );
+    assert_eq!(bob.run(&["auth", "can-i", "get", "secrets", "-A"]).1, "no\n");
+    // A role that aggregates stays out of reach once a cluster admin made it so.
+    let nothing =
+        r#"{"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"selects":"none"}}]}}"#;
+    root.ok(&["patch", "clusterrole", "bobs", "--type=merge", "-p", nothing]);
+    let refused = bob.refused(&[
+        "patch",
+        "clusterrole",
+        "bobs",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/aggregationRule"}]"#,
+    ]);
+    assert!(refused.contains(forbidden), "{refused}");
+}
+
 /// The audit log rotates at its size (`--audit-log-maxsize`, in megabytes): the full log is
 /// renamed with the time and a new one begun; past `--audit-log-maxbackup`, the oldest
 /// rotated logs go.
