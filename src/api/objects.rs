@@ -149,6 +149,10 @@ async fn dispatch(
             return super::proxy::serve(&req, payload, &state, resource.plural, namespace, name)
                 .await;
         }
+        // What is left of the subresources is the status alone, read and written below as
+        // part of its object; any other's method is not one it serves (a DELETE of
+        // `pods/x/log` must not delete the pod).
+        (Some(sub), _) if sub != "status" => return Err(HttpError::MethodNotAllowed),
         _ => {}
     }
     if resource.is_binding() {
@@ -217,7 +221,7 @@ async fn dispatch(
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
             let escalation = escalation(&req, &state, resource);
             if let Some(escalation) = &escalation {
-                check_escalation(escalation, &state, resource, namespace, &value).await?;
+                check_escalation(escalation, &state, resource, namespace, &value, true).await?;
             }
             let options = query.write_options(&req)?;
             let created = core.create(resource, namespace, value, &options).await?;
@@ -230,7 +234,7 @@ async fn dispatch(
             let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
             let escalation = escalation(&req, &state, resource);
             if let Some(escalation) = &escalation {
-                check_escalation(escalation, &state, resource, namespace, &value).await?;
+                check_escalation(escalation, &state, resource, namespace, &value, false).await?;
             }
             let options = query.write_options(&req)?;
             let (updated, created) = if status_only {
@@ -277,7 +281,8 @@ async fn dispatch(
                         .apply(resource, namespace, name, config.clone(), status_only, &dry)
                         .await?;
                     let preview = preview.object.to_value();
-                    check_escalation(escalation, &state, resource, namespace, &preview).await?;
+                    check_escalation(escalation, &state, resource, namespace, &preview, false)
+                        .await?;
                 }
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
@@ -297,8 +302,8 @@ async fn dispatch(
                 let preview = core
                     .patch(resource, namespace, name, patch_type, &patch, status_only, &dry)
                     .await?;
-                check_escalation(escalation, &state, resource, namespace, &preview.to_value())
-                    .await?;
+                let preview = preview.to_value();
+                check_escalation(escalation, &state, resource, namespace, &preview, false).await?;
             }
             let patched = core
                 .patch(resource, namespace, name, patch_type, &patch, status_only, &options)
@@ -324,16 +329,27 @@ fn escalation<'a>(
     Some(Escalation { authorizer: &state.security.as_ref()?.authorizer, user })
 }
 
-/// Refuses a role or binding that would grant more than its writer holds.
+/// Refuses a role or binding that would grant more than its writer holds (`creating`: a
+/// create, with no stored object to compare).
 async fn check_escalation(
     escalation: &Escalation<'_>,
     state: &AppState,
     resource: &'static ResourceType,
     namespace: &str,
     object: &Value,
+    creating: bool,
 ) -> Result<(), HttpError> {
     if matches!(resource.kind, "Role" | "ClusterRole") {
-        return escalation.check_role(resource.plural, namespace, object);
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let stored = match creating {
+            true => None,
+            false => match state.core.get(resource, namespace, name).await {
+                Ok(stored) => Some(stored.to_value()),
+                Err(ApiError::NotFound { .. }) => None,
+                Err(error) => return Err(error.into()),
+            },
+        };
+        return escalation.check_role(resource.plural, namespace, object, stored.as_ref());
     }
     let role_name = object.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
     let role = match object.pointer("/roleRef/kind").and_then(Value::as_str) {

@@ -598,6 +598,29 @@ fn no_write_spans_every_namespace() {
     assert!(verbs("configmaps").as_array().unwrap().contains(&json!("deletecollection")));
 }
 
+/// A subresource serves its own verbs only: a DELETE, PUT or PATCH of a pod's `log`, `exec`,
+/// `attach` or `portforward` is 405 and leaves the pod alone (it deleted, replaced or patched
+/// the pod, past what RBAC grants on `pods`).
+#[test]
+fn subresources_refuse_the_methods_they_do_not_serve() {
+    let server = Server::start_with_env(&[("KPLANE_AGENT__ENABLED", "false")]);
+    let pods = "/api/v1/namespaces/default/pods";
+    assert_eq!(server.post(pods, &pod("kept")).0, 201);
+    let merge = b"{\"metadata\":{\"labels\":{\"patched\":\"yes\"}}}".to_vec();
+    for sub in ["log", "exec", "attach", "portforward"] {
+        let path = format!("{pods}/kept/{sub}");
+        assert_status(&server.delete(&path), 405, "MethodNotAllowed");
+        assert_status(&server.put(&path, &pod("kept")), 405, "MethodNotAllowed");
+        let patched =
+            server.send_raw("PATCH", &path, Some("application/merge-patch+json"), merge.clone());
+        assert_status(&patched, 405, "MethodNotAllowed");
+    }
+    assert_status(&server.post(&format!("{pods}/kept/log"), &json!({})), 405, "MethodNotAllowed");
+    assert_status(&server.delete(&format!("{pods}/kept/binding")), 405, "MethodNotAllowed");
+    let (code, kept) = server.get(&format!("{pods}/kept"));
+    assert_eq!((code, &kept["metadata"]["labels"]), (200, &json!({"app": "web"})), "{kept}");
+}
+
 /// Kubernetes' update rules for ConfigMaps and Secrets: once `immutable`, their data stays;
 /// a Secret's type never changes; a uid in a replace must be the object's.
 #[test]
