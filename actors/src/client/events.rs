@@ -150,6 +150,8 @@ pub async fn record(
         component.to_string(),
     );
     let name = format!("{}.{:x}", object.name, unique_nanos());
+    // A cluster-scoped object's events go in `default`, as client-go's recorder puts them.
+    let namespace = if object.namespace.is_empty() { "default" } else { &object.namespace };
     // A new event's entry is taken before it is written, so that a repeat recorded meanwhile
     // counts into it rather than writing a second one.
     let repeated = {
@@ -173,7 +175,7 @@ pub async fn record(
     if let Some((first, count)) = repeated {
         let patch = json!({"count": count, "lastTimestamp": time});
         let patched =
-            client.patch(events, &object.namespace, &first, PatchType::Merge, &patch, false).await;
+            client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await;
         match patched {
             Ok(_) => return,
             // Gone meanwhile (deleted, or expired), or not written yet: recorded anew, and
@@ -185,9 +187,9 @@ pub async fn record(
             }
         }
     }
-    let event = json!({
+    let mut event = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": name, "namespace": object.namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "involvedObject": {"apiVersion": object.api_version, "kind": object.kind, "namespace": object.namespace,
             "name": object.name, "uid": object.uid},
         "reason": reason,
@@ -200,7 +202,10 @@ pub async fn record(
         "lastTimestamp": time,
         "count": 1,
     });
-    if let Err(error) = client.create(events, &object.namespace, event).await {
+    if object.namespace.is_empty() {
+        event["involvedObject"].as_object_mut().map(|o| o.remove("namespace"));
+    }
+    if let Err(error) = client.create(events, namespace, event).await {
         tracing::debug!(object = %object.name, %error, "recording an event");
         let mut recent = RECENT.lock().expect("event cache lock");
         if recent.get(&similar).is_some_and(|r| r.name == name) {
@@ -233,6 +238,36 @@ mod tests {
             .collect();
         seen.sort();
         assert_eq!(seen, [("BackOff".to_string(), 3), ("Started".to_string(), 1)]);
+    }
+
+    /// A cluster-scoped object's events go in `default`, naming no namespace for the object.
+    #[actix::test]
+    async fn events_of_cluster_scoped_objects_go_in_default() {
+        let core = crate::testing::core().await;
+        let node = ObjectRef {
+            kind: "Node",
+            api_version: "v1".into(),
+            namespace: String::new(),
+            name: "n1".into(),
+            uid: "uid-node".into(),
+        };
+        record(
+            &core,
+            &node,
+            EventKind::Normal,
+            "NodeReady",
+            "Node n1 status is now: NodeReady",
+            "kubelet",
+        )
+        .await;
+        let events = resources::find("", "v1", "events").unwrap();
+        let list =
+            ApiClient::list(&core, events, Some("default"), &ListOptions::default()).await.unwrap();
+        let event = list.items.iter().find(|e| e["reason"] == "NodeReady").expect("recorded");
+        assert_eq!(
+            event["involvedObject"],
+            json!({"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-node"})
+        );
     }
 
     #[actix::test]

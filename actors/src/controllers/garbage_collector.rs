@@ -6,12 +6,19 @@
 //! - an owner marked with the `foregroundDeletion` finalizer: its dependents are deleted (those
 //!   with another owner that stays only let go of it), and once none is left whose reference
 //!   says `blockOwnerDeletion`, the finalizer is removed, so the owner goes after them.
+//!
+//! An owner is one of the dependent's namespace (or cluster-scoped): a namespaced object
+//! whose reference names an owner in another namespace has no such owner, and is collected
+//! with an `OwnerRefInvalidNamespace` warning. A reference the collector cannot resolve (a
+//! kind not served here, or a namespaced owner of a cluster-scoped object) keeps its object
+//! for good, as Kubernetes' collector retries one it cannot map rather than delete.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::{object_uid, ApiClient};
 use crate::core::{
@@ -32,6 +39,67 @@ struct Node {
     blocking: Vec<String>,
     finalizers: Vec<String>,
     deleting: bool,
+    /// The object's owner references, for the events that name them.
+    references: Vec<Value>,
+    /// A reference cannot be resolved here: the object is never collected.
+    unresolvable: bool,
+}
+
+/// The reporter of the collector's events, as Kubernetes names it.
+const COMPONENT: &str = "garbage-collector-controller";
+
+/// The resource an owner reference of a dependent (`dependent_namespaced`: of a namespaced
+/// kind) names, if it can be resolved: a kind served here in that version, and not a
+/// namespaced owner of a cluster-scoped object.
+fn resolve(reference: &Value, dependent_namespaced: bool) -> Option<&'static ResourceType> {
+    let api_version = reference["apiVersion"].as_str()?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let resource = resources::find_by_kind(group, reference["kind"].as_str()?)?;
+    let fits = resource.version == version && (dependent_namespaced || !resource.namespaced);
+    fits.then_some(resource)
+}
+
+/// A reference as Kubernetes' collector writes one in its events.
+fn describe_reference(reference: &Value, namespace: &str) -> String {
+    let text = |key: &str| reference[key].as_str().unwrap_or("").to_string();
+    format!(
+        "[{}/{}, namespace: {namespace}, name: {}, uid: {}]",
+        text("apiVersion"),
+        text("kind"),
+        text("name"),
+        text("uid")
+    )
+}
+
+/// A plain object as the collector keeps it: its resource, and its namespace (an index into
+/// the collector's namespaces).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Plain {
+    resource: &'static ResourceType,
+    namespace: u32,
+}
+
+/// The namespaces of plain objects, each kept once.
+#[derive(Default)]
+struct Namespaces {
+    names: Vec<Box<str>>,
+    ids: FastMap<Box<str>, u32>,
+}
+
+impl Namespaces {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.into());
+        self.ids.insert(name.into(), id);
+        id
+    }
+
+    fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", |name| name)
+    }
 }
 
 /// Stops the collector (its list-watches end with it).
@@ -58,9 +126,10 @@ pub struct GarbageCollector {
     /// Objects the collector may act on: they name owners or finalizers, or are being
     /// deleted.
     nodes: FastMap<String, Node>,
-    /// Every other object (most of a cluster's), kept only as an owner that exists: its uid
-    /// and resource, 24 bytes when the uid is a UUID.
-    plain: FastMap<PlainUid, &'static ResourceType>,
+    /// Every other object (most of a cluster's), kept only as an owner that exists: its uid,
+    /// resource and namespace, 48 bytes when the uid is a UUID.
+    plain: FastMap<PlainUid, Plain>,
+    namespaces: Namespaces,
     dependents: FastMap<String, FastSet<String>>,
     /// Resources listed at least once: dangling references are only judged after all are.
     listed: FastSet<&'static str>,
@@ -100,6 +169,7 @@ impl GarbageCollector {
             client,
             nodes: FastMap::default(),
             plain: FastMap::default(),
+            namespaces: Namespaces::default(),
             dependents: FastMap::default(),
             listed: FastSet::default(),
             to_list,
@@ -130,10 +200,13 @@ impl GarbageCollector {
         let (owners, blocking) = (uids(false), uids(true));
         let finalizers = strings(&meta["finalizers"]);
         let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
+        let namespace = meta["namespace"].as_str().unwrap_or("");
         if owners.is_empty() && finalizers.is_empty() && !deleting {
-            self.plain.insert(PlainUid::of(&uid), resource);
+            let namespace = self.namespaces.id(namespace);
+            self.plain.insert(PlainUid::of(&uid), Plain { resource, namespace });
             return uid;
         }
+        let unresolvable = references.iter().any(|r| resolve(r, resource.namespaced).is_none());
         for owner in &owners {
             self.dependents.entry(owner.clone()).or_default().insert(uid.clone());
         }
@@ -141,12 +214,14 @@ impl GarbageCollector {
             uid.clone(),
             Node {
                 resource,
-                namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
+                namespace: namespace.to_string(),
                 name: meta["name"].as_str().unwrap_or("").to_string(),
                 owners,
                 blocking,
                 finalizers,
                 deleting,
+                references: references.to_vec(),
+                unresolvable,
             },
         );
         uid
@@ -172,6 +247,16 @@ impl GarbageCollector {
     /// Whether the object `uid` exists, by the graph.
     fn exists(&self, uid: &str) -> bool {
         self.plain.contains_key(&PlainUid::of(uid)) || self.nodes.contains_key(uid)
+    }
+
+    /// Whether the object `uid` exists as an owner of an object in `namespace`: cluster-scoped,
+    /// or in that namespace.
+    fn owns_in(&self, uid: &str, namespace: &str) -> bool {
+        if let Some(plain) = self.plain.get(&PlainUid::of(uid)) {
+            return !plain.resource.namespaced
+                || self.namespaces.name(plain.namespace) == namespace;
+        }
+        self.nodes.get(uid).is_some_and(|n| !n.resource.namespaced || n.namespace == namespace)
     }
 
     /// Live dependents of `uid`.
@@ -251,8 +336,9 @@ impl GarbageCollector {
 
     /// Whether `uid` exists and is not itself waiting for its dependents to go (Kubernetes'
     /// "solid" owner: one that keeps a dependent).
-    fn keeps_dependents(&self, uid: &str) -> bool {
-        self.exists(uid) && !self.waits_for_dependents(uid)
+    /// (A dependent's owner is one of its `namespace`, or cluster-scoped.)
+    fn keeps_dependents(&self, uid: &str, namespace: &str) -> bool {
+        self.owns_in(uid, namespace) && !self.waits_for_dependents(uid)
     }
 
     /// Deletes `uid` if, by the graph, none of its owners exists any more, and the API server
@@ -261,10 +347,28 @@ impl GarbageCollector {
     /// Kubernetes' collector removes dangling references from an object that keeps an owner.
     fn collect_if_orphaned(&mut self, uid: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid) else { return };
-        let present = node.owners.iter().filter(|o| self.exists(o)).count();
+        if node.unresolvable {
+            let misplaced = node.references.iter().filter(|r| {
+                let resolved = resolve(r, true);
+                node.namespace.is_empty() && resolved.is_some_and(|owner| owner.namespaced)
+            });
+            let misplaced: Vec<&Value> = misplaced.collect();
+            self.report_misplaced(uid, node, &misplaced, ctx);
+            return;
+        }
+        let present = node.owners.iter().filter(|o| self.owns_in(o, &node.namespace)).count();
         if node.owners.is_empty() || present == node.owners.len() {
             return;
         }
+        // Owners elsewhere, for this object, are none of its own.
+        let misplaced: Vec<&Value> = (node.references.iter())
+            .filter(|r| {
+                r["uid"]
+                    .as_str()
+                    .is_some_and(|o| self.exists(o) && !self.owns_in(o, &node.namespace))
+            })
+            .collect();
+        self.report_misplaced(uid, node, &misplaced, ctx);
         let (node, uid, client) = (node.clone(), uid.to_string(), self.client.clone());
         if present > 0 {
             ctx.spawn(
@@ -291,7 +395,7 @@ impl GarbageCollector {
             return;
         }
         let client = self.client.clone();
-        if node.owners.iter().any(|o| o != owner && self.keeps_dependents(o)) {
+        if node.owners.iter().any(|o| o != owner && self.keeps_dependents(o, &node.namespace)) {
             let owner = owner.to_string();
             let (uid, field) = (uid.to_string(), "ownerReferences");
             ctx.spawn(
@@ -346,6 +450,42 @@ impl GarbageCollector {
         );
     }
 
+    /// Warns that `references` of `node` name owners outside its namespace.
+    fn report_misplaced(
+        &self,
+        uid: &str,
+        node: &Node,
+        references: &[&Value],
+        ctx: &mut Context<Self>,
+    ) {
+        if references.is_empty() {
+            return;
+        }
+        let object = ObjectRef {
+            kind: node.resource.kind,
+            api_version: node.resource.api_version(),
+            namespace: node.namespace.clone(),
+            name: node.name.clone(),
+            uid: uid.to_string(),
+        };
+        let messages: Vec<String> = (references.iter())
+            .map(|r| {
+                let owner = describe_reference(r, &node.namespace);
+                format!("ownerRef {owner} does not exist in namespace {:?}", node.namespace)
+            })
+            .collect();
+        let client = self.client.clone();
+        ctx.spawn(
+            async move {
+                for message in messages {
+                    let (kind, reason) = (EventKind::Warning, "OwnerRefInvalidNamespace");
+                    events::record(&*client, &object, kind, reason, &message, COMPONENT).await;
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
     /// Whether `uid` is being deleted in the foreground (waiting for its dependents).
     fn waits_for_dependents(&self, uid: &str) -> bool {
         self.nodes
@@ -373,22 +513,19 @@ fn delete_options(uid: &str, resource_version: Option<String>) -> DeleteOptions 
     }
 }
 
-/// Whether the owner an owner reference of `node` names exists, asked of the API server. An
-/// owner of a kind not served here cannot exist here.
+/// Whether the owner an owner reference of `node` names exists, asked of the API server
+/// (`None`: the reference cannot be resolved, see [`resolve`]).
 async fn owner_exists(
     client: &dyn ApiClient,
     node: &Node,
     reference: &Value,
-) -> Result<bool, ApiError> {
-    let group = reference["apiVersion"].as_str().and_then(|v| v.rsplit_once('/'));
-    let group = group.map_or("", |(group, _)| group);
-    let kind = reference["kind"].as_str().unwrap_or("");
-    let Some(resource) = resources::find_by_kind(group, kind) else { return Ok(false) };
+) -> Result<Option<bool>, ApiError> {
+    let Some(resource) = resolve(reference, node.resource.namespaced) else { return Ok(None) };
     let namespace = if resource.namespaced { node.namespace.as_str() } else { "" };
     let name = reference["name"].as_str().unwrap_or("");
     match client.get(resource, namespace, name).await {
-        Ok(owner) => Ok(uid_of(&owner) == reference["uid"].as_str().unwrap_or("")),
-        Err(ApiError::NotFound { .. }) => Ok(false),
+        Ok(owner) => Ok(Some(uid_of(&owner) == reference["uid"].as_str().unwrap_or(""))),
+        Err(ApiError::NotFound { .. }) => Ok(Some(false)),
         Err(error) => Err(error),
     }
 }
@@ -403,8 +540,10 @@ async fn release_dangling(client: &dyn ApiClient, node: &Node, uid: &str) -> Res
     let references = live["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
     let mut dangling = Vec::new();
     for reference in &references {
-        if !owner_exists(client, node, reference).await? {
-            dangling.push(reference["uid"].clone());
+        match owner_exists(client, node, reference).await? {
+            Some(true) => {}
+            Some(false) => dangling.push(reference["uid"].clone()),
+            None => return Ok(()),
         }
     }
     if dangling.is_empty() || dangling.len() == references.len() {
@@ -426,7 +565,7 @@ async fn collect_orphan(client: &dyn ApiClient, node: &Node, uid: &str) -> Resul
         return Ok(());
     }
     for reference in &references {
-        if owner_exists(client, node, reference).await? {
+        if owner_exists(client, node, reference).await? != Some(false) {
             return Ok(());
         }
     }
@@ -522,7 +661,7 @@ impl Handler<Informed> for GarbageCollector {
     fn handle(&mut self, Informed(resource, feed): Informed, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                self.plain.retain(|_, r| *r != resource);
+                self.plain.retain(|_, plain| plain.resource != resource);
                 let stale: Vec<String> = (self.nodes.iter())
                     .filter(|(_, node)| node.resource == resource)
                     .map(|(uid, _)| uid.clone())
@@ -743,6 +882,72 @@ mod tests {
             (get(&core, "a").await.is_none() && get(&core, "b").await.is_none()).then_some(())
         })
         .await;
+    }
+
+    /// Owners are of the dependent's namespace: one named in another is none (the dependent
+    /// is collected, with a warning); a namespaced owner of a cluster-scoped object, or an
+    /// owner of a kind not served, cannot be resolved, and keeps its dependent for good.
+    #[actix::test]
+    async fn owners_are_resolved_in_the_dependents_namespace() {
+        let core = core().await;
+        GarbageCollector::new(Arc::new(core.clone())).start();
+        let namespaces = resources::core("namespaces");
+        let other = json!({"metadata": {"name": "other"}});
+        ApiClient::create(&core, namespaces, "", other).await.unwrap();
+        let owner = create(&core, "owner", None, &[]).await;
+        let reference = |api_version: &str, kind: &str| {
+            json!([{"apiVersion": api_version, "kind": kind, "name": "owner",
+                "uid": owner["metadata"]["uid"]}])
+        };
+        let roles = resources::find(resources::RBAC_GROUP, "v1", "clusterroles").unwrap();
+        let role = json!({"metadata": {"name": "owned-role",
+            "ownerReferences": reference("v1", "ConfigMap")}, "rules": []});
+        ApiClient::create(&core, roles, "", role).await.unwrap();
+        for (name, api_version, kind) in
+            [("widget-owned", "example.com/v1", "Widget"), ("old-version-owned", "v2", "ConfigMap")]
+        {
+            let owned = json!({"metadata": {"name": name,
+                "ownerReferences": reference(api_version, kind)}});
+            ApiClient::create(&core, cms(), "default", owned).await.unwrap();
+        }
+        let elsewhere = json!({"metadata": {"name": "elsewhere",
+            "ownerReferences": reference("v1", "ConfigMap")}});
+        ApiClient::create(&core, cms(), "other", elsewhere).await.unwrap();
+        eventually("the dependent in another namespace is collected", || async {
+            ApiClient::get(&core, cms(), "other", "elsewhere").await.is_err().then_some(())
+        })
+        .await;
+        let events = resources::core("events");
+        let warned = eventually("the misplaced references are reported", || async {
+            let list = ApiClient::list(&core, events, None, &Default::default()).await.ok()?;
+            let warnings: Vec<Value> = (list.items.into_iter())
+                .filter(|e| e["reason"] == "OwnerRefInvalidNamespace")
+                .collect();
+            (warnings.len() == 2).then_some(warnings)
+        })
+        .await;
+        let message = |name: &str| {
+            let event = warned.iter().find(|e| e["involvedObject"]["name"] == name).unwrap();
+            event["message"].as_str().unwrap().to_string()
+        };
+        let uid = owner["metadata"]["uid"].as_str().unwrap();
+        assert_eq!(
+            message("elsewhere"),
+            format!("ownerRef [v1/ConfigMap, namespace: other, name: owner, uid: {uid}] does not exist in namespace \"other\"")
+        );
+        assert!(message("owned-role").ends_with("does not exist in namespace \"\""));
+        // Deleting the owner leaves what cannot be resolved: once a dependent judged after
+        // them is collected, they were judged and kept.
+        delete(&core, "owner", "Background").await;
+        let ghost = json!({"metadata": {"name": "ghost", "uid": "no-such-uid"}});
+        create(&core, "haunted", Some(&ghost), &[]).await;
+        eventually("a dangling dependent is collected", || async {
+            get(&core, "haunted").await.is_none().then_some(())
+        })
+        .await;
+        assert!(get(&core, "widget-owned").await.is_some());
+        assert!(get(&core, "old-version-owned").await.is_some());
+        assert!(ApiClient::get(&core, roles, "", "owned-role").await.is_ok());
     }
 
     #[actix::test]
