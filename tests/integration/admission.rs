@@ -157,6 +157,46 @@ fn resource_quotas_count_and_bound_what_a_namespace_holds() {
     assert!(run("e", Some("100m")).0);
 }
 
+/// A quota with a scope selector counts and bounds only the pods it selects: those of the
+/// priority classes it names (`kubectl create quota --scopes` and a selector from a file).
+#[test]
+fn quotas_select_pods_by_priority_class() {
+    let server = Server::start();
+    let k = server.kubectl();
+    k.ok(&["create", "namespace", "tiers"]);
+    k.ok(&["create", "priorityclass", "high", "--value=1000"]);
+    let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: high, namespace: tiers}\n\
+        spec:\n  hard: {pods: \"1\"}\n  scopeSelector:\n    matchExpressions:\n\
+        \x20   - {scopeName: PriorityClass, operator: In, values: [high]}\n";
+    k.ok(&["create", "-f", k.write("quota.yaml", quota).to_str().unwrap()]);
+    let used =
+        || k.ok(&["get", "quota", "high", "-n", "tiers", "-o", "jsonpath={.status.used.pods}"]);
+    wait_until(Duration::from_secs(10), "the quota's usage is worked out", || used() == "0");
+    let run = |name: &str, class: Option<&str>| {
+        let class = class.map_or(String::new(), |c| format!(r#""priorityClassName": "{c}", "#));
+        let overrides = format!(
+            r#"{{"spec": {{{class}"containers": [{{"name": "{name}", "image": "kplane/pause"}}]}}}}"#
+        );
+        k.run(&["run", name, "-n", "tiers", "--image=kplane/pause", "--overrides", &overrides])
+    };
+    assert!(run("first", Some("high")).0);
+    let (ok, _, err) = run("second", Some("high"));
+    assert!(
+        !ok && err
+            .contains("exceeded quota: high, requested: pods=1, used: pods=1, limited: pods=1"),
+        "{err}"
+    );
+    assert!(run("plain", None).0, "a pod the quota does not select is not counted");
+    assert_eq!(used(), "1");
+    // What Kubernetes refuses of a selector.
+    let bad = quota.replace("values: [high]", "values: []").replace("name: high,", "name: bad,");
+    let (ok, _, err) = k.run(&["create", "-f", k.write("bad.yaml", &bad).to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("spec.scopeSelector.matchExpressions.values: Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector"),
+        "{err}"
+    );
+}
+
 /// Creates racing for a quota's last units: exactly as many as it allows get in, the others
 /// are refused with 403 (never a 5xx), and the quota's usage says so. A service that grows
 /// into a load balancer is charged on update.

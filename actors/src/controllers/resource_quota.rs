@@ -110,7 +110,7 @@ async fn recalculate(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiE
     let mut listed: BTreeMap<&'static str, Vec<Value>> = BTreeMap::new();
     let now = chrono::Utc::now();
     for quota_object in quota_objects {
-        let Some(scopes) = quota::matched_scopes(&quota_object) else { continue };
+        let Some(scopes) = quota::scope_requirements(&quota_object) else { continue };
         let hard = json::at(&quota_object, "/spec/hard").cloned().unwrap_or(json!({}));
         let hard_amounts = quota::amounts(Some(&hard));
         let mut used: Usage = hard_amounts.keys().map(|r| (r.clone(), 0)).collect();

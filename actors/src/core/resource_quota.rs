@@ -64,7 +64,7 @@ fn judge(
     quota_object: &Value,
 ) -> Result<Verdict, String> {
     let name = json::at(quota_object, "/metadata/name").and_then(Value::as_str).unwrap_or("");
-    let Some(scopes) = quota::matched_scopes(quota_object) else { return Ok(Verdict::Ignores) };
+    let Some(scopes) = quota::scope_requirements(quota_object) else { return Ok(Verdict::Ignores) };
     if !quota::scopes_match(&scopes, resource, object) {
         return Ok(Verdict::Ignores);
     }

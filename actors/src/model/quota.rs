@@ -18,11 +18,25 @@ const ONE: i128 = 1000;
 /// still far from wrapping when added to.
 const HUGE: i128 = i128::MAX / 1024;
 
-/// The scopes this server can match objects against (`PriorityClass` and
-/// `CrossNamespacePodAffinity` scopes, and scope selectors, are not matched: a quota naming
-/// them is left alone).
-pub const MATCHED_SCOPES: [&str; 4] =
-    ["Terminating", "NotTerminating", "BestEffort", "NotBestEffort"];
+/// The scopes this server matches objects against (a quota naming another is left alone).
+pub const MATCHED_SCOPES: [&str; 6] = [
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+];
+
+/// One of the requirements a scoped quota puts on what it counts: each of its `scopes` (with
+/// `Exists`), and each expression of its `scopeSelector`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ScopeRequirement<'a> {
+    pub scope: &'a str,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: &'a str,
+    pub values: Vec<&'a str>,
+}
 
 /// Whether amounts of `resource` are bytes, written back in powers of 1024 when whole KiB.
 pub fn counts_bytes(resource: &str) -> bool {
@@ -242,38 +256,87 @@ fn is_terminal(pod: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
     deleted.is_some_and(|at| at.checked_add_signed(grace).is_some_and(|end| end < now))
 }
 
-/// Whether a quota with `scopes` (all of which are [`MATCHED_SCOPES`]) takes in `object` of
-/// `resource`: an unscoped quota takes in everything; a scoped one only pods, by whether they
-/// have a deadline (Terminating) and whether they request and limit nothing (BestEffort).
-pub fn scopes_match(scopes: &[&str], resource: &ResourceType, object: &Value) -> bool {
-    if scopes.is_empty() {
+/// Whether a quota with `requirements` (on [`MATCHED_SCOPES`] alone) takes in `object` of
+/// `resource`, as Kubernetes' pod evaluator matches scopes: an unscoped quota takes in
+/// everything; a scoped one only pods, by whether they have a deadline (Terminating), request
+/// and limit nothing (BestEffort), name a priority class (PriorityClass, whose `In`, `NotIn`,
+/// `Exists` and `DoesNotExist` select by its name) or have a pod affinity term naming other
+/// namespaces (CrossNamespacePodAffinity).
+pub fn scopes_match(
+    requirements: &[ScopeRequirement<'_>],
+    resource: &ResourceType,
+    object: &Value,
+) -> bool {
+    if requirements.is_empty() {
         return true;
     }
     if !resource.group.is_empty() || resource.kind != "Pod" {
         return false;
     }
+    let spec = object.get("spec");
     let terminating = json::at(object, "/spec/activeDeadlineSeconds")
         .and_then(Value::as_i64)
         .is_some_and(|s| s >= 0);
-    let best_effort = object.get("spec").is_none_or(|spec| qos::qos_class(spec) == "BestEffort");
-    scopes.iter().all(|scope| match *scope {
+    let best_effort = spec.is_none_or(|spec| qos::qos_class(spec) == "BestEffort");
+    let priority_class = json::at(object, "/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty());
+    requirements.iter().all(|requirement| match requirement.scope {
         "Terminating" => terminating,
         "NotTerminating" => !terminating,
         "BestEffort" => best_effort,
         "NotBestEffort" => !best_effort,
+        "PriorityClass" => {
+            let listed = priority_class.is_some_and(|name| requirement.values.contains(&name));
+            match requirement.operator {
+                "In" => listed,
+                "NotIn" => !listed,
+                "DoesNotExist" => priority_class.is_none(),
+                _ => priority_class.is_some(),
+            }
+        }
+        "CrossNamespacePodAffinity" => spec.is_some_and(has_cross_namespace_affinity),
         _ => false,
     })
 }
 
-/// A quota's scopes, or `None` when it names one this server does not match (or a scope
-/// selector), so that it is left alone.
-pub fn matched_scopes(quota: &Value) -> Option<Vec<&str>> {
-    if json::at(quota, "/spec/scopeSelector").is_some_and(|s| !s.is_null()) {
-        return None;
-    }
+/// Whether a pod's affinity or anti-affinity has a term (required or preferred) that names
+/// namespaces or a namespace selector.
+fn has_cross_namespace_affinity(spec: &Value) -> bool {
+    let crosses = |term: &Value| {
+        term.get("namespaceSelector").is_some_and(|s| !s.is_null())
+            || term.get("namespaces").and_then(Value::as_array).is_some_and(|n| !n.is_empty())
+    };
+    ["podAffinity", "podAntiAffinity"].iter().any(|kind| {
+        let Some(affinity) = spec.get("affinity").and_then(|a| a.get(kind)) else {
+            return false;
+        };
+        let terms = |key: &str| affinity.get(key).and_then(Value::as_array).into_iter().flatten();
+        terms("requiredDuringSchedulingIgnoredDuringExecution").any(crosses)
+            || terms("preferredDuringSchedulingIgnoredDuringExecution")
+                .any(|weighted| weighted.get("podAffinityTerm").is_some_and(crosses))
+    })
+}
+
+/// A quota's scope requirements (its scopes, then its scope selector's expressions), or
+/// `None` when one names a scope this server does not match, so that it is left alone.
+pub fn scope_requirements(quota: &Value) -> Option<Vec<ScopeRequirement<'_>>> {
     let scopes = json::at(quota, "/spec/scopes").and_then(Value::as_array);
-    let scopes: Vec<&str> = scopes.into_iter().flatten().filter_map(Value::as_str).collect();
-    scopes.iter().all(|s| MATCHED_SCOPES.contains(s)).then_some(scopes)
+    let mut requirements: Vec<ScopeRequirement> = (scopes.into_iter().flatten())
+        .filter_map(Value::as_str)
+        .map(|scope| ScopeRequirement { scope, operator: "Exists", values: Vec::new() })
+        .collect();
+    let expressions = json::at(quota, "/spec/scopeSelector/matchExpressions");
+    for expression in expressions.and_then(Value::as_array).into_iter().flatten() {
+        let text = |key: &str| expression.get(key).and_then(Value::as_str).unwrap_or("");
+        let values = expression.get("values").and_then(Value::as_array).into_iter().flatten();
+        requirements.push(ScopeRequirement {
+            scope: text("scopeName"),
+            operator: text("operator"),
+            values: values.filter_map(Value::as_str).collect(),
+        });
+    }
+    requirements.iter().all(|r| MATCHED_SCOPES.contains(&r.scope)).then_some(requirements)
 }
 
 /// Amounts as Kubernetes prints them in messages: `name=amount`, by name, comma-separated.
@@ -397,17 +460,72 @@ mod tests {
     #[test]
     fn scoped_quotas_take_in_only_the_pods_of_their_scopes() {
         let pods = find("", "v1", "pods").unwrap();
+        let matches = |quota: Value, pod: &Value| {
+            let requirements = scope_requirements(&quota).expect("matched scopes");
+            scopes_match(&requirements, pods, pod)
+        };
+        let scoped = |scopes: &[&str]| json!({"spec": {"scopes": scopes}});
         let best_effort = json!({"spec": {"containers": [{}]}});
         let deadline = json!({"spec": {"activeDeadlineSeconds": 60,
             "containers": [{"resources": {"requests": {"cpu": "1"}}}]}});
-        assert!(scopes_match(&["BestEffort"], pods, &best_effort));
-        assert!(!scopes_match(&["BestEffort"], pods, &deadline));
-        assert!(scopes_match(&["Terminating", "NotBestEffort"], pods, &deadline));
-        assert!(scopes_match(&[], pods, &deadline));
+        assert!(matches(scoped(&["BestEffort"]), &best_effort));
+        assert!(!matches(scoped(&["BestEffort"]), &deadline));
+        assert!(matches(scoped(&["Terminating", "NotBestEffort"]), &deadline));
+        assert!(matches(scoped(&[]), &deadline));
         let configmaps = find("", "v1", "configmaps").unwrap();
-        assert!(!scopes_match(&["NotTerminating"], configmaps, &json!({})));
-        let scoped = json!({"spec": {"scopes": ["BestEffort"]}});
-        assert_eq!(matched_scopes(&scoped), Some(vec!["BestEffort"]));
-        assert_eq!(matched_scopes(&json!({"spec": {"scopes": ["PriorityClass"]}})), None);
+        let not_terminating = scoped(&["NotTerminating"]);
+        let not_terminating = scope_requirements(&not_terminating).unwrap();
+        assert!(!scopes_match(&not_terminating, configmaps, &json!({})));
+        assert_eq!(
+            scope_requirements(&json!({"spec": {"scopes": ["VolumeAttributesClass"]}})),
+            None
+        );
+
+        // Priority classes, by the scope selector's operators.
+        let selected = |operator: &str, values: &[&str]| {
+            json!({"spec": {"scopeSelector": {"matchExpressions": [
+                {"scopeName": "PriorityClass", "operator": operator, "values": values}]}}})
+        };
+        let high = json!({"spec": {"priorityClassName": "high", "containers": [{}]}});
+        let (low, none) = (json!({"spec": {"priorityClassName": "low"}}), best_effort.clone());
+        assert!(matches(selected("In", &["high", "mid"]), &high));
+        assert!(
+            !matches(selected("In", &["high"]), &low) && !matches(selected("In", &["high"]), &none)
+        );
+        assert!(!matches(selected("NotIn", &["high"]), &high));
+        assert!(
+            matches(selected("NotIn", &["high"]), &low)
+                && matches(selected("NotIn", &["high"]), &none)
+        );
+        assert!(matches(selected("Exists", &[]), &low) && !matches(selected("Exists", &[]), &none));
+        assert!(
+            matches(selected("DoesNotExist", &[]), &none)
+                && !matches(selected("DoesNotExist", &[]), &high)
+        );
+        assert!(
+            matches(scoped(&["PriorityClass"]), &high)
+                && !matches(scoped(&["PriorityClass"]), &none)
+        );
+        // Scopes and expressions together: all must hold.
+        let both = json!({"spec": {"scopes": ["BestEffort"], "scopeSelector": {"matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}});
+        assert!(matches(both.clone(), &high) && !matches(both, &low));
+
+        // Pod affinity terms that name other namespaces.
+        let affine = |term: Value| {
+            json!({"spec": {"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": term}]}}}})
+        };
+        let crossing = scoped(&["CrossNamespacePodAffinity"]);
+        assert!(matches(
+            crossing.clone(),
+            &affine(json!({"topologyKey": "k", "namespaces": ["other"]}))
+        ));
+        assert!(matches(
+            crossing.clone(),
+            &affine(json!({"topologyKey": "k", "namespaceSelector": {}}))
+        ));
+        assert!(!matches(crossing.clone(), &affine(json!({"topologyKey": "k"}))));
+        assert!(!matches(crossing, &none));
     }
 }

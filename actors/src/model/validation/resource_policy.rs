@@ -192,6 +192,131 @@ pub(super) fn validate_quota(quota: &Value, errors: &mut Vec<FieldError>) {
         }
     }
     validate_scopes(quota, errors);
+    validate_scope_selector(quota, errors);
+}
+
+/// The standard resources a quota limits, sorted.
+fn limited_resources(quota: &Value) -> Vec<&str> {
+    let hard = quota.pointer("/spec/hard").and_then(Value::as_object);
+    let mut limited: Vec<&str> = hard.into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+    limited.sort_unstable();
+    limited.retain(|r| !r.contains('/') && is_quota_resource(r));
+    limited
+}
+
+/// Whether a quota scoped by `scope` may limit `resource`: a scoped quota limits pods (their
+/// number and compute), a BestEffort one only their number.
+fn scope_fits(scope: &str, resource: &str) -> bool {
+    const POD_COMPUTE: [&str; 6] =
+        ["cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"];
+    match scope {
+        "BestEffort" => resource == "pods",
+        scope if QUOTA_SCOPES.contains(&scope) => {
+            resource == "pods" || POD_COMPUTE.contains(&resource)
+        }
+        _ => true,
+    }
+}
+
+/// A quota's scope selector, as Kubernetes checks its expressions: known scopes, each valid
+/// for what the quota limits; the pod scopes only with `Exists`; values exactly for `In` and
+/// `NotIn`; not both of a pair that excludes itself. Invalid values are printed as Go prints
+/// them (`%#v`).
+fn validate_scope_selector(quota: &Value, errors: &mut Vec<FieldError>) {
+    let Some(expressions) = quota.pointer("/spec/scopeSelector/matchExpressions") else {
+        return;
+    };
+    let expressions = expressions.as_array().map_or(&[][..], Vec::as_slice);
+    const FIELD: &str = "spec.scopeSelector.matchExpressions";
+    let member = |e: &Value, key: &str| e.get(key).map(text).unwrap_or_default().into_owned();
+    let values = |e: &Value| -> Vec<String> {
+        let values = e.get("values").and_then(Value::as_array).into_iter().flatten();
+        values.map(|v| text(v).into_owned()).collect()
+    };
+    let go_strings = |values: &[String]| {
+        let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+        format!("[]string{{{}}}", quoted.join(", "))
+    };
+    let selector = {
+        let requirements: Vec<String> = (expressions.iter())
+            .map(|e| {
+                let values = values(e);
+                let values =
+                    if values.is_empty() { "[]string(nil)".to_string() } else { go_strings(&values) };
+                format!(
+                    "core.ScopedResourceSelectorRequirement{{ScopeName:{:?}, Operator:{:?}, Values:{values}}}",
+                    member(e, "scopeName"),
+                    member(e, "operator")
+                )
+            })
+            .collect();
+        format!(
+            "core.ScopeSelector{{MatchExpressions:[]core.ScopedResourceSelectorRequirement{{{}}}}}",
+            requirements.join(", ")
+        )
+    };
+    let limited = limited_resources(quota);
+    let mut scopes = Vec::new();
+    for expression in expressions {
+        let (scope, operator) = (member(expression, "scopeName"), member(expression, "operator"));
+        if !QUOTA_SCOPES.contains(&scope.as_str()) {
+            let field = format!("{FIELD}.scopeName");
+            errors.push(FieldError::invalid(field, &scope, "unsupported scope"));
+        }
+        for _ in limited.iter().filter(|resource| !scope_fits(&scope, resource)) {
+            let message = "unsupported scope applied to resource";
+            errors.push(FieldError::invalid_printed(FIELD, &selector, message));
+        }
+        let pod_scopes = [
+            "BestEffort",
+            "NotBestEffort",
+            "Terminating",
+            "NotTerminating",
+            "CrossNamespacePodAffinity",
+        ];
+        if pod_scopes.contains(&scope.as_str()) && operator != "Exists" {
+            let message = "must be 'Exist' when scope is any of ResourceQuotaScopeTerminating, \
+                ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, \
+                ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity";
+            errors.push(FieldError::invalid(format!("{FIELD}.operator"), &operator, message));
+        }
+        let values = values(expression);
+        match operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                let detail = "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector";
+                errors.push(FieldError::required_because(format!("{FIELD}.values"), detail));
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => {
+                let detail = "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector";
+                errors.push(FieldError::invalid_printed(
+                    format!("{FIELD}.values"),
+                    &go_strings(&values),
+                    detail,
+                ));
+            }
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            _ => {
+                let field = format!("{FIELD}.operator");
+                errors.push(FieldError::invalid(field, &operator, "not a valid selector operator"));
+            }
+        }
+        scopes.push(scope);
+    }
+    let has = |scope: &str| scopes.iter().any(|s| s == scope);
+    for (one, other) in [("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")] {
+        if has(one) && has(other) {
+            // Kubernetes shows the quota's `scopes` here, not the selector.
+            let listed = quota.pointer("/spec/scopes").and_then(Value::as_array);
+            let listed: Vec<String> =
+                (listed.into_iter().flatten()).map(|s| format!("{:?}", text(s))).collect();
+            let shown = if listed.is_empty() {
+                "[]core.ResourceQuotaScope(nil)".to_string()
+            } else {
+                format!("[]core.ResourceQuotaScope{{{}}}", listed.join(", "))
+            };
+            errors.push(FieldError::invalid_printed(FIELD, &shown, "conflicting scopes"));
+        }
+    }
 }
 
 /// A quota's scopes: known ones, each valid for every standard resource the quota limits (a
@@ -208,26 +333,13 @@ fn validate_scopes(quota: &Value, errors: &mut Vec<FieldError>) {
     let mut invalid = |message: &str| {
         errors.push(FieldError::invalid_number("spec.scopes", &shown, message));
     };
-    let hard = quota.pointer("/spec/hard").and_then(Value::as_object);
-    let mut limited: Vec<&str> = hard.into_iter().flatten().map(|(k, _)| k.as_str()).collect();
-    limited.sort_unstable();
-    const POD_COMPUTE: [&str; 6] =
-        ["cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"];
+    let limited = limited_resources(quota);
     for scope in &scopes {
         if !QUOTA_SCOPES.contains(&scope.as_ref()) {
             invalid("unsupported scope");
         }
-        for resource in limited.iter().filter(|r| !r.contains('/') && is_quota_resource(r)) {
-            let valid = match scope.as_ref() {
-                "BestEffort" => *resource == "pods",
-                scope if QUOTA_SCOPES.contains(&scope) => {
-                    *resource == "pods" || POD_COMPUTE.contains(resource)
-                }
-                _ => true,
-            };
-            if !valid {
-                invalid("unsupported scope applied to resource");
-            }
+        for _ in limited.iter().filter(|resource| !scope_fits(scope, resource)) {
+            invalid("unsupported scope applied to resource");
         }
     }
     let has = |scope: &str| scopes.iter().any(|s| s == scope);
@@ -468,6 +580,41 @@ mod tests {
         assert_eq!(
             messages(&errors),
             ["spec.scopes: Invalid value: []core.ResourceQuotaScope{\"Terminating\", \"NotTerminating\"}: conflicting scopes"]
+        );
+    }
+
+    #[test]
+    fn scope_selectors_are_checked_as_kubernetes_checks_them() {
+        let selected = |hard: Value, expressions: Value| {
+            let quota =
+                json!({"spec": {"hard": hard, "scopeSelector": {"matchExpressions": expressions}}});
+            let mut errors = Vec::new();
+            validate_quota(&quota, &mut errors);
+            messages(&errors)
+        };
+        let good = json!([{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]},
+            {"scopeName": "NotBestEffort", "operator": "Exists"}]);
+        assert!(selected(json!({"pods": "1", "requests.cpu": "1"}), good).is_empty());
+        let bad = json!([{"scopeName": "PriorityClass", "operator": "In", "values": []},
+            {"scopeName": "Terminating", "operator": "In", "values": ["x"]},
+            {"scopeName": "Sometimes", "operator": "Exists"},
+            {"scopeName": "PriorityClass", "operator": "Near"},
+            {"scopeName": "NotTerminating", "operator": "Exists", "values": ["y"]}]);
+        assert_eq!(
+            selected(json!({"pods": "1"}), bad),
+            [
+                "spec.scopeSelector.matchExpressions.values: Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
+                "spec.scopeSelector.matchExpressions.operator: Invalid value: \"In\": must be 'Exist' when scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity",
+                "spec.scopeSelector.matchExpressions.scopeName: Invalid value: \"Sometimes\": unsupported scope",
+                "spec.scopeSelector.matchExpressions.operator: Invalid value: \"Near\": not a valid selector operator",
+                "spec.scopeSelector.matchExpressions.values: Invalid value: []string{\"y\"}: must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
+                "spec.scopeSelector.matchExpressions: Invalid value: []core.ResourceQuotaScope(nil): conflicting scopes",
+            ]
+        );
+        let best_effort = json!([{"scopeName": "BestEffort", "operator": "Exists"}]);
+        assert_eq!(
+            selected(json!({"pods": "1", "memory": "1Gi"}), best_effort),
+            ["spec.scopeSelector.matchExpressions: Invalid value: core.ScopeSelector{MatchExpressions:[]core.ScopedResourceSelectorRequirement{core.ScopedResourceSelectorRequirement{ScopeName:\"BestEffort\", Operator:\"Exists\", Values:[]string(nil)}}}: unsupported scope applied to resource"]
         );
     }
 
