@@ -9,8 +9,6 @@
 //! user is the one authenticated, and the access and rules reviews are the authorizer's
 //! answers (`kubectl auth can-i`, `kubectl auth can-i --list`).
 
-use std::collections::BTreeMap;
-
 use actix_web::HttpRequest;
 use chrono::{SecondsFormat, Utc};
 use kplane_actors::core::ApiError;
@@ -19,50 +17,21 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::attributes::Attributes;
 use crate::auth::authz::Authorizer;
-use crate::auth::{
-    service_account_groups, service_account_of, UserInfo, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED,
-};
+use crate::auth::UserInfo;
 use crate::error::HttpError;
 
-/// Who a request is, as a SelfSubjectReview's `userInfo` says it.
+/// Who a request is, as a SelfSubjectReview's `userInfo` says it: the secure port's user
+/// (impersonated, if it asked), or on the insecure port `system:unsecured` or whom the
+/// request impersonates.
 pub fn user_info(req: &HttpRequest) -> Value {
     use actix_web::HttpMessage;
-    // The secure port's authenticated user (which refuses impersonation).
     if let Some(crate::auth::filter::RequestUser(user)) = req.extensions().get() {
         return user.to_json();
     }
-    let headers = req.headers();
-    let values = |name: &str| -> Vec<String> {
-        let all = headers.get_all(name).filter_map(|v| v.to_str().ok());
-        all.map(str::to_string).collect()
-    };
-    let Some(username) = values("impersonate-user").into_iter().next() else {
-        return UserInfo::unsecured().to_json();
-    };
-    let mut groups = values("impersonate-group");
-    // A service account's groups follow from its name when none are asked for.
-    let account_namespace = service_account_of(&username);
-    if let (Some((namespace, _)), true) = (account_namespace, groups.is_empty()) {
-        groups = service_account_groups(namespace);
+    match crate::auth::impersonation::requested(req.headers()) {
+        Ok(Some(impersonation)) => impersonation.user.to_json(),
+        _ => UserInfo::unsecured().to_json(),
     }
-    // A user other than the anonymous one is authenticated, unless a group says otherwise.
-    if username != ANONYMOUS && !groups.iter().any(|g| g == AUTHENTICATED || g == UNAUTHENTICATED) {
-        groups.push(AUTHENTICATED.into());
-    }
-    let mut info = json!({"username": username, "groups": groups});
-    if let Some(uid) = values("impersonate-uid").into_iter().next() {
-        info["uid"] = json!(uid);
-    }
-    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (name, value) in headers.iter() {
-        let Some(key) = name.as_str().strip_prefix("impersonate-extra-") else { continue };
-        let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy().into_owned();
-        extra.entry(key).or_default().extend(value.to_str().ok().map(str::to_string));
-    }
-    if !extra.is_empty() {
-        info["extra"] = json!(extra);
-    }
-    info
 }
 
 /// Answers the review `review` of `resource`, created in `namespace` (for the namespaced
@@ -139,7 +108,13 @@ pub fn answer(
 fn subject(user: &Value) -> UserInfo {
     let text = |key: &str| user.get(key).and_then(Value::as_str).unwrap_or("").to_string();
     let groups = kplane_actors::model::json::strings(user, "groups");
-    UserInfo { name: text("username"), uid: text("uid"), groups }
+    let extras = user.get("extra").and_then(Value::as_object).into_iter().flatten();
+    let strings = |values: &Value| -> Vec<String> {
+        let items = values.as_array().into_iter().flatten();
+        items.filter_map(Value::as_str).map(String::from).collect()
+    };
+    let extra = extras.map(|(key, values)| (key.clone(), strings(values))).collect();
+    UserInfo { name: text("username"), uid: text("uid"), groups, extra }
 }
 
 /// The request an access review asks about.
@@ -303,7 +278,10 @@ mod tests {
                 "system:authenticated"
             ])
         );
-        assert_eq!(as_user(&[("Impersonate-User", "system:anonymous")])["groups"], json!([]));
+        assert_eq!(
+            as_user(&[("Impersonate-User", "system:anonymous")])["groups"],
+            json!(["system:unauthenticated"])
+        );
     }
 
     fn causes(result: Result<Value, HttpError>) -> Vec<String> {

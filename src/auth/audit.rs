@@ -65,7 +65,10 @@ fn open_appending(path: &Path) -> std::io::Result<Current> {
 
 /// One request's record.
 pub struct Record<'a> {
+    /// Who sent the request.
     pub user: &'a UserInfo,
+    /// Whom it impersonated, if anyone.
+    pub impersonated: Option<&'a UserInfo>,
     pub attributes: &'a Attributes,
     pub uri: &'a str,
     pub source_ip: Option<String>,
@@ -196,6 +199,9 @@ fn event(r: &Record) -> Value {
     });
     if let Some(agent) = r.user_agent {
         event["userAgent"] = json!(agent);
+    }
+    if let Some(impersonated) = r.impersonated {
+        event["impersonatedUser"] = impersonated.to_json();
     }
     if a.resource_request {
         let mut object = json!({"resource": a.resource, "apiVersion": a.api_version});

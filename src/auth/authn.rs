@@ -108,14 +108,12 @@ impl Authenticator {
             return Authenticated::User(user.clone());
         }
         let Some(header) = headers.get(AUTHORIZATION) else { return Authenticated::Missing };
+        if let Some(token) = bearer_token(headers) {
+            return self.token_user(token).map_or(Authenticated::Invalid, Authenticated::User);
+        }
         let header = header.to_str().unwrap_or("");
         let (scheme, credentials) = header.split_once(' ').unwrap_or((header, ""));
         let credentials = credentials.trim();
-        if scheme.eq_ignore_ascii_case("bearer") {
-            return self
-                .token_user(credentials)
-                .map_or(Authenticated::Invalid, Authenticated::User);
-        }
         if scheme.eq_ignore_ascii_case("basic") {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(credentials)
@@ -132,15 +130,20 @@ impl Authenticator {
                 });
             return known.map_or(Authenticated::Invalid, Authenticated::User);
         }
-        Authenticated::Invalid
+        // Another scheme, or a bearer without a token, names no one: Kubernetes' bearer
+        // authenticator passes over such a header, and the request is anonymous.
+        Authenticated::Missing
     }
 }
 
-/// The token of an `Authorization: Bearer` header.
+/// The token of an `Authorization: Bearer` header: its second space-separated field, as
+/// Kubernetes reads it (`Bearer tok extra` is `tok`; `Bearer ` has none).
 pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let header = headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = header.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    let mut fields = header.splitn(3, ' ');
+    let scheme = fields.next()?;
+    let token = fields.next().filter(|token| !token.is_empty())?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// The user a client certificate names: its subject's CN, and each O as a group.
@@ -195,6 +198,19 @@ mod tests {
             Authenticated::Invalid
         );
         assert_eq!(authn.authenticate(&HeaderMap::new(), None), Authenticated::Missing);
+        // As Kubernetes reads the header: a token is its second field; another scheme, or no
+        // token, names no one (the request is anonymous).
+        assert_eq!(
+            authn.authenticate(&headers("Bearer secret-b extra"), None),
+            Authenticated::User(UserInfo::authenticated("bob", "1002", vec![]))
+        );
+        for nobody in ["Bearer ", "Bearer", "Weird xyz", "Bearer  secret-b"] {
+            assert_eq!(
+                authn.authenticate(&headers(nobody), None),
+                Authenticated::Missing,
+                "{nobody}"
+            );
+        }
         let by_certificate = CertificateUser(UserInfo::authenticated("dave", "", vec![]));
         let Authenticated::User(dave) =
             authn.authenticate(&headers("Bearer nope"), Some(&by_certificate))

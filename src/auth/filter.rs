@@ -3,8 +3,9 @@
 //! authorization (403, in Kubernetes' words: `pods is forbidden: User "bob" cannot create
 //! resource "pods" in API group "" in the namespace "default": No policy matched.`), then the
 //! handler, then the audit log. Only the secure port authenticates and authorizes; the
-//! insecure port's requests are `system:unsecured` (and audited as such). Impersonation
-//! headers are refused on the secure port: no policy can allow them yet.
+//! insecure port's requests are `system:unsecured` (and audited as such). On the secure port
+//! a request may impersonate another user ([`super::impersonation`]) when the authenticated
+//! user may `impersonate` each part of it; it is then authorized as that user.
 
 use std::sync::Arc;
 
@@ -76,9 +77,8 @@ fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> HttpError {
     }
 }
 
-fn has_impersonation(req: &ServiceRequest) -> bool {
-    req.headers().keys().any(|name| name.as_str().starts_with("impersonate-"))
-}
+/// Who sent a request, and whom it impersonates, as the audit log records them.
+type Users<'a> = (&'a UserInfo, Option<&'a UserInfo>);
 
 /// Authenticates, authorizes and audits `req` (see the module's comment).
 pub async fn guard(
@@ -104,10 +104,12 @@ pub async fn guard(
     let received = audit::micro_time();
     let attributes = Attributes::of(req.method(), req.path(), req.query_string());
     let audit =
-        |req: &actix_web::HttpRequest, user: &UserInfo, code: u16, streamed: bool, decision| {
+        |req: &actix_web::HttpRequest, users: Users, code: u16, streamed: bool, decision| {
             if let Some(log) = &security.audit {
+                let (user, impersonated) = users;
                 log.write(&Record {
                     user,
+                    impersonated,
                     attributes: &attributes,
                     uri: &req.uri().to_string(),
                     source_ip: req.peer_addr().map(|a| a.ip().to_string()),
@@ -121,10 +123,10 @@ pub async fn guard(
         };
     let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError| {
         let decision = if matches!(error, HttpError::Unauthorized) { "" } else { "forbid" };
-        audit(req.request(), user, error.status_code().as_u16(), false, decision);
+        audit(req.request(), (user, None), error.status_code().as_u16(), false, decision);
         Ok(req.into_response(error.error_response()).map_into_right_body())
     };
-    let user = if secure {
+    let (user, impersonated) = if secure {
         let certificate = req.conn_data::<CertificateUser>().cloned();
         let authenticated =
             security.authenticator.authenticate(req.headers(), certificate.as_ref());
@@ -150,31 +152,34 @@ pub async fn guard(
                 return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized);
             }
         };
-        if has_impersonation(&req) {
-            let error = HttpError::Forbidden {
-                message: format!(
-                    "User {:?} cannot impersonate: impersonation is not served on the secure port",
-                    user.name
-                ),
-                kind: "users".into(),
-                group: String::new(),
-                name: String::new(),
-            };
+        let impersonated = match super::impersonation::requested(req.headers()) {
+            Ok(None) => None,
+            Ok(Some(impersonation)) => {
+                let authorizer = &security.authorizer;
+                let denied = impersonation.checks.iter().find(|c| !authorizer.allows(&user, c));
+                if let Some(check) = denied {
+                    let error = forbidden(&user, check, &authorizer.denial_reason());
+                    return refuse(req, &user, error);
+                }
+                Some(impersonation.user)
+            }
+            Err(error) => return refuse(req, &user, error),
+        };
+        let acting = impersonated.as_ref().unwrap_or(&user);
+        if !security.authorizer.allows(acting, &attributes) {
+            let error = forbidden(acting, &attributes, &security.authorizer.denial_reason());
             return refuse(req, &user, error);
         }
-        if !security.authorizer.allows(&user, &attributes) {
-            let error = forbidden(&user, &attributes, &security.authorizer.denial_reason());
-            return refuse(req, &user, error);
-        }
-        req.extensions_mut().insert(RequestUser(user.clone()));
-        user
+        req.extensions_mut().insert(RequestUser(acting.clone()));
+        (user, impersonated)
     } else {
-        UserInfo::unsecured()
+        (UserInfo::unsecured(), None)
     };
     let response = next.call(req).await?;
     let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
     let decision = if secure { "allow" } else { "" };
-    audit(response.request(), &user, response.status().as_u16(), streamed, decision);
+    let users = (&user, impersonated.as_ref());
+    audit(response.request(), users, response.status().as_u16(), streamed, decision);
     Ok(response.map_into_left_body())
 }
 

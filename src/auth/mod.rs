@@ -5,12 +5,15 @@
 //! policy file, or [`rbac`]'s roles and bindings), the audit log of every request on either port ([`audit`]), the TLS set-up
 //! ([`tls`]) and the middleware that runs them in that order ([`filter`]).
 
+use std::collections::BTreeMap;
+
 pub mod attributes;
 pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod escalation;
 pub mod filter;
+pub mod impersonation;
 pub mod rbac;
 pub mod tls;
 pub mod tokens;
@@ -23,6 +26,8 @@ pub struct UserInfo {
     pub name: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// Further attributes (an impersonating request's `Impersonate-Extra-*`).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 /// Every authenticated user's group.
@@ -49,7 +54,7 @@ impl UserInfo {
         if !groups.iter().any(|g| g == AUTHENTICATED) {
             groups.push(AUTHENTICATED.into());
         }
-        UserInfo { name: name.into(), uid: uid.into(), groups }
+        UserInfo { name: name.into(), uid: uid.into(), groups, extra: BTreeMap::new() }
     }
 
     /// The anonymous user of a request without credentials.
@@ -58,6 +63,7 @@ impl UserInfo {
             name: ANONYMOUS.into(),
             uid: String::new(),
             groups: vec![UNAUTHENTICATED.into()],
+            extra: BTreeMap::new(),
         }
     }
 
@@ -74,6 +80,7 @@ impl UserInfo {
             name: "system:unsecured".into(),
             uid: String::new(),
             groups: vec!["system:masters".into(), AUTHENTICATED.into()],
+            extra: BTreeMap::new(),
         }
     }
 
@@ -81,6 +88,9 @@ impl UserInfo {
         let mut user = serde_json::json!({"username": self.name, "groups": self.groups});
         if !self.uid.is_empty() {
             user["uid"] = serde_json::json!(self.uid);
+        }
+        if !self.extra.is_empty() {
+            user["extra"] = serde_json::json!(self.extra);
         }
         user
     }
