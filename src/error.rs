@@ -24,7 +24,7 @@ pub enum HttpError {
     /// list, say).
     #[error("{0}")]
     NotConvertible(String),
-    #[error("the request body is larger than the limit of {0} bytes")]
+    #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
     /// The request did not come whole in time (its body trickled in).
     #[error("request did not complete within the allowed duration")]
@@ -150,10 +150,14 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
     (StatusCode::from_u16(code).expect("valid status code"), status)
 }
 
+/// A Status's details: what of the object's name, group and kind is known (Go's
+/// `StatusDetails` leaves out each that is empty).
 fn details(name: &str, kind: &str, group: &str) -> Value {
-    let mut d = json!({"name": name, "kind": kind});
-    if !group.is_empty() {
-        d["group"] = json!(group);
+    let mut d = json!({});
+    for (key, value) in [("name", name), ("group", group), ("kind", kind)] {
+        if !value.is_empty() {
+            d[key] = json!(value);
+        }
     }
     d
 }

@@ -745,7 +745,8 @@ impl ApiCore {
                 Part::EphemeralContainers => {
                     errors.extend(validation::validate_ephemeral_update(&current_value, &next))
                 }
-                Part::Status | Part::Finalize => {}
+                Part::Status => errors.extend(validation::validate_status_update(resource, &next)),
+                Part::Finalize => {}
             }
             // A claim is admitted on update too (a pod's resources cannot change).
             if errors.is_empty() && part == Part::Main && resource.kind == "PersistentVolumeClaim" {

@@ -2468,6 +2468,26 @@ mod tests {
     }
 
     #[test]
+    fn a_namespaces_phase_follows_its_deletion() {
+        let namespaces = find("", "v1", "namespaces").unwrap();
+        let with = |phase: &str, deleting: bool| {
+            let mut ns = json!({"metadata": {"name": "n"}, "status": {"phase": phase}});
+            if deleting {
+                ns["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            validate_status_update(namespaces, &ns)
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+        };
+        assert!(with("Active", false).is_empty() && with("", false).is_empty());
+        assert!(with("Terminating", true).is_empty());
+        assert_eq!(with("Terminating", false), ["status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"]);
+        assert_eq!(with("Bogus", false), ["status.Phase: Invalid value: \"Bogus\": may only be 'Active' if `deletionTimestamp` is empty"]);
+        assert_eq!(with("Active", true), ["status.Phase: Invalid value: \"Active\": may only be 'Terminating' if `deletionTimestamp` is not empty"]);
+    }
+
+    #[test]
     fn rc_selector_must_match_template() {
         let rcs = find("", "v1", "replicationcontrollers").unwrap();
         let rc = json!({"metadata":{"name":"r"},"spec":{"selector":{"app":"a"},
@@ -2507,6 +2527,31 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
             errors
         }
         _ => Vec::new(),
+    }
+}
+
+/// What a write of the status subresource may not set, as Kubernetes refuses it (422): a
+/// namespace's phase is `Active` until it is being deleted, then `Terminating`.
+pub fn validate_status_update(resource: &ResourceType, new: &Value) -> Vec<FieldError> {
+    if resource.kind != "Namespace" || !resource.group.is_empty() {
+        return Vec::new();
+    }
+    // An empty phase is defaulted to Active, as Kubernetes decodes one.
+    let phase = json::at(new, "/status/phase").and_then(Value::as_str).filter(|p| !p.is_empty());
+    let phase = phase.unwrap_or("Active");
+    let deleting = json::at(new, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+    match (deleting, phase) {
+        (false, "Active") | (true, "Terminating") => Vec::new(),
+        (false, _) => vec![FieldError::invalid(
+            "status.Phase",
+            phase,
+            "may only be 'Active' if `deletionTimestamp` is empty",
+        )],
+        (true, _) => vec![FieldError::invalid(
+            "status.Phase",
+            phase,
+            "may only be 'Terminating' if `deletionTimestamp` is not empty",
+        )],
     }
 }
 
