@@ -579,6 +579,7 @@ fn node_lifecycle(
         secondary_eviction_rate: raw.secondary_node_eviction_rate,
         unhealthy_zone_threshold: threshold,
         large_cluster_size: raw.large_cluster_size_threshold,
+        ..Default::default()
     })
 }
 

@@ -34,9 +34,6 @@ use crate::model::taints::{
 use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
 
-/// How often nodes are looked at (Kubernetes' `--node-monitor-period`).
-const MONITOR_PERIOD: Duration = Duration::from_secs(5);
-
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The conditions an agent reports, set to Unknown when it goes silent.
 const CONDITIONS: &[&str] = &["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
@@ -76,6 +73,9 @@ pub struct NodeLifecycleConfig {
     /// Zones of at most this many nodes give no NoExecute taints while mostly down
     /// (`--large-cluster-size-threshold`).
     pub large_cluster_size: usize,
+    /// How often every node is looked at (`--node-monitor-period`; at most half the grace
+    /// period). A node's change is looked at as it comes.
+    pub monitor_period: Duration,
 }
 
 impl Default for NodeLifecycleConfig {
@@ -86,6 +86,7 @@ impl Default for NodeLifecycleConfig {
             secondary_eviction_rate: 0.01,
             unhealthy_zone_threshold: 0.55,
             large_cluster_size: 50,
+            monitor_period: Duration::from_secs(5),
         }
     }
 }
@@ -451,8 +452,8 @@ impl Actor for NodeLifecycleController {
         let scope = Scope::fields(format!("metadata.namespace={LEASE_NAMESPACE}"));
         let client = self.client.clone();
         informer::feed_actor(ctx, client, leases(), scope, Leases);
-        let period =
-            MONITOR_PERIOD.min(self.config.grace_period / 2).max(Duration::from_millis(50));
+        let period = (self.config.monitor_period.min(self.config.grace_period / 2))
+            .max(Duration::from_millis(50));
         ctx.run_interval(period, |controller, ctx| controller.monitor(ctx));
     }
 }
@@ -460,7 +461,7 @@ impl Actor for NodeLifecycleController {
 impl Handler<Nodes> for NodeLifecycleController {
     type Result = ();
 
-    fn handle(&mut self, Nodes(feed): Nodes, _: &mut Context<Self>) {
+    fn handle(&mut self, Nodes(feed): Nodes, ctx: &mut Context<Self>) {
         let changed = match feed {
             Feed::Listed(items) => {
                 self.nodes = items.into_iter().map(|n| (object_name(&n).to_string(), n)).collect();
@@ -478,8 +479,27 @@ impl Handler<Nodes> for NodeLifecycleController {
             }
             Feed::Unavailable(_) => Vec::new(),
         };
+        let states = self.zone_states();
+        let all_down = !states.is_empty()
+            && states.values().all(|(state, _)| *state == ZoneState::FullDisruption);
         for node in changed {
             self.hear(object_name(&node), None, heartbeat(&node));
+            // Its NoSchedule taints follow a change at once (a cordon, a condition); a new
+            // NoExecute taint waits for the monitor and its zone's turn.
+            if let Some(retainted) = Self::retainted(&node, all_down, || false) {
+                let client = self.client.clone();
+                let name = object_name(&node).to_string();
+                ctx.spawn(
+                    async move {
+                        // A conflict with another writer: looked at again next round.
+                        let updated = client.update(resources::core("nodes"), "", retainted);
+                        if let Err(error) = updated.await {
+                            tracing::debug!(%name, %error, "tainting a node");
+                        }
+                    }
+                    .into_actor(self),
+                );
+            }
         }
     }
 }
@@ -514,7 +534,7 @@ mod tests {
 
     use super::*;
     use crate::client::ClientEvent;
-    use crate::core::WatchOptions;
+    use crate::core::{PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
     /// A second's grace: rounds every half second, so that a node reported back is seen
@@ -535,6 +555,40 @@ mod tests {
 
     fn has(node: &Value, key: &str, effect: &str) -> bool {
         taints(node).iter().any(|t| t["key"] == key && t["effect"] == effect)
+    }
+
+    /// A cordon (and its undoing) is tainted at once, not at the next round: with rounds an
+    /// hour apart, the taint still comes and goes.
+    #[actix::test]
+    async fn a_cordon_is_tainted_as_it_comes() {
+        let core = core().await;
+        let nodes = resources::core("nodes");
+        ApiClient::create(&core, nodes, "", node("n1", "True")).await.unwrap();
+        let config = NodeLifecycleConfig {
+            monitor_period: Duration::from_secs(3600),
+            ..NodeLifecycleConfig::default()
+        };
+        NodeLifecycleController::new(Arc::new(core.clone()), config).start();
+        let cordon = |unschedulable: bool| {
+            let core = core.clone();
+            async move {
+                let patch = json!({"spec": {"unschedulable": unschedulable}});
+                ApiClient::patch(&core, nodes, "", "n1", PatchType::Merge, &patch, false)
+                    .await
+                    .unwrap();
+            }
+        };
+        let tainted = |wanted: bool| {
+            let core = core.clone();
+            async move {
+                let node = ApiClient::get(&core, nodes, "", "n1").await.ok()?;
+                (has(&node, UNSCHEDULABLE, "NoSchedule") == wanted).then_some(())
+            }
+        };
+        cordon(true).await;
+        eventually("the cordoned node is tainted", || tainted(true)).await;
+        cordon(false).await;
+        eventually("the uncordoned node is not", || tainted(false)).await;
     }
 
     #[actix::test]
