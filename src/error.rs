@@ -104,7 +104,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ),
             ApiError::Forbidden(_) => (403, "Forbidden", None),
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
-            ApiError::Expired(_) => (410, "Expired", None),
+            ApiError::Expired(_) | ApiError::InconsistentContinue { .. } => (410, "Expired", None),
             ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
             ApiError::RequestTooLarge(_) => (413, "RequestEntityTooLarge", None),
             ApiError::Internal(_) => (500, "InternalError", None),
@@ -146,6 +146,9 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
     });
     if let Some(d) = details {
         status["details"] = d;
+    }
+    if let HttpError::Api(ApiError::InconsistentContinue { continue_token }) = error {
+        status["metadata"] = json!({"continue": continue_token});
     }
     (StatusCode::from_u16(code).expect("valid status code"), status)
 }

@@ -726,6 +726,24 @@ fn an_expired_continue_token_is_410() {
     }
     let reply = server.get(&format!("{cms}?limit=1&continue={token}"));
     assert_status(&reply, 410, "Expired");
+    // As Kubernetes: the answer says the list would be inconsistent, and gives a token that
+    // goes on from the same place in the latest state, whose pages then hold together.
+    let message = reply.1["message"].as_str().unwrap();
+    assert!(message.contains("or use the continue token in this response"), "{message}");
+    let latest = reply.1["metadata"]["continue"].as_str().expect("a token to go on with");
+    let (code, page) = server.get(&format!("{cms}?limit=2&continue={latest}"));
+    assert_eq!(code, 200, "{page}");
+    let names: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c1", "c2"], "after c0, in the latest state");
+    let next = page["metadata"]["continue"].as_str().unwrap();
+    let (code, rest) = server.get(&format!("{cms}?limit=100&continue={next}"));
+    assert_eq!((code, rest["items"].as_array().unwrap().len()), (200, 40), "{rest}");
+    assert_eq!(rest["metadata"]["resourceVersion"], page["metadata"]["resourceVersion"]);
 }
 
 #[test]

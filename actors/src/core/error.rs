@@ -53,6 +53,16 @@ pub enum ApiError {
     /// A resourceVersion or continue token that is no longer available.
     #[error("{0}")]
     Expired(String),
+    /// A continue token whose snapshot is gone, with the token that goes on from the same
+    /// place in the latest state (Kubernetes' "inconsistent continue").
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You \
+         can start a new list without the continue parameter, or use the continue token in \
+         this response to retrieve the remainder of the results. Continuing with the provided \
+         token results in an inconsistent list - objects that were created, modified, or \
+         deleted between the time the first chunk was returned and now may show up in the list."
+    )]
+    InconsistentContinue { continue_token: String },
     #[error("{0}")]
     MethodNotAllowed(String),
     /// A request asking more than the server takes at once (413).
@@ -144,11 +154,11 @@ impl From<StoreError> for ApiError {
                 name: key.name,
                 message,
             },
-            StoreError::Expired(rv) => ApiError::Expired(format!(
+            StoreError::Expired(_) => ApiError::Expired(
                 "The provided continue parameter is too old to display a consistent list \
-                 result (resource version {rv}). You can start a new list without the continue \
-                 parameter."
-            )),
+                 result. You can start a new list without the continue parameter."
+                    .into(),
+            ),
             StoreError::Unavailable => ApiError::Unavailable(error.to_string()),
             StoreError::Engine(_) | StoreError::Corrupt(_) | StoreError::Layout(_) => {
                 ApiError::Internal(error.to_string())

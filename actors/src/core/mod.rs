@@ -279,12 +279,19 @@ impl ApiCore {
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let exact = self.list_revision(options)?;
-        let continued = continue_from.is_some();
+        let from = continue_from.clone();
         let page =
             match self.store.list(resource, filter, options.limit, continue_from, exact).await {
-                Err(StoreError::Expired(_)) if !continued => {
-                    let message = "The resourceVersion for the provided list is too old.";
-                    return Err(ApiError::Expired(message.into()));
+                Err(StoreError::Expired(_)) => {
+                    let Some(point) = from else {
+                        let message = "The resourceVersion for the provided list is too old.";
+                        return Err(ApiError::Expired(message.into()));
+                    };
+                    // As Kubernetes: the snapshot is gone, and the answer gives a token that
+                    // goes on from the same place in the latest state.
+                    let latest = ContinuePoint { revision: ContinuePoint::LATEST, ..point };
+                    let continue_token = encode_continue(&latest);
+                    return Err(ApiError::InconsistentContinue { continue_token });
                 }
                 page => page?,
             };
@@ -1714,8 +1721,13 @@ fn generated_name(prefix: &str) -> String {
     prefix[..end].chars().chain(suffix).collect()
 }
 
+/// A continue token, as Kubernetes' looks (`rv` -1 for [`ContinuePoint::LATEST`]).
 fn encode_continue(point: &ContinuePoint) -> String {
-    let mut token = json!({"v": "meta.k8s.io/v1", "rv": point.revision,
+    let revision = match point.revision {
+        ContinuePoint::LATEST => json!(-1),
+        revision => json!(revision),
+    };
+    let mut token = json!({"v": "meta.k8s.io/v1", "rv": revision,
         "start": [point.after.0, point.after.1]});
     if let Some(remaining) = point.remaining {
         token["remaining"] = json!(remaining);
@@ -1728,7 +1740,11 @@ fn decode_continue(token: &str) -> Result<ContinuePoint, ApiError> {
     let bytes =
         base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    let revision = value.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let revision = match value.get("rv").and_then(Value::as_i64) {
+        Some(-1) => ContinuePoint::LATEST,
+        Some(revision) if revision > 0 => revision as u64,
+        _ => return Err(bad()),
+    };
     let start = value.get("start").and_then(Value::as_array).ok_or_else(bad)?;
     let remaining = match value.get("remaining") {
         None => None,
@@ -1751,8 +1767,16 @@ mod tests {
         let point =
             ContinuePoint { revision: 9, after: ("ns".into(), "p".into()), remaining: None };
         assert_eq!(decode_continue(&encode_continue(&point)).unwrap(), point);
-        let counted = ContinuePoint { remaining: Some(12), ..point };
+        let counted = ContinuePoint { remaining: Some(12), ..point.clone() };
         assert_eq!(decode_continue(&encode_continue(&counted)).unwrap(), counted);
+        let latest = ContinuePoint { revision: ContinuePoint::LATEST, ..point.clone() };
+        let token = encode_continue(&latest);
+        assert!(String::from_utf8(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&token).unwrap()
+        )
+        .unwrap()
+        .contains("\"rv\":-1"));
+        assert_eq!(decode_continue(&token).unwrap(), latest);
         assert!(decode_continue("%%%").is_err());
         assert!(decode_continue("e30").is_err());
     }

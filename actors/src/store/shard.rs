@@ -342,7 +342,13 @@ impl StoreShard {
     }
 
     fn list(&mut self, msg: List) -> Result<ListPage, StoreError> {
+        let latest =
+            msg.continue_from.as_ref().is_some_and(|p| p.revision == ContinuePoint::LATEST);
         let (revision, items) = match (&msg.continue_from, msg.exact) {
+            (Some(_), _) if latest => {
+                let items = self.collections.get(&msg.resource.into()).cloned().unwrap_or_default();
+                (self.applied, items)
+            }
             (Some(point), _) => (point.revision, self.snapshot(msg.resource, point.revision)?),
             (None, Some(exact)) => (exact, self.snapshot(msg.resource, exact)?),
             (None, None) => {
@@ -389,7 +395,8 @@ impl StoreShard {
             }
             page.push(object.clone());
         }
-        if next.is_some() && msg.continue_from.is_none() {
+        // The pages after one read in the latest state are a snapshot of it.
+        if next.is_some() && (msg.continue_from.is_none() || latest) {
             self.keep_snapshot(msg.resource, revision, items);
         }
         Ok(ListPage { resource_version: revision, items: page, next })
@@ -554,10 +561,17 @@ impl Handler<Get> for StoreShard {
 /// Where a paginated list goes on: the snapshot revision and the last key returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContinuePoint {
+    /// The snapshot's revision; [`ContinuePoint::LATEST`] goes on in the latest state.
     pub revision: u64,
     pub after: (String, String),
     /// How many objects the list has left after `after`, when it has no selector.
     pub remaining: Option<usize>,
+}
+
+impl ContinuePoint {
+    /// The revision of a continue point that goes on in the latest state rather than a
+    /// snapshot (Kubernetes' token with revision -1, given once the snapshot is gone).
+    pub const LATEST: u64 = 0;
 }
 
 /// One page of a list: a consistent snapshot at `resource_version`.
