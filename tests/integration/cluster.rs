@@ -270,6 +270,35 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
 /// Every namespace has its `default` ServiceAccount, from its creation on, and again after it
 /// is deleted, as Kubernetes' service account controller keeps it; a deleted namespace still
 /// goes.
+/// Once its content is gone, a namespace that other finalizers of its own keep says so in
+/// its conditions, as Kubernetes' controller writes them on every pass.
+#[test]
+fn a_namespace_held_by_its_own_finalizer_says_its_content_is_gone() {
+    let server = Server::start_with_env(&[("KPLANE_AGENT__ENABLED", "false")]);
+    let held = json!({"metadata": {"name": "held"}, "spec": {"finalizers": ["example.com/x"]}});
+    assert_eq!(server.post("/api/v1/namespaces", &held).0, 201);
+    let content = json!({"metadata": {"name": "c"}});
+    assert_eq!(server.post("/api/v1/namespaces/held/configmaps", &content).0, 201);
+    assert_eq!(server.delete("/api/v1/namespaces/held").0, 200);
+    let condition = |kind: &str| {
+        let (_, ns) = server.get("/api/v1/namespaces/held");
+        let conditions = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.into_iter().find(|c| c["type"] == kind).unwrap_or_default()
+    };
+    wait_until(WAIT, "the namespace says its content is gone", || {
+        condition("NamespaceContentRemaining")["reason"] == "ContentRemoved"
+    });
+    let removed = condition("NamespaceContentRemaining");
+    assert_eq!(
+        (&removed["status"], &removed["message"]),
+        (&json!("False"), &json!("All content successfully removed"))
+    );
+    assert_eq!(condition("NamespaceFinalizersRemaining")["reason"], "ContentHasNoFinalizers");
+    let (_, ns) = server.get("/api/v1/namespaces/held");
+    assert_eq!(ns["spec"]["finalizers"], json!(["example.com/x"]), "{ns}");
+    assert_eq!(ns["status"]["phase"], "Terminating");
+}
+
 #[test]
 fn every_namespace_has_a_default_service_account() {
     let server = Server::start();

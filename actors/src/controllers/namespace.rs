@@ -103,8 +103,8 @@ async fn still_terminating(
 }
 
 /// One pass over a terminating namespace (the one with `uid`: not one created again since
-/// under its name): deletes what is in it and, when nothing is left, finalizes it; while
-/// something is, its conditions say what.
+/// under its name): deletes what is in it, says in its conditions what is left, and, when
+/// nothing is, finalizes it.
 async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(), ApiError> {
     let Some(current) = still_terminating(client, namespace, uid).await? else {
         return Ok(());
@@ -137,8 +137,11 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
             }
         }
     }
+    // The conditions say what is left, and that nothing is once it is all gone (the
+    // namespace may stay longer, for other finalizers of its own).
+    report(client, &current, &left).await?;
     if !left.is_empty() {
-        return report(client, &current, &left).await;
+        return Ok(());
     }
     finalize(client, namespace, uid).await
 }
