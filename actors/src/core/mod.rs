@@ -1833,6 +1833,29 @@ mod tests {
         assert_eq!(next["status"]["phase"], "Failed");
     }
 
+    /// A list of the latest state is at the latest revision handed out, whatever resource
+    /// took it (not at its own resource's last write), as Kubernetes' lists are.
+    #[actix::test]
+    async fn a_list_is_at_the_latest_revision() {
+        let core = crate::testing::core().await;
+        let cms = resources::find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata":{"name":"c"}});
+        core.create(cms, "default", cm, &WriteOptions::default()).await.unwrap();
+        // Writes to other resources, some of them on other shards.
+        for plural in ["secrets", "endpoints", "serviceaccounts", "limitranges", "podtemplates"] {
+            let Some(other) = resources::find("", "v1", plural) else { continue };
+            let object = json!({"metadata":{"name":"o"}});
+            let later =
+                core.create(other, "default", object, &WriteOptions::default()).await.unwrap();
+            let list = core.list(cms, Some("default"), &ListOptions::default()).await.unwrap();
+            assert!(list.resource_version >= later.resource_version, "after a write to {plural}");
+            let asked = Some(later.resource_version.to_string());
+            let at = ListOptions { resource_version: asked, ..ListOptions::default() };
+            let list = core.list(cms, Some("default"), &at).await.unwrap();
+            assert!(list.resource_version >= later.resource_version, "not older than asked");
+        }
+    }
+
     #[actix::test]
     async fn a_dry_run_create_answers_the_object_with_its_managed_fields_and_stores_nothing() {
         let core = crate::testing::core().await;

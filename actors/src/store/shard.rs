@@ -345,15 +345,13 @@ impl StoreShard {
         let latest =
             msg.continue_from.as_ref().is_some_and(|p| p.revision == ContinuePoint::LATEST);
         let (revision, items) = match (&msg.continue_from, msg.exact) {
-            (Some(_), _) if latest => {
-                let items = self.collections.get(&msg.resource.into()).cloned().unwrap_or_default();
-                (self.applied, items)
+            (Some(point), _) if !latest => {
+                (point.revision, self.snapshot(msg.resource, point.revision)?)
             }
-            (Some(point), _) => (point.revision, self.snapshot(msg.resource, point.revision)?),
             (None, Some(exact)) => (exact, self.snapshot(msg.resource, exact)?),
-            (None, None) => {
+            _ => {
                 let items = self.collections.get(&msg.resource.into()).cloned().unwrap_or_default();
-                (self.applied, items)
+                (self.current_state_revision(msg.resource), items)
             }
         };
         let start = match (&msg.continue_from, &msg.filter.namespace) {
@@ -400,6 +398,19 @@ impl StoreShard {
             self.keep_snapshot(msg.resource, revision, items);
         }
         Ok(ListPage { resource_version: revision, items: page, next })
+    }
+
+    /// The revision the committed state of `resource` is the state at: the last revision
+    /// handed out anywhere, when no write to it waits for its commit (revisions for this
+    /// shard are handed out on its own thread, so none below that can still come); else the
+    /// last this shard committed.
+    fn current_state_revision(&self, resource: &'static ResourceType) -> u64 {
+        let settled = !self.latest.keys().any(|key| key.resource == resource);
+        if settled {
+            self.revision.current().max(self.applied)
+        } else {
+            self.applied
+        }
     }
 
     fn snapshot(
