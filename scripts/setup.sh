@@ -3,7 +3,8 @@
 #  - librocksdb-dev (the rocksdb crate links Debian's RocksDB 7.8 via .cargo/config.toml,
 #    instead of compiling RocksDB from C++ for half an hour), libclang-dev for bindgen;
 #  - with `test`: kubectl is expected on PATH for the end-to-end tests, curl is installed
-#    (a REST client of the tests), and the Python `kubernetes` client is installed into .venv.
+#    (a REST client of the tests), openssl (it makes the version 1 client certificates a test
+#    presents), and the Python `kubernetes` client is installed into .venv.
 set -euo pipefail
 
 missing=()
@@ -12,6 +13,7 @@ dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
 dpkg -s libsnappy-dev >/dev/null 2>&1 || missing+=(libsnappy-dev)
 if [ "${1:-}" = test ]; then
   command -v curl >/dev/null 2>&1 || missing+=(curl)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 fi
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2

@@ -188,6 +188,10 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let addr = settings.insecure_addr;
     let listener =
         std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let client_certificates = match &settings.tls.client_ca {
+        Some(ca) => Some(crate::auth::tls::ClientCertificates::load(ca)?),
+        None => None,
+    };
     let secure = match settings.secure_addr {
         addr if addr.port() == 0 => None,
         addr => {
@@ -197,8 +201,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             // address advertised to them.
             let mut addresses = vec![kubernetes_service_ip(settings).into()];
             addresses.extend(settings.advertise_address.map(std::net::IpAddr::from));
-            let tls =
-                crate::auth::tls::server_config(&settings.tls, &settings.data_dir, &addresses)?;
+            let tls = crate::auth::tls::server_config(
+                &settings.tls,
+                &settings.data_dir,
+                &addresses,
+                client_certificates.as_ref(),
+            )?;
             Some((listener, tls.0, tls.1))
         }
     };
@@ -247,13 +255,21 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         .disable_signals()
         // Open watches are cut after 2 s; clients re-list and re-watch, as with kube-apiserver.
         .shutdown_timeout(2)
-        // A verified client certificate names the user of its connection's requests.
-        .on_connect(|connection, extensions| {
+        // A client certificate the client CA vouches for names the user of its connection's
+        // requests; one it does not leaves them unauthenticated (401), as kube-apiserver's
+        // x509 authenticator judges them.
+        .on_connect(move |connection, extensions| {
             type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
             let Some(tls) = connection.downcast_ref::<Tls>() else { return };
-            let first = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
-            if let Some(user) = first.and_then(|c| crate::auth::authn::certificate_user(c)) {
-                extensions.insert(crate::auth::authn::CertificateUser(user));
+            let (Some(chain), Some(clients)) =
+                (tls.get_ref().1.peer_certificates(), client_certificates.as_ref())
+            else {
+                return;
+            };
+            let user = chain.first().and_then(|c| crate::auth::authn::certificate_user(c));
+            match user.filter(|_| clients.vouches_for(chain)) {
+                Some(user) => _ = extensions.insert(crate::auth::authn::CertificateUser(user)),
+                None => _ = extensions.insert(crate::auth::authn::CertificateRejected),
             }
         })
         .listen(listener)

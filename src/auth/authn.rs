@@ -18,6 +18,11 @@ use super::{AuthConfigError, UserInfo};
 #[derive(Debug, Clone)]
 pub struct CertificateUser(pub UserInfo);
 
+/// A client certificate the client CA does not vouch for (or that names no user): its
+/// connection's requests are 401 unless their credentials name a user.
+#[derive(Debug, Clone, Copy)]
+pub struct CertificateRejected;
+
 /// The outcome of authenticating a request.
 #[derive(Debug, PartialEq)]
 pub enum Authenticated {

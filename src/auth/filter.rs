@@ -16,7 +16,9 @@ use actix_web::{web, HttpMessage, ResponseError};
 
 use super::attributes::Attributes;
 use super::audit::{self, AuditLog, Record};
-use super::authn::{bearer_token, Authenticated, Authenticator, CertificateUser};
+use super::authn::{
+    bearer_token, Authenticated, Authenticator, CertificateRejected, CertificateUser,
+};
 use super::authz::Authorizer;
 use super::UserInfo;
 use crate::api::AppState;
@@ -132,6 +134,10 @@ pub async fn guard(
             security.authenticator.authenticate(req.headers(), certificate.as_ref());
         let user = match authenticated {
             Authenticated::User(user) => user,
+            // A rejected certificate is a failed authentication, not none.
+            Authenticated::Missing if req.conn_data::<CertificateRejected>().is_some() => {
+                return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized);
+            }
             Authenticated::Missing if security.anonymous => UserInfo::anonymous(),
             // Not the token file's: perhaps a service account's.
             Authenticated::Invalid => {

@@ -4,11 +4,20 @@
 //! `--cert-dir` does; valid for localhost, 127.0.0.1, this host's name and the `kubernetes`
 //! service names). With `--client-ca-file`, clients may present a certificate signed by that
 //! CA (it names their user); clients without one still connect and authenticate otherwise.
+//! As kube-apiserver asks for them (Go's `RequestClientCert`), any certificate is taken in the
+//! handshake (the client proves it holds its key) and judged afterwards against the CA, so
+//! one the CA does not vouch for is a 401 (unless a bearer token names a user), not a failed
+//! handshake; a version 1 certificate (what `openssl x509 -req` makes without extensions),
+//! which Go verifies, is verified here too.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, SubjectPublicKeyInfoDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
 use super::AuthConfigError;
 
@@ -72,11 +81,12 @@ fn self_signed(
 
 /// The TLS configuration of the secure port, and the certificate clients verify it with (the
 /// last of its chain, in PEM: the self-signed one itself); a self-signed certificate made here
-/// also names `addresses`.
+/// also names `addresses`. With `clients` (the client CA), clients are asked for certificates.
 pub fn server_config(
     files: &TlsFiles,
     data_dir: &Path,
     addresses: &[std::net::IpAddr],
+    clients: Option<&Arc<ClientCertificates>>,
 ) -> Result<(rustls::ServerConfig, String), AuthConfigError> {
     let (cert, key) = match (&files.cert, &files.key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
@@ -91,21 +101,10 @@ pub fn server_config(
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| AuthConfigError::file(&cert, e))?;
-    let builder = match &files.client_ca {
+    let builder = match clients {
         None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for certificate in read_certificates(ca)? {
-                roots.add(certificate).map_err(|e| AuthConfigError::file(ca, e))?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider(),
-            )
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| AuthConfigError::file(ca, e))?;
-            builder.with_client_cert_verifier(verifier)
+        Some(clients) => {
+            builder.with_client_cert_verifier(Arc::new(RequestClientCert(clients.clone())))
         }
     };
     let mut config = builder
@@ -116,6 +115,108 @@ pub fn server_config(
     let root = last_certificate(&pem)
         .ok_or_else(|| AuthConfigError::file(&cert, "no PEM certificate in it"))?;
     Ok((config, root))
+}
+
+/// The client CA, and how it judges the certificates clients present.
+#[derive(Debug)]
+pub struct ClientCertificates {
+    webpki: Arc<dyn ClientCertVerifier>,
+    roots: Vec<CertificateDer<'static>>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ClientCertificates {
+    /// The CA certificates of `ca` (`--client-ca-file`).
+    pub fn load(ca: &Path) -> Result<Arc<Self>, AuthConfigError> {
+        let roots_der = read_certificates(ca)?;
+        let mut roots = rustls::RootCertStore::empty();
+        for certificate in &roots_der {
+            roots.add(certificate.clone()).map_err(|e| AuthConfigError::file(ca, e))?;
+        }
+        let webpki = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| AuthConfigError::file(ca, e))?;
+        let algorithms = provider().signature_verification_algorithms;
+        Ok(Arc::new(Self { webpki, roots: roots_der, algorithms }))
+    }
+
+    /// Whether the CA vouches for `chain` (the leaf first), now: a chain webpki verifies for
+    /// client authentication, or a version 1 leaf signed by one of the CA's certificates and
+    /// within its validity (webpki takes only version 3 certificates; Go takes both).
+    pub fn vouches_for(&self, chain: &[CertificateDer<'_>]) -> bool {
+        let Some((leaf, intermediates)) = chain.split_first() else { return false };
+        if self.webpki.verify_client_cert(leaf, intermediates, UnixTime::now()).is_ok() {
+            return true;
+        }
+        let Ok((_, parsed)) = x509_parser::parse_x509_certificate(leaf) else { return false };
+        if parsed.version() != x509_parser::x509::X509Version::V1 || !parsed.validity().is_valid() {
+            return false;
+        }
+        self.roots.iter().any(|root| {
+            x509_parser::parse_x509_certificate(root).is_ok_and(|(_, ca)| {
+                ca.subject() == parsed.issuer()
+                    && parsed.verify_signature(Some(ca.public_key())).is_ok()
+            })
+        })
+    }
+}
+
+/// Asks for a client certificate and takes any whose key the client proves it holds: the
+/// certificate is judged after the handshake ([`ClientCertificates::vouches_for`]).
+#[derive(Debug)]
+struct RequestClientCert(Arc<ClientCertificates>);
+
+impl ClientCertVerifier for RequestClientCert {
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.webpki.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    /// By the certificate's key; a version 1 certificate (which webpki does not parse) by its
+    /// key read with x509-parser.
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let verified = self.0.webpki.verify_tls13_signature(message, cert, dss);
+        if verified.is_ok() {
+            return verified;
+        }
+        let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert) else { return verified };
+        let key = SubjectPublicKeyInfoDer::from(parsed.public_key().raw);
+        rustls::crypto::verify_tls13_signature_with_raw_key(message, &key, dss, &self.0.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.webpki.supported_verify_schemes()
+    }
 }
 
 /// The last PEM certificate of `pem`, with its final newline.

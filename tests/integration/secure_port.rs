@@ -226,6 +226,107 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert_eq!(refused["sourceIPs"], serde_json::json!(["127.0.0.1"]));
 }
 
+/// Client certificates as kube-apiserver's x509 authenticator judges them: a version 1
+/// certificate (what `openssl x509 -req` makes without extensions) signed by the client CA
+/// names its user; one the CA did not sign still completes the handshake and is 401, unless a
+/// bearer token names a user.
+#[test]
+fn client_certificates_are_judged_after_the_handshake() {
+    let files = tempfile::tempdir().unwrap();
+    let dir = files.path();
+    let openssl = |args: &[&str]| {
+        let out =
+            std::process::Command::new("openssl").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test CA",
+    ]);
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "erin.key",
+        "-out",
+        "erin.csr",
+        "-subj",
+        "/CN=erin/O=devs",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "erin.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "erin.crt",
+        "-days",
+        "2",
+    ]);
+    let (_, stranger, stranger_key) = client_certificate();
+    std::fs::write(dir.join("stranger.crt"), stranger).unwrap();
+    std::fs::write(dir.join("stranger.key"), stranger_key).unwrap();
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(&tokens, "root-token,root,1,system:masters\n").unwrap();
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+        ("KPLANE_SERVER__TOKEN_AUTH_FILE", tokens.display().to_string()),
+        ("KPLANE_SERVER__CLIENT_CA_FILE", dir.join("ca.crt").display().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start_with_env(&env);
+    let server_ca = server.data.path().join("pki/apiserver.crt");
+    let with_certificate = |name: &str| {
+        let user = format!(
+            "{{client-certificate: {}, client-key: {}}}",
+            dir.join(format!("{name}.crt")).display(),
+            dir.join(format!("{name}.key")).display()
+        );
+        SecureKubectl::new(port, &server_ca, &user)
+    };
+    let erin = whoami(&with_certificate("erin"));
+    assert_eq!(erin["status"]["userInfo"]["username"], "erin", "{erin}");
+    assert_eq!(erin["status"]["userInfo"]["groups"], json!(["devs", "system:authenticated"]));
+    let refused = with_certificate("stranger").refused(&["get", "namespaces"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+    // Over the same handshake, a token names its user.
+    let curl = |extra: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-w", " %{http_code}", "--cacert"])
+            .arg(&server_ca)
+            .args(["--cert", "stranger.crt", "--key", "stranger.key"])
+            .args(extra)
+            .arg(format!("https://127.0.0.1:{port}/api/v1/namespaces/default"))
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(curl(&[]).ends_with(" 401"), "{}", curl(&[]));
+    assert!(curl(&["-H", "Authorization: Bearer root-token"]).ends_with(" 200"));
+}
+
 /// A server whose secure port knows `root` (of `system:masters`) and `bob` by their tokens,
 /// under the default authorization (RBAC); kubectl as each.
 fn rbac_server(files: &Path) -> (Server, u16, SecureKubectl, SecureKubectl) {
