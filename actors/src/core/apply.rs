@@ -276,9 +276,26 @@ mod tests {
         // The label and x are no longer applied: they go, as nobody else holds them.
         let smaller = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
             "data": {"y": "1"}});
-        let applied = apply(&core, smaller, "ops", false).await.unwrap().object.to_value();
-        assert_eq!(applied["data"], json!({"y": "1"}));
-        assert!(applied["metadata"].get("labels").is_none_or(|l| l == &json!({})));
+        let applied = apply(&core, smaller.clone(), "ops", false).await.unwrap().object;
+        let value = applied.to_value();
+        assert_eq!(value["data"], json!({"y": "1"}));
+        assert!(value["metadata"].get("labels").is_none_or(|l| l == &json!({})));
+
+        // The same configuration again changes nothing: nothing is written, the manager's time
+        // included (a watcher hears of no change). (The entries dated back first, so that a
+        // new time would show within the same second.)
+        let mut dated = value.clone();
+        for entry in dated["metadata"]["managedFields"].as_array_mut().unwrap() {
+            entry["time"] = json!("2020-01-01T00:00:00Z");
+        }
+        let dated =
+            core.update(cms, "default", "c", dated, &WriteOptions::default()).await.unwrap();
+        let same = apply(&core, smaller, "ops", false).await.unwrap().object;
+        assert_eq!(same.resource_version, dated.resource_version);
+        let entries = same.to_value()["metadata"]["managedFields"].clone();
+        let ops =
+            entries.as_array().unwrap().iter().find(|e| e["manager"] == "ops").unwrap().clone();
+        assert_eq!(ops["time"], "2020-01-01T00:00:00Z", "{entries}");
     }
 
     #[actix::test]

@@ -402,10 +402,15 @@ impl ManagedFields {
                 }
             }
         }
+        // An apply that changes nothing keeps its manager's time, as Kubernetes' does, so that
+        // re-applying the same configuration writes nothing (and no watcher hears of it).
+        let changed = merged != *live;
         let entry = self.entry(writer);
         entry.fields = applied;
         entry.api_version = writer.api_version.clone();
-        entry.time = Some(now());
+        if changed || entry.time.is_none() {
+            entry.time = Some(now());
+        }
         for entry in &mut self.entries {
             entry.fields.retain_existing(&merged);
         }
