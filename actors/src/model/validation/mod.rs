@@ -2630,6 +2630,20 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
     let (Some(old_spec), Some(new_spec)) = (old.get("spec"), new.get("spec")) else {
         return Vec::new();
     };
+    // A deadline may only come closer: lowered, never raised or removed.
+    let deadline = |spec: &Value| spec.get("activeDeadlineSeconds").and_then(Value::as_i64);
+    const FIELD: &str = "spec.activeDeadlineSeconds";
+    match (deadline(old_spec), deadline(new_spec)) {
+        (Some(before), Some(after)) if after > before => {
+            let message = "must be less than or equal to previous value";
+            return vec![FieldError::invalid_number(FIELD, after, message)];
+        }
+        (Some(_), None) => {
+            let message = "must not update from a positive integer to nil value";
+            return vec![FieldError::invalid(FIELD, "null", message)];
+        }
+        _ => {}
+    }
     let mutable_removed = |spec: &Value| {
         let mut spec = spec.clone();
         if let Some(map) = spec.as_object_mut() {
@@ -2668,6 +2682,31 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pods_deadline_may_only_come_closer() {
+        let pod = |deadline: Value| {
+            let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+            if !deadline.is_null() {
+                spec["activeDeadlineSeconds"] = deadline;
+            }
+            json!({"metadata": {"name": "p"}, "spec": spec})
+        };
+        let messages = |old: Value, new: Value| -> Vec<String> {
+            let errors = validate_pod_update(&pod(old), &pod(new));
+            errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+        };
+        assert!(messages(json!(null), json!(5000)).is_empty());
+        assert!(messages(json!(5000), json!(100)).is_empty());
+        assert_eq!(
+            messages(json!(5000), json!(6000)),
+            ["spec.activeDeadlineSeconds: Invalid value: 6000: must be less than or equal to previous value"]
+        );
+        assert_eq!(
+            messages(json!(5000), json!(null)),
+            ["spec.activeDeadlineSeconds: Invalid value: \"null\": must not update from a positive integer to nil value"]
+        );
+    }
 
     #[test]
     fn ephemeral_containers_are_only_added_and_have_no_ports_probes_or_resources() {
