@@ -339,16 +339,21 @@ async fn check_escalation(
     object: &Value,
     creating: bool,
 ) -> Result<(), HttpError> {
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let stored = match creating {
+        true => None,
+        false => match state.core.get(resource, namespace, name).await {
+            Ok(stored) => Some(stored.to_value()),
+            Err(ApiError::NotFound { .. }) => None,
+            Err(error) => return Err(error.into()),
+        },
+    };
+    // An update of what the garbage collector and finalizers work with alone (finalizers,
+    // owner references) grants nothing, and is not checked, as in Kubernetes.
+    if stored.as_ref().is_some_and(|stored| only_bookkeeping_differs(stored, object)) {
+        return Ok(());
+    }
     if matches!(resource.kind, "Role" | "ClusterRole") {
-        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let stored = match creating {
-            true => None,
-            false => match state.core.get(resource, namespace, name).await {
-                Ok(stored) => Some(stored.to_value()),
-                Err(ApiError::NotFound { .. }) => None,
-                Err(error) => return Err(error.into()),
-            },
-        };
         return escalation.check_role(resource.plural, namespace, object, stored.as_ref());
     }
     let role_name = object.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
@@ -371,6 +376,28 @@ async fn check_escalation(
         Err(error) => return Err(error.into()),
     };
     escalation.check_binding(resource.plural, namespace, object, rules.as_deref())
+}
+
+/// Whether `new` differs from `stored` only in metadata other than its labels and
+/// annotations: finalizers, owner references and what the server keeps (Kubernetes'
+/// `IsOnlyMutatingGCFields`).
+fn only_bookkeeping_differs(stored: &Value, new: &Value) -> bool {
+    let (Some(a), Some(b)) = (stored.as_object(), new.as_object()) else { return false };
+    let meta = |o: &serde_json::Map<String, Value>, key: &str| {
+        o.get("metadata").and_then(|m| m.get(key)).cloned().filter(|v| !v.is_null())
+    };
+    let content = |o: &serde_json::Map<String, Value>| -> Vec<(String, Value)> {
+        let mut content: Vec<(String, Value)> = (o.iter())
+            .filter(|(k, v)| {
+                !matches!(k.as_str(), "metadata" | "kind" | "apiVersion") && !v.is_null()
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        content.sort_by(|x, y| x.0.cmp(&y.0));
+        content
+    };
+    content(a) == content(b)
+        && ["labels", "annotations"].iter().all(|key| meta(a, key) == meta(b, key))
 }
 
 /// The body of a subresource request that only takes `method` (405 otherwise), decoded as

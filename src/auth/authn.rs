@@ -119,7 +119,8 @@ impl Authenticator {
         let header = header.to_str().unwrap_or("");
         let (scheme, credentials) = header.split_once(' ').unwrap_or((header, ""));
         let credentials = credentials.trim();
-        if scheme.eq_ignore_ascii_case("basic") {
+        // Basic credentials only when a basic auth file is configured (Kubernetes has none).
+        if scheme.eq_ignore_ascii_case("basic") && !self.passwords.is_empty() {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(credentials)
                 .ok()
@@ -209,6 +210,9 @@ mod tests {
             authn.authenticate(&headers("Bearer secret-b extra"), None),
             Authenticated::User(UserInfo::authenticated("bob", "1002", vec![]))
         );
+        let tokens_only = Authenticator::load(Some(&tokens), None).unwrap();
+        let basic = format!("Basic {carol}");
+        assert_eq!(tokens_only.authenticate(&headers(&basic), None), Authenticated::Missing);
         for nobody in ["Bearer ", "Bearer", "Weird xyz", "Bearer  secret-b"] {
             assert_eq!(
                 authn.authenticate(&headers(nobody), None),

@@ -123,10 +123,13 @@ pub async fn guard(
                 });
             }
         };
-    let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError| {
+    let refuse_as = |req: ServiceRequest, users: Users, error: HttpError| {
         let decision = if matches!(error, HttpError::Unauthorized) { "" } else { "forbid" };
-        audit(req.request(), (user, None), error.status_code().as_u16(), false, decision);
+        audit(req.request(), users, error.status_code().as_u16(), false, decision);
         Ok(req.into_response(error.error_response()).map_into_right_body())
+    };
+    let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError| {
+        refuse_as(req, (user, None), error)
     };
     let (user, impersonated) = if secure {
         let certificate = req.conn_data::<CertificateUser>().cloned();
@@ -174,7 +177,7 @@ pub async fn guard(
         let acting = impersonated.as_ref().unwrap_or(&user);
         if !security.authorizer.allows(acting, &attributes) {
             let error = forbidden(acting, &attributes, &security.authorizer.denial_reason());
-            return refuse(req, &user, error);
+            return refuse_as(req, (&user, impersonated.as_ref()), error);
         }
         req.extensions_mut().insert(RequestUser(acting.clone()));
         (user, impersonated)

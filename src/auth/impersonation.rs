@@ -43,7 +43,8 @@ pub fn requested(headers: &HeaderMap) -> Result<Option<Impersonation>, HttpError
         let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy().into_owned();
         extra.entry(key).or_default().extend(value.to_str().ok().map(str::to_string));
     }
-    let Some(name) = values(USER).into_iter().next() else {
+    // An empty user is none, as Kubernetes reads the header.
+    let Some(name) = values(USER).into_iter().next().filter(|name| !name.is_empty()) else {
         if groups.is_empty() && uid.is_none() && extra.is_empty() {
             return Ok(None);
         }
@@ -127,6 +128,7 @@ mod tests {
     #[test]
     fn each_part_asked_for_is_a_check_and_the_user_gets_kubernetes_groups() {
         assert!(requested(&headers(&[])).unwrap().is_none());
+        assert!(requested(&headers(&[("Impersonate-User", "")])).unwrap().is_none());
         let bob = requested(&headers(&[
             ("Impersonate-User", "bob"),
             ("Impersonate-Group", "dev"),

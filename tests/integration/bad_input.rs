@@ -740,6 +740,7 @@ fn an_expired_continue_token_is_410() {
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["c1", "c2"], "after c0, in the latest state");
+    assert_eq!(page["metadata"]["remainingItemCount"], 40, "counted in the latest state");
     let next = page["metadata"]["continue"].as_str().unwrap();
     let (code, rest) = server.get(&format!("{cms}?limit=100&continue={next}"));
     assert_eq!((code, rest["items"].as_array().unwrap().len()), (200, 40), "{rest}");

@@ -56,6 +56,16 @@ pub(crate) fn recompute_qos_class(pod: &mut Value) {
 }
 
 /// Fills the defaults of `kind` into `object` (a create or a full update).
+/// A namespace's phase, `Active` when none is given (or an empty one), as Kubernetes decodes
+/// a namespace, its status writes too.
+pub(crate) fn namespace_phase(object: &mut Value) {
+    let status = object_field(object, "status");
+    let phase = status.entry("phase").or_insert(json!(""));
+    if phase.as_str().is_none_or(str::is_empty) {
+        *phase = json!("Active");
+    }
+}
+
 pub(crate) fn apply(kind: &str, object: &mut Value) {
     drop_empty(object, "metadata", &["labels", "annotations", "finalizers", "ownerReferences"]);
     if kind == "ConfigMap" || kind == "Secret" {
@@ -160,7 +170,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 }
                 labels["kubernetes.io/metadata.name"] = json!(name);
             }
-            object_field(object, "status").entry("phase").or_insert(json!("Active"));
+            namespace_phase(object);
         }
         "Secret" => {
             let secret = object.as_object_mut().expect("objects are JSON objects");

@@ -705,6 +705,9 @@ impl ApiCore {
                     defaults::pod_addresses(status);
                 }
             }
+            if part == Part::Status && resource.kind == "Namespace" && resource.group.is_empty() {
+                defaults::namespace_phase(&mut next);
+            }
             if matches!(part, Part::Main | Part::EphemeralContainers) {
                 defaults::apply(resource.kind, &mut next);
                 // Compared once defaulted, as Kubernetes decodes with its defaults.
@@ -1831,6 +1834,24 @@ mod tests {
         let next = merge_for_update(pods, &current, status, Part::Status);
         assert_eq!(next["spec"]["a"], 1);
         assert_eq!(next["status"]["phase"], "Failed");
+    }
+
+    /// A namespace's status written without a phase (or an empty one) is Active, as
+    /// Kubernetes decodes it; a deleted one's must say Terminating.
+    #[actix::test]
+    async fn a_namespace_status_without_a_phase_is_active() {
+        let core = crate::testing::core().await;
+        let namespaces = resources::core("namespaces");
+        let ns = json!({"metadata": {"name": "n"}});
+        core.create(namespaces, "", ns, &WriteOptions::default()).await.unwrap();
+        for status in [json!({"phase": ""}), json!(null)] {
+            let body = json!({"metadata": {"name": "n"}, "status": status});
+            let written = core
+                .update_status(namespaces, "", "n", body, &WriteOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(written.to_value()["status"]["phase"], "Active");
+        }
     }
 
     /// A list of the latest state is at the latest revision handed out, whatever resource

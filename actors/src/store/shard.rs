@@ -382,6 +382,10 @@ impl StoreShard {
                 let selected = !msg.filter.labels.is_empty() || !msg.filter.fields.is_empty();
                 let remaining = match (&msg.continue_from, &msg.filter.namespace) {
                     _ if selected => None,
+                    // Gone on in the latest state: counted there.
+                    (Some(_), _) if latest => {
+                        Some(1 + candidates.take_while(|(k, _)| in_namespace(k)).count())
+                    }
                     (Some(point), _) => point.remaining.map(|r| r.saturating_sub(page.len())),
                     (None, None) => Some(items.len() - limit),
                     (None, Some(_)) => {
