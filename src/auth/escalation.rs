@@ -73,25 +73,96 @@ fn full_authority() -> [Value; 2] {
 }
 
 /// How many missing permissions a refusal names (and the check looks for).
-const MOST_MISSING: usize = 10;
+const MOST_MISSING: usize = 1000;
 /// How many permissions one write's rules may expand to without `escalate` or `bind`.
 const MOST_CHECKED: usize = 100_000;
 
-fn describe(a: &Attributes) -> String {
-    if !a.resource_request {
-        return format!("{{NonResourceURLs:[{:?}], Verbs:[{:?}]}}", a.path, a.verb);
+/// A policy rule of missing permissions, as a refusal lists it.
+#[derive(Debug, Default, PartialEq)]
+struct MissingRule {
+    groups: Vec<String>,
+    resources: Vec<String>,
+    names: Vec<String>,
+    urls: Vec<String>,
+    verbs: Vec<String>,
+}
+
+impl MissingRule {
+    fn of(a: &Attributes) -> Self {
+        let verbs = vec![a.verb.clone()];
+        if !a.resource_request {
+            return MissingRule { urls: vec![a.path.clone()], verbs, ..MissingRule::default() };
+        }
+        let resource = if a.subresource.is_empty() {
+            a.resource.clone()
+        } else {
+            format!("{}/{}", a.resource, a.subresource)
+        };
+        let names = if a.name.is_empty() { Vec::new() } else { vec![a.name.clone()] };
+        MissingRule {
+            groups: vec![a.api_group.clone()],
+            resources: vec![resource],
+            names,
+            verbs,
+            urls: Vec::new(),
+        }
     }
-    let resource = if a.subresource.is_empty() {
-        a.resource.clone()
-    } else {
-        format!("{}/{}", a.resource, a.subresource)
-    };
-    let names =
-        if a.name.is_empty() { String::new() } else { format!(", ResourceNames:[{:?}]", a.name) };
-    format!(
-        "{{APIGroups:[{:?}], Resources:[{resource:?}]{names}, Verbs:[{:?}]}}",
-        a.api_group, a.verb
-    )
+
+    /// Go's `%q` of a list of strings: `["a" "b"]`.
+    fn quoted(list: &[String]) -> String {
+        let quoted: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
+        format!("[{}]", quoted.join(" "))
+    }
+
+    /// Kubernetes' `CompactString`: the rule's non-empty lists.
+    fn compact(&self) -> String {
+        let parts = [
+            ("APIGroups", &self.groups),
+            ("Resources", &self.resources),
+            ("NonResourceURLs", &self.urls),
+            ("ResourceNames", &self.names),
+            ("Verbs", &self.verbs),
+        ];
+        let shown: Vec<String> = (parts.iter())
+            .filter(|(_, list)| !list.is_empty())
+            .map(|(name, list)| format!("{name}:{}", Self::quoted(list)))
+            .collect();
+        format!("{{{}}}", shown.join(", "))
+    }
+
+    /// The rule's Go `String()`, by which Kubernetes sorts the rules it lists.
+    fn sort_key(&self) -> String {
+        format!(
+            "&PolicyRule{{Verbs:[{}],APIGroups:[{}],Resources:[{}],ResourceNames:[{}],NonResourceURLs:[{}],}}",
+            self.verbs.join(" "),
+            self.groups.join(" "),
+            self.resources.join(" "),
+            self.names.join(" "),
+            self.urls.join(" ")
+        )
+    }
+}
+
+/// Missing permissions as Kubernetes lists them (`CompactRules`, sorted): those of one group,
+/// resource and name (or none) that differ only by verb as one rule.
+fn compacted(missing: &[Attributes]) -> Vec<String> {
+    let mut rules: Vec<MissingRule> = Vec::new();
+    for a in missing {
+        let rule = MissingRule::of(a);
+        let simple = rule.urls.is_empty();
+        let same = |r: &&mut MissingRule| {
+            r.urls.is_empty()
+                && r.groups == rule.groups
+                && r.resources == rule.resources
+                && r.names == rule.names
+        };
+        match rules.iter_mut().find(same).filter(|_| simple) {
+            Some(existing) => existing.verbs.extend(rule.verbs),
+            None => rules.push(rule),
+        }
+    }
+    rules.sort_by_cached_key(MissingRule::sort_key);
+    rules.iter().map(MissingRule::compact).collect()
 }
 
 impl Escalation<'_> {
@@ -109,7 +180,7 @@ impl Escalation<'_> {
     }
 
     /// Permissions of `rules` the user does not hold in `namespace` (empty: cluster-wide), the
-    /// first [`MOST_MISSING`] of them.
+    /// first [`MOST_MISSING`] of them, as a refusal lists them.
     fn not_held(&self, rules: &[Value], namespace: &str) -> Vec<String> {
         let mut missing = Vec::new();
         let mut checked = 0;
@@ -117,12 +188,10 @@ impl Escalation<'_> {
             each_permission(rule, namespace, |asked| {
                 checked += 1;
                 if checked > MOST_CHECKED {
-                    // Refused rather than checked for ever (the lists multiply).
-                    missing.push(format!("(more than {MOST_CHECKED} permissions to check)"));
                     return false;
                 }
                 if !self.authorizer.allows(&self.user, &asked) {
-                    missing.push(describe(&asked));
+                    missing.push(asked);
                 }
                 missing.len() < MOST_MISSING
             });
@@ -130,14 +199,19 @@ impl Escalation<'_> {
                 break;
             }
         }
-        missing
+        let mut listed = compacted(&missing);
+        if checked > MOST_CHECKED {
+            // Refused rather than checked for ever (the lists multiply).
+            listed.push(format!("(more than {MOST_CHECKED} permissions to check)"));
+        }
+        listed
     }
 
     fn refusal(&self, resource: &str, name: &str, missing: &[String]) -> HttpError {
         let message = format!(
-            "{resource}.rbac.authorization.k8s.io {name:?} is forbidden: user {:?} (groups={:?}) is attempting to grant RBAC permissions not currently held:\n{}",
+            "{resource}.rbac.authorization.k8s.io {name:?} is forbidden: user {:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
             self.user.name,
-            self.user.groups,
+            MissingRule::quoted(&self.user.groups),
             missing.join("\n")
         );
         HttpError::Forbidden {
@@ -198,10 +272,19 @@ impl Escalation<'_> {
         if self.may("bind", role_plural, namespace, role_name) {
             return Ok(());
         }
-        let missing = match role_rules {
-            Some(rules) => self.not_held(rules, namespace),
-            None => vec![format!("(the {role_kind} {role_name:?} does not exist)")],
+        let Some(rules) = role_rules else {
+            // As Kubernetes' binding storage answers: the role's lookup failed.
+            return Err(HttpError::Forbidden {
+                message: format!(
+                    "{plural}.rbac.authorization.k8s.io {name:?} is forbidden: \
+                     {role_plural}.rbac.authorization.k8s.io {role_name:?} not found"
+                ),
+                kind: plural.into(),
+                group: kplane_actors::model::resources::RBAC_GROUP.into(),
+                name: name.into(),
+            });
         };
+        let missing = self.not_held(rules, namespace);
         if missing.is_empty() {
             Ok(())
         } else {
@@ -233,7 +316,16 @@ mod tests {
             urls.push(a);
             true
         });
-        assert_eq!(describe(&urls[0]), "{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}");
+        assert_eq!(compacted(&urls), ["{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}"]);
+        // Verbs of one group, resource and name are one rule; rules sort by their Go form
+        // (`pods/log]` before `pods]`, as Go compares the strings).
+        assert_eq!(
+            compacted(&granted),
+            [
+                "{APIGroups:[\"\"], Resources:[\"pods/log\"], ResourceNames:[\"web\"], Verbs:[\"get\" \"list\"]}",
+                "{APIGroups:[\"\"], Resources:[\"pods\"], ResourceNames:[\"web\"], Verbs:[\"get\" \"list\"]}",
+            ]
+        );
         // A huge rule is walked only as far as asked.
         let many: Vec<String> = (0..1000).map(|i| format!("r{i}")).collect();
         let huge =
