@@ -65,7 +65,13 @@ const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// The Kubernetes `Status` for a failure, with its HTTP code.
 pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
-    let message = error.to_string();
+    let message = match error {
+        HttpError::Api(ApiError::PatchNotApplicable(why)) => {
+            tracing::debug!(%why, "a JSON patch did not apply");
+            "the server rejected our request due to an error in our request".to_string()
+        }
+        _ => error.to_string(),
+    };
     let (code, reason, details) = match error {
         HttpError::Api(api) => match api {
             ApiError::NotFound { resource, group, name } => {
@@ -95,13 +101,9 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
                 (403, "Forbidden", Some(with_causes(details(name, resource, group), causes)))
             }
             ApiError::BadRequest(_) => (400, "BadRequest", None),
-            ApiError::PatchNotApplicable(message) => (
-                422,
-                "Invalid",
-                Some(
-                    json!({"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}),
-                ),
-            ),
+            // As kube-apiserver answers a JSON patch that does not apply (its generic 422,
+            // which says no more).
+            ApiError::PatchNotApplicable(_) => (422, "Invalid", Some(json!({}))),
             ApiError::Forbidden(_) => (403, "Forbidden", None),
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) | ApiError::InconsistentContinue { .. } => (410, "Expired", None),
@@ -208,6 +210,19 @@ mod tests {
         assert_eq!(body["details"], json!({"name": "x", "kind": "pods"}));
         assert_eq!(status_of(&HttpError::TooLarge(3)).0, StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(status_of(&HttpError::NoSuchPath).1["details"], json!({}));
+    }
+
+    #[test]
+    fn a_json_patch_that_does_not_apply_is_kube_apiservers_generic_422() {
+        let error = HttpError::Api(ApiError::PatchNotApplicable("test failed".into()));
+        let (code, body) = status_of(&error);
+        assert_eq!(code.as_u16(), 422);
+        assert_eq!(body["reason"], "Invalid");
+        assert_eq!(
+            body["message"],
+            "the server rejected our request due to an error in our request"
+        );
+        assert_eq!(body["details"], json!({}));
     }
 
     #[test]
