@@ -89,7 +89,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
                     .iter()
                     .map(|c| {
                         json!({"reason": "FieldManagerConflict", "field": c.path,
-                            "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version)})
+                            "message": format!("conflict with {}", c.manager_text())})
                     })
                     .collect();
                 (409, "Conflict", Some(d))

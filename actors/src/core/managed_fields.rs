@@ -207,6 +207,9 @@ pub struct ManagedFields {
 pub struct FieldConflict {
     pub manager: String,
     pub api_version: String,
+    /// The other manager's operation (`Apply`, `Update`) and subresource.
+    pub operation: String,
+    pub subresource: String,
     /// The field as Kubernetes prints it: `.spec.containers[name="c"].image`.
     pub path: String,
     /// The field as path elements.
@@ -371,6 +374,8 @@ impl ManagedFields {
                     conflicts.push(FieldConflict {
                         manager: entry.manager.clone(),
                         api_version: entry.api_version.clone(),
+                        operation: entry.operation.clone(),
+                        subresource: entry.subresource.clone(),
                         path: display_path(path),
                         elements: path.clone(),
                     });
@@ -435,12 +440,40 @@ pub const LAST_APPLIED_POINTER: &str =
 
 /// The 409 of an apply that meets conflicts, worded as Kubernetes words it.
 pub fn conflict_message(conflicts: &[FieldConflict]) -> String {
-    let noun = if conflicts.len() == 1 { "conflict" } else { "conflicts" };
-    let listed: Vec<String> = conflicts
-        .iter()
-        .map(|c| format!("conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.path))
-        .collect();
-    format!("Apply failed with {} {noun}: {}", conflicts.len(), listed.join("\n"))
+    if let [conflict] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            conflict.manager_text(),
+            conflict.path
+        );
+    }
+    // Grouped by manager, managers sorted, as Kubernetes lists them.
+    let mut managers: Vec<String> = conflicts.iter().map(FieldConflict::manager_text).collect();
+    managers.sort();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for manager in &managers {
+        lines.push(format!("conflicts with {manager}:"));
+        let paths = conflicts.iter().filter(|c| c.manager_text() == *manager);
+        lines.extend(paths.map(|c| format!("- {}", c.path)));
+    }
+    format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
+}
+
+impl FieldConflict {
+    /// The other manager as Kubernetes names it in a conflict: `"kubectl"` for an applier,
+    /// `"editor" using v1` for an updater, with `with subresource "scale"` for one through a
+    /// subresource.
+    pub fn manager_text(&self) -> String {
+        let mut text = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            text.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == "Update" {
+            text.push_str(&format!(" using {}", self.api_version));
+        }
+        text
+    }
 }
 
 #[cfg(test)]
@@ -512,6 +545,34 @@ mod tests {
         assert_eq!(conflicts.len(), 1);
         assert_eq!(conflicts[0].path, ".data.b");
         assert!(conflict_message(&conflicts).contains("conflict with \"kubectl-create\""));
+        // Worded as Kubernetes words them: appliers by name, updaters with their version,
+        // several grouped by manager, managers sorted.
+        let conflict = |manager: &str, operation: &str, path: &str| FieldConflict {
+            manager: manager.into(),
+            api_version: "v1".into(),
+            operation: operation.into(),
+            subresource: String::new(),
+            path: path.into(),
+            elements: Vec::new(),
+        };
+        assert_eq!(
+            conflict_message(&[conflict("kubectl", "Apply", ".data.k1")]),
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .data.k1"
+        );
+        let several = [
+            conflict("zed", "Update", ".data.b"),
+            conflict("kubectl", "Apply", ".data.k1"),
+            conflict("kubectl", "Apply", ".metadata.labels.a"),
+        ];
+        assert_eq!(
+            conflict_message(&several),
+            "Apply failed with 3 conflicts: conflicts with \"kubectl\":\n- .data.k1\n- .metadata.labels.a\nconflicts with \"zed\" using v1:\n- .data.b"
+        );
+        let scaler = FieldConflict {
+            subresource: "scale".into(),
+            ..conflict("scaler", "Update", ".spec.replicas")
+        };
+        assert_eq!(scaler.manager_text(), "\"scaler\" with subresource \"scale\" using v1");
         let forced = fields.apply(Some(&live), &other, &apply, false, true).unwrap();
         assert_eq!(forced["data"]["b"], "2");
         assert_eq!(
