@@ -18,8 +18,8 @@ const ONE: i128 = 1000;
 /// still far from wrapping when added to.
 const HUGE: i128 = i128::MAX / 1024;
 
-/// The scopes this server matches objects against (a quota naming another is left alone).
-pub const MATCHED_SCOPES: [&str; 6] = [
+/// The scopes a quota may name, each of which this server matches objects against.
+pub const SCOPES: [&str; 6] = [
     "Terminating",
     "NotTerminating",
     "BestEffort",
@@ -256,7 +256,7 @@ fn is_terminal(pod: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
     deleted.is_some_and(|at| at.checked_add_signed(grace).is_some_and(|end| end < now))
 }
 
-/// Whether a quota with `requirements` (on [`MATCHED_SCOPES`] alone) takes in `object` of
+/// Whether a quota with `requirements` (on [`SCOPES`] alone) takes in `object` of
 /// `resource`, as Kubernetes' pod evaluator matches scopes: an unscoped quota takes in
 /// everything; a scoped one only pods, by whether they have a deadline (Terminating), request
 /// and limit nothing (BestEffort), name a priority class (PriorityClass, whose `In`, `NotIn`,
@@ -336,7 +336,7 @@ pub fn scope_requirements(quota: &Value) -> Option<Vec<ScopeRequirement<'_>>> {
             values: values.filter_map(Value::as_str).collect(),
         });
     }
-    requirements.iter().all(|r| MATCHED_SCOPES.contains(&r.scope)).then_some(requirements)
+    requirements.iter().all(|r| SCOPES.contains(&r.scope)).then_some(requirements)
 }
 
 /// Amounts as Kubernetes prints them in messages: `name=amount`, by name, comma-separated.

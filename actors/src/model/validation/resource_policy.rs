@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{label_key_errors, FieldError};
 use crate::model::quantity;
+use crate::model::quota::SCOPES as QUOTA_SCOPES;
 
 /// Resource names without a domain that Kubernetes knows (`IsStandardResourceName`) and
 /// that are amounts; the counts are `INTEGER`.
@@ -39,16 +40,6 @@ const INTEGER: [&str; 9] = [
     "persistentvolumeclaims",
     "services.nodeports",
     "services.loadbalancers",
-];
-
-/// The scopes a quota may name.
-const QUOTA_SCOPES: [&str; 6] = [
-    "Terminating",
-    "NotTerminating",
-    "BestEffort",
-    "NotBestEffort",
-    "PriorityClass",
-    "CrossNamespacePodAffinity",
 ];
 
 fn is_standard(name: &str) -> bool {
