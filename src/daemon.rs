@@ -266,10 +266,14 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             else {
                 return;
             };
-            let user = chain.first().and_then(|c| crate::auth::authn::certificate_user(c));
-            match user.filter(|_| clients.vouches_for(chain)) {
-                Some(user) => _ = extensions.insert(crate::auth::authn::CertificateUser(user)),
-                None => _ = extensions.insert(crate::auth::authn::CertificateRejected),
+            if !clients.vouches_for(chain) {
+                extensions.insert(crate::auth::authn::CertificateRejected);
+                return;
+            }
+            // One that names no user (no CN) is no credential, as Kubernetes takes it.
+            if let Some(user) = chain.first().and_then(|c| crate::auth::authn::certificate_user(c))
+            {
+                extensions.insert(crate::auth::authn::CertificateUser(user));
             }
         })
         .listen(listener)

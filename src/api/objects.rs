@@ -231,10 +231,18 @@ async fn dispatch(
             Ok(response)
         }
         (Method::PUT, Some(name)) => {
-            let (value, warnings) = read_object(&req, payload, resource, &query, &state).await?;
+            let (mut value, warnings) =
+                read_object(&req, payload, resource, &query, &state).await?;
             let escalation = escalation(&req, &state, resource);
             if let Some(escalation) = &escalation {
-                check_escalation(escalation, &state, resource, namespace, &value, false).await?;
+                let judged =
+                    check_escalation(escalation, &state, resource, namespace, &value, false)
+                        .await?;
+                // The write replaces the version judged, or none (a 409 if it changed since):
+                // a role narrowed meanwhile is not widened again unchecked.
+                if let (Some(version), Some(meta)) = (judged, value["metadata"].as_object_mut()) {
+                    meta.entry("resourceVersion").or_insert(json!(version));
+                }
             }
             let options = query.write_options(&req)?;
             let (updated, created) = if status_only {
@@ -330,7 +338,8 @@ fn escalation<'a>(
 }
 
 /// Refuses a role or binding that would grant more than its writer holds (`creating`: a
-/// create, with no stored object to compare).
+/// create, with no stored object to compare). Returns the resourceVersion of the stored
+/// object judged against, if any.
 async fn check_escalation(
     escalation: &Escalation<'_>,
     state: &AppState,
@@ -338,7 +347,7 @@ async fn check_escalation(
     namespace: &str,
     object: &Value,
     creating: bool,
-) -> Result<(), HttpError> {
+) -> Result<Option<String>, HttpError> {
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let stored = match creating {
         true => None,
@@ -348,13 +357,16 @@ async fn check_escalation(
             Err(error) => return Err(error.into()),
         },
     };
+    let judged = stored.as_ref().and_then(|s| s.pointer("/metadata/resourceVersion")).cloned();
+    let judged = judged.and_then(|v| v.as_str().map(String::from));
     // An update of what the garbage collector and finalizers work with alone (finalizers,
     // owner references) grants nothing, and is not checked, as in Kubernetes.
     if stored.as_ref().is_some_and(|stored| only_bookkeeping_differs(stored, object)) {
-        return Ok(());
+        return Ok(judged);
     }
     if matches!(resource.kind, "Role" | "ClusterRole") {
-        return escalation.check_role(resource.plural, namespace, object, stored.as_ref());
+        escalation.check_role(resource.plural, namespace, object, stored.as_ref())?;
+        return Ok(judged);
     }
     let role_name = object.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
     let role = match object.pointer("/roleRef/kind").and_then(Value::as_str) {
@@ -365,9 +377,9 @@ async fn check_escalation(
             resources::find(resources::RBAC_GROUP, "v1", "clusterroles").map(|r| (r, ""))
         }
         // Validation refuses it.
-        _ => return Ok(()),
+        _ => return Ok(judged),
     };
-    let Some((roles, role_namespace)) = role else { return Ok(()) };
+    let Some((roles, role_namespace)) = role else { return Ok(judged) };
     let rules = match state.core.get(roles, role_namespace, role_name).await {
         Ok(role) => Some(
             role.to_value().get("rules").and_then(Value::as_array).cloned().unwrap_or_default(),
@@ -375,7 +387,8 @@ async fn check_escalation(
         Err(ApiError::NotFound { .. }) => None,
         Err(error) => return Err(error.into()),
     };
-    escalation.check_binding(resource.plural, namespace, object, rules.as_deref())
+    escalation.check_binding(resource.plural, namespace, object, rules.as_deref())?;
+    Ok(judged)
 }
 
 /// Whether `new` differs from `stored` only in metadata other than its labels and

@@ -273,16 +273,14 @@ impl Escalation<'_> {
             return Ok(());
         }
         let Some(rules) = role_rules else {
-            // As Kubernetes' binding storage answers: the role's lookup failed.
-            return Err(HttpError::Forbidden {
-                message: format!(
-                    "{plural}.rbac.authorization.k8s.io {name:?} is forbidden: \
-                     {role_plural}.rbac.authorization.k8s.io {role_name:?} not found"
-                ),
-                kind: plural.into(),
-                group: kplane_actors::model::resources::RBAC_GROUP.into(),
-                name: name.into(),
-            });
+            // As Kubernetes' binding storage answers: the role's lookup fails, 404.
+            let roles = kplane_actors::model::resources::find(
+                kplane_actors::model::resources::RBAC_GROUP,
+                "v1",
+                role_plural,
+            )
+            .expect("the RBAC roles are served");
+            return Err(HttpError::Api(kplane_actors::core::ApiError::not_found(roles, role_name)));
         };
         let missing = self.not_held(rules, namespace);
         if missing.is_empty() {

@@ -36,7 +36,7 @@ pub fn requested(headers: &HeaderMap) -> Result<Option<Impersonation>, HttpError
         all.map(str::to_string).collect()
     };
     let mut groups = values(GROUP);
-    let uid = values(UID).into_iter().next();
+    let uid = values(UID).into_iter().next().filter(|uid| !uid.is_empty());
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, value) in headers.iter() {
         let Some(key) = name.as_str().strip_prefix(EXTRA) else { continue };
@@ -129,6 +129,8 @@ mod tests {
     fn each_part_asked_for_is_a_check_and_the_user_gets_kubernetes_groups() {
         assert!(requested(&headers(&[])).unwrap().is_none());
         assert!(requested(&headers(&[("Impersonate-User", "")])).unwrap().is_none());
+        let no_uid = requested(&headers(&[("Impersonate-User", "bob"), ("Impersonate-Uid", "")]));
+        assert_eq!(checked(&no_uid.unwrap().unwrap()), ["impersonate :users /bob"]);
         let bob = requested(&headers(&[
             ("Impersonate-User", "bob"),
             ("Impersonate-Group", "dev"),

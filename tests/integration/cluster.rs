@@ -267,9 +267,6 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
     assert_eq!(server.get("/api/v1/namespaces/team").0, 404);
 }
 
-/// Every namespace has its `default` ServiceAccount, from its creation on, and again after it
-/// is deleted, as Kubernetes' service account controller keeps it; a deleted namespace still
-/// goes.
 /// Once its content is gone, a namespace that other finalizers of its own keep says so in
 /// its conditions, as Kubernetes' controller writes them on every pass.
 #[test]
@@ -299,6 +296,9 @@ fn a_namespace_held_by_its_own_finalizer_says_its_content_is_gone() {
     assert_eq!(ns["status"]["phase"], "Terminating");
 }
 
+/// Every namespace has its `default` ServiceAccount, from its creation on, and again after it
+/// is deleted, as Kubernetes' service account controller keeps it; a deleted namespace still
+/// goes.
 #[test]
 fn every_namespace_has_a_default_service_account() {
     let server = Server::start();

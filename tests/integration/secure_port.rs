@@ -534,6 +534,9 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     let patch = r#"[{"op": "add", "path": "/rules/-", "value": {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}}]"#;
     let refused = bob.refused(&["patch", "role", "secret-reader", "--type=json", "-p", patch]);
     assert!(refused.contains("not currently held"), "{refused}");
+    // A binding to a role that does not exist: the role is not found (404), as in Kubernetes.
+    let ghost = bob.refused(&["create", "rolebinding", "ghost", "--role=nosuch", "--user=carol"]);
+    assert!(ghost.contains(r#"roles.rbac.authorization.k8s.io "nosuch" not found"#), "{ghost}");
     // The cluster's admins may grant anything.
     root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
 }

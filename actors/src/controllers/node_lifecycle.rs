@@ -73,8 +73,9 @@ pub struct NodeLifecycleConfig {
     /// Zones of at most this many nodes give no NoExecute taints while mostly down
     /// (`--large-cluster-size-threshold`).
     pub large_cluster_size: usize,
-    /// How often every node is looked at (`--node-monitor-period`; at most half the grace
-    /// period). A node's change is looked at as it comes.
+    /// How often every node is looked at (Kubernetes' `--node-monitor-period`, 5 s; at most
+    /// half the grace period; not configurable here). A node's change is looked at as it
+    /// comes.
     pub monitor_period: Duration,
 }
 
@@ -566,6 +567,7 @@ mod tests {
         ApiClient::create(&core, nodes, "", node("n1", "True")).await.unwrap();
         let config = NodeLifecycleConfig {
             monitor_period: Duration::from_secs(3600),
+            grace_period: Duration::from_secs(7200),
             ..NodeLifecycleConfig::default()
         };
         NodeLifecycleController::new(Arc::new(core.clone()), config).start();

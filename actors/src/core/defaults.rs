@@ -55,7 +55,6 @@ pub(crate) fn recompute_qos_class(pod: &mut Value) {
     object_field(pod, "status").insert("qosClass".into(), json!(qos));
 }
 
-/// Fills the defaults of `kind` into `object` (a create or a full update).
 /// A namespace's phase, `Active` when none is given (or an empty one), as Kubernetes decodes
 /// a namespace, its status writes too.
 pub(crate) fn namespace_phase(object: &mut Value) {
@@ -66,6 +65,7 @@ pub(crate) fn namespace_phase(object: &mut Value) {
     }
 }
 
+/// Fills the defaults of `kind` into `object` (a create or a full update).
 pub(crate) fn apply(kind: &str, object: &mut Value) {
     drop_empty(object, "metadata", &["labels", "annotations", "finalizers", "ownerReferences"]);
     if kind == "ConfigMap" || kind == "Secret" {

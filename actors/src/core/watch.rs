@@ -60,8 +60,8 @@ impl ApiCore {
         let (from, mut initial_frames) = match (requested, send_initial) {
             (Some(rv), None | Some(false)) => (rv, Vec::new()),
             (None, Some(false)) => {
-                // Now: what the resource's shard has committed (a revision handed out to a
-                // write not yet committed would hide that write's event).
+                // Now: the revision of the resource's committed state (never one handed out
+                // to a write of it not yet committed, which would hide that write's event).
                 let page = self.store.list(resource, filter.clone(), Some(1), None, None).await?;
                 (page.resource_version, Vec::new())
             }
