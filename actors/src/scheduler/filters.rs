@@ -82,14 +82,16 @@ impl fmt::Display for FitFailure {
     }
 }
 
-/// Runs the filters in kube-scheduler's order (readiness first, then NodeUnschedulable,
-/// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit) and returns the reasons of
-/// the first one that rejects the node.
+/// Runs the filters in kube-scheduler's order (NodeUnschedulable, TaintToleration,
+/// NodeAffinity, NodePorts, NodeResourcesFit) and returns the reasons of the first one that
+/// rejects the node. A node that is not Ready is refused by its `not-ready` or `unreachable`
+/// taint, as kube-scheduler refuses it (and says so); the readiness check after the taints
+/// only covers the moment before the node lifecycle controller taints it.
 pub fn filter(pod: &PodInfo, node: &NodeInfo) -> Result<(), Vec<FitFailure>> {
     let single = |r: Result<(), FitFailure>| r.map_err(|f| vec![f]);
-    single(node_ready(pod, node))?;
     single(node_unschedulable(pod, node))?;
     single(taint_toleration(pod, node))?;
+    single(node_ready(pod, node))?;
     single(node_affinity(pod, node))?;
     single(node_ports(pod, node))?;
     resources_fit(pod, node)
@@ -423,8 +425,20 @@ mod tests {
         );
         n.unschedulable = true;
         assert_eq!(filter(&p, &n), Err(vec![FitFailure::Unschedulable]));
+        n.unschedulable = false;
         n.ready = false;
         assert_eq!(filter(&p, &n), Err(vec![FitFailure::NotReady]));
+        // Once tainted for it, a node not Ready is refused by its taint, in kube's words.
+        n.taints.push(crate::model::taints::Taint {
+            key: crate::model::taints::NOT_READY.into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        });
+        let refused = filter(&p, &n).unwrap_err();
+        assert_eq!(
+            refused[0].to_string(),
+            "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+        );
         assert_eq!(filter(&pod_info(json!({})), &node_info(json!({}))), Ok(()));
     }
 
