@@ -177,8 +177,7 @@ impl NodeLifecycleController {
     /// Marks the nodes gone silent, and taints each node as its conditions say.
     fn monitor(&mut self, ctx: &mut Context<Self>) {
         let states = self.zone_states();
-        let all_down = !states.is_empty()
-            && states.values().all(|(state, _)| *state == ZoneState::FullDisruption);
+        let all_down = Self::all_down(&states);
         for (name, node) in &self.nodes {
             let grace = self.config.grace_period;
             let silent = self.heard.get(name).is_some_and(|h| h.at.elapsed() > grace);
@@ -229,6 +228,12 @@ impl NodeLifecycleController {
                 None => {}
             }));
         }
+    }
+
+    /// Whether no zone has a Ready node: the controller then takes it for its own trouble
+    /// reaching them, and gives no NoExecute taints.
+    fn all_down(states: &HashMap<String, (ZoneState, usize)>) -> bool {
+        !states.is_empty() && states.values().all(|(state, _)| *state == ZoneState::FullDisruption)
     }
 
     /// Each zone's state and size.
@@ -480,11 +485,15 @@ impl Handler<Nodes> for NodeLifecycleController {
             }
             Feed::Unavailable(_) => Vec::new(),
         };
-        let states = self.zone_states();
-        let all_down = !states.is_empty()
-            && states.values().all(|(state, _)| *state == ZoneState::FullDisruption);
+        // The zones' states matter only to a node not Ready (its NoExecute taint), and are
+        // worked out once, for the first such node (not for every heartbeat).
+        let mut zones_down = None;
         for node in changed {
             self.hear(object_name(&node), None, heartbeat(&node));
+            let not_ready =
+                matches!(condition_status(&node, "Ready").as_deref(), Some("False" | "Unknown"));
+            let all_down =
+                not_ready && *zones_down.get_or_insert_with(|| Self::all_down(&self.zone_states()));
             // Its NoSchedule taints follow a change at once (a cordon, a condition); a new
             // NoExecute taint waits for the monitor and its zone's turn.
             if let Some(retainted) = Self::retainted(&node, all_down, || false) {

@@ -404,13 +404,17 @@ impl StoreShard {
         Ok(ListPage { resource_version: revision, items: page, next })
     }
 
+    /// Whether no write to `resource` has been accepted and not yet committed.
+    fn settled(&self, resource: &'static ResourceType) -> bool {
+        !self.latest.keys().any(|key| key.resource == resource)
+    }
+
     /// The revision the committed state of `resource` is the state at: the last revision
     /// handed out anywhere, when no write to it waits for its commit (revisions for this
     /// shard are handed out on its own thread, so none below that can still come); else the
     /// last this shard committed.
     fn current_state_revision(&self, resource: &'static ResourceType) -> u64 {
-        let settled = !self.latest.keys().any(|key| key.resource == resource);
-        if settled {
+        if self.settled(resource) {
             self.revision.current().max(self.applied)
         } else {
             self.applied
@@ -426,7 +430,7 @@ impl StoreShard {
         // may hold a revision up to `revision`): the current state is the state at `revision`.
         // (The caller checked that `revision` has been handed out.)
         let unchanged = self.modified_at.get(&resource.into()).is_none_or(|m| *m <= revision)
-            && !self.latest.keys().any(|key| key.resource == resource);
+            && self.settled(resource);
         if unchanged {
             return Ok(self.collections.get(&resource.into()).cloned().unwrap_or_default());
         }
