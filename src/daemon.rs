@@ -15,7 +15,8 @@ use kplane_actors::controllers::{
     StopKubernetesServiceController, StopNamespaceController, StopNodeLifecycleController,
     StopPersistentVolumeController, StopPodGarbageCollector, StopQuotaController,
     StopReplicationManager, StopServiceController, StopStorageProtector,
-    StopTaintEvictionController, StorageProtector, TaintEvictionController,
+    StopTaintEvictionController, StopTokensController, StorageProtector, TaintEvictionController,
+    TokensController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -57,6 +58,7 @@ pub struct Running {
     quotas: Addr<ResourceQuotaController>,
     accounts: Addr<EveryNamespace>,
     root_ca: Option<Addr<EveryNamespace>>,
+    tokens: Option<Addr<TokensController>>,
     replication: Addr<ReplicationManager>,
     endpoints: Addr<EndpointsController>,
     node_lifecycle: Addr<NodeLifecycleController>,
@@ -100,6 +102,9 @@ impl Running {
         let _ = self.accounts.send(StopEveryNamespace).await;
         if let Some(root_ca) = &self.root_ca {
             let _ = root_ca.send(StopEveryNamespace).await;
+        }
+        if let Some(tokens) = &self.tokens {
+            let _ = tokens.send(StopTokensController).await;
         }
         let _ = self.replication.send(StopReplicationManager).await;
         let _ = self.endpoints.send(StopEndpointsController).await;
@@ -345,6 +350,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         Kept::default_service_account(),
     )
     .start();
+    // And the tokens controller: service account token Secrets get their account's token.
+    let tokens = state.tokens.clone().map(|issuer| {
+        let client = Arc::new(state.core.clone().with_field_manager("kplane-controller-manager"));
+        TokensController::new(client, issuer, root_ca.as_deref()).start()
+    });
     // And, while the secure port is served, its certificate in every namespace's
     // `kube-root-ca.crt` (the root CA certificate publisher).
     let root_ca = root_ca.map(|ca| {
@@ -444,6 +454,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         quotas,
         accounts,
         root_ca,
+        tokens,
         replication,
         endpoints,
         node_lifecycle,

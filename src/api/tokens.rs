@@ -4,7 +4,7 @@
 //! (the token file's, then a service account's), answering who it is.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use kplane_actors::client::object_uid;
+use kplane_actors::client::{object_name, object_namespace, object_uid};
 use kplane_actors::core::ApiError;
 use kplane_actors::model::{resources, FieldError, ResourceType};
 use serde_json::{json, Value};
@@ -69,6 +69,7 @@ pub async fn request(
         name: name.to_string(),
         uid: object_uid(&account.to_value()).to_string(),
         audiences: audiences.clone(),
+        secret: None,
     };
     let issuer = state.tokens.as_ref().ok_or_else(|| {
         HttpError::Api(ApiError::Unavailable("no service account signing key".into()))
@@ -90,7 +91,8 @@ pub async fn request(
 }
 
 /// The service account a bearer token names, if it is good and the account still exists
-/// with the uid the token names.
+/// with the uid the token names (and is not being deleted); a long-lived token only while its
+/// Secret still holds it, is not being deleted and has not been invalidated.
 pub async fn service_account(
     state: &AppState,
     token: &str,
@@ -99,7 +101,63 @@ pub async fn service_account(
     let account = state.tokens.as_ref()?.verify(token, audiences)?;
     let serviceaccounts = resources::core("serviceaccounts");
     let current = state.core.get(serviceaccounts, &account.namespace, &account.name).await.ok()?;
-    (object_uid(&current.to_value()) == account.uid).then_some(account)
+    let current = current.to_value();
+    if object_uid(&current) != account.uid || is_deleting(&current) {
+        return None;
+    }
+    if let Some(secret) = &account.secret {
+        let secret = state.core.get(resources::core("secrets"), &account.namespace, secret).await;
+        let secret = secret.ok()?.to_value();
+        if !holds_valid_token(&secret, token) {
+            return None;
+        }
+        note_last_use(state, secret).await;
+    }
+    Some(account)
+}
+
+/// The label Kubernetes invalidates a Secret's long-lived token with (any value).
+const INVALID_SINCE: &str = "kubernetes.io/legacy-token-invalid-since";
+/// The label saying on which day (UTC) a Secret's long-lived token was last used.
+const LAST_USED: &str = "kubernetes.io/legacy-token-last-used";
+
+fn is_deleting(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+/// Whether a service account token Secret holds `token`, and it is still good.
+fn holds_valid_token(secret: &Value, token: &str) -> bool {
+    use base64::Engine;
+    let held = secret.pointer("/data/token").and_then(Value::as_str).unwrap_or("");
+    let held = base64::engine::general_purpose::STANDARD.decode(held).unwrap_or_default();
+    let invalidated = secret.pointer("/metadata/labels").and_then(|l| l.get(INVALID_SINCE));
+    !is_deleting(secret) && invalidated.is_none() && held == token.as_bytes()
+}
+
+/// Labels the Secret of a long-lived token just used with today's date, unless it has it, as
+/// kube-apiserver tracks their use (a failed write is let go: the next use tries again).
+async fn note_last_use(state: &AppState, mut secret: Value) {
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let labels = secret.pointer("/metadata/labels");
+    if labels.and_then(|l| l.get(LAST_USED)).and_then(Value::as_str) == Some(today.as_str()) {
+        return;
+    }
+    let Some(meta) = secret.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    labels[LAST_USED] = json!(today);
+    let (namespace, name) = (object_namespace(&secret), object_name(&secret));
+    let (namespace, name) = (namespace.to_string(), name.to_string());
+    let options = kplane_actors::core::WriteOptions {
+        field_manager: Some("kplane-apiserver".into()),
+        ..Default::default()
+    };
+    let secrets = resources::core("secrets");
+    if let Err(error) = state.core.update(secrets, &namespace, &name, secret, &options).await {
+        tracing::debug!(%namespace, %name, %error, "noting a long-lived token's use");
+    }
 }
 
 /// Answers a TokenReview: who its `spec.token` is, for its `spec.audiences`.

@@ -4,6 +4,10 @@
 //! (`system:serviceaccount:NS:NAME`, its uid), the issuer and audiences, and when they expire.
 //! A token is good while its signature, issuer, audience and time hold and its account still
 //! exists with the uid it names: deleting the account revokes its tokens.
+//!
+//! The same key signs the long-lived tokens of service account token Secrets (issuer
+//! `kubernetes/serviceaccount`, no audience, no expiry, as Kubernetes' legacy tokens), which
+//! are good while their Secret still holds them as well.
 
 use std::path::Path;
 
@@ -14,6 +18,8 @@ use super::{AuthConfigError, UserInfo};
 
 /// The issuer, and the audience tokens are for unless they ask for others.
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+/// The issuer of the tokens in service account token Secrets.
+const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
 
 /// Signs and checks tokens.
 pub struct TokenIssuer {
@@ -52,6 +58,21 @@ struct AccountRef {
     uid: String,
 }
 
+/// What a Secret's long-lived token says, in Kubernetes' claims.
+#[derive(Debug, Serialize, Deserialize)]
+struct LegacyClaims {
+    iss: String,
+    sub: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/namespace")]
+    namespace: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/secret.name")]
+    secret: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.name")]
+    name: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.uid")]
+    uid: String,
+}
+
 /// The account a good token names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenAccount {
@@ -59,6 +80,8 @@ pub struct TokenAccount {
     pub name: String,
     pub uid: String,
     pub audiences: Vec<String>,
+    /// The Secret a long-lived token is kept in (it is good only while it is there).
+    pub secret: Option<String>,
 }
 
 impl TokenAccount {
@@ -125,9 +148,13 @@ impl TokenIssuer {
     }
 
     /// The account a token names, if its signature, issuer, time and audience hold (the
-    /// account's existence is the caller's to check). `audiences`: those the token must be
-    /// for one of (the issuer when empty).
+    /// account's existence, and a long-lived token's Secret's, are the caller's to check).
+    /// `audiences`: those the token must be for one of (the issuer when empty); a long-lived
+    /// token is for the issuer's only.
     pub fn verify(&self, token: &str, audiences: &[String]) -> Option<TokenAccount> {
+        if issuer_of(token)? == LEGACY_ISSUER {
+            return self.verify_legacy(token, audiences);
+        }
         let mut validation = Validation::new(Algorithm::ES256);
         validation.set_issuer(&[ISSUER]);
         let wanted: Vec<&str> = if audiences.is_empty() {
@@ -144,7 +171,63 @@ impl TokenIssuer {
             name: claims.kubernetes.serviceaccount.name,
             uid: claims.kubernetes.serviceaccount.uid,
             audiences: claims.aud,
+            secret: None,
         })
+    }
+
+    fn verify_legacy(&self, token: &str, audiences: &[String]) -> Option<TokenAccount> {
+        if !audiences.is_empty() && !audiences.iter().any(|a| a == ISSUER) {
+            return None;
+        }
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_issuer(&[LEGACY_ISSUER]);
+        validation.set_required_spec_claims(&["iss", "sub"]);
+        validation.validate_exp = false;
+        validation.validate_aud = false;
+        let claims = jsonwebtoken::decode::<LegacyClaims>(token, &self.decoding, &validation)
+            .ok()?
+            .claims;
+        Some(TokenAccount {
+            namespace: claims.namespace,
+            name: claims.name,
+            uid: claims.uid,
+            audiences: vec![ISSUER.into()],
+            secret: Some(claims.secret),
+        })
+    }
+}
+
+/// The `iss` claim of a JWT, read without checking anything.
+fn issuer_of(token: &str) -> Option<String> {
+    use base64::Engine;
+    #[derive(Deserialize)]
+    struct Issuer {
+        iss: String,
+    }
+    let payload = token.split('.').nth(1)?;
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?;
+    serde_json::from_slice::<Issuer>(&payload).ok().map(|claims| claims.iss)
+}
+
+/// The long-lived tokens of service account token Secrets, which the tokens controller asks for.
+impl kplane_actors::controllers::TokenSigner for TokenIssuer {
+    fn sign(
+        &self,
+        namespace: &str,
+        account: &str,
+        uid: &str,
+        secret: &str,
+    ) -> Result<String, String> {
+        let claims = LegacyClaims {
+            iss: LEGACY_ISSUER.into(),
+            sub: UserInfo::service_account(namespace, account, uid).name,
+            namespace: namespace.into(),
+            secret: secret.into(),
+            name: account.into(),
+            uid: uid.into(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::ES256), &claims, &self.encoding)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -161,6 +244,7 @@ mod tests {
             name: "ci".into(),
             uid: "u-1".into(),
             audiences: vec![],
+            secret: None,
         };
         let (token, _) = issuer.issue(&account, 600).unwrap();
         let verified = issuer.verify(&token, &[]).unwrap();
@@ -179,5 +263,37 @@ mod tests {
         assert!(issuer.verify(&for_vault, &[]).is_none());
         assert!(issuer.verify(&for_vault, &["vault".to_string()]).is_some());
         assert!(issuer.verify("not.a.token", &[]).is_none());
+    }
+
+    #[test]
+    fn a_secrets_long_lived_token_names_its_account_and_secret() {
+        use kplane_actors::controllers::TokenSigner;
+        let dir = tempfile::tempdir().unwrap();
+        let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
+        let token = issuer.sign("team", "ci", "u-1", "ci-token").unwrap();
+        let verified = issuer.verify(&token, &[]).unwrap();
+        assert_eq!(verified.user().name, "system:serviceaccount:team:ci");
+        assert_eq!((verified.uid.as_str(), verified.secret.as_deref()), ("u-1", Some("ci-token")));
+        assert_eq!(verified.audiences, [ISSUER]);
+        // Kubernetes' claims, which tools read.
+        let claims = issuer_claims(&token);
+        assert_eq!(claims["iss"], "kubernetes/serviceaccount");
+        assert_eq!(claims["sub"], "system:serviceaccount:team:ci");
+        assert_eq!(claims["kubernetes.io/serviceaccount/secret.name"], "ci-token");
+        assert_eq!(claims["kubernetes.io/serviceaccount/service-account.uid"], "u-1");
+        assert!(claims.get("exp").is_none() && claims.get("aud").is_none());
+        // For the API server only; another key's is refused.
+        assert!(issuer.verify(&token, &[ISSUER.to_string()]).is_some());
+        assert!(issuer.verify(&token, &["vault".to_string()]).is_none());
+        let other = tempfile::tempdir().unwrap();
+        let forged = TokenIssuer::load_or_create(other.path()).unwrap();
+        assert!(issuer.verify(&forged.sign("team", "ci", "u-1", "x").unwrap(), &[]).is_none());
+    }
+
+    fn issuer_claims(token: &str) -> serde_json::Value {
+        use base64::Engine;
+        let payload = token.split('.').nth(1).unwrap();
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap();
+        serde_json::from_slice(&payload).unwrap()
     }
 }

@@ -498,6 +498,78 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
     assert!(refused.contains("You must be logged in to the server"), "{refused}");
 }
 
+/// Long-lived tokens as Kubernetes' documentation makes them: a
+/// `kubernetes.io/service-account-token` Secret naming an account is given the account's
+/// token, its namespace and the root CA certificate; the token is the account on the secure
+/// port (a TokenReview agrees) while the Secret holds it, and its use is noted on the Secret;
+/// deleting the Secret revokes it. A Secret naming an account that does not exist is deleted.
+#[test]
+fn service_account_token_secrets_hold_long_lived_tokens() {
+    use base64::Engine;
+    let decode = |text: &str| {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim()).unwrap();
+        String::from_utf8(bytes).unwrap()
+    };
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start_with_env(&env);
+    let insecure = server.kubectl();
+    insecure.ok(&["create", "serviceaccount", "deployer"]);
+    let secret = |name: &str, account: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  annotations:\n    \
+             kubernetes.io/service-account.name: {account}\ntype: kubernetes.io/service-account-token\n"
+        )
+    };
+    let manifest = insecure.write("token.yaml", &secret("deployer-token", "deployer"));
+    insecure.ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    let data = |key: &str| {
+        let path = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
+        insecure.run(&["get", "secret", "deployer-token", "-o", &path]).1
+    };
+    crate::util::wait_until(std::time::Duration::from_secs(30), "the token filled in", || {
+        !data("token").is_empty()
+    });
+    let token = decode(&data("token"));
+    assert_eq!(decode(&data("namespace")), "default");
+    let root_ca = insecure.ok(&["get", "configmap", "kube-root-ca.crt", "-o", "jsonpath={.data.ca\\.crt}"]);
+    assert!(root_ca.contains("BEGIN CERTIFICATE"), "{root_ca}");
+    assert_eq!(decode(&data("ca.crt")), root_ca);
+    let uid = insecure.ok(&["get", "serviceaccount", "deployer", "-o", "jsonpath={.metadata.uid}"]);
+    let said = insecure.ok(&["get", "secret", "deployer-token", "-o", "json"]);
+    let said: Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(said["metadata"]["annotations"]["kubernetes.io/service-account.uid"], json!(uid));
+
+    let deployer = SecureKubectl::new(
+        port,
+        &server.data.path().join("pki/apiserver.crt"),
+        &format!("{{token: {token}}}"),
+    );
+    let me = whoami(&deployer);
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:deployer");
+    let labels = insecure.ok(&["get", "secret", "deployer-token", "-o", "jsonpath={.metadata.labels}"]);
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert!(labels.contains(&format!(r#""kubernetes.io/legacy-token-last-used":"{today}""#)), "{labels}");
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token}});
+    let (_, answered) = server.post("/apis/authentication.k8s.io/v1/tokenreviews", &review);
+    assert_eq!(answered["status"]["user"]["username"], "system:serviceaccount:default:deployer");
+
+    let orphan = insecure.write("orphan.yaml", &secret("orphan-token", "nobody"));
+    insecure.ok(&["apply", "-f", orphan.to_str().unwrap()]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "the orphan deleted", || {
+        !insecure.run(&["get", "secret", "orphan-token"]).0
+    });
+
+    insecure.ok(&["delete", "secret", "deployer-token"]);
+    let refused = deployer.refused(&["auth", "whoami"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+}
+
 /// RBAC's escalation check: a namespace's admin may write roles and bindings there, but only
 /// with what they hold themselves.
 #[test]

@@ -102,6 +102,11 @@ pub fn object_name(object: &Value) -> &str {
     json::at(object, "/metadata/name").and_then(Value::as_str).unwrap_or("")
 }
 
+/// The namespace in an object's metadata (empty when missing).
+pub fn object_namespace(object: &Value) -> &str {
+    json::at(object, "/metadata/namespace").and_then(Value::as_str).unwrap_or("")
+}
+
 /// The uid in an object's metadata (empty when missing).
 pub fn object_uid(object: &Value) -> &str {
     json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("")

@@ -16,6 +16,8 @@
 //! - [`replication`]: keeps each ReplicationController's replicas of its pod template.
 //! - [`resource_quota`]: works out each ResourceQuota's hard limits and usage.
 //! - [`service`]: the built-in load balancer of LoadBalancer services.
+//! - [`service_account_tokens`]: fills service account token Secrets with their account's
+//!   token, and deletes those of accounts gone.
 //! - [`storage_protection`]: keeps claims used by pods, and bound volumes, from going.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
@@ -33,6 +35,7 @@ pub mod pod_gc;
 pub mod replication;
 pub mod resource_quota;
 pub mod service;
+pub mod service_account_tokens;
 pub mod storage_protection;
 pub mod taint_eviction;
 
@@ -51,6 +54,7 @@ pub use pod_gc::{PodGarbageCollector, StopPodGarbageCollector};
 pub use replication::{ReplicationManager, StopReplicationManager};
 pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service::{ServiceController, StopServiceController};
+pub use service_account_tokens::{StopTokensController, TokenSigner, TokensController};
 pub use storage_protection::{StopStorageProtector, StorageProtector};
 pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 
