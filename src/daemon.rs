@@ -241,7 +241,10 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             .with_inflight_limits(limits);
     app_state.security = Some(settings.security.clone());
     match crate::auth::tokens::TokenIssuer::load_or_create(&settings.data_dir) {
-        Ok(issuer) => app_state.tokens = Some(Arc::new(issuer)),
+        Ok(issuer) => {
+            let issuer = issuer.with_jwks_uri(jwks_uri(settings));
+            app_state.tokens = Some(Arc::new(issuer));
+        }
         Err(e) => {
             store.close(std::time::Duration::from_secs(10)).await;
             return Err(StartError::ServiceAccountKey(e));
@@ -469,6 +472,16 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         metrics_scraper,
         store,
     })
+}
+
+/// Where the service account issuer's keys are served, as kube-apiserver says by default: on
+/// the secure port at the address pods reach it by (the insecure port's when it is off).
+fn jwks_uri(settings: &Settings) -> String {
+    let path = crate::api::ISSUER_KEYS_PATH;
+    match kubernetes_service_config(settings) {
+        Some(config) => format!("https://{}:{}{path}", config.address, config.port),
+        None => format!("http://{}{path}", settings.insecure_addr),
+    }
 }
 
 /// The `kubernetes` Service's cluster IP: the first address of the service range.

@@ -6,6 +6,8 @@ mod discovery;
 #[cfg(test)]
 mod hardening_tests;
 mod inflight;
+mod issuer_discovery;
+pub use issuer_discovery::KEYS_PATH as ISSUER_KEYS_PATH;
 mod logs;
 mod media;
 mod metrics;
@@ -104,6 +106,7 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(metrics::observe))
         .configure(objects::configure)
         .configure(discovery::configure)
+        .configure(issuer_discovery::configure)
         .configure(openapi::configure)
         .configure(metrics::configure)
         .default_service(web::to(not_found))

@@ -266,7 +266,8 @@ impl RbacStore {
 /// The roles and bindings every cluster starts with (Kubernetes' bootstrap policy, its part
 /// that concerns what kplane serves): `cluster-admin` for the group `system:masters`,
 /// `system:basic-user` (asking who one is and what one may do) and `system:discovery` for
-/// every authenticated user, `system:public-info-viewer` (health and version) for everyone;
+/// every authenticated user, `system:public-info-viewer` (health and version) for everyone,
+/// `system:service-account-issuer-discovery` (the token issuer's keys) for service accounts;
 /// and the user-facing `view`, `edit` and `admin`, unbound, to grant in a namespace. As in
 /// Kubernetes, these three aggregate (the ClusterRole aggregation controller keeps their
 /// rules): `view` the roles labelled `rbac.authorization.k8s.io/aggregate-to-view`, which
@@ -372,9 +373,22 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
                 json!([{"verbs": ["get"], "nonResourceURLs": public}]),
             ),
         ),
+        (
+            "clusterroles",
+            role(
+                "system:service-account-issuer-discovery",
+                json!([{"verbs": ["get"], "nonResourceURLs": [
+                    "/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+                    "/openid/v1/jwks", "/openid/v1/jwks/"]}]),
+            ),
+        ),
         ("clusterrolebindings", bind("cluster-admin", &["system:masters"])),
         ("clusterrolebindings", bind("system:basic-user", &["system:authenticated"])),
         ("clusterrolebindings", bind("system:discovery", &["system:authenticated"])),
+        (
+            "clusterrolebindings",
+            bind("system:service-account-issuer-discovery", &["system:serviceaccounts"]),
+        ),
         (
             "clusterrolebindings",
             bind("system:public-info-viewer", &["system:authenticated", "system:unauthenticated"]),

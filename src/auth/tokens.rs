@@ -25,6 +25,12 @@ const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
 pub struct TokenIssuer {
     encoding: EncodingKey,
     decoding: DecodingKey,
+    /// The key's id, in every token's header: Kubernetes' (SHA-256 of the public key's DER).
+    key_id: String,
+    /// The public key as a JSON Web Key (the issuer's `jwks_uri` serves it).
+    public_key: serde_json::Value,
+    /// Where the issuer's discovery document says its keys are.
+    jwks_uri: String,
 }
 
 impl std::fmt::Debug for TokenIssuer {
@@ -117,7 +123,37 @@ impl TokenIssuer {
             .map_err(|e| AuthConfigError::file(&path, e))?;
         let decoding = DecodingKey::from_ec_pem(key.public_key_pem().as_bytes())
             .map_err(|e| AuthConfigError::file(&path, e))?;
-        Ok(TokenIssuer { encoding, decoding })
+        let (key_id, public_key) = json_web_key(&key)
+            .ok_or_else(|| AuthConfigError::file(&path, "not a P-256 key"))?;
+        let jwks_uri = String::new();
+        Ok(TokenIssuer { encoding, decoding, key_id, public_key, jwks_uri })
+    }
+
+    /// The issuer whose discovery document says its keys are at `url`.
+    pub fn with_jwks_uri(mut self, url: String) -> Self {
+        self.jwks_uri = url;
+        self
+    }
+
+    /// The issuer's OpenID Connect discovery document (`/.well-known/openid-configuration`),
+    /// as Kubernetes writes it: enough for a relying party to find the keys.
+    pub fn discovery_document(&self) -> serde_json::Value {
+        serde_json::json!({
+            "issuer": ISSUER,
+            "jwks_uri": self.jwks_uri,
+            "response_types_supported": ["id_token"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"],
+        })
+    }
+
+    /// The JSON Web Key Set of the keys that sign tokens (`/openid/v1/jwks`).
+    pub fn key_set(&self) -> serde_json::Value {
+        serde_json::json!({"keys": [self.public_key]})
+    }
+
+    fn header(&self) -> Header {
+        Header { kid: Some(self.key_id.clone()), ..Header::new(Algorithm::ES256) }
     }
 
     /// A token for the account, good for `seconds` from now for `audiences` (the issuer when
@@ -142,7 +178,7 @@ impl TokenIssuer {
                 serviceaccount: AccountRef { name: account.name.clone(), uid: account.uid.clone() },
             },
         };
-        let token = jsonwebtoken::encode(&Header::new(Algorithm::ES256), &claims, &self.encoding)
+        let token = jsonwebtoken::encode(&self.header(), &claims, &self.encoding)
             .map_err(|e| e.to_string())?;
         Ok((token, now + seconds))
     }
@@ -226,14 +262,32 @@ impl kplane_actors::controllers::TokenSigner for TokenIssuer {
             name: account.into(),
             uid: uid.into(),
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::ES256), &claims, &self.encoding)
-            .map_err(|e| e.to_string())
+        jsonwebtoken::encode(&self.header(), &claims, &self.encoding).map_err(|e| e.to_string())
     }
+}
+
+/// A P-256 key's id, as Kubernetes names its signing keys (the unpadded base64url of the
+/// SHA-256 of its public key's DER), and its public part as a JSON Web Key.
+fn json_web_key(key: &rcgen::KeyPair) -> Option<(String, serde_json::Value)> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use sha2::Digest;
+    // The uncompressed point: 0x04, then x and y.
+    let point = key.public_key_raw();
+    if point.len() != 65 || point[0] != 4 {
+        return None;
+    }
+    let key_id = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(key.public_key_der()));
+    let jwk = serde_json::json!({"use": "sig", "kty": "EC", "kid": key_id, "crv": "P-256",
+        "alg": "ES256", "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+        "y": URL_SAFE_NO_PAD.encode(&point[33..])});
+    Some((key_id, jwk))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn tokens_name_their_account_until_they_expire() {
@@ -288,6 +342,37 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         let forged = TokenIssuer::load_or_create(other.path()).unwrap();
         assert!(issuer.verify(&forged.sign("team", "ci", "u-1", "x").unwrap(), &[]).is_none());
+    }
+
+    #[test]
+    fn tokens_name_their_key_which_the_key_set_holds() {
+        use kplane_actors::controllers::TokenSigner;
+        let dir = tempfile::tempdir().unwrap();
+        let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
+        let account = TokenAccount {
+            namespace: "team".into(),
+            name: "ci".into(),
+            uid: "u-1".into(),
+            audiences: vec![],
+            secret: None,
+        };
+        let keys = issuer.key_set();
+        let key = &keys["keys"][0];
+        assert_eq!((&key["kty"], &key["crv"], &key["alg"], &key["use"]), (&json!("EC"), &json!("P-256"), &json!("ES256"), &json!("sig")));
+        for token in [issuer.issue(&account, 600).unwrap().0, issuer.sign("team", "ci", "u", "s").unwrap()] {
+            assert_eq!(jsonwebtoken::decode_header(&token).unwrap().kid.as_deref(), key["kid"].as_str());
+            // The key set's key checks the token: what a relying party does with it.
+            let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(key.clone()).unwrap();
+            let decoding = DecodingKey::from_jwk(&jwk).unwrap();
+            let mut validation = Validation::new(Algorithm::ES256);
+            validation.validate_aud = false;
+            validation.validate_exp = false;
+            validation.set_required_spec_claims(&["sub"]);
+            jsonwebtoken::decode::<serde_json::Value>(&token, &decoding, &validation).unwrap();
+        }
+        // The same id after a restart.
+        let again = TokenIssuer::load_or_create(dir.path()).unwrap().key_set();
+        assert_eq!(again["keys"][0]["kid"], key["kid"]);
     }
 
     fn issuer_claims(token: &str) -> serde_json::Value {

@@ -438,7 +438,7 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
 
 /// Service account tokens: `kubectl create token` issues one (through the insecure port);
 /// on the secure port it is the account, in the account's groups, with what RBAC grants the
-/// account; a TokenReview says the same; too short a lifetime is 422; deleting the account
+/// account (the issuer's discovery document and keys among it); a TokenReview says the same; too short a lifetime is 422; deleting the account
 /// revokes the token.
 #[test]
 fn service_account_tokens_authenticate_until_their_account_goes() {
@@ -468,6 +468,17 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
         ])
     );
     assert!(ci.refused(&["get", "pods"]).contains("system:serviceaccount:default:ci"));
+
+    // Issuer discovery: service accounts may read where the token's key is, and the key.
+    let document = ci.ok(&["get", "--raw", "/.well-known/openid-configuration"]);
+    let document: Value = serde_json::from_str(&document).unwrap();
+    assert_eq!(document["issuer"], "https://kubernetes.default.svc.cluster.local");
+    assert_eq!(document["jwks_uri"], format!("https://127.0.0.1:{port}/openid/v1/jwks"));
+    let keys: Value = serde_json::from_str(&ci.ok(&["get", "--raw", "/openid/v1/jwks"])).unwrap();
+    let kid = jsonwebtoken::decode_header(&token).unwrap().kid.unwrap();
+    assert_eq!(keys["keys"][0]["kid"], json!(kid), "{keys}");
+    assert_eq!(keys["keys"][0]["crv"], "P-256");
+
     insecure.ok(&[
         "create",
         "rolebinding",
