@@ -1,11 +1,14 @@
 //! A container's command line and environment, built from its spec the way the kubelet does:
 //! the image's command when `command` is empty, `$(VAR)` expansion, service and downward-API
-//! variables, and values from ConfigMaps and Secrets.
+//! variables (fields and resources), and values from ConfigMaps and Secrets (`env` and
+//! `envFrom`).
 
 use std::collections::HashMap;
 
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, EnvVar, Pod, ResourceFieldSelector, Service,
+};
 use serde_json::Value;
 
 use super::runtime::Interactive;
@@ -33,7 +36,8 @@ pub struct PodContext<'a> {
 
 /// The environment of `container`: service variables (those of the pod's namespace, unless
 /// `enableServiceLinks` is false, and the `kubernetes` Service's), the pod's own (POD_IP, POD_NAME,
-/// POD_NAMESPACE, NODE_NAME, HOSTNAME), then the container's `env` in order, later ones able
+/// POD_NAMESPACE, NODE_NAME, HOSTNAME), then every key of the ConfigMaps and Secrets its
+/// `envFrom` names (with their prefix), then the container's `env` in order, later ones able
 /// to refer to earlier ones as `$(NAME)`.
 pub async fn environment(
     client: &dyn ApiClient,
@@ -75,9 +79,14 @@ pub async fn environment(
     ] {
         env.push((k.to_string(), v.to_string()));
     }
+    for source in container.env_from.iter().flatten() {
+        for (key, value) in env_from(client, namespace, source).await? {
+            set(&mut env, &key, value);
+        }
+    }
     for var in container.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
-            (_, Some(_)) => match value_from(client, ctx, namespace, var).await? {
+            (_, Some(_)) => match value_from(client, ctx, container, namespace, var).await? {
                 Some(v) => v,
                 None => continue,
             },
@@ -96,14 +105,134 @@ fn set(env: &mut Vec<(String, String)>, name: &str, value: String) {
     }
 }
 
+/// The variables of an `envFrom` source: each key of its ConfigMap's `data` or its Secret's,
+/// with the prefix; none when the source is optional and missing. (Every key a ConfigMap or
+/// Secret may hold names a variable, as Kubernetes' relaxed variable names allow.)
+async fn env_from(
+    client: &dyn ApiClient,
+    namespace: &str,
+    source: &EnvFromSource,
+) -> Result<Vec<(String, String)>, LaunchError> {
+    let (plural, name, optional) = match (&source.config_map_ref, &source.secret_ref) {
+        (Some(r), _) => ("configmaps", r.name.as_str(), r.optional.unwrap_or(false)),
+        (None, Some(r)) => ("secrets", r.name.as_str(), r.optional.unwrap_or(false)),
+        (None, None) => return Ok(Vec::new()),
+    };
+    let Some(object) = source_object(client, plural, namespace, name, optional).await? else {
+        return Ok(Vec::new());
+    };
+    let prefix = source.prefix.as_deref().unwrap_or("");
+    let data = object.get("data").and_then(Value::as_object).into_iter().flatten();
+    Ok(data
+        .filter_map(|(key, value)| {
+            let value = value.as_str()?;
+            let value = match plural {
+                "secrets" => decoded_secret(value)?,
+                _ => value.to_string(),
+            };
+            Some((format!("{prefix}{key}"), value))
+        })
+        .collect())
+}
+
+/// A ConfigMap or Secret an environment draws on; `None` when it is optional and missing.
+async fn source_object(
+    client: &dyn ApiClient,
+    plural: &str,
+    namespace: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<Value>, LaunchError> {
+    let resource = resources::find("", "v1", plural).expect("served");
+    let kind = if plural == "secrets" { "secret" } else { "configmap" };
+    match client.get(resource, namespace, name).await {
+        Ok(object) => Ok(Some(object)),
+        Err(_) if optional => Ok(None),
+        // As the kubelet's object managers word it.
+        Err(ApiError::NotFound { .. }) => {
+            Err(LaunchError::Config(format!("{kind} \"{name}\" not found")))
+        }
+        Err(e) => Err(LaunchError::Config(format!("{kind} \"{name}\": {e}"))),
+    }
+}
+
+fn decoded_secret(base64: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(base64).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A `resourceFieldRef`'s value, as the kubelet works it out: the named container's (this one
+/// unless it names another) limit or request, divided by the divisor and rounded up; a limit
+/// not set is the node's allocatable amount.
+async fn resource_value(
+    client: &dyn ApiClient,
+    ctx: &PodContext<'_>,
+    container: &Container,
+    field: &ResourceFieldSelector,
+) -> Result<String, LaunchError> {
+    let unsupported =
+        || LaunchError::Config(format!("unsupported container resource : {:?}", field.resource));
+    let target = match field.container_name.as_deref().filter(|n| !n.is_empty()) {
+        None => container,
+        Some(name) => {
+            let spec = ctx.pod.spec.as_ref();
+            let all = spec.into_iter().flat_map(|s| {
+                s.containers.iter().chain(s.init_containers.iter().flatten())
+            });
+            all.into_iter().find(|c| c.name == name).ok_or_else(|| {
+                LaunchError::Config(format!("container {name} not found"))
+            })?
+        }
+    };
+    let (amounts, resource) = field.resource.split_once('.').ok_or_else(unsupported)?;
+    if !matches!(resource, "cpu" | "memory" | "ephemeral-storage") {
+        return Err(unsupported());
+    }
+    let resources = target.resources.as_ref();
+    let declared = match amounts {
+        "limits" => resources.and_then(|r| r.limits.as_ref()),
+        "requests" => resources.and_then(|r| r.requests.as_ref()),
+        _ => return Err(unsupported()),
+    };
+    let declared = declared.and_then(|d| d.get(resource)).map(|q| q.0.clone());
+    let amount = match (declared, amounts) {
+        (Some(amount), _) => amount,
+        (None, "limits") => {
+            let node = client.get(resources::core("nodes"), "", ctx.node_name).await;
+            let node = node.map_err(|e| LaunchError::Config(format!("node: {e}")))?;
+            let allocatable = node.pointer(&format!("/status/allocatable/{resource}"));
+            allocatable.and_then(Value::as_str).unwrap_or("0").to_string()
+        }
+        (None, _) => "0".to_string(),
+    };
+    let divisor = field.divisor.as_ref().map_or("1", |d| d.0.as_str());
+    let bad = |what: &str| LaunchError::Config(format!("{}: bad {what}", field.resource));
+    let (amount, divisor) = if resource == "cpu" {
+        let amount = quantity::milli_value(&amount).map_err(|_| bad("quantity"))?;
+        (amount, quantity::milli_value(divisor).map_err(|_| bad("divisor"))?)
+    } else {
+        let amount = quantity::value(&amount).map_err(|_| bad("quantity"))?;
+        (amount, quantity::value(divisor).map_err(|_| bad("divisor"))?)
+    };
+    if divisor <= 0 {
+        return Err(bad("divisor"));
+    }
+    // Rounded up: a container with 250m of CPU sees 1 (core).
+    Ok(((amount + divisor - 1).div_euclid(divisor)).to_string())
+}
+
 /// A `valueFrom` source; `None` when it is optional and missing.
 async fn value_from(
     client: &dyn ApiClient,
     ctx: &PodContext<'_>,
+    container: &Container,
     namespace: &str,
     var: &EnvVar,
 ) -> Result<Option<String>, LaunchError> {
     let source = var.value_from.as_ref().expect("checked by the caller");
+    if let Some(field) = &source.resource_field_ref {
+        return resource_value(client, ctx, container, field).await.map(Some);
+    }
     if let Some(field) = &source.field_ref {
         let meta = &ctx.pod.metadata;
         let path = field.field_path.as_str();
@@ -138,34 +267,18 @@ async fn value_from(
     } else if let Some(r) = &source.secret_key_ref {
         ("secrets", (r.name.as_str(), r.key.as_str(), r.optional.unwrap_or(false)))
     } else {
-        return Err(LaunchError::Config(format!(
-            "env {}: only fieldRef, configMapKeyRef and secretKeyRef are supported",
-            var.name
-        )));
+        return Err(LaunchError::Config(format!("env {}: no value source", var.name)));
     };
     let (object_name, key, optional) = selector;
-    let resource = resources::find("", "v1", plural).expect("served");
     let kind = if plural == "secrets" { "secret" } else { "configmap" };
-    let object = match client.get(resource, namespace, object_name).await {
-        Ok(object) => object,
-        Err(_) if optional => return Ok(None),
-        // As the kubelet's object managers word it.
-        Err(ApiError::NotFound { .. }) => {
-            return Err(LaunchError::Config(format!("{kind} \"{object_name}\" not found")))
-        }
-        Err(e) => return Err(LaunchError::Config(format!("{kind} \"{object_name}\": {e}"))),
+    let Some(object) = source_object(client, plural, namespace, object_name, optional).await?
+    else {
+        return Ok(None);
     };
-    let value = if plural == "secrets" {
-        object
-            .pointer(&format!("/data/{}", pointer_escape(key)))
-            .and_then(Value::as_str)
-            .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-    } else {
-        object
-            .pointer(&format!("/data/{}", pointer_escape(key)))
-            .and_then(Value::as_str)
-            .map(String::from)
+    let value = object.pointer(&format!("/data/{}", pointer_escape(key))).and_then(Value::as_str);
+    let value = match plural {
+        "secrets" => value.and_then(decoded_secret),
+        _ => value.map(String::from),
     };
     match value {
         Some(v) => Ok(Some(v)),
@@ -373,6 +486,71 @@ mod tests {
         config.terminal_launcher = Some(vec!["on-tty".into(), "--".into()]);
         assert_eq!(interactive(&config, &shell), asked);
         assert_eq!(command_line(&config, &shell, &[]).unwrap(), ["on-tty", "--", "sh"]);
+    }
+
+    #[actix::test]
+    async fn env_from_sources_and_resource_fields_become_variables() {
+        use crate::core::WriteOptions;
+        let core = crate::testing::core().await;
+        let write = WriteOptions::default();
+        let create = |plural: &str, namespace: &'static str, object: Value| {
+            let (core, resource) = (core.clone(), resources::core(plural));
+            async move { core.create(resource, namespace, object, &WriteOptions::default()).await }
+        };
+        create("configmaps", "default", json!({"metadata": {"name": "settings"},
+            "data": {"FOO_A": "a", "FOO_B": "b", "dotted.key": "x"}}))
+        .await
+        .unwrap();
+        create("secrets", "default", json!({"metadata": {"name": "creds"},
+            "data": {"TOKEN": "czNjcjN0"}}))
+        .await
+        .unwrap();
+        create("nodes", "", json!({"metadata": {"name": "n1"}})).await.unwrap();
+        let node = json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}});
+        core.update_status(resources::core("nodes"), "", "n1", node, &write).await.unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "image": "x",
+                "resources": {"limits": {"cpu": "250m"}, "requests": {"memory": "100Mi"}}},
+                {"name": "other", "image": "x", "resources": {"limits": {"memory": "3Gi"}}}]}
+        }))
+        .unwrap();
+        let container: Container = serde_json::from_value(json!({
+            "name": "app", "image": "x",
+            "resources": {"limits": {"cpu": "250m"}, "requests": {"memory": "100Mi"}},
+            "envFrom": [{"configMapRef": {"name": "settings"}},
+                {"prefix": "P_", "secretRef": {"name": "creds"}},
+                {"configMapRef": {"name": "absent", "optional": true}}],
+            "env": [{"name": "FOO_B", "value": "mine $(FOO_A)"},
+                {"name": "CORES", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+                {"name": "MILLIS", "valueFrom": {"resourceFieldRef":
+                    {"resource": "limits.cpu", "divisor": "1m"}}},
+                {"name": "MEM_MI", "valueFrom": {"resourceFieldRef":
+                    {"resource": "requests.memory", "divisor": "1Mi"}}},
+                {"name": "NODE_MEM", "valueFrom": {"resourceFieldRef":
+                    {"resource": "limits.memory", "divisor": "1Mi"}}},
+                {"name": "OTHER_MEM", "valueFrom": {"resourceFieldRef":
+                    {"containerName": "other", "resource": "limits.memory", "divisor": "1Gi"}}}]
+        }))
+        .unwrap();
+        let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
+        let env = environment(&core, &ctx, &container).await.unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!((get("FOO_A"), get("P_TOKEN")), (Some("a"), Some("s3cr3t")));
+        assert_eq!(get("dotted.key"), Some("x"));
+        // `env` overrides `envFrom`, and may refer to it.
+        assert_eq!(get("FOO_B"), Some("mine a"));
+        // 250m rounds up to a core; a limit not set is the node's allocatable.
+        assert_eq!((get("CORES"), get("MILLIS"), get("MEM_MI")), (Some("1"), Some("250"), Some("100")));
+        assert_eq!((get("NODE_MEM"), get("OTHER_MEM")), (Some("1024"), Some("3")));
+
+        // A source that is not optional must be there, as the kubelet requires.
+        let missing: Container = serde_json::from_value(json!({"name": "app", "image": "x",
+            "envFrom": [{"secretRef": {"name": "nope"}}]}))
+        .unwrap();
+        let error = environment(&core, &ctx, &missing).await.unwrap_err();
+        assert_eq!(error, LaunchError::Config("secret \"nope\" not found".into()));
     }
 
     #[test]
