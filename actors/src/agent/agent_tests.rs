@@ -348,6 +348,77 @@ async fn init_containers_environment_images_and_policies() {
     agent.send(StopAgent).await.unwrap();
 }
 
+/// Native sidecars (init containers with `restartPolicy: Always`): the init containers after
+/// one, and the app containers, start once it has started (its startup probe passed); it runs
+/// beside them, counts for the pod's readiness, is restarted whenever it exits, and stops once
+/// the app containers have completed.
+#[actix::test]
+async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n5", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let mark = dir.path().join("sidecar-up");
+    let mark = mark.display();
+    let sh = |script: String| json!(["sh", "-c", script]);
+    let sidecar = json!({"name": "side", "image": "none", "restartPolicy": "Always",
+        "command": sh(format!("sleep 0.3; touch {mark}; exec sleep 1000")),
+        "startupProbe": {"exec": {"command": sh(format!("test -f {mark}"))}, "periodSeconds": 1}});
+    let pod = json!({"metadata": {"name": "with-sidecar"}, "spec": {"nodeName": "n5",
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+        "initContainers": [sidecar,
+            {"name": "setup", "image": "none", "command": sh(format!("test -f {mark}"))}],
+        "containers": [{"name": "app", "image": "none",
+            "command": sh(format!("test -f {mark} && sleep 2"))}]}});
+    ApiClient::create(&core, pods, "default", pod).await.unwrap();
+    let running = eventually("the app running beside its sidecar", || async {
+        get(&core, "pods", "default", "with-sidecar").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+                && p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        })
+    })
+    .await;
+    let status = &running["status"];
+    assert_eq!(status["phase"], "Running");
+    let side = &status["initContainerStatuses"][0];
+    assert!(side["state"]["running"].is_object(), "{side}");
+    assert_eq!((&side["started"], &side["ready"]), (&json!(true), &json!(true)));
+    assert_eq!(status["initContainerStatuses"][1]["state"]["terminated"]["exitCode"], 0);
+    // The app ran only after the sidecar had started: it found its mark, and so it succeeds;
+    // then the sidecar is stopped and not restarted.
+    let done = eventually("the pod succeeded and its sidecar stopped", || async {
+        get(&core, "pods", "default", "with-sidecar").await.filter(|p| {
+            p["status"]["phase"] == "Succeeded"
+                && p["status"]["initContainerStatuses"][0]["state"]["terminated"].is_object()
+        })
+    })
+    .await;
+    assert_eq!(done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
+    assert_eq!(done["status"]["initContainerStatuses"][0]["restartCount"], 0);
+
+    // A sidecar that exits is restarted, whatever the pod's restart policy says, while the
+    // app keeps running and the pod stays initialized.
+    let flaky = json!({"metadata": {"name": "flaky-sidecar"}, "spec": {"nodeName": "n5",
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+        "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
+            "command": sh("sleep 0.2; exit 1".into())}],
+        "containers": [{"name": "app", "image": "none", "command": ["sleep", "1000"]}]}});
+    ApiClient::create(&core, pods, "default", flaky).await.unwrap();
+    let restarted = eventually("the sidecar restarted", || async {
+        get(&core, "pods", "default", "flaky-sidecar").await.filter(|p| {
+            p["status"]["initContainerStatuses"][0]["restartCount"].as_u64() >= Some(2)
+                && p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+        })
+    })
+    .await;
+    assert_eq!(restarted["status"]["phase"], "Running");
+    let conditions = restarted["status"]["conditions"].as_array().unwrap();
+    assert!(conditions.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True"));
+    agent.send(StopAgent).await.unwrap();
+}
+
 #[actix::test]
 async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event() {
     let core = core().await;

@@ -297,6 +297,11 @@ struct ProbeState {
 struct ContainerState {
     name: String,
     kind: Kind,
+    /// An init container with `restartPolicy: Always`: a native sidecar, which keeps running
+    /// beside the app containers and is restarted whenever it exits.
+    sidecar: bool,
+    /// Has been started (its startup probe passed) at least once.
+    ever_started: bool,
     running: Option<RunningContainer>,
     /// The last exit, shown as `state.terminated` while not restarting and as `lastState`.
     terminated: Option<Terminated>,
@@ -324,6 +329,8 @@ impl ContainerState {
         Self {
             name: name.to_string(),
             kind,
+            sidecar: false,
+            ever_started: false,
             running: None,
             terminated: None,
             waiting: Some(("ContainerCreating".into(), String::new())),
@@ -430,7 +437,10 @@ impl PodState {
             .init_containers
             .iter()
             .flatten()
-            .map(|c| ContainerState::new(&c.name, Kind::Init, backoff))
+            .map(|c| ContainerState {
+                sidecar: c.restart_policy.as_deref() == Some("Always"),
+                ..ContainerState::new(&c.name, Kind::Init, backoff)
+            })
             .collect();
         containers.extend(
             spec.containers.iter().map(|c| ContainerState::new(&c.name, Kind::App, backoff)),
@@ -507,6 +517,7 @@ impl PodState {
                     // Finished unless the restart policy would run it again.
                     let policy = self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
                     container.finished = match (container.kind, policy.unwrap_or("Always")) {
+                        _ if container.sidecar => false,
                         (Kind::Init, "Never") => true,
                         (Kind::Init, _) => t.exit_code == 0,
                         (Kind::App, "Always") => false,
@@ -573,6 +584,13 @@ impl PodState {
         self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
     }
 
+    /// Whether the app containers have all run to their end, not to run again (never so under
+    /// `restartPolicy: Always`).
+    fn apps_completed(&self) -> bool {
+        let mut apps = self.containers.iter().filter(|c| c.kind == Kind::App).peekable();
+        self.restart_policy() != "Always" && apps.peek().is_some() && apps.all(|c| c.finished)
+    }
+
     /// Takes a newer version of the pod from the API.
     fn update(&mut self, raw: Value) {
         match serde_json::from_value::<Pod>(raw.clone()) {
@@ -605,6 +623,7 @@ impl PodState {
             spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
         });
         let wanted_image = self.container_spec(name).and_then(|spec| spec.image.clone());
+        let completing = self.apps_completed();
         let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
         let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
         // Stopped for a new image: a new container, which starts afresh (the kubelet's back-off
@@ -636,6 +655,8 @@ impl PodState {
         // restarts whatever the policy says.
         let restart = redefined
             || match (c.kind, policy.as_str()) {
+                // A sidecar runs until the app containers have completed.
+                _ if c.sidecar => !completing,
                 (Kind::Init, "Never") => false,
                 (Kind::Init, _) => code != 0,
                 (Kind::App, "Always") => true,
@@ -690,6 +711,10 @@ impl PodState {
             return;
         }
         self.start_what_should_run(ctx, addr).await;
+        // The app containers have completed: the sidecars (and ephemeral containers) stop.
+        if self.apps_completed() && self.containers.iter().any(|c| c.running.is_some()) {
+            self.stop_containers(ctx, termination_grace(&self.pod).as_secs());
+        }
         self.probe(ctx).await;
         self.rotate_logs(ctx.config.max_log_bytes).await;
         self.write_status(ctx).await;
@@ -829,15 +854,14 @@ impl PodState {
         if !redefined.is_empty() {
             self.events(ctx, redefined);
         }
-        let init_pending = self.containers.iter().position(|c| {
-            c.kind == Kind::Init
-                && !(c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0))
-        });
+        let init_pending =
+            self.containers.iter().position(|c| c.kind == Kind::Init && !c.initialized());
         let mut candidates: Vec<usize> = match init_pending {
             Some(i) => {
                 let c = &self.containers[i];
-                if c.finished {
-                    // A failed init container that will not be retried: the pod has failed.
+                if c.finished || c.running.is_some() {
+                    // A failed init container that will not be retried (the pod has failed),
+                    // or a sidecar that has not started yet: the next ones wait.
                     vec![]
                 } else {
                     vec![i]
@@ -847,6 +871,12 @@ impl PodState {
                 .filter(|i| self.containers[*i].kind == Kind::App)
                 .collect(),
         };
+        // Sidecars started before are restarted when they exit, until the app containers
+        // have completed.
+        if !self.apps_completed() {
+            let started = init_pending.unwrap_or(self.containers.len());
+            candidates.extend((0..started).filter(|i| self.containers[*i].sidecar));
+        }
         // Ephemeral containers start even while the pod initializes, as the kubelet's do.
         let ephemeral =
             (0..self.containers.len()).filter(|i| self.containers[*i].kind == Kind::Ephemeral);
@@ -1054,8 +1084,7 @@ impl PodState {
             let pid = running.pid;
             let since = running.since;
             if !ctx.runtime.runs_processes() {
-                c.started = true;
-                c.ready = true;
+                (c.started, c.ever_started, c.ready) = (true, true, true);
                 continue;
             }
             // Startup probe first: liveness and readiness wait for it.
@@ -1085,6 +1114,7 @@ impl PodState {
                     continue;
                 }
             }
+            c.ever_started = true;
             if let Some(probe) = &spec.liveness_probe {
                 let run = run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await;
                 if ProbeRun::reported(run, "Liveness", &mut events) == Some(false) {
@@ -1164,9 +1194,14 @@ impl PodState {
         let init = statuses(Kind::Init);
         let app = statuses(Kind::App);
         let ephemeral = statuses(Kind::Ephemeral);
-        let inits_done = self.containers.iter().filter(|c| c.kind == Kind::Init).all(completed);
+        let inits_done = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == Kind::Init)
+            .all(ContainerState::initialized);
         let init_failed = self.containers.iter().any(|c| {
             c.kind == Kind::Init
+                && !c.sidecar
                 && c.finished
                 && c.terminated.as_ref().is_some_and(|t| t.exit_code != 0)
         });
@@ -1191,14 +1226,17 @@ impl PodState {
         } else {
             "Pending"
         };
-        let ready = !apps.is_empty() && apps.iter().all(|c| c.ready && c.running.is_some());
+        // Sidecars count for the pod's readiness, as the kubelet counts them.
+        let sidecars = self.containers.iter().filter(|c| c.sidecar);
+        let counted: Vec<&ContainerState> = sidecars.chain(apps.iter().copied()).collect();
+        let ready = !apps.is_empty() && counted.iter().all(|c| c.ready && c.running.is_some());
         let mut pod = json!({"status": self.last_status.clone().unwrap_or_else(|| {
             json!({"conditions": self.pod.status.as_ref().and_then(|s| serde_json::to_value(&s.conditions).ok()).unwrap_or(Value::Null)})
         })});
         if !pod["status"]["conditions"].is_array() {
             pod["status"]["conditions"] = json!([]);
         }
-        let unready: Vec<&str> = apps
+        let unready: Vec<&str> = counted
             .iter()
             .filter(|c| !(c.ready && c.running.is_some()))
             .map(|c| c.name.as_str())
@@ -1216,7 +1254,7 @@ impl PodState {
             let pending: Vec<&str> = self
                 .containers
                 .iter()
-                .filter(|c| c.kind == Kind::Init && !completed(c))
+                .filter(|c| c.kind == Kind::Init && !c.initialized())
                 .map(|c| c.name.as_str())
                 .collect();
             let message = format!("containers with incomplete status: [{}]", pending.join(" "));
@@ -1392,6 +1430,17 @@ fn container_id(uid: &str, name: &str, pid: u32) -> String {
 const KUBELET_CONDITIONS: [&str; 5] =
     ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"];
 
+impl ContainerState {
+    /// Whether this init container no longer holds up the ones after it and the app
+    /// containers: it has completed, or it is a sidecar that has started (once is enough).
+    fn initialized(&self) -> bool {
+        match self.sidecar {
+            true => self.ever_started,
+            false => completed(self),
+        }
+    }
+}
+
 /// Whether `c` is an init container that has completed (exited 0, not to run again).
 fn completed(c: &ContainerState) -> bool {
     c.kind == Kind::Init && c.finished && c.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
@@ -1436,9 +1485,10 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         }
         (None, None, t) => (json!({"waiting": {"reason": creating}}), t.as_ref().map(terminated)),
     };
-    // An init container is ready once it has completed, as the kubelet's prober reports it.
+    // An init container is ready once it has completed, as the kubelet's prober reports it;
+    // a sidecar as an app container is.
     let ready = match c.kind {
-        Kind::Init => completed(c),
+        Kind::Init if !c.sidecar => completed(c),
         _ => c.ready && c.running.is_some(),
     };
     let mut status = json!({
