@@ -275,7 +275,7 @@ async fn dispatch(
         (Method::PATCH, Some(name)) => {
             // A value Kubernetes does not take is refused on every patch; the write options
             // carry a Strict one, and an apply checks its configuration whatever it says.
-            query.field_validation(&req)?;
+            let validation = query.field_validation(&req)?;
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let escalation = escalation(&req, &state, resource);
             let Some(patch_type) = patch_type(&req)? else {
@@ -316,7 +316,11 @@ async fn dispatch(
             let patched = core
                 .patch(resource, namespace, name, patch_type, &patch, status_only, &options)
                 .await?;
-            object_response(&req, StatusCode::OK, resource, &patched, &query)
+            let mut response = object_response(&req, StatusCode::OK, resource, &patched, &query)?;
+            if validation == body::FieldValidation::Warn {
+                add_warnings(&mut response, &body::patch_warnings(resource, patch_type, &patch));
+            }
+            Ok(response)
         }
         _ => Err(HttpError::MethodNotAllowed),
     }

@@ -240,11 +240,27 @@ fn apply_patch_annotate_and_set_image() {
         r#"{"metadata":{"labels":{"app":null}}}"#,
     ]);
     k.ok(&["set", "image", "pod/web-1", "c=kplane/pause:2"]);
+    // A field the kind does not declare is dropped, with a warning (the default, Warn), for
+    // every kind of patch; a known one alone warns of nothing.
+    for (kind, patch) in [
+        ("strategic", r#"{"spec":{"bogus":1,"containers":[{"name":"c","extra":true}]}}"#),
+        ("merge", r#"{"spec":{"bogus":1}}"#),
+        ("json", r#"[{"op":"add","path":"/spec/bogus","value":1}]"#),
+    ] {
+        let (ok, _, err) = k.run(&["patch", "pod", "web-1", "--type", kind, "-p", patch]);
+        assert!(ok && err.contains(r#"Warning: unknown field "spec.bogus""#), "{kind}: {err}");
+        if kind == "strategic" {
+            assert!(err.contains(r#"unknown field "spec.containers[0].extra""#), "{err}");
+        }
+    }
+    let (_, _, err) = k.run(&["patch", "pod", "web-1", "-p", r#"{"metadata":{"labels":{"y":"2"}}}"#]);
+    assert!(!err.contains("Warning"), "{err}");
     let pod: serde_json::Value =
         serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
     assert_eq!(pod["spec"]["containers"][0]["image"], "kplane/pause:2");
     assert_eq!(pod["metadata"]["annotations"]["owner"], "team-a");
-    assert_eq!(pod["metadata"]["labels"], serde_json::json!({"z": "1"}));
+    assert_eq!(pod["metadata"]["labels"], serde_json::json!({"y": "2", "z": "1"}));
+    assert!(pod["spec"].get("bogus").is_none());
     assert!(pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
         .is_string());
 }
