@@ -175,10 +175,18 @@ pub(super) async fn finish(mut session: actix_ws::Session, status: Value) {
     let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
 }
 
-/// The final status of an exec whose command could not be started.
+/// The final status of an exec whose command could not be started: an internal error (500)
+/// in Kubernetes' words and shape (clients read its `details`).
 pub(super) fn not_started(argv: &[String], error: &std::io::Error) -> Value {
-    json!({"metadata": {}, "status": "Failure", "message": format!("exec {argv:?}: {error}"),
-        "reason": "InternalError"})
+    let command = argv.first().map(String::as_str).unwrap_or_default();
+    let why = match error.kind() {
+        std::io::ErrorKind::NotFound => "executable file not found in $PATH".to_string(),
+        _ => error.to_string(),
+    };
+    let cause = format!("error executing command in container: exec: {command:?}: {why}");
+    json!({"metadata": {}, "status": "Failure",
+        "message": format!("Internal error occurred: {cause}"), "reason": "InternalError",
+        "details": {"causes": [{"message": cause}]}, "code": 500})
 }
 
 /// SIGKILLs what an exec'd command `leader` leads (its process group, and its session's when

@@ -6,6 +6,7 @@ the secure port's address, the certificate to verify it with, and a token of sys
 Exits non-zero (with a traceback) on the first thing that does not behave as with Kubernetes.
 """
 
+import json
 import sys
 import threading
 import time
@@ -253,6 +254,17 @@ def exec_in_pods(core, node):
     session.run_forever(timeout=30)
     assert session.read_stdout() == "got abc\n"
     assert session.returncode == 4, session.returncode
+    # A command that cannot start: the error channel carries kube's 500 Status, details too.
+    missing = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
+                     command=["no-such-command"], stdout=True, stderr=True, stdin=False,
+                     tty=False, _preload_content=False)
+    missing.run_forever(timeout=30)
+    failure = json.loads(missing.read_channel(3))
+    assert failure["code"] == 500 and failure["reason"] == "InternalError", failure
+    assert failure["message"] == ('Internal error occurred: error executing command in '
+                                  'container: exec: "no-such-command": executable file not '
+                                  'found in $PATH'), failure
+    assert failure["details"]["causes"][0]["message"].startswith("error executing"), failure
     on_terminal = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
                          command=["sh", "-c", "tty; echo err >&2"],
                          stdout=True, stderr=False, stdin=False, tty=True)
