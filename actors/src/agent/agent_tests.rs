@@ -287,6 +287,13 @@ async fn init_containers_environment_images_and_policies() {
         killing["message"],
         format!("Container {name} definition changed, will be restarted")
     );
+    // As the kubelet's: about the container's place in the spec, from the node.
+    assert_eq!(killing["involvedObject"]["fieldPath"], format!("spec.containers{{{name}}}"));
+    assert_eq!(killing["source"], json!({"component": "kubelet", "host": "n2"}));
+    assert_eq!(killing["reportingInstance"], "n2");
+    let started = event_about(&core, "full", "Started").await;
+    assert!(["spec.initContainers{init}", "spec.containers{app}"]
+        .contains(&started["involvedObject"]["fieldPath"].as_str().unwrap()));
 
     // An unknown image: ErrImagePull, then ImagePullBackOff.
     ApiClient::create(

@@ -556,22 +556,54 @@ impl PodState {
 
     /// Records an event about this pod (in the background; simulated nodes record none).
     fn event(&self, ctx: &WorkerContext, kind: EventKind, reason: &str, message: String) {
-        self.events(ctx, vec![(kind, reason.to_string(), message)]);
+        self.events(ctx, None, vec![(kind, reason.to_string(), message)]);
     }
 
-    /// Records `events` about the pod one after the other, so that they are listed (and
-    /// described) in that order.
-    fn events(&self, ctx: &WorkerContext, events: Vec<(EventKind, String, String)>) {
+    /// Records an event about the pod's container `container`.
+    fn container_event(
+        &self,
+        ctx: &WorkerContext,
+        container: &str,
+        kind: EventKind,
+        reason: &str,
+        message: String,
+    ) {
+        self.events(ctx, Some(container), vec![(kind, reason.to_string(), message)]);
+    }
+
+    /// Records `events` about the pod, or its container `container`, one after the other, so
+    /// that they are listed (and described) in that order; as the kubelet's, they name their
+    /// node and the container's place in the spec (`spec.containers{web}`).
+    fn events(
+        &self,
+        ctx: &WorkerContext,
+        container: Option<&str>,
+        events: Vec<(EventKind, String, String)>,
+    ) {
         if !ctx.runtime.runs_processes() {
             return;
         }
         let client = ctx.client.clone();
-        let pod = ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
+        let mut pod = ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
+        pod.field_path = container.map(|name| self.field_path(name));
+        let node = ctx.config.node_name.clone();
         tokio::spawn(async move {
             for (kind, reason, message) in events {
-                events::record(client.as_ref(), &pod, kind, &reason, &message, COMPONENT).await;
+                let client = client.as_ref();
+                events::record_on_node(client, &pod, kind, &reason, &message, COMPONENT, &node)
+                    .await;
             }
         });
+    }
+
+    /// Where the container `name` is in the pod's spec, as the kubelet names it in events.
+    fn field_path(&self, name: &str) -> String {
+        let list = match self.containers.iter().find(|c| c.name == name).map(|c| c.kind) {
+            Some(Kind::Init) => "initContainers",
+            Some(Kind::Ephemeral) => "ephemeralContainers",
+            _ => "containers",
+        };
+        format!("spec.{list}{{{name}}}")
     }
 
     fn container_spec(&self, name: &str) -> Option<&Container> {
@@ -797,12 +829,8 @@ impl PodState {
         match self.kill_at {
             None => {
                 for c in self.containers.iter().filter(|c| c.running.is_some()) {
-                    self.event(
-                        ctx,
-                        EventKind::Normal,
-                        "Killing",
-                        format!("Stopping container {}", c.name),
-                    );
+                    let message = format!("Stopping container {}", c.name);
+                    self.container_event(ctx, &c.name, EventKind::Normal, "Killing", message);
                 }
                 for pid in &running {
                     ctx.runtime
@@ -842,7 +870,7 @@ impl PodState {
                     c.restarting_deadline = Some(now + Duration::from_secs(30));
                     let message =
                         format!("Container {} definition changed, will be restarted", c.name);
-                    redefined.push((EventKind::Normal, "Killing".to_string(), message));
+                    redefined.push((c.name.clone(), message));
                 }
             }
             if let (Some(deadline), Some(running)) = (c.restarting_deadline, &c.running) {
@@ -851,8 +879,8 @@ impl PodState {
                 }
             }
         }
-        if !redefined.is_empty() {
-            self.events(ctx, redefined);
+        for (name, message) in redefined {
+            self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
         }
         let init_pending =
             self.containers.iter().position(|c| c.kind == Kind::Init && !c.initialized());
@@ -909,7 +937,8 @@ impl PodState {
                         "Back-off restarting failed container {} in pod {}_{}({})",
                         self.containers[i].name, self.name, self.namespace, self.uid
                     );
-                    self.event(ctx, EventKind::Warning, "BackOff", message);
+                    let name = self.containers[i].name.clone();
+                    self.container_event(ctx, &name, EventKind::Warning, "BackOff", message);
                 }
                 self.containers[i].waiting = Some(waiting);
                 continue;
@@ -964,7 +993,7 @@ impl PodState {
                 c.not_before = Some(Instant::now() + c.backoff);
                 c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
                 let events = events.into_iter().map(|e| (EventKind::Warning, "Failed".into(), e));
-                self.events(ctx, events.collect());
+                self.events(ctx, Some(&name), events.collect());
                 return;
             }
         };
@@ -1003,7 +1032,7 @@ impl PodState {
             Ok(_) => (EventKind::Normal, "Started".into(), format!("Started container {name}")),
             Err(error) => (EventKind::Warning, "Failed".into(), format!("Error: {error}")),
         });
-        self.events(ctx, events);
+        self.events(ctx, Some(&name), events);
         match outcome {
             Ok(started) => {
                 let c = &mut self.containers[i];
@@ -1094,13 +1123,13 @@ impl PodState {
                     Some(probe) => {
                         let run =
                             run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env).await;
-                        match ProbeRun::reported(run, "Startup", &mut events) {
+                        match ProbeRun::reported(run, "Startup", &name, &mut events) {
                             Some(true) => c.started = true,
                             Some(false) => {
                                 let message = format!(
                                     "Container {name} failed startup probe, will be restarted"
                                 );
-                                events.push((EventKind::Normal, "Killing", message));
+                                events.push((name.clone(), EventKind::Normal, "Killing", message));
                                 ctx.runtime.signal(pid, StopSignal::Term);
                                 c.restarting_deadline =
                                     Some(Instant::now() + termination_grace(&self.pod));
@@ -1117,11 +1146,11 @@ impl PodState {
             c.ever_started = true;
             if let Some(probe) = &spec.liveness_probe {
                 let run = run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await;
-                if ProbeRun::reported(run, "Liveness", &mut events) == Some(false) {
+                if ProbeRun::reported(run, "Liveness", &name, &mut events) == Some(false) {
                     tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
                     let message =
                         format!("Container {name} failed liveness probe, will be restarted");
-                    events.push((EventKind::Normal, "Killing", message));
+                    events.push((name.clone(), EventKind::Normal, "Killing", message));
                     ctx.runtime.signal(pid, StopSignal::Term);
                     c.restarting_deadline = Some(Instant::now() + termination_grace(&self.pod));
                     c.ready = false;
@@ -1132,14 +1161,14 @@ impl PodState {
                 None => c.ready = true,
                 Some(probe) => {
                     let run = run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await;
-                    if let Some(verdict) = ProbeRun::reported(run, "Readiness", &mut events) {
+                    if let Some(verdict) = ProbeRun::reported(run, "Readiness", &name, &mut events) {
                         c.ready = verdict;
                     }
                 }
             }
         }
-        for (kind, reason, message) in events {
-            self.event(ctx, kind, reason, message);
+        for (container, kind, reason, message) in events {
+            self.container_event(ctx, &container, kind, reason, message);
         }
     }
 
@@ -1373,11 +1402,13 @@ impl ProbeRun {
     fn reported(
         run: Option<ProbeRun>,
         what: &str,
-        events: &mut Vec<(EventKind, &'static str, String)>,
+        container: &str,
+        events: &mut Vec<(String, EventKind, &'static str, String)>,
     ) -> Option<bool> {
         let run = run?;
         if let Some(reason) = run.failed {
             events.push((
+                container.to_string(),
                 EventKind::Warning,
                 "Unhealthy",
                 format!("{what} probe failed: {reason}"),

@@ -20,18 +20,21 @@ pub struct ObjectRef {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// The part of the object the event is about (`spec.containers{web}`), if not all of it.
+    pub field_path: Option<String>,
 }
 
 impl ObjectRef {
     pub fn pod(namespace: String, name: String, uid: String) -> Self {
-        ObjectRef { kind: "Pod", api_version: "v1".into(), namespace, name, uid }
+        ObjectRef { kind: "Pod", api_version: "v1".into(), namespace, name, uid, field_path: None }
     }
 
     /// `object`, of `resource`.
     pub fn of(resource: &'static ResourceType, object: &serde_json::Value) -> Self {
         let (namespace, name) = super::cache::key_of(object);
         let uid = super::object_uid(object).to_string();
-        ObjectRef { kind: resource.kind, api_version: resource.api_version(), namespace, name, uid }
+        let api_version = resource.api_version();
+        ObjectRef { kind: resource.kind, api_version, namespace, name, uid, field_path: None }
     }
 }
 
@@ -48,8 +51,8 @@ const AGGREGATION_WINDOW: Duration = Duration::from_secs(600);
 /// How many recent events a process remembers for that (client-go's cache: 4,096 too).
 const REMEMBERED: usize = 4096;
 
-/// The same event again: same object, type, reason, message and reporter.
-type Similar = (String, String, EventKind, String, String, String);
+/// The same event again: same object (and part of it), type, reason, message and reporter.
+type Similar = (String, String, Option<String>, EventKind, String, String, String);
 
 /// An event this process wrote lately.
 struct Recorded {
@@ -136,6 +139,20 @@ pub async fn record(
     message: &str,
     component: &str,
 ) {
+    record_on_node(client, object, kind, reason, message, component, "").await;
+}
+
+/// As [`record`], reported by `component` on the node `host` (the kubelet's events: their
+/// `source.host` and `reportingInstance` name its node).
+pub async fn record_on_node(
+    client: &dyn ApiClient,
+    object: &ObjectRef,
+    kind: EventKind,
+    reason: &str,
+    message: &str,
+    component: &str,
+    host: &str,
+) {
     if !within_spam_limit(component, &object.uid) {
         return;
     }
@@ -144,6 +161,7 @@ pub async fn record(
     let similar = (
         object.namespace.clone(),
         object.uid.clone(),
+        object.field_path.clone(),
         kind,
         reason.to_string(),
         message.to_string(),
@@ -197,13 +215,19 @@ pub async fn record(
         "type": if kind == EventKind::Normal { "Normal" } else { "Warning" },
         "source": {"component": component},
         "reportingComponent": component,
-        "reportingInstance": component,
+        "reportingInstance": if host.is_empty() { component } else { host },
         "firstTimestamp": time,
         "lastTimestamp": time,
         "count": 1,
     });
     if object.namespace.is_empty() {
         event["involvedObject"].as_object_mut().map(|o| o.remove("namespace"));
+    }
+    if let Some(path) = &object.field_path {
+        event["involvedObject"]["fieldPath"] = json!(path);
+    }
+    if !host.is_empty() {
+        event["source"]["host"] = json!(host);
     }
     if let Err(error) = client.create(events, namespace, event).await {
         tracing::debug!(object = %object.name, %error, "recording an event");
@@ -250,6 +274,7 @@ mod tests {
             namespace: String::new(),
             name: "n1".into(),
             uid: "uid-node".into(),
+            field_path: None,
         };
         record(
             &core,

@@ -467,6 +467,7 @@ impl GarbageCollector {
             namespace: node.namespace.clone(),
             name: node.name.clone(),
             uid: uid.to_string(),
+            field_path: None,
         };
         let messages: Vec<String> = (references.iter())
             .map(|r| {
