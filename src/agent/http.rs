@@ -340,7 +340,12 @@ async fn container_logs(
         // (the restart count is that run's until the next starts); one that has never run has
         // none.
         if !ended {
-            let reason = waiting["reason"].as_str().unwrap_or("ContainerCreating");
+            // In the kubelet's words, which say more of image pulls than their reasons.
+            let reason = match waiting["reason"].as_str().unwrap_or("ContainerCreating") {
+                "ErrImagePull" => "image can't be pulled",
+                "ImagePullBackOff" => "trying and failing to pull image",
+                other => other,
+            };
             return Err(AgentHttpError::BadRequest(format!(
                 "container \"{container}\" in pod \"{pod_name}\" is waiting to start: {reason}"
             )));

@@ -343,12 +343,18 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             if json::at(o, "/spec/unschedulable") == Some(&json!(true)) {
                 status.push_str(",SchedulingDisabled");
             }
-            let roles: Vec<&str> = json::at(o, "/metadata/labels")
-                .and_then(Value::as_object)
-                .map(|l| {
-                    l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect()
+            // As kubectl's printer finds them: `node-role.kubernetes.io/ROLE` labels and the
+            // older `kubernetes.io/role: ROLE`, sorted, each once.
+            let labels = json::at(o, "/metadata/labels").and_then(Value::as_object);
+            let roles: std::collections::BTreeSet<&str> = (labels.into_iter().flatten())
+                .filter_map(|(k, v)| match k.strip_prefix("node-role.kubernetes.io/") {
+                    Some(role) => Some(role),
+                    None if k == "kubernetes.io/role" => v.as_str(),
+                    None => None,
                 })
-                .unwrap_or_default();
+                .filter(|role| !role.is_empty())
+                .collect();
+            let roles: Vec<&str> = roles.into_iter().collect();
             let address = |t: &str| {
                 json::at(o, "/status/addresses")
                     .and_then(Value::as_array)
@@ -882,6 +888,16 @@ mod tests {
         assert_eq!(cells[5], "127.64.0.2");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "d");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn node_roles_come_from_both_kinds_of_role_label() {
+        let node = json!({"metadata": {"name": "n", "labels": {
+            "node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/": "",
+            "kubernetes.io/role": "legacy", "node-role.kubernetes.io/control-plane": ""}}});
+        assert_eq!(cells("Node", &node, Utc::now())[2], "control-plane,legacy,worker");
+        let plain = json!({"metadata": {"name": "n", "labels": {"kubernetes.io/role": ""}}});
+        assert_eq!(cells("Node", &plain, Utc::now())[2], "<none>");
     }
 
     #[test]

@@ -404,7 +404,13 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     });
     let (code, status) = server.get("/api/v1/namespaces/default/pods/stuck/log");
     assert_eq!(code, 400, "{status}");
-    assert!(status["message"].as_str().unwrap().contains("is waiting to start"), "{status}");
+    // In the kubelet's words for image pulls.
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("is waiting to start: trying and failing to pull image")
+            || message.ends_with("is waiting to start: image can't be pulled"),
+        "{status}"
+    );
 
     // A followed log ends when the container does (kubectl logs -f returns), with every line.
     let mut once = pod_on(
