@@ -66,8 +66,7 @@ const RETRY_AFTER_SECONDS: u64 = 1;
 /// The Kubernetes `Status` for a failure, with its HTTP code.
 pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
     let message = match error {
-        HttpError::Api(ApiError::PatchNotApplicable(why)) => {
-            tracing::debug!(%why, "a JSON patch did not apply");
+        HttpError::Api(ApiError::PatchNotApplicable(_)) => {
             "the server rejected our request due to an error in our request".to_string()
         }
         _ => error.to_string(),
@@ -103,7 +102,12 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::BadRequest(_) => (400, "BadRequest", None),
             // As kube-apiserver answers a JSON patch that does not apply (its generic 422,
             // which says no more).
-            ApiError::PatchNotApplicable(_) => (422, "Invalid", Some(json!({}))),
+            // kube-apiserver's generic 422, whose one cause says why.
+            ApiError::PatchNotApplicable(why) => (
+                422,
+                "Invalid",
+                Some(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": why}]})),
+            ),
             ApiError::Forbidden(_) => (403, "Forbidden", None),
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) | ApiError::InconsistentContinue { .. } => (410, "Expired", None),
@@ -222,7 +226,8 @@ mod tests {
             body["message"],
             "the server rejected our request due to an error in our request"
         );
-        assert_eq!(body["details"], json!({}));
+        let cause = json!({"reason": "UnexpectedServerResponse", "message": "test failed"});
+        assert_eq!(body["details"], json!({"causes": [cause]}));
     }
 
     #[test]

@@ -458,7 +458,11 @@ impl FieldValidation {
 /// warns. The fields are those of a merge patch's body (without a strategic merge patch's
 /// `$` directives), or those a JSON patch's `add` and `replace` operations set at object
 /// paths. A patch a type check refuses answers none here (the write refuses it).
-pub fn patch_warnings(resource: &ResourceType, patch_type: PatchType, patch: &Value) -> Vec<String> {
+pub fn patch_warnings(
+    resource: &ResourceType,
+    patch_type: PatchType,
+    patch: &Value,
+) -> Vec<String> {
     let mut partial = match patch_type {
         PatchType::Merge | PatchType::StrategicMerge => without_directives(patch),
         PatchType::Json => set_by_operations(patch),
@@ -496,11 +500,8 @@ fn set_by_operations(patch: &Value) -> Value {
         else {
             continue;
         };
-        let keys: Vec<String> = path
-            .split('/')
-            .skip(1)
-            .map(|k| k.replace("~1", "/").replace("~0", "~"))
-            .collect();
+        let keys: Vec<String> =
+            path.split('/').skip(1).map(|k| k.replace("~1", "/").replace("~0", "~")).collect();
         if keys.is_empty() || keys.iter().any(|k| k == "-" || k.parse::<usize>().is_ok()) {
             continue;
         }

@@ -123,8 +123,8 @@ impl TokenIssuer {
             .map_err(|e| AuthConfigError::file(&path, e))?;
         let decoding = DecodingKey::from_ec_pem(key.public_key_pem().as_bytes())
             .map_err(|e| AuthConfigError::file(&path, e))?;
-        let (key_id, public_key) = json_web_key(&key)
-            .ok_or_else(|| AuthConfigError::file(&path, "not a P-256 key"))?;
+        let (key_id, public_key) =
+            json_web_key(&key).ok_or_else(|| AuthConfigError::file(&path, "not a P-256 key"))?;
         let jwks_uri = String::new();
         Ok(TokenIssuer { encoding, decoding, key_id, public_key, jwks_uri })
     }
@@ -220,9 +220,8 @@ impl TokenIssuer {
         validation.set_required_spec_claims(&["iss", "sub"]);
         validation.validate_exp = false;
         validation.validate_aud = false;
-        let claims = jsonwebtoken::decode::<LegacyClaims>(token, &self.decoding, &validation)
-            .ok()?
-            .claims;
+        let claims =
+            jsonwebtoken::decode::<LegacyClaims>(token, &self.decoding, &validation).ok()?.claims;
         Some(TokenAccount {
             namespace: claims.namespace,
             name: claims.name,
@@ -358,9 +357,17 @@ mod tests {
         };
         let keys = issuer.key_set();
         let key = &keys["keys"][0];
-        assert_eq!((&key["kty"], &key["crv"], &key["alg"], &key["use"]), (&json!("EC"), &json!("P-256"), &json!("ES256"), &json!("sig")));
-        for token in [issuer.issue(&account, 600).unwrap().0, issuer.sign("team", "ci", "u", "s").unwrap()] {
-            assert_eq!(jsonwebtoken::decode_header(&token).unwrap().kid.as_deref(), key["kid"].as_str());
+        assert_eq!(
+            (&key["kty"], &key["crv"], &key["alg"], &key["use"]),
+            (&json!("EC"), &json!("P-256"), &json!("ES256"), &json!("sig"))
+        );
+        for token in
+            [issuer.issue(&account, 600).unwrap().0, issuer.sign("team", "ci", "u", "s").unwrap()]
+        {
+            assert_eq!(
+                jsonwebtoken::decode_header(&token).unwrap().kid.as_deref(),
+                key["kid"].as_str()
+            );
             // The key set's key checks the token: what a relying party does with it.
             let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(key.clone()).unwrap();
             let decoding = DecodingKey::from_jwk(&jwk).unwrap();

@@ -253,7 +253,8 @@ fn apply_patch_annotate_and_set_image() {
             assert!(err.contains(r#"unknown field "spec.containers[0].extra""#), "{err}");
         }
     }
-    let (_, _, err) = k.run(&["patch", "pod", "web-1", "-p", r#"{"metadata":{"labels":{"y":"2"}}}"#]);
+    let (_, _, err) =
+        k.run(&["patch", "pod", "web-1", "-p", r#"{"metadata":{"labels":{"y":"2"}}}"#]);
     assert!(!err.contains("Warning"), "{err}");
     let pod: serde_json::Value =
         serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();

@@ -547,7 +547,8 @@ fn service_account_token_secrets_hold_long_lived_tokens() {
     });
     let token = decode(&data("token"));
     assert_eq!(decode(&data("namespace")), "default");
-    let root_ca = insecure.ok(&["get", "configmap", "kube-root-ca.crt", "-o", "jsonpath={.data.ca\\.crt}"]);
+    let root_ca =
+        insecure.ok(&["get", "configmap", "kube-root-ca.crt", "-o", "jsonpath={.data.ca\\.crt}"]);
     assert!(root_ca.contains("BEGIN CERTIFICATE"), "{root_ca}");
     assert_eq!(decode(&data("ca.crt")), root_ca);
     let uid = insecure.ok(&["get", "serviceaccount", "deployer", "-o", "jsonpath={.metadata.uid}"]);
@@ -562,9 +563,13 @@ fn service_account_token_secrets_hold_long_lived_tokens() {
     );
     let me = whoami(&deployer);
     assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:deployer");
-    let labels = insecure.ok(&["get", "secret", "deployer-token", "-o", "jsonpath={.metadata.labels}"]);
+    let labels =
+        insecure.ok(&["get", "secret", "deployer-token", "-o", "jsonpath={.metadata.labels}"]);
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    assert!(labels.contains(&format!(r#""kubernetes.io/legacy-token-last-used":"{today}""#)), "{labels}");
+    assert!(
+        labels.contains(&format!(r#""kubernetes.io/legacy-token-last-used":"{today}""#)),
+        "{labels}"
+    );
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
         "spec": {"token": token}});
     let (_, answered) = server.post("/apis/authentication.k8s.io/v1/tokenreviews", &review);

@@ -176,12 +176,12 @@ async fn resource_value(
         None => container,
         Some(name) => {
             let spec = ctx.pod.spec.as_ref();
-            let all = spec.into_iter().flat_map(|s| {
-                s.containers.iter().chain(s.init_containers.iter().flatten())
-            });
-            all.into_iter().find(|c| c.name == name).ok_or_else(|| {
-                LaunchError::Config(format!("container {name} not found"))
-            })?
+            let all = spec
+                .into_iter()
+                .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()));
+            all.into_iter()
+                .find(|c| c.name == name)
+                .ok_or_else(|| LaunchError::Config(format!("container {name} not found")))?
         }
     };
     let (amounts, resource) = field.resource.split_once('.').ok_or_else(unsupported)?;
@@ -497,12 +497,20 @@ mod tests {
             let (core, resource) = (core.clone(), resources::core(plural));
             async move { core.create(resource, namespace, object, &WriteOptions::default()).await }
         };
-        create("configmaps", "default", json!({"metadata": {"name": "settings"},
-            "data": {"FOO_A": "a", "FOO_B": "b", "dotted.key": "x"}}))
+        create(
+            "configmaps",
+            "default",
+            json!({"metadata": {"name": "settings"},
+            "data": {"FOO_A": "a", "FOO_B": "b", "dotted.key": "x"}}),
+        )
         .await
         .unwrap();
-        create("secrets", "default", json!({"metadata": {"name": "creds"},
-            "data": {"TOKEN": "czNjcjN0"}}))
+        create(
+            "secrets",
+            "default",
+            json!({"metadata": {"name": "creds"},
+            "data": {"TOKEN": "czNjcjN0"}}),
+        )
         .await
         .unwrap();
         create("nodes", "", json!({"metadata": {"name": "n1"}})).await.unwrap();
@@ -542,7 +550,10 @@ mod tests {
         // `env` overrides `envFrom`, and may refer to it.
         assert_eq!(get("FOO_B"), Some("mine a"));
         // 250m rounds up to a core; a limit not set is the node's allocatable.
-        assert_eq!((get("CORES"), get("MILLIS"), get("MEM_MI")), (Some("1"), Some("250"), Some("100")));
+        assert_eq!(
+            (get("CORES"), get("MILLIS"), get("MEM_MI")),
+            (Some("1"), Some("250"), Some("100"))
+        );
         assert_eq!((get("NODE_MEM"), get("OTHER_MEM")), (Some("1024"), Some("3")));
 
         // A source that is not optional must be there, as the kubelet requires.

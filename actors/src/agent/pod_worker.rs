@@ -1161,7 +1161,8 @@ impl PodState {
                 None => c.ready = true,
                 Some(probe) => {
                     let run = run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await;
-                    if let Some(verdict) = ProbeRun::reported(run, "Readiness", &name, &mut events) {
+                    if let Some(verdict) = ProbeRun::reported(run, "Readiness", &name, &mut events)
+                    {
                         c.ready = verdict;
                     }
                 }

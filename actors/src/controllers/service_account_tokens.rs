@@ -30,8 +30,13 @@ pub const ACCOUNT_UID: &str = "kubernetes.io/service-account.uid";
 /// Signs the long-lived token a service account token Secret holds.
 pub trait TokenSigner: Send + Sync {
     /// The token of account `account` (of uid `uid`) in `namespace`, kept in Secret `secret`.
-    fn sign(&self, namespace: &str, account: &str, uid: &str, secret: &str)
-        -> Result<String, String>;
+    fn sign(
+        &self,
+        namespace: &str,
+        account: &str,
+        uid: &str,
+        secret: &str,
+    ) -> Result<String, String>;
 }
 
 /// The account a token Secret names: its name, and its uid if the Secret says it.
@@ -58,7 +63,8 @@ impl NamedAccount {
     /// Whether this is `account` (Kubernetes' `IsServiceAccountToken`): its name, and its uid
     /// unless none is said.
     fn is(&self, account: &Value) -> bool {
-        self.name == object_name(account) && (self.uid.is_empty() || self.uid == object_uid(account))
+        self.name == object_name(account)
+            && (self.uid.is_empty() || self.uid == object_uid(account))
     }
 }
 
@@ -301,7 +307,10 @@ mod tests {
         assert_eq!(filled(&once, "u1", Some("PEM"), never).unwrap(), None);
         // A new root CA is written over the old; the token stays.
         let renewed = filled(&once, "u1", Some("NEW"), never).unwrap().unwrap();
-        assert_eq!((decoded(&renewed, "ca.crt"), decoded(&renewed, "token")), ("NEW".into(), "tok".into()));
+        assert_eq!(
+            (decoded(&renewed, "ca.crt"), decoded(&renewed, "token")),
+            ("NEW".into(), "tok".into())
+        );
         // Without TLS there is no CA to give.
         let plain = filled(&secret, "u1", None, || Ok("tok".into())).unwrap().unwrap();
         assert!(plain["data"].get("ca.crt").is_none());

@@ -299,7 +299,10 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     let meta = object.get("metadata");
     let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
-        errors.push(FieldError::required("metadata.name"));
+        errors.push(FieldError::required_because(
+            "metadata.name",
+            "name or generateName is required",
+        ));
     } else {
         for p in name_errors(resource, name) {
             errors.push(FieldError::invalid("metadata.name", name, p));
@@ -3194,6 +3197,10 @@ mod kind_tests {
             "externalName": "db.example.com."}});
         assert!(validate_object(services, &fine).is_empty());
         let secrets = find("", "v1", "secrets").unwrap();
+        assert_eq!(
+            messages(&validate_object(secrets, &json!({"metadata": {}}))),
+            ["metadata.name: Required value: name or generateName is required"]
+        );
         let secret = |kind: &str| json!({"metadata": {"name": "s"}, "type": kind});
         assert_eq!(
             messages(&validate_object(secrets, &secret("kubernetes.io/service-account-token"))),
