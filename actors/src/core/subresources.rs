@@ -113,10 +113,18 @@ impl ApiCore {
         Err(binding_conflict(name, "the pod kept changing; try again".into()))
     }
 
-    /// The `Scale` of a replication controller.
+    /// The `Scale` of a replication controller; a missing one is a missing Scale, as
+    /// Kubernetes words it (`replicationcontrollers/scale.autoscaling "x" not found`).
     pub async fn get_scale(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
-        let rc = self.get(resources::core("replicationcontrollers"), namespace, name).await?;
-        Ok(scale_of(&rc.to_value()))
+        match self.get(resources::core("replicationcontrollers"), namespace, name).await {
+            Ok(rc) => Ok(scale_of(&rc.to_value())),
+            Err(ApiError::NotFound { .. }) => Err(ApiError::NotFound {
+                resource: "replicationcontrollers/scale",
+                group: "autoscaling",
+                name: name.into(),
+            }),
+            Err(error) => Err(error),
+        }
     }
 
     /// Sets the replicas of a replication controller from a `Scale` (PUT `.../scale`). A
@@ -278,6 +286,16 @@ mod tests {
         assert_eq!(scale["status"]["replicas"], 2);
         assert_eq!(scale["status"]["selector"], "app=web,tier=fe");
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
+    }
+
+    #[actix::test]
+    async fn the_scale_of_a_missing_controller_is_a_missing_scale() {
+        let core = crate::testing::core().await;
+        let error = core.get_scale("default", "nope").await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            r#"replicationcontrollers/scale.autoscaling "nope" not found"#
+        );
     }
 
     #[actix::test]
