@@ -3,6 +3,7 @@
 //! components) goes through it.
 
 mod apply;
+mod claim_resize;
 mod conversion;
 mod default_tolerations;
 mod defaults;
@@ -777,8 +778,12 @@ impl ApiCore {
                 return Err(ApiError::invalid(resource, name, errors));
             }
             if part == Part::Main {
-                // (Only a PriorityClass can be refused here: nothing was allocated for it.)
+                // (Only a PriorityClass or a claim can be refused here: nothing was allocated
+                // for either.)
                 self.admit_priority_class(resource, name, &next)?;
+                if resource.kind == "PersistentVolumeClaim" && resource.group.is_empty() {
+                    claim_resize::admit(resource, name, &current_value, &next)?;
+                }
             }
             precondition?;
             if same || dry_run {
