@@ -478,9 +478,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
 /// the secure port at the address pods reach it by (the insecure port's when it is off).
 fn jwks_uri(settings: &Settings) -> String {
     let path = crate::api::ISSUER_KEYS_PATH;
-    match kubernetes_service_config(settings) {
-        Some(config) => format!("https://{}:{}{path}", config.address, config.port),
-        None => format!("http://{}{path}", settings.insecure_addr),
+    match (kubernetes_service_config(settings), settings.secure_addr) {
+        (Some(config), _) => format!("https://{}:{}{path}", config.address, config.port),
+        // An IPv6 secure address (the `kubernetes` Service is IPv4 only).
+        (None, secure) if secure.port() != 0 => format!("https://{secure}{path}"),
+        (None, _) => format!("http://{}{path}", settings.insecure_addr),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpRequest};
 use futures::StreamExt;
-use kplane_actors::core::{unknown_field_message, PatchType};
+use kplane_actors::core::unknown_field_message;
 use kplane_actors::model::ResourceType;
 use serde::de::DeserializeSeed as _;
 use serde_json::Value;
@@ -451,77 +451,6 @@ impl FieldValidation {
         }
         Ok(messages)
     }
-}
-
-/// The warnings a patch answers with under `fieldValidation=Warn` (the default): one for each
-/// field it sets that its kind does not declare (the patched object loses them), as Kubernetes
-/// warns. The fields are those of a merge patch's body (without a strategic merge patch's
-/// `$` directives), or those a JSON patch's `add` and `replace` operations set at object
-/// paths. A patch a type check refuses answers none here (the write refuses it).
-pub fn patch_warnings(
-    resource: &ResourceType,
-    patch_type: PatchType,
-    patch: &Value,
-) -> Vec<String> {
-    let mut partial = match patch_type {
-        PatchType::Merge | PatchType::StrategicMerge => without_directives(patch),
-        PatchType::Json => set_by_operations(patch),
-    };
-    let (group, kind) = (resource.group, resource.kind);
-    match check_fields_as(group, kind, &mut partial, Unknown::Drop, Empty::Keep) {
-        Ok(unknown) => unknown.iter().map(|f| unknown_field_message(f)).collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// A strategic merge patch's fields, without its directives (`$patch`, `$retainKeys`,
-/// `$setElementOrder/...`, `$deleteFromPrimitiveList/...`) and the nulls that delete.
-fn without_directives(patch: &Value) -> Value {
-    match patch {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(key, value)| !key.starts_with('$') && !value.is_null())
-                .map(|(key, value)| (key.clone(), without_directives(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_directives).collect()),
-        other => other.clone(),
-    }
-}
-
-/// An object holding what a JSON patch's `add` and `replace` operations set, at the paths of
-/// objects only (an array index leaves the operation out).
-fn set_by_operations(patch: &Value) -> Value {
-    let mut partial = Value::Object(Default::default());
-    for operation in patch.as_array().into_iter().flatten() {
-        let op = operation.get("op").and_then(Value::as_str);
-        let path = operation.get("path").and_then(Value::as_str);
-        let (Some("add" | "replace"), Some(path), Some(value)) = (op, path, operation.get("value"))
-        else {
-            continue;
-        };
-        let keys: Vec<String> =
-            path.split('/').skip(1).map(|k| k.replace("~1", "/").replace("~0", "~")).collect();
-        if keys.is_empty() || keys.iter().any(|k| k == "-" || k.parse::<usize>().is_ok()) {
-            continue;
-        }
-        set_at(&mut partial, &keys, without_directives(value));
-    }
-    partial
-}
-
-/// Sets `value` at the object path `keys` of `object`, making the objects on the way (a path
-/// through something else is left alone).
-fn set_at(object: &mut Value, keys: &[String], value: Value) {
-    let (Some(map), Some((key, rest))) = (object.as_object_mut(), keys.split_first()) else {
-        return;
-    };
-    if rest.is_empty() {
-        map.insert(key.clone(), value);
-        return;
-    }
-    let next = map.entry(key.clone()).or_insert_with(|| Value::Object(Default::default()));
-    set_at(next, rest, value);
 }
 
 /// Checks a server-side apply's configuration of `namespace`/`name` as Kubernetes' field

@@ -7,7 +7,7 @@ use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::{BufMut, BytesMut};
 use kplane_actors::core::WriteOptions;
-use kplane_actors::core::{ApiError, ObjectList, PatchType};
+use kplane_actors::core::{unknown_field_message, ApiError, ObjectList, PatchType};
 use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
@@ -313,12 +313,22 @@ async fn dispatch(
                 let preview = preview.to_value();
                 check_escalation(escalation, &state, resource, namespace, &preview, false).await?;
             }
-            let patched = core
-                .patch(resource, namespace, name, patch_type, &patch, status_only, &options)
+            let (patched, unknown) = core
+                .patch_noting_unknown_fields(
+                    resource,
+                    namespace,
+                    name,
+                    patch_type,
+                    &patch,
+                    status_only,
+                    &options,
+                )
                 .await?;
             let mut response = object_response(&req, StatusCode::OK, resource, &patched, &query)?;
             if validation == body::FieldValidation::Warn {
-                add_warnings(&mut response, &body::patch_warnings(resource, patch_type, &patch));
+                let warnings: Vec<String> =
+                    unknown.iter().map(|field| unknown_field_message(field)).collect();
+                add_warnings(&mut response, &warnings);
             }
             Ok(response)
         }

@@ -6,6 +6,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use kplane_actors::client::{object_name, object_namespace, object_uid};
 use kplane_actors::core::ApiError;
+use kplane_actors::model::is_being_deleted;
 use kplane_actors::model::{resources, FieldError, ResourceType};
 use serde_json::{json, Value};
 
@@ -102,7 +103,7 @@ pub async fn service_account(
     let serviceaccounts = resources::core("serviceaccounts");
     let current = state.core.get(serviceaccounts, &account.namespace, &account.name).await.ok()?;
     let current = current.to_value();
-    if object_uid(&current) != account.uid || is_deleting(&current) {
+    if object_uid(&current) != account.uid || is_being_deleted(&current) {
         return None;
     }
     if let Some(secret) = &account.secret {
@@ -121,17 +122,17 @@ const INVALID_SINCE: &str = "kubernetes.io/legacy-token-invalid-since";
 /// The label saying on which day (UTC) a Secret's long-lived token was last used.
 const LAST_USED: &str = "kubernetes.io/legacy-token-last-used";
 
-fn is_deleting(object: &Value) -> bool {
-    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
-}
-
-/// Whether a service account token Secret holds `token`, and it is still good.
+/// Whether a service account token Secret holds `token` (compared in constant time), and it
+/// is still good: not being deleted, and not invalidated (a non-empty `INVALID_SINCE`).
 fn holds_valid_token(secret: &Value, token: &str) -> bool {
     use base64::Engine;
+    use subtle::ConstantTimeEq;
     let held = secret.pointer("/data/token").and_then(Value::as_str).unwrap_or("");
     let held = base64::engine::general_purpose::STANDARD.decode(held).unwrap_or_default();
-    let invalidated = secret.pointer("/metadata/labels").and_then(|l| l.get(INVALID_SINCE));
-    !is_deleting(secret) && invalidated.is_none() && held == token.as_bytes()
+    let labels = secret.pointer("/metadata/labels");
+    let invalidated = labels.and_then(|l| l.get(INVALID_SINCE)).and_then(Value::as_str);
+    let holds: bool = held.ct_eq(token.as_bytes()).into();
+    !is_being_deleted(secret) && invalidated.is_none_or(str::is_empty) && holds
 }
 
 /// Labels the Secret of a long-lived token just used with today's date, unless it has it, as
@@ -196,4 +197,28 @@ pub async fn review(
         object.insert("status".into(), status);
     }
     Ok(review)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_holds_its_token_until_deleted_or_invalidated_with_a_date() {
+        let secret = |labels: Value, deleting: bool| {
+            let mut secret = json!({"metadata": {"name": "t", "labels": labels},
+                "data": {"token": "dG9r"}});
+            if deleting {
+                secret["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+            }
+            secret
+        };
+        assert!(holds_valid_token(&secret(json!({}), false), "tok"));
+        assert!(!holds_valid_token(&secret(json!({}), false), "tok2"));
+        assert!(!holds_valid_token(&secret(json!({}), true), "tok"));
+        let invalid = json!({INVALID_SINCE: "2026-12-01"});
+        assert!(!holds_valid_token(&secret(invalid, false), "tok"));
+        // An empty label invalidates nothing, as Kubernetes reads it.
+        assert!(holds_valid_token(&secret(json!({INVALID_SINCE: ""}), false), "tok"));
+    }
 }

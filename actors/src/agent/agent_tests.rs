@@ -423,6 +423,24 @@ async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
     assert_eq!(restarted["status"]["phase"], "Running");
     let conditions = restarted["status"]["conditions"].as_array().unwrap();
     assert!(conditions.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True"));
+
+    // An init container after the sidecar fails for good: the pod has failed, and its sidecar
+    // stops with it.
+    let failing = json!({"metadata": {"name": "failed-init"}, "spec": {"nodeName": "n5",
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+        "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
+            "command": ["sleep", "1000"]},
+            {"name": "setup", "image": "none", "command": ["false"]}],
+        "containers": [{"name": "app", "image": "none", "command": ["true"]}]}});
+    ApiClient::create(&core, pods, "default", failing).await.unwrap();
+    let failed = eventually("the pod failed and its sidecar stopped", || async {
+        get(&core, "pods", "default", "failed-init").await.filter(|p| {
+            p["status"]["phase"] == "Failed"
+                && p["status"]["initContainerStatuses"][0]["state"]["terminated"].is_object()
+        })
+    })
+    .await;
+    assert_eq!(failed["status"]["initContainerStatuses"][0]["restartCount"], 0);
     agent.send(StopAgent).await.unwrap();
 }
 

@@ -147,7 +147,8 @@ async fn source_object(
     let kind = if plural == "secrets" { "secret" } else { "configmap" };
     match client.get(resource, namespace, name).await {
         Ok(object) => Ok(Some(object)),
-        Err(_) if optional => Ok(None),
+        // Only a missing source is skipped when optional, as the kubelet skips it.
+        Err(ApiError::NotFound { .. }) if optional => Ok(None),
         // As the kubelet's object managers word it.
         Err(ApiError::NotFound { .. }) => {
             Err(LaunchError::Config(format!("{kind} \"{name}\" not found")))
@@ -218,6 +219,7 @@ async fn resource_value(
         return Err(bad("divisor"));
     }
     // Rounded up: a container with 250m of CPU sees 1 (core).
+    let (amount, divisor) = (i128::from(amount), i128::from(divisor));
     Ok(((amount + divisor - 1).div_euclid(divisor)).to_string())
 }
 
@@ -521,7 +523,8 @@ mod tests {
             "metadata": {"name": "p", "namespace": "default"},
             "spec": {"containers": [{"name": "app", "image": "x",
                 "resources": {"limits": {"cpu": "250m"}, "requests": {"memory": "100Mi"}}},
-                {"name": "other", "image": "x", "resources": {"limits": {"memory": "3Gi"}}}]}
+                {"name": "other", "image": "x", "resources": {"limits": {"memory": "3Gi"}}},
+                {"name": "big", "image": "x", "resources": {"limits": {"memory": "9E"}}}]}
         }))
         .unwrap();
         let container: Container = serde_json::from_value(json!({
@@ -539,7 +542,9 @@ mod tests {
                 {"name": "NODE_MEM", "valueFrom": {"resourceFieldRef":
                     {"resource": "limits.memory", "divisor": "1Mi"}}},
                 {"name": "OTHER_MEM", "valueFrom": {"resourceFieldRef":
-                    {"containerName": "other", "resource": "limits.memory", "divisor": "1Gi"}}}]
+                    {"containerName": "other", "resource": "limits.memory", "divisor": "1Gi"}}},
+                {"name": "BIG", "valueFrom": {"resourceFieldRef":
+                    {"containerName": "big", "resource": "limits.memory", "divisor": "1E"}}}]
         }))
         .unwrap();
         let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
@@ -555,6 +560,7 @@ mod tests {
             (Some("1"), Some("250"), Some("100"))
         );
         assert_eq!((get("NODE_MEM"), get("OTHER_MEM")), (Some("1024"), Some("3")));
+        assert_eq!(get("BIG"), Some("9"), "no overflow near i64's limit");
 
         // A source that is not optional must be there, as the kubelet requires.
         let missing: Container = serde_json::from_value(json!({"name": "app", "image": "x",

@@ -616,11 +616,14 @@ impl PodState {
         self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
     }
 
-    /// Whether the app containers have all run to their end, not to run again (never so under
-    /// `restartPolicy: Always`).
-    fn apps_completed(&self) -> bool {
+    /// Whether the pod has come to its end: its app containers have all run to theirs, not to
+    /// run again (never so under `restartPolicy: Always`), or an init container failed for
+    /// good. Its sidecars then stop, and are not restarted.
+    fn ended(&self) -> bool {
         let mut apps = self.containers.iter().filter(|c| c.kind == Kind::App).peekable();
-        self.restart_policy() != "Always" && apps.peek().is_some() && apps.all(|c| c.finished)
+        let completed =
+            self.restart_policy() != "Always" && apps.peek().is_some() && apps.all(|c| c.finished);
+        completed || self.containers.iter().any(ContainerState::failed_init)
     }
 
     /// Takes a newer version of the pod from the API.
@@ -655,7 +658,7 @@ impl PodState {
             spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
         });
         let wanted_image = self.container_spec(name).and_then(|spec| spec.image.clone());
-        let completing = self.apps_completed();
+        let completing = self.ended();
         let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
         let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
         // Stopped for a new image: a new container, which starts afresh (the kubelet's back-off
@@ -743,8 +746,8 @@ impl PodState {
             return;
         }
         self.start_what_should_run(ctx, addr).await;
-        // The app containers have completed: the sidecars (and ephemeral containers) stop.
-        if self.apps_completed() && self.containers.iter().any(|c| c.running.is_some()) {
+        // The pod has ended: its sidecars (and ephemeral containers) stop.
+        if self.ended() && self.containers.iter().any(|c| c.running.is_some()) {
             self.stop_containers(ctx, termination_grace(&self.pod).as_secs());
         }
         self.probe(ctx).await;
@@ -901,7 +904,7 @@ impl PodState {
         };
         // Sidecars started before are restarted when they exit, until the app containers
         // have completed.
-        if !self.apps_completed() {
+        if !self.ended() {
             let started = init_pending.unwrap_or(self.containers.len());
             candidates.extend((0..started).filter(|i| self.containers[*i].sidecar));
         }
@@ -1229,12 +1232,7 @@ impl PodState {
             .iter()
             .filter(|c| c.kind == Kind::Init)
             .all(ContainerState::initialized);
-        let init_failed = self.containers.iter().any(|c| {
-            c.kind == Kind::Init
-                && !c.sidecar
-                && c.finished
-                && c.terminated.as_ref().is_some_and(|t| t.exit_code != 0)
-        });
+        let init_failed = self.containers.iter().any(ContainerState::failed_init);
         let apps: Vec<&ContainerState> =
             self.containers.iter().filter(|c| c.kind == Kind::App).collect();
         let any_running = apps.iter().any(|c| c.running.is_some());
@@ -1463,6 +1461,14 @@ const KUBELET_CONDITIONS: [&str; 5] =
     ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"];
 
 impl ContainerState {
+    /// Whether this is an init container (not a sidecar) that failed and will not run again.
+    fn failed_init(&self) -> bool {
+        self.kind == Kind::Init
+            && !self.sidecar
+            && self.finished
+            && self.terminated.as_ref().is_some_and(|t| t.exit_code != 0)
+    }
+
     /// Whether this init container no longer holds up the ones after it and the app
     /// containers: it has completed, or it is a sidecar that has started (once is enough).
     fn initialized(&self) -> bool {

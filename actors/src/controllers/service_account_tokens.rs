@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_namespace, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
-use crate::model::{json, resources, ResourceType};
+use crate::model::{is_being_deleted, json, resources, ResourceType};
 use crate::watch::EventType;
 
 /// The type of the Secrets this controller fills.
@@ -147,7 +147,7 @@ async fn sync(
     let Some(named) = NamedAccount::of(&secret) else { return };
     let namespace = object_namespace(&secret).to_string();
     let name = object_name(&secret).to_string();
-    if json::at(&secret, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+    if is_being_deleted(&secret) {
         return;
     }
     let account = match client.get(accounts(), &namespace, &named.name).await {
@@ -175,6 +175,26 @@ async fn sync(
     match client.update(secrets(), &namespace, filled).await {
         Ok(_) | Err(ApiError::Conflict { .. }) | Err(ApiError::NotFound { .. }) => {}
         Err(error) => tracing::warn!(%namespace, %name, %error, "filling a token secret"),
+    }
+}
+
+/// Deletes the token Secret `namespace`/`name` (of uid `uid`) if its account is not there, as
+/// the API server has it now.
+async fn delete_if_orphaned(
+    client: Arc<dyn ApiClient>,
+    namespace: String,
+    name: String,
+    uid: String,
+) {
+    let Ok(secret) = client.get(secrets(), &namespace, &name).await else { return };
+    let Some(named) = NamedAccount::of(&secret) else { return };
+    let account = client.get(accounts(), &namespace, &named.name).await;
+    let gone = match account {
+        Ok(account) => !named.is(&account),
+        Err(error) => matches!(error, ApiError::NotFound { .. }),
+    };
+    if gone && object_uid(&secret) == uid {
+        delete_secret(client, namespace, name, uid).await;
     }
 }
 
@@ -255,8 +275,24 @@ impl Handler<Accounts> for TokensController {
     type Result = ();
 
     fn handle(&mut self, Accounts(feed): Accounts, ctx: &mut Context<Self>) {
-        if let Feed::Changed(EventType::Deleted, account) = feed {
-            self.account_deleted(&account, ctx);
+        match feed {
+            Feed::Changed(EventType::Deleted, account) => self.account_deleted(&account, ctx),
+            // Accounts deleted while the watch was down: their Secrets are judged again.
+            Feed::Listed(accounts) => {
+                let listed: std::collections::HashSet<(&str, &str)> =
+                    accounts.iter().map(|a| (object_namespace(a), object_name(a))).collect();
+                let orphans: Vec<(String, String, String)> = (self.secrets.iter())
+                    .filter(|((ns, _), (named, _))| {
+                        !listed.contains(&(ns.as_str(), named.name.as_str()))
+                    })
+                    .map(|((ns, name), (_, uid))| (ns.clone(), name.clone(), uid.clone()))
+                    .collect();
+                for (namespace, name, uid) in orphans {
+                    let client = self.client.clone();
+                    ctx.spawn(delete_if_orphaned(client, namespace, name, uid).into_actor(self));
+                }
+            }
+            _ => {}
         }
     }
 }

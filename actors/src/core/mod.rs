@@ -153,30 +153,30 @@ impl ApiCore {
         name: &str,
         object: &mut Value,
         strict: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<String>, ApiError> {
         self.check_schema_as(resource.group, resource.kind, object, strict).map_err(|decoding| {
             ApiError::invalid(resource, name, vec![FieldError::invalid_patch(decoding)])
         })
     }
 
-    /// The schema check of an object of `kind` in `group` (a resource's or a subresource's);
-    /// when `strict`, a field the schema does not declare is refused with Kubernetes' strict
-    /// decoding error rather than dropped.
+    /// The schema check of an object of `kind` in `group` (a resource's or a subresource's):
+    /// the paths of the fields the schema does not declare, dropped; when `strict`, such a
+    /// field is refused with Kubernetes' strict decoding error instead.
     fn check_schema_as(
         &self,
         group: &str,
         kind: &str,
         object: &mut Value,
         strict: bool,
-    ) -> Result<(), String> {
-        let Some(check) = &self.schema_check else { return Ok(()) };
+    ) -> Result<Vec<String>, String> {
+        let Some(check) = &self.schema_check else { return Ok(Vec::new()) };
         let unknown = check(group, kind, object)?;
         if strict && !unknown.is_empty() {
             let fields: Vec<String> =
                 unknown.iter().map(|field| unknown_field_message(field)).collect();
             return Err(format!("strict decoding error: {}", fields.join(", ")));
         }
-        Ok(())
+        Ok(unknown)
     }
 
     /// The locks that serialize each namespace's quota charges, for the quota controller to
@@ -778,14 +778,13 @@ impl ApiCore {
                 return Err(ApiError::invalid(resource, name, errors));
             }
             if part == Part::Main {
-                // (Only a PriorityClass or a claim can be refused here: nothing was allocated
-                // for either.)
+                // (Only a PriorityClass can be refused here: nothing was allocated for it.)
                 self.admit_priority_class(resource, name, &next)?;
-                if resource.kind == "PersistentVolumeClaim" && resource.group.is_empty() {
-                    claim_resize::admit(resource, name, &current_value, &next)?;
-                }
             }
             precondition?;
+            if part == Part::Main && resource.kind == "PersistentVolumeClaim" {
+                claim_resize::admit(resource, name, &current_value, &next)?;
+            }
             if same || dry_run {
                 return Ok(if dry_run {
                     Arc::new(StoredObject::from_value(key, next, current.resource_version))
@@ -869,6 +868,25 @@ impl ApiCore {
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let part = if status_only { Part::Status } else { Part::Main };
+        let patched = self.patch_part(resource, namespace, name, patch_type, patch, part, options);
+        Ok(patched.await?.0)
+    }
+
+    /// As [`Self::patch`], with the paths of the fields the patch set that the kind does not
+    /// declare, which the patched object lost (Kubernetes warns of each under
+    /// `fieldValidation=Warn`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch_noting_unknown_fields(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        status_only: bool,
+        options: &WriteOptions,
+    ) -> Result<(Arc<StoredObject>, Vec<String>), ApiError> {
+        let part = if status_only { Part::Status } else { Part::Main };
         self.patch_part(resource, namespace, name, patch_type, patch, part, options).await
     }
 
@@ -897,7 +915,7 @@ impl ApiCore {
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let (pods, part) = (resources::core("pods"), Part::EphemeralContainers);
-        self.patch_part(pods, namespace, name, patch_type, patch, part, options).await
+        Ok(self.patch_part(pods, namespace, name, patch_type, patch, part, options).await?.0)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -910,7 +928,7 @@ impl ApiCore {
         patch: &Value,
         part: Part,
         options: &WriteOptions,
-    ) -> Result<Arc<StoredObject>, ApiError> {
+    ) -> Result<(Arc<StoredObject>, Vec<String>), ApiError> {
         let view = View::of(resource);
         let resource = view.map_or(resource, |v| v.storage);
         let key = ObjectKey::new(resource, namespace, name);
@@ -922,12 +940,10 @@ impl ApiCore {
                 self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
             let current_rv = current.resource_version.to_string();
             let mut stored = current.to_value();
-            if options.strict_fields {
-                // Decoded first, as Kubernetes decodes what it stored before patching: a field
-                // its kind does not declare (an in-process writer's) is not the patch's fault.
-                let (group, kind) = (resource.group, resource.kind);
-                let _ = self.check_schema_as(group, kind, &mut stored, false);
-            }
+            // Decoded first, as Kubernetes decodes what it stored before patching: a field its
+            // kind does not declare (an in-process writer's) is not the patch's fault.
+            let (group, kind) = (resource.group, resource.kind);
+            let _ = self.check_schema_as(group, kind, &mut stored, false);
             // A view's patch applies to the view's form of the object.
             let mut next = match view {
                 Some(view) => {
@@ -936,7 +952,7 @@ impl ApiCore {
                 }
                 None => patch::apply(&stored, patch_type, patch)?,
             };
-            self.check_schema(resource, name, &mut next, options.strict_fields)?;
+            let unknown = self.check_schema(resource, name, &mut next, options.strict_fields)?;
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = json::at(&next, "/metadata/resourceVersion")
@@ -959,10 +975,11 @@ impl ApiCore {
                     self.store.settle(resource).await?;
                 }
                 other => {
-                    return other.map(|written| match view {
+                    let written = other.map(|written| match view {
                         Some(view) => view.object(written),
                         None => written,
-                    })
+                    });
+                    return written.map(|written| (written, unknown));
                 }
             }
         }
