@@ -288,17 +288,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn tokens_name_their_account_until_they_expire() {
-        let dir = tempfile::tempdir().unwrap();
-        let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
-        let account = TokenAccount {
+    /// The account `team/ci`, of uid `u-1`, asking for no audience.
+    fn team_ci() -> TokenAccount {
+        TokenAccount {
             namespace: "team".into(),
             name: "ci".into(),
             uid: "u-1".into(),
             audiences: vec![],
             secret: None,
-        };
+        }
+    }
+
+    #[test]
+    fn tokens_name_their_account_until_they_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
+        let account = team_ci();
         let (token, _) = issuer.issue(&account, 600).unwrap();
         let verified = issuer.verify(&token, &[]).unwrap();
         assert_eq!((verified.name.as_str(), verified.uid.as_str()), ("ci", "u-1"));
@@ -348,13 +353,7 @@ mod tests {
         use kplane_actors::controllers::TokenSigner;
         let dir = tempfile::tempdir().unwrap();
         let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
-        let account = TokenAccount {
-            namespace: "team".into(),
-            name: "ci".into(),
-            uid: "u-1".into(),
-            audiences: vec![],
-            secret: None,
-        };
+        let account = team_ci();
         let keys = issuer.key_set();
         let key = &keys["keys"][0];
         assert_eq!(

@@ -327,6 +327,17 @@ fn client_certificates_are_judged_after_the_handshake() {
     assert!(curl(&["-H", "Authorization: Bearer root-token"]).ends_with(" 200"));
 }
 
+/// A server with its secure port on (on a free port, which it answers with), nothing more.
+fn secure_server() -> (Server, u16) {
+    let port = free_port();
+    let env = [
+        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
+        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    (Server::start_with_env(&env), port)
+}
+
 /// A server whose secure port knows `root` (of `system:masters`) and `bob` by their tokens,
 /// under the default authorization (RBAC); kubectl as each.
 fn rbac_server(files: &Path) -> (Server, u16, SecureKubectl, SecureKubectl) {
@@ -438,17 +449,11 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
 
 /// Service account tokens: `kubectl create token` issues one (through the insecure port);
 /// on the secure port it is the account, in the account's groups, with what RBAC grants the
-/// account (the issuer's discovery document and keys among it); a TokenReview says the same; too short a lifetime is 422; deleting the account
-/// revokes the token.
+/// account (the issuer's discovery document and keys among it); a TokenReview says the same;
+/// too short a lifetime is 422; deleting the account revokes the token.
 #[test]
 fn service_account_tokens_authenticate_until_their_account_goes() {
-    let port = free_port();
-    let env = [
-        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
-        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
-    ];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start_with_env(&env);
+    let (server, port) = secure_server();
     let insecure = server.kubectl();
     insecure.ok(&["create", "serviceaccount", "ci"]);
     let token = insecure.ok(&["create", "token", "ci"]).trim().to_string();
@@ -521,13 +526,7 @@ fn service_account_token_secrets_hold_long_lived_tokens() {
         let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim()).unwrap();
         String::from_utf8(bytes).unwrap()
     };
-    let port = free_port();
-    let env = [
-        ("KPLANE_SERVER__SECURE_PORT", port.to_string()),
-        ("KPLANE_SERVER__BIND_ADDRESS", "127.0.0.1".into()),
-    ];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start_with_env(&env);
+    let (server, port) = secure_server();
     let insecure = server.kubectl();
     insecure.ok(&["create", "serviceaccount", "deployer"]);
     let secret = |name: &str, account: &str| {
