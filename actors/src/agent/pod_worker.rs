@@ -690,7 +690,7 @@ impl PodState {
         // restarts whatever the policy says.
         let restart = redefined
             || match (c.kind, policy.as_str()) {
-                // A sidecar runs until the app containers have completed.
+                // A sidecar runs until the pod has ended.
                 _ if c.sidecar => !completing,
                 (Kind::Init, "Never") => false,
                 (Kind::Init, _) => code != 0,
@@ -902,8 +902,7 @@ impl PodState {
                 .filter(|i| self.containers[*i].kind == Kind::App)
                 .collect(),
         };
-        // Sidecars started before are restarted when they exit, until the app containers
-        // have completed.
+        // Sidecars started before are restarted when they exit, until the pod has ended.
         if !self.ended() {
             let started = init_pending.unwrap_or(self.containers.len());
             candidates.extend((0..started).filter(|i| self.containers[*i].sidecar));
