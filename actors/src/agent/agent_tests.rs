@@ -441,6 +441,34 @@ async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
     })
     .await;
     assert_eq!(failed["status"]["initContainerStatuses"][0]["restartCount"], 0);
+
+    // A pod deleted: its app container is told to stop first, its sidecar once it has.
+    let (told, wrong) = (dir.path().join("sidecar-told"), dir.path().join("told-together"));
+    let (told, wrong) = (told.display(), wrong.display());
+    let ordered = json!({"metadata": {"name": "ordered"}, "spec": {"nodeName": "n5",
+        "terminationGracePeriodSeconds": 10,
+        "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
+            "command": sh(format!("trap 'touch {told}; exit 0' TERM; while true; do sleep 0.1; done"))}],
+        "containers": [{"name": "app", "image": "none", "command": sh(format!(
+            "trap 'sleep 0.5; test -f {told} && touch {wrong}; exit 0' TERM; \
+             while true; do sleep 0.1; done"))}]}});
+    ApiClient::create(&core, pods, "default", ordered).await.unwrap();
+    eventually("both running", || async {
+        get(&core, "pods", "default", "ordered").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+                && p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
+        })
+    })
+    .await;
+    let options = DeleteOptions::default();
+    ApiClient::delete(&core, pods, "default", "ordered", &options).await.unwrap();
+    eventually("the pod gone", || async {
+        get(&core, "pods", "default", "ordered").await.is_none().then_some(())
+    })
+    .await;
+    let (told, wrong) = (dir.path().join("sidecar-told"), dir.path().join("told-together"));
+    assert!(told.exists(), "the sidecar was told to stop");
+    assert!(!wrong.exists(), "the sidecar was told to stop while the app still ran");
     agent.send(StopAgent).await.unwrap();
 }
 

@@ -418,6 +418,8 @@ struct PodState {
     last_status: Option<Value>,
     /// SIGKILL everything at this instant when still running (deletion grace period).
     kill_at: Option<Instant>,
+    /// The sidecars have been told to stop (they are, once the other containers have).
+    sidecars_stopping: bool,
     /// The agent is shutting down: start nothing more.
     stopping: bool,
     /// The pod ran longer than its `activeDeadlineSeconds`: it is stopped and Failed.
@@ -470,6 +472,7 @@ impl PodState {
             containers,
             last_status: None,
             kill_at: None,
+            sidecars_stopping: false,
             stopping: false,
             deadline_exceeded: false,
         };
@@ -824,35 +827,39 @@ impl PodState {
     }
 
     /// SIGTERM every running container (once), SIGKILL what still runs after `grace` seconds;
-    /// a later call may bring a stop under way forward, never put it back. True once none runs.
+    /// a later call may bring a stop under way forward, never put it back. As the kubelet
+    /// orders it, sidecars are told to stop only once the other containers have stopped.
+    /// True once none runs.
     fn stop_containers(&mut self, ctx: &WorkerContext, grace: u64) -> bool {
         let grace = grace.min(MAX_GRACE_SECONDS as u64);
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
-        match self.kill_at {
-            None => {
-                for c in self.containers.iter().filter(|c| c.running.is_some()) {
-                    let message = format!("Stopping container {}", c.name);
-                    self.container_event(ctx, &c.name, EventKind::Normal, "Killing", message);
-                }
-                for pid in &running {
-                    ctx.runtime
-                        .signal(*pid, if grace == 0 { StopSignal::Kill } else { StopSignal::Term });
-                }
-                self.kill_at = Some(Instant::now() + Duration::from_secs(grace));
+        let now = Instant::now();
+        let at = match self.kill_at {
+            // A stop under way ends no later than this caller asks (a deletion during a
+            // deadline's stop).
+            Some(at) => at.min(now + Duration::from_secs(grace)),
+            None => now + Duration::from_secs(grace),
+        };
+        let first = self.kill_at.is_none();
+        self.kill_at = Some(at);
+        if now >= at && !first {
+            for pid in &running {
+                ctx.runtime.signal(*pid, StopSignal::Kill);
             }
-            Some(at) => {
-                // A stop under way ends no later than this caller asks (a deletion during a
-                // deadline's stop).
-                let now = Instant::now();
-                let at = at.min(now + Duration::from_secs(grace));
-                self.kill_at = Some(at);
-                if now >= at {
-                    for pid in &running {
-                        ctx.runtime.signal(*pid, StopSignal::Kill);
-                    }
-                }
-            }
+            return running.is_empty();
+        }
+        let others_running = self.containers.iter().any(|c| c.running.is_some() && !c.sidecar);
+        let sidecars_now = !others_running && !self.sidecars_stopping;
+        self.sidecars_stopping |= sidecars_now;
+        let told: Vec<(String, u32)> = (self.containers.iter())
+            .filter(|c| if c.sidecar { sidecars_now } else { first })
+            .filter_map(|c| c.running.as_ref().map(|r| (c.name.clone(), r.pid)))
+            .collect();
+        for (name, pid) in told {
+            let message = format!("Stopping container {name}");
+            self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
+            ctx.runtime.signal(pid, if grace == 0 { StopSignal::Kill } else { StopSignal::Term });
         }
         running.is_empty()
     }
