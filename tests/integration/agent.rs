@@ -855,6 +855,12 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     assert_eq!(force.status().as_u16(), 200);
     let mut agent = start_agent(&server, &args, data.path());
     wait_until(WAIT, "the orphan is stopped", || !alive(pid));
+    // An agent that stops leaves its containers running (to adopt them): the test's last pod
+    // is deleted first, so that no process of the test outlives it.
+    let second_pid = pid_of(&get_pod(&server, "second"));
+    let url = server.url("/api/v1/namespaces/default/pods/second?gracePeriodSeconds=0");
+    assert_eq!(server.http.delete(url).send().unwrap().status().as_u16(), 200);
+    wait_until(WAIT, "the last pod is stopped", || !alive(second_pid));
     terminate(&mut agent);
 }
 
