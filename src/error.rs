@@ -100,14 +100,12 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
                 (403, "Forbidden", Some(with_causes(details(name, resource, group), causes)))
             }
             ApiError::BadRequest(_) => (400, "BadRequest", None),
-            // As kube-apiserver answers a JSON patch that does not apply (its generic 422,
-            // which says no more).
-            // kube-apiserver's generic 422, whose one cause says why.
-            ApiError::PatchNotApplicable(why) => (
-                422,
-                "Invalid",
-                Some(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": why}]})),
-            ),
+            // As kube-apiserver answers a JSON patch that does not apply: its generic 422,
+            // which names no cause. The reason goes to the server's debug log.
+            ApiError::PatchNotApplicable(why) => {
+                tracing::debug!(reason = %why, "a JSON patch did not apply");
+                (422, "Invalid", Some(json!({})))
+            }
             ApiError::Forbidden(_) => (403, "Forbidden", None),
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) | ApiError::InconsistentContinue { .. } => (410, "Expired", None),
@@ -226,8 +224,7 @@ mod tests {
             body["message"],
             "the server rejected our request due to an error in our request"
         );
-        let cause = json!({"reason": "UnexpectedServerResponse", "message": "test failed"});
-        assert_eq!(body["details"], json!({"causes": [cause]}));
+        assert_eq!(body["details"], json!({}));
     }
 
     #[test]

@@ -256,6 +256,14 @@ fn apply_patch_annotate_and_set_image() {
     let (_, _, err) =
         k.run(&["patch", "pod", "web-1", "-p", r#"{"metadata":{"labels":{"y":"2"}}}"#]);
     assert!(!err.contains("Warning"), "{err}");
+    // A JSON patch whose test fails changes nothing: kube-apiserver's generic 422.
+    let failing = r#"[{"op":"test","path":"/metadata/labels/y","value":"3"},
+        {"op":"add","path":"/metadata/labels/w","value":"1"}]"#;
+    let (ok, _, err) = k.run(&["patch", "pod", "web-1", "--type=json", "-p", failing]);
+    assert!(!ok, "a failed test applies nothing");
+    let says =
+        "The request is invalid: the server rejected our request due to an error in our request";
+    assert!(err.contains(says), "{err}");
     let pod: serde_json::Value =
         serde_json::from_str(&k.ok(&["get", "pod", "web-1", "-o", "json"])).unwrap();
     assert_eq!(pod["spec"]["containers"][0]["image"], "kplane/pause:2");
