@@ -581,3 +581,74 @@ async fn logs_are_rotated_past_their_size_limit() {
     .await;
     agent.send(StopAgent).await.unwrap();
 }
+
+fn pid_of(pod: &Value) -> u32 {
+    let id = pod["status"]["containerStatuses"][0]["containerID"].as_str().unwrap_or_default();
+    id.rsplit('/').next().and_then(|pid| pid.parse().ok()).unwrap_or(0)
+}
+
+/// A container whose process ends while its agent is down: the agent that comes back takes
+/// the end (its code unknown, in the kubelet's words) and leaves the rest to the restart
+/// policy, so that a run-once pod never runs twice.
+#[actix::test]
+async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_policy_says() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut kept = config("n4", dir.path());
+    kept.stop_containers_on_shutdown = false;
+    let agent = start_agent(&core, kept.clone(), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
+    let mut once = pod("once", "n4", sleeper.clone());
+    once["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", once).await.unwrap();
+    ApiClient::create(&core, pods, "default", pod("always", "n4", sleeper)).await.unwrap();
+    let mut pids = Vec::new();
+    for name in ["once", "always"] {
+        let running = eventually(&format!("{name} running"), || async {
+            get(&core, "pods", "default", name).await.filter(|p| p["status"]["phase"] == "Running")
+        })
+        .await;
+        pids.push(pid_of(&running));
+    }
+    agent.send(StopAgent).await.unwrap();
+    for &pid in &pids {
+        assert!(pid > 1);
+        kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+        eventually("the process gone", || async {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            (stat.is_empty() || stat.contains(") Z ")).then_some(())
+        })
+        .await;
+    }
+
+    let agent = start_agent(&core, kept, Arc::new(ProcessRuntime));
+    let failed = eventually("once Failed", || async {
+        get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    let status = &failed["status"]["containerStatuses"][0];
+    assert_eq!(status["state"]["terminated"]["reason"], "ContainerStatusUnknown", "{failed}");
+    assert_eq!(status["state"]["terminated"]["exitCode"], 137);
+    assert_eq!(status["restartCount"], 0);
+    assert_eq!(pid_of(&failed), pids[0], "not started again");
+    let restarted = eventually("always running again", || async {
+        get(&core, "pods", "default", "always").await.filter(|p| {
+            let status = &p["status"]["containerStatuses"][0];
+            status["restartCount"] == 1 && status["state"]["running"].is_object()
+        })
+    })
+    .await;
+    let status = &restarted["status"]["containerStatuses"][0];
+    assert_eq!(status["lastState"]["terminated"]["reason"], "ContainerStatusUnknown");
+    assert_ne!(pid_of(&restarted), pids[1]);
+    ApiClient::delete(&core, pods, "default", "always", &DeleteOptions::default()).await.unwrap();
+    eventually("always gone", || async {
+        get(&core, "pods", "default", "always").await.is_none().then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}

@@ -539,22 +539,24 @@ impl PodState {
             else {
                 continue;
             };
-            if process_alive(file.pid, file.start_ticks) {
-                tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
-                    "adopting a running container");
-                container.restart_count = file.restart_count;
-                container.waiting = None;
-                container.running = Some(RunningContainer {
-                    pid: file.pid,
-                    start_ticks: file.start_ticks,
-                    started_at: file.started_at,
-                    since: Instant::now(),
-                    image: file.image,
-                    adopted: true,
-                    io: None,
-                });
-            }
+            // A run the file records was started; one that has since ended ended while the
+            // agent was down: adopted all the same, its end is taken below, so that the
+            // restart policy decides whether it runs again (a run-once pod never runs twice).
+            tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
+                "adopting a container");
+            container.restart_count = file.restart_count;
+            container.waiting = None;
+            container.running = Some(RunningContainer {
+                pid: file.pid,
+                start_ticks: file.start_ticks,
+                started_at: file.started_at,
+                since: Instant::now(),
+                image: file.image,
+                adopted: true,
+                io: None,
+            });
         }
+        self.poll_adopted();
     }
 
     /// Records an event about this pod (in the background; simulated nodes record none).
@@ -759,7 +761,8 @@ impl PodState {
     }
 
     /// Adopted processes are not our children: notice their exit by looking. Their exit code
-    /// is unknown, so it counts as a failure (restartPolicy Always and OnFailure restart it).
+    /// is unknown, so it counts as a failure (restartPolicy Always and OnFailure restart it),
+    /// in the kubelet's words for a container whose end it did not see.
     fn poll_adopted(&mut self) {
         let gone: Vec<(String, u32)> = self
             .containers
@@ -769,11 +772,11 @@ impl PodState {
             .map(|(c, r)| (c.name.clone(), r.pid))
             .collect();
         for (name, pid) in gone {
-            self.exited(&name, pid, 255);
+            self.exited(&name, pid, 137);
             let c = self.containers.iter_mut().find(|c| c.name == name);
             if let Some(t) = c.and_then(|c| c.terminated.as_mut()) {
-                t.reason = "Unknown".into();
-                t.message = Some("the container exited while the agent was down".into());
+                t.reason = "ContainerStatusUnknown".into();
+                t.message = Some("adopted after an agent restart, its exit code is unknown".into());
             }
         }
     }
