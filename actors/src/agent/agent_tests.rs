@@ -652,3 +652,77 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
     .await;
     agent.send(StopAgent).await.unwrap();
 }
+
+/// Lifecycle hooks as the kubelet runs them: a container is not running, nor are the ones after
+/// it started, until its postStart hook has passed; a failed one kills it (its preStop hook
+/// first); a deleted pod's containers get their preStop hook before SIGTERM.
+#[actix::test]
+async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigterm() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n5", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let at = |name: &str| files.path().join(name).to_str().unwrap().to_string();
+    let (go, order) = (at("go"), at("order"));
+    let first = json!({"name": "first", "image": "none",
+        "command": ["sh", "-c", format!("trap 'echo term >> {order}; exit 0' TERM; while true; do sleep 0.05; done")],
+        "lifecycle": {
+            "postStart": {"exec": {"command": ["sh", "-c", format!("until [ -e {go} ]; do sleep 0.05; done")]}},
+            "preStop": {"exec": {"command": ["sh", "-c", format!("echo prestop-$HOOKED >> {order}")]}}},
+        "env": [{"name": "HOOKED", "value": "yes"}]});
+    let second = json!({"name": "second", "image": "none", "command": ["sleep", "1000"]});
+    let mut hooked = pod("hooked", "n5", first);
+    hooked["spec"]["containers"].as_array_mut().unwrap().push(second);
+    ApiClient::create(&core, pods, "default", hooked).await.unwrap();
+    let creating = eventually("the first container started, its hook under way", || async {
+        get(&core, "pods", "default", "hooked")
+            .await
+            .filter(|p| p["status"]["containerStatuses"][0]["containerID"].is_string())
+    })
+    .await;
+    let statuses = &creating["status"]["containerStatuses"];
+    assert_eq!(creating["status"]["phase"], "Pending", "{creating}");
+    assert_eq!(statuses[0]["state"]["waiting"]["reason"], "ContainerCreating");
+    assert!(statuses[1]["containerID"].is_null(), "the second waits: {creating}");
+    std::fs::write(&go, "").unwrap();
+    eventually("both running", || async {
+        get(&core, "pods", "default", "hooked").await.filter(|p| {
+            let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+            statuses.len() == 2 && statuses.iter().all(|s| s["state"]["running"].is_object())
+        })
+    })
+    .await;
+    ApiClient::delete(&core, pods, "default", "hooked", &DeleteOptions::default()).await.unwrap();
+    eventually("hooked gone", || async {
+        get(&core, "pods", "default", "hooked").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(std::fs::read_to_string(&order).unwrap(), "prestop-yes\nterm\n");
+
+    // A postStart hook that fails kills its container, preStop hook first; under
+    // restartPolicy Never the pod has failed.
+    let failing = json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "exit 3"]}},
+            "preStop": {"httpGet": {"path": "/stop", "port": 1}}}});
+    let mut once = pod("failing", "n5", failing);
+    once["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", once).await.unwrap();
+    let failed = eventually("failing Failed", || async {
+        get(&core, "pods", "default", "failing").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    let terminated = &failed["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 143, "{failed}");
+    let hook = event_about(&core, "failing", "FailedPostStartHook").await;
+    assert_eq!(
+        (&hook["type"], &hook["message"]),
+        (&json!("Warning"), &json!("PostStartHook failed"))
+    );
+    assert_eq!(hook["involvedObject"]["fieldPath"], "spec.containers{c}");
+    let killing = event_about(&core, "failing", "Killing").await;
+    assert_eq!(killing["message"], "FailedPostStartHook");
+    let pre_stop = event_about(&core, "failing", "FailedPreStopHook").await;
+    assert_eq!(pre_stop["message"], "PreStopHook failed");
+    agent.send(StopAgent).await.unwrap();
+}

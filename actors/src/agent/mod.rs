@@ -11,9 +11,11 @@
 //! - [`node_status`]: what the machine has (capacity, pressure conditions, node info).
 //! - [`pod_ips`]: the node's pod CIDR and the pod IPs in it.
 //! - [`probes`]: exec, HTTP and TCP probes.
+//! - [`hooks`]: lifecycle hooks (postStart, preStop): exec, HTTP and sleep handlers.
 //! - [`launch`]: a container's command line and environment, from its spec.
 //! - [`log_lines`]: the container log format (timed lines) and reading it back.
 
+mod hooks;
 pub mod launch;
 pub mod log_lines;
 pub mod node_agent;

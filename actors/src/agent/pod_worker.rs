@@ -1,7 +1,8 @@
 //! The pod worker: one actor per pod bound to the node. Level-triggered: every sync compares the
 //! pod's spec with what runs and acts (start, restart with back-off, probe, stop), then writes
 //! the pod status through the status subresource when it changed. A pod marked for deletion is
-//! stopped (SIGTERM, then SIGKILL after its grace period) and then removed from the API.
+//! stopped (preStop hooks, SIGTERM, then SIGKILL after its grace period) and then removed from
+//! the API.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use chrono::SecondsFormat;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use serde_json::{json, Value};
 
+use super::hooks::{self, Hook, HookTarget};
 use super::launch::{self, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
@@ -29,6 +31,11 @@ const COMPONENT: &str = "kubelet";
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// How long containers get to stop when the agent shuts down, before SIGKILL.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a container whose image changed gets to stop before SIGKILL.
+const IMAGE_CHANGE_GRACE: Duration = Duration::from_secs(30);
+/// The least time a container gets between its SIGTERM and SIGKILL once its preStop hook has
+/// ended (the kubelet's `minimumGracePeriodInSeconds`).
+const MIN_STOP_AFTER_HOOK: Duration = Duration::from_secs(2);
 
 /// What every pod worker of one agent shares.
 pub struct WorkerContext {
@@ -108,6 +115,17 @@ struct Exited {
     code: i32,
 }
 
+/// A container's lifecycle hook has ended (or, for preStop, run out of time).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct HookDone {
+    container: String,
+    /// The run it was for.
+    pid: u32,
+    hook: Hook,
+    outcome: Result<(), String>,
+}
+
 /// The pod worker actor. A sync holds the mailbox (`ctx.wait`), so every message is handled
 /// between syncs, with the pod state in place.
 pub struct PodWorker {
@@ -183,6 +201,17 @@ impl Handler<Exited> for PodWorker {
     fn handle(&mut self, msg: Exited, ctx: &mut Context<Self>) {
         if let Some(state) = &mut self.state {
             state.exited(&msg.container, msg.pid, msg.code);
+        }
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<HookDone> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, msg: HookDone, ctx: &mut Context<Self>) {
+        if let Some(state) = &mut self.state {
+            state.hook_done(&self.ctx, &ctx.address(), msg);
         }
         self.request_sync(ctx);
     }
@@ -273,6 +302,12 @@ struct RunningContainer {
     adopted: bool,
     /// Its stdin and terminal (not for an adopted one).
     io: Option<Arc<ContainerIo>>,
+    /// Its lifecycle hook under way: postStart until it has passed (the container is not
+    /// shown running before), preStop until it has ended (SIGTERM comes after). It ends with
+    /// the run.
+    hook: Option<(Hook, tokio::task::AbortHandle)>,
+    /// Its preStop hook has been run (once per run).
+    pre_stopped: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -554,6 +589,8 @@ impl PodState {
                 image: file.image,
                 adopted: true,
                 io: None,
+                hook: None,
+                pre_stopped: false,
             });
         }
         self.poll_adopted();
@@ -666,6 +703,10 @@ impl PodState {
         let completing = self.ended();
         let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
         let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
+        // A hook still under way ends with the run it was for.
+        if let Some((_, task)) = &running.hook {
+            task.abort();
+        }
         // Stopped for a new image: a new container, which starts afresh (the kubelet's back-off
         // is kept per container definition).
         let redefined = wanted_image.is_some_and(|image| image != running.image);
@@ -724,7 +765,7 @@ impl PodState {
         }
         self.poll_adopted();
         if self.gone || self.pod.metadata.deletion_timestamp.is_some() {
-            self.terminate(ctx).await;
+            self.terminate(ctx, addr).await;
             return;
         }
         if self.pod_ip.is_none() {
@@ -741,7 +782,7 @@ impl PodState {
         }
         if self.deadline_exceeded {
             // As the kubelet: the containers are stopped (within the grace period) and stay so.
-            self.stop_containers(ctx, termination_grace(&self.pod).as_secs());
+            self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
             for c in self.containers.iter_mut().filter(|c| c.running.is_none()) {
                 // Not to run again: reported as terminated, not as waiting for a restart.
                 c.finished = c.terminated.is_some();
@@ -753,9 +794,9 @@ impl PodState {
         self.start_what_should_run(ctx, addr).await;
         // The pod has ended: its sidecars (and ephemeral containers) stop.
         if self.ended() && self.containers.iter().any(|c| c.running.is_some()) {
-            self.stop_containers(ctx, termination_grace(&self.pod).as_secs());
+            self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
         }
-        self.probe(ctx).await;
+        self.probe(ctx, addr).await;
         self.rotate_logs(ctx.config.max_log_bytes).await;
         self.write_status(ctx).await;
     }
@@ -794,13 +835,13 @@ impl PodState {
     }
 
     /// Deletion: SIGTERM every container, SIGKILL after the grace period, then remove the pod.
-    async fn terminate(&mut self, ctx: &WorkerContext) {
+    async fn terminate(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let grace = if self.gone {
             0
         } else {
             self.pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64
         };
-        if !self.stop_containers(ctx, grace) {
+        if !self.stop_containers(ctx, addr, grace) {
             return;
         }
         if !self.gone {
@@ -829,11 +870,12 @@ impl PodState {
         self.done = true;
     }
 
-    /// SIGTERM every running container (once), SIGKILL what still runs after `grace` seconds;
+    /// Stops every running container (once: its preStop hook, then SIGTERM), SIGKILL what
+    /// still runs after `grace` seconds (a preStop hook's end gives its container two more);
     /// a later call may bring a stop under way forward, never put it back. As the kubelet
     /// orders it, sidecars are told to stop only once the other containers have stopped.
     /// True once none runs.
-    fn stop_containers(&mut self, ctx: &WorkerContext, grace: u64) -> bool {
+    fn stop_containers(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>, grace: u64) -> bool {
         let grace = grace.min(MAX_GRACE_SECONDS as u64);
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
@@ -847,24 +889,167 @@ impl PodState {
         let first = self.kill_at.is_none();
         self.kill_at = Some(at);
         if now >= at && !first {
-            for pid in &running {
-                ctx.runtime.signal(*pid, StopSignal::Kill);
+            // (A container whose preStop hook is still under way gets its SIGTERM when the
+            // hook ends, at the latest at the grace period's end, and its SIGKILL after.)
+            let killed = self.containers.iter().filter_map(|c| c.running.as_ref());
+            for r in killed.filter(|r| !r.pre_stopping()) {
+                ctx.runtime.signal(r.pid, StopSignal::Kill);
             }
             return running.is_empty();
         }
         let others_running = self.containers.iter().any(|c| c.running.is_some() && !c.sidecar);
         let sidecars_now = !others_running && !self.sidecars_stopping;
         self.sidecars_stopping |= sidecars_now;
-        let told: Vec<(String, u32)> = (self.containers.iter())
-            .filter(|c| if c.sidecar { sidecars_now } else { first })
-            .filter_map(|c| c.running.as_ref().map(|r| (c.name.clone(), r.pid)))
+        let told: Vec<usize> = (0..self.containers.len())
+            .filter(|i| {
+                let c = &self.containers[*i];
+                c.running.is_some() && if c.sidecar { sidecars_now } else { first }
+            })
             .collect();
-        for (name, pid) in told {
+        for i in told {
+            let name = self.containers[i].name.clone();
             let message = format!("Stopping container {name}");
             self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
-            ctx.runtime.signal(pid, if grace == 0 { StopSignal::Kill } else { StopSignal::Term });
+            // What is left of the grace period (the SIGKILL's time is the pod's).
+            let left = at.saturating_duration_since(now);
+            self.begin_stop(i, ctx, addr, if grace == 0 { Duration::ZERO } else { left });
         }
         running.is_empty()
+    }
+
+    /// Starts stopping container `i`'s run, as the kubelet kills a container: its preStop hook
+    /// first, when it has one and there is time (`grace`), then SIGTERM once the hook has
+    /// ended or the time is up; SIGTERM at once otherwise, SIGKILL with no time at all.
+    /// (When the SIGKILL comes is the caller's.)
+    fn begin_stop(
+        &mut self,
+        i: usize,
+        ctx: &WorkerContext,
+        addr: &Addr<PodWorker>,
+        grace: Duration,
+    ) {
+        let pre_stop = self
+            .container_spec(&self.containers[i].name)
+            .and_then(|spec| spec.lifecycle.as_ref()?.pre_stop.clone());
+        let Some(running) = self.containers[i].running.as_mut() else { return };
+        if grace.is_zero() {
+            ctx.runtime.signal(running.pid, StopSignal::Kill);
+            return;
+        }
+        if running.pre_stopped {
+            // Its hook has run (or runs): SIGTERM is sent, or comes when the hook ends.
+            if !running.pre_stopping() {
+                ctx.runtime.signal(running.pid, StopSignal::Term);
+            }
+            return;
+        }
+        running.pre_stopped = true;
+        // A postStart hook under way is given up: the container is going.
+        if let Some((_, task)) = running.hook.take() {
+            task.abort();
+        }
+        match pre_stop.filter(|_| ctx.runtime.runs_processes()) {
+            Some(handler) => {
+                let task = self.spawn_hook(i, Hook::PreStop, handler, Some(grace), addr);
+                if let Some(running) = self.containers[i].running.as_mut() {
+                    running.hook = Some((Hook::PreStop, task));
+                }
+            }
+            None => ctx.runtime.signal(running.pid, StopSignal::Term),
+        }
+    }
+
+    /// Runs `handler`, container `i`'s `hook`, in the background (for at most `limit`), and
+    /// tells the worker its outcome.
+    fn spawn_hook(
+        &self,
+        i: usize,
+        hook: Hook,
+        handler: k8s_openapi::api::core::v1::LifecycleHandler,
+        limit: Option<Duration>,
+        addr: &Addr<PodWorker>,
+    ) -> tokio::task::AbortHandle {
+        let c = &self.containers[i];
+        let pid = c.running.as_ref().map_or(0, |r| r.pid);
+        let spec = self.container_spec(&c.name).cloned().unwrap_or_default();
+        let target = HookTarget {
+            env: c.env.clone(),
+            working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            named: format!(
+                "Container {:?} in Pod \"{}_{}({})\"",
+                c.name, self.name, self.namespace, self.uid
+            ),
+        };
+        let (container, addr) = (c.name.clone(), addr.clone());
+        tokio::spawn(async move {
+            let run = hooks::run(&handler, &spec, &target);
+            let outcome = match limit {
+                // Out of time is no failure: the container is stopped all the same.
+                Some(limit) => tokio::time::timeout(limit, run).await.unwrap_or(Ok(())),
+                None => run.await,
+            };
+            addr.do_send(HookDone { container, pid, hook, outcome });
+        })
+        .abort_handle()
+    }
+
+    /// A hook of a run still under way has ended: a postStart that failed kills the
+    /// container (which its restart policy may then restart); after a preStop, SIGTERM.
+    fn hook_done(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>, done: HookDone) {
+        let Some(i) = self.containers.iter().position(|c| {
+            c.name == done.container
+                && c.running.as_ref().is_some_and(|r| {
+                    r.pid == done.pid && r.hook.as_ref().is_some_and(|(h, _)| *h == done.hook)
+                })
+        }) else {
+            return;
+        };
+        let name = done.container;
+        let Some(running) = self.containers[i].running.as_mut() else { return };
+        running.hook = None;
+        let pid = running.pid;
+        match (done.hook, done.outcome) {
+            (Hook::PostStart, Ok(())) => {}
+            (Hook::PostStart, Err(message)) => {
+                tracing::info!(pod = %self.name, container = %name, %message, "postStart hook failed");
+                // As the kubelet's events, which leave the hook's words out (they may hold
+                // secrets); the container's waiting reason has them.
+                let events = vec![
+                    (
+                        EventKind::Warning,
+                        "FailedPostStartHook".into(),
+                        "PostStartHook failed".into(),
+                    ),
+                    (EventKind::Normal, "Killing".into(), "FailedPostStartHook".into()),
+                ];
+                self.events(ctx, Some(&name), events);
+                let grace = termination_grace(&self.pod);
+                let c = &mut self.containers[i];
+                c.waiting = Some(("PostStartHookError".into(), message));
+                c.restarting_deadline = Some(Instant::now() + grace);
+                self.begin_stop(i, ctx, addr, grace);
+            }
+            (Hook::PreStop, outcome) => {
+                if let Err(message) = outcome {
+                    tracing::info!(pod = %self.name, container = %name, %message, "preStop hook failed");
+                    let failed = "PreStopHook failed".to_string();
+                    self.container_event(
+                        ctx,
+                        &name,
+                        EventKind::Warning,
+                        "FailedPreStopHook",
+                        failed,
+                    );
+                }
+                ctx.runtime.signal(pid, StopSignal::Term);
+                // The kubelet gives a container at least two seconds after its SIGTERM.
+                let least = Instant::now() + MIN_STOP_AFTER_HOOK;
+                self.kill_at = self.kill_at.map(|at| at.max(least));
+                let c = &mut self.containers[i];
+                c.restarting_deadline = c.restarting_deadline.map(|at| at.max(least));
+            }
+        }
     }
 
     /// Starts the next init container, or (all init containers done) every app container that
@@ -879,21 +1064,22 @@ impl PodState {
             let c = &mut self.containers[i];
             if let (Some(running), Some(wanted)) = (&c.running, wanted) {
                 if running.image != wanted && c.restarting_deadline.is_none() {
-                    ctx.runtime.signal(running.pid, StopSignal::Term);
-                    c.restarting_deadline = Some(now + Duration::from_secs(30));
+                    c.restarting_deadline = Some(now + IMAGE_CHANGE_GRACE);
                     let message =
                         format!("Container {} definition changed, will be restarted", c.name);
-                    redefined.push((c.name.clone(), message));
+                    redefined.push((i, message));
                 }
             }
             if let (Some(deadline), Some(running)) = (c.restarting_deadline, &c.running) {
-                if now >= deadline {
+                if now >= deadline && !running.pre_stopping() {
                     ctx.runtime.signal(running.pid, StopSignal::Kill);
                 }
             }
         }
-        for (name, message) in redefined {
+        for (i, message) in redefined {
+            let name = self.containers[i].name.clone();
             self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
+            self.begin_stop(i, ctx, addr, IMAGE_CHANGE_GRACE);
         }
         let init_pending =
             self.containers.iter().position(|c| c.kind == Kind::Init && !c.initialized());
@@ -922,6 +1108,10 @@ impl PodState {
             (0..self.containers.len()).filter(|i| self.containers[*i].kind == Kind::Ephemeral);
         candidates.extend(ephemeral);
         for i in candidates {
+            // Containers start one after the other: none while one waits for its postStart.
+            if self.containers.iter().any(ContainerState::post_starting) {
+                break;
+            }
             let c = &self.containers[i];
             if c.running.is_some() || c.finished {
                 continue;
@@ -1060,6 +1250,8 @@ impl PodState {
                     image: spec.image.clone().unwrap_or_default(),
                     adopted: false,
                     io: started.io,
+                    hook: None,
+                    pre_stopped: false,
                 };
                 if ctx.runtime.runs_processes() {
                     let file = StateFile {
@@ -1077,6 +1269,13 @@ impl PodState {
                     }
                 }
                 c.running = Some(running);
+                let post_start = spec.lifecycle.as_ref().and_then(|l| l.post_start.clone());
+                if let Some(handler) = post_start.filter(|_| ctx.runtime.runs_processes()) {
+                    let task = self.spawn_hook(i, Hook::PostStart, handler, None, addr);
+                    if let Some(running) = self.containers[i].running.as_mut() {
+                        running.hook = Some((Hook::PostStart, task));
+                    }
+                }
                 let pid = started.pid;
                 let addr = addr.clone();
                 let container = name.clone();
@@ -1111,18 +1310,21 @@ impl PodState {
     }
 
     /// Runs the probes that are due; a failed liveness or startup probe restarts the container.
-    async fn probe(&mut self, ctx: &WorkerContext) {
+    async fn probe(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
         let mut events = Vec::new();
+        // A failed liveness or startup probe kills its container as the kubelet does: its
+        // preStop hook, SIGTERM, SIGKILL after the grace period.
+        let grace = termination_grace(&self.pod);
+        let mut killed = Vec::new();
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
             let c = &mut self.containers[i];
             let Some(running) = &c.running else { continue };
-            if c.restarting_deadline.is_some() {
+            if c.restarting_deadline.is_some() || c.post_starting() {
                 continue;
             }
-            let pid = running.pid;
             let since = running.since;
             if !ctx.runtime.runs_processes() {
                 (c.started, c.ever_started, c.ready) = (true, true, true);
@@ -1142,9 +1344,8 @@ impl PodState {
                                     "Container {name} failed startup probe, will be restarted"
                                 );
                                 events.push((name.clone(), EventKind::Normal, "Killing", message));
-                                ctx.runtime.signal(pid, StopSignal::Term);
-                                c.restarting_deadline =
-                                    Some(Instant::now() + termination_grace(&self.pod));
+                                c.restarting_deadline = Some(Instant::now() + grace);
+                                killed.push(i);
                                 continue;
                             }
                             None => {}
@@ -1163,9 +1364,9 @@ impl PodState {
                     let message =
                         format!("Container {name} failed liveness probe, will be restarted");
                     events.push((name.clone(), EventKind::Normal, "Killing", message));
-                    ctx.runtime.signal(pid, StopSignal::Term);
-                    c.restarting_deadline = Some(Instant::now() + termination_grace(&self.pod));
+                    c.restarting_deadline = Some(Instant::now() + grace);
                     c.ready = false;
+                    killed.push(i);
                     continue;
                 }
             }
@@ -1182,6 +1383,9 @@ impl PodState {
         }
         for (container, kind, reason, message) in events {
             self.container_event(ctx, &container, kind, reason, message);
+        }
+        for i in killed {
+            self.begin_stop(i, ctx, addr, grace);
         }
     }
 
@@ -1244,9 +1448,9 @@ impl PodState {
         let init_failed = self.containers.iter().any(ContainerState::failed_init);
         let apps: Vec<&ContainerState> =
             self.containers.iter().filter(|c| c.kind == Kind::App).collect();
-        let any_running = apps.iter().any(|c| c.running.is_some());
+        let any_running = apps.iter().any(|c| c.shown_running().is_some());
         let all_finished = apps.iter().all(|c| c.finished);
-        let ever_ran = apps.iter().any(|c| c.terminated.is_some() || c.running.is_some());
+        let ever_ran = apps.iter().any(|c| c.terminated.is_some() || c.shown_running().is_some());
         let phase = if init_failed || self.deadline_exceeded {
             "Failed"
         } else if !inits_done {
@@ -1469,7 +1673,25 @@ fn container_id(uid: &str, name: &str, pid: u32) -> String {
 const KUBELET_CONDITIONS: [&str; 5] =
     ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"];
 
+impl RunningContainer {
+    /// Its preStop hook is under way (its SIGTERM comes when the hook ends).
+    fn pre_stopping(&self) -> bool {
+        matches!(self.hook, Some((Hook::PreStop, _)))
+    }
+}
+
 impl ContainerState {
+    /// Its run is waiting for its postStart hook: not yet shown running, probed, or followed
+    /// by the containers after it.
+    fn post_starting(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| matches!(r.hook, Some((Hook::PostStart, _))))
+    }
+
+    /// Its run, once shown as running (its postStart hook has passed).
+    fn shown_running(&self) -> Option<&RunningContainer> {
+        self.running.as_ref().filter(|_| !self.post_starting())
+    }
+
     /// Whether this is an init container (not a sidecar) that failed and will not run again.
     fn failed_init(&self) -> bool {
         self.kind == Kind::Init
@@ -1517,7 +1739,7 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         json!({"terminated": v})
     };
     let creating = if shown.has_init_containers { "PodInitializing" } else { "ContainerCreating" };
-    let (state, last) = match (&c.running, &c.waiting, &c.terminated) {
+    let (state, last) = match (c.shown_running(), &c.waiting, &c.terminated) {
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
         }
@@ -1536,14 +1758,14 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
     // a sidecar as an app container is.
     let ready = match c.kind {
         Kind::Init if !c.sidecar => completed(c),
-        _ => c.ready && c.running.is_some(),
+        _ => c.ready && c.shown_running().is_some(),
     };
     let mut status = json!({
         "name": spec.name,
         "image": spec.image.clone().unwrap_or_default(),
         "imageID": "",
         "ready": ready,
-        "started": c.running.is_some() && c.started,
+        "started": c.shown_running().is_some() && c.started,
         "restartCount": c.restart_count,
         "state": state,
         "lastState": last.unwrap_or_else(|| json!({})),
@@ -1612,6 +1834,8 @@ mod tests {
             image: String::new(),
             adopted: false,
             io: None,
+            hook: None,
+            pre_stopped: false,
         });
         assert_eq!(container_status(&spec, &init, &shown(true))["ready"], false, "still running");
         init.running = None;

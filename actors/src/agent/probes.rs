@@ -63,7 +63,7 @@ pub async fn run(
 }
 
 /// A numeric port, or a named one looked up in the container's ports.
-fn resolve_port(port: &IntOrString, container: &Container) -> Option<u16> {
+pub(super) fn resolve_port(port: &IntOrString, container: &Container) -> Option<u16> {
     match port {
         IntOrString::Int(p) => u16::try_from(*p).ok().filter(|p| *p > 0),
         IntOrString::String(name) => name.parse().ok().or_else(|| {
@@ -110,23 +110,39 @@ fn dial_error(host: &str, port: u16, error: &std::io::Error) -> String {
     format!("dial tcp {host}:{port}: connect: {lowered}")
 }
 
-/// A minimal HTTP/1.1 GET: only the status line matters.
 async fn http_probe(host: &str, port: u16, path: &str, headers: &[(String, String)]) -> Outcome {
+    match http_get(host, port, path, headers, "kube-probe/1.32").await {
+        Ok(code) if (200..400).contains(&code) => Outcome::Success,
+        Ok(code) => Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
+        Err(error) => Outcome::Failure(error),
+    }
+}
+
+/// A minimal HTTP/1.1 GET of `path` at `host:port`, as the kubelet's probes and lifecycle
+/// hooks send it (`user_agent` says which): the response's status code, or why there was
+/// none in Go's words (`Get "http://...": dial tcp ...`).
+pub(super) async fn http_get(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    user_agent: &str,
+) -> Result<u16, String> {
     let url = format!("http://{host}:{port}{path}");
     let mut stream = match TcpStream::connect((host, port)).await {
         Ok(s) => s,
-        Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", dial_error(host, port, &e))),
+        Err(e) => return Err(format!("Get {url:?}: {}", dial_error(host, port, &e))),
     };
     let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
     let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.32\r\nAccept: */*\r\nConnection: close\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: {user_agent}\r\nAccept: */*\r\nConnection: close\r\n"
     );
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
     if let Err(e) = stream.write_all(request.as_bytes()).await {
-        return Outcome::Failure(format!("Get {url:?}: {e}"));
+        return Err(format!("Get {url:?}: {e}"));
     }
     let mut head = Vec::with_capacity(64);
     let mut buf = [0u8; 256];
@@ -134,16 +150,12 @@ async fn http_probe(host: &str, port: u16, path: &str, headers: &[(String, Strin
         match stream.read(&mut buf).await {
             Ok(0) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) => return Outcome::Failure(format!("Get {url:?}: {e}")),
+            Err(e) => return Err(format!("Get {url:?}: {e}")),
         }
     }
     let line = String::from_utf8_lossy(&head);
     let code: Option<u16> = line.split_whitespace().nth(1).and_then(|c| c.parse().ok());
-    match code {
-        Some(code) if (200..400).contains(&code) => Outcome::Success,
-        Some(code) => Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
-        None => Outcome::Failure(format!("Get {url:?}: malformed HTTP response")),
-    }
+    code.ok_or_else(|| format!("Get {url:?}: malformed HTTP response"))
 }
 
 #[cfg(test)]

@@ -944,6 +944,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
         return;
     };
     let volumes = validate_volumes(spec, path, errors);
+    let grace = spec.and_then(|s| s.get("terminationGracePeriodSeconds")).and_then(Value::as_i64);
     let mut seen = Vec::new();
     let mut port_names: Vec<&str> = Vec::new();
     let list_of = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_array);
@@ -959,7 +960,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
         // Paths are built only for the errors found: this runs on every pod written.
         let at = |rest: &str| format!("{path}.{list}[{i}]{rest}");
         validate_env_and_user(c, &at, errors);
-        validate_container_extras(c, &volumes, &mut port_names, &at, errors);
+        validate_container_extras(c, list, grace, &volumes, &mut port_names, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
             Some(name) => unique_label(name, &mut seen, || at(".name"), errors),
@@ -1928,9 +1929,12 @@ fn downward_api_items(downward: &Value, at: &str, errors: &mut Vec<FieldError>) 
 
 /// What Kubernetes checks of a container besides its name, image, ports' numbers and
 /// resources: volume mounts name a volume of the pod, port names are service names and unique
-/// in the pod, the pull policy is known, a probe has a handler.
+/// in the pod, the pull policy is known, probes and lifecycle hooks have one complete handler
+/// (and a plain init container has neither).
 fn validate_container_extras<'a>(
     c: &'a Value,
+    list: &str,
+    grace: Option<i64>,
     volumes: &[&str],
     port_names: &mut Vec<&'a str>,
     at: &dyn Fn(&str) -> String,
@@ -1968,7 +1972,7 @@ fn validate_container_extras<'a>(
             continue;
         };
         let field = || at(&format!(".ports[{j}].name"));
-        unique_name(name, service_name_errors, port_names, field, errors);
+        unique_name(name, port_name_errors, port_names, field, errors);
     }
     if let Some(policy) = c.get("imagePullPolicy").and_then(Value::as_str) {
         if !matches!(policy, "Always" | "IfNotPresent" | "Never") {
@@ -1979,39 +1983,158 @@ fn validate_container_extras<'a>(
             ));
         }
     }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        let Some(probe_spec) = c.get(probe).filter(|p| p.is_object()) else { continue };
-        let handlers = ["exec", "httpGet", "tcpSocket", "grpc"];
-        let mut given =
-            handlers.iter().filter(|h| probe_spec.get(**h).is_some_and(|v| !v.is_null()));
-        if given.next().is_none() {
-            errors.push(FieldError::required_because(
-                at(&format!(".{probe}")),
-                "must specify a handler type",
-            ));
+    if list == "ephemeralContainers" {
+        // (Its probes and hooks are refused outright.)
+        return;
+    }
+    // An init container that is not a sidecar runs to its end: nothing probes or hooks it.
+    let plain_init = list == "initContainers"
+        && c.get("restartPolicy").and_then(Value::as_str) != Some("Always");
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe", "lifecycle"] {
+        let Some(given) = c.get(probe).filter(|p| !p.is_null()) else { continue };
+        if plain_init {
+            let message = "may not be set for init containers without restartPolicy=Always";
+            errors.push(FieldError::forbidden(at(&format!(".{probe}")), message));
+            continue;
         }
-        for extra in given {
-            let field = at(&format!(".{probe}.{extra}"));
-            errors.push(FieldError::forbidden(field, "may not specify more than 1 handler type"));
+        if probe != "lifecycle" {
+            let probe_at = |rest: &str| at(&format!(".{probe}{rest}"));
+            validate_handler(
+                given,
+                &["exec", "httpGet", "tcpSocket", "grpc"],
+                None,
+                &probe_at,
+                errors,
+            );
+            continue;
+        }
+        for hook in ["postStart", "preStop"] {
+            let Some(handler) = given.get(hook).filter(|h| !h.is_null()) else { continue };
+            let hook_at = |rest: &str| at(&format!(".lifecycle.{hook}{rest}"));
+            let kinds = ["exec", "httpGet", "tcpSocket", "sleep"];
+            validate_handler(handler, &kinds, grace, &hook_at, errors);
         }
     }
 }
 
-const SERVICE_NAME_MSG: &str = "must contain only lowercase alphanumeric characters or '-' \
-and at least one letter, and may not start or end with '-' or contain '--'";
-
-/// Problems with `name` as an IANA service name (a port's name): at most 15 characters.
-fn service_name_errors(name: &str) -> Vec<String> {
+/// Problems with `name` as a port's name (an IANA service name), in apimachinery's words
+/// (`IsValidPortName`): at most 15 characters of `[-a-z0-9]`, one a letter, no `--`, no `-`
+/// at either end.
+fn port_name_errors(name: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if name.len() > 15 {
         problems.push("must be no more than 15 characters".to_string());
     }
-    let valid =
-        is_dns_label(name) && name.bytes().any(|b| b.is_ascii_lowercase()) && !name.contains("--");
-    if !valid {
-        problems.push(SERVICE_NAME_MSG.to_string());
+    if name.is_empty()
+        || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        problems
+            .push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
+    }
+    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        problems.push("must contain at least one letter (a-z)".into());
+    }
+    if name.contains("--") {
+        problems.push("must not contain consecutive hyphens".into());
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        problems.push("must not begin or end with a hyphen".into());
     }
     problems
+}
+
+/// A port given by number or by name (a probe's or hook's, a service's target port).
+fn port_number_or_name(
+    port: Option<&Value>,
+    field: impl Fn() -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    match port {
+        Some(Value::String(name)) => {
+            for problem in port_name_errors(name) {
+                errors.push(FieldError::invalid(field(), name, problem));
+            }
+        }
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(p) => port_number(p, field, errors),
+            None => errors.push(FieldError::invalid_number(field(), n, PORT_RANGE_MSG)),
+        },
+        _ => port_number(0, field, errors),
+    }
+}
+
+/// A probe's or lifecycle hook's handler (`validateHandler`): exactly one of the `kinds`
+/// given, each complete. A sleep is shorter than the pod's grace period.
+fn validate_handler(
+    handler: &Value,
+    kinds: &[&str],
+    grace: Option<i64>,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let mut given = kinds.iter().filter(|k| handler.get(**k).is_some_and(|v| !v.is_null()));
+    let Some(first) = given.next() else {
+        errors.push(FieldError::required_because(at(""), "must specify a handler type"));
+        return;
+    };
+    validate_action(handler, first, grace, at, errors);
+    for extra in given {
+        errors.push(FieldError::forbidden(
+            at(&format!(".{extra}")),
+            "may not specify more than 1 handler type",
+        ));
+    }
+}
+
+/// The handler's one action, `first`: complete, a sleep shorter than the pod's grace period.
+fn validate_action(
+    handler: &Value,
+    first: &str,
+    grace: Option<i64>,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let action = &handler[first];
+    let field = |rest: &str| at(&format!(".{first}{rest}"));
+    match first {
+        "exec" => {
+            let empty = action.get("command").and_then(Value::as_array).is_none_or(Vec::is_empty);
+            if empty {
+                errors.push(FieldError::required(field(".command")));
+            }
+        }
+        "httpGet" => {
+            if action.get("path").and_then(Value::as_str).unwrap_or("").is_empty() {
+                errors.push(FieldError::required(field(".path")));
+            }
+            port_number_or_name(action.get("port"), || field(".port"), errors);
+            let scheme = action.get("scheme").and_then(Value::as_str).unwrap_or("");
+            if !matches!(scheme, "HTTP" | "HTTPS") {
+                errors.push(FieldError::not_supported(
+                    field(".scheme"),
+                    scheme,
+                    &["HTTP", "HTTPS"],
+                ));
+            }
+        }
+        "tcpSocket" => port_number_or_name(action.get("port"), || field(".port"), errors),
+        "grpc" => {
+            let port = action.get("port").and_then(Value::as_i64).unwrap_or(0);
+            port_number(port, || field(".port"), errors);
+        }
+        "sleep" => {
+            let seconds = action.get("seconds").and_then(Value::as_i64).unwrap_or(0);
+            if let Some(grace) = grace.filter(|g| seconds <= 0 || seconds > *g) {
+                let message = format!(
+                    "must be greater than 0 and less than terminationGracePeriodSeconds \
+                     ({grace}). Please enable PodLifecycleSleepActionAllowZero feature gate if \
+                     you need a sleep of zero duration."
+                );
+                errors.push(FieldError::invalid_number(field(""), seconds, &message));
+            }
+        }
+        _ => {}
+    }
 }
 
 fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
@@ -2155,19 +2278,8 @@ fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
             }
             numbers.push((number, protocol));
         }
-        match port.get("targetPort") {
-            Some(Value::String(name)) => {
-                for problem in service_name_errors(name) {
-                    errors.push(FieldError::invalid(at(".targetPort"), name, problem));
-                }
-            }
-            Some(Value::Number(n)) => match n.as_i64() {
-                Some(p) => port_number(p, || at(".targetPort"), errors),
-                None => {
-                    errors.push(FieldError::invalid_number(at(".targetPort"), n, PORT_RANGE_MSG))
-                }
-            },
-            _ => {}
+        if let Some(target) = port.get("targetPort").filter(|p| !p.is_null()) {
+            port_number_or_name(Some(target), || at(".targetPort"), errors);
         }
     }
 }
@@ -3158,6 +3270,62 @@ mod kind_tests {
                  alphanumeric characters, '-', '_' or '.', and must start and end with an \
                  alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used \
                  for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+    }
+
+    #[test]
+    fn lifecycle_hooks_take_one_complete_handler_and_plain_init_containers_none() {
+        let pods = find("", "v1", "pods").unwrap();
+        let hooked = json!({"name": "c", "image": "i", "ports": [{"name": "Web", "containerPort": 80}],
+            "lifecycle": {
+                "postStart": {"exec": {"command": []}},
+                "preStop": {"sleep": {"seconds": 31}, "httpGet": {"path": "/x", "port": "web", "scheme": "HTTP"}}}});
+        let init = json!({"name": "i", "image": "i", "lifecycle": {"preStop": {"sleep": {"seconds": 1}}},
+            "readinessProbe": {"httpGet": {"path": "", "port": 0, "scheme": "FTP"}}});
+        let sidecar = json!({"name": "s", "image": "i", "restartPolicy": "Always",
+            "lifecycle": {"postStart": {}, "preStop": {"sleep": {"seconds": 30}}},
+            "startupProbe": {"tcpSocket": {"port": "--x"}}});
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [hooked],
+            "initContainers": [init, sidecar], "terminationGracePeriodSeconds": 30}});
+        assert_eq!(
+            messages(&validate_object(pods, &pod)),
+            [
+                "spec.containers[0].ports[0].name: Invalid value: \"Web\": must contain only \
+                 alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "spec.containers[0].lifecycle.postStart.exec.command: Required value",
+                "spec.containers[0].lifecycle.preStop.sleep: Forbidden: may not specify more \
+                 than 1 handler type",
+                "spec.initContainers[0].readinessProbe: Forbidden: may not be set for init \
+                 containers without restartPolicy=Always",
+                "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers \
+                 without restartPolicy=Always",
+                "spec.initContainers[1].startupProbe.tcpSocket.port: Invalid value: \"--x\": \
+                 must not contain consecutive hyphens",
+                "spec.initContainers[1].startupProbe.tcpSocket.port: Invalid value: \"--x\": \
+                 must not begin or end with a hyphen",
+                "spec.initContainers[1].lifecycle.postStart: Required value: must specify a \
+                 handler type",
+            ]
+        );
+        // A sleep longer than the grace period; an HTTP GET without path, port or scheme.
+        let long = json!({"name": "c", "image": "i", "lifecycle": {
+            "preStop": {"sleep": {"seconds": 10}},
+            "postStart": {"httpGet": {"path": "", "port": 0, "scheme": "FTP"}}}});
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [long],
+            "terminationGracePeriodSeconds": 5}});
+        assert_eq!(
+            messages(&validate_object(pods, &pod)),
+            [
+                "spec.containers[0].lifecycle.postStart.httpGet.path: Required value",
+                "spec.containers[0].lifecycle.postStart.httpGet.port: Invalid value: 0: must be \
+                 between 1 and 65535, inclusive",
+                "spec.containers[0].lifecycle.postStart.httpGet.scheme: Unsupported value: \
+                 \"FTP\": supported values: \"HTTP\", \"HTTPS\"",
+                "spec.containers[0].lifecycle.preStop.sleep: Invalid value: 10: must be greater \
+                 than 0 and less than terminationGracePeriodSeconds (5). Please enable \
+                 PodLifecycleSleepActionAllowZero feature gate if you need a sleep of zero \
+                 duration.",
             ]
         );
     }

@@ -1,0 +1,241 @@
+//! Container lifecycle hooks (`lifecycle.postStart`, `lifecycle.preStop`): running one handler
+//! (exec, httpGet or sleep) for a container, as the kubelet's handler runner does, and its
+//! failure in the kubelet's words. When a hook runs, and what its outcome does to the container,
+//! is the pod worker's.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// Which hook of a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    PostStart,
+    PreStop,
+}
+
+/// Where a hook runs: the container's environment and working directory, its pod's IP, and
+/// how the kubelet names them (`Container "web" in Pod "web-1_default(uid)"`).
+pub struct HookTarget {
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<std::path::PathBuf>,
+    pub pod_ip: String,
+    /// `Container "c" in Pod "name_namespace(uid)"`.
+    pub named: String,
+}
+
+/// Runs `handler` of `container` once; `Err` is the kubelet's message for its failure. An exec
+/// handler's processes are killed when this future is dropped (the container they ran for has
+/// stopped).
+pub async fn run(
+    handler: &LifecycleHandler,
+    container: &Container,
+    target: &HookTarget,
+) -> Result<(), String> {
+    let named = &target.named;
+    if let Some(exec) = &handler.exec {
+        let command = exec.command.clone().unwrap_or_default();
+        return run_exec(&command, target).await.map_err(|(error, output)| {
+            format!(
+                "Exec lifecycle hook ([{}]) for {named} failed - error: {error}, message: {output:?}",
+                command.join(" ")
+            )
+        });
+    }
+    if let Some(http) = &handler.http_get {
+        let path = http.path.as_deref().unwrap_or("");
+        return run_http(http, container, target).await.map_err(|error| {
+            format!("HTTP lifecycle hook ({path}) for {named} failed - error: {error}")
+        });
+    }
+    if let Some(sleep) = &handler.sleep {
+        tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0) as u64)).await;
+        return Ok(());
+    }
+    // `tcpSocket` is kept in the API for compatibility only: the kubelet runs no such hook.
+    Err(format!("Cannot run handler: invalid handler: {}", handler_kind(handler)))
+}
+
+fn handler_kind(handler: &LifecycleHandler) -> &'static str {
+    if handler.tcp_socket.is_some() {
+        "tcpSocket"
+    } else {
+        "none given"
+    }
+}
+
+/// Kills a hook's process group when the hook is given up (its future dropped).
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.filter(|g| *g > 1) {
+            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Runs `command` in the container's environment, in a process group of its own; on failure,
+/// the error as the runtime words it and what the command wrote.
+async fn run_exec(command: &[String], target: &HookTarget) -> Result<(), (String, String)> {
+    let Some(mut process) =
+        super::runtime::command(command, &target.env, target.working_dir.as_deref())
+    else {
+        return Err(("the command is empty".into(), String::new()));
+    };
+    process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let child = super::runtime::huge_pages::spawn(&mut process)
+        .map_err(|e| (format!("command {command:?}: {e}"), String::new()))?;
+    let mut guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
+    let output = child.wait_with_output().await;
+    guard.0 = None;
+    let output = output.map_err(|e| (e.to_string(), String::new()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let mut written = String::from_utf8_lossy(&output.stdout).into_owned();
+    written.push_str(&stderr);
+    let code = super::runtime::exit_code(output.status);
+    Err((format!("command '{}' exited with {code}: {stderr}", command.join(" ")), written))
+}
+
+/// A GET to the hook's address: any response will do, as the kubelet takes one (only a
+/// request that gets none fails).
+async fn run_http(
+    http: &k8s_openapi::api::core::v1::HTTPGetAction,
+    container: &Container,
+    target: &HookTarget,
+) -> Result<(), String> {
+    let Some(port) = super::probes::resolve_port(&http.port, container) else {
+        return Err(format!("couldn't find port: {:?} in the container", http.port));
+    };
+    if http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")) {
+        return Err("HTTPS lifecycle hooks are not supported".into());
+    }
+    let host = http.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(&target.pod_ip);
+    let headers: Vec<(String, String)> =
+        http.http_headers.iter().flatten().map(|h| (h.name.clone(), h.value.clone())).collect();
+    let path = http.path.as_deref().unwrap_or("/");
+    super::probes::http_get(host, port, path, &headers, "kube-lifecycle/1.32").await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn handler(value: serde_json::Value) -> LifecycleHandler {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn container() -> Container {
+        serde_json::from_value(json!({"name": "c", "ports": [{"name": "web", "containerPort": 1}]}))
+            .unwrap()
+    }
+
+    fn target(dir: &std::path::Path) -> HookTarget {
+        HookTarget {
+            env: vec![("GREETING".into(), "hi".into())],
+            working_dir: Some(dir.to_path_buf()),
+            pod_ip: "127.0.0.1".into(),
+            named: "Container \"c\" in Pod \"p_default(u1)\"".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn exec_hooks_run_in_the_containers_environment_and_say_why_they_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = handler(json!({"exec": {"command": ["sh", "-c", "echo $GREETING > said"]}}));
+        run(&ok, &container(), &target(dir.path())).await.unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("said")).unwrap(), "hi\n");
+        let failing =
+            handler(json!({"exec": {"command": ["sh", "-c", "echo out; echo err >&2; exit 3"]}}));
+        let error = run(&failing, &container(), &target(dir.path())).await.unwrap_err();
+        assert_eq!(
+            error,
+            "Exec lifecycle hook ([sh -c echo out; echo err >&2; exit 3]) for Container \"c\" in \
+             Pod \"p_default(u1)\" failed - error: command 'sh -c echo out; echo err >&2; exit 3' \
+             exited with 3: err\n, message: \"out\\nerr\\n\""
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_exec_hook_takes_its_processes_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow =
+            handler(json!({"exec": {"command": ["sh", "-c", "sleep 1000 & echo $! > pid; wait"]}}));
+        let (container, target) = (container(), target(dir.path()));
+        let mut hook = Box::pin(run(&slow, &container, &target));
+        let pid_file = dir.path().join("pid");
+        let pid: u32 = loop {
+            tokio::select! {
+                ended = &mut hook => panic!("the hook ended: {ended:?}"),
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+            let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if let Ok(pid) = written.trim().parse() {
+                break pid;
+            }
+        };
+        drop(hook);
+        for _ in 0..100 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the hook's child {pid} outlived it");
+    }
+
+    #[tokio::test]
+    async fn http_hooks_take_any_answer_and_fail_without_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 1024];
+            let n = socket.read(&mut buf).await.unwrap();
+            let reply = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
+            socket.write_all(reply).await.unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let hook = handler(json!({"httpGet": {"path": "/stop", "port": port}}));
+        run(&hook, &container(), &target(dir.path())).await.unwrap();
+        let request = server.await.unwrap();
+        assert!(request.starts_with("GET /stop HTTP/1.1\r\n"), "{request}");
+        assert!(request.contains("User-Agent: kube-lifecycle/1.32\r\n"), "{request}");
+
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = free.local_addr().unwrap().port();
+        drop(free);
+        let refused = handler(json!({"httpGet": {"path": "/stop", "port": closed}}));
+        let error = run(&refused, &container(), &target(dir.path())).await.unwrap_err();
+        assert_eq!(
+            error,
+            format!(
+                "HTTP lifecycle hook (/stop) for Container \"c\" in Pod \"p_default(u1)\" failed - \
+                 error: Get \"http://127.0.0.1:{closed}/stop\": dial tcp 127.0.0.1:{closed}: \
+                 connect: connection refused"
+            )
+        );
+        let tcp = handler(json!({"tcpSocket": {"port": 80}}));
+        let error = run(&tcp, &container(), &target(dir.path())).await.unwrap_err();
+        assert_eq!(error, "Cannot run handler: invalid handler: tcpSocket");
+    }
+
+    #[tokio::test]
+    async fn a_sleep_hook_sleeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let sleep = handler(json!({"sleep": {"seconds": 1}}));
+        let started = std::time::Instant::now();
+        run(&sleep, &container(), &target(dir.path())).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(1));
+    }
+}
