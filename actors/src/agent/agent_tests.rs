@@ -660,7 +660,7 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
 async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigterm() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n5", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n6", dir.path()), Arc::new(ProcessRuntime));
     let pods = find("", "v1", "pods").unwrap();
     let files = tempfile::tempdir().unwrap();
     let at = |name: &str| files.path().join(name).to_str().unwrap().to_string();
@@ -672,7 +672,7 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
             "preStop": {"exec": {"command": ["sh", "-c", format!("echo prestop-$HOOKED >> {order}")]}}},
         "env": [{"name": "HOOKED", "value": "yes"}]});
     let second = json!({"name": "second", "image": "none", "command": ["sleep", "1000"]});
-    let mut hooked = pod("hooked", "n5", first);
+    let mut hooked = pod("hooked", "n6", first);
     hooked["spec"]["containers"].as_array_mut().unwrap().push(second);
     ApiClient::create(&core, pods, "default", hooked).await.unwrap();
     let creating = eventually("the first container started, its hook under way", || async {
@@ -705,7 +705,7 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
     let failing = json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
         "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "exit 3"]}},
             "preStop": {"httpGet": {"path": "/stop", "port": 1}}}});
-    let mut once = pod("failing", "n5", failing);
+    let mut once = pod("failing", "n6", failing);
     once["spec"]["restartPolicy"] = json!("Never");
     ApiClient::create(&core, pods, "default", once).await.unwrap();
     let failed = eventually("failing Failed", || async {
@@ -724,5 +724,75 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
     assert_eq!(killing["message"], "FailedPostStartHook");
     let pre_stop = event_about(&core, "failing", "FailedPreStopHook").await;
     assert_eq!(pre_stop["message"], "PreStopHook failed");
+
+    // A deletion forced while a preStop hook runs (its grace a minute) stops the container
+    // at once, hook and all.
+    let hanging = at("hanging");
+    let slow = json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", format!("touch {hanging}; sleep 1000")]}}}});
+    let mut slow = pod("slow-stop", "n6", slow);
+    slow["spec"]["terminationGracePeriodSeconds"] = json!(60);
+    ApiClient::create(&core, pods, "default", slow).await.unwrap();
+    let running = eventually("slow-stop running", || async {
+        get(&core, "pods", "default", "slow-stop")
+            .await
+            .filter(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
+    let pid = pid_of(&running);
+    ApiClient::delete(&core, pods, "default", "slow-stop", &DeleteOptions::default())
+        .await
+        .unwrap();
+    eventually("the preStop hook running", || async {
+        std::path::Path::new(&hanging).exists().then_some(())
+    })
+    .await;
+    let forced = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+    ApiClient::delete(&core, pods, "default", "slow-stop", &forced).await.unwrap();
+    eventually("the container killed", || async {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z ")).then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}
+
+/// Containers the agent stopped as it shut down ended with the code their stop gave them:
+/// the agent that comes next restarts them as their restart policy says, no more.
+#[actix::test]
+async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
+    let mut once = pod("once", "n7", sleeper.clone());
+    once["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", once).await.unwrap();
+    ApiClient::create(&core, pods, "default", pod("always", "n7", sleeper)).await.unwrap();
+    for name in ["once", "always"] {
+        eventually(&format!("{name} running"), || async {
+            get(&core, "pods", "default", name).await.filter(|p| p["status"]["phase"] == "Running")
+        })
+        .await;
+    }
+    agent.send(StopAgent).await.unwrap();
+    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
+    let failed = eventually("once Failed", || async {
+        get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    let status = &failed["status"]["containerStatuses"][0];
+    assert_eq!(status["state"]["terminated"]["exitCode"], 143, "{failed}");
+    assert_eq!(status["restartCount"], 0);
+    let restarted = eventually("always running again", || async {
+        get(&core, "pods", "default", "always").await.filter(|p| {
+            let status = &p["status"]["containerStatuses"][0];
+            status["restartCount"] == 1 && status["state"]["running"].is_object()
+        })
+    })
+    .await;
+    let last = &restarted["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 143, "{restarted}");
     agent.send(StopAgent).await.unwrap();
 }

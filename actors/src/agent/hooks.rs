@@ -17,19 +17,22 @@ pub enum Hook {
     PreStop,
 }
 
-/// Where a hook runs: the container's environment and working directory, its pod's IP, and
-/// how the kubelet names them (`Container "web" in Pod "web-1_default(uid)"`).
+/// Where a hook runs: the container's environment, working directory and process group, its
+/// pod's IP, and how the kubelet names them (`Container "web" in Pod "web-1_default(uid)"`).
 pub struct HookTarget {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<std::path::PathBuf>,
+    /// The container's process group: an exec hook's processes join it, so that they end
+    /// with the container (as a command exec'd in a container does).
+    pub group: Option<u32>,
     pub pod_ip: String,
     /// `Container "c" in Pod "name_namespace(uid)"`.
     pub named: String,
 }
 
 /// Runs `handler` of `container` once; `Err` is the kubelet's message for its failure. An exec
-/// handler's processes are killed when this future is dropped (the container they ran for has
-/// stopped).
+/// handler's processes end with the container; its command is killed when this future is
+/// dropped.
 pub async fn run(
     handler: &LifecycleHandler,
     container: &Container,
@@ -67,7 +70,7 @@ fn handler_kind(handler: &LifecycleHandler) -> &'static str {
     }
 }
 
-/// Kills a hook's process group when the hook is given up (its future dropped).
+/// Kills a hook's own process group when the hook is given up (its future dropped).
 struct GroupGuard(Option<i32>);
 
 impl Drop for GroupGuard {
@@ -78,28 +81,67 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Runs `command` in the container's environment, in a process group of its own; on failure,
-/// the error as the runtime words it and what the command wrote.
+/// How long a finished hook command's output is read for: a process it left running may
+/// hold its pipes open.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(200);
+
+/// Runs `command` in the container's environment and process group (in a group of its own
+/// when it cannot join the container's, a terminal's session); on failure, the error as the
+/// runtime words it and what the command wrote.
 async fn run_exec(command: &[String], target: &HookTarget) -> Result<(), (String, String)> {
-    let Some(mut process) =
-        super::runtime::command(command, &target.env, target.working_dir.as_deref())
-    else {
-        return Err(("the command is empty".into(), String::new()));
+    let spawn = |group: u32| {
+        let mut process =
+            super::runtime::command(command, &target.env, target.working_dir.as_deref())?;
+        process
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(group as i32);
+        Some(super::runtime::huge_pages::spawn(&mut process))
     };
-    process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let child = super::runtime::huge_pages::spawn(&mut process)
-        .map_err(|e| (format!("command {command:?}: {e}"), String::new()))?;
-    let mut guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
-    let output = child.wait_with_output().await;
+    let joined = target.group.filter(|g| *g > 1).and_then(|group| spawn(group)?.ok());
+    let in_container = joined.is_some();
+    let mut child = match joined {
+        Some(child) => child,
+        None => match spawn(0) {
+            None => return Err(("the command is empty".into(), String::new())),
+            Some(spawned) => {
+                spawned.map_err(|e| (format!("command {command:?}: {e}"), String::new()))?
+            }
+        },
+    };
+    // In a group of its own, what it started goes when it is given up.
+    let mut guard =
+        GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()).filter(|_| !in_container));
+    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
+        tokio::spawn(async move {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = tokio::io::AsyncReadExt::read_to_end(&mut pipe, &mut bytes).await;
+            }
+            bytes
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let status = child.wait().await;
     guard.0 = None;
-    let output = output.map_err(|e| (e.to_string(), String::new()))?;
-    if output.status.success() {
+    let status = status.map_err(|e| (e.to_string(), String::new()))?;
+    if status.success() {
+        stdout.abort();
+        stderr.abort();
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let mut written = String::from_utf8_lossy(&output.stdout).into_owned();
-    written.push_str(&stderr);
-    let code = super::runtime::exit_code(output.status);
+    let drained = |task: tokio::task::JoinHandle<Vec<u8>>| async move {
+        let abort = task.abort_handle();
+        let bytes = tokio::time::timeout(OUTPUT_DRAIN, task).await;
+        abort.abort();
+        String::from_utf8_lossy(&bytes.ok().and_then(Result::ok).unwrap_or_default()).into_owned()
+    };
+    let (stdout, stderr) = (drained(stdout).await, drained(stderr).await);
+    let written = format!("{stdout}{stderr}");
+    let code = super::runtime::exit_code(status);
     Err((format!("command '{}' exited with {code}: {stderr}", command.join(" ")), written))
 }
 
@@ -142,6 +184,7 @@ mod tests {
         HookTarget {
             env: vec![("GREETING".into(), "hi".into())],
             working_dir: Some(dir.to_path_buf()),
+            group: None,
             pod_ip: "127.0.0.1".into(),
             named: "Container \"c\" in Pod \"p_default(u1)\"".into(),
         }
@@ -191,6 +234,35 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         panic!("the hook's child {pid} outlived it");
+    }
+
+    #[tokio::test]
+    async fn an_exec_hook_joins_its_containers_process_group() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut container = std::process::Command::new("sleep");
+        let mut container = container.arg("1000").process_group(0).spawn().unwrap();
+        let mut at = target(dir.path());
+        at.group = Some(container.id());
+        let leaves =
+            handler(json!({"exec": {"command": ["sh", "-c", "sleep 1000 & echo $! > pid"]}}));
+        run(&leaves, &self::container(), &at).await.unwrap();
+        let pid: i32 =
+            std::fs::read_to_string(dir.path().join("pid")).unwrap().trim().parse().unwrap();
+        let group = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let group: u32 =
+            group.rsplit(") ").next().unwrap().split(' ').nth(2).unwrap().parse().unwrap();
+        assert_eq!(group, container.id(), "in the container's group");
+        killpg(Pid::from_raw(container.id() as i32), Signal::SIGKILL).unwrap();
+        container.wait().unwrap();
+        for _ in 0..100 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the hook's child {pid} outlived its container");
     }
 
     #[tokio::test]

@@ -223,6 +223,7 @@ impl Handler<Shutdown> for PodWorker {
     fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
         let runtime = self.ctx.runtime.clone();
         let mut running = Vec::new();
+        let mut files = Vec::new();
         if let Some(state) = &mut self.state {
             // Nothing starts or restarts from now on.
             state.stopping = true;
@@ -231,6 +232,10 @@ impl Handler<Shutdown> for PodWorker {
                 .iter()
                 .filter_map(|c| c.running.as_ref())
                 .map(|r| (r.pid, r.start_ticks))
+                .collect();
+            files = (state.containers.iter())
+                .filter_map(|c| Some((c.running.as_ref()?.pid, state.dir.join(&c.name))))
+                .map(|(pid, dir)| (pid, dir.join("state.json")))
                 .collect();
         }
         let stop = async move {
@@ -249,10 +254,18 @@ impl Handler<Shutdown> for PodWorker {
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            let mut killed = Vec::new();
             for (pid, ticks) in &running {
                 if process_alive(*pid, *ticks) {
                     runtime.signal(*pid, StopSignal::Kill);
+                    killed.push(*pid);
                 }
+            }
+            // How they ended, for the agent that comes next (the exits themselves are not
+            // handled any more): SIGTERM's or SIGKILL's code.
+            for (pid, path) in files {
+                let code = if killed.contains(&pid) { 137 } else { 143 };
+                record_exit(&path, code);
             }
         };
         ctx.wait(stop.into_actor(self).map(|_, _, ctx| ctx.stop()));
@@ -308,6 +321,10 @@ struct RunningContainer {
     hook: Option<(Hook, tokio::task::AbortHandle)>,
     /// Its preStop hook has been run (once per run).
     pre_stopped: bool,
+    /// When its preStop hook's time is up (its SIGTERM comes then at the latest).
+    pre_stop_deadline: Option<Instant>,
+    /// Its postStart hook failed: it is being killed, and not shown running.
+    post_start_failed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -392,6 +409,26 @@ struct StateFile {
     started_at: String,
     restart_count: u32,
     image: String,
+    /// The environment it was started with (its exec probes and hooks run in it).
+    #[serde(default)]
+    env: Vec<(String, String)>,
+    /// How it ended, when the agent stopped it as it shut down.
+    #[serde(default)]
+    exit_code: Option<i32>,
+}
+
+/// Notes in a container's state file how its run ended.
+fn record_exit(path: &std::path::Path, code: i32) {
+    let Ok(mut file) = std::fs::read(path)
+        .map_err(|_| ())
+        .and_then(|b| serde_json::from_slice::<StateFile>(&b).map_err(|_| ()))
+    else {
+        return;
+    };
+    file.exit_code = Some(code);
+    if let Err(e) = std::fs::write(path, serde_json::to_vec(&file).unwrap_or_default()) {
+        tracing::warn!(path = %path.display(), error = %e, "noting a container's end");
+    }
 }
 
 /// A pod's directory under the agent's data directory (logs, container state files).
@@ -453,6 +490,8 @@ struct PodState {
     last_status: Option<Value>,
     /// SIGKILL everything at this instant when still running (deletion grace period).
     kill_at: Option<Instant>,
+    /// The grace period that stop was given (a shorter one brings it forward).
+    stop_grace: Option<u64>,
     /// The sidecars have been told to stop (they are, once the other containers have).
     sidecars_stopping: bool,
     /// The agent is shutting down: start nothing more.
@@ -507,6 +546,7 @@ impl PodState {
             containers,
             last_status: None,
             kill_at: None,
+            stop_grace: None,
             sidecars_stopping: false,
             stopping: false,
             deadline_exceeded: false,
@@ -532,6 +572,7 @@ impl PodState {
             .chain(status.ephemeral_container_statuses.iter().flatten())
             .cloned()
             .collect();
+        let mut ended = Vec::new();
         for container in &mut self.containers {
             if let Some(old) = reported.iter().find(|s| s.name == container.name) {
                 container.restart_count = old.restart_count.max(0) as u32;
@@ -575,12 +616,17 @@ impl PodState {
                 continue;
             };
             // A run the file records was started; one that has since ended ended while the
-            // agent was down: adopted all the same, its end is taken below, so that the
-            // restart policy decides whether it runs again (a run-once pod never runs twice).
+            // agent was down (or was stopped as it shut down): adopted all the same, its end is
+            // taken below, so that the restart policy decides whether it runs again (a
+            // run-once pod never runs twice).
             tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
                 "adopting a container");
+            if let Some(code) = file.exit_code {
+                ended.push((container.name.clone(), file.pid, code));
+            }
             container.restart_count = file.restart_count;
             container.waiting = None;
+            container.env = file.env;
             container.running = Some(RunningContainer {
                 pid: file.pid,
                 start_ticks: file.start_ticks,
@@ -591,7 +637,12 @@ impl PodState {
                 io: None,
                 hook: None,
                 pre_stopped: false,
+                pre_stop_deadline: None,
+                post_start_failed: false,
             });
+        }
+        for (name, pid, code) in ended {
+            self.exited(&name, pid, code);
         }
         self.poll_adopted();
     }
@@ -872,27 +923,36 @@ impl PodState {
 
     /// Stops every running container (once: its preStop hook, then SIGTERM), SIGKILL what
     /// still runs after `grace` seconds (a preStop hook's end gives its container two more);
-    /// a later call may bring a stop under way forward, never put it back. As the kubelet
-    /// orders it, sidecars are told to stop only once the other containers have stopped.
-    /// True once none runs.
+    /// a later call with a shorter grace period brings the stop forward, never back. As the
+    /// kubelet orders it, sidecars are told to stop only once the other containers have
+    /// stopped. True once none runs.
     fn stop_containers(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>, grace: u64) -> bool {
         let grace = grace.min(MAX_GRACE_SECONDS as u64);
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
         let now = Instant::now();
-        let at = match self.kill_at {
-            // A stop under way ends no later than this caller asks (a deletion during a
-            // deadline's stop).
-            Some(at) => at.min(now + Duration::from_secs(grace)),
-            None => now + Duration::from_secs(grace),
+        let until = now + Duration::from_secs(grace);
+        let at = match (self.kill_at, self.stop_grace) {
+            // A shorter grace period (a deletion during a deadline's stop, a forced one) ends
+            // a stop under way sooner.
+            (Some(at), Some(before)) if grace < before => at.min(until),
+            (Some(at), _) => at,
+            (None, _) => until,
         };
         let first = self.kill_at.is_none();
         self.kill_at = Some(at);
+        self.stop_grace = Some(self.stop_grace.map_or(grace, |before| before.min(grace)));
         if now >= at && !first {
-            // (A container whose preStop hook is still under way gets its SIGTERM when the
-            // hook ends, at the latest at the grace period's end, and its SIGKILL after.)
-            let killed = self.containers.iter().filter_map(|c| c.running.as_ref());
-            for r in killed.filter(|r| !r.pre_stopping()) {
+            for c in &mut self.containers {
+                let Some(r) = c.running.as_mut() else { continue };
+                // A preStop hook given until this very time ends first: then SIGTERM, and
+                // SIGKILL two seconds later.
+                if r.pre_stopping() && r.pre_stop_deadline.is_some_and(|d| d <= at) {
+                    continue;
+                }
+                if let Some((_, task)) = r.hook.take() {
+                    task.abort();
+                }
                 ctx.runtime.signal(r.pid, StopSignal::Kill);
             }
             return running.is_empty();
@@ -910,29 +970,37 @@ impl PodState {
             let name = self.containers[i].name.clone();
             let message = format!("Stopping container {name}");
             self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
-            // What is left of the grace period (the SIGKILL's time is the pod's).
-            let left = at.saturating_duration_since(now);
-            self.begin_stop(i, ctx, addr, if grace == 0 { Duration::ZERO } else { left });
+            self.begin_stop(i, ctx, addr, if grace == 0 { now } else { at });
         }
         running.is_empty()
     }
 
     /// Starts stopping container `i`'s run, as the kubelet kills a container: its preStop hook
-    /// first, when it has one and there is time (`grace`), then SIGTERM once the hook has
-    /// ended or the time is up; SIGTERM at once otherwise, SIGKILL with no time at all.
+    /// first, when it has one and there is time (until `deadline`), then SIGTERM once the hook
+    /// has ended or the time is up; SIGTERM at once otherwise, SIGKILL with no time at all.
     /// (When the SIGKILL comes is the caller's.)
     fn begin_stop(
         &mut self,
         i: usize,
         ctx: &WorkerContext,
         addr: &Addr<PodWorker>,
-        grace: Duration,
+        deadline: Instant,
     ) {
         let pre_stop = self
             .container_spec(&self.containers[i].name)
             .and_then(|spec| spec.lifecycle.as_ref()?.pre_stop.clone());
+        let now = Instant::now();
         let Some(running) = self.containers[i].running.as_mut() else { return };
-        if grace.is_zero() {
+        // A postStart hook under way is given up: the container is going.
+        if !running.pre_stopping() {
+            if let Some((_, task)) = running.hook.take() {
+                task.abort();
+            }
+        }
+        if deadline <= now {
+            if let Some((_, task)) = running.hook.take() {
+                task.abort();
+            }
             ctx.runtime.signal(running.pid, StopSignal::Kill);
             return;
         }
@@ -944,15 +1012,13 @@ impl PodState {
             return;
         }
         running.pre_stopped = true;
-        // A postStart hook under way is given up: the container is going.
-        if let Some((_, task)) = running.hook.take() {
-            task.abort();
-        }
         match pre_stop.filter(|_| ctx.runtime.runs_processes()) {
             Some(handler) => {
-                let task = self.spawn_hook(i, Hook::PreStop, handler, Some(grace), addr);
+                let limit = deadline - now;
+                let task = self.spawn_hook(i, Hook::PreStop, handler, Some(limit), addr);
                 if let Some(running) = self.containers[i].running.as_mut() {
                     running.hook = Some((Hook::PreStop, task));
+                    running.pre_stop_deadline = Some(deadline);
                 }
             }
             None => ctx.runtime.signal(running.pid, StopSignal::Term),
@@ -975,6 +1041,7 @@ impl PodState {
         let target = HookTarget {
             env: c.env.clone(),
             working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            group: Some(pid),
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             named: format!(
                 "Container {:?} in Pod \"{}_{}({})\"",
@@ -1013,6 +1080,7 @@ impl PodState {
             (Hook::PostStart, Ok(())) => {}
             (Hook::PostStart, Err(message)) => {
                 tracing::info!(pod = %self.name, container = %name, %message, "postStart hook failed");
+                running.post_start_failed = true;
                 // As the kubelet's events, which leave the hook's words out (they may hold
                 // secrets); the container's waiting reason has them.
                 let events = vec![
@@ -1024,11 +1092,11 @@ impl PodState {
                     (EventKind::Normal, "Killing".into(), "FailedPostStartHook".into()),
                 ];
                 self.events(ctx, Some(&name), events);
-                let grace = termination_grace(&self.pod);
+                let deadline = Instant::now() + termination_grace(&self.pod);
                 let c = &mut self.containers[i];
                 c.waiting = Some(("PostStartHookError".into(), message));
-                c.restarting_deadline = Some(Instant::now() + grace);
-                self.begin_stop(i, ctx, addr, grace);
+                c.restarting_deadline = Some(deadline);
+                self.begin_stop(i, ctx, addr, deadline);
             }
             (Hook::PreStop, outcome) => {
                 if let Err(message) = outcome {
@@ -1079,7 +1147,7 @@ impl PodState {
         for (i, message) in redefined {
             let name = self.containers[i].name.clone();
             self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
-            self.begin_stop(i, ctx, addr, IMAGE_CHANGE_GRACE);
+            self.begin_stop(i, ctx, addr, now + IMAGE_CHANGE_GRACE);
         }
         let init_pending =
             self.containers.iter().position(|c| c.kind == Kind::Init && !c.initialized());
@@ -1252,6 +1320,8 @@ impl PodState {
                     io: started.io,
                     hook: None,
                     pre_stopped: false,
+                    pre_stop_deadline: None,
+                    post_start_failed: false,
                 };
                 if ctx.runtime.runs_processes() {
                     let file = StateFile {
@@ -1260,6 +1330,8 @@ impl PodState {
                         started_at: running.started_at.clone(),
                         restart_count: c.restart_count,
                         image: running.image.clone(),
+                        env: c.env.clone(),
+                        exit_code: None,
                     };
                     let path = self.dir.join(&name).join("state.json");
                     if let Err(e) =
@@ -1314,8 +1386,14 @@ impl PodState {
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
         let mut events = Vec::new();
         // A failed liveness or startup probe kills its container as the kubelet does: its
-        // preStop hook, SIGTERM, SIGKILL after the grace period.
-        let grace = termination_grace(&self.pod);
+        // preStop hook, SIGTERM, SIGKILL after the grace period (the probe's own, if it has
+        // one).
+        let pod_grace = termination_grace(&self.pod);
+        let deadline = |probe: &Probe| {
+            let seconds =
+                probe.termination_grace_period_seconds.map(|s| s.clamp(0, MAX_GRACE_SECONDS));
+            Instant::now() + seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64))
+        };
         let mut killed = Vec::new();
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
@@ -1344,8 +1422,9 @@ impl PodState {
                                     "Container {name} failed startup probe, will be restarted"
                                 );
                                 events.push((name.clone(), EventKind::Normal, "Killing", message));
-                                c.restarting_deadline = Some(Instant::now() + grace);
-                                killed.push(i);
+                                let deadline = deadline(probe);
+                                c.restarting_deadline = Some(deadline);
+                                killed.push((i, deadline));
                                 continue;
                             }
                             None => {}
@@ -1364,9 +1443,10 @@ impl PodState {
                     let message =
                         format!("Container {name} failed liveness probe, will be restarted");
                     events.push((name.clone(), EventKind::Normal, "Killing", message));
-                    c.restarting_deadline = Some(Instant::now() + grace);
+                    let deadline = deadline(probe);
+                    c.restarting_deadline = Some(deadline);
                     c.ready = false;
-                    killed.push(i);
+                    killed.push((i, deadline));
                     continue;
                 }
             }
@@ -1384,8 +1464,8 @@ impl PodState {
         for (container, kind, reason, message) in events {
             self.container_event(ctx, &container, kind, reason, message);
         }
-        for i in killed {
-            self.begin_stop(i, ctx, addr, grace);
+        for (i, deadline) in killed {
+            self.begin_stop(i, ctx, addr, deadline);
         }
     }
 
@@ -1689,7 +1769,7 @@ impl ContainerState {
 
     /// Its run, once shown as running (its postStart hook has passed).
     fn shown_running(&self) -> Option<&RunningContainer> {
-        self.running.as_ref().filter(|_| !self.post_starting())
+        self.running.as_ref().filter(|r| !self.post_starting() && !r.post_start_failed)
     }
 
     /// Whether this is an init container (not a sidecar) that failed and will not run again.
@@ -1836,6 +1916,8 @@ mod tests {
             io: None,
             hook: None,
             pre_stopped: false,
+            pre_stop_deadline: None,
+            post_start_failed: false,
         });
         assert_eq!(container_status(&spec, &init, &shown(true))["ready"], false, "still running");
         init.running = None;

@@ -513,11 +513,15 @@ fn probe(probe: &mut Value) {
 }
 
 /// An HTTP GET's (of a probe or a lifecycle hook) path is `/` and its scheme `HTTP` unless
-/// named.
+/// named (an empty one is none, as Go's zero value).
 fn http_get(action: Option<&mut Value>) {
     if let Some(action) = action.and_then(Value::as_object_mut) {
-        action.entry("path").or_insert(json!("/"));
-        action.entry("scheme").or_insert(json!("HTTP"));
+        for (field, default) in [("path", "/"), ("scheme", "HTTP")] {
+            let named = action.get(field).and_then(Value::as_str).is_some_and(|v| !v.is_empty());
+            if !named {
+                action.insert(field.into(), json!(default));
+            }
+        }
     }
 }
 
@@ -647,7 +651,8 @@ mod tests {
         let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "readinessProbe": {"httpGet": {"port": 80}},
             "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5},
-            "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}}},
+            "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}},
+                "postStart": {"httpGet": {"port": 80, "path": "", "scheme": null}}},
             "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
             "volumes": [{"name": "scratch"}, {"name": "cm", "configMap": {"name": "x"}},
                 {"name": "keys", "secret": {"secretName": "s", "defaultMode": 256}}]}});
@@ -661,6 +666,8 @@ mod tests {
         assert_eq!(c["livenessProbe"]["periodSeconds"], 5);
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["path"], "/stop");
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["scheme"], "HTTP");
+        let empty = &c["lifecycle"]["postStart"]["httpGet"];
+        assert_eq!((&empty["path"], &empty["scheme"]), (&json!("/"), &json!("HTTP")));
         assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
         let volumes = &pod["spec"]["volumes"];
         assert_eq!(volumes[0], json!({"name": "scratch", "emptyDir": {}}));

@@ -1990,7 +1990,7 @@ fn validate_container_extras<'a>(
     // An init container that is not a sidecar runs to its end: nothing probes or hooks it.
     let plain_init = list == "initContainers"
         && c.get("restartPolicy").and_then(Value::as_str) != Some("Always");
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe", "lifecycle"] {
+    for probe in ["lifecycle", "livenessProbe", "readinessProbe", "startupProbe"] {
         let Some(given) = c.get(probe).filter(|p| !p.is_null()) else { continue };
         if plain_init {
             let message = "may not be set for init containers without restartPolicy=Always";
@@ -2063,6 +2063,10 @@ fn port_number_or_name(
     }
 }
 
+/// apimachinery's words for a header name that is not one (`IsHTTPHeaderName`).
+const HEADER_NAME_MSG: &str = "a valid HTTP header must consist of alphanumeric characters or \
+'-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')";
+
 /// A probe's or lifecycle hook's handler (`validateHandler`): exactly one of the `kinds`
 /// given, each complete. A sleep is shorter than the pod's grace period.
 fn validate_handler(
@@ -2115,6 +2119,15 @@ fn validate_action(
                     scheme,
                     &["HTTP", "HTTPS"],
                 ));
+            }
+            let headers = action.get("httpHeaders").and_then(Value::as_array);
+            for header in headers.into_iter().flatten() {
+                let name = header.get("name").and_then(Value::as_str).unwrap_or("");
+                let valid = !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                if !valid {
+                    errors.push(FieldError::invalid(field(".httpHeaders"), name, HEADER_NAME_MSG));
+                }
             }
         }
         "tcpSocket" => port_number_or_name(action.get("port"), || field(".port"), errors),
@@ -3296,22 +3309,23 @@ mod kind_tests {
                 "spec.containers[0].lifecycle.postStart.exec.command: Required value",
                 "spec.containers[0].lifecycle.preStop.sleep: Forbidden: may not specify more \
                  than 1 handler type",
-                "spec.initContainers[0].readinessProbe: Forbidden: may not be set for init \
-                 containers without restartPolicy=Always",
                 "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers \
                  without restartPolicy=Always",
+                "spec.initContainers[0].readinessProbe: Forbidden: may not be set for init \
+                 containers without restartPolicy=Always",
+                "spec.initContainers[1].lifecycle.postStart: Required value: must specify a \
+                 handler type",
                 "spec.initContainers[1].startupProbe.tcpSocket.port: Invalid value: \"--x\": \
                  must not contain consecutive hyphens",
                 "spec.initContainers[1].startupProbe.tcpSocket.port: Invalid value: \"--x\": \
                  must not begin or end with a hyphen",
-                "spec.initContainers[1].lifecycle.postStart: Required value: must specify a \
-                 handler type",
             ]
         );
         // A sleep longer than the grace period; an HTTP GET without path, port or scheme.
         let long = json!({"name": "c", "image": "i", "lifecycle": {
             "preStop": {"sleep": {"seconds": 10}},
-            "postStart": {"httpGet": {"path": "", "port": 0, "scheme": "FTP"}}}});
+            "postStart": {"httpGet": {"path": "", "port": 0, "scheme": "FTP",
+                "httpHeaders": [{"name": "X Bad", "value": "v"}]}}}});
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [long],
             "terminationGracePeriodSeconds": 5}});
         assert_eq!(
@@ -3322,6 +3336,9 @@ mod kind_tests {
                  between 1 and 65535, inclusive",
                 "spec.containers[0].lifecycle.postStart.httpGet.scheme: Unsupported value: \
                  \"FTP\": supported values: \"HTTP\", \"HTTPS\"",
+                "spec.containers[0].lifecycle.postStart.httpGet.httpHeaders: Invalid value: \
+                 \"X Bad\": a valid HTTP header must consist of alphanumeric characters or '-' \
+                 (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')",
                 "spec.containers[0].lifecycle.preStop.sleep: Invalid value: 10: must be greater \
                  than 0 and less than terminationGracePeriodSeconds (5). Please enable \
                  PodLifecycleSleepActionAllowZero feature gate if you need a sleep of zero \
