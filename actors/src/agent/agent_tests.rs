@@ -442,21 +442,29 @@ async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
     .await;
     assert_eq!(failed["status"]["initContainerStatuses"][0]["restartCount"], 0);
 
-    // A pod deleted: its app container is told to stop first, its sidecar once it has.
+    // A pod deleted: its app container is told to stop first, its sidecars once it has, in
+    // reverse order: the later sidecar first, the earlier once it has stopped.
     let (told, wrong) = (dir.path().join("sidecar-told"), dir.path().join("told-together"));
     let (told, wrong) = (told.display(), wrong.display());
+    let (later_told, early) = (dir.path().join("later-told"), dir.path().join("told-early"));
+    let (later_told, early) = (later_told.display(), early.display());
     let ordered = json!({"metadata": {"name": "ordered"}, "spec": {"nodeName": "n5",
         "terminationGracePeriodSeconds": 10,
         "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
-            "command": sh(format!("trap 'touch {told}; exit 0' TERM; while true; do sleep 0.1; done"))}],
+            "command": sh(format!("trap 'touch {told}; exit 0' TERM; while true; do sleep 0.1; done"))},
+            {"name": "later", "image": "none", "restartPolicy": "Always",
+            "command": sh(format!(
+                "trap 'touch {later_told}; sleep 0.5; test -f {told} && touch {early}; exit 0' TERM; \
+                 while true; do sleep 0.1; done"))}],
         "containers": [{"name": "app", "image": "none", "command": sh(format!(
             "trap 'sleep 0.5; test -f {told} && touch {wrong}; exit 0' TERM; \
              while true; do sleep 0.1; done"))}]}});
     ApiClient::create(&core, pods, "default", ordered).await.unwrap();
-    eventually("both running", || async {
+    eventually("all running", || async {
         get(&core, "pods", "default", "ordered").await.filter(|p| {
             p["status"]["containerStatuses"][0]["state"]["running"].is_object()
                 && p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
+                && p["status"]["initContainerStatuses"][1]["state"]["running"].is_object()
         })
     })
     .await;
@@ -469,6 +477,9 @@ async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
     let (told, wrong) = (dir.path().join("sidecar-told"), dir.path().join("told-together"));
     assert!(told.exists(), "the sidecar was told to stop");
     assert!(!wrong.exists(), "the sidecar was told to stop while the app still ran");
+    assert!(dir.path().join("later-told").exists(), "the later sidecar was told to stop");
+    let early = dir.path().join("told-early");
+    assert!(!early.exists(), "the earlier sidecar was told to stop before the later one stopped");
     agent.send(StopAgent).await.unwrap();
 }
 

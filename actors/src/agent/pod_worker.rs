@@ -325,6 +325,9 @@ struct RunningContainer {
     pre_stop_deadline: Option<Instant>,
     /// Its postStart hook failed: it is being killed, and not shown running.
     post_start_failed: bool,
+    /// Told to stop, its SIGTERM waits for its turn (a sidecar's: after the app containers and
+    /// the sidecars after it).
+    term_held: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -492,8 +495,6 @@ struct PodState {
     kill_at: Option<Instant>,
     /// The grace period that stop was given (a shorter one brings it forward).
     stop_grace: Option<u64>,
-    /// The sidecars have been told to stop (they are, once the other containers have).
-    sidecars_stopping: bool,
     /// The agent is shutting down: start nothing more.
     stopping: bool,
     /// The pod ran longer than its `activeDeadlineSeconds`: it is stopped and Failed.
@@ -547,7 +548,6 @@ impl PodState {
             last_status: None,
             kill_at: None,
             stop_grace: None,
-            sidecars_stopping: false,
             stopping: false,
             deadline_exceeded: false,
         };
@@ -639,6 +639,7 @@ impl PodState {
                 pre_stopped: false,
                 pre_stop_deadline: None,
                 post_start_failed: false,
+                term_held: false,
             });
         }
         for (name, pid, code) in ended {
@@ -957,20 +958,37 @@ impl PodState {
             }
             return running.is_empty();
         }
-        let others_running = self.containers.iter().any(|c| c.running.is_some() && !c.sidecar);
-        let sidecars_now = !others_running && !self.sidecars_stopping;
-        self.sidecars_stopping |= sidecars_now;
-        let told: Vec<usize> = (0..self.containers.len())
-            .filter(|i| {
-                let c = &self.containers[*i];
-                c.running.is_some() && if c.sidecar { sidecars_now } else { first }
-            })
-            .collect();
-        for i in told {
-            let name = self.containers[i].name.clone();
-            let message = format!("Stopping container {name}");
-            self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
-            self.begin_stop(i, ctx, addr, if grace == 0 { now } else { at });
+        if first {
+            let told: Vec<usize> = (0..self.containers.len())
+                .filter(|i| self.containers[*i].running.is_some())
+                .collect();
+            for i in told {
+                let name = self.containers[i].name.clone();
+                let message = format!("Stopping container {name}");
+                self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
+                // A sidecar's preStop hook runs now, its SIGTERM waits for its turn.
+                let hold = self.containers[i].sidecar;
+                self.begin_stop(i, ctx, addr, if grace == 0 { now } else { at }, hold);
+            }
+        }
+        // Sidecars get their SIGTERM in reverse order, once the app containers have stopped:
+        // each after the sidecars that follow it.
+        let apps_running =
+            self.containers.iter().any(|c| c.kind == Kind::App && c.running.is_some());
+        if !apps_running {
+            let sidecars: Vec<usize> =
+                (0..self.containers.len()).filter(|i| self.containers[*i].sidecar).collect();
+            for &i in sidecars.iter().rev() {
+                let Some(r) = self.containers[i].running.as_mut() else { continue };
+                if r.term_held && !r.pre_stopping() {
+                    r.term_held = false;
+                    ctx.runtime.signal(r.pid, StopSignal::Term);
+                    let least = now + MIN_STOP_AFTER_HOOK;
+                    self.kill_at = self.kill_at.map(|at| at.max(least));
+                }
+                // The ones before it wait until it has stopped.
+                break;
+            }
         }
         running.is_empty()
     }
@@ -978,6 +996,7 @@ impl PodState {
     /// Starts stopping container `i`'s run, as the kubelet kills a container: its preStop hook
     /// first, when it has one and there is time (until `deadline`), then SIGTERM once the hook
     /// has ended or the time is up; SIGTERM at once otherwise, SIGKILL with no time at all.
+    /// With `hold`, the SIGTERM waits for the container's turn (`stop_containers` sends it).
     /// (When the SIGKILL comes is the caller's.)
     fn begin_stop(
         &mut self,
@@ -985,6 +1004,7 @@ impl PodState {
         ctx: &WorkerContext,
         addr: &Addr<PodWorker>,
         deadline: Instant,
+        hold: bool,
     ) {
         let pre_stop = self
             .container_spec(&self.containers[i].name)
@@ -1006,12 +1026,13 @@ impl PodState {
         }
         if running.pre_stopped {
             // Its hook has run (or runs): SIGTERM is sent, or comes when the hook ends.
-            if !running.pre_stopping() {
+            if !running.pre_stopping() && !running.term_held {
                 ctx.runtime.signal(running.pid, StopSignal::Term);
             }
             return;
         }
         running.pre_stopped = true;
+        running.term_held = hold;
         match pre_stop.filter(|_| ctx.runtime.runs_processes()) {
             Some(handler) => {
                 let limit = deadline - now;
@@ -1021,6 +1042,7 @@ impl PodState {
                     running.pre_stop_deadline = Some(deadline);
                 }
             }
+            None if hold => {}
             None => ctx.runtime.signal(running.pid, StopSignal::Term),
         }
     }
@@ -1075,7 +1097,7 @@ impl PodState {
         let name = done.container;
         let Some(running) = self.containers[i].running.as_mut() else { return };
         running.hook = None;
-        let pid = running.pid;
+        let (pid, held) = (running.pid, running.term_held);
         match (done.hook, done.outcome) {
             (Hook::PostStart, Ok(())) => {}
             (Hook::PostStart, Err(message)) => {
@@ -1096,7 +1118,7 @@ impl PodState {
                 let c = &mut self.containers[i];
                 c.waiting = Some(("PostStartHookError".into(), message));
                 c.restarting_deadline = Some(deadline);
-                self.begin_stop(i, ctx, addr, deadline);
+                self.begin_stop(i, ctx, addr, deadline, false);
             }
             (Hook::PreStop, outcome) => {
                 if let Err(message) = outcome {
@@ -1109,6 +1131,10 @@ impl PodState {
                         "FailedPreStopHook",
                         failed,
                     );
+                }
+                if held {
+                    // (Its SIGTERM waits for its turn.)
+                    return;
                 }
                 ctx.runtime.signal(pid, StopSignal::Term);
                 // The kubelet gives a container at least two seconds after its SIGTERM.
@@ -1147,7 +1173,7 @@ impl PodState {
         for (i, message) in redefined {
             let name = self.containers[i].name.clone();
             self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
-            self.begin_stop(i, ctx, addr, now + IMAGE_CHANGE_GRACE);
+            self.begin_stop(i, ctx, addr, now + IMAGE_CHANGE_GRACE, false);
         }
         let init_pending =
             self.containers.iter().position(|c| c.kind == Kind::Init && !c.initialized());
@@ -1322,6 +1348,7 @@ impl PodState {
                     pre_stopped: false,
                     pre_stop_deadline: None,
                     post_start_failed: false,
+                    term_held: false,
                 };
                 if ctx.runtime.runs_processes() {
                     let file = StateFile {
@@ -1465,7 +1492,7 @@ impl PodState {
             self.container_event(ctx, &container, kind, reason, message);
         }
         for (i, deadline) in killed {
-            self.begin_stop(i, ctx, addr, deadline);
+            self.begin_stop(i, ctx, addr, deadline, false);
         }
     }
 
@@ -1918,6 +1945,7 @@ mod tests {
             pre_stopped: false,
             pre_stop_deadline: None,
             post_start_failed: false,
+            term_held: false,
         });
         assert_eq!(container_status(&spec, &init, &shown(true))["ready"], false, "still running");
         init.running = None;
