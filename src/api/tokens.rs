@@ -109,10 +109,15 @@ pub async fn service_account(
     if let Some(secret) = &account.secret {
         let secret = state.core.get(resources::core("secrets"), &account.namespace, secret).await;
         let secret = secret.ok()?.to_value();
-        if !holds_valid_token(&secret, token) {
+        if !holds_token(&secret, token) {
             return None;
         }
+        // As kube-apiserver: the use is noted, then an invalidated token refused.
+        let invalidated = is_invalidated(&secret);
         note_last_use(state, secret).await;
+        if invalidated {
+            return None;
+        }
     }
     Some(account)
 }
@@ -122,17 +127,22 @@ const INVALID_SINCE: &str = "kubernetes.io/legacy-token-invalid-since";
 /// The label saying on which day (UTC) a Secret's long-lived token was last used.
 const LAST_USED: &str = "kubernetes.io/legacy-token-last-used";
 
-/// Whether a service account token Secret holds `token` (compared in constant time), and it
-/// is still good: not being deleted, and not invalidated (a non-empty `INVALID_SINCE`).
-fn holds_valid_token(secret: &Value, token: &str) -> bool {
+/// Whether a service account token Secret that is not being deleted holds `token` (compared
+/// in constant time).
+fn holds_token(secret: &Value, token: &str) -> bool {
     use base64::Engine;
     use subtle::ConstantTimeEq;
     let held = secret.pointer("/data/token").and_then(Value::as_str).unwrap_or("");
     let held = base64::engine::general_purpose::STANDARD.decode(held).unwrap_or_default();
-    let labels = secret.pointer("/metadata/labels");
-    let invalidated = labels.and_then(|l| l.get(INVALID_SINCE)).and_then(Value::as_str);
     let holds: bool = held.ct_eq(token.as_bytes()).into();
-    !is_being_deleted(secret) && invalidated.is_none_or(str::is_empty) && holds
+    !is_being_deleted(secret) && holds
+}
+
+/// Whether a token Secret's token has been invalidated (a non-empty `INVALID_SINCE`).
+fn is_invalidated(secret: &Value) -> bool {
+    let labels = secret.pointer("/metadata/labels");
+    let since = labels.and_then(|l| l.get(INVALID_SINCE)).and_then(Value::as_str);
+    since.is_some_and(|since| !since.is_empty())
 }
 
 /// Labels the Secret of a long-lived token just used with today's date, unless it has it, as
@@ -213,12 +223,13 @@ mod tests {
             }
             secret
         };
-        assert!(holds_valid_token(&secret(json!({}), false), "tok"));
-        assert!(!holds_valid_token(&secret(json!({}), false), "tok2"));
-        assert!(!holds_valid_token(&secret(json!({}), true), "tok"));
-        let invalid = json!({INVALID_SINCE: "2026-12-01"});
-        assert!(!holds_valid_token(&secret(invalid, false), "tok"));
+        assert!(holds_token(&secret(json!({}), false), "tok"));
+        assert!(!holds_token(&secret(json!({}), false), "tok2"));
+        assert!(!holds_token(&secret(json!({}), true), "tok"));
+        assert!(!is_invalidated(&secret(json!({}), false)));
+        let invalid = secret(json!({INVALID_SINCE: "2026-12-01"}), false);
+        assert!(holds_token(&invalid, "tok") && is_invalidated(&invalid));
         // An empty label invalidates nothing, as Kubernetes reads it.
-        assert!(holds_valid_token(&secret(json!({INVALID_SINCE: ""}), false), "tok"));
+        assert!(!is_invalidated(&secret(json!({INVALID_SINCE: ""}), false)));
     }
 }

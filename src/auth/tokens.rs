@@ -222,6 +222,14 @@ impl TokenIssuer {
         validation.validate_aud = false;
         let claims =
             jsonwebtoken::decode::<LegacyClaims>(token, &self.decoding, &validation).ok()?.claims;
+        // As Kubernetes' legacy validator: every claim given, and `sub` the same account.
+        let given = [&claims.namespace, &claims.secret, &claims.name, &claims.uid];
+        let subject = super::service_account_of(&claims.sub);
+        if given.iter().any(|claim| claim.is_empty())
+            || subject != Some((claims.namespace.as_str(), claims.name.as_str()))
+        {
+            return None;
+        }
         Some(TokenAccount {
             namespace: claims.namespace,
             name: claims.name,
@@ -346,6 +354,24 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         let forged = TokenIssuer::load_or_create(other.path()).unwrap();
         assert!(issuer.verify(&forged.sign("team", "ci", "u-1", "x").unwrap(), &[]).is_none());
+        // Signed by the key, but its subject another account's, or a claim missing: refused.
+        let legacy = |sub: &str, secret: &str| LegacyClaims {
+            iss: LEGACY_ISSUER.into(),
+            sub: sub.into(),
+            namespace: "team".into(),
+            secret: secret.into(),
+            name: "ci".into(),
+            uid: "u-1".into(),
+        };
+        let signed = |claims: &LegacyClaims| {
+            jsonwebtoken::encode(&issuer.header(), claims, &issuer.encoding).unwrap()
+        };
+        let good = signed(&legacy("system:serviceaccount:team:ci", "ci-token"));
+        assert!(issuer.verify(&good, &[]).is_some());
+        let admin = signed(&legacy("system:serviceaccount:kube-system:admin", "ci-token"));
+        assert!(issuer.verify(&admin, &[]).is_none());
+        let no_secret = signed(&legacy("system:serviceaccount:team:ci", ""));
+        assert!(issuer.verify(&no_secret, &[]).is_none());
     }
 
     #[test]

@@ -580,6 +580,30 @@ fn service_account_token_secrets_hold_long_lived_tokens() {
         !insecure.run(&["get", "secret", "orphan-token"]).0
     });
 
+    // Invalidated: refused, its use noted all the same (as kube-apiserver notes it).
+    insecure.ok(&[
+        "label",
+        "secret",
+        "deployer-token",
+        "kubernetes.io/legacy-token-last-used-",
+        "kubernetes.io/legacy-token-invalid-since=2026-12-01",
+    ]);
+    let refused = deployer.refused(&["auth", "whoami"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+    let labels =
+        insecure.ok(&["get", "secret", "deployer-token", "-o", "jsonpath={.metadata.labels}"]);
+    assert!(labels.contains("kubernetes.io/legacy-token-last-used"), "{labels}");
+    insecure.ok(&[
+        "label",
+        "secret",
+        "deployer-token",
+        "kubernetes.io/legacy-token-invalid-since-",
+    ]);
+    assert_eq!(
+        whoami(&deployer)["status"]["userInfo"]["username"],
+        me["status"]["userInfo"]["username"]
+    );
+
     insecure.ok(&["delete", "secret", "deployer-token"]);
     let refused = deployer.refused(&["auth", "whoami"]);
     assert!(refused.contains("You must be logged in to the server"), "{refused}");

@@ -807,3 +807,38 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
     assert_eq!(last["exitCode"], 143, "{restarted}");
     agent.send(StopAgent).await.unwrap();
 }
+
+/// A pod whose app container outlasts the grace period: its sidecar, whose SIGTERM waited for
+/// the app, still gets one (and two seconds) before SIGKILL, as the kubelet gives every
+/// container.
+#[actix::test]
+async fn a_sidecar_waiting_for_its_turn_gets_sigterm_when_the_grace_period_runs_out() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n8", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let told = dir.path().join("sidecar-told");
+    let told_path = told.display();
+    let sh = |script: String| json!(["sh", "-c", script]);
+    let stubborn = json!({"metadata": {"name": "stubborn"}, "spec": {"nodeName": "n8",
+        "terminationGracePeriodSeconds": 1,
+        "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
+            "command": sh(format!("trap 'touch {told_path}; exit 0' TERM; while true; do sleep 0.05; done"))}],
+        "containers": [{"name": "app", "image": "none",
+            "command": sh("trap '' TERM; while true; do sleep 0.05; done".into())}]}});
+    ApiClient::create(&core, pods, "default", stubborn).await.unwrap();
+    eventually("both running", || async {
+        get(&core, "pods", "default", "stubborn").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+                && p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
+        })
+    })
+    .await;
+    ApiClient::delete(&core, pods, "default", "stubborn", &DeleteOptions::default()).await.unwrap();
+    eventually("the pod gone", || async {
+        get(&core, "pods", "default", "stubborn").await.is_none().then_some(())
+    })
+    .await;
+    assert!(told.exists(), "the sidecar got its SIGTERM");
+    agent.send(StopAgent).await.unwrap();
+}

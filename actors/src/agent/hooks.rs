@@ -81,6 +81,8 @@ impl Drop for GroupGuard {
     }
 }
 
+/// How much of a hook command's output is kept (its message), as the kubelet keeps 10 KiB.
+const OUTPUT_KEPT: usize = 10 * 1024;
 /// How long a finished hook command's output is read for: a process it left running may
 /// hold its pipes open.
 const OUTPUT_DRAIN: Duration = Duration::from_millis(200);
@@ -114,13 +116,20 @@ async fn run_exec(command: &[String], target: &HookTarget) -> Result<(), (String
     // In a group of its own, what it started goes when it is given up.
     let mut guard =
         GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()).filter(|_| !in_container));
+    // What it writes, up to a bound (the rest is read and let go).
     let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
         tokio::spawn(async move {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = tokio::io::AsyncReadExt::read_to_end(&mut pipe, &mut bytes).await;
+            let mut kept = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let Some(mut pipe) = pipe else { return kept };
+            while let Ok(n) = tokio::io::AsyncReadExt::read(&mut pipe, &mut buffer).await {
+                if n == 0 {
+                    break;
+                }
+                let room = OUTPUT_KEPT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..n.min(room)]);
             }
-            bytes
+            kept
         })
     };
     let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));

@@ -352,9 +352,9 @@ impl Handler<StopAgent> for NodeAgent {
         let workers: Vec<Addr<PodWorker>> = self.workers.drain().map(|(_, (_, _, w))| w).collect();
         Box::pin(
             async move {
-                for worker in workers {
-                    let _ = worker.send(Shutdown { stop_containers }).await;
-                }
+                // All at once: each answers when its containers have stopped.
+                let stops = workers.iter().map(|w| w.send(Shutdown { stop_containers }));
+                futures::future::join_all(stops).await;
             }
             .into_actor(self)
             .map(|_, _, ctx| ctx.stop()),

@@ -6,7 +6,7 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -31,6 +31,10 @@ const COMPONENT: &str = "kubelet";
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// How long containers get to stop when the agent shuts down, before SIGKILL.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a shutting-down agent waits for its stopped children's exit codes.
+const REAP_WAIT: Duration = Duration::from_secs(1);
+/// How long past its deadline a preStop hook's end is waited for (its task reports it).
+const HOOK_SLACK: Duration = Duration::from_secs(1);
 /// How long a container whose image changed gets to stop before SIGKILL.
 const IMAGE_CHANGE_GRACE: Duration = Duration::from_secs(30);
 /// The least time a container gets between its SIGTERM and SIGKILL once its preStop hook has
@@ -218,9 +222,10 @@ impl Handler<HookDone> for PodWorker {
 }
 
 impl Handler<Shutdown> for PodWorker {
-    type Result = ();
+    /// Answered once the containers are stopped (and their ends noted).
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) -> Self::Result {
         let runtime = self.ctx.runtime.clone();
         let mut running = Vec::new();
         let mut files = Vec::new();
@@ -234,8 +239,8 @@ impl Handler<Shutdown> for PodWorker {
                 .map(|r| (r.pid, r.start_ticks))
                 .collect();
             files = (state.containers.iter())
-                .filter_map(|c| Some((c.running.as_ref()?.pid, state.dir.join(&c.name))))
-                .map(|(pid, dir)| (pid, dir.join("state.json")))
+                .filter_map(|c| Some((c.running.as_ref()?, state.dir.join(&c.name))))
+                .map(|(r, dir)| (r.pid, r.exit_code.clone(), r.adopted, dir.join("state.json")))
                 .collect();
         }
         let stop = async move {
@@ -262,13 +267,28 @@ impl Handler<Shutdown> for PodWorker {
                 }
             }
             // How they ended, for the agent that comes next (the exits themselves are not
-            // handled any more): SIGTERM's or SIGKILL's code.
-            for (pid, path) in files {
-                let code = if killed.contains(&pid) { 137 } else { 143 };
-                record_exit(&path, code);
+            // handled any more): the code of each of its children, once reaped; SIGTERM's or
+            // SIGKILL's for an adopted one, whose code it cannot know.
+            let reaped = Instant::now() + REAP_WAIT;
+            while Instant::now() < reaped
+                && files.iter().any(|(_, code, adopted, _)| !adopted && code.get().is_none())
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            for (pid, code, _, path) in files {
+                let signalled = if killed.contains(&pid) { 137 } else { 143 };
+                record_exit(&path, pid, code.get().copied().unwrap_or(signalled));
             }
         };
-        ctx.wait(stop.into_actor(self).map(|_, _, ctx| ctx.stop()));
+        // The mailbox waits meanwhile: an exit handled now would take its state file away.
+        let (done, stopped) = tokio::sync::oneshot::channel();
+        ctx.wait(stop.into_actor(self).map(|_, _, ctx| {
+            let _ = done.send(());
+            ctx.stop();
+        }));
+        Box::pin(async move {
+            let _ = stopped.await;
+        })
     }
 }
 
@@ -328,6 +348,9 @@ struct RunningContainer {
     /// Told to stop, its SIGTERM waits for its turn (a sidecar's: after the app containers and
     /// the sidecars after it).
     term_held: bool,
+    /// Its exit code, once its process has been reaped (never, for an adopted one): read at
+    /// the agent's shutdown, when exits are no longer handled.
+    exit_code: Arc<OnceLock<i32>>,
 }
 
 #[derive(Debug, Clone)]
@@ -420,14 +443,17 @@ struct StateFile {
     exit_code: Option<i32>,
 }
 
-/// Notes in a container's state file how its run ended.
-fn record_exit(path: &std::path::Path, code: i32) {
+/// Notes in a container's state file how its run (of process `pid`) ended.
+fn record_exit(path: &std::path::Path, pid: u32, code: i32) {
     let Ok(mut file) = std::fs::read(path)
         .map_err(|_| ())
         .and_then(|b| serde_json::from_slice::<StateFile>(&b).map_err(|_| ()))
     else {
         return;
     };
+    if file.pid != pid {
+        return;
+    }
     file.exit_code = Some(code);
     if let Err(e) = std::fs::write(path, serde_json::to_vec(&file).unwrap_or_default()) {
         tracing::warn!(path = %path.display(), error = %e, "noting a container's end");
@@ -621,8 +647,9 @@ impl PodState {
             // run-once pod never runs twice).
             tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
                 "adopting a container");
-            if let Some(code) = file.exit_code {
-                ended.push((container.name.clone(), file.pid, code));
+            let dead = !process_alive(file.pid, file.start_ticks);
+            if let Some(code) = file.exit_code.filter(|_| dead) {
+                ended.push((container.kind != Kind::App, container.name.clone(), file.pid, code));
             }
             container.restart_count = file.restart_count;
             container.waiting = None;
@@ -640,9 +667,12 @@ impl PodState {
                 pre_stop_deadline: None,
                 post_start_failed: false,
                 term_held: false,
+                exit_code: Arc::default(),
             });
         }
-        for (name, pid, code) in ended {
+        // The app containers' ends first: a sidecar's restart depends on whether they have.
+        ended.sort_by_key(|(not_app, ..)| *not_app);
+        for (_, name, pid, code) in ended {
             self.exited(&name, pid, code);
         }
         self.poll_adopted();
@@ -944,17 +974,32 @@ impl PodState {
         self.kill_at = Some(at);
         self.stop_grace = Some(self.stop_grace.map_or(grace, |before| before.min(grace)));
         if now >= at && !first {
+            // The time is up. As the kubelet, every container gets a SIGTERM and two seconds
+            // before SIGKILL (unless the stop was forced): one whose preStop hook was given
+            // until this very time gets them when the hook ends (soon); one whose hook was cut
+            // short, or whose SIGTERM waited for its turn, gets them now.
+            let mut termed = false;
             for c in &mut self.containers {
                 let Some(r) = c.running.as_mut() else { continue };
-                // A preStop hook given until this very time ends first: then SIGTERM, and
-                // SIGKILL two seconds later.
-                if r.pre_stopping() && r.pre_stop_deadline.is_some_and(|d| d <= at) {
+                let hook_ends =
+                    r.pre_stop_deadline.is_some_and(|d| d <= at && now < d + HOOK_SLACK);
+                if r.pre_stopping() && hook_ends {
                     continue;
                 }
+                let unsignalled = r.pre_stopping() || r.term_held;
                 if let Some((_, task)) = r.hook.take() {
                     task.abort();
                 }
-                ctx.runtime.signal(r.pid, StopSignal::Kill);
+                if unsignalled && grace > 0 {
+                    r.term_held = false;
+                    ctx.runtime.signal(r.pid, StopSignal::Term);
+                    termed = true;
+                } else {
+                    ctx.runtime.signal(r.pid, StopSignal::Kill);
+                }
+            }
+            if termed {
+                self.kill_at = Some(now + MIN_STOP_AFTER_HOOK);
             }
             return running.is_empty();
         }
@@ -1059,11 +1104,14 @@ impl PodState {
     ) -> tokio::task::AbortHandle {
         let c = &self.containers[i];
         let pid = c.running.as_ref().map_or(0, |r| r.pid);
+        // The container's group, while it is the container's (not a reused pid's).
+        let group =
+            c.running.as_ref().filter(|r| process_alive(r.pid, r.start_ticks)).map(|r| r.pid);
         let spec = self.container_spec(&c.name).cloned().unwrap_or_default();
         let target = HookTarget {
             env: c.env.clone(),
             working_dir: spec.working_dir.as_ref().map(PathBuf::from),
-            group: Some(pid),
+            group,
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             named: format!(
                 "Container {:?} in Pod \"{}_{}({})\"",
@@ -1133,7 +1181,8 @@ impl PodState {
                     );
                 }
                 if held {
-                    // (Its SIGTERM waits for its turn.)
+                    // Its SIGTERM waits for its turn (or for the grace period's end), which
+                    // the sync this message brings sees to.
                     return;
                 }
                 ctx.runtime.signal(pid, StopSignal::Term);
@@ -1349,6 +1398,7 @@ impl PodState {
                     pre_stop_deadline: None,
                     post_start_failed: false,
                     term_held: false,
+                    exit_code: Arc::default(),
                 };
                 if ctx.runtime.runs_processes() {
                     let file = StateFile {
@@ -1367,6 +1417,7 @@ impl PodState {
                         tracing::warn!(path = %path.display(), error = %e, "writing container state");
                     }
                 }
+                let exit_code = running.exit_code.clone();
                 c.running = Some(running);
                 let post_start = spec.lifecycle.as_ref().and_then(|l| l.post_start.clone());
                 if let Some(handler) = post_start.filter(|_| ctx.runtime.runs_processes()) {
@@ -1380,6 +1431,7 @@ impl PodState {
                 let container = name.clone();
                 tokio::spawn(async move {
                     let code = started.exit.await;
+                    let _ = exit_code.set(code);
                     addr.do_send(Exited { container, pid, code });
                 });
             }
@@ -1427,7 +1479,8 @@ impl PodState {
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
             let c = &mut self.containers[i];
             let Some(running) = &c.running else { continue };
-            if c.restarting_deadline.is_some() || c.post_starting() {
+            // Not probed: a run waiting for its postStart hook, or being stopped.
+            if c.restarting_deadline.is_some() || c.post_starting() || running.pre_stopped {
                 continue;
             }
             let since = running.since;
@@ -1946,6 +1999,7 @@ mod tests {
             pre_stop_deadline: None,
             post_start_failed: false,
             term_held: false,
+            exit_code: Arc::default(),
         });
         assert_eq!(container_status(&spec, &init, &shown(true))["ready"], false, "still running");
         init.running = None;
