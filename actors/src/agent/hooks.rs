@@ -189,6 +189,18 @@ mod tests {
             .unwrap()
     }
 
+    /// Waits (ten seconds at most) until process `pid` is gone (or a zombie).
+    async fn wait_gone(pid: i32, otherwise: &str) {
+        for _ in 0..500 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("{otherwise} (pid {pid})");
+    }
+
     fn target(dir: &std::path::Path) -> HookTarget {
         HookTarget {
             env: vec![("GREETING".into(), "hi".into())],
@@ -235,14 +247,7 @@ mod tests {
             }
         };
         drop(hook);
-        for _ in 0..100 {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.is_empty() || stat.contains(") Z ") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the hook's child {pid} outlived it");
+        wait_gone(pid as i32, "the hook's child outlived it").await;
     }
 
     #[tokio::test]
@@ -264,14 +269,7 @@ mod tests {
         assert_eq!(group, container.id(), "in the container's group");
         killpg(Pid::from_raw(container.id() as i32), Signal::SIGKILL).unwrap();
         container.wait().unwrap();
-        for _ in 0..100 {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.is_empty() || stat.contains(") Z ") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the hook's child {pid} outlived its container");
+        wait_gone(pid, "the hook's child outlived its container").await;
     }
 
     #[tokio::test]

@@ -654,21 +654,15 @@ impl PodState {
             container.restart_count = file.restart_count;
             container.waiting = None;
             container.env = file.env;
-            container.running = Some(RunningContainer {
-                pid: file.pid,
-                start_ticks: file.start_ticks,
-                started_at: file.started_at,
-                since: Instant::now(),
-                image: file.image,
-                adopted: true,
-                io: None,
-                hook: None,
-                pre_stopped: false,
-                pre_stop_deadline: None,
-                post_start_failed: false,
-                term_held: false,
-                exit_code: Arc::default(),
-            });
+            let mut adopted = RunningContainer::new(
+                file.pid,
+                file.start_ticks,
+                file.started_at,
+                file.image,
+                None,
+            );
+            adopted.adopted = true;
+            container.running = Some(adopted);
         }
         // The app containers' ends first: a sidecar's restart depends on whether they have.
         ended.sort_by_key(|(not_app, ..)| *not_app);
@@ -1385,21 +1379,14 @@ impl PodState {
                 c.not_before = None;
                 c.waiting = None;
                 c.env = env;
-                let running = RunningContainer {
-                    pid: started.pid,
-                    start_ticks: started.start_ticks,
-                    started_at: now(),
-                    since: Instant::now(),
-                    image: spec.image.clone().unwrap_or_default(),
-                    adopted: false,
-                    io: started.io,
-                    hook: None,
-                    pre_stopped: false,
-                    pre_stop_deadline: None,
-                    post_start_failed: false,
-                    term_held: false,
-                    exit_code: Arc::default(),
-                };
+                let image = spec.image.clone().unwrap_or_default();
+                let running = RunningContainer::new(
+                    started.pid,
+                    started.start_ticks,
+                    now(),
+                    image,
+                    started.io,
+                );
                 if ctx.runtime.runs_processes() {
                     let file = StateFile {
                         pid: running.pid,
@@ -1834,6 +1821,32 @@ const KUBELET_CONDITIONS: [&str; 5] =
     ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"];
 
 impl RunningContainer {
+    /// A run of process `pid` (started at kernel time `start_ticks`), ours unless marked
+    /// adopted, with no hook run yet.
+    fn new(
+        pid: u32,
+        start_ticks: u64,
+        started_at: String,
+        image: String,
+        io: Option<Arc<ContainerIo>>,
+    ) -> Self {
+        Self {
+            pid,
+            start_ticks,
+            started_at,
+            since: Instant::now(),
+            image,
+            adopted: false,
+            io,
+            hook: None,
+            pre_stopped: false,
+            pre_stop_deadline: None,
+            post_start_failed: false,
+            term_held: false,
+            exit_code: Arc::default(),
+        }
+    }
+
     /// Its preStop hook is under way (its SIGTERM comes when the hook ends).
     fn pre_stopping(&self) -> bool {
         matches!(self.hook, Some((Hook::PreStop, _)))
@@ -1986,21 +1999,7 @@ mod tests {
         assert_eq!(waiting(false), json!({"waiting": {"reason": "ContainerCreating"}}));
         let mut init = ContainerState::new("app", Kind::Init, Duration::from_secs(1));
         init.ready = true;
-        init.running = Some(RunningContainer {
-            pid: 7,
-            start_ticks: 0,
-            started_at: now(),
-            since: Instant::now(),
-            image: String::new(),
-            adopted: false,
-            io: None,
-            hook: None,
-            pre_stopped: false,
-            pre_stop_deadline: None,
-            post_start_failed: false,
-            term_held: false,
-            exit_code: Arc::default(),
-        });
+        init.running = Some(RunningContainer::new(7, 0, now(), String::new(), None));
         assert_eq!(container_status(&spec, &init, &shown(true))["ready"], false, "still running");
         init.running = None;
         init.finished = true;
