@@ -952,7 +952,9 @@ impl PodState {
     /// kubelet orders it, sidecars are told to stop only once the other containers have
     /// stopped. True once none runs.
     fn stop_containers(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>, grace: u64) -> bool {
-        let grace = grace.min(MAX_GRACE_SECONDS as u64);
+        // As the kubelet: never less than a second, so that even a forced stop is SIGTERM
+        // first (and SIGKILL two seconds later).
+        let grace = grace.clamp(1, MAX_GRACE_SECONDS as u64);
         let running: Vec<u32> =
             self.containers.iter().filter_map(|c| c.running.as_ref().map(|r| r.pid)).collect();
         let now = Instant::now();
