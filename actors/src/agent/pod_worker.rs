@@ -971,7 +971,7 @@ impl PodState {
         self.stop_grace = Some(self.stop_grace.map_or(grace, |before| before.min(grace)));
         if now >= at && !first {
             // The time is up. As the kubelet, every container gets a SIGTERM and two seconds
-            // before SIGKILL (unless the stop was forced): one whose preStop hook was given
+            // before SIGKILL (a grace period is a second at least): one whose preStop hook was given
             // until this very time gets them when the hook ends (soon); one whose hook was cut
             // short, or whose SIGTERM waited for its turn, gets them now.
             let mut termed = false;
@@ -986,7 +986,7 @@ impl PodState {
                 if let Some((_, task)) = r.hook.take() {
                     task.abort();
                 }
-                if unsignalled && grace > 0 {
+                if unsignalled {
                     r.term_held = false;
                     ctx.runtime.signal(r.pid, StopSignal::Term);
                     termed = true;
@@ -1009,7 +1009,7 @@ impl PodState {
                 self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
                 // A sidecar's preStop hook runs now, its SIGTERM waits for its turn.
                 let hold = self.containers[i].sidecar;
-                self.begin_stop(i, ctx, addr, if grace == 0 { now } else { at }, hold);
+                self.begin_stop(i, ctx, addr, at, hold);
             }
         }
         // Sidecars get their SIGTERM in reverse order, once the app containers have stopped:
