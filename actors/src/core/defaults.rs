@@ -498,7 +498,8 @@ fn field_ref(holder: &mut Value) {
     }
 }
 
-/// A probe's defaults: timeout 1 s, period 10 s, success 1, failure 3.
+/// A probe's defaults: timeout 1 s, period 10 s, success 1, failure 3, also in place of a
+/// zero (which Kubernetes cannot tell from a field not given).
 fn probe(probe: &mut Value) {
     let Some(probe) = probe.as_object_mut() else { return };
     for (field, default) in [
@@ -507,7 +508,10 @@ fn probe(probe: &mut Value) {
         ("successThreshold", 1),
         ("failureThreshold", 3),
     ] {
-        probe.entry(field).or_insert(json!(default));
+        let value = probe.entry(field).or_insert(json!(0));
+        if value.as_i64() == Some(0) || value.is_null() {
+            *value = json!(default);
+        }
     }
     http_get(probe.get_mut("httpGet"));
 }
@@ -650,7 +654,8 @@ mod tests {
     fn probes_volumes_and_field_refs_get_kubernetes_defaults() {
         let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "readinessProbe": {"httpGet": {"port": 80}},
-            "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5},
+            "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5,
+                "timeoutSeconds": 0, "successThreshold": 0},
             "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}},
                 "postStart": {"httpGet": {"port": 80, "path": "", "scheme": null}}},
             "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
@@ -664,6 +669,9 @@ mod tests {
                 "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
         );
         assert_eq!(c["livenessProbe"]["periodSeconds"], 5);
+        // A zero is no value, as in Go.
+        assert_eq!(c["livenessProbe"]["timeoutSeconds"], 1);
+        assert_eq!(c["livenessProbe"]["successThreshold"], 1);
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["path"], "/stop");
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["scheme"], "HTTP");
         let empty = &c["lifecycle"]["postStart"]["httpGet"];

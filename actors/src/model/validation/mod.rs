@@ -1999,13 +1999,7 @@ fn validate_container_extras<'a>(
         }
         if probe != "lifecycle" {
             let probe_at = |rest: &str| at(&format!(".{probe}{rest}"));
-            validate_handler(
-                given,
-                &["exec", "httpGet", "tcpSocket", "grpc"],
-                None,
-                &probe_at,
-                errors,
-            );
+            validate_probe(probe, given, &probe_at, errors);
             continue;
         }
         for hook in ["postStart", "preStop"] {
@@ -2013,6 +2007,51 @@ fn validate_container_extras<'a>(
             let hook_at = |rest: &str| at(&format!(".lifecycle.{hook}{rest}"));
             let kinds = ["exec", "httpGet", "tcpSocket", "sleep"];
             validate_handler(handler, &kinds, grace, &hook_at, errors);
+        }
+    }
+}
+
+/// A probe (`validateProbe` and its liveness, readiness and startup variants): one complete
+/// handler, no negative counts or periods, a grace period of its own that is positive (and
+/// none for readiness, which never kills); liveness and startup succeed on one success.
+fn validate_probe(
+    kind: &str,
+    probe: &Value,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    validate_handler(probe, &["exec", "httpGet", "tcpSocket", "grpc"], None, at, errors);
+    let number = |field: &str| probe.get(field).and_then(Value::as_i64);
+    for field in [
+        "initialDelaySeconds",
+        "timeoutSeconds",
+        "periodSeconds",
+        "successThreshold",
+        "failureThreshold",
+    ] {
+        if let Some(value) = number(field).filter(|v| *v < 0) {
+            let message = "must be greater than or equal to 0";
+            errors.push(FieldError::invalid_number(at(&format!(".{field}")), value, message));
+        }
+    }
+    let grace_at = || at(".terminationGracePeriodSeconds");
+    let grace = number("terminationGracePeriodSeconds");
+    if let Some(grace) = grace.filter(|g| *g <= 0) {
+        errors.push(FieldError::invalid_number(grace_at(), grace, "must be greater than 0"));
+    }
+    match kind {
+        "readinessProbe" => {
+            if let Some(grace) = grace {
+                let message = "must not be set for readinessProbes";
+                errors.push(FieldError::invalid_number(grace_at(), grace, message));
+            }
+        }
+        _ => {
+            // (Defaulted to 1 when not given.)
+            if let Some(times) = number("successThreshold").filter(|t| *t != 1) {
+                let field = at(".successThreshold");
+                errors.push(FieldError::invalid_number(field, times, "must be 1"));
+            }
         }
     }
 }
@@ -3283,6 +3322,42 @@ mod kind_tests {
                  alphanumeric characters, '-', '_' or '.', and must start and end with an \
                  alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used \
                  for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+    }
+
+    #[test]
+    fn probes_counts_periods_and_grace_as_kubernetes_checks_them() {
+        let pods = find("", "v1", "pods").unwrap();
+        let exec = json!({"command": ["true"]});
+        let container = json!({"name": "c", "image": "i",
+            "livenessProbe": {"exec": exec, "initialDelaySeconds": -1, "timeoutSeconds": -2,
+                "periodSeconds": -3, "successThreshold": 2, "failureThreshold": -5,
+                "terminationGracePeriodSeconds": 0},
+            "readinessProbe": {"exec": exec, "successThreshold": 3,
+                "terminationGracePeriodSeconds": 10},
+            "startupProbe": {"exec": exec, "successThreshold": -1,
+                "terminationGracePeriodSeconds": 10}});
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [container]}});
+        assert_eq!(
+            messages(&validate_object(pods, &pod)),
+            [
+                "spec.containers[0].livenessProbe.initialDelaySeconds: Invalid value: -1: must \
+                 be greater than or equal to 0",
+                "spec.containers[0].livenessProbe.timeoutSeconds: Invalid value: -2: must be \
+                 greater than or equal to 0",
+                "spec.containers[0].livenessProbe.periodSeconds: Invalid value: -3: must be \
+                 greater than or equal to 0",
+                "spec.containers[0].livenessProbe.failureThreshold: Invalid value: -5: must be \
+                 greater than or equal to 0",
+                "spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: \
+                 0: must be greater than 0",
+                "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
+                "spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid \
+                 value: 10: must not be set for readinessProbes",
+                "spec.containers[0].startupProbe.successThreshold: Invalid value: -1: must be \
+                 greater than or equal to 0",
+                "spec.containers[0].startupProbe.successThreshold: Invalid value: -1: must be 1",
             ]
         );
     }
