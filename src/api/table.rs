@@ -277,9 +277,6 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     match kind {
         "Pod" => {
             let statuses = json::at(o, "/status/containerStatuses").and_then(Value::as_array);
-            let total =
-                json::at(o, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-            let ready = statuses.map_or(0, |c| c.iter().filter(|c| c["ready"] == true).count());
             let mut status = s(o, "/status/phase").to_string();
             if !s(o, "/status/reason").is_empty() {
                 status = s(o, "/status/reason").to_string();
@@ -298,6 +295,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             };
             let initialized = holds("Initialized");
             let restarts = restarts(o, !initializing || initialized, now);
+            let (ready, total) = ready_containers(o, !initializing || initialized);
             let mut running = false;
             let statuses = statuses.filter(|_| !initializing || initialized);
             for c in statuses.into_iter().flatten().rev() {
@@ -641,6 +639,38 @@ fn restarts(pod: &Value, initialized: bool, now: DateTime<Utc>) -> String {
     }
 }
 
+/// The READY of a pod, as kubectl counts it: of its containers and sidecars (init containers
+/// that restart `Always`), those ready: the sidecars that have started, up to the first init
+/// container not done, and, once the pod is past its init containers (`containers_counted`),
+/// the containers ready and running.
+fn ready_containers(pod: &Value, containers_counted: bool) -> (usize, usize) {
+    let init_specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
+    let is_sidecar = |spec: &Value| spec["restartPolicy"] == "Always";
+    let sidecar_named = |name: &Value| {
+        init_specs.into_iter().flatten().any(|spec| spec["name"] == *name && is_sidecar(spec))
+    };
+    let sidecars = init_specs.into_iter().flatten().filter(|spec| is_sidecar(spec)).count();
+    let containers = json::at(pod, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+    let statuses = |path: &str| json::at(pod, path).and_then(Value::as_array).into_iter().flatten();
+    let mut ready = 0;
+    for c in statuses("/status/initContainerStatuses") {
+        if json::at(c, "/state/terminated").is_some_and(|t| t["exitCode"] == 0) {
+            continue;
+        }
+        if !(sidecar_named(&c["name"]) && c["started"] == true) {
+            break;
+        }
+        ready += usize::from(c["ready"] == true);
+    }
+    if containers_counted {
+        ready += statuses("/status/containerStatuses")
+            .filter(|c| c["ready"] == true && json::at(c, "/state/running").is_some())
+            .filter(|c| s(c, "/state/waiting/reason").is_empty())
+            .count();
+    }
+    (ready, sidecars + containers)
+}
+
 /// The STATUS of a pod whose init containers are not all done, as kubectl prints it.
 fn init_status(pod: &Value) -> Option<String> {
     let specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array)?;
@@ -877,7 +907,7 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         let value = json!({"metadata":{"name":"p","namespace":"d","creationTimestamp":"2026-01-01T00:00:00Z"},
             "spec":{"containers":[{"name":"c"}],"nodeName":"n1"},
-            "status":{"phase":"Running","podIP":"127.64.0.2","containerStatuses":[{"ready":true,"restartCount":2}]}});
+            "status":{"phase":"Running","podIP":"127.64.0.2","containerStatuses":[{"ready":true,"restartCount":2,"state":{"running":{}}}]}});
         let object = Arc::new(StoredObject::from_value(ObjectKey::new(pods, "d", "p"), value, 5));
         let t = table(pods, &[object], Some(5), None, IncludeObject::Metadata);
         let cells = t["rows"][0]["cells"].as_array().unwrap();
@@ -888,6 +918,30 @@ mod tests {
         assert_eq!(cells[5], "127.64.0.2");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "d");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn ready_counts_started_sidecars_and_running_containers() {
+        let pod = |init: Value, app: Value, initialized: bool| {
+            let status = if initialized { "True" } else { "False" };
+            json!({"spec": {"initContainers": [{"name": "setup"},
+                    {"name": "proxy", "restartPolicy": "Always"}],
+                    "containers": [{"name": "c"}, {"name": "d"}]},
+                "status": {"conditions": [{"type": "Initialized", "status": status}],
+                    "initContainerStatuses": init, "containerStatuses": app}})
+        };
+        let ready = |pod: Value| cells("Pod", &pod, Utc::now())[1].clone();
+        let done = json!({"name": "setup", "state": {"terminated": {"exitCode": 0}}});
+        let proxy = json!({"name": "proxy", "started": true, "ready": true,
+            "state": {"running": {}}});
+        let running = json!({"ready": true, "state": {"running": {}}});
+        let ended = json!({"ready": true, "state": {"terminated": {"exitCode": 1}}});
+        assert_eq!(ready(pod(json!([done, proxy]), json!([running, running]), true)), "3/3");
+        assert_eq!(ready(pod(json!([done, proxy]), json!([running, ended]), true)), "2/3");
+        let starting = json!({"name": "setup", "state": {"running": {}}});
+        assert_eq!(ready(pod(json!([starting, proxy]), json!([]), false)), "0/3");
+        let unready = json!({"name": "proxy", "started": true, "ready": false});
+        assert_eq!(ready(pod(json!([done, unready]), json!([running, running]), true)), "2/3");
     }
 
     #[test]
