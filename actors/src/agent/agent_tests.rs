@@ -735,6 +735,18 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
     assert_eq!(killing["message"], "FailedPostStartHook");
     let pre_stop = event_about(&core, "failing", "FailedPreStopHook").await;
     assert_eq!(pre_stop["message"], "PreStopHook failed");
+    // In the order they happened (event names grow with their time of recording).
+    let events = find("", "v1", "events").unwrap();
+    let about = ListOptions {
+        field_selector: Some("involvedObject.name=failing".into()),
+        ..ListOptions::default()
+    };
+    let mut recorded = ApiClient::list(&core, events, Some("default"), &about).await.unwrap().items;
+    recorded.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
+    let reasons: Vec<&str> = recorded.iter().filter_map(|e| e["reason"].as_str()).collect();
+    let wanted = ["Created", "Started", "FailedPostStartHook", "Killing"];
+    let order: Vec<&str> = reasons.iter().copied().filter(|r| wanted.contains(r)).collect();
+    assert_eq!(order, wanted, "{reasons:?}");
 
     // A deletion forced while a preStop hook runs (its grace a minute) stops the container
     // at once, hook and all.

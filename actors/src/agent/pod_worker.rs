@@ -525,6 +525,17 @@ struct PodState {
     stopping: bool,
     /// The pod ran longer than its `activeDeadlineSeconds`: it is stopped and Failed.
     deadline_exceeded: bool,
+    /// The pod's events, recorded one after the other in the background, in the order they
+    /// happened (the task is started with the first).
+    event_queue: OnceLock<tokio::sync::mpsc::UnboundedSender<QueuedEvent>>,
+}
+
+/// An event waiting in a pod's queue: about what, and what it says.
+struct QueuedEvent {
+    about: ObjectRef,
+    kind: EventKind,
+    reason: String,
+    message: String,
 }
 
 impl PodState {
@@ -576,6 +587,7 @@ impl PodState {
             stop_grace: None,
             stopping: false,
             deadline_exceeded: false,
+            event_queue: OnceLock::new(),
         };
         state.recover(ctx);
         Some(state)
@@ -689,9 +701,10 @@ impl PodState {
         self.events(ctx, Some(container), vec![(kind, reason.to_string(), message)]);
     }
 
-    /// Records `events` about the pod, or its container `container`, one after the other, so
-    /// that they are listed (and described) in that order; as the kubelet's, they name their
-    /// node and the container's place in the spec (`spec.containers{web}`).
+    /// Records `events` about the pod, or its container `container`, after those recorded
+    /// before, so that they are listed (and described) in the order they happened; as the
+    /// kubelet's, they name their node and the container's place in the spec
+    /// (`spec.containers{web}`).
     fn events(
         &self,
         ctx: &WorkerContext,
@@ -701,17 +714,29 @@ impl PodState {
         if !ctx.runtime.runs_processes() {
             return;
         }
-        let client = ctx.client.clone();
-        let mut pod = ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
-        pod.field_path = container.map(|name| self.field_path(name));
-        let node = ctx.config.node_name.clone();
-        tokio::spawn(async move {
-            for (kind, reason, message) in events {
-                let client = client.as_ref();
-                events::record_on_node(client, &pod, kind, &reason, &message, COMPONENT, &node)
-                    .await;
-            }
+        let mut about =
+            ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
+        about.field_path = container.map(|name| self.field_path(name));
+        let queue = self.event_queue.get_or_init(|| {
+            let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<QueuedEvent>();
+            let client = ctx.client.clone();
+            let node = ctx.config.node_name.clone();
+            // Ends once the pod's worker is gone and what it queued is recorded.
+            tokio::spawn(async move {
+                while let Some(event) = queued.recv().await {
+                    let QueuedEvent { about, kind, reason, message } = event;
+                    let client = client.as_ref();
+                    events::record_on_node(client, &about, kind, &reason, &message, COMPONENT, &node)
+                        .await;
+                }
+            });
+            queue
         });
+        for (kind, reason, message) in events {
+            let event = QueuedEvent { about: about.clone(), kind, reason, message };
+            // (The recording task ends only when the queue's sender is dropped.)
+            let _ = queue.send(event);
+        }
     }
 
     /// Where the container `name` is in the pod's spec, as the kubelet names it in events.
