@@ -650,7 +650,8 @@ fn ready_containers(pod: &Value, containers_counted: bool) -> (usize, usize) {
         init_specs.into_iter().flatten().any(|spec| spec["name"] == *name && is_sidecar(spec))
     };
     let sidecars = init_specs.into_iter().flatten().filter(|spec| is_sidecar(spec)).count();
-    let containers = json::at(pod, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+    let containers =
+        json::at(pod, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
     let statuses = |path: &str| json::at(pod, path).and_then(Value::as_array).into_iter().flatten();
     let mut ready = 0;
     for c in statuses("/status/initContainerStatuses") {

@@ -675,27 +675,31 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
     let pods = find("", "v1", "pods").unwrap();
     let files = tempfile::tempdir().unwrap();
     let at = |name: &str| files.path().join(name).to_str().unwrap().to_string();
-    let (go, order) = (at("go"), at("order"));
+    let (hooking, go, order) = (at("hooking"), at("go"), at("order"));
+    let hook =
+        format!("touch {hooking}; until [ -e {go} ]; do sleep 0.05; done; echo hooked >> {order}");
     let first = json!({"name": "first", "image": "none",
         "command": ["sh", "-c", format!("trap 'echo term >> {order}; exit 0' TERM; while true; do sleep 0.05; done")],
         "lifecycle": {
-            "postStart": {"exec": {"command": ["sh", "-c", format!("until [ -e {go} ]; do sleep 0.05; done")]}},
+            "postStart": {"exec": {"command": ["sh", "-c", hook]}},
             "preStop": {"exec": {"command": ["sh", "-c", format!("echo prestop-$HOOKED >> {order}")]}}},
         "env": [{"name": "HOOKED", "value": "yes"}]});
-    let second = json!({"name": "second", "image": "none", "command": ["sleep", "1000"]});
+    let second = json!({"name": "second", "image": "none",
+        "command": ["sh", "-c", format!("echo second >> {order}; exec sleep 1000")]});
     let mut hooked = pod("hooked", "n6", first);
     hooked["spec"]["containers"].as_array_mut().unwrap().push(second);
     ApiClient::create(&core, pods, "default", hooked).await.unwrap();
+    // As the kubelet's, the status is the one from before the start until its hook has passed.
     let creating = eventually("the first container started, its hook under way", || async {
-        get(&core, "pods", "default", "hooked")
-            .await
-            .filter(|p| p["status"]["containerStatuses"][0]["containerID"].is_string())
+        let pod = get(&core, "pods", "default", "hooked").await?;
+        let reported = pod["status"]["containerStatuses"].is_array();
+        (reported && std::path::Path::new(&hooking).exists()).then_some(pod)
     })
     .await;
     let statuses = &creating["status"]["containerStatuses"];
     assert_eq!(creating["status"]["phase"], "Pending", "{creating}");
     assert_eq!(statuses[0]["state"]["waiting"]["reason"], "ContainerCreating");
-    assert!(statuses[1]["containerID"].is_null(), "the second waits: {creating}");
+    assert!(statuses[0]["containerID"].is_null(), "{creating}");
     std::fs::write(&go, "").unwrap();
     eventually("both running", || async {
         get(&core, "pods", "default", "hooked").await.filter(|p| {
@@ -709,7 +713,9 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
         get(&core, "pods", "default", "hooked").await.is_none().then_some(())
     })
     .await;
-    assert_eq!(std::fs::read_to_string(&order).unwrap(), "prestop-yes\nterm\n");
+    // The second started after the first's postStart hook had passed.
+    let ran = std::fs::read_to_string(&order).unwrap();
+    assert_eq!(ran, "hooked\nsecond\nprestop-yes\nterm\n");
 
     // A postStart hook that fails kills its container, preStop hook first; under
     // restartPolicy Never the pod has failed.

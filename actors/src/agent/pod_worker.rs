@@ -345,12 +345,22 @@ struct RunningContainer {
     pre_stop_deadline: Option<Instant>,
     /// Its postStart hook failed: it is being killed, and not shown running.
     post_start_failed: bool,
+    /// While its postStart hook runs, the container's status is the one from before this run
+    /// (the kubelet reports none until the start, hook included, has returned).
+    shown_before: Option<ShownBefore>,
     /// Told to stop, its SIGTERM waits for its turn (a sidecar's: after the app containers and
     /// the sidecars after it).
     term_held: bool,
     /// Its exit code, once its process has been reaped (never, for an adopted one): read at
     /// the agent's shutdown, when exits are no longer handled.
     exit_code: Arc<OnceLock<i32>>,
+}
+
+/// What a container's status said before a run started: its restarts and why it waited.
+#[derive(Debug, Clone)]
+struct ShownBefore {
+    restart_count: u32,
+    waiting: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -714,8 +724,7 @@ impl PodState {
         if !ctx.runtime.runs_processes() {
             return;
         }
-        let mut about =
-            ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
+        let mut about = ObjectRef::pod(self.namespace.clone(), self.name.clone(), self.uid.clone());
         about.field_path = container.map(|name| self.field_path(name));
         let queue = self.event_queue.get_or_init(|| {
             let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<QueuedEvent>();
@@ -726,8 +735,10 @@ impl PodState {
                 while let Some(event) = queued.recv().await {
                     let QueuedEvent { about, kind, reason, message } = event;
                     let client = client.as_ref();
-                    events::record_on_node(client, &about, kind, &reason, &message, COMPONENT, &node)
-                        .await;
+                    events::record_on_node(
+                        client, &about, kind, &reason, &message, COMPONENT, &node,
+                    )
+                    .await;
                 }
             });
             queue
@@ -1402,9 +1413,10 @@ impl PodState {
         match outcome {
             Ok(started) => {
                 let c = &mut self.containers[i];
+                let before =
+                    ShownBefore { restart_count: c.restart_count, waiting: c.waiting.take() };
                 c.restart_count = restart;
                 c.not_before = None;
-                c.waiting = None;
                 c.env = env;
                 let image = spec.image.clone().unwrap_or_default();
                 let running = RunningContainer::new(
@@ -1438,6 +1450,7 @@ impl PodState {
                     let task = self.spawn_hook(i, Hook::PostStart, handler, None, addr);
                     if let Some(running) = self.containers[i].running.as_mut() {
                         running.hook = Some((Hook::PostStart, task));
+                        running.shown_before = Some(before);
                     }
                 }
                 let pid = started.pid;
@@ -1869,6 +1882,7 @@ impl RunningContainer {
             pre_stopped: false,
             pre_stop_deadline: None,
             post_start_failed: false,
+            shown_before: None,
             term_held: false,
             exit_code: Arc::default(),
         }
@@ -1939,7 +1953,10 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         json!({"terminated": v})
     };
     let creating = if shown.has_init_containers { "PodInitializing" } else { "ContainerCreating" };
-    let (state, last) = match (c.shown_running(), &c.waiting, &c.terminated) {
+    let before =
+        c.running.as_ref().filter(|_| c.post_starting()).and_then(|r| r.shown_before.as_ref());
+    let waiting = before.map_or(&c.waiting, |b| &b.waiting);
+    let (state, last) = match (c.shown_running(), waiting, &c.terminated) {
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
         }
@@ -1966,14 +1983,14 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         "imageID": "",
         "ready": ready,
         "started": c.shown_running().is_some() && c.started,
-        "restartCount": c.restart_count,
+        "restartCount": before.map_or(c.restart_count, |b| b.restart_count),
         "state": state,
         "lastState": last.unwrap_or_else(|| json!({})),
     });
     let id = match (&c.running, &c.terminated) {
-        (Some(r), _) => Some(container_id(shown.uid, &spec.name, r.pid)),
-        (None, Some(t)) => t.container_id.clone(),
-        (None, None) => None,
+        (Some(r), _) if before.is_none() => Some(container_id(shown.uid, &spec.name, r.pid)),
+        (_, Some(t)) => t.container_id.clone(),
+        (_, None) => None,
     };
     if let Some(id) = id {
         status["containerID"] = json!(id);
@@ -2043,5 +2060,39 @@ mod tests {
             (&done["ready"], &done["containerID"]),
             (&json!(true), &json!("kplane://u/app/7"))
         );
+    }
+
+    #[actix::test]
+    async fn a_restart_in_its_post_start_hook_shows_the_status_from_before() {
+        let spec: Container = serde_json::from_value(json!({"name": "app"})).unwrap();
+        let shown = StatusShown { uid: "u", has_init_containers: false, deleting: false };
+        let mut app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
+        app.terminated = Some(Terminated {
+            exit_code: 1,
+            container_id: Some(container_id("u", "app", 7)),
+            reason: "Error".into(),
+            message: None,
+            started_at: now(),
+            finished_at: now(),
+        });
+        app.restart_count = 1;
+        let backoff = ("CrashLoopBackOff".to_string(), "back-off".to_string());
+        let mut run = RunningContainer::new(8, 0, now(), String::new(), None);
+        let hook = tokio::spawn(std::future::pending::<()>());
+        run.hook = Some((Hook::PostStart, hook.abort_handle()));
+        run.shown_before = Some(ShownBefore { restart_count: 0, waiting: Some(backoff) });
+        app.running = Some(run);
+        let status = container_status(&spec, &app, &shown);
+        assert_eq!(status["restartCount"], 0);
+        assert_eq!(status["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        assert_eq!(status["lastState"]["terminated"]["exitCode"], 1);
+        assert_eq!(status["containerID"], "kplane://u/app/7", "the run that ended");
+        // Once the hook has passed, the new run is shown.
+        app.running.as_mut().unwrap().hook = None;
+        let status = container_status(&spec, &app, &shown);
+        assert_eq!(status["restartCount"], 1);
+        assert!(status["state"]["running"].is_object(), "{status}");
+        assert_eq!(status["containerID"], "kplane://u/app/8");
+        hook.abort();
     }
 }
