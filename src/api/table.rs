@@ -281,6 +281,14 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             if !s(o, "/status/reason").is_empty() {
                 status = s(o, "/status/reason").to_string();
             }
+            let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
+            let gated = conditions
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated");
+            if gated {
+                status = "SchedulingGated".into();
+            }
             // As kubectl's printer: an init container not done yet names the status
             // (`Init:1/2`, `Init:Error`, `Init:CrashLoopBackOff`); then the first container
             // (from the front) that waits or has ended (`Completed`, `Error`,
@@ -1005,6 +1013,9 @@ mod tests {
         assert_eq!(status_of("Running", both.clone(), ready), "Running");
         assert_eq!(status_of("Running", both, json!([])), "NotReady");
         assert_eq!(status_of("Running", json!([running]), json!([])), "Running");
+        let gated =
+            json!([{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]);
+        assert_eq!(status_of("Pending", json!([]), gated), "SchedulingGated");
     }
 
     #[test]

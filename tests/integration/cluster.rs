@@ -149,6 +149,37 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     assert!(!ok && stderr.contains("NotFound"), "{stderr}");
 }
 
+/// A pod with scheduling gates waits, `SchedulingGated`, until kubectl removes the last one.
+#[test]
+fn a_gated_pod_runs_once_its_gates_are_removed() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    let pod = kubectl.write(
+        "gated.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: gated\nspec:\n  schedulingGates:\n  \
+         - name: example.com/quota\n  containers:\n  - name: c\n    image: kplane/pause\n",
+    );
+    kubectl.ok(&["create", "-f", pod.to_str().unwrap()]);
+    let table = kubectl.ok(&["get", "pod", "gated", "--no-headers"]);
+    assert_eq!(table.split_whitespace().nth(2), Some("SchedulingGated"), "{table}");
+    let add = r#"[{"op":"add","path":"/spec/schedulingGates/-","value":{"name":"x"}}]"#;
+    let (ok, _, stderr) = kubectl.run(&["patch", "pod", "gated", "--type=json", "-p", add]);
+    assert!(!ok, "a gate added");
+    assert!(
+        stderr.contains(
+            "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new \
+             scheduling gate 'x'"
+        ),
+        "{stderr}"
+    );
+    let remove = r#"[{"op":"remove","path":"/spec/schedulingGates"}]"#;
+    kubectl.ok(&["patch", "pod", "gated", "--type=json", "-p", remove]);
+    wait_until(WAIT, "gated is Running", || {
+        kubectl.run(&["get", "pod", "gated", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+    assert_eq!(kubectl.ok(&["get", "pod", "gated", "-o", "jsonpath={.spec.nodeName}"]), "solo");
+}
+
 /// Deleting a namespace, as in Kubernetes: it is Terminating (and takes no new objects) until
 /// the namespace controller has emptied it, which waits for its running pods to be stopped and
 /// for finalizers to be removed; then it goes, and a namespace of the same name starts empty.

@@ -26,6 +26,15 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
             object.remove("status");
         }
     }
+    // A pod held by scheduling gates says so from the start (Kubernetes' strategy does).
+    let gated = object.pointer("/spec/schedulingGates").and_then(Value::as_array);
+    if kind == "Pod" && gated.is_some_and(|gates| !gates.is_empty()) {
+        let condition = json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
+            "lastTransitionTime": null, "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates"});
+        let status = object_field(object, "status");
+        status.insert("conditions".into(), json!([condition]));
+    }
     // A budget starts with nothing allowed, until the disruption controller has counted.
     if kind == "PodDisruptionBudget" {
         if let Some(object) = object.as_object_mut() {

@@ -85,6 +85,11 @@ impl ApiCore {
                     ));
                 }
             }
+            let gated = pod.pointer("/spec/schedulingGates").and_then(Value::as_array);
+            if gated.is_some_and(|gates| !gates.is_empty()) {
+                let message = format!("pod {name} has non-empty .spec.schedulingGates");
+                return Err(binding_conflict(name, message));
+            }
             pod["spec"]["nodeName"] = json!(node);
             if let Some(annotations) =
                 binding.pointer("/metadata/annotations").and_then(Value::as_object)

@@ -316,7 +316,12 @@ impl Scheduler {
                     .and_then(|s| s.scheduler_name.as_deref())
                     .is_none_or(|n| n.is_empty() || n == self.config.name);
                 let in_flight = self.pod_node.contains_key(&uid);
-                if ours && pod.metadata.deletion_timestamp.is_none() && !in_flight {
+                // A pod with scheduling gates is not tried until they are all removed.
+                let gated =
+                    spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+                if gated {
+                    self.queue.remove(&uid);
+                } else if ours && pod.metadata.deletion_timestamp.is_none() && !in_flight {
                     self.queue.add_or_update(PodInfo::new(&pod));
                 }
                 false

@@ -360,3 +360,53 @@ async fn a_pod_waiting_for_a_pod_its_affinity_needs_is_placed_once_that_pod_is()
     let cache_node = eventually("cache bound", || node_of(&core, "cache")).await;
     assert_eq!(eventually("web bound", || node_of(&core, "web")).await, cache_node);
 }
+
+#[actix::test]
+async fn a_gated_pod_waits_until_its_last_gate_is_removed() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "only", "4", dir.path());
+    eventually("the node", || async { (ready_nodes(&core).await == 1).then_some(()) }).await;
+    let scheduler = Scheduler::new(Arc::new(core.clone()), SchedulerConfig::default()).start();
+    let stats = || async { scheduler.send(GetStats).await.unwrap() };
+    let gates =
+        json!({"schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/arch"}]});
+    create(&core, pod("gated", "100m", gates)).await;
+    let scheduled = |pod: &Value| {
+        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.into_iter().find(|c| c["type"] == "PodScheduled").unwrap_or_default()
+    };
+    let condition = scheduled(&get(&core, "gated").await);
+    assert_eq!(
+        (&condition["status"], &condition["reason"]),
+        (&json!("False"), &json!("SchedulingGated"))
+    );
+    assert_eq!(condition["message"], "Scheduling is blocked due to non-empty scheduling gates");
+    // A pod created after it is placed while it waits, not even tried.
+    create(&core, pod("free", "100m", json!({}))).await;
+    eventually("free bound", || node_of(&core, "free")).await;
+    assert_eq!(stats().await.pending, 0, "the gated pod is not queued");
+    assert_eq!(node_of(&core, "gated").await, None);
+    let binding = json!({"metadata": {"name": "gated"}, "target": {"name": "only"}});
+    let refused = core.bind("default", "gated", &binding, false).await.unwrap_err();
+    assert!(refused.to_string().contains("has non-empty .spec.schedulingGates"), "{refused}");
+
+    let pods = find("", "v1", "pods").unwrap();
+    let patch = |gates: Value| {
+        let core = core.clone();
+        async move {
+            let patch = json!({"spec": {"schedulingGates": gates}});
+            ApiClient::patch(&core, pods, "default", "gated", PatchType::Merge, &patch, false).await
+        }
+    };
+    let added =
+        patch(json!([{"name": "example.com/quota"}, {"name": "example.com/arch"}, {"name": "x"}]));
+    assert!(added.await.unwrap_err().to_string().contains("found new scheduling gate 'x'"));
+    patch(json!([{"name": "example.com/arch"}])).await.unwrap();
+    create(&core, pod("later", "100m", json!({}))).await;
+    eventually("later bound", || node_of(&core, "later")).await;
+    assert_eq!(node_of(&core, "gated").await, None, "one gate left");
+    patch(json!(null)).await.unwrap();
+    assert_eq!(eventually("gated bound", || node_of(&core, "gated")).await, "only");
+    assert_eq!(scheduled(&get(&core, "gated").await)["status"], "True");
+}

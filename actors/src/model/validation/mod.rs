@@ -1035,6 +1035,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
     }
     let run_as_user = spec.and_then(|s| json::at(s, "/securityContext/runAsUser"));
     user_id(run_as_user, || format!("{path}.securityContext.runAsUser"), errors);
+    validate_scheduling_gates(spec, path, errors);
     let deadline = spec.and_then(|s| s.get("activeDeadlineSeconds")).and_then(Value::as_i64);
     if let Some(seconds) = deadline.filter(|s| !(1..=i64::from(i32::MAX)).contains(s)) {
         errors.push(FieldError::invalid_number(
@@ -2791,6 +2792,50 @@ fn immutable_content(old: &Value, new: &Value, fields: &[&str]) -> Vec<FieldErro
     errors
 }
 
+/// A pod's scheduling gates: qualified names, each once; a pod named to a node has none left
+/// (it is scheduled once they are all removed).
+fn validate_scheduling_gates(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+    let gates = spec.and_then(|s| s.get("schedulingGates")).and_then(Value::as_array);
+    let Some(gates) = gates.filter(|g| !g.is_empty()) else { return };
+    let bound = spec.and_then(|s| s.get("nodeName")).and_then(Value::as_str);
+    if bound.is_some_and(|n| !n.is_empty()) {
+        let message = "cannot be set until all schedulingGates have been cleared";
+        errors.push(FieldError::forbidden(format!("{path}.nodeName"), message));
+    }
+    let mut seen = Vec::new();
+    for (i, gate) in gates.iter().enumerate() {
+        let name = gate.get("name").and_then(Value::as_str).unwrap_or("");
+        let field = || format!("{path}.schedulingGates[{i}]");
+        for problem in label_key_errors(name) {
+            errors.push(FieldError::invalid(field(), name, problem));
+        }
+        if seen.contains(&name) {
+            errors.push(FieldError::duplicate(field(), name));
+        }
+        seen.push(name);
+    }
+}
+
+/// A gated pod's gates may only be removed, one by one or all at once.
+fn validate_gates_only_removed(old_spec: &Value, new_spec: &Value) -> Vec<FieldError> {
+    let names = |spec: &Value| -> Vec<String> {
+        let gates = spec.get("schedulingGates").and_then(Value::as_array);
+        let name = |gate: &Value| gate.get("name").and_then(Value::as_str).map(String::from);
+        gates.into_iter().flatten().filter_map(name).collect()
+    };
+    let before = names(old_spec);
+    let mut errors = Vec::new();
+    for (i, name) in names(new_spec).iter().enumerate() {
+        if !before.contains(name) {
+            errors.push(FieldError::forbidden(
+                format!("spec.schedulingGates[{i}].name"),
+                format!("only deletion is allowed, but found new scheduling gate '{name}'"),
+            ));
+        }
+    }
+    errors
+}
+
 /// What an update may change in a pod's spec, as Kubernetes allows it: container images,
 /// `activeDeadlineSeconds`, additions to `tolerations`. Everything else is immutable.
 fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
@@ -2811,11 +2856,41 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
         }
         _ => {}
     }
+    let mut errors = validate_gates_only_removed(old_spec, new_spec);
+    // While a pod is gated, its node selector may gain labels (how a queue picks its nodes).
+    let gated =
+        old_spec.get("schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty());
+    if gated {
+        let selector = |spec: &Value| spec.get("nodeSelector").and_then(Value::as_object).cloned();
+        let (before, after) = (selector(old_spec).unwrap_or_default(), selector(new_spec));
+        let kept = before.iter().all(|(k, v)| after.as_ref().and_then(|a| a.get(k)) == Some(v));
+        if !kept {
+            // (As Go prints a map.)
+            let shown = match &after {
+                None => "map[string]string(nil)".to_string(),
+                Some(after) => {
+                    let pairs: Vec<String> = (after.iter())
+                        .map(|(k, v)| format!("{:?}:{:?}", k, v.as_str().unwrap_or_default()))
+                        .collect();
+                    format!("map[string]string{{{}}}", pairs.join(", "))
+                }
+            };
+            errors.push(FieldError::invalid_printed(
+                "spec.nodeSelector",
+                &shown,
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+    }
     let mutable_removed = |spec: &Value| {
         let mut spec = spec.clone();
         if let Some(map) = spec.as_object_mut() {
             map.remove("activeDeadlineSeconds");
             map.remove("tolerations");
+            map.remove("schedulingGates");
+            if gated {
+                map.remove("nodeSelector");
+            }
             for list in ["containers", "initContainers"] {
                 for c in map.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
                     c.as_object_mut().map(|c| c.remove("image"));
@@ -2831,9 +2906,9 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
         .flatten()
         .all(|t| new_tolerations.is_some_and(|new| new.contains(t)));
     if mutable_removed(old_spec) == mutable_removed(new_spec) && tolerations_kept {
-        return Vec::new();
+        return errors;
     }
-    vec![FieldError {
+    errors.push(FieldError {
         reason: "FieldValueForbidden",
         field: "spec".into(),
         message: "Forbidden: pod updates may not change fields other than \
@@ -2842,13 +2917,46 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
                   tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if \
                   it was previously negative)"
             .into(),
-    }]
+    });
+    errors
 }
 
 #[cfg(test)]
 mod pod_update_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn scheduling_gates_are_only_removed_and_a_gated_pod_s_node_selector_only_grows() {
+        let pod = |gates: &[&str], selector: Value| {
+            let gates: Vec<Value> = gates.iter().map(|g| json!({"name": g})).collect();
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}],
+                "schedulingGates": gates, "nodeSelector": selector}})
+        };
+        let messages = |old: Value, new: Value| -> Vec<String> {
+            let errors = validate_pod_update(&old, &new);
+            errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)).collect()
+        };
+        let none = json!({});
+        assert!(messages(pod(&["a", "b"], none.clone()), pod(&["b"], none.clone())).is_empty());
+        assert!(messages(pod(&["a"], none.clone()), pod(&[], none.clone())).is_empty());
+        assert_eq!(
+            messages(pod(&["a"], none.clone()), pod(&["a", "x"], none.clone())),
+            ["spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new \
+              scheduling gate 'x'"]
+        );
+        let disk = json!({"disk": "ssd"});
+        let more = json!({"disk": "ssd", "zone": "a"});
+        assert!(messages(pod(&["a"], disk.clone()), pod(&["a"], more.clone())).is_empty());
+        let changed = messages(pod(&["a"], disk.clone()), pod(&["a"], json!({"disk": "hdd"})));
+        assert_eq!(
+            changed,
+            ["spec.nodeSelector: Invalid value: map[string]string{\"disk\":\"hdd\"}: only \
+              additions to spec.nodeSelector are allowed (no mutations or deletions)"]
+        );
+        // Not gated (any more): the node selector is fixed.
+        assert_eq!(messages(pod(&[], disk), pod(&[], more)).len(), 1);
+    }
 
     #[test]
     fn a_pods_deadline_may_only_come_closer() {
@@ -3322,6 +3430,27 @@ mod kind_tests {
                  alphanumeric characters, '-', '_' or '.', and must start and end with an \
                  alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used \
                  for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+    }
+
+    #[test]
+    fn scheduling_gates_are_unique_qualified_names_and_keep_a_pod_off_nodes() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1",
+            "containers": [{"name": "c", "image": "i"}],
+            "schedulingGates": [{"name": "example.com/quota"}, {"name": "bad gate"},
+                {"name": "example.com/quota"}]}});
+        assert_eq!(
+            messages(&validate_object(pods, &pod)),
+            [
+                "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been \
+                 cleared",
+                "spec.schedulingGates[1]: Invalid value: \"bad gate\": name part must consist \
+                 of alphanumeric characters, '-', '_' or '.', and must start and end with an \
+                 alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used \
+                 for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                "spec.schedulingGates[2]: Duplicate value: \"example.com/quota\"",
             ]
         );
     }
