@@ -2836,6 +2836,65 @@ fn validate_gates_only_removed(old_spec: &Value, new_spec: &Value) -> Vec<FieldE
     errors
 }
 
+/// A gated pod's node selector may gain labels, and its required node affinity's terms gain
+/// requirements (an affinity with no terms may take any); nothing of either may change or go.
+/// Its preferred node affinity may change freely.
+fn validate_gated_placement(old_spec: &Value, new_spec: &Value, errors: &mut Vec<FieldError>) {
+    let selector = |spec: &Value| spec.get("nodeSelector").and_then(Value::as_object).cloned();
+    let (before, after) = (selector(old_spec).unwrap_or_default(), selector(new_spec));
+    let kept = before.iter().all(|(k, v)| after.as_ref().and_then(|a| a.get(k)) == Some(v));
+    if !kept {
+        // (As Go prints a map.)
+        let shown = match &after {
+            None => "map[string]string(nil)".to_string(),
+            Some(after) => {
+                let pairs: Vec<String> = (after.iter())
+                    .map(|(k, v)| format!("{:?}:{:?}", k, v.as_str().unwrap_or_default()))
+                    .collect();
+                format!("map[string]string{{{}}}", pairs.join(", "))
+            }
+        };
+        errors.push(FieldError::invalid_printed(
+            "spec.nodeSelector",
+            &shown,
+            "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+        ));
+    }
+    const TERMS: &str = "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/\
+                         nodeSelectorTerms";
+    let terms = |spec: &Value| json::at(spec, TERMS).and_then(Value::as_array).cloned();
+    let old_terms = terms(old_spec).unwrap_or_default();
+    if old_terms.is_empty() {
+        return;
+    }
+    let new_terms = terms(new_spec).unwrap_or_default();
+    let at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.\
+              nodeSelectorTerms";
+    if old_terms.len() != new_terms.len() {
+        errors.push(FieldError::invalid_printed(
+            at,
+            &Value::Array(new_terms).to_string(),
+            "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+        ));
+        return;
+    }
+    // Each term keeps its requirements, in their order, and may have more after them.
+    let extends = |old: &Value, new: &Value, list: &str| {
+        let items = |term: &Value| term.get(list).and_then(Value::as_array).cloned();
+        let (old, new) = (items(old).unwrap_or_default(), items(new).unwrap_or_default());
+        old.len() <= new.len() && old.iter().zip(&new).all(|(a, b)| a == b)
+    };
+    for (i, (old, new)) in old_terms.iter().zip(&new_terms).enumerate() {
+        if !(extends(old, new, "matchExpressions") && extends(old, new, "matchFields")) {
+            errors.push(FieldError::invalid_printed(
+                format!("{at}[{i}]"),
+                &new.to_string(),
+                "only additions are allowed (no mutations or deletions)",
+            ));
+        }
+    }
+}
+
 /// What an update may change in a pod's spec, as Kubernetes allows it: container images,
 /// `activeDeadlineSeconds`, additions to `tolerations`. Everything else is immutable.
 fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
@@ -2857,30 +2916,11 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
         _ => {}
     }
     let mut errors = validate_gates_only_removed(old_spec, new_spec);
-    // While a pod is gated, its node selector may gain labels (how a queue picks its nodes).
+    // While a pod is gated, where it may go can narrow (how a queue picks its nodes).
     let gated =
         old_spec.get("schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty());
     if gated {
-        let selector = |spec: &Value| spec.get("nodeSelector").and_then(Value::as_object).cloned();
-        let (before, after) = (selector(old_spec).unwrap_or_default(), selector(new_spec));
-        let kept = before.iter().all(|(k, v)| after.as_ref().and_then(|a| a.get(k)) == Some(v));
-        if !kept {
-            // (As Go prints a map.)
-            let shown = match &after {
-                None => "map[string]string(nil)".to_string(),
-                Some(after) => {
-                    let pairs: Vec<String> = (after.iter())
-                        .map(|(k, v)| format!("{:?}:{:?}", k, v.as_str().unwrap_or_default()))
-                        .collect();
-                    format!("map[string]string{{{}}}", pairs.join(", "))
-                }
-            };
-            errors.push(FieldError::invalid_printed(
-                "spec.nodeSelector",
-                &shown,
-                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
-            ));
-        }
+        validate_gated_placement(old_spec, new_spec, &mut errors);
     }
     let mutable_removed = |spec: &Value| {
         let mut spec = spec.clone();
@@ -2890,6 +2930,12 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
             map.remove("schedulingGates");
             if gated {
                 map.remove("nodeSelector");
+                if let Some(affinity) = map.get_mut("affinity").and_then(Value::as_object_mut) {
+                    affinity.remove("nodeAffinity");
+                }
+                if map.get("affinity").and_then(Value::as_object).is_some_and(|a| a.is_empty()) {
+                    map.remove("affinity");
+                }
             }
             for list in ["containers", "initContainers"] {
                 for c in map.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
@@ -2956,6 +3002,42 @@ mod pod_update_tests {
         );
         // Not gated (any more): the node selector is fixed.
         assert_eq!(messages(pod(&[], disk), pod(&[], more)).len(), 1);
+
+        // Required node affinity: each term may gain requirements, the terms stay.
+        let with_terms = |terms: Value| {
+            let mut gated = pod(&["a"], json!({}));
+            gated["spec"]["affinity"] = json!({"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms},
+                "preferredDuringSchedulingIgnoredDuringExecution": []}});
+            gated
+        };
+        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        let disk = json!({"key": "disk", "operator": "Exists"});
+        let one = with_terms(json!([{"matchExpressions": [zone]}]));
+        let narrower = with_terms(json!([{"matchExpressions": [zone, disk]}]));
+        assert!(messages(one.clone(), narrower.clone()).is_empty());
+        let mut any = pod(&["a"], json!({}));
+        any["spec"]["affinity"] = json!({"podAffinity": {}});
+        assert_eq!(messages(any, narrower.clone()).len(), 1, "pod affinity may not change");
+        assert!(messages(pod(&["a"], json!({})), one.clone()).is_empty(), "none before");
+        let at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.\
+                  nodeSelectorTerms";
+        let replaced = messages(narrower.clone(), one.clone());
+        assert_eq!(replaced.len(), 1);
+        assert!(
+            replaced[0].starts_with(&format!("{at}[0]: Invalid value: "))
+                && replaced[0]
+                    .ends_with(": only additions are allowed (no mutations or deletions)"),
+            "{replaced:?}"
+        );
+        let two = with_terms(json!([{"matchExpressions": [zone]}, {"matchExpressions": [disk]}]));
+        let added = messages(one, two);
+        assert!(
+            added[0].ends_with(
+                "no additions/deletions to non-empty NodeSelectorTerms list are allowed"
+            ),
+            "{added:?}"
+        );
     }
 
     #[test]
