@@ -522,6 +522,10 @@ fn probe(probe: &mut Value) {
             *value = json!(default);
         }
     }
+    // No delay is no field, as Kubernetes writes it (`omitempty`).
+    if probe.get("initialDelaySeconds").is_some_and(|d| d.as_i64() == Some(0) || d.is_null()) {
+        probe.remove("initialDelaySeconds");
+    }
     http_get(probe.get_mut("httpGet"));
 }
 
@@ -664,7 +668,7 @@ mod tests {
         let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "readinessProbe": {"httpGet": {"port": 80}},
             "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5,
-                "timeoutSeconds": 0, "successThreshold": 0},
+                "timeoutSeconds": 0, "successThreshold": 0, "initialDelaySeconds": 0},
             "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}},
                 "postStart": {"httpGet": {"port": 80, "path": "", "scheme": null}}},
             "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
@@ -681,6 +685,7 @@ mod tests {
         // A zero is no value, as in Go.
         assert_eq!(c["livenessProbe"]["timeoutSeconds"], 1);
         assert_eq!(c["livenessProbe"]["successThreshold"], 1);
+        assert!(c["livenessProbe"].get("initialDelaySeconds").is_none(), "{c}");
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["path"], "/stop");
         assert_eq!(c["lifecycle"]["preStop"]["httpGet"]["scheme"], "HTTP");
         let empty = &c["lifecycle"]["postStart"]["httpGet"];

@@ -446,11 +446,8 @@ impl ApiCore {
         }
         let mut errors = validation::validate_generate_name(resource, &object);
         errors.extend(validation::validate_object(resource, &object));
-        let ephemeral = json::at(&object, "/spec/ephemeralContainers").and_then(Value::as_array);
-        if Self::is_pod(resource) && ephemeral.is_some_and(|e| !e.is_empty()) {
-            // Added only through the `ephemeralcontainers` subresource, as in Kubernetes.
-            let message = "cannot be set on create";
-            errors.push(FieldError::forbidden("spec.ephemeralContainers", message));
+        if Self::is_pod(resource) {
+            errors.extend(validation::validate_pod_create(&object));
         }
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));

@@ -2792,16 +2792,10 @@ fn immutable_content(old: &Value, new: &Value, fields: &[&str]) -> Vec<FieldErro
     errors
 }
 
-/// A pod's scheduling gates: qualified names, each once; a pod named to a node has none left
-/// (it is scheduled once they are all removed).
+/// A pod's scheduling gates: qualified names, each once.
 fn validate_scheduling_gates(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
     let gates = spec.and_then(|s| s.get("schedulingGates")).and_then(Value::as_array);
     let Some(gates) = gates.filter(|g| !g.is_empty()) else { return };
-    let bound = spec.and_then(|s| s.get("nodeName")).and_then(Value::as_str);
-    if bound.is_some_and(|n| !n.is_empty()) {
-        let message = "cannot be set until all schedulingGates have been cleared";
-        errors.push(FieldError::forbidden(format!("{path}.nodeName"), message));
-    }
     let mut seen = Vec::new();
     for (i, gate) in gates.iter().enumerate() {
         let name = gate.get("name").and_then(Value::as_str).unwrap_or("");
@@ -2814,6 +2808,23 @@ fn validate_scheduling_gates(spec: Option<&Value>, path: &str, errors: &mut Vec<
         }
         seen.push(name);
     }
+}
+
+/// What only a new pod is held to (Kubernetes' `ValidatePodCreate`): no ephemeral containers
+/// (they come through their subresource), and no node named while scheduling gates are left.
+pub fn validate_pod_create(pod: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let ephemeral = json::at(pod, "/spec/ephemeralContainers").and_then(Value::as_array);
+    if ephemeral.is_some_and(|e| !e.is_empty()) {
+        errors.push(FieldError::forbidden("spec.ephemeralContainers", "cannot be set on create"));
+    }
+    let gates = json::at(pod, "/spec/schedulingGates").and_then(Value::as_array);
+    let bound = json::at(pod, "/spec/nodeName").and_then(Value::as_str);
+    if bound.is_some_and(|n| !n.is_empty()) && gates.is_some_and(|g| !g.is_empty()) {
+        let message = "cannot be set until all schedulingGates have been cleared";
+        errors.push(FieldError::forbidden("spec.nodeName", message));
+    }
+    errors
 }
 
 /// A gated pod's gates may only be removed, one by one or all at once.
@@ -3524,10 +3535,12 @@ mod kind_tests {
             "schedulingGates": [{"name": "example.com/quota"}, {"name": "bad gate"},
                 {"name": "example.com/quota"}]}});
         assert_eq!(
+            messages(&validate_pod_create(&pod)),
+            ["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"]
+        );
+        assert_eq!(
             messages(&validate_object(pods, &pod)),
             [
-                "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been \
-                 cleared",
                 "spec.schedulingGates[1]: Invalid value: \"bad gate\": name part must consist \
                  of alphanumeric characters, '-', '_' or '.', and must start and end with an \
                  alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used \
