@@ -188,12 +188,18 @@ pub fn unschedulable_message(total_nodes: usize, failures: &[Vec<FitFailure>]) -
     if total_nodes == 0 {
         return "no nodes available to schedule pods".to_owned();
     }
-    let mut counts: HashMap<&FitFailure, usize> = HashMap::new();
-    for failure in failures.iter().flatten() {
-        *counts.entry(failure).or_default() += 1;
+    reasons_message(total_nodes, failures.iter().flatten().map(ToString::to_string))
+}
+
+/// "0/3 nodes are available: 1 A, 2 B.": each of `reasons` (one per node and reason) counted,
+/// the counted entries sorted as strings.
+pub fn reasons_message(total_nodes: usize, reasons: impl IntoIterator<Item = String>) -> String {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for reason in reasons {
+        *counts.entry(reason).or_default() += 1;
     }
     let mut entries: Vec<String> =
-        counts.into_iter().map(|(failure, count)| format!("{count} {failure}")).collect();
+        counts.into_iter().map(|(reason, count)| format!("{count} {reason}")).collect();
     entries.sort();
     let mut message = format!("0/{total_nodes} nodes are available:");
     if !entries.is_empty() {

@@ -390,6 +390,10 @@ pub struct PodInfo {
     pub owner_name: Option<String>,
     /// `spec.priority` (0 when unset).
     pub priority: i32,
+    /// `spec.preemptionPolicy` is `Never`: it waits rather than preempting.
+    pub preempt_never: bool,
+    /// `status.nominatedNodeName`: the node its preemption made room on.
+    pub nominated_node: Option<String>,
     /// Identifies the pod's label group: its namespace and labels (see [`LabelGroups`]).
     pub group: u64,
     /// The pod is being deleted (`metadata.deletionTimestamp` set); such pods still use
@@ -490,6 +494,10 @@ impl PodInfo {
             owner_kind: owner.map(|o| o.kind.clone()),
             owner_name: owner.map(|o| o.name.clone()),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
+            preempt_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
+            nominated_node: (pod.status.as_ref())
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty()),
             terminating: meta.deletion_timestamp.is_some(),
             tolerates_unschedulable,
             tolerates_not_ready,

@@ -16,13 +16,14 @@ use serde_json::{json, Value};
 use super::filters::{self, FitFailure};
 use super::node_info::{LabelGroups, NodeInfo, PodInfo};
 use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
+use super::preemption::{self, Plan};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
 use super::topology_spread::{self, SpreadFilter};
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
-use crate::core::{ApiError, PatchType};
+use crate::core::{ApiError, DeleteOptions, PatchType};
 use crate::model::{now, resources, ResourceType};
 use crate::watch::EventType;
 
@@ -171,6 +172,9 @@ pub struct Scheduler {
     /// A namespace's labels changed since the last informer message: pods waiting on affinity
     /// terms with namespace selectors may fit now.
     namespaces_changed: bool,
+    /// The pods that preempted others, by uid, with the node they made room on: pods of no
+    /// higher priority count them there until they are placed (or gone).
+    nominated: HashMap<String, (String, PodInfo)>,
 }
 
 fn resource(group: &str, plural: &str) -> &'static ResourceType {
@@ -212,6 +216,7 @@ impl Scheduler {
             own_thread: false,
             waiting_on_pods: HashSet::new(),
             namespaces_changed: false,
+            nominated: HashMap::new(),
         }
     }
 
@@ -299,6 +304,7 @@ impl Scheduler {
         match node {
             Some(node) => {
                 self.queue.remove(&uid);
+                self.nominated.remove(&uid);
                 let info = PodInfo::new(&pod);
                 if self.pod_node.get(&uid) != Some(&node) {
                     self.unassign(&uid);
@@ -357,6 +363,7 @@ impl Scheduler {
     fn remove_pod(&mut self, value: &Value) -> bool {
         let uid = value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
         self.queue.remove(uid);
+        self.nominated.remove(uid);
         self.unassign(uid)
     }
 
@@ -430,14 +437,18 @@ impl Scheduler {
     fn schedule_one(&mut self, pod: Arc<PodInfo>, ctx: &mut Context<Self>) {
         let total = self.nodes.len();
         if let Some(why) = self.unready_claims(&pod) {
-            let message = format!("0/{total} nodes are available: {why}.");
+            // No node can help, nor preemption (kube-scheduler's PreFilter failure).
+            let not_helped = vec![(0, vec![FitFailure::NotReady]); total];
+            let preempting = preemption::plan(&pod, &self.nodes, &not_helped, |_| Ok(()));
+            let why_not = preempting.err().unwrap_or_default();
+            let message = format!("0/{total} nodes are available: {why}. preemption: {why_not}.");
             self.stats.unschedulable += 1;
-            self.report_unschedulable(&pod, message, ctx);
+            self.report_unschedulable(&pod, message, None, ctx);
             return;
         }
         let wanted = self.nodes_to_find();
         let mut feasible: Vec<usize> = Vec::with_capacity(wanted.min(total));
-        let mut failures: Vec<Vec<FitFailure>> = Vec::new();
+        let mut failures: Vec<(usize, Vec<FitFailure>)> = Vec::new();
         let mut examined = 0;
         // The filters that count pods across the cluster, prepared once for this pod.
         let spread = SpreadFilter::new(&pod, &self.nodes);
@@ -446,30 +457,63 @@ impl Scheduler {
             spread.as_ref().map_or(Ok(()), |f| f.check(node))?;
             affinity.as_ref().map_or(Ok(()), |f| f.check(node))
         };
+        let fits = |node: &NodeInfo| {
+            filters::filter(&pod, node).and_then(|()| cluster_wide(node).map_err(|f| vec![f]))
+        };
+        // Room made by a preemption is kept for the pod that made it from pods of no higher
+        // priority (kube-scheduler's nominated pods).
+        let reserved = |node: &NodeInfo| -> Option<NodeInfo> {
+            let mut holders = (self.nominated.iter())
+                .filter(|(uid, (at, holder))| {
+                    *at == node.name && **uid != pod.uid && holder.priority >= pod.priority
+                })
+                .peekable();
+            holders.peek()?;
+            let mut with_holders = node.clone();
+            for (_, (_, holder)) in holders {
+                with_holders.add_pod(holder.clone());
+            }
+            Some(with_holders)
+        };
         for step in 0..total {
             let i = (self.next_start + step) % total;
             examined = step + 1;
             let node = &self.nodes[i];
-            let fit =
-                filters::filter(&pod, node).and_then(|()| cluster_wide(node).map_err(|f| vec![f]));
+            let fit = match reserved(node) {
+                Some(with_holders) => fits(&with_holders),
+                None => fits(node),
+            };
             match fit {
                 Ok(()) => feasible.push(i),
-                Err(reasons) => failures.push(reasons),
+                Err(reasons) => failures.push((i, reasons)),
             }
             if feasible.len() >= wanted {
                 break;
             }
         }
-        drop((spread, affinity));
         if total > 0 {
             self.next_start = (self.next_start + examined) % total;
         }
         if feasible.is_empty() {
-            let message = filters::unschedulable_message(total, &failures);
+            let reasons: Vec<Vec<FitFailure>> = failures.iter().map(|(_, f)| f.clone()).collect();
+            let mut message = filters::unschedulable_message(total, &reasons);
+            let plan = match total {
+                0 => None,
+                _ => match preemption::plan(&pod, &self.nodes, &failures, fits) {
+                    Ok(plan) => Some(plan),
+                    Err(why_not) => {
+                        message.push_str(&format!(" preemption: {why_not}."));
+                        None
+                    }
+                },
+            };
+            drop((spread, affinity));
             self.stats.unschedulable += 1;
-            self.report_unschedulable(&pod, message, ctx);
+            let nominated = plan.map(|plan| self.preempt(&pod, plan));
+            self.report_unschedulable(&pod, message, nominated, ctx);
             return;
         }
+        drop((spread, affinity));
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|i| &self.nodes[*i]).collect();
         // A pod's own spread constraints stand in for the spreading by its selectors.
         let mut context =
@@ -481,6 +525,7 @@ impl Scheduler {
         let best = scores::pick_best(&scores, &mut self.rng).unwrap_or(0);
         let node = self.nodes[feasible[best]].name.clone();
         // Assume: the next decision already counts this pod on its node.
+        self.nominated.remove(&pod.uid);
         self.groups.register(&pod);
         self.retry_waiting_for(&pod);
         self.nodes[feasible[best]].add_pod((*pod).clone());
@@ -514,13 +559,21 @@ impl Scheduler {
         });
     }
 
-    fn report_unschedulable(&mut self, pod: &PodInfo, message: String, _ctx: &mut Context<Self>) {
+    /// Writes why `pod` fits nowhere (and the node a preemption made room on for it, when
+    /// `nominated`) and puts it aside until something changes.
+    fn report_unschedulable(
+        &mut self,
+        pod: &PodInfo,
+        message: String,
+        nominated: Option<String>,
+        _ctx: &mut Context<Self>,
+    ) {
         self.queue.unschedulable(&pod.uid, Instant::now());
         if pod.pod_affinity.is_some() || !pod.spread.is_empty() {
             self.waiting_on_pods.insert(pod.uid.clone());
         }
         let Some(queued) = self.queue.get_mut(&pod.uid) else { return };
-        if queued.last_message.as_deref() == Some(message.as_str()) {
+        if queued.last_message.as_deref() == Some(message.as_str()) && nominated.is_none() {
             return;
         }
         queued.last_message = Some(message.clone());
@@ -530,7 +583,10 @@ impl Scheduler {
         actix::spawn(async move {
             let condition = json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
                 "lastTransitionTime": now(), "reason": "Unschedulable", "message": message});
-            let patch = json!({"status": {"conditions": [condition]}});
+            let mut patch = json!({"status": {"conditions": [condition]}});
+            if let Some(node) = nominated {
+                patch["status"]["nominatedNodeName"] = json!(node);
+            }
             let pods = resource("", "pods");
             if let Err(error) =
                 client.patch(pods, &namespace, &name, PatchType::Merge, &patch, true).await
@@ -541,6 +597,51 @@ impl Scheduler {
             let (kind, reason) = (EventKind::Warning, "FailedScheduling");
             events::record(client.as_ref(), &pod, kind, reason, &message, COMPONENT).await;
         });
+    }
+}
+
+impl Scheduler {
+    /// Carries out a preemption for `pod`: each victim is marked (`DisruptionTarget`, reason
+    /// `PreemptionByScheduler`), deleted with its grace period and told why (a `Preempted`
+    /// event); the node keeps room for the pod. Returns the node's name, the pod's nominated
+    /// node.
+    fn preempt(&mut self, pod: &PodInfo, plan: Plan) -> String {
+        let node = self.nodes[plan.node].name.clone();
+        self.nominated.insert(pod.uid.clone(), (node.clone(), pod.clone()));
+        tracing::info!(pod = %pod.name, %node, victims = plan.victims.len(), "preempting");
+        for victim in plan.victims {
+            let client = self.client.clone();
+            let message = format!("Preempted by pod {} on node {node}", pod.uid);
+            actix::spawn(async move {
+                let (namespace, name, uid) = (victim.namespace, victim.name, victim.uid);
+                let condition = json!({"type": "DisruptionTarget", "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": format!("{COMPONENT}: preempting to accommodate a higher priority pod"),
+                    "lastTransitionTime": now()});
+                let patch =
+                    json!({"metadata": {"uid": uid}, "status": {"conditions": [condition]}});
+                let pods = resource("", "pods");
+                let strategic = PatchType::StrategicMerge;
+                if let Err(error) =
+                    client.patch(pods, &namespace, &name, strategic, &patch, true).await
+                {
+                    tracing::debug!(pod = %name, %error, "marking a preempted pod");
+                }
+                let options = DeleteOptions {
+                    precondition_uid: Some(uid.clone()),
+                    ..DeleteOptions::default()
+                };
+                match client.delete(pods, &namespace, &name, &options).await {
+                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                    Err(error) => tracing::debug!(pod = %name, %error, "deleting a preempted pod"),
+                }
+                let victim = ObjectRef::pod(namespace, name, uid);
+                let kind = EventKind::Normal;
+                events::record(client.as_ref(), &victim, kind, "Preempted", &message, COMPONENT)
+                    .await;
+            });
+        }
+        node
     }
 }
 

@@ -121,7 +121,7 @@ async fn pods_land_where_they_fit_and_wait_for_a_bigger_node() {
             .then(|| condition["message"].as_str().unwrap_or("").to_string())
     })
     .await;
-    assert_eq!(message, "0/2 nodes are available: 2 Insufficient cpu.");
+    assert_eq!(message, "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..");
     let events = find("", "v1", "events").unwrap();
     let options = ListOptions {
         field_selector: Some("reason=FailedScheduling".into()),
@@ -235,7 +235,11 @@ async fn a_pod_waits_for_its_claims_to_exist_and_be_bound() {
         }
     };
     let missing = waiting("persistentvolumeclaim \"data\" not found").await;
-    assert_eq!(missing, "0/1 nodes are available: persistentvolumeclaim \"data\" not found.");
+    assert_eq!(
+        missing,
+        "0/1 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/1 nodes \
+         are available: 1 Preemption is not helpful for scheduling.."
+    );
     let claims = find("", "v1", "persistentvolumeclaims").unwrap();
     let claim = json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "1Gi"}}}});
@@ -291,7 +295,7 @@ async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_n
     assert_ne!(first, second, "one web pod per node");
     create(&core, pod("web-2", "100m", one_per_node)).await;
     let message = eventually("web-2 unschedulable", || scheduled_message(&core, "web-2")).await;
-    assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.");
+    assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod..");
 
     // A pod that an existing pod's anti-affinity selects: the same rule from the other side.
     let guard = required("podAntiAffinity", "db");
@@ -307,7 +311,9 @@ async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_n
     assert_eq!(
         message,
         "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) \
-         didn't satisfy existing pods anti-affinity rules."
+         didn't satisfy existing pods anti-affinity rules. preemption: 0/2 nodes are available: 1 \
+         No preemption victims found for incoming pod, 1 Preemption is not helpful for \
+         scheduling.."
     );
 
     // Deleting a web pod frees its node for the waiting one.
@@ -352,7 +358,7 @@ async fn a_pod_waiting_for_a_pod_its_affinity_needs_is_placed_once_that_pod_is()
     let near_cache = required("podAffinity", "cache");
     create(&core, pod("web", "100m", near_cache)).await;
     let message = eventually("web unschedulable", || scheduled_message(&core, "web")).await;
-    assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod affinity rules.");
+    assert_eq!(message, "0/2 nodes are available: 2 node(s) didn't match pod affinity rules. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling..");
     // The cache, placed by this same scheduler, lets the web pod in beside it.
     let mut cache = pod("cache", "100m", json!({}));
     cache["metadata"]["labels"] = json!({"app": "cache"});
@@ -409,4 +415,59 @@ async fn a_gated_pod_waits_until_its_last_gate_is_removed() {
     patch(json!(null)).await.unwrap();
     assert_eq!(eventually("gated bound", || node_of(&core, "gated")).await, "only");
     assert_eq!(scheduled(&get(&core, "gated").await)["status"], "True");
+}
+
+#[actix::test]
+async fn a_pod_of_higher_priority_preempts_one_of_lower_priority() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "only", "1", dir.path());
+    eventually("the node", || async { (ready_nodes(&core).await == 1).then_some(()) }).await;
+    let classes = find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+    for (name, value, policy) in [("high", 1000, "PreemptLowerPriority"), ("polite", 1000, "Never")]
+    {
+        let class = json!({"metadata": {"name": name}, "value": value, "preemptionPolicy": policy});
+        ApiClient::create(&core, classes, "", class).await.unwrap();
+    }
+    start_scheduler(&core);
+    create(&core, pod("low", "800m", json!({}))).await;
+    eventually("low bound", || node_of(&core, "low")).await;
+    let low_uid = get(&core, "low").await["metadata"]["uid"].clone();
+
+    // A pod that will not preempt waits, and says why.
+    create(&core, pod("waits", "800m", json!({"priorityClassName": "polite"}))).await;
+    let message = eventually("waits reported unschedulable", || async {
+        let pod = get(&core, "waits").await;
+        let conditions = pod["status"]["conditions"].as_array()?.clone();
+        let scheduled = conditions.into_iter().find(|c| c["type"] == "PodScheduled")?;
+        scheduled["message"].as_str().map(String::from)
+    })
+    .await;
+    assert_eq!(
+        message,
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to \
+         preemptionPolicy=Never.."
+    );
+
+    // One that may preempt has the low one deleted, marked and told, and takes its place.
+    create(&core, pod("high", "800m", json!({"priorityClassName": "high"}))).await;
+    assert_eq!(eventually("high bound", || node_of(&core, "high")).await, "only");
+    let high = get(&core, "high").await;
+    assert_eq!(high["status"]["nominatedNodeName"], "only", "{high}");
+    let pods = find("", "v1", "pods").unwrap();
+    let low = ApiClient::get(&core, pods, "default", "low").await;
+    assert!(low.is_err() || low.unwrap()["metadata"]["uid"] != low_uid, "low was deleted");
+    let events = find("", "v1", "events").unwrap();
+    let options = ListOptions {
+        field_selector: Some("involvedObject.name=low,reason=Preempted".into()),
+        ..Default::default()
+    };
+    let preempted = eventually("the Preempted event", || async {
+        let list = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
+        list.items.into_iter().next()
+    })
+    .await;
+    let high_uid = high["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(preempted["message"], format!("Preempted by pod {high_uid} on node only"));
+    assert_eq!(node_of(&core, "waits").await, None, "the polite pod still waits");
 }

@@ -1,0 +1,170 @@
+//! Preemption (kube-scheduler's DefaultPreemption): for a pod that fits no node, the pods of
+//! lower priority whose removal lets it fit on one node, that node chosen as kube-scheduler
+//! chooses it; or why preemption cannot help, in kube-scheduler's words.
+
+use super::filters::{self, FitFailure};
+use super::node_info::{NodeInfo, PodInfo};
+
+/// A node's status when removing pods cannot make the pod fit there.
+const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// A node's status when it has no pod of lower priority than the pod.
+const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// Where the pod is to go once `victims` are gone.
+#[derive(Debug)]
+pub struct Plan {
+    /// The index of the node.
+    pub node: usize,
+    pub victims: Vec<PodInfo>,
+}
+
+/// Whether a node's reason for refusing the pod may go with pods removed from it, as
+/// kube-scheduler's filters tell (resources, host ports, anti-affinity, spread skew; not the
+/// node's own taints, labels or state, nor a missing pod the pod's affinity needs).
+fn resolvable(failure: &FitFailure) -> bool {
+    matches!(
+        failure,
+        FitFailure::Insufficient(_)
+            | FitFailure::HostPortConflict
+            | FitFailure::PodAntiAffinityRulesNotMatch
+            | FitFailure::ExistingPodsAntiAffinityRulesNotMatch
+            | FitFailure::SpreadConstraintsNotMatch
+    )
+}
+
+/// The preemption for `pod`, which fits none of `nodes` (`failures` holds each node's reasons,
+/// by index); `fits` says whether it fits a node. `Err` holds why there is none, worded as
+/// kube-scheduler's preemption status ("not eligible due to preemptionPolicy=Never.", "0/2
+/// nodes are available: 2 Preemption is not helpful for scheduling.").
+pub fn plan(
+    pod: &PodInfo,
+    nodes: &[NodeInfo],
+    failures: &[(usize, Vec<FitFailure>)],
+    fits: impl Fn(&NodeInfo) -> Result<(), Vec<FitFailure>>,
+) -> Result<Plan, String> {
+    if pod.preempt_never {
+        return Err("not eligible due to preemptionPolicy=Never.".into());
+    }
+    // A pod whose victims are still going waits for them rather than preempting again.
+    let nominated = pod.nominated_node.as_deref().and_then(|n| nodes.iter().find(|i| i.name == n));
+    if nominated.is_some_and(|node| node.pods().any(|p| p.terminating && p.priority < pod.priority))
+    {
+        return Err("not eligible due to a terminating pod on the nominated node.".into());
+    }
+    let mut reasons: Vec<String> = Vec::new();
+    let mut candidates: Vec<Plan> = Vec::new();
+    for (i, node_failures) in failures {
+        if !node_failures.iter().all(resolvable) {
+            reasons.push(NOT_HELPFUL.into());
+            continue;
+        }
+        let node = &nodes[*i];
+        let mut lower: Vec<PodInfo> =
+            node.pods().filter(|p| p.priority < pod.priority).cloned().collect();
+        if lower.is_empty() {
+            reasons.push(NO_VICTIMS.into());
+            continue;
+        }
+        let mut reduced = node.clone();
+        for victim in &lower {
+            reduced.remove_pod(&victim.uid);
+        }
+        if let Err(failures) = fits(&reduced) {
+            reasons.extend(failures.iter().map(ToString::to_string));
+            continue;
+        }
+        // The most important first are given back their place when the pod still fits.
+        lower.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+        let mut victims = Vec::new();
+        for candidate in lower {
+            reduced.add_pod(candidate.clone());
+            if fits(&reduced).is_err() {
+                reduced.remove_pod(&candidate.uid);
+                victims.push(candidate);
+            }
+        }
+        candidates.push(Plan { node: *i, victims });
+    }
+    // As kube-scheduler picks: the lowest highest victim priority, then the lowest sum of
+    // priorities, then the fewest victims; the first of equals.
+    let key = |plan: &Plan| {
+        let highest = plan.victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
+        let sum: i64 = plan.victims.iter().map(|v| i64::from(v.priority) + (1 << 31)).sum();
+        (highest, sum, plan.victims.len())
+    };
+    let best = candidates.into_iter().enumerate().min_by_key(|(order, plan)| (key(plan), *order));
+    match best {
+        Some((_, plan)) => Ok(plan),
+        None => Err(filters::reasons_message(failures.len(), reasons)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::node_info::tests::{node, pod};
+    use serde_json::json;
+
+    fn info(name: &str, priority: i32, cpu: &str) -> PodInfo {
+        PodInfo::new(&pod(
+            name,
+            json!({"priority": priority, "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": cpu}}}]}),
+        ))
+    }
+
+    fn node_info(name: &str, cpu: &str) -> NodeInfo {
+        NodeInfo::new(&node(name, cpu, "64Gi", json!({})))
+    }
+
+    fn plan_for(pod: &PodInfo, nodes: &[NodeInfo]) -> Result<Plan, String> {
+        let failures: Vec<(usize, Vec<FitFailure>)> = (nodes.iter().enumerate())
+            .filter_map(|(i, n)| Some((i, filters::filter(pod, n).err()?)))
+            .collect();
+        plan(pod, nodes, &failures, |node| filters::filter(pod, node))
+    }
+
+    #[test]
+    fn the_fewest_and_least_important_pods_make_room() {
+        let mut a = node_info("a", "2");
+        a.add_pod(info("a-low", 1, "1"));
+        a.add_pod(info("a-mid", 5, "1"));
+        let mut b = node_info("b", "2");
+        b.add_pod(info("b-low", 1, "500m"));
+        b.add_pod(info("b-lower", 0, "500m"));
+        b.add_pod(info("b-high", 100, "1"));
+        let nodes = [a, b];
+        // On a, the pod of priority 1 must go (the one of 5 keeps its place); on b, both small
+        // ones: the same highest victim priority, 1, but a's victims sum to less.
+        let plan = plan_for(&info("new", 10, "1"), &nodes).unwrap();
+        assert_eq!(plan.node, 0);
+        let names: Vec<&str> = plan.victims.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a-low"]);
+        // Nothing of lower priority anywhere (equal is not lower): no victims.
+        let why = plan_for(&info("low", 0, "1"), &nodes).unwrap_err();
+        assert_eq!(why, "0/2 nodes are available: 2 No preemption victims found for incoming pod.");
+        let mut never = info("never", 10, "1");
+        never.preempt_never = true;
+        assert_eq!(
+            plan_for(&never, &nodes).unwrap_err(),
+            "not eligible due to preemptionPolicy=Never."
+        );
+        // More than a whole node: removing every pod does not help.
+        assert_eq!(
+            plan_for(&info("huge", 1000, "3"), &nodes).unwrap_err(),
+            "0/2 nodes are available: 2 Insufficient cpu."
+        );
+    }
+
+    #[test]
+    fn a_node_the_pod_may_not_use_is_not_helped_by_preemption() {
+        let mut tainted = node_info("t", "1");
+        tainted.add_pod(info("t-low", 0, "1"));
+        tainted.unschedulable = true;
+        let nodes = [tainted];
+        assert_eq!(
+            plan_for(&info("new", 10, "1"), &nodes).unwrap_err(),
+            "0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        );
+    }
+}
