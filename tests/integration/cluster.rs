@@ -180,6 +180,55 @@ fn a_gated_pod_runs_once_its_gates_are_removed() {
     assert_eq!(kubectl.ok(&["get", "pod", "gated", "-o", "jsonpath={.spec.nodeName}"]), "solo");
 }
 
+/// A pod of higher priority takes the place of one of lower priority on a full node: kubectl
+/// sees the victim's `Preempted` event and the preemptor's nominated node, and it runs.
+#[test]
+fn a_pod_of_higher_priority_preempts_a_running_one() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "solo"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_AGENT__CAPACITY__CPU", "1"),
+    ]);
+    let kubectl = server.kubectl();
+    wait_until(WAIT, "the node is Ready", || {
+        let (_, out, _) = kubectl.run(&["get", "nodes"]);
+        out.lines().any(|l| l.starts_with("solo") && l.contains(" Ready"))
+    });
+    kubectl.ok(&["create", "priorityclass", "urgent", "--value=1000"]);
+    let pod = |name: &str, class: &str| {
+        let class = if class.is_empty() {
+            String::new()
+        } else {
+            format!("  priorityClassName: {class}\n")
+        };
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{class}  \
+             terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: \
+             kplane/pause\n    resources:\n      requests:\n        cpu: 800m\n"
+        );
+        let file = kubectl.write(&format!("{name}.yaml"), &yaml);
+        kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
+    };
+    pod("low", "");
+    wait_until(WAIT, "low is Running", || {
+        kubectl.run(&["get", "pod", "low", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+    pod("urgent", "urgent");
+    wait_until(WAIT, "urgent is Running", || {
+        kubectl.run(&["get", "pod", "urgent", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+    let (ok, _, stderr) = kubectl.run(&["get", "pod", "low"]);
+    assert!(!ok && stderr.contains("NotFound"), "low is gone: {stderr}");
+    let wide = kubectl.ok(&["get", "pod", "urgent", "-o", "wide", "--no-headers"]);
+    let cells: Vec<&str> = wide.split_whitespace().collect();
+    assert_eq!(&cells[6..8], ["solo", "solo"], "NODE and NOMINATED NODE: {wide}");
+    let uid = kubectl.ok(&["get", "pod", "urgent", "-o", "jsonpath={.metadata.uid}"]);
+    let events = kubectl.ok(&["get", "events", "--field-selector", "reason=Preempted"]);
+    assert!(events.contains(&format!("Preempted by pod {uid} on node solo")), "{events}");
+}
+
 /// Deleting a namespace, as in Kubernetes: it is Terminating (and takes no new objects) until
 /// the namespace controller has emptied it, which waits for its running pods to be stopped and
 /// for finalizers to be removed; then it goes, and a namespace of the same name starts empty.
