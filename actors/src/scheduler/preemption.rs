@@ -2,8 +2,11 @@
 //! lower priority whose removal lets it fit on one node, that node chosen as kube-scheduler
 //! chooses it; or why preemption cannot help, in kube-scheduler's words.
 
+use std::collections::HashMap;
+
 use super::filters::{self, FitFailure};
 use super::node_info::{NodeInfo, PodInfo};
+use crate::model::LabelSelector;
 
 /// A node's status when removing pods cannot make the pod fit there.
 const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
@@ -16,6 +19,44 @@ pub struct Plan {
     /// The index of the node.
     pub node: usize,
     pub victims: Vec<PodInfo>,
+    /// How many of the victims go against a PodDisruptionBudget.
+    violations: usize,
+}
+
+/// A PodDisruptionBudget, as preemption weighs it: the pods it covers and how many more of
+/// them may go (`status.disruptionsAllowed`), not counting those it has seen go.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub namespace: String,
+    pub selector: LabelSelector,
+    pub allowed: i64,
+    /// `status.disruptedPods`: already counted.
+    pub disrupted: Vec<String>,
+}
+
+/// Which of `pods` (most important first) would go against a budget if they all went, as
+/// kube-scheduler counts it: each budget's allowance used up by the pods it covers, in order.
+fn violating(pods: &[PodInfo], budgets: &[Budget]) -> Vec<bool> {
+    let mut allowed: HashMap<usize, i64> = HashMap::new();
+    pods.iter()
+        .map(|pod| {
+            let mut violates = false;
+            for (i, budget) in budgets.iter().enumerate() {
+                // A budget with an empty selector covers nothing here.
+                if budget.namespace != pod.namespace
+                    || budget.selector.is_empty()
+                    || !budget.selector.matches_map(&pod.labels)
+                    || budget.disrupted.contains(&pod.name)
+                {
+                    continue;
+                }
+                let left = allowed.entry(i).or_insert(budget.allowed);
+                *left -= 1;
+                violates |= *left < 0;
+            }
+            violates
+        })
+        .collect()
 }
 
 /// Whether a node's reason for refusing the pod may go with pods removed from it, as
@@ -40,6 +81,7 @@ pub fn plan(
     pod: &PodInfo,
     nodes: &[NodeInfo],
     failures: &[(usize, Vec<FitFailure>)],
+    budgets: &[Budget],
     fits: impl Fn(&NodeInfo) -> Result<(), Vec<FitFailure>>,
 ) -> Result<Plan, String> {
     if pod.preempt_never {
@@ -73,24 +115,39 @@ pub fn plan(
             reasons.extend(failures.iter().map(ToString::to_string));
             continue;
         }
-        // The most important first are given back their place when the pod still fits.
+        // Given back their place while the pod still fits: those a budget protects first,
+        // then the others, the most important first in each.
         lower.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+        let protected = violating(&lower, budgets);
+        let (mut first, mut then) = (Vec::new(), Vec::new());
+        for (candidate, protected) in lower.into_iter().zip(protected) {
+            if protected {
+                first.push(candidate)
+            } else {
+                then.push(candidate)
+            }
+        }
         let mut victims = Vec::new();
-        for candidate in lower {
+        let mut violations = 0;
+        for (candidate, protected) in
+            first.into_iter().map(|c| (c, true)).chain(then.into_iter().map(|c| (c, false)))
+        {
             reduced.add_pod(candidate.clone());
             if fits(&reduced).is_err() {
                 reduced.remove_pod(&candidate.uid);
+                violations += usize::from(protected);
                 victims.push(candidate);
             }
         }
-        candidates.push(Plan { node: *i, victims });
+        candidates.push(Plan { node: *i, victims, violations });
     }
-    // As kube-scheduler picks: the lowest highest victim priority, then the lowest sum of
-    // priorities, then the fewest victims; the first of equals.
+    // As kube-scheduler picks: the fewest budgets broken, then the lowest highest victim
+    // priority, then the lowest sum of priorities, then the fewest victims; the first of
+    // equals.
     let key = |plan: &Plan| {
         let highest = plan.victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
         let sum: i64 = plan.victims.iter().map(|v| i64::from(v.priority) + (1 << 31)).sum();
-        (highest, sum, plan.victims.len())
+        (plan.violations, highest, sum, plan.victims.len())
     };
     let best = candidates.into_iter().enumerate().min_by_key(|(order, plan)| (key(plan), *order));
     match best {
@@ -121,7 +178,7 @@ mod tests {
         let failures: Vec<(usize, Vec<FitFailure>)> = (nodes.iter().enumerate())
             .filter_map(|(i, n)| Some((i, filters::filter(pod, n).err()?)))
             .collect();
-        plan(pod, nodes, &failures, |node| filters::filter(pod, node))
+        plan(pod, nodes, &failures, &[], |node| filters::filter(pod, node))
     }
 
     #[test]
@@ -154,6 +211,36 @@ mod tests {
             plan_for(&info("huge", 1000, "3"), &nodes).unwrap_err(),
             "0/2 nodes are available: 2 Insufficient cpu."
         );
+    }
+
+    #[test]
+    fn a_node_where_no_budget_is_broken_is_preferred() {
+        let guarded = |name: &str| {
+            let mut p = info(name, 1, "1");
+            p.labels.insert("app".into(), "db".into());
+            p
+        };
+        let mut a = node_info("a", "1");
+        a.add_pod(guarded("db-0"));
+        let mut b = node_info("b", "1");
+        b.add_pod(info("b-low", 5, "1"));
+        let nodes = [a, b];
+        let pod = info("new", 10, "1");
+        let failures: Vec<(usize, Vec<FitFailure>)> =
+            (0..2).map(|i| (i, filters::filter(&pod, &nodes[i]).unwrap_err())).collect();
+        let budget = |allowed| Budget {
+            namespace: "default".into(),
+            selector: LabelSelector::parse("app=db").unwrap(),
+            allowed,
+            disrupted: Vec::new(),
+        };
+        let fits = |node: &NodeInfo| filters::filter(&pod, node);
+        // Without a budget, the victim of lowest priority (on a); with one that allows no
+        // disruption, the other node's, of higher priority.
+        assert_eq!(plan(&pod, &nodes, &failures, &[], fits).unwrap().node, 0);
+        assert_eq!(plan(&pod, &nodes, &failures, &[budget(1)], fits).unwrap().node, 0);
+        let chosen = plan(&pod, &nodes, &failures, &[budget(0)], fits).unwrap();
+        assert_eq!((chosen.node, chosen.violations), (1, 0));
     }
 
     #[test]

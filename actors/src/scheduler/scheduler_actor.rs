@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::filters::{self, FitFailure};
 use super::node_info::{LabelGroups, NodeInfo, PodInfo};
 use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
-use super::preemption::{self, Plan};
+use super::preemption::{self, Budget, Plan};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
 use super::topology_spread::{self, SpreadFilter};
@@ -97,27 +97,31 @@ enum Watched {
     ReplicationControllers,
     Claims,
     Namespaces,
+    Budgets,
 }
 
-const ALL_WATCHED: [Watched; 6] = [
+const ALL_WATCHED: [Watched; 7] = [
     Watched::Nodes,
     Watched::Pods,
     Watched::Services,
     Watched::ReplicationControllers,
     Watched::Claims,
     Watched::Namespaces,
+    Watched::Budgets,
 ];
 
 impl Watched {
-    /// The core/v1 resource watched, and the field selector the list-watch uses.
-    fn source(self) -> (&'static str, Option<&'static str>) {
+    /// The resource watched (its group and plural), and the field selector the list-watch
+    /// uses.
+    fn source(self) -> (&'static str, &'static str, Option<&'static str>) {
         match self {
-            Watched::Nodes => ("nodes", None),
-            Watched::Pods => ("pods", Some("status.phase!=Succeeded,status.phase!=Failed")),
-            Watched::Services => ("services", None),
-            Watched::ReplicationControllers => ("replicationcontrollers", None),
-            Watched::Claims => ("persistentvolumeclaims", None),
-            Watched::Namespaces => ("namespaces", None),
+            Watched::Nodes => ("", "nodes", None),
+            Watched::Pods => ("", "pods", Some("status.phase!=Succeeded,status.phase!=Failed")),
+            Watched::Services => ("", "services", None),
+            Watched::ReplicationControllers => ("", "replicationcontrollers", None),
+            Watched::Claims => ("", "persistentvolumeclaims", None),
+            Watched::Namespaces => ("", "namespaces", None),
+            Watched::Budgets => ("policy", "poddisruptionbudgets", None),
         }
     }
 }
@@ -175,6 +179,8 @@ pub struct Scheduler {
     /// The pods that preempted others, by uid, with the node they made room on: pods of no
     /// higher priority count them there until they are placed (or gone).
     nominated: HashMap<String, (String, PodInfo)>,
+    /// The PodDisruptionBudgets, by namespace and name, which preemption tries not to break.
+    budgets: HashMap<(String, String), Budget>,
 }
 
 fn resource(group: &str, plural: &str) -> &'static ResourceType {
@@ -217,6 +223,7 @@ impl Scheduler {
             waiting_on_pods: HashSet::new(),
             namespaces_changed: false,
             nominated: HashMap::new(),
+            budgets: HashMap::new(),
         }
     }
 
@@ -439,7 +446,7 @@ impl Scheduler {
         if let Some(why) = self.unready_claims(&pod) {
             // No node can help, nor preemption (kube-scheduler's PreFilter failure).
             let not_helped = vec![(0, vec![FitFailure::NotReady]); total];
-            let preempting = preemption::plan(&pod, &self.nodes, &not_helped, |_| Ok(()));
+            let preempting = preemption::plan(&pod, &self.nodes, &not_helped, &[], |_| Ok(()));
             let why_not = preempting.err().unwrap_or_default();
             let message = format!("0/{total} nodes are available: {why}. preemption: {why_not}.");
             self.stats.unschedulable += 1;
@@ -496,10 +503,11 @@ impl Scheduler {
         }
         if feasible.is_empty() {
             let reasons: Vec<Vec<FitFailure>> = failures.iter().map(|(_, f)| f.clone()).collect();
+            let budgets: Vec<Budget> = self.budgets.values().cloned().collect();
             let mut message = filters::unschedulable_message(total, &reasons);
             let plan = match total {
                 0 => None,
-                _ => match preemption::plan(&pod, &self.nodes, &failures, fits) {
+                _ => match preemption::plan(&pod, &self.nodes, &failures, &budgets, fits) {
                     Ok(plan) => Some(plan),
                     Err(why_not) => {
                         message.push_str(&format!(" preemption: {why_not}."));
@@ -645,6 +653,20 @@ impl Scheduler {
     }
 }
 
+/// A PodDisruptionBudget as preemption weighs it, by namespace and name.
+fn budget(object: &Value) -> Option<((String, String), Budget)> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(String::from);
+    let (namespace, name) = (text("/metadata/namespace")?, text("/metadata/name")?);
+    let disrupted = object.pointer("/status/disruptedPods").and_then(Value::as_object);
+    let budget = Budget {
+        namespace: namespace.clone(),
+        selector: crate::model::disruption::pod_selector(object).unwrap_or_default(),
+        allowed: object.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0),
+        disrupted: disrupted.into_iter().flatten().map(|(pod, _)| pod.clone()).collect(),
+    };
+    Some(((namespace, name), budget))
+}
+
 /// A namespace's name and labels.
 fn namespace_labels(namespace: &Value) -> (String, BTreeMap<String, String>) {
     let name = namespace.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
@@ -692,10 +714,10 @@ impl Actor for Scheduler {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         for watched in ALL_WATCHED {
-            let (plural, selector) = watched.source();
+            let (group, plural, selector) = watched.source();
             let client = self.client.clone();
             let scope = selector.map(informer::Scope::fields).unwrap_or_default();
-            let resource = resource("", plural);
+            let resource = resource(group, plural);
             informer::feed_actor(ctx, client, resource, scope, move |feed| Informed(watched, feed));
         }
         // Pods unschedulable for long are tried again whatever changed, as kube-scheduler
@@ -785,6 +807,19 @@ impl Handler<Informed> for Scheduler {
                 // A claim that now exists, or is now bound, may be what a pod waits for.
                 let state = ClaimState::of(&item);
                 changed |= self.claims.insert(claim_key(&item), state) != Some(state);
+            }
+            (Watched::Budgets, Feed::Listed(items)) => {
+                self.budgets = items.iter().filter_map(budget).collect();
+            }
+            (Watched::Budgets, Feed::Changed(EventType::Deleted, item)) => {
+                if let Some((key, _)) = budget(&item) {
+                    self.budgets.remove(&key);
+                }
+            }
+            (Watched::Budgets, Feed::Changed(_, item)) => {
+                if let Some((key, value)) = budget(&item) {
+                    self.budgets.insert(key, value);
+                }
             }
             (Watched::Namespaces, Feed::Listed(items)) => {
                 self.namespace_labels = items.iter().map(namespace_labels).collect();
