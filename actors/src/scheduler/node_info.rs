@@ -394,6 +394,8 @@ pub struct PodInfo {
     pub preempt_never: bool,
     /// `status.nominatedNodeName`: the node its preemption made room on.
     pub nominated_node: Option<String>,
+    /// Being deleted by a preemption (a `DisruptionTarget` condition, `PreemptionByScheduler`).
+    pub preempted: bool,
     /// Identifies the pod's label group: its namespace and labels (see [`LabelGroups`]).
     pub group: u64,
     /// The pod is being deleted (`metadata.deletionTimestamp` set); such pods still use
@@ -498,6 +500,12 @@ impl PodInfo {
             nominated_node: (pod.status.as_ref())
                 .and_then(|s| s.nominated_node_name.clone())
                 .filter(|n| !n.is_empty()),
+            preempted: meta.deletion_timestamp.is_some()
+                && (pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten())
+                    .any(|c| {
+                        c.type_ == "DisruptionTarget"
+                            && c.reason.as_deref() == Some("PreemptionByScheduler")
+                    }),
             terminating: meta.deletion_timestamp.is_some(),
             tolerates_unschedulable,
             tolerates_not_ready,

@@ -73,26 +73,56 @@ fn resolvable(failure: &FitFailure) -> bool {
     )
 }
 
+/// Why a pod preempts no one, in kube-scheduler's words.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The pod may not preempt (yet): "not eligible due to preemptionPolicy=Never.". A node
+    /// it was nominated to stays its own.
+    NotEligible(String),
+    /// No node would do: "0/2 nodes are available: 2 Preemption is not helpful for
+    /// scheduling.". A node it was nominated to is no longer held for it.
+    NoCandidate(String),
+}
+
+impl Refusal {
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::NotEligible(message) | Refusal::NoCandidate(message) => message,
+        }
+    }
+}
+
+/// The fewest candidate nodes looked for before one is chosen, and the share of the nodes
+/// (kube-scheduler's `minCandidateNodesAbsolute` and `minCandidateNodesPercentage`).
+const MIN_CANDIDATES: usize = 100;
+const CANDIDATES_PERCENT: usize = 10;
+
 /// The preemption for `pod`, which fits none of `nodes` (`failures` holds each node's reasons,
-/// by index); `fits` says whether it fits a node. `Err` holds why there is none, worded as
-/// kube-scheduler's preemption status ("not eligible due to preemptionPolicy=Never.", "0/2
-/// nodes are available: 2 Preemption is not helpful for scheduling.").
+/// by index, in the order to look at them); `nominated` is the node a preemption of its own
+/// made room on; `fits` says whether the pod fits the node of an index, as given.
 pub fn plan(
     pod: &PodInfo,
+    nominated: Option<&str>,
     nodes: &[NodeInfo],
     failures: &[(usize, Vec<FitFailure>)],
     budgets: &[Budget],
-    fits: impl Fn(&NodeInfo) -> Result<(), Vec<FitFailure>>,
-) -> Result<Plan, String> {
+    fits: impl Fn(usize, &NodeInfo) -> Result<(), Vec<FitFailure>>,
+) -> Result<Plan, Refusal> {
     if pod.preempt_never {
-        return Err("not eligible due to preemptionPolicy=Never.".into());
+        return Err(Refusal::NotEligible("not eligible due to preemptionPolicy=Never.".into()));
     }
-    // A pod whose victims are still going waits for them rather than preempting again.
-    let nominated = pod.nominated_node.as_deref().and_then(|n| nodes.iter().find(|i| i.name == n));
-    if nominated.is_some_and(|node| node.pods().any(|p| p.terminating && p.priority < pod.priority))
-    {
-        return Err("not eligible due to a terminating pod on the nominated node.".into());
+    // A pod whose victims are still going waits for them rather than preempting again, unless
+    // its node now refuses it for a reason no preemption can remove.
+    let held = nominated.and_then(|name| {
+        let i = nodes.iter().position(|n| n.name == name)?;
+        let helpless = failures.iter().any(|(at, f)| *at == i && !f.iter().all(resolvable));
+        (!helpless).then_some(&nodes[i])
+    });
+    if held.is_some_and(|node| node.pods().any(|p| p.preempted && p.priority < pod.priority)) {
+        let message = "not eligible due to a terminating pod on the nominated node.";
+        return Err(Refusal::NotEligible(message.into()));
     }
+    let wanted = MIN_CANDIDATES.max(nodes.len() * CANDIDATES_PERCENT / 100);
     let mut reasons: Vec<String> = Vec::new();
     let mut candidates: Vec<Plan> = Vec::new();
     for (i, node_failures) in failures {
@@ -111,7 +141,7 @@ pub fn plan(
         for victim in &lower {
             reduced.remove_pod(&victim.uid);
         }
-        if let Err(failures) = fits(&reduced) {
+        if let Err(failures) = fits(*i, &reduced) {
             reasons.extend(failures.iter().map(ToString::to_string));
             continue;
         }
@@ -133,13 +163,21 @@ pub fn plan(
             first.into_iter().map(|c| (c, true)).chain(then.into_iter().map(|c| (c, false)))
         {
             reduced.add_pod(candidate.clone());
-            if fits(&reduced).is_err() {
+            if fits(*i, &reduced).is_err() {
                 reduced.remove_pod(&candidate.uid);
                 violations += usize::from(protected);
                 victims.push(candidate);
             }
         }
+        if victims.is_empty() {
+            // (It fits as things are: nothing to preempt for.)
+            reasons.push(NO_VICTIMS.into());
+            continue;
+        }
         candidates.push(Plan { node: *i, victims, violations });
+        if candidates.len() >= wanted {
+            break;
+        }
     }
     // As kube-scheduler picks: the fewest budgets broken, then the lowest highest victim
     // priority, then the lowest sum of priorities, then the fewest victims; the first of
@@ -152,7 +190,7 @@ pub fn plan(
     let best = candidates.into_iter().enumerate().min_by_key(|(order, plan)| (key(plan), *order));
     match best {
         Some((_, plan)) => Ok(plan),
-        None => Err(filters::reasons_message(failures.len(), reasons)),
+        None => Err(Refusal::NoCandidate(filters::reasons_message(failures.len(), reasons))),
     }
 }
 
@@ -178,7 +216,8 @@ mod tests {
         let failures: Vec<(usize, Vec<FitFailure>)> = (nodes.iter().enumerate())
             .filter_map(|(i, n)| Some((i, filters::filter(pod, n).err()?)))
             .collect();
-        plan(pod, nodes, &failures, &[], |node| filters::filter(pod, node))
+        plan(pod, None, nodes, &failures, &[], |_, node| filters::filter(pod, node))
+            .map_err(|refusal| refusal.message().to_string())
     }
 
     #[test]
@@ -234,13 +273,42 @@ mod tests {
             allowed,
             disrupted: Vec::new(),
         };
-        let fits = |node: &NodeInfo| filters::filter(&pod, node);
+        let fits = |_: usize, node: &NodeInfo| filters::filter(&pod, node);
         // Without a budget, the victim of lowest priority (on a); with one that allows no
         // disruption, the other node's, of higher priority.
-        assert_eq!(plan(&pod, &nodes, &failures, &[], fits).unwrap().node, 0);
-        assert_eq!(plan(&pod, &nodes, &failures, &[budget(1)], fits).unwrap().node, 0);
-        let chosen = plan(&pod, &nodes, &failures, &[budget(0)], fits).unwrap();
+        assert_eq!(plan(&pod, None, &nodes, &failures, &[], fits).unwrap().node, 0);
+        assert_eq!(plan(&pod, None, &nodes, &failures, &[budget(1)], fits).unwrap().node, 0);
+        let chosen = plan(&pod, None, &nodes, &failures, &[budget(0)], fits).unwrap();
         assert_eq!((chosen.node, chosen.violations), (1, 0));
+    }
+
+    #[test]
+    fn a_pod_waits_for_its_victims_unless_its_node_no_longer_helps() {
+        let mut a = node_info("a", "1");
+        let mut going = info("going", 0, "1");
+        going.terminating = true;
+        going.preempted = true;
+        a.add_pod(going);
+        let nodes = [a];
+        let pod = info("new", 10, "1");
+        let failures = vec![(0, filters::filter(&pod, &nodes[0]).unwrap_err())];
+        let fits = |_: usize, node: &NodeInfo| filters::filter(&pod, node);
+        let waiting = plan(&pod, Some("a"), &nodes, &failures, &[], fits).unwrap_err();
+        assert_eq!(
+            waiting,
+            Refusal::NotEligible(
+                "not eligible due to a terminating pod on the nominated node.".into()
+            )
+        );
+        // Cordoned meanwhile: no preemption can help there, so it may look elsewhere.
+        let cordoned = vec![(0, vec![FitFailure::Unschedulable])];
+        let elsewhere = plan(&pod, Some("a"), &nodes, &cordoned, &[], fits).unwrap_err();
+        assert_eq!(
+            elsewhere,
+            Refusal::NoCandidate(
+                "0/1 nodes are available: 1 Preemption is not helpful for scheduling.".into()
+            )
+        );
     }
 
     #[test]

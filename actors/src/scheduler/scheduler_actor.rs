@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::filters::{self, FitFailure};
 use super::node_info::{LabelGroups, NodeInfo, PodInfo};
 use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
-use super::preemption::{self, Budget, Plan};
+use super::preemption::{self, Budget, Plan, Refusal};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
 use super::topology_spread::{self, SpreadFilter};
@@ -445,12 +445,18 @@ impl Scheduler {
         let total = self.nodes.len();
         if let Some(why) = self.unready_claims(&pod) {
             // No node can help, nor preemption (kube-scheduler's PreFilter failure).
-            let not_helped = vec![(0, vec![FitFailure::NotReady]); total];
-            let preempting = preemption::plan(&pod, &self.nodes, &not_helped, &[], |_| Ok(()));
-            let why_not = preempting.err().unwrap_or_default();
-            let message = format!("0/{total} nodes are available: {why}. preemption: {why_not}.");
+            let mut message = format!("0/{total} nodes are available: {why}.");
+            if total > 0 {
+                let not_helped = vec![(0, vec![FitFailure::NotReady]); total];
+                let nominated = self.nominated_node(&pod);
+                let preempting =
+                    preemption::plan(&pod, nominated, &self.nodes, &not_helped, &[], |_, _| Ok(()));
+                if let Err(refusal) = preempting {
+                    message.push_str(&format!(" preemption: {}.", refusal.message()));
+                }
+            }
             self.stats.unschedulable += 1;
-            self.report_unschedulable(&pod, message, None, ctx);
+            self.report_unschedulable(&pod, message, Nomination::Keep, ctx);
             return;
         }
         let wanted = self.nodes_to_find();
@@ -503,22 +509,57 @@ impl Scheduler {
         }
         if feasible.is_empty() {
             let reasons: Vec<Vec<FitFailure>> = failures.iter().map(|(_, f)| f.clone()).collect();
-            let budgets: Vec<Budget> = self.budgets.values().cloned().collect();
             let mut message = filters::unschedulable_message(total, &reasons);
-            let plan = match total {
-                0 => None,
-                _ => match preemption::plan(&pod, &self.nodes, &failures, &budgets, fits) {
-                    Ok(plan) => Some(plan),
-                    Err(why_not) => {
-                        message.push_str(&format!(" preemption: {why_not}."));
-                        None
+            let mut nomination = Nomination::Keep;
+            let mut plan = None;
+            if total > 0 {
+                let budgets: Vec<Budget> = self.budgets.values().cloned().collect();
+                // Whether the pod fits node `i` with some of its pods gone (`reduced`): the
+                // room held for others counted, and the pods across the cluster counted again
+                // without those gone when the pod's placement depends on them.
+                let fits_without = |i: usize, reduced: &NodeInfo| {
+                    let held = reserved(reduced);
+                    let reduced = held.as_ref().unwrap_or(reduced);
+                    filters::filter(&pod, reduced)?;
+                    if spread.is_none() && affinity.is_none() {
+                        return Ok(());
                     }
-                },
-            };
+                    let mut view = self.nodes.clone();
+                    view[i] = reduced.clone();
+                    let spread = SpreadFilter::new(&pod, &view);
+                    let affinity = AffinityFilter::new(&pod, &view, &self.namespace_labels);
+                    spread.as_ref().map_or(Ok(()), |f| f.check(&view[i])).map_err(|f| vec![f])?;
+                    affinity.as_ref().map_or(Ok(()), |f| f.check(&view[i])).map_err(|f| vec![f])
+                };
+                let nominated = self.nominated_node(&pod);
+                let preempting = preemption::plan(
+                    &pod,
+                    nominated,
+                    &self.nodes,
+                    &failures,
+                    &budgets,
+                    fits_without,
+                );
+                match preempting {
+                    Ok(found) => plan = Some(found),
+                    Err(refusal) => {
+                        message.push_str(&format!(" preemption: {}.", refusal.message()));
+                        // No node would do: the one held for it is let go.
+                        if matches!(refusal, Refusal::NoCandidate(_)) && nominated.is_some() {
+                            nomination = Nomination::Clear;
+                        }
+                    }
+                }
+            }
             drop((spread, affinity));
+            if let Some(plan) = plan {
+                nomination = Nomination::Set(self.preempt(&pod, plan));
+            }
+            if nomination == Nomination::Clear {
+                self.nominated.remove(&pod.uid);
+            }
             self.stats.unschedulable += 1;
-            let nominated = plan.map(|plan| self.preempt(&pod, plan));
-            self.report_unschedulable(&pod, message, nominated, ctx);
+            self.report_unschedulable(&pod, message, nomination, ctx);
             return;
         }
         drop((spread, affinity));
@@ -573,7 +614,7 @@ impl Scheduler {
         &mut self,
         pod: &PodInfo,
         message: String,
-        nominated: Option<String>,
+        nomination: Nomination,
         _ctx: &mut Context<Self>,
     ) {
         self.queue.unschedulable(&pod.uid, Instant::now());
@@ -581,7 +622,9 @@ impl Scheduler {
             self.waiting_on_pods.insert(pod.uid.clone());
         }
         let Some(queued) = self.queue.get_mut(&pod.uid) else { return };
-        if queued.last_message.as_deref() == Some(message.as_str()) && nominated.is_none() {
+        if queued.last_message.as_deref() == Some(message.as_str())
+            && nomination == Nomination::Keep
+        {
             return;
         }
         queued.last_message = Some(message.clone());
@@ -592,8 +635,10 @@ impl Scheduler {
             let condition = json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
                 "lastTransitionTime": now(), "reason": "Unschedulable", "message": message});
             let mut patch = json!({"status": {"conditions": [condition]}});
-            if let Some(node) = nominated {
-                patch["status"]["nominatedNodeName"] = json!(node);
+            match nomination {
+                Nomination::Keep => {}
+                Nomination::Set(node) => patch["status"]["nominatedNodeName"] = json!(node),
+                Nomination::Clear => patch["status"]["nominatedNodeName"] = Value::Null,
             }
             let pods = resource("", "pods");
             if let Err(error) =
@@ -609,12 +654,39 @@ impl Scheduler {
 }
 
 impl Scheduler {
+    /// The node a preemption of `pod`'s made room on, if any (what the scheduler did, or what
+    /// the pod's status says).
+    fn nominated_node<'a>(&'a self, pod: &'a PodInfo) -> Option<&'a str> {
+        let ours = self.nominated.get(&pod.uid).map(|(node, _)| node.as_str());
+        ours.or(pod.nominated_node.as_deref())
+    }
+
     /// Carries out a preemption for `pod`: each victim is marked (`DisruptionTarget`, reason
     /// `PreemptionByScheduler`), deleted with its grace period and told why (a `Preempted`
     /// event); the node keeps room for the pod. Returns the node's name, the pod's nominated
     /// node.
     fn preempt(&mut self, pod: &PodInfo, plan: Plan) -> String {
         let node = self.nodes[plan.node].name.clone();
+        // Pods of lower priority the node was held for look again (kube-scheduler's
+        // getLowerPriorityNominatedPods).
+        let displaced: Vec<PodInfo> = (self.nominated.values())
+            .filter(|(at, held)| *at == node && held.priority < pod.priority)
+            .map(|(_, held)| held.clone())
+            .collect();
+        for held in displaced {
+            self.nominated.remove(&held.uid);
+            let client = self.client.clone();
+            actix::spawn(async move {
+                let patch = json!({"status": {"nominatedNodeName": null}});
+                let pods = resource("", "pods");
+                let (namespace, name) = (&held.namespace, &held.name);
+                if let Err(error) =
+                    client.patch(pods, namespace, name, PatchType::Merge, &patch, true).await
+                {
+                    tracing::debug!(pod = %name, %error, "clearing a nominated node");
+                }
+            });
+        }
         self.nominated.insert(pod.uid.clone(), (node.clone(), pod.clone()));
         tracing::info!(pod = %pod.name, %node, victims = plan.victims.len(), "preempting");
         for victim in plan.victims {
@@ -651,6 +723,16 @@ impl Scheduler {
         }
         node
     }
+}
+
+/// What an unschedulable pod's `status.nominatedNodeName` becomes.
+#[derive(Debug, PartialEq, Eq)]
+enum Nomination {
+    Keep,
+    /// The node a preemption made room on.
+    Set(String),
+    /// None: no node would do.
+    Clear,
 }
 
 /// A PodDisruptionBudget as preemption weighs it, by namespace and name.
@@ -787,6 +869,7 @@ impl Handler<Informed> for Scheduler {
                     changed |= self.unassign(&uid);
                     self.queue.remove(&uid);
                 }
+                self.nominated.retain(|uid, _| live.contains(uid));
                 for item in items {
                     changed |= self.upsert_pod(item);
                 }

@@ -471,3 +471,26 @@ async fn a_pod_of_higher_priority_preempts_one_of_lower_priority() {
     assert_eq!(preempted["message"], format!("Preempted by pod {high_uid} on node only"));
     assert_eq!(node_of(&core, "waits").await, None, "the polite pod still waits");
 }
+
+#[actix::test]
+async fn a_pod_whose_anti_affinity_only_a_lower_priority_pod_stands_against_preempts_it() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "only", "4", dir.path());
+    eventually("the node", || async { (ready_nodes(&core).await == 1).then_some(()) }).await;
+    let classes = find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+    let class = json!({"metadata": {"name": "high"}, "value": 1000});
+    ApiClient::create(&core, classes, "", class).await.unwrap();
+    start_scheduler(&core);
+    let mut db = pod("db", "100m", json!({}));
+    db["metadata"]["labels"] = json!({"app": "db"});
+    create(&core, db).await;
+    eventually("db bound", || node_of(&core, "db")).await;
+    let mut apart = required("podAntiAffinity", "db");
+    apart["priorityClassName"] = json!("high");
+    create(&core, pod("apart", "100m", apart)).await;
+    assert_eq!(eventually("apart bound", || node_of(&core, "apart")).await, "only");
+    let pods = find("", "v1", "pods").unwrap();
+    let gone = ApiClient::get(&core, pods, "default", "db").await;
+    assert!(gone.is_err() || gone.unwrap()["metadata"]["deletionTimestamp"].is_string());
+}
