@@ -335,7 +335,18 @@ impl Scheduler {
                 if gated {
                     self.queue.remove(&uid);
                 } else if ours && pod.metadata.deletion_timestamp.is_none() && !in_flight {
-                    self.queue.add_or_update(PodInfo::new(&pod));
+                    let info = PodInfo::new(&pod);
+                    // The room a preemption made is held as the pod's status says (also what
+                    // a scheduler before this one nominated).
+                    match &info.nominated_node {
+                        Some(node) => {
+                            self.nominated.insert(uid.clone(), (node.clone(), info.clone()));
+                        }
+                        None => {
+                            self.nominated.remove(&uid);
+                        }
+                    }
+                    self.queue.add_or_update(info);
                 }
                 false
             }

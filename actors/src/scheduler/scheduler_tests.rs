@@ -494,3 +494,54 @@ async fn a_pod_whose_anti_affinity_only_a_lower_priority_pod_stands_against_pree
     let gone = ApiClient::get(&core, pods, "default", "db").await;
     assert!(gone.is_err() || gone.unwrap()["metadata"]["deletionTimestamp"].is_string());
 }
+
+#[actix::test]
+async fn room_held_for_a_nominated_pod_is_kept_from_pods_of_lower_priority() {
+    let core = core().await;
+    // A node no agent runs: its pods being deleted stay until forced.
+    let nodes = find("", "v1", "nodes").unwrap();
+    let node = json!({"metadata": {"name": "manual"}, "status": {
+        "allocatable": {"cpu": "2", "memory": "64Gi", "pods": "110"},
+        "capacity": {"cpu": "2", "memory": "64Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    ApiClient::create(&core, nodes, "", node).await.unwrap();
+    let classes = find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+    let class = json!({"metadata": {"name": "high"}, "value": 1000});
+    ApiClient::create(&core, classes, "", class).await.unwrap();
+    let pods = find("", "v1", "pods").unwrap();
+    let status = |patch: Value| {
+        let core = core.clone();
+        async move {
+            let name = patch["metadata"]["name"].as_str().unwrap().to_string();
+            ApiClient::patch(&core, pods, "default", &name, PatchType::Merge, &patch, true)
+                .await
+                .unwrap();
+        }
+    };
+    // A pod of lower priority being deleted by a preemption, for the pod nominated (by a
+    // scheduler before this one) to its node.
+    create(&core, pod("victim", "1500m", json!({"nodeName": "manual"}))).await;
+    status(json!({"metadata": {"name": "victim"}, "status": {"conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}}))
+    .await;
+    ApiClient::delete(&core, pods, "default", "victim", &Default::default()).await.unwrap();
+    create(&core, pod("holder", "800m", json!({"priorityClassName": "high"}))).await;
+    status(json!({"metadata": {"name": "holder"}, "status": {"nominatedNodeName": "manual"}}))
+        .await;
+    start_scheduler(&core);
+    let waiting = eventually("holder waits", || scheduled_message(&core, "holder")).await;
+    assert!(
+        waiting
+            .ends_with("preemption: not eligible due to a terminating pod on the nominated node.."),
+        "{waiting}"
+    );
+    // 400m would fit beside the victim, not beside the victim and the room held.
+    create(&core, pod("small", "400m", json!({}))).await;
+    let message = eventually("small unschedulable", || scheduled_message(&core, "small")).await;
+    assert!(message.starts_with("0/1 nodes are available: 1 Insufficient cpu."), "{message}");
+    let forced = crate::core::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    ApiClient::delete(&core, pods, "default", "victim", &forced).await.unwrap();
+    assert_eq!(eventually("holder bound", || node_of(&core, "holder")).await, "manual");
+    assert_eq!(eventually("small bound", || node_of(&core, "small")).await, "manual");
+    assert_eq!(get(&core, "holder").await["status"]["nominatedNodeName"], "manual");
+}
