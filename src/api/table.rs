@@ -621,16 +621,9 @@ fn terminated_reason(terminated: &Value) -> String {
 /// containers; once initialized, those of its containers and its sidecars (init containers
 /// that restart `Always`).
 fn restarts(pod: &Value, initialized: bool, now: DateTime<Utc>) -> String {
-    let init_specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
-    let sidecar = |status: &Value| {
-        init_specs
-            .into_iter()
-            .flatten()
-            .any(|spec| spec["name"] == status["name"] && spec["restartPolicy"] == "Always")
-    };
     let statuses = |path: &str| json::at(pod, path).and_then(Value::as_array).into_iter().flatten();
     let counted: Vec<&Value> = if initialized {
-        let sidecars = statuses("/status/initContainerStatuses").filter(|c| sidecar(c));
+        let sidecars = statuses("/status/initContainerStatuses").filter(|c| sidecar(pod, c));
         sidecars.chain(statuses("/status/containerStatuses")).collect()
     } else {
         statuses("/status/initContainerStatuses").collect()
@@ -647,17 +640,21 @@ fn restarts(pod: &Value, initialized: bool, now: DateTime<Utc>) -> String {
     }
 }
 
+/// Whether the init container status `status` is a sidecar's: its spec restarts `Always`.
+fn sidecar(pod: &Value, status: &Value) -> bool {
+    let specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
+    (specs.into_iter().flatten())
+        .any(|spec| spec["name"] == status["name"] && spec["restartPolicy"] == "Always")
+}
+
 /// The READY of a pod, as kubectl counts it: of its containers and sidecars (init containers
 /// that restart `Always`), those ready: the sidecars that have started, up to the first init
 /// container not done, and, once the pod is past its init containers (`containers_counted`),
 /// the containers ready and running.
 fn ready_containers(pod: &Value, containers_counted: bool) -> (usize, usize) {
     let init_specs = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
-    let is_sidecar = |spec: &Value| spec["restartPolicy"] == "Always";
-    let sidecar_named = |name: &Value| {
-        init_specs.into_iter().flatten().any(|spec| spec["name"] == *name && is_sidecar(spec))
-    };
-    let sidecars = init_specs.into_iter().flatten().filter(|spec| is_sidecar(spec)).count();
+    let sidecars =
+        init_specs.into_iter().flatten().filter(|spec| spec["restartPolicy"] == "Always").count();
     let containers =
         json::at(pod, "/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
     let statuses = |path: &str| json::at(pod, path).and_then(Value::as_array).into_iter().flatten();
@@ -666,7 +663,7 @@ fn ready_containers(pod: &Value, containers_counted: bool) -> (usize, usize) {
         if json::at(c, "/state/terminated").is_some_and(|t| t["exitCode"] == 0) {
             continue;
         }
-        if !(sidecar_named(&c["name"]) && c["started"] == true) {
+        if !(sidecar(pod, c) && c["started"] == true) {
             break;
         }
         ready += usize::from(c["ready"] == true);
@@ -687,11 +684,9 @@ fn init_status(pod: &Value) -> Option<String> {
     for (i, c) in statuses.into_iter().flatten().enumerate() {
         let terminated = json::at(c, "/state/terminated");
         let waiting = s(c, "/state/waiting/reason");
-        let sidecar =
-            specs.iter().any(|spec| spec["name"] == c["name"] && spec["restartPolicy"] == "Always");
         match terminated {
             Some(t) if t["exitCode"] == 0 => continue,
-            _ if sidecar && c["started"] == true => continue,
+            _ if sidecar(pod, c) && c["started"] == true => continue,
             Some(t) => return Some(format!("Init:{}", terminated_reason(t))),
             None if !waiting.is_empty() && waiting != "PodInitializing" => {
                 return Some(format!("Init:{waiting}"))
