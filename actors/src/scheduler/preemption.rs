@@ -92,6 +92,21 @@ impl Refusal {
     }
 }
 
+/// `pod` may never preempt (its `preemptionPolicy` is `Never`).
+fn policy_refusal(pod: &PodInfo) -> Option<Refusal> {
+    let message = "not eligible due to preemptionPolicy=Never.";
+    pod.preempt_never.then(|| Refusal::NotEligible(message.into()))
+}
+
+/// Why preemption cannot help a pod that none of `total_nodes` may take whatever pods they
+/// run (kube-scheduler's PreFilter failures, such as a missing claim).
+pub fn refusal_everywhere(pod: &PodInfo, total_nodes: usize) -> Refusal {
+    policy_refusal(pod).unwrap_or_else(|| {
+        let reasons = (0..total_nodes).map(|_| NOT_HELPFUL.to_string());
+        Refusal::NoCandidate(filters::reasons_message(total_nodes, reasons))
+    })
+}
+
 /// The fewest candidate nodes looked for before one is chosen, and the share of the nodes
 /// (kube-scheduler's `minCandidateNodesAbsolute` and `minCandidateNodesPercentage`).
 const MIN_CANDIDATES: usize = 100;
@@ -108,8 +123,8 @@ pub fn plan(
     budgets: &[Budget],
     fits: impl Fn(usize, &NodeInfo) -> Result<(), Vec<FitFailure>>,
 ) -> Result<Plan, Refusal> {
-    if pod.preempt_never {
-        return Err(Refusal::NotEligible("not eligible due to preemptionPolicy=Never.".into()));
+    if let Some(refusal) = policy_refusal(pod) {
+        return Err(refusal);
     }
     // A pod whose victims are still going waits for them rather than preempting again, unless
     // its node now refuses it for a reason no preemption can remove.
@@ -149,19 +164,12 @@ pub fn plan(
         // then the others, the most important first in each.
         lower.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
         let protected = violating(&lower, budgets);
-        let (mut first, mut then) = (Vec::new(), Vec::new());
-        for (candidate, protected) in lower.into_iter().zip(protected) {
-            if protected {
-                first.push(candidate)
-            } else {
-                then.push(candidate)
-            }
-        }
+        let mut in_turn: Vec<(PodInfo, bool)> = lower.into_iter().zip(protected).collect();
+        // (A stable sort: each group keeps its order.)
+        in_turn.sort_by_key(|(_, protected)| !protected);
         let mut victims = Vec::new();
         let mut violations = 0;
-        for (candidate, protected) in
-            first.into_iter().map(|c| (c, true)).chain(then.into_iter().map(|c| (c, false)))
-        {
+        for (candidate, protected) in in_turn {
             reduced.add_pod(candidate.clone());
             if fits(*i, &reduced).is_err() {
                 reduced.remove_pod(&candidate.uid);

@@ -458,13 +458,8 @@ impl Scheduler {
             // No node can help, nor preemption (kube-scheduler's PreFilter failure).
             let mut message = format!("0/{total} nodes are available: {why}.");
             if total > 0 {
-                let not_helped = vec![(0, vec![FitFailure::NotReady]); total];
-                let nominated = self.nominated_node(&pod);
-                let preempting =
-                    preemption::plan(&pod, nominated, &self.nodes, &not_helped, &[], |_, _| Ok(()));
-                if let Err(refusal) = preempting {
-                    message.push_str(&format!(" preemption: {}.", refusal.message()));
-                }
+                let refusal = preemption::refusal_everywhere(&pod, total);
+                message.push_str(&format!(" preemption: {}.", refusal.message()));
             }
             self.stats.unschedulable += 1;
             self.report_unschedulable(&pod, message, Nomination::Keep, ctx);
