@@ -179,6 +179,8 @@ pub struct Scheduler {
     /// The pods that preempted others, by uid, with the node they made room on: pods of no
     /// higher priority count them there until they are placed (or gone).
     nominated: HashMap<String, (String, PodInfo)>,
+    /// Pods bound to a node not known yet, by node name then uid: counted on it once it is.
+    before_their_node: HashMap<String, HashMap<String, PodInfo>>,
     /// The PodDisruptionBudgets, by namespace and name, which preemption tries not to break.
     budgets: HashMap<(String, String), Budget>,
 }
@@ -224,6 +226,7 @@ impl Scheduler {
             namespaces_changed: false,
             nominated: HashMap::new(),
             budgets: HashMap::new(),
+            before_their_node: HashMap::new(),
         }
     }
 
@@ -259,8 +262,12 @@ impl Scheduler {
                 before != relevant(&self.nodes[i])
             }
             None => {
+                let mut info = NodeInfo::new(node);
+                for (_, pod) in self.before_their_node.remove(&name).into_iter().flatten() {
+                    info.add_pod(pod);
+                }
                 self.node_index.insert(name, self.nodes.len());
-                self.nodes.push(NodeInfo::new(node));
+                self.nodes.push(info);
                 true
             }
         }
@@ -290,6 +297,9 @@ impl Scheduler {
         if let Some(info) = self.node_mut(&node) {
             info.remove_pod(uid);
         }
+        if let Some(waiting) = self.before_their_node.get_mut(&node) {
+            waiting.remove(uid);
+        }
         true
     }
 
@@ -315,12 +325,16 @@ impl Scheduler {
                 let info = PodInfo::new(&pod);
                 if self.pod_node.get(&uid) != Some(&node) {
                     self.unassign(&uid);
-                    self.pod_node.insert(uid, node.clone());
+                    self.pod_node.insert(uid.clone(), node.clone());
                 }
                 self.groups.register(&info);
                 self.retry_waiting_for(&info);
-                if let Some(node_info) = self.node_mut(&node) {
-                    node_info.add_pod(info);
+                match self.node_mut(&node) {
+                    Some(node_info) => node_info.add_pod(info),
+                    // Counted once its node is known (the pods may be listed first).
+                    None => {
+                        self.before_their_node.entry(node).or_default().insert(uid, info);
+                    }
                 }
                 false
             }
@@ -1048,5 +1062,26 @@ mod tests {
         ] {
             assert!(!scheduler.already_counted(&other), "{what}");
         }
+    }
+
+    #[actix::test]
+    async fn a_pod_seen_before_its_node_is_counted_on_it_once_the_node_is_known() {
+        let core = crate::testing::core().await;
+        let mut scheduler = Scheduler::new(Arc::new(core), SchedulerConfig::default());
+        let pod = |uid: &str| {
+            json!({"metadata": {"name": uid, "namespace": "default", "uid": uid},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+                    "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Running"}})
+        };
+        scheduler.upsert_pod(pod("early"));
+        scheduler.upsert_pod(pod("gone"));
+        scheduler.remove_pod(&pod("gone"));
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}))
+        .unwrap();
+        scheduler.upsert_node(&node);
+        let counted: Vec<&str> = scheduler.nodes[0].pods().map(|p| p.uid.as_str()).collect();
+        assert_eq!(counted, ["early"]);
     }
 }
