@@ -396,6 +396,8 @@ pub struct PodInfo {
     pub nominated_node: Option<String>,
     /// Being deleted by a preemption (a `DisruptionTarget` condition, `PreemptionByScheduler`).
     pub preempted: bool,
+    /// `status.startTime`: when its node took it (unset: not yet, which counts as now).
+    pub start_time: Option<chrono::DateTime<chrono::Utc>>,
     /// Identifies the pod's label group: its namespace and labels (see [`LabelGroups`]).
     pub group: u64,
     /// The pod is being deleted (`metadata.deletionTimestamp` set); such pods still use
@@ -506,6 +508,7 @@ impl PodInfo {
                         c.type_ == "DisruptionTarget"
                             && c.reason.as_deref() == Some("PreemptionByScheduler")
                     }),
+            start_time: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             terminating: meta.deletion_timestamp.is_some(),
             tolerates_unschedulable,
             tolerates_not_ready,

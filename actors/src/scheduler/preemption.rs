@@ -2,7 +2,10 @@
 //! lower priority whose removal lets it fit on one node, that node chosen as kube-scheduler
 //! chooses it; or why preemption cannot help, in kube-scheduler's words.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
 
 use super::filters::{self, FitFailure};
 use super::node_info::{NodeInfo, PodInfo};
@@ -57,6 +60,20 @@ fn violating(pods: &[PodInfo], budgets: &[Budget]) -> Vec<bool> {
             violates
         })
         .collect()
+}
+
+/// When a pod started, as kube-scheduler reads it: one not started yet counts as now, after
+/// any that has.
+fn started(pod: &PodInfo) -> DateTime<Utc> {
+    pod.start_time.unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// kube-scheduler's order of importance: higher priority first, then the longer running (a
+/// pod's name settles the rest, for a stable order).
+fn more_important(a: &PodInfo, b: &PodInfo) -> Ordering {
+    (b.priority.cmp(&a.priority))
+        .then_with(|| started(a).cmp(&started(b)))
+        .then_with(|| a.name.cmp(&b.name))
 }
 
 /// Whether a node's reason for refusing the pod may go with pods removed from it, as
@@ -162,7 +179,7 @@ pub fn plan(
         }
         // Given back their place while the pod still fits: those a budget protects first,
         // then the others, the most important first in each.
-        lower.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+        lower.sort_by(more_important);
         let protected = violating(&lower, budgets);
         let mut in_turn: Vec<(PodInfo, bool)> = lower.into_iter().zip(protected).collect();
         // (A stable sort: each group keeps its order.)
@@ -188,12 +205,15 @@ pub fn plan(
         }
     }
     // As kube-scheduler picks: the fewest budgets broken, then the lowest highest victim
-    // priority, then the lowest sum of priorities, then the fewest victims; the first of
-    // equals.
+    // priority, then the lowest sum of priorities, then the fewest victims, then the latest
+    // start among the victims of the highest priority; the first of equals.
     let key = |plan: &Plan| {
         let highest = plan.victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
         let sum: i64 = plan.victims.iter().map(|v| i64::from(v.priority) + (1 << 31)).sum();
-        (plan.violations, highest, sum, plan.victims.len())
+        let earliest = (plan.victims.iter().filter(|v| v.priority == highest))
+            .map(started)
+            .min();
+        (plan.violations, highest, sum, plan.victims.len(), std::cmp::Reverse(earliest))
     };
     let best = candidates.into_iter().enumerate().min_by_key(|(order, plan)| (key(plan), *order));
     match best {
@@ -258,6 +278,41 @@ mod tests {
             plan_for(&info("huge", 1000, "3"), &nodes).unwrap_err(),
             "0/2 nodes are available: 2 Insufficient cpu."
         );
+    }
+
+    fn started_at(mut pod: PodInfo, time: &str) -> PodInfo {
+        pod.start_time = Some(time.parse().unwrap());
+        pod
+    }
+
+    #[test]
+    fn the_youngest_of_equals_go_and_the_node_of_the_youngest_is_chosen() {
+        // Of two pods of one priority, the one running longer keeps its place.
+        let mut a = node_info("a", "2");
+        a.add_pod(started_at(info("z-old", 1, "1"), "2026-01-01T10:00:00Z"));
+        a.add_pod(started_at(info("a-young", 1, "1"), "2026-01-01T11:00:00Z"));
+        let plan = plan_for(&info("new", 10, "1"), &[a]).unwrap();
+        let names: Vec<&str> = plan.victims.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a-young"]);
+        // One victim of one priority on each node: the node whose victim started last; a pod
+        // not started yet counts as started now.
+        let one = |node: &str, start: Option<&str>| {
+            let mut n = node_info(node, "1");
+            let victim = info(&format!("{node}-low"), 1, "1");
+            n.add_pod(match start {
+                Some(time) => started_at(victim, time),
+                None => victim,
+            });
+            n
+        };
+        let nodes = [
+            one("a", Some("2026-01-01T10:00:00Z")),
+            one("b", Some("2026-01-01T12:00:00Z")),
+            one("c", Some("2026-01-01T11:00:00Z")),
+        ];
+        assert_eq!(plan_for(&info("new", 10, "1"), &nodes).unwrap().node, 1);
+        let nodes = [one("a", Some("2026-01-01T10:00:00Z")), one("b", None)];
+        assert_eq!(plan_for(&info("new", 10, "1"), &nodes).unwrap().node, 1);
     }
 
     #[test]
