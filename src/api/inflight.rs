@@ -66,8 +66,7 @@ impl Drop for Entered<'_> {
 fn exempt(path: &str, query: &str) -> bool {
     // A watch as the handler reads it (`watch=true`, `1`, `True`, ...); most requests carry no
     // such parameter and are not parsed.
-    let watch =
-        query.contains("watch") && Query::of(query).is_ok_and(|q| q.flag("watch").unwrap_or(false));
+    let watch = query.contains("watch") && Query::of(query).is_ok_and(|q| q.flag("watch"));
     let long_running = path.contains("/watch/")
         || watch
         || path.contains("/proxy")

@@ -13,8 +13,10 @@ use super::AppState;
 use crate::error::HttpError;
 
 /// The log query parameters passed through to the agent.
-const PASSED_THROUGH: &[&str] =
-    &["follow", "previous", "tailLines", "limitBytes", "timestamps", "sinceSeconds", "sinceTime"];
+const PASSED_THROUGH: &[&str] = &["tailLines", "limitBytes", "sinceSeconds", "sinceTime"];
+/// The log flags, passed on as `true` or `false` (the API reads `1`, `True` or a bare
+/// `?follow` as true too).
+const FLAGS: &[&str] = &["follow", "previous", "timestamps"];
 
 /// GET `pods/{name}/log`.
 pub async fn serve(
@@ -29,7 +31,8 @@ pub async fn serve(
     let container = container_of(&pod, name, query.get("container"))?;
     let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
     if node.is_empty() {
-        return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
+        // No node, no logs yet: Kubernetes answers an empty 204 (its log location is none).
+        return Ok(HttpResponse::NoContent().finish());
     }
     let mut url = super::proxy::agent_url(state, node).await?;
     url.path_segments_mut()
@@ -39,6 +42,9 @@ pub async fn serve(
         if let Some(value) = query.get(key) {
             url.query_pairs_mut().append_pair(key, value);
         }
+    }
+    for key in FLAGS {
+        url.query_pairs_mut().append_pair(key, if query.flag(key) { "true" } else { "false" });
     }
     let response = state.http.get(url).send().await.map_err(|e| {
         super::proxy::unavailable(format!("reaching the agent of node {node}: {e}"))
@@ -66,12 +72,8 @@ pub async fn serve(
 }
 
 /// Checks the log options as Kubernetes' `ValidatePodLogOptions` does, before the agent is
-/// asked: a number or flag that does not parse is 400, a value out of range 422 on
-/// `PodLogOptions`.
+/// asked: a number that does not parse is 400, a value out of range 422 on `PodLogOptions`.
 fn validate_options(query: &Query, name: &str) -> Result<(), HttpError> {
-    for flag in ["follow", "previous", "timestamps"] {
-        query.flag(flag)?;
-    }
     let since_time = query.get("sinceTime").filter(|t| !t.is_empty());
     if let Some(time) = since_time {
         chrono::DateTime::parse_from_rfc3339(time)
@@ -149,7 +151,9 @@ mod tests {
         assert!(options("").is_ok());
         assert!(options("tailLines=0&limitBytes=1&sinceSeconds=1&follow=true").is_ok());
         assert!(options("sinceTime=2026-01-01T00:00:00Z&timestamps=true").is_ok());
-        for malformed in ["tailLines=x", "limitBytes=1.5", "sinceTime=yesterday", "follow=maybe"] {
+        // Any flag value is a boolean, as Kubernetes reads them.
+        assert!(options("follow=maybe&previous&timestamps=0").is_ok());
+        for malformed in ["tailLines=x", "limitBytes=1.5", "sinceTime=yesterday"] {
             assert!(matches!(options(malformed), Err(HttpError::BadRequest(_))), "{malformed}");
         }
         assert_eq!(

@@ -218,8 +218,7 @@ fn negotiated(path: &str) -> bool {
 
 fn is_watch(req: &ServiceRequest) -> bool {
     let query = req.query_string();
-    let watch_param =
-        query.contains("watch") && Query::of(query).is_ok_and(|q| q.flag("watch").unwrap_or(false));
+    let watch_param = query.contains("watch") && Query::of(query).is_ok_and(|q| q.flag("watch"));
     watch_param || req.path().split('/').any(|segment| segment == "watch")
 }
 

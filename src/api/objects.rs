@@ -190,7 +190,7 @@ async fn dispatch(
     // in Kubernetes: a create names its namespace, and no one request deletes in all of them.
     let across_namespaces = resource.namespaced && target.namespace.is_none();
     match (method, target.name.as_deref()) {
-        (Method::GET, name) if target.legacy_watch || query.flag("watch")? => {
+        (Method::GET, name) if target.legacy_watch || query.flag("watch") => {
             let namespace = target.namespace.as_deref();
             super::watch::serve(&req, core, resource, namespace, name, &query, &state).await
         }

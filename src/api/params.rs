@@ -32,13 +32,10 @@ impl Query {
         self.0.get(key).map(String::as_str)
     }
 
-    pub fn flag(&self, key: &str) -> Result<bool, HttpError> {
-        match self.get(key) {
-            None | Some("") => Ok(false),
-            Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(true),
-            Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Ok(false),
-            Some(v) => Err(HttpError::BadRequest(format!("{key}: {v:?} is not a boolean"))),
-        }
+    /// A boolean parameter as Kubernetes reads one: absent, `0` or `false` (any case) is
+    /// false, any other value (an empty one too: `?watch`) true.
+    pub fn flag(&self, key: &str) -> bool {
+        self.get(key).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
     pub fn number(&self, key: &str) -> Result<Option<i64>, HttpError> {
@@ -119,19 +116,14 @@ impl Query {
         Ok(WriteOptions {
             dry_run: dry_run?,
             field_manager,
-            force: self.flag("force")?,
+            force: self.flag("force"),
             strict_fields: validation == Some(FieldValidation::Strict),
         })
     }
 
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {
-        let limit = match self.number("limit")? {
-            Some(n) if n < 0 => {
-                return Err(HttpError::BadRequest(format!("limit: {n} must not be negative")))
-            }
-            Some(n) => Some(n as usize),
-            None => None,
-        };
+        // A limit of zero or below asks for no paging, as in Kubernetes.
+        let limit = self.number("limit")?.filter(|n| *n > 0).map(|n| n as usize);
         Ok(ListOptions {
             label_selector: self.get("labelSelector").map(String::from),
             field_selector: self.get("fieldSelector").map(String::from),
@@ -154,11 +146,10 @@ impl Query {
             label_selector: self.get("labelSelector").map(String::from),
             field_selector: self.get("fieldSelector").map(String::from),
             resource_version: self.get("resourceVersion").map(String::from),
-            allow_bookmarks: self.flag("allowWatchBookmarks")?,
-            send_initial_events: match self.get("sendInitialEvents") {
-                None | Some("") => None,
-                Some(_) => Some(self.flag("sendInitialEvents")?),
-            },
+            allow_bookmarks: self.flag("allowWatchBookmarks"),
+            send_initial_events: self
+                .get("sendInitialEvents")
+                .map(|_| self.flag("sendInitialEvents")),
             view: ObjectView::Whole,
             timeout: None,
         })
@@ -288,6 +279,14 @@ mod tests {
             }
             other => panic!("expected Invalid, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn booleans_are_false_only_when_absent_zero_or_false() {
+        let query = Query::of("a&b=&c=1&d=True&e=yes&f=0&g=FALSE").unwrap();
+        let read: Vec<bool> =
+            ["a", "b", "c", "d", "e", "f", "g", "h"].map(|k| query.flag(k)).into();
+        assert_eq!(read, [true, true, true, true, true, false, false, false]);
     }
 
     #[test]

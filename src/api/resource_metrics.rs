@@ -29,7 +29,7 @@ pub async fn serve(
     target: &Target,
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
-    if method != Method::GET || target.subresource.is_some() || query.flag("watch")? {
+    if method != Method::GET || target.subresource.is_some() || query.flag("watch") {
         return Err(HttpError::MethodNotAllowed);
     }
     let scraper = state.resource_metrics.as_ref().ok_or_else(|| {

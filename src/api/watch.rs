@@ -67,11 +67,10 @@ pub async fn serve(
             _ => by_name,
         });
     }
-    // Zero, like no timeout, means the server's own limit (Kubernetes picks one then too).
+    // Zero, like no timeout, means the server's own limit (Kubernetes picks one then too); a
+    // negative one has run out already (an empty watch, as in Kubernetes).
     let timeout = match query.number("timeoutSeconds")? {
-        Some(t) if t < 0 => {
-            return Err(HttpError::BadRequest("timeoutSeconds must not be negative".into()))
-        }
+        Some(t) if t < 0 => Duration::ZERO,
         Some(t) if t > 0 => Duration::from_secs(t as u64).min(state.watch_max_timeout),
         _ => state.watch_max_timeout,
     };

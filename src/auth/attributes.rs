@@ -43,7 +43,7 @@ impl Attributes {
         attributes.api_version = version.to_string();
         // As the handlers read the flag (a malformed one is their 400).
         let query = crate::api::Query::of(query).ok();
-        let mut watch = query.is_some_and(|q| q.flag("watch").unwrap_or(false));
+        let mut watch = query.is_some_and(|q| q.flag("watch"));
         // Read by the handlers' own parser, so that what is judged is what they serve.
         match crate::api::parse_resource_path(group, version, &rest.join("/")) {
             Ok(target) => {

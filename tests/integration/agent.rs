@@ -423,7 +423,8 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     wait_pod(&server, "once", "once has started", |p| p["status"]["phase"] != "Pending");
     let follower = reqwest::blocking::Client::builder().timeout(WAIT).build().unwrap();
     let followed = follower
-        .get(server.url("/api/v1/namespaces/default/pods/once/log?follow=true"))
+        // (`1` is true too, as Kubernetes reads booleans.)
+        .get(server.url("/api/v1/namespaces/default/pods/once/log?follow=1"))
         .send()
         .and_then(|r| r.text())
         .expect("the followed log ends with its container");
@@ -488,7 +489,7 @@ fn a_crash_loop_s_logs_are_its_last_run() {
         if restarts < 2 || before["state"]["waiting"].is_null() {
             return false;
         }
-        let (current, previous) = (log(""), log("?previous=true"));
+        let (current, previous) = (log(""), log("?previous"));
         // Read again if it ran in between.
         let after = get_pod(&server, "crashing")["status"]["containerStatuses"][0].clone();
         seen = Some((restarts, current, previous));

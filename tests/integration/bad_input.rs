@@ -246,6 +246,19 @@ fn list_pagination_and_selectors() {
     let (_, selected) = server.get("/api/v1/namespaces/default/pods?limit=2&labelSelector=n");
     assert!(selected["metadata"]["continue"].is_string(), "{}", selected["metadata"]);
     assert!(selected["metadata"].get("remainingItemCount").is_none(), "{}", selected["metadata"]);
+    // A limit below one asks for no paging, as in Kubernetes.
+    let (code, whole) = server.get("/api/v1/namespaces/default/pods?limit=-1");
+    assert_eq!((code, whole["items"].as_array().unwrap().len()), (200, stored as usize));
+    assert!(whole["metadata"].get("continue").is_none(), "{}", whole["metadata"]);
+    // Boolean parameters as Kubernetes reads them: only `0` and `false` are false, a bare
+    // `?watch` is a watch; a negative timeout has run out already.
+    let path = "/api/v1/namespaces/default/pods";
+    let (_, _, listed) = server.get_with(&format!("{path}?watch=0"), &[]);
+    assert!(listed.contains("\"kind\":\"PodList\""), "{listed}");
+    let (_, _, watched) = server.get_with(&format!("{path}?watch&timeoutSeconds=1"), &[]);
+    let first: Value = serde_json::from_str(watched.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ADDED", "{watched}");
+    assert_eq!(server.get_with(&format!("{path}?watch=yes&timeoutSeconds=-1"), &[]).0, 200);
     let (_, list) = server.get("/api/v1/pods?labelSelector=n%20in%20(1,2),app%3Dweb");
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
     let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp3");

@@ -162,6 +162,10 @@ fn a_gated_pod_runs_once_its_gates_are_removed() {
     kubectl.ok(&["create", "-f", pod.to_str().unwrap()]);
     let table = kubectl.ok(&["get", "pod", "gated", "--no-headers"]);
     assert_eq!(table.split_whitespace().nth(2), Some("SchedulingGated"), "{table}");
+    // No node, no logs yet: an empty 204, as Kubernetes answers.
+    let (code, _, log) = server.get_with("/api/v1/namespaces/default/pods/gated/log", &[]);
+    assert_eq!((code, log.as_str()), (204, ""));
+    assert_eq!(kubectl.ok(&["logs", "gated"]), "");
     let add = r#"[{"op":"add","path":"/spec/schedulingGates/-","value":{"name":"x"}}]"#;
     let (ok, _, stderr) = kubectl.run(&["patch", "pod", "gated", "--type=json", "-p", add]);
     assert!(!ok, "a gate added");

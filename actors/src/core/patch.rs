@@ -87,6 +87,10 @@ pub(crate) fn apply(
     let mut target = current.clone();
     match patch_type {
         PatchType::Json => {
+            if let Some(kind) = unknown_operation(patch) {
+                // Kubernetes decodes any operation and fails it when it comes to apply it.
+                return Err(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
+            }
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
             if ops.0.len() > MAX_JSON_PATCH_OPERATIONS {
@@ -118,6 +122,18 @@ pub(crate) fn apply(
         }
     }
     Ok(target)
+}
+
+/// The first operation of a JSON patch that is none of RFC 6902's, by its `op` (`unknown`
+/// when it has none, as Go's json-patch names it).
+fn unknown_operation(patch: &Value) -> Option<&str> {
+    const KNOWN: [&str; 6] = ["add", "remove", "replace", "move", "copy", "test"];
+    let ops = patch.as_array()?;
+    ops.iter().filter(|op| op.is_object()).find_map(|op| match op.get("op") {
+        Some(Value::String(kind)) if KNOWN.contains(&kind.as_str()) => None,
+        Some(Value::String(kind)) => Some(kind.as_str()),
+        _ => Some("unknown"),
+    })
 }
 
 /// A `$patch` directive Kubernetes does not know in a map (`unknown patch type`).
@@ -454,6 +470,15 @@ mod tests {
         assert!(apply(&cm, PatchType::Json, &json!([{"op":"remove","path":"/nope"}])).is_err());
         assert!(apply(&cm, PatchType::Json, &json!({"op":"x"})).is_err());
         assert!(apply(&cm, PatchType::Merge, &json!([1])).is_err());
+        // An operation RFC 6902 does not know is decoded and fails to apply (422), not a
+        // malformed body (400).
+        let unknown = |patch| match apply(&cm, PatchType::Json, &patch) {
+            Err(ApiError::PatchNotApplicable(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(unknown(json!([{"op": "frob", "path": "/x"}])), "Unexpected kind: frob");
+        assert_eq!(unknown(json!([{"path": "/x"}])), "Unexpected kind: unknown");
+        assert!(matches!(apply(&cm, PatchType::Json, &json!([1])), Err(ApiError::BadRequest(_))));
     }
 }
 

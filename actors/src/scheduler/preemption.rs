@@ -210,9 +210,7 @@ pub fn plan(
     let key = |plan: &Plan| {
         let highest = plan.victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
         let sum: i64 = plan.victims.iter().map(|v| i64::from(v.priority) + (1 << 31)).sum();
-        let earliest = (plan.victims.iter().filter(|v| v.priority == highest))
-            .map(started)
-            .min();
+        let earliest = (plan.victims.iter().filter(|v| v.priority == highest)).map(started).min();
         (plan.violations, highest, sum, plan.victims.len(), std::cmp::Reverse(earliest))
     };
     let best = candidates.into_iter().enumerate().min_by_key(|(order, plan)| (key(plan), *order));
