@@ -11,7 +11,7 @@ use super::node_agent::StopAgent;
 use super::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use super::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
-use crate::core::{ApiCore, DeleteOptions, ListOptions};
+use crate::core::{ApiCore, DeleteOptions, ListOptions, PatchType};
 use crate::model::resources::find;
 use crate::testing::{core, eventually};
 
@@ -98,6 +98,21 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
     .await;
     assert!(running["status"]["podIP"].as_str().unwrap().starts_with("127."));
     assert_eq!(running["status"]["containerStatuses"][0]["ready"], true);
+    // Someone else's word on the status (the node controller's, while the node was out of
+    // touch): the agent writes its own again, as the kubelet does.
+    let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+        "reason": "NodeNotReady"}]}});
+    let patched = ApiClient::patch(&core, pods, "default", "p", PatchType::Merge, &not_ready, true)
+        .await
+        .unwrap();
+    assert_eq!(patched["status"]["conditions"].as_array().unwrap().len(), 1);
+    eventually("the agent's status back", || async {
+        let pod = get(&core, "pods", "default", "p").await?;
+        let conditions = pod["status"]["conditions"].as_array()?.clone();
+        let ready = conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+        (ready && conditions.len() == 5).then_some(())
+    })
+    .await;
     ApiClient::delete(&core, pods, "default", "p", &DeleteOptions::default()).await.unwrap();
     eventually("the pod gone", || async {
         get(&core, "pods", "default", "p").await.is_none().then_some(())

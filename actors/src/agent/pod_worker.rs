@@ -527,6 +527,8 @@ struct PodState {
     start_time: String,
     containers: Vec<ContainerState>,
     last_status: Option<Value>,
+    /// The resourceVersion our last status write made: older news of the pod is stale.
+    last_written: u64,
     /// SIGKILL everything at this instant when still running (deletion grace period).
     kill_at: Option<Instant>,
     /// The grace period that stop was given (a shorter one brings it forward).
@@ -593,6 +595,7 @@ impl PodState {
             start_time,
             containers,
             last_status: None,
+            last_written: 0,
             kill_at: None,
             stop_grace: None,
             stopping: false,
@@ -782,6 +785,16 @@ impl PodState {
 
     /// Takes a newer version of the pod from the API.
     fn update(&mut self, raw: Value) {
+        // The agent is the source of truth for the status it writes, as the kubelet is: when
+        // the server's no longer says what it wrote (the node controller marked the pod not
+        // ready while the node was out of touch, or a client patched it), it is written again.
+        let revision = resource_version(&raw);
+        if revision >= self.last_written
+            && (self.last_status.as_ref()).is_some_and(|ours| !status_agrees(ours, &raw["status"]))
+        {
+            tracing::debug!(pod = %self.name, "the pod's status differs from ours: writing it again");
+            self.last_status = None;
+        }
         match serde_json::from_value::<Pod>(raw.clone()) {
             Ok(pod) => {
                 self.pod = pod;
@@ -1755,7 +1768,10 @@ impl PodState {
             .patch(pods, &self.namespace, &self.name, PatchType::Merge, &patch, true)
             .await
         {
-            Ok(_) => self.last_status = Some(status),
+            Ok(written) => {
+                self.last_written = resource_version(&written);
+                self.last_status = Some(status);
+            }
             Err(ApiError::NotFound { .. }) => self.gone = true,
             Err(error) => {
                 tracing::warn!(pod = %self.name, %error, "writing pod status; will retry")
@@ -1854,6 +1870,43 @@ async fn run_due(
 /// The id a container's run is known by: its pod, name and process.
 fn container_id(uid: &str, name: &str, pid: u32) -> String {
     format!("kplane://{uid}/{name}/{pid}")
+}
+
+/// A pod's `metadata.resourceVersion` as a number (0 when it has none).
+fn resource_version(pod: &Value) -> u64 {
+    pod["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Whether the server's pod status `theirs` still says what the agent wrote (`ours`): the
+/// phase, the pod IP, the conditions (types, statuses and reasons) and each container's
+/// readiness and restarts. (The kubelet's `needsReconcile`.)
+fn status_agrees(ours: &Value, theirs: &Value) -> bool {
+    let conditions = |status: &Value| -> Vec<(String, Value, Value)> {
+        let mut listed: Vec<(String, Value, Value)> = (status["conditions"].as_array())
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap_or("").to_string(),
+                    c["status"].clone(),
+                    c["reason"].clone(),
+                )
+            })
+            .collect();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        listed
+    };
+    let containers = |status: &Value| -> Vec<(Value, Value, Value)> {
+        ["initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"]
+            .iter()
+            .flat_map(|list| status[*list].as_array().into_iter().flatten())
+            .map(|c| (c["name"].clone(), c["ready"].clone(), c["restartCount"].clone()))
+            .collect()
+    };
+    ours["phase"] == theirs["phase"]
+        && ours["podIP"] == theirs["podIP"]
+        && conditions(ours) == conditions(theirs)
+        && containers(ours) == containers(theirs)
 }
 
 /// The conditions the kubelet owns, in the order it writes them.
@@ -2001,6 +2054,30 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_s_status_agrees_while_it_says_what_the_agent_wrote() {
+        let ours = json!({"phase": "Running", "podIP": "127.0.0.5", "startTime": "x",
+            "conditions": [{"type": "Initialized", "status": "True"},
+                {"type": "Ready", "status": "True", "lastProbeTime": null}],
+            "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0}]});
+        // As stored: nulls left out, conditions in another order, times as the server has them.
+        let stored = json!({"phase": "Running", "podIP": "127.0.0.5", "startTime": "y",
+            "conditions": [{"type": "Ready", "status": "True"},
+                {"type": "Initialized", "status": "True"}],
+            "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0}]});
+        assert!(status_agrees(&ours, &stored));
+        let changed = |pointer: &str, value: Value| {
+            let mut theirs = stored.clone();
+            *theirs.pointer_mut(pointer).unwrap() = value;
+            status_agrees(&ours, &theirs)
+        };
+        assert!(!changed("/conditions/0/status", json!("False")));
+        assert!(!changed("/conditions", json!([])));
+        assert!(!changed("/conditions/1/type", json!("DisruptionTarget")));
+        assert!(!changed("/containerStatuses/0/ready", json!(false)));
+        assert!(!changed("/phase", json!("Pending")));
+    }
 
     #[test]
     fn a_failed_run_s_message_is_the_end_of_its_output() {
