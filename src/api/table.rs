@@ -237,6 +237,24 @@ fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
     json::at(v, pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// A pod's READINESS GATES cell, as kubectl's printer writes it: how many of its gates' condition
+/// types hold (the first condition of each type), of how many; `<none>` without gates.
+fn readiness_gates(pod: &Value) -> String {
+    let gates = json::at(pod, "/spec/readinessGates").and_then(Value::as_array);
+    let Some(gates) = gates.filter(|g| !g.is_empty()) else { return "<none>".into() };
+    let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array);
+    let holding = gates
+        .iter()
+        .filter(|gate| {
+            let mut listed = conditions.into_iter().flatten();
+            listed
+                .find(|c| c["type"] == gate["conditionType"])
+                .is_some_and(|c| c["status"] == "True")
+        })
+        .count();
+    format!("{holding}/{}", gates.len())
+}
+
 fn or_none(value: String) -> String {
     if value.is_empty() {
         "<none>".into()
@@ -332,7 +350,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(or_none(s(o, "/status/podIP").into())),
                 json!(or_none(s(o, "/spec/nodeName").into())),
                 json!(or_none(s(o, "/status/nominatedNodeName").into())),
-                json!("<none>"),
+                json!(readiness_gates(o)),
             ]
         }
         "Node" => {
@@ -920,7 +938,14 @@ mod tests {
         assert_eq!(cells[2], "Running");
         assert_eq!(cells[3], "2");
         assert_eq!(cells[5], "127.64.0.2");
+        assert_eq!(cells[8], "<none>");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "d");
+        // Readiness gates: those whose condition holds, of all.
+        let gated = json!({"spec": {"readinessGates": [{"conditionType": "a.io/x"},
+            {"conditionType": "a.io/y"}, {"conditionType": "a.io/z"}]},
+            "status": {"conditions": [{"type": "a.io/x", "status": "True"},
+                {"type": "a.io/y", "status": "False"}]}});
+        assert_eq!(readiness_gates(&gated), "1/3");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
     }
 

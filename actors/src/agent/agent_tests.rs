@@ -120,6 +120,53 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
     .await;
 }
 
+/// The condition of type `kind` of the pod `name`, once it has one.
+async fn condition_of(core: &ApiCore, name: &str, kind: &str) -> Value {
+    let pod = get(core, "pods", "default", name).await.unwrap_or_default();
+    let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    conditions.into_iter().find(|c| c["type"] == kind).unwrap_or_default()
+}
+
+#[actix::test]
+async fn a_pod_is_ready_once_its_readiness_gates_hold() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _agent =
+        start_agent(&core, config("sim-0", dir.path()), Arc::new(SimulatedRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    let mut gated = pod("g", "sim-0", json!({"name": "c", "image": "anything"}));
+    gated["spec"]["readinessGates"] = json!([{"conditionType": "a.io/x"}]);
+    ApiClient::create(&core, pods, "default", gated).await.unwrap();
+    let ready = eventually("g not ready for its gate", || async {
+        let ready = condition_of(&core, "g", "Ready").await;
+        (ready["reason"] == "ReadinessGatesNotReady").then_some(ready)
+    })
+    .await;
+    assert_eq!(
+        ready["message"],
+        "corresponding condition of pod readiness gate \"a.io/x\" does not exist."
+    );
+    assert_eq!(condition_of(&core, "g", "ContainersReady").await["status"], "True");
+    let gate = |status: &str| {
+        json!({"status": {"conditions": [{"type": "a.io/x", "status": status}]}})
+    };
+    let patch = PatchType::StrategicMerge;
+    ApiClient::patch(&core, pods, "default", "g", patch, &gate("False"), true).await.unwrap();
+    eventually("the gate's status in the message", || async {
+        let message = condition_of(&core, "g", "Ready").await["message"].clone();
+        (message == "the status of pod readiness gate \"a.io/x\" is not \"True\", but False")
+            .then_some(())
+    })
+    .await;
+    ApiClient::patch(&core, pods, "default", "g", patch, &gate("True"), true).await.unwrap();
+    eventually("g ready, its gate's condition kept", || async {
+        let ready = condition_of(&core, "g", "Ready").await["status"] == "True";
+        let kept = condition_of(&core, "g", "a.io/x").await["status"] == "True";
+        (ready && kept).then_some(())
+    })
+    .await;
+}
+
 #[actix::test]
 async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     let core = core().await;

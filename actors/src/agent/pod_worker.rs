@@ -1612,6 +1612,32 @@ impl PodState {
         let _ = tokio::task::spawn_blocking(rotate).await;
     }
 
+    /// Why the pod's readiness gates keep it from being ready, in the kubelet's words, if they
+    /// do: a gate's condition type missing from the pod's conditions (as the server has them:
+    /// others set them), or not `True`.
+    fn readiness_gates_unready(&self) -> Option<String> {
+        let gates = self.pod.spec.as_ref().and_then(|s| s.readiness_gates.as_ref())?;
+        let conditions = self.pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+        let unready: Vec<String> = gates
+            .iter()
+            .filter_map(|gate| {
+                let kind = &gate.condition_type;
+                let found = conditions.into_iter().flatten().find(|c| c.type_ == *kind);
+                match found {
+                    None => Some(format!(
+                        "corresponding condition of pod readiness gate {kind:?} does not exist."
+                    )),
+                    Some(c) if c.status != "True" => Some(format!(
+                        "the status of pod readiness gate {kind:?} is not \"True\", but {}",
+                        c.status
+                    )),
+                    Some(_) => None,
+                }
+            })
+            .collect();
+        (!unready.is_empty()).then(|| unready.join(", "))
+    }
+
     /// The pod status as it stands.
     fn status(&self, ctx: &WorkerContext) -> Value {
         let policy = self.restart_policy();
@@ -1707,10 +1733,18 @@ impl PodState {
                 Some(&message),
             );
         }
+        let gates_unready = self.readiness_gates_unready();
         for kind in ["Ready", "ContainersReady"] {
             match phase {
                 "Failed" => set_condition(&mut pod, kind, "False", Some("PodFailed"), None),
                 "Succeeded" => set_condition(&mut pod, kind, "False", Some("PodCompleted"), None),
+                _ if ready && kind == "Ready" && gates_unready.is_some() => set_condition(
+                    &mut pod,
+                    kind,
+                    "False",
+                    Some("ReadinessGatesNotReady"),
+                    gates_unready.as_deref(),
+                ),
                 _ if ready => set_condition(&mut pod, kind, "True", None, None),
                 _ => set_condition(
                     &mut pod,
@@ -1755,7 +1789,9 @@ impl PodState {
         status
     }
 
-    /// Writes the status through the status subresource when it changed since the last write.
+    /// Writes the status through the status subresource when it changed since the last write:
+    /// a strategic merge patch, as the kubelet's, so that the conditions others set (readiness
+    /// gates', `DisruptionTarget`) stay as they are.
     async fn write_status(&mut self, ctx: &WorkerContext) {
         let status = self.status(ctx);
         if self.last_status.as_ref() == Some(&status) {
@@ -1765,7 +1801,7 @@ impl PodState {
         let patch = json!({"status": status});
         match ctx
             .client
-            .patch(pods, &self.namespace, &self.name, PatchType::Merge, &patch, true)
+            .patch(pods, &self.namespace, &self.name, PatchType::StrategicMerge, &patch, true)
             .await
         {
             Ok(written) => {
