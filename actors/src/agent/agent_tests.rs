@@ -147,9 +147,8 @@ async fn a_pod_is_ready_once_its_readiness_gates_hold() {
         "corresponding condition of pod readiness gate \"a.io/x\" does not exist."
     );
     assert_eq!(condition_of(&core, "g", "ContainersReady").await["status"], "True");
-    let gate = |status: &str| {
-        json!({"status": {"conditions": [{"type": "a.io/x", "status": status}]}})
-    };
+    let gate =
+        |status: &str| json!({"status": {"conditions": [{"type": "a.io/x", "status": status}]}});
     let patch = PatchType::StrategicMerge;
     ApiClient::patch(&core, pods, "default", "g", patch, &gate("False"), true).await.unwrap();
     eventually("the gate's status in the message", || async {

@@ -159,6 +159,7 @@ impl ServiceAllocator {
         name: &str,
     ) -> Result<(Allocation, Allocation), ApiError> {
         drop_type_dependent_fields(old, service);
+        follow_changed_cluster_ip(old, service);
         let mut allocation = Allocation::default();
         let result = self.allocate_into(service, name, Some(old), &mut allocation);
         if let Err(e) = result {
@@ -200,9 +201,26 @@ impl ServiceAllocator {
         let old_ip = old.and_then(cluster_ip).map(String::from);
         let wanted = cluster_ip(service).map(String::from);
         match (old_ip, wanted) {
-            (Some(old), Some(new)) if old != new => {
-                return Err(invalid(name, "spec.clusterIP", &new, "field is immutable"));
+            // (A service that is or was ExternalName may change it: it has or had none.)
+            (Some(old_ip), Some(new_ip)) if old_ip != new_ip => {
+                let listed = json::strings(&service["spec"], "clusterIPs");
+                // Without `clusterIPs` the old ones stand (Kubernetes patches them in), and
+                // their first no longer matches.
+                let cause = match old.map(|o| json::strings(&o["spec"], "clusterIPs")) {
+                    Some(kept) if listed.is_empty() => FieldError::invalid_printed(
+                        "spec.clusterIPs",
+                        &validation::go_strings(&kept),
+                        "first value must match `clusterIP`",
+                    ),
+                    _ => FieldError::invalid_printed(
+                        "spec.clusterIPs[0]",
+                        &validation::go_strings(&listed),
+                        "may not change once set",
+                    ),
+                };
+                return Err(invalid_because(name, cause));
             }
+            (Some(_), None) if external => {}
             (Some(old), None) => {
                 service["spec"]["clusterIP"] = json!(old);
                 service["spec"]["clusterIPs"] = json!([old]);
@@ -365,6 +383,32 @@ fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An update that changed `clusterIP` and left `clusterIPs` as they were means the first of
+/// them too (what an older client sends), as Kubernetes' service strategy reads it; clearing it
+/// clears them.
+fn follow_changed_cluster_ip(old: &Value, service: &mut Value) {
+    let field = |s: &Value, f: &str| s.pointer(&format!("/spec/{f}")).cloned();
+    let single = field(service, "clusterIP");
+    if single == field(old, "clusterIP") || field(service, "clusterIPs") != field(old, "clusterIPs")
+    {
+        return;
+    }
+    let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    match single.as_ref().and_then(Value::as_str).filter(|ip| !ip.is_empty()) {
+        None => {
+            spec.remove("clusterIPs");
+        }
+        Some(ip) => {
+            if let Some(first) = (spec.get_mut("clusterIPs"))
+                .and_then(Value::as_array_mut)
+                .and_then(|ips| ips.first_mut())
+            {
+                *first = json!(ip);
+            }
+        }
+    }
+}
+
 fn cluster_ip(service: &Value) -> Option<&str> {
     service.pointer("/spec/clusterIP").and_then(Value::as_str).filter(|ip| !ip.is_empty())
 }
@@ -402,9 +446,15 @@ fn drop_type_dependent_fields(old: &Value, service: &mut Value) {
     }
     let external_name = |t: &Option<String>| t.as_deref() == Some("ExternalName");
     if !external_name(&old_type) && external_name(&new_type) {
-        // An ExternalName service has no addresses, so no families either.
+        // An ExternalName service has no addresses (the old one is freed), so no families
+        // either.
         drop_unchanged("ipFamilies");
         drop_unchanged("ipFamilyPolicy");
+        let unchanged = |field: &str| spec.get(field) == old.pointer(&format!("/spec/{field}"));
+        if unchanged("clusterIP") && unchanged("clusterIPs") {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
+        }
     }
     if !load_balancer(&new_type) {
         if let Some(status) = service.get_mut("status").and_then(Value::as_object_mut) {
@@ -635,7 +685,32 @@ mod tests {
         assert_eq!(new["spec"]["clusterIP"], old["spec"]["clusterIP"]);
         assert_eq!(new["spec"]["ports"][0]["nodePort"], old["spec"]["ports"][0]["nodePort"]);
         assert_eq!(freed.ports, vec![old["spec"]["ports"][1]["nodePort"].as_u64().unwrap() as u16]);
-        let mut moved = svc(json!({"clusterIP": "127.192.0.2"}));
-        assert!(a.reallocate(&old, &mut moved, "s").unwrap_err().to_string().contains("immutable"));
+        // A new clusterIP is refused in Kubernetes' words: alone, against the clusterIPs kept;
+        // with the clusterIPs it replaces, as a change of their first.
+        let refusal = |mut new: Value| match a.reallocate(&old, &mut new, "s") {
+            Err(ApiError::Invalid { causes, .. }) => {
+                format!("{}: {}", causes[0].field, causes[0].message)
+            }
+            other => panic!("{other:?}"),
+        };
+        let ip = old["spec"]["clusterIP"].as_str().unwrap().to_string();
+        assert_eq!(
+            refusal(svc(json!({"clusterIP": "127.192.0.2"}))),
+            format!("spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: first value must match `clusterIP`")
+        );
+        let mut moved = old.clone();
+        moved["spec"]["clusterIP"] = json!("127.192.0.2");
+        assert_eq!(
+            refusal(moved),
+            "spec.clusterIPs[0]: Invalid value: []string{\"127.192.0.2\"}: may not change once set"
+        );
+        // To ExternalName: the addresses go (and are freed); back to ClusterIP, a new one.
+        let mut external = old.clone();
+        external["spec"]["type"] = json!("ExternalName");
+        external["spec"]["externalName"] = json!("example.com");
+        let (_, freed) = a.reallocate(&old, &mut external, "s").unwrap();
+        assert_eq!(freed.ips, vec![u32::from(ip.parse::<Ipv4Addr>().unwrap())]);
+        assert!(external["spec"].get("clusterIP").is_none(), "{external}");
+        assert!(external["spec"].get("clusterIPs").is_none(), "{external}");
     }
 }
