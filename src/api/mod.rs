@@ -7,6 +7,7 @@ mod discovery;
 mod hardening_tests;
 mod inflight;
 mod issuer_discovery;
+mod list_items;
 pub use issuer_discovery::KEYS_PATH as ISSUER_KEYS_PATH;
 mod logs;
 mod media;

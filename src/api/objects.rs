@@ -12,6 +12,7 @@ use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
 use super::body;
+use super::list_items;
 use super::media::{self, Conversion};
 use super::params::Query;
 use super::partial;
@@ -806,7 +807,8 @@ fn list_response(
     })
 }
 
-/// Encodes a list by splicing the stored JSON bytes of each item: no re-serialization.
+/// Encodes a list by splicing the stored JSON bytes of each item, without their `apiVersion`
+/// and `kind` (as kube-apiserver writes a list of built-in objects): no re-serialization.
 pub fn encode_list(resource: &ResourceType, list: &ObjectList) -> bytes::Bytes {
     let mut metadata = serde_json::json!({"resourceVersion": list.resource_version.to_string()});
     if let Some(token) = &list.continue_token {
@@ -828,7 +830,7 @@ pub fn encode_list(resource: &ResourceType, list: &ObjectList) -> bytes::Bytes {
         if i > 0 {
             out.put_u8(b',');
         }
-        out.put_slice(&item.raw);
+        list_items::put_item(&item.raw, &mut out);
     }
     out.put_slice(b"]}");
     out.freeze()

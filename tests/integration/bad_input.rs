@@ -230,6 +230,12 @@ fn list_pagination_and_selectors() {
     }
     assert_eq!(pages, 3);
     assert_eq!(names, ["p0", "p1", "p2", "p3", "p4", "p5", "p6"]);
+    // The list names the items' kind once: they carry none, as kube-apiserver writes them.
+    let (_, page) = server.get("/api/v1/namespaces/default/pods?limit=1");
+    assert_eq!((&page["kind"], &page["apiVersion"]), (&json!("PodList"), &json!("v1")));
+    let item = page["items"][0].as_object().unwrap();
+    assert!(!item.contains_key("kind") && !item.contains_key("apiVersion"), "{item:?}");
+    assert_eq!(item["metadata"]["name"], "late1");
     // What the pages after each one hold, in the snapshot; none is left after the last.
     assert_eq!(remaining, [Some(4), Some(1), None]);
     // Across namespaces too, and in the Table form kubectl asks for. With a selector what
