@@ -376,6 +376,26 @@ async fn init_containers_environment_images_and_policies() {
         .unwrap()
         .contains("runtime.images"));
     assert_eq!(waiting["status"]["phase"], "Pending");
+    // The kubelet's events: a pull tried, then backed off.
+    let pulling = event_about(&core, "nope", "Pulling").await;
+    assert_eq!(pulling["message"], "Pulling image \"nginx:1.27\"");
+    let backoff = event_about(&core, "nope", "BackOff").await;
+    assert_eq!(backoff["message"], "Back-off pulling image \"nginx:1.27\"");
+    assert_eq!(backoff["type"], "Normal");
+    // Under `imagePullPolicy: Never` nothing is pulled: ErrImageNeverPull.
+    let mut never = pod("never", "n2", json!({"name": "c", "image": "nginx:1.27"}));
+    never["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", never).await.unwrap();
+    let absent = event_about(&core, "never", "ErrImageNeverPull").await;
+    let message = "Container image \"nginx:1.27\" is not present with pull policy of Never";
+    assert_eq!((&absent["type"], &absent["message"]), (&json!("Warning"), &json!(message)));
+    let waiting = eventually("never waits with ErrImageNeverPull", || async {
+        let pod = get(&core, "pods", "default", "never").await?;
+        let waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (waiting["reason"] == "ErrImageNeverPull").then_some(waiting)
+    })
+    .await;
+    assert_eq!(waiting["message"], message);
 
     // OnFailure: a failing container is restarted, a succeeding one is not.
     let mut flaky = pod(

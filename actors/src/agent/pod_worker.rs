@@ -1310,7 +1310,11 @@ impl PodState {
                     Some((r, m)) if r == "ErrImagePull" || r == "ImagePullBackOff" => {
                         ("ImagePullBackOff".to_string(), m)
                     }
-                    Some((r, m)) if r == "CreateContainerConfigError" => (r, m),
+                    Some((r, m))
+                        if r == "CreateContainerConfigError" || r == IMAGE_NEVER_PULLED =>
+                    {
+                        (r, m)
+                    }
                     _ => {
                         let seconds = (c.backoff.as_secs() / 2).max(1);
                         let message = format!(
@@ -1322,13 +1326,26 @@ impl PodState {
                 };
                 let entering =
                     self.containers[i].waiting.as_ref().map(|(r, _)| r) != Some(&waiting.0);
+                let name = self.containers[i].name.clone();
                 if entering && waiting.0 == "CrashLoopBackOff" {
                     let message = format!(
                         "Back-off restarting failed container {} in pod {}_{}({})",
-                        self.containers[i].name, self.name, self.namespace, self.uid
+                        name, self.name, self.namespace, self.uid
                     );
-                    let name = self.containers[i].name.clone();
                     self.container_event(ctx, &name, EventKind::Warning, "BackOff", message);
+                }
+                if entering && waiting.0 == "ImagePullBackOff" {
+                    let image = self.container_spec(&name).and_then(|s| s.image.clone());
+                    let image = image.unwrap_or_default();
+                    let events = vec![
+                        (
+                            EventKind::Normal,
+                            "BackOff".into(),
+                            format!("Back-off pulling image \"{image}\""),
+                        ),
+                        (EventKind::Warning, "Failed".into(), "Error: ImagePullBackOff".into()),
+                    ];
+                    self.events(ctx, Some(&name), events);
                 }
                 self.containers[i].waiting = Some(waiting);
                 continue;
@@ -1358,32 +1375,46 @@ impl PodState {
         let (argv, mut env) = match prepared {
             Ok(ready) => ready,
             Err(error) => {
-                let (first, repeat, message) = match error {
-                    LaunchError::UnknownImage(m) => ("ErrImagePull", "ImagePullBackOff", m),
+                // The kubelet's events: each try of an image a pull that fails (or, under
+                // `imagePullPolicy: Never`, an image not present); a configuration's error
+                // once.
+                let image = spec.image.as_deref().unwrap_or_default();
+                let never = spec.image_pull_policy.as_deref() == Some("Never");
+                let failed = |message: String| (EventKind::Warning, "Failed".to_string(), message);
+                let (reason, message, events) = match error {
+                    LaunchError::UnknownImage(_) if never => {
+                        let message = format!(
+                            "Container image \"{image}\" is not present with pull policy of Never"
+                        );
+                        let absent =
+                            (EventKind::Warning, IMAGE_NEVER_PULLED.into(), message.clone());
+                        let events = vec![absent, failed(format!("Error: {IMAGE_NEVER_PULLED}"))];
+                        (IMAGE_NEVER_PULLED, message, events)
+                    }
+                    LaunchError::UnknownImage(m) => {
+                        let events = vec![
+                            (
+                                EventKind::Normal,
+                                "Pulling".into(),
+                                format!("Pulling image \"{image}\""),
+                            ),
+                            failed(format!("Failed to pull image \"{image}\": {m}")),
+                            failed("Error: ErrImagePull".into()),
+                        ];
+                        ("ErrImagePull", m, events)
+                    }
                     LaunchError::Config(m) => {
-                        ("CreateContainerConfigError", "CreateContainerConfigError", m)
+                        let reason = "CreateContainerConfigError";
+                        let again = c.waiting.as_ref().is_some_and(|(r, _)| r == reason);
+                        let events =
+                            if again { vec![] } else { vec![failed(format!("Error: {m}"))] };
+                        (reason, m, events)
                     }
-                };
-                let reason = if c.waiting.as_ref().is_some_and(|(r, _)| r == first || r == repeat) {
-                    repeat
-                } else {
-                    first
-                };
-                // The kubelet's events: a failed pull, then its reason; a configuration's error.
-                let events = match (reason == first, first) {
-                    (false, _) => vec![],
-                    (true, "ErrImagePull") => {
-                        let image = spec.image.as_deref().unwrap_or_default();
-                        let pull = format!("Failed to pull image \"{image}\": {message}");
-                        vec![pull, format!("Error: {first}")]
-                    }
-                    (true, _) => vec![format!("Error: {message}")],
                 };
                 c.waiting = Some((reason.to_string(), message));
                 c.not_before = Some(Instant::now() + c.backoff);
                 c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
-                let events = events.into_iter().map(|e| (EventKind::Warning, "Failed".into(), e));
-                self.events(ctx, Some(&name), events.collect());
+                self.events(ctx, Some(&name), events);
                 return;
             }
         };
@@ -1815,6 +1846,10 @@ impl PodState {
         }
     }
 }
+
+/// A container's waiting reason (and event) when its image is not on the node and its
+/// `imagePullPolicy` is `Never`.
+const IMAGE_NEVER_PULLED: &str = "ErrImageNeverPull";
 
 /// The status reason and message of a pod stopped at its `activeDeadlineSeconds`.
 const DEADLINE_REASON: &str = "DeadlineExceeded";
