@@ -167,6 +167,26 @@ async fn a_pod_is_ready_once_its_readiness_gates_hold() {
 }
 
 #[actix::test]
+async fn the_node_s_events_are_the_kubelet_s() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _agent = start_agent(&core, config("n-ev", dir.path()), Arc::new(ProcessRuntime));
+    let starting = event_about(&core, "n-ev", "Starting").await;
+    assert_eq!(starting["message"], "Starting kubelet.");
+    // About the node by name, its uid included, as the kubelet's.
+    assert_eq!(starting["involvedObject"]["uid"], "n-ev");
+    assert_eq!(starting["source"], json!({"component": "kubelet", "host": "n-ev"}));
+    let ready = event_about(&core, "n-ev", "NodeReady").await;
+    assert_eq!(ready["message"], "Node n-ev status is now: NodeReady");
+    event_about(&core, "n-ev", "NodeHasSufficientMemory").await;
+    let nodes = find("", "v1", "nodes").unwrap();
+    let cordon = json!({"spec": {"unschedulable": true}});
+    ApiClient::patch(&core, nodes, "", "n-ev", PatchType::Merge, &cordon, false).await.unwrap();
+    let cordoned = event_about(&core, "n-ev", "NodeNotSchedulable").await;
+    assert_eq!(cordoned["message"], "Node n-ev status is now: NodeNotSchedulable");
+}
+
+#[actix::test]
 async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 //! Lease on timers, list-watches the pods bound to it and keeps one pod worker per pod.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use super::pod_worker::{
 };
 use super::runtime::{process_alive, Runtime, StopSignal};
 use super::AgentConfig;
+use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, ListOptions, PatchType};
@@ -94,6 +96,8 @@ pub struct NodeAgent {
     workers_ctx: Option<Arc<WorkerContext>>,
     workers: HashMap<String, (String, String, Addr<PodWorker>)>,
     conditions: Arc<Mutex<Vec<Value>>>,
+    /// The node's `spec.unschedulable` as the agent last saw it (for its events).
+    unschedulable: Arc<AtomicBool>,
     swept: bool,
     /// Shutting down: no new pod workers.
     stopping: bool,
@@ -114,6 +118,7 @@ impl NodeAgent {
             workers_ctx: None,
             workers: HashMap::new(),
             conditions: Arc::new(Mutex::new(Vec::new())),
+            unschedulable: Arc::new(AtomicBool::new(false)),
             swept: false,
             stopping: false,
         }
@@ -127,6 +132,7 @@ impl NodeAgent {
             (self.config.clone(), self.client.clone(), self.machine.clone());
         let runtime = self.runtime.name();
         let previous = self.conditions.clone();
+        let last_unschedulable = self.unschedulable.clone();
         let measure = self.runtime.runs_processes();
         ctx.spawn(
             async move {
@@ -137,9 +143,23 @@ impl NodeAgent {
                     node_status::status(&config, &machine, runtime, pressure, &old, &now());
                 let patch = json!({"status": status});
                 match patch_node(client.as_ref(), &config, &patch, true).await {
-                    Ok(_) => {
-                        *previous.lock().expect("conditions lock") =
+                    Ok(node) => {
+                        let conditions =
                             status["conditions"].as_array().cloned().unwrap_or_default();
+                        *previous.lock().expect("conditions lock") = conditions.clone();
+                        if measure {
+                            let unschedulable = node["spec"]["unschedulable"] == true;
+                            let was = last_unschedulable.swap(unschedulable, Ordering::Relaxed);
+                            let mut reasons = node_status::status_events(&old, &conditions);
+                            if was != unschedulable {
+                                reasons.push(if unschedulable {
+                                    "NodeNotSchedulable"
+                                } else {
+                                    "NodeSchedulable"
+                                });
+                            }
+                            node_events(client.as_ref(), &config, old.is_empty(), &reasons).await;
+                        }
                     }
                     Err(ApiError::NotFound { .. }) => {
                         // Someone deleted our Node: register again.
@@ -397,6 +417,32 @@ async fn register(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Records the kubelet's events about its node: `Starting` first when `starting`, then each
+/// of `reasons` ("Node a status is now: NodeReady"). The kubelet names its node by name, uid
+/// included.
+async fn node_events(
+    client: &dyn ApiClient,
+    config: &AgentConfig,
+    starting: bool,
+    reasons: &[&str],
+) {
+    let name = config.node_name.clone();
+    let about = ObjectRef {
+        kind: "Node",
+        api_version: "v1".into(),
+        namespace: String::new(),
+        name: name.clone(),
+        uid: name.clone(),
+        field_path: None,
+    };
+    let starting = starting.then(|| ("Starting", "Starting kubelet.".to_string()));
+    let changes = reasons.iter().map(|r| (*r, format!("Node {name} status is now: {r}")));
+    for (reason, message) in starting.into_iter().chain(changes) {
+        let kind = EventKind::Normal;
+        events::record_on_node(client, &about, kind, reason, &message, "kubelet", &name).await;
     }
 }
 

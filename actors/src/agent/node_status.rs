@@ -16,6 +16,32 @@ const DISK_PRESSURE_PERCENT: u64 = 10;
 /// Above this share of the pid limit in use the node reports PIDPressure.
 const PID_PRESSURE_PERCENT: u64 = 90;
 
+/// The kubelet's node events for the conditions that changed from `previous` to `now` (all of
+/// them at first), in its order: `NodeHasSufficientMemory`, `NodeHasNoDiskPressure`,
+/// `NodeHasSufficientPID`, `NodeReady` and their opposites.
+pub fn status_events(previous: &[Value], now: &[Value]) -> Vec<&'static str> {
+    const EVENTS: [(&str, &str, &str); 4] = [
+        ("MemoryPressure", "NodeHasInsufficientMemory", "NodeHasSufficientMemory"),
+        ("DiskPressure", "NodeHasDiskPressure", "NodeHasNoDiskPressure"),
+        ("PIDPressure", "NodeHasInsufficientPID", "NodeHasSufficientPID"),
+        ("Ready", "NodeReady", "NodeNotReady"),
+    ];
+    let status = |conditions: &[Value], kind: &str| {
+        conditions.iter().find(|c| c["type"] == kind).map(|c| c["status"] == "True")
+    };
+    EVENTS
+        .iter()
+        .filter_map(|(kind, when_true, when_false)| {
+            let holds = status(now, kind)?;
+            (status(previous, kind) != Some(holds)).then_some(if holds {
+                *when_true
+            } else {
+                *when_false
+            })
+        })
+        .collect()
+}
+
 /// The machine as read at start.
 #[derive(Debug, Clone)]
 pub struct Machine {

@@ -153,6 +153,28 @@ impl NodeLifecycleController {
         }
     }
 
+    /// Records that the controller took up or let go of `node`, in the node controller's
+    /// words ("Node a event: Registered Node a in Controller").
+    fn node_event(&self, node: &Value, taken_up: bool, ctx: &mut Context<Self>) {
+        let name = object_name(node);
+        let (reason, event) = if taken_up {
+            ("RegisteredNode", format!("Registered Node {name} in Controller"))
+        } else {
+            ("RemovingNode", format!("Removing Node {name} from Controller"))
+        };
+        let message = format!("Node {name} event: {event}");
+        let reference = ObjectRef::of(resources::core("nodes"), node);
+        let client = self.client.clone();
+        ctx.spawn(
+            async move {
+                let kind = EventKind::Normal;
+                events::record(client.as_ref(), &reference, kind, reason, &message, COMPONENT)
+                    .await;
+            }
+            .into_actor(self),
+        );
+    }
+
     /// Notes what a node or its lease says now; a change is news from its agent.
     fn hear(&mut self, name: &str, lease_renewed: Option<Value>, heartbeat: Option<Value>) {
         let heard = self.heard.entry(name.to_string()).or_insert_with(|| Heard {
@@ -470,17 +492,29 @@ impl Handler<Nodes> for NodeLifecycleController {
     fn handle(&mut self, Nodes(feed): Nodes, ctx: &mut Context<Self>) {
         let changed = match feed {
             Feed::Listed(items) => {
+                let known = std::mem::take(&mut self.nodes);
                 self.nodes = items.into_iter().map(|n| (object_name(&n).to_string(), n)).collect();
                 self.heard.retain(|name, _| self.nodes.contains_key(name));
+                for node in self.nodes.values().filter(|n| !known.contains_key(object_name(n))) {
+                    self.node_event(node, true, ctx);
+                }
+                for node in known.values().filter(|n| !self.nodes.contains_key(object_name(n))) {
+                    self.node_event(node, false, ctx);
+                }
                 self.nodes.values().cloned().collect()
             }
             Feed::Changed(EventType::Deleted, node) => {
-                self.nodes.remove(object_name(&node));
+                if self.nodes.remove(object_name(&node)).is_some() {
+                    self.node_event(&node, false, ctx);
+                }
                 self.heard.remove(object_name(&node));
                 Vec::new()
             }
             Feed::Changed(_, node) => {
-                self.nodes.insert(object_name(&node).to_string(), node.clone());
+                let name = object_name(&node).to_string();
+                if self.nodes.insert(name, node.clone()).is_none() {
+                    self.node_event(&node, true, ctx);
+                }
                 vec![node]
             }
             Feed::Unavailable(_) => Vec::new(),
@@ -544,7 +578,7 @@ mod tests {
 
     use super::*;
     use crate::client::ClientEvent;
-    use crate::core::{PatchType, WatchOptions};
+    use crate::core::{DeleteOptions, ListOptions, PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
     /// A second's grace: rounds every half second, so that a node reported back is seen
@@ -600,6 +634,25 @@ mod tests {
         eventually("the cordoned node is tainted", || tainted(true)).await;
         cordon(false).await;
         eventually("the uncordoned node is not", || tainted(false)).await;
+        // The node was taken up (and is let go when deleted), in the node controller's words.
+        let events = resources::core("events");
+        let about = |reason: &str| {
+            let core = core.clone();
+            let options = ListOptions {
+                field_selector: Some(format!("involvedObject.name=n1,reason={reason}")),
+                ..ListOptions::default()
+            };
+            async move {
+                let list = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
+                list.items.into_iter().next()
+            }
+        };
+        let registered = eventually("RegisteredNode", || about("RegisteredNode")).await;
+        assert_eq!(registered["message"], "Node n1 event: Registered Node n1 in Controller");
+        assert_eq!(registered["source"]["component"], "node-controller");
+        ApiClient::delete(&core, nodes, "", "n1", &DeleteOptions::default()).await.unwrap();
+        let removing = eventually("RemovingNode", || about("RemovingNode")).await;
+        assert_eq!(removing["message"], "Node n1 event: Removing Node n1 from Controller");
     }
 
     #[actix::test]
