@@ -264,7 +264,11 @@ fn list_pagination_and_selectors() {
     let (_, _, watched) = server.get_with(&format!("{path}?watch&timeoutSeconds=1"), &[]);
     let first: Value = serde_json::from_str(watched.lines().next().unwrap()).unwrap();
     assert_eq!(first["type"], "ADDED", "{watched}");
-    assert_eq!(server.get_with(&format!("{path}?watch=yes&timeoutSeconds=-1"), &[]).0, 200);
+    let (code, _, ended) = server.get_with(&format!("{path}?watch=yes&timeoutSeconds=-1"), &[]);
+    assert_eq!(code, 200);
+    // A watch (events, if any before its end), not a list.
+    let events = ended.lines().map(|line| serde_json::from_str::<Value>(line).unwrap());
+    assert!(events.into_iter().all(|event| event["type"].is_string()), "{ended}");
     let (_, list) = server.get("/api/v1/pods?labelSelector=n%20in%20(1,2),app%3Dweb");
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
     let (_, list) = server.get("/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp3");

@@ -133,6 +133,8 @@ impl NodeAgent {
         let runtime = self.runtime.name();
         let previous = self.conditions.clone();
         let last_unschedulable = self.unschedulable.clone();
+        // A real node measures its pressure and records its events; simulated ones (a thousand
+        // in one process) do neither, as their pods record none.
         let measure = self.runtime.runs_processes();
         ctx.spawn(
             async move {

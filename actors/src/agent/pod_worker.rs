@@ -790,7 +790,7 @@ impl PodState {
         // ready while the node was out of touch, or a client patched it), it is written again.
         let revision = resource_version(&raw);
         if revision >= self.last_written
-            && (self.last_status.as_ref()).is_some_and(|ours| !status_agrees(ours, &raw["status"]))
+            && self.last_status.as_ref().is_some_and(|ours| !status_agrees(ours, &raw["status"]))
         {
             tracing::debug!(pod = %self.name, "the pod's status differs from ours: writing it again");
             self.last_status = None;
@@ -1829,7 +1829,7 @@ impl PodState {
             return;
         }
         let pods = resources::core("pods");
-        let patch = json!({"status": status});
+        let patch = json!({"status": status_patch(&status, &self.raw["status"])});
         match ctx
             .client
             .patch(pods, &self.namespace, &self.name, PatchType::StrategicMerge, &patch, true)
@@ -1948,30 +1948,66 @@ fn resource_version(pod: &Value) -> u64 {
     pod["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
-/// Whether the server's pod status `theirs` still says what the agent wrote (`ours`): the
-/// phase, the pod IP, the conditions (types, statuses and reasons) and each container's
-/// readiness and restarts. (The kubelet's `needsReconcile`.)
-fn status_agrees(ours: &Value, theirs: &Value) -> bool {
-    let conditions = |status: &Value| -> Vec<(String, Value, Value)> {
-        let mut listed: Vec<(String, Value, Value)> = (status["conditions"].as_array())
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                (
-                    c["type"].as_str().unwrap_or("").to_string(),
-                    c["status"].clone(),
-                    c["reason"].clone(),
-                )
-            })
+/// The strategic merge patch that writes `status` over the server's (`theirs`), as the
+/// kubelet's two-way patch does: only the kubelet's own conditions (the merge by type keeps
+/// others'), each with its `reason` and `message` cleared when it has none now, and the pod's
+/// and host's addresses the server lists but the agent no longer does taken out.
+fn status_patch(status: &Value, theirs: &Value) -> Value {
+    let mut patch = status.clone();
+    if let Some(conditions) = patch["conditions"].as_array_mut() {
+        conditions.retain(|c| KUBELET_CONDITIONS.iter().any(|kind| c["type"] == *kind));
+        for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+            for field in ["reason", "message"] {
+                condition.entry(field).or_insert(Value::Null);
+            }
+        }
+    }
+    for list in ["podIPs", "hostIPs"] {
+        let ours: Vec<&Value> =
+            status[list].as_array().into_iter().flatten().map(|a| &a["ip"]).collect();
+        let gone: Vec<Value> = (theirs[list].as_array().into_iter().flatten())
+            .filter(|a| !ours.contains(&&a["ip"]))
+            .map(|a| json!({"ip": a["ip"], "$patch": "delete"}))
             .collect();
-        listed.sort_by(|a, b| a.0.cmp(&b.0));
-        listed
+        if let (false, Some(listed)) = (gone.is_empty(), patch[list].as_array_mut()) {
+            listed.extend(gone);
+        }
+    }
+    patch
+}
+
+/// Whether the server's pod status `theirs` still says what the agent wrote (`ours`): the
+/// phase, the pod IP, the kubelet's own conditions (statuses, reasons and messages) and each
+/// container's state, readiness, restarts and container. (The kubelet's `needsReconcile`.)
+fn status_agrees(ours: &Value, theirs: &Value) -> bool {
+    let conditions = |status: &Value| -> Vec<[Value; 4]> {
+        KUBELET_CONDITIONS
+            .iter()
+            .map(|kind| {
+                let mut listed = status["conditions"].as_array().into_iter().flatten();
+                let c = listed.find(|c| c["type"] == *kind).unwrap_or(&Value::Null);
+                [c["type"].clone(), c["status"].clone(), c["reason"].clone(), c["message"].clone()]
+            })
+            .collect()
     };
-    let containers = |status: &Value| -> Vec<(Value, Value, Value)> {
+    let containers = |status: &Value| -> Vec<[Value; 6]> {
         ["initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"]
             .iter()
             .flat_map(|list| status[*list].as_array().into_iter().flatten())
-            .map(|c| (c["name"].clone(), c["ready"].clone(), c["restartCount"].clone()))
+            .map(|c| {
+                let state: Vec<&String> =
+                    c["state"].as_object().into_iter().flatten().map(|(k, _)| k).collect();
+                let (name, ready, started) =
+                    (c["name"].clone(), c["ready"].clone(), c["started"].clone());
+                [
+                    name,
+                    json!(state),
+                    ready,
+                    started,
+                    c["restartCount"].clone(),
+                    c["containerID"].clone(),
+                ]
+            })
             .collect()
     };
     ours["phase"] == theirs["phase"]
@@ -2127,6 +2163,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_status_patch_clears_what_the_agent_no_longer_says_and_leaves_others_conditions() {
+        let ours = json!({"conditions": [{"type": "Ready", "status": "True"},
+                {"type": "a.io/x", "status": "True"}],
+            "podIPs": [{"ip": "127.0.0.6"}]});
+        let theirs = json!({"podIPs": [{"ip": "127.0.0.5"}, {"ip": "127.0.0.6"}]});
+        let patch = status_patch(&ours, &theirs);
+        assert_eq!(
+            patch["conditions"],
+            json!([{"type": "Ready", "status": "True", "reason": null, "message": null}])
+        );
+        assert_eq!(
+            patch["podIPs"],
+            json!([{"ip": "127.0.0.6"}, {"ip": "127.0.0.5", "$patch": "delete"}])
+        );
+    }
+
+    #[test]
     fn the_server_s_status_agrees_while_it_says_what_the_agent_wrote() {
         let ours = json!({"phase": "Running", "podIP": "127.0.0.5", "startTime": "x",
             "conditions": [{"type": "Initialized", "status": "True"},
@@ -2145,7 +2198,20 @@ mod tests {
         };
         assert!(!changed("/conditions/0/status", json!("False")));
         assert!(!changed("/conditions", json!([])));
+        // Others' conditions are theirs.
+        let mut theirs = stored.clone();
+        theirs["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "a.io/x", "status": "False"}));
+        assert!(status_agrees(&ours, &theirs));
         assert!(!changed("/conditions/1/type", json!("DisruptionTarget")));
+        let mut reasoned = stored.clone();
+        reasoned["conditions"][0]["reason"] = json!("NodeNotReady");
+        assert!(!status_agrees(&ours, &reasoned));
+        let mut waiting = stored.clone();
+        waiting["containerStatuses"][0]["state"] = json!({"waiting": {}});
+        assert!(!status_agrees(&ours, &waiting));
         assert!(!changed("/containerStatuses/0/ready", json!(false)));
         assert!(!changed("/phase", json!("Pending")));
     }

@@ -87,24 +87,31 @@ pub(crate) fn apply(
     let mut target = current.clone();
     match patch_type {
         PatchType::Json => {
-            if let Some(kind) = unknown_operation(patch) {
-                // Kubernetes decodes any operation and fails it when it comes to apply it.
-                return Err(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
-            }
-            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
-            if ops.0.len() > MAX_JSON_PATCH_OPERATIONS {
+            let invalid =
+                |e: serde_json::Error| ApiError::BadRequest(format!("invalid JSON patch: {e}"));
+            let listed: Vec<Map<String, Value>> =
+                serde_json::from_value(patch.clone()).map_err(invalid)?;
+            if listed.len() > MAX_JSON_PATCH_OPERATIONS {
                 return Err(ApiError::RequestTooLarge(format!(
                     "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
-                    ops.0.len()
+                    listed.len()
                 )));
             }
+            // Kubernetes decodes any operation and fails one it does not know when it comes to
+            // apply it: those before it apply (or fail) first.
+            let unknown = listed.iter().position(|op| operation_kind(op).is_none());
+            let known = Value::from(listed[..unknown.unwrap_or(listed.len())].to_vec());
+            let ops: json_patch::Patch = serde_json::from_value(known).map_err(invalid)?;
             check_copies(&target, &ops)?;
             // On a clone: a failed patch is simply dropped. (`json_patch::patch` would undo the
             // applied operations, and its undo panics for some inputs, e.g. a move into itself.)
             json_patch::patch_unsafe(&mut target, &ops).map_err(|e| {
                 ApiError::PatchNotApplicable(format!("the JSON patch could not be applied: {e}"))
             })?;
+            if let Some(op) = unknown.map(|i| &listed[i]) {
+                let kind = op.get("op").and_then(Value::as_str).unwrap_or("unknown");
+                return Err(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
+            }
         }
         PatchType::Merge => {
             if !patch.is_object() {
@@ -124,16 +131,10 @@ pub(crate) fn apply(
     Ok(target)
 }
 
-/// The first operation of a JSON patch that is none of RFC 6902's, by its `op` (`unknown`
-/// when it has none, as Go's json-patch names it).
-fn unknown_operation(patch: &Value) -> Option<&str> {
+/// An operation's `op` when it is one of RFC 6902's.
+fn operation_kind(op: &Map<String, Value>) -> Option<&str> {
     const KNOWN: [&str; 6] = ["add", "remove", "replace", "move", "copy", "test"];
-    let ops = patch.as_array()?;
-    ops.iter().filter(|op| op.is_object()).find_map(|op| match op.get("op") {
-        Some(Value::String(kind)) if KNOWN.contains(&kind.as_str()) => None,
-        Some(Value::String(kind)) => Some(kind.as_str()),
-        _ => Some("unknown"),
-    })
+    op.get("op").and_then(Value::as_str).filter(|kind| KNOWN.contains(kind))
 }
 
 /// A `$patch` directive Kubernetes does not know in a map (`unknown patch type`).
@@ -479,6 +480,9 @@ mod tests {
         assert_eq!(unknown(json!([{"op": "frob", "path": "/x"}])), "Unexpected kind: frob");
         assert_eq!(unknown(json!([{"path": "/x"}])), "Unexpected kind: unknown");
         assert!(matches!(apply(&cm, PatchType::Json, &json!([1])), Err(ApiError::BadRequest(_))));
+        // Those before it fail first.
+        let first = json!([{"op": "remove", "path": "/nope"}, {"op": "frob"}]);
+        assert!(unknown(first).starts_with("the JSON patch could not be applied"));
     }
 }
 

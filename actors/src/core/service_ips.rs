@@ -159,6 +159,7 @@ impl ServiceAllocator {
         name: &str,
     ) -> Result<(Allocation, Allocation), ApiError> {
         drop_type_dependent_fields(old, service);
+        keep_allocated_cluster_ips(old, service);
         follow_changed_cluster_ip(old, service);
         let mut allocation = Allocation::default();
         let result = self.allocate_into(service, name, Some(old), &mut allocation);
@@ -204,20 +205,11 @@ impl ServiceAllocator {
             // (A service that is or was ExternalName may change it: it has or had none.)
             (Some(old_ip), Some(new_ip)) if old_ip != new_ip => {
                 let listed = json::strings(&service["spec"], "clusterIPs");
-                // Without `clusterIPs` the old ones stand (Kubernetes patches them in), and
-                // their first no longer matches.
-                let cause = match old.map(|o| json::strings(&o["spec"], "clusterIPs")) {
-                    Some(kept) if listed.is_empty() => FieldError::invalid_printed(
-                        "spec.clusterIPs",
-                        &validation::go_strings(&kept),
-                        "first value must match `clusterIP`",
-                    ),
-                    _ => FieldError::invalid_printed(
-                        "spec.clusterIPs[0]",
-                        &validation::go_strings(&listed),
-                        "may not change once set",
-                    ),
-                };
+                let cause = FieldError::invalid_printed(
+                    "spec.clusterIPs[0]",
+                    &validation::go_strings(&listed),
+                    "may not change once set",
+                );
                 return Err(invalid_because(name, cause));
             }
             (Some(_), None) if external => {}
@@ -383,9 +375,31 @@ fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An update that changed `clusterIP` and left `clusterIPs` as they were means the first of
-/// them too (what an older client sends), as Kubernetes' service strategy reads it; clearing it
-/// clears them.
+/// The addresses an update leaves out are the old ones (Kubernetes' `patchAllocatedValues`),
+/// unless the service is or was `ExternalName`.
+fn keep_allocated_cluster_ips(old: &Value, service: &mut Value) {
+    let external =
+        |s: &Value| s.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName");
+    if external(old) || external(service) {
+        return;
+    }
+    let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let empty = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(_) => false,
+    };
+    for field in ["clusterIP", "clusterIPs"] {
+        let kept = old.pointer(&format!("/spec/{field}"));
+        if empty(spec.get(field)) && !empty(kept) {
+            spec.insert(field.into(), kept.cloned().unwrap_or_default());
+        }
+    }
+}
+
+/// An update that changed `clusterIP` and left `clusterIPs` as they were means them too (what
+/// an older client sends), as Kubernetes' service strategy reads it; clearing it clears them.
 fn follow_changed_cluster_ip(old: &Value, service: &mut Value) {
     let field = |s: &Value, f: &str| s.pointer(&format!("/spec/{f}")).cloned();
     let single = field(service, "clusterIP");
@@ -395,18 +409,9 @@ fn follow_changed_cluster_ip(old: &Value, service: &mut Value) {
     }
     let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else { return };
     match single.as_ref().and_then(Value::as_str).filter(|ip| !ip.is_empty()) {
-        None => {
-            spec.remove("clusterIPs");
-        }
-        Some(ip) => {
-            if let Some(first) = (spec.get_mut("clusterIPs"))
-                .and_then(Value::as_array_mut)
-                .and_then(|ips| ips.first_mut())
-            {
-                *first = json!(ip);
-            }
-        }
-    }
+        None => spec.remove("clusterIPs"),
+        Some(ip) => spec.insert("clusterIPs".into(), json!([ip])),
+    };
 }
 
 fn cluster_ip(service: &Value) -> Option<&str> {
@@ -685,8 +690,8 @@ mod tests {
         assert_eq!(new["spec"]["clusterIP"], old["spec"]["clusterIP"]);
         assert_eq!(new["spec"]["ports"][0]["nodePort"], old["spec"]["ports"][0]["nodePort"]);
         assert_eq!(freed.ports, vec![old["spec"]["ports"][1]["nodePort"].as_u64().unwrap() as u16]);
-        // A new clusterIP is refused in Kubernetes' words: alone, against the clusterIPs kept;
-        // with the clusterIPs it replaces, as a change of their first.
+        // A new clusterIP is refused in Kubernetes' words, alone (standing for the clusterIPs
+        // kept) or with the clusterIPs it was in.
         let refusal = |mut new: Value| match a.reallocate(&old, &mut new, "s") {
             Err(ApiError::Invalid { causes, .. }) => {
                 format!("{}: {}", causes[0].field, causes[0].message)
@@ -696,7 +701,7 @@ mod tests {
         let ip = old["spec"]["clusterIP"].as_str().unwrap().to_string();
         assert_eq!(
             refusal(svc(json!({"clusterIP": "127.192.0.2"}))),
-            format!("spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: first value must match `clusterIP`")
+            "spec.clusterIPs[0]: Invalid value: []string{\"127.192.0.2\"}: may not change once set"
         );
         let mut moved = old.clone();
         moved["spec"]["clusterIP"] = json!("127.192.0.2");
