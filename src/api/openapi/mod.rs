@@ -1183,6 +1183,13 @@ mod tests {
         assert!(decode_error("Event", time(json!("noon")))
             .unwrap()
             .starts_with("parsing time \"noon\""));
+        // Only Go's layout: a `T` between date and time, and `Z` for UTC.
+        assert_eq!(
+            decode_error("Event", time(json!("2024-01-01 00:00:00Z"))).unwrap(),
+            "parsing time \"2024-01-01 00:00:00Z\" as \"2006-01-02T15:04:05Z07:00\": \
+             cannot parse \" 00:00:00Z\" as \"T\""
+        );
+        assert!(decode_error("Event", time(json!("2024-01-01T00:00:00z"))).is_some());
         assert_eq!(
             decode_error("Event", time(json!(12))).unwrap(),
             "json: cannot unmarshal number into Go value of type string"

@@ -447,9 +447,20 @@ fn canonical_quantity(text: &str) -> Result<Option<String>, Problem> {
 fn canonical_time(text: &str, micro: bool) -> Result<Option<String>, Problem> {
     let layout =
         if micro { "2006-01-02T15:04:05.000000Z07:00" } else { "2006-01-02T15:04:05Z07:00" };
-    let time = chrono::DateTime::parse_from_rfc3339(text)
-        .map_err(|error| Problem::Text(format!("parsing time {text:?} as {layout:?}: {error}")))?;
     let b = text.as_bytes();
+    // RFC 3339 also takes a space or a `t` between date and time and a `z` for UTC; Go's layout
+    // takes neither, as Kubernetes' decoder does not.
+    if b.get(10).is_some_and(|c| *c != b'T') {
+        let rest = &text[text.char_indices().nth(10).map_or(text.len(), |(i, _)| i)..];
+        let why = format!("cannot parse {rest:?} as \"T\"");
+        return Err(Problem::Text(format!("parsing time {text:?} as {layout:?}: {why}")));
+    }
+    let parsed = match chrono::DateTime::parse_from_rfc3339(text) {
+        Ok(_) if text.ends_with('z') => Err("cannot parse \"z\" as \"Z07:00\"".to_string()),
+        parsed => parsed.map_err(|error| error.to_string()),
+    };
+    let time = parsed
+        .map_err(|why| Problem::Text(format!("parsing time {text:?} as {layout:?}: {why}")))?;
     let written_so = b.get(10) == Some(&b'T')
         && text.ends_with('Z')
         && if micro { b.len() == 27 && b[19] == b'.' } else { b.len() == 20 };
