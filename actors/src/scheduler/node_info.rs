@@ -398,6 +398,9 @@ pub struct PodInfo {
     pub preempted: bool,
     /// `status.startTime`: when its node took it (unset: not yet, which counts as now).
     pub start_time: Option<chrono::DateTime<chrono::Utc>>,
+    /// The `lastTransitionTime` (perhaps null) of its `PodScheduled=False` condition, if it has
+    /// one: a later Unschedulable keeps it, as the status did not change.
+    pub unscheduled_since: Option<serde_json::Value>,
     /// Identifies the pod's label group: its namespace and labels (see [`LabelGroups`]).
     pub group: u64,
     /// The pod is being deleted (`metadata.deletionTimestamp` set); such pods still use
@@ -509,6 +512,11 @@ impl PodInfo {
                             && c.reason.as_deref() == Some("PreemptionByScheduler")
                     }),
             start_time: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            unscheduled_since: (pod.status.as_ref().and_then(|s| s.conditions.as_ref()))
+                .into_iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                .map(|c| serde_json::to_value(&c.last_transition_time).unwrap_or_default()),
             terminating: meta.deletion_timestamp.is_some(),
             tolerates_unschedulable,
             tolerates_not_ready,

@@ -651,9 +651,12 @@ impl Scheduler {
         tracing::debug!(pod = %pod.name, %message, "unschedulable");
         let client = self.client.clone();
         let (uid, namespace, name) = (pod.uid.clone(), pod.namespace.clone(), pod.name.clone());
+        // Already not scheduled (gated, or unschedulable before): the transition stands.
+        let since = pod.unscheduled_since.clone().unwrap_or_else(|| json!(now()));
         actix::spawn(async move {
             let condition = json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
-                "lastTransitionTime": now(), "reason": "Unschedulable", "message": message});
+                "lastTransitionTime": since, "reason": "Unschedulable", "message": message});
+            // Merged by type: the pod's other conditions stay.
             let mut patch = json!({"status": {"conditions": [condition]}});
             match nomination {
                 Nomination::Keep => {}
@@ -661,8 +664,8 @@ impl Scheduler {
                 Nomination::Clear => patch["status"]["nominatedNodeName"] = Value::Null,
             }
             let pods = resource("", "pods");
-            if let Err(error) =
-                client.patch(pods, &namespace, &name, PatchType::Merge, &patch, true).await
+            let strategic = PatchType::StrategicMerge;
+            if let Err(error) = client.patch(pods, &namespace, &name, strategic, &patch, true).await
             {
                 tracing::debug!(pod = %name, %error, "writing PodScheduled=False");
             }

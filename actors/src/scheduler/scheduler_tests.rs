@@ -135,6 +135,27 @@ async fn pods_land_where_they_fit_and_wait_for_a_bigger_node() {
     .await;
     assert_eq!(failed["involvedObject"]["name"], "big");
     assert!(node_of(&core, "big").await.is_none());
+    // Still unschedulable, for another reason: the condition's status has not changed, nor
+    // has its lastTransitionTime.
+    let condition = || async {
+        let pod = get(&core, "big").await;
+        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.into_iter().find(|c| c["type"] == "PodScheduled").unwrap_or_default()
+    };
+    let since = condition().await["lastTransitionTime"].clone();
+    let at: chrono::DateTime<chrono::Utc> = since.as_str().unwrap().parse().unwrap();
+    // (Past that second, so that a new transition time would differ.)
+    eventually("a second later", || async {
+        (chrono::Utc::now() - at >= chrono::Duration::seconds(1)).then_some(())
+    })
+    .await;
+    sim_node(&core, "tiny", "500m", dir.path());
+    let later = eventually("big unschedulable on three nodes", || async {
+        let now = condition().await;
+        now["message"].as_str()?.starts_with("0/3 nodes").then_some(now)
+    })
+    .await;
+    assert_eq!(later["lastTransitionTime"], since);
 
     sim_node(&core, "large", "4", dir.path());
     assert_eq!(eventually("big placed on the new node", || node_of(&core, "big")).await, "large");
