@@ -237,6 +237,16 @@ fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
     json::at(v, pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// An event's SOURCE cell, as kubectl's printer writes it: the component, and its host (or
+/// instance) after a comma when there is one.
+fn event_source(component: &str, host: &str) -> String {
+    if host.is_empty() {
+        component.to_string()
+    } else {
+        format!("{component}, {host}")
+    }
+}
+
 /// A pod's READINESS GATES cell, as kubectl's printer writes it: how many of its gates' condition
 /// types hold (the first condition of each type), of how many; `<none>` without gates.
 fn readiness_gates(pod: &Value) -> String {
@@ -506,12 +516,15 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, "/reason")),
                 json!(object),
                 json!(first_of(&["/involvedObject/fieldPath", "/regarding/fieldPath"])),
-                json!(first_of(&[
-                    "/source/component",
-                    "/deprecatedSource/component",
-                    "/reportingComponent",
-                    "/reportingController"
-                ])),
+                json!(event_source(
+                    first_of(&[
+                        "/source/component",
+                        "/deprecatedSource/component",
+                        "/reportingComponent",
+                        "/reportingController"
+                    ]),
+                    first_of(&["/source/host", "/deprecatedSource/host", "/reportingInstance"])
+                )),
                 json!(first_of(&["/message", "/note"])),
                 json!(age(first, now)),
                 json!(count),
@@ -947,6 +960,18 @@ mod tests {
                 {"type": "a.io/y", "status": "False"}]}});
         assert_eq!(readiness_gates(&gated), "1/3");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn an_event_s_source_names_its_host_when_it_has_one() {
+        let event = |source: Value| {
+            json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
+                "source": source, "reason": "Started", "type": "Normal"})
+        };
+        let kubelet = event(json!({"component": "kubelet", "host": "vm"}));
+        assert_eq!(cells("Event", &kubelet, Utc::now())[5], "kubelet, vm");
+        let controller = event(json!({"component": "replication-controller"}));
+        assert_eq!(cells("Event", &controller, Utc::now())[5], "replication-controller");
     }
 
     #[test]

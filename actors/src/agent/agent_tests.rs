@@ -189,6 +189,51 @@ async fn the_node_s_events_are_the_kubelet_s() {
     ApiClient::patch(&core, nodes, "", "n-ev", PatchType::Merge, &cordon, false).await.unwrap();
     let cordoned = event_about(&core, "n-ev", "NodeNotSchedulable").await;
     assert_eq!(cordoned["message"], "Node n-ev status is now: NodeNotSchedulable");
+    // Set Unknown by the node controller while out of touch: Ready again from the server's
+    // copy, a new transition and its event again (counted into the first).
+    let unknown = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    let patch = PatchType::StrategicMerge;
+    ApiClient::patch(&core, nodes, "", "n-ev", patch, &unknown, true).await.unwrap();
+    eventually("NodeReady again", || async {
+        let ready = event_about(&core, "n-ev", "NodeReady").await;
+        (ready["count"] == 2).then_some(())
+    })
+    .await;
+    let node = get(&core, "nodes", "", "n-ev").await.unwrap();
+    let conditions = node["status"]["conditions"].as_array().unwrap();
+    let ready = conditions.iter().find(|c| c["type"] == "Ready").unwrap();
+    assert_eq!(ready["status"], "True");
+    assert_ne!(ready["lastTransitionTime"], "2026-01-01T00:00:00Z");
+}
+
+#[actix::test]
+async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _agent = start_agent(&core, config("n-dl", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    // It outlives SIGTERM: it stops at the grace period's SIGKILL, 5 s on.
+    let stubborn = json!({"name": "c", "image": "none",
+        "command": ["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]});
+    let mut bounded = pod("bounded", "n-dl", stubborn);
+    bounded["spec"]["activeDeadlineSeconds"] = json!(1);
+    ApiClient::create(&core, pods, "default", bounded).await.unwrap();
+    let event = event_about(&core, "bounded", "DeadlineExceeded").await;
+    assert_eq!(event["type"], "Normal");
+    let seen_running = std::cell::Cell::new(false);
+    eventually("bounded Failed", || async {
+        let pod = get(&core, "pods", "default", "bounded").await?;
+        let running = pod["status"]["containerStatuses"][0]["state"]["running"].is_object();
+        let phase = pod["status"]["phase"].clone();
+        assert!(!(running && phase == "Failed"), "Failed while running: {}", pod["status"]);
+        seen_running.set(seen_running.get() || running);
+        (phase == "Failed").then_some(())
+    })
+    .await;
+    assert!(seen_running.get(), "the container ran on past the deadline");
+    let failed = get(&core, "pods", "default", "bounded").await.unwrap();
+    assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
 }
 
 #[actix::test]
@@ -396,10 +441,14 @@ async fn init_containers_environment_images_and_policies() {
         })
     })
     .await;
-    assert!(waiting["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("runtime.images"));
+    let message =
+        waiting["status"]["containerStatuses"][0]["state"]["waiting"]["message"].as_str().unwrap();
+    // The pull's error behind the back-off's, as the kubelet writes it.
+    assert!(
+        message.starts_with("Back-off pulling image \"nginx:1.27\": ErrImagePull: image ")
+            && message.contains("runtime.images"),
+        "{message}"
+    );
     assert_eq!(waiting["status"]["phase"], "Pending");
     // The kubelet's events: a pull tried, then backed off.
     let pulling = event_about(&core, "nope", "Pulling").await;

@@ -140,7 +140,16 @@ impl NodeAgent {
             async move {
                 let pressure =
                     if measure { Pressure::measure(&config.data_dir) } else { Pressure::default() };
-                let old = previous.lock().expect("conditions lock").clone();
+                let ours = previous.lock().expect("conditions lock").clone();
+                // A real node starts from the server's copy, as the kubelet does: conditions
+                // the node controller set to Unknown while it was out of touch change back
+                // (a new transition time, their events again).
+                let theirs = match measure {
+                    true => client.get(resources::core("nodes"), "", &config.node_name).await.ok(),
+                    false => None,
+                };
+                let listed = theirs.as_ref().and_then(|n| n["status"]["conditions"].as_array());
+                let old = listed.cloned().unwrap_or_else(|| ours.clone());
                 let status =
                     node_status::status(&config, &machine, runtime, pressure, &old, &now());
                 let patch = json!({"status": status});
@@ -152,7 +161,9 @@ impl NodeAgent {
                         if measure {
                             let unschedulable = node["spec"]["unschedulable"] == true;
                             let was = last_unschedulable.swap(unschedulable, Ordering::Relaxed);
-                            let mut reasons = node_status::status_events(&old, &conditions);
+                            // (At its start, all of them, as the kubelet's at registration.)
+                            let since = if ours.is_empty() { &[][..] } else { &old[..] };
+                            let mut reasons = node_status::status_events(since, &conditions);
                             if was != unschedulable {
                                 reasons.push(if unschedulable {
                                     "NodeNotSchedulable"
@@ -160,7 +171,7 @@ impl NodeAgent {
                                     "NodeSchedulable"
                                 });
                             }
-                            node_events(client.as_ref(), &config, old.is_empty(), &reasons).await;
+                            node_events(client.as_ref(), &config, ours.is_empty(), &reasons).await;
                         }
                     }
                     Err(ApiError::NotFound { .. }) => {

@@ -529,6 +529,9 @@ struct PodState {
     last_status: Option<Value>,
     /// The resourceVersion our last status write made: older news of the pod is stale.
     last_written: u64,
+    /// The server's copy of the status no longer says what the agent wrote: write it again
+    /// (with the times it had, as the kubelet writes its cached status back).
+    rewrite: bool,
     /// SIGKILL everything at this instant when still running (deletion grace period).
     kill_at: Option<Instant>,
     /// The grace period that stop was given (a shorter one brings it forward).
@@ -596,6 +599,7 @@ impl PodState {
             containers,
             last_status: None,
             last_written: 0,
+            rewrite: false,
             kill_at: None,
             stop_grace: None,
             stopping: false,
@@ -793,7 +797,7 @@ impl PodState {
             && self.last_status.as_ref().is_some_and(|ours| !status_agrees(ours, &raw["status"]))
         {
             tracing::debug!(pod = %self.name, "the pod's status differs from ours: writing it again");
-            self.last_status = None;
+            self.rewrite = true;
         }
         match serde_json::from_value::<Pod>(raw.clone()) {
             Ok(pod) => {
@@ -903,7 +907,7 @@ impl PodState {
         }
         if !self.deadline_exceeded && self.past_deadline() {
             self.deadline_exceeded = true;
-            self.event(ctx, EventKind::Warning, DEADLINE_REASON, DEADLINE_MESSAGE.into());
+            self.event(ctx, EventKind::Normal, DEADLINE_REASON, DEADLINE_MESSAGE.into());
         }
         if self.deadline_exceeded {
             // As the kubelet: the containers are stopped (within the grace period) and stay so.
@@ -1306,10 +1310,15 @@ impl PodState {
             }
             if c.not_before.is_some_and(|t| now < t) {
                 let waiting = match c.waiting.clone() {
-                    // Image and config errors keep their own message while backing off.
-                    Some((r, m)) if r == "ErrImagePull" || r == "ImagePullBackOff" => {
-                        ("ImagePullBackOff".to_string(), m)
+                    // Image and config errors keep their own message while backing off (a
+                    // pull's behind the kubelet's words for the back-off).
+                    Some((r, m)) if r == "ErrImagePull" => {
+                        let image = self.container_spec(&c.name).and_then(|s| s.image.clone());
+                        let image = image.unwrap_or_default();
+                        let message = format!("Back-off pulling image \"{image}\": {r}: {m}");
+                        ("ImagePullBackOff".to_string(), message)
                     }
+                    Some((r, m)) if r == "ImagePullBackOff" => (r, m),
                     Some((r, m))
                         if r == "CreateContainerConfigError" || r == IMAGE_NEVER_PULLED =>
                     {
@@ -1813,6 +1822,22 @@ impl PodState {
             status["reason"] = json!(DEADLINE_REASON);
             status["message"] = json!(DEADLINE_MESSAGE);
         }
+        // As the kubelet's mergePodStatus: a pod is reported terminal only once nothing of it
+        // runs (a container past the deadline within its grace period, a sidecar stopping);
+        // until then its phase, reason and message stay as they were.
+        let terminal = |phase: &Value| matches!(phase.as_str(), Some("Failed" | "Succeeded"));
+        let before = self.last_status.as_ref().unwrap_or(&self.raw["status"]);
+        let still_running = self.containers.iter().any(|c| c.running.is_some());
+        if still_running && terminal(&status["phase"]) && !terminal(&before["phase"]) {
+            let held = status.as_object_mut().expect("built as an object");
+            for field in ["phase", "reason", "message"] {
+                match before.get(field).filter(|v| !v.is_null()) {
+                    Some(value) => held.insert(field.into(), value.clone()),
+                    None => held.remove(field),
+                };
+            }
+            held.entry("phase").or_insert_with(|| json!("Pending"));
+        }
         if let Some(ip) = self.pod_ip {
             status["podIP"] = json!(ip.to_string());
             status["podIPs"] = json!([{"ip": ip.to_string()}]);
@@ -1825,7 +1850,7 @@ impl PodState {
     /// gates', `DisruptionTarget`) stay as they are.
     async fn write_status(&mut self, ctx: &WorkerContext) {
         let status = self.status(ctx);
-        if self.last_status.as_ref() == Some(&status) {
+        if self.last_status.as_ref() == Some(&status) && !self.rewrite {
             return;
         }
         let pods = resources::core("pods");
@@ -1838,6 +1863,7 @@ impl PodState {
             Ok(written) => {
                 self.last_written = resource_version(&written);
                 self.last_status = Some(status);
+                self.rewrite = false;
             }
             Err(ApiError::NotFound { .. }) => self.gone = true,
             Err(error) => {

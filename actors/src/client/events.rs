@@ -215,7 +215,6 @@ pub async fn record_on_node(
         "type": if kind == EventKind::Normal { "Normal" } else { "Warning" },
         "source": {"component": component},
         "reportingComponent": component,
-        "reportingInstance": if host.is_empty() { component } else { host },
         "firstTimestamp": time,
         "lastTimestamp": time,
         "count": 1,
@@ -226,8 +225,10 @@ pub async fn record_on_node(
     if let Some(path) = &object.field_path {
         event["involvedObject"]["fieldPath"] = json!(path);
     }
+    // As client-go's recorder: the instance is the host, when the reporter has one.
     if !host.is_empty() {
         event["source"]["host"] = json!(host);
+        event["reportingInstance"] = json!(host);
     }
     if let Err(error) = client.create(events, namespace, event).await {
         tracing::debug!(object = %object.name, %error, "recording an event");

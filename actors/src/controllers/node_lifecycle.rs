@@ -226,12 +226,27 @@ impl NodeLifecycleController {
             }
             let name = name.clone();
             let client = self.client.clone();
+            // A node that was Ready and is no longer gets the controller's event, as in
+            // Kubernetes' RecordNodeStatusChange.
+            let was_ready = ready.as_deref() == Some("True");
             let work = async move {
                 // Conflicts with the agent's own writes: looked at again next round.
                 let mut marked = None;
                 if let Some(node) = update {
+                    let reference = ObjectRef::of(resources::core("nodes"), &node);
                     match client.update_status(resources::core("nodes"), "", node).await {
-                        Ok(_) => marked = Some(mark_pods_not_ready(client.as_ref(), &name).await),
+                        Ok(_) => {
+                            if was_ready {
+                                let message = format!("Node {name} status is now: NodeNotReady");
+                                let (kind, reason) = (EventKind::Normal, "NodeNotReady");
+                                let client = client.as_ref();
+                                events::record(
+                                    client, &reference, kind, reason, &message, COMPONENT,
+                                )
+                                .await;
+                            }
+                            marked = Some(mark_pods_not_ready(client.as_ref(), &name).await);
+                        }
                         Err(error) => tracing::debug!(%name, %error, "marking a silent node"),
                     }
                 } else if let Some(node) = retaint {
@@ -677,6 +692,19 @@ mod tests {
         // The only node, so every zone is down: the controller blames itself, not the node,
         // and evicts nothing (the NoExecute taint would have come with the NoSchedule one).
         assert!(!has(&silent, UNREACHABLE, "NoExecute"), "{silent}");
+        // Ready before, not now: the controller's event about the node.
+        let events = resources::core("events");
+        let options = ListOptions {
+            field_selector: Some("involvedObject.name=far,reason=NodeNotReady".into()),
+            ..ListOptions::default()
+        };
+        let not_ready = eventually("a NodeNotReady event", || async {
+            let list = ApiClient::list(&core, events, Some("default"), &options).await.ok()?;
+            list.items.into_iter().next()
+        })
+        .await;
+        assert_eq!(not_ready["message"], "Node far status is now: NodeNotReady");
+        assert_eq!(not_ready["involvedObject"]["uid"], silent["metadata"]["uid"]);
 
         // Its agent reports again: Ready, and the taint goes (seen in the node's changes: it
         // goes silent again right after).
