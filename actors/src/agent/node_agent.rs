@@ -144,9 +144,10 @@ impl NodeAgent {
                 // A real node starts from the server's copy, as the kubelet does: conditions
                 // the node controller set to Unknown while it was out of touch change back
                 // (a new transition time, their events again).
-                let theirs = match measure {
-                    true => client.get(resources::core("nodes"), "", &config.node_name).await.ok(),
-                    false => None,
+                let theirs = if measure {
+                    client.get(resources::core("nodes"), "", &config.node_name).await.ok()
+                } else {
+                    None
                 };
                 let listed = theirs.as_ref().and_then(|n| n["status"]["conditions"].as_array());
                 let old = listed.cloned().unwrap_or_else(|| ours.clone());

@@ -212,11 +212,9 @@ impl ServiceAllocator {
                 );
                 return Err(invalid_because(name, cause));
             }
-            (Some(_), None) if external => {}
-            (Some(old), None) => {
-                service["spec"]["clusterIP"] = json!(old);
-                service["spec"]["clusterIPs"] = json!([old]);
-            }
+            // Left out, it was carried over (`keep_allocated_cluster_ips`) unless the service
+            // became ExternalName, which has none.
+            (Some(_), None) => {}
             (Some(_), Some(_)) => {}
             (None, _) if external => {}
             (None, Some(ip)) if ip == "None" => {
