@@ -1015,3 +1015,63 @@ async fn a_sidecar_waiting_for_its_turn_gets_sigterm_when_the_grace_period_runs_
     assert!(told.exists(), "the sidecar got its SIGTERM");
     agent.send(StopAgent).await.unwrap();
 }
+
+/// While a pod is being deleted its readiness is still probed (liveness no more), as the
+/// kubelet's prober does, and its status follows: endpoints see a terminating pod stop serving.
+#[actix::test]
+async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n9", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let (ready_file, alive_file) = (files.path().join("ready"), files.path().join("alive"));
+    std::fs::write(&ready_file, "").unwrap();
+    std::fs::write(&alive_file, "").unwrap();
+    let test = |file: &std::path::Path| {
+        json!({"exec": {"command": ["test", "-e", file.to_str().unwrap()]},
+            "periodSeconds": 1, "failureThreshold": 1})
+    };
+    let container = json!({"name": "c", "image": "none",
+        "command": ["sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"],
+        "readinessProbe": test(&ready_file), "livenessProbe": test(&alive_file)});
+    let mut stubborn = pod("draining", "n9", container);
+    stubborn["spec"]["terminationGracePeriodSeconds"] = json!(60);
+    ApiClient::create(&core, pods, "default", stubborn).await.unwrap();
+    eventually("draining ready", || async {
+        (condition_of(&core, "draining", "Ready").await["status"] == "True").then_some(())
+    })
+    .await;
+    ApiClient::delete(&core, pods, "default", "draining", &DeleteOptions::default()).await.unwrap();
+    // Neither file is there any more: the readiness probe fails, the liveness probe is not run.
+    std::fs::remove_file(&alive_file).unwrap();
+    std::fs::remove_file(&ready_file).unwrap();
+    let terminating = eventually("draining not ready while it terminates", || async {
+        let pod = get(&core, "pods", "default", "draining").await?;
+        let conditions = pod["status"]["conditions"].as_array()?;
+        let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+        (ready["status"] == "False").then_some(pod)
+    })
+    .await;
+    assert!(terminating["metadata"]["deletionTimestamp"].is_string(), "{terminating}");
+    let status = &terminating["status"]["containerStatuses"][0];
+    assert!(status["state"]["running"].is_object(), "{terminating}");
+    assert_eq!((&status["ready"], &status["restartCount"]), (&json!(false), &json!(0)));
+    let forced = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+    ApiClient::delete(&core, pods, "default", "draining", &forced).await.unwrap();
+    eventually("draining gone", || async {
+        get(&core, "pods", "default", "draining").await.is_none().then_some(())
+    })
+    .await;
+    // No liveness failure was acted on (nor reported) once the deletion had begun.
+    let events = find("", "v1", "events").unwrap();
+    let about = ListOptions {
+        field_selector: Some("involvedObject.name=draining".into()),
+        ..ListOptions::default()
+    };
+    let recorded = ApiClient::list(&core, events, Some("default"), &about).await.unwrap().items;
+    let liveness =
+        recorded.iter().filter_map(|e| e["message"].as_str()).find(|m| m.contains("Liveness"));
+    assert_eq!(liveness, None, "{recorded:?}");
+    agent.send(StopAgent).await.unwrap();
+}

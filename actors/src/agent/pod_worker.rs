@@ -971,6 +971,12 @@ impl PodState {
             self.pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64
         };
         if !self.stop_containers(ctx, addr, grace) {
+            if !self.gone {
+                // While its containers stop, the pod's status follows them: readiness as
+                // probed, a container that has ended as terminated.
+                self.probe(ctx, addr).await;
+                self.write_status(ctx).await;
+            }
             return;
         }
         if !self.gone {
@@ -1553,20 +1559,29 @@ impl PodState {
                 probe.termination_grace_period_seconds.map(|s| s.clamp(0, MAX_GRACE_SECONDS));
             Instant::now() + seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64))
         };
+        let terminating = self.pod.metadata.deletion_timestamp.is_some();
         let mut killed = Vec::new();
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
             let c = &mut self.containers[i];
             let Some(running) = &c.running else { continue };
-            // Not probed: a run waiting for its postStart hook, or being stopped.
-            if c.restarting_deadline.is_some() || c.post_starting() || running.pre_stopped {
+            // Not probed: a run waiting for its postStart hook, or being stopped (but for the
+            // pod's deletion: see below).
+            let stopped_alone = running.pre_stopped && !terminating;
+            if c.restarting_deadline.is_some() || c.post_starting() || stopped_alone {
                 continue;
             }
             let since = running.since;
             if !ctx.runtime.runs_processes() {
                 (c.started, c.ever_started, c.ready) = (true, true, true);
                 continue;
+            }
+            if terminating {
+                // As the kubelet's prober once the pod is being deleted: startup and liveness
+                // count as passed and are probed no more (nothing is restarted now), readiness
+                // is probed until the container stops, so that endpoints see it stop serving.
+                (c.started, c.ever_started) = (true, true);
             }
             // Startup probe first: liveness and readiness wait for it.
             if !c.started {
@@ -1596,7 +1611,7 @@ impl PodState {
                 }
             }
             c.ever_started = true;
-            if let Some(probe) = &spec.liveness_probe {
+            if let Some(probe) = spec.liveness_probe.as_ref().filter(|_| !terminating) {
                 let run = run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await;
                 if ProbeRun::reported(run, "Liveness", &name, &mut events) == Some(false) {
                     tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
