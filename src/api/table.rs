@@ -367,11 +367,9 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let conditions = json::at(o, "/status/conditions").and_then(Value::as_array);
             let ready = conditions
                 .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-                .map(|c| match c["status"].as_str() {
-                    Some("True") => "Ready",
-                    Some("False") => "NotReady",
-                    _ => "Unknown",
-                })
+                // As kubectl's printer: `NotReady` for any status but True (an agent out of
+                // touch leaves it Unknown), `Unknown` only without the condition.
+                .map(|c| if c["status"] == "True" { "Ready" } else { "NotReady" })
                 .unwrap_or("Unknown");
             let mut status = ready.to_string();
             if json::at(o, "/spec/unschedulable") == Some(&json!(true)) {
@@ -1006,6 +1004,23 @@ mod tests {
         assert_eq!(cells("Node", &node, Utc::now())[2], "control-plane,legacy,worker");
         let plain = json!({"metadata": {"name": "n", "labels": {"kubernetes.io/role": ""}}});
         assert_eq!(cells("Node", &plain, Utc::now())[2], "<none>");
+    }
+
+    #[test]
+    fn a_node_is_not_ready_unless_its_ready_condition_is_true() {
+        let status = |conditions: Value, unschedulable: bool| {
+            let node = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": unschedulable},
+                "status": {"conditions": conditions}});
+            cells("Node", &node, Utc::now())[1].clone()
+        };
+        let ready = |s: &str| {
+            json!([{"type": "MemoryPressure", "status": "False"},
+            {"type": "Ready", "status": s}])
+        };
+        assert_eq!(status(ready("True"), false), "Ready");
+        assert_eq!(status(ready("False"), false), "NotReady");
+        assert_eq!(status(ready("Unknown"), true), "NotReady,SchedulingDisabled");
+        assert_eq!(status(json!([]), false), "Unknown");
     }
 
     #[test]

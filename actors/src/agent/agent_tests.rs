@@ -267,12 +267,23 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     })
     .await;
     assert_eq!(crashed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 7);
-    eventually("the crash loop back-off", || async {
+    let looping = eventually("the crash loop back-off", || async {
         get(&core, "pods", "default", "crash").await.filter(|p| {
             p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
         })
     })
     .await;
+    // The wait it names is the one it waits, in Go's words (200 ms doubling: 200ms, 400ms,
+    // ..., 1.6s).
+    let message = looping["status"]["containerStatuses"][0]["state"]["waiting"]["message"].clone();
+    let message = message.as_str().unwrap();
+    let uid = looping["metadata"]["uid"].as_str().unwrap();
+    let waits = ["200ms", "400ms", "800ms", "1.6s", "3.2s", "6.4s", "12.8s"];
+    assert!(
+        waits.iter().any(|wait| message
+            == format!("back-off {wait} restarting failed container=c pod=crash_default({uid})")),
+        "{message}"
+    );
     let back_off = event_about(&core, "crash", "BackOff").await;
     assert_eq!(back_off["type"], "Warning");
     assert!(back_off["message"].as_str().unwrap().contains("Back-off restarting"), "{back_off}");

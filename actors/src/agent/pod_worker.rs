@@ -23,6 +23,7 @@ use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
 use crate::core::{set_condition, ApiError, DeleteOptions, PatchType, MAX_GRACE_SECONDS};
+use crate::model::text::go_duration;
 use crate::model::{now, resources};
 
 /// The component name events carry (as the kubelet's).
@@ -398,6 +399,9 @@ struct ContainerState {
     restart_count: u32,
     /// Next restart not before this instant (crash-loop back-off).
     not_before: Option<Instant>,
+    /// The back-off `not_before` was set with (the wait the CrashLoopBackOff message names).
+    waiting_for: Duration,
+    /// The back-off the next restart waits.
     backoff: Duration,
     /// Exited and will not run again (init container done, or restartPolicy says no).
     finished: bool,
@@ -424,6 +428,7 @@ impl ContainerState {
             waiting: Some(("ContainerCreating".into(), String::new())),
             restart_count: 0,
             not_before: None,
+            waiting_for: Duration::ZERO,
             backoff,
             finished: false,
             ready: false,
@@ -434,6 +439,13 @@ impl ContainerState {
             env: Vec::new(),
             restarting_deadline: None,
         }
+    }
+
+    /// Holds its next start back by the back-off, which then doubles (up to `max`).
+    fn back_off(&mut self, max: Duration) {
+        self.not_before = Some(Instant::now() + self.backoff);
+        self.waiting_for = self.backoff;
+        self.backoff = (self.backoff * 2).min(max);
     }
 }
 
@@ -882,8 +894,7 @@ impl PodState {
             // the container exited or a probe had it killed, as the kubelet backs off every
             // restart of a container.
             if c.restart_count > 0 && !redefined {
-                c.not_before = Some(Instant::now() + c.backoff);
-                c.backoff = (c.backoff * 2).min(config.max_restart_backoff);
+                c.back_off(config.max_restart_backoff);
             }
         }
     }
@@ -1331,9 +1342,10 @@ impl PodState {
                         (r, m)
                     }
                     _ => {
-                        let seconds = (c.backoff.as_secs() / 2).max(1);
+                        // The wait in Go's words, as the kubelet's message has it (`1m20s`).
+                        let wait = go_duration(c.waiting_for.as_nanos() as i64);
                         let message = format!(
-                            "back-off {seconds}s restarting failed container={} pod={}_{}({})",
+                            "back-off {wait} restarting failed container={} pod={}_{}({})",
                             c.name, self.name, self.namespace, self.uid
                         );
                         ("CrashLoopBackOff".to_string(), message)
@@ -1427,8 +1439,7 @@ impl PodState {
                     }
                 };
                 c.waiting = Some((reason.to_string(), message));
-                c.not_before = Some(Instant::now() + c.backoff);
-                c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
+                c.back_off(ctx.config.max_restart_backoff);
                 self.events(ctx, Some(&name), events);
                 return;
             }
@@ -1539,8 +1550,7 @@ impl PodState {
                 c.finished =
                     (c.kind == Kind::App && policy == "Never") || c.kind == Kind::Ephemeral;
                 if !c.finished {
-                    c.not_before = Some(Instant::now() + c.backoff);
-                    c.backoff = (c.backoff * 2).min(ctx.config.max_restart_backoff);
+                    c.back_off(ctx.config.max_restart_backoff);
                 }
             }
         }

@@ -9,6 +9,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::model::text::go_quote;
+
 /// The outcome of one probe run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -24,42 +26,58 @@ pub async fn run(
     env: &[(String, String)],
 ) -> Outcome {
     let timeout = Duration::from_secs(probe.timeout_seconds.unwrap_or(1).max(1) as u64);
-    let attempt = async {
-        if let Some(exec) = &probe.exec {
-            return exec_probe(exec.command.as_deref().unwrap_or(&[]), env).await;
+    if let Some(exec) = &probe.exec {
+        let command = exec.command.as_deref().unwrap_or(&[]);
+        // The kubelet's words for each handler's timeout.
+        let timed_out = format!("command {} timed out", go_quote(&command.join(" ")));
+        return within(timeout, exec_probe(command, env), timed_out).await;
+    }
+    if let Some(http) = &probe.http_get {
+        let Some(port) = resolve_port(&http.port, container) else {
+            return Outcome::Failure(format!("unknown port {:?}", http.port));
+        };
+        if http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")) {
+            return Outcome::Failure("HTTPS probes are not supported".into());
         }
-        if let Some(http) = &probe.http_get {
-            let Some(port) = resolve_port(&http.port, container) else {
-                return Outcome::Failure(format!("unknown port {:?}", http.port));
-            };
-            if http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")) {
-                return Outcome::Failure("HTTPS probes are not supported".into());
-            }
-            let host = http.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
-            let headers: Vec<(String, String)> = http
-                .http_headers
-                .iter()
-                .flatten()
-                .map(|h| (h.name.clone(), h.value.clone()))
-                .collect();
-            return http_probe(host, port, http.path.as_deref().unwrap_or("/"), &headers).await;
-        }
-        if let Some(tcp) = &probe.tcp_socket {
-            let Some(port) = resolve_port(&tcp.port, container) else {
-                return Outcome::Failure(format!("unknown port {:?}", tcp.port));
-            };
-            let host = tcp.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
-            return match TcpStream::connect((host, port)).await {
+        let host = http.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
+        let headers: Vec<(String, String)> =
+            http.http_headers.iter().flatten().map(|h| (h.name.clone(), h.value.clone())).collect();
+        let path = http.path.as_deref().unwrap_or("/");
+        let timed_out = format!(
+            "Get {}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+            go_quote(&url(host, port, path))
+        );
+        return within(timeout, http_probe(host, port, path, &headers), timed_out).await;
+    }
+    if let Some(tcp) = &probe.tcp_socket {
+        let Some(port) = resolve_port(&tcp.port, container) else {
+            return Outcome::Failure(format!("unknown port {:?}", tcp.port));
+        };
+        let host = tcp.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
+        let connect = async {
+            match TcpStream::connect((host, port)).await {
                 Ok(_) => Outcome::Success,
                 Err(e) => Outcome::Failure(dial_error(host, port, &e)),
-            };
-        }
-        Outcome::Failure("the probe has no handler (exec, httpGet or tcpSocket)".into())
-    };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(outcome) => outcome,
-        Err(_) => Outcome::Failure(format!("timed out after {}s", timeout.as_secs())),
+            }
+        };
+        return within(timeout, connect, format!("dial tcp {host}:{port}: i/o timeout")).await;
     }
+    Outcome::Failure("the probe has no handler (exec, httpGet or tcpSocket)".into())
+}
+
+/// `attempt`'s outcome, or a failure saying `timed_out` once `timeout` has passed.
+async fn within(
+    timeout: Duration,
+    attempt: impl std::future::Future<Output = Outcome>,
+    timed_out: String,
+) -> Outcome {
+    tokio::time::timeout(timeout, attempt).await.unwrap_or(Outcome::Failure(timed_out))
+}
+
+/// The URL a GET of `path` at `host:port` asks for.
+fn url(host: &str, port: u16, path: &str) -> String {
+    let slash = if path.starts_with('/') { "" } else { "/" };
+    format!("http://{host}:{port}{slash}{path}")
 }
 
 /// A numeric port, or a named one looked up in the container's ports.
@@ -128,10 +146,10 @@ pub(super) async fn http_get(
     headers: &[(String, String)],
     user_agent: &str,
 ) -> Result<u16, String> {
-    let url = format!("http://{host}:{port}{path}");
+    let url = go_quote(&url(host, port, path));
     let mut stream = match TcpStream::connect((host, port)).await {
         Ok(s) => s,
-        Err(e) => return Err(format!("Get {url:?}: {}", dial_error(host, port, &e))),
+        Err(e) => return Err(format!("Get {url}: {}", dial_error(host, port, &e))),
     };
     let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
     let mut request = format!(
@@ -142,7 +160,7 @@ pub(super) async fn http_get(
     }
     request.push_str("\r\n");
     if let Err(e) = stream.write_all(request.as_bytes()).await {
-        return Err(format!("Get {url:?}: {e}"));
+        return Err(format!("Get {url}: {e}"));
     }
     let mut head = Vec::with_capacity(64);
     let mut buf = [0u8; 256];
@@ -150,12 +168,12 @@ pub(super) async fn http_get(
         match stream.read(&mut buf).await {
             Ok(0) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) => return Err(format!("Get {url:?}: {e}")),
+            Err(e) => return Err(format!("Get {url}: {e}")),
         }
     }
     let line = String::from_utf8_lossy(&head);
     let code: Option<u16> = line.split_whitespace().nth(1).and_then(|c| c.parse().ok());
-    code.ok_or_else(|| format!("Get {url:?}: malformed HTTP response"))
+    code.ok_or_else(|| format!("Get {url}: malformed HTTP response"))
 }
 
 #[cfg(test)]
@@ -186,9 +204,8 @@ mod tests {
         let bad = probe(json!({"exec": {"command": ["false"]}}));
         assert!(matches!(run(&bad, &container(), "127.0.0.1", &env).await, Outcome::Failure(_)));
         let slow = probe(json!({"exec": {"command": ["sleep", "5"]}, "timeoutSeconds": 1}));
-        assert!(
-            matches!(run(&slow, &container(), "127.0.0.1", &env).await, Outcome::Failure(m) if m.contains("timed out"))
-        );
+        let outcome = run(&slow, &container(), "127.0.0.1", &env).await;
+        assert_eq!(outcome, Outcome::Failure("command \"sleep 5\" timed out".into()));
     }
 
     #[tokio::test]
@@ -231,6 +248,17 @@ mod tests {
         let http = probe(json!({"httpGet": {"port": port, "path": "/healthz"}}));
         let outcome = run(&http, &container(), "127.0.0.1", &[]).await;
         let url = format!("http://127.0.0.1:{port}/healthz");
-        assert_eq!(outcome, Outcome::Failure(format!("Get {url:?}: {refused}")));
+        assert_eq!(outcome, Outcome::Failure(format!("Get \"{url}\": {refused}")));
+        // A server that never answers: the Go client's timeout, in its words.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let http = probe(json!({"httpGet": {"port": port, "path": "/slow"}, "timeoutSeconds": 1}));
+        let outcome = run(&http, &container(), "127.0.0.1", &[]).await;
+        let said = format!(
+            "Get \"http://127.0.0.1:{port}/slow\": context deadline exceeded \
+             (Client.Timeout exceeded while awaiting headers)"
+        );
+        assert_eq!(outcome, Outcome::Failure(said));
+        drop(silent);
     }
 }

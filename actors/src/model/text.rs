@@ -1,5 +1,5 @@
 //! String comparisons for hot lookups that may meet empty strings (the core group `""`, the
-//! namespace of a cluster-scoped object), and Go's spelling of a true boolean.
+//! namespace of a cluster-scoped object), and Go's spelling of a true boolean and of a duration.
 //!
 //! Rust compares strings with `memcmp`, even when they are empty. An empty `String` or `""`
 //! points at a dangling address, and glibc's AVX-512 `memcmp` reads it with a masked vector load
@@ -13,6 +13,72 @@ use std::cmp::Ordering;
 /// annotations and query parameters).
 pub fn go_true(text: &str) -> bool {
     matches!(text, "1" | "t" | "T" | "true" | "TRUE" | "True")
+}
+
+/// Nanoseconds in Go's `time.Duration` text (`1h2m3s`, `1.5s`, `0s`), which is how
+/// `metav1.Duration` is written in JSON.
+pub fn go_duration(nanos: i64) -> String {
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let total = nanos.unsigned_abs();
+    if total < 1_000_000_000 {
+        let (unit, scale) = match total {
+            t if t < 1_000 => ("ns", 1),
+            t if t < 1_000_000 => ("µs", 1_000),
+            _ => ("ms", 1_000_000),
+        };
+        return format!("{sign}{}{unit}", fraction(total, scale));
+    }
+    let hours = total / 3_600_000_000_000;
+    let minutes = total / 60_000_000_000 % 60;
+    let seconds = fraction(total % 60_000_000_000, 1_000_000_000);
+    match (hours, minutes) {
+        (0, 0) => format!("{sign}{seconds}s"),
+        (0, m) => format!("{sign}{m}m{seconds}s"),
+        (h, m) => format!("{sign}{h}h{m}m{seconds}s"),
+    }
+}
+
+/// `value / scale` with its decimals, trailing zeros left out (`1500, 1000` is `1.5`).
+fn fraction(value: u64, scale: u64) -> String {
+    let (whole, rest) = (value / scale, value % scale);
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let digits = scale.ilog10() as usize;
+    let decimals = format!("{rest:0digits$}");
+    format!("{whole}.{}", decimals.trim_end_matches('0'))
+}
+
+/// `text` quoted as Go's `%q` (`strconv.Quote`) writes it: `"a\x01b"`, where Rust's `{:?}`
+/// writes `"a\u{1}b"`.
+pub fn go_quote(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\u{7}' => quoted.push_str("\\a"),
+            '\u{8}' => quoted.push_str("\\b"),
+            '\u{c}' => quoted.push_str("\\f"),
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            '\u{b}' => quoted.push_str("\\v"),
+            // Go's printable runes: graphic ones and the ASCII space (not other spaces).
+            ' ' => quoted.push(' '),
+            c if !c.is_control() && !c.is_whitespace() => quoted.push(c),
+            c if (c as u32) < 0x80 => write!(quoted, "\\x{:02x}", c as u32).unwrap(),
+            c if (c as u32) < 0x10000 => write!(quoted, "\\u{:04x}", c as u32).unwrap(),
+            c => write!(quoted, "\\U{:08x}", c as u32).unwrap(),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// `a == b`, without calling `memcmp` when both are empty.
@@ -34,6 +100,26 @@ pub fn order(a: &str, b: &str) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_are_go_s() {
+        assert_eq!(go_quote("sleep 5"), r#""sleep 5""#);
+        assert_eq!(go_quote("a\u{1}b"), r#""a\x01b""#);
+        assert_eq!(go_quote("say \"hi\"\\\n\t"), r#""say \"hi\"\\\n\t""#);
+        assert_eq!(go_quote("\u{a0}é\u{85}"), r#""\u00a0é\u0085""#);
+        assert_eq!(go_quote("\u{7f}"), r#""\x7f""#);
+    }
+
+    #[test]
+    fn durations_are_written_as_go_writes_them() {
+        assert_eq!(go_duration(0), "0s");
+        assert_eq!(go_duration(90 * 60 * 1_000_000_000), "1h30m0s");
+        assert_eq!(go_duration(80 * 1_000_000_000), "1m20s");
+        assert_eq!(go_duration(300 * 1_000_000_000), "5m0s");
+        assert_eq!(go_duration(1_500_000_000), "1.5s");
+        assert_eq!(go_duration(2_000_000), "2ms");
+        assert_eq!(go_duration(-1_000_000_000), "-1s");
+    }
 
     #[test]
     fn agree_with_the_standard_comparisons() {

@@ -17,6 +17,7 @@ mod table;
 
 use base64::Engine as _;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
+use kplane_actors::model::text::go_duration;
 use prost::encoding::{decode_key, decode_varint, WireType};
 use prost::Message as _;
 use serde_json::{json, Map, Value};
@@ -228,43 +229,6 @@ fn time(seconds: i64, nanos: i64, micro: bool) -> Value {
     };
     let format = if micro { "%Y-%m-%dT%H:%M:%S%.6fZ" } else { "%Y-%m-%dT%H:%M:%SZ" };
     Value::String(at.format(format).to_string())
-}
-
-/// Nanoseconds in Go's `time.Duration` text (`1h2m3s`, `1.5s`, `0s`), which is how
-/// `metav1.Duration` is written in JSON.
-fn go_duration(nanos: i64) -> String {
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let sign = if nanos < 0 { "-" } else { "" };
-    let total = nanos.unsigned_abs();
-    if total < 1_000_000_000 {
-        let (unit, scale) = match total {
-            t if t < 1_000 => ("ns", 1),
-            t if t < 1_000_000 => ("µs", 1_000),
-            _ => ("ms", 1_000_000),
-        };
-        return format!("{sign}{}{unit}", fraction(total, scale));
-    }
-    let hours = total / 3_600_000_000_000;
-    let minutes = total / 60_000_000_000 % 60;
-    let seconds = fraction(total % 60_000_000_000, 1_000_000_000);
-    match (hours, minutes) {
-        (0, 0) => format!("{sign}{seconds}s"),
-        (0, m) => format!("{sign}{m}m{seconds}s"),
-        (h, m) => format!("{sign}{h}h{m}m{seconds}s"),
-    }
-}
-
-/// `value / scale` with its decimals, trailing zeros left out (`1500, 1000` is `1.5`).
-fn fraction(value: u64, scale: u64) -> String {
-    let (whole, rest) = (value / scale, value % scale);
-    if rest == 0 {
-        return whole.to_string();
-    }
-    let digits = scale.ilog10() as usize;
-    let decimals = format!("{rest:0digits$}");
-    format!("{whole}.{}", decimals.trim_end_matches('0'))
 }
 
 /// One entry of a map field: its key (tag 1) and value (tag 2).
@@ -831,9 +795,6 @@ mod tests {
         let raw = wire_field(2, &wire_field(2, &container));
         let obj = decode(&wrap("v1", "Pod", raw)).unwrap();
         assert_eq!(obj["spec"]["containers"][0]["livenessProbe"]["initialDelaySeconds"], json!(-1));
-        assert_eq!(go_duration(90 * 60 * 1_000_000_000), "1h30m0s");
-        assert_eq!(go_duration(1_500_000_000), "1.5s");
-        assert_eq!(go_duration(2_000_000), "2ms");
     }
 
     /// One length-delimited field: its key, its length, its bytes.
