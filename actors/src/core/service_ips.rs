@@ -3,7 +3,7 @@
 //! stored services on start-up. A service that asks for a specific IP or port gets it only if
 //! it is in range and free.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
@@ -160,6 +160,7 @@ impl ServiceAllocator {
     ) -> Result<(Allocation, Allocation), ApiError> {
         drop_type_dependent_fields(old, service);
         keep_allocated_cluster_ips(old, service);
+        keep_allocated_node_ports(old, service);
         follow_changed_cluster_ip(old, service);
         let mut allocation = Allocation::default();
         let result = self.allocate_into(service, name, Some(old), &mut allocation);
@@ -244,7 +245,10 @@ impl ServiceAllocator {
             }
             (None, None) => {
                 let ip = self.next_ip().ok_or_else(|| {
-                    ApiError::Internal("the service cluster IP range is exhausted".into())
+                    ApiError::Internal(
+                        "Internal error occurred: failed to allocate a serviceIP: range is full"
+                            .into(),
+                    )
                 })?;
                 allocation.ips.push(u32::from(ip));
                 service["spec"]["clusterIP"] = json!(ip.to_string());
@@ -271,51 +275,106 @@ impl ServiceAllocator {
             }
             return Ok(());
         }
-        let old_ports: Vec<(i64, u16)> = old
-            .and_then(|o| o.pointer("/spec/ports").and_then(Value::as_array))
-            .into_iter()
-            .flatten()
-            .filter_map(|p| {
-                Some((p["port"].as_i64()?, u16::try_from(p["nodePort"].as_i64()?).ok()?))
-            })
-            .collect();
-        let (low, high) = self.ranges.node_ports;
         let Some(ports) = service.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
             return Ok(());
         };
-        for (i, port) in ports.iter_mut().enumerate() {
-            let field = format!("spec.ports[{i}].nodePort");
-            let carried =
-                old_ports.iter().find(|(p, _)| Some(*p) == port["port"].as_i64()).map(|(_, n)| *n);
-            match port.get("nodePort").and_then(Value::as_i64) {
-                Some(n) if Some(n) == carried.map(i64::from) => {}
-                Some(n) => {
-                    let n = u16::try_from(n).ok().filter(|n| (low..=high).contains(n)).ok_or_else(|| {
-                        let detail = format!("provided port is not in the valid range. The range of valid ports is {low}-{high}");
-                        invalid_port(name, &field, n, &detail)
-                    })?;
-                    if !self.state.lock().expect("allocator lock").ports.insert(n) {
-                        let detail = "provided port is already allocated";
-                        return Err(invalid_port(name, &field, n.into(), detail));
-                    }
-                    allocation.ports.push(n);
-                }
-                None => {
-                    let n = match carried {
-                        Some(n) => n,
-                        None => {
-                            let n = self.next_port().ok_or_else(|| {
-                                ApiError::Internal("the node port range is exhausted".into())
-                            })?;
-                            allocation.ports.push(n);
-                            n
-                        }
+        match old {
+            None => self.init_node_ports(ports, name, allocation),
+            Some(old) => self.update_node_ports(ports, &node_ports(old), name, allocation),
+        }
+    }
+
+    /// A new service's node ports, as Kubernetes' `initNodePorts`: ports of the same number
+    /// (TCP and UDP 53, say) share one node port, the one asked for by the first of them that
+    /// asks, or the next free one.
+    fn init_node_ports(
+        &self,
+        ports: &mut [Value],
+        name: &str,
+        allocation: &mut Allocation,
+    ) -> Result<(), ApiError> {
+        let mut by_port: BTreeMap<i64, u16> = BTreeMap::new();
+        for i in 0..ports.len() {
+            let number = ports[i]["port"].as_i64().unwrap_or(0);
+            let asked = ports[i].get("nodePort").and_then(Value::as_i64);
+            match (by_port.get(&number).copied(), asked) {
+                (None, _) => {
+                    let requested = asked.or_else(|| {
+                        ports[i..].iter().filter(|p| p["port"].as_i64() == Some(number)).find_map(
+                            |p| p.get("nodePort").and_then(Value::as_i64).filter(|n| *n != 0),
+                        )
+                    });
+                    let n = match requested.filter(|n| *n != 0) {
+                        Some(n) => self.claim_port(n, i, name, allocation)?,
+                        None => self.claim_next_port(allocation)?,
                     };
-                    port["nodePort"] = json!(n);
+                    by_port.insert(number, n);
+                    ports[i]["nodePort"] = json!(n);
+                }
+                (Some(shared), None | Some(0)) => ports[i]["nodePort"] = json!(shared),
+                (Some(shared), Some(n)) if n == i64::from(shared) => {}
+                (Some(_), Some(n)) => {
+                    self.claim_port(n, i, name, allocation)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// An updated service's node ports, as Kubernetes' `updateNodePorts`: the ones it held
+    /// stay its own, others asked for are claimed, and a port without one gets the next free.
+    fn update_node_ports(
+        &self,
+        ports: &mut [Value],
+        held: &[u16],
+        name: &str,
+        allocation: &mut Allocation,
+    ) -> Result<(), ApiError> {
+        for (i, port) in ports.iter_mut().enumerate() {
+            match port.get("nodePort").and_then(Value::as_i64).filter(|n| *n != 0) {
+                Some(n) if u16::try_from(n).is_ok_and(|n| held.contains(&n)) => {}
+                // (Two ports of this update asking for one number: claimed once.)
+                Some(n) if u16::try_from(n).is_ok_and(|n| allocation.ports.contains(&n)) => {}
+                Some(n) => {
+                    self.claim_port(n, i, name, allocation)?;
+                }
+                None => port["nodePort"] = json!(self.claim_next_port(allocation)?),
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims node port `n`, asked for by `spec.ports[i]`.
+    fn claim_port(
+        &self,
+        n: i64,
+        i: usize,
+        name: &str,
+        allocation: &mut Allocation,
+    ) -> Result<u16, ApiError> {
+        let field = format!("spec.ports[{i}].nodePort");
+        let (low, high) = self.ranges.node_ports;
+        let port = u16::try_from(n).ok().filter(|n| (low..=high).contains(n)).ok_or_else(|| {
+            let detail = format!(
+                "provided port is not in the valid range. The range of valid ports is {low}-{high}"
+            );
+            invalid_port(name, &field, n, &detail)
+        })?;
+        if !self.state.lock().expect("allocator lock").ports.insert(port) {
+            return Err(invalid_port(name, &field, n, "provided port is already allocated"));
+        }
+        allocation.ports.push(port);
+        Ok(port)
+    }
+
+    fn claim_next_port(&self, allocation: &mut Allocation) -> Result<u16, ApiError> {
+        let port = self.next_port().ok_or_else(|| {
+            ApiError::Internal(
+                "Internal error occurred: failed to allocate a nodePort: range is full".into(),
+            )
+        })?;
+        allocation.ports.push(port);
+        Ok(port)
     }
 
     fn next_ip(&self) -> Option<Ipv4Addr> {
@@ -392,6 +451,37 @@ fn keep_allocated_cluster_ips(old: &Value, service: &mut Value) {
         let kept = old.pointer(&format!("/spec/{field}"));
         if empty(spec.get(field)) && !empty(kept) {
             spec.insert(field.into(), kept.cloned().unwrap_or_default());
+        }
+    }
+}
+
+/// The node ports an update leaves out are the old ones of the ports of the same name, unless
+/// another port of the update uses them (Kubernetes' `patchAllocatedValues`): a port whose
+/// number changed keeps its node port.
+fn keep_allocated_node_ports(old: &Value, service: &mut Value) {
+    if !wants_node_ports(old) || !wants_node_ports(service) {
+        return;
+    }
+    let by_name: BTreeMap<&str, u16> = (old.pointer("/spec/ports").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let node_port = u16::try_from(p.get("nodePort")?.as_i64()?).ok()?;
+            Some((p.get("name").and_then(Value::as_str).unwrap_or(""), node_port))
+        })
+        .collect();
+    let old_ports: BTreeSet<u16> = node_ports(old).into_iter().collect();
+    let used: BTreeSet<u16> =
+        node_ports(service).into_iter().filter(|p| old_ports.contains(p)).collect();
+    let Some(ports) = service.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for port in ports {
+        let unset = port.get("nodePort").and_then(Value::as_i64).is_none_or(|n| n == 0);
+        let name = port.get("name").and_then(Value::as_str).unwrap_or("");
+        match by_name.get(name) {
+            Some(kept) if unset && !used.contains(kept) => port["nodePort"] = json!(kept),
+            _ => {}
         }
     }
 }
@@ -679,11 +769,47 @@ mod tests {
     }
 
     #[test]
+    fn ports_of_one_number_share_a_node_port_and_updates_keep_them_by_name() {
+        let a = ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 28),
+            node_ports: (30000, 30009),
+        });
+        let node_ports = |s: &Value| -> Vec<i64> {
+            let ports = s["spec"]["ports"].as_array().unwrap();
+            ports.iter().map(|p| p["nodePort"].as_i64().unwrap()).collect()
+        };
+        // TCP and UDP 53: one node port, allocated or asked for (by either of them).
+        let mut dns = svc(json!({"type": "NodePort", "ports": [
+            {"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "protocol": "UDP"},
+            {"name": "web", "port": 80}]}));
+        a.allocate(&mut dns, "dns").unwrap();
+        let ports = node_ports(&dns);
+        assert_eq!(ports[0], ports[1]);
+        assert_ne!(ports[0], ports[2]);
+        let free = 30000 + (0..10).find(|p| !ports.contains(&(30000 + p))).unwrap();
+        let mut asked = svc(json!({"type": "NodePort", "ports": [
+            {"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "nodePort": free}]}));
+        a.allocate(&mut asked, "asked").unwrap();
+        assert_eq!(node_ports(&asked), [free, free]);
+        // A replace that changes a port's number keeps its node port (by the port's name);
+        // a renamed port gets a new one.
+        let mut replaced = svc(json!({"type": "NodePort", "clusterIP": dns["spec"]["clusterIP"],
+            "ports": [{"name": "tcp", "port": 54}, {"name": "udp", "port": 54, "protocol": "UDP"},
+                {"name": "www", "port": 80}]}));
+        let (_, freed) = a.reallocate(&dns, &mut replaced, "dns").unwrap();
+        let kept = node_ports(&replaced);
+        assert_eq!(kept[..2], ports[..2]);
+        assert!(!ports.contains(&kept[2]), "{kept:?}");
+        assert_eq!(freed.ports, [ports[2] as u16]);
+    }
+
+    #[test]
     fn updates_keep_the_ip_and_ports_and_free_what_went() {
         let a = small();
-        let mut old = svc(json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}));
+        let mut old = svc(json!({"type": "NodePort",
+            "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}));
         a.allocate(&mut old, "s").unwrap();
-        let mut new = svc(json!({"type": "NodePort", "ports": [{"port": 80}]}));
+        let mut new = svc(json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}]}));
         let (_, freed) = a.reallocate(&old, &mut new, "s").unwrap();
         assert_eq!(new["spec"]["clusterIP"], old["spec"]["clusterIP"]);
         assert_eq!(new["spec"]["ports"][0]["nodePort"], old["spec"]["ports"][0]["nodePort"]);
