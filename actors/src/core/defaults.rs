@@ -205,6 +205,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let spec = object_field(object, "spec");
             spec.entry("persistentVolumeReclaimPolicy").or_insert(json!("Retain"));
             spec.entry("volumeMode").or_insert(json!("Filesystem"));
+            host_path(spec);
             object_field(object, "status").entry("phase").or_insert(json!("Pending"));
         }
         "PersistentVolumeClaim" => {
@@ -454,13 +455,15 @@ fn service_account_alias(spec: &mut Map<String, Value>) {
     }
 }
 
-/// A volume's defaults: no source at all is an `emptyDir`; the files of configMap, secret,
-/// downwardAPI and projected volumes get mode 0644; a fieldRef's apiVersion is `v1`.
+/// A volume's defaults: no source at all is an `emptyDir`; a hostPath's type is `""`; the
+/// files of configMap, secret, downwardAPI and projected volumes get mode 0644; a fieldRef's
+/// apiVersion is `v1`.
 fn volume(v: &mut Value) {
     let Some(v) = v.as_object_mut() else { return };
     if v.keys().all(|k| k == "name") {
         v.insert("emptyDir".into(), json!({}));
     }
+    host_path(v);
     // A generic ephemeral volume's claim is defaulted as a claim is.
     if let Some(spec) = v
         .get_mut("ephemeral")
@@ -488,6 +491,14 @@ fn volume(v: &mut Value) {
             }
             _ => {}
         }
+    }
+}
+
+/// A `hostPath` source's `type` is `""` when left out (Kubernetes' `HostPathVolumeSource`
+/// default: no check of what is at the path).
+fn host_path(source: &mut Map<String, Value>) {
+    if let Some(host_path) = source.get_mut("hostPath").and_then(Value::as_object_mut) {
+        host_path.entry("type").or_insert(json!(""));
     }
 }
 
@@ -673,7 +684,9 @@ mod tests {
                 "postStart": {"httpGet": {"port": 80, "path": "", "scheme": null}}},
             "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
             "volumes": [{"name": "scratch"}, {"name": "cm", "configMap": {"name": "x"}},
-                {"name": "keys", "secret": {"secretName": "s", "defaultMode": 256}}]}});
+                {"name": "keys", "secret": {"secretName": "s", "defaultMode": 256}},
+                {"name": "host", "hostPath": {"path": "/tmp"}},
+                {"name": "socket", "hostPath": {"path": "/run/x", "type": "Socket"}}]}});
         apply("Pod", &mut pod);
         let c = &pod["spec"]["containers"][0];
         assert_eq!(
@@ -695,6 +708,8 @@ mod tests {
         assert_eq!(volumes[0], json!({"name": "scratch", "emptyDir": {}}));
         assert_eq!(volumes[1]["configMap"]["defaultMode"], 420);
         assert_eq!(volumes[2]["secret"]["defaultMode"], 256);
+        assert_eq!(volumes[3]["hostPath"], json!({"path": "/tmp", "type": ""}));
+        assert_eq!(volumes[4]["hostPath"]["type"], "Socket");
     }
 
     #[test]
