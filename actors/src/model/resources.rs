@@ -152,6 +152,17 @@ impl ResourceType {
             || (field == "metadata.namespace" && self.namespaced)
             || self.selectable_fields.contains(&field)
     }
+
+    /// The field a selector's `label` selects on, as Kubernetes' field label conversions read
+    /// it (pods: `spec.host`, old v1 clients' name, is `spec.nodeName`; `status.podIPs` is
+    /// accepted and, set by no pod's fields, is always empty); `None` when not supported.
+    pub fn field_label<'a>(&self, label: &'a str) -> Option<&'a str> {
+        match (self.kind, label) {
+            ("Pod", "spec.host") => Some("spec.nodeName"),
+            ("Pod", "status.podIPs") => Some(label),
+            _ => self.selects_field(label).then_some(label),
+        }
+    }
 }
 
 /// What the `proxy` subresource of nodes, pods and services serves (as discovery lists it).

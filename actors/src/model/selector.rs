@@ -247,10 +247,10 @@ impl FieldSelector {
             } else {
                 return Err(SelectorError::Syntax(format!("invalid selector: {part:?}")));
             };
-            let field = field.trim();
-            if !resource.selects_field(field) {
-                return Err(SelectorError::UnsupportedField(field.to_string()));
-            }
+            let label = field.trim();
+            let Some(field) = resource.field_label(label) else {
+                return Err(SelectorError::UnsupportedField(label.to_string()));
+            };
             terms.push((field.to_string(), equal, value.trim().to_string()));
         }
         Ok(Self { terms })
@@ -448,6 +448,21 @@ mod tests {
             Err(SelectorError::UnsupportedField("spec.foo".into()))
         );
         assert!(FieldSelector::parse("novalue", pods).is_err());
+        // Kubernetes' conversions of pod field labels: `spec.host` is `spec.nodeName`;
+        // `status.podIPs` is accepted and always empty.
+        for (s, matches) in [
+            ("spec.host=n1", true),
+            ("spec.host=n2", false),
+            ("status.podIPs=", true),
+            ("status.podIPs=10.0.0.1", false),
+        ] {
+            assert_eq!(FieldSelector::parse(s, pods).unwrap().matches(&fields), matches, "{s}");
+        }
+        let services = resources::find("", "v1", "services").unwrap();
+        assert_eq!(
+            FieldSelector::parse("spec.host=n1", services),
+            Err(SelectorError::UnsupportedField("spec.host".into()))
+        );
     }
 
     #[test]
