@@ -977,7 +977,8 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
         for (j, port) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate()
         {
             let port_path = || at(&format!(".ports[{j}].containerPort"));
-            match port.get("containerPort").and_then(Value::as_i64) {
+            // (Go cannot tell a 0 from a port left out: both are required.)
+            match port.get("containerPort").and_then(Value::as_i64).filter(|p| *p != 0) {
                 Some(p) => port_number(p, port_path, errors),
                 None => errors.push(FieldError::required(port_path())),
             }
@@ -1511,15 +1512,17 @@ fn validate_host_aliases(aliases: Option<&Value>, path: &str, errors: &mut Vec<F
 /// The effects a taint, and a toleration of one, may have.
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
-/// A node's taints: each has a key (a qualified name) and a known effect.
+/// A node's taints: each has a key (a qualified name) and a known effect. Kubernetes names
+/// them `metadata.taints[i]` in its messages (its node validation's path starts at
+/// `metadata`), and so does this.
 fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for (i, taint) in taints.and_then(Value::as_array).into_iter().flatten().enumerate() {
         let key = taint.get("key").and_then(Value::as_str).unwrap_or("");
         for p in label_key_errors(key) {
-            errors.push(FieldError::invalid(format!("spec.taints[{i}].key"), key, p));
+            errors.push(FieldError::invalid(format!("metadata.taints[{i}].key"), key, p));
         }
-        let field = || format!("spec.taints[{i}].effect");
+        let field = || format!("metadata.taints[{i}].effect");
         let effect = taint.get("effect").and_then(Value::as_str).unwrap_or("");
         match effect {
             "" => errors.push(FieldError::required(field())),
@@ -1538,7 +1541,7 @@ fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
                  TimeAdded:(*v1.Time)({added})}}"
             );
             let detail = Some("taints must be unique by key and effect pair");
-            let field = format!("spec.taints[{i}]");
+            let field = format!("metadata.taints[{i}]");
             errors.push(FieldError::duplicate_struct(field, &printed, detail));
         }
         seen.push((key, effect));
@@ -2452,6 +2455,13 @@ mod tests {
                 "spec.containers[1].image"
             ]
         );
+        let zero = json!({"metadata":{"name":"p"},"spec":{"containers":[
+            {"name":"c","image":"i","ports":[{"containerPort":0}]}]}});
+        let required = &validate_object(pods, &zero)[0];
+        assert_eq!(
+            (required.field.as_str(), required.message.as_str()),
+            ("spec.containers[0].ports[0].containerPort", "Required value")
+        );
         let labels = json!({"metadata":{"name":"p","labels":"x"},"spec":{"containers":[{"name":"c","image":"i"}]}});
         assert_eq!(validate_object(pods, &labels)[0].field, "metadata.labels");
         let empty = json!({"metadata":{"name":"p"},"spec":{"containers":[]}});
@@ -2631,7 +2641,7 @@ mod tests {
         let fields: Vec<_> = validate_object(nodes, &node).into_iter().map(|e| e.field).collect();
         assert_eq!(
             fields,
-            ["spec.taints[1].key", "spec.taints[1].effect", "spec.taints[2].effect"]
+            ["metadata.taints[1].key", "metadata.taints[1].effect", "metadata.taints[2].effect"]
         );
     }
 
@@ -3700,7 +3710,7 @@ mod kind_tests {
             {"key": "k", "effect": "NoExecute"}]}});
         assert_eq!(
             messages(&validate_object(nodes, &node)),
-            ["spec.taints[1]: Duplicate value: core.Taint{Key:\"k\", Value:\"v\", \
+            ["metadata.taints[1]: Duplicate value: core.Taint{Key:\"k\", Value:\"v\", \
               Effect:\"NoSchedule\", TimeAdded:(*v1.Time)(nil)}: taints must be unique by key \
               and effect pair"]
         );
