@@ -68,6 +68,20 @@ spec:
         ),
         "{err}"
     );
+    // The LimitRanger's check is validating admission, which Kubernetes runs once a name has
+    // been generated: the refusal names it, not the prefix.
+    let generated = json!({"metadata": {"generateName": "big-"}, "spec": {"containers": [
+        {"name": "c", "image": "kplane/pause", "resources": {"limits": {"cpu": "2"}}}]}});
+    let (code, status) = server.post("/api/v1/namespaces/limited/pods", &generated);
+    assert_eq!(code, 403, "{status}");
+    let message = status["message"].as_str().unwrap();
+    let named = message.strip_prefix("pods \"big-").and_then(|m| m.split_once('"'));
+    assert!(
+        named.is_some_and(|(suffix, rest)| suffix.len() == 5
+            && rest == " is forbidden: maximum cpu usage per Container is 1, but limit is 2"),
+        "{message}"
+    );
+    assert_eq!(status["details"]["name"].as_str().map(str::len), Some(9), "{status}");
     let claim = |name: &str, storage: &str| {
         format!(
             "apiVersion: v1

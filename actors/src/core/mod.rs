@@ -396,8 +396,10 @@ impl ApiCore {
         set_namespace(resource, namespace, meta)?;
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
-        // What admission's refusals name, as in Kubernetes, whose admission runs before a name
-        // is generated: the prefix (`pods "web-" is forbidden`).
+        // What the mutating admission's refusals name, as in Kubernetes, whose mutating
+        // plugins run before a name is generated: the prefix (`pods "web-" is forbidden`).
+        // The validating ones (LimitRanger's limits, ResourceQuota, Priority's class check)
+        // run after and name the generated name.
         let admitted_as = if name.is_empty() { generate.clone() } else { name.clone() };
         if name.is_empty() && !generate.is_empty() {
             meta.insert("name".into(), json!(generated_name(&generate)));
@@ -452,7 +454,7 @@ impl ApiCore {
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
-        self.admit_priority_class(resource, &admitted_as, &object)?;
+        self.admit_priority_class(resource, &name, &object)?;
         if Self::is_pod(resource) {
             // A mutating plugin run after validation, which what it adds would pass.
             default_tolerations::admit(&mut object);
@@ -460,11 +462,11 @@ impl ApiCore {
         if resource.group.is_empty() {
             storage_protection::admit(resource.kind, &mut object);
         }
-        self.check_limit_ranges(resource, &admitted_as, &limit_ranges, &object)?;
+        self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         // The last admission: charged to the namespace's quotas before it is stored, their
         // lock held until it is.
         let _charged =
-            self.charge_quotas(resource, namespace, &admitted_as, &object, None, dry_run).await?;
+            self.charge_quotas(resource, namespace, &name, &object, None, dry_run).await?;
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
             Some(self.services.allocate(&mut object, &name)?)
