@@ -1086,3 +1086,65 @@ async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
     assert_eq!(liveness, None, "{recorded:?}");
     agent.send(StopAgent).await.unwrap();
 }
+
+/// A pod bound to the node by its creator that does not fit beside what the node runs is
+/// rejected as the kubelet rejects it: Failed, its reason and message in the status and a
+/// Warning event, and none of its containers run; the pods that fit run.
+#[actix::test]
+async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n10", dir.path()), Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let sleeper = |cpu: &str| {
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+            "resources": {"requests": {"cpu": cpu}}})
+    };
+    ApiClient::create(&core, pods, "default", pod("greedy", "n10", sleeper("100000")))
+        .await
+        .unwrap();
+    let mut picky = pod("picky", "n10", sleeper("1m"));
+    picky["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    ApiClient::create(&core, pods, "default", picky).await.unwrap();
+    ApiClient::create(&core, pods, "default", pod("modest", "n10", sleeper("1m"))).await.unwrap();
+    let rejected = eventually("greedy rejected", || async {
+        get(&core, "pods", "default", "greedy").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    assert_eq!(rejected["status"]["reason"], "OutOfcpu", "{rejected}");
+    let message = rejected["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 100000000, used: "
+        ),
+        "{message}"
+    );
+    assert!(rejected["status"]["containerStatuses"].is_null(), "{rejected}");
+    let event = event_about(&core, "greedy", "OutOfcpu").await;
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(format!("Pod was rejected: {}", event["message"].as_str().unwrap()), message);
+    let picky = eventually("picky rejected", || async {
+        get(&core, "pods", "default", "picky").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    assert_eq!(
+        (&picky["status"]["reason"], &picky["status"]["message"]),
+        (
+            &json!("NodeAffinity"),
+            &json!(
+                "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node \
+                 affinity/selector"
+            )
+        )
+    );
+    eventually("modest running", || async {
+        get(&core, "pods", "default", "modest").await.filter(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
+    // A rejected pod stays as it was left, and goes at once when deleted.
+    let greedy = get(&core, "pods", "default", "greedy").await.unwrap();
+    assert_eq!(greedy["status"]["phase"], "Failed");
+    ApiClient::delete(&core, pods, "default", "greedy", &DeleteOptions::default()).await.unwrap();
+    assert!(get(&core, "pods", "default", "greedy").await.is_none());
+    agent.send(StopAgent).await.unwrap();
+}

@@ -4,6 +4,7 @@
 //! trait, so it runs embedded in the server or as a separate `kplane agent` process.
 //!
 //! - [`node_agent`]: the agent actor: registration, heartbeats, the pod list-watch.
+//! - [`admission`]: whether a new pod fits the node beside the pods it runs (or is rejected).
 //! - [`pod_worker`]: one actor per pod: starts, restarts, probes and stops its containers and
 //!   writes the pod status.
 //! - [`runtime`]: how containers run: host processes, or simulated (like kwok).
@@ -15,6 +16,7 @@
 //! - [`launch`]: a container's command line and environment, from its spec.
 //! - [`log_lines`]: the container log format (timed lines) and reading it back.
 
+pub mod admission;
 mod hooks;
 pub mod launch;
 pub mod log_lines;

@@ -1,5 +1,6 @@
 //! The node agent actor: registers the Node (with a pod CIDR), posts its status and renews its
-//! Lease on timers, list-watches the pods bound to it and keeps one pod worker per pod.
+//! Lease on timers, list-watches the pods bound to it, admits each new one (or rejects it) and
+//! keeps one pod worker per admitted pod.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +11,9 @@ use actix::prelude::*;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Value};
 
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::admission::{self, Rejection};
 use super::node_status::{self, Machine, Pressure};
 use super::pod_ips::{self, PodIps};
 use super::pod_worker::{
@@ -22,6 +26,7 @@ use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, ListOptions, PatchType};
 use crate::model::{json, now, resources, ResourceType};
+use crate::scheduler::node_info::PodInfo;
 use crate::watch::EventType;
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -58,11 +63,7 @@ impl Handler<ContainerLookup> for NodeAgent {
     type Result = ResponseFuture<Option<ExecTarget>>;
 
     fn handle(&mut self, msg: ContainerLookup, _: &mut Context<Self>) -> Self::Result {
-        let worker = self
-            .workers
-            .values()
-            .find(|(ns, name, _)| *ns == msg.namespace && *name == msg.pod)
-            .map(|(_, _, w)| w.clone());
+        let worker = self.worker_of(&msg.namespace, &msg.pod);
         Box::pin(async move { worker?.send(FindContainer(msg.container)).await.ok().flatten() })
     }
 }
@@ -86,6 +87,26 @@ struct Relisted(Vec<Value>);
 #[rtype(result = "()")]
 struct PodEvent(EventType, Value);
 
+/// A new pod's admission: the node as the server has it now (`None` when it could not be
+/// read: the pod is admitted).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Admit {
+    uid: String,
+    node: Option<Value>,
+}
+
+/// A pod the agent admitted: its worker, and what the admission of the next pods counts.
+struct Admitted {
+    namespace: String,
+    name: String,
+    worker: Addr<PodWorker>,
+    /// Its requests, ports, ...: what it takes of the node.
+    info: PodInfo,
+    /// It has succeeded or failed: it takes nothing any more.
+    finished: bool,
+}
+
 /// The node agent actor.
 pub struct NodeAgent {
     config: Arc<AgentConfig>,
@@ -94,7 +115,9 @@ pub struct NodeAgent {
     machine: Machine,
     /// Set once the node is registered.
     workers_ctx: Option<Arc<WorkerContext>>,
-    workers: HashMap<String, (String, String, Addr<PodWorker>)>,
+    workers: HashMap<String, Admitted>,
+    /// New pods waiting for their admission (the newest version of each), by uid.
+    admitting: HashMap<String, Value>,
     conditions: Arc<Mutex<Vec<Value>>>,
     /// The node's `spec.unschedulable` as the agent last saw it (for its events).
     unschedulable: Arc<AtomicBool>,
@@ -117,6 +140,7 @@ impl NodeAgent {
             machine,
             workers_ctx: None,
             workers: HashMap::new(),
+            admitting: HashMap::new(),
             conditions: Arc::new(Mutex::new(Vec::new())),
             unschedulable: Arc::new(AtomicBool::new(false)),
             swept: false,
@@ -207,22 +231,101 @@ impl NodeAgent {
         );
     }
 
-    fn upsert(&mut self, pod: Value) {
-        let Some(ctx) = self.workers_ctx.clone().filter(|_| !self.stopping) else { return };
+    fn upsert(&mut self, pod: Value, ctx: &mut Context<Self>) {
+        let Some(workers_ctx) = self.workers_ctx.clone().filter(|_| !self.stopping) else {
+            return;
+        };
         let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
-        if let Some((_, _, worker)) = self.workers.get(&uid).filter(|(_, _, w)| w.connected()) {
-            worker.do_send(PodUpdated(pod));
+        if let Some(admitted) = self.workers.get_mut(&uid).filter(|a| a.worker.connected()) {
+            admitted.finished = finished(&pod);
+            admitted.worker.do_send(PodUpdated(pod));
             return;
         }
+        if let Some(waiting) = self.admitting.get_mut(&uid) {
+            *waiting = pod;
+            return;
+        }
+        let status = &pod["status"];
+        let never_ran = ["containerStatuses", "initContainerStatuses"]
+            .iter()
+            .all(|list| status[list].as_array().is_none_or(Vec::is_empty));
+        if never_ran && finished(&pod) {
+            // Rejected at its admission (or failed before it ran): nothing to run.
+            return;
+        }
+        if never_ran && !crate::model::is_being_deleted(&pod) {
+            // A new pod: admitted against the node as the server has it now (its labels and
+            // taints may have changed since the last heartbeat), one at a time.
+            self.admitting.insert(uid.clone(), pod);
+            let (client, node) = (self.client.clone(), self.config.node_name.clone());
+            let fetch = async move { client.get(resources::core("nodes"), "", &node).await.ok() };
+            ctx.spawn(fetch.into_actor(self).map(move |node, _, ctx| {
+                ctx.notify(Admit { uid, node });
+            }));
+            return;
+        }
+        self.start_worker(workers_ctx, pod);
+    }
+
+    fn start_worker(&mut self, workers_ctx: Arc<WorkerContext>, pod: Value) {
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
         let namespace =
             pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-        match PodWorker::new(ctx, pod) {
-            Some(worker) => {
-                self.workers.insert(uid, (namespace, name, worker.start()));
+        let typed = serde_json::from_value::<Pod>(pod.clone());
+        let finished = finished(&pod);
+        match (typed, PodWorker::new(workers_ctx, pod)) {
+            (Ok(typed), Some(worker)) => {
+                let info = PodInfo::new(&typed);
+                let worker = worker.start();
+                self.workers.insert(uid, Admitted { namespace, name, worker, info, finished });
             }
-            None => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
+            _ => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
         }
+    }
+
+    /// The worker of the pod `namespace/name`, if the agent runs it.
+    fn worker_of(&self, namespace: &str, name: &str) -> Option<Addr<PodWorker>> {
+        let admitted = self.workers.values().find(|a| a.namespace == namespace && a.name == name);
+        admitted.map(|a| a.worker.clone())
+    }
+
+    /// Refuses a pod as the kubelet does: Failed, with the reason and "Pod was rejected: ..."
+    /// in its status, and a `Warning` event.
+    fn reject(&self, pod: &Value, rejection: Rejection, ctx: &mut Context<Self>) {
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let namespace =
+            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+        tracing::info!(pod = %name, reason = %rejection.reason, "pod rejected at admission");
+        let (client, config) = (self.client.clone(), self.config.clone());
+        let record = self.runtime.runs_processes();
+        let Rejection { reason, message } = rejection;
+        let status = json!({"status": {"phase": "Failed", "reason": reason,
+            "message": format!("Pod was rejected: {message}")}});
+        let write = async move {
+            let pods = resources::core("pods");
+            let patch = PatchType::StrategicMerge;
+            if let Err(error) = client.patch(pods, &namespace, &name, patch, &status, true).await {
+                tracing::warn!(pod = %name, %error, "writing a rejected pod's status");
+            }
+            if record {
+                let about = ObjectRef::pod(namespace, name, uid);
+                let warning = EventKind::Warning;
+                let node = &config.node_name;
+                events::record_on_node(
+                    client.as_ref(),
+                    &about,
+                    warning,
+                    &reason,
+                    &message,
+                    "kubelet",
+                    node,
+                )
+                .await;
+            }
+        };
+        ctx.spawn(write.into_actor(self));
     }
 
     /// Stops what a previous run of the agent left behind for pods no longer bound here.
@@ -300,7 +403,7 @@ impl Handler<Registered> for NodeAgent {
 impl Handler<Relisted> for NodeAgent {
     type Result = ();
 
-    fn handle(&mut self, msg: Relisted, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: Relisted, ctx: &mut Context<Self>) {
         let live: HashSet<String> = msg
             .0
             .iter()
@@ -310,17 +413,18 @@ impl Handler<Relisted> for NodeAgent {
             self.sweep_orphans(&live);
         }
         self.swept = true;
-        self.workers.retain(|uid, (_, _, worker)| {
-            if !worker.connected() {
+        self.workers.retain(|uid, admitted| {
+            if !admitted.worker.connected() {
                 return false;
             }
             if !live.contains(uid) {
-                worker.do_send(PodGone);
+                admitted.worker.do_send(PodGone);
             }
             true
         });
+        self.admitting.retain(|uid, _| live.contains(uid));
         for pod in msg.0 {
-            self.upsert(pod);
+            self.upsert(pod, ctx);
         }
     }
 }
@@ -328,15 +432,40 @@ impl Handler<Relisted> for NodeAgent {
 impl Handler<PodEvent> for NodeAgent {
     type Result = ();
 
-    fn handle(&mut self, msg: PodEvent, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: PodEvent, ctx: &mut Context<Self>) {
         match msg.0 {
-            EventType::Added | EventType::Modified => self.upsert(msg.1),
+            EventType::Added | EventType::Modified => self.upsert(msg.1, ctx),
             EventType::Deleted => {
                 let uid = msg.1.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-                if let Some((_, _, worker)) = self.workers.remove(uid) {
-                    worker.do_send(PodGone);
+                self.admitting.remove(uid);
+                if let Some(admitted) = self.workers.remove(uid) {
+                    admitted.worker.do_send(PodGone);
                 }
             }
+        }
+    }
+}
+
+impl Handler<Admit> for NodeAgent {
+    type Result = ();
+
+    /// Admits the pod against the node and the pods admitted before it (those not finished),
+    /// or rejects it; one that was deleted meanwhile is forgotten.
+    fn handle(&mut self, msg: Admit, ctx: &mut Context<Self>) {
+        let Some(pod) = self.admitting.remove(&msg.uid) else { return };
+        let Some(workers_ctx) = self.workers_ctx.clone().filter(|_| !self.stopping) else {
+            return;
+        };
+        let node = msg.node.and_then(|n| serde_json::from_value::<Node>(n).ok());
+        let typed = serde_json::from_value::<Pod>(pod.clone()).ok();
+        let running = self.workers.values().filter(|a| !a.finished).map(|a| &a.info);
+        let verdict = match (node, typed) {
+            (Some(node), Some(typed)) => admission::admit(&typed, &node, running),
+            _ => Ok(()),
+        };
+        match verdict {
+            Ok(()) => self.start_worker(workers_ctx, pod),
+            Err(rejection) => self.reject(&pod, rejection, ctx),
         }
     }
 }
@@ -346,7 +475,7 @@ impl Handler<AgentPods> for NodeAgent {
 
     fn handle(&mut self, _: AgentPods, _: &mut Context<Self>) -> Self::Result {
         let workers: Vec<Addr<PodWorker>> =
-            self.workers.values().map(|(_, _, w)| w.clone()).collect();
+            self.workers.values().map(|a| a.worker.clone()).collect();
         Box::pin(async move {
             let mut pods = Vec::with_capacity(workers.len());
             for worker in workers {
@@ -365,11 +494,7 @@ impl Handler<PodLookup> for NodeAgent {
     type Result = ResponseFuture<Option<Value>>;
 
     fn handle(&mut self, msg: PodLookup, _: &mut Context<Self>) -> Self::Result {
-        let worker = self
-            .workers
-            .values()
-            .find(|(ns, name, _)| *ns == msg.namespace && *name == msg.name)
-            .map(|(_, _, w)| w.clone());
+        let worker = self.worker_of(&msg.namespace, &msg.name);
         Box::pin(async move {
             let pod = worker?.send(Snapshot).await.ok()?;
             (!pod.is_null()).then_some(pod)
@@ -383,7 +508,7 @@ impl Handler<StopAgent> for NodeAgent {
     fn handle(&mut self, _: StopAgent, _: &mut Context<Self>) -> Self::Result {
         self.stopping = true;
         let stop_containers = self.config.stop_containers_on_shutdown;
-        let workers: Vec<Addr<PodWorker>> = self.workers.drain().map(|(_, (_, _, w))| w).collect();
+        let workers: Vec<Addr<PodWorker>> = self.workers.drain().map(|(_, a)| a.worker).collect();
         Box::pin(
             async move {
                 // All at once: each answers when its containers have stopped.
@@ -547,4 +672,9 @@ async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAg
         agent.connected()
     })
     .await;
+}
+
+/// Whether a pod has succeeded or failed (`status.phase`).
+fn finished(pod: &Value) -> bool {
+    matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
 }
