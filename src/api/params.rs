@@ -295,7 +295,7 @@ mod tests {
         assert_eq!(
             causes(query.options_of("UpdateOptions").unwrap_err()),
             [
-                "UpdateOptions fieldManager: Invalid value: \"a\\u{a0}b\": invalid character U+00A0 (at position 1)",
+                "UpdateOptions fieldManager: Invalid value: \"a\\u00a0b\": invalid character U+00A0 (at position 1)",
                 "UpdateOptions dryRun: Unsupported value: []string{\"Maybe\"}: supported values: \"All\"",
             ]
         );

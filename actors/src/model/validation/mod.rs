@@ -5,6 +5,7 @@ use serde_json::Value;
 use std::cmp::Ordering;
 
 use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZERS};
+use super::text::go_quote;
 use super::{json, quantity, ResourceType};
 
 mod disruption_budget;
@@ -21,15 +22,17 @@ pub struct FieldError {
     pub message: String,
 }
 
+/// Values are quoted as Go's `%q` quotes them (`"a\x01b"`), as Kubernetes' messages have them.
 impl FieldError {
     /// A value outside a fixed set (Kubernetes' `FieldValueNotSupported`).
     pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
-        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        let supported: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
         Self {
             reason: "FieldValueNotSupported",
             field: field.into(),
             message: format!(
-                "Unsupported value: {value:?}: supported values: {}",
+                "Unsupported value: {}: supported values: {}",
+                go_quote(value),
                 supported.join(", ")
             ),
         }
@@ -47,7 +50,7 @@ impl FieldError {
 
     /// A reference to something not there (Kubernetes' `FieldValueNotFound`).
     fn not_found(field: impl Into<String>, value: &str) -> Self {
-        let message = format!("Not found: {value:?}");
+        let message = format!("Not found: {}", go_quote(value));
         Self { reason: "FieldValueNotFound", field: field.into(), message }
     }
 
@@ -55,7 +58,7 @@ impl FieldError {
         Self {
             reason: "FieldValueInvalid",
             field: field.into(),
-            message: format!("Invalid value: {value:?}: {}", detail.as_ref()),
+            message: format!("Invalid value: {}: {}", go_quote(value), detail.as_ref()),
         }
     }
 
@@ -114,7 +117,7 @@ impl FieldError {
         Self {
             reason: "FieldValueDuplicate",
             field: field.into(),
-            message: format!("Duplicate value: {value:?}"),
+            message: format!("Duplicate value: {}", go_quote(value)),
         }
     }
 
@@ -3251,6 +3254,9 @@ mod pod_update_tests {
         };
         assert!(fields(find("configmaps"), json!({"data": {"a.b-C_1": "v"}})).is_empty());
         assert_eq!(fields(find("configmaps"), json!({"data": {"a b": "v"}})), ["data[a b]"]);
+        // A value is quoted as Go quotes it, a control character as `\x01`.
+        let control = validate_object(find("configmaps"), &named(json!({"data": {"k\u{1}": "v"}})));
+        assert!(control[0].message.starts_with(r#"Invalid value: "k\x01": "#), "{control:?}");
         assert_eq!(
             fields(find("configmaps"), json!({"data": {"k": "v"}, "binaryData": {"k": "dg=="}})),
             ["binaryData[k]"]
