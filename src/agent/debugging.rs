@@ -16,6 +16,7 @@ use futures::StreamExt;
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::runtime::{exit_code, huge_pages, ProcessRuntime, Runtime, StopSignal};
 use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
+use kplane_actors::model::text::go_quote;
 
 use super::terminal::{TerminalSize, DRAIN, RESIZE};
 use serde_json::{json, Value};
@@ -50,16 +51,12 @@ async fn container(
     state: &AgentHttp,
     (namespace, pod, container): (String, String, String),
 ) -> Result<ExecTarget, AgentHttpError> {
-    let lookup = ContainerLookup {
-        namespace: namespace.clone(),
-        pod: pod.clone(),
-        container: container.clone(),
-    };
-    state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?.ok_or_else(|| {
-        AgentHttpError::NotFound(format!(
-            "container {container} of pod {namespace}/{pod} is not running on this node"
-        ))
-    })
+    // The kubelet's words when it is not running (kubectl shows them after "unable to upgrade
+    // connection: ").
+    let not_found = format!("container not found ({})", go_quote(&container));
+    let lookup = ContainerLookup { namespace, pod, container };
+    let found = state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?;
+    found.ok_or(AgentHttpError::NotFound(not_found))
 }
 
 /// The query as (key, value) pairs, keys repeated (`command=a&command=b`).

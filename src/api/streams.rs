@@ -68,9 +68,9 @@ pub async fn serve(
         // What the agent would refuse a WebSocket for, as its status tells it: kubectl
         // retries a refused WebSocket with SPDY, and shows only the second answer.
         if let Some(container) = container.filter(|c| !runs(&pod, c)) {
-            return Err(HttpError::BadRequest(format!(
-                "container {container} of pod {namespace}/{name} is not running on this node"
-            )));
+            // The kubelet's words (kubectl shows them after "unable to upgrade connection: ").
+            let quoted = kplane_actors::model::text::go_quote(&container);
+            return Err(HttpError::BadRequest(format!("container not found ({quoted})")));
         }
         let detail = if req.headers().contains_key(header::UPGRADE) {
             "only WebSocket upgrades are served (not SPDY)"

@@ -529,7 +529,7 @@ fn a_crash_loop_s_logs_are_its_last_run() {
     // kubectl retries a refused WebSocket with SPDY, and shows why the second was refused.
     let (ok, _, err) = server.kubectl().run(&["exec", "unstartable", "--", "true"]);
     assert!(!ok);
-    assert!(err.contains("container c of pod default/unstartable is not running"), "{err}");
+    assert!(err.contains("container not found (\"c\")"), "{err}");
 }
 
 /// A pod deleted gracefully stays while its node stops it, and its last state (how its
