@@ -51,8 +51,7 @@ async fn container(
     state: &AgentHttp,
     (namespace, pod, container): (String, String, String),
 ) -> Result<ExecTarget, AgentHttpError> {
-    // The kubelet's words when it is not running (kubectl shows them after "unable to upgrade
-    // connection: ").
+    // The kubelet's words for a container it does not run.
     let not_found = format!("container not found ({})", go_quote(&container));
     let lookup = ContainerLookup { namespace, pod, container };
     let found = state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?;
