@@ -1,6 +1,7 @@
 //! Field ownership (`metadata.managedFields`): which manager set which fields, by update or by
 //! server-side apply, and the conflicts an apply meets.
 
+use chrono::DateTime;
 use serde_json::{json, Map, Value};
 
 use super::field_set::{self, display_path, FieldSet, FieldTree};
@@ -61,6 +62,19 @@ impl Entry {
             &self.subresource,
             fields,
         )
+    }
+
+    /// An entry a client sent, checked as Kubernetes decodes it: besides what `from_json`
+    /// checks, an apiVersion and a fieldsType are required.
+    fn sent(value: &Value) -> Result<Entry, String> {
+        let text = |field: &str| value.get(field).and_then(Value::as_str).unwrap_or("");
+        if text("apiVersion").is_empty() {
+            return Err("apiVersion must not be empty".into());
+        }
+        if text("fieldsType").is_empty() {
+            return Err("missing fieldsType".into());
+        }
+        Entry::from_json(value)
     }
 
     fn from_json(value: &Value) -> Result<Entry, String> {
@@ -233,33 +247,53 @@ impl ManagedFields {
     }
 
     /// The fields a writer's request asks for: those it sent, unless they are unchanged from
-    /// the stored ones (then the stored ones). Entries without a manager (`[{}]`) reset them.
+    /// the stored ones, or do not decode (then the stored ones, as Kubernetes keeps them: a
+    /// client that does not know the field must not lose it). One empty entry (`[{}]`) is how
+    /// a client clears the list.
     pub fn requested(current: &Value, sent: &Value) -> Result<ManagedFields, ApiError> {
         let stored = ManagedFields::of(current)?;
         match json::at(sent, "/metadata/managedFields") {
             None | Some(Value::Null) => Ok(stored),
             Some(Value::Array(items)) if items.is_empty() => Ok(stored),
             Some(list) if Some(list) == json::at(current, "/metadata/managedFields") => Ok(stored),
+            Some(Value::Array(items))
+                if items.len() == 1 && items[0].as_object().is_some_and(|e| e.is_empty()) =>
+            {
+                Ok(ManagedFields::default())
+            }
             Some(Value::Array(items)) => {
-                // Entries without a manager (`[{}]`) are how a client clears the list.
-                let named = items.iter().filter(|e| e.get("manager").is_some_and(|m| m != ""));
-                let entries = named.map(Entry::from_json).collect::<Result<Vec<_>, _>>();
-                let mut mine = ManagedFields { entries: entries.map_err(bad_entries)? };
-                mine.entries.retain(|e| !e.fields.is_empty());
-                Ok(mine)
+                match items.iter().map(Entry::sent).collect::<Result<Vec<_>, _>>() {
+                    Ok(mut entries) => {
+                        entries.retain(|e| !e.fields.is_empty());
+                        Ok(ManagedFields { entries })
+                    }
+                    Err(_) => Ok(stored),
+                }
             }
             Some(_) => Err(bad_entries("must be a list".into())),
         }
     }
 
-    /// Writes these entries into `object`'s metadata (none: the field goes).
-    pub fn write_to(self, object: &mut Value) {
+    /// Writes these entries into `object`'s metadata (none: the field goes), in Kubernetes'
+    /// order: appliers first, then by time (to the second), manager, apiVersion, subresource.
+    pub fn write_to(mut self, object: &mut Value) {
         let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
             return;
         };
         if self.entries.is_empty() {
             meta.remove("managedFields");
         } else {
+            let seconds = |e: &Entry| {
+                let time = e.time.as_deref().and_then(|t| DateTime::parse_from_rfc3339(t).ok());
+                time.map_or(0, |t| t.timestamp())
+            };
+            self.entries.sort_by(|p, q| {
+                (p.operation.cmp(&q.operation))
+                    .then_with(|| seconds(p).cmp(&seconds(q)))
+                    .then_with(|| p.manager.cmp(&q.manager))
+                    .then_with(|| p.api_version.cmp(&q.api_version))
+                    .then_with(|| p.subresource.cmp(&q.subresource))
+            });
             let list = self.entries.into_iter().map(Entry::into_json).collect();
             meta.insert("managedFields".into(), Value::Array(list));
         }
@@ -621,8 +655,40 @@ mod tests {
         assert_eq!(unchanged.entries.len(), 1);
         let reset = json!({"metadata": {"managedFields": [{}]}});
         assert!(ManagedFields::requested(&current, &reset).unwrap().entries.is_empty());
-        let bad = json!({"metadata": {"managedFields": [{"manager": "x", "operation": "Steal"}]}});
-        assert!(ManagedFields::requested(&current, &bad).is_err());
+        // Entries that do not decode leave the stored ones as they are, as in Kubernetes.
+        for bad in [
+            json!({"manager": "x", "operation": "Steal", "apiVersion": "v1", "fieldsType": "FieldsV1"}),
+            json!({"manager": "x", "operation": "Update", "apiVersion": "v1"}),
+            json!({"manager": "x", "operation": "Update", "fieldsType": "FieldsV1"}),
+        ] {
+            let sent = json!({"metadata": {"managedFields": [bad]}});
+            let kept = ManagedFields::requested(&current, &sent).unwrap();
+            assert_eq!(kept, ManagedFields::of(&current).unwrap(), "{sent}");
+        }
+        assert!(
+            ManagedFields::requested(&current, &json!({"metadata": {"managedFields": 1}})).is_err()
+        );
+    }
+
+    #[test]
+    fn entries_are_written_appliers_first_then_by_time_and_manager() {
+        let entry = |manager: &str, operation: &str, time: &str| {
+            json!({"manager": manager, "operation": operation, "apiVersion": "v1",
+                "time": time, "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}})
+        };
+        let mut object = json!({"metadata": {"managedFields": [
+            entry("b", "Update", "2026-01-01T00:00:02Z"),
+            entry("z", "Apply", "2026-01-01T00:00:09Z"),
+            entry("c", "Update", "2026-01-01T00:00:01Z"),
+            entry("a", "Update", "2026-01-01T00:00:02Z")]}});
+        ManagedFields::of(&object).unwrap().write_to(&mut object);
+        let order: Vec<&str> = object["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        assert_eq!(order, ["z", "c", "a", "b"]);
     }
 
     #[test]
