@@ -476,8 +476,13 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     let reply = server.send_raw("PATCH", &strictly, merge, patch.clone());
     assert_status(&reply, 422, "Invalid");
     assert_eq!(reply.1["details"]["causes"][0]["field"], "patch", "{}", reply.1);
+    // As Kubernetes' patch handler: no kind or name, the patched object the invalid value.
     let message = reply.1["details"]["causes"][0]["message"].as_str().unwrap();
-    assert_eq!(message, "strict decoding error: unknown field \"bogus\"");
+    assert!(message.starts_with("Invalid value: \"{\\\"apiVersion\\\":\\\"v1\\\","), "{message}");
+    assert!(message.ends_with("\": strict decoding error: unknown field \"bogus\""), "{message}");
+    assert!(reply.1["details"].get("kind").is_none(), "{}", reply.1);
+    let top = reply.1["message"].as_str().unwrap();
+    assert!(top.starts_with(" \"\" is invalid: patch: Invalid value: "), "{top}");
     let reply = server.send_raw(
         "PATCH",
         &strictly,

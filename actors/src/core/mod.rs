@@ -144,9 +144,9 @@ impl ApiCore {
         self
     }
 
-    /// Runs the schema check on an object a patch or an apply produced: unknown fields and
-    /// what Go's `omitempty` leaves out go, and a value of the wrong type is refused (422 on
-    /// `patch`), as is an unknown field when `strict` (`fieldValidation=Strict`).
+    /// Runs the schema check on an object an apply produced: unknown fields and what Go's
+    /// `omitempty` leaves out go, and a value of the wrong type is refused (422 on `patch`), as
+    /// is an unknown field when `strict` (`fieldValidation=Strict`).
     fn check_schema(
         &self,
         resource: &'static ResourceType,
@@ -951,7 +951,10 @@ impl ApiCore {
                 }
                 None => patch::apply(&stored, patch_type, patch)?,
             };
-            let unknown = self.check_schema(resource, name, &mut next, options.strict_fields)?;
+            let (group, kind, strict) = (resource.group, resource.kind, options.strict_fields);
+            let unknown = self
+                .check_schema_as(group, kind, &mut next, strict)
+                .map_err(|decoding| patch_not_decodable(&next, decoding))?;
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = json::at(&next, "/metadata/resourceVersion")
@@ -1729,6 +1732,14 @@ fn filter(
 /// per object.
 fn new_uid() -> String {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
+}
+
+/// A patched object that does not decode as its kind (a value of the wrong type; an unknown
+/// field under `fieldValidation=Strict`): 422 naming no kind or object, the field `patch`
+/// invalid with the patched object as its value, as Kubernetes' patch handler answers.
+pub(crate) fn patch_not_decodable(patched: &Value, decoding: String) -> ApiError {
+    let cause = FieldError::invalid("patch", &patched.to_string(), decoding);
+    ApiError::Invalid { kind: "", group: "", name: String::new(), causes: vec![cause] }
 }
 
 /// A name from `generateName`: the prefix, cut to 58 bytes so that the name fits 63, and five
