@@ -40,8 +40,9 @@ pub async fn serve(
     let namespace = target.namespace.as_deref();
     let (objects, list) = match target.name.as_deref() {
         Some(name) => {
-            let object = state.core.get(objects, namespace.unwrap_or(""), name).await;
-            let object = object.map_err(|_| not_found(metrics, name))?;
+            // A missing object is the object's own 404 (`pods "x" not found`), as
+            // metrics-server answers from its lister.
+            let object = state.core.get(objects, namespace.unwrap_or(""), name).await?;
             (vec![object.to_value()], false)
         }
         None => {
@@ -54,7 +55,12 @@ pub async fn serve(
     let body = if list {
         list_of(metrics, items)
     } else if items.is_empty() {
-        return Err(not_found(metrics, target.name.as_deref().unwrap_or("")));
+        let name = target.name.as_deref().unwrap_or("");
+        let named = match namespace {
+            Some(namespace) => format!("{namespace}/{name}"),
+            None => name.to_string(),
+        };
+        return Err(not_found(metrics, &named));
     } else {
         items.swap_remove(0)
     };
@@ -85,7 +91,8 @@ fn list_of(metrics: &ResourceType, items: Vec<Value>) -> Value {
         "metadata": {}, "items": items})
 }
 
-/// `podmetrics.metrics.k8s.io "x" not found`, as metrics-server words it.
+/// `podmetrics.metrics.k8s.io "default/x" not found` (a pod's metrics by namespace and name,
+/// a node's by name), as metrics-server words it.
 fn not_found(metrics: &ResourceType, name: &str) -> HttpError {
     let resource = match metrics.namespaced {
         true => "podmetrics",

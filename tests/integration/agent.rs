@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::util::{free_port, huge_pages_enabled, terminate, wait_until, Server};
+use crate::util::{free_port, huge_pages_enabled, pod, terminate, wait_until, Server};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -744,9 +744,17 @@ fn kubectl_top_shows_what_pods_and_nodes_use() {
     let (code, one) = server.get(&format!("{pods_path}/burner"));
     assert_eq!((code, &one["kind"]), (200, &json!("PodMetrics")), "{one}");
     assert_eq!(one["metadata"]["labels"]["load"], "busy");
+    // As metrics-server: a missing pod is the pod's 404, one without metrics is named with
+    // its namespace.
     let (code, missing) = server.get(&format!("{pods_path}/nobody"));
     assert_eq!(code, 404, "{missing}");
-    assert_eq!(missing["message"], "podmetrics.metrics.k8s.io \"nobody\" not found");
+    assert_eq!(missing["message"], "pods \"nobody\" not found");
+    let mut waiting = pod("waiting");
+    waiting["spec"]["nodeSelector"] = json!({"no": "such-node"});
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &waiting).0, 201);
+    let (code, unmeasured) = server.get(&format!("{pods_path}/waiting"));
+    assert_eq!(code, 404, "{unmeasured}");
+    assert_eq!(unmeasured["message"], "podmetrics.metrics.k8s.io \"default/waiting\" not found");
     assert_eq!(server.delete(&format!("{pods_path}/burner")).0, 405);
     let (code, node) = server.get("/apis/metrics.k8s.io/v1beta1/nodes/node-t");
     assert_eq!((code, &node["kind"]), (200, &json!("NodeMetrics")), "{node}");
