@@ -687,12 +687,22 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
             }
         }
     }
-    let controllers = references.iter().filter(|r| r["controller"] == true).count();
-    if controllers > 1 {
+    let controllers: Vec<String> = (references.iter())
+        .filter(|r| r["controller"] == true)
+        .map(|r| {
+            let text = |field: &str| r.get(field).and_then(Value::as_str).unwrap_or("");
+            format!("{}/{}", text("kind"), text("name"))
+        })
+        .collect();
+    if controllers.len() > 1 {
         errors.push(FieldError::invalid_number(
             "metadata.ownerReferences",
-            controllers,
-            "Only one reference can have Controller set to true",
+            controllers.len(),
+            format!(
+                "Only one reference can have Controller set to true. Found \"true\" in \
+                 references for {}",
+                controllers.join(" and ")
+            ),
         ));
     }
 }
@@ -1420,8 +1430,20 @@ fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError
 
 /// A list of strings as Go's `%#v` prints it in a message (`[]string{"a", "b"}`).
 pub(crate) fn go_strings(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|item| format!("{item:?}")).collect();
+    let quoted: Vec<String> = items.iter().map(|item| go_quote(item)).collect();
     format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// A string map as Go's `%#v` prints it (`map[string]string{"a":"1", "b":"2"}`, keys sorted;
+/// `map[string]string(nil)` for none), as Kubernetes' messages show a map value.
+fn go_string_map(map: Option<&serde_json::Map<String, Value>>) -> String {
+    let Some(map) = map else { return "map[string]string(nil)".into() };
+    let mut pairs: Vec<(&String, &str)> =
+        map.iter().map(|(k, v)| (k, v.as_str().unwrap_or(""))).collect();
+    pairs.sort();
+    let printed: Vec<String> =
+        pairs.iter().map(|(k, v)| format!("{}:{}", go_quote(k), go_quote(v))).collect();
+    format!("map[string]string{{{}}}", printed.join(", "))
 }
 
 /// The most nameservers, search paths and search-list characters a pod's `dnsConfig` may
@@ -2196,9 +2218,24 @@ fn validate_action(
     }
 }
 
+/// A ReplicationController's spec, in the order of Kubernetes' checks (so its causes come in
+/// the same order): minReadySeconds, the selector, replicas, then the pod template.
 fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = object.get("spec");
+    let min_ready = spec.and_then(|s| s.get("minReadySeconds")).and_then(Value::as_i64);
+    if let Some(seconds) = min_ready.filter(|s| *s < 0) {
+        errors.push(FieldError::invalid_number(
+            "spec.minReadySeconds",
+            seconds,
+            "must be greater than or equal to 0",
+        ));
+    }
     validate_labels(spec.and_then(|s| s.get("selector")), "spec.selector", errors);
+    let selector = spec.and_then(|s| s.get("selector")).and_then(Value::as_object);
+    let selector = selector.filter(|sel| !sel.is_empty());
+    if selector.is_none() {
+        errors.push(FieldError::required("spec.selector"));
+    }
     if let Some(replicas) = spec.and_then(|s| s.get("replicas")).and_then(Value::as_i64) {
         if replicas < 0 {
             errors.push(FieldError::invalid_number(
@@ -2208,57 +2245,40 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    let selector = spec.and_then(|s| s.get("selector")).and_then(Value::as_object);
-    let template_labels =
-        spec.and_then(|s| s.pointer("/template/metadata/labels")).and_then(Value::as_object);
-    match selector {
-        None => errors.push(FieldError::required("spec.selector")),
-        Some(sel) if sel.is_empty() => errors.push(FieldError::required("spec.selector")),
-        Some(sel) => {
-            let matches = template_labels
-                .is_some_and(|labels| sel.iter().all(|(k, v)| labels.get(k) == Some(v)));
-            if !matches {
-                errors.push(FieldError::invalid(
-                    "spec.template.metadata.labels",
-                    &Value::Object(template_labels.cloned().unwrap_or_default()).to_string(),
-                    "`selector` does not match template `labels`",
-                ));
-            }
+    let Some(t) = spec.and_then(|s| s.get("template")) else {
+        errors.push(FieldError::required("spec.template"));
+        return;
+    };
+    let template_labels = t.pointer("/metadata/labels").and_then(Value::as_object);
+    if let Some(sel) = selector {
+        let matches =
+            template_labels.is_some_and(|labels| sel.iter().all(|(k, v)| labels.get(k) == Some(v)));
+        if !matches {
+            errors.push(FieldError::invalid_printed(
+                "spec.template.metadata.labels",
+                &go_string_map(template_labels),
+                "`selector` does not match template `labels`",
+            ));
         }
     }
-    let min_ready = spec.and_then(|s| s.get("minReadySeconds")).and_then(Value::as_i64);
-    if let Some(seconds) = min_ready.filter(|s| *s < 0) {
-        errors.push(FieldError::invalid_number(
-            "spec.minReadySeconds",
-            seconds,
-            "must be greater than or equal to 0",
+    validate_pod_spec(t.get("spec"), "spec.template.spec", false, errors);
+    // A controller's pods run for good, as Kubernetes' `ValidatePodTemplateSpecForRC`.
+    let policy = json::at(t, "/spec/restartPolicy").and_then(Value::as_str);
+    if let Some(policy) = policy.filter(|p| *p != "Always") {
+        let field = "spec.template.spec.restartPolicy";
+        errors.push(FieldError::not_supported(field, policy, &["Always"]));
+    }
+    if json::at(t, "/spec/activeDeadlineSeconds").is_some_and(|d| !d.is_null()) {
+        errors.push(FieldError::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in ReplicationController is not Supported",
         ));
     }
-    match spec.and_then(|s| s.get("template")) {
-        None => errors.push(FieldError::required("spec.template")),
-        Some(t) => {
-            validate_pod_spec(t.get("spec"), "spec.template.spec", false, errors);
-            // A controller's pods run for good, as Kubernetes' `ValidatePodTemplateSpecForRC`.
-            let policy = json::at(t, "/spec/restartPolicy").and_then(Value::as_str);
-            if let Some(policy) = policy.filter(|p| *p != "Always") {
-                let field = "spec.template.spec.restartPolicy";
-                errors.push(FieldError::not_supported(field, policy, &["Always"]));
-            }
-            let deadline = json::at(t, "/spec/activeDeadlineSeconds").filter(|d| !d.is_null());
-            if let Some(deadline) = deadline {
-                errors.push(FieldError::invalid_number(
-                    "spec.template.spec.activeDeadlineSeconds",
-                    deadline,
-                    "activeDeadlineSeconds in ReplicationController is not Supported",
-                ));
-            }
-            let ephemeral = json::at(t, "/spec/ephemeralContainers").and_then(Value::as_array);
-            if ephemeral.is_some_and(|e| !e.is_empty()) {
-                let field = "spec.template.spec.ephemeralContainers";
-                let message = "ephemeral containers not allowed in pod template";
-                errors.push(FieldError::forbidden(field, message));
-            }
-        }
+    let ephemeral = json::at(t, "/spec/ephemeralContainers").and_then(Value::as_array);
+    if ephemeral.is_some_and(|e| !e.is_empty()) {
+        let field = "spec.template.spec.ephemeralContainers";
+        let message = "ephemeral containers not allowed in pod template";
+        errors.push(FieldError::forbidden(field, message));
     }
 }
 
@@ -3675,9 +3695,32 @@ mod kind_tests {
                 "spec.minReadySeconds: Invalid value: -1: must be greater than or equal to 0",
                 "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported \
                  values: \"Always\"",
-                "spec.template.spec.activeDeadlineSeconds: Invalid value: 5: \
+                "spec.template.spec.activeDeadlineSeconds: Forbidden: \
                  activeDeadlineSeconds in ReplicationController is not Supported",
             ]
+        );
+        // Kubernetes' order (replicas after the selector), the labels as Go prints a map.
+        let mismatched = json!({"metadata": {"name": "r"}, "spec": {"selector": {"a": "b"},
+            "replicas": -1, "template": {"metadata": {"labels": {"z": "1", "a": "c"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        assert_eq!(
+            messages(&validate_object(rcs, &mismatched)),
+            [
+                "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+                "spec.template.metadata.labels: Invalid value: map[string]string{\"a\":\"c\", \
+                 \"z\":\"1\"}: `selector` does not match template `labels`",
+            ]
+        );
+        let configmaps = find("", "v1", "configmaps").unwrap();
+        let owner = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+            "uid": format!("u-{name}"), "controller": true})
+        };
+        let owned = json!({"metadata": {"name": "o", "ownerReferences": [owner("a"), owner("b")]}});
+        assert_eq!(
+            messages(&validate_object(configmaps, &owned)),
+            ["metadata.ownerReferences: Invalid value: 2: Only one reference can have Controller \
+              set to true. Found \"true\" in references for ConfigMap/a and ConfigMap/b"]
         );
         let services = find("", "v1", "services").unwrap();
         let service = json!({"metadata": {"name": "s"}, "spec": {"type": "ExternalName",
