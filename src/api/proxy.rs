@@ -14,6 +14,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
 use futures::TryStreamExt;
 use kplane_actors::agent::pod_ips::{cidr_contains, parse_cidr};
+use kplane_actors::agent::probes::dial_error;
 use kplane_actors::core::ApiError;
 use kplane_actors::model::resources;
 use serde_json::Value;
@@ -83,6 +84,7 @@ pub async fn serve(
     let body = super::body::read(payload, state.max_body_bytes).await?;
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| HttpError::MethodNotAllowed)?;
+    let (host, port) = (url.host_str().unwrap_or("").to_string(), url.port().unwrap_or(80));
     let mut request = state.http.request(method, url).body(body);
     for name in REQUEST_HEADERS {
         if let Some(value) = req.headers().get(*name) {
@@ -90,10 +92,16 @@ pub async fn serve(
         }
     }
     let name = target.name;
-    let response = request
-        .send()
-        .await
-        .map_err(|e| unavailable(format!("error trying to reach {plural} {name}: {e}")))?;
+    let response = request.send().await.map_err(|e| {
+        // Kubernetes' words, whatever was proxied to (Go's for a refused dial).
+        let io = std::iter::successors(std::error::Error::source(&e), |e| e.source())
+            .find_map(|e| e.downcast_ref::<std::io::Error>());
+        let why = match io {
+            Some(io) if e.is_connect() => dial_error(&host, port, io),
+            _ => e.to_string(),
+        };
+        unavailable(format!("error trying to reach service: {why}"))
+    })?;
     let status = actix_web::http::StatusCode::from_u16(response.status().as_u16())
         .map_err(|_| unavailable(format!("{plural} {name} answered an invalid status")))?;
     let mut answer = HttpResponseBuilder::new(status);

@@ -256,6 +256,11 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         format!("{services}/nobody/proxy/"),
         "no endpoints available for service \"nobody\"",
     );
+    // A backend that refuses: 503 in Kubernetes' (and Go's) words, whatever is proxied to.
+    unavailable(
+        "/api/v1/namespaces/default/pods/web:9/proxy/x".to_string(),
+        &format!("error trying to reach service: dial tcp {ip}:9: connect: connection refused"),
+    );
     assert_eq!(raw(&format!("{services}/nope/proxy/"), false).0, 404);
     assert_eq!(raw(&format!("{services}/https:web:http/proxy/"), false).0, 400);
     // A pod whose IP is not of its node's pod CIDR (status is writable) is not reached.

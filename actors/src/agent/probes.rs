@@ -118,7 +118,7 @@ async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
 
 /// A failed connection in Go's words, as the kubelet's probes report it: `dial tcp
 /// 10.0.0.1:80: connect: connection refused`.
-fn dial_error(host: &str, port: u16, error: &std::io::Error) -> String {
+pub fn dial_error(host: &str, port: u16, error: &std::io::Error) -> String {
     let text = error.to_string();
     // Rust adds the errno (`Connection refused (os error 111)`); Go writes it lowercase.
     let text = text.split(" (os error").next().unwrap_or(&text);
