@@ -25,7 +25,8 @@ pub(crate) struct Args {
     healthy_seconds: u64,
 }
 
-/// Serves until SIGTERM/SIGINT, then exits 0.
+/// Serves until SIGTERM/SIGINT, which end it as they end the real agnhost's liveness server
+/// (which handles neither): 143 or 130, an `Error` to the kubelet.
 pub(crate) async fn run(args: Args, pod: PodEnv) -> Result<u8, ImageError> {
     let mut life = Lifecycle::new()?;
     let state = web::Data::new(State {
@@ -36,7 +37,7 @@ pub(crate) async fn run(args: Args, pod: PodEnv) -> Result<u8, ImageError> {
     eprintln!("liveness: serving HTTP on {}", http.addr());
     let stop = life.stopped().await;
     http.stop().await;
-    Ok(stop.exit_code())
+    Ok(stop.unhandled_exit_code())
 }
 
 struct State {

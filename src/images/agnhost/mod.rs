@@ -2,7 +2,8 @@
 //! serves itself, with agnhost's subcommand and flag names (`--flag=value`, bare `--flag` for
 //! booleans), so pod specs written for `registry.k8s.io/e2e-test-images/agnhost` run unchanged.
 //!
-//! Every server binds the pod's `POD_IP` (else 0.0.0.0) and exits 0 on SIGTERM or SIGINT.
+//! Every server binds the pod's `POD_IP` (else 0.0.0.0) and exits 0 on SIGTERM or SIGINT, but
+//! `liveness`, which ends as the signal ends the real one (143 or 130).
 //!
 //! # Layout
 //! - `serve.rs`: lifecycle (signals, exit requests), HTTP listener start/stop, query parameters.

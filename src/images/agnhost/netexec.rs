@@ -70,7 +70,7 @@ pub(crate) async fn run(args: Args, pod: PodEnv) -> Result<u8, ImageError> {
     let http = HttpListener::start(SocketAddr::new(pod.ip, args.http_port), routes(state.clone()))?;
     eprintln!("netexec: serving HTTP on {}", http.addr());
     let mut stop = life.stopped().await;
-    if stop == Stop::Signal {
+    if matches!(stop, Stop::Signal(_)) {
         // Endpoints controllers see /readyz fail and take the pod out while it still serves.
         state.terminating.store(true, Ordering::Relaxed);
         let delay = Duration::from_secs(args.delay_shutdown);

@@ -19,8 +19,8 @@ const SHUTDOWN_GRACE_SECS: u64 = 2;
 /// Why a server stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// SIGTERM or SIGINT: exit 0.
-    Signal,
+    /// SIGTERM or SIGINT (its number): exit 0.
+    Signal(u8),
     /// A handler asked to exit with this code.
     Exit(u8),
 }
@@ -29,7 +29,16 @@ impl Stop {
     /// The process exit code this stop calls for.
     pub fn exit_code(self) -> u8 {
         match self {
-            Stop::Signal => 0,
+            Stop::Signal(_) => 0,
+            Stop::Exit(code) => code,
+        }
+    }
+
+    /// The exit code of a process that handles no signal: one the signal ended (128 + its
+    /// number, as a shell and the kubelet report it).
+    pub fn unhandled_exit_code(self) -> u8 {
+        match self {
+            Stop::Signal(signal) => 128 + signal,
             Stop::Exit(code) => code,
         }
     }
@@ -79,8 +88,8 @@ impl Lifecycle {
     /// Resolves at the first signal or exit request.
     pub async fn stopped(&mut self) -> Stop {
         tokio::select! {
-            _ = self.term.recv() => Stop::Signal,
-            _ = self.int.recv() => Stop::Signal,
+            _ = self.term.recv() => Stop::Signal(15),
+            _ = self.int.recv() => Stop::Signal(2),
             Some(code) = self.requests.recv() => Stop::Exit(code),
         }
     }
@@ -168,6 +177,8 @@ mod tests {
         exits.request(7);
         assert_eq!(requests.try_recv().ok(), Some(7));
         assert_eq!(Stop::Exit(7).exit_code(), 7);
-        assert_eq!(Stop::Signal.exit_code(), 0);
+        assert_eq!(Stop::Signal(15).exit_code(), 0);
+        assert_eq!(Stop::Signal(15).unhandled_exit_code(), 143);
+        assert_eq!(Stop::Exit(7).unhandled_exit_code(), 7);
     }
 }
