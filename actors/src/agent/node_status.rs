@@ -238,7 +238,7 @@ pub fn status(
         condition(
             "Ready",
             true,
-            ("KubeletReady", "kplane agent is posting ready status"),
+            ("KubeletReady", "kubelet is posting ready status"),
             ("KubeletNotReady", ""),
         ),
     ];
