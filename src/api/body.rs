@@ -64,7 +64,7 @@ pub fn decode_noting_duplicates(
 ) -> Result<(Value, Vec<String>), HttpError> {
     match content_type(req).as_str() {
         "application/json" => parse_json_noting_duplicates(bytes),
-        "application/yaml" => Ok((parse_yaml(bytes)?, Vec::new())),
+        "application/yaml" => parse_yaml_noting_duplicates(bytes),
         "application/vnd.kubernetes.protobuf" => super::protobuf::decode(bytes)
             .map(|object| (object, Vec::new()))
             .map_err(|e| HttpError::BadRequest(format!("decoding protobuf body: {e}"))),
@@ -85,7 +85,7 @@ pub fn parse_json_noting_duplicates(bytes: &[u8]) -> Result<(Value, Vec<String>)
     }
     let mut duplicates = Vec::new();
     let mut decoder = serde_json::Deserializer::from_slice(bytes);
-    let parsed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates }
+    let parsed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates, last_wins: false }
         .deserialize(&mut decoder)
         .and_then(|value| decoder.end().map(|()| value));
     let value = parsed.map_err(|e| {
@@ -114,10 +114,19 @@ impl Step<'_> {
 }
 
 /// Builds a JSON value as serde_json's own does, noting each field an object repeats and
-/// decoding it over the first (see `merge_repeated`).
+/// decoding it over the first (see `merge_repeated`), or, for YAML (`last_wins`), replacing
+/// it, as Kubernetes' YAML-to-JSON conversion does.
 struct ValueSeed<'a, 'p> {
     at: &'p Step<'p>,
     duplicates: &'a mut Vec<String>,
+    last_wins: bool,
+}
+
+impl ValueSeed<'_, '_> {
+    /// The seed of the value at `at`, within this one.
+    fn within<'s, 'q>(&'s mut self, at: &'q Step<'q>) -> ValueSeed<'s, 'q> {
+        ValueSeed { at, duplicates: &mut *self.duplicates, last_wins: self.last_wins }
+    }
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for ValueSeed<'_, '_> {
@@ -163,31 +172,33 @@ impl<'de> serde::de::Visitor<'de> for ValueSeed<'_, '_> {
         Ok(Value::Null)
     }
 
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut items: A) -> Result<Value, A::Error> {
         let mut values = Vec::with_capacity(items.size_hint().unwrap_or(0));
         loop {
             let at = Step::Item(values.len(), self.at);
-            let seed = ValueSeed { at: &at, duplicates: &mut *self.duplicates };
-            match items.next_element_seed(seed)? {
+            match items.next_element_seed(self.within(&at))? {
                 Some(value) => values.push(value),
                 None => return Ok(Value::Array(values)),
             }
         }
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut fields: A) -> Result<Value, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut fields: A) -> Result<Value, A::Error> {
         let mut object = serde_json::Map::new();
         while let Some(name) = fields.next_key::<String>()? {
             let at = Step::Field(&name, self.at);
-            let value =
-                fields.next_value_seed(ValueSeed { at: &at, duplicates: &mut *self.duplicates })?;
+            let value = fields.next_value_seed(self.within(&at))?;
             match object.entry(name) {
                 serde_json::map::Entry::Vacant(slot) => {
                     slot.insert(value);
                 }
                 serde_json::map::Entry::Occupied(mut slot) => {
                     self.duplicates.push(Step::Field(slot.key(), self.at).path());
-                    merge_repeated(slot.get_mut(), value);
+                    if self.last_wins {
+                        slot.insert(value);
+                    } else {
+                        merge_repeated(slot.get_mut(), value);
+                    }
                 }
             }
         }
@@ -325,22 +336,44 @@ fn quoted_end(bytes: &[u8], start: usize) -> usize {
     bytes.len()
 }
 
+/// Parses a YAML object body as [`parse_yaml`] does, noting the paths of the keys a mapping
+/// repeats (the last one wins), for `fieldValidation` to refuse or warn about.
+pub fn parse_yaml_noting_duplicates(bytes: &[u8]) -> Result<(Value, Vec<String>), HttpError> {
+    if let Ok(parsed) = parse_json_noting_duplicates(bytes) {
+        return Ok(parsed);
+    }
+    parseable_yaml(bytes)?;
+    let mut duplicates = Vec::new();
+    let decoder = serde_yaml::Deserializer::from_slice(bytes);
+    let seed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates, last_wins: true };
+    let value = seed.deserialize(decoder).map_err(|e| {
+        HttpError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"))
+    })?;
+    Ok((value, duplicates))
+}
+
 /// Parses a YAML document (an apply patch; JSON is YAML too) into its JSON value.
 pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(HttpError::BadRequest("the request body is empty".into()));
-    }
     if let Ok(value) = serde_json::from_slice(bytes) {
         return Ok(value);
+    }
+    parseable_yaml(bytes)?;
+    serde_yaml::from_slice(bytes).map_err(|e| {
+        HttpError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"))
+    })
+}
+
+/// Refuses what the YAML parser should not be given: an empty body, or one nested too deep.
+fn parseable_yaml(bytes: &[u8]) -> Result<(), HttpError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(HttpError::BadRequest("the request body is empty".into()));
     }
     if flow_depth(bytes) > MAX_YAML_FLOW_DEPTH {
         return Err(HttpError::BadRequest(format!(
             "the body of the request could not be decoded as YAML: nested deeper than {MAX_YAML_FLOW_DEPTH}"
         )));
     }
-    serde_yaml::from_slice(bytes).map_err(|e| {
-        HttpError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"))
-    })
+    Ok(())
 }
 
 /// Refuses a body that is not a resource but names another kind than `kind`, as Kubernetes'
@@ -546,6 +579,20 @@ mod tests {
         let text = format!("a: x[[[\nb: \"{open}\"\nc: |\n  {open}\n\n  {close}{open}\nd: 1\n");
         assert!(flow_depth(text.as_bytes()) < 10, "{}", flow_depth(text.as_bytes()));
         assert_eq!(parse_yaml(text.as_bytes()).unwrap()["d"], 1);
+    }
+
+    #[test]
+    fn yaml_bodies_note_their_repeated_keys_and_keep_the_last() {
+        let text = "kind: ConfigMap\ndata:\n  a: b\n  a: c\nspec:\n  containers:\n  - name: x\n    name: y\n";
+        let (value, duplicates) = parse_yaml_noting_duplicates(text.as_bytes()).unwrap();
+        assert_eq!(value["data"]["a"], "c");
+        assert_eq!(value["spec"]["containers"][0]["name"], "y");
+        assert_eq!(duplicates, ["data.a", "spec.containers[0].name"]);
+        // JSON sent as YAML is JSON, repeats and all.
+        let (value, duplicates) = parse_yaml_noting_duplicates(br#"{"a":1,"a":2}"#).unwrap();
+        assert_eq!((value["a"].clone(), duplicates), (json!(2), vec!["a".to_string()]));
+        assert!(parse_yaml_noting_duplicates(b"  ").is_err());
+        assert!(parse_yaml_noting_duplicates(b"a: [").is_err());
     }
 
     #[test]

@@ -331,6 +331,17 @@ fn strict_field_validation_names_the_unknown_field() {
     assert_eq!(warning, r#"299 - "duplicate field \"metadata.labels\"""#);
     let (_, stored) = server.get(&format!("{configmaps}/twice"));
     assert_eq!(stored["metadata"]["labels"], json!({"a": "1", "b": "2"}), "{stored}");
+    // A YAML key given twice: the same, the last value kept (YAML's mappings are replaced).
+    let yaml_twice =
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice-yaml\ndata:\n  a: b\n  a: c\n";
+    let yaml = Some("application/yaml");
+    let reply = server.send_raw("POST", &strict, yaml, yaml_twice.to_vec());
+    assert_status(&reply, 400, "BadRequest");
+    let message = reply.1["message"].as_str().unwrap();
+    assert!(message.contains(r#"duplicate field "data.a""#), "{message}");
+    let reply = server.send_raw("POST", configmaps, yaml, yaml_twice.to_vec());
+    assert_eq!(reply.0, 201, "{}", reply.1);
+    assert_eq!(reply.1["data"], json!({"a": "c"}));
 }
 
 #[test]
