@@ -16,7 +16,6 @@ use futures::StreamExt;
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::runtime::{exit_code, huge_pages, ProcessRuntime, Runtime, StopSignal};
 use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
-use kplane_actors::model::text::go_quote;
 
 use super::terminal::{TerminalSize, DRAIN, RESIZE};
 use serde_json::{json, Value};
@@ -51,8 +50,7 @@ async fn container(
     state: &AgentHttp,
     (namespace, pod, container): (String, String, String),
 ) -> Result<ExecTarget, AgentHttpError> {
-    // The kubelet's words for a container it does not run.
-    let not_found = format!("container not found ({})", go_quote(&container));
+    let not_found = kplane_actors::agent::container_not_found(&container);
     let lookup = ContainerLookup { namespace, pod, container };
     let found = state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?;
     found.ok_or(AgentHttpError::NotFound(not_found))

@@ -84,7 +84,6 @@ pub async fn serve(
     let body = super::body::read(payload, state.max_body_bytes).await?;
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| HttpError::MethodNotAllowed)?;
-    let (host, port) = (url.host_str().unwrap_or("").to_string(), url.port().unwrap_or(80));
     let mut request = state.http.request(method, url).body(body);
     for name in REQUEST_HEADERS {
         if let Some(value) = req.headers().get(*name) {
@@ -96,8 +95,12 @@ pub async fn serve(
         // Kubernetes' words, whatever was proxied to (Go's for a refused dial).
         let io = std::iter::successors(std::error::Error::source(&e), |e| e.source())
             .find_map(|e| e.downcast_ref::<std::io::Error>());
-        let why = match io {
-            Some(io) if e.is_connect() => dial_error(&host, port, io),
+        let why = match (io, e.url()) {
+            (Some(io), Some(url)) if e.is_connect() => dial_error(
+                url.host_str().unwrap_or(""),
+                url.port_or_known_default().unwrap_or(80),
+                io,
+            ),
             _ => e.to_string(),
         };
         unavailable(format!("error trying to reach service: {why}"))

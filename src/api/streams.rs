@@ -68,9 +68,8 @@ pub async fn serve(
         // What the agent would refuse a WebSocket for, as its status tells it: kubectl
         // retries a refused WebSocket with SPDY, and shows only the second answer.
         if let Some(container) = container.filter(|c| !runs(&pod, c)) {
-            // The kubelet's words for a container it does not run.
-            let quoted = kplane_actors::model::text::go_quote(&container);
-            return Err(HttpError::BadRequest(format!("container not found ({quoted})")));
+            let not_found = kplane_actors::agent::container_not_found(&container);
+            return Err(HttpError::BadRequest(not_found));
         }
         let detail = if req.headers().contains_key(header::UPGRADE) {
             "only WebSocket upgrades are served (not SPDY)"

@@ -3,7 +3,7 @@
 //! the scheduler, or to a node that changed since) is rejected, with the reason and message of
 //! the first check it fails, and never runs.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use crate::model::taints::TaintEffect;
 use crate::scheduler::filters::{self, FitFailure};
@@ -22,7 +22,7 @@ pub struct Rejection {
 /// ephemeral storage), the node selector and required node affinity, host ports, and the
 /// node's NoExecute taints (NoSchedule ones are the scheduler's business).
 pub fn admit<'a>(
-    pod: &Pod,
+    pod: &PodInfo,
     node: &Node,
     admitted: impl IntoIterator<Item = &'a PodInfo>,
 ) -> Result<(), Rejection> {
@@ -30,8 +30,7 @@ pub fn admit<'a>(
     for other in admitted {
         info.add_pod(other.clone());
     }
-    let pod = PodInfo::new(pod);
-    if let Err(failures) = filters::resources_fit(&pod, &info) {
+    if let Err(failures) = filters::resources_fit(pod, &info) {
         let Some(FitFailure::Insufficient(resource)) = failures.first() else {
             unreachable!("resources_fit fails with Insufficient only")
         };
@@ -57,17 +56,13 @@ pub fn admit<'a>(
         reason: name.to_string(),
         message: format!("Predicate {name} failed: {failure}"),
     };
-    if let Err(failure) = filters::node_affinity(&pod, &info) {
+    if let Err(failure) = filters::node_affinity(pod, &info) {
         return Err(predicate("NodeAffinity", failure));
     }
-    if let Err(failure) = filters::node_ports(&pod, &info) {
+    if let Err(failure) = filters::node_ports(pod, &info) {
         return Err(predicate("NodePorts", failure));
     }
-    let untolerated = info.taints.iter().any(|taint| {
-        taint.effect == TaintEffect::NoExecute
-            && !pod.tolerations.iter().any(|t| t.tolerates(taint))
-    });
-    if untolerated {
+    if filters::untolerated_taint(pod, &info, &[TaintEffect::NoExecute]).is_some() {
         return Err(Rejection {
             reason: "TaintToleration".into(),
             message: "Predicate TaintToleration failed: node(s) had taints that the pod didn't \
@@ -81,16 +76,18 @@ pub fn admit<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
-    fn pod(name: &str, spec: serde_json::Value) -> Pod {
+    fn pod(name: &str, spec: serde_json::Value) -> PodInfo {
         let mut spec = spec;
         if spec.get("containers").is_none() {
             spec["containers"] = json!([{"name": "c"}]);
         }
-        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default",
-            "uid": name}, "spec": spec}))
-        .unwrap()
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name,
+            "namespace": "default", "uid": name}, "spec": spec}))
+        .unwrap();
+        PodInfo::new(&pod)
     }
 
     fn node(extra: serde_json::Value) -> Node {
@@ -110,10 +107,7 @@ mod tests {
     #[test]
     fn a_pod_is_refused_in_the_kubelet_s_words_for_the_first_check_it_fails() {
         let node = node(json!({}));
-        let running: Vec<PodInfo> = [pod("a", requesting("1")), pod("b", requesting("500m"))]
-            .iter()
-            .map(PodInfo::new)
-            .collect();
+        let running = [pod("a", requesting("1")), pod("b", requesting("500m"))];
         assert_eq!(admit(&pod("fits", requesting("2")), &node, &running), Ok(()));
         assert_eq!(
             admit(&pod("big", requesting("10")), &node, &running),
@@ -125,7 +119,7 @@ mod tests {
             })
         );
         // Room for a pod comes first.
-        let full: Vec<PodInfo> = ["a", "b", "c"].map(|n| PodInfo::new(&pod(n, json!({})))).to_vec();
+        let full = ["a", "b", "c"].map(|n| pod(n, json!({})));
         let refused = admit(&pod("big", requesting("10")), &node, &full).unwrap_err();
         assert_eq!(refused.reason, "OutOfpods");
         assert_eq!(
@@ -144,7 +138,7 @@ mod tests {
                 "hostPort": 8080, "protocol": "TCP"}]}]}),
             )
         };
-        let holder = [PodInfo::new(&port("holder"))];
+        let holder = [port("holder")];
         assert_eq!(admit(&port("second"), &node, &holder).unwrap_err().reason, "NodePorts");
     }
 

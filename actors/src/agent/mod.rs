@@ -36,6 +36,11 @@ use std::time::Duration;
 pub use node_agent::{AgentPods, ContainerLookup, NodeAgent, PodLookup};
 pub use pod_worker::ExecTarget;
 
+/// The kubelet's words for a container of a pod it does not run: `container not found ("c")`.
+pub fn container_not_found(container: &str) -> String {
+    format!("container not found ({})", crate::model::text::go_quote(container))
+}
+
 /// Everything an agent is configured with.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

@@ -18,12 +18,14 @@ use super::node_status::{self, Machine, Pressure};
 use super::pod_ips::{self, PodIps};
 use super::pod_worker::{
     ExecTarget, FindContainer, PodGone, PodUpdated, PodWorker, Shutdown, Snapshot, WorkerContext,
+    COMPONENT,
 };
 use super::runtime::{process_alive, Runtime, StopSignal};
 use super::AgentConfig;
+use crate::client::cache::key_of;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
-use crate::client::ApiClient;
+use crate::client::{object_uid, ApiClient};
 use crate::core::{ApiError, ListOptions, PatchType};
 use crate::model::{json, now, resources, ResourceType};
 use crate::scheduler::node_info::PodInfo;
@@ -93,7 +95,7 @@ struct PodEvent(EventType, Value);
 #[rtype(result = "()")]
 struct Admit {
     uid: String,
-    node: Option<Value>,
+    node: Option<Node>,
 }
 
 /// A pod the agent admitted: its worker, and what the admission of the next pods counts.
@@ -235,7 +237,7 @@ impl NodeAgent {
         let Some(workers_ctx) = self.workers_ctx.clone().filter(|_| !self.stopping) else {
             return;
         };
-        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+        let uid = object_uid(&pod).to_string();
         if let Some(admitted) = self.workers.get_mut(&uid).filter(|a| a.worker.connected()) {
             admitted.finished = finished(&pod);
             admitted.worker.do_send(PodUpdated(pod));
@@ -258,29 +260,32 @@ impl NodeAgent {
             // taints may have changed since the last heartbeat), one at a time.
             self.admitting.insert(uid.clone(), pod);
             let (client, node) = (self.client.clone(), self.config.node_name.clone());
-            let fetch = async move { client.get(resources::core("nodes"), "", &node).await.ok() };
+            let fetch = async move {
+                let node = client.get(resources::core("nodes"), "", &node).await.ok()?;
+                serde_json::from_value::<Node>(node).ok()
+            };
             ctx.spawn(fetch.into_actor(self).map(move |node, _, ctx| {
                 ctx.notify(Admit { uid, node });
             }));
             return;
         }
-        self.start_worker(workers_ctx, pod);
+        match pod_info(&pod) {
+            Some(info) => self.start_worker(workers_ctx, pod, info),
+            None => tracing::warn!(uid = %uid, "ignoring a pod the agent cannot read"),
+        }
     }
 
-    fn start_worker(&mut self, workers_ctx: Arc<WorkerContext>, pod: Value) {
-        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
-        let namespace =
-            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
-        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-        let typed = serde_json::from_value::<Pod>(pod.clone());
+    /// Runs the admitted `pod` (what it takes of the node: `info`) in a new worker.
+    fn start_worker(&mut self, workers_ctx: Arc<WorkerContext>, pod: Value, info: PodInfo) {
+        let uid = object_uid(&pod).to_string();
+        let (namespace, name) = key_of(&pod);
         let finished = finished(&pod);
-        match (typed, PodWorker::new(workers_ctx, pod)) {
-            (Ok(typed), Some(worker)) => {
-                let info = PodInfo::new(&typed);
+        match PodWorker::new(workers_ctx, pod) {
+            Some(worker) => {
                 let worker = worker.start();
                 self.workers.insert(uid, Admitted { namespace, name, worker, info, finished });
             }
-            _ => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
+            None => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
         }
     }
 
@@ -293,36 +298,25 @@ impl NodeAgent {
     /// Refuses a pod as the kubelet does: Failed, with the reason and "Pod was rejected: ..."
     /// in its status, and a `Warning` event.
     fn reject(&self, pod: &Value, rejection: Rejection, ctx: &mut Context<Self>) {
-        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-        let namespace =
-            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
-        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
-        tracing::info!(pod = %name, reason = %rejection.reason, "pod rejected at admission");
+        let pods = resources::core("pods");
+        let about = ObjectRef::of(pods, pod);
+        tracing::info!(pod = %about.name, reason = %rejection.reason, "pod rejected at admission");
         let (client, config) = (self.client.clone(), self.config.clone());
         let record = self.runtime.runs_processes();
         let Rejection { reason, message } = rejection;
         let status = json!({"status": {"phase": "Failed", "reason": reason,
             "message": format!("Pod was rejected: {message}")}});
         let write = async move {
-            let pods = resources::core("pods");
+            let (namespace, name) = (&about.namespace, &about.name);
             let patch = PatchType::StrategicMerge;
-            if let Err(error) = client.patch(pods, &namespace, &name, patch, &status, true).await {
+            if let Err(error) = client.patch(pods, namespace, name, patch, &status, true).await {
                 tracing::warn!(pod = %name, %error, "writing a rejected pod's status");
             }
             if record {
-                let about = ObjectRef::pod(namespace, name, uid);
+                let (client, node) = (client.as_ref(), &config.node_name);
                 let warning = EventKind::Warning;
-                let node = &config.node_name;
-                events::record_on_node(
-                    client.as_ref(),
-                    &about,
-                    warning,
-                    &reason,
-                    &message,
-                    "kubelet",
-                    node,
-                )
-                .await;
+                events::record_on_node(client, &about, warning, &reason, &message, COMPONENT, node)
+                    .await;
             }
         };
         ctx.spawn(write.into_actor(self));
@@ -456,15 +450,17 @@ impl Handler<Admit> for NodeAgent {
         let Some(workers_ctx) = self.workers_ctx.clone().filter(|_| !self.stopping) else {
             return;
         };
-        let node = msg.node.and_then(|n| serde_json::from_value::<Node>(n).ok());
-        let typed = serde_json::from_value::<Pod>(pod.clone()).ok();
+        let Some(info) = pod_info(&pod) else {
+            tracing::warn!(uid = %msg.uid, "ignoring a pod the agent cannot read");
+            return;
+        };
         let running = self.workers.values().filter(|a| !a.finished).map(|a| &a.info);
-        let verdict = match (node, typed) {
-            (Some(node), Some(typed)) => admission::admit(&typed, &node, running),
-            _ => Ok(()),
+        let verdict = match &msg.node {
+            Some(node) => admission::admit(&info, node, running),
+            None => Ok(()),
         };
         match verdict {
-            Ok(()) => self.start_worker(workers_ctx, pod),
+            Ok(()) => self.start_worker(workers_ctx, pod, info),
             Err(rejection) => self.reject(&pod, rejection, ctx),
         }
     }
@@ -581,7 +577,7 @@ async fn node_events(
     let changes = reasons.iter().map(|r| (*r, format!("Node {name} status is now: {r}")));
     for (reason, message) in starting.into_iter().chain(changes) {
         let kind = EventKind::Normal;
-        events::record_on_node(client, &about, kind, reason, &message, "kubelet", &name).await;
+        events::record_on_node(client, &about, kind, reason, &message, COMPONENT, &name).await;
     }
 }
 
@@ -672,6 +668,12 @@ async fn list_watch(node: String, client: Arc<dyn ApiClient>, agent: Addr<NodeAg
         agent.connected()
     })
     .await;
+}
+
+/// What a pod takes of its node (requests, host ports, tolerations, ...); `None` when it does
+/// not read as a pod.
+fn pod_info(pod: &Value) -> Option<PodInfo> {
+    serde_json::from_value::<Pod>(pod.clone()).ok().map(|typed| PodInfo::new(&typed))
 }
 
 /// Whether a pod has succeeded or failed (`status.phase`).

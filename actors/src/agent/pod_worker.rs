@@ -27,7 +27,7 @@ use crate::model::text::go_duration;
 use crate::model::{now, resources};
 
 /// The component name events carry (as the kubelet's).
-const COMPONENT: &str = "kubelet";
+pub(super) const COMPONENT: &str = "kubelet";
 /// A container that ran this long without failing has its back-off reset.
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// How long containers get to stop when the agent shuts down, before SIGKILL.

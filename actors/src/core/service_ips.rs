@@ -293,25 +293,23 @@ impl ServiceAllocator {
         name: &str,
         allocation: &mut Allocation,
     ) -> Result<(), ApiError> {
+        let asked = |port: &Value| port.get("nodePort").and_then(Value::as_i64).filter(|n| *n != 0);
         let mut by_port: BTreeMap<i64, u16> = BTreeMap::new();
         for i in 0..ports.len() {
             let number = ports[i]["port"].as_i64().unwrap_or(0);
-            let asked = ports[i].get("nodePort").and_then(Value::as_i64);
-            match (by_port.get(&number).copied(), asked) {
+            match (by_port.get(&number).copied(), asked(&ports[i])) {
                 (None, _) => {
-                    let requested = asked.or_else(|| {
-                        ports[i..].iter().filter(|p| p["port"].as_i64() == Some(number)).find_map(
-                            |p| p.get("nodePort").and_then(Value::as_i64).filter(|n| *n != 0),
-                        )
-                    });
-                    let n = match requested.filter(|n| *n != 0) {
+                    // The first port of its number: the node port the first of them asks for.
+                    let same_number =
+                        ports[i..].iter().filter(|p| p["port"].as_i64() == Some(number));
+                    let n = match same_number.filter_map(asked).next() {
                         Some(n) => self.claim_port(n, i, name, allocation)?,
                         None => self.claim_next_port(allocation)?,
                     };
                     by_port.insert(number, n);
                     ports[i]["nodePort"] = json!(n);
                 }
-                (Some(shared), None | Some(0)) => ports[i]["nodePort"] = json!(shared),
+                (Some(shared), None) => ports[i]["nodePort"] = json!(shared),
                 (Some(shared), Some(n)) if n == i64::from(shared) => {}
                 (Some(_), Some(n)) => {
                     self.claim_port(n, i, name, allocation)?;

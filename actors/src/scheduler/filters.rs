@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::node_info::{NodeInfo, PodInfo};
-use crate::model::taints::TaintEffect;
+use crate::model::taints::{Taint, TaintEffect};
 
 /// Why a node cannot take a pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -120,11 +120,8 @@ pub fn node_unschedulable(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailu
 /// Every NoSchedule and NoExecute taint of the node must be tolerated; the first one that
 /// is not is reported.
 pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
-    let untolerated = node.taints.iter().find(|taint| {
-        matches!(taint.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute)
-            && !pod.tolerations.iter().any(|t| t.tolerates(taint))
-    });
-    match untolerated {
+    let effects = [TaintEffect::NoSchedule, TaintEffect::NoExecute];
+    match untolerated_taint(pod, node, &effects) {
         None => Ok(()),
         Some(taint) => Err(FitFailure::UntoleratedTaint {
             key: taint.key.clone(),
@@ -132,6 +129,17 @@ pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure
             effect: taint.effect.as_str().to_owned(),
         }),
     }
+}
+
+/// The first taint of the node with one of `effects` that the pod does not tolerate.
+pub fn untolerated_taint<'n>(
+    pod: &PodInfo,
+    node: &'n NodeInfo,
+    effects: &[TaintEffect],
+) -> Option<&'n Taint> {
+    node.taints.iter().find(|taint| {
+        effects.contains(&taint.effect) && !pod.tolerations.iter().any(|t| t.tolerates(taint))
+    })
 }
 
 /// The node's labels must carry every pair of the pod's nodeSelector, and the node must
