@@ -4,12 +4,13 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::packed::PackedStrings;
+use super::text::go_quote;
 use super::{json, ResourceType};
 
 /// Why a selector string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
-    #[error("unable to parse requirement: {0}")]
+    #[error("{0}")]
     Syntax(String),
     #[error("field label not supported: {0}")]
     UnsupportedField(String),
@@ -41,16 +42,11 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
-    /// Parses the string form: `a=b,c!=d,e in (f,g),h notin (i),j,!k`.
+    /// Parses the string form, as Kubernetes' grammar reads it: `a=b,c!=d,e in (f,g),
+    /// h notin(i),j,!k,n>3`.
     pub fn parse(input: &str) -> Result<Self, SelectorError> {
-        let mut requirements = Vec::new();
-        for part in split_top_level(input)? {
-            let part = part.trim();
-            if part.is_empty() {
-                continue;
-            }
-            requirements.push(parse_requirement(part)?);
-        }
+        let mut parser = Parser { tokens: tokens(input), at: 0 };
+        let requirements = parser.selector().map_err(SelectorError::Syntax)?;
         Ok(Self { requirements })
     }
 
@@ -67,19 +63,20 @@ impl LabelSelector {
     /// `NotIn`, `Exists`, `DoesNotExist`), as a PodDisruptionBudget's `spec.selector` holds
     /// it. A malformed one (which validation refuses on write) is an error naming why.
     pub fn from_object(selector: &serde_json::Value) -> Result<Self, SelectorError> {
-        let bad = |what: String| SelectorError::Syntax(what);
+        let bad =
+            |what: String| SelectorError::Syntax(format!("unable to parse requirement: {what}"));
         let mut requirements = Vec::new();
         if let Some(labels) = selector.get("matchLabels").and_then(|m| m.as_object()) {
             for (key, value) in labels {
                 let value = value.as_str().ok_or_else(|| bad(format!("{key}: {value}")))?;
                 let op = LabelOp::Equals(checked_value(value, key)?);
-                requirements.push(LabelRequirement { key: checked_key(key, key)?, op });
+                requirements.push(LabelRequirement { key: checked_key(key)?, op });
             }
         }
         let expressions = selector.get("matchExpressions").and_then(|e| e.as_array());
         for expression in expressions.into_iter().flatten() {
             let key = expression.get("key").and_then(|k| k.as_str()).unwrap_or("");
-            let key = checked_key(key, key)?;
+            let key = checked_key(key)?;
             let values: Vec<String> = expression
                 .get("values")
                 .and_then(|v| v.as_array())
@@ -147,83 +144,312 @@ impl LabelSelector {
     }
 }
 
-/// Splits on commas that are not inside parentheses.
-fn split_top_level(input: &str) -> Result<Vec<&str>, SelectorError> {
-    let mut parts = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0;
-    for (i, c) in input.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth = depth
-                    .checked_sub(1)
-                    .ok_or_else(|| SelectorError::Syntax(format!("unbalanced ')' in {input:?}")))?
-            }
-            ',' if depth == 0 => {
-                parts.push(&input[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err(SelectorError::Syntax(format!("unbalanced '(' in {input:?}")));
-    }
-    parts.push(&input[start..]);
-    Ok(parts)
+/// A token of Kubernetes' label selector grammar (`k8s.io/apimachinery/pkg/labels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token<'a> {
+    Identifier(&'a str),
+    In,
+    NotIn,
+    /// `!`: the key that follows must not exist.
+    Bang,
+    NotEquals,
+    Open,
+    Close,
+    Comma,
+    Equals,
+    DoubleEquals,
+    Greater,
+    Less,
+    End,
 }
 
-fn parse_requirement(part: &str) -> Result<LabelRequirement, SelectorError> {
-    let syntax = || SelectorError::Syntax(format!("{part:?}"));
-    if let Some(key) = part.strip_prefix('!') {
-        let key = checked_key(key.trim(), part)?;
-        return Ok(LabelRequirement { key, op: LabelOp::DoesNotExist });
-    }
-    for (token, is_in) in [(" notin ", false), (" in ", true)] {
-        if let Some(pos) = part.find(token) {
-            let key = checked_key(part[..pos].trim(), part)?;
-            let set = part[pos + token.len()..].trim();
-            let inner =
-                set.strip_prefix('(').and_then(|s| s.strip_suffix(')')).ok_or_else(syntax)?;
-            let values = inner
-                .split(',')
-                .map(|v| checked_value(v.trim(), part))
-                .collect::<Result<Vec<_>, _>>()?;
-            let op = if is_in { LabelOp::In(values) } else { LabelOp::NotIn(values) };
-            return Ok(LabelRequirement { key, op });
+impl<'a> Token<'a> {
+    /// The text the token was read from, as Kubernetes' messages quote it.
+    fn literal(self) -> &'a str {
+        match self {
+            Token::Identifier(text) => text,
+            Token::In => "in",
+            Token::NotIn => "notin",
+            Token::Bang => "!",
+            Token::NotEquals => "!=",
+            Token::Open => "(",
+            Token::Close => ")",
+            Token::Comma => ",",
+            Token::Equals => "=",
+            Token::DoubleEquals => "==",
+            Token::Greater => ">",
+            Token::Less => "<",
+            Token::End => "",
         }
     }
-    for (token, kind) in [("!=", 0), ("==", 1), ("=", 1), (">", 2), ("<", 3)] {
-        if let Some(pos) = part.find(token) {
-            let key = checked_key(part[..pos].trim(), part)?;
-            let raw = part[pos + token.len()..].trim();
-            let op = match kind {
-                0 => LabelOp::NotEquals(checked_value(raw, part)?),
-                1 => LabelOp::Equals(checked_value(raw, part)?),
-                2 => LabelOp::GreaterThan(raw.parse().map_err(|_| syntax())?),
-                _ => LabelOp::LessThan(raw.parse().map_err(|_| syntax())?),
+}
+
+/// Characters that end an identifier and start an operator.
+fn is_symbol(byte: u8) -> bool {
+    matches!(byte, b'=' | b'!' | b'(' | b')' | b',' | b'>' | b'<')
+}
+
+/// Splits a selector into tokens as Kubernetes' lexer does: spaces, tabs and line ends
+/// separate; symbols (`=`, `==`, `!=`, `!`, `(`, `)`, `,`, `>`, `<`) separate and are tokens,
+/// the longest first; what lies between is an identifier, or the keyword `in` or `notin`.
+fn tokens(input: &str) -> Vec<Token<'_>> {
+    let bytes = input.as_bytes();
+    let mut tokens = Vec::new();
+    let mut at = 0;
+    loop {
+        while at < bytes.len() && matches!(bytes[at], b' ' | b'\t' | b'\r' | b'\n') {
+            at += 1;
+        }
+        // A NUL ends the input, as it ends Go's lexer.
+        if at == bytes.len() || bytes[at] == 0 {
+            tokens.push(Token::End);
+            return tokens;
+        }
+        if is_symbol(bytes[at]) {
+            let (token, length) = match (bytes[at], bytes.get(at + 1)) {
+                (b'!', Some(b'=')) => (Token::NotEquals, 2),
+                (b'=', Some(b'=')) => (Token::DoubleEquals, 2),
+                (b'!', _) => (Token::Bang, 1),
+                (b'=', _) => (Token::Equals, 1),
+                (b'(', _) => (Token::Open, 1),
+                (b')', _) => (Token::Close, 1),
+                (b',', _) => (Token::Comma, 1),
+                (b'>', _) => (Token::Greater, 1),
+                _ => (Token::Less, 1),
             };
-            return Ok(LabelRequirement { key, op });
+            tokens.push(token);
+            at += length;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len()
+            && !is_symbol(bytes[at])
+            && !matches!(bytes[at], b' ' | b'\t' | b'\r' | b'\n' | 0)
+        {
+            at += 1;
+        }
+        tokens.push(match &input[start..at] {
+            "in" => Token::In,
+            "notin" => Token::NotIn,
+            text => Token::Identifier(text),
+        });
+    }
+}
+
+/// Kubernetes' recursive-descent parser of label selectors, over [`tokens`]. Where values are
+/// expected, `in` and `notin` are identifiers (a label may be called `in`).
+struct Parser<'a> {
+    tokens: Vec<Token<'a>>,
+    at: usize,
+}
+
+/// A selector that does not parse, in Kubernetes' words.
+type Parsed<T> = Result<T, String>;
+
+impl<'a> Parser<'a> {
+    fn peek(&self, values: bool) -> Token<'a> {
+        let token = self.tokens[self.at];
+        match (values, token) {
+            (true, Token::In | Token::NotIn) => Token::Identifier(token.literal()),
+            _ => token,
         }
     }
-    Ok(LabelRequirement { key: checked_key(part, part)?, op: LabelOp::Exists })
-}
 
-fn checked_key(key: &str, part: &str) -> Result<String, SelectorError> {
-    if super::validation::label_key_errors(key).is_empty() {
-        Ok(key.to_string())
-    } else {
-        Err(SelectorError::Syntax(format!("invalid label key {key:?} in {part:?}")))
+    fn next(&mut self, values: bool) -> Token<'a> {
+        let token = self.peek(values);
+        self.at = (self.at + 1).min(self.tokens.len() - 1);
+        token
+    }
+
+    /// Requirements separated by commas, up to the end.
+    fn selector(&mut self) -> Parsed<Vec<LabelRequirement>> {
+        let mut requirements = Vec::new();
+        loop {
+            match self.peek(true) {
+                Token::Identifier(_) | Token::Bang => {
+                    let requirement = self
+                        .requirement()
+                        .map_err(|why| format!("unable to parse requirement: {why}"))?;
+                    requirements.push(requirement);
+                    match self.next(true) {
+                        Token::End => return Ok(requirements),
+                        Token::Comma => {
+                            let after = self.peek(true);
+                            if !matches!(after, Token::Identifier(_) | Token::Bang) {
+                                let found = after.literal();
+                                return Err(format!(
+                                    "found '{found}', expected: identifier after ','"
+                                ));
+                            }
+                        }
+                        other => {
+                            let found = other.literal();
+                            return Err(format!(
+                                "found '{found}', expected: ',' or 'end of string'"
+                            ));
+                        }
+                    }
+                }
+                Token::End => return Ok(requirements),
+                other => {
+                    let found = other.literal();
+                    return Err(format!(
+                        "found '{found}', expected: !, identifier, or 'end of string'"
+                    ));
+                }
+            }
+        }
+    }
+
+    fn requirement(&mut self) -> Parsed<LabelRequirement> {
+        let mut token = self.next(true);
+        let absent = token == Token::Bang;
+        if absent {
+            token = self.next(true);
+        }
+        let Token::Identifier(key) = token else {
+            return Err(format!("found '{}', expected: identifier", token.literal()));
+        };
+        let key = checked_key(key).map_err(|e| e.to_string())?;
+        if absent {
+            return Ok(LabelRequirement { key, op: LabelOp::DoesNotExist });
+        }
+        if matches!(self.peek(true), Token::End | Token::Comma) {
+            return Ok(LabelRequirement { key, op: LabelOp::Exists });
+        }
+        let operator = self.next(false);
+        let op = match operator {
+            Token::In => LabelOp::In(self.set(&key)?),
+            Token::NotIn => LabelOp::NotIn(self.set(&key)?),
+            Token::Equals | Token::DoubleEquals => LabelOp::Equals(self.exact_value(&key)?),
+            Token::NotEquals => LabelOp::NotEquals(self.exact_value(&key)?),
+            Token::Greater | Token::Less => {
+                let value = self.exact_value(&key)?;
+                let number = value.parse::<i64>().map_err(|_| {
+                    format!(
+                        "values[0]: Invalid value: {}: for 'Gt', 'Lt' operators, the value \
+                         must be an integer",
+                        go_quote(&value)
+                    )
+                })?;
+                if operator == Token::Greater {
+                    LabelOp::GreaterThan(number)
+                } else {
+                    LabelOp::LessThan(number)
+                }
+            }
+            other => {
+                let found = other.literal();
+                return Err(format!("found '{found}', expected: in, notin, =, ==, !=, gt, lt"));
+            }
+        };
+        Ok(LabelRequirement { key, op })
+    }
+
+    /// `(a,b,...)`: the values of `in` and `notin`, sorted and without repeats; an empty
+    /// place (`()`, `(a,)`) is the empty value.
+    fn set(&mut self, key: &str) -> Parsed<Vec<String>> {
+        let open = self.next(true);
+        if open != Token::Open {
+            return Err(format!("found '{}' expected: '('", open.literal()));
+        }
+        let mut values = std::collections::BTreeSet::new();
+        match self.peek(true) {
+            Token::Close => {
+                self.next(true);
+                values.insert("");
+            }
+            Token::Identifier(_) | Token::Comma => {
+                self.identifiers(&mut values)?;
+                let close = self.next(true);
+                if close != Token::Close {
+                    return Err(format!("found '{}', expected: ')'", close.literal()));
+                }
+            }
+            other => {
+                let found = other.literal();
+                return Err(format!("found '{found}', expected: ',', ')' or identifier"));
+            }
+        }
+        values.into_iter().map(|v| checked_value(v, key).map_err(|e| e.to_string())).collect()
+    }
+
+    /// The values of a set up to (not including) its `)`.
+    fn identifiers(&mut self, values: &mut std::collections::BTreeSet<&'a str>) -> Parsed<()> {
+        loop {
+            match self.next(true) {
+                Token::Identifier(value) => {
+                    values.insert(value);
+                    match self.peek(true) {
+                        Token::Comma => continue,
+                        Token::Close => return Ok(()),
+                        other => {
+                            return Err(format!(
+                                "found '{}', expected: ',' or ')'",
+                                other.literal()
+                            ))
+                        }
+                    }
+                }
+                Token::Comma => {
+                    if values.is_empty() {
+                        values.insert("");
+                    }
+                    match self.peek(true) {
+                        Token::Close => {
+                            values.insert("");
+                            return Ok(());
+                        }
+                        Token::Comma => {
+                            self.next(true);
+                            values.insert("");
+                        }
+                        _ => {}
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "found '{}', expected: ',', or identifier",
+                        other.literal()
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The one value after `=`, `==`, `!=`, `>` or `<` (none: the empty value).
+    fn exact_value(&mut self, key: &str) -> Parsed<String> {
+        if matches!(self.peek(true), Token::End | Token::Comma) {
+            return Ok(String::new());
+        }
+        match self.next(true) {
+            Token::Identifier(value) => checked_value(value, key).map_err(|e| e.to_string()),
+            other => Err(format!("found '{}', expected: identifier", other.literal())),
+        }
     }
 }
 
-fn checked_value(value: &str, part: &str) -> Result<String, SelectorError> {
-    if super::validation::label_value_errors(value).is_empty() {
-        Ok(value.to_string())
-    } else {
-        Err(SelectorError::Syntax(format!("invalid label value {value:?} in {part:?}")))
+/// A selector's key, checked as a label key (`key: Invalid value: ...` with why).
+fn checked_key(key: &str) -> Result<String, SelectorError> {
+    let problems = super::validation::label_key_errors(key);
+    if problems.is_empty() {
+        return Ok(key.to_string());
     }
+    let why = problems.join("; ");
+    Err(SelectorError::Syntax(format!("key: Invalid value: {}: {why}", go_quote(key))))
+}
+
+/// A value of the selector's requirement on `key`, checked as a label value.
+fn checked_value(value: &str, key: &str) -> Result<String, SelectorError> {
+    let problems = super::validation::label_value_errors(value);
+    if problems.is_empty() {
+        return Ok(value.to_string());
+    }
+    let why = problems.join("; ");
+    Err(SelectorError::Syntax(format!(
+        "values[0][{key}]: Invalid value: {}: {why}",
+        go_quote(value)
+    )))
 }
 
 /// A parsed `fieldSelector`: `field=value`, `field==value` and `field!=value` terms, all of
@@ -234,24 +460,22 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    /// Parses and checks every field against what `resource` can select on.
+    /// Parses and checks every field against what `resource` can select on. Terms are split
+    /// at commas and values read as Kubernetes reads them: `\,`, `\=` and `\\` stand for
+    /// the character; any other escape, or a bare `,` or `=` in a value, is refused.
     pub fn parse(input: &str, resource: &ResourceType) -> Result<Self, SelectorError> {
         let mut terms = Vec::new();
-        for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (field, equal, value) = if let Some((f, v)) = part.split_once("!=") {
-                (f, false, v)
-            } else if let Some((f, v)) = part.split_once("==") {
-                (f, true, v)
-            } else if let Some((f, v)) = part.split_once('=') {
-                (f, true, v)
-            } else {
-                return Err(SelectorError::Syntax(format!("invalid selector: {part:?}")));
+        for part in unescaped_commas(input).map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((label, equal, value)) = field_term(part) else {
+                let why = format!("invalid selector: '{input}'; can't understand '{part}'");
+                return Err(SelectorError::Syntax(why));
             };
-            let label = field.trim();
+            let value = unescape_field_value(value.trim()).map_err(SelectorError::Syntax)?;
+            let label = label.trim();
             let Some(field) = resource.field_label(label) else {
                 return Err(SelectorError::UnsupportedField(label.to_string()));
             };
-            terms.push((field.to_string(), equal, value.trim().to_string()));
+            terms.push((field.to_string(), equal, value));
         }
         Ok(Self { terms })
     }
@@ -271,6 +495,62 @@ impl FieldSelector {
             (actual == value) == *equal
         })
     }
+}
+
+/// A field selector's terms: split at the commas no backslash escapes.
+fn unescaped_commas(input: &str) -> impl Iterator<Item = &str> {
+    let mut escaped = false;
+    input.split(move |c: char| {
+        let split = c == ',' && !escaped;
+        escaped = !escaped && c == '\\';
+        split
+    })
+}
+
+/// A field selector term's field, whether it asks for equality (`=`, `==`) or not (`!=`),
+/// and its value: split at the first operator from the left, as Kubernetes splits it.
+fn field_term(term: &str) -> Option<(&str, bool, &str)> {
+    (0..term.len()).filter(|at| term.is_char_boundary(*at)).find_map(|at| {
+        let rest = &term[at..];
+        let (equal, length) = if rest.starts_with("!=") {
+            (false, 2)
+        } else if rest.starts_with("==") {
+            (true, 2)
+        } else if rest.starts_with('=') {
+            (true, 1)
+        } else {
+            return None;
+        };
+        Some((&term[..at], equal, &rest[length..]))
+    })
+}
+
+/// A field selector value with its escapes resolved (Kubernetes' `UnescapeValue`).
+fn unescape_field_value(value: &str) -> Result<String, String> {
+    let mut unescaped = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(escaped @ ('\\' | ',' | '=')) => unescaped.push(escaped),
+                other => {
+                    let sequence: String = std::iter::once('\\').chain(other).collect();
+                    return Err(format!(
+                        "invalid field selector: invalid escape sequence: {sequence}"
+                    ));
+                }
+            },
+            ',' | '=' => {
+                // Go prints the rune as its number.
+                let rune = c as u32;
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {rune}"
+                ));
+            }
+            other => unescaped.push(other),
+        }
+    }
+    Ok(unescaped)
 }
 
 /// An object's labels, read once when it is written.
@@ -429,6 +709,67 @@ mod tests {
     fn label_syntax_errors() {
         for s in ["app in (web", "a b=c", "=x", "app in web", "x=a b", "a)"] {
             assert!(LabelSelector::parse(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn labels_parse_as_kubernetes_grammar_reads_them() {
+        let l = labels(&[("app", "web"), ("in", "x"), ("e", "")]);
+        // Parentheses and symbols separate, as spaces, tabs and line ends do.
+        for s in [
+            "app in(web)",
+            "app\tin\t(web)",
+            "app notin(db)",
+            "app in (db,web,)",
+            "in=x",
+            "app=web , in in (x)",
+            "e in ()",
+            "e=",
+            "e==",
+            "app!=",
+            "!missing",
+        ] {
+            assert!(LabelSelector::parse(s).unwrap().matches(&l), "{s}");
+        }
+        let refused = [
+            (",a=b", "found ',', expected: !, identifier, or 'end of string'"),
+            ("a in (b),", "found '', expected: identifier after ','"),
+            ("a=b,,c=d", "found ',', expected: identifier after ','"),
+            ("a=b)", "found ')', expected: ',' or 'end of string'"),
+            ("a in b", "unable to parse requirement: found 'b' expected: '('"),
+            (
+                "a b",
+                "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+            ),
+            ("!a=b", "found '=', expected: ',' or 'end of string'"),
+            (
+                "a>x",
+                "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' \
+              operators, the value must be an integer",
+            ),
+        ];
+        for (s, message) in refused {
+            assert_eq!(LabelSelector::parse(s), Err(SelectorError::Syntax(message.into())), "{s}");
+        }
+        let Err(SelectorError::Syntax(bad_key)) = LabelSelector::parse("a_-=b") else { panic!() };
+        assert!(bad_key.starts_with("unable to parse requirement: key: Invalid value: \"a_-\""));
+    }
+
+    #[test]
+    fn field_values_are_unescaped_as_kubernetes_reads_them() {
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = serde_json::json!({"metadata": {"name": "p,1=x\\"}});
+        let fields = FieldValues::extract(pods, &pod);
+        let escaped = "metadata.name=p\\,1\\=x\\\\";
+        assert!(FieldSelector::parse(escaped, pods).unwrap().matches(&fields), "{escaped}");
+        let refused = [
+            ("metadata.name=a\\b", "invalid field selector: invalid escape sequence: \\b"),
+            ("metadata.name=a=b", "invalid field selector: unescaped character in value: 61"),
+            ("novalue", "invalid selector: 'novalue'; can't understand 'novalue'"),
+        ];
+        for (s, message) in refused {
+            let parsed = FieldSelector::parse(s, pods);
+            assert_eq!(parsed, Err(SelectorError::Syntax(message.into())), "{s}");
         }
     }
 
