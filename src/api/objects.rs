@@ -259,7 +259,11 @@ async fn dispatch(
         (Method::DELETE, Some(name)) if !status_only => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
-            delete_response(&req, resource, &deleted, &query)
+            let code = match (deleted.deleting, options.orphan_dependents) {
+                (true, Some(false)) => StatusCode::ACCEPTED,
+                _ => StatusCode::OK,
+            };
+            delete_response(&req, code, resource, &deleted, &query)
         }
         (Method::DELETE, None) => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
@@ -755,12 +759,13 @@ fn converted(status: StatusCode, kind: &str, version: &str, body: bytes::Bytes) 
 /// Success `Status` naming it.
 fn delete_response(
     req: &HttpRequest,
+    code: StatusCode,
     resource: &ResourceType,
     deleted: &Arc<StoredObject>,
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     if deleted.deleting || resource.returns_deleted_object() {
-        return object_response(req, StatusCode::OK, resource, deleted, query);
+        return object_response(req, code, resource, deleted, query);
     }
     let mut details =
         json!({"name": deleted.key.name, "kind": resource.plural, "uid": deleted.uid});

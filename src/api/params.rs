@@ -124,6 +124,8 @@ impl Query {
     pub fn list_options(&self) -> Result<ListOptions, HttpError> {
         // A limit of zero or below asks for no paging, as in Kubernetes.
         let limit = self.number("limit")?.filter(|n| *n > 0).map(|n| n as usize);
+        // Decoded for a list too (and so refused when not a number), though only a watch ends.
+        self.number("timeoutSeconds")?;
         Ok(ListOptions {
             label_selector: self.get("labelSelector").map(String::from),
             field_selector: self.get("fieldSelector").map(String::from),
@@ -161,9 +163,11 @@ impl Query {
             grace_period_seconds: self.number("gracePeriodSeconds")?,
             propagation_policy: self.get("propagationPolicy").map(String::from),
             dry_run: self.dry_run("DeleteOptions")?,
+            orphan_dependents: self.get("orphanDependents").map(|_| self.flag("orphanDependents")),
             ..DeleteOptions::default()
         };
         let mut causes = Vec::new();
+        let mut dry_run_refused = None;
         if let Some(body) = body {
             let Some(map) = body.as_object() else {
                 return Err(HttpError::BadRequest("DeleteOptions must be a JSON object".into()));
@@ -171,19 +175,8 @@ impl Query {
             if let Some(p) = map.get("propagationPolicy").and_then(Value::as_str) {
                 options.propagation_policy = Some(p.to_string());
             }
-            // The older form of propagationPolicy, which may not be given with it.
             if let Some(orphan) = map.get("orphanDependents").and_then(Value::as_bool) {
-                match &options.propagation_policy {
-                    None => {
-                        let policy = if orphan { "Orphan" } else { "Background" };
-                        options.propagation_policy = Some(policy.into());
-                    }
-                    Some(policy) => causes.push(FieldError::invalid(
-                        "propagationPolicy",
-                        policy,
-                        "orphanDependents and deletionPropagation cannot be both set",
-                    )),
-                }
+                options.orphan_dependents = Some(orphan);
             }
             if let Some(g) = map.get("gracePeriodSeconds").and_then(Value::as_i64) {
                 options.grace_period_seconds = Some(g);
@@ -196,9 +189,23 @@ impl Query {
             let values = map.get("dryRun").and_then(Value::as_array).into_iter().flatten();
             let values: Vec<&str> = values.map(|v| v.as_str().unwrap_or_default()).collect();
             if values.iter().any(|v| *v != "All") {
-                causes.push(dry_run_not_supported(&values));
+                dry_run_refused = Some(dry_run_not_supported(&values));
             } else if !values.is_empty() {
                 options.dry_run = true;
+            }
+        }
+        // The older form of propagationPolicy, which may not be given with it.
+        if let Some(orphan) = options.orphan_dependents {
+            match &options.propagation_policy {
+                None => {
+                    let policy = if orphan { "Orphan" } else { "Background" };
+                    options.propagation_policy = Some(policy.into());
+                }
+                Some(policy) => causes.push(FieldError::invalid(
+                    "propagationPolicy",
+                    policy,
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )),
             }
         }
         match options.propagation_policy.as_deref() {
@@ -209,6 +216,8 @@ impl Query {
                 &["Foreground", "Background", "Orphan", "nil"],
             )),
         }
+        // In Kubernetes' order: the policy's problems, then the dry run's.
+        causes.extend(dry_run_refused);
         if causes.is_empty() {
             Ok(options)
         } else {
@@ -305,8 +314,8 @@ mod tests {
             causes(Query::of("").unwrap().delete_options(Some(&body)).unwrap_err()),
             [
                 "DeleteOptions propagationPolicy: Invalid value: \"Sideways\": orphanDependents and deletionPropagation cannot be both set",
-                "DeleteOptions dryRun: Unsupported value: []string{\"All\", \"Twice\"}: supported values: \"All\"",
                 "DeleteOptions propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                "DeleteOptions dryRun: Unsupported value: []string{\"All\", \"Twice\"}: supported values: \"All\"",
             ]
         );
         let fine = json!({"dryRun": ["All"], "orphanDependents": true});

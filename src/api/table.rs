@@ -115,6 +115,12 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Name", 1, "Name of the event."),
         ],
         "Endpoints" => vec![NAME, col("Endpoints", 0, "Endpoints of the service."), AGE],
+        "PodTemplate" => vec![
+            NAME,
+            col("Containers", 0, "Names of each container in the template."),
+            col("Images", 0, "Images referenced by each container in the template."),
+            col("Pod Labels", 0, "The labels for the pod template."),
+        ],
         "ConfigMap" => vec![NAME, col("Data", 0, "Number of data entries."), AGE],
         "Secret" => vec![
             NAME,
@@ -245,6 +251,15 @@ fn event_source(component: &str, host: &str) -> String {
     } else {
         format!("{component}, {host}")
     }
+}
+
+/// One field (`name`, `image`) of each container in the list at `pointer`, joined by commas
+/// (kubectl's Containers and Images columns).
+fn container_cells(object: &Value, pointer: &str, field: &str) -> String {
+    let containers = json::at(object, pointer).and_then(Value::as_array);
+    let cells: Vec<&str> =
+        containers.into_iter().flatten().map(|c| c[field].as_str().unwrap_or("")).collect();
+    cells.join(",")
 }
 
 /// A pod's READINESS GATES cell, as kubectl's printer writes it: how many of its gates' condition
@@ -460,17 +475,13 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             ]
         }
         "Namespace" => vec![name, json!(s(o, "/status/phase")), json!(created)],
+        "PodTemplate" => {
+            let list = |field: &str| container_cells(o, "/template/spec/containers", field);
+            let labels = selector_string(json::at(o, "/template/metadata/labels"));
+            vec![name, json!(list("name")), json!(list("image")), json!(or_none(labels))]
+        }
         "ReplicationController" => {
-            let containers =
-                json::at(o, "/spec/template/spec/containers").and_then(Value::as_array);
-            let list = |field: &str| {
-                containers
-                    .into_iter()
-                    .flatten()
-                    .map(|c| c[field].as_str().unwrap_or("").to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let list = |field: &str| container_cells(o, "/spec/template/spec/containers", field);
             let n = |p: &str| json::at(o, p).and_then(Value::as_i64).unwrap_or(0);
             vec![
                 name,

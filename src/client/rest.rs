@@ -383,8 +383,10 @@ fn delete_options_body(options: &DeleteOptions) -> Value {
     if let Some(seconds) = options.grace_period_seconds {
         body["gracePeriodSeconds"] = json!(seconds);
     }
-    if let Some(policy) = &options.propagation_policy {
-        body["propagationPolicy"] = json!(policy);
+    match (&options.propagation_policy, options.orphan_dependents) {
+        (Some(policy), _) => body["propagationPolicy"] = json!(policy),
+        (None, Some(orphan)) => body["orphanDependents"] = json!(orphan),
+        (None, None) => {}
     }
     let mut preconditions = serde_json::Map::new();
     if let Some(uid) = &options.precondition_uid {
@@ -1071,6 +1073,7 @@ mod tests {
             grace_period_seconds: Some(0),
             propagation_policy: Some("Foreground".into()),
             dry_run: true,
+            orphan_dependents: None,
         });
         assert_eq!(
             full,

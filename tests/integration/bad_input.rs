@@ -832,3 +832,84 @@ fn past_the_inflight_limit_requests_are_429_with_retry_after() {
     assert_eq!(server.post(path, &configmap("admitted")).0, 201);
     assert_eq!(server.get(&format!("{path}/refused")).0, 404, "a refused create stores nothing");
 }
+
+#[test]
+fn updates_and_deletes_refuse_what_kubernetes_refuses() {
+    let server = Server::start();
+    let merge = Some("application/merge-patch+json");
+    let patch = |path: &str, body: Value| {
+        server.send_raw("PATCH", path, merge, body.to_string().into_bytes())
+    };
+    // A volume's source and mode are fixed once it is created.
+    let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv1"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/tmp/x"}}});
+    assert_eq!(server.post("/api/v1/persistentvolumes", &pv).0, 201);
+    let pv1 = "/api/v1/persistentvolumes/pv1";
+    let moved = patch(pv1, json!({"spec": {"hostPath": {"path": "/tmp/y"}}}));
+    assert_status(&moved, 422, "Invalid");
+    assert_eq!(moved.1["details"]["causes"][0]["field"], "spec.persistentvolumesource");
+    let block = patch(pv1, json!({"spec": {"volumeMode": "Block"}}));
+    assert_status(&block, 422, "Invalid");
+    assert_eq!(block.1["details"]["causes"][0]["field"], "volumeMode", "{}", block.1);
+    let relabelled = patch(
+        pv1,
+        json!({"metadata": {"labels": {"a": "b"}},
+        "spec": {"persistentVolumeReclaimPolicy": "Delete"}}),
+    );
+    assert_eq!(relabelled.0, 200, "{}", relabelled.1);
+    // A volume is timed from its creation.
+    assert!(relabelled.1["status"]["lastPhaseTransitionTime"].is_string(), "{}", relabelled.1);
+
+    // A Service's name is a DNS-1035 label: it starts with a letter.
+    let service = json!({"metadata": {"name": "1ab"}, "spec": {"ports": [{"port": 80}]}});
+    let numbered = server.post("/api/v1/namespaces/default/services", &service);
+    assert_status(&numbered, 422, "Invalid");
+    assert!(numbered.1["message"].as_str().unwrap().contains("a DNS-1035 label"), "{}", numbered.1);
+
+    // An event may not own anything.
+    let owned = json!({"metadata": {"name": "owned", "ownerReferences": [{"apiVersion": "v1",
+        "kind": "Event", "name": "e", "uid": "1"}]}});
+    let reply = server.post("/api/v1/namespaces/default/configmaps", &owned);
+    assert_status(&reply, 422, "Invalid");
+    assert!(reply.1["message"].as_str().unwrap().contains("/v1, Kind=Event is disallowed"));
+
+    // The deletion fields are the server's; selfLink is never stored.
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/x"]}});
+    assert_eq!(server.post(cms, &held).0, 201);
+    let grace =
+        patch(&format!("{cms}/held"), json!({"metadata": {"deletionGracePeriodSeconds": 5}}));
+    assert_status(&grace, 422, "Invalid");
+    assert_eq!(grace.1["details"]["causes"][0]["field"], "metadata.deletionGracePeriodSeconds");
+    let stamped = patch(
+        &format!("{cms}/held"),
+        json!({"metadata": {"deletionTimestamp": "2030-01-01T00:00:00Z"}}),
+    );
+    assert_status(&stamped, 422, "Invalid");
+    let linked = patch(&format!("{cms}/held"), json!({"metadata": {"selfLink": "/y"}}));
+    assert_eq!(linked.0, 200);
+    assert!(linked.1["metadata"].get("selfLink").is_none(), "{}", linked.1);
+    assert!(server.get(&format!("{cms}/held")).1["metadata"].get("selfLink").is_none());
+
+    // orphanDependents and propagationPolicy are one option: not both, in the query either.
+    let both =
+        server.delete(&format!("{cms}/held?orphanDependents=true&propagationPolicy=Foreground"));
+    assert_status(&both, 422, "Invalid");
+    // A delete that does not remove the object at once, asked not to orphan: 202.
+    let accepted = server.delete(&format!("{cms}/held?orphanDependents=false"));
+    assert_eq!(accepted.0, 202, "{}", accepted.1);
+    assert!(accepted.1["metadata"]["deletionTimestamp"].is_string(), "{}", accepted.1);
+
+    // A list's timeoutSeconds is decoded too; a list at any revision is not paged.
+    assert_status(&server.get(&format!("{cms}?timeoutSeconds=abc")), 400, "BadRequest");
+    for i in 0..3 {
+        assert_eq!(server.post(cms, &json!({"metadata": {"name": format!("page-{i}")}})).0, 201);
+    }
+    let (_, paged) = server.get(&format!("{cms}?limit=2"));
+    assert_eq!(paged["items"].as_array().unwrap().len(), 2);
+    assert!(paged["metadata"]["continue"].is_string());
+    let (_, whole) = server.get(&format!("{cms}?limit=2&resourceVersion=0"));
+    assert!(whole["items"].as_array().unwrap().len() >= 4, "{whole}");
+    assert!(whole["metadata"].get("continue").is_none(), "{whole}");
+}

@@ -2,7 +2,7 @@
 //! agent's node, the agent runs it, and `kubectl get -o wide`, `logs`, `get events`,
 //! `describe`, `scale` and a graceful `delete` work.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 use crate::util::{wait_until, Server};
@@ -33,6 +33,17 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
     });
     let wide = kubectl.ok(&["get", "pod", "web", "-o", "wide"]);
     assert!(wide.contains("solo") && wide.contains("127."), "{wide}");
+    // The kubelet's conditions in its order, the scheduler's last (its status patch orders
+    // them), with their zero probe times written as Go writes them.
+    let types = "{range .status.conditions[*]}{.type} {end}";
+    let kubelet_order = "PodReadyToStartContainers Initialized Ready ContainersReady PodScheduled ";
+    wait_until(WAIT, "the kubelet's order", || {
+        kubectl.ok(&["get", "pod", "web", "-o", &format!("jsonpath={types}")]) == kubelet_order
+    });
+    let pod: Value =
+        serde_json::from_str(&kubectl.ok(&["get", "pod", "web", "-o", "json"])).unwrap();
+    let conditions = pod["status"]["conditions"].as_array().unwrap();
+    assert!(conditions.iter().all(|c| c.get("lastProbeTime") == Some(&Value::Null)), "{pod}");
     wait_until(WAIT, "web's log", || kubectl.run(&["logs", "web"]).1.contains("serving HTTP"));
     let (ok, _, stderr) = kubectl.run(&["logs", "web", "-c", "nope"]);
     assert!(!ok && stderr.contains("not valid"), "{stderr}");

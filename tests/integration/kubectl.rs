@@ -4,6 +4,8 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
+use serde_json::{json, Value};
+
 use crate::util::{wait_until, Server};
 
 const POD_YAML: &str = "apiVersion: v1
@@ -155,6 +157,38 @@ fn generators_send_protobuf_bodies() {
 
 /// `kubectl get -o yaml` of several objects writes a `kind: List`, which kubectl validates
 /// itself against `/openapi/v2` before it creates, replaces or applies the items.
+#[test]
+fn pod_templates_are_stored_validated_and_listed() {
+    let server = Server::start();
+    let k = server.kubectl();
+    let file = k.write(
+        "template.yaml",
+        "apiVersion: v1\nkind: PodTemplate\nmetadata:\n  name: tpl\ntemplate:\n  metadata:\n    \
+         labels:\n      app: web\n      tier: front\n  spec:\n    restartPolicy: OnFailure\n    \
+         containers:\n    - name: a\n      image: kplane/pause\n    - name: b\n      image: kplane/agnhost:2.40\n",
+    );
+    assert!(k.ok(&["apply", "-f", file.to_str().unwrap()]).contains("podtemplate/tpl created"));
+    let table = k.ok(&["get", "podtemplates"]);
+    let row = table.lines().find(|l| l.starts_with("tpl")).unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells, ["tpl", "a,b", "kplane/pause,kplane/agnhost:2.40", "app=web,tier=front"]);
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(table.contains("POD LABELS"), "{table}");
+    // Defaulted as a pod template is: the metadata as Go writes it, the spec's defaults.
+    let (_, stored) = server.get("/api/v1/namespaces/default/podtemplates/tpl");
+    assert_eq!(stored["template"]["metadata"]["creationTimestamp"], Value::Null, "{stored}");
+    assert!(stored["template"]["metadata"].get("creationTimestamp").is_some(), "{stored}");
+    assert_eq!(stored["template"]["spec"]["dnsPolicy"], "ClusterFirst", "{stored}");
+    // Validated as a pod template: a container without a name is refused, with its path.
+    let bad = json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "bad"},
+        "template": {"spec": {"containers": [{"image": "kplane/pause"}]}}});
+    let (code, status) = server.post("/api/v1/namespaces/default/podtemplates", &bad);
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "template.spec.containers[0].name");
+    let resources = k.ok(&["api-resources", "--api-group="]);
+    assert!(resources.lines().any(|l| l.starts_with("podtemplates ")), "{resources}");
+}
+
 #[test]
 fn list_files_are_validated_and_written() {
     let server = Server::start();

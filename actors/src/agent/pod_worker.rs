@@ -2005,6 +2005,12 @@ fn resource_version(pod: &Value) -> u64 {
 /// and host's addresses the server lists but the agent no longer does taken out.
 fn status_patch(status: &Value, theirs: &Value) -> Value {
     let mut patch = status.clone();
+    // The whole list's order (others' conditions first, then the kubelet's in its order), as
+    // the kubelet's two-way patch sends it: the server's list is put in that order.
+    if let Some(conditions) = status["conditions"].as_array() {
+        let order: Vec<Value> = conditions.iter().map(|c| json!({"type": c["type"]})).collect();
+        patch["$setElementOrder/conditions"] = json!(order);
+    }
     if let Some(conditions) = patch["conditions"].as_array_mut() {
         conditions.retain(|c| KUBELET_CONDITIONS.iter().any(|kind| c["type"] == *kind));
         for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
@@ -2227,6 +2233,10 @@ mod tests {
         assert_eq!(
             patch["podIPs"],
             json!([{"ip": "127.0.0.6"}, {"ip": "127.0.0.5", "$patch": "delete"}])
+        );
+        assert_eq!(
+            patch["$setElementOrder/conditions"],
+            json!([{"type": "Ready"}, {"type": "a.io/x"}])
         );
     }
 

@@ -53,10 +53,17 @@ impl View {
 
     /// The view's form of a stored object.
     pub fn view_form(&self, object: Value) -> Value {
-        match object {
-            Value::Object(fields) => convert(fields, self.view, |pair| pair),
-            other => other,
+        let Value::Object(fields) = object else { return object };
+        let mut view = convert(fields, self.view, |pair| pair);
+        // Written in core/v1 even when empty; left out when empty here (`omitempty`).
+        if let Some(view) = view.as_object_mut() {
+            for field in ["reportingController", "reportingInstance"] {
+                if view.get(field).and_then(Value::as_str) == Some("") {
+                    view.remove(field);
+                }
+            }
         }
+        view
     }
 
     /// The view's form of a stored object, as a stored object of the view's resource.
@@ -148,6 +155,13 @@ mod tests {
         assert_eq!(stored["reportingComponent"], "example.com/c");
         assert_eq!(view().view_form(stored), event);
         assert!(View::of(resources::find("", "v1", "events").unwrap()).is_none());
+        // A core event's empty reporters (core/v1 writes them empty) are left out here.
+        let core = json!({"metadata": {"name": "k"}, "reportingComponent": "",
+            "reportingInstance": "", "eventTime": null, "reason": "R"});
+        let viewed = view().view_form(core);
+        assert!(viewed.get("reportingController").is_none(), "{viewed}");
+        assert!(viewed.get("reportingInstance").is_none(), "{viewed}");
+        assert_eq!(viewed.get("eventTime"), Some(&Value::Null));
     }
 
     #[test]

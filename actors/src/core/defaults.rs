@@ -26,6 +26,12 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
             object.remove("status");
         }
     }
+    // A volume is Pending from the moment it is created.
+    if kind == "PersistentVolume" {
+        let status = object_field(object, "status");
+        status.insert("phase".into(), json!("Pending"));
+        status.insert("lastPhaseTransitionTime".into(), json!(crate::model::now()));
+    }
     // A pod held by scheduling gates says so from the start (Kubernetes' strategy does).
     let gated = object.pointer("/spec/schedulingGates").and_then(Value::as_array);
     if kind == "Pod" && gated.is_some_and(|gates| !gates.is_empty()) {
@@ -66,7 +72,7 @@ pub(crate) fn recompute_qos_class(pod: &mut Value) {
 
 /// A namespace's phase, `Active` when none is given (or an empty one), as Kubernetes decodes
 /// a namespace, its status writes too.
-pub(crate) fn namespace_phase(object: &mut Value) {
+fn namespace_phase(object: &mut Value) {
     let status = object_field(object, "status");
     let phase = status.entry("phase").or_insert(json!(""));
     if phase.as_str().is_none_or(str::is_empty) {
@@ -89,7 +95,17 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let status = object_field(object, "status");
             status.entry("phase").or_insert_with(|| json!("Pending"));
             status.entry("qosClass").or_insert_with(|| json!(qos));
-            pod_addresses(status);
+        }
+        "PodTemplate" => {
+            let template = object
+                .as_object_mut()
+                .and_then(|o| o.entry("template").or_insert_with(|| json!({})).as_object_mut());
+            if let Some(template) = template {
+                template_metadata(template);
+                if let Some(pod) = template.get_mut("spec") {
+                    pod_spec(pod, PodSpecOf::Template);
+                }
+            }
         }
         "PriorityClass" => {
             if let Some(class) = object.as_object_mut() {
@@ -104,8 +120,11 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             if let Some(labels) = labels {
                 spec.entry("selector").or_insert(labels.clone());
             }
-            if let Some(pod) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
-                pod_spec(pod, PodSpecOf::Template);
+            if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
+                template_metadata(template);
+                if let Some(pod) = template.get_mut("spec") {
+                    pod_spec(pod, PodSpecOf::Template);
+                }
             }
             let meta_labels = object.pointer("/spec/template/metadata/labels").cloned();
             if let Some(labels) = meta_labels {
@@ -179,7 +198,6 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 }
                 labels["kubernetes.io/metadata.name"] = json!(name);
             }
-            namespace_phase(object);
         }
         "Secret" => {
             let secret = object.as_object_mut().expect("objects are JSON objects");
@@ -230,7 +248,73 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
         }
         _ => {}
     }
+    status(kind, object);
     go_structs(kind, object);
+}
+
+/// What a status gets from Kubernetes' defaults and its encoding, however it is written (with
+/// the object or through its `status` subresource): a pod's addresses in step and its
+/// conditions' zero times written `null`; a namespace's phase; a load balancer's `ipMode`.
+pub(crate) fn status(kind: &str, object: &mut Value) {
+    match kind {
+        "Pod" => {
+            let status = object_field(object, "status");
+            pod_addresses(status);
+            let conditions = status.get_mut("conditions").and_then(Value::as_array_mut);
+            for condition in conditions.into_iter().flatten().filter_map(Value::as_object_mut) {
+                // `metav1.Time` values, not pointers: Go writes a zero one as `null`.
+                for time in ["lastProbeTime", "lastTransitionTime"] {
+                    condition.entry(time).or_insert(Value::Null);
+                }
+            }
+        }
+        "Namespace" => namespace_phase(object),
+        "Service" => load_balancer_ip_mode(object),
+        _ => {}
+    }
+}
+
+/// A volume's status written over `before`: a changed phase gets the time of its change
+/// unless the writer gave a new one; an unchanged phase keeps its time unless given one (as
+/// Kubernetes' status strategy for persistent volumes).
+pub(crate) fn volume_phase_transition(before: &Value, after: &mut Value) {
+    const TIME: &str = "lastPhaseTransitionTime";
+    let old = before.get("status");
+    let old_time = old.and_then(|s| s.get(TIME)).filter(|t| !t.is_null()).cloned();
+    let old_phase = old.and_then(|s| s.get("phase")).cloned();
+    let status = object_field(after, "status");
+    let new_time = status.get(TIME).filter(|t| !t.is_null()).cloned();
+    if status.get("phase").cloned() == old_phase {
+        if let (None, Some(old_time)) = (new_time, old_time) {
+            status.insert(TIME.into(), old_time);
+        }
+    } else if new_time.is_none() || new_time == old_time {
+        status.insert(TIME.into(), json!(crate::model::now()));
+    }
+}
+
+/// A load balancer's ingress addresses are `VIP`s unless they say otherwise (Kubernetes'
+/// `SetDefaults_Service`, the `LoadBalancerIPMode` feature being on in 1.32).
+fn load_balancer_ip_mode(service: &mut Value) {
+    if service.pointer("/spec/type").and_then(Value::as_str) != Some("LoadBalancer") {
+        return;
+    }
+    let ingress = service.pointer_mut("/status/loadBalancer/ingress").and_then(Value::as_array_mut);
+    for entry in ingress.into_iter().flatten().filter_map(Value::as_object_mut) {
+        let has_ip = entry.get("ip").and_then(Value::as_str).is_some_and(|ip| !ip.is_empty());
+        if has_ip && entry.get("ipMode").is_none_or(Value::is_null) {
+            entry.insert("ipMode".into(), json!("VIP"));
+        }
+    }
+}
+
+/// A pod template's metadata, as Go writes it: there even when empty, with the zero
+/// `creationTimestamp` written `null`.
+fn template_metadata(template: &mut Map<String, Value>) {
+    let metadata = template.entry("metadata").or_insert_with(|| json!({}));
+    if let Some(metadata) = metadata.as_object_mut() {
+        metadata.entry("creationTimestamp").or_insert(Value::Null);
+    }
 }
 
 /// A node's `podCIDR` and `podCIDRs`, as Kubernetes' v1 conversion keeps them: the list wins,
@@ -251,7 +335,7 @@ fn node_pod_cidrs(spec: &mut Map<String, Value>) {
 }
 
 /// A pod status' `podIP`/`podIPs` and `hostIP`/`hostIPs` in step (a status write's too).
-pub(crate) fn pod_addresses(status: &mut Map<String, Value>) {
+fn pod_addresses(status: &mut Map<String, Value>) {
     address_lists(status, "podIP", "podIPs");
     address_lists(status, "hostIP", "hostIPs");
 }
@@ -306,6 +390,14 @@ fn go_structs(kind: &str, object: &mut Value) {
     if kind == "Event" {
         object_field(object, "involvedObject");
         object_field(object, "source");
+        // Written even when empty (no `omitempty`), and times that are values, not pointers.
+        let event = object.as_object_mut().expect("objects are JSON objects");
+        for field in ["reportingComponent", "reportingInstance"] {
+            event.entry(field).or_insert(json!(""));
+        }
+        for time in ["firstTimestamp", "lastTimestamp", "eventTime"] {
+            event.entry(time).or_insert(Value::Null);
+        }
     }
     if kind == "Node" {
         const NODE_INFO: [&str; 10] = [
@@ -486,6 +578,11 @@ fn volume(v: &mut Value) {
                     let files = projection.get_mut("downwardAPI").and_then(Value::as_object_mut);
                     if let Some(files) = files {
                         downward_api_files(files);
+                    }
+                    // A projected token lives an hour unless asked otherwise.
+                    let token = projection.get_mut("serviceAccountToken");
+                    if let Some(token) = token.and_then(Value::as_object_mut) {
+                        token.entry("expirationSeconds").or_insert(json!(3600));
                     }
                 }
             }
@@ -883,6 +980,58 @@ mod tests {
     }
 
     #[test]
+    fn statuses_get_their_defaults_however_written() {
+        let mut lb = json!({"spec": {"type": "LoadBalancer"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}, {"hostname": "h"},
+                {"ip": "1.2.3.5", "ipMode": "Proxy"}]}}});
+        status("Service", &mut lb);
+        let modes: Vec<&Value> =
+            (0..3).map(|i| &lb["status"]["loadBalancer"]["ingress"][i]["ipMode"]).collect();
+        assert_eq!(modes, [&json!("VIP"), &Value::Null, &json!("Proxy")]);
+        let mut cluster_ip = json!({"spec": {"type": "ClusterIP"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
+        status("Service", &mut cluster_ip);
+        assert!(cluster_ip["status"]["loadBalancer"]["ingress"][0].get("ipMode").is_none());
+        let mut pod = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+        status("Pod", &mut pod);
+        assert_eq!(
+            pod["status"]["conditions"][0],
+            json!({"type": "Ready", "status": "True", "lastProbeTime": null,
+                "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        );
+        let mut projected = json!({"spec": {"containers": [], "volumes": [{"name": "t",
+            "projected": {"sources": [{"serviceAccountToken": {"path": "token"}},
+                {"serviceAccountToken": {"path": "short", "expirationSeconds": 600}}]}}]}});
+        apply("Pod", &mut projected);
+        let sources = &projected["spec"]["volumes"][0]["projected"]["sources"];
+        assert_eq!(sources[0]["serviceAccountToken"]["expirationSeconds"], 3600);
+        assert_eq!(sources[1]["serviceAccountToken"]["expirationSeconds"], 600);
+    }
+
+    #[test]
+    fn a_volume_s_phase_changes_are_timed() {
+        let mut pv = json!({"spec": {}, "status": {"phase": "Available"}});
+        prepare_for_create("PersistentVolume", &mut pv);
+        assert_eq!(pv["status"]["phase"], "Pending");
+        let created = pv["status"]["lastPhaseTransitionTime"].clone();
+        assert!(created.is_string(), "{pv}");
+        let mut same = json!({"status": {"phase": "Pending"}});
+        volume_phase_transition(&pv, &mut same);
+        assert_eq!(same["status"]["lastPhaseTransitionTime"], created, "kept");
+        let mut given = json!({"status": {"phase": "Bound",
+            "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}});
+        volume_phase_transition(&pv, &mut given);
+        assert_eq!(given["status"]["lastPhaseTransitionTime"], "2020-01-01T00:00:00Z");
+        let old = json!({"status": {"phase": "Pending",
+            "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}});
+        let mut changed = json!({"status": {"phase": "Available",
+            "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}});
+        volume_phase_transition(&old, &mut changed);
+        assert_ne!(changed["status"]["lastPhaseTransitionTime"], "2020-01-01T00:00:00Z");
+    }
+
+    #[test]
     fn structs_go_always_writes_are_there_empty() {
         let mut lease = json!({"metadata": {"name": "l"}});
         apply("Lease", &mut lease);
@@ -897,6 +1046,16 @@ mod tests {
         let mut event = json!({"metadata": {"name": "e"}});
         apply("Event", &mut event);
         assert_eq!((&event["source"], &event["involvedObject"]), (&json!({}), &json!({})));
+        assert_eq!(
+            (&event["reportingComponent"], &event["reportingInstance"]),
+            (&json!(""), &json!(""))
+        );
+        for time in ["firstTimestamp", "lastTimestamp", "eventTime"] {
+            assert_eq!(event.get(time), Some(&Value::Null), "{time}");
+        }
+        let mut rc = json!({"spec": {"template": {"spec": {"containers": []}}}});
+        apply("ReplicationController", &mut rc);
+        assert_eq!(rc["spec"]["template"]["metadata"], json!({"creationTimestamp": null}));
         let mut map = json!({"metadata": {"name": "c"}});
         apply("ConfigMap", &mut map);
         assert_eq!(map, json!({"metadata": {"name": "c"}}), "no struct to add");

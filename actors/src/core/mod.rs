@@ -281,21 +281,24 @@ impl ApiCore {
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let exact = self.list_revision(options)?;
         let from = continue_from.clone();
-        let page =
-            match self.store.list(resource, filter, options.limit, continue_from, exact).await {
-                Err(StoreError::Expired(_)) => {
-                    let Some(point) = from else {
-                        let message = "The resourceVersion for the provided list is too old.";
-                        return Err(ApiError::Expired(message.into()));
-                    };
-                    // As Kubernetes: the snapshot is gone, and the answer gives a token that
-                    // goes on from the same place in the latest state.
-                    let latest = ContinuePoint { revision: ContinuePoint::LATEST, ..point };
-                    let continue_token = encode_continue(&latest);
-                    return Err(ApiError::InconsistentContinue { continue_token });
-                }
-                page => page?,
-            };
+        // A list at any revision ("0") is whole, as Kubernetes serves it from its watch cache,
+        // which does not page (1.32): the limit counts only from the latest state.
+        let any_revision = options.resource_version.as_deref() == Some("0") && from.is_none();
+        let limit = options.limit.filter(|_| !any_revision);
+        let page = match self.store.list(resource, filter, limit, continue_from, exact).await {
+            Err(StoreError::Expired(_)) => {
+                let Some(point) = from else {
+                    let message = "The resourceVersion for the provided list is too old.";
+                    return Err(ApiError::Expired(message.into()));
+                };
+                // As Kubernetes: the snapshot is gone, and the answer gives a token that
+                // goes on from the same place in the latest state.
+                let latest = ContinuePoint { revision: ContinuePoint::LATEST, ..point };
+                let continue_token = encode_continue(&latest);
+                return Err(ApiError::InconsistentContinue { continue_token });
+            }
+            page => page?,
+        };
         let continue_token = page.next.as_ref().map(encode_continue);
         Ok(ObjectList {
             resource_version: page.resource_version,
@@ -690,6 +693,12 @@ impl ApiCore {
             // retrying on 409 must not meet a 422 about a state it has not seen.
             requested.check(&current)?;
             let mut current_value = current.to_value();
+            if part == Part::Main || (part == Part::Status && resource.group.is_empty()) {
+                let errors = deletion_metadata_errors(&current_value, &object);
+                if !errors.is_empty() {
+                    return Err(ApiError::invalid(resource, name, errors));
+                }
+            }
             if part == Part::Main {
                 // Read as Kubernetes decodes what it stored, with today's defaults and its
                 // quantities and times in canonical form: an object an older build stored is
@@ -700,13 +709,11 @@ impl ApiCore {
                 defaults::apply(resource.kind, &mut current_value);
             }
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
-            if Self::is_pod(resource) && part == Part::Status {
-                if let Some(status) = next.get_mut("status").and_then(Value::as_object_mut) {
-                    defaults::pod_addresses(status);
+            if part == Part::Status {
+                defaults::status(resource.kind, &mut next);
+                if resource.kind == "PersistentVolume" {
+                    defaults::volume_phase_transition(&current_value, &mut next);
                 }
-            }
-            if part == Part::Status && resource.kind == "Namespace" && resource.group.is_empty() {
-                defaults::namespace_phase(&mut next);
             }
             if matches!(part, Part::Main | Part::EphemeralContainers) {
                 defaults::apply(resource.kind, &mut next);
@@ -1408,6 +1415,8 @@ fn merge_for_update(
             None => meta.remove(owned),
         };
     }
+    // Never stored, as Kubernetes clears it before every write.
+    meta.remove("selfLink");
     if part == Part::Status && resource.kind == "Pod" {
         // Old kubelets corrupted a pod's owners through its status: they stay as they were.
         match cur_meta.get("ownerReferences") {
@@ -1416,6 +1425,34 @@ fn merge_for_update(
         };
     }
     next
+}
+
+/// An update's changes to the deletion fields of `current`'s metadata that Kubernetes refuses
+/// (`field is immutable`): a deletion time on an object not being deleted, and a grace period
+/// other than the stored one. (Leaving them out keeps the stored ones; a changed deletion time
+/// of an object being deleted is put back.)
+fn deletion_metadata_errors(current: &Value, body: &Value) -> Vec<FieldError> {
+    const IMMUTABLE: &str = "field is immutable";
+    let field = |object: &Value, name: &str| {
+        object.get("metadata").and_then(|m| m.get(name)).filter(|v| !v.is_null()).cloned()
+    };
+    let mut errors = Vec::new();
+    let grace = field(body, "deletionGracePeriodSeconds");
+    if let Some(grace) =
+        grace.filter(|g| Some(g) != field(current, "deletionGracePeriodSeconds").as_ref())
+    {
+        let path = "metadata.deletionGracePeriodSeconds";
+        errors.push(match grace.as_i64() {
+            Some(seconds) => FieldError::invalid_number(path, seconds, IMMUTABLE),
+            None => FieldError::invalid(path, &grace.to_string(), IMMUTABLE),
+        });
+    }
+    let deleting = field(current, "deletionTimestamp").is_some();
+    if let (false, Some(time)) = (deleting, field(body, "deletionTimestamp")) {
+        let time = time.as_str().map_or_else(|| time.to_string(), str::to_string);
+        errors.push(FieldError::invalid("metadata.deletionTimestamp", &time, IMMUTABLE));
+    }
+    errors
 }
 
 /// Sets a pod's `spec.ephemeralContainers` (`None`: none).
@@ -1895,7 +1932,7 @@ mod tests {
         let cm = json!({"metadata":{"name":"c"}});
         core.create(cms, "default", cm, &WriteOptions::default()).await.unwrap();
         // Writes to other resources, some of them on other shards.
-        for plural in ["secrets", "endpoints", "serviceaccounts", "limitranges", "podtemplates"] {
+        for plural in ["secrets", "endpoints", "serviceaccounts", "limitranges", "resourcequotas"] {
             let Some(other) = resources::find("", "v1", plural) else { continue };
             let object = json!({"metadata":{"name":"o"}});
             let later =

@@ -59,6 +59,10 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
     pub dry_run: bool,
+    /// The older form of `propagation_policy`, as given (its effect is in the policy): a
+    /// delete that asks not to orphan and does not remove the object at once is answered
+    /// `202 Accepted`, as Kubernetes answers it.
+    pub orphan_dependents: Option<bool>,
 }
 
 /// Options of a create, update, patch or apply.

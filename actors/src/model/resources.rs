@@ -376,6 +376,7 @@ pub static RESOURCES: &[ResourceType] = &[
         ],
         name_is_label: false,
     },
+    plain(CORE, "podtemplates", "podtemplate", "PodTemplate", "PodTemplateList", true),
     ResourceType {
         group: CORE,
         version: V1,

@@ -160,6 +160,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("", "ResourceQuota") => reg::<corev1::ResourceQuota>(gen),
         ("", "Secret") => reg::<corev1::Secret>(gen),
         ("", "ServiceAccount") => reg::<corev1::ServiceAccount>(gen),
+        ("", "PodTemplate") => reg::<corev1::PodTemplate>(gen),
         ("", "Service") => reg::<corev1::Service>(gen),
         ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
         ("discovery.k8s.io", "EndpointSlice") => reg::<discoveryv1::EndpointSlice>(gen),

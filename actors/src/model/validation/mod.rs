@@ -153,6 +153,23 @@ pub fn dns1123_label_errors(value: &str) -> Vec<String> {
     errors
 }
 
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric \
+characters or '-', start with an alphabetic character, and end with an alphanumeric character \
+(e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// Problems with `value` as a DNS-1035 label (an RFC 1123 label that starts with a letter; at
+/// most 63 characters): a Service's name.
+pub fn dns1035_label_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns_label(value) || !value.as_bytes()[0].is_ascii_lowercase() {
+        errors.push(DNS1035_LABEL_MSG.to_string());
+    }
+    errors
+}
+
 /// Problems with `value` as an RFC 1123 subdomain (at most 253 characters).
 pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
@@ -254,6 +271,8 @@ fn name_errors(resource: &ResourceType, name: &str) -> Vec<String> {
     if resource.group == crate::model::resources::RBAC_GROUP {
         // Roles and bindings are named like path segments (`system:basic-user`).
         path_segment_errors(name)
+    } else if resource.group.is_empty() && resource.kind == "Service" {
+        dns1035_label_errors(name)
     } else if resource.name_is_label {
         dns1123_label_errors(name)
     } else {
@@ -347,6 +366,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             }
         }
         "ReplicationController" => validate_rc(object, &mut errors),
+        "PodTemplate" => validate_pod_template(object, &mut errors),
         "Service" => validate_service(object, &mut errors),
         "ConfigMap" => validate_data(object, &["data", "binaryData"], false, &mut errors),
         "Secret" => {
@@ -685,6 +705,26 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
                     format!("{what} must not be empty"),
                 ));
             }
+        }
+        // Kubernetes' `BannedOwners`: events come and go, and would take their dependents.
+        let text = |field: &str| reference.get(field).and_then(Value::as_str).unwrap_or("");
+        if text("apiVersion") == "v1" && text("kind") == "Event" {
+            let flag = |field: &str| match reference.get(field).and_then(Value::as_bool) {
+                Some(set) => format!("(*bool)({set})"),
+                None => "(*bool)(nil)".into(),
+            };
+            let printed = format!(
+                "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, \
+                 BlockOwnerDeletion:{}}}",
+                go_quote(text("apiVersion")),
+                go_quote(text("kind")),
+                go_quote(text("name")),
+                go_quote(text("uid")),
+                flag("controller"),
+                flag("blockOwnerDeletion"),
+            );
+            let message = "/v1, Kind=Event is disallowed from being an owner";
+            errors.push(FieldError::invalid_printed("metadata.ownerReferences", &printed, message));
         }
     }
     let controllers: Vec<String> = (references.iter())
@@ -2220,6 +2260,23 @@ fn validate_action(
 
 /// A ReplicationController's spec, in the order of Kubernetes' checks (so its causes come in
 /// the same order): minReadySeconds, the selector, replicas, then the pod template.
+/// A PodTemplate's `template`, as Kubernetes' `ValidatePodTemplateSpec`: its labels, its pod
+/// spec (any restart policy), and no ephemeral containers.
+fn validate_pod_template(object: &Value, errors: &mut Vec<FieldError>) {
+    let template = object.get("template");
+    validate_labels(
+        template.and_then(|t| t.pointer("/metadata/labels")),
+        "template.metadata.labels",
+        errors,
+    );
+    validate_pod_spec(template.and_then(|t| t.get("spec")), "template.spec", false, errors);
+    let ephemeral = template.and_then(|t| json::at(t, "/spec/ephemeralContainers"));
+    if ephemeral.and_then(Value::as_array).is_some_and(|e| !e.is_empty()) {
+        let message = "ephemeral containers not allowed in pod template";
+        errors.push(FieldError::forbidden("template.spec.ephemeralContainers", message));
+    }
+}
+
 fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = object.get("spec");
     let min_ready = spec.and_then(|s| s.get("minReadySeconds")).and_then(Value::as_i64);
@@ -2706,6 +2763,7 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
     match resource.kind {
         "Pod" => validate_pod_update(old, new),
         "PersistentVolumeClaim" => storage::validate_claim_update(old, new),
+        "PersistentVolume" => storage::validate_volume_update(old, new),
         "Node" => validate_node_update(old, new),
         "PriorityClass" => priority_class::validate_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),

@@ -111,6 +111,47 @@ pub(super) fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>)
     volume_mode(spec, errors);
 }
 
+/// What an update may not change in a volume's spec, as Kubernetes'
+/// `ValidatePersistentVolumeUpdate`: its source (the `VOLUME_SOURCES` it names), its volume
+/// mode, and its node affinity once set.
+pub(super) fn validate_volume_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let spec_field = |pv: &Value, field: &str| {
+        json::at(pv, "/spec").and_then(|s| s.get(field)).filter(|v| !v.is_null()).cloned()
+    };
+    let source = |pv: &Value| -> Vec<(&str, Value)> {
+        let named = VOLUME_SOURCES.iter().map(|name| (*name, spec_field(pv, name)));
+        named.filter_map(|(name, value)| Some((name, value?))).collect()
+    };
+    let mut new_source = source(new);
+    // A CSI volume may be given the secret for its expansion later.
+    let expand_secret = |pv: &Value| json::at(pv, "/spec/csi/controllerExpandSecretRef").is_some();
+    if !expand_secret(old) && expand_secret(new) {
+        for (name, value) in &mut new_source {
+            if let (&mut "csi", Some(csi)) = (name, value.as_object_mut()) {
+                csi.remove("controllerExpandSecretRef");
+            }
+        }
+    }
+    if source(old) != new_source {
+        let message = "spec.persistentvolumesource is immutable after creation";
+        errors.push(FieldError::forbidden("spec.persistentvolumesource", message));
+    }
+    let mode = spec_field(new, "volumeMode");
+    if mode != spec_field(old, "volumeMode") {
+        let mode = mode.as_ref().and_then(Value::as_str).unwrap_or("null");
+        errors.push(FieldError::invalid("volumeMode", mode, "field is immutable"));
+    }
+    let affinity = spec_field(new, "nodeAffinity");
+    let old_affinity = spec_field(old, "nodeAffinity");
+    if old_affinity.is_some() && old_affinity != affinity {
+        let printed = affinity.as_ref().map_or_else(|| "null".to_string(), Value::to_string);
+        let message = "field is immutable, except for updating from beta label to GA";
+        errors.push(FieldError::invalid_printed("nodeAffinity", &printed, message));
+    }
+    errors
+}
+
 /// What an update may change in a claim's spec: the storage it requests once bound (never
 /// less), its volume attributes class, and its volume name once.
 pub(super) fn validate_claim_update(old: &Value, new: &Value) -> Vec<FieldError> {
