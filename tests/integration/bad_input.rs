@@ -892,6 +892,24 @@ fn updates_and_deletes_refuse_what_kubernetes_refuses() {
     assert!(linked.1["metadata"].get("selfLink").is_none(), "{}", linked.1);
     assert!(server.get(&format!("{cms}/held")).1["metadata"].get("selfLink").is_none());
 
+    // A patch may not move an object to another namespace (the patch handler's words).
+    let moved = patch(&format!("{cms}/held"), json!({"metadata": {"namespace": "kube-system"}}));
+    assert_status(&moved, 400, "BadRequest");
+    assert_eq!(
+        moved.1["message"],
+        "the namespace of the object (kube-system) does not match the namespace on the URL (default)"
+    );
+    let garbage = server.get(&format!("{cms}?limit=1&continue=garbage"));
+    assert_status(&garbage, 400, "BadRequest");
+    assert!(garbage.1["message"].as_str().unwrap().starts_with("invalid continue token: "));
+
+    // A resourceVersion precondition is compared as text: one that is no number is a 409.
+    let body = json!({"preconditions": {"resourceVersion": "abc"}}).to_string().into_bytes();
+    let stale = server.send_raw("DELETE", &format!("{cms}/held"), Some("application/json"), body);
+    assert_status(&stale, 409, "Conflict");
+    let message = stale.1["message"].as_str().unwrap();
+    assert!(message.contains("the ResourceVersion in the precondition (abc) does not match"));
+
     // orphanDependents and propagationPolicy are one option: not both, in the query either.
     let both =
         server.delete(&format!("{cms}/held?orphanDependents=true&propagationPolicy=Foreground"));

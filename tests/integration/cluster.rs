@@ -386,9 +386,15 @@ fn a_namespace_held_by_its_own_finalizer_says_its_content_is_gone() {
         (&json!("False"), &json!("All content successfully removed"))
     );
     assert_eq!(condition("NamespaceFinalizersRemaining")["reason"], "ContentHasNoFinalizers");
-    let (_, ns) = server.get("/api/v1/namespaces/held");
+    let (_, mut ns) = server.get("/api/v1/namespaces/held");
     assert_eq!(ns["spec"]["finalizers"], json!(["example.com/x"]), "{ns}");
     assert_eq!(ns["status"]["phase"], "Terminating");
+    // A finalize writes the metadata it is sent too (only the status is the server's).
+    ns["metadata"]["labels"]["finalized-by"] = json!("test");
+    let (code, finalized) = server.put("/api/v1/namespaces/held/finalize", &ns);
+    assert_eq!(code, 200, "{finalized}");
+    assert_eq!(finalized["metadata"]["labels"]["finalized-by"], "test", "{finalized}");
+    assert_eq!(finalized["spec"]["finalizers"], json!(["example.com/x"]), "{finalized}");
 }
 
 /// Every namespace has its `default` ServiceAccount, from its creation on, and again after it

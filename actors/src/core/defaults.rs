@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 use crate::model::finalizers::NAMESPACE_FINALIZER;
 use crate::model::priority::PREEMPT_LOWER_PRIORITY;
 use crate::model::qos::qos_class;
+use crate::model::quantity;
 
 /// What only a create does, as Kubernetes' create strategies (`PrepareForCreate`) do: drops
 /// the status a client sent for the kinds whose status only the system writes (a pod copied
@@ -248,8 +249,44 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
         }
         _ => {}
     }
+    round_resource_lists(kind, object);
     status(kind, object);
     go_structs(kind, object);
+}
+
+/// Rounds up, in place, the amounts of the resource list at each of `pointers` in `object`
+/// (Kubernetes' `SetDefaults_ResourceList`, [`quantity::rounded_to_millis`]).
+fn round_amounts(object: &mut Value, pointers: &[&str]) {
+    for pointer in pointers {
+        let list = object.pointer_mut(pointer).and_then(Value::as_object_mut);
+        for amount in list.into_iter().flat_map(|l| l.values_mut()) {
+            if let Some(rounded) = amount.as_str().and_then(quantity::rounded_to_millis) {
+                *amount = json!(rounded);
+            }
+        }
+    }
+}
+
+/// The resource lists of the kinds that are not pods or templates (whose lists are rounded
+/// with their pod spec's defaults).
+fn round_resource_lists(kind: &str, object: &mut Value) {
+    match kind {
+        "ResourceQuota" => round_amounts(object, &["/spec/hard"]),
+        "PersistentVolume" => round_amounts(object, &["/spec/capacity"]),
+        "PersistentVolumeClaim" => {
+            round_amounts(object, &["/spec/resources/requests", "/spec/resources/limits"])
+        }
+        "Node" => round_amounts(object, &["/status/capacity", "/status/allocatable"]),
+        "LimitRange" => {
+            let items = object.pointer_mut("/spec/limits").and_then(Value::as_array_mut);
+            for item in items.into_iter().flatten() {
+                let lists =
+                    ["/max", "/min", "/default", "/defaultRequest", "/maxLimitRequestRatio"];
+                round_amounts(item, &lists);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// What a status gets from Kubernetes' defaults and its encoding, however it is written (with
@@ -490,6 +527,7 @@ enum PodSpecOf {
 }
 
 fn pod_spec(spec: &mut Value, of: PodSpecOf) {
+    round_amounts(spec, &["/overhead", "/resources/limits", "/resources/requests"]);
     let Some(spec) = spec.as_object_mut() else { return };
     service_account_alias(spec);
     spec.entry("restartPolicy").or_insert(json!("Always"));
@@ -659,6 +697,7 @@ fn container(c: &mut Value, of: PodSpecOf) {
     c.entry("terminationMessagePath").or_insert(json!("/dev/termination-log"));
     c.entry("terminationMessagePolicy").or_insert(json!("File"));
     let resources = c.entry("resources").or_insert(json!({}));
+    round_amounts(resources, &["/limits", "/requests"]);
     // A limit without a request requests the limit (a malformed list is left to validation).
     if let Some(resources) = resources.as_object_mut().filter(|_| of == PodSpecOf::Pod) {
         let limits = resources.get("limits").and_then(Value::as_object).cloned();
@@ -1029,6 +1068,24 @@ mod tests {
             "lastPhaseTransitionTime": "2020-01-01T00:00:00Z"}});
         volume_phase_transition(&old, &mut changed);
         assert_ne!(changed["status"]["lastPhaseTransitionTime"], "2020-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn resource_amounts_finer_than_a_thousandth_round_up() {
+        let mut pod = json!({"spec": {"overhead": {"cpu": "10u"}, "containers": [{"name": "c",
+            "image": "i", "resources": {"limits": {"cpu": "100u", "memory": "1Gi"}}}]}});
+        apply("Pod", &mut pod);
+        let resources = &pod["spec"]["containers"][0]["resources"];
+        assert_eq!(resources["limits"], json!({"cpu": "1m", "memory": "1Gi"}));
+        assert_eq!(resources["requests"], json!({"cpu": "1m", "memory": "1Gi"}));
+        assert_eq!(pod["spec"]["overhead"]["cpu"], "1m");
+        let mut quota = json!({"spec": {"hard": {"cpu": "1500u", "pods": "10"}}});
+        apply("ResourceQuota", &mut quota);
+        assert_eq!(quota["spec"]["hard"], json!({"cpu": "2m", "pods": "10"}));
+        let mut range = json!({"spec": {"limits": [{"type": "Container",
+            "max": {"cpu": "0.0001"}}]}});
+        apply("LimitRange", &mut range);
+        assert_eq!(range["spec"]["limits"][0]["max"]["cpu"], "1m");
     }
 
     #[test]

@@ -693,7 +693,12 @@ impl ApiCore {
             // retrying on 409 must not meet a 422 about a state it has not seen.
             requested.check(&current)?;
             let mut current_value = current.to_value();
-            if part == Part::Main || (part == Part::Status && resource.group.is_empty()) {
+            let writes_metadata = match part {
+                Part::Main | Part::Finalize => true,
+                Part::Status => resource.group.is_empty(),
+                Part::EphemeralContainers => false,
+            };
+            if writes_metadata {
                 let errors = deletion_metadata_errors(&current_value, &object);
                 if !errors.is_empty() {
                     return Err(ApiError::invalid(resource, name, errors));
@@ -715,7 +720,7 @@ impl ApiCore {
                     defaults::volume_phase_transition(&current_value, &mut next);
                 }
             }
-            if matches!(part, Part::Main | Part::EphemeralContainers) {
+            if matches!(part, Part::Main | Part::EphemeralContainers | Part::Finalize) {
                 defaults::apply(resource.kind, &mut next);
                 // Compared once defaulted, as Kubernetes decodes with its defaults.
                 if resource.tracks_generation() && current_value.get("spec") != next.get("spec") {
@@ -958,6 +963,17 @@ impl ApiCore {
                 }
                 None => patch::apply(&stored, patch_type, patch)?,
             };
+            // A patch that moves the object to another namespace, in the patch handler's words
+            // (a PUT's are a create's).
+            let patched_namespace = json::at(&next, "/metadata/namespace").and_then(Value::as_str);
+            if let Some(other) = patched_namespace
+                .filter(|n| resource.namespaced && *n != namespace && !n.is_empty())
+            {
+                return Err(ApiError::BadRequest(format!(
+                    "the namespace of the object ({other}) does not match the namespace on the \
+                     URL ({namespace})"
+                )));
+            }
             let (group, kind, strict) = (resource.group, resource.kind, options.strict_fields);
             let unknown = self
                 .check_schema_as(group, kind, &mut next, strict)
@@ -1036,15 +1052,18 @@ impl ApiCore {
         let key = ObjectKey::new(resource, namespace, name);
         let current =
             self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
+        let asked_rv = options.precondition_resource_version.as_deref();
+        check_delete_preconditions(
+            resource,
+            &current,
+            options.precondition_uid.as_deref(),
+            asked_rv,
+        )?;
+        // Checked above as Kubernetes checks them; the store checks them again as it deletes.
         let preconditions = Preconditions {
-            resource_version: options
-                .precondition_resource_version
-                .as_deref()
-                .map(parse_rv)
-                .transpose()?,
+            resource_version: asked_rv.map(|_| current.resource_version),
             uid: options.precondition_uid.clone(),
         };
-        check_delete_preconditions(resource, &current, &preconditions)?;
         if resource.plural == "namespaces" && PROTECTED_NAMESPACES.contains(&name) {
             let message = "this namespace may not be deleted".to_string();
             return Err(ApiError::forbidden(resource, name, message, Vec::new()));
@@ -1388,6 +1407,11 @@ fn merge_for_update(
             let mut next = current.clone();
             let finalizers = body.pointer_mut("/spec/finalizers").map(Value::take);
             set_namespace_finalizers(&mut next, finalizers);
+            // Kubernetes' finalize strategy resets only the status: the metadata sent stays.
+            let metadata = body.get_mut("metadata").filter(|m| m.is_object()).map(Value::take);
+            if let Some(metadata) = metadata {
+                next["metadata"] = metadata;
+            }
             next
         }
         Part::EphemeralContainers => {
@@ -1629,12 +1653,13 @@ fn names_another_namespace(
 }
 
 /// A delete's preconditions against the object, with Kubernetes' words for a delete (its
-/// `BeforeDelete`): the uid first, then the resourceVersion. (The store checks them again as
-/// it writes.)
+/// `BeforeDelete`): the uid first, then the resourceVersion, compared as text (one that is
+/// not a number matches nothing: 409). (The store checks them again as it writes.)
 fn check_delete_preconditions(
     resource: &'static ResourceType,
     current: &StoredObject,
-    preconditions: &Preconditions,
+    uid: Option<&str>,
+    resource_version: Option<&str>,
 ) -> Result<(), ApiError> {
     let conflict = |message: String| ApiError::Conflict {
         resource: resource.kind,
@@ -1646,15 +1671,15 @@ fn check_delete_preconditions(
             current.key.name
         ),
     };
-    if let Some(uid) = preconditions.uid.as_ref().filter(|uid| **uid != current.uid) {
+    if let Some(uid) = uid.filter(|uid| *uid != current.uid) {
         return Err(conflict(format!(
             "the UID in the precondition ({uid}) does not match the UID in record ({}). The \
              object might have been deleted and then recreated",
             current.uid
         )));
     }
-    match preconditions.resource_version {
-        Some(rv) if rv != current.resource_version => Err(conflict(format!(
+    match resource_version {
+        Some(rv) if rv != current.resource_version.to_string() => Err(conflict(format!(
             "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion \
              in record ({}). The object might have been modified",
             current.resource_version
@@ -1808,7 +1833,10 @@ fn encode_continue(point: &ContinuePoint) -> String {
 }
 
 fn decode_continue(token: &str) -> Result<ContinuePoint, ApiError> {
-    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
+    let bad = || {
+        let message = format!("invalid continue token: continue key is not valid: {token:?}");
+        ApiError::BadRequest(message)
+    };
     let bytes =
         base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;

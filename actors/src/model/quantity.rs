@@ -233,6 +233,20 @@ pub fn from_millis(millis: i128, binary: bool) -> String {
     canonical(&text).ok().flatten().unwrap_or(text)
 }
 
+/// `q` rounded up (away from zero) to a whole thousandth, as Kubernetes' `RoundUp(-3)` of
+/// every amount in a resource list: `100u` is `1m`, `1500u` `2m`. `None` when `q` is whole in
+/// thousandths already, or not a quantity (left to validation).
+pub fn rounded_to_millis(q: &str) -> Option<String> {
+    // Only a fraction, a micro or nano suffix or an exponent can hold less than a thousandth
+    // (a quick look, as this runs for every amount written).
+    if !q.bytes().any(|b| matches!(b, b'.' | b'u' | b'n' | b'e' | b'E')) {
+        return None;
+    }
+    let millis = milli_value_wide(q).ok()?;
+    let whole = format!("{millis}m");
+    (compare(q, &whole)? != std::cmp::Ordering::Equal).then(|| from_millis(millis, false))
+}
+
 /// How quantity `a` compares with quantity `b` by value, exactly; `None` when either is not
 /// a quantity or has more digits than 128 bits hold.
 pub fn compare(a: &str, b: &str) -> Option<std::cmp::Ordering> {
@@ -746,6 +760,23 @@ mod tests {
         }
         for bad in ["1e", "1mi", "1iE", "1Ki3", "1e-", "1e99999999999", "--1"] {
             assert_eq!(canonical(bad), Err(QuantityError::Suffix), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn amounts_finer_than_a_thousandth_round_up_to_one() {
+        for (given, rounded) in [
+            ("100u", Some("1m")),
+            ("1500u", Some("2m")),
+            ("1n", Some("1m")),
+            ("-1500u", Some("-2m")),
+            ("0.0001", Some("1m")),
+            ("100m", None),
+            ("1Gi", None),
+            ("0.5", None),
+            ("x", None),
+        ] {
+            assert_eq!(rounded_to_millis(given).as_deref(), rounded, "{given}");
         }
     }
 }
