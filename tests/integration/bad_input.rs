@@ -899,6 +899,9 @@ fn updates_and_deletes_refuse_what_kubernetes_refuses() {
         moved.1["message"],
         "the namespace of the object (kube-system) does not match the namespace on the URL (default)"
     );
+    let renamed = patch(&format!("{cms}/held"), json!({"metadata": {"uid": "other"}}));
+    assert_status(&renamed, 422, "Invalid");
+    assert_eq!(renamed.1["details"]["causes"][0]["field"], "metadata.uid", "{}", renamed.1);
     let garbage = server.get(&format!("{cms}?limit=1&continue=garbage"));
     assert_status(&garbage, 400, "BadRequest");
     assert!(garbage.1["message"].as_str().unwrap().starts_with("invalid continue token: "));

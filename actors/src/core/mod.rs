@@ -974,6 +974,12 @@ impl ApiCore {
                      URL ({namespace})"
                 )));
             }
+            // A patch has no uid precondition: a uid it changes is an immutable field changed.
+            let patched_uid = json::at(&next, "/metadata/uid").and_then(Value::as_str);
+            if let Some(uid) = patched_uid.filter(|uid| !uid.is_empty() && *uid != current.uid) {
+                let error = FieldError::invalid("metadata.uid", uid, "field is immutable");
+                return Err(ApiError::invalid(resource, name, vec![error]));
+            }
             let (group, kind, strict) = (resource.group, resource.kind, options.strict_fields);
             let unknown = self
                 .check_schema_as(group, kind, &mut next, strict)
