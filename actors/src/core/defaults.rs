@@ -102,10 +102,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 .as_object_mut()
                 .and_then(|o| o.entry("template").or_insert_with(|| json!({})).as_object_mut());
             if let Some(template) = template {
-                template_metadata(template);
-                if let Some(pod) = template.get_mut("spec") {
-                    pod_spec(pod, PodSpecOf::Template);
-                }
+                pod_template(template);
             }
         }
         "PriorityClass" => {
@@ -122,10 +119,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 spec.entry("selector").or_insert(labels.clone());
             }
             if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
-                template_metadata(template);
-                if let Some(pod) = template.get_mut("spec") {
-                    pod_spec(pod, PodSpecOf::Template);
-                }
+                pod_template(template);
             }
             let meta_labels = object.pointer("/spec/template/metadata/labels").cloned();
             if let Some(labels) = meta_labels {
@@ -345,12 +339,16 @@ fn load_balancer_ip_mode(service: &mut Value) {
     }
 }
 
-/// A pod template's metadata, as Go writes it: there even when empty, with the zero
-/// `creationTimestamp` written `null`.
-fn template_metadata(template: &mut Map<String, Value>) {
+/// A pod template's defaults (a ReplicationController's, a PodTemplate's): its metadata as Go
+/// writes it, there even when empty, with the zero `creationTimestamp` written `null`; its pod
+/// spec's defaults, as a template's.
+fn pod_template(template: &mut Map<String, Value>) {
     let metadata = template.entry("metadata").or_insert_with(|| json!({}));
     if let Some(metadata) = metadata.as_object_mut() {
         metadata.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    if let Some(pod) = template.get_mut("spec") {
+        pod_spec(pod, PodSpecOf::Template);
     }
 }
 

@@ -699,7 +699,7 @@ impl ApiCore {
                 Part::EphemeralContainers => false,
             };
             if writes_metadata {
-                let errors = deletion_metadata_errors(&current_value, &object);
+                let errors = validation::validate_deletion_fields(&current_value, &object);
                 if !errors.is_empty() {
                     return Err(ApiError::invalid(resource, name, errors));
                 }
@@ -1455,34 +1455,6 @@ fn merge_for_update(
         };
     }
     next
-}
-
-/// An update's changes to the deletion fields of `current`'s metadata that Kubernetes refuses
-/// (`field is immutable`): a deletion time on an object not being deleted, and a grace period
-/// other than the stored one. (Leaving them out keeps the stored ones; a changed deletion time
-/// of an object being deleted is put back.)
-fn deletion_metadata_errors(current: &Value, body: &Value) -> Vec<FieldError> {
-    const IMMUTABLE: &str = "field is immutable";
-    let field = |object: &Value, name: &str| {
-        object.get("metadata").and_then(|m| m.get(name)).filter(|v| !v.is_null()).cloned()
-    };
-    let mut errors = Vec::new();
-    let grace = field(body, "deletionGracePeriodSeconds");
-    if let Some(grace) =
-        grace.filter(|g| Some(g) != field(current, "deletionGracePeriodSeconds").as_ref())
-    {
-        let path = "metadata.deletionGracePeriodSeconds";
-        errors.push(match grace.as_i64() {
-            Some(seconds) => FieldError::invalid_number(path, seconds, IMMUTABLE),
-            None => FieldError::invalid(path, &grace.to_string(), IMMUTABLE),
-        });
-    }
-    let deleting = field(current, "deletionTimestamp").is_some();
-    if let (false, Some(time)) = (deleting, field(body, "deletionTimestamp")) {
-        let time = time.as_str().map_or_else(|| time.to_string(), str::to_string);
-        errors.push(FieldError::invalid("metadata.deletionTimestamp", &time, IMMUTABLE));
-    }
-    errors
 }
 
 /// Sets a pod's `spec.ephemeralContainers` (`None`: none).

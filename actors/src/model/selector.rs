@@ -184,6 +184,11 @@ impl<'a> Token<'a> {
     }
 }
 
+/// What separates tokens without being one, as Kubernetes' lexer skips it.
+fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\r' | b'\n')
+}
+
 /// Characters that end an identifier and start an operator.
 fn is_symbol(byte: u8) -> bool {
     matches!(byte, b'=' | b'!' | b'(' | b')' | b',' | b'>' | b'<')
@@ -197,7 +202,7 @@ fn tokens(input: &str) -> Vec<Token<'_>> {
     let mut tokens = Vec::new();
     let mut at = 0;
     loop {
-        while at < bytes.len() && matches!(bytes[at], b' ' | b'\t' | b'\r' | b'\n') {
+        while at < bytes.len() && is_space(bytes[at]) {
             at += 1;
         }
         // A NUL ends the input, as it ends Go's lexer.
@@ -222,10 +227,7 @@ fn tokens(input: &str) -> Vec<Token<'_>> {
             continue;
         }
         let start = at;
-        while at < bytes.len()
-            && !is_symbol(bytes[at])
-            && !matches!(bytes[at], b' ' | b'\t' | b'\r' | b'\n' | 0)
-        {
+        while at < bytes.len() && !is_symbol(bytes[at]) && !is_space(bytes[at]) && bytes[at] != 0 {
             at += 1;
         }
         tokens.push(match &input[start..at] {

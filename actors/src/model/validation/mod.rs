@@ -2270,10 +2270,18 @@ fn validate_pod_template(object: &Value, errors: &mut Vec<FieldError>) {
         errors,
     );
     validate_pod_spec(template.and_then(|t| t.get("spec")), "template.spec", false, errors);
-    let ephemeral = template.and_then(|t| json::at(t, "/spec/ephemeralContainers"));
-    if ephemeral.and_then(Value::as_array).is_some_and(|e| !e.is_empty()) {
-        let message = "ephemeral containers not allowed in pod template";
-        errors.push(FieldError::forbidden("template.spec.ephemeralContainers", message));
+    if let Some(template) = template {
+        forbid_ephemeral_containers(template, "template", errors);
+    }
+}
+
+/// A pod template (at `at`: a PodTemplate's, an RC's) may hold no ephemeral containers.
+fn forbid_ephemeral_containers(template: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let ephemeral = json::at(template, "/spec/ephemeralContainers").and_then(Value::as_array);
+    if ephemeral.is_some_and(|e| !e.is_empty()) {
+        let field = format!("{at}.spec.ephemeralContainers");
+        errors
+            .push(FieldError::forbidden(field, "ephemeral containers not allowed in pod template"));
     }
 }
 
@@ -2331,12 +2339,7 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
             "activeDeadlineSeconds in ReplicationController is not Supported",
         ));
     }
-    let ephemeral = json::at(t, "/spec/ephemeralContainers").and_then(Value::as_array);
-    if ephemeral.is_some_and(|e| !e.is_empty()) {
-        let field = "spec.template.spec.ephemeralContainers";
-        let message = "ephemeral containers not allowed in pod template";
-        errors.push(FieldError::forbidden(field, message));
-    }
+    forbid_ephemeral_containers(t, "spec.template", errors);
 }
 
 fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
@@ -2838,6 +2841,34 @@ pub fn validate_metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
         quoted.join(", ")
     );
     vec![FieldError::forbidden("metadata.finalizers", detail)]
+}
+
+/// An update's changes to the deletion fields of `current`'s metadata that Kubernetes refuses
+/// (`field is immutable`): a deletion time on an object not being deleted, and a grace period
+/// other than the stored one. (Leaving them out keeps the stored ones; a changed deletion time
+/// of an object being deleted is put back.)
+pub fn validate_deletion_fields(current: &Value, body: &Value) -> Vec<FieldError> {
+    const IMMUTABLE: &str = "field is immutable";
+    let field = |object: &Value, name: &str| {
+        object.get("metadata").and_then(|m| m.get(name)).filter(|v| !v.is_null()).cloned()
+    };
+    let mut errors = Vec::new();
+    let grace = field(body, "deletionGracePeriodSeconds");
+    if let Some(grace) =
+        grace.filter(|g| Some(g) != field(current, "deletionGracePeriodSeconds").as_ref())
+    {
+        let path = "metadata.deletionGracePeriodSeconds";
+        errors.push(match grace.as_i64() {
+            Some(seconds) => FieldError::invalid_number(path, seconds, IMMUTABLE),
+            None => FieldError::invalid(path, &grace.to_string(), IMMUTABLE),
+        });
+    }
+    let deleting = field(current, "deletionTimestamp").is_some();
+    if let (false, Some(time)) = (deleting, field(body, "deletionTimestamp")) {
+        let time = time.as_str().map_or_else(|| time.to_string(), str::to_string);
+        errors.push(FieldError::invalid("metadata.deletionTimestamp", &time, IMMUTABLE));
+    }
+    errors
 }
 
 /// A node's pod networks and provider id, once set, stay.
