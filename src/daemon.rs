@@ -432,6 +432,37 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         tracing::info!("starting the scheduler");
         Scheduler::start_in_own_thread(client, SchedulerConfig::default())
     });
+    // What `componentstatuses` probes: the scheduler and the controller manager's controllers,
+    // by the names kube-controller-manager gives them.
+    let mut controllers = vec![
+        ("garbage-collector-controller", collector.clone().recipient()),
+        ("namespace-controller", namespaces.clone().recipient()),
+        ("resourcequota-controller", quotas.clone().recipient()),
+        ("serviceaccount-controller", accounts.clone().recipient()),
+        ("replicationcontroller-controller", replication.clone().recipient()),
+        ("endpoints-controller", endpoints.clone().recipient()),
+        ("node-lifecycle-controller", node_lifecycle.clone().recipient()),
+        ("taint-eviction-controller", taint_eviction.clone().recipient()),
+        ("pod-garbage-collector-controller", pod_gc.clone().recipient()),
+        ("service-lb-controller", services.clone().recipient()),
+        ("disruption-controller", disruption.clone().recipient()),
+        ("persistentvolume-binder-controller", volumes.clone().recipient()),
+        ("clusterrole-aggregation-controller", role_aggregator.clone().recipient()),
+        ("persistentvolume-protection-controller", storage_protector.clone().recipient()),
+    ];
+    if let Some(tokens) = &tokens {
+        controllers.push(("serviceaccount-token-controller", tokens.clone().recipient()));
+    }
+    if let Some(root_ca) = &root_ca {
+        controllers.push(("root-ca-certificate-publisher-controller", root_ca.clone().recipient()));
+    }
+    let components = api::component_status::Components {
+        scheduler: scheduler.as_ref().map(|s| s.clone().recipient()),
+        controllers,
+    };
+    if state.components.set(components).is_err() {
+        tracing::warn!("the components were already known");
+    }
     let agent = if settings.agent.enabled {
         let client: Arc<dyn ApiClient> =
             Arc::new(state.core.clone().with_field_manager("kplane-agent"));

@@ -9,12 +9,14 @@
 //! - [`client`]: the `ApiClient` trait components use, and its in-process implementation.
 //! - [`forwarding`]: service traffic: listeners that forward to a service's endpoints.
 //! - [`metrics`]: the resource metrics of nodes and pods (`kubectl top`), read from agents.
+//! - [`health`]: the `Ping` long-lived actors answer, to tell a working one from a stopped one.
 
 pub mod agent;
 pub mod client;
 pub mod controllers;
 pub mod core;
 pub mod forwarding;
+pub mod health;
 pub mod metrics;
 pub mod model;
 pub mod scheduler;

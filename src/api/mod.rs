@@ -2,6 +2,7 @@
 //! Handlers parse and encode; the API core does the work.
 
 mod body;
+pub mod component_status;
 mod discovery;
 #[cfg(test)]
 mod hardening_tests;
@@ -55,6 +56,8 @@ pub struct AppState {
     pub tokens: Option<std::sync::Arc<crate::auth::tokens::TokenIssuer>>,
     /// Answers metrics.k8s.io (none when the metrics server is disabled).
     pub resource_metrics: Option<actix::Addr<kplane_actors::metrics::MetricsScraper>>,
+    /// The components `componentstatuses` probes, once the daemon has started them.
+    pub components: std::sync::Arc<component_status::ComponentSlot>,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ impl AppState {
             security: None,
             tokens: None,
             resource_metrics: None,
+            components: Default::default(),
         }
     }
 

@@ -116,6 +116,9 @@ async fn dispatch(
     if resource.is_metrics() {
         return super::resource_metrics::serve(&method, &state, &target, &query).await;
     }
+    if resource.is_component_status() {
+        return super::component_status::serve(&req, &method, &state, &target, &query).await;
+    }
     match (target.subresource.as_deref(), target.name.as_deref()) {
         (Some("binding"), Some(name)) => {
             return binding(&req, payload, namespace, Some(name), &query, &state).await

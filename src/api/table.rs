@@ -172,6 +172,12 @@ fn columns(kind: &str) -> Vec<Column> {
             col("ServiceAccounts", 1, "The service accounts the binding names."),
         ],
         "Lease" => vec![NAME, col("Holder", 0, "The current holder of the lease."), AGE],
+        "ComponentStatus" => vec![
+            NAME,
+            col("Status", 0, "Status of the component conditions"),
+            col("Message", 0, "Message of the component conditions"),
+            col("Error", 0, "Error of the component conditions"),
+        ],
         "PriorityClass" => vec![
             NAME,
             Column {
@@ -613,6 +619,20 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             vec![name, json!(role), json!(created), json!(users), json!(groups), json!(accounts)]
         }
         "Lease" => vec![name, json!(s(o, "/spec/holderIdentity")), json!(created)],
+        "ComponentStatus" => {
+            // Its `Healthy` condition, as kube-apiserver's printer reads it.
+            let conditions = json::at(o, "/conditions").and_then(Value::as_array);
+            let healthy = conditions.into_iter().flatten().find(|c| c["type"] == "Healthy");
+            let (status, message, error) = match healthy {
+                Some(c) => (
+                    if c["status"] == "True" { "Healthy" } else { "Unhealthy" },
+                    s(c, "/message"),
+                    s(c, "/error"),
+                ),
+                None => ("Unknown", "", ""),
+            };
+            vec![name, json!(status), json!(message), json!(error)]
+        }
         "Scale" => {
             let replicas = |p: &str| json::at(o, p).and_then(Value::as_i64).unwrap_or(0);
             vec![
@@ -887,6 +907,11 @@ pub fn table(
 ) -> Value {
     let values = objects.iter().map(|o| o.to_value());
     table_of_values(resource.kind, values, resource_version, continue_from, include)
+}
+
+/// A Table of objects worked out when read, never stored (no resourceVersion).
+pub fn table_of_computed(kind: &str, objects: Vec<Value>, include: IncludeObject) -> Value {
+    table_of_values(kind, objects.into_iter(), None, None, include)
 }
 
 /// The Table of a scale subresource (autoscaling/v1 `Scale`): its desired and available

@@ -61,6 +61,45 @@ fn version_api_resources_and_cluster_info() {
 }
 
 #[test]
+fn component_statuses_report_each_components_health() {
+    // The scheduler is off in this server: it is reported, Unhealthy, with why.
+    let server = Server::start();
+    let k = server.kubectl();
+    let (ok, out, err) = k.run(&["get", "componentstatuses"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("Warning: v1 ComponentStatus is deprecated in v1.19+"), "{err}");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "STATUS", "MESSAGE", "ERROR"], "{out}");
+    assert_eq!(rows[1][..2], ["scheduler", "Unhealthy"], "{out}");
+    assert!(out.contains("the scheduler does not run in this server"), "{out}");
+    for (row, name) in rows[2..].iter().zip(["controller-manager", "etcd-0", "etcd-1"]) {
+        assert_eq!(row[..], [name, "Healthy", "ok"], "{out}");
+    }
+    assert_eq!(rows.len(), 5, "one row per store shard: {out}");
+    let one: Value = serde_json::from_str(&k.ok(&["get", "cs", "etcd-1", "-o", "json"])).unwrap();
+    assert_eq!(
+        one,
+        json!({"kind": "ComponentStatus", "apiVersion": "v1",
+               "metadata": {"name": "etcd-1", "creationTimestamp": null},
+               "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]})
+    );
+    let (found, _, err) = k.run(&["get", "cs", "etcd-7"]);
+    assert!(!found && err.contains(r#"componentstatuses "etcd-7" not found"#), "{err}");
+    // Read only, as in Kubernetes.
+    let (code, _) = server.delete("/api/v1/componentstatuses/etcd-0");
+    assert_eq!(code, 405);
+    let (code, _) = server.get("/api/v1/componentstatuses?watch=true");
+    assert_eq!(code, 405);
+    let (code, list) = server.get("/api/v1/componentstatuses?fieldSelector=metadata.name%3Detcd-0");
+    assert_eq!((code, list["items"].as_array().map(Vec::len)), (200, Some(1)), "{list}");
+
+    // With the scheduler running, every component is healthy.
+    let server = Server::start_with_env(&[("KPLANE_SCHEDULER__ENABLED", "true")]);
+    let out = server.kubectl().ok(&["get", "cs", "scheduler", "--no-headers"]);
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["scheduler", "Healthy", "ok"]);
+}
+
+#[test]
 fn create_get_label_replace_delete() {
     let server = Server::start();
     let k = server.kubectl();

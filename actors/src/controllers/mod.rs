@@ -58,6 +58,25 @@ pub use service_account_tokens::{StopTokensController, TokenSigner, TokensContro
 pub use storage_protection::{StopStorageProtector, StorageProtector};
 pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 
+// What the controller manager's health is made of (`componentstatuses`).
+crate::health::answers_ping!(
+    ClusterRoleAggregator,
+    DisruptionController,
+    EndpointsController,
+    EveryNamespace,
+    GarbageCollector,
+    NamespaceController,
+    NodeLifecycleController,
+    PersistentVolumeController,
+    PodGarbageCollector,
+    ReplicationManager,
+    ResourceQuotaController,
+    ServiceController,
+    StorageProtector,
+    TaintEvictionController,
+    TokensController,
+);
+
 /// Whether every label an equality-based `selector` (a ReplicationController's, a Service's)
 /// names has its value in `labels`.
 pub(crate) fn selects(

@@ -201,6 +201,14 @@ impl ApiCore {
         self
     }
 
+    /// The health of each store shard, in order (see [`Store::check_shards`]).
+    pub async fn check_store_shards(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Vec<Result<(), String>> {
+        self.store.check_shards(timeout).await
+    }
+
     /// The metrics of the store underneath (commits and their batching), to serve.
     pub fn store_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
         self.store.collectors()
@@ -1736,6 +1744,15 @@ fn requested_revision(meta: &Map<String, Value>) -> Result<Option<u64>, ApiError
 /// Parses a resourceVersion as the client sent it.
 pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
     rv.parse().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv:?}")))
+}
+
+/// The objects a list's options select, for a list answered from elsewhere than the store.
+pub fn list_filter(
+    resource: &'static ResourceType,
+    namespace: Option<&str>,
+    options: &ListOptions,
+) -> Result<ObjectFilter, ApiError> {
+    filter(resource, namespace, &options.label_selector, &options.field_selector)
 }
 
 fn filter(

@@ -1,6 +1,6 @@
 //! Which objects a list or watch wants: a namespace, a label selector and a field selector.
 
-use super::{FieldSelector, LabelSelector, StoredObject};
+use super::{FieldSelector, FieldValues, LabelSelector, Labels, ResourceType, StoredObject};
 
 /// The object filter shared by lists (in the store) and watches (in the hub).
 #[derive(Debug, Clone, Default)]
@@ -16,5 +16,17 @@ impl ObjectFilter {
         self.namespace.as_ref().is_none_or(|ns| *ns == object.key.namespace)
             && self.labels.matches(&object.labels)
             && self.fields.matches(&object.fields)
+    }
+
+    /// Whether an object that is worked out when read (never stored) matches.
+    pub fn matches_value(
+        &self,
+        resource: &'static ResourceType,
+        object: &serde_json::Value,
+    ) -> bool {
+        let namespace = object.pointer("/metadata/namespace").and_then(|n| n.as_str());
+        self.namespace.as_deref().is_none_or(|ns| Some(ns) == namespace)
+            && self.labels.matches(&Labels::of(object))
+            && self.fields.matches(&FieldValues::extract(resource, object))
     }
 }

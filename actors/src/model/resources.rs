@@ -46,8 +46,8 @@ const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "
 const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 /// A review is only created.
 const REVIEW_VERBS: &[&str] = &["create"];
-/// Resource metrics are only read.
-const METRICS_VERBS: &[&str] = &["get", "list"];
+/// Resource metrics and component statuses are only read.
+const READ_VERBS: &[&str] = &["get", "list"];
 
 impl PartialEq for ResourceType {
     fn eq(&self, other: &Self) -> bool {
@@ -79,8 +79,8 @@ impl ResourceType {
             NAMESPACE_VERBS
         } else if self.only_created() {
             REVIEW_VERBS
-        } else if self.is_metrics() {
-            METRICS_VERBS
+        } else if self.only_read() {
+            READ_VERBS
         } else {
             RESOURCE_VERBS
         }
@@ -108,6 +108,18 @@ impl ResourceType {
     /// metrics scraper, never stored.
     pub fn is_metrics(&self) -> bool {
         same(self.group, METRICS_GROUP)
+    }
+
+    /// Whether it is core/v1 `componentstatuses`: the health of the scheduler, the controller
+    /// manager and the store, probed when read, never stored.
+    pub fn is_component_status(&self) -> bool {
+        same(self.group, CORE) && self.plural == "componentstatuses"
+    }
+
+    /// Whether it is only read (get and list), what is read worked out when asked, never
+    /// stored: resource metrics, component statuses.
+    pub fn only_read(&self) -> bool {
+        self.is_metrics() || self.is_component_status()
     }
 
     /// True when its main endpoint serves `verb` (a discovery verb: `deletecollection`).
@@ -377,6 +389,17 @@ pub static RESOURCES: &[ResourceType] = &[
         name_is_label: false,
     },
     plain(CORE, "podtemplates", "podtemplate", "PodTemplate", "PodTemplateList", true),
+    ResourceType {
+        short_names: &["cs"],
+        ..plain(
+            CORE,
+            "componentstatuses",
+            "componentstatus",
+            "ComponentStatus",
+            "ComponentStatusList",
+            false,
+        )
+    },
     ResourceType {
         group: CORE,
         version: V1,
@@ -673,7 +696,7 @@ pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
 pub fn is_stored(resource: &'static ResourceType) -> bool {
     std::ptr::eq(storage_of(resource), resource)
         && !resource.only_created()
-        && !resource.is_metrics()
+        && !resource.only_read()
 }
 
 /// The API groups served besides the core group, as `(group, version)`.
@@ -754,6 +777,9 @@ mod tests {
         let pod_metrics = find("metrics.k8s.io", "v1beta1", "pods").unwrap();
         assert!(pod_metrics.is_metrics() && !is_stored(pod_metrics));
         assert_eq!(pod_metrics.verbs(), ["get", "list"]);
+        let statuses = find("", "v1", "componentstatuses").unwrap();
+        assert!(statuses.is_component_status() && !is_stored(statuses));
+        assert_eq!((statuses.verbs(), statuses.short_names), (&["get", "list"][..], &["cs"][..]));
         assert_eq!(find("", "v1", "pods").unwrap().kind, "Pod");
         let events = find("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(storage_of(events), find("", "v1", "events").unwrap());

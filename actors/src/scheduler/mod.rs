@@ -20,5 +20,8 @@ pub mod topology_spread;
 
 pub use scheduler_actor::{GetStats, Scheduler, SchedulerConfig, SchedulerStats, StopScheduler};
 
+// Its health (`componentstatuses`).
+crate::health::answers_ping!(Scheduler);
+
 #[cfg(test)]
 mod scheduler_tests;

@@ -232,6 +232,23 @@ impl Store {
         &self.shards[(hash % self.shards.len() as u64) as usize]
     }
 
+    /// Asks each shard, in order, to answer once the writes it has accepted are committed: a
+    /// round trip through the shard actor and its writer. `Err` says why one did not answer.
+    pub async fn check_shards(&self, timeout: std::time::Duration) -> Vec<Result<(), String>> {
+        let checks = self.shards.iter().map(|shard| async move {
+            let settled = async {
+                let (settled, wait) = oneshot::channel();
+                shard.send(Settle(settled)).await.map_err(|_| StoreError::Unavailable)?;
+                wait.await.map_err(|_| StoreError::Unavailable)
+            };
+            match tokio::time::timeout(timeout, settled).await {
+                Ok(answer) => answer.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("the store shard did not answer within {timeout:?}")),
+            }
+        });
+        futures::future::join_all(checks).await
+    }
+
     /// The last revision handed out to any write.
     pub fn current_revision(&self) -> u64 {
         self.revision.current()

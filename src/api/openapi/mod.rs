@@ -161,6 +161,7 @@ fn register_kind(gen: &mut SchemaGenerator, group: &str, kind: &str) -> Option<S
         ("", "Secret") => reg::<corev1::Secret>(gen),
         ("", "ServiceAccount") => reg::<corev1::ServiceAccount>(gen),
         ("", "PodTemplate") => reg::<corev1::PodTemplate>(gen),
+        ("", "ComponentStatus") => reg::<corev1::ComponentStatus>(gen),
         ("", "Service") => reg::<corev1::Service>(gen),
         ("coordination.k8s.io", "Lease") => reg::<coordv1::Lease>(gen),
         ("discovery.k8s.io", "EndpointSlice") => reg::<discoveryv1::EndpointSlice>(gen),
@@ -507,6 +508,27 @@ fn resource_paths(rt: &ResourceType, item: &str, list: &str, paths: &mut Map<Str
             vec![response("200", "OK", list)],
         ),
     );
+    if rt.only_read() {
+        // Read only: list the collection, get an item.
+        coll.insert("parameters".into(), Value::Array(scope_params));
+        paths.insert(collection, Value::Object(coll));
+        let mut read = Map::new();
+        read.insert(
+            "get".into(),
+            operation(
+                "get",
+                format!("read{gp}{ns}{kind}"),
+                format!("read the specified {kind}"),
+                &g,
+                vec![],
+                None,
+                vec![response("200", "OK", item)],
+            ),
+        );
+        read.insert("parameters".into(), Value::Array(item_params));
+        paths.insert(item_path, Value::Object(read));
+        return;
+    }
     coll.insert("post".into(), create);
     if rt.serves("deletecollection") {
         coll.insert(
