@@ -1040,3 +1040,60 @@ fn a_hundred_simulated_nodes_register_and_run_pods() {
     wait_until(WAIT, "node solo-0 Ready", || node_ready(&server, "solo-0"));
     terminate(&mut solo);
 }
+
+/// Extended resources: an operator advertises them by patching the node's capacity, the agent
+/// makes them allocatable, and the scheduler places pods by them: one asking for more than is
+/// left waits, its PodScheduled condition naming the resource.
+#[test]
+fn extended_resources_advertised_by_a_node_are_scheduled_by() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "node-x"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_AGENT__NODE_STATUS_UPDATE_PERIOD_SECONDS", "1"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+    ]);
+    let server = KillingContainersAtEnd { server: Some(server), selector: "app%3Ddongle" };
+    wait_until(WAIT, "node-x is Ready", || node_ready(&server, "node-x"));
+    let kubectl = server.kubectl();
+    let advertise = r#"[{"op":"add","path":"/status/capacity/example.com~1dongle","value":"4"}]"#;
+    kubectl.ok(&[
+        "patch",
+        "node",
+        "node-x",
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        advertise,
+    ]);
+    let allocatable = || server.get("/api/v1/nodes/node-x").1["status"]["allocatable"].clone();
+    wait_until(WAIT, "the dongles are allocatable", || allocatable()["example.com/dongle"] == "4");
+    let pod = |name: &str, dongles: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "dongle"}},
+            "spec": {"containers": [{"name": "c", "image": "none", "command": ["sleep", "3600"],
+                "resources": {"limits": {"example.com/dongle": dongles}}}]}})
+    };
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &pod("three", "3")).0, 201);
+    wait_until(WAIT, "three is placed", || {
+        get_pod(&server, "three")["spec"]["nodeName"] == "node-x"
+    });
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &pod("two", "2")).0, 201);
+    let mut scheduled = Value::Null;
+    wait_until(WAIT, "two is found not to fit", || {
+        let conditions = get_pod(&server, "two")["status"]["conditions"].clone();
+        let found =
+            conditions.as_array().into_iter().flatten().find(|c| c["type"] == "PodScheduled");
+        scheduled = found.cloned().unwrap_or_default();
+        scheduled["reason"] == "Unschedulable"
+    });
+    let message = scheduled["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Insufficient example.com/dongle."),
+        "{message}"
+    );
+    // Taken back out of the capacity, it leaves allocatable too.
+    let withdraw = r#"[{"op":"remove","path":"/status/capacity/example.com~1dongle"}]"#;
+    kubectl.ok(&["patch", "node", "node-x", "--subresource=status", "--type=json", "-p", withdraw]);
+    wait_until(WAIT, "the dongles are gone", || allocatable().get("example.com/dongle").is_none());
+}

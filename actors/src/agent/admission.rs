@@ -31,17 +31,23 @@ pub fn admit<'a>(
         info.add_pod(other.clone());
     }
     if let Err(failures) = filters::resources_fit(pod, &info) {
-        let Some(FitFailure::Insufficient(resource)) = failures.first() else {
-            unreachable!("resources_fit fails with Insufficient only")
+        let resource = match failures.first() {
+            Some(FitFailure::Insufficient(resource)) => *resource,
+            Some(FitFailure::InsufficientScalar(resource)) => resource.as_str(),
+            _ => unreachable!("resources_fit fails with Insufficient only"),
         };
-        let (requested, used, capacity) = match *resource {
-            "pods" => (1, info.pod_count() as i64, info.allocatable.pods),
-            "cpu" => (pod.requests.milli_cpu, info.requested.milli_cpu, info.allocatable.milli_cpu),
-            "memory" => (pod.requests.memory, info.requested.memory, info.allocatable.memory),
-            _ => (
-                pod.requests.ephemeral_storage,
-                info.requested.ephemeral_storage,
-                info.allocatable.ephemeral_storage,
+        let (req, used, alloc) = (&pod.requests, &info.requested, &info.allocatable);
+        let (requested, used, capacity) = match resource {
+            "pods" => (1, info.pod_count() as i64, alloc.pods),
+            "cpu" => (req.milli_cpu, used.milli_cpu, alloc.milli_cpu),
+            "memory" => (req.memory, used.memory, alloc.memory),
+            "ephemeral-storage" => {
+                (req.ephemeral_storage, used.ephemeral_storage, alloc.ephemeral_storage)
+            }
+            scalar => (
+                pod.scalar_requests.get(scalar),
+                info.requested_scalar.get(scalar),
+                info.allocatable_scalar.get(scalar),
             ),
         };
         return Err(Rejection {
@@ -115,6 +121,17 @@ mod tests {
                 reason: "OutOfcpu".into(),
                 message: "Node didn't have enough resource: cpu, requested: 10000, used: 1500, \
                           capacity: 4000"
+                    .into()
+            })
+        );
+        let dongles = json!({"containers": [{"name": "c",
+            "resources": {"limits": {"example.com/dongle": "2"}}}]});
+        assert_eq!(
+            admit(&pod("dongles", dongles), &node, &running),
+            Err(Rejection {
+                reason: "OutOfexample.com/dongle".into(),
+                message: "Node didn't have enough resource: example.com/dongle, requested: 2, \
+                          used: 0, capacity: 0"
                     .into()
             })
         );

@@ -175,10 +175,13 @@ impl NodeAgent {
                 } else {
                     None
                 };
-                let listed = theirs.as_ref().and_then(|n| n["status"]["conditions"].as_array());
-                let old = listed.cloned().unwrap_or_else(|| ours.clone());
+                let mut stored = theirs.map_or_else(|| json!({}), |mut n| n["status"].take());
+                if !stored["conditions"].is_array() {
+                    stored["conditions"] = json!(ours);
+                }
+                let old = stored["conditions"].as_array().cloned().unwrap_or_default();
                 let status =
-                    node_status::status(&config, &machine, runtime, pressure, &old, &now());
+                    node_status::status(&config, &machine, runtime, pressure, &stored, &now());
                 let patch = json!({"status": status});
                 match patch_node(client.as_ref(), &config, &patch, true).await {
                     Ok(node) => {

@@ -183,7 +183,7 @@ pub fn new_node(
         "kind": "Node",
         "metadata": {"name": config.node_name, "labels": labels},
         "spec": spec,
-        "status": status(config, machine, runtime, Pressure::default(), &[], now),
+        "status": status(config, machine, runtime, Pressure::default(), &json!({}), now),
     })
 }
 
@@ -195,17 +195,30 @@ fn arch() -> &'static str {
     }
 }
 
-/// The node status to post: capacity, conditions (keeping each one's transition time from
-/// `previous` conditions while it holds), addresses, daemon endpoint and node info.
+/// The node status to post, as a merge patch over `stored` (the status the server holds, or
+/// what was last posted): capacity, conditions (keeping each one's transition time from the
+/// stored conditions while it holds), addresses, daemon endpoint and node info.
+///
+/// Capacity is the machine's, and whatever else the stored capacity holds (the extended
+/// resources an operator advertised by patching it, which the kubelet keeps too); allocatable
+/// is the same amounts, and a resource gone from capacity leaves it (null in the patch).
 pub fn status(
     config: &AgentConfig,
     machine: &Machine,
     runtime: &str,
     pressure: Pressure,
-    previous: &[Value],
+    stored: &Value,
     now: &str,
 ) -> Value {
-    let capacity = capacity(config, machine);
+    let previous = stored["conditions"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut capacity = capacity(config, machine);
+    for (name, amount) in stored["capacity"].as_object().into_iter().flatten() {
+        capacity.entry(name.clone()).or_insert_with(|| amount.clone());
+    }
+    let mut allocatable = capacity.clone();
+    for name in stored["allocatable"].as_object().into_iter().flatten().map(|(name, _)| name) {
+        allocatable.entry(name.clone()).or_insert(Value::Null);
+    }
     let condition = |kind: &str, on: bool, yes: (&str, &str), no: (&str, &str)| {
         let status = if on { "True" } else { "False" };
         let (reason, message) = if on { yes } else { no };
@@ -245,7 +258,7 @@ pub fn status(
     let version = env!("CARGO_PKG_VERSION");
     json!({
         "capacity": capacity,
-        "allocatable": capacity,
+        "allocatable": allocatable,
         "conditions": conditions,
         "addresses": [
             {"type": "InternalIP", "address": config.address.to_string()},
@@ -285,16 +298,26 @@ mod tests {
         config.port = 10250;
         config.capacity_overrides.insert("cpu".into(), "4".into());
         let machine = Machine::simulated();
-        let first = status(&config, &machine, "process", Pressure::default(), &[], "t1");
+        let first = status(&config, &machine, "process", Pressure::default(), &json!({}), "t1");
         assert_eq!(first["capacity"]["cpu"], "4");
         assert_eq!(first["capacity"]["pods"], "110");
         assert_eq!(first["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
-        let previous = first["conditions"].as_array().unwrap().clone();
         let pressure = Pressure { memory: true, ..Pressure::default() };
-        let second = status(&config, &machine, "process", pressure, &previous, "t2");
+        let second = status(&config, &machine, "process", pressure, &first, "t2");
         let find = |s: &Value, kind: &str| {
             s["conditions"].as_array().unwrap().iter().find(|c| c["type"] == kind).unwrap().clone()
         };
+        // What an operator added to the capacity stays, and is allocatable; what was removed
+        // from it leaves allocatable.
+        let mut stored = second.clone();
+        stored["capacity"]["example.com/dongle"] = json!("4");
+        stored["allocatable"]["example.com/gone"] = json!("1");
+        let third = status(&config, &machine, "process", Pressure::default(), &stored, "t3");
+        assert_eq!(third["capacity"]["example.com/dongle"], "4");
+        assert_eq!(third["capacity"]["cpu"], "4");
+        assert_eq!(third["allocatable"]["example.com/dongle"], "4");
+        assert_eq!(third["allocatable"]["example.com/gone"], Value::Null);
+        assert!(third["allocatable"].as_object().unwrap().contains_key("example.com/gone"));
         assert_eq!(find(&second, "Ready")["lastTransitionTime"], "t1");
         assert_eq!(find(&second, "Ready")["lastHeartbeatTime"], "t2");
         assert_eq!(find(&second, "MemoryPressure")["status"], "True");

@@ -21,6 +21,8 @@ pub enum FitFailure {
     Unschedulable,
     /// Not enough of a resource left: "cpu", "memory", "ephemeral-storage" or "pods".
     Insufficient(&'static str),
+    /// Not enough left of a scalar resource (an extended resource, huge pages), named.
+    InsufficientScalar(String),
     /// The node does not match the pod's nodeSelector or required node affinity.
     NodeSelectorMismatch,
     /// The node has a NoSchedule or NoExecute taint the pod does not tolerate (the first).
@@ -54,6 +56,7 @@ impl fmt::Display for FitFailure {
             FitFailure::Unschedulable => f.write_str("node(s) were unschedulable"),
             FitFailure::Insufficient("pods") => f.write_str("Too many pods"),
             FitFailure::Insufficient(resource) => write!(f, "Insufficient {resource}"),
+            FitFailure::InsufficientScalar(resource) => write!(f, "Insufficient {resource}"),
             FitFailure::NodeSelectorMismatch => {
                 f.write_str("node(s) didn't match Pod's node affinity/selector")
             }
@@ -171,11 +174,16 @@ pub fn node_ports(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
 pub fn resources_fit(pod: &PodInfo, node: &NodeInfo) -> Result<(), Vec<FitFailure>> {
     let (req, used, alloc) = (&pod.requests, &node.requested, &node.allocatable);
     let pods_full = node.pod_count() as i64 + 1 > alloc.pods;
-    let short = |want: i64, used: i64, have: i64| want > 0 && want > have.saturating_sub(used);
     let cpu = short(req.milli_cpu, used.milli_cpu, alloc.milli_cpu);
     let memory = short(req.memory, used.memory, alloc.memory);
     let storage = short(req.ephemeral_storage, used.ephemeral_storage, alloc.ephemeral_storage);
-    if !(pods_full || cpu || memory || storage) {
+    let (scalar_used, scalar_have) = (&node.requested_scalar, &node.allocatable_scalar);
+    let mut scalar_short = pod
+        .scalar_requests
+        .iter()
+        .filter(|(name, want)| short(*want, scalar_used.get(name), scalar_have.get(name)))
+        .peekable();
+    if !(pods_full || cpu || memory || storage) && scalar_short.peek().is_none() {
         return Ok(());
     }
     let failures =
@@ -183,8 +191,14 @@ pub fn resources_fit(pod: &PodInfo, node: &NodeInfo) -> Result<(), Vec<FitFailur
             .into_iter()
             .filter(|(short, _)| *short)
             .map(|(_, resource)| FitFailure::Insufficient(resource))
+            .chain(scalar_short.map(|(name, _)| FitFailure::InsufficientScalar(name.to_string())))
             .collect();
     Err(failures)
+}
+
+/// Whether `want` of a resource (none: fits) exceeds what is left of `have` after `used`.
+fn short(want: i64, used: i64, have: i64) -> bool {
+    want > 0 && want > have.saturating_sub(used)
 }
 
 /// The FailedScheduling message of kube-scheduler for a pod that fits none of `total_nodes`
@@ -408,6 +422,42 @@ mod tests {
             resources_fit(&with_requests(json!({"ephemeral-storage": "1"})), &n),
             Err(vec![FitFailure::Insufficient("ephemeral-storage")])
         );
+    }
+
+    #[test]
+    fn extended_resources_must_fit_what_the_node_advertises() {
+        let mut advertising: Node = node("n1", "4", "8Gi", json!({}));
+        let capacity = advertising.status.as_mut().unwrap().capacity.get_or_insert_default();
+        let quantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        capacity.insert("example.com/dongle".into(), quantity("4".into()));
+        let mut n = NodeInfo::new(&advertising);
+        // A limit alone is the request (extended resources are not overcommitted).
+        let limited = |amount: &str| {
+            pod_info(json!({"containers": [{"name": "c",
+                "resources": {"limits": {"example.com/dongle": amount}}}]}))
+        };
+        n.add_pod(limited("3"));
+        assert_eq!(n.requested_scalar.get("example.com/dongle"), 3);
+        assert_eq!(resources_fit(&with_requests(json!({"example.com/dongle": "1"})), &n), Ok(()));
+        assert_eq!(
+            resources_fit(&limited("2"), &n),
+            Err(vec![FitFailure::InsufficientScalar("example.com/dongle".into())])
+        );
+        // One the node does not have at all; and cpu named before it, as Kubernetes does.
+        assert_eq!(
+            resources_fit(&with_requests(json!({"cpu": "5", "example.com/zzz": "1"})), &n),
+            Err(vec![
+                FitFailure::Insufficient("cpu"),
+                FitFailure::InsufficientScalar("example.com/zzz".into())
+            ])
+        );
+        assert_eq!(
+            FitFailure::InsufficientScalar("example.com/zzz".into()).to_string(),
+            "Insufficient example.com/zzz"
+        );
+        let uid = n.pods().next().unwrap().uid.clone();
+        n.remove_pod(&uid);
+        assert_eq!(resources_fit(&limited("4"), &n), Ok(()));
     }
 
     #[test]

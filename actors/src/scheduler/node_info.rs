@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::pod_affinity::PodAffinity;
@@ -136,29 +136,64 @@ fn compute_requests(pod: &Pod, defaults: Option<(i64, i64)>) -> Resources {
     let Some(spec) = &pod.spec else {
         return Resources { pods: 1, ..Resources::default() };
     };
-    let mut total = Resources::default();
-    for container in &spec.containers {
-        total += container_requests(container, defaults);
-    }
-    let mut sidecars = Resources::default();
-    let mut init_peak = Resources::default();
-    for container in spec.init_containers.iter().flatten() {
-        let requests = container_requests(container, defaults);
-        let running = if container.restart_policy.as_deref() == Some("Always") {
-            sidecars += requests;
-            sidecars
-        } else {
-            // A regular init container runs next to the sidecars started before it.
-            requests + sidecars
-        };
-        init_peak = init_peak.component_max(running);
-    }
-    total += sidecars;
-    total = total.component_max(init_peak);
-    if let Some(overhead) = &spec.overhead {
-        total += Resources::from_list(overhead);
-    }
+    let mut total = pod_total(spec, |container| container_requests(container, defaults));
     total.pods = 1;
+    total
+}
+
+/// What `pod` requests of the [`ScalarResources`] (extended resources, huge pages), computed
+/// as [`pod_requests`] is.
+pub fn pod_scalar_requests(pod: &Pod) -> ScalarResources {
+    pod.spec.as_ref().map(|spec| pod_total(spec, container_scalar_requests)).unwrap_or_default()
+}
+
+/// Per-resource amounts that add up and take maxima: what a pod's requests are summed in.
+trait Amounts: Clone + Default {
+    fn add(&mut self, other: &Self);
+    fn max_with(&mut self, other: &Self);
+    fn of_list(list: &BTreeMap<String, Quantity>) -> Self;
+}
+
+impl Amounts for Resources {
+    fn add(&mut self, other: &Self) {
+        *self += *other;
+    }
+
+    fn max_with(&mut self, other: &Self) {
+        *self = self.component_max(*other);
+    }
+
+    fn of_list(list: &BTreeMap<String, Quantity>) -> Self {
+        Resources::from_list(list)
+    }
+}
+
+/// A pod's total of what each container needs, as Kubernetes sums requests: the containers
+/// and the restartable init containers ("sidecars") together, or what each init container
+/// needs while it runs beside the sidecars started before it, whichever is more; plus
+/// `spec.overhead`.
+fn pod_total<A: Amounts>(spec: &PodSpec, container: impl Fn(&Container) -> A) -> A {
+    let mut total = A::default();
+    for c in &spec.containers {
+        total.add(&container(c));
+    }
+    let mut sidecars = A::default();
+    let mut init_peak = A::default();
+    for c in spec.init_containers.iter().flatten() {
+        let mut running = container(c);
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars.add(&running);
+            running = sidecars.clone();
+        } else {
+            running.add(&sidecars);
+        }
+        init_peak.max_with(&running);
+    }
+    total.add(&sidecars);
+    total.max_with(&init_peak);
+    if let Some(overhead) = &spec.overhead {
+        total.add(&A::of_list(overhead));
+    }
     total
 }
 
@@ -176,6 +211,81 @@ fn container_requests(container: &Container, defaults: Option<(i64, i64)>) -> Re
         memory: parse(get("memory"), quantity::value).or(default_memory).unwrap_or(0),
         ephemeral_storage: parse(get("ephemeral-storage"), quantity::value).unwrap_or(0),
         pods: 0,
+    }
+}
+
+/// A container's requests of scalar resources: each one's request, or its limit when it has
+/// no request (as API defaulting would have set it).
+fn container_scalar_requests(container: &Container) -> ScalarResources {
+    let resources = container.resources.as_ref();
+    let requests = resources.and_then(|r| r.requests.as_ref());
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    let mut scalar = requests.map(ScalarResources::of_list).unwrap_or_default();
+    for (name, amount) in limits.map(ScalarResources::of_list).unwrap_or_default().0 {
+        scalar.0.entry(name).or_insert(amount);
+    }
+    scalar
+}
+
+// === impl ScalarResources ===
+
+/// Amounts of the resources a node advertises and pods request by name, besides cpu, memory,
+/// ephemeral storage and pods: extended resources (`example.com/dongle`), huge pages. Kept
+/// apart from [`Resources`] so that the common case, none, costs nothing.
+#[derive(Clone, Default, Debug, PartialEq, Eq)]
+pub struct ScalarResources(BTreeMap<String, i64>);
+
+impl ScalarResources {
+    /// Whether `name` is one of them rather than a resource [`Resources`] accounts for (or
+    /// `storage`, a claim's).
+    pub fn is_scalar(name: &str) -> bool {
+        !matches!(name, "cpu" | "memory" | "ephemeral-storage" | "pods" | "storage")
+    }
+
+    /// The scalar resources of a resource list; unparseable quantities count as 0.
+    pub fn of_list(list: &BTreeMap<String, Quantity>) -> Self {
+        let scalar = list.iter().filter(|(name, _)| Self::is_scalar(name));
+        Self(scalar.map(|(name, q)| (name.clone(), quantity::value(&q.0).unwrap_or(0))).collect())
+    }
+
+    /// The amount of `name` (0 when absent).
+    pub fn get(&self, name: &str) -> i64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+
+    /// Each resource with its amount, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.0.iter().map(|(name, amount)| (name.as_str(), *amount))
+    }
+
+    fn subtract(&mut self, other: &Self) {
+        for (name, amount) in &other.0 {
+            let left = self.0.entry(name.clone()).or_default();
+            *left = left.saturating_sub(*amount);
+            if *left == 0 {
+                self.0.remove(name);
+            }
+        }
+    }
+}
+
+impl Amounts for ScalarResources {
+    fn add(&mut self, other: &Self) {
+        for (name, amount) in &other.0 {
+            let sum = self.0.entry(name.clone()).or_default();
+            *sum = sum.saturating_add(*amount);
+        }
+    }
+
+    fn max_with(&mut self, other: &Self) {
+        for (name, amount) in &other.0 {
+            let max = self.0.entry(name.clone()).or_default();
+            *max = (*max).max(*amount);
+        }
+    }
+
+    fn of_list(list: &BTreeMap<String, Quantity>) -> Self {
+        ScalarResources::of_list(list)
     }
 }
 
@@ -368,6 +478,8 @@ pub struct PodInfo {
     pub requests: Resources,
     /// See [`pod_non_zero_requests`].
     pub non_zero_requests: Resources,
+    /// See [`pod_scalar_requests`].
+    pub scalar_requests: ScalarResources,
     /// Host ports of the containers (those with `hostPort` > 0).
     pub host_ports: Vec<HostPort>,
     /// `spec.nodeSelector`.
@@ -490,6 +602,7 @@ impl PodInfo {
             labels,
             requests: pod_requests(pod),
             non_zero_requests: pod_non_zero_requests(pod),
+            scalar_requests: pod_scalar_requests(pod),
             host_ports,
             node_selector: spec.and_then(|s| s.node_selector.clone()).unwrap_or_default(),
             required_affinity,
@@ -644,6 +757,10 @@ pub struct NodeInfo {
     pub requested: Resources,
     /// Sum of the [`PodInfo::non_zero_requests`] of the pods on the node.
     pub non_zero_requested: Resources,
+    /// The scalar resources of `status.allocatable`, falling back to `status.capacity`.
+    pub allocatable_scalar: ScalarResources,
+    /// Sum of the [`PodInfo::scalar_requests`] of the pods on the node.
+    pub requested_scalar: ScalarResources,
     /// The Ready condition is True.
     pub ready: bool,
     /// `spec.unschedulable` (cordoned).
@@ -670,6 +787,8 @@ impl NodeInfo {
             allocatable: Resources::default(),
             requested: Resources::default(),
             non_zero_requested: Resources::default(),
+            allocatable_scalar: ScalarResources::default(),
+            requested_scalar: ScalarResources::default(),
             ready: false,
             unschedulable: false,
             taints: Vec::new(),
@@ -706,6 +825,11 @@ impl NodeInfo {
             ephemeral_storage: resource("ephemeral-storage", quantity::value),
             pods: resource("pods", quantity::value),
         };
+        let mut scalar = allocatable.map(ScalarResources::of_list).unwrap_or_default();
+        for (name, amount) in capacity.map(ScalarResources::of_list).unwrap_or_default().0 {
+            scalar.0.entry(name).or_insert(amount);
+        }
+        self.allocatable_scalar = scalar;
 
         self.ready = status
             .and_then(|s| s.conditions.as_ref())
@@ -737,6 +861,7 @@ impl NodeInfo {
         self.remove_pod(&pod.uid);
         self.requested += pod.requests;
         self.non_zero_requested += pod.non_zero_requests;
+        self.requested_scalar.add(&pod.scalar_requests);
         for hp in &pod.host_ports {
             let ips = self.used_ports.entry((hp.protocol, hp.port)).or_default();
             match ips.iter_mut().find(|(ip, _)| *ip == hp.host_ip) {
@@ -759,6 +884,7 @@ impl NodeInfo {
         self.with_affinity.remove(uid);
         self.requested -= pod.requests;
         self.non_zero_requested -= pod.non_zero_requests;
+        self.requested_scalar.subtract(&pod.scalar_requests);
         for hp in &pod.host_ports {
             if let Some(ips) = self.used_ports.get_mut(&(hp.protocol, hp.port)) {
                 if let Some(i) = ips.iter().position(|(ip, _)| *ip == hp.host_ip) {

@@ -83,6 +83,7 @@ fn resolvable(failure: &FitFailure) -> bool {
     matches!(
         failure,
         FitFailure::Insufficient(_)
+            | FitFailure::InsufficientScalar(_)
             | FitFailure::HostPortConflict
             | FitFailure::PodAntiAffinityRulesNotMatch
             | FitFailure::ExistingPodsAntiAffinityRulesNotMatch
