@@ -117,6 +117,15 @@ fn wants_node_ports(service: &Value) -> bool {
     )
 }
 
+/// Whether a port that asks for no node port is given one: not by a LoadBalancer with
+/// `allocateLoadBalancerNodePorts: false` (which still gets those it asks for), as Kubernetes'
+/// `shouldAllocateNodePorts` says.
+fn allocates_node_ports(service: &Value) -> bool {
+    let balancer = service.pointer("/spec/type").and_then(Value::as_str) == Some("LoadBalancer");
+    let declined = service.pointer("/spec/allocateLoadBalancerNodePorts") == Some(&json!(false));
+    !(balancer && declined)
+}
+
 impl ServiceAllocator {
     pub fn new(ranges: ServiceRanges) -> Self {
         Self { ranges, state: Mutex::new(Taken::default()) }
@@ -275,12 +284,15 @@ impl ServiceAllocator {
             }
             return Ok(());
         }
+        let allocates = allocates_node_ports(service);
         let Some(ports) = service.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
             return Ok(());
         };
         match old {
-            None => self.init_node_ports(ports, name, allocation),
-            Some(old) => self.update_node_ports(ports, &node_ports(old), name, allocation),
+            None => self.init_node_ports(ports, allocates, name, allocation),
+            Some(old) => {
+                self.update_node_ports(ports, allocates, &node_ports(old), name, allocation)
+            }
         }
     }
 
@@ -290,12 +302,16 @@ impl ServiceAllocator {
     fn init_node_ports(
         &self,
         ports: &mut [Value],
+        allocates: bool,
         name: &str,
         allocation: &mut Allocation,
     ) -> Result<(), ApiError> {
         let asked = |port: &Value| port.get("nodePort").and_then(Value::as_i64).filter(|n| *n != 0);
         let mut by_port: BTreeMap<i64, u16> = BTreeMap::new();
         for i in 0..ports.len() {
+            if !allocates && asked(&ports[i]).is_none() {
+                continue;
+            }
             let number = ports[i]["port"].as_i64().unwrap_or(0);
             match (by_port.get(&number).copied(), asked(&ports[i])) {
                 (None, _) => {
@@ -324,12 +340,14 @@ impl ServiceAllocator {
     fn update_node_ports(
         &self,
         ports: &mut [Value],
+        allocates: bool,
         held: &[u16],
         name: &str,
         allocation: &mut Allocation,
     ) -> Result<(), ApiError> {
         for (i, port) in ports.iter_mut().enumerate() {
             match port.get("nodePort").and_then(Value::as_i64).filter(|n| *n != 0) {
+                None if !allocates => {}
                 Some(n) if u16::try_from(n).is_ok_and(|n| held.contains(&n)) => {}
                 // (Two ports of this update asking for one number: claimed once.)
                 Some(n) if u16::try_from(n).is_ok_and(|n| allocation.ports.contains(&n)) => {}
@@ -799,6 +817,30 @@ mod tests {
         assert_eq!(kept[..2], ports[..2]);
         assert!(!ports.contains(&kept[2]), "{kept:?}");
         assert_eq!(freed.ports, [ports[2] as u16]);
+    }
+
+    #[test]
+    fn a_load_balancer_declining_node_ports_gets_only_those_it_asks_for() {
+        let a = ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 30),
+            node_ports: (30000, 30009),
+        });
+        let mut lb = svc(json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false,
+            "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 30001}]}));
+        let allocation = a.allocate(&mut lb, "lb").unwrap();
+        assert_eq!(lb["spec"]["ports"][0].get("nodePort"), None, "{lb}");
+        assert_eq!(lb["spec"]["ports"][1]["nodePort"], 30001);
+        assert_eq!(allocation.ports, [30001]);
+        let mut added = lb.clone();
+        added["spec"]["ports"].as_array_mut().unwrap().push(json!({"name": "c", "port": 82}));
+        a.reallocate(&lb, &mut added, "lb").unwrap();
+        assert_eq!(added["spec"]["ports"][2].get("nodePort"), None, "{added}");
+        // Allowed again, every port gets one.
+        let mut allowed = added.clone();
+        allowed["spec"]["allocateLoadBalancerNodePorts"] = json!(true);
+        a.reallocate(&added, &mut allowed, "lb").unwrap();
+        let ports = allowed["spec"]["ports"].as_array().unwrap();
+        assert!(ports.iter().all(|p| p["nodePort"].is_u64()), "{allowed}");
     }
 
     #[test]

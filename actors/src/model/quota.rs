@@ -120,7 +120,20 @@ pub fn usage_of(
                     usage.insert("services.nodeports".into(), ports * ONE);
                 }
                 Some("LoadBalancer") => {
-                    usage.insert("services.nodeports".into(), ports * ONE);
+                    // Declining node ports, only those asked for count (before they are
+                    // allocated, as Kubernetes counts the intent).
+                    let declined = json::at(object, "/spec/allocateLoadBalancerNodePorts")
+                        == Some(&Value::Bool(false));
+                    let counted = match declined {
+                        true => json::at(object, "/spec/ports")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .filter(|p| p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0)
+                            .count() as i128,
+                        false => ports,
+                    };
+                    usage.insert("services.nodeports".into(), counted * ONE);
                     usage.insert("services.loadbalancers".into(), ONE);
                 }
                 _ => {}
@@ -442,6 +455,11 @@ mod tests {
                 ("services.nodeports", "2"),
             ])
         );
+        let declining = json!({"spec": {"type": "LoadBalancer",
+            "allocateLoadBalancerNodePorts": false,
+            "ports": [{"port": 80}, {"port": 443, "nodePort": 30443}]}});
+        let counted = usage("services", declining);
+        assert!(counted.contains(&("services.nodeports".into(), "1".into())), "{counted:?}");
         let claim = json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}});
         assert_eq!(
             usage("persistentvolumeclaims", claim),
