@@ -1,7 +1,8 @@
 //! The replication manager: keeps `spec.replicas` pods of each ReplicationController, as
 //! Kubernetes' controller does. It creates missing pods from the template (named
 //! `<rc>-<random>`, owned by the controller), deletes surplus ones (those least far along
-//! first: unscheduled, pending, not ready, restarted most, newest), adopts orphan pods its
+//! first: unscheduled, pending, not ready, lowest deletion cost, most crowded node, ready for
+//! the least time, restarted most, newest), adopts orphan pods its
 //! selector matches and releases owned pods it no longer matches, and writes the
 //! controller's status (replicas, fully labeled, ready and available replicas, observed
 //! generation, a `ReplicaFailure` condition while creating or deleting fails). Creates come
@@ -13,11 +14,13 @@
 //! It follows pods only while some ReplicationController exists: a cluster without one pays
 //! nothing for it.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::back_off;
@@ -231,7 +234,7 @@ impl ReplicationManager {
         let surplus = if manage { owned.len().saturating_sub(wanted).min(BURST) } else { 0 };
         let victims: Vec<Value> = if surplus > 0 {
             let mut ranked = owned.clone();
-            ranked.sort_by_cached_key(|pod| deletion_rank(pod));
+            deletion_order(&mut ranked, chrono::Utc::now());
             ranked[..surplus].iter().map(|pod| (*pod).clone()).collect()
         } else {
             Vec::new()
@@ -537,25 +540,103 @@ fn ready_since(pod: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     Some(since.parse().unwrap_or(chrono::DateTime::UNIX_EPOCH))
 }
 
-/// Where a pod stands in the order surplus pods are deleted in, lowest first, as Kubernetes
-/// ranks them: unscheduled before scheduled, pending before unknown before running, not ready
-/// before ready, ready for less time first, more restarts first, newer first.
-fn deletion_rank(pod: &Value) -> impl Ord {
-    use std::cmp::Reverse;
-    let scheduled =
-        json::at(pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    let phase = match json::at(pod, "/status/phase").and_then(Value::as_str) {
-        Some("Unknown") => 1,
-        Some("Running") => 2,
-        _ => 0,
+/// What decides where a surplus pod stands in the order of deletion.
+struct Standing {
+    scheduled: bool,
+    /// Pending 0, Unknown 1, Running 2.
+    phase: u8,
+    ready: bool,
+    cost: i32,
+    /// How many of the controller's pods share its node.
+    crowd: usize,
+    ready_since: Option<DateTime<Utc>>,
+    restarts: i64,
+    created: Option<DateTime<Utc>>,
+    uid: String,
+}
+
+impl Standing {
+    fn of(pod: &Value, per_node: &HashMap<&str, usize>) -> Self {
+        let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        let phase = match json::at(pod, "/status/phase").and_then(Value::as_str) {
+            Some("Unknown") => 1,
+            Some("Running") => 2,
+            _ => 0,
+        };
+        let statuses = json::at(pod, "/status/containerStatuses").and_then(Value::as_array);
+        let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
+        let created = json::at(pod, "/metadata/creationTimestamp").and_then(Value::as_str);
+        let ready_since = ready_since(pod);
+        Standing {
+            scheduled: !node.is_empty(),
+            phase,
+            ready: ready_since.is_some(),
+            cost: crate::model::pod_deletion_cost(pod).unwrap_or(0),
+            crowd: per_node.get(node).copied().unwrap_or(0),
+            ready_since: ready_since.filter(|t| *t != DateTime::UNIX_EPOCH),
+            restarts: counts.max().unwrap_or(0),
+            created: created.and_then(|c| c.parse().ok()),
+            uid: object_uid(pod).to_string(),
+        }
+    }
+}
+
+/// Orders `pods` (a controller's) for deletion, the first to go first, as Kubernetes'
+/// `ActivePodsWithRanks` does: unscheduled before scheduled; pending before unknown before
+/// running; not ready before ready; lower `controller.kubernetes.io/pod-deletion-cost` first;
+/// more of the controller's pods on the same node first; ready for less time first; more
+/// restarts first; newer first. Times are compared on a logarithmic scale of their age (a pod
+/// ready for 5 minutes and one ready for 7 are alike), alike ones by uid, so that scaling
+/// down does not always take the very newest pods.
+fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
+    let mut per_node: HashMap<&str, usize> = HashMap::new();
+    for pod in pods.iter() {
+        let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        *per_node.entry(node).or_default() += 1;
+    }
+    let mut ranked: Vec<(Standing, &Value)> =
+        pods.iter().map(|pod| (Standing::of(pod, &per_node), *pod)).collect();
+    ranked.sort_by(|(a, _), (b, _)| goes_first(a, b, now));
+    for (slot, (_, pod)) in pods.iter_mut().zip(ranked) {
+        *slot = pod;
+    }
+}
+
+fn goes_first(a: &Standing, b: &Standing, now: DateTime<Utc>) -> Ordering {
+    let decided = a.scheduled.cmp(&b.scheduled).then(a.phase.cmp(&b.phase));
+    let decided = decided.then(a.ready.cmp(&b.ready)).then(a.cost.cmp(&b.cost));
+    let decided = decided.then(b.crowd.cmp(&a.crowd));
+    if decided != Ordering::Equal {
+        return decided;
+    }
+    if a.ready && b.ready && a.ready_since != b.ready_since {
+        return younger_first(a.ready_since, b.ready_since, now).then(a.uid.cmp(&b.uid));
+    }
+    if a.restarts != b.restarts {
+        return b.restarts.cmp(&a.restarts);
+    }
+    if a.created != b.created {
+        return younger_first(a.created, b.created, now).then(a.uid.cmp(&b.uid));
+    }
+    Ordering::Equal
+}
+
+/// Of two different times, the later first (an unknown one before both), by the power of two
+/// of their age in nanoseconds, as Kubernetes' logarithmic scale-down ranks them.
+fn younger_first(
+    a: Option<DateTime<Utc>>,
+    b: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Ordering {
+    let (Some(a), Some(b)) = (a, b) else {
+        return a.is_some().cmp(&b.is_some());
     };
-    let ready = ready_since(pod);
-    let statuses = json::at(pod, "/status/containerStatuses").and_then(Value::as_array);
-    let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
-    let restarts = counts.max().unwrap_or(0);
-    let created = json::at(pod, "/metadata/creationTimestamp").and_then(Value::as_str);
-    let created = created.unwrap_or("").to_string();
-    (scheduled, phase, ready.is_some(), Reverse(ready), Reverse(restarts), Reverse(created))
+    let bucket = |t: DateTime<Utc>| match (now - t).num_nanoseconds() {
+        Some(age) if age > 0 => (age as f64).log2() as i64,
+        Some(_) => -1,
+        None => i64::MAX,
+    };
+    bucket(a).cmp(&bucket(b))
 }
 
 impl Actor for ReplicationManager {
@@ -900,11 +981,48 @@ mod tests {
             pod("pending", "n", "Pending", false, "2026-01-01T00:00:00Z"),
             pod("unscheduled", "", "Pending", false, "2026-01-01T00:00:00Z"),
         ];
-        pods.sort_by_cached_key(deletion_rank);
-        let names: Vec<&str> = pods.iter().map(object_name).collect();
+        let mut order: Vec<&Value> = pods.iter().collect();
+        let now = "2026-01-02T00:00:10Z".parse().unwrap();
+        deletion_order(&mut order, now);
+        let names: Vec<&str> = order.iter().map(|p| object_name(p)).collect();
         assert_eq!(
             names,
             ["unscheduled", "pending", "running-new", "running-old", "running-ready"]
         );
+    }
+
+    #[test]
+    fn surplus_pods_go_by_deletion_cost_then_crowded_nodes_then_readiness_on_a_log_scale() {
+        let now: DateTime<Utc> = "2026-06-01T12:00:00Z".parse().unwrap();
+        let pod = |uid: &str, node: &str, cost: Option<&str>, ready_minutes_ago: i64| {
+            let since = now - chrono::Duration::minutes(ready_minutes_ago);
+            let mut pod = json!({"metadata": {"name": uid, "uid": uid,
+                    "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"nodeName": node}, "status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": since}]}});
+            if let Some(cost) = cost {
+                pod["metadata"]["annotations"] = json!({crate::model::POD_DELETION_COST: cost});
+            }
+            pod
+        };
+        let order = |pods: &[Value]| {
+            let mut order: Vec<&Value> = pods.iter().collect();
+            deletion_order(&mut order, now);
+            order.iter().map(|p| object_name(p).to_string()).collect::<Vec<_>>()
+        };
+        // The newest, alone on its node, goes last: two share node a; of those, the cheaper
+        // goes first.
+        let pods = [
+            pod("a-old", "a", Some("100"), 600),
+            pod("a-cheap", "a", Some("-10"), 600),
+            pod("b-new", "b", Some("100"), 1),
+        ];
+        assert_eq!(order(&pods), ["a-cheap", "a-old", "b-new"]);
+        // Without costs, the crowded node's pods first, however new the lone one is.
+        let pods = [pod("x", "a", None, 600), pod("y", "a", None, 600), pod("z", "b", None, 1)];
+        assert_eq!(order(&pods)[2], "z");
+        // Ready 5 and 7 minutes: alike on the logarithmic scale, so by uid; 1 minute goes first.
+        let pods = [pod("p2", "a", None, 5), pod("p1", "b", None, 7), pod("p3", "c", None, 1)];
+        assert_eq!(order(&pods), ["p3", "p1", "p2"]);
     }
 }

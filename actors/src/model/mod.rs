@@ -36,6 +36,22 @@ pub fn is_being_deleted(object: &serde_json::Value) -> bool {
     json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
+/// The annotation that tells which of a controller's pods to delete first, lowest first.
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// A pod's deletion cost (0 without the annotation); `Err` holds a value that is not a
+/// 32-bit integer written plainly (no `+`, no leading zeros), which Kubernetes refuses.
+pub fn pod_deletion_cost(pod: &serde_json::Value) -> Result<i32, &str> {
+    let annotations = json::at(pod, "/metadata/annotations").and_then(|a| a.as_object());
+    let Some(value) = annotations.and_then(|a| a.get(POD_DELETION_COST)) else { return Ok(0) };
+    let text = value.as_str().unwrap_or("");
+    let plain = match text.as_bytes() {
+        [b'-', ..] | [b'1'..=b'9', ..] => true,
+        first => first == b"0",
+    };
+    text.parse().ok().filter(|_| plain).ok_or(text)
+}
+
 /// Whether a pod or a node has the `Ready` condition `True`.
 pub fn is_ready(object: &serde_json::Value) -> bool {
     let conditions = json::at(object, "/status/conditions").and_then(|c| c.as_array());

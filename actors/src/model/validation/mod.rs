@@ -359,6 +359,10 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     validate_finalizers(&finalizers, &mut errors);
     match resource.kind {
         "Pod" => {
+            if let Err(cost) = super::pod_deletion_cost(object) {
+                let field = format!("metadata.annotations[{}]", super::POD_DELETION_COST);
+                errors.push(FieldError::invalid(field, cost, "must be a 32bit integer"));
+            }
             validate_pod_spec(object.get("spec"), "spec", true, &mut errors);
             let status = object.get("status");
             for list in ["podIPs", "hostIPs"] {
@@ -2476,6 +2480,7 @@ fn port_protocol(protocol: &str, field: impl FnOnce() -> String, errors: &mut Ve
 mod tests {
     use super::*;
     use crate::model::resources::find;
+    use crate::model::{pod_deletion_cost, POD_DELETION_COST};
     use serde_json::json;
 
     #[test]
@@ -2519,6 +2524,28 @@ mod tests {
         assert!(!label_key_errors("bad key").is_empty());
         assert!(label_value_errors("").is_empty());
         assert!(!label_value_errors("-x").is_empty());
+    }
+
+    #[test]
+    fn a_pod_deletion_cost_is_a_plain_32_bit_integer() {
+        let pods = find("", "v1", "pods").unwrap();
+        let costing = |cost: &str| {
+            json!({"metadata": {"name": "p", "annotations": {POD_DELETION_COST: cost}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        };
+        for fine in ["0", "-10", "2147483647", "100"] {
+            assert!(validate_object(pods, &costing(fine)).is_empty(), "{fine}");
+            assert_eq!(pod_deletion_cost(&costing(fine)).unwrap().to_string(), fine);
+        }
+        for refused in ["+10", "008", "2147483648", "abc", ""] {
+            assert_eq!(
+                messages(&validate_object(pods, &costing(refused))),
+                [format!(
+                    "metadata.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid \
+                     value: \"{refused}\": must be a 32bit integer"
+                )]
+            );
+        }
     }
 
     #[test]
