@@ -226,6 +226,9 @@ fn pod_templates_are_stored_validated_and_listed() {
     assert_eq!(status["details"]["causes"][0]["field"], "template.spec.containers[0].name");
     let resources = k.ok(&["api-resources", "--api-group="]);
     assert!(resources.lines().any(|l| l.starts_with("podtemplates ")), "{resources}");
+    // A delete answers the deleted template, as its storage in Kubernetes does.
+    let (code, deleted) = server.delete("/api/v1/namespaces/default/podtemplates/tpl");
+    assert_eq!((code, &deleted["kind"]), (200, &json!("PodTemplate")), "{deleted}");
 }
 
 #[test]

@@ -206,7 +206,9 @@ async fn resource_value(
         }
         (None, _) => "0".to_string(),
     };
+    // A zero divisor (what the server writes for one left out) is 1, as in Kubernetes.
     let divisor = field.divisor.as_ref().map_or("1", |d| d.0.as_str());
+    let divisor = if quantity::value(divisor) == Ok(0) { "1" } else { divisor };
     let bad = |what: &str| LaunchError::Config(format!("{}: bad {what}", field.resource));
     let (amount, divisor) = if resource == "cpu" {
         let amount = quantity::milli_value(&amount).map_err(|_| bad("quantity"))?;
@@ -535,6 +537,8 @@ mod tests {
                 {"configMapRef": {"name": "absent", "optional": true}}],
             "env": [{"name": "FOO_B", "value": "mine $(FOO_A)"},
                 {"name": "CORES", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+                {"name": "CORES_0", "valueFrom": {"resourceFieldRef":
+                    {"resource": "limits.cpu", "divisor": "0"}}},
                 {"name": "MILLIS", "valueFrom": {"resourceFieldRef":
                     {"resource": "limits.cpu", "divisor": "1m"}}},
                 {"name": "MEM_MI", "valueFrom": {"resourceFieldRef":
@@ -554,6 +558,8 @@ mod tests {
         assert_eq!(get("dotted.key"), Some("x"));
         // `env` overrides `envFrom`, and may refer to it.
         assert_eq!(get("FOO_B"), Some("mine a"));
+        // A zero divisor is 1, as the server writes one left out.
+        assert_eq!(get("CORES_0"), get("CORES"));
         // 250m rounds up to a core; a limit not set is the node's allocatable.
         assert_eq!(
             (get("CORES"), get("MILLIS"), get("MEM_MI")),

@@ -641,13 +641,19 @@ fn downward_api_files(source: &mut Map<String, Value>) {
     files.into_iter().flatten().for_each(field_ref);
 }
 
-/// `fieldRef.apiVersion` is `v1` unless named (Kubernetes' `ObjectFieldSelector` default).
+/// `fieldRef.apiVersion` is `v1` unless named (Kubernetes' `ObjectFieldSelector` default);
+/// a `resourceFieldRef`'s `divisor` is `"0"` when left out (a Quantity that is no pointer,
+/// which Go always writes).
 fn field_ref(holder: &mut Value) {
     if let Some(field_ref) = holder.get_mut("fieldRef").and_then(Value::as_object_mut) {
         let version = field_ref.entry("apiVersion").or_insert(json!("v1"));
         if version.as_str() == Some("") {
             *version = json!("v1");
         }
+    }
+    let resource_ref = holder.get_mut("resourceFieldRef").and_then(Value::as_object_mut);
+    if let Some(resource_ref) = resource_ref {
+        resource_ref.entry("divisor").or_insert(json!("0"));
     }
 }
 
@@ -816,7 +822,8 @@ mod tests {
                 "timeoutSeconds": 0, "successThreshold": 0, "initialDelaySeconds": 0},
             "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}},
                 "postStart": {"httpGet": {"port": 80, "path": "", "scheme": null}}},
-            "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
+            "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "M", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory"}}}]}],
             "volumes": [{"name": "scratch"}, {"name": "cm", "configMap": {"name": "x"}},
                 {"name": "keys", "secret": {"secretName": "s", "defaultMode": 256}},
                 {"name": "host", "hostPath": {"path": "/tmp"}},
@@ -838,6 +845,7 @@ mod tests {
         let empty = &c["lifecycle"]["postStart"]["httpGet"];
         assert_eq!((&empty["path"], &empty["scheme"]), (&json!("/"), &json!("HTTP")));
         assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
+        assert_eq!(c["env"][1]["valueFrom"]["resourceFieldRef"]["divisor"], "0");
         let volumes = &pod["spec"]["volumes"];
         assert_eq!(volumes[0], json!({"name": "scratch", "emptyDir": {}}));
         assert_eq!(volumes[1]["configMap"]["defaultMode"], 420);

@@ -138,6 +138,7 @@ impl ResourceType {
             "persistentvolumes",
             "persistentvolumeclaims",
             "namespaces",
+            "podtemplates",
         ];
         self.group.is_empty() && RETURNING.contains(&self.plural)
     }
