@@ -105,6 +105,27 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 pod_template(template);
             }
         }
+        "RoleBinding" | "ClusterRoleBinding" => {
+            // RBAC's group where left out: the role's, users' and groups' (not a service
+            // account's), as Kubernetes' binding and subject defaults say.
+            let rbac = json!(crate::model::resources::RBAC_GROUP);
+            if let Some(role) = object.get_mut("roleRef").and_then(Value::as_object_mut) {
+                let group = role.entry("apiGroup").or_insert_with(|| rbac.clone());
+                if group.as_str() == Some("") {
+                    *group = rbac.clone();
+                }
+            }
+            let subjects = object.get_mut("subjects").and_then(Value::as_array_mut);
+            for subject in subjects.into_iter().flatten().filter_map(Value::as_object_mut) {
+                let of_rbac =
+                    matches!(subject.get("kind").and_then(Value::as_str), Some("User" | "Group"));
+                let unset =
+                    subject.get("apiGroup").and_then(Value::as_str).unwrap_or("").is_empty();
+                if of_rbac && unset {
+                    subject.insert("apiGroup".into(), rbac.clone());
+                }
+            }
+        }
         "PriorityClass" => {
             if let Some(class) = object.as_object_mut() {
                 class.entry("value").or_insert(json!(0));
@@ -762,6 +783,8 @@ fn limit_range_item(item: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::resources::RBAC_GROUP;
+    use crate::model::validation;
 
     #[test]
     fn pod_defaults() {
@@ -812,6 +835,33 @@ mod tests {
         let mut rc = template;
         apply("ReplicationController", &mut rc);
         assert_eq!(rc["spec"]["template"]["spec"]["serviceAccountName"], "robot");
+    }
+
+    #[test]
+    fn bindings_name_rbac_s_group_where_left_out_and_subjects_are_checked_against_it() {
+        let bindings = crate::model::resources::find(RBAC_GROUP, "v1", "rolebindings").unwrap();
+        let mut binding = json!({"metadata": {"name": "b"},
+            "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "u"}, {"kind": "Group", "name": "g"},
+                {"kind": "ServiceAccount", "name": "sa"}]});
+        apply("RoleBinding", &mut binding);
+        assert_eq!(binding["roleRef"]["apiGroup"], RBAC_GROUP);
+        let groups: Vec<&Value> = (0..3).map(|i| &binding["subjects"][i]["apiGroup"]).collect();
+        assert_eq!(groups, [&json!(RBAC_GROUP), &json!(RBAC_GROUP), &Value::Null]);
+        assert!(validation::validate_object(bindings, &binding).is_empty());
+        binding["subjects"][0]["apiGroup"] = json!("foo");
+        binding["subjects"][2]["apiGroup"] = json!("x");
+        let fields: Vec<String> = validation::validate_object(bindings, &binding)
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                r#"subjects[0].apiGroup: Unsupported value: "foo": supported values: "rbac.authorization.k8s.io""#,
+                r#"subjects[2].apiGroup: Unsupported value: "x": supported values: """#
+            ]
+        );
     }
 
     #[test]

@@ -504,9 +504,18 @@ fn validate_role_binding(binding: &Value, namespaced: bool, errors: &mut Vec<Fie
         if text(subject, "name").is_empty() {
             errors.push(FieldError::required(field("name")));
         }
+        let group = text(subject, "apiGroup");
         match text(subject, "kind").as_str() {
-            "User" | "Group" => {}
+            "User" | "Group" => {
+                if group != crate::model::resources::RBAC_GROUP {
+                    let supported = [crate::model::resources::RBAC_GROUP];
+                    errors.push(FieldError::not_supported(field("apiGroup"), &group, &supported));
+                }
+            }
             "ServiceAccount" => {
+                if !group.is_empty() {
+                    errors.push(FieldError::not_supported(field("apiGroup"), &group, &[""]));
+                }
                 if !namespaced && text(subject, "namespace").is_empty() {
                     errors.push(FieldError::required(field("namespace")));
                 }
