@@ -104,18 +104,36 @@ pub fn git_version() -> String {
     format!("v1.{KUBERNETES_MINOR}.0-kplane.{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// `/version`'s answer, its fields in the order of Kubernetes' `version.Info`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VersionInfo {
+    major: &'static str,
+    minor: &'static str,
+    git_version: String,
+    git_commit: &'static str,
+    git_tree_state: &'static str,
+    build_date: &'static str,
+    go_version: &'static str,
+    compiler: &'static str,
+    platform: String,
+}
+
+/// `/version`, indented as kube-apiserver always writes it (`WriteRawJSON`).
 async fn version() -> HttpResponse {
-    json_response(json!({
-        "major": "1",
-        "minor": KUBERNETES_MINOR,
-        "gitVersion": git_version(),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "1970-01-01T00:00:00Z",
-        "goVersion": "rust",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
-    }))
+    let info = VersionInfo {
+        major: "1",
+        minor: KUBERNETES_MINOR,
+        git_version: git_version(),
+        git_commit: "",
+        git_tree_state: "clean",
+        build_date: "1970-01-01T00:00:00Z",
+        go_version: "rust",
+        compiler: "rustc",
+        platform: format!("{}/{}", std::env::consts::OS, go_arch()),
+    };
+    let body = serde_json::to_string_pretty(&info).unwrap_or_default();
+    HttpResponse::Ok().content_type("application/json").body(body)
 }
 
 fn go_arch() -> &'static str {

@@ -28,6 +28,12 @@ fn version_api_resources_and_cluster_info() {
     let k = server.kubectl();
     let out = k.ok(&["version", "-o", "json"]);
     assert!(out.contains("\"minor\": \"32\""), "{out}");
+    // Indented, its fields in Go's order, as kube-apiserver always writes it.
+    let (_, _, raw) = server.get_with("/version", &[]);
+    assert!(
+        raw.starts_with("{\n  \"major\": \"1\",\n  \"minor\": \"32\",\n  \"gitVersion\""),
+        "{raw}"
+    );
     // Discovery is aggregated: with a cold cache kubectl reads `/api` and `/apis` alone, not
     // each group version's list.
     let (ok, out, log) = k.run(&["api-resources", "-v=6"]);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::client::cache::apply_feed;
 use crate::client::informer::{self, Feed, Scope};
@@ -70,8 +70,9 @@ impl ClusterRoleAggregator {
     fn aggregate(&mut self, ctx: &mut Context<Self>) {
         for role in self.roles.values() {
             let Some(rules) = aggregated_rules(role, &self.roles) else { continue };
-            let current = json::at(role, "/rules").cloned().unwrap_or_else(|| json!([]));
-            if current == Value::Array(rules.clone()) {
+            // No rules, null or empty, are alike (as Kubernetes' semantic equality has them).
+            let current = json::at(role, "/rules").and_then(Value::as_array);
+            if current.map_or(&[][..], Vec::as_slice) == rules.as_slice() {
                 continue;
             }
             let mut updated = role.clone();
@@ -127,6 +128,7 @@ impl Handler<StopClusterRoleAggregator> for ClusterRoleAggregator {
 mod tests {
     use super::*;
     use crate::testing::{core, eventually};
+    use serde_json::json;
 
     fn role(name: &str, labels: Value, rules: Value) -> Value {
         json!({"metadata": {"name": name, "labels": labels}, "rules": rules})

@@ -105,6 +105,12 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 pod_template(template);
             }
         }
+        "Role" | "ClusterRole" => {
+            // Go writes a role's rules even when it has none (no `omitempty`).
+            if let Some(role) = object.as_object_mut() {
+                role.entry("rules").or_insert(Value::Null);
+            }
+        }
         "RoleBinding" | "ClusterRoleBinding" => {
             // RBAC's group where left out: the role's, users' and groups' (not a service
             // account's), as Kubernetes' binding and subject defaults say.
@@ -846,6 +852,9 @@ mod tests {
                 {"kind": "ServiceAccount", "name": "sa"}]});
         apply("RoleBinding", &mut binding);
         assert_eq!(binding["roleRef"]["apiGroup"], RBAC_GROUP);
+        let mut aggregated = json!({"metadata": {"name": "agg"}, "aggregationRule": {}});
+        apply("ClusterRole", &mut aggregated);
+        assert_eq!(aggregated.get("rules"), Some(&Value::Null));
         let groups: Vec<&Value> = (0..3).map(|i| &binding["subjects"][i]["apiGroup"]).collect();
         assert_eq!(groups, [&json!(RBAC_GROUP), &json!(RBAC_GROUP), &Value::Null]);
         assert!(validation::validate_object(bindings, &binding).is_empty());
