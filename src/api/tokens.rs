@@ -37,6 +37,20 @@ pub async fn request(
     let kind = ("authentication.k8s.io", "v1", "TokenRequest");
     let post = actix_web::http::Method::POST;
     let (body, warnings) = checked_body_of(req, post, payload, query, state, kind).await?;
+    // A name or namespace in the body must be the account's, as Kubernetes requires.
+    for (field, of_account, what) in [("name", name, "name"), ("namespace", namespace, "namespace")]
+    {
+        let sent = body.pointer(&format!("/metadata/{field}")).and_then(Value::as_str);
+        if let Some(sent) = sent.filter(|sent| !sent.is_empty() && *sent != of_account) {
+            let detail = format!("must match the service account {what} if specified");
+            return Err(HttpError::Api(ApiError::Invalid {
+                kind: "TokenRequest",
+                group: "authentication.k8s.io",
+                name: name.to_string(),
+                causes: vec![FieldError::invalid(format!("metadata.{field}"), sent, detail)],
+            }));
+        }
+    }
     let spec = body.get("spec");
     if spec.and_then(|s| s.get("boundObjectRef")).is_some_and(|b| !b.is_null()) {
         return Err(HttpError::BadRequest(
@@ -75,6 +89,7 @@ pub async fn request(
     let issuer = state.tokens.as_ref().ok_or_else(|| {
         HttpError::Api(ApiError::Unavailable("no service account signing key".into()))
     })?;
+    let issued = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let (token, expires) = issuer.issue(&account, seconds).map_err(ApiError::Internal)?;
     let expires = chrono::DateTime::from_timestamp(expires, 0)
         .unwrap_or_default()
@@ -82,8 +97,8 @@ pub async fn request(
     let audiences = if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences };
     let answer = json!({
         "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": null},
-        "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": null},
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": issued},
+        "spec": {"audiences": audiences, "expirationSeconds": seconds},
         "status": {"token": token, "expirationTimestamp": expires},
     });
     let mut response = json_bytes(actix_web::http::StatusCode::CREATED, answer.to_string().into());

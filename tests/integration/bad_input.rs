@@ -461,6 +461,16 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
         assert_status(&reply, 400, "BadRequest");
         assert_eq!(reply.1["message"], message, "{path}");
     }
+    // A token request naming another account (or namespace) than its URL's is 422.
+    let other = server.post(tokens, &json!({"metadata": {"name": "other"}, "spec": {}}));
+    assert_status(&other, 422, "Invalid");
+    assert_eq!(
+        other.1["message"],
+        "TokenRequest.authentication.k8s.io \"default\" is invalid: metadata.name: Invalid \
+         value: \"other\": must match the service account name if specified"
+    );
+    let elsewhere = server.post(tokens, &json!({"metadata": {"namespace": "kube-system"}}));
+    assert_status(&elsewhere, 422, "Invalid");
     let strict = [
         (bindings, json!({"metadata": {"name": "any"}, "target": {"name": "n"}, "extra": 1})),
         (evictions, json!({"metadata": {"name": "any"}, "deleteOptions": {"extra": 1}})),
