@@ -62,6 +62,30 @@ pub(super) fn pairs(req: &HttpRequest) -> Result<Vec<(String, String)>, AgentHtt
         .map_err(|e| AgentHttpError::BadRequest(format!("bad query: {e}")))
 }
 
+/// The streams an exec or attach asks for (`stdin`, `stdout`, `stderr`).
+struct Streams {
+    stdin: bool,
+    stdout: bool,
+    stderr: bool,
+}
+
+impl Streams {
+    /// At least one must be asked for, as the kubelet requires.
+    fn asked(pairs: &[(String, String)]) -> Result<Self, AgentHttpError> {
+        let streams = Streams {
+            stdin: flag(pairs, "stdin"),
+            stdout: flag(pairs, "stdout"),
+            stderr: flag(pairs, "stderr"),
+        };
+        if !(streams.stdin || streams.stdout || streams.stderr) {
+            return Err(AgentHttpError::BadRequest(
+                "you must specify at least 1 of stdin, stdout, stderr".into(),
+            ));
+        }
+        Ok(streams)
+    }
+}
+
 /// A boolean query parameter, read as the API server reads them (`1`, `true` in any case).
 fn flag(pairs: &[(String, String)], key: &str) -> bool {
     pairs.iter().any(|(k, v)| k == key && (v == "1" || v.eq_ignore_ascii_case("true")))
@@ -216,6 +240,7 @@ async fn exec(
     let pairs = pairs(&req)?;
     let argv: Vec<String> =
         pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+    let streams = Streams::asked(&pairs)?;
     let key = path.into_inner();
     let target = container(&state, key.clone()).await?;
     // A command exec'd in a container ends with it, as in its PID namespace.
@@ -227,12 +252,13 @@ async fn exec(
         return super::terminal::exec(target, argv, &req, payload, container_gone).await;
     }
     let mut command = command(&target, &argv)?;
-    let wants_stdin = flag(&pairs, "stdin");
-    // A group of its own: what it starts is stopped with it.
+    let piped_if = |asked: bool| if asked { Stdio::piped() } else { Stdio::null() };
+    // A group of its own: what it starts is stopped with it. What the client did not ask
+    // for goes nowhere, as the kubelet gives the runtime only the streams asked for.
     command
-        .stdin(if wants_stdin { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdin(piped_if(streams.stdin))
+        .stdout(piped_if(streams.stdout))
+        .stderr(piped_if(streams.stderr))
         .process_group(0);
     let Upgraded { response, session, mut messages, .. } = upgrade(&req, payload, PROTOCOLS)?;
     let mut child = match huge_pages::spawn(&mut command) {
@@ -479,4 +505,22 @@ async fn pprof() -> HttpResponse {
         field("Threads:"),
     );
     HttpResponse::Ok().content_type("text/plain").body(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(query: &[(&str, &str)]) -> Vec<(String, String)> {
+        query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn an_exec_or_attach_asks_for_at_least_one_stream() {
+        let asked = Streams::asked(&pairs(&[("stdout", "true"), ("stderr", "0")])).unwrap();
+        assert!(asked.stdout && !asked.stderr && !asked.stdin);
+        let none = Streams::asked(&pairs(&[("command", "true"), ("stdout", "false")]));
+        let Err(AgentHttpError::BadRequest(message)) = none else { panic!("refused") };
+        assert_eq!(message, "you must specify at least 1 of stdin, stdout, stderr");
+    }
 }

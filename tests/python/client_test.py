@@ -247,6 +247,11 @@ def exec_in_pods(core, node):
                  command=["sh", "-c", "echo out $A; echo err >&2"],
                  stdout=True, stderr=True, stdin=False, tty=False)
     assert out == "out 1\nerr\n", repr(out)
+    # Only the streams asked for: stderr not asked for goes nowhere.
+    quiet = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
+                   command=["sh", "-c", "echo out; echo err >&2"],
+                   stdout=True, stderr=False, stdin=False, tty=False)
+    assert quiet == "out\n", repr(quiet)
     session = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
                      command=["sh", "-c", "read x; echo got $x; exit 4"],
                      stdout=True, stderr=True, stdin=True, tty=False, _preload_content=False)
