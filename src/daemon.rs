@@ -300,7 +300,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     // The bootstrap roles and bindings; and, under RBAC, the authorizer's view of every role
     // and binding, kept by their list-watches.
     let apiserver: Arc<dyn ApiClient> =
-        Arc::new(state.core.clone().with_field_manager("kplane-apiserver"));
+        Arc::new(state.core.clone().with_field_manager("kube-apiserver"));
     if let Err(e) = create_bootstrap_policy(apiserver.as_ref()).await {
         store.close(std::time::Duration::from_secs(10)).await;
         return Err(e.into());
@@ -333,62 +333,62 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     }
     // The garbage collector always runs: Orphan and Foreground deletions wait for it.
     let collector = GarbageCollector::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // So does the namespace controller: a deleted namespace goes once it has emptied it.
     let namespaces = NamespaceController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the quota controller: a quota counts once it has worked out its usage.
     let quotas = ResourceQuotaController::new(
-        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
         state.core.quota_locks(),
     )
     .start();
     // And the service account controller: every namespace has its `default` account.
     let accounts = EveryNamespace::new(
-        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
         Kept::default_service_account(),
     )
     .start();
     // And the tokens controller: service account token Secrets get their account's token.
     let tokens = state.tokens.clone().map(|issuer| {
-        let client = Arc::new(state.core.clone().with_field_manager("kplane-controller-manager"));
+        let client = Arc::new(state.core.clone().with_field_manager("kube-controller-manager"));
         TokensController::new(client, issuer, root_ca.as_deref()).start()
     });
     // And, while the secure port is served, its certificate in every namespace's
     // `kube-root-ca.crt` (the root CA certificate publisher).
     let root_ca = root_ca.map(|ca| {
-        let client = Arc::new(state.core.clone().with_field_manager("kplane-controller-manager"));
+        let client = Arc::new(state.core.clone().with_field_manager("kube-controller-manager"));
         EveryNamespace::new(client, Kept::root_ca(&ca)).start()
     });
     // And the replication manager: a ReplicationController keeps its replicas.
     let replication = ReplicationManager::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the endpoints controller: a Service's Endpoints list the pods it selects.
     let endpoints = EndpointsController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the node lifecycle controller: a node whose agent went silent is not Ready, and
     // tainted so that its pods leave it.
     let node_lifecycle = NodeLifecycleController::new(
-        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
         settings.node_lifecycle.clone(),
     )
     .start();
     // And the taint eviction controller: pods leave nodes with NoExecute taints.
     let taint_eviction = TaintEvictionController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the pod garbage collector: pods of nodes gone, and old finished pods, go.
     let pod_gc = PodGarbageCollector::new(
-        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
         kplane_actors::controllers::pod_gc::PodGcConfig {
             terminated_threshold: settings.terminated_pod_gc_threshold,
             ..Default::default()
@@ -397,38 +397,38 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     .start();
     // And the service controller: LoadBalancer services get an address and a listener there.
     let services = ServiceController::start_in_own_thread(
-        Arc::new(state.core.clone().with_field_manager("kplane-controller-manager")),
+        Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
         settings.load_balancer.clone(),
     );
     // And the disruption controller: evictions go by what each budget allows.
     let disruption = DisruptionController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the persistent volume controller: claims are bound to volumes.
     let volumes = PersistentVolumeController::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the ClusterRole aggregation controller: `view`, `edit` and `admin` take in the rules
     // of the roles labelled for them.
     let role_aggregator = ClusterRoleAggregator::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And the storage protection controllers: claims in use and bound volumes stay.
     let storage_protector = StorageProtector::new(Arc::new(
-        state.core.clone().with_field_manager("kplane-controller-manager"),
+        state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
     // And, while the secure port is served, the `kubernetes` Service that leads pods to it.
     let kubernetes_service = kubernetes_service_config(settings).map(|config| {
-        let client = Arc::new(state.core.clone().with_field_manager("kplane-apiserver"));
+        let client = Arc::new(state.core.clone().with_field_manager("kube-apiserver"));
         KubernetesServiceController::new(client, config).start()
     });
     let scheduler = settings.scheduler_enabled.then(|| {
         let client: Arc<dyn ApiClient> =
-            Arc::new(state.core.clone().with_field_manager("kplane-scheduler"));
+            Arc::new(state.core.clone().with_field_manager("kube-scheduler"));
         tracing::info!("starting the scheduler");
         Scheduler::start_in_own_thread(client, SchedulerConfig::default())
     });
@@ -464,8 +464,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         tracing::warn!("the components were already known");
     }
     let agent = if settings.agent.enabled {
-        let client: Arc<dyn ApiClient> =
-            Arc::new(state.core.clone().with_field_manager("kplane-agent"));
+        let client: Arc<dyn ApiClient> = Arc::new(state.core.clone().with_field_manager("kubelet"));
         let config = settings.agent.agent.clone();
         match crate::agent::start(&settings.agent, config, client, true) {
             Ok(agent) => Some(agent),

@@ -177,7 +177,7 @@ async fn note_last_use(state: &AppState, mut secret: Value) {
     let (namespace, name) = (object_namespace(&secret), object_name(&secret));
     let (namespace, name) = (namespace.to_string(), name.to_string());
     let options = kplane_actors::core::WriteOptions {
-        field_manager: Some("kplane-apiserver".into()),
+        field_manager: Some("kube-apiserver".into()),
         ..Default::default()
     };
     let secrets = resources::core("secrets");

@@ -85,8 +85,9 @@ impl RestClient {
         }
         let http = reqwest::Client::builder()
             // The API server names this client's field manager after its product, as for
-            // kubectl: `kplane-agent`.
-            .user_agent(concat!("kplane-agent/", env!("CARGO_PKG_VERSION")))
+            // kubectl: `kubelet`, the component an agent stands for (what the embedded
+            // agent's writes are recorded as too).
+            .user_agent(concat!("kubelet/", env!("CARGO_PKG_VERSION"), " (kplane agent)"))
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_keepalive(Duration::from_secs(30))
             // A redirect from an API server is a misconfiguration: report it, don't follow it.

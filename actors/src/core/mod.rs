@@ -121,6 +121,8 @@ pub fn unknown_field_message(path: &str) -> String {
 enum Ownership<'a> {
     /// An update by this field manager: it owns what it changed.
     Update(&'a str),
+    /// An update by this field manager through the `scale` subresource.
+    Scaled(&'a str),
     /// A server-side apply, whose managed fields are already worked out.
     Applied(ManagedFields),
 }
@@ -430,7 +432,7 @@ impl ApiCore {
         defaults::apply(resource.kind, &mut object);
         // The creator's managedFields entry, when written as text rather than into `object`.
         let managed_fields = match ownership {
-            Ownership::Update(manager) => {
+            Ownership::Update(manager) | Ownership::Scaled(manager) => {
                 let fields = ManagedFields::requested(&Value::Null, &object)?;
                 let writer = writer(resource, manager, Operation::Update, Part::Main);
                 fields.record_create(&mut object, &writer, has_status(resource))
@@ -736,14 +738,17 @@ impl ApiCore {
                 }
             }
             let fields = match &ownership {
-                Ownership::Update(manager) => {
+                Ownership::Update(manager) | Ownership::Scaled(manager) => {
                     let mut fields = match part {
                         Part::Main => ManagedFields::requested(&current_value, &object)?,
                         Part::Status | Part::Finalize | Part::EphemeralContainers => {
                             ManagedFields::of(&current_value)?
                         }
                     };
-                    let writer = writer(resource, manager, Operation::Update, part);
+                    let mut writer = writer(resource, manager, Operation::Update, part);
+                    if matches!(ownership, Ownership::Scaled(_)) {
+                        writer.subresource = "scale";
+                    }
                     fields.record_update(
                         Some(&current_value),
                         &next,

@@ -176,7 +176,7 @@ impl ApiCore {
             rc["spec"]["replicas"] = json!(replicas);
             let rv = requested_rv.clone().unwrap_or_else(|| current.resource_version.to_string());
             rc["metadata"]["resourceVersion"] = json!(rv);
-            let ownership = Ownership::Update(self.manager(options));
+            let ownership = Ownership::Scaled(self.manager(options));
             let written =
                 self.replace(rcs, namespace, name, rc, options.dry_run, Part::Main, ownership);
             match written.await {
@@ -295,6 +295,24 @@ mod tests {
             error.to_string(),
             r#"replicationcontrollers/scale.autoscaling "nope" not found"#
         );
+    }
+
+    #[actix::test]
+    async fn a_scale_is_recorded_as_written_through_the_scale_subresource() {
+        let core = crate::testing::core().await.with_field_manager("kubectl");
+        let rcs = resources::core("replicationcontrollers");
+        let rc = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1,
+            "selector": {"app": "web"}, "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let options = crate::core::WriteOptions::default();
+        core.create(rcs, "default", rc, &options).await.unwrap();
+        let scale = json!({"metadata": {"name": "web"}, "spec": {"replicas": 3}});
+        core.update_scale("default", "web", &scale, &options).await.unwrap();
+        let stored = core.get(rcs, "default", "web").await.unwrap().to_value();
+        let entries = stored["metadata"]["managedFields"].as_array().unwrap();
+        let scaled = entries.iter().find(|e| e["subresource"] == "scale").expect("a scale entry");
+        assert_eq!(scaled["manager"], "kubectl");
+        assert_eq!(scaled["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
     }
 
     #[actix::test]
