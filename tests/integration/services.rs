@@ -305,3 +305,65 @@ fn the_kubernetes_service_leads_pods_to_the_api_server() {
         version.contains("gitVersion")
     });
 }
+
+/// A service without a selector takes the Endpoints its user writes; they are mirrored into
+/// EndpointSlices, which `kubectl describe service` reads.
+#[test]
+fn the_endpoints_of_a_service_without_a_selector_are_mirrored_into_slices() {
+    let server = Server::start();
+    let kubectl = server.kubectl();
+    let manifest = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: external}
+spec: {ports: [{name: p, port: 81, targetPort: 9999}]}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: external, labels: {team: a}}
+subsets:
+- addresses: [{ip: 127.0.0.42}]
+  notReadyAddresses: [{ip: 127.0.0.43}]
+  ports: [{name: p, port: 8081}]
+"#;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), manifest).unwrap();
+    kubectl.ok(&["create", "-f", file.path().to_str().unwrap()]);
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices\
+                  ?labelSelector=kubernetes.io%2Fservice-name%3Dexternal";
+    let mut mirrored = Value::Null;
+    wait_until(WAIT, "the endpoints are mirrored", || {
+        mirrored = server.get(slices).1["items"][0].clone();
+        !mirrored.is_null()
+    });
+    let labels = &mirrored["metadata"]["labels"];
+    assert_eq!(
+        labels["endpointslice.kubernetes.io/managed-by"],
+        "endpointslicemirroring-controller.k8s.io"
+    );
+    assert_eq!(labels["team"], "a");
+    assert_eq!(mirrored["metadata"]["ownerReferences"][0]["kind"], "Endpoints");
+    assert_eq!(
+        mirrored["endpoints"],
+        json!([{"addresses": ["127.0.0.42"], "conditions": {"ready": true}},
+            {"addresses": ["127.0.0.43"], "conditions": {"ready": false}}])
+    );
+    let described = kubectl.ok(&["describe", "service", "external"]);
+    assert!(described.contains("127.0.0.42:8081"), "{described}");
+    // A change to the Endpoints follows; deleting them takes the mirror away.
+    kubectl.ok(&[
+        "patch",
+        "endpoints",
+        "external",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/subsets/0/addresses/0/ip","value":"127.0.0.44"}]"#,
+    ]);
+    wait_until(WAIT, "the change is mirrored", || {
+        server.get(slices).1["items"][0]["endpoints"][0]["addresses"] == json!(["127.0.0.44"])
+    });
+    kubectl.ok(&["delete", "endpoints", "external"]);
+    wait_until(WAIT, "the mirror is gone", || {
+        server.get(slices).1["items"].as_array().is_some_and(Vec::is_empty)
+    });
+}

@@ -19,9 +19,30 @@ use crate::model::{json, resources, ResourceType};
 
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
 const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
-const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 /// Kubernetes' `--max-endpoints-per-slice` default.
 const MAX_ENDPOINTS: usize = 100;
+/// How many addresses of an Endpoints subset are mirrored (Kubernetes' mirroring limit).
+const MAX_MIRRORED: usize = 1000;
+
+/// Who keeps a set of slices: the slices of a service with a selector are worked out from
+/// its pods and owned by the service; those of a service without one mirror the Endpoints
+/// its user writes and are owned by them, as Kubernetes' EndpointSliceMirroring controller
+/// keeps them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Keeper {
+    FromPods,
+    Mirroring,
+}
+
+impl Keeper {
+    /// The `endpointslice.kubernetes.io/managed-by` of its slices.
+    fn label(self) -> &'static str {
+        match self {
+            Keeper::FromPods => "endpointslice-controller.k8s.io",
+            Keeper::Mirroring => "endpointslicemirroring-controller.k8s.io",
+        }
+    }
+}
 
 fn slices() -> &'static ResourceType {
     resources::find("discovery.k8s.io", "v1", "endpointslices").expect("served")
@@ -70,7 +91,7 @@ pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
     }
     let mut labels = service_labels(service);
     labels[SERVICE_NAME] = json!(name);
-    labels[MANAGED_BY] = json!(CONTROLLER);
+    labels[MANAGED_BY] = json!(Keeper::FromPods.label());
     let slice = |ports: Option<&Vec<Value>>, endpoints: &[Value]| {
         let mut slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"labels": labels}, "addressType": "IPv4"});
@@ -94,14 +115,74 @@ pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
     slices
 }
 
-/// The slices this controller keeps for service `name`.
+/// The slices that mirror `endpoints` (a service's without a selector): one per subset (its
+/// first 1,000 addresses, not-ready ones not ready), with the Endpoints' labels, as
+/// Kubernetes' mirroring writes them; none for Endpoints labelled
+/// `endpointslice.kubernetes.io/skip-mirror: "true"`.
+pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
+    let (_, name) = key_of(endpoints);
+    let mut labels = json::at(endpoints, "/metadata/labels").cloned().unwrap_or(json!({}));
+    if labels.get("endpointslice.kubernetes.io/skip-mirror") == Some(&json!("true")) {
+        return Vec::new();
+    }
+    labels[SERVICE_NAME] = json!(name);
+    labels[MANAGED_BY] = json!(Keeper::Mirroring.label());
+    let subsets = json::at(endpoints, "/subsets").and_then(Value::as_array);
+    let mut slices = Vec::new();
+    for subset in subsets.into_iter().flatten() {
+        let addresses = |field: &str, ready: bool| {
+            let listed = subset.get(field).and_then(Value::as_array).into_iter().flatten();
+            listed.map(move |address| {
+                let mut endpoint = json!({"addresses": [address["ip"]],
+                    "conditions": {"ready": ready}});
+                for field in ["targetRef", "nodeName"] {
+                    if let Some(value) = address.get(field).filter(|v| !v.is_null()) {
+                        endpoint[field] = value.clone();
+                    }
+                }
+                let hostname = address.get("hostname").and_then(Value::as_str);
+                if let Some(hostname) = hostname.filter(|h| !h.is_empty()) {
+                    endpoint["hostname"] = json!(hostname);
+                }
+                endpoint
+            })
+        };
+        let endpoints: Vec<Value> =
+            addresses("addresses", true).chain(addresses("notReadyAddresses", false)).collect();
+        let ports: Vec<Value> = (subset.get("ports").and_then(Value::as_array).into_iter())
+            .flatten()
+            .map(|port| {
+                let mut mirrored = json!({"name": port.get("name").cloned().unwrap_or(json!("")),
+                    "port": port["port"], "protocol": port.get("protocol").cloned()
+                        .unwrap_or(json!("TCP"))});
+                if let Some(app) = port.get("appProtocol").filter(|a| !a.is_null()) {
+                    mirrored["appProtocol"] = app.clone();
+                }
+                mirrored
+            })
+            .collect();
+        let mut slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"labels": labels}, "addressType": "IPv4"});
+        if !endpoints.is_empty() {
+            slice["endpoints"] = json!(endpoints[..endpoints.len().min(MAX_MIRRORED)]);
+        }
+        if !ports.is_empty() {
+            slice["ports"] = json!(ports);
+        }
+        slices.push(slice);
+    }
+    slices
+}
+
+/// The slices `keeper` keeps for service `name`.
 async fn current(
     client: &dyn ApiClient,
+    keeper: Keeper,
     namespace: &str,
     name: &str,
 ) -> Result<Vec<Value>, ApiError> {
     let options = ListOptions {
-        label_selector: Some(format!("{SERVICE_NAME}={name},{MANAGED_BY}={CONTROLLER}")),
+        label_selector: Some(format!("{SERVICE_NAME}={name},{MANAGED_BY}={}", keeper.label())),
         ..ListOptions::default()
     };
     let mut items = client.list(slices(), Some(namespace), &options).await?.items;
@@ -109,17 +190,19 @@ async fn current(
     Ok(items)
 }
 
-/// Makes the service's slices `desired`, as Kubernetes' reconciler does: a slice with the
-/// same ports is updated in place when its endpoints or labels differ; a slice left over takes
-/// the content of one that would be created (its name kept: a delete and a create become an
-/// update); the rest are created (named after the service) or deleted.
+/// Makes the slices `keeper` keeps for `owner` (the service, or the Endpoints mirrored)
+/// `desired`, as Kubernetes' reconciler does: a slice with the same ports is updated in place
+/// when its endpoints or labels differ; a slice left over takes the content of one that
+/// would be created (its name kept: a delete and a create become an update); the rest are
+/// created (named after the service, owned by `owner`) or deleted.
 pub(super) async fn write(
     client: &dyn ApiClient,
-    service: &Value,
+    keeper: Keeper,
+    owner: &Value,
     desired: Vec<Value>,
 ) -> Result<(), ApiError> {
-    let (namespace, name) = key_of(service);
-    let mut existing = current(client, &namespace, &name).await?;
+    let (namespace, name) = key_of(owner);
+    let mut existing = current(client, keeper, &namespace, &name).await?;
     let mut unmatched = Vec::new();
     for want in desired {
         match existing.iter().position(|s| s.get("ports") == want.get("ports")) {
@@ -133,8 +216,12 @@ pub(super) async fn write(
             continue;
         }
         want["metadata"]["generateName"] = json!(format!("{name}-"));
+        let kind = match keeper {
+            Keeper::FromPods => "Service",
+            Keeper::Mirroring => "Endpoints",
+        };
         want["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1",
-            "kind": "Service", "name": name, "uid": object_uid(service),
+            "kind": kind, "name": name, "uid": object_uid(owner),
             "controller": true, "blockOwnerDeletion": true}]);
         client.create(slices(), &namespace, want).await?;
     }
@@ -169,10 +256,11 @@ async fn update(
 /// Deletes the slices of service `name` (gone).
 pub(super) async fn delete_all(
     client: &dyn ApiClient,
+    keeper: Keeper,
     namespace: &str,
     name: &str,
 ) -> Result<(), ApiError> {
-    for slice in current(client, namespace, name).await? {
+    for slice in current(client, keeper, namespace, name).await? {
         delete(client, namespace, &slice).await?;
     }
     Ok(())

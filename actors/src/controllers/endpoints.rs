@@ -5,8 +5,10 @@
 //! service's ports resolved against the pod (a named `targetPort` through its containers'
 //! ports), packed into one subset per set of ports. The service's labels are the endpoints'.
 //! Deleting the service deletes them; a service without a selector keeps the endpoints its
-//! user writes, and so does an ExternalName service. Beside them it keeps the service's EndpointSlices (`endpoint_slices`), which
-//! a service that loses its selector loses too.
+//! user writes, and so does an ExternalName service. Beside them it keeps the service's
+//! EndpointSlices (`endpoint_slices`): from its pods while it has a selector (those stay when
+//! it loses it, as in Kubernetes), and, without one, slices mirroring the Endpoints its user
+//! writes (Kubernetes' EndpointSliceMirroring controller).
 //!
 //! It follows pods only while some service with a selector exists.
 
@@ -16,7 +18,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::{endpoint_slices, selects};
+use super::endpoint_slices::{self, Keeper};
+use super::selects;
 use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
@@ -28,6 +31,10 @@ use crate::watch::EventType;
 pub struct EndpointsController {
     client: Arc<dyn ApiClient>,
     services: BTreeMap<Key, Value>,
+    /// Every Endpoints object: those of services without a selector are mirrored.
+    endpoints: BTreeMap<Key, Value>,
+    /// The Endpoints have been listed (until then, nothing is mirrored or unmirrored).
+    endpoints_listed: bool,
     /// Every pod, while any service has a selector.
     pods: OnDemandCache,
     dirty: BTreeSet<Key>,
@@ -42,6 +49,11 @@ pub struct EndpointsController {
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Services(Feed);
+
+/// A feed of Endpoints objects.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct EndpointsFeed(Feed);
 
 /// A feed of pods, from the pod list-watch of this generation.
 #[derive(Message)]
@@ -63,6 +75,8 @@ impl EndpointsController {
         Self {
             client,
             services: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            endpoints_listed: false,
             pods: OnDemandCache::default(),
             dirty: BTreeSet::new(),
             sync_queued: false,
@@ -118,13 +132,33 @@ impl EndpointsController {
                         Ok(_) | Err(ApiError::NotFound { .. }) => {}
                         Err(error) => return Err(error),
                     }
-                    endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
+                    for keeper in [Keeper::FromPods, Keeper::Mirroring] {
+                        endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
+                            .await?;
+                    }
+                    Ok(())
                 }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
             }
-            Some((_, None)) => {
+            // Without a selector, the Endpoints its user writes are mirrored (none for an
+            // ExternalName service); the slices it had from its pods stay, as in Kubernetes.
+            Some((service, None)) => {
                 let name = key.1.clone();
+                let external = json::at(service, "/spec/type") == Some(&json!("ExternalName"));
+                let endpoints = self.endpoints.get(key).filter(|_| !external).cloned();
                 Box::pin(async move {
-                    endpoint_slices::delete_all(client.as_ref(), &namespace, &name).await
+                    match endpoints {
+                        Some(endpoints) => {
+                            let mirrored = endpoint_slices::mirrored(&endpoints);
+                            let keeper = Keeper::Mirroring;
+                            endpoint_slices::write(client.as_ref(), keeper, &endpoints, mirrored)
+                                .await
+                        }
+                        None => {
+                            let keeper = Keeper::Mirroring;
+                            endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
+                                .await
+                        }
+                    }
                 })
             }
             Some((service, Some(selector))) => {
@@ -139,7 +173,17 @@ impl EndpointsController {
                 let service = service.clone();
                 Box::pin(async move {
                     write(client.as_ref(), &namespace, desired).await?;
-                    endpoint_slices::write(client.as_ref(), &service, slices).await
+                    endpoint_slices::write(client.as_ref(), Keeper::FromPods, &service, slices)
+                        .await?;
+                    // What was mirrored while it had no selector goes, as in Kubernetes.
+                    let name = object_name(&service);
+                    endpoint_slices::delete_all(
+                        client.as_ref(),
+                        Keeper::Mirroring,
+                        &namespace,
+                        name,
+                    )
+                    .await
                 })
             }
         };
@@ -368,6 +412,9 @@ impl Actor for EndpointsController {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let client = self.client.clone();
         informer::feed_actor(ctx, client, resources::core("services"), Scope::default(), Services);
+        let client = self.client.clone();
+        let endpoints = resources::core("endpoints");
+        informer::feed_actor(ctx, client, endpoints, Scope::default(), EndpointsFeed);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -402,6 +449,37 @@ impl Handler<Services> for EndpointsController {
     }
 }
 
+impl Handler<EndpointsFeed> for EndpointsController {
+    type Result = ();
+
+    /// A change to the Endpoints of a service without a selector is mirrored; those of a
+    /// service with one are this controller's own.
+    fn handle(&mut self, EndpointsFeed(feed): EndpointsFeed, ctx: &mut Context<Self>) {
+        let changed = match feed {
+            Feed::Listed(items) => {
+                self.endpoints_listed = true;
+                relist(&mut self.endpoints, items)
+            }
+            Feed::Changed(EventType::Deleted, endpoints) => {
+                let key = key_of(&endpoints);
+                self.endpoints.remove(&key);
+                BTreeSet::from([key])
+            }
+            Feed::Changed(_, endpoints) => {
+                let key = key_of(&endpoints);
+                self.endpoints.insert(key.clone(), endpoints);
+                BTreeSet::from([key])
+            }
+            Feed::Unavailable(_) => return,
+        };
+        for key in changed {
+            if self.services.get(&key).is_some_and(|service| selector(service).is_none()) {
+                self.mark(key, ctx);
+            }
+        }
+    }
+}
+
 impl Handler<Pods> for EndpointsController {
     type Result = ();
 
@@ -428,10 +506,13 @@ impl Handler<SyncDirty> for EndpointsController {
         self.sync_queued = false;
         let dirty = std::mem::take(&mut self.dirty);
         for key in dirty {
-            // A service with a selector waits for the pods to be listed (a gone one does not),
-            // and any waits for its write in flight.
-            let unlisted = self.services.get(&key).and_then(selector).is_some()
-                && !self.pods.objects().is_listed();
+            // A service with a selector waits for the pods to be listed, one without for the
+            // Endpoints (a gone one does not), and any waits for its write in flight.
+            let unlisted = match self.services.get(&key).map(selector) {
+                Some(Some(_)) => !self.pods.objects().is_listed(),
+                Some(None) => !self.endpoints_listed,
+                None => false,
+            };
             if unlisted || self.in_flight.contains(&key) {
                 self.dirty.insert(key);
             } else {
@@ -647,8 +728,9 @@ mod tests {
             (&endpoint["nodeName"], &endpoint["targetRef"]["name"]),
             (&json!("n"), &json!("p"))
         );
-        // A second service of the pod loses its selector: its slices go (its Endpoints
-        // become its user's); the first is deleted: its slices go with it.
+        // A second service of the pod loses its selector: the slices it had from its pods
+        // stay, as in Kubernetes, and its Endpoints, now its user's, are mirrored; the first
+        // is deleted: its slices go with it.
         let other = json!({"metadata": {"name": "other"}, "spec": {"selector": {"app": "web"},
             "ports": [{"port": 80}]}});
         let services = resources::core("services");
@@ -673,10 +755,39 @@ mod tests {
         )
         .await
         .unwrap();
-        eventually("the other's slices gone", || async { others().await.is_empty().then_some(()) })
-            .await;
+        let keepers = |slices: Vec<Value>| -> Vec<String> {
+            let mut keepers: Vec<String> = slices
+                .iter()
+                .map(|s| {
+                    s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"].to_string()
+                })
+                .collect();
+            keepers.sort();
+            keepers
+        };
+        let mirrored = eventually("the other's Endpoints mirrored", || async {
+            let slices = others().await;
+            (slices.len() == 2).then_some(slices)
+        })
+        .await;
+        assert_eq!(
+            keepers(mirrored.clone()),
+            [
+                r#""endpointslice-controller.k8s.io""#,
+                r#""endpointslicemirroring-controller.k8s.io""#
+            ]
+        );
+        let copy =
+            mirrored.iter().find(|s| s["metadata"]["ownerReferences"][0]["kind"] == "Endpoints");
+        let copy = copy.expect("owned by the Endpoints");
+        assert_eq!(copy["endpoints"][0]["addresses"], json!(["127.0.0.9"]));
+        assert_eq!(copy["endpoints"][0]["conditions"], json!({"ready": true}));
+        assert_eq!(copy["ports"], json!([{"name": "", "port": 80, "protocol": "TCP"}]));
         let options = DeleteOptions::default();
         ApiClient::delete(&core, services, "default", "web", &options).await.unwrap();
         eventually("the slices gone", || async { list().await.is_empty().then_some(()) }).await;
+        ApiClient::delete(&core, services, "default", "other", &options).await.unwrap();
+        eventually("the other's slices gone", || async { others().await.is_empty().then_some(()) })
+            .await;
     }
 }
