@@ -7,7 +7,7 @@
 //! as their controlling owner; a service selecting nothing has one slice without endpoints.
 //! `kubectl describe service` reads them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
@@ -50,7 +50,11 @@ fn slices() -> &'static ResourceType {
 
 /// The slices `service` should have, given the pods its selector matches: their content
 /// (`endpoints`, `ports`, labels), without names.
-pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
+pub(super) fn desired(
+    service: &Value,
+    pods: &[&Value],
+    zones: &HashMap<String, String>,
+) -> Vec<Value> {
     let (namespace, name) = key_of(service);
     let publish_not_ready =
         json::at(service, "/spec/publishNotReadyAddresses") == Some(&json!(true));
@@ -69,6 +73,10 @@ pub(super) fn desired(service: &Value, pods: &[&Value]) -> Vec<Value> {
                 "uid": object_uid(pod)}});
         if let Some(node) = json::at(pod, "/spec/nodeName").and_then(Value::as_str) {
             endpoint["nodeName"] = json!(node);
+            // Its node's zone, as Kubernetes' controller copies it.
+            if let Some(zone) = zones.get(node) {
+                endpoint["zone"] = json!(zone);
+            }
         }
         let hostname = json::at(pod, "/spec/hostname").and_then(Value::as_str).unwrap_or("");
         if !hostname.is_empty()
@@ -271,5 +279,32 @@ async fn delete(client: &dyn ApiClient, namespace: &str, slice: &Value) -> Resul
     match client.delete(slices(), namespace, object_name(slice), &options).await {
         Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
         Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_carries_its_nodes_zone() {
+        let service = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+        let pod = |name: &str, node: &str| {
+            json!({"metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "podIP": format!("127.0.0.{}", node.len()),
+                    "conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        let (zoned, plain) = (pod("a", "n-zoned"), pod("b", "n"));
+        let zones = HashMap::from([("n-zoned".to_string(), "za".to_string())]);
+        let slices = desired(&service, &[&zoned, &plain], &zones);
+        let endpoints = slices[0]["endpoints"].as_array().unwrap();
+        let zone_of = |name: &str| {
+            let endpoint = endpoints.iter().find(|e| e["targetRef"]["name"] == name).unwrap();
+            endpoint.get("zone").cloned()
+        };
+        assert_eq!(zone_of("a"), Some(json!("za")));
+        assert_eq!(zone_of("b"), None);
     }
 }

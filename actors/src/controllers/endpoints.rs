@@ -35,6 +35,8 @@ pub struct EndpointsController {
     endpoints: BTreeMap<Key, Value>,
     /// The Endpoints have been listed (until then, nothing is mirrored or unmirrored).
     endpoints_listed: bool,
+    /// Each node's `topology.kubernetes.io/zone`, for the slices' endpoints.
+    zones: HashMap<String, String>,
     /// Every pod, while any service has a selector.
     pods: OnDemandCache,
     dirty: BTreeSet<Key>,
@@ -54,6 +56,11 @@ struct Services(Feed);
 #[derive(Message)]
 #[rtype(result = "()")]
 struct EndpointsFeed(Feed);
+
+/// A feed of nodes (for their zones).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Nodes(Feed);
 
 /// A feed of pods, from the pod list-watch of this generation.
 #[derive(Message)]
@@ -77,6 +84,7 @@ impl EndpointsController {
             services: BTreeMap::new(),
             endpoints: BTreeMap::new(),
             endpoints_listed: false,
+            zones: HashMap::new(),
             pods: OnDemandCache::default(),
             dirty: BTreeSet::new(),
             sync_queued: false,
@@ -169,7 +177,7 @@ impl EndpointsController {
                     .filter(|pod| selects(selector, pod_labels(pod)))
                     .collect();
                 let desired = desired_endpoints(service, &selected);
-                let slices = endpoint_slices::desired(service, &selected);
+                let slices = endpoint_slices::desired(service, &selected, &self.zones);
                 let service = service.clone();
                 Box::pin(async move {
                     write(client.as_ref(), &namespace, desired).await?;
@@ -415,6 +423,8 @@ impl Actor for EndpointsController {
         let client = self.client.clone();
         let endpoints = resources::core("endpoints");
         informer::feed_actor(ctx, client, endpoints, Scope::default(), EndpointsFeed);
+        let client = self.client.clone();
+        informer::feed_actor(ctx, client, resources::core("nodes"), Scope::default(), Nodes);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -479,6 +489,37 @@ impl Handler<EndpointsFeed> for EndpointsController {
         }
     }
 }
+
+impl Handler<Nodes> for EndpointsController {
+    type Result = ();
+
+    /// A node's zone is read when its pods' slices are next written, as Kubernetes reads it.
+    fn handle(&mut self, Nodes(feed): Nodes, _: &mut Context<Self>) {
+        let zone = |node: &Value| {
+            let labels = json::at(node, "/metadata/labels").and_then(Value::as_object);
+            let zone = labels.and_then(|l| l.get(ZONE)).and_then(Value::as_str);
+            zone.map(|zone| (object_name(node).to_string(), zone.to_string()))
+        };
+        match feed {
+            Feed::Listed(nodes) => self.zones = nodes.iter().filter_map(zone).collect(),
+            Feed::Changed(EventType::Deleted, node) => {
+                self.zones.remove(object_name(&node));
+            }
+            Feed::Changed(_, node) => match zone(&node) {
+                Some((name, zone)) => {
+                    self.zones.insert(name, zone);
+                }
+                None => {
+                    self.zones.remove(object_name(&node));
+                }
+            },
+            Feed::Unavailable(_) => {}
+        }
+    }
+}
+
+/// The label naming a node's zone.
+const ZONE: &str = "topology.kubernetes.io/zone";
 
 impl Handler<Pods> for EndpointsController {
     type Result = ();
