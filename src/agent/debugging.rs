@@ -91,7 +91,8 @@ fn flag(pairs: &[(String, String)], key: &str) -> bool {
     pairs.iter().any(|(k, v)| k == key && (v == "1" || v.eq_ignore_ascii_case("true")))
 }
 
-/// A command run in a container's environment and working directory.
+/// A command run in a container's environment and working directory, as its user (the
+/// container's `run_as` prefix innermost, after any launcher in `argv`).
 pub(super) fn command(
     target: &ExecTarget,
     argv: &[String],
@@ -121,7 +122,7 @@ async fn run(
         .map(|(_, v)| v.clone())
         .ok_or_else(|| AgentHttpError::BadRequest("the cmd parameter is required".into()))?;
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-    let mut command = command(&target, &argv)?;
+    let mut command = command(&target, &target.run_as_then(&argv))?;
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("{cmd:?}: {e}"));
     let child = huge_pages::spawn(&mut command).map_err(failed)?;
@@ -251,7 +252,7 @@ async fn exec(
     if flag(&pairs, "tty") {
         return super::terminal::exec(target, argv, &req, payload, container_gone).await;
     }
-    let mut command = command(&target, &argv)?;
+    let mut command = command(&target, &target.run_as_then(&argv))?;
     let piped_if = |asked: bool| if asked { Stdio::piped() } else { Stdio::null() };
     // A group of its own: what it starts is stopped with it. What the client did not ask
     // for goes nowhere, as the kubelet gives the runtime only the streams asked for.

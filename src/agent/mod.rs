@@ -61,6 +61,13 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
     }
     config.log_writer = Some(vec![exe.clone(), "log-writer".into()]);
     config.terminal_launcher = Some(terminal::LAUNCHER.map(String::from).into());
+    config.identity_launcher = Some(vec![
+        exe.clone(),
+        "exec-limited".into(),
+        "--as".into(),
+        "{identity}".into(),
+        "--".into(),
+    ]);
     config.memory_limit_launcher = Some(vec![
         exe,
         "exec-limited".into(),

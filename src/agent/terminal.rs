@@ -67,7 +67,7 @@ pub async fn exec(
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("exec {argv:?}: {e}"));
     let pty = Pty::open().map_err(failed)?;
     kplane_actors::agent::launch::with_terminal_type(&mut target.env);
-    let mut command = command(&target, &on_terminal(&argv))?;
+    let mut command = command(&target, &on_terminal(&target.run_as_then(&argv)))?;
     let stdio = || pty.terminal.try_clone().map(Stdio::from);
     command.stdin(stdio().map_err(failed)?).stdout(stdio().map_err(failed)?);
     command.stderr(stdio().map_err(failed)?);

@@ -1,8 +1,9 @@
-//! `kplane exec-limited [--memory-bytes N] [--max-open-files N] [--tty] -- PROGRAM [ARGS...]`:
-//! lowers this process's rlimits, then replaces itself with PROGRAM, which inherits them.
-//! With `--tty`, PROGRAM also leads a new session whose controlling terminal is its stdin (a
-//! pty's terminal end, as the agent gives `exec -t`), so that shells get job control and
-//! Ctrl-C reaches them.
+//! `kplane exec-limited [--memory-bytes N] [--max-open-files N] [--tty] [--as UID:GID:GROUPS]
+//! -- PROGRAM [ARGS...]`: lowers this process's rlimits, then replaces itself with PROGRAM,
+//! which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
+//! terminal is its stdin (a pty's terminal end, as the agent gives `exec -t`), so that shells
+//! get job control and Ctrl-C reaches them. With `--as`, PROGRAM runs as that user, group and
+//! supplementary groups (a container's `securityContext`; empty parts stay as they are).
 //!
 //! The node agent puts `[kplane, "exec-limited", "--memory-bytes", N, "--"]` in front of a
 //! container's command when it has `resources.limits.memory`. These are per-process limits, not
@@ -17,7 +18,9 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
+use kplane_actors::agent::launch::Identity;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
+use nix::unistd::{setgid, setgroups, setuid, Gid, Uid};
 
 /// Exit code when the limits (or the terminal) cannot be applied (PROGRAM never started).
 const LIMIT_FAILED: u8 = 125;
@@ -38,6 +41,9 @@ pub struct ExecLimitedArgs {
     /// Start a new session with stdin, a terminal, as its controlling terminal.
     #[arg(long)]
     tty: bool,
+    /// Run as this user, group and supplementary groups (`UID:GID:GROUP,GROUP`).
+    #[arg(long = "as", value_name = "UID:GID:GROUPS", value_parser = parse_identity)]
+    identity: Option<Identity>,
     /// The program to run and its arguments, after `--`; found through PATH like a shell does.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -84,7 +90,31 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
     if let Some(files) = args.max_open_files {
         lower(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE", files)?;
     }
+    if let Some(identity) = &args.identity {
+        take_on(identity)?;
+    }
     Ok(())
+}
+
+/// Becomes `identity`: groups first, then the group, then the user (after which none of them
+/// could change any more).
+fn take_on(identity: &Identity) -> Result<(), LimitError> {
+    let fail = |resource| move |source| LimitError { resource, source };
+    if !identity.groups.is_empty() {
+        let groups: Vec<Gid> = identity.groups.iter().map(|g| Gid::from_raw(*g)).collect();
+        setgroups(&groups).map_err(fail("the supplementary groups"))?;
+    }
+    if let Some(gid) = identity.gid {
+        setgid(Gid::from_raw(gid)).map_err(fail("the group"))?;
+    }
+    if let Some(uid) = identity.uid {
+        setuid(Uid::from_raw(uid)).map_err(fail("the user"))?;
+    }
+    Ok(())
+}
+
+fn parse_identity(text: &str) -> Result<Identity, String> {
+    text.parse()
 }
 
 /// Sets both the soft and the hard limit, so PROGRAM cannot raise them again; never raises a
@@ -133,6 +163,19 @@ mod tests {
         let args = parse(&["--max-open-files=64", "--", "prog", "--memory-bytes", "1"]).unwrap();
         assert_eq!(args.max_open_files, Some(64));
         assert_eq!(args.memory_bytes, None, "flags after -- belong to the program");
+    }
+
+    #[test]
+    fn parses_an_identity() {
+        let args = parse(&["--as", "1000:3000:2000,3000", "--", "id"]).unwrap();
+        let identity = args.identity.unwrap();
+        assert_eq!(
+            (identity.uid, identity.gid, identity.groups),
+            (Some(1000), Some(3000), vec![2000, 3000])
+        );
+        assert_eq!(parse(&["--as", "::", "--", "id"]).unwrap().identity, Some(Identity::default()));
+        assert!(parse(&["--as", "root", "--", "id"]).is_err());
+        assert!(parse(&["--as", "1:2:x", "--", "id"]).is_err());
     }
 
     #[test]

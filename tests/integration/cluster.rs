@@ -881,3 +881,65 @@ fn kubectl_debug_adds_an_ephemeral_container() {
     assert_eq!(copy["spec"]["volumes"], rich["spec"]["volumes"], "{copy}");
     assert_eq!(copy["spec"]["tolerations"], rich["spec"]["tolerations"], "{copy}");
 }
+
+/// A pod's securityContext: its containers (and what is exec'd in them, and their exec
+/// probes) run as its user and groups; a `runAsNonRoot` container that would run as root is
+/// refused in the kubelet's words.
+#[test]
+fn containers_run_as_their_security_contexts_user() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    let manifest = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: who}
+spec:
+  securityContext: {runAsUser: 1000, runAsGroup: 3000, fsGroup: 2000}
+  containers:
+  - name: c
+    image: none
+    command: [sh, -c, 'echo "uid $(id -u) gid $(id -g) groups $(id -G)"; sleep 3600']
+    readinessProbe: {exec: {command: [sh, -c, 'test "$(id -u)" = 1000']}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nonroot}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers:
+  - name: c
+    image: none
+    command: [sleep, '3600']
+    securityContext: {runAsUser: 0}
+"#;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), manifest).unwrap();
+    kubectl.ok(&["create", "-f", file.path().to_str().unwrap()]);
+    let waiting = |pod: &str| {
+        let path = "{.status.containerStatuses[0].state.waiting.message}";
+        kubectl.run(&["get", "pod", pod, "-o", &format!("jsonpath={path}")]).1
+    };
+    wait_until(WAIT, "nonroot is refused", || !waiting("nonroot").is_empty());
+    assert_eq!(
+        waiting("nonroot"),
+        format!(
+            "container's runAsUser breaks non-root policy (pod: \"nonroot_default({})\", \
+             container: c)",
+            kubectl.ok(&["get", "pod", "nonroot", "-o", "jsonpath={.metadata.uid}"])
+        )
+    );
+    // Taking another user needs the agent to be root, as these tests run in CI.
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    wait_until(WAIT, "who's log", || kubectl.run(&["logs", "who"]).1.contains("uid "));
+    let mut said =
+        kubectl.ok(&["logs", "who"]).split_whitespace().map(String::from).collect::<Vec<_>>();
+    said[5..].sort();
+    assert_eq!(said, ["uid", "1000", "gid", "3000", "groups", "2000", "3000"]);
+    assert_eq!(kubectl.ok(&["exec", "who", "--", "id", "-u"]).trim(), "1000");
+    wait_until(WAIT, "who is ready (its probe runs as 1000)", || {
+        kubectl.run(&["get", "pod", "who", "-o", "jsonpath={.status.containerStatuses[0].ready}"]).1
+            == "true"
+    });
+}

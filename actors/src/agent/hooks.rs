@@ -22,6 +22,8 @@ pub enum Hook {
 pub struct HookTarget {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<std::path::PathBuf>,
+    /// The command-line prefix that runs a command as the container's user and groups.
+    pub run_as: Vec<String>,
     /// The container's process group: an exec hook's processes join it, so that they end
     /// with the container (as a command exec'd in a container does).
     pub group: Option<u32>,
@@ -92,8 +94,11 @@ const OUTPUT_DRAIN: Duration = Duration::from_millis(200);
 /// runtime words it and what the command wrote.
 async fn run_exec(command: &[String], target: &HookTarget) -> Result<(), (String, String)> {
     let spawn = |group: u32| {
-        let mut process =
-            super::runtime::command(command, &target.env, target.working_dir.as_deref())?;
+        let mut process = super::runtime::command(
+            &[&target.run_as[..], command].concat(),
+            &target.env,
+            target.working_dir.as_deref(),
+        )?;
         process
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -205,6 +210,7 @@ mod tests {
         HookTarget {
             env: vec![("GREETING".into(), "hi".into())],
             working_dir: Some(dir.to_path_buf()),
+            run_as: Vec::new(),
             group: None,
             pod_ip: "127.0.0.1".into(),
             named: "Container \"c\" in Pod \"p_default(u1)\"".into(),

@@ -1,7 +1,7 @@
 //! A container's command line and environment, built from its spec the way the kubelet does:
 //! the image's command when `command` is empty, `$(VAR)` expansion, service and downward-API
 //! variables (fields and resources), and values from ConfigMaps and Secrets (`env` and
-//! `envFrom`).
+//! `envFrom`); and the user it runs as (`securityContext`).
 
 use std::collections::HashMap;
 
@@ -379,10 +379,136 @@ pub fn expand(input: &str, env: &[(String, String)]) -> String {
 /// (`args` replacing nothing), expanded; wrapped by the memory-limit launcher when the container
 /// has a memory limit and one is configured, and then by the terminal launcher when it gets a
 /// terminal (see [`interactive`]).
+/// Who a container's processes run as, from the pod's and the container's `securityContext`
+/// (the container's settings first), as the kubelet hands them to its runtime: `runAsUser`,
+/// `runAsGroup` (else the user's primary group on this node, else 0, as a runtime takes it
+/// from the image's `/etc/passwd`), and the supplementary groups (that group,
+/// `supplementalGroups` and `fsGroup`). What is `None` stays the agent's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub groups: Vec<u32>,
+}
+
+impl Identity {
+    /// The identity `container` of `pod` runs as (`None`: the agent's), or why it may not
+    /// run: a `runAsNonRoot` container that would run as root, in the kubelet's words.
+    pub fn of(pod: &Pod, container: &Container) -> Result<Option<Identity>, LaunchError> {
+        let of_pod = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+        let of_container = container.security_context.as_ref();
+        let uid = of_container.and_then(|c| c.run_as_user).or(of_pod.and_then(|p| p.run_as_user));
+        let gid = of_container.and_then(|c| c.run_as_group).or(of_pod.and_then(|p| p.run_as_group));
+        let non_root = of_container
+            .and_then(|c| c.run_as_non_root)
+            .or(of_pod.and_then(|p| p.run_as_non_root))
+            .unwrap_or(false);
+        if non_root {
+            let named = || {
+                let meta = &pod.metadata;
+                let (name, namespace) = (meta.name.as_deref(), meta.namespace.as_deref());
+                let uid = meta.uid.as_deref().unwrap_or_default();
+                format!(
+                    "(pod: \"{}_{}({uid})\", container: {})",
+                    name.unwrap_or_default(),
+                    namespace.unwrap_or_default(),
+                    container.name
+                )
+            };
+            if uid == Some(0) {
+                return Err(LaunchError::Config(format!(
+                    "container's runAsUser breaks non-root policy {}",
+                    named()
+                )));
+            }
+            // Without a user, the container runs as the agent's, the image user here.
+            if uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw().into()) == 0 {
+                return Err(LaunchError::Config(format!(
+                    "container has runAsNonRoot and image will run as root {}",
+                    named()
+                )));
+            }
+        }
+        let supplemental = of_pod.and_then(|p| p.supplemental_groups.as_ref());
+        let mut groups: Vec<u32> = supplemental
+            .into_iter()
+            .flatten()
+            .chain(of_pod.and_then(|p| p.fs_group.as_ref()))
+            .filter_map(|g| u32::try_from(*g).ok())
+            .collect();
+        if uid.is_none() && gid.is_none() && groups.is_empty() {
+            return Ok(None);
+        }
+        let uid = uid.and_then(|u| u32::try_from(u).ok());
+        let gid = gid.and_then(|g| u32::try_from(g).ok()).or_else(|| {
+            let user = uid.and_then(|u| nix::unistd::User::from_uid(u.into()).ok().flatten());
+            uid.map(|_| user.map_or(0, |user| user.gid.as_raw()))
+        });
+        groups.extend(gid);
+        groups.sort_unstable();
+        groups.dedup();
+        Ok(Some(Identity { uid, gid, groups }))
+    }
+
+    /// `argv` run as this identity through the agent's identity launcher (as it is without
+    /// one).
+    pub fn wrap(
+        config: &AgentConfig,
+        identity: Option<&Identity>,
+        argv: Vec<String>,
+    ) -> Vec<String> {
+        let (Some(identity), Some(launcher)) = (identity, &config.identity_launcher) else {
+            return argv;
+        };
+        let text = identity.to_string();
+        let mut wrapped: Vec<String> =
+            launcher.iter().map(|part| part.replace("{identity}", &text)).collect();
+        wrapped.extend(argv);
+        wrapped
+    }
+}
+
+/// `UID:GID:GROUP,GROUP` (an empty part: unchanged), what `kplane exec-limited --as` takes.
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = |id: Option<u32>| id.map(|id| id.to_string()).unwrap_or_default();
+        let groups: Vec<String> = self.groups.iter().map(u32::to_string).collect();
+        write!(f, "{}:{}:{}", text(self.uid), text(self.gid), groups.join(","))
+    }
+}
+
+impl std::str::FromStr for Identity {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || format!("{text:?} is not UID:GID:GROUP,GROUP");
+        let mut parts = text.split(':');
+        let (Some(uid), Some(gid), Some(groups), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let id = |part: &str| match part {
+            "" => Ok(None),
+            id => id.parse().map(Some).map_err(|_| bad()),
+        };
+        let groups = groups.split(',').filter(|g| !g.is_empty());
+        Ok(Identity {
+            uid: id(uid)?,
+            gid: id(gid)?,
+            groups: groups.map(|g| g.parse().map_err(|_| bad())).collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// The command line of `container`: its own or its image's, expanded, run as `identity`,
+/// within its memory limit and, for a `tty`, on its terminal (each through the agent's
+/// launcher for it).
 pub fn command_line(
     config: &AgentConfig,
     container: &Container,
     env: &[(String, String)],
+    identity: Option<&Identity>,
 ) -> Result<Vec<String>, LaunchError> {
     let args = container.args.iter().flatten().map(|a| expand(a, env));
     let mut argv: Vec<String> = match container.command.as_deref() {
@@ -398,6 +524,7 @@ pub fn command_line(
         }
     };
     argv.extend(args);
+    argv = Identity::wrap(config, identity, argv);
     let limit = container
         .resources
         .as_ref()
@@ -445,6 +572,70 @@ mod tests {
     }
 
     #[test]
+    fn a_containers_identity_comes_from_its_security_context_over_its_pods() {
+        let pod = |security: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                "spec": {"securityContext": security, "containers": [{"name": "c"}]}}))
+            .unwrap()
+        };
+        let container = |security: Value| -> Container {
+            serde_json::from_value(json!({"name": "c", "securityContext": security})).unwrap()
+        };
+        let of = |p: Value, c: Value| Identity::of(&pod(p), &container(c));
+        assert_eq!(of(json!({}), json!({})).unwrap(), None);
+        let full = of(
+            json!({"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000,
+            "supplementalGroups": [4000]}),
+            json!({"runAsUser": 1001}),
+        );
+        let expected =
+            Identity { uid: Some(1001), gid: Some(3000), groups: vec![2000, 3000, 4000] };
+        assert_eq!(full.unwrap(), Some(expected.clone()));
+        assert_eq!(expected.to_string(), "1001:3000:2000,3000,4000");
+        assert_eq!(expected.to_string().parse::<Identity>().unwrap(), expected);
+        // A user without a group: its primary group on this node (root's is 0).
+        let root = of(json!({"runAsUser": 0}), json!({})).unwrap().unwrap();
+        assert_eq!((root.gid, root.groups), (Some(0), vec![0]));
+        // Only groups: the agent's user with them.
+        let grouped = of(json!({"fsGroup": 2000}), json!({})).unwrap().unwrap();
+        assert_eq!((grouped.uid, grouped.gid, grouped.groups), (None, None, vec![2000]));
+        // runAsNonRoot, in the kubelet's words.
+        let refused = |p: Value, c: Value| match of(p, c) {
+            Err(LaunchError::Config(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            refused(json!({"runAsNonRoot": true}), json!({"runAsUser": 0})),
+            "container's runAsUser breaks non-root policy (pod: \"p_ns(u)\", container: c)"
+        );
+        assert_eq!(
+            refused(json!({"runAsUser": 0}), json!({"runAsNonRoot": true})),
+            "container's runAsUser breaks non-root policy (pod: \"p_ns(u)\", container: c)"
+        );
+        if nix::unistd::geteuid().is_root() {
+            assert_eq!(
+                refused(json!({"runAsNonRoot": true}), json!({})),
+                "container has runAsNonRoot and image will run as root (pod: \"p_ns(u)\", \
+                 container: c)"
+            );
+        }
+        assert!(of(json!({"runAsNonRoot": true, "runAsUser": 1000}), json!({})).is_ok());
+        // With no user, the agent's: as root here it would run as root.
+        let agent_is_root = nix::unistd::geteuid().is_root();
+        assert_eq!(of(json!({"runAsNonRoot": true}), json!({})).is_err(), agent_is_root);
+        // Wrapped by the identity launcher, when the agent has one.
+        let mut config = AgentConfig::new("n", "/tmp".into());
+        let argv = vec!["id".to_string()];
+        assert_eq!(Identity::wrap(&config, Some(&expected), argv.clone()), ["id"]);
+        config.identity_launcher = Some(vec!["as".into(), "{identity}".into(), "--".into()]);
+        assert_eq!(
+            Identity::wrap(&config, Some(&expected), argv.clone()),
+            ["as", "1001:3000:2000,3000,4000", "--", "id"]
+        );
+        assert_eq!(Identity::wrap(&config, None, argv), ["id"]);
+    }
+
+    #[test]
     fn expansion_follows_kubernetes_rules() {
         let env = vars(&[("A", "1"), ("B", "two")]);
         assert_eq!(expand("x$(A)y$(B)", &env), "x1ytwo");
@@ -462,7 +653,7 @@ mod tests {
             "resources": {"limits": {"memory": "64Mi"}}
         }))
         .unwrap();
-        let argv = command_line(&config, &container, &vars(&[("P", "80")])).unwrap();
+        let argv = command_line(&config, &container, &vars(&[("P", "80")]), None).unwrap();
         assert_eq!(
             argv,
             ["limit", "--bytes=67108864", "--", "kplane", "agnhost", "netexec", "--port=80"]
@@ -470,10 +661,13 @@ mod tests {
         let own: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx", "command": ["sh"]}))
                 .unwrap();
-        assert_eq!(command_line(&config, &own, &[]).unwrap(), ["sh"]);
+        assert_eq!(command_line(&config, &own, &[], None).unwrap(), ["sh"]);
         let unknown: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx"})).unwrap();
-        assert!(matches!(command_line(&config, &unknown, &[]), Err(LaunchError::UnknownImage(_))));
+        assert!(matches!(
+            command_line(&config, &unknown, &[], None),
+            Err(LaunchError::UnknownImage(_))
+        ));
     }
 
     #[test]
@@ -486,10 +680,10 @@ mod tests {
         let asked = Interactive { stdin: true, stdin_once: false, tty: true };
         let no_terminal = Interactive { tty: false, ..asked };
         assert_eq!(interactive(&config, &shell), no_terminal);
-        assert_eq!(command_line(&config, &shell, &[]).unwrap(), ["sh"]);
+        assert_eq!(command_line(&config, &shell, &[], None).unwrap(), ["sh"]);
         config.terminal_launcher = Some(vec!["on-tty".into(), "--".into()]);
         assert_eq!(interactive(&config, &shell), asked);
-        assert_eq!(command_line(&config, &shell, &[]).unwrap(), ["on-tty", "--", "sh"]);
+        assert_eq!(command_line(&config, &shell, &[], None).unwrap(), ["on-tty", "--", "sh"]);
     }
 
     #[actix::test]

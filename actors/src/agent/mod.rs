@@ -71,6 +71,10 @@ pub struct AgentConfig {
     /// Command-line prefix that makes the rest lead a session of its own with its stdin, a
     /// terminal, as its controlling one; without it containers get no terminal (`tty`).
     pub terminal_launcher: Option<Vec<String>>,
+    /// Command-line prefix that runs the rest as another user and groups (`{identity}` is
+    /// replaced by a [`launch::Identity`]'s text); without it a pod's `runAsUser`,
+    /// `runAsGroup`, `supplementalGroups` and `fsGroup` are not applied.
+    pub identity_launcher: Option<Vec<String>>,
     /// Command-line prefix of the log writer a container's output is piped into (the log
     /// file's path is added); without it the output is appended to the log file directly, and
     /// its lines have no times (`kubectl logs --timestamps`, `--since`).
@@ -102,6 +106,7 @@ impl AgentConfig {
             images: HashMap::new(),
             memory_limit_launcher: None,
             terminal_launcher: None,
+            identity_launcher: None,
             log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use serde_json::{json, Value};
 
 use super::hooks::{self, Hook, HookTarget};
-use super::launch::{self, LaunchError, PodContext};
+use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
 use super::runtime::{process_alive, ContainerIo, Launch, Runtime, RuntimeError, StopSignal};
@@ -83,6 +83,9 @@ pub struct FindContainer(pub String);
 pub struct ExecTarget {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
+    /// The command-line prefix that runs what is exec'd as the container's user and groups
+    /// (empty: as the agent).
+    pub run_as: Vec<String>,
     pub pid: u32,
     pub pod_ip: Option<Ipv4Addr>,
     /// The container's current log file.
@@ -90,6 +93,13 @@ pub struct ExecTarget {
     /// Its stdin and terminal; `None` for a container adopted after an agent restart (they
     /// closed with the agent that started it) or a simulated one.
     pub io: Option<Arc<ContainerIo>>,
+}
+
+impl ExecTarget {
+    /// `argv` run as the container's user and groups.
+    pub fn run_as_then(&self, argv: &[String]) -> Vec<String> {
+        [&self.run_as[..], argv].concat()
+    }
 }
 
 impl Handler<FindContainer> for PodWorker {
@@ -103,6 +113,7 @@ impl Handler<FindContainer> for PodWorker {
         Some(ExecTarget {
             env: c.env.clone(),
             working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            run_as: state.run_as(spec),
             pid: running.pid,
             pod_ip: state.pod_ip,
             log_path: log_path(&state.dir, &c.name, c.restart_count),
@@ -779,6 +790,13 @@ impl PodState {
         format!("spec.{list}{{{name}}}")
     }
 
+    /// The command-line prefix that runs a command as container `spec` runs (its user and
+    /// groups): what is exec'd in it, its hooks and exec probes.
+    fn run_as(&self, spec: &Container) -> Vec<String> {
+        let identity = Identity::of(&self.pod, spec).ok().flatten();
+        Identity::wrap(&self.config, identity.as_ref(), Vec::new())
+    }
+
     fn container_spec(&self, name: &str) -> Option<&Container> {
         let spec = self.pod.spec.as_ref()?;
         let all = spec.init_containers.iter().flatten().chain(spec.containers.iter());
@@ -1177,6 +1195,7 @@ impl PodState {
         let target = HookTarget {
             env: c.env.clone(),
             working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            run_as: self.run_as(&spec),
             group,
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             named: format!(
@@ -1392,9 +1411,14 @@ impl PodState {
             pod_ip: &pod_ip,
             host_ip: &host_ip,
         };
-        let prepared = match launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await {
-            Ok(env) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
-            Ok(env) => launch::command_line(&ctx.config, &spec, &env).map(|argv| (argv, env)),
+        let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
+        let prepared = match environment.and_then(|env| Ok((env, Identity::of(&self.pod, &spec)?)))
+        {
+            Ok((env, _)) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
+            Ok((env, identity)) => {
+                launch::command_line(&ctx.config, &spec, &env, identity.as_ref())
+                    .map(|argv| (argv, env))
+            }
             Err(e) => Err(e),
         };
         let interactive = launch::interactive(&ctx.config, &spec);
@@ -1574,6 +1598,7 @@ impl PodState {
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
+            let run_as = self.run_as(&spec);
             let c = &mut self.containers[i];
             let Some(running) = &c.running else { continue };
             // Not probed: a run waiting for its postStart hook, or being stopped (but for the
@@ -1599,7 +1624,8 @@ impl PodState {
                     None => c.started = true,
                     Some(probe) => {
                         let run =
-                            run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env).await;
+                            run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env, &run_as)
+                                .await;
                         match ProbeRun::reported(run, "Startup", &name, &mut events) {
                             Some(true) => c.started = true,
                             Some(false) => {
@@ -1622,7 +1648,8 @@ impl PodState {
             }
             c.ever_started = true;
             if let Some(probe) = spec.liveness_probe.as_ref().filter(|_| !terminating) {
-                let run = run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env).await;
+                let run =
+                    run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env, &run_as).await;
                 if ProbeRun::reported(run, "Liveness", &name, &mut events) == Some(false) {
                     tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
                     let message =
@@ -1638,7 +1665,9 @@ impl PodState {
             match &spec.readiness_probe {
                 None => c.ready = true,
                 Some(probe) => {
-                    let run = run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env).await;
+                    let run =
+                        run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env, &run_as)
+                            .await;
                     if let Some(verdict) = ProbeRun::reported(run, "Readiness", &name, &mut events)
                     {
                         c.ready = verdict;
@@ -1964,6 +1993,7 @@ async fn run_due(
     spec: &Container,
     pod_ip: &str,
     env: &[(String, String)],
+    run_as: &[String],
 ) -> Option<ProbeRun> {
     let now = Instant::now();
     let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
@@ -1972,7 +2002,7 @@ async fn run_due(
     }
     let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
     state.next_run = Some(now + period);
-    Some(match probes::run(probe, spec, pod_ip, env).await {
+    Some(match probes::run(probe, spec, pod_ip, env, run_as).await {
         Outcome::Success => {
             state.failures = 0;
             state.successes += 1;

@@ -24,13 +24,15 @@ pub async fn run(
     container: &Container,
     pod_ip: &str,
     env: &[(String, String)],
+    run_as: &[String],
 ) -> Outcome {
     let timeout = Duration::from_secs(probe.timeout_seconds.unwrap_or(1).max(1) as u64);
     if let Some(exec) = &probe.exec {
         let command = exec.command.as_deref().unwrap_or(&[]);
+        let run = [run_as, command].concat();
         // The kubelet's words for each handler's timeout.
         let timed_out = format!("command {} timed out", go_quote(&command.join(" ")));
-        return within(timeout, exec_probe(command, env), timed_out).await;
+        return within(timeout, exec_probe(&run, env), timed_out).await;
     }
     if let Some(http) = &probe.http_get {
         let Some(port) = resolve_port(&http.port, container) else {
@@ -196,15 +198,18 @@ mod tests {
     async fn exec_probes_use_the_exit_code_and_the_environment() {
         let env = vec![("WANT".to_string(), "yes".to_string())];
         let ok = probe(json!({"exec": {"command": ["sh", "-c", "test \"$WANT\" = yes"]}}));
-        assert_eq!(run(&ok, &container(), "127.0.0.1", &env).await, Outcome::Success);
+        assert_eq!(run(&ok, &container(), "127.0.0.1", &env, &[]).await, Outcome::Success);
         // What the failed command wrote is the failure, as the kubelet reports it.
         let said = probe(json!({"exec": {"command": ["sh", "-c", "echo not ok; exit 1"]}}));
-        let outcome = run(&said, &container(), "127.0.0.1", &env).await;
+        let outcome = run(&said, &container(), "127.0.0.1", &env, &[]).await;
         assert_eq!(outcome, Outcome::Failure("not ok".into()));
         let bad = probe(json!({"exec": {"command": ["false"]}}));
-        assert!(matches!(run(&bad, &container(), "127.0.0.1", &env).await, Outcome::Failure(_)));
+        assert!(matches!(
+            run(&bad, &container(), "127.0.0.1", &env, &[]).await,
+            Outcome::Failure(_)
+        ));
         let slow = probe(json!({"exec": {"command": ["sleep", "5"]}, "timeoutSeconds": 1}));
-        let outcome = run(&slow, &container(), "127.0.0.1", &env).await;
+        let outcome = run(&slow, &container(), "127.0.0.1", &env, &[]).await;
         assert_eq!(outcome, Outcome::Failure("command \"sleep 5\" timed out".into()));
     }
 
@@ -222,17 +227,20 @@ mod tests {
             }
         });
         let http = probe(json!({"httpGet": {"path": "/healthz", "port": port}}));
-        assert_eq!(run(&http, &container(), "127.0.0.1", &[]).await, Outcome::Success);
+        assert_eq!(run(&http, &container(), "127.0.0.1", &[], &[]).await, Outcome::Success);
         assert!(
-            matches!(run(&http, &container(), "127.0.0.1", &[]).await, Outcome::Failure(m) if m.contains("500"))
+            matches!(run(&http, &container(), "127.0.0.1", &[], &[]).await, Outcome::Failure(m) if m.contains("500"))
         );
         let tcp = probe(json!({"tcpSocket": {"port": port}}));
-        assert_eq!(run(&tcp, &container(), "127.0.0.1", &[]).await, Outcome::Success);
+        assert_eq!(run(&tcp, &container(), "127.0.0.1", &[], &[]).await, Outcome::Success);
         let named = probe(json!({"tcpSocket": {"port": "http"}}));
-        assert!(matches!(run(&named, &container(), "127.0.0.1", &[]).await, Outcome::Failure(_)));
+        assert!(matches!(
+            run(&named, &container(), "127.0.0.1", &[], &[]).await,
+            Outcome::Failure(_)
+        ));
         let unknown = probe(json!({"tcpSocket": {"port": "nope"}}));
         assert!(
-            matches!(run(&unknown, &container(), "127.0.0.1", &[]).await, Outcome::Failure(m) if m.contains("unknown port"))
+            matches!(run(&unknown, &container(), "127.0.0.1", &[], &[]).await, Outcome::Failure(m) if m.contains("unknown port"))
         );
     }
 
@@ -243,17 +251,17 @@ mod tests {
         drop(free);
         let tcp = probe(json!({"tcpSocket": {"port": port}}));
         let refused = format!("dial tcp 127.0.0.1:{port}: connect: connection refused");
-        let outcome = run(&tcp, &container(), "127.0.0.1", &[]).await;
+        let outcome = run(&tcp, &container(), "127.0.0.1", &[], &[]).await;
         assert_eq!(outcome, Outcome::Failure(refused.clone()));
         let http = probe(json!({"httpGet": {"port": port, "path": "/healthz"}}));
-        let outcome = run(&http, &container(), "127.0.0.1", &[]).await;
+        let outcome = run(&http, &container(), "127.0.0.1", &[], &[]).await;
         let url = format!("http://127.0.0.1:{port}/healthz");
         assert_eq!(outcome, Outcome::Failure(format!("Get \"{url}\": {refused}")));
         // A server that never answers: the Go client's timeout, in its words.
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = silent.local_addr().unwrap().port();
         let http = probe(json!({"httpGet": {"port": port, "path": "/slow"}, "timeoutSeconds": 1}));
-        let outcome = run(&http, &container(), "127.0.0.1", &[]).await;
+        let outcome = run(&http, &container(), "127.0.0.1", &[], &[]).await;
         let said = format!(
             "Get \"http://127.0.0.1:{port}/slow\": context deadline exceeded \
              (Client.Timeout exceeded while awaiting headers)"

@@ -974,7 +974,7 @@ mod tests {
             }
             pod
         };
-        let mut pods = [
+        let pods = [
             pod("running-ready", "n", "Running", true, "2026-01-01T00:00:00Z"),
             pod("running-old", "n", "Running", false, "2026-01-01T00:00:00Z"),
             pod("running-new", "n", "Running", false, "2026-01-02T00:00:00Z"),
