@@ -236,18 +236,24 @@ impl ServiceAllocator {
                 })?;
                 let n = u32::from(parsed);
                 let (first, last) = self.ip_bounds();
+                // In the allocator's words (tools read the service range from the first).
+                let refused = |why: String| {
+                    let listed = validation::go_strings(std::slice::from_ref(&ip));
+                    let detail = format!("failed to allocate IP {ip}: {why}");
+                    invalid_because(
+                        name,
+                        FieldError::invalid_printed("spec.clusterIPs", &listed, &detail),
+                    )
+                };
                 if n < first || n > last {
                     let (net, bits) = self.ranges.cluster_ips;
-                    let detail = format!("provided IP is not in the valid range. The range of valid IPs is {net}/{bits}");
-                    return Err(invalid(name, "spec.clusterIPs", &ip, &detail));
+                    return Err(refused(format!(
+                        "the provided IP ({ip}) is not in the valid range. The range of valid IPs \
+                         is {net}/{bits}"
+                    )));
                 }
                 if !self.state.lock().expect("allocator lock").ips.insert(n) {
-                    return Err(invalid(
-                        name,
-                        "spec.clusterIPs",
-                        &ip,
-                        "provided IP is already allocated",
-                    ));
+                    return Err(refused("provided IP is already allocated".into()));
                 }
                 allocation.ips.push(n);
                 service["spec"]["clusterIPs"] = json!([ip]);
@@ -767,7 +773,12 @@ mod tests {
         let e = a.allocate(&mut again, "b").unwrap_err().to_string();
         assert!(e.contains("already allocated"), "{e}");
         let mut outside = svc(json!({"clusterIP": "10.0.0.1"}));
-        assert!(a.allocate(&mut outside, "c").unwrap_err().to_string().contains("valid range"));
+        assert_eq!(
+            a.allocate(&mut outside, "c").unwrap_err().to_string(),
+            "Service \"c\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.1\"}: \
+             failed to allocate IP 10.0.0.1: the provided IP (10.0.0.1) is not in the valid \
+             range. The range of valid IPs is 127.192.0.0/29"
+        );
         let mut np = svc(
             json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 30001}]}),
         );
