@@ -13,7 +13,7 @@ use actix::Addr;
 use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
-use kplane_actors::agent::log_lines::LogReader;
+use kplane_actors::agent::log_lines::{LogReader, Stream};
 use kplane_actors::agent::runtime::{exit_code, huge_pages, ProcessRuntime, Runtime, StopSignal};
 use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
 
@@ -361,6 +361,7 @@ async fn attach(
     payload: web::Payload,
 ) -> Result<HttpResponse, AgentHttpError> {
     let pairs = pairs(&req)?;
+    let streams = Streams::asked(&pairs)?;
     let key = path.into_inner();
     let target = container(&state, key.clone()).await?;
     let io = target.io.clone();
@@ -392,7 +393,9 @@ async fn attach(
         tokio::time::sleep(CLIENT_SETUP).await;
         let shown = async {
             let Some(screen) = screen else {
-                return log_followed(&target, offset, &key, &agent, session.clone()).await;
+                let (target, key) = (&target, &key);
+                let followed = log_followed(target, offset, key, &agent, &streams, session.clone());
+                return followed.await;
             };
             let shown = terminal_shown(screen, session.clone());
             tokio::pin!(shown);
@@ -438,13 +441,14 @@ async fn terminal_shown(
     }
 }
 
-/// Sends what a container writes to its log from `offset` on, until it exits (this run of
-/// it) or the client leaves.
+/// Sends what a container writes to its log from `offset` on, each stream the client asked
+/// for on its channel, until it exits (this run of it) or the client leaves.
 async fn log_followed(
     target: &ExecTarget,
     mut offset: u64,
     key: &(String, String, String),
     agent: &Addr<NodeAgent>,
+    streams: &Streams,
     mut session: actix_ws::Session,
 ) {
     // The output as the container wrote it, without the log's times.
@@ -453,9 +457,16 @@ async fn log_followed(
         tokio::time::sleep(EXIT_POLL).await;
         let running = still_running(target, key, agent).await;
         // Read after the look-up: a container that has exited has written all it will.
-        let more = output.read(&super::http::read_from(&target.log_path, &mut offset));
-        if !more.is_empty() && session.binary(framed(STDOUT, &more)).await.is_err() {
-            return;
+        let more = output.read_by_stream(&super::http::read_from(&target.log_path, &mut offset));
+        for (stream, bytes) in more {
+            let channel = match stream {
+                Stream::Stdout if streams.stdout => STDOUT,
+                Stream::Stderr if streams.stderr => STDERR,
+                _ => continue,
+            };
+            if session.binary(framed(channel, &bytes)).await.is_err() {
+                return;
+            }
         }
         if !running {
             return;

@@ -299,6 +299,35 @@ def attach_to_pods(core, node):
     wait_for_phase(core, "attach-box", "Succeeded")
     assert core.read_namespaced_pod_log("attach-box", NS) == "got abc\ny=\n"
     core.delete_namespaced_pod("attach-box", NS)
+    # Each stream on its own channel, and only those asked for.
+    talker = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="attach-talker"),
+        spec=client.V1PodSpec(node_name=node, termination_grace_period_seconds=1, containers=[
+            client.V1Container(name="c", image="kplane/pause", command=[
+                "sh", "-c", "while true; do echo OUT; echo ERR >&2; sleep 0.2; done"])]))
+    core.create_namespaced_pod(NS, talker)
+    deadline = wait_for_phase(core, "attach-talker", "Running")
+    both = stream(core.connect_get_namespaced_pod_attach, "attach-talker", NS,
+                  stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)
+    out, err = "", ""
+    while "OUT" not in out or "ERR" not in err:
+        assert time.monotonic() < deadline, (out, err)
+        both.update(timeout=1)
+        out += both.read_stdout()
+        err += both.read_stderr()
+    both.close()
+    assert set(out.split()) == {"OUT"} and set(err.split()) == {"ERR"}, (out, err)
+    errors = stream(core.connect_get_namespaced_pod_attach, "attach-talker", NS,
+                    stdin=False, stdout=False, stderr=True, tty=False, _preload_content=False)
+    err, out = "", ""
+    while err.count("ERR") < 3:
+        assert time.monotonic() < deadline, (out, err)
+        errors.update(timeout=1)
+        out += errors.read_stdout()
+        err += errors.read_stderr()
+    errors.close()
+    assert out == "", out
+    core.delete_namespaced_pod("attach-talker", NS)
 
 
 def port_forward(core, node):

@@ -2309,27 +2309,23 @@ mod tests {
 
     #[test]
     fn a_failed_run_s_message_is_the_end_of_its_output() {
+        use super::super::log_lines::{write_line, Stream};
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("0.log");
         assert_eq!(last_output(&log), None, "no log");
         let mut bytes = Vec::new();
         for i in 0..100 {
             let line = format!("line {i}");
-            super::super::log_lines::write_line(
-                chrono::Utc::now(),
-                line.as_bytes(),
-                true,
-                &mut bytes,
-            );
+            write_line(chrono::Utc::now(), line.as_bytes(), true, Stream::Stdout, &mut bytes);
         }
-        super::super::log_lines::write_line(chrono::Utc::now(), b"no newline", false, &mut bytes);
+        write_line(chrono::Utc::now(), b"no newline", false, Stream::Stdout, &mut bytes);
         std::fs::write(&log, &bytes).unwrap();
         let message = last_output(&log).unwrap();
         assert!(message.starts_with("line 21\n"), "the last 80 lines: {message}");
         assert!(message.ends_with("line 99\nno newline"), "{message}");
         let long: String = "é".repeat(3000);
         let mut bytes = Vec::new();
-        super::super::log_lines::write_line(chrono::Utc::now(), long.as_bytes(), true, &mut bytes);
+        write_line(chrono::Utc::now(), long.as_bytes(), true, Stream::Stderr, &mut bytes);
         std::fs::write(&log, &bytes).unwrap();
         let message = last_output(&log).unwrap();
         assert!(message.len() <= 2048 && message.ends_with("é\n"), "{}", message.len());

@@ -44,7 +44,7 @@ impl Runtime for ProcessRuntime {
         if let Some(dir) = launch.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Start(e.to_string()))?;
         }
-        let (log, log_writer) = output(&launch)?;
+        let (log, log_err, log_writers) = output(&launch)?;
         let failed = |e: std::io::Error| RuntimeError::Start(format!("{program}: {e}"));
         let wiring = if launch.interactive.tty {
             // The command leads a session of its own on the terminal (its launcher's setsid),
@@ -62,7 +62,6 @@ impl Runtime for ProcessRuntime {
                 command.stdin(Stdio::null());
                 None
             };
-            let log_err = log.try_clone().map_err(failed)?;
             command.stdout(log).stderr(log_err).process_group(0);
             Wiring::Piped(stdin)
         };
@@ -91,9 +90,10 @@ impl Runtime for ProcessRuntime {
             // The exit is reported once the log writer has written the last lines too (it ends
             // with the output; a process the container left behind may hold the output open,
             // hence the limit).
-            if let Some(mut writer) = log_writer {
+            let writers = log_writers.into_iter().map(|mut writer| async move {
                 let _ = tokio::time::timeout(LOG_WRITER_DRAIN, writer.wait()).await;
-            }
+            });
+            futures::future::join_all(writers).await;
             code
         };
         // Reap the child even when nobody awaits the exit.
@@ -141,28 +141,36 @@ fn signal_container(leader: u32, signal: Signal) {
 /// How long a container's exit waits for its log writer to write the last of its output.
 const LOG_WRITER_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Where a container's stdout and stderr go: the write end of a pipe into a log writer of
-/// its own (in its own process group, so that it outlives the container's signals and writes
-/// its last lines), or the log file itself.
-fn output(launch: &Launch) -> Result<(OwnedFd, Option<tokio::process::Child>), RuntimeError> {
+/// Where a container's stdout and stderr go: the write ends of two pipes, each into a log
+/// writer of its own that tags its lines with its stream (each in its own process group, so
+/// that it outlives the container's signals and writes its last lines), or both the log file
+/// itself.
+fn output(launch: &Launch) -> Result<(OwnedFd, OwnedFd, Vec<tokio::process::Child>), RuntimeError> {
     let failed =
         |e: std::io::Error| RuntimeError::Start(format!("{}: {e}", launch.log_path.display()));
     let Some((program, args)) = launch.log_writer.as_ref().and_then(|w| w.split_first()) else {
         let log =
             OpenOptions::new().create(true).append(true).open(&launch.log_path).map_err(failed)?;
-        return Ok((log.into(), None));
+        let log_err = log.try_clone().map_err(failed)?;
+        return Ok((log.into(), log_err.into(), Vec::new()));
     };
-    let (reader, writer) = std::io::pipe().map_err(failed)?;
-    let mut log_writer = tokio::process::Command::new(program);
-    log_writer
-        .args(args)
-        .arg(&launch.log_path)
-        .stdin(Stdio::from(reader))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let log_writer = log_writer.spawn().map_err(failed)?;
-    Ok((writer.into(), Some(log_writer)))
+    let writer_of = |stream: &str| {
+        let (reader, writer) = std::io::pipe().map_err(failed)?;
+        let mut log_writer = tokio::process::Command::new(program);
+        log_writer
+            .args(args)
+            .args(["--stream", stream])
+            .arg(&launch.log_path)
+            .stdin(Stdio::from(reader))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let log_writer = log_writer.spawn().map_err(failed)?;
+        Ok::<_, RuntimeError>((OwnedFd::from(writer), log_writer))
+    };
+    let (out, out_writer) = writer_of("stdout")?;
+    let (err, err_writer) = writer_of("stderr")?;
+    Ok((out, err, vec![out_writer, err_writer]))
 }
 
 /// How a started container's stdin and output are wired, before the agent takes its ends.
