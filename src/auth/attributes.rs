@@ -43,11 +43,13 @@ impl Attributes {
         attributes.api_version = version.to_string();
         // As the handlers read the flag (a malformed one is their 400).
         let query = crate::api::Query::of(query).ok();
-        let mut watch = query.is_some_and(|q| q.flag("watch"));
+        let mut watch = query.as_ref().is_some_and(|q| q.flag("watch"));
+        let mut served = None;
         // Read by the handlers' own parser, so that what is judged is what they serve.
         match crate::api::parse_resource_path(group, version, &rest.join("/")) {
             Ok(target) => {
                 watch |= target.legacy_watch;
+                served = Some(target.resource);
                 attributes.resource = target.resource.plural.to_string();
                 attributes.name = target.name.unwrap_or_default();
                 attributes.subresource = target.subresource.unwrap_or_default();
@@ -79,6 +81,19 @@ impl Attributes {
         .to_string();
         if attributes.verb.is_empty() {
             attributes.verb = method.as_str().to_ascii_lowercase();
+        }
+        // A list or watch of one object by `fieldSelector=metadata.name=X` is judged as one of
+        // that object (a role's `resourceNames` allow it), as Kubernetes' RequestInfo reads it:
+        // how `kubectl get NAME -w` and single-object informers watch.
+        let listing = matches!(attributes.verb.as_str(), "list" | "watch");
+        if let (false, true, Some(resource), Some(query)) = (named, listing, served, &query) {
+            let selector = query.get("fieldSelector").unwrap_or("");
+            let fields = kplane_actors::model::FieldSelector::parse(selector, resource).ok();
+            let name = fields.as_ref().and_then(|f| f.required_value("metadata.name"));
+            let segment = |n: &&str| !matches!(*n, "" | "." | "..") && !n.contains(['/', '%']);
+            if let Some(name) = name.filter(segment) {
+                attributes.name = name.to_string();
+            }
         }
         // A WebSocket into a pod (a GET) starts a command or a stream there: Kubernetes 1.32
         // asks for `create` on it, as for the POST of SPDY.
@@ -118,6 +133,24 @@ mod tests {
         let watch = of(Method::GET, "/api/v1/watch/namespaces/a/configmaps", "");
         assert_eq!((watch.verb.as_str(), watch.namespace.as_str()), ("watch", "a"));
         assert_eq!(of(Method::GET, "/api/v1/pods", "watch=true").verb, "watch");
+        // One object by its name's field: judged as that object.
+        let one = of(
+            Method::GET,
+            "/api/v1/namespaces/a/configmaps",
+            "watch=1&fieldSelector=metadata.name%3Dkube-root-ca.crt",
+        );
+        assert_eq!((one.verb.as_str(), one.name.as_str()), ("watch", "kube-root-ca.crt"));
+        let listed = of(
+            Method::GET,
+            "/api/v1/namespaces/a/pods",
+            "fieldSelector=metadata.name==p,status.phase=Running",
+        );
+        assert_eq!((listed.verb.as_str(), listed.name.as_str()), ("list", "p"));
+        let other = of(Method::GET, "/api/v1/namespaces/a/pods", "fieldSelector=metadata.name!=p");
+        assert_eq!(other.name, "");
+        let doomed =
+            of(Method::DELETE, "/api/v1/namespaces/a/pods", "fieldSelector=metadata.name=p");
+        assert_eq!((doomed.verb.as_str(), doomed.name.as_str()), ("deletecollection", ""));
         let namespace = of(Method::DELETE, "/api/v1/namespaces/team", "");
         assert_eq!(
             (

@@ -106,8 +106,13 @@ impl Authorizer {
         reasons.join(", ")
     }
 
-    /// Whether `user` may do what `attributes` say.
+    /// Whether `user` may do what `attributes` say. A member of `system:masters` may do
+    /// anything, whatever the modes say, as kube-apiserver's privileged-group authorizer
+    /// decides before them.
     pub fn allows(&self, user: &UserInfo, attributes: &Attributes) -> bool {
+        if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
+            return true;
+        }
         self.modes.iter().any(|mode| match mode {
             Mode::AlwaysAllow => true,
             Mode::AlwaysDeny => false,
@@ -116,6 +121,9 @@ impl Authorizer {
         })
     }
 }
+
+/// The group whose members may do anything.
+const PRIVILEGED_GROUP: &str = "system:masters";
 
 /// What a user may do in a namespace, as a SelfSubjectRulesReview lists it: the resource rules
 /// and the non-resource rules (Kubernetes' `RulesFor`).
@@ -275,6 +283,21 @@ mod tests {
         assert!(!authz.allows(&UserInfo::anonymous(), &request(Method::GET, "/livez")));
         assert!(authz.allows(&reader, &request(Method::GET, "/apis/apps/v1")));
         assert!(!authz.allows(&reader, &request(Method::GET, "/openapi/v3")));
+    }
+
+    #[test]
+    fn system_masters_may_do_anything_whatever_the_modes() {
+        let deny = Authorizer::new("AlwaysDeny", None).unwrap();
+        let asked = Attributes {
+            verb: "delete".into(),
+            resource_request: true,
+            resource: "nodes".into(),
+            ..Attributes::default()
+        };
+        let root = UserInfo::authenticated("root", "", vec!["system:masters".into()]);
+        let other = UserInfo::authenticated("alice", "", vec!["dev".into()]);
+        assert!(deny.allows(&root, &asked));
+        assert!(!deny.allows(&other, &asked));
     }
 
     #[test]

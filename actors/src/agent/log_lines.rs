@@ -68,12 +68,9 @@ fn parse(line: &[u8]) -> LogLine<'_> {
         _ => return raw,
     };
     match (time, tag) {
-        (Some(time), b"F" | b"P") => LogLine {
-            time: Some(time.with_timezone(&Utc)),
-            stream,
-            content,
-            complete: tag == b"F",
-        },
+        (Some(time), b"F" | b"P") => {
+            LogLine { time: Some(time.with_timezone(&Utc)), stream, content, complete: tag == b"F" }
+        }
         _ => raw,
     }
 }
