@@ -838,7 +838,10 @@ mod tests {
         };
         let s = load("[server]\nanonymous_auth = true\n", &env, flags).unwrap();
         assert!(!s.security.anonymous);
-        assert_eq!(s.security.authorizer.denial_reason(), "Everything is forbidden.");
+        let asked = crate::auth::attributes::Attributes::default();
+        let anyone = crate::auth::UserInfo::anonymous();
+        let decision = s.security.authorizer.decide(&anyone, &asked);
+        assert_eq!(decision.reason, "Everything is forbidden.");
     }
 
     #[test]

@@ -65,10 +65,17 @@ pub fn answer(
             }
             match authorizer {
                 Some(authorizer) => {
-                    let (resource_rules, non_resource_rules) =
+                    let ((resource_rules, non_resource_rules), errors) =
                         authorizer.rules_for(&subject(&user), asked.unwrap_or(""));
-                    json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
-                        "incomplete": false})
+                    let mut status = json!({"resourceRules": resource_rules,
+                        "nonResourceRules": non_resource_rules, "incomplete": false});
+                    // The bindings whose roles are missing, as Kubernetes aggregates errors.
+                    match errors.as_slice() {
+                        [] => {}
+                        [one] => status["evaluationError"] = json!(one),
+                        many => status["evaluationError"] = json!(format!("[{}]", many.join(", "))),
+                    }
+                    status
                 }
                 None => json!({
                     "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
@@ -88,12 +95,12 @@ pub fn answer(
                     subject(&json!({"username": spec["user"], "uid": spec["uid"],
                         "groups": spec["groups"]}))
                 };
-                let reason = authorizer.denial_reason();
-                match authorizer.allows(&asker, &asked_attributes(&spec)) {
-                    true => json!({"allowed": true}),
-                    false if reason.is_empty() => json!({"allowed": false}),
-                    false => json!({"allowed": false, "reason": reason}),
+                let decision = authorizer.decide(&asker, &asked_attributes(&spec));
+                let mut status = json!({"allowed": decision.allowed});
+                if !decision.reason.is_empty() {
+                    status["reason"] = json!(decision.reason);
                 }
+                status
             }
             None => json!({"allowed": true}),
         },

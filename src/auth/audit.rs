@@ -75,7 +75,11 @@ pub struct Record<'a> {
     pub user_agent: Option<&'a str>,
     pub code: u16,
     pub streamed: bool,
+    /// `allow`, `forbid`, or empty when the request was not authorized (a failed
+    /// authentication, the insecure port).
     pub decision: &'static str,
+    /// The authorizer's reason (`RBAC: allowed by ...`).
+    pub reason: &'a str,
     pub received: &'a str,
 }
 
@@ -195,8 +199,11 @@ fn event(r: &Record) -> Value {
         "responseStatus": {"metadata": {}, "code": r.code},
         "requestReceivedTimestamp": r.received,
         "stageTimestamp": micro_time(),
-        "annotations": {"authorization.k8s.io/decision": r.decision},
     });
+    if !r.decision.is_empty() {
+        event["annotations"] = json!({"authorization.k8s.io/decision": r.decision,
+            "authorization.k8s.io/reason": r.reason});
+    }
     if let Some(agent) = r.user_agent {
         event["userAgent"] = json!(agent);
     }

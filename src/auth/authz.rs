@@ -92,34 +92,49 @@ impl Authorizer {
         })
     }
 
-    /// Why a request is denied, as Kubernetes' authorizers say it (RBAC says nothing).
-    pub fn denial_reason(&self) -> String {
-        let reasons: Vec<&str> = self
-            .modes
-            .iter()
-            .filter_map(|m| match m {
-                Mode::AlwaysDeny => Some("Everything is forbidden."),
-                Mode::Abac(_) => Some("No policy matched."),
-                Mode::AlwaysAllow | Mode::Rbac(_) => None,
-            })
-            .collect();
-        reasons.join(", ")
+    /// Whether `user` may do what `attributes` say.
+    pub fn allows(&self, user: &UserInfo, attributes: &Attributes) -> bool {
+        self.decide(user, attributes).allowed
     }
 
-    /// Whether `user` may do what `attributes` say. A member of `system:masters` may do
-    /// anything, whatever the modes say, as kube-apiserver's privileged-group authorizer
-    /// decides before them.
-    pub fn allows(&self, user: &UserInfo, attributes: &Attributes) -> bool {
+    /// Whether `user` may do what `attributes` say, and why, as kube-apiserver's union of
+    /// authorizers decides: a member of `system:masters` may do anything (its privileged
+    /// group, asked first); then each mode in turn, the first that allows deciding (with its
+    /// reason: RBAC's names the binding); a denial gives every mode's reason (`Everything is
+    /// forbidden.`, `No policy matched.`, RBAC's missing roles), one a line.
+    pub fn decide(&self, user: &UserInfo, attributes: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
-            return true;
+            return Decision { allowed: true, reason: String::new() };
         }
-        self.modes.iter().any(|mode| match mode {
-            Mode::AlwaysAllow => true,
-            Mode::AlwaysDeny => false,
-            Mode::Abac(policies) => policies.iter().any(|p| p.matches(user, attributes)),
-            Mode::Rbac(store) => store.allows(user, attributes),
-        })
+        let mut reasons = Vec::new();
+        for mode in &self.modes {
+            let (allowed, reason) = match mode {
+                Mode::AlwaysAllow => (true, String::new()),
+                Mode::AlwaysDeny => (false, "Everything is forbidden.".to_string()),
+                Mode::Abac(policies) => {
+                    match policies.iter().any(|p| p.matches(user, attributes)) {
+                        true => (true, String::new()),
+                        false => (false, "No policy matched.".to_string()),
+                    }
+                }
+                Mode::Rbac(store) => store.decide(user, attributes),
+            };
+            if allowed {
+                return Decision { allowed, reason };
+            }
+            if !reason.is_empty() {
+                reasons.push(reason);
+            }
+        }
+        Decision { allowed: false, reason: reasons.join("\n") }
     }
+}
+
+/// An authorization decision and its reason (empty when none was given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub reason: String,
 }
 
 /// The group whose members may do anything.
@@ -130,27 +145,29 @@ const PRIVILEGED_GROUP: &str = "system:masters";
 pub type Rules = (Vec<serde_json::Value>, Vec<serde_json::Value>);
 
 impl Authorizer {
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
-        let (mut resources, mut paths) = (Vec::new(), Vec::new());
+    /// The rules, and the errors met finding them (RBAC bindings whose roles are missing).
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Rules, Vec<String>) {
+        let (mut resources, mut paths, mut errors) = (Vec::new(), Vec::new(), Vec::new());
         for mode in &self.modes {
-            let (more_resources, more_paths) = mode.rules_for(user, namespace);
+            let ((more_resources, more_paths), more_errors) = mode.rules_for(user, namespace);
             resources.extend(more_resources);
             paths.extend(more_paths);
+            errors.extend(more_errors);
         }
-        (resources, paths)
+        ((resources, paths), errors)
     }
 }
 
 impl Mode {
-    fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Rules, Vec<String>) {
         use serde_json::json;
-        match self {
+        let rules = match self {
             Mode::AlwaysAllow => (
                 vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
                 vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
             ),
             Mode::AlwaysDeny => (Vec::new(), Vec::new()),
-            Mode::Rbac(store) => store.rules_for(user, namespace),
+            Mode::Rbac(store) => return store.rules_for(user, namespace),
             Mode::Abac(policies) => {
                 let (mut resources, mut paths) = (Vec::new(), Vec::new());
                 for policy in policies.iter().filter(|p| p.subject_matches(user)) {
@@ -172,7 +189,8 @@ impl Mode {
                 }
                 (resources, paths)
             }
-        }
+        };
+        (rules, Vec::new())
     }
 }
 
@@ -311,7 +329,12 @@ mod tests {
         assert!(Authorizer::new("Webhook", None).unwrap_err().contains("\"Webhook\""));
         let both = Authorizer::new("RBAC, AlwaysDeny", None).unwrap();
         assert!(both.rbac().is_some() && !both.always_allows());
-        assert_eq!(both.denial_reason(), "Everything is forbidden.");
+        let anyone = UserInfo::authenticated("bob", "", vec![]);
+        let asked = Attributes { verb: "get".into(), path: "/x".into(), ..Attributes::default() };
+        assert_eq!(
+            both.decide(&anyone, &asked),
+            Decision { allowed: false, reason: "Everything is forbidden.".into() }
+        );
         assert!(Authorizer::new("ABAC", None).is_err());
     }
 }

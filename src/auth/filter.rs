@@ -105,32 +105,40 @@ pub async fn guard(
     };
     let received = audit::micro_time();
     let attributes = Attributes::of(req.method(), req.path(), req.query_string());
-    let audit =
-        |req: &actix_web::HttpRequest, users: Users, code: u16, streamed: bool, decision| {
-            if let Some(log) = &security.audit {
-                let (user, impersonated) = users;
-                log.write(&Record {
-                    user,
-                    impersonated,
-                    attributes: &attributes,
-                    uri: &req.uri().to_string(),
-                    source_ip: req.peer_addr().map(|a| a.ip().to_string()),
-                    user_agent: req.headers().get("user-agent").and_then(|v| v.to_str().ok()),
-                    code,
-                    streamed,
-                    decision,
-                    received: &received,
-                });
-            }
-        };
-    let refuse_as = |req: ServiceRequest, users: Users, error: HttpError| {
+    let audit = |req: &actix_web::HttpRequest,
+                 users: Users,
+                 code: u16,
+                 streamed: bool,
+                 decision,
+                 reason: &str| {
+        if let Some(log) = &security.audit {
+            let (user, impersonated) = users;
+            log.write(&Record {
+                user,
+                impersonated,
+                attributes: &attributes,
+                uri: &req.uri().to_string(),
+                source_ip: req.peer_addr().map(|a| a.ip().to_string()),
+                user_agent: req.headers().get("user-agent").and_then(|v| v.to_str().ok()),
+                code,
+                streamed,
+                decision,
+                reason,
+                received: &received,
+            });
+        }
+    };
+    // A refusal, audited with the authorization's decision and reason (none for a failed
+    // authentication).
+    let refuse_as = |req: ServiceRequest, users: Users, error: HttpError, reason: &str| {
         let decision = if matches!(error, HttpError::Unauthorized) { "" } else { "forbid" };
-        audit(req.request(), users, error.status_code().as_u16(), false, decision);
+        audit(req.request(), users, error.status_code().as_u16(), false, decision, reason);
         Ok(req.into_response(error.error_response()).map_into_right_body())
     };
-    let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError| {
-        refuse_as(req, (user, None), error)
+    let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError, reason: &str| {
+        refuse_as(req, (user, None), error, reason)
     };
+    let mut reason = String::new();
     let (user, impersonated) = if secure {
         let certificate = req.conn_data::<CertificateUser>().cloned();
         let authenticated =
@@ -139,7 +147,7 @@ pub async fn guard(
             Authenticated::User(user) => user,
             // A rejected certificate is a failed authentication, not none.
             Authenticated::Missing if req.conn_data::<CertificateRejected>().is_some() => {
-                return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized);
+                return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized, "");
             }
             Authenticated::Missing if security.anonymous => UserInfo::anonymous(),
             // Not the token file's: perhaps a service account's.
@@ -154,31 +162,36 @@ pub async fn guard(
                 };
                 match account {
                     Some(account) => account.user(),
-                    None => return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized),
+                    None => {
+                        return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized, "")
+                    }
                 }
             }
             Authenticated::Missing => {
-                return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized);
+                return refuse(req, &UserInfo::anonymous(), HttpError::Unauthorized, "");
             }
         };
         let impersonated = match super::impersonation::requested(req.headers()) {
             Ok(None) => None,
             Ok(Some(impersonation)) => {
                 let authorizer = &security.authorizer;
-                let denied = impersonation.checks.iter().find(|c| !authorizer.allows(&user, c));
-                if let Some(check) = denied {
-                    let error = forbidden(&user, check, &authorizer.denial_reason());
-                    return refuse(req, &user, error);
+                let decided = impersonation.checks.iter().map(|c| (c, authorizer.decide(&user, c)));
+                let denied = decided.into_iter().find(|(_, decision)| !decision.allowed);
+                if let Some((check, decision)) = denied {
+                    let error = forbidden(&user, check, &decision.reason);
+                    return refuse(req, &user, error, &decision.reason);
                 }
                 Some(impersonation.user)
             }
-            Err(error) => return refuse(req, &user, error),
+            Err(error) => return refuse(req, &user, error, ""),
         };
         let acting = impersonated.as_ref().unwrap_or(&user);
-        if !security.authorizer.allows(acting, &attributes) {
-            let error = forbidden(acting, &attributes, &security.authorizer.denial_reason());
-            return refuse_as(req, (&user, impersonated.as_ref()), error);
+        let decision = security.authorizer.decide(acting, &attributes);
+        if !decision.allowed {
+            let error = forbidden(acting, &attributes, &decision.reason);
+            return refuse_as(req, (&user, impersonated.as_ref()), error, &decision.reason);
         }
+        reason = decision.reason;
         req.extensions_mut().insert(RequestUser(acting.clone()));
         (user, impersonated)
     } else {
@@ -188,7 +201,7 @@ pub async fn guard(
     let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
     let decision = if secure { "allow" } else { "" };
     let users = (&user, impersonated.as_ref());
-    audit(response.request(), users, response.status().as_u16(), streamed, decision);
+    audit(response.request(), users, response.status().as_u16(), streamed, decision, &reason);
     Ok(response.map_into_left_body())
 }
 

@@ -50,6 +50,55 @@ struct Binding {
 
 type Key = (String, String);
 
+/// What visiting a user's bindings meets: a rule and where it comes from, or a binding whose
+/// role does not exist (the error, as Kubernetes words it).
+enum Granted<'a> {
+    Rule(&'a Rule, Source<'a>),
+    RoleMissing(String),
+}
+
+/// The binding a rule is granted by, and its subject the user is.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    /// The ClusterRoleBinding's name, or the RoleBinding's `name/namespace`.
+    name: &'a str,
+    binding: &'a Binding,
+    subject: &'a Subject,
+}
+
+impl Source<'_> {
+    /// `ClusterRoleBinding "b" of ClusterRole "r" to User "u"`, as Kubernetes describes it
+    /// (a service account as `"name/namespace"`).
+    fn describe(&self) -> String {
+        let of_binding =
+            if self.binding.namespace.is_empty() { "ClusterRoleBinding" } else { "RoleBinding" };
+        let subject = &self.subject;
+        let named = match subject.kind.as_str() {
+            "ServiceAccount" => {
+                let namespace = if subject.namespace.is_empty() {
+                    &self.binding.namespace
+                } else {
+                    &subject.namespace
+                };
+                format!("{}/{namespace}", subject.name)
+            }
+            _ => subject.name.clone(),
+        };
+        format!(
+            "{of_binding} {:?} of {} {:?} to {} {named:?}",
+            self.name, self.binding.role_kind, self.binding.role_name, subject.kind
+        )
+    }
+}
+
+/// Errors as Kubernetes aggregates them: one alone, several in brackets.
+fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
 #[derive(Debug, Default)]
 struct Objects {
     roles: BTreeMap<Key, Vec<Rule>>,
@@ -196,26 +245,49 @@ impl RbacStore {
         }
     }
 
-    /// Every rule granted to `user` in `namespace` (cluster-wide ones included).
-    fn granted(&self, user: &UserInfo, namespace: &str, mut visit: impl FnMut(&Rule) -> bool) {
+    /// Every rule granted to `user` in `namespace` (cluster-wide ones included), with where
+    /// it comes from, and every binding of the user's whose role does not exist; in
+    /// Kubernetes' order (ClusterRoleBindings, then the namespace's RoleBindings), until
+    /// `visit` says stop.
+    fn granted(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        mut visit: impl FnMut(Granted<'_>) -> bool,
+    ) {
         let objects = self.objects.read().unwrap_or_else(|p| p.into_inner());
-        let bound = |b: &Binding| b.subjects.iter().any(|s| s.applies_to(user, &b.namespace));
-        let role_rules = |b: &Binding| -> Option<&Vec<Rule>> {
-            match b.role_kind.as_str() {
-                "ClusterRole" => objects.cluster_roles.get(&b.role_name),
-                "Role" => objects.roles.get(&(b.namespace.clone(), b.role_name.clone())),
-                _ => None,
-            }
-        };
-        let cluster =
-            objects.cluster_role_bindings.values().filter(|b| b.role_kind == "ClusterRole");
+        let cluster = objects
+            .cluster_role_bindings
+            .iter()
+            .filter(|(_, b)| b.role_kind == "ClusterRole")
+            .map(|(name, b)| (name.clone(), b));
         let local = objects
             .role_bindings
-            .values()
-            .filter(|b| !namespace.is_empty() && b.namespace == namespace);
-        for binding in cluster.chain(local).filter(|b| bound(b)) {
-            for rule in role_rules(binding).into_iter().flatten() {
-                if !visit(rule) {
+            .iter()
+            .filter(|(_, b)| !namespace.is_empty() && b.namespace == namespace)
+            .map(|((ns, name), b)| (format!("{name}/{ns}"), b));
+        for (name, binding) in cluster.chain(local) {
+            let Some(subject) =
+                binding.subjects.iter().find(|s| s.applies_to(user, &binding.namespace))
+            else {
+                continue;
+            };
+            let rules = match binding.role_kind.as_str() {
+                "ClusterRole" => objects.cluster_roles.get(&binding.role_name),
+                _ => objects.roles.get(&(binding.namespace.clone(), binding.role_name.clone())),
+            };
+            let Some(rules) = rules else {
+                let kind = binding.role_kind.to_ascii_lowercase();
+                let missing =
+                    format!("{kind}.rbac.authorization.k8s.io {:?} not found", binding.role_name);
+                if !visit(Granted::RoleMissing(missing)) {
+                    return;
+                }
+                continue;
+            };
+            let source = Source { name: &name, binding, subject };
+            for rule in rules {
+                if !visit(Granted::Rule(rule, source)) {
                     return;
                 }
             }
@@ -241,25 +313,51 @@ impl RbacStore {
         }
     }
 
-    pub fn allows(&self, user: &UserInfo, a: &Attributes) -> bool {
-        let mut allowed = false;
-        self.granted(user, &a.namespace, |rule| {
-            allowed = rule.allows(a);
-            !allowed
+    /// Whether a rule granted to `user` allows `a`, and why, as Kubernetes' RBAC authorizer
+    /// says it: `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to User "u"`;
+    /// else the bindings whose roles are missing (`RBAC: clusterrole.rbac.authorization.k8s.io
+    /// "nope" not found`), or nothing.
+    pub fn decide(&self, user: &UserInfo, a: &Attributes) -> (bool, String) {
+        let mut allowed_by = None;
+        let mut missing = Vec::new();
+        self.granted(user, &a.namespace, |granted| match granted {
+            Granted::Rule(rule, source) if rule.allows(a) => {
+                allowed_by = Some(source.describe());
+                false
+            }
+            Granted::Rule(..) => true,
+            Granted::RoleMissing(error) => {
+                missing.push(error);
+                true
+            }
         });
-        allowed
+        match allowed_by {
+            Some(source) => (true, format!("RBAC: allowed by {source}")),
+            None if missing.is_empty() => (false, String::new()),
+            None => (false, format!("RBAC: {}", aggregate(&missing))),
+        }
     }
 
-    /// The rules `user` has in `namespace`, as a SelfSubjectRulesReview lists them.
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
-        let (mut resources, mut paths) = (Vec::new(), Vec::new());
-        self.granted(user, namespace, |rule| {
-            let (resource, path) = rule.to_json();
-            resources.extend(resource);
-            paths.extend(path);
+    /// The rules `user` has in `namespace`, as a SelfSubjectRulesReview lists them, and the
+    /// errors met finding them (bindings whose roles are missing).
+    pub fn rules_for(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> ((Vec<Value>, Vec<Value>), Vec<String>) {
+        let (mut resources, mut paths, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+        self.granted(user, namespace, |granted| {
+            match granted {
+                Granted::Rule(rule, _) => {
+                    let (resource, path) = rule.to_json();
+                    resources.extend(resource);
+                    paths.extend(path);
+                }
+                Granted::RoleMissing(error) => errors.push(error),
+            }
             true
         });
-        (resources, paths)
+        ((resources, paths), errors)
     }
 }
 
@@ -434,6 +532,10 @@ fn aggregated_roles(levels: [(&str, Value); 3], role: impl Fn(&str, Value) -> Va
 mod tests {
     use super::*;
     use actix_web::http::Method;
+
+    fn allowed(rbac: &RbacStore, user: &UserInfo, asked: &Attributes) -> bool {
+        rbac.decide(user, asked).0
+    }
     use kplane_actors::watch::EventType;
     use std::collections::HashMap;
 
@@ -477,41 +579,76 @@ mod tests {
         let new_secret = ask(Method::POST, "/api/v1/namespaces/team/secrets");
         let new_role =
             ask(Method::POST, "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles");
-        assert!(rbac.allows(&user("viewer"), &pods));
-        assert!(!rbac.allows(&user("viewer"), &ask(Method::GET, "/api/v1/namespaces/team/secrets")));
+        assert!(allowed(&rbac, &user("viewer"), &pods));
+        assert!(!allowed(
+            &rbac,
+            &user("viewer"),
+            &ask(Method::GET, "/api/v1/namespaces/team/secrets")
+        ));
         assert!(
-            rbac.allows(&user("editor"), &new_secret) && !rbac.allows(&user("viewer"), &new_secret)
+            allowed(&rbac, &user("editor"), &new_secret)
+                && !allowed(&rbac, &user("viewer"), &new_secret)
         );
-        assert!(!rbac.allows(&user("editor"), &new_role));
-        assert!(rbac.allows(&user("owner"), &new_role));
-        assert!(!rbac.allows(&user("owner"), &ask(Method::GET, "/api/v1/namespaces/other/pods")));
+        assert!(!allowed(&rbac, &user("editor"), &new_role));
+        assert!(allowed(&rbac, &user("owner"), &new_role));
+        assert!(!allowed(
+            &rbac,
+            &user("owner"),
+            &ask(Method::GET, "/api/v1/namespaces/other/pods")
+        ));
     }
 
     #[test]
     fn bound_roles_allow_what_their_rules_say() {
         let rbac = store();
         let bob = UserInfo::authenticated("bob", "", vec![]);
-        assert!(rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
-        assert!(rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods/web/log")));
-        assert!(!rbac.allows(&bob, &ask(Method::DELETE, "/api/v1/namespaces/team/pods/web")));
-        assert!(!rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/other/pods")));
-        assert!(!rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods/web/exec")));
-        assert!(rbac.allows(&bob, &ask(Method::GET, "/apis")), "discovery");
+        assert!(allowed(&rbac, &bob, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+        assert!(allowed(&rbac, &bob, &ask(Method::GET, "/api/v1/namespaces/team/pods/web/log")));
+        assert!(!allowed(&rbac, &bob, &ask(Method::DELETE, "/api/v1/namespaces/team/pods/web")));
+        assert!(!allowed(&rbac, &bob, &ask(Method::GET, "/api/v1/namespaces/other/pods")));
+        assert!(!allowed(&rbac, &bob, &ask(Method::GET, "/api/v1/namespaces/team/pods/web/exec")));
+        assert!(allowed(&rbac, &bob, &ask(Method::GET, "/apis")), "discovery");
         let account = UserInfo::authenticated("system:serviceaccount:team:ci", "", vec![]);
-        assert!(rbac.allows(&account, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+        assert!(allowed(&rbac, &account, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
         let admin = UserInfo::authenticated("root", "", vec!["system:masters".into()]);
-        assert!(rbac.allows(&admin, &ask(Method::DELETE, "/api/v1/nodes/n1")));
-        assert!(rbac.allows(&UserInfo::anonymous(), &ask(Method::GET, "/healthz")));
-        assert!(!rbac.allows(&UserInfo::anonymous(), &ask(Method::GET, "/api")));
-        let (resources, _) = rbac.rules_for(&bob, "team");
+        assert!(allowed(&rbac, &admin, &ask(Method::DELETE, "/api/v1/nodes/n1")));
+        assert!(allowed(&rbac, &UserInfo::anonymous(), &ask(Method::GET, "/healthz")));
+        assert!(!allowed(&rbac, &UserInfo::anonymous(), &ask(Method::GET, "/api")));
+        let ((resources, _), errors) = rbac.rules_for(&bob, "team");
         assert!(
             resources.iter().any(|r| r["resources"] == json!(["pods", "pods/log"])),
             "{resources:?}"
+        );
+        assert!(errors.is_empty());
+        // Why: the binding, its role and the subject the user is, as Kubernetes says it.
+        let (yes, reason) = rbac.decide(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods"));
+        assert!(yes);
+        assert!(
+            reason.starts_with("RBAC: allowed by RoleBinding \"") && reason.contains("/team\" of"),
+            "{reason}"
+        );
+        let (_, reason) = rbac.decide(&admin, &ask(Method::DELETE, "/api/v1/nodes/n1"));
+        assert_eq!(
+            reason,
+            "RBAC: allowed by ClusterRoleBinding \"cluster-admin\" of ClusterRole \"cluster-admin\" \
+             to Group \"system:masters\""
         );
 
         // A deleted binding grants nothing any more.
         let binding = json!({"metadata": {"namespace": "team", "name": "read-pods"}});
         rbac.apply("rolebindings", Feed::Changed(EventType::Deleted, binding));
-        assert!(!rbac.allows(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+        assert!(!allowed(&rbac, &bob, &ask(Method::GET, "/api/v1/namespaces/team/pods")));
+        // A binding to a role that does not exist grants nothing, and says so.
+        let dangling = json!({"metadata": {"namespace": "team", "name": "dangling"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "nope"},
+            "subjects": [{"kind": "User", "name": "bob"}]});
+        rbac.apply("rolebindings", Feed::Changed(EventType::Added, dangling));
+        let refused = rbac.decide(&bob, &ask(Method::GET, "/api/v1/namespaces/team/pods"));
+        assert_eq!(
+            refused,
+            (false, "RBAC: clusterrole.rbac.authorization.k8s.io \"nope\" not found".to_string())
+        );
+        let (_, errors) = rbac.rules_for(&bob, "team");
+        assert_eq!(errors, ["clusterrole.rbac.authorization.k8s.io \"nope\" not found"]);
     }
 }

@@ -222,6 +222,7 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
         .find(|e| e["user"]["username"] == "bob" && e["responseStatus"]["code"] == 403)
         .unwrap();
     assert_eq!(refused["annotations"]["authorization.k8s.io/decision"], "forbid");
+    assert_eq!(refused["annotations"]["authorization.k8s.io/reason"], "No policy matched.");
     assert_eq!(refused["apiVersion"], "audit.k8s.io/v1");
     assert_eq!(refused["sourceIPs"], serde_json::json!(["127.0.0.1"]));
 }
@@ -393,6 +394,34 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
     });
     assert_eq!(bob.run(&["auth", "can-i", "watch", "pods"]).1, "yes\n");
     assert_eq!(bob.run(&["auth", "can-i", "delete", "pods"]).1, "no\n");
+    // Why, as Kubernetes' RBAC says it: the review's reason names the binding.
+    let review = r#"{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}}"#;
+    let review_file = files.path().join("review.json");
+    std::fs::write(&review_file, review).unwrap();
+    let answered: Value = serde_json::from_str(&bob.ok(&[
+        "create",
+        "-f",
+        review_file.to_str().unwrap(),
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        answered["status"]["reason"],
+        r#"RBAC: allowed by RoleBinding "bob-reads-pods/default" of Role "pod-reader" to User "bob""#
+    );
+    // A binding to a role that does not exist: refusals say so.
+    root.ok(&["create", "rolebinding", "dangling", "--clusterrole=nope", "--user=bob"]);
+    crate::util::wait_until(
+        std::time::Duration::from_secs(30),
+        "the dangling binding is known",
+        || {
+            bob.run(&["auth", "can-i", "delete", "pods"]).1
+                == "no - RBAC: clusterrole.rbac.authorization.k8s.io \"nope\" not found\n"
+        },
+    );
+    root.ok(&["delete", "rolebinding", "dangling"]);
     assert!(!bob.run(&["get", "pods", "-n", "kube-system"]).0, "only in the binding's namespace");
     let rules = bob.ok(&["auth", "can-i", "--list"]);
     assert!(
