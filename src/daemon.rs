@@ -128,25 +128,23 @@ impl Running {
 }
 
 /// Creates the bootstrap roles and bindings that are missing (Kubernetes' RBAC bootstrap
-/// policy; a user's changes to existing ones are kept). A role that aggregates now, stored
-/// by an older kplane without its `aggregationRule`, gets it when it still carries the
-/// `autoupdate` annotation, as Kubernetes' reconciliation of its bootstrap roles adds it.
+/// policy) and, as kube-apiserver reconciles them at each start, gives those still annotated
+/// `rbac.authorization.kubernetes.io/autoupdate: "true"` back what they lack: a role its
+/// rules (or, for one that aggregates, its `aggregationRule`: its rules are the aggregation
+/// controller's), a binding its subjects; what a user added stays.
 async fn create_bootstrap_policy(client: &dyn ApiClient) -> Result<(), ApiError> {
     use kplane_actors::model::resources;
     const AUTOUPDATE: &str = "/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate";
     for (plural, object) in crate::auth::rbac::bootstrap_policy() {
         let resource = resources::find(resources::RBAC_GROUP, "v1", plural)
             .expect("RBAC resources are served");
-        let aggregation = object.get("aggregationRule").cloned();
         let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        match client.create(resource, "", object).await {
+        match client.create(resource, "", object.clone()).await {
             Ok(_) => {}
             Err(ApiError::AlreadyExists { .. }) => {
-                let Some(aggregation) = aggregation else { continue };
                 let mut stored = client.get(resource, "", &name).await?;
                 let updatable = stored.pointer(AUTOUPDATE).and_then(|v| v.as_str()) == Some("true");
-                if updatable && stored.get("aggregationRule").is_none() {
-                    stored["aggregationRule"] = aggregation;
+                if updatable && reconcile_bootstrap(&mut stored, &object) {
                     client.update(resource, "", stored).await?;
                 }
             }
@@ -154,6 +152,33 @@ async fn create_bootstrap_policy(client: &dyn ApiClient) -> Result<(), ApiError>
         }
     }
     Ok(())
+}
+
+/// Gives a stored bootstrap role or binding what `expected` has and it lacks; whether it
+/// changed.
+fn reconcile_bootstrap(stored: &mut serde_json::Value, expected: &serde_json::Value) -> bool {
+    let mut changed = false;
+    if let Some(aggregation) = expected.get("aggregationRule") {
+        if stored.get("aggregationRule").is_none() {
+            stored["aggregationRule"] = aggregation.clone();
+            changed = true;
+        }
+        return changed;
+    }
+    for list in ["rules", "subjects"] {
+        let Some(wanted) = expected.get(list).and_then(|l| l.as_array()) else { continue };
+        if !stored.get(list).is_some_and(|l| l.is_array()) {
+            stored[list] = serde_json::json!([]);
+        }
+        let have = stored[list].as_array_mut().expect("made an array above");
+        for item in wanted {
+            if !have.contains(item) {
+                have.push(item.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -862,3 +862,42 @@ fn older_bootstrap_roles_are_given_their_aggregation_rule() {
     assert!(server.get(&path("view")).1["aggregationRule"].is_object());
     assert!(server.get(&path("edit")).1.get("aggregationRule").is_none());
 }
+
+/// The bootstrap roles and bindings still annotated `autoupdate: "true"` get back, at each
+/// start, the rules and subjects a user took from them (what a user added stays); a restart
+/// with nothing taken changes nothing.
+#[test]
+fn bootstrap_roles_and_bindings_are_reconciled_at_start() {
+    let mut server = Server::start();
+    let role = "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:discovery";
+    let binding = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin";
+    let (_, original_role) = server.get(role);
+    let (_, original_binding) = server.get(binding);
+    let mut cut = original_role.clone();
+    cut["rules"] = json!([{"verbs": ["get"], "nonResourceURLs": ["/api", "/extra"]}]);
+    assert_eq!(server.put(role, &cut).0, 200);
+    let mut robbed = original_binding.clone();
+    robbed["subjects"] =
+        json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}]);
+    assert_eq!(server.put(binding, &robbed).0, 200);
+    server.restart();
+    let (_, role_now) = server.get(role);
+    for rule in original_role["rules"].as_array().unwrap() {
+        assert!(role_now["rules"].as_array().unwrap().contains(rule), "{role_now}");
+    }
+    assert!(
+        role_now["rules"].as_array().unwrap().contains(&cut["rules"][0]),
+        "what was added stays"
+    );
+    let (_, binding_now) = server.get(binding);
+    let subjects = binding_now["subjects"].as_array().unwrap();
+    assert!(
+        subjects.contains(&original_binding["subjects"][0])
+            && subjects.contains(&robbed["subjects"][0])
+    );
+    // Nothing taken: nothing written.
+    let revision = |object: &Value| object["metadata"]["resourceVersion"].clone();
+    server.restart();
+    assert_eq!(revision(&server.get(role).1), revision(&role_now));
+    assert_eq!(revision(&server.get(binding).1), revision(&binding_now));
+}
