@@ -85,6 +85,7 @@ pub async fn request(
         uid: object_uid(&account.to_value()).to_string(),
         audiences: audiences.clone(),
         secret: None,
+        token_id: None,
     };
     let issuer = state.tokens.as_ref().ok_or_else(|| {
         HttpError::Api(ApiError::Unavailable("no service account signing key".into()))

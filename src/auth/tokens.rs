@@ -88,14 +88,24 @@ pub struct TokenAccount {
     pub audiences: Vec<String>,
     /// The Secret a long-lived token is kept in (it is good only while it is there).
     pub secret: Option<String>,
+    /// The token's `jti` (a token request's, not a Secret's).
+    pub token_id: Option<String>,
 }
 
 impl TokenAccount {
-    /// The user the account is.
+    /// The user the account is; with a token id, the extra
+    /// `authentication.kubernetes.io/credential-id: ["JTI=..."]`, as Kubernetes 1.32 adds it.
     pub fn user(&self) -> UserInfo {
-        UserInfo::service_account(&self.namespace, &self.name, &self.uid)
+        let mut user = UserInfo::service_account(&self.namespace, &self.name, &self.uid);
+        if let Some(id) = &self.token_id {
+            user.extra.insert(CREDENTIAL_ID.into(), vec![format!("JTI={id}")]);
+        }
+        user
     }
 }
+
+/// The user extra naming the credential a request was authenticated with.
+const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 impl TokenIssuer {
     /// The issuer with the key in `data_dir/pki/sa.key`, made if missing.
@@ -208,6 +218,7 @@ impl TokenIssuer {
             uid: claims.kubernetes.serviceaccount.uid,
             audiences: claims.aud,
             secret: None,
+            token_id: Some(claims.jti).filter(|jti| !jti.is_empty()),
         })
     }
 
@@ -236,6 +247,7 @@ impl TokenIssuer {
             uid: claims.uid,
             audiences: vec![ISSUER.into()],
             secret: Some(claims.secret),
+            token_id: None,
         })
     }
 }
@@ -304,6 +316,7 @@ mod tests {
             uid: "u-1".into(),
             audiences: vec![],
             secret: None,
+            token_id: None,
         }
     }
 
@@ -316,6 +329,8 @@ mod tests {
         let verified = issuer.verify(&token, &[]).unwrap();
         assert_eq!((verified.name.as_str(), verified.uid.as_str()), ("ci", "u-1"));
         assert_eq!(verified.user().name, "system:serviceaccount:team:ci");
+        let id = verified.user().extra["authentication.kubernetes.io/credential-id"].clone();
+        assert!(id.len() == 1 && id[0].starts_with("JTI=") && id[0].len() > 10, "{id:?}");
         assert!(verified.user().groups.contains(&"system:serviceaccounts:team".to_string()));
         // The same key after a restart; another key refuses it.
         assert!(TokenIssuer::load_or_create(dir.path()).unwrap().verify(&token, &[]).is_some());
@@ -339,6 +354,7 @@ mod tests {
         let token = issuer.sign("team", "ci", "u-1", "ci-token").unwrap();
         let verified = issuer.verify(&token, &[]).unwrap();
         assert_eq!(verified.user().name, "system:serviceaccount:team:ci");
+        assert!(verified.user().extra.is_empty(), "a Secret's token has no id");
         assert_eq!((verified.uid.as_str(), verified.secret.as_deref()), ("u-1", Some("ci-token")));
         assert_eq!(verified.audiences, [ISSUER]);
         // Kubernetes' claims, which tools read.

@@ -510,6 +510,9 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
         ])
     );
     assert!(ci.refused(&["get", "pods"]).contains("system:serviceaccount:default:ci"));
+    // The token's id, as Kubernetes 1.32 tracks it.
+    let id = &me["status"]["userInfo"]["extra"]["authentication.kubernetes.io/credential-id"];
+    assert!(id[0].as_str().is_some_and(|id| id.starts_with("JTI=")), "{me}");
 
     // Issuer discovery: service accounts may read where the token's key is, and the key.
     let document = ci.ok(&["get", "--raw", "/.well-known/openid-configuration"]);
