@@ -80,6 +80,9 @@ pub struct Record<'a> {
     pub decision: &'static str,
     /// The authorizer's reason (`RBAC: allowed by ...`).
     pub reason: &'a str,
+    /// For a request that failed authentication, what it attempted (`Authentication failed,
+    /// attempted: bearer`): it is logged with no user, as kube-apiserver logs it.
+    pub failed_authentication: Option<String>,
     pub received: &'a str,
 }
 
@@ -203,6 +206,11 @@ fn event(r: &Record) -> Value {
     if !r.decision.is_empty() {
         event["annotations"] = json!({"authorization.k8s.io/decision": r.decision,
             "authorization.k8s.io/reason": r.reason});
+    }
+    if let Some(attempted) = &r.failed_authentication {
+        event["user"] = json!({});
+        event["stage"] = json!("ResponseStarted");
+        event["responseStatus"]["message"] = json!(attempted);
     }
     if let Some(agent) = r.user_agent {
         event["userAgent"] = json!(agent);

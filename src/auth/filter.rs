@@ -39,6 +39,26 @@ pub struct Security {
 pub struct RequestUser(pub UserInfo);
 
 /// The 403 of a denied request, worded as Kubernetes words it.
+/// What a request that failed authentication attempted, as kube-apiserver's audit says it:
+/// `Authentication failed, attempted: basic, bearer, x509`.
+fn attempted(req: &actix_web::HttpRequest) -> String {
+    let authorization = req.headers().get("authorization").and_then(|v| v.to_str().ok());
+    let scheme = authorization.and_then(|a| a.split_whitespace().next()).unwrap_or("");
+    let mut methods = Vec::new();
+    if scheme.eq_ignore_ascii_case("basic") {
+        methods.push("basic");
+    }
+    if scheme.eq_ignore_ascii_case("bearer") {
+        methods.push("bearer");
+    }
+    let certified = req.conn_data::<CertificateUser>().is_some()
+        || req.conn_data::<CertificateRejected>().is_some();
+    if certified {
+        methods.push("x509");
+    }
+    format!("Authentication failed, attempted: {}", methods.join(", "))
+}
+
 fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> HttpError {
     let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
     if !a.resource_request {
@@ -113,6 +133,7 @@ pub async fn guard(
                  reason: &str| {
         if let Some(log) = &security.audit {
             let (user, impersonated) = users;
+            let failed_authentication = (code == 401).then(|| attempted(req));
             log.write(&Record {
                 user,
                 impersonated,
@@ -124,6 +145,7 @@ pub async fn guard(
                 streamed,
                 decision,
                 reason,
+                failed_authentication,
                 received: &received,
             });
         }

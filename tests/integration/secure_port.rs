@@ -217,6 +217,11 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert!(logged("bob", "create", 403), "bob's refused create");
     assert!(logged("dave", "create", 201), "dave's create");
     assert!(logged("system:unsecured", "get", 200), "the insecure port's read");
+    // carol's wrong password: a failed authentication, logged with no user.
+    let failed = events.iter().find(|e| e["responseStatus"]["code"] == 401).unwrap();
+    assert_eq!(failed["user"], json!({}));
+    assert_eq!(failed["responseStatus"]["message"], "Authentication failed, attempted: basic");
+    assert!(failed.get("annotations").is_none(), "{failed}");
     let refused = events
         .iter()
         .find(|e| e["user"]["username"] == "bob" && e["responseStatus"]["code"] == 403)
