@@ -217,11 +217,19 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert!(logged("bob", "create", 403), "bob's refused create");
     assert!(logged("dave", "create", 201), "dave's create");
     assert!(logged("system:unsecured", "get", 200), "the insecure port's read");
-    // carol's wrong password: a failed authentication, logged with no user.
-    let failed = events.iter().find(|e| e["responseStatus"]["code"] == 401).unwrap();
-    assert_eq!(failed["user"], json!({}));
-    assert_eq!(failed["responseStatus"]["message"], "Authentication failed, attempted: basic");
-    assert!(failed.get("annotations").is_none(), "{failed}");
+    // Failed authentications (carol's wrong password, a bad token): logged with no user.
+    let failed: Vec<&Value> =
+        events.iter().filter(|e| e["responseStatus"]["code"] == 401).collect();
+    let attempted = |method: &str| {
+        let message = format!("Authentication failed, attempted: {method}");
+        failed.iter().any(|e| e["responseStatus"]["message"] == message.as_str())
+    };
+    assert!(attempted("basic") && attempted("bearer"), "{failed:?}");
+    for event in &failed {
+        assert_eq!(event["user"], json!({}));
+        assert_eq!(event["stage"], "ResponseStarted");
+        assert!(event.get("annotations").is_none(), "{event}");
+    }
     let refused = events
         .iter()
         .find(|e| e["user"]["username"] == "bob" && e["responseStatus"]["code"] == 403)
