@@ -197,7 +197,9 @@ pub async fn review(
     let spec = review.get("spec");
     let token = spec.and_then(|s| s.get("token")).and_then(Value::as_str).unwrap_or("").to_string();
     if token.is_empty() {
-        return Err(HttpError::BadRequest("token is required".into()));
+        return Err(HttpError::BadRequest(
+            "token is required for TokenReview in authentication.k8s.io".into(),
+        ));
     }
     let audiences = strings(spec, "audiences");
     let static_user = state.security.as_ref().and_then(|s| s.authenticator.token_user(&token));

@@ -558,6 +558,13 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
         "spec": {"token": format!("{token}x")}});
     let (_, refused) = server.post("/apis/authentication.k8s.io/v1/tokenreviews", &forged);
     assert!(refused["status"].get("authenticated").is_none(), "{refused}");
+    let empty = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {}});
+    let (code, refused) = server.post("/apis/authentication.k8s.io/v1/tokenreviews", &empty);
+    assert_eq!(
+        (code, refused["message"].as_str()),
+        (400, Some("token is required for TokenReview in authentication.k8s.io"))
+    );
 
     let (ok, _, err) = insecure.run(&["create", "token", "ci", "--duration=1m"]);
     assert!(!ok && err.contains("may not specify a duration less than 10 minutes"), "{err}");
