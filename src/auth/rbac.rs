@@ -497,16 +497,16 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
 
 /// `view`, `edit` and `admin` (given in that order, each with the rules it adds to the one
 /// before) as Kubernetes builds them: each one's own rules in a `system:aggregate-to-*` role,
-/// labelled for it and the roles above it; each user-facing role aggregating its label, and
-/// labelled itself for the role above; its rules aggregated here as the controller would.
-/// `role` makes a bootstrap ClusterRole of a name and rules.
+/// labelled for it; each user-facing role aggregating its label, and labelled itself for the
+/// role above (so `admin` takes `view`'s through `edit`); its rules aggregated here as the
+/// controller would. `role` makes a bootstrap ClusterRole of a name and rules.
 fn aggregated_roles(levels: [(&str, Value); 3], role: impl Fn(&str, Value) -> Value) -> Vec<Value> {
     const LABEL: &str = "rbac.authorization.k8s.io/aggregate-to-";
     let names: Vec<&str> = levels.iter().map(|(name, _)| *name).collect();
-    // Labels `role` for the aggregating roles from `from` up.
-    let label = |role: &mut Value, from: usize| {
-        for above in &names[from..] {
-            role["metadata"]["labels"][format!("{LABEL}{above}")] = json!("true");
+    // Labels `role` for the aggregating role of level `level`, if there is one.
+    let label = |role: &mut Value, level: usize| {
+        if let Some(name) = names.get(level) {
+            role["metadata"]["labels"][format!("{LABEL}{name}")] = json!("true");
         }
     };
     let mut roles: BTreeMap<String, Value> = BTreeMap::new();
@@ -538,6 +538,25 @@ mod tests {
     }
     use kplane_actors::watch::EventType;
     use std::collections::HashMap;
+
+    #[test]
+    fn view_edit_and_admin_are_labelled_as_kubernetes_labels_them() {
+        let labels = |name: &str| {
+            let policy = bootstrap_policy();
+            let (_, role) = policy.iter().find(|(_, o)| o["metadata"]["name"] == name).unwrap();
+            let labels = role["metadata"]["labels"].as_object().unwrap().clone();
+            let mut keys: Vec<String> =
+                labels.keys().filter(|k| k.contains("aggregate-to")).cloned().collect();
+            keys.sort();
+            keys
+        };
+        let to = |name: &str| vec![format!("rbac.authorization.k8s.io/aggregate-to-{name}")];
+        assert_eq!(labels("view"), to("edit"));
+        assert_eq!(labels("edit"), to("admin"));
+        assert!(labels("admin").is_empty());
+        assert_eq!(labels("system:aggregate-to-view"), to("view"));
+        assert_eq!(labels("system:aggregate-to-admin"), to("admin"));
+    }
 
     fn store() -> RbacStore {
         let store = RbacStore::default();
