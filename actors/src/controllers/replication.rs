@@ -14,7 +14,6 @@
 //! It follows pods only while some ReplicationController exists: a cluster without one pays
 //! nothing for it.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -586,8 +585,10 @@ impl Standing {
 /// running; not ready before ready; lower `controller.kubernetes.io/pod-deletion-cost` first;
 /// more of the controller's pods on the same node first; ready for less time first; more
 /// restarts first; newer first. Times are compared on a logarithmic scale of their age (a pod
-/// ready for 5 minutes and one ready for 7 are alike), alike ones by uid, so that scaling
-/// down does not always take the very newest pods.
+/// ready for 5 minutes and one ready for 7 are alike), so that scaling down does not always
+/// take the very newest pods; what is alike in all goes by uid. Kubernetes' comparison breaks
+/// a tie of two alike ready times by uid at once, which is not a total order (Go's sort takes
+/// it, Rust's refuses it): here such a tie goes on to the restarts and the age first.
 fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
     let mut per_node: HashMap<&str, usize> = HashMap::new();
     for pod in pods.iter() {
@@ -596,47 +597,39 @@ fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
     }
     let mut ranked: Vec<(Standing, &Value)> =
         pods.iter().map(|pod| (Standing::of(pod, &per_node), *pod)).collect();
-    ranked.sort_by(|(a, _), (b, _)| goes_first(a, b, now));
+    ranked.sort_by_cached_key(|(standing, _)| standing.rank(now));
     for (slot, (_, pod)) in pods.iter_mut().zip(ranked) {
         *slot = pod;
     }
 }
 
-fn goes_first(a: &Standing, b: &Standing, now: DateTime<Utc>) -> Ordering {
-    let decided = a.scheduled.cmp(&b.scheduled).then(a.phase.cmp(&b.phase));
-    let decided = decided.then(a.ready.cmp(&b.ready)).then(a.cost.cmp(&b.cost));
-    let decided = decided.then(b.crowd.cmp(&a.crowd));
-    if decided != Ordering::Equal {
-        return decided;
+impl Standing {
+    /// Its place in the order of deletion, lowest first: a key compared as a whole, so a total
+    /// order.
+    fn rank(&self, now: DateTime<Utc>) -> impl Ord {
+        use std::cmp::Reverse;
+        // Only ready pods are compared by how long they have been.
+        let ready_for = if self.ready { age_scale(self.ready_since, now) } else { (false, 0) };
+        (
+            (self.scheduled, self.phase, self.ready, self.cost, Reverse(self.crowd)),
+            ready_for,
+            Reverse(self.restarts),
+            age_scale(self.created, now),
+            self.uid.clone(),
+        )
     }
-    if a.ready && b.ready && a.ready_since != b.ready_since {
-        return younger_first(a.ready_since, b.ready_since, now).then(a.uid.cmp(&b.uid));
-    }
-    if a.restarts != b.restarts {
-        return b.restarts.cmp(&a.restarts);
-    }
-    if a.created != b.created {
-        return younger_first(a.created, b.created, now).then(a.uid.cmp(&b.uid));
-    }
-    Ordering::Equal
 }
 
-/// Of two different times, the later first (an unknown one before both), by the power of two
-/// of their age in nanoseconds, as Kubernetes' logarithmic scale-down ranks them.
-fn younger_first(
-    a: Option<DateTime<Utc>>,
-    b: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> Ordering {
-    let (Some(a), Some(b)) = (a, b) else {
-        return a.is_some().cmp(&b.is_some());
-    };
-    let bucket = |t: DateTime<Utc>| match (now - t).num_nanoseconds() {
+/// A time as compared for deletion: an unknown one first, then by the power of two of its age
+/// in nanoseconds (younger first), as Kubernetes' logarithmic scale-down ranks them.
+fn age_scale(time: Option<DateTime<Utc>>, now: DateTime<Utc>) -> (bool, i64) {
+    let Some(time) = time else { return (false, 0) };
+    let scale = match (now - time).num_nanoseconds() {
         Some(age) if age > 0 => (age as f64).log2() as i64,
         Some(_) => -1,
         None => i64::MAX,
     };
-    bucket(a).cmp(&bucket(b))
+    (true, scale)
 }
 
 impl Actor for ReplicationManager {
@@ -989,6 +982,29 @@ mod tests {
             names,
             ["unscheduled", "pending", "running-new", "running-old", "running-ready"]
         );
+    }
+
+    #[test]
+    fn any_mix_of_pods_is_ordered_without_a_panic() {
+        // Ready times and ages spread over seconds, several alike, as a scale-down meets them
+        // (Rust's sort panics on an order that is not total).
+        let now: DateTime<Utc> = "2026-06-01T12:00:00Z".parse().unwrap();
+        let pods: Vec<Value> = (0..200)
+            .map(|i| {
+                let since = now - chrono::Duration::milliseconds((i * 7919 % 97) * 61);
+                let created = now - chrono::Duration::seconds(i * 31 % 13);
+                json!({"metadata": {"name": format!("p{i}"), "uid": format!("u{}", i * 37 % 200),
+                        "creationTimestamp": created},
+                    "spec": {"nodeName": format!("n{}", i % 3)},
+                    "status": {"phase": "Running", "containerStatuses": [{"restartCount": i % 2}],
+                        "conditions": [{"type": "Ready", "status": if i % 5 == 0 { "False" } else { "True" },
+                            "lastTransitionTime": since}]}})
+            })
+            .collect();
+        let mut order: Vec<&Value> = pods.iter().collect();
+        deletion_order(&mut order, now);
+        assert_eq!(order.len(), 200);
+        assert!(order[..40].iter().all(|p| p["status"]["conditions"][0]["status"] == "False"));
     }
 
     #[test]
