@@ -121,6 +121,12 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
         get(&core, "pods", "default", "p").await.is_none().then_some(())
     })
     .await;
+    // A deleted Node stays deleted while its agent runs, as the kubelet registers only when it
+    // starts: four status periods go by without it.
+    let nodes = find("", "v1", "nodes").unwrap();
+    ApiClient::delete(&core, nodes, "", "sim-0", &DeleteOptions::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(get(&core, "nodes", "", "sim-0").await.is_none());
 }
 
 /// The condition of type `kind` of the pod `name`, once it has one.

@@ -205,12 +205,9 @@ impl NodeAgent {
                         }
                     }
                     Err(ApiError::NotFound { .. }) => {
-                        // Someone deleted our Node: register again.
-                        if let Err(error) =
-                            register(&config, client.as_ref(), &machine, runtime).await
-                        {
-                            tracing::warn!(node = %config.node_name, %error, "re-registering");
-                        }
+                        // Someone deleted our Node: it stays deleted (an agent registers when
+                        // it starts, as the kubelet), and its pods go with it.
+                        tracing::warn!(node = %config.node_name, "the node was deleted");
                     }
                     Err(error) => {
                         tracing::warn!(node = %config.node_name, %error, "posting node status")
