@@ -401,14 +401,17 @@ impl ServiceAllocator {
 
     fn next_ip(&self) -> Option<Ipv4Addr> {
         let (first, last) = self.ip_bounds();
+        let size = 1u32 << (32 - u32::from(self.ranges.cluster_ips.1.min(32)));
+        let band = static_band(size, 16, 256);
         let taken = &mut *self.state.lock().expect("allocator lock");
-        claim_next(&mut taken.ips, &mut taken.next_ip, first, last).map(Ipv4Addr::from)
+        claim_banded(&mut taken.ips, &mut taken.next_ip, first, last, band).map(Ipv4Addr::from)
     }
 
     fn next_port(&self) -> Option<u16> {
         let (low, high) = self.ranges.node_ports;
+        let band = static_band(u32::from(high - low) + 1, 32, 128);
         let taken = &mut *self.state.lock().expect("allocator lock");
-        claim_next(&mut taken.ports, &mut taken.next_port, low, high)
+        claim_banded(&mut taken.ports, &mut taken.next_port, low, high, band as u16)
     }
 
     /// Gives back what `allocation` holds.
@@ -598,6 +601,34 @@ fn node_ports(service: &Value) -> Vec<u16> {
         .flatten()
         .filter_map(|p| u16::try_from(p["nodePort"].as_i64()?).ok())
         .collect()
+}
+
+/// How many of a range's first values are kept for those asked for by number (Kubernetes'
+/// static band, KEP-3070 and KEP-3668): none of a range of 16 or fewer, else a `step`th of it,
+/// at least 16 and at most `most`; what is handed out unasked comes from above it first (so
+/// the first cluster IP stays the `kubernetes` Service's).
+fn static_band(size: u32, step: u32, most: u32) -> u32 {
+    if size <= 16 {
+        0
+    } else {
+        (size / step).clamp(16, most)
+    }
+}
+
+/// Claims a free value of `first..=last` above its static band of `band` values (in turn, from
+/// `cursor`), or, when those are all taken, of the band.
+fn claim_banded<T>(taken: &mut BTreeSet<T>, cursor: &mut T, first: T, last: T, band: T) -> Option<T>
+where
+    T: Copy + Ord + Into<u64> + TryFrom<u64>,
+{
+    let above = T::try_from(first.into() + band.into()).ok().filter(|a| *a <= last)?;
+    if let Some(n) = claim_next(taken, cursor, above, last) {
+        return Some(n);
+    }
+    let below = T::try_from(above.into().checked_sub(1)?).ok()?;
+    let mut from = first;
+    (band.into() > 0).then_some(())?;
+    claim_next(taken, &mut from, first, below)
 }
 
 /// Claims the first value of `first..=last` not in `taken`, searching from `cursor` and
@@ -852,6 +883,34 @@ mod tests {
         a.reallocate(&added, &mut allowed, "lb").unwrap();
         let ports = allowed["spec"]["ports"].as_array().unwrap();
         assert!(ports.iter().all(|p| p["nodePort"].is_u64()), "{allowed}");
+    }
+
+    #[test]
+    fn unasked_ips_and_ports_come_from_above_the_static_band_first() {
+        assert_eq!((static_band(16, 16, 256), static_band(65536, 16, 256)), (0, 256));
+        assert_eq!((static_band(1024, 16, 256), static_band(2768, 32, 128)), (64, 86));
+        // A /26 (62 usable addresses: a band of 16) and 40 ports (a band of 16).
+        let a = ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 26),
+            node_ports: (30000, 30039),
+        });
+        let mut first = svc(json!({"type": "NodePort", "ports": [{"port": 80}]}));
+        a.allocate(&mut first, "first").unwrap();
+        assert_eq!(first["spec"]["clusterIP"], "127.192.0.17", "127.192.0.1 stays for kubernetes");
+        assert_eq!(first["spec"]["ports"][0]["nodePort"], 30016);
+        // Asked for, one of the band is given.
+        let mut kubernetes = svc(json!({"clusterIP": "127.192.0.1"}));
+        a.allocate(&mut kubernetes, "kubernetes").unwrap();
+        // Once above the band is full, the band's are handed out too.
+        let mut names = 0;
+        loop {
+            let mut more = svc(json!({}));
+            names += 1;
+            if a.allocate(&mut more, &format!("s{names}")).is_err() {
+                break;
+            }
+        }
+        assert_eq!(names, 62 - 2 + 1, "every other address was handed out");
     }
 
     #[test]
