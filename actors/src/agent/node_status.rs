@@ -26,14 +26,16 @@ pub fn status_events(previous: &[Value], now: &[Value]) -> Vec<&'static str> {
         ("PIDPressure", "NodeHasInsufficientPID", "NodeHasSufficientPID"),
         ("Ready", "NodeReady", "NodeNotReady"),
     ];
+    // Compared as they are written: `Unknown` (what the node controller set while the node
+    // was out of touch) to `False` is a change too.
     let status = |conditions: &[Value], kind: &str| {
-        conditions.iter().find(|c| c["type"] == kind).map(|c| c["status"] == "True")
+        conditions.iter().find(|c| c["type"] == kind).map(|c| c["status"].clone())
     };
     EVENTS
         .iter()
         .filter_map(|(kind, when_true, when_false)| {
-            let holds = status(now, kind)?;
-            (status(previous, kind) != Some(holds)).then_some(if holds {
+            let now = status(now, kind)?;
+            (status(previous, kind).as_ref() != Some(&now)).then_some(if now == "True" {
                 *when_true
             } else {
                 *when_false
@@ -290,6 +292,33 @@ mod tests {
         assert!(machine.cpus >= 1);
         assert!(machine.memory_bytes > 0);
         assert!(machine.ephemeral_storage_bytes > 0);
+    }
+
+    #[test]
+    fn each_condition_that_changed_is_an_event_unknown_ones_too() {
+        let conditions = |memory: &str, ready: &str| {
+            vec![
+                json!({"type": "MemoryPressure", "status": memory}),
+                json!({"type": "DiskPressure", "status": "False"}),
+                json!({"type": "Ready", "status": ready}),
+            ]
+        };
+        assert_eq!(
+            status_events(&[], &conditions("False", "True")),
+            ["NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeReady"]
+        );
+        let out_of_touch = conditions("Unknown", "Unknown");
+        assert_eq!(
+            status_events(&out_of_touch, &conditions("False", "True")),
+            ["NodeHasSufficientMemory", "NodeReady"]
+        );
+        assert!(
+            status_events(&conditions("False", "True"), &conditions("False", "True")).is_empty()
+        );
+        assert_eq!(
+            status_events(&conditions("False", "True"), &conditions("True", "True")),
+            ["NodeHasInsufficientMemory"]
+        );
     }
 
     #[test]
