@@ -156,12 +156,14 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         server.get(lease).1["spec"]["holderIdentity"] == "node-a"
     });
 
-    // A built-in image answering HTTP on its own pod IP.
+    // A built-in image answering HTTP on its own pod IP (and at the node's address, on its
+    // host port).
+    let host_port = free_port();
     let mut web = pod_on(
         "web",
         "node-a",
         json!({"name": "web", "image": "kplane/agnhost:2.40", "args": ["netexec", "--http-port=8080"],
-            "ports": [{"name": "http", "containerPort": 8080}]}),
+            "ports": [{"name": "http", "containerPort": 8080, "hostPort": host_port}]}),
     );
     web["metadata"]["labels"] = json!({"app": "web"});
     assert_eq!(server.post("/api/v1/namespaces/default/pods", &web).0, 201);
@@ -175,6 +177,9 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     wait_until(WAIT, "web answers on its pod IP", || {
         server.http.get(&url).send().ok().and_then(|r| r.text().ok()).as_deref() == Some("web")
     });
+    let on_node = format!("http://127.0.0.1:{host_port}/hostname");
+    let answer = server.http.get(&on_node).send().ok().and_then(|r| r.text().ok());
+    assert_eq!(answer.as_deref(), Some("web"), "the host port forwards to the pod");
 
     // The proxy subresources: a node's agent, a pod's port; redirects and upgrades stay out.
     let no_redirects = reqwest::blocking::Client::builder()

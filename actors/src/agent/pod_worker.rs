@@ -23,6 +23,7 @@ use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
 use crate::core::{set_condition, ApiError, DeleteOptions, PatchType, MAX_GRACE_SECONDS};
+use crate::forwarding::{Backends, Forwarder};
 use crate::model::text::go_duration;
 use crate::model::{now, resources};
 
@@ -546,6 +547,9 @@ struct PodState {
     gone: bool,
     done: bool,
     pod_ip: Option<Ipv4Addr>,
+    /// Its containers' host ports, served at the node's address while the pod lasts (`None`:
+    /// not yet).
+    host_ports: Option<Vec<Forwarder>>,
     dir: PathBuf,
     start_time: String,
     containers: Vec<ContainerState>,
@@ -628,9 +632,41 @@ impl PodState {
             stopping: false,
             deadline_exceeded: false,
             event_queue: OnceLock::new(),
+            host_ports: None,
         };
         state.recover(ctx);
         Some(state)
+    }
+
+    /// Serves each TCP host port of the pod's containers at the port's `hostIP` (else the
+    /// node's address), forwarding every connection to the pod's IP and the container port,
+    /// as the portmap CNI plugin maps them; a pod on the host's network listens there itself.
+    fn serve_host_ports(&self, ctx: &WorkerContext) -> Vec<Forwarder> {
+        let spec = self.pod.spec.as_ref();
+        let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+        let Some(pod_ip) = self.pod_ip.filter(|_| !host_network) else { return Vec::new() };
+        let containers =
+            spec.into_iter().flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers));
+        let ports = containers.flat_map(|c| c.ports.iter().flatten());
+        let mut served = Vec::new();
+        for port in ports.filter(|p| p.protocol.as_deref().unwrap_or("TCP") == "TCP") {
+            let (Some(host_port), Ok(container_port)) = (
+                port.host_port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0),
+                u16::try_from(port.container_port),
+            ) else {
+                continue;
+            };
+            let host_ip = port.host_ip.as_deref().and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+            let host_ip = host_ip.filter(|ip| !ip.is_unspecified()).unwrap_or(ctx.config.address);
+            let backend = std::net::SocketAddr::from((pod_ip, container_port));
+            match Forwarder::bind((host_ip, host_port).into(), Backends::new(vec![backend])) {
+                Ok(forwarder) => served.push(forwarder),
+                Err(error) => {
+                    tracing::warn!(pod = %self.name, %host_ip, host_port, %error, "serving a host port")
+                }
+            }
+        }
+        served
     }
 
     /// After an agent restart: keep the pod's IP, take over still-running processes and
@@ -934,6 +970,9 @@ impl PodState {
                 ctx.ips.lock().expect("pod ip lock").allocate(&self.uid)
             };
         }
+        if self.host_ports.is_none() && ctx.runtime.runs_processes() {
+            self.host_ports = Some(self.serve_host_ports(ctx));
+        }
         if !self.deadline_exceeded && self.past_deadline() {
             self.deadline_exceeded = true;
             self.event(ctx, EventKind::Normal, DEADLINE_REASON, DEADLINE_MESSAGE.into());
@@ -1030,6 +1069,7 @@ impl PodState {
             }
         }
         ctx.ips.lock().expect("pod ip lock").release(&self.uid);
+        self.host_ports = Some(Vec::new());
         let _ = std::fs::remove_dir_all(&self.dir);
         self.done = true;
     }
