@@ -32,6 +32,9 @@ use crate::scheduler::node_info::PodInfo;
 use crate::watch::EventType;
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How often a node's status is posted when it says nothing new (the kubelet's
+/// `nodeStatusReportFrequency`): its Lease is its heartbeat.
+const STATUS_REPORT_PERIOD: Duration = Duration::from_secs(5 * 60);
 /// Longest wait between attempts to reach the API server.
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
@@ -121,6 +124,8 @@ pub struct NodeAgent {
     /// New pods waiting for their admission (the newest version of each), by uid.
     admitting: HashMap<String, Value>,
     conditions: Arc<Mutex<Vec<Value>>>,
+    /// The status the agent last posted, and when.
+    last_report: Arc<Mutex<Option<(Value, std::time::Instant)>>>,
     /// The node's `spec.unschedulable` as the agent last saw it (for its events).
     unschedulable: Arc<AtomicBool>,
     swept: bool,
@@ -144,6 +149,7 @@ impl NodeAgent {
             workers: HashMap::new(),
             admitting: HashMap::new(),
             conditions: Arc::new(Mutex::new(Vec::new())),
+            last_report: Arc::new(Mutex::new(None)),
             unschedulable: Arc::new(AtomicBool::new(false)),
             swept: false,
             stopping: false,
@@ -158,6 +164,7 @@ impl NodeAgent {
             (self.config.clone(), self.client.clone(), self.machine.clone());
         let runtime = self.runtime.name();
         let previous = self.conditions.clone();
+        let last_report = self.last_report.clone();
         let last_unschedulable = self.unschedulable.clone();
         // A real node measures its pressure and records its events; simulated ones (a thousand
         // in one process) do neither, as their pods record none.
@@ -175,6 +182,13 @@ impl NodeAgent {
                 } else {
                     None
                 };
+                let reported = last_report.lock().expect("report lock").clone();
+                // What the status is compared with: the server's copy, else what was posted.
+                let compared = match &theirs {
+                    Some(node) => Some(node["status"].clone()),
+                    None => reported.as_ref().map(|(status, _)| status.clone()),
+                };
+                let unschedulable_now = theirs.as_ref().map(|n| n["spec"]["unschedulable"] == true);
                 let mut stored = theirs.map_or_else(|| json!({}), |mut n| n["status"].take());
                 if !stored["conditions"].is_array() {
                     stored["conditions"] = json!(ours);
@@ -182,25 +196,42 @@ impl NodeAgent {
                 let old = stored["conditions"].as_array().cloned().unwrap_or_default();
                 let status =
                     node_status::status(&config, &machine, runtime, pressure, &stored, &now());
+                // Posted when it says something new, else every few minutes.
+                let due = reported.is_none_or(|(_, at)| at.elapsed() >= STATUS_REPORT_PERIOD);
+                let news =
+                    compared.is_none_or(|compared| node_status::says_news(&compared, &status));
+                let schedulable_event = |unschedulable: bool| {
+                    let was = last_unschedulable.swap(unschedulable, Ordering::Relaxed);
+                    (was != unschedulable).then_some(if unschedulable {
+                        "NodeNotSchedulable"
+                    } else {
+                        "NodeSchedulable"
+                    })
+                };
+                if !news && !due {
+                    if let (true, Some(unschedulable)) = (measure, unschedulable_now) {
+                        let reasons: Vec<&str> =
+                            schedulable_event(unschedulable).into_iter().collect();
+                        if !reasons.is_empty() {
+                            node_events(client.as_ref(), &config, false, &reasons).await;
+                        }
+                    }
+                    return;
+                }
                 let patch = json!({"status": status});
                 match patch_node(client.as_ref(), &config, &patch, true).await {
                     Ok(node) => {
                         let conditions =
                             status["conditions"].as_array().cloned().unwrap_or_default();
                         *previous.lock().expect("conditions lock") = conditions.clone();
+                        *last_report.lock().expect("report lock") =
+                            Some((status.clone(), std::time::Instant::now()));
                         if measure {
                             let unschedulable = node["spec"]["unschedulable"] == true;
-                            let was = last_unschedulable.swap(unschedulable, Ordering::Relaxed);
                             // (At its start, all of them, as the kubelet's at registration.)
                             let since = if ours.is_empty() { &[][..] } else { &old[..] };
                             let mut reasons = node_status::status_events(since, &conditions);
-                            if was != unschedulable {
-                                reasons.push(if unschedulable {
-                                    "NodeNotSchedulable"
-                                } else {
-                                    "NodeSchedulable"
-                                });
-                            }
+                            reasons.extend(schedulable_event(unschedulable));
                             node_events(client.as_ref(), &config, ours.is_empty(), &reasons).await;
                         }
                     }

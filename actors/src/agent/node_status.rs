@@ -44,6 +44,23 @@ pub fn status_events(previous: &[Value], now: &[Value]) -> Vec<&'static str> {
         .collect()
 }
 
+/// Whether posting `status` (a merge patch) over `stored` would change more than its
+/// conditions' heartbeat times: the kubelet posts its node's status only then (or every five
+/// minutes), its Lease being its heartbeat.
+pub fn says_news(stored: &Value, status: &Value) -> bool {
+    let mut merged = stored.clone();
+    json_patch::merge(&mut merged, status);
+    without_heartbeats(merged) != without_heartbeats(stored.clone())
+}
+
+fn without_heartbeats(mut status: Value) -> Value {
+    let conditions = status.get_mut("conditions").and_then(Value::as_array_mut);
+    for condition in conditions.into_iter().flatten().filter_map(Value::as_object_mut) {
+        condition.remove("lastHeartbeatTime");
+    }
+    status
+}
+
 /// The machine as read at start.
 #[derive(Debug, Clone)]
 pub struct Machine {
@@ -292,6 +309,24 @@ mod tests {
         assert!(machine.cpus >= 1);
         assert!(machine.memory_bytes > 0);
         assert!(machine.ephemeral_storage_bytes > 0);
+    }
+
+    #[test]
+    fn a_status_says_news_when_more_than_its_heartbeats_changed() {
+        let config = AgentConfig::new("n1", "/tmp".into());
+        let machine = Machine::simulated();
+        let first = status(&config, &machine, "process", Pressure::default(), &json!({}), "t1");
+        assert!(says_news(&json!({}), &first));
+        let again = status(&config, &machine, "process", Pressure::default(), &first, "t2");
+        assert_ne!(again["conditions"], first["conditions"], "new heartbeat times");
+        assert!(!says_news(&first, &again));
+        let pressure = Pressure { disk: true, ..Pressure::default() };
+        let pressed = status(&config, &machine, "process", pressure, &first, "t3");
+        assert!(says_news(&first, &pressed));
+        let mut relabelled = first.clone();
+        relabelled["capacity"]["example.com/dongle"] = json!("1");
+        let kept = status(&config, &machine, "process", Pressure::default(), &relabelled, "t4");
+        assert!(says_news(&relabelled, &kept), "allocatable takes the new resource");
     }
 
     #[test]
