@@ -44,27 +44,30 @@ pub async fn serve(
         ));
     }
     let target = ProxyId::parse(id)?;
+    // A node's or pod's port is a number (a service's may be a port's name).
+    let port = || match target.port {
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .map(Some)
+            .ok_or_else(|| HttpError::BadRequest(format!("invalid port {port:?} in {id:?}"))),
+        None => Ok(None),
+    };
     let mut url = match plural {
+        // Its agent's port unless another is named (then that port at its address, as
+        // Kubernetes proxies to a node's other ports).
         "nodes" => {
-            if target.port.is_some() {
-                return Err(HttpError::BadRequest(
-                    "a node is proxied to its agent's port only".into(),
-                ));
+            let mut url = agent_url(state, target.name).await?;
+            if let Some(port) = port()? {
+                url.set_port(Some(port)).map_err(|()| {
+                    HttpError::BadRequest(format!("invalid port {port} in {id:?}"))
+                })?;
             }
-            agent_url(state, target.name).await?
+            url
         }
         "services" => service_url(state, namespace, &target).await?,
-        _ => {
-            let port = match target.port {
-                Some(port) => {
-                    Some(port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                        HttpError::BadRequest(format!("invalid port {port:?} in {id:?}"))
-                    })?)
-                }
-                None => None,
-            };
-            pod_url(state, namespace, target.name, port).await?
-        }
+        _ => pod_url(state, namespace, target.name, port()?).await?,
     };
     // The path as sent, not as parsed: its trailing slash and its escapes mean something. It
     // follows `/api/v1/namespaces/{ns}/{plural}/{id}/proxy` (or `/api/v1/nodes/{id}/proxy`),

@@ -196,6 +196,12 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         (response.status().as_u16(), location, response.text().unwrap())
     };
     assert_eq!(raw("/api/v1/nodes/node-a/proxy/healthz", false), (200, None, "ok".into()));
+    // A node's port named: its agent's, or another (here the pod's host port) at its address.
+    let agent = agent_port(&server, "node-a");
+    let at_agent = format!("/api/v1/nodes/node-a:{agent}/proxy/healthz");
+    assert_eq!(raw(&at_agent, false), (200, None, "ok".into()));
+    let at_host_port = format!("/api/v1/nodes/node-a:{host_port}/proxy/hostname");
+    assert_eq!(raw(&at_host_port, false), (200, None, "web".into()));
     let pod_proxy = "/api/v1/namespaces/default/pods/web:8080/proxy";
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), false), (200, None, "web".into()));
     let (code, location, _) = raw(&format!("{pod_proxy}/redirect?location=/hostname"), false);
@@ -205,7 +211,6 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     let root = format!("{pod_proxy}/?a=b");
     assert_eq!((code, location.as_deref()), (301, Some(root.as_str())));
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), true).0, 400, "no upgrade");
-    assert_eq!(raw("/api/v1/nodes/node-a:22/proxy/", false).0, 400, "only the agent's port");
     // Without a port, a pod is reached at the first port a container declares.
     let default_port = raw("/api/v1/namespaces/default/pods/web/proxy/hostname", false);
     assert_eq!(default_port, (200, None, "web".into()));
