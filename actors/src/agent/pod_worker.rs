@@ -1452,13 +1452,13 @@ impl PodState {
             host_ip: &host_ip,
         };
         let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
-        let prepared = match environment.and_then(|env| Ok((env, Identity::of(&self.pod, &spec)?)))
-        {
-            Ok((env, _)) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
-            Ok((env, identity)) => {
+        // Who it runs as matters to processes only (a simulated container has no user).
+        let prepared = match environment {
+            Ok(env) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
+            Ok(env) => Identity::of(&self.pod, &spec).and_then(|identity| {
                 launch::command_line(&ctx.config, &spec, &env, identity.as_ref())
                     .map(|argv| (argv, env))
-            }
+            }),
             Err(e) => Err(e),
         };
         let interactive = launch::interactive(&ctx.config, &spec);
