@@ -683,7 +683,9 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
             ))
         }
     };
-    let node_name = if a.node_name.is_empty() { host_name() } else { a.node_name.clone() };
+    // Lower-cased and trimmed, as the kubelet takes its `--hostname-override`.
+    let given = a.node_name.trim().to_lowercase();
+    let node_name = if given.is_empty() { host_name() } else { given };
     if !kplane_actors::model::validation::dns1123_subdomain_errors(&node_name).is_empty() {
         return Err(invalid("agent.node_name", format!("{node_name:?} is not a valid node name")));
     }
@@ -778,6 +780,14 @@ mod tests {
         std::fs::write(&path, toml).unwrap();
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Settings::load_from(&Overrides { config: Some(path), ..o }, env)
+    }
+
+    #[test]
+    fn a_node_name_is_taken_lower_cased() {
+        let s = load("", &[("KPLANE_AGENT__NODE_NAME", " Node-Upper ")], Overrides::default());
+        assert_eq!(s.unwrap().agent.agent.node_name, "node-upper");
+        let bad = load("", &[("KPLANE_AGENT__NODE_NAME", "no_way")], Overrides::default());
+        assert!(bad.unwrap_err().to_string().contains("is not a valid node name"));
     }
 
     #[test]
