@@ -192,11 +192,11 @@ fn json_response(body: Value) -> HttpResponse {
 }
 
 fn converted(kind: &str, version: &str, body: Value) -> HttpResponse {
-    HttpResponse::Ok().content_type(media::converted_type(kind, version)).body(body.to_string())
+    super::objects::converted(StatusCode::OK, kind, version, body.to_string().into())
 }
 
 fn table_response(table: Value, version: &str) -> HttpResponse {
-    converted("Table", version, table::in_version(table, version))
+    super::objects::table_response(StatusCode::OK, table, version)
 }
 
 #[cfg(test)]

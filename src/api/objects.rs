@@ -753,7 +753,12 @@ pub(super) fn include_object(query: &Query) -> Result<IncludeObject, HttpError> 
 }
 
 /// A response converted to `kind` of `meta.k8s.io` `version`.
-fn converted(status: StatusCode, kind: &str, version: &str, body: bytes::Bytes) -> HttpResponse {
+pub(super) fn converted(
+    status: StatusCode,
+    kind: &str,
+    version: &str,
+    body: bytes::Bytes,
+) -> HttpResponse {
     HttpResponse::build(status).content_type(media::converted_type(kind, version)).body(body)
 }
 
@@ -781,7 +786,7 @@ fn delete_response(
 }
 
 /// A Table of `meta.k8s.io` `version`.
-fn table_response(status: StatusCode, table: Value, version: &str) -> HttpResponse {
+pub(super) fn table_response(status: StatusCode, table: Value, version: &str) -> HttpResponse {
     let table = table::in_version(table, version).to_string();
     converted(status, "Table", version, table.into())
 }

@@ -70,10 +70,8 @@ pub fn answer(
                     let mut status = json!({"resourceRules": resource_rules,
                         "nonResourceRules": non_resource_rules, "incomplete": false});
                     // The bindings whose roles are missing, as Kubernetes aggregates errors.
-                    match errors.as_slice() {
-                        [] => {}
-                        [one] => status["evaluationError"] = json!(one),
-                        many => status["evaluationError"] = json!(format!("[{}]", many.join(", "))),
+                    if !errors.is_empty() {
+                        status["evaluationError"] = json!(crate::auth::rbac::aggregate(&errors));
                     }
                     status
                 }

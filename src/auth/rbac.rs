@@ -92,7 +92,7 @@ impl Source<'_> {
 }
 
 /// Errors as Kubernetes aggregates them: one alone, several in brackets.
-fn aggregate(errors: &[String]) -> String {
+pub(crate) fn aggregate(errors: &[String]) -> String {
     match errors {
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),

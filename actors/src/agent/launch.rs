@@ -460,12 +460,14 @@ impl Identity {
         let (Some(identity), Some(launcher)) = (identity, &config.identity_launcher) else {
             return argv;
         };
-        let text = identity.to_string();
-        let mut wrapped: Vec<String> =
-            launcher.iter().map(|part| part.replace("{identity}", &text)).collect();
-        wrapped.extend(argv);
-        wrapped
+        through(launcher, "{identity}", &identity.to_string(), argv)
     }
+}
+
+/// `argv` run through `launcher`, its `placeholder` replaced by `value`.
+fn through(launcher: &[String], placeholder: &str, value: &str, argv: Vec<String>) -> Vec<String> {
+    let prefix = launcher.iter().map(|part| part.replace(placeholder, value));
+    prefix.chain(argv).collect()
 }
 
 /// `UID:GID:GROUP,GROUP` (an empty part: unchanged), what `kplane exec-limited --as` takes.
@@ -532,10 +534,7 @@ pub fn command_line(
         .and_then(|l| l.get("memory"))
         .and_then(|q| quantity::value(&q.0).ok());
     if let (Some(bytes), Some(launcher)) = (limit, &config.memory_limit_launcher) {
-        let mut wrapped: Vec<String> =
-            launcher.iter().map(|part| part.replace("{bytes}", &bytes.to_string())).collect();
-        wrapped.extend(argv);
-        argv = wrapped;
+        argv = through(launcher, "{bytes}", &bytes.to_string(), argv);
     }
     if let (true, Some(launcher)) = (interactive(config, container).tty, &config.terminal_launcher)
     {

@@ -622,13 +622,11 @@ where
     T: Copy + Ord + Into<u64> + TryFrom<u64>,
 {
     let above = T::try_from(first.into() + band.into()).ok().filter(|a| *a <= last)?;
-    if let Some(n) = claim_next(taken, cursor, above, last) {
-        return Some(n);
-    }
-    let below = T::try_from(above.into().checked_sub(1)?).ok()?;
-    let mut from = first;
-    (band.into() > 0).then_some(())?;
-    claim_next(taken, &mut from, first, below)
+    claim_next(taken, cursor, above, last).or_else(|| {
+        // The band, when there is one: from its start each time (it is rarely reached).
+        let below = T::try_from(above.into().checked_sub(1)?).ok().filter(|_| band.into() > 0)?;
+        claim_next(taken, &mut { first }, first, below)
+    })
 }
 
 /// Claims the first value of `first..=last` not in `taken`, searching from `cursor` and
