@@ -564,8 +564,9 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     assert_eq!(server.get(&format!("{configmaps}/typed")).1["data"]["count"], "3");
 }
 
-/// What Kubernetes' Go types leave out once decoded is left out here too: `null` fields, and
-/// empty lists and maps that are not required, in creates, updates and patched objects.
+/// What Kubernetes' Go types leave out once decoded is left out here too: `null` fields,
+/// empty lists and maps that are not required, and the zeros of scalars that are not pointers
+/// in Go, in creates, updates and patched objects.
 #[test]
 fn nulls_and_empty_optional_lists_are_left_out() {
     let server = Server::start();
@@ -574,14 +575,21 @@ fn nulls_and_empty_optional_lists_are_left_out() {
     sent["metadata"]["annotations"] = Value::Null;
     sent["spec"]["nodeSelector"] = json!({});
     sent["spec"]["hostname"] = Value::Null;
+    sent["spec"]["hostNetwork"] = json!(false);
+    sent["spec"]["subdomain"] = json!("");
+    sent["spec"]["enableServiceLinks"] = json!(false);
     sent["spec"]["containers"][0]["args"] = json!([]);
     sent["spec"]["containers"][0]["env"] = Value::Null;
+    sent["spec"]["containers"][0]["tty"] = json!(false);
     let (code, created) = server.post(pods, &sent);
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["metadata"].get("annotations"), None, "{created}");
-    for field in ["nodeSelector", "hostname"] {
+    for field in ["nodeSelector", "hostname", "hostNetwork", "subdomain"] {
         assert_eq!(created["spec"].get(field), None, "{created}");
     }
+    // A pointer's zero is a value of its own.
+    assert_eq!(created["spec"]["enableServiceLinks"], false, "{created}");
+    assert_eq!(created["spec"]["containers"][0].get("tty"), None, "{created}");
     let container = &created["spec"]["containers"][0];
     assert!(container.get("args").is_none() && container.get("env").is_none(), "{container}");
     // (A pod's spec is immutable but for images and added tolerations: an empty list where
@@ -597,6 +605,12 @@ fn nulls_and_empty_optional_lists_are_left_out() {
     assert_eq!(code, 200, "{patched}");
     assert_eq!(patched["metadata"].get("labels"), None, "{patched}");
     assert_eq!(patched["spec"].get("nodeSelector"), None, "{patched}");
+    let patch = br#"{"status":{"message":"","podIP":""}}"#.to_vec();
+    let status = format!("{pods}/sparse/status");
+    let (code, patched) = server.send_raw("PATCH", &status, merge, patch);
+    assert_eq!(code, 200, "{patched}");
+    let status = patched["status"].as_object().unwrap();
+    assert!(!status.contains_key("message") && !status.contains_key("podIP"), "{patched}");
 }
 
 #[test]

@@ -219,7 +219,9 @@ impl ApiCore {
     }
 }
 
-/// The autoscaling/v1 `Scale` view of a replication controller.
+/// The autoscaling/v1 `Scale` view of a replication controller. Zero replicas are left out of
+/// its spec, as Go writes a `ScaleSpec` (its `replicas` is no pointer); its status always has
+/// them.
 fn scale_of(rc: &Value) -> Value {
     let meta = &rc["metadata"];
     let selector = rc
@@ -242,7 +244,10 @@ fn scale_of(rc: &Value) -> Value {
             "resourceVersion": meta["resourceVersion"],
             "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": {"replicas": rc.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "spec": match rc.pointer("/spec/replicas") {
+            Some(replicas) if replicas.as_i64() != Some(0) => json!({"replicas": replicas}),
+            _ => json!({}),
+        },
         "status": {
             "replicas": rc.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
             "selector": selector,
@@ -285,6 +290,10 @@ mod tests {
         assert_eq!(scale["status"]["replicas"], 2);
         assert_eq!(scale["status"]["selector"], "app=web,tier=fe");
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
+        let idle = json!({"metadata": {"name": "idle"}, "spec": {"replicas": 0},
+            "status": {"replicas": 0}});
+        let scale = scale_of(&idle);
+        assert_eq!((&scale["spec"], &scale["status"]["replicas"]), (&json!({}), &json!(0)));
     }
 
     #[actix::test]

@@ -38,6 +38,7 @@ use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+mod omitted_zeros;
 mod shapes;
 mod v2;
 
@@ -749,6 +750,15 @@ fn group_version_document(
     })
 }
 
+/// The fields of the struct with schema `name` whose zero (`false`, `0`, `""`) Go leaves out of
+/// the JSON it writes: those that are not pointers, of a scalar type, tagged `omitempty`
+/// (`hostNetwork`, `nodeName`; not `replicas` or `automountServiceAccountToken`, pointers whose
+/// zero is a value, nor `restartCount`, written even when zero). Empty for any other schema.
+pub fn omitted_zeros(name: &str) -> &'static [&'static str] {
+    let table = omitted_zeros::OMITTED_ZEROS;
+    table.binary_search_by(|(struct_name, _)| struct_name.cmp(&name)).map_or(&[], |i| table[i].1)
+}
+
 /// What to do with declared fields that Go's `omitempty` leaves out (`null`, empty optional
 /// lists and maps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1043,6 +1053,51 @@ mod tests {
         let mut found = check_fields("", "Pod", &mut pod.clone(), Unknown::Report).unwrap();
         found.sort();
         assert_eq!(found, vec![".spec.bogus".to_string(), ".spec.containers[1].foo".to_string()]);
+    }
+
+    #[test]
+    fn zeros_of_scalars_that_are_not_pointers_in_go_are_left_out() {
+        let table = omitted_zeros::OMITTED_ZEROS;
+        assert!(table.windows(2).all(|w| w[0].0 < w[1].0), "sorted, for the binary search");
+        let mut pod = json!({
+            "metadata": {"name": "p", "namespace": "", "generation": 0},
+            "spec": {
+                "hostNetwork": false, "nodeName": "", "automountServiceAccountToken": false,
+                "terminationGracePeriodSeconds": 0, "priority": 0,
+                "containers": [{"name": "c", "image": "i", "tty": false, "stdin": true,
+                    "ports": [{"containerPort": 0, "hostPort": 0, "name": ""}],
+                    "readinessProbe": {"initialDelaySeconds": 0, "periodSeconds": 5},
+                    "securityContext": {"runAsUser": 0, "privileged": false}}],
+                "volumes": [{"name": "v", "configMap": {"name": "", "defaultMode": 0}}]
+            },
+            "status": {"containerStatuses": [{"name": "c", "ready": false, "restartCount": 0,
+                "image": "", "imageID": "", "containerID": ""}]}
+        });
+        check_fields("", "Pod", &mut pod, Unknown::Drop).unwrap();
+        assert_eq!(
+            pod,
+            json!({
+                "metadata": {"name": "p"},
+                "spec": {
+                    "automountServiceAccountToken": false, "terminationGracePeriodSeconds": 0,
+                    "priority": 0,
+                    "containers": [{"name": "c", "image": "i", "stdin": true,
+                        "ports": [{"containerPort": 0}],
+                        "readinessProbe": {"periodSeconds": 5},
+                        "securityContext": {"runAsUser": 0, "privileged": false}}],
+                    "volumes": [{"name": "v", "configMap": {"defaultMode": 0}}]
+                },
+                "status": {"containerStatuses": [{"name": "c", "ready": false,
+                    "restartCount": 0, "image": "", "imageID": ""}]}
+            })
+        );
+        // A zero of the wrong type is still refused, and a server-side apply's configuration
+        // keeps its zeros (the applier owns them).
+        let mut pod = json!({"spec": {"hostNetwork": 0}});
+        assert!(check_fields("", "Pod", &mut pod, Unknown::Drop).is_err());
+        let mut config = json!({"spec": {"hostNetwork": false}});
+        check_fields_as("", "Pod", &mut config, Unknown::Drop, Empty::Keep).unwrap();
+        assert_eq!(config, json!({"spec": {"hostNetwork": false}}));
     }
 
     #[test]

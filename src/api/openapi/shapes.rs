@@ -61,6 +61,8 @@ struct Shape {
     /// The properties the schema requires: Go fields without `omitempty`, which keep an empty
     /// value where the others are left out.
     required: Vec<String>,
+    /// The properties whose zero Go leaves out (see [`super::omitted_zeros`]).
+    omitted_zeros: &'static [&'static str],
     additional: Additional,
     /// The schema of array items.
     items: Option<ShapeId>,
@@ -140,7 +142,8 @@ const WRITTEN_EMPTY: &[&str] = &["names", "apiGroup"];
 impl Shapes {
     /// Whether a declared field's `value` is left out of the object, as Go's encoder leaves
     /// out an `omitempty` field once decoded: `null` (a nil pointer, list or map, or a zero
-    /// value), and an empty list or map that the schema does not require. An empty struct
+    /// value), an empty list or map that the schema does not require, and the zero of a scalar
+    /// that is not a pointer in Go (`zero_omitted`: `hostNetwork: false`). An empty struct
     /// (`securityContext: {}`) stays, as a pointer to it does in Go, and so does a null time:
     /// a zero `metav1.Time` is written `null` (a template's `creationTimestamp: null`, a
     /// condition's `lastProbeTime: null`), unless it is one of the `POINTER_TIMES`.
@@ -149,6 +152,7 @@ impl Shapes {
         name: &str,
         property: ShapeId,
         value: &Value,
+        zero_omitted: bool,
         required: impl FnOnce() -> bool,
     ) -> bool {
         if WRITTEN_EMPTY.contains(&name) {
@@ -157,6 +161,14 @@ impl Shapes {
         let shape = &self.shapes[property];
         let empty_collection = match value {
             Value::Null => return !shape.admits.is_time() || POINTER_TIMES.contains(&name),
+            Value::Bool(false) => return zero_omitted && shape.admits == Admits::Boolean,
+            Value::String(text) => {
+                return zero_omitted && text.is_empty() && shape.admits == Admits::String
+            }
+            Value::Number(number) => {
+                let numeric = matches!(shape.admits, Admits::Int32 | Admits::Int64 | Admits::Number);
+                return zero_omitted && numeric && number.as_f64() == Some(0.0);
+            }
             Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
             Value::Object(fields) => {
                 fields.is_empty()
@@ -225,8 +237,10 @@ impl<'s> Walk<'s> {
                 let (mut undeclared, mut omitted) = (Vec::new(), Vec::new());
                 for (k, v) in fields.iter_mut() {
                     let declared = properties.get(k.as_str());
-                    let omits =
-                        |d: &ShapeId| self.shapes.omits(k, *d, v, || shape.required.contains(k));
+                    let zero_omitted = shape.omitted_zeros.contains(&k.as_str());
+                    let omits = |d: &ShapeId| {
+                        self.shapes.omits(k, *d, v, zero_omitted, || shape.required.contains(k))
+                    };
                     if self.empty == Empty::Omit && declared.is_some_and(omits) {
                         omitted.push(k.clone());
                         continue;
@@ -537,6 +551,7 @@ impl<'a> Compiler<'a> {
         }
         if shape.properties.is_some() {
             shape.struct_name = name.map_or("", |n| n.rsplit('.').next().unwrap_or(n)).into();
+            shape.omitted_zeros = name.map_or(&[], super::omitted_zeros);
         }
         shape.go_type = self.go_type(&shape, name);
         self.shapes[id] = shape;

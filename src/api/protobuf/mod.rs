@@ -8,9 +8,11 @@
 //! and the served OpenAPI schemas: every field of every served kind, nothing dropped.
 //!
 //! Go writes every field that is not a pointer, zero or not, and protobuf cannot tell the two
-//! apart; JSON from Go leaves such zeros out (`omitempty`). So an empty string, a `false` and
-//! a `0` are left out, but for the fields that are pointers in Go, where the zero is a value
-//! of its own (`replicas: 0`, `runAsUser: 0`, `automountServiceAccountToken: false`).
+//! apart; JSON from Go leaves the zero of an `omitempty` one out. So the zero (an empty string,
+//! a `false`, a `0`) of the fields [`openapi::omitted_zeros`] names is left out, and any other
+//! zero kept: a pointer's is a value of its own (`replicas: 0`, `runAsUser: 0`,
+//! `automountServiceAccountToken: false`), and a field without `omitempty` is written even
+//! when zero (`restartCount: 0`).
 
 mod fields;
 mod table;
@@ -22,50 +24,12 @@ use prost::encoding::{decode_key, decode_varint, WireType};
 use prost::Message as _;
 use serde_json::{json, Map, Value};
 
+use super::openapi;
 use fields::MESSAGES;
 use table::{Field, Kind, Message};
 
 /// The magic prefix of every Kubernetes protobuf body.
 const MAGIC: &[u8] = b"k8s\0";
-
-/// Fields that are pointers in Go whose zero value means something of its own: kept when
-/// zero, where the zero of any other field is left out (as `omitempty` leaves it out of JSON).
-const ZERO_IS_A_VALUE: &[&str] = &[
-    "activeDeadlineSeconds",
-    "allowPrivilegeEscalation",
-    "allocateLoadBalancerNodePorts",
-    "automountServiceAccountToken",
-    "defaultMode",
-    "enableServiceLinks",
-    "expirationSeconds",
-    "fsGroup",
-    "gracePeriodSeconds",
-    "hostUsers",
-    "immutable",
-    "leaseDurationSeconds",
-    "leaseTransitions",
-    "mode",
-    "optional",
-    "orphanDependents",
-    "priority",
-    "privileged",
-    "readOnlyRootFilesystem",
-    "ready",
-    "replicas",
-    "runAsGroup",
-    "runAsNonRoot",
-    "runAsUser",
-    "serving",
-    "setHostnameAsFQDN",
-    "shareProcessNamespace",
-    "terminating",
-    "terminationGracePeriodSeconds",
-    "tolerationSeconds",
-];
-
-/// Strings that are pointers in Go whose empty value means something of its own (a claim's
-/// `storageClassName: ""` asks for no class at all).
-const EMPTY_IS_A_VALUE: &[&str] = &["storageClassName"];
 
 /// How deep messages may nest in a body: deeper than any served kind (none of whose messages
 /// contains itself), a guard should a later table add one that does.
@@ -169,7 +133,7 @@ fn read_message(
                 let value = scalar(kind, wire, buf)?;
                 if field.repeated {
                     push(out, field.json, value);
-                } else if !left_out(field, &value) {
+                } else if !left_out(message, field, &value) {
                     out.insert(field.json.into(), value);
                 }
             }
@@ -285,15 +249,16 @@ fn scalar(kind: Kind, wire: WireType, buf: &mut &[u8]) -> Result<Value, String> 
     })
 }
 
-/// Whether a singular scalar is Go's zero of a field that is not a pointer (see the module's
-/// documentation).
-fn left_out(field: &Field, value: &Value) -> bool {
-    match value {
-        Value::String(s) => s.is_empty() && !EMPTY_IS_A_VALUE.contains(&field.json),
-        Value::Bool(false) => !ZERO_IS_A_VALUE.contains(&field.json),
-        Value::Number(n) => n.as_f64() == Some(0.0) && !ZERO_IS_A_VALUE.contains(&field.json),
+/// Whether a singular scalar of `message` is the zero of a field JSON from Go leaves out (see
+/// the module's documentation).
+fn left_out(message: &Message, field: &Field, value: &Value) -> bool {
+    let zero = match value {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
         _ => false,
-    }
+    };
+    zero && openapi::omitted_zeros(message.name).contains(&field.json)
 }
 
 fn is_packable(kind: Kind) -> bool {
@@ -599,6 +564,9 @@ mod tests {
                     image: Some("nginx".into()),
                     ports: vec![pb::ContainerPort {
                         container_port: Some(80),
+                        // Zeros of `omitempty` fields, left out as JSON from Go leaves them.
+                        host_port: Some(0),
+                        protocol: Some(String::new()),
                         ..Default::default()
                     }],
                     resources: Some(pb::ResourceRequirements::default()),
