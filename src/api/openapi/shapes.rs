@@ -152,7 +152,7 @@ impl Shapes {
         name: &str,
         property: ShapeId,
         value: &Value,
-        zero_omitted: bool,
+        zero_omitted: impl FnOnce() -> bool,
         required: impl FnOnce() -> bool,
     ) -> bool {
         if WRITTEN_EMPTY.contains(&name) {
@@ -161,13 +161,13 @@ impl Shapes {
         let shape = &self.shapes[property];
         let empty_collection = match value {
             Value::Null => return !shape.admits.is_time() || POINTER_TIMES.contains(&name),
-            Value::Bool(false) => return zero_omitted && shape.admits == Admits::Boolean,
+            Value::Bool(false) => return shape.admits == Admits::Boolean && zero_omitted(),
             Value::String(text) => {
-                return zero_omitted && text.is_empty() && shape.admits == Admits::String
+                return text.is_empty() && shape.admits == Admits::String && zero_omitted()
             }
             Value::Number(number) => {
                 let numeric = matches!(shape.admits, Admits::Int32 | Admits::Int64 | Admits::Number);
-                return zero_omitted && numeric && number.as_f64() == Some(0.0);
+                return numeric && number.as_f64() == Some(0.0) && zero_omitted();
             }
             Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
             Value::Object(fields) => {
@@ -237,7 +237,7 @@ impl<'s> Walk<'s> {
                 let (mut undeclared, mut omitted) = (Vec::new(), Vec::new());
                 for (k, v) in fields.iter_mut() {
                     let declared = properties.get(k.as_str());
-                    let zero_omitted = shape.omitted_zeros.contains(&k.as_str());
+                    let zero_omitted = || shape.omitted_zeros.contains(&k.as_str());
                     let omits = |d: &ShapeId| {
                         self.shapes.omits(k, *d, v, zero_omitted, || shape.required.contains(k))
                     };
