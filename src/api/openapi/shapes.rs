@@ -166,7 +166,8 @@ impl Shapes {
                 return text.is_empty() && shape.admits == Admits::String && zero_omitted()
             }
             Value::Number(number) => {
-                let numeric = matches!(shape.admits, Admits::Int32 | Admits::Int64 | Admits::Number);
+                let numeric =
+                    matches!(shape.admits, Admits::Int32 | Admits::Int64 | Admits::Number);
                 return numeric && number.as_f64() == Some(0.0) && zero_omitted();
             }
             Value::Array(items) => items.is_empty() && shape.admits == Admits::Array,
