@@ -369,8 +369,13 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             if status == "Completed" && running {
                 status = if holds("Ready") { "Running" } else { "NotReady" }.into();
             }
+            // Being deleted: `Unknown` on a lost node, `Terminating` until it has finished.
             if json::at(o, "/metadata/deletionTimestamp").is_some() {
-                status = "Terminating".into();
+                if s(o, "/status/reason") == "NodeLost" {
+                    status = "Unknown".into();
+                } else if !matches!(s(o, "/status/phase"), "Succeeded" | "Failed") {
+                    status = "Terminating".into();
+                }
             }
             vec![
                 name,
@@ -994,6 +999,24 @@ mod tests {
                 {"type": "a.io/y", "status": "False"}]}});
         assert_eq!(readiness_gates(&gated), "1/3");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_terminating_until_it_has_finished() {
+        let pod = |phase: &str, reason: &str, state: Value| {
+            json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"phase": phase, "reason": reason,
+                    "containerStatuses": [{"name": "c", "ready": false, "state": state}]}})
+        };
+        let running = pod("Running", "", json!({"running": {}}));
+        assert_eq!(cells("Pod", &running, Utc::now())[2], "Terminating");
+        let done = json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
+        assert_eq!(cells("Pod", &pod("Succeeded", "", done), Utc::now())[2], "Completed");
+        let failed = json!({"terminated": {"exitCode": 1, "reason": "Error"}});
+        assert_eq!(cells("Pod", &pod("Failed", "", failed), Utc::now())[2], "Error");
+        let lost = pod("Running", "NodeLost", json!({"running": {}}));
+        assert_eq!(cells("Pod", &lost, Utc::now())[2], "Unknown");
     }
 
     #[test]
