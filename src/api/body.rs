@@ -477,10 +477,8 @@ impl FieldValidation {
         let messages: Vec<String> =
             duplicated.chain(unknown.iter().map(|f| unknown_field_message(f))).collect();
         if self == FieldValidation::Strict && !messages.is_empty() {
-            return Err(HttpError::BadRequest(format!(
-                "strict decoding error: {}",
-                messages.join(", ")
-            )));
+            let decoding = format!("strict decoding error: {}", messages.join(", "));
+            return Err(undecodable(kind, version, &decoding));
         }
         Ok(messages)
     }
@@ -638,7 +636,8 @@ mod tests {
             FieldValidation::Strict.check_body(SCALE, &mut scale.clone(), &[]).unwrap_err();
         assert!(
             matches!(&refused, HttpError::BadRequest(m)
-                if m == "strict decoding error: unknown field \"spec.bogus\""),
+                if m == "Scale in version \"v1\" cannot be handled as a Scale: strict decoding \
+                    error: unknown field \"spec.bogus\""),
             "{refused:?}"
         );
         let refused = FieldValidation::Ignore.check_body(SCALE, &mut json!({"kind": "Pod"}), &[]);

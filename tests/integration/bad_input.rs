@@ -472,19 +472,35 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     let elsewhere = server.post(tokens, &json!({"metadata": {"namespace": "kube-system"}}));
     assert_status(&elsewhere, 422, "Invalid");
     let strict = [
-        (bindings, json!({"metadata": {"name": "any"}, "target": {"name": "n"}, "extra": 1})),
-        (evictions, json!({"metadata": {"name": "any"}, "deleteOptions": {"extra": 1}})),
-        (finalize, json!({"metadata": {"name": "default"}, "extra": 1})),
-        (tokens, json!({"spec": {"audiences": ["a"], "extra": 1}})),
-        (&scales, json!({"metadata": {"name": "typed-rc"}, "spec": {"replicas": 1}, "extra": 1})),
+        (
+            bindings,
+            "Binding",
+            json!({"metadata": {"name": "any"}, "target": {"name": "n"}, "extra": 1}),
+        ),
+        (
+            evictions,
+            "Eviction",
+            json!({"metadata": {"name": "any"}, "deleteOptions": {"extra": 1}}),
+        ),
+        (finalize, "Namespace", json!({"metadata": {"name": "default"}, "extra": 1})),
+        (tokens, "TokenRequest", json!({"spec": {"audiences": ["a"], "extra": 1}})),
+        (
+            &scales,
+            "Scale",
+            json!({"metadata": {"name": "typed-rc"}, "spec": {"replicas": 1}, "extra": 1}),
+        ),
     ];
-    for (path, body) in strict {
+    for (path, kind, body) in strict {
         let strictly = format!("{path}?fieldValidation=Strict");
         let put = path == finalize || path == scales;
         let reply = if put { server.put(&strictly, &body) } else { server.post(&strictly, &body) };
         assert_status(&reply, 400, "BadRequest");
         let message = reply.1["message"].as_str().unwrap();
-        assert!(message.starts_with("strict decoding error: unknown field"), "{path}: {message}");
+        // As Kubernetes' decoder errors are worded once they reach the handler.
+        let decoding = format!(
+            "{kind} in version \"v1\" cannot be handled as a {kind}: strict decoding error: unknown field"
+        );
+        assert!(message.starts_with(&decoding), "{path}: {message}");
     }
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
     // Under Strict, a patch leaving a field its kind does not declare is 422 on `patch`, as
@@ -511,6 +527,10 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
         patch.clone(),
     );
     assert_status(&reply, 422, "Invalid");
+    // A strategic merge patch's invalid value is the patch, printed as Go prints its map.
+    let message = reply.1["details"]["causes"][0]["message"].as_str().unwrap();
+    let printed = "Invalid value: \"map[bogus:map[x:1] data:map[a:1]]\": strict decoding error";
+    assert!(message.starts_with(printed), "{message}");
     let reply = server.send_raw("PATCH", &format!("{configmaps}/patched"), merge, patch);
     assert_eq!(reply.0, 200, "{}", reply.1);
     assert_eq!(reply.1.get("bogus"), None);

@@ -996,7 +996,7 @@ impl ApiCore {
             let (group, kind, strict) = (resource.group, resource.kind, options.strict_fields);
             let unknown = self
                 .check_schema_as(group, kind, &mut next, strict)
-                .map_err(|decoding| patch_not_decodable(&next, decoding))?;
+                .map_err(|decoding| patch_not_decodable(patch_type, patch, &next, decoding))?;
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = json::at(&next, "/metadata/resourceVersion")
@@ -1798,9 +1798,19 @@ fn new_uid() -> String {
 
 /// A patched object that does not decode as its kind (a value of the wrong type; an unknown
 /// field under `fieldValidation=Strict`): 422 naming no kind or object, the field `patch`
-/// invalid with the patched object as its value, as Kubernetes' patch handler answers.
-pub(crate) fn patch_not_decodable(patched: &Value, decoding: String) -> ApiError {
-    let cause = FieldError::invalid("patch", &patched.to_string(), decoding);
+/// invalid, as Kubernetes' patch handler answers. Its value is the patched object for a JSON
+/// or merge patch, and the patch itself, printed as Go prints the map, for a strategic one.
+pub(crate) fn patch_not_decodable(
+    patch_type: PatchType,
+    patch: &Value,
+    patched: &Value,
+    decoding: String,
+) -> ApiError {
+    let value = match patch_type {
+        PatchType::StrategicMerge => crate::model::text::go_print(patch),
+        PatchType::Json | PatchType::Merge => patched.to_string(),
+    };
+    let cause = FieldError::invalid("patch", &value, decoding);
     ApiError::Invalid { kind: "", group: "", name: String::new(), causes: vec![cause] }
 }
 

@@ -207,8 +207,9 @@ impl ApiCore {
         let mut patched = patch::apply(&current, patch_type, patch)?;
         // What the patch leaves is decoded as a Scale (422 on `patch`, as for a resource).
         let strict = options.strict_fields;
-        self.check_schema_as("autoscaling", "Scale", &mut patched, strict)
-            .map_err(|decoding| super::patch_not_decodable(&patched, decoding))?;
+        self.check_schema_as("autoscaling", "Scale", &mut patched, strict).map_err(|decoding| {
+            super::patch_not_decodable(patch_type, patch, &patched, decoding)
+        })?;
         // Unless the patch names a resourceVersion, it applies to the latest controller.
         if patch.pointer("/metadata/resourceVersion").is_none() {
             if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {

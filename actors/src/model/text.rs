@@ -81,6 +81,63 @@ pub fn go_quote(text: &str) -> String {
     quoted
 }
 
+/// A decoded JSON value as Go's `%v` prints it (what a `map[string]interface{}` holds): maps
+/// as `map[k:v ...]` by sorted key, lists as `[a b]`, strings bare, null as `<nil>`, whole
+/// numbers as integers and others as `%g` does (`1.5`, `1e+06`).
+pub fn go_print(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_go_value(&mut out, value);
+    out
+}
+
+fn write_go_value(out: &mut String, value: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Null => out.push_str("<nil>"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::String(s) => out.push_str(s),
+        Value::Number(n) if n.is_f64() => out.push_str(&go_float(n.as_f64().unwrap_or(0.0))),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                write_go_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            out.push_str("map[");
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(key);
+                out.push(':');
+                write_go_value(out, &fields[key]);
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// A float as Go's `%v` writes it: the shortest digits, in exponent form when the exponent
+/// is below -4 or 6 and above (`1e+06`, `1.5e-05`).
+fn go_float(f: f64) -> String {
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..6).contains(&exponent) {
+        return f.to_string();
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
+}
+
 /// `a == b`, without calling `memcmp` when both are empty.
 #[inline]
 pub fn same(a: &str, b: &str) -> bool {
@@ -108,6 +165,17 @@ mod tests {
         assert_eq!(go_quote("say \"hi\"\\\n\t"), r#""say \"hi\"\\\n\t""#);
         assert_eq!(go_quote("\u{a0}é\u{85}"), r#""\u00a0é\u0085""#);
         assert_eq!(go_quote("\u{7f}"), r#""\x7f""#);
+    }
+
+    #[test]
+    fn values_are_printed_as_go_prints_decoded_json() {
+        let patch = serde_json::json!({"spec": {"replicas": 2, "template": {"b": [1, "x", null],
+            "a": true}}, "bogus": 1.5, "big": 1e6, "small": 0.00001, "mid": 123456.5});
+        assert_eq!(
+            go_print(&patch),
+            "map[big:1e+06 bogus:1.5 mid:123456.5 small:1e-05 \
+             spec:map[replicas:2 template:map[a:true b:[1 x <nil>]]]]"
+        );
     }
 
     #[test]
