@@ -40,14 +40,20 @@ async fn read_within(
     tokio::time::timeout(timeout, whole).await.map_err(|_| HttpError::Timeout)?
 }
 
-/// The media type of the request body without parameters; a missing one means JSON.
+/// The media type of the request body without parameters; a missing or empty one means JSON.
+/// A header that names no media type (`;charset=utf-8`) is returned whole, which no decoder
+/// takes (415, as Kubernetes answers a type it cannot parse).
 pub fn content_type(req: &HttpRequest) -> String {
-    req.headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "application/json".into())
+    let header = req.headers().get(actix_web::http::header::CONTENT_TYPE);
+    let header = header.map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string());
+    match header {
+        None => "application/json".into(),
+        Some(header) if header.is_empty() => "application/json".into(),
+        Some(header) => match header.split(';').next().unwrap_or("").trim() {
+            "" => header,
+            media_type => media_type.to_ascii_lowercase(),
+        },
+    }
 }
 
 /// Decodes an object body (create, update, a delete's options) as JSON, YAML or Kubernetes

@@ -82,13 +82,17 @@ fn every_error_class_has_its_status() {
     );
     // 415: an unknown content type, and JSON sent as text (kube-apiserver takes only the media
     // types its serializers name).
-    for media_type in ["application/xml", "text/plain", "*/*"] {
+    for media_type in ["application/xml", "text/plain", "*/*", ";;;", "; charset=utf-8"] {
         assert_status(
             &server.send_raw("POST", pods, Some(media_type), b"{}".to_vec()),
             415,
             "UnsupportedMediaType",
         );
     }
+    // A body of `null` decodes as an empty object, which validation then refuses.
+    let empty = server.send_raw("POST", pods, None, b"null".to_vec());
+    assert_status(&empty, 422, "Invalid");
+    assert_eq!(empty.1["details"]["causes"][0]["field"], "metadata.name", "{}", empty.1);
     let json_patch = server.send_raw("PATCH", &format!("{pods}/p"), None, b"{}".to_vec());
     assert_status(&json_patch, 415, "UnsupportedMediaType");
     assert_eq!(

@@ -1566,8 +1566,11 @@ pub fn addressed_object(
 }
 
 fn typed_object(resource: &'static ResourceType, body: Value) -> Result<Value, ApiError> {
-    let Value::Object(mut map) = body else {
-        return Err(ApiError::BadRequest("the request body must be a JSON object".into()));
+    let mut map = match body {
+        Value::Object(map) => map,
+        // Decoded into the URL's type, `null` is its zero: an object with nothing set.
+        Value::Null => serde_json::Map::new(),
+        _ => return Err(ApiError::BadRequest("the request body must be a JSON object".into())),
     };
     let api_version = resource.api_version();
     match map.get("kind") {
