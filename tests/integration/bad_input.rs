@@ -794,6 +794,16 @@ fn resource_version_semantics_of_reads() {
     assert_eq!(code, 422, "{unsupported}");
     assert_eq!(unsupported["details"]["causes"][0]["reason"], "FieldValueNotSupported");
     assert_eq!(unsupported["details"]["group"], "meta.k8s.io");
+    // Every problem at once: a match with a continue token and without a revision.
+    let (code, both) = server.get(&format!("{cms}?resourceVersionMatch=Exact&continue=abc"));
+    assert_eq!(code, 422, "{both}");
+    assert_eq!(
+        both["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: \
+         resourceVersionMatch is forbidden unless resourceVersion is provided, \
+         resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is \
+         provided]"
+    );
 }
 
 #[test]

@@ -288,8 +288,8 @@ impl ApiCore {
             return Ok(list);
         }
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
-        let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let exact = self.list_revision(options)?;
+        let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let from = continue_from.clone();
         // A list at any revision ("0") is whole, as Kubernetes serves it from its watch cache,
         // which does not page (1.32): the limit counts only from the latest state.
@@ -342,29 +342,40 @@ impl ApiCore {
     /// checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
-        let invalid = |cause| Err(ApiError::invalid_options("ListOptions", vec![cause]));
-        let forbidden = |m: &str| invalid(FieldError::forbidden("resourceVersionMatch", m));
-        match (rv, options.resource_version_match.as_deref()) {
-            (None, Some(_)) => {
-                return forbidden(
+        let mut causes = Vec::new();
+        let forbidden = |m: &str| FieldError::forbidden("resourceVersionMatch", m);
+        // Every problem of the combination, as Kubernetes' `ValidateListOptions` lists them.
+        if let Some(matching) = options.resource_version_match.as_deref() {
+            if rv.is_none() {
+                causes.push(forbidden(
                     "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                )
+                ));
             }
-            (_, Some(m)) if m != "Exact" && m != "NotOlderThan" => {
-                let supported = ["Exact", "NotOlderThan"];
-                return invalid(FieldError::not_supported("resourceVersionMatch", m, &supported));
+            if options.continue_token.is_some() {
+                causes
+                    .push(forbidden("resourceVersionMatch is forbidden when continue is provided"));
             }
-            (Some("0"), Some("Exact")) => {
-                return forbidden(
-                    "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
-                )
+            if matching != "Exact" && matching != "NotOlderThan" {
+                let supported = ["Exact", "NotOlderThan", ""];
+                causes.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    matching,
+                    &supported,
+                ));
             }
-            (Some(v), _) if v != "0" && options.continue_token.is_some() => {
-                return Err(ApiError::BadRequest(
-                    "specifying resource version is not allowed when using continue".into(),
-                ))
+            if matching == "Exact" && rv == Some("0") {
+                causes.push(forbidden(
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
             }
-            _ => {}
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_options("ListOptions", causes));
+        }
+        if rv.is_some_and(|v| v != "0") && options.continue_token.is_some() {
+            return Err(ApiError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
         }
         let revision = self.require_revision(rv)?;
         Ok(revision.filter(|_| options.resource_version_match.as_deref() == Some("Exact")))
