@@ -10,6 +10,9 @@ use kplane_actors::model::FieldError;
 use kplane_actors::model::ResourceType;
 use serde_json::json;
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+
 use super::media::{self, Conversion};
 use super::objects::include_object;
 use super::params::Query;
@@ -17,6 +20,9 @@ use super::partial;
 use super::table::{self, IncludeObject};
 use super::AppState;
 use crate::error::{status_of, HttpError};
+
+/// The annotation of the initial-events-end bookmark that carries the list's blueprint.
+const LIST_BLUEPRINT: &str = "kubernetes.io/initial-events-list-blueprint";
 
 /// What Kubernetes refuses in a watch's `sendInitialEvents` and `resourceVersionMatch`: the
 /// first asks for the second to be `NotOlderThan`, and the second is for the first only.
@@ -140,6 +146,14 @@ fn encode(
                 "creationTimestamp": null});
             if initial_events_end {
                 metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+                if matches!(conversion, Conversion::None) {
+                    // What a watch-list client builds its list from: the empty list of the
+                    // kind, encoded as the stream's objects are.
+                    let blueprint = json!({"kind": format!("{}List", resource.kind),
+                        "apiVersion": resource.api_version(), "metadata": {}, "items": null});
+                    let encoded = BASE64.encode(format!("{blueprint}\n"));
+                    metadata["annotations"][LIST_BLUEPRINT] = json!(encoded);
+                }
             }
             let object = match conversion {
                 Conversion::Metadata(version) => partial::of_metadata(metadata, version),

@@ -79,6 +79,19 @@ fn initial_events_bookmarks_and_timeout() {
     assert_eq!(events[1]["type"], "ADDED");
     assert_eq!(events[2]["type"], "BOOKMARK");
     assert_eq!(events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    // The list blueprint client-go's watch-list client builds its list from.
+    let blueprint = &events[2]["object"]["metadata"]["annotations"]
+        ["kubernetes.io/initial-events-list-blueprint"];
+    let blueprint = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(blueprint.as_str().unwrap()).unwrap()
+    };
+    let blueprint: Value = serde_json::from_slice(&blueprint).unwrap();
+    assert_eq!(
+        blueprint,
+        serde_json::json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {},
+            "items": null})
+    );
     assert_eq!(events[2]["object"]["metadata"]["creationTimestamp"], Value::Null, "{}", events[2]);
     assert!(events[2]["object"]["metadata"].get("creationTimestamp").is_some());
     assert!(events[3..].iter().all(|e| e["type"] == "BOOKMARK"), "periodic bookmarks only");
