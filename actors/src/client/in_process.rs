@@ -186,14 +186,15 @@ mod tests {
         client.delete(pods, "default", "p", &DeleteOptions::default()).await.unwrap();
         let types: Vec<String> = watch
             .by_ref()
-            .take(4)
+            .take(5)
             .map(|e| match e {
                 ClientEvent::Object(t, _) => t.as_str().to_string(),
                 other => format!("{other:?}"),
             })
             .collect()
             .await;
-        assert_eq!(types, ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]);
+        // A pod is marked deleted (grace 0: it is on no node) before it goes, as in Kubernetes.
+        assert_eq!(types, ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]);
         let missing = client.get(pods, "default", "p").await.unwrap_err();
         assert!(matches!(missing, ApiError::NotFound { .. }));
     }

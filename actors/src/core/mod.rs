@@ -1121,9 +1121,17 @@ impl ApiCore {
             }
             _ => {}
         }
+        let (mut current, mut preconditions) = (current, preconditions);
         if resource.plural == "pods" {
-            if let Some(marked) = self.delete_pod_gracefully(&current, options).await? {
-                return Ok(marked);
+            match self.delete_pod_gracefully(&current, options).await? {
+                PodDeletion::Pending(marked) => return Ok(marked),
+                PodDeletion::Now(marked) => {
+                    // Deleted as marked; a version the client pinned was the one marked.
+                    if preconditions.resource_version.is_some() {
+                        preconditions.resource_version = Some(marked.resource_version);
+                    }
+                    current = marked;
+                }
             }
         }
         self.delete_object(current, preconditions, options.grace_period_seconds, dry_run).await
@@ -1192,15 +1200,16 @@ impl ApiCore {
         self.write_marked(&current, value, dry_run).await
     }
 
-    /// Graceful pod deletion: a pod running on a node is only marked (deletionTimestamp, grace
-    /// period) so its node agent can stop it and then delete it with a grace period of 0.
-    /// Returns `None` when the pod is to go at once: it is not bound to a node, it has
-    /// finished, or the grace period is 0.
+    /// Graceful pod deletion, as Kubernetes' storage does it: the pod is marked (its
+    /// deletionTimestamp and grace period) so that its node agent can stop it and then delete
+    /// it with a grace period of 0. A pod that is to go at once (not bound to a node, finished,
+    /// or a grace period of 0) is marked with 0 and then deleted, so a watch sees it marked
+    /// before it goes; one already marked with 0 goes without another write.
     async fn delete_pod_gracefully(
         &self,
         current: &Arc<StoredObject>,
         options: &DeleteOptions,
-    ) -> Result<Option<Arc<StoredObject>>, ApiError> {
+    ) -> Result<PodDeletion, ApiError> {
         let mut pod = current.to_value();
         let bound =
             json::at(&pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
@@ -1218,20 +1227,22 @@ impl ApiCore {
             None => default_grace.max(0),
         };
         // A deadline past any a timestamp can name would not be one: a century is the most.
-        let grace = grace.min(MAX_GRACE_SECONDS);
-        if !bound || finished || grace == 0 {
-            return Ok(None);
-        }
+        let grace = if !bound || finished { 0 } else { grace.min(MAX_GRACE_SECONDS) };
         let meta = metadata(&mut pod)?;
         if meta.contains_key("deletionTimestamp") {
+            let pending = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+            if pending.is_none_or(|pending| pending == 0) {
+                return Ok(PodDeletion::Now(current.clone()));
+            }
             if !shorten_grace(meta, grace) {
-                return Ok(Some(current.clone()));
+                return Ok(PodDeletion::Pending(current.clone()));
             }
         } else {
             let deadline = Utc::now() + chrono::Duration::seconds(grace);
             mark_deleting(meta, deadline.to_rfc3339_opts(SecondsFormat::Secs, true), grace);
         }
-        Ok(Some(self.write_marked(current, pod, options.dry_run).await?))
+        let marked = self.write_marked(current, pod, options.dry_run).await?;
+        Ok(if grace == 0 { PodDeletion::Now(marked) } else { PodDeletion::Pending(marked) })
     }
 
     /// Deletes a non-namespace object, or marks it for deletion when it has finalizers.
@@ -1514,6 +1525,14 @@ fn count_in_generation(meta: &mut Map<String, Value>) {
     if let Some(generation) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
         meta.insert("generation".into(), json!(generation + 1));
     }
+}
+
+/// What a pod's deletion comes to.
+enum PodDeletion {
+    /// Marked, its grace period running: its node agent deletes it once it has stopped.
+    Pending(Arc<StoredObject>),
+    /// To be deleted now, as marked (unless finalizers hold it).
+    Now(Arc<StoredObject>),
 }
 
 /// Marks an object deleting from `timestamp`, with `grace` seconds; the first marking also
@@ -2080,6 +2099,42 @@ mod tests {
             assert!(gone.is_some_and(|rc| rc.deleting), "{name}");
         }
         writers.into_iter().for_each(|w| w.abort());
+    }
+
+    #[actix::test]
+    async fn a_pod_deleted_without_grace_is_marked_before_it_goes() {
+        use futures::StreamExt;
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
+        let created = core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let from = WatchOptions {
+            resource_version: Some(created.resource_version.to_string()),
+            ..WatchOptions::default()
+        };
+        let mut watch = core.watch(pods, Some("default"), &from).await.unwrap();
+        core.delete(pods, "default", "p", &DeleteOptions::default()).await.unwrap();
+        let now = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+        let deleted = core.delete(pods, "default", "p", &now).await.unwrap().to_value();
+        assert_eq!(deleted["metadata"]["deletionGracePeriodSeconds"], 0, "{deleted}");
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            if let Some(WatchFrame::Event(kind, object)) = watch.next().await {
+                let grace = object.to_value()["metadata"]["deletionGracePeriodSeconds"].clone();
+                seen.push((kind.as_str().to_string(), grace));
+            }
+        }
+        let expected = [("MODIFIED", json!(30)), ("MODIFIED", json!(0)), ("DELETED", json!(0))];
+        assert_eq!(seen, expected.map(|(kind, grace)| (kind.to_string(), grace)));
+        // Marked with 0 already (a finalizer's marking): deleted with no other write.
+        let held = json!({"metadata": {"name": "q", "finalizers": ["a.io/keep"]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", held, &WriteOptions::default()).await.unwrap();
+        let marked = core.delete(pods, "default", "q", &now).await.unwrap();
+        assert!(marked.deleting);
+        let again = core.delete(pods, "default", "q", &now).await.unwrap();
+        assert_eq!(again.resource_version, marked.resource_version);
     }
 
     #[actix::test]
