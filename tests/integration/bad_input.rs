@@ -992,3 +992,64 @@ fn updates_and_deletes_refuse_what_kubernetes_refuses() {
     assert!(whole["items"].as_array().unwrap().len() >= 4, "{whole}");
     assert!(whole["metadata"].get("continue").is_none(), "{whole}");
 }
+
+/// A service's spec and its load balancer status are checked as Kubernetes 1.32 checks them.
+#[test]
+fn services_are_validated_as_kubernetes_validates_them() {
+    let server = Server::start();
+    let services = "/api/v1/namespaces/default/services";
+    let bad = json!({"metadata": {"name": "s2"}, "spec": {"type": "LoadBalancer",
+        "loadBalancerSourceRanges": ["bogus"], "externalIPs": ["bogus"],
+        "ports": [{"port": 80, "appProtocol": "Bad Proto"}],
+        "internalTrafficPolicy": "Bogus", "externalTrafficPolicy": "Bogus",
+        "trafficDistribution": "Bogus", "loadBalancerClass": "Bad Class"}});
+    let reply = server.post(services, &bad);
+    assert_status(&reply, 422, "Invalid");
+    let fields: Vec<&str> = reply.1["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.ports[0].appProtocol",
+            "spec.externalIPs[0]",
+            "spec.LoadBalancerSourceRanges[0]",
+            "spec.loadBalancerClass",
+            "spec.externalTrafficPolicy",
+            "spec.internalTrafficPolicy",
+            "spec.trafficDistribution",
+        ],
+        "{}",
+        reply.1
+    );
+    assert_eq!(server.get(&format!("{services}/s2")).0, 404);
+    // A status with ingress on a service that is no load balancer, or a bad ingress.
+    let plain = json!({"metadata": {"name": "plain"}, "spec": {"ports": [{"port": 80}]}});
+    assert_eq!(server.post(services, &plain).0, 201);
+    let merge = Some("application/merge-patch+json");
+    let ingress = br#"{"status":{"loadBalancer":{"ingress":[{"ip":"127.0.100.9"}]}}}"#.to_vec();
+    let reply = server.send_raw("PATCH", &format!("{services}/plain/status"), merge, ingress);
+    assert_status(&reply, 422, "Invalid");
+    assert_eq!(reply.1["details"]["causes"][0]["field"], "status.loadBalancer.ingress");
+    let patch = br#"{"spec":{"type":"LoadBalancer"}}"#.to_vec();
+    assert_eq!(server.send_raw("PATCH", &format!("{services}/plain"), merge, patch).0, 200);
+    let bad =
+        br#"{"status":{"loadBalancer":{"ingress":[{"ip":"bogus"},{"hostname":"Bad_Host"}]}}}"#;
+    let reply = server.send_raw("PATCH", &format!("{services}/plain/status"), merge, bad.to_vec());
+    assert_status(&reply, 422, "Invalid");
+    let fields: Vec<&str> = reply.1["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["status.loadBalancer.ingress[0].ip", "status.loadBalancer.ingress[1].hostname"],
+        "{}",
+        reply.1
+    );
+}

@@ -8,10 +8,14 @@ use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZ
 use super::text::go_quote;
 use super::{json, quantity, ResourceType};
 
+mod addresses;
 mod disruption_budget;
 mod priority_class;
 mod resource_policy;
+mod service;
 mod storage;
+
+use addresses::validate_ip;
 
 /// One invalid field, as reported in a 422 Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -371,7 +375,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         }
         "ReplicationController" => validate_rc(object, &mut errors),
         "PodTemplate" => validate_pod_template(object, &mut errors),
-        "Service" => validate_service(object, &mut errors),
+        "Service" => service::validate(object, &mut errors),
         "ConfigMap" => validate_data(object, &["data", "binaryData"], false, &mut errors),
         "Secret" => {
             validate_data(object, &["data"], true, &mut errors);
@@ -1429,24 +1433,6 @@ fn validate_pod_affinity_term(term: &Value, path: &str, errors: &mut Vec<FieldEr
     }
 }
 
-/// An IP address (Kubernetes' `IsValidIP`, whose parser takes IPv4 parts with leading zeros,
-/// as Go's did before 1.17: `010.1.1.1`).
-fn validate_ip(ip: &str, field: impl FnOnce() -> String, errors: &mut Vec<FieldError>) {
-    let sloppy_ipv4 = || {
-        let parts: Vec<&str> = ip.split('.').collect();
-        parts.len() == 4
-            && parts.iter().all(|part| {
-                !part.is_empty()
-                    && part.bytes().all(|b| b.is_ascii_digit())
-                    && part.parse::<u64>().is_ok_and(|n| n <= 255)
-            })
-    };
-    if ip.parse::<std::net::IpAddr>().is_err() && !sloppy_ipv4() {
-        let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
-        errors.push(FieldError::invalid(field(), ip, message));
-    }
-}
-
 /// A pod's `status.podIPs` or `status.hostIPs`, as Kubernetes' `validatePodIPs` and
 /// `validateHostIPs` check them: addresses, at most one of each family, none twice.
 fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError>) {
@@ -2355,87 +2341,6 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
     forbid_ephemeral_containers(t, "spec.template", errors);
 }
 
-fn validate_service(object: &Value, errors: &mut Vec<FieldError>) {
-    let spec = object.get("spec");
-    validate_labels(spec.and_then(|s| s.get("selector")), "spec.selector", errors);
-    let kind = spec.and_then(|s| s.get("type")).and_then(Value::as_str).unwrap_or("ClusterIP");
-    if !matches!(kind, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
-        errors.push(FieldError::not_supported(
-            "spec.type",
-            kind,
-            &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
-        ));
-    }
-    validate_ip_families(spec, errors);
-    let ports = spec.and_then(|s| s.get("ports")).and_then(Value::as_array);
-    if kind != "ExternalName" && ports.is_none_or(|p| p.is_empty()) {
-        let headless =
-            spec.and_then(|s| s.get("clusterIP")).and_then(Value::as_str) == Some("None");
-        if !headless {
-            errors.push(FieldError::required("spec.ports"));
-        }
-    }
-    if kind == "ExternalName" {
-        // A CNAME, which may end with a dot.
-        let name = spec.and_then(|s| s.get("externalName")).and_then(Value::as_str);
-        match name.unwrap_or("").strip_suffix('.').unwrap_or(name.unwrap_or("")) {
-            "" => errors.push(FieldError::required("spec.externalName")),
-            cname => {
-                for problem in dns1123_subdomain_errors(cname) {
-                    errors.push(FieldError::invalid("spec.externalName", cname, problem));
-                }
-            }
-        }
-    }
-    // Only a service reached from outside has an external traffic policy.
-    let external_ips = spec.and_then(|s| s.get("externalIPs")).and_then(Value::as_array);
-    let outside = matches!(kind, "NodePort" | "LoadBalancer")
-        || (kind == "ClusterIP" && external_ips.is_some_and(|ips| !ips.is_empty()));
-    let traffic = spec.and_then(|s| s.get("externalTrafficPolicy")).and_then(Value::as_str);
-    if let Some(policy) = traffic.filter(|p| !p.is_empty() && !outside) {
-        errors.push(FieldError::invalid(
-            "spec.externalTrafficPolicy",
-            policy,
-            "may only be set for externally-accessible services",
-        ));
-    }
-    let affinity = spec.and_then(|s| s.get("sessionAffinity")).and_then(Value::as_str);
-    if let Some(affinity) = affinity.filter(|a| !matches!(*a, "None" | "ClientIP")) {
-        errors.push(FieldError::not_supported(
-            "spec.sessionAffinity",
-            affinity,
-            &["ClientIP", "None"],
-        ));
-    }
-    let several = ports.is_some_and(|p| p.len() > 1);
-    let mut names: Vec<&str> = Vec::new();
-    let mut numbers: Vec<(i64, &str)> = Vec::new();
-    for (i, port) in ports.into_iter().flatten().enumerate() {
-        let at = |rest: &str| format!("spec.ports[{i}]{rest}");
-        let number = port.get("port").and_then(Value::as_i64);
-        match number {
-            Some(p) => port_number(p, || at(".port"), errors),
-            None => errors.push(FieldError::required(at(".port"))),
-        }
-        let protocol = port.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-        port_protocol(protocol, || at(".protocol"), errors);
-        match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            None if several => errors.push(FieldError::required(at(".name"))),
-            None => {}
-            Some(name) => unique_label(name, &mut names, || at(".name"), errors),
-        }
-        if let Some(number) = number {
-            if numbers.contains(&(number, protocol)) {
-                errors.push(FieldError::duplicate(at(""), &format!("{number}/{protocol}")));
-            }
-            numbers.push((number, protocol));
-        }
-        if let Some(target) = port.get("targetPort").filter(|p| !p.is_null()) {
-            port_number_or_name(Some(target), || at(".targetPort"), errors);
-        }
-    }
-}
-
 /// A service's `ipFamilies` and `ipFamilyPolicy`, as Kubernetes' validation checks them
 /// whatever the cluster serves: known values, no family twice; neither set on an
 /// `ExternalName` service.
@@ -2806,6 +2711,7 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         "Node" => validate_node_update(old, new),
         "PriorityClass" => priority_class::validate_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
+        "Service" => service::validate_update(old, new),
         "RoleBinding" | "ClusterRoleBinding" if old.get("roleRef") != new.get("roleRef") => {
             vec![FieldError::invalid("roleRef", "", "cannot change roleRef")]
         }
@@ -2831,6 +2737,9 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
 /// What a write of the status subresource may not set, as Kubernetes refuses it (422): a
 /// namespace's phase is `Active` until it is being deleted, then `Terminating`.
 pub fn validate_status_update(resource: &ResourceType, new: &Value) -> Vec<FieldError> {
+    if resource.kind == "Service" && resource.group.is_empty() {
+        return service::validate_status(new);
+    }
     if resource.kind != "Namespace" || !resource.group.is_empty() {
         return Vec::new();
     }
@@ -3323,8 +3232,8 @@ mod pod_update_tests {
             ),
             [
                 "spec.ports[0].name",
-                "spec.ports[1].protocol",
                 "spec.ports[1].name",
+                "spec.ports[1].protocol",
                 "spec.ports[1].targetPort"
             ]
         );
