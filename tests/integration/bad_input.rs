@@ -1053,3 +1053,43 @@ fn services_are_validated_as_kubernetes_validates_them() {
         reply.1
     );
 }
+
+/// Owner references given twice are stored once, with a warning; a pod naming a RuntimeClass
+/// (kplane serves none) or an overhead is refused by admission, as Kubernetes refuses one
+/// whose class does not exist.
+#[test]
+fn repeated_owners_are_dropped_and_runtime_classes_refused() {
+    let server = Server::start();
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    // An owner that exists, so that the garbage collector leaves the dependent alone.
+    let (_, boss) = server.post(configmaps, &json!({"metadata": {"name": "boss"}}));
+    let uid = boss["metadata"]["uid"].as_str().unwrap().to_string();
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "boss", "uid": uid});
+    let body = json!({"metadata": {"name": "owned", "ownerReferences": [owner, owner]}});
+    let response = server.http.post(server.url(configmaps)).json(&body).send().unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let warning = response.headers().get("warning").unwrap().to_str().unwrap().to_string();
+    assert!(warning.contains(".metadata.ownerReferences contains duplicate entries"), "{warning}");
+    assert!(warning.ends_with(&format!("duplicate UID(s) observed: {uid}\"")), "{warning}");
+    let (_, stored) = server.get(&format!("{configmaps}/owned"));
+    assert_eq!(stored["metadata"]["ownerReferences"], json!([owner]), "{stored}");
+    // A merge patch that repeats them is stored deduplicated too.
+    let merge = Some("application/merge-patch+json");
+    let patch =
+        serde_json::to_vec(&json!({"metadata": {"ownerReferences": [owner, owner]}})).unwrap();
+    let (code, patched) = server.send_raw("PATCH", &format!("{configmaps}/owned"), merge, patch);
+    assert_eq!((code, &patched["metadata"]["ownerReferences"]), (200, &json!([owner])));
+
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut classed = pod("classed");
+    classed["spec"]["runtimeClassName"] = json!("gvisor");
+    let reply = server.post(pods, &classed);
+    assert_status(&reply, 403, "Forbidden");
+    assert_eq!(
+        reply.1["message"],
+        "pods \"classed\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found"
+    );
+    let mut heavy = pod("heavy");
+    heavy["spec"]["overhead"] = json!({"cpu": "100m"});
+    assert_status(&server.post(pods, &heavy), 403, "Forbidden");
+}

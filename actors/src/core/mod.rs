@@ -16,6 +16,7 @@ mod options;
 mod patch;
 mod priority;
 mod resource_quota;
+mod runtime_class;
 mod service_account;
 mod service_ips;
 pub mod storage_protection;
@@ -44,7 +45,7 @@ pub use watch::{WatchFrame, WatchStream};
 use crate::model::priority::{system_class, SYSTEM_CLASSES};
 use crate::model::resources::SCHEDULING_GROUP;
 use crate::model::{
-    json, now, quota, resources, FieldError, FieldSelector, LabelSelector, SelectorError,
+    json, now, owners, quota, resources, FieldError, FieldSelector, LabelSelector, SelectorError,
 };
 use crate::model::{
     validation, ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject,
@@ -418,6 +419,7 @@ impl ApiCore {
         let mut object = typed_object(resource, body)?;
         let meta = metadata(&mut object)?;
         set_namespace(resource, namespace, meta)?;
+        owners::dedup(meta);
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
         // What the mutating admission's refusals name, as in Kubernetes, whose mutating
@@ -469,6 +471,9 @@ impl ApiCore {
                 .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
             priority::admit_pod(&self.priority_classes_for(&object), &mut object)
                 .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
+            if let Some(why) = runtime_class::refusal(&object) {
+                return Err(ApiError::forbidden(resource, &admitted_as, why, Vec::new()));
+            }
         }
         let mut errors = validation::validate_generate_name(resource, &object);
         errors.extend(validation::validate_object(resource, &object));
@@ -696,6 +701,7 @@ impl ApiCore {
         let meta = metadata(&mut object)?;
         check_names(resource, meta, namespace, name)?;
         set_namespace(resource, namespace, meta)?;
+        owners::dedup(meta);
         let requested_rv = requested_revision(meta)?;
         let key = ObjectKey::new(resource, namespace, name);
         // A uid in the body must be the stored object's, as in Kubernetes (a 409 otherwise):

@@ -6,6 +6,7 @@ pub mod finalizers;
 pub mod json;
 pub mod lists;
 mod object;
+pub mod owners;
 mod packed;
 pub mod priority;
 pub mod qos;

@@ -358,6 +358,11 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             errors.push(FieldError::too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES));
         }
     }
+    let generation = meta.and_then(|m| m.get("generation")).and_then(Value::as_i64);
+    if let Some(negative) = generation.filter(|g| *g < 0) {
+        let message = "must be greater than or equal to 0";
+        errors.push(FieldError::invalid_number("metadata.generation", negative, message));
+    }
     validate_owner_references(meta.and_then(|m| m.get("ownerReferences")), &mut errors);
     let finalizers = meta.map(|m| json::strings(m, "finalizers")).unwrap_or_default();
     validate_finalizers(&finalizers, &mut errors);
@@ -395,7 +400,11 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         "Lease" => validate_lease(object.get("spec"), &mut errors),
         "ResourceQuota" => resource_policy::validate_quota(object, &mut errors),
         "LimitRange" => resource_policy::validate_limit_range(object, &mut errors),
-        "Node" => validate_taints(json::at(object, "/spec/taints"), &mut errors),
+        "Node" => {
+            validate_taints(json::at(object, "/spec/taints"), &mut errors);
+            validate_node_resources(object, &mut errors);
+            validate_pod_cidrs(object, &mut errors);
+        }
         "Namespace" => {
             let finalizers = object.get("spec").map(|s| json::strings(s, "finalizers"));
             for name in finalizers.unwrap_or_default() {
@@ -480,6 +489,18 @@ fn validate_role(role: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::required(field("resources")));
         }
     }
+    if let Some(rule) = role.get("aggregationRule").filter(|r| !r.is_null()) {
+        let path = "aggregationRule.clusterRoleSelectors";
+        let selectors = rule.get("clusterRoleSelectors").and_then(Value::as_array);
+        let selectors = selectors.map_or(&[][..], Vec::as_slice);
+        if selectors.is_empty() {
+            let why = "at least one clusterRoleSelector required if aggregationRule is non-nil";
+            errors.push(FieldError::required_because(path, why));
+        }
+        for (i, selector) in selectors.iter().enumerate() {
+            validate_label_selector(selector, &format!("{path}[{i}]"), errors);
+        }
+    }
 }
 
 /// A binding's role and subjects, as Kubernetes' `ValidateRoleBinding` checks them.
@@ -499,8 +520,12 @@ fn validate_role_binding(binding: &Value, namespaced: bool, errors: &mut Vec<Fie
     if !kinds.contains(&kind.as_str()) {
         errors.push(FieldError::not_supported("roleRef.kind", &kind, kinds));
     }
-    if text(&role, "name").is_empty() {
+    let role_name = text(&role, "name");
+    if role_name.is_empty() {
         errors.push(FieldError::required("roleRef.name"));
+    }
+    for problem in path_segment_errors(&role_name) {
+        errors.push(FieldError::invalid("roleRef.name", &role_name, problem));
     }
     let subjects = binding.get("subjects").and_then(Value::as_array).into_iter().flatten();
     for (i, subject) in subjects.enumerate() {
@@ -517,6 +542,12 @@ fn validate_role_binding(binding: &Value, namespaced: bool, errors: &mut Vec<Fie
                 }
             }
             "ServiceAccount" => {
+                let name = text(subject, "name");
+                for problem in
+                    dns1123_subdomain_errors(&name).into_iter().filter(|_| !name.is_empty())
+                {
+                    errors.push(FieldError::invalid(field("name"), &name, problem));
+                }
                 if !group.is_empty() {
                     errors.push(FieldError::not_supported(field("apiGroup"), &group, &[""]));
                 }
@@ -890,8 +921,10 @@ pub fn validate_pod_log_options(
 /// The address types an EndpointSlice may have.
 const ADDRESS_TYPES: [&str; 3] = ["IPv4", "IPv6", "FQDN"];
 
-/// An EndpointSlice: its address type, at most 1,000 endpoints of 1 to 100 addresses of that
-/// type, at most 100 ports (Kubernetes' discovery validation, in short).
+/// An EndpointSlice, as Kubernetes' discovery validation checks it: its address type, at most
+/// 1,000 endpoints of 1 to 100 addresses of that type (not unspecified or link-local; loopback
+/// ones are kplane's pods'), their node names, hostnames and zone hints, and at most 20,000
+/// ports, named once each, with known protocols and qualified `appProtocol`s.
 fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
     let address_type = slice.get("addressType").and_then(Value::as_str).unwrap_or("");
     if address_type.is_empty() {
@@ -913,20 +946,70 @@ fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
         }
         for (j, address) in addresses.into_iter().flatten().enumerate() {
             let text = address.as_str().unwrap_or("");
-            let valid = match address_type {
-                "IPv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
-                "IPv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+            let at = || format!("{field}[{j}]");
+            let parsed = addresses::parse_ip(text);
+            let of_type = match address_type {
+                "IPv4" => parsed.is_some_and(|ip| ip.is_ipv4()),
+                "IPv6" => parsed.is_some_and(|ip| ip.is_ipv6()),
                 _ => dns1123_subdomain_errors(text).is_empty(),
             };
-            if !valid {
+            if !of_type {
                 let message = format!("must be a valid {address_type} address");
-                errors.push(FieldError::invalid(format!("{field}[{j}]"), text, message));
+                errors.push(FieldError::invalid(at(), text, message));
+            }
+            if matches!(address_type, "IPv4" | "IPv6") {
+                match parsed {
+                    Some(ip) => addresses::validate_non_special_ip(ip, text, at, errors),
+                    None => {
+                        errors.push(FieldError::invalid(at(), text, "must be a valid IP address"))
+                    }
+                }
+            }
+        }
+        let text = |field: &str| endpoint.get(field).and_then(Value::as_str);
+        if let Some(node) = text("nodeName") {
+            for problem in dns1123_subdomain_errors(node) {
+                errors.push(FieldError::invalid(format!("endpoints[{i}].nodeName"), node, problem));
+            }
+        }
+        if let Some(hostname) = text("hostname") {
+            for problem in dns1123_label_errors(hostname) {
+                let field = format!("endpoints[{i}].hostname");
+                errors.push(FieldError::invalid(field, hostname, problem));
+            }
+        }
+        let zones = json::at(endpoint, "/hints/forZones").and_then(Value::as_array);
+        if zones.is_some_and(|zones| zones.len() > 8) {
+            errors.push(FieldError::too_many(format!("endpoints[{i}].hints.forZones"), 8));
+        } else {
+            let mut seen: Vec<&str> = Vec::new();
+            for (j, zone) in zones.into_iter().flatten().enumerate() {
+                let name = zone.get("name").and_then(Value::as_str).unwrap_or("");
+                let field = || format!("endpoints[{i}].hints.forZones[{j}].name");
+                unique_name(name, label_value_errors, &mut seen, field, errors);
             }
         }
     }
     let ports = slice.get("ports").and_then(Value::as_array);
-    if ports.is_some_and(|p| p.len() > 100) {
-        errors.push(FieldError::too_many("ports", 100));
+    if ports.is_some_and(|p| p.len() > 20000) {
+        errors.push(FieldError::too_many("ports", 20000));
+        return;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, port) in ports.into_iter().flatten().enumerate() {
+        let at = |field: &str| format!("ports[{i}].{field}");
+        // Unnamed ports count as named "": only one may be.
+        let name = port.get("name").and_then(Value::as_str).unwrap_or("");
+        let check = if name.is_empty() { |_: &str| Vec::new() } else { dns1123_label_errors };
+        unique_name(name, check, &mut names, || at("name"), errors);
+        if let Some(protocol) = port.get("protocol").and_then(Value::as_str) {
+            port_protocol(protocol, || at("protocol"), errors);
+        }
+        if let Some(app_protocol) = port.get("appProtocol").and_then(Value::as_str) {
+            for problem in label_key_errors(app_protocol) {
+                errors.push(FieldError::invalid(at("appProtocol"), app_protocol, problem));
+            }
+        }
     }
 }
 
@@ -1061,6 +1144,17 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
             }
         }
         resource_policy::validate_container_resources(c.get("resources"), &at, errors);
+        let message_policy = c.get("terminationMessagePolicy").and_then(Value::as_str);
+        if let Some(policy) =
+            message_policy.filter(|p| !matches!(*p, "File" | "FallbackToLogsOnError"))
+        {
+            let supported = ["File", "FallbackToLogsOnError"];
+            errors.push(FieldError::not_supported(
+                at(".terminationMessagePolicy"),
+                policy,
+                &supported,
+            ));
+        }
         if list == "ephemeralContainers" {
             validate_ephemeral_container(c, spec, &at, errors);
         }
@@ -1104,8 +1198,36 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
             errors.push(FieldError::invalid(format!("{path}.hostname"), hostname, p));
         }
     }
-    let run_as_user = spec.and_then(|s| json::at(s, "/securityContext/runAsUser"));
-    user_id(run_as_user, || format!("{path}.securityContext.runAsUser"), errors);
+    if let Some(subdomain) = text("subdomain").filter(|s| !s.is_empty()) {
+        for p in dns1123_label_errors(subdomain) {
+            errors.push(FieldError::invalid(format!("{path}.subdomain"), subdomain, p));
+        }
+    }
+    validate_pod_security_context(spec, path, errors);
+    let gates = list_of("readinessGates").into_iter().flatten().enumerate();
+    for (i, gate) in gates {
+        let condition = gate.get("conditionType").and_then(Value::as_str).unwrap_or("");
+        for p in label_key_errors(condition) {
+            let field = format!("{path}.readinessGates[{i}].conditionType");
+            errors.push(FieldError::invalid(field, condition, p));
+        }
+    }
+    if let Some(class) = text("runtimeClassName") {
+        for p in dns1123_subdomain_errors(class) {
+            errors.push(FieldError::invalid(format!("{path}.runtimeClassName"), class, p));
+        }
+    }
+    if let Some(os) = spec.and_then(|s| s.get("os")).filter(|os| !os.is_null()) {
+        match os.get("name").and_then(Value::as_str).unwrap_or("") {
+            "" => errors
+                .push(FieldError::required_because(format!("{path}.os.name"), "cannot be empty")),
+            "linux" | "windows" => {}
+            name => {
+                let supported = ["linux", "windows"];
+                errors.push(FieldError::not_supported(format!("{path}.os"), name, &supported));
+            }
+        }
+    }
     validate_scheduling_gates(spec, path, errors);
     let deadline = spec.and_then(|s| s.get("activeDeadlineSeconds")).and_then(Value::as_i64);
     if let Some(seconds) = deadline.filter(|s| !(1..=i64::from(i32::MAX)).contains(s)) {
@@ -1430,6 +1552,108 @@ fn validate_pod_affinity_term(term: &Value, path: &str, errors: &mut Vec<FieldEr
     for (i, key) in matching.iter().enumerate().filter(|(_, k)| mismatching.contains(k)) {
         let why = "exists in both matchLabelKeys and mismatchLabelKeys";
         errors.push(FieldError::invalid(format!("{path}.matchLabelKeys[{i}]"), key, why));
+    }
+}
+
+/// A pod's security context (`validatePodSpecSecurityContext`): user and group ids, process
+/// namespace sharing without the host's, and sysctl names.
+fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+    let context = spec.and_then(|s| s.get("securityContext"));
+    let at = |field: &str| format!("{path}.securityContext.{field}");
+    for field in ["fsGroup", "runAsUser", "runAsGroup"] {
+        user_id(context.and_then(|c| c.get(field)), || at(field), errors);
+    }
+    let groups = context.and_then(|c| c.get("supplementalGroups")).and_then(Value::as_array);
+    for (i, group) in groups.into_iter().flatten().enumerate() {
+        user_id(Some(group), || at(&format!("supplementalGroups[{i}]")), errors);
+    }
+    let flag = |field: &str| spec.and_then(|s| s.get(field)) == Some(&Value::Bool(true));
+    if flag("shareProcessNamespace") && flag("hostPID") {
+        // Kubernetes' internal type keeps both in the security context, and names it there.
+        let message = "ShareProcessNamespace and HostPID cannot both be enabled";
+        errors.push(FieldError::invalid_number(at("shareProcessNamespace"), true, message));
+    }
+    let sysctls = context.and_then(|c| c.get("sysctls")).and_then(Value::as_array);
+    let mut names: Vec<&str> = Vec::new();
+    for (i, sysctl) in sysctls.into_iter().flatten().enumerate() {
+        let field = || at(&format!("sysctls[{i}].name"));
+        match sysctl.get("name").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(field())),
+            name if !is_sysctl_name(name) => errors.push(FieldError::invalid(
+                field(),
+                name,
+                "must have at most 253 characters and match regex \
+                 ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$",
+            )),
+            name if names.contains(&name) => errors.push(FieldError::duplicate(field(), name)),
+            name => names.push(name),
+        }
+    }
+}
+
+/// A sysctl name: segments of lowercase letters, digits, `-` and `_` (starting and ending
+/// with a letter or digit), separated by `.` or `/`, 253 characters at most.
+fn is_sysctl_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split(['.', '/']).all(|segment| {
+            let b = segment.as_bytes();
+            !b.is_empty()
+                && b.iter().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_')
+                })
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+        })
+}
+
+/// A node's capacity and allocatable amounts (`ValidateNodeResources`): none negative, and
+/// whole numbers of the resources counted in units (pods, extended resources).
+fn validate_node_resources(node: &Value, errors: &mut Vec<FieldError>) {
+    for list in ["capacity", "allocatable"] {
+        let amounts = json::at(node, &format!("/status/{list}")).and_then(Value::as_object);
+        for (resource, amount) in amounts.into_iter().flatten() {
+            let amount = amount.as_str().unwrap_or("0");
+            let field = || format!("status.{list}.{resource}");
+            if quantity::compare(amount, "0") == Some(Ordering::Less) {
+                let message = "must be greater than or equal to 0";
+                errors.push(FieldError::invalid(field(), amount, message));
+            }
+            let counted = resource == "pods" || resource.contains('/');
+            let whole = quantity::milli_value(amount).is_ok_and(|milli| milli % 1000 == 0);
+            if counted && !whole {
+                errors.push(FieldError::invalid(field(), amount, "must be an integer"));
+            }
+        }
+    }
+}
+
+/// A node's pod networks (`spec.podCIDR` is the first of `spec.podCIDRs`, and Kubernetes names
+/// the list in its errors): CIDRs, at most one of each family, none twice.
+fn validate_pod_cidrs(node: &Value, errors: &mut Vec<FieldError>) {
+    let spec = node.get("spec");
+    let mut cidrs = spec.map(|s| json::strings(s, "podCIDRs")).unwrap_or_default();
+    let single = spec.and_then(|s| s.get("podCIDR")).and_then(Value::as_str).unwrap_or("");
+    if !single.is_empty() && cidrs.first().map(String::as_str) != Some(single) {
+        cidrs = vec![single.to_string()];
+    }
+    for (i, cidr) in cidrs.iter().enumerate() {
+        addresses::validate_cidr(cidr, || format!("spec.podCIDRs[{i}]"), errors);
+    }
+    if cidrs.len() < 2 {
+        return;
+    }
+    let v6 = |cidr: &String| cidr.contains(':');
+    if cidrs.len() > 2 || v6(&cidrs[0]) == v6(&cidrs[1]) {
+        errors.push(FieldError::invalid_printed(
+            "spec.podCIDRs",
+            &go_strings(&cidrs),
+            "may specify no more than one CIDR for each IP family",
+        ));
+    }
+    for (i, cidr) in cidrs.iter().enumerate() {
+        if cidrs[..i].contains(cidr) {
+            errors.push(FieldError::duplicate(format!("spec.podCIDRs[{i}]"), cidr));
+        }
     }
 }
 
@@ -2713,7 +2937,18 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
         "Service" => service::validate_update(old, new),
         "RoleBinding" | "ClusterRoleBinding" if old.get("roleRef") != new.get("roleRef") => {
-            vec![FieldError::invalid("roleRef", "", "cannot change roleRef")]
+            // The new reference, as Go prints Kubernetes' internal type.
+            let part = |field: &str| {
+                let value = json::at(new, &format!("/roleRef/{field}")).and_then(Value::as_str);
+                go_quote(value.unwrap_or(""))
+            };
+            let printed = format!(
+                "rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}",
+                part("apiGroup"),
+                part("kind"),
+                part("name")
+            );
+            vec![FieldError::invalid_printed("roleRef", &printed, "cannot change roleRef")]
         }
         "EndpointSlice" if old.get("addressType") != new.get("addressType") => {
             let detail = "field is immutable";
@@ -2765,6 +3000,13 @@ pub fn validate_status_update(resource: &ResourceType, new: &Value) -> Vec<Field
 /// What no write of an object may change in its metadata, whichever part it writes: an object
 /// being deleted takes no new finalizers (it would never go).
 pub fn validate_metadata_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let generation =
+        |object: &Value| json::at(object, "/metadata/generation").and_then(Value::as_i64);
+    let (before, after) = (generation(old).unwrap_or(0), generation(new).unwrap_or(0));
+    if after < before {
+        let field = "metadata.generation";
+        return vec![FieldError::invalid_number(field, after, "must not be decremented")];
+    }
     if json::at(old, "/metadata/deletionTimestamp").is_none_or(Value::is_null) {
         return Vec::new();
     }
@@ -3431,6 +3673,117 @@ mod kind_tests {
 
     use super::*;
     use crate::model::resources::find;
+
+    #[test]
+    fn slices_bindings_classes_nodes_and_generations() {
+        let fields = |plural: &str, group: &str, object: Value| -> Vec<String> {
+            let resource = find(group, "v1", plural).unwrap();
+            let errors = validate_object(resource, &object);
+            errors.into_iter().map(|e| e.field).collect()
+        };
+        let slice = json!({"metadata": {"name": "s"}, "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1", "0.0.0.0", "bogus"], "hostname": "Bad_Host",
+                "nodeName": "Bad_Node", "hints": {"forZones": [{"name": "a"}, {"name": "a"}]}}],
+            "ports": [{"name": "Bad_Name", "port": 80}, {"port": 81}, {"port": 82},
+                {"name": "x", "protocol": "HTTP", "appProtocol": "Bad Proto"}]});
+        assert_eq!(
+            fields("endpointslices", "discovery.k8s.io", slice),
+            [
+                "endpoints[0].addresses[1]",
+                "endpoints[0].addresses[2]",
+                "endpoints[0].addresses[2]",
+                "endpoints[0].nodeName",
+                "endpoints[0].hostname",
+                "endpoints[0].hints.forZones[1].name",
+                "ports[0].name",
+                "ports[2].name",
+                "ports[3].protocol",
+                "ports[3].appProtocol",
+            ]
+        );
+        let binding = json!({"metadata": {"name": "b"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "a/b"},
+            "subjects": [{"kind": "ServiceAccount", "name": "Bad_Name"}]});
+        let rbac = "rbac.authorization.k8s.io";
+        assert_eq!(fields("rolebindings", rbac, binding), ["roleRef.name", "subjects[0].name"]);
+        let aggregated = json!({"metadata": {"name": "r"}, "aggregationRule": {
+            "clusterRoleSelectors": [{"matchLabels": {"a b": "c"}}]}});
+        assert_eq!(
+            fields("clusterroles", rbac, aggregated),
+            ["aggregationRule.clusterRoleSelectors[0].matchLabels"]
+        );
+        let claim = json!({"metadata": {"name": "c"}, "spec": {"storageClassName": "Bad_SC",
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        assert_eq!(fields("persistentvolumeclaims", "", claim), ["spec.storageClassName"]);
+        let node = json!({"metadata": {"name": "n"}, "spec": {"podCIDR": "bogus"},
+            "status": {"capacity": {"cpu": "-1", "pods": "1500m", "memory": "1Gi"}}});
+        assert_eq!(
+            fields("nodes", "", node),
+            ["status.capacity.cpu", "status.capacity.pods", "spec.podCIDRs[0]"]
+        );
+        let negative = json!({"metadata": {"name": "c", "generation": -5}});
+        assert_eq!(fields("configmaps", "", negative), ["metadata.generation"]);
+        let old = json!({"metadata": {"name": "c", "generation": 3}});
+        let new = json!({"metadata": {"name": "c", "generation": 2}});
+        assert_eq!(
+            messages(&validate_metadata_update(&old, &new)),
+            ["metadata.generation: Invalid value: 2: must not be decremented"]
+        );
+        let bindings = find(rbac, "v1", "rolebindings").unwrap();
+        let changed = json!({"roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "view"}});
+        let before = json!({"roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "edit"}});
+        assert_eq!(
+            messages(&validate_update(bindings, &before, &changed)),
+            ["roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", \
+              Kind:\"ClusterRole\", Name:\"view\"}: cannot change roleRef"]
+        );
+    }
+
+    #[test]
+    fn a_pod_spec_s_names_ids_and_sysctls() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "image": "i", "terminationMessagePolicy": "Bogus"}],
+            "subdomain": "Bad_Host", "hostPID": true, "shareProcessNamespace": true,
+            "securityContext": {"fsGroup": -1, "sysctls": [{"name": "bad name"},
+                {"name": "net.core.somaxconn"}, {"name": "net.core.somaxconn"}, {"name": ""}]},
+            "readinessGates": [{"conditionType": "bad cond"}], "runtimeClassName": "Bad_Name",
+            "os": {"name": "plan9"}}});
+        let found = messages(&validate_object(pods, &pod));
+        let fields: Vec<&str> = found.iter().map(|m| m.split(": ").next().unwrap()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.containers[0].terminationMessagePolicy",
+                "spec.subdomain",
+                "spec.securityContext.fsGroup",
+                "spec.securityContext.shareProcessNamespace",
+                "spec.securityContext.sysctls[0].name",
+                "spec.securityContext.sysctls[2].name",
+                "spec.securityContext.sysctls[3].name",
+                "spec.readinessGates[0].conditionType",
+                "spec.runtimeClassName",
+                "spec.os",
+            ],
+            "{found:#?}"
+        );
+        assert_eq!(
+            found[3],
+            "spec.securityContext.shareProcessNamespace: Invalid value: true: \
+             ShareProcessNamespace and HostPID cannot both be enabled"
+        );
+        assert!(
+            found[4].ends_with(
+                "regex ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"
+            ),
+            "{}",
+            found[4]
+        );
+        assert_eq!(
+            found[9],
+            "spec.os: Unsupported value: \"plan9\": supported values: \"linux\", \"windows\""
+        );
+    }
 
     #[test]
     fn events_agree_with_their_involved_objects_namespace() {

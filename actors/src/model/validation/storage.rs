@@ -40,9 +40,20 @@ const VOLUME_SOURCES: [&str; 22] = [
 
 /// A PersistentVolume: access modes, a capacity of storage only, one volume source, and known
 /// reclaim policy and volume mode.
+/// A storage class's name, when one is given (`""` asks for none): a DNS-1123 subdomain.
+fn class_name(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let class = spec.and_then(|s| s.get("storageClassName")).and_then(Value::as_str);
+    if let Some(class) = class.filter(|c| !c.is_empty()) {
+        for problem in super::dns1123_subdomain_errors(class) {
+            errors.push(FieldError::invalid("spec.storageClassName", class, problem));
+        }
+    }
+}
+
 pub(super) fn validate_volume(volume: &Value, errors: &mut Vec<FieldError>) {
     let spec = volume.get("spec");
     access_modes(spec, FieldError::required("spec.accessModes"), errors);
+    class_name(spec, errors);
     let capacity = spec.and_then(|s| s.get("capacity")).and_then(Value::as_object);
     match capacity {
         None => errors.push(FieldError::required("spec.capacity")),
@@ -98,6 +109,7 @@ pub(super) fn validate_claim(spec: Option<&Value>, errors: &mut Vec<FieldError>)
     let required =
         FieldError::required_because("spec.accessModes", "at least 1 access mode is required");
     access_modes(spec, required, errors);
+    class_name(spec, errors);
     match spec.and_then(|s| json::at(s, "/resources/requests/storage")) {
         None => errors.push(FieldError::required("spec.resources[storage]")),
         Some(storage) => {

@@ -1,0 +1,61 @@
+//! An object's owner references as Kubernetes' API server takes them: an entry that repeats
+//! an earlier one whole is dropped, and the client warned; entries that differ in any field
+//! (a controller flag, a kind) are all kept.
+
+use serde_json::{Map, Value};
+
+/// Drops the entries of `metadata.ownerReferences` that repeat an earlier one; returns the
+/// uids of those dropped, in order (a uid once for each).
+pub fn dedup(meta: &mut Map<String, Value>) -> Vec<String> {
+    let Some(Value::Array(references)) = meta.get_mut("ownerReferences") else {
+        return Vec::new();
+    };
+    let mut dropped = Vec::new();
+    let mut kept: Vec<Value> = Vec::with_capacity(references.len());
+    for reference in references.drain(..) {
+        if kept.contains(&reference) {
+            dropped.push(reference.get("uid").and_then(Value::as_str).unwrap_or("").to_string());
+        } else {
+            kept.push(reference);
+        }
+    }
+    *references = kept;
+    dropped
+}
+
+/// The warning for an object whose owner references repeat (none when they do not), in the
+/// API server's words.
+pub fn duplicates_warning(object: &Value) -> Option<String> {
+    let mut meta = object.get("metadata")?.as_object()?.clone();
+    let dropped = dedup(&mut meta);
+    (!dropped.is_empty()).then(|| {
+        format!(
+            ".metadata.ownerReferences contains duplicate entries; API server dedups owner \
+             references in 1.20+, and may reject such requests as early as 1.24; please fix \
+             your requests; duplicate UID(s) observed: {}",
+            dropped.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_whole_repeats_are_dropped() {
+        let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": "a", "uid": "u1"});
+        let controller = json!({"apiVersion": "v1", "kind": "Pod", "name": "a", "uid": "u1",
+            "controller": true});
+        let object = json!({"metadata": {"ownerReferences": [owner, controller, owner, owner]}});
+        let warning = duplicates_warning(&object).unwrap();
+        assert!(warning.ends_with("duplicate UID(s) observed: u1, u1"), "{warning}");
+        let mut meta = object["metadata"].as_object().unwrap().clone();
+        assert_eq!(dedup(&mut meta), ["u1", "u1"]);
+        assert_eq!(meta["ownerReferences"], json!([owner, controller]));
+        assert_eq!(duplicates_warning(&json!({"metadata": {"ownerReferences": [owner]}})), None);
+        assert_eq!(duplicates_warning(&json!({"metadata": {}})), None);
+    }
+}
