@@ -18,7 +18,7 @@ use super::hooks::{self, Hook, HookTarget};
 use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
-use super::runtime::{process_alive, ContainerIo, Launch, Runtime, RuntimeError, StopSignal};
+use super::runtime::{self, process_alive, ContainerIo, Launch, Runtime, RuntimeError, StopSignal};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
@@ -113,7 +113,7 @@ impl Handler<FindContainer> for PodWorker {
         let spec = state.container_spec(&c.name)?;
         Some(ExecTarget {
             env: c.env.clone(),
-            working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            working_dir: Some(runtime::working_dir(spec)),
             run_as: state.run_as(spec),
             pid: running.pid,
             pod_ip: state.pod_ip,
@@ -1234,7 +1234,7 @@ impl PodState {
         let spec = self.container_spec(&c.name).cloned().unwrap_or_default();
         let target = HookTarget {
             env: c.env.clone(),
-            working_dir: spec.working_dir.as_ref().map(PathBuf::from),
+            working_dir: Some(runtime::working_dir(&spec)),
             run_as: self.run_as(&spec),
             group,
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
@@ -1515,7 +1515,7 @@ impl PodState {
         // counts its container instances).
         let restart = c.restart_count + u32::from(c.terminated.is_some());
         let log_path = log_path(&self.dir, &name, restart);
-        let working_dir = spec.working_dir.as_ref().map(PathBuf::from);
+        let working_dir = Some(runtime::working_dir(&spec));
         let log_writer = ctx.config.log_writer.clone();
         let launch =
             Launch { argv, env: env.clone(), working_dir, log_path, log_writer, interactive };

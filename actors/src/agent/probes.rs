@@ -1,6 +1,7 @@
 //! Container probes: exec (exit code 0), httpGet (a status from 200 to 399) and tcpSocket (a
 //! connection), each bounded by the probe's timeout.
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -32,7 +33,8 @@ pub async fn run(
         let run = [run_as, command].concat();
         // The kubelet's words for each handler's timeout.
         let timed_out = format!("command {} timed out", go_quote(&command.join(" ")));
-        return within(timeout, exec_probe(&run, env), timed_out).await;
+        let dir = super::runtime::working_dir(container);
+        return within(timeout, exec_probe(&run, env, &dir), timed_out).await;
     }
     if let Some(http) = &probe.http_get {
         let Some(port) = resolve_port(&http.port, container) else {
@@ -97,8 +99,8 @@ pub(super) fn resolve_port(port: &IntOrString, container: &Container) -> Option<
     }
 }
 
-async fn exec_probe(command: &[String], env: &[(String, String)]) -> Outcome {
-    let Some(mut process) = super::runtime::command(command, env, None) else {
+async fn exec_probe(command: &[String], env: &[(String, String)], dir: &Path) -> Outcome {
+    let Some(mut process) = super::runtime::command(command, env, Some(dir)) else {
         return Outcome::Failure("the exec probe has no command".into());
     };
     process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
@@ -208,6 +210,13 @@ mod tests {
             run(&bad, &container(), "127.0.0.1", &env, &[]).await,
             Outcome::Failure(_)
         ));
+        // In the container's working directory: `/` unless it names one.
+        let at_root = probe(json!({"exec": {"command": ["sh", "-c", "test \"$(pwd)\" = /"]}}));
+        assert_eq!(run(&at_root, &container(), "127.0.0.1", &env, &[]).await, Outcome::Success);
+        let mut in_tmp = container();
+        in_tmp.working_dir = Some("/tmp".into());
+        let at_tmp = probe(json!({"exec": {"command": ["sh", "-c", "test \"$(pwd)\" = /tmp"]}}));
+        assert_eq!(run(&at_tmp, &in_tmp, "127.0.0.1", &env, &[]).await, Outcome::Success);
         let slow = probe(json!({"exec": {"command": ["sleep", "5"]}, "timeoutSeconds": 1}));
         let outcome = run(&slow, &container(), "127.0.0.1", &env, &[]).await;
         assert_eq!(outcome, Outcome::Failure("command \"sleep 5\" timed out".into()));

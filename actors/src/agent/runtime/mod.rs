@@ -36,6 +36,13 @@ pub fn command(
     Some(command)
 }
 
+/// Where a container's processes (its own, exec'd commands, exec probes and hooks) start:
+/// its `workingDir`, else `/`, as a container runtime starts them in an image that sets none.
+pub fn working_dir(container: &k8s_openapi::api::core::v1::Container) -> PathBuf {
+    let dir = container.working_dir.as_deref().filter(|dir| !dir.is_empty());
+    PathBuf::from(dir.unwrap_or("/"))
+}
+
 /// What to run for one container.
 #[derive(Debug, Clone)]
 pub struct Launch {
