@@ -157,19 +157,13 @@ fn every_error_class_has_its_status() {
         &json!({"metadata": {"generateName": "Bad_"}}),
     );
     assert_status(&reply, 422, "Invalid");
-    let causes = reply.1["details"]["causes"].as_array().unwrap();
-    let fields: Vec<&str> = causes.iter().map(|c| c["field"].as_str().unwrap()).collect();
+    let fields = cause_fields(&reply.1);
     assert_eq!(fields, ["metadata.generateName", "metadata.name"], "{}", reply.1);
     // 422: invalid names and missing fields, with field causes.
     let reply =
         server.post(pods, &json!({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}}));
     assert_status(&reply, 422, "Invalid");
-    let fields: Vec<&str> = reply.1["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields = cause_fields(&reply.1);
     assert_eq!(fields, ["metadata.name", "spec.containers"]);
     // Several causes are one line in brackets, as Kubernetes' error aggregate writes them.
     let message = reply.1["message"].as_str().unwrap();
@@ -993,6 +987,12 @@ fn updates_and_deletes_refuse_what_kubernetes_refuses() {
     assert!(whole["metadata"].get("continue").is_none(), "{whole}");
 }
 
+/// The fields a 422 Status' causes name, in order.
+fn cause_fields(status: &Value) -> Vec<&str> {
+    let causes = status["details"]["causes"].as_array().unwrap();
+    causes.iter().map(|c| c["field"].as_str().unwrap()).collect()
+}
+
 /// A service's spec and its load balancer status are checked as Kubernetes 1.32 checks them.
 #[test]
 fn services_are_validated_as_kubernetes_validates_them() {
@@ -1005,12 +1005,7 @@ fn services_are_validated_as_kubernetes_validates_them() {
         "trafficDistribution": "Bogus", "loadBalancerClass": "Bad Class"}});
     let reply = server.post(services, &bad);
     assert_status(&reply, 422, "Invalid");
-    let fields: Vec<&str> = reply.1["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields = cause_fields(&reply.1);
     assert_eq!(
         fields,
         [
@@ -1040,12 +1035,7 @@ fn services_are_validated_as_kubernetes_validates_them() {
         br#"{"status":{"loadBalancer":{"ingress":[{"ip":"bogus"},{"hostname":"Bad_Host"}]}}}"#;
     let reply = server.send_raw("PATCH", &format!("{services}/plain/status"), merge, bad.to_vec());
     assert_status(&reply, 422, "Invalid");
-    let fields: Vec<&str> = reply.1["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields = cause_fields(&reply.1);
     assert_eq!(
         fields,
         ["status.loadBalancer.ingress[0].ip", "status.loadBalancer.ingress[1].hostname"],
