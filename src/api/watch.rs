@@ -8,7 +8,7 @@ use futures::StreamExt;
 use kplane_actors::core::{ApiCore, ApiError, WatchFrame};
 use kplane_actors::model::FieldError;
 use kplane_actors::model::ResourceType;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -101,8 +101,16 @@ pub async fn serve(
             *ended = matches!(frame, WatchFrame::Error(_));
             futures::future::ready(Some(frame))
         })
-        .map(move |frame| {
-            Ok::<Bytes, actix_web::Error>(encode(resource, frame, conversion, include))
+        .map({
+            // As Kubernetes' watch encoder: a Table's column definitions come with the first
+            // event only (`null` in the rest).
+            let mut headers = true;
+            move |frame| {
+                let event = matches!(frame, WatchFrame::Event(..));
+                let bytes = encode(resource, frame, conversion, include, headers);
+                headers &= !event;
+                Ok::<Bytes, actix_web::Error>(bytes)
+            }
         });
     let content_type = match conversion {
         Conversion::Table(version) => media::converted_type("Table", version),
@@ -120,6 +128,7 @@ fn encode(
     frame: WatchFrame,
     conversion: Conversion,
     include: IncludeObject,
+    headers: bool,
 ) -> Bytes {
     let mut out = BytesMut::new();
     match frame {
@@ -129,7 +138,10 @@ fn encode(
             out.put_slice(b"\",\"object\":");
             match conversion {
                 Conversion::Table(version) => {
-                    let t = table::table_of_one(resource, &object, include);
+                    let mut t = table::table_of_one(resource, &object, include);
+                    if !headers {
+                        t["columnDefinitions"] = Value::Null;
+                    }
                     out.put_slice(table::in_version(t, version).to_string().as_bytes());
                 }
                 Conversion::Metadata(version) => {

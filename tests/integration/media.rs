@@ -228,6 +228,20 @@ fn metadata_only_objects_lists_and_watch_events() {
     let bookmark = events.iter().find(|e| e["type"] == "BOOKMARK").expect("a bookmark");
     assert_eq!(bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
 
+    // A watch's Tables: the column definitions come with the first event only.
+    let watch = "/api/v1/namespaces?watch=true&timeoutSeconds=1";
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let (code, _, events) = server.get_with(watch, &[("Accept", table)]);
+    assert_eq!(code, 200);
+    let events: Vec<Value> = events.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert!(events[0]["object"]["columnDefinitions"].as_array().is_some_and(|c| !c.is_empty()));
+    for event in &events[1..] {
+        assert_eq!(event["object"]["kind"], "Table", "{event}");
+        assert_eq!(event["object"]["columnDefinitions"], Value::Null, "{event}");
+        assert_eq!(event["object"]["rows"].as_array().map(Vec::len), Some(1), "{event}");
+    }
+
     // A Table in the version asked for.
     let beta = "application/json;as=Table;v=v1beta1;g=meta.k8s.io";
     let (code, content_type, table) = get("/api/v1/namespaces", beta);
