@@ -809,9 +809,9 @@ fn an_expired_continue_token_is_410() {
     }
     let (_, first) = server.get(&format!("{cms}?limit=1"));
     let token = first["metadata"]["continue"].as_str().unwrap().to_string();
-    // Each shard keeps 32 list snapshots: 40 later paginated lists, each after a write,
+    // Each shard keeps 256 list snapshots: 260 later paginated lists, each after a write,
     // push the first one out.
-    for i in 0..40 {
+    for i in 0..260 {
         server.post(cms, &serde_json::json!({"metadata": {"name": format!("later{i}")}}));
         server.get(&format!("{cms}?limit=1"));
     }
@@ -831,10 +831,10 @@ fn an_expired_continue_token_is_410() {
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["c1", "c2"], "after c0, in the latest state");
-    assert_eq!(page["metadata"]["remainingItemCount"], 40, "counted in the latest state");
+    assert_eq!(page["metadata"]["remainingItemCount"], 260, "counted in the latest state");
     let next = page["metadata"]["continue"].as_str().unwrap();
-    let (code, rest) = server.get(&format!("{cms}?limit=100&continue={next}"));
-    assert_eq!((code, rest["items"].as_array().unwrap().len()), (200, 40), "{rest}");
+    let (code, rest) = server.get(&format!("{cms}?limit=1000&continue={next}"));
+    assert_eq!((code, rest["items"].as_array().unwrap().len()), (200, 260), "{rest}");
     assert_eq!(rest["metadata"]["resourceVersion"], page["metadata"]["resourceVersion"]);
 }
 

@@ -130,8 +130,10 @@ impl From<&'static ResourceType> for ResourceId {
     }
 }
 
-/// How many past list snapshots a shard keeps for `continue` tokens.
-const MAX_SNAPSHOTS: usize = 32;
+/// How many past list snapshots a shard keeps for `continue` tokens. A snapshot shares its
+/// collection's structure with the live state (a persistent map), so it costs only what has
+/// changed since it was taken; the count bounds that, the TTL below the time.
+const MAX_SNAPSHOTS: usize = 256;
 /// How long a continue token stays valid when its resource has changed since.
 const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
 
