@@ -158,6 +158,10 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let spec = object_field(object, "spec");
             spec.entry("type").or_insert(json!("ClusterIP"));
             spec.entry("sessionAffinity").or_insert(json!("None"));
+            // No affinity has no configuration, as Kubernetes' defaults leave it.
+            if spec.get("sessionAffinity") == Some(&json!("None")) {
+                spec.remove("sessionAffinityConfig");
+            }
             if spec.get("sessionAffinity") == Some(&json!("ClientIP")) {
                 // Three hours, Kubernetes' default for an affinity given no timeout.
                 let config = spec.entry("sessionAffinityConfig").or_insert_with(|| json!({}));
@@ -704,6 +708,14 @@ fn probe(probe: &mut Value) {
         probe.remove("initialDelaySeconds");
     }
     http_get(probe.get_mut("httpGet"));
+    // A gRPC probe's service is the empty name (the server's overall health), written out as
+    // Kubernetes defaults it (kubectl's `describe` reads it).
+    if let Some(grpc) = probe.get_mut("grpc").and_then(Value::as_object_mut) {
+        let service = grpc.entry("service").or_insert(json!(""));
+        if service.is_null() {
+            *service = json!("");
+        }
+    }
 }
 
 /// An HTTP GET's (of a probe or a lifecycle hook) path is `/` and its scheme `HTTP` unless
@@ -877,6 +889,7 @@ mod tests {
     fn probes_volumes_and_field_refs_get_kubernetes_defaults() {
         let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "readinessProbe": {"httpGet": {"port": 80}},
+            "startupProbe": {"grpc": {"port": 9000}},
             "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5,
                 "timeoutSeconds": 0, "successThreshold": 0, "initialDelaySeconds": 0},
             "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}},
@@ -894,6 +907,7 @@ mod tests {
             json!({"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
                 "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
         );
+        assert_eq!(c["startupProbe"]["grpc"], json!({"port": 9000, "service": ""}));
         assert_eq!(c["livenessProbe"]["periodSeconds"], 5);
         // A zero is no value, as in Go.
         assert_eq!(c["livenessProbe"]["timeoutSeconds"], 1);
@@ -1020,6 +1034,10 @@ mod tests {
             svc["spec"]["sessionAffinityConfig"],
             json!({"clientIP":{"timeoutSeconds":10800}})
         );
+        // Back to no affinity: its configuration goes with it.
+        svc["spec"]["sessionAffinity"] = json!("None");
+        apply("Service", &mut svc);
+        assert!(svc["spec"].get("sessionAffinityConfig").is_none(), "{svc}");
         let mut rc = json!({"metadata":{},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[]}}}});
         apply("ReplicationController", &mut rc);
         assert_eq!(rc["spec"]["replicas"], 1);

@@ -750,7 +750,7 @@ impl ApiCore {
             if matches!(part, Part::Main | Part::EphemeralContainers | Part::Finalize) {
                 defaults::apply(resource.kind, &mut next);
                 // Compared once defaulted, as Kubernetes decodes with its defaults.
-                if resource.tracks_generation() && current_value.get("spec") != next.get("spec") {
+                if resource.generation_changes(&current_value, &next) {
                     count_in_generation(metadata(&mut next)?);
                 }
             }

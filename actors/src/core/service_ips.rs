@@ -169,6 +169,7 @@ impl ServiceAllocator {
     ) -> Result<(Allocation, Allocation), ApiError> {
         drop_type_dependent_fields(old, service);
         keep_allocated_cluster_ips(old, service);
+        keep_health_check_node_port(old, service);
         keep_allocated_node_ports(old, service);
         follow_changed_cluster_ip(old, service);
         let mut allocation = Allocation::default();
@@ -457,6 +458,37 @@ fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Whether a service needs a health check node port: a load balancer that keeps its traffic
+/// on the node it arrives at (`externalTrafficPolicy: Local`).
+fn needs_health_check(service: &Value) -> bool {
+    let text = |field: &str| service.pointer(&format!("/spec/{field}")).and_then(Value::as_str);
+    text("type") == Some("LoadBalancer") && text("externalTrafficPolicy") == Some("Local")
+}
+
+/// A health check node port an update leaves out is the old one while the service still needs
+/// one (Kubernetes' `patchAllocatedValues`).
+fn keep_health_check_node_port(old: &Value, service: &mut Value) {
+    let port = old.pointer("/spec/healthCheckNodePort").filter(|p| p.as_i64().unwrap_or(0) != 0);
+    let left_out =
+        service.pointer("/spec/healthCheckNodePort").is_none_or(|p| p.as_i64().unwrap_or(0) == 0);
+    if let (Some(port), true) = (port, left_out && needs_health_check(old)) {
+        if needs_health_check(service) {
+            service["spec"]["healthCheckNodePort"] = port.clone();
+        }
+    }
+}
+
+/// Whether traffic reaches a service from outside the cluster, so that it has an external
+/// traffic policy: a node port or load balancer, or external IPs.
+fn reached_from_outside(service: &Value) -> bool {
+    let external_ips = service.pointer("/spec/externalIPs").and_then(Value::as_array);
+    match service.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP") {
+        "NodePort" | "LoadBalancer" => true,
+        "ClusterIP" => external_ips.is_some_and(|ips| !ips.is_empty()),
+        _ => false,
+    }
+}
+
 /// The addresses an update leaves out are the old ones (Kubernetes' `patchAllocatedValues`),
 /// unless the service is or was `ExternalName`.
 fn keep_allocated_cluster_ips(old: &Value, service: &mut Value) {
@@ -534,9 +566,12 @@ fn cluster_ip(service: &Value) -> Option<&str> {
 /// What an update that changes a service's type no longer needs, and did not change itself, is
 /// dropped, as Kubernetes' service strategy does: node ports when the type has none,
 /// `allocateLoadBalancerNodePorts` and `loadBalancerClass` when it is no longer a load
-/// balancer, `externalTrafficPolicy` when it is not reachable from outside; and the load
-/// balancer status of a service that is no longer one.
+/// balancer, `externalTrafficPolicy` when it is not reachable from outside, the health check
+/// node port when it needs none; and the load balancer status of a service that is no longer
+/// one.
 fn drop_type_dependent_fields(old: &Value, service: &mut Value) {
+    let outside = (reached_from_outside(old), reached_from_outside(service));
+    let health_checked = (needs_health_check(old), needs_health_check(service));
     let type_of = |s: &Value| s.pointer("/spec/type").and_then(Value::as_str).map(String::from);
     let (old_type, new_type) = (type_of(old), type_of(service));
     let load_balancer = |t: &Option<String>| t.as_deref() == Some("LoadBalancer");
@@ -555,8 +590,11 @@ fn drop_type_dependent_fields(old: &Value, service: &mut Value) {
             spec.remove(field);
         }
     };
-    if leaves_external {
+    if outside == (true, false) {
         drop_unchanged("externalTrafficPolicy");
+    }
+    if health_checked == (true, false) {
+        drop_unchanged("healthCheckNodePort");
     }
     if load_balancer(&old_type) && !load_balancer(&new_type) {
         drop_unchanged("allocateLoadBalancerNodePorts");
@@ -692,6 +730,34 @@ mod tests {
         };
         assert_eq!(causes[0].field, "spec.ports[0].nodePort");
         assert!(causes[0].message.contains("may not be used when `type` is 'ClusterIP'"));
+    }
+
+    #[test]
+    fn a_health_check_port_is_kept_while_needed_and_dropped_after() {
+        let local = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "healthCheckNodePort": 30123, "allocateLoadBalancerNodePorts": false,
+            "ports": [{"port": 80}]}));
+        // Left out by a replace: the old one.
+        let mut replaced = local.clone();
+        replaced["spec"].as_object_mut().unwrap().remove("healthCheckNodePort");
+        drop_type_dependent_fields(&local, &mut replaced);
+        keep_health_check_node_port(&local, &mut replaced);
+        assert_eq!(replaced["spec"]["healthCheckNodePort"], 30123);
+        // No longer needed, and not changed: gone.
+        for (field, value) in [("externalTrafficPolicy", "Cluster"), ("type", "NodePort")] {
+            let mut changed = local.clone();
+            changed["spec"][field] = json!(value);
+            drop_type_dependent_fields(&local, &mut changed);
+            keep_health_check_node_port(&local, &mut changed);
+            assert!(changed["spec"].get("healthCheckNodePort").is_none(), "{changed}");
+        }
+        // A ClusterIP service losing its external IPs loses its external traffic policy.
+        let outside = svc(json!({"externalIPs": ["127.0.0.201"], "externalTrafficPolicy": "Local",
+            "ports": [{"port": 80}]}));
+        let mut inside = outside.clone();
+        inside["spec"]["externalIPs"] = Value::Null;
+        drop_type_dependent_fields(&outside, &mut inside);
+        assert!(inside["spec"].get("externalTrafficPolicy").is_none(), "{inside}");
     }
 
     #[test]

@@ -144,12 +144,33 @@ impl ResourceType {
     }
 
     /// Whether its objects carry `metadata.generation`, set to 1 on create and counted up by
-    /// every change of the spec, as the strategies of ReplicationControllers and
-    /// PodDisruptionBudgets do in Kubernetes 1.32 (the other kinds keep whatever the client
-    /// sent, if anything).
+    /// every change of the spec, as the strategies of ReplicationControllers,
+    /// PodDisruptionBudgets and EndpointSlices do in Kubernetes 1.32 (the other kinds keep
+    /// whatever the client sent, if anything). An EndpointSlice has no spec: any change but
+    /// its metadata's, or of its labels, counts.
     pub fn tracks_generation(&self) -> bool {
         (self.group.is_empty() && self.plural == "replicationcontrollers")
             || (self.group == POLICY_GROUP && self.plural == "poddisruptionbudgets")
+            || (self.group == "discovery.k8s.io" && self.plural == "endpointslices")
+    }
+
+    /// Whether an update from `old` to `new` counts in the generation (see
+    /// [`Self::tracks_generation`]).
+    pub fn generation_changes(&self, old: &serde_json::Value, new: &serde_json::Value) -> bool {
+        if !self.tracks_generation() {
+            return false;
+        }
+        if self.plural != "endpointslices" {
+            return old.get("spec") != new.get("spec");
+        }
+        let labels =
+            |o: &serde_json::Value| o.get("metadata").and_then(|m| m.get("labels")).cloned();
+        let content = |o: &serde_json::Value| {
+            let mut fields = o.as_object().cloned().unwrap_or_default();
+            fields.remove("metadata");
+            fields
+        };
+        labels(old) != labels(new) || content(old) != content(new)
     }
 
     /// True for the kinds whose update creates the object when there is none, as in Kubernetes
@@ -745,6 +766,25 @@ pub fn in_group_version<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generations_count_spec_changes_and_a_slice_s_content() {
+        use serde_json::json;
+        let rcs = core("replicationcontrollers");
+        let rc = |replicas: i64, label: &str| json!({"metadata": {"labels": {"a": label}}, "spec": {"replicas": replicas}});
+        assert!(rcs.generation_changes(&rc(1, "x"), &rc(2, "x")));
+        assert!(!rcs.generation_changes(&rc(1, "x"), &rc(1, "y")));
+        let slices = find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        let slice = |address: &str, label: &str, annotation: &str| {
+            json!({"metadata": {"labels": {"a": label}, "annotations": {"b": annotation}},
+                "addressType": "IPv4", "endpoints": [{"addresses": [address]}]})
+        };
+        let base = slice("127.0.0.1", "x", "y");
+        assert!(slices.generation_changes(&base, &slice("127.0.0.2", "x", "y")));
+        assert!(slices.generation_changes(&base, &slice("127.0.0.1", "z", "y")));
+        assert!(!slices.generation_changes(&base, &slice("127.0.0.1", "x", "z")));
+        assert!(!core("configmaps").generation_changes(&base, &json!({})));
+    }
 
     #[test]
     fn plurals_are_unique_per_group() {

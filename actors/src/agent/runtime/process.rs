@@ -44,6 +44,13 @@ impl Runtime for ProcessRuntime {
         if let Some(dir) = launch.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Start(e.to_string()))?;
         }
+        // A working directory that is not there yet is made, as container runtimes make an
+        // image's (here the node's file system is the container's).
+        if let Some(dir) = &launch.working_dir {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                RuntimeError::Start(format!("making the working directory {}: {e}", dir.display()))
+            })?;
+        }
         let (log, log_err, log_writers) = output(&launch)?;
         let failed = |e: std::io::Error| RuntimeError::Start(format!("{program}: {e}"));
         let wiring = if launch.interactive.tty {
@@ -318,6 +325,13 @@ mod tests {
             .unwrap();
         assert_eq!(started.exit.await, 3);
         assert_eq!(std::fs::read_to_string(dir.path().join("c/0.log")).unwrap(), "hello\n");
+        // A working directory not there yet is made.
+        let mut spec = launch(&["sh", "-c", "pwd"], dir.path());
+        spec.working_dir = Some(dir.path().join("app/src"));
+        let started = ProcessRuntime.start(spec).await.unwrap();
+        assert_eq!(started.exit.await, 0);
+        let written = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
+        assert!(written.ends_with("/app/src\n"), "{written}");
     }
 
     #[tokio::test]

@@ -1588,6 +1588,22 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
             name if names.contains(&name) => errors.push(FieldError::duplicate(field(), name)),
             name => names.push(name),
         }
+        // A sysctl of a namespace the pod shares with the host would set the host's.
+        let name = sysctl.get("name").and_then(Value::as_str).unwrap_or("").replace('/', ".");
+        let ipc = name == "kernel.sem"
+            || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| name.starts_with(p));
+        let shared = if name.starts_with("net.") && flag("hostNetwork") {
+            Some("hostNetwork")
+        } else if ipc && flag("hostIPC") {
+            Some("hostIPC")
+        } else {
+            None
+        };
+        if let Some(host) = shared {
+            let original = sysctl.get("name").and_then(Value::as_str).unwrap_or("");
+            let message = format!("may not be specified when '{host}' is true");
+            errors.push(FieldError::invalid(field(), original, message));
+        }
     }
 }
 
@@ -3745,6 +3761,7 @@ mod kind_tests {
         let pod = json!({"metadata": {"name": "p"}, "spec": {
             "containers": [{"name": "c", "image": "i", "terminationMessagePolicy": "Bogus"}],
             "subdomain": "Bad_Host", "hostPID": true, "shareProcessNamespace": true,
+            "hostNetwork": true,
             "securityContext": {"fsGroup": -1, "sysctls": [{"name": "bad name"},
                 {"name": "net.core.somaxconn"}, {"name": "net.core.somaxconn"}, {"name": ""}]},
             "readinessGates": [{"conditionType": "bad cond"}], "runtimeClassName": "Bad_Name",
@@ -3759,6 +3776,8 @@ mod kind_tests {
                 "spec.securityContext.fsGroup",
                 "spec.securityContext.shareProcessNamespace",
                 "spec.securityContext.sysctls[0].name",
+                "spec.securityContext.sysctls[1].name",
+                "spec.securityContext.sysctls[2].name",
                 "spec.securityContext.sysctls[2].name",
                 "spec.securityContext.sysctls[3].name",
                 "spec.readinessGates[0].conditionType",
@@ -3780,7 +3799,12 @@ mod kind_tests {
             found[4]
         );
         assert_eq!(
-            found[9],
+            found[5],
+            "spec.securityContext.sysctls[1].name: Invalid value: \"net.core.somaxconn\": may \
+             not be specified when 'hostNetwork' is true"
+        );
+        assert_eq!(
+            found[11],
             "spec.os: Unsupported value: \"plan9\": supported values: \"linux\", \"windows\""
         );
     }
