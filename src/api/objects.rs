@@ -321,8 +321,8 @@ async fn dispatch(
                 let preview = preview.to_value();
                 check_escalation(escalation, &state, resource, namespace, &preview, false).await?;
             }
-            let (patched, unknown) = core
-                .patch_noting_unknown_fields(
+            let (patched, notes) = core
+                .patch_with_notes(
                     resource,
                     namespace,
                     name,
@@ -333,11 +333,15 @@ async fn dispatch(
                 )
                 .await?;
             let mut response = object_response(&req, StatusCode::OK, resource, &patched, &query)?;
+            let mut warnings = Vec::new();
             if validation == body::FieldValidation::Warn {
-                let warnings: Vec<String> =
-                    unknown.iter().map(|field| unknown_field_message(field)).collect();
-                add_warnings(&mut response, &warnings);
+                warnings
+                    .extend(notes.unknown_fields.iter().map(|field| unknown_field_message(field)));
             }
+            if !notes.repeated_owners.is_empty() {
+                warnings.push(kplane_actors::model::owners::warning(&notes.repeated_owners, true));
+            }
+            add_warnings(&mut response, &warnings);
             Ok(response)
         }
         _ => Err(HttpError::MethodNotAllowed),

@@ -1063,12 +1063,22 @@ fn repeated_owners_are_dropped_and_runtime_classes_refused() {
     assert!(warning.ends_with(&format!("duplicate UID(s) observed: {uid}\"")), "{warning}");
     let (_, stored) = server.get(&format!("{configmaps}/owned"));
     assert_eq!(stored["metadata"]["ownerReferences"], json!([owner]), "{stored}");
-    // A merge patch that repeats them is stored deduplicated too.
-    let merge = Some("application/merge-patch+json");
+    // A merge patch that repeats them is stored deduplicated too, with the warning Kubernetes
+    // gives after admission.
     let patch =
         serde_json::to_vec(&json!({"metadata": {"ownerReferences": [owner, owner]}})).unwrap();
-    let (code, patched) = server.send_raw("PATCH", &format!("{configmaps}/owned"), merge, patch);
-    assert_eq!((code, &patched["metadata"]["ownerReferences"]), (200, &json!([owner])));
+    let response = server
+        .http
+        .patch(server.url(&format!("{configmaps}/owned")))
+        .header("content-type", "application/merge-patch+json")
+        .body(patch)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let warning = response.headers().get("warning").unwrap().to_str().unwrap().to_string();
+    assert!(warning.contains("duplicate entries after mutating admission happens"), "{warning}");
+    let patched: Value = response.json().unwrap();
+    assert_eq!(patched["metadata"]["ownerReferences"], json!([owner]));
 
     let pods = "/api/v1/namespaces/default/pods";
     let mut classed = pod("classed");

@@ -913,11 +913,10 @@ impl ApiCore {
         Ok(patched.await?.0)
     }
 
-    /// As [`Self::patch`], with the paths of the fields the patch set that the kind does not
-    /// declare, which the patched object lost (Kubernetes warns of each under
-    /// `fieldValidation=Warn`).
+    /// As [`Self::patch`], with what the patched object lost on the way to being stored (the
+    /// fields its kind does not declare, repeated owner references), which Kubernetes warns of.
     #[allow(clippy::too_many_arguments)]
-    pub async fn patch_noting_unknown_fields(
+    pub async fn patch_with_notes(
         &self,
         resource: &'static ResourceType,
         namespace: &str,
@@ -926,7 +925,7 @@ impl ApiCore {
         patch: &Value,
         status_only: bool,
         options: &WriteOptions,
-    ) -> Result<(Arc<StoredObject>, Vec<String>), ApiError> {
+    ) -> Result<(Arc<StoredObject>, PatchNotes), ApiError> {
         let part = if status_only { Part::Status } else { Part::Main };
         self.patch_part(resource, namespace, name, patch_type, patch, part, options).await
     }
@@ -969,7 +968,7 @@ impl ApiCore {
         patch: &Value,
         part: Part,
         options: &WriteOptions,
-    ) -> Result<(Arc<StoredObject>, Vec<String>), ApiError> {
+    ) -> Result<(Arc<StoredObject>, PatchNotes), ApiError> {
         let view = View::of(resource);
         let resource = view.map_or(resource, |v| v.storage);
         let key = ObjectKey::new(resource, namespace, name);
@@ -1011,9 +1010,11 @@ impl ApiCore {
                 return Err(ApiError::invalid(resource, name, vec![error]));
             }
             let (group, kind, strict) = (resource.group, resource.kind, options.strict_fields);
-            let unknown = self
+            let unknown_fields = self
                 .check_schema_as(group, kind, &mut next, strict)
                 .map_err(|decoding| patch_not_decodable(patch_type, patch, &next, decoding))?;
+            let repeated_owners = owners::dedup(metadata(&mut next)?);
+            let notes = PatchNotes { unknown_fields, repeated_owners };
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
             let stale = json::at(&next, "/metadata/resourceVersion")
@@ -1040,7 +1041,7 @@ impl ApiCore {
                         Some(view) => view.object(written),
                         None => written,
                     });
-                    return written.map(|written| (written, unknown));
+                    return written.map(|written| (written, notes));
                 }
             }
         }
@@ -1531,6 +1532,16 @@ fn count_in_generation(meta: &mut Map<String, Value>) {
     if let Some(generation) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
         meta.insert("generation".into(), json!(generation + 1));
     }
+}
+
+/// What a patch's result lost on the way to being stored, for the warnings Kubernetes answers
+/// with.
+#[derive(Debug, Default)]
+pub struct PatchNotes {
+    /// The paths of the fields it set that its kind does not declare.
+    pub unknown_fields: Vec<String>,
+    /// The uids of the owner references it repeated (stored once).
+    pub repeated_owners: Vec<String>,
 }
 
 /// What a pod's deletion comes to.

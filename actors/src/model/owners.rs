@@ -24,18 +24,23 @@ pub fn dedup(meta: &mut Map<String, Value>) -> Vec<String> {
 }
 
 /// The warning for an object whose owner references repeat (none when they do not), in the
-/// API server's words.
+/// API server's words for a create's or an update's body.
 pub fn duplicates_warning(object: &Value) -> Option<String> {
     let mut meta = object.get("metadata")?.as_object()?.clone();
     let dropped = dedup(&mut meta);
-    (!dropped.is_empty()).then(|| {
-        format!(
-            ".metadata.ownerReferences contains duplicate entries; API server dedups owner \
-             references in 1.20+, and may reject such requests as early as 1.24; please fix \
-             your requests; duplicate UID(s) observed: {}",
-            dropped.join(", ")
-        )
-    })
+    (!dropped.is_empty()).then(|| warning(&dropped, false))
+}
+
+/// The API server's warning that owner references with the uids `dropped` were repeated: in a
+/// request's body, or `after_admission` (a patch's result).
+pub fn warning(dropped: &[String], after_admission: bool) -> String {
+    let when = if after_admission { " after mutating admission happens" } else { "" };
+    format!(
+        ".metadata.ownerReferences contains duplicate entries{when}; API server dedups owner \
+         references in 1.20+, and may reject such requests as early as 1.24; please fix your \
+         requests; duplicate UID(s) observed: {}",
+        dropped.join(", ")
+    )
 }
 
 #[cfg(test)]
