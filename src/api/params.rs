@@ -38,12 +38,21 @@ impl Query {
         self.get(key).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
+    /// The integer `key` names, refused (400) in the words of Go's `strconv.ParseInt`, which
+    /// Kubernetes' query decoding answers with.
     pub fn number(&self, key: &str) -> Result<Option<i64>, HttpError> {
         self.get(key)
             .filter(|v| !v.is_empty())
             .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| HttpError::BadRequest(format!("{key}: {v:?} is not an integer")))
+                v.parse::<i64>().map_err(|e| {
+                    let why = match e.kind() {
+                        std::num::IntErrorKind::PosOverflow
+                        | std::num::IntErrorKind::NegOverflow => "value out of range",
+                        _ => "invalid syntax",
+                    };
+                    let quoted = kplane_actors::model::text::go_quote(v);
+                    HttpError::BadRequest(format!("strconv.ParseInt: parsing {quoted}: {why}"))
+                })
             })
             .transpose()
     }

@@ -45,7 +45,14 @@ fn every_error_class_has_its_status() {
         server.get(cms).1["message"],
         "\"data.a\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
     );
-    assert_status(&server.get(&format!("{pods}?limit=abc")), 400, "BadRequest");
+    let reply = server.get(&format!("{pods}?limit=abc"));
+    assert_status(&reply, 400, "BadRequest");
+    assert_eq!(reply.1["message"], "strconv.ParseInt: parsing \"abc\": invalid syntax");
+    let reply = server.get(&format!("{pods}?timeoutSeconds=99999999999999999999"));
+    assert_eq!(
+        reply.1["message"],
+        "strconv.ParseInt: parsing \"99999999999999999999\": value out of range"
+    );
     assert_status(&server.get(&format!("{pods}?continue=garbage")), 400, "BadRequest");
     assert_status(
         &server.get(&format!("{pods}?watch=true&resourceVersion=abc")),
