@@ -161,7 +161,7 @@ fn encode(
                 if matches!(conversion, Conversion::None) {
                     // What a watch-list client builds its list from: the empty list of the
                     // kind, encoded as the stream's objects are.
-                    let blueprint = json!({"kind": format!("{}List", resource.kind),
+                    let blueprint = json!({"kind": resource.list_kind,
                         "apiVersion": resource.api_version(), "metadata": {}, "items": null});
                     let encoded = BASE64.encode(format!("{blueprint}\n"));
                     metadata["annotations"][LIST_BLUEPRINT] = json!(encoded);

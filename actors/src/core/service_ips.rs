@@ -468,13 +468,10 @@ fn needs_health_check(service: &Value) -> bool {
 /// A health check node port an update leaves out is the old one while the service still needs
 /// one (Kubernetes' `patchAllocatedValues`).
 fn keep_health_check_node_port(old: &Value, service: &mut Value) {
-    let port = old.pointer("/spec/healthCheckNodePort").filter(|p| p.as_i64().unwrap_or(0) != 0);
-    let left_out =
-        service.pointer("/spec/healthCheckNodePort").is_none_or(|p| p.as_i64().unwrap_or(0) == 0);
-    if let (Some(port), true) = (port, left_out && needs_health_check(old)) {
-        if needs_health_check(service) {
-            service["spec"]["healthCheckNodePort"] = port.clone();
-        }
+    let port = |s: &Value| s.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
+    let (kept, given) = (port(old).unwrap_or(0), port(service).unwrap_or(0));
+    if kept != 0 && given == 0 && needs_health_check(old) && needs_health_check(service) {
+        service["spec"]["healthCheckNodePort"] = json!(kept);
     }
 }
 
