@@ -1086,6 +1086,11 @@ fn repeated_owners_are_dropped_and_runtime_classes_refused() {
     assert!(warning.contains("duplicate entries after mutating admission happens"), "{warning}");
     let patched: Value = response.json().unwrap();
     assert_eq!(patched["metadata"]["ownerReferences"], json!([owner]));
+    // A JSON patch that makes the object null is refused, not a panic.
+    let json_patch = Some("application/json-patch+json");
+    let root = br#"[{"op":"replace","path":"","value":null}]"#.to_vec();
+    let (code, reply) = server.send_raw("PATCH", &format!("{configmaps}/owned"), json_patch, root);
+    assert!((400..500).contains(&code), "{code}: {reply}");
 
     let pods = "/api/v1/namespaces/default/pods";
     let mut classed = pod("classed");

@@ -1013,7 +1013,9 @@ impl ApiCore {
             let unknown_fields = self
                 .check_schema_as(group, kind, &mut next, strict)
                 .map_err(|decoding| patch_not_decodable(patch_type, patch, &next, decoding))?;
-            let repeated_owners = owners::dedup(metadata(&mut next)?);
+            // (What is not an object is refused as the update's body below.)
+            let meta = next.get_mut("metadata").and_then(Value::as_object_mut);
+            let repeated_owners = meta.map(owners::dedup).unwrap_or_default();
             let notes = PatchNotes { unknown_fields, repeated_owners };
             // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
             // otherwise the patch applies to whatever version it was computed on.
