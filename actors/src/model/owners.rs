@@ -10,24 +10,30 @@ pub fn dedup(meta: &mut Map<String, Value>) -> Vec<String> {
     let Some(Value::Array(references)) = meta.get_mut("ownerReferences") else {
         return Vec::new();
     };
-    let mut dropped = Vec::new();
-    let mut kept: Vec<Value> = Vec::with_capacity(references.len());
-    for reference in references.drain(..) {
-        if kept.contains(&reference) {
-            dropped.push(reference.get("uid").and_then(Value::as_str).unwrap_or("").to_string());
-        } else {
-            kept.push(reference);
-        }
-    }
-    *references = kept;
+    let repeats = repeated(references);
+    let dropped = repeats.iter().map(|&i| uid(&references[i])).collect();
+    let mut index = 0;
+    references.retain(|_| {
+        index += 1;
+        !repeats.contains(&(index - 1))
+    });
     dropped
+}
+
+/// The positions of the entries of `references` that repeat an earlier one.
+fn repeated(references: &[Value]) -> Vec<usize> {
+    (0..references.len()).filter(|&i| references[..i].contains(&references[i])).collect()
+}
+
+fn uid(reference: &Value) -> String {
+    reference.get("uid").and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 /// The warning for an object whose owner references repeat (none when they do not), in the
 /// API server's words for a create's or an update's body.
 pub fn duplicates_warning(object: &Value) -> Option<String> {
-    let mut meta = object.get("metadata")?.as_object()?.clone();
-    let dropped = dedup(&mut meta);
+    let references = object.get("metadata")?.get("ownerReferences")?.as_array()?;
+    let dropped: Vec<String> = repeated(references).iter().map(|&i| uid(&references[i])).collect();
     (!dropped.is_empty()).then(|| warning(&dropped, false))
 }
 

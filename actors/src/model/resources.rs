@@ -163,14 +163,13 @@ impl ResourceType {
         if self.plural != "endpointslices" {
             return old.get("spec") != new.get("spec");
         }
-        let labels =
-            |o: &serde_json::Value| o.get("metadata").and_then(|m| m.get("labels")).cloned();
-        let content = |o: &serde_json::Value| {
-            let mut fields = o.as_object().cloned().unwrap_or_default();
-            fields.remove("metadata");
-            fields
-        };
-        labels(old) != labels(new) || content(old) != content(new)
+        fn labels(o: &serde_json::Value) -> Option<&serde_json::Value> {
+            o.get("metadata").and_then(|m| m.get("labels"))
+        }
+        fn content(o: &serde_json::Value) -> impl Iterator<Item = (&String, &serde_json::Value)> {
+            o.as_object().into_iter().flatten().filter(|(field, _)| *field != "metadata")
+        }
+        labels(old) != labels(new) || !content(old).eq(content(new))
     }
 
     /// True for the kinds whose update creates the object when there is none, as in Kubernetes

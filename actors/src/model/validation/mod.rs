@@ -1577,7 +1577,8 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
     let mut names: Vec<&str> = Vec::new();
     for (i, sysctl) in sysctls.into_iter().flatten().enumerate() {
         let field = || at(&format!("sysctls[{i}].name"));
-        match sysctl.get("name").and_then(Value::as_str).unwrap_or("") {
+        let name = sysctl.get("name").and_then(Value::as_str).unwrap_or("");
+        match name {
             "" => errors.push(FieldError::required(field())),
             name if !is_sysctl_name(name) => errors.push(FieldError::invalid(
                 field(),
@@ -1589,10 +1590,10 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
             name => names.push(name),
         }
         // A sysctl of a namespace the pod shares with the host would set the host's.
-        let name = sysctl.get("name").and_then(Value::as_str).unwrap_or("").replace('/', ".");
-        let ipc = name == "kernel.sem"
-            || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| name.starts_with(p));
-        let shared = if name.starts_with("net.") && flag("hostNetwork") {
+        let dotted = name.replace('/', ".");
+        let ipc = dotted == "kernel.sem"
+            || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| dotted.starts_with(p));
+        let shared = if dotted.starts_with("net.") && flag("hostNetwork") {
             Some("hostNetwork")
         } else if ipc && flag("hostIPC") {
             Some("hostIPC")
@@ -1600,9 +1601,8 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
             None
         };
         if let Some(host) = shared {
-            let original = sysctl.get("name").and_then(Value::as_str).unwrap_or("");
             let message = format!("may not be specified when '{host}' is true");
-            errors.push(FieldError::invalid(field(), original, message));
+            errors.push(FieldError::invalid(field(), name, message));
         }
     }
 }

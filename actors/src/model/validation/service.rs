@@ -24,7 +24,8 @@ const TRAFFIC_POLICIES: [&str; 2] = ["Cluster", "Local"];
 /// A service, as created or replaced.
 pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
     let empty = Map::new();
-    let spec = object.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    let spec_value = object.get("spec").unwrap_or(&Value::Null);
+    let spec = spec_value.as_object().unwrap_or(&empty);
     let text = |field: &str| spec.get(field).and_then(Value::as_str);
     let kind = text("type").unwrap_or("ClusterIP");
     let headless = text("clusterIP") == Some("None");
@@ -65,7 +66,7 @@ pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
         }
         "ExternalName" => {
             let addressed = text("clusterIP").is_some_and(|ip| !ip.is_empty())
-                || !json::strings(&Value::Object(spec.clone()), "clusterIPs").is_empty();
+                || !json::strings(spec_value, "clusterIPs").is_empty();
             if addressed {
                 let message = "may not be set for ExternalName services";
                 errors.push(FieldError::forbidden("spec.clusterIPs", message));
@@ -87,7 +88,7 @@ pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
     validate_labels(spec.get("selector"), "spec.selector", errors);
     validate_affinity(spec, errors);
     super::validate_ip_families(object.get("spec"), errors);
-    let external_ips = json::strings(&Value::Object(spec.clone()), "externalIPs");
+    let external_ips = json::strings(spec_value, "externalIPs");
     for (i, ip) in external_ips.iter().enumerate() {
         let field = || format!("spec.externalIPs[{i}]");
         match parse_ip(ip) {
@@ -99,7 +100,7 @@ pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
     if !TYPES.contains(&kind) {
         errors.push(FieldError::not_supported("spec.type", kind, &TYPES));
     }
-    validate_source_ranges(spec, kind, annotation(SOURCE_RANGES), errors);
+    validate_source_ranges(spec_value, kind, annotation(SOURCE_RANGES), errors);
     if spec.get("allocateLoadBalancerNodePorts").is_some_and(|a| !a.is_null())
         && kind != "LoadBalancer"
     {
@@ -227,12 +228,12 @@ fn validate_affinity(spec: &Map<String, Value>, errors: &mut Vec<FieldError>) {
 
 /// `loadBalancerSourceRanges`, or the older annotation when the field is not set.
 fn validate_source_ranges(
-    spec: &Map<String, Value>,
+    spec: &Value,
     kind: &str,
     annotation: Option<&str>,
     errors: &mut Vec<FieldError>,
 ) {
-    let ranges = json::strings(&Value::Object(spec.clone()), "loadBalancerSourceRanges");
+    let ranges = json::strings(spec, "loadBalancerSourceRanges");
     // (Kubernetes names the field with a capital L here.)
     if !ranges.is_empty() {
         let path = "spec.LoadBalancerSourceRanges";
