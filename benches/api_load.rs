@@ -213,6 +213,8 @@ struct CreatePhase {
     server_cpu_us: f64,
     own_cpu_us: f64,
     per_commit: f64,
+    /// The share of the phase the shards' writers spent committing (write and WAL sync).
+    writer_busy: f64,
 }
 
 async fn create_phase(
@@ -226,19 +228,27 @@ async fn create_phase(
     let cpu_before = cpu_seconds(server);
     let own_cpu_before = cpu_seconds(std::process::id());
     let (writes_before, commits_before) = commit_totals(client, base).await;
+    let (committing_before, _) = commit_seconds(client, base).await;
+    let started = Instant::now();
     let (rate, done) = run_phase(addr, clients, "create", tag).await;
+    let elapsed = started.elapsed().as_secs_f64();
     let server_cpu_us = (cpu_seconds(server) - cpu_before) / done as f64 * 1e6;
     let own_cpu_us = (cpu_seconds(std::process::id()) - own_cpu_before) / done as f64 * 1e6;
     let (writes, commits) = commit_totals(client, base).await;
     let per_commit = (writes - writes_before) / (commits - commits_before);
-    CreatePhase { rate, created: done, server_cpu_us, own_cpu_us, per_commit }
+    let writer_busy = (commit_seconds(client, base).await.0 - committing_before) / elapsed;
+    CreatePhase { rate, created: done, server_cpu_us, own_cpu_us, per_commit, writer_busy }
 }
 
 fn print_phase(label: &str, clients: usize, p: &CreatePhase) {
     println!(
         "{label}durable creates/s with {clients:>2} clients: {:>9.0} (CPU per create: server \
-         {:.0} µs, load generator {:.0} µs; creates per WAL sync: {:.1})",
-        p.rate, p.server_cpu_us, p.own_cpu_us, p.per_commit
+         {:.0} µs, load generator {:.0} µs; creates per WAL sync: {:.1}; writer busy {:.0}%)",
+        p.rate,
+        p.server_cpu_us,
+        p.own_cpu_us,
+        p.per_commit,
+        p.writer_busy * 100.0
     );
 }
 
@@ -256,8 +266,17 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// Writes and commits so far, summed over the shards (the store's group-commit histogram in
 /// `/metrics`).
 async fn commit_totals(client: &reqwest::Client, base: &str) -> (f64, f64) {
+    metrics_histogram(client, base, "kplane_store_commit_batch_size").await
+}
+
+/// Seconds the shards' writers have spent committing so far, and their commits.
+async fn commit_seconds(client: &reqwest::Client, base: &str) -> (f64, f64) {
+    metrics_histogram(client, base, "kplane_store_commit_duration_seconds").await
+}
+
+async fn metrics_histogram(client: &reqwest::Client, base: &str, name: &str) -> (f64, f64) {
     let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    common::metrics::histogram_totals(&text, "kplane_store_commit_batch_size")
+    common::metrics::histogram_totals(&text, name)
 }
 
 async fn create_namespace(client: &reqwest::Client, base: &str, name: &str) {
@@ -499,6 +518,7 @@ async fn main() {
             server_cpu_us: median_of(|p| p.server_cpu_us),
             own_cpu_us: median_of(|p| p.own_cpu_us),
             per_commit: median_of(|p| p.per_commit),
+            writer_busy: median_of(|p| p.writer_busy),
         };
         if rounds > 1 {
             print_phase(&format!("median of {rounds}: "), clients, &phase);
@@ -515,6 +535,10 @@ async fn main() {
         results.insert(
             format!("load_generator_cpu_us_per_create_{clients}_clients"),
             json!(phase.own_cpu_us.round()),
+        );
+        results.insert(
+            format!("writer_busy_percent_{clients}_clients"),
+            json!((phase.writer_busy * 100.0).round()),
         );
     }
     if wanted("gets") {
