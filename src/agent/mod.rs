@@ -107,8 +107,9 @@ pub fn start(
     };
     let data_dir = config.data_dir.clone();
     // Only processes can be reached through services: a simulated node has none to forward to.
-    let proxy = (settings.service_proxy && settings.runtime == RuntimeKind::Process)
-        .then(|| ServiceProxy::start_in_own_thread(client.clone(), config.address));
+    let proxy = (settings.service_proxy && settings.runtime == RuntimeKind::Process).then(|| {
+        ServiceProxy::start_in_own_thread(client.clone(), config.node_name.clone(), config.address)
+    });
     let addr = NodeAgent::new(config, client, runtime).start();
     let (http, http_addr) = match listener {
         Some((wanted, listener)) => {

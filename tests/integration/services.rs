@@ -1,5 +1,5 @@
-//! Service cluster IPs and node ports: allocated from the configured ranges, never twice (also
-//! across a restart), released on delete; requested ones are checked.
+//! Service cluster IPs, node ports and health check node ports: allocated from the configured
+//! ranges, never twice (also across a restart), released on delete; requested ones are checked.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -36,6 +36,15 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     let (_, np) = server.post(SERVICES, &service("np", json!({"type": "NodePort"})));
     let port = np["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
     assert!((30000..=32767).contains(&port), "{np}");
+    // A load balancer keeping its traffic on the node gets a health check node port too.
+    let local = json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local"});
+    let (code, lb) = server.post(SERVICES, &service("lb", local.clone()));
+    assert_eq!(code, 201, "{lb}");
+    let health_check = lb["spec"]["healthCheckNodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&health_check), "{lb}");
+    assert_ne!(health_check, lb["spec"]["ports"][0]["nodePort"].as_u64().unwrap());
+    let mut taken_health_check = service("lb2", local);
+    taken_health_check["spec"]["healthCheckNodePort"] = json!(health_check);
 
     // After a restart the allocations are known: nothing is handed out twice.
     server.restart();
@@ -45,6 +54,9 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     let mut taken_port = service("np2", json!({"type": "NodePort"}));
     taken_port["spec"]["ports"][0]["nodePort"] = json!(port);
     assert_eq!(server.post(SERVICES, &taken_port).0, 422);
+    let (code, refused) = server.post(SERVICES, &taken_health_check);
+    assert_eq!(code, 422, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec.healthCheckNodePort");
 
     // The cluster IP is immutable; a PUT without it keeps it.
     let mut changed = a.clone();
@@ -59,6 +71,14 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     // Deleting releases: the address and port can be asked for again.
     assert_eq!(server.delete(&format!("{SERVICES}/a")).0, 200);
     assert_eq!(server.delete(&format!("{SERVICES}/np")).0, 200);
+    // (A load balancer goes once its controller has let go of it: its finalizer.)
+    assert_eq!(server.delete(&format!("{SERVICES}/lb")).0, 200);
+    wait_until(WAIT, "the health check port is free again", || {
+        server.post(SERVICES, &taken_health_check).0 == 201
+    });
+    let lb_ip = lb["spec"]["clusterIP"].clone();
+    let (code, again) = server.post(SERVICES, &service("e", json!({"clusterIP": lb_ip})));
+    assert_eq!(code, 201, "the load balancer's address is free again: {again}");
     let (code, again) = server.post(SERVICES, &service("d", json!({"clusterIP": ip_a})));
     assert_eq!(code, 201, "{again}");
     assert_eq!(server.post(SERVICES, &taken_port).0, 201);
@@ -233,6 +253,110 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     });
     let (_, fixed) = server.get(&format!("{SERVICES}/fixed"));
     assert_eq!(fixed["status"], json!({"loadBalancer": {}}));
+}
+
+/// A backend answering every HTTP request with `name`, on a port of its own.
+fn named_backend(name: &'static str) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+                name.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    addr
+}
+
+/// Kube-proxy's handling of `externalTrafficPolicy: Local`: the node answers the service's
+/// health check node port with its count of the service's ready endpoints (200 with some, 503
+/// with none), and its node port reaches only the endpoints on this node, while the cluster IP
+/// reaches them all. Back to `Cluster`, the health check port closes.
+#[test]
+fn a_load_balancer_keeping_traffic_local_is_health_checked_and_served_by_its_node() {
+    let n = crate::util::free_port();
+    let node_address = format!("127.251.{}.{}", n / 256, n % 256 / 2 * 2 + 1);
+    let cluster_ips = private_range(100);
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "here"),
+        ("KPLANE_AGENT__ADDRESS", &node_address),
+        ("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", &cluster_ips),
+    ]);
+    let http =
+        reqwest::blocking::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    let (local, remote) = (named_backend("local"), named_backend("remote"));
+    // Without a selector: the Endpoints are this test's, one address on this node and one
+    // on another.
+    let subset = |addr: std::net::SocketAddr, node: &str| {
+        json!({"addresses": [{"ip": addr.ip().to_string(), "nodeName": node}],
+            "ports": [{"port": addr.port()}]})
+    };
+    let endpoints = |subsets: Vec<Value>| {
+        json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "lb"},
+            "subsets": subsets})
+    };
+    let endpoints_path = "/api/v1/namespaces/default/endpoints";
+    let both = endpoints(vec![subset(local, "here"), subset(remote, "elsewhere")]);
+    assert_eq!(server.post(endpoints_path, &both).0, 201);
+    let lb = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "ports": [{"port": 8080}]}});
+    let (code, lb) = server.post(SERVICES, &lb);
+    assert_eq!(code, 201, "{lb}");
+    let at = |port: &Value| format!("{node_address}:{}", port.as_u64().unwrap());
+    let (health_check, node_port) =
+        (at(&lb["spec"]["healthCheckNodePort"]), at(&lb["spec"]["ports"][0]["nodePort"]));
+    let cluster_ip = format!("{}:8080", lb["spec"]["clusterIP"].as_str().unwrap());
+    let check = || {
+        let answer = http.get(format!("http://{health_check}/")).send().ok()?;
+        let status = answer.status().as_u16();
+        let weight = answer.headers().get("X-Load-Balancing-Endpoint-Weight")?.to_str().ok()?;
+        let weight = weight.to_string();
+        Some((status, weight, answer.json::<Value>().ok()?))
+    };
+
+    wait_until(WAIT, "the health check counts the local endpoint", || {
+        check().is_some_and(|(status, weight, _)| status == 200 && weight == "1")
+    });
+    let (_, _, body) = check().unwrap();
+    assert_eq!(
+        body,
+        json!({"service": {"namespace": "default", "name": "lb"}, "localEndpoints": 1,
+            "serviceProxyHealthy": true})
+    );
+    for _ in 0..4 {
+        assert_eq!(hostname_at(&http, &node_port).as_deref(), Some("local"));
+    }
+    reaches_all(&http, &cluster_ip, &BTreeSet::from(["local".into(), "remote".into()]));
+
+    // No endpoint here any more: unhealthy, and the node port refuses.
+    let remote_only = endpoints(vec![subset(remote, "elsewhere")]);
+    assert_eq!(server.put(&format!("{endpoints_path}/lb"), &remote_only).0, 200);
+    wait_until(WAIT, "the health check fails", || {
+        check().is_some_and(|(status, weight, body)| {
+            status == 503 && weight == "0" && body["localEndpoints"] == 0
+        })
+    });
+    wait_until(WAIT, "the node port refuses", || refused(&node_port));
+    reaches_all(&http, &cluster_ip, &BTreeSet::from(["remote".into()]));
+
+    // Traffic no longer kept local: no health check port; the node port reaches the remote
+    // endpoint.
+    let cluster = json!({"spec": {"externalTrafficPolicy": "Cluster"}});
+    let merge = Some("application/merge-patch+json");
+    let path = format!("{SERVICES}/lb");
+    let (code, cluster) = server.send_raw("PATCH", &path, merge, cluster.to_string().into());
+    assert_eq!(code, 200, "{cluster}");
+    assert!(cluster["spec"].get("healthCheckNodePort").is_none(), "{cluster}");
+    wait_until(WAIT, "the health check port closes", || refused(&health_check));
+    reaches_all(&http, &node_port, &BTreeSet::from(["remote".into()]));
 }
 
 /// The `kubernetes` Service kube-apiserver keeps: at the first address of the service range,

@@ -2,8 +2,12 @@
 //! Service with a cluster IP is served at that IP, and, for NodePort and LoadBalancer
 //! services, at this node's address and the port's node port; each connection goes to one of
 //! the port's ready endpoints, round robin (a port without one is not listened on, so a client
-//! is refused). It follows Services and Endpoints; the listeners
-//! run on its own thread, so service traffic never waits behind the agent's other work.
+//! is refused). A service that keeps outside traffic local (`externalTrafficPolicy: Local`)
+//! sends its node port's connections only to the endpoints on this node, and has its health
+//! check node port answered here; one that keeps inside traffic local
+//! (`internalTrafficPolicy: Local`) does the same for its cluster IP. It follows Services and
+//! Endpoints; the listeners run on its own thread, so service traffic never waits behind the
+//! agent's other work.
 //!
 //! Every cluster IP is in 127.0.0.0/8, which Linux routes to this machine whole: no address
 //! has to be configured. One proxy per machine serves each address: a second agent on the same
@@ -19,7 +23,7 @@ use actix::prelude::*;
 use crate::client::cache::Key;
 use crate::client::ApiClient;
 use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
-use crate::forwarding::{Listeners, ServiceTable};
+use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable};
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -27,10 +31,13 @@ const RETRY_PERIOD: Duration = Duration::from_secs(5);
 /// The service proxy actor.
 pub struct ServiceProxy {
     client: Arc<dyn ApiClient>,
+    /// This node's name: whose endpoints are local.
+    node_name: String,
     /// This node's address, where node ports are served.
     node_address: Ipv4Addr,
     table: ServiceTable,
     listeners: Listeners,
+    health_checks: HealthChecks,
 }
 
 /// Closes every listener and stops the proxy.
@@ -40,30 +47,45 @@ pub struct StopServiceProxy;
 
 impl ServiceProxy {
     /// Starts a proxy on a thread of its own.
-    pub fn start_in_own_thread(client: Arc<dyn ApiClient>, node_address: Ipv4Addr) -> Addr<Self> {
+    pub fn start_in_own_thread(
+        client: Arc<dyn ApiClient>,
+        node_name: String,
+        node_address: Ipv4Addr,
+    ) -> Addr<Self> {
         let arbiter = Arbiter::new();
         Self::start_in_arbiter(&arbiter.handle(), move |_| Self {
             client,
+            node_name,
             node_address,
             table: ServiceTable::default(),
             listeners: Listeners::default(),
+            health_checks: HealthChecks::default(),
         })
     }
 
     /// Where `key`'s ports are served, each with its backends.
     fn desired(&self, key: &Key) -> Vec<(SocketAddr, Vec<SocketAddr>)> {
-        let Some(cluster_ip) = self.table.service(key).and_then(service_table::cluster_ip) else {
-            return Vec::new();
-        };
+        let Some(service) = self.table.service(key) else { return Vec::new() };
+        let Some(cluster_ip) = service_table::cluster_ip(service) else { return Vec::new() };
+        let ports = self.table.ports(key);
+        let local = self.table.ports_on(key, Some(&self.node_name));
+        let (inside, outside) = (
+            if service_table::keeps_internal_traffic_local(service) { &local } else { &ports },
+            if service_table::keeps_external_traffic_local(service) { &local } else { &ports },
+        );
         let mut desired = Vec::new();
-        // A port with no ready endpoint is not listened on: a client is refused, as kube-proxy
-        // rejects connections to a service without endpoints.
-        for port in self.table.ports(key).into_iter().filter(|p| !p.backends.is_empty()) {
-            if let Some(node_port) = port.node_port {
+        // A port with no ready endpoint (here, when its traffic stays local) is not listened
+        // on: a client is refused, as kube-proxy rejects connections to a service without
+        // endpoints.
+        for (inside, outside) in inside.iter().zip(outside) {
+            if let Some(node_port) = outside.node_port.filter(|_| !outside.backends.is_empty()) {
                 let at_node = SocketAddr::new(self.node_address.into(), node_port);
-                desired.push((at_node, port.backends.clone()));
+                desired.push((at_node, outside.backends.clone()));
             }
-            desired.push((SocketAddr::new(cluster_ip.into(), port.port), port.backends));
+            if !inside.backends.is_empty() {
+                let at_cluster_ip = SocketAddr::new(cluster_ip.into(), inside.port);
+                desired.push((at_cluster_ip, inside.backends.clone()));
+            }
         }
         desired
     }
@@ -71,15 +93,25 @@ impl ServiceProxy {
     fn sync(&mut self, keys: BTreeSet<Key>) {
         for key in keys {
             let desired = self.desired(&key);
-            for failure in self.listeners.set(&key, desired) {
-                tracing::warn!(
-                    service = %format!("{}/{}", failure.service.0, failure.service.1),
-                    addr = %failure.addr, error = %failure.error,
-                    "cannot serve a service port here; retrying every {}s", RETRY_PERIOD.as_secs()
-                );
+            let failures = self.listeners.set(&key, desired);
+            let health_check = self
+                .table
+                .health_check(&key, &self.node_name)
+                .map(|(port, n)| (SocketAddr::new(self.node_address.into(), port), n));
+            let failed_check = self.health_checks.set(&key, health_check);
+            for failure in failures.into_iter().chain(failed_check) {
+                warn_unbound(&failure);
             }
         }
     }
+}
+
+fn warn_unbound(failure: &BindFailure) {
+    tracing::warn!(
+        service = %format!("{}/{}", failure.service.0, failure.service.1),
+        addr = %failure.addr, error = %failure.error,
+        "cannot serve a service port here; retrying every {}s", RETRY_PERIOD.as_secs()
+    );
 }
 
 impl Actor for ServiceProxy {
@@ -88,7 +120,7 @@ impl Actor for ServiceProxy {
     fn started(&mut self, ctx: &mut Context<Self>) {
         service_table::follow(ctx, self.client.clone());
         ctx.run_interval(RETRY_PERIOD, |proxy, _| {
-            for key in proxy.listeners.retry() {
+            for key in proxy.listeners.retry().into_iter().chain(proxy.health_checks.retry()) {
                 tracing::info!(service = %format!("{}/{}", key.0, key.1), "serving the service's ports");
             }
         });
@@ -118,6 +150,7 @@ impl Handler<StopServiceProxy> for ServiceProxy {
 
     fn handle(&mut self, _: StopServiceProxy, ctx: &mut Context<Self>) {
         self.listeners.clear();
+        self.health_checks.clear();
         ctx.stop();
         // The proxy's own thread goes with it.
         Arbiter::current().stop();

@@ -878,6 +878,11 @@ impl ApiCore {
                 self.store.update(key.clone(), next, preconditions).await
             };
             match &result {
+                // Deleted: all it held goes, what this update took for it too.
+                Ok(_) if finalized && Self::is_service(resource) => {
+                    self.services.release(&allocated);
+                    self.services.release_service(&current_value);
+                }
                 Ok(_) => self.services.release(&freed),
                 Err(_) => self.services.release(&allocated),
             }

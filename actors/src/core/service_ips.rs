@@ -143,7 +143,7 @@ impl ServiceAllocator {
         if let Some(ip) = cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) {
             taken.ips.insert(u32::from(ip));
         }
-        for port in node_ports(service) {
+        for port in held_ports(service) {
             taken.ports.insert(port);
         }
     }
@@ -178,9 +178,9 @@ impl ServiceAllocator {
             self.release(&allocation);
             return Err(e);
         }
-        let kept: BTreeSet<u16> = node_ports(service).into_iter().collect();
+        let kept: BTreeSet<u16> = held_ports(service).into_iter().collect();
         let mut freed = Allocation {
-            ports: node_ports(old).into_iter().filter(|p| !kept.contains(p)).collect(),
+            ports: held_ports(old).into_iter().filter(|p| !kept.contains(p)).collect(),
             ..Allocation::default()
         };
         let old_ip = cluster_ip(old).and_then(|ip| ip.parse::<Ipv4Addr>().ok());
@@ -271,6 +271,29 @@ impl ServiceAllocator {
                 service["spec"]["clusterIPs"] = json!([ip.to_string()]);
             }
         }
+        self.allocate_node_ports(service, name, old, allocation)?;
+        // After the service's node ports, as Kubernetes allocates it; an update keeps the
+        // one it had while it needs one (`keep_health_check_node_port`; a change is refused
+        // by validation).
+        if needs_health_check(service) && !old.is_some_and(needs_health_check) {
+            let asked = service.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
+            let port = match asked.filter(|n| *n != 0) {
+                Some(n) => self.claim_port(n, "spec.healthCheckNodePort", name, allocation)?,
+                None => self.claim_next_port(allocation)?,
+            };
+            service["spec"]["healthCheckNodePort"] = json!(port);
+        }
+        Ok(())
+    }
+
+    /// The node ports of a new or updated service's ports.
+    fn allocate_node_ports(
+        &self,
+        service: &mut Value,
+        name: &str,
+        old: Option<&Value>,
+        allocation: &mut Allocation,
+    ) -> Result<(), ApiError> {
         if !wants_node_ports(service) {
             // Node ports left over from the old type were dropped above; any other is the
             // user's, and not for this type.
@@ -326,7 +349,7 @@ impl ServiceAllocator {
                     let same_number =
                         ports[i..].iter().filter(|p| p["port"].as_i64() == Some(number));
                     let n = match same_number.filter_map(asked).next() {
-                        Some(n) => self.claim_port(n, i, name, allocation)?,
+                        Some(n) => self.claim_port(n, &port_field(i), name, allocation)?,
                         None => self.claim_next_port(allocation)?,
                     };
                     by_port.insert(number, n);
@@ -335,7 +358,7 @@ impl ServiceAllocator {
                 (Some(shared), None) => ports[i]["nodePort"] = json!(shared),
                 (Some(shared), Some(n)) if n == i64::from(shared) => {}
                 (Some(_), Some(n)) => {
-                    self.claim_port(n, i, name, allocation)?;
+                    self.claim_port(n, &port_field(i), name, allocation)?;
                 }
             }
         }
@@ -359,7 +382,7 @@ impl ServiceAllocator {
                 // (Two ports of this update asking for one number: claimed once.)
                 Some(n) if u16::try_from(n).is_ok_and(|n| allocation.ports.contains(&n)) => {}
                 Some(n) => {
-                    self.claim_port(n, i, name, allocation)?;
+                    self.claim_port(n, &port_field(i), name, allocation)?;
                 }
                 None => port["nodePort"] = json!(self.claim_next_port(allocation)?),
             }
@@ -367,24 +390,23 @@ impl ServiceAllocator {
         Ok(())
     }
 
-    /// Claims node port `n`, asked for by `spec.ports[i]`.
+    /// Claims node port `n`, asked for by `field`.
     fn claim_port(
         &self,
         n: i64,
-        i: usize,
+        field: &str,
         name: &str,
         allocation: &mut Allocation,
     ) -> Result<u16, ApiError> {
-        let field = format!("spec.ports[{i}].nodePort");
         let (low, high) = self.ranges.node_ports;
         let port = u16::try_from(n).ok().filter(|n| (low..=high).contains(n)).ok_or_else(|| {
             let detail = format!(
                 "provided port is not in the valid range. The range of valid ports is {low}-{high}"
             );
-            invalid_port(name, &field, n, &detail)
+            invalid_port(name, field, n, &detail)
         })?;
         if !self.state.lock().expect("allocator lock").ports.insert(port) {
-            return Err(invalid_port(name, &field, n, "provided port is already allocated"));
+            return Err(invalid_port(name, field, n, "provided port is already allocated"));
         }
         allocation.ports.push(port);
         Ok(port)
@@ -432,7 +454,7 @@ impl ServiceAllocator {
         if let Some(ip) = cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) {
             allocation.ips.push(u32::from(ip));
         }
-        allocation.ports = node_ports(service);
+        allocation.ports = held_ports(service);
         self.release(&allocation);
     }
 }
@@ -628,6 +650,23 @@ fn node_ports_by_index(service: &Value) -> Vec<(usize, i64)> {
         .collect()
 }
 
+fn port_field(i: usize) -> String {
+    format!("spec.ports[{i}].nodePort")
+}
+
+/// The node ports a service holds: its ports', and its health check node port while it needs
+/// one.
+fn held_ports(service: &Value) -> Vec<u16> {
+    let mut ports = node_ports(service);
+    let health_check = service.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
+    if let Some(port) = health_check.and_then(|n| u16::try_from(n).ok()).filter(|n| *n != 0) {
+        if needs_health_check(service) {
+            ports.push(port);
+        }
+    }
+    ports
+}
+
 fn node_ports(service: &Value) -> Vec<u16> {
     service
         .pointer("/spec/ports")
@@ -755,6 +794,67 @@ mod tests {
         inside["spec"]["externalIPs"] = Value::Null;
         drop_type_dependent_fields(&outside, &mut inside);
         assert!(inside["spec"].get("externalTrafficPolicy").is_none(), "{inside}");
+    }
+
+    #[test]
+    fn a_local_load_balancer_gets_a_health_check_port_held_until_it_needs_none() {
+        let a = ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 24),
+            node_ports: (30000, 30003),
+        });
+        let mut local = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "ports": [{"port": 80}]}));
+        let allocation = a.allocate(&mut local, "s").unwrap();
+        let node_port = local["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+        let health_check = local["spec"]["healthCheckNodePort"].as_i64().unwrap();
+        assert_ne!(node_port, health_check);
+        assert!((30000..=30003).contains(&health_check), "{local}");
+        assert_eq!(allocation.ports.len(), 2, "both are released if the write fails");
+
+        // Held: a port or another service asking for it is refused, in the allocator's words.
+        let mut other = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "healthCheckNodePort": health_check, "ports": [{"port": 80}]}));
+        let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut other, "t") else {
+            panic!("a held health check port was handed out twice");
+        };
+        assert_eq!(causes[0].field, "spec.healthCheckNodePort");
+        assert_eq!(
+            causes[0].message,
+            format!("Invalid value: {health_check}: provided port is already allocated")
+        );
+        let mut out_of_range = svc(json!({"type": "LoadBalancer",
+            "externalTrafficPolicy": "Local", "healthCheckNodePort": 80, "ports": [{"port": 81}]}));
+        assert!(a.allocate(&mut out_of_range, "u").is_err(), "outside the node port range");
+
+        // An update that keeps needing it keeps it; one that needs none frees it.
+        let mut replaced = local.clone();
+        replaced["spec"].as_object_mut().unwrap().remove("healthCheckNodePort");
+        let (allocated, freed) = a.reallocate(&local, &mut replaced, "s").unwrap();
+        assert_eq!(replaced["spec"]["healthCheckNodePort"], health_check);
+        assert!(allocated.ports.is_empty() && freed.ports.is_empty());
+        let mut cluster = local.clone();
+        cluster["spec"]["externalTrafficPolicy"] = json!("Cluster");
+        let (_, freed) = a.reallocate(&local, &mut cluster, "s").unwrap();
+        assert!(cluster["spec"].get("healthCheckNodePort").is_none(), "{cluster}");
+        assert_eq!(freed.ports, vec![health_check as u16]);
+        a.release(&freed);
+
+        // Back to Local: a new one; deleting the service releases it with the node port.
+        let (allocated, _) = a.reallocate(&cluster, &mut local.clone(), "s").unwrap();
+        assert_eq!(allocated.ports.len(), 1);
+        let restored = small_restored(&local);
+        assert!(restored.allocate(&mut other, "t").is_err(), "restored at start-up");
+        a.release_service(&local);
+        assert!(!a.state.lock().unwrap().ports.contains(&(health_check as u16)));
+    }
+
+    fn small_restored(service: &Value) -> ServiceAllocator {
+        let a = ServiceAllocator::new(ServiceRanges {
+            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 24),
+            node_ports: (30000, 30003),
+        });
+        a.restore(service);
+        a
     }
 
     #[test]

@@ -7,11 +7,14 @@
 //! - [`listeners`]: the listeners an actor wants, bound (and bound again after a failure) to
 //!   match.
 //! - [`service_table`]: the Services and Endpoints an actor follows, and each port's backends.
+//! - [`health_check`]: the health check node ports of load balancers that keep traffic local.
 
 pub mod forwarder;
+pub mod health_check;
 pub mod listeners;
 pub mod service_table;
 
 pub use forwarder::{Backends, Forwarder};
+pub use health_check::HealthChecks;
 pub use listeners::{BindFailure, Listeners};
 pub use service_table::{ServicePort, ServiceTable};

@@ -73,6 +73,11 @@ impl ServiceTable {
 
     /// The TCP ports of the service, each with its backends.
     pub fn ports(&self, key: &Key) -> Vec<ServicePort> {
+        self.ports_on(key, None)
+    }
+
+    /// The TCP ports of the service, each with its backends on node `node` (or on any node).
+    pub fn ports_on(&self, key: &Key, node: Option<&str>) -> Vec<ServicePort> {
         let Some(service) = self.services.get(key) else { return Vec::new() };
         let endpoints = self.endpoints.get(key);
         json::at(service, "/spec/ports")
@@ -90,11 +95,58 @@ impl ServiceTable {
                         .and_then(Value::as_u64)
                         .and_then(|p| u16::try_from(p).ok())
                         .filter(|p| *p != 0),
-                    backends: endpoints.map(|e| ready_backends(e, name)).unwrap_or_default(),
+                    backends: endpoints.map(|e| ready_backends(e, name, node)).unwrap_or_default(),
                 })
             })
             .collect()
     }
+
+    /// A `LoadBalancer` service's health check node port, while it keeps traffic on the node
+    /// it reaches (`externalTrafficPolicy: Local`), with how many of its ready endpoints run on
+    /// node `node` (addresses counted once, whatever their ports).
+    pub fn health_check(&self, key: &Key, node: &str) -> Option<(u16, usize)> {
+        let service = self.services.get(key)?;
+        if !is_load_balancer(service) || !keeps_external_traffic_local(service) {
+            return None;
+        }
+        let port = json::at(service, "/spec/healthCheckNodePort")?.as_u64()?;
+        let port = u16::try_from(port).ok().filter(|p| *p != 0)?;
+        let local: BTreeSet<&str> = self
+            .endpoints
+            .get(key)
+            .map(|e| ready_addresses(e).filter(|a| on_node(a, Some(node))))
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.get("ip").and_then(Value::as_str))
+            .collect();
+        Some((port, local.len()))
+    }
+}
+
+fn is_load_balancer(service: &Value) -> bool {
+    json::at(service, "/spec/type").and_then(Value::as_str) == Some("LoadBalancer")
+}
+
+/// Whether traffic from outside the cluster (node ports, load balancers) goes only to the
+/// endpoints on the node it reaches.
+pub fn keeps_external_traffic_local(service: &Value) -> bool {
+    json::at(service, "/spec/externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
+}
+
+/// Whether traffic from inside the cluster (the cluster IP) goes only to the endpoints on the
+/// node it starts from.
+pub fn keeps_internal_traffic_local(service: &Value) -> bool {
+    json::at(service, "/spec/internalTrafficPolicy").and_then(Value::as_str) == Some("Local")
+}
+
+fn ready_addresses(endpoints: &Value) -> impl Iterator<Item = &Value> {
+    let subsets = endpoints.get("subsets").and_then(Value::as_array).into_iter().flatten();
+    subsets.flat_map(|s| s.get("addresses").and_then(Value::as_array).into_iter().flatten())
+}
+
+/// Whether an endpoint address runs on `node` (any address, without one).
+fn on_node(address: &Value, node: Option<&str>) -> bool {
+    node.is_none_or(|node| address.get("nodeName").and_then(Value::as_str) == Some(node))
 }
 
 fn is_tcp(port: &Value) -> bool {
@@ -106,8 +158,9 @@ pub fn cluster_ip(service: &Value) -> Option<Ipv4Addr> {
     json::at(service, "/spec/clusterIP").and_then(Value::as_str)?.parse().ok()
 }
 
-/// The ready addresses of `endpoints` at their port named `name`, in the order listed.
-fn ready_backends(endpoints: &Value, name: &str) -> Vec<SocketAddr> {
+/// The ready addresses of `endpoints` (those on `node`, when given) at their port named
+/// `name`, in the order listed.
+fn ready_backends(endpoints: &Value, name: &str, node: Option<&str>) -> Vec<SocketAddr> {
     let mut backends = Vec::new();
     for subset in endpoints.get("subsets").and_then(Value::as_array).into_iter().flatten() {
         let port = subset
@@ -120,7 +173,8 @@ fn ready_backends(endpoints: &Value, name: &str) -> Vec<SocketAddr> {
             .and_then(|p| p.get("port")?.as_u64())
             .and_then(|p| u16::try_from(p).ok());
         let Some(port) = port else { continue };
-        for address in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
+        let addresses = subset.get("addresses").and_then(Value::as_array).into_iter().flatten();
+        for address in addresses.filter(|a| on_node(a, node)) {
             if let Some(ip) =
                 address.get("ip").and_then(Value::as_str).and_then(|ip| ip.parse::<Ipv4Addr>().ok())
             {
@@ -189,6 +243,38 @@ mod tests {
         assert!(table.ports(&key("web")).iter().all(|p| p.backends.is_empty()));
         assert_eq!(table.apply_services(Feed::Listed(vec![])), BTreeSet::from([key("web")]));
         assert!(table.ports(&key("web")).is_empty());
+    }
+
+    #[test]
+    fn a_local_load_balancer_counts_and_reaches_the_endpoints_on_one_node() {
+        let mut table = ServiceTable::default();
+        let service = json!({"metadata": {"namespace": "default", "name": "lb"},
+            "spec": {"clusterIP": "127.192.0.9", "type": "LoadBalancer",
+                "externalTrafficPolicy": "Local", "healthCheckNodePort": 30500,
+                "ports": [{"port": 80, "nodePort": 30080}]}});
+        table.apply_services(Feed::Listed(vec![service.clone()]));
+        assert_eq!(table.health_check(&key("lb"), "a"), Some((30500, 0)));
+        table.apply_endpoints(Feed::Listed(vec![json!({
+            "metadata": {"namespace": "default", "name": "lb"},
+            "subsets": [
+                {"addresses": [{"ip": "127.64.0.2", "nodeName": "a"},
+                               {"ip": "127.64.0.3", "nodeName": "b"}],
+                 "notReadyAddresses": [{"ip": "127.64.0.4", "nodeName": "a"}],
+                 "ports": [{"port": 8080}]},
+                {"addresses": [{"ip": "127.64.0.2", "nodeName": "a"}], "ports": [{"port": 8443}]}]})]));
+        // One address on `a`, whatever its ports; not-ready ones do not count.
+        assert_eq!(table.health_check(&key("lb"), "a"), Some((30500, 1)));
+        assert_eq!(table.health_check(&key("lb"), "c"), Some((30500, 0)));
+        let on_a = table.ports_on(&key("lb"), Some("a"));
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(on_a[0].backends, vec![addr("127.64.0.2:8080"), addr("127.64.0.2:8443")]);
+        assert_eq!(table.ports(&key("lb"))[0].backends.len(), 3);
+
+        // Without the Local policy there is no health check.
+        let mut cluster = service;
+        cluster["spec"]["externalTrafficPolicy"] = json!("Cluster");
+        table.apply_services(Feed::Listed(vec![cluster]));
+        assert_eq!(table.health_check(&key("lb"), "a"), None);
     }
 
     #[test]
