@@ -97,6 +97,7 @@ struct RawAgent {
     stop_containers_on_shutdown: bool,
     enable_debugging_handlers: bool,
     service_proxy: bool,
+    allowed_unsafe_sysctls: String,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -132,6 +133,7 @@ impl Default for RawAgent {
             stop_containers_on_shutdown: true,
             enable_debugging_handlers: true,
             service_proxy: true,
+            allowed_unsafe_sysctls: String::new(),
         }
     }
 }
@@ -751,6 +753,8 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     config.max_log_bytes = positive("agent.max_log_bytes", a.max_log_bytes)?;
     config.stop_containers_on_shutdown = a.stop_containers_on_shutdown;
     config.images = raw.runtime.images.clone();
+    config.sysctls = kplane_actors::agent::sysctls::SysctlAllowlist::new(&a.allowed_unsafe_sysctls)
+        .map_err(|message| invalid("agent.allowed_unsafe_sysctls", message))?;
     Ok(AgentSettings {
         enabled: a.enabled,
         runtime,
@@ -780,6 +784,25 @@ mod tests {
         std::fs::write(&path, toml).unwrap();
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Settings::load_from(&Overrides { config: Some(path), ..o }, env)
+    }
+
+    #[test]
+    fn only_namespaced_unsafe_sysctls_can_be_allowed() {
+        let env = [("KPLANE_AGENT__ALLOWED_UNSAFE_SYSCTLS", "kernel.msg*,net.core.somaxconn")];
+        let s = load("", &env, Overrides::default()).unwrap();
+        let pod = serde_json::json!({"spec": {"securityContext": {"sysctls": [
+            {"name": "kernel.msgmax", "value": "1"}]}}});
+        assert_eq!(s.agent.agent.sysctls.admit(&pod), Ok(()));
+        let bad = load(
+            "[agent]\nallowed_unsafe_sysctls = \"vm.swappiness\"\n",
+            &[],
+            Overrides::default(),
+        );
+        let error = bad.unwrap_err().to_string();
+        assert!(
+            error.starts_with("config key agent.allowed_unsafe_sysctls: \"vm.swappiness\""),
+            "{error}"
+        );
     }
 
     #[test]

@@ -1093,9 +1093,10 @@ async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
     agent.send(StopAgent).await.unwrap();
 }
 
-/// A pod bound to the node by its creator that does not fit beside what the node runs is
-/// rejected as the kubelet rejects it: Failed, its reason and message in the status and a
-/// Warning event, and none of its containers run; the pods that fit run.
+/// A pod bound to the node by its creator that does not fit beside what the node runs, or sets
+/// a sysctl the node does not allow, is rejected as the kubelet rejects it: Failed, its reason
+/// and message in the status and a Warning event, and none of its containers run; the pods
+/// that fit run.
 #[actix::test]
 async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
     let core = core().await;
@@ -1113,6 +1114,12 @@ async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
     picky["spec"]["nodeSelector"] = json!({"disk": "ssd"});
     ApiClient::create(&core, pods, "default", picky).await.unwrap();
     ApiClient::create(&core, pods, "default", pod("modest", "n10", sleeper("1m"))).await.unwrap();
+    // An unsafe sysctl the node does not allow: refused before its resources are looked at.
+    let mut tuned = pod("tuned", "n10", sleeper("100000"));
+    tuned["spec"]["securityContext"] =
+        json!({"sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"},
+            {"name": "net.core.somaxconn", "value": "1024"}]});
+    ApiClient::create(&core, pods, "default", tuned).await.unwrap();
     let rejected = eventually("greedy rejected", || async {
         get(&core, "pods", "default", "greedy").await.filter(|p| p["status"]["phase"] == "Failed")
     })
@@ -1141,6 +1148,17 @@ async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
                 "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node \
                  affinity/selector"
             )
+        )
+    );
+    let tuned = eventually("tuned rejected", || async {
+        get(&core, "pods", "default", "tuned").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    assert_eq!(
+        (&tuned["status"]["reason"], &tuned["status"]["message"]),
+        (
+            &json!("SysctlForbidden"),
+            &json!("Pod was rejected: forbidden sysctl: \"net.core.somaxconn\" not allowlisted")
         )
     );
     eventually("modest running", || async {

@@ -5,6 +5,7 @@
 //!
 //! - [`node_agent`]: the agent actor: registration, heartbeats, the pod list-watch.
 //! - [`admission`]: whether a new pod fits the node beside the pods it runs (or is rejected).
+//! - [`sysctls`]: the sysctls the node lets pods set (safe ones, and unsafe ones it allows).
 //! - [`pod_worker`]: one actor per pod: starts, restarts, probes and stops its containers and
 //!   writes the pod status.
 //! - [`runtime`]: how containers run: host processes, or simulated (like kwok).
@@ -27,6 +28,7 @@ pub mod pod_worker;
 pub mod probes;
 pub mod runtime;
 pub mod service_proxy;
+pub mod sysctls;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -85,6 +87,8 @@ pub struct AgentConfig {
     pub stop_containers_on_shutdown: bool,
     /// Extra node labels (besides kubernetes.io/hostname, os, arch).
     pub labels: HashMap<String, String>,
+    /// The sysctls pods may set (admission refuses others).
+    pub sysctls: sysctls::SysctlAllowlist,
 }
 
 impl AgentConfig {
@@ -111,6 +115,7 @@ impl AgentConfig {
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,
             labels: HashMap::new(),
+            sysctls: sysctls::SysctlAllowlist::default(),
         }
     }
 

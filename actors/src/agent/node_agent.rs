@@ -486,10 +486,11 @@ impl Handler<Admit> for NodeAgent {
             return;
         };
         let running = self.workers.values().filter(|a| !a.finished).map(|a| &a.info);
-        let verdict = match &msg.node {
+        // The sysctls first, as the kubelet's admit handlers run.
+        let verdict = self.config.sysctls.admit(&pod).and_then(|()| match &msg.node {
             Some(node) => admission::admit(&info, node, running),
             None => Ok(()),
-        };
+        });
         match verdict {
             Ok(()) => self.start_worker(workers_ctx, pod, info),
             Err(rejection) => self.reject(&pod, rejection, ctx),
