@@ -376,6 +376,10 @@ fn edit_and_explain() {
     let explained = kubectl.ok(&["explain", "pod.spec.containers.livenessProbe"]);
     assert!(explained.contains("KIND:") && explained.contains("Pod"), "{explained}");
     assert!(explained.contains("periodSeconds"), "{explained}");
+    // An enum field lists its values, and what each means.
+    let explained = kubectl.ok(&["explain", "pod.spec.containers.imagePullPolicy"]);
+    assert!(explained.contains("ENUM:\n    Always\n    IfNotPresent\n    Never\n"), "{explained}");
+    assert!(explained.contains("Possible enum values:"), "{explained}");
 }
 
 /// A pod created from YAML that carries a status (as `kubectl get -o yaml` prints it) starts

@@ -1116,8 +1116,7 @@ async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
     ApiClient::create(&core, pods, "default", pod("modest", "n10", sleeper("1m"))).await.unwrap();
     // An unsafe sysctl the node does not allow: refused before its resources are looked at.
     let mut tuned = pod("tuned", "n10", sleeper("100000"));
-    tuned["spec"]["securityContext"] =
-        json!({"sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"},
+    tuned["spec"]["securityContext"] = json!({"sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"},
             {"name": "net.core.somaxconn", "value": "1024"}]});
     ApiClient::create(&core, pods, "default", tuned).await.unwrap();
     let rejected = eventually("greedy rejected", || async {

@@ -38,6 +38,7 @@ use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+mod enums;
 mod omitted_zeros;
 mod shapes;
 mod v2;
@@ -209,6 +210,7 @@ fn build_docs() -> Docs {
     gen.subschema_for::<k8s_openapi::api::authentication::v1::TokenRequest>();
     let mut schemas = gen.take_definitions(true);
     declare_lists(&mut schemas);
+    declare_enums(&mut schemas);
     metadata_is_optional(&mut schemas);
 
     // Tag kinds with their GVK and derive their List schemas from the item schema.
@@ -255,6 +257,38 @@ fn build_docs() -> Docs {
     let version = crate::api::discovery::git_version();
     let v2 = V2Document::build(&schemas, &version);
     Docs { documents, index, shapes, v2 }
+}
+
+/// Lists the values of the fields whose Go type is an enum, as Kubernetes' documents do (and
+/// `kubectl explain` shows them): an `enum` on the property (on its items, for a list), and,
+/// for a single value, "Possible enum values" with each value's meaning after its description.
+fn declare_enums(schemas: &mut Map<String, Value>) {
+    for (schema, field, items, values) in enums::ENUM_FIELDS {
+        let property = schemas
+            .get_mut(*schema)
+            .and_then(|schema| schema.pointer_mut(&format!("/properties/{field}")))
+            .and_then(Value::as_object_mut);
+        let Some(property) = property else { continue };
+        let listed: Vec<&str> = values.iter().map(|(value, _)| *value).collect();
+        if *items {
+            if let Some(Value::Object(item)) = property.get_mut("items") {
+                item.insert("enum".into(), json!(listed));
+            }
+            continue;
+        }
+        property.insert("enum".into(), json!(listed));
+        let mut description =
+            property.get("description").and_then(Value::as_str).unwrap_or("").to_string();
+        description.push_str("\n\nPossible enum values:");
+        for (value, meaning) in values.iter() {
+            description.push_str(&format!("\n - `{value:?}`"));
+            if !meaning.is_empty() {
+                description.push(' ');
+                description.push_str(meaning);
+            }
+        }
+        property.insert("description".into(), json!(description));
+    }
 }
 
 /// `k8s-openapi` types hold their `metadata` as a plain field, so the derived schemas require
@@ -888,6 +922,33 @@ mod tests {
             assert!(!required.contains(&json!("metadata")), "{name}");
         }
         assert_eq!(schemas["io.k8s.api.core.v1.Container"]["required"], json!(["name"]));
+    }
+
+    #[test]
+    fn enum_fields_list_their_values_as_kubernetes_documents_do() {
+        let doc = document("api/v1");
+        let schemas = &doc["components"]["schemas"];
+        let restart = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["restartPolicy"];
+        assert_eq!(restart["enum"], json!(["Always", "Never", "OnFailure"]));
+        let described = restart["description"].as_str().unwrap();
+        assert!(
+            described.ends_with(
+                "#restart-policy\n\nPossible enum values:\n - `\"Always\"`\n - `\"Never\"`\n - \
+                 `\"OnFailure\"`"
+            ),
+            "{described}"
+        );
+        let pull = &schemas["io.k8s.api.core.v1.Container"]["properties"]["imagePullPolicy"];
+        assert!(pull["description"].as_str().unwrap().contains(
+            "\n - `\"IfNotPresent\"` means that kubelet pulls if the image isn't present on disk."
+        ));
+        // A list's values are its items'; its description stays as it is.
+        let modes =
+            &schemas["io.k8s.api.core.v1.PersistentVolumeClaimSpec"]["properties"]["accessModes"];
+        let expected =
+            json!(["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"]);
+        assert_eq!(modes["items"]["enum"], expected);
+        assert!(!modes["description"].as_str().unwrap().contains("Possible enum values"));
     }
 
     #[test]
