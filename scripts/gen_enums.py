@@ -14,32 +14,12 @@ import re
 import sys
 from pathlib import Path
 
-# The packages of the served kinds and of the bodies clients send (as gen_omitted_zeros.py).
-API_PACKAGES = [
-    "authentication/v1",
-    "authorization/v1",
-    "autoscaling/v1",
-    "coordination/v1",
-    "core/v1",
-    "discovery/v1",
-    "events/v1",
-    "policy/v1",
-    "rbac/v1",
-    "scheduling/v1",
-]
-STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.M | re.S)
-FIELD = re.compile(r'^\t(\w+)\s+(\S+)\s+`json:"([^",]*)((?:,[^"]*)?)"')
-INLINE = re.compile(r'^\t(\w+)\s+`json:",inline"')
+# The packages, Go struct and field patterns and file list are gen_omitted_zeros.py's.
+from gen_omitted_zeros import API_PACKAGES, FIELD, INLINE, STRUCT, go_files
+
 ENUM_TYPE = re.compile(r"^((?://.*\n)*)type (\w+) string\b", re.M)
 CONST_BLOCK = re.compile(r"^const \((.*?)^\)", re.M | re.S)
 CONST = re.compile(r'^\s*(\w+)\s+(\w+)\s*=\s*"([^"]*)"')
-
-
-def go_files(directory):
-    return [
-        p for p in sorted(Path(directory).glob("*.go"))
-        if not p.name.endswith("_test.go") and not p.name.startswith(("zz_", "generated"))
-    ]
 
 
 def enums(files):

@@ -71,7 +71,8 @@ impl Forwarder {
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
         let local = listener.local_addr()?;
-        let accepting = tokio::spawn(accept(listener, backends));
+        let accepting =
+            tokio::spawn(accept_each(listener, move |client| forward(client, backends.turn())));
         Ok(Forwarder { local, accepting })
     }
 
@@ -86,11 +87,17 @@ impl Drop for Forwarder {
     }
 }
 
-async fn accept(listener: TcpListener, backends: Backends) {
+/// Accepts connections on `listener` until dropped, each handled by `handle` in a task of its
+/// own.
+pub(super) async fn accept_each<F, Handled>(listener: TcpListener, handle: F)
+where
+    F: Fn(TcpStream) -> Handled,
+    Handled: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         match listener.accept().await {
             Ok((client, _)) => {
-                tokio::spawn(forward(client, backends.turn()));
+                tokio::spawn(handle(client));
             }
             Err(error) => {
                 tracing::warn!(addr = ?listener.local_addr().ok(), %error, "accepting a connection");

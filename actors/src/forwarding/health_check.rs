@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::forwarder::accept_each;
 use super::BindFailure;
 use crate::client::cache::Key;
 
@@ -22,8 +23,6 @@ use crate::client::cache::Key;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most of a request read before answering (a health check's request is a line or two).
 const MOST_READ: usize = 8 * 1024;
-/// The pause after a failed accept (out of file descriptors), so the loop does not spin.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// What one health check port answers about its service.
 #[derive(Debug)]
@@ -49,7 +48,9 @@ impl HealthCheckServer {
         let local = listener.local_addr()?;
         let health =
             Arc::new(Health { service, local_endpoints: AtomicUsize::new(local_endpoints) });
-        let accepting = tokio::spawn(accept(listener, health.clone()));
+        let answering = health.clone();
+        let accepting =
+            tokio::spawn(accept_each(listener, move |client| answer(client, answering.clone())));
         Ok(Self { health, local, accepting })
     }
 
@@ -65,20 +66,6 @@ impl HealthCheckServer {
 impl Drop for HealthCheckServer {
     fn drop(&mut self) {
         self.accepting.abort();
-    }
-}
-
-async fn accept(listener: TcpListener, health: Arc<Health>) {
-    loop {
-        match listener.accept().await {
-            Ok((client, _)) => {
-                tokio::spawn(answer(client, health.clone()));
-            }
-            Err(error) => {
-                tracing::warn!(addr = ?listener.local_addr().ok(), %error, "accepting a health check");
-                tokio::time::sleep(ACCEPT_PAUSE).await;
-            }
-        }
     }
 }
 
