@@ -3,9 +3,11 @@
 //! services, at this node's address and the port's node port; each connection goes to one of
 //! the port's ready endpoints, round robin (a port without one is not listened on, so a client
 //! is refused). A service that keeps outside traffic local (`externalTrafficPolicy: Local`)
-//! sends its node port's connections only to the endpoints on this node, and has its health
-//! check node port answered here; one that keeps inside traffic local
-//! (`internalTrafficPolicy: Local`) does the same for its cluster IP. It follows Services and
+//! sends its node port's connections from other machines only to the endpoints on this node
+//! (those from this machine are the node's own traffic, which kube-proxy sends to any), and
+//! has its health check node port answered here; one that keeps inside traffic local
+//! (`internalTrafficPolicy: Local`) sends its cluster IP's connections only to this node's
+//! endpoints. It follows Services and
 //! Endpoints; the listeners run on its own thread, so service traffic never waits behind the
 //! agent's other work.
 //!
@@ -23,7 +25,7 @@ use actix::prelude::*;
 use crate::client::cache::Key;
 use crate::client::ApiClient;
 use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
-use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable};
+use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable, Targets};
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -64,27 +66,28 @@ impl ServiceProxy {
     }
 
     /// Where `key`'s ports are served, each with its backends.
-    fn desired(&self, key: &Key) -> Vec<(SocketAddr, Vec<SocketAddr>)> {
+    fn desired(&self, key: &Key) -> Vec<(SocketAddr, Targets)> {
         let Some(service) = self.table.service(key) else { return Vec::new() };
         let Some(cluster_ip) = service_table::cluster_ip(service) else { return Vec::new() };
         let ports = self.table.ports(key);
         let local = self.table.ports_on(key, Some(&self.node_name));
-        let (inside, outside) = (
-            if service_table::keeps_internal_traffic_local(service) { &local } else { &ports },
-            if service_table::keeps_external_traffic_local(service) { &local } else { &ports },
-        );
+        let inside =
+            if service_table::keeps_internal_traffic_local(service) { &local } else { &ports };
+        let external_local = service_table::keeps_external_traffic_local(service);
         let mut desired = Vec::new();
         // A port with no ready endpoint (here, when its traffic stays local) is not listened
         // on: a client is refused, as kube-proxy rejects connections to a service without
         // endpoints.
-        for (inside, outside) in inside.iter().zip(outside) {
-            if let Some(node_port) = outside.node_port.filter(|_| !outside.backends.is_empty()) {
+        for ((port, local), inside) in ports.iter().zip(&local).zip(inside) {
+            if let Some(node_port) = port.node_port.filter(|_| !port.backends.is_empty()) {
                 let at_node = SocketAddr::new(self.node_address.into(), node_port);
-                desired.push((at_node, outside.backends.clone()));
+                let from_outside = external_local.then(|| local.backends.clone());
+                let targets = Targets { all: port.backends.clone(), from_outside };
+                desired.push((at_node, targets));
             }
             if !inside.backends.is_empty() {
                 let at_cluster_ip = SocketAddr::new(cluster_ip.into(), inside.port);
-                desired.push((at_cluster_ip, inside.backends.clone()));
+                desired.push((at_cluster_ip, inside.backends.clone().into()));
             }
         }
         desired

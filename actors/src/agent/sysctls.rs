@@ -92,7 +92,9 @@ impl SysctlAllowlist {
     /// be allowed: a node-wide one would let one pod change every pod's machine.
     pub fn new(allowed: &str) -> Result<Self, String> {
         let mut list = Self { names: Vec::new(), prefixes: Vec::new() };
-        let unsafe_ones = allowed.split(',').map(str::trim).filter(|s| !s.is_empty());
+        // Every entry of a list counts: an empty one (`a,,b`) is refused, as the kubelet does.
+        let listed = !allowed.trim().is_empty();
+        let unsafe_ones = allowed.split(',').map(str::trim).filter(|_| listed);
         for entry in SAFE.iter().copied().chain(unsafe_ones) {
             let entry = normalized(entry);
             let (name, pattern) = match entry.strip_suffix('*') {
@@ -215,5 +217,7 @@ mod tests {
             assert!(error.contains("not known to be namespaced"), "{error}");
         }
         assert!(SysctlAllowlist::new("net.*.x").unwrap_err().contains("not a sysctl name"));
+        assert!(SysctlAllowlist::new("kernel.sem,,net.core.somaxconn").is_err());
+        assert!(SysctlAllowlist::new(" ").is_ok(), "nothing listed");
     }
 }

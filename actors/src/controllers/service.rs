@@ -279,7 +279,7 @@ impl ServiceController {
             .table
             .ports(key)
             .into_iter()
-            .map(|port| (SocketAddr::new(ip.into(), port.port), port.backends))
+            .map(|port| (SocketAddr::new(ip.into(), port.port), port.backends.into()))
             .collect();
         if let Some(failure) = self.listeners.set(key, desired).into_iter().next() {
             return self.fail(

@@ -15,44 +15,82 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The pause after a failed accept (out of file descriptors), so the loop does not spin.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
+/// Where a listener's connections go: to `all`, except that a client on another machine goes
+/// to `from_outside` when there is such a list (a service that keeps outside traffic on the
+/// node it reaches, as kube-proxy sends only traffic that does not start on the node itself
+/// to the node's own endpoints).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    pub all: Vec<SocketAddr>,
+    pub from_outside: Option<Vec<SocketAddr>>,
+}
+
+impl From<Vec<SocketAddr>> for Targets {
+    fn from(all: Vec<SocketAddr>) -> Self {
+        Self { all, from_outside: None }
+    }
+}
+
 /// The addresses a listener forwards to, shared with the actor that keeps them current.
 #[derive(Debug, Clone, Default)]
 pub struct Backends(Arc<Shared>);
 
+/// A list of backends, shared with the connections reading it.
+type Addrs = Arc<[SocketAddr]>;
+
 #[derive(Debug, Default)]
 struct Shared {
-    addrs: RwLock<Arc<[SocketAddr]>>,
+    /// `Targets`, as they are read for each connection.
+    addrs: RwLock<(Addrs, Option<Addrs>)>,
     next: AtomicUsize,
 }
 
 impl Backends {
-    pub fn new(addrs: Vec<SocketAddr>) -> Self {
+    pub fn new(targets: impl Into<Targets>) -> Self {
         let backends = Backends::default();
-        backends.set(addrs);
+        backends.set(targets);
         backends
     }
 
     /// Replaces the addresses (connections under way keep theirs).
-    pub fn set(&self, addrs: Vec<SocketAddr>) {
+    pub fn set(&self, targets: impl Into<Targets>) {
+        let Targets { all, from_outside } = targets.into();
         let mut current = self.0.addrs.write().expect("backends lock");
-        if **current != *addrs {
-            *current = addrs.into();
+        if *current.0 != *all {
+            current.0 = all.into();
+        }
+        if current.1.as_deref() != from_outside.as_deref() {
+            current.1 = from_outside.map(Into::into);
         }
     }
 
-    pub fn current(&self) -> Arc<[SocketAddr]> {
-        self.0.addrs.read().expect("backends lock").clone()
+    /// The addresses for a client on this machine (`outside`: on another one).
+    fn current(&self, outside: bool) -> Addrs {
+        let current = self.0.addrs.read().expect("backends lock");
+        match &current.1 {
+            Some(from_outside) if outside => from_outside.clone(),
+            _ => current.0.clone(),
+        }
     }
 
     /// The order one connection tries the backends in: each connection starts one further
     /// along than the one before.
-    fn turn(&self) -> Vec<SocketAddr> {
-        let addrs = self.current();
+    fn turn(&self, outside: bool) -> Vec<SocketAddr> {
+        let addrs = self.current(outside);
         if addrs.is_empty() {
             return Vec::new();
         }
         let start = self.0.next.fetch_add(1, Ordering::Relaxed) % addrs.len();
         addrs[start..].iter().chain(&addrs[..start]).copied().collect()
+    }
+}
+
+/// Whether a connection's client is on another machine: not a loopback address, nor the
+/// address it reached (a machine reaching one of its own addresses comes from it).
+fn from_outside(client: &TcpStream) -> bool {
+    match (client.peer_addr(), client.local_addr()) {
+        (Ok(peer), Ok(local)) => !peer.ip().is_loopback() && peer.ip() != local.ip(),
+        _ => false,
     }
 }
 
@@ -71,8 +109,10 @@ impl Forwarder {
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
         let local = listener.local_addr()?;
-        let accepting =
-            tokio::spawn(accept_each(listener, move |client| forward(client, backends.turn())));
+        let accepting = tokio::spawn(accept_each(listener, move |client| {
+            let order = backends.turn(from_outside(&client));
+            forward(client, order)
+        }));
         Ok(Forwarder { local, accepting })
     }
 
@@ -168,6 +208,23 @@ mod tests {
 
         backends.set(vec![a]);
         assert_eq!(read_all(forwarder.local_addr()).await, "a");
+    }
+
+    #[test]
+    fn clients_from_outside_take_turns_over_their_own_list_when_there_is_one() {
+        let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let backends = Backends::new(Targets {
+            all: vec![addr(1), addr(2)],
+            from_outside: Some(vec![addr(2)]),
+        });
+        assert_eq!(backends.turn(true), vec![addr(2)]);
+        let inside = [backends.turn(false), backends.turn(false)];
+        assert!(inside.iter().all(|order| order.len() == 2), "{inside:?}");
+        // None to send an outside client to: it is closed, not sent elsewhere.
+        backends.set(Targets { all: vec![addr(1)], from_outside: Some(Vec::new()) });
+        assert_eq!(backends.turn(true), Vec::new());
+        backends.set(vec![addr(1)]);
+        assert_eq!(backends.turn(true), vec![addr(1)]);
     }
 
     #[tokio::test]

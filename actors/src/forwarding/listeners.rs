@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
-use super::{Backends, Forwarder};
+use super::{Backends, Forwarder, Targets};
 use crate::client::cache::Key;
 
 /// A listener that could not be bound.
@@ -36,11 +36,7 @@ impl Listeners {
     /// Makes `service`'s listeners exactly `desired` (each address with the backends it
     /// forwards to). Returns the addresses it could not bind this time (not those that failed
     /// before and still fail).
-    pub fn set(
-        &mut self,
-        service: &Key,
-        desired: Vec<(SocketAddr, Vec<SocketAddr>)>,
-    ) -> Vec<BindFailure> {
+    pub fn set(&mut self, service: &Key, desired: Vec<(SocketAddr, Targets)>) -> Vec<BindFailure> {
         let now: BTreeSet<SocketAddr> = desired.iter().map(|(addr, _)| *addr).collect();
         for gone in self.by_service.remove(service).unwrap_or_default().difference(&now) {
             self.wanted.remove(gone);
@@ -142,13 +138,13 @@ mod tests {
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let backend: SocketAddr = "127.0.0.1:1".parse().unwrap();
 
-        let failures = listeners.set(&key("a"), vec![(free, vec![backend]), (busy, vec![])]);
+        let failures = listeners.set(&key("a"), vec![(free, to(&[backend])), (busy, to(&[]))]);
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert_eq!(failures[0].addr, busy);
         assert_eq!(listeners.bound(&key("a")), vec![free]);
         assert!(!listeners.all_bound(&key("a")));
         // Setting the same again reports nothing new, and keeps the bound socket.
-        assert!(listeners.set(&key("a"), vec![(free, vec![]), (busy, vec![])]).is_empty());
+        assert!(listeners.set(&key("a"), vec![(free, to(&[])), (busy, to(&[]))]).is_empty());
         assert!(listeners.retry().is_empty());
 
         drop(taken);
@@ -156,21 +152,25 @@ mod tests {
         assert!(listeners.all_bound(&key("a")));
 
         // An address handed to another service, and back, keeps its socket.
-        assert!(listeners.set(&key("b"), vec![(free, vec![backend])]).is_empty());
+        assert!(listeners.set(&key("b"), vec![(free, to(&[backend]))]).is_empty());
         assert_eq!(
             (listeners.bound(&key("a")), listeners.bound(&key("b"))),
             (vec![busy], vec![free])
         );
-        assert!(listeners.set(&key("a"), vec![(free, vec![]), (busy, vec![])]).is_empty());
+        assert!(listeners.set(&key("a"), vec![(free, to(&[])), (busy, to(&[]))]).is_empty());
         assert!(listeners.bound(&key("b")).is_empty() && listeners.all_bound(&key("a")));
 
         // What the service no longer wants is closed (once the runtime has dropped its task):
         // its address can be bound again.
-        listeners.set(&key("a"), vec![(free, vec![])]);
+        listeners.set(&key("a"), vec![(free, to(&[]))]);
         until_bindable(busy).await;
         listeners.set(&key("a"), vec![]);
         assert!(listeners.bound(&key("a")).is_empty());
         until_bindable(free).await;
+    }
+
+    fn to(addrs: &[SocketAddr]) -> Targets {
+        addrs.to_vec().into()
     }
 
     async fn until_bindable(addr: SocketAddr) {

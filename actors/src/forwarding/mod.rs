@@ -14,7 +14,7 @@ pub mod health_check;
 pub mod listeners;
 pub mod service_table;
 
-pub use forwarder::{Backends, Forwarder};
+pub use forwarder::{Backends, Forwarder, Targets};
 pub use health_check::HealthChecks;
 pub use listeners::{BindFailure, Listeners};
 pub use service_table::{ServicePort, ServiceTable};
