@@ -232,6 +232,7 @@ async fn dispatch(
             let mut response =
                 object_response(&req, StatusCode::CREATED, resource, &created, &query)?;
             add_warnings(&mut response, &warnings);
+            add_warnings(&mut response, &stored_warnings(resource, &created, false));
             Ok(response)
         }
         (Method::PUT, Some(name)) => {
@@ -257,6 +258,7 @@ async fn dispatch(
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
             let mut response = object_response(&req, code, resource, &updated, &query)?;
             add_warnings(&mut response, &warnings);
+            add_warnings(&mut response, &stored_warnings(resource, &updated, status_only));
             Ok(response)
         }
         (Method::DELETE, Some(name)) if !status_only => {
@@ -303,7 +305,10 @@ async fn dispatch(
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
-                return object_response(&req, code, resource, &applied.object, &query);
+                let mut response = object_response(&req, code, resource, &applied.object, &query)?;
+                let warnings = stored_warnings(resource, &applied.object, status_only);
+                add_warnings(&mut response, &warnings);
+                return Ok(response);
             };
             let options = query.write_options(&req)?;
             if options.force {
@@ -341,6 +346,7 @@ async fn dispatch(
             if !notes.repeated_owners.is_empty() {
                 warnings.push(kplane_actors::model::owners::warning(&notes.repeated_owners, true));
             }
+            warnings.extend(stored_warnings(resource, &patched, status_only));
             add_warnings(&mut response, &warnings);
             Ok(response)
         }
@@ -706,6 +712,19 @@ async fn read_delete_options(
     body::check_delete_options(&mut options)?;
     // As in Kubernetes, the query's options count only when there is no body.
     Query::of("")?.delete_options(Some(&options))
+}
+
+/// What Kubernetes' strategy warns about an object as written (a service's odd addresses and
+/// ignored fields: `validation::service_warnings`); nothing about a status write.
+fn stored_warnings(
+    resource: &ResourceType,
+    object: &StoredObject,
+    status_only: bool,
+) -> Vec<String> {
+    if status_only || !(resource.group.is_empty() && resource.plural == "services") {
+        return Vec::new();
+    }
+    kplane_actors::model::validation::service_warnings(&object.to_value())
 }
 
 /// Adds each warning as a `Warning: 299 - "text"` header, its quotes escaped as the header's

@@ -84,6 +84,48 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     assert_eq!(server.post(SERVICES, &taken_port).0, 201);
 }
 
+/// The API server's warnings about a service (Kubernetes 1.32's): addresses Go's strict parser
+/// would refuse, and fields the service's type ignores; kubectl prints them.
+#[test]
+fn odd_service_fields_are_warned_about() {
+    let server = Server::start();
+    let warned = |body: &Value| -> Vec<String> {
+        let response = server.http.post(server.url(SERVICES)).json(body).send().unwrap();
+        assert_eq!(response.status(), 201);
+        let headers = response.headers().get_all("warning").iter();
+        headers.map(|h| h.to_str().unwrap().to_string()).collect()
+    };
+    let odd = service(
+        "odd",
+        json!({"externalIPs": ["127.0.0.010"], "externalName": "example.com",
+            "loadBalancerIP": "abc"}),
+    );
+    assert_eq!(
+        warned(&odd),
+        [
+            "299 - \"spec.externalIPs[0]: IP address was accepted, but will be invalid in a \
+             future Kubernetes release: ParseAddr(\\\"127.0.0.010\\\"): IPv4 field has octet with \
+             leading zero\"",
+            "299 - \"spec.loadBalancerIP: IP address was accepted, but will be invalid in a \
+             future Kubernetes release: ParseAddr(\\\"abc\\\"): unable to parse IP\"",
+            "299 - \"spec.externalName is ignored when spec.type is not \\\"ExternalName\\\"\"",
+        ]
+    );
+    assert!(warned(&service("plain", json!({}))).is_empty());
+    let kubectl = server.kubectl();
+    let file = kubectl.write(
+        "named.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: named}\nspec:\n  type: ExternalName\n  \
+         externalName: example.com\n  externalIPs: [127.0.0.9]\n",
+    );
+    let (ok, _, stderr) = kubectl.run(&["create", "-f", file.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("Warning: spec.externalIPs is ignored when spec.type is \"ExternalName\""),
+        "{stderr}"
+    );
+}
+
 /// A one-off /24 inside 127.0.0.0/8 whose second octet is `base` plus up to 29, so that tests
 /// running at once each have their own addresses.
 fn private_range(base: u8) -> String {

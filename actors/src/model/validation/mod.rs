@@ -16,6 +16,7 @@ mod service;
 mod storage;
 
 use addresses::validate_ip;
+pub use service::warnings as service_warnings;
 
 /// One invalid field, as reported in a 422 Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]

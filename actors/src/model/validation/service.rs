@@ -4,7 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use super::addresses::{parse_ip, validate_cidr, validate_ip, validate_non_special_ip};
+use super::addresses::{
+    cidr_warning, ip_warning, parse_ip, validate_cidr, validate_ip, validate_non_special_ip,
+};
 use super::{
     dns1123_subdomain_errors, label_key_errors, port_number, port_number_or_name, port_protocol,
     validate_labels, FieldError,
@@ -20,6 +22,47 @@ const TOPOLOGY_HINTS: &str = "service.kubernetes.io/topology-aware-hints";
 const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 const ONLY_LOAD_BALANCERS: &str = "may only be used when `type` is 'LoadBalancer'";
 const TRAFFIC_POLICIES: [&str; 2] = ["Cluster", "Local"];
+
+/// The API server's warnings about a service it stores (Kubernetes 1.32's
+/// `GetWarningsForService`): the deprecated topology annotation, addresses and networks that
+/// Go's strict parser would refuse or that are IPv6 not written canonically, and fields its
+/// type ignores.
+pub fn warnings(service: &Value) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let annotations = json::at(service, "/metadata/annotations").and_then(Value::as_object);
+    if annotations.is_some_and(|a| a.contains_key(TOPOLOGY_HINTS)) {
+        warnings.push(format!(
+            "annotation {TOPOLOGY_HINTS} is deprecated, please use {TOPOLOGY_MODE} instead"
+        ));
+    }
+    let Some(spec) = service.get("spec").and_then(Value::as_object) else { return warnings };
+    let text = |field: &str| spec.get(field).and_then(Value::as_str).unwrap_or("");
+    let listed = |field: &str| json::strings(&service["spec"], field);
+    let cluster_ip = text("clusterIP");
+    if !cluster_ip.is_empty() && cluster_ip != "None" {
+        for (i, ip) in listed("clusterIPs").iter().enumerate() {
+            warnings.extend(ip_warning(&format!("spec.clusterIPs[{i}]"), ip));
+        }
+    }
+    let external_ips = listed("externalIPs");
+    for (i, ip) in external_ips.iter().enumerate() {
+        warnings.extend(ip_warning(&format!("spec.externalIPs[{i}]"), ip));
+    }
+    if !text("loadBalancerIP").is_empty() {
+        warnings.extend(ip_warning("spec.loadBalancerIP", text("loadBalancerIP")));
+    }
+    for (i, cidr) in listed("loadBalancerSourceRanges").iter().enumerate() {
+        warnings.extend(cidr_warning(&format!("spec.loadBalancerSourceRanges[{i}]"), cidr));
+    }
+    let external_name = text("type") == "ExternalName";
+    if external_name && !external_ips.is_empty() {
+        warnings.push("spec.externalIPs is ignored when spec.type is \"ExternalName\"".into());
+    }
+    if !external_name && !text("externalName").is_empty() {
+        warnings.push("spec.externalName is ignored when spec.type is not \"ExternalName\"".into());
+    }
+    warnings
+}
 
 /// A service, as created or replaced.
 pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
