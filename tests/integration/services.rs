@@ -84,6 +84,63 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     assert_eq!(server.post(SERVICES, &taken_port).0, 201);
 }
 
+const LEAVING: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: leaving, labels: {app: leaving}}
+spec:
+  terminationGracePeriodSeconds: 8
+  containers:
+  - name: c
+    image: kplane/agnhost
+    args: ["serve-hostname"]
+    ports: [{containerPort: 9376}]
+    readinessProbe: {httpGet: {port: 9376}, periodSeconds: 1}
+    lifecycle: {preStop: {sleep: {seconds: 6}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: leaving}
+spec:
+  selector: {app: leaving}
+  ports: [{port: 8080, targetPort: 9376}]
+"#;
+
+/// A service whose only pod is being deleted keeps sending it connections while it still
+/// serves in its grace period (its endpoint terminating, not ready), as kube-proxy does.
+#[test]
+fn a_terminating_pod_still_serves_its_service_until_it_stops() {
+    let n = crate::util::free_port();
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+        ("KPLANE_AGENT__ADDRESS", &format!("127.252.{}.{}", n / 256, n % 256 / 2 * 2 + 1)),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200"),
+        ("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", &private_range(190)),
+    ]);
+    let kubectl = server.kubectl();
+    let http =
+        reqwest::blocking::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    kubectl.ok(&["apply", "-f", kubectl.write("leaving.yaml", LEAVING).to_str().unwrap()]);
+    let (_, service) = server.get(&format!("{SERVICES}/leaving"));
+    let cluster_ip = format!("{}:8080", service["spec"]["clusterIP"].as_str().unwrap());
+    reaches_all(&http, &cluster_ip, &BTreeSet::from(["leaving".into()]));
+
+    kubectl.ok(&["delete", "pod", "leaving", "--wait=false"]);
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices\
+                  ?labelSelector=kubernetes.io%2Fservice-name%3Dleaving";
+    wait_until(WAIT, "the endpoint is terminating", || {
+        let (_, list) = server.get(slices);
+        list["items"][0]["endpoints"][0]["conditions"]
+            == json!({"ready": false, "serving": true, "terminating": true})
+    });
+    assert_eq!(hostname_at(&http, &cluster_ip).as_deref(), Some("leaving"));
+    wait_until(WAIT, "the pod is gone", || {
+        server.get("/api/v1/namespaces/default/pods/leaving").0 == 404
+    });
+    wait_until(WAIT, "the cluster IP refuses", || refused(&cluster_ip));
+}
+
 /// The API server's warnings about a service (Kubernetes 1.32's): addresses Go's strict parser
 /// would refuse, and fields the service's type ignores; kubectl prints them.
 #[test]

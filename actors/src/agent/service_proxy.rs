@@ -1,15 +1,14 @@
 //! The service proxy (kube-proxy's job, as its userspace mode did it): every TCP port of every
 //! Service with a cluster IP is served at that IP, and, for NodePort and LoadBalancer
 //! services, at this node's address and the port's node port; each connection goes to one of
-//! the port's ready endpoints, round robin (a port without one is not listened on, so a client
-//! is refused). A service that keeps outside traffic local (`externalTrafficPolicy: Local`)
+//! the port's ready endpoints (or, with none, those serving while they terminate), round robin
+//! (a port without either is not listened on, so a client is refused). A service that keeps outside traffic local (`externalTrafficPolicy: Local`)
 //! sends its node port's connections from other machines only to the endpoints on this node
 //! (those from this machine are the node's own traffic, which kube-proxy sends to any), and
 //! has its health check node port answered here; one that keeps inside traffic local
 //! (`internalTrafficPolicy: Local`) sends its cluster IP's connections only to this node's
-//! endpoints. It follows Services and
-//! Endpoints; the listeners run on its own thread, so service traffic never waits behind the
-//! agent's other work.
+//! endpoints. It follows Services and EndpointSlices; the listeners run on its own thread, so
+//! service traffic never waits behind the agent's other work.
 //!
 //! Every cluster IP is in 127.0.0.0/8, which Linux routes to this machine whole: no address
 //! has to be configured. One proxy per machine serves each address: a second agent on the same
@@ -24,7 +23,7 @@ use actix::prelude::*;
 
 use crate::client::cache::Key;
 use crate::client::ApiClient;
-use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
+use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
 use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable, Targets};
 
 /// How often listeners that could not be bound are tried again.
@@ -139,11 +138,11 @@ impl Handler<ServicesFeed> for ServiceProxy {
     }
 }
 
-impl Handler<EndpointsFeed> for ServiceProxy {
+impl Handler<EndpointSlicesFeed> for ServiceProxy {
     type Result = ();
 
-    fn handle(&mut self, msg: EndpointsFeed, _: &mut Context<Self>) {
-        let changed = self.table.apply_endpoints(msg.0);
+    fn handle(&mut self, msg: EndpointSlicesFeed, _: &mut Context<Self>) {
+        let changed = self.table.apply_slices(msg.0);
         self.sync(changed);
     }
 }

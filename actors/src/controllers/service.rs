@@ -25,7 +25,7 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::Feed;
 use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
-use crate::forwarding::service_table::{self, EndpointsFeed, ServicesFeed};
+use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
 use crate::forwarding::{Listeners, ServiceTable};
 use crate::model::{json, resources};
 
@@ -442,11 +442,11 @@ impl Handler<ServicesFeed> for ServiceController {
     }
 }
 
-impl Handler<EndpointsFeed> for ServiceController {
+impl Handler<EndpointSlicesFeed> for ServiceController {
     type Result = ();
 
-    fn handle(&mut self, msg: EndpointsFeed, ctx: &mut Context<Self>) {
-        let changed = self.table.apply_endpoints(msg.0);
+    fn handle(&mut self, msg: EndpointSlicesFeed, ctx: &mut Context<Self>) {
+        let changed = self.table.apply_slices(msg.0);
         // Only the backends of services with a load balancer change.
         let served: BTreeSet<Key> =
             changed.into_iter().filter(|key| self.pool.held_by(key).is_some()).collect();

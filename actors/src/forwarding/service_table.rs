@@ -1,6 +1,8 @@
-//! The Services and Endpoints a forwarding actor follows, by namespace and name, and what each
-//! service port forwards to: the ready addresses of the service's Endpoints, at the port of
-//! the same name (an unnamed port when the service has only one), TCP only.
+//! The Services and EndpointSlices a forwarding actor follows, and what each service port
+//! forwards to, as kube-proxy chooses it: the ready endpoints of the service's IPv4 slices, at
+//! the slice port of the same name (an unnamed port when the service has only one), TCP only;
+//! when none is ready, those still serving while they terminate (a pod in its grace period
+//! keeps its connections coming until a replacement is ready).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -21,11 +23,14 @@ pub struct ServicePort {
     pub backends: Vec<SocketAddr>,
 }
 
-/// Services and their Endpoints, as their list-watches report them.
+/// An EndpointSlice's key: its service's, then its own name.
+type SliceKey = (Key, String);
+
+/// Services and their EndpointSlices, as their list-watches report them.
 #[derive(Debug, Default)]
 pub struct ServiceTable {
     services: BTreeMap<Key, Value>,
-    endpoints: BTreeMap<Key, Value>,
+    slices: BTreeMap<SliceKey, Value>,
 }
 
 /// A report of the Services' list-watch, to an actor that [`follow`]s them.
@@ -33,22 +38,35 @@ pub struct ServiceTable {
 #[rtype(result = "()")]
 pub struct ServicesFeed(pub Feed);
 
-/// A report of the Endpoints' list-watch, likewise.
+/// A report of the EndpointSlices' list-watch, likewise.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
-pub struct EndpointsFeed(pub Feed);
+pub struct EndpointSlicesFeed(pub Feed);
 
-/// Runs the list-watches of every Service and every Endpoints for the actor of `ctx`.
+/// The label naming a slice's service.
+const SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+/// Runs the list-watches of every Service and every EndpointSlice for the actor of `ctx`.
 pub fn follow<A>(ctx: &actix::Context<A>, client: std::sync::Arc<dyn ApiClient>)
 where
     A: actix::Actor<Context = actix::Context<A>>
         + actix::Handler<ServicesFeed>
-        + actix::Handler<EndpointsFeed>,
+        + actix::Handler<EndpointSlicesFeed>,
 {
     let all = Scope::default();
     let services = resources::core("services");
     informer::feed_actor(ctx, client.clone(), services, all.clone(), ServicesFeed);
-    informer::feed_actor(ctx, client, resources::core("endpoints"), all, EndpointsFeed);
+    let slices = resources::find("discovery.k8s.io", "v1", "endpointslices")
+        .expect("EndpointSlices are served");
+    informer::feed_actor(ctx, client, slices, all, EndpointSlicesFeed);
+}
+
+/// A slice's key, by the service its label names.
+fn slice_key(slice: &Value) -> SliceKey {
+    let (namespace, name) = key_of(slice);
+    let labels = json::at(slice, "/metadata/labels");
+    let service = labels.and_then(|l| l.get(SERVICE_NAME)).and_then(Value::as_str);
+    ((namespace, service.unwrap_or("").to_string()), name)
 }
 
 impl ServiceTable {
@@ -57,10 +75,20 @@ impl ServiceTable {
         apply_feed(&mut self.services, feed, key_of, |service| service)
     }
 
-    /// Applies a report of the endpoints' list-watch; returns the services whose backends it
-    /// may have changed (an Endpoints object is its service's by name).
-    pub fn apply_endpoints(&mut self, feed: Feed) -> BTreeSet<Key> {
-        apply_feed(&mut self.endpoints, feed, key_of, |endpoints| endpoints)
+    /// Applies a report of the slices' list-watch; returns the services whose backends it may
+    /// have changed (a slice is its service's by its `kubernetes.io/service-name` label).
+    pub fn apply_slices(&mut self, feed: Feed) -> BTreeSet<Key> {
+        let changed = apply_feed(&mut self.slices, feed, slice_key, |slice| slice);
+        let services = changed.into_iter().map(|(service, _)| service);
+        services.filter(|(_, name)| !name.is_empty()).collect()
+    }
+
+    /// The slices of the service `key`.
+    fn slices_of<'a>(&'a self, key: &Key) -> impl Iterator<Item = &'a Value> + 'a {
+        let key = key.clone();
+        let from = (key.clone(), String::new());
+        let own = self.slices.range(from..).take_while(move |((service, _), _)| *service == key);
+        own.map(|(_, slice)| slice)
     }
 
     pub fn service(&self, key: &Key) -> Option<&Value> {
@@ -79,7 +107,6 @@ impl ServiceTable {
     /// The TCP ports of the service, each with its backends on node `node` (or on any node).
     pub fn ports_on(&self, key: &Key, node: Option<&str>) -> Vec<ServicePort> {
         let Some(service) = self.services.get(key) else { return Vec::new() };
-        let endpoints = self.endpoints.get(key);
         json::at(service, "/spec/ports")
             .and_then(Value::as_array)
             .into_iter()
@@ -95,7 +122,7 @@ impl ServiceTable {
                         .and_then(Value::as_u64)
                         .and_then(|p| u16::try_from(p).ok())
                         .filter(|p| *p != 0),
-                    backends: endpoints.map(|e| ready_backends(e, name, node)).unwrap_or_default(),
+                    backends: backends(self.slices_of(key), name, node),
                 })
             })
             .collect()
@@ -112,12 +139,10 @@ impl ServiceTable {
         let port = json::at(service, "/spec/healthCheckNodePort")?.as_u64()?;
         let port = u16::try_from(port).ok().filter(|p| *p != 0)?;
         let local: BTreeSet<&str> = self
-            .endpoints
-            .get(key)
-            .map(|e| ready_addresses(e).filter(|a| on_node(a, Some(node))))
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.get("ip").and_then(Value::as_str))
+            .slices_of(key)
+            .flat_map(endpoints)
+            .filter(|e| on_node(e, Some(node)) && Condition::of(e) == Condition::Ready)
+            .filter_map(address)
             .collect();
         Some((port, local.len()))
     }
@@ -139,14 +164,43 @@ pub fn keeps_internal_traffic_local(service: &Value) -> bool {
     json::at(service, "/spec/internalTrafficPolicy").and_then(Value::as_str) == Some("Local")
 }
 
-fn ready_addresses(endpoints: &Value) -> impl Iterator<Item = &Value> {
-    let subsets = endpoints.get("subsets").and_then(Value::as_array).into_iter().flatten();
-    subsets.flat_map(|s| s.get("addresses").and_then(Value::as_array).into_iter().flatten())
+/// An IPv4 slice's endpoints (kplane serves IPv4 alone).
+fn endpoints(slice: &Value) -> impl Iterator<Item = &Value> {
+    let ipv4 = slice.get("addressType").and_then(Value::as_str) == Some("IPv4");
+    let listed = slice.get("endpoints").and_then(Value::as_array).filter(|_| ipv4);
+    listed.into_iter().flatten()
 }
 
-/// Whether an endpoint address runs on `node` (any address, without one).
-fn on_node(address: &Value, node: Option<&str>) -> bool {
-    node.is_none_or(|node| address.get("nodeName").and_then(Value::as_str) == Some(node))
+/// An endpoint's address (its first; the others are the same endpoint's).
+fn address(endpoint: &Value) -> Option<&str> {
+    endpoint.pointer("/addresses/0").and_then(Value::as_str)
+}
+
+/// What an endpoint is good for, from its conditions: `ready` unset counts as ready, and
+/// `serving` unset as `ready`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Condition {
+    Ready,
+    /// Not ready, since it is terminating, but still serving.
+    ServingTerminating,
+    Unready,
+}
+
+impl Condition {
+    fn of(endpoint: &Value) -> Self {
+        let flag = |name: &str| endpoint.pointer(&format!("/conditions/{name}"))?.as_bool();
+        let ready = flag("ready").unwrap_or(true);
+        match (ready, flag("serving").unwrap_or(ready), flag("terminating").unwrap_or(false)) {
+            (true, _, _) => Self::Ready,
+            (false, true, true) => Self::ServingTerminating,
+            _ => Self::Unready,
+        }
+    }
+}
+
+/// Whether an endpoint runs on `node` (any endpoint, without one).
+fn on_node(endpoint: &Value, node: Option<&str>) -> bool {
+    node.is_none_or(|node| endpoint.get("nodeName").and_then(Value::as_str) == Some(node))
 }
 
 fn is_tcp(port: &Value) -> bool {
@@ -158,12 +212,17 @@ pub fn cluster_ip(service: &Value) -> Option<Ipv4Addr> {
     json::at(service, "/spec/clusterIP").and_then(Value::as_str)?.parse().ok()
 }
 
-/// The ready addresses of `endpoints` (those on `node`, when given) at their port named
-/// `name`, in the order listed.
-fn ready_backends(endpoints: &Value, name: &str, node: Option<&str>) -> Vec<SocketAddr> {
-    let mut backends = Vec::new();
-    for subset in endpoints.get("subsets").and_then(Value::as_array).into_iter().flatten() {
-        let port = subset
+/// Where a service port named `name` forwards to, from the service's `slices`: the ready
+/// endpoints (those on `node`, when given) at their slice's port of that name, in the slices'
+/// order; when none is ready, those serving while they terminate.
+fn backends<'a>(
+    slices: impl Iterator<Item = &'a Value>,
+    name: &str,
+    node: Option<&str>,
+) -> Vec<SocketAddr> {
+    let (mut ready, mut terminating) = (Vec::new(), Vec::new());
+    for slice in slices {
+        let port = slice
             .get("ports")
             .and_then(Value::as_array)
             .into_iter()
@@ -173,16 +232,22 @@ fn ready_backends(endpoints: &Value, name: &str, node: Option<&str>) -> Vec<Sock
             .and_then(|p| p.get("port")?.as_u64())
             .and_then(|p| u16::try_from(p).ok());
         let Some(port) = port else { continue };
-        let addresses = subset.get("addresses").and_then(Value::as_array).into_iter().flatten();
-        for address in addresses.filter(|a| on_node(a, node)) {
-            if let Some(ip) =
-                address.get("ip").and_then(Value::as_str).and_then(|ip| ip.parse::<Ipv4Addr>().ok())
-            {
-                backends.push(SocketAddr::new(ip.into(), port));
+        for endpoint in endpoints(slice).filter(|e| on_node(e, node)) {
+            let Some(ip) = address(endpoint).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) else {
+                continue;
+            };
+            match Condition::of(endpoint) {
+                Condition::Ready => ready.push(SocketAddr::new(ip.into(), port)),
+                Condition::ServingTerminating => terminating.push(SocketAddr::new(ip.into(), port)),
+                Condition::Unready => {}
             }
         }
     }
-    backends
+    if ready.is_empty() {
+        terminating
+    } else {
+        ready
+    }
 }
 
 #[cfg(test)]
@@ -195,30 +260,57 @@ mod tests {
         ("default".into(), name.into())
     }
 
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    /// The slice `name` of `service`, with `ports` and `endpoints`.
+    fn slice(service: &str, name: &str, ports: Value, endpoints: Value) -> Value {
+        json!({"metadata": {"namespace": "default", "name": name,
+                "labels": {"kubernetes.io/service-name": service}},
+            "addressType": "IPv4", "ports": ports, "endpoints": endpoints})
+    }
+
+    fn at(ip: &str) -> Value {
+        json!({"addresses": [ip]})
+    }
+
     #[test]
-    fn ports_forward_to_the_ready_addresses_of_their_named_endpoint_port() {
+    fn ports_forward_to_the_ready_endpoints_of_their_named_slice_port() {
         let mut table = ServiceTable::default();
         let service = json!({"metadata": {"namespace": "default", "name": "web"},
             "spec": {"clusterIP": "127.192.0.7", "type": "NodePort", "ports": [
                 {"name": "http", "port": 80, "nodePort": 30080},
                 {"name": "dns", "port": 53, "protocol": "UDP"},
                 {"name": "admin", "port": 8081, "nodePort": 30081}]}});
-        let endpoints = json!({"metadata": {"namespace": "default", "name": "web"},
-            "subsets": [
-                {"addresses": [{"ip": "127.64.0.2"}, {"ip": "127.64.0.3"}],
-                 "notReadyAddresses": [{"ip": "127.64.0.4"}],
-                 "ports": [{"name": "http", "port": 8080}, {"name": "admin", "port": 9000}]},
-                {"addresses": [{"ip": "127.64.1.2"}], "ports": [{"name": "http", "port": 8443}]}]});
+        let first = slice(
+            "web",
+            "web-a",
+            json!([{"name": "http", "port": 8080}, {"name": "admin", "port": 9000}]),
+            json!([at("127.64.0.2"), {"addresses": ["127.64.0.3"], "conditions": {"ready": true}},
+                {"addresses": ["127.64.0.4"], "conditions": {"ready": false}}]),
+        );
+        let second = slice(
+            "web",
+            "web-b",
+            json!([{"name": "http", "port": 8443}]),
+            json!([at("127.64.1.2")]),
+        );
+        let unrelated = slice(
+            "other",
+            "other-a",
+            json!([{"name": "http", "port": 1}]),
+            json!([at("127.9.9.9")]),
+        );
         assert_eq!(
             table.apply_services(Feed::Listed(vec![service.clone()])),
             BTreeSet::from([key("web")])
         );
         assert_eq!(table.ports(&key("web"))[0].backends, Vec::<SocketAddr>::new());
-        table.apply_endpoints(Feed::Changed(EventType::Added, endpoints.clone()));
-        let ports = table.ports(&key("web"));
-        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let listed = Feed::Listed(vec![first.clone(), second.clone(), unrelated]);
+        assert_eq!(table.apply_slices(listed), BTreeSet::from([key("web"), key("other")]));
         assert_eq!(
-            ports,
+            table.ports(&key("web")),
             vec![
                 ServicePort {
                     port: 80,
@@ -239,10 +331,33 @@ mod tests {
         assert_eq!(cluster_ip(&service), Some(Ipv4Addr::new(127, 192, 0, 7)));
         assert_eq!(cluster_ip(&json!({"spec": {"clusterIP": "None"}})), None);
 
-        table.apply_endpoints(Feed::Changed(EventType::Deleted, endpoints));
+        let gone = table.apply_slices(Feed::Changed(EventType::Deleted, second));
+        assert_eq!(gone, BTreeSet::from([key("web")]));
+        assert_eq!(table.ports(&key("web"))[0].backends.len(), 2);
+        table.apply_slices(Feed::Changed(EventType::Deleted, first));
         assert!(table.ports(&key("web")).iter().all(|p| p.backends.is_empty()));
         assert_eq!(table.apply_services(Feed::Listed(vec![])), BTreeSet::from([key("web")]));
         assert!(table.ports(&key("web")).is_empty());
+    }
+
+    #[test]
+    fn without_a_ready_endpoint_those_serving_while_they_terminate_are_used() {
+        let mut table = ServiceTable::default();
+        table.apply_services(Feed::Listed(vec![json!({
+            "metadata": {"namespace": "default", "name": "web"},
+            "spec": {"clusterIP": "127.192.0.8", "ports": [{"port": 80}]}})]));
+        let leaving = json!({"addresses": ["127.64.0.2"],
+            "conditions": {"ready": false, "serving": true, "terminating": true}});
+        let stopped = json!({"addresses": ["127.64.0.3"],
+            "conditions": {"ready": false, "serving": false, "terminating": true}});
+        let ports = json!([{"port": 9376}]);
+        let only_leaving = slice("web", "web-a", ports.clone(), json!([leaving, stopped]));
+        table.apply_slices(Feed::Listed(vec![only_leaving]));
+        assert_eq!(table.ports(&key("web"))[0].backends, vec![addr("127.64.0.2:9376")]);
+        // A ready one takes over.
+        let replaced = slice("web", "web-a", ports, json!([leaving, at("127.64.0.4")]));
+        table.apply_slices(Feed::Changed(EventType::Modified, replaced));
+        assert_eq!(table.ports(&key("web"))[0].backends, vec![addr("127.64.0.4:9376")]);
     }
 
     #[test]
@@ -254,19 +369,22 @@ mod tests {
                 "ports": [{"port": 80, "nodePort": 30080}]}});
         table.apply_services(Feed::Listed(vec![service.clone()]));
         assert_eq!(table.health_check(&key("lb"), "a"), Some((30500, 0)));
-        table.apply_endpoints(Feed::Listed(vec![json!({
-            "metadata": {"namespace": "default", "name": "lb"},
-            "subsets": [
-                {"addresses": [{"ip": "127.64.0.2", "nodeName": "a"},
-                               {"ip": "127.64.0.3", "nodeName": "b"}],
-                 "notReadyAddresses": [{"ip": "127.64.0.4", "nodeName": "a"}],
-                 "ports": [{"port": 8080}]},
-                {"addresses": [{"ip": "127.64.0.2", "nodeName": "a"}], "ports": [{"port": 8443}]}]})]));
+        let on = |ip: &str, node: &str| json!({"addresses": [ip], "nodeName": node});
+        let mut unready = on("127.64.0.4", "a");
+        unready["conditions"] = json!({"ready": false});
+        table.apply_slices(Feed::Listed(vec![
+            slice(
+                "lb",
+                "lb-a",
+                json!([{"port": 8080}]),
+                json!([on("127.64.0.2", "a"), on("127.64.0.3", "b"), unready]),
+            ),
+            slice("lb", "lb-b", json!([{"port": 8443}]), json!([on("127.64.0.2", "a")])),
+        ]));
         // One address on `a`, whatever its ports; not-ready ones do not count.
         assert_eq!(table.health_check(&key("lb"), "a"), Some((30500, 1)));
         assert_eq!(table.health_check(&key("lb"), "c"), Some((30500, 0)));
         let on_a = table.ports_on(&key("lb"), Some("a"));
-        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
         assert_eq!(on_a[0].backends, vec![addr("127.64.0.2:8080"), addr("127.64.0.2:8443")]);
         assert_eq!(table.ports(&key("lb"))[0].backends.len(), 3);
 
@@ -278,17 +396,19 @@ mod tests {
     }
 
     #[test]
-    fn an_unnamed_port_matches_the_unnamed_endpoint_port() {
+    fn an_unnamed_port_matches_the_unnamed_slice_port_and_other_families_are_left_out() {
         let mut table = ServiceTable::default();
         table.apply_services(Feed::Listed(vec![
             json!({"metadata": {"namespace": "default", "name": "one"},
             "spec": {"clusterIP": "127.192.0.8", "ports": [{"port": 80, "protocol": "TCP"}]}}),
         ]));
-        table.apply_endpoints(Feed::Listed(vec![json!({"metadata": {"namespace": "default", "name": "one"},
-            "subsets": [{"addresses": [{"ip": "127.64.0.9"}], "ports": [{"port": 9376, "protocol": "TCP"}]}]})]));
-        assert_eq!(
-            table.ports(&key("one"))[0].backends,
-            vec!["127.64.0.9:9376".parse::<SocketAddr>().unwrap()]
-        );
+        let ports = json!([{"port": 9376, "protocol": "TCP"}]);
+        let mut v6 = slice("one", "one-v6", ports.clone(), json!([at("fd00::1")]));
+        v6["addressType"] = json!("IPv6");
+        table.apply_slices(Feed::Listed(vec![
+            slice("one", "one-a", ports, json!([at("127.64.0.9")])),
+            v6,
+        ]));
+        assert_eq!(table.ports(&key("one"))[0].backends, vec![addr("127.64.0.9:9376")]);
     }
 }
