@@ -80,10 +80,31 @@ fn init_ip_families(service: &mut Value, old: Option<&Value>, name: &str) -> Res
     let spec = &service["spec"];
     let refused =
         |causes| ApiError::Invalid { kind: "Service", group: "", name: name.into(), causes };
+    let mut causes = Vec::new();
     if policy == "SingleStack" && families.len() == 2 {
         let detail = "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families \
                       are specified";
-        return Err(refused(vec![FieldError::invalid("spec.ipFamilyPolicy", &policy, detail)]));
+        causes.push(FieldError::invalid("spec.ipFamilyPolicy", &policy, detail));
+    }
+    // The family of an address asked for, when `ipFamilies` does not say it (`clusterIP` alone
+    // standing for the list, as Kubernetes' conversion reads it).
+    let mut asked = json::strings(spec, "clusterIPs");
+    if asked.is_empty() {
+        asked.extend(cluster_ip(service).map(String::from));
+    }
+    for (i, ip) in asked.iter().enumerate().take_while(|(_, ip)| *ip != "None") {
+        if i >= families.len() && ip.contains(':') {
+            let field = format!("spec.clusterIPs[{i}]");
+            let detail = "IPv6 is not configured on this cluster";
+            causes.push(FieldError::invalid_printed(
+                field,
+                &validation::go_strings(&asked),
+                detail,
+            ));
+        }
+    }
+    if !causes.is_empty() {
+        return Err(refused(causes));
     }
     let headless = cluster_ip(service) == Some("None");
     let selectorless = spec.get("selector").and_then(Value::as_object).is_none_or(|s| s.is_empty());
@@ -866,6 +887,14 @@ mod tests {
             }
             other => panic!("not refused: {other:?}"),
         };
+        // An IPv6 address asked for, its family unsaid: the address is named.
+        let causes: Vec<String> =
+            causes_of(json!({"ports": [{"port": 80}], "clusterIP": "fd00::1"}));
+        assert_eq!(
+            causes,
+            ["spec.clusterIPs[0]: Invalid value: []string{\"fd00::1\"}: IPv6 is not configured on \
+              this cluster"]
+        );
         let causes: Vec<String> = causes_of(json!({"ports": [{"port": 80}],
             "ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv6", "IPv4"]}));
         assert_eq!(
