@@ -2,13 +2,14 @@
 //! Service with a cluster IP is served at that IP, and, for NodePort and LoadBalancer
 //! services, at this node's address and the port's node port; each connection goes to one of
 //! the port's ready endpoints (or, with none, those serving while they terminate), round robin
-//! (a port without either is not listened on, so a client is refused). A service that keeps outside traffic local (`externalTrafficPolicy: Local`)
-//! sends its node port's connections from other machines only to the endpoints on this node
-//! (those from this machine are the node's own traffic, which kube-proxy sends to any), and
-//! has its health check node port answered here; one that keeps inside traffic local
-//! (`internalTrafficPolicy: Local`) sends its cluster IP's connections only to this node's
-//! endpoints. It follows Services and EndpointSlices; the listeners run on its own thread, so
-//! service traffic never waits behind the agent's other work.
+//! (a port without either is not listened on, so a client is refused). A service that keeps
+//! outside traffic local (`externalTrafficPolicy: Local`) sends its node port's connections
+//! from other machines only to the endpoints on this node (those from this machine are the
+//! node's own traffic, which kube-proxy sends to any), and has its health check node port
+//! answered here; one that keeps inside traffic local (`internalTrafficPolicy: Local`) sends
+//! its cluster IP's connections only to this node's endpoints. It follows Services and
+//! EndpointSlices; the listeners run on its own thread, so service traffic never waits behind
+//! the agent's other work.
 //!
 //! Every cluster IP is in 127.0.0.0/8, which Linux routes to this machine whole: no address
 //! has to be configured. One proxy per machine serves each address: a second agent on the same
@@ -74,9 +75,9 @@ impl ServiceProxy {
             if service_table::keeps_internal_traffic_local(service) { &local } else { &ports };
         let external_local = service_table::keeps_external_traffic_local(service);
         let mut desired = Vec::new();
-        // A port with no ready endpoint (here, when its traffic stays local) is not listened
-        // on: a client is refused, as kube-proxy rejects connections to a service without
-        // endpoints.
+        // A port with no endpoint to send to (only this node's, when the cluster IP keeps its
+        // traffic local) is not listened on: a client is refused, as kube-proxy rejects
+        // connections to a service without endpoints.
         for ((port, local), inside) in ports.iter().zip(&local).zip(inside) {
             if let Some(node_port) = port.node_port.filter(|_| !port.backends.is_empty()) {
                 let at_node = SocketAddr::new(self.node_address.into(), node_port);
