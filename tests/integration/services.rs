@@ -33,6 +33,19 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     assert!(clash["message"].as_str().unwrap().contains("already allocated"));
     let (code, _) = server.post(SERVICES, &service("b", json!({"clusterIP": "10.0.0.1"})));
     assert_eq!(code, 422);
+    // IPv6 is refused in the allocator's words; an address with leading zeros is read as
+    // Kubernetes reads it (and held as the address it is).
+    let (code, v6) = server.post(SERVICES, &service("b", json!({"clusterIP": "fd00::1"})));
+    assert_eq!(code, 422, "{v6}");
+    assert_eq!(
+        v6["message"],
+        "Service \"b\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"fd00::1\"}: IPv6 \
+         is not configured on this cluster"
+    );
+    let (code, zeros) = server.post(SERVICES, &service("z", json!({"clusterIP": "127.192.0.077"})));
+    assert_eq!((code, &zeros["spec"]["clusterIPs"]), (201, &json!(["127.192.0.077"])), "{zeros}");
+    let (code, _) = server.post(SERVICES, &service("y", json!({"clusterIP": "127.192.0.77"})));
+    assert_eq!(code, 422, "127.192.0.077 is 127.192.0.77");
     let (_, np) = server.post(SERVICES, &service("np", json!({"type": "NodePort"})));
     let port = np["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
     assert!((30000..=32767).contains(&port), "{np}");

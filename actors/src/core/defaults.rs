@@ -175,7 +175,16 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
             let service_type = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
             if service_type != "ExternalName" {
                 spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
-                spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
+                // The family of an address asked for is the allocator's to infer (and an IPv6
+                // one to refuse, as this cluster has none).
+                let first_asked = spec
+                    .get("clusterIPs")
+                    .and_then(|ips| ips.get(0))
+                    .or_else(|| spec.get("clusterIP"))
+                    .and_then(Value::as_str);
+                if !first_asked.is_some_and(|ip| ip.contains(':')) {
+                    spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
+                }
                 // A headless service without a selector asks for both families, as
                 // Kubernetes' allocator defaults it (it needs no address of either).
                 let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");

@@ -161,7 +161,7 @@ impl ServiceAllocator {
     /// Records what an existing service holds (start-up).
     pub fn restore(&self, service: &Value) {
         let mut taken = self.state.lock().expect("allocator lock");
-        if let Some(ip) = cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) {
+        if let Some(ip) = cluster_ip(service).and_then(validation::parse_ipv4) {
             taken.ips.insert(u32::from(ip));
         }
         for port in held_ports(service) {
@@ -204,10 +204,8 @@ impl ServiceAllocator {
             ports: held_ports(old).into_iter().filter(|p| !kept.contains(p)).collect(),
             ..Allocation::default()
         };
-        let old_ip = cluster_ip(old).and_then(|ip| ip.parse::<Ipv4Addr>().ok());
-        if old_ip.is_some()
-            && cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) != old_ip
-        {
+        let old_ip = cluster_ip(old).and_then(validation::parse_ipv4);
+        if old_ip.is_some() && cluster_ip(service).and_then(validation::parse_ipv4) != old_ip {
             freed.ips.extend(old_ip.map(u32::from));
         }
         Ok((allocation, freed))
@@ -253,7 +251,7 @@ impl ServiceAllocator {
                 service["spec"]["clusterIPs"] = json!(["None"]);
             }
             (None, Some(ip)) => {
-                let parsed = ip.parse::<Ipv4Addr>().map_err(|_| {
+                let parsed = validation::parse_ipv4(&ip).ok_or_else(|| {
                     invalid(name, "spec.clusterIP", &ip, "must be a valid IP address")
                 })?;
                 let n = u32::from(parsed);
@@ -472,7 +470,7 @@ impl ServiceAllocator {
     /// Gives back everything a deleted service held.
     pub fn release_service(&self, service: &Value) {
         let mut allocation = Allocation::default();
-        if let Some(ip) = cluster_ip(service).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) {
+        if let Some(ip) = cluster_ip(service).and_then(validation::parse_ipv4) {
             allocation.ips.push(u32::from(ip));
         }
         allocation.ports = held_ports(service);

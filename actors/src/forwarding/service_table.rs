@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::client::cache::{apply_feed, key_of, Key};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::ApiClient;
-use crate::model::{json, resources};
+use crate::model::{json, resources, validation};
 
 /// One TCP port of a service and where its connections go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,7 +209,7 @@ fn is_tcp(port: &Value) -> bool {
 
 /// The service's cluster IP, when it has one (not headless, not an ExternalName).
 pub fn cluster_ip(service: &Value) -> Option<Ipv4Addr> {
-    json::at(service, "/spec/clusterIP").and_then(Value::as_str)?.parse().ok()
+    json::at(service, "/spec/clusterIP").and_then(Value::as_str).and_then(validation::parse_ipv4)
 }
 
 /// Where a service port named `name` forwards to, from the service's `slices`: the ready
@@ -233,7 +233,7 @@ fn backends<'a>(
             .and_then(|p| u16::try_from(p).ok());
         let Some(port) = port else { continue };
         for endpoint in endpoints(slice).filter(|e| on_node(e, node)) {
-            let Some(ip) = address(endpoint).and_then(|ip| ip.parse::<Ipv4Addr>().ok()) else {
+            let Some(ip) = address(endpoint).and_then(validation::parse_ipv4) else {
                 continue;
             };
             match Condition::of(endpoint) {

@@ -18,6 +18,15 @@ mod storage;
 use addresses::validate_ip;
 pub use service::warnings as service_warnings;
 
+/// An IPv4 address as Kubernetes reads one (`ParseIPSloppy`: leading zeros taken, `010.1.2.3`
+/// being `10.1.2.3`).
+pub fn parse_ipv4(text: &str) -> Option<std::net::Ipv4Addr> {
+    match addresses::parse_ip(text)? {
+        std::net::IpAddr::V4(ip) => Some(ip),
+        std::net::IpAddr::V6(_) => None,
+    }
+}
+
 /// One invalid field, as reported in a 422 Status' `details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
