@@ -90,14 +90,16 @@ async fn answer(mut client: TcpStream, health: Arc<Health>) {
     let _ = client.shutdown().await;
 }
 
-/// The HTTP response for a service with `count` local endpoints.
+/// The HTTP response for a service with `count` local endpoints: its body laid out as
+/// kube-proxy writes it (indented by tabs, the service first).
 fn response((namespace, name): &Key, count: usize) -> Vec<u8> {
-    let body = json!({
-        "service": {"namespace": namespace, "name": name},
-        "localEndpoints": count,
-        "serviceProxyHealthy": true,
-    })
-    .to_string();
+    let quoted = |text: &str| json!(text).to_string();
+    let body = format!(
+        "{{\n\t\"service\": {{\n\t\t\"namespace\": {},\n\t\t\"name\": {}\n\t}},\n\t\
+         \"localEndpoints\": {count},\n\t\"serviceProxyHealthy\": true\n}}",
+        quoted(namespace),
+        quoted(name)
+    );
     let status = if count > 0 { "200 OK" } else { "503 Service Unavailable" };
     format!(
         "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nX-Content-Type-Options: \
@@ -196,6 +198,13 @@ mod tests {
         let server = HealthCheckServer::bind(addr, key.clone(), 2).unwrap();
         let answer = get(server.local_addr()).await;
         assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(
+            answer.ends_with(
+                "\r\n\r\n{\n\t\"service\": {\n\t\t\"namespace\": \"shop\",\n\t\t\"name\": \
+                 \"web\"\n\t},\n\t\"localEndpoints\": 2,\n\t\"serviceProxyHealthy\": true\n}"
+            ),
+            "{answer}"
+        );
         assert!(answer.contains("X-Load-Balancing-Endpoint-Weight: 2\r\n"), "{answer}");
         assert_eq!(
             body(&answer),

@@ -106,14 +106,7 @@ pub(super) fn ip_warning(field: &str, text: &str) -> Option<String> {
         ));
     }
     let canonical = text.parse::<std::net::Ipv6Addr>().ok()?.to_string();
-    (canonical != text).then(|| {
-        format!(
-            "{field}: IPv6 address {} is not in RFC 5952 canonical format ({}), which may cause \
-             controller apply-loops",
-            go_quote(text),
-            go_quote(&canonical)
-        )
-    })
+    not_canonical(field, "address", text, &canonical)
 }
 
 /// The same for a network (`getWarningsForCIDR`, Go's `netip.ParsePrefix`).
@@ -141,12 +134,17 @@ pub(super) fn cidr_warning(field: &str, text: &str) -> Option<String> {
         return refused("prefix length out of range".into());
     }
     let canonical = format!("{}/{length}", address.parse::<std::net::Ipv6Addr>().ok()?);
+    not_canonical(field, "prefix", text, &canonical)
+}
+
+/// The warning for IPv6 `text` (an `address` or a `prefix`) not written as `canonical`.
+fn not_canonical(field: &str, what: &str, text: &str, canonical: &str) -> Option<String> {
     (canonical != text).then(|| {
         format!(
-            "{field}: IPv6 prefix {} is not in RFC 5952 canonical format ({}), which may cause \
+            "{field}: IPv6 {what} {} is not in RFC 5952 canonical format ({}), which may cause \
              controller apply-loops",
             go_quote(text),
-            go_quote(&canonical)
+            go_quote(canonical)
         )
     })
 }

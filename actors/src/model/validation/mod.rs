@@ -950,7 +950,10 @@ fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
         let field = format!("endpoints[{i}].addresses");
         let addresses = endpoint.get("addresses").and_then(Value::as_array);
         match addresses.map(Vec::len) {
-            None | Some(0) => errors.push(FieldError::required(field.clone())),
+            None | Some(0) => errors.push(FieldError::required_because(
+                field.clone(),
+                "must contain at least 1 address",
+            )),
             Some(n) if n > 100 => errors.push(FieldError::too_many(field.clone(), 100)),
             _ => {}
         }
@@ -3726,6 +3729,13 @@ mod kind_tests {
                 "ports[3].protocol",
                 "ports[3].appProtocol",
             ]
+        );
+        let empty = json!({"metadata": {"name": "s"}, "addressType": "IPv4",
+            "endpoints": [{"addresses": []}]});
+        let slices = find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        assert_eq!(
+            messages(&validate_object(slices, &empty)),
+            ["endpoints[0].addresses: Required value: must contain at least 1 address"]
         );
         let binding = json!({"metadata": {"name": "b"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "a/b"},
