@@ -7,7 +7,7 @@ use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::{BufMut, BytesMut};
 use kplane_actors::core::WriteOptions;
-use kplane_actors::core::{unknown_field_message, ApiError, ObjectList, PatchType};
+use kplane_actors::core::{unknown_field_message, ApiCore, ApiError, ObjectList, PatchType};
 use kplane_actors::model::{resources, FieldError, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
@@ -721,7 +721,7 @@ fn stored_warnings(
     object: &StoredObject,
     status_only: bool,
 ) -> Vec<String> {
-    if status_only || !(resource.group.is_empty() && resource.plural == "services") {
+    if status_only || !ApiCore::is_service(resource) {
         return Vec::new();
     }
     kplane_actors::model::validation::service_warnings(&object.to_value())

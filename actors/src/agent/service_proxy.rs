@@ -26,6 +26,7 @@ use crate::client::cache::Key;
 use crate::client::ApiClient;
 use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
 use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable, Targets};
+use crate::model::service_traffic::{keeps_external_traffic_local, keeps_internal_traffic_local};
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -71,9 +72,8 @@ impl ServiceProxy {
         let Some(cluster_ip) = service_table::cluster_ip(service) else { return Vec::new() };
         let ports = self.table.ports(key);
         let local = self.table.ports_on(key, Some(&self.node_name));
-        let inside =
-            if service_table::keeps_internal_traffic_local(service) { &local } else { &ports };
-        let external_local = service_table::keeps_external_traffic_local(service);
+        let inside = if keeps_internal_traffic_local(service) { &local } else { &ports };
+        let external_local = keeps_external_traffic_local(service);
         let mut desired = Vec::new();
         // A port with no endpoint to send to (only this node's, when the cluster IP keeps its
         // traffic local) is not listened on: a client is refused, as kube-proxy rejects

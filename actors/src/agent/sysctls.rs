@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::admission::Rejection;
+use crate::model::sysctl::{normalized, Namespace};
 
 /// The sysctls Kubernetes 1.32 counts as safe: namespaced, and isolated between pods.
 const SAFE: &[&str] = &[
@@ -24,52 +25,6 @@ const SAFE: &[&str] = &[
     "net.ipv4.tcp_rmem",
     "net.ipv4.tcp_wmem",
 ];
-
-/// The kernel namespace a sysctl belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Namespace {
-    Ipc,
-    Net,
-}
-
-impl Namespace {
-    /// Of a sysctl name (or a pattern's prefix); `None`: not namespaced, a node-wide setting.
-    fn of(name: &str) -> Option<Self> {
-        if name == "kernel.sem"
-            || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| name.starts_with(p))
-        {
-            Some(Self::Ipc)
-        } else if name.starts_with("net.") {
-            Some(Self::Net)
-        } else {
-            None
-        }
-    }
-
-    fn host_word(self) -> &'static str {
-        match self {
-            Self::Ipc => "ipc",
-            Self::Net => "net",
-        }
-    }
-}
-
-/// A sysctl name with `.` between its parts, whichever separator it was written with (the
-/// first one says which: `net/ipv4/ip_forward` is `net.ipv4.ip_forward`, and a `.` inside a
-/// part of a `/`-written name becomes `/`).
-fn normalized(name: &str) -> String {
-    match name.find(['.', '/']) {
-        Some(i) if name.as_bytes()[i] == b'/' => name
-            .chars()
-            .map(|c| match c {
-                '/' => '.',
-                '.' => '/',
-                c => c,
-            })
-            .collect(),
-        _ => name.to_string(),
-    }
-}
 
 /// What a node lets its pods set.
 #[derive(Debug, Clone)]

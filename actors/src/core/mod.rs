@@ -217,7 +217,8 @@ impl ApiCore {
         self.store.collectors()
     }
 
-    fn is_service(resource: &ResourceType) -> bool {
+    /// Whether `resource` is core/v1 Services (whose writes hold cluster IPs and node ports).
+    pub fn is_service(resource: &ResourceType) -> bool {
         resource.group.is_empty() && resource.plural == "services"
     }
 

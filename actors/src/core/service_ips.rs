@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 
 use super::ApiError;
+use crate::model::service_traffic::{health_check_node_port, needs_health_check};
 use crate::model::{json, validation, FieldError};
 
 /// The ranges services draw from.
@@ -499,20 +500,14 @@ fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Whether a service needs a health check node port: a load balancer that keeps its traffic
-/// on the node it arrives at (`externalTrafficPolicy: Local`).
-fn needs_health_check(service: &Value) -> bool {
-    let text = |field: &str| service.pointer(&format!("/spec/{field}")).and_then(Value::as_str);
-    text("type") == Some("LoadBalancer") && text("externalTrafficPolicy") == Some("Local")
-}
-
 /// A health check node port an update leaves out is the old one while the service still needs
 /// one (Kubernetes' `patchAllocatedValues`).
 fn keep_health_check_node_port(old: &Value, service: &mut Value) {
-    let port = |s: &Value| s.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
-    let (kept, given) = (port(old).unwrap_or(0), port(service).unwrap_or(0));
-    if kept != 0 && given == 0 && needs_health_check(old) && needs_health_check(service) {
-        service["spec"]["healthCheckNodePort"] = json!(kept);
+    let given = service.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
+    if let Some(kept) = health_check_node_port(old) {
+        if given.unwrap_or(0) == 0 && needs_health_check(service) {
+            service["spec"]["healthCheckNodePort"] = json!(kept);
+        }
     }
 }
 
@@ -677,12 +672,7 @@ fn port_field(i: usize) -> String {
 /// one.
 fn held_ports(service: &Value) -> Vec<u16> {
     let mut ports = node_ports(service);
-    let health_check = service.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
-    if let Some(port) = health_check.and_then(|n| u16::try_from(n).ok()).filter(|n| *n != 0) {
-        if needs_health_check(service) {
-            ports.push(port);
-        }
-    }
+    ports.extend(health_check_node_port(service));
     ports
 }
 
@@ -817,10 +807,7 @@ mod tests {
 
     #[test]
     fn a_local_load_balancer_gets_a_health_check_port_held_until_it_needs_none() {
-        let a = ServiceAllocator::new(ServiceRanges {
-            cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 24),
-            node_ports: (30000, 30003),
-        });
+        let a = four_node_ports();
         let mut local = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
             "ports": [{"port": 80}]}));
         let allocation = a.allocate(&mut local, "s").unwrap();
@@ -861,19 +848,18 @@ mod tests {
         // Back to Local: a new one; deleting the service releases it with the node port.
         let (allocated, _) = a.reallocate(&cluster, &mut local.clone(), "s").unwrap();
         assert_eq!(allocated.ports.len(), 1);
-        let restored = small_restored(&local);
+        let restored = four_node_ports();
+        restored.restore(&local);
         assert!(restored.allocate(&mut other, "t").is_err(), "restored at start-up");
         a.release_service(&local);
         assert!(!a.state.lock().unwrap().ports.contains(&(health_check as u16)));
     }
 
-    fn small_restored(service: &Value) -> ServiceAllocator {
-        let a = ServiceAllocator::new(ServiceRanges {
+    fn four_node_ports() -> ServiceAllocator {
+        ServiceAllocator::new(ServiceRanges {
             cluster_ips: (Ipv4Addr::new(127, 192, 0, 0), 24),
             node_ports: (30000, 30003),
-        });
-        a.restore(service);
-        a
+        })
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! one answers. A connection no backend takes is closed. Dropping the forwarder closes its
 //! listener; connections already joined run on to their end.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -85,13 +85,19 @@ impl Backends {
     }
 }
 
-/// Whether a connection's client is on another machine: not a loopback address, nor the
-/// address it reached (a machine reaching one of its own addresses comes from it).
+/// Whether a connection's client is on another machine.
 fn from_outside(client: &TcpStream) -> bool {
     match (client.peer_addr(), client.local_addr()) {
-        (Ok(peer), Ok(local)) => !peer.ip().is_loopback() && peer.ip() != local.ip(),
+        (Ok(peer), Ok(local)) => is_outside(peer.ip(), local.ip()),
         _ => false,
     }
+}
+
+/// Whether a client at `peer` that reached `local` is on another machine: not at a loopback
+/// address, nor at the address it reached (a machine reaching one of its own addresses comes
+/// from it).
+fn is_outside(peer: IpAddr, local: IpAddr) -> bool {
+    !peer.is_loopback() && peer != local
 }
 
 /// A bound listener forwarding to its backends until dropped.
@@ -105,14 +111,10 @@ impl Forwarder {
     /// Binds `addr` and forwards what it accepts to `backends`, on the calling thread's tokio
     /// runtime (an actor's arbiter).
     pub fn bind(addr: SocketAddr, backends: Backends) -> std::io::Result<Self> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let listener = TcpListener::from_std(listener)?;
-        let local = listener.local_addr()?;
-        let accepting = tokio::spawn(accept_each(listener, move |client| {
+        let (local, accepting) = serve(addr, move |client| {
             let order = backends.turn(from_outside(&client));
             forward(client, order)
-        }));
+        })?;
         Ok(Forwarder { local, accepting })
     }
 
@@ -127,9 +129,25 @@ impl Drop for Forwarder {
     }
 }
 
-/// Accepts connections on `listener` until dropped, each handled by `handle` in a task of its
-/// own.
-pub(super) async fn accept_each<F, Handled>(listener: TcpListener, handle: F)
+/// Binds `addr` and accepts its connections, on the calling thread's tokio runtime (an
+/// actor's arbiter), each handled by `handle` in a task of its own until the returned task is
+/// aborted. Returns the address bound.
+pub(super) fn serve<F, Handled>(
+    addr: SocketAddr,
+    handle: F,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)>
+where
+    F: Fn(TcpStream) -> Handled + Send + 'static,
+    Handled: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    let local = listener.local_addr()?;
+    Ok((local, tokio::spawn(accept_each(listener, handle))))
+}
+
+async fn accept_each<F, Handled>(listener: TcpListener, handle: F)
 where
     F: Fn(TcpStream) -> Handled,
     Handled: std::future::Future<Output = ()> + Send + 'static,
@@ -208,6 +226,15 @@ mod tests {
 
         backends.set(vec![a]);
         assert_eq!(read_all(forwarder.local_addr()).await, "a");
+    }
+
+    #[test]
+    fn a_client_is_outside_unless_at_loopback_or_the_address_it_reached() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert!(is_outside(ip("10.1.2.3"), ip("10.1.2.4")));
+        assert!(!is_outside(ip("127.0.0.1"), ip("127.0.0.53")));
+        assert!(!is_outside(ip("10.1.2.4"), ip("10.1.2.4")));
+        assert!(!is_outside(ip("::1"), ip("10.1.2.4")));
     }
 
     #[test]

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-use super::forwarder::accept_each;
+use super::forwarder::serve;
 use super::BindFailure;
 use crate::client::cache::Key;
 
@@ -42,15 +42,10 @@ pub struct HealthCheckServer {
 impl HealthCheckServer {
     /// Binds `addr` and answers for `service` there, on the calling thread's tokio runtime.
     pub fn bind(addr: SocketAddr, service: Key, local_endpoints: usize) -> std::io::Result<Self> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let listener = TcpListener::from_std(listener)?;
-        let local = listener.local_addr()?;
         let health =
             Arc::new(Health { service, local_endpoints: AtomicUsize::new(local_endpoints) });
         let answering = health.clone();
-        let accepting =
-            tokio::spawn(accept_each(listener, move |client| answer(client, answering.clone())));
+        let (local, accepting) = serve(addr, move |client| answer(client, answering.clone()))?;
         Ok(Self { health, local, accepting })
     }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::client::cache::{apply_feed, key_of, Key};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::ApiClient;
+use crate::model::service_traffic::health_check_node_port;
 use crate::model::{json, resources, validation};
 
 /// One TCP port of a service and where its connections go.
@@ -132,12 +133,7 @@ impl ServiceTable {
     /// it reaches (`externalTrafficPolicy: Local`), with how many of its ready endpoints run on
     /// node `node` (addresses counted once, whatever their ports).
     pub fn health_check(&self, key: &Key, node: &str) -> Option<(u16, usize)> {
-        let service = self.services.get(key)?;
-        if !is_load_balancer(service) || !keeps_external_traffic_local(service) {
-            return None;
-        }
-        let port = json::at(service, "/spec/healthCheckNodePort")?.as_u64()?;
-        let port = u16::try_from(port).ok().filter(|p| *p != 0)?;
+        let port = health_check_node_port(self.services.get(key)?)?;
         let local: BTreeSet<&str> = self
             .slices_of(key)
             .flat_map(endpoints)
@@ -146,22 +142,6 @@ impl ServiceTable {
             .collect();
         Some((port, local.len()))
     }
-}
-
-fn is_load_balancer(service: &Value) -> bool {
-    json::at(service, "/spec/type").and_then(Value::as_str) == Some("LoadBalancer")
-}
-
-/// Whether traffic from outside the cluster (node ports, load balancers) goes only to the
-/// endpoints on the node it reaches.
-pub fn keeps_external_traffic_local(service: &Value) -> bool {
-    json::at(service, "/spec/externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
-}
-
-/// Whether traffic from inside the cluster (the cluster IP) goes only to the endpoints on the
-/// node it starts from.
-pub fn keeps_internal_traffic_local(service: &Value) -> bool {
-    json::at(service, "/spec/internalTrafficPolicy").and_then(Value::as_str) == Some("Local")
 }
 
 /// An IPv4 slice's endpoints (kplane serves IPv4 alone).

@@ -14,6 +14,8 @@ pub mod quantity;
 pub mod quota;
 pub mod resources;
 mod selector;
+pub mod service_traffic;
+pub mod sysctl;
 pub mod taints;
 pub mod text;
 pub mod validation;

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZERS};
 use super::text::go_quote;
-use super::{json, quantity, ResourceType};
+use super::{json, quantity, sysctl, ResourceType};
 
 mod addresses;
 mod disruption_budget;
@@ -1603,15 +1603,10 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
             name => names.push(name),
         }
         // A sysctl of a namespace the pod shares with the host would set the host's.
-        let dotted = name.replace('/', ".");
-        let ipc = dotted == "kernel.sem"
-            || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| dotted.starts_with(p));
-        let shared = if dotted.starts_with("net.") && flag("hostNetwork") {
-            Some("hostNetwork")
-        } else if ipc && flag("hostIPC") {
-            Some("hostIPC")
-        } else {
-            None
+        let shared = match sysctl::Namespace::of(&sysctl::normalized(name)) {
+            Some(sysctl::Namespace::Net) if flag("hostNetwork") => Some("hostNetwork"),
+            Some(sysctl::Namespace::Ipc) if flag("hostIPC") => Some("hostIPC"),
+            _ => None,
         };
         if let Some(host) = shared {
             let message = format!("may not be specified when '{host}' is true");

@@ -1,0 +1,58 @@
+//! What a Service's spec says about its traffic, read where it is allocated (the API's
+//! allocator), served (the node's service proxy) and health-checked: the traffic policies, and
+//! the health check node port of a load balancer that keeps outside traffic on its nodes.
+
+use serde_json::Value;
+
+use super::json;
+
+fn spec_text<'a>(service: &'a Value, field: &str) -> Option<&'a str> {
+    json::at(service, &format!("/spec/{field}")).and_then(Value::as_str)
+}
+
+/// Whether traffic from outside the cluster (node ports, load balancers) goes only to the
+/// endpoints on the node it reaches (`externalTrafficPolicy: Local`).
+pub fn keeps_external_traffic_local(service: &Value) -> bool {
+    spec_text(service, "externalTrafficPolicy") == Some("Local")
+}
+
+/// Whether traffic from inside the cluster (the cluster IP) goes only to the endpoints on the
+/// node it starts from (`internalTrafficPolicy: Local`).
+pub fn keeps_internal_traffic_local(service: &Value) -> bool {
+    spec_text(service, "internalTrafficPolicy") == Some("Local")
+}
+
+/// Whether a service needs a health check node port: a load balancer that keeps outside
+/// traffic on the node it arrives at.
+pub fn needs_health_check(service: &Value) -> bool {
+    spec_text(service, "type") == Some("LoadBalancer") && keeps_external_traffic_local(service)
+}
+
+/// The health check node port a service holds: its `healthCheckNodePort` while it needs one.
+pub fn health_check_node_port(service: &Value) -> Option<u16> {
+    let port = json::at(service, "/spec/healthCheckNodePort")?.as_u64()?;
+    u16::try_from(port).ok().filter(|p| *p != 0 && needs_health_check(service))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_a_local_load_balancer_holds_a_health_check_port() {
+        let local = json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "internalTrafficPolicy": "Local", "healthCheckNodePort": 30500}});
+        assert_eq!(health_check_node_port(&local), Some(30500));
+        assert!(keeps_internal_traffic_local(&local));
+        for (field, value) in [("type", "NodePort"), ("externalTrafficPolicy", "Cluster")] {
+            let mut other = local.clone();
+            other["spec"][field] = json!(value);
+            assert_eq!(health_check_node_port(&other), None, "{other}");
+        }
+        let mut unset = local;
+        unset["spec"]["healthCheckNodePort"] = json!(0);
+        assert!(needs_health_check(&unset) && health_check_node_port(&unset).is_none());
+    }
+}
