@@ -169,14 +169,9 @@ async fn run_http(
     let Some(port) = super::probes::resolve_port(&http.port, container) else {
         return Err(format!("couldn't find port: {:?} in the container", http.port));
     };
-    if http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")) {
-        return Err("HTTPS lifecycle hooks are not supported".into());
-    }
-    let host = http.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(&target.pod_ip);
-    let headers: Vec<(String, String)> =
-        http.http_headers.iter().flatten().map(|h| (h.name.clone(), h.value.clone())).collect();
-    let path = http.path.as_deref().unwrap_or("/");
-    super::probes::http_get(host, port, path, &headers, "kube-lifecycle/1.32").await.map(|_| ())
+    let target = super::probes::http::Target::of(http, port, &target.pod_ip);
+    let headers = super::probes::http::Target::headers_of(http);
+    super::probes::http::get(&target, &headers, "kube-lifecycle/1.32").await.map(|_| ())
 }
 
 #[cfg(test)]

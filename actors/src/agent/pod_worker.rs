@@ -1995,12 +1995,18 @@ fn termination_grace(pod: &Pod) -> Duration {
     Duration::from_secs(seconds.max(0) as u64)
 }
 
-/// One run of a probe: why it failed, if it did (each failure is an `Unhealthy` event, as the
-/// kubelet records them), and the verdict once the run reaches its threshold of successes
-/// (true) or failures (false).
+/// One run of a probe: why it failed or what it warned of, if it did (each failure is an
+/// `Unhealthy` event, each warning a `ProbeWarning`, as the kubelet records them), and the
+/// verdict once the run reaches its threshold of successes (true) or failures (false).
 struct ProbeRun {
-    failed: Option<String>,
+    said: Option<ProbeSaid>,
     verdict: Option<bool>,
+}
+
+/// What a probe run said beyond its verdict.
+enum ProbeSaid {
+    Failed(String),
+    Warned(String),
 }
 
 impl ProbeRun {
@@ -2012,13 +2018,17 @@ impl ProbeRun {
         events: &mut Vec<(String, EventKind, &'static str, String)>,
     ) -> Option<bool> {
         let run = run?;
-        if let Some(reason) = run.failed {
-            events.push((
-                container.to_string(),
-                EventKind::Warning,
-                "Unhealthy",
-                format!("{what} probe failed: {reason}"),
-            ));
+        let event = match run.said {
+            Some(ProbeSaid::Failed(reason)) => {
+                Some(("Unhealthy", format!("{what} probe failed: {reason}")))
+            }
+            Some(ProbeSaid::Warned(warning)) => {
+                Some(("ProbeWarning", format!("{what} probe warning: {warning}")))
+            }
+            None => None,
+        };
+        if let Some((reason, message)) = event {
+            events.push((container.to_string(), EventKind::Warning, reason, message));
         }
         run.verdict
     }
@@ -2042,19 +2052,21 @@ async fn run_due(
     }
     let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
     state.next_run = Some(now + period);
+    let succeeded = |state: &mut ProbeState, said| {
+        state.failures = 0;
+        state.successes += 1;
+        let reached = state.successes >= probe.success_threshold.unwrap_or(1).max(1);
+        ProbeRun { said, verdict: reached.then_some(true) }
+    };
     Some(match probes::run(probe, spec, pod_ip, env, run_as).await {
-        Outcome::Success => {
-            state.failures = 0;
-            state.successes += 1;
-            let reached = state.successes >= probe.success_threshold.unwrap_or(1).max(1);
-            ProbeRun { failed: None, verdict: reached.then_some(true) }
-        }
+        Outcome::Success => succeeded(state, None),
+        Outcome::Warning(warning) => succeeded(state, Some(ProbeSaid::Warned(warning))),
         Outcome::Failure(reason) => {
             tracing::debug!(container = %spec.name, %reason, "probe failed");
             state.successes = 0;
             state.failures += 1;
             let reached = state.failures >= probe.failure_threshold.unwrap_or(3).max(1);
-            ProbeRun { failed: Some(reason), verdict: reached.then_some(false) }
+            ProbeRun { said: Some(ProbeSaid::Failed(reason)), verdict: reached.then_some(false) }
         }
     })
 }

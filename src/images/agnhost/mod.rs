@@ -7,8 +7,10 @@
 //!
 //! # Layout
 //! - `serve.rs`: lifecycle (signals, exit requests), HTTP listener start/stop, query parameters.
-//! - `netexec.rs`, `serve_hostname.rs`, `liveness.rs`: one file per subcommand.
+//! - `netexec.rs`, `serve_hostname.rs`, `liveness.rs`, `grpc_health_checking.rs`: one file per
+//!   subcommand.
 
+mod grpc_health_checking;
 mod liveness;
 mod netexec;
 mod serve;
@@ -34,6 +36,8 @@ enum Agnhost {
     Netexec(netexec::Args),
     /// HTTP server whose /healthz answers 200 for a while after start, then 500.
     Liveness(liveness::Args),
+    /// gRPC health service answering SERVING, NOT_SERVING after a delay or when told to.
+    GrpcHealthChecking(grpc_health_checking::Args),
     /// Sleeps until SIGTERM or SIGINT, then exits 0.
     Pause,
 }
@@ -44,6 +48,7 @@ pub(crate) fn run(args: AgnhostArgs) -> Result<u8, ImageError> {
         Agnhost::ServeHostname(args) => serve(|pod| serve_hostname::run(args, pod)),
         Agnhost::Netexec(args) => serve(|pod| netexec::run(args, pod)),
         Agnhost::Liveness(args) => serve(|pod| liveness::run(args, pod)),
+        Agnhost::GrpcHealthChecking(args) => serve(|pod| grpc_health_checking::run(args, pod)),
         Agnhost::Pause => super::pause::run().map(|()| 0),
     }
 }

@@ -1,5 +1,13 @@
-//! Container probes: exec (exit code 0), httpGet (a status from 200 to 399) and tcpSocket (a
-//! connection), each bounded by the probe's timeout.
+//! Container probes: exec (exit code 0), httpGet (a status from 200 to 399, over HTTP or
+//! HTTPS), tcpSocket (a connection) and grpc (the health service answers `SERVING`), each
+//! bounded by the probe's timeout.
+//!
+//! # Layout
+//! - `http.rs`: the kubelet's HTTP(S) GET, shared with lifecycle hooks.
+//! - `grpc.rs`: the `grpc.health.v1.Health/Check` call.
+
+pub mod grpc;
+pub(crate) mod http;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -7,7 +15,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::model::text::go_quote;
@@ -16,6 +23,8 @@ use crate::model::text::go_quote;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Success,
+    /// A success the kubelet warns about (a redirect to another host, not followed).
+    Warning(String),
     Failure(String),
 }
 
@@ -36,22 +45,17 @@ pub async fn run(
         let dir = super::runtime::working_dir(container);
         return within(timeout, exec_probe(&run, env, &dir), timed_out).await;
     }
-    if let Some(http) = &probe.http_get {
-        let Some(port) = resolve_port(&http.port, container) else {
-            return Outcome::Failure(format!("unknown port {:?}", http.port));
+    if let Some(action) = &probe.http_get {
+        let Some(port) = resolve_port(&action.port, container) else {
+            return Outcome::Failure(format!("unknown port {:?}", action.port));
         };
-        if http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")) {
-            return Outcome::Failure("HTTPS probes are not supported".into());
-        }
-        let host = http.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
-        let headers: Vec<(String, String)> =
-            http.http_headers.iter().flatten().map(|h| (h.name.clone(), h.value.clone())).collect();
-        let path = http.path.as_deref().unwrap_or("/");
+        let target = http::Target::of(action, port, pod_ip);
+        let headers = http::Target::headers_of(action);
         let timed_out = format!(
             "Get {}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
-            go_quote(&url(host, port, path))
+            go_quote(&target.url())
         );
-        return within(timeout, http_probe(host, port, path, &headers), timed_out).await;
+        return within(timeout, http_probe(&target, &headers), timed_out).await;
     }
     if let Some(tcp) = &probe.tcp_socket {
         let Some(port) = resolve_port(&tcp.port, container) else {
@@ -66,7 +70,14 @@ pub async fn run(
         };
         return within(timeout, connect, format!("dial tcp {host}:{port}: i/o timeout")).await;
     }
-    Outcome::Failure("the probe has no handler (exec, httpGet or tcpSocket)".into())
+    if let Some(action) = &probe.grpc {
+        let Some(port) = u16::try_from(action.port).ok().filter(|p| *p > 0) else {
+            return Outcome::Failure(format!("unknown port {}", action.port));
+        };
+        let service = action.service.as_deref().unwrap_or("");
+        return grpc::probe(pod_ip, port, service, timeout).await;
+    }
+    Outcome::Failure("the probe has no handler (exec, httpGet, tcpSocket or grpc)".into())
 }
 
 /// `attempt`'s outcome, or a failure saying `timed_out` once `timeout` has passed.
@@ -76,12 +87,6 @@ async fn within(
     timed_out: String,
 ) -> Outcome {
     tokio::time::timeout(timeout, attempt).await.unwrap_or(Outcome::Failure(timed_out))
-}
-
-/// The URL a GET of `path` at `host:port` asks for.
-fn url(host: &str, port: u16, path: &str) -> String {
-    let slash = if path.starts_with('/') { "" } else { "/" };
-    format!("http://{host}:{port}{slash}{path}")
 }
 
 /// A numeric port, or a named one looked up in the container's ports.
@@ -132,58 +137,27 @@ pub fn dial_error(host: &str, port: u16, error: &std::io::Error) -> String {
     format!("dial tcp {host}:{port}: connect: {lowered}")
 }
 
-async fn http_probe(host: &str, port: u16, path: &str, headers: &[(String, String)]) -> Outcome {
-    match http_get(host, port, path, headers, "kube-probe/1.32").await {
-        Ok(code) if (200..400).contains(&code) => Outcome::Success,
-        Ok(code) => Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
+/// A GET judged as the kubelet judges it: 200-299 succeeds; 300-399, a redirect not followed
+/// (to another host), succeeds with a warning; any other status fails.
+async fn http_probe(target: &http::Target, headers: &[(String, String)]) -> Outcome {
+    match http::get_following(target, headers, "kube-probe/1.32").await {
+        Ok(response) if (200..300).contains(&response.status) => Outcome::Success,
+        Ok(response) if (300..400).contains(&response.status) => Outcome::Warning(format!(
+            "Probe terminated redirects, Response body: {}",
+            response.body
+        )),
+        Ok(response) => {
+            Outcome::Failure(format!("HTTP probe failed with statuscode: {}", response.status))
+        }
         Err(error) => Outcome::Failure(error),
     }
-}
-
-/// A minimal HTTP/1.1 GET of `path` at `host:port`, as the kubelet's probes and lifecycle
-/// hooks send it (`user_agent` says which): the response's status code, or why there was
-/// none in Go's words (`Get "http://...": dial tcp ...`).
-pub(super) async fn http_get(
-    host: &str,
-    port: u16,
-    path: &str,
-    headers: &[(String, String)],
-    user_agent: &str,
-) -> Result<u16, String> {
-    let url = go_quote(&url(host, port, path));
-    let mut stream = match TcpStream::connect((host, port)).await {
-        Ok(s) => s,
-        Err(e) => return Err(format!("Get {url}: {}", dial_error(host, port, &e))),
-    };
-    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: {user_agent}\r\nAccept: */*\r\nConnection: close\r\n"
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    if let Err(e) = stream.write_all(request.as_bytes()).await {
-        return Err(format!("Get {url}: {e}"));
-    }
-    let mut head = Vec::with_capacity(64);
-    let mut buf = [0u8; 256];
-    while !head.contains(&b'\n') && head.len() < 4096 {
-        match stream.read(&mut buf).await {
-            Ok(0) => break,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) => return Err(format!("Get {url}: {e}")),
-        }
-    }
-    let line = String::from_utf8_lossy(&head);
-    let code: Option<u16> = line.split_whitespace().nth(1).and_then(|c| c.parse().ok());
-    code.ok_or_else(|| format!("Get {url}: malformed HTTP response"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn probe(value: serde_json::Value) -> Probe {
         serde_json::from_value(value).unwrap()
