@@ -478,6 +478,148 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
 /// A crash-looping container's log, and its `previous` log, are the run that just ended (its
 /// last state), as the kubelet serves them; a container that cannot start counts its restarts
 /// too.
+/// The messages of the events about pod `name`.
+fn pod_events(server: &Server, name: &str) -> Vec<(String, String)> {
+    let path =
+        format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}");
+    let (_, events) = server.get(&path);
+    let items = events["items"].as_array().cloned().unwrap_or_default();
+    let text = |e: &Value, key: &str| e[key].as_str().unwrap_or("").to_string();
+    items.iter().map(|e| (text(e, "reason"), text(e, "message"))).collect()
+}
+
+/// Waits until pod `name` has an event of `reason` whose message `matches`.
+fn wait_event(server: &Server, name: &str, reason: &str, matches: impl Fn(&str) -> bool) {
+    wait_until(WAIT, &format!("a {reason} event of {name}"), || {
+        pod_events(server, name).iter().any(|(r, m)| r == reason && matches(m))
+    });
+}
+
+fn container_ready(pod: &Value, container: &str) -> bool {
+    let statuses = pod["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+    statuses.iter().any(|s| s["name"] == container && s["ready"] == true)
+}
+
+/// Probes of the kinds the kubelet has beyond exec and TCP, against servers that are not
+/// kplane's (gRPC's Python implementation, openssl's TLS server) and kplane's own agnhost
+/// grpc-health-checking (asked by gRPC's Python client too); HTTP redirects are followed on the
+/// pod's host only.
+#[test]
+fn probes_speak_grpc_and_https_and_follow_redirects() {
+    let server = server_with_agent("node-p");
+    wait_until(WAIT, "node-p is ready", || node_ready(&server, "node-p"));
+    let python = crate::util::python();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/grpcio_health.py");
+    let (python, script) = (python.to_str().unwrap(), script.to_str().unwrap());
+
+    // grpcio's health service ("" serving, "sleepy" not) and a gRPC server without it.
+    let mut grpc = pod_on(
+        "grpc",
+        "node-p",
+        json!({"name": "serving", "image": "none", "command": [python, script, "serve", "5000"],
+            "readinessProbe": {"grpc": {"port": 5000}, "periodSeconds": 1}}),
+    );
+    let containers = grpc["spec"]["containers"].as_array_mut().unwrap();
+    containers.push(json!({"name": "sleepy", "image": "kplane/pause",
+        "readinessProbe": {"grpc": {"port": 5000, "service": "sleepy"}, "periodSeconds": 1}}));
+    containers
+        .push(json!({"name": "bare", "image": "none", "command": [python, script, "bare", "5001"],
+        "readinessProbe": {"grpc": {"port": 5001}, "periodSeconds": 1}}));
+    server.post("/api/v1/namespaces/default/pods", &grpc);
+    wait_pod(&server, "grpc", "grpcio's health service is probed ready", |p| {
+        container_ready(p, "serving")
+    });
+    wait_event(&server, "grpc", "Unhealthy", |m| {
+        m == "Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")"
+    });
+    wait_event(&server, "grpc", "Unhealthy", |m| {
+        m.starts_with(
+            "Readiness probe failed: error: this server does not implement the grpc health \
+             protocol (grpc.health.v1.Health): ",
+        )
+    });
+    let pod = get_pod(&server, "grpc");
+    assert!(!container_ready(&pod, "sleepy") && !container_ready(&pod, "bare"), "{pod}");
+
+    // kplane's agnhost grpc-health-checking: probed, asked by grpcio's client, switched off.
+    let agnhost = pod_on(
+        "agnhost-grpc",
+        "node-p",
+        json!({"name": "c", "image": "kplane/agnhost",
+            "args": ["grpc-health-checking", "--port=5000", "--http-port=5001", "--service=db"],
+            "readinessProbe": {"grpc": {"port": 5000, "service": "db"}, "periodSeconds": 1}}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &agnhost);
+    let ready =
+        wait_pod(&server, "agnhost-grpc", "agnhost's health service is probed ready", |p| {
+            container_ready(p, "c")
+        });
+    let ip = ready["status"]["podIP"].as_str().unwrap().to_string();
+    let ask = |service: &str| {
+        let out = Command::new(python)
+            .args([script, "check", &format!("{ip}:5000"), service])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(ask("db"), "SERVING");
+    assert_eq!(ask("other"), "NOT_FOUND");
+    let switched = reqwest::blocking::get(format!("http://{ip}:5001/make-not-serving")).unwrap();
+    assert!(switched.status().is_success());
+    assert_eq!(ask("db"), "NOT_SERVING");
+    wait_pod(&server, "agnhost-grpc", "agnhost's service is probed not ready", |p| {
+        !container_ready(p, "c")
+    });
+
+    // HTTPS: openssl's TLS server with a self-signed certificate, which the kubelet takes.
+    let files = tempfile::tempdir().unwrap();
+    let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=pod"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let serve_tls = format!(
+        "exec openssl s_server -quiet -www -accept \"$POD_IP:8443\" -cert {} -key {}",
+        cert.display(),
+        key.display()
+    );
+    let https = pod_on(
+        "https",
+        "node-p",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", serve_tls],
+            "readinessProbe": {"httpGet": {"scheme": "HTTPS", "port": 8443}, "periodSeconds": 1}}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &https);
+    wait_pod(&server, "https", "the HTTPS server is probed ready", |p| container_ready(p, "c"));
+
+    // Redirects: followed on the pod's own host (to a failing /healthz), not to another host.
+    let redirects = pod_on(
+        "redirects",
+        "node-p",
+        json!({"name": "c", "image": "kplane/agnhost", "args": ["liveness", "--healthy-seconds=0"],
+            "readinessProbe": {"httpGet": {"path": "/redirect?loc=/healthz", "port": 8080}, "periodSeconds": 1},
+            "livenessProbe": {"httpGet": {"path": "/redirect?loc=http://192.0.2.1/elsewhere", "port": 8080},
+                "initialDelaySeconds": 1, "periodSeconds": 1}}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &redirects);
+    wait_event(&server, "redirects", "Unhealthy", |m| {
+        m == "Readiness probe failed: HTTP probe failed with statuscode: 500"
+    });
+    wait_event(&server, "redirects", "ProbeWarning", |m| {
+        m == "Liveness probe warning: Probe terminated redirects, Response body: "
+    });
+    let pod = get_pod(&server, "redirects");
+    assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 0, "{pod}");
+    assert!(!container_ready(&pod, "c"), "{pod}");
+}
+
 #[test]
 fn a_crash_loop_s_logs_are_its_last_run() {
     let server = server_with_agent("node-logs");

@@ -9,14 +9,7 @@ use crate::util::Server;
 #[test]
 fn the_python_client_works_unchanged() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = std::env::var_os("KPLANE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh (make test does)",
-        python.display()
-    );
+    let python = crate::util::python();
     // With a node agent, for exec, metrics and eviction (pods it runs name its node; there is
     // no scheduler), and
     // the secure port with a token of system:masters.

@@ -21,6 +21,19 @@ pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> 
     }
 }
 
+/// The Python of the tests' venv (`scripts/setup.sh test` makes it), or `KPLANE_PYTHON`.
+pub fn python() -> PathBuf {
+    let python = std::env::var_os("KPLANE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh test (make test does)",
+        python.display()
+    );
+    python
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
