@@ -350,6 +350,16 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
         hostname_at(&http, &at_cluster_ip).is_some()
     });
 
+    // An external IP is served as kube-proxy serves one, while the service lists it.
+    let external = format!("{}7", private_range(190).trim_end_matches("0/24"));
+    let at_external = format!("{external}:8080");
+    let listed = format!(r#"{{"spec":{{"externalIPs":["{external}"]}}}}"#);
+    kubectl.ok(&["patch", "service", "hello", "-p", &listed]);
+    wait_until(WAIT, "the external IP is served", || hostname_at(&http, &at_external).is_some());
+    let unlisted = r#"[{"op":"remove","path":"/spec/externalIPs"}]"#;
+    kubectl.ok(&["patch", "service", "hello", "--type=json", "-p", unlisted]);
+    wait_until(WAIT, "the external IP is no longer served", || refused(&at_external));
+
     kubectl.ok(&["delete", "service", "hello"]);
     wait_until(WAIT, "the cluster IP is no longer served", || refused(&at_cluster_ip));
 

@@ -1,9 +1,10 @@
 //! The service proxy (kube-proxy's job, as its userspace mode did it): every TCP port of every
-//! Service with a cluster IP is served at that IP, and, for NodePort and LoadBalancer
-//! services, at this node's address and the port's node port; each connection goes to one of
-//! the port's ready endpoints (or, with none, those serving while they terminate), round robin
-//! (a port without either is not listened on, so a client is refused). A service that keeps
-//! outside traffic local (`externalTrafficPolicy: Local`) sends its node port's connections
+//! Service with a cluster IP is served at that IP and at each of its `externalIPs` (those this
+//! machine has: every 127.x.y.z address), and, for NodePort and LoadBalancer services, at this
+//! node's address and the port's node port; each connection goes to one of the port's ready
+//! endpoints (or, with none, those serving while they terminate), round robin (a port without
+//! either is not listened on, so a client is refused). A service that keeps outside traffic
+//! local (`externalTrafficPolicy: Local`) sends its node port's and external IPs' connections
 //! from other machines only to the endpoints on this node (those from this machine are the
 //! node's own traffic, which kube-proxy sends to any), and has its health check node port
 //! answered here; one that keeps inside traffic local (`internalTrafficPolicy: Local`) sends
@@ -74,16 +75,24 @@ impl ServiceProxy {
         let local = self.table.ports_on(key, Some(&self.node_name));
         let inside = if keeps_internal_traffic_local(service) { &local } else { &ports };
         let external_local = keeps_external_traffic_local(service);
+        let external_ips = service_table::external_ips(service);
         let mut desired = Vec::new();
         // A port with no endpoint to send to (only this node's, when the cluster IP keeps its
         // traffic local) is not listened on: a client is refused, as kube-proxy rejects
         // connections to a service without endpoints.
         for ((port, local), inside) in ports.iter().zip(&local).zip(inside) {
+            // What arrives from outside the cluster: at a node port or an external IP.
+            let outside = || Targets {
+                all: port.backends.clone(),
+                from_outside: external_local.then(|| local.backends.clone()),
+            };
             if let Some(node_port) = port.node_port.filter(|_| !port.backends.is_empty()) {
-                let at_node = SocketAddr::new(self.node_address.into(), node_port);
-                let from_outside = external_local.then(|| local.backends.clone());
-                let targets = Targets { all: port.backends.clone(), from_outside };
-                desired.push((at_node, targets));
+                desired.push((SocketAddr::new(self.node_address.into(), node_port), outside()));
+            }
+            if !port.backends.is_empty() {
+                for ip in &external_ips {
+                    desired.push((SocketAddr::new((*ip).into(), port.port), outside()));
+                }
             }
             if !inside.backends.is_empty() {
                 let at_cluster_ip = SocketAddr::new(cluster_ip.into(), inside.port);

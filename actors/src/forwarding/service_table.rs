@@ -192,6 +192,20 @@ pub fn cluster_ip(service: &Value) -> Option<Ipv4Addr> {
     json::at(service, "/spec/clusterIP").and_then(Value::as_str).and_then(validation::parse_ipv4)
 }
 
+/// The service's `externalIPs` that are IPv4 addresses, each once, in their order.
+pub fn external_ips(service: &Value) -> Vec<Ipv4Addr> {
+    let listed = json::at(service, "/spec/externalIPs").and_then(Value::as_array);
+    let mut ips: Vec<Ipv4Addr> = Vec::new();
+    for ip in
+        listed.into_iter().flatten().filter_map(Value::as_str).filter_map(validation::parse_ipv4)
+    {
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
+    ips
+}
+
 /// Where a service port named `name` forwards to, from the service's `slices`: the ready
 /// endpoints (those on `node`, when given) at their slice's port of that name, in the slices'
 /// order; when none is ready, those serving while they terminate.
