@@ -316,6 +316,18 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     for addr in [&at_cluster_ip, &at_node_port, &at_load_balancer] {
         reaches_all(&http, addr, &pods);
     }
+    // Client IP affinity: this machine's connections keep to one pod, at every address; and
+    // take turns again once it is off.
+    let affinity = |to: &str| format!(r#"{{"spec":{{"sessionAffinity":"{to}"}}}}"#);
+    kubectl.ok(&["patch", "service", "hello", "-p", &affinity("ClientIP")]);
+    for addr in [&at_cluster_ip, &at_node_port, &at_load_balancer] {
+        wait_until(WAIT, &format!("{addr} keeps to one pod"), || {
+            let answers: Vec<String> = (0..6).filter_map(|_| hostname_at(&http, addr)).collect();
+            answers.len() == 6 && answers.iter().all(|a| *a == answers[0])
+        });
+    }
+    kubectl.ok(&["patch", "service", "hello", "-p", &affinity("None")]);
+    reaches_all(&http, &at_cluster_ip, &pods);
     let table = kubectl.ok(&["get", "service", "hello"]);
     assert!(table.contains(ingress) && table.contains(&format!("8080:{node_port}/TCP")), "{table}");
     let events = kubectl.ok(&["get", "events", "--field-selector", "involvedObject.name=hello"]);

@@ -27,7 +27,9 @@ use crate::client::cache::Key;
 use crate::client::ApiClient;
 use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
 use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable, Targets};
-use crate::model::service_traffic::{keeps_external_traffic_local, keeps_internal_traffic_local};
+use crate::model::service_traffic::{
+    client_ip_affinity, keeps_external_traffic_local, keeps_internal_traffic_local,
+};
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -76,6 +78,7 @@ impl ServiceProxy {
         let inside = if keeps_internal_traffic_local(service) { &local } else { &ports };
         let external_local = keeps_external_traffic_local(service);
         let external_ips = service_table::external_ips(service);
+        let affinity = client_ip_affinity(service);
         let mut desired = Vec::new();
         // A port with no endpoint to send to (only this node's, when the cluster IP keeps its
         // traffic local) is not listened on: a client is refused, as kube-proxy rejects
@@ -85,6 +88,7 @@ impl ServiceProxy {
             let outside = || Targets {
                 all: port.backends.clone(),
                 from_outside: external_local.then(|| local.backends.clone()),
+                affinity,
             };
             if let Some(node_port) = port.node_port.filter(|_| !port.backends.is_empty()) {
                 desired.push((SocketAddr::new(self.node_address.into(), node_port), outside()));
@@ -96,7 +100,8 @@ impl ServiceProxy {
             }
             if !inside.backends.is_empty() {
                 let at_cluster_ip = SocketAddr::new(cluster_ip.into(), inside.port);
-                desired.push((at_cluster_ip, inside.backends.clone().into()));
+                let targets = Targets::from(inside.backends.clone()).with_affinity(affinity);
+                desired.push((at_cluster_ip, targets));
             }
         }
         desired

@@ -26,7 +26,8 @@ use crate::client::informer::Feed;
 use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
 use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
-use crate::forwarding::{Listeners, ServiceTable};
+use crate::forwarding::{Listeners, ServiceTable, Targets};
+use crate::model::service_traffic::client_ip_affinity;
 use crate::model::{json, resources};
 
 /// The finalizer a service keeps while it has a load balancer.
@@ -275,11 +276,15 @@ impl ServiceController {
                 return self.fail(key, error, ctx);
             }
         };
+        let affinity = client_ip_affinity(service);
         let desired = self
             .table
             .ports(key)
             .into_iter()
-            .map(|port| (SocketAddr::new(ip.into(), port.port), port.backends.into()))
+            .map(|port| {
+                let targets = Targets::from(port.backends).with_affinity(affinity);
+                (SocketAddr::new(ip.into(), port.port), targets)
+            })
             .collect();
         if let Some(failure) = self.listeners.set(key, desired).into_iter().next() {
             return self.fail(

@@ -1,12 +1,14 @@
 //! One forwarding listener: accepts TCP connections on its address and joins each to one of
 //! its backends, trying them round robin (the next connection starts one further along) until
-//! one answers. A connection no backend takes is closed. Dropping the forwarder closes its
-//! listener; connections already joined run on to their end.
+//! one answers; with client IP affinity, a client goes back to the backend it last reached
+//! while that is recent. A connection no backend takes is closed. Dropping the forwarder
+//! closes its listener; connections already joined run on to their end.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
 
@@ -14,20 +16,32 @@ use tokio::net::{TcpListener, TcpStream};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The pause after a failed accept (out of file descriptors), so the loop does not spin.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// How many clients' affinities are kept before the expired ones are dropped.
+const AFFINITIES_KEPT: usize = 4096;
 
 /// Where a listener's connections go: to `all`, except that a client on another machine goes
 /// to `from_outside` when there is such a list (a service that keeps outside traffic on the
 /// node it reaches, as kube-proxy sends only traffic that does not start on the node itself
-/// to the node's own endpoints).
+/// to the node's own endpoints); with an `affinity`, a client's connections go to the backend
+/// its last one reached while that was no longer ago than the affinity (a service's
+/// `sessionAffinity: ClientIP`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Targets {
     pub all: Vec<SocketAddr>,
     pub from_outside: Option<Vec<SocketAddr>>,
+    pub affinity: Option<Duration>,
 }
 
 impl From<Vec<SocketAddr>> for Targets {
     fn from(all: Vec<SocketAddr>) -> Self {
-        Self { all, from_outside: None }
+        Self { all, from_outside: None, affinity: None }
+    }
+}
+
+impl Targets {
+    /// These targets with client IP affinity for `affinity`, if any.
+    pub fn with_affinity(self, affinity: Option<Duration>) -> Self {
+        Self { affinity, ..self }
     }
 }
 
@@ -43,6 +57,14 @@ struct Shared {
     /// `Targets`, as they are read for each connection.
     addrs: RwLock<(Addrs, Option<Addrs>)>,
     next: AtomicUsize,
+    affinity: Mutex<Affinity>,
+}
+
+/// Which backend each client last reached, and when, while affinity is asked for.
+#[derive(Debug, Default)]
+struct Affinity {
+    timeout: Option<Duration>,
+    reached: HashMap<IpAddr, (SocketAddr, Instant)>,
 }
 
 impl Backends {
@@ -54,13 +76,17 @@ impl Backends {
 
     /// Replaces the addresses (connections under way keep theirs).
     pub fn set(&self, targets: impl Into<Targets>) {
-        let Targets { all, from_outside } = targets.into();
+        let Targets { all, from_outside, affinity } = targets.into();
         let mut current = self.0.addrs.write().expect("backends lock");
         if *current.0 != *all {
             current.0 = all.into();
         }
         if current.1.as_deref() != from_outside.as_deref() {
             current.1 = from_outside.map(Into::into);
+        }
+        let mut sticky = self.0.affinity.lock().expect("affinity lock");
+        if sticky.timeout != affinity {
+            *sticky = Affinity { timeout: affinity, reached: HashMap::new() };
         }
     }
 
@@ -73,15 +99,40 @@ impl Backends {
         }
     }
 
-    /// The order one connection tries the backends in: each connection starts one further
-    /// along than the one before.
-    fn turn(&self, outside: bool) -> Vec<SocketAddr> {
+    /// The order a connection from `client` tries the backends in: each connection starts
+    /// one further along than the one before, but for the backend the client keeps to, which
+    /// comes first.
+    fn turn(&self, outside: bool, client: IpAddr) -> Vec<SocketAddr> {
         let addrs = self.current(outside);
         if addrs.is_empty() {
             return Vec::new();
         }
         let start = self.0.next.fetch_add(1, Ordering::Relaxed) % addrs.len();
-        addrs[start..].iter().chain(&addrs[..start]).copied().collect()
+        let mut order: Vec<SocketAddr> =
+            addrs[start..].iter().chain(&addrs[..start]).copied().collect();
+        if let Some(kept) = self.kept(client).and_then(|k| order.iter().position(|a| *a == k)) {
+            order[..=kept].rotate_right(1);
+        }
+        order
+    }
+
+    /// The backend `client` keeps to, while affinity is asked for and its last connection is
+    /// recent enough.
+    fn kept(&self, client: IpAddr) -> Option<SocketAddr> {
+        let sticky = self.0.affinity.lock().expect("affinity lock");
+        let timeout = sticky.timeout?;
+        let (backend, at) = sticky.reached.get(&client)?;
+        (at.elapsed() <= timeout).then_some(*backend)
+    }
+
+    /// Notes that `client` reached `backend` now, while affinity is asked for.
+    fn reached(&self, client: IpAddr, backend: SocketAddr) {
+        let mut sticky = self.0.affinity.lock().expect("affinity lock");
+        let Some(timeout) = sticky.timeout else { return };
+        if sticky.reached.len() >= AFFINITIES_KEPT {
+            sticky.reached.retain(|_, (_, at)| at.elapsed() <= timeout);
+        }
+        sticky.reached.insert(client, (backend, Instant::now()));
     }
 }
 
@@ -112,8 +163,10 @@ impl Forwarder {
     /// runtime (an actor's arbiter).
     pub fn bind(addr: SocketAddr, backends: Backends) -> std::io::Result<Self> {
         let (local, accepting) = serve(addr, move |client| {
-            let order = backends.turn(from_outside(&client));
-            forward(client, order)
+            let peer = client.peer_addr().map(|p| p.ip()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
+            let order = backends.turn(from_outside(&client), peer);
+            let backends = backends.clone();
+            forward(client, order, move |backend| backends.reached(peer, backend))
         })?;
         Ok(Forwarder { local, accepting })
     }
@@ -165,11 +218,13 @@ where
     }
 }
 
-/// Joins `client` to the first of `order` that answers, until either side is done.
-async fn forward(mut client: TcpStream, order: Vec<SocketAddr>) {
+/// Joins `client` to the first of `order` that answers (told to `joined`), until either side
+/// is done.
+async fn forward(mut client: TcpStream, order: Vec<SocketAddr>, joined: impl FnOnce(SocketAddr)) {
     for backend in order {
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(backend)).await {
             Ok(Ok(mut upstream)) => {
+                joined(backend);
                 let _ = client.set_nodelay(true);
                 let _ = upstream.set_nodelay(true);
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
@@ -243,15 +298,53 @@ mod tests {
         let backends = Backends::new(Targets {
             all: vec![addr(1), addr(2)],
             from_outside: Some(vec![addr(2)]),
+            affinity: None,
         });
-        assert_eq!(backends.turn(true), vec![addr(2)]);
-        let inside = [backends.turn(false), backends.turn(false)];
+        assert_eq!(backends.turn(true, client()), vec![addr(2)]);
+        let inside = [backends.turn(false, client()), backends.turn(false, client())];
         assert!(inside.iter().all(|order| order.len() == 2), "{inside:?}");
         // None to send an outside client to: it is closed, not sent elsewhere.
-        backends.set(Targets { all: vec![addr(1)], from_outside: Some(Vec::new()) });
-        assert_eq!(backends.turn(true), Vec::new());
+        backends.set(Targets {
+            all: vec![addr(1)],
+            from_outside: Some(Vec::new()),
+            affinity: None,
+        });
+        assert_eq!(backends.turn(true, client()), Vec::new());
         backends.set(vec![addr(1)]);
-        assert_eq!(backends.turn(true), vec![addr(1)]);
+        assert_eq!(backends.turn(true, client()), vec![addr(1)]);
+    }
+
+    fn client() -> IpAddr {
+        IpAddr::from([127, 0, 0, 9])
+    }
+
+    #[tokio::test]
+    async fn with_affinity_a_client_keeps_to_the_backend_it_reached() {
+        let a = named_backend("a").await;
+        let b = named_backend("b").await;
+        let hour = Some(Duration::from_secs(3600));
+        let backends = Backends::new(Targets::from(vec![a, b]).with_affinity(hour));
+        let forwarder = Forwarder::bind("127.0.0.1:0".parse().unwrap(), backends.clone()).unwrap();
+        let first = read_all(forwarder.local_addr()).await;
+        for _ in 0..4 {
+            assert_eq!(read_all(forwarder.local_addr()).await, first);
+        }
+        // Another client still takes turns; a backend that went away is not kept to.
+        let other = IpAddr::from([127, 0, 0, 10]);
+        let turns = [backends.turn(false, other), backends.turn(false, other)];
+        assert_ne!(turns[0][0], turns[1][0], "{turns:?}");
+        let kept = if first == "a" { a } else { b };
+        let left = if first == "a" { b } else { a };
+        backends.set(Targets::from(vec![left]).with_affinity(hour));
+        assert_eq!(backends.turn(false, IpAddr::from([127, 0, 0, 1])), vec![left]);
+        // An expired affinity, or none asked for any more, leaves the turns alone.
+        backends.set(Targets::from(vec![kept, left]).with_affinity(Some(Duration::ZERO)));
+        backends.reached(client(), left);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(backends.kept(client()), None);
+        backends.set(vec![kept, left]);
+        backends.reached(client(), left);
+        assert_eq!(backends.kept(client()), None);
     }
 
     #[tokio::test]

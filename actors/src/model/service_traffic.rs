@@ -1,6 +1,9 @@
 //! What a Service's spec says about its traffic, read where it is allocated (the API's
-//! allocator), served (the node's service proxy) and health-checked: the traffic policies, and
-//! the health check node port of a load balancer that keeps outside traffic on its nodes.
+//! allocator), served (the node's service proxy, the load balancer) and health-checked: the
+//! traffic policies, client IP affinity, and the health check node port of a load balancer
+//! that keeps outside traffic on its nodes.
+
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -22,6 +25,18 @@ pub fn keeps_internal_traffic_local(service: &Value) -> bool {
     spec_text(service, "internalTrafficPolicy") == Some("Local")
 }
 
+/// How long a client keeps to the endpoint it last reached (`sessionAffinity: ClientIP`, for
+/// `sessionAffinityConfig.clientIP.timeoutSeconds`, three hours unless given).
+pub fn client_ip_affinity(service: &Value) -> Option<Duration> {
+    if spec_text(service, "sessionAffinity") != Some("ClientIP") {
+        return None;
+    }
+    let seconds = json::at(service, "/spec/sessionAffinityConfig/clientIP/timeoutSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(10_800);
+    Some(Duration::from_secs(seconds))
+}
+
 /// Whether a service needs a health check node port: a load balancer that keeps outside
 /// traffic on the node it arrives at.
 pub fn needs_health_check(service: &Value) -> bool {
@@ -37,6 +52,20 @@ pub fn health_check_node_port(service: &Value) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn client_ip_affinity_lasts_its_timeout_or_three_hours() {
+        let sticky = |spec| super::client_ip_affinity(&json!({"spec": spec}));
+        assert_eq!(sticky(json!({"sessionAffinity": "None"})), None);
+        assert_eq!(sticky(json!({})), None);
+        assert_eq!(
+            sticky(json!({"sessionAffinity": "ClientIP"})),
+            Some(super::Duration::from_secs(10_800))
+        );
+        let config = json!({"sessionAffinity": "ClientIP",
+            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}});
+        assert_eq!(sticky(config), Some(super::Duration::from_secs(60)));
+    }
 
     use super::*;
 
