@@ -32,18 +32,19 @@ pub struct HookTarget {
     pub named: String,
 }
 
-/// Runs `handler` of `container` once; `Err` is the kubelet's message for its failure. An exec
-/// handler's processes end with the container; its command is killed when this future is
+/// Runs `handler` of `container` once; `Err` is the kubelet's message for its failure, `Ok`
+/// holds the warning it recorded on the way, if any (an HTTPS hook answered over HTTP). An
+/// exec handler's processes end with the container; its command is killed when this future is
 /// dropped.
 pub async fn run(
     handler: &LifecycleHandler,
     container: &Container,
     target: &HookTarget,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let named = &target.named;
     if let Some(exec) = &handler.exec {
         let command = exec.command.clone().unwrap_or_default();
-        return run_exec(&command, target).await.map_err(|(error, output)| {
+        return run_exec(&command, target).await.map(|()| None).map_err(|(error, output)| {
             format!(
                 "Exec lifecycle hook ([{}]) for {named} failed - error: {error}, message: {output:?}",
                 command.join(" ")
@@ -58,7 +59,7 @@ pub async fn run(
     }
     if let Some(sleep) = &handler.sleep {
         tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0) as u64)).await;
-        return Ok(());
+        return Ok(None);
     }
     // `tcpSocket` is kept in the API for compatibility only: the kubelet runs no such hook.
     Err(format!("Cannot run handler: invalid handler: {}", handler_kind(handler)))
@@ -159,19 +160,37 @@ async fn run_exec(command: &[String], target: &HookTarget) -> Result<(), (String
     Err((format!("command '{}' exited with {code}: {stderr}", command.join(" ")), written))
 }
 
-/// A GET to the hook's address: any response will do, as the kubelet takes one (only a
-/// request that gets none fails).
+/// A GET to the hook's address, redirects followed on its host: any response will do, as the
+/// kubelet takes one (only a request that gets none fails). An HTTPS hook answered in plain
+/// HTTP is asked again over HTTP, as the kubelet does; the warning it records for that is
+/// returned.
 async fn run_http(
     http: &k8s_openapi::api::core::v1::HTTPGetAction,
     container: &Container,
     target: &HookTarget,
-) -> Result<(), String> {
-    let Some(port) = super::probes::resolve_port(&http.port, container) else {
-        return Err(format!("couldn't find port: {:?} in the container", http.port));
-    };
-    let target = super::probes::http::Target::of(http, port, &target.pod_ip);
-    let headers = super::probes::http::Target::headers_of(http);
-    super::probes::http::get(&target, &headers, "kube-lifecycle/1.32").await.map(|_| ())
+) -> Result<Option<String>, String> {
+    use super::probes::http::{get_following, ErrorKind, Target};
+    let port = super::probes::resolve_port(&http.port, container)?;
+    let mut target = Target::of(http, port, &target.pod_ip);
+    let headers = Target::headers_of(http);
+    match get_following(&target, &headers, "kube-lifecycle/1.32").await {
+        Ok(_) => Ok(None),
+        Err(error) if error.kind == ErrorKind::PlainHttpAnswer => {
+            target.https = false;
+            let headers: Vec<_> = headers
+                .into_iter()
+                .filter(|(n, _)| !n.eq_ignore_ascii_case("Authorization"))
+                .collect();
+            get_following(&target, &headers, "kube-lifecycle/1.32")
+                .await
+                .map_err(|_| error.text)?;
+            let host = target.authority();
+            Ok(Some(format!(
+                "request to HTTPS lifecycle hook {host} got HTTP response, retry with HTTP succeeded"
+            )))
+        }
+        Err(error) => Err(error.text),
+    }
 }
 
 #[cfg(test)]
@@ -308,6 +327,39 @@ mod tests {
         let tcp = handler(json!({"tcpSocket": {"port": 80}}));
         let error = run(&tcp, &container(), &target(dir.path())).await.unwrap_err();
         assert_eq!(error, "Cannot run handler: invalid handler: tcpSocket");
+    }
+
+    #[tokio::test]
+    async fn an_https_hook_answered_in_http_is_asked_again_over_http() {
+        // A plain HTTP server: its answer to the TLS hello is what tells the hook.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let asked = tokio::spawn(async move {
+            let mut requests = Vec::new();
+            for _ in 0..2 {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 1024];
+                let n = socket.read(&mut buf).await.unwrap();
+                let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+                socket.write_all(reply).await.unwrap();
+                requests.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+            requests
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let hook = handler(json!({"httpGet": {"scheme": "HTTPS", "path": "/stop", "port": port,
+            "httpHeaders": [{"name": "Authorization", "value": "Bearer x"}]}}));
+        let warned = run(&hook, &container(), &target(dir.path())).await.unwrap();
+        assert_eq!(
+            warned.as_deref(),
+            Some(&*format!(
+                "request to HTTPS lifecycle hook 127.0.0.1:{port} got HTTP response, retry with HTTP succeeded"
+            ))
+        );
+        let requests = asked.await.unwrap();
+        // The retry leaves the credentials out.
+        assert!(requests[1].starts_with("GET /stop HTTP/1.1\r\n"), "{requests:?}");
+        assert!(!requests[1].contains("Authorization"), "{requests:?}");
     }
 
     #[tokio::test]

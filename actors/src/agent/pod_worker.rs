@@ -140,7 +140,8 @@ struct HookDone {
     /// The run it was for.
     pid: u32,
     hook: Hook,
-    outcome: Result<(), String>,
+    /// The hook's failure, or the warning it gave on the way.
+    outcome: Result<Option<String>, String>,
 }
 
 /// The pod worker actor. A sync holds the mailbox (`ctx.wait`), so every message is handled
@@ -1248,7 +1249,7 @@ impl PodState {
             let run = hooks::run(&handler, &spec, &target);
             let outcome = match limit {
                 // Out of time is no failure: the container is stopped all the same.
-                Some(limit) => tokio::time::timeout(limit, run).await.unwrap_or(Ok(())),
+                Some(limit) => tokio::time::timeout(limit, run).await.unwrap_or(Ok(None)),
                 None => run.await,
             };
             addr.do_send(HookDone { container, pid, hook, outcome });
@@ -1271,8 +1272,14 @@ impl PodState {
         let Some(running) = self.containers[i].running.as_mut() else { return };
         running.hook = None;
         let (pid, held) = (running.pid, running.term_held);
+        if let Ok(Some(warning)) = &done.outcome {
+            // About the pod, as the kubelet records its hooks' HTTP fallback.
+            let fallback = (EventKind::Warning, "LifecycleHTTPFallback".into(), warning.clone());
+            self.events(ctx, None, vec![fallback]);
+        }
+        let Some(running) = self.containers[i].running.as_mut() else { return };
         match (done.hook, done.outcome) {
-            (Hook::PostStart, Ok(())) => {}
+            (Hook::PostStart, Ok(_)) => {}
             (Hook::PostStart, Err(message)) => {
                 tracing::info!(pod = %self.name, container = %name, %message, "postStart hook failed");
                 running.post_start_failed = true;
@@ -2006,6 +2013,7 @@ struct ProbeRun {
 /// What a probe run said beyond its verdict.
 enum ProbeSaid {
     Failed(String),
+    Errored(String),
     Warned(String),
 }
 
@@ -2021,6 +2029,9 @@ impl ProbeRun {
         let event = match run.said {
             Some(ProbeSaid::Failed(reason)) => {
                 Some(("Unhealthy", format!("{what} probe failed: {reason}")))
+            }
+            Some(ProbeSaid::Errored(error)) => {
+                Some(("Unhealthy", format!("{what} probe errored: {error}")))
             }
             Some(ProbeSaid::Warned(warning)) => {
                 Some(("ProbeWarning", format!("{what} probe warning: {warning}")))
@@ -2058,16 +2069,17 @@ async fn run_due(
         let reached = state.successes >= probe.success_threshold.unwrap_or(1).max(1);
         ProbeRun { said, verdict: reached.then_some(true) }
     };
+    let failed = |state: &mut ProbeState, said| {
+        state.successes = 0;
+        state.failures += 1;
+        let reached = state.failures >= probe.failure_threshold.unwrap_or(3).max(1);
+        ProbeRun { said: Some(said), verdict: reached.then_some(false) }
+    };
     Some(match probes::run(probe, spec, pod_ip, env, run_as).await {
         Outcome::Success => succeeded(state, None),
         Outcome::Warning(warning) => succeeded(state, Some(ProbeSaid::Warned(warning))),
-        Outcome::Failure(reason) => {
-            tracing::debug!(container = %spec.name, %reason, "probe failed");
-            state.successes = 0;
-            state.failures += 1;
-            let reached = state.failures >= probe.failure_threshold.unwrap_or(3).max(1);
-            ProbeRun { said: Some(ProbeSaid::Failed(reason)), verdict: reached.then_some(false) }
-        }
+        Outcome::Failure(reason) => failed(state, ProbeSaid::Failed(reason)),
+        Outcome::Error(error) => failed(state, ProbeSaid::Errored(error)),
     })
 }
 

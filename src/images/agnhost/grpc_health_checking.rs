@@ -292,5 +292,18 @@ mod tests {
             "timeout: failed to connect service \"127.0.0.1:{closed}\" within 1s: context deadline exceeded"
         );
         assert_eq!(probed(closed, "").await, Outcome::Failure(refused));
+        // A port that speaks HTTP/1.1: never a gRPC connection, so the same.
+        let http1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http1_port = http1.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = http1.accept().await {
+                use tokio::io::AsyncWriteExt;
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        let never = format!(
+            "timeout: failed to connect service \"127.0.0.1:{http1_port}\" within 1s: context deadline exceeded"
+        );
+        assert_eq!(probed(http1_port, "").await, Outcome::Failure(never));
     }
 }

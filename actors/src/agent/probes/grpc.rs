@@ -103,25 +103,30 @@ pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duratio
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     let deadline = Instant::now() + timeout;
     let within = go_duration(timeout.as_nanos() as i64);
-    // As grpc-go's blocking dial: a connection refused is dialed again until the deadline.
-    let sender = loop {
-        let attempt = tokio::time::timeout_at(deadline, connect(host, port, &addr)).await;
-        match attempt {
-            Ok(Some(sender)) => break sender,
+    // As grpc-go's blocking dial: a connection refused, or one that speaks no HTTP/2, is dialed
+    // again until the deadline.
+    let answer = loop {
+        let attempt = tokio::time::timeout_at(deadline, async {
+            let sender = connect(host, port, &addr).await?;
+            check(sender, &addr, service).await
+        });
+        match attempt.await {
+            Ok(Some(answer)) => break answer,
             Ok(None) if Instant::now() + REDIAL_AFTER < deadline => {
                 tokio::time::sleep(REDIAL_AFTER).await;
             }
-            _ => {
+            Ok(None) => {
                 tokio::time::sleep_until(deadline).await;
                 return Outcome::Failure(format!(
                     "timeout: failed to connect service {} within {within}: context deadline exceeded",
                     go_quote(&addr)
                 ));
             }
+            // Connected, but the call did not end in time.
+            Err(_) => break Err((4, String::new())),
         }
     };
-    let answer = tokio::time::timeout_at(deadline, check(sender, &addr, service)).await;
-    match answer.unwrap_or(Err((4, String::new()))) {
+    match answer {
         Ok(ServingStatus::Serving) => Outcome::Success,
         Ok(status) => Outcome::Failure(format!(
             "service unhealthy (responded with {})",
@@ -165,15 +170,31 @@ async fn connect(host: &str, port: u16, addr: &str) -> Option<Sender> {
 /// A failed call's gRPC status code and message.
 type RpcError = (u32, String);
 
-/// One Check call on `sender`: the status it answered, or how the call failed.
-async fn check(mut sender: Sender, addr: &str, service: &str) -> Result<ServingStatus, RpcError> {
-    let request = hyper::Request::post(format!("http://{addr}{CHECK_PATH}"))
+/// One Check call on `sender`: the status it answered, or how the call failed; `None` when the
+/// connection failed before any answer (it spoke no HTTP/2).
+async fn check(
+    mut sender: Sender,
+    addr: &str,
+    service: &str,
+) -> Option<Result<ServingStatus, RpcError>> {
+    let response = sender.send_request(request(addr, service)?).await.ok()?;
+    Some(answer(response).await)
+}
+
+/// A Check request for `service`.
+fn request(addr: &str, service: &str) -> Option<hyper::Request<Full<Bytes>>> {
+    hyper::Request::post(format!("http://{addr}{CHECK_PATH}"))
         .header(hyper::header::CONTENT_TYPE, "application/grpc")
         .header(hyper::header::TE, "trailers")
         .header(hyper::header::USER_AGENT, "kube-probe/1.32")
-        .body(Full::new(framed(&HealthCheckRequest { service: service.to_string() })));
-    let request = request.map_err(|e| (13, e.to_string()))?;
-    let response = sender.send_request(request).await.map_err(|e| (14, e.to_string()))?;
+        .body(Full::new(framed(&HealthCheckRequest { service: service.to_string() })))
+        .ok()
+}
+
+/// What a Check call's response says: the status answered, or how the call failed.
+async fn answer(
+    response: hyper::Response<hyper::body::Incoming>,
+) -> Result<ServingStatus, RpcError> {
     if response.status() != hyper::StatusCode::OK {
         // grpc-go turns an HTTP status into a gRPC code and says which it was.
         let status = response.status();

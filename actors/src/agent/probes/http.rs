@@ -24,6 +24,37 @@ const MAX_BODY: usize = 10 * 1024;
 /// redirects").
 const MAX_REDIRECTS: usize = 10;
 
+/// What Go escapes when it writes a path and query: controls, space, non-ASCII and the
+/// characters no URL may hold.
+const NOT_IN_URLS: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'<')
+    .add(b'>')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// Why a GET got no response, in Go's words, and of which kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GetError {
+    pub text: String,
+    pub kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorKind {
+    /// No response (refused, reset, a bad answer).
+    Request,
+    /// An HTTPS request answered in plain HTTP.
+    PlainHttpAnswer,
+    /// The response's body was cut short.
+    Body,
+}
+
 /// Where a GET goes: `scheme://host:port/path` (the path may carry a query).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Target {
@@ -44,7 +75,10 @@ impl Target {
         let https = action.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS"));
         let host = action.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(default_host);
         let path = action.path.as_deref().unwrap_or("/");
-        let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+        // The fragment is the client's; what a URL cannot carry is escaped, as Go's URL writes it.
+        let path = path.split('#').next().unwrap_or("");
+        let path = percent_encoding::utf8_percent_encode(path, NOT_IN_URLS).to_string();
+        let path = if path.starts_with('/') { path } else { format!("/{path}") };
         Target { https, host: host.to_string(), port, path }
     }
 
@@ -54,7 +88,7 @@ impl Target {
     }
 
     /// `host:port`, brackets around an IPv6 host (Go's `net.JoinHostPort`).
-    fn authority(&self) -> String {
+    pub fn authority(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -68,25 +102,43 @@ impl Target {
         format!("{scheme}://{}{}", self.authority(), self.path)
     }
 
-    /// Where a `Location` header sent back from this target points, if it can be read.
-    fn redirected(&self, location: &str) -> Option<Target> {
-        let next = url::Url::parse(&self.url()).ok()?.join(location).ok()?;
+    /// Where a `Location` header sent back from this target points, or why it cannot be
+    /// followed, in Go's words.
+    fn redirected(&self, location: &str) -> Result<Target, String> {
+        let unreadable = |e: String| {
+            let quoted = go_quote(location);
+            format!(
+                "Get {}: failed to parse Location header {quoted}: parse {quoted}: {e}",
+                go_quote(&self.url())
+            )
+        };
+        let base = url::Url::parse(&self.url()).map_err(|e| unreadable(e.to_string()))?;
+        let next = base.join(location).map_err(|e| unreadable(e.to_string()))?;
         let https = match next.scheme() {
             "http" => false,
             "https" => true,
-            _ => return None,
+            other => {
+                let scheme = go_quote(other);
+                return Err(format!(
+                    "Get {}: unsupported protocol scheme {scheme}",
+                    go_quote(location)
+                ));
+            }
         };
-        let host = match next.host()? {
-            url::Host::Ipv6(ip) => ip.to_string(),
-            other => other.to_string(),
+        let host = match next.host() {
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            Some(other) => other.to_string(),
+            None => {
+                return Err(format!("Get {}: http: no Host in request URL", go_quote(location)))
+            }
         };
-        let port = next.port_or_known_default()?;
+        let port = next.port_or_known_default().unwrap_or(if https { 443 } else { 80 });
         let mut path = next.path().to_string();
         if let Some(query) = next.query() {
             path.push('?');
             path.push_str(query);
         }
-        Some(Target { https, host, port, path })
+        Ok(Target { https, host, port, path })
     }
 }
 
@@ -112,17 +164,29 @@ pub(crate) async fn get_following(
     target: &Target,
     headers: &[(String, String)],
     user_agent: &str,
-) -> Result<Response, String> {
+) -> Result<Response, GetError> {
     let mut current = target.clone();
-    for _ in 0..MAX_REDIRECTS {
+    for redirects in 1.. {
         let response = get(&current, headers, user_agent).await?;
-        let next = response.redirect().and_then(|l| current.redirected(l));
-        match next {
-            Some(next) if next.host == target.host => current = next,
-            _ => return Ok(response),
+        let Some(location) = response.redirect() else { return Ok(response) };
+        let next = current.redirected(location).map_err(GetError::request)?;
+        if next.host != target.host {
+            return Ok(response);
         }
+        if redirects == MAX_REDIRECTS {
+            let text =
+                format!("Get {}: stopped after {MAX_REDIRECTS} redirects", go_quote(location));
+            return Err(GetError::request(text));
+        }
+        current = next;
     }
-    Err(format!("Get {}: stopped after {MAX_REDIRECTS} redirects", go_quote(&current.url())))
+    unreachable!("the loop returns by its tenth redirect")
+}
+
+impl GetError {
+    fn request(text: String) -> Self {
+        GetError { text, kind: ErrorKind::Request }
+    }
 }
 
 /// One GET of `target`, without following redirects.
@@ -130,35 +194,73 @@ pub(crate) async fn get(
     target: &Target,
     headers: &[(String, String)],
     user_agent: &str,
-) -> Result<Response, String> {
-    let failed = |error: String| format!("Get {}: {error}", go_quote(&target.url()));
+) -> Result<Response, GetError> {
+    let failed = |kind, error: String| GetError {
+        text: format!("Get {}: {error}", go_quote(&target.url())),
+        kind,
+    };
     let tcp = TcpStream::connect((target.host.as_str(), target.port))
         .await
-        .map_err(|e| failed(dial_error(&target.host, target.port, &e)))?;
-    let mut request = hyper::Request::get(&target.path)
-        .header(hyper::header::HOST, target.authority())
-        .header(hyper::header::USER_AGENT, user_agent)
-        .header(hyper::header::ACCEPT, "*/*")
-        .header(hyper::header::CONNECTION, "close");
-    for (name, value) in headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    let request = request.body(Empty::<Bytes>::new()).map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(ErrorKind::Request, dial_error(&target.host, target.port, &e)))?;
+    let request =
+        request(target, headers, user_agent).map_err(|e| failed(ErrorKind::Request, e))?;
     let response = if target.https {
-        let name = server_name(&target.host).map_err(&failed)?;
-        let tls = TlsConnector::from(insecure_tls())
-            .connect(name, tcp)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        let name = server_name(&target.host).map_err(|e| failed(ErrorKind::Request, e))?;
+        let tls = TlsConnector::from(insecure_tls()).connect(name, tcp).await.map_err(|e| {
+            match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+                // The first bytes back were no TLS record: an HTTP server's answer.
+                Some(rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)) => {
+                    failed(
+                        ErrorKind::PlainHttpAnswer,
+                        "http: server gave HTTP response to HTTPS client".into(),
+                    )
+                }
+                _ => failed(ErrorKind::Request, e.to_string()),
+            }
+        })?;
         send(tls, request).await
     } else {
         send(tcp, request).await
     };
-    response.map_err(failed)
+    response.map_err(|(kind, e)| failed(kind, e))
+}
+
+/// The GET the kubelet writes: its `User-Agent` and `Accept: */*` unless the action gives its
+/// own (an empty one: none sent), the action's `Host` instead of the target's.
+fn request(
+    target: &Target,
+    headers: &[(String, String)],
+    user_agent: &str,
+) -> Result<hyper::Request<Empty<Bytes>>, String> {
+    let given = |name: &str| {
+        headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    };
+    let host =
+        given("Host").filter(|h| !h.is_empty()).map_or_else(|| target.authority(), str::to_string);
+    let mut request = hyper::Request::get(&target.path)
+        .header(hyper::header::HOST, host)
+        .header(hyper::header::CONNECTION, "close");
+    if given("User-Agent").is_none() {
+        request = request.header(hyper::header::USER_AGENT, user_agent);
+    }
+    if given("Accept").is_none() {
+        request = request.header(hyper::header::ACCEPT, "*/*");
+    }
+    for (name, value) in headers {
+        let empty_default = value.is_empty()
+            && (name.eq_ignore_ascii_case("Accept") || name.eq_ignore_ascii_case("User-Agent"));
+        if !name.eq_ignore_ascii_case("Host") && !empty_default {
+            request = request.header(name.as_str(), value.as_str());
+        }
+    }
+    request.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())
 }
 
 /// Sends `request` on a fresh HTTP/1.1 connection over `io` and reads the answer.
-async fn send<IO>(io: IO, request: hyper::Request<Empty<Bytes>>) -> Result<Response, String>
+async fn send<IO>(
+    io: IO,
+    request: hyper::Request<Empty<Bytes>>,
+) -> Result<Response, (ErrorKind, String)>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
@@ -167,18 +269,18 @@ where
         .title_case_headers(true)
         .handshake(TokioIo::new(io))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| (ErrorKind::Request, e.to_string()))?;
     let driver = tokio::spawn(connection);
     let response = match sender.send_request(request).await {
         Ok(response) => response,
         // Go's words for a connection closed before an answer.
         Err(e) if e.is_incomplete_message() => {
             driver.abort();
-            return Err("EOF".into());
+            return Err((ErrorKind::Request, "EOF".into()));
         }
         Err(e) => {
             driver.abort();
-            return Err(e.to_string());
+            return Err((ErrorKind::Request, e.to_string()));
         }
     };
     let status = response.status().as_u16();
@@ -197,7 +299,12 @@ where
                     read.extend_from_slice(data);
                 }
             }
-            _ => break,
+            // Go's words for a body that ends before its length.
+            Some(Err(_)) => {
+                driver.abort();
+                return Err((ErrorKind::Body, "unexpected EOF".into()));
+            }
+            None => break,
         }
     }
     driver.abort();
@@ -212,7 +319,7 @@ fn server_name(host: &str) -> Result<ServerName<'static>, String> {
 }
 
 /// A TLS client configuration that takes any certificate: the kubelet's probes and hooks set
-/// `InsecureSkipVerify`. Signatures are still checked, so the handshake is real TLS.
+/// `InsecureSkipVerify`.
 fn insecure_tls() -> Arc<rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
     CONFIG
@@ -229,7 +336,9 @@ fn insecure_tls() -> Arc<rustls::ClientConfig> {
         .clone()
 }
 
-/// Accepts every server certificate, checking only that the handshake is signed by it.
+/// Accepts every server certificate and handshake signature: with any certificate taken, a
+/// signature proves nothing, and checking it would refuse certificates Go reads but rustls does
+/// not (version 1, as `openssl x509 -req` makes them).
 #[derive(Debug)]
 struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
 
@@ -247,22 +356,20 @@ impl ServerCertVerifier for AnyCertificate {
 
     fn verify_tls12_signature(
         &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algorithms = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+        Ok(HandshakeSignatureValid::assertion())
     }
 
     fn verify_tls13_signature(
         &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algorithms = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+        Ok(HandshakeSignatureValid::assertion())
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -336,6 +443,7 @@ mod tests {
                 "/absolute" => ("301 Moved", format!("http://127.0.0.1:{port}/healthz"), ""),
                 "/elsewhere" => ("302 Found", "http://192.0.2.1/healthz".to_string(), "gone"),
                 "/loop" => ("307 Temporary Redirect", "/loop".to_string(), ""),
+                "/ftp" => ("302 Found", "ftp://127.0.0.1/x".to_string(), ""),
                 "/healthz?from=local" | "/healthz" => {
                     ("500 Internal Server Error", String::new(), "bad")
                 }
@@ -359,10 +467,9 @@ mod tests {
         let left = get("/elsewhere").await.unwrap();
         assert_eq!((left.status, left.body.as_str()), (302, "gone"));
         let looped = get("/loop").await.unwrap_err();
-        assert_eq!(
-            looped,
-            format!("Get \"http://127.0.0.1:{port}/loop\": stopped after 10 redirects")
-        );
+        assert_eq!(looped.text, "Get \"/loop\": stopped after 10 redirects");
+        let odd = get("/ftp").await.unwrap_err();
+        assert_eq!(odd.text, "Get \"ftp://127.0.0.1/x\": unsupported protocol scheme \"ftp\"");
     }
 
     #[tokio::test]
@@ -393,6 +500,52 @@ mod tests {
         // Plain HTTP to a TLS port gets no answer: the connection ends.
         let plain = get(&target(false, port, "/"), &headers, "kube-probe/1.32").await;
         assert!(plain.is_err(), "{plain:?}");
+        // TLS to a plain HTTP server: Go's words, and a kind a hook falls back on.
+        // (An HTTP server answers a TLS hello, which it cannot read, with a 400.)
+        let (plain_server, http_port) = self::listener().await;
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = plain_server.accept().await {
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        let answered = get(&target(true, http_port, "/"), &headers, "kube-probe/1.32").await;
+        let error = answered.unwrap_err();
+        assert_eq!(error.kind, ErrorKind::PlainHttpAnswer);
+        assert!(
+            error.text.ends_with(": http: server gave HTTP response to HTTPS client"),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn a_given_host_user_agent_or_accept_replaces_the_kubelets() {
+        let t = target(false, 80, "/");
+        let sent = |given: &[(&str, &str)]| {
+            let given: Vec<(String, String)> =
+                given.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+            let request = request(&t, &given, "kube-probe/1.32").unwrap();
+            let mut headers: Vec<String> = request
+                .headers()
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+                .collect();
+            headers.sort();
+            headers
+        };
+        assert_eq!(
+            sent(&[]),
+            [
+                "accept: */*",
+                "connection: close",
+                "host: 127.0.0.1:80",
+                "user-agent: kube-probe/1.32"
+            ]
+        );
+        let given = [("host", "example.com"), ("User-Agent", "mine"), ("Accept", ""), ("X-A", "b")];
+        assert_eq!(
+            sent(&given),
+            ["connection: close", "host: example.com", "user-agent: mine", "x-a: b"]
+        );
     }
 
     #[test]
@@ -406,6 +559,10 @@ mod tests {
         assert_eq!(Target::headers_of(&action), vec![("A".to_string(), "b".to_string())]);
         let next = target.redirected("//[::1]:9000/other").unwrap();
         assert_eq!((next.host.as_str(), next.port, next.path.as_str()), ("::1", 9000, "/other"));
-        assert!(target.redirected("ftp://x/").is_none());
+        assert!(target.redirected("ftp://x/").is_err());
+        let spaced =
+            serde_json::from_value(serde_json::json!({"path": "/a dir/ä?q=1#frag", "port": 1}))
+                .unwrap();
+        assert_eq!(Target::of(&spaced, 80, "127.0.0.1").path, "/a%20dir/%C3%A4?q=1");
     }
 }

@@ -26,6 +26,9 @@ pub enum Outcome {
     /// A success the kubelet warns about (a redirect to another host, not followed).
     Warning(String),
     Failure(String),
+    /// The probe could not be run to a result (a port that names none, a body cut short): a
+    /// failure the kubelet says "errored" of.
+    Error(String),
 }
 
 /// Runs `probe` once against a container of the pod at `pod_ip`.
@@ -46,8 +49,9 @@ pub async fn run(
         return within(timeout, exec_probe(&run, env, &dir), timed_out).await;
     }
     if let Some(action) = &probe.http_get {
-        let Some(port) = resolve_port(&action.port, container) else {
-            return Outcome::Failure(format!("unknown port {:?}", action.port));
+        let port = match resolve_port(&action.port, container) {
+            Ok(port) => port,
+            Err(error) => return Outcome::Error(error),
         };
         let target = http::Target::of(action, port, pod_ip);
         let headers = http::Target::headers_of(action);
@@ -58,8 +62,9 @@ pub async fn run(
         return within(timeout, http_probe(&target, &headers), timed_out).await;
     }
     if let Some(tcp) = &probe.tcp_socket {
-        let Some(port) = resolve_port(&tcp.port, container) else {
-            return Outcome::Failure(format!("unknown port {:?}", tcp.port));
+        let port = match resolve_port(&tcp.port, container) {
+            Ok(port) => port,
+            Err(error) => return Outcome::Error(error),
         };
         let host = tcp.host.as_deref().filter(|h| !h.is_empty()).unwrap_or(pod_ip);
         let connect = async {
@@ -71,8 +76,9 @@ pub async fn run(
         return within(timeout, connect, format!("dial tcp {host}:{port}: i/o timeout")).await;
     }
     if let Some(action) = &probe.grpc {
-        let Some(port) = u16::try_from(action.port).ok().filter(|p| *p > 0) else {
-            return Outcome::Failure(format!("unknown port {}", action.port));
+        let port = match resolve_port(&IntOrString::Int(action.port), container) {
+            Ok(port) => port,
+            Err(error) => return Outcome::Error(error),
         };
         let service = action.service.as_deref().unwrap_or("");
         return grpc::probe(pod_ip, port, service, timeout).await;
@@ -89,19 +95,25 @@ async fn within(
     tokio::time::timeout(timeout, attempt).await.unwrap_or(Outcome::Failure(timed_out))
 }
 
-/// A numeric port, or a named one looked up in the container's ports.
-pub(super) fn resolve_port(port: &IntOrString, container: &Container) -> Option<u16> {
-    match port {
-        IntOrString::Int(p) => u16::try_from(*p).ok().filter(|p| *p > 0),
-        IntOrString::String(name) => name.parse().ok().or_else(|| {
-            container
-                .ports
-                .iter()
-                .flatten()
-                .find(|p| p.name.as_deref() == Some(name.as_str()))
-                .and_then(|p| u16::try_from(p.container_port).ok())
-        }),
-    }
+/// A numeric port, or a named one looked up in the container's ports (else read as a
+/// number); why not, in the kubelet's words (`ResolveContainerPort`).
+pub(super) fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+    let number = match port {
+        IntOrString::Int(p) => i64::from(*p),
+        IntOrString::String(name) => {
+            let named = container.ports.iter().flatten().find(|p| p.name.as_deref() == Some(name));
+            match named {
+                Some(p) => i64::from(p.container_port),
+                None => name.parse::<i64>().map_err(|_| {
+                    format!("strconv.Atoi: parsing {}: invalid syntax", go_quote(name))
+                })?,
+            }
+        }
+    };
+    u16::try_from(number)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("invalid port number: {number}"))
 }
 
 async fn exec_probe(command: &[String], env: &[(String, String)], dir: &Path) -> Outcome {
@@ -149,7 +161,8 @@ async fn http_probe(target: &http::Target, headers: &[(String, String)]) -> Outc
         Ok(response) => {
             Outcome::Failure(format!("HTTP probe failed with statuscode: {}", response.status))
         }
-        Err(error) => Outcome::Failure(error),
+        Err(error) if error.kind == http::ErrorKind::Body => Outcome::Error(error.text),
+        Err(error) => Outcome::Failure(error.text),
     }
 }
 
@@ -222,9 +235,11 @@ mod tests {
             Outcome::Failure(_)
         ));
         let unknown = probe(json!({"tcpSocket": {"port": "nope"}}));
-        assert!(
-            matches!(run(&unknown, &container(), "127.0.0.1", &[], &[]).await, Outcome::Failure(m) if m.contains("unknown port"))
-        );
+        let errored = Outcome::Error("strconv.Atoi: parsing \"nope\": invalid syntax".into());
+        assert_eq!(run(&unknown, &container(), "127.0.0.1", &[], &[]).await, errored);
+        let huge = probe(json!({"tcpSocket": {"port": "70000"}}));
+        let errored = Outcome::Error("invalid port number: 70000".into());
+        assert_eq!(run(&huge, &container(), "127.0.0.1", &[], &[]).await, errored);
     }
 
     #[tokio::test]
