@@ -38,7 +38,7 @@ const NOT_IN_URLS: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'|')
     .add(b'}');
 
-/// Why a GET got no response, in Go's words, and of which kind.
+/// Why a GET got no whole response, in Go's words, and of which kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct GetError {
     pub text: String,
@@ -222,7 +222,11 @@ pub(crate) async fn get(
     } else {
         send(tcp, request).await
     };
-    response.map_err(|(kind, e)| failed(kind, e))
+    response.map_err(|(kind, e)| match kind {
+        // Go's body reader says only what went wrong, not which request.
+        ErrorKind::Body => GetError { text: e, kind },
+        _ => failed(kind, e),
+    })
 }
 
 /// The GET the kubelet writes: its `User-Agent` and `Accept: */*` unless the action gives its
@@ -438,6 +442,9 @@ mod tests {
     async fn redirects_are_followed_on_the_same_host_only() {
         let (listener, port) = listener().await;
         tokio::spawn(serve(listener, None, move |head| {
+            if path_of(head) == "/short" {
+                return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes.".into();
+            }
             let (status, location, body) = match path_of(head) {
                 "/local" => ("302 Found", "/healthz?from=local".to_string(), ""),
                 "/absolute" => ("301 Moved", format!("http://127.0.0.1:{port}/healthz"), ""),
@@ -468,6 +475,9 @@ mod tests {
         assert_eq!((left.status, left.body.as_str()), (302, "gone"));
         let looped = get("/loop").await.unwrap_err();
         assert_eq!(looped.text, "Get \"/loop\": stopped after 10 redirects");
+        // A body cut short: Go's reader's words, alone, and a kind a probe says "errored" of.
+        let short = get("/short").await.unwrap_err();
+        assert_eq!((short.kind, short.text.as_str()), (ErrorKind::Body, "unexpected EOF"));
         let odd = get("/ftp").await.unwrap_err();
         assert_eq!(odd.text, "Get \"ftp://127.0.0.1/x\": unsupported protocol scheme \"ftp\"");
     }
