@@ -272,6 +272,15 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 port.entry("name").or_insert(json!(""));
                 port.entry("protocol").or_insert(json!("TCP"));
             }
+            // An endpoint's conditions are a struct, not a pointer, in Kubernetes' types: its
+            // JSON always has them, `{}` when none is known.
+            let endpoints = object.get_mut("endpoints").and_then(Value::as_array_mut);
+            for endpoint in endpoints.into_iter().flatten().filter_map(Value::as_object_mut) {
+                let conditions = endpoint.entry("conditions").or_insert(json!({}));
+                if conditions.is_null() {
+                    *conditions = json!({});
+                }
+            }
         }
         "Lease" => {
             // Coordinated leader election's fields, which Kubernetes 1.32 drops unless its
@@ -1080,9 +1089,12 @@ mod tests {
 
     #[test]
     fn slices_ports_ephemeral_claims_and_leases_as_kubernetes_defaults_them() {
-        let mut slice = json!({"addressType": "IPv4", "endpoints": [], "ports": [{"port": 80}]});
+        let mut slice = json!({"addressType": "IPv4", "ports": [{"port": 80}],
+            "endpoints": [{"addresses": ["127.0.0.5"]}, {"addresses": ["127.0.0.6"], "conditions": null}]});
         apply("EndpointSlice", &mut slice);
         assert_eq!(slice["ports"][0], json!({"name": "", "port": 80, "protocol": "TCP"}));
+        assert_eq!(slice["endpoints"][0]["conditions"], json!({}));
+        assert_eq!(slice["endpoints"][1]["conditions"], json!({}));
         let mut pod = json!({"spec": {"containers": [], "volumes": [{"name": "scratch",
             "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}]}});
         apply("Pod", &mut pod);
