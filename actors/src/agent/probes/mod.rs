@@ -31,8 +31,29 @@ pub enum Outcome {
     Error(String),
 }
 
-/// Runs `probe` once against a container of the pod at `pod_ip`.
+/// How many times a probe that errored is run in one go (the kubelet's `maxProbeRetries`).
+const TRIES_WHEN_ERRORED: usize = 3;
+
+/// Runs `probe` against a container of the pod at `pod_ip`: once, or, while it errors, up to
+/// three times, as the kubelet's prober does.
 pub async fn run(
+    probe: &Probe,
+    container: &Container,
+    pod_ip: &str,
+    env: &[(String, String)],
+    run_as: &[String],
+) -> Outcome {
+    let mut outcome = run_once(probe, container, pod_ip, env, run_as).await;
+    for _ in 1..TRIES_WHEN_ERRORED {
+        if !matches!(outcome, Outcome::Error(_)) {
+            break;
+        }
+        outcome = run_once(probe, container, pod_ip, env, run_as).await;
+    }
+    outcome
+}
+
+async fn run_once(
     probe: &Probe,
     container: &Container,
     pod_ip: &str,
@@ -240,6 +261,30 @@ mod tests {
         let huge = probe(json!({"tcpSocket": {"port": "70000"}}));
         let errored = Outcome::Error("invalid port number: 70000".into());
         assert_eq!(run(&huge, &container(), "127.0.0.1", &[], &[]).await, errored);
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_errors_is_run_again_up_to_three_times() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Bodies cut short (errors) twice, then a whole answer; then three cut short.
+        tokio::spawn(async move {
+            for whole in [false, false, true, false, false, false] {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let reply: &[u8] = if whole {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                } else {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nok"
+                };
+                let _ = socket.write_all(reply).await;
+            }
+        });
+        let http = probe(json!({"httpGet": {"path": "/", "port": port}}));
+        assert_eq!(run(&http, &container(), "127.0.0.1", &[], &[]).await, Outcome::Success);
+        let errored = Outcome::Error("unexpected EOF".into());
+        assert_eq!(run(&http, &container(), "127.0.0.1", &[], &[]).await, errored);
     }
 
     #[tokio::test]
