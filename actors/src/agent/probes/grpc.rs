@@ -103,27 +103,35 @@ pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duratio
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     let deadline = Instant::now() + timeout;
     let within = go_duration(timeout.as_nanos() as i64);
+    let not_connected = || {
+        Outcome::Failure(format!(
+            "timeout: failed to connect service {} within {within}: context deadline exceeded",
+            go_quote(&addr)
+        ))
+    };
     // As grpc-go's blocking dial: a connection refused, or one that speaks no HTTP/2, is dialed
     // again until the deadline.
     let answer = loop {
-        let attempt = tokio::time::timeout_at(deadline, async {
-            let sender = connect(host, port, &addr).await?;
-            check(sender, &addr, service).await
-        });
-        match attempt.await {
-            Ok(Some(answer)) => break answer,
-            Ok(None) if Instant::now() + REDIAL_AFTER < deadline => {
+        let called = match tokio::time::timeout_at(deadline, connect(host, port)).await {
+            Err(_) => return not_connected(),
+            Ok(None) => None,
+            Ok(Some(sender)) => {
+                match tokio::time::timeout_at(deadline, check(sender, &addr, service)).await {
+                    // Connected, but the call did not end in time.
+                    Err(_) => break Err((4, String::new())),
+                    Ok(called) => called,
+                }
+            }
+        };
+        match called {
+            Some(answer) => break answer,
+            None if Instant::now() + REDIAL_AFTER < deadline => {
                 tokio::time::sleep(REDIAL_AFTER).await;
             }
-            Ok(None) => {
+            None => {
                 tokio::time::sleep_until(deadline).await;
-                return Outcome::Failure(format!(
-                    "timeout: failed to connect service {} within {within}: context deadline exceeded",
-                    go_quote(&addr)
-                ));
+                return not_connected();
             }
-            // Connected, but the call did not end in time.
-            Err(_) => break Err((4, String::new())),
         }
     };
     match answer {
@@ -148,9 +156,9 @@ pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duratio
 
 type Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
 
-/// An HTTP/2 connection to `host:port` once the server's settings arrived, as grpc-go waits
-/// for them before a connection is ready; `None` when there is none to be had.
-async fn connect(host: &str, port: u16, addr: &str) -> Option<Sender> {
+/// An HTTP/2 connection to `host:port`, or `None` when none can be made (one that speaks no
+/// HTTP/2 shows it when the call is made: [`check`] then answers `None`).
+async fn connect(host: &str, port: u16) -> Option<Sender> {
     let tcp = TcpStream::connect((host, port)).await.ok()?;
     let (mut sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .handshake(TokioIo::new(tcp))
@@ -161,9 +169,7 @@ async fn connect(host: &str, port: u16, addr: &str) -> Option<Sender> {
             tracing::debug!(%error, "gRPC probe connection ended");
         }
     });
-    // `ready` resolves once the connection can take a request: after the server's preface.
     sender.ready().await.ok()?;
-    tracing::trace!(addr, "gRPC probe connected");
     Some(sender)
 }
 
