@@ -1269,15 +1269,14 @@ impl PodState {
             return;
         };
         let name = done.container;
-        let Some(running) = self.containers[i].running.as_mut() else { return };
-        running.hook = None;
-        let (pid, held) = (running.pid, running.term_held);
         if let Ok(Some(warning)) = &done.outcome {
             // About the pod, as the kubelet records its hooks' HTTP fallback.
             let fallback = (EventKind::Warning, "LifecycleHTTPFallback".into(), warning.clone());
             self.events(ctx, None, vec![fallback]);
         }
         let Some(running) = self.containers[i].running.as_mut() else { return };
+        running.hook = None;
+        let (pid, held) = (running.pid, running.term_held);
         match (done.hook, done.outcome) {
             (Hook::PostStart, Ok(_)) => {}
             (Hook::PostStart, Err(message)) => {

@@ -52,6 +52,15 @@ fn fraction(value: u64, scale: u64) -> String {
     format!("{whole}.{}", decimals.trim_end_matches('0'))
 }
 
+/// `host:port`, brackets around an IPv6 host, as Go's `net.JoinHostPort` writes it.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// `text` quoted as Go's `%q` (`strconv.Quote`) writes it: `"a\x01b"`, where Rust's `{:?}`
 /// writes `"a\u{1}b"`.
 pub fn go_quote(text: &str) -> String {
@@ -157,6 +166,12 @@ pub fn order(a: &str, b: &str) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_and_port_are_joined_as_go_joins_them() {
+        assert_eq!(join_host_port("127.0.0.1", 80), "127.0.0.1:80");
+        assert_eq!(join_host_port("::1", 8443), "[::1]:8443");
+    }
 
     #[test]
     fn quotes_are_go_s() {

@@ -18,7 +18,7 @@ use hyper::body::{Bytes, Frame, Incoming};
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kplane_actors::agent::probes::grpc::{
-    framed, unframed, HealthCheckRequest, HealthCheckResponse, ServingStatus, CHECK_PATH,
+    code, framed, unframed, HealthCheckRequest, HealthCheckResponse, ServingStatus, CHECK_PATH,
 };
 use kplane_actors::model::text::go_duration;
 use prost::Message;
@@ -149,29 +149,29 @@ async fn answer(health: &Health, request: hyper::Request<Incoming>) -> hyper::Re
     let method = path.strip_prefix("/grpc.health.v1.Health/");
     match method {
         Some("Check") => {}
-        Some("Watch") => return status_only(12, "unimplemented"),
+        Some("Watch") => return status_only(code::UNIMPLEMENTED, "unimplemented"),
         Some(other) => {
             return status_only(
-                12,
+                code::UNIMPLEMENTED,
                 &format!("unknown method {other} for service grpc.health.v1.Health"),
             )
         }
         None => {
             let service = path.trim_start_matches('/').split('/').next().unwrap_or("");
-            return status_only(12, &format!("unknown service {service}"));
+            return status_only(code::UNIMPLEMENTED, &format!("unknown service {service}"));
         }
     }
     debug_assert_eq!(path, CHECK_PATH);
     let body = match request.into_body().collect().await {
         Ok(body) => body.to_bytes(),
-        Err(_) => return status_only(1, "context canceled"),
+        Err(_) => return status_only(code::CANCELED, "context canceled"),
     };
     let Some(asked) = unframed(&body).and_then(|m| HealthCheckRequest::decode(m).ok()) else {
-        return status_only(13, "grpc: error unmarshalling request");
+        return status_only(code::INTERNAL, "grpc: error unmarshalling request");
     };
     eprintln!("Serving the Check request for health check, started {} ago", health.uptime());
     let Some(status) = health.status(&asked.service) else {
-        return status_only(5, "unknown service");
+        return status_only(code::NOT_FOUND, "unknown service");
     };
     let message = framed(&HealthCheckResponse { status: status as i32 });
     let mut trailers = HeaderMap::new();

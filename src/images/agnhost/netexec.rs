@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
+use kplane_actors::model::text::join_host_port;
 use tokio::net::UdpSocket;
 
 use super::serve::{closing, query_param, text, ExitRequests, HttpListener, Lifecycle, Stop};
@@ -311,7 +312,8 @@ impl Dialer {
     }
 
     async fn http(&self, host: &str, port: u16, request: &str) -> Result<String, String> {
-        let url = format!("http://{}/{}", host_port(host, port), request.trim_start_matches('/'));
+        let url =
+            format!("http://{}/{}", join_host_port(host, port), request.trim_start_matches('/'));
         let response = self.route(host).1.get(url).send().await.map_err(|e| e.to_string())?;
         response.text().await.map_err(|e| e.to_string())
     }
@@ -320,7 +322,7 @@ impl Dialer {
         let local = self.route(host).0.unwrap_or(IpAddr::from([0, 0, 0, 0]));
         let exchange = async {
             let socket = UdpSocket::bind((local, 0)).await?;
-            socket.connect(host_port(host, port)).await?;
+            socket.connect(join_host_port(host, port)).await?;
             socket.send(request.as_bytes()).await?;
             let mut buffer = vec![0; 2048];
             let n = socket.recv(&mut buffer).await?;
@@ -333,14 +335,6 @@ impl Dialer {
             Ok(Ok(reply)) if reply.is_empty() => Err("empty udp response".to_owned()),
             Ok(Ok(reply)) => Ok(String::from_utf8_lossy(&reply).into_owned()),
         }
-    }
-}
-
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::Outcome;
-use crate::model::text::{go_duration, go_quote};
+use crate::model::text::{go_duration, go_quote, join_host_port};
 
 /// The health service's Check method, as a gRPC path.
 pub const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
@@ -54,6 +54,19 @@ impl ServingStatus {
             ServingStatus::ServiceUnknown => "SERVICE_UNKNOWN",
         }
     }
+}
+
+/// The gRPC status codes kplane's client and server give or read by name.
+pub mod code {
+    pub const CANCELED: u32 = 1;
+    pub const UNKNOWN: u32 = 2;
+    pub const DEADLINE_EXCEEDED: u32 = 4;
+    pub const NOT_FOUND: u32 = 5;
+    pub const PERMISSION_DENIED: u32 = 7;
+    pub const UNIMPLEMENTED: u32 = 12;
+    pub const INTERNAL: u32 = 13;
+    pub const UNAVAILABLE: u32 = 14;
+    pub const UNAUTHENTICATED: u32 = 16;
 }
 
 /// A gRPC status code's name, as grpc-go prints it (`NotFound`).
@@ -99,8 +112,7 @@ pub fn unframed(body: &[u8]) -> Option<&[u8]> {
 
 /// Asks `host:port` whether `service` is serving, within `timeout`.
 pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duration) -> Outcome {
-    let addr =
-        if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let addr = join_host_port(host, port);
     let deadline = Instant::now() + timeout;
     let within = go_duration(timeout.as_nanos() as i64);
     let not_connected = || {
@@ -118,7 +130,7 @@ pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duratio
             Ok(Some(sender)) => {
                 match tokio::time::timeout_at(deadline, check(sender, &addr, service)).await {
                     // Connected, but the call did not end in time.
-                    Err(_) => break Err((4, String::new())),
+                    Err(_) => break Err((code::DEADLINE_EXCEEDED, String::new())),
                     Ok(called) => called,
                 }
             }
@@ -140,10 +152,10 @@ pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duratio
             "service unhealthy (responded with {})",
             go_quote(status.name())
         )),
-        Err((4, _)) => {
+        Err((code::DEADLINE_EXCEEDED, _)) => {
             Outcome::Failure(format!("timeout: health rpc did not complete within {within}"))
         }
-        Err((12, message)) => Outcome::Failure(format!(
+        Err((code::UNIMPLEMENTED, message)) => Outcome::Failure(format!(
             "error: this server does not implement the grpc health protocol \
              (grpc.health.v1.Health): {message}"
         )),
@@ -205,12 +217,12 @@ async fn answer(
         // grpc-go turns an HTTP status into a gRPC code and says which it was.
         let status = response.status();
         let code = match status.as_u16() {
-            400 => 13,
-            401 => 16,
-            403 => 7,
-            404 => 12,
-            429 | 502..=504 => 14,
-            _ => 2,
+            400 => code::INTERNAL,
+            401 => code::UNAUTHENTICATED,
+            403 => code::PERMISSION_DENIED,
+            404 => code::UNIMPLEMENTED,
+            429 | 502..=504 => code::UNAVAILABLE,
+            _ => code::UNKNOWN,
         };
         let reason = status.canonical_reason().unwrap_or("");
         let text = format!(
@@ -221,17 +233,19 @@ async fn answer(
     }
     // A trailers-only answer carries its status among the headers.
     let head_status = grpc_status(response.headers());
-    let collected = response.into_body().collect().await.map_err(|e| (14, e.to_string()))?;
+    let collected =
+        response.into_body().collect().await.map_err(|e| (code::UNAVAILABLE, e.to_string()))?;
     let trailers = collected.trailers().cloned();
     let body = collected.to_bytes();
     let (code, message) = head_status
         .or_else(|| trailers.as_ref().and_then(grpc_status))
-        .unwrap_or((2, "server closed the stream without sending trailers".into()));
+        .unwrap_or((code::UNKNOWN, "server closed the stream without sending trailers".into()));
     if code != 0 {
         return Err((code, message));
     }
     let answer = unframed(&body).and_then(|m| HealthCheckResponse::decode(m).ok());
-    let answer = answer.ok_or((13, "grpc: failed to unmarshal the received message".into()))?;
+    let answer =
+        answer.ok_or((code::INTERNAL, "grpc: failed to unmarshal the received message".into()))?;
     // An unknown value is not SERVING: the kubelet fails it as it fails UNKNOWN.
     Ok(ServingStatus::try_from(answer.status).unwrap_or(ServingStatus::Unknown))
 }

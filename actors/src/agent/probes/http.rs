@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::dial_error;
-use crate::model::text::go_quote;
+use crate::model::text::{go_quote, join_host_port};
 
 /// The most of a response body the kubelet reads (`maxRespBodyLength`, 10 KiB).
 const MAX_BODY: usize = 10 * 1024;
@@ -89,11 +89,7 @@ impl Target {
 
     /// `host:port`, brackets around an IPv6 host (Go's `net.JoinHostPort`).
     pub fn authority(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        join_host_port(&self.host, self.port)
     }
 
     /// The URL as the kubelet writes it: the port always shown.
