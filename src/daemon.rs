@@ -284,33 +284,36 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     app_state.resource_metrics = metrics_scraper.clone();
     let state = web::Data::new(app_state);
     let app_state = state.clone();
-    let mut server = HttpServer::new(move || api::app(app_state.clone()))
-        .disable_signals()
-        // Open watches are cut after 2 s; clients re-list and re-watch, as with kube-apiserver.
-        .shutdown_timeout(2)
-        // A client certificate the client CA vouches for names the user of its connection's
-        // requests; one it does not leaves them unauthenticated (401), as kube-apiserver's
-        // x509 authenticator judges them.
-        .on_connect(move |connection, extensions| {
-            type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
-            let Some(tls) = connection.downcast_ref::<Tls>() else { return };
-            let (Some(chain), Some(clients)) =
-                (tls.get_ref().1.peer_certificates(), client_certificates.as_ref())
-            else {
-                return;
-            };
-            if !clients.vouches_for(chain) {
-                extensions.insert(crate::auth::authn::CertificateRejected);
-                return;
-            }
-            // One that names no user (no CN) is no credential, as Kubernetes takes it.
-            if let Some(user) = chain.first().and_then(|c| crate::auth::authn::certificate_user(c))
-            {
-                extensions.insert(crate::auth::authn::CertificateUser(user));
-            }
-        })
-        .listen(listener)
-        .map_err(|source| StartError::Bind { addr, source })?;
+    let mut server = HttpServer::new(move || {
+        // Called on each worker's thread as it starts (once per listener).
+        kplane_actors::threads::name_current("kplane-http");
+        api::app(app_state.clone())
+    })
+    .disable_signals()
+    // Open watches are cut after 2 s; clients re-list and re-watch, as with kube-apiserver.
+    .shutdown_timeout(2)
+    // A client certificate the client CA vouches for names the user of its connection's
+    // requests; one it does not leaves them unauthenticated (401), as kube-apiserver's
+    // x509 authenticator judges them.
+    .on_connect(move |connection, extensions| {
+        type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
+        let Some(tls) = connection.downcast_ref::<Tls>() else { return };
+        let (Some(chain), Some(clients)) =
+            (tls.get_ref().1.peer_certificates(), client_certificates.as_ref())
+        else {
+            return;
+        };
+        if !clients.vouches_for(chain) {
+            extensions.insert(crate::auth::authn::CertificateRejected);
+            return;
+        }
+        // One that names no user (no CN) is no credential, as Kubernetes takes it.
+        if let Some(user) = chain.first().and_then(|c| crate::auth::authn::certificate_user(c)) {
+            extensions.insert(crate::auth::authn::CertificateUser(user));
+        }
+    })
+    .listen(listener)
+    .map_err(|source| StartError::Bind { addr, source })?;
     let insecure_addr = server.addrs().first().copied().unwrap_or(addr);
     tracing::info!(%insecure_addr, "serving the insecure port (no authentication)");
     let mut root_ca = None;

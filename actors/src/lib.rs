@@ -10,6 +10,7 @@
 //! - [`forwarding`]: service traffic: listeners that forward to a service's endpoints.
 //! - [`metrics`]: the resource metrics of nodes and pods (`kubectl top`), read from agents.
 //! - [`health`]: the `Ping` long-lived actors answer, to tell a working one from a stopped one.
+//! - [`threads`]: the names of the threads long-lived actors have to themselves.
 
 pub mod agent;
 pub mod client;
@@ -23,4 +24,5 @@ pub mod scheduler;
 pub mod store;
 #[cfg(test)]
 mod testing;
+pub mod threads;
 pub mod watch;

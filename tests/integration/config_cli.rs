@@ -2,8 +2,9 @@
 //! settings take effect.
 
 use std::net::TcpListener;
+use std::time::Duration;
 
-use crate::util::{huge_pages_enabled, Server};
+use crate::util::{self, huge_pages_enabled, Server};
 
 fn run_server(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let data = tempfile::tempdir().unwrap();
@@ -59,4 +60,22 @@ fn transparent_huge_pages_are_off_unless_configured_on() {
         huge_pages_enabled(std::process::id()),
         "left as inherited when the key is false"
     );
+}
+
+#[test]
+fn the_server_names_its_actors_threads() {
+    let server = Server::start();
+    let names = || -> Vec<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", server.pid())).unwrap();
+        let comm = |task: std::fs::DirEntry| std::fs::read_to_string(task.path().join("comm"));
+        tasks.filter_map(|t| comm(t.ok()?).ok()).map(|n| n.trim_end().to_string()).collect()
+    };
+    // The default configuration: two store shards, each with its writer.
+    let expected = ["kplane-shard-0", "kplane-shard-1", "kplane-writer-0", "kplane-writer-1"];
+    let expected = [&expected[..], &["kplane-hub", "kplane-http", "kplane-svc-lb"]].concat();
+    let named = || {
+        let names = names();
+        expected.iter().all(|e| names.iter().any(|n| n == e))
+    };
+    util::wait_until(Duration::from_secs(10), "the actors' threads are named", named);
 }

@@ -59,13 +59,16 @@ impl ServiceProxy {
         node_address: Ipv4Addr,
     ) -> Addr<Self> {
         let arbiter = Arbiter::new();
-        Self::start_in_arbiter(&arbiter.handle(), move |_| Self {
-            client,
-            node_name,
-            node_address,
-            table: ServiceTable::default(),
-            listeners: Listeners::default(),
-            health_checks: HealthChecks::default(),
+        Self::start_in_arbiter(&arbiter.handle(), move |_| {
+            crate::threads::name_current("kplane-proxy");
+            Self {
+                client,
+                node_name,
+                node_address,
+                table: ServiceTable::default(),
+                listeners: Listeners::default(),
+                health_checks: HealthChecks::default(),
+            }
         })
     }
 

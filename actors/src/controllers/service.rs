@@ -203,7 +203,10 @@ impl ServiceController {
         config: LoadBalancerConfig,
     ) -> Addr<Self> {
         let arbiter = Arbiter::new();
-        Self::start_in_arbiter(&arbiter.handle(), move |_| Self::new(client, config))
+        Self::start_in_arbiter(&arbiter.handle(), move |_| {
+            crate::threads::name_current("kplane-svc-lb");
+            Self::new(client, config)
+        })
     }
 
     pub fn new(client: Arc<dyn ApiClient>, config: LoadBalancerConfig) -> Self {

@@ -197,9 +197,9 @@ impl Scheduler {
         config: SchedulerConfig,
     ) -> Addr<Scheduler> {
         let arbiter = Arbiter::new();
-        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| Scheduler {
-            own_thread: true,
-            ..Scheduler::new(client, config)
+        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| {
+            crate::threads::name_current("kplane-sched");
+            Scheduler { own_thread: true, ..Scheduler::new(client, config) }
         })
     }
 

@@ -121,7 +121,7 @@ impl CommitMetrics {
         let label = index.to_string();
         let batch_size = self.batch_size.with_label_values(&[label.as_str()]);
         let duration = self.duration.with_label_values(&[label.as_str()]);
-        ShardWriter::start(engine, batch_size, duration)
+        ShardWriter::start(index, engine, batch_size, duration)
     }
 }
 

@@ -459,6 +459,7 @@ impl Actor for StoreShard {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        crate::threads::name_current(&format!("kplane-shard-{}", self.index));
         // Writers queue far more than the default 16 messages under load.
         ctx.set_mailbox_capacity(4096);
     }

@@ -27,6 +27,8 @@ type QueuedWrite = (Arc<StoredObject>, bool);
 /// the one before, the writer sat idle between commits about as long as a commit took, under
 /// load: the report and the next batch each waited for a busy core to wake a thread.)
 pub(crate) struct ShardWriter {
+    /// The shard's index, which names the writer's thread.
+    index: usize,
     engine: Arc<dyn Engine>,
     queue: Arc<CommitQueue>,
     /// The writes being committed; its allocation goes back and forth with the queue's.
@@ -48,6 +50,7 @@ pub(crate) struct ShardWriter {
 impl ShardWriter {
     /// Starts a writer over `engine` on a thread of its own, and returns its shard's handle.
     pub(crate) fn start(
+        index: usize,
         engine: Arc<dyn Engine>,
         batch_size: Histogram,
         duration: Histogram,
@@ -55,6 +58,7 @@ impl ShardWriter {
         let queue = Arc::new(CommitQueue::default());
         let released = Arc::new(());
         let writer = ShardWriter {
+            index,
             engine,
             queue: queue.clone(),
             batch: Vec::new(),
@@ -83,6 +87,10 @@ impl ShardWriter {
 
 impl Actor for ShardWriter {
     type Context = Context<Self>;
+
+    fn started(&mut self, _: &mut Context<Self>) {
+        crate::threads::name_current(&format!("kplane-writer-{}", self.index));
+    }
 
     /// The thread is the writer's alone and ends with it. The writer stops once the shard, the
     /// one holder of its address, has stopped; the engine is dropped with it.

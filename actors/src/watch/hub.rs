@@ -310,6 +310,7 @@ impl Actor for WatchHub {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        crate::threads::name_current("kplane-hub");
         ctx.set_mailbox_capacity(65_536);
         ctx.run_interval(self.options.bookmark_interval, |hub, _| hub.send_bookmarks());
         // One timer for every watch's last bookmark, rather than one per watch.
