@@ -3,6 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::model::finalizers::NAMESPACE_FINALIZER;
+use crate::model::json;
 use crate::model::priority::PREEMPT_LOWER_PRIORITY;
 use crate::model::qos::qos_class;
 use crate::model::quantity;
@@ -34,7 +35,7 @@ pub(crate) fn prepare_for_create(kind: &str, object: &mut Value) {
         status.insert("lastPhaseTransitionTime".into(), json!(crate::model::now()));
     }
     // A pod held by scheduling gates says so from the start (Kubernetes' strategy does).
-    let gated = object.pointer("/spec/schedulingGates").and_then(Value::as_array);
+    let gated = json::at(object, "/spec/schedulingGates").and_then(Value::as_array);
     if kind == "Pod" && gated.is_some_and(|gates| !gates.is_empty()) {
         let condition = json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
             "lastTransitionTime": null, "reason": "SchedulingGated",
@@ -301,7 +302,7 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
 /// (Kubernetes' `SetDefaults_ResourceList`, [`quantity::rounded_to_millis`]).
 fn round_amounts(object: &mut Value, pointers: &[&str]) {
     for pointer in pointers {
-        let list = object.pointer_mut(pointer).and_then(Value::as_object_mut);
+        let list = json::at_mut(object, pointer).and_then(Value::as_object_mut);
         for amount in list.into_iter().flat_map(|l| l.values_mut()) {
             if let Some(rounded) = amount.as_str().and_then(quantity::rounded_to_millis) {
                 *amount = json!(rounded);

@@ -17,6 +17,25 @@ pub fn at<'a>(value: &'a Value, pointer: &str) -> Option<&'a Value> {
     walk(value, pointer.strip_prefix('/')?, b'/')
 }
 
+/// `at`, for changing the value found: as `Value::pointer_mut` finds it.
+pub fn at_mut<'a>(value: &'a mut Value, pointer: &str) -> Option<&'a mut Value> {
+    if memchr::memchr(b'~', pointer.as_bytes()).is_some() {
+        return value.pointer_mut(pointer);
+    }
+    if pointer.is_empty() {
+        return Some(value);
+    }
+    let mut value = value;
+    for token in pointer.strip_prefix('/')?.split('/') {
+        value = match value {
+            Value::Object(map) => map.get_mut(token)?,
+            Value::Array(items) => items.get_mut(array_index(token)?)?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
 /// The strings of the array in field `key` of `value` (none when it is missing or not an
 /// array; its items that are not strings are left out).
 pub fn strings(value: &Value, key: &str) -> Vec<String> {
@@ -42,15 +61,17 @@ fn walk<'a>(mut value: &'a Value, mut path: &str, separator: u8) -> Option<&'a V
 fn step<'a>(value: &'a Value, token: &str) -> Option<&'a Value> {
     match value {
         Value::Object(map) => map.get(token),
-        Value::Array(items) => {
-            // As RFC 6901 reads an index: digits, no leading zero, no sign.
-            let index_like = !token.is_empty()
-                && token.bytes().all(|b| b.is_ascii_digit())
-                && (token == "0" || !token.starts_with('0'));
-            items.get(token.parse::<usize>().ok().filter(|_| index_like)?)
-        }
+        Value::Array(items) => items.get(array_index(token)?),
         _ => None,
     }
+}
+
+/// An array index as RFC 6901 reads one: digits, no leading zero, no sign.
+fn array_index(token: &str) -> Option<usize> {
+    let index_like = !token.is_empty()
+        && token.bytes().all(|b| b.is_ascii_digit())
+        && (token == "0" || !token.starts_with('0'));
+    token.parse::<usize>().ok().filter(|_| index_like)
 }
 
 #[cfg(test)]
@@ -80,7 +101,12 @@ mod tests {
             "metadata",
         ] {
             assert_eq!(at(&value, pointer), value.pointer(pointer), "{pointer:?}");
+            let mut changed = value.clone();
+            assert_eq!(at_mut(&mut changed, pointer).cloned(), value.pointer(pointer).cloned());
         }
+        let mut changed = value.clone();
+        *at_mut(&mut changed, "/spec/containers/1/name").unwrap() = json!("renamed");
+        assert_eq!(changed["spec"]["containers"][1]["name"], "renamed");
         assert_eq!(at_field(&value, "metadata.name"), Some(&json!("n")));
         assert_eq!(at_field(&value, "spec.nodeName"), None);
         assert_eq!(at_field(&value, "spec.containers.1.name"), Some(&json!("c1")));
