@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
+use crate::model::json::{self, is_plain};
 use crate::model::lists;
 
 /// A set of field paths of one object.
@@ -233,11 +234,6 @@ fn push_json(out: &mut String, value: &Value) {
     }
 }
 
-/// Whether `text` is written in JSON as it is, between quotes (nothing in it is escaped).
-fn is_plain(text: &str) -> bool {
-    !text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
-}
-
 /// The `f:` element of a field (built without the formatting machinery: this runs for every
 /// field of every object written).
 pub(super) fn field_element(name: &str) -> String {
@@ -319,17 +315,6 @@ impl FieldTree for Value {
     }
 }
 
-/// `text` as a JSON string. Field names, almost always plain, are copied as they are.
-pub(super) fn push_json_string(out: &mut Vec<u8>, text: &str) {
-    if is_plain(text) {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else {
-        serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
-    }
-}
-
 /// The FieldsV1 JSON of every field of `object` (a whole object, from the root) but those
 /// `skip` names, byte for byte what the `Value` form serializes to, written into one buffer
 /// as the walk goes (a create's entry needs nothing else); `None` when nothing is left.
@@ -380,7 +365,7 @@ impl FieldsText<'_> {
             self.out.extend_from_slice(field.as_bytes());
             self.out.push(b'"');
         } else {
-            push_json_string(&mut self.out, &field_element(field));
+            json::write_string(&mut self.out, &field_element(field));
         }
         self.out.push(b':');
         let written = self.value(field, value);
@@ -406,7 +391,7 @@ impl FieldsText<'_> {
                         let start = self.open(false);
                         for (element, item) in &elements {
                             self.separate(start, false);
-                            push_json_string(&mut self.out, element);
+                            json::write_string(&mut self.out, element);
                             self.out.push(b':');
                             match item.as_object() {
                                 Some(map) => _ = self.fields(map, true),
@@ -420,7 +405,7 @@ impl FieldsText<'_> {
                         let start = self.open(true);
                         for element in &elements {
                             self.separate(start, true);
-                            push_json_string(&mut self.out, element);
+                            json::write_string(&mut self.out, element);
                             self.out.extend_from_slice(b":{}");
                         }
                         self.close(start, elements.len(), true)

@@ -111,7 +111,7 @@ fn entry_text(writer: &Writer, time: &str, fields_v1: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(fields_v1.len() + 160);
     let string = |out: &mut Vec<u8>, key: &str, value: &str| {
         out.extend_from_slice(key.as_bytes());
-        field_set::push_json_string(out, value);
+        crate::model::json::write_string(out, value);
     };
     string(&mut out, "[{\"apiVersion\":", &writer.api_version);
     out.extend_from_slice(b",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":");

@@ -1,7 +1,10 @@
-//! Reading JSON values by path on the write path's hot spots.
+//! Reading JSON values by path, and writing them, on the write path's hot spots.
 //!
 //! `serde_json::Value::pointer` copies every token of the path twice to unescape it (`~1`,
-//! `~0`); these read the same values without allocating.
+//! `~0`); these read the same values without allocating. `write` writes a value byte for byte
+//! as `serde_json::to_writer` does, checking a string for characters to escape many bytes at a
+//! time (serde_json's writer looks each byte up in a table: the largest cost of writing an
+//! object, whose strings hardly ever need escaping).
 
 use serde_json::Value;
 
@@ -34,6 +37,72 @@ pub fn at_mut<'a>(value: &'a mut Value, pointer: &str) -> Option<&'a mut Value> 
         };
     }
     Some(value)
+}
+
+/// Appends `value`'s compact JSON to `out`, as `serde_json::to_writer` writes it.
+pub fn write(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(number) => out.extend_from_slice(number.to_string().as_bytes()),
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(out, key);
+                out.push(b':');
+                write(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends `text` as a JSON string, as `serde_json::to_writer` writes it.
+pub fn write_string(out: &mut Vec<u8>, text: &str) {
+    if is_plain(text) {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
+    }
+}
+
+/// Whether `text` is written in JSON as it is, between quotes: none of its bytes is escaped
+/// (a quote, a backslash, a control character). Checked eight bytes at a time.
+pub fn is_plain(text: &str) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Whether any byte of `word` is zero; below `n` (at most 0x80) when subtracting `n`s.
+    let any_below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word & HIGHS != 0;
+    let escaped = |word: u64| {
+        any_below(word, 0x20)
+            || any_below(word ^ (ONES * 0x22), 1)
+            || any_below(word ^ (ONES * 0x5c), 1)
+    };
+    let mut words = text.as_bytes().chunks_exact(8);
+    for word in &mut words {
+        if escaped(u64::from_ne_bytes(word.try_into().expect("eight bytes"))) {
+            return false;
+        }
+    }
+    !words.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// The strings of the array in field `key` of `value` (none when it is missing or not an
@@ -78,6 +147,47 @@ fn array_index(token: &str) -> Option<usize> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn writes_what_serde_json_writes() {
+        let long = "a".repeat(40);
+        let value = json!({"s": "plain", "q": "say \"hi\"", "b": "back\\slash", "c": "\u{1}\n\t",
+            "u": "ünïcødé \u{2028} </>&", "n": [0, -1, 1.5, 1e300, u64::MAX, i64::MIN], "t": true,
+            "f": false, "z": null, "e": {}, "a": [], "nested": [{"k": [long.clone()]}],
+            format!("{long}\"{long}"): format!("{long}\u{7f}{long}\n")});
+        let mut out = b"kept".to_vec();
+        write(&mut out, &value);
+        assert_eq!(out, [&b"kept"[..], &serde_json::to_vec(&value).unwrap()].concat());
+        for text in ["", "\"", "0123456789abcdef\u{1f}", "0123456789abcdef0123456789abcde\\"] {
+            assert!(!is_plain(text) || text.is_empty());
+            let mut out = Vec::new();
+            write_string(&mut out, text);
+            assert_eq!(out, serde_json::to_vec(text).unwrap(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn plain_text_is_told_from_text_to_escape_at_every_position() {
+        for len in 0..20 {
+            let plain: String = (0..len).map(|i| ['a', ' ', '~', '\u{7f}', 'é'][i % 5]).collect();
+            assert!(is_plain(&plain), "{plain:?}");
+            for at in 0..len {
+                for escaped in ['"', '\\', '\0', '\n', '\u{1f}'] {
+                    let mut text: Vec<char> = plain.chars().collect();
+                    text[at] = escaped;
+                    let text: String = text.into_iter().collect();
+                    assert!(!is_plain(&text), "{text:?}");
+                }
+            }
+        }
+        // Every byte value alone, and after seven plain ones (a word's last byte).
+        for byte in 0..=0x7fu8 {
+            let escaped = byte < 0x20 || byte == b'"' || byte == b'\\';
+            let alone = (byte as char).to_string();
+            assert_eq!(is_plain(&alone), !escaped, "{byte:#x}");
+            assert_eq!(is_plain(&format!("abcdefg{alone}")), !escaped, "{byte:#x}");
+        }
+    }
 
     #[test]
     fn finds_what_value_pointer_finds() {

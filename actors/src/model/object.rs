@@ -376,7 +376,7 @@ fn serialize(value: &Value, given: Option<&JsonField>) -> Serialized {
                     } else if let Some(given) = given.filter(|g| g.name == name) {
                         out.extend_from_slice(&given.json);
                     } else {
-                        write_json(out, entry);
+                        json::write(out, entry);
                     }
                     if name == "managedFields" {
                         // The key, its colon, and the comma before them when there is one.
@@ -388,7 +388,7 @@ fn serialize(value: &Value, given: Option<&JsonField>) -> Serialized {
                 metadata = Some((start, out.len()));
             }
             _ => {
-                write_json(out, field);
+                json::write(out, field);
                 match key {
                     "apiVersion" => api_version = Some((start, out.len())),
                     "kind" => kind = Some((start, out.len())),
@@ -412,16 +412,11 @@ fn write_map(
         if i > 0 {
             out.push(b',');
         }
-        write_json(out, key);
+        json::write_string(out, key);
         out.push(b':');
         entry(out, key, value);
     }
     out.push(b'}');
-}
-
-/// Appends `value` (a key or a value) as serde_json's compact formatter writes it.
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    serde_json::to_writer(out, value).expect("JSON keys and values always serialize");
 }
 
 /// An object's metadata as read for a metadata-only view: `managedFields` (most of it, and of
