@@ -962,6 +962,9 @@ fn start_agent_with_env(
         .args(args)
         .env("RUST_LOG", "warn")
         .env("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "200")
+        // A free port unless the test names one (`--port` wins over the setting): 10250 may
+        // be taken by anything else on the machine.
+        .env("KPLANE_AGENT__PORT", "0")
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

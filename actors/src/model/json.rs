@@ -1,10 +1,10 @@
 //! Reading JSON values by path, and writing them, on the write path's hot spots.
 //!
-//! `serde_json::Value::pointer` copies every token of the path twice to unescape it (`~1`,
-//! `~0`); these read the same values without allocating. `write` writes a value byte for byte
-//! as `serde_json::to_writer` does, checking a string for characters to escape many bytes at a
-//! time (serde_json's writer looks each byte up in a table: the largest cost of writing an
-//! object, whose strings hardly ever need escaping).
+//! `serde_json::Value::pointer` and `pointer_mut` copy every token of the path twice to
+//! unescape it (`~1`, `~0`); `at` and `at_mut` find the same values without allocating.
+//! `write` writes a value byte for byte as `serde_json::to_writer` does, without the
+//! serializer's machinery, and checks each string for characters to escape eight bytes at a
+//! time rather than byte by byte.
 
 use serde_json::Value;
 
@@ -89,7 +89,7 @@ pub fn write_string(out: &mut Vec<u8>, text: &str) {
 pub fn is_plain(text: &str) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    // Whether any byte of `word` is zero; below `n` (at most 0x80) when subtracting `n`s.
+    // Whether some byte of `word` is below `n` (at most 0x80): with `n` = 1, whether one is 0.
     let any_below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word & HIGHS != 0;
     let escaped = |word: u64| {
         any_below(word, 0x20)
