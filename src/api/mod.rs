@@ -21,6 +21,7 @@ pub mod protobuf;
 mod proxy;
 mod request_info;
 pub mod resource_metrics;
+pub mod response_headers;
 mod reviews;
 mod streams;
 mod table;
@@ -109,6 +110,7 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(inflight::limit))
         .wrap(actix_web::middleware::from_fn(crate::auth::filter::guard))
         .wrap(actix_web::middleware::from_fn(metrics::observe))
+        .wrap(actix_web::middleware::from_fn(response_headers::set))
         .configure(objects::configure)
         .configure(discovery::configure)
         .configure(issuer_discovery::configure)

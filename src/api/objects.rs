@@ -194,7 +194,9 @@ async fn dispatch(
     // in Kubernetes: a create names its namespace, and no one request deletes in all of them.
     let across_namespaces = resource.namespaced && target.namespace.is_none();
     match (method, target.name.as_deref()) {
-        (Method::GET, name) if target.legacy_watch || query.flag("watch") => {
+        // `watch` makes a read of a collection a watch; a read of one object by its path
+        // stays a read (Kubernetes' request info reads it so), and `/watch/` paths watch.
+        (Method::GET, name) if target.legacy_watch || (name.is_none() && query.flag("watch")) => {
             let namespace = target.namespace.as_deref();
             super::watch::serve(&req, core, resource, namespace, name, &query, &state).await
         }

@@ -84,6 +84,8 @@ pub struct Record<'a> {
     /// attempted: bearer`): it is logged with no user, as kube-apiserver logs it.
     pub failed_authentication: Option<String>,
     pub received: &'a str,
+    /// The request's `Audit-ID`, which its response echoes.
+    pub audit_id: &'a str,
 }
 
 impl AuditLog {
@@ -193,7 +195,7 @@ fn event(r: &Record) -> Value {
         "kind": "Event",
         "apiVersion": "audit.k8s.io/v1",
         "level": "Metadata",
-        "auditID": uuid_v4(),
+        "auditID": r.audit_id,
         "stage": if r.streamed { "ResponseStarted" } else { "ResponseComplete" },
         "requestURI": r.uri,
         "verb": a.verb,
@@ -238,10 +240,6 @@ fn event(r: &Record) -> Value {
 /// Now, with microseconds, as audit events time their stages.
 pub fn micro_time() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
-fn uuid_v4() -> String {
-    uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
 }
 
 #[cfg(test)]

@@ -134,6 +134,9 @@ pub async fn guard(
         if let Some(log) = &security.audit {
             let (user, impersonated) = users;
             let failed_authentication = (code == 401).then(|| attempted(req));
+            let extensions = req.extensions();
+            let audit_id = extensions.get::<crate::api::response_headers::AuditId>();
+            let audit_id = audit_id.and_then(|id| id.0.to_str().ok()).unwrap_or_default();
             log.write(&Record {
                 user,
                 impersonated,
@@ -147,6 +150,7 @@ pub async fn guard(
                 reason,
                 failed_authentication,
                 received: &received,
+                audit_id,
             });
         }
     };

@@ -659,6 +659,33 @@ fn delete_collection_honours_selectors() {
     assert_eq!(names, ["c"]);
 }
 
+/// With a `limit`, a deletecollection deletes one page and hands back its continue token, as
+/// Kubernetes' does: a client deleting in batches never deletes more than it asked for.
+#[test]
+fn delete_collection_with_a_limit_deletes_one_page() {
+    let server = Server::start();
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    for name in ["d1", "d2", "d3"] {
+        let map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+        assert_eq!(server.post(configmaps, &map).0, 201);
+    }
+    let names = |list: &Value| -> Vec<String> {
+        let items = list["items"].as_array().unwrap().iter();
+        items.map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    let (code, first) = server.delete(&format!("{configmaps}?limit=2"));
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(names(&first), ["d1", "d2"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 1, "{first}");
+    let token = first["metadata"]["continue"].as_str().expect("a continue token").to_string();
+    assert_eq!(names(&server.get(configmaps).1), ["d3"], "only the page is gone");
+    let (code, rest) = server.delete(&format!("{configmaps}?limit=2&continue={token}"));
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(names(&rest), ["d3"]);
+    assert!(rest["metadata"].get("continue").is_none_or(|c| c == ""), "{rest}");
+    assert!(names(&server.get(configmaps).1).is_empty());
+}
+
 /// As in Kubernetes, a collection across namespaces is only read: no create without a
 /// namespace, no one request deleting in every namespace; and namespaces themselves have no
 /// deletecollection.

@@ -199,6 +199,19 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
 
     // The insecure port asks nothing.
     assert_eq!(server.get("/api/v1/namespaces/default/configmaps/from-dave").0, 200);
+    // Every response carries its request's audit ID (the one it sent, or a new one), which
+    // the audit log records, and kube-apiserver's Cache-Control.
+    let http = reqwest::blocking::Client::new();
+    let traced = server.url("/api/v1/namespaces/default/configmaps/from-alice");
+    let response = http.get(&traced).header("Audit-ID", "traced-1").send().unwrap();
+    let header = |response: &reqwest::blocking::Response, name: &str| {
+        response.headers().get(name).map(|v| v.to_str().unwrap().to_string())
+    };
+    assert_eq!(header(&response, "audit-id").as_deref(), Some("traced-1"));
+    assert_eq!(header(&response, "cache-control").as_deref(), Some("no-cache, private"));
+    let fresh = http.get(server.url("/api/v1/namespaces")).send().unwrap();
+    let fresh = header(&fresh, "audit-id").expect("an audit ID");
+    assert_eq!(uuid::Uuid::parse_str(&fresh).unwrap().get_version_num(), 4, "{fresh}");
 
     let events: Vec<Value> = std::fs::read_to_string(&audit)
         .unwrap()
@@ -217,6 +230,9 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     assert!(logged("bob", "create", 403), "bob's refused create");
     assert!(logged("dave", "create", 201), "dave's create");
     assert!(logged("system:unsecured", "get", 200), "the insecure port's read");
+    assert!(events.iter().any(|e| e["auditID"] == "traced-1"), "the given audit ID is logged");
+    let logged_ids: Vec<&str> = events.iter().filter_map(|e| e["auditID"].as_str()).collect();
+    assert!(logged_ids.contains(&fresh.as_str()), "the response's audit ID is the log's");
     // Failed authentications (carol's wrong password, a bad token): logged with no user.
     let failed: Vec<&Value> =
         events.iter().filter(|e| e["responseStatus"]["code"] == 401).collect();

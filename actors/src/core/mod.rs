@@ -1336,6 +1336,8 @@ impl ApiCore {
     }
 
     /// Deletes every object a list with `options` would return; returns what was deleted.
+    /// With a `limit`, only the page that list returns is deleted, and the page's continue
+    /// token comes back with it, for the next call (as Kubernetes' `DeleteCollection` does).
     pub async fn delete_collection(
         &self,
         resource: &'static ResourceType,
@@ -1343,8 +1345,9 @@ impl ApiCore {
         list: &ListOptions,
         options: &DeleteOptions,
     ) -> Result<ObjectList, ApiError> {
+        let paged = list.limit.is_some_and(|limit| limit > 0);
         let all = ListOptions { limit: None, continue_token: None, ..list.clone() };
-        let page = self.list(resource, namespace, &all).await?;
+        let page = self.list(resource, namespace, if paged { list } else { &all }).await?;
         let mut deleted = Vec::with_capacity(page.items.len());
         // A collection's delete passes over the system PriorityClasses, which a delete of one
         // refuses, rather than failing on them.
@@ -1360,8 +1363,8 @@ impl ApiCore {
         Ok(ObjectList {
             resource_version: self.current_revision(),
             items: deleted,
-            continue_token: None,
-            remaining_item_count: None,
+            continue_token: page.continue_token,
+            remaining_item_count: page.remaining_item_count,
         })
     }
 }

@@ -64,6 +64,15 @@ impl std::hash::Hash for ResourceType {
 }
 
 impl ResourceType {
+    /// The resource as Kubernetes' messages name it: `configmaps`, `leases.coordination.k8s.io`.
+    pub fn qualified_plural(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
     /// `v1` for the core group, `group/version` otherwise.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

@@ -73,7 +73,8 @@ impl Preconditions {
                 return Err(conflict(format!(
                     "Operation cannot be fulfilled on {} {:?}: the object has been modified; \
                      please apply your changes to the latest version and try again",
-                    current.key.resource.plural, current.key.name
+                    current.key.resource.qualified_plural(),
+                    current.key.name
                 )));
             }
         }
@@ -391,6 +392,25 @@ mod tests {
             buffer: 100,
             bookmark_interval: Duration::from_secs(60),
         })
+    }
+
+    /// A stale resourceVersion is a conflict named as Kubernetes names it: the resource
+    /// qualified by its group outside the core group.
+    #[test]
+    fn a_stale_write_conflicts_naming_the_qualified_resource() {
+        let stale = Preconditions { resource_version: Some(1), uid: None };
+        let message = |group: &str, version: &str, plural: &str| {
+            let key = ObjectKey::new(find(group, version, plural).unwrap(), "ns", "x");
+            let current = PreparedObject::new(key, json!({"metadata": {"name": "x"}}));
+            match stale.check(&current.at_revision(2)) {
+                Err(StoreError::Conflict { message, .. }) => message,
+                other => panic!("{other:?}"),
+            }
+        };
+        let leases = message("coordination.k8s.io", "v1", "leases");
+        assert!(leases.starts_with("Operation cannot be fulfilled on leases.coordination.k8s.io \"x\": the object has been modified"), "{leases}");
+        let maps = message("", "v1", "configmaps");
+        assert!(maps.starts_with("Operation cannot be fulfilled on configmaps \"x\""), "{maps}");
     }
 
     /// Closing ends every shard and writer, so their RocksDB handles are released: the same
