@@ -3,6 +3,7 @@
 
 mod body;
 pub mod component_status;
+mod compression;
 mod discovery;
 #[cfg(test)]
 mod hardening_tests;
@@ -107,6 +108,7 @@ pub fn app(
     actix_web::App::new()
         .app_data(state)
         .wrap(actix_web::middleware::from_fn(media::encode))
+        .wrap(actix_web::middleware::from_fn(compression::gzip))
         .wrap(actix_web::middleware::from_fn(inflight::limit))
         .wrap(actix_web::middleware::from_fn(crate::auth::filter::guard))
         .wrap(actix_web::middleware::from_fn(metrics::observe))

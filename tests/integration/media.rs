@@ -258,3 +258,42 @@ fn metadata_only_objects_lists_and_watch_events() {
          must be 'Metadata', 'Object', 'None', or empty"
     );
 }
+
+/// A response of 128 KiB or more is gzipped for a client that takes gzip (kubectl's does), as
+/// kube-apiserver's are; smaller ones, and clients that do not ask, get it as it is.
+#[test]
+fn large_responses_are_gzipped_for_clients_that_take_it() {
+    use std::io::Read;
+    let server = Server::start();
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let value = "x".repeat(20_000);
+    for i in 0..8 {
+        let map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big-{i}")}, "data": {"v": value}});
+        assert_eq!(server.post(configmaps, &map).0, 201);
+    }
+    let http = reqwest::blocking::Client::new();
+    let get = |path: &str, encoding: Option<&str>| {
+        let mut request = http.get(server.url(path));
+        if let Some(encoding) = encoding {
+            request = request.header("Accept-Encoding", encoding);
+        }
+        let response = request.send().unwrap();
+        let header =
+            |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+        let (coding, vary) = (header("content-encoding"), header("vary"));
+        (coding, vary, response.bytes().unwrap().to_vec())
+    };
+    let (coding, vary, zipped) = get(configmaps, Some("deflate, gzip"));
+    assert_eq!((coding.as_deref(), vary.as_deref()), (Some("gzip"), Some("Accept-Encoding")));
+    let mut list = Vec::new();
+    flate2::read::GzDecoder::new(&zipped[..]).read_to_end(&mut list).unwrap();
+    let list: Value = serde_json::from_slice(&list).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 8);
+    assert!(zipped.len() < 16 * 1024, "{} bytes", zipped.len());
+    let (coding, _, plain) = get(configmaps, None);
+    assert_eq!(coding, None);
+    assert!(plain.len() >= 160_000, "{}", plain.len());
+    let (coding, _, _) = get(&format!("{configmaps}/big-0"), Some("gzip"));
+    assert_eq!(coding, None, "a small response is sent as it is");
+}
