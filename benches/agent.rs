@@ -37,7 +37,8 @@ async fn open(dir: &std::path::Path) -> (Store, ApiCore) {
         buffer: 100_000,
         bookmark_interval: Duration::from_secs(60),
     });
-    let options = StoreOptions { shards: 2, data_dir: Some(dir.join("store")) };
+    let options =
+        StoreOptions { shards: 2, data_dir: Some(dir.join("store")), ..Default::default() };
     let store = Store::open(&options, &hub).unwrap();
     let core = ApiCore::new(store.clone(), hub);
     core.bootstrap().await.unwrap();

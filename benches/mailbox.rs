@@ -114,7 +114,7 @@ fn main() {
             buffer: 10,
             bookmark_interval: Duration::from_secs(3600),
         });
-        let store = Store::open(&StoreOptions { shards: 1, data_dir: None }, &hub).unwrap();
+        let store = Store::open(&StoreOptions { shards: 1, data_dir: None, ..Default::default() }, &hub).unwrap();
         let pods = resources::find("", "v1", "pods").unwrap();
         let pod =
             json!({"kind":"Pod","apiVersion":"v1","metadata":{"name":"p0","namespace":"default"}});

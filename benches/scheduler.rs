@@ -85,7 +85,8 @@ async fn bound_per_second(run: usize) -> f64 {
         buffer: 200_000,
         bookmark_interval: Duration::from_secs(60),
     });
-    let options = StoreOptions { shards: 2, data_dir: Some(dir.path().join("store")) };
+    let options =
+        StoreOptions { shards: 2, data_dir: Some(dir.path().join("store")), ..Default::default() };
     let store = Store::open(&options, &hub).unwrap();
     let core = ApiCore::new(store.clone(), hub);
     core.bootstrap().await.unwrap();

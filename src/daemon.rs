@@ -246,8 +246,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         buffer: settings.watch_buffer,
         bookmark_interval: settings.bookmark_interval,
     });
-    let store_options =
-        StoreOptions { shards: settings.shards, data_dir: Some(settings.data_dir.join("store")) };
+    let store_options = StoreOptions {
+        shards: settings.shards,
+        data_dir: Some(settings.data_dir.join("store")),
+        history_changes: settings.watch_window_events,
+        history_bytes: settings.watch_window_bytes,
+    };
     let store = Store::open(&store_options, &hub)?;
     tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
     let core = ApiCore::new(store.clone(), hub)

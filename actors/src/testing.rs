@@ -27,7 +27,9 @@ pub async fn core() -> ApiCore {
 /// A bootstrapped API core over an in-memory store, with these watch settings.
 pub async fn core_with(options: HubOptions) -> ApiCore {
     let hub = WatchHub::start(options);
-    let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
+    let store =
+        Store::open(&StoreOptions { shards: 2, data_dir: None, ..Default::default() }, &hub)
+            .unwrap();
     let core = ApiCore::new(store, hub);
     core.bootstrap().await.unwrap();
     core

@@ -28,7 +28,9 @@ async fn state() -> Data<AppState> {
         buffer: 1000,
         bookmark_interval: Duration::from_secs(3600),
     });
-    let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub).unwrap();
+    let store =
+        Store::open(&StoreOptions { shards: 2, data_dir: None, ..Default::default() }, &hub)
+            .unwrap();
     let core = ApiCore::new(store, hub)
         .with_schema_check(std::sync::Arc::new(super::openapi::check_patched));
     core.bootstrap().await.unwrap();

@@ -789,23 +789,48 @@ fn pod_specs_are_immutable_but_images() {
 
 #[test]
 fn resource_version_semantics_of_reads() {
-    let server = Server::start();
+    // Ten recent changes kept: the store's history is as long as the watch window.
+    let server = Server::start_with_env(&[("KPLANE_WATCH__WINDOW_EVENTS", "10")]);
     let cms = "/api/v1/namespaces/default/configmaps";
-    server.post(cms, &serde_json::json!({"metadata": {"name": "one"}}));
+    let (_, created) = server.post(cms, &serde_json::json!({"metadata": {"name": "one"}}));
+    let created_at = created["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let (_, list) = server.get(cms);
     let rv: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
     let exact = format!("{cms}?resourceVersion={rv}&resourceVersionMatch=Exact");
     let (code, at) = server.get(&exact);
     assert_eq!((code, at["items"].as_array().unwrap().len()), (200, 1), "{at}");
     assert_eq!(at["metadata"]["resourceVersion"], rv.to_string());
+    // Later changes (a create, a change, a delete) are undone for a list at `rv`, as etcd
+    // serves a revision it has not compacted; so is a resourceVersion with a limit and no match.
     server.post(cms, &serde_json::json!({"metadata": {"name": "two"}}));
-    // The state at `rv` is gone (no snapshot kept): 410, as outside etcd's compaction window.
+    server.post(cms, &serde_json::json!({"metadata": {"name": "three"}}));
+    let changed = serde_json::json!({"metadata": {"name": "one"}, "data": {"k": "v"}});
+    assert_eq!(server.put(&format!("{cms}/one"), &changed).0, 200);
+    assert_eq!(server.delete(&format!("{cms}/three")).0, 200);
+    let names = |list: &Value| -> Vec<String> {
+        let items = list["items"].as_array().unwrap().iter();
+        items.map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    for at_rv in [exact.clone(), format!("{cms}?resourceVersion={rv}&limit=5")] {
+        let (code, at) = server.get(&at_rv);
+        assert_eq!((code, names(&at)), (200, vec!["one".to_string()]), "{at_rv}: {at}");
+        assert_eq!(at["metadata"]["resourceVersion"], rv.to_string());
+        assert_eq!(at["items"][0]["metadata"]["resourceVersion"], created_at.as_str());
+        assert!(at["items"][0].get("data").is_none(), "{at}");
+    }
+    let (_, paged) = server.get(&format!("{cms}?resourceVersion={rv}&limit=1"));
+    assert_eq!(names(&paged), ["one"]);
+    // Past the history (ten changes later), the state at `rv` is gone: 410, as outside
+    // etcd's compaction window.
+    for i in 0..10 {
+        server.post(cms, &serde_json::json!({"metadata": {"name": format!("later-{i}")}}));
+    }
     let expired = server.get(&exact);
     assert_status(&expired, 410, "Expired");
     assert_eq!(expired.1["message"], "The resourceVersion for the provided list is too old.");
     let (code, newer) =
         server.get(&format!("{cms}?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"));
-    assert_eq!((code, newer["items"].as_array().unwrap().len()), (200, 2));
+    assert_eq!((code, newer["items"].as_array().unwrap().len()), (200, 12));
     assert_eq!(server.get(&format!("{cms}?resourceVersion=0")).0, 200);
     let future = rv + 1_000_000;
     assert_status(&server.get(&format!("{cms}?resourceVersion={future}")), 504, "Timeout");
@@ -836,7 +861,8 @@ fn resource_version_semantics_of_reads() {
 
 #[test]
 fn an_expired_continue_token_is_410() {
-    let server = Server::start();
+    // A store history of 50 changes.
+    let server = Server::start_with_env(&[("KPLANE_WATCH__WINDOW_EVENTS", "50")]);
     let cms = "/api/v1/namespaces/default/configmaps";
     for i in 0..3 {
         server.post(cms, &serde_json::json!({"metadata": {"name": format!("c{i}")}}));
@@ -844,7 +870,7 @@ fn an_expired_continue_token_is_410() {
     let (_, first) = server.get(&format!("{cms}?limit=1"));
     let token = first["metadata"]["continue"].as_str().unwrap().to_string();
     // Each shard keeps 256 list snapshots: 260 later paginated lists, each after a write,
-    // push the first one out.
+    // push the first one out; and the 260 writes are more than the history can undo.
     for i in 0..260 {
         server.post(cms, &serde_json::json!({"metadata": {"name": format!("later{i}")}}));
         server.get(&format!("{cms}?limit=1"));

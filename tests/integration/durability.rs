@@ -54,6 +54,19 @@ fn acknowledged_writes_survive_kill_9() {
     assert_eq!(code, 201);
     let next_rv: u64 = next["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
     assert!(next_rv > highest, "{next_rv} <= {highest}");
+    // The states before the restart are not kept: a list at one of their revisions is 410
+    // (never the current state under an old revision), one at the latest is served.
+    let lowest: u64 = written.values().map(|rv| rv.parse::<u64>().unwrap()).min().unwrap();
+    let exact = |rv: u64| {
+        let path = format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={rv}&resourceVersionMatch=Exact"
+        );
+        server.get(&path)
+    };
+    let (code, old) = exact(lowest);
+    assert_eq!((code, &old["reason"]), (410, &json!("Expired")), "{old}");
+    let (code, latest) = exact(next_rv);
+    assert_eq!((code, latest["items"].as_array().map(Vec::len)), (200, Some(1001)));
 }
 
 /// What a writer knows of one ConfigMap once the server acknowledged its last write to it.

@@ -340,8 +340,8 @@ impl ApiCore {
         }
     }
 
-    /// The revision a list must be served at exactly (`resourceVersionMatch=Exact`), after
-    /// checking the combination of options.
+    /// The revision a list must be served at exactly (`resourceVersionMatch=Exact`, or a
+    /// `resourceVersion` with a `limit`), after checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
         let mut causes = Vec::new();
@@ -380,7 +380,13 @@ impl ApiCore {
             ));
         }
         let revision = self.require_revision(rv)?;
-        Ok(revision.filter(|_| options.resource_version_match.as_deref() == Some("Exact")))
+        // Exact, or (as etcd serves a paginated list with a resourceVersion and no match, which
+        // kube-apiserver hands it) a resourceVersion with a limit.
+        let exact = match options.resource_version_match.as_deref() {
+            Some(matching) => matching == "Exact",
+            None => options.limit.is_some_and(|limit| limit > 0),
+        };
+        Ok(revision.filter(|_| exact))
     }
 
     pub async fn create(

@@ -6,6 +6,7 @@
 
 mod codec;
 mod engine;
+mod history;
 mod keys;
 mod namespaces;
 mod outbox;
@@ -143,6 +144,21 @@ pub struct StoreOptions {
     pub shards: usize,
     /// `None` keeps everything in memory (tests and benchmarks); `Some(dir)` uses RocksDB.
     pub data_dir: Option<std::path::PathBuf>,
+    /// How many recent changes each shard keeps, and how many bytes of objects, to list at an
+    /// exact past revision (the watch hub's window has the same bounds).
+    pub history_changes: usize,
+    pub history_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            shards: 2,
+            data_dir: None,
+            history_changes: history::DEFAULT_CHANGES,
+            history_bytes: history::DEFAULT_BYTES,
+        }
+    }
 }
 
 impl Store {
@@ -182,7 +198,8 @@ impl Store {
                 writer,
                 publish.clone(),
                 tables.clone(),
-            )?;
+            )?
+            .with_history(options.history_changes, options.history_bytes);
             loaded.push(shard);
         }
         let highest = loaded.iter().map(StoreShard::applied_revision).max().unwrap_or(0);
@@ -418,7 +435,11 @@ mod tests {
     #[actix::test]
     async fn a_closed_store_releases_its_databases() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions { shards: 2, data_dir: Some(dir.path().to_path_buf()) };
+        let options = StoreOptions {
+            shards: 2,
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
         let pods = find("", "v1", "pods").unwrap();
         let key = ObjectKey::new(pods, "default", "kept");
         let store = Store::open(&options, &hub()).unwrap();

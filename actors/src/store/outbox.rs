@@ -89,7 +89,9 @@ mod tests {
 
     #[actix::test]
     async fn writes_of_one_turn_go_to_their_shard_together_at_its_end() {
-        let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub()).unwrap();
+        let store =
+            Store::open(&StoreOptions { shards: 2, data_dir: None, ..Default::default() }, &hub())
+                .unwrap();
         let pods = find("", "v1", "pods").unwrap();
         let create = |name: &str| {
             let key = ObjectKey::new(pods, "default", name);
@@ -118,7 +120,9 @@ mod tests {
     /// (as `tokio::spawn` does on an actix thread), is sent as well, and so are the next.
     #[actix::test]
     async fn writes_from_a_task_outside_the_local_set_are_sent() {
-        let store = Store::open(&StoreOptions { shards: 2, data_dir: None }, &hub()).unwrap();
+        let store =
+            Store::open(&StoreOptions { shards: 2, data_dir: None, ..Default::default() }, &hub())
+                .unwrap();
         let pods = find("", "v1", "pods").unwrap();
         let spawned = store.clone();
         let created = tokio::spawn(async move {

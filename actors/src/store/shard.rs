@@ -11,6 +11,7 @@ use imbl::OrdMap;
 use tokio::sync::oneshot;
 
 use super::engine::Entries;
+use super::history::{self, History, Undo};
 use super::tables::AdmissionTables;
 use super::writer::WriterHandle;
 use super::{codec, keys, Preconditions, Revision, StoreError};
@@ -151,7 +152,12 @@ pub(crate) struct StoreShard {
     publish: Recipient<Publish>,
     /// Highest revision this shard has committed.
     applied: u64,
+    /// The revision the shard was loaded at: a resource with no change committed since has
+    /// been as it is since then.
+    loaded_at: u64,
     snapshots: VecDeque<Snapshot>,
+    /// What recent commits replaced, for lists at an exact past revision.
+    history: History,
     /// Kept up to date as the objects they follow are loaded and committed.
     tables: Arc<AdmissionTables>,
     /// Who waits for the writes accepted before they asked to be committed (`Settle`), with
@@ -210,10 +216,18 @@ impl StoreShard {
             writer,
             publish,
             applied,
+            loaded_at: applied,
             snapshots: VecDeque::new(),
+            history: History::new(applied, history::DEFAULT_CHANGES, history::DEFAULT_BYTES),
             tables,
             settling: VecDeque::new(),
         })
+    }
+
+    /// Bounds the shard's history (by default as the watch hub's window is).
+    pub(crate) fn with_history(mut self, changes: usize, bytes: usize) -> Self {
+        self.history = History::new(self.applied, changes, bytes);
+        self
     }
 
     /// Replaces the revision counter (start-up builds the real one after loading every shard).
@@ -319,6 +333,7 @@ impl StoreShard {
             if !superseded {
                 self.latest.remove(key);
             }
+            self.history.record(&event.object, event.previous.as_ref());
             let _ = reply.send(Ok(event.object.clone()));
             events.push(event);
         }
@@ -431,17 +446,35 @@ impl StoreShard {
         // Unchanged since `revision`, and no write to it accepted but not yet committed (which
         // may hold a revision up to `revision`): the current state is the state at `revision`.
         // (The caller checked that `revision` has been handed out.)
-        let unchanged = self.modified_at.get(&resource.into()).is_none_or(|m| *m <= revision)
-            && self.settled(resource);
+        let modified_at = self.modified_at.get(&resource.into()).copied();
+        let unchanged = modified_at.unwrap_or(self.loaded_at) <= revision && self.settled(resource);
         if unchanged {
             return Ok(self.collections.get(&resource.into()).cloned().unwrap_or_default());
         }
-        self.snapshots
-            .iter()
-            .find(|s| s.resource == resource && s.revision == revision)
-            .filter(|s| s.taken.elapsed() < SNAPSHOT_TTL)
-            .map(|s| s.items.clone())
-            .ok_or(StoreError::Expired(revision))
+        let kept = self.snapshots.iter().find(|s| s.resource == resource && s.revision == revision);
+        if let Some(kept) = kept.filter(|s| s.taken.elapsed() < SNAPSHOT_TTL) {
+            return Ok(kept.items.clone());
+        }
+        // The current state with every later change undone, unless a write at or below
+        // `revision` is still on its way to disk (the state at `revision` holds it).
+        let pending = self.uncommitted.iter().any(|accepted| {
+            let object = &accepted.event.object;
+            object.key.resource == resource && object.resource_version <= revision
+        });
+        let undo = self.history.undo_after(resource, revision).filter(|_| !pending);
+        let undo = undo.ok_or(StoreError::Expired(revision))?;
+        let mut items = self.collections.get(&resource.into()).cloned().unwrap_or_default();
+        for step in undo {
+            match step {
+                Undo::Restore(object) => {
+                    items.insert(CollectionKey::of(&object.key), object.clone());
+                }
+                Undo::Remove(object) => {
+                    items.remove(&CollectionKey::of(&object.key));
+                }
+            }
+        }
+        Ok(items)
     }
 
     fn keep_snapshot(&mut self, resource: &'static ResourceType, revision: u64, items: Collection) {
