@@ -91,7 +91,14 @@ pub async fn serve(
         Conversion::Table(_) => include_object(query)?,
         _ => IncludeObject::Metadata,
     };
-    let frames = core.watch(resource, namespace, &options).await?;
+    let frames = match core.watch(resource, namespace, &options).await {
+        // Admitted, a watch whose resourceVersion the store has not reached ends with an
+        // ERROR event (kube-apiserver's watch cache answers so), not an error response.
+        Err(error @ ApiError::TooLargeResourceVersion { .. }) => {
+            Box::pin(futures::stream::once(async { WatchFrame::Error(error) }))
+        }
+        frames => frames?,
+    };
     let encoded = frames
         .scan(false, |ended, frame| {
             // Nothing follows an ERROR event.

@@ -116,13 +116,21 @@ fn initial_events_bookmarks_and_timeout() {
     create_cm(&server, "three");
     let names: Vec<Value> = later.map(|e| e["object"]["metadata"]["name"].clone()).collect();
     assert_eq!(names, ["three"]);
-    // A state newer than the store's is not there to send: 504, as Kubernetes answers it.
+    // A state newer than the store's is not there to send: the watch, admitted, ends with an
+    // ERROR event carrying the 504, as kube-apiserver's watch cache answers it.
     let future = rv + 1_000_000;
-    let (code, status) = server.get(&format!(
-        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
-         &resourceVersionMatch=NotOlderThan&resourceVersion={future}"
-    ));
-    assert_eq!((code, &status["reason"]), (504, &json!("Timeout")), "{status}");
+    let events: Vec<Value> = watch(
+        &server,
+        &format!(
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={future}"
+        ),
+    )
+    .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "ERROR");
+    let status = &events[0]["object"];
+    assert_eq!((&status["code"], &status["reason"]), (&json!(504), &json!("Timeout")), "{status}");
+    assert_eq!(status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
     // As Kubernetes checks the options (422 on ListOptions): not on a list, and only with
     // NotOlderThan.
     let cms = "/api/v1/namespaces/default/configmaps";
