@@ -1,5 +1,5 @@
 //! Response compression, as kube-apiserver's `APIResponseCompression` does it: a response body
-//! of at least 128 KiB, to a client whose `Accept-Encoding` takes `gzip` (client-go's, and so
+//! of at least 128 KiB, to a client whose `Accept-Encoding` lists `gzip` (client-go's, and so
 //! kubectl's, does), is gzipped at level 1. Streams (watches, logs, proxied bodies) are
 //! written as they come.
 
@@ -40,11 +40,11 @@ pub async fn gzip(
     Ok(ServiceResponse::new(req, response))
 }
 
-/// Whether an `Accept-Encoding` lists `gzip` (with or without parameters), as Go's handler
-/// reads it.
+/// Whether an `Accept-Encoding` lists `gzip` bare, as kube-apiserver's
+/// `negotiateContentEncoding` reads it (`gzip;q=0`, or with any parameter, is not taken).
 fn takes_gzip(value: &HeaderValue) -> bool {
     let Ok(value) = value.to_str() else { return false };
-    value.split(',').map(str::trim).any(|coding| coding == "gzip" || coding.starts_with("gzip;"))
+    value.split(',').any(|coding| coding.trim() == "gzip")
 }
 
 fn compress(bytes: &[u8]) -> Vec<u8> {
@@ -66,7 +66,8 @@ mod tests {
         let takes = |v: &str| takes_gzip(&HeaderValue::from_str(v).unwrap());
         assert!(takes("gzip"));
         assert!(takes("deflate, gzip"));
-        assert!(takes("gzip;q=1.0, identity"));
+        assert!(takes("identity, gzip "));
+        assert!(!takes("gzip;q=0"), "a parameter, even q=1, is not taken, as in Kubernetes");
         assert!(!takes("deflate"));
         assert!(!takes("x-gzip"));
         assert!(!takes(""));

@@ -67,11 +67,14 @@ pub async fn serve(
         return Err(HttpError::Api(ApiError::invalid_options("ListOptions", causes)));
     }
     if let Some(name) = name {
-        let by_name = format!("metadata.name={name}");
-        options.field_selector = Some(match options.field_selector.take() {
-            Some(fields) if !fields.trim().is_empty() => format!("{fields},{by_name}"),
-            _ => by_name,
-        });
+        // As kube-apiserver: a field selector given with a name must select that name.
+        let given = options.field_selector.take().filter(|fields| !fields.trim().is_empty());
+        if given.as_deref().is_some_and(|fields| !selects_name(fields, name)) {
+            return Err(HttpError::Api(ApiError::BadRequest(
+                "fieldSelector metadata.name doesn't match requested name".into(),
+            )));
+        }
+        options.field_selector = Some(given.unwrap_or_else(|| format!("metadata.name={name}")));
     }
     // Zero, like no timeout, means the server's own limit (Kubernetes picks one then too); a
     // negative one has run out already (an empty watch, as in Kubernetes).
@@ -128,6 +131,16 @@ pub async fn serve(
         .content_type(content_type)
         .insert_header(("Cache-Control", "no-cache, private"))
         .streaming(encoded))
+}
+
+/// Whether a field selector requires `metadata.name` to be `name` (one of its terms is
+/// `metadata.name=name` or `==`), as `RequiresExactMatch` reads it.
+fn selects_name(fields: &str, name: &str) -> bool {
+    fields.split(',').any(|term| {
+        let Some((field, value)) = term.split_once('=') else { return false };
+        let value = value.strip_prefix('=').unwrap_or(value);
+        field.trim() == "metadata.name" && value.trim() == name
+    })
 }
 
 fn encode(
@@ -190,4 +203,18 @@ fn encode(
         }
     }
     out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_selector_selects_a_name_with_an_equality_term() {
+        assert!(selects_name("metadata.name=a", "a"));
+        assert!(selects_name("metadata.name==a,metadata.namespace=n", "a"));
+        assert!(!selects_name("metadata.name=b", "a"));
+        assert!(!selects_name("metadata.name!=a", "a"));
+        assert!(!selects_name("metadata.namespace=n", "a"));
+    }
 }

@@ -665,9 +665,12 @@ fn delete_collection_honours_selectors() {
 fn delete_collection_with_a_limit_deletes_one_page() {
     let server = Server::start();
     let configmaps = "/api/v1/namespaces/default/configmaps";
+    let mut created = Vec::new();
     for name in ["d1", "d2", "d3"] {
         let map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
-        assert_eq!(server.post(configmaps, &map).0, 201);
+        let (code, map) = server.post(configmaps, &map);
+        assert_eq!(code, 201);
+        created.push(map["metadata"]["resourceVersion"].clone());
     }
     let names = |list: &Value| -> Vec<String> {
         let items = list["items"].as_array().unwrap().iter();
@@ -676,6 +679,10 @@ fn delete_collection_with_a_limit_deletes_one_page() {
     let (code, first) = server.delete(&format!("{configmaps}?limit=2"));
     assert_eq!(code, 200, "{first}");
     assert_eq!(names(&first), ["d1", "d2"]);
+    // The page as it was listed, before its deletes, as Kubernetes answers.
+    assert_eq!(first["items"][0]["metadata"]["resourceVersion"], created[0]);
+    assert_eq!(first["items"][1]["metadata"]["resourceVersion"], created[1]);
+    assert_eq!(first["metadata"]["resourceVersion"], created[2]);
     assert_eq!(first["metadata"]["remainingItemCount"], 1, "{first}");
     let token = first["metadata"]["continue"].as_str().expect("a continue token").to_string();
     assert_eq!(names(&server.get(configmaps).1), ["d3"], "only the page is gone");

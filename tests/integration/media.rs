@@ -291,6 +291,8 @@ fn large_responses_are_gzipped_for_clients_that_take_it() {
     let list: Value = serde_json::from_slice(&list).unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 8);
     assert!(zipped.len() < 16 * 1024, "{} bytes", zipped.len());
+    let (coding, _, _) = get(configmaps, Some("deflate, gzip;q=0"));
+    assert_eq!(coding, None, "only a bare gzip is taken, as kube-apiserver reads the header");
     let (coding, _, plain) = get(configmaps, None);
     assert_eq!(coding, None);
     assert!(plain.len() >= 160_000, "{}", plain.len());

@@ -195,6 +195,11 @@ fn one_object_is_watched_by_its_own_path() {
     let names: Vec<&str> =
         events.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["watched"], "{path}");
+    let other =
+        "/api/v1/watch/namespaces/default/configmaps/watched?fieldSelector=metadata.name%3Dother";
+    let (code, refused) = server.get(other);
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(refused["message"], "fieldSelector metadata.name doesn't match requested name");
     let (code, read) = server.get("/api/v1/namespaces/default/configmaps/watched?watch=true");
     assert_eq!(
         (code, &read["kind"], &read["metadata"]["name"]),

@@ -1341,9 +1341,9 @@ impl ApiCore {
         self.write_marked(&current, value, dry_run).await
     }
 
-    /// Deletes every object a list with `options` would return; returns what was deleted.
-    /// With a `limit`, only the page that list returns is deleted, and the page's continue
-    /// token comes back with it, for the next call (as Kubernetes' `DeleteCollection` does).
+    /// Deletes every object a list with `options` would return; returns that list, as it was
+    /// listed (as Kubernetes' `DeleteCollection` does). With a `limit`, only the page that
+    /// list returns is deleted, and the page's continue token comes back with it.
     pub async fn delete_collection(
         &self,
         resource: &'static ResourceType,
@@ -1354,24 +1354,17 @@ impl ApiCore {
         let paged = list.limit.is_some_and(|limit| limit > 0);
         let all = ListOptions { limit: None, continue_token: None, ..list.clone() };
         let page = self.list(resource, namespace, if paged { list } else { &all }).await?;
-        let mut deleted = Vec::with_capacity(page.items.len());
         // A collection's delete passes over the system PriorityClasses, which a delete of one
         // refuses, rather than failing on them.
         let deletable =
             page.items.iter().filter(|o| !is_system_priority_class(resource, &o.key.name));
         for object in deletable {
             match self.delete(resource, &object.key.namespace, &object.key.name, options).await {
-                Ok(gone) => deleted.push(gone),
-                Err(ApiError::NotFound { .. }) => {}
+                Ok(_) | Err(ApiError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(ObjectList {
-            resource_version: self.current_revision(),
-            items: deleted,
-            continue_token: page.continue_token,
-            remaining_item_count: page.remaining_item_count,
-        })
+        Ok(page)
     }
 }
 
