@@ -6,8 +6,8 @@ use actix_web::{HttpRequest, HttpResponse};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
 use kplane_actors::core::{ApiCore, ApiError, WatchFrame};
-use kplane_actors::model::FieldError;
 use kplane_actors::model::ResourceType;
+use kplane_actors::model::{FieldError, FieldSelector};
 use serde_json::{json, Value};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -69,7 +69,7 @@ pub async fn serve(
     if let Some(name) = name {
         // As kube-apiserver: a field selector given with a name must select that name.
         let given = options.field_selector.take().filter(|fields| !fields.trim().is_empty());
-        if given.as_deref().is_some_and(|fields| !selects_name(fields, name)) {
+        if given.as_deref().is_some_and(|fields| !selects_name(fields, resource, name)) {
             return Err(HttpError::Api(ApiError::BadRequest(
                 "fieldSelector metadata.name doesn't match requested name".into(),
             )));
@@ -127,20 +127,15 @@ pub async fn serve(
         Conversion::Metadata(version) => media::converted_type("PartialObjectMetadata", version),
         _ => "application/json".to_string(),
     };
-    Ok(HttpResponse::Ok()
-        .content_type(content_type)
-        .insert_header(("Cache-Control", "no-cache, private"))
-        .streaming(encoded))
+    Ok(HttpResponse::Ok().content_type(content_type).streaming(encoded))
 }
 
-/// Whether a field selector requires `metadata.name` to be `name` (one of its terms is
-/// `metadata.name=name` or `==`), as `RequiresExactMatch` reads it.
-fn selects_name(fields: &str, name: &str) -> bool {
-    fields.split(',').any(|term| {
-        let Some((field, value)) = term.split_once('=') else { return false };
-        let value = value.strip_prefix('=').unwrap_or(value);
-        field.trim() == "metadata.name" && value.trim() == name
-    })
+/// Whether a field selector requires `metadata.name` to be `name` (an `=` or `==` term on it),
+/// as `RequiresExactMatch` reads it. One that does not parse is let through, to be refused
+/// with its own error where the watch's selectors are read.
+fn selects_name(fields: &str, resource: &ResourceType, name: &str) -> bool {
+    FieldSelector::parse(fields, resource)
+        .map_or(true, |selector| selector.required_value("metadata.name") == Some(name))
 }
 
 fn encode(
@@ -207,10 +202,10 @@ fn encode(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn a_field_selector_selects_a_name_with_an_equality_term() {
+        let maps = kplane_actors::model::resources::find("", "v1", "configmaps").unwrap();
+        let selects_name = |fields: &str, name: &str| super::selects_name(fields, maps, name);
         assert!(selects_name("metadata.name=a", "a"));
         assert!(selects_name("metadata.name==a,metadata.namespace=n", "a"));
         assert!(!selects_name("metadata.name=b", "a"));

@@ -1,6 +1,7 @@
 //! The API core's error type: what a request can fail with, before any HTTP concern.
 
 use super::managed_fields::{conflict_message, FieldConflict};
+pub(crate) use crate::model::resources::qualified;
 use crate::model::{FieldError, ResourceType};
 use crate::store::StoreError;
 use crate::watch::WatchError;
@@ -78,16 +79,6 @@ pub enum ApiError {
     /// A resourceVersion newer than the store has reached (clients retry).
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },
-}
-
-/// A kind or resource with its group, as Kubernetes names them in messages (`Service`,
-/// `Lease.coordination.k8s.io`).
-pub(crate) fn qualified(name: &str, group: &str) -> String {
-    if group.is_empty() {
-        name.to_string()
-    } else {
-        format!("{name}.{group}")
-    }
 }
 
 /// The causes in one line, as Kubernetes' error aggregate writes them: each once, and in

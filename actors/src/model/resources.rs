@@ -63,14 +63,20 @@ impl std::hash::Hash for ResourceType {
     }
 }
 
+/// A kind or resource with its group, as Kubernetes names them in messages (`Service`,
+/// `Lease.coordination.k8s.io`).
+pub fn qualified(name: &str, group: &str) -> String {
+    if group.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}.{group}")
+    }
+}
+
 impl ResourceType {
     /// The resource as Kubernetes' messages name it: `configmaps`, `leases.coordination.k8s.io`.
     pub fn qualified_plural(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.to_string()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        qualified(self.plural, self.group)
     }
 
     /// `v1` for the core group, `group/version` otherwise.
