@@ -610,7 +610,13 @@ fn drop_type_dependent_fields(old: &Value, service: &mut Value) {
     let load_balancer = |t: &Option<String>| t.as_deref() == Some("LoadBalancer");
     let external = |t: &Option<String>| matches!(t.as_deref(), Some("NodePort" | "LoadBalancer"));
     let leaves_external = external(&old_type) && !external(&new_type);
-    if leaves_external && node_ports_by_index(service) == node_ports_by_index(old) {
+    // Ports may be added, removed or changed in the same update, as long as it brings no
+    // node port the old service did not hold (Kubernetes' `sameNodePorts`).
+    let held = node_ports_by_index(old);
+    let brings_none = node_ports_by_index(service)
+        .iter()
+        .all(|(_, port)| held.iter().any(|(_, old)| old == port));
+    if leaves_external && brings_none {
         for port in
             service.pointer_mut("/spec/ports").and_then(Value::as_array_mut).into_iter().flatten()
         {
@@ -775,6 +781,46 @@ mod tests {
         };
         assert_eq!(causes[0].field, "spec.ports[0].nodePort");
         assert!(causes[0].message.contains("may not be used when `type` is 'ClusterIP'"));
+    }
+
+    #[test]
+    fn leaving_node_ports_behind_may_drop_or_change_ports_in_the_same_update() {
+        let a = four_node_ports();
+        let mut node_port = svc(json!({"type": "NodePort",
+            "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}));
+        a.allocate(&mut node_port, "s").unwrap();
+        let mut held = node_ports(&node_port);
+        held.sort();
+        assert_eq!(held.len(), 2, "{node_port}");
+
+        // A port removed, the other's node port left out, the other renumbered: none brings a
+        // node port of its own, so all are dropped and freed.
+        let edits: [fn(&mut Value); 3] = [
+            |s| drop(s["spec"]["ports"].as_array_mut().unwrap().remove(1)),
+            |s| drop(s["spec"]["ports"][1].as_object_mut().unwrap().remove("nodePort")),
+            |s| s["spec"]["ports"][0]["port"] = json!(8080),
+        ];
+        for edit in edits {
+            let mut cluster_ip = node_port.clone();
+            cluster_ip["spec"]["type"] = json!("ClusterIP");
+            edit(&mut cluster_ip);
+            let (_, freed) = a.reallocate(&node_port, &mut cluster_ip, "s").unwrap();
+            assert!(node_ports(&cluster_ip).is_empty(), "{cluster_ip}");
+            let mut freed = freed.ports;
+            freed.sort();
+            assert_eq!(freed, held);
+        }
+
+        // One it did not hold is the user's own, and refused for the type.
+        let other = (30000..=30003).find(|p| !held.contains(p)).unwrap();
+        let mut cluster_ip = node_port.clone();
+        cluster_ip["spec"]["type"] = json!("ClusterIP");
+        cluster_ip["spec"]["ports"][1]["nodePort"] = json!(other);
+        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&node_port, &mut cluster_ip, "s")
+        else {
+            panic!("a node port the service did not hold was taken for a ClusterIP service");
+        };
+        assert_eq!(causes[0].field, "spec.ports[0].nodePort");
     }
 
     #[test]
