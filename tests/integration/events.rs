@@ -20,11 +20,13 @@ fn scheduled_event(name: &str) -> Value {
 #[test]
 fn events_k8s_io_shares_storage_with_core_events() {
     let server = Server::start();
-    // A watch through events.k8s.io/v1 sees the event in that form.
+    // A watch through events.k8s.io/v1 sees the event in that form, selected on that form's
+    // field names.
     let (_, list) = server.get(EVENTS_V1);
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let query = format!("watch=true&resourceVersion={rv}&timeoutSeconds=10");
     let watch = reqwest::blocking::Client::new()
-        .get(server.url(&format!("{EVENTS_V1}?watch=true&resourceVersion={rv}&timeoutSeconds=10")))
+        .get(server.url(&format!("{EVENTS_V1}?{query}&fieldSelector=regarding.name%3Dweb")))
         .send()
         .unwrap();
 
@@ -65,14 +67,25 @@ fn events_k8s_io_shares_storage_with_core_events() {
     assert_eq!(e2["deprecatedSource"]["component"], "kplane-agent");
 
     // Field selectors, patches in the events.k8s.io form, validation, delete.
-    let (_, selected) = server.get(&format!("{EVENTS_V1}?fieldSelector=reason%3DPulled"));
-    let names: Vec<&str> = selected["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["metadata"]["name"].as_str())
-        .collect();
-    assert_eq!(names, ["e2"]);
+    // Each version selects on its own field names, as Kubernetes' field label conversions.
+    let selected = |path: &str, selector: &str| {
+        let (code, list) = server.get(&format!("{path}?fieldSelector={selector}"));
+        assert_eq!(code, 200, "{selector}: {list}");
+        let items = list["items"].as_array().unwrap().iter();
+        items.map(|e| e["metadata"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(selected(EVENTS_V1, "reason%3DPulled"), ["e2"]);
+    let by_controller = "regarding.name%3Dweb,reportingController%3Dexample.com%2Fsched";
+    assert_eq!(selected(EVENTS_V1, by_controller), ["e1"]);
+    assert_eq!(selected(EVENTS_V1, "regarding.kind%3DPod"), ["e1", "e2"]);
+    let core_events = "/api/v1/namespaces/default/events";
+    assert_eq!(selected(core_events, "involvedObject.name%3Dweb"), ["e1", "e2"]);
+    assert_eq!(selected(core_events, "reportingComponent%3Dexample.com%2Fsched"), ["e1"]);
+    for (path, label) in [(EVENTS_V1, "involvedObject.name"), (core_events, "regarding.name")] {
+        let (code, status) = server.get(&format!("{path}?fieldSelector={label}%3Dweb"));
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(status["message"], format!("field label not supported: {label}"));
+    }
     let merge = "application/merge-patch+json";
     let (code, patched) = server.send_raw(
         "PATCH",

@@ -285,6 +285,8 @@ impl ApiCore {
         options: &ListOptions,
     ) -> Result<ObjectList, ApiError> {
         if let Some(view) = View::of(resource) {
+            let field_selector = view_field_selector(view, &options.field_selector)?;
+            let options = &ListOptions { field_selector, ..options.clone() };
             let mut list = Box::pin(self.list(view.storage, namespace, options)).await?;
             list.items = list.items.into_iter().map(|o| view.object(o)).collect();
             return Ok(list);
@@ -1809,6 +1811,15 @@ fn requested_revision(meta: &Map<String, Value>) -> Result<Option<u64>, ApiError
 /// Parses a resourceVersion as the client sent it.
 pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
     rv.parse().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv:?}")))
+}
+
+/// A field selector given to a view (events.k8s.io's `regarding.name`), checked against the
+/// view's fields and written in its storage's (`involvedObject.name`), as Kubernetes' field
+/// label conversions turn a version's labels into the stored type's.
+fn view_field_selector(view: View, selector: &Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(selector) = selector else { return Ok(None) };
+    let fields = filter(view.view, None, &None, &Some(selector.clone()))?.fields;
+    Ok(Some(fields.to_string()))
 }
 
 /// The objects a list's options select, for a list answered from elsewhere than the store.

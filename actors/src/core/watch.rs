@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::stream::{self, Stream, StreamExt};
 
-use super::{filter, parse_rv, ApiCore, ApiError, View, WatchOptions};
+use super::{filter, parse_rv, view_field_selector, ApiCore, ApiError, View, WatchOptions};
 use crate::model::{ResourceType, StoredObject};
 use crate::watch::{Bookmarks, EventType, WatchItem};
 
@@ -39,6 +39,8 @@ impl ApiCore {
         options: &WatchOptions,
     ) -> Result<WatchStream, ApiError> {
         if let Some(view) = View::of(resource) {
+            let field_selector = view_field_selector(view, &options.field_selector)?;
+            let options = &WatchOptions { field_selector, ..options.clone() };
             let frames = Box::pin(self.watch(view.storage, namespace, options)).await?;
             return Ok(frames
                 .map(move |frame| match frame {

@@ -208,6 +208,9 @@ impl ResourceType {
         match (self.kind, label) {
             ("Pod", "spec.host") => Some("spec.nodeName"),
             ("Pod", "status.podIPs") => Some(label),
+            ("Event", _) if same(self.group, EVENTS_GROUP) => {
+                self.selects_field(label).then(|| core_event_field(label))
+            }
             _ => self.selects_field(label).then_some(label),
         }
     }
@@ -561,7 +564,7 @@ pub static RESOURCES: &[ResourceType] = &[
         namespaced: true,
         short_names: &["ev"],
         in_category_all: false,
-        selectable_fields: EVENT_FIELDS,
+        selectable_fields: EVENTS_V1_FIELDS,
         subresources: &[],
         name_is_label: false,
     },
@@ -718,6 +721,36 @@ const EVENT_FIELDS: &[&str] = &[
     "type",
 ];
 
+/// The fields events.k8s.io/v1 events are selected on, in that version's names (Kubernetes'
+/// field label conversions for it): its own `regarding` and `reportingController`, not the
+/// core names.
+const EVENTS_V1_FIELDS: &[&str] = &[
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reason",
+    "reportingController",
+    "source",
+    "type",
+];
+
+/// The core/v1 name of an events.k8s.io/v1 field label, which is how stored events are read.
+fn core_event_field(label: &str) -> &str {
+    match label.strip_prefix("regarding.") {
+        Some(field) => EVENT_FIELDS
+            .iter()
+            .find(|core| core.strip_prefix("involvedObject.") == Some(field))
+            .copied()
+            .unwrap_or(label),
+        None if label == "reportingController" => "reportingComponent",
+        None => label,
+    }
+}
+
 /// The resource whose storage holds `resource`'s objects: itself, except for resources served
 /// in a second group version (events.k8s.io/v1 events are core/v1 events).
 pub fn storage_of(resource: &'static ResourceType) -> &'static ResourceType {
@@ -841,5 +874,26 @@ mod tests {
         assert!(!is_stored(events) && is_stored(storage_of(events)));
         assert!(find("", "v1", "pods").unwrap().selects_field("spec.nodeName"));
         assert!(!find("", "v1", "nodes").unwrap().selects_field("metadata.namespace"));
+    }
+
+    #[test]
+    fn events_v1_select_on_their_own_field_names_read_as_the_core_ones() {
+        let (core, v1) =
+            (find("", "v1", "events").unwrap(), find("events.k8s.io", "v1", "events").unwrap());
+        for (label, field) in [
+            ("regarding.name", "involvedObject.name"),
+            ("regarding.fieldPath", "involvedObject.fieldPath"),
+            ("reportingController", "reportingComponent"),
+            ("reason", "reason"),
+            ("source", "source"),
+            ("metadata.namespace", "metadata.namespace"),
+        ] {
+            assert_eq!(v1.field_label(label), Some(field), "{label}");
+        }
+        for label in ["involvedObject.name", "reportingComponent", "note"] {
+            assert_eq!(v1.field_label(label), None, "{label}");
+        }
+        assert_eq!(core.field_label("involvedObject.name"), Some("involvedObject.name"));
+        assert_eq!(core.field_label("regarding.name"), None);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use super::packed::PackedStrings;
 use super::text::go_quote;
@@ -499,6 +500,25 @@ impl FieldSelector {
     }
 }
 
+/// The selector as a `fieldSelector` parameter, in the fields it was read into (values
+/// escaped as `parse` reads them).
+impl fmt::Display for FieldSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (field, equal, value)) in self.terms.iter().enumerate() {
+            let (separator, operator) =
+                (if i == 0 { "" } else { "," }, if *equal { "=" } else { "!=" });
+            write!(f, "{separator}{field}{operator}")?;
+            for c in value.chars() {
+                if matches!(c, '\\' | ',' | '=') {
+                    f.write_str("\\")?;
+                }
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A field selector's terms: split at the commas no backslash escapes.
 fn unescaped_commas(input: &str) -> impl Iterator<Item = &str> {
     let mut escaped = false;
@@ -673,6 +693,17 @@ mod tests {
 
     use super::*;
     use crate::model::resources;
+
+    #[test]
+    fn a_field_selector_is_written_back_as_it_reads() {
+        let pods = resources::core("pods");
+        let input = r"spec.host=n\,1,status.phase!=a\=b\\c,metadata.name==p";
+        let parsed = FieldSelector::parse(input, pods).unwrap();
+        let written = parsed.to_string();
+        assert_eq!(written, r"spec.nodeName=n\,1,status.phase!=a\=b\\c,metadata.name=p");
+        assert_eq!(FieldSelector::parse(&written, pods).unwrap(), parsed);
+        assert_eq!(FieldSelector::default().to_string(), "");
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         let map: serde_json::Map<String, serde_json::Value> =
