@@ -510,26 +510,36 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let first_of = |pointers: &[&str]| {
                 pointers.iter().map(|p| s(o, p)).find(|t| !t.is_empty()).unwrap_or("")
             };
-            let last = first_of(&[
-                "/lastTimestamp",
-                "/deprecatedLastTimestamp",
-                "/series/lastObservedTime",
+            // As kubectl's printer: first seen at `firstTimestamp` or `eventTime`; last seen
+            // at a series' last observation, else `lastTimestamp`, else when first seen; the
+            // count is the series', else `count` (none in the new API: 1).
+            let first = first_of(&[
+                "/firstTimestamp",
+                "/deprecatedFirstTimestamp",
                 "/eventTime",
                 "/metadata/creationTimestamp",
             ]);
+            let series = o.get("series").filter(|series| !series.is_null());
+            let last = match series {
+                Some(series) => s(series, "/lastObservedTime"),
+                None => [first_of(&["/lastTimestamp", "/deprecatedLastTimestamp"]), first]
+                    .into_iter()
+                    .find(|t| !t.is_empty())
+                    .unwrap_or(""),
+            };
             let object = format!(
                 "{}/{}",
                 first_of(&["/involvedObject/kind", "/regarding/kind"]).to_lowercase(),
                 first_of(&["/involvedObject/name", "/regarding/name"])
             );
-            let first = [first_of(&["/firstTimestamp", "/deprecatedFirstTimestamp"]), last]
-                .into_iter()
-                .find(|t| !t.is_empty())
-                .unwrap_or("");
-            let count = ["/count", "/deprecatedCount", "/series/count"]
-                .iter()
-                .find_map(|p| json::at(o, p).and_then(Value::as_i64))
-                .unwrap_or(1);
+            let count = match series {
+                Some(series) => series.get("count").and_then(Value::as_i64).unwrap_or(0),
+                None => ["/count", "/deprecatedCount"]
+                    .iter()
+                    .find_map(|p| json::at(o, p).and_then(Value::as_i64))
+                    .filter(|count| *count != 0)
+                    .unwrap_or(1),
+            };
             vec![
                 json!(age(last, now)),
                 json!(s(o, "/type")),
@@ -1029,6 +1039,26 @@ mod tests {
         assert_eq!(cells("Event", &kubelet, Utc::now())[5], "kubelet, vm");
         let controller = event(json!({"component": "replication-controller"}));
         assert_eq!(cells("Event", &controller, Utc::now())[5], "replication-controller");
+    }
+
+    #[test]
+    fn an_event_series_is_first_seen_at_its_event_time_and_last_at_its_last_observation() {
+        let now = Utc::now();
+        let ago = |minutes: i64| {
+            (now - chrono::Duration::minutes(minutes))
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        };
+        // The new API's form, stored as core/v1: no first and last timestamps, no count.
+        let event = json!({"metadata": {"name": "e"}, "eventTime": ago(9),
+            "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "FailedScheduling",
+            "type": "Warning", "reportingComponent": "default-scheduler",
+            "firstTimestamp": null, "lastTimestamp": null});
+        let row = cells("Event", &event, now);
+        assert_eq!((&row[0], &row[7], &row[8]), (&json!("9m"), &json!("9m"), &json!(1)));
+        let mut series = event.clone();
+        series["series"] = json!({"count": 4, "lastObservedTime": ago(2)});
+        let row = cells("Event", &series, now);
+        assert_eq!((&row[0], &row[7], &row[8]), (&json!("2m"), &json!("9m"), &json!(4)));
     }
 
     #[test]

@@ -67,6 +67,18 @@ fn kubectl_runs_a_pod_on_the_single_node_cluster() {
 
     let events = kubectl.ok(&["get", "events"]);
     assert!(events.contains("Scheduled"), "{events}");
+    // The scheduler reports through events.k8s.io/v1, as kube-scheduler does.
+    let scheduled =
+        "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=reason%3DScheduled";
+    let (_, scheduled) = server.get(scheduled);
+    let scheduled = &scheduled["items"][0];
+    assert_eq!(
+        (&scheduled["action"], &scheduled["regarding"]["name"]),
+        (&json!("Binding"), &json!("web"))
+    );
+    assert_eq!(scheduled["reportingController"], "default-scheduler", "{scheduled}");
+    assert!(scheduled["eventTime"].as_str().is_some_and(|t| t.ends_with('Z')), "{scheduled}");
+    assert!(scheduled["deprecatedFirstTimestamp"].is_null(), "{scheduled}");
     let mut described = String::new();
     wait_until(WAIT, "the scheduler's and the agent's events", || {
         described = kubectl.ok(&["describe", "pod", "web"]);

@@ -179,8 +179,9 @@ def events(api, core):
     legacy = core.read_namespaced_event("py-ev", NS)
     assert legacy.message == "written as events.k8s.io/v1", legacy
     assert legacy.involved_object.name == "py-p" and legacy.reporting_component == "example.com/py"
-    listed = api.list_namespaced_event(NS, field_selector="involvedObject.name=py-p")
+    listed = api.list_namespaced_event(NS, field_selector="regarding.name=py-p")
     assert [e.metadata.name for e in listed.items] == ["py-ev"], listed
+    expect_status(400, api.list_namespaced_event, NS, field_selector="involvedObject.name=py-p")
     patched = api.patch_namespaced_event("py-ev", NS, {"note": "changed"})
     assert patched.note == "changed"
     assert core.read_namespaced_event("py-ev", NS).message == "changed"

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Value};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -645,7 +644,7 @@ async fn free_cidr(
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
 /// sets it, so that the garbage collector removes it with the node).
 async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(), ApiError> {
-    let renew = Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true);
+    let renew = crate::model::now_micro();
     let seconds = config.lease_duration.as_secs();
     let name = &config.node_name;
     match client.get(leases(), LEASE_NAMESPACE, name).await {

@@ -1,11 +1,14 @@
-//! Recording core/v1 Events about objects, as components (the scheduler, node agents,
-//! controllers) report what they did: `kubectl get events` and `kubectl describe` show them.
+//! Recording Events about objects, as components report what they did: node agents and
+//! controllers write core/v1 events (client-go's `record` package), the scheduler
+//! events.k8s.io/v1 events (its `events` package); `kubectl get events` and `kubectl describe`
+//! show both.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::ApiClient;
 use crate::core::PatchType;
@@ -69,6 +72,84 @@ impl Recorded {
 }
 
 static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
+
+/// The same events.k8s.io/v1 event again, as client-go's events recorder tells it (`getKey`):
+/// same action, reason, reporter, object (and part of it) and related object; the note may
+/// differ.
+type Isomorphic = (String, String, String, String, Option<String>, Option<String>);
+
+/// How long a series of events.k8s.io/v1 events goes on without a repeat (client-go's events
+/// `finishTime`).
+const SERIES_WINDOW: Duration = Duration::from_secs(360);
+
+static SERIES: LazyLock<Mutex<HashMap<Isomorphic, Recorded>>> = LazyLock::new(Default::default);
+
+/// Counts one more of the event `key` in `cache` and returns the name it was first written
+/// under and its count; or, when none was recorded within `window`, takes `name` for it and
+/// returns `None`. A new event's entry is taken before it is written, so that a repeat
+/// recorded meanwhile counts into it rather than writing a second one.
+fn count_repeat<K: Hash + Eq>(
+    cache: &Mutex<HashMap<K, Recorded>>,
+    key: K,
+    name: &str,
+    window: Duration,
+) -> Option<(String, u64)> {
+    let mut recent = cache.lock().expect("event cache lock");
+    recent.retain(|_, r| r.seen.elapsed() < window);
+    if recent.len() >= REMEMBERED {
+        recent.clear();
+    }
+    match recent.get_mut(&key) {
+        Some(r) => {
+            r.count += 1;
+            r.seen = Instant::now();
+            Some((r.name.clone(), r.count))
+        }
+        None => {
+            recent.insert(key, Recorded::first(name));
+            None
+        }
+    }
+}
+
+/// The event `name` of `key` was not written: a repeat is recorded anew.
+fn forget_unwritten<K: Hash + Eq>(cache: &Mutex<HashMap<K, Recorded>>, key: &K, name: &str) {
+    let mut recent = cache.lock().expect("event cache lock");
+    if recent.get(key).is_some_and(|r| r.name == name) {
+        recent.remove(key);
+    }
+}
+
+/// The namespace an event about `object` goes in: its own, or `default` for a cluster-scoped
+/// object, as client-go's recorders put them.
+fn event_namespace(object: &ObjectRef) -> &str {
+    if object.namespace.is_empty() {
+        "default"
+    } else {
+        &object.namespace
+    }
+}
+
+/// `object` as an event's `involvedObject` or `regarding`.
+fn reference(object: &ObjectRef) -> Value {
+    let mut reference = json!({"apiVersion": object.api_version, "kind": object.kind,
+        "name": object.name, "uid": object.uid});
+    if !object.namespace.is_empty() {
+        reference["namespace"] = json!(object.namespace);
+    }
+    if let Some(path) = &object.field_path {
+        reference["fieldPath"] = json!(path);
+    }
+    reference
+}
+
+/// `Normal` or `Warning`, as events write it.
+fn type_name(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Normal => "Normal",
+        EventKind::Warning => "Warning",
+    }
+}
 
 /// How many events (or repeats) a reporter may write about one object at once, and how often
 /// one more after that: client-go's spam filter (a bucket of 25, refilled one every 5 minutes),
@@ -168,29 +249,9 @@ pub async fn record_on_node(
         component.to_string(),
     );
     let name = format!("{}.{:x}", object.name, unique_nanos());
-    // A cluster-scoped object's events go in `default`, as client-go's recorder puts them.
-    let namespace = if object.namespace.is_empty() { "default" } else { &object.namespace };
-    // A new event's entry is taken before it is written, so that a repeat recorded meanwhile
-    // counts into it rather than writing a second one.
-    let repeated = {
-        let mut recent = RECENT.lock().expect("event cache lock");
-        recent.retain(|_, r| r.seen.elapsed() < AGGREGATION_WINDOW);
-        if recent.len() >= REMEMBERED {
-            recent.clear();
-        }
-        match recent.get_mut(&similar) {
-            Some(r) => {
-                r.count += 1;
-                r.seen = Instant::now();
-                Some((r.name.clone(), r.count))
-            }
-            None => {
-                recent.insert(similar.clone(), Recorded::first(&name));
-                None
-            }
-        }
-    };
-    if let Some((first, count)) = repeated {
+    let namespace = event_namespace(object);
+    if let Some((first, count)) = count_repeat(&RECENT, similar.clone(), &name, AGGREGATION_WINDOW)
+    {
         let patch = json!({"count": count, "lastTimestamp": time});
         let patched =
             client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await;
@@ -208,23 +269,16 @@ pub async fn record_on_node(
     let mut event = json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
-        "involvedObject": {"apiVersion": object.api_version, "kind": object.kind, "namespace": object.namespace,
-            "name": object.name, "uid": object.uid},
+        "involvedObject": reference(object),
         "reason": reason,
         "message": message,
-        "type": if kind == EventKind::Normal { "Normal" } else { "Warning" },
+        "type": type_name(kind),
         "source": {"component": component},
         "reportingComponent": component,
         "firstTimestamp": time,
         "lastTimestamp": time,
         "count": 1,
     });
-    if object.namespace.is_empty() {
-        event["involvedObject"].as_object_mut().map(|o| o.remove("namespace"));
-    }
-    if let Some(path) = &object.field_path {
-        event["involvedObject"]["fieldPath"] = json!(path);
-    }
     // As client-go's recorder: the instance is the host, when the reporter has one.
     if !host.is_empty() {
         event["source"]["host"] = json!(host);
@@ -232,11 +286,87 @@ pub async fn record_on_node(
     }
     if let Err(error) = client.create(events, namespace, event).await {
         tracing::debug!(object = %object.name, %error, "recording an event");
-        let mut recent = RECENT.lock().expect("event cache lock");
-        if recent.get(&similar).is_some_and(|r| r.name == name) {
-            recent.remove(&similar);
+        forget_unwritten(&RECENT, &similar, &name);
+    }
+}
+
+/// What an events.k8s.io/v1 event says: its type, reason, the action taken and a note.
+#[derive(Debug, Clone, Copy)]
+pub struct Action<'a> {
+    pub kind: EventKind,
+    pub reason: &'a str,
+    /// What was done or failed (`Binding`, `Scheduling`, `Preempting`).
+    pub action: &'a str,
+    pub note: &'a str,
+}
+
+/// Records an events.k8s.io/v1 event about `object` (and the `related` object, if any), as
+/// `controller` reports it through client-go's events recorder, as kube-scheduler does:
+/// `eventTime`, `action`, `reportingController` and `reportingInstance`
+/// (`<controller>-<host>`), no first and last timestamps or count. A repeat within six
+/// minutes (same action, reason, objects and reporter) makes the first a `series` and counts
+/// into it. Within the spam filter's limit; a failure is logged, never returned.
+pub async fn record_action(
+    client: &dyn ApiClient,
+    object: &ObjectRef,
+    related: Option<&ObjectRef>,
+    what: Action<'_>,
+    controller: &str,
+) {
+    if !within_spam_limit(controller, &object.uid) {
+        return;
+    }
+    let events = resources::find("events.k8s.io", "v1", "events").expect("served");
+    let observed = crate::model::now_micro();
+    let isomorphic = (
+        what.action.to_string(),
+        what.reason.to_string(),
+        controller.to_string(),
+        object.uid.clone(),
+        object.field_path.clone(),
+        related.map(|r| r.uid.clone()),
+    );
+    let name = format!("{}.{:x}", object.name, unique_nanos());
+    let namespace = event_namespace(object);
+    if let Some((first, count)) = count_repeat(&SERIES, isomorphic.clone(), &name, SERIES_WINDOW) {
+        let patch = json!({"series": {"count": count, "lastObservedTime": observed}});
+        match client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await {
+            Ok(_) => return,
+            Err(error) => {
+                tracing::debug!(event = %first, %error, "counting an event into its series");
+                let first = Recorded::first(&name);
+                SERIES.lock().expect("event cache lock").insert(isomorphic.clone(), first);
+            }
         }
     }
+    let mut event = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "eventTime": observed,
+        "reportingController": controller,
+        "reportingInstance": format!("{controller}-{}", host_name()),
+        "action": what.action,
+        "reason": what.reason,
+        "regarding": reference(object),
+        "note": what.note,
+        "type": type_name(what.kind),
+    });
+    if let Some(related) = related {
+        event["related"] = reference(related);
+    }
+    if let Err(error) = client.create(events, namespace, event).await {
+        tracing::debug!(object = %object.name, %error, "recording an event");
+        forget_unwritten(&SERIES, &isomorphic, &name);
+    }
+}
+
+/// This machine's host name (`localhost` when it has none), which names a reporter's instance.
+fn host_name() -> String {
+    static NAME: LazyLock<String> = LazyLock::new(|| {
+        let name = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
+        name.filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into())
+    });
+    NAME.clone()
 }
 
 #[cfg(test)]
@@ -294,6 +424,54 @@ mod tests {
             event["involvedObject"],
             json!({"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-node"})
         );
+    }
+
+    #[actix::test]
+    async fn an_action_is_recorded_in_the_new_api_and_its_repeats_make_a_series() {
+        let core = crate::testing::core().await;
+        let pod = ObjectRef::pod("default".into(), "pending".into(), "uid-series".into());
+        let preemptor = ObjectRef::pod("default".into(), "important".into(), "uid-high".into());
+        let (kind, reason, action) = (EventKind::Warning, "FailedScheduling", "Scheduling");
+        for note in
+            ["0/1 nodes are available", "0/2 nodes are available", "0/2 nodes are available"]
+        {
+            let what = Action { kind, reason, action, note };
+            record_action(&core, &pod, None, what, "default-scheduler").await;
+        }
+        let what = Action {
+            kind: EventKind::Normal,
+            reason: "Preempted",
+            action: "Preempting",
+            note: "Preempted by pod uid-high on node n1",
+        };
+        record_action(&core, &pod, Some(&preemptor), what, "default-scheduler").await;
+
+        let events = resources::find("events.k8s.io", "v1", "events").unwrap();
+        let list =
+            ApiClient::list(&core, events, Some("default"), &ListOptions::default()).await.unwrap();
+        let by_reason = |reason: &str| {
+            list.items.iter().find(|e| e["reason"] == reason).expect("recorded").clone()
+        };
+        // One event for the three (the note is not what makes one the same as another), with
+        // the first note, counted in its series.
+        assert_eq!(list.items.len(), 2);
+        let failed = by_reason("FailedScheduling");
+        assert_eq!(failed["note"], "0/1 nodes are available");
+        assert_eq!(failed["series"]["count"], 3);
+        assert!(failed["series"]["lastObservedTime"].as_str().unwrap().ends_with('Z'));
+        let event_time = failed["eventTime"].as_str().unwrap();
+        assert_eq!(event_time.split('.').nth(1).map(str::len), Some(7), "{event_time}");
+        assert_eq!((&failed["action"], &failed["type"]), (&json!("Scheduling"), &json!("Warning")));
+        assert_eq!(failed["reportingController"], "default-scheduler");
+        let instance = failed["reportingInstance"].as_str().unwrap();
+        assert!(instance.starts_with("default-scheduler-"), "{instance}");
+        assert_eq!(failed["regarding"]["uid"], "uid-series");
+        for old in ["deprecatedCount", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"] {
+            assert!(failed.get(old).is_none_or(Value::is_null), "{old}: {failed}");
+        }
+        let preempted = by_reason("Preempted");
+        assert_eq!(preempted["related"]["name"], "important");
+        assert!(preempted.get("series").is_none_or(Value::is_null), "{preempted}");
     }
 
     #[actix::test]

@@ -88,3 +88,8 @@ pub fn put_condition(
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+/// The current time as Kubernetes writes a `MicroTime` (RFC 3339, six fractional digits, UTC).
+pub fn now_micro() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}

@@ -20,7 +20,7 @@ use super::preemption::{self, Budget, Plan, Refusal};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
 use super::topology_spread::{self, SpreadFilter};
-use crate::client::events::{self, EventKind, ObjectRef};
+use crate::client::events::{self, Action, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
 use crate::core::{ApiError, DeleteOptions, PatchType};
@@ -613,17 +613,11 @@ impl Scheduler {
             let bound = result.is_ok();
             addr.do_send(BindDone { uid: uid.clone(), node: node.clone(), result });
             if bound {
-                let message = format!("Successfully assigned {namespace}/{name} to {node}");
+                let note = format!("Successfully assigned {namespace}/{name} to {node}");
                 let pod = ObjectRef::pod(namespace, name, uid);
-                events::record(
-                    client.as_ref(),
-                    &pod,
-                    EventKind::Normal,
-                    "Scheduled",
-                    &message,
-                    COMPONENT,
-                )
-                .await;
+                let (kind, reason, action) = (EventKind::Normal, "Scheduled", "Binding");
+                let what = Action { kind, reason, action, note: &note };
+                events::record_action(client.as_ref(), &pod, None, what, COMPONENT).await;
             }
         });
     }
@@ -670,10 +664,26 @@ impl Scheduler {
                 tracing::debug!(pod = %name, %error, "writing PodScheduled=False");
             }
             let pod = ObjectRef::pod(namespace, name, uid);
-            let (kind, reason) = (EventKind::Warning, "FailedScheduling");
-            events::record(client.as_ref(), &pod, kind, reason, &message, COMPONENT).await;
+            let (kind, reason, action) = (EventKind::Warning, "FailedScheduling", "Scheduling");
+            let what = Action { kind, reason, action, note: &truncated_note(&message) };
+            events::record_action(client.as_ref(), &pod, None, what, COMPONENT).await;
         });
     }
+}
+
+/// An event's note cut to the 1,024 bytes events.k8s.io/v1 allows, ending in ` ...` when cut
+/// (kube-scheduler's `truncateMessage`, for the reasons of many nodes).
+fn truncated_note(message: &str) -> String {
+    const MOST: usize = 1024;
+    const SUFFIX: &str = " ...";
+    if message.len() <= MOST {
+        return message.to_string();
+    }
+    let mut end = MOST - SUFFIX.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{SUFFIX}", &message[..end])
 }
 
 impl Scheduler {
@@ -715,6 +725,8 @@ impl Scheduler {
         for victim in plan.victims {
             let client = self.client.clone();
             let message = format!("Preempted by pod {} on node {node}", pod.uid);
+            let preemptor =
+                ObjectRef::pod(pod.namespace.clone(), pod.name.clone(), pod.uid.clone());
             actix::spawn(async move {
                 let (namespace, name, uid) = (victim.namespace, victim.name, victim.uid);
                 let condition = json!({"type": "DisruptionTarget", "status": "True",
@@ -739,9 +751,10 @@ impl Scheduler {
                     Err(error) => tracing::debug!(pod = %name, %error, "deleting a preempted pod"),
                 }
                 let victim = ObjectRef::pod(namespace, name, uid);
-                let kind = EventKind::Normal;
-                events::record(client.as_ref(), &victim, kind, "Preempted", &message, COMPONENT)
-                    .await;
+                let (kind, reason, action) = (EventKind::Normal, "Preempted", "Preempting");
+                let what = Action { kind, reason, action, note: &message };
+                let related = Some(&preemptor);
+                events::record_action(client.as_ref(), &victim, related, what, COMPONENT).await;
             });
         }
         node
