@@ -82,16 +82,15 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::Conflict { resource, group, name, .. } => {
                 (409, "Conflict", Some(details(name, resource, group)))
             }
-            ApiError::ApplyConflict { resource, group, name, conflicts } => {
-                let mut d = details(name, resource, group);
-                d["causes"] = conflicts
+            ApiError::ApplyConflict { conflicts } => {
+                let causes: Vec<Value> = conflicts
                     .iter()
                     .map(|c| {
                         json!({"reason": "FieldManagerConflict", "field": c.path,
                             "message": format!("conflict with {}", c.manager_text())})
                     })
                     .collect();
-                (409, "Conflict", Some(d))
+                (409, "Conflict", Some(json!({"causes": causes})))
             }
             ApiError::Invalid { kind, group, name, causes } => {
                 (422, "Invalid", Some(with_causes(details(name, kind, group), causes)))

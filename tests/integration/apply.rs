@@ -229,6 +229,9 @@ fn apply_patch_over_http() {
     assert_eq!(status["reason"], "Conflict");
     assert_eq!(status["details"]["causes"][0]["reason"], "FieldManagerConflict");
     assert_eq!(status["details"]["causes"][0]["field"], ".data.k");
+    // As Kubernetes' NewApplyConflict: the details name only the causes.
+    let details = status["details"].as_object().unwrap();
+    assert_eq!(details.keys().collect::<Vec<_>>(), ["causes"], "{status}");
     assert!(status["message"].as_str().unwrap().contains("\"editor\""), "{status}");
     let forced = format!("{with_manager}&force=true");
     let (code, applied) = server.send_raw("PATCH", &forced, Some(apply), yaml);

@@ -91,12 +91,7 @@ impl ApiCore {
                     }
                     fields.apply(Some(&live), &config, &writer, separate, true)
                 })
-                .map_err(|conflicts| ApiError::ApplyConflict {
-                    resource: resource.plural,
-                    group: resource.group,
-                    name: name.to_string(),
-                    conflicts,
-                })?;
+                .map_err(|conflicts| ApiError::ApplyConflict { conflicts })?;
             keep_last_applied_in_step(&writer, &live, &config, &mut merged);
             self.check_schema(resource, name, &mut merged, false)?;
             let rv = pinned.unwrap_or(current.resource_version);

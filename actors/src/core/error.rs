@@ -21,14 +21,10 @@ pub enum ApiError {
     AlreadyExists { resource: &'static str, group: &'static str, name: String, being_deleted: bool },
     #[error("{message}")]
     Conflict { resource: &'static str, group: &'static str, name: String, message: String },
-    /// A server-side apply would change fields other managers own.
+    /// A server-side apply would change fields other managers own. Its Status names only
+    /// the conflicts, not the object (Kubernetes' `NewApplyConflict`).
     #[error("{}", conflict_message(.conflicts))]
-    ApplyConflict {
-        resource: &'static str,
-        group: &'static str,
-        name: String,
-        conflicts: Vec<FieldConflict>,
-    },
+    ApplyConflict { conflicts: Vec<FieldConflict> },
     #[error("{} {name:?} is invalid: {}", qualified(kind, group), summarize(.causes))]
     Invalid { kind: &'static str, group: &'static str, name: String, causes: Vec<FieldError> },
     #[error("{0}")]
