@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Value};
 
 use super::endpoints::{listed, resolved_ports, service_labels};
+use super::trigger_time;
 use crate::client::cache::key_of;
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions, ListOptions};
@@ -258,6 +259,7 @@ async fn update(
         }
     }
     have["metadata"]["labels"] = want["metadata"]["labels"].take();
+    trigger_time::annotate(&mut have, trigger_time::annotation(&want));
     client.update(slices(), namespace, have).await.map(drop)
 }
 

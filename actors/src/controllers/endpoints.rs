@@ -10,6 +10,8 @@
 //! it loses it, as in Kubernetes), and, without one, slices mirroring the Endpoints its user
 //! writes (Kubernetes' EndpointSliceMirroring controller).
 //!
+//! Both carry the time of the change they were written for (`trigger_time`).
+//!
 //! It follows pods only while some service with a selector exists.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -20,6 +22,7 @@ use serde_json::{json, Map, Value};
 
 use super::endpoint_slices::{self, Keeper};
 use super::selects;
+use super::trigger_time::{self, TriggerTimes};
 use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
@@ -45,6 +48,8 @@ pub struct EndpointsController {
     retries: HashMap<Key, u32>,
     /// The services whose write is under way.
     in_flight: HashSet<Key>,
+    /// What each service's last sync saw, for the time of the change the next one writes.
+    trigger_times: TriggerTimes,
 }
 
 /// A feed of services.
@@ -90,6 +95,7 @@ impl EndpointsController {
             sync_queued: false,
             retries: HashMap::new(),
             in_flight: HashSet::new(),
+            trigger_times: TriggerTimes::default(),
         }
     }
 
@@ -132,6 +138,7 @@ impl EndpointsController {
             // The service is gone: so are its endpoints.
             None => {
                 self.retries.remove(key);
+                self.trigger_times.forget(key);
                 let name = key.1.clone();
                 Box::pin(async move {
                     let options = DeleteOptions::default();
@@ -176,8 +183,12 @@ impl EndpointsController {
                     .in_namespace(&namespace)
                     .filter(|pod| selects(selector, pod_labels(pod)))
                     .collect();
-                let desired = desired_endpoints(service, &selected);
-                let slices = endpoint_slices::desired(service, &selected, &self.zones);
+                let mut desired = desired_endpoints(service, &selected);
+                let mut slices = endpoint_slices::desired(service, &selected, &self.zones);
+                let trigger = self.trigger_times.sync(key, service, &selected);
+                for object in std::iter::once(&mut desired).chain(&mut slices) {
+                    trigger_time::annotate(object, trigger.as_deref());
+                }
                 let service = service.clone();
                 Box::pin(async move {
                     write(client.as_ref(), &namespace, desired).await?;
@@ -233,14 +244,15 @@ async fn write(
             {
                 return Ok(());
             }
-            // Only the subsets and the labels are the controller's: the rest of the object
-            // (annotations, owners, finalizers) stays as it is.
+            // Only the subsets, the labels and the trigger time are the controller's: the
+            // rest of the object (other annotations, owners, finalizers) stays as it is.
             match desired.as_object_mut().and_then(|d| d.remove("subsets")) {
                 Some(subsets) => current["subsets"] = subsets,
                 None => {
                     current.as_object_mut().map(|c| c.remove("subsets"));
                 }
             }
+            trigger_time::annotate(&mut current, trigger_time::annotation(&desired));
             let metadata = &mut current["metadata"];
             match labels(&desired) {
                 Some(labels) => metadata["labels"] = labels,
@@ -644,7 +656,9 @@ mod tests {
         let _controller = EndpointsController::new(Arc::new(core.clone())).start();
         let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
             "ports": [{"port": 80, "targetPort": 8080}]}});
-        ApiClient::create(&core, resources::core("services"), "default", service).await.unwrap();
+        let service = ApiClient::create(&core, resources::core("services"), "default", service)
+            .await
+            .unwrap();
         let created = json!({"metadata": {"name": "p", "labels": {"app": "web"}},
             "spec": {"containers": [{"name": "c", "image": "i"}]}});
         let created =
@@ -652,18 +666,25 @@ mod tests {
         let get = || async {
             ApiClient::get(&core, resources::core("endpoints"), "default", "web").await.ok()
         };
+        let trigger = |endpoints: &Value| {
+            endpoints["metadata"]["annotations"][trigger_time::ANNOTATION].clone()
+        };
         let empty = eventually("endpoints", || async { get().await }).await;
         assert!(empty.get("subsets").is_none(), "no pod has an IP yet: {empty}");
-        // The pod gets an IP and becomes ready, as its node agent reports it.
+        // Written for a new service: changed at its creation.
+        assert_eq!(trigger(&empty), service["metadata"]["creationTimestamp"], "{empty}");
+        // The pod gets an IP and becomes ready, as its node agent reports it: changed then.
         let mut running = created.clone();
         running["status"] = json!({"phase": "Running", "podIP": "127.0.0.7",
-            "conditions": [{"type": "Ready", "status": "True"}]});
+            "conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-12-01T10:00:00Z"}]});
         ApiClient::update_status(&core, resources::core("pods"), "default", running).await.unwrap();
         let listed = eventually("the pod listed", || async {
             get().await.filter(|e| e["subsets"][0]["addresses"][0]["ip"] == "127.0.0.7")
         })
         .await;
         assert_eq!(listed["subsets"][0]["ports"], json!([{"port": 8080, "protocol": "TCP"}]));
+        assert_eq!(trigger(&listed), "2026-12-01T10:00:00Z", "{listed}");
         // A change of the pod that changes nothing listed writes nothing; one that does, does:
         // the endpoints change once between the two.
         let from = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
@@ -684,7 +705,8 @@ mod tests {
         )
         .await
         .unwrap();
-        let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+        let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+            "lastTransitionTime": "2026-12-01T10:05:00Z"}]}});
         ApiClient::patch(
             &core,
             resources::core("pods"),
@@ -702,6 +724,7 @@ mod tests {
             panic!("a change of the endpoints: {first:?}")
         };
         assert_eq!(changed["subsets"][0]["notReadyAddresses"][0]["ip"], "127.0.0.7", "{changed}");
+        assert_eq!(trigger(&changed), "2026-12-01T10:05:00Z", "{changed}");
         ApiClient::delete(
             &core,
             resources::core("services"),
@@ -743,13 +766,17 @@ mod tests {
         let owner = &placeholder["metadata"]["ownerReferences"][0];
         assert_eq!((&owner["name"], &owner["uid"]), (&json!("web"), &service["metadata"]["uid"]));
         assert!(object_name(&placeholder).starts_with("web-"), "{placeholder}");
+        let trigger =
+            |slice: &Value| slice["metadata"]["annotations"][trigger_time::ANNOTATION].clone();
+        assert_eq!(trigger(&placeholder), service["metadata"]["creationTimestamp"]);
         let pod = json!({"metadata": {"name": "p", "labels": {"app": "web"}},
             "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i",
                 "ports": [{"name": "http", "containerPort": 8080}]}]}});
         let pod = ApiClient::create(&core, resources::core("pods"), "default", pod).await.unwrap();
         let mut running = pod.clone();
         running["status"] = json!({"phase": "Running", "podIP": "127.0.0.9",
-            "conditions": [{"type": "Ready", "status": "True"}]});
+            "conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-12-01T11:00:00Z"}]});
         ApiClient::update_status(&core, resources::core("pods"), "default", running).await.unwrap();
         let filled = eventually("the pod in the slice", || async {
             let mut all = list().await;
@@ -757,6 +784,7 @@ mod tests {
         })
         .await;
         assert_eq!(object_name(&filled), object_name(&placeholder), "updated in place");
+        assert_eq!(trigger(&filled), "2026-12-01T11:00:00Z", "{filled}");
         assert_eq!(filled["addressType"], "IPv4");
         assert_eq!(filled["ports"], json!([{"name": "http", "port": 8080, "protocol": "TCP"}]));
         let endpoint = &filled["endpoints"][0];

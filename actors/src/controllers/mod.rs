@@ -38,6 +38,7 @@ pub mod service;
 pub mod service_account_tokens;
 pub mod storage_protection;
 pub mod taint_eviction;
+mod trigger_time;
 
 pub use cluster_role_aggregation::{ClusterRoleAggregator, StopClusterRoleAggregator};
 pub use disruption::{DisruptionController, StopDisruptionController};
