@@ -137,7 +137,7 @@ async fn run(
 
 /// An accepted websocket: the answer to send, the session to write to, the client's messages
 /// (fragmented ones whole) and the subprotocol agreed on, if any.
-pub(super) struct Upgraded {
+pub(crate) struct Upgraded {
     pub response: HttpResponse,
     pub session: actix_ws::Session,
     pub messages: actix_ws::AggregatedMessageStream,
@@ -145,7 +145,7 @@ pub(super) struct Upgraded {
 }
 
 /// Accepts the websocket, agreeing on the first of `protocols` the client offered.
-pub(super) fn upgrade(
+pub(crate) fn upgrade(
     req: &HttpRequest,
     payload: web::Payload,
     protocols: &[&'static str],
@@ -189,7 +189,7 @@ pub(super) async fn next_message(
 }
 
 /// Ends an exec's websocket: its final status on the error channel, then a normal close.
-pub(super) async fn finish(mut session: actix_ws::Session, status: Value) {
+pub(crate) async fn finish(mut session: actix_ws::Session, status: Value) {
     let _ = session.binary(framed(ERROR, status.to_string().as_bytes())).await;
     let _ = session.close(Some(actix_ws::CloseCode::Normal.into())).await;
 }

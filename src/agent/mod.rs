@@ -2,7 +2,7 @@
 //! their runtime, the built-in images (served by this binary), the agent's HTTP port and its
 //! service proxy.
 
-mod debugging;
+pub(crate) mod debugging;
 mod http;
 mod port_forward;
 mod spdy;

@@ -7,7 +7,10 @@
 //! port-forward kubectl's `SPDY/3.1+portforward.k8s.io` or the Python client's
 //! `v4.channel.k8s.io`) and its answer goes back as it is. Only WebSocket upgrades are served:
 //! a request without one is 400 ("Upgrade request required"), and so is SPDY, which kubectl
-//! falls back to only when a WebSocket upgrade is refused.
+//! falls back to only when a WebSocket upgrade is refused. An exec or attach whose agent
+//! cannot be reached or refuses it (a container not running) is answered as kube-apiserver's
+//! stream translator answers a `v5.channel.k8s.io` client: the upgrade is accepted and the
+//! error is the final status on the error channel; older clients get the HTTP error.
 
 use std::time::Duration;
 
@@ -92,12 +95,24 @@ pub async fn serve(
     let unreachable = |e: String| {
         super::proxy::unavailable(format!("error dialing the agent of node {node}: {e}"))
     };
-    let answered = tokio::time::timeout(AGENT_TIMEOUT, upgrade.send())
-        .await
-        .map_err(|_| unreachable("no answer to the upgrade".into()))?
-        .map_err(|e| unreachable(e.to_string()))?;
+    let translated = container.is_some() && offers(req, STREAM_CLOSE_PROTOCOL);
+    let answered = match tokio::time::timeout(AGENT_TIMEOUT, upgrade.send()).await {
+        Ok(Ok(answered)) => answered,
+        Ok(Err(e)) if translated => {
+            return translated_error(req, payload, format!("error dialing backend: {e}"));
+        }
+        Ok(Err(e)) => return Err(unreachable(e.to_string())),
+        Err(_) if translated => {
+            return translated_error(req, payload, "error dialing backend: timeout".into());
+        }
+        Err(_) => return Err(unreachable("no answer to the upgrade".into())),
+    };
     if answered.status().as_u16() != 101 {
-        return Err(refusal(answered, node).await);
+        let (status, text) = refusal_text(answered).await;
+        if translated {
+            return translated_error(req, payload, format!("unable to upgrade connection: {text}"));
+        }
+        return Err(refusal(status, text, node));
     }
     let mut answer = HttpResponse::build(StatusCode::SWITCHING_PROTOCOLS);
     answer.upgrade("websocket");
@@ -142,10 +157,38 @@ fn runs(pod: &Value, container: &str) -> bool {
         .is_some_and(|status| status["state"]["running"].is_object())
 }
 
-/// The agent's refusal as the client's error: what it says of the request (a container not
-/// running) is the client's 400; anything else is 503. Its text is read up to
-/// [`MOST_ERROR_BYTES`].
-async fn refusal(mut answered: reqwest::Response, node: &str) -> HttpError {
+/// Whether the client offered the WebSocket subprotocol `protocol`.
+fn offers(req: &HttpRequest, protocol: &str) -> bool {
+    req.headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|offered| offered.trim() == protocol)
+}
+
+/// The subprotocol with which kube-apiserver itself takes an exec or attach's WebSocket (its
+/// stream translator) and speaks to the kubelet on the client's behalf.
+const STREAM_CLOSE_PROTOCOL: &str = "v5.channel.k8s.io";
+
+/// Accepts the client's WebSocket and ends it with `error` as an internal error (500) on the
+/// error channel, in Kubernetes' words and shape: how kube-apiserver's stream translator
+/// reports that the kubelet could not be reached or refused the stream.
+fn translated_error(
+    req: &HttpRequest,
+    payload: web::Payload,
+    error: String,
+) -> Result<HttpResponse, HttpError> {
+    let upgraded = crate::agent::debugging::upgrade(req, payload, &[STREAM_CLOSE_PROTOCOL])
+        .map_err(|e| HttpError::BadRequest(e.to_string()))?;
+    let status = serde_json::json!({"metadata": {}, "status": "Failure",
+        "message": format!("Internal error occurred: {error}"), "reason": "InternalError",
+        "details": {"causes": [{"message": error}]}, "code": 500});
+    actix_web::rt::spawn(crate::agent::debugging::finish(upgraded.session, status));
+    Ok(upgraded.response)
+}
+
+/// The agent's refusal: its status and its text, read up to [`MOST_ERROR_BYTES`].
+async fn refusal_text(mut answered: reqwest::Response) -> (u16, String) {
     let status = answered.status().as_u16();
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = answered.chunk().await {
@@ -155,7 +198,12 @@ async fn refusal(mut answered: reqwest::Response, node: &str) -> HttpError {
             break;
         }
     }
-    let text = String::from_utf8_lossy(&body).trim().to_string();
+    (status, String::from_utf8_lossy(&body).trim().to_string())
+}
+
+/// The agent's refusal as the client's error: what it says of the request (a container not
+/// running) is the client's 400; anything else is 503.
+fn refusal(status: u16, text: String, node: &str) -> HttpError {
     match status {
         400 | 404 => HttpError::BadRequest(text),
         _ => {

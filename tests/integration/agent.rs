@@ -683,10 +683,12 @@ fn a_crash_loop_s_logs_are_its_last_run() {
     });
     let terminated = &failed["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(terminated["message"], "starting\nfatal: config missing\n", "{failed}");
-    // kubectl retries a refused WebSocket with SPDY, and shows why the second was refused.
+    // kubectl's WebSocket is taken and the agent's refusal is its final status, as
+    // kube-apiserver's stream translator reports it.
     let (ok, _, err) = server.kubectl().run(&["exec", "unstartable", "--", "true"]);
     assert!(!ok);
-    assert!(err.contains("container not found (\"c\")"), "{err}");
+    let refused = "Internal error occurred: unable to upgrade connection: container not found";
+    assert!(err.contains(&format!("{refused} (\"c\")")), "{err}");
 }
 
 /// A pod deleted gracefully stays while its node stops it, and its last state (how its

@@ -271,6 +271,21 @@ def exec_in_pods(core, node):
                                   'container: exec: "no-such-command": executable file not '
                                   'found in $PATH'), failure
     assert failure["details"]["causes"][0]["message"].startswith("error executing"), failure
+    # A container that is not running: the upgrade is taken (kube-apiserver's stream
+    # translator), and the agent's refusal is the final status, not a failed handshake.
+    done = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="exec-done"),
+        spec=client.V1PodSpec(node_name=node, restart_policy="Never", containers=[
+            client.V1Container(name="c", image="kplane/pause", command=["true"])]))
+    core.create_namespaced_pod(NS, done)
+    wait_for_phase(core, "exec-done", "Succeeded")
+    refused = stream(core.connect_get_namespaced_pod_exec, "exec-done", NS, command=["ls"],
+                     stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+    refused.run_forever(timeout=30)
+    why = json.loads(refused.read_channel(3))
+    assert why["code"] == 500 and why["reason"] == "InternalError", why
+    assert why["message"] == ('Internal error occurred: unable to upgrade connection: '
+                              'container not found ("c")'), why
     on_terminal = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
                          command=["sh", "-c", "tty; echo err >&2"],
                          stdout=True, stderr=False, stdin=False, tty=True)
