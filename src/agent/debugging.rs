@@ -150,19 +150,22 @@ pub(crate) fn upgrade(
     payload: web::Payload,
     protocols: &[&'static str],
 ) -> Result<Upgraded, AgentHttpError> {
-    let offered: Vec<String> = req
-        .headers()
-        .get_all(SEC_WEBSOCKET_PROTOCOL)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
-        .collect();
-    let protocol = protocols.iter().copied().find(|p| offered.iter().any(|o| o == p));
+    let protocol = protocols.iter().copied().find(|p| offers(req, p));
     let (mut response, session, stream) = actix_ws::handle(req, payload)
         .map_err(|e| AgentHttpError::BadRequest(format!("a websocket upgrade is required: {e}")))?;
     if let Some(protocol) = protocol {
         response.headers_mut().insert(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(protocol));
     }
     Ok(Upgraded { response, session, messages: stream.aggregate_continuations(), protocol })
+}
+
+/// Whether the client offered the WebSocket subprotocol `protocol`.
+pub(crate) fn offers(req: &HttpRequest, protocol: &str) -> bool {
+    req.headers()
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|offered| offered.trim() == protocol)
 }
 
 pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {

@@ -95,7 +95,8 @@ pub async fn serve(
     let unreachable = |e: String| {
         super::proxy::unavailable(format!("error dialing the agent of node {node}: {e}"))
     };
-    let translated = container.is_some() && offers(req, STREAM_CLOSE_PROTOCOL);
+    let translated =
+        container.is_some() && crate::agent::debugging::offers(req, STREAM_CLOSE_PROTOCOL);
     let answered = match tokio::time::timeout(AGENT_TIMEOUT, upgrade.send()).await {
         Ok(Ok(answered)) => answered,
         Ok(Err(e)) if translated => {
@@ -155,15 +156,6 @@ fn runs(pod: &Value, container: &str) -> bool {
         .flatten()
         .find(|status| status["name"] == container)
         .is_some_and(|status| status["state"]["running"].is_object())
-}
-
-/// Whether the client offered the WebSocket subprotocol `protocol`.
-fn offers(req: &HttpRequest, protocol: &str) -> bool {
-    req.headers()
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|offered| offered.trim() == protocol)
 }
 
 /// The subprotocol with which kube-apiserver itself takes an exec or attach's WebSocket (its

@@ -112,6 +112,12 @@ fn count_repeat<K: Hash + Eq>(
     }
 }
 
+/// The event first written as `key` could not be counted into: `name` is written for it
+/// instead, and repeats count into that.
+fn record_anew<K: Hash + Eq>(cache: &Mutex<HashMap<K, Recorded>>, key: K, name: &str) {
+    cache.lock().expect("event cache lock").insert(key, Recorded::first(name));
+}
+
 /// The event `name` of `key` was not written: a repeat is recorded anew.
 fn forget_unwritten<K: Hash + Eq>(cache: &Mutex<HashMap<K, Recorded>>, key: &K, name: &str) {
     let mut recent = cache.lock().expect("event cache lock");
@@ -261,8 +267,7 @@ pub async fn record_on_node(
             // repeats count into the new one.
             Err(error) => {
                 tracing::debug!(event = %first, %error, "counting a repeated event");
-                let first = Recorded::first(&name);
-                RECENT.lock().expect("event cache lock").insert(similar.clone(), first);
+                record_anew(&RECENT, similar.clone(), &name);
             }
         }
     }
@@ -332,10 +337,10 @@ pub async fn record_action(
         let patch = json!({"series": {"count": count, "lastObservedTime": observed}});
         match client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await {
             Ok(_) => return,
+            // Gone meanwhile, or not written yet: recorded anew.
             Err(error) => {
                 tracing::debug!(event = %first, %error, "counting an event into its series");
-                let first = Recorded::first(&name);
-                SERIES.lock().expect("event cache lock").insert(isomorphic.clone(), first);
+                record_anew(&SERIES, isomorphic.clone(), &name);
             }
         }
     }
