@@ -487,6 +487,11 @@ impl GarbageCollector {
         );
     }
 
+    /// Whether `uid` is an object being deleted (which its dependents' changes may let go).
+    fn is_deleting(&self, uid: &str) -> bool {
+        self.nodes.get(uid).is_some_and(|n| n.deleting)
+    }
+
     /// Whether `uid` is being deleted in the foreground (waiting for its dependents).
     fn waits_for_dependents(&self, uid: &str) -> bool {
         self.nodes
@@ -688,8 +693,12 @@ impl Handler<Informed> for GarbageCollector {
                 let owners = self.remove(&uid).map(|n| n.owners).unwrap_or_default();
                 if self.all_listed() {
                     self.process(&uid, ctx);
-                    // A foreground owner may be waiting for this dependent.
-                    for owner in owners {
+                    // An owner being deleted may be waiting for this dependent (foreground) or
+                    // for its release (orphaning); one that is gone, or was never there, has
+                    // had its dependents judged already.
+                    let deleting: Vec<String> =
+                        owners.into_iter().filter(|o| self.is_deleting(o)).collect();
+                    for owner in deleting {
                         self.process(&owner, ctx);
                     }
                 }
@@ -701,11 +710,12 @@ impl Handler<Informed> for GarbageCollector {
                     self.collect_if_orphaned(&uid, ctx);
                     self.process(&uid, ctx);
                     // An owner in foreground deletion that this dependent blocked may go now.
-                    let blocking = self.nodes.get(&uid).map(|n| &n.blocking);
+                    let blocking: FastSet<&String> =
+                        self.nodes.get(&uid).into_iter().flat_map(|n| &n.blocking).collect();
                     let released: Vec<String> = before
                         .into_iter()
                         .flatten()
-                        .filter(|o| !blocking.is_some_and(|b| b.contains(o)))
+                        .filter(|o| !blocking.contains(o) && self.is_deleting(o))
                         .collect();
                     for owner in released {
                         self.process(&owner, ctx);
@@ -767,6 +777,42 @@ mod tests {
         eventually("the owner goes", || async { get(core, owner).await.is_none().then_some(()) })
             .await;
         created
+    }
+
+    /// Objects naming thousands of owners of a kind not served (never collected, never
+    /// judged again) come and go without the collector re-judging every other dependent of
+    /// each owner at each delete: the collector still answers at once.
+    #[actix::test]
+    async fn dependents_sharing_thousands_of_unknown_owners_go_without_stalling_the_collector() {
+        let core = core().await;
+        // On a thread of its own, as in the server (where it shares the main thread with
+        // other controllers), so that a stalled collector cannot hold up this test's waits.
+        let client: Arc<dyn ApiClient> = Arc::new(core.clone());
+        let arbiter = actix::Arbiter::new();
+        GarbageCollector::start_in_arbiter(&arbiter.handle(), move |_| {
+            GarbageCollector::new(client)
+        });
+        let references: Vec<Value> = (0..3000)
+            .map(|i| {
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": format!("d{i}"),
+                "uid": format!("missing-{i}")})
+            })
+            .collect();
+        for i in 0..6 {
+            let shared = json!({"metadata": {"name": format!("shared-{i}"),
+                "ownerReferences": references}});
+            ApiClient::create(&core, cms(), "default", shared).await.unwrap();
+        }
+        for i in 0..6 {
+            delete(&core, &format!("shared-{i}"), "Background").await;
+        }
+        let owner = create(&core, "owner", None, &[]).await;
+        create(&core, "dep", Some(&owner), &[]).await;
+        delete(&core, "owner", "Background").await;
+        eventually("the dependent follows its owner", || async {
+            get(&core, "dep").await.is_none().then_some(())
+        })
+        .await;
     }
 
     #[actix::test]

@@ -2,6 +2,8 @@
 //! an earlier one whole is dropped, and the client warned; entries that differ in any field
 //! (a controller flag, a kind) are all kept.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 /// Drops the entries of `metadata.ownerReferences` that repeat an earlier one; returns the
@@ -15,14 +17,26 @@ pub fn dedup(meta: &mut Map<String, Value>) -> Vec<String> {
     let mut index = 0;
     references.retain(|_| {
         index += 1;
-        !repeats.contains(&(index - 1))
+        repeats.binary_search(&(index - 1)).is_err()
     });
     dropped
 }
 
-/// The positions of the entries of `references` that repeat an earlier one.
+/// The positions of the entries of `references` that repeat an earlier one, in order. Only
+/// entries of the same uid are compared whole, so that thousands of references take a pass.
 fn repeated(references: &[Value]) -> Vec<usize> {
-    (0..references.len()).filter(|&i| references[..i].contains(&references[i])).collect()
+    let mut by_uid: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut repeats = Vec::new();
+    for (i, reference) in references.iter().enumerate() {
+        let uid = reference.get("uid").and_then(Value::as_str).unwrap_or("");
+        let earlier = by_uid.entry(uid).or_default();
+        if earlier.iter().any(|&j| references[j] == *reference) {
+            repeats.push(i);
+        } else {
+            earlier.push(i);
+        }
+    }
+    repeats
 }
 
 fn uid(reference: &Value) -> String {

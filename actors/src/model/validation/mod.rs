@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 
 use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZERS};
 use super::text::go_quote;
@@ -808,7 +809,7 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
 /// A ConfigMap's or Secret's keys (config keys, not repeated across `fields`) and size.
 /// `base64_data`: `data` holds base64 (a Secret's), not text (a ConfigMap's).
 fn validate_data(object: &Value, fields: &[&str], base64_data: bool, errors: &mut Vec<FieldError>) {
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     let mut size = 0;
     for field in fields {
         let Some(map) = object.get(*field).and_then(Value::as_object) else { continue };
@@ -995,7 +996,7 @@ fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
         if zones.is_some_and(|zones| zones.len() > 8) {
             errors.push(FieldError::too_many(format!("endpoints[{i}].hints.forZones"), 8));
         } else {
-            let mut seen: Vec<&str> = Vec::new();
+            let mut seen = HashSet::new();
             for (j, zone) in zones.into_iter().flatten().enumerate() {
                 let name = zone.get("name").and_then(Value::as_str).unwrap_or("");
                 let field = || format!("endpoints[{i}].hints.forZones[{j}].name");
@@ -1008,7 +1009,7 @@ fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::too_many("ports", 20000));
         return;
     }
-    let mut names: Vec<&str> = Vec::new();
+    let mut names = HashSet::new();
     for (i, port) in ports.into_iter().flatten().enumerate() {
         let at = |field: &str| format!("ports[{i}].{field}");
         // Unnamed ports count as named "": only one may be.
@@ -1111,8 +1112,8 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
     };
     let volumes = validate_volumes(spec, path, errors);
     let grace = spec.and_then(|s| s.get("terminationGracePeriodSeconds")).and_then(Value::as_i64);
-    let mut seen = Vec::new();
-    let mut port_names: Vec<&str> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut port_names = HashSet::new();
     let list_of = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_array);
     let (init_containers, ephemeral) = (list_of("initContainers"), list_of("ephemeralContainers"));
     let all = containers.iter().enumerate().map(|(i, c)| ("containers", i, c));
@@ -1587,7 +1588,7 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
         errors.push(FieldError::invalid_number(at("shareProcessNamespace"), true, message));
     }
     let sysctls = context.and_then(|c| c.get("sysctls")).and_then(Value::as_array);
-    let mut names: Vec<&str> = Vec::new();
+    let mut names = HashSet::new();
     for (i, sysctl) in sysctls.into_iter().flatten().enumerate() {
         let field = || at(&format!("sysctls[{i}].name"));
         let name = sysctl.get("name").and_then(Value::as_str).unwrap_or("");
@@ -1599,8 +1600,8 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
                 "must have at most 253 characters and match regex \
                  ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$",
             )),
-            name if names.contains(&name) => errors.push(FieldError::duplicate(field(), name)),
-            name => names.push(name),
+            name if !names.insert(name) => errors.push(FieldError::duplicate(field(), name)),
+            _ => {}
         }
         // A sysctl of a namespace the pod shares with the host would set the host's.
         let shared = match sysctl::Namespace::of(&sysctl::normalized(name)) {
@@ -2084,7 +2085,7 @@ fn user_id(id: Option<&Value>, field: impl FnOnce() -> String, errors: &mut Vec<
 /// names it in the errors, built only when there is one.
 fn unique_label<'a>(
     name: &'a str,
-    seen: &mut Vec<&'a str>,
+    seen: &mut HashSet<&'a str>,
     field: impl Fn() -> String,
     errors: &mut Vec<FieldError>,
 ) {
@@ -2095,17 +2096,16 @@ fn unique_label<'a>(
 fn unique_name<'a>(
     name: &'a str,
     check: fn(&str) -> Vec<String>,
-    seen: &mut Vec<&'a str>,
+    seen: &mut HashSet<&'a str>,
     field: impl Fn() -> String,
     errors: &mut Vec<FieldError>,
 ) {
     for problem in check(name) {
         errors.push(FieldError::invalid(field(), name, problem));
     }
-    if seen.contains(&name) {
+    if !seen.insert(name) {
         errors.push(FieldError::duplicate(field(), name));
     }
-    seen.push(name);
 }
 
 /// The pod's volume names, each checked (a DNS-1123 label, not repeated).
@@ -2113,8 +2113,8 @@ fn validate_volumes<'a>(
     spec: Option<&'a Value>,
     path: &str,
     errors: &mut Vec<FieldError>,
-) -> Vec<&'a str> {
-    let mut names: Vec<&str> = Vec::new();
+) -> HashSet<&'a str> {
+    let mut names = HashSet::new();
     let volumes = spec.and_then(|s| s.get("volumes")).and_then(Value::as_array);
     for (i, volume) in volumes.into_iter().flatten().enumerate() {
         let field = || format!("{path}.volumes[{i}].name");
@@ -2251,8 +2251,8 @@ fn validate_container_extras<'a>(
     c: &'a Value,
     list: &str,
     grace: Option<i64>,
-    volumes: &[&str],
-    port_names: &mut Vec<&'a str>,
+    volumes: &HashSet<&str>,
+    port_names: &mut HashSet<&'a str>,
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
 ) {

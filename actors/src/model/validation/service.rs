@@ -2,6 +2,8 @@
 //! `ValidateLoadBalancerStatus` check them, in their order. Its cluster IPs and node ports
 //! are the allocator's to check (`core::service_ips`), as they are Kubernetes' registry's.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use super::addresses::{
@@ -167,7 +169,7 @@ pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
 /// Each port (`validateServicePort`), then ports and node ports given twice.
 fn validate_ports(ports: &[Value], errors: &mut Vec<FieldError>) {
     let several = ports.len() > 1;
-    let mut names: Vec<&str> = Vec::new();
+    let mut names = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let at = |rest: &str| format!("spec.ports[{i}]{rest}");
         match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
@@ -196,20 +198,17 @@ fn validate_ports(ports: &[Value], errors: &mut Vec<FieldError>) {
     fn number(port: &Value, field: &str) -> i64 {
         port.get(field).and_then(Value::as_i64).unwrap_or(0)
     }
+    let mut node_ports = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let node_port = number(port, "nodePort");
-        let earlier = &ports[..i];
-        let same_node_port =
-            |p: &Value| number(p, "nodePort") == node_port && protocol(p) == protocol(port);
-        if node_port != 0 && earlier.iter().any(same_node_port) {
+        if node_port != 0 && !node_ports.insert((node_port, protocol(port))) {
             let field = format!("spec.ports[{i}].nodePort");
             errors.push(FieldError::duplicate_struct(field, &node_port.to_string(), None));
         }
     }
+    let mut numbers = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
-        let same =
-            |p: &Value| number(p, "port") == number(port, "port") && protocol(p) == protocol(port);
-        if ports[..i].iter().any(same) {
+        if !numbers.insert((number(port, "port"), protocol(port))) {
             // The key Kubernetes keeps them by, as Go prints it.
             let printed = format!(
                 "core.ServicePort{{Name:\"\", Protocol:{:?}, AppProtocol:(*string)(nil), \
