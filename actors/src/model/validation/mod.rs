@@ -1675,8 +1675,9 @@ fn validate_pod_cidrs(node: &Value, errors: &mut Vec<FieldError>) {
             "may specify no more than one CIDR for each IP family",
         ));
     }
+    let mut seen = HashSet::new();
     for (i, cidr) in cidrs.iter().enumerate() {
-        if cidrs[..i].contains(cidr) {
+        if !seen.insert(cidr) {
             errors.push(FieldError::duplicate(format!("spec.podCIDRs[{i}]"), cidr));
         }
     }
@@ -1708,8 +1709,9 @@ fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError
             "may specify no more than one IP for each IP family",
         ));
     }
+    let mut seen = HashSet::new();
     for (i, ip) in ips.iter().enumerate() {
-        if ips[..i].contains(ip) {
+        if !seen.insert(ip) {
             let field = format!("status.{list}[{i}]");
             errors.push(FieldError::duplicate_struct(field, &printed(ip), None));
         }
@@ -2605,12 +2607,13 @@ fn validate_ip_families(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
         }
         return;
     }
+    let mut seen = HashSet::new();
     for (i, family) in families.iter().enumerate() {
         let field = format!("spec.ipFamilies[{i}]");
         if !matches!(family.as_str(), "IPv4" | "IPv6") {
             errors.push(FieldError::not_supported(&field, family, &["IPv4", "IPv6"]));
         }
-        if families[..i].contains(family) {
+        if !seen.insert(family) {
             errors.push(FieldError::duplicate(field, family));
         }
     }
