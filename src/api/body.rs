@@ -162,8 +162,18 @@ impl<'de> serde::de::Visitor<'de> for ValueSeed<'_, '_> {
         Ok(Value::Number(value.into()))
     }
 
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    /// A YAML `.nan` or `.inf` has no JSON form: refused, as Go's JSON encoder refuses it
+    /// when Kubernetes turns YAML into JSON (`json: unsupported value: NaN`).
+    fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Value, E> {
+        let unsupported = || {
+            let printed = match value {
+                v if v.is_nan() => "NaN",
+                v if v > 0.0 => "+Inf",
+                _ => "-Inf",
+            };
+            E::custom(format!("json: unsupported value: {printed}"))
+        };
+        serde_json::Number::from_f64(value).map(Value::Number).ok_or_else(unsupported)
     }
 
     fn visit_str<E>(self, value: &str) -> Result<Value, E> {
@@ -364,7 +374,10 @@ pub fn parse_yaml(bytes: &[u8]) -> Result<Value, HttpError> {
         return Ok(value);
     }
     parseable_yaml(bytes)?;
-    serde_yaml::from_slice(bytes).map_err(|e| {
+    let decoder = serde_yaml::Deserializer::from_slice(bytes);
+    let mut repeated = Vec::new();
+    let seed = ValueSeed { at: &Step::Root, duplicates: &mut repeated, last_wins: true };
+    seed.deserialize(decoder).map_err(|e| {
         HttpError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"))
     })
 }
@@ -583,6 +596,25 @@ mod tests {
         let text = format!("a: x[[[\nb: \"{open}\"\nc: |\n  {open}\n\n  {close}{open}\nd: 1\n");
         assert!(flow_depth(text.as_bytes()) < 10, "{}", flow_depth(text.as_bytes()));
         assert_eq!(parse_yaml(text.as_bytes()).unwrap()["d"], 1);
+    }
+
+    #[test]
+    fn yaml_floats_without_a_json_form_are_refused() {
+        for (body, printed) in
+            [("a: .nan", "NaN"), ("a: [.inf]", "+Inf"), ("a: {b: -.Inf}", "-Inf")]
+        {
+            let expected = format!("json: unsupported value: {printed}");
+            for parsed in [
+                parse_yaml(body.as_bytes()),
+                parse_yaml_noting_duplicates(body.as_bytes()).map(|p| p.0),
+            ] {
+                let Err(HttpError::BadRequest(message)) = parsed else {
+                    panic!("{body} was taken: {parsed:?}");
+                };
+                assert!(message.contains(&expected), "{message}");
+            }
+        }
+        assert_eq!(parse_yaml(b"a: 1.5").unwrap(), json!({"a": 1.5}));
     }
 
     #[test]
