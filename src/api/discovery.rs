@@ -23,9 +23,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
     // `/apis[/{group}[/{version}]]` and `/api/v1`: served under the resource scopes, which
     // hand these paths back here (see `objects::configure`).
+    // Any method, as kube-apiserver's health handlers take them: a HEAD probe gets the
+    // status without the body.
     for path in ["/healthz", "/livez", "/readyz"] {
         cfg.route(path, web::get().to(health));
-        cfg.route(&format!("{path}/{{check}}"), web::get().to(one_check));
+        cfg.route(path, web::head().to(health));
+        let check = format!("{path}/{{check}}");
+        cfg.route(&check, web::get().to(one_check));
+        cfg.route(&check, web::head().to(one_check));
     }
 }
 

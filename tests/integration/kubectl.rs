@@ -64,6 +64,14 @@ fn version_api_resources_and_cluster_info() {
     assert_eq!(k.ok(&["get", "--raw", "/livez/etcd"]), "ok");
     let (found, _, _) = k.run(&["get", "--raw", "/healthz/nonexistent"]);
     assert!(!found, "an unknown check is 404");
+    // A HEAD probe gets the status alone.
+    let http = reqwest::blocking::Client::new();
+    for path in ["/readyz", "/livez/etcd", "/healthz/nonexistent"] {
+        let answer = http.head(server.url(path)).send().unwrap();
+        let expected = if path.ends_with("nonexistent") { 404 } else { 200 };
+        assert_eq!(answer.status().as_u16(), expected, "{path}");
+        assert_eq!(answer.bytes().unwrap().len(), 0, "{path}");
+    }
 }
 
 #[test]
