@@ -785,8 +785,9 @@ mod tests {
     #[actix::test]
     async fn dependents_sharing_thousands_of_unknown_owners_go_without_stalling_the_collector() {
         let core = core().await;
-        // On a thread of its own, as in the server (where it shares the main thread with
-        // other controllers), so that a stalled collector cannot hold up this test's waits.
+        // On a thread of its own (in the server it shares the main thread with the other
+        // controllers), so that a stalled collector does not hold up this test's own waits
+        // but fails them by their timeout.
         let client: Arc<dyn ApiClient> = Arc::new(core.clone());
         let arbiter = actix::Arbiter::new();
         GarbageCollector::start_in_arbiter(&arbiter.handle(), move |_| {
