@@ -2,9 +2,9 @@
 //! an earlier one whole is dropped, and the client warned; entries that differ in any field
 //! (a controller flag, a kind) are all kept.
 
-use std::collections::HashMap;
-
 use serde_json::{Map, Value};
+
+use super::FastMap;
 
 /// Drops the entries of `metadata.ownerReferences` that repeat an earlier one; returns the
 /// uids of those dropped, in order (a uid once for each).
@@ -25,7 +25,7 @@ pub fn dedup(meta: &mut Map<String, Value>) -> Vec<String> {
 /// The positions of the entries of `references` that repeat an earlier one, in order. Only
 /// entries of the same uid are compared whole, so that thousands of references take a pass.
 fn repeated(references: &[Value]) -> Vec<usize> {
-    let mut by_uid: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_uid: FastMap<&str, Vec<usize>> = FastMap::default();
     let mut repeats = Vec::new();
     for (i, reference) in references.iter().enumerate() {
         let uid = reference.get("uid").and_then(Value::as_str).unwrap_or("");

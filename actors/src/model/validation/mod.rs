@@ -3,11 +3,10 @@
 use serde_json::Value;
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
 
 use super::finalizers::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER, STANDARD_FINALIZERS};
 use super::text::go_quote;
-use super::{json, quantity, sysctl, ResourceType};
+use super::{json, quantity, sysctl, FastSet, ResourceType};
 
 mod addresses;
 mod disruption_budget;
@@ -809,7 +808,7 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
 /// A ConfigMap's or Secret's keys (config keys, not repeated across `fields`) and size.
 /// `base64_data`: `data` holds base64 (a Secret's), not text (a ConfigMap's).
 fn validate_data(object: &Value, fields: &[&str], base64_data: bool, errors: &mut Vec<FieldError>) {
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: FastSet<&str> = FastSet::default();
     let mut size = 0;
     for field in fields {
         let Some(map) = object.get(*field).and_then(Value::as_object) else { continue };
@@ -996,7 +995,7 @@ fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
         if zones.is_some_and(|zones| zones.len() > 8) {
             errors.push(FieldError::too_many(format!("endpoints[{i}].hints.forZones"), 8));
         } else {
-            let mut seen = HashSet::new();
+            let mut seen = FastSet::default();
             for (j, zone) in zones.into_iter().flatten().enumerate() {
                 let name = zone.get("name").and_then(Value::as_str).unwrap_or("");
                 let field = || format!("endpoints[{i}].hints.forZones[{j}].name");
@@ -1009,7 +1008,7 @@ fn validate_endpoint_slice(slice: &Value, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::too_many("ports", 20000));
         return;
     }
-    let mut names = HashSet::new();
+    let mut names = FastSet::default();
     for (i, port) in ports.into_iter().flatten().enumerate() {
         let at = |field: &str| format!("ports[{i}].{field}");
         // Unnamed ports count as named "": only one may be.
@@ -1112,8 +1111,8 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
     };
     let volumes = validate_volumes(spec, path, errors);
     let grace = spec.and_then(|s| s.get("terminationGracePeriodSeconds")).and_then(Value::as_i64);
-    let mut seen = HashSet::new();
-    let mut port_names = HashSet::new();
+    let mut seen = FastSet::default();
+    let mut port_names = FastSet::default();
     let list_of = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_array);
     let (init_containers, ephemeral) = (list_of("initContainers"), list_of("ephemeralContainers"));
     let all = containers.iter().enumerate().map(|(i, c)| ("containers", i, c));
@@ -1588,7 +1587,7 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
         errors.push(FieldError::invalid_number(at("shareProcessNamespace"), true, message));
     }
     let sysctls = context.and_then(|c| c.get("sysctls")).and_then(Value::as_array);
-    let mut names = HashSet::new();
+    let mut names = FastSet::default();
     for (i, sysctl) in sysctls.into_iter().flatten().enumerate() {
         let field = || at(&format!("sysctls[{i}].name"));
         let name = sysctl.get("name").and_then(Value::as_str).unwrap_or("");
@@ -1675,7 +1674,7 @@ fn validate_pod_cidrs(node: &Value, errors: &mut Vec<FieldError>) {
             "may specify no more than one CIDR for each IP family",
         ));
     }
-    let mut seen = HashSet::new();
+    let mut seen = FastSet::default();
     for (i, cidr) in cidrs.iter().enumerate() {
         if !seen.insert(cidr) {
             errors.push(FieldError::duplicate(format!("spec.podCIDRs[{i}]"), cidr));
@@ -1709,7 +1708,7 @@ fn validate_pod_ips(ips: Option<&Value>, list: &str, errors: &mut Vec<FieldError
             "may specify no more than one IP for each IP family",
         ));
     }
-    let mut seen = HashSet::new();
+    let mut seen = FastSet::default();
     for (i, ip) in ips.iter().enumerate() {
         if !seen.insert(ip) {
             let field = format!("status.{list}[{i}]");
@@ -2087,7 +2086,7 @@ fn user_id(id: Option<&Value>, field: impl FnOnce() -> String, errors: &mut Vec<
 /// names it in the errors, built only when there is one.
 fn unique_label<'a>(
     name: &'a str,
-    seen: &mut HashSet<&'a str>,
+    seen: &mut FastSet<&'a str>,
     field: impl Fn() -> String,
     errors: &mut Vec<FieldError>,
 ) {
@@ -2098,7 +2097,7 @@ fn unique_label<'a>(
 fn unique_name<'a>(
     name: &'a str,
     check: fn(&str) -> Vec<String>,
-    seen: &mut HashSet<&'a str>,
+    seen: &mut FastSet<&'a str>,
     field: impl Fn() -> String,
     errors: &mut Vec<FieldError>,
 ) {
@@ -2115,8 +2114,8 @@ fn validate_volumes<'a>(
     spec: Option<&'a Value>,
     path: &str,
     errors: &mut Vec<FieldError>,
-) -> HashSet<&'a str> {
-    let mut names = HashSet::new();
+) -> FastSet<&'a str> {
+    let mut names = FastSet::default();
     let volumes = spec.and_then(|s| s.get("volumes")).and_then(Value::as_array);
     for (i, volume) in volumes.into_iter().flatten().enumerate() {
         let field = || format!("{path}.volumes[{i}].name");
@@ -2253,8 +2252,8 @@ fn validate_container_extras<'a>(
     c: &'a Value,
     list: &str,
     grace: Option<i64>,
-    volumes: &HashSet<&str>,
-    port_names: &mut HashSet<&'a str>,
+    volumes: &FastSet<&str>,
+    port_names: &mut FastSet<&'a str>,
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
 ) {
@@ -2607,7 +2606,7 @@ fn validate_ip_families(spec: Option<&Value>, errors: &mut Vec<FieldError>) {
         }
         return;
     }
-    let mut seen = HashSet::new();
+    let mut seen = FastSet::default();
     for (i, family) in families.iter().enumerate() {
         let field = format!("spec.ipFamilies[{i}]");
         if !matches!(family.as_str(), "IPv4" | "IPv6") {

@@ -2,8 +2,6 @@
 //! `ValidateLoadBalancerStatus` check them, in their order. Its cluster IPs and node ports
 //! are the allocator's to check (`core::service_ips`), as they are Kubernetes' registry's.
 
-use std::collections::HashSet;
-
 use serde_json::{Map, Value};
 
 use super::addresses::{
@@ -13,7 +11,7 @@ use super::{
     dns1123_subdomain_errors, label_key_errors, port_number, port_number_or_name, port_protocol,
     validate_labels, FieldError,
 };
-use crate::model::json;
+use crate::model::{json, FastSet};
 
 /// The port kube-apiserver keeps load balancers off (the kubelet's).
 const KUBELET_PORT: i64 = 10250;
@@ -169,7 +167,7 @@ pub(super) fn validate(object: &Value, errors: &mut Vec<FieldError>) {
 /// Each port (`validateServicePort`), then ports and node ports given twice.
 fn validate_ports(ports: &[Value], errors: &mut Vec<FieldError>) {
     let several = ports.len() > 1;
-    let mut names = HashSet::new();
+    let mut names = FastSet::default();
     for (i, port) in ports.iter().enumerate() {
         let at = |rest: &str| format!("spec.ports[{i}]{rest}");
         match port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
@@ -198,7 +196,7 @@ fn validate_ports(ports: &[Value], errors: &mut Vec<FieldError>) {
     fn number(port: &Value, field: &str) -> i64 {
         port.get(field).and_then(Value::as_i64).unwrap_or(0)
     }
-    let mut node_ports = HashSet::new();
+    let mut node_ports = FastSet::default();
     for (i, port) in ports.iter().enumerate() {
         let node_port = number(port, "nodePort");
         if node_port != 0 && !node_ports.insert((node_port, protocol(port))) {
@@ -206,7 +204,7 @@ fn validate_ports(ports: &[Value], errors: &mut Vec<FieldError>) {
             errors.push(FieldError::duplicate_struct(field, &node_port.to_string(), None));
         }
     }
-    let mut numbers = HashSet::new();
+    let mut numbers = FastSet::default();
     for (i, port) in ports.iter().enumerate() {
         if !numbers.insert((number(port, "port"), protocol(port))) {
             // The key Kubernetes keeps them by, as Go prints it.
