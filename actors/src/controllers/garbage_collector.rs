@@ -779,6 +779,17 @@ mod tests {
         created
     }
 
+    /// An owner and its dependent, then the owner deleted: the dependent goes too.
+    async fn a_dependent_follows_its_owner(core: &ApiCore) {
+        let owner = create(core, "owner", None, &[]).await;
+        create(core, "dep", Some(&owner), &[]).await;
+        delete(core, "owner", "Background").await;
+        eventually("the dependent follows its owner", || async {
+            get(core, "dep").await.is_none().then_some(())
+        })
+        .await;
+    }
+
     /// Objects naming thousands of owners of a kind not served (never collected, never
     /// judged again) come and go without the collector re-judging every other dependent of
     /// each owner at each delete: the collector still answers at once.
@@ -807,13 +818,7 @@ mod tests {
         for i in 0..6 {
             delete(&core, &format!("shared-{i}"), "Background").await;
         }
-        let owner = create(&core, "owner", None, &[]).await;
-        create(&core, "dep", Some(&owner), &[]).await;
-        delete(&core, "owner", "Background").await;
-        eventually("the dependent follows its owner", || async {
-            get(&core, "dep").await.is_none().then_some(())
-        })
-        .await;
+        a_dependent_follows_its_owner(&core).await;
     }
 
     #[actix::test]
@@ -828,13 +833,7 @@ mod tests {
         })
         .await;
 
-        let owner = create(&core, "owner", None, &[]).await;
-        create(&core, "dep", Some(&owner), &[]).await;
-        delete(&core, "owner", "Background").await;
-        eventually("the dependent follows its owner", || async {
-            get(&core, "dep").await.is_none().then_some(())
-        })
-        .await;
+        a_dependent_follows_its_owner(&core).await;
 
         // A dependent with another owner stays, and lets go of the one gone.
         let first = create(&core, "first", None, &[]).await;

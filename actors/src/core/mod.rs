@@ -1890,13 +1890,9 @@ pub(crate) fn patch_not_decodable(
 fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     const SUFFIX: usize = 5;
-    let mut end = prefix.len().min(63 - SUFFIX);
-    while !prefix.is_char_boundary(end) {
-        end -= 1;
-    }
     let mut rng = rand::thread_rng();
     let suffix = (0..SUFFIX).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char);
-    prefix[..end].chars().chain(suffix).collect()
+    crate::model::text::prefix_within(prefix, 63 - SUFFIX).chars().chain(suffix).collect()
 }
 
 /// A continue token, as Kubernetes' looks (`rv` -1 for [`ContinuePoint::LATEST`]).

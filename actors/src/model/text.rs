@@ -1,5 +1,6 @@
 //! String comparisons for hot lookups that may meet empty strings (the core group `""`, the
-//! namespace of a cluster-scoped object), and Go's spelling of a true boolean and of a duration.
+//! namespace of a cluster-scoped object), Go's spelling of a true boolean and of a duration,
+//! and cutting text to a number of bytes.
 //!
 //! Rust compares strings with `memcmp`, even when they are empty. An empty `String` or `""`
 //! points at a dangling address, and glibc's AVX-512 `memcmp` reads it with a masked vector load
@@ -8,6 +9,15 @@
 //! alone cost 14% of the API server's CPU before they went through these functions.
 
 use std::cmp::Ordering;
+
+/// The longest start of `text` of at most `most` bytes that ends on a character boundary.
+pub fn prefix_within(text: &str, most: usize) -> &str {
+    let mut end = text.len().min(most);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 /// Whether Go's `strconv.ParseBool` reads `text` as true (how Kubernetes reads boolean
 /// annotations and query parameters).
@@ -166,6 +176,13 @@ pub fn order(a: &str, b: &str) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_ends_on_a_character_boundary() {
+        assert_eq!(prefix_within("abc", 2), "ab");
+        assert_eq!(prefix_within("abc", 9), "abc");
+        assert_eq!(prefix_within("aé", 2), "a");
+    }
 
     #[test]
     fn host_and_port_are_joined_as_go_joins_them() {

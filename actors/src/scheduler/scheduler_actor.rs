@@ -679,11 +679,7 @@ fn truncated_note(message: &str) -> String {
     if message.len() <= MOST {
         return message.to_string();
     }
-    let mut end = MOST - SUFFIX.len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{SUFFIX}", &message[..end])
+    format!("{}{SUFFIX}", crate::model::text::prefix_within(message, MOST - SUFFIX.len()))
 }
 
 impl Scheduler {
