@@ -1153,11 +1153,32 @@ impl ApiCore {
                     if preconditions.resource_version.is_some() {
                         preconditions.resource_version = Some(marked.resource_version);
                     }
+                    if marked.resource_version != current.resource_version {
+                        let grace = options.grace_period_seconds;
+                        return self.delete_marked_pod(marked, preconditions, grace, dry_run).await;
+                    }
                     current = marked;
                 }
             }
         }
         self.delete_object(current, preconditions, options.grace_period_seconds, dry_run).await
+    }
+
+    /// Deletes a pod this request has just marked with no grace period. Its node agent, which
+    /// watches it, may have stopped and removed it in between: then the deletion is done and
+    /// the marked pod is the answer, as Kubernetes' storage ignores that NotFound (a 404 would
+    /// tell the client the pod was not there to delete).
+    async fn delete_marked_pod(
+        &self,
+        marked: Arc<StoredObject>,
+        preconditions: Preconditions,
+        grace: Option<i64>,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        match self.delete_object(marked.clone(), preconditions, grace, dry_run).await {
+            Err(ApiError::NotFound { .. }) => Ok(marked),
+            done => done,
+        }
     }
 
     /// Writes `value`, the object `current` marked for deletion, pinned to `current`'s
@@ -2169,6 +2190,26 @@ mod tests {
         assert!(marked.deleting);
         let again = core.delete(pods, "default", "q", &now).await.unwrap();
         assert_eq!(again.resource_version, marked.resource_version);
+    }
+
+    #[actix::test]
+    async fn a_pod_its_agent_removes_between_the_marking_and_the_delete_counts_as_deleted() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
+        let created = core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let now = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+        let Ok(PodDeletion::Now(marked)) = core.delete_pod_gracefully(&created, &now).await else {
+            panic!("a bound pod deleted with no grace is marked for deletion now");
+        };
+        // Its node agent saw the marking, stopped the pod and removed it first.
+        let uid = created.to_value()["metadata"]["uid"].as_str().unwrap().to_string();
+        let agent = DeleteOptions { precondition_uid: Some(uid), ..now.clone() };
+        core.delete(pods, "default", "p", &agent).await.unwrap();
+        let gone = core.delete_marked_pod(marked, Preconditions::default(), Some(0), false).await;
+        let deleted = gone.expect("deleted, not missing").to_value();
+        assert_eq!(deleted["metadata"]["deletionGracePeriodSeconds"], 0, "{deleted}");
     }
 
     #[actix::test]
