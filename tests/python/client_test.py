@@ -72,6 +72,16 @@ def pods(core):
     assert strategic.spec.containers[0].image == "kplane/agnhost"
     assert strategic.spec.containers[0].env[0].name == "A", "strategic merge keeps env"
 
+    # A status written without a condition's `status` reads back with it empty, as Go writes
+    # the decoded condition: the client, which requires the field, can still list the pod.
+    gate = {"status": {"conditions": [{"type": "example.com/gate"}]}}
+    core.patch_namespaced_pod_status("py-b", NS, gate, _preload_content=False)
+    listed = core.list_namespaced_pod(NS, label_selector="app=py,tier in (back)")
+    conditions = {c.type: c.status for c in listed.items[0].status.conditions}
+    assert conditions["example.com/gate"] == "", conditions
+    bad = {"status": {"conditions": [{"type": "bad type!", "status": "True"}]}}
+    expect_status(422, core.patch_namespaced_pod_status, "py-b", NS, bad)
+
     expect_status(404, core.read_namespaced_pod, "missing", NS)
     expect_status(409, core.create_namespaced_pod, NS, pod("py-a", {}))
     invalid = client.V1Pod(metadata=client.V1ObjectMeta(name="Bad_Name"),

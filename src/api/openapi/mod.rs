@@ -1225,6 +1225,35 @@ mod tests {
         assert_eq!(config, json!({"metadata": {"labels": {"l": null}}}));
     }
 
+    #[test]
+    fn required_scalars_a_write_leaves_out_are_written_as_their_zero_as_go_writes_them_back() {
+        let mut pod = json!({"spec": {"containers": [{"image": "i"}]}, "status": {
+            "conditions": [{"type": "example.com/gate", "status": null}],
+            "containerStatuses": [{"name": "c", "state": {"terminated": {}}}]}});
+        check_fields("", "Pod", &mut pod, Unknown::Drop).unwrap();
+        assert_eq!(pod["spec"]["containers"][0], json!({"name": "", "image": "i"}));
+        assert_eq!(
+            pod["status"]["conditions"][0],
+            json!({"type": "example.com/gate", "status": ""})
+        );
+        let status = &pod["status"]["containerStatuses"][0];
+        let expected = json!({"name": "c", "ready": false, "restartCount": 0, "image": "",
+            "imageID": "", "state": {"terminated": {"exitCode": 0}}});
+        assert_eq!(status, &expected);
+        // Required lists, maps, structs, times and int-or-strings are not filled in.
+        let mut ns = json!({"status": {"conditions": [{"type": "T"}]}});
+        check_fields("", "Namespace", &mut ns, Unknown::Drop).unwrap();
+        assert_eq!(ns["status"]["conditions"][0], json!({"type": "T", "status": ""}));
+        let mut pdb = json!({"status": {"conditions": [{"type": "T", "status": "True"}]}});
+        check_fields("policy", "PodDisruptionBudget", &mut pdb, Unknown::Drop).unwrap();
+        let condition = json!({"type": "T", "status": "True", "reason": "", "message": ""});
+        assert_eq!(pdb["status"]["conditions"][0], condition);
+        // Nor in a server-side apply's configuration, whose fields are only those it names.
+        let mut config = json!({"status": {"conditions": [{"type": "T"}]}});
+        check_fields_as("", "Pod", &mut config, Unknown::Drop, Empty::Keep).unwrap();
+        assert_eq!(config, json!({"status": {"conditions": [{"type": "T"}]}}));
+    }
+
     /// The decoder's message for `object` as a `kind` (core group), or `None` if it decodes.
     fn decode_error(kind: &str, object: Value) -> Option<String> {
         check_fields("", kind, &mut object.clone(), Unknown::Report).err()

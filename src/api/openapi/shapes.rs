@@ -183,6 +183,35 @@ impl Shapes {
     }
 }
 
+impl Shapes {
+    /// Writes the zero of each required scalar field `fields` lacks: Go decodes a missing
+    /// field as its zero and writes it back (no `omitempty`), so a pod condition written
+    /// without `status` reads back with `status: ""`, a container status without `ready` with
+    /// `ready: false`. Clients that check required fields (the Python client's models) could
+    /// not read the object, nor any list or watch holding it, without them.
+    fn write_required_zeros(
+        &self,
+        shape: &Shape,
+        properties: &BTreeMap<String, ShapeId>,
+        fields: &mut Map<String, Value>,
+    ) {
+        for name in &shape.required {
+            // (Some are `omitempty` all the same: a `LocalObjectReference`'s `name`.)
+            if fields.contains_key(name) || shape.omitted_zeros.contains(&name.as_str()) {
+                continue;
+            }
+            let Some(&property) = properties.get(name) else { continue };
+            let zero = match self.shapes[property].admits {
+                Admits::String => Value::String(String::new()),
+                Admits::Int32 | Admits::Int64 => Value::from(0),
+                Admits::Boolean => Value::Bool(false),
+                _ => continue,
+            };
+            fields.insert(name.clone(), zero);
+        }
+    }
+}
+
 /// One check of an object: where it is, and the unknown fields found so far.
 struct Walk<'s> {
     shapes: &'s Shapes,
@@ -272,6 +301,9 @@ impl<'s> Walk<'s> {
                 }
                 for k in omitted {
                     fields.remove(&k);
+                }
+                if self.empty == Empty::Omit {
+                    self.shapes.write_required_zeros(shape, properties, fields);
                 }
             }
             Value::Array(items) => {

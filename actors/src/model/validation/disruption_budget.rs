@@ -49,6 +49,7 @@ pub(super) fn validate(budget: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::not_supported(field, policy, &EVICTION_POLICIES));
         }
     }
+    super::validate_conditions(budget.pointer("/status/conditions"), "status.conditions", errors);
     for field in STATUS_COUNTS {
         if let Some(n) = budget.pointer(&format!("/status/{field}")).and_then(Value::as_i64) {
             if n < 0 {
@@ -103,5 +104,30 @@ mod tests {
             json!({"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}});
         assert_eq!(errors(selector).len(), 1);
         assert_eq!(errors(json!({"status": {"expectedPods": -2}})).len(), 1);
+    }
+
+    #[test]
+    fn status_conditions_are_checked_as_metav1_conditions() {
+        let good = json!({"type": "DisruptionAllowed", "status": "True", "reason": "SufficientPods",
+            "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z", "observedGeneration": 1});
+        assert!(errors(json!({"status": {"conditions": [good]}})).is_empty());
+        let bad = json!({"type": "bad type!", "status": "Maybe", "reason": "no spaces",
+            "message": "", "lastTransitionTime": "", "observedGeneration": -1});
+        let twice = json!({"type": "bad type!", "status": "True", "reason": "",
+            "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"});
+        let found = errors(json!({"status": {"conditions": [bad, twice]}}));
+        let at = "status.conditions";
+        assert!(found[0].starts_with(&format!("{at}[0].type: Invalid value: \"bad type!\"")));
+        let expected = [
+            format!("{at}[0].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\""),
+            format!("{at}[0].observedGeneration: Invalid value: -1: must be greater than or equal to zero"),
+            format!("{at}[0].lastTransitionTime: Required value: must be set"),
+        ];
+        assert_eq!(found[1..4], expected, "{found:?}");
+        assert!(found[4].starts_with(&format!(
+            "{at}[0].reason: Invalid value: \"no spaces\": a condition reason must start"
+        )));
+        assert_eq!(found[5], format!("{at}[1].type: Duplicate value: \"bad type!\""));
+        assert_eq!(found.last().unwrap(), &format!("{at}[1].reason: Required value: must be set"));
     }
 }

@@ -387,6 +387,7 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
             for list in ["podIPs", "hostIPs"] {
                 validate_pod_ips(status.and_then(|s| s.get(list)), list, &mut errors);
             }
+            validate_pod_conditions(status.and_then(|s| s.get("conditions")), &mut errors);
         }
         "ReplicationController" => validate_rc(object, &mut errors),
         "PodTemplate" => validate_pod_template(object, &mut errors),
@@ -1680,6 +1681,101 @@ fn validate_pod_cidrs(node: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::duplicate(format!("spec.podCIDRs[{i}]"), cidr));
         }
     }
+}
+
+/// The types of a pod's conditions other than the kubelet's first three are qualified names,
+/// as Kubernetes' `validatePodConditions` checks them (naming the field `Type`).
+fn validate_pod_conditions(conditions: Option<&Value>, errors: &mut Vec<FieldError>) {
+    const SYSTEM: [&str; 3] = ["PodScheduled", "Ready", "Initialized"];
+    let conditions = conditions.and_then(Value::as_array).into_iter().flatten();
+    for (i, condition) in conditions.enumerate() {
+        let kind = condition.get("type").and_then(Value::as_str).unwrap_or("");
+        if SYSTEM.contains(&kind) {
+            continue;
+        }
+        for problem in label_key_errors(kind) {
+            errors.push(FieldError::invalid(format!("status.conditions[{i}].Type"), kind, problem));
+        }
+    }
+}
+
+/// `metav1.Condition`s (a budget's status), as Kubernetes' `ValidateConditions` checks them:
+/// each type a qualified name and unique, a status of True, False or Unknown, a transition
+/// time, a reason of letters, digits and `_,:`, and bounded lengths.
+pub(super) fn validate_conditions(
+    conditions: Option<&Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    const STATUSES: [&str; 3] = ["False", "True", "Unknown"];
+    const REASON_MAX: usize = 1024;
+    const MESSAGE_MAX: usize = 32 * 1024;
+    let mut seen = FastSet::default();
+    let conditions = conditions.and_then(Value::as_array).into_iter().flatten();
+    for (i, condition) in conditions.enumerate() {
+        let at = format!("{path}[{i}]");
+        let text = |field: &str| condition.get(field).and_then(Value::as_str).unwrap_or("");
+        let kind = text("type");
+        if !seen.insert(kind) {
+            errors.push(FieldError::duplicate(format!("{at}.type"), kind));
+        }
+        for problem in label_key_errors(kind) {
+            errors.push(FieldError::invalid(format!("{at}.type"), kind, problem));
+        }
+        let status = text("status");
+        if !STATUSES.contains(&status) {
+            errors.push(FieldError::not_supported(format!("{at}.status"), status, &STATUSES));
+        }
+        let generation = condition.get("observedGeneration").and_then(Value::as_i64);
+        if let Some(negative) = generation.filter(|g| *g < 0) {
+            let message = "must be greater than or equal to zero";
+            errors.push(FieldError::invalid_number(
+                format!("{at}.observedGeneration"),
+                negative,
+                message,
+            ));
+        }
+        if text("lastTransitionTime").is_empty() {
+            errors.push(FieldError::required_because(
+                format!("{at}.lastTransitionTime"),
+                "must be set",
+            ));
+        }
+        let reason = text("reason");
+        if reason.is_empty() {
+            errors.push(FieldError::required_because(format!("{at}.reason"), "must be set"));
+        } else {
+            if !is_condition_reason(reason) {
+                errors.push(FieldError::invalid(
+                    format!("{at}.reason"),
+                    reason,
+                    CONDITION_REASON_MSG,
+                ));
+            }
+            if reason.len() > REASON_MAX {
+                errors.push(FieldError::too_long(format!("{at}.reason"), REASON_MAX));
+            }
+        }
+        if text("message").len() > MESSAGE_MAX {
+            errors.push(FieldError::too_long(format!("{at}.message"), MESSAGE_MAX));
+        }
+    }
+}
+
+/// Kubernetes' message for a condition reason that does not match `[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?`.
+const CONDITION_REASON_MSG: &str = "a condition reason must start with alphabetic character, \
+optionally followed by a string of alphanumeric characters or '_,:', and must end with an \
+alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or \
+'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is \
+'[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')";
+
+fn is_condition_reason(reason: &str) -> bool {
+    let bytes = reason.as_bytes();
+    let inner = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':');
+    let last = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    bytes.first().is_some_and(u8::is_ascii_alphabetic)
+        && bytes.iter().all(inner)
+        && bytes.last().is_some_and(last)
 }
 
 /// A pod's `status.podIPs` or `status.hostIPs`, as Kubernetes' `validatePodIPs` and
@@ -3770,6 +3866,19 @@ mod kind_tests {
             ["roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", \
               Kind:\"ClusterRole\", Name:\"view\"}: cannot change roleRef"]
         );
+    }
+
+    #[test]
+    fn a_pod_s_own_condition_types_are_qualified_names() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"},
+                {"type": "example.com/gate", "status": "True"},
+                {"type": "bad type!", "status": "True"}]}});
+        let found = messages(&validate_object(pods, &pod));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("status.conditions[2].Type: Invalid value: \"bad type!\""));
     }
 
     #[test]
