@@ -310,6 +310,10 @@ impl StoreShard {
         }
         let mut events = Vec::with_capacity(writes);
         let writes = writes.min(self.uncommitted.len());
+        // Before any reply: a client that has seen one of these revisions lists every other
+        // shard's kinds at one at least as new.
+        let highest = self.uncommitted.iter().take(writes).map(|a| a.event.object.resource_version);
+        self.revision.made_durable(highest.max().unwrap_or(0));
         let committed: Vec<Accepted> = self.uncommitted.drain(..writes).collect();
         for Accepted { event, reply } in committed {
             let key = &event.object.key;
@@ -426,13 +430,14 @@ impl StoreShard {
         !self.latest.keys().any(|key| key.resource == resource)
     }
 
-    /// The revision the committed state of `resource` is the state at: the last revision
-    /// handed out anywhere, when no write to it waits for its commit (revisions for this
-    /// shard are handed out on its own thread, so none below that can still come); else the
-    /// last this shard committed.
+    /// The revision the committed state of `resource` is the state at: the highest any
+    /// shard has on disk, when no write to it waits for its commit (revisions for this shard
+    /// are handed out on its own thread, so none below that can still come); else the last
+    /// this shard committed. Never one handed out to a write still on its way to disk: a
+    /// crash would hand it out again, and a watch resumed from it would miss that write.
     fn current_state_revision(&self, resource: &'static ResourceType) -> u64 {
         if self.settled(resource) {
-            self.revision.current().max(self.applied)
+            self.revision.durable().max(self.applied)
         } else {
             self.applied
         }
@@ -830,6 +835,29 @@ mod tests {
         })
         .await;
         assert_eq!(*published.lock().unwrap(), revisions);
+    }
+
+    #[actix::test]
+    async fn a_list_names_no_revision_a_write_still_on_its_way_to_disk_holds() {
+        let engine = Arc::new(GatedEngine::default());
+        let (shard, _) = start(engine.clone());
+        let (first, _) = during_a_held_commit(&shard, &engine, &[]).await;
+        // Revision 1 is handed out to "a", whose commit a crash could still lose (and a
+        // restart then hand out again): a list of another kind is at revision 0.
+        let list = |resource| List {
+            resource,
+            filter: ObjectFilter::default(),
+            limit: None,
+            continue_from: None,
+            exact: None,
+        };
+        let configmaps = find("", "v1", "configmaps").unwrap();
+        let page = shard.send(list(configmaps)).await.unwrap().unwrap();
+        assert_eq!(page.resource_version, 0);
+        engine.set_open(true);
+        assert_eq!(first.await.unwrap().unwrap().resource_version, 1);
+        let page = shard.send(list(configmaps)).await.unwrap().unwrap();
+        assert_eq!(page.resource_version, 1, "on disk now");
     }
 
     #[actix::test]
