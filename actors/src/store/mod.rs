@@ -31,7 +31,7 @@ pub use shard::{ContinuePoint, ListPage};
 
 use crate::model::{ObjectFilter, ObjectKey, PreparedObject, ResourceType, StoredObject};
 use crate::watch::HubHandle;
-use engine::Engine;
+use engine::{Engine, Entries};
 use shard::{Get, List, Settle, Stop, StoreShard, Write, WriteOp};
 use tables::AdmissionTables;
 use writer::{ShardWriter, WriterHandle};
@@ -161,6 +161,14 @@ impl Default for StoreOptions {
     }
 }
 
+/// Waits, up to `timeout`, until every engine in `released` has been closed.
+fn wait_released(released: &[std::sync::Weak<()>], timeout: std::time::Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    while released.iter().any(|r| r.strong_count() > 0) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 impl Store {
     /// Opens every shard's engine, recovers the revision counter and starts one actor per
     /// shard, each on its own arbiter thread, publishing committed events to `hub` (which
@@ -185,10 +193,13 @@ impl Store {
         let revision = Arc::new(Revision::default());
         let metrics = CommitMetrics::new();
         let tables = Arc::new(AdmissionTables::default());
+        // Every engine read before any writer starts: a writer's thread holds its engine
+        // open, and RocksDB aborts a process that exits (refusing to start) with one open.
+        let stored: Vec<Entries> =
+            engines.iter().map(|e| e.load_all()).collect::<Result<_, _>>()?;
         let mut loaded = Vec::with_capacity(shards);
         let mut released = Vec::with_capacity(shards);
-        for (index, engine) in engines.into_iter().enumerate() {
-            let stored = engine.load_all()?;
+        for (index, (engine, stored)) in engines.into_iter().zip(stored).enumerate() {
             let writer = metrics.start_writer(index, engine);
             released.push(writer.released());
             let shard = StoreShard::load(
@@ -198,9 +209,19 @@ impl Store {
                 writer,
                 publish.clone(),
                 tables.clone(),
-            )?
-            .with_history(options.history_changes, options.history_bytes);
-            loaded.push(shard);
+            );
+            match shard {
+                Ok(shard) => {
+                    loaded.push(shard.with_history(options.history_changes, options.history_bytes))
+                }
+                Err(error) => {
+                    // The writers stop with their shards' handles; wait until they have
+                    // closed their engines.
+                    drop(loaded);
+                    wait_released(&released, std::time::Duration::from_secs(10));
+                    return Err(error);
+                }
+            }
         }
         let highest = loaded.iter().map(StoreShard::applied_revision).max().unwrap_or(0);
         let revision = Arc::new(Revision::starting_after(highest));
@@ -371,25 +392,64 @@ impl Store {
     }
 }
 
-/// Refuses to open a data directory written with a different shard count: objects would be
-/// looked for in the wrong shard.
+/// Checks that the data in `dir` was written with `shards` shards (its `LAYOUT` file says how
+/// many), or records it for a new one. A data dir whose `LAYOUT` is missing or empty while it
+/// holds shards is taken as it is only when it holds that many: read with another count,
+/// objects would be looked for in shards that never held them.
 fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
     let io = |e: std::io::Error| StoreError::Engine(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(io)?;
     let layout = dir.join("LAYOUT");
     let wanted = format!("shards={shards}\n");
-    match std::fs::read_to_string(&layout) {
-        Ok(found) if found == wanted => Ok(()),
-        Ok(found) => Err(StoreError::Layout(format!(
+    let found = match std::fs::read_to_string(&layout) {
+        Ok(found) => found,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(e)),
+    };
+    if found == wanted {
+        return Ok(());
+    }
+    if !found.trim().is_empty() {
+        return Err(StoreError::Layout(format!(
             "store.shards: the data in {} was written with {}, not shards={shards}",
             dir.display(),
             found.trim()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::write(&layout, wanted).map_err(io)
-        }
-        Err(e) => Err(io(e)),
+        )));
     }
+    let held = shard_dirs(dir).map_err(io)?;
+    if held != 0 && held != shards {
+        return Err(StoreError::Layout(format!(
+            "store.shards: the data in {} holds {held} shards and no LAYOUT file naming them, \
+             not shards={shards}",
+            dir.display()
+        )));
+    }
+    write_durably(dir, "LAYOUT", wanted.as_bytes()).map_err(io)
+}
+
+/// How many shard directories (`shard-0` to `shard-N`) `dir` holds: one past the highest.
+fn shard_dirs(dir: &Path) -> std::io::Result<usize> {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let index = name.to_str().and_then(|n| n.strip_prefix("shard-")?.parse::<usize>().ok());
+        if let Some(index) = index {
+            count = count.max(index + 1);
+        }
+    }
+    Ok(count)
+}
+
+/// Writes `dir/name` whole or not at all, and durably: a new file synced, then renamed over
+/// the old one, then the directory synced.
+fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let temporary = dir.join(format!("{name}.new"));
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -409,6 +469,29 @@ mod tests {
             buffer: 100,
             bookmark_interval: Duration::from_secs(60),
         })
+    }
+
+    #[test]
+    fn a_data_dir_is_read_with_the_shard_count_it_was_written_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        check_layout(data, 2).unwrap();
+        assert_eq!(std::fs::read_to_string(data.join("LAYOUT")).unwrap(), "shards=2\n");
+        let refused = check_layout(data, 3).unwrap_err().to_string();
+        assert!(refused.contains("was written with shards=2, not shards=3"), "{refused}");
+        // Its LAYOUT lost (or left empty) with two shards' data there: only two will do.
+        std::fs::create_dir(data.join("shard-0")).unwrap();
+        std::fs::create_dir(data.join("shard-1")).unwrap();
+        for lost in [None, Some("")] {
+            match lost {
+                None => std::fs::remove_file(data.join("LAYOUT")).unwrap(),
+                Some(text) => std::fs::write(data.join("LAYOUT"), text).unwrap(),
+            }
+            let refused = check_layout(data, 3).unwrap_err().to_string();
+            assert!(refused.contains("holds 2 shards and no LAYOUT file"), "{refused}");
+            check_layout(data, 2).unwrap();
+            assert_eq!(std::fs::read_to_string(data.join("LAYOUT")).unwrap(), "shards=2\n");
+        }
     }
 
     /// A stale resourceVersion is a conflict named as Kubernetes names it: the resource
