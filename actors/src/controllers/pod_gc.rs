@@ -1,7 +1,9 @@
 //! The pod garbage collector, as Kubernetes' PodGC controller: pods bound to a node that no
 //! longer exists (missing for the quarantine time, 40 s, and confirmed gone by a read) are
 //! marked `Failed` with a `DisruptionTarget` condition (reason `DeletionByPodGC`) and deleted at
-//! once, since no agent will ever stop them; and past `terminated_threshold` finished pods
+//! once, since no agent will ever stop them; pods being deleted that were never bound go the
+//! same way (a delete cut off between its marking and its removal leaves one); and past
+//! `terminated_threshold` finished pods
 //! (`Succeeded` or `Failed`, Kubernetes' `--terminated-pod-gc-threshold`), the oldest are
 //! deleted.
 //!
@@ -107,6 +109,7 @@ impl PodGarbageCollector {
                         Err(error) => tracing::debug!(%node, %error, "checking a node gone"),
                     }
                 }
+                delete_unscheduled_terminating(client.as_ref()).await;
                 delete_oldest_finished(client.as_ref(), threshold).await;
             };
             ctx.spawn(
@@ -170,19 +173,48 @@ async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize) {
     }
 }
 
+/// Deletes the pods being deleted that no node was ever assigned (no agent will remove them):
+/// a delete cut off between its marking and its removal (a crash) leaves one.
+async fn delete_unscheduled_terminating(client: &dyn ApiClient) {
+    let options =
+        ListOptions { field_selector: Some("spec.nodeName=".into()), ..ListOptions::default() };
+    let unbound = match client.list(resources::core("pods"), None, &options).await {
+        Ok(listed) => listed.items,
+        Err(error) => {
+            tracing::debug!(%error, "listing unscheduled pods");
+            return;
+        }
+    };
+    for pod in unbound {
+        if json::at(&pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+            fail_and_delete(client, &pod, None).await;
+        }
+    }
+}
+
 /// Marks an orphaned pod failed (unless it finished) and deletes it at once.
 async fn delete_orphan(client: &dyn ApiClient, pod: &Value) {
+    let condition = json!({"type": "DisruptionTarget", "status": "True",
+        "reason": "DeletionByPodGC", "message": "PodGC: node no longer exists",
+        "lastTransitionTime": crate::model::now()});
+    fail_and_delete(client, pod, Some(condition)).await;
+}
+
+/// Marks a pod no agent will stop failed (unless it finished), with `condition`, and deletes
+/// it at once, as Kubernetes' `markFailedAndDeletePodWithCondition`.
+async fn fail_and_delete(client: &dyn ApiClient, pod: &Value, condition: Option<Value>) {
     let namespace = json::at(pod, "/metadata/namespace").and_then(Value::as_str);
     let (namespace, name) = (namespace.unwrap_or(""), object_name(pod));
     let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
     if !matches!(phase, Some("Succeeded" | "Failed")) {
-        let status = json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget",
-            "status": "True", "reason": "DeletionByPodGC",
-            "message": "PodGC: node no longer exists", "lastTransitionTime": crate::model::now()}]});
+        let mut status = json!({"phase": "Failed"});
+        if let Some(condition) = condition {
+            status["conditions"] = json!([condition]);
+        }
         let patch = json!({"metadata": {"uid": object_uid(pod)}, "status": status});
         let (pods, strategic) = (resources::core("pods"), PatchType::StrategicMerge);
         if let Err(error) = client.patch(pods, namespace, name, strategic, &patch, true).await {
-            tracing::debug!(%namespace, %name, %error, "marking an orphaned pod failed");
+            tracing::debug!(%namespace, %name, %error, "marking a pod failed");
             return; // as Kubernetes: not deleted unmarked; the next sweep tries again
         }
     }
@@ -321,5 +353,27 @@ mod tests {
         for kept in ["on-stays", "on-returns", "done-2", "done-3"] {
             assert!(exists(kept).await, "{kept} is kept");
         }
+    }
+
+    #[actix::test]
+    async fn an_unscheduled_pod_left_marked_for_deletion_is_deleted() {
+        let core = core().await;
+        let pods = resources::core("pods");
+        for name in ["marked", "pending"] {
+            ApiClient::create(&core, pods, "default", pod(name, "", None)).await.unwrap();
+        }
+        // As a crash between a delete's marking and its removal leaves it.
+        let key = crate::model::ObjectKey::new(pods, "default", "marked");
+        let mut marked = core.store.get(&key).await.unwrap().unwrap().to_value();
+        marked["metadata"]["deletionTimestamp"] = json!(crate::model::now());
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        core.store.update(key, marked, crate::store::Preconditions::default()).await.unwrap();
+        let config = PodGcConfig { period: Duration::from_millis(50), ..PodGcConfig::default() };
+        let _collector = PodGarbageCollector::new(Arc::new(core.clone()), config).start();
+        eventually("the marked pod deleted", || async {
+            ApiClient::get(&core, pods, "default", "marked").await.is_err().then_some(())
+        })
+        .await;
+        assert!(ApiClient::get(&core, pods, "default", "pending").await.is_ok());
     }
 }

@@ -95,7 +95,7 @@ pub struct ObjectList {
 /// The API core handle: cheap to clone, safe to share between threads.
 #[derive(Clone)]
 pub struct ApiCore {
-    store: Store,
+    pub(crate) store: Store,
     hub: HubHandle,
     services: Arc<service_ips::ServiceAllocator>,
     /// Serializes the quota charges of each namespace with quotas.
