@@ -275,7 +275,13 @@ fn agent(args: AgentArgs) -> ExitCode {
 fn init_logging(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // A log that cannot be written (a full disk, a closed pipe) loses lines; reporting that
+    // on stderr, which may be what failed, would panic the thread that logged.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false)
+        .init();
 }
 
 /// Start-up failures: one line naming the key or port, exit code 2, no backtrace.

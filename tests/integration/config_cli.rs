@@ -79,3 +79,32 @@ fn the_server_names_its_actors_threads() {
     };
     util::wait_until(Duration::from_secs(10), "the actors' threads are named", named);
 }
+
+#[test]
+fn a_log_that_cannot_be_written_stops_nothing() {
+    // stderr a pipe whose reader has gone: every log line the server writes fails (EPIPE).
+    let data = tempfile::tempdir().unwrap();
+    let port = util::free_port().to_string();
+    let mut cmd = Server::command();
+    cmd.args(["server", "--insecure-port", &port, "--secure-port", "0", "--data-dir"])
+        .arg(data.path())
+        .env("RUST_LOG", "debug")
+        .env("KPLANE_AGENT__ENABLED", "false")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stderr.take());
+    let http = reqwest::blocking::Client::new();
+    let url = format!("http://127.0.0.1:{port}/api/v1/namespaces/default/configmaps");
+    let mut created = 0;
+    util::wait_until(Duration::from_secs(30), "writes are served while logging fails", || {
+        assert!(child.try_wait().unwrap().is_none(), "the server exited");
+        let body = serde_json::json!({"metadata": {"generateName": "c-"}});
+        let sent = http.post(&url).json(&body).timeout(Duration::from_secs(2)).send();
+        created += usize::from(sent.is_ok_and(|r| r.status() == 201));
+        created == 20
+    });
+    assert!(child.try_wait().unwrap().is_none(), "the server exited");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
