@@ -35,15 +35,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The checks behind `/healthz`, `/livez` and `/readyz`: the server answers (`ping`), and its
-/// store serves a read (`etcd`, as Kubernetes names the check of its storage).
+/// store serves a read and commits (`etcd`, as Kubernetes names the check of its storage): a
+/// shard that can no longer write to disk fails it.
 const CHECKS: [&str; 2] = ["ping", "etcd"];
+
+/// How long the store's shards may take to answer the `etcd` check.
+const STORE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs one named check: `Err` says why it failed.
 async fn run_check(state: &AppState, name: &str) -> Result<(), String> {
     match name {
         "etcd" => {
             let namespaces = resources::core("namespaces");
-            state.core.get(namespaces, "", "default").await.map(drop).map_err(|e| e.to_string())
+            state.core.get(namespaces, "", "default").await.map_err(|e| e.to_string())?;
+            let shards = state.core.check_store_shards(STORE_CHECK_TIMEOUT).await;
+            shards.into_iter().collect()
         }
         _ => Ok(()),
     }

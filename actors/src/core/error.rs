@@ -147,7 +147,10 @@ impl From<StoreError> for ApiError {
                     .into(),
             ),
             StoreError::Unavailable => ApiError::Unavailable(error.to_string()),
-            StoreError::Engine(_) | StoreError::Corrupt(_) | StoreError::Layout(_) => {
+            StoreError::Engine(_)
+            | StoreError::Corrupt(_)
+            | StoreError::Layout(_)
+            | StoreError::Failed(_) => {
                 ApiError::Internal(error.to_string())
             }
         }

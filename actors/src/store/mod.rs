@@ -56,6 +56,9 @@ pub enum StoreError {
     Unavailable,
     #[error("{0}")]
     Layout(String),
+    /// A commit failed: the shard takes no more writes until the server restarts.
+    #[error("the store can no longer write to disk ({0}); restart the server")]
+    Failed(String),
 }
 
 /// Conditions a write checks against the object's newest state.
@@ -272,13 +275,14 @@ impl Store {
     }
 
     /// Asks each shard, in order, to answer once the writes it has accepted are committed: a
-    /// round trip through the shard actor and its writer. `Err` says why one did not answer.
+    /// round trip through the shard actor and its writer. `Err` says why one did not answer,
+    /// or that it takes no more writes (a commit failed).
     pub async fn check_shards(&self, timeout: std::time::Duration) -> Vec<Result<(), String>> {
         let checks = self.shards.iter().map(|shard| async move {
             let settled = async {
                 let (settled, wait) = oneshot::channel();
                 shard.send(Settle(settled)).await.map_err(|_| StoreError::Unavailable)?;
-                wait.await.map_err(|_| StoreError::Unavailable)
+                wait.await.map_err(|_| StoreError::Unavailable)?
             };
             match tokio::time::timeout(timeout, settled).await {
                 Ok(answer) => answer.map_err(|e| e.to_string()),
@@ -329,7 +333,7 @@ impl Store {
     pub async fn settle(&self, resource: &'static ResourceType) -> Result<(), StoreError> {
         let (settled, wait) = oneshot::channel();
         self.shard(resource).send(Settle(settled)).await.map_err(|_| StoreError::Unavailable)?;
-        wait.await.map_err(|_| StoreError::Unavailable)
+        wait.await.map_err(|_| StoreError::Unavailable)?
     }
 
     pub async fn list(

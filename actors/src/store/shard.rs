@@ -162,7 +162,11 @@ pub(crate) struct StoreShard {
     tables: Arc<AdmissionTables>,
     /// Who waits for the writes accepted before they asked to be committed (`Settle`), with
     /// the revision of the last of those, oldest first.
-    settling: VecDeque<(u64, oneshot::Sender<()>)>,
+    settling: VecDeque<(u64, oneshot::Sender<Result<(), StoreError>>)>,
+    /// Set once a commit has failed: the disk may have dropped what it was given (a failed
+    /// sync is not safely retried), so the shard takes no more writes until the server is
+    /// restarted and recovers from what is on disk. Reads go on from the committed state.
+    failed: Option<StoreError>,
 }
 
 struct Accepted {
@@ -221,6 +225,7 @@ impl StoreShard {
             history: History::new(applied, history::DEFAULT_CHANGES, history::DEFAULT_BYTES),
             tables,
             settling: VecDeque::new(),
+            failed: None,
         })
     }
 
@@ -282,6 +287,10 @@ impl StoreShard {
 
     /// Accepts one write (or refuses it at once) and queues it for the writer.
     fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
+        if let Some(failed) = &self.failed {
+            let _ = msg.reply.send(Err(failed.clone()));
+            return;
+        }
         match self.accept(msg.op) {
             Ok(event) => {
                 let deleted = event.kind == EventType::Deleted;
@@ -306,6 +315,7 @@ impl StoreShard {
     fn on_committed(&mut self, writes: usize, result: Result<(), StoreError>) {
         if let Err(error) = result {
             self.fail_uncommitted(&error);
+            self.failed = Some(StoreError::Failed(error.to_string()));
             return;
         }
         let mut events = Vec::with_capacity(writes);
@@ -344,7 +354,7 @@ impl StoreShard {
         self.publish.do_send(Publish { events });
         while self.settling.front().is_some_and(|(rv, _)| *rv <= self.applied) {
             let (_, settled) = self.settling.pop_front().expect("just seen");
-            let _ = settled.send(());
+            let _ = settled.send(Ok(()));
         }
     }
 
@@ -358,7 +368,7 @@ impl StoreShard {
             let _ = accepted.reply.send(Err(error.clone()));
         }
         for (_, settled) in self.settling.drain(..) {
-            let _ = settled.send(());
+            let _ = settled.send(Err(error.clone()));
         }
     }
 
@@ -579,10 +589,11 @@ impl Handler<Committed> for StoreShard {
     }
 }
 
-/// Answers once every write the shard has accepted so far is committed or has failed. A
-/// read-modify-write whose write met a newer accepted state waits for it before reading
-/// again, as reads see only committed state. Never dropped.
-pub(crate) struct Settle(pub(crate) oneshot::Sender<()>);
+/// Answers once every write the shard has accepted so far is committed or has failed (an
+/// error if one failed, or once the shard takes no writes). A read-modify-write whose write
+/// met a newer accepted state waits for it before reading again, as reads see only committed
+/// state. Never dropped.
+pub(crate) struct Settle(pub(crate) oneshot::Sender<Result<(), StoreError>>);
 
 impl Message for Settle {
     type Result = ();
@@ -597,7 +608,7 @@ impl Handler<Settle> for StoreShard {
                 self.settling.push_back((newest.event.object.resource_version, settled))
             }
             None => {
-                let _ = settled.send(());
+                let _ = settled.send(self.failed.clone().map_or(Ok(()), Err));
             }
         }
     }
@@ -861,7 +872,7 @@ mod tests {
     }
 
     #[actix::test]
-    async fn a_failed_commit_fails_the_writes_accepted_after_it_then_commits_resume() {
+    async fn a_failed_commit_fails_the_writes_accepted_after_it_and_the_shard_takes_no_more() {
         let engine = Arc::new(GatedEngine::default());
         *engine.failing.lock().unwrap() = true;
         let (shard, published) = start(engine.clone());
@@ -873,16 +884,18 @@ mod tests {
             assert!(matches!(outcome.await.unwrap(), Err(StoreError::Engine(_))));
         }
         assert_eq!(*engine.started.lock().unwrap(), 1, "nothing after a failure is committed");
+        // A failed sync is not safely retried (the disk may have dropped what it was given):
+        // no more writes reach the engine, even once it would take them, and the shard says
+        // so to whoever checks it. Reads go on.
         *engine.failing.lock().unwrap() = false;
-        // The names are free again, and commits resume.
-        let retried = create(&shard, "b").await.unwrap().unwrap();
-        assert_eq!(names(&engine.committed.lock().unwrap()), [vec!["b"]]);
+        let refused = create(&shard, "b").await.unwrap();
+        assert!(matches!(refused, Err(StoreError::Failed(_))), "{refused:?}");
+        assert_eq!(*engine.started.lock().unwrap(), 1);
+        let (settled, check) = oneshot::channel();
+        shard.send(Settle(settled)).await.unwrap();
+        assert!(matches!(check.await.unwrap(), Err(StoreError::Failed(_))));
         let pods = find("", "v1", "pods").unwrap();
         assert!(shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap().is_none());
-        eventually("the retry is published", || async {
-            (published.lock().unwrap().len() == 1).then_some(())
-        })
-        .await;
-        assert_eq!(*published.lock().unwrap(), [retried.resource_version]);
+        assert!(published.lock().unwrap().is_empty());
     }
 }
