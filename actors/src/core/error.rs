@@ -150,9 +150,7 @@ impl From<StoreError> for ApiError {
             StoreError::Engine(_)
             | StoreError::Corrupt(_)
             | StoreError::Layout(_)
-            | StoreError::Failed(_) => {
-                ApiError::Internal(error.to_string())
-            }
+            | StoreError::Failed(_) => ApiError::Internal(error.to_string()),
         }
     }
 }

@@ -336,6 +336,10 @@ impl Store {
         wait.await.map_err(|_| StoreError::Unavailable)?
     }
 
+    /// Lists `resource`. The latest state (no `exact` revision, no continue token) is listed
+    /// at a revision no older than any write acknowledged before the call, whichever shard
+    /// it went to, as a read from etcd is: when a write to `resource` accepted earlier, with
+    /// a lower revision, is still on its way to disk, the list waits for its commit.
     pub async fn list(
         &self,
         resource: &'static ResourceType,
@@ -344,10 +348,19 @@ impl Store {
         continue_from: Option<ContinuePoint>,
         exact: Option<u64>,
     ) -> Result<ListPage, StoreError> {
-        self.shard(resource)
-            .send(List { resource, filter, limit, continue_from, exact })
-            .await
-            .map_err(|_| StoreError::Unavailable)?
+        let acknowledged = self.revision.durable();
+        let again = (exact.is_none() && continue_from.is_none()).then(|| filter.clone());
+        let shard = self.shard(resource);
+        let list = List { resource, filter, limit, continue_from, exact };
+        let page = shard.send(list).await.map_err(|_| StoreError::Unavailable)??;
+        match again {
+            Some(filter) if page.resource_version < acknowledged => {
+                self.settle(resource).await?;
+                let list = List { resource, filter, limit, continue_from: None, exact: None };
+                shard.send(list).await.map_err(|_| StoreError::Unavailable)?
+            }
+            _ => Ok(page),
+        }
     }
 
     /// Creates an object. It is serialized and indexed here, on the caller's thread: the shard
@@ -410,7 +423,7 @@ fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(io(e)),
     };
-    if found == wanted {
+    if found.trim() == wanted.trim() {
         return Ok(());
     }
     if !found.trim().is_empty() {

@@ -314,8 +314,9 @@ impl StoreShard {
     /// their replies and the watch hub their events.
     fn on_committed(&mut self, writes: usize, result: Result<(), StoreError>) {
         if let Err(error) = result {
-            self.fail_uncommitted(&error);
-            self.failed = Some(StoreError::Failed(error.to_string()));
+            let failed = StoreError::Failed(error.to_string());
+            self.fail_uncommitted(&failed);
+            self.failed = Some(failed);
             return;
         }
         let mut events = Vec::with_capacity(writes);
@@ -441,15 +442,19 @@ impl StoreShard {
     }
 
     /// The revision the committed state of `resource` is the state at: the highest any
-    /// shard has on disk, when no write to it waits for its commit (revisions for this shard
-    /// are handed out on its own thread, so none below that can still come); else the last
-    /// this shard committed. Never one handed out to a write still on its way to disk: a
-    /// crash would hand it out again, and a watch resumed from it would miss that write.
+    /// shard has on disk, or just below the first write to `resource` still on its way there
+    /// if that is lower (revisions for this shard are handed out on its own thread, so none
+    /// below that can still come). Never above what is on disk: a revision handed out to a
+    /// write still on its way there is handed out again after a crash, and a watch resumed
+    /// from it would miss that write; a lower one never is (start-up resumes above the
+    /// highest on disk).
     fn current_state_revision(&self, resource: &'static ResourceType) -> u64 {
-        if self.settled(resource) {
-            self.revision.durable().max(self.applied)
-        } else {
-            self.applied
+        let durable = self.revision.durable();
+        let pending = self.uncommitted.iter().map(|accepted| &accepted.event.object);
+        let first = pending.filter(|o| o.key.resource == resource).map(|o| o.resource_version);
+        match first.min() {
+            Some(first) => durable.min(first - 1).max(self.applied),
+            None => durable.max(self.applied),
         }
     }
 
@@ -759,10 +764,17 @@ mod tests {
     }
 
     fn start(engine: Arc<GatedEngine>) -> (Addr<StoreShard>, Arc<Mutex<Vec<u64>>>) {
+        start_counting(engine, Arc::default())
+    }
+
+    /// As `start`, drawing revisions from `revision`, which other shards may share.
+    fn start_counting(
+        engine: Arc<GatedEngine>,
+        revision: Arc<Revision>,
+    ) -> (Addr<StoreShard>, Arc<Mutex<Vec<u64>>>) {
         let writer = crate::store::CommitMetrics::new().start_writer(0, engine);
         let published = Arc::new(Mutex::new(Vec::new()));
         let publish = Published(published.clone()).start().recipient();
-        let revision = Arc::new(Revision::default());
         let tables = Arc::default();
         let shard = StoreShard::load(0, Vec::new(), revision, writer, publish, tables).unwrap();
         (shard.start(), published)
@@ -851,24 +863,29 @@ mod tests {
     #[actix::test]
     async fn a_list_names_no_revision_a_write_still_on_its_way_to_disk_holds() {
         let engine = Arc::new(GatedEngine::default());
-        let (shard, _) = start(engine.clone());
+        let revision = Arc::new(Revision::default());
+        let (shard, _) = start_counting(engine.clone(), revision.clone());
         let (first, _) = during_a_held_commit(&shard, &engine, &[]).await;
-        // Revision 1 is handed out to "a", whose commit a crash could still lose (and a
-        // restart then hand out again): a list of another kind is at revision 0.
-        let list = |resource| List {
-            resource,
-            filter: ObjectFilter::default(),
-            limit: None,
-            continue_from: None,
-            exact: None,
+        let at = |resource| {
+            let shard = shard.clone();
+            let filter = ObjectFilter::default();
+            let list = List { resource, filter, limit: None, continue_from: None, exact: None };
+            async move { shard.send(list).await.unwrap().unwrap().resource_version }
         };
-        let configmaps = find("", "v1", "configmaps").unwrap();
-        let page = shard.send(list(configmaps)).await.unwrap().unwrap();
-        assert_eq!(page.resource_version, 0);
+        let (pods, configmaps) =
+            (find("", "v1", "pods").unwrap(), find("", "v1", "configmaps").unwrap());
+        // Revision 1 is handed out to pod "a", whose commit a crash could still lose (and a
+        // restart then hand out again): neither kind is listed at it.
+        assert_eq!(at(configmaps).await, 0);
+        assert_eq!(at(pods).await, 0);
+        // Another shard commits revision 2: configmaps are at it; pods still below "a".
+        assert_eq!(revision.next(), 2);
+        revision.made_durable(2);
+        assert_eq!(at(configmaps).await, 2);
+        assert_eq!(at(pods).await, 0);
         engine.set_open(true);
         assert_eq!(first.await.unwrap().unwrap().resource_version, 1);
-        let page = shard.send(list(configmaps)).await.unwrap().unwrap();
-        assert_eq!(page.resource_version, 1, "on disk now");
+        assert_eq!(at(pods).await, 2, "on disk now");
     }
 
     #[actix::test]
@@ -878,10 +895,10 @@ mod tests {
         let (shard, published) = start(engine.clone());
         let (first, later) = during_a_held_commit(&shard, &engine, &["b", "c"]).await;
         engine.set_open(true);
-        assert!(matches!(first.await.unwrap(), Err(StoreError::Engine(_))));
+        assert!(matches!(first.await.unwrap(), Err(StoreError::Failed(_))));
         for outcome in later {
             // Checked against a state that never reached disk: never committed.
-            assert!(matches!(outcome.await.unwrap(), Err(StoreError::Engine(_))));
+            assert!(matches!(outcome.await.unwrap(), Err(StoreError::Failed(_))));
         }
         assert_eq!(*engine.started.lock().unwrap(), 1, "nothing after a failure is committed");
         // A failed sync is not safely retried (the disk may have dropped what it was given):
