@@ -1135,14 +1135,22 @@ impl ApiCore {
         // As in Kubernetes, core/v1 replication controllers orphan by default.
         let default_policy =
             if resource.plural == "replicationcontrollers" { "Orphan" } else { "Background" };
-        match options.propagation_policy.as_deref().unwrap_or(default_policy) {
-            "Orphan" => {
-                return self.mark_for_collection(current, ORPHAN_FINALIZER, dry_run).await;
+        let finalizer = match options.propagation_policy.as_deref().unwrap_or(default_policy) {
+            "Orphan" => Some(ORPHAN_FINALIZER),
+            "Foreground" => Some(FOREGROUND_FINALIZER),
+            _ => None,
+        };
+        if let Some(finalizer) = finalizer {
+            // A pod is marked with its grace period (its agent stops it first) and the
+            // finalizer in one write; once marked, it takes no finalizer from a delete, as
+            // Kubernetes updates none while a graceful deletion is pending.
+            if resource.plural != "pods" {
+                return self.mark_for_collection(current, finalizer, 0, dry_run).await;
             }
-            "Foreground" => {
-                return self.mark_for_collection(current, FOREGROUND_FINALIZER, dry_run).await;
+            if !current.deleting {
+                let grace = pod_grace(&current.to_value(), options);
+                return self.mark_for_collection(current, finalizer, grace, dry_run).await;
             }
-            _ => {}
         }
         let (mut current, mut preconditions) = (current, preconditions);
         if resource.plural == "pods" {
@@ -1217,6 +1225,7 @@ impl ApiCore {
         &self,
         current: Arc<StoredObject>,
         finalizer: &str,
+        grace: i64,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let mut value = current.to_value();
@@ -1239,7 +1248,7 @@ impl ApiCore {
             list.push(json!(finalizer));
         }
         if !marked {
-            mark_deleting(meta, now(), 0);
+            mark_deleting(meta, deadline_after(grace), grace);
         }
         self.write_marked(&current, value, dry_run).await
     }
@@ -1255,23 +1264,7 @@ impl ApiCore {
         options: &DeleteOptions,
     ) -> Result<PodDeletion, ApiError> {
         let mut pod = current.to_value();
-        let bound =
-            json::at(&pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let finished = matches!(
-            json::at(&pod, "/status/phase").and_then(Value::as_str),
-            Some("Succeeded" | "Failed")
-        );
-        let default_grace = json::at(&pod, "/spec/terminationGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(30);
-        let grace = match options.grace_period_seconds {
-            // A negative grace period asks for the shortest there is, which Kubernetes makes 1 s.
-            Some(grace) if grace < 0 => 1,
-            Some(grace) => grace,
-            None => default_grace.max(0),
-        };
-        // A deadline past any a timestamp can name would not be one: a century is the most.
-        let grace = if !bound || finished { 0 } else { grace.min(MAX_GRACE_SECONDS) };
+        let grace = pod_grace(&pod, options);
         let meta = metadata(&mut pod)?;
         if meta.contains_key("deletionTimestamp") {
             let pending = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
@@ -1282,8 +1275,7 @@ impl ApiCore {
                 return Ok(PodDeletion::Pending(current.clone()));
             }
         } else {
-            let deadline = Utc::now() + chrono::Duration::seconds(grace);
-            mark_deleting(meta, deadline.to_rfc3339_opts(SecondsFormat::Secs, true), grace);
+            mark_deleting(meta, deadline_after(grace), grace);
         }
         let marked = self.write_marked(current, pod, options.dry_run).await?;
         Ok(if grace == 0 { PodDeletion::Now(marked) } else { PodDeletion::Pending(marked) })
@@ -1587,6 +1579,38 @@ enum PodDeletion {
 
 /// Marks an object deleting from `timestamp`, with `grace` seconds; the first marking also
 /// counts in its generation, as Kubernetes' storage does.
+/// The grace period deleting `pod` gives it, as Kubernetes' pod strategy works it out: the
+/// options' (a negative one is 1 s), else its spec's (30 s by default); 0 for a pod no node
+/// agent runs (not bound, or finished).
+fn pod_grace(pod: &Value, options: &DeleteOptions) -> i64 {
+    let bound =
+        json::at(pod, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let finished = matches!(
+        json::at(pod, "/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    let default_grace =
+        json::at(pod, "/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
+    let grace = match options.grace_period_seconds {
+        // A negative grace period asks for the shortest there is, which Kubernetes makes 1 s.
+        Some(grace) if grace < 0 => 1,
+        Some(grace) => grace,
+        None => default_grace.max(0),
+    };
+    // A deadline past any a timestamp can name would not be one: a century is the most.
+    if !bound || finished {
+        0
+    } else {
+        grace.min(MAX_GRACE_SECONDS)
+    }
+}
+
+/// The deletion deadline `grace` seconds from now.
+fn deadline_after(grace: i64) -> String {
+    let deadline = Utc::now() + chrono::Duration::seconds(grace);
+    deadline.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
 fn mark_deleting(meta: &mut Map<String, Value>, timestamp: String, grace: i64) {
     if !meta.contains_key("deletionTimestamp") {
         count_in_generation(meta);
@@ -2190,6 +2214,34 @@ mod tests {
         assert!(marked.deleting);
         let again = core.delete(pods, "default", "q", &now).await.unwrap();
         assert_eq!(again.resource_version, marked.resource_version);
+    }
+
+    #[actix::test]
+    async fn a_pod_deleted_orphaning_or_in_the_foreground_keeps_its_grace_period() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1",
+            "terminationGracePeriodSeconds": 15, "containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let orphan =
+            DeleteOptions { propagation_policy: Some("Orphan".into()), ..DeleteOptions::default() };
+        let marked = core.delete(pods, "default", "p", &orphan).await.unwrap().to_value();
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 15, "{marked}");
+        assert_eq!(marked["metadata"]["finalizers"], json!([ORPHAN_FINALIZER]));
+        // Marked, it takes no other finalizer from a delete.
+        let foreground = DeleteOptions {
+            propagation_policy: Some("Foreground".into()),
+            ..DeleteOptions::default()
+        };
+        let again = core.delete(pods, "default", "p", &foreground).await.unwrap().to_value();
+        assert_eq!(again["metadata"]["finalizers"], json!([ORPHAN_FINALIZER]));
+        assert_eq!(again["metadata"]["deletionGracePeriodSeconds"], 15);
+        // Not bound: no agent to wait for.
+        let pod = json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let marked = core.delete(pods, "default", "q", &foreground).await.unwrap().to_value();
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0, "{marked}");
+        assert_eq!(marked["metadata"]["finalizers"], json!([FOREGROUND_FINALIZER]));
     }
 
     #[actix::test]
