@@ -448,7 +448,7 @@ async fn terminal_shown(
 /// for on its channel, until it exits (this run of it) or the client leaves.
 async fn log_followed(
     target: &ExecTarget,
-    mut offset: u64,
+    offset: u64,
     key: &(String, String, String),
     agent: &Addr<NodeAgent>,
     streams: &Streams,
@@ -456,11 +456,12 @@ async fn log_followed(
 ) {
     // The output as the container wrote it, without the log's times.
     let mut output = LogReader::new(false, None);
+    let mut followed = super::http::FollowedFile::new(target.log_path.clone(), offset);
     loop {
         tokio::time::sleep(EXIT_POLL).await;
         let running = still_running(target, key, agent).await;
         // Read after the look-up: a container that has exited has written all it will.
-        let more = output.read_by_stream(&super::http::read_from(&target.log_path, &mut offset));
+        let more = output.read_by_stream(&followed.read_more());
         for (stream, bytes) in more {
             let channel = match stream {
                 Stream::Stdout if streams.stdout => STDOUT,

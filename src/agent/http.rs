@@ -378,7 +378,7 @@ async fn container_logs(
     // Follow: what is there, then what is appended, until this run of the container has ended
     // (as the kubelet's follow does) or the pod has left this node.
     let agent = state.agent.clone();
-    let mut offset = content.len() as u64;
+    let mut followed = FollowedFile::new(file, content.len() as u64);
     let limit = query.limit_bytes.map(|l| l as usize);
     let mut sent = body.len();
     let stream = async_stream(move |tx| async move {
@@ -390,7 +390,7 @@ async fn container_logs(
         let mut ended = false;
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            let more = output.read(&read_from(&file, &mut offset));
+            let more = output.read(&followed.read_more());
             if !more.is_empty() {
                 let take = limit.map_or(more.len(), |l| l.saturating_sub(sent).min(more.len()));
                 sent += take;
@@ -410,11 +410,13 @@ async fn container_logs(
                 }
                 return;
             }
+            // A pod gone from this node has stopped: what it wrote is read once more, and
+            // that is all.
             let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
-            match agent.send(lookup).await {
-                Ok(Some(pod)) => ended = run_ended(&pod, &container, index),
-                _ => return,
-            }
+            ended = match agent.send(lookup).await {
+                Ok(Some(pod)) => run_ended(&pod, &container, index),
+                _ => true,
+            };
         }
     });
     Ok(HttpResponse::Ok().content_type("text/plain").streaming(stream))
@@ -462,19 +464,50 @@ fn tokio_stream_from<T>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures:
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// Bytes of `file` past `offset` (advancing it); a file that shrank (rotated) is read anew.
-pub(super) fn read_from(file: &Path, offset: &mut u64) -> Vec<u8> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(file) else { return Vec::new() };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    if len < *offset {
-        *offset = 0;
+/// A container's log file followed as it grows. The file, once opened, stays open: when its
+/// pod is deleted the agent removes the pod's directory as soon as the container has stopped,
+/// and the last lines it wrote on its way out are still read from the open file. A file
+/// replaced at its path or cut shorter (rotated) is read anew from its start.
+pub(super) struct FollowedFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// How much of the file has been read.
+    offset: u64,
+}
+
+impl FollowedFile {
+    /// Follows `path` from `offset` on.
+    pub(super) fn new(path: PathBuf, offset: u64) -> Self {
+        let file = std::fs::File::open(&path).ok();
+        Self { path, file, offset }
     }
-    let mut out = Vec::new();
-    if f.seek(SeekFrom::Start(*offset)).is_ok() && f.read_to_end(&mut out).is_ok() {
-        *offset += out.len() as u64;
+
+    /// What has been appended since the last read.
+    pub(super) fn read_more(&mut self) -> Vec<u8> {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(named) = std::fs::metadata(&self.path) {
+            let same = |f: &std::fs::File| {
+                f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == (named.dev(), named.ino()))
+            };
+            if !self.file.as_ref().is_some_and(same) {
+                if let Ok(reopened) = std::fs::File::open(&self.path) {
+                    if self.file.replace(reopened).is_some() {
+                        self.offset = 0;
+                    }
+                }
+            }
+        }
+        let Some(file) = self.file.as_mut() else { return Vec::new() };
+        if file.metadata().map(|m| m.len()).unwrap_or(0) < self.offset {
+            self.offset = 0;
+        }
+        let mut out = Vec::new();
+        if file.seek(SeekFrom::Start(self.offset)).is_ok() && file.read_to_end(&mut out).is_ok() {
+            self.offset += out.len() as u64;
+        }
+        out
     }
-    out
 }
 
 /// The last `tail` lines of `content`, then at most `limit` bytes of them.

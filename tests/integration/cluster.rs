@@ -955,3 +955,31 @@ spec:
             == "true"
     });
 }
+
+#[test]
+fn kubectl_logs_follow_reads_a_deleted_pod_to_its_last_line() {
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    // Its last line is written as it stops, just before its node agent removes its files.
+    let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trap"},
+        "spec": {"containers": [{"name": "c", "image": "kplane/pause",
+            "command": ["sh", "-c", "echo start; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"]}]}}"#;
+    kubectl.ok(&["create", "-f", kubectl.write("trap.json", pod).to_str().unwrap()]);
+    wait_until(WAIT, "trap is Running", || {
+        kubectl.run(&["get", "pod", "trap", "-o", "jsonpath={.status.phase}"]).1 == "Running"
+    });
+    let mut follow = kubectl.command();
+    follow.args(["logs", "-f", "trap"]).stdout(std::process::Stdio::piped());
+    let mut follow = follow.spawn().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let _ = lines.send(line.unwrap_or_default());
+        }
+    });
+    assert_eq!(received.recv_timeout(WAIT).unwrap(), "start", "the follow has begun");
+    kubectl.ok(&["delete", "pod", "trap", "--wait=false"]);
+    assert_eq!(received.recv_timeout(WAIT).unwrap(), "bye");
+    wait_until(WAIT, "the follow ends", || follow.try_wait().unwrap().is_some());
+}

@@ -93,6 +93,7 @@ pub trait Runtime: Send + Sync + 'static {
     /// Whether images need a command line (a simulated runtime runs nothing).
     fn runs_processes(&self) -> bool;
     async fn start(&self, launch: Launch) -> Result<Started, RuntimeError>;
-    /// Signals the whole process group of a container.
+    /// Sends a container its stop signal (SIGTERM, to its first process) or kills every
+    /// process it has (SIGKILL).
     fn signal(&self, pid: u32, signal: StopSignal);
 }

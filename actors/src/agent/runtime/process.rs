@@ -108,12 +108,22 @@ impl Runtime for ProcessRuntime {
         Ok(Started { pid, start_ticks: start_ticks(pid).unwrap_or(0), exit, io: Some(io) })
     }
 
+    /// SIGTERM goes to the container's first process alone, as a container runtime sends the
+    /// stop signal to its PID 1 (a shell's trap runs once its foreground command ends, and the
+    /// processes it started hear nothing from the agent); SIGKILL to all of them.
     fn signal(&self, pid: u32, signal: StopSignal) {
-        let signal = match signal {
-            StopSignal::Term => Signal::SIGTERM,
-            StopSignal::Kill => Signal::SIGKILL,
-        };
-        signal_container(pid, signal);
+        match signal {
+            StopSignal::Term => {
+                // (Never 0 or 1: the agent's own group, or init.)
+                let leader = i32::try_from(pid).ok().filter(|raw| *raw > 1).map(Pid::from_raw);
+                if let Some(leader) = leader {
+                    if let Err(error) = kill(leader, Signal::SIGTERM) {
+                        tracing::debug!(pid, %error, "signalling a container");
+                    }
+                }
+            }
+            StopSignal::Kill => signal_container(pid, Signal::SIGKILL),
+        }
     }
 }
 
