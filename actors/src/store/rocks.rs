@@ -41,7 +41,8 @@ impl RocksEngine {
         // there (an assertion left in), and a failed commit writes several. The store reports
         // its commits' failures itself.
         options.set_log_level(LogLevel::Fatal);
-        let db = DB::open(&options, path).map_err(|e| StoreError::Engine(e.to_string()))?;
+        let db = DB::open(&options, path)
+            .map_err(|e| StoreError::Engine(format!("{}: {e}", path.display())))?;
         Ok(Self { db })
     }
 }
@@ -137,6 +138,8 @@ mod tests {
         damaged[middle..middle + 8].iter_mut().for_each(|b| *b ^= 0xff);
         std::fs::write(&log, damaged).unwrap();
         let refused = RocksEngine::open(dir.path()).err().expect("refused");
-        assert!(refused.to_string().contains("Corruption"), "{refused}");
+        let refused = refused.to_string();
+        assert!(refused.contains("Corruption"), "{refused}");
+        assert!(refused.contains(dir.path().to_str().unwrap()), "names the shard: {refused}");
     }
 }
