@@ -7,8 +7,8 @@
 //! (`Succeeded` or `Failed`, Kubernetes' `--terminated-pod-gc-threshold`), the oldest are
 //! deleted.
 //!
-//! Every sweep (20 s) lists the bound pods and the finished ones by field selector, one sweep
-//! at a time; it follows nodes to know which exist.
+//! Every sweep (20 s) lists the pods, and the finished ones by field selector, one sweep at a
+//! time; it follows nodes to know which exist.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -70,8 +70,9 @@ impl PodGarbageCollector {
         Self { client, config, nodes: None, missing: HashMap::new(), sweeping: false }
     }
 
-    /// One sweep: the bound pods are listed; the pods of nodes missing for the quarantine
-    /// time go, then the oldest finished pods past the threshold.
+    /// One sweep: the pods are listed; the pods of nodes missing for the quarantine time go,
+    /// then those being deleted that were never bound, then the oldest finished pods past the
+    /// threshold.
     fn sweep(&mut self, ctx: &mut Context<Self>) {
         if self.sweeping || self.nodes.is_none() {
             return;
@@ -79,21 +80,31 @@ impl PodGarbageCollector {
         self.sweeping = true;
         let client = self.client.clone();
         let listed = async move {
-            let options = ListOptions {
-                field_selector: Some("spec.nodeName!=".into()),
-                ..ListOptions::default()
-            };
+            let options = ListOptions::default();
             client.list(resources::core("pods"), None, &options).await.map(|l| l.items)
         };
-        ctx.spawn(listed.into_actor(self).map(|bound, collector, ctx| {
-            let bound = match bound {
-                Ok(bound) => bound,
+        ctx.spawn(listed.into_actor(self).map(|pods, collector, ctx| {
+            let pods = match pods {
+                Ok(pods) => pods,
                 Err(error) => {
-                    tracing::debug!(%error, "listing bound pods");
+                    tracing::debug!(%error, "listing pods");
                     collector.sweeping = false;
                     return;
                 }
             };
+            let bound = |pod: &Value| {
+                json::at(pod, "/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty())
+            };
+            let (bound, unbound): (Vec<Value>, Vec<Value>) = pods.into_iter().partition(bound);
+            // A delete cut off between its marking and its removal (a crash) leaves one of
+            // these: no agent will remove it.
+            let deleting = |pod: &Value| {
+                json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+            };
+            let unscheduled_terminating: Vec<Value> =
+                unbound.into_iter().filter(deleting).collect();
             let orphans = collector.orphans(bound);
             let client = collector.client.clone();
             let threshold = collector.config.terminated_threshold;
@@ -109,7 +120,9 @@ impl PodGarbageCollector {
                         Err(error) => tracing::debug!(%node, %error, "checking a node gone"),
                     }
                 }
-                delete_unscheduled_terminating(client.as_ref()).await;
+                for pod in &unscheduled_terminating {
+                    fail_and_delete(client.as_ref(), pod, None).await;
+                }
                 delete_oldest_finished(client.as_ref(), threshold).await;
             };
             ctx.spawn(
@@ -170,25 +183,6 @@ async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize) {
     let excess = finished.len() - threshold;
     for pod in finished.into_iter().take(excess) {
         force_delete(client, &pod).await;
-    }
-}
-
-/// Deletes the pods being deleted that no node was ever assigned (no agent will remove them):
-/// a delete cut off between its marking and its removal (a crash) leaves one.
-async fn delete_unscheduled_terminating(client: &dyn ApiClient) {
-    let options =
-        ListOptions { field_selector: Some("spec.nodeName=".into()), ..ListOptions::default() };
-    let unbound = match client.list(resources::core("pods"), None, &options).await {
-        Ok(listed) => listed.items,
-        Err(error) => {
-            tracing::debug!(%error, "listing unscheduled pods");
-            return;
-        }
-    };
-    for pod in unbound {
-        if json::at(&pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
-            fail_and_delete(client, &pod, None).await;
-        }
     }
 }
 

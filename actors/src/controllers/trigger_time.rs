@@ -63,7 +63,7 @@ impl TriggerTimes {
 /// The last transition of a pod's `Ready` condition, if it has one.
 fn ready_since(pod: &Value) -> Option<DateTime<Utc>> {
     let conditions = json::at(pod, "/status/conditions").and_then(Value::as_array)?;
-    let ready = conditions.iter().find(|c| c.get("type") == Some(&json!("Ready")))?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
     time_at(ready, "/lastTransitionTime")
 }
 

@@ -164,10 +164,15 @@ impl Default for StoreOptions {
     }
 }
 
-/// Waits, up to `timeout`, until every engine in `released` has been closed.
+/// Whether an engine in `released` is still open (its writer has not dropped it).
+fn any_open(released: &[std::sync::Weak<()>]) -> bool {
+    released.iter().any(|r| r.strong_count() > 0)
+}
+
+/// Waits on this thread, up to `timeout`, until every engine in `released` has been closed.
 fn wait_released(released: &[std::sync::Weak<()>], timeout: std::time::Duration) {
     let deadline = std::time::Instant::now() + timeout;
-    while released.iter().any(|r| r.strong_count() > 0) && std::time::Instant::now() < deadline {
+    while any_open(released) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
@@ -258,9 +263,7 @@ impl Store {
             let _ = shard.send(Stop).await;
         }
         let deadline = std::time::Instant::now() + timeout;
-        while self.released.iter().any(|r| r.strong_count() > 0)
-            && std::time::Instant::now() < deadline
-        {
+        while any_open(&self.released) && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     }

@@ -63,6 +63,12 @@ struct Shape {
     required: Vec<String>,
     /// The properties whose zero Go leaves out (see [`super::omitted_zeros`]).
     omitted_zeros: &'static [&'static str],
+    /// The required scalar properties, with their zero: Go decodes a missing field as its
+    /// zero and writes it back (no `omitempty`), so a pod condition written without `status`
+    /// reads back with `status: ""`, a container status without `ready` with `ready: false`.
+    /// Clients that check required fields (the Python client's models) could not read the
+    /// object, nor any list or watch holding it, without them.
+    required_zeros: Vec<(String, Value)>,
     additional: Additional,
     /// The schema of array items.
     items: Option<ShapeId>,
@@ -183,35 +189,6 @@ impl Shapes {
     }
 }
 
-impl Shapes {
-    /// Writes the zero of each required scalar field `fields` lacks: Go decodes a missing
-    /// field as its zero and writes it back (no `omitempty`), so a pod condition written
-    /// without `status` reads back with `status: ""`, a container status without `ready` with
-    /// `ready: false`. Clients that check required fields (the Python client's models) could
-    /// not read the object, nor any list or watch holding it, without them.
-    fn write_required_zeros(
-        &self,
-        shape: &Shape,
-        properties: &BTreeMap<String, ShapeId>,
-        fields: &mut Map<String, Value>,
-    ) {
-        for name in &shape.required {
-            // (Some are `omitempty` all the same: a `LocalObjectReference`'s `name`.)
-            if fields.contains_key(name) || shape.omitted_zeros.contains(&name.as_str()) {
-                continue;
-            }
-            let Some(&property) = properties.get(name) else { continue };
-            let zero = match self.shapes[property].admits {
-                Admits::String => Value::String(String::new()),
-                Admits::Int32 | Admits::Int64 => Value::from(0),
-                Admits::Boolean => Value::Bool(false),
-                _ => continue,
-            };
-            fields.insert(name.clone(), zero);
-        }
-    }
-}
-
 /// One check of an object: where it is, and the unknown fields found so far.
 struct Walk<'s> {
     shapes: &'s Shapes,
@@ -303,7 +280,11 @@ impl<'s> Walk<'s> {
                     fields.remove(&k);
                 }
                 if self.empty == Empty::Omit {
-                    self.shapes.write_required_zeros(shape, properties, fields);
+                    for (name, zero) in &shape.required_zeros {
+                        if !fields.contains_key(name) {
+                            fields.insert(name.clone(), zero.clone());
+                        }
+                    }
                 }
             }
             Value::Array(items) => {
@@ -585,10 +566,28 @@ impl<'a> Compiler<'a> {
         if shape.properties.is_some() {
             shape.struct_name = name.map_or("", |n| n.rsplit('.').next().unwrap_or(n)).into();
             shape.omitted_zeros = name.map_or(&[], super::omitted_zeros);
+            shape.required_zeros = self.required_zeros(&shape);
         }
         shape.go_type = self.go_type(&shape, name);
         self.shapes[id] = shape;
         id
+    }
+
+    /// The required scalar properties of `shape` (a struct) whose zero Go writes, with it.
+    /// (Some required ones are `omitempty` all the same: a `LocalObjectReference`'s `name`.)
+    fn required_zeros(&self, shape: &Shape) -> Vec<(String, Value)> {
+        let properties = shape.properties.as_ref().expect("a struct");
+        let written = |name: &&String| !shape.omitted_zeros.contains(&name.as_str());
+        let zero = |name: &String| {
+            let zero = match self.shapes[*properties.get(name)?].admits {
+                Admits::String => Value::String(String::new()),
+                Admits::Int32 | Admits::Int64 => Value::from(0),
+                Admits::Boolean => Value::Bool(false),
+                _ => return None,
+            };
+            Some((name.clone(), zero))
+        };
+        shape.required.iter().filter(written).filter_map(zero).collect()
     }
 
     /// The Go type of `shape` (component `name`), as Go's decoder names it.

@@ -114,9 +114,7 @@ impl Runtime for ProcessRuntime {
     fn signal(&self, pid: u32, signal: StopSignal) {
         match signal {
             StopSignal::Term => {
-                // (Never 0 or 1: the agent's own group, or init.)
-                let leader = i32::try_from(pid).ok().filter(|raw| *raw > 1).map(Pid::from_raw);
-                if let Some(leader) = leader {
+                if let Some(leader) = container_leader(pid) {
                     if let Err(error) = kill(leader, Signal::SIGTERM) {
                         tracing::debug!(pid, %error, "signalling a container");
                     }
@@ -132,15 +130,18 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9))
 }
 
+/// A container's first process as a target of signals: never 0 or 1 (the agent's own group,
+/// or init).
+fn container_leader(pid: u32) -> Option<Pid> {
+    i32::try_from(pid).ok().filter(|raw| *raw > 1).map(Pid::from_raw)
+}
+
 /// Signals every process of the container whose first process is `leader`: its process group,
 /// and, for a container on a terminal, which leads a session, the session's other groups (a
 /// shell with job control puts each job in a group of its own).
 fn signal_container(leader: u32, signal: Signal) {
-    let Ok(raw) = i32::try_from(leader) else { return };
-    if raw <= 1 {
-        return;
-    }
-    if let Err(error) = killpg(Pid::from_raw(raw), signal) {
+    let Some(group) = container_leader(leader) else { return };
+    if let Err(error) = killpg(group, signal) {
         tracing::debug!(leader, %error, "signalling a process group");
     }
     let Ok(entries) = std::fs::read_dir("/proc") else { return };
