@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpRequest};
 use futures::StreamExt;
-use kplane_actors::core::unknown_field_message;
+use kplane_actors::core::{unknown_field_message, PatchType};
 use kplane_actors::model::ResourceType;
 use serde::de::DeserializeSeed as _;
 use serde_json::Value;
@@ -86,12 +86,45 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
 /// Parses JSON as [`parse_json`] does, noting the paths of repeated fields
 /// (`metadata.name`, `spec.containers[0].image`).
 pub fn parse_json_noting_duplicates(bytes: &[u8]) -> Result<(Value, Vec<String>), HttpError> {
+    parse_json_with(bytes, false)
+}
+
+/// Parses a patch's JSON as Kubernetes' patch handler decodes it when `fieldValidation` asks
+/// (Strict or Warn), with its findings in the handler's words, to be refused or warned about
+/// before the patched object's own: a field a merge patch repeats (decoded into a map, the last
+/// one wins), and in a JSON patch, an operation's member other than `op`, `path`, `from` and
+/// `value`, or one repeated (`json patch unknown field "[0].foo"`).
+pub fn parse_patch(patch_type: PatchType, bytes: &[u8]) -> Result<(Value, Vec<String>), HttpError> {
+    let (patch, duplicates) = parse_json_with(bytes, true)?;
+    let duplicated = duplicates.into_iter().map(|path| format!("duplicate field \"{path}\""));
+    if patch_type != PatchType::Json {
+        return Ok((patch, duplicated.collect()));
+    }
+    // Kubernetes decodes the operations one by one: each one's findings before the next's.
+    let operation = |finding: &str| -> usize {
+        let index = finding.split_once("\"[").and_then(|(_, rest)| rest.split_once(']'));
+        index.and_then(|(index, _)| index.parse().ok()).unwrap_or(usize::MAX)
+    };
+    let mut findings: Vec<String> = duplicated.collect();
+    let operations = patch.as_array().map(Vec::as_slice).unwrap_or_default();
+    for (index, operation) in operations.iter().enumerate() {
+        let members = operation.as_object().into_iter().flat_map(|members| members.keys());
+        for member in members.filter(|m| !matches!(m.as_str(), "op" | "path" | "from" | "value")) {
+            findings.push(format!("unknown field \"[{index}].{member}\""));
+        }
+    }
+    findings.sort_by_key(|finding| operation(finding));
+    let findings = findings.into_iter().map(|finding| format!("json patch {finding}")).collect();
+    Ok((patch, findings))
+}
+
+fn parse_json_with(bytes: &[u8], last_wins: bool) -> Result<(Value, Vec<String>), HttpError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(HttpError::BadRequest("the request body is empty".into()));
     }
     let mut duplicates = Vec::new();
     let mut decoder = serde_json::Deserializer::from_slice(bytes);
-    let parsed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates, last_wins: false }
+    let parsed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates, last_wins }
         .deserialize(&mut decoder)
         .and_then(|value| decoder.end().map(|()| value));
     let value = parsed.map_err(|e| {
@@ -701,5 +734,28 @@ mod tests {
         for broken in [&b""[..], b"  ", b"{", b"{} {}", b"[1,]"] {
             assert!(matches!(parse_json(broken), Err(HttpError::BadRequest(_))), "{broken:?}");
         }
+    }
+
+    #[test]
+    fn a_patch_is_decoded_as_a_map_whose_last_repeat_wins_with_its_findings() {
+        let merge = br#"{"data":{"n":{"x":1}},"data":{"n":{"y":2}}}"#;
+        let (patch, findings) = parse_patch(PatchType::Merge, merge).unwrap();
+        assert_eq!(patch, json!({"data": {"n": {"y": 2}}}));
+        assert_eq!(findings, [r#"duplicate field "data""#]);
+        let operations = br#"[{"op":"add","path":"/a","value":{"k":1,"k":2},"zz":1,"op":"add"},
+            {"op":"remove","path":"/b"},{"path":"/c","op":"test","value":1,"extra":true}]"#;
+        let (patch, findings) = parse_patch(PatchType::Json, operations).unwrap();
+        assert_eq!(patch[0]["value"], json!({"k": 2}));
+        assert_eq!(
+            findings,
+            [
+                r#"json patch duplicate field "[0].value.k""#,
+                r#"json patch duplicate field "[0].op""#,
+                r#"json patch unknown field "[0].zz""#,
+                r#"json patch unknown field "[2].extra""#,
+            ]
+        );
+        let (_, findings) = parse_patch(PatchType::StrategicMerge, br#"{"a":1}"#).unwrap();
+        assert!(findings.is_empty());
     }
 }

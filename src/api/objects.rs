@@ -312,13 +312,16 @@ async fn dispatch(
                 add_warnings(&mut response, &warnings);
                 return Ok(response);
             };
-            let options = query.write_options(&req)?;
+            let mut options = query.write_options(&req)?;
             if options.force {
                 let cause =
                     FieldError::forbidden("force", "may not be specified for non-apply patch");
                 return Err(HttpError::Api(ApiError::invalid_options("PatchOptions", vec![cause])));
             }
-            let patch = body::parse_json(&bytes)?;
+            let (patch, findings) = body::parse_patch(patch_type, &bytes)?;
+            if validation == body::FieldValidation::Strict {
+                options.patch_findings = findings.clone();
+            }
             if let Some(escalation) = &escalation {
                 // What the patch would store, checked before it is.
                 let dry = WriteOptions { dry_run: true, ..options.clone() };
@@ -342,6 +345,7 @@ async fn dispatch(
             let mut response = object_response(&req, StatusCode::OK, resource, &patched, &query)?;
             let mut warnings = Vec::new();
             if validation == body::FieldValidation::Warn {
+                warnings.extend(findings);
                 warnings
                     .extend(notes.unknown_fields.iter().map(|field| unknown_field_message(field)));
             }

@@ -127,6 +127,7 @@ impl Query {
             field_manager,
             force: self.flag("force"),
             strict_fields: validation == Some(FieldValidation::Strict),
+            patch_findings: Vec::new(),
         })
     }
 

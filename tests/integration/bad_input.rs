@@ -347,6 +347,63 @@ fn strict_field_validation_names_the_unknown_field() {
     let reply = server.send_raw("POST", configmaps, yaml, yaml_twice.to_vec());
     assert_eq!(reply.0, 201, "{}", reply.1);
     assert_eq!(reply.1["data"], json!({"a": "c"}));
+
+    // A patch's own repeated fields, and a JSON patch operation's unknown or repeated members,
+    // come before the patched object's unknown fields: refused under Strict (422 on `patch`),
+    // warned about under Warn, in Kubernetes' words and order; the last repeat wins.
+    let twice = format!("{configmaps}/twice");
+    let patches = [
+        (
+            "application/merge-patch+json",
+            br#"{"data":{"q":"1","q":"2"},"bogus":1}"#.to_vec(),
+            vec![r#"duplicate field "data.q""#, r#"unknown field "bogus""#],
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            br#"{"data":{"q":"1","q":"2"}}"#.to_vec(),
+            vec![r#"duplicate field "data.q""#],
+        ),
+        (
+            "application/json-patch+json",
+            br#"[{"op":"add","path":"/data/q","value":"2","foo":"bar"},
+                {"op":"add","path":"/data/x","path":"/bogus","value":"1"}]"#
+                .to_vec(),
+            vec![
+                r#"json patch unknown field "[0].foo""#,
+                r#"json patch duplicate field "[1].path""#,
+                r#"unknown field "bogus""#,
+            ],
+        ),
+    ];
+    for (patch_type, patch, findings) in patches {
+        let strictly = format!("{twice}?fieldValidation=Strict");
+        let reply = server.send_raw("PATCH", &strictly, Some(patch_type), patch.clone());
+        assert_status(&reply, 422, "Invalid");
+        let message = reply.1["details"]["causes"][0]["message"].as_str().unwrap();
+        let decoding = format!("\": strict decoding error: {}", findings.join(", "));
+        assert!(message.ends_with(&decoding), "{patch_type}: {message}");
+        assert_eq!(server.get(&twice).1["data"].get("q"), None, "{patch_type}");
+        let response = server
+            .http
+            .patch(server.url(&twice))
+            .header("content-type", patch_type)
+            .body(patch)
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{patch_type}");
+        let warnings: Vec<&str> =
+            response.headers().get_all("warning").iter().map(|w| w.to_str().unwrap()).collect();
+        let expected: Vec<String> = findings
+            .iter()
+            .map(|finding| format!("299 - \"{}\"", finding.replace('"', "\\\"")))
+            .collect();
+        assert_eq!(warnings, expected, "{patch_type}");
+        let patched: Value = response.json().unwrap();
+        assert_eq!(patched["data"]["q"], "2", "{patch_type}: {patched}");
+        assert_eq!(patched.get("bogus"), None, "{patch_type}: {patched}");
+        let undo = br#"{"data":{"q":null}}"#.to_vec();
+        assert_eq!(server.send_raw("PATCH", &twice, merge, undo).0, 200);
+    }
 }
 
 #[test]

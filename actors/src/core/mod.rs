@@ -1023,10 +1023,18 @@ impl ApiCore {
                 let error = FieldError::invalid("metadata.uid", uid, "field is immutable");
                 return Err(ApiError::invalid(resource, name, vec![error]));
             }
-            let (group, kind, strict) = (resource.group, resource.kind, options.strict_fields);
             let unknown_fields = self
-                .check_schema_as(group, kind, &mut next, strict)
+                .check_schema_as(group, kind, &mut next, false)
                 .map_err(|decoding| patch_not_decodable(patch_type, patch, &next, decoding))?;
+            if options.strict_fields
+                && !(options.patch_findings.is_empty() && unknown_fields.is_empty())
+            {
+                let unknown = unknown_fields.iter().map(|field| unknown_field_message(field));
+                let findings: Vec<String> =
+                    options.patch_findings.iter().cloned().chain(unknown).collect();
+                let decoding = format!("strict decoding error: {}", findings.join(", "));
+                return Err(patch_not_decodable(patch_type, patch, &next, decoding));
+            }
             // (What is not an object is refused as the update's body below.)
             let meta = next.get_mut("metadata").and_then(Value::as_object_mut);
             let repeated_owners = meta.map(owners::dedup).unwrap_or_default();

@@ -78,6 +78,10 @@ pub struct WriteOptions {
     /// is refused (422 on `patch`), as Kubernetes refuses it; otherwise the field is dropped.
     /// (Bodies of creates, updates and applies are checked at the HTTP edge.)
     pub strict_fields: bool,
+    /// What a strict decoding of a patch's own body found (repeated fields; a JSON patch
+    /// operation's unknown or repeated members), in Kubernetes' words: with `strict_fields`,
+    /// they refuse the patch ahead of the patched object's unknown fields.
+    pub patch_findings: Vec<String>,
 }
 
 impl WriteOptions {
