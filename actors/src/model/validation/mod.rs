@@ -3387,13 +3387,21 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
         }
         spec
     };
-    let old_tolerations = old_spec.get("tolerations").and_then(Value::as_array);
-    let new_tolerations = new_spec.get("tolerations").and_then(Value::as_array);
-    let tolerations_kept = old_tolerations
-        .into_iter()
-        .flatten()
-        .all(|t| new_tolerations.is_some_and(|new| new.contains(t)));
-    if mutable_removed(old_spec) == mutable_removed(new_spec) && tolerations_kept {
+    // Each toleration stays, but for its `tolerationSeconds`; more may be added.
+    let tolerations = |spec: &Value| {
+        let listed = spec.get("tolerations").and_then(Value::as_array).cloned();
+        let mut listed = listed.unwrap_or_default();
+        for toleration in listed.iter_mut().filter_map(Value::as_object_mut) {
+            toleration.remove("tolerationSeconds");
+        }
+        listed
+    };
+    let new_tolerations = tolerations(new_spec);
+    if !tolerations(old_spec).iter().all(|old| new_tolerations.contains(old)) {
+        let message = "existing toleration can not be modified except its tolerationSeconds";
+        errors.push(FieldError::forbidden("spec.tolerations", message));
+    }
+    if mutable_removed(old_spec) == mutable_removed(new_spec) {
         return errors;
     }
     errors.push(FieldError {
@@ -3776,7 +3784,19 @@ mod pod_update_tests {
         assert_eq!(validate_pod_update(&old, &ports)[0].reason, "FieldValueForbidden");
         let mut dropped = old.clone();
         dropped["spec"]["tolerations"] = json!([]);
-        assert!(!validate_pod_update(&old, &dropped).is_empty());
+        assert_eq!(
+            messages(&validate_pod_update(&old, &dropped)),
+            ["spec.tolerations: Forbidden: existing toleration can not be modified except its \
+              tolerationSeconds"]
+        );
+        // Its tolerationSeconds may change.
+        let timed = json!({"key": "k", "operator": "Exists", "effect": "NoExecute"});
+        let (mut before, mut after) = (old.clone(), old.clone());
+        before["spec"]["tolerations"][0] = timed.clone();
+        after["spec"]["tolerations"][0] = timed;
+        before["spec"]["tolerations"][0]["tolerationSeconds"] = json!(300);
+        after["spec"]["tolerations"][0]["tolerationSeconds"] = json!(10);
+        assert!(validate_pod_update(&before, &after).is_empty());
         let mut node = old.clone();
         node["spec"]["nodeName"] = json!("n1");
         assert!(!validate_pod_update(&old, &node).is_empty(), "binding goes through pods/binding");
