@@ -230,10 +230,12 @@ async fn dispatch(
                 check_escalation(escalation, &state, resource, namespace, &value, true).await?;
             }
             let options = query.write_options(&req)?;
+            let creation = creation_warnings(resource, &value);
             let created = core.create(resource, namespace, value, &options).await?;
             let mut response =
                 object_response(&req, StatusCode::CREATED, resource, &created, &query)?;
             add_warnings(&mut response, &warnings);
+            add_warnings(&mut response, &creation.of(&created));
             add_warnings(&mut response, &stored_warnings(resource, &created, false));
             Ok(response)
         }
@@ -252,6 +254,7 @@ async fn dispatch(
                 }
             }
             let options = query.write_options(&req)?;
+            let creation = creation_warnings(resource, &value);
             let (updated, created) = if status_only {
                 (core.update_status(resource, namespace, name, value, &options).await?, false)
             } else {
@@ -260,6 +263,9 @@ async fn dispatch(
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
             let mut response = object_response(&req, code, resource, &updated, &query)?;
             add_warnings(&mut response, &warnings);
+            if created {
+                add_warnings(&mut response, &creation.of(&updated));
+            }
             add_warnings(&mut response, &stored_warnings(resource, &updated, status_only));
             Ok(response)
         }
@@ -304,10 +310,14 @@ async fn dispatch(
                     check_escalation(escalation, &state, resource, namespace, &preview, false)
                         .await?;
                 }
+                let creation = creation_warnings(resource, &config);
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
                 let mut response = object_response(&req, code, resource, &applied.object, &query)?;
+                if applied.created {
+                    add_warnings(&mut response, &creation.of(&applied.object));
+                }
                 let warnings = stored_warnings(resource, &applied.object, status_only);
                 add_warnings(&mut response, &warnings);
                 return Ok(response);
@@ -718,6 +728,40 @@ async fn read_delete_options(
     body::check_delete_options(&mut options)?;
     // As in Kubernetes, the query's options count only when there is no body.
     Query::of("")?.delete_options(Some(&options))
+}
+
+/// What Kubernetes' strategy warns about a pod or pod template it creates
+/// (`validation::pod_warnings`), worked out from the body before the write (reading the
+/// stored object back would cost every create a parse); Kubernetes gives none on updates of
+/// pods, nor on those of templates that leave them as they were.
+struct CreationWarnings {
+    /// A pod's name is checked once it is known (it may be generated).
+    pod: bool,
+    warnings: Vec<String>,
+}
+
+fn creation_warnings(resource: &ResourceType, body: &Value) -> CreationWarnings {
+    use kplane_actors::model::validation::{pod_template_warnings, pod_warnings};
+    let core = resource.group.is_empty();
+    let (pod, warnings) = match resource.plural {
+        "pods" if core => (true, pod_warnings(body)),
+        "replicationcontrollers" if core => {
+            let template = body.get("spec").and_then(|spec| spec.get("template"));
+            (false, pod_template_warnings("spec.template", template))
+        }
+        "podtemplates" if core => (false, pod_template_warnings("template", body.get("template"))),
+        _ => (false, Vec::new()),
+    };
+    CreationWarnings { pod, warnings }
+}
+
+impl CreationWarnings {
+    /// The warnings about `created`.
+    fn of(self, created: &StoredObject) -> Vec<String> {
+        let name = self.pod.then(|| created.key.name.as_str());
+        let named = name.and_then(kplane_actors::model::validation::pod_name_warning);
+        named.into_iter().chain(self.warnings).collect()
+    }
 }
 
 /// What Kubernetes' strategy warns about an object as written (a service's odd addresses and

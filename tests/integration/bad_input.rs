@@ -1222,3 +1222,55 @@ fn repeated_owners_are_dropped_and_runtime_classes_refused() {
     heavy["spec"]["overhead"] = json!({"cpu": "100m"});
     assert_status(&server.post(pods, &heavy), 403, "Forbidden");
 }
+
+/// The API server's warnings about a pod or pod template it creates (Kubernetes 1.32's): valid
+/// fields that will not do what their writer likely meant; kubectl prints them. None on a
+/// pod's update.
+#[test]
+fn doubtful_pod_fields_are_warned_about_when_created() {
+    let server = Server::start();
+    let kubectl = server.kubectl();
+    let file = kubectl.write(
+        "doubtful.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: doubtful}\nspec:\n  nodeSelector: \
+         {beta.kubernetes.io/arch: amd64}\n  containers:\n  - name: c\n    image: \
+         kplane/pause\n    ports: [{containerPort: 80}, {containerPort: 80}]\n    resources: \
+         {limits: {memory: 100m}}\n",
+    );
+    let (ok, _, stderr) = kubectl.run(&["create", "-f", file.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    for warning in [
+        r#"Warning: spec.nodeSelector[beta.kubernetes.io/arch]: deprecated since v1.14; use "kubernetes.io/arch" instead"#,
+        r#"Warning: spec.containers[0].resources.limits[memory]: fractional byte value "100m" is invalid, must be an integer"#,
+        "Warning: spec.containers[0].ports[1]: duplicate port definition with spec.containers[0].ports[0]",
+    ] {
+        assert!(stderr.contains(warning), "{warning} in {stderr}");
+    }
+    let warned = |response: reqwest::blocking::Response| -> Vec<String> {
+        assert!(response.status().is_success(), "{}", response.status());
+        let headers = response.headers().get_all("warning").iter();
+        headers.map(|h| h.to_str().unwrap().to_string()).collect()
+    };
+    let pods = "/api/v1/namespaces/default/pods";
+    let (_, mut stored) = server.get(&format!("{pods}/doubtful"));
+    stored["metadata"]["labels"] = json!({"updated": "yes"});
+    let update = server.http.put(server.url(&format!("{pods}/doubtful"))).json(&stored);
+    assert_eq!(warned(update.send().unwrap()), Vec::<String>::new());
+    // A generated name is checked once it is known.
+    let mut dotted = pod("");
+    dotted["metadata"] = json!({"generateName": "web.v1-"});
+    let created = warned(server.http.post(server.url(pods)).json(&dotted).send().unwrap());
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert!(created[0].starts_with("299 - \"metadata.name: this is used in the Pod's hostname"));
+    // A ReplicationController's template, under its own path.
+    let rc = json!({"metadata": {"name": "doubtful"}, "spec": {"replicas": 0,
+        "selector": {"app": "d"}, "template": {"metadata": {"labels": {"app": "d"}},
+            "spec": {"terminationGracePeriodSeconds": -1,
+                "containers": [{"name": "c", "image": "kplane/pause"}]}}}});
+    let rcs = server.url("/api/v1/namespaces/default/replicationcontrollers");
+    assert_eq!(
+        warned(server.http.post(rcs).json(&rc).send().unwrap()),
+        ["299 - \"spec.template.spec.terminationGracePeriodSeconds: must be >= 0; negative \
+          values are invalid and will be treated as 1\""]
+    );
+}

@@ -10,12 +10,16 @@ use super::{json, quantity, sysctl, FastSet, ResourceType};
 
 mod addresses;
 mod disruption_budget;
+mod pod_warnings;
 mod priority_class;
 mod resource_policy;
 mod service;
 mod storage;
 
 use addresses::validate_ip;
+pub use pod_warnings::{
+    pod as pod_warnings, pod_name as pod_name_warning, template as pod_template_warnings,
+};
 pub use service::warnings as service_warnings;
 
 /// An IPv4 address as Kubernetes reads one (`ParseIPSloppy`: leading zeros taken, `010.1.2.3`
