@@ -45,7 +45,7 @@ impl Keeper {
     }
 }
 
-fn slices() -> &'static ResourceType {
+pub(super) fn slices() -> &'static ResourceType {
     resources::find("discovery.k8s.io", "v1", "endpointslices").expect("served")
 }
 
@@ -183,6 +183,16 @@ pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
     slices
 }
 
+/// The service a slice is kept for, when it is one of the controller's (either keeper's).
+pub(super) fn service_of(slice: &Value) -> Option<&str> {
+    let labels = json::at(slice, "/metadata/labels")?;
+    let managed = labels.get(MANAGED_BY).and_then(Value::as_str)?;
+    if ![Keeper::FromPods, Keeper::Mirroring].iter().any(|k| k.label() == managed) {
+        return None;
+    }
+    labels.get(SERVICE_NAME).and_then(Value::as_str)
+}
+
 /// The slices `keeper` keeps for service `name`.
 async fn current(
     client: &dyn ApiClient,
@@ -199,6 +209,16 @@ async fn current(
     Ok(items)
 }
 
+/// What a write left a service's slices as: each one's name and `metadata.generation`, for
+/// the controller to tell its own writes from others' (Kubernetes' `endpointSliceTracker`).
+pub(super) type Written = Vec<(String, i64)>;
+
+/// The name and generation of a slice as it is stored.
+fn written(slice: &Value) -> (String, i64) {
+    let generation = json::at(slice, "/metadata/generation").and_then(Value::as_i64);
+    (object_name(slice).to_string(), generation.unwrap_or(0))
+}
+
 /// Makes the slices `keeper` keeps for `owner` (the service, or the Endpoints mirrored)
 /// `desired`, as Kubernetes' reconciler does: a slice with the same ports is updated in place
 /// when its endpoints or labels differ; a slice left over takes the content of one that
@@ -209,19 +229,20 @@ pub(super) async fn write(
     keeper: Keeper,
     owner: &Value,
     desired: Vec<Value>,
-) -> Result<(), ApiError> {
+) -> Result<Written, ApiError> {
     let (namespace, name) = key_of(owner);
     let mut existing = current(client, keeper, &namespace, &name).await?;
     let mut unmatched = Vec::new();
+    let mut kept = Written::new();
     for want in desired {
         match existing.iter().position(|s| s.get("ports") == want.get("ports")) {
-            Some(at) => update(client, &namespace, existing.remove(at), want).await?,
+            Some(at) => kept.push(update(client, &namespace, existing.remove(at), want).await?),
             None => unmatched.push(want),
         }
     }
     for mut want in unmatched {
         if !existing.is_empty() {
-            update(client, &namespace, existing.remove(0), want).await?;
+            kept.push(update(client, &namespace, existing.remove(0), want).await?);
             continue;
         }
         want["metadata"]["generateName"] = json!(format!("{name}-"));
@@ -232,12 +253,12 @@ pub(super) async fn write(
         want["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1",
             "kind": kind, "name": name, "uid": object_uid(owner),
             "controller": true, "blockOwnerDeletion": true}]);
-        client.create(slices(), &namespace, want).await?;
+        kept.push(written(&client.create(slices(), &namespace, want).await?));
     }
     for extra in existing {
         delete(client, &namespace, &extra).await?;
     }
-    Ok(())
+    Ok(kept)
 }
 
 /// Gives slice `have` the endpoints, ports and labels of `want`, unless it has them.
@@ -246,11 +267,11 @@ async fn update(
     namespace: &str,
     mut have: Value,
     mut want: Value,
-) -> Result<(), ApiError> {
+) -> Result<(String, i64), ApiError> {
     let labels = |s: &Value| json::at(s, "/metadata/labels").cloned();
     let same = |field: &str| have.get(field) == want.get(field);
     if same("endpoints") && same("ports") && labels(&have) == labels(&want) {
-        return Ok(());
+        return Ok(written(&have));
     }
     for field in ["endpoints", "ports"] {
         match want.as_object_mut().and_then(|w| w.remove(field)) {
@@ -260,7 +281,7 @@ async fn update(
     }
     have["metadata"]["labels"] = want["metadata"]["labels"].take();
     trigger_time::annotate(&mut have, trigger_time::annotation(&want));
-    client.update(slices(), namespace, have).await.map(drop)
+    client.update(slices(), namespace, have).await.map(|slice| written(&slice))
 }
 
 /// Deletes the slices of service `name` (gone).

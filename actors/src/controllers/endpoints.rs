@@ -20,7 +20,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::endpoint_slices::{self, Keeper};
+use super::endpoint_slices::{self, Keeper, Written};
 use super::selects;
 use super::trigger_time::{self, TriggerTimes};
 use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
@@ -50,6 +50,12 @@ pub struct EndpointsController {
     in_flight: HashSet<Key>,
     /// What each service's last sync saw, for the time of the change the next one writes.
     trigger_times: TriggerTimes,
+    /// The generation of each slice as the controller last wrote (or found) it: a slice
+    /// changed by someone else, or deleted, has its service synced again, which puts it back.
+    slice_generations: HashMap<Key, i64>,
+    /// Slices changed while their service's write was under way (likely by it), with their
+    /// generation: judged once the write is done and its generations known.
+    unconfirmed: HashMap<Key, Vec<(Key, i64)>>,
 }
 
 /// A feed of services.
@@ -61,6 +67,11 @@ struct Services(Feed);
 #[derive(Message)]
 #[rtype(result = "()")]
 struct EndpointsFeed(Feed);
+
+/// A feed of EndpointSlices (to put back those of the controller's that others change).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SlicesFeed(Feed);
 
 /// A feed of nodes (for their zones).
 #[derive(Message)]
@@ -96,6 +107,8 @@ impl EndpointsController {
             retries: HashMap::new(),
             in_flight: HashSet::new(),
             trigger_times: TriggerTimes::default(),
+            slice_generations: HashMap::new(),
+            unconfirmed: HashMap::new(),
         }
     }
 
@@ -113,6 +126,12 @@ impl EndpointsController {
         } else {
             self.pods.let_go();
         }
+    }
+
+    /// Whether a slice at `generation` is past what the controller last wrote or found (or
+    /// unknown to it), as Kubernetes' `endpointSliceTracker.ShouldSync` judges it.
+    fn changed_by_others(&self, slice: &Key, generation: i64) -> bool {
+        self.slice_generations.get(slice).is_none_or(|known| generation > *known)
     }
 
     /// The services of a pod's namespace whose selector matches it.
@@ -151,8 +170,8 @@ impl EndpointsController {
                         endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
                             .await?;
                     }
-                    Ok(())
-                }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
+                    Ok(Written::new())
+                }) as futures::future::BoxFuture<'static, Result<Written, ApiError>>
             }
             // Without a selector, the Endpoints its user writes are mirrored (none for an
             // ExternalName service); the slices it had from its pods stay, as in Kubernetes.
@@ -172,6 +191,7 @@ impl EndpointsController {
                             let keeper = Keeper::Mirroring;
                             endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
                                 .await
+                                .map(|()| Written::new())
                         }
                     }
                 })
@@ -192,8 +212,9 @@ impl EndpointsController {
                 let service = service.clone();
                 Box::pin(async move {
                     write(client.as_ref(), &namespace, desired).await?;
-                    endpoint_slices::write(client.as_ref(), Keeper::FromPods, &service, slices)
-                        .await?;
+                    let written =
+                        endpoint_slices::write(client.as_ref(), Keeper::FromPods, &service, slices)
+                            .await?;
                     // What was mirrored while it had no selector goes, as in Kubernetes.
                     let name = object_name(&service);
                     endpoint_slices::delete_all(
@@ -202,7 +223,8 @@ impl EndpointsController {
                         &namespace,
                         name,
                     )
-                    .await
+                    .await?;
+                    Ok(written)
                 })
             }
         };
@@ -211,7 +233,18 @@ impl EndpointsController {
         ctx.spawn(written.into_actor(self).map(move |written, controller, ctx| {
             controller.in_flight.remove(&key);
             match written {
-                Ok(()) => {
+                Ok(written) => {
+                    let namespace = &key.0;
+                    for (slice, generation) in written {
+                        controller.slice_generations.insert((namespace.clone(), slice), generation);
+                    }
+                    for (slice, generation) in
+                        controller.unconfirmed.remove(&key).unwrap_or_default()
+                    {
+                        if controller.changed_by_others(&slice, generation) {
+                            controller.dirty.insert(key.clone());
+                        }
+                    }
                     controller.retries.remove(&key);
                     if controller.dirty.contains(&key) {
                         controller.mark(key, ctx);
@@ -437,6 +470,9 @@ impl Actor for EndpointsController {
         informer::feed_actor(ctx, client, endpoints, Scope::default(), EndpointsFeed);
         let client = self.client.clone();
         informer::feed_actor(ctx, client, resources::core("nodes"), Scope::default(), Nodes);
+        let client = self.client.clone();
+        let slices = endpoint_slices::slices();
+        informer::feed_actor(ctx, client, slices, Scope::default(), SlicesFeed);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -495,9 +531,53 @@ impl Handler<EndpointsFeed> for EndpointsController {
             Feed::Unavailable(_) => return,
         };
         for key in changed {
-            if self.services.get(&key).is_some_and(|service| selector(service).is_none()) {
+            // A service with a selector gets back Endpoints someone deleted (Kubernetes'
+            // `onEndpointsDelete`); the sync finds nothing to do for its own writes.
+            let mirrored =
+                self.services.get(&key).is_some_and(|service| selector(service).is_none());
+            if mirrored || (!self.endpoints.contains_key(&key) && self.services.contains_key(&key))
+            {
                 self.mark(key, ctx);
             }
+        }
+    }
+}
+
+impl Handler<SlicesFeed> for EndpointsController {
+    type Result = ();
+
+    /// A slice of the controller's that someone else changed (its generation is past the one
+    /// the controller wrote) or deleted has its service synced again, which puts it back, as
+    /// Kubernetes' EndpointSlice controllers do.
+    fn handle(&mut self, SlicesFeed(feed): SlicesFeed, ctx: &mut Context<Self>) {
+        let service_key = |slice: &Value| {
+            let service = endpoint_slices::service_of(slice)?;
+            Some((key_of(slice).0, service.to_string()))
+        };
+        match feed {
+            // Whatever changed while the watch was down: every service is looked at again.
+            Feed::Listed(_) => {
+                self.slice_generations.clear();
+                let keys: Vec<Key> = self.services.keys().cloned().collect();
+                keys.into_iter().for_each(|key| self.mark(key, ctx));
+            }
+            Feed::Changed(EventType::Deleted, slice) => {
+                self.slice_generations.remove(&key_of(&slice));
+                if let Some(key) = service_key(&slice) {
+                    self.mark(key, ctx);
+                }
+            }
+            Feed::Changed(_, slice) => {
+                let Some(key) = service_key(&slice) else { return };
+                let generation = json::at(&slice, "/metadata/generation").and_then(Value::as_i64);
+                let (slice, generation) = (key_of(&slice), generation.unwrap_or(0));
+                if self.in_flight.contains(&key) {
+                    self.unconfirmed.entry(key).or_default().push((slice, generation));
+                } else if self.changed_by_others(&slice, generation) {
+                    self.mark(key, ctx);
+                }
+            }
+            Feed::Unavailable(_) => {}
         }
     }
 }
@@ -858,5 +938,75 @@ mod tests {
         ApiClient::delete(&core, services, "default", "other", &options).await.unwrap();
         eventually("the other's slices gone", || async { others().await.is_empty().then_some(()) })
             .await;
+    }
+
+    /// Endpoints and slices of the controller's that someone deletes or edits are put back,
+    /// as Kubernetes' controllers put them back; its own writes leave it alone.
+    #[actix::test]
+    async fn what_others_delete_or_change_is_put_back() {
+        let core = core().await;
+        let _controller = EndpointsController::new(Arc::new(core.clone())).start();
+        let (services, pods) = (resources::core("services"), resources::core("pods"));
+        let endpoints = resources::core("endpoints");
+        let slices = endpoint_slices::slices();
+        let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
+            "ports": [{"port": 80, "targetPort": 8080}]}});
+        ApiClient::create(&core, services, "default", service).await.unwrap();
+        let created = json!({"metadata": {"name": "p", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}});
+        let mut running = ApiClient::create(&core, pods, "default", created).await.unwrap();
+        running["status"] = json!({"phase": "Running", "podIP": "127.0.0.7",
+            "conditions": [{"type": "Ready", "status": "True"}]});
+        ApiClient::update_status(&core, pods, "default", running).await.unwrap();
+        let slices_of = |service: &'static str| {
+            let core = core.clone();
+            async move {
+                let options = ListOptions {
+                    label_selector: Some(format!("kubernetes.io/service-name={service}")),
+                    ..ListOptions::default()
+                };
+                ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
+            }
+        };
+        let filled_slice = || async {
+            let mut all = slices_of("web").await;
+            (all.len() == 1 && all[0].get("endpoints").is_some()).then(|| all.remove(0))
+        };
+        let filled_endpoints = || async {
+            let got = ApiClient::get(&core, endpoints, "default", "web").await.ok();
+            got.filter(|e| e.get("subsets").is_some())
+        };
+        eventually("the endpoints", filled_endpoints).await;
+        let slice = eventually("the slice", filled_slice).await;
+        let options = DeleteOptions::default();
+        ApiClient::delete(&core, endpoints, "default", "web", &options).await.unwrap();
+        eventually("the endpoints back", filled_endpoints).await;
+        ApiClient::delete(&core, slices, "default", object_name(&slice), &options).await.unwrap();
+        let slice = eventually("a slice back", filled_slice).await;
+        let emptied = json!([{"op": "remove", "path": "/endpoints"}]);
+        let name = object_name(&slice).to_string();
+        ApiClient::patch(&core, slices, "default", &name, PatchType::Json, &emptied, false)
+            .await
+            .unwrap();
+        let restored = eventually("the slice's endpoints back", filled_slice).await;
+        assert_eq!(object_name(&restored), name, "put back in place");
+        assert_eq!(restored["metadata"]["generation"], 3, "{restored}");
+        // A mirrored slice likewise.
+        let manual = json!({"metadata": {"name": "manual"}, "spec": {"ports": [{"port": 80}]}});
+        ApiClient::create(&core, services, "default", manual).await.unwrap();
+        let written = json!({"metadata": {"name": "manual"},
+            "subsets": [{"addresses": [{"ip": "127.0.0.8"}], "ports": [{"port": 80}]}]});
+        ApiClient::create(&core, endpoints, "default", written).await.unwrap();
+        let mirrored = || async { slices_of("manual").await.pop() };
+        let copy = eventually("the mirrored slice", mirrored).await;
+        ApiClient::delete(&core, slices, "default", object_name(&copy), &options).await.unwrap();
+        let again = eventually("the mirrored slice back", || async {
+            mirrored().await.filter(|s| object_name(s) != object_name(&copy))
+        })
+        .await;
+        assert_eq!(again["endpoints"][0]["addresses"], json!(["127.0.0.8"]));
+        // Its own writes did not start a loop: the slice put back is as it was left.
+        let settled = slices_of("web").await.pop().unwrap();
+        assert_eq!(settled["metadata"]["generation"], 3, "{settled}");
     }
 }
