@@ -229,8 +229,14 @@ impl ReplicationManager {
         let manage = !deleting && self.expectations.get(key).is_none_or(Expectations::met);
         let wanted = json::at(&rc, "/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
         let create = manage && !self.backing_off.contains(key);
-        let missing = if create { wanted.saturating_sub(owned.len()).min(BURST) } else { 0 };
+        let needed = wanted.saturating_sub(owned.len());
+        let missing = if create { needed.min(BURST) } else { 0 };
         let surplus = if manage { owned.len().saturating_sub(wanted).min(BURST) } else { 0 };
+        // Nothing left to create or delete (scaled to what there is): no failure stands, as
+        // Kubernetes drops the condition on a sync that manages its replicas without error.
+        if manage && needed == 0 && surplus == 0 {
+            self.failures.remove(key);
+        }
         let victims: Vec<Value> = if surplus > 0 {
             let mut ranked = owned.clone();
             deletion_order(&mut ranked, chrono::Utc::now());
@@ -434,10 +440,11 @@ impl ReplicationManager {
             status.insert("observedGeneration".into(), generation.clone());
         }
         if let Some((reason, message)) = self.failures.get(key) {
+            // While failures go on, the first one's condition stays as it was written (its
+            // message and time), as Kubernetes keeps it.
             let unchanged = json::at(rc, "/status/conditions")
                 .and_then(Value::as_array)
                 .and_then(|c| c.iter().find(|c| c["type"] == "ReplicaFailure"))
-                .filter(|c| c["message"] == message.as_str())
                 .cloned();
             let condition = unchanged.unwrap_or_else(|| {
                 json!({"type": "ReplicaFailure", "status": "True", "reason": reason,
@@ -954,6 +961,18 @@ mod tests {
         let message = condition["message"].as_str().unwrap();
         assert!(message.contains("serviceaccount \"ghost\" not found"), "{message}");
         assert!(pods_of(&core, "lost").await.is_empty());
+        // Scaled to what there is, nothing fails any more: the condition goes (Kubernetes drops
+        // it on the next sync without an error), while the creates still back off.
+        let scale = json!({"spec": {"replicas": 0}});
+        let rcs = resources::core("replicationcontrollers");
+        ApiClient::patch(&core, rcs, "default", "lost", PatchType::Merge, &scale, false)
+            .await
+            .unwrap();
+        eventually("the failure gone", || async {
+            let status = status(&core, "lost").await;
+            (status["observedGeneration"] == 2 && status.get("conditions").is_none()).then_some(())
+        })
+        .await;
     }
 
     #[test]
