@@ -3,7 +3,7 @@
 //! events.k8s.io/v1 events (its `events` package); `kubectl get events` and `kubectl describe`
 //! show both.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +72,45 @@ impl Recorded {
 }
 
 static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
+
+/// Events alike but for their message: same object, type, reason and reporter (and host), as
+/// client-go's aggregator keys them.
+type Alike = (String, String, EventKind, String, String, String);
+
+/// How many different messages of events alike are written as they are within the window;
+/// from the tenth on they are combined into one event (client-go's `maxEvents`).
+const AGGREGATED_MESSAGES: usize = 10;
+/// The message of events combined, before the latest one's own.
+const COMBINED: &str = "(combined from similar events): ";
+
+/// The different messages of events alike seen lately, and when the last was.
+static ALIKE: LazyLock<Mutex<HashMap<Alike, (HashSet<String>, Instant)>>> =
+    LazyLock::new(Default::default);
+
+/// Whether an event alike `key` with `message` is one too many to write as it is: the tenth
+/// different message within ten minutes of the last, as client-go's `EventAggregate` counts
+/// them; the set stays below ten (client-go forgets any one message, this the latest: the
+/// first nine go on being written as they are, each counting its own repeats).
+fn combined(key: Alike, message: &str) -> bool {
+    let mut alike = ALIKE.lock().expect("event aggregation lock");
+    if alike.len() >= REMEMBERED {
+        alike.retain(|_, (_, last)| last.elapsed() < AGGREGATION_WINDOW);
+        if alike.len() >= REMEMBERED {
+            alike.clear();
+        }
+    }
+    let (messages, last) = alike.entry(key).or_insert_with(|| (HashSet::new(), Instant::now()));
+    if last.elapsed() > AGGREGATION_WINDOW {
+        messages.clear();
+    }
+    *last = Instant::now();
+    messages.insert(message.to_string());
+    if messages.len() < AGGREGATED_MESSAGES {
+        return false;
+    }
+    messages.remove(message);
+    true
+}
 
 /// The same events.k8s.io/v1 event again, as client-go's events recorder tells it (`getKey`):
 /// same action, reason, reporter, object (and part of it) and related object; the note may
@@ -245,20 +284,32 @@ pub async fn record_on_node(
     }
     let time = crate::model::now();
     let events = resources::core("events");
+    let alike = (
+        object.namespace.clone(),
+        object.uid.clone(),
+        kind,
+        reason.to_string(),
+        component.to_string(),
+        host.to_string(),
+    );
+    // Past nine different messages, one event counts the rest (whatever part of the object
+    // they are about), its message the latest.
+    let combine = combined(alike, message);
     let similar = (
         object.namespace.clone(),
         object.uid.clone(),
-        object.field_path.clone(),
+        if combine { None } else { object.field_path.clone() },
         kind,
         reason.to_string(),
-        message.to_string(),
+        if combine { COMBINED.to_string() } else { message.to_string() },
         component.to_string(),
     );
+    let message = if combine { format!("{COMBINED}{message}") } else { message.to_string() };
     let name = format!("{}.{:x}", object.name, unique_nanos());
     let namespace = event_namespace(object);
     if let Some((first, count)) = count_repeat(&RECENT, similar.clone(), &name, AGGREGATION_WINDOW)
     {
-        let patch = json!({"count": count, "lastTimestamp": time});
+        let patch = json!({"count": count, "lastTimestamp": time, "message": message});
         let patched =
             client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await;
         match patched {
@@ -477,6 +528,39 @@ mod tests {
         let preempted = by_reason("Preempted");
         assert_eq!(preempted["related"]["name"], "important");
         assert!(preempted.get("series").is_none_or(Value::is_null), "{preempted}");
+    }
+
+    /// Past nine different messages of events alike (a controller's failed creates, each
+    /// naming its pod), one event counts the rest, as client-go's aggregator combines them.
+    #[actix::test]
+    async fn events_alike_but_for_their_message_are_combined_from_the_tenth() {
+        let core = crate::testing::core().await;
+        let rc = ObjectRef {
+            kind: "ReplicationController",
+            ..ObjectRef::pod("default".into(), "web".into(), "uid-combined".into())
+        };
+        for i in 0..14 {
+            let message = format!("Error creating: pods \"web-{i}\" is forbidden");
+            record(&core, &rc, EventKind::Warning, "FailedCreate", &message, "rc-manager").await;
+        }
+        // The same message again counts into its own event.
+        let again = "Error creating: pods \"web-0\" is forbidden";
+        record(&core, &rc, EventKind::Warning, "FailedCreate", again, "rc-manager").await;
+        let events = resources::find("", "v1", "events").unwrap();
+        let list =
+            ApiClient::list(&core, events, Some("default"), &ListOptions::default()).await.unwrap();
+        let mine: Vec<&Value> =
+            list.items.iter().filter(|e| e["involvedObject"]["uid"] == "uid-combined").collect();
+        let combined: Vec<&&Value> =
+            mine.iter().filter(|e| e["message"].as_str().unwrap().starts_with(COMBINED)).collect();
+        assert_eq!((mine.len(), combined.len()), (10, 1), "{mine:?}");
+        assert_eq!(combined[0]["count"], 5, "{}", combined[0]);
+        assert_eq!(
+            combined[0]["message"],
+            "(combined from similar events): Error creating: pods \"web-13\" is forbidden"
+        );
+        let first = mine.iter().find(|e| e["message"] == again).unwrap();
+        assert_eq!(first["count"], 2);
     }
 
     #[actix::test]
