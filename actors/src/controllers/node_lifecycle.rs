@@ -63,6 +63,9 @@ pub struct NodeLifecycleConfig {
     /// How long a node may go unheard from before it is not Ready
     /// (`--node-monitor-grace-period`).
     pub grace_period: Duration,
+    /// The same for a node whose agent never posted its status (no Ready condition):
+    /// Kubernetes' `--node-startup-grace-period`, a minute; not configurable here.
+    pub startup_grace_period: Duration,
     /// Nodes a second given a NoExecute taint, per zone (`--node-eviction-rate`).
     pub eviction_rate: f64,
     /// The same in a large zone mostly not Ready (`--secondary-node-eviction-rate`).
@@ -83,6 +86,7 @@ impl Default for NodeLifecycleConfig {
     fn default() -> Self {
         Self {
             grace_period: Duration::from_secs(40),
+            startup_grace_period: Duration::from_secs(60),
             eviction_rate: 0.1,
             secondary_eviction_rate: 0.01,
             unhealthy_zone_threshold: 0.55,
@@ -201,9 +205,12 @@ impl NodeLifecycleController {
         let states = self.zone_states();
         let all_down = Self::all_down(&states);
         for (name, node) in &self.nodes {
-            let grace = self.config.grace_period;
-            let silent = self.heard.get(name).is_some_and(|h| h.at.elapsed() > grace);
             let ready = condition_status(node, "Ready");
+            let grace = match ready {
+                Some(_) => self.config.grace_period,
+                None => self.config.startup_grace_period,
+            };
+            let silent = self.heard.get(name).is_some_and(|h| h.at.elapsed() > grace);
             let update =
                 (silent && ready.as_deref() != Some("Unknown")).then(|| unknown_status(node));
             let zone = zone_of(node);
@@ -458,23 +465,26 @@ fn taints(node: &Value) -> &[Value] {
     json::at(node, "/spec/taints").and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
-/// The node with its agent's conditions Unknown, as Kubernetes writes them.
+/// The node with its agent's conditions Unknown, as Kubernetes writes them: one its agent
+/// never posted is added, its heartbeat the node's creation; one already Unknown is left as
+/// it is.
 fn unknown_status(node: &Value) -> Value {
     let now = crate::model::now();
     let mut node = node.clone();
+    let created = json::at(&node, "/metadata/creationTimestamp").cloned();
     let mut conditions: Vec<Value> = conditions(&node).to_vec();
     for kind in CONDITIONS {
-        let unknown = json!({"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
-            "message": "Kubelet stopped posting node status.", "lastTransitionTime": now});
         match conditions.iter_mut().find(|c| c["type"] == *kind) {
+            Some(condition) if condition["status"] == "Unknown" => {}
             Some(condition) => {
-                let heartbeat = condition.get("lastHeartbeatTime").cloned();
-                *condition = unknown;
-                if let Some(heartbeat) = heartbeat {
-                    condition["lastHeartbeatTime"] = heartbeat;
-                }
+                condition["status"] = json!("Unknown");
+                condition["reason"] = json!("NodeStatusUnknown");
+                condition["message"] = json!("Kubelet stopped posting node status.");
+                condition["lastTransitionTime"] = json!(now);
             }
-            None => conditions.push(unknown),
+            None => conditions.push(json!({"type": kind, "status": "Unknown",
+                "reason": "NodeStatusNeverUpdated", "message": "Kubelet never posted node status.",
+                "lastHeartbeatTime": created, "lastTransitionTime": now})),
         }
     }
     node["status"]["conditions"] = Value::Array(conditions);
@@ -668,6 +678,33 @@ mod tests {
         ApiClient::delete(&core, nodes, "", "n1", &DeleteOptions::default()).await.unwrap();
         let removing = eventually("RemovingNode", || about("RemovingNode")).await;
         assert_eq!(removing["message"], "Node n1 event: Removing Node n1 from Controller");
+    }
+
+    /// A node whose agent never posted its status is judged after the startup grace, and
+    /// its conditions say so, their heartbeat its creation.
+    #[actix::test]
+    async fn a_node_never_heard_from_is_unknown_after_the_startup_grace() {
+        let core = core().await;
+        let nodes = resources::core("nodes");
+        let ghost = json!({"metadata": {"name": "ghost"}});
+        let ghost = ApiClient::create(&core, nodes, "", ghost).await.unwrap();
+        let config = NodeLifecycleConfig {
+            grace_period: Duration::from_secs(3600),
+            startup_grace_period: Duration::from_secs(1),
+            ..fast()
+        };
+        let _controller = NodeLifecycleController::new(Arc::new(core.clone()), config).start();
+        let marked = eventually("the node marked", || async {
+            let node = ApiClient::get(&core, nodes, "", "ghost").await.ok()?;
+            (conditions(&node).len() == 4).then_some(node)
+        })
+        .await;
+        for condition in conditions(&marked) {
+            assert_eq!(condition["status"], "Unknown", "{condition}");
+            assert_eq!(condition["reason"], "NodeStatusNeverUpdated", "{condition}");
+            assert_eq!(condition["message"], "Kubelet never posted node status.");
+            assert_eq!(condition["lastHeartbeatTime"], ghost["metadata"]["creationTimestamp"]);
+        }
     }
 
     #[actix::test]
