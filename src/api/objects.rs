@@ -758,7 +758,7 @@ fn creation_warnings(resource: &ResourceType, body: &Value) -> CreationWarnings 
 impl CreationWarnings {
     /// The warnings about `created`.
     fn of(self, created: &StoredObject) -> Vec<String> {
-        let name = self.pod.then(|| created.key.name.as_str());
+        let name = self.pod.then_some(created.key.name.as_str());
         let named = name.and_then(kplane_actors::model::validation::pod_name_warning);
         named.into_iter().chain(self.warnings).collect()
     }

@@ -84,8 +84,10 @@ const AGGREGATED_MESSAGES: usize = 10;
 const COMBINED: &str = "(combined from similar events): ";
 
 /// The different messages of events alike seen lately, and when the last was.
-static ALIKE: LazyLock<Mutex<HashMap<Alike, (HashSet<String>, Instant)>>> =
-    LazyLock::new(Default::default);
+type Messages = (HashSet<String>, Instant);
+
+/// The messages of each kind of events alike.
+static ALIKE: LazyLock<Mutex<HashMap<Alike, Messages>>> = LazyLock::new(Default::default);
 
 /// Whether an event alike `key` with `message` is one too many to write as it is: the tenth
 /// different message within ten minutes of the last, as client-go's `EventAggregate` counts
