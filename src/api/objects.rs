@@ -297,7 +297,8 @@ async fn dispatch(
             let bytes = body::read(payload, state.max_body_bytes).await?;
             let escalation = escalation(&req, &state, resource);
             let Some(patch_type) = patch_type(&req)? else {
-                let options = query.apply_options()?;
+                let mut options = query.apply_options()?;
+                options.create_denied = crate::auth::filter::create_denial(&req);
                 let mut config = body::parse_yaml(&bytes)?;
                 body::check_apply_config(resource, namespace, name, &mut config)?;
                 if let Some(escalation) = &escalation {

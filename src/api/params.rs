@@ -128,6 +128,7 @@ impl Query {
             force: self.flag("force"),
             strict_fields: validation == Some(FieldValidation::Strict),
             patch_findings: Vec::new(),
+            create_denied: None,
         })
     }
 

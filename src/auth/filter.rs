@@ -60,8 +60,8 @@ fn attempted(req: &actix_web::HttpRequest) -> String {
 }
 
 fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> HttpError {
-    let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
     if !a.resource_request {
+        let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
         let message =
             format!("forbidden: User {:?} cannot {} path {:?}{suffix}", user.name, a.verb, a.path);
         return HttpError::Forbidden {
@@ -71,6 +71,24 @@ fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> HttpError {
             name: String::new(),
         };
     }
+    let qualified = if a.api_group.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}.{}", a.resource, a.api_group)
+    };
+    let named = if a.name.is_empty() { String::new() } else { format!(" {:?}", a.name) };
+    let message = format!("{qualified}{named} is forbidden: {}", denial(user, a, reason));
+    HttpError::Forbidden {
+        message,
+        kind: a.resource.clone(),
+        group: a.api_group.clone(),
+        name: a.name.clone(),
+    }
+}
+
+/// What a resource request's 403 says after `... is forbidden: `.
+fn denial(user: &UserInfo, a: &Attributes, reason: &str) -> String {
+    let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
     let resource = if a.subresource.is_empty() {
         a.resource.clone()
     } else {
@@ -81,22 +99,28 @@ fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> HttpError {
     } else {
         format!("in the namespace {:?}", a.namespace)
     };
-    let qualified = if a.api_group.is_empty() {
-        a.resource.clone()
-    } else {
-        format!("{}.{}", a.resource, a.api_group)
-    };
-    let named = if a.name.is_empty() { String::new() } else { format!(" {:?}", a.name) };
-    let message = format!(
-        "{qualified}{named} is forbidden: User {:?} cannot {} resource {resource:?} in API group {:?} {scope}{suffix}",
+    format!(
+        "User {:?} cannot {} resource {resource:?} in API group {:?} {scope}{suffix}",
         user.name, a.verb, a.api_group
-    );
-    HttpError::Forbidden {
-        message,
-        kind: a.resource.clone(),
-        group: a.api_group.clone(),
-        name: a.name.clone(),
+    )
+}
+
+/// On the secure port, why the user of `req` (a write of one object, e.g. an apply patch)
+/// may not create the object it names, in Kubernetes' words after `... is forbidden: `
+/// (`User "bob" cannot create resource "configmaps" in API group "" in the namespace "qa"`);
+/// `None` when it may, and on the insecure port. Kubernetes authorizes an apply patch that
+/// creates its object as a create.
+pub fn create_denial(req: &actix_web::HttpRequest) -> Option<String> {
+    if !req.app_config().secure() {
+        return None;
     }
+    let state = req.app_data::<web::Data<AppState>>()?;
+    let security = state.security.as_ref()?;
+    let user = req.extensions().get::<RequestUser>()?.0.clone();
+    let mut attributes = Attributes::of(req.method(), req.path(), req.query_string());
+    attributes.verb = "create".into();
+    let decision = security.authorizer.decide(&user, &attributes);
+    (!decision.allowed).then(|| denial(&user, &attributes, &decision.reason))
 }
 
 /// Who sent a request, and whom it impersonates, as the audit log records them.

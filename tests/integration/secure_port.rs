@@ -728,6 +728,36 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
 }
 
+/// A server-side apply that would create its object is authorized as a create, as Kubernetes'
+/// patch handler authorizes it: `patch` alone updates what exists, and creates nothing.
+#[test]
+fn an_apply_that_creates_needs_create() {
+    let files = tempfile::tempdir().unwrap();
+    let (_server, _, root, bob) = rbac_server(files.path());
+    root.ok(&["create", "configmap", "kept", "--from-literal=a=1"]);
+    root.ok(&["create", "role", "cm-patch", "--verb=get,patch", "--resource=configmaps"]);
+    root.ok(&["create", "rolebinding", "bob-patches", "--role=cm-patch", "--user=bob"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob may patch", || {
+        bob.run(&["auth", "can-i", "patch", "configmaps"]).1 == "yes\n"
+    });
+    let manifest = |name: &str| {
+        let file = files.path().join(format!("{name}.yaml"));
+        let body = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{a: '2'}}\n"
+        );
+        std::fs::write(&file, body).unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    bob.ok(&["apply", "--server-side", "--force-conflicts", "-f", &manifest("kept")]);
+    let refused = bob.refused(&["apply", "--server-side", "-f", &manifest("fresh")]);
+    assert!(
+        refused.contains(r#"configmaps "fresh" is forbidden: User "bob" cannot create resource "configmaps" in API group "" in the namespace "default""#),
+        "{refused}"
+    );
+    assert!(!root.run(&["get", "configmap", "fresh"]).0, "not created");
+    assert_eq!(root.ok(&["get", "configmap", "kept", "-o", "jsonpath={.data.a}"]), "2");
+}
+
 /// Impersonation (`kubectl --as`, `--as-group`): allowed to who may `impersonate` the user,
 /// each group, the service account; the request is then that user's, authorized as theirs;
 /// otherwise 403 in Kubernetes' words.

@@ -63,6 +63,9 @@ impl ApiCore {
                 if status_only {
                     return Err(ApiError::not_found(resource, name));
                 }
+                if let Some(denial) = &options.create_denied {
+                    return Err(ApiError::forbidden(resource, name, denial.clone(), Vec::new()));
+                }
                 let mut fields = ManagedFields::default();
                 let mut object = fields
                     .apply(None, &config, &writer, has_status(resource), options.force)

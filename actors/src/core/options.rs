@@ -82,6 +82,10 @@ pub struct WriteOptions {
     /// operation's unknown or repeated members), in Kubernetes' words: with `strict_fields`,
     /// they refuse the patch ahead of the patched object's unknown fields.
     pub patch_findings: Vec<String>,
+    /// Why the writer may not create the object, if so (it may patch it: Kubernetes
+    /// authorizes an apply that creates its object as a create): such an apply is refused
+    /// with this reason (403).
+    pub create_denied: Option<String>,
 }
 
 impl WriteOptions {
