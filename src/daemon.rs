@@ -139,13 +139,14 @@ async fn create_bootstrap_policy(client: &dyn ApiClient) -> Result<(), ApiError>
         let resource = resources::find(resources::RBAC_GROUP, "v1", plural)
             .expect("RBAC resources are served");
         let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        match client.create(resource, "", object.clone()).await {
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+        match client.create(resource, &namespace, object.clone()).await {
             Ok(_) => {}
             Err(ApiError::AlreadyExists { .. }) => {
-                let mut stored = client.get(resource, "", &name).await?;
+                let mut stored = client.get(resource, &namespace, &name).await?;
                 let updatable = stored.pointer(AUTOUPDATE).and_then(|v| v.as_str()) == Some("true");
                 if updatable && reconcile_bootstrap(&mut stored, &object) {
-                    client.update(resource, "", stored).await?;
+                    client.update(resource, &namespace, stored).await?;
                 }
             }
             Err(e) => return Err(e),

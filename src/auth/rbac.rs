@@ -365,7 +365,10 @@ impl RbacStore {
 /// that concerns what kplane serves): `cluster-admin` for the group `system:masters`,
 /// `system:basic-user` (asking who one is and what one may do) and `system:discovery` for
 /// every authenticated user, `system:public-info-viewer` (health and version) for everyone,
-/// `system:service-account-issuer-discovery` (the token issuer's keys) for service accounts;
+/// `system:service-account-issuer-discovery` (the token issuer's keys) for service accounts,
+/// `system:monitoring` (health and metrics) for the group of that name, `system:node-proxier`
+/// for the user `system:kube-proxy`, `system:auth-delegator` and the kube-system Role
+/// `extension-apiserver-authentication-reader` to bind (as metrics-server's manifests do);
 /// and the user-facing `view`, `edit` and `admin`, unbound, to grant in a namespace. As in
 /// Kubernetes, these three aggregate (the ClusterRole aggregation controller keeps their
 /// rules): `view` the roles labelled `rbac.authorization.k8s.io/aggregate-to-view`, which
@@ -480,7 +483,51 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
                     "/openid/v1/jwks", "/openid/v1/jwks/"]}]),
             ),
         ),
+        (
+            "clusterroles",
+            role(
+                "system:auth-delegator",
+                json!([
+            {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"]},
+            {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"]}]),
+            ),
+        ),
+        (
+            "clusterroles",
+            role(
+                "system:monitoring",
+                json!([{"verbs": ["get"], "nonResourceURLs": ["/metrics", "/metrics/slis",
+                    "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"]}]),
+            ),
+        ),
+        (
+            "clusterroles",
+            role(
+                "system:node-proxier",
+                json!([
+            {"verbs": ["list", "watch"], "apiGroups": [""], "resources": ["services", "endpoints"]},
+            {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["nodes"]},
+            {"verbs": ["create", "patch", "update"], "apiGroups": ["", "events.k8s.io"], "resources": ["events"]},
+            {"verbs": ["list", "watch"], "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]}]),
+            ),
+        ),
         ("clusterrolebindings", bind("cluster-admin", &["system:masters"])),
+        ("clusterrolebindings", bind("system:monitoring", &["system:monitoring"])),
+        ("clusterrolebindings", {
+            let mut binding = bind("system:node-proxier", &[]);
+            binding["subjects"] = json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                "name": "system:kube-proxy"}]);
+            binding
+        }),
+        // What extension API servers (metrics-server) bind to read the authentication settings.
+        ("roles", {
+            let mut reader = role("extension-apiserver-authentication-reader", json!([
+                {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["configmaps"],
+                    "resourceNames": ["extension-apiserver-authentication"]}]));
+            reader["kind"] = json!("Role");
+            reader["metadata"]["namespace"] = json!("kube-system");
+            reader
+        }),
         ("clusterrolebindings", bind("system:basic-user", &["system:authenticated"])),
         ("clusterrolebindings", bind("system:discovery", &["system:authenticated"])),
         (
@@ -579,6 +626,29 @@ mod tests {
 
     fn ask(method: Method, path: &str) -> Attributes {
         Attributes::of(&method, path, "")
+    }
+
+    /// The bootstrap roles of the components and tools that bind them: the monitoring group
+    /// reads metrics and health, kube-proxy what it proxies to; the kube-system Role extension
+    /// API servers bind is there to bind.
+    #[test]
+    fn monitoring_and_the_proxier_are_granted_what_they_need() {
+        let rbac = store();
+        let monitor = UserInfo::authenticated("prometheus", "1", vec!["system:monitoring".into()]);
+        assert!(allowed(&rbac, &monitor, &ask(Method::GET, "/metrics")));
+        assert!(allowed(&rbac, &monitor, &ask(Method::GET, "/readyz/etcd")));
+        assert!(!allowed(&rbac, &monitor, &ask(Method::GET, "/api/v1/pods")));
+        let proxy = UserInfo::authenticated("system:kube-proxy", "2", Vec::new());
+        let slices = "/apis/discovery.k8s.io/v1/endpointslices";
+        assert!(allowed(&rbac, &proxy, &ask(Method::GET, slices)));
+        assert!(allowed(&rbac, &proxy, &ask(Method::POST, "/api/v1/namespaces/default/events")));
+        assert!(!allowed(&rbac, &proxy, &ask(Method::GET, "/api/v1/namespaces/default/secrets")));
+        let policy = bootstrap_policy();
+        let reader = policy
+            .iter()
+            .find(|(_, o)| o["metadata"]["name"] == "extension-apiserver-authentication-reader");
+        let (plural, reader) = reader.expect("bootstrapped");
+        assert_eq!((*plural, &reader["metadata"]["namespace"]), ("roles", &json!("kube-system")));
     }
 
     #[test]
