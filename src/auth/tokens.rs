@@ -44,8 +44,12 @@ struct Claims {
     aud: Vec<String>,
     exp: i64,
     iat: i64,
+    /// Optional, as in Kubernetes: a token is not taken before it.
+    #[serde(default)]
     nbf: i64,
     iss: String,
+    /// Optional, as in Kubernetes (the credential id, when given).
+    #[serde(default)]
     jti: String,
     sub: String,
     #[serde(rename = "kubernetes.io")]
@@ -210,6 +214,7 @@ impl TokenIssuer {
         };
         validation.set_audience(&wanted);
         validation.leeway = 0;
+        validation.validate_nbf = true;
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation).ok()?;
         let claims = data.claims;
         Some(TokenAccount {
@@ -344,6 +349,27 @@ mod tests {
         assert!(issuer.verify(&for_vault, &[]).is_none());
         assert!(issuer.verify(&for_vault, &["vault".to_string()]).is_some());
         assert!(issuer.verify("not.a.token", &[]).is_none());
+        // Signed by the issuer's key: one without an id is taken, one not valid yet is not.
+        let now = chrono::Utc::now().timestamp();
+        let signed = |jti: &str, nbf: i64| {
+            let claims = Claims {
+                aud: vec![ISSUER.into()],
+                exp: now + 600,
+                iat: now,
+                nbf,
+                iss: ISSUER.into(),
+                jti: jti.into(),
+                sub: "system:serviceaccount:team:ci".into(),
+                kubernetes: KubernetesClaims {
+                    namespace: "team".into(),
+                    serviceaccount: AccountRef { name: "ci".into(), uid: "u-1".into() },
+                },
+            };
+            jsonwebtoken::encode(&issuer.header(), &claims, &issuer.encoding).unwrap()
+        };
+        let anonymous_id = issuer.verify(&signed("", now), &[]).expect("no jti needed");
+        assert_eq!(anonymous_id.token_id, None);
+        assert!(issuer.verify(&signed("id", now + 120), &[]).is_none(), "not valid before nbf");
     }
 
     #[test]
