@@ -35,6 +35,27 @@ pub struct Queued {
     unschedulable_since: Option<Instant>,
     /// The last unschedulable message written for it (written again only when it changes).
     pub last_message: Option<String>,
+    /// What of the pod an update may change to make it fit (see [`fingerprint`]).
+    fingerprint: u64,
+}
+
+/// A digest of what of a pod may decide where it fits: all but its status and the metadata
+/// every write changes (`resourceVersion`, `generation`, `managedFields`), as kube-scheduler's
+/// `isPodUpdated` compares a pod with its last version. The scheduler's own status writes
+/// (why it fits nowhere, the node a preemption made room on) leave it as it is.
+pub fn fingerprint(pod: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    if let Some(metadata) = pod.get("metadata").and_then(serde_json::Value::as_object) {
+        for (key, value) in metadata {
+            if !matches!(key.as_str(), "resourceVersion" | "generation" | "managedFields") {
+                key.hash(&mut hasher);
+                value.to_string().hash(&mut hasher);
+            }
+        }
+    }
+    pod.get("spec").map(ToString::to_string).hash(&mut hasher);
+    hasher.finish()
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -90,18 +111,29 @@ impl SchedulingQueue {
         !self.active.is_empty()
     }
 
-    /// A new pending pod goes to the active heap; a known one is updated, and retried at once
-    /// if it was unschedulable (its spec may have changed what fits).
-    pub fn add_or_update(&mut self, info: PodInfo) {
+    /// A new pending pod goes to the active heap; a known one is updated, and, if it was
+    /// unschedulable and the update changed more than its status (see [`fingerprint`]), retried
+    /// once its back-off has passed, as kube-scheduler retries an updated pod.
+    pub fn add_or_update(&mut self, info: PodInfo, fingerprint: u64, now: Instant) {
         let uid = info.uid.clone();
         match self.pods.get_mut(&uid) {
             Some(queued) => {
                 queued.info = Arc::new(info);
-                if queued.place == Place::Unschedulable {
-                    queued.place = Place::Active;
-                    let entry =
-                        Entry { priority: queued.info.priority, age: queued.age, uid: uid.clone() };
-                    self.active.push(entry);
+                let updated =
+                    std::mem::replace(&mut queued.fingerprint, fingerprint) != fingerprint;
+                if queued.place == Place::Unschedulable && updated {
+                    match queued.backoff_until.filter(|until| *until > now) {
+                        Some(until) => {
+                            queued.place = Place::Backoff;
+                            self.backoff.insert((until, queued.age), uid);
+                        }
+                        None => {
+                            queued.place = Place::Active;
+                            let entry =
+                                Entry { priority: queued.info.priority, age: queued.age, uid };
+                            self.active.push(entry);
+                        }
+                    }
                 }
             }
             None => {
@@ -118,6 +150,7 @@ impl SchedulingQueue {
                         backoff_until: None,
                         unschedulable_since: None,
                         last_message: None,
+                        fingerprint,
                     },
                 );
                 self.active.push(Entry { priority, age, uid });
@@ -248,9 +281,10 @@ mod tests {
     #[test]
     fn priority_first_then_age() {
         let mut q = SchedulingQueue::default();
-        q.add_or_update(info("old-low", 0));
-        q.add_or_update(info("high", 10));
-        q.add_or_update(info("new-low", 0));
+        let now = Instant::now();
+        q.add_or_update(info("old-low", 0), 0, now);
+        q.add_or_update(info("high", 10), 0, now);
+        q.add_or_update(info("new-low", 0), 0, now);
         let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|p| p.uid.clone()).collect();
         assert_eq!(order, ["high", "old-low", "new-low"]);
         assert!(q.pop().is_none());
@@ -259,9 +293,9 @@ mod tests {
     #[test]
     fn back_off_then_retry_and_unschedulable_waits_for_a_change() {
         let mut q = SchedulingQueue::default();
-        q.add_or_update(info("a", 0));
-        q.add_or_update(info("b", 0));
         let now = Instant::now();
+        q.add_or_update(info("a", 0), 0, now);
+        q.add_or_update(info("b", 0), 0, now);
         q.pop().unwrap();
         q.back_off("a", now);
         q.pop().unwrap();
@@ -278,5 +312,31 @@ mod tests {
         assert_eq!(q.get("b").unwrap().attempts, 2);
         q.remove("b");
         assert_eq!(q.len(), 1);
+    }
+
+    /// An unschedulable pod whose update changes only its status (the scheduler's own write
+    /// of why it waits) stays waiting; one whose spec changed is retried once its back-off
+    /// has passed.
+    #[test]
+    fn an_unschedulable_pod_is_retried_for_an_update_of_more_than_its_status() {
+        let mut q = SchedulingQueue::default();
+        let now = Instant::now();
+        let pod = serde_json::json!({"metadata": {"name": "p", "resourceVersion": "1"},
+            "spec": {"containers": [{"name": "c"}]}});
+        q.add_or_update(info("p", 0), fingerprint(&pod), now);
+        q.pop().unwrap();
+        q.unschedulable("p", now);
+        let mut status_written = pod.clone();
+        status_written["metadata"]["resourceVersion"] = serde_json::json!("2");
+        status_written["status"] = serde_json::json!({"nominatedNodeName": "n"});
+        q.add_or_update(info("p", 0), fingerprint(&status_written), now);
+        q.flush_backoff(now + Duration::from_secs(5));
+        assert!(q.pop().is_none(), "its own status write does not retry it");
+        let mut relabelled = status_written.clone();
+        relabelled["metadata"]["labels"] = serde_json::json!({"tier": "x"});
+        q.add_or_update(info("p", 0), fingerprint(&relabelled), now);
+        assert!(q.pop().is_none(), "not before its back-off");
+        q.flush_backoff(now + Duration::from_secs(1));
+        assert_eq!(q.pop().unwrap().uid, "p");
     }
 }

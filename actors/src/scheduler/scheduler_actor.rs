@@ -309,6 +309,8 @@ impl Scheduler {
         if self.already_counted(&value) {
             return false;
         }
+        let unbound = value.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("") == "";
+        let fingerprint = if unbound { super::queue::fingerprint(&value) } else { 0 };
         let Ok(pod) = serde_json::from_value::<Pod>(value) else { return false };
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let spec = pod.spec.as_ref();
@@ -360,7 +362,7 @@ impl Scheduler {
                             self.nominated.remove(&uid);
                         }
                     }
-                    self.queue.add_or_update(info);
+                    self.queue.add_or_update(info, fingerprint, Instant::now());
                 }
                 false
             }

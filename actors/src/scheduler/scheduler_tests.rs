@@ -490,6 +490,10 @@ async fn a_pod_of_higher_priority_preempts_one_of_lower_priority() {
     .await;
     let high_uid = high["metadata"]["uid"].as_str().unwrap();
     assert_eq!(preempted["message"], format!("Preempted by pod {high_uid} on node only"));
+    // Once: the scheduler's own write of the nomination does not retry the pod at once (it
+    // preempted again while its victim was still being deleted).
+    let list = ApiClient::list(&core, events, Some("default"), &options).await.unwrap();
+    assert_eq!(list.items.len(), 1, "{:?}", list.items);
     assert_eq!(node_of(&core, "waits").await, None, "the polite pod still waits");
 }
 
