@@ -25,6 +25,8 @@ pub enum FitFailure {
     InsufficientScalar(String),
     /// The node does not match the pod's nodeSelector or required node affinity.
     NodeSelectorMismatch,
+    /// The pod's required node affinity names other nodes (left out before filtering).
+    NotNamed,
     /// The node has a NoSchedule or NoExecute taint the pod does not tolerate (the first).
     UntoleratedTaint {
         /// The taint key.
@@ -60,6 +62,7 @@ impl fmt::Display for FitFailure {
             FitFailure::NodeSelectorMismatch => {
                 f.write_str("node(s) didn't match Pod's node affinity/selector")
             }
+            FitFailure::NotNamed => f.write_str("node(s) didn't satisfy plugin(s) [NodeAffinity]"),
             FitFailure::UntoleratedTaint { key, value, .. } => {
                 write!(f, "node(s) had untolerated taint {{{key}: {value}}}")
             }

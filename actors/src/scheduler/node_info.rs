@@ -6,7 +6,7 @@
 //! resources, host ports in use, label groups for spreading) are updated as pods are added
 //! and removed, so a scheduling decision only reads integers and compares borrowed strings.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::sync::Arc;
 
@@ -411,6 +411,27 @@ impl NodeSelector {
     /// Whether the node named `name` with `labels` matches one of the terms.
     pub fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.terms.iter().any(|t| t.matches(name, labels))
+    }
+
+    /// The only nodes that may match, when every term names its nodes (`matchFields`
+    /// `metadata.name In`, a DaemonSet's pods' way): kube-scheduler's NodeAffinity PreFilter,
+    /// which leaves the others out without filtering them. `None` when a term names none (any
+    /// node may do); empty when the names of each term's requirements have none in common.
+    pub fn named_nodes(&self) -> Option<BTreeSet<String>> {
+        let mut named = BTreeSet::new();
+        for term in &self.terms {
+            let mut term_names: Option<BTreeSet<String>> = None;
+            for requirement in &term.match_fields {
+                let SelectorOperator::In(values) = &requirement.operator else { continue };
+                let values: BTreeSet<String> = values.iter().cloned().collect();
+                term_names = Some(match term_names {
+                    Some(names) => names.intersection(&values).cloned().collect(),
+                    None => values,
+                });
+            }
+            named.extend(term_names?);
+        }
+        Some(named)
     }
 }
 

@@ -3,7 +3,7 @@
 //! through `pods/{name}/binding`. A bind is asynchronous: the pod is assumed on its node at once
 //! so the next decision counts it, and un-assumed and retried if the bind fails.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 
 use super::filters::{self, FitFailure};
-use super::node_info::{LabelGroups, NodeInfo, PodInfo};
+use super::node_info::{LabelGroups, NodeInfo, NodeSelector, PodInfo};
 use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
 use super::preemption::{self, Budget, Plan, Refusal};
 use super::queue::SchedulingQueue;
@@ -470,7 +470,13 @@ impl Scheduler {
     /// Schedules one pod: the best feasible node, assumed at once and bound in the background.
     fn schedule_one(&mut self, pod: Arc<PodInfo>, ctx: &mut Context<Self>) {
         let total = self.nodes.len();
-        if let Some(why) = self.unready_claims(&pod) {
+        let named = pod.required_affinity.as_ref().and_then(NodeSelector::named_nodes);
+        let conflict = named.as_ref().is_some_and(BTreeSet::is_empty);
+        let prefilter_failure = match conflict {
+            true => Some("pod affinity terms conflict".to_string()),
+            false => self.unready_claims(&pod),
+        };
+        if let Some(why) = prefilter_failure {
             // No node can help, nor preemption (kube-scheduler's PreFilter failure).
             let mut message = format!("0/{total} nodes are available: {why}.");
             if total > 0 {
@@ -515,6 +521,9 @@ impl Scheduler {
             examined = step + 1;
             let node = &self.nodes[i];
             let fit = match reserved(node) {
+                _ if named.as_ref().is_some_and(|named| !named.contains(&node.name)) => {
+                    Err(vec![FitFailure::NotNamed])
+                }
                 Some(with_holders) => fits(&with_holders),
                 None => fits(node),
             };

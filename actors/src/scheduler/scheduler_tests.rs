@@ -305,6 +305,39 @@ async fn scheduled_message(core: &ApiCore, name: &str) -> Option<String> {
     scheduled["message"].as_str().map(String::from)
 }
 
+/// A pod whose required node affinity names its nodes (`matchFields` `metadata.name`, as a
+/// DaemonSet's pods do) is tried on those alone, the others left out in kube-scheduler's words;
+/// names with none in common conflict before any node is tried.
+#[actix::test]
+async fn a_pod_that_names_its_node_is_tried_there_alone() {
+    let (core, _dir) = nodes_scheduled(2, "1").await;
+    let naming = |names: &[&str]| {
+        let fields: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"key": "metadata.name", "operator": "In", "values": [n]}))
+            .collect();
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchFields": fields}]}}}})
+    };
+    create(&core, pod("pinned", "2", naming(&["n0"]))).await;
+    let message = eventually("pinned unschedulable", || scheduled_message(&core, "pinned")).await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't satisfy plugin(s) \
+         [NodeAffinity]. preemption: 0/2 nodes are available: 1 No preemption victims found for \
+         incoming pod, 1 Preemption is not helpful for scheduling.."
+    );
+    create(&core, pod("torn", "100m", naming(&["n0", "n1"]))).await;
+    let message = eventually("torn unschedulable", || scheduled_message(&core, "torn")).await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are \
+         available: 2 Preemption is not helpful for scheduling.."
+    );
+    create(&core, pod("placed", "100m", naming(&["n1"]))).await;
+    assert_eq!(eventually("placed bound", || node_of(&core, "placed")).await, "n1");
+}
+
 #[actix::test]
 async fn anti_affinity_puts_one_replica_per_node_and_the_next_waits_for_a_free_node() {
     let (core, _dir) = nodes_scheduled(2, "8").await;
