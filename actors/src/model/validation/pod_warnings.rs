@@ -388,29 +388,21 @@ fn overlapping_volume_paths(volumes: &[Value], warnings: &mut Vec<String>) {
         let named = |source: &Value, field: &str| {
             source.get(field).and_then(Value::as_str).unwrap_or("").to_string()
         };
-        if let Some(config_map) = source("configMap") {
-            if let Some(paths) = paths(config_map.get("items")) {
-                let what = format!(
-                    "volume {name:?} (ConfigMap {:?}): overlapping paths",
-                    named(config_map, "name")
-                );
-                check_overlap(&paths, &what, warnings);
-            }
-        }
-        if let Some(secret) = source("secret") {
-            if let Some(paths) = paths(secret.get("items")) {
-                let what = format!(
-                    "volume {name:?} (Secret {:?}): overlapping paths",
-                    named(secret, "secretName")
-                );
-                check_overlap(&paths, &what, warnings);
-            }
-        }
-        if let Some(downward) = source("downwardAPI") {
-            if let Some(paths) = paths(downward.get("items")) {
-                let what = format!("volume {name:?} (DownwardAPI): overlapping paths");
-                check_overlap(&paths, &what, warnings);
-            }
+        // A ConfigMap's, a Secret's, the downward API's items (with the name of what they
+        // come from, if any).
+        for (field, kind, named_by) in [
+            ("configMap", "ConfigMap", Some("name")),
+            ("secret", "Secret", Some("secretName")),
+            ("downwardAPI", "DownwardAPI", None),
+        ] {
+            let Some(source) = source(field) else { continue };
+            let Some(paths) = paths(source.get("items")) else { continue };
+            let of = named_by.map(|by| format!(" {:?}", named(source, by))).unwrap_or_default();
+            check_overlap(
+                &paths,
+                &format!("volume {name:?} ({kind}{of}): overlapping paths"),
+                warnings,
+            );
         }
         let Some(projected) = source("projected") else { continue };
         let mut all: Vec<String> = Vec::new();
