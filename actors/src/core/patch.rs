@@ -168,9 +168,26 @@ fn strategic_merge_object(
         *target = Value::Object(Map::new());
     }
     let map = target.as_object_mut().expect("just made an object");
-    if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
-        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
-        map.retain(|k, _| keep.contains(&k.as_str()) || patch.contains_key(k));
+    // The fields to keep: a list, naming every field the patch sets (Kubernetes'
+    // `applyRetainKeysDirective`); the others go.
+    if let Some(keep) = patch.get("$retainKeys") {
+        let bad = || ApiError::BadRequest("invalid patch format of retainKeys".into());
+        let keep: Vec<&str> =
+            keep.as_array().ok_or_else(bad)?.iter().filter_map(Value::as_str).collect();
+        let set = patch.iter().filter(|(k, v)| {
+            !v.is_null()
+                && !matches!(k.as_str(), "$retainKeys" | "$patch")
+                && !k.starts_with("$deleteFromPrimitiveList/")
+                && !k.starts_with("$setElementOrder/")
+        });
+        if set.into_iter().any(|(k, _)| !keep.contains(&k.as_str())) {
+            return Err(bad());
+        }
+        map.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    if patch.iter().any(|(k, v)| k.starts_with("$setElementOrder/") && !v.is_array()) {
+        let message = "invalid patch format of setElementOrder list";
+        return Err(ApiError::BadRequest(message.into()));
     }
     // The declared lists the patch orders, with their items' order before it.
     let ordered: Vec<(&str, &ListField, &Vec<Value>, Vec<Value>)> = patch
@@ -357,6 +374,37 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Res
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `$retainKeys` keeps the fields it names and no others, and must name every field the
+    /// patch sets; it and `$setElementOrder/...` are lists (400 otherwise, in Kubernetes' words).
+    #[test]
+    fn retained_keys_and_element_orders_are_well_formed_lists() {
+        let volume = json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}}],
+            "dnsPolicy": "ClusterFirst", "hostname": "h"}});
+        let patched = |patch: Value| apply(&volume, PatchType::StrategicMerge, &patch);
+        let kept = patched(json!({"spec": {"$retainKeys": ["volumes", "hostname"],
+            "hostname": "h2"}}))
+        .unwrap();
+        assert_eq!(
+            kept["spec"],
+            json!({"volumes": [{"name": "v", "emptyDir": {}}], "hostname": "h2"})
+        );
+        let bad = |patch: Value| match patched(patch) {
+            Err(ApiError::BadRequest(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        let retain = "invalid patch format of retainKeys";
+        assert_eq!(
+            bad(json!({"spec": {"$retainKeys": ["hostname"], "dnsPolicy": "None"}})),
+            retain
+        );
+        assert_eq!(bad(json!({"spec": {"$retainKeys": "hostname"}})), retain);
+        let order = json!({"spec": {"$setElementOrder/volumes": {"name": "v"}}});
+        assert_eq!(bad(order), "invalid patch format of setElementOrder list");
+        // A field the patch removes need not be named.
+        let removed = patched(json!({"spec": {"$retainKeys": ["volumes"], "hostname": null}}));
+        assert_eq!(removed.unwrap()["spec"], json!({"volumes": [{"name": "v", "emptyDir": {}}]}));
+    }
 
     #[test]
     fn a_maps_directive_replaces_or_empties_it_and_an_unknown_one_is_refused() {
