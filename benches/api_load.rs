@@ -279,10 +279,23 @@ async fn metrics_histogram(client: &reqwest::Client, base: &str, name: &str) -> 
     common::metrics::histogram_totals(&text, name)
 }
 
+/// Creates namespace `name` and waits for its `default` service account, which a pod naming
+/// none is admitted with (as in Kubernetes, a pod created before the service account
+/// controller made it is refused, 403).
 async fn create_namespace(client: &reqwest::Client, base: &str, name: &str) {
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     let created = client.post(format!("{base}/api/v1/namespaces")).json(&namespace).send().await;
     assert!(created.expect("create a namespace").status().is_success());
+    let account = format!("{base}/api/v1/namespaces/{name}/serviceaccounts/default");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = client.get(&account).send().await;
+        if found.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no default service account in {name}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Creates `LIST_PODS` pods in a namespace of their own, then times listing them: whole, and

@@ -1074,10 +1074,17 @@ async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
     let status = &terminating["status"]["containerStatuses"][0];
     assert!(status["state"]["running"].is_object(), "{terminating}");
     assert_eq!((&status["ready"], &status["restartCount"]), (&json!(false), &json!(0)));
+    let pid = pid_of(&terminating);
     let forced = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
     ApiClient::delete(&core, pods, "default", "draining", &forced).await.unwrap();
     eventually("draining gone", || async {
         get(&core, "pods", "default", "draining").await.is_none().then_some(())
+    })
+    .await;
+    // And its process, which ignores SIGTERM, killed (not left behind by the test).
+    eventually("the container killed", || async {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z ")).then_some(())
     })
     .await;
     // No liveness failure was acted on (nor reported) once the deletion had begun.
