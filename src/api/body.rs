@@ -96,26 +96,28 @@ pub fn parse_json_noting_duplicates(bytes: &[u8]) -> Result<(Value, Vec<String>)
 /// `value`, or one repeated (`json patch unknown field "[0].foo"`).
 pub fn parse_patch(patch_type: PatchType, bytes: &[u8]) -> Result<(Value, Vec<String>), HttpError> {
     let (patch, duplicates) = parse_json_with(bytes, true)?;
-    let duplicated = duplicates.into_iter().map(|path| format!("duplicate field \"{path}\""));
+    let duplicated = |path: &String| format!("duplicate field \"{path}\"");
     if patch_type != PatchType::Json {
-        return Ok((patch, duplicated.collect()));
+        return Ok((patch, duplicates.iter().map(duplicated).collect()));
     }
-    // Kubernetes decodes the operations one by one: each one's findings before the next's.
-    let operation = |finding: &str| -> usize {
-        let index = finding.split_once("\"[").and_then(|(_, rest)| rest.split_once(']'));
+    // Kubernetes decodes the operations one by one: each one's findings before the next's
+    // (a repeated member's path starts with its operation's index: `[1].path`).
+    let operation_of = |path: &str| {
+        let index = path.strip_prefix('[').and_then(|rest| rest.split_once(']'));
         index.and_then(|(index, _)| index.parse().ok()).unwrap_or(usize::MAX)
     };
-    let mut findings: Vec<String> = duplicated.collect();
+    let mut findings: Vec<(usize, String)> =
+        duplicates.iter().map(|path| (operation_of(path), duplicated(path))).collect();
     let operations = patch.as_array().map(Vec::as_slice).unwrap_or_default();
     for (index, operation) in operations.iter().enumerate() {
         let members = operation.as_object().into_iter().flat_map(|members| members.keys());
         for member in members.filter(|m| !matches!(m.as_str(), "op" | "path" | "from" | "value")) {
-            findings.push(format!("unknown field \"[{index}].{member}\""));
+            findings.push((index, format!("unknown field \"[{index}].{member}\"")));
         }
     }
-    findings.sort_by_key(|finding| operation(finding));
-    let findings = findings.into_iter().map(|finding| format!("json patch {finding}")).collect();
-    Ok((patch, findings))
+    findings.sort_by_key(|(index, _)| *index);
+    let findings = findings.into_iter().map(|(_, finding)| format!("json patch {finding}"));
+    Ok((patch, findings.collect()))
 }
 
 fn parse_json_with(bytes: &[u8], last_wins: bool) -> Result<(Value, Vec<String>), HttpError> {

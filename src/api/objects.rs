@@ -254,7 +254,6 @@ async fn dispatch(
                 }
             }
             let options = query.write_options(&req)?;
-            let creation = creation_warnings(resource, &value);
             let (updated, created) = if status_only {
                 (core.update_status(resource, namespace, name, value, &options).await?, false)
             } else {
@@ -263,9 +262,6 @@ async fn dispatch(
             let code = if created { StatusCode::CREATED } else { StatusCode::OK };
             let mut response = object_response(&req, code, resource, &updated, &query)?;
             add_warnings(&mut response, &warnings);
-            if created {
-                add_warnings(&mut response, &creation.of(&updated));
-            }
             add_warnings(&mut response, &stored_warnings(resource, &updated, status_only));
             Ok(response)
         }
@@ -734,7 +730,8 @@ async fn read_delete_options(
 /// What Kubernetes' strategy warns about a pod or pod template it creates
 /// (`validation::pod_warnings`), worked out from the body before the write (reading the
 /// stored object back would cost every create a parse); Kubernetes gives none on updates of
-/// pods, nor on those of templates that leave them as they were.
+/// pods, nor on those of templates that leave them as they were. (A PUT creates none of these
+/// kinds: their update does not create.)
 struct CreationWarnings {
     /// A pod's name is checked once it is known (it may be generated).
     pod: bool,

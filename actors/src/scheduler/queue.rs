@@ -122,18 +122,7 @@ impl SchedulingQueue {
                 let updated =
                     std::mem::replace(&mut queued.fingerprint, fingerprint) != fingerprint;
                 if queued.place == Place::Unschedulable && updated {
-                    match queued.backoff_until.filter(|until| *until > now) {
-                        Some(until) => {
-                            queued.place = Place::Backoff;
-                            self.backoff.insert((until, queued.age), uid);
-                        }
-                        None => {
-                            queued.place = Place::Active;
-                            let entry =
-                                Entry { priority: queued.info.priority, age: queued.age, uid };
-                            self.active.push(entry);
-                        }
-                    }
+                    retry(queued, uid, now, &mut self.active, &mut self.backoff);
                 }
             }
             None => {
@@ -244,24 +233,34 @@ impl SchedulingQueue {
     pub fn move_unschedulable_if(&mut self, now: Instant, which: impl Fn(&PodInfo) -> bool) {
         let unschedulable = |q: &&mut Queued| q.place == Place::Unschedulable && which(&q.info);
         for (uid, queued) in self.pods.iter_mut().filter(|(_, q)| unschedulable(q)) {
-            match queued.backoff_until.filter(|t| *t > now) {
-                Some(until) => {
-                    queued.place = Place::Backoff;
-                    self.backoff.insert((until, queued.age), uid.clone());
-                }
-                None => {
-                    queued.place = Place::Active;
-                    let entry =
-                        Entry { priority: queued.info.priority, age: queued.age, uid: uid.clone() };
-                    self.active.push(entry);
-                }
-            }
+            retry(queued, uid.clone(), now, &mut self.active, &mut self.backoff);
         }
     }
 
     /// When the earliest back-off ends.
     pub fn next_backoff(&self) -> Option<Instant> {
         self.backoff.keys().next().map(|(t, _)| *t)
+    }
+}
+
+/// Moves an unschedulable pod to be tried again: to the back-off area while its back-off
+/// lasts, else to the active heap.
+fn retry(
+    queued: &mut Queued,
+    uid: String,
+    now: Instant,
+    active: &mut BinaryHeap<Entry>,
+    backoff: &mut BTreeMap<(Instant, u64), String>,
+) {
+    match queued.backoff_until.filter(|until| *until > now) {
+        Some(until) => {
+            queued.place = Place::Backoff;
+            backoff.insert((until, queued.age), uid);
+        }
+        None => {
+            queued.place = Place::Active;
+            active.push(Entry { priority: queued.info.priority, age: queued.age, uid });
+        }
     }
 }
 
