@@ -37,6 +37,8 @@ pub async fn request(
     let kind = ("authentication.k8s.io", "v1", "TokenRequest");
     let post = actix_web::http::Method::POST;
     let (body, warnings) = checked_body_of(req, post, payload, query, state, kind).await?;
+    let serviceaccounts = resources::core("serviceaccounts");
+    state.core.check_namespace_accepts(serviceaccounts, namespace, name)?;
     // A name or namespace in the body must be the account's, as Kubernetes requires.
     for (field, of_account, what) in [("name", name, "name"), ("namespace", namespace, "namespace")]
     {
@@ -77,7 +79,7 @@ pub async fn request(
     if seconds > MOST_SECONDS {
         return Err(invalid("may not specify a duration larger than 2^32 seconds"));
     }
-    let account = state.core.get(resources::core("serviceaccounts"), namespace, name).await?;
+    let account = state.core.get(serviceaccounts, namespace, name).await?;
     let audiences = strings(spec, "audiences");
     let account = TokenAccount {
         namespace: namespace.to_string(),

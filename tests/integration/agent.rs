@@ -205,7 +205,8 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     let pod_proxy = "/api/v1/namespaces/default/pods/web:8080/proxy";
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), false), (200, None, "web".into()));
     let (code, location, _) = raw(&format!("{pod_proxy}/redirect?location=/hostname"), false);
-    assert_eq!((code, location.as_deref()), (302, Some("/hostname")), "not followed");
+    let into_proxy = format!("{pod_proxy}/hostname");
+    assert_eq!((code, location.as_deref()), (302, Some(into_proxy.as_str())), "not followed");
     // The root without its slash is redirected to it, as kube-apiserver does.
     let (code, location, _) = raw(&format!("{pod_proxy}?a=b"), false);
     let root = format!("{pod_proxy}/?a=b");
@@ -479,6 +480,103 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
 /// last state), as the kubelet serves them; a container that cannot start counts its restarts
 /// too.
 /// The messages of the events about pod `name`.
+/// A web server of its own, in Python: HTML pages linking to its own paths, a redirect, its
+/// request's headers as JSON, the length and digest of a POSTed body; headers a browser needs.
+const WEB_APP: &str = r#"
+import hashlib, http.server, json, os
+class App(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self, code, kind, body, extra=()):
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in extra:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if self.path == "/page":
+            page = b'<html><body><a href="/docs/">docs</a> <a href="next">next</a></body></html>'
+            cookies = [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("ETag", '"v1"'),
+                ("Access-Control-Allow-Origin", "*")]
+            self.answer(200, "text/html; charset=utf-8", page, cookies)
+        elif self.path == "/login":
+            self.answer(303, "text/plain", b"", [("Location", "/page")])
+        else:
+            self.answer(200, "application/json", json.dumps(dict(self.headers)).encode())
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.answer(200, "text/plain", b"%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode()))
+http.server.ThreadingHTTPServer((os.environ["POD_IP"], 8080), App).serve_forever()
+"#;
+
+#[test]
+fn a_web_app_works_through_the_proxy() {
+    let server = server_with_agent("node-web");
+    wait_until(WAIT, "node-web is Ready", || node_ready(&server, "node-web"));
+    let app = pod_on(
+        "app",
+        "node-web",
+        json!({"name": "app", "image": "none", "command": ["python3", "-c", WEB_APP],
+            "ports": [{"containerPort": 8080}]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &app).0, 201);
+    let proxy = "/api/v1/namespaces/default/pods/app/proxy";
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    wait_until(WAIT, "the app answers through the proxy", || {
+        client.get(server.url(&format!("{proxy}/headers"))).send().is_ok_and(|r| r.status() == 200)
+    });
+
+    // The request's headers go on (not the credentials), with where it came from (their
+    // names as HTTP/1.1 sends them here: lower case).
+    let seen: Value = client
+        .get(server.url(&format!("{proxy}/headers?x=1")))
+        .header("Cookie", "session=s1")
+        .header("X-Custom", "yes")
+        .header("Authorization", "Bearer for-the-api-server")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(seen["cookie"], "session=s1", "{seen}");
+    assert_eq!(seen["x-custom"], "yes", "{seen}");
+    assert_eq!(seen["x-forwarded-uri"], format!("{proxy}/headers"), "{seen}");
+    assert_eq!(seen["x-forwarded-for"], "127.0.0.1", "{seen}");
+    assert!(seen.get("authorization").is_none(), "{seen}");
+
+    // A page's links to the app's own paths, and its redirects, stay under the proxy; its
+    // headers come back (not its CORS ones).
+    let page = client.get(server.url(&format!("{proxy}/page"))).send().unwrap();
+    assert_eq!(page.status(), 200);
+    let headers = page.headers();
+    let cookies: Vec<&str> =
+        headers.get_all("set-cookie").iter().map(|c| c.to_str().unwrap()).collect();
+    assert_eq!(cookies, ["a=1", "b=2"]);
+    assert_eq!(headers["etag"], "\"v1\"");
+    assert!(headers.get("access-control-allow-origin").is_none());
+    let body = page.text().unwrap();
+    assert_eq!(
+        body,
+        format!("<html><body><a href=\"{proxy}/docs/\">docs</a> <a href=\"next\">next</a></body></html>")
+    );
+    let login = client.get(server.url(&format!("{proxy}/login"))).send().unwrap();
+    assert_eq!(login.status(), 303);
+    assert_eq!(login.headers()["location"], format!("{proxy}/page").as_str());
+
+    // A body larger than the API's own limit (3 MiB) goes through whole, streamed.
+    let upload: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&upload))
+    };
+    let answer = client.post(server.url(&format!("{proxy}/upload"))).body(upload).send().unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().unwrap(), format!("5000000 {digest}"));
+}
+
 fn pod_events(server: &Server, name: &str) -> Vec<(String, String)> {
     let path =
         format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}");

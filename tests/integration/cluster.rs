@@ -305,6 +305,22 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
         json!({"name": "late", "kind": "configmaps", "causes": [{"reason": "NamespaceTerminating",
             "message": "namespace team is being terminated", "field": "metadata.namespace"}]})
     );
+    // Subresources are created no more than objects (`kubectl drain` relies on the cause).
+    let token = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"});
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "sleeper"}});
+    for (path, body, about) in [
+        ("serviceaccounts/robot/token", &token, "serviceaccounts \"robot\""),
+        ("pods/sleeper/eviction", &eviction, "pods \"sleeper\""),
+    ] {
+        let (code, status) = server.post(&format!("/api/v1/namespaces/team/{path}"), body);
+        assert_eq!(code, 403, "{path}: {status}");
+        let message = status["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("{about} is forbidden: unable")), "{message}");
+        assert_eq!(status["details"]["causes"][0]["reason"], "NamespaceTerminating");
+    }
+    let (code, status) = server.post("/api/v1/namespaces/nowhere/serviceaccounts/robot/token", &token);
+    assert_eq!((code, status["message"].as_str()), (404, Some("namespaces \"nowhere\" not found")));
     // Everything else goes; the ConfigMap with a finalizer stays, and so does the namespace.
     wait_until(WAIT, "the pod and the plain ConfigMap are gone", || {
         server.get("/api/v1/namespaces/team/pods/sleeper").0 == 404

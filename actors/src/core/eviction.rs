@@ -28,6 +28,7 @@ impl ApiCore {
         options: DeleteOptions,
     ) -> Result<(), ApiError> {
         let pods = resources::core("pods");
+        self.check_namespace_accepts(pods, namespace, name)?;
         check_subresource_names(eviction, "Eviction", namespace, name)?;
         let client_pinned = options.precondition_resource_version.is_some();
         // A pod that disrupts nothing goes at once; one that is Pending is pinned to the

@@ -463,14 +463,25 @@ impl FieldsText<'_> {
     }
 }
 
+/// The shape of a field set built from an object. An update's (what Kubernetes compares out
+/// of the old and new objects) has a free-form map and a set-like list it writes as members
+/// themselves (`.` in FieldsV1); an apply's (Kubernetes' `ToFieldSet` of the configuration)
+/// has only what the configuration names in them: a map's keys, a list's items. An emptied
+/// map is a member itself either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Update,
+    Apply,
+}
+
 /// Which fields a walk leaves out: `skip(parent, field)` for the field `field` of the object
 /// at path `parent` (`""` for the root, `".metadata"` for its metadata).
 pub type Skip<'a> = &'a dyn Fn(&str, &str) -> bool;
 
 /// Every field of `object` (a whole object, from the root) but those `skip` names; `None`
 /// when nothing is left.
-pub fn of_object_except<T: FieldTree>(object: &Value, skip: Skip) -> Option<T> {
-    object.as_object().and_then(|map| walk_fields(map, "", false, skip))
+pub fn of_object_except<T: FieldTree>(object: &Value, skip: Skip, form: Form) -> Option<T> {
+    object.as_object().and_then(|map| walk_fields(map, "", false, skip, form))
 }
 
 /// Every field of the object at `path` but those `skip` names; `itself` when the object is a
@@ -480,13 +491,14 @@ fn walk_fields<T: FieldTree>(
     path: &str,
     itself: bool,
     skip: Skip,
+    form: Form,
 ) -> Option<T> {
     let mut node = T::new();
     for (k, v) in map {
         if skip(path, k) {
             continue;
         }
-        if let Some(child) = walk_value(v, path, k, skip) {
+        if let Some(child) = walk_value(v, path, k, skip, form) {
             node.insert(field_element(k), child);
         }
     }
@@ -494,11 +506,18 @@ fn walk_fields<T: FieldTree>(
 }
 
 /// Everything in `value`, the field `field` of the object at `parent`.
-fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip) -> Option<T> {
+fn walk_value<T: FieldTree>(
+    value: &Value,
+    parent: &str,
+    field: &str,
+    skip: Skip,
+    form: Form,
+) -> Option<T> {
     match value {
         Value::Object(map) if !map.is_empty() && !is_atomic_object(parent, field) => {
             let path = child_path(parent, field);
-            walk_fields(map, &path, FREE_FORM_MAPS.contains(&field), skip)
+            let itself = form == Form::Update && FREE_FORM_MAPS.contains(&field);
+            walk_fields(map, &path, itself, skip, form)
         }
         Value::Array(items) if !items.is_empty() => {
             let path = child_path(parent, field);
@@ -506,7 +525,7 @@ fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip
                 ListItems::Keyed(_, elements) => {
                     let mut node = T::new();
                     for (element, item) in elements {
-                        if let Some(child) = walk_item(item, &path, skip) {
+                        if let Some(child) = walk_item(item, &path, skip, form) {
                             node.insert(element, child);
                         }
                     }
@@ -517,7 +536,7 @@ fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip
                     for element in elements {
                         node.insert(element, leaf());
                     }
-                    node.finish(true)
+                    node.finish(form == Form::Update)
                 }
                 ListItems::Atomic => Some(leaf()),
             }
@@ -527,9 +546,9 @@ fn walk_value<T: FieldTree>(value: &Value, parent: &str, field: &str, skip: Skip
 }
 
 /// A keyed list's item: the item itself and each of its fields.
-fn walk_item<T: FieldTree>(item: &Value, list_path: &str, skip: Skip) -> Option<T> {
+fn walk_item<T: FieldTree>(item: &Value, list_path: &str, skip: Skip, form: Form) -> Option<T> {
     match item.as_object() {
-        Some(map) => walk_fields(map, list_path, true, skip),
+        Some(map) => walk_fields(map, list_path, true, skip, form),
         None => Some(leaf()),
     }
 }
@@ -547,17 +566,17 @@ impl FieldSet {
     /// Every field of `object` (a whole object, from the root).
     #[cfg(test)]
     pub fn of_object(object: &Value) -> FieldSet {
-        of_object_except(object, &skip_none).unwrap_or_default()
+        of_object_except(object, &skip_none, Form::Update).unwrap_or_default()
     }
 
     /// Everything in `value`, the field `field` of the object at `parent`.
     fn of_value(value: &Value, parent: &str, field: &str) -> FieldSet {
-        walk_value(value, parent, field, &skip_none).unwrap_or_default()
+        walk_value(value, parent, field, &skip_none, Form::Update).unwrap_or_default()
     }
 
     /// A keyed list's item: the item itself and each of its fields.
     fn of_item(item: &Value, list_path: &str) -> FieldSet {
-        walk_item(item, list_path, &skip_none).unwrap_or_default()
+        walk_item(item, list_path, &skip_none, Form::Update).unwrap_or_default()
     }
 
     /// The fields of `new` that `old` lacks or holds with another value (both whole objects).

@@ -96,21 +96,34 @@ pub(crate) fn check_pod(ranges: &[Value], pod: &Value) -> Vec<String> {
     let list = |resources: Option<&Value>, kind: &str| {
         resources.and_then(|r| r.get(kind)).and_then(Value::as_object).cloned().unwrap_or_default()
     };
-    for item in items(ranges, "Container") {
-        for resources in containers("containers").chain(containers("initContainers")) {
-            let (requests, limits) = (list(resources, "requests"), list(resources, "limits"));
-            check_item(item, "Container", &requests, &limits, &mut problems);
-        }
-    }
-    let pod_items: Vec<&Value> = items(ranges, "Pod").collect();
-    if !pod_items.is_empty() {
-        let (requests, limits) = quota::pod_requests_and_limits(pod);
-        let texts = |usage: quota::Usage| -> Map<String, Value> {
-            usage.into_iter().map(|(k, v)| (k.clone(), json!(quota::amount_text(&k, v)))).collect()
-        };
-        let (requests, limits) = (texts(requests), texts(limits));
-        for item in pod_items {
-            check_item(item, "Pod", &requests, &limits, &mut problems);
+    // The pod's totals, worked out for its first Pod item.
+    let mut pod_totals: Option<(Map<String, Value>, Map<String, Value>)> = None;
+    // The items in their order, as Kubernetes checks them (a Pod item before a Container item
+    // is reported first).
+    let limits = ranges.iter().filter_map(|r| r.pointer("/spec/limits")?.as_array()).flatten();
+    for item in limits {
+        match item.get("type").and_then(Value::as_str) {
+            Some("Container") => {
+                for resources in containers("containers").chain(containers("initContainers")) {
+                    let (requests, limits) = (list(resources, "requests"), list(resources, "limits"));
+                    check_item(item, "Container", &requests, &limits, &mut problems);
+                }
+            }
+            Some("Pod") => {
+                let (requests, limits) = pod_totals.get_or_insert_with(|| {
+                    let (requests, limits) = quota::pod_requests_and_limits(pod);
+                    let texts = |usage: quota::Usage| -> Map<String, Value> {
+                        let text = |(k, v): (String, _)| {
+                            let amount = json!(quota::amount_text(&k, v));
+                            (k, amount)
+                        };
+                        usage.into_iter().map(text).collect()
+                    };
+                    (texts(requests), texts(limits))
+                });
+                check_item(item, "Pod", requests, limits, &mut problems);
+            }
+            _ => {}
         }
     }
     problems
@@ -265,6 +278,12 @@ mod tests {
                 "maximum memory usage per Pod is 1Gi, but limit is 1200Mi",
             ]
         );
+        // In the items' order: a Pod item listed before a Container item is reported first.
+        let mut pod_first = ranges();
+        pod_first[0]["spec"]["limits"].as_array_mut().unwrap().swap(0, 1);
+        let problems = check_pod(&pod_first, &over);
+        assert_eq!(problems[0], "maximum memory usage per Pod is 1Gi, but limit is 1200Mi");
+        assert_eq!(problems.len(), 4);
         let claim =
             |storage: &str| json!({"spec": {"resources": {"requests": {"storage": storage}}}});
         assert!(check_claim(&ranges(), &claim("5Gi")).is_empty());

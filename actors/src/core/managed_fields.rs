@@ -4,7 +4,7 @@
 use chrono::DateTime;
 use serde_json::{json, Map, Value};
 
-use super::field_set::{self, display_path, FieldSet, FieldTree};
+use super::field_set::{self, display_path, FieldSet, FieldTree, Form};
 use super::ApiError;
 use crate::model::{json, now, JsonField};
 
@@ -187,8 +187,9 @@ fn owned_fields<T: FieldTree>(
     object: &Value,
     status_separate: bool,
     subresource: &str,
+    form: Form,
 ) -> Option<T> {
-    field_set::of_object_except(object, &unowned_skip(status_separate, subresource))
+    field_set::of_object_except(object, &unowned_skip(status_separate, subresource), form)
 }
 
 /// `owned_fields` as FieldsV1 JSON text.
@@ -314,7 +315,8 @@ impl ManagedFields {
                 unowned(&mut changed, status_separate, writer.subresource);
                 changed
             }
-            None => owned_fields(new, status_separate, writer.subresource).unwrap_or_default(),
+            None => owned_fields(new, status_separate, writer.subresource, Form::Update)
+                .unwrap_or_default(),
         };
         for entry in &mut self.entries {
             entry.fields.subtract(&changed);
@@ -384,7 +386,8 @@ impl ManagedFields {
         force: bool,
     ) -> Result<Value, Vec<FieldConflict>> {
         let applied: FieldSet =
-            owned_fields(config, status_separate, writer.subresource).unwrap_or_default();
+            owned_fields(config, status_separate, writer.subresource, Form::Apply)
+                .unwrap_or_default();
         let Some(live) = live else {
             self.entries.clear();
             let entry = self.entry(writer);
@@ -436,7 +439,11 @@ impl ManagedFields {
                 // an older build recorded one by one.
                 let inside_atomic = (1..path.len())
                     .any(|n| applied.is_leaf(&path[..n]) && field_set::is_atomic_path(&path[..n]));
-                if !inside_atomic && !others.iter().any(|set| set.touches(&path)) {
+                // Nor a map or list the manager still applies something in (an entry an
+                // older build recorded with the map itself as a member).
+                let still_applied = applied.touches(&path);
+                if !inside_atomic && !still_applied && !others.iter().any(|set| set.touches(&path))
+                {
                     field_set::remove_path(&mut merged, &path);
                 }
             }
@@ -466,7 +473,7 @@ pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
     let annotation = json::at(object, LAST_APPLIED_POINTER)?.as_str()?;
     let config: Value = serde_json::from_str(annotation).ok()?;
     let unchanged = field_set::still_applied(&config, object);
-    Some(owned_fields(&unchanged, false, "").unwrap_or_default())
+    Some(owned_fields(&unchanged, false, "", Form::Apply).unwrap_or_default())
 }
 
 pub const LAST_APPLIED_POINTER: &str =
@@ -613,7 +620,8 @@ mod tests {
             owners(&fields),
             vec![
                 ("kubectl-create".into(), json!({"f:data": {".": {}, "f:a": {}}})),
-                ("kubectl".into(), json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}})),
+                // An apply owns what its configuration names: the map's keys, not the map.
+                ("kubectl".into(), json!({"f:data": {"f:a": {}, "f:b": {}}})),
             ]
         );
 
@@ -621,6 +629,34 @@ mod tests {
         let smaller = json!({"metadata": {"name": "c"}, "data": {}});
         let merged = fields.apply(Some(&forced), &smaller, &apply, false, false).unwrap();
         assert_eq!(merged["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn an_applier_that_loses_its_last_field_to_a_forced_apply_has_no_entry_left() {
+        let config = |value: &str| json!({"metadata": {"name": "c"}, "data": {"x": value}});
+        let (kubectl, other) = (writer("kubectl", Operation::Apply), writer("other", Operation::Apply));
+        let mut fields = ManagedFields::default();
+        let live = fields.apply(None, &config("1"), &kubectl, false, false).unwrap();
+        let live = fields.apply(Some(&live), &config("1"), &other, false, false).unwrap();
+        let both = json!({"f:data": {"f:x": {}}});
+        assert_eq!(owners(&fields), vec![("kubectl".into(), both.clone()), ("other".into(), both.clone())]);
+        assert!(fields.apply(Some(&live), &config("2"), &other, false, false).is_err());
+        let forced = fields.apply(Some(&live), &config("2"), &other, false, true).unwrap();
+        assert_eq!(forced["data"]["x"], "2");
+        assert_eq!(owners(&fields), vec![("other".into(), both)]);
+    }
+
+    #[test]
+    fn a_reapply_keeps_a_map_an_older_build_recorded_as_a_member() {
+        let live = json!({"metadata": {"name": "c", "managedFields": [{"manager": "kubectl",
+                "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {".": {}, "f:x": {}}}}]},
+            "data": {"x": "1"}});
+        let mut fields = ManagedFields::of(&live).unwrap();
+        let config = json!({"metadata": {"name": "c"}, "data": {"x": "2"}});
+        let merged = fields.apply(Some(&live), &config, &writer("kubectl", Operation::Apply), false, false);
+        assert_eq!(merged.unwrap()["data"], json!({"x": "2"}));
+        assert_eq!(owners(&fields), vec![("kubectl".into(), json!({"f:data": {"f:x": {}}}))]);
     }
 
     #[test]
@@ -728,9 +764,10 @@ mod tests {
             for status_separate in [false, true] {
                 let mut expected = FieldSet::of_object(object);
                 unowned(&mut expected, status_separate, "");
-                let walked: Option<FieldSet> = owned_fields(object, status_separate, "");
+                let walked: Option<FieldSet> =
+                    owned_fields(object, status_separate, "", Form::Update);
                 assert_eq!(walked.unwrap_or_default(), expected, "{object}");
-                let json: Option<Value> = owned_fields(object, status_separate, "");
+                let json: Option<Value> = owned_fields(object, status_separate, "", Form::Update);
                 let expected_json = (!expected.is_empty()).then(|| expected.into_json());
                 assert_eq!(json, expected_json, "{object}");
                 let text = owned_fields_json(object, status_separate, "");

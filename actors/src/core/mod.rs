@@ -591,9 +591,10 @@ impl ApiCore {
         Err(ApiError::forbidden(resource, name, error::aggregate(problems), Vec::new()))
     }
 
-    /// The namespace lifecycle check of a create: the namespace must exist and not be
-    /// terminating.
-    fn check_namespace_accepts(
+    /// The namespace lifecycle admission of a create, a subresource's too (a binding, an
+    /// eviction, a token request; `resource` and `name` the object's they are posted to): the
+    /// namespace must exist and not be terminating.
+    pub fn check_namespace_accepts(
         &self,
         resource: &'static ResourceType,
         namespace: &str,

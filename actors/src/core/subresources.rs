@@ -31,6 +31,7 @@ impl ApiCore {
         binding: &Value,
         dry_run: bool,
     ) -> Result<(), ApiError> {
+        self.check_namespace_accepts(resources::core("pods"), namespace, name)?;
         check_subresource_names(binding, "Binding", namespace, name)?;
         let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
         let target_kind = binding.pointer("/target/kind").and_then(Value::as_str).unwrap_or("");

@@ -2,13 +2,18 @@
 //! the node's agent (its kubelet port, at the Node's InternalIP), `pods/{name}[:port]/proxy/{path}`
 //! the pod's IP (the port named, else the first port a container declares, else 80), and
 //! `services/{name}[:port]/proxy/{path}` one ready endpoint of the service (the service port
-//! named by its name or number; round robin over the addresses). The request's method, query,
-//! body and content headers go through; the answer comes back as it is. Only those addresses
-//! are reached, checked as kube-apiserver checks them: a pod must be running on a node and have
-//! an IP of that node's pod CIDR (or the node's own, for host-network pods); an endpoint must
-//! name a pod of the service's namespace that has its IP; a node's address must be one a node
-//! can have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
+//! named by its name or number; round robin over the addresses). The request goes through as
+//! kube-apiserver's proxy passes it: its method, query, headers (`headers`) and body, streamed
+//! (no size limit); the answer comes back streamed too, but for what `rewrite` points back
+//! into the proxy: a redirect's `Location`, an HTML page's links. Only those addresses are
+//! reached, checked as kube-apiserver checks them: a pod must be running on a node and have an
+//! IP of that node's pod CIDR (or the node's own, for host-network pods); an endpoint must name
+//! a pod of the service's namespace that has its IP; a node's address must be one a node can
+//! have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
 //! the client, never followed; upgrades are refused (exec and attach relay theirs: `streams`).
+
+mod headers;
+mod rewrite;
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
@@ -23,11 +28,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::AppState;
 use crate::error::HttpError;
-
-/// The request headers passed on to the backend, and the response headers passed back
-/// (actix-web and reqwest have each their own `http` types: headers go by name and bytes).
-const REQUEST_HEADERS: &[&str] = &["accept", "content-type", "user-agent"];
-const RESPONSE_HEADERS: &[&str] = &["content-type", "location", "cache-control"];
 
 /// Serves `{resource}/{id}/proxy/{path}` for nodes, pods and services.
 pub async fn serve(
@@ -84,14 +84,21 @@ pub async fn serve(
     }
     url.set_path(&format!("/{}", path.trim_start_matches('/')));
     url.set_query(req.uri().query());
-    let body = super::body::read(payload, state.max_body_bytes).await?;
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| HttpError::MethodNotAllowed)?;
-    let mut request = state.http.request(method, url).body(body);
-    for name in REQUEST_HEADERS {
-        if let Some(value) = req.headers().get(*name) {
-            request = request.header(*name, value.as_bytes());
+    let client = req.peer_addr().map(|address| address.ip());
+    let mut outgoing = headers::request(req.headers(), req.uri().path(), client);
+    if !outgoing.contains_key("host") {
+        // HTTP/2 names the host in the request's target.
+        if let Some(host) = req.uri().authority().and_then(|a| a.as_str().parse().ok()) {
+            outgoing.insert("host", host);
         }
+    }
+    let request_host = outgoing.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_owned();
+    let backend_host = url.authority().to_owned();
+    let mut request = state.http.request(method, url).headers(outgoing);
+    if has_body(req) {
+        request = request.body(streamed(payload));
     }
     let name = target.name;
     let response = request.send().await.map_err(|e| {
@@ -111,14 +118,74 @@ pub async fn serve(
     let status = actix_web::http::StatusCode::from_u16(response.status().as_u16())
         .map_err(|_| unavailable(format!("{plural} {name} answered an invalid status")))?;
     let mut answer = HttpResponseBuilder::new(status);
-    for name in RESPONSE_HEADERS {
-        let value = response.headers().get(*name).map(|v| v.as_bytes());
-        if let Some(value) = value.and_then(|v| header::HeaderValue::from_bytes(v).ok()) {
-            answer.insert_header((*name, value));
+    for (name, value) in headers::response(response.headers()) {
+        if let Ok(value) = header::HeaderValue::from_bytes(&value) {
+            answer.append_header((name, value));
         }
+    }
+    // What points back at the backend is pointed into the proxy: the request's path up to
+    // the proxied one is the prefix.
+    let prefix = &req.uri().path()[..req.uri().path().len() - path.len()];
+    let rewriter = rewrite::UrlRewriter {
+        prefix: prefix.trim_end_matches('/'),
+        backend_host: &backend_host,
+        request_host: &request_host,
+    };
+    let backend = response.headers();
+    if let Some(location) = backend.get("location").and_then(|l| l.to_str().ok()) {
+        let location = rewriter.url(location);
+        if let Ok(location) = header::HeaderValue::from_str(&location) {
+            answer.insert_header((header::LOCATION, location));
+        }
+    } else if is_html(backend) && req.method() != actix_web::http::Method::HEAD {
+        let encoding = backend.get("content-encoding").map(|e| e.to_str().unwrap_or("?"));
+        let encoding = encoding.unwrap_or("").to_owned();
+        let page = response.bytes().await.map_err(|e| {
+            unavailable(format!("error trying to reach service: reading the answer: {e}"))
+        })?;
+        return Ok(match rewriter.encoded_html(&page, &encoding) {
+            Some(rewritten) => answer.body(rewritten),
+            None => answer.body(page),
+        });
+    }
+    // The backend's length, as it said it (a HEAD's too, whose body is not sent).
+    let length = backend.get("content-length").and_then(|l| l.to_str().ok()?.parse().ok());
+    if let Some(length) = length {
+        answer.no_chunking(length);
     }
     let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
     Ok(answer.streaming(body))
+}
+
+/// Whether a request has a body to pass on (a length, or chunks).
+fn has_body(req: &HttpRequest) -> bool {
+    let headers = req.headers();
+    headers.contains_key(header::CONTENT_LENGTH) || headers.contains_key(header::TRANSFER_ENCODING)
+}
+
+/// The request's body as reqwest sends it, chunk by chunk as it arrives, however long:
+/// actix-web's payload stays on this worker (it is not `Send`), and hands its chunks over.
+fn streamed(mut payload: web::Payload) -> reqwest::Body {
+    use futures::{SinkExt, StreamExt};
+    let (mut chunks, received) = futures::channel::mpsc::channel::<Result<_, std::io::Error>>(2);
+    actix_web::rt::spawn(async move {
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| std::io::Error::other(e.to_string()));
+            let failed = chunk.is_err();
+            // The backend's request ended (it answered, or failed): the rest is not wanted.
+            if chunks.send(chunk).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    reqwest::Body::wrap_stream(received)
+}
+
+/// Whether an answer is an HTML page (its media type exactly `text/html`, as Kubernetes'
+/// proxy checks it).
+fn is_html(headers: &reqwest::header::HeaderMap) -> bool {
+    let content_type = headers.get("content-type").and_then(|t| t.to_str().ok()).unwrap_or("");
+    content_type.split(';').next().unwrap_or("").trim() == "text/html"
 }
 
 /// `path` after its first `n` segments, as it is (a trailing slash kept).
