@@ -457,10 +457,14 @@ impl Settings {
                 message: "must not be empty".into(),
             });
         }
-        if tracing_subscriber::EnvFilter::try_new(&raw.log_level).is_err() {
+        if !is_log_filter(&raw.log_level) {
             return Err(ConfigError::Invalid {
                 key: "log_level",
-                message: format!("{:?} is not a log level or filter", raw.log_level),
+                message: format!(
+                    "{:?} is not a log level (trace, debug, info, warn, error, off) or a filter \
+                     of `target=level` directives",
+                    raw.log_level
+                ),
             });
         }
         let agent = agent_settings(&raw)?;
@@ -472,6 +476,15 @@ impl Settings {
             use kplane_actors::agent::pod_ips::cidr_contains;
             cidr_contains(a, b.0) || cidr_contains(b, a.0)
         };
+        if overlaps(agent.agent.cluster_cidr, service_ranges.cluster_ips) {
+            return Err(ConfigError::Invalid {
+                key: "agent.cluster_cidr",
+                message: format!(
+                    "{:?} overlaps server.service_cluster_ip_range",
+                    raw.agent.cluster_cidr
+                ),
+            });
+        }
         for (other, range) in [
             ("server.service_cluster_ip_range", service_ranges.cluster_ips),
             ("agent.cluster_cidr", agent.agent.cluster_cidr),
@@ -643,6 +656,19 @@ fn security(
     Ok((std::sync::Arc::new(security), tls))
 }
 
+/// Whether `text` is a level or a filter of `target=level` directives (one of them may be a
+/// bare level). A bare word that is no level would be a target of its own to `tracing`: a
+/// mistyped level that silences every log line.
+fn is_log_filter(text: &str) -> bool {
+    const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
+    let directives: Vec<&str> = text.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+    !directives.is_empty()
+        && directives
+            .iter()
+            .all(|d| d.contains('=') || LEVELS.contains(&d.to_ascii_lowercase().as_str()))
+        && tracing_subscriber::EnvFilter::try_new(text).is_ok()
+}
+
 /// Checks the service IP and node port ranges.
 fn service_ranges(server: &RawServer) -> Result<kplane_actors::core::ServiceRanges, ConfigError> {
     let cluster_ips = kplane_actors::agent::pod_ips::parse_cidr(&server.service_cluster_ip_range)
@@ -695,12 +721,20 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
         .address
         .parse()
         .map_err(|_| invalid("agent.address", format!("{:?} is not an IPv4 address", a.address)))?;
+    // Containers are processes of this machine, listening on their pod's IP: one of the
+    // loopback network's, which every machine has (a simulated node binds nothing).
+    let loopback = |(ip, _): &(std::net::Ipv4Addr, u8)| ip.is_loopback();
     let cluster_cidr = kplane_actors::agent::pod_ips::parse_cidr(&a.cluster_cidr)
         .filter(|(_, bits)| *bits <= 24)
+        .filter(|cidr| runtime == RuntimeKind::Simulated || loopback(cidr))
         .ok_or_else(|| {
+            let inside = match runtime {
+                RuntimeKind::Process => " inside 127.0.0.0/8",
+                RuntimeKind::Simulated => "",
+            };
             invalid(
                 "agent.cluster_cidr",
-                format!("{:?} is not an IPv4 CIDR of /24 or wider", a.cluster_cidr),
+                format!("{:?} is not an IPv4 CIDR of /24 or wider{inside}", a.cluster_cidr),
             )
         })?;
     let positive = |key: &'static str, v: u64| {
@@ -737,8 +771,12 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
         "agent.node_status_update_period_seconds",
         a.node_status_update_period_seconds,
     )?);
-    config.lease_duration =
-        Duration::from_secs(positive("agent.lease_duration_seconds", a.lease_duration_seconds)?);
+    // Written into the node's Lease, whose field is a 32-bit integer.
+    let lease_seconds = positive("agent.lease_duration_seconds", a.lease_duration_seconds)?;
+    if lease_seconds > i32::MAX as u64 {
+        return Err(invalid("agent.lease_duration_seconds", format!("must be at most {}", i32::MAX)));
+    }
+    config.lease_duration = Duration::from_secs(lease_seconds);
     config.sync_period =
         Duration::from_millis(positive("agent.sync_period_millis", a.sync_period_millis)?);
     config.restart_backoff =
@@ -875,6 +913,34 @@ mod tests {
         let anyone = crate::auth::UserInfo::anonymous();
         let decision = s.security.authorizer.decide(&anyone, &asked);
         assert_eq!(decision.reason, "Everything is forbidden.");
+    }
+
+    #[test]
+    fn log_levels_are_levels_or_filters() {
+        for good in ["info", "DEBUG", "warn,kplane_actors=debug", "kplane=trace"] {
+            assert!(is_log_filter(good), "{good}");
+        }
+        for bad in ["", " ", "debg", "verbose!!", "info,chatty"] {
+            assert!(!is_log_filter(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_pod_range_is_loopback_and_clear_of_the_service_range() {
+        for (range, expected) in [
+            ("10.0.0.0/16", "inside 127.0.0.0/8"),
+            ("127.192.0.0/16", "overlaps server.service_cluster_ip_range"),
+            ("127.0.0.0/8", "overlaps server.service_cluster_ip_range"),
+        ] {
+            let env = [("KPLANE_AGENT__CLUSTER_CIDR", range)];
+            let e = load("", &env, Overrides::default()).unwrap_err().to_string();
+            assert!(e.contains("agent.cluster_cidr") && e.contains(expected), "{e}");
+        }
+        let simulated = [("KPLANE_AGENT__CLUSTER_CIDR", "10.0.0.0/16"), ("KPLANE_AGENT__RUNTIME", "simulated")];
+        assert!(load("", &simulated, Overrides::default()).is_ok(), "nothing binds them");
+        let lease = [("KPLANE_AGENT__LEASE_DURATION_SECONDS", "9223372036854775807")];
+        let e = load("", &lease, Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("agent.lease_duration_seconds") && e.contains("at most 2147483647"), "{e}");
     }
 
     #[test]

@@ -277,8 +277,11 @@ fn init_logging(settings: &Settings) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
     // A log that cannot be written (a full disk, a closed pipe) loses lines; reporting that
     // on stderr, which may be what failed, would panic the thread that logged.
+    // Colours for a terminal only: a file or a journal gets plain lines.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(terminal)
         .with_writer(std::io::stderr)
         .log_internal_errors(false)
         .init();

@@ -83,6 +83,8 @@ pub fn serve(
     })
     .workers(1)
     .disable_signals()
+    // A followed log or exec stream is cut 2 s into a stop, as the API server's streams are.
+    .shutdown_timeout(2)
     .listen(listener)?;
     let addr = server.addrs().first().copied();
     Ok((server.run(), addr))

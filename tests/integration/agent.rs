@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::util::{free_port, huge_pages_enabled, pod, terminate, wait_until, Server};
+use crate::util::{
+    free_port, huge_pages_enabled, pod, process_running, terminate, wait_until, Server,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -1085,6 +1087,15 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     let running =
         wait_pod(&server, "sleeper", "sleeper runs", |p| p["status"]["phase"] == "Running");
     let pid = pid_of(&running);
+    // A container that starts a process of its own (unique to this test run).
+    let child = format!("sleep {}7", port);
+    let family = pod_on(
+        "family",
+        "node-b",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", format!("{child} & wait")]}),
+    );
+    server.post("/api/v1/namespaces/default/pods", &family);
+    wait_until(WAIT, "the family's child runs", || process_running(&child));
 
     // kill -9 the agent: the container keeps running and is adopted, not started twice.
     agent.kill().unwrap();
@@ -1094,13 +1105,18 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     let healthz = format!("http://127.0.0.1:{port}/healthz");
     wait_until(WAIT, "the agent is back", || server.http.get(&healthz).send().is_ok());
     let pods_url = format!("http://127.0.0.1:{port}/pods");
-    wait_until(WAIT, "the agent has the pod again", || {
+    wait_until(WAIT, "the agent has the pods again", || {
         let pods: Value = server.http.get(&pods_url).send().unwrap().json().unwrap();
-        pods["items"].as_array().is_some_and(|items| items.len() == 1)
+        pods["items"].as_array().is_some_and(|items| items.len() == 2)
     });
     let after = get_pod(&server, "sleeper");
     assert_eq!(pid_of(&after), pid, "the same process, adopted");
     assert_eq!(after["status"]["containerStatuses"][0]["restartCount"], 0);
+    // An adopted container's stop takes what it started with it, as one of its own would.
+    let url = server.url("/api/v1/namespaces/default/pods/family");
+    assert_eq!(server.http.delete(url).send().unwrap().status().as_u16(), 200);
+    wait_until(WAIT, "the family is gone", || get_pod(&server, "family")["code"] == 404);
+    wait_until(WAIT, "the family's child is stopped", || !process_running(&child));
 
     // The server restarts (kill -9): the agent reconnects, re-lists and keeps its pod.
     let mut server = server;

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use std::time::Duration;
 
-use crate::util::{wait_until, Server};
+use crate::util::{process_running, wait_until, Server};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -600,17 +600,6 @@ fn kubectl_exec_and_attach_reach_the_container() {
     });
     assert_eq!(ended.and_then(|status| status.code()), Some(137));
     wait_until(WAIT, "what it started stopped", || !process_running("sleep 2228"));
-}
-
-/// Whether a process whose command line is `command` runs on this machine.
-fn process_running(command: &str) -> bool {
-    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-    pids.filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok()).any(|cmdline| {
-        cmdline
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .eq(command.split(' ').map(str::as_bytes))
-    })
 }
 
 /// A running `kubectl port-forward` and what it prints on its first line: the local port.

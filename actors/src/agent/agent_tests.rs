@@ -959,11 +959,17 @@ async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigte
 }
 
 /// Containers the agent stopped as it shut down ended with the code their stop gave them:
-/// the agent that comes next restarts them as their restart policy says, no more.
+/// the agent that comes next restarts them as their restart policy says, no more, and at
+/// once: they did not fail, so no back-off holds them (however often the agent restarts).
 #[actix::test]
 async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
+    // A back-off no test waits out.
+    let config = |name: &str, dir: &std::path::Path| AgentConfig {
+        restart_backoff: Duration::from_secs(300),
+        ..config(name, dir)
+    };
     let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
     let pods = find("", "v1", "pods").unwrap();
     let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
@@ -995,6 +1001,15 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
     .await;
     let last = &restarted["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 143, "{restarted}");
+    agent.send(StopAgent).await.unwrap();
+    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
+    eventually("always running again, at once", || async {
+        get(&core, "pods", "default", "always").await.filter(|p| {
+            let status = &p["status"]["containerStatuses"][0];
+            status["restartCount"] == 2 && status["state"]["running"].is_object()
+        })
+    })
+    .await;
     agent.send(StopAgent).await.unwrap();
 }
 

@@ -34,6 +34,37 @@ pub struct PodContext<'a> {
     pub host_ip: &'a str,
 }
 
+/// The host name a pod's containers have, as a container runtime gives it: the machine's for
+/// a pod on the host's network, else `spec.hostname`, else the pod's name cut to 63
+/// characters (without a trailing `-` or `.`), as the kubelet works it out.
+fn pod_hostname(pod: &Pod) -> String {
+    let spec = pod.spec.as_ref();
+    if spec.and_then(|s| s.host_network) == Some(true) {
+        if let Ok(name) = nix::unistd::gethostname() {
+            return name.to_string_lossy().into_owned();
+        }
+    }
+    if let Some(hostname) = spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {
+        return hostname.to_string();
+    }
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    let cut = &name[..name.len().min(63)];
+    cut.trim_end_matches(['-', '.']).to_string()
+}
+
+/// `HOME`, when the environment lacks it, as runc sets it: the home directory of the user the
+/// container runs as (`identity`'s, else the agent's), or `/` for a user the machine does not
+/// know.
+pub fn add_home(env: &mut Vec<(String, String)>, identity: Option<&Identity>) {
+    if env.iter().any(|(name, _)| name == "HOME") {
+        return;
+    }
+    let uid = identity.and_then(|i| i.uid).unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+    let user = nix::unistd::User::from_uid(uid.into()).ok().flatten();
+    let home = user.map_or_else(|| "/".to_string(), |u| u.dir.to_string_lossy().into_owned());
+    env.push(("HOME".into(), home));
+}
+
 /// The environment of `container`: service variables (those of the pod's namespace, unless
 /// `enableServiceLinks` is false, and the `kubernetes` Service's), the pod's own (POD_IP, POD_NAME,
 /// POD_NAMESPACE, NODE_NAME, HOSTNAME), then every key of the ConfigMaps and Secrets its
@@ -70,8 +101,9 @@ pub async fn environment(
             }
         }
     }
+    let hostname = pod_hostname(ctx.pod);
     for (k, v) in [
-        ("HOSTNAME", name),
+        ("HOSTNAME", hostname.as_str()),
         ("POD_NAME", name),
         ("POD_NAMESPACE", namespace),
         ("POD_IP", ctx.pod_ip),
@@ -564,6 +596,34 @@ pub fn interactive(config: &AgentConfig, container: &Container) -> Interactive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn containers_get_the_pod_s_host_name_and_their_user_s_home() {
+        let pod = |spec: Value, name: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+        };
+        let containers = json!([{"name": "c"}]);
+        assert_eq!(pod_hostname(&pod(json!({"containers": containers}), "web")), "web");
+        let named = json!({"containers": containers, "hostname": "custom"});
+        assert_eq!(pod_hostname(&pod(named, "web")), "custom");
+        let long = format!("{}-{}", "a".repeat(62), "b".repeat(10));
+        assert_eq!(pod_hostname(&pod(json!({"containers": containers}), &long)), "a".repeat(62));
+        let host = json!({"containers": containers, "hostNetwork": true, "hostname": "ignored"});
+        let machine = nix::unistd::gethostname().unwrap().to_string_lossy().into_owned();
+        assert_eq!(pod_hostname(&pod(host, "web")), machine);
+
+        let mut env = vec![("HOME".to_string(), "/mine".to_string())];
+        add_home(&mut env, None);
+        assert_eq!(env, [("HOME".to_string(), "/mine".to_string())], "one set is kept");
+        let root = Identity { uid: Some(0), gid: None, groups: Vec::new() };
+        let mut env = Vec::new();
+        add_home(&mut env, Some(&root));
+        assert_eq!(env, [("HOME".to_string(), "/root".to_string())]);
+        let nobody_known = Identity { uid: Some(4_000_000_000), gid: None, groups: Vec::new() };
+        let mut env = Vec::new();
+        add_home(&mut env, Some(&nobody_known));
+        assert_eq!(env, [("HOME".to_string(), "/".to_string())]);
+    }
     use serde_json::json;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

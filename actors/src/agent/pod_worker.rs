@@ -218,7 +218,7 @@ impl Handler<Exited> for PodWorker {
 
     fn handle(&mut self, msg: Exited, ctx: &mut Context<Self>) {
         if let Some(state) = &mut self.state {
-            state.exited(&msg.container, msg.pid, msg.code);
+            state.exited(&msg.container, msg.pid, msg.code, false);
         }
         self.request_sync(ctx);
     }
@@ -347,6 +347,9 @@ struct RunningContainer {
     image: String,
     /// Adopted after an agent restart: not our child, so its exit is found by polling.
     adopted: bool,
+    /// Adopted while it ran (not found ended already, maybe in an earlier boot): what it
+    /// leaves running when it ends is this agent's to kill.
+    adopted_running: bool,
     /// Its stdin and terminal (not for an adopted one).
     io: Option<Arc<ContainerIo>>,
     /// Its lifecycle hook under way: postStart until it has passed (the container is not
@@ -751,14 +754,15 @@ impl PodState {
                 None,
             );
             adopted.adopted = true;
+            adopted.adopted_running = !dead;
             container.running = Some(adopted);
         }
         // The app containers' ends first: a sidecar's restart depends on whether they have.
         ended.sort_by_key(|(not_app, ..)| *not_app);
         for (_, name, pid, code) in ended {
-            self.exited(&name, pid, code);
+            self.exited(&name, pid, code, true);
         }
-        self.poll_adopted();
+        self.poll_adopted(ctx);
     }
 
     /// Records an event about this pod (in the background; simulated nodes record none).
@@ -887,8 +891,11 @@ impl PodState {
         }
     }
 
-    /// Records an exit and decides what comes next for that container.
-    fn exited(&mut self, name: &str, pid: u32, code: i32) {
+    /// Records an exit and decides what comes next for that container. A run an agent stopped
+    /// as it shut down (`stopped_at_shutdown`) did not fail: when its restart policy runs it
+    /// again, it runs at once, its back-off reset, as the kubelet restarts a node's containers
+    /// after the node restarted.
+    fn exited(&mut self, name: &str, pid: u32, code: i32, stopped_at_shutdown: bool) {
         let config = self.config.clone();
         let policy = self.restart_policy().to_string();
         // A failed run's last output is its message when the container asks for it.
@@ -942,13 +949,14 @@ impl PodState {
             };
         c.finished = !restart;
         if restart {
-            if running.since.elapsed() >= BACKOFF_RESET_AFTER || redefined {
+            let afresh = redefined || stopped_at_shutdown;
+            if running.since.elapsed() >= BACKOFF_RESET_AFTER || afresh {
                 c.backoff = config.restart_backoff;
             }
             // The first restart is immediate; later ones back off, doubling each time, whether
             // the container exited or a probe had it killed, as the kubelet backs off every
             // restart of a container.
-            if c.restart_count > 0 && !redefined {
+            if c.restart_count > 0 && !afresh {
                 c.back_off(config.max_restart_backoff);
             }
         }
@@ -958,7 +966,7 @@ impl PodState {
         if self.stopping {
             return;
         }
-        self.poll_adopted();
+        self.poll_adopted(ctx);
         if self.gone || self.pod.metadata.deletion_timestamp.is_some() {
             self.terminate(ctx, addr).await;
             return;
@@ -1001,17 +1009,21 @@ impl PodState {
 
     /// Adopted processes are not our children: notice their exit by looking. Their exit code
     /// is unknown, so it counts as a failure (restartPolicy Always and OnFailure restart it),
-    /// in the kubelet's words for a container whose end it did not see.
-    fn poll_adopted(&mut self) {
-        let gone: Vec<(String, u32)> = self
+    /// in the kubelet's words for a container whose end it did not see. What it left running
+    /// (its process group and session) is killed, as for a container of this agent's.
+    fn poll_adopted(&mut self, ctx: &WorkerContext) {
+        let gone: Vec<(String, u32, u64, bool)> = self
             .containers
             .iter()
             .filter_map(|c| c.running.as_ref().filter(|r| r.adopted).map(|r| (c, r)))
             .filter(|(_, r)| !process_alive(r.pid, r.start_ticks))
-            .map(|(c, r)| (c.name.clone(), r.pid))
+            .map(|(c, r)| (c.name.clone(), r.pid, r.start_ticks, r.adopted_running))
             .collect();
-        for (name, pid) in gone {
-            self.exited(&name, pid, 137);
+        for (name, pid, start_ticks, seen_running) in gone {
+            if seen_running {
+                ctx.runtime.kill_left_behind(pid, start_ticks);
+            }
+            self.exited(&name, pid, 137, false);
             let c = self.containers.iter_mut().find(|c| c.name == name);
             if let Some(t) = c.and_then(|c| c.terminated.as_mut()) {
                 t.reason = "ContainerStatusUnknown".into();
@@ -1461,7 +1473,8 @@ impl PodState {
         // Who it runs as matters to processes only (a simulated container has no user).
         let prepared = match environment {
             Ok(env) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
-            Ok(env) => Identity::of(&self.pod, &spec).and_then(|identity| {
+            Ok(mut env) => Identity::of(&self.pod, &spec).and_then(|identity| {
+                launch::add_home(&mut env, identity.as_ref());
                 launch::command_line(&ctx.config, &spec, &env, identity.as_ref())
                     .map(|argv| (argv, env))
             }),
@@ -2187,6 +2200,7 @@ impl RunningContainer {
             since: Instant::now(),
             image,
             adopted: false,
+            adopted_running: false,
             io,
             hook: None,
             pre_stopped: false,

@@ -12,6 +12,17 @@ use serde_json::Value;
 
 pub mod metrics;
 
+/// Whether a process whose command line is `command` runs on this machine.
+pub fn process_running(command: &str) -> bool {
+    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    pids.filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok()).any(|cmdline| {
+        cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .eq(command.split(' ').map(str::as_bytes))
+    })
+}
+
 /// Polls `condition` until it holds or `timeout` passes; panics with `what` on timeout.
 pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

@@ -96,4 +96,12 @@ pub trait Runtime: Send + Sync + 'static {
     /// Sends a container its stop signal (SIGTERM, to its first process) or kills every
     /// process it has (SIGKILL).
     fn signal(&self, pid: u32, signal: StopSignal);
+    /// Kills what a container whose first process `leader` (started at kernel time
+    /// `start_ticks`) has ended left running (its process group and session), once the agent
+    /// sees the end of a run it did not start itself (an adopted one). Nothing when the number
+    /// `leader` is another process's by now: then no process is left in its group (the
+    /// kernel keeps a number in use while a group has it).
+    fn kill_left_behind(&self, leader: u32, start_ticks: u64) {
+        let _ = (leader, start_ticks);
+    }
 }

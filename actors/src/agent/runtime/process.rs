@@ -123,6 +123,13 @@ impl Runtime for ProcessRuntime {
             StopSignal::Kill => signal_container(pid, Signal::SIGKILL),
         }
     }
+
+    fn kill_left_behind(&self, leader: u32, start_ticks: u64) {
+        // Gone, or not yet reaped by its new parent (it is no child of this agent's).
+        if proc_stat(leader).is_none_or(|s| s.start_ticks == start_ticks) {
+            signal_container(leader, Signal::SIGKILL);
+        }
+    }
 }
 
 /// A process's exit code, 128 + the signal that ended it, as container runtimes report it.
