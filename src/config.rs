@@ -774,7 +774,10 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     // Written into the node's Lease, whose field is a 32-bit integer.
     let lease_seconds = positive("agent.lease_duration_seconds", a.lease_duration_seconds)?;
     if lease_seconds > i32::MAX as u64 {
-        return Err(invalid("agent.lease_duration_seconds", format!("must be at most {}", i32::MAX)));
+        return Err(invalid(
+            "agent.lease_duration_seconds",
+            format!("must be at most {}", i32::MAX),
+        ));
     }
     config.lease_duration = Duration::from_secs(lease_seconds);
     config.sync_period =
@@ -936,11 +939,15 @@ mod tests {
             let e = load("", &env, Overrides::default()).unwrap_err().to_string();
             assert!(e.contains("agent.cluster_cidr") && e.contains(expected), "{e}");
         }
-        let simulated = [("KPLANE_AGENT__CLUSTER_CIDR", "10.0.0.0/16"), ("KPLANE_AGENT__RUNTIME", "simulated")];
+        let simulated =
+            [("KPLANE_AGENT__CLUSTER_CIDR", "10.0.0.0/16"), ("KPLANE_AGENT__RUNTIME", "simulated")];
         assert!(load("", &simulated, Overrides::default()).is_ok(), "nothing binds them");
         let lease = [("KPLANE_AGENT__LEASE_DURATION_SECONDS", "9223372036854775807")];
         let e = load("", &lease, Overrides::default()).unwrap_err().to_string();
-        assert!(e.contains("agent.lease_duration_seconds") && e.contains("at most 2147483647"), "{e}");
+        assert!(
+            e.contains("agent.lease_duration_seconds") && e.contains("at most 2147483647"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -768,7 +768,7 @@ fn a_crash_loop_s_logs_are_its_last_run() {
         p["status"]["containerStatuses"][0]["restartCount"].as_u64() >= Some(1)
     });
     let last = &pod["status"]["containerStatuses"][0]["lastState"]["terminated"];
-    assert_eq!(last["reason"], "StartError", "{pod}");
+    assert_eq!((&last["reason"], &last["exitCode"]), (&json!("StartError"), &json!(128)), "{pod}");
     // A failed run's last output is its message, when the container asks for it.
     let mut failing = pod_on(
         "failing",

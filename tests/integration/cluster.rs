@@ -319,7 +319,8 @@ fn a_deleted_namespace_goes_once_it_is_empty() {
         assert!(message.starts_with(&format!("{about} is forbidden: unable")), "{message}");
         assert_eq!(status["details"]["causes"][0]["reason"], "NamespaceTerminating");
     }
-    let (code, status) = server.post("/api/v1/namespaces/nowhere/serviceaccounts/robot/token", &token);
+    let (code, status) =
+        server.post("/api/v1/namespaces/nowhere/serviceaccounts/robot/token", &token);
     assert_eq!((code, status["message"].as_str()), (404, Some("namespaces \"nowhere\" not found")));
     // Everything else goes; the ConfigMap with a finalizer stays, and so does the namespace.
     wait_until(WAIT, "the pod and the plain ConfigMap are gone", || {

@@ -240,6 +240,23 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
     assert!(seen_running.get(), "the container ran on past the deadline");
     let failed = get(&core, "pods", "default", "bounded").await.unwrap();
     assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
+
+    // A container that never ran is terminated too, as the kubelet reports one it cannot
+    // account for (not left waiting in `ContainerCreating`).
+    let mut unpulled =
+        pod("unpulled", "n-dl", json!({"name": "c", "image": "kplane/no-such-image"}));
+    unpulled["spec"]["activeDeadlineSeconds"] = json!(1);
+    ApiClient::create(&core, pods, "default", unpulled).await.unwrap();
+    let failed = eventually("unpulled Failed", || async {
+        get(&core, "pods", "default", "unpulled").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    let state = &failed["status"]["containerStatuses"][0]["state"];
+    assert_eq!(
+        state,
+        &json!({"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was terminated"}})
+    );
 }
 
 #[actix::test]
@@ -780,8 +797,11 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
 
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut kept = config("n4", dir.path());
-    kept.stop_containers_on_shutdown = false;
+    let config_kept = |name: &str, dir: &std::path::Path| AgentConfig {
+        stop_containers_on_shutdown: false,
+        ..config(name, dir)
+    };
+    let kept = config_kept("n4", dir.path());
     let agent = start_agent(&core, kept.clone(), Arc::new(ProcessRuntime));
     let pods = find("", "v1", "pods").unwrap();
     let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
@@ -828,6 +848,22 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
     let status = &restarted["status"]["containerStatuses"][0];
     assert_eq!(status["lastState"]["terminated"]["reason"], "ContainerStatusUnknown");
     assert_ne!(pid_of(&restarted), pids[1]);
+    // Adopted again while it runs, it keeps its last state (what `logs --previous` reads).
+    agent.send(StopAgent).await.unwrap();
+    let agent = start_agent(&core, config_kept("n4", dir.path()), Arc::new(ProcessRuntime));
+    eventually("always adopted", || async {
+        let pod = get(&core, "pods", "default", "always").await?;
+        let status = &pod["status"]["containerStatuses"][0];
+        let adopted = status["state"]["running"].is_object() && pid_of(&pod) == pid_of(&restarted);
+        adopted.then_some(())
+    })
+    .await;
+    // (Its status is written again by the new agent: a later write must keep the last state.)
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let adopted = get(&core, "pods", "default", "always").await.unwrap();
+    let status = &adopted["status"]["containerStatuses"][0];
+    assert_eq!(status["lastState"]["terminated"]["reason"], "ContainerStatusUnknown", "{adopted}");
+    assert_eq!(status["restartCount"], 1);
     ApiClient::delete(&core, pods, "default", "always", &DeleteOptions::default()).await.unwrap();
     eventually("always gone", || async {
         get(&core, "pods", "default", "always").await.is_none().then_some(())
@@ -1191,5 +1227,72 @@ async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
     assert_eq!(greedy["status"]["phase"], "Failed");
     ApiClient::delete(&core, pods, "default", "greedy", &DeleteOptions::default()).await.unwrap();
     assert!(get(&core, "pods", "default", "greedy").await.is_none());
+    agent.send(StopAgent).await.unwrap();
+}
+
+/// A container backing off is held back for its image, not for the next one: mending a bad
+/// image name (`kubectl set image`) starts the new one at once, as the kubelet keys its
+/// back-off by the container's definition.
+#[actix::test]
+async fn a_new_image_starts_at_once_whatever_the_back_off() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    // A back-off no test waits out.
+    let mut config =
+        AgentConfig { restart_backoff: Duration::from_secs(300), ..config("n9", dir.path()) };
+    config.images.insert("sleeper".into(), vec!["sleep".into(), "1000".into()]);
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let typo = pod("typo", "n9", json!({"name": "c", "image": "sleepr"}));
+    ApiClient::create(&core, pods, "default", typo).await.unwrap();
+    eventually("typo backing off", || async {
+        let pod = get(&core, "pods", "default", "typo").await?;
+        let reason = &pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"];
+        (reason == "ImagePullBackOff").then_some(())
+    })
+    .await;
+    let mended = json!({"spec": {"containers": [{"name": "c", "image": "sleeper"}]}});
+    let patch = PatchType::StrategicMerge;
+    ApiClient::patch(&core, pods, "default", "typo", patch, &mended, false).await.unwrap();
+    eventually("the mended image running", || async {
+        let pod = get(&core, "pods", "default", "typo").await?;
+        pod["status"]["containerStatuses"][0]["state"]["running"].is_object().then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}
+
+/// A container whose environment cannot be made (a missing ConfigMap) is tried again at the
+/// first back-off's pace, each try an event (counted), and runs soon after the ConfigMap comes.
+#[actix::test]
+async fn a_missing_config_map_is_looked_for_again_at_a_steady_pace() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        AgentConfig { restart_backoff: Duration::from_millis(300), ..config("n10", dir.path()) };
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let pods = find("", "v1", "pods").unwrap();
+    let configured = pod(
+        "configured",
+        "n10",
+        json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
+        "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "late", "key": "a"}}}]}),
+    );
+    ApiClient::create(&core, pods, "default", configured).await.unwrap();
+    // Twelve tries: under four seconds at a steady 300 ms, a minute's doubling back-off.
+    eventually("twelve tries counted", || async {
+        let failed = event_about(&core, "configured", "Failed").await;
+        assert_eq!(failed["message"], "Error: configmap \"late\" not found");
+        (failed["count"].as_u64() >= Some(12)).then_some(())
+    })
+    .await;
+    let configmaps = find("", "v1", "configmaps").unwrap();
+    let late = json!({"metadata": {"name": "late"}, "data": {"a": "1"}});
+    ApiClient::create(&core, configmaps, "default", late).await.unwrap();
+    eventually("running once its ConfigMap is there", || async {
+        let pod = get(&core, "pods", "default", "configured").await?;
+        pod["status"]["containerStatuses"][0]["state"]["running"].is_object().then_some(())
+    })
+    .await;
     agent.send(StopAgent).await.unwrap();
 }

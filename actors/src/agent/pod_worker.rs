@@ -18,7 +18,7 @@ use super::hooks::{self, Hook, HookTarget};
 use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
-use super::runtime::{self, process_alive, ContainerIo, Launch, Runtime, RuntimeError, StopSignal};
+use super::runtime::{self, process_alive, ContainerIo, Launch, Runtime, StopSignal};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
@@ -430,6 +430,9 @@ struct ContainerState {
     env: Vec<(String, String)>,
     /// Stopping for a restart (liveness failure, image change): SIGKILL not before this.
     restarting_deadline: Option<Instant>,
+    /// The image its last start tried: a back-off holds that image's container back, not
+    /// one of another image (the kubelet keys its back-off by the container's definition).
+    tried_image: Option<String>,
 }
 
 impl ContainerState {
@@ -454,6 +457,7 @@ impl ContainerState {
             startup: ProbeState::default(),
             env: Vec::new(),
             restarting_deadline: None,
+            tried_image: None,
         }
     }
 
@@ -694,7 +698,11 @@ impl PodState {
         for container in &mut self.containers {
             if let Some(old) = reported.iter().find(|s| s.name == container.name) {
                 container.restart_count = old.restart_count.max(0) as u32;
-                if let Some(t) = old.state.as_ref().and_then(|s| s.terminated.as_ref()) {
+                // How its last run ended: its state's, or (running or waiting again) its last
+                // state's, which `kubectl logs --previous` reads.
+                let ended = old.state.as_ref().and_then(|s| s.terminated.as_ref());
+                let before = old.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+                if let Some(t) = ended.or(before) {
                     container.terminated = Some(Terminated {
                         exit_code: t.exit_code,
                         container_id: t.container_id.clone(),
@@ -713,14 +721,15 @@ impl PodState {
                     });
                     // Finished unless the restart policy would run it again.
                     let policy = self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
-                    container.finished = match (container.kind, policy.unwrap_or("Always")) {
-                        _ if container.sidecar => false,
-                        (Kind::Init, "Never") => true,
-                        (Kind::Init, _) => t.exit_code == 0,
-                        (Kind::App, "Always") => false,
-                        (Kind::App, "OnFailure") => t.exit_code == 0,
-                        _ => true,
-                    };
+                    container.finished = ended.is_some()
+                        && match (container.kind, policy.unwrap_or("Always")) {
+                            _ if container.sidecar => false,
+                            (Kind::Init, "Never") => true,
+                            (Kind::Init, _) => t.exit_code == 0,
+                            (Kind::App, "Always") => false,
+                            (Kind::App, "OnFailure") => t.exit_code == 0,
+                            _ => true,
+                        };
                 }
             }
             if !ctx.runtime.runs_processes() {
@@ -990,8 +999,19 @@ impl PodState {
             // As the kubelet: the containers are stopped (within the grace period) and stay so.
             self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
             for c in self.containers.iter_mut().filter(|c| c.running.is_none()) {
-                // Not to run again: reported as terminated, not as waiting for a restart.
-                c.finished = c.terminated.is_some();
+                // Not to run again: reported as terminated, not as waiting for a restart; one
+                // that never ran in the kubelet's words for a container it cannot account for.
+                c.terminated.get_or_insert_with(|| Terminated {
+                    exit_code: 137,
+                    container_id: None,
+                    reason: "ContainerStatusUnknown".into(),
+                    message: Some(
+                        "The container could not be located when the pod was terminated".into(),
+                    ),
+                    started_at: String::new(),
+                    finished_at: String::new(),
+                });
+                c.finished = true;
                 c.waiting = None;
             }
             self.write_status(ctx).await;
@@ -1398,10 +1418,17 @@ impl PodState {
             if self.containers.iter().any(ContainerState::post_starting) {
                 break;
             }
-            let c = &self.containers[i];
+            let image = self.container_spec(&self.containers[i].name).and_then(|s| s.image.clone());
+            let c = &mut self.containers[i];
             if c.running.is_some() || c.finished {
                 continue;
             }
+            // A new image (`kubectl set image` to mend a crash or a bad name) starts at once.
+            if c.not_before.is_some() && c.tried_image.is_some() && c.tried_image != image {
+                c.not_before = None;
+                c.backoff = ctx.config.restart_backoff;
+            }
+            let c = &self.containers[i];
             if c.not_before.is_some_and(|t| now < t) {
                 let waiting = match c.waiting.clone() {
                     // Image and config errors keep their own message while backing off (a
@@ -1413,11 +1440,7 @@ impl PodState {
                         ("ImagePullBackOff".to_string(), message)
                     }
                     Some((r, m)) if r == "ImagePullBackOff" => (r, m),
-                    Some((r, m))
-                        if r == "CreateContainerConfigError" || r == IMAGE_NEVER_PULLED =>
-                    {
-                        (r, m)
-                    }
+                    Some((r, m)) if r == CONFIG_ERROR || r == IMAGE_NEVER_PULLED => (r, m),
                     _ => {
                         // The wait in Go's words, as the kubelet's message has it (`1m20s`).
                         let wait = go_duration(c.waiting_for.as_nanos() as i64);
@@ -1461,6 +1484,7 @@ impl PodState {
     async fn start_container(&mut self, i: usize, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let name = self.containers[i].name.clone();
         let Some(spec) = self.container_spec(&name).cloned() else { return };
+        self.containers[i].tried_image = spec.image.clone();
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
         let host_ip = ctx.config.address.to_string();
         let pod_ctx = PodContext {
@@ -1514,15 +1538,20 @@ impl PodState {
                         ("ErrImagePull", m, events)
                     }
                     LaunchError::Config(m) => {
-                        let reason = "CreateContainerConfigError";
-                        let again = c.waiting.as_ref().is_some_and(|(r, _)| r == reason);
-                        let events =
-                            if again { vec![] } else { vec![failed(format!("Error: {m}"))] };
-                        (reason, m, events)
+                        let events = vec![failed(format!("Error: {m}"))];
+                        (CONFIG_ERROR, m, events)
                     }
                 };
                 c.waiting = Some((reason.to_string(), message));
-                c.back_off(ctx.config.max_restart_backoff);
+                if reason == CONFIG_ERROR {
+                    // Tried again at the first back-off's pace, not a doubling one (the
+                    // kubelet's pod worker retries a failed sync every 10 s): a ConfigMap or
+                    // Secret created late is found soon. Each try is an event (counted).
+                    c.waiting_for = ctx.config.restart_backoff;
+                    c.not_before = Some(Instant::now() + ctx.config.restart_backoff);
+                } else {
+                    c.back_off(ctx.config.max_restart_backoff);
+                }
                 self.events(ctx, Some(&name), events);
                 return;
             }
@@ -1619,7 +1648,8 @@ impl PodState {
                 let c = &mut self.containers[i];
                 c.restart_count = restart;
                 let message = error.to_string();
-                let code = if matches!(error, RuntimeError::NotFound(_)) { 127 } else { 128 };
+                // runc's code for a container that could not start, whatever the cause.
+                let code = 128;
                 c.terminated = Some(Terminated {
                     exit_code: code,
                     container_id: None,
@@ -1632,7 +1662,8 @@ impl PodState {
                 let c = &mut self.containers[i];
                 c.finished =
                     (c.kind == Kind::App && policy == "Never") || c.kind == Kind::Ephemeral;
-                if !c.finished {
+                // As an exit: the first restart is immediate, later ones back off.
+                if !c.finished && c.restart_count > 0 {
                     c.back_off(ctx.config.max_restart_backoff);
                 }
             }
@@ -1992,6 +2023,8 @@ const IMAGE_NEVER_PULLED: &str = "ErrImageNeverPull";
 
 /// The status reason and message of a pod stopped at its `activeDeadlineSeconds`.
 const DEADLINE_REASON: &str = "DeadlineExceeded";
+/// A container whose environment cannot be made (a missing ConfigMap, Secret or key).
+const CONFIG_ERROR: &str = "CreateContainerConfigError";
 const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
 /// A pod's ephemeral containers as containers (the same fields, less the target's name).
@@ -2266,8 +2299,13 @@ struct StatusShown<'a> {
 /// A container's status as the kubelet reports it.
 fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -> Value {
     let terminated = |t: &Terminated| {
-        let mut v = json!({"exitCode": t.exit_code, "reason": t.reason, "startedAt": t.started_at,
-            "finishedAt": t.finished_at});
+        let mut v = json!({"exitCode": t.exit_code, "reason": t.reason});
+        // (A container that never ran has neither time.)
+        for (field, time) in [("startedAt", &t.started_at), ("finishedAt", &t.finished_at)] {
+            if !time.is_empty() {
+                v[field] = json!(time);
+            }
+        }
         if let Some(m) = &t.message {
             v["message"] = json!(m);
         }

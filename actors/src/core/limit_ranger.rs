@@ -105,7 +105,8 @@ pub(crate) fn check_pod(ranges: &[Value], pod: &Value) -> Vec<String> {
         match item.get("type").and_then(Value::as_str) {
             Some("Container") => {
                 for resources in containers("containers").chain(containers("initContainers")) {
-                    let (requests, limits) = (list(resources, "requests"), list(resources, "limits"));
+                    let (requests, limits) =
+                        (list(resources, "requests"), list(resources, "limits"));
                     check_item(item, "Container", &requests, &limits, &mut problems);
                 }
             }

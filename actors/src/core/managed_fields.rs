@@ -634,12 +634,16 @@ mod tests {
     #[test]
     fn an_applier_that_loses_its_last_field_to_a_forced_apply_has_no_entry_left() {
         let config = |value: &str| json!({"metadata": {"name": "c"}, "data": {"x": value}});
-        let (kubectl, other) = (writer("kubectl", Operation::Apply), writer("other", Operation::Apply));
+        let (kubectl, other) =
+            (writer("kubectl", Operation::Apply), writer("other", Operation::Apply));
         let mut fields = ManagedFields::default();
         let live = fields.apply(None, &config("1"), &kubectl, false, false).unwrap();
         let live = fields.apply(Some(&live), &config("1"), &other, false, false).unwrap();
         let both = json!({"f:data": {"f:x": {}}});
-        assert_eq!(owners(&fields), vec![("kubectl".into(), both.clone()), ("other".into(), both.clone())]);
+        assert_eq!(
+            owners(&fields),
+            vec![("kubectl".into(), both.clone()), ("other".into(), both.clone())]
+        );
         assert!(fields.apply(Some(&live), &config("2"), &other, false, false).is_err());
         let forced = fields.apply(Some(&live), &config("2"), &other, false, true).unwrap();
         assert_eq!(forced["data"]["x"], "2");
@@ -654,7 +658,8 @@ mod tests {
             "data": {"x": "1"}});
         let mut fields = ManagedFields::of(&live).unwrap();
         let config = json!({"metadata": {"name": "c"}, "data": {"x": "2"}});
-        let merged = fields.apply(Some(&live), &config, &writer("kubectl", Operation::Apply), false, false);
+        let merged =
+            fields.apply(Some(&live), &config, &writer("kubectl", Operation::Apply), false, false);
         assert_eq!(merged.unwrap()["data"], json!({"x": "2"}));
         assert_eq!(owners(&fields), vec![("kubectl".into(), json!({"f:data": {"f:x": {}}}))]);
     }

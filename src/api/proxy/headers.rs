@@ -47,7 +47,11 @@ fn named_by_connection<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String
 /// The headers of the request to the backend: the client's, less the connection's, the
 /// credentials and `Expect`, with `Host` as the client sent it, and the forwarding headers. `path` is the
 /// path the client asked for; `client` the client's address.
-pub fn request(incoming: &HeaderMap, path: &str, client: Option<std::net::IpAddr>) -> reqwest::header::HeaderMap {
+pub fn request(
+    incoming: &HeaderMap,
+    path: &str,
+    client: Option<std::net::IpAddr>,
+) -> reqwest::header::HeaderMap {
     use reqwest::header::{HeaderName, HeaderValue};
     let connection = named_by_connection(incoming.get_all("connection").map(|v| v.as_bytes()));
     let mut out = reqwest::header::HeaderMap::new();
@@ -88,7 +92,8 @@ pub fn request(incoming: &HeaderMap, path: &str, client: Option<std::net::IpAddr
 /// less the connection's, its CORS headers and its `Content-Length` (the API server's own
 /// framing says how long the body is).
 pub fn response(backend: &reqwest::header::HeaderMap) -> Vec<(String, Vec<u8>)> {
-    let connection = named_by_connection(backend.get_all("connection").iter().map(|v| v.as_bytes()));
+    let connection =
+        named_by_connection(backend.get_all("connection").iter().map(|v| v.as_bytes()));
     backend
         .iter()
         .map(|(name, value)| (name.as_str(), value))
@@ -119,10 +124,7 @@ mod tests {
             ("x-forwarded-for", "10.0.0.1"),
             ("accept", "text/html"),
         ] {
-            incoming.append(
-                HeaderName::from_static(name),
-                HeaderValue::from_static(value),
-            );
+            incoming.append(HeaderName::from_static(name), HeaderValue::from_static(value));
         }
         let client = Some("127.0.0.9".parse().unwrap());
         let out = request(&incoming, "/api/v1/namespaces/ns/pods/p/proxy/x", client);
@@ -133,7 +135,8 @@ mod tests {
         assert_eq!(get("accept").as_deref(), Some("text/html"));
         assert_eq!(get("x-forwarded-for").as_deref(), Some("10.0.0.1, 127.0.0.9"));
         assert_eq!(get("x-forwarded-uri").as_deref(), Some("/api/v1/namespaces/ns/pods/p/proxy/x"));
-        for gone in ["authorization", "impersonate-user", "connection", "x-hop", "transfer-encoding"]
+        for gone in
+            ["authorization", "impersonate-user", "connection", "x-hop", "transfer-encoding"]
         {
             assert_eq!(get(gone), None, "{gone}");
         }
@@ -157,6 +160,9 @@ mod tests {
             .map(|(n, v)| (n, String::from_utf8(v).unwrap()))
             .collect();
         let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
-        assert_eq!(kept, [pair("set-cookie", "a=1"), pair("set-cookie", "b=2"), pair("etag", "\"v1\"")]);
+        assert_eq!(
+            kept,
+            [pair("set-cookie", "a=1"), pair("set-cookie", "b=2"), pair("etag", "\"v1\"")]
+        );
     }
 }

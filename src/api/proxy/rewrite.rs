@@ -98,7 +98,8 @@ impl UrlRewriter<'_> {
         };
         let mut output = Vec::with_capacity(page.len() + page.len() / 8);
         let settings = Settings::new().append_element_content_handler(element!(selector, rewrite));
-        let mut rewriter = HtmlRewriter::new(settings, |chunk: &[u8]| output.extend_from_slice(chunk));
+        let mut rewriter =
+            HtmlRewriter::new(settings, |chunk: &[u8]| output.extend_from_slice(chunk));
         rewriter.write(page).ok()?;
         rewriter.end().ok()?;
         Some(output)
@@ -199,7 +200,11 @@ mod tests {
     const PREFIX: &str = "/api/v1/namespaces/ns/pods/web/proxy";
 
     fn rewriter() -> UrlRewriter<'static> {
-        UrlRewriter { prefix: PREFIX, backend_host: "127.64.0.5:8080", request_host: "localhost:8001" }
+        UrlRewriter {
+            prefix: PREFIX,
+            backend_host: "127.64.0.5:8080",
+            request_host: "localhost:8001",
+        }
     }
 
     #[test]
