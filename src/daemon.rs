@@ -219,6 +219,10 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let addr = settings.insecure_addr;
     let listener =
         std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let agent_port = match settings.agent.enabled {
+        true => Some(crate::agent::AgentPort::bind(&settings.agent.agent)?),
+        false => None,
+    };
     let client_certificates = match &settings.tls.client_ca {
         Some(ca) => Some(crate::auth::tls::ClientCertificates::load(ca)?),
         None => None,
@@ -499,7 +503,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let agent = if settings.agent.enabled {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone().with_field_manager("kubelet"));
         let config = settings.agent.agent.clone();
-        match crate::agent::start(&settings.agent, config, client, true) {
+        match crate::agent::start(&settings.agent, config, client, agent_port) {
             Ok(agent) => Some(agent),
             Err(e) => {
                 store.close(std::time::Duration::from_secs(10)).await;

@@ -253,7 +253,8 @@ fn agent(args: AgentArgs) -> ExitCode {
                 config.node_name = format!("{prefix}{i}");
                 config.data_dir = config.data_dir.with_file_name(&config.node_name);
             }
-            let running = agent::start(&settings.agent, config, client.clone(), args.nodes == 1)?;
+            let port = if args.nodes == 1 { Some(agent::AgentPort::bind(&config)?) } else { None };
+            let running = agent::start(&settings.agent, config, client.clone(), port)?;
             if let Some(addr) = running.http_addr {
                 tracing::info!(%addr, "agent HTTP port");
             }

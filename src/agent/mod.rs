@@ -85,25 +85,42 @@ fn runtime(kind: RuntimeKind) -> Arc<dyn Runtime> {
     }
 }
 
-/// Starts one agent with `config`; binds its HTTP port first (0 picks a free one, which is
-/// then what the Node advertises), unless `serve_http` is false.
+/// An agent's HTTP port, bound before the agent starts (so that a daemon finds it busy before
+/// it opens its store), and the address it was asked for.
+pub struct AgentPort {
+    wanted: SocketAddr,
+    listener: std::net::TcpListener,
+}
+
+impl AgentPort {
+    /// Binds `config`'s address and port (0 picks a free one).
+    pub fn bind(config: &AgentConfig) -> Result<Self, AgentStartError> {
+        let wanted = SocketAddr::new(config.address.into(), config.port);
+        let listener = std::net::TcpListener::bind(wanted)
+            .map_err(|source| AgentStartError::Bind { addr: wanted, source })?;
+        Ok(AgentPort { wanted, listener })
+    }
+}
+
+/// Starts one agent with `config`, serving HTTP on `port` when it has one (then the port the
+/// Node advertises is the one bound: a free one for 0).
 pub fn start(
     settings: &AgentSettings,
     config: AgentConfig,
     client: Arc<dyn ApiClient>,
-    serve_http: bool,
+    port: Option<AgentPort>,
 ) -> Result<RunningAgent, AgentStartError> {
     let mut config = with_builtins(config);
     let runtime = runtime(settings.runtime);
-    let listener = if serve_http {
-        let addr = SocketAddr::new(config.address.into(), config.port);
-        let listener = std::net::TcpListener::bind(addr)
-            .map_err(|source| AgentStartError::Bind { addr, source })?;
-        config.port = listener.local_addr().map(|a| a.port()).unwrap_or(config.port);
-        Some((addr, listener))
-    } else {
-        config.port = 0;
-        None
+    let listener = match port {
+        Some(AgentPort { wanted, listener }) => {
+            config.port = listener.local_addr().map(|a| a.port()).unwrap_or(config.port);
+            Some((wanted, listener))
+        }
+        None => {
+            config.port = 0;
+            None
+        }
     };
     let data_dir = config.data_dir.clone();
     // Only processes can be reached through services: a simulated node has none to forward to.

@@ -35,6 +35,13 @@ fn bad_config_and_busy_port_exit_2_with_one_line() {
     let (code, err) = run_server(&["--insecure-port", &port], &[("RUST_LOG", "off")]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(&port) && err.trim().lines().count() == 1, "{err}");
+
+    // The embedded agent's port too (a kubelet's 10250 is often taken), before anything runs
+    // or logs.
+    let agent = [("KPLANE_AGENT__ENABLED", "true"), ("KPLANE_AGENT__PORT", port.as_str())];
+    let (code, err) = run_server(&["--insecure-port", "0", "--secure-port", "0"], &agent);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("agent.port") && err.trim().lines().count() == 1, "{err}");
 }
 
 #[test]

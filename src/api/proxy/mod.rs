@@ -43,7 +43,7 @@ pub async fn serve(
             "upgrade requests are not proxied: use the pod's exec, attach or portforward".into(),
         ));
     }
-    let target = ProxyId::parse(id)?;
+    let target = ProxyId::parse(id, plural)?;
     // A node's or pod's port is a number (a service's may be a port's name).
     let port = || match target.port {
         Some(port) => port
@@ -207,8 +207,11 @@ struct ProxyId<'a> {
 }
 
 impl<'a> ProxyId<'a> {
-    fn parse(id: &'a str) -> Result<Self, HttpError> {
-        let invalid = || HttpError::BadRequest(format!("invalid proxy request {id:?}"));
+    /// `id` as `plural`'s proxy names it; an id that splits no way is worded as Kubernetes'
+    /// (`invalid pod request "a:b:c:d"`).
+    fn parse(id: &'a str, plural: &str) -> Result<Self, HttpError> {
+        let kind = plural.strip_suffix('s').unwrap_or(plural);
+        let invalid = || HttpError::BadRequest(format!("invalid {kind} request {id:?}"));
         let parts: Vec<&str> = id.split(':').collect();
         let (scheme, name, port) = match parts.as_slice() {
             [name] => ("", *name, None),
@@ -396,14 +399,17 @@ mod tests {
     #[test]
     fn proxy_ids_split_as_kubernetes_splits_them() {
         let id = |name, port| ProxyId { name, port };
-        assert_eq!(ProxyId::parse("web").unwrap(), id("web", None));
-        assert_eq!(ProxyId::parse("web:8080").unwrap(), id("web", Some("8080")));
-        assert_eq!(ProxyId::parse("web:http").unwrap(), id("web", Some("http")));
-        assert_eq!(ProxyId::parse("http:web:80").unwrap(), id("web", Some("80")));
-        assert_eq!(ProxyId::parse("web:").unwrap(), id("web", None));
+        let parse = |id| ProxyId::parse(id, "pods");
+        assert_eq!(parse("web").unwrap(), id("web", None));
+        assert_eq!(parse("web:8080").unwrap(), id("web", Some("8080")));
+        assert_eq!(parse("web:http").unwrap(), id("web", Some("http")));
+        assert_eq!(parse("http:web:80").unwrap(), id("web", Some("80")));
+        assert_eq!(parse("web:").unwrap(), id("web", None));
         for refused in ["https:web:443", "ftp:web:21", ":80", "a:b:c:d", "http::80"] {
-            assert!(ProxyId::parse(refused).is_err(), "{refused}");
+            assert!(parse(refused).is_err(), "{refused}");
         }
+        let refused = ProxyId::parse("a:b:c:d", "services").unwrap_err().to_string();
+        assert!(refused.contains("invalid service request \"a:b:c:d\""), "{refused}");
     }
 
     #[test]
