@@ -197,7 +197,8 @@ fn odd_service_fields_are_warned_about() {
 }
 
 /// A one-off /24 inside 127.0.0.0/8 whose second octet is `base` plus up to 29, so that tests
-/// running at once each have their own addresses.
+/// running at once each have their own addresses. (Clear of the defaults' ranges a test keeps:
+/// pods 127.64-127.127, load balancers 127.128, the node addresses tests pick at 127.251.)
 fn private_range(base: u8) -> String {
     let n = crate::util::free_port();
     format!("127.{}.{}.0/24", base + (n % 30) as u8, n / 256)
@@ -417,7 +418,7 @@ fn named_backend(name: &'static str) -> std::net::SocketAddr {
 fn a_load_balancer_keeping_traffic_local_is_health_checked_and_served_by_its_node() {
     let n = crate::util::free_port();
     let node_address = format!("127.251.{}.{}", n / 256, n % 256 / 2 * 2 + 1);
-    let cluster_ips = private_range(100);
+    let cluster_ips = private_range(220);
     let server = Server::start_with_env(&[
         ("KPLANE_AGENT__ENABLED", "true"),
         ("KPLANE_AGENT__NODE_NAME", "here"),

@@ -63,7 +63,9 @@ pub(super) fn desired(
         json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut by_ports: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
     for pod in pods.iter().filter(|pod| listed(pod, true)) {
-        let Some(ports) = resolved_ports(pod, &service_ports) else { continue };
+        // In the service's order; a pod none of them resolves on is in a slice without ports,
+        // as Kubernetes' reconciler groups it (the Endpoints leave it out).
+        let ports = resolved_ports(pod, &service_ports);
         let terminating =
             json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let serving = crate::model::is_ready(pod);
@@ -329,5 +331,38 @@ mod tests {
         };
         assert_eq!(zone_of("a"), Some(json!("za")));
         assert_eq!(zone_of("b"), None);
+    }
+
+    #[test]
+    fn a_pod_without_the_named_port_is_in_a_slice_without_ports() {
+        let service = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"app": "web"}, "ports": [
+                {"name": "web", "port": 80, "targetPort": "http"},
+                {"name": "alt", "port": 81, "targetPort": 8081}]}});
+        let pod = |name: &str, ports: Value| {
+            json!({"metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"containers": [{"name": "c", "ports": ports}]},
+                "status": {"phase": "Running", "podIP": "127.0.0.9",
+                    "conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        let named = pod("named", json!([{"name": "http", "containerPort": 9000}]));
+        let unnamed = pod("unnamed", json!([]));
+        let slices = desired(&service, &[&named, &unnamed], &HashMap::new());
+        let ports_of = |pod: &str| {
+            let slice = slices.iter().find(|s| s["endpoints"][0]["targetRef"]["name"] == pod);
+            slice.expect("a slice of its own")["ports"].clone()
+        };
+        // In the service's order, not sorted; the named one resolved on the pod declaring it.
+        let web = json!({"name": "web", "port": 9000, "protocol": "TCP"});
+        let alt = json!({"name": "alt", "port": 8081, "protocol": "TCP"});
+        assert_eq!(ports_of("named"), json!([web, alt]));
+        assert_eq!(ports_of("unnamed"), json!([alt]));
+        // None resolves: a slice without ports.
+        let only_named = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}});
+        let slices = desired(&only_named, &[&unnamed], &HashMap::new());
+        assert_eq!(slices.len(), 1);
+        assert!(slices[0].get("ports").is_none(), "{}", slices[0]);
+        assert_eq!(slices[0]["endpoints"][0]["targetRef"]["name"], "unnamed");
     }
 }

@@ -354,10 +354,10 @@ fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64>
     }
 }
 
-/// The ports of `pod` the service's ports send to, sorted (`name` and `appProtocol` when the
-/// service port has them); `None` when none resolves on it (a service with no ports at all
-/// lists its pods without ports).
-pub(super) fn resolved_ports(pod: &Value, service_ports: &[Value]) -> Option<Vec<Value>> {
+/// The ports of `pod` the service's ports send to, in the service's order (`name` and
+/// `appProtocol` when the service port has them); those that do not resolve on the pod (a
+/// named target port it does not declare) are left out.
+pub(super) fn resolved_ports(pod: &Value, service_ports: &[Value]) -> Vec<Value> {
     let mut ports = Vec::new();
     for service_port in service_ports {
         let protocol = service_port["protocol"].as_str().unwrap_or("TCP");
@@ -372,11 +372,7 @@ pub(super) fn resolved_ports(pod: &Value, service_ports: &[Value]) -> Option<Vec
         }
         ports.push(endpoint_port);
     }
-    if ports.is_empty() && !service_ports.is_empty() {
-        return None;
-    }
-    ports.sort_by_key(|p| p.to_string());
-    Some(ports)
+    ports
 }
 
 /// The addresses of one set of ports.
@@ -410,7 +406,13 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
         {
             address["hostname"] = json!(hostname);
         }
-        let Some(ports) = resolved_ports(pod, &service_ports) else { continue };
+        // A pod none of the service's ports resolves on is left out (a service with no
+        // ports at all lists its pods without ports); a subset's ports are sorted.
+        let mut ports = resolved_ports(pod, &service_ports);
+        if ports.is_empty() && !service_ports.is_empty() {
+            continue;
+        }
+        ports.sort_by_key(|p| p.to_string());
         let key = Value::Array(ports.clone()).to_string();
         let subset = subsets.entry(key).or_insert(Subset {
             ready: Vec::new(),
