@@ -115,14 +115,6 @@ pub async fn serve(
         };
         unavailable(format!("error trying to reach service: {why}"))
     })?;
-    let status = actix_web::http::StatusCode::from_u16(response.status().as_u16())
-        .map_err(|_| unavailable(format!("{plural} {name} answered an invalid status")))?;
-    let mut answer = HttpResponseBuilder::new(status);
-    for (name, value) in headers::response(response.headers()) {
-        if let Ok(value) = header::HeaderValue::from_bytes(&value) {
-            answer.append_header((name, value));
-        }
-    }
     // What points back at the backend is pointed into the proxy: the request's path up to
     // the proxied one is the prefix.
     let prefix = &req.uri().path()[..req.uri().path().len() - path.len()];
@@ -131,18 +123,38 @@ pub async fn serve(
         backend_host: &backend_host,
         request_host: &request_host,
     };
+    let head = req.method() == actix_web::http::Method::HEAD;
+    relay(response, &rewriter, head)
+        .await
+        .map_err(|why| unavailable(format!("{plural} {name} {why}")))
+}
+
+/// The backend's answer as the client gets it: its status and headers (as `headers` passes
+/// them), its `Location` or HTML page pointed into the proxy, its body streamed otherwise
+/// with the length the backend gave. `Err` says what was wrong with the answer.
+async fn relay(
+    response: reqwest::Response,
+    rewriter: &rewrite::UrlRewriter<'_>,
+    head: bool,
+) -> Result<HttpResponse, String> {
+    let status = actix_web::http::StatusCode::from_u16(response.status().as_u16())
+        .map_err(|_| "answered an invalid status".to_string())?;
+    let mut answer = HttpResponseBuilder::new(status);
+    for (name, value) in headers::response(response.headers()) {
+        if let Ok(value) = header::HeaderValue::from_bytes(&value) {
+            answer.append_header((name, value));
+        }
+    }
     let backend = response.headers();
     if let Some(location) = backend.get("location").and_then(|l| l.to_str().ok()) {
         let location = rewriter.url(location);
         if let Ok(location) = header::HeaderValue::from_str(&location) {
             answer.insert_header((header::LOCATION, location));
         }
-    } else if is_html(backend) && req.method() != actix_web::http::Method::HEAD {
+    } else if is_html(backend) && !head {
         let encoding = backend.get("content-encoding").map(|e| e.to_str().unwrap_or("?"));
         let encoding = encoding.unwrap_or("").to_owned();
-        let page = response.bytes().await.map_err(|e| {
-            unavailable(format!("error trying to reach service: reading the answer: {e}"))
-        })?;
+        let page = response.bytes().await.map_err(|e| format!("answered in part: {e}"))?;
         return Ok(match rewriter.encoded_html(&page, &encoding) {
             Some(rewritten) => answer.body(rewritten),
             None => answer.body(page),
