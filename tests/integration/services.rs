@@ -351,6 +351,24 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     });
     let (_, now) = server.get(service_path);
     assert_eq!(now["status"], json!({"loadBalancer": {}}));
+    // Its changes were reported as Kubernetes' controller reports them: ensured again for each
+    // change of its affinity, then the change of type before the load balancer's deletion.
+    let event = |reason: &str| {
+        let path = format!(
+            "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dhello,reason%3D{reason}"
+        );
+        server.get(&path).1["items"][0].clone()
+    };
+    assert!(
+        event("EnsuredLoadBalancer")["count"].as_u64() >= Some(3),
+        "{}",
+        event("EnsuredLoadBalancer")
+    );
+    assert_eq!(event("Type")["message"], "LoadBalancer -> ClusterIP");
+    // (Recorded once the finalizer's removal is written.)
+    wait_until(WAIT, "the load balancer's deletion reported", || {
+        event("DeletedLoadBalancer")["message"] == "Deleted load balancer"
+    });
     assert!(now["spec"]["ports"][0].get("nodePort").is_none(), "{now}");
     reaches_all(&http, &at_cluster_ip, &pods);
 

@@ -127,6 +127,62 @@ pub struct ServiceController {
     retries: HashMap<Key, u32>,
     /// Services that found no address, or could not bind, with the error last reported.
     failing: BTreeMap<Key, String>,
+    /// What each service's load balancer followed when last synced, and the events its
+    /// changes call for, recorded with the next write (before that write's own).
+    seen: HashMap<Key, Followed>,
+    news: HashMap<Key, Vec<(&'static str, String)>>,
+    /// Load balancers changed since they were last ensured (their ensuring events are due).
+    changed: HashSet<Key>,
+}
+
+/// What of a service its load balancer follows: a change of it, once synced, is reported as
+/// Kubernetes' controller reports it (`needsUpdate`: a `Type` or `LoadbalancerIP` event,
+/// then the load balancer ensured again).
+#[derive(Debug, Clone, PartialEq)]
+struct Followed {
+    load_balancer: bool,
+    kind: String,
+    ip: String,
+    traffic_policy: String,
+    ports: Value,
+    affinity: (Value, Value),
+}
+
+impl Followed {
+    fn of(service: &Value) -> Self {
+        let text = |pointer: &str| {
+            json::at(service, pointer).and_then(Value::as_str).unwrap_or("").to_string()
+        };
+        let at = |pointer: &str| json::at(service, pointer).cloned().unwrap_or(Value::Null);
+        Followed {
+            load_balancer: is_load_balancer(service),
+            kind: text("/spec/type"),
+            ip: text("/spec/loadBalancerIP"),
+            traffic_policy: text("/spec/externalTrafficPolicy"),
+            ports: at("/spec/ports"),
+            affinity: (at("/spec/sessionAffinity"), at("/spec/sessionAffinityConfig")),
+        }
+    }
+
+    /// The events a change from `self` to `now` calls for, and whether a load balancer it
+    /// still is needs ensuring again.
+    fn changes_to(&self, now: &Followed) -> (Vec<(&'static str, String)>, bool) {
+        if self.load_balancer != now.load_balancer {
+            return (vec![("Type", format!("{} -> {}", self.kind, now.kind))], now.load_balancer);
+        }
+        if !now.load_balancer || self == now {
+            return (Vec::new(), false);
+        }
+        let mut events = Vec::new();
+        if self.ip != now.ip {
+            events.push(("LoadbalancerIP", format!("{} -> {}", self.ip, now.ip)));
+        }
+        if self.traffic_policy != now.traffic_policy {
+            let change = format!("{} -> {}", self.traffic_policy, now.traffic_policy);
+            events.push(("ExternalTrafficPolicy", change));
+        }
+        (events, true)
+    }
 }
 
 /// Stops the controller, closing its listeners (the services keep their status and finalizer
@@ -137,8 +193,9 @@ pub struct StopServiceController;
 
 /// What a service's API object still needs.
 enum Write {
-    /// The finalizer (if missing) and the ingress address (if not in the status yet).
-    Ensure { add_finalizer: bool, ingress: Option<Ipv4Addr> },
+    /// The finalizer (if missing) and the ingress address (if not in the status yet); with
+    /// `announce`, the ensuring events though the address stays (the service changed).
+    Ensure { add_finalizer: bool, ingress: Option<Ipv4Addr>, announce: bool },
     /// The finalizer removed (the API server clears the status of a service whose type is no
     /// longer LoadBalancer).
     Cleanup,
@@ -219,6 +276,9 @@ impl ServiceController {
             pending: HashSet::new(),
             retries: HashMap::new(),
             failing: BTreeMap::new(),
+            seen: HashMap::new(),
+            news: HashMap::new(),
+            changed: HashSet::new(),
         }
     }
 
@@ -249,9 +309,24 @@ impl ServiceController {
             self.listeners.set(key, Vec::new());
             self.pool.release(key);
             self.failing.remove(key);
+            self.seen.remove(key);
+            self.news.remove(key);
+            self.changed.remove(key);
             return;
         };
+        let followed = Followed::of(service);
+        let (changes, refresh) = match self.seen.insert(key.clone(), followed.clone()) {
+            Some(before) => before.changes_to(&followed),
+            None => (Vec::new(), false),
+        };
+        if !changes.is_empty() {
+            self.news.entry(key.clone()).or_default().extend(changes);
+        }
+        if refresh {
+            self.changed.insert(key.clone());
+        }
         if !wants_load_balancer(service) {
+            self.changed.remove(key);
             self.listeners.set(key, Vec::new());
             self.pool.release(key);
             self.failing.remove(key);
@@ -303,8 +378,9 @@ impl ServiceController {
         let Some(service) = self.table.service(key) else { return };
         let ingress = (ingress_ips(service) != [ip.to_string()]).then_some(ip);
         let add_finalizer = !has_finalizer(service);
-        if ingress.is_some() || add_finalizer {
-            self.write(key, Write::Ensure { add_finalizer, ingress }, ctx);
+        let announce = self.changed.remove(key);
+        if ingress.is_some() || add_finalizer || announce {
+            self.write(key, Write::Ensure { add_finalizer, ingress, announce }, ctx);
         }
     }
 
@@ -339,11 +415,16 @@ impl ServiceController {
     /// a time, and a service changed meanwhile is synced again when it ends.
     fn write(&mut self, key: &Key, write: Write, ctx: &mut Context<Self>) {
         if self.in_flight.contains(key) {
+            // (Its ensuring events, if due, come with the write the next sync makes.)
+            if let Write::Ensure { announce: true, .. } = write {
+                self.changed.insert(key.clone());
+            }
             self.pending.insert(key.clone());
             return;
         }
         let Some(service) = self.table.service(key) else { return };
         let (client, object) = (self.client.clone(), object_ref(service));
+        let news = self.news.remove(key).unwrap_or_default();
         let version =
             json::at(service, "/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
         let kept: Vec<&str> =
@@ -353,12 +434,16 @@ impl ServiceController {
             |list: &[&str]| json!({"metadata": {"finalizers": list, "resourceVersion": version}});
         let (key_ns, key_name) = key.clone();
         let written = match write {
-            Write::Ensure { add_finalizer, ingress } => {
+            Write::Ensure { add_finalizer, ingress, announce } => {
                 let finalizer = add_finalizer.then(|| finalizers_patch(&with_ours));
                 Box::pin(async move {
                     let services = resources::core("services");
                     let record = |reason, message| normal_event(&*client, &object, reason, message);
-                    if ingress.is_some() {
+                    for (reason, message) in &news {
+                        record(reason, message).await;
+                    }
+                    let ensuring = ingress.is_some() || announce;
+                    if ensuring {
                         record("EnsuringLoadBalancer", "Ensuring load balancer").await;
                     }
                     if let Some(patch) = finalizer {
@@ -371,6 +456,8 @@ impl ServiceController {
                         client
                             .patch(services, &key_ns, &key_name, PatchType::Merge, &status, true)
                             .await?;
+                    }
+                    if ensuring {
                         record("EnsuredLoadBalancer", "Ensured load balancer").await;
                     }
                     Ok(())
@@ -381,6 +468,9 @@ impl ServiceController {
                 Box::pin(async move {
                     let services = resources::core("services");
                     let record = |reason, message| normal_event(&*client, &object, reason, message);
+                    for (reason, message) in &news {
+                        record(reason, message).await;
+                    }
                     record("DeletingLoadBalancer", "Deleting load balancer").await;
                     match client
                         .patch(services, &key_ns, &key_name, PatchType::Merge, &patch, false)
@@ -500,6 +590,27 @@ mod tests {
         pool.release(&key("a"));
         assert_eq!(pool.take(&key("b"), Some(a)).unwrap(), a);
         assert_eq!(pool.take(&key("c"), None).unwrap(), Ipv4Addr::new(127, 128, 0, 2));
+    }
+
+    #[test]
+    fn changes_a_load_balancer_follows_are_reported_as_kubernetes_reports_them() {
+        let service = |kind: &str, ip: &str, port: u64| {
+            Followed::of(&json!({"spec": {"type": kind, "loadBalancerIP": ip,
+                "ports": [{"port": port}]}}))
+        };
+        let lb = service("LoadBalancer", "", 80);
+        assert_eq!(lb.changes_to(&lb.clone()), (Vec::new(), false));
+        let to_cluster_ip = lb.changes_to(&service("ClusterIP", "", 80));
+        assert_eq!(to_cluster_ip, (vec![("Type", "LoadBalancer -> ClusterIP".into())], false));
+        let back = service("ClusterIP", "", 80).changes_to(&lb);
+        assert_eq!(back, (vec![("Type", "ClusterIP -> LoadBalancer".into())], true));
+        let asked = lb.changes_to(&service("LoadBalancer", "127.128.0.9", 80));
+        assert_eq!(asked, (vec![("LoadbalancerIP", " -> 127.128.0.9".into())], true));
+        // A new port: ensured again, with no event of its own.
+        assert_eq!(lb.changes_to(&service("LoadBalancer", "", 81)), (Vec::new(), true));
+        // Not a load balancer either way: nothing.
+        let plain = service("ClusterIP", "", 80);
+        assert_eq!(plain.changes_to(&service("NodePort", "", 81)), (Vec::new(), false));
     }
 
     #[test]
