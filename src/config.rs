@@ -713,7 +713,9 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     };
     // Lower-cased and trimmed, as the kubelet takes its `--hostname-override`.
     let given = a.node_name.trim().to_lowercase();
-    let node_name = if given.is_empty() { host_name() } else { given };
+    // The machine's host name, lower-cased as node names must be.
+    let machine = || kplane_actors::machine::host_name().to_lowercase();
+    let node_name = if given.is_empty() { machine() } else { given };
     if !kplane_actors::model::validation::dns1123_subdomain_errors(&node_name).is_empty() {
         return Err(invalid("agent.node_name", format!("{node_name:?} is not a valid node name")));
     }
@@ -803,16 +805,6 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
         service_proxy: a.service_proxy,
         agent: config,
     })
-}
-
-/// The machine's host name, lower-cased as node names must be.
-fn host_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .map(|h| h.to_lowercase())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

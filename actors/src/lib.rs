@@ -11,6 +11,7 @@
 //! - [`metrics`]: the resource metrics of nodes and pods (`kubectl top`), read from agents.
 //! - [`health`]: the `Ping` long-lived actors answer, to tell a working one from a stopped one.
 //! - [`threads`]: the names of the threads long-lived actors have to themselves.
+//! - [`machine`]: this machine's host name.
 
 pub mod agent;
 pub mod client;
@@ -18,6 +19,7 @@ pub mod controllers;
 pub mod core;
 pub mod forwarding;
 pub mod health;
+pub mod machine;
 pub mod metrics;
 pub mod model;
 pub mod scheduler;

@@ -64,13 +64,15 @@ fn self_signed(
         return Ok((cert, key));
     }
     std::fs::create_dir_all(&dir).map_err(|e| AuthConfigError::file(&dir, e))?;
-    let host = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
     let mut names: Vec<String> = ["localhost", "127.0.0.1", "kubernetes", "kubernetes.default"]
         .into_iter()
         .chain(["kubernetes.default.svc", "kubernetes.default.svc.cluster.local"])
         .map(String::from)
         .collect();
-    names.extend(host.filter(|h| !h.is_empty()).map(|h| h.to_lowercase()));
+    let host = kplane_actors::machine::host_name().to_lowercase();
+    if host != "localhost" {
+        names.push(host);
+    }
     names.extend(addresses.iter().map(|a| a.to_string()));
     let generated = rcgen::generate_simple_self_signed(names)
         .map_err(|e| AuthConfigError::file(&cert, format!("generating a certificate: {e}")))?;

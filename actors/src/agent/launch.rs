@@ -40,9 +40,7 @@ pub struct PodContext<'a> {
 fn pod_hostname(pod: &Pod) -> String {
     let spec = pod.spec.as_ref();
     if spec.and_then(|s| s.host_network) == Some(true) {
-        if let Ok(name) = nix::unistd::gethostname() {
-            return name.to_string_lossy().into_owned();
-        }
+        return crate::machine::host_name().to_string();
     }
     if let Some(hostname) = spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {
         return hostname.to_string();
@@ -609,8 +607,7 @@ mod tests {
         let long = format!("{}-{}", "a".repeat(62), "b".repeat(10));
         assert_eq!(pod_hostname(&pod(json!({"containers": containers}), &long)), "a".repeat(62));
         let host = json!({"containers": containers, "hostNetwork": true, "hostname": "ignored"});
-        let machine = nix::unistd::gethostname().unwrap().to_string_lossy().into_owned();
-        assert_eq!(pod_hostname(&pod(host, "web")), machine);
+        assert_eq!(pod_hostname(&pod(host, "web")), crate::machine::host_name());
 
         let mut env = vec![("HOME".to_string(), "/mine".to_string())];
         add_home(&mut env, None);

@@ -402,7 +402,7 @@ pub async fn record_action(
         "metadata": {"name": name, "namespace": namespace},
         "eventTime": observed,
         "reportingController": controller,
-        "reportingInstance": format!("{controller}-{}", host_name()),
+        "reportingInstance": format!("{controller}-{}", crate::machine::host_name()),
         "action": what.action,
         "reason": what.reason,
         "regarding": reference(object),
@@ -416,15 +416,6 @@ pub async fn record_action(
         tracing::debug!(object = %object.name, %error, "recording an event");
         forget_unwritten(&SERIES, &isomorphic, &name);
     }
-}
-
-/// This machine's host name (`localhost` when it has none), which names a reporter's instance.
-fn host_name() -> String {
-    static NAME: LazyLock<String> = LazyLock::new(|| {
-        let name = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
-        name.filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into())
-    });
-    NAME.clone()
 }
 
 #[cfg(test)]

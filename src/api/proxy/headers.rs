@@ -91,17 +91,14 @@ pub fn request(
 /// The answer's headers passed back to the client, as (name, value) pairs: the backend's,
 /// less the connection's, its CORS headers and its `Content-Length` (the API server's own
 /// framing says how long the body is).
-pub fn response(backend: &reqwest::header::HeaderMap) -> Vec<(String, Vec<u8>)> {
+pub fn response(backend: &reqwest::header::HeaderMap) -> impl Iterator<Item = (&str, &[u8])> + '_ {
     let connection =
         named_by_connection(backend.get_all("connection").iter().map(|v| v.as_bytes()));
-    backend
-        .iter()
-        .map(|(name, value)| (name.as_str(), value))
-        .filter(|(name, _)| {
+    backend.iter().map(|(name, value)| (name.as_str(), value.as_bytes())).filter(
+        move |(name, _)| {
             !is_hop_by_hop(name, &connection) && !CORS.contains(name) && *name != "content-length"
-        })
-        .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
-        .collect()
+        },
+    )
 }
 
 #[cfg(test)]
@@ -156,8 +153,7 @@ mod tests {
             backend.append(name, value.parse().unwrap());
         }
         let kept: Vec<(String, String)> = response(&backend)
-            .into_iter()
-            .map(|(n, v)| (n, String::from_utf8(v).unwrap()))
+            .map(|(n, v)| (n.to_string(), String::from_utf8(v.to_vec()).unwrap()))
             .collect();
         let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
         assert_eq!(

@@ -141,7 +141,7 @@ async fn relay(
         .map_err(|_| "answered an invalid status".to_string())?;
     let mut answer = HttpResponseBuilder::new(status);
     for (name, value) in headers::response(response.headers()) {
-        if let Ok(value) = header::HeaderValue::from_bytes(&value) {
+        if let Ok(value) = header::HeaderValue::from_bytes(value) {
             answer.append_header((name, value));
         }
     }
