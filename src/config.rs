@@ -97,6 +97,7 @@ struct RawAgent {
     stop_containers_on_shutdown: bool,
     enable_debugging_handlers: bool,
     service_proxy: bool,
+    cgroups: bool,
     allowed_unsafe_sysctls: String,
 }
 
@@ -133,6 +134,7 @@ impl Default for RawAgent {
             stop_containers_on_shutdown: true,
             enable_debugging_handlers: true,
             service_proxy: true,
+            cgroups: true,
             allowed_unsafe_sysctls: String::new(),
         }
     }
@@ -324,6 +326,8 @@ pub struct AgentSettings {
     pub enable_debugging_handlers: bool,
     /// Serve services at their cluster IPs and node ports (process runtime only).
     pub service_proxy: bool,
+    /// Put each container in control groups of its own where the agent can (process runtime).
+    pub cgroups: bool,
     /// Everything the agent actor needs (node name, address, port, periods, images...).
     pub agent: kplane_actors::agent::AgentConfig,
 }
@@ -803,6 +807,7 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
         runtime,
         enable_debugging_handlers: a.enable_debugging_handlers,
         service_proxy: a.service_proxy,
+        cgroups: a.cgroups,
         agent: config,
     })
 }

@@ -215,7 +215,7 @@ pub(super) fn not_started(argv: &[String], error: &std::io::Error) -> Value {
 /// it leads one), as a container's processes are stopped.
 pub(super) fn kill_group(leader: Option<u32>) {
     if let Some(leader) = leader {
-        ProcessRuntime.signal(leader, StopSignal::Kill);
+        ProcessRuntime::default().signal(leader, StopSignal::Kill);
     }
 }
 

@@ -78,9 +78,16 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
     config
 }
 
-fn runtime(kind: RuntimeKind) -> Arc<dyn Runtime> {
+fn runtime(kind: RuntimeKind, cgroups: bool) -> Arc<dyn Runtime> {
     match kind {
-        RuntimeKind::Process => Arc::new(ProcessRuntime),
+        RuntimeKind::Process if cgroups => {
+            let Ok(exe) = std::env::current_exe() else {
+                return Arc::new(ProcessRuntime::default());
+            };
+            let launcher = vec![exe.to_string_lossy().into_owned(), "exec-limited".into()];
+            Arc::new(ProcessRuntime::with_cgroups(std::path::Path::new("/sys/fs/cgroup"), launcher))
+        }
+        RuntimeKind::Process => Arc::new(ProcessRuntime::default()),
         RuntimeKind::Simulated => Arc::new(SimulatedRuntime::default()),
     }
 }
@@ -111,7 +118,11 @@ pub fn start(
     port: Option<AgentPort>,
 ) -> Result<RunningAgent, AgentStartError> {
     let mut config = with_builtins(config);
-    let runtime = runtime(settings.runtime);
+    let runtime = runtime(settings.runtime, settings.cgroups);
+    if runtime.enforces_memory_limits() {
+        // Containers' memory limits are their groups': no per-process limit besides.
+        config.memory_limit_launcher = None;
+    }
     let listener = match port {
         Some(AgentPort { wanted, listener }) => {
             config.port = listener.local_addr().map(|a| a.port()).unwrap_or(config.port);

@@ -1,6 +1,6 @@
-//! `kplane exec-limited [--memory-bytes N] [--max-open-files N] [--tty] [--as UID:GID:GROUPS]
-//! -- PROGRAM [ARGS...]`: lowers this process's rlimits, then replaces itself with PROGRAM,
-//! which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
+//! `kplane exec-limited [--cgroup-procs FILE]... [--memory-bytes N] [--max-open-files N] [--tty]
+//! [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`: joins control groups and lowers this process's
+//! rlimits, then replaces itself with PROGRAM, which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
 //! terminal is its stdin (a pty's terminal end, as the agent gives `exec -t`), so that shells
 //! get job control and Ctrl-C reaches them. With `--as`, PROGRAM runs as that user, group and
 //! supplementary groups (a container's `securityContext`; empty parts stay as they are).
@@ -32,6 +32,10 @@ const NOT_FOUND: u8 = 127;
 /// Flags of `kplane exec-limited`.
 #[derive(clap::Args, Debug)]
 pub struct ExecLimitedArgs {
+    /// Join the control group whose `cgroup.procs` file this is (the node agent's runtime
+    /// gives a container's), before anything else.
+    #[arg(long = "cgroup-procs", value_name = "FILE")]
+    cgroup_procs: Vec<std::path::PathBuf>,
     /// Limit on the data segment and writable private mappings, in bytes (RLIMIT_DATA).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     memory_bytes: Option<u64>,
@@ -74,6 +78,13 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
 }
 
 fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
+    for file in &args.cgroup_procs {
+        // `0`: the writing process.
+        std::fs::write(file, "0").map_err(|e| LimitError {
+            resource: "a control group",
+            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        })?;
+    }
     if args.tty {
         let fail = |resource| {
             move |e: rustix::io::Errno| LimitError {

@@ -402,16 +402,21 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         p["status"]["containerStatuses"][1]["ready"] == true
     });
 
-    // A memory limit becomes the container's RLIMIT_DATA (through `kplane exec-limited`).
+    // A memory limit becomes the container's control group's, or, where the agent cannot make
+    // groups, its RLIMIT_DATA (through `kplane exec-limited`).
+    let script = "g=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); case $g in \
+        /kplane/*) cat /sys/fs/cgroup/memory$g/memory.limit_in_bytes;; *) ulimit -d;; esac; \
+        exec sleep 1000";
     let limited = pod_on(
         "limited",
         "node-a",
-        json!({"name": "c", "image": "none", "command": ["sh", "-c", "ulimit -d; exec sleep 1000"],
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", script],
             "resources": {"limits": {"memory": "64Mi"}}}),
     );
     server.post("/api/v1/namespaces/default/pods", &limited);
+    let expected = if cgroups_usable() { "67108864\n" } else { "65536\n" };
     wait_until(WAIT, "the limit in the log", || {
-        agent("/containerLogs/default/limited/c").1 == "65536\n"
+        agent("/containerLogs/default/limited/c").1 == expected
     });
 
     // A container that has never run has no log: 400, as the kubelet answers.
@@ -1044,6 +1049,54 @@ fn containers_get_the_huge_pages_the_server_was_started_with() {
         huge_pages_enabled(std::process::id()),
         "the container has what the server was started with (this test's own setting)"
     );
+}
+
+/// Whether agents here put containers in control groups (root, cgroup v1's memory controller):
+/// a server made their parent group.
+fn cgroups_usable() -> bool {
+    std::path::Path::new("/sys/fs/cgroup/memory/kplane").is_dir()
+}
+
+/// Past its memory limit a container is OOM-killed, as the kernel does it to a Kubernetes
+/// container (its group's limit, not a process's); what a container started ends with it,
+/// even a process that left its process group and session.
+#[test]
+fn containers_are_held_to_their_groups() {
+    let server = server_with_agent("node-cg");
+    wait_until(WAIT, "the node is ready", || node_ready(&server, "node-cg"));
+    if !cgroups_usable() {
+        eprintln!("skipped: no cgroup v1 memory controller the agent can use here");
+        return;
+    }
+    // `tail` keeps a whole line in memory, and /dev/zero has no end of line.
+    let mut hog = pod_on(
+        "hog",
+        "node-cg",
+        json!({"name": "c", "image": "none", "command": ["tail", "/dev/zero"],
+            "resources": {"limits": {"memory": "32Mi"}}}),
+    );
+    hog["spec"]["restartPolicy"] = json!("Never");
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &hog).0, 201);
+    let failed = wait_pod(&server, "hog", "the hog fails", |p| p["status"]["phase"] == "Failed");
+    let terminated = &failed["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["reason"], "OOMKilled", "{failed}");
+    assert_eq!(terminated["exitCode"], 137, "{failed}");
+
+    let marker = format!("sleep {}", 900_000 + u32::from(server.port));
+    let script = format!("setsid {marker} & exec sleep 1000");
+    let daemon = pod_on(
+        "daemon",
+        "node-cg",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", script]}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &daemon).0, 201);
+    wait_until(WAIT, "the daemon's leftover runs", || process_running(&marker));
+    let (code, _) = server.delete("/api/v1/namespaces/default/pods/daemon?gracePeriodSeconds=1");
+    assert_eq!(code, 200);
+    wait_until(WAIT, "the pod is gone", || {
+        server.get("/api/v1/namespaces/default/pods/daemon").0 == 404
+    });
+    wait_until(WAIT, "the leftover ended with its container", || !process_running(&marker));
 }
 
 /// `kplane agent` against `server`, as another machine would run it.

@@ -181,7 +181,8 @@ async fn a_pod_is_ready_once_its_readiness_gates_hold() {
 async fn the_node_s_events_are_the_kubelet_s() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let _agent = start_agent(&core, config("n-ev", dir.path()), Arc::new(ProcessRuntime));
+    let _agent =
+        start_agent(&core, config("n-ev", dir.path()), Arc::new(ProcessRuntime::default()));
     let starting = event_about(&core, "n-ev", "Starting").await;
     assert_eq!(starting["message"], "Starting kubelet.");
     // About the node by name, its uid included, as the kubelet's.
@@ -217,7 +218,8 @@ async fn the_node_s_events_are_the_kubelet_s() {
 async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let _agent = start_agent(&core, config("n-dl", dir.path()), Arc::new(ProcessRuntime));
+    let _agent =
+        start_agent(&core, config("n-dl", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     // It outlives SIGTERM: it stops at the grace period's SIGKILL, 5 s on.
     let stubborn = json!({"name": "c", "image": "none",
@@ -263,7 +265,7 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
 async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n1", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n1", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let long = json!({"name": "c", "image": "none", "command": ["sh", "-c", "echo started $POD_NAME; exec sleep 1000"]});
     ApiClient::create(&core, pods, "default", pod("long", "n1", long)).await.unwrap();
@@ -375,7 +377,7 @@ async fn init_containers_environment_images_and_policies() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config("n2", dir.path());
     config.images.insert("busybox".into(), vec!["sh".into(), "-c".into()]);
-    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
     let cms = find("", "v1", "configmaps").unwrap();
     ApiClient::create(
         &core,
@@ -552,7 +554,7 @@ async fn init_containers_environment_images_and_policies() {
 async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n5", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n5", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let mark = dir.path().join("sidecar-up");
     let mark = mark.display();
@@ -678,7 +680,7 @@ async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event(
     let dir = tempfile::tempdir().unwrap();
     let mut config = config("n9", dir.path());
     config.restart_backoff = Duration::from_secs(60);
-    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let probed = pod(
         "probed",
@@ -760,7 +762,7 @@ async fn logs_are_rotated_past_their_size_limit() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config("n3", dir.path());
     config.max_log_bytes = 10_000;
-    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let chatty = json!({"name": "c", "image": "none",
         "command": ["sh", "-c", "while true; do echo 0123456789012345678901234567890123456789; sleep 0.01; done"]});
@@ -802,7 +804,7 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
         ..config(name, dir)
     };
     let kept = config_kept("n4", dir.path());
-    let agent = start_agent(&core, kept.clone(), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, kept.clone(), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
     let mut once = pod("once", "n4", sleeper.clone());
@@ -828,7 +830,7 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
         .await;
     }
 
-    let agent = start_agent(&core, kept, Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, kept, Arc::new(ProcessRuntime::default()));
     let failed = eventually("once Failed", || async {
         get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Failed")
     })
@@ -850,7 +852,8 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
     assert_ne!(pid_of(&restarted), pids[1]);
     // Adopted again while it runs, it keeps its last state (what `logs --previous` reads).
     agent.send(StopAgent).await.unwrap();
-    let agent = start_agent(&core, config_kept("n4", dir.path()), Arc::new(ProcessRuntime));
+    let agent =
+        start_agent(&core, config_kept("n4", dir.path()), Arc::new(ProcessRuntime::default()));
     eventually("always adopted", || async {
         let pod = get(&core, "pods", "default", "always").await?;
         let status = &pod["status"]["containerStatuses"][0];
@@ -879,7 +882,7 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
 async fn post_start_holds_up_the_next_containers_and_pre_stop_comes_before_sigterm() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n6", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n6", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let files = tempfile::tempdir().unwrap();
     let at = |name: &str| files.path().join(name).to_str().unwrap().to_string();
@@ -1006,7 +1009,7 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
         restart_backoff: Duration::from_secs(300),
         ..config(name, dir)
     };
-    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let sleeper = json!({"name": "c", "image": "none", "command": ["sleep", "1000"]});
     let mut once = pod("once", "n7", sleeper.clone());
@@ -1020,7 +1023,7 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
         .await;
     }
     agent.send(StopAgent).await.unwrap();
-    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime::default()));
     let failed = eventually("once Failed", || async {
         get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Failed")
     })
@@ -1038,7 +1041,7 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
     let last = &restarted["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 143, "{restarted}");
     agent.send(StopAgent).await.unwrap();
-    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime::default()));
     eventually("always running again, at once", || async {
         get(&core, "pods", "default", "always").await.filter(|p| {
             let status = &p["status"]["containerStatuses"][0];
@@ -1056,7 +1059,7 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
 async fn a_sidecar_waiting_for_its_turn_gets_sigterm_when_the_grace_period_runs_out() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n8", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n8", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let told = dir.path().join("sidecar-told");
     let told_path = told.display();
@@ -1090,7 +1093,7 @@ async fn a_sidecar_waiting_for_its_turn_gets_sigterm_when_the_grace_period_runs_
 async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n9", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n9", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let files = tempfile::tempdir().unwrap();
     let (ready_file, alive_file) = (files.path().join("ready"), files.path().join("alive"));
@@ -1159,7 +1162,7 @@ async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
 async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(&core, config("n10", dir.path()), Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config("n10", dir.path()), Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let sleeper = |cpu: &str| {
         json!({"name": "c", "image": "none", "command": ["sleep", "1000"],
@@ -1241,7 +1244,7 @@ async fn a_new_image_starts_at_once_whatever_the_back_off() {
     let mut config =
         AgentConfig { restart_backoff: Duration::from_secs(300), ..config("n9", dir.path()) };
     config.images.insert("sleeper".into(), vec!["sleep".into(), "1000".into()]);
-    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let typo = pod("typo", "n9", json!({"name": "c", "image": "sleepr"}));
     ApiClient::create(&core, pods, "default", typo).await.unwrap();
@@ -1270,7 +1273,7 @@ async fn a_missing_config_map_is_looked_for_again_at_a_steady_pace() {
     let dir = tempfile::tempdir().unwrap();
     let config =
         AgentConfig { restart_backoff: Duration::from_millis(300), ..config("n10", dir.path()) };
-    let agent = start_agent(&core, config, Arc::new(ProcessRuntime));
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let configured = pod(
         "configured",

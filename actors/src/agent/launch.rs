@@ -3,15 +3,16 @@
 //! variables (fields and resources), and values from ConfigMaps and Secrets (`env` and
 //! `envFrom`); and the user it runs as (`securityContext`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{
     Container, EnvFromSource, EnvVar, Pod, ResourceFieldSelector, Service,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
-use super::runtime::Interactive;
+use super::runtime::{Interactive, Resources};
 use super::AgentConfig;
 use crate::client::ApiClient;
 use crate::core::ApiError;
@@ -571,6 +572,24 @@ pub fn command_line(
         argv.splice(0..0, launcher.iter().cloned());
     }
     Ok(argv)
+}
+
+/// What a runtime that enforces resources holds `container` to: its memory limit and its CPU
+/// limit and request (amounts that do not parse, or are not positive, are left out).
+pub fn resources(container: &Container) -> Resources {
+    let resources = container.resources.as_ref();
+    let amount = |list: Option<&BTreeMap<String, Quantity>>, name: &str, milli: bool| {
+        let text = &list?.get(name)?.0;
+        let value = if milli { quantity::milli_value(text) } else { quantity::value(text) };
+        value.ok().and_then(|v| u64::try_from(v).ok()).filter(|v| *v > 0)
+    };
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    let requests = resources.and_then(|r| r.requests.as_ref());
+    Resources {
+        memory_limit: amount(limits, "memory", false),
+        cpu_limit_millis: amount(limits, "cpu", true),
+        cpu_request_millis: amount(requests, "cpu", true),
+    }
 }
 
 /// Adds the `TERM` container runtimes give a container or command on a terminal, unless its

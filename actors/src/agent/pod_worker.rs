@@ -130,6 +130,8 @@ struct Exited {
     container: String,
     pid: u32,
     code: i32,
+    /// The kernel's OOM killer ended one of its processes.
+    oom_killed: bool,
 }
 
 /// A container's lifecycle hook has ended (or, for preStop, run out of time).
@@ -218,7 +220,7 @@ impl Handler<Exited> for PodWorker {
 
     fn handle(&mut self, msg: Exited, ctx: &mut Context<Self>) {
         if let Some(state) = &mut self.state {
-            state.exited(&msg.container, msg.pid, msg.code, false);
+            state.exited(&msg.container, msg.pid, msg.code, msg.oom_killed, false);
         }
         self.request_sync(ctx);
     }
@@ -764,12 +766,15 @@ impl PodState {
             );
             adopted.adopted = true;
             adopted.adopted_running = !dead;
+            if !dead {
+                ctx.runtime.adopt(file.pid, &group_name(&self.uid, &container.name));
+            }
             container.running = Some(adopted);
         }
         // The app containers' ends first: a sidecar's restart depends on whether they have.
         ended.sort_by_key(|(not_app, ..)| *not_app);
         for (_, name, pid, code) in ended {
-            self.exited(&name, pid, code, true);
+            self.exited(&name, pid, code, false, true);
         }
         self.poll_adopted(ctx);
     }
@@ -900,11 +905,19 @@ impl PodState {
         }
     }
 
-    /// Records an exit and decides what comes next for that container. A run an agent stopped
+    /// Records an exit (`oom_killed`: the kernel's OOM killer ended one of its processes) and
+    /// decides what comes next for that container. A run an agent stopped
     /// as it shut down (`stopped_at_shutdown`) did not fail: when its restart policy runs it
     /// again, it runs at once, its back-off reset, as the kubelet restarts a node's containers
     /// after the node restarted.
-    fn exited(&mut self, name: &str, pid: u32, code: i32, stopped_at_shutdown: bool) {
+    fn exited(
+        &mut self,
+        name: &str,
+        pid: u32,
+        code: i32,
+        oom_killed: bool,
+        stopped_at_shutdown: bool,
+    ) {
         let config = self.config.clone();
         let policy = self.restart_policy().to_string();
         // A failed run's last output is its message when the container asks for it.
@@ -923,8 +936,9 @@ impl PodState {
         // is kept per container definition).
         let redefined = wanted_image.is_some_and(|image| image != running.image);
         let _ = std::fs::remove_file(self.dir.join(&c.name).join("state.json"));
-        let reason = match (c.restarting_deadline.is_some(), code) {
-            (_, 0) => "Completed",
+        let reason = match code {
+            _ if oom_killed => "OOMKilled",
+            0 => "Completed",
             _ => "Error",
         };
         let message = (falls_back && code != 0)
@@ -1043,7 +1057,7 @@ impl PodState {
             if seen_running {
                 ctx.runtime.kill_left_behind(pid, start_ticks);
             }
-            self.exited(&name, pid, 137, false);
+            self.exited(&name, pid, 137, false, false);
             let c = self.containers.iter_mut().find(|c| c.name == name);
             if let Some(t) = c.and_then(|c| c.terminated.as_mut()) {
                 t.reason = "ContainerStatusUnknown".into();
@@ -1565,8 +1579,16 @@ impl PodState {
         let log_path = log_path(&self.dir, &name, restart);
         let working_dir = Some(runtime::working_dir(&spec));
         let log_writer = ctx.config.log_writer.clone();
-        let launch =
-            Launch { argv, env: env.clone(), working_dir, log_path, log_writer, interactive };
+        let launch = Launch {
+            argv,
+            env: env.clone(),
+            working_dir,
+            log_path,
+            log_writer,
+            interactive,
+            group: group_name(&self.uid, &name),
+            resources: launch::resources(&spec),
+        };
         // The kubelet's events of a start: its image pulled (an image here is a program of
         // the node's, always there: pulled at once when the policy says `Always`, else found
         // present), the container created, then started or failed.
@@ -1639,9 +1661,10 @@ impl PodState {
                 let addr = addr.clone();
                 let container = name.clone();
                 tokio::spawn(async move {
-                    let code = started.exit.await;
-                    let _ = exit_code.set(code);
-                    addr.do_send(Exited { container, pid, code });
+                    let exit = started.exit.await;
+                    let _ = exit_code.set(exit.code);
+                    let (code, oom_killed) = (exit.code, exit.oom_killed);
+                    addr.do_send(Exited { container, pid, code, oom_killed });
                 });
             }
             Err(error) => {
@@ -2126,6 +2149,11 @@ async fn run_due(
         Outcome::Failure(reason) => failed(state, ProbeSaid::Failed(reason)),
         Outcome::Error(error) => failed(state, ProbeSaid::Errored(error)),
     })
+}
+
+/// A container's name among the node's, for its runtime's groups: `pod<uid>/<name>`.
+fn group_name(uid: &str, name: &str) -> String {
+    format!("pod{uid}/{name}")
 }
 
 /// The id a container's run is known by: its pod, name and process.

@@ -1,6 +1,7 @@
 //! Container runtimes: how a container's command line becomes something running. The pod worker
 //! drives either one the same way: start, signal, learn of the exit.
 
+pub mod cgroups;
 mod container_io;
 pub mod huge_pages;
 mod process;
@@ -57,6 +58,31 @@ pub struct Launch {
     /// must make the container lead a session of its own with its stdin, the terminal, as its
     /// controlling one (`kplane exec-limited --tty`).
     pub interactive: Interactive,
+    /// The container's name among the node's (`pod<uid>/<container>`): its control groups'
+    /// where the runtime puts containers in groups.
+    pub group: String,
+    /// What the runtime holds the container to, where it can.
+    pub resources: Resources,
+}
+
+/// A container's resources, as a runtime that enforces them reads them from its spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// `limits.memory`, in bytes.
+    pub memory_limit: Option<u64>,
+    /// `limits.cpu`, in thousandths of a core.
+    pub cpu_limit_millis: Option<u64>,
+    /// `requests.cpu`, in thousandths of a core.
+    pub cpu_request_millis: Option<u64>,
+}
+
+/// How a container's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Its first process's exit code (128 + the signal that killed it).
+    pub code: i32,
+    /// The kernel's OOM killer ended one of its processes (past its memory limit).
+    pub oom_killed: bool,
 }
 
 /// A started container.
@@ -65,8 +91,8 @@ pub struct Started {
     pub pid: u32,
     /// Kernel start time of the process, to recognise it again after an agent restart.
     pub start_ticks: u64,
-    /// Resolves to the exit code once the container has exited (128 + signal when killed).
-    pub exit: BoxFuture<'static, i32>,
+    /// Resolves once the container has exited and what it left running has been killed.
+    pub exit: BoxFuture<'static, Exit>,
     /// Its stdin and terminal, for `attach` (`None` where nothing runs).
     pub io: Option<std::sync::Arc<ContainerIo>>,
 }
@@ -103,5 +129,15 @@ pub trait Runtime: Send + Sync + 'static {
     /// kernel keeps a number in use while a group has it).
     fn kill_left_behind(&self, leader: u32, start_ticks: u64) {
         let _ = (leader, start_ticks);
+    }
+    /// Takes on a container (`group`, as [`Launch::group`]) whose first process `leader` an
+    /// earlier agent started, so that its stop reaches every process it has.
+    fn adopt(&self, leader: u32, group: &str) {
+        let _ = (leader, group);
+    }
+    /// Whether the runtime holds containers to their memory limits itself (else the agent's
+    /// memory-limit launcher does, per process).
+    fn enforces_memory_limits(&self) -> bool {
+        false
     }
 }

@@ -1,12 +1,15 @@
-//! The process runtime: each container is a host process in its own process group, with its
-//! output appended to its log file.
+//! The process runtime: each container is a host process in its own process group (and, where
+//! the node lets the agent make them, in control groups of its own: see [`super::cgroups`]),
+//! with its output appended to its log file.
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -17,27 +20,67 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::broadcast;
 
+use super::cgroups::{Cgroups, ContainerCgroup};
 use super::terminal::{Controller, Pty};
-use super::{ContainerIo, Interactive, Launch, Runtime, RuntimeError, Started, StopSignal};
+#[cfg(test)]
+use super::Resources;
+use super::{ContainerIo, Exit, Interactive, Launch, Runtime, RuntimeError, Started, StopSignal};
 
-/// Runs containers as host processes.
+/// Runs containers as host processes; in control groups when made [`ProcessRuntime::with_cgroups`]
+/// on a node that has them.
 #[derive(Debug, Default)]
-pub struct ProcessRuntime;
+pub struct ProcessRuntime {
+    cgroups: Option<Cgroups>,
+    /// The command-line prefix that joins the groups whose `cgroup.procs` files follow it
+    /// (each after `--cgroup-procs`, then `--`) and then runs the rest.
+    join_launcher: Vec<String>,
+    /// The group of each container that has one, by its first process.
+    groups: Arc<Mutex<HashMap<u32, Arc<ContainerCgroup>>>>,
+}
 
-#[async_trait]
-impl Runtime for ProcessRuntime {
-    fn name(&self) -> &'static str {
-        "process"
+impl ProcessRuntime {
+    /// A runtime that puts each container in control groups under `mount` (`/sys/fs/cgroup`)
+    /// where this process can make them there, and runs them without otherwise. A container
+    /// joins its groups through `join_launcher` (`kplane exec-limited`).
+    pub fn with_cgroups(mount: &Path, join_launcher: Vec<String>) -> Self {
+        let cgroups = Cgroups::detect(mount);
+        match &cgroups {
+            Some(_) => tracing::info!("containers run in control groups (cgroup v1 memory, cpu)"),
+            None => tracing::info!(
+                "no control groups for containers (needs root and cgroup v1's memory \
+                 controller): memory limits are per process"
+            ),
+        }
+        Self { cgroups, join_launcher, groups: Arc::default() }
     }
 
-    fn runs_processes(&self) -> bool {
-        true
+    /// `argv` run by the launcher once it has joined `group`.
+    fn joining(&self, group: &ContainerCgroup, argv: &[String]) -> Vec<String> {
+        let mut joining = self.join_launcher.clone();
+        for file in group.procs_files() {
+            joining.push("--cgroup-procs".into());
+            joining.push(file.to_string_lossy().into_owned());
+        }
+        joining.push("--".into());
+        joining.extend(argv.iter().cloned());
+        joining
     }
 
-    async fn start(&self, launch: Launch) -> Result<Started, RuntimeError> {
-        let program = launch.argv.first().cloned().unwrap_or_default();
-        let Some(mut command) =
-            super::command(&launch.argv, &launch.env, launch.working_dir.as_deref())
+    /// Starts the container of `launch` (`program` its command), in `group` when it has one.
+    async fn start_in(
+        &self,
+        launch: &Launch,
+        program: &str,
+        group: Option<Arc<ContainerCgroup>>,
+    ) -> Result<Started, RuntimeError> {
+        // The container's first process joins its groups before it runs anything (its
+        // launcher's, which then becomes the container's command), so every process it
+        // starts is in them.
+        let argv = match &group {
+            Some(group) => self.joining(group, &launch.argv),
+            None => launch.argv.clone(),
+        };
+        let Some(mut command) = super::command(&argv, &launch.env, launch.working_dir.as_deref())
         else {
             return Err(RuntimeError::Start("the command line is empty".into()));
         };
@@ -51,7 +94,7 @@ impl Runtime for ProcessRuntime {
                 RuntimeError::Start(format!("making the working directory {}: {e}", dir.display()))
             })?;
         }
-        let (log, log_err, log_writers) = output(&launch)?;
+        let (log, log_err, log_writers) = output(launch)?;
         let failed = |e: std::io::Error| RuntimeError::Start(format!("{program}: {e}"));
         let wiring = if launch.interactive.tty {
             // The command leads a session of its own on the terminal (its launcher's setsid),
@@ -78,7 +121,7 @@ impl Runtime for ProcessRuntime {
         // exited.
         drop(command);
         let mut child = spawned.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.clone()),
+            std::io::ErrorKind::NotFound => RuntimeError::NotFound(program.to_string()),
             _ => failed(e),
         })?;
         let io = match wiring.attach(launch.interactive) {
@@ -89,11 +132,25 @@ impl Runtime for ProcessRuntime {
             }
         };
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
+        let groups = self.groups.clone();
+        if let Some(group) = &group {
+            groups.lock().unwrap_or_else(PoisonError::into_inner).insert(pid, group.clone());
+        }
         let exit = async move {
             let code = child.wait().await.map_or(255, exit_code);
             // What it left running goes with it, as a container's processes end with its
             // first one (its PID namespace's init).
             signal_container(pid, Signal::SIGKILL);
+            let oom_killed = match group {
+                Some(group) => {
+                    group.kill_all().await;
+                    groups.lock().unwrap_or_else(PoisonError::into_inner).remove(&pid);
+                    let oom_killed = group.oom_killed();
+                    group.remove();
+                    oom_killed
+                }
+                None => false,
+            };
             // The exit is reported once the log writer has written the last lines too (it ends
             // with the output; a process the container left behind may hold the output open,
             // hence the limit).
@@ -101,11 +158,52 @@ impl Runtime for ProcessRuntime {
                 let _ = tokio::time::timeout(LOG_WRITER_DRAIN, writer.wait()).await;
             });
             futures::future::join_all(writers).await;
-            code
+            Exit { code, oom_killed }
         };
         // Reap the child even when nobody awaits the exit.
-        let exit = tokio::spawn(exit).map(|r| r.unwrap_or(255)).boxed();
+        let exit =
+            tokio::spawn(exit).map(|r| r.unwrap_or(Exit { code: 255, oom_killed: false })).boxed();
         Ok(Started { pid, start_ticks: start_ticks(pid).unwrap_or(0), exit, io: Some(io) })
+    }
+
+    fn group_of(&self, leader: u32) -> Option<Arc<ContainerCgroup>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner).get(&leader).cloned()
+    }
+}
+
+#[async_trait]
+impl Runtime for ProcessRuntime {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn runs_processes(&self) -> bool {
+        true
+    }
+
+    async fn start(&self, launch: Launch) -> Result<Started, RuntimeError> {
+        let program = launch.argv.first().cloned().unwrap_or_default();
+        if program.is_empty() {
+            return Err(RuntimeError::Start("the command line is empty".into()));
+        }
+        // Looked for here, as a spawn would: through the launcher that joins the groups, a
+        // missing program would be an exit (127), not a container that could not start.
+        if self.cgroups.is_some() && !findable(&program, launch.working_dir.as_deref()) {
+            return Err(RuntimeError::NotFound(program));
+        }
+        let group = match &self.cgroups {
+            Some(cgroups) => {
+                Some(Arc::new(cgroups.create(&launch.group, &launch.resources).map_err(|e| {
+                    RuntimeError::Start(format!("making the container's control group: {e}"))
+                })?))
+            }
+            None => None,
+        };
+        let started = self.start_in(&launch, &program, group.clone()).await;
+        if let (Err(_), Some(group)) = (&started, group) {
+            group.remove();
+        }
+        started
     }
 
     /// SIGTERM goes to the container's first process alone, as a container runtime sends the
@@ -120,7 +218,12 @@ impl Runtime for ProcessRuntime {
                     }
                 }
             }
-            StopSignal::Kill => signal_container(pid, Signal::SIGKILL),
+            StopSignal::Kill => {
+                signal_container(pid, Signal::SIGKILL);
+                if let Some(group) = self.group_of(pid) {
+                    group.kill_now();
+                }
+            }
         }
     }
 
@@ -129,7 +232,41 @@ impl Runtime for ProcessRuntime {
         if proc_stat(leader).is_none_or(|s| s.start_ticks == start_ticks) {
             signal_container(leader, Signal::SIGKILL);
         }
+        let group = self.groups.lock().unwrap_or_else(PoisonError::into_inner).remove(&leader);
+        if let Some(group) = group {
+            tokio::spawn(async move {
+                group.kill_all().await;
+                group.remove();
+            });
+        }
     }
+
+    fn adopt(&self, leader: u32, group: &str) {
+        if let Some(group) = self.cgroups.as_ref().and_then(|c| c.existing(group)) {
+            self.groups
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(leader, Arc::new(group));
+        }
+    }
+
+    fn enforces_memory_limits(&self) -> bool {
+        self.cgroups.is_some()
+    }
+}
+
+/// Whether `program` is there to run: a path (from `dir` when relative), or a name found in
+/// the agent's `PATH`, which containers get.
+fn findable(program: &str, dir: Option<&Path>) -> bool {
+    if program.contains('/') {
+        let path = Path::new(program);
+        return match dir {
+            Some(dir) if path.is_relative() => dir.join(path).exists(),
+            _ => path.exists(),
+        };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&search).any(|dir| dir.join(program).is_file())
 }
 
 /// A process's exit code, 128 + the signal that ended it, as container runtimes report it.
@@ -322,6 +459,13 @@ mod tests {
     use super::*;
     use crate::agent::runtime::InputError;
 
+    /// A group name no other test (of this or another run) uses at the same time.
+    fn unique_group() -> String {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("pod-test-{}-{n}/c", std::process::id())
+    }
+
     fn launch(argv: &[&str], dir: &std::path::Path) -> Launch {
         Launch {
             argv: argv.iter().map(|s| s.to_string()).collect(),
@@ -330,24 +474,26 @@ mod tests {
             log_path: dir.join("c/0.log"),
             log_writer: None,
             interactive: Interactive::default(),
+            group: unique_group(),
+            resources: Default::default(),
         }
     }
 
     #[tokio::test]
     async fn runs_logs_and_reports_the_exit_code() {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = ProcessRuntime;
+        let runtime = ProcessRuntime::default();
         let started = runtime
             .start(launch(&["sh", "-c", "echo $GREETING; exit 3"], dir.path()))
             .await
             .unwrap();
-        assert_eq!(started.exit.await, 3);
+        assert_eq!(started.exit.await.code, 3);
         assert_eq!(std::fs::read_to_string(dir.path().join("c/0.log")).unwrap(), "hello\n");
         // A working directory not there yet is made.
         let mut spec = launch(&["sh", "-c", "pwd"], dir.path());
         spec.working_dir = Some(dir.path().join("app/src"));
-        let started = ProcessRuntime.start(spec).await.unwrap();
-        assert_eq!(started.exit.await, 0);
+        let started = ProcessRuntime::default().start(spec).await.unwrap();
+        assert_eq!(started.exit.await.code, 0);
         let written = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
         assert!(written.ends_with("/app/src\n"), "{written}");
     }
@@ -357,7 +503,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut spec = launch(&["sh", "-c", "sleep 1000 & echo $! > child; wait"], dir.path());
         spec.working_dir = Some(dir.path().to_path_buf());
-        let started = ProcessRuntime.start(spec).await.unwrap();
+        let started = ProcessRuntime::default().start(spec).await.unwrap();
         assert!(process_alive(started.pid, started.start_ticks));
         let child_file = dir.path().join("child");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -371,8 +517,8 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         };
         let child_ticks = start_ticks(child).unwrap();
-        ProcessRuntime.signal(started.pid, StopSignal::Term);
-        assert_eq!(started.exit.await, 143);
+        ProcessRuntime::default().signal(started.pid, StopSignal::Term);
+        assert_eq!(started.exit.await.code, 143);
         while process_alive(child, child_ticks) {
             assert!(std::time::Instant::now() < deadline, "the grandchild survived");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -388,12 +534,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut spec = launch(&["cat"], dir.path());
         spec.interactive = interactive(true, true, false);
-        let started = ProcessRuntime.start(spec).await.unwrap();
+        let started = ProcessRuntime::default().start(spec).await.unwrap();
         let io = started.io.unwrap();
         assert!(io.screen().is_none(), "no terminal");
         io.write(b"one\n").await.unwrap();
         io.attached_input_ended().await;
-        assert_eq!(started.exit.await, 0, "cat read the end of its stdin");
+        assert_eq!(started.exit.await.code, 0, "cat read the end of its stdin");
         assert!(matches!(io.write(b"two\n").await, Err(InputError::Closed)));
         assert_eq!(std::fs::read_to_string(dir.path().join("c/0.log")).unwrap(), "one\n");
     }
@@ -403,12 +549,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut spec = launch(&["sh", "-c", "read a; read b; echo $a $b"], dir.path());
         spec.interactive = interactive(true, false, false);
-        let started = ProcessRuntime.start(spec).await.unwrap();
+        let started = ProcessRuntime::default().start(spec).await.unwrap();
         let io = started.io.unwrap();
         io.write(b"first\n").await.unwrap();
         io.attached_input_ended().await;
         io.write(b"second\n").await.unwrap();
-        assert_eq!(started.exit.await, 0);
+        assert_eq!(started.exit.await.code, 0);
         let log = std::fs::read_to_string(dir.path().join("c/0.log")).unwrap();
         assert_eq!(log, "first second\n");
     }
@@ -416,8 +562,8 @@ mod tests {
     #[tokio::test]
     async fn without_stdin_nothing_can_be_typed() {
         let dir = tempfile::tempdir().unwrap();
-        let started = ProcessRuntime.start(launch(&["cat"], dir.path())).await.unwrap();
-        assert_eq!(started.exit.await, 0, "cat read /dev/null");
+        let started = ProcessRuntime::default().start(launch(&["cat"], dir.path())).await.unwrap();
+        assert_eq!(started.exit.await.code, 0, "cat read /dev/null");
         assert!(matches!(started.io.unwrap().write(b"x").await, Err(InputError::Closed)));
     }
 
@@ -428,12 +574,12 @@ mod tests {
         let script = "read line; stty size; tty; echo got $line";
         let mut spec = launch(&["setsid", "-c", "sh", "-c", script], dir.path());
         spec.interactive = interactive(true, true, true);
-        let started = ProcessRuntime.start(spec).await.unwrap();
+        let started = ProcessRuntime::default().start(spec).await.unwrap();
         let io = started.io.unwrap();
         let mut screen = io.screen().expect("a terminal");
         io.resize(101, 33);
         io.write(b"hello\n").await.unwrap();
-        assert_eq!(started.exit.await, 0);
+        assert_eq!(started.exit.await.code, 0);
         let mut shown = Vec::new();
         while let Ok(chunk) = screen.recv().await {
             shown.extend_from_slice(&chunk);
@@ -473,11 +619,11 @@ mod tests {
             let mut spec = launch(argv, dir.path());
             spec.working_dir = Some(dir.path().to_path_buf());
             spec.interactive = interactive(false, false, tty);
-            let started = ProcessRuntime.start(spec).await.unwrap();
+            let started = ProcessRuntime::default().start(spec).await.unwrap();
             let io = started.io.unwrap();
             let child = written_pid(&dir.path().join("child")).await;
             let ticks = start_ticks(child).unwrap();
-            assert_eq!(started.exit.await, 3);
+            assert_eq!(started.exit.await.code, 3);
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while process_alive(child, ticks) {
                 assert!(std::time::Instant::now() < deadline, "the leftover survived (tty: {tty})");
@@ -496,7 +642,77 @@ mod tests {
     #[tokio::test]
     async fn a_missing_program_is_not_found() {
         let dir = tempfile::tempdir().unwrap();
-        let result = ProcessRuntime.start(launch(&["/no/such/program"], dir.path())).await;
+        let result =
+            ProcessRuntime::default().start(launch(&["/no/such/program"], dir.path())).await;
         assert!(matches!(result, Err(RuntimeError::NotFound(_))));
+        if let Some(runtime) = grouping_runtime() {
+            for program in ["/no/such/program", "no-such-program-anywhere"] {
+                let result = runtime.start(launch(&[program], dir.path())).await;
+                assert!(matches!(result, Err(RuntimeError::NotFound(_))), "{program}");
+            }
+        }
+    }
+
+    /// A runtime that puts containers in control groups, joined through a shell launcher
+    /// (`kplane exec-limited` is the binary's); `None` where this process cannot make them.
+    fn grouping_runtime() -> Option<ProcessRuntime> {
+        let join = r#"while [ "$1" = --cgroup-procs ]; do echo 0 > "$2" || exit 125; shift 2; done
+            shift; exec "$@""#;
+        let launcher = ["sh", "-c", join, "join"].map(String::from).to_vec();
+        let runtime = ProcessRuntime::with_cgroups(Path::new("/sys/fs/cgroup"), launcher);
+        if runtime.cgroups.is_none() {
+            eprintln!("skipped: no cgroup v1 memory controller this process can use");
+        }
+        runtime.cgroups.is_some().then_some(runtime)
+    }
+
+    #[tokio::test]
+    async fn a_container_past_its_memory_limit_is_oom_killed() {
+        let Some(runtime) = grouping_runtime() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        // `tail` keeps a whole line in memory, and /dev/zero has no end of line.
+        let mut spec = launch(&["tail", "/dev/zero"], dir.path());
+        spec.resources.memory_limit = Some(32 << 20);
+        let started = runtime.start(spec).await.unwrap();
+        assert_eq!(started.exit.await, Exit { code: 137, oom_killed: true });
+        // Another run of a container that ends by itself is no OOM kill.
+        let started = runtime.start(launch(&["sh", "-c", "exit 3"], dir.path())).await.unwrap();
+        assert_eq!(started.exit.await, Exit { code: 3, oom_killed: false });
+    }
+
+    #[tokio::test]
+    async fn a_containers_group_holds_its_limits_and_every_process_it_started() {
+        let Some(runtime) = grouping_runtime() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        // The leftover leaves the container's process group and session: only its control
+        // group still knows it.
+        let script = "setsid sleep 1000 & echo $! > child; read line";
+        let mut spec = launch(&["sh", "-c", script], dir.path());
+        spec.working_dir = Some(dir.path().to_path_buf());
+        spec.interactive = interactive(true, false, false);
+        spec.resources = Resources {
+            memory_limit: Some(64 << 20),
+            cpu_limit_millis: Some(500),
+            cpu_request_millis: Some(250),
+        };
+        let group = spec.group.clone();
+        let started = runtime.start(spec).await.unwrap();
+        let child = written_pid(&dir.path().join("child")).await;
+        let ticks = start_ticks(child).unwrap();
+        assert_ne!(proc_stat(child).unwrap().session, started.pid, "the leftover left");
+        let file = |controller: &str, name: &str| {
+            let path = Path::new("/sys/fs/cgroup").join(controller).join("kplane").join(&group);
+            std::fs::read_to_string(path.join(name)).map(|text| text.trim().to_string())
+        };
+        assert_eq!(file("memory", "memory.limit_in_bytes").unwrap(), (64 << 20).to_string());
+        assert_eq!(file("cpu", "cpu.cfs_quota_us").unwrap(), "50000");
+        assert_eq!(file("cpu", "cpu.shares").unwrap(), "256");
+        let members = file("memory", "cgroup.procs").unwrap();
+        assert!(members.lines().any(|pid| pid == child.to_string()), "{members}");
+        started.io.unwrap().write(b"done\n").await.unwrap();
+        assert_eq!(started.exit.await, Exit { code: 0, oom_killed: false });
+        assert!(!process_alive(child, ticks), "the leftover ended with the container");
+        assert!(file("memory", "cgroup.procs").is_err(), "the group is removed");
+        assert!(file("cpu", "cgroup.procs").is_err(), "the group is removed");
     }
 }

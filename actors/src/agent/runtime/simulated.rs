@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use tokio::sync::oneshot;
 
-use super::{Launch, Runtime, RuntimeError, Started, StopSignal};
+use super::{Exit, Launch, Runtime, RuntimeError, Started, StopSignal};
 
 /// Hands out fake pids and ends a "container" when it is signalled.
 #[derive(Default)]
@@ -31,7 +31,7 @@ impl Runtime for SimulatedRuntime {
         let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
         self.running.lock().expect("simulated runtime lock").insert(pid, tx);
-        let exit = rx.map(|code| code.unwrap_or(137)).boxed();
+        let exit = rx.map(|code| Exit { code: code.unwrap_or(137), oom_killed: false }).boxed();
         Ok(Started { pid, start_ticks: 0, exit, io: None })
     }
 
@@ -56,9 +56,11 @@ mod tests {
             log_path: "/nonexistent".into(),
             log_writer: None,
             interactive: Default::default(),
+            group: "pod1/c".into(),
+            resources: Default::default(),
         };
         let started = runtime.start(launch).await.unwrap();
         runtime.signal(started.pid, StopSignal::Term);
-        assert_eq!(started.exit.await, 143);
+        assert_eq!(started.exit.await.code, 143);
     }
 }
