@@ -16,7 +16,6 @@ use crate::model::taints::{Taint, TaintEffect};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FitFailure {
     /// The node's Ready condition is not True.
-    NotReady,
     /// The node is cordoned (`spec.unschedulable`).
     Unschedulable,
     /// Not enough of a resource left: "cpu", "memory", "ephemeral-storage" or "pods".
@@ -54,7 +53,6 @@ pub enum FitFailure {
 impl fmt::Display for FitFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FitFailure::NotReady => f.write_str("node(s) were not ready"),
             FitFailure::Unschedulable => f.write_str("node(s) were unschedulable"),
             FitFailure::Insufficient("pods") => f.write_str("Too many pods"),
             FitFailure::Insufficient(resource) => write!(f, "Insufficient {resource}"),
@@ -90,27 +88,16 @@ impl fmt::Display for FitFailure {
 
 /// Runs the filters in kube-scheduler's order (NodeUnschedulable, TaintToleration,
 /// NodeAffinity, NodePorts, NodeResourcesFit) and returns the reasons of the first one that
-/// rejects the node. A node that is not Ready is refused by its `not-ready` or `unreachable`
-/// taint, as kube-scheduler refuses it (and says so); the readiness check after the taints
-/// only covers the moment before the node lifecycle controller taints it.
+/// rejects the node. A node that is not Ready is refused only by its `not-ready` or
+/// `unreachable` taint, as kube-scheduler refuses it (it has no readiness filter since 1.17):
+/// a pod that tolerates the taint, or a node nothing has tainted, takes pods.
 pub fn filter(pod: &PodInfo, node: &NodeInfo) -> Result<(), Vec<FitFailure>> {
     let single = |r: Result<(), FitFailure>| r.map_err(|f| vec![f]);
     single(node_unschedulable(pod, node))?;
     single(taint_toleration(pod, node))?;
-    single(node_ready(pod, node))?;
     single(node_affinity(pod, node))?;
     single(node_ports(pod, node))?;
     resources_fit(pod, node)
-}
-
-/// The node must be Ready, unless the pod tolerates the `node.kubernetes.io/not-ready`
-/// NoSchedule taint that Kubernetes puts on such nodes.
-pub fn node_ready(pod: &PodInfo, node: &NodeInfo) -> Result<(), FitFailure> {
-    if node.ready || pod.tolerates_not_ready {
-        Ok(())
-    } else {
-        Err(FitFailure::NotReady)
-    }
 }
 
 /// The node must not be cordoned, unless the pod tolerates the
@@ -259,18 +246,6 @@ mod tests {
 
     fn with_requests(requests: Value) -> PodInfo {
         pod_info(json!({"containers": [{"name": "c", "resources": {"requests": requests}}]}))
-    }
-
-    #[test]
-    fn not_ready_nodes_are_rejected_unless_tolerated() {
-        let mut n = node_info(json!({}));
-        let p = pod_info(json!({}));
-        assert_eq!(node_ready(&p, &n), Ok(()));
-        n.ready = false;
-        assert_eq!(node_ready(&p, &n), Err(FitFailure::NotReady));
-        let tolerant = pod_info(json!({"tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]}));
-        assert_eq!(node_ready(&tolerant, &n), Ok(()));
     }
 
     #[test]
@@ -493,9 +468,8 @@ mod tests {
         n.unschedulable = true;
         assert_eq!(filter(&p, &n), Err(vec![FitFailure::Unschedulable]));
         n.unschedulable = false;
-        n.ready = false;
-        assert_eq!(filter(&p, &n), Err(vec![FitFailure::NotReady]));
-        // Once tainted for it, a node not Ready is refused by its taint, in kube's words.
+        // A node not Ready is refused by its taint, in kube's words, and only by it: a pod
+        // that tolerates the taint fits.
         n.taints.push(crate::model::taints::Taint {
             key: crate::model::taints::NOT_READY.into(),
             value: String::new(),
@@ -506,13 +480,26 @@ mod tests {
             refused[0].to_string(),
             "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
         );
+        let not_ready = NodeInfo::new(&serde_json::from_value(json!({
+            "metadata": {"name": "n2"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": "Unknown"}]},
+        }))
+        .unwrap());
+        let tolerant = pod_info(json!({"tolerations": [
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}]}));
+        assert_eq!(filter(&tolerant, &not_ready), Ok(()));
+        // A node made by hand (no conditions, no taints) takes pods at once.
+        let bare = serde_json::from_value(json!({"metadata": {"name": "bare"},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}));
+        assert_eq!(filter(&pod_info(json!({})), &NodeInfo::new(&bare.unwrap())), Ok(()));
         assert_eq!(filter(&pod_info(json!({})), &node_info(json!({}))), Ok(()));
     }
 
     #[test]
     fn reason_texts_are_kubernetes_texts() {
         let text = |f: FitFailure| f.to_string();
-        assert_eq!(text(FitFailure::NotReady), "node(s) were not ready");
         assert_eq!(text(FitFailure::Unschedulable), "node(s) were unschedulable");
         assert_eq!(text(FitFailure::Insufficient("cpu")), "Insufficient cpu");
         assert_eq!(

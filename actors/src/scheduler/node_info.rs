@@ -541,8 +541,6 @@ pub struct PodInfo {
     pub terminating: bool,
     /// The pod tolerates the NoSchedule taint standing for `spec.unschedulable`.
     pub tolerates_unschedulable: bool,
-    /// The pod tolerates the NoSchedule taint standing for a node that is not ready.
-    pub tolerates_not_ready: bool,
     /// The PersistentVolumeClaims its volumes name (in its namespace).
     pub claims: Vec<String>,
 }
@@ -562,7 +560,6 @@ impl PodInfo {
             tolerations.iter().any(|t| t.tolerates_parts(key, "", TaintEffect::NoSchedule))
         };
         let tolerates_unschedulable = tolerates_key(taints::UNSCHEDULABLE);
-        let tolerates_not_ready = tolerates_key(taints::NOT_READY);
 
         let host_ports = spec
             .into_iter()
@@ -653,7 +650,6 @@ impl PodInfo {
                 .map(|c| serde_json::to_value(&c.last_transition_time).unwrap_or_default()),
             terminating: meta.deletion_timestamp.is_some(),
             tolerates_unschedulable,
-            tolerates_not_ready,
             claims,
         }
     }
@@ -782,8 +778,6 @@ pub struct NodeInfo {
     pub allocatable_scalar: ScalarResources,
     /// Sum of the [`PodInfo::scalar_requests`] of the pods on the node.
     pub requested_scalar: ScalarResources,
-    /// The Ready condition is True.
-    pub ready: bool,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     /// `spec.taints` with a known effect.
@@ -810,7 +804,6 @@ impl NodeInfo {
             non_zero_requested: Resources::default(),
             allocatable_scalar: ScalarResources::default(),
             requested_scalar: ScalarResources::default(),
-            ready: false,
             unschedulable: false,
             taints: Vec::new(),
             zone: String::new(),
@@ -852,11 +845,6 @@ impl NodeInfo {
         }
         self.allocatable_scalar = scalar;
 
-        self.ready = status
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.taints = spec
             .and_then(|s| s.taints.as_ref())
@@ -1138,7 +1126,6 @@ pub(crate) mod tests {
         );
         assert_eq!(info.tolerations.len(), 1);
         assert!(info.tolerates_unschedulable);
-        assert!(!info.tolerates_not_ready);
         assert_eq!(info.required_affinity.as_ref().map(|s| s.terms.len()), Some(1));
         assert_eq!(info.preferred_affinity.len(), 1);
         assert_eq!(info.requests.pods, 1);
@@ -1183,11 +1170,9 @@ pub(crate) mod tests {
             info.allocatable,
             Resources { milli_cpu: 3500, memory: 8 << 30, ephemeral_storage: 0, pods: 110 }
         );
-        assert!(!info.ready);
         assert!(info.unschedulable);
         assert_eq!(info.taints.len(), 1);
         assert_eq!(info.zone, ":\0:z1");
-        assert!(NodeInfo::new(&node("n2", "1", "1Gi", json!({}))).ready);
     }
 
     #[test]

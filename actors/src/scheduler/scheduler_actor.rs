@@ -831,7 +831,7 @@ impl ClaimState {
 
 /// What of a node can change where pods fit.
 fn relevant(node: &NodeInfo) -> impl PartialEq {
-    (node.allocatable, node.labels.clone(), node.taints.clone(), node.ready, node.unschedulable)
+    (node.allocatable, node.labels.clone(), node.taints.clone(), node.unschedulable)
 }
 
 impl Actor for Scheduler {
