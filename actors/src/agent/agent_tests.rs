@@ -121,9 +121,21 @@ async fn a_simulated_node_registers_and_runs_pods_at_once() {
         get(&core, "pods", "default", "p").await.is_none().then_some(())
     })
     .await;
+    // The node controller's word while the node was out of touch: the agent's next status
+    // post says Ready again (at its next period, not its next periodic report minutes later).
+    let nodes = find("", "v1", "nodes").unwrap();
+    let unknown = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown",
+        "reason": "NodeStatusUnknown"}]}});
+    let patch = PatchType::StrategicMerge;
+    ApiClient::patch(&core, nodes, "", "sim-0", patch, &unknown, true).await.unwrap();
+    eventually("the node Ready again", || async {
+        let node = get(&core, "nodes", "", "sim-0").await?;
+        let conditions = node["status"]["conditions"].as_array()?.clone();
+        conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True").then_some(())
+    })
+    .await;
     // A deleted Node stays deleted while its agent runs, as the kubelet registers only when it
     // starts: four status periods go by without it.
-    let nodes = find("", "v1", "nodes").unwrap();
     ApiClient::delete(&core, nodes, "", "sim-0", &DeleteOptions::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(get(&core, "nodes", "", "sim-0").await.is_none());

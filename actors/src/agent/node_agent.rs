@@ -173,14 +173,10 @@ impl NodeAgent {
                 let pressure =
                     if measure { Pressure::measure(&config.data_dir) } else { Pressure::default() };
                 let ours = previous.lock().expect("conditions lock").clone();
-                // A real node starts from the server's copy, as the kubelet does: conditions
-                // the node controller set to Unknown while it was out of touch change back
-                // (a new transition time, their events again).
-                let theirs = if measure {
-                    client.get(resources::core("nodes"), "", &config.node_name).await.ok()
-                } else {
-                    None
-                };
+                // A node starts from the server's copy, as the kubelet does: conditions the
+                // node controller set to Unknown while it was out of touch change back (a new
+                // transition time, their events again), at once, not at the next periodic post.
+                let theirs = client.get(resources::core("nodes"), "", &config.node_name).await.ok();
                 let reported = last_report.lock().expect("report lock").clone();
                 // What the status is compared with: the server's copy, else what was posted.
                 let compared = match &theirs {
