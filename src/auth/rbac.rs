@@ -432,6 +432,9 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
         json!({"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}),
         json!({"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]}),
         json!({"verbs": write, "apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}),
+        // Leader election in a namespace (since Kubernetes 1.25).
+        json!({"verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+            "update", "watch"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}),
     ]);
     let admin = json!([
         json!({"verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
@@ -680,6 +683,11 @@ mod tests {
         );
         assert!(!allowed(&rbac, &user("editor"), &new_role));
         assert!(allowed(&rbac, &user("owner"), &new_role));
+        // Leader election: editors and admins take leases, viewers do not.
+        let new_lease = ask(Method::POST, "/apis/coordination.k8s.io/v1/namespaces/team/leases");
+        assert!(allowed(&rbac, &user("editor"), &new_lease));
+        assert!(allowed(&rbac, &user("owner"), &new_lease));
+        assert!(!allowed(&rbac, &user("viewer"), &new_lease));
         assert!(!allowed(
             &rbac,
             &user("owner"),
