@@ -5,9 +5,9 @@
 //! On the insecure port, as on kube-apiserver's, every request is the user `system:unsecured`
 //! of the groups `system:masters` and `system:authenticated`, and every request is allowed:
 //! the answers say exactly that. A request there that impersonates someone (`Impersonate-User`,
-//! as `kubectl --as` sends it) is that user, as Kubernetes makes it. On the secure port the
-//! user is the one authenticated, and the access and rules reviews are the authorizer's
-//! answers (`kubectl auth can-i`, `kubectl auth can-i --list`).
+//! as `kubectl --as` sends it) is that user, authorized as such. On the secure port the user
+//! is the one authenticated (or impersonated). For an authorized user the access and rules
+//! reviews are the authorizer's answers (`kubectl auth can-i`, `kubectl auth can-i --list`).
 
 use actix_web::HttpRequest;
 use chrono::{SecondsFormat, Utc};
@@ -20,18 +20,15 @@ use crate::auth::authz::Authorizer;
 use crate::auth::UserInfo;
 use crate::error::HttpError;
 
-/// Who a request is, as a SelfSubjectReview's `userInfo` says it: the secure port's user
-/// (impersonated, if it asked), or on the insecure port `system:unsecured` or whom the
-/// request impersonates.
+/// Who a request is, as a SelfSubjectReview's `userInfo` says it: the user it was authorized
+/// as (the secure port's, or whom it impersonates), else the insecure port's
+/// `system:unsecured`.
 pub fn user_info(req: &HttpRequest) -> Value {
     use actix_web::HttpMessage;
     if let Some(crate::auth::filter::RequestUser(user)) = req.extensions().get() {
         return user.to_json();
     }
-    match crate::auth::impersonation::requested(req.headers()) {
-        Ok(Some(impersonation)) => impersonation.user.to_json(),
-        _ => UserInfo::unsecured().to_json(),
-    }
+    UserInfo::unsecured().to_json()
 }
 
 /// Answers the review `review` of `resource`, created in `namespace` (for the namespaced
@@ -256,7 +253,9 @@ mod tests {
             for header in headers {
                 req = req.append_header(*header);
             }
-            user_info(&req.to_http_request())
+            let req = req.to_http_request();
+            let impersonation = crate::auth::impersonation::requested(req.headers());
+            impersonation.unwrap().expect("an impersonation").user.to_json()
         };
         assert_eq!(
             as_user(&[("Impersonate-User", "bob")]),

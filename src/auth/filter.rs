@@ -111,9 +111,6 @@ fn denial(user: &UserInfo, a: &Attributes, reason: &str) -> String {
 /// `None` when it may, and on the insecure port. Kubernetes authorizes an apply patch that
 /// creates its object as a create.
 pub fn create_denial(req: &actix_web::HttpRequest) -> Option<String> {
-    if !req.app_config().secure() {
-        return None;
-    }
     let state = req.app_data::<web::Data<AppState>>()?;
     let security = state.security.as_ref()?;
     let user = req.extensions().get::<RequestUser>()?.0.clone();
@@ -133,11 +130,12 @@ pub async fn guard(
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
     let secure = req.app_config().secure();
     // The insecure port without an audit log has nothing to do here (not even count a
-    // reference).
+    // reference), but for a request that impersonates someone.
+    let impersonating = || super::impersonation::asked(req.headers());
     let security: Option<Arc<Security>> = req
         .app_data::<web::Data<AppState>>()
         .and_then(|state| state.security.as_ref())
-        .filter(|s| secure || s.audit.is_some())
+        .filter(|s| secure || s.audit.is_some() || impersonating())
         .cloned();
     let Some(security) = security else {
         if secure {
@@ -245,11 +243,28 @@ pub async fn guard(
         req.extensions_mut().insert(RequestUser(acting.clone()));
         (user, impersonated)
     } else {
-        (UserInfo::unsecured(), None)
+        // The insecure port's user is a superuser, who may impersonate anyone: a request that
+        // impersonates someone (`kubectl --as`) is that user there too, authorized as such.
+        let user = UserInfo::unsecured();
+        match super::impersonation::requested(req.headers()) {
+            Ok(None) => (user, None),
+            Ok(Some(impersonation)) => {
+                let acting = impersonation.user;
+                let decision = security.authorizer.decide(&acting, &attributes);
+                if !decision.allowed {
+                    let error = forbidden(&acting, &attributes, &decision.reason);
+                    return refuse_as(req, (&user, Some(&acting)), error, &decision.reason);
+                }
+                reason = decision.reason;
+                req.extensions_mut().insert(RequestUser(acting.clone()));
+                (user, Some(acting))
+            }
+            Err(error) => return refuse(req, &user, error, ""),
+        }
     };
     let response = next.call(req).await?;
     let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
-    let decision = if secure { "allow" } else { "" };
+    let decision = if secure || impersonated.is_some() { "allow" } else { "" };
     let users = (&user, impersonated.as_ref());
     audit(response.request(), users, response.status().as_u16(), streamed, decision, &reason);
     Ok(response.map_into_left_body())

@@ -28,6 +28,11 @@ const GROUP: &str = "impersonate-group";
 const UID: &str = "impersonate-uid";
 const EXTRA: &str = "impersonate-extra-";
 
+/// Whether `headers` ask for any impersonation (`Impersonate-*`).
+pub fn asked(headers: &HeaderMap) -> bool {
+    headers.keys().any(|name| name.as_str().starts_with("impersonate-"))
+}
+
 /// The impersonation `headers` ask for, if any; 400 when they ask for groups, a uid or extras
 /// without a user.
 pub fn requested(headers: &HeaderMap) -> Result<Option<Impersonation>, HttpError> {

@@ -447,6 +447,12 @@ fn auth_can_i_and_whoami() {
     assert!(who.contains("[system:masters system:authenticated]"), "{who}");
     let bob = k.ok(&["auth", "whoami", "--as", "bob", "--as-group", "dev"]);
     assert!(bob.contains("Username    bob") && bob.contains("[dev system:authenticated]"), "{bob}");
+    // Impersonated, a request is authorized as that user, on this port too.
+    assert_eq!(k.run(&["auth", "can-i", "delete", "nodes", "--as", "bob"]).1, "no\n");
+    let (ok, _, denied) = k.run(&["get", "pods", "--as", "bob"]);
+    assert!(!ok && denied.contains("User \"bob\" cannot list resource \"pods\""), "{denied}");
+    let admin = ["--as", "bob", "--as-group", "system:masters"];
+    assert_eq!(k.run(&[&["auth", "can-i", "delete", "nodes"][..], &admin[..]].concat()).1, "yes\n");
     let resources = k.ok(&["api-resources", "--api-group", "authorization.k8s.io"]);
     assert!(resources.contains("selfsubjectaccessreviews"), "{resources}");
     // A review is only created.
