@@ -179,6 +179,10 @@ fn with_causes(mut details: Value, causes: &[FieldError]) -> Value {
     details
 }
 
+/// The `Status` an error response carries, kept in its extensions for the audit log.
+#[derive(Debug, Clone)]
+pub struct ErrorStatus(pub Value);
+
 impl ResponseError for HttpError {
     fn status_code(&self) -> StatusCode {
         status_of(self).0
@@ -193,7 +197,10 @@ impl ResponseError for HttpError {
         if let Some(seconds) = retry_after.filter(|s| *s > 0) {
             response.insert_header(("Retry-After", seconds.to_string()));
         }
-        response.content_type("application/json").body(body.to_string())
+        let mut response = response.content_type("application/json").body(body.to_string());
+        // For the audit log, which records what a request was refused with.
+        response.extensions_mut().insert(ErrorStatus(body));
+        response
     }
 }
 

@@ -709,6 +709,7 @@ async fn read_object(
     let validation = query.field_validation(req)?;
     let bytes = body::read(payload, state.max_body_bytes).await?;
     let (mut value, duplicates) = body::decode_noting_duplicates(req, &bytes)?;
+    crate::auth::audit::note_request_object(req, state, &value);
     let mut warnings = validation.check(resource, &mut value, &duplicates)?;
     // The core drops repeated owner references, as Kubernetes does; the client is told.
     warnings.extend(kplane_actors::model::owners::duplicates_warning(&value));

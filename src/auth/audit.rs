@@ -63,6 +63,26 @@ fn open_appending(path: &Path) -> std::io::Result<Current> {
     Ok(Current { file: LineWriter::new(file), bytes, rotated: None })
 }
 
+/// The name of the object a request's body carries, noted for its audit event (a create's
+/// `objectRef.name`, which its path lacks), as kube-apiserver takes it from the decoded object.
+pub struct RequestObjectName(pub String);
+
+/// Notes the name `object` (a request's decoded body) carries, when requests are audited.
+pub fn note_request_object(
+    req: &actix_web::HttpRequest,
+    state: &crate::api::AppState,
+    object: &serde_json::Value,
+) {
+    use actix_web::HttpMessage;
+    if !state.security.as_ref().is_some_and(|s| s.audit.is_some()) {
+        return;
+    }
+    let name = object.pointer("/metadata/name").and_then(serde_json::Value::as_str);
+    if let Some(name) = name.filter(|name| !name.is_empty()) {
+        req.extensions_mut().insert(RequestObjectName(name.to_string()));
+    }
+}
+
 /// One request's record.
 pub struct Record<'a> {
     /// Who sent the request.
@@ -86,6 +106,11 @@ pub struct Record<'a> {
     pub received: &'a str,
     /// The request's `Audit-ID`, which its response echoes.
     pub audit_id: &'a str,
+    /// The `Status` an error was answered with: its status, message, reason and details go
+    /// in `responseStatus`, as kube-apiserver logs them.
+    pub error: Option<&'a crate::error::ErrorStatus>,
+    /// The name the request's object carried (for a create), when its path has none.
+    pub object_name: Option<&'a str>,
 }
 
 impl AuditLog {
@@ -209,6 +234,13 @@ fn event(r: &Record) -> Value {
         event["annotations"] = json!({"authorization.k8s.io/decision": r.decision,
             "authorization.k8s.io/reason": r.reason});
     }
+    if let Some(status) = r.error.and_then(|error| error.0.as_object()) {
+        for key in ["status", "message", "reason", "details"] {
+            if let Some(value) = status.get(key) {
+                event["responseStatus"][key] = value.clone();
+            }
+        }
+    }
     if let Some(attempted) = &r.failed_authentication {
         event["user"] = json!({});
         event["stage"] = json!("ResponseStarted");
@@ -222,11 +254,15 @@ fn event(r: &Record) -> Value {
     }
     if a.resource_request {
         let mut object = json!({"resource": a.resource, "apiVersion": a.api_version});
+        let name = match r.object_name {
+            Some(name) if a.name.is_empty() => name,
+            _ => a.name.as_str(),
+        };
         for (key, value) in [
-            ("namespace", &a.namespace),
-            ("name", &a.name),
-            ("apiGroup", &a.api_group),
-            ("subresource", &a.subresource),
+            ("namespace", a.namespace.as_str()),
+            ("name", name),
+            ("apiGroup", a.api_group.as_str()),
+            ("subresource", a.subresource.as_str()),
         ] {
             if !value.is_empty() {
                 object[key] = json!(value);

@@ -22,7 +22,7 @@ use super::authn::{
 use super::authz::Authorizer;
 use super::UserInfo;
 use crate::api::AppState;
-use crate::error::HttpError;
+use crate::error::{ErrorStatus, HttpError};
 
 /// How the secure port authenticates and authorizes, and where requests are audited.
 #[derive(Debug)]
@@ -149,7 +149,7 @@ pub async fn guard(
     let attributes = Attributes::of(req.method(), req.path(), req.query_string());
     let audit = |req: &actix_web::HttpRequest,
                  users: Users,
-                 code: u16,
+                 (code, error): (u16, Option<&ErrorStatus>),
                  streamed: bool,
                  decision,
                  reason: &str| {
@@ -159,6 +159,7 @@ pub async fn guard(
             let extensions = req.extensions();
             let audit_id = extensions.get::<crate::api::response_headers::AuditId>();
             let audit_id = audit_id.and_then(|id| id.0.to_str().ok()).unwrap_or_default();
+            let object_name = extensions.get::<crate::auth::audit::RequestObjectName>();
             log.write(&Record {
                 user,
                 impersonated,
@@ -173,6 +174,8 @@ pub async fn guard(
                 failed_authentication,
                 received: &received,
                 audit_id,
+                error,
+                object_name: object_name.map(|name| name.0.as_str()),
             });
         }
     };
@@ -180,8 +183,10 @@ pub async fn guard(
     // authentication).
     let refuse_as = |req: ServiceRequest, users: Users, error: HttpError, reason: &str| {
         let decision = if matches!(error, HttpError::Unauthorized) { "" } else { "forbid" };
-        audit(req.request(), users, error.status_code().as_u16(), false, decision, reason);
-        Ok(req.into_response(error.error_response()).map_into_right_body())
+        let response = error.error_response();
+        let answer = (response.status().as_u16(), response.extensions().get().cloned());
+        audit(req.request(), users, (answer.0, answer.1.as_ref()), false, decision, reason);
+        Ok(req.into_response(response).map_into_right_body())
     };
     let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError, reason: &str| {
         refuse_as(req, (user, None), error, reason)
@@ -266,7 +271,10 @@ pub async fn guard(
     let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
     let decision = if secure || impersonated.is_some() { "allow" } else { "" };
     let users = (&user, impersonated.as_ref());
-    audit(response.request(), users, response.status().as_u16(), streamed, decision, &reason);
+    let extensions = response.response().extensions();
+    let answer = (response.status().as_u16(), extensions.get::<ErrorStatus>());
+    audit(response.request(), users, answer, streamed, decision, &reason);
+    drop(extensions);
     Ok(response.map_into_left_body())
 }
 

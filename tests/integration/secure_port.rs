@@ -188,6 +188,7 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     );
     dave.ok(&["create", "configmap", "from-dave", "--from-literal=a=b"]);
     assert!(dave.refused(&["get", "pods"]).contains(r#"User "dave" cannot list resource "pods""#));
+    assert!(dave.refused(&["get", "configmap", "nope"]).contains("NotFound"));
 
     // Without credentials (curl: kubectl would ask for a user name).
     let anonymous = |path: &str| curl(port, &server_ca, None, path);
@@ -250,6 +251,25 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
         .iter()
         .find(|e| e["user"]["username"] == "bob" && e["responseStatus"]["code"] == 403)
         .unwrap();
+    // An error's event has the Status it was answered with, as kube-apiserver logs it.
+    assert_eq!(refused["responseStatus"]["reason"], "Forbidden", "{refused}");
+    assert_eq!(refused["responseStatus"]["status"], "Failure", "{refused}");
+    let message = refused["responseStatus"]["message"].as_str().unwrap();
+    assert!(message.contains(r#"User "bob" cannot create resource "configmaps""#), "{refused}");
+    let missing = events.iter().find(|e| e["responseStatus"]["code"] == 404).unwrap();
+    assert_eq!(missing["responseStatus"]["reason"], "NotFound", "{missing}");
+    assert_eq!(missing["responseStatus"]["details"]["name"], "nope", "{missing}");
+    // A create's object is named in its event (from its body: the path has no name).
+    let created = events
+        .iter()
+        .find(|e| {
+            e["user"]["username"] == "dave"
+                && e["verb"] == "create"
+                && e["objectRef"]["resource"] == "configmaps"
+        })
+        .unwrap();
+    assert_eq!(created["objectRef"]["name"], "from-dave", "{created}");
+    assert_eq!(created["responseStatus"], json!({"metadata": {}, "code": 201}), "{created}");
     assert_eq!(refused["annotations"]["authorization.k8s.io/decision"], "forbid");
     assert_eq!(refused["annotations"]["authorization.k8s.io/reason"], "No policy matched.");
     assert_eq!(refused["apiVersion"], "audit.k8s.io/v1");
