@@ -86,17 +86,34 @@ fn events_k8s_io_shares_storage_with_core_events() {
         assert_eq!(code, 400, "{status}");
         assert_eq!(status["message"], format!("field label not supported: {label}"));
     }
+    // Through events.k8s.io/v1 only the series (and metadata) may change, as Kubernetes'
+    // validation of an update there; through core/v1 the rest may too.
     let merge = "application/merge-patch+json";
-    let (code, patched) = server.send_raw(
-        "PATCH",
-        &format!("{EVENTS_V1}/e1"),
-        Some(merge),
-        br#"{"note":"moved"}"#.to_vec(),
-    );
+    let patch = |path: &str, body: &str| {
+        server.send_raw("PATCH", &format!("{path}/e1"), Some(merge), body.as_bytes().to_vec())
+    };
+    let series = r#"{"series":{"count":2,"lastObservedTime":"2026-11-30T08:01:00.000000Z"}}"#;
+    let (code, patched) = patch(EVENTS_V1, series);
     assert_eq!(code, 200, "{patched}");
-    assert_eq!(patched["note"], "moved");
-    let (_, core) = server.get("/api/v1/namespaces/default/events/e1");
-    assert_eq!(core["message"], "moved");
+    assert_eq!(patched["series"]["count"], 2);
+    let (code, status) = patch(EVENTS_V1, r#"{"note":"moved","reportingController":"x"}"#);
+    assert_eq!(code, 422, "{status}");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["message", "reportingController"], "{status}");
+    assert!(status["message"].as_str().unwrap().contains("field is immutable"), "{status}");
+    let mut replaced = patched.clone();
+    replaced["reason"] = json!("Moved");
+    let (code, status) = server.put(&format!("{EVENTS_V1}/e1"), &replaced);
+    assert_eq!(code, 422, "{status}");
+    let (code, _) = patch("/api/v1/namespaces/default/events", r#"{"message":"moved"}"#);
+    assert_eq!(code, 200);
+    let (_, viewed) = server.get(&format!("{EVENTS_V1}/e1"));
+    assert_eq!(viewed["note"], "moved");
     let mut invalid = scheduled_event("e3");
     invalid.as_object_mut().unwrap().remove("eventTime");
     let (code, status) = server.post(EVENTS_V1, &invalid);

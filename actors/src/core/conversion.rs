@@ -96,6 +96,68 @@ fn convert(
     Value::Object(converted)
 }
 
+/// What an update through the events.k8s.io/v1 view may not change (one through core/v1 may),
+/// as the stored (core/v1) fields and the names Kubernetes' errors give them.
+const EVENT_IMMUTABLE: &[(&str, &str)] = &[
+    ("involvedObject", "involvedObject"),
+    ("reason", "reason"),
+    ("message", "message"),
+    ("source", "source"),
+    ("firstTimestamp", "firstTimestamp"),
+    ("lastTimestamp", "lastTimestamp"),
+    ("count", "count"),
+    ("type", "type"),
+    ("eventTime", "eventTime"),
+    ("action", "action"),
+    ("related", "related"),
+    ("reportingComponent", "reportingController"),
+    ("reportingInstance", "reportingInstance"),
+];
+
+impl View {
+    /// Refuses an update through the view that changes what the event reports (`old` and
+    /// `new` in the stored form), as events.k8s.io/v1 does: only its series and metadata may
+    /// change.
+    pub fn check_update(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
+        let errors = immutable_event_changes(old, new);
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        Err(ApiError::invalid(self.view, name, errors))
+    }
+}
+
+/// The fields of [`EVENT_IMMUTABLE`] that differ between `old` and `new` (absent, null and a
+/// zero value alike, as Go's fields compare; times to the microsecond).
+fn immutable_event_changes(old: &Value, new: &Value) -> Vec<FieldError> {
+    let normal = |object: &Value, field: &str| -> Value {
+        match object.get(field) {
+            None | Some(Value::Null) => Value::Null,
+            Some(Value::String(text)) if text.is_empty() => Value::Null,
+            Some(Value::Number(n)) if n.as_i64() == Some(0) => Value::Null,
+            Some(Value::Object(map)) if map.is_empty() => Value::Null,
+            Some(Value::String(text)) => match chrono::DateTime::parse_from_rfc3339(text) {
+                Ok(time) => json!(time.timestamp_micros()),
+                Err(_) => Value::String(text.clone()),
+            },
+            Some(other) => other.clone(),
+        }
+    };
+    let mut errors = Vec::new();
+    for &(field, path) in EVENT_IMMUTABLE {
+        if normal(old, field) != normal(new, field) {
+            let value = match new.get(field) {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            errors.push(FieldError::invalid(path, &value, "field is immutable"));
+        }
+    }
+    errors
+}
+
 /// events.k8s.io/v1's rules for an event (stricter than core/v1's).
 fn validate_event(event: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();

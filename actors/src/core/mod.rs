@@ -631,6 +631,10 @@ impl ApiCore {
     ) -> Result<Arc<StoredObject>, ApiError> {
         if let Some(view) = View::of(resource) {
             let body = view.stored_form(body)?;
+            let key = ObjectKey::new(view.storage, namespace, name);
+            if let Some(current) = self.store.get(&key).await? {
+                view.check_update(&current.to_value(), &body)?;
+            }
             let updated = Box::pin(self.update(view.storage, namespace, name, body, options));
             return Ok(view.object(updated.await?));
         }
@@ -1002,8 +1006,10 @@ impl ApiCore {
             // A view's patch applies to the view's form of the object.
             let mut next = match view {
                 Some(view) => {
-                    let patched = patch::apply(&view.view_form(stored), patch_type, patch)?;
-                    view.stored_form(patched)?
+                    let patched = patch::apply(&view.view_form(stored.clone()), patch_type, patch)?;
+                    let next = view.stored_form(patched)?;
+                    view.check_update(&stored, &next)?;
+                    next
                 }
                 None => patch::apply(&stored, patch_type, patch)?,
             };
