@@ -92,15 +92,21 @@ pub async fn request(
     let issuer = state.tokens.as_ref().ok_or_else(|| {
         HttpError::Api(ApiError::Unavailable("no service account signing key".into()))
     })?;
-    let issued = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let (token, expires) = issuer.issue(&account, seconds).map_err(ApiError::Internal)?;
     let expires = chrono::DateTime::from_timestamp(expires, 0)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let audiences = if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences };
+    // The request's own metadata, in its namespace (nothing is stored, so nothing is
+    // created: no creation time), as Kubernetes answers it.
+    let mut metadata = body.get("metadata").filter(|m| m.is_object()).cloned().unwrap_or(json!({}));
+    metadata["namespace"] = json!(namespace);
+    if metadata.get("creationTimestamp").is_none() {
+        metadata["creationTimestamp"] = Value::Null;
+    }
     let answer = json!({
         "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": issued},
+        "metadata": metadata,
         "spec": {"audiences": audiences, "expirationSeconds": seconds},
         "status": {"token": token, "expirationTimestamp": expires},
     });
