@@ -128,4 +128,17 @@ fn events_k8s_io_shares_storage_with_core_events() {
     assert_eq!(deleted["details"]["group"], "events.k8s.io", "{deleted}");
     assert_eq!(deleted["details"]["name"], "e1", "{deleted}");
     assert_eq!(server.get("/api/v1/namespaces/default/events/e1").0, 404);
+    // Errors name the resource asked for: events.k8s.io's, in its group.
+    let (code, missing) = server.get(&format!("{EVENTS_V1}/e1"));
+    assert_eq!(code, 404);
+    assert_eq!(missing["message"], r#"events.events.k8s.io "e1" not found"#, "{missing}");
+    assert_eq!(missing["details"]["group"], "events.k8s.io", "{missing}");
+    let (code, missing) = patch(EVENTS_V1, r#"{"series":null}"#);
+    assert_eq!(code, 404);
+    assert_eq!(missing["details"]["group"], "events.k8s.io", "{missing}");
+    let (code, exists) = server.post(EVENTS_V1, &scheduled_event("e3"));
+    assert_eq!(code, 201, "{exists}");
+    let (code, exists) = server.post(EVENTS_V1, &scheduled_event("e3"));
+    assert_eq!(code, 409);
+    assert_eq!(exists["message"], r#"events.events.k8s.io "e3" already exists"#, "{exists}");
 }

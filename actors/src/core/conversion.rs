@@ -66,6 +66,33 @@ impl View {
         view
     }
 
+    /// An error of the storage's resource in the view's words (`events.events.k8s.io "e" not
+    /// found`, with the view's group), as Kubernetes names the resource a request asked for.
+    pub fn own_error(&self, error: ApiError) -> ApiError {
+        let (storage, view) = (self.storage, self.view);
+        let ours =
+            |resource: &str, group: &str| resource == storage.plural && group == storage.group;
+        match error {
+            ApiError::NotFound { resource, group, name } if ours(resource, group) => {
+                ApiError::NotFound { resource: view.plural, group: view.group, name }
+            }
+            ApiError::AlreadyExists { resource, group, name, being_deleted }
+                if ours(resource, group) =>
+            {
+                ApiError::AlreadyExists {
+                    resource: view.plural,
+                    group: view.group,
+                    name,
+                    being_deleted,
+                }
+            }
+            ApiError::Conflict { resource, group, name, message } if ours(resource, group) => {
+                ApiError::Conflict { resource: view.plural, group: view.group, name, message }
+            }
+            other => other,
+        }
+    }
+
     /// The view's form of a stored object, as a stored object of the view's resource.
     pub fn object(&self, stored: Arc<StoredObject>) -> Arc<StoredObject> {
         let key = ObjectKey::new(self.view, &stored.key.namespace, &stored.key.name);

@@ -272,7 +272,8 @@ impl ApiCore {
         name: &str,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if let Some(view) = View::of(resource) {
-            return Ok(view.object(Box::pin(self.get(view.storage, namespace, name)).await?));
+            let stored = Box::pin(self.get(view.storage, namespace, name)).await;
+            return Ok(view.object(stored.map_err(|e| view.own_error(e))?));
         }
         let key = ObjectKey::new(resource, namespace, name);
         self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))
@@ -410,7 +411,8 @@ impl ApiCore {
         }
         if let Some(view) = View::of(resource) {
             let body = view.stored_form(body)?;
-            let created = Box::pin(self.create(view.storage, namespace, body, options)).await?;
+            let created = Box::pin(self.create(view.storage, namespace, body, options)).await;
+            let created = created.map_err(|e| view.own_error(e))?;
             return Ok(view.object(created));
         }
         let ownership = Ownership::Update(self.manager(options));
@@ -636,7 +638,7 @@ impl ApiCore {
                 view.check_update(&current.to_value(), &body)?;
             }
             let updated = Box::pin(self.update(view.storage, namespace, name, body, options));
-            return Ok(view.object(updated.await?));
+            return Ok(view.object(updated.await.map_err(|e| view.own_error(e))?));
         }
         let ownership = Ownership::Update(self.manager(options));
         self.replace(resource, namespace, name, body, options.dry_run, Part::Main, ownership).await
@@ -988,6 +990,25 @@ impl ApiCore {
         part: Part,
         options: &WriteOptions,
     ) -> Result<(Arc<StoredObject>, PatchNotes), ApiError> {
+        let patched =
+            self.patch_stored(resource, namespace, name, patch_type, patch, part, options).await;
+        match View::of(resource) {
+            Some(view) => patched.map_err(|e| view.own_error(e)),
+            None => patched,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn patch_stored(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        part: Part,
+        options: &WriteOptions,
+    ) -> Result<(Arc<StoredObject>, PatchNotes), ApiError> {
         let view = View::of(resource);
         let resource = view.map_or(resource, |v| v.storage);
         let key = ObjectKey::new(resource, namespace, name);
@@ -1089,7 +1110,8 @@ impl ApiCore {
         options: &DeleteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if let Some(view) = View::of(resource) {
-            let deleted = Box::pin(self.delete(view.storage, namespace, name, options)).await?;
+            let deleted = Box::pin(self.delete(view.storage, namespace, name, options)).await;
+            let deleted = deleted.map_err(|e| view.own_error(e))?;
             return Ok(view.object(deleted));
         }
         // A delete that marks the object (a finalizer, a graceful pod deletion) writes it: one
