@@ -192,9 +192,14 @@ def events(api, core):
     listed = api.list_namespaced_event(NS, field_selector="regarding.name=py-p")
     assert [e.metadata.name for e in listed.items] == ["py-ev"], listed
     expect_status(400, api.list_namespaced_event, NS, field_selector="involvedObject.name=py-p")
-    patched = api.patch_namespaced_event("py-ev", NS, {"note": "changed"})
-    assert patched.note == "changed"
-    assert core.read_namespaced_event("py-ev", NS).message == "changed"
+    # Through events.k8s.io/v1 only the series may change (the note is immutable there)...
+    series = {"series": {"count": 2, "lastObservedTime": now.isoformat()}}
+    patched = api.patch_namespaced_event("py-ev", NS, series)
+    assert patched.series.count == 2, patched
+    expect_status(422, api.patch_namespaced_event, "py-ev", NS, {"note": "changed"})
+    # ...through core/v1 the message may.
+    core.patch_namespaced_event("py-ev", NS, {"message": "changed"})
+    assert api.read_namespaced_event("py-ev", NS).note == "changed"
     bad = client.EventsV1Event(metadata=client.V1ObjectMeta(name="py-bad"), event_time=now,
                                reporting_controller="x", reporting_instance="y", action="z",
                                reason="r", type="Odd")
