@@ -808,12 +808,18 @@ fn a_gracefully_deleted_pod_reports_how_its_containers_ended() {
         "trapping",
         "node-grace",
         json!({"name": "c", "image": "none",
-            "command": ["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"]}),
+            "command": ["sh", "-c", "trap 'exit 7' TERM; echo trapping; while :; do sleep 0.1; done"]}),
     );
     assert_eq!(server.post("/api/v1/namespaces/default/pods", &trapping).0, 201);
-    let running = wait_pod(&server, "trapping", "the pod runs", |p| {
+    wait_pod(&server, "trapping", "the pod runs", |p| {
         p["status"]["containerStatuses"][0]["state"]["running"].is_object()
     });
+    // Its trap set (a SIGTERM before it would end the shell at once: 143).
+    wait_until(WAIT, "the trap is set", || {
+        let log = server.http.get(server.url("/api/v1/namespaces/default/pods/trapping/log"));
+        log.send().and_then(|r| r.text()).is_ok_and(|text| text.contains("trapping"))
+    });
+    let running = get_pod(&server, "trapping");
     let rv = running["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let watch = format!(
         "/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}\

@@ -966,10 +966,11 @@ spec:
 fn kubectl_logs_follow_reads_a_deleted_pod_to_its_last_line() {
     let server = single_node_cluster();
     let kubectl = server.kubectl();
-    // Its last line is written as it stops, just before its node agent removes its files.
+    // Its last line is written as it stops, just before its node agent removes its files
+    // (its first once its trap is set).
     let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trap"},
         "spec": {"containers": [{"name": "c", "image": "kplane/pause",
-            "command": ["sh", "-c", "echo start; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done"]}]}}"#;
+            "command": ["sh", "-c", "trap 'echo bye; exit 0' TERM; echo start; while true; do sleep 0.1; done"]}]}}"#;
     kubectl.ok(&["create", "-f", kubectl.write("trap.json", pod).to_str().unwrap()]);
     wait_until(WAIT, "trap is Running", || {
         kubectl.run(&["get", "pod", "trap", "-o", "jsonpath={.status.phase}"]).1 == "Running"

@@ -990,112 +990,107 @@ impl ApiCore {
         part: Part,
         options: &WriteOptions,
     ) -> Result<(Arc<StoredObject>, PatchNotes), ApiError> {
-        let patched =
-            self.patch_stored(resource, namespace, name, patch_type, patch, part, options).await;
-        match View::of(resource) {
+        let view = View::of(resource);
+        // Errors in the words of the resource asked for (a view's, not its storage's).
+        let patched = async {
+            let resource = view.map_or(resource, |v| v.storage);
+            let key = ObjectKey::new(resource, namespace, name);
+            let manager = self.manager(options);
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let current = self
+                    .store
+                    .get(&key)
+                    .await?
+                    .ok_or_else(|| ApiError::not_found(resource, name))?;
+                let current_rv = current.resource_version.to_string();
+                let mut stored = current.to_value();
+                // Decoded first, as Kubernetes decodes what it stored before patching: a field its
+                // kind does not declare (an in-process writer's) is not the patch's fault.
+                let (group, kind) = (resource.group, resource.kind);
+                let _ = self.check_schema_as(group, kind, &mut stored, false);
+                // A view's patch applies to the view's form of the object.
+                let mut next = match view {
+                    Some(view) => {
+                        let patched =
+                            patch::apply(&view.view_form(stored.clone()), patch_type, patch)?;
+                        let next = view.stored_form(patched)?;
+                        view.check_update(&stored, &next)?;
+                        next
+                    }
+                    None => patch::apply(&stored, patch_type, patch)?,
+                };
+                // A patch that moves the object to another namespace, in the patch handler's words
+                // (a PUT's are a create's).
+                let patched_namespace =
+                    json::at(&next, "/metadata/namespace").and_then(Value::as_str);
+                if let Some(other) = patched_namespace
+                    .filter(|n| resource.namespaced && *n != namespace && !n.is_empty())
+                {
+                    return Err(ApiError::BadRequest(format!(
+                        "the namespace of the object ({other}) does not match the namespace on the \
+                         URL ({namespace})"
+                    )));
+                }
+                // A patch has no uid precondition: a uid it changes is an immutable field changed.
+                let patched_uid = json::at(&next, "/metadata/uid").and_then(Value::as_str);
+                if let Some(uid) = patched_uid.filter(|uid| !uid.is_empty() && *uid != current.uid)
+                {
+                    let error = FieldError::invalid("metadata.uid", uid, "field is immutable");
+                    return Err(ApiError::invalid(resource, name, vec![error]));
+                }
+                let unknown_fields = self
+                    .check_schema_as(group, kind, &mut next, false)
+                    .map_err(|decoding| patch_not_decodable(patch_type, patch, &next, decoding))?;
+                if options.strict_fields
+                    && !(options.patch_findings.is_empty() && unknown_fields.is_empty())
+                {
+                    let unknown = unknown_fields.iter().map(|field| unknown_field_message(field));
+                    let findings: Vec<String> =
+                        options.patch_findings.iter().cloned().chain(unknown).collect();
+                    let decoding = format!("strict decoding error: {}", findings.join(", "));
+                    return Err(patch_not_decodable(patch_type, patch, &next, decoding));
+                }
+                // (What is not an object is refused as the update's body below.)
+                let meta = next.get_mut("metadata").and_then(Value::as_object_mut);
+                let repeated_owners = meta.map(owners::dedup).unwrap_or_default();
+                let notes = PatchNotes { unknown_fields, repeated_owners };
+                // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
+                // otherwise the patch applies to whatever version it was computed on.
+                let stale = json::at(&next, "/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|rv| rv != current_rv);
+                // So does a uid it names: a mismatch is not a race to retry.
+                let pinned = stale
+                    || json::at(patch, "/metadata/resourceVersion").is_some()
+                    || json::at(patch, "/metadata/uid").is_some();
+                if !pinned {
+                    if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert("resourceVersion".into(), json!(current_rv));
+                    }
+                }
+                let ownership = Ownership::Update(manager);
+                let written =
+                    self.replace(resource, namespace, name, next, options.dry_run, part, ownership);
+                match written.await {
+                    Err(ApiError::Conflict { .. }) if !pinned && attempts < UPDATE_RETRIES => {
+                        self.store.settle(resource).await?;
+                    }
+                    other => {
+                        let written = other.map(|written| match view {
+                            Some(view) => view.object(written),
+                            None => written,
+                        });
+                        return written.map(|written| (written, notes));
+                    }
+                }
+            }
+        }
+        .await;
+        match view {
             Some(view) => patched.map_err(|e| view.own_error(e)),
             None => patched,
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn patch_stored(
-        &self,
-        resource: &'static ResourceType,
-        namespace: &str,
-        name: &str,
-        patch_type: PatchType,
-        patch: &Value,
-        part: Part,
-        options: &WriteOptions,
-    ) -> Result<(Arc<StoredObject>, PatchNotes), ApiError> {
-        let view = View::of(resource);
-        let resource = view.map_or(resource, |v| v.storage);
-        let key = ObjectKey::new(resource, namespace, name);
-        let manager = self.manager(options);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let current =
-                self.store.get(&key).await?.ok_or_else(|| ApiError::not_found(resource, name))?;
-            let current_rv = current.resource_version.to_string();
-            let mut stored = current.to_value();
-            // Decoded first, as Kubernetes decodes what it stored before patching: a field its
-            // kind does not declare (an in-process writer's) is not the patch's fault.
-            let (group, kind) = (resource.group, resource.kind);
-            let _ = self.check_schema_as(group, kind, &mut stored, false);
-            // A view's patch applies to the view's form of the object.
-            let mut next = match view {
-                Some(view) => {
-                    let patched = patch::apply(&view.view_form(stored.clone()), patch_type, patch)?;
-                    let next = view.stored_form(patched)?;
-                    view.check_update(&stored, &next)?;
-                    next
-                }
-                None => patch::apply(&stored, patch_type, patch)?,
-            };
-            // A patch that moves the object to another namespace, in the patch handler's words
-            // (a PUT's are a create's).
-            let patched_namespace = json::at(&next, "/metadata/namespace").and_then(Value::as_str);
-            if let Some(other) = patched_namespace
-                .filter(|n| resource.namespaced && *n != namespace && !n.is_empty())
-            {
-                return Err(ApiError::BadRequest(format!(
-                    "the namespace of the object ({other}) does not match the namespace on the \
-                     URL ({namespace})"
-                )));
-            }
-            // A patch has no uid precondition: a uid it changes is an immutable field changed.
-            let patched_uid = json::at(&next, "/metadata/uid").and_then(Value::as_str);
-            if let Some(uid) = patched_uid.filter(|uid| !uid.is_empty() && *uid != current.uid) {
-                let error = FieldError::invalid("metadata.uid", uid, "field is immutable");
-                return Err(ApiError::invalid(resource, name, vec![error]));
-            }
-            let unknown_fields = self
-                .check_schema_as(group, kind, &mut next, false)
-                .map_err(|decoding| patch_not_decodable(patch_type, patch, &next, decoding))?;
-            if options.strict_fields
-                && !(options.patch_findings.is_empty() && unknown_fields.is_empty())
-            {
-                let unknown = unknown_fields.iter().map(|field| unknown_field_message(field));
-                let findings: Vec<String> =
-                    options.patch_findings.iter().cloned().chain(unknown).collect();
-                let decoding = format!("strict decoding error: {}", findings.join(", "));
-                return Err(patch_not_decodable(patch_type, patch, &next, decoding));
-            }
-            // (What is not an object is refused as the update's body below.)
-            let meta = next.get_mut("metadata").and_then(Value::as_object_mut);
-            let repeated_owners = meta.map(owners::dedup).unwrap_or_default();
-            let notes = PatchNotes { unknown_fields, repeated_owners };
-            // A resourceVersion the patch names (or sets) is a precondition `replace` checks;
-            // otherwise the patch applies to whatever version it was computed on.
-            let stale = json::at(&next, "/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .is_some_and(|rv| rv != current_rv);
-            // So does a uid it names: a mismatch is not a race to retry.
-            let pinned = stale
-                || json::at(patch, "/metadata/resourceVersion").is_some()
-                || json::at(patch, "/metadata/uid").is_some();
-            if !pinned {
-                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.insert("resourceVersion".into(), json!(current_rv));
-                }
-            }
-            let ownership = Ownership::Update(manager);
-            let written =
-                self.replace(resource, namespace, name, next, options.dry_run, part, ownership);
-            match written.await {
-                Err(ApiError::Conflict { .. }) if !pinned && attempts < UPDATE_RETRIES => {
-                    self.store.settle(resource).await?;
-                }
-                other => {
-                    let written = other.map(|written| match view {
-                        Some(view) => view.object(written),
-                        None => written,
-                    });
-                    return written.map(|written| (written, notes));
-                }
-            }
         }
     }
 
