@@ -82,7 +82,7 @@ async fn started_per_second(nodes: usize, pods: usize, simulated: bool) -> f64 {
     let agents = if simulated {
         start_agents(&core, dir.path(), nodes, || Arc::new(SimulatedRuntime::default()))
     } else {
-        start_agents(&core, dir.path(), nodes, || Arc::new(ProcessRuntime))
+        start_agents(&core, dir.path(), nodes, || Arc::new(ProcessRuntime::default()))
     };
     wait_for(&core, "nodes", "", nodes).await;
     let pod_resource = resources::find("", "v1", "pods").unwrap();

@@ -6,6 +6,7 @@
 //! given but wrong are refused (401) even when anonymous requests are allowed; none at all make
 //! the request anonymous, when that is on.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -112,10 +113,10 @@ impl Authenticator {
         if let Some(CertificateUser(user)) = certificate {
             return Authenticated::User(user.clone());
         }
-        let Some(header) = headers.get(AUTHORIZATION) else { return Authenticated::Missing };
         if let Some(token) = bearer_token(headers) {
-            return self.token_user(token).map_or(Authenticated::Invalid, Authenticated::User);
+            return self.token_user(&token).map_or(Authenticated::Invalid, Authenticated::User);
         }
+        let Some(header) = headers.get(AUTHORIZATION) else { return Authenticated::Missing };
         let header = header.to_str().unwrap_or("");
         let (scheme, credentials) = header.split_once(' ').unwrap_or((header, ""));
         let credentials = credentials.trim();
@@ -142,14 +143,42 @@ impl Authenticator {
     }
 }
 
-/// The token of an `Authorization: Bearer` header: its second space-separated field, as
-/// Kubernetes reads it (`Bearer tok extra` is `tok`; `Bearer ` has none).
-pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let header = headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let mut fields = header.splitn(3, ' ');
-    let scheme = fields.next()?;
-    let token = fields.next().filter(|token| !token.is_empty())?;
-    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+/// The bearer token a request carries: an `Authorization: Bearer` header's second
+/// space-separated field, as Kubernetes reads it (`Bearer tok extra` is `tok`; `Bearer ` has
+/// none), else, for a WebSocket upgrade (which browsers cannot give headers), the
+/// `base64url.bearer.authorization.k8s.io.<token>` subprotocol it offers, as kube-apiserver's
+/// WebSocket protocol authenticator reads it.
+pub fn bearer_token(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    let from_header = || {
+        let header = headers.get(AUTHORIZATION)?.to_str().ok()?;
+        let mut fields = header.splitn(3, ' ');
+        let scheme = fields.next()?;
+        let token = fields.next().filter(|token| !token.is_empty())?;
+        scheme.eq_ignore_ascii_case("bearer").then_some(Cow::Borrowed(token))
+    };
+    from_header().or_else(|| websocket_token(headers).map(Cow::Owned))
+}
+
+/// The subprotocol prefix that carries a bearer token in a WebSocket upgrade.
+const WEBSOCKET_BEARER: &str = "base64url.bearer.authorization.k8s.io.";
+
+/// The token a WebSocket upgrade offers as a subprotocol (base64url, unpadded), if it offers
+/// exactly one.
+fn websocket_token(headers: &HeaderMap) -> Option<String> {
+    let has = |name: &str, token: &str| {
+        let values = headers.get_all(name).filter_map(|v| v.to_str().ok());
+        values.flat_map(|v| v.split(',')).any(|v| v.trim().eq_ignore_ascii_case(token))
+    };
+    if !has("connection", "upgrade") || !has("upgrade", "websocket") {
+        return None;
+    }
+    let protocols = headers.get_all("sec-websocket-protocol").filter_map(|v| v.to_str().ok());
+    let mut tokens = protocols
+        .flat_map(|v| v.split(','))
+        .filter_map(|protocol| protocol.trim().strip_prefix(WEBSOCKET_BEARER));
+    let (token, None) = (tokens.next()?, tokens.next()) else { return None };
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+    String::from_utf8(decoded).ok().filter(|token| !token.is_empty())
 }
 
 /// The user a client certificate names: its subject's CN, and each O as a group.
@@ -227,6 +256,41 @@ mod tests {
             panic!("the certificate's user")
         };
         assert_eq!(dave.name, "dave");
+    }
+
+    #[test]
+    fn a_websocket_upgrade_may_carry_its_token_as_a_subprotocol() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, "secret-a,alice,1001\n").unwrap();
+        let authn = Authenticator::load(Some(&tokens), None).unwrap();
+        let upgrade = |protocols: &str| {
+            let mut headers = HeaderMap::new();
+            let mut set = |name: &'static str, value: &str| {
+                headers.insert(
+                    actix_web::http::header::HeaderName::from_static(name),
+                    HeaderValue::from_str(value).unwrap(),
+                );
+            };
+            set("connection", "Upgrade");
+            set("upgrade", "websocket");
+            set("sec-websocket-protocol", protocols);
+            headers
+        };
+        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("secret-a");
+        let offered = format!("v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.{encoded}");
+        let alice = UserInfo::authenticated("alice", "1001", vec![]);
+        assert_eq!(authn.authenticate(&upgrade(&offered), None), Authenticated::User(alice));
+        let wrong = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("nope");
+        let wrong = format!("base64url.bearer.authorization.k8s.io.{wrong}");
+        assert_eq!(authn.authenticate(&upgrade(&wrong), None), Authenticated::Invalid);
+        // Two tokens, or none, name no one; nor does the subprotocol outside an upgrade.
+        let twice = format!("{offered}, base64url.bearer.authorization.k8s.io.{encoded}");
+        assert_eq!(authn.authenticate(&upgrade(&twice), None), Authenticated::Missing);
+        assert_eq!(authn.authenticate(&upgrade("v5.channel.k8s.io"), None), Authenticated::Missing);
+        let mut plain = upgrade(&offered);
+        plain.remove("upgrade");
+        assert_eq!(authn.authenticate(&plain, None), Authenticated::Missing);
     }
 
     #[test]

@@ -105,11 +105,12 @@ fn denial(user: &UserInfo, a: &Attributes, reason: &str) -> String {
     )
 }
 
-/// On the secure port, why the user of `req` (a write of one object, e.g. an apply patch)
-/// may not create the object it names, in Kubernetes' words after `... is forbidden: `
+/// For an authorized user (the secure port's, or whom an insecure port's request
+/// impersonates), why the user of `req` (a write of one object, e.g. an apply patch) may not
+/// create the object it names, in Kubernetes' words after `... is forbidden: `
 /// (`User "bob" cannot create resource "configmaps" in API group "" in the namespace "qa"`);
-/// `None` when it may, and on the insecure port. Kubernetes authorizes an apply patch that
-/// creates its object as a create.
+/// `None` when it may, and for the insecure port's own user. Kubernetes authorizes an apply
+/// patch that creates its object as a create.
 pub fn create_denial(req: &actix_web::HttpRequest) -> Option<String> {
     let state = req.app_data::<web::Data<AppState>>()?;
     let security = state.security.as_ref()?;
