@@ -63,11 +63,18 @@ pub const PATCH_MEDIA_TYPES: &str = "application/json-patch+json, application/me
 /// How long a client told 429 waits before trying again.
 const RETRY_AFTER_SECONDS: u64 = 1;
 
+/// How an internal error's message begins, as Kubernetes words it.
+const INTERNAL: &str = "Internal error occurred: ";
+
 /// The Kubernetes `Status` for a failure, with its HTTP code.
 pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
     let message = match error {
         HttpError::Api(ApiError::PatchNotApplicable(_)) => {
             "the server rejected our request due to an error in our request".to_string()
+        }
+        // Kubernetes' `NewInternalError`: the message prefixed, the error itself its cause.
+        HttpError::Api(ApiError::Internal(why)) if !why.starts_with(INTERNAL) => {
+            format!("{INTERNAL}{why}")
         }
         _ => error.to_string(),
     };
@@ -110,7 +117,10 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::Expired(_) | ApiError::InconsistentContinue { .. } => (410, "Expired", None),
             ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
             ApiError::RequestTooLarge(_) => (413, "RequestEntityTooLarge", None),
-            ApiError::Internal(_) => (500, "InternalError", None),
+            ApiError::Internal(why) => {
+                let cause = why.strip_prefix(INTERNAL).unwrap_or(why);
+                (500, "InternalError", Some(json!({"causes": [{"message": cause}]})))
+            }
             ApiError::Unavailable(_) => (503, "ServiceUnavailable", None),
             ApiError::DisruptionBudget { cause, retry_after_seconds } => {
                 let mut d = json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]});
@@ -207,6 +217,18 @@ impl ResponseError for HttpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn internal_errors_are_worded_and_detailed_as_kubernetes_words_them() {
+        let error = |why: &str| HttpError::Api(ApiError::Internal(why.into()));
+        let (code, body) = status_of(&error("store: the disk is full"));
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["message"], "Internal error occurred: store: the disk is full");
+        assert_eq!(body["details"], json!({"causes": [{"message": "store: the disk is full"}]}));
+        let (_, body) = status_of(&error("Internal error occurred: range is full"));
+        assert_eq!(body["message"], "Internal error occurred: range is full");
+        assert_eq!(body["details"]["causes"][0]["message"], "range is full");
+    }
 
     #[test]
     fn not_found_status_matches_kubernetes() {
