@@ -220,7 +220,10 @@ fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
 
 /// Whether this process can make groups in `parent` (a probe group made and removed).
 fn writable(parent: &Path) -> bool {
-    let probe = parent.join(format!("probe-{}", std::process::id()));
+    // Unique to this call: detections at once (one per runtime) must not share a probe.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = parent.join(format!("probe-{}-{n}", std::process::id()));
     let made = std::fs::create_dir(&probe).is_ok();
     made && std::fs::remove_dir(&probe).is_ok()
 }
