@@ -190,7 +190,7 @@ fn with_causes(mut details: Value, causes: &[FieldError]) -> Value {
 }
 
 /// The `Status` an error response carries, kept in its extensions for the audit log.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ErrorStatus(pub Value);
 
 impl ResponseError for HttpError {

@@ -185,8 +185,11 @@ pub async fn guard(
     let refuse_as = |req: ServiceRequest, users: Users, error: HttpError, reason: &str| {
         let decision = if matches!(error, HttpError::Unauthorized) { "" } else { "forbid" };
         let response = error.error_response();
-        let answer = (response.status().as_u16(), response.extensions().get().cloned());
-        audit(req.request(), users, (answer.0, answer.1.as_ref()), false, decision, reason);
+        {
+            let extensions = response.extensions();
+            let answer = (response.status().as_u16(), extensions.get::<ErrorStatus>());
+            audit(req.request(), users, answer, false, decision, reason);
+        }
         Ok(req.into_response(response).map_into_right_body())
     };
     let refuse = |req: ServiceRequest, user: &UserInfo, error: HttpError, reason: &str| {
@@ -272,10 +275,11 @@ pub async fn guard(
     let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
     let decision = if secure || impersonated.is_some() { "allow" } else { "" };
     let users = (&user, impersonated.as_ref());
-    let extensions = response.response().extensions();
-    let answer = (response.status().as_u16(), extensions.get::<ErrorStatus>());
-    audit(response.request(), users, answer, streamed, decision, &reason);
-    drop(extensions);
+    {
+        let extensions = response.response().extensions();
+        let answer = (response.status().as_u16(), extensions.get::<ErrorStatus>());
+        audit(response.request(), users, answer, streamed, decision, &reason);
+    }
     Ok(response.map_into_left_body())
 }
 

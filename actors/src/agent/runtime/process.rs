@@ -9,7 +9,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -35,7 +35,7 @@ pub struct ProcessRuntime {
     /// (each after `--cgroup-procs`, then `--`) and then runs the rest.
     join_launcher: Vec<String>,
     /// The group of each container that has one, by its first process.
-    groups: Arc<Mutex<HashMap<u32, Arc<ContainerCgroup>>>>,
+    groups: Arc<Groups>,
 }
 
 impl ProcessRuntime {
@@ -134,7 +134,7 @@ impl ProcessRuntime {
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
         let groups = self.groups.clone();
         if let Some(group) = &group {
-            groups.lock().unwrap_or_else(PoisonError::into_inner).insert(pid, group.clone());
+            locked(&groups).insert(pid, group.clone());
         }
         let exit = async move {
             let code = child.wait().await.map_or(255, exit_code);
@@ -144,7 +144,7 @@ impl ProcessRuntime {
             let oom_killed = match group {
                 Some(group) => {
                     group.kill_all().await;
-                    groups.lock().unwrap_or_else(PoisonError::into_inner).remove(&pid);
+                    locked(&groups).remove(&pid);
                     let oom_killed = group.oom_killed();
                     group.remove();
                     oom_killed
@@ -167,7 +167,7 @@ impl ProcessRuntime {
     }
 
     fn group_of(&self, leader: u32) -> Option<Arc<ContainerCgroup>> {
-        self.groups.lock().unwrap_or_else(PoisonError::into_inner).get(&leader).cloned()
+        locked(&self.groups).get(&leader).cloned()
     }
 }
 
@@ -232,7 +232,7 @@ impl Runtime for ProcessRuntime {
         if proc_stat(leader).is_none_or(|s| s.start_ticks == start_ticks) {
             signal_container(leader, Signal::SIGKILL);
         }
-        let group = self.groups.lock().unwrap_or_else(PoisonError::into_inner).remove(&leader);
+        let group = locked(&self.groups).remove(&leader);
         if let Some(group) = group {
             tokio::spawn(async move {
                 group.kill_all().await;
@@ -243,16 +243,20 @@ impl Runtime for ProcessRuntime {
 
     fn adopt(&self, leader: u32, group: &str) {
         if let Some(group) = self.cgroups.as_ref().and_then(|c| c.existing(group)) {
-            self.groups
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(leader, Arc::new(group));
+            locked(&self.groups).insert(leader, Arc::new(group));
         }
     }
 
     fn enforces_memory_limits(&self) -> bool {
         self.cgroups.is_some()
     }
+}
+
+/// The containers' groups by first process (a panic elsewhere leaves the map usable).
+type Groups = Mutex<HashMap<u32, Arc<ContainerCgroup>>>;
+
+fn locked(groups: &Groups) -> MutexGuard<'_, HashMap<u32, Arc<ContainerCgroup>>> {
+    groups.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Whether `program` is there to run: a path (from `dir` when relative), or a name found in
@@ -654,16 +658,20 @@ mod tests {
     }
 
     /// A runtime that puts containers in control groups, joined through a shell launcher
-    /// (`kplane exec-limited` is the binary's); `None` where this process cannot make them.
+    /// (`kplane exec-limited` is the binary's); `None` where this machine has none to make.
     fn grouping_runtime() -> Option<ProcessRuntime> {
         let join = r#"while [ "$1" = --cgroup-procs ]; do echo 0 > "$2" || exit 125; shift 2; done
             shift; exec "$@""#;
         let launcher = ["sh", "-c", join, "join"].map(String::from).to_vec();
-        let runtime = ProcessRuntime::with_cgroups(Path::new("/sys/fs/cgroup"), launcher);
-        if runtime.cgroups.is_none() {
-            eprintln!("skipped: no cgroup v1 memory controller this process can use");
+        // Judged apart from the runtime's own detection, which must then find them.
+        let root = nix::unistd::geteuid().is_root();
+        if !root || !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").is_file() {
+            eprintln!("skipped: not root, or no cgroup v1 memory controller");
+            return None;
         }
-        runtime.cgroups.is_some().then_some(runtime)
+        let runtime = ProcessRuntime::with_cgroups(Path::new("/sys/fs/cgroup"), launcher);
+        assert!(runtime.cgroups.is_some(), "root with a v1 memory controller makes groups");
+        Some(runtime)
     }
 
     #[tokio::test]
