@@ -258,7 +258,11 @@ async fn dispatch(
                     meta.entry("resourceVersion").or_insert(json!(version));
                 }
             }
-            let options = query.write_options(&req)?;
+            let mut options = query.write_options(&req)?;
+            if resource.creates_on_update() && !status_only {
+                // Kubernetes authorizes an update that creates its object as a create.
+                options.create_denied = crate::auth::filter::create_denial(&req);
+            }
             let (updated, created) = if status_only {
                 (core.update_status(resource, namespace, name, value, &options).await?, false)
             } else {

@@ -110,7 +110,7 @@ fn denial(user: &UserInfo, a: &Attributes, reason: &str) -> String {
 /// create the object it names, in Kubernetes' words after `... is forbidden: `
 /// (`User "bob" cannot create resource "configmaps" in API group "" in the namespace "qa"`);
 /// `None` when it may, and for the insecure port's own user. Kubernetes authorizes an apply
-/// patch that creates its object as a create.
+/// patch, or an update, that creates its object as a create.
 pub fn create_denial(req: &actix_web::HttpRequest) -> Option<String> {
     let state = req.app_data::<web::Data<AppState>>()?;
     let security = state.security.as_ref()?;

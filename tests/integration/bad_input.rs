@@ -182,6 +182,13 @@ fn every_error_class_has_its_status() {
     let (code, created) = server.put(&format!("{leases}/held"), &lease);
     assert_eq!((code, &created["spec"]["holderIdentity"]), (201, &json!("a")), "{created}");
     assert_eq!(server.put(&format!("{leases}/held"), &created).0, 200);
+    // RBAC's four kinds create on update as well (kubectl replace of a new binding).
+    let binding = json!({"metadata": {"name": "put-made"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "carol"}]});
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/put-made";
+    let (code, created) = server.put(bindings, &binding);
+    assert_eq!((code, &created["subjects"][0]["name"]), (201, &json!("carol")), "{created}");
     let cm = json!({"metadata": {"name": "absent"}});
     assert_status(
         &server.put("/api/v1/namespaces/default/configmaps/absent", &cm),

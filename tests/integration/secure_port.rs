@@ -752,10 +752,11 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
 }
 
-/// A server-side apply that would create its object is authorized as a create, as Kubernetes'
-/// patch handler authorizes it: `patch` alone updates what exists, and creates nothing.
+/// A server-side apply, or an update, that would create its object is authorized as a create,
+/// as Kubernetes' patch and update handlers authorize it: `patch` or `update` alone changes
+/// what exists, and creates nothing.
 #[test]
-fn an_apply_that_creates_needs_create() {
+fn an_apply_or_an_update_that_creates_needs_create() {
     let files = tempfile::tempdir().unwrap();
     let (_server, _, root, bob) = rbac_server(files.path());
     root.ok(&["create", "configmap", "kept", "--from-literal=a=1"]);
@@ -780,6 +781,29 @@ fn an_apply_that_creates_needs_create() {
     );
     assert!(!root.run(&["get", "configmap", "fresh"]).0, "not created");
     assert_eq!(root.ok(&["get", "configmap", "kept", "-o", "jsonpath={.data.a}"]), "2");
+    // A service's update creates it when there is none: for who may create services only.
+    root.ok(&["create", "role", "svc-update", "--verb=get,update", "--resource=services"]);
+    root.ok(&["create", "rolebinding", "bob-updates", "--role=svc-update", "--user=bob"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob may update", || {
+        bob.run(&["auth", "can-i", "update", "services"]).1 == "yes\n"
+    });
+    let service = |name: &str| {
+        let file = files.path().join(format!("svc-{name}.yaml"));
+        let body = format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
+             spec: {{ports: [{{port: 80}}]}}\n"
+        );
+        std::fs::write(&file, body).unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    root.ok(&["create", "-f", &service("there")]);
+    bob.ok(&["replace", "-f", &service("there")]);
+    let refused = bob.refused(&["replace", "-f", &service("absent")]);
+    assert!(
+        refused.contains(r#"services "absent" is forbidden: User "bob" cannot create resource "services" in API group "" in the namespace "default""#),
+        "{refused}"
+    );
+    assert!(!root.run(&["get", "service", "absent"]).0, "not created");
 }
 
 /// Impersonation (`kubectl --as`, `--as-group`): allowed to who may `impersonate` the user,

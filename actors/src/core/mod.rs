@@ -645,8 +645,8 @@ impl ApiCore {
     }
 
     /// A PUT of an object: `update`, or, for the kinds whose update may create
-    /// (`ResourceType::creates_on_update`), a create when there is no such object. True when
-    /// it created.
+    /// (`ResourceType::creates_on_update`), a create when there is no such object, refused
+    /// when `options.create_denied` says why the user may not create. True when it created.
     pub async fn put(
         &self,
         resource: &'static ResourceType,
@@ -662,6 +662,9 @@ impl ApiCore {
             Err(ApiError::NotFound { resource: plural, name: missing, .. })
                 if plural == resource.plural && missing == name =>
             {
+                if let Some(denial) = &options.create_denied {
+                    return Err(ApiError::forbidden(resource, name, denial.clone(), Vec::new()));
+                }
                 let mut body = body;
                 if let Some(object) = body.as_object_mut() {
                     let meta = object.entry("metadata").or_insert_with(|| json!({}));

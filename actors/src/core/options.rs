@@ -82,9 +82,9 @@ pub struct WriteOptions {
     /// operation's unknown or repeated members), in Kubernetes' words: with `strict_fields`,
     /// they refuse the patch ahead of the patched object's unknown fields.
     pub patch_findings: Vec<String>,
-    /// Why the writer may not create the object, if so (it may patch it: Kubernetes
-    /// authorizes an apply that creates its object as a create): such an apply is refused
-    /// with this reason (403).
+    /// Why the writer may not create the object, if so (it may patch or update it:
+    /// Kubernetes authorizes an apply, or an update, that creates its object as a create):
+    /// such a write is refused with this reason (403).
     pub create_denied: Option<String>,
 }
 

@@ -190,7 +190,17 @@ impl ResourceType {
     /// True for the kinds whose update creates the object when there is none, as in Kubernetes
     /// (their strategies' `AllowCreateOnUpdate`).
     pub fn creates_on_update(&self) -> bool {
-        const KINDS: &[&str] = &["Endpoints", "Event", "LimitRange", "Service", "Lease"];
+        const KINDS: &[&str] = &[
+            "Endpoints",
+            "Event",
+            "LimitRange",
+            "Service",
+            "Lease",
+            "Role",
+            "ClusterRole",
+            "RoleBinding",
+            "ClusterRoleBinding",
+        ];
         KINDS.contains(&self.kind)
     }
 
