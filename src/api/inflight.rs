@@ -29,6 +29,12 @@ impl InflightLimits {
     pub fn new(read_only: usize, mutating: usize) -> Self {
         Self { read_only: Limit::new(read_only), mutating: Limit::new(mutating) }
     }
+
+    /// The read-only and the mutating requests in flight now.
+    pub fn in_flight(&self) -> (usize, usize) {
+        let now = |limit: &Limit| limit.current.load(Ordering::Acquire);
+        (now(&self.read_only), now(&self.mutating))
+    }
 }
 
 #[derive(Debug, Default)]

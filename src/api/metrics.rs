@@ -5,7 +5,7 @@ use std::time::Instant;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::{web, HttpResponse};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The server's metric families.
@@ -13,7 +13,8 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
-    inflight: IntGauge,
+    /// By `request_kind` (`readOnly`, `mutating`), read from the in-flight limits at a scrape.
+    inflight: IntGaugeVec,
 }
 
 impl Metrics {
@@ -44,16 +45,25 @@ impl Metrics {
             &LABELS,
         )
         .expect("valid metric");
-        let inflight =
-            IntGauge::new("apiserver_current_inflight_requests", "Requests being served.")
-                .expect("valid metric");
+        let inflight = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_current_inflight_requests",
+                "Requests being served per request kind, as the in-flight limits count them \
+                 (long-running requests and probes are not).",
+            ),
+            &["request_kind"],
+        )
+        .expect("valid metric");
         registry.register(Box::new(requests.clone())).expect("unique metric");
         registry.register(Box::new(latency.clone())).expect("unique metric");
         registry.register(Box::new(inflight.clone())).expect("unique metric");
         Self { registry, requests, latency, inflight }
     }
 
-    fn render(&self) -> Vec<u8> {
+    fn render(&self, inflight: &super::InflightLimits) -> Vec<u8> {
+        let (read_only, mutating) = inflight.in_flight();
+        self.inflight.with_label_values(&["readOnly"]).set(read_only as i64);
+        self.inflight.with_label_values(&["mutating"]).set(mutating as i64);
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)
@@ -67,7 +77,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 async fn render(state: web::Data<super::AppState>) -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
+    let text = state.metrics.render(&state.inflight);
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(text)
 }
 
 /// The labels kube-apiserver gives a request's metrics (but `code`).
@@ -181,12 +192,8 @@ pub async fn observe(
         content_type.unwrap_or(""),
     );
     let started = Instant::now();
-    if let Some(m) = &metrics {
-        m.metrics.inflight.inc();
-    }
     let response = next.call(req).await;
     if let Some(m) = &metrics {
-        m.metrics.inflight.dec();
         let code = response.as_ref().map(|r| r.status().as_u16()).unwrap_or(500).to_string();
         let values = labels.values();
         let with_code = [&values[..], &[code.as_str()]].concat();
