@@ -12,6 +12,7 @@ use kplane_actors::agent::node_agent::StopAgent;
 use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use kplane_actors::agent::{AgentConfig, NodeAgent};
 use kplane_actors::client::ApiClient;
+use kplane_actors::controllers::NodeIpamController;
 use kplane_actors::core::{ApiCore, ListOptions, WriteOptions};
 use kplane_actors::model::resources;
 use kplane_actors::store::{Store, StoreOptions};
@@ -64,6 +65,9 @@ fn start_agents(
     runtime: impl Fn() -> Arc<dyn Runtime>,
 ) -> Vec<Addr<NodeAgent>> {
     let client: Arc<dyn ApiClient> = Arc::new(core.clone());
+    // The agents wait for their pod networks, which the server's node IPAM controller gives.
+    let cluster = AgentConfig::new("any", dir.to_path_buf()).cluster_cidr;
+    NodeIpamController::new(client.clone(), cluster).start();
     (0..nodes)
         .map(|i| {
             let mut config = AgentConfig::new(&format!("node-{i}"), dir.join(format!("node-{i}")));

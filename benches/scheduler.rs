@@ -14,6 +14,7 @@ use kplane_actors::agent::node_agent::StopAgent;
 use kplane_actors::agent::runtime::SimulatedRuntime;
 use kplane_actors::agent::{AgentConfig, NodeAgent};
 use kplane_actors::client::ApiClient;
+use kplane_actors::controllers::NodeIpamController;
 use kplane_actors::core::{ApiCore, ListOptions};
 use kplane_actors::model::resources;
 use kplane_actors::scheduler::node_info::{LabelGroups, NodeInfo, PodInfo};
@@ -91,6 +92,9 @@ async fn bound_per_second(run: usize) -> f64 {
     let core = ApiCore::new(store.clone(), hub);
     core.bootstrap().await.unwrap();
     let client: Arc<dyn ApiClient> = Arc::new(core.clone());
+    // The agents wait for their pod networks, which the server's node IPAM controller gives.
+    let cluster = AgentConfig::new("any", dir.path().to_path_buf()).cluster_cidr;
+    NodeIpamController::new(client.clone(), cluster).start();
     let mut agents = Vec::with_capacity(NODES);
     for i in 0..NODES {
         let mut config = AgentConfig::new(&format!("sim-{i}"), dir.path().join(format!("n{i}")));

@@ -9,14 +9,14 @@ use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
     ClusterRoleAggregator, DisruptionController, EndpointsController, EveryNamespace,
     GarbageCollector, Kept, KubernetesServiceConfig, KubernetesServiceController,
-    NamespaceController, NodeLifecycleController, PersistentVolumeController, PodGarbageCollector,
-    ReplicationManager, ResourceQuotaController, ServiceController, StopClusterRoleAggregator,
-    StopCollector, StopDisruptionController, StopEndpointsController, StopEveryNamespace,
-    StopKubernetesServiceController, StopNamespaceController, StopNodeLifecycleController,
-    StopPersistentVolumeController, StopPodGarbageCollector, StopQuotaController,
-    StopReplicationManager, StopServiceController, StopStorageProtector,
-    StopTaintEvictionController, StopTokensController, StorageProtector, TaintEvictionController,
-    TokensController,
+    NamespaceController, NodeIpamController, NodeLifecycleController, PersistentVolumeController,
+    PodGarbageCollector, ReplicationManager, ResourceQuotaController, ServiceController,
+    StopClusterRoleAggregator, StopCollector, StopDisruptionController, StopEndpointsController,
+    StopEveryNamespace, StopKubernetesServiceController, StopNamespaceController,
+    StopNodeIpamController, StopNodeLifecycleController, StopPersistentVolumeController,
+    StopPodGarbageCollector, StopQuotaController, StopReplicationManager, StopServiceController,
+    StopStorageProtector, StopTaintEvictionController, StopTokensController, StorageProtector,
+    TaintEvictionController, TokensController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -61,6 +61,7 @@ pub struct Running {
     tokens: Option<Addr<TokensController>>,
     replication: Addr<ReplicationManager>,
     endpoints: Addr<EndpointsController>,
+    node_ipam: Addr<NodeIpamController>,
     node_lifecycle: Addr<NodeLifecycleController>,
     taint_eviction: Addr<TaintEvictionController>,
     pod_gc: Addr<PodGarbageCollector>,
@@ -108,6 +109,7 @@ impl Running {
         }
         let _ = self.replication.send(StopReplicationManager).await;
         let _ = self.endpoints.send(StopEndpointsController).await;
+        let _ = self.node_ipam.send(StopNodeIpamController).await;
         let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
         let _ = self.taint_eviction.send(StopTaintEvictionController).await;
         let _ = self.pod_gc.send(StopPodGarbageCollector).await;
@@ -411,6 +413,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
+    // And the node IPAM controller: each node gets a /24 of the cluster's pod network.
+    let node_ipam = NodeIpamController::new(
+        Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
+        settings.agent.agent.cluster_cidr,
+    )
+    .start();
     // And the node lifecycle controller: a node whose agent went silent is not Ready, and
     // tainted so that its pods leave it.
     let node_lifecycle = NodeLifecycleController::new(
@@ -478,6 +486,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         ("serviceaccount-controller", accounts.clone().recipient()),
         ("replicationcontroller-controller", replication.clone().recipient()),
         ("endpoints-controller", endpoints.clone().recipient()),
+        ("node-ipam-controller", node_ipam.clone().recipient()),
         ("node-lifecycle-controller", node_lifecycle.clone().recipient()),
         ("taint-eviction-controller", taint_eviction.clone().recipient()),
         ("pod-garbage-collector-controller", pod_gc.clone().recipient()),
@@ -527,6 +536,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         tokens,
         replication,
         endpoints,
+        node_ipam,
         node_lifecycle,
         taint_eviction,
         pod_gc,

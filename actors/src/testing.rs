@@ -35,6 +35,16 @@ pub async fn core_with(options: HubOptions) -> ApiCore {
     core
 }
 
+/// As [`core`], with the node IPAM controller handing out nodes' pod networks (node agents
+/// wait for theirs), from the agent's default cluster CIDR.
+pub async fn core_with_node_ipam() -> ApiCore {
+    let core = core().await;
+    let cluster = crate::agent::AgentConfig::new("any", "unused".into()).cluster_cidr;
+    let client = std::sync::Arc::new(core.clone());
+    actix::Actor::start(crate::controllers::NodeIpamController::new(client, cluster));
+    core
+}
+
 /// Polls `check` until it returns something, or fails after 30 s.
 pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);

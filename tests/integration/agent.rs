@@ -1342,12 +1342,15 @@ impl Drop for Reaped {
 
 #[test]
 fn a_hundred_simulated_nodes_register_and_run_pods() {
-    let server = Server::start();
+    // Nodes' pod networks are the server's to give, from its cluster CIDR, whatever the
+    // agent's own configuration says.
+    let server = Server::start_with_env(&[("KPLANE_AGENT__CLUSTER_CIDR", "127.96.0.0/16")]);
     let data = tempfile::tempdir().unwrap();
-    let mut agent = start_agent(
+    let mut agent = start_agent_with_env(
         &server,
         &["--runtime", "simulated", "--nodes", "100", "--node-name-prefix", "sim-"],
         data.path(),
+        &[("KPLANE_AGENT__CLUSTER_CIDR", "127.200.0.0/16")],
     );
     wait_until(WAIT, "100 Ready nodes", || {
         let (_, nodes) = server.get("/api/v1/nodes");
@@ -1364,6 +1367,7 @@ fn a_hundred_simulated_nodes_register_and_run_pods() {
     cidrs.sort();
     cidrs.dedup();
     assert_eq!(cidrs.len(), 100, "every node has its own pod CIDR");
+    assert!(cidrs.iter().all(|c| c.starts_with("127.96.") && c.ends_with(".0/24")), "{cidrs:?}");
     let pod = pod_on("hollow", "sim-42", json!({"name": "c", "image": "anything:latest"}));
     server.post("/api/v1/namespaces/default/pods", &pod);
     wait_pod(&server, "hollow", "the hollow pod is Ready", |p| {

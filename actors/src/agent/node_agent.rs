@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use serde_json::{json, Value};
@@ -25,7 +25,7 @@ use crate::client::cache::key_of;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::{object_uid, ApiClient};
-use crate::core::{ApiError, ListOptions, PatchType};
+use crate::core::{ApiError, PatchType};
 use crate::model::{json, now, resources, ResourceType};
 use crate::scheduler::node_info::PodInfo;
 use crate::watch::EventType;
@@ -124,7 +124,7 @@ pub struct NodeAgent {
     admitting: HashMap<String, Value>,
     conditions: Arc<Mutex<Vec<Value>>>,
     /// The status the agent last posted, and when.
-    last_report: Arc<Mutex<Option<(Value, std::time::Instant)>>>,
+    last_report: Arc<Mutex<Option<(Value, Instant)>>>,
     /// The node's `spec.unschedulable` as the agent last saw it (for its events).
     unschedulable: Arc<AtomicBool>,
     swept: bool,
@@ -220,7 +220,7 @@ impl NodeAgent {
                             status["conditions"].as_array().cloned().unwrap_or_default();
                         *previous.lock().expect("conditions lock") = conditions.clone();
                         *last_report.lock().expect("report lock") =
-                            Some((status.clone(), std::time::Instant::now()));
+                            Some((status.clone(), Instant::now()));
                         if measure {
                             let unschedulable = node["spec"]["unschedulable"] == true;
                             // (At its start, all of them, as the kubelet's at registration.)
@@ -544,36 +544,38 @@ impl Handler<StopAgent> for NodeAgent {
     }
 }
 
-/// Creates the Node, or brings an existing one up to date; returns the node's pod network.
+/// Creates the Node, or brings an existing one up to date; returns the node's pod network
+/// once it has one: the server's node IPAM controller hands each node a /24 of the cluster's,
+/// as kube-controller-manager's does for the kubelet.
 async fn register(
     config: &AgentConfig,
     client: &dyn ApiClient,
     machine: &Machine,
     runtime: &str,
 ) -> Result<std::net::Ipv4Addr, ApiError> {
+    let nodes = resources::core("nodes");
+    let mut wait = Duration::from_millis(10);
+    let started = Instant::now();
+    let mut told = false;
     loop {
-        match client.get(resources::core("nodes"), "", &config.node_name).await {
+        match client.get(nodes, "", &config.node_name).await {
             Ok(node) => {
-                if let Some(cidr) = node
-                    .pointer("/spec/podCIDR")
-                    .and_then(Value::as_str)
-                    .and_then(pod_ips::parse_cidr)
-                {
-                    return Ok(cidr.0);
+                let cidr = node.pointer("/spec/podCIDR").and_then(Value::as_str);
+                if let Some((network, _)) = cidr.and_then(pod_ips::parse_cidr) {
+                    return Ok(network);
                 }
-                let cidr = free_cidr(config, client).await?;
-                let patch = json!({"spec": {"podCIDR": format!("{cidr}/24"), "podCIDRs": [format!("{cidr}/24")]}});
-                patch_node(client, config, &patch, false).await?;
-                return Ok(cidr);
+                if !told && started.elapsed() >= NETWORK_PATIENCE {
+                    told = true;
+                    tracing::warn!(node = %config.node_name, "the node has no pod CIDR yet; \
+                        waiting for the server's node IPAM controller to give it one");
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(1));
             }
             Err(ApiError::NotFound { .. }) => {
-                let cidr = free_cidr(config, client).await?;
-                let cidr_text = format!("{cidr}/24");
-                let node =
-                    node_status::new_node(config, machine, Some(&cidr_text), runtime, &now());
-                match client.create(resources::core("nodes"), "", node).await {
-                    Ok(_) => return Ok(cidr),
-                    Err(ApiError::AlreadyExists { .. }) => continue,
+                let node = node_status::new_node(config, machine, runtime, &now());
+                match client.create(nodes, "", node).await {
+                    Ok(_) | Err(ApiError::AlreadyExists { .. }) => continue,
                     Err(e) => return Err(e),
                 }
             }
@@ -581,6 +583,9 @@ async fn register(
         }
     }
 }
+
+/// How long a registered node waits for its pod CIDR before the agent says it is waiting.
+const NETWORK_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Records the kubelet's events about its node: `Starting` first when `starting`, then each
 /// of `reasons` ("Node a status is now: NodeReady"). The kubelet names its node by name, uid
@@ -617,24 +622,6 @@ async fn patch_node(
 ) -> Result<Value, ApiError> {
     let nodes = resources::core("nodes");
     client.patch(nodes, "", &config.node_name, PatchType::Merge, patch, status_only).await
-}
-
-/// A /24 of the cluster CIDR no other node holds.
-async fn free_cidr(
-    config: &AgentConfig,
-    client: &dyn ApiClient,
-) -> Result<std::net::Ipv4Addr, ApiError> {
-    let list = client.list(resources::core("nodes"), None, &ListOptions::default()).await?;
-    let taken: HashSet<_> = list
-        .items
-        .iter()
-        .filter_map(|n| n.pointer("/spec/podCIDR").and_then(Value::as_str))
-        .filter_map(pod_ips::parse_cidr)
-        .map(|(ip, _)| ip)
-        .collect();
-    pod_ips::choose_node_cidr(config.cluster_cidr, &config.node_name, &taken)
-        .map(|(ip, _)| ip)
-        .ok_or_else(|| ApiError::Unavailable("no free /24 left in the cluster CIDR".into()))
 }
 
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet

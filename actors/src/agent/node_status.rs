@@ -177,13 +177,7 @@ pub fn capacity(config: &AgentConfig, machine: &Machine) -> Map<String, Value> {
 }
 
 /// The Node to create when the agent first registers.
-pub fn new_node(
-    config: &AgentConfig,
-    machine: &Machine,
-    pod_cidr: Option<&str>,
-    runtime: &str,
-    now: &str,
-) -> Value {
+pub fn new_node(config: &AgentConfig, machine: &Machine, runtime: &str, now: &str) -> Value {
     let mut labels = Map::new();
     labels.insert("kubernetes.io/hostname".into(), json!(config.node_name));
     labels.insert("kubernetes.io/os".into(), json!("linux"));
@@ -193,15 +187,11 @@ pub fn new_node(
     for (k, v) in &config.labels {
         labels.insert(k.clone(), json!(v));
     }
-    let mut spec = json!({});
-    if let Some(cidr) = pod_cidr {
-        spec = json!({"podCIDR": cidr, "podCIDRs": [cidr]});
-    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": config.node_name, "labels": labels},
-        "spec": spec,
+        "spec": {},
         "status": status(config, machine, runtime, Pressure::default(), &json!({}), now),
     })
 }

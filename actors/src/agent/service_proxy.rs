@@ -16,7 +16,7 @@
 //! has to be configured. One proxy per machine serves each address: a second agent on the same
 //! machine finds them taken, logs it once, and keeps trying (in case the first stops).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,9 @@ pub struct ServiceProxy {
     table: ServiceTable,
     listeners: Listeners,
     health_checks: HealthChecks,
+    /// The ports found taken, already told of: a port is warned of once until it is served
+    /// (each change of its service tries it again, and would say so again).
+    told_unbound: HashSet<(Key, SocketAddr)>,
 }
 
 /// Closes every listener and stops the proxy.
@@ -68,6 +71,7 @@ impl ServiceProxy {
                 table: ServiceTable::default(),
                 listeners: Listeners::default(),
                 health_checks: HealthChecks::default(),
+                told_unbound: HashSet::new(),
             }
         })
     }
@@ -120,7 +124,9 @@ impl ServiceProxy {
                 .map(|(port, n)| (SocketAddr::new(self.node_address.into(), port), n));
             let failed_check = self.health_checks.set(&key, health_check);
             for failure in failures.into_iter().chain(failed_check) {
-                warn_unbound(&failure);
+                if self.told_unbound.insert((failure.service.clone(), failure.addr)) {
+                    warn_unbound(&failure);
+                }
             }
         }
     }
@@ -141,6 +147,7 @@ impl Actor for ServiceProxy {
         service_table::follow(ctx, self.client.clone());
         ctx.run_interval(RETRY_PERIOD, |proxy, _| {
             for key in proxy.listeners.retry().into_iter().chain(proxy.health_checks.retry()) {
+                proxy.told_unbound.retain(|(service, _)| *service != key);
                 tracing::info!(service = %format!("{}/{}", key.0, key.1), "serving the service's ports");
             }
         });

@@ -10,6 +10,7 @@
 //!   or deletes them first as `propagationPolicy` asks.
 //! - [`kubernetes_service`]: keeps the `kubernetes` Service that leads pods to the API server.
 //! - [`namespace`]: empties a deleted namespace, then lets it go.
+//! - [`node_ipam`]: gives each node a /24 of the cluster's pod network.
 //! - [`node_lifecycle`]: takes nodes whose agent went silent as not Ready, and taints them.
 //! - [`persistent_volume`]: binds claims to volumes, and follows both through their lives.
 //! - [`pod_gc`]: deletes the pods of nodes gone, and the oldest finished pods past a threshold.
@@ -29,6 +30,7 @@ pub mod every_namespace;
 pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod namespace;
+pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod persistent_volume;
 pub mod pod_gc;
@@ -49,6 +51,7 @@ pub use kubernetes_service::{
     KubernetesServiceConfig, KubernetesServiceController, StopKubernetesServiceController,
 };
 pub use namespace::{NamespaceController, StopNamespaceController};
+pub use node_ipam::{NodeIpamController, StopNodeIpamController};
 pub use node_lifecycle::{NodeLifecycleController, StopNodeLifecycleController};
 pub use persistent_volume::{PersistentVolumeController, StopPersistentVolumeController};
 pub use pod_gc::{PodGarbageCollector, StopPodGarbageCollector};
@@ -67,6 +70,7 @@ crate::health::answers_ping!(
     EveryNamespace,
     GarbageCollector,
     NamespaceController,
+    NodeIpamController,
     NodeLifecycleController,
     PersistentVolumeController,
     PodGarbageCollector,
