@@ -130,9 +130,21 @@ async fn run(
         .await
         .map_err(|_| AgentHttpError::BadRequest(format!("{cmd:?} ran longer than 60 s")))?
         .map_err(failed)?;
+    // As the kubelet's run: the output (stdout, then stderr) as it is, under a JSON content
+    // type; a command that failed is a 500 saying how it exited, with its stderr.
+    if !output.status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        let status = output.status;
+        let code = status.code().or(status.signal().map(|s| 128 + s)).unwrap_or(-1);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let message = format!("command '{}' exited with {code}: {stderr}", argv.join(" "));
+        return Ok(HttpResponse::InternalServerError()
+            .content_type("text/plain; charset=utf-8")
+            .body(message));
+    }
     let mut text = output.stdout;
     text.extend_from_slice(&output.stderr);
-    Ok(HttpResponse::Ok().content_type("text/plain").body(text))
+    Ok(HttpResponse::Ok().content_type("application/json").body(text))
 }
 
 /// An accepted websocket: the answer to send, the session to write to, the client's messages

@@ -1,13 +1,14 @@
 //! The agent's HTTP port (the kubelet's): health, the pods it runs, machine spec, resource
 //! usage, Prometheus metrics, its log directory and container logs.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use actix::Addr;
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::node_status::Machine;
 use kplane_actors::agent::{AgentPods, NodeAgent, PodLookup};
@@ -71,7 +72,8 @@ pub fn serve(
                     super::debugging::configure(cfg);
                 }
             })
-            .route("/healthz", web::get().to(|| async { "ok" }))
+            .route("/healthz", web::get().to(healthz))
+            .route("/healthz/{check}", web::get().to(healthz_check))
             .route("/pods", web::get().to(pods))
             .route("/pods/", web::get().to(pods))
             .route("/runningpods/", web::get().to(running_pods))
@@ -90,6 +92,51 @@ pub fn serve(
     Ok((server.run(), addr))
 }
 
+/// The kubelet's health checks: `ping`, and `syncloop` (the agent answers its mailbox).
+const HEALTH_CHECKS: [&str; 2] = ["ping", "syncloop"];
+
+/// `/healthz` as the kubelet's: `ok`, or with `?verbose` each check and the verdict.
+async fn healthz(state: web::Data<AgentHttp>, req: HttpRequest) -> HttpResponse {
+    let verbose =
+        req.query_string().split('&').any(|p| p == "verbose" || p.starts_with("verbose="));
+    let mut report = String::new();
+    let mut healthy = true;
+    for check in HEALTH_CHECKS {
+        let ok = passes(&state, check).await;
+        healthy &= ok;
+        let mark = if ok { "[+]" } else { "[-]" };
+        report.push_str(&format!("{mark}{check} {}\n", if ok { "ok" } else { "failed" }));
+    }
+    let verdict = if healthy { "healthz check passed" } else { "healthz check failed" };
+    let body = if verbose || !healthy { format!("{report}{verdict}\n") } else { "ok".into() };
+    let mut response =
+        if healthy { HttpResponse::Ok() } else { HttpResponse::InternalServerError() };
+    response.content_type("text/plain; charset=utf-8").body(body)
+}
+
+/// `/healthz/{check}`: `ok`, a 500 when it fails, a 404 for a check there is not.
+async fn healthz_check(state: web::Data<AgentHttp>, check: web::Path<String>) -> HttpResponse {
+    let check = check.into_inner();
+    if !HEALTH_CHECKS.contains(&check.as_str()) {
+        return HttpResponse::NotFound()
+            .content_type("text/plain; charset=utf-8")
+            .body("404 page not found\n");
+    }
+    if passes(&state, &check).await {
+        HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
+    } else {
+        let body = format!("internal server error: {check} failed\n");
+        HttpResponse::InternalServerError().content_type("text/plain; charset=utf-8").body(body)
+    }
+}
+
+async fn passes(state: &AgentHttp, check: &str) -> bool {
+    match check {
+        "syncloop" => agent_pods(state).await.is_ok(),
+        _ => true,
+    }
+}
+
 async fn agent_pods(state: &AgentHttp) -> Result<Vec<Value>, AgentHttpError> {
     state.agent.send(AgentPods).await.map_err(|_| AgentHttpError::Unavailable)
 }
@@ -103,11 +150,32 @@ async fn pods(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpErro
     Ok(pod_list(agent_pods(&state).await?))
 }
 
+/// The kubelet's `/runningpods/`: the pods with running containers, as its runtime knows
+/// them (`ToAPIPod`): each pod's name, namespace and uid, and its running containers' names
+/// and images, nothing else.
 async fn running_pods(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
     let running = agent_pods(&state)
         .await?
-        .into_iter()
-        .filter(|pod| !container_pids(pod).is_empty())
+        .iter()
+        .filter_map(|pod| {
+            let running: BTreeSet<String> =
+                container_pids(pod).into_iter().map(|(name, _)| name).collect();
+            let specs = pod.pointer("/spec/containers").and_then(Value::as_array)?;
+            let containers: Vec<Value> = specs
+                .iter()
+                .filter(|c| c["name"].as_str().is_some_and(|name| running.contains(name)))
+                .map(|c| json!({"name": c["name"], "image": c["image"], "resources": {}}))
+                .collect();
+            let meta = &pod["metadata"];
+            (!containers.is_empty()).then(|| {
+                json!({
+                    "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                        "uid": meta["uid"], "creationTimestamp": null},
+                    "spec": {"containers": containers},
+                    "status": {},
+                })
+            })
+        })
         .collect();
     Ok(pod_list(running))
 }

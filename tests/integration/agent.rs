@@ -323,8 +323,20 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         agent("/containerLogs/default/talker/c").1 == "hello from talker on node-a\n"
     });
     assert_eq!(agent("/healthz"), (200, "ok".into()));
+    let verbose = "[+]ping ok\n[+]syncloop ok\nhealthz check passed\n";
+    assert_eq!(agent("/healthz?verbose"), (200, verbose.into()));
+    assert_eq!(agent("/healthz/syncloop"), (200, "ok".into()));
+    assert_eq!(agent("/healthz/nosuch").0, 404);
     let pods: Value = serde_json::from_str(&agent("/pods").1).unwrap();
     assert_eq!(pods["items"].as_array().unwrap().len(), 2);
+    // The running pods as the kubelet's runtime knows them: names, uids, containers' images.
+    let running: Value = serde_json::from_str(&agent("/runningpods/").1).unwrap();
+    let talker =
+        running["items"].as_array().unwrap().iter().find(|p| p["metadata"]["name"] == "talker");
+    let talker = talker.expect("talker runs").clone();
+    assert_eq!(talker["spec"]["containers"][0]["name"], "c", "{talker}");
+    assert!(talker["metadata"]["uid"].is_string() && talker["status"] == json!({}), "{talker}");
+    assert!(talker["metadata"].get("resourceVersion").is_none(), "{talker}");
     let summary: Value = serde_json::from_str(&agent("/stats/summary").1).unwrap();
     let web_stats = summary["pods"]
         .as_array()
@@ -349,6 +361,15 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         .send()
         .unwrap();
     assert_eq!(run.text().unwrap(), "talker\n");
+    // A command that fails is a 500 saying how it ended, as the kubelet's run answers.
+    let failed = server
+        .http
+        .post(format!("http://127.0.0.1:{port}/run/default/talker/c?cmd=ls%20/nonexistent"))
+        .send()
+        .unwrap();
+    assert_eq!(failed.status().as_u16(), 500);
+    let said = failed.text().unwrap();
+    assert!(said.starts_with("command 'ls /nonexistent' exited with 2: ls: "), "{said}");
     let exec = format!(
         "ws://127.0.0.1:{port}/exec/default/talker/c?command=sh&command=-c&command={}&stdout=1&stderr=1",
         "echo%20out%3B%20echo%20err%20%3E%262%3B%20exit%203"

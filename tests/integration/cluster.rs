@@ -898,6 +898,18 @@ fn kubectl_debug_adds_an_ephemeral_container() {
     }
     assert_eq!(copy["spec"]["volumes"], rich["spec"]["volumes"], "{copy}");
     assert_eq!(copy["spec"]["tolerations"], rich["spec"]["tolerations"], "{copy}");
+    // A running ephemeral container is never ready, and nothing says it started (the
+    // kubelet's prober leaves ephemeral containers out).
+    kubectl.ok(&["debug", "target", "--image=busybox", "--container=long", "--", "sleep", "600"]);
+    let long = || -> serde_json::Value {
+        let pod = server.get("/api/v1/namespaces/default/pods/target").1;
+        let statuses = pod["status"]["ephemeralContainerStatuses"].as_array().cloned();
+        statuses.into_iter().flatten().find(|s| s["name"] == "long").unwrap_or_default()
+    };
+    wait_until(WAIT, "the long one runs", || long()["state"]["running"].is_object());
+    let status = long();
+    assert_eq!(status["ready"], false, "{status}");
+    assert!(status.get("started").is_none(), "{status}");
 }
 
 /// A pod's securityContext: its containers (and what is exec'd in them, and their exec

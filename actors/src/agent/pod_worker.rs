@@ -2362,9 +2362,11 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         (None, None, t) => (json!({"waiting": {"reason": creating}}), t.as_ref().map(terminated)),
     };
     // An init container is ready once it has completed, as the kubelet's prober reports it;
-    // a sidecar as an app container is.
+    // a sidecar as an app container is; an ephemeral container never (the prober leaves it
+    // out, and says nothing of it having started).
     let ready = match c.kind {
         Kind::Init if !c.sidecar => completed(c),
+        Kind::Ephemeral => false,
         _ => c.ready && c.shown_running().is_some(),
     };
     let mut status = json!({
@@ -2377,6 +2379,9 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         "state": state,
         "lastState": last.unwrap_or_else(|| json!({})),
     });
+    if c.kind == Kind::Ephemeral {
+        status.as_object_mut().expect("an object").remove("started");
+    }
     let id = match (&c.running, &c.terminated) {
         (Some(r), _) if before.is_none() => Some(container_id(shown.uid, &spec.name, r.pid)),
         (_, Some(t)) => t.container_id.clone(),
