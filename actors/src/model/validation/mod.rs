@@ -2005,8 +2005,34 @@ fn validate_env_and_user(c: &Value, at: &dyn Fn(&str) -> String, errors: &mut Ve
             errors.push(FieldError::invalid(at(&format!(".env[{j}].valueFrom")), "", message));
         }
     }
-    let run_as_user = json::at(c, "/securityContext/runAsUser");
-    user_id(run_as_user, || at(".securityContext.runAsUser"), errors);
+    validate_container_security_context(c.get("securityContext"), at, errors);
+}
+
+/// A container's security context (`ValidateSecurityContext`): its user and group ids, and no
+/// privilege that `allowPrivilegeEscalation: false` would contradict.
+fn validate_container_security_context(
+    context: Option<&Value>,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(context) = context else { return };
+    for field in ["runAsUser", "runAsGroup"] {
+        user_id(context.get(field), || at(&format!(".securityContext.{field}")), errors);
+    }
+    if context.get("allowPrivilegeEscalation") != Some(&Value::Bool(false)) {
+        return;
+    }
+    let field = || at(".securityContext");
+    if context.get("privileged") == Some(&Value::Bool(true)) {
+        let message = "cannot set `allowPrivilegeEscalation` to false and `privileged` to true";
+        errors.push(FieldError::invalid(field(), "", message));
+    }
+    let added = json::at(context, "/capabilities/add").and_then(Value::as_array);
+    if added.into_iter().flatten().any(|c| c == "CAP_SYS_ADMIN") {
+        let message =
+            "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN";
+        errors.push(FieldError::invalid(field(), "", message));
+    }
 }
 
 /// The pod fields an environment variable may take its value from (besides a label or an
@@ -2973,6 +2999,23 @@ mod tests {
     }
 
     #[test]
+    fn no_escalation_contradicts_privileges() {
+        let pods = find("", "v1", "pods").unwrap();
+        let context = json!({"allowPrivilegeEscalation": false, "privileged": true,
+            "capabilities": {"add": ["NET_ADMIN", "CAP_SYS_ADMIN"]}});
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "image": "i", "securityContext": context}]}});
+        let messages: Vec<String> =
+            validate_object(pods, &pod).into_iter().map(|e| e.message).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].contains("`allowPrivilegeEscalation` to false and `privileged`"));
+        assert!(messages[1].contains("`capabilities.Add` CAP_SYS_ADMIN"), "{messages:?}");
+        let allowed = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": "i", "securityContext": {"allowPrivilegeEscalation": true, "privileged": true}}]}});
+        assert!(validate_object(pods, &allowed).is_empty());
+    }
+
+    #[test]
     fn pod_fields_kubernetes_checks_beyond_containers() {
         let pods = find("", "v1", "pods").unwrap();
         let pod = json!({"metadata": {"name": "p", "finalizers": ["example.com/keep", "a b", ""]},
@@ -2983,7 +3026,7 @@ mod tests {
                     {"key": "a b", "operator": "Exists"}, {"operator": "Exists"}],
                 "containers": [{"name": "c", "image": "i",
                     "env": [{"name": ""}, {"name": "A=B"}, {"name": "ok.name-1"}],
-                    "securityContext": {"runAsUser": 2147483648_i64}}],
+                    "securityContext": {"runAsUser": 2147483648_i64, "runAsGroup": -1}}],
                 "initContainers": [{"name": "c", "image": "i"}, {"name": "setup", "image": ""}]}});
         let fields: Vec<_> = validate_object(pods, &pod).into_iter().map(|e| e.field).collect();
         assert_eq!(
@@ -2997,6 +3040,7 @@ mod tests {
                 "spec.containers[0].env[0].name",
                 "spec.containers[0].env[1].name",
                 "spec.containers[0].securityContext.runAsUser",
+                "spec.containers[0].securityContext.runAsGroup",
                 "spec.initContainers[0].name",
                 "spec.initContainers[1].image",
                 "spec.dnsPolicy",
