@@ -155,6 +155,9 @@ impl Query {
     }
 
     pub fn watch_options(&self) -> Result<WatchOptions, HttpError> {
+        // Decoded for a watch too (and so refused when not a number), as Kubernetes decodes
+        // a watch's options as a list's.
+        self.number("limit")?;
         Ok(WatchOptions {
             label_selector: self.get("labelSelector").map(String::from),
             field_selector: self.get("fieldSelector").map(String::from),

@@ -871,6 +871,14 @@ fn resource_version_semantics_of_reads() {
     let (code, at) = server.get(&exact);
     assert_eq!((code, at["items"].as_array().unwrap().len()), (200, 1), "{at}");
     assert_eq!(at["metadata"]["resourceVersion"], rv.to_string());
+    // Digits only, as Go reads a resourceVersion; a watch's options are checked as a list's.
+    let (code, refused) = server.get(&format!("{cms}?resourceVersion=%2B{rv}"));
+    assert_eq!(
+        (code, &refused["message"]),
+        (400, &json!(format!("invalid resource version: \"+{rv}\"")))
+    );
+    let (code, refused) = server.get(&format!("{cms}?watch=1&limit=abc&timeoutSeconds=1"));
+    assert_eq!((code, &refused["reason"]), (400, &json!("BadRequest")), "{refused}");
     // Later changes (a create, a change, a delete) are undone for a list at `rv`, as etcd
     // serves a revision it has not compacted; so is a resourceVersion with a limit and no match.
     server.post(cms, &serde_json::json!({"metadata": {"name": "two"}}));

@@ -1888,9 +1888,14 @@ fn requested_revision(meta: &Map<String, Value>) -> Result<Option<u64>, ApiError
     }
 }
 
-/// Parses a resourceVersion as the client sent it.
+/// Parses a resourceVersion as the client sent it: digits only, as Go's `ParseUint` reads it
+/// (Rust's would take a leading `+`).
 pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
-    rv.parse().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv:?}")))
+    let invalid = || ApiError::BadRequest(format!("invalid resource version: {rv:?}"));
+    if rv.starts_with('+') {
+        return Err(invalid());
+    }
+    rv.parse().map_err(|_| invalid())
 }
 
 /// A field selector given to a view (events.k8s.io's `regarding.name`), checked against the
