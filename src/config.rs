@@ -675,12 +675,14 @@ fn is_log_filter(text: &str) -> bool {
 
 /// Checks the service IP and node port ranges.
 fn service_ranges(server: &RawServer) -> Result<kplane_actors::core::ServiceRanges, ConfigError> {
+    // Inside the loopback network, which every machine has: the node agents' service proxies
+    // listen on the cluster IPs there.
     let cluster_ips = kplane_actors::agent::pod_ips::parse_cidr(&server.service_cluster_ip_range)
-        .filter(|(_, bits)| *bits <= 30)
+        .filter(|(ip, bits)| *bits <= 30 && ip.is_loopback())
         .ok_or_else(|| ConfigError::Invalid {
             key: "server.service_cluster_ip_range",
             message: format!(
-                "{:?} is not an IPv4 CIDR of /30 or wider",
+                "{:?} is not an IPv4 CIDR of /30 or wider inside 127.0.0.0/8",
                 server.service_cluster_ip_range
             ),
         })?;
@@ -945,6 +947,15 @@ mod tests {
             e.contains("agent.lease_duration_seconds") && e.contains("at most 2147483647"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_service_range_is_loopback() {
+        let env = [("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", "10.96.0.0/12")];
+        let e = load("", &env, Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains("server.service_cluster_ip_range") && e.contains("inside 127.0.0.0/8"));
+        let env = [("KPLANE_SERVER__SERVICE_CLUSTER_IP_RANGE", "127.50.0.0/16")];
+        assert!(load("", &env, Overrides::default()).is_ok());
     }
 
     #[test]
