@@ -288,28 +288,52 @@ async fn exec(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     actix_web::rt::spawn(async move {
-        // kubectl 1.32 discards frames that reach it before it has set up its streams
-        // ("Unknown stream id"): a command quicker than that lost its output (1 exec in 60 of
-        // `echo`). Its output waits in the pipes for a moment.
-        tokio::time::sleep(CLIENT_SETUP).await;
-        // Each pump: whether the client was still there when its pipe ended.
-        let pump = |channel: u8,
+        // Both outputs are read as they come, into one queue, so that the client gets them in
+        // the order they came; when both have output waiting at once (a quick command's),
+        // stderr's goes first: a failing tool's error comes before what it wrote after it
+        // (tar's before its empty archive, at whose end `kubectl cp` stops reading). Both at
+        // once, too: a command filling one pipe must not wait on the other's reader.
+        let (queued, mut queue) = tokio::sync::mpsc::channel::<(u8, Vec<u8>)>(32);
+        let read = |channel: u8,
                     mut pipe: Box<dyn tokio::io::AsyncRead + Unpin>,
-                    mut session: actix_ws::Session| async move {
+                    queued: tokio::sync::mpsc::Sender<(u8, Vec<u8>)>| async move {
             let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                match pipe.read(&mut buf).await {
-                    Ok(0) | Err(_) => return true,
-                    Ok(n) => {
-                        if session.binary(framed(channel, &buf[..n])).await.is_err() {
-                            return false;
-                        }
-                    }
+            while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+                if queued.send((channel, buf[..n].to_vec())).await.is_err() {
+                    return;
                 }
             }
         };
-        let out = stdout.map(|p| pump(STDOUT, Box::new(p), session.clone()));
-        let err = stderr.map(|p| pump(STDERR, Box::new(p), session.clone()));
+        let out = stdout.map(|p| read(STDOUT, Box::new(p), queued.clone()));
+        let err = stderr.map(|p| read(STDERR, Box::new(p), queued.clone()));
+        drop(queued);
+        let readers = futures::future::join(
+            async {
+                if let Some(err) = err {
+                    err.await;
+                }
+            },
+            async {
+                if let Some(out) = out {
+                    out.await;
+                }
+            },
+        );
+        // Whether the client was still there when the outputs ended.
+        let mut relayed_to = session.clone();
+        let relay = async move {
+            // kubectl 1.32 discards frames that reach it before it has set up its streams
+            // ("Unknown stream id"): a command quicker than that lost its output (1 exec in 60
+            // of `echo`). Its output waits in the queue for a moment.
+            tokio::time::sleep(CLIENT_SETUP).await;
+            while let Some((channel, data)) = queue.recv().await {
+                if relayed_to.binary(framed(channel, &data)).await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        let outputs = futures::future::join(readers, relay);
         let input = async {
             while let Some(data) = next_message(&mut messages).await {
                 if data.first() == Some(&STDIN) {
@@ -327,25 +351,10 @@ async fn exec(
             // way to close only its sending side).
             drop(stdin.take());
         };
-        // Both outputs at once: a command filling one pipe must not wait on the other's reader.
-        let outputs = futures::future::join(
-            async {
-                match out {
-                    Some(out) => out.await,
-                    None => true,
-                }
-            },
-            async {
-                match err {
-                    Some(err) => err.await,
-                    None => true,
-                }
-            },
-        );
         let group = child.id();
         tokio::select! {
-            (out_read, err_read) = outputs => {
-                if !(out_read && err_read) {
+            (_, relayed) = outputs => {
+                if !relayed {
                     // The client left while the command was printing: stop it.
                     kill_group(group);
                 }
