@@ -48,8 +48,9 @@ pub enum AgentStartError {
     Bind { addr: SocketAddr, source: std::io::Error },
 }
 
-/// The images this binary serves itself, the launchers that apply memory limits and put a
-/// container on its terminal, and the writer of container logs.
+/// The images this binary serves itself, the launchers that apply memory limits, put a
+/// container on its terminal and give it its pod's host name, and the writer of container
+/// logs.
 fn with_builtins(mut config: AgentConfig) -> AgentConfig {
     let Ok(exe) = std::env::current_exe() else { return config };
     let exe = exe.to_string_lossy().to_string();
@@ -69,12 +70,28 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
         "--".into(),
     ]);
     config.memory_limit_launcher = Some(vec![
-        exe,
+        exe.clone(),
         "exec-limited".into(),
         "--memory-bytes".into(),
         "{bytes}".into(),
         "--".into(),
     ]);
+    // Host names of their own where this process may make UTS namespaces (root, with
+    // CAP_SYS_ADMIN): tried once, as the launcher would do it.
+    let hostname_launcher = [exe.as_str(), "exec-limited", "--hostname", "{hostname}", "--"];
+    let tried = std::process::Command::new(&exe)
+        .args(["exec-limited", "--hostname", "kplane-probe", "--", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if tried.is_ok_and(|status| status.success()) {
+        config.hostname_launcher = Some(hostname_launcher.map(String::from).to_vec());
+        let join = [exe.as_str(), "exec-limited", "--uts-of", "/proc/{pid}/ns/uts", "--"];
+        config.join_hostname_launcher = Some(join.map(String::from).to_vec());
+    } else {
+        tracing::info!("containers keep the machine's host name: no UTS namespaces here");
+    }
     config
 }
 

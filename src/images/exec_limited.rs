@@ -1,6 +1,8 @@
-//! `kplane exec-limited [--cgroup-procs FILE]... [--memory-bytes N] [--max-open-files N] [--tty]
-//! [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`: joins control groups and lowers this process's
-//! rlimits, then replaces itself with PROGRAM, which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
+//! `kplane exec-limited [--cgroup-procs FILE]... [--hostname NAME | --uts-of FILE]
+//! [--memory-bytes N] [--max-open-files N] [--tty] [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`:
+//! joins control groups, takes a host name of its own (a new UTS namespace, as a container
+//! runtime gives each pod) or joins another process's, and lowers this process's rlimits,
+//! then replaces itself with PROGRAM, which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
 //! terminal is its stdin (a pty's terminal end, as the agent gives `exec -t`), so that shells
 //! get job control and Ctrl-C reaches them. With `--as`, PROGRAM runs as that user, group and
 //! supplementary groups (a container's `securityContext`; empty parts stay as they are).
@@ -36,6 +38,12 @@ pub struct ExecLimitedArgs {
     /// gives a container's), before anything else.
     #[arg(long = "cgroup-procs", value_name = "FILE")]
     cgroup_procs: Vec<std::path::PathBuf>,
+    /// Take this host name, in a UTS namespace of its own (needs CAP_SYS_ADMIN).
+    #[arg(long, value_name = "NAME", conflicts_with = "uts_of")]
+    hostname: Option<String>,
+    /// Join the UTS namespace (the host name) this file is of, `/proc/PID/ns/uts`.
+    #[arg(long, value_name = "FILE")]
+    uts_of: Option<std::path::PathBuf>,
     /// Limit on the data segment and writable private mappings, in bytes (RLIMIT_DATA).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     memory_bytes: Option<u64>,
@@ -84,6 +92,20 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
             resource: "a control group",
             source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
         })?;
+    }
+    if let Some(name) = &args.hostname {
+        let fail = |resource| move |source| LimitError { resource, source };
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUTS)
+            .map_err(fail("a UTS namespace"))?;
+        nix::unistd::sethostname(name).map_err(fail("the host name"))?;
+    }
+    if let Some(file) = &args.uts_of {
+        let namespace = std::fs::File::open(file).map_err(|e| LimitError {
+            resource: "the container's UTS namespace",
+            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        })?;
+        nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWUTS)
+            .map_err(|source| LimitError { resource: "the container's UTS namespace", source })?;
     }
     if args.tty {
         let fail = |resource| {

@@ -1386,10 +1386,11 @@ fn a_hundred_simulated_nodes_register_and_run_pods() {
         data.path(),
         &[("KPLANE_AGENT__CLUSTER_CIDR", "127.200.0.0/16")],
     );
-    wait_until(WAIT, "100 Ready nodes", || {
+    wait_until(WAIT, "100 Ready nodes with their pod networks", || {
         let (_, nodes) = server.get("/api/v1/nodes");
         let items = nodes["items"].as_array().cloned().unwrap_or_default();
-        items.iter().filter(|n| condition(n, "Ready").as_deref() == Some("True")).count() == 100
+        let ready = |n: &&Value| condition(n, "Ready").as_deref() == Some("True");
+        items.iter().filter(ready).filter(|n| n["spec"]["podCIDR"].is_string()).count() == 100
     });
     let (_, nodes) = server.get("/api/v1/nodes");
     let mut cidrs: Vec<&str> = nodes["items"]

@@ -480,6 +480,38 @@ while time.monotonic() < deadline:
 sys.stdout.write(shown.decode(errors="replace") + "exit %d\n" % child.wait())
 "#;
 
+/// A pod's containers, and what is exec'd in them, have the pod's host name (`spec.hostname`,
+/// else its name), as a container runtime gives each pod a UTS namespace; a pod on the host's
+/// network has the machine's. Where the agent may make namespaces (root).
+#[test]
+fn containers_have_their_pod_s_host_name() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let server = single_node_cluster();
+    let kubectl = server.kubectl();
+    let pod = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "image": "none",
+            "command": ["sh", "-c", "hostname; sleep 1000"]}]);
+        let pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec});
+        let file = kubectl.write(&format!("{name}.json"), &pod.to_string());
+        kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
+    };
+    pod("named", json!({}));
+    pod("renamed", json!({"hostname": "chosen"}));
+    pod("on-host", json!({"hostNetwork": true}));
+    let machine = nix::unistd::gethostname().unwrap().to_string_lossy().to_string();
+    for (name, expected) in [("named", "named"), ("renamed", "chosen"), ("on-host", &machine)] {
+        wait_until(WAIT, &format!("{name} printed its host name"), || {
+            kubectl.run(&["logs", name]).1 == format!("{expected}\n")
+        });
+        assert_eq!(kubectl.ok(&["exec", name, "--", "hostname"]), format!("{expected}\n"));
+    }
+    assert_eq!(nix::unistd::gethostname().unwrap().to_string_lossy(), machine, "the machine's own");
+}
+
 /// `kubectl exec` and `kubectl attach` through the API server, which relays their WebSocket
 /// to the pod's agent: a command runs in the container's environment, reads what kubectl
 /// sends on stdin to its end, and hands back its exit code; attach streams the container's

@@ -36,19 +36,33 @@ pub struct PodContext<'a> {
 }
 
 /// The host name a pod's containers have, as a container runtime gives it: the machine's for
-/// a pod on the host's network, else `spec.hostname`, else the pod's name cut to 63
-/// characters (without a trailing `-` or `.`), as the kubelet works it out.
+/// a pod on the host's network, else its own ([`own_hostname`]).
 fn pod_hostname(pod: &Pod) -> String {
+    own_hostname(pod).unwrap_or_else(|| crate::machine::host_name().to_string())
+}
+
+/// The host name of a pod not on the host's network: `spec.hostname`, else the pod's name cut
+/// to 63 characters (without a trailing `-` or `.`), as the kubelet works it out.
+pub fn own_hostname(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref();
     if spec.and_then(|s| s.host_network) == Some(true) {
-        return crate::machine::host_name().to_string();
+        return None;
     }
     if let Some(hostname) = spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {
-        return hostname.to_string();
+        return Some(hostname.to_string());
     }
     let name = pod.metadata.name.as_deref().unwrap_or("");
     let cut = &name[..name.len().min(63)];
-    cut.trim_end_matches(['-', '.']).to_string()
+    Some(cut.trim_end_matches(['-', '.']).to_string())
+}
+
+/// The command-line prefix that puts what is exec'd in the container `pid` of `pod` into its
+/// host name, when the container has one of its own (empty otherwise).
+pub fn join_hostname(config: &AgentConfig, pod: &Pod, pid: u32) -> Vec<String> {
+    match (&config.join_hostname_launcher, own_hostname(pod)) {
+        (Some(launcher), Some(_)) => through(launcher, "{pid}", &pid.to_string(), Vec::new()),
+        _ => Vec::new(),
+    }
 }
 
 /// `HOME`, when the environment lacks it, as runc sets it: the home directory of the user the
@@ -534,15 +548,25 @@ impl std::str::FromStr for Identity {
     }
 }
 
-/// The command line of `container`: its own or its image's, expanded, run as `identity`,
-/// within its memory limit and, for a `tty`, on its terminal (each through the agent's
-/// launcher for it).
+/// A container's command line, and the program it comes down to once its launchers have
+/// done their part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLine {
+    pub argv: Vec<String>,
+    /// The container's own program (its command's or its image's first word).
+    pub program: String,
+}
+
+/// The command line of `container`: its own or its image's, expanded, run as `identity`, with
+/// `hostname` (its pod's own, if it has one), within its memory limit and, for a `tty`, on its
+/// terminal (each through the agent's launcher for it).
 pub fn command_line(
     config: &AgentConfig,
     container: &Container,
     env: &[(String, String)],
     identity: Option<&Identity>,
-) -> Result<Vec<String>, LaunchError> {
+    hostname: Option<&str>,
+) -> Result<CommandLine, LaunchError> {
     let args = container.args.iter().flatten().map(|a| expand(a, env));
     let mut argv: Vec<String> = match container.command.as_deref() {
         Some(command) if !command.is_empty() => command.iter().map(|c| expand(c, env)).collect(),
@@ -557,7 +581,12 @@ pub fn command_line(
         }
     };
     argv.extend(args);
+    let program = argv.first().cloned().unwrap_or_default();
     argv = Identity::wrap(config, identity, argv);
+    // Outside the change of user, which could no longer make a namespace.
+    if let (Some(name), Some(launcher)) = (hostname, &config.hostname_launcher) {
+        argv = through(launcher, "{hostname}", name, argv);
+    }
     let limit = container
         .resources
         .as_ref()
@@ -571,7 +600,7 @@ pub fn command_line(
     {
         argv.splice(0..0, launcher.iter().cloned());
     }
-    Ok(argv)
+    Ok(CommandLine { argv, program })
 }
 
 /// What a runtime that enforces resources holds `container` to: its memory limit and its CPU
@@ -728,7 +757,8 @@ mod tests {
             "resources": {"limits": {"memory": "64Mi"}}
         }))
         .unwrap();
-        let argv = command_line(&config, &container, &vars(&[("P", "80")]), None).unwrap();
+        let argv =
+            command_line(&config, &container, &vars(&[("P", "80")]), None, None).unwrap().argv;
         assert_eq!(
             argv,
             ["limit", "--bytes=67108864", "--", "kplane", "agnhost", "netexec", "--port=80"]
@@ -736,11 +766,11 @@ mod tests {
         let own: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx", "command": ["sh"]}))
                 .unwrap();
-        assert_eq!(command_line(&config, &own, &[], None).unwrap(), ["sh"]);
+        assert_eq!(command_line(&config, &own, &[], None, None).unwrap().argv, ["sh"]);
         let unknown: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx"})).unwrap();
         assert!(matches!(
-            command_line(&config, &unknown, &[], None),
+            command_line(&config, &unknown, &[], None, None),
             Err(LaunchError::UnknownImage(_))
         ));
     }
@@ -755,10 +785,12 @@ mod tests {
         let asked = Interactive { stdin: true, stdin_once: false, tty: true };
         let no_terminal = Interactive { tty: false, ..asked };
         assert_eq!(interactive(&config, &shell), no_terminal);
-        assert_eq!(command_line(&config, &shell, &[], None).unwrap(), ["sh"]);
+        assert_eq!(command_line(&config, &shell, &[], None, None).unwrap().argv, ["sh"]);
         config.terminal_launcher = Some(vec!["on-tty".into(), "--".into()]);
         assert_eq!(interactive(&config, &shell), asked);
-        assert_eq!(command_line(&config, &shell, &[], None).unwrap(), ["on-tty", "--", "sh"]);
+        let line = command_line(&config, &shell, &[], None, None).unwrap();
+        assert_eq!(line.argv, ["on-tty", "--", "sh"]);
+        assert_eq!(line.program, "sh", "what the launchers come down to");
     }
 
     #[actix::test]

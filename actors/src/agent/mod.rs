@@ -77,6 +77,13 @@ pub struct AgentConfig {
     /// replaced by a [`launch::Identity`]'s text); without it a pod's `runAsUser`,
     /// `runAsGroup`, `supplementalGroups` and `fsGroup` are not applied.
     pub identity_launcher: Option<Vec<String>>,
+    /// Command-line prefix that gives the rest a host name of its own (`{hostname}` is
+    /// replaced), as a container runtime gives each pod; without it containers have the
+    /// machine's (`HOSTNAME` is set either way).
+    pub hostname_launcher: Option<Vec<String>>,
+    /// Command-line prefix that puts the rest in the host name of the process `{pid}`: what is
+    /// exec'd in a container that has its own.
+    pub join_hostname_launcher: Option<Vec<String>>,
     /// Command-line prefix of the log writer a container's output is piped into (the log
     /// file's path is added); without it the output is appended to the log file directly, and
     /// its lines have no times (`kubectl logs --timestamps`, `--since`).
@@ -111,6 +118,8 @@ impl AgentConfig {
             memory_limit_launcher: None,
             terminal_launcher: None,
             identity_launcher: None,
+            hostname_launcher: None,
+            join_hostname_launcher: None,
             log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,

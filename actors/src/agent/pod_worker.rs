@@ -84,8 +84,8 @@ pub struct FindContainer(pub String);
 pub struct ExecTarget {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
-    /// The command-line prefix that runs what is exec'd as the container's user and groups
-    /// (empty: as the agent).
+    /// The command-line prefix that runs what is exec'd with the container's host name and as
+    /// its user and groups (empty: as the agent).
     pub run_as: Vec<String>,
     pub pid: u32,
     pub pod_ip: Option<Ipv4Addr>,
@@ -114,7 +114,11 @@ impl Handler<FindContainer> for PodWorker {
         Some(ExecTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(spec)),
-            run_as: state.run_as(spec),
+            run_as: [
+                launch::join_hostname(&state.config, &state.pod, running.pid),
+                state.run_as(spec),
+            ]
+            .concat(),
             pid: running.pid,
             pod_ip: state.pod_ip,
             log_path: log_path(&state.dir, &c.name, c.restart_count),
@@ -1510,17 +1514,26 @@ impl PodState {
         let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
         // Who it runs as matters to processes only (a simulated container has no user).
         let prepared = match environment {
-            Ok(env) if !ctx.runtime.runs_processes() => Ok((Vec::new(), env)),
+            Ok(env) if !ctx.runtime.runs_processes() => {
+                Ok((launch::CommandLine { argv: Vec::new(), program: String::new() }, env))
+            }
             Ok(mut env) => Identity::of(&self.pod, &spec).and_then(|identity| {
                 launch::add_home(&mut env, identity.as_ref());
-                launch::command_line(&ctx.config, &spec, &env, identity.as_ref())
-                    .map(|argv| (argv, env))
+                let hostname = launch::own_hostname(&self.pod);
+                launch::command_line(
+                    &ctx.config,
+                    &spec,
+                    &env,
+                    identity.as_ref(),
+                    hostname.as_deref(),
+                )
+                .map(|line| (line, env))
             }),
             Err(e) => Err(e),
         };
         let interactive = launch::interactive(&ctx.config, &spec);
         let c = &mut self.containers[i];
-        let (argv, mut env) = match prepared {
+        let (line, mut env) = match prepared {
             Ok(ready) => ready,
             Err(error) => {
                 // The kubelet's events: each try of an image a pull that fails (or, under
@@ -1580,7 +1593,8 @@ impl PodState {
         let working_dir = Some(runtime::working_dir(&spec));
         let log_writer = ctx.config.log_writer.clone();
         let launch = Launch {
-            argv,
+            argv: line.argv,
+            program: line.program,
             env: env.clone(),
             working_dir,
             log_path,

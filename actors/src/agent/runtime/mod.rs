@@ -48,6 +48,10 @@ pub fn working_dir(container: &k8s_openapi::api::core::v1::Container) -> PathBuf
 #[derive(Debug, Clone)]
 pub struct Launch {
     pub argv: Vec<String>,
+    /// The container's own program, which `argv`'s launchers come down to: looked for before
+    /// the start, so that a missing one is a container that could not start rather than a
+    /// launcher's exit.
+    pub program: String,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
     /// stdout and stderr go here (appended).

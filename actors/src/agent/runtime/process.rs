@@ -186,10 +186,12 @@ impl Runtime for ProcessRuntime {
         if program.is_empty() {
             return Err(RuntimeError::Start("the command line is empty".into()));
         }
-        // Looked for here, as a spawn would: through the launcher that joins the groups, a
-        // missing program would be an exit (127), not a container that could not start.
-        if self.cgroups.is_some() && !findable(&program, launch.working_dir.as_deref()) {
-            return Err(RuntimeError::NotFound(program));
+        // Looked for here, as a spawn would: through a launcher (the one that joins the
+        // groups, the agent's), a missing program would be an exit (127), not a container
+        // that could not start.
+        let launched = self.cgroups.is_some() || launch.program != program;
+        if launched && !findable(&launch.program, launch.working_dir.as_deref()) {
+            return Err(RuntimeError::NotFound(launch.program.clone()));
         }
         let group = match &self.cgroups {
             Some(cgroups) => {
@@ -473,6 +475,7 @@ mod tests {
     fn launch(argv: &[&str], dir: &std::path::Path) -> Launch {
         Launch {
             argv: argv.iter().map(|s| s.to_string()).collect(),
+            program: argv.first().map(|s| s.to_string()).unwrap_or_default(),
             env: vec![("GREETING".into(), "hello".into())],
             working_dir: None,
             log_path: dir.join("c/0.log"),

@@ -51,6 +51,7 @@ mod tests {
         let runtime = SimulatedRuntime::default();
         let launch = Launch {
             argv: vec![],
+            program: String::new(),
             env: vec![],
             working_dir: None,
             log_path: "/nonexistent".into(),
