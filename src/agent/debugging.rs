@@ -14,7 +14,9 @@ use actix_web::http::header::{HeaderValue, SEC_WEBSOCKET_PROTOCOL};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use kplane_actors::agent::log_lines::{LogReader, Stream};
-use kplane_actors::agent::runtime::{exit_code, huge_pages, ProcessRuntime, Runtime, StopSignal};
+use kplane_actors::agent::runtime::{
+    exit_code, findable, huge_pages, ProcessRuntime, Runtime, StopSignal,
+};
 use kplane_actors::agent::{ContainerLookup, ExecTarget, NodeAgent};
 
 use super::terminal::{TerminalSize, DRAIN, RESIZE};
@@ -104,6 +106,20 @@ pub(super) fn command(
     Ok(command)
 }
 
+/// `argv` as it is exec'd in `target` (through the launchers that give it the container's
+/// host name and user), or the error its spawn would give: behind a launcher, a missing
+/// program is looked for first, so that it is refused as a spawn refuses it rather than
+/// being a launcher's exit.
+pub(super) fn exec_line(target: &ExecTarget, argv: &[String]) -> std::io::Result<Vec<String>> {
+    let launched = target.run_as_then(argv);
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let behind_launcher = launched.len() > argv.len();
+    if behind_launcher && !findable(program, target.working_dir.as_deref()) {
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    Ok(launched)
+}
+
 /// POST `/run/{ns}/{pod}/{container}?cmd=...`: runs the command, answers its output.
 async fn run(
     state: web::Data<AgentHttp>,
@@ -122,9 +138,9 @@ async fn run(
         .map(|(_, v)| v.clone())
         .ok_or_else(|| AgentHttpError::BadRequest("the cmd parameter is required".into()))?;
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-    let mut command = command(&target, &target.run_as_then(&argv))?;
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("{cmd:?}: {e}"));
+    let mut command = command(&target, &exec_line(&target, &argv).map_err(failed)?)?;
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = huge_pages::spawn(&mut command).map_err(failed)?;
     let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
         .await
@@ -267,7 +283,8 @@ async fn exec(
     if flag(&pairs, "tty") {
         return super::terminal::exec(target, argv, &req, payload, container_gone).await;
     }
-    let mut command = command(&target, &target.run_as_then(&argv))?;
+    let line = exec_line(&target, &argv);
+    let mut command = command(&target, line.as_deref().unwrap_or(&argv))?;
     let piped_if = |asked: bool| if asked { Stdio::piped() } else { Stdio::null() };
     // A group of its own: what it starts is stopped with it. What the client did not ask
     // for goes nowhere, as the kubelet gives the runtime only the streams asked for.
@@ -277,7 +294,7 @@ async fn exec(
         .stderr(piped_if(streams.stderr))
         .process_group(0);
     let Upgraded { response, session, mut messages, .. } = upgrade(&req, payload, PROTOCOLS)?;
-    let mut child = match huge_pages::spawn(&mut command) {
+    let mut child = match line.and_then(|_| huge_pages::spawn(&mut command)) {
         Ok(child) => child,
         Err(e) => {
             finish(session, not_started(&argv, &e)).await;

@@ -15,8 +15,8 @@ use kplane_actors::agent::ExecTarget;
 use serde::Deserialize;
 
 use super::debugging::{
-    command, exit_status, finish, framed, kill_group, next_message, not_started, upgrade, Upgraded,
-    CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
+    command, exec_line, exit_status, finish, framed, kill_group, next_message, not_started,
+    upgrade, Upgraded, CLIENT_SETUP, CLOSE, PROTOCOLS, STDIN, STDOUT,
 };
 use super::http::AgentHttpError;
 
@@ -67,12 +67,13 @@ pub async fn exec(
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("exec {argv:?}: {e}"));
     let pty = Pty::open().map_err(failed)?;
     kplane_actors::agent::launch::with_terminal_type(&mut target.env);
-    let mut command = command(&target, &on_terminal(&target.run_as_then(&argv)))?;
+    let line = exec_line(&target, &argv);
+    let mut command = command(&target, &on_terminal(line.as_deref().unwrap_or(&argv)))?;
     let stdio = || pty.terminal.try_clone().map(Stdio::from);
     command.stdin(stdio().map_err(failed)?).stdout(stdio().map_err(failed)?);
     command.stderr(stdio().map_err(failed)?);
     let Upgraded { response, session, mut messages, .. } = upgrade(req, payload, PROTOCOLS)?;
-    let spawned = huge_pages::spawn(&mut command);
+    let spawned = line.and_then(|_| huge_pages::spawn(&mut command));
     // The command holds the terminal now: once it and its children have exited, reading the
     // controller ends (EIO).
     drop(command);

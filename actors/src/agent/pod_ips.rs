@@ -39,7 +39,8 @@ fn mask(bits: u8) -> u32 {
 }
 
 /// Picks a free /24 for `node` inside `cluster`, starting from a point derived from the node
-/// name (so concurrent agents rarely race for the same one) and skipping those `taken`.
+/// name (so a node given one again, as after its deletion, mostly gets the same one) and
+/// skipping those `taken`.
 pub fn choose_node_cidr(
     cluster: (Ipv4Addr, u8),
     node: &str,

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 pub use container_io::{ContainerIo, InputError, Interactive};
-pub use process::{exit_code, proc_stat, process_alive, ProcStat, ProcessRuntime};
+pub use process::{exit_code, findable, proc_stat, process_alive, ProcStat, ProcessRuntime};
 pub use simulated::SimulatedRuntime;
 
 /// A command with exactly `env` (and the agent's `PATH`), in `working_dir`: how container

@@ -263,7 +263,7 @@ fn locked(groups: &Groups) -> MutexGuard<'_, HashMap<u32, Arc<ContainerCgroup>>>
 
 /// Whether `program` is there to run: a path (from `dir` when relative), or a name found in
 /// the agent's `PATH`, which containers get.
-fn findable(program: &str, dir: Option<&Path>) -> bool {
+pub fn findable(program: &str, dir: Option<&Path>) -> bool {
     if program.contains('/') {
         let path = Path::new(program);
         return match dir {
