@@ -305,11 +305,11 @@ async fn exec(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     actix_web::rt::spawn(async move {
-        // Both outputs are read as they come, into one queue, so that the client gets them in
-        // the order they came; when both have output waiting at once (a quick command's),
-        // stderr's goes first: a failing tool's error comes before what it wrote after it
-        // (tar's before its empty archive, at whose end `kubectl cp` stops reading). Both at
-        // once, too: a command filling one pipe must not wait on the other's reader.
+        // Both outputs are read from the start, as they come, into one queue, so that the
+        // client gets them in the order the command wrote them (tar's error before its empty
+        // archive, at whose end `kubectl cp` stops reading; before, both waited out the
+        // client's set-up and stdout's went first). Both at once, too: a command filling one
+        // pipe must not wait on the other's reader.
         let (queued, mut queue) = tokio::sync::mpsc::channel::<(u8, Vec<u8>)>(32);
         let read = |channel: u8,
                     mut pipe: Box<dyn tokio::io::AsyncRead + Unpin>,
@@ -326,13 +326,13 @@ async fn exec(
         drop(queued);
         let readers = futures::future::join(
             async {
-                if let Some(err) = err {
-                    err.await;
+                if let Some(out) = out {
+                    out.await;
                 }
             },
             async {
-                if let Some(out) = out {
-                    out.await;
+                if let Some(err) = err {
+                    err.await;
                 }
             },
         );
