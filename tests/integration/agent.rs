@@ -1383,12 +1383,13 @@ fn a_hundred_simulated_nodes_register_and_run_pods() {
     // agent's own configuration says.
     let server = Server::start_with_env(&[("KPLANE_AGENT__CLUSTER_CIDR", "127.96.0.0/16")]);
     let data = tempfile::tempdir().unwrap();
-    let mut agent = start_agent_with_env(
+    // Reaped: a failed assertion still ends the agent.
+    let mut agent = Reaped(start_agent_with_env(
         &server,
         &["--runtime", "simulated", "--nodes", "100", "--node-name-prefix", "sim-"],
         data.path(),
         &[("KPLANE_AGENT__CLUSTER_CIDR", "127.200.0.0/16")],
-    );
+    ));
     wait_until(WAIT, "100 Ready nodes with their pod networks", || {
         let (_, nodes) = server.get("/api/v1/nodes");
         let items = nodes["items"].as_array().cloned().unwrap_or_default();
@@ -1411,13 +1412,13 @@ fn a_hundred_simulated_nodes_register_and_run_pods() {
     wait_pod(&server, "hollow", "the hollow pod is Ready", |p| {
         condition(p, "Ready").as_deref() == Some("True")
     });
-    terminate(&mut agent);
+    terminate(&mut agent.0);
     // A prefix names a single node too (not the host's node, which another agent may hold).
     let solo_data = tempfile::tempdir().unwrap();
     let args = ["--runtime", "simulated", "--nodes", "1", "--node-name-prefix", "solo-"];
-    let mut solo = start_agent(&server, &args, solo_data.path());
+    let mut solo = Reaped(start_agent(&server, &args, solo_data.path()));
     wait_until(WAIT, "node solo-0 Ready", || node_ready(&server, "solo-0"));
-    terminate(&mut solo);
+    terminate(&mut solo.0);
 }
 
 /// Extended resources: an operator advertises them by patching the node's capacity, the agent
