@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use actix::{Actor, Addr};
 use kplane_actors::agent::node_agent::StopAgent;
 use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
-use kplane_actors::agent::{AgentConfig, NodeAgent};
+use kplane_actors::agent::{AgentConfig, NodeAgent, DEFAULT_CLUSTER_CIDR};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::NodeIpamController;
 use kplane_actors::core::{ApiCore, ListOptions, WriteOptions};
@@ -66,8 +66,7 @@ fn start_agents(
 ) -> Vec<Addr<NodeAgent>> {
     let client: Arc<dyn ApiClient> = Arc::new(core.clone());
     // The agents wait for their pod networks, which the server's node IPAM controller gives.
-    let cluster = AgentConfig::new("any", dir.to_path_buf()).cluster_cidr;
-    NodeIpamController::new(client.clone(), cluster).start();
+    NodeIpamController::new(client.clone(), DEFAULT_CLUSTER_CIDR).start();
     (0..nodes)
         .map(|i| {
             let mut config = AgentConfig::new(&format!("node-{i}"), dir.join(format!("node-{i}")));

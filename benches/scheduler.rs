@@ -12,7 +12,7 @@ use actix::Actor;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kplane_actors::agent::node_agent::StopAgent;
 use kplane_actors::agent::runtime::SimulatedRuntime;
-use kplane_actors::agent::{AgentConfig, NodeAgent};
+use kplane_actors::agent::{AgentConfig, NodeAgent, DEFAULT_CLUSTER_CIDR};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::NodeIpamController;
 use kplane_actors::core::{ApiCore, ListOptions};
@@ -93,8 +93,7 @@ async fn bound_per_second(run: usize) -> f64 {
     core.bootstrap().await.unwrap();
     let client: Arc<dyn ApiClient> = Arc::new(core.clone());
     // The agents wait for their pod networks, which the server's node IPAM controller gives.
-    let cluster = AgentConfig::new("any", dir.path().to_path_buf()).cluster_cidr;
-    NodeIpamController::new(client.clone(), cluster).start();
+    NodeIpamController::new(client.clone(), DEFAULT_CLUSTER_CIDR).start();
     let mut agents = Vec::with_capacity(NODES);
     for i in 0..NODES {
         let mut config = AgentConfig::new(&format!("sim-{i}"), dir.path().join(format!("n{i}")));

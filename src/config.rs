@@ -608,7 +608,7 @@ fn load_balancer(
     raw: &RawControllers,
 ) -> Result<kplane_actors::controllers::service::LoadBalancerConfig, ConfigError> {
     let ip_range = kplane_actors::agent::pod_ips::parse_cidr(&raw.load_balancer_ip_range)
-        .filter(|(ip, bits)| *bits <= 30 && ip.octets()[0] == 127)
+        .filter(|(ip, bits)| *bits <= 30 && ip.is_loopback())
         .ok_or_else(|| ConfigError::Invalid {
             key: "controllers.load_balancer_ip_range",
             message: format!(

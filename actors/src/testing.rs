@@ -39,8 +39,8 @@ pub async fn core_with(options: HubOptions) -> ApiCore {
 /// wait for theirs), from the agent's default cluster CIDR.
 pub async fn core_with_node_ipam() -> ApiCore {
     let core = core().await;
-    let cluster = crate::agent::AgentConfig::new("any", "unused".into()).cluster_cidr;
     let client = std::sync::Arc::new(core.clone());
+    let cluster = crate::agent::DEFAULT_CLUSTER_CIDR;
     actix::Actor::start(crate::controllers::NodeIpamController::new(client, cluster));
     core
 }

@@ -107,17 +107,15 @@ pub(super) fn command(
 }
 
 /// `argv` as it is exec'd in `target` (through the launchers that give it the container's
-/// host name and user), or the error its spawn would give: behind a launcher, a missing
-/// program is looked for first, so that it is refused as a spawn refuses it rather than
-/// being a launcher's exit.
+/// host name and user), or the error its spawn would give: the program is looked for first,
+/// so that a missing one is refused as a spawn refuses it rather than being a launcher's exit.
 pub(super) fn exec_line(target: &ExecTarget, argv: &[String]) -> std::io::Result<Vec<String>> {
-    let launched = target.run_as_then(argv);
     let program = argv.first().map(String::as_str).unwrap_or_default();
-    let behind_launcher = launched.len() > argv.len();
-    if behind_launcher && !findable(program, target.working_dir.as_deref()) {
-        return Err(std::io::ErrorKind::NotFound.into());
+    if !findable(program, target.working_dir.as_deref()) {
+        // The spawn's own error.
+        return Err(nix::errno::Errno::ENOENT.into());
     }
-    Ok(launched)
+    Ok(target.launched(argv))
 }
 
 /// POST `/run/{ns}/{pod}/{container}?cmd=...`: runs the command, answers its output.
@@ -138,6 +136,9 @@ async fn run(
         .map(|(_, v)| v.clone())
         .ok_or_else(|| AgentHttpError::BadRequest("the cmd parameter is required".into()))?;
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    if argv.is_empty() {
+        return Err(AgentHttpError::BadRequest("a command is required".into()));
+    }
     let failed = |e: std::io::Error| AgentHttpError::BadRequest(format!("{cmd:?}: {e}"));
     let mut command = command(&target, &exec_line(&target, &argv).map_err(failed)?)?;
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -149,9 +150,7 @@ async fn run(
     // As the kubelet's run: the output (stdout, then stderr) as it is, under a JSON content
     // type; a command that failed is a 500 saying how it exited, with its stderr.
     if !output.status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        let status = output.status;
-        let code = status.code().or(status.signal().map(|s| 128 + s)).unwrap_or(-1);
+        let code = exit_code(output.status);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let message = format!("command '{}' exited with {code}: {stderr}", argv.join(" "));
         return Ok(HttpResponse::InternalServerError()

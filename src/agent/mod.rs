@@ -49,9 +49,9 @@ pub enum AgentStartError {
 }
 
 /// The images this binary serves itself, the launchers that apply memory limits, put a
-/// container on its terminal and give it its pod's host name, and the writer of container
-/// logs.
-fn with_builtins(mut config: AgentConfig) -> AgentConfig {
+/// container on its terminal and, for a `runtime` of processes, give it its pod's host name,
+/// and the writer of container logs.
+fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
     let Ok(exe) = std::env::current_exe() else { return config };
     let exe = exe.to_string_lossy().to_string();
     for (image, subcommand) in [("kplane/pause", "pause"), ("kplane/agnhost", "agnhost")] {
@@ -62,37 +62,36 @@ fn with_builtins(mut config: AgentConfig) -> AgentConfig {
     }
     config.log_writer = Some(vec![exe.clone(), "log-writer".into()]);
     config.terminal_launcher = Some(terminal::LAUNCHER.map(String::from).into());
-    config.identity_launcher = Some(vec![
-        exe.clone(),
-        "exec-limited".into(),
-        "--as".into(),
-        "{identity}".into(),
-        "--".into(),
-    ]);
-    config.memory_limit_launcher = Some(vec![
-        exe.clone(),
-        "exec-limited".into(),
-        "--memory-bytes".into(),
-        "{bytes}".into(),
-        "--".into(),
-    ]);
-    // Host names of their own where this process may make UTS namespaces (root, with
-    // CAP_SYS_ADMIN): tried once, as the launcher would do it.
-    let hostname_launcher = [exe.as_str(), "exec-limited", "--hostname", "{hostname}", "--"];
-    let tried = std::process::Command::new(&exe)
-        .args(["exec-limited", "--hostname", "kplane-probe", "--", "true"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-    if tried.is_ok_and(|status| status.success()) {
-        config.hostname_launcher = Some(hostname_launcher.map(String::from).to_vec());
-        let join = [exe.as_str(), "exec-limited", "--uts-of", "/proc/{pid}/ns/uts", "--"];
-        config.join_hostname_launcher = Some(join.map(String::from).to_vec());
-    } else {
-        tracing::info!("containers keep the machine's host name: no UTS namespaces here");
+    let exec_limited = |flags: &[&str]| -> Vec<String> {
+        let line = [exe.as_str(), "exec-limited"].into_iter().chain(flags.iter().copied());
+        line.chain(["--"]).map(String::from).collect()
+    };
+    config.identity_launcher = Some(exec_limited(&["--as", "{identity}"]));
+    config.memory_limit_launcher = Some(exec_limited(&["--memory-bytes", "{bytes}"]));
+    if runtime == RuntimeKind::Process && may_name_hosts(&exe) {
+        config.hostname_launcher = Some(exec_limited(&["--hostname", "{hostname}"]));
+        config.join_hostname_launcher = Some(exec_limited(&["--uts-of", "/proc/{pid}/ns/uts"]));
     }
     config
+}
+
+/// Whether this process may make UTS namespaces (root, with CAP_SYS_ADMIN): tried once per
+/// process, as the launcher would do it.
+fn may_name_hosts(exe: &str) -> bool {
+    static MAY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MAY.get_or_init(|| {
+        let tried = std::process::Command::new(exe)
+            .args(["exec-limited", "--hostname", "kplane-probe", "--", "true"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let may = tried.is_ok_and(|status| status.success());
+        if !may {
+            tracing::info!("containers keep the machine's host name: no UTS namespaces here");
+        }
+        may
+    })
 }
 
 fn runtime(kind: RuntimeKind, cgroups: bool) -> Arc<dyn Runtime> {
@@ -134,7 +133,7 @@ pub fn start(
     client: Arc<dyn ApiClient>,
     port: Option<AgentPort>,
 ) -> Result<RunningAgent, AgentStartError> {
-    let mut config = with_builtins(config);
+    let mut config = with_builtins(config, settings.runtime);
     let runtime = runtime(settings.runtime, settings.cgroups);
     if runtime.enforces_memory_limits() {
         // Containers' memory limits are their groups': no per-process limit besides.

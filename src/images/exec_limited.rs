@@ -66,7 +66,12 @@ pub struct ExecLimitedArgs {
 #[error("cannot set {resource}: {source}")]
 struct LimitError {
     resource: &'static str,
-    source: nix::errno::Errno,
+    source: io::Error,
+}
+
+/// Names the `resource` an error (nix's, rustix's or the standard library's) refused.
+fn failed<E: Into<io::Error>>(resource: &'static str) -> impl FnOnce(E) -> LimitError {
+    move |error| LimitError { resource, source: error.into() }
 }
 
 /// Applies the limits and execs the program; returns only if that fails.
@@ -88,34 +93,21 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
 fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
     for file in &args.cgroup_procs {
         // `0`: the writing process.
-        std::fs::write(file, "0").map_err(|e| LimitError {
-            resource: "a control group",
-            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-        })?;
+        std::fs::write(file, "0").map_err(failed("a control group"))?;
     }
     if let Some(name) = &args.hostname {
-        let fail = |resource| move |source| LimitError { resource, source };
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUTS)
-            .map_err(fail("a UTS namespace"))?;
-        nix::unistd::sethostname(name).map_err(fail("the host name"))?;
+            .map_err(failed("a UTS namespace"))?;
+        nix::unistd::sethostname(name).map_err(failed("the host name"))?;
     }
     if let Some(file) = &args.uts_of {
-        let namespace = std::fs::File::open(file).map_err(|e| LimitError {
-            resource: "the container's UTS namespace",
-            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-        })?;
-        nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWUTS)
-            .map_err(|source| LimitError { resource: "the container's UTS namespace", source })?;
+        let uts = "the container's UTS namespace";
+        let namespace = std::fs::File::open(file).map_err(failed(uts))?;
+        nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWUTS).map_err(failed(uts))?;
     }
     if args.tty {
-        let fail = |resource| {
-            move |e: rustix::io::Errno| LimitError {
-                resource,
-                source: nix::errno::Errno::from_raw(e.raw_os_error()),
-            }
-        };
-        rustix::process::setsid().map_err(fail("a new session"))?;
-        rustix::process::ioctl_tiocsctty(std::io::stdin()).map_err(fail("a controlling tty"))?;
+        rustix::process::setsid().map_err(failed("a new session"))?;
+        rustix::process::ioctl_tiocsctty(std::io::stdin()).map_err(failed("a controlling tty"))?;
     }
     if let Some(bytes) = args.memory_bytes {
         lower(Resource::RLIMIT_DATA, "RLIMIT_DATA", bytes)?;
@@ -132,16 +124,15 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
 /// Becomes `identity`: groups first, then the group, then the user (after which none of them
 /// could change any more).
 fn take_on(identity: &Identity) -> Result<(), LimitError> {
-    let fail = |resource| move |source| LimitError { resource, source };
     if !identity.groups.is_empty() {
         let groups: Vec<Gid> = identity.groups.iter().map(|g| Gid::from_raw(*g)).collect();
-        setgroups(&groups).map_err(fail("the supplementary groups"))?;
+        setgroups(&groups).map_err(failed("the supplementary groups"))?;
     }
     if let Some(gid) = identity.gid {
-        setgid(Gid::from_raw(gid)).map_err(fail("the group"))?;
+        setgid(Gid::from_raw(gid)).map_err(failed("the group"))?;
     }
     if let Some(uid) = identity.uid {
-        setuid(Uid::from_raw(uid)).map_err(fail("the user"))?;
+        setuid(Uid::from_raw(uid)).map_err(failed("the user"))?;
     }
     Ok(())
 }
@@ -153,10 +144,9 @@ fn parse_identity(text: &str) -> Result<Identity, String> {
 /// Sets both the soft and the hard limit, so PROGRAM cannot raise them again; never raises a
 /// hard limit that is already lower (an unprivileged process could not anyway).
 fn lower(resource: Resource, name: &'static str, limit: u64) -> Result<(), LimitError> {
-    let fail = |source| LimitError { resource: name, source };
-    let (_, hard) = getrlimit(resource).map_err(fail)?;
+    let (_, hard) = getrlimit(resource).map_err(failed(name))?;
     let value = limit.min(hard);
-    setrlimit(resource, value, value).map_err(fail)
+    setrlimit(resource, value, value).map_err(failed(name))
 }
 
 /// 127 when the program is missing, 126 when it is there but cannot run.

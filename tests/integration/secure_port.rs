@@ -765,13 +765,14 @@ fn an_apply_or_an_update_that_creates_needs_create() {
     crate::util::wait_until(std::time::Duration::from_secs(30), "bob may patch", || {
         bob.run(&["auth", "can-i", "patch", "configmaps"]).1 == "yes\n"
     });
+    let write = |file: String, body: String| {
+        let path = files.path().join(file);
+        std::fs::write(&path, body).unwrap();
+        path.to_str().unwrap().to_string()
+    };
     let manifest = |name: &str| {
-        let file = files.path().join(format!("{name}.yaml"));
-        let body = format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{a: '2'}}\n"
-        );
-        std::fs::write(&file, body).unwrap();
-        file.to_str().unwrap().to_string()
+        let body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME}\ndata: {a: '2'}\n";
+        write(format!("{name}.yaml"), body.replace("NAME", name))
     };
     bob.ok(&["apply", "--server-side", "--force-conflicts", "-f", &manifest("kept")]);
     let refused = bob.refused(&["apply", "--server-side", "-f", &manifest("fresh")]);
@@ -788,13 +789,9 @@ fn an_apply_or_an_update_that_creates_needs_create() {
         bob.run(&["auth", "can-i", "update", "services"]).1 == "yes\n"
     });
     let service = |name: &str| {
-        let file = files.path().join(format!("svc-{name}.yaml"));
-        let body = format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
-             spec: {{ports: [{{port: 80}}]}}\n"
-        );
-        std::fs::write(&file, body).unwrap();
-        file.to_str().unwrap().to_string()
+        let body = "apiVersion: v1\nkind: Service\nmetadata: {name: NAME}\n\
+                    spec: {ports: [{port: 80}]}\n";
+        write(format!("svc-{name}.yaml"), body.replace("NAME", name))
     };
     root.ok(&["create", "-f", &service("there")]);
     bob.ok(&["replace", "-f", &service("there")]);

@@ -550,7 +550,7 @@ impl std::str::FromStr for Identity {
 
 /// A container's command line, and the program it comes down to once its launchers have
 /// done their part.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandLine {
     pub argv: Vec<String>,
     /// The container's own program (its command's or its image's first word).

@@ -43,6 +43,9 @@ pub fn container_not_found(container: &str) -> String {
     format!("container not found ({})", crate::model::text::go_quote(container))
 }
 
+/// The cluster's pod network by default (`agent.cluster_cidr`).
+pub const DEFAULT_CLUSTER_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(127, 64, 0, 0), 10);
+
 /// Everything an agent is configured with.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -53,7 +56,8 @@ pub struct AgentConfig {
     pub port: u16,
     /// Where pod logs and container state live.
     pub data_dir: PathBuf,
-    /// Range the node's pod CIDR (a /24) is chosen from.
+    /// The cluster's pod network, which the server's node IPAM controller gives each node a
+    /// /24 of (an agent takes its node's from the Node, not from here).
     pub cluster_cidr: (Ipv4Addr, u8),
     pub node_status_update_period: Duration,
     pub lease_duration: Duration,
@@ -106,7 +110,7 @@ impl AgentConfig {
             address: Ipv4Addr::LOCALHOST,
             port: 0,
             data_dir,
-            cluster_cidr: (Ipv4Addr::new(127, 64, 0, 0), 10),
+            cluster_cidr: DEFAULT_CLUSTER_CIDR,
             node_status_update_period: Duration::from_secs(10),
             lease_duration: Duration::from_secs(40),
             sync_period: Duration::from_secs(1),

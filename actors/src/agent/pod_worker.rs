@@ -85,8 +85,8 @@ pub struct ExecTarget {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<PathBuf>,
     /// The command-line prefix that runs what is exec'd with the container's host name and as
-    /// its user and groups (empty: as the agent).
-    pub run_as: Vec<String>,
+    /// its user and groups (empty: as the agent, with the machine's).
+    pub launchers: Vec<String>,
     pub pid: u32,
     pub pod_ip: Option<Ipv4Addr>,
     /// The container's current log file.
@@ -97,9 +97,9 @@ pub struct ExecTarget {
 }
 
 impl ExecTarget {
-    /// `argv` run as the container's user and groups.
-    pub fn run_as_then(&self, argv: &[String]) -> Vec<String> {
-        [&self.run_as[..], argv].concat()
+    /// `argv` run through the container's launchers.
+    pub fn launched(&self, argv: &[String]) -> Vec<String> {
+        [&self.launchers[..], argv].concat()
     }
 }
 
@@ -114,7 +114,7 @@ impl Handler<FindContainer> for PodWorker {
         Some(ExecTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(spec)),
-            run_as: [
+            launchers: [
                 launch::join_hostname(&state.config, &state.pod, running.pid),
                 state.run_as(spec),
             ]
@@ -1514,9 +1514,7 @@ impl PodState {
         let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
         // Who it runs as matters to processes only (a simulated container has no user).
         let prepared = match environment {
-            Ok(env) if !ctx.runtime.runs_processes() => {
-                Ok((launch::CommandLine { argv: Vec::new(), program: String::new() }, env))
-            }
+            Ok(env) if !ctx.runtime.runs_processes() => Ok((launch::CommandLine::default(), env)),
             Ok(mut env) => Identity::of(&self.pod, &spec).and_then(|identity| {
                 launch::add_home(&mut env, identity.as_ref());
                 let hostname = launch::own_hostname(&self.pod);

@@ -6,7 +6,7 @@
 //! is gone; a node that already has one (set by hand, or by an earlier server) keeps it.
 //! When the range is used up, the node gets a `CIDRNotAvailable` event and waits.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -35,8 +35,6 @@ pub struct NodeIpamController {
     pending: HashMap<String, Ipv4Addr>,
     /// Failed hand-outs in a row, by node, for their back-off.
     retries: HashMap<String, u32>,
-    /// The nodes that found no free /24, tried again when a node goes.
-    starved: BTreeSet<String>,
 }
 
 /// What the controller keeps of a node.
@@ -76,18 +74,13 @@ impl NodeIpamController {
             nodes: BTreeMap::new(),
             pending: HashMap::new(),
             retries: HashMap::new(),
-            starved: BTreeSet::new(),
         }
     }
 
     /// Hands `name` a free /24 if it has none and none is on its way to it.
     fn allocate(&mut self, name: &str, ctx: &mut Context<Self>) {
-        let Some(node) = self.nodes.get(name) else {
-            self.starved.remove(name);
-            return;
-        };
+        let Some(node) = self.nodes.get(name) else { return };
         if node.network.is_some() || self.pending.contains_key(name) {
-            self.starved.remove(name);
             return;
         }
         let taken: HashSet<Ipv4Addr> = (self.nodes.values().filter_map(|n| n.network))
@@ -97,7 +90,6 @@ impl NodeIpamController {
         let reference = node.reference.clone();
         let Some((network, bits)) = pod_ips::choose_node_cidr(self.cluster, name, &taken) else {
             tracing::warn!(node = %name, "no free /24 left in the cluster CIDR for the node");
-            self.starved.insert(name.to_string());
             let message = format!("Node {name} status is now: CIDRNotAvailable");
             ctx.spawn(
                 async move {
@@ -109,7 +101,6 @@ impl NodeIpamController {
             );
             return;
         };
-        self.starved.remove(name);
         self.pending.insert(name.to_string(), network);
         let cidr = format!("{network}/{bits}");
         let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
@@ -164,10 +155,13 @@ impl Handler<Nodes> for NodeIpamController {
                 self.retries.remove(name);
             }
         }
-        // A node gone frees its network for those that found none.
-        let freed = changed.iter().any(|name| !self.nodes.contains_key(name));
-        let starved = if freed { std::mem::take(&mut self.starved) } else { BTreeSet::new() };
-        for name in changed.into_iter().chain(starved) {
+        let mut names = changed;
+        // A node gone frees its network for every node still without one.
+        if names.iter().any(|name| !self.nodes.contains_key(name)) {
+            let waiting = self.nodes.iter().filter(|(_, node)| node.network.is_none());
+            names.extend(waiting.map(|(name, _)| name.clone()));
+        }
+        for name in names {
             self.allocate(&name, ctx);
         }
     }
