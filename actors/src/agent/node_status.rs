@@ -176,7 +176,13 @@ pub fn capacity(config: &AgentConfig, machine: &Machine) -> Map<String, Value> {
     capacity
 }
 
-/// The Node to create when the agent first registers.
+/// Why a node that has just registered is not Ready: as the kubelet's before its network
+/// plugin is set up, it waits for the pod network the server's node IPAM controller gives it.
+const NO_NETWORK_YET: &str = "container runtime network not ready: NetworkReady=false \
+    reason:NetworkPluginNotReady message:the node has no pod CIDR yet";
+
+/// The Node to create when the agent first registers: not Ready until it has its pod network
+/// (its first status after that says Ready).
 pub fn new_node(config: &AgentConfig, machine: &Machine, runtime: &str, now: &str) -> Value {
     let mut labels = Map::new();
     labels.insert("kubernetes.io/hostname".into(), json!(config.node_name));
@@ -187,13 +193,20 @@ pub fn new_node(config: &AgentConfig, machine: &Machine, runtime: &str, now: &st
     for (k, v) in &config.labels {
         labels.insert(k.clone(), json!(v));
     }
-    json!({
+    let mut node = json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": config.node_name, "labels": labels},
         "spec": {},
         "status": status(config, machine, runtime, Pressure::default(), &json!({}), now),
-    })
+    });
+    let conditions = node["status"]["conditions"].as_array_mut().into_iter().flatten();
+    for ready in conditions.filter(|c| c["type"] == "Ready") {
+        ready["status"] = json!("False");
+        ready["reason"] = json!("KubeletNotReady");
+        ready["message"] = json!(NO_NETWORK_YET);
+    }
+    node
 }
 
 fn arch() -> &'static str {
@@ -317,6 +330,29 @@ mod tests {
         relabelled["capacity"]["example.com/dongle"] = json!("1");
         let kept = status(&config, &machine, "process", Pressure::default(), &relabelled, "t4");
         assert!(says_news(&relabelled, &kept), "allocatable takes the new resource");
+    }
+
+    #[test]
+    fn a_new_node_is_ready_only_once_it_has_its_network() {
+        let config = AgentConfig::new("n1", "/tmp".into());
+        let machine = Machine::simulated();
+        let node = new_node(&config, &machine, "process", "t1");
+        let created = node["status"]["conditions"].as_array().unwrap();
+        let ready = created.iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(
+            (&ready["status"], &ready["reason"]),
+            (&json!("False"), &json!("KubeletNotReady"))
+        );
+        assert!(ready["message"].as_str().unwrap().contains("NetworkReady=false"));
+        let posted =
+            status(&config, &machine, "process", Pressure::default(), &node["status"], "t2");
+        let now = posted["conditions"].as_array().unwrap();
+        let ready = now.iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(
+            (&ready["status"], &ready["lastTransitionTime"]),
+            (&json!("True"), &json!("t2"))
+        );
+        assert_eq!(status_events(created, now), ["NodeReady"]);
     }
 
     #[test]
