@@ -102,7 +102,7 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
     }
     if let Some(file) = &args.uts_of {
         let uts = "the container's UTS namespace";
-        let namespace = std::fs::File::open(file).map_err(failed(uts))?;
+        let namespace = own_namespace_of(file).map_err(failed(uts))?;
         nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWUTS).map_err(failed(uts))?;
     }
     if args.tty {
@@ -119,6 +119,30 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
         take_on(identity)?;
     }
     Ok(())
+}
+
+/// How long a process joining a container waits for the container to have made its own UTS
+/// namespace: one that has just started (a postStart hook runs at once) may not have yet.
+const NAMESPACE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens the UTS namespace `file` is of (`/proc/PID/ns/uts`), once it is no longer this
+/// process's own: the container's process makes its namespace as its first step.
+fn own_namespace_of(file: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata("/proc/self/ns/uts")?.ino();
+    let deadline = std::time::Instant::now() + NAMESPACE_PATIENCE;
+    loop {
+        let namespace = std::fs::File::open(file)?;
+        if namespace.metadata()?.ino() != ours {
+            return Ok(namespace);
+        }
+        if std::time::Instant::now() >= deadline {
+            let message =
+                format!("{} is still the host's after {NAMESPACE_PATIENCE:?}", file.display());
+            return Err(io::Error::new(io::ErrorKind::TimedOut, message));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }
 
 /// Becomes `identity`: groups first, then the group, then the user (after which none of them

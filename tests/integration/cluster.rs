@@ -490,24 +490,36 @@ fn containers_have_their_pod_s_host_name() {
     }
     let server = single_node_cluster();
     let kubectl = server.kubectl();
-    let pod = |name: &str, spec: Value| {
+    let machine = nix::unistd::gethostname().unwrap().to_string_lossy().to_string();
+    // Its postStart hook and its readiness probe see the container's host name too: a failed
+    // hook would restart the container, a failed probe keep it unready.
+    let pod = |name: &str, expected: &str, spec: Value| {
         let mut spec = spec;
+        let check =
+            json!({"exec": {"command": ["sh", "-c", format!("test $(hostname) = {expected}")]}});
         spec["containers"] = json!([{"name": "c", "image": "none",
-            "command": ["sh", "-c", "hostname; sleep 1000"]}]);
+            "command": ["sh", "-c", "hostname; sleep 1000"],
+            "lifecycle": {"postStart": check},
+            "readinessProbe": {"periodSeconds": 1, "exec": check["exec"]}}]);
         let pod =
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec});
         let file = kubectl.write(&format!("{name}.json"), &pod.to_string());
         kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
     };
-    pod("named", json!({}));
-    pod("renamed", json!({"hostname": "chosen"}));
-    pod("on-host", json!({"hostNetwork": true}));
-    let machine = nix::unistd::gethostname().unwrap().to_string_lossy().to_string();
+    pod("named", "named", json!({}));
+    pod("renamed", "chosen", json!({"hostname": "chosen"}));
+    pod("on-host", &machine, json!({"hostNetwork": true}));
     for (name, expected) in [("named", "named"), ("renamed", "chosen"), ("on-host", &machine)] {
         wait_until(WAIT, &format!("{name} printed its host name"), || {
             kubectl.run(&["logs", name]).1 == format!("{expected}\n")
         });
         assert_eq!(kubectl.ok(&["exec", name, "--", "hostname"]), format!("{expected}\n"));
+        wait_until(WAIT, &format!("{name}'s probe passed"), || {
+            let ready = "jsonpath={.status.containerStatuses[0].ready}";
+            kubectl.run(&["get", "pod", name, "-o", ready]).1 == "true"
+        });
+        let restarts = "jsonpath={.status.containerStatuses[0].restartCount}";
+        assert_eq!(kubectl.ok(&["get", "pod", name, "-o", restarts]), "0", "its hook passed");
     }
     assert_eq!(nix::unistd::gethostname().unwrap().to_string_lossy(), machine, "the machine's own");
 }

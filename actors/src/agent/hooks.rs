@@ -22,8 +22,9 @@ pub enum Hook {
 pub struct HookTarget {
     pub env: Vec<(String, String)>,
     pub working_dir: Option<std::path::PathBuf>,
-    /// The command-line prefix that runs a command as the container's user and groups.
-    pub run_as: Vec<String>,
+    /// The command-line prefix that runs a command with the container's host name and as its
+    /// user and groups.
+    pub launchers: Vec<String>,
     /// The container's process group: an exec hook's processes join it, so that they end
     /// with the container (as a command exec'd in a container does).
     pub group: Option<u32>,
@@ -96,7 +97,7 @@ const OUTPUT_DRAIN: Duration = Duration::from_millis(200);
 async fn run_exec(command: &[String], target: &HookTarget) -> Result<(), (String, String)> {
     let spawn = |group: u32| {
         let mut process = super::runtime::command(
-            &[&target.run_as[..], command].concat(),
+            &[&target.launchers[..], command].concat(),
             &target.env,
             target.working_dir.as_deref(),
         )?;
@@ -224,7 +225,7 @@ mod tests {
         HookTarget {
             env: vec![("GREETING".into(), "hi".into())],
             working_dir: Some(dir.to_path_buf()),
-            run_as: Vec::new(),
+            launchers: Vec::new(),
             group: None,
             pod_ip: "127.0.0.1".into(),
             named: "Container \"c\" in Pod \"p_default(u1)\"".into(),

@@ -114,11 +114,7 @@ impl Handler<FindContainer> for PodWorker {
         Some(ExecTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(spec)),
-            launchers: [
-                launch::join_hostname(&state.config, &state.pod, running.pid),
-                state.run_as(spec),
-            ]
-            .concat(),
+            launchers: state.launchers(spec, Some(running.pid)),
             pid: running.pid,
             pod_ip: state.pod_ip,
             log_path: log_path(&state.dir, &c.name, c.restart_count),
@@ -849,11 +845,14 @@ impl PodState {
         format!("spec.{list}{{{name}}}")
     }
 
-    /// The command-line prefix that runs a command as container `spec` runs (its user and
-    /// groups): what is exec'd in it, its hooks and exec probes.
-    fn run_as(&self, spec: &Container) -> Vec<String> {
+    /// The command-line prefix that runs a command as container `spec` runs: with its host
+    /// name (that of its running process `pid`) and as its user and groups. What is exec'd in
+    /// it, its hooks and its exec probes run through it.
+    fn launchers(&self, spec: &Container, pid: Option<u32>) -> Vec<String> {
         let identity = Identity::of(&self.pod, spec).ok().flatten();
-        Identity::wrap(&self.config, identity.as_ref(), Vec::new())
+        let hostname = pid.map(|pid| launch::join_hostname(&self.config, &self.pod, pid));
+        [hostname.unwrap_or_default(), Identity::wrap(&self.config, identity.as_ref(), Vec::new())]
+            .concat()
     }
 
     fn container_spec(&self, name: &str) -> Option<&Container> {
@@ -1286,7 +1285,7 @@ impl PodState {
         let target = HookTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(&spec)),
-            run_as: self.run_as(&spec),
+            launchers: self.launchers(&spec, group),
             group,
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             named: format!(
@@ -1723,7 +1722,8 @@ impl PodState {
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
-            let run_as = self.run_as(&spec);
+            let pid = self.containers[i].running.as_ref().map(|r| r.pid);
+            let launchers = self.launchers(&spec, pid);
             let c = &mut self.containers[i];
             let Some(running) = &c.running else { continue };
             // Not probed: a run waiting for its postStart hook, or being stopped (but for the
@@ -1748,9 +1748,16 @@ impl PodState {
                 match &spec.startup_probe {
                     None => c.started = true,
                     Some(probe) => {
-                        let run =
-                            run_due(probe, &mut c.startup, since, &spec, &pod_ip, &c.env, &run_as)
-                                .await;
+                        let run = run_due(
+                            probe,
+                            &mut c.startup,
+                            since,
+                            &spec,
+                            &pod_ip,
+                            &c.env,
+                            &launchers,
+                        )
+                        .await;
                         match ProbeRun::reported(run, "Startup", &name, &mut events) {
                             Some(true) => c.started = true,
                             Some(false) => {
@@ -1774,7 +1781,8 @@ impl PodState {
             c.ever_started = true;
             if let Some(probe) = spec.liveness_probe.as_ref().filter(|_| !terminating) {
                 let run =
-                    run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env, &run_as).await;
+                    run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env, &launchers)
+                        .await;
                 if ProbeRun::reported(run, "Liveness", &name, &mut events) == Some(false) {
                     tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
                     let message =
@@ -1791,7 +1799,7 @@ impl PodState {
                 None => c.ready = true,
                 Some(probe) => {
                     let run =
-                        run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env, &run_as)
+                        run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env, &launchers)
                             .await;
                     if let Some(verdict) = ProbeRun::reported(run, "Readiness", &name, &mut events)
                     {
@@ -2134,7 +2142,7 @@ async fn run_due(
     spec: &Container,
     pod_ip: &str,
     env: &[(String, String)],
-    run_as: &[String],
+    launchers: &[String],
 ) -> Option<ProbeRun> {
     let now = Instant::now();
     let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
@@ -2155,7 +2163,7 @@ async fn run_due(
         let reached = state.failures >= probe.failure_threshold.unwrap_or(3).max(1);
         ProbeRun { said: Some(said), verdict: reached.then_some(false) }
     };
-    Some(match probes::run(probe, spec, pod_ip, env, run_as).await {
+    Some(match probes::run(probe, spec, pod_ip, env, launchers).await {
         Outcome::Success => succeeded(state, None),
         Outcome::Warning(warning) => succeeded(state, Some(ProbeSaid::Warned(warning))),
         Outcome::Failure(reason) => failed(state, ProbeSaid::Failed(reason)),

@@ -41,14 +41,14 @@ pub async fn run(
     container: &Container,
     pod_ip: &str,
     env: &[(String, String)],
-    run_as: &[String],
+    launchers: &[String],
 ) -> Outcome {
-    let mut outcome = run_once(probe, container, pod_ip, env, run_as).await;
+    let mut outcome = run_once(probe, container, pod_ip, env, launchers).await;
     for _ in 1..TRIES_WHEN_ERRORED {
         if !matches!(outcome, Outcome::Error(_)) {
             break;
         }
-        outcome = run_once(probe, container, pod_ip, env, run_as).await;
+        outcome = run_once(probe, container, pod_ip, env, launchers).await;
     }
     outcome
 }
@@ -58,12 +58,12 @@ async fn run_once(
     container: &Container,
     pod_ip: &str,
     env: &[(String, String)],
-    run_as: &[String],
+    launchers: &[String],
 ) -> Outcome {
     let timeout = Duration::from_secs(probe.timeout_seconds.unwrap_or(1).max(1) as u64);
     if let Some(exec) = &probe.exec {
         let command = exec.command.as_deref().unwrap_or(&[]);
-        let run = [run_as, command].concat();
+        let run = [launchers, command].concat();
         // The kubelet's words for each handler's timeout.
         let timed_out = format!("command {} timed out", go_quote(&command.join(" ")));
         let dir = super::runtime::working_dir(container);
