@@ -183,8 +183,17 @@ pub(crate) fn upgrade(
     if let Some(protocol) = protocol {
         response.headers_mut().insert(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(protocol));
     }
-    Ok(Upgraded { response, session, messages: stream.aggregate_continuations(), protocol })
+    let messages = stream
+        .max_frame_size(MAX_MESSAGE_BYTES)
+        .aggregate_continuations()
+        .max_continuation_size(MAX_MESSAGE_BYTES);
+    Ok(Upgraded { response, session, messages, protocol })
 }
+
+/// The largest message a client may send, as the kubelet's WebSocket server takes
+/// (golang.org/x/net/websocket's 32 MiB): the Python client sends each write of stdin, and
+/// port-forward each read of its local socket (up to 1 MiB), as one message.
+const MAX_MESSAGE_BYTES: usize = 32 << 20;
 
 /// Whether the client offered the WebSocket subprotocol `protocol`.
 pub(crate) fn offers(req: &HttpRequest, protocol: &str) -> bool {

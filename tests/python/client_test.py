@@ -275,6 +275,15 @@ def exec_in_pods(core, node):
     session.run_forever(timeout=30)
     assert session.read_stdout() == "got abc\n"
     assert session.returncode == 4, session.returncode
+    # The client sends each write as one message: one of 1 MiB arrives whole, as the
+    # kubelet takes messages up to 32 MiB.
+    counted = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS, command=["wc", "-c"],
+                     stdout=True, stderr=True, stdin=True, tty=False, _preload_content=False)
+    counted.write_stdin("x" * (1 << 20))
+    counted.close_channel(0)
+    counted.run_forever(timeout=30)
+    assert counted.read_stdout().strip() == str(1 << 20), counted.read_channel(3)
+    assert counted.returncode == 0, counted.returncode
     # A command that cannot start: the error channel carries kube's 500 Status, details too.
     missing = stream(core.connect_get_namespaced_pod_exec, "exec-box", NS,
                      command=["no-such-command"], stdout=True, stderr=True, stdin=False,
