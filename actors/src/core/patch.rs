@@ -342,8 +342,13 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Res
             slots.push(Some(item.clone()));
             continue;
         };
-        let id = obj.get(key).map(Value::to_string);
-        let queue = id.as_ref().and_then(|id| index.get_mut(id));
+        // Kubernetes' `ErrNoMergeKey`, the item as Go prints it (its 500; a 400 here).
+        let Some(id) = obj.get(key).map(Value::to_string) else {
+            let printed = crate::model::text::go_print(item);
+            let why = format!("map: {printed} does not contain declared merge key: {key}");
+            return Err(ApiError::BadRequest(why));
+        };
+        let queue = index.get_mut(&id);
         let position = queue.as_ref().and_then(|q| q.front().copied());
         let delete = obj.get("$patch").and_then(Value::as_str) == Some("delete");
         match (position, delete) {
@@ -444,6 +449,32 @@ mod tests {
         let out = apply(&out, PatchType::StrategicMerge, &delete).unwrap();
         assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 2);
         assert!(out["spec"].get("$setElementOrder/containers").is_none());
+    }
+
+    #[test]
+    fn an_item_without_its_merge_key_is_refused_not_added() {
+        let pod = json!({"spec":{"containers":[{"name":"a","image":"x"}]}});
+        for (item, printed) in [
+            (
+                json!({"image": "z", "ports": [{"containerPort": 80}]}),
+                "map[image:z ports:[map[containerPort:80]]]",
+            ),
+            (json!({"$patch": "delete"}), "map[$patch:delete]"),
+            (json!({}), "map[]"),
+        ] {
+            let patch = json!({"spec": {"containers": [item]}});
+            match apply(&pod, PatchType::StrategicMerge, &patch) {
+                Err(ApiError::BadRequest(why)) => assert_eq!(
+                    why,
+                    format!("map: {printed} does not contain declared merge key: name")
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
+        // A list replaced whole needs no keys.
+        let replace = json!({"spec":{"containers":[{"$patch":"replace"},{"name":"b"}]}});
+        let out = apply(&pod, PatchType::StrategicMerge, &replace).unwrap();
+        assert_eq!(out["spec"]["containers"], json!([{"name": "b"}]));
     }
 
     #[test]
