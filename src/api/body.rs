@@ -548,11 +548,22 @@ pub fn check_apply_config(
     name: &str,
     config: &mut Value,
 ) -> Result<(), HttpError> {
+    let kind = (resource.group, resource.version, resource.kind);
+    check_apply_config_as(kind, namespace, name, config)
+}
+
+/// [`check_apply_config`] of a configuration of `(group, version, kind)`: a resource's or a
+/// subresource's (a `Scale`).
+pub fn check_apply_config_as(
+    (group, version, kind): (&str, &str, &str),
+    namespace: &str,
+    name: &str,
+    config: &mut Value,
+) -> Result<(), HttpError> {
     let managed = config.get("metadata").and_then(|m| m.get("managedFields"));
     if managed.is_some_and(|m| !m.is_null()) {
         return Err(HttpError::BadRequest("metadata.managedFields must be nil".into()));
     }
-    let (group, version, kind) = (resource.group, resource.version, resource.kind);
     let unknown =
         check_fields_as(group, kind, config, Unknown::Report, Empty::Keep).map_err(|decoding| {
             HttpError::BadRequest(format!(
@@ -572,9 +583,8 @@ pub fn check_apply_config(
         many => format!("errors:\n  {}", many.join("\n  ")),
     };
     Err(HttpError::BadRequest(format!(
-        "failed to create typed patch object ({namespace}/{name}; {}/{version}, \
+        "failed to create typed patch object ({namespace}/{name}; {group}/{version}, \
          Kind={kind}): {errors}",
-        resource.group
     )))
 }
 

@@ -602,6 +602,16 @@ async fn scale(
             }
         });
     }
+    if req.method() == Method::PATCH && patch_type(req)?.is_none() {
+        // A server-side apply of the Scale: its manager owns the controller's replicas.
+        let options = query.apply_options()?;
+        let bytes = body::read(payload, state.max_body_bytes).await?;
+        let mut config = body::parse_yaml(&bytes)?;
+        let kind = ("autoscaling", "v1", "Scale");
+        body::check_apply_config_as(kind, namespace, name, &mut config)?;
+        let scale = core.apply_scale(namespace, name, config, &options).await?;
+        return Ok(json_bytes(StatusCode::OK, scale.to_string().into()));
+    }
     let options = query.write_options(req)?;
     let validation = query.field_validation(req)?;
     let (scale, warnings) = match subresource_write(req, payload, state).await? {
@@ -687,8 +697,7 @@ async fn ephemeral_containers(
     Ok(response)
 }
 
-/// The media types of a patch of a scale or of ephemeral containers, which take no server-side
-/// apply here.
+/// The media types of a patch of ephemeral containers, which take no server-side apply here.
 const UNAPPLIED_PATCH_MEDIA_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
 

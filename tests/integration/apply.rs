@@ -343,3 +343,57 @@ fn apply_to_status_and_dry_run() {
     assert!(answered["metadata"].get("resourceVersion").is_none(), "never stored: {answered}");
     assert_eq!(server.get("/api/v1/namespaces/default/configmaps/dry").0, 404);
 }
+
+/// A server-side apply of a replication controller's `Scale`: its manager owns the
+/// controller's replicas (an entry of its own, subresource `scale`), taken from kubectl's apply
+/// by force, which kubectl's apply then conflicts with; the Scale's other fields are not the
+/// controller's.
+#[test]
+fn apply_to_a_scale_owns_the_replicas() {
+    let server = Server::start();
+    let apply = "application/apply-patch+yaml";
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let body = controller(1, "").into_bytes();
+    let (code, rc) =
+        server.send_raw("PATCH", &format!("{rcs}/web?fieldManager=kubectl"), Some(apply), body);
+    assert_eq!(code, 201, "{rc}");
+    let scale = br#"{"apiVersion":"autoscaling/v1","kind":"Scale",
+        "metadata":{"name":"web","labels":{"not":"stored"}},"spec":{"replicas":3}}"#;
+    let path = format!("{rcs}/web/scale?fieldManager=autoscaler");
+    let (code, status) = server.send_raw("PATCH", &path, Some(apply), scale.to_vec());
+    assert_eq!(code, 409, "kubectl applied the replicas: {status}");
+    assert_eq!(status["details"]["causes"][0]["field"], ".spec.replicas");
+    let forced = format!("{path}&force=true");
+    let (code, answered) = server.send_raw("PATCH", &forced, Some(apply), scale.to_vec());
+    assert_eq!(code, 200, "{answered}");
+    assert_eq!(
+        (answered["kind"].as_str(), answered["spec"]["replicas"].as_i64()),
+        (Some("Scale"), Some(3))
+    );
+    let (_, rc) = server.get(&format!("{rcs}/web"));
+    assert_eq!(rc["spec"]["replicas"], 3);
+    assert_eq!(rc["metadata"]["labels"], json!({"app": "web"}), "the template's, not the Scale's");
+    let entries = rc["metadata"]["managedFields"].as_array().unwrap();
+    let scaler = entries.iter().find(|e| e["manager"] == "autoscaler").expect("its entry");
+    assert_eq!(
+        (scaler["operation"].as_str(), scaler["subresource"].as_str()),
+        (Some("Apply"), Some("scale"))
+    );
+    assert_eq!(scaler["fieldsV1"]["f:spec"], json!({"f:replicas": {}}), "{scaler}");
+    // kubectl's own apply gave its replicas up to the scaler: applying them again conflicts.
+    let body = controller(5, "").into_bytes();
+    let (code, status) =
+        server.send_raw("PATCH", &format!("{rcs}/web?fieldManager=kubectl"), Some(apply), body);
+    assert_eq!(code, 409, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("\"autoscaler\""), "{status}");
+
+    // Not a Scale: 400; no such controller: 404 for its scale.
+    let wrong = br#"{"apiVersion":"v1","kind":"ReplicationController","metadata":{"name":"web"}}"#;
+    let (code, status) = server.send_raw("PATCH", &path, Some(apply), wrong.to_vec());
+    assert_eq!(code, 400, "{status}");
+    let missing = format!("{rcs}/none/scale?fieldManager=autoscaler");
+    let scale = br#"{"apiVersion":"autoscaling/v1","kind":"Scale","spec":{"replicas":3}}"#;
+    let (code, status) = server.send_raw("PATCH", &missing, Some(apply), scale.to_vec());
+    assert_eq!(code, 404, "{status}");
+    assert_eq!(status["details"]["kind"], "replicationcontrollers/scale");
+}

@@ -33,19 +33,7 @@ impl ApiCore {
         status_only: bool,
         options: &WriteOptions,
     ) -> Result<Applied, ApiError> {
-        let manager = match options.field_manager.as_deref() {
-            Some(m) if !m.is_empty() => m,
-            _ => {
-                let mut cause = FieldError::required("fieldManager");
-                cause.message = "Required value: is required for apply patch".into();
-                return Err(ApiError::Invalid {
-                    kind: "PatchOptions",
-                    group: "meta.k8s.io",
-                    name: String::new(),
-                    causes: vec![cause],
-                });
-            }
-        };
+        let manager = required_manager(options)?;
         if View::of(resource).is_some() {
             return Err(ApiError::UnsupportedMediaType(format!(
                 "server-side apply is not supported for {}/{}; apply them through {}",
@@ -57,10 +45,82 @@ impl ApiCore {
         let part = if status_only { Part::Status } else { Part::Main };
         let (config, pinned) = applied_configuration(resource, namespace, name, config, part)?;
         let writer = writer(resource, manager, Operation::Apply, part);
+        let creates = !status_only;
+        self.apply_as(resource, namespace, name, (config, pinned), &writer, part, creates, options)
+            .await
+    }
+
+    /// Applies an autoscaling/v1 `Scale` to replication controller `name` (an apply through
+    /// its `scale` subresource): the manager owns the controller's `spec.replicas`, in an
+    /// entry of its own (subresource `scale`), as Kubernetes records it. The Scale is checked
+    /// by the caller; what it says besides its replicas and resourceVersion is not stored.
+    pub async fn apply_scale(
+        &self,
+        namespace: &str,
+        name: &str,
+        scale: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let manager = required_manager(options)?;
+        let rcs = resources::core("replicationcontrollers");
+        let kind = (scale.get("apiVersion"), scale.get("kind"));
+        if kind != (Some(&json!("autoscaling/v1")), Some(&json!("Scale"))) {
+            return Err(ApiError::BadRequest(
+                "the apply patch of a scale must be an autoscaling/v1 Scale".into(),
+            ));
+        }
+        // Only what names the controller, and the revision it is applied to.
+        let mut metadata = scale.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        if let Some(meta) = metadata.as_object_mut() {
+            meta.retain(|k, _| ["name", "namespace", "resourceVersion"].contains(&k.as_str()));
+        }
+        let mut config =
+            json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": metadata});
+        if let Some(replicas) = scale.pointer("/spec/replicas").filter(|r| !r.is_null()) {
+            config["spec"] = json!({"replicas": replicas});
+        }
+        let (config, pinned) = applied_configuration(rcs, namespace, name, config, Part::Main)?;
+        let mut writer = writer(rcs, manager, Operation::Apply, Part::Main);
+        writer.subresource = "scale";
+        let applied = self.apply_as(
+            rcs,
+            namespace,
+            name,
+            (config, pinned),
+            &writer,
+            Part::Main,
+            false,
+            options,
+        );
+        match applied.await {
+            Ok(applied) => Ok(super::subresources::scale_of(&applied.object.to_value())),
+            Err(ApiError::NotFound { .. }) => Err(ApiError::NotFound {
+                resource: "replicationcontrollers/scale",
+                group: "autoscaling",
+                name: name.into(),
+            }),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Applies the configuration (with the resourceVersion it pins) as `writer`, creating
+    /// the object when it is missing and `creates`.
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_as(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        (config, pinned): (Value, Option<u64>),
+        writer: &Writer<'_>,
+        part: Part,
+        creates: bool,
+        options: &WriteOptions,
+    ) -> Result<Applied, ApiError> {
         let key = ObjectKey::new(resource, namespace, name);
         for _ in 0..UPDATE_RETRIES {
             let Some(current) = self.store.get(&key).await? else {
-                if status_only {
+                if !creates {
                     return Err(ApiError::not_found(resource, name));
                 }
                 if let Some(denial) = &options.create_denied {
@@ -68,7 +128,7 @@ impl ApiCore {
                 }
                 let mut fields = ManagedFields::default();
                 let mut object = fields
-                    .apply(None, &config, &writer, has_status(resource), options.force)
+                    .apply(None, &config, writer, has_status(resource), options.force)
                     .expect("a create has nothing to conflict with");
                 self.check_schema(resource, name, &mut object, false)?;
                 let ownership = Ownership::Applied(fields);
@@ -87,15 +147,15 @@ impl ApiCore {
             let mut fields = ManagedFields::of(&live)?;
             let separate = has_status(resource);
             let mut merged = fields
-                .apply(Some(&live), &config, &writer, separate, options.force)
+                .apply(Some(&live), &config, writer, separate, options.force)
                 .or_else(|conflicts| {
-                    if !upgrades_client_side_apply(&writer, &live, &conflicts) {
+                    if !upgrades_client_side_apply(writer, &live, &conflicts) {
                         return Err(conflicts);
                     }
-                    fields.apply(Some(&live), &config, &writer, separate, true)
+                    fields.apply(Some(&live), &config, writer, separate, true)
                 })
                 .map_err(|conflicts| ApiError::ApplyConflict { conflicts })?;
-            keep_last_applied_in_step(&writer, &live, &config, &mut merged);
+            keep_last_applied_in_step(writer, &live, &config, &mut merged);
             self.check_schema(resource, name, &mut merged, false)?;
             let rv = pinned.unwrap_or(current.resource_version);
             metadata(&mut merged)?.insert("resourceVersion".into(), json!(rv.to_string()));
@@ -115,6 +175,23 @@ impl ApiCore {
             name: name.to_string(),
             message: "the object kept changing; try again".into(),
         })
+    }
+}
+
+/// The field manager an apply names (422 without one).
+fn required_manager(options: &WriteOptions) -> Result<&str, ApiError> {
+    match options.field_manager.as_deref() {
+        Some(m) if !m.is_empty() => Ok(m),
+        _ => {
+            let mut cause = FieldError::required("fieldManager");
+            cause.message = "Required value: is required for apply patch".into();
+            Err(ApiError::Invalid {
+                kind: "PatchOptions",
+                group: "meta.k8s.io",
+                name: String::new(),
+                causes: vec![cause],
+            })
+        }
     }
 }
 

@@ -224,7 +224,7 @@ impl ApiCore {
 /// The autoscaling/v1 `Scale` view of a replication controller. Zero replicas are left out of
 /// its spec, as Go writes a `ScaleSpec` (its `replicas` is no pointer); its status always has
 /// them.
-fn scale_of(rc: &Value) -> Value {
+pub(super) fn scale_of(rc: &Value) -> Value {
     let meta = &rc["metadata"];
     let selector = rc
         .pointer("/spec/selector")
