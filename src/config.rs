@@ -764,6 +764,23 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
             ));
         }
     }
+    // The node's labels, refused here rather than by every registration the agent tries.
+    for (key, value) in &a.labels {
+        let validation = kplane_actors::model::validation::label_key_errors;
+        let errors = [validation(key), kplane_actors::model::validation::label_value_errors(value)];
+        if let Some(error) = errors.iter().flatten().next() {
+            return Err(invalid("agent.labels", format!("{key} = {value:?}: {error}")));
+        }
+    }
+    if a.restart_backoff_seconds > a.max_restart_backoff_seconds {
+        return Err(invalid(
+            "agent.restart_backoff_seconds",
+            format!(
+                "{} is more than agent.max_restart_backoff_seconds ({})",
+                a.restart_backoff_seconds, a.max_restart_backoff_seconds
+            ),
+        ));
+    }
     for (image, command) in &raw.runtime.images {
         if command.is_empty() {
             return Err(invalid("runtime.images", format!("{image:?} maps to an empty command")));
@@ -843,6 +860,25 @@ mod tests {
             error.starts_with("config key agent.allowed_unsafe_sysctls: \"vm.swappiness\""),
             "{error}"
         );
+    }
+
+    #[test]
+    fn node_labels_and_back_off_bounds_are_checked_at_start() {
+        let ok =
+            load("[agent.labels]\n\"example.com/zone\" = \"a-1\"\n", &[], Overrides::default());
+        assert_eq!(ok.unwrap().agent.agent.labels["example.com/zone"], "a-1");
+        for toml in
+            ["[agent.labels]\n\"bad key!\" = \"a\"\n", "[agent.labels]\nzone = \"with spaces\"\n"]
+        {
+            let error = load(toml, &[], Overrides::default()).unwrap_err().to_string();
+            assert!(error.starts_with("config key agent.labels: "), "{error}");
+        }
+        let env = [
+            ("KPLANE_AGENT__RESTART_BACKOFF_SECONDS", "100"),
+            ("KPLANE_AGENT__MAX_RESTART_BACKOFF_SECONDS", "5"),
+        ];
+        let error = load("", &env, Overrides::default()).unwrap_err().to_string();
+        assert!(error.contains("agent.restart_backoff_seconds: 100 is more than"), "{error}");
     }
 
     #[test]
