@@ -406,6 +406,19 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     });
     let (_, fixed) = server.get(&format!("{SERVICES}/fixed"));
     assert_eq!(fixed["status"], json!({"loadBalancer": {}}));
+    // Each retry (after 5 s, then longer) tries and fails again: both events counted up.
+    let counted = |reason: &str| {
+        let events = "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dfixed";
+        let (_, list) = server.get(events);
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        items
+            .iter()
+            .filter(|e| e["reason"] == reason)
+            .map(|e| e["count"].as_i64().unwrap_or(1))
+            .sum::<i64>()
+    };
+    wait_until(WAIT, "the retry is reported", || counted("SyncLoadBalancerFailed") >= 2);
+    assert!(counted("EnsuringLoadBalancer") >= 2, "each try is announced");
 }
 
 /// A backend answering every HTTP request with `name`, on a port of its own.

@@ -36,6 +36,18 @@ pub const CLEANUP_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup
 /// tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
 const COMPONENT: &str = "service-controller";
+/// The first wait before a failed load balancer's failure is reported again, and the longest.
+const REPORT_BACK_OFF: Duration = Duration::from_secs(5);
+const LONGEST_REPORT_BACK_OFF: Duration = Duration::from_secs(300);
+const ENSURING: &str = "Ensuring load balancer";
+
+/// A load balancer that could not be set up.
+struct Failing {
+    error: String,
+    /// Times in a row it was reported.
+    failures: u32,
+    next_report: std::time::Instant,
+}
 
 /// The load balancer's settings.
 #[derive(Debug, Clone)]
@@ -125,8 +137,9 @@ pub struct ServiceController {
     in_flight: HashSet<Key>,
     pending: HashSet<Key>,
     retries: HashMap<Key, u32>,
-    /// Services that found no address, or could not bind, with the error last reported.
-    failing: BTreeMap<Key, String>,
+    /// Services that found no address, or could not bind: the error last reported, and when
+    /// the failure is reported again.
+    failing: BTreeMap<Key, Failing>,
     /// What each service's load balancer followed when last synced, and the events its
     /// changes call for, recorded with the next write (before that write's own).
     seen: HashMap<Key, Followed>,
@@ -384,12 +397,22 @@ impl ServiceController {
         }
     }
 
-    /// Reports why `key` has no load balancer (once per reason) and keeps it for a retry.
+    /// Reports why `key` has no load balancer and keeps it for a retry. As Kubernetes'
+    /// controller, whose failed syncs are retried from 5 s, doubling to 5 min: each retry of
+    /// the same failure is reported once it is due (`EnsuringLoadBalancer`, then
+    /// `SyncLoadBalancerFailed`, counted up by the event recorder); another failure at once.
     fn fail(&mut self, key: &Key, error: String, ctx: &mut Context<Self>) {
-        if self.failing.get(key) == Some(&error) {
-            return;
-        }
-        self.failing.insert(key.clone(), error.clone());
+        let now = std::time::Instant::now();
+        let failures = match self.failing.get(key) {
+            Some(failing) if failing.error == error && now < failing.next_report => return,
+            Some(failing) if failing.error == error => failing.failures + 1,
+            _ => 1,
+        };
+        let next_report = now
+            + REPORT_BACK_OFF
+                .saturating_mul(1 << (failures - 1).min(6))
+                .min(LONGEST_REPORT_BACK_OFF);
+        self.failing.insert(key.clone(), Failing { error: error.clone(), failures, next_report });
         let Some(service) = self.table.service(key) else { return };
         let (client, object) = (self.client.clone(), object_ref(service));
         let message =
@@ -397,6 +420,7 @@ impl ServiceController {
         tracing::warn!(service = %format!("{}/{}", key.0, key.1), %error, "load balancer");
         ctx.spawn(
             async move {
+                normal_event(client.as_ref(), &object, "EnsuringLoadBalancer", ENSURING).await;
                 events::record(
                     client.as_ref(),
                     &object,
@@ -444,7 +468,7 @@ impl ServiceController {
                     }
                     let ensuring = ingress.is_some() || announce;
                     if ensuring {
-                        record("EnsuringLoadBalancer", "Ensuring load balancer").await;
+                        record("EnsuringLoadBalancer", ENSURING).await;
                     }
                     if let Some(patch) = finalizer {
                         client
