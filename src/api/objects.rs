@@ -242,6 +242,7 @@ async fn dispatch(
             add_warnings(&mut response, &warnings);
             add_warnings(&mut response, &creation.of(&created));
             add_warnings(&mut response, &stored_warnings(resource, &created, false));
+            add_warnings(&mut response, &core.pod_security_warnings(resource, &created));
             Ok(response)
         }
         (Method::PUT, Some(name)) => {

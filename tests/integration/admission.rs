@@ -421,3 +421,70 @@ fn priority_classes_give_pods_their_priority() {
          priorityclass.scheduling.k8s.io/system-node-critical\n"
     );
 }
+
+/// The PodSecurity admission, driven by a namespace's labels: its `enforce` standard refuses
+/// a pod that breaks it (403, Kubernetes' words), its `warn` standard warns about one it lets
+/// in, a replication controller breaking either is admitted with the warning (its pods are
+/// refused when the controller creates them), a pod update that adds nothing insecure is not
+/// checked again, and labels naming no standard are refused (422).
+#[test]
+fn pod_security_labels_enforce_and_warn() {
+    let server = Server::start();
+    let k = server.kubectl();
+    k.ok(&["create", "namespace", "psa"]);
+    k.ok(&["run", "before", "-n", "psa", "--image=kplane/pause", "--privileged"]);
+    k.ok(&["label", "namespace", "psa", "pod-security.kubernetes.io/enforce=baseline"]);
+    let (ok, _, refused) =
+        k.run(&["run", "priv", "-n", "psa", "--image=kplane/pause", "--privileged"]);
+    assert!(!ok);
+    assert!(
+        refused.contains(
+            "pods \"priv\" is forbidden: violates PodSecurity \"baseline:latest\": privileged \
+             (container \"priv\" must not set securityContext.privileged=true)"
+        ),
+        "{refused}"
+    );
+    // A pod enforced before its namespace asked may still have its labels changed.
+    k.ok(&["label", "pod", "before", "-n", "psa", "changed=yes"]);
+
+    k.ok(&["label", "namespace", "psa", "pod-security.kubernetes.io/warn=restricted"]);
+    let (ok, _, warned) = k.run(&["run", "plain", "-n", "psa", "--image=kplane/pause"]);
+    assert!(ok, "{warned}");
+    assert!(
+        warned.contains("Warning: would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"),
+        "{warned}"
+    );
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "priv"},
+        "spec": {"replicas": 1, "selector": {"app": "priv"}, "template": {
+            "metadata": {"labels": {"app": "priv"}},
+            "spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "kplane/pause"}]}}}});
+    let file = k.write("rc.json", &rc.to_string());
+    let (ok, _, warned) = k.run(&["create", "-n", "psa", "-f", file.to_str().unwrap()]);
+    assert!(ok, "{warned}");
+    assert!(
+        warned.contains(
+            "would violate PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)"
+        ),
+        "{warned}"
+    );
+    wait_until(Duration::from_secs(30), "the controller's create is refused", || {
+        let events =
+            k.ok(&["get", "events", "-n", "psa", "--field-selector", "reason=FailedCreate"]);
+        events.contains("violates PodSecurity")
+    });
+
+    let (ok, _, invalid) =
+        k.run(&["label", "namespace", "psa", "pod-security.kubernetes.io/audit=bogus"]);
+    assert!(!ok);
+    assert!(
+        invalid.contains(
+            "metadata.labels[pod-security.kubernetes.io/audit]: Invalid value: \"bogus\": must be one of privileged, baseline, restricted"
+        ),
+        "{invalid}"
+    );
+    let (ok, _, invalid) = k.run(&["create", "namespace", "other"]);
+    assert!(ok, "{invalid}");
+    let (ok, _, invalid) =
+        k.run(&["label", "namespace", "other", "pod-security.kubernetes.io/enforce-version=1.30"]);
+    assert!(!ok && invalid.contains("must be \"latest\" or \"v1.x\""), "{invalid}");
+}

@@ -14,6 +14,7 @@ mod limit_ranger;
 mod managed_fields;
 mod options;
 mod patch;
+mod pod_security;
 mod priority;
 mod resource_quota;
 mod runtime_class;
@@ -224,6 +225,10 @@ impl ApiCore {
 
     fn is_pod(resource: &ResourceType) -> bool {
         resource.group.is_empty() && resource.plural == "pods"
+    }
+
+    fn is_namespace(resource: &ResourceType) -> bool {
+        resource.group.is_empty() && resource.plural == "namespaces"
     }
 
     /// Creates the namespaces every cluster has, their `default` ServiceAccounts and the system
@@ -502,6 +507,12 @@ impl ApiCore {
         if resource.group.is_empty() {
             storage_protection::admit(resource.kind, &mut object);
         }
+        if Self::is_pod(resource) {
+            self.enforce_pod_security(resource, namespace, &name, &object)?;
+        }
+        if Self::is_namespace(resource) {
+            check_pod_security_labels(&name, None, &object)?;
+        }
         self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         // The last admission: charged to the namespace's quotas before it is stored, their
         // lock held until it is.
@@ -561,6 +572,66 @@ impl ApiCore {
             self.store.priority_classes().iter().map(|class| class.to_value()).collect();
         priority::admit_class(&classes, class)
             .map_err(|why| ApiError::forbidden(resource, name, why, Vec::new()))
+    }
+
+    /// The PodSecurity admission's check of a pod written to `namespace`: refused (403) when
+    /// it breaks the standard the namespace enforces.
+    fn enforce_pod_security(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+        pod: &Value,
+    ) -> Result<(), ApiError> {
+        let Some(labels) = self.store.pod_security_labels(namespace) else { return Ok(()) };
+        let (policy, _) = pod_security::Policy::of(labels.iter());
+        let violations = pod_security::violations(pod, policy.enforce.level);
+        if violations.is_empty() {
+            return Ok(());
+        }
+        let message = pod_security::violation_message(&policy.enforce, &violations);
+        Err(ApiError::forbidden(resource, name, message, Vec::new()))
+    }
+
+    /// The PodSecurity admission's warnings about a pod, replication controller or pod
+    /// template just created in `namespace` (`would violate PodSecurity ...`): those the
+    /// namespace's `warn` standard finds, unless its `enforce` one already said so; for a
+    /// workload, what its pod template breaks of either (workloads are never refused).
+    pub fn pod_security_warnings(
+        &self,
+        resource: &ResourceType,
+        object: &StoredObject,
+    ) -> Vec<String> {
+        let template = match (resource.group, resource.kind) {
+            ("", "Pod") => "",
+            ("", "ReplicationController") => "/spec/template",
+            ("", "PodTemplate") => "/template",
+            _ => return Vec::new(),
+        };
+        let namespace = &object.key.namespace;
+        let Some(labels) = self.store.pod_security_labels(namespace) else { return Vec::new() };
+        // Read back only now: most namespaces name no standard.
+        let object = object.to_value();
+        let Some(pod) = json::at(&object, template).filter(|t| t.is_object()) else {
+            return Vec::new();
+        };
+        let (policy, _) = pod_security::Policy::of(labels.iter());
+        let workload = resource.kind != "Pod";
+        let mut standards = Vec::new();
+        if workload {
+            standards.push(&policy.enforce);
+        }
+        if policy.warn != policy.enforce || workload {
+            standards.push(&policy.warn);
+        }
+        standards.dedup();
+        standards
+            .into_iter()
+            .filter_map(|standard| {
+                let violations = pod_security::violations(pod, standard.level);
+                (!violations.is_empty()).then(|| pod_security::warning(standard, &violations))
+            })
+            .collect()
     }
 
     /// The LimitRanges the LimitRanger admits a write of `resource` in `namespace` against:
@@ -840,6 +911,17 @@ impl ApiCore {
             if part == Part::Main {
                 // (Only a PriorityClass can be refused here: nothing was allocated for it.)
                 self.admit_priority_class(resource, name, &next)?;
+                if Self::is_namespace(resource) {
+                    check_pod_security_labels(name, Some(&current_value), &next)?;
+                }
+            }
+            let pod_spec_part = matches!(part, Part::Main | Part::EphemeralContainers);
+            if pod_spec_part
+                && Self::is_pod(resource)
+                && pod_security::significant_update(&current_value, &next)
+            {
+                // (Nothing is allocated for a pod.)
+                self.enforce_pod_security(resource, namespace, name, &next)?;
             }
             precondition?;
             if part == Part::Main && resource.kind == "PersistentVolumeClaim" {
@@ -1450,6 +1532,34 @@ fn has_finalizers(resource: &ResourceType, object: &Value) -> bool {
         json::at(object, field).and_then(Value::as_array).is_some_and(|f| !f.is_empty())
     };
     held("/metadata/finalizers") || (resource.plural == "namespaces" && held("/spec/finalizers"))
+}
+
+/// The PodSecurity admission's check of a namespace written: its pod security labels must
+/// be valid (422), unless an update leaves invalid ones as they were.
+fn check_pod_security_labels(
+    name: &str,
+    old: Option<&Value>,
+    namespace: &Value,
+) -> Result<(), ApiError> {
+    let labels = |ns: &Value| json::at(ns, "/metadata/labels").and_then(Value::as_object).cloned();
+    let new = labels(namespace).unwrap_or_default();
+    if !pod_security::names_any(new.keys()) {
+        return Ok(());
+    }
+    let strings = |map: &serde_json::Map<String, Value>| -> Vec<(String, String)> {
+        map.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()
+    };
+    let new = strings(&new);
+    let (_, errors) = pod_security::Policy::of(new.iter().map(|(k, v)| (k, v)));
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let old = old.and_then(labels).map(|map| strings(&map)).unwrap_or_default();
+    let (_, old_errors) = pod_security::Policy::of(old.iter().map(|(k, v)| (k, v)));
+    if !old_errors.is_empty() && old_errors == errors {
+        return Ok(());
+    }
+    Err(ApiError::Invalid { kind: "namespaces", group: "", name: name.to_string(), causes: errors })
 }
 
 /// Does `resource` have a `status` subresource (so status and the rest are written apart)?

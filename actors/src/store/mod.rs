@@ -306,6 +306,12 @@ impl Store {
         self.tables.namespace(name)
     }
 
+    /// A committed namespace's `pod-security.kubernetes.io/` labels (`None`: it has none),
+    /// read without asking its shard.
+    pub fn pod_security_labels(&self, namespace: &str) -> Option<Arc<namespaces::Labels>> {
+        self.tables.pod_security_labels(namespace)
+    }
+
     /// What admission reads of a committed ServiceAccount, without asking its shard.
     pub fn service_account(&self, namespace: &str, name: &str) -> Option<Arc<AccountRefs>> {
         self.tables.service_account(namespace, name)

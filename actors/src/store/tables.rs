@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::namespaces::{NamespaceState, NamespaceTable};
+use super::namespaces::{Labels, NamespaceState, NamespaceTable};
 use super::service_accounts::{AccountRefs, ServiceAccountTable};
 use crate::model::resources::SCHEDULING_GROUP;
 use crate::model::{FastMap, ResourceType, StoredObject};
@@ -51,6 +51,10 @@ impl AdmissionTables {
 
     pub(crate) fn namespace(&self, name: &str) -> Option<NamespaceState> {
         self.namespaces.state(name)
+    }
+
+    pub(crate) fn pod_security_labels(&self, namespace: &str) -> Option<Arc<Labels>> {
+        self.namespaces.pod_security(namespace)
     }
 
     pub(crate) fn service_account(&self, namespace: &str, name: &str) -> Option<Arc<AccountRefs>> {

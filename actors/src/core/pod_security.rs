@@ -1,0 +1,821 @@
+//! The PodSecurity admission (Kubernetes' built-in plugin, on by default): a namespace's
+//! `pod-security.kubernetes.io/{enforce,audit,warn}` labels (and their `-version`s) choose a
+//! Pod Security Standard for its pods, `privileged`, `baseline` or `restricted`. A pod that
+//! breaks the `enforce` level is refused (403); one that breaks the `warn` level is admitted
+//! with a warning, and so are workloads (replication controllers, pod templates) whose pod
+//! template breaks either. The checks are those of the standards' latest version, whatever
+//! version a label names.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::model::FieldError;
+
+/// The labels' prefix, and each mode's label.
+const PREFIX: &str = "pod-security.kubernetes.io/";
+const MODES: [&str; 3] = ["enforce", "audit", "warn"];
+
+/// A Pod Security Standard, least to most restrictive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Privileged,
+    Baseline,
+    Restricted,
+}
+
+impl Level {
+    fn parse(text: &str) -> Option<Level> {
+        match text {
+            "privileged" => Some(Level::Privileged),
+            "baseline" => Some(Level::Baseline),
+            "restricted" => Some(Level::Restricted),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Privileged => "privileged",
+            Level::Baseline => "baseline",
+            Level::Restricted => "restricted",
+        }
+    }
+}
+
+/// A level at a version (`latest` or `v1.N`), as a label pair sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standard {
+    pub level: Level,
+    pub version: String,
+}
+
+impl Standard {
+    fn privileged() -> Standard {
+        Standard { level: Level::Privileged, version: "latest".into() }
+    }
+
+    /// `restricted:latest`, as its messages name it.
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.level.name(), self.version)
+    }
+}
+
+/// What a namespace's labels ask of its pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub enforce: Standard,
+    pub audit: Standard,
+    pub warn: Standard,
+}
+
+impl Policy {
+    /// The policy `labels` set, with the errors of the labels that set none Kubernetes takes
+    /// (`metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: ...`). A mode
+    /// without a label is privileged; an invalid enforce label enforces `restricted:latest`,
+    /// as Kubernetes denies by default.
+    pub fn of<'a>(
+        labels: impl IntoIterator<Item = (&'a String, &'a String)> + Clone,
+    ) -> (Policy, Vec<FieldError>) {
+        let mut errors = Vec::new();
+        let find = |key: String| {
+            labels.clone().into_iter().find(|(k, _)| **k == key).map(|(_, v)| v.as_str())
+        };
+        let mut standards = MODES.iter().map(|mode| {
+            let level_key = format!("{PREFIX}{mode}");
+            let version_key = format!("{level_key}-version");
+            let level = match find(level_key.clone()) {
+                None => Some(Level::Privileged),
+                Some(text) => Level::parse(text).or_else(|| {
+                    errors.push(invalid(
+                        &level_key,
+                        text,
+                        "must be one of privileged, baseline, restricted",
+                    ));
+                    None
+                }),
+            };
+            let version = match find(version_key.clone()) {
+                None => Some("latest".to_string()),
+                Some(text) if valid_version(text) => Some(text.to_string()),
+                Some(text) => {
+                    errors.push(invalid(&version_key, text, "must be \"latest\" or \"v1.x\""));
+                    None
+                }
+            };
+            match (level, version) {
+                (Some(level), Some(version)) => Standard { level, version },
+                _ if *mode == "enforce" => {
+                    Standard { level: Level::Restricted, version: "latest".into() }
+                }
+                _ => Standard::privileged(),
+            }
+        });
+        let (enforce, audit, warn) = (
+            standards.next().expect("three modes"),
+            standards.next().expect("three modes"),
+            standards.next().expect("three modes"),
+        );
+        drop(standards);
+        (Policy { enforce, audit, warn }, errors)
+    }
+}
+
+fn invalid(key: &str, value: &str, why: &str) -> FieldError {
+    FieldError::invalid(format!("metadata.labels[{key}]"), value, why)
+}
+
+/// `latest` or `v1.N` (no leading zero).
+fn valid_version(text: &str) -> bool {
+    if text == "latest" {
+        return true;
+    }
+    let Some(minor) = text.strip_prefix("v1.") else { return false };
+    !minor.is_empty()
+        && minor.bytes().all(|b| b.is_ascii_digit())
+        && (minor == "0" || !minor.starts_with('0'))
+        && minor.len() <= 9
+}
+
+/// Whether `labels` name a pod security label at all.
+pub fn names_any<'a>(mut keys: impl Iterator<Item = &'a String>) -> bool {
+    keys.any(|key| key.starts_with(PREFIX))
+}
+
+/// Whether a pod's update is one the admission checks again, as Kubernetes': one that
+/// changes a container's image or adds a container (an ephemeral one, say). Its other changes
+/// (labels, annotations, tolerations, ...) cannot make it less secure.
+pub fn significant_update(old: &Value, new: &Value) -> bool {
+    let images = |pod: &Value| -> Vec<(String, String, String)> {
+        ["initContainers", "containers", "ephemeralContainers"]
+            .iter()
+            .flat_map(|list| {
+                pod["spec"][*list].as_array().into_iter().flatten().map(move |c| {
+                    let text = |field: &str| c[field].as_str().unwrap_or_default().to_string();
+                    (list.to_string(), text("name"), text("image"))
+                })
+            })
+            .collect()
+    };
+    images(old) != images(new)
+}
+
+/// The message of a pod `standard` refuses: `violates PodSecurity "restricted:latest": ...`.
+pub fn violation_message(standard: &Standard, violations: &[String]) -> String {
+    format!("violates PodSecurity {:?}: {}", standard.label(), violations.join(", "))
+}
+
+/// The warning of a pod or template `standard` would refuse.
+pub fn warning(standard: &Standard, violations: &[String]) -> String {
+    format!("would violate PodSecurity {:?}: {}", standard.label(), violations.join(", "))
+}
+
+/// What `pod` (a Pod, or a template's `{metadata, spec}`) breaks of `level`, each as
+/// Kubernetes names it: `reason (detail)`, in its checks' order.
+pub fn violations(pod: &Value, level: Level) -> Vec<String> {
+    if level == Level::Privileged {
+        return Vec::new();
+    }
+    let spec = &pod["spec"];
+    let pod_context = &spec["securityContext"];
+    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
+    let containers: Vec<&Value> = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|list| spec[*list].as_array().into_iter().flatten())
+        .collect();
+    let name = |c: &Value| c["name"].as_str().unwrap_or_default().to_string();
+    let context = |c: &Value, field: &str| c["securityContext"][field].clone();
+    let mut found: Vec<(String, String)> = Vec::new();
+    let mut note = |reason: &str, detail: String| found.push((reason.to_string(), detail));
+    let restricted = level == Level::Restricted;
+
+    // AppArmor: only the runtime's default or a profile of the node's.
+    let mut apparmor = Vec::new();
+    for (key, value) in annotations.into_iter().flatten() {
+        let value = value.as_str().unwrap_or_default();
+        if key.starts_with("container.apparmor.security.beta.kubernetes.io/")
+            && value != "runtime/default"
+            && !value.starts_with("localhost/")
+        {
+            apparmor.push(format!("{key}={value:?}"));
+        }
+    }
+    let unconfined = |ctx: &Value| ctx["appArmorProfile"]["type"] == "Unconfined";
+    if unconfined(pod_context) {
+        apparmor.push("pod \"Unconfined\"".into());
+    }
+    for c in &containers {
+        if unconfined(&c["securityContext"]) {
+            apparmor.push(format!("container {:?} \"Unconfined\"", name(c)));
+        }
+    }
+    if !apparmor.is_empty() {
+        let reason =
+            plural("forbidden AppArmor profile", "forbidden AppArmor profiles", apparmor.len());
+        note(reason, apparmor.join(", "));
+    }
+
+    // Capabilities beyond the runtime's defaults (baseline; restricted checks them below).
+    if !restricted {
+        let (bad, added) =
+            added_capabilities(&containers, |cap| !BASELINE_CAPABILITIES.contains(&cap));
+        if !bad.is_empty() {
+            note(
+                "non-default capabilities",
+                format!(
+                    "{} {} must not include {} in securityContext.capabilities.add",
+                    plural("container", "containers", bad.len()),
+                    join_quoted(&bad),
+                    join_quoted(&added)
+                ),
+            );
+        }
+    }
+
+    // Host namespaces.
+    let shared: Vec<&str> = [
+        ("hostNetwork", "hostNetwork=true"),
+        ("hostPID", "hostPID=true"),
+        ("hostIPC", "hostIPC=true"),
+    ]
+    .iter()
+    .filter(|(field, _)| spec[*field] == true)
+    .map(|(_, text)| *text)
+    .collect();
+    if !shared.is_empty() {
+        note("host namespaces", shared.join(", "));
+    }
+
+    // hostPath volumes.
+    let volumes = spec["volumes"].as_array().map_or(&[][..], Vec::as_slice);
+    let host_paths: Vec<String> = volumes
+        .iter()
+        .filter(|v| v.get("hostPath").is_some_and(|h| !h.is_null()))
+        .map(|v| name(v))
+        .collect();
+    if !host_paths.is_empty() {
+        note(
+            "hostPath volumes",
+            format!(
+                "{} {}",
+                plural("volume", "volumes", host_paths.len()),
+                join_quoted(&host_paths)
+            ),
+        );
+    }
+
+    // Host ports.
+    let mut port_users = Vec::new();
+    let mut ports = Vec::new();
+    for c in &containers {
+        let mut uses = false;
+        for port in c["ports"].as_array().into_iter().flatten() {
+            if let Some(host_port) = port["hostPort"].as_i64().filter(|p| *p != 0) {
+                uses = true;
+                if !ports.contains(&host_port.to_string()) {
+                    ports.push(host_port.to_string());
+                }
+            }
+        }
+        if uses {
+            port_users.push(name(c));
+        }
+    }
+    if !port_users.is_empty() {
+        note(
+            "hostPort",
+            format!(
+                "{} {} {} {} {}",
+                plural("container", "containers", port_users.len()),
+                join_quoted(&port_users),
+                plural("uses", "use", port_users.len()),
+                plural("hostPort", "hostPorts", ports.len()),
+                ports.join(", ")
+            ),
+        );
+    }
+
+    // Privileged containers.
+    let privileged: Vec<String> =
+        containers.iter().filter(|c| context(c, "privileged") == true).map(|c| name(c)).collect();
+    if !privileged.is_empty() {
+        note(
+            "privileged",
+            format!(
+                "{} {} must not set securityContext.privileged=true",
+                plural("container", "containers", privileged.len()),
+                join_quoted(&privileged)
+            ),
+        );
+    }
+
+    // /proc mounts.
+    let mut proc_mounts = Vec::new();
+    let mut mount_types = Vec::new();
+    for c in &containers {
+        if let Some(kind) = context(c, "procMount").as_str().filter(|k| *k != "Default") {
+            proc_mounts.push(name(c));
+            if !mount_types.contains(&kind.to_string()) {
+                mount_types.push(kind.to_string());
+            }
+        }
+    }
+    if !proc_mounts.is_empty() {
+        note(
+            "procMount",
+            format!(
+                "{} {} must not set securityContext.procMount to {}",
+                plural("container", "containers", proc_mounts.len()),
+                join_quoted(&proc_mounts),
+                join_quoted(&mount_types)
+            ),
+        );
+    }
+
+    // Seccomp: never Unconfined (baseline; restricted checks it below, with more).
+    let seccomp_type = |ctx: &Value| ctx["seccompProfile"]["type"].as_str().map(str::to_string);
+    let unconfined_seccomp: Vec<String> = containers
+        .iter()
+        .filter(|c| seccomp_type(&c["securityContext"]).as_deref() == Some("Unconfined"))
+        .map(|c| name(c))
+        .collect();
+    let pod_unconfined = seccomp_type(pod_context).as_deref() == Some("Unconfined");
+    if !restricted && (pod_unconfined || !unconfined_seccomp.is_empty()) {
+        let who = pod_and_containers(pod_unconfined, &unconfined_seccomp);
+        note(
+            "seccompProfile",
+            format!("{who} must not set securityContext.seccompProfile.type to \"Unconfined\""),
+        );
+    }
+
+    // SELinux: only the container types, no user or role.
+    let mut selinux_holders = Vec::new();
+    let mut selinux_values = BTreeSet::new();
+    let mut selinux_pod = false;
+    let mut check_selinux = |ctx: &Value| {
+        let options = &ctx["seLinuxOptions"];
+        let mut bad = false;
+        if let Some(kind) =
+            options["type"].as_str().filter(|t| !t.is_empty() && !SELINUX_TYPES.contains(t))
+        {
+            selinux_values.insert(format!("type {kind:?}"));
+            bad = true;
+        }
+        for field in ["user", "role"] {
+            if let Some(value) = options[field].as_str().filter(|v| !v.is_empty()) {
+                selinux_values.insert(format!("{field} {value:?}"));
+                bad = true;
+            }
+        }
+        bad
+    };
+    if check_selinux(pod_context) {
+        selinux_pod = true;
+    }
+    for c in &containers {
+        if check_selinux(&c["securityContext"]) {
+            selinux_holders.push(name(c));
+        }
+    }
+    if selinux_pod || !selinux_holders.is_empty() {
+        let who = pod_and_containers(selinux_pod, &selinux_holders);
+        let values: Vec<String> = selinux_values.into_iter().collect();
+        note(
+            "seLinuxOptions",
+            format!("{who} set forbidden securityContext.seLinuxOptions: {}", values.join("; ")),
+        );
+    }
+
+    // Sysctls: only the safe set.
+    let forbidden_sysctls: Vec<String> = pod_context["sysctls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str())
+        .filter(|name| !SAFE_SYSCTLS.contains(name))
+        .map(str::to_string)
+        .collect();
+    if !forbidden_sysctls.is_empty() {
+        note("forbidden sysctls", forbidden_sysctls.join(", "));
+    }
+
+    // Windows host processes.
+    let host_process = |ctx: &Value| ctx["windowsOptions"]["hostProcess"] == true;
+    let host_processes: Vec<String> = containers
+        .iter()
+        .filter(|c| host_process(&c["securityContext"]))
+        .map(|c| name(c))
+        .collect();
+    if host_process(pod_context) || !host_processes.is_empty() {
+        let who = pod_and_containers(host_process(pod_context), &host_processes);
+        note(
+            "hostProcess",
+            format!("{who} must not set securityContext.windowsOptions.hostProcess=true"),
+        );
+    }
+
+    if restricted {
+        restricted_violations(spec, &containers, &mut note);
+    }
+    found
+        .into_iter()
+        .map(
+            |(reason, detail)| {
+                if detail.is_empty() {
+                    reason
+                } else {
+                    format!("{reason} ({detail})")
+                }
+            },
+        )
+        .collect()
+}
+
+/// The checks the restricted standard adds.
+fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl FnMut(&str, String)) {
+    let name = |c: &Value| c["name"].as_str().unwrap_or_default().to_string();
+    let pod_context = &spec["securityContext"];
+
+    let escalating: Vec<String> = containers
+        .iter()
+        .filter(|c| c["securityContext"]["allowPrivilegeEscalation"] != false)
+        .map(|c| name(c))
+        .collect();
+    if !escalating.is_empty() {
+        note(
+            "allowPrivilegeEscalation != false",
+            format!(
+                "{} {} must set securityContext.allowPrivilegeEscalation=false",
+                plural("container", "containers", escalating.len()),
+                join_quoted(&escalating)
+            ),
+        );
+    }
+
+    // Capabilities: every one dropped, only NET_BIND_SERVICE added back.
+    let not_dropping: Vec<String> = containers
+        .iter()
+        .filter(|c| {
+            let drop = c["securityContext"]["capabilities"]["drop"].as_array();
+            !drop.into_iter().flatten().any(|cap| cap == "ALL")
+        })
+        .map(|c| name(c))
+        .collect();
+    let (adding, added) = added_capabilities(containers, |cap| cap != "NET_BIND_SERVICE");
+    let mut details = Vec::new();
+    if !not_dropping.is_empty() {
+        details.push(format!(
+            "{} {} must set securityContext.capabilities.drop=[\"ALL\"]",
+            plural("container", "containers", not_dropping.len()),
+            join_quoted(&not_dropping)
+        ));
+    }
+    if !adding.is_empty() {
+        details.push(format!(
+            "{} {} must not include {} in securityContext.capabilities.add",
+            plural("container", "containers", adding.len()),
+            join_quoted(&adding),
+            join_quoted(&added)
+        ));
+    }
+    if !details.is_empty() {
+        note("unrestricted capabilities", details.join("; "));
+    }
+
+    // Volume types.
+    let mut restricted_volumes = Vec::new();
+    let mut kinds = BTreeSet::new();
+    for volume in spec["volumes"].as_array().into_iter().flatten() {
+        let Some(fields) = volume.as_object() else { continue };
+        let kind =
+            fields.iter().find(|(k, v)| *k != "name" && !v.is_null()).map(|(k, _)| k.as_str());
+        if let Some(kind) = kind.filter(|k| !ALLOWED_VOLUME_TYPES.contains(k)) {
+            restricted_volumes.push(name(volume));
+            kinds.insert(kind.to_string());
+        }
+    }
+    if !restricted_volumes.is_empty() {
+        let kinds: Vec<String> = kinds.into_iter().collect();
+        note(
+            "restricted volume types",
+            format!(
+                "{} {} {} {} {}",
+                plural("volume", "volumes", restricted_volumes.len()),
+                join_quoted(&restricted_volumes),
+                plural("uses", "use", restricted_volumes.len()),
+                plural("restricted volume type", "restricted volume types", kinds.len()),
+                join_quoted(&kinds)
+            ),
+        );
+    }
+
+    // Non-root: runAsNonRoot true for the pod or every container, false nowhere.
+    let pod_non_root = pod_context["runAsNonRoot"].as_bool();
+    let mut details = Vec::new();
+    if pod_non_root == Some(false) {
+        details.push("pod must not set securityContext.runAsNonRoot=false".to_string());
+    }
+    let explicitly_root: Vec<String> = containers
+        .iter()
+        .filter(|c| c["securityContext"]["runAsNonRoot"] == false)
+        .map(|c| name(c))
+        .collect();
+    if !explicitly_root.is_empty() {
+        details.push(format!(
+            "{} {} must not set securityContext.runAsNonRoot=false",
+            plural("container", "containers", explicitly_root.len()),
+            join_quoted(&explicitly_root)
+        ));
+    }
+    if pod_non_root.is_none() {
+        let unset: Vec<String> = containers
+            .iter()
+            .filter(|c| c["securityContext"]["runAsNonRoot"].is_null())
+            .map(|c| name(c))
+            .collect();
+        if !unset.is_empty() {
+            details.push(format!(
+                "pod or {} {} must set securityContext.runAsNonRoot=true",
+                plural("container", "containers", unset.len()),
+                join_quoted(&unset)
+            ));
+        }
+    }
+    if !details.is_empty() {
+        note("runAsNonRoot != true", details.join("; "));
+    }
+
+    // Not user 0.
+    let root_pod = pod_context["runAsUser"] == 0;
+    let root_containers: Vec<String> = containers
+        .iter()
+        .filter(|c| c["securityContext"]["runAsUser"] == 0)
+        .map(|c| name(c))
+        .collect();
+    if root_pod || !root_containers.is_empty() {
+        let who = pod_and_containers(root_pod, &root_containers);
+        note("runAsUser=0", format!("{who} must not set runAsUser=0"));
+    }
+
+    // Seccomp: RuntimeDefault or Localhost, for the pod or every container.
+    let kind = |ctx: &Value| ctx["seccompProfile"]["type"].as_str().map(str::to_string);
+    let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
+    let pod_kind = kind(pod_context);
+    let mut details = Vec::new();
+    if let Some(bad) = pod_kind.as_deref().filter(|t| !allowed(t)) {
+        details.push(format!("pod must not set securityContext.seccompProfile.type to {bad:?}"));
+    }
+    let mut bad_containers = Vec::new();
+    let mut bad_kinds = Vec::new();
+    for c in containers {
+        if let Some(bad) = kind(&c["securityContext"]).filter(|t| !allowed(t)) {
+            bad_containers.push(name(c));
+            if !bad_kinds.contains(&bad) {
+                bad_kinds.push(bad);
+            }
+        }
+    }
+    if !bad_containers.is_empty() {
+        details.push(format!(
+            "{} {} must not set securityContext.seccompProfile.type to {}",
+            plural("container", "containers", bad_containers.len()),
+            join_quoted(&bad_containers),
+            join_quoted(&bad_kinds)
+        ));
+    }
+    if pod_kind.is_none() {
+        let unset: Vec<String> = containers
+            .iter()
+            .filter(|c| kind(&c["securityContext"]).is_none())
+            .map(|c| name(c))
+            .collect();
+        if !unset.is_empty() {
+            details.push(format!(
+                "pod or {} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
+                plural("container", "containers", unset.len()),
+                join_quoted(&unset)
+            ));
+        }
+    }
+    if !details.is_empty() {
+        note("seccompProfile", details.join("; "));
+    }
+}
+
+/// The containers that add a capability `forbidden` says yes to, and those capabilities
+/// (each once, sorted).
+fn added_capabilities(
+    containers: &[&Value],
+    forbidden: impl Fn(&str) -> bool,
+) -> (Vec<String>, Vec<String>) {
+    let mut holders = Vec::new();
+    let mut added = BTreeSet::new();
+    for c in containers {
+        let adds = c["securityContext"]["capabilities"]["add"].as_array();
+        let bad: Vec<&str> = adds
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|cap| forbidden(cap))
+            .collect();
+        if !bad.is_empty() {
+            holders.push(c["name"].as_str().unwrap_or_default().to_string());
+            added.extend(bad.into_iter().map(str::to_string));
+        }
+    }
+    (holders, added.into_iter().collect())
+}
+
+/// `pod`, `container "a"`, or `pod and containers "a", "b"`.
+fn pod_and_containers(pod: bool, containers: &[String]) -> String {
+    let listed = (!containers.is_empty()).then(|| {
+        format!(
+            "{} {}",
+            plural("container", "containers", containers.len()),
+            join_quoted(containers)
+        )
+    });
+    match (pod, listed) {
+        (true, Some(listed)) => format!("pod and {listed}"),
+        (true, None) => "pod".into(),
+        (false, Some(listed)) => listed,
+        (false, None) => String::new(),
+    }
+}
+
+fn plural<'a>(one: &'a str, many: &'a str, count: usize) -> &'a str {
+    if count == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+fn join_quoted(items: &[String]) -> String {
+    items.iter().map(|item| format!("{item:?}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The capabilities a container runtime grants by default, which baseline lets a container
+/// add back.
+const BASELINE_CAPABILITIES: [&str; 13] = [
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// The SELinux types baseline allows.
+const SELINUX_TYPES: [&str; 4] =
+    ["container_t", "container_init_t", "container_kvm_t", "container_engine_t"];
+
+/// The sysctls baseline allows.
+const SAFE_SYSCTLS: [&str; 10] = [
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
+/// The volume types restricted allows.
+const ALLOWED_VOLUME_TYPES: [&str; 8] = [
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string())).collect()
+    }
+
+    #[test]
+    fn labels_choose_each_mode_s_standard_and_bad_ones_are_named() {
+        let (policy, errors) = Policy::of(&labels(&[
+            ("enforce", "baseline"),
+            ("warn", "restricted"),
+            ("warn-version", "v1.30"),
+        ]));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(policy.enforce.label(), "baseline:latest");
+        assert_eq!(policy.warn.label(), "restricted:v1.30");
+        assert_eq!(policy.audit.label(), "privileged:latest");
+        let (policy, errors) =
+            Policy::of(&labels(&[("enforce", "bogus"), ("audit-version", "v1.05")]));
+        assert_eq!(policy.enforce.label(), "restricted:latest", "denied by default");
+        assert_eq!(policy.audit.level, Level::Privileged);
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.labels[pod-security.kubernetes.io/enforce]",
+                "metadata.labels[pod-security.kubernetes.io/audit-version]"
+            ]
+        );
+        assert!(
+            errors[0].message.contains("must be one of privileged, baseline, restricted"),
+            "{:?}",
+            errors[0]
+        );
+        assert!(errors[1].message.contains("must be \"latest\" or \"v1.x\""), "{:?}", errors[1]);
+    }
+
+    #[test]
+    fn a_privileged_container_breaks_baseline_and_restricted_asks_more() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "priv", "image": "x", "securityContext": {"privileged": true}}]}});
+        assert!(violations(&pod, Level::Privileged).is_empty());
+        assert_eq!(
+            violations(&pod, Level::Baseline),
+            ["privileged (container \"priv\" must not set securityContext.privileged=true)"]
+        );
+        let message = violation_message(
+            &Standard { level: Level::Restricted, version: "latest".into() },
+            &violations(&pod, Level::Restricted),
+        );
+        assert_eq!(
+            message,
+            "violates PodSecurity \"restricted:latest\": privileged (container \"priv\" must not set \
+             securityContext.privileged=true), allowPrivilegeEscalation != false (container \"priv\" \
+             must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities \
+             (container \"priv\" must set securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot \
+             != true (pod or container \"priv\" must set securityContext.runAsNonRoot=true), \
+             seccompProfile (pod or container \"priv\" must set securityContext.seccompProfile.type \
+             to \"RuntimeDefault\" or \"Localhost\")"
+        );
+    }
+
+    #[test]
+    fn a_pod_written_for_restricted_passes_it() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80}], "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}]}});
+        assert!(
+            violations(&pod, Level::Restricted).is_empty(),
+            "{:?}",
+            violations(&pod, Level::Restricted)
+        );
+    }
+
+    #[test]
+    fn baseline_names_host_access_and_unsafe_settings() {
+        let pod = json!({"metadata": {"name": "p", "annotations": {
+                "container.apparmor.security.beta.kubernetes.io/a": "unconfined"}},
+            "spec": {"hostNetwork": true, "hostPID": true,
+                "securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}, {"name": "net.ipv4.tcp_syncookies", "value": "1"}]},
+                "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+                "containers": [
+                    {"name": "a", "image": "x", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                     "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "CHOWN", "NET_ADMIN"]}}},
+                    {"name": "b", "image": "x", "ports": [{"containerPort": 81, "hostPort": 8081}],
+                     "securityContext": {"procMount": "Unmasked", "seccompProfile": {"type": "Unconfined"}}}]}});
+        assert_eq!(
+            violations(&pod, Level::Baseline),
+            [
+                "forbidden AppArmor profile (container.apparmor.security.beta.kubernetes.io/a=\"unconfined\")",
+                "non-default capabilities (container \"a\" must not include \"NET_ADMIN\", \"SYS_ADMIN\" in securityContext.capabilities.add)",
+                "host namespaces (hostNetwork=true, hostPID=true)",
+                "hostPath volumes (volume \"root\")",
+                "hostPort (containers \"a\", \"b\" use hostPorts 8080, 8081)",
+                "procMount (container \"b\" must not set securityContext.procMount to \"Unmasked\")",
+                "seccompProfile (container \"b\" must not set securityContext.seccompProfile.type to \"Unconfined\")",
+                "forbidden sysctls (kernel.msgmax)",
+            ]
+        );
+        let restricted = violations(&pod, Level::Restricted);
+        assert!(restricted.contains(&"restricted volume types (volume \"root\" uses restricted volume type \"hostPath\")".to_string()), "{restricted:?}");
+        assert!(
+            !restricted.iter().any(|v| v.starts_with("non-default capabilities")),
+            "restricted's own check replaces it"
+        );
+    }
+}
