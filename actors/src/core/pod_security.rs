@@ -223,9 +223,8 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
             note(
                 "non-default capabilities",
                 format!(
-                    "{} {} must not include {} in securityContext.capabilities.add",
-                    plural("container", "containers", bad.len()),
-                    join_quoted(&bad),
+                    "{} must not include {} in securityContext.capabilities.add",
+                    containers_named(&bad),
                     join_quoted(&added)
                 ),
             );
@@ -285,9 +284,8 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
         note(
             "hostPort",
             format!(
-                "{} {} {} {} {}",
-                plural("container", "containers", port_users.len()),
-                join_quoted(&port_users),
+                "{} {} {} {}",
+                containers_named(&port_users),
                 plural("uses", "use", port_users.len()),
                 plural("hostPort", "hostPorts", ports.len()),
                 ports.join(", ")
@@ -302,9 +300,8 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
         note(
             "privileged",
             format!(
-                "{} {} must not set securityContext.privileged=true",
-                plural("container", "containers", privileged.len()),
-                join_quoted(&privileged)
+                "{} must not set securityContext.privileged=true",
+                containers_named(&privileged)
             ),
         );
     }
@@ -324,9 +321,8 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
         note(
             "procMount",
             format!(
-                "{} {} must not set securityContext.procMount to {}",
-                plural("container", "containers", proc_mounts.len()),
-                join_quoted(&proc_mounts),
+                "{} must not set securityContext.procMount to {}",
+                containers_named(&proc_mounts),
                 join_quoted(&mount_types)
             ),
         );
@@ -445,9 +441,8 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
         note(
             "allowPrivilegeEscalation != false",
             format!(
-                "{} {} must set securityContext.allowPrivilegeEscalation=false",
-                plural("container", "containers", escalating.len()),
-                join_quoted(&escalating)
+                "{} must set securityContext.allowPrivilegeEscalation=false",
+                containers_named(&escalating)
             ),
         );
     }
@@ -465,16 +460,14 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
     let mut details = Vec::new();
     if !not_dropping.is_empty() {
         details.push(format!(
-            "{} {} must set securityContext.capabilities.drop=[\"ALL\"]",
-            plural("container", "containers", not_dropping.len()),
-            join_quoted(&not_dropping)
+            "{} must set securityContext.capabilities.drop=[\"ALL\"]",
+            containers_named(&not_dropping)
         ));
     }
     if !adding.is_empty() {
         details.push(format!(
-            "{} {} must not include {} in securityContext.capabilities.add",
-            plural("container", "containers", adding.len()),
-            join_quoted(&adding),
+            "{} must not include {} in securityContext.capabilities.add",
+            containers_named(&adding),
             join_quoted(&added)
         ));
     }
@@ -522,9 +515,8 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
         .collect();
     if !explicitly_root.is_empty() {
         details.push(format!(
-            "{} {} must not set securityContext.runAsNonRoot=false",
-            plural("container", "containers", explicitly_root.len()),
-            join_quoted(&explicitly_root)
+            "{} must not set securityContext.runAsNonRoot=false",
+            containers_named(&explicitly_root)
         ));
     }
     if pod_non_root.is_none() {
@@ -535,9 +527,8 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
             .collect();
         if !unset.is_empty() {
             details.push(format!(
-                "pod or {} {} must set securityContext.runAsNonRoot=true",
-                plural("container", "containers", unset.len()),
-                join_quoted(&unset)
+                "pod or {} must set securityContext.runAsNonRoot=true",
+                containers_named(&unset)
             ));
         }
     }
@@ -577,9 +568,8 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
     }
     if !bad_containers.is_empty() {
         details.push(format!(
-            "{} {} must not set securityContext.seccompProfile.type to {}",
-            plural("container", "containers", bad_containers.len()),
-            join_quoted(&bad_containers),
+            "{} must not set securityContext.seccompProfile.type to {}",
+            containers_named(&bad_containers),
             join_quoted(&bad_kinds)
         ));
     }
@@ -591,9 +581,8 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
             .collect();
         if !unset.is_empty() {
             details.push(format!(
-                "pod or {} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
-                plural("container", "containers", unset.len()),
-                join_quoted(&unset)
+                "pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
+                containers_named(&unset)
             ));
         }
     }
@@ -628,19 +617,18 @@ fn added_capabilities(
 
 /// `pod`, `container "a"`, or `pod and containers "a", "b"`.
 fn pod_and_containers(pod: bool, containers: &[String]) -> String {
-    let listed = (!containers.is_empty()).then(|| {
-        format!(
-            "{} {}",
-            plural("container", "containers", containers.len()),
-            join_quoted(containers)
-        )
-    });
+    let listed = (!containers.is_empty()).then(|| containers_named(containers));
     match (pod, listed) {
         (true, Some(listed)) => format!("pod and {listed}"),
         (true, None) => "pod".into(),
         (false, Some(listed)) => listed,
         (false, None) => String::new(),
     }
+}
+
+/// `container "a"` or `containers "a", "b"`.
+fn containers_named(names: &[String]) -> String {
+    format!("{} {}", plural("container", "containers", names.len()), join_quoted(names))
 }
 
 fn plural<'a>(one: &'a str, many: &'a str, count: usize) -> &'a str {
