@@ -264,6 +264,7 @@ async fn dispatch(
                 // Kubernetes authorizes an update that creates its object as a create.
                 options.create_denied = crate::auth::filter::create_denial(&req);
             }
+            let before = pod_security_before(core, resource, name, status_only);
             let (updated, created) = if status_only {
                 (core.update_status(resource, namespace, name, value, &options).await?, false)
             } else {
@@ -273,6 +274,7 @@ async fn dispatch(
             let mut response = object_response(&req, code, resource, &updated, &query)?;
             add_warnings(&mut response, &warnings);
             add_warnings(&mut response, &stored_warnings(resource, &updated, status_only));
+            add_relabel_warnings(&mut response, core, name, before, options.dry_run).await;
             Ok(response)
         }
         (Method::DELETE, Some(name)) if !status_only => {
@@ -318,6 +320,7 @@ async fn dispatch(
                         .await?;
                 }
                 let creation = creation_warnings(resource, &config);
+                let before = pod_security_before(core, resource, name, status_only);
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -327,6 +330,7 @@ async fn dispatch(
                 }
                 let warnings = stored_warnings(resource, &applied.object, status_only);
                 add_warnings(&mut response, &warnings);
+                add_relabel_warnings(&mut response, core, name, before, options.dry_run).await;
                 return Ok(response);
             };
             let mut options = query.write_options(&req)?;
@@ -348,6 +352,7 @@ async fn dispatch(
                 let preview = preview.to_value();
                 check_escalation(escalation, &state, resource, namespace, &preview, false).await?;
             }
+            let before = pod_security_before(core, resource, name, status_only);
             let (patched, notes) = core
                 .patch_with_notes(
                     resource,
@@ -371,6 +376,7 @@ async fn dispatch(
             }
             warnings.extend(stored_warnings(resource, &patched, status_only));
             add_warnings(&mut response, &warnings);
+            add_relabel_warnings(&mut response, core, name, before, options.dry_run).await;
             Ok(response)
         }
         _ => Err(HttpError::MethodNotAllowed),
@@ -794,6 +800,34 @@ fn stored_warnings(
         return Vec::new();
     }
     kplane_actors::model::validation::service_warnings(&object.to_value())
+}
+
+/// A namespace's pod security labels before a write of it (`Some(None)`: it had none), which
+/// the PodSecurity admission compares the written ones with; `None` for any other write.
+type LabelsBefore = Option<Option<Arc<std::collections::BTreeMap<String, String>>>>;
+
+fn pod_security_before(
+    core: &ApiCore,
+    resource: &ResourceType,
+    name: &str,
+    status_only: bool,
+) -> LabelsBefore {
+    let namespaces = resource.group.is_empty() && resource.plural == "namespaces";
+    (namespaces && !status_only).then(|| core.pod_security_labels(name))
+}
+
+/// The PodSecurity admission's warnings about the pods of a namespace whose write made its
+/// enforced standard stricter (none for a dry run, which changed nothing).
+async fn add_relabel_warnings(
+    response: &mut HttpResponse,
+    core: &ApiCore,
+    name: &str,
+    before: LabelsBefore,
+    dry_run: bool,
+) {
+    if let Some(before) = before.filter(|_| !dry_run) {
+        add_warnings(response, &core.pod_security_relabel_warnings(name, before.as_deref()).await);
+    }
 }
 
 /// Adds each warning as a `Warning: 299 - "text"` header, its quotes escaped as the header's

@@ -433,7 +433,16 @@ fn pod_security_labels_enforce_and_warn() {
     let k = server.kubectl();
     k.ok(&["create", "namespace", "psa"]);
     k.ok(&["run", "before", "-n", "psa", "--image=kplane/pause", "--privileged"]);
-    k.ok(&["label", "namespace", "psa", "pod-security.kubernetes.io/enforce=baseline"]);
+    // Enforcing a standard its pods break is allowed, with a warning naming them.
+    let (ok, _, warned) =
+        k.run(&["label", "namespace", "psa", "pod-security.kubernetes.io/enforce=baseline"]);
+    assert!(ok, "{warned}");
+    assert!(
+        warned.contains(
+            "Warning: existing pods in namespace \"psa\" violate the new PodSecurity enforce level \"baseline:latest\""
+        ) && warned.contains("Warning: before: privileged"),
+        "{warned}"
+    );
     let (ok, _, refused) =
         k.run(&["run", "priv", "-n", "psa", "--image=kplane/pause", "--privileged"]);
     assert!(!ok);

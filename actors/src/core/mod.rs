@@ -634,6 +634,75 @@ impl ApiCore {
             .collect()
     }
 
+    /// A namespace's `pod-security.kubernetes.io/` labels as committed (`None`: it has none),
+    /// which a write of it is compared with for [`Self::pod_security_relabel_warnings`].
+    pub fn pod_security_labels(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
+        self.store.pod_security_labels(namespace)
+    }
+
+    /// The PodSecurity admission's warnings when namespace `name`'s enforced standard has just
+    /// become stricter than under its labels `before`: which of its pods break the new one,
+    /// each reason once with the first pod (by name) giving it, as Kubernetes words them
+    /// (`existing pods in namespace "ns" violate the new PodSecurity enforce level
+    /// "restricted:latest"`, `web (and 2 other pods): privileged, seccompProfile`).
+    pub async fn pod_security_relabel_warnings(
+        &self,
+        name: &str,
+        before: Option<&BTreeMap<String, String>>,
+    ) -> Vec<String> {
+        let after = self.store.pod_security_labels(name);
+        let (old, _) = pod_security::Policy::of(before.into_iter().flatten());
+        let (new, _) = pod_security::Policy::of(after.iter().flat_map(|labels| labels.iter()));
+        let (old, new) = (old.enforce, new.enforce);
+        let relaxed = new.version == old.version && new.level <= old.level;
+        if new == old || new.level == pod_security::Level::Privileged || relaxed {
+            return Vec::new();
+        }
+        let pods =
+            match self.list(resources::core("pods"), Some(name), &ListOptions::default()).await {
+                Ok(list) => list.items,
+                Err(_) => return Vec::new(),
+            };
+        // Each set of reasons, with the first pod by name giving it and how many do.
+        let mut found: Vec<(String, String, usize)> = Vec::new();
+        let checked = pods.len().min(MAX_PODS_CHECKED_ON_RELABEL);
+        for pod in &pods[..checked] {
+            let reasons = pod_security::violated_reasons(&pod.to_value(), new.level);
+            if reasons.is_empty() {
+                continue;
+            }
+            let pod_name = &pod.key.name;
+            match found.iter_mut().find(|(r, _, _)| *r == reasons) {
+                Some((_, first, count)) => {
+                    *count += 1;
+                    if pod_name < first {
+                        first.clone_from(pod_name);
+                    }
+                }
+                None => found.push((reasons, pod_name.clone(), 1)),
+            }
+        }
+        let mut warnings = Vec::new();
+        if checked < pods.len() {
+            warnings.push(format!(
+                "new PodSecurity enforce level only checked against the first {checked} of {} existing pods",
+                pods.len()
+            ));
+        }
+        if !found.is_empty() {
+            warnings.push(format!(
+                "existing pods in namespace {name:?} violate the new PodSecurity enforce level {:?}",
+                new.label()
+            ));
+        }
+        warnings.extend(found.into_iter().map(|(reasons, first, count)| match count {
+            1 => format!("{first}: {reasons}"),
+            2 => format!("{first} (and 1 other pod): {reasons}"),
+            _ => format!("{first} (and {} other pods): {reasons}", count - 1),
+        }));
+        warnings
+    }
+
     /// The LimitRanges the LimitRanger admits a write of `resource` in `namespace` against:
     /// it admits only pods and claims (no other write reads them).
     fn limit_ranges(&self, resource: &ResourceType, namespace: &str) -> Vec<Value> {
@@ -1561,6 +1630,10 @@ fn check_pod_security_labels(
     }
     Err(ApiError::Invalid { kind: "namespaces", group: "", name: name.to_string(), causes: errors })
 }
+
+/// How many of a namespace's pods a stricter enforced standard is checked against (as
+/// Kubernetes' `namespaceMaxPodsToCheck`).
+const MAX_PODS_CHECKED_ON_RELABEL: usize = 3000;
 
 /// Does `resource` have a `status` subresource (so status and the rest are written apart)?
 fn has_status(resource: &ResourceType) -> bool {

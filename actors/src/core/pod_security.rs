@@ -170,6 +170,14 @@ pub fn warning(standard: &Standard, violations: &[String]) -> String {
     format!("would violate PodSecurity {:?}: {}", standard.label(), violations.join(", "))
 }
 
+/// The reasons alone of what `pod` breaks of `level`, in one line (`privileged,
+/// seccompProfile`), as Kubernetes sums up a pod for a namespace's new standard.
+pub fn violated_reasons(pod: &Value, level: Level) -> String {
+    let found = violations(pod, level);
+    let reasons = found.iter().map(|v| v.split_once(" (").map_or(v.as_str(), |(reason, _)| reason));
+    reasons.collect::<Vec<_>>().join(", ")
+}
+
 /// What `pod` (a Pod, or a template's `{metadata, spec}`) breaks of `level`, each as
 /// Kubernetes names it: `reason (detail)`, in its checks' order.
 pub fn violations(pod: &Value, level: Level) -> Vec<String> {
