@@ -74,7 +74,7 @@ pub fn note_request_object(
     object: &serde_json::Value,
 ) {
     use actix_web::HttpMessage;
-    if !state.security.as_ref().is_some_and(|s| s.audit.is_some()) {
+    if state.security.as_ref().is_none_or(|s| s.audit.is_none()) {
         return;
     }
     let name = object.pointer("/metadata/name").and_then(serde_json::Value::as_str);

@@ -258,7 +258,7 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
     let host_paths: Vec<String> = volumes
         .iter()
         .filter(|v| v.get("hostPath").is_some_and(|h| !h.is_null()))
-        .map(|v| name(v))
+        .map(name)
         .collect();
     if !host_paths.is_empty() {
         note(

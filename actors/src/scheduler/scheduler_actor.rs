@@ -309,7 +309,8 @@ impl Scheduler {
         if self.already_counted(&value) {
             return false;
         }
-        let unbound = value.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("") == "";
+        let unbound =
+            value.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").is_empty();
         let fingerprint = if unbound { super::queue::fingerprint(&value) } else { 0 };
         let Ok(pod) = serde_json::from_value::<Pod>(value) else { return false };
         let uid = pod.metadata.uid.clone().unwrap_or_default();
