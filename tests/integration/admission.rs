@@ -472,7 +472,7 @@ fn pod_security_labels_enforce_and_warn() {
     assert!(ok, "{warned}");
     assert!(
         warned.contains(
-            "would violate PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)"
+            "would violate PodSecurity \"restricted:latest\": host namespaces (hostNetwork=true)"
         ),
         "{warned}"
     );

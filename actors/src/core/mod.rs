@@ -593,10 +593,9 @@ impl ApiCore {
         Err(ApiError::forbidden(resource, name, message, Vec::new()))
     }
 
-    /// The PodSecurity admission's warnings about a pod, replication controller or pod
-    /// template just created in `namespace` (`would violate PodSecurity ...`): those the
-    /// namespace's `warn` standard finds, unless its `enforce` one already said so; for a
-    /// workload, what its pod template breaks of either (workloads are never refused).
+    /// The PodSecurity admission's warning about a pod, replication controller or pod
+    /// template just created (`would violate PodSecurity ...`): what it (a workload's pod
+    /// template) breaks of its namespace's `warn` standard.
     pub fn pod_security_warnings(
         &self,
         resource: &ResourceType,
@@ -615,23 +614,14 @@ impl ApiCore {
         let Some(pod) = json::at(&object, template).filter(|t| t.is_object()) else {
             return Vec::new();
         };
+        // (The warn standard follows a stricter enforced one: a pod refused by it never gets
+        // here, a workload, which is never refused, is warned about it.)
         let (policy, _) = pod_security::Policy::of(labels.iter());
-        let workload = resource.kind != "Pod";
-        let mut standards = Vec::new();
-        if workload {
-            standards.push(&policy.enforce);
+        let violations = pod_security::violations(pod, policy.warn.level);
+        if violations.is_empty() {
+            return Vec::new();
         }
-        if policy.warn != policy.enforce || workload {
-            standards.push(&policy.warn);
-        }
-        standards.dedup();
-        standards
-            .into_iter()
-            .filter_map(|standard| {
-                let violations = pod_security::violations(pod, standard.level);
-                (!violations.is_empty()).then(|| pod_security::warning(standard, &violations))
-            })
-            .collect()
+        vec![pod_security::warning(&policy.warn, &violations)]
     }
 
     /// A namespace's `pod-security.kubernetes.io/` labels as committed (`None`: it has none),
@@ -695,11 +685,16 @@ impl ApiCore {
                 new.label()
             ));
         }
-        warnings.extend(found.into_iter().map(|(reasons, first, count)| match count {
-            1 => format!("{first}: {reasons}"),
-            2 => format!("{first} (and 1 other pod): {reasons}"),
-            _ => format!("{first} (and {} other pods): {reasons}", count - 1),
-        }));
+        let mut named: Vec<String> = found
+            .into_iter()
+            .map(|(reasons, first, count)| match count {
+                1 => format!("{first}: {reasons}"),
+                2 => format!("{first} (and 1 other pod): {reasons}"),
+                _ => format!("{first} (and {} other pods): {reasons}", count - 1),
+            })
+            .collect();
+        named.sort();
+        warnings.extend(named);
         warnings
     }
 

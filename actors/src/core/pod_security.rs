@@ -12,9 +12,8 @@ use serde_json::Value;
 
 use crate::model::FieldError;
 
-/// The labels' prefix, and each mode's label.
+/// The labels' prefix.
 const PREFIX: &str = "pod-security.kubernetes.io/";
-const MODES: [&str; 3] = ["enforce", "audit", "warn"];
 
 /// A Pod Security Standard, least to most restrictive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,10 +50,6 @@ pub struct Standard {
 }
 
 impl Standard {
-    fn privileged() -> Standard {
-        Standard { level: Level::Privileged, version: "latest".into() }
-    }
-
     /// `restricted:latest`, as its messages name it.
     pub fn label(&self) -> String {
         format!("{}:{}", self.level.name(), self.version)
@@ -78,45 +73,55 @@ impl Policy {
         labels: impl IntoIterator<Item = (&'a String, &'a String)> + Clone,
     ) -> (Policy, Vec<FieldError>) {
         let mut errors = Vec::new();
-        let find = |key: String| {
-            labels.clone().into_iter().find(|(k, _)| **k == key).map(|(_, v)| v.as_str())
+        let find = |key: &str| {
+            labels.clone().into_iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v.as_str())
         };
-        let mut standards = MODES.iter().map(|mode| {
+        // Each mode's level and version, each read apart: a bad level is restricted for
+        // enforce (denied by default) and privileged for audit and warn (they fail open), a
+        // bad version is `latest`.
+        let mut read = |mode: &str| {
             let level_key = format!("{PREFIX}{mode}");
             let version_key = format!("{level_key}-version");
-            let level = match find(level_key.clone()) {
-                None => Some(Level::Privileged),
-                Some(text) => Level::parse(text).or_else(|| {
-                    errors.push(invalid(
-                        &level_key,
-                        text,
-                        "must be one of privileged, baseline, restricted",
-                    ));
-                    None
+            let level_label = find(&level_key);
+            let level = match level_label {
+                None => Level::Privileged,
+                Some(text) => Level::parse(text).unwrap_or_else(|| {
+                    let why = "must be one of privileged, baseline, restricted";
+                    errors.push(invalid(&level_key, text, why));
+                    if mode == "enforce" {
+                        Level::Restricted
+                    } else {
+                        Level::Privileged
+                    }
                 }),
             };
-            let version = match find(version_key.clone()) {
-                None => Some("latest".to_string()),
-                Some(text) if valid_version(text) => Some(text.to_string()),
+            let version_label = find(&version_key);
+            let version = match version_label {
+                Some(text) if valid_version(text) => text.to_string(),
                 Some(text) => {
                     errors.push(invalid(&version_key, text, "must be \"latest\" or \"v1.x\""));
-                    None
+                    "latest".to_string()
                 }
+                None => "latest".to_string(),
             };
-            match (level, version) {
-                (Some(level), Some(version)) => Standard { level, version },
-                _ if *mode == "enforce" => {
-                    Standard { level: Level::Restricted, version: "latest".into() }
-                }
-                _ => Standard::privileged(),
+            let level_valid = level_label.is_some_and(|text| Level::parse(text).is_some());
+            (
+                Standard { level, version },
+                level_label.is_some(),
+                level_valid,
+                version_label.is_some(),
+            )
+        };
+        let (enforce, _, enforce_set, _) = read("enforce");
+        let (audit, _, _, _) = read("audit");
+        let (mut warn, warn_level_named, _, warn_version_named) = read("warn");
+        // Warn defaults to a stricter enforced level (and its version, unless it names one).
+        if !warn_level_named && enforce_set && enforce.level > warn.level {
+            warn.level = enforce.level;
+            if !warn_version_named {
+                warn.version.clone_from(&enforce.version);
             }
-        });
-        let (enforce, audit, warn) = (
-            standards.next().expect("three modes"),
-            standards.next().expect("three modes"),
-            standards.next().expect("three modes"),
-        );
-        drop(standards);
+        }
         (Policy { enforce, audit, warn }, errors)
     }
 }
@@ -198,29 +203,54 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
     let restricted = level == Level::Restricted;
 
     // AppArmor: only the runtime's default or a profile of the node's.
-    let mut apparmor = Vec::new();
-    for (key, value) in annotations.into_iter().flatten() {
-        let value = value.as_str().unwrap_or_default();
-        if key.starts_with("container.apparmor.security.beta.kubernetes.io/")
-            && value != "runtime/default"
-            && !value.starts_with("localhost/")
-        {
-            apparmor.push(format!("{key}={value:?}"));
-        }
+    let allowed_type = |ctx: &Value| {
+        let kind = ctx["appArmorProfile"]["type"].as_str();
+        ctx["appArmorProfile"].is_null() || matches!(kind, Some("RuntimeDefault" | "Localhost"))
+    };
+    let mut bad_values = BTreeSet::new();
+    let mut setters = Vec::new();
+    if !allowed_type(pod_context) {
+        setters.push("pod".to_string());
+        bad_values.insert(
+            pod_context["appArmorProfile"]["type"].as_str().unwrap_or_default().to_string(),
+        );
     }
-    let unconfined = |ctx: &Value| ctx["appArmorProfile"]["type"] == "Unconfined";
-    if unconfined(pod_context) {
-        apparmor.push("pod \"Unconfined\"".into());
-    }
+    let mut bad_containers = Vec::new();
     for c in &containers {
-        if unconfined(&c["securityContext"]) {
-            apparmor.push(format!("container {:?} \"Unconfined\"", name(c)));
+        if !allowed_type(&c["securityContext"]) {
+            bad_containers.push(name(c));
+            let kind = c["securityContext"]["appArmorProfile"]["type"].as_str();
+            bad_values.insert(kind.unwrap_or_default().to_string());
         }
     }
-    if !apparmor.is_empty() {
+    if !bad_containers.is_empty() {
+        setters.push(containers_named(&bad_containers));
+    }
+    let mut annotated: Vec<String> = annotations
+        .into_iter()
+        .flatten()
+        .filter_map(|(key, value)| {
+            let value = value.as_str().unwrap_or_default();
+            let allowed =
+                value.is_empty() || value == "runtime/default" || value.starts_with("localhost/");
+            (key.starts_with("container.apparmor.security.beta.kubernetes.io/") && !allowed)
+                .then(|| format!("{key}={value:?}"))
+        })
+        .collect();
+    let mut bad_values: Vec<String> = bad_values.into_iter().collect();
+    if !annotated.is_empty() {
+        annotated.sort();
+        setters.push(plural("annotation", "annotations", annotated.len()).to_string());
+        bad_values.extend(annotated);
+    }
+    if !setters.is_empty() {
         let reason =
-            plural("forbidden AppArmor profile", "forbidden AppArmor profiles", apparmor.len());
-        note(reason, apparmor.join(", "));
+            plural("forbidden AppArmor profile", "forbidden AppArmor profiles", bad_values.len());
+        let setters = setters.join(" and ");
+        note(
+            reason,
+            format!("{setters} must not set AppArmor profile type to {}", join_quoted(&bad_values)),
+        );
     }
 
     // Capabilities beyond the runtime's defaults (baseline; restricted checks them below).
@@ -260,7 +290,8 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
         .filter(|v| v.get("hostPath").is_some_and(|h| !h.is_null()))
         .map(name)
         .collect();
-    if !host_paths.is_empty() {
+    // (Restricted's volume types name them instead.)
+    if !host_paths.is_empty() && !restricted {
         note(
             "hostPath volumes",
             format!(
@@ -288,6 +319,7 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
             port_users.push(name(c));
         }
     }
+    ports.sort();
     if !port_users.is_empty() {
         note(
             "hostPort",
@@ -325,6 +357,7 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
             }
         }
     }
+    mount_types.sort();
     if !proc_mounts.is_empty() {
         note(
             "procMount",
@@ -333,6 +366,51 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
                 containers_named(&proc_mounts),
                 join_quoted(&mount_types)
             ),
+        );
+    }
+
+    // SELinux: only the container types, no user or role.
+    let mut bad_types = BTreeSet::new();
+    let (mut set_user, mut set_role) = (false, false);
+    let mut bad_selinux = |ctx: &Value| {
+        let options = &ctx["seLinuxOptions"];
+        if options.is_null() {
+            return false;
+        }
+        let kind = options["type"].as_str().unwrap_or_default();
+        let bad_type = !kind.is_empty() && !SELINUX_TYPES.contains(&kind);
+        if bad_type {
+            bad_types.insert(kind.to_string());
+        }
+        let user = options["user"].as_str().is_some_and(|v| !v.is_empty());
+        let role = options["role"].as_str().is_some_and(|v| !v.is_empty());
+        set_user |= user;
+        set_role |= role;
+        bad_type || user || role
+    };
+    let selinux_pod = bad_selinux(pod_context);
+    let selinux_holders: Vec<String> =
+        containers.iter().filter(|c| bad_selinux(&c["securityContext"])).map(|c| name(c)).collect();
+    if selinux_pod || !selinux_holders.is_empty() {
+        let who = pod_and_containers(selinux_pod, &selinux_holders);
+        let bad_types: Vec<String> = bad_types.into_iter().collect();
+        let mut what = Vec::new();
+        if !bad_types.is_empty() {
+            what.push(format!(
+                "{} {}",
+                plural("type", "types", bad_types.len()),
+                join_quoted(&bad_types)
+            ));
+        }
+        if set_user {
+            what.push("user may not be set".to_string());
+        }
+        if set_role {
+            what.push("role may not be set".to_string());
+        }
+        note(
+            "seLinuxOptions",
+            format!("{who} set forbidden securityContext.seLinuxOptions: {}", what.join("; ")),
         );
     }
 
@@ -349,44 +427,6 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
         note(
             "seccompProfile",
             format!("{who} must not set securityContext.seccompProfile.type to \"Unconfined\""),
-        );
-    }
-
-    // SELinux: only the container types, no user or role.
-    let mut selinux_holders = Vec::new();
-    let mut selinux_values = BTreeSet::new();
-    let mut selinux_pod = false;
-    let mut check_selinux = |ctx: &Value| {
-        let options = &ctx["seLinuxOptions"];
-        let mut bad = false;
-        if let Some(kind) =
-            options["type"].as_str().filter(|t| !t.is_empty() && !SELINUX_TYPES.contains(t))
-        {
-            selinux_values.insert(format!("type {kind:?}"));
-            bad = true;
-        }
-        for field in ["user", "role"] {
-            if let Some(value) = options[field].as_str().filter(|v| !v.is_empty()) {
-                selinux_values.insert(format!("{field} {value:?}"));
-                bad = true;
-            }
-        }
-        bad
-    };
-    if check_selinux(pod_context) {
-        selinux_pod = true;
-    }
-    for c in &containers {
-        if check_selinux(&c["securityContext"]) {
-            selinux_holders.push(name(c));
-        }
-    }
-    if selinux_pod || !selinux_holders.is_empty() {
-        let who = pod_and_containers(selinux_pod, &selinux_holders);
-        let values: Vec<String> = selinux_values.into_iter().collect();
-        note(
-            "seLinuxOptions",
-            format!("{who} set forbidden securityContext.seLinuxOptions: {}", values.join("; ")),
         );
     }
 
@@ -439,13 +479,15 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
 fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl FnMut(&str, String)) {
     let name = |c: &Value| c["name"].as_str().unwrap_or_default().to_string();
     let pod_context = &spec["securityContext"];
+    // A Windows pod has none of these Linux settings to make.
+    let windows = spec["os"]["name"] == "windows";
 
     let escalating: Vec<String> = containers
         .iter()
         .filter(|c| c["securityContext"]["allowPrivilegeEscalation"] != false)
         .map(|c| name(c))
         .collect();
-    if !escalating.is_empty() {
+    if !escalating.is_empty() && !windows {
         note(
             "allowPrivilegeEscalation != false",
             format!(
@@ -479,7 +521,7 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
             join_quoted(&added)
         ));
     }
-    if !details.is_empty() {
+    if !details.is_empty() && !windows {
         note("unrestricted capabilities", details.join("; "));
     }
 
@@ -511,37 +553,15 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
     }
 
     // Non-root: runAsNonRoot true for the pod or every container, false nowhere.
-    let pod_non_root = pod_context["runAsNonRoot"].as_bool();
-    let mut details = Vec::new();
-    if pod_non_root == Some(false) {
-        details.push("pod must not set securityContext.runAsNonRoot=false".to_string());
-    }
-    let explicitly_root: Vec<String> = containers
-        .iter()
-        .filter(|c| c["securityContext"]["runAsNonRoot"] == false)
-        .map(|c| name(c))
-        .collect();
-    if !explicitly_root.is_empty() {
-        details.push(format!(
-            "{} must not set securityContext.runAsNonRoot=false",
-            containers_named(&explicitly_root)
-        ));
-    }
-    if pod_non_root.is_none() {
-        let unset: Vec<String> = containers
-            .iter()
-            .filter(|c| c["securityContext"]["runAsNonRoot"].is_null())
-            .map(|c| name(c))
-            .collect();
-        if !unset.is_empty() {
-            details.push(format!(
-                "pod or {} must set securityContext.runAsNonRoot=true",
-                containers_named(&unset)
-            ));
-        }
-    }
-    if !details.is_empty() {
-        note("runAsNonRoot != true", details.join("; "));
+    let non_root = |ctx: &Value| ctx["runAsNonRoot"].as_bool();
+    if let Some(detail) = explicit_or_implicit(
+        containers,
+        non_root(pod_context),
+        |c| non_root(&c["securityContext"]),
+        "must not set securityContext.runAsNonRoot=false".to_string(),
+        "must set securityContext.runAsNonRoot=true",
+    ) {
+        note("runAsNonRoot != true", detail);
     }
 
     // Not user 0.
@@ -557,46 +577,61 @@ fn restricted_violations(spec: &Value, containers: &[&Value], note: &mut impl Fn
     }
 
     // Seccomp: RuntimeDefault or Localhost, for the pod or every container.
-    let kind = |ctx: &Value| ctx["seccompProfile"]["type"].as_str().map(str::to_string);
-    let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
-    let pod_kind = kind(pod_context);
-    let mut details = Vec::new();
-    if let Some(bad) = pod_kind.as_deref().filter(|t| !allowed(t)) {
-        details.push(format!("pod must not set securityContext.seccompProfile.type to {bad:?}"));
-    }
-    let mut bad_containers = Vec::new();
-    let mut bad_kinds = Vec::new();
-    for c in containers {
-        if let Some(bad) = kind(&c["securityContext"]).filter(|t| !allowed(t)) {
-            bad_containers.push(name(c));
-            if !bad_kinds.contains(&bad) {
-                bad_kinds.push(bad);
-            }
-        }
-    }
-    if !bad_containers.is_empty() {
-        details.push(format!(
-            "{} must not set securityContext.seccompProfile.type to {}",
-            containers_named(&bad_containers),
-            join_quoted(&bad_kinds)
-        ));
-    }
-    if pod_kind.is_none() {
-        let unset: Vec<String> = containers
-            .iter()
-            .filter(|c| kind(&c["securityContext"]).is_none())
-            .map(|c| name(c))
+    if !windows {
+        let kind = |ctx: &Value| ctx["seccompProfile"]["type"].as_str().map(str::to_string);
+        let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
+        let judged = |ctx: &Value| kind(ctx).map(|t| allowed(&t));
+        let mut bad: Vec<String> = std::iter::once(pod_context)
+            .chain(containers.iter().map(|c| &c["securityContext"]))
+            .filter_map(kind)
+            .filter(|t| !allowed(t))
             .collect();
-        if !unset.is_empty() {
-            details.push(format!(
-                "pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
-                containers_named(&unset)
-            ));
+        bad.sort();
+        bad.dedup();
+        let refused =
+            format!("must not set securityContext.seccompProfile.type to {}", join_quoted(&bad));
+        if let Some(detail) = explicit_or_implicit(
+            containers,
+            judged(pod_context),
+            |c| judged(&c["securityContext"]),
+            refused,
+            "must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
+        ) {
+            note("seccompProfile", detail);
         }
     }
-    if !details.is_empty() {
-        note("seccompProfile", details.join("; "));
+}
+
+/// A setting the pod or each container must make right (runAsNonRoot, seccompProfile): the
+/// pod and the containers that make it wrong (`judged` false) are named first; only when none
+/// does, the containers that leave it unset while the pod does not make it right (`pod or
+/// container "a" must ...`).
+fn explicit_or_implicit(
+    containers: &[&Value],
+    pod: Option<bool>,
+    judged: impl Fn(&Value) -> Option<bool>,
+    refused: String,
+    required: &str,
+) -> Option<String> {
+    let name = |c: &&Value| c["name"].as_str().unwrap_or_default().to_string();
+    let mut setters = Vec::new();
+    if pod == Some(false) {
+        setters.push("pod".to_string());
     }
+    let explicit: Vec<String> =
+        containers.iter().filter(|c| judged(c) == Some(false)).map(name).collect();
+    if !explicit.is_empty() {
+        setters.push(containers_named(&explicit));
+    }
+    if !setters.is_empty() {
+        return Some(format!("{} {refused}", setters.join(" and ")));
+    }
+    if pod == Some(true) {
+        return None;
+    }
+    let implicit: Vec<String> =
+        containers.iter().filter(|c| judged(c).is_none()).map(name).collect();
+    (!implicit.is_empty()).then(|| format!("pod or {} {required}", containers_named(&implicit)))
 }
 
 /// The containers that add a capability `forbidden` says yes to, and those capabilities
@@ -648,7 +683,8 @@ fn plural<'a>(one: &'a str, many: &'a str, count: usize) -> &'a str {
 }
 
 fn join_quoted(items: &[String]) -> String {
-    items.iter().map(|item| format!("{item:?}")).collect::<Vec<_>>().join(", ")
+    // Go's joinQuote: quoted, nothing escaped.
+    items.iter().map(|item| format!("\"{item}\"")).collect::<Vec<_>>().join(", ")
 }
 
 /// The capabilities a container runtime grants by default, which baseline lets a container
@@ -674,7 +710,7 @@ const SELINUX_TYPES: [&str; 4] =
     ["container_t", "container_init_t", "container_kvm_t", "container_engine_t"];
 
 /// The sysctls baseline allows.
-const SAFE_SYSCTLS: [&str; 10] = [
+const SAFE_SYSCTLS: [&str; 12] = [
     "kernel.shm_rmid_forced",
     "net.ipv4.ip_local_port_range",
     "net.ipv4.ip_unprivileged_port_start",
@@ -685,6 +721,8 @@ const SAFE_SYSCTLS: [&str; 10] = [
     "net.ipv4.tcp_fin_timeout",
     "net.ipv4.tcp_keepalive_intvl",
     "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
 ];
 
 /// The volume types restricted allows.
@@ -740,6 +778,21 @@ mod tests {
             errors[0]
         );
         assert!(errors[1].message.contains("must be \"latest\" or \"v1.x\""), "{:?}", errors[1]);
+        assert_eq!(policy.warn.level, Level::Privileged, "a bad enforce level sets no warn level");
+        // Warn follows a stricter enforced level, and its version unless it names one; a bad
+        // version is latest, the level kept.
+        let (policy, _) =
+            Policy::of(&labels(&[("enforce", "baseline"), ("enforce-version", "v1.31")]));
+        assert_eq!(policy.warn.label(), "baseline:v1.31");
+        let (policy, _) = Policy::of(&labels(&[
+            ("enforce", "baseline"),
+            ("enforce-version", "x"),
+            ("warn-version", "v1.30"),
+        ]));
+        assert_eq!(
+            (policy.enforce.label(), policy.warn.label()),
+            ("baseline:latest".into(), "baseline:v1.30".into())
+        );
     }
 
     #[test]
@@ -783,6 +836,34 @@ mod tests {
     }
 
     #[test]
+    fn settings_made_wrong_are_named_before_settings_left_out() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {
+            "securityContext": {"runAsNonRoot": false, "seLinuxOptions": {"type": "spc_t", "user": "u"}},
+            "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+            "containers": [
+                {"name": "a", "image": "x", "securityContext": {"runAsNonRoot": false,
+                    "seccompProfile": {"type": "Unconfined"}}},
+                {"name": "b", "image": "x"}]}});
+        let found = violations(&pod, Level::Restricted);
+        let reason = |r: &str| found.iter().find(|v| v.starts_with(r)).cloned().unwrap_or_default();
+        assert_eq!(reason("seLinuxOptions"), "seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: type \"spc_t\"; user may not be set)");
+        assert_eq!(reason("runAsNonRoot"), "runAsNonRoot != true (pod and container \"a\" must not set securityContext.runAsNonRoot=false)");
+        assert_eq!(reason("seccompProfile"), "seccompProfile (container \"a\" must not set securityContext.seccompProfile.type to \"Unconfined\")");
+        assert!(!found.iter().any(|v| v.starts_with("hostPath volumes")), "{found:?}");
+        let baseline = violations(&pod, Level::Baseline);
+        let order: Vec<&str> = baseline.iter().map(|v| v.split(" (").next().unwrap()).collect();
+        assert_eq!(order, ["hostPath volumes", "seLinuxOptions", "seccompProfile"]);
+        // A Windows pod is spared the Linux-only settings.
+        let windows = json!({"spec": {"os": {"name": "windows"}, "securityContext": {"runAsNonRoot": true},
+            "containers": [{"name": "c", "image": "x"}]}});
+        assert!(
+            violations(&windows, Level::Restricted).is_empty(),
+            "{:?}",
+            violations(&windows, Level::Restricted)
+        );
+    }
+
+    #[test]
     fn baseline_names_host_access_and_unsafe_settings() {
         let pod = json!({"metadata": {"name": "p", "annotations": {
                 "container.apparmor.security.beta.kubernetes.io/a": "unconfined"}},
@@ -797,7 +878,7 @@ mod tests {
         assert_eq!(
             violations(&pod, Level::Baseline),
             [
-                "forbidden AppArmor profile (container.apparmor.security.beta.kubernetes.io/a=\"unconfined\")",
+                "forbidden AppArmor profile (annotation must not set AppArmor profile type to \"container.apparmor.security.beta.kubernetes.io/a=\"unconfined\"\")",
                 "non-default capabilities (container \"a\" must not include \"NET_ADMIN\", \"SYS_ADMIN\" in securityContext.capabilities.add)",
                 "host namespaces (hostNetwork=true, hostPID=true)",
                 "hostPath volumes (volume \"root\")",
