@@ -349,6 +349,7 @@ impl Settings {
             builder = builder
                 .add_source(config::File::from(path.as_path()).format(config::FileFormat::Toml));
         }
+        let env_names: Vec<String> = env.iter().map(|(name, _)| name.clone()).collect();
         let env_source = config::Environment::with_prefix("KPLANE")
             .prefix_separator("_")
             .separator("__")
@@ -364,10 +365,13 @@ impl Settings {
         if let Some(anonymous) = overrides.anonymous_auth {
             builder = builder.set_override("server.anonymous_auth", anonymous).map_err(flag)?;
         }
-        let raw: RawConfig = builder
-            .build()
-            .and_then(|c| c.try_deserialize())
-            .map_err(|e| ConfigError::Load(e.to_string().replace('\n', " ")))?;
+        let raw: RawConfig = builder.build().and_then(|c| c.try_deserialize()).map_err(|e| {
+            let message = e.to_string().replace('\n', " ");
+            match unknown_from_environment(&message, &env_names) {
+                Some(variable) => ConfigError::Load(format!("{message} (set by {variable})")),
+                None => ConfigError::Load(message),
+            }
+        })?;
         Self::check(raw, overrides)
     }
 
@@ -703,6 +707,24 @@ fn service_ranges(server: &RawServer) -> Result<kplane_actors::core::ServiceRang
     Ok(kplane_actors::core::ServiceRanges { cluster_ips, node_ports })
 }
 
+/// The environment variable that set the unknown key a load error names (`unknown field
+/// `nope` ... for key `server``: `KPLANE_SERVER__NOPE`), when one of `names` did: the file
+/// is not where to look for it.
+fn unknown_from_environment(message: &str, names: &[String]) -> Option<String> {
+    let quoted = |after: &str| -> Option<String> {
+        let start = message.find(after)? + after.len();
+        let end = message[start..].find('`')?;
+        Some(message[start..start + end].to_string())
+    };
+    let field = quoted("unknown field `")?;
+    let path = match quoted("for key `") {
+        Some(section) => format!("{section}.{field}"),
+        None => field,
+    };
+    let variable = format!("KPLANE_{}", path.replace('.', "__").to_uppercase());
+    names.iter().find(|name| name.eq_ignore_ascii_case(&variable)).cloned()
+}
+
 /// Checks the `[agent]` and `[runtime]` sections.
 fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     let a = &raw.agent;
@@ -860,6 +882,20 @@ mod tests {
             error.starts_with("config key agent.allowed_unsafe_sysctls: \"vm.swappiness\""),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_unknown_key_from_the_environment_names_its_variable() {
+        let error = load("", &[("KPLANE_SERVER__NOPE", "1")], Overrides::default());
+        let error = error.unwrap_err().to_string();
+        assert!(
+            error.contains("unknown field `nope`")
+                && error.ends_with("(set by KPLANE_SERVER__NOPE)"),
+            "{error}"
+        );
+        let error =
+            load("[server]\nnope = 1\n", &[], Overrides::default()).unwrap_err().to_string();
+        assert!(!error.contains("set by"), "{error}");
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
             ApiError::Forbidden(_) => (403, "Forbidden", None),
             ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType", None),
             ApiError::Expired(_) | ApiError::InconsistentContinue { .. } => (410, "Expired", None),
-            ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", None),
+            ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed", Some(json!({}))),
             ApiError::RequestTooLarge(_) => (413, "RequestEntityTooLarge", None),
             ApiError::Internal(why) => {
                 let cause = why.strip_prefix(INTERNAL).unwrap_or(why);
@@ -142,7 +142,8 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
         HttpError::Timeout => (504, "Timeout", None),
         // As kube-apiserver's: empty details, which clients read (kubectl debug does).
         HttpError::NoSuchPath => (404, "NotFound", Some(json!({}))),
-        HttpError::MethodNotAllowed => (405, "MethodNotAllowed", None),
+        // Kubernetes' 405s carry details, empty when they name no resource.
+        HttpError::MethodNotAllowed => (405, "MethodNotAllowed", Some(json!({}))),
         HttpError::BadRequest(_) => (400, "BadRequest", None),
         // As kube-apiserver's max-in-flight filter answers: the details say only when to retry.
         HttpError::TooManyRequests => {
@@ -240,6 +241,7 @@ mod tests {
         assert_eq!(body["details"], json!({"name": "x", "kind": "pods"}));
         assert_eq!(status_of(&HttpError::TooLarge(3)).0, StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(status_of(&HttpError::NoSuchPath).1["details"], json!({}));
+        assert_eq!(status_of(&HttpError::MethodNotAllowed).1["details"], json!({}));
     }
 
     #[test]
