@@ -8,23 +8,7 @@
 use serde_json::Value;
 
 use super::admission::Rejection;
-use crate::model::sysctl::{normalized, Namespace};
-
-/// The sysctls Kubernetes 1.32 counts as safe: namespaced, and isolated between pods.
-const SAFE: &[&str] = &[
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem",
-    "net.ipv4.tcp_wmem",
-];
+use crate::model::sysctl::{normalized, Namespace, SAFE};
 
 /// What a node lets its pods set.
 #[derive(Debug, Clone)]

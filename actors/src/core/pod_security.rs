@@ -436,7 +436,7 @@ pub fn violations(pod: &Value, level: Level) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(|s| s["name"].as_str())
-        .filter(|name| !SAFE_SYSCTLS.contains(name))
+        .filter(|name| !crate::model::sysctl::SAFE.contains(name))
         .map(str::to_string)
         .collect();
     if !forbidden_sysctls.is_empty() {
@@ -708,22 +708,6 @@ const BASELINE_CAPABILITIES: [&str; 13] = [
 /// The SELinux types baseline allows.
 const SELINUX_TYPES: [&str; 4] =
     ["container_t", "container_init_t", "container_kvm_t", "container_engine_t"];
-
-/// The sysctls baseline allows.
-const SAFE_SYSCTLS: [&str; 12] = [
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem",
-    "net.ipv4.tcp_wmem",
-];
 
 /// The volume types restricted allows.
 const ALLOWED_VOLUME_TYPES: [&str; 8] = [

@@ -2,6 +2,23 @@
 //! the kernel namespace each belongs to (which decides whether a pod may set it: the API
 //! refuses one of a namespace the pod shares with the host, the kubelet one it does not allow).
 
+/// The sysctls Kubernetes 1.32 counts as safe: namespaced, and isolated between pods (what
+/// the kubelet lets any pod set, and the baseline Pod Security Standard allows).
+pub const SAFE: &[&str] = &[
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+];
+
 /// The kernel namespace a sysctl belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Namespace {
