@@ -812,8 +812,7 @@ fn pod_security_before(
     name: &str,
     status_only: bool,
 ) -> LabelsBefore {
-    let namespaces = resource.group.is_empty() && resource.plural == "namespaces";
-    (namespaces && !status_only).then(|| core.pod_security_labels(name))
+    (ApiCore::is_namespace(resource) && !status_only).then(|| core.pod_security_labels(name))
 }
 
 /// The PodSecurity admission's warnings about the pods of a namespace whose write made its

@@ -453,8 +453,15 @@ fn pod_security_labels_enforce_and_warn() {
         ),
         "{refused}"
     );
-    // A pod enforced before its namespace asked may still have its labels changed.
+    // A pod enforced before its namespace asked may still have its labels changed, not its
+    // image: that update is checked again.
     k.ok(&["label", "pod", "before", "-n", "psa", "changed=yes"]);
+    let (ok, _, refused) =
+        k.run(&["set", "image", "pod/before", "-n", "psa", "before=kplane/agnhost"]);
+    assert!(
+        !ok && refused.contains("violates PodSecurity \"baseline:latest\": privileged"),
+        "{refused}"
+    );
 
     k.ok(&["label", "namespace", "psa", "pod-security.kubernetes.io/warn=restricted"]);
     let (ok, _, warned) = k.run(&["run", "plain", "-n", "psa", "--image=kplane/pause"]);

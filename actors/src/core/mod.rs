@@ -227,7 +227,8 @@ impl ApiCore {
         resource.group.is_empty() && resource.plural == "pods"
     }
 
-    fn is_namespace(resource: &ResourceType) -> bool {
+    /// Whether `resource` is core/v1 Namespaces.
+    pub fn is_namespace(resource: &ResourceType) -> bool {
         resource.group.is_empty() && resource.plural == "namespaces"
     }
 
@@ -508,7 +509,7 @@ impl ApiCore {
             storage_protection::admit(resource.kind, &mut object);
         }
         if Self::is_pod(resource) {
-            self.enforce_pod_security(resource, namespace, &name, &object)?;
+            self.enforce_pod_security(resource, namespace, &name, &object, None)?;
         }
         if Self::is_namespace(resource) {
             check_pod_security_labels(&name, None, &object)?;
@@ -576,15 +577,20 @@ impl ApiCore {
 
     /// The PodSecurity admission's check of a pod written to `namespace`: refused (403) when
     /// it breaks the standard the namespace enforces.
+    /// An update (`old`: the stored pod) is checked only when it is significant.
     fn enforce_pod_security(
         &self,
         resource: &'static ResourceType,
         namespace: &str,
         name: &str,
         pod: &Value,
+        old: Option<&Value>,
     ) -> Result<(), ApiError> {
         let Some(labels) = self.store.pod_security_labels(namespace) else { return Ok(()) };
-        let (policy, _) = pod_security::Policy::of(labels.iter());
+        if old.is_some_and(|old| !pod_security::significant_update(old, pod)) {
+            return Ok(());
+        }
+        let (policy, _) = pod_security::Policy::of(label_pairs(&labels));
         let violations = pod_security::violations(pod, policy.enforce.level);
         if violations.is_empty() {
             return Ok(());
@@ -616,7 +622,7 @@ impl ApiCore {
         };
         // (The warn standard follows a stricter enforced one: a pod refused by it never gets
         // here, a workload, which is never refused, is warned about it.)
-        let (policy, _) = pod_security::Policy::of(labels.iter());
+        let (policy, _) = pod_security::Policy::of(label_pairs(&labels));
         let violations = pod_security::violations(pod, policy.warn.level);
         if violations.is_empty() {
             return Vec::new();
@@ -641,8 +647,8 @@ impl ApiCore {
         before: Option<&BTreeMap<String, String>>,
     ) -> Vec<String> {
         let after = self.store.pod_security_labels(name);
-        let (old, _) = pod_security::Policy::of(before.into_iter().flatten());
-        let (new, _) = pod_security::Policy::of(after.iter().flat_map(|labels| labels.iter()));
+        let (old, _) = pod_security::Policy::of(before.into_iter().flat_map(label_pairs));
+        let (new, _) = pod_security::Policy::of(after.iter().flat_map(|l| label_pairs(l)));
         let (old, new) = (old.enforce, new.enforce);
         let relaxed = new.version == old.version && new.level <= old.level;
         if new == old || new.level == pod_security::Level::Privileged || relaxed {
@@ -980,12 +986,9 @@ impl ApiCore {
                 }
             }
             let pod_spec_part = matches!(part, Part::Main | Part::EphemeralContainers);
-            if pod_spec_part
-                && Self::is_pod(resource)
-                && pod_security::significant_update(&current_value, &next)
-            {
+            if pod_spec_part && Self::is_pod(resource) {
                 // (Nothing is allocated for a pod.)
-                self.enforce_pod_security(resource, namespace, name, &next)?;
+                self.enforce_pod_security(resource, namespace, name, &next, Some(&current_value))?;
             }
             precondition?;
             if part == Part::Main && resource.kind == "PersistentVolumeClaim" {
@@ -1605,25 +1608,30 @@ fn check_pod_security_labels(
     old: Option<&Value>,
     namespace: &Value,
 ) -> Result<(), ApiError> {
-    let labels = |ns: &Value| json::at(ns, "/metadata/labels").and_then(Value::as_object).cloned();
-    let new = labels(namespace).unwrap_or_default();
-    if !pod_security::names_any(new.keys()) {
+    if !pod_security::names_any(labels_of(namespace).map(|(k, _)| k)) {
         return Ok(());
     }
-    let strings = |map: &serde_json::Map<String, Value>| -> Vec<(String, String)> {
-        map.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()
-    };
-    let new = strings(&new);
-    let (_, errors) = pod_security::Policy::of(new.iter().map(|(k, v)| (k, v)));
+    let (_, errors) = pod_security::Policy::of(labels_of(namespace));
     if errors.is_empty() {
         return Ok(());
     }
-    let old = old.and_then(labels).map(|map| strings(&map)).unwrap_or_default();
-    let (_, old_errors) = pod_security::Policy::of(old.iter().map(|(k, v)| (k, v)));
+    let (_, old_errors) = pod_security::Policy::of(old.into_iter().flat_map(labels_of));
     if !old_errors.is_empty() && old_errors == errors {
         return Ok(());
     }
     Err(ApiError::Invalid { kind: "namespaces", group: "", name: name.to_string(), causes: errors })
+}
+
+/// An object's labels as the PodSecurity admission reads them (a value that is no string
+/// as an empty one).
+fn labels_of(object: &Value) -> impl Iterator<Item = (&str, &str)> + Clone {
+    let labels = json::at(object, "/metadata/labels").and_then(Value::as_object);
+    labels.into_iter().flatten().map(|(k, v)| (k.as_str(), v.as_str().unwrap_or_default()))
+}
+
+/// A label map as the PodSecurity admission reads it.
+fn label_pairs(labels: &BTreeMap<String, String>) -> impl Iterator<Item = (&str, &str)> + Clone {
+    labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))
 }
 
 /// How many of a namespace's pods a stricter enforced standard is checked against (as

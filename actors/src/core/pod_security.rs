@@ -70,12 +70,10 @@ impl Policy {
     /// without a label is privileged; an invalid enforce label enforces `restricted:latest`,
     /// as Kubernetes denies by default.
     pub fn of<'a>(
-        labels: impl IntoIterator<Item = (&'a String, &'a String)> + Clone,
+        labels: impl IntoIterator<Item = (&'a str, &'a str)> + Clone,
     ) -> (Policy, Vec<FieldError>) {
         let mut errors = Vec::new();
-        let find = |key: &str| {
-            labels.clone().into_iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v.as_str())
-        };
+        let find = |key: &str| labels.clone().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v);
         // Each mode's level and version, each read apart: a bad level is restricted for
         // enforce (denied by default) and privileged for audit and warn (they fail open), a
         // bad version is `latest`.
@@ -143,7 +141,7 @@ fn valid_version(text: &str) -> bool {
 }
 
 /// Whether `labels` name a pod security label at all.
-pub fn names_any<'a>(mut keys: impl Iterator<Item = &'a String>) -> bool {
+pub fn names_any<'a>(mut keys: impl Iterator<Item = &'a str>) -> bool {
     keys.any(|key| key.starts_with(PREFIX))
 }
 
@@ -151,18 +149,14 @@ pub fn names_any<'a>(mut keys: impl Iterator<Item = &'a String>) -> bool {
 /// changes a container's image or adds a container (an ephemeral one, say). Its other changes
 /// (labels, annotations, tolerations, ...) cannot make it less secure.
 pub fn significant_update(old: &Value, new: &Value) -> bool {
-    let images = |pod: &Value| -> Vec<(String, String, String)> {
-        ["initContainers", "containers", "ephemeralContainers"]
-            .iter()
-            .flat_map(|list| {
-                pod["spec"][*list].as_array().into_iter().flatten().map(move |c| {
-                    let text = |field: &str| c[field].as_str().unwrap_or_default().to_string();
-                    (list.to_string(), text("name"), text("image"))
-                })
+    ["initContainers", "containers", "ephemeralContainers"].iter().any(|list| {
+        let containers = |pod: &Value| pod["spec"][*list].as_array().map_or(0, Vec::len);
+        let (before, after) = (&old["spec"][*list], &new["spec"][*list]);
+        containers(old) != containers(new)
+            || (0..containers(new)).any(|i| {
+                before[i]["name"] != after[i]["name"] || before[i]["image"] != after[i]["image"]
             })
-            .collect()
-    };
-    images(old) != images(new)
+    })
 }
 
 /// The message of a pod `standard` refuses: `violates PodSecurity "restricted:latest": ...`.
@@ -729,23 +723,27 @@ mod tests {
 
     use super::*;
 
+    fn pairs(labels: &BTreeMap<String, String>) -> impl Iterator<Item = (&str, &str)> + Clone {
+        labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string())).collect()
     }
 
     #[test]
     fn labels_choose_each_mode_s_standard_and_bad_ones_are_named() {
-        let (policy, errors) = Policy::of(&labels(&[
+        let (policy, errors) = Policy::of(pairs(&labels(&[
             ("enforce", "baseline"),
             ("warn", "restricted"),
             ("warn-version", "v1.30"),
-        ]));
+        ])));
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(policy.enforce.label(), "baseline:latest");
         assert_eq!(policy.warn.label(), "restricted:v1.30");
         assert_eq!(policy.audit.label(), "privileged:latest");
         let (policy, errors) =
-            Policy::of(&labels(&[("enforce", "bogus"), ("audit-version", "v1.05")]));
+            Policy::of(pairs(&labels(&[("enforce", "bogus"), ("audit-version", "v1.05")])));
         assert_eq!(policy.enforce.label(), "restricted:latest", "denied by default");
         assert_eq!(policy.audit.level, Level::Privileged);
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
@@ -766,13 +764,13 @@ mod tests {
         // Warn follows a stricter enforced level, and its version unless it names one; a bad
         // version is latest, the level kept.
         let (policy, _) =
-            Policy::of(&labels(&[("enforce", "baseline"), ("enforce-version", "v1.31")]));
+            Policy::of(pairs(&labels(&[("enforce", "baseline"), ("enforce-version", "v1.31")])));
         assert_eq!(policy.warn.label(), "baseline:v1.31");
-        let (policy, _) = Policy::of(&labels(&[
+        let (policy, _) = Policy::of(pairs(&labels(&[
             ("enforce", "baseline"),
             ("enforce-version", "x"),
             ("warn-version", "v1.30"),
-        ]));
+        ])));
         assert_eq!(
             (policy.enforce.label(), policy.warn.label()),
             ("baseline:latest".into(), "baseline:v1.30".into())
