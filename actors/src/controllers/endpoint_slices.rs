@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::endpoints::{listed, resolved_ports, service_labels};
 use super::trigger_time;
@@ -49,20 +49,75 @@ pub(super) fn slices() -> &'static ResourceType {
     resources::find("discovery.k8s.io", "v1", "endpointslices").expect("served")
 }
 
+/// What the slices read of the nodes: which exist, once they have been listed, and each
+/// one's `topology.kubernetes.io/zone`.
+#[derive(Default)]
+pub(super) struct Nodes {
+    listed: bool,
+    zones: HashMap<String, Option<String>>,
+}
+
+impl Nodes {
+    const ZONE: &'static str = "topology.kubernetes.io/zone";
+
+    fn zone_of(node: &Value) -> Option<String> {
+        let labels = json::at(node, "/metadata/labels").and_then(Value::as_object);
+        labels.and_then(|l| l.get(Self::ZONE)).and_then(Value::as_str).map(String::from)
+    }
+
+    /// Takes a full list of the nodes.
+    pub(super) fn listed(&mut self, nodes: &[Value]) {
+        self.listed = true;
+        self.zones =
+            nodes.iter().map(|n| (object_name(n).to_string(), Self::zone_of(n))).collect();
+    }
+
+    /// Takes an added or changed node; whether it is new.
+    pub(super) fn changed(&mut self, node: &Value) -> bool {
+        self.zones.insert(object_name(node).to_string(), Self::zone_of(node)).is_none()
+    }
+
+    /// Takes a deleted node.
+    pub(super) fn deleted(&mut self, name: &str) {
+        self.zones.remove(name);
+    }
+
+    fn missing(&self, node: &str) -> bool {
+        self.listed && !self.zones.contains_key(node)
+    }
+
+    fn zone(&self, node: &str) -> Option<&str> {
+        self.zones.get(node).and_then(Option::as_deref)
+    }
+
+    #[cfg(test)]
+    pub(super) fn of(nodes: &[Value]) -> Self {
+        let mut known = Self::default();
+        known.listed(nodes);
+        known
+    }
+}
+
 /// The slices `service` should have, given the pods its selector matches: their content
 /// (`endpoints`, `ports`, labels), without names.
-pub(super) fn desired(
-    service: &Value,
-    pods: &[&Value],
-    zones: &HashMap<String, String>,
-) -> Vec<Value> {
+pub(super) fn desired(service: &Value, pods: &[&Value], nodes: &Nodes) -> Vec<Value> {
     let (namespace, name) = key_of(service);
     let publish_not_ready =
         json::at(service, "/spec/publishNotReadyAddresses") == Some(&json!(true));
     let service_ports =
         json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    // Ready endpoints are hinted to their own zone when the service prefers close ones.
+    let prefer_close =
+        json::at(service, "/spec/trafficDistribution").and_then(Value::as_str) == Some("PreferClose");
     let mut by_ports: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
     for pod in pods.iter().filter(|pod| listed(pod, true)) {
+        // A pod on a node that does not exist is left out (unless the service publishes
+        // every address), as Kubernetes' reconciler does, so that a missing node's pods do
+        // not stay in the slices until they are collected.
+        let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str);
+        if !publish_not_ready && node.is_some_and(|node| nodes.missing(node)) {
+            continue;
+        }
         // In the service's order; a pod none of them resolves on is in a slice without ports,
         // as Kubernetes' reconciler groups it (the Endpoints leave it out).
         let ports = resolved_ports(pod, &service_ports);
@@ -74,11 +129,14 @@ pub(super) fn desired(
                 "serving": serving, "terminating": terminating},
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
                 "uid": object_uid(pod)}});
-        if let Some(node) = json::at(pod, "/spec/nodeName").and_then(Value::as_str) {
+        if let Some(node) = node {
             endpoint["nodeName"] = json!(node);
             // Its node's zone, as Kubernetes' controller copies it.
-            if let Some(zone) = zones.get(node) {
+            if let Some(zone) = nodes.zone(node) {
                 endpoint["zone"] = json!(zone);
+                if prefer_close && endpoint["conditions"]["ready"] == true {
+                    endpoint["hints"] = json!({"forZones": [{"name": zone}]});
+                }
             }
         }
         let hostname = json::at(pod, "/spec/hostname").and_then(Value::as_str).unwrap_or("");
@@ -126,10 +184,10 @@ pub(super) fn desired(
     slices
 }
 
-/// The slices that mirror `endpoints` (a service's without a selector): one per subset (its
-/// first 1,000 addresses, not-ready ones not ready), with the Endpoints' labels, as
-/// Kubernetes' mirroring writes them; none for Endpoints labelled
-/// `endpointslice.kubernetes.io/skip-mirror: "true"`.
+/// The slices that mirror `endpoints` (a service's without a selector): one per subset and
+/// address family (its first 1,000 addresses, not-ready ones not ready; an address that is
+/// no IP is left out), with the Endpoints' labels and annotations, as Kubernetes' mirroring
+/// writes them; none for Endpoints labelled `endpointslice.kubernetes.io/skip-mirror: "true"`.
 pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
     let (_, name) = key_of(endpoints);
     let mut labels = json::at(endpoints, "/metadata/labels").cloned().unwrap_or(json!({}));
@@ -138,14 +196,25 @@ pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
     }
     labels[SERVICE_NAME] = json!(name);
     labels[MANAGED_BY] = json!(Keeper::Mirroring.label());
+    let annotations = mirrored_annotations(endpoints);
     let subsets = json::at(endpoints, "/subsets").and_then(Value::as_array);
     let mut slices = Vec::new();
     for subset in subsets.into_iter().flatten() {
-        let addresses = |field: &str, ready: bool| {
-            let listed = subset.get(field).and_then(Value::as_array).into_iter().flatten();
-            listed.map(move |address| {
-                let mut endpoint = json!({"addresses": [address["ip"]],
-                    "conditions": {"ready": ready}});
+        let mut families: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        let mut mirrored = 0;
+        for (field, ready) in [("addresses", true), ("notReadyAddresses", false)] {
+            for address in subset.get(field).and_then(Value::as_array).into_iter().flatten() {
+                let ip = address.get("ip").and_then(Value::as_str).unwrap_or("");
+                let family = match ip.parse::<std::net::IpAddr>() {
+                    Ok(std::net::IpAddr::V4(_)) => "IPv4",
+                    Ok(std::net::IpAddr::V6(_)) => "IPv6",
+                    Err(_) => continue,
+                };
+                if mirrored == MAX_MIRRORED {
+                    break;
+                }
+                mirrored += 1;
+                let mut endpoint = json!({"addresses": [ip], "conditions": {"ready": ready}});
                 for field in ["targetRef", "nodeName"] {
                     if let Some(value) = address.get(field).filter(|v| !v.is_null()) {
                         endpoint[field] = value.clone();
@@ -155,11 +224,9 @@ pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
                 if let Some(hostname) = hostname.filter(|h| !h.is_empty()) {
                     endpoint["hostname"] = json!(hostname);
                 }
-                endpoint
-            })
-        };
-        let endpoints: Vec<Value> =
-            addresses("addresses", true).chain(addresses("notReadyAddresses", false)).collect();
+                families.entry(family).or_default().push(endpoint);
+            }
+        }
         let ports: Vec<Value> = (subset.get("ports").and_then(Value::as_array).into_iter())
             .flatten()
             .map(|port| {
@@ -172,17 +239,38 @@ pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
                 mirrored
             })
             .collect();
-        let mut slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"labels": labels}, "addressType": "IPv4"});
-        if !endpoints.is_empty() {
-            slice["endpoints"] = json!(endpoints[..endpoints.len().min(MAX_MIRRORED)]);
+        if families.is_empty() {
+            families.insert("IPv4", Vec::new());
         }
-        if !ports.is_empty() {
-            slice["ports"] = json!(ports);
+        for (family, endpoints) in families {
+            let mut slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"labels": labels}, "addressType": family});
+            if !annotations.is_empty() {
+                slice["metadata"]["annotations"] = Value::Object(annotations.clone());
+            }
+            if !endpoints.is_empty() {
+                slice["endpoints"] = json!(endpoints);
+            }
+            if !ports.is_empty() {
+                slice["ports"] = json!(ports);
+            }
+            slices.push(slice);
         }
-        slices.push(slice);
     }
     slices
+}
+
+/// The annotations of `object` a mirroring slice carries: all but the time of the last change
+/// and kubectl's last applied configuration.
+fn mirrored_annotations(object: &Value) -> Map<String, Value> {
+    let annotations = json::at(object, "/metadata/annotations").and_then(Value::as_object);
+    let skipped = [trigger_time::ANNOTATION, "kubectl.kubernetes.io/last-applied-configuration"];
+    annotations
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| !skipped.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 /// The service a slice is kept for, when it is one of the controller's (either keeper's).
@@ -237,14 +325,18 @@ pub(super) async fn write(
     let mut unmatched = Vec::new();
     let mut kept = Written::new();
     for want in desired {
-        match existing.iter().position(|s| s.get("ports") == want.get("ports")) {
-            Some(at) => kept.push(update(client, &namespace, existing.remove(at), want).await?),
+        let alike = |s: &Value| s.get("ports") == want.get("ports") && s["addressType"] == want["addressType"];
+        match existing.iter().position(alike) {
+            Some(at) => {
+                kept.push(update(client, keeper, &namespace, existing.remove(at), want).await?)
+            }
             None => unmatched.push(want),
         }
     }
     for mut want in unmatched {
-        if !existing.is_empty() {
-            kept.push(update(client, &namespace, existing.remove(0), want).await?);
+        // (A slice's address type cannot change.)
+        if let Some(at) = existing.iter().position(|s| s["addressType"] == want["addressType"]) {
+            kept.push(update(client, keeper, &namespace, existing.remove(at), want).await?);
             continue;
         }
         want["metadata"]["generateName"] = json!(format!("{name}-"));
@@ -263,17 +355,28 @@ pub(super) async fn write(
     Ok(kept)
 }
 
-/// Gives slice `have` the endpoints, ports and labels of `want`, unless it has them.
+/// Gives slice `have` the endpoints, ports and labels of `want` (and, for a mirroring slice,
+/// its annotations), unless it has them.
 async fn update(
     client: &dyn ApiClient,
+    keeper: Keeper,
     namespace: &str,
     mut have: Value,
     mut want: Value,
 ) -> Result<(String, i64), ApiError> {
     let labels = |s: &Value| json::at(s, "/metadata/labels").cloned();
     let same = |field: &str| have.get(field) == want.get(field);
-    if same("endpoints") && same("ports") && labels(&have) == labels(&want) {
+    let mirroring = keeper == Keeper::Mirroring;
+    let same_annotations = !mirroring || mirrored_annotations(&have) == mirrored_annotations(&want);
+    if same("endpoints") && same("ports") && labels(&have) == labels(&want) && same_annotations {
         return Ok(written(&have));
+    }
+    if mirroring {
+        let annotations = mirrored_annotations(&want);
+        match annotations.is_empty() {
+            true => _ = have["metadata"].as_object_mut().map(|m| m.remove("annotations")),
+            false => have["metadata"]["annotations"] = Value::Object(annotations),
+        }
     }
     for field in ["endpoints", "ports"] {
         match want.as_object_mut().and_then(|w| w.remove(field)) {
@@ -322,8 +425,11 @@ mod tests {
                     "conditions": [{"type": "Ready", "status": "True"}]}})
         };
         let (zoned, plain) = (pod("a", "n-zoned"), pod("b", "n"));
-        let zones = HashMap::from([("n-zoned".to_string(), "za".to_string())]);
-        let slices = desired(&service, &[&zoned, &plain], &zones);
+        let nodes = Nodes::of(&[
+            json!({"metadata": {"name": "n-zoned", "labels": {"topology.kubernetes.io/zone": "za"}}}),
+            json!({"metadata": {"name": "n"}}),
+        ]);
+        let slices = desired(&service, &[&zoned, &plain], &nodes);
         let endpoints = slices[0]["endpoints"].as_array().unwrap();
         let zone_of = |name: &str| {
             let endpoint = endpoints.iter().find(|e| e["targetRef"]["name"] == name).unwrap();
@@ -347,7 +453,7 @@ mod tests {
         };
         let named = pod("named", json!([{"name": "http", "containerPort": 9000}]));
         let unnamed = pod("unnamed", json!([]));
-        let slices = desired(&service, &[&named, &unnamed], &HashMap::new());
+        let slices = desired(&service, &[&named, &unnamed], &Nodes::default());
         let ports_of = |pod: &str| {
             let slice = slices.iter().find(|s| s["endpoints"][0]["targetRef"]["name"] == pod);
             slice.expect("a slice of its own")["ports"].clone()
@@ -360,9 +466,64 @@ mod tests {
         // None resolves: a slice without ports.
         let only_named = json!({"metadata": {"name": "web", "namespace": "default"},
             "spec": {"selector": {"app": "web"}, "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}});
-        let slices = desired(&only_named, &[&unnamed], &HashMap::new());
+        let slices = desired(&only_named, &[&unnamed], &Nodes::default());
         assert_eq!(slices.len(), 1);
         assert!(slices[0].get("ports").is_none(), "{}", slices[0]);
         assert_eq!(slices[0]["endpoints"][0]["targetRef"]["name"], "unnamed");
+    }
+
+    #[test]
+    fn pods_of_missing_nodes_are_left_out_and_close_ones_hinted() {
+        let service = |extra: Value| {
+            let mut service = json!({"metadata": {"name": "web", "namespace": "default"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+            service["spec"].as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            service
+        };
+        let pod = |name: &str, node: &str, ready: &str| {
+            json!({"metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "podIP": format!("127.0.0.{}", name.len()),
+                    "conditions": [{"type": "Ready", "status": ready}]}})
+        };
+        let nodes = Nodes::of(&[json!({"metadata": {"name": "n",
+            "labels": {"topology.kubernetes.io/zone": "za"}}})]);
+        let (here, gone, slow) = (pod("a", "n", "True"), pod("bb", "gone", "True"), pod("ccc", "n", "False"));
+        let names = |slices: &[Value]| -> Vec<String> {
+            let endpoints = slices[0]["endpoints"].as_array().unwrap();
+            endpoints.iter().map(|e| e["targetRef"]["name"].as_str().unwrap().to_string()).collect()
+        };
+        let plain = desired(&service(json!({})), &[&here, &gone, &slow], &nodes);
+        assert_eq!(names(&plain), ["a", "ccc"]);
+        assert!(plain[0]["endpoints"][0].get("hints").is_none());
+        // Until the nodes are listed, none is missing.
+        let unlisted = desired(&service(json!({})), &[&here, &gone], &Nodes::default());
+        assert_eq!(names(&unlisted), ["a", "bb"]);
+        let published = json!({"publishNotReadyAddresses": true});
+        assert_eq!(names(&desired(&service(published), &[&here, &gone], &nodes)), ["a", "bb"]);
+        let close = desired(&service(json!({"trafficDistribution": "PreferClose"})), &[&here, &slow], &nodes);
+        assert_eq!(close[0]["endpoints"][0]["hints"], json!({"forZones": [{"name": "za"}]}));
+        assert!(close[0]["endpoints"][1].get("hints").is_none(), "not ready: no hint");
+    }
+
+    #[test]
+    fn mirrored_slices_split_by_family_and_carry_the_annotations() {
+        let endpoints = json!({"metadata": {"name": "ext", "namespace": "default",
+                "labels": {"team": "blue"},
+                "annotations": {"note": "x", "endpoints.kubernetes.io/last-change-trigger-time": "t",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "subsets": [{"addresses": [{"ip": "fd00::5"}, {"ip": "127.0.0.7"}, {"ip": "not-an-ip"}],
+                "notReadyAddresses": [{"ip": "127.0.0.8"}],
+                "ports": [{"port": 80, "protocol": "TCP"}]}]});
+        let slices = mirrored(&endpoints);
+        assert_eq!(slices.len(), 2, "{slices:?}");
+        let of = |family: &str| slices.iter().find(|s| s["addressType"] == family).unwrap();
+        assert_eq!(of("IPv6")["endpoints"], json!([{"addresses": ["fd00::5"], "conditions": {"ready": true}}]));
+        let v4: Vec<&Value> = of("IPv4")["endpoints"].as_array().unwrap().iter().map(|e| &e["addresses"][0]).collect();
+        assert_eq!(v4, [&json!("127.0.0.7"), &json!("127.0.0.8")]);
+        for slice in &slices {
+            assert_eq!(slice["metadata"]["annotations"], json!({"note": "x"}));
+            assert_eq!(slice["metadata"]["labels"]["team"], "blue");
+        }
     }
 }

@@ -27,7 +27,7 @@ use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
-use crate::model::{json, resources};
+use crate::model::{endpoints, json, resources};
 use crate::watch::EventType;
 
 /// The endpoints controller actor.
@@ -38,8 +38,8 @@ pub struct EndpointsController {
     endpoints: BTreeMap<Key, Value>,
     /// The Endpoints have been listed (until then, nothing is mirrored or unmirrored).
     endpoints_listed: bool,
-    /// Each node's `topology.kubernetes.io/zone`, for the slices' endpoints.
-    zones: HashMap<String, String>,
+    /// The nodes (which exist, and their zones), for the slices' endpoints.
+    nodes: endpoint_slices::Nodes,
     /// Every pod, while any service has a selector.
     pods: OnDemandCache,
     dirty: BTreeSet<Key>,
@@ -100,7 +100,7 @@ impl EndpointsController {
             services: BTreeMap::new(),
             endpoints: BTreeMap::new(),
             endpoints_listed: false,
-            zones: HashMap::new(),
+            nodes: endpoint_slices::Nodes::default(),
             pods: OnDemandCache::default(),
             dirty: BTreeSet::new(),
             sync_queued: false,
@@ -204,7 +204,7 @@ impl EndpointsController {
                     .filter(|pod| selects(selector, pod_labels(pod)))
                     .collect();
                 let mut desired = desired_endpoints(service, &selected);
-                let mut slices = endpoint_slices::desired(service, &selected, &self.zones);
+                let mut slices = endpoint_slices::desired(service, &selected, &self.nodes);
                 let trigger = self.trigger_times.sync(key, service, &selected);
                 for object in std::iter::once(&mut desired).chain(&mut slices) {
                     trigger_time::annotate(object, trigger.as_deref());
@@ -272,11 +272,18 @@ async fn write(
     match client.get(resources::core("endpoints"), namespace, &name).await {
         Ok(mut current) => {
             let labels = |object: &Value| json::at(object, "/metadata/labels").cloned();
+            let over_capacity = |object: &Value| {
+                let annotations = json::at(object, "/metadata/annotations");
+                annotations.and_then(|a| a.get(endpoints::OVER_CAPACITY)).cloned()
+            };
+            let truncated = over_capacity(&desired).is_some();
             if current.get("subsets") == desired.get("subsets")
                 && labels(&current) == labels(&desired)
+                && over_capacity(&current) == over_capacity(&desired)
             {
                 return Ok(());
             }
+            endpoints::mark_capacity(&mut current, truncated);
             // Only the subsets, the labels and the trigger time are the controller's: the
             // rest of the object (other annotations, owners, finalizers) stays as it is.
             match desired.as_object_mut().and_then(|d| d.remove("subsets")) {
@@ -302,12 +309,15 @@ async fn write(
     }
 }
 
-/// The labels a service's endpoints carry: its own, and the headless mark when it has no
-/// cluster IP.
+/// The labels a service's endpoints carry: its own, with the headless mark when (and only
+/// when) it has no cluster IP.
 pub(super) fn service_labels(service: &Value) -> Value {
+    const HEADLESS: &str = "service.kubernetes.io/headless";
     let mut labels = json::at(service, "/metadata/labels").cloned().unwrap_or(json!({}));
     if json::at(service, "/spec/clusterIP") == Some(&json!("None")) {
-        labels["service.kubernetes.io/headless"] = json!("");
+        labels[HEADLESS] = json!("");
+    } else if let Some(labels) = labels.as_object_mut() {
+        labels.remove(HEADLESS);
     }
     labels
 }
@@ -342,9 +352,14 @@ fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64>
     match service_port.get("targetPort").or_else(|| service_port.get("port")) {
         Some(Value::Number(number)) => number.as_i64(),
         Some(Value::String(name)) => {
+            // Its containers', then its sidecars' (init containers that keep running).
             let containers = json::at(pod, "/spec/containers").and_then(Value::as_array);
-            let ports =
-                containers.into_iter().flatten().filter_map(|c| c["ports"].as_array()).flatten();
+            let init = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
+            let sidecars =
+                init.into_iter().flatten().filter(|c| c["restartPolicy"] == "Always");
+            let ports = (containers.into_iter().flatten().chain(sidecars))
+                .filter_map(|c| c["ports"].as_array())
+                .flatten();
             ports
                 .filter(|p| p["name"] == name.as_str())
                 .find(|p| p["protocol"].as_str().unwrap_or("TCP") == protocol)
@@ -375,22 +390,16 @@ pub(super) fn resolved_ports(pod: &Value, service_ports: &[Value]) -> Vec<Value>
     ports
 }
 
-/// The addresses of one set of ports.
-struct Subset {
-    ready: Vec<Value>,
-    not_ready: Vec<Value>,
-    ports: Vec<Value>,
-}
-
-/// The Endpoints the service should have, given the pods its selector matches.
+/// The Endpoints the service should have, given the pods its selector matches: each pod's
+/// address with the ports it offers, repacked as Kubernetes lays subsets out, and cut to
+/// [`endpoints::MAX_ADDRESSES`] addresses (marked so) as its controller does.
 fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
     let (namespace, name) = key_of(service);
     let publish_not_ready =
         json::at(service, "/spec/publishNotReadyAddresses") == Some(&json!(true));
     let service_ports =
         json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
-    // One subset per set of ports, its addresses sorted: Kubernetes' repacking.
-    let mut subsets: BTreeMap<String, Subset> = BTreeMap::new();
+    let mut per_pod = Vec::new();
     for pod in pods.iter().filter(|pod| listed(pod, publish_not_ready)) {
         let mut address = json!({"ip": pod["status"]["podIP"],
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": object_name(pod),
@@ -407,54 +416,31 @@ fn desired_endpoints(service: &Value, pods: &[&Value]) -> Value {
             address["hostname"] = json!(hostname);
         }
         // A pod none of the service's ports resolves on is left out (a service with no
-        // ports at all lists its pods without ports); a subset's ports are sorted.
-        let mut ports = resolved_ports(pod, &service_ports);
+        // ports at all lists its pods without ports).
+        let ports = resolved_ports(pod, &service_ports);
         if ports.is_empty() && !service_ports.is_empty() {
             continue;
         }
-        ports.sort_by_key(|p| p.to_string());
-        let key = Value::Array(ports.clone()).to_string();
-        let subset = subsets.entry(key).or_insert(Subset {
-            ready: Vec::new(),
-            not_ready: Vec::new(),
-            ports,
-        });
-        if publish_not_ready || crate::model::is_ready(pod) {
-            subset.ready.push(address);
+        let field = if publish_not_ready || crate::model::is_ready(pod) {
+            "addresses"
         } else {
-            subset.not_ready.push(address);
+            "notReadyAddresses"
+        };
+        let mut subset = json!({field: [address]});
+        if !ports.is_empty() {
+            subset["ports"] = Value::Array(ports);
         }
+        per_pod.push(subset);
     }
-    let sort = |addresses: &mut Vec<Value>| {
-        addresses.sort_by(|a, b| {
-            (a["ip"].as_str(), a["targetRef"]["name"].as_str())
-                .cmp(&(b["ip"].as_str(), b["targetRef"]["name"].as_str()))
-        })
-    };
-    let subsets: Vec<Value> = subsets
-        .into_values()
-        .map(|Subset { mut ready, mut not_ready, ports }| {
-            let mut subset = Map::new();
-            sort(&mut ready);
-            sort(&mut not_ready);
-            if !ready.is_empty() {
-                subset.insert("addresses".into(), Value::Array(ready));
-            }
-            if !not_ready.is_empty() {
-                subset.insert("notReadyAddresses".into(), Value::Array(not_ready));
-            }
-            if !ports.is_empty() {
-                subset.insert("ports".into(), Value::Array(ports));
-            }
-            Value::Object(subset)
-        })
-        .collect();
+    let mut subsets = endpoints::repack(&per_pod);
+    let truncated = endpoints::truncate(&mut subsets);
     let labels = service_labels(service);
     let mut metadata = json!({"name": name, "namespace": namespace});
     if labels.as_object().is_some_and(|l| !l.is_empty()) {
         metadata["labels"] = labels;
     }
     let mut object = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": metadata});
+    endpoints::mark_capacity(&mut object, truncated);
     if !subsets.is_empty() {
         object["subsets"] = Value::Array(subsets);
     }
@@ -587,33 +573,35 @@ impl Handler<SlicesFeed> for EndpointsController {
 impl Handler<Nodes> for EndpointsController {
     type Result = ();
 
-    /// A node's zone is read when its pods' slices are next written, as Kubernetes reads it.
-    fn handle(&mut self, Nodes(feed): Nodes, _: &mut Context<Self>) {
-        let zone = |node: &Value| {
-            let labels = json::at(node, "/metadata/labels").and_then(Value::as_object);
-            let zone = labels.and_then(|l| l.get(ZONE)).and_then(Value::as_str);
-            zone.map(|zone| (object_name(node).to_string(), zone.to_string()))
-        };
-        match feed {
-            Feed::Listed(nodes) => self.zones = nodes.iter().filter_map(zone).collect(),
-            Feed::Changed(EventType::Deleted, node) => {
-                self.zones.remove(object_name(&node));
+    /// A node's zone is read when its pods' slices are next written, as Kubernetes reads it;
+    /// a node that comes or goes has the services of its pods synced (their slices leave out
+    /// the pods of nodes that do not exist).
+    fn handle(&mut self, Nodes(feed): Nodes, ctx: &mut Context<Self>) {
+        let came_or_went = match feed {
+            Feed::Listed(nodes) => {
+                self.nodes.listed(&nodes);
+                let keys: Vec<Key> = self.services.keys().cloned().collect();
+                keys.into_iter().for_each(|key| self.mark(key, ctx));
+                return;
             }
-            Feed::Changed(_, node) => match zone(&node) {
-                Some((name, zone)) => {
-                    self.zones.insert(name, zone);
-                }
-                None => {
-                    self.zones.remove(object_name(&node));
-                }
-            },
-            Feed::Unavailable(_) => {}
-        }
+            Feed::Changed(EventType::Deleted, node) => {
+                self.nodes.deleted(object_name(&node));
+                node
+            }
+            Feed::Changed(_, node) if self.nodes.changed(&node) => node,
+            Feed::Changed(..) | Feed::Unavailable(_) => return,
+        };
+        let name = object_name(&came_or_went);
+        let on_node: Vec<Key> = self
+            .pods
+            .objects()
+            .all()
+            .filter(|pod| json::at(pod, "/spec/nodeName").and_then(Value::as_str) == Some(name))
+            .flat_map(|pod| self.selecting(pod))
+            .collect();
+        on_node.into_iter().for_each(|key| self.mark(key, ctx));
     }
 }
-
-/// The label naming a node's zone.
-const ZONE: &str = "topology.kubernetes.io/zone";
 
 impl Handler<Pods> for EndpointsController {
     type Result = ();
@@ -732,6 +720,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn each_port_lists_every_pod_offering_it_sidecars_included() {
+        let service = json!({"metadata": {"name": "web", "namespace": "default",
+                "labels": {"service.kubernetes.io/headless": ""}},
+            "spec": {"selector": {"app": "web"}, "clusterIP": "10.0.0.1", "ports": [
+                {"name": "a", "port": 80, "targetPort": "a"},
+                {"name": "b", "port": 90, "targetPort": "b"}]}});
+        let both = json!([{"name": "a", "containerPort": 8080}, {"name": "b", "containerPort": 9090}]);
+        let mut sidecar = pod("sidecar", "127.0.0.4", true, json!([{"name": "a", "containerPort": 8080}]));
+        sidecar["spec"]["initContainers"] = json!([{"name": "s", "restartPolicy": "Always",
+            "ports": [{"name": "b", "containerPort": 9090}]}]);
+        let pods = [
+            pod("pa", "127.0.0.1", true, both),
+            pod("pb", "127.0.0.2", true, json!([{"name": "a", "containerPort": 8080}])),
+            sidecar,
+        ];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let endpoints = desired_endpoints(&service, &refs);
+        // A service with a cluster IP is not headless, whatever its labels say.
+        assert!(endpoints["metadata"].get("labels").is_none(), "{endpoints}");
+        let subsets = endpoints["subsets"].as_array().unwrap();
+        let with = |name: &str| -> Vec<&str> {
+            let subset = subsets.iter().find(|s| s["ports"].as_array().unwrap().iter().any(|p| p["name"] == name));
+            let addresses = subset.unwrap()["addresses"].as_array().unwrap();
+            addresses.iter().map(|a| a["targetRef"]["name"].as_str().unwrap()).collect()
+        };
+        assert_eq!(with("a"), ["pa", "pb", "sidecar"]);
+        assert_eq!(with("b"), ["pa", "sidecar"]);
+        assert_eq!(subsets.len(), 2, "one subset per set of addresses: {subsets:?}");
+    }
+
     #[actix::test]
     async fn a_services_endpoints_follow_its_pods_and_go_with_it() {
         let core = core().await;
@@ -822,6 +841,8 @@ mod tests {
     #[actix::test]
     async fn a_services_endpoint_slices_follow_its_pods_and_go_with_it() {
         let core = core().await;
+        let node = json!({"metadata": {"name": "n"}});
+        ApiClient::create(&core, resources::core("nodes"), "", node).await.unwrap();
         let _controller = EndpointsController::new(Arc::new(core.clone())).start();
         let service = json!({"metadata": {"name": "web", "labels": {"tier": "front"}},
             "spec": {"selector": {"app": "web"},
@@ -947,6 +968,8 @@ mod tests {
     #[actix::test]
     async fn what_others_delete_or_change_is_put_back() {
         let core = core().await;
+        let node = json!({"metadata": {"name": "n"}});
+        ApiClient::create(&core, resources::core("nodes"), "", node).await.unwrap();
         let _controller = EndpointsController::new(Arc::new(core.clone())).start();
         let (services, pods) = (resources::core("services"), resources::core("pods"));
         let endpoints = resources::core("endpoints");

@@ -333,6 +333,19 @@ fn round_resource_lists(kind: &str, object: &mut Value) {
     }
 }
 
+/// The canonical form Kubernetes' strategies give an object once it is valid
+/// (`Canonicalize`): an Endpoints object's subsets repacked, whoever writes them.
+pub(crate) fn canonicalize(kind: &str, object: &mut Value) {
+    if kind == "Endpoints" {
+        if let Some(subsets) = object.get_mut("subsets").and_then(Value::as_array_mut) {
+            *subsets = crate::model::endpoints::repack(subsets);
+            if subsets.is_empty() {
+                object.as_object_mut().map(|o| o.remove("subsets"));
+            }
+        }
+    }
+}
+
 /// What a status gets from Kubernetes' defaults and its encoding, however it is written (with
 /// the object or through its `status` subresource): a pod's addresses in step and its
 /// conditions' zero times written `null`; a namespace's phase; a load balancer's `ipMode`.

@@ -500,6 +500,7 @@ impl ApiCore {
         if !errors.is_empty() {
             return Err(ApiError::invalid(resource, &name, errors));
         }
+        defaults::canonicalize(resource.kind, &mut object);
         self.admit_priority_class(resource, &name, &object)?;
         if Self::is_pod(resource) {
             // A mutating plugin run after validation, which what it adds would pass.
@@ -968,6 +969,9 @@ impl ApiCore {
                     self.services.release(&allocated);
                     return Err(refused);
                 }
+            }
+            if errors.is_empty() {
+                defaults::canonicalize(resource.kind, &mut next);
             }
             let precondition = requested.check(&current);
             let same = unchanged(&current_value, &next);
@@ -2297,6 +2301,31 @@ mod tests {
                 .unwrap();
             assert_eq!(written.to_value()["status"]["phase"], "Active");
         }
+    }
+
+    /// Endpoints are stored repacked, whoever writes them (Kubernetes' `Canonicalize`): by
+    /// create and by update alike.
+    #[actix::test]
+    async fn endpoints_are_stored_repacked() {
+        let core = crate::testing::core().await;
+        let endpoints = resources::core("endpoints");
+        let address = |ip: &str| json!({"ip": ip});
+        let port = json!({"port": 80});
+        let body = json!({"metadata": {"name": "e"}, "subsets": [
+            {"addresses": [address("10.0.0.2")], "ports": [port]},
+            {"addresses": [address("10.0.0.1")], "ports": [port]}]});
+        let created = core.create(endpoints, "default", body, &WriteOptions::default()).await;
+        let created = created.unwrap().to_value();
+        let expected = json!([{"addresses": [address("10.0.0.1"), address("10.0.0.2")],
+            "ports": [{"port": 80, "protocol": "TCP"}]}]);
+        assert_eq!(created["subsets"], expected);
+        let mut body = created.clone();
+        body["subsets"] = json!([{"addresses": [address("10.0.0.3")], "ports": [port]},
+            {"notReadyAddresses": [address("10.0.0.3")], "ports": [port]}]);
+        let updated = core.update(endpoints, "default", "e", body, &WriteOptions::default()).await;
+        let expected = json!([{"notReadyAddresses": [address("10.0.0.3")],
+            "ports": [{"port": 80, "protocol": "TCP"}]}]);
+        assert_eq!(updated.unwrap().to_value()["subsets"], expected, "not ready wins");
     }
 
     /// A list of the latest state is at the latest revision handed out, whatever resource

@@ -1,6 +1,7 @@
 //! The API model: served resource types, stored objects, selectors and validation.
 
 pub mod disruption;
+pub mod endpoints;
 mod filter;
 pub mod finalizers;
 pub mod json;
