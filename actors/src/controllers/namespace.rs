@@ -103,8 +103,8 @@ async fn still_terminating(
 }
 
 /// One pass over a terminating namespace (the one with `uid`: not one created again since
-/// under its name): deletes what is in it, says in its conditions what is left, and, when
-/// nothing is, finalizes it.
+/// under its name): deletes what is in it, says in its conditions what is left (and what could
+/// not be deleted), and, when nothing is, finalizes it.
 async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(), ApiError> {
     let Some(current) = still_terminating(client, namespace, uid).await? else {
         return Ok(());
@@ -112,29 +112,10 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
     let mut left = Remaining::default();
     let contents = resources::RESOURCES.iter().filter(|r| r.namespaced && resources::is_stored(r));
     for resource in contents {
-        let list = client.list(resource, Some(namespace), &ListOptions::default()).await?;
-        for object in &list.items {
-            if crate::model::is_being_deleted(object) {
-                left.note(resource, object);
-                continue;
-            }
-            // Exactly this object (not one created again under its name), its dependents in
-            // the background, as Kubernetes' namespace deleter asks.
-            let options = DeleteOptions {
-                precondition_uid: Some(object_uid(object).to_string()),
-                propagation_policy: Some("Background".into()),
-                ..DeleteOptions::default()
-            };
-            match client.delete(resource, namespace, object_name(object), &options).await {
-                // Marked, not gone: a pod stopping, an object with finalizers.
-                Ok(marked) if crate::model::is_being_deleted(&marked) => {
-                    left.note(resource, &marked)
-                }
-                Ok(_) | Err(ApiError::NotFound { .. }) => {}
-                // Changed since listed: the next sweep sees it again.
-                Err(ApiError::Conflict { .. }) => left.note(resource, object),
-                Err(error) => return Err(error),
-            }
+        // A failure with one resource does not stop the others, as in Kubernetes: it is
+        // reported in the namespace's conditions.
+        if let Err(why) = delete_all_of(client, &current, resource, &mut left).await {
+            left.failed(why);
         }
     }
     // The conditions say what is left, and that nothing is once it is all gone (the
@@ -146,12 +127,85 @@ async fn sweep(client: &dyn ApiClient, namespace: &str, uid: &str) -> Result<(),
     finalize(client, namespace, uid).await
 }
 
+/// Deletes every `resource` in `namespace` and notes in `left` what stays; an error when
+/// something stays that nothing should hold any longer (as Kubernetes' deleter judges it: no
+/// finalizer on it, and, for pods, their longest grace period since the namespace's deletion
+/// run out).
+async fn delete_all_of(
+    client: &dyn ApiClient,
+    namespace: &Value,
+    resource: &'static ResourceType,
+    left: &mut Remaining,
+) -> Result<(), String> {
+    let name = object_name(namespace);
+    let options = ListOptions::default();
+    let list = client.list(resource, Some(name), &options).await.map_err(|e| e.to_string())?;
+    let mut stayed: Vec<Value> = Vec::new();
+    for object in &list.items {
+        if crate::model::is_being_deleted(object) {
+            stayed.push(object.clone());
+            continue;
+        }
+        // Exactly this object (not one created again under its name), its dependents in
+        // the background, as Kubernetes' namespace deleter asks.
+        let options = DeleteOptions {
+            precondition_uid: Some(object_uid(object).to_string()),
+            propagation_policy: Some("Background".into()),
+            ..DeleteOptions::default()
+        };
+        match client.delete(resource, name, object_name(object), &options).await {
+            // Marked, not gone: a pod stopping, an object with finalizers.
+            Ok(marked) if crate::model::is_being_deleted(&marked) => stayed.push(marked),
+            Ok(_) | Err(ApiError::NotFound { .. }) => {}
+            // Changed since listed: the next sweep sees it again.
+            Err(ApiError::Conflict { .. }) => stayed.push(object.clone()),
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+    stayed.iter().for_each(|object| left.note(resource, object));
+    let held = stayed.iter().any(|o| {
+        json::at(o, "/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+    });
+    if stayed.is_empty() || held || grace_left(namespace, resource, &list.items) {
+        return Ok(());
+    }
+    let version = match resource.group {
+        "" => format!("/{}", resource.version),
+        group => format!("{group}/{}", resource.version),
+    };
+    Err(format!(
+        "unexpected items still remain in namespace: {name} for gvr: {version}, Resource={}",
+        resource.plural
+    ))
+}
+
+/// Whether pods in the namespace may still be stopping: the longest grace period of those not
+/// finished has not run out since the namespace was deleted (Kubernetes' estimate).
+fn grace_left(namespace: &Value, resource: &ResourceType, items: &[Value]) -> bool {
+    if resource.kind != "Pod" || !resource.group.is_empty() {
+        return false;
+    }
+    let running = items.iter().filter(|pod| {
+        let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
+        !matches!(phase, Some("Succeeded" | "Failed"))
+    });
+    let grace = |pod: &Value| {
+        json::at(pod, "/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0)
+    };
+    let estimate = running.map(grace).max().unwrap_or(0);
+    let deleted = json::at(namespace, "/metadata/deletionTimestamp").and_then(Value::as_str);
+    let elapsed = deleted.and_then(crate::model::seconds_since).unwrap_or(i64::MAX);
+    elapsed < estimate
+}
+
 /// What a sweep left in a namespace: how many objects of each resource (`plural.group`), and
 /// how many hold each finalizer.
 #[derive(Debug, Default)]
 struct Remaining {
     resources: BTreeMap<String, usize>,
     finalizers: BTreeMap<String, usize>,
+    /// Why resources could not be emptied.
+    failures: Vec<String>,
 }
 
 /// The conditions of a namespace being deleted, in Kubernetes' order, with what each says
@@ -190,8 +244,12 @@ impl Remaining {
         }
     }
 
+    fn failed(&mut self, why: String) {
+        self.failures.push(why);
+    }
+
     fn is_empty(&self) -> bool {
-        self.resources.is_empty()
+        self.resources.is_empty() && self.failures.is_empty()
     }
 
     /// Type, status, reason and message of each deletion condition, as Kubernetes' namespace
@@ -205,6 +263,16 @@ impl Remaining {
         DELETION_CONDITIONS
             .iter()
             .map(|&(kind, ok_reason, ok_message)| match kind {
+                "NamespaceDeletionContentFailure" if !self.failures.is_empty() => {
+                    let mut failures = self.failures.clone();
+                    failures.sort();
+                    let message = format!(
+                        "Failed to delete all resource types, {} remaining: {}",
+                        failures.len(),
+                        failures.join(", ")
+                    );
+                    (kind, "True", "ContentDeletionFailed".to_string(), message)
+                }
                 "NamespaceContentRemaining" if !self.resources.is_empty() => {
                     let message = format!(
                         "Some resources are remaining: {}",
@@ -342,5 +410,32 @@ mod tests {
             "Some content in the namespace has finalizers remaining: a/b in 2 resource \
              instances, c/d in 1 resource instances"
         );
+    }
+
+    #[test]
+    fn content_that_nothing_holds_is_a_failure_once_pods_had_their_grace() {
+        let mut left = Remaining::default();
+        left.failed("unexpected items still remain in namespace: n for gvr: /v1, Resource=pods".into());
+        assert!(!left.is_empty());
+        let failure = &left.conditions()[2];
+        assert_eq!((failure.0, failure.1, failure.2.as_str()), ("NamespaceDeletionContentFailure", "True", "ContentDeletionFailed"));
+        assert_eq!(
+            failure.3,
+            "Failed to delete all resource types, 1 remaining: unexpected items still remain in \
+             namespace: n for gvr: /v1, Resource=pods"
+        );
+        let pods = resources::core("pods");
+        let deleted_ago = |seconds: i64| {
+            let at = chrono::Utc::now() - chrono::Duration::seconds(seconds);
+            json!({"metadata": {"deletionTimestamp": at.to_rfc3339()}})
+        };
+        let pod = |grace: i64, phase: &str| {
+            json!({"spec": {"terminationGracePeriodSeconds": grace}, "status": {"phase": phase}})
+        };
+        assert!(grace_left(&deleted_ago(5), pods, &[pod(30, "Running")]));
+        assert!(!grace_left(&deleted_ago(40), pods, &[pod(30, "Running")]));
+        assert!(!grace_left(&deleted_ago(5), pods, &[pod(30, "Succeeded")]), "finished pods wait for nothing");
+        let secrets = resources::core("secrets");
+        assert!(!grace_left(&deleted_ago(5), secrets, &[pod(30, "Running")]));
     }
 }

@@ -90,6 +90,12 @@ pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// Whole seconds from a timestamp (RFC 3339) to now; `None` for text that is no timestamp.
+pub fn seconds_since(timestamp: &str) -> Option<i64> {
+    let then = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?;
+    Some((chrono::Utc::now() - then.with_timezone(&chrono::Utc)).num_seconds())
+}
+
 /// The current time as Kubernetes writes a `MicroTime` (RFC 3339, six fractional digits, UTC).
 pub fn now_micro() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
