@@ -307,6 +307,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     // requests; one it does not leaves them unauthenticated (401), as kube-apiserver's
     // x509 authenticator judges them.
     .on_connect(move |connection, extensions| {
+        crate::peer::note_socket(connection, extensions);
         type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
         let Some(tls) = connection.downcast_ref::<Tls>() else { return };
         let (Some(chain), Some(clients)) =

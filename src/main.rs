@@ -8,6 +8,7 @@ mod config;
 mod daemon;
 mod error;
 mod images;
+mod peer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -84,6 +84,7 @@ pub fn serve(
             .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
     })
     .workers(1)
+    .on_connect(crate::peer::note_socket)
     .disable_signals()
     // A followed log or exec stream is cut 2 s into a stop, as the API server's streams are.
     .shutdown_timeout(2)
@@ -358,6 +359,7 @@ struct LogQuery {
 /// `/containerLogs/{namespace}/{pod}/{container}`: the current (or previous) log of a
 /// container, with tailLines, limitBytes, follow, timestamps and sinceSeconds or sinceTime.
 async fn container_logs(
+    req: HttpRequest,
     state: web::Data<AgentHttp>,
     path: web::Path<(String, String, String)>,
     query: web::Query<LogQuery>,
@@ -460,6 +462,10 @@ async fn container_logs(
         let mut ended = false;
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;
+            // Nobody reads any longer (the client went).
+            if tx.is_closed() {
+                return;
+            }
             let more = output.read(&followed.read_more());
             if !more.is_empty() {
                 let take = limit.map_or(more.len(), |l| l.saturating_sub(sent).min(more.len()));
@@ -489,7 +495,11 @@ async fn container_logs(
             };
         }
     });
-    Ok(HttpResponse::Ok().content_type("text/plain").streaming(stream))
+    // A follower whose client has gone stops (it would otherwise read a silent container's
+    // log until the container ends).
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain")
+        .streaming(crate::peer::until_gone(&req, stream)))
 }
 
 /// The status of `container` (an app or init container) in `pod`.

@@ -20,6 +20,7 @@ const FLAGS: &[&str] = &["follow", "previous", "timestamps"];
 
 /// GET `pods/{name}/log`.
 pub async fn serve(
+    req: &actix_web::HttpRequest,
     state: &AppState,
     namespace: &str,
     name: &str,
@@ -65,7 +66,9 @@ pub async fn serve(
             )),
         });
     }
+    // Followed, it ends when its client goes, and with it the agent's follower.
     let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
+    let body = crate::peer::until_gone(req, body);
     Ok(HttpResponseBuilder::new(actix_web::http::StatusCode::OK)
         .content_type("text/plain")
         .streaming(body))

@@ -127,7 +127,7 @@ async fn dispatch(
             return eviction(&req, payload, namespace, name, &query, &state).await
         }
         (Some("log"), Some(name)) if method == Method::GET => {
-            return super::logs::serve(&state, namespace, name, &query).await
+            return super::logs::serve(&req, &state, namespace, name, &query).await
         }
         (Some("scale"), Some(name)) => {
             return scale(&req, payload, namespace, name, &query, &state).await

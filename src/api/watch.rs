@@ -127,6 +127,7 @@ pub async fn serve(
         Conversion::Metadata(version) => media::converted_type("PartialObjectMetadata", version),
         _ => "application/json".to_string(),
     };
+    let encoded = crate::peer::until_gone(req, encoded);
     Ok(HttpResponse::Ok().content_type(content_type).streaming(encoded))
 }
 

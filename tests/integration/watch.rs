@@ -263,3 +263,40 @@ fn slow_watcher_is_cut_off_while_others_keep_up() {
     assert_eq!(last["type"], "ERROR", "slow watcher ended with an error");
     assert!(events.len() < UPDATES + 1, "slow watcher was cut off early ({} events)", events.len());
 }
+
+/// A watch whose client has gone ends, even on a resource nothing writes to (its connection
+/// closed, not held until an event would fail to reach it), as Go's server ends it.
+#[test]
+fn a_watch_whose_client_has_gone_lets_its_connection_go() {
+    use std::io::Write;
+    let server = Server::start();
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", server.pid())).unwrap().count();
+    let before = fds();
+    let request = "GET /api/v1/namespaces/default/secrets?watch=true HTTP/1.1\r\nHost: x\r\n\r\n";
+    let address = server.base().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let mut clients: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(&address).unwrap();
+            stream.write_all(request.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    for client in &mut clients {
+        // Being watched (the answer's head has come), then gone: the client closes its side
+        // without reading on, so no reset tells the server.
+        let mut head = [0u8; 12];
+        client.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    assert!(fds() >= before + 20);
+    for client in &mut clients {
+        // The server ends the watch and closes the connection: the rest reads to its end.
+        client.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).expect("the server closes the connection");
+    }
+    crate::util::wait_until(std::time::Duration::from_secs(30), "the connections let go", || {
+        fds() <= before + 2
+    });
+}

@@ -213,8 +213,11 @@ impl NodeAgent {
                     }
                     return;
                 }
-                let patch = json!({"status": status});
-                match patch_node(client.as_ref(), &config, &patch, true).await {
+                let patch = node_status::status_patch(&status);
+                let nodes = resources::core("nodes");
+                let strategic = PatchType::StrategicMerge;
+                let name = &config.node_name;
+                match client.patch(nodes, "", name, strategic, &patch, true).await {
                     Ok(node) => {
                         let conditions =
                             status["conditions"].as_array().cloned().unwrap_or_default();
@@ -611,17 +614,6 @@ async fn node_events(
         let kind = EventKind::Normal;
         events::record_on_node(client, &about, kind, reason, &message, COMPONENT, &name).await;
     }
-}
-
-/// Merge-patches this agent's Node (its status when `status_only`).
-async fn patch_node(
-    client: &dyn ApiClient,
-    config: &AgentConfig,
-    patch: &Value,
-    status_only: bool,
-) -> Result<Value, ApiError> {
-    let nodes = resources::core("nodes");
-    client.patch(nodes, "", &config.node_name, PatchType::Merge, patch, status_only).await
 }
 
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet

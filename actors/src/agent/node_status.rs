@@ -50,7 +50,34 @@ pub fn status_events(previous: &[Value], now: &[Value]) -> Vec<&'static str> {
 pub fn says_news(stored: &Value, status: &Value) -> bool {
     let mut merged = stored.clone();
     json_patch::merge(&mut merged, status);
+    // Conditions merge by type, as the status is posted: others' stay.
+    let stored_conditions = stored["conditions"].as_array().map_or(&[][..], Vec::as_slice);
+    let ours = status["conditions"].as_array().map_or(&[][..], Vec::as_slice);
+    merged["conditions"] = Value::Array(merge_conditions(stored_conditions, ours));
     without_heartbeats(merged) != without_heartbeats(stored.clone())
+}
+
+/// `stored` conditions with `ours` merged in by type (each of ours in the place of the stored
+/// one of its type, or after them), as a strategic merge patch of a node's status merges them:
+/// the conditions others set (a problem detector's, `NetworkUnavailable`) stay.
+pub fn merge_conditions(stored: &[Value], ours: &[Value]) -> Vec<Value> {
+    let mut merged: Vec<Value> = stored
+        .iter()
+        .map(|c| ours.iter().find(|o| o["type"] == c["type"]).unwrap_or(c).clone())
+        .collect();
+    let new = ours.iter().filter(|o| !stored.iter().any(|c| c["type"] == o["type"]));
+    merged.extend(new.cloned());
+    merged
+}
+
+/// The patch that posts `status`: a strategic merge patch, so that conditions merge by type
+/// (others' stay) while the addresses are replaced whole.
+pub fn status_patch(status: &Value) -> Value {
+    let mut status = status.clone();
+    if let Some(addresses) = status.get_mut("addresses").and_then(Value::as_array_mut) {
+        addresses.insert(0, json!({"$patch": "replace"}));
+    }
+    json!({"status": status})
 }
 
 fn without_heartbeats(mut status: Value) -> Value {
@@ -59,6 +86,27 @@ fn without_heartbeats(mut status: Value) -> Value {
         condition.remove("lastHeartbeatTime");
     }
     status
+}
+
+/// What the kubelet keeps back of a resource's capacity (its default hard-eviction thresholds:
+/// `memory.available<100Mi`, `nodefs.available<10%`).
+enum Reserve {
+    Bytes(i64),
+    Tenth,
+}
+
+impl Reserve {
+    /// `capacity` less the reserve, written in KiB when whole ones (as the kubelet's binary
+    /// quantities), else in bytes; `None` when `capacity` is no quantity.
+    fn from(&self, capacity: &str) -> Option<String> {
+        let bytes = crate::model::quantity::value(capacity).ok()?;
+        let kept = match self {
+            Reserve::Bytes(reserved) => bytes - reserved,
+            Reserve::Tenth => bytes - bytes / 10,
+        }
+        .max(0);
+        Some(if kept % 1024 == 0 { format!("{}Ki", kept / 1024) } else { kept.to_string() })
+    }
 }
 
 /// The machine as read at start.
@@ -223,7 +271,8 @@ fn arch() -> &'static str {
 ///
 /// Capacity is the machine's, and whatever else the stored capacity holds (the extended
 /// resources an operator advertised by patching it, which the kubelet keeps too); allocatable
-/// is the same amounts, and a resource gone from capacity leaves it (null in the patch).
+/// is the same amounts less what the kubelet's eviction thresholds keep back of memory and
+/// ephemeral storage, and a resource gone from capacity leaves it (null in the patch).
 pub fn status(
     config: &AgentConfig,
     machine: &Machine,
@@ -238,6 +287,16 @@ pub fn status(
         capacity.entry(name.clone()).or_insert_with(|| amount.clone());
     }
     let mut allocatable = capacity.clone();
+    // Less what the kubelet's default hard-eviction thresholds keep back.
+    for (name, reserved) in
+        [("memory", Reserve::Bytes(100 << 20)), ("ephemeral-storage", Reserve::Tenth)]
+    {
+        if let Some(amount) = allocatable.get_mut(name) {
+            if let Some(less) = amount.as_str().and_then(|q| reserved.from(q)) {
+                *amount = json!(less);
+            }
+        }
+    }
     for name in stored["allocatable"].as_object().into_iter().flatten().map(|(name, _)| name) {
         allocatable.entry(name.clone()).or_insert(Value::Null);
     }
@@ -330,6 +389,39 @@ mod tests {
         relabelled["capacity"]["example.com/dongle"] = json!("1");
         let kept = status(&config, &machine, "process", Pressure::default(), &relabelled, "t4");
         assert!(says_news(&relabelled, &kept), "allocatable takes the new resource");
+    }
+
+    #[test]
+    fn others_conditions_stay_and_allocatable_keeps_the_eviction_reserve_back() {
+        let config = AgentConfig::new("n1", "/tmp".into());
+        let machine = Machine::simulated();
+        let first = status(&config, &machine, "process", Pressure::default(), &json!({}), "t1");
+        // A problem detector's condition beside ours: no news, and merged in, not dropped.
+        let mut stored = first.clone();
+        let deadlock = json!({"type": "KernelDeadlock", "status": "False"});
+        stored["conditions"].as_array_mut().unwrap().insert(0, deadlock.clone());
+        let again = status(&config, &machine, "process", Pressure::default(), &stored, "t2");
+        assert!(!says_news(&stored, &again));
+        let ours = again["conditions"].as_array().unwrap();
+        let merged = merge_conditions(stored["conditions"].as_array().unwrap(), ours);
+        assert_eq!(merged.len(), 5);
+        assert_eq!(merged[0], deadlock);
+        assert_eq!(&merged[1..], &ours[..]);
+        let patch = status_patch(&again);
+        assert_eq!(patch["status"]["addresses"][0], json!({"$patch": "replace"}));
+        // 100Mi of memory and a tenth of the disk are kept back.
+        let capacity = |name: &str| {
+            crate::model::quantity::value(first["capacity"][name].as_str().unwrap()).unwrap()
+        };
+        let allocatable = |name: &str| {
+            crate::model::quantity::value(first["allocatable"][name].as_str().unwrap()).unwrap()
+        };
+        assert_eq!(allocatable("memory"), capacity("memory") - (100 << 20));
+        let disk = capacity("ephemeral-storage");
+        assert_eq!(allocatable("ephemeral-storage"), disk - disk / 10);
+        assert_eq!(first["allocatable"]["cpu"], first["capacity"]["cpu"]);
+        assert_eq!(Reserve::Tenth.from("1000"), Some("900".into()));
+        assert_eq!(Reserve::Bytes(100 << 20).from("1Gi"), Some("946176Ki".into()));
     }
 
     #[test]

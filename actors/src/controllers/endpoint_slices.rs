@@ -68,8 +68,7 @@ impl Nodes {
     /// Takes a full list of the nodes.
     pub(super) fn listed(&mut self, nodes: &[Value]) {
         self.listed = true;
-        self.zones =
-            nodes.iter().map(|n| (object_name(n).to_string(), Self::zone_of(n))).collect();
+        self.zones = nodes.iter().map(|n| (object_name(n).to_string(), Self::zone_of(n))).collect();
     }
 
     /// Takes an added or changed node; whether it is new.
@@ -107,8 +106,8 @@ pub(super) fn desired(service: &Value, pods: &[&Value], nodes: &Nodes) -> Vec<Va
     let service_ports =
         json::at(service, "/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
     // Ready endpoints are hinted to their own zone when the service prefers close ones.
-    let prefer_close =
-        json::at(service, "/spec/trafficDistribution").and_then(Value::as_str) == Some("PreferClose");
+    let prefer_close = json::at(service, "/spec/trafficDistribution").and_then(Value::as_str)
+        == Some("PreferClose");
     let mut by_ports: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
     for pod in pods.iter().filter(|pod| listed(pod, true)) {
         // A pod on a node that does not exist is left out (unless the service publishes
@@ -325,7 +324,9 @@ pub(super) async fn write(
     let mut unmatched = Vec::new();
     let mut kept = Written::new();
     for want in desired {
-        let alike = |s: &Value| s.get("ports") == want.get("ports") && s["addressType"] == want["addressType"];
+        let alike = |s: &Value| {
+            s.get("ports") == want.get("ports") && s["addressType"] == want["addressType"]
+        };
         match existing.iter().position(alike) {
             Some(at) => {
                 kept.push(update(client, keeper, &namespace, existing.remove(at), want).await?)
@@ -488,7 +489,8 @@ mod tests {
         };
         let nodes = Nodes::of(&[json!({"metadata": {"name": "n",
             "labels": {"topology.kubernetes.io/zone": "za"}}})]);
-        let (here, gone, slow) = (pod("a", "n", "True"), pod("bb", "gone", "True"), pod("ccc", "n", "False"));
+        let (here, gone, slow) =
+            (pod("a", "n", "True"), pod("bb", "gone", "True"), pod("ccc", "n", "False"));
         let names = |slices: &[Value]| -> Vec<String> {
             let endpoints = slices[0]["endpoints"].as_array().unwrap();
             endpoints.iter().map(|e| e["targetRef"]["name"].as_str().unwrap().to_string()).collect()
@@ -501,7 +503,11 @@ mod tests {
         assert_eq!(names(&unlisted), ["a", "bb"]);
         let published = json!({"publishNotReadyAddresses": true});
         assert_eq!(names(&desired(&service(published), &[&here, &gone], &nodes)), ["a", "bb"]);
-        let close = desired(&service(json!({"trafficDistribution": "PreferClose"})), &[&here, &slow], &nodes);
+        let close = desired(
+            &service(json!({"trafficDistribution": "PreferClose"})),
+            &[&here, &slow],
+            &nodes,
+        );
         assert_eq!(close[0]["endpoints"][0]["hints"], json!({"forZones": [{"name": "za"}]}));
         assert!(close[0]["endpoints"][1].get("hints").is_none(), "not ready: no hint");
     }
@@ -518,8 +524,16 @@ mod tests {
         let slices = mirrored(&endpoints);
         assert_eq!(slices.len(), 2, "{slices:?}");
         let of = |family: &str| slices.iter().find(|s| s["addressType"] == family).unwrap();
-        assert_eq!(of("IPv6")["endpoints"], json!([{"addresses": ["fd00::5"], "conditions": {"ready": true}}]));
-        let v4: Vec<&Value> = of("IPv4")["endpoints"].as_array().unwrap().iter().map(|e| &e["addresses"][0]).collect();
+        assert_eq!(
+            of("IPv6")["endpoints"],
+            json!([{"addresses": ["fd00::5"], "conditions": {"ready": true}}])
+        );
+        let v4: Vec<&Value> = of("IPv4")["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["addresses"][0])
+            .collect();
         assert_eq!(v4, [&json!("127.0.0.7"), &json!("127.0.0.8")]);
         for slice in &slices {
             assert_eq!(slice["metadata"]["annotations"], json!({"note": "x"}));

@@ -355,8 +355,7 @@ fn target_port(pod: &Value, service_port: &Value, protocol: &str) -> Option<i64>
             // Its containers', then its sidecars' (init containers that keep running).
             let containers = json::at(pod, "/spec/containers").and_then(Value::as_array);
             let init = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
-            let sidecars =
-                init.into_iter().flatten().filter(|c| c["restartPolicy"] == "Always");
+            let sidecars = init.into_iter().flatten().filter(|c| c["restartPolicy"] == "Always");
             let ports = (containers.into_iter().flatten().chain(sidecars))
                 .filter_map(|c| c["ports"].as_array())
                 .flatten();
@@ -727,8 +726,10 @@ mod tests {
             "spec": {"selector": {"app": "web"}, "clusterIP": "10.0.0.1", "ports": [
                 {"name": "a", "port": 80, "targetPort": "a"},
                 {"name": "b", "port": 90, "targetPort": "b"}]}});
-        let both = json!([{"name": "a", "containerPort": 8080}, {"name": "b", "containerPort": 9090}]);
-        let mut sidecar = pod("sidecar", "127.0.0.4", true, json!([{"name": "a", "containerPort": 8080}]));
+        let both =
+            json!([{"name": "a", "containerPort": 8080}, {"name": "b", "containerPort": 9090}]);
+        let mut sidecar =
+            pod("sidecar", "127.0.0.4", true, json!([{"name": "a", "containerPort": 8080}]));
         sidecar["spec"]["initContainers"] = json!([{"name": "s", "restartPolicy": "Always",
             "ports": [{"name": "b", "containerPort": 9090}]}]);
         let pods = [
@@ -742,7 +743,9 @@ mod tests {
         assert!(endpoints["metadata"].get("labels").is_none(), "{endpoints}");
         let subsets = endpoints["subsets"].as_array().unwrap();
         let with = |name: &str| -> Vec<&str> {
-            let subset = subsets.iter().find(|s| s["ports"].as_array().unwrap().iter().any(|p| p["name"] == name));
+            let subset = subsets
+                .iter()
+                .find(|s| s["ports"].as_array().unwrap().iter().any(|p| p["name"] == name));
             let addresses = subset.unwrap()["addresses"].as_array().unwrap();
             addresses.iter().map(|a| a["targetRef"]["name"].as_str().unwrap()).collect()
         };

@@ -415,10 +415,15 @@ mod tests {
     #[test]
     fn content_that_nothing_holds_is_a_failure_once_pods_had_their_grace() {
         let mut left = Remaining::default();
-        left.failed("unexpected items still remain in namespace: n for gvr: /v1, Resource=pods".into());
+        left.failed(
+            "unexpected items still remain in namespace: n for gvr: /v1, Resource=pods".into(),
+        );
         assert!(!left.is_empty());
         let failure = &left.conditions()[2];
-        assert_eq!((failure.0, failure.1, failure.2.as_str()), ("NamespaceDeletionContentFailure", "True", "ContentDeletionFailed"));
+        assert_eq!(
+            (failure.0, failure.1, failure.2.as_str()),
+            ("NamespaceDeletionContentFailure", "True", "ContentDeletionFailed")
+        );
         assert_eq!(
             failure.3,
             "Failed to delete all resource types, 1 remaining: unexpected items still remain in \
@@ -429,12 +434,13 @@ mod tests {
             let at = chrono::Utc::now() - chrono::Duration::seconds(seconds);
             json!({"metadata": {"deletionTimestamp": at.to_rfc3339()}})
         };
-        let pod = |grace: i64, phase: &str| {
-            json!({"spec": {"terminationGracePeriodSeconds": grace}, "status": {"phase": phase}})
-        };
+        let pod = |grace: i64, phase: &str| json!({"spec": {"terminationGracePeriodSeconds": grace}, "status": {"phase": phase}});
         assert!(grace_left(&deleted_ago(5), pods, &[pod(30, "Running")]));
         assert!(!grace_left(&deleted_ago(40), pods, &[pod(30, "Running")]));
-        assert!(!grace_left(&deleted_ago(5), pods, &[pod(30, "Succeeded")]), "finished pods wait for nothing");
+        assert!(
+            !grace_left(&deleted_ago(5), pods, &[pod(30, "Succeeded")]),
+            "finished pods wait for nothing"
+        );
         let secrets = resources::core("secrets");
         assert!(!grace_left(&deleted_ago(5), secrets, &[pod(30, "Running")]));
     }

@@ -1,7 +1,7 @@
 //! The node lifecycle controller: a node whose agent stops reporting is no longer Ready, and
 //! its pods leave it, as Kubernetes' controller has it. A node is heard from when its Lease in
 //! `kube-node-lease` is renewed or its Ready condition's heartbeat moves; one not heard from
-//! for the grace period (40 s, Kubernetes' default) gets its conditions set to `Unknown`
+//! for the grace period (50 s, Kubernetes' default since 1.32) gets its conditions set to `Unknown`
 //! ("Kubelet stopped posting node status.") and its pods' Ready condition set to False (so
 //! services stop sending them traffic).
 //!
@@ -54,7 +54,10 @@ const NO_SCHEDULE_KEYS: &[&str] = &[
     NETWORK_UNAVAILABLE,
     UNSCHEDULABLE,
 ];
-const ZONE_LABELS: [&str; 2] = ["topology.kubernetes.io/region", "topology.kubernetes.io/zone"];
+const ZONE_LABELS: [[&str; 2]; 2] = [
+    ["failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/region"],
+    ["failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone"],
+];
 const COMPONENT: &str = "node-controller";
 
 /// How the controller judges nodes and paces evictions (Kubernetes' flags of these names).
@@ -85,7 +88,7 @@ pub struct NodeLifecycleConfig {
 impl Default for NodeLifecycleConfig {
     fn default() -> Self {
         Self {
-            grace_period: Duration::from_secs(40),
+            grace_period: Duration::from_secs(50),
             startup_grace_period: Duration::from_secs(60),
             eviction_rate: 0.1,
             secondary_eviction_rate: 0.01,
@@ -180,9 +183,17 @@ impl NodeLifecycleController {
     }
 
     /// Notes what a node or its lease says now; a change is news from its agent.
-    fn hear(&mut self, name: &str, lease_renewed: Option<Value>, heartbeat: Option<Value>) {
+    /// A node first heard of counts as heard at `since` (now, or, for a node that has never
+    /// posted its status, its creation, as Kubernetes counts its startup grace).
+    fn hear(
+        &mut self,
+        name: &str,
+        lease_renewed: Option<Value>,
+        heartbeat: Option<Value>,
+        since: Instant,
+    ) {
         let heard = self.heard.entry(name.to_string()).or_insert_with(|| Heard {
-            at: Instant::now(),
+            at: since,
             lease_renewed: None,
             heartbeat: None,
         });
@@ -252,7 +263,11 @@ impl NodeLifecycleController {
                                 )
                                 .await;
                             }
-                            marked = Some(mark_pods_not_ready(client.as_ref(), &name).await);
+                            // Its pods' readiness follows only when it was Ready: a node
+                            // whose agent said NotReady had its pods judged by that agent.
+                            if was_ready {
+                                marked = Some(mark_pods_not_ready(client.as_ref(), &name).await);
+                            }
                         }
                         Err(error) => tracing::debug!(%name, %error, "marking a silent node"),
                     }
@@ -283,7 +298,13 @@ impl NodeLifecycleController {
     /// Each zone's state and size.
     fn zone_states(&self) -> HashMap<String, (ZoneState, usize)> {
         let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
-        for node in self.nodes.values() {
+        // Nodes labelled to be left out of disruption checks are not counted (Kubernetes'
+        // `node.kubernetes.io/exclude-disruption`).
+        let counted = self.nodes.values().filter(|node| {
+            let labels = json::at(node, "/metadata/labels").and_then(Value::as_object);
+            !labels.is_some_and(|l| l.contains_key("node.kubernetes.io/exclude-disruption"))
+        });
+        for node in counted {
             let (ready, not_ready) = counts.entry(zone_of(node)).or_default();
             match condition_status(node, "Ready").as_deref() {
                 Some("True") => *ready += 1,
@@ -400,11 +421,13 @@ impl NodeLifecycleController {
     }
 }
 
-/// The zone a node is in: its region and zone labels.
+/// The zone a node is in: its region and zone labels, the deprecated beta ones first (as
+/// Kubernetes' `GetZoneKey` reads them).
 fn zone_of(node: &Value) -> String {
-    let label = |key: &str| {
+    let label = |[beta, ga]: [&str; 2]| {
         let labels = json::at(node, "/metadata/labels");
-        labels.and_then(|l| l.get(key)).and_then(Value::as_str).unwrap_or("").to_string()
+        let value = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        value(beta).or_else(|| value(ga)).unwrap_or("").to_string()
     };
     ZONE_LABELS.map(label).join(":\0:")
 }
@@ -491,6 +514,14 @@ fn unknown_status(node: &Value) -> Value {
     node
 }
 
+/// When `node` was created, as an instant of this process (now when unknown or to come).
+fn created_at(node: &Value) -> Instant {
+    let created = json::at(node, "/metadata/creationTimestamp").and_then(Value::as_str);
+    let age = created.and_then(crate::model::seconds_since).unwrap_or(0).max(0);
+    let now = Instant::now();
+    now.checked_sub(Duration::from_secs(age as u64)).unwrap_or(now)
+}
+
 fn heartbeat(node: &Value) -> Option<Value> {
     let ready = conditions(node).iter().find(|c| c["type"] == "Ready")?;
     ready.get("lastHeartbeatTime").cloned()
@@ -548,7 +579,11 @@ impl Handler<Nodes> for NodeLifecycleController {
         // worked out once, for the first such node (not for every heartbeat).
         let mut zones_down = None;
         for node in changed {
-            self.hear(object_name(&node), None, heartbeat(&node));
+            let since = match condition_status(&node, "Ready") {
+                Some(_) => Instant::now(),
+                None => created_at(&node),
+            };
+            self.hear(object_name(&node), None, heartbeat(&node), since);
             let not_ready =
                 matches!(condition_status(&node, "Ready").as_deref(), Some("False" | "Unknown"));
             let all_down =
@@ -584,7 +619,7 @@ impl Handler<Leases> for NodeLifecycleController {
         };
         for lease in leases {
             let renewed = json::at(&lease, "/spec/renewTime").cloned();
-            self.hear(object_name(&lease), renewed, None);
+            self.hear(object_name(&lease), renewed, None, Instant::now());
         }
     }
 }

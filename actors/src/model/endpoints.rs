@@ -169,10 +169,18 @@ mod tests {
         let repacked = repack(&subsets);
         assert_eq!(repacked.len(), 2, "{repacked:?}");
         let with_port = |name: &str| {
-            repacked.iter().find(|s| s["ports"].as_array().unwrap().iter().any(|p| p["name"] == name)).unwrap()
+            repacked
+                .iter()
+                .find(|s| s["ports"].as_array().unwrap().iter().any(|p| p["name"] == name))
+                .unwrap()
         };
         let ips = |subset: &Value| -> Vec<String> {
-            subset["addresses"].as_array().unwrap().iter().map(|a| a["ip"].as_str().unwrap().to_string()).collect()
+            subset["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["ip"].as_str().unwrap().to_string())
+                .collect()
         };
         assert_eq!(ips(with_port("a")), ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
         assert_eq!(ips(with_port("b")), ["10.0.0.1"]);

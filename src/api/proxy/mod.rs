@@ -124,7 +124,7 @@ pub async fn serve(
         request_host: &request_host,
     };
     let head = req.method() == actix_web::http::Method::HEAD;
-    relay(response, &rewriter, head)
+    relay(req, response, &rewriter, head)
         .await
         .map_err(|why| unavailable(format!("{plural} {name} {why}")))
 }
@@ -133,6 +133,7 @@ pub async fn serve(
 /// them), its `Location` or HTML page pointed into the proxy, its body streamed otherwise
 /// with the length the backend gave. `Err` says what was wrong with the answer.
 async fn relay(
+    req: &HttpRequest,
     response: reqwest::Response,
     rewriter: &rewrite::UrlRewriter<'_>,
     head: bool,
@@ -166,7 +167,7 @@ async fn relay(
         answer.no_chunking(length);
     }
     let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
-    Ok(answer.streaming(body))
+    Ok(answer.streaming(crate::peer::until_gone(req, body)))
 }
 
 /// Whether a request has a body to pass on (a length, or chunks).
