@@ -1,8 +1,8 @@
 //! The replication manager: keeps `spec.replicas` pods of each ReplicationController, as
 //! Kubernetes' controller does. It creates missing pods from the template (named
 //! `<rc>-<random>`, owned by the controller), deletes surplus ones (those least far along
-//! first: unscheduled, pending, not ready, lowest deletion cost, most crowded node, ready for
-//! the least time, restarted most, newest), adopts orphan pods its
+//! first: unscheduled, pending, not ready, lowest deletion cost, ready for the least time,
+//! restarted most, newest), adopts orphan pods its
 //! selector matches and releases owned pods it no longer matches, and writes the
 //! controller's status (replicas, fully labeled, ready and available replicas, observed
 //! generation, a `ReplicaFailure` condition while creating or deleting fails). Creates come
@@ -330,18 +330,10 @@ impl ReplicationManager {
                 let (client, namespace) = (client.clone(), controller.0.clone());
                 async move {
                     let name = object_name(pod).to_string();
-                    let options = DeleteOptions {
-                        precondition_uid: Some(object_uid(pod).to_string()),
-                        ..DeleteOptions::default()
-                    };
-                    let deleted = match client
-                        .delete(resources::core("pods"), &namespace, &name, &options)
-                        .await
-                    {
-                        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
-                        Err(error) => Err(error),
-                    };
-                    (name, deleted)
+                    let options = DeleteOptions::default();
+                    let deleted =
+                        client.delete(resources::core("pods"), &namespace, &name, &options).await;
+                    (name, deleted.map(drop))
                 }
             });
             let (mut failed, mut error) = (Vec::new(), None);
@@ -350,9 +342,11 @@ impl ReplicationManager {
                     Ok(()) => {
                         (EventKind::Normal, "SuccessfulDelete", format!("Deleted pod: {name}"))
                     }
+                    // Gone already: nothing to say, and no failure (as Kubernetes' pod control).
+                    Err(ApiError::NotFound { .. }) => continue,
                     Err(failure) => {
                         let message = format!("Error deleting: {failure}");
-                        error.get_or_insert(failure.to_string());
+                        error.get_or_insert(format!("unable to delete pods: {failure}"));
                         failed.push(name);
                         (EventKind::Warning, "FailedDelete", message)
                     }
@@ -417,11 +411,13 @@ impl ReplicationManager {
             }
             let Some(ready_since) = ready_since(pod) else { continue };
             ready += 1;
-            let ready_for = (now - ready_since).num_seconds();
-            if min_ready == 0 || ready_for >= min_ready {
+            // Available once ready for more than `minReadySeconds` (a ready condition without
+            // a time never is, then), as Kubernetes' `IsPodAvailable` judges it.
+            let ready_for = (now - ready_since).num_milliseconds();
+            if min_ready == 0 || ready_for > min_ready * 1000 && ready_since != DateTime::UNIX_EPOCH {
                 available += 1;
-            } else {
-                let wait = min_ready - ready_for;
+            } else if ready_since != DateTime::UNIX_EPOCH {
+                let wait = min_ready - ready_for / 1000;
                 next_available = Some(next_available.map_or(wait, |w: i64| w.min(wait)));
             }
         }
@@ -439,18 +435,24 @@ impl ReplicationManager {
         if let Some(generation) = json::at(rc, "/metadata/generation") {
             status.insert("observedGeneration".into(), generation.clone());
         }
-        if let Some((reason, message)) = self.failures.get(key) {
+        // Conditions others set stay; `ReplicaFailure` is the controller's.
+        let conditions = json::at(rc, "/status/conditions").and_then(Value::as_array);
+        let (failure, mut conditions): (Vec<&Value>, Vec<&Value>) =
+            conditions.into_iter().flatten().partition(|c| c["type"] == "ReplicaFailure");
+        let failure = self.failures.get(key).map(|(reason, message)| {
             // While failures go on, the first one's condition stays as it was written (its
             // message and time), as Kubernetes keeps it.
-            let unchanged = json::at(rc, "/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|c| c.iter().find(|c| c["type"] == "ReplicaFailure"))
-                .cloned();
-            let condition = unchanged.unwrap_or_else(|| {
-                json!({"type": "ReplicaFailure", "status": "True", "reason": reason,
-                    "message": message, "lastTransitionTime": crate::model::now()})
-            });
-            status.insert("conditions".into(), json!([condition]));
+            failure.first().map_or_else(
+                || {
+                    json!({"type": "ReplicaFailure", "status": "True", "reason": reason,
+                        "message": message, "lastTransitionTime": crate::model::now()})
+                },
+                |kept| (*kept).clone(),
+            )
+        });
+        conditions.extend(failure.as_ref());
+        if !conditions.is_empty() {
+            status.insert("conditions".into(), json!(conditions));
         }
         (Value::Object(status), next_available)
     }
@@ -553,8 +555,6 @@ struct Standing {
     phase: u8,
     ready: bool,
     cost: i32,
-    /// How many of the controller's pods share its node.
-    crowd: usize,
     ready_since: Option<DateTime<Utc>>,
     restarts: i64,
     created: Option<DateTime<Utc>>,
@@ -562,7 +562,7 @@ struct Standing {
 }
 
 impl Standing {
-    fn of(pod: &Value, per_node: &HashMap<&str, usize>) -> Self {
+    fn of(pod: &Value) -> Self {
         let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
         let phase = match json::at(pod, "/status/phase").and_then(Value::as_str) {
             Some("Unknown") => 1,
@@ -578,7 +578,6 @@ impl Standing {
             phase,
             ready: ready_since.is_some(),
             cost: crate::model::pod_deletion_cost(pod).unwrap_or(0),
-            crowd: per_node.get(node).copied().unwrap_or(0),
             ready_since: ready_since.filter(|t| *t != DateTime::UNIX_EPOCH),
             restarts: counts.max().unwrap_or(0),
             created: created.and_then(|c| c.parse().ok()),
@@ -590,20 +589,17 @@ impl Standing {
 /// Orders `pods` (a controller's) for deletion, the first to go first, as Kubernetes'
 /// `ActivePodsWithRanks` does: unscheduled before scheduled; pending before unknown before
 /// running; not ready before ready; lower `controller.kubernetes.io/pod-deletion-cost` first;
-/// more of the controller's pods on the same node first; ready for less time first; more
-/// restarts first; newer first. Times are compared on a logarithmic scale of their age (a pod
+/// ready for less time first; more restarts first; newer first. (Kubernetes' rank by how many
+/// of the controller's pods share a node applies to ReplicaSets only: a ReplicationController's
+/// pods all rank alike there.) Times are compared on a logarithmic scale of their age (a pod
 /// ready for 5 minutes and one ready for 7 are alike), so that scaling down does not always
-/// take the very newest pods; what is alike in all goes by uid. Kubernetes' comparison breaks
-/// a tie of two alike ready times by uid at once, which is not a total order (Go's sort takes
-/// it, Rust's refuses it): here such a tie goes on to the restarts and the age first.
+/// take the very newest pods; two ready pods alike in it go by uid, as Kubernetes breaks that
+/// tie (its comparison goes on to restarts and age only for ready times exactly equal, which is
+/// not a total order; here ready pods alike go by uid at once), and the rest by restarts, then
+/// age, then uid.
 fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
-    let mut per_node: HashMap<&str, usize> = HashMap::new();
-    for pod in pods.iter() {
-        let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-        *per_node.entry(node).or_default() += 1;
-    }
     let mut ranked: Vec<(Standing, &Value)> =
-        pods.iter().map(|pod| (Standing::of(pod, &per_node), *pod)).collect();
+        pods.iter().map(|pod| (Standing::of(pod), *pod)).collect();
     ranked.sort_by_cached_key(|(standing, _)| standing.rank(now));
     for (slot, (_, pod)) in pods.iter_mut().zip(ranked) {
         *slot = pod;
@@ -617,11 +613,16 @@ impl Standing {
         use std::cmp::Reverse;
         // Only ready pods are compared by how long they have been.
         let ready_for = if self.ready { age_scale(self.ready_since, now) } else { (false, 0) };
+        // Ready ones alike in how long go by uid; the rest by restarts and age first.
+        let (restarts, created) = match self.ready {
+            true => (0, (false, 0)),
+            false => (self.restarts, age_scale(self.created, now)),
+        };
         (
-            (self.scheduled, self.phase, self.ready, self.cost, Reverse(self.crowd)),
+            (self.scheduled, self.phase, self.ready, self.cost),
             ready_for,
-            Reverse(self.restarts),
-            age_scale(self.created, now),
+            Reverse(restarts),
+            created,
             self.uid.clone(),
         )
     }
@@ -1027,7 +1028,7 @@ mod tests {
     }
 
     #[test]
-    fn surplus_pods_go_by_deletion_cost_then_crowded_nodes_then_readiness_on_a_log_scale() {
+    fn surplus_pods_go_by_deletion_cost_then_readiness_on_a_log_scale() {
         let now: DateTime<Utc> = "2026-06-01T12:00:00Z".parse().unwrap();
         let pod = |uid: &str, node: &str, cost: Option<&str>, ready_minutes_ago: i64| {
             let since = now - chrono::Duration::minutes(ready_minutes_ago);
@@ -1045,19 +1046,46 @@ mod tests {
             deletion_order(&mut order, now);
             order.iter().map(|p| object_name(p).to_string()).collect::<Vec<_>>()
         };
-        // The newest, alone on its node, goes last: two share node a; of those, the cheaper
-        // goes first.
+        // The cheapest first; then the newest ready, whatever node it is on (an RC's pods do
+        // not rank by how crowded their node is).
         let pods = [
             pod("a-old", "a", Some("100"), 600),
             pod("a-cheap", "a", Some("-10"), 600),
             pod("b-new", "b", Some("100"), 1),
         ];
-        assert_eq!(order(&pods), ["a-cheap", "a-old", "b-new"]);
-        // Without costs, the crowded node's pods first, however new the lone one is.
+        assert_eq!(order(&pods), ["a-cheap", "b-new", "a-old"]);
         let pods = [pod("x", "a", None, 600), pod("y", "a", None, 600), pod("z", "b", None, 1)];
-        assert_eq!(order(&pods)[2], "z");
+        assert_eq!(order(&pods)[0], "z");
         // Ready 5 and 7 minutes: alike on the logarithmic scale, so by uid; 1 minute goes first.
         let pods = [pod("p2", "a", None, 5), pod("p1", "b", None, 7), pod("p3", "c", None, 1)];
         assert_eq!(order(&pods), ["p3", "p1", "p2"]);
+        // Alike ready ones go by uid, not by restarts.
+        let mut restarted = pod("q2", "a", None, 5);
+        restarted["status"]["containerStatuses"] = json!([{"restartCount": 9}]);
+        assert_eq!(order(&[restarted, pod("q1", "a", None, 7)]), ["q1", "q2"]);
+    }
+
+    #[actix::test]
+    async fn availability_needs_more_than_min_ready_seconds_of_a_known_ready_time() {
+        let manager = ReplicationManager::new(Arc::new(crate::testing::core().await));
+        let rc = json!({"metadata": {"name": "r", "namespace": "d", "generation": 1},
+            "spec": {"minReadySeconds": 10},
+            "status": {"conditions": [{"type": "Custom", "status": "True"}]}});
+        let ready = |since: Option<String>| {
+            let mut condition = json!({"type": "Ready", "status": "True"});
+            if let Some(since) = since {
+                condition["lastTransitionTime"] = json!(since);
+            }
+            json!({"metadata": {"name": "p"}, "status": {"phase": "Running", "conditions": [condition]}})
+        };
+        let ago = |s: i64| (Utc::now() - chrono::Duration::seconds(s)).to_rfc3339();
+        let pods = [ready(Some(ago(60))), ready(Some(ago(3))), ready(None)];
+        let owned: Vec<&Value> = pods.iter().collect();
+        let key = ("d".to_string(), "r".to_string());
+        let (status, recheck) = manager.status_of(&key, &rc, &owned);
+        assert_eq!((status["readyReplicas"].clone(), status["availableReplicas"].clone()), (json!(3), json!(1)));
+        assert!(recheck.is_some_and(|w| (6..=8).contains(&w)), "{recheck:?}");
+        // Others' conditions stay.
+        assert_eq!(status["conditions"], json!([{"type": "Custom", "status": "True"}]));
     }
 }
