@@ -2,15 +2,17 @@
 //! longer exists (missing for the quarantine time, 40 s, and confirmed gone by a read) are
 //! marked `Failed` with a `DisruptionTarget` condition (reason `DeletionByPodGC`) and deleted at
 //! once, since no agent will ever stop them; pods being deleted that were never bound go the
-//! same way (a delete cut off between its marking and its removal leaves one); and past
+//! same way (a delete cut off between its marking and its removal leaves one), and so do pods
+//! being deleted on a node that is not Ready and carries the `node.kubernetes.io/out-of-service`
+//! taint (Kubernetes' non-graceful node shutdown: its agent will not stop them); and past
 //! `terminated_threshold` finished pods
-//! (`Succeeded` or `Failed`, Kubernetes' `--terminated-pod-gc-threshold`), the oldest are
-//! deleted.
+//! (`Succeeded` or `Failed`, Kubernetes' `--terminated-pod-gc-threshold`), the evicted ones
+//! and then the oldest are deleted.
 //!
 //! Every sweep (20 s) lists the pods, and the finished ones by field selector, one sweep at a
 //! time; it follows nodes to know which exist.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,8 +50,9 @@ impl Default for PodGcConfig {
 pub struct PodGarbageCollector {
     client: Arc<dyn ApiClient>,
     config: PodGcConfig,
-    /// The nodes that exist, once listed.
-    nodes: Option<BTreeSet<String>>,
+    /// The nodes that exist, once listed, and whether each is out of service (not Ready and
+    /// tainted `node.kubernetes.io/out-of-service`).
+    nodes: Option<BTreeMap<String, bool>>,
     /// Nodes pods are bound to that do not exist, since when they were found missing.
     missing: HashMap<String, Instant>,
     sweeping: bool,
@@ -105,6 +108,12 @@ impl PodGarbageCollector {
             };
             let unscheduled_terminating: Vec<Value> =
                 unbound.into_iter().filter(deleting).collect();
+            let nodes = collector.nodes.as_ref().expect("listed before a sweep");
+            let out_of_service = |pod: &&Value| {
+                let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+                deleting(pod) && nodes.get(node) == Some(&true)
+            };
+            let stranded: Vec<Value> = bound.iter().filter(out_of_service).cloned().collect();
             let orphans = collector.orphans(bound);
             let client = collector.client.clone();
             let threshold = collector.config.terminated_threshold;
@@ -120,7 +129,7 @@ impl PodGarbageCollector {
                         Err(error) => tracing::debug!(%node, %error, "checking a node gone"),
                     }
                 }
-                for pod in &unscheduled_terminating {
+                for pod in stranded.iter().chain(&unscheduled_terminating) {
                     fail_and_delete(client.as_ref(), pod, None).await;
                 }
                 delete_oldest_finished(client.as_ref(), threshold).await;
@@ -138,7 +147,7 @@ impl PodGarbageCollector {
         let mut by_node: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for pod in bound {
             let node = json::at(&pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-            if !node.is_empty() && !nodes.contains(node) {
+            if !node.is_empty() && !nodes.contains_key(node) {
                 by_node.entry(node.to_string()).or_default().push(pod);
             }
         }
@@ -175,11 +184,14 @@ async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize) {
     if finished.len() <= threshold {
         return;
     }
-    let created = |p: &Value| {
+    // Evicted ones first, then the oldest (Kubernetes' `byEvictionAndCreationTimestamp`).
+    let order = |p: &Value| {
+        let evicted = json::at(p, "/status/phase").and_then(Value::as_str) == Some("Failed")
+            && json::at(p, "/status/reason").and_then(Value::as_str) == Some("Evicted");
         let at = json::at(p, "/metadata/creationTimestamp").and_then(Value::as_str);
-        (at.unwrap_or("").to_string(), object_name(p).to_string())
+        (!evicted, at.unwrap_or("").to_string(), object_name(p).to_string())
     };
-    finished.sort_by_cached_key(created);
+    finished.sort_by_cached_key(order);
     let excess = finished.len() - threshold;
     for pod in finished.into_iter().take(excess) {
         force_delete(client, &pod).await;
@@ -246,21 +258,29 @@ impl Handler<Nodes> for PodGarbageCollector {
     fn handle(&mut self, Nodes(feed): Nodes, _: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                self.nodes = Some(items.iter().map(|n| object_name(n).to_string()).collect());
+                let nodes = items.iter().map(|n| (object_name(n).to_string(), out_of_service(n)));
+                self.nodes = Some(nodes.collect());
             }
             Feed::Changed(kind, node) => {
-                let nodes = self.nodes.get_or_insert_with(BTreeSet::new);
+                let nodes = self.nodes.get_or_insert_with(BTreeMap::new);
                 let name = object_name(&node).to_string();
                 if kind == EventType::Deleted {
                     nodes.remove(&name);
                 } else {
                     self.missing.remove(&name);
-                    nodes.insert(name);
+                    nodes.insert(name, out_of_service(&node));
                 }
             }
             Feed::Unavailable(_) => {}
         }
     }
+}
+
+/// Whether a node is out of service: not Ready, and tainted so (any effect).
+fn out_of_service(node: &Value) -> bool {
+    let taints = json::at(node, "/spec/taints").and_then(Value::as_array);
+    let tainted = taints.into_iter().flatten().any(|t| t["key"] == "node.kubernetes.io/out-of-service");
+    tainted && !crate::model::is_ready(node)
 }
 
 impl Handler<StopPodGarbageCollector> for PodGarbageCollector {
@@ -369,5 +389,67 @@ mod tests {
         })
         .await;
         assert!(ApiClient::get(&core, pods, "default", "pending").await.is_ok());
+    }
+
+    /// Non-graceful node shutdown: pods being deleted on a node that is not Ready and is
+    /// tainted out of service are failed and removed; on a Ready one they wait for its agent.
+    #[actix::test]
+    async fn terminating_pods_of_an_out_of_service_node_are_deleted() {
+        let core = core().await;
+        let (pods, nodes) = (resources::core("pods"), resources::core("nodes"));
+        let taint = json!([{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown",
+            "effect": "NoExecute"}]);
+        for (name, ready) in [("down", "False"), ("up", "True")] {
+            let node = json!({"metadata": {"name": name}, "spec": {"taints": taint}});
+            let made = ApiClient::create(&core, nodes, "", node).await.unwrap();
+            let mut with_status = made;
+            with_status["status"] = json!({"conditions": [{"type": "Ready", "status": ready}]});
+            ApiClient::update_status(&core, nodes, "", with_status).await.unwrap();
+        }
+        for (name, node) in [("on-down", "down"), ("on-up", "up"), ("kept", "down")] {
+            ApiClient::create(&core, pods, "default", pod(name, node, None)).await.unwrap();
+        }
+        // Deleted gracefully: marked, waiting for an agent.
+        for name in ["on-down", "on-up"] {
+            let options = DeleteOptions::default();
+            let marked = ApiClient::delete(&core, pods, "default", name, &options).await.unwrap();
+            assert!(crate::model::is_being_deleted(&marked));
+        }
+        let config = PodGcConfig { period: Duration::from_millis(50), ..PodGcConfig::default() };
+        let _collector = PodGarbageCollector::new(Arc::new(core.clone()), config).start();
+        eventually("the out-of-service node's terminating pod deleted", || async {
+            ApiClient::get(&core, pods, "default", "on-down").await.is_err().then_some(())
+        })
+        .await;
+        for kept in ["on-up", "kept"] {
+            assert!(ApiClient::get(&core, pods, "default", kept).await.is_ok(), "{kept} is kept");
+        }
+    }
+
+    /// Past the threshold, evicted pods go before older finished ones.
+    #[actix::test]
+    async fn evicted_pods_go_first_past_the_threshold() {
+        let core = core().await;
+        let pods = resources::core("pods");
+        for (name, phase, reason) in [("old", "Succeeded", None), ("evicted", "Failed", Some("Evicted"))] {
+            let made = ApiClient::create(&core, pods, "default", pod(name, "", None)).await.unwrap();
+            let mut with_status = made;
+            with_status["status"] = json!({"phase": phase});
+            if let Some(reason) = reason {
+                with_status["status"]["reason"] = json!(reason);
+            }
+            ApiClient::update_status(&core, pods, "default", with_status).await.unwrap();
+        }
+        let config = PodGcConfig {
+            terminated_threshold: 1,
+            period: Duration::from_millis(50),
+            ..PodGcConfig::default()
+        };
+        let _collector = PodGarbageCollector::new(Arc::new(core.clone()), config).start();
+        eventually("the evicted pod deleted", || async {
+            ApiClient::get(&core, pods, "default", "evicted").await.is_err().then_some(())
+        })
+        .await;
+        assert!(ApiClient::get(&core, pods, "default", "old").await.is_ok());
     }
 }
