@@ -104,6 +104,17 @@ spec:
         ),
         "{err}"
     );
+    // A claim being deleted is no longer held to the ranges: its finalizers can go.
+    let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    assert_eq!(server.post("/api/v1/namespaces/limited/persistentvolumeclaims", &held).0, 201);
+    let floor = json!({"metadata": {"name": "floor"}, "spec": {"limits": [
+        {"type": "PersistentVolumeClaim", "min": {"storage": "5Gi"}}]}});
+    assert_eq!(server.post("/api/v1/namespaces/limited/limitranges", &floor).0, 201);
+    k.ok(&["delete", "pvc", "held", "-n", "limited", "--wait=false"]);
+    let unhold = r#"[{"op": "remove", "path": "/metadata/finalizers/0"}]"#;
+    k.ok(&["patch", "pvc", "held", "-n", "limited", "--type=json", "-p", unhold]);
+    k.ok(&["delete", "limitrange", "floor", "-n", "limited"]);
     // Once the range is gone, so are its bounds.
     k.ok(&["delete", "limitrange", "bounds", "-n", "limited"]);
     k.ok(&["create", "-f", huge.to_str().unwrap()]);
@@ -248,14 +259,24 @@ fn racing_creates_take_exactly_the_quota_and_updates_are_charged_too() {
     assert_eq!(server.post("/api/v1/namespaces/race/services", &service).0, 201);
     let (_, mut current) = server.get("/api/v1/namespaces/race/services/web");
     current["spec"]["type"] = json!("LoadBalancer");
-    let (code, status) = server.put("/api/v1/namespaces/race/services/web", &current);
-    assert_eq!(code, 403, "{status}");
-    assert!(
-        status["message"].as_str().unwrap().contains(
-            "exceeded quota: q, requested: services.loadbalancers=1, used: services.loadbalancers=0, limited: services.loadbalancers=0"
-        ),
-        "{status}"
-    );
+    // A dry run is judged by the quotas too (and charges nothing), as the real update.
+    for path in ["/api/v1/namespaces/race/services/web?dryRun=All", "/api/v1/namespaces/race/services/web"] {
+        let (code, status) = server.put(path, &current);
+        assert_eq!(code, 403, "{path}: {status}");
+        assert!(
+            status["message"].as_str().unwrap().contains(
+                "exceeded quota: q, requested: services.loadbalancers=1, used: services.loadbalancers=0, limited: services.loadbalancers=0"
+            ),
+            "{status}"
+        );
+    }
+    // Events are never counted: a quota of none takes them.
+    let quota = json!({"metadata": {"name": "no-events"}, "spec": {"hard": {"count/events": "0"}}});
+    assert_eq!(server.post("/api/v1/namespaces/race/resourcequotas", &quota).0, 201);
+    let event = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p",
+        "namespace": "race"}, "reason": "Tested", "message": "m", "type": "Normal"});
+    let (code, answer) = server.post("/api/v1/namespaces/race/events", &event);
+    assert_eq!(code, 201, "{answer}");
 }
 
 /// The ServiceAccount admission: a pod runs as its namespace's `default` account unless it
@@ -319,6 +340,25 @@ fn pods_run_as_an_existing_service_account() {
          secret.secretName=\"other\" is not allowed because service account builder does not \
          reference that secret"
     );
+    // Ephemeral containers (`kubectl debug`) are held to the same secrets.
+    let debug = |secret: &str| {
+        json!({"spec": {"ephemeralContainers": [{"name": "debugger", "image": "kplane/pause",
+            "envFrom": [{"secretRef": {"name": secret}}]}]}})
+    };
+    let path = "/api/v1/namespaces/team/pods/allowed/ephemeralcontainers";
+    let patch = |body: &Value| {
+        let content_type = Some("application/strategic-merge-patch+json");
+        server.send_raw("PATCH", path, content_type, body.to_string().into_bytes())
+    };
+    let (code, status) = patch(&debug("other"));
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"allowed\" is forbidden: ephemeral container debugger with envFrom referencing \
+         secret.secretName=\"other\" is not allowed because service account builder does not \
+         reference that secret"
+    );
+    assert_eq!(patch(&debug("allowed")).0, 200);
 }
 
 /// PriorityClasses and the Priority admission: the system classes exist from the start, `kubectl

@@ -252,6 +252,37 @@ impl Actor for TokensController {
     }
 }
 
+/// Takes the deleted token Secret `(namespace, name)` out of the `secrets` of the account it
+/// named (that account, not one created again under its name), retried on a conflict.
+async fn remove_reference(
+    client: Arc<dyn ApiClient>,
+    (namespace, name): (String, String),
+    named: NamedAccount,
+) {
+    for _ in 0..3 {
+        let Ok(mut account) = client.get(accounts(), &namespace, &named.name).await else { return };
+        if !named.is(&account) {
+            return;
+        }
+        let Some(listed) = account.get_mut("secrets").and_then(Value::as_array_mut) else {
+            return;
+        };
+        let before = listed.len();
+        listed.retain(|reference| reference["name"] != name.as_str());
+        if listed.len() == before {
+            return;
+        }
+        match client.update(accounts(), &namespace, account).await {
+            Err(ApiError::Conflict { .. }) => continue,
+            Err(error) => {
+                tracing::debug!(%namespace, %name, %error, "removing a token secret's reference");
+                return;
+            }
+            Ok(_) => return,
+        }
+    }
+}
+
 impl Handler<Secrets> for TokensController {
     type Result = ();
 
@@ -264,6 +295,11 @@ impl Handler<Secrets> for TokensController {
             Feed::Changed(EventType::Deleted, secret) => {
                 let key = (object_namespace(&secret).to_string(), object_name(&secret).to_string());
                 self.secrets.remove(&key);
+                // Its account no longer lists it, as Kubernetes' `removeSecretReference`.
+                if let Some(named) = NamedAccount::of(&secret) {
+                    let client = self.client.clone();
+                    ctx.spawn(remove_reference(client, key, named).into_actor(self));
+                }
             }
             Feed::Changed(_, secret) => self.seen(secret, ctx),
             Feed::Unavailable(_) => {}
@@ -386,6 +422,22 @@ mod tests {
         })
         .await;
         assert!(get("build-token").await.is_some());
+
+        // A token Secret deleted leaves its account's list of secrets.
+        let mut listing = core.get(accounts(), "default", "build").await.unwrap().to_value();
+        listing["secrets"] = json!([{"name": "spare"}, {"name": "kept"}]);
+        core.update(accounts(), "default", "build", listing, &write).await.unwrap();
+        core.create(secrets(), "default", token_secret("spare", "build"), &write).await.unwrap();
+        eventually("the spare token written", || async {
+            get("spare").await.filter(|s| s["data"].get("token").is_some())
+        })
+        .await;
+        core.delete(secrets(), "default", "spare", &DeleteOptions::default()).await.unwrap();
+        eventually("the spare token's reference gone", || async {
+            let account = core.get(accounts(), "default", "build").await.unwrap().to_value();
+            (account["secrets"] == json!([{"name": "kept"}])).then_some(())
+        })
+        .await;
 
         // The account's deletion takes its token Secrets with it.
         core.delete(accounts(), "default", "build", &DeleteOptions::default()).await.unwrap();

@@ -723,16 +723,21 @@ impl ApiCore {
         ranges: &[Value],
         object: &Value,
     ) -> Result<(), ApiError> {
-        let problems = match resource.kind {
-            _ if ranges.is_empty() => return Ok(()),
-            "Pod" => limit_ranger::check_pod(ranges, object),
-            "PersistentVolumeClaim" => limit_ranger::check_claim(ranges, object),
-            _ => return Ok(()),
-        };
-        if problems.is_empty() {
-            return Ok(());
+        // Range by range, the first one the object breaks refusing it with its problems, as
+        // Kubernetes' LimitRanger.
+        for range in ranges {
+            let range = std::slice::from_ref(range);
+            let problems = match resource.kind {
+                "Pod" => limit_ranger::check_pod(range, object),
+                "PersistentVolumeClaim" => limit_ranger::check_claim(range, object),
+                _ => return Ok(()),
+            };
+            if !problems.is_empty() {
+                let why = error::aggregate(problems);
+                return Err(ApiError::forbidden(resource, name, why, Vec::new()));
+            }
         }
-        Err(ApiError::forbidden(resource, name, error::aggregate(problems), Vec::new()))
+        Ok(())
     }
 
     /// The namespace lifecycle admission of a create, a subresource's too (a binding, an
@@ -961,8 +966,13 @@ impl ApiCore {
                 Part::Status => errors.extend(validation::validate_status_update(resource, &next)),
                 Part::Finalize => {}
             }
-            // A claim is admitted on update too (a pod's resources cannot change).
-            if errors.is_empty() && part == Part::Main && resource.kind == "PersistentVolumeClaim" {
+            // A claim is admitted on update too (a pod's resources cannot change), unless it
+            // is being deleted (as Kubernetes' LimitRanger: its finalizers must be able to go).
+            if errors.is_empty()
+                && part == Part::Main
+                && resource.kind == "PersistentVolumeClaim"
+                && !crate::model::is_being_deleted(&current_value)
+            {
                 let limit_ranges = self.limit_ranges(resource, namespace);
                 if let Err(refused) = self.check_limit_ranges(resource, name, &limit_ranges, &next)
                 {
@@ -989,6 +999,10 @@ impl ApiCore {
                     check_pod_security_labels(name, Some(&current_value), &next)?;
                 }
             }
+            if part == Part::EphemeralContainers && Self::is_pod(resource) {
+                service_account::admit_ephemeral(&self.store, namespace, &next)
+                    .map_err(|why| ApiError::forbidden(resource, name, why, Vec::new()))?;
+            }
             let pod_spec_part = matches!(part, Part::Main | Part::EphemeralContainers);
             if pod_spec_part && Self::is_pod(resource) {
                 // (Nothing is allocated for a pod.)
@@ -998,15 +1012,13 @@ impl ApiCore {
             if part == Part::Main && resource.kind == "PersistentVolumeClaim" {
                 claim_resize::admit(resource, name, &current_value, &next)?;
             }
-            if same || dry_run {
-                return Ok(if dry_run {
-                    Arc::new(StoredObject::from_value(key, next, current.resource_version))
-                } else {
-                    current
-                });
+            let dry_answer = |next| Arc::new(StoredObject::from_value(key.clone(), next, current.resource_version));
+            if same {
+                return Ok(if dry_run { dry_answer(next) } else { current });
             }
             // A service or claim that grows is charged to the quotas, their lock held until
-            // it is stored (what an earlier attempt charged is not charged again).
+            // it is stored (what an earlier attempt charged is not charged again); a dry run
+            // is judged by them, charging nothing.
             let mut growth = resource_quota::update_usage(resource, &current_value, &next);
             growth.retain(|name, amount| {
                 *amount = amount.saturating_sub(charged.get(name).copied().unwrap_or(0));
@@ -1019,7 +1031,7 @@ impl ApiCore {
                     name,
                     &next,
                     Some(growth.clone()),
-                    false,
+                    dry_run,
                 );
                 match charge.await {
                     Ok(guard) => {
@@ -1027,13 +1039,18 @@ impl ApiCore {
                         guard
                     }
                     Err(refused) => {
-                        self.services.release(&allocated);
+                        if !dry_run {
+                            self.services.release(&allocated);
+                        }
                         return Err(refused);
                     }
                 }
             } else {
                 None
             };
+            if dry_run {
+                return Ok(dry_answer(next));
+            }
             // As Kubernetes' `ShouldDeleteDuringUpdate`: the update that leaves an object
             // marked for deletion without finalizers deletes it, unless it is still within a
             // grace period (a pod its node stops, which then deletes it itself).

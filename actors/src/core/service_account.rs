@@ -56,6 +56,26 @@ pub(crate) async fn admit(store: &Store, namespace: &str, pod: &mut Value) -> Re
     }
 }
 
+/// Admits ephemeral containers added to `pod` (its `ephemeralcontainers` subresource, what
+/// `kubectl debug` writes), as Kubernetes' plugin does since its fixes of CVE-2023-2728: the pod
+/// must run as an existing account, and one that enforces its mountable secrets limits the
+/// secrets the ephemeral containers' environment names to its own.
+pub(crate) fn admit_ephemeral(store: &Store, namespace: &str, pod: &Value) -> Result<(), String> {
+    let name = name_at(pod, "/spec/serviceAccountName").unwrap_or("");
+    if name.is_empty() {
+        let pod_name = name_at(pod, "/metadata/name").unwrap_or("");
+        return Err(format!("no service account specified for pod {namespace}/{pod_name}"));
+    }
+    let Some(account) = store.service_account(namespace, name) else {
+        return Err(format!(
+            "error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found"
+        ));
+    };
+    let Some(mountable) = &account.mountable_secrets else { return Ok(()) };
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    check_container_secrets(spec, &[("ephemeralContainers", "ephemeral container")], name, mountable)
+}
+
 /// The account, from the admission tables; `default` is waited for a moment.
 async fn account(
     store: &Store,
@@ -158,7 +178,33 @@ fn check_secret_references(
             return Err(format!("volume with secret.secretName=\"{secret}\" {refused}"));
         }
     }
-    for (field, what) in [("initContainers", "init container"), ("containers", "container")] {
+    let containers = [("initContainers", "init container"), ("containers", "container")];
+    check_container_secrets(spec, &containers, account_name, mountable)?;
+    for (i, secret) in list(spec, "imagePullSecrets").enumerate() {
+        let secret = name_at(secret, "/name").unwrap_or("");
+        if !account.image_pull_secrets.iter().any(|p| p == secret) {
+            return Err(format!(
+                "imagePullSecrets[{i}].name=\"{secret}\" is not allowed because service account \
+                 {account_name} does not reference that imagePullSecret"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The environment of the containers of `fields` (each with the words naming one) names only
+/// secrets an enforcing account lists (`mountable`).
+fn check_container_secrets(
+    spec: &Value,
+    fields: &[(&str, &str)],
+    account_name: &str,
+    mountable: &[String],
+) -> Result<(), String> {
+    let allowed = |name: &str| mountable.iter().any(|m| m == name);
+    let refused = format!(
+        "is not allowed because service account {account_name} does not reference that secret"
+    );
+    for (field, what) in fields {
         for container in list(spec, field) {
             let name = name_at(container, "/name").unwrap_or("");
             for env in list(container, "env") {
@@ -177,15 +223,6 @@ fn check_secret_references(
                     ));
                 }
             }
-        }
-    }
-    for (i, secret) in list(spec, "imagePullSecrets").enumerate() {
-        let secret = name_at(secret, "/name").unwrap_or("");
-        if !account.image_pull_secrets.iter().any(|p| p == secret) {
-            return Err(format!(
-                "imagePullSecrets[{i}].name=\"{secret}\" is not allowed because service account \
-                 {account_name} does not reference that imagePullSecret"
-            ));
         }
     }
     Ok(())

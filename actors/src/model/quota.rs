@@ -72,8 +72,8 @@ pub fn amounts(list: Option<&Value>) -> Usage {
     list.map(|(name, q)| (name.clone(), q.as_str().map_or(0, millis))).collect()
 }
 
-/// What `object`, of `resource`, adds to the quotas of its namespace: its object count
-/// (`count/<resource>[.<group>]`) always; for pods not yet terminal, `pods` and their compute
+/// What `object`, of `resource`, adds to the quotas of its namespace (nothing for an event):
+/// its object count (`count/<resource>[.<group>]`) always; for pods not yet terminal, `pods` and their compute
 /// resources' requests and limits; for services, the node ports and load balancers they take;
 /// for claims, the storage they request.
 pub fn usage_of(
@@ -82,6 +82,10 @@ pub fn usage_of(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Usage {
     let mut usage = Usage::new();
+    // Events are never counted (Kubernetes' quota registry ignores them).
+    if resource.plural == "events" && matches!(resource.group, "" | "events.k8s.io") {
+        return usage;
+    }
     let count = if resource.group.is_empty() {
         format!("count/{}", resource.plural)
     } else {
@@ -146,8 +150,13 @@ pub fn usage_of(
             if let Some(storage) = storage {
                 usage.insert("requests.storage".into(), storage);
             }
-            // And the same per storage class, as `<class>.storageclass.storage.k8s.io/...`.
-            let class = json::at(object, "/spec/storageClassName").and_then(Value::as_str);
+            // And the same per storage class, as `<class>.storageclass.storage.k8s.io/...`
+            // (the deprecated annotation naming it first, as Kubernetes reads a claim's class).
+            let annotated = json::at(object, "/metadata/annotations")
+                .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"));
+            let class = annotated
+                .or_else(|| json::at(object, "/spec/storageClassName"))
+                .and_then(Value::as_str);
             if let Some(class) = class.filter(|c| !c.is_empty()) {
                 let per_class = format!("{class}.storageclass.storage.k8s.io/");
                 usage.insert(format!("{per_class}persistentvolumeclaims"), ONE);
@@ -440,6 +449,20 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         assert!(counts(pods, "requests.example.com/gpu") && !counts(pods, "requests.storage"));
         assert!(!counts(pods, "requests.kubernetes.io/batteries"));
+    }
+
+    #[test]
+    fn the_annotated_class_counts_and_events_never_do() {
+        let claims = find("", "v1", "persistentvolumeclaims").unwrap();
+        let claim = json!({"metadata": {"annotations": {"volume.beta.kubernetes.io/storage-class": "gold"}},
+            "spec": {"storageClassName": "silver", "resources": {"requests": {"storage": "1Gi"}}}});
+        let usage = usage_of(claims, &claim, chrono::Utc::now());
+        assert!(usage.contains_key("gold.storageclass.storage.k8s.io/requests.storage"));
+        assert!(!usage.keys().any(|k| k.starts_with("silver.")));
+        for (group, version) in [("", "v1"), ("events.k8s.io", "v1")] {
+            let events = find(group, version, "events").unwrap();
+            assert!(usage_of(events, &json!({}), chrono::Utc::now()).is_empty());
+        }
     }
 
     #[test]
