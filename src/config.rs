@@ -157,6 +157,7 @@ struct RawServer {
     max_request_body_bytes: usize,
     max_requests_inflight: usize,
     max_mutating_requests_inflight: usize,
+    event_ttl_seconds: u64,
     service_cluster_ip_range: String,
     service_node_port_range: String,
     tls_cert_file: String,
@@ -218,6 +219,7 @@ impl Default for RawServer {
             max_request_body_bytes: 3 * 1024 * 1024,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            event_ttl_seconds: 3600,
             service_cluster_ip_range: "127.192.0.0/16".into(),
             service_node_port_range: "30000-32767".into(),
             tls_cert_file: String::new(),
@@ -288,6 +290,8 @@ pub struct Settings {
     /// Requests in flight past which the server answers 429 (`0`: no limit).
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// How long after its last write an Event is deleted (`None`: kept).
+    pub event_ttl: Option<Duration>,
     pub shards: usize,
     pub watch_window_events: usize,
     pub watch_window_bytes: usize,
@@ -530,6 +534,8 @@ impl Settings {
             )?,
             max_requests_inflight: raw.server.max_requests_inflight,
             max_mutating_requests_inflight: raw.server.max_mutating_requests_inflight,
+            event_ttl: (raw.server.event_ttl_seconds > 0)
+                .then(|| Duration::from_secs(raw.server.event_ttl_seconds)),
             shards: at_least("store.shards", raw.store.shards, 1)?,
             watch_window_events: at_least("watch.window_events", raw.watch.window_events, 1)?,
             watch_window_bytes: at_least("watch.window_megabytes", raw.watch.window_megabytes, 1)?

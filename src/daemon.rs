@@ -7,12 +7,12 @@ use actix::{Actor, Addr};
 use actix_web::{web, HttpServer};
 use kplane_actors::client::ApiClient;
 use kplane_actors::controllers::{
-    ClusterRoleAggregator, DisruptionController, EndpointsController, EveryNamespace,
+    ClusterRoleAggregator, DisruptionController, EndpointsController, EventTtl, EveryNamespace,
     GarbageCollector, Kept, KubernetesServiceConfig, KubernetesServiceController,
     NamespaceController, NodeIpamController, NodeLifecycleController, PersistentVolumeController,
     PodGarbageCollector, ReplicationManager, ResourceQuotaController, ServiceController,
     StopClusterRoleAggregator, StopCollector, StopDisruptionController, StopEndpointsController,
-    StopEveryNamespace, StopKubernetesServiceController, StopNamespaceController,
+    StopEventTtl, StopEveryNamespace, StopKubernetesServiceController, StopNamespaceController,
     StopNodeIpamController, StopNodeLifecycleController, StopPersistentVolumeController,
     StopPodGarbageCollector, StopQuotaController, StopReplicationManager, StopServiceController,
     StopStorageProtector, StopTaintEvictionController, StopTokensController, StorageProtector,
@@ -65,6 +65,7 @@ pub struct Running {
     node_lifecycle: Addr<NodeLifecycleController>,
     taint_eviction: Addr<TaintEvictionController>,
     pod_gc: Addr<PodGarbageCollector>,
+    event_ttl: Option<Addr<EventTtl>>,
     services: Addr<ServiceController>,
     disruption: Addr<DisruptionController>,
     volumes: Addr<PersistentVolumeController>,
@@ -113,6 +114,9 @@ impl Running {
         let _ = self.node_lifecycle.send(StopNodeLifecycleController).await;
         let _ = self.taint_eviction.send(StopTaintEvictionController).await;
         let _ = self.pod_gc.send(StopPodGarbageCollector).await;
+        if let Some(event_ttl) = &self.event_ttl {
+            let _ = event_ttl.send(StopEventTtl).await;
+        }
         let _ = self.services.send(StopServiceController).await;
         let _ = self.disruption.send(StopDisruptionController).await;
         let _ = self.volumes.send(StopPersistentVolumeController).await;
@@ -441,6 +445,11 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         },
     )
     .start();
+    // And event expiry: Events go an hour (`--event-ttl`) after their last write.
+    let event_ttl = settings.event_ttl.map(|ttl| {
+        EventTtl::new(Arc::new(state.core.clone().with_field_manager("kube-apiserver")), ttl)
+            .start()
+    });
     // And the service controller: LoadBalancer services get an address and a listener there.
     let services = ServiceController::start_in_own_thread(
         Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
@@ -541,6 +550,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         node_lifecycle,
         taint_eviction,
         pod_gc,
+        event_ttl,
         services,
         disruption,
         volumes,

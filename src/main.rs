@@ -107,6 +107,10 @@ struct ServerArgs {
     /// Keep rotated audit logs for this many days (0: no limit).
     #[arg(long, value_name = "DAYS")]
     audit_log_maxage: Option<u64>,
+    /// Delete Events this long after their last write (a Go duration: 1h, 30m, 1h30m0s; 0
+    /// keeps them).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration_seconds)]
+    event_ttl: Option<u64>,
     /// Run a node agent inside the server (default true; `--embedded-agent=false` turns it off).
     #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
     embedded_agent: Option<bool>,
@@ -193,6 +197,7 @@ fn server(args: ServerArgs) -> ExitCode {
             ("audit_log_maxsize", args.audit_log_maxsize.map(|n| n.to_string())),
             ("audit_log_maxbackup", args.audit_log_maxbackup.map(|n| n.to_string())),
             ("audit_log_maxage", args.audit_log_maxage.map(|n| n.to_string())),
+            ("event_ttl_seconds", args.event_ttl.map(|n| n.to_string())),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some((key, value?)))
@@ -293,4 +298,53 @@ fn init_logging(settings: &Settings) {
 fn fail(error: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("kplane: {error}");
     ExitCode::from(2)
+}
+
+/// Whole seconds of a Go duration of hours, minutes and seconds (`1h`, `30m`, `1h0m0s`, `0`), as
+/// kube-apiserver's duration flags take them.
+fn go_duration_seconds(text: &str) -> Result<u64, String> {
+    let bad = || format!("{text:?} is not a duration such as 1h, 30m or 1h30m0s");
+    if text == "0" {
+        return Ok(0);
+    }
+    let (mut seconds, mut digits) = (0u64, String::new());
+    for c in text.chars() {
+        match c {
+            '0'..='9' => digits.push(c),
+            'h' | 'm' | 's' if !digits.is_empty() => {
+                let unit = match c {
+                    'h' => 3600,
+                    'm' => 60,
+                    _ => 1,
+                };
+                let amount: u64 = digits.parse().map_err(|_| bad())?;
+                seconds = amount
+                    .checked_mul(unit)
+                    .and_then(|a| seconds.checked_add(a))
+                    .ok_or_else(bad)?;
+                digits.clear();
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if text.is_empty() || !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(seconds)
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::go_duration_seconds;
+
+    #[test]
+    fn go_durations_read_as_seconds() {
+        assert_eq!(go_duration_seconds("1h0m0s"), Ok(3600));
+        assert_eq!(go_duration_seconds("90m"), Ok(5400));
+        assert_eq!(go_duration_seconds("1h30m15s"), Ok(5415));
+        assert_eq!(go_duration_seconds("0"), Ok(0));
+        for bad in ["", "10", "1x", "h", "1.5h", "-1h"] {
+            assert!(go_duration_seconds(bad).is_err(), "{bad}");
+        }
+    }
 }

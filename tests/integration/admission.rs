@@ -260,7 +260,9 @@ fn racing_creates_take_exactly_the_quota_and_updates_are_charged_too() {
     let (_, mut current) = server.get("/api/v1/namespaces/race/services/web");
     current["spec"]["type"] = json!("LoadBalancer");
     // A dry run is judged by the quotas too (and charges nothing), as the real update.
-    for path in ["/api/v1/namespaces/race/services/web?dryRun=All", "/api/v1/namespaces/race/services/web"] {
+    for path in
+        ["/api/v1/namespaces/race/services/web?dryRun=All", "/api/v1/namespaces/race/services/web"]
+    {
         let (code, status) = server.put(path, &current);
         assert_eq!(code, 403, "{path}: {status}");
         assert!(

@@ -4,6 +4,7 @@
 //! - [`cluster_role_aggregation`]: gives aggregating ClusterRoles the rules they select.
 //! - [`disruption`]: works out what each PodDisruptionBudget allows, for evictions.
 //! - [`endpoints`]: lists the pods each Service selects in its Endpoints and EndpointSlices.
+//! - [`event_ttl`]: deletes Events an hour (`--event-ttl`) after their last write.
 //! - [`every_namespace`]: gives every namespace its `default` ServiceAccount and, with the
 //!   secure port on, its `kube-root-ca.crt` ConfigMap.
 //! - [`garbage_collector`]: deletes the dependents of deleted owners (ownerReferences), orphans
@@ -26,6 +27,7 @@ pub mod cluster_role_aggregation;
 pub mod disruption;
 mod endpoint_slices;
 pub mod endpoints;
+pub mod event_ttl;
 pub mod every_namespace;
 pub mod garbage_collector;
 pub mod kubernetes_service;
@@ -45,6 +47,7 @@ mod trigger_time;
 pub use cluster_role_aggregation::{ClusterRoleAggregator, StopClusterRoleAggregator};
 pub use disruption::{DisruptionController, StopDisruptionController};
 pub use endpoints::{EndpointsController, StopEndpointsController};
+pub use event_ttl::{EventTtl, StopEventTtl};
 pub use every_namespace::{EveryNamespace, Kept, StopEveryNamespace, ROOT_CA_CONFIG_MAP};
 pub use garbage_collector::{GarbageCollector, StopCollector};
 pub use kubernetes_service::{

@@ -279,7 +279,8 @@ impl Handler<Nodes> for PodGarbageCollector {
 /// Whether a node is out of service: not Ready, and tainted so (any effect).
 fn out_of_service(node: &Value) -> bool {
     let taints = json::at(node, "/spec/taints").and_then(Value::as_array);
-    let tainted = taints.into_iter().flatten().any(|t| t["key"] == "node.kubernetes.io/out-of-service");
+    let tainted =
+        taints.into_iter().flatten().any(|t| t["key"] == "node.kubernetes.io/out-of-service");
     tainted && !crate::model::is_ready(node)
 }
 
@@ -431,8 +432,11 @@ mod tests {
     async fn evicted_pods_go_first_past_the_threshold() {
         let core = core().await;
         let pods = resources::core("pods");
-        for (name, phase, reason) in [("old", "Succeeded", None), ("evicted", "Failed", Some("Evicted"))] {
-            let made = ApiClient::create(&core, pods, "default", pod(name, "", None)).await.unwrap();
+        for (name, phase, reason) in
+            [("old", "Succeeded", None), ("evicted", "Failed", Some("Evicted"))]
+        {
+            let made =
+                ApiClient::create(&core, pods, "default", pod(name, "", None)).await.unwrap();
             let mut with_status = made;
             with_status["status"] = json!({"phase": phase});
             if let Some(reason) = reason {

@@ -414,7 +414,8 @@ impl ReplicationManager {
             // Available once ready for more than `minReadySeconds` (a ready condition without
             // a time never is, then), as Kubernetes' `IsPodAvailable` judges it.
             let ready_for = (now - ready_since).num_milliseconds();
-            if min_ready == 0 || ready_for > min_ready * 1000 && ready_since != DateTime::UNIX_EPOCH {
+            if min_ready == 0 || ready_for > min_ready * 1000 && ready_since != DateTime::UNIX_EPOCH
+            {
                 available += 1;
             } else if ready_since != DateTime::UNIX_EPOCH {
                 let wait = min_ready - ready_for / 1000;
@@ -1083,7 +1084,10 @@ mod tests {
         let owned: Vec<&Value> = pods.iter().collect();
         let key = ("d".to_string(), "r".to_string());
         let (status, recheck) = manager.status_of(&key, &rc, &owned);
-        assert_eq!((status["readyReplicas"].clone(), status["availableReplicas"].clone()), (json!(3), json!(1)));
+        assert_eq!(
+            (status["readyReplicas"].clone(), status["availableReplicas"].clone()),
+            (json!(3), json!(1))
+        );
         assert!(recheck.is_some_and(|w| (6..=8).contains(&w)), "{recheck:?}");
         // Others' conditions stay.
         assert_eq!(status["conditions"], json!([{"type": "Custom", "status": "True"}]));

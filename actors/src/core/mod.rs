@@ -1012,7 +1012,9 @@ impl ApiCore {
             if part == Part::Main && resource.kind == "PersistentVolumeClaim" {
                 claim_resize::admit(resource, name, &current_value, &next)?;
             }
-            let dry_answer = |next| Arc::new(StoredObject::from_value(key.clone(), next, current.resource_version));
+            let dry_answer = |next| {
+                Arc::new(StoredObject::from_value(key.clone(), next, current.resource_version))
+            };
             if same {
                 return Ok(if dry_run { dry_answer(next) } else { current });
             }

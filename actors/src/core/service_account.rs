@@ -73,7 +73,12 @@ pub(crate) fn admit_ephemeral(store: &Store, namespace: &str, pod: &Value) -> Re
     };
     let Some(mountable) = &account.mountable_secrets else { return Ok(()) };
     let spec = pod.get("spec").unwrap_or(&Value::Null);
-    check_container_secrets(spec, &[("ephemeralContainers", "ephemeral container")], name, mountable)
+    check_container_secrets(
+        spec,
+        &[("ephemeralContainers", "ephemeral container")],
+        name,
+        mountable,
+    )
 }
 
 /// The account, from the admission tables; `default` is waited for a moment.
