@@ -421,10 +421,10 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     assert!(counted("EnsuringLoadBalancer") >= 2, "each try is announced");
 }
 
-/// A backend answering every HTTP request with `name`, on a port of its own.
-fn named_backend(name: &'static str) -> std::net::SocketAddr {
+/// A backend answering every HTTP request with `name`, on a port of its own at `ip`.
+fn named_backend(name: &'static str, ip: &str) -> std::net::SocketAddr {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
@@ -458,7 +458,11 @@ fn a_load_balancer_keeping_traffic_local_is_health_checked_and_served_by_its_nod
     ]);
     let http =
         reqwest::blocking::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
-    let (local, remote) = (named_backend("local"), named_backend("remote"));
+    // Two addresses, as two pods on two nodes have (one address on two nodes would be one
+    // endpoint, as Kubernetes repacks Endpoints).
+    let backend_ip = |last: u16| format!("127.252.{}.{}", n / 256, n % 256 / 2 * 2 + last);
+    let (local, remote) =
+        (named_backend("local", &backend_ip(0)), named_backend("remote", &backend_ip(1)));
     // Without a selector: the Endpoints are this test's, one address on this node and one
     // on another.
     let subset = |addr: std::net::SocketAddr, node: &str| {

@@ -320,7 +320,21 @@ pub(super) async fn write(
     desired: Vec<Value>,
 ) -> Result<Written, ApiError> {
     let (namespace, name) = key_of(owner);
-    let mut existing = current(client, keeper, &namespace, &name).await?;
+    let listed = current(client, keeper, &namespace, &name).await?;
+    // Slices being deleted are left to go; those `owner` does not own (an earlier service's
+    // of its name, someone else's with the labels) are replaced, as Kubernetes' reconciler
+    // keeps only the slices its service owns.
+    let owned = |slice: &Value| {
+        let owners = json::at(slice, "/metadata/ownerReferences").and_then(Value::as_array);
+        owners.into_iter().flatten().any(|o| o["uid"] == object_uid(owner))
+    };
+    let (mut existing, foreign): (Vec<Value>, Vec<Value>) = listed
+        .into_iter()
+        .filter(|slice| !crate::model::is_being_deleted(slice))
+        .partition(|slice| owned(slice));
+    for slice in &foreign {
+        delete(client, &namespace, slice).await?;
+    }
     let mut unmatched = Vec::new();
     let mut kept = Written::new();
     for want in desired {

@@ -1036,5 +1036,17 @@ mod tests {
         // Its own writes did not start a loop: the slice put back is as it was left.
         let settled = slices_of("web").await.pop().unwrap();
         assert_eq!(settled["metadata"]["generation"], 3, "{settled}");
+        // A slice with the service's labels that the service does not own is replaced.
+        let mut foreign = settled.clone();
+        let metadata = foreign["metadata"].as_object_mut().unwrap();
+        metadata.retain(|k, _| k == "labels");
+        metadata.insert("name".into(), json!("web-foreign"));
+        ApiClient::create(&core, slices, "default", foreign).await.unwrap();
+        eventually("the foreign slice gone", || async {
+            let names: Vec<String> =
+                slices_of("web").await.iter().map(|s| object_name(s).to_string()).collect();
+            (names == [object_name(&settled)]).then_some(())
+        })
+        .await;
     }
 }
