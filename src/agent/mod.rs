@@ -70,7 +70,8 @@ fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
     config.memory_limit_launcher = Some(exec_limited(&["--memory-bytes", "{bytes}"]));
     if runtime == RuntimeKind::Process && may_name_hosts(&exe) {
         config.hostname_launcher = Some(exec_limited(&["--hostname", "{hostname}"]));
-        config.join_hostname_launcher = Some(exec_limited(&["--uts-of", "/proc/{pid}/ns/uts"]));
+        let join = ["--uts-of", "/proc/{pid}/ns/uts", "--uts-hostname", "{hostname}"];
+        config.join_hostname_launcher = Some(exec_limited(&join));
     }
     config
 }

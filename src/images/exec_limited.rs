@@ -44,6 +44,10 @@ pub struct ExecLimitedArgs {
     /// Join the UTS namespace (the host name) this file is of, `/proc/PID/ns/uts`.
     #[arg(long, value_name = "FILE")]
     uts_of: Option<std::path::PathBuf>,
+    /// The host name the joined namespace is to have: wait until its process has given it
+    /// (it makes the namespace, then names it).
+    #[arg(long, value_name = "NAME", requires = "uts_of")]
+    uts_hostname: Option<String>,
     /// Limit on the data segment and writable private mappings, in bytes (RLIMIT_DATA).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     memory_bytes: Option<u64>,
@@ -102,8 +106,12 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
     }
     if let Some(file) = &args.uts_of {
         let uts = "the container's UTS namespace";
-        let namespace = own_namespace_of(file).map_err(failed(uts))?;
+        let deadline = std::time::Instant::now() + NAMESPACE_PATIENCE;
+        let namespace = own_namespace_of(file, deadline).map_err(failed(uts))?;
         nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWUTS).map_err(failed(uts))?;
+        if let Some(name) = &args.uts_hostname {
+            named(name, deadline).map_err(failed("the container's host name"))?;
+        }
     }
     if args.tty {
         rustix::process::setsid().map_err(failed("a new session"))?;
@@ -122,15 +130,19 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
 }
 
 /// How long a process joining a container waits for the container to have made its own UTS
-/// namespace: one that has just started (a postStart hook runs at once) may not have yet.
-const NAMESPACE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+/// namespace and named it: one that has just started (a postStart hook runs at once) may not
+/// have yet, and a hook that joined between the two steps saw the machine's name (a full test
+/// run on a loaded machine caught that once). A probe's own timeout still bounds a probe.
+const NAMESPACE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Opens the UTS namespace `file` is of (`/proc/PID/ns/uts`), once it is no longer this
 /// process's own: the container's process makes its namespace as its first step.
-fn own_namespace_of(file: &std::path::Path) -> io::Result<std::fs::File> {
+fn own_namespace_of(
+    file: &std::path::Path,
+    deadline: std::time::Instant,
+) -> io::Result<std::fs::File> {
     use std::os::unix::fs::MetadataExt;
     let ours = std::fs::metadata("/proc/self/ns/uts")?.ino();
-    let deadline = std::time::Instant::now() + NAMESPACE_PATIENCE;
     loop {
         let namespace = std::fs::File::open(file)?;
         if namespace.metadata()?.ino() != ours {
@@ -139,6 +151,21 @@ fn own_namespace_of(file: &std::path::Path) -> io::Result<std::fs::File> {
         if std::time::Instant::now() >= deadline {
             let message =
                 format!("{} is still the host's after {NAMESPACE_PATIENCE:?}", file.display());
+            return Err(io::Error::new(io::ErrorKind::TimedOut, message));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Waits until the UTS namespace this process is in has the host name `name` (its maker gives
+/// it just after making the namespace).
+fn named(name: &str, deadline: std::time::Instant) -> io::Result<()> {
+    loop {
+        if nix::unistd::gethostname()?.to_string_lossy() == name {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            let message = format!("not named {name} after {NAMESPACE_PATIENCE:?}");
             return Err(io::Error::new(io::ErrorKind::TimedOut, message));
         }
         std::thread::sleep(std::time::Duration::from_millis(2));

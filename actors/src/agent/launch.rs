@@ -60,7 +60,10 @@ pub fn own_hostname(pod: &Pod) -> Option<String> {
 /// host name, when the container has one of its own (empty otherwise).
 pub fn join_hostname(config: &AgentConfig, pod: &Pod, pid: u32) -> Vec<String> {
     match (&config.join_hostname_launcher, own_hostname(pod)) {
-        (Some(launcher), Some(_)) => through(launcher, "{pid}", &pid.to_string(), Vec::new()),
+        (Some(launcher), Some(name)) => {
+            let launcher = through(launcher, "{pid}", &pid.to_string(), Vec::new());
+            through(&launcher, "{hostname}", &name, Vec::new())
+        }
         _ => Vec::new(),
     }
 }
