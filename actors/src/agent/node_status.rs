@@ -44,30 +44,20 @@ pub fn status_events(previous: &[Value], now: &[Value]) -> Vec<&'static str> {
         .collect()
 }
 
-/// Whether posting `status` (a merge patch) over `stored` would change more than its
+/// Whether posting `status` (as [`status_patch`]) over `stored` would change more than its
 /// conditions' heartbeat times: the kubelet posts its node's status only then (or every five
-/// minutes), its Lease being its heartbeat.
+/// minutes), its Lease being its heartbeat. Judged by the API server's own strategic merge, so
+/// that conditions merge by type (others' stay) exactly as they will be stored.
 pub fn says_news(stored: &Value, status: &Value) -> bool {
-    let mut merged = stored.clone();
-    json_patch::merge(&mut merged, status);
-    // Conditions merge by type, as the status is posted: others' stay.
-    let stored_conditions = stored["conditions"].as_array().map_or(&[][..], Vec::as_slice);
-    let ours = status["conditions"].as_array().map_or(&[][..], Vec::as_slice);
-    merged["conditions"] = Value::Array(merge_conditions(stored_conditions, ours));
-    without_heartbeats(merged) != without_heartbeats(stored.clone())
-}
-
-/// `stored` conditions with `ours` merged in by type (each of ours in the place of the stored
-/// one of its type, or after them), as a strategic merge patch of a node's status merges them:
-/// the conditions others set (a problem detector's, `NetworkUnavailable`) stay.
-pub fn merge_conditions(stored: &[Value], ours: &[Value]) -> Vec<Value> {
-    let mut merged: Vec<Value> = stored
-        .iter()
-        .map(|c| ours.iter().find(|o| o["type"] == c["type"]).unwrap_or(c).clone())
-        .collect();
-    let new = ours.iter().filter(|o| !stored.iter().any(|c| c["type"] == o["type"]));
-    merged.extend(new.cloned());
-    merged
+    let before = json!({"status": stored});
+    let patch = status_patch(status);
+    match crate::core::apply_patch(&before, crate::core::PatchType::StrategicMerge, &patch) {
+        Ok(mut after) => {
+            without_heartbeats(after["status"].take()) != without_heartbeats(stored.clone())
+        }
+        // A patch the server would refuse is news to post, and to be told of.
+        Err(_) => true,
+    }
 }
 
 /// The patch that posts `status`: a strategic merge patch, so that conditions merge by type
@@ -403,12 +393,24 @@ mod tests {
         let again = status(&config, &machine, "process", Pressure::default(), &stored, "t2");
         assert!(!says_news(&stored, &again));
         let ours = again["conditions"].as_array().unwrap();
-        let merged = merge_conditions(stored["conditions"].as_array().unwrap(), ours);
+        let patch = status_patch(&again);
+        let posted = crate::core::apply_patch(
+            &json!({"status": stored}),
+            crate::core::PatchType::StrategicMerge,
+            &patch,
+        )
+        .unwrap();
+        let merged = posted["status"]["conditions"].as_array().unwrap();
         assert_eq!(merged.len(), 5);
         assert_eq!(merged[0], deadlock);
         assert_eq!(&merged[1..], &ours[..]);
-        let patch = status_patch(&again);
-        assert_eq!(patch["status"]["addresses"][0], json!({"$patch": "replace"}));
+        // The addresses are replaced whole: one the node no longer has goes.
+        let mut moved = stored.clone();
+        moved["addresses"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "InternalIP", "address": "10.9.9.9"}));
+        assert!(says_news(&moved, &again));
         // 100Mi of memory and a tenth of the disk are kept back.
         let capacity = |name: &str| {
             crate::model::quantity::value(first["capacity"][name].as_str().unwrap()).unwrap()

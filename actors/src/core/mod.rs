@@ -36,6 +36,9 @@ use serde_json::{json, Map, Value};
 pub use error::ApiError;
 pub use managed_fields::FieldConflict;
 pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
+/// A patch applied as the API server applies it (for callers that must judge a patch's effect
+/// exactly as it will be stored).
+pub(crate) use patch::apply as apply_patch;
 pub use patch::PatchType;
 pub use resource_quota::{QuotaGuard, QuotaLocks};
 pub use service_account::DEFAULT_SERVICE_ACCOUNT;
