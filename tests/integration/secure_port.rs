@@ -745,6 +745,25 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     let patch = r#"[{"op": "add", "path": "/rules/-", "value": {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}}]"#;
     let refused = bob.refused(&["patch", "role", "secret-reader", "--type=json", "-p", patch]);
     assert!(refused.contains("not currently held"), "{refused}");
+    // `escalate` limited to names covers updates of those roles, not creates (a create is
+    // posted to the collection, naming no object).
+    root.ok(&[
+        "create",
+        "role",
+        "escalate-two",
+        "--verb=escalate",
+        "--resource=roles",
+        "--resource-name=secret-reader",
+        "--resource-name=node-writer",
+    ]);
+    root.ok(&["create", "rolebinding", "bob-escalates", "--role=escalate-two", "--user=bob"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob may escalate", || {
+        bob.run(&["auth", "can-i", "escalate", "roles/secret-reader"]).1 == "yes\n"
+    });
+    bob.ok(&["patch", "role", "secret-reader", "--type=json", "-p", patch]);
+    let refused =
+        bob.refused(&["create", "role", "node-writer", "--verb=create", "--resource=nodes"]);
+    assert!(refused.contains("not currently held"), "{refused}");
     // A binding to a role that does not exist: the role is not found (404), as in Kubernetes.
     let ghost = bob.refused(&["create", "rolebinding", "ghost", "--role=nosuch", "--user=carol"]);
     assert!(ghost.contains(r#"roles.rbac.authorization.k8s.io "nosuch" not found"#), "{ghost}");

@@ -68,8 +68,9 @@ fn cluster_ips_and_node_ports_are_allocated_once() {
     taken_port["spec"]["ports"][0]["nodePort"] = json!(port);
     assert_eq!(server.post(SERVICES, &taken_port).0, 422);
     let (code, refused) = server.post(SERVICES, &taken_health_check);
-    assert_eq!(code, 422, "{refused}");
-    assert_eq!(refused["details"]["causes"][0]["field"], "spec.healthCheckNodePort");
+    assert_eq!((code, refused["reason"].as_str()), (500, Some("InternalError")), "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.ends_with("provided port is already allocated"), "{refused}");
 
     // The cluster IP is immutable; a PUT without it keeps it.
     let mut changed = a.clone();
@@ -351,8 +352,9 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     });
     let (_, now) = server.get(service_path);
     assert_eq!(now["status"], json!({"loadBalancer": {}}));
-    // Its changes were reported as Kubernetes' controller reports them: ensured again for each
-    // change of its affinity, then the change of type before the load balancer's deletion.
+    // Its changes were reported as Kubernetes 1.32's controller reports them: ensured again for
+    // each change of its affinity, the change of type no event of its own (it logs it) before
+    // the load balancer's deletion.
     let event = |reason: &str| {
         let path = format!(
             "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dhello,reason%3D{reason}"
@@ -364,7 +366,7 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
         "{}",
         event("EnsuredLoadBalancer")
     );
-    assert_eq!(event("Type")["message"], "LoadBalancer -> ClusterIP");
+    assert_eq!(event("Type"), Value::Null);
     // (Recorded once the finalizer's removal is written.)
     wait_until(WAIT, "the load balancer's deletion reported", || {
         event("DeletedLoadBalancer")["message"] == "Deleted load balancer"
@@ -419,6 +421,17 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     };
     wait_until(WAIT, "the retry is reported", || counted("SyncLoadBalancerFailed") >= 2);
     assert!(counted("EnsuringLoadBalancer") >= 2, "each try is announced");
+    // Its cleanup finalizer went on before the first try, as Kubernetes' controller adds it:
+    // deleting it reports the load balancer's deletion.
+    let (_, fixed) = server.get(&format!("{SERVICES}/fixed"));
+    assert_eq!(
+        fixed["metadata"]["finalizers"],
+        json!(["service.kubernetes.io/load-balancer-cleanup"])
+    );
+    kubectl.ok(&["delete", "service", "fixed"]);
+    wait_until(WAIT, "the failing load balancer's deletion reported", || {
+        counted("DeletedLoadBalancer") == 1 && server.get(&format!("{SERVICES}/fixed")).0 == 404
+    });
 }
 
 /// A backend answering every HTTP request with `name`, on a port of its own at `ip`.

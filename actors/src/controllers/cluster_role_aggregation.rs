@@ -39,26 +39,46 @@ fn cluster_roles() -> &'static ResourceType {
     resources::find(resources::RBAC_GROUP, "v1", "clusterroles").expect("served")
 }
 
-/// The rules `role` aggregates from `roles`, or None when it has no aggregation rule.
+/// The rules `role` aggregates from `roles`, or None when it has no aggregation rule (or one
+/// with a selector that is no selector, which Kubernetes' controller leaves be). As there:
+/// selector by selector, the roles each selects by name, each rule once (empty and missing
+/// lists alike); an aggregation rule selecting nothing aggregates no rules.
 pub fn aggregated_rules(role: &Value, roles: &BTreeMap<String, Value>) -> Option<Vec<Value>> {
-    let selectors = json::at(role, "/aggregationRule/clusterRoleSelectors")?.as_array()?;
-    let selectors: Vec<LabelSelector> =
-        selectors.iter().filter_map(|s| LabelSelector::from_object(s).ok()).collect();
+    let rule = json::at(role, "/aggregationRule").filter(|rule| rule.is_object())?;
+    let selectors = rule.get("clusterRoleSelectors").and_then(Value::as_array);
+    let selectors: Vec<LabelSelector> = selectors
+        .into_iter()
+        .flatten()
+        .map(LabelSelector::from_object)
+        .collect::<Result<_, _>>()
+        .ok()?;
     let name = object_name(role);
     let mut rules: Vec<Value> = Vec::new();
-    for (other, candidate) in roles {
-        let labels = Labels::of(candidate);
-        if other == name || !selectors.iter().any(|s| s.matches(&labels)) {
-            continue;
-        }
-        let theirs = json::at(candidate, "/rules").and_then(Value::as_array);
-        for rule in theirs.into_iter().flatten() {
-            if !rules.contains(rule) {
-                rules.push(rule.clone());
+    for selector in &selectors {
+        for (other, candidate) in roles {
+            if other == name || !selector.matches(&Labels::of(candidate)) {
+                continue;
+            }
+            let theirs = json::at(candidate, "/rules").and_then(Value::as_array);
+            for rule in theirs.into_iter().flatten() {
+                if !rules.iter().any(|r| same_rule(r, rule)) {
+                    rules.push(rule.clone());
+                }
             }
         }
     }
     Some(rules)
+}
+
+/// Whether two policy rules say the same (as Kubernetes' semantic equality compares them: an
+/// empty list and a missing one alike).
+fn same_rule(a: &Value, b: &Value) -> bool {
+    let said = |rule: &Value| -> Vec<(String, Value)> {
+        let fields = rule.as_object().into_iter().flatten();
+        let empty = |v: &Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+        fields.filter(|(_, v)| !empty(v)).map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    said(a) == said(b)
 }
 
 impl ClusterRoleAggregator {
@@ -135,7 +155,7 @@ mod tests {
     }
 
     #[test]
-    fn rules_come_from_the_selected_roles_in_name_order_once_each() {
+    fn rules_come_selector_by_selector_from_the_roles_in_name_order_once_each() {
         let read = json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]});
         let write = json!({"verbs": ["create"], "apiGroups": [""], "resources": ["pods"]});
         let mut view = role("view", json!({}), json!([]));
@@ -151,8 +171,21 @@ mod tests {
         .into_iter()
         .map(|r| (object_name(&r).to_string(), r))
         .collect();
-        assert_eq!(aggregated_rules(&view, &roles), Some(vec![write.clone(), read.clone()]));
+        // `b` (the first selector's) before `a` (the second's), though `a` sorts first.
+        assert_eq!(aggregated_rules(&view, &roles), Some(vec![read.clone(), write.clone()]));
         assert_eq!(aggregated_rules(&roles["a"], &roles), None, "no aggregation rule");
+        // A rule with empty lists is the rule without them.
+        let mut spelled = read.clone();
+        spelled["resourceNames"] = json!([]);
+        assert!(same_rule(&read, &spelled) && !same_rule(&read, &write));
+        // An aggregation rule selecting nothing aggregates nothing; a bad selector, no change.
+        let mut empty = view.clone();
+        empty["aggregationRule"] = json!({});
+        assert_eq!(aggregated_rules(&empty, &roles), Some(vec![]));
+        let mut bad = view.clone();
+        bad["aggregationRule"] = json!({"clusterRoleSelectors": [
+            {"matchExpressions": [{"key": "k", "operator": "Sideways"}]}]});
+        assert_eq!(aggregated_rules(&bad, &roles), None);
     }
 
     #[actix::test]

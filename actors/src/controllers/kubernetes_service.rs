@@ -101,12 +101,12 @@ async fn reconcile(
         "metadata": {"name": NAME, "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": {"type": "ClusterIP", "clusterIP": config.cluster_ip.to_string(),
             "sessionAffinity": "None", "ports": service_ports(config)}});
-    match keep(client, services, service.clone(), &["/spec/ports"]).await {
+    match keep(client, services, service.clone(), &["/spec/type", "/spec/ports"]).await {
         // The first address went to another service (before this controller ran here): any
         // will do.
         Err(ApiError::Invalid { .. }) => {
             service["spec"].as_object_mut().map(|spec| spec.remove("clusterIP"));
-            keep(client, services, service, &["/spec/ports"]).await?;
+            keep(client, services, service, &["/spec/type", "/spec/ports"]).await?;
         }
         kept => kept?,
     }
@@ -197,6 +197,19 @@ mod tests {
         reconcile(&core, &config(7443)).await.unwrap();
         let again = ApiClient::get(&core, slices, NAMESPACE, NAME).await.unwrap();
         assert_eq!(again["metadata"]["resourceVersion"], version, "nothing to write");
+
+        // Made a node port: put back as a cluster IP, its node port freed; then left be.
+        let mut exposed = ApiClient::get(&core, services, NAMESPACE, NAME).await.unwrap();
+        exposed["spec"]["type"] = json!("NodePort");
+        let exposed = ApiClient::update(&core, services, NAMESPACE, exposed).await.unwrap();
+        assert!(exposed["spec"]["ports"][0]["nodePort"].is_u64(), "{exposed}");
+        reconcile(&core, &config(7443)).await.unwrap();
+        let back = ApiClient::get(&core, services, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(back["spec"]["type"], "ClusterIP");
+        assert!(back["spec"]["ports"][0].get("nodePort").is_none(), "{back}");
+        reconcile(&core, &config(7443)).await.unwrap();
+        let again = ApiClient::get(&core, services, NAMESPACE, NAME).await.unwrap();
+        assert_eq!(again["metadata"]["resourceVersion"], back["metadata"]["resourceVersion"]);
     }
 
     #[actix::test]

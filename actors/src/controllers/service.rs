@@ -140,61 +140,45 @@ pub struct ServiceController {
     /// Services that found no address, or could not bind: the error last reported, and when
     /// the failure is reported again.
     failing: BTreeMap<Key, Failing>,
-    /// What each service's load balancer followed when last synced, and the events its
-    /// changes call for, recorded with the next write (before that write's own).
+    /// What each service's load balancer followed when last synced.
     seen: HashMap<Key, Followed>,
-    news: HashMap<Key, Vec<(&'static str, String)>>,
     /// Load balancers changed since they were last ensured (their ensuring events are due).
     changed: HashSet<Key>,
 }
 
-/// What of a service its load balancer follows: a change of it, once synced, is reported as
-/// Kubernetes' controller reports it (`needsUpdate`: a `Type` or `LoadbalancerIP` event,
-/// then the load balancer ensured again).
+/// What of a service its load balancer follows: a change of it, once synced, has the load
+/// balancer ensured again, with the ensuring events (Kubernetes 1.32's `needsUpdate`, which
+/// logs what changed and records no event of its own).
 #[derive(Debug, Clone, PartialEq)]
 struct Followed {
     load_balancer: bool,
-    kind: String,
-    ip: String,
-    traffic_policy: String,
-    ports: Value,
-    affinity: (Value, Value),
+    fields: [Value; 10],
 }
 
 impl Followed {
     fn of(service: &Value) -> Self {
-        let text = |pointer: &str| {
-            json::at(service, pointer).and_then(Value::as_str).unwrap_or("").to_string()
-        };
         let at = |pointer: &str| json::at(service, pointer).cloned().unwrap_or(Value::Null);
+        let families = json::at(service, "/spec/ipFamilies").and_then(Value::as_array);
         Followed {
             load_balancer: is_load_balancer(service),
-            kind: text("/spec/type"),
-            ip: text("/spec/loadBalancerIP"),
-            traffic_policy: text("/spec/externalTrafficPolicy"),
-            ports: at("/spec/ports"),
-            affinity: (at("/spec/sessionAffinity"), at("/spec/sessionAffinityConfig")),
+            fields: [
+                at("/spec/loadBalancerSourceRanges"),
+                at("/spec/ports"),
+                at("/spec/sessionAffinity"),
+                at("/spec/sessionAffinityConfig"),
+                at("/spec/loadBalancerIP"),
+                at("/spec/externalIPs"),
+                at("/metadata/annotations"),
+                at("/metadata/uid"),
+                json!([at("/spec/externalTrafficPolicy"), at("/spec/healthCheckNodePort")]),
+                json!(families.map_or(0, Vec::len)),
+            ],
         }
     }
 
-    /// The events a change from `self` to `now` calls for, and whether a load balancer it
-    /// still is needs ensuring again.
-    fn changes_to(&self, now: &Followed) -> (Vec<(&'static str, String)>, bool) {
-        if self.load_balancer != now.load_balancer {
-            return (vec![("Type", format!("{} -> {}", self.kind, now.kind))], now.load_balancer);
-        }
-        if !now.load_balancer || self == now {
-            return (Vec::new(), false);
-        }
-        let mut events = Vec::new();
-        if self.ip != now.ip {
-            events.push(("LoadbalancerIP", format!("{} -> {}", self.ip, now.ip)));
-        }
-        if self.traffic_policy != now.traffic_policy {
-            let change = format!("{} -> {}", self.traffic_policy, now.traffic_policy);
-            events.push(("ExternalTrafficPolicy", change));
-        }
-        (events, true)
+    /// Whether a change from `self` to `now` has a load balancer it still is ensured again.
+    fn ensures_again(&self, now: &Followed) -> bool {
+        now.load_balancer && self != now
     }
 }
 
@@ -235,6 +219,18 @@ fn finalizers(service: &Value) -> Vec<&str> {
 
 fn has_finalizer(service: &Value) -> bool {
     finalizers(service).contains(&CLEANUP_FINALIZER)
+}
+
+/// The merge patch that sets the service's finalizers: the others it has, and ours when `ours`
+/// (written against the version read, so that one written meanwhile is not lost).
+fn finalizers_patch(service: &Value, ours: bool) -> Value {
+    let mut list: Vec<&str> =
+        finalizers(service).into_iter().filter(|f| *f != CLEANUP_FINALIZER).collect();
+    if ours {
+        list.push(CLEANUP_FINALIZER);
+    }
+    let version = json::at(service, "/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+    json!({"metadata": {"finalizers": list, "resourceVersion": version}})
 }
 
 /// The addresses in the service's `status.loadBalancer.ingress`.
@@ -290,7 +286,6 @@ impl ServiceController {
             retries: HashMap::new(),
             failing: BTreeMap::new(),
             seen: HashMap::new(),
-            news: HashMap::new(),
             changed: HashSet::new(),
         }
     }
@@ -323,19 +318,12 @@ impl ServiceController {
             self.pool.release(key);
             self.failing.remove(key);
             self.seen.remove(key);
-            self.news.remove(key);
             self.changed.remove(key);
             return;
         };
         let followed = Followed::of(service);
-        let (changes, refresh) = match self.seen.insert(key.clone(), followed.clone()) {
-            Some(before) => before.changes_to(&followed),
-            None => (Vec::new(), false),
-        };
-        if !changes.is_empty() {
-            self.news.entry(key.clone()).or_default().extend(changes);
-        }
-        if refresh {
+        let before = self.seen.insert(key.clone(), followed.clone());
+        if before.is_some_and(|before| before.ensures_again(&followed)) {
             self.changed.insert(key.clone());
         }
         if !wants_load_balancer(service) {
@@ -415,12 +403,25 @@ impl ServiceController {
         self.failing.insert(key.clone(), Failing { error: error.clone(), failures, next_report });
         let Some(service) = self.table.service(key) else { return };
         let (client, object) = (self.client.clone(), object_ref(service));
+        // The finalizer goes on before the load balancer is ensured, as Kubernetes' controller
+        // adds it: a service whose load balancer keeps failing is still cleaned up when it goes.
+        let finalizer = (!has_finalizer(service)).then(|| finalizers_patch(service, true));
+        let (namespace, name) = key.clone();
         let message =
             format!("Error syncing load balancer: failed to ensure load balancer: {error}");
         tracing::warn!(service = %format!("{}/{}", key.0, key.1), %error, "load balancer");
         ctx.spawn(
             async move {
                 normal_event(client.as_ref(), &object, "EnsuringLoadBalancer", ENSURING).await;
+                if let Some(patch) = finalizer {
+                    let services = resources::core("services");
+                    let added =
+                        client.patch(services, &namespace, &name, PatchType::Merge, &patch, false);
+                    if let Err(error) = added.await {
+                        // (A service changed meanwhile is synced again, and fails again.)
+                        tracing::debug!(service = %name, %error, "adding the cleanup finalizer");
+                    }
+                }
                 events::record(
                     client.as_ref(),
                     &object,
@@ -448,24 +449,13 @@ impl ServiceController {
         }
         let Some(service) = self.table.service(key) else { return };
         let (client, object) = (self.client.clone(), object_ref(service));
-        let news = self.news.remove(key).unwrap_or_default();
-        let version =
-            json::at(service, "/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
-        let kept: Vec<&str> =
-            finalizers(service).into_iter().filter(|f| *f != CLEANUP_FINALIZER).collect();
-        let with_ours: Vec<&str> = kept.iter().copied().chain([CLEANUP_FINALIZER]).collect();
-        let finalizers_patch =
-            |list: &[&str]| json!({"metadata": {"finalizers": list, "resourceVersion": version}});
         let (key_ns, key_name) = key.clone();
         let written = match write {
             Write::Ensure { add_finalizer, ingress, announce } => {
-                let finalizer = add_finalizer.then(|| finalizers_patch(&with_ours));
+                let finalizer = add_finalizer.then(|| finalizers_patch(service, true));
                 Box::pin(async move {
                     let services = resources::core("services");
                     let record = |reason, message| normal_event(&*client, &object, reason, message);
-                    for (reason, message) in &news {
-                        record(reason, message).await;
-                    }
                     let ensuring = ingress.is_some() || announce;
                     if ensuring {
                         record("EnsuringLoadBalancer", ENSURING).await;
@@ -488,13 +478,10 @@ impl ServiceController {
                 }) as futures::future::BoxFuture<'static, Result<(), ApiError>>
             }
             Write::Cleanup => {
-                let patch = finalizers_patch(&kept);
+                let patch = finalizers_patch(service, false);
                 Box::pin(async move {
                     let services = resources::core("services");
                     let record = |reason, message| normal_event(&*client, &object, reason, message);
-                    for (reason, message) in &news {
-                        record(reason, message).await;
-                    }
                     record("DeletingLoadBalancer", "Deleting load balancer").await;
                     match client
                         .patch(services, &key_ns, &key_name, PatchType::Merge, &patch, false)
@@ -617,24 +604,35 @@ mod tests {
     }
 
     #[test]
-    fn changes_a_load_balancer_follows_are_reported_as_kubernetes_reports_them() {
+    fn changes_a_load_balancer_follows_have_it_ensured_again() {
         let service = |kind: &str, ip: &str, port: u64| {
-            Followed::of(&json!({"spec": {"type": kind, "loadBalancerIP": ip,
-                "ports": [{"port": port}]}}))
+            json!({"metadata": {"uid": "u1"}, "spec": {"type": kind, "loadBalancerIP": ip,
+                "ports": [{"port": port}], "ipFamilies": ["IPv4"]}})
         };
+        let followed = |service: &Value| Followed::of(service);
         let lb = service("LoadBalancer", "", 80);
-        assert_eq!(lb.changes_to(&lb.clone()), (Vec::new(), false));
-        let to_cluster_ip = lb.changes_to(&service("ClusterIP", "", 80));
-        assert_eq!(to_cluster_ip, (vec![("Type", "LoadBalancer -> ClusterIP".into())], false));
-        let back = service("ClusterIP", "", 80).changes_to(&lb);
-        assert_eq!(back, (vec![("Type", "ClusterIP -> LoadBalancer".into())], true));
-        let asked = lb.changes_to(&service("LoadBalancer", "127.128.0.9", 80));
-        assert_eq!(asked, (vec![("LoadbalancerIP", " -> 127.128.0.9".into())], true));
-        // A new port: ensured again, with no event of its own.
-        assert_eq!(lb.changes_to(&service("LoadBalancer", "", 81)), (Vec::new(), true));
+        assert!(!followed(&lb).ensures_again(&followed(&lb)));
+        // Becoming a load balancer is ensured by its first sync; leaving, cleaned up.
+        assert!(!followed(&lb).ensures_again(&followed(&service("ClusterIP", "", 80))));
+        assert!(followed(&service("ClusterIP", "", 80)).ensures_again(&followed(&lb)));
+        let changed = |change: &dyn Fn(&mut Value)| {
+            let mut now = lb.clone();
+            change(&mut now);
+            followed(&lb).ensures_again(&followed(&now))
+        };
+        assert!(changed(&|s| s["spec"]["loadBalancerIP"] = json!("127.128.0.9")));
+        assert!(changed(&|s| s["spec"]["ports"][0]["port"] = json!(81)));
+        assert!(changed(&|s| s["spec"]["loadBalancerSourceRanges"] = json!(["10.0.0.0/8"])));
+        assert!(changed(&|s| s["spec"]["externalIPs"] = json!(["127.9.0.1"])));
+        assert!(changed(&|s| s["metadata"]["annotations"] = json!({"a": "b"})));
+        assert!(changed(&|s| s["spec"]["externalTrafficPolicy"] = json!("Local")));
+        assert!(changed(&|s| s["spec"]["ipFamilies"] = json!(["IPv4", "IPv6"])));
+        // Its labels and status are not followed.
+        assert!(!changed(&|s| s["metadata"]["labels"] = json!({"a": "b"})));
+        assert!(!changed(&|s| s["spec"]["ipFamilies"] = json!(["IPv6"])));
         // Not a load balancer either way: nothing.
-        let plain = service("ClusterIP", "", 80);
-        assert_eq!(plain.changes_to(&service("NodePort", "", 81)), (Vec::new(), false));
+        let plain = followed(&service("ClusterIP", "", 80));
+        assert!(!plain.ensures_again(&followed(&service("NodePort", "", 81))));
     }
 
     #[test]

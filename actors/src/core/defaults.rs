@@ -186,18 +186,18 @@ pub(crate) fn apply(kind: &str, object: &mut Value) {
                 if !first_asked.is_some_and(|ip| ip.contains(':')) {
                     spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
                 }
-                // A headless service without a selector asks for both families, as
-                // Kubernetes' allocator defaults it (it needs no address of either).
-                let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
-                let selectorless = spec
-                    .get("selector")
-                    .and_then(Value::as_object)
-                    .is_none_or(|selector| selector.is_empty());
-                let policy =
-                    if headless && selectorless { "RequireDualStack" } else { "SingleStack" };
-                spec.entry("ipFamilyPolicy").or_insert(json!(policy));
+                // (`ipFamilyPolicy` is the allocator's to default: an update keeps the old.)
             }
-            if service_type == "NodePort" || service_type == "LoadBalancer" {
+            // Reached from outside (Kubernetes' `ExternallyAccessible`): a node port, a load
+            // balancer, or external IPs.
+            let external_ips = spec
+                .get("externalIPs")
+                .and_then(Value::as_array)
+                .is_some_and(|ips| !ips.is_empty());
+            if service_type == "NodePort"
+                || service_type == "LoadBalancer"
+                || (service_type == "ClusterIP" && external_ips)
+            {
                 spec.entry("externalTrafficPolicy").or_insert(json!("Cluster"));
             }
             if service_type == "LoadBalancer" {
@@ -1089,14 +1089,15 @@ mod tests {
         let mut np = json!({"spec":{"type":"NodePort","ports":[{"port":80}]}});
         apply("Service", &mut np);
         assert_eq!(np["spec"]["ipFamilies"], json!(["IPv4"]));
-        assert_eq!(np["spec"]["ipFamilyPolicy"], "SingleStack");
+        assert!(np["spec"].get("ipFamilyPolicy").is_none(), "the allocator's to default");
         assert_eq!(np["spec"]["externalTrafficPolicy"], "Cluster");
-        let mut headless = json!({"spec":{"clusterIP":"None"}});
-        apply("Service", &mut headless);
-        assert_eq!(headless["spec"]["ipFamilyPolicy"], "RequireDualStack", "without a selector");
-        let mut selecting = json!({"spec":{"clusterIP":"None","selector":{"app":"x"}}});
-        apply("Service", &mut selecting);
-        assert_eq!(selecting["spec"]["ipFamilyPolicy"], "SingleStack");
+        // External IPs reach a ClusterIP service from outside too; without them it has none.
+        let mut external = json!({"spec":{"ports":[{"port":80}],"externalIPs":["127.9.0.1"]}});
+        apply("Service", &mut external);
+        assert_eq!(external["spec"]["externalTrafficPolicy"], "Cluster");
+        let mut internal = json!({"spec":{"ports":[{"port":80}],"externalIPs":[]}});
+        apply("Service", &mut internal);
+        assert!(internal["spec"].get("externalTrafficPolicy").is_none(), "{internal}");
         assert_eq!(rc["spec"]["selector"], json!({"a":"b"}));
         assert_eq!(rc["metadata"]["labels"], json!({"a":"b"}));
     }

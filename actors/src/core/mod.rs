@@ -888,6 +888,18 @@ impl ApiCore {
             // A stale write is a conflict before anything else, as in Kubernetes: a client
             // retrying on 409 must not meet a 422 about a state it has not seen.
             requested.check(&current)?;
+            if requested_rv.is_none() && !updates_unconditionally(resource) {
+                // As Kubernetes' storage says it, of the resource (its Status names no kind).
+                let detail = "must be specified for an update";
+                let cause = FieldError::invalid_printed("metadata.resourceVersion", "0x0", detail);
+                let (kind, group) = (resource.plural, resource.group);
+                return Err(ApiError::Invalid {
+                    kind,
+                    group,
+                    name: name.into(),
+                    causes: vec![cause],
+                });
+            }
             let mut current_value = current.to_value();
             let writes_metadata = match part {
                 Part::Main | Part::Finalize => true,
@@ -1067,7 +1079,10 @@ impl ApiCore {
             let preconditions =
                 Preconditions { resource_version: Some(current.resource_version), uid: None };
             let result = if finalized {
-                self.store.delete(key.clone(), preconditions).await
+                // Answered with the object as this update left it (Kubernetes'
+                // `deleteWithoutFinalizers`: clients expect the updated object of a PUT).
+                let updated = dry_answer(next);
+                self.store.delete(key.clone(), preconditions).await.map(|_| updated)
             } else {
                 self.store.update(key.clone(), next, preconditions).await
             };
@@ -1342,14 +1357,8 @@ impl ApiCore {
         }
         // Orphan and Foreground leave the object marked with a finalizer for the garbage
         // collector; Background deletes it now and the collector follows with its dependents.
-        // As in Kubernetes, core/v1 replication controllers orphan by default.
-        let default_policy =
-            if resource.plural == "replicationcontrollers" { "Orphan" } else { "Background" };
-        let finalizer = match options.propagation_policy.as_deref().unwrap_or(default_policy) {
-            "Orphan" => Some(ORPHAN_FINALIZER),
-            "Foreground" => Some(FOREGROUND_FINALIZER),
-            _ => None,
-        };
+        let value = current.to_value();
+        let finalizer = collection_finalizer(resource, &value, options);
         if let Some(finalizer) = finalizer {
             // A pod is marked with its grace period (its agent stops it first) and the
             // finalizer in one write; once marked, it takes no finalizer from a delete, as
@@ -1358,11 +1367,19 @@ impl ApiCore {
                 return self.mark_for_collection(current, finalizer, 0, dry_run).await;
             }
             if !current.deleting {
-                let grace = pod_grace(&current.to_value(), options);
+                let grace = pod_grace(&value, options);
                 return self.mark_for_collection(current, finalizer, grace, dry_run).await;
             }
         }
         let (mut current, mut preconditions) = (current, preconditions);
+        // The collector's finalizers an earlier delete left go, as this one's policy says; with
+        // no other finalizer left the object goes now (pinned to the version that had them).
+        let stripped = finalizer.is_none().then(|| without_collection_finalizers(&value)).flatten();
+        if let Some(stripped) = stripped.clone().filter(|_| resource.plural == "pods") {
+            current = self.write_marked(&current, stripped, dry_run).await?;
+        } else if stripped.is_some() {
+            preconditions.resource_version = Some(current.resource_version);
+        }
         if resource.plural == "pods" {
             match self.delete_pod_gracefully(&current, options).await? {
                 PodDeletion::Pending(marked) => return Ok(marked),
@@ -1379,7 +1396,12 @@ impl ApiCore {
                 }
             }
         }
-        self.delete_object(current, preconditions, options.grace_period_seconds, dry_run).await
+        let value = match stripped {
+            Some(stripped) if resource.plural != "pods" => stripped,
+            _ => current.to_value(),
+        };
+        let grace = options.grace_period_seconds;
+        self.delete_object(current, value, preconditions, grace, dry_run).await
     }
 
     /// Deletes a pod this request has just marked with no grace period. Its node agent, which
@@ -1393,7 +1415,8 @@ impl ApiCore {
         grace: Option<i64>,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        match self.delete_object(marked.clone(), preconditions, grace, dry_run).await {
+        let value = marked.to_value();
+        match self.delete_object(marked.clone(), value, preconditions, grace, dry_run).await {
             Err(ApiError::NotFound { .. }) => Ok(marked),
             done => done,
         }
@@ -1491,16 +1514,18 @@ impl ApiCore {
         Ok(if grace == 0 { PodDeletion::Now(marked) } else { PodDeletion::Pending(marked) })
     }
 
-    /// Deletes a non-namespace object, or marks it for deletion when it has finalizers.
+    /// Deletes a non-namespace object, or marks it for deletion when it has finalizers;
+    /// `value` is the object as this delete leaves it (`current`, or with the collector's
+    /// finalizers gone).
     async fn delete_object(
         &self,
         current: Arc<StoredObject>,
+        value: Value,
         preconditions: Preconditions,
         grace: Option<i64>,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = current.key.clone();
-        let value = current.to_value();
         if has_finalizers(key.resource, &value) {
             let mut marked = value;
             let meta = metadata(&mut marked)?;
@@ -1509,7 +1534,8 @@ impl ApiCore {
                 // the update that removes the last finalizer deletes it.
                 // (A negative grace period is the shortest there is, 1 s, as for pods.)
                 let grace = grace.map(|grace| if grace < 0 { 1 } else { grace });
-                if !grace.is_some_and(|grace| shorten_grace(meta, grace)) {
+                let shortened = grace.is_some_and(|grace| shorten_grace(meta, grace));
+                if !shortened && marked == current.to_value() {
                     return Ok(current);
                 }
             } else {
@@ -1620,6 +1646,57 @@ fn not_stored(prepared: PreparedObject) -> StoredObject {
 
 /// Does anything still hold the object: its `metadata.finalizers`, and a namespace's
 /// `spec.finalizers` (the namespace controller's)?
+/// Whether an update may leave out `metadata.resourceVersion` (and then applies to whatever is
+/// stored): not for PodDisruptionBudgets and Leases, whose Kubernetes strategies refuse it
+/// (a budget's allowance and a lease's holder must not be overwritten blind).
+fn updates_unconditionally(resource: &ResourceType) -> bool {
+    !matches!(
+        (resource.group, resource.plural),
+        ("policy", "poddisruptionbudgets") | ("coordination.k8s.io", "leases")
+    )
+}
+
+/// The garbage collector's finalizer a delete leaves on `object`, as Kubernetes'
+/// `shouldOrphanDependents` and `shouldDeleteDependents` choose it: the policy asked for;
+/// without one, the one an earlier delete left; else the kind's default (core/v1
+/// ReplicationControllers orphan). Events have no dependents to collect.
+fn collection_finalizer(
+    resource: &ResourceType,
+    object: &Value,
+    options: &DeleteOptions,
+) -> Option<&'static str> {
+    if resource.plural == "events" {
+        return None;
+    }
+    let held = || {
+        let finalizers = json::at(object, "/metadata/finalizers").and_then(Value::as_array);
+        finalizers.into_iter().flatten().find_map(|f| match f.as_str() {
+            Some(ORPHAN_FINALIZER) => Some("Orphan"),
+            Some(FOREGROUND_FINALIZER) => Some("Foreground"),
+            _ => None,
+        })
+    };
+    let default = if resource.plural == "replicationcontrollers" { "Orphan" } else { "Background" };
+    match options.propagation_policy.as_deref().or_else(held).unwrap_or(default) {
+        "Orphan" => Some(ORPHAN_FINALIZER),
+        "Foreground" => Some(FOREGROUND_FINALIZER),
+        _ => None,
+    }
+}
+
+/// `object` without the garbage collector's finalizers, when it has any.
+fn without_collection_finalizers(object: &Value) -> Option<Value> {
+    let collected = |f: &Value| f == ORPHAN_FINALIZER || f == FOREGROUND_FINALIZER;
+    let finalizers = json::at(object, "/metadata/finalizers").and_then(Value::as_array)?;
+    if !finalizers.iter().any(collected) {
+        return None;
+    }
+    let mut stripped = object.clone();
+    let list = stripped["metadata"]["finalizers"].as_array_mut().expect("an array above");
+    list.retain(|f| !collected(f));
+    Some(stripped)
+}
+
 fn has_finalizers(resource: &ResourceType, object: &Value) -> bool {
     let held = |field: &str| {
         json::at(object, field).and_then(Value::as_array).is_some_and(|f| !f.is_empty())
@@ -1824,10 +1901,8 @@ enum PodDeletion {
     Now(Arc<StoredObject>),
 }
 
-/// Marks an object deleting from `timestamp`, with `grace` seconds; the first marking also
-/// counts in its generation, as Kubernetes' storage does.
 /// The grace period deleting `pod` gives it, as Kubernetes' pod strategy works it out: the
-/// options' (a negative one is 1 s), else its spec's (30 s by default); 0 for a pod no node
+/// options', else its spec's (30 s by default), a negative one being 1 s; 0 for a pod no node
 /// agent runs (not bound, or finished).
 fn pod_grace(pod: &Value, options: &DeleteOptions) -> i64 {
     let bound =
@@ -1838,11 +1913,10 @@ fn pod_grace(pod: &Value, options: &DeleteOptions) -> i64 {
     );
     let default_grace =
         json::at(pod, "/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
-    let grace = match options.grace_period_seconds {
-        // A negative grace period asks for the shortest there is, which Kubernetes makes 1 s.
-        Some(grace) if grace < 0 => 1,
-        Some(grace) => grace,
-        None => default_grace.max(0),
+    // A negative grace period asks for the shortest there is, which Kubernetes makes 1 s.
+    let grace = match options.grace_period_seconds.unwrap_or(default_grace) {
+        grace if grace < 0 => 1,
+        grace => grace,
     };
     // A deadline past any a timestamp can name would not be one: a century is the most.
     if !bound || finished {
@@ -1858,6 +1932,8 @@ fn deadline_after(grace: i64) -> String {
     deadline.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+/// Marks an object deleting from `timestamp`, with `grace` seconds; the first marking also
+/// counts in its generation, as Kubernetes' storage does.
 fn mark_deleting(meta: &mut Map<String, Value>, timestamp: String, grace: i64) {
     if !meta.contains_key("deletionTimestamp") {
         count_in_generation(meta);
@@ -2458,6 +2534,106 @@ mod tests {
     }
 
     #[actix::test]
+    async fn a_delete_recomputes_the_collectors_finalizers_as_its_policy_says() {
+        let core = crate::testing::core().await;
+        let maps = resources::core("configmaps");
+        let options = WriteOptions::default();
+        let policy = |p: &str| DeleteOptions {
+            propagation_policy: Some(p.into()),
+            ..DeleteOptions::default()
+        };
+        let finalizers =
+            |object: &Arc<StoredObject>| object.to_value()["metadata"]["finalizers"].clone();
+        // In the foreground behind a finalizer of its own; then deleted with no policy (it
+        // stays in the foreground), then in the background: the collector's finalizer goes.
+        let held = json!({"metadata": {"name": "a", "finalizers": ["a.io/keep"]}});
+        core.create(maps, "default", held, &options).await.unwrap();
+        let marked = core.delete(maps, "default", "a", &policy("Foreground")).await.unwrap();
+        assert_eq!(finalizers(&marked), json!(["a.io/keep", FOREGROUND_FINALIZER]));
+        let again = core.delete(maps, "default", "a", &DeleteOptions::default()).await.unwrap();
+        assert_eq!(again.resource_version, marked.resource_version, "nothing to change");
+        let background = core.delete(maps, "default", "a", &policy("Background")).await.unwrap();
+        assert_eq!(finalizers(&background), json!(["a.io/keep"]));
+        assert!(background.deleting);
+        // With no other finalizer, a background delete deletes it at once.
+        core.create(maps, "default", json!({"metadata": {"name": "b"}}), &options).await.unwrap();
+        core.delete(maps, "default", "b", &policy("Orphan")).await.unwrap();
+        core.delete(maps, "default", "b", &policy("Background")).await.unwrap();
+        let key = ObjectKey::new(maps, "default", "b");
+        assert!(core.store.get(&key).await.unwrap().is_none(), "gone");
+        // A replication controller being deleted in the foreground stays so, though its kind
+        // orphans by default.
+        let rcs = resources::core("replicationcontrollers");
+        let rc = json!({"metadata": {"name": "r", "finalizers": ["a.io/keep"]}, "spec": {"replicas": 0,
+            "selector": {"a": "b"}, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        core.create(rcs, "default", rc, &options).await.unwrap();
+        core.delete(rcs, "default", "r", &policy("Foreground")).await.unwrap();
+        let again = core.delete(rcs, "default", "r", &DeleteOptions::default()).await.unwrap();
+        assert_eq!(finalizers(&again), json!(["a.io/keep", FOREGROUND_FINALIZER]));
+        // Events have no dependents: any policy deletes one at once.
+        let events = resources::core("events");
+        let event = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p",
+            "namespace": "default"}, "reason": "R", "message": "m", "type": "Normal"});
+        core.create(events, "default", event, &options).await.unwrap();
+        core.delete(events, "default", "e", &policy("Foreground")).await.unwrap();
+        let key = ObjectKey::new(events, "default", "e");
+        assert!(core.store.get(&key).await.unwrap().is_none(), "an event is deleted at once");
+    }
+
+    #[actix::test]
+    async fn the_update_that_removes_the_last_finalizer_answers_the_updated_object() {
+        let core = crate::testing::core().await;
+        let maps = resources::core("configmaps");
+        let options = WriteOptions::default();
+        let held =
+            json!({"metadata": {"name": "a", "finalizers": ["a.io/keep"]}, "data": {"k": "v"}});
+        core.create(maps, "default", held, &options).await.unwrap();
+        let marked = core.delete(maps, "default", "a", &DeleteOptions::default()).await.unwrap();
+        let mut released = marked.to_value();
+        released["metadata"]["finalizers"] = json!([]);
+        let answered = core.update(maps, "default", "a", released, &options).await.unwrap();
+        let answered_value = answered.to_value();
+        assert!(answered_value["metadata"].get("finalizers").is_none(), "{answered_value}");
+        assert_eq!(answered_value["data"]["k"], "v");
+        assert_eq!(answered.resource_version, marked.resource_version);
+        let key = ObjectKey::new(maps, "default", "a");
+        assert!(core.store.get(&key).await.unwrap().is_none(), "gone");
+    }
+
+    #[actix::test]
+    async fn budgets_and_leases_are_updated_only_at_a_named_version() {
+        let core = crate::testing::core().await;
+        let options = WriteOptions::default();
+        let leases = resources::find("coordination.k8s.io", "v1", "leases").unwrap();
+        let lease = json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}});
+        let created = core.create(leases, "default", lease, &options).await.unwrap();
+        let mut blind = created.to_value();
+        blind["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        blind["spec"]["holderIdentity"] = json!("b");
+        let refused = core.update(leases, "default", "l", blind, &options).await;
+        let Err(refused @ ApiError::Invalid { .. }) = refused else { panic!("{refused:?}") };
+        assert_eq!(
+            refused.to_string(),
+            "leases.coordination.k8s.io \"l\" is invalid: metadata.resourceVersion: Invalid \
+             value: 0x0: must be specified for an update"
+        );
+        let mut named = created.to_value();
+        named["spec"]["holderIdentity"] = json!("b");
+        core.update(leases, "default", "l", named, &options).await.unwrap();
+        // A patch applies to the version it read.
+        let patch = json!({"spec": {"holderIdentity": "c"}});
+        core.patch(leases, "default", "l", PatchType::Merge, &patch, false, &options)
+            .await
+            .unwrap();
+        // Other kinds take an update without one.
+        let maps = resources::core("configmaps");
+        core.create(maps, "default", json!({"metadata": {"name": "m"}}), &options).await.unwrap();
+        let blind = json!({"metadata": {"name": "m"}, "data": {"k": "v"}});
+        core.update(maps, "default", "m", blind, &options).await.unwrap();
+    }
+
+    #[actix::test]
     async fn a_pod_deleted_without_grace_is_marked_before_it_goes() {
         use futures::StreamExt;
         let core = crate::testing::core().await;
@@ -2552,6 +2728,12 @@ mod tests {
         let marked = core.delete(pods, "default", "p", &options).await.unwrap();
         let marked = marked.to_value();
         assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 1, "{marked}");
+        // So is a negative one in its spec.
+        let pod = json!({"metadata": {"name": "r"}, "spec": {"nodeName": "n1",
+            "terminationGracePeriodSeconds": -5, "containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let marked_r = core.delete(pods, "default", "r", &DeleteOptions::default()).await.unwrap();
+        assert_eq!(marked_r.to_value()["metadata"]["deletionGracePeriodSeconds"], 1);
         // A grace period past any timestamp is a century, not a panic or a year 33715.
         let long =
             DeleteOptions { grace_period_seconds: Some(i64::MAX), ..DeleteOptions::default() };

@@ -227,6 +227,7 @@ impl ServiceAllocator {
         if !external {
             // The address asked for first: whether the service is headless decides its
             // families.
+            default_ip_family_policy(service, old);
             follow_cluster_ips(service, name)?;
             init_ip_families(service, old, name)?;
         }
@@ -298,7 +299,7 @@ impl ServiceAllocator {
         if needs_health_check(service) && !old.is_some_and(needs_health_check) {
             let asked = service.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64);
             let port = match asked.filter(|n| *n != 0) {
-                Some(n) => self.claim_port(n, "spec.healthCheckNodePort", name, allocation)?,
+                Some(n) => self.claim_health_check_port(n, allocation)?,
                 None => self.claim_next_port(allocation)?,
             };
             service["spec"]["healthCheckNodePort"] = json!(port);
@@ -418,15 +419,34 @@ impl ServiceAllocator {
         name: &str,
         allocation: &mut Allocation,
     ) -> Result<u16, ApiError> {
+        self.take_port(n, allocation).map_err(|detail| invalid_port(name, field, n, &detail))
+    }
+
+    /// Claims health check node port `n`: refused as an internal error, as Kubernetes'
+    /// allocator refuses it (validation does not look at it).
+    fn claim_health_check_port(
+        &self,
+        n: i64,
+        allocation: &mut Allocation,
+    ) -> Result<u16, ApiError> {
+        self.take_port(n, allocation).map_err(|detail| {
+            ApiError::Internal(format!(
+                "Internal error occurred: failed to allocate requested HealthCheck NodePort {n}: \
+                 {detail}"
+            ))
+        })
+    }
+
+    /// Takes node port `n`, or says why not.
+    fn take_port(&self, n: i64, allocation: &mut Allocation) -> Result<u16, String> {
         let (low, high) = self.ranges.node_ports;
         let port = u16::try_from(n).ok().filter(|n| (low..=high).contains(n)).ok_or_else(|| {
-            let detail = format!(
+            format!(
                 "provided port is not in the valid range. The range of valid ports is {low}-{high}"
-            );
-            invalid_port(name, field, n, &detail)
+            )
         })?;
         if !self.state.lock().expect("allocator lock").ports.insert(port) {
-            return Err(invalid_port(name, field, n, "provided port is already allocated"));
+            return Err("provided port is already allocated".into());
         }
         allocation.ports.push(port);
         Ok(port)
@@ -479,25 +499,44 @@ impl ServiceAllocator {
     }
 }
 
-/// `clusterIP` and `clusterIPs` as Kubernetes' allocator and validation read them: without
-/// `clusterIP`, the list's first entry is the address asked for (`None`: headless), as a
-/// client may set only the list; with both, that entry must be `clusterIP`.
-fn follow_cluster_ips(service: &mut Value, name: &str) -> Result<(), ApiError> {
+/// `clusterIP` and `clusterIPs` as Kubernetes' validation reads them once an update's left-out
+/// addresses are the old ones: the list's first entry must be `clusterIP`, and a list without
+/// `clusterIP` is refused (a client that sets the list sets both; one that sets `clusterIP`
+/// alone gets the list from it).
+fn follow_cluster_ips(service: &Value, name: &str) -> Result<(), ApiError> {
     let listed = json::strings(&service["spec"], "clusterIPs");
-    let Some(first) = listed.first().filter(|ip| !ip.is_empty()) else { return Ok(()) };
-    match cluster_ip(service) {
-        None => service["spec"]["clusterIP"] = json!(first),
-        Some(ip) if ip != first => {
-            let cause = FieldError::invalid_printed(
-                "spec.clusterIPs",
-                &validation::go_strings(&listed),
-                "first value must match `clusterIP`",
-            );
-            return Err(invalid_because(name, cause));
-        }
-        Some(_) => {}
+    if listed.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let detail = match cluster_ip(service) {
+        None => "must be empty when `clusterIP` is not specified",
+        Some(ip) if ip != listed[0] => "first value must match `clusterIP`",
+        Some(_) => return Ok(()),
+    };
+    let cause =
+        FieldError::invalid_printed("spec.clusterIPs", &validation::go_strings(&listed), detail);
+    Err(invalid_because(name, cause))
+}
+
+/// A service's `ipFamilyPolicy` when the write leaves it out (Kubernetes' allocator defaults it,
+/// not the API's defaults): an update keeps the old one; a headless service without a selector
+/// asks for both families (it needs no address of either); any other for one.
+fn default_ip_family_policy(service: &mut Value, old: Option<&Value>) {
+    if service.pointer("/spec/ipFamilyPolicy").is_some_and(|p| !p.is_null()) {
+        return;
+    }
+    let kept = old.and_then(|old| old.pointer("/spec/ipFamilyPolicy")).filter(|p| p.is_string());
+    let policy = match kept {
+        Some(policy) => policy.clone(),
+        None => {
+            let spec = &service["spec"];
+            let headless = cluster_ip(service) == Some("None");
+            let selectorless =
+                spec.get("selector").and_then(Value::as_object).is_none_or(|s| s.is_empty());
+            json!(if headless && selectorless { "RequireDualStack" } else { "SingleStack" })
+        }
+    };
+    service["spec"]["ipFamilyPolicy"] = policy;
 }
 
 /// A health check node port an update leaves out is the old one while the service still needs
@@ -863,16 +902,19 @@ mod tests {
         assert!((30000..=30003).contains(&health_check), "{local}");
         assert_eq!(allocation.ports.len(), 2, "both are released if the write fails");
 
-        // Held: a port or another service asking for it is refused, in the allocator's words.
+        // Held: another service asking for it is refused, in the allocator's words (an
+        // internal error, as Kubernetes' allocator wraps it).
         let mut other = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
             "healthCheckNodePort": health_check, "ports": [{"port": 80}]}));
-        let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut other, "t") else {
+        let Err(ApiError::Internal(message)) = a.allocate(&mut other, "t") else {
             panic!("a held health check port was handed out twice");
         };
-        assert_eq!(causes[0].field, "spec.healthCheckNodePort");
         assert_eq!(
-            causes[0].message,
-            format!("Invalid value: {health_check}: provided port is already allocated")
+            message,
+            format!(
+                "Internal error occurred: failed to allocate requested HealthCheck NodePort \
+                 {health_check}: provided port is already allocated"
+            )
         );
         let mut out_of_range = svc(json!({"type": "LoadBalancer",
             "externalTrafficPolicy": "Local", "healthCheckNodePort": 80, "ports": [{"port": 81}]}));
@@ -957,6 +999,28 @@ mod tests {
         single["spec"]["ipFamilyPolicy"] = json!("SingleStack");
         a.reallocate(&headless, &mut single, "h").unwrap();
         assert_eq!(single["spec"]["ipFamilies"], json!(["IPv4"]));
+        // An update that leaves the policy out keeps the old one: a headless service without a
+        // selector that gains one still asks for dual-stack, which this cluster refuses.
+        let mut replaced = preferring.clone();
+        replaced["spec"].as_object_mut().unwrap().remove("ipFamilyPolicy");
+        a.reallocate(&preferring, &mut replaced, "p").unwrap();
+        assert_eq!(replaced["spec"]["ipFamilyPolicy"], "PreferDualStack");
+        let mut selecting = headless.clone();
+        selecting["spec"]["selector"] = json!({"app": "web"});
+        selecting["spec"].as_object_mut().unwrap().remove("ipFamilyPolicy");
+        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&headless, &mut selecting, "h")
+        else {
+            panic!("a selecting service may not require dual-stack here");
+        };
+        assert_eq!(causes[0].field, "spec.ipFamilyPolicy");
+        // Left out on create: one family, or both for a headless service without a selector.
+        let mut plain = svc(json!({"ports": [{"port": 80}]}));
+        a.allocate(&mut plain, "n").unwrap();
+        assert_eq!(plain["spec"]["ipFamilyPolicy"], "SingleStack");
+        let mut bare = svc(json!({"clusterIP": "None", "ipFamilies": ["IPv4"]}));
+        a.allocate(&mut bare, "b").unwrap();
+        assert_eq!(bare["spec"]["ipFamilyPolicy"], "RequireDualStack");
+        assert_eq!(bare["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
         // Becoming an ExternalName service drops the families the update left as they were.
         let mut external = preferring.clone();
         external["spec"]["type"] = json!("ExternalName");
@@ -967,15 +1031,23 @@ mod tests {
     }
 
     #[test]
-    fn cluster_ips_alone_ask_for_their_first_address() {
+    fn cluster_ips_go_with_cluster_ip() {
         let a = small();
+        for listed in [json!(["127.192.0.2"]), json!(["None"])] {
+            let mut alone = svc(json!({"ports": [{"port": 80}], "clusterIPs": listed}));
+            let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut alone, "l") else {
+                panic!("a list without `clusterIP` is invalid");
+            };
+            assert_eq!(causes[0].field, "spec.clusterIPs");
+            assert!(causes[0].message.ends_with("must be empty when `clusterIP` is not specified"));
+        }
+        let mut both = svc(json!({"ports": [{"port": 80}], "clusterIP": "127.192.0.2",
+            "clusterIPs": ["127.192.0.2"]}));
+        a.allocate(&mut both, "b").unwrap();
+        // An update that leaves `clusterIP` out keeps the old one, and may list it.
         let mut listed = svc(json!({"ports": [{"port": 80}], "clusterIPs": ["127.192.0.2"]}));
-        a.allocate(&mut listed, "l").unwrap();
+        a.reallocate(&both, &mut listed, "b").unwrap();
         assert_eq!(listed["spec"]["clusterIP"], "127.192.0.2");
-        assert_eq!(listed["spec"]["clusterIPs"], json!(["127.192.0.2"]));
-        let mut headless = svc(json!({"clusterIPs": ["None"]}));
-        a.allocate(&mut headless, "h").unwrap();
-        assert_eq!(headless["spec"]["clusterIP"], "None");
         let mut apart = svc(json!({"ports": [{"port": 80}], "clusterIP": "127.192.0.1",
             "clusterIPs": ["127.192.0.3"]}));
         let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut apart, "x") else {
