@@ -239,6 +239,12 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
     let mut bounded = pod("bounded", "n-dl", stubborn);
     bounded["spec"]["activeDeadlineSeconds"] = json!(1);
     ApiClient::create(&core, pods, "default", bounded).await.unwrap();
+    // One that completes within its deadline stays Succeeded past it.
+    let mut quick =
+        pod("quick", "n-dl", json!({"name": "c", "image": "none", "command": ["true"]}));
+    quick["spec"]["activeDeadlineSeconds"] = json!(1);
+    quick["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", quick).await.unwrap();
     let event = event_about(&core, "bounded", "DeadlineExceeded").await;
     assert_eq!(event["type"], "Normal");
     let seen_running = std::cell::Cell::new(false);
@@ -254,6 +260,9 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
     assert!(seen_running.get(), "the container ran on past the deadline");
     let failed = get(&core, "pods", "default", "bounded").await.unwrap();
     assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
+    // (`bounded` took its grace period's 5 s to stop: `quick`'s deadline is long past.)
+    let quick = get(&core, "pods", "default", "quick").await.unwrap();
+    assert_eq!(quick["status"]["phase"], "Succeeded", "{}", quick["status"]);
 
     // A container that never ran is terminated too, as the kubelet reports one it cannot
     // account for (not left waiting in `ContainerCreating`).
@@ -271,6 +280,62 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
         &json!({"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
             "message": "The container could not be located when the pod was terminated"}})
     );
+}
+
+#[actix::test]
+async fn a_pod_runs_once_every_container_started_and_ends_failed_when_deleted_unstarted() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n-ph", dir.path()), Arc::new(ProcessRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    // One container runs, the other's image is not there: Pending, as the kubelet's phase
+    // counts a container waiting for its first start.
+    let mut half =
+        pod("half", "n-ph", json!({"name": "a", "image": "none", "command": ["sleep", "1000"]}));
+    half["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "b", "image": "kplane/no-such-image"}));
+    half["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    ApiClient::create(&core, pods, "default", half).await.unwrap();
+    let waiting = eventually("a running, b waiting on its image", || async {
+        let pod = get(&core, "pods", "default", "half").await?;
+        let statuses = &pod["status"]["containerStatuses"];
+        let pulled = statuses[1]["state"]["waiting"]["reason"].as_str()?.contains("Image");
+        (statuses[0]["state"]["running"].is_object() && pulled).then_some(pod)
+    })
+    .await;
+    assert_eq!(waiting["status"]["phase"], "Pending", "{}", waiting["status"]);
+    // Deleted: Failed, the container that never started one the kubelet cannot account for.
+    ApiClient::delete(&core, pods, "default", "half", &DeleteOptions::default()).await.unwrap();
+    let ended = eventually("half Failed", || async {
+        get(&core, "pods", "default", "half").await.filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    let statuses = &ended["status"]["containerStatuses"];
+    assert_eq!(statuses[0]["state"]["terminated"]["exitCode"], 143, "{statuses}");
+    assert_eq!(statuses[1]["state"]["terminated"]["reason"], "ContainerStatusUnknown");
+
+    // A container that failed and then succeeded shows the failure as its last state.
+    let marker = dir.path().join("second-try");
+    let script = format!("test -f {0} && exit 0; touch {0}; exit 3", marker.display());
+    let mut retried = pod(
+        "retried",
+        "n-ph",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", script]}),
+    );
+    retried["spec"]["restartPolicy"] = json!("OnFailure");
+    ApiClient::create(&core, pods, "default", retried).await.unwrap();
+    let done = eventually("retried Succeeded", || async {
+        get(&core, "pods", "default", "retried")
+            .await
+            .filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    let status = &done["status"]["containerStatuses"][0];
+    assert_eq!(status["state"]["terminated"]["exitCode"], 0, "{status}");
+    assert_eq!(status["lastState"]["terminated"]["exitCode"], 3, "{status}");
+    agent.send(StopAgent).await.unwrap();
 }
 
 #[actix::test]
@@ -1101,6 +1166,42 @@ async fn a_sidecar_waiting_for_its_turn_gets_sigterm_when_the_grace_period_runs_
 
 /// While a pod is being deleted its readiness is still probed (liveness no more), as the
 /// kubelet's prober does, and its status follows: endpoints see a terminating pod stop serving.
+#[actix::test]
+async fn a_probe_under_way_holds_up_neither_the_pod_nor_its_other_containers() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n-pr", dir.path()), Arc::new(ProcessRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    // `a`'s readiness probe runs for two minutes; `b` exits meanwhile, and the pod is deleted.
+    let slow = json!({"exec": {"command": ["sleep", "120"]}, "timeoutSeconds": 150,
+        "periodSeconds": 1});
+    let mut pod = pod(
+        "slow-probe",
+        "n-pr",
+        json!({"name": "a", "image": "none",
+        "command": ["sleep", "1000"], "readinessProbe": slow}),
+    );
+    pod["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "b", "image": "none",
+        "command": ["sh", "-c", "sleep 1; exit 3"]}));
+    pod["spec"]["restartPolicy"] = json!("Never");
+    ApiClient::create(&core, pods, "default", pod).await.unwrap();
+    let ended = eventually("b's exit seen while a's probe runs", || async {
+        let pod = get(&core, "pods", "default", "slow-probe").await?;
+        let b = &pod["status"]["containerStatuses"][1];
+        (b["state"]["terminated"]["exitCode"] == 3).then_some(pod)
+    })
+    .await;
+    assert_eq!(ended["status"]["containerStatuses"][0]["ready"], false, "not yet probed ready");
+    ApiClient::delete(&core, pods, "default", "slow-probe", &DeleteOptions::default())
+        .await
+        .unwrap();
+    eventually("slow-probe gone", || async {
+        get(&core, "pods", "default", "slow-probe").await.is_none().then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}
+
 #[actix::test]
 async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
     let core = core().await;

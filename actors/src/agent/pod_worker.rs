@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use chrono::SecondsFormat;
-use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::api::core::v1::{Container, ContainerStateTerminated, Pod, Probe};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
 
 use super::hooks::{self, Hook, HookTarget};
@@ -29,7 +30,8 @@ use crate::model::{now, resources};
 
 /// The component name events carry (as the kubelet's).
 pub(super) const COMPONENT: &str = "kubelet";
-/// A container that ran this long without failing has its back-off reset.
+/// A container that ran this long without failing has its back-off reset and restarts at once
+/// (the kubelet's back-off entry expires after twice its longest wait).
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// How long containers get to stop when the agent shuts down, before SIGKILL.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -37,8 +39,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const REAP_WAIT: Duration = Duration::from_secs(1);
 /// How long past its deadline a preStop hook's end is waited for (its task reports it).
 const HOOK_SLACK: Duration = Duration::from_secs(1);
-/// How long a container whose image changed gets to stop before SIGKILL.
-const IMAGE_CHANGE_GRACE: Duration = Duration::from_secs(30);
 /// The least time a container gets between its SIGTERM and SIGKILL once its preStop hook has
 /// ended (the kubelet's `minimumGracePeriodInSeconds`).
 const MIN_STOP_AFTER_HOOK: Duration = Duration::from_secs(2);
@@ -134,6 +134,45 @@ struct Exited {
     oom_killed: bool,
 }
 
+/// Which of a container's probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProbeKind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+impl ProbeKind {
+    /// As the kubelet's events name it.
+    fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "Startup",
+            ProbeKind::Liveness => "Liveness",
+            ProbeKind::Readiness => "Readiness",
+        }
+    }
+
+    fn of(self, spec: &Container) -> Option<&Probe> {
+        match self {
+            ProbeKind::Startup => spec.startup_probe.as_ref(),
+            ProbeKind::Liveness => spec.liveness_probe.as_ref(),
+            ProbeKind::Readiness => spec.readiness_probe.as_ref(),
+        }
+    }
+}
+
+/// A probe run has ended. Each runs on its own, as the kubelet's probe workers do, so that a
+/// slow one holds up neither the pod (its exits, deletion, exec) nor the other probes.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ProbeDone {
+    container: String,
+    /// The run it probed.
+    pid: u32,
+    kind: ProbeKind,
+    outcome: Outcome,
+}
+
 /// A container's lifecycle hook has ended (or, for preStop, run out of time).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -223,6 +262,21 @@ impl Handler<Exited> for PodWorker {
             state.exited(&msg.container, msg.pid, msg.code, msg.oom_killed, false);
         }
         self.request_sync(ctx);
+    }
+}
+
+impl Handler<ProbeDone> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, msg: ProbeDone, ctx: &mut Context<Self>) {
+        let decided = match &mut self.state {
+            Some(state) => state.probe_done(&self.ctx, &ctx.address(), msg),
+            None => false,
+        };
+        // A verdict changes what the pod's status says (readiness) or does (a restart).
+        if decided {
+            self.request_sync(ctx);
+        }
     }
 }
 
@@ -393,11 +447,41 @@ struct Terminated {
     finished_at: String,
 }
 
+impl Terminated {
+    /// An end as a status reported it (read back after an agent restart).
+    fn reported(t: &ContainerStateTerminated) -> Self {
+        let time = |at: &Option<Time>| at.as_ref().map(|t| t.0.to_rfc3339()).unwrap_or_default();
+        Terminated {
+            exit_code: t.exit_code,
+            container_id: t.container_id.clone(),
+            reason: t.reason.clone().unwrap_or_default(),
+            message: t.message.clone(),
+            started_at: time(&t.started_at),
+            finished_at: time(&t.finished_at),
+        }
+    }
+
+    /// A run the kubelet cannot account for when the pod ends (one that never started), in
+    /// its words.
+    fn unaccounted() -> Self {
+        Terminated {
+            exit_code: 137,
+            container_id: None,
+            reason: "ContainerStatusUnknown".into(),
+            message: Some("The container could not be located when the pod was terminated".into()),
+            started_at: String::new(),
+            finished_at: String::new(),
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct ProbeState {
     successes: i32,
     failures: i32,
     next_run: Option<Instant>,
+    /// A run is under way (the next waits for it, and for its period).
+    in_flight: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -412,6 +496,8 @@ struct ContainerState {
     running: Option<RunningContainer>,
     /// The last exit, shown as `state.terminated` while not restarting and as `lastState`.
     terminated: Option<Terminated>,
+    /// The exit before it: `lastState` once the last one is its state (it has finished).
+    previous: Option<Terminated>,
     /// Why it is not running, when it is waiting.
     waiting: Option<(String, String)>,
     restart_count: u32,
@@ -446,6 +532,7 @@ impl ContainerState {
             ever_started: false,
             running: None,
             terminated: None,
+            previous: None,
             waiting: Some(("ContainerCreating".into(), String::new())),
             restart_count: 0,
             not_before: None,
@@ -460,6 +547,14 @@ impl ContainerState {
             env: Vec::new(),
             restarting_deadline: None,
             tried_image: None,
+        }
+    }
+
+    fn probe_state(&mut self, kind: ProbeKind) -> &mut ProbeState {
+        match kind {
+            ProbeKind::Startup => &mut self.startup,
+            ProbeKind::Liveness => &mut self.liveness,
+            ProbeKind::Readiness => &mut self.readiness,
         }
     }
 
@@ -705,22 +800,9 @@ impl PodState {
                 let ended = old.state.as_ref().and_then(|s| s.terminated.as_ref());
                 let before = old.last_state.as_ref().and_then(|s| s.terminated.as_ref());
                 if let Some(t) = ended.or(before) {
-                    container.terminated = Some(Terminated {
-                        exit_code: t.exit_code,
-                        container_id: t.container_id.clone(),
-                        reason: t.reason.clone().unwrap_or_default(),
-                        message: t.message.clone(),
-                        started_at: t
-                            .started_at
-                            .as_ref()
-                            .map(|t| t.0.to_rfc3339())
-                            .unwrap_or_default(),
-                        finished_at: t
-                            .finished_at
-                            .as_ref()
-                            .map(|t| t.0.to_rfc3339())
-                            .unwrap_or_default(),
-                    });
+                    container.terminated = Some(Terminated::reported(t));
+                    container.previous =
+                        before.filter(|_| ended.is_some()).map(Terminated::reported);
                     // Finished unless the restart policy would run it again.
                     let policy = self.pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
                     container.finished = ended.is_some()
@@ -947,6 +1029,7 @@ impl PodState {
         let message = (falls_back && code != 0)
             .then(|| last_output(&log_path(&self.dir, name, c.restart_count)))
             .flatten();
+        c.previous = c.terminated.take();
         c.terminated = Some(Terminated {
             exit_code: code,
             container_id: Some(container_id(&self.uid, name, pid)),
@@ -976,13 +1059,16 @@ impl PodState {
         c.finished = !restart;
         if restart {
             let afresh = redefined || stopped_at_shutdown;
-            if running.since.elapsed() >= BACKOFF_RESET_AFTER || afresh {
+            // A run longer than the back-off's expiry starts it over: this restart is at once,
+            // as the kubelet's back-off entry has expired (twice its longest wait).
+            let expired = running.since.elapsed() >= BACKOFF_RESET_AFTER;
+            if expired || afresh {
                 c.backoff = config.restart_backoff;
             }
             // The first restart is immediate; later ones back off, doubling each time, whether
             // the container exited or a probe had it killed, as the kubelet backs off every
             // restart of a container.
-            if c.restart_count > 0 && !afresh {
+            if c.restart_count > 0 && !afresh && !expired {
                 c.back_off(config.max_restart_backoff);
             }
         }
@@ -1008,7 +1094,8 @@ impl PodState {
         if self.host_ports.is_none() && ctx.runtime.runs_processes() {
             self.host_ports = Some(self.serve_host_ports(ctx));
         }
-        if !self.deadline_exceeded && self.past_deadline() {
+        // A pod that has come to its end is terminal: its deadline no longer applies.
+        if !self.deadline_exceeded && !self.ended() && self.past_deadline() {
             self.deadline_exceeded = true;
             self.event(ctx, EventKind::Normal, DEADLINE_REASON, DEADLINE_MESSAGE.into());
         }
@@ -1018,16 +1105,11 @@ impl PodState {
             for c in self.containers.iter_mut().filter(|c| c.running.is_none()) {
                 // Not to run again: reported as terminated, not as waiting for a restart; one
                 // that never ran in the kubelet's words for a container it cannot account for.
-                c.terminated.get_or_insert_with(|| Terminated {
-                    exit_code: 137,
-                    container_id: None,
-                    reason: "ContainerStatusUnknown".into(),
-                    message: Some(
-                        "The container could not be located when the pod was terminated".into(),
-                    ),
-                    started_at: String::new(),
-                    finished_at: String::new(),
-                });
+                // One waiting to run again shows its last exit as its last state.
+                if !c.finished && c.terminated.is_some() {
+                    c.previous = c.terminated.take();
+                }
+                c.terminated.get_or_insert_with(Terminated::unaccounted);
                 c.finished = true;
                 c.waiting = None;
             }
@@ -1039,7 +1121,7 @@ impl PodState {
         if self.ended() && self.containers.iter().any(|c| c.running.is_some()) {
             self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
         }
-        self.probe(ctx, addr).await;
+        self.probe(ctx, addr);
         self.rotate_logs(ctx.config.max_log_bytes).await;
         self.write_status(ctx).await;
     }
@@ -1092,14 +1174,28 @@ impl PodState {
             if !self.gone {
                 // While its containers stop, the pod's status follows them: readiness as
                 // probed, a container that has ended as terminated.
-                self.probe(ctx, addr).await;
+                self.probe(ctx, addr);
                 self.write_status(ctx).await;
             }
             return;
         }
         if !self.gone {
             // Its containers' ends first, as the kubelet reports them: a pod that finalizers
-            // keep shows that it no longer runs.
+            // keep shows that it no longer runs. Once initialized, an app container that never
+            // ran is one the kubelet cannot account for (its `TerminatePod`).
+            let initialized = self
+                .containers
+                .iter()
+                .filter(|c| c.kind == Kind::Init)
+                .all(ContainerState::initialized);
+            let unstarted = self.containers.iter_mut().filter(|c| {
+                initialized && c.kind == Kind::App && c.running.is_none() && c.terminated.is_none()
+            });
+            for c in unstarted {
+                c.terminated = Some(Terminated::unaccounted());
+                c.waiting = None;
+                c.finished = true;
+            }
             self.write_status(ctx).await;
         }
         // (The status write may have found the pod gone.)
@@ -1379,7 +1475,9 @@ impl PodState {
     /// should run and whose back-off has passed; restarts containers whose image changed.
     async fn start_what_should_run(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let now = Instant::now();
-        // An image change restarts that container (SIGTERM now, SIGKILL after 30 s).
+        // An image change restarts that container (SIGTERM now, SIGKILL after the pod's
+        // termination grace period, as the kubelet kills a changed container).
+        let grace = termination_grace(&self.pod);
         let mut redefined = Vec::new();
         for i in 0..self.containers.len() {
             let wanted =
@@ -1387,7 +1485,7 @@ impl PodState {
             let c = &mut self.containers[i];
             if let (Some(running), Some(wanted)) = (&c.running, wanted) {
                 if running.image != wanted && c.restarting_deadline.is_none() {
-                    c.restarting_deadline = Some(now + IMAGE_CHANGE_GRACE);
+                    c.restarting_deadline = Some(now + grace);
                     let message =
                         format!("Container {} definition changed, will be restarted", c.name);
                     redefined.push((i, message));
@@ -1402,7 +1500,7 @@ impl PodState {
         for (i, message) in redefined {
             let name = self.containers[i].name.clone();
             self.container_event(ctx, &name, EventKind::Normal, "Killing", message);
-            self.begin_stop(i, ctx, addr, now + IMAGE_CHANGE_GRACE, false);
+            self.begin_stop(i, ctx, addr, now + grace, false);
         }
         let init_pending =
             self.containers.iter().position(|c| c.kind == Kind::Init && !c.initialized());
@@ -1684,6 +1782,7 @@ impl PodState {
                 let message = error.to_string();
                 // runc's code for a container that could not start, whatever the cause.
                 let code = 128;
+                c.previous = c.terminated.take();
                 c.terminated = Some(Terminated {
                     exit_code: code,
                     container_id: None,
@@ -1704,26 +1803,13 @@ impl PodState {
         }
     }
 
-    /// Runs the probes that are due; a failed liveness or startup probe restarts the container.
-    async fn probe(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
+    /// Starts the probes that are due, each on its own task (`ProbeDone` brings its outcome).
+    fn probe(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
-        let mut events = Vec::new();
-        // A failed liveness or startup probe kills its container as the kubelet does: its
-        // preStop hook, SIGTERM, SIGKILL after the grace period (the probe's own, if it has
-        // one).
-        let pod_grace = termination_grace(&self.pod);
-        let deadline = |probe: &Probe| {
-            let seconds =
-                probe.termination_grace_period_seconds.map(|s| s.clamp(0, MAX_GRACE_SECONDS));
-            Instant::now() + seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64))
-        };
         let terminating = self.pod.metadata.deletion_timestamp.is_some();
-        let mut killed = Vec::new();
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
-            let pid = self.containers[i].running.as_ref().map(|r| r.pid);
-            let launchers = self.launchers(&spec, pid);
             let c = &mut self.containers[i];
             let Some(running) = &c.running else { continue };
             // Not probed: a run waiting for its postStart hook, or being stopped (but for the
@@ -1732,7 +1818,7 @@ impl PodState {
             if c.restarting_deadline.is_some() || c.post_starting() || stopped_alone {
                 continue;
             }
-            let since = running.since;
+            let (since, pid) = (running.since, running.pid);
             if !ctx.runtime.runs_processes() {
                 (c.started, c.ever_started, c.ready) = (true, true, true);
                 continue;
@@ -1744,76 +1830,99 @@ impl PodState {
                 (c.started, c.ever_started) = (true, true);
             }
             // Startup probe first: liveness and readiness wait for it.
+            let mut due = Vec::new();
             if !c.started {
                 match &spec.startup_probe {
                     None => c.started = true,
-                    Some(probe) => {
-                        let run = run_due(
-                            probe,
-                            &mut c.startup,
-                            since,
-                            &spec,
-                            &pod_ip,
-                            &c.env,
-                            &launchers,
-                        )
-                        .await;
-                        match ProbeRun::reported(run, "Startup", &name, &mut events) {
-                            Some(true) => c.started = true,
-                            Some(false) => {
-                                let message = format!(
-                                    "Container {name} failed startup probe, will be restarted"
-                                );
-                                events.push((name.clone(), EventKind::Normal, "Killing", message));
-                                let deadline = deadline(probe);
-                                c.restarting_deadline = Some(deadline);
-                                killed.push((i, deadline));
-                                continue;
-                            }
-                            None => {}
-                        }
+                    Some(probe) if is_due(probe, &mut c.startup, since) => {
+                        due.push(ProbeKind::Startup)
                     }
-                }
-                if !c.started {
-                    continue;
+                    Some(_) => {}
                 }
             }
-            c.ever_started = true;
-            if let Some(probe) = spec.liveness_probe.as_ref().filter(|_| !terminating) {
-                let run =
-                    run_due(probe, &mut c.liveness, since, &spec, &pod_ip, &c.env, &launchers)
-                        .await;
-                if ProbeRun::reported(run, "Liveness", &name, &mut events) == Some(false) {
-                    tracing::info!(pod = %self.name, container = %name, "liveness probe failed; restarting");
-                    let message =
-                        format!("Container {name} failed liveness probe, will be restarted");
-                    events.push((name.clone(), EventKind::Normal, "Killing", message));
-                    let deadline = deadline(probe);
-                    c.restarting_deadline = Some(deadline);
-                    c.ready = false;
-                    killed.push((i, deadline));
-                    continue;
+            if c.started {
+                c.ever_started = true;
+                let liveness = spec.liveness_probe.as_ref().filter(|_| !terminating);
+                if liveness.is_some_and(|probe| is_due(probe, &mut c.liveness, since)) {
+                    due.push(ProbeKind::Liveness);
+                }
+                match &spec.readiness_probe {
+                    None => c.ready = true,
+                    Some(probe) if is_due(probe, &mut c.readiness, since) => {
+                        due.push(ProbeKind::Readiness)
+                    }
+                    Some(_) => {}
                 }
             }
-            match &spec.readiness_probe {
-                None => c.ready = true,
-                Some(probe) => {
-                    let run =
-                        run_due(probe, &mut c.readiness, since, &spec, &pod_ip, &c.env, &launchers)
-                            .await;
-                    if let Some(verdict) = ProbeRun::reported(run, "Readiness", &name, &mut events)
-                    {
-                        c.ready = verdict;
-                    }
-                }
+            if due.is_empty() {
+                continue;
+            }
+            let env = c.env.clone();
+            let launchers = self.launchers(&spec, Some(pid));
+            for kind in due {
+                let probe = kind.of(&spec).cloned().expect("due probes are in the spec");
+                let (spec, env, launchers, pod_ip) =
+                    (spec.clone(), env.clone(), launchers.clone(), pod_ip.clone());
+                let (addr, container) = (addr.clone(), name.clone());
+                tokio::spawn(async move {
+                    let outcome = probes::run(&probe, &spec, &pod_ip, &env, &launchers).await;
+                    addr.do_send(ProbeDone { container, pid, kind, outcome });
+                });
+            }
+        }
+    }
+
+    /// Takes a probe run's outcome to its verdict, if it reaches one: a container started or
+    /// ready (or not), or restarted for a failed liveness or startup probe as the kubelet does
+    /// (its preStop hook, SIGTERM, SIGKILL after the grace period, the probe's own if it has
+    /// one). True when it reached a verdict.
+    fn probe_done(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>, done: ProbeDone) -> bool {
+        let Some(i) = self.containers.iter().position(|c| c.name == done.container) else {
+            return false;
+        };
+        let Some(spec) = self.container_spec(&done.container).cloned() else { return false };
+        let terminating = self.pod.metadata.deletion_timestamp.is_some();
+        let pod_grace = termination_grace(&self.pod);
+        let c = &mut self.containers[i];
+        let kind = done.kind;
+        c.probe_state(kind).in_flight = false;
+        // For a run that has since ended, or is being stopped: nothing to judge.
+        let Some(running) = c.running.as_ref().filter(|r| r.pid == done.pid) else { return false };
+        let stopped_alone = running.pre_stopped && !terminating;
+        if c.restarting_deadline.is_some() || c.post_starting() || stopped_alone {
+            return false;
+        }
+        let Some(probe) = done.kind.of(&spec) else { return false };
+        let run = judge(probe, c.probe_state(kind), done.outcome);
+        let mut events = Vec::new();
+        let name = done.container;
+        let verdict = ProbeRun::reported(Some(run), done.kind.name(), &name, &mut events);
+        let mut killed = None;
+        match (done.kind, verdict) {
+            (ProbeKind::Startup, Some(true)) => c.started = true,
+            (ProbeKind::Readiness, Some(ready)) => c.ready = ready,
+            (ProbeKind::Liveness, Some(true)) | (_, None) => {}
+            (kind, Some(false)) => {
+                let which = if kind == ProbeKind::Startup { "startup" } else { "liveness" };
+                tracing::info!(pod = %self.name, container = %name, "{which} probe failed; restarting");
+                let message = format!("Container {name} failed {which} probe, will be restarted");
+                events.push((name.clone(), EventKind::Normal, "Killing", message));
+                let seconds =
+                    probe.termination_grace_period_seconds.map(|s| s.clamp(0, MAX_GRACE_SECONDS));
+                let deadline =
+                    Instant::now() + seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64));
+                c.restarting_deadline = Some(deadline);
+                c.ready = false;
+                killed = Some(deadline);
             }
         }
         for (container, kind, reason, message) in events {
             self.container_event(ctx, &container, kind, reason, message);
         }
-        for (i, deadline) in killed {
+        if let Some(deadline) = killed {
             self.begin_stop(i, ctx, addr, deadline, false);
         }
+        verdict.is_some()
     }
 
     /// Rotates the logs of running containers past `max_bytes`, on a blocking thread: a copy
@@ -1901,24 +2010,26 @@ impl PodState {
         let init_failed = self.containers.iter().any(ContainerState::failed_init);
         let apps: Vec<&ContainerState> =
             self.containers.iter().filter(|c| c.kind == Kind::App).collect();
-        let any_running = apps.iter().any(|c| c.shown_running().is_some());
         let all_finished = apps.iter().all(|c| c.finished);
-        let ever_ran = apps.iter().any(|c| c.terminated.is_some() || c.shown_running().is_some());
+        // Every app container has started (it runs, or ran): until then the pod is Pending,
+        // as the kubelet's `getPhase` counts a container waiting for its first start.
+        let all_started = !apps.is_empty()
+            && apps.iter().all(|c| c.terminated.is_some() || c.shown_running().is_some());
+        let nothing_runs = self.containers.iter().all(|c| c.running.is_none());
         let phase = if init_failed || self.deadline_exceeded {
             "Failed"
-        } else if !inits_done {
-            "Pending"
-        } else if (all_finished && policy != "Always") || (deleting && ever_ran && !any_running) {
-            // Finished, or stopped for its deletion: the kubelet's terminal phase.
+        } else if (all_finished && policy != "Always") || (deleting && nothing_runs) {
+            // Finished, or stopped for its deletion (whether or not it got to run): the
+            // kubelet's terminal phase.
             if apps.iter().all(|c| c.terminated.as_ref().is_some_and(|t| t.exit_code == 0)) {
                 "Succeeded"
             } else {
                 "Failed"
             }
-        } else if any_running || ever_ran {
-            "Running"
-        } else {
+        } else if !inits_done || !all_started {
             "Pending"
+        } else {
+            "Running"
         };
         // Sidecars count for the pod's readiness, as the kubelet counts them.
         let sidecars = self.containers.iter().filter(|c| c.sidecar);
@@ -2133,24 +2244,23 @@ impl ProbeRun {
     }
 }
 
-/// Runs `probe` if it is due: whether it failed, and a verdict once the success or failure
-/// threshold is reached.
-async fn run_due(
-    probe: &Probe,
-    state: &mut ProbeState,
-    since: Instant,
-    spec: &Container,
-    pod_ip: &str,
-    env: &[(String, String)],
-    launchers: &[String],
-) -> Option<ProbeRun> {
+/// Whether `probe` is due (its initial delay from `since`, then its period, passed, and no run
+/// under way); if so, its run is taken to be under way and the next one is a period on.
+fn is_due(probe: &Probe, state: &mut ProbeState, since: Instant) -> bool {
     let now = Instant::now();
     let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
-    if now < state.next_run.unwrap_or(first) {
-        return None;
+    if state.in_flight || now < state.next_run.unwrap_or(first) {
+        return false;
     }
     let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
     state.next_run = Some(now + period);
+    state.in_flight = true;
+    true
+}
+
+/// A run's `outcome` counted: whether it failed, and a verdict once the success or failure
+/// threshold is reached.
+fn judge(probe: &Probe, state: &mut ProbeState, outcome: Outcome) -> ProbeRun {
     let succeeded = |state: &mut ProbeState, said| {
         state.failures = 0;
         state.successes += 1;
@@ -2163,12 +2273,12 @@ async fn run_due(
         let reached = state.failures >= probe.failure_threshold.unwrap_or(3).max(1);
         ProbeRun { said: Some(said), verdict: reached.then_some(false) }
     };
-    Some(match probes::run(probe, spec, pod_ip, env, launchers).await {
+    match outcome {
         Outcome::Success => succeeded(state, None),
         Outcome::Warning(warning) => succeeded(state, Some(ProbeSaid::Warned(warning))),
         Outcome::Failure(reason) => failed(state, ProbeSaid::Failed(reason)),
         Outcome::Error(error) => failed(state, ProbeSaid::Errored(error)),
-    })
+    }
 }
 
 /// A container's name among the node's, for its runtime's groups: `pod<uid>/<name>`.
@@ -2370,7 +2480,9 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
         }
-        (None, _, Some(t)) if c.finished || shown.deleting => (terminated(t), None),
+        (None, _, Some(t)) if c.finished || shown.deleting => {
+            (terminated(t), c.previous.as_ref().map(terminated))
+        }
         (None, Some((reason, message)), t) => {
             let reason = if reason == "ContainerCreating" { creating } else { reason.as_str() };
             let mut waiting = json!({"reason": reason});
