@@ -20,7 +20,7 @@ use kplane_actors::model::resources;
 use kplane_actors::scheduler::node_info::{LabelGroups, NodeInfo, PodInfo};
 use kplane_actors::scheduler::scores::ScoreContext;
 use kplane_actors::scheduler::{
-    filters, scores, GetStats, Scheduler, SchedulerConfig, StopScheduler,
+    filters, scores, topology_spread, GetStats, Scheduler, SchedulerConfig, StopScheduler,
 };
 use kplane_actors::store::{Store, StoreOptions};
 use kplane_actors::watch::{HubOptions, WatchHub};
@@ -64,13 +64,16 @@ fn pure_cost() -> (f64, f64) {
     let pod = PodInfo::new(&serde_json::from_value::<Pod>(pod).unwrap());
     let mut groups = LabelGroups::default();
     nodes.iter().flat_map(|n| n.pods()).for_each(|p| groups.register(p));
-    let context = ScoreContext::new(&pod.namespace, std::slice::from_ref(&pod.labels), &groups);
+    let spread_groups = groups.matching(&pod.namespace, std::slice::from_ref(&pod.labels));
     let mut rng = rand::thread_rng();
     let rounds = if std::env::args().any(|a| a == "pure") { 20_000 } else { 300 };
     let started = Instant::now();
     for _ in 0..rounds {
         let feasible: Vec<&NodeInfo> =
             nodes.iter().filter(|n| filters::filter(&pod, n).is_ok()).collect();
+        let topology_spread =
+            topology_spread::default_scores(&pod, &spread_groups, &feasible, &nodes);
+        let context = ScoreContext { topology_spread, ..ScoreContext::default() };
         let scores = scores::score_nodes(&pod, &feasible, &context);
         std::hint::black_box(scores::pick_best(&scores, &mut rng));
     }

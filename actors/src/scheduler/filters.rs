@@ -47,6 +47,8 @@ pub enum FitFailure {
     PodAntiAffinityRulesNotMatch,
     /// A pod in the node's topology domain has required anti-affinity to this pod.
     ExistingPodsAntiAffinityRulesNotMatch,
+    /// A volume of the pod's bound claims may not be used on the node (its node affinity).
+    VolumeNodeAffinityConflict,
 }
 
 /// The reason as it appears in kube-scheduler's messages.
@@ -81,6 +83,9 @@ impl fmt::Display for FitFailure {
             }
             FitFailure::ExistingPodsAntiAffinityRulesNotMatch => {
                 f.write_str("node(s) didn't satisfy existing pods anti-affinity rules")
+            }
+            FitFailure::VolumeNodeAffinityConflict => {
+                f.write_str("node(s) had volume node affinity conflict")
             }
         }
     }

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 
 use super::filters::{self, FitFailure};
-use super::node_info::{LabelGroups, NodeInfo, NodeSelector, PodInfo};
+use super::node_info::{LabelGroups, NodeInfo, NodeSelector, NodeSelectorTerm, PodInfo};
 use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
 use super::preemption::{self, Budget, Plan, Refusal};
 use super::queue::SchedulingQueue;
@@ -96,16 +96,18 @@ enum Watched {
     Services,
     ReplicationControllers,
     Claims,
+    Volumes,
     Namespaces,
     Budgets,
 }
 
-const ALL_WATCHED: [Watched; 7] = [
+const ALL_WATCHED: [Watched; 8] = [
     Watched::Nodes,
     Watched::Pods,
     Watched::Services,
     Watched::ReplicationControllers,
     Watched::Claims,
+    Watched::Volumes,
     Watched::Namespaces,
     Watched::Budgets,
 ];
@@ -120,6 +122,7 @@ impl Watched {
             Watched::Services => ("", "services", None),
             Watched::ReplicationControllers => ("", "replicationcontrollers", None),
             Watched::Claims => ("", "persistentvolumeclaims", None),
+            Watched::Volumes => ("", "persistentvolumes", None),
             Watched::Namespaces => ("", "namespaces", None),
             Watched::Budgets => ("policy", "poddisruptionbudgets", None),
         }
@@ -156,6 +159,10 @@ pub struct Scheduler {
     selectors: HashMap<String, SelectorsByOwner>,
     /// What each PersistentVolumeClaim (by namespace and name) is to the pods using it.
     claims: HashMap<(String, String), ClaimState>,
+    /// The volume each bound claim names.
+    claim_volumes: HashMap<(String, String), String>,
+    /// The nodes each PersistentVolume with a required node affinity may be used on.
+    volume_affinity: HashMap<String, NodeSelector>,
     /// The labels of each namespace (for affinity terms' namespace selectors).
     namespace_labels: NamespaceLabels,
     /// Where the next search for feasible nodes starts (round robin, as kube-scheduler).
@@ -214,6 +221,8 @@ impl Scheduler {
             groups: LabelGroups::default(),
             selectors: HashMap::new(),
             claims: HashMap::new(),
+            claim_volumes: HashMap::new(),
+            volume_affinity: HashMap::new(),
             namespace_labels: HashMap::new(),
             next_start: 0,
             in_flight: 0,
@@ -421,16 +430,27 @@ impl Scheduler {
         }
     }
 
-    fn spread_context(&self, pod: &PodInfo) -> ScoreContext {
+    /// The label groups of the pods that spread `pod` by default, as kube-scheduler's
+    /// `DefaultSelector` merges them: the selectors of the services that select it and of the
+    /// ReplicationController that controls it.
+    fn default_spread_groups(&self, pod: &PodInfo) -> Vec<u64> {
+        let controller = |kind: &Watched, name: &str| {
+            *kind == Watched::ReplicationControllers
+                && pod.owner_kind.as_deref() == Some("ReplicationController")
+                && pod.owner_name.as_deref() == Some(name)
+        };
         let selectors: Vec<BTreeMap<String, String>> = self
             .selectors
             .get(&pod.namespace)
             .into_iter()
-            .flat_map(|m| m.values())
-            .filter(|s| s.iter().all(|(k, v)| pod.labels.get(k) == Some(v)))
-            .cloned()
+            .flatten()
+            .filter(|((kind, name), selector)| match kind {
+                Watched::Services => selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v)),
+                _ => controller(kind, name),
+            })
+            .map(|(_, selector)| selector.clone())
             .collect();
-        ScoreContext::new(&pod.namespace, &selectors, &self.groups)
+        self.groups.matching(&pod.namespace, &selectors)
     }
 
     /// Retries the unschedulable pods that `placed`, a pod now on a node, may let in: those
@@ -468,6 +488,16 @@ impl Scheduler {
         unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
     }
 
+    /// The node affinities of the volumes `pod`'s bound claims name (kube-scheduler's
+    /// VolumeBinding filter checks each node against them).
+    fn volume_affinities(&self, pod: &PodInfo) -> Vec<&NodeSelector> {
+        let claims = pod.claims.iter().map(|claim| (pod.namespace.clone(), claim.clone()));
+        claims
+            .filter_map(|key| self.claim_volumes.get(&key))
+            .filter_map(|volume| self.volume_affinity.get(volume))
+            .collect()
+    }
+
     /// Schedules one pod: the best feasible node, assumed at once and bound in the background.
     fn schedule_one(&mut self, pod: Arc<PodInfo>, ctx: &mut Context<Self>) {
         let total = self.nodes.len();
@@ -499,8 +529,19 @@ impl Scheduler {
             spread.as_ref().map_or(Ok(()), |f| f.check(node))?;
             affinity.as_ref().map_or(Ok(()), |f| f.check(node))
         };
+        // Its volumes' node affinity, after the node's own filters, as VolumeBinding runs.
+        let volumes = self.volume_affinities(&pod);
+        let volumes_allow = |node: &NodeInfo| match volumes
+            .iter()
+            .all(|selector| selector.matches(&node.name, &node.labels))
+        {
+            true => Ok(()),
+            false => Err(vec![FitFailure::VolumeNodeAffinityConflict]),
+        };
         let fits = |node: &NodeInfo| {
-            filters::filter(&pod, node).and_then(|()| cluster_wide(node).map_err(|f| vec![f]))
+            filters::filter(&pod, node)
+                .and_then(|()| volumes_allow(node))
+                .and_then(|()| cluster_wide(node).map_err(|f| vec![f]))
         };
         // Room made by a preemption is kept for the pod that made it from pods of no higher
         // priority (kube-scheduler's nominated pods).
@@ -517,18 +558,23 @@ impl Scheduler {
             }
             Some(with_holders)
         };
-        for step in 0..total {
+        let fit_at = |node: &NodeInfo| match reserved(node) {
+            _ if named.as_ref().is_some_and(|named| !named.contains(&node.name)) => {
+                Err(vec![FitFailure::NotNamed])
+            }
+            Some(with_holders) => fits(&with_holders),
+            None => fits(node),
+        };
+        // The node a preemption made room on is tried first, and taken if the pod fits there
+        // (kube-scheduler's `evaluateNominatedNode`): the room was made for it.
+        let nominated_fit = self
+            .nominated_node(&pod)
+            .and_then(|name| self.nodes.iter().position(|node| node.name == name))
+            .filter(|&i| fit_at(&self.nodes[i]).is_ok());
+        for step in 0..if nominated_fit.is_some() { 0 } else { total } {
             let i = (self.next_start + step) % total;
             examined = step + 1;
-            let node = &self.nodes[i];
-            let fit = match reserved(node) {
-                _ if named.as_ref().is_some_and(|named| !named.contains(&node.name)) => {
-                    Err(vec![FitFailure::NotNamed])
-                }
-                Some(with_holders) => fits(&with_holders),
-                None => fits(node),
-            };
-            match fit {
+            match fit_at(&self.nodes[i]) {
                 Ok(()) => feasible.push(i),
                 Err(reasons) => failures.push((i, reasons)),
             }
@@ -536,6 +582,7 @@ impl Scheduler {
                 break;
             }
         }
+        feasible.extend(nominated_fit);
         if total > 0 {
             self.next_start = (self.next_start + examined) % total;
         }
@@ -596,12 +643,17 @@ impl Scheduler {
         }
         drop((spread, affinity));
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|i| &self.nodes[*i]).collect();
-        // A pod's own spread constraints stand in for the spreading by its selectors.
-        let mut context =
-            if pod.spread.is_empty() { self.spread_context(&pod) } else { ScoreContext::default() };
-        context.topology_spread = topology_spread::scores(&pod, &candidates, &self.nodes);
-        context.inter_pod_affinity =
+        // A pod's own spread constraints, or else the system defaults.
+        let topology_spread = match pod.spread.is_empty() {
+            true => {
+                let groups = self.default_spread_groups(&pod);
+                topology_spread::default_scores(&pod, &groups, &candidates, &self.nodes)
+            }
+            false => topology_spread::scores(&pod, &candidates, &self.nodes),
+        };
+        let inter_pod_affinity =
             pod_affinity::scores(&pod, &candidates, &self.nodes, &self.namespace_labels);
+        let context = ScoreContext { topology_spread, inter_pod_affinity };
         let scores = scores::score_nodes(&pod, &candidates, &context);
         let best = scores::pick_best(&scores, &mut self.rng).unwrap_or(0);
         let node = self.nodes[feasible[best]].name.clone();
@@ -648,11 +700,11 @@ impl Scheduler {
             self.waiting_on_pods.insert(pod.uid.clone());
         }
         let Some(queued) = self.queue.get_mut(&pod.uid) else { return };
-        if queued.last_message.as_deref() == Some(message.as_str())
-            && nomination == Nomination::Keep
-        {
-            return;
-        }
+        // The condition is written when it says something new; the event at every attempt, as
+        // kube-scheduler records it (counted into its series), so that a pod pending for long
+        // keeps a recent one.
+        let news = queued.last_message.as_deref() != Some(message.as_str())
+            || nomination != Nomination::Keep;
         queued.last_message = Some(message.clone());
         tracing::debug!(pod = %pod.name, %message, "unschedulable");
         let client = self.client.clone();
@@ -671,8 +723,11 @@ impl Scheduler {
             }
             let pods = resource("", "pods");
             let strategic = PatchType::StrategicMerge;
-            if let Err(error) = client.patch(pods, &namespace, &name, strategic, &patch, true).await
-            {
+            let written = match news {
+                true => client.patch(pods, &namespace, &name, strategic, &patch, true).await,
+                false => Ok(Value::Null),
+            };
+            if let Err(error) = written {
                 tracing::debug!(pod = %name, %error, "writing PodScheduled=False");
             }
             let pod = ObjectRef::pod(namespace, name, uid);
@@ -807,6 +862,23 @@ fn claim_key(claim: &Value) -> (String, String) {
     (text("/metadata/namespace").to_string(), text("/metadata/name").to_string())
 }
 
+/// The volume a bound claim names.
+fn bound_volume(claim: &Value) -> Option<String> {
+    (ClaimState::of(claim) == ClaimState::Bound)
+        .then(|| claim.pointer("/spec/volumeName").and_then(Value::as_str).map(String::from))
+        .flatten()
+}
+
+/// A PersistentVolume's name and the nodes its required node affinity allows, when it has one.
+fn volume_affinity(volume: &Value) -> Option<(String, NodeSelector)> {
+    let required = volume.pointer("/spec/nodeAffinity/required")?;
+    let required: k8s_openapi::api::core::v1::NodeSelector =
+        serde_json::from_value(required.clone()).ok()?;
+    let terms = required.node_selector_terms.iter().filter_map(NodeSelectorTerm::new).collect();
+    let name = volume.pointer("/metadata/name").and_then(Value::as_str)?;
+    Some((name.to_string(), NodeSelector { terms }))
+}
+
 /// What a claim is to the pods that use it (kube-scheduler's VolumeBinding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ClaimState {
@@ -925,15 +997,39 @@ impl Handler<Informed> for Scheduler {
             (_, Feed::Unavailable(_)) => {}
             (Watched::Claims, Feed::Listed(items)) => {
                 self.claims = items.iter().map(|c| (claim_key(c), ClaimState::of(c))).collect();
+                self.claim_volumes =
+                    items.iter().filter_map(|c| Some((claim_key(c), bound_volume(c)?))).collect();
                 changed = true;
             }
             (Watched::Claims, Feed::Changed(EventType::Deleted, item)) => {
                 self.claims.remove(&claim_key(&item));
+                self.claim_volumes.remove(&claim_key(&item));
             }
             (Watched::Claims, Feed::Changed(_, item)) => {
                 // A claim that now exists, or is now bound, may be what a pod waits for.
                 let state = ClaimState::of(&item);
                 changed |= self.claims.insert(claim_key(&item), state) != Some(state);
+                match bound_volume(&item) {
+                    Some(volume) => self.claim_volumes.insert(claim_key(&item), volume),
+                    None => self.claim_volumes.remove(&claim_key(&item)),
+                };
+            }
+            (Watched::Volumes, Feed::Listed(items)) => {
+                self.volume_affinity = items.iter().filter_map(volume_affinity).collect();
+                changed = true;
+            }
+            (Watched::Volumes, Feed::Changed(EventType::Deleted, item)) => {
+                let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                changed |= self.volume_affinity.remove(name).is_some();
+            }
+            (Watched::Volumes, Feed::Changed(_, item)) => {
+                let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let before = self.volume_affinity.remove(name);
+                let now = volume_affinity(&item).map(|(_, selector)| selector);
+                changed |= before != now;
+                if let Some(selector) = now {
+                    self.volume_affinity.insert(name.to_string(), selector);
+                }
             }
             (Watched::Budgets, Feed::Listed(items)) => {
                 self.budgets = items.iter().filter_map(budget).collect();

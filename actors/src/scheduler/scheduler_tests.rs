@@ -18,9 +18,23 @@ use crate::model::resources::find;
 use crate::testing::{core_with_node_ipam as core, eventually, Call, Hooked};
 
 fn sim_node(core: &ApiCore, name: &str, cpu: &str, dir: &std::path::Path) {
+    zoned_sim_node(core, name, cpu, dir, None);
+}
+
+/// A simulated node, in `zone` when given.
+fn zoned_sim_node(
+    core: &ApiCore,
+    name: &str,
+    cpu: &str,
+    dir: &std::path::Path,
+    zone: Option<&str>,
+) {
     let mut config = AgentConfig::new(name, dir.join(name));
     config.capacity_overrides.insert("cpu".into(), cpu.into());
     config.capacity_overrides.insert("memory".into(), "64Gi".into());
+    if let Some(zone) = zone {
+        config.labels.insert("topology.kubernetes.io/zone".into(), zone.into());
+    }
     NodeAgent::new(config, Arc::new(core.clone()), Arc::new(SimulatedRuntime::default())).start();
 }
 
@@ -156,6 +170,22 @@ async fn pods_land_where_they_fit_and_wait_for_a_bigger_node() {
     })
     .await;
     assert_eq!(later["lastTransitionTime"], since);
+    // An attempt that finds the same reason (a node relabelled) is reported again, counted into
+    // the event's series, as kube-scheduler records every attempt.
+    let v1_events = find("events.k8s.io", "v1", "events").unwrap();
+    let attempts = || async {
+        let all = ListOptions::default();
+        let listed = ApiClient::list(&core, v1_events, Some("default"), &all).await;
+        let listed = listed.unwrap().items;
+        let failed = listed.iter().find(|e| e["reason"] == "FailedScheduling").cloned();
+        failed.map_or(0, |e| e["series"]["count"].as_i64().unwrap_or(1))
+    };
+    let before = attempts().await;
+    let nodes = find("", "v1", "nodes").unwrap();
+    let label = json!({"metadata": {"labels": {"example.com/touched": "yes"}}});
+    ApiClient::patch(&core, nodes, "", "tiny", PatchType::Merge, &label, false).await.unwrap();
+    eventually("the attempt counted", || async { (attempts().await > before).then_some(()) }).await;
+    assert_eq!(condition().await["lastTransitionTime"], since);
 
     sim_node(&core, "large", "4", dir.path());
     assert_eq!(eventually("big placed on the new node", || node_of(&core, "big")).await, "large");
@@ -551,6 +581,78 @@ async fn a_pod_whose_anti_affinity_only_a_lower_priority_pod_stands_against_pree
     let pods = find("", "v1", "pods").unwrap();
     let gone = ApiClient::get(&core, pods, "default", "db").await;
     assert!(gone.is_err() || gone.unwrap()["metadata"]["deletionTimestamp"].is_string());
+}
+
+#[actix::test]
+async fn a_pod_goes_where_its_volumes_may_be_used() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "a", "4", dir.path());
+    sim_node(&core, "b", "4", dir.path());
+    eventually("the nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    let volumes = find("", "v1", "persistentvolumes").unwrap();
+    let claims = find("", "v1", "persistentvolumeclaims").unwrap();
+    for (volume, node) in [("on-a", "a"), ("on-c", "c")] {
+        let pinned = json!({"metadata": {"name": volume}, "spec": {"capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"], "hostPath": {"path": "/tmp/v"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}});
+        ApiClient::create(&core, volumes, "", pinned).await.unwrap();
+        // Bound, as the binder leaves a claim.
+        let claim = json!({"metadata": {"name": volume,
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"accessModes": ["ReadWriteMany"], "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}}}});
+        ApiClient::create(&core, claims, "default", claim).await.unwrap();
+    }
+    start_scheduler(&core);
+    let with_claim = |name: &str, claim: &str| {
+        let volumes = json!({"volumes": [{"name": "data",
+            "persistentVolumeClaim": {"claimName": claim}}]});
+        pod(name, "100m", volumes)
+    };
+    for i in 0..4 {
+        create(&core, with_claim(&format!("user-{i}"), "on-a")).await;
+    }
+    for i in 0..4 {
+        let name = format!("user-{i}");
+        assert_eq!(eventually("bound", || node_of(&core, &name)).await, "a", "{name}");
+    }
+    // A volume no node may use: no node will do, nor would preemption help.
+    create(&core, with_claim("nowhere", "on-c")).await;
+    let message = eventually("nowhere unschedulable", || scheduled_message(&core, "nowhere")).await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: 2 node(s) had volume node affinity conflict. preemption: 0/2 \
+         nodes are available: 2 Preemption is not helpful for scheduling.."
+    );
+}
+
+#[actix::test]
+async fn a_preemptor_goes_to_the_node_it_made_room_on() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Two nodes of one zone; `b`, the larger, would score better.
+    for (name, cpu) in [("a", "4"), ("b", "8")] {
+        zoned_sim_node(&core, name, cpu, dir.path(), Some("z1"));
+    }
+    eventually("the nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    let classes = find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+    let class = json!({"metadata": {"name": "high"}, "value": 1000});
+    ApiClient::create(&core, classes, "", class).await.unwrap();
+    // `low` fills `a`; `high` may share a zone with no `low`: only preempting it helps, on `a`.
+    let mut low = pod("low", "4", json!({"nodeName": "a"}));
+    low["metadata"]["labels"] = json!({"app": "low"});
+    create(&core, low).await;
+    start_scheduler(&core);
+    let mut apart = required("podAntiAffinity", "low");
+    apart["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        ["topologyKey"] = json!("topology.kubernetes.io/zone");
+    apart["priorityClassName"] = json!("high");
+    create(&core, pod("high", "4", apart)).await;
+    // Once `low` is gone both nodes would do: the room made on `a` is taken.
+    assert_eq!(eventually("high bound", || node_of(&core, "high")).await, "a");
+    assert_eq!(get(&core, "high").await["status"]["nominatedNodeName"], "a");
 }
 
 #[actix::test]

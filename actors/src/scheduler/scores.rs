@@ -3,18 +3,16 @@
 //!
 //! Each plugin gives every node 0..=[`MAX_NODE_SCORE`] as its kube-scheduler counterpart
 //! does: least allocated (NodeResourcesFit), balanced allocation
-//! (NodeResourcesBalancedAllocation), selector spread (SelectorSpread: fewer pods of the same
-//! services and controller on the node and in its zone), taint toleration (fewer untolerated
-//! PreferNoSchedule taints) and preferred node affinity. Plugins that compare nodes with
-//! each other are normalised over the candidate nodes given. [`score_nodes`] sums them with
-//! kube-scheduler's default weights, with the scores of the plugins that count pods across the
-//! cluster (a pod's own spread constraints, inter-pod affinity) given in the [`ScoreContext`].
-
-use std::collections::{BTreeMap, HashMap};
+//! (NodeResourcesBalancedAllocation), taint toleration (fewer untolerated PreferNoSchedule
+//! taints) and preferred node affinity. Plugins that compare nodes with each other are
+//! normalised over the candidate nodes given. [`score_nodes`] sums them with kube-scheduler's
+//! default weights, with the scores of the plugins that count pods across the cluster (topology
+//! spread, the pod's own constraints or the system defaults; inter-pod affinity) given in the
+//! [`ScoreContext`].
 
 use rand::Rng;
 
-use super::node_info::{LabelGroups, NodeInfo, PodInfo};
+use super::node_info::{NodeInfo, PodInfo};
 use crate::model::taints::{tolerates, TaintEffect};
 
 /// The highest score a plugin gives a node.
@@ -23,45 +21,23 @@ pub const MAX_NODE_SCORE: i64 = 100;
 pub const LEAST_ALLOCATED_WEIGHT: i64 = 1;
 /// Weight of [`balanced_allocation`] in [`score_nodes`].
 pub const BALANCED_ALLOCATION_WEIGHT: i64 = 1;
-/// Weight of [`selector_spread`] in [`score_nodes`] (that of PodTopologySpread, which took
-/// its place in kube-scheduler's default profile).
-pub const SELECTOR_SPREAD_WEIGHT: i64 = 2;
 /// Weight of [`taint_toleration`] in [`score_nodes`].
 pub const TAINT_TOLERATION_WEIGHT: i64 = 3;
 /// Weight of [`node_affinity`] in [`score_nodes`].
 pub const NODE_AFFINITY_WEIGHT: i64 = 2;
-/// Weight of a pod's own spread constraints ([`super::topology_spread::scores`]).
+/// Weight of topology spread ([`super::topology_spread::scores`] and `default_scores`).
 pub const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
 /// Weight of inter-pod affinity ([`super::pod_affinity::scores`]).
 pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
-/// Share of the zone count in the selector spread score when nodes have zones.
-const ZONE_WEIGHTING: f64 = 2.0 / 3.0;
-
 /// What scoring needs beyond the pod and the nodes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScoreContext {
-    /// The label groups (see [`LabelGroups`]) matched by the services and the controller that
-    /// select the pod, their selectors ANDed as kube-scheduler's DefaultSelector does; empty
-    /// when nothing selects it.
-    pub spread_groups: Vec<u64>,
-    /// The scores of the pod's own topology spread constraints, one per node scored, which
-    /// replace the selector spread; `None` for a pod without constraints.
+    /// The topology spread scores, one per node scored (the pod's own constraints', or the
+    /// system defaults'); `None` when there are none.
     pub topology_spread: Option<Vec<i64>>,
     /// The inter-pod affinity scores, one per node scored; `None` when there are none.
     pub inter_pod_affinity: Option<Vec<i64>>,
-}
-
-impl ScoreContext {
-    /// The context of a pod in `namespace` selected by `selectors`.
-    pub fn new(
-        namespace: &str,
-        selectors: &[BTreeMap<String, String>],
-        groups: &LabelGroups,
-    ) -> Self {
-        let spread_groups = groups.matching(namespace, selectors);
-        Self { spread_groups, ..Self::default() }
-    }
 }
 
 /// The total score of each node for `pod` (same order as `nodes`): the weighted sum of all
@@ -86,9 +62,8 @@ pub fn score_nodes(pod: &PodInfo, nodes: &[&NodeInfo], ctx: &ScoreContext) -> Ve
             *total += weight * score;
         }
     };
-    match &ctx.topology_spread {
-        None => add(SELECTOR_SPREAD_WEIGHT, &selector_spread(nodes, &ctx.spread_groups)),
-        Some(scores) => add(POD_TOPOLOGY_SPREAD_WEIGHT, scores),
+    if let Some(scores) = &ctx.topology_spread {
+        add(POD_TOPOLOGY_SPREAD_WEIGHT, scores);
     }
     add(TAINT_TOLERATION_WEIGHT, &taint_toleration(pod, nodes));
     if !pod.preferred_affinity.is_empty() {
@@ -172,43 +147,6 @@ pub fn balanced_allocation(pod: &PodInfo, node: &NodeInfo) -> i64 {
 
 // === Normalised plugins ===
 
-/// kube-scheduler's SelectorSpread: nodes with fewer pods (of the pod's namespace, not
-/// terminating) matching the merged `selectors` score higher, relative to the most loaded
-/// candidate; when nodes have zone labels, the zone's count weighs two thirds.
-pub fn selector_spread(nodes: &[&NodeInfo], groups: &[u64]) -> Vec<i64> {
-    let counts: Vec<i64> =
-        nodes.iter().map(|n| groups.iter().map(|g| n.group_count(*g)).sum()).collect();
-
-    let max_node = counts.iter().copied().max().unwrap_or(0);
-    let mut zone_counts: HashMap<&str, i64> = HashMap::new();
-    for (node, &count) in nodes.iter().zip(&counts) {
-        if !node.zone.is_empty() {
-            *zone_counts.entry(node.zone.as_str()).or_default() += count;
-        }
-    }
-    let max_zone = zone_counts.values().copied().max().unwrap_or(0);
-    let max = MAX_NODE_SCORE as f64;
-    let relative = |count: i64, max_count: i64| {
-        if max_count > 0 {
-            max * (max_count - count) as f64 / max_count as f64
-        } else {
-            max
-        }
-    };
-    nodes
-        .iter()
-        .zip(&counts)
-        .map(|(node, &count)| {
-            let mut score = relative(count, max_node);
-            if let Some(&zone_count) = zone_counts.get(node.zone.as_str()) {
-                score = score * (1.0 - ZONE_WEIGHTING)
-                    + ZONE_WEIGHTING * relative(zone_count, max_zone);
-            }
-            score as i64
-        })
-        .collect()
-}
-
 /// Number of PreferNoSchedule taints of `node` that `pod` does not tolerate.
 pub fn untolerated_prefer_no_schedule(pod: &PodInfo, node: &NodeInfo) -> i64 {
     node.taints
@@ -266,10 +204,12 @@ pub fn default_normalize(scores: &mut [i64], reverse: bool) {
 mod tests {
     use super::*;
     use crate::scheduler::node_info::tests::{node, pod};
+    use crate::scheduler::node_info::LabelGroups;
     use k8s_openapi::api::core::v1::Node;
     use rand::rngs::StdRng;
     use rand::SeedableRng;
     use serde_json::{json, Value};
+    use std::collections::BTreeMap;
 
     fn requesting(uid: &str, cpu: &str, memory: &str) -> PodInfo {
         PodInfo::new(&pod(
@@ -326,9 +266,19 @@ mod tests {
         assert_eq!(balanced_allocation(&requesting("p", "8", "0"), &n), 50);
     }
 
+    /// A node with its host name label and, if given, a zone.
+    fn named_node(name: &str, zone: Option<&str>) -> NodeInfo {
+        let mut labels = json!({"kubernetes.io/hostname": name});
+        if let Some(zone) = zone {
+            labels["topology.kubernetes.io/zone"] = json!(zone);
+        }
+        NodeInfo::new(&node(name, "4", "8Gi", labels))
+    }
+
     #[test]
-    fn selector_spread_prefers_nodes_with_fewer_matching_pods() {
-        let mut nodes = [plain_node("n0"), plain_node("n1"), plain_node("n2")];
+    fn default_spreading_prefers_nodes_with_fewer_pods_of_the_merged_selectors() {
+        use crate::scheduler::topology_spread::default_scores;
+        let mut nodes = [named_node("n0", None), named_node("n1", None), named_node("n2", None)];
         nodes[1].add_pod(labelled("a", json!({"app": "web", "rc": "1"})));
         nodes[2].add_pod(labelled("b", json!({"app": "web", "rc": "1"})));
         nodes[2].add_pod(labelled("c", json!({"app": "web", "rc": "1"})));
@@ -340,33 +290,31 @@ mod tests {
         };
         let groups = registry(&refs);
         let spread = |selectors: &[BTreeMap<String, String>]| {
-            selector_spread(
-                &refs,
-                &ScoreContext::new(&p.namespace, selectors, &groups).spread_groups,
-            )
+            let matched = groups.matching(&p.namespace, selectors);
+            default_scores(&p, &matched, &refs, &nodes)
         };
-        // service app=web and controller rc=1 are ANDed: n0's rc=2 pod does not count
+        // Service app=web and controller rc=1 merged: n0's rc=2 pod does not count. Counts
+        // 0, 1, 2 weighted by ln(3 + 2), plus maxSkew 3 - 1: 2, 4, 5, normalised.
         let selectors = vec![sel(&[("app", "web")]), sel(&[("app", "web"), ("rc", "1")])];
-        assert_eq!(spread(&selectors), vec![100, 50, 0]);
-        // the service alone counts every app=web pod: 1, 1, 2
-        assert_eq!(spread(&selectors[..1]), vec![50, 50, 0]);
-        // no selectors: no preference
-        assert_eq!(spread(&[]), vec![100, 100, 100]);
+        assert_eq!(spread(&selectors), Some(vec![100, 60, 40]));
+        // The service alone counts every app=web pod: 1, 1, 2.
+        assert_eq!(spread(&selectors[..1]), Some(vec![100, 100, 80]));
+        // Nothing selects it: no constraints, no score.
+        assert_eq!(spread(&[]), None);
     }
 
     #[test]
-    fn selector_spread_weighs_zones() {
-        let zoned = |name: &str, zone: &str| {
-            NodeInfo::new(&node(name, "4", "8Gi", json!({"topology.kubernetes.io/zone": zone})))
-        };
-        let mut nodes = [zoned("a1", "a"), zoned("a2", "a"), zoned("b1", "b")];
+    fn default_spreading_counts_zones_too() {
+        use crate::scheduler::topology_spread::default_scores;
+        let mut nodes =
+            [named_node("a1", Some("a")), named_node("a2", Some("a")), named_node("b1", Some("b"))];
         nodes[0].add_pod(labelled("x", json!({"app": "web"})));
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let p = labelled("p", json!({"app": "web"}));
         let selectors = vec![[("app".to_owned(), "web".to_owned())].into_iter().collect()];
-        let ctx = ScoreContext::new(&p.namespace, &selectors, &registry(&refs));
-        // a1: node 0/1 -> 0, zone a 0 -> 0; a2: node 100, zone 0 -> 33; b1: node 100, zone 100
-        assert_eq!(selector_spread(&refs, &ctx.spread_groups), vec![0, 33, 100]);
+        let matched = registry(&refs).matching(&p.namespace, &selectors);
+        // a1: 1 ln 5 + 2 + 1 ln 4 + 4 = 9; a2: 2 + 1 ln 4 + 4 = 7; b1: 2 + 4 = 6.
+        assert_eq!(default_scores(&p, &matched, &refs, &nodes), Some(vec![66, 88, 100]));
     }
 
     #[test]
@@ -447,14 +395,18 @@ mod tests {
         assert!(scores[1] > scores[0], "{scores:?}");
 
         // Best-effort replicas: the node without a replica wins although both are empty.
-        let mut nodes = [plain_node("n0"), plain_node("n1")];
+        let mut nodes = [named_node("n0", None), named_node("n1", None)];
         nodes[1].add_pod(labelled("r1", json!({"app": "web"})));
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let selectors = vec![[("app".to_owned(), "web".to_owned())].into_iter().collect()];
-        let ctx = ScoreContext::new("default", &selectors, &registry(&refs));
-        let scores = score_nodes(&labelled("r2", json!({"app": "web"})), &refs, &ctx);
+        let r2 = labelled("r2", json!({"app": "web"}));
+        let matched = registry(&refs).matching("default", &selectors);
+        let spread =
+            crate::scheduler::topology_spread::default_scores(&r2, &matched, &refs, &nodes);
+        let ctx = ScoreContext { topology_spread: spread, ..ScoreContext::default() };
+        let scores = score_nodes(&r2, &refs, &ctx);
         assert!(scores[0] > scores[1], "{scores:?}");
-        assert!(score_nodes(&p, &[], &ctx).is_empty());
+        assert!(score_nodes(&p, &[], &ScoreContext::default()).is_empty());
     }
 
     #[test]

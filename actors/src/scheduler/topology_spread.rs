@@ -5,9 +5,9 @@
 //! domain's by no more than `maxSkew` (`whenUnsatisfiable: DoNotSchedule`); the
 //! `ScheduleAnyway` constraints score nodes in emptier domains higher instead.
 //!
-//! A pod with constraints of its own is spread by them alone; one without is spread by the
-//! services and controller selecting it ([`super::scores::selector_spread`], standing for the
-//! defaults kube-scheduler applies to such pods).
+//! A pod with constraints of its own is spread by them alone; one without gets the plugin's
+//! system defaults ([`default_scores`]): spread over nodes and zones from the pods of the
+//! services and the controller that select it.
 
 use std::collections::HashMap;
 
@@ -20,6 +20,11 @@ use crate::model::LabelSelector;
 
 /// The label that names a node's own domain: its pods are counted on the node itself.
 const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+/// The zone label of the system default constraints.
+const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+/// The system default constraints' `maxSkew`: by node, then by zone (both `ScheduleAnyway`).
+const DEFAULT_HOST_SKEW: i64 = 3;
+const DEFAULT_ZONE_SKEW: i64 = 5;
 
 /// One compiled spread constraint.
 #[derive(Clone, Debug)]
@@ -212,14 +217,66 @@ pub fn scores(pod: &PodInfo, candidates: &[&NodeInfo], nodes: &[NodeInfo]) -> Op
             Some(score.round() as i64)
         })
         .collect();
+    Some(normalised(&raw))
+}
+
+/// kube-scheduler's PodTopologySpread score, with its system default constraints, of each of
+/// `candidates` for a pod without constraints of its own: the pods of `groups` (the label
+/// groups the merged selectors of its services and controlling ReplicationController match:
+/// kube-scheduler's `DefaultSelector`) counted on each node (`kubernetes.io/hostname`,
+/// maxSkew 3) and in each zone (`topology.kubernetes.io/zone`, maxSkew 5; the nodes without
+/// one counted as one domain, and a node without one scored by its own count alone), over the
+/// nodes the pod's node selector and required affinity allow. `None` when nothing selects the
+/// pod (no constraints, no score).
+pub fn default_scores(
+    pod: &PodInfo,
+    groups: &[u64],
+    candidates: &[&NodeInfo],
+    nodes: &[NodeInfo],
+) -> Option<Vec<i64>> {
+    if groups.is_empty() {
+        return None;
+    }
+    let count = |node: &NodeInfo| groups.iter().map(|g| node.group_count(*g)).sum::<i64>();
+    fn zone(node: &NodeInfo) -> &str {
+        node.labels.get(LABEL_ZONE).map_or("", String::as_str)
+    }
+    let mut zones: HashMap<&str, i64> = candidates.iter().map(|n| (zone(n), 0)).collect();
+    for node in nodes.iter().filter(|n| filters::node_affinity(pod, n).is_ok()) {
+        if let Some(counted) = zones.get_mut(zone(node)) {
+            *counted += count(node);
+        }
+    }
+    let host_weight = ((candidates.len() + 2) as f64).ln();
+    let zone_weight = ((zones.len() + 2) as f64).ln();
+    let raw: Vec<Option<i64>> = candidates
+        .iter()
+        .map(|node| {
+            let mut score = 0.0;
+            if node.labels.contains_key(LABEL_HOSTNAME) {
+                score += count(node) as f64 * host_weight + (DEFAULT_HOST_SKEW - 1) as f64;
+            }
+            if node.labels.contains_key(LABEL_ZONE) {
+                score += zones[zone(node)] as f64 * zone_weight + (DEFAULT_ZONE_SKEW - 1) as f64;
+            }
+            Some(score.round() as i64)
+        })
+        .collect();
+    Some(normalised(&raw))
+}
+
+/// PodTopologySpread's normalisation: the fewest matching pods score [`MAX_NODE_SCORE`];
+/// ignored nodes (`None`) 0.
+fn normalised(raw: &[Option<i64>]) -> Vec<i64> {
     let min = raw.iter().flatten().copied().min().unwrap_or(0);
     let max = raw.iter().flatten().copied().max().unwrap_or(0);
-    let normalised = raw.iter().map(|score| match score {
-        None => 0,
-        Some(_) if max == 0 => MAX_NODE_SCORE,
-        Some(score) => MAX_NODE_SCORE * (max + min - score) / max,
-    });
-    Some(normalised.collect())
+    raw.iter()
+        .map(|score| match score {
+            None => 0,
+            Some(_) if max == 0 => MAX_NODE_SCORE,
+            Some(score) => MAX_NODE_SCORE * (max + min - score) / max,
+        })
+        .collect()
 }
 
 #[cfg(test)]
