@@ -122,6 +122,7 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
                 (500, "InternalError", Some(json!({"causes": [{"message": cause}]})))
             }
             ApiError::Unavailable(_) => (503, "ServiceUnavailable", None),
+            ApiError::Unsupported(_) => (500, "", None),
             ApiError::DisruptionBudget { cause, retry_after_seconds } => {
                 let mut d = json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]});
                 if *retry_after_seconds > 0 {
@@ -160,6 +161,10 @@ pub fn status_of(error: &HttpError) -> (StatusCode, Value) {
     });
     if let Some(d) = details {
         status["details"] = d;
+    }
+    if reason.is_empty() {
+        // (Go leaves out an empty reason.)
+        status.as_object_mut().expect("an object").remove("reason");
     }
     if let HttpError::Api(ApiError::InconsistentContinue { continue_token }) = error {
         status["metadata"] = json!({"continue": continue_token});

@@ -574,17 +574,33 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
         }
         "ConfigMap" => vec![name, json!(len("/data") + len("/binaryData")), json!(created)],
         "Secret" => vec![name, json!(s(o, "/type")), json!(len("/data")), json!(created)],
-        "PersistentVolumeClaim" => vec![
-            name,
-            json!(phase_or_terminating(o)),
-            json!(s(o, "/spec/volumeName")),
-            json!(s(o, "/status/capacity/storage")),
-            json!(access_modes(json::at(o, "/spec/accessModes"))),
-            json!(s(o, "/spec/storageClassName")),
-            json!(unset(s(o, "/spec/volumeAttributesClassName"))),
-            json!(created),
-            json!(s(o, "/spec/volumeMode")),
-        ],
+        "PersistentVolumeClaim" => {
+            // Capacity and access modes are the bound volume's, from the status, once the
+            // claim names one; the class is the beta annotation's first, as kubectl prints it.
+            let named = !s(o, "/spec/volumeName").is_empty();
+            let (capacity, modes) = match named {
+                true => (
+                    s(o, "/status/capacity/storage").to_string(),
+                    access_modes(json::at(o, "/status/accessModes")),
+                ),
+                false => (String::new(), String::new()),
+            };
+            let annotated_class =
+                json::at(o, "/metadata/annotations/volume.beta.kubernetes.io~1storage-class");
+            let class =
+                annotated_class.and_then(Value::as_str).unwrap_or(s(o, "/spec/storageClassName"));
+            vec![
+                name,
+                json!(phase_or_terminating(o)),
+                json!(s(o, "/spec/volumeName")),
+                json!(capacity),
+                json!(modes),
+                json!(class),
+                json!(unset(s(o, "/spec/volumeAttributesClassName"))),
+                json!(created),
+                json!(s(o, "/spec/volumeMode")),
+            ]
+        }
         "PersistentVolume" => {
             let claim = match s(o, "/spec/claimRef/name") {
                 "" => String::new(),

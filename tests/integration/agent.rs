@@ -978,6 +978,17 @@ fn evictions_keep_to_disruption_budgets() {
         &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": names[0]}}),
     );
     assert_eq!(code, 400, "{wrong}");
+    // Two budgets over one pod: Kubernetes' bare Failure Status, code 500 and no reason.
+    kubectl.ok(&["create", "pdb", "web-too", "--selector=app=web", "--max-unavailable=1"]);
+    let (code, unsupported) = evict(&names[0]);
+    assert_eq!(code, 500, "{unsupported}");
+    assert!(unsupported.get("reason").is_none(), "{unsupported}");
+    assert_eq!(
+        unsupported["message"],
+        "This pod has more than one PodDisruptionBudget, which the eviction subresource does \
+         not support."
+    );
+    kubectl.ok(&["delete", "pdb", "web-too"]);
 
     // kubectl drain evicts, is refused, retries, and gives up at its timeout.
     let (drained, _, stderr) =

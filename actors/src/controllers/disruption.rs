@@ -32,7 +32,8 @@ use crate::core::ApiError;
 use crate::model::disruption::{pod_selector, set_allowed_condition, Budget};
 use crate::model::{is_being_deleted, is_ready, json, resources, Labels};
 
-const COMPONENT: &str = "disruption-controller";
+/// The source of the disruption controller's events, as Kubernetes' names it.
+const COMPONENT: &str = "controllermanager";
 /// How long an evicted pod is given to go before it counts as healthy again (Kubernetes'
 /// `DeletionTimeout`).
 const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
@@ -513,6 +514,6 @@ mod tests {
         let second = json!({"metadata": {"name": "second", "namespace": "default"},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
         ApiClient::create(&core, budgets, "default", second).await.unwrap();
-        assert!(matches!(evict(&core, "p1").await, Err(ApiError::Internal(_))));
+        assert!(matches!(evict(&core, "p1").await, Err(ApiError::Unsupported(_))));
     }
 }

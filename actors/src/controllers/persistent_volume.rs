@@ -206,52 +206,74 @@ fn bytes(value: Option<&Value>) -> Option<i64> {
     quantity::value(value?.as_str()?).ok()
 }
 
-/// Why `volume` cannot hold `claim` (`None`: it can), apart from who it is bound to.
+fn volume_mode(object: &Value) -> &str {
+    match text(object, "/spec/volumeMode") {
+        "" => "Filesystem",
+        mode => mode,
+    }
+}
+
+fn capacity_short_of(volume: &Value, claim: &Value) -> bool {
+    let requested = bytes(json::at(claim, "/spec/resources/requests/storage")).unwrap_or(0);
+    bytes(json::at(volume, "/spec/capacity/storage")).unwrap_or(0) < requested
+}
+
+/// Why `volume` cannot hold `claim`, which names it (`None`: it can), in the order and words
+/// of Kubernetes' `checkVolumeSatisfyClaim` (the claim's selector is not looked at: it named
+/// its volume).
 fn unsuitable(volume: &Value, claim: &Value) -> Option<String> {
     if is_being_deleted(volume) {
-        return Some("it is being deleted".into());
+        return Some(format!("the volume is marked for deletion {:?}", object_name(volume)));
+    }
+    if capacity_short_of(volume, claim) {
+        return Some("requested PV is too small".into());
     }
     if storage_class(claim) != storage_class(volume) {
         return Some("storageClassName does not match".into());
     }
-    let mode = |object: &Value| match text(object, "/spec/volumeMode") {
-        "" => "Filesystem".to_string(),
-        mode => mode.to_string(),
-    };
-    if mode(claim) != mode(volume) {
-        return Some("volumeMode does not match".into());
+    if volume_mode(claim) != volume_mode(volume) {
+        return Some("incompatible volumeMode".into());
     }
     if !access_modes(claim).is_subset(&access_modes(volume)) {
         return Some("incompatible accessMode".into());
     }
-    let requested = bytes(json::at(claim, "/spec/resources/requests/storage")).unwrap_or(0);
-    let capacity = bytes(json::at(volume, "/spec/capacity/storage")).unwrap_or(0);
-    if capacity < requested {
-        return Some("requested PV is too small".into());
-    }
-    if let Some(selector) = json::at(claim, "/spec/selector").filter(|s| s.is_object()) {
-        let matches = LabelSelector::from_object(selector)
-            .is_ok_and(|selector| selector.matches(&Labels::of(volume)));
-        if !matches {
-            return Some("volume's labels do not match the claim's selector".into());
-        }
-    }
     None
 }
 
-/// The volume a claim without one gets: one pre-bound to it, else, of the free ones that can
-/// hold it, one with the fewest access modes, then the smallest (Kubernetes' order).
+/// Whether `volume` may be matched to `claim` at all (Kubernetes' `FindMatchingVolume`: its
+/// volume mode and access modes, not being deleted).
+fn matchable(volume: &Value, claim: &Value) -> bool {
+    !is_being_deleted(volume)
+        && volume_mode(claim) == volume_mode(volume)
+        && access_modes(claim).is_subset(&access_modes(volume))
+}
+
+/// The volume a claim without one gets, as Kubernetes' `FindMatchingVolume` picks it: one
+/// reserved for it (its `claimRef` names the claim) that is large enough, whatever its class
+/// or labels; else, of the free ones of the claim's class, matching its selector and large
+/// enough, one with the fewest access modes, then the smallest.
 fn best_volume<'a>(claim: &Value, volumes: &'a [Value]) -> Option<&'a Value> {
-    let suitable = |volume: &&Value| unsuitable(volume, claim).is_none();
-    if let Some(prebound) = volumes.iter().filter(|v| bound_to(v, claim)).find(suitable) {
+    let reserved = |volume: &&Value| {
+        bound_to(volume, claim) && matchable(volume, claim) && !capacity_short_of(volume, claim)
+    };
+    if let Some(prebound) = volumes.iter().find(reserved) {
         return Some(prebound);
     }
+    let selector = json::at(claim, "/spec/selector").filter(|s| s.is_object());
+    let selected = |volume: &&Value| {
+        selector.is_none_or(|selector| {
+            LabelSelector::from_object(selector)
+                .is_ok_and(|selector| selector.matches(&Labels::of(volume)))
+        })
+    };
     volumes
         .iter()
         .filter(|v| is_free(v))
         // Available, or new and about to be (not Released, Failed or Bound).
         .filter(|v| matches!(text(v, "/status/phase"), "" | "Pending" | "Available"))
-        .filter(suitable)
+        .filter(|v| matchable(v, claim) && !capacity_short_of(v, claim))
+        .filter(|v| storage_class(v) == storage_class(claim))
+        .filter(selected)
         .min_by_key(|v| {
             let size = bytes(json::at(v, "/spec/capacity/storage")).unwrap_or(0);
             (access_modes(v).len(), size, object_name(v).to_string())
@@ -288,11 +310,24 @@ async fn set_phase(
             }
         }
     }
-    if let Some(volume) = volume {
-        updated["status"]["capacity"] =
-            json::at(volume, "/spec/capacity").cloned().unwrap_or(json!({}));
-        updated["status"]["accessModes"] =
-            json::at(volume, "/spec/accessModes").cloned().unwrap_or(json!([]));
+    // A claim's capacity and access modes are its volume's (the capacity set as it becomes
+    // bound, not after: a difference may be meant); without one it has neither.
+    match volume {
+        Some(volume) => {
+            if text(object, "/status/phase") != phase {
+                updated["status"]["capacity"] =
+                    json::at(volume, "/spec/capacity").cloned().unwrap_or(json!({}));
+            }
+            updated["status"]["accessModes"] =
+                json::at(volume, "/spec/accessModes").cloned().unwrap_or(json!([]));
+        }
+        None if resource.plural == "persistentvolumeclaims" => {
+            if let Some(status) = updated["status"].as_object_mut() {
+                status.remove("capacity");
+                status.remove("accessModes");
+            }
+        }
+        None => {}
     }
     if updated == *object {
         return Ok(updated);
@@ -334,14 +369,16 @@ async fn bind(client: &dyn ApiClient, volume: &Value, claim: &Value) -> Result<(
     Ok(())
 }
 
-/// A bound claim that lost its volume: `Lost`, with why in an event.
+/// A bound claim that lost its volume: `Lost`, with why in an event when it becomes so.
 async fn lose(
     client: &dyn ApiClient,
     claim: &Value,
     reason: &str,
     message: &str,
 ) -> Result<(), ApiError> {
-    record(client, ObjectRef::of(claims(), claim), EventKind::Warning, reason, message).await;
+    if text(claim, "/status/phase") != "Lost" {
+        record(client, ObjectRef::of(claims(), claim), EventKind::Warning, reason, message).await;
+    }
     set_phase(client, claims(), claim, "Lost", None, None).await.map(|_| ())
 }
 
@@ -379,7 +416,9 @@ async fn sync_claim(
                     "Bound claim has lost its PersistentVolume. Data on the volume is lost!";
                 lose(client, &claim, "ClaimLost", message).await
             }
-            Some(volume) if is_free(volume) || bound_to(volume, &claim) => {
+            Some(volume)
+                if is_free(volume) || text(volume, "/spec/claimRef/uid") == object_uid(&claim) =>
+            {
                 bind(client, volume, &claim).await
             }
             Some(_) => {
@@ -409,15 +448,14 @@ async fn sync_claim(
         None => {
             return set_phase(client, claims(), &claim, "Pending", None, None).await.map(|_| ())
         }
-        Some(volume) if is_free(volume) || bound_to(volume, &claim) => {
-            match unsuitable(volume, &claim) {
-                None => return bind(client, volume, &claim).await,
-                Some(why) => (
-                    "VolumeMismatch",
-                    format!("Cannot bind to requested volume \"{wanted}\": {why}"),
-                ),
+        // Reserved for it (its claimRef names the claim): the binding is finished, unchecked.
+        Some(volume) if bound_to(volume, &claim) => return bind(client, volume, &claim).await,
+        Some(volume) if is_free(volume) => match unsuitable(volume, &claim) {
+            None => return bind(client, volume, &claim).await,
+            Some(why) => {
+                ("VolumeMismatch", format!("Cannot bind to requested volume \"{wanted}\": {why}"))
             }
-        }
+        },
         Some(_) => {
             ("FailedBinding", format!("volume \"{wanted}\" already bound to a different claim."))
         }
@@ -455,12 +493,20 @@ async fn sync_volume(
         }
         // The claim went to another volume: this one is free again.
         _ => {
+            // As Kubernetes' `unbindVolume`: the controller's binding goes with its
+            // annotation; a user's reservation loses only the claim's uid.
             let mut freed = volume.clone();
             if annotation(&volume, BOUND_BY_CONTROLLER).is_some() {
                 freed["spec"]["claimRef"] = Value::Null;
+                let annotations = freed["metadata"]["annotations"].as_object_mut();
+                if let Some(annotations) = annotations {
+                    annotations.remove(BOUND_BY_CONTROLLER);
+                    if annotations.is_empty() {
+                        freed["metadata"].as_object_mut().map(|m| m.remove("annotations"));
+                    }
+                }
             } else if let Some(reference) = freed["spec"]["claimRef"].as_object_mut() {
                 reference.remove("uid");
-                reference.remove("resourceVersion");
             }
             let freed = client.update(volumes(), "", freed).await?;
             set_phase(client, volumes(), &freed, "Available", None, None).await.map(|_| ())
@@ -683,5 +729,42 @@ mod tests {
         let b = until(&core, claims(), "b", "Bound").await;
         assert_eq!(b["spec"]["volumeName"], "big", "{b}");
         assert_eq!(phase_of(&core, volumes(), "small").await.0, "Released");
+    }
+
+    #[actix::test]
+    async fn reserved_and_named_volumes_bind_as_kubernetes_binds_them_and_a_lost_claim_has_none() {
+        let core = core().await;
+        // Reserved for `r` by its claimRef, of another class: `r` gets it, not the free one.
+        let mut reserved = volume("reserved", "2Gi", Some("manual"), "Retain");
+        reserved["spec"]["claimRef"] = json!({"namespace": "default", "name": "r"});
+        let mut labelled = volume("labelled", "1Gi", None, "Retain");
+        labelled["metadata"]["labels"] = json!({"tier": "gold"});
+        for v in [reserved, labelled, volume("free", "1Gi", None, "Retain")] {
+            ApiClient::create(&core, volumes(), "", v).await.unwrap();
+        }
+        // `sel` names its volume: its selector is not looked at.
+        let mut named = claim("sel", "1Gi", None);
+        named["spec"]["volumeName"] = json!("labelled");
+        named["spec"]["selector"] = json!({"matchLabels": {"tier": "silver"}});
+        for c in [claim("r", "1Gi", Some("")), named] {
+            ApiClient::create(&core, claims(), "default", c).await.unwrap();
+        }
+        let _controller = PersistentVolumeController::new(Arc::new(core.clone())).start();
+        let r = until(&core, claims(), "r", "Bound").await;
+        assert_eq!(r["spec"]["volumeName"], "reserved", "{r}");
+        let sel = until(&core, claims(), "sel", "Bound").await;
+        assert_eq!(sel["spec"]["volumeName"], "labelled", "{sel}");
+        assert_eq!(sel["status"]["accessModes"], json!(["ReadWriteOnce"]));
+
+        // Its volume gone, a claim is Lost, with no capacity or access modes of its own.
+        let mut gone = ApiClient::get(&core, volumes(), "", "labelled").await.unwrap();
+        gone["metadata"]["finalizers"] = json!([]);
+        ApiClient::update(&core, volumes(), "", gone).await.unwrap();
+        ApiClient::delete(&core, volumes(), "", "labelled", &DeleteOptions::default())
+            .await
+            .unwrap();
+        let lost = until(&core, claims(), "sel", "Lost").await;
+        assert!(lost["status"].get("capacity").is_none(), "{lost}");
+        assert!(lost["status"].get("accessModes").is_none(), "{lost}");
     }
 }

@@ -1,7 +1,8 @@
 //! The storage protection controllers of Kubernetes (pvc-protection, pv-protection): a claim
-//! being deleted keeps its `kubernetes.io/pvc-protection` finalizer while a pod that has not
-//! finished uses it, and a volume being deleted keeps `kubernetes.io/pv-protection` while it is
-//! bound; then the finalizer is removed and the object goes.
+//! being deleted keeps its `kubernetes.io/pvc-protection` finalizer while a scheduled pod uses
+//! it (whatever its phase: the pod object holds it until it goes), and a volume being deleted
+//! keeps `kubernetes.io/pv-protection` while it is bound; then the finalizer is removed and the
+//! object goes. A claim or volume not being deleted that lacks its finalizer gets it back.
 //!
 //! It follows claims and volumes. Pods are read only for a claim being deleted: its namespace
 //! is listed, again every few seconds while some pod still uses it.
@@ -88,11 +89,13 @@ impl StorageProtector {
         self.checking.insert(claim.clone());
         let client = self.client.clone();
         let (namespace, name) = claim.clone();
+        let owner = self.claims.get(&claim).and_then(controller_uid).map(String::from);
         async move {
             let pods = resources::core("pods");
             let listed = client.list(pods, Some(&namespace), &ListOptions::default()).await;
             // Unknown counts as in use: looked at again shortly.
-            let in_use = listed.map_or(true, |list| list.items.iter().any(|p| uses(p, &name)));
+            let in_use = listed
+                .map_or(true, |list| list.items.iter().any(|p| uses(p, &name, owner.as_deref())));
             Checked { claim, in_use }
         }
         .into_actor(self)
@@ -115,13 +118,48 @@ impl StorageProtector {
         {
             list.retain(|f| f != finalizer);
         }
+        self.write(resource, released, finalizer, ctx);
+    }
+
+    /// Puts `finalizer` back on `object`, not being deleted, that lacks it (someone removed
+    /// it), as Kubernetes' protection controllers do.
+    fn guard(
+        &self,
+        resource: &'static crate::model::ResourceType,
+        object: &Value,
+        finalizer: &'static str,
+        ctx: &mut Context<Self>,
+    ) {
+        let finalizers = json::at(object, "/metadata/finalizers").and_then(Value::as_array);
+        if is_being_deleted(object) || finalizers.is_some_and(|f| f.iter().any(|f| f == finalizer))
+        {
+            return;
+        }
+        let mut guarded = object.clone();
+        let meta = &mut guarded["metadata"];
+        if !meta["finalizers"].is_array() {
+            meta["finalizers"] = Value::Array(Vec::new());
+        }
+        meta["finalizers"].as_array_mut().expect("an array").push(finalizer.into());
+        self.write(resource, guarded, finalizer, ctx);
+    }
+
+    /// Writes `object` (its finalizers changed) at the version read.
+    fn write(
+        &self,
+        resource: &'static crate::model::ResourceType,
+        released: Value,
+        finalizer: &'static str,
+        ctx: &mut Context<Self>,
+    ) {
+        let object = &released;
         let client = self.client.clone();
         let namespace = key_of(object).0;
         async move {
             let name = object_name(&released).to_string();
             match client.update(resource, &namespace, released).await {
                 Ok(_) | Err(ApiError::Conflict { .. }) | Err(ApiError::NotFound { .. }) => {}
-                Err(error) => tracing::warn!(%name, %error, "removing {finalizer}"),
+                Err(error) => tracing::warn!(%name, %error, "writing the finalizers ({finalizer})"),
             }
         }
         .into_actor(self)
@@ -135,16 +173,26 @@ fn held(object: &Value, finalizer: &str) -> bool {
     is_being_deleted(object) && finalizers.is_some_and(|f| f.iter().any(|f| f == finalizer))
 }
 
-/// Whether a pod scheduled and not finished uses the claim `name` of its namespace: as a
-/// `persistentVolumeClaim` volume, or through a generic ephemeral volume's claim
-/// (`<pod>-<volume>`). A pod not yet scheduled does not hold it, as in Kubernetes: its node
-/// agent will refuse to start it with a claim being deleted.
-fn uses(pod: &Value, name: &str) -> bool {
-    let phase = json::at(pod, "/status/phase").and_then(Value::as_str);
+/// The uid of the object that controls `claim` (a generic ephemeral volume's pod).
+fn controller_uid(claim: &Value) -> Option<&str> {
+    let owners = json::at(claim, "/metadata/ownerReferences").and_then(Value::as_array)?;
+    let controller = owners.iter().find(|o| o.get("controller") == Some(&Value::Bool(true)))?;
+    controller.get("uid").and_then(Value::as_str)
+}
+
+/// Whether a scheduled pod uses the claim `name` of its namespace (controlled by `owner`), as
+/// Kubernetes' `podUsesPVC` says: as a `persistentVolumeClaim` volume, whatever the pod's
+/// phase; through a generic ephemeral volume's claim (`<pod>-<volume>`, controlled by the pod)
+/// until its node agent is done with it (deleted with no grace left). A pod not yet scheduled
+/// does not hold it: its node agent will refuse to start it with a claim being deleted.
+fn uses(pod: &Value, name: &str, owner: Option<&str>) -> bool {
     let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-    if node.is_empty() || matches!(phase, Some("Succeeded" | "Failed")) {
+    if node.is_empty() {
         return false;
     }
+    let shut_down = is_being_deleted(pod)
+        && json::at(pod, "/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64) == Some(0);
+    let ours = owner.is_some_and(|owner| owner == crate::client::object_uid(pod));
     let volumes = json::at(pod, "/spec/volumes").and_then(Value::as_array);
     volumes.into_iter().flatten().any(|volume| {
         let claim = json::at(volume, "/persistentVolumeClaim/claimName").and_then(Value::as_str);
@@ -152,7 +200,7 @@ fn uses(pod: &Value, name: &str) -> bool {
             let volume_name = volume.get("name").and_then(Value::as_str).unwrap_or("");
             format!("{}-{volume_name}", object_name(pod))
         });
-        claim == Some(name) || ephemeral.as_deref() == Some(name)
+        claim == Some(name) || (!shut_down && ours && ephemeral.as_deref() == Some(name))
     })
 }
 
@@ -171,7 +219,12 @@ impl Handler<Claims> for StorageProtector {
     type Result = ();
 
     fn handle(&mut self, Claims(feed): Claims, ctx: &mut Context<Self>) {
-        if !apply_feed(&mut self.claims, feed, key_of, |claim| claim).is_empty() {
+        let changed = apply_feed(&mut self.claims, feed, key_of, |claim| claim);
+        let claims = resources::core("persistentvolumeclaims");
+        for claim in changed.iter().filter_map(|key| self.claims.get(key)) {
+            self.guard(claims, claim, CLAIM_FINALIZER, ctx);
+        }
+        if !changed.is_empty() {
             self.release(ctx);
         }
     }
@@ -182,7 +235,12 @@ impl Handler<Volumes> for StorageProtector {
 
     fn handle(&mut self, Volumes(feed): Volumes, ctx: &mut Context<Self>) {
         let name_of = |volume: &Value| object_name(volume).to_string();
-        if !apply_feed(&mut self.volumes, feed, name_of, |volume| volume).is_empty() {
+        let changed = apply_feed(&mut self.volumes, feed, name_of, |volume| volume);
+        let volumes = resources::core("persistentvolumes");
+        for volume in changed.iter().filter_map(|name| self.volumes.get(name)) {
+            self.guard(volumes, volume, VOLUME_FINALIZER, ctx);
+        }
+        if !changed.is_empty() {
             self.release(ctx);
         }
     }
@@ -229,25 +287,32 @@ mod tests {
     use crate::testing::{core, eventually};
 
     #[test]
-    fn a_claim_is_used_by_the_pods_that_have_not_finished() {
+    fn a_claim_is_used_by_the_scheduled_pods_naming_it() {
         let pod = |phase: &str, volume: Value| {
-            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "volumes": [volume]},
-                "status": {"phase": phase}})
+            json!({"metadata": {"name": "p", "uid": "u1"}, "spec": {"nodeName": "n1",
+                "volumes": [volume]}, "status": {"phase": phase}})
         };
         let claimed = json!({"name": "v", "persistentVolumeClaim": {"claimName": "data"}});
-        assert!(uses(&pod("Running", claimed.clone()), "data"));
-        assert!(uses(&pod("Pending", claimed.clone()), "data"));
-        assert!(!uses(&pod("Succeeded", claimed.clone()), "data"));
-        assert!(!uses(&pod("Running", claimed), "other"));
+        assert!(uses(&pod("Running", claimed.clone()), "data", None));
+        assert!(uses(&pod("Pending", claimed.clone()), "data", None));
+        // A finished pod holds it until it goes (a Job's pod, say).
+        assert!(uses(&pod("Succeeded", claimed.clone()), "data", None));
+        assert!(!uses(&pod("Running", claimed), "other", None));
+        // A generic ephemeral volume's claim: the pod's own, until its agent is done with it.
         let ephemeral = json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}});
-        assert!(uses(&pod("Running", ephemeral), "p-scratch"));
+        assert!(uses(&pod("Running", ephemeral.clone()), "p-scratch", Some("u1")));
+        assert!(!uses(&pod("Running", ephemeral.clone()), "p-scratch", Some("u2")), "not its own");
+        let mut done = pod("Succeeded", ephemeral);
+        done["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        done["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        assert!(!uses(&done, "p-scratch", Some("u1")), "shut down");
         let mut unscheduled = pod(
             "Pending",
             json!({"name": "v",
             "persistentVolumeClaim": {"claimName": "data"}}),
         );
         unscheduled["spec"].as_object_mut().unwrap().remove("nodeName");
-        assert!(!uses(&unscheduled, "data"), "a pod not scheduled holds no claim");
+        assert!(!uses(&unscheduled, "data", None), "a pod not scheduled holds no claim");
     }
 
     #[actix::test]
@@ -283,5 +348,17 @@ mod tests {
         let get = || async { ApiClient::get(&core, volumes, "", "v").await.ok() };
         eventually("the unbound volume gone", || async { get().await.is_none().then_some(()) })
             .await;
+
+        // A finalizer someone removed is put back while the object is not being deleted.
+        let kept = json!({"metadata": {"name": "kept"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+        let mut kept = ApiClient::create(&core, claims, "default", kept).await.unwrap();
+        kept["metadata"]["finalizers"] = json!([]);
+        ApiClient::update(&core, claims, "default", kept).await.unwrap();
+        eventually("the claim's finalizer back", || async {
+            let claim = ApiClient::get(&core, claims, "default", "kept").await.ok()?;
+            (claim["metadata"]["finalizers"] == json!([CLAIM_FINALIZER])).then_some(())
+        })
+        .await;
     }
 }

@@ -69,6 +69,10 @@ pub enum ApiError {
     Internal(String),
     #[error("{0}")]
     Unavailable(String),
+    /// A request the API does not support as asked, which Kubernetes answers with a bare
+    /// Failure Status: code 500, no reason (an eviction of a pod several budgets cover).
+    #[error("{0}")]
+    Unsupported(String),
     /// An eviction that its pod's disruption budget does not allow now (429; clients retry).
     #[error("Cannot evict pod as it would violate the pod's disruption budget.")]
     DisruptionBudget { cause: String, retry_after_seconds: u64 },

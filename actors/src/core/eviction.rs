@@ -58,9 +58,9 @@ impl ApiCore {
             [] => return self.mark_and_delete(&pod, options).await,
             [one] => one.clone(),
             _ => {
-                return Err(ApiError::Internal(
-                    "Internal error occurred: This pod has more than one PodDisruptionBudget, \
-                     which the eviction subresource does not support."
+                return Err(ApiError::Unsupported(
+                    "This pod has more than one PodDisruptionBudget, which the eviction \
+                     subresource does not support."
                         .into(),
                 ))
             }
