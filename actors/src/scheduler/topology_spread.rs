@@ -241,10 +241,23 @@ pub fn default_scores(
     fn zone(node: &NodeInfo) -> &str {
         node.labels.get(LABEL_ZONE).map_or("", String::as_str)
     }
-    let mut zones: HashMap<&str, i64> = candidates.iter().map(|n| (zone(n), 0)).collect();
-    for node in nodes.iter().filter(|n| filters::node_affinity(pod, n).is_ok()) {
-        if let Some(counted) = zones.get_mut(zone(node)) {
-            *counted += count(node);
+    // Zones count only for candidates in one: without any, the pass over every node is spared.
+    let zoned = candidates.iter().any(|n| n.labels.contains_key(LABEL_ZONE));
+    // (A list: a cluster has few zones, and comparing short names beats hashing them.)
+    let mut zones: Vec<(&str, i64)> = Vec::new();
+    let counted = |zones: &[(&str, i64)], name: &str| zones.iter().position(|(z, _)| *z == name);
+    if zoned {
+        for node in candidates {
+            if counted(&zones, zone(node)).is_none() {
+                zones.push((zone(node), 0));
+            }
+        }
+        let unconstrained = pod.node_selector.is_empty() && pod.required_affinity.is_none();
+        let allowed = |n: &&NodeInfo| unconstrained || filters::node_affinity(pod, n).is_ok();
+        for node in nodes.iter().filter(allowed) {
+            if let Some(i) = counted(&zones, zone(node)) {
+                zones[i].1 += count(node);
+            }
         }
     }
     let host_weight = ((candidates.len() + 2) as f64).ln();
@@ -257,7 +270,8 @@ pub fn default_scores(
                 score += count(node) as f64 * host_weight + (DEFAULT_HOST_SKEW - 1) as f64;
             }
             if node.labels.contains_key(LABEL_ZONE) {
-                score += zones[zone(node)] as f64 * zone_weight + (DEFAULT_ZONE_SKEW - 1) as f64;
+                let in_zone = counted(&zones, zone(node)).map_or(0, |i| zones[i].1);
+                score += in_zone as f64 * zone_weight + (DEFAULT_ZONE_SKEW - 1) as f64;
             }
             Some(score.round() as i64)
         })
