@@ -251,7 +251,7 @@ impl Default for RawWatch {
             window_megabytes: 512,
             buffer: 1000,
             bookmark_interval_seconds: 60,
-            max_timeout_seconds: 1800,
+            max_timeout_seconds: 3600,
         }
     }
 }

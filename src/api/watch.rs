@@ -76,12 +76,14 @@ pub async fn serve(
         }
         options.field_selector = Some(given.unwrap_or_else(|| format!("metadata.name={name}")));
     }
-    // Zero, like no timeout, means the server's own limit (Kubernetes picks one then too); a
+    // Zero, like no timeout, leaves it to the server, which picks one at random between half
+    // its limit and the limit (kube-apiserver: between its minimum request timeout and twice
+    // that), so that watches opened together do not all end, and come back, together; a
     // negative one has run out already (an empty watch, as in Kubernetes).
     let timeout = match query.number("timeoutSeconds")? {
         Some(t) if t < 0 => Duration::ZERO,
         Some(t) if t > 0 => Duration::from_secs(t as u64).min(state.watch_max_timeout),
-        _ => state.watch_max_timeout,
+        _ => unnamed_timeout(state.watch_max_timeout, rand::random()),
     };
     options.timeout = Some(timeout);
     // A list's metadata is not a watch event's: the events stay whole (kube-apiserver fails
@@ -201,8 +203,24 @@ fn encode(
     out.freeze()
 }
 
+/// The timeout of a watch that names none: between half of `limit` and `limit`, where `draw`
+/// (in 0..1) falls.
+fn unnamed_timeout(limit: Duration, draw: f64) -> Duration {
+    limit.mul_f64(draw.clamp(0.0, 1.0).mul_add(0.5, 0.5))
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_watch_naming_no_timeout_ends_between_half_the_limit_and_the_limit() {
+        let limit = Duration::from_secs(3600);
+        assert_eq!(super::unnamed_timeout(limit, 0.0), Duration::from_secs(1800));
+        assert_eq!(super::unnamed_timeout(limit, 0.5), Duration::from_secs(2700));
+        assert!(super::unnamed_timeout(limit, 0.999_999) <= limit);
+    }
+
     #[test]
     fn a_field_selector_selects_a_name_with_an_equality_term() {
         let maps = kplane_actors::model::resources::find("", "v1", "configmaps").unwrap();
