@@ -409,10 +409,11 @@ impl ApiCore {
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         // As Kubernetes' storage refuses it (there with a 500): an object read back and sent
-        // again as a create is a mistake worth naming.
+        // again as a create is a mistake worth naming. "0", which names no version, is let
+        // through as there.
         if json::at(&body, "/metadata/resourceVersion")
             .and_then(Value::as_str)
-            .is_some_and(|rv| !rv.is_empty())
+            .is_some_and(|rv| !rv.is_empty() && rv != "0")
         {
             return Err(ApiError::BadRequest(
                 "resourceVersion should not be set on objects to be created".into(),
@@ -2631,6 +2632,19 @@ mod tests {
         core.create(maps, "default", json!({"metadata": {"name": "m"}}), &options).await.unwrap();
         let blind = json!({"metadata": {"name": "m"}, "data": {"k": "v"}});
         core.update(maps, "default", "m", blind, &options).await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_create_carrying_a_resource_version_is_refused_unless_it_is_zero() {
+        let core = crate::testing::core().await;
+        let maps = resources::core("configmaps");
+        let options = WriteOptions::default();
+        let read_back = json!({"metadata": {"name": "a", "resourceVersion": "5"}});
+        let refused = core.create(maps, "default", read_back, &options).await;
+        assert!(matches!(refused, Err(ApiError::BadRequest(_))), "{refused:?}");
+        let zero = json!({"metadata": {"name": "a", "resourceVersion": "0"}});
+        let created = core.create(maps, "default", zero, &options).await.unwrap();
+        assert_ne!(created.resource_version, 0);
     }
 
     #[actix::test]
