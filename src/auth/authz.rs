@@ -138,7 +138,7 @@ pub struct Decision {
 }
 
 /// The group whose members may do anything.
-const PRIVILEGED_GROUP: &str = "system:masters";
+pub(crate) const PRIVILEGED_GROUP: &str = "system:masters";
 
 /// What a user may do in a namespace, as a SelfSubjectRulesReview lists it: the resource rules
 /// and the non-resource rules (Kubernetes' `RulesFor`).

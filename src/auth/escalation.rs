@@ -180,8 +180,16 @@ impl Escalation<'_> {
     }
 
     /// Permissions of `rules` the user does not hold in `namespace` (empty: cluster-wide), the
-    /// first [`MOST_MISSING`] of them, as a refusal lists them.
+    /// first [`MOST_MISSING`] of them, as a refusal lists them. Held means granted by RBAC
+    /// (Kubernetes' `ConfirmNoEscalation` compares with the user's RBAC rules alone: what
+    /// another mode, ABAC say, allows is not the user's to grant), or a member of
+    /// `system:masters`.
     fn not_held(&self, rules: &[Value], namespace: &str) -> Vec<String> {
+        let rbac = self.authorizer.rbac();
+        let privileged = self.user.groups.iter().any(|g| g == super::authz::PRIVILEGED_GROUP);
+        let holds = |asked: &Attributes| {
+            privileged || rbac.as_ref().is_some_and(|rbac| rbac.decide(&self.user, asked).0)
+        };
         let mut missing = Vec::new();
         let mut checked = 0;
         for rule in rules {
@@ -190,7 +198,7 @@ impl Escalation<'_> {
                 if checked > MOST_CHECKED {
                     return false;
                 }
-                if !self.authorizer.allows(&self.user, &asked) {
+                if !holds(&asked) {
                     missing.push(asked);
                 }
                 missing.len() < MOST_MISSING
@@ -298,6 +306,29 @@ impl Escalation<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn what_another_mode_allows_is_not_held_to_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.jsonl");
+        let line = r#"{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {"user": "bob", "resource": "nodes", "apiGroup": "*", "namespace": "*", "readonly": true}}"#;
+        std::fs::write(&policy, line).unwrap();
+        let authorizer = Authorizer::new("ABAC,RBAC", Some(&policy)).unwrap();
+        let user = |groups: &[&str]| UserInfo {
+            name: "bob".into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            uid: String::new(),
+            extra: Default::default(),
+        };
+        let role = json!({"metadata": {"name": "node-reader"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]}]});
+        // ABAC lets bob read nodes, but RBAC gives him nothing to grant.
+        let bob = Escalation { authorizer: &authorizer, user: user(&[]) };
+        let refused = bob.check_role("clusterroles", "", &role, None);
+        assert!(matches!(refused, Err(HttpError::Forbidden { .. })), "{refused:?}");
+        let master = Escalation { authorizer: &authorizer, user: user(&["system:masters"]) };
+        assert!(master.check_role("clusterroles", "", &role, None).is_ok());
+    }
 
     #[test]
     fn a_rule_grants_each_of_its_verbs_on_each_of_its_resources() {
