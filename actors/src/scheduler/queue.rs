@@ -181,6 +181,10 @@ impl SchedulingQueue {
     /// No node fits: wait for a change in the cluster (and at least the back-off).
     pub fn unschedulable(&mut self, uid: &str, now: Instant) {
         let Some(queued) = self.pods.get_mut(uid) else { return };
+        // Queued again from now, as kube-scheduler stamps a pod it puts back: retried, it goes
+        // behind the pods of its priority that were waiting before it failed.
+        queued.age = self.next_age;
+        self.next_age += 1;
         let exponent = queued.attempts.saturating_sub(1).min(16);
         queued.backoff_until = Some(now + (INITIAL_BACKOFF * 2u32.pow(exponent)).min(MAX_BACKOFF));
         queued.place = Place::Unschedulable;
@@ -287,6 +291,19 @@ mod tests {
         let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|p| p.uid.clone()).collect();
         assert_eq!(order, ["high", "old-low", "new-low"]);
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn a_pod_put_back_goes_behind_those_of_its_priority_waiting_before() {
+        let mut q = SchedulingQueue::default();
+        let now = Instant::now();
+        q.add_or_update(info("first", 0), 0, now);
+        assert_eq!(q.pop().unwrap().uid, "first");
+        q.add_or_update(info("second", 0), 0, now);
+        q.unschedulable("first", now);
+        q.move_unschedulable(now + Duration::from_secs(60));
+        let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|p| p.uid.clone()).collect();
+        assert_eq!(order, ["second", "first"]);
     }
 
     #[test]
