@@ -966,6 +966,10 @@ impl Handler<Informed> for Scheduler {
             (Watched::Nodes, Feed::Changed(EventType::Deleted, item)) => {
                 let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
                 self.remove_node(name);
+                // A domain gone may bring a spread back within its skew (kube-scheduler's
+                // PodTopologySpread requeues on a node's deletion).
+                let spread = |pod: &PodInfo| !pod.spread.is_empty();
+                self.queue.move_unschedulable_if(Instant::now(), spread);
             }
             (Watched::Nodes, Feed::Changed(_, item)) => {
                 if let Ok(node) = serde_json::from_value::<Node>(item) {

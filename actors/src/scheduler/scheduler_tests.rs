@@ -656,6 +656,43 @@ async fn a_preemptor_goes_to_the_node_it_made_room_on() {
 }
 
 #[actix::test]
+async fn a_node_going_brings_a_spread_back_within_its_skew() {
+    let core = core().await;
+    // Nodes no agent runs (a deleted one stays deleted).
+    let nodes = find("", "v1", "nodes").unwrap();
+    for (name, cpu) in [("full", "1"), ("busy", "4")] {
+        let node = json!({"metadata": {"name": name,
+                "labels": {"kubernetes.io/hostname": name}}, "status": {
+            "allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+            "capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        ApiClient::create(&core, nodes, "", node).await.unwrap();
+    }
+    // Two of the group on `busy`, none on `full`, which has no room left.
+    create(&core, pod("filler", "1", json!({"nodeName": "full"}))).await;
+    let mut grouped = Vec::new();
+    for name in ["g1", "g2"] {
+        let mut member = pod(name, "100m", json!({"nodeName": "busy"}));
+        member["metadata"]["labels"] = json!({"group": "g"});
+        grouped.push(member);
+    }
+    for member in grouped {
+        create(&core, member).await;
+    }
+    start_scheduler(&core);
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"group": "g"}}}]});
+    let mut third = pod("g3", "100m", spread);
+    third["metadata"]["labels"] = json!({"group": "g"});
+    create(&core, third).await;
+    eventually("g3 unschedulable", || scheduled_message(&core, "g3")).await;
+    // `full` goes: `busy` is the only domain, and takes the third.
+    ApiClient::delete(&core, nodes, "", "full", &Default::default()).await.unwrap();
+    assert_eq!(eventually("g3 bound", || node_of(&core, "g3")).await, "busy");
+}
+
+#[actix::test]
 async fn room_held_for_a_nominated_pod_is_kept_from_pods_of_lower_priority() {
     let core = core().await;
     // A node no agent runs: its pods being deleted stay until forced.
