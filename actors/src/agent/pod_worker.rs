@@ -1885,10 +1885,13 @@ impl PodState {
         let pod_grace = termination_grace(&self.pod);
         let c = &mut self.containers[i];
         let kind = done.kind;
+        // For a run that has since ended (its probes start afresh with the next), or is being
+        // stopped: nothing to judge.
+        if c.running.as_ref().is_none_or(|r| r.pid != done.pid) {
+            return false;
+        }
         c.probe_state(kind).in_flight = false;
-        // For a run that has since ended, or is being stopped: nothing to judge.
-        let Some(running) = c.running.as_ref().filter(|r| r.pid == done.pid) else { return false };
-        let stopped_alone = running.pre_stopped && !terminating;
+        let stopped_alone = c.running.as_ref().is_some_and(|r| r.pre_stopped) && !terminating;
         if c.restarting_deadline.is_some() || c.post_starting() || stopped_alone {
             return false;
         }
