@@ -1375,11 +1375,16 @@ impl ApiCore {
         let (mut current, mut preconditions) = (current, preconditions);
         // The collector's finalizers an earlier delete left go, as this one's policy says; with
         // no other finalizer left the object goes now (pinned to the version that had them).
+        // (A pod once marked takes no finalizer change from a delete, as above.)
+        let is_pod = resource.plural == "pods";
         let stripped = finalizer.is_none().then(|| without_collection_finalizers(&value)).flatten();
-        if let Some(stripped) = stripped.clone().filter(|_| resource.plural == "pods") {
-            current = self.write_marked(&current, stripped, dry_run).await?;
-        } else if stripped.is_some() {
-            preconditions.resource_version = Some(current.resource_version);
+        let stripped = stripped.filter(|_| !(is_pod && current.deleting));
+        match stripped.clone() {
+            Some(stripped) if is_pod => {
+                current = self.write_marked(&current, stripped, dry_run).await?;
+            }
+            Some(_) => preconditions.resource_version = Some(current.resource_version),
+            None => {}
         }
         if resource.plural == "pods" {
             match self.delete_pod_gracefully(&current, options).await? {
@@ -1398,7 +1403,7 @@ impl ApiCore {
             }
         }
         let value = match stripped {
-            Some(stripped) if resource.plural != "pods" => stripped,
+            Some(stripped) if !is_pod => stripped,
             _ => current.to_value(),
         };
         let grace = options.grace_period_seconds;
