@@ -585,10 +585,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 ),
                 false => (String::new(), String::new()),
             };
-            let annotated_class =
-                json::at(o, "/metadata/annotations/volume.beta.kubernetes.io~1storage-class");
-            let class =
-                annotated_class.and_then(Value::as_str).unwrap_or(s(o, "/spec/storageClassName"));
+            let class = kplane_actors::model::storage_class(o);
             vec![
                 name,
                 json!(phase_or_terminating(o)),

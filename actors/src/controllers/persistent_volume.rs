@@ -33,7 +33,7 @@ use crate::client::informer::{self, Feed};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::ApiError;
 use crate::model::quantity;
-use crate::model::{is_being_deleted, json, resources, LabelSelector, Labels};
+use crate::model::{is_being_deleted, json, resources, storage_class, LabelSelector, Labels};
 
 const COMPONENT: &str = "persistentvolume-controller";
 /// How often every volume and claim is looked at again (the binder's `--pvclaimbinder-sync-period`).
@@ -182,14 +182,6 @@ fn bound_to(volume: &Value, claim: &Value) -> bool {
             "" => true,
             uid => uid == object_uid(claim),
         }
-}
-
-/// A claim's or volume's storage class: the beta annotation, else `spec.storageClassName`,
-/// else none (Kubernetes reads them in this order).
-fn storage_class(object: &Value) -> &str {
-    annotation(object, "volume.beta.kubernetes.io/storage-class")
-        .or_else(|| json::at(object, "/spec/storageClassName").and_then(Value::as_str))
-        .unwrap_or("")
 }
 
 /// Whether a volume is bound, or pre-bound, to no claim.

@@ -148,16 +148,15 @@ impl StorageProtector {
     fn write(
         &self,
         resource: &'static crate::model::ResourceType,
-        released: Value,
+        object: Value,
         finalizer: &'static str,
         ctx: &mut Context<Self>,
     ) {
-        let object = &released;
         let client = self.client.clone();
-        let namespace = key_of(object).0;
+        let namespace = key_of(&object).0;
         async move {
-            let name = object_name(&released).to_string();
-            match client.update(resource, &namespace, released).await {
+            let name = object_name(&object).to_string();
+            match client.update(resource, &namespace, object).await {
                 Ok(_) | Err(ApiError::Conflict { .. }) | Err(ApiError::NotFound { .. }) => {}
                 Err(error) => tracing::warn!(%name, %error, "writing the finalizers ({finalizer})"),
             }

@@ -40,6 +40,18 @@ pub fn is_being_deleted(object: &serde_json::Value) -> bool {
     json::at(object, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
 }
 
+/// A claim's or volume's storage class, as Kubernetes reads it: the deprecated
+/// `volume.beta.kubernetes.io/storage-class` annotation, else `spec.storageClassName`, else
+/// none ("").
+pub fn storage_class(object: &serde_json::Value) -> &str {
+    let annotated = json::at(object, "/metadata/annotations")
+        .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"));
+    annotated
+        .or_else(|| json::at(object, "/spec/storageClassName"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
+}
+
 /// The annotation that tells which of a controller's pods to delete first, lowest first.
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 

@@ -152,12 +152,8 @@ pub fn usage_of(
             }
             // And the same per storage class, as `<class>.storageclass.storage.k8s.io/...`
             // (the deprecated annotation naming it first, as Kubernetes reads a claim's class).
-            let annotated = json::at(object, "/metadata/annotations")
-                .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"));
-            let class = annotated
-                .or_else(|| json::at(object, "/spec/storageClassName"))
-                .and_then(Value::as_str);
-            if let Some(class) = class.filter(|c| !c.is_empty()) {
+            let class = super::storage_class(object);
+            if !class.is_empty() {
                 let per_class = format!("{class}.storageclass.storage.k8s.io/");
                 usage.insert(format!("{per_class}persistentvolumeclaims"), ONE);
                 if let Some(storage) = storage {

@@ -408,6 +408,12 @@ pub struct NodeSelector {
 }
 
 impl NodeSelector {
+    /// Compiles a selector (a pod's required node affinity, a volume's node affinity).
+    pub fn new(selector: &k8s_openapi::api::core::v1::NodeSelector) -> NodeSelector {
+        let terms = selector.node_selector_terms.iter().filter_map(NodeSelectorTerm::new);
+        NodeSelector { terms: terms.collect() }
+    }
+
     /// Whether the node named `name` with `labels` matches one of the terms.
     pub fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.terms.iter().any(|t| t.matches(name, labels))
@@ -582,13 +588,7 @@ impl PodInfo {
         let node_affinity = spec.and_then(|s| s.affinity.as_ref()?.node_affinity.as_ref());
         let required_affinity = node_affinity
             .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
-            .map(|selector| NodeSelector {
-                terms: selector
-                    .node_selector_terms
-                    .iter()
-                    .filter_map(NodeSelectorTerm::new)
-                    .collect(),
-            });
+            .map(NodeSelector::new);
         let preferred_affinity = node_affinity
             .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
             .into_iter()

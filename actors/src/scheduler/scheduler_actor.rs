@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 
 use super::filters::{self, FitFailure};
-use super::node_info::{LabelGroups, NodeInfo, NodeSelector, NodeSelectorTerm, PodInfo};
+use super::node_info::{LabelGroups, NodeInfo, NodeSelector, PodInfo};
 use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
 use super::preemption::{self, Budget, Plan, Refusal};
 use super::queue::SchedulingQueue;
@@ -874,9 +874,8 @@ fn volume_affinity(volume: &Value) -> Option<(String, NodeSelector)> {
     let required = volume.pointer("/spec/nodeAffinity/required")?;
     let required: k8s_openapi::api::core::v1::NodeSelector =
         serde_json::from_value(required.clone()).ok()?;
-    let terms = required.node_selector_terms.iter().filter_map(NodeSelectorTerm::new).collect();
     let name = volume.pointer("/metadata/name").and_then(Value::as_str)?;
-    Some((name.to_string(), NodeSelector { terms }))
+    Some((name.to_string(), NodeSelector::new(&required)))
 }
 
 /// What a claim is to the pods that use it (kube-scheduler's VolumeBinding).
