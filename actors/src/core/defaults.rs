@@ -763,11 +763,71 @@ fn http_get(action: Option<&mut Value>) {
     }
 }
 
+/// The tag of an image reference, as Kubernetes' `ParseImageName` reads it: `latest` when
+/// the reference names neither a tag nor a digest, empty with a digest alone, none at all
+/// when the reference does not parse (an upper-case repository, an empty path component...).
+fn image_tag(image: &str) -> Option<&str> {
+    let (named, digest) = match image.split_once('@') {
+        Some((named, digest)) => (named, Some(digest)),
+        None => (image, None),
+    };
+    if digest.is_some_and(|d| {
+        let (algorithm, hex) = d.split_once(':').unwrap_or(("", ""));
+        algorithm.is_empty() || hex.len() < 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit())
+    }) {
+        return None;
+    }
+    // A tag follows the last ':' after the last '/' (before it is a registry's port).
+    let last_step = named.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match named[last_step..].rfind(':') {
+        Some(i) => (&named[..last_step + i], Some(&named[last_step + i + 1..])),
+        None => (named, None),
+    };
+    let tag_ok = |t: &str| {
+        (1..=128).contains(&t.len())
+            && !t.starts_with(['.', '-'])
+            && t.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    };
+    if tag.is_some_and(|t| !tag_ok(t)) {
+        return None;
+    }
+    let mut steps: Vec<&str> = name.split('/').collect();
+    // A first step with a '.' or a ':', or `localhost`, is a registry (upper case allowed).
+    if steps.len() > 1 && (steps[0].contains(['.', ':']) || steps[0] == "localhost") {
+        let host = steps.remove(0);
+        let (host_name, port) = host.split_once(':').unwrap_or((host, "1"));
+        let host_ok = !host_name.is_empty()
+            && host_name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+        if !host_ok || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+    }
+    // Path steps: lower-case alphanumeric runs joined by '.', '_', '__' or dashes.
+    let step_ok = |step: &str| {
+        let bytes = step.as_bytes();
+        !step.is_empty()
+            && bytes[0].is_ascii_alphanumeric()
+            && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+            && step
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            && !step.contains("..")
+            && !step.contains("___")
+    };
+    if name.len() > 255 || !steps.iter().all(|s| step_ok(s)) {
+        return None;
+    }
+    match (tag, digest) {
+        (Some(tag), _) => Some(tag),
+        (None, Some(_)) => Some(""),
+        (None, None) => Some("latest"),
+    }
+}
+
 fn container(c: &mut Value, of: PodSpecOf) {
     let Some(c) = c.as_object_mut() else { return };
     let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-    let untagged = !image.rsplit('/').next().unwrap_or("").contains(':') && !image.contains('@');
-    let policy = if untagged || image.ends_with(":latest") { "Always" } else { "IfNotPresent" };
+    let policy = if image_tag(image) == Some("latest") { "Always" } else { "IfNotPresent" };
     c.entry("imagePullPolicy").or_insert(json!(policy));
     c.entry("terminationMessagePath").or_insert(json!("/dev/termination-log"));
     c.entry("terminationMessagePolicy").or_insert(json!("File"));
@@ -1252,5 +1312,32 @@ mod tests {
         let host = addresses(json!({"hostIP": "127.0.0.1"}));
         assert_eq!(host, json!({"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}]}));
         assert_eq!(addresses(json!({"podIP": ""})), json!({}));
+    }
+
+    #[test]
+    fn the_pull_policy_follows_the_tag_as_kubernetes_parses_it() {
+        let sha = "sha256:".to_string() + &"a".repeat(64);
+        for (image, tag) in [
+            ("nginx", Some("latest")),
+            ("nginx:1.25", Some("1.25")),
+            ("nginx:latest", Some("latest")),
+            ("registry.local:5000/team/app", Some("latest")),
+            ("registry.local:5000/team/app:v2", Some("v2")),
+            ("MyRepo/App", None),
+            ("a//b", None),
+        ] {
+            assert_eq!(image_tag(image), tag, "{image}");
+        }
+        assert_eq!(image_tag(&format!("nginx:latest@{sha}")), Some("latest"));
+        assert_eq!(image_tag(&format!("nginx@{sha}")), Some(""));
+        let policy = |image: &str| {
+            let mut c = json!({"name": "c", "image": image});
+            container(&mut c, PodSpecOf::Pod);
+            c["imagePullPolicy"].as_str().unwrap().to_string()
+        };
+        assert_eq!(policy("MyRepo/App"), "IfNotPresent");
+        assert_eq!(policy(&format!("nginx:latest@{sha}")), "Always");
+        assert_eq!(policy("busybox"), "Always");
+        assert_eq!(policy("busybox:1.36"), "IfNotPresent");
     }
 }

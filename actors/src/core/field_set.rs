@@ -745,6 +745,14 @@ impl FieldSet {
         }
     }
 
+    /// Is the node at `path` itself a member (whatever is under it)?
+    pub fn has(&self, path: &[String]) -> bool {
+        match path.split_first() {
+            None => self.itself,
+            Some((first, rest)) => self.children.get(first).is_some_and(|c| c.has(rest)),
+        }
+    }
+
     /// Does `path` name a member with no members under it (a value, not a container)?
     pub fn is_leaf(&self, path: &[String]) -> bool {
         match path.split_first() {

@@ -249,16 +249,16 @@ impl ManagedFields {
 
     /// The fields a writer's request asks for: those it sent, unless they are unchanged from
     /// the stored ones, or do not decode (then the stored ones, as Kubernetes keeps them: a
-    /// client that does not know the field must not lose it). One empty entry (`[{}]`) is how
-    /// a client clears the list.
+    /// client that does not know the field must not lose it). An empty list, or one empty
+    /// entry (`[{}]`), is how a client clears the list.
     pub fn requested(current: &Value, sent: &Value) -> Result<ManagedFields, ApiError> {
         let stored = ManagedFields::of(current)?;
         match json::at(sent, "/metadata/managedFields") {
             None | Some(Value::Null) => Ok(stored),
-            Some(Value::Array(items)) if items.is_empty() => Ok(stored),
             Some(list) if Some(list) == json::at(current, "/metadata/managedFields") => Ok(stored),
             Some(Value::Array(items))
-                if items.len() == 1 && items[0].as_object().is_some_and(|e| e.is_empty()) =>
+                if items.is_empty()
+                    || (items.len() == 1 && items[0].as_object().is_some_and(|e| e.is_empty())) =>
             {
                 Ok(ManagedFields::default())
             }
@@ -302,6 +302,8 @@ impl ManagedFields {
 
     /// Records an update from `old` (none: a create) to `new`: the writer gains the fields it
     /// added or changed, other managers lose them, and fields that are gone leave every set.
+    /// An object whose list was cleared is not tracked again until its next apply (Kubernetes'
+    /// skip-non-applied manager).
     pub fn record_update(
         &mut self,
         old: Option<&Value>,
@@ -309,6 +311,9 @@ impl ManagedFields {
         writer: &Writer,
         status_separate: bool,
     ) {
+        if old.is_some() && self.entries.is_empty() {
+            return;
+        }
         let changed = match old {
             Some(old) => {
                 let mut changed = FieldSet::changed(old, new);
@@ -376,7 +381,8 @@ impl ManagedFields {
 
     /// Server-side apply of `config` onto `live` (none: the object is created) by `writer`.
     /// Returns the merged object; fails with the conflicts unless `force`, which takes the
-    /// fields from their owners.
+    /// fields from their owners. The fields of an object nobody is recorded to own are first
+    /// given to `before-first-apply`, so that an apply changing them is a conflict.
     pub fn apply(
         &mut self,
         live: Option<&Value>,
@@ -395,6 +401,15 @@ impl ManagedFields {
             entry.time = Some(now());
             return Ok(config.clone());
         };
+        if self.entries.is_empty() {
+            let before = Writer {
+                manager: BEFORE_FIRST_APPLY,
+                operation: Operation::Update,
+                subresource: writer.subresource,
+                api_version: writer.api_version.clone(),
+            };
+            self.record_update(None, live, &before, status_separate);
+        }
         let mut merged = live.clone();
         field_set::merge_applied(&mut merged, config);
 
@@ -428,7 +443,9 @@ impl ManagedFields {
         }
 
         // Fields this manager applied before and no longer does go, unless someone else
-        // holds them (or something under them).
+        // holds them (or something under them). A list item goes whole unless another
+        // manager holds the item itself: fields others set inside it go with it (as
+        // structured-merge-diff prunes), so no half item is left behind.
         let previous = self.entries.iter().find(|e| e.is(writer)).map(|e| e.fields.clone());
         if let Some(mut dropped) = previous {
             dropped.subtract(&applied);
@@ -442,8 +459,13 @@ impl ManagedFields {
                 // Nor a map or list the manager still applies something in (an entry an
                 // older build recorded with the map itself as a member).
                 let still_applied = applied.touches(&path);
-                if !inside_atomic && !still_applied && !others.iter().any(|set| set.touches(&path))
-                {
+                let item =
+                    path.last().is_some_and(|e| matches!(e.get(..2), Some("k:" | "v:" | "i:")));
+                let held = match item {
+                    true => others.iter().any(|set| set.has(&path)),
+                    false => others.iter().any(|set| set.touches(&path)),
+                };
+                if !inside_atomic && !still_applied && !held {
                     field_set::remove_path(&mut merged, &path);
                 }
             }
@@ -475,6 +497,9 @@ pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
     let unchanged = field_set::still_applied(&config, object);
     Some(owned_fields(&unchanged, false, "", Form::Apply).unwrap_or_default())
 }
+
+/// The manager of what an object held before its first apply, when nobody was recorded.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
 pub const LAST_APPLIED_POINTER: &str =
     "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration";
@@ -632,6 +657,40 @@ mod tests {
     }
 
     #[test]
+    fn an_item_an_applier_drops_goes_whole_whatever_others_set_in_it() {
+        let config = |container: &str| {
+            json!({"kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": container, "image": "i"}]}})
+        };
+        let apply = writer("applier", Operation::Apply);
+        let mut fields = ManagedFields::default();
+        let live = fields.apply(None, &config("nginx"), &apply, false, false).unwrap();
+        let mut updated = live.clone();
+        updated["spec"]["containers"][0]["workingDir"] = json!("/home");
+        fields.record_update(Some(&live), &updated, &writer("updater", Operation::Update), false);
+        let merged = fields.apply(Some(&updated), &config("other"), &apply, false, false).unwrap();
+        assert_eq!(merged["spec"]["containers"], json!([{"name": "other", "image": "i"}]));
+        assert_eq!(owners(&fields).len(), 1, "{:?}", owners(&fields));
+
+        // An item another manager holds itself stays, with what it holds in it.
+        let mut fields = ManagedFields::default();
+        let live = fields.apply(None, &config("nginx"), &apply, false, false).unwrap();
+        let sharer = writer("sharer", Operation::Apply);
+        let shared = json!({"kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "nginx", "workingDir": "/home"}]}});
+        let live = fields.apply(Some(&live), &shared, &sharer, false, false).unwrap();
+        let merged = fields.apply(Some(&live), &config("other"), &apply, false, false).unwrap();
+        let names: Vec<&str> = merged["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["nginx", "other"], "{merged}");
+        assert_eq!(merged["spec"]["containers"][0]["workingDir"], "/home");
+    }
+
+    #[test]
     fn an_applier_that_loses_its_last_field_to_a_forced_apply_has_no_entry_left() {
         let config = |value: &str| json!({"metadata": {"name": "c"}, "data": {"x": value}});
         let (kubectl, other) =
@@ -694,8 +753,24 @@ mod tests {
             "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]}});
         let unchanged = ManagedFields::requested(&current, &current).unwrap();
         assert_eq!(unchanged.entries.len(), 1);
-        let reset = json!({"metadata": {"managedFields": [{}]}});
-        assert!(ManagedFields::requested(&current, &reset).unwrap().entries.is_empty());
+        for reset in [json!([{}]), json!([])] {
+            let sent = json!({"metadata": {"managedFields": reset}});
+            assert!(ManagedFields::requested(&current, &sent).unwrap().entries.is_empty());
+        }
+        // Once cleared, updates are not tracked; the next apply finds the fields it changes
+        // owned by `before-first-apply`.
+        let old = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        let new = json!({"metadata": {"name": "c"}, "data": {"a": "2"}});
+        let mut cleared = ManagedFields::default();
+        cleared.record_update(Some(&old), &new, &writer("edit", Operation::Update), false);
+        assert!(cleared.entries.is_empty());
+        let config = json!({"metadata": {"name": "c"}, "data": {"a": "3"}});
+        let apply = writer("applier", Operation::Apply);
+        let conflicts = cleared.apply(Some(&new), &config, &apply, false, false).unwrap_err();
+        assert_eq!(
+            conflict_message(&conflicts),
+            "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"
+        );
         // Entries that do not decode leave the stored ones as they are, as in Kubernetes.
         for bad in [
             json!({"manager": "x", "operation": "Steal", "apiVersion": "v1", "fieldsType": "FieldsV1"}),

@@ -10,9 +10,11 @@ use super::{json, quantity, sysctl, FastSet, ResourceType};
 
 mod addresses;
 mod disruption_budget;
+mod env;
 mod pod_warnings;
 mod priority_class;
 mod resource_policy;
+mod security_context;
 mod service;
 mod storage;
 
@@ -754,6 +756,24 @@ const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric ch
 '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is \
 '[-._a-zA-Z0-9]+')";
 
+/// What is wrong with a ConfigMap's or Secret's key (Kubernetes' `IsConfigMapKey`).
+fn config_key_errors(key: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if key.len() > 253 {
+        problems.push("must be no more than 253 characters".to_string());
+    }
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+        problems.push(CONFIG_KEY_MSG.to_string());
+    }
+    match key {
+        "." => problems.push("must not be '.'".to_string()),
+        ".." => problems.push("must not be '..'".to_string()),
+        _ if key.starts_with("..") => problems.push("must not start with '..'".to_string()),
+        _ => {}
+    }
+    problems
+}
+
 /// Each owner reference names its owner fully; at most one is the controller.
 fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldError>) {
     let references = references.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
@@ -822,14 +842,8 @@ fn validate_data(object: &Value, fields: &[&str], base64_data: bool, errors: &mu
             let text = value.as_str().map_or(0, str::len);
             size += if *field == "data" && !base64_data { text } else { text / 4 * 3 };
             let path = format!("{field}[{key}]");
-            let valid = key.len() <= 253
-                && key != "."
-                && key != ".."
-                && !key.starts_with("..")
-                && !key.is_empty()
-                && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
-            if !valid {
-                errors.push(FieldError::invalid(&path, key, CONFIG_KEY_MSG));
+            for problem in config_key_errors(key) {
+                errors.push(FieldError::invalid(&path, key, problem));
             }
             if seen.contains(&key.as_str()) {
                 errors.push(FieldError::invalid(&path, key, "duplicate of key present in data"));
@@ -1054,8 +1068,15 @@ fn validate_ephemeral_container(
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
 ) {
-    const NOT_ALLOWED: [&str; 6] =
-        ["ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resources"];
+    const NOT_ALLOWED: [&str; 7] = [
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "lifecycle",
+        "resources",
+        "restartPolicy",
+    ];
     for field in NOT_ALLOWED {
         let set = c.get(field).is_some_and(|v| match v {
             Value::Null => false,
@@ -1110,14 +1131,14 @@ pub fn validate_ephemeral_update(old: &Value, new: &Value) -> Vec<FieldError> {
 /// few defaults a pod has and a template need not.
 fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mut Vec<FieldError>) {
     let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
-    let Some(containers) = containers.filter(|c| !c.is_empty()) else {
+    let containers = containers.map_or(&[][..], Vec::as_slice);
+    if containers.is_empty() {
+        // (The rest is checked all the same, as in Kubernetes.)
         errors.push(FieldError::required(format!("{path}.containers")));
-        return;
-    };
+    }
     let volumes = validate_volumes(spec, path, errors);
     let grace = spec.and_then(|s| s.get("terminationGracePeriodSeconds")).and_then(Value::as_i64);
     let mut seen = FastSet::default();
-    let mut port_names = FastSet::default();
     let list_of = |field: &str| spec.and_then(|s| s.get(field)).and_then(Value::as_array);
     let (init_containers, ephemeral) = (list_of("initContainers"), list_of("ephemeralContainers"));
     let all = containers.iter().enumerate().map(|(i, c)| ("containers", i, c));
@@ -1131,14 +1152,14 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
         // Paths are built only for the errors found: this runs on every pod written.
         let at = |rest: &str| format!("{path}.{list}[{i}]{rest}");
         validate_env_and_user(c, &at, errors);
-        validate_container_extras(c, list, grace, &volumes, &mut port_names, &at, errors);
+        validate_container_extras(c, list, grace, &volumes, &at, errors);
         match c.get("name").and_then(Value::as_str) {
             None | Some("") => errors.push(FieldError::required(at(".name"))),
             Some(name) => unique_label(name, &mut seen, || at(".name"), errors),
         }
         match c.get("image").and_then(Value::as_str).unwrap_or("") {
             "" => errors.push(FieldError::required(at(".image"))),
-            image if image.trim() != image => errors.push(FieldError::invalid(
+            image if of_pod && image.trim() != image => errors.push(FieldError::invalid(
                 at(".image"),
                 image,
                 "must not have leading or trailing whitespace",
@@ -1173,8 +1194,21 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
                 &supported,
             ));
         }
-        if list == "ephemeralContainers" {
-            validate_ephemeral_container(c, spec, &at, errors);
+        // A container's own restart policy makes an init container a sidecar, and only that.
+        match (list, c.get("restartPolicy").filter(|p| !p.is_null())) {
+            ("ephemeralContainers", _) => validate_ephemeral_container(c, spec, &at, errors),
+            (_, None) => {}
+            ("containers", Some(_)) => errors.push(FieldError::forbidden(
+                at(".restartPolicy"),
+                "may not be set for non-init containers",
+            )),
+            (_, Some(policy)) => {
+                let policy = policy.as_str().unwrap_or("");
+                if policy != "Always" {
+                    let field = at(".restartPolicy");
+                    errors.push(FieldError::not_supported(field, policy, &["Always"]));
+                }
+            }
         }
     }
     validate_host_ports(containers, spec, path, of_pod, errors);
@@ -1209,6 +1243,24 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
     if let Some(node) = text("nodeName").filter(|n| !n.is_empty()) {
         for problem in dns1123_subdomain_errors(node) {
             errors.push(FieldError::invalid(format!("{path}.nodeName"), node, problem));
+        }
+    }
+    // (A pod's are looked up at admission first; a template's are only checked here.)
+    for field in ["serviceAccountName", "priorityClassName"] {
+        if let Some(name) = text(field).filter(|n| !n.is_empty()) {
+            for problem in dns1123_subdomain_errors(name) {
+                errors.push(FieldError::invalid(format!("{path}.{field}"), name, problem));
+            }
+        }
+    }
+    if let Some(policy) = text("preemptionPolicy") {
+        if !matches!(policy, "PreemptLowerPriority" | "Never") {
+            let field = format!("{path}.preemptionPolicy");
+            errors.push(FieldError::not_supported(
+                field,
+                policy,
+                &["PreemptLowerPriority", "Never"],
+            ));
         }
     }
     if let Some(hostname) = text("hostname").filter(|h| !h.is_empty()) {
@@ -1282,12 +1334,35 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, of_pod: bool, errors: &mu
             let field = format!("{path}.tolerations[{i}].effect");
             errors.push(FieldError::not_supported(field, effect, &TAINT_EFFECTS));
         }
-        if operator == "Exists" && has_value {
-            errors.push(FieldError::invalid(
-                format!("{path}.tolerations[{i}].operator"),
-                "Exists",
-                "value must be empty when `operator` is 'Exists'",
-            ));
+        let value = toleration.get("value").and_then(Value::as_str).unwrap_or("");
+        match operator {
+            // (Kubernetes names the operator, and joins the value's problems.)
+            "" | "Equal" => {
+                let problems = label_value_errors(value);
+                if !problems.is_empty() {
+                    let field = format!("{path}.tolerations[{i}].operator");
+                    errors.push(FieldError::invalid(field, value, problems.join(";")));
+                }
+            }
+            "Exists" if has_value => {
+                let seconds = match toleration.get("tolerationSeconds").and_then(Value::as_i64) {
+                    Some(seconds) => format!("&{seconds}"),
+                    None => "(*int64)(nil)".to_string(),
+                };
+                let printed = format!(
+                    "core.Toleration{{Key:{}, Operator:\"Exists\", Value:{}, Effect:{}, \
+                     TolerationSeconds:{seconds}}}",
+                    go_quote(key),
+                    go_quote(value),
+                    go_quote(effect),
+                );
+                errors.push(FieldError::invalid_printed(
+                    format!("{path}.tolerations[{i}].operator"),
+                    &printed,
+                    "value must be empty when `operator` is 'Exists'",
+                ));
+            }
+            _ => {}
         }
         let has_seconds = toleration.get("tolerationSeconds").is_some_and(|s| !s.is_null());
         if has_seconds && effect != "NoExecute" {
@@ -1584,6 +1659,10 @@ fn validate_pod_security_context(spec: Option<&Value>, path: &str, errors: &mut 
     let groups = context.and_then(|c| c.get("supplementalGroups")).and_then(Value::as_array);
     for (i, group) in groups.into_iter().flatten().enumerate() {
         user_id(Some(group), || at(&format!("supplementalGroups[{i}]")), errors);
+    }
+    if let Some(context) = context {
+        security_context::validate_profiles(context, &at, errors);
+        security_context::validate_fs_group_change_policy(context, &at, errors);
     }
     let flag = |field: &str| spec.and_then(|s| s.get(field)) == Some(&Value::Bool(true));
     if flag("shareProcessNamespace") && flag("hostPID") {
@@ -1965,46 +2044,7 @@ fn validate_taints(taints: Option<&Value>, errors: &mut Vec<FieldError>) {
 /// A container's environment variables (names, and one source for a value from elsewhere)
 /// and its user id.
 fn validate_env_and_user(c: &Value, at: &dyn Fn(&str) -> String, errors: &mut Vec<FieldError>) {
-    let env = c.get("env").and_then(Value::as_array);
-    for (j, var) in env.into_iter().flatten().enumerate() {
-        let field = || at(&format!(".env[{j}].name"));
-        match var.get("name").and_then(Value::as_str).unwrap_or("") {
-            "" => errors.push(FieldError::required(field())),
-            name if name.contains('=')
-                || !name.bytes().all(|b| b.is_ascii_graphic() || b == b' ') =>
-            {
-                errors.push(FieldError::invalid(
-                    field(),
-                    name,
-                    "a valid environment variable name must consist only of printable ASCII \
-                     characters other than '='",
-                ))
-            }
-            _ => {}
-        }
-        if let Some(from) = var.get("valueFrom").filter(|v| !v.is_null()) {
-            let sources = ["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"];
-            let given = sources.iter().filter(|s| from.get(**s).is_some_and(|v| !v.is_null()));
-            let message = match given.count() {
-                0 => {
-                    "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or \
-                      `secretKeyRef`"
-                }
-                _ if var.get("value").and_then(Value::as_str).is_some_and(|v| !v.is_empty()) => {
-                    "may not be specified when `value` is not empty"
-                }
-                1 => {
-                    if let Some(field_ref) = from.get("fieldRef").filter(|f| f.is_object()) {
-                        let at = || at(&format!(".env[{j}].valueFrom.fieldRef"));
-                        validate_field_ref(field_ref, &ENV_FIELD_PATHS, &at, errors);
-                    }
-                    continue;
-                }
-                _ => "may not have more than one field specified at a time",
-            };
-            errors.push(FieldError::invalid(at(&format!(".env[{j}].valueFrom")), "", message));
-        }
-    }
+    env::validate(c, at, errors);
     validate_container_security_context(c.get("securityContext"), at, errors);
 }
 
@@ -2019,6 +2059,9 @@ fn validate_container_security_context(
     for field in ["runAsUser", "runAsGroup"] {
         user_id(context.get(field), || at(&format!(".securityContext.{field}")), errors);
     }
+    let under = |field: &str| at(&format!(".securityContext.{field}"));
+    security_context::validate_profiles(context, &under, errors);
+    security_context::validate_proc_mount(context, &under, errors);
     if context.get("allowPrivilegeEscalation") != Some(&Value::Bool(false)) {
         return;
     }
@@ -2037,7 +2080,7 @@ fn validate_container_security_context(
 
 /// The pod fields an environment variable may take its value from (besides a label or an
 /// annotation, by key).
-const ENV_FIELD_PATHS: [&str; 9] = [
+pub(super) const ENV_FIELD_PATHS: [&str; 9] = [
     "metadata.name",
     "metadata.namespace",
     "metadata.uid",
@@ -2060,7 +2103,7 @@ const VOLUME_FIELD_PATHS: [&str; 5] = [
 
 /// A `fieldRef` (Kubernetes' `validateObjectFieldSelector`): a `v1` field path among `paths`,
 /// or one label or annotation by key (`metadata.labels['app']`).
-fn validate_field_ref(
+pub(super) fn validate_field_ref(
     field_ref: &Value,
     paths: &[&str],
     at: &dyn Fn() -> String,
@@ -2164,6 +2207,10 @@ fn validate_items(source: &Value, keyed: bool, at: &str, errors: &mut Vec<FieldE
                     errors.push(FieldError::invalid(field("path"), path, problem));
                 }
             }
+        }
+        let mode = item.get("mode").and_then(Value::as_i64);
+        if let Some(mode) = mode.filter(|m| !(0..=0o777).contains(m)) {
+            errors.push(FieldError::invalid_number(field("mode"), mode, FILE_MODE_MSG));
         }
     }
 }
@@ -2339,9 +2386,79 @@ fn validate_volume_source(
             }
         }
         Some(("downwardAPI", downward)) => downward_api_items(downward, &at("downwardAPI"), errors),
+        Some(("persistentVolumeClaim", claim)) => {
+            if claim.get("claimName").and_then(Value::as_str).unwrap_or("").is_empty() {
+                errors.push(FieldError::required(at("persistentVolumeClaim.claimName")));
+            }
+        }
+        Some(("nfs", nfs)) => {
+            let text = |field: &str| nfs.get(field).and_then(Value::as_str).unwrap_or("");
+            if text("server").is_empty() {
+                errors.push(FieldError::required(at("nfs.server")));
+            }
+            match text("path") {
+                "" => errors.push(FieldError::required(at("nfs.path"))),
+                path if !path.starts_with('/') => errors.push(FieldError::invalid(
+                    at("nfs.path"),
+                    path,
+                    "must be an absolute path",
+                )),
+                _ => {}
+            }
+        }
+        Some(("csi", csi)) => match csi.get("driver").and_then(Value::as_str).unwrap_or("") {
+            "" => errors.push(FieldError::required(at("csi.driver"))),
+            driver => {
+                for problem in dns1123_subdomain_errors(&driver.to_lowercase()) {
+                    errors.push(FieldError::invalid(at("csi.driver"), driver, problem));
+                }
+            }
+        },
+        Some(("ephemeral", ephemeral)) => {
+            match ephemeral.get("volumeClaimTemplate").filter(|t| t.is_object()) {
+                None => errors.push(FieldError::required(at("ephemeral.volumeClaimTemplate"))),
+                Some(template) => {
+                    // The claim it makes is checked as a claim, under the template's path.
+                    let mut claim_errors = Vec::new();
+                    storage::validate_claim(template.get("spec"), &mut claim_errors);
+                    let prefix = at("ephemeral.volumeClaimTemplate.");
+                    for mut error in claim_errors {
+                        error.field.insert_str(0, &prefix);
+                        errors.push(error);
+                    }
+                }
+            }
+        }
         Some(("projected", projected)) => {
             let sources = projected.get("sources").and_then(Value::as_array);
             for (i, source) in sources.into_iter().flatten().enumerate() {
+                if let Some(token) = source.get("serviceAccountToken").filter(|t| t.is_object()) {
+                    let field = || {
+                        at(&format!("projected.sources[{i}].serviceAccountToken.expirationSeconds"))
+                    };
+                    let seconds =
+                        token.get("expirationSeconds").and_then(Value::as_i64).unwrap_or(0);
+                    if seconds < 600 {
+                        let message = "may not specify a duration less than 10 minutes";
+                        errors.push(FieldError::invalid_number(field(), seconds, message));
+                    } else if seconds > 1 << 32 {
+                        let message = "may not specify a duration larger than 2^32 seconds";
+                        errors.push(FieldError::invalid_number(field(), seconds, message));
+                    }
+                    // (Kubernetes names the projection's `path`, not the token's.)
+                    match token.get("path").and_then(Value::as_str).unwrap_or("") {
+                        "" => errors.push(FieldError::required(at("projected.path"))),
+                        path => {
+                            for problem in local_path_errors(path, true) {
+                                errors.push(FieldError::invalid(
+                                    at("projected.path"),
+                                    path,
+                                    problem,
+                                ));
+                            }
+                        }
+                    }
+                }
                 if let Some(downward) = source.get("downwardAPI") {
                     let at = at(&format!("projected.sources[{i}].downwardAPI"));
                     validate_items(downward, false, &at, errors);
@@ -2372,14 +2489,13 @@ fn downward_api_items(downward: &Value, at: &str, errors: &mut Vec<FieldError>) 
 
 /// What Kubernetes checks of a container besides its name, image, ports' numbers and
 /// resources: volume mounts name a volume of the pod, port names are service names and unique
-/// in the pod, the pull policy is known, probes and lifecycle hooks have one complete handler
+/// in the container, the pull policy is known, probes and lifecycle hooks have one complete handler
 /// (and a plain init container has neither).
 fn validate_container_extras<'a>(
     c: &'a Value,
     list: &str,
     grace: Option<i64>,
     volumes: &FastSet<&str>,
-    port_names: &mut FastSet<&'a str>,
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
 ) {
@@ -2399,23 +2515,49 @@ fn validate_container_extras<'a>(
             )),
             path => mount_paths.push(path),
         }
-        if let Some(sub) = mount.get("subPath").and_then(Value::as_str).filter(|p| !p.is_empty()) {
-            for problem in local_path_errors(sub, false) {
+        let text = |field: &str| mount.get(field).and_then(Value::as_str).unwrap_or("");
+        // (Kubernetes names these two paths without the mount's index.)
+        let sub = text("subPath");
+        for problem in local_path_errors(sub, false).into_iter().filter(|_| !sub.is_empty()) {
+            errors.push(FieldError::invalid(at(".volumeMounts.subPath"), sub, problem));
+        }
+        let expression = text("subPathExpr");
+        if !expression.is_empty() {
+            if !sub.is_empty() {
+                let message = "subPathExpr and subPath are mutually exclusive";
+                let field = at(&format!(".volumeMounts[{j}].subPathExpr"));
+                errors.push(FieldError::invalid(field, expression, message));
+            }
+            for problem in local_path_errors(expression, false) {
                 errors.push(FieldError::invalid(
-                    at(&format!(".volumeMounts[{j}].subPath")),
-                    sub,
+                    at(".volumeMounts.subPathExpr"),
+                    expression,
                     problem,
                 ));
             }
         }
+        validate_mount_propagation(
+            c,
+            mount,
+            &|rest| at(&format!(".volumeMounts[{j}].{rest}")),
+            errors,
+        );
     }
+    // Port names are unique within the container (two containers may both name one "http").
+    let mut port_names = FastSet::default();
     let ports = c.get("ports").and_then(Value::as_array);
     for (j, port) in ports.into_iter().flatten().enumerate() {
         let Some(name) = port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
             continue;
         };
         let field = || at(&format!(".ports[{j}].name"));
-        unique_name(name, port_name_errors, port_names, field, errors);
+        // (An invalid name is not also a duplicate, as in `validateContainerPorts`.)
+        let problems = port_name_errors(name);
+        if !problems.is_empty() {
+            errors.extend(problems.into_iter().map(|p| FieldError::invalid(field(), name, p)));
+        } else if !port_names.insert(name) {
+            errors.push(FieldError::duplicate(field(), name));
+        }
     }
     if let Some(policy) = c.get("imagePullPolicy").and_then(Value::as_str) {
         if !matches!(policy, "Always" | "IfNotPresent" | "Never") {
@@ -2451,6 +2593,43 @@ fn validate_container_extras<'a>(
             let kinds = ["exec", "httpGet", "tcpSocket", "sleep"];
             validate_handler(handler, &kinds, grace, &hook_at, errors);
         }
+    }
+}
+
+/// A mount's `mountPropagation` (a known mode; `Bidirectional` for privileged containers only)
+/// and `recursiveReadOnly` (a known mode, for read-only mounts that propagate nothing back).
+fn validate_mount_propagation(
+    c: &Value,
+    mount: &Value,
+    at: &dyn Fn(&str) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let propagation = mount.get("mountPropagation").and_then(Value::as_str);
+    if let Some(mode) = propagation {
+        const MODES: [&str; 3] = ["Bidirectional", "HostToContainer", "None"];
+        if !MODES.contains(&mode) {
+            errors.push(FieldError::not_supported(at("mountPropagation"), mode, &MODES));
+        }
+        let privileged = json::at(c, "/securityContext/privileged") == Some(&Value::Bool(true));
+        if mode == "Bidirectional" && !privileged {
+            let message =
+                "Bidirectional mount propagation is available only to privileged containers";
+            errors.push(FieldError::forbidden(at("mountPropagation"), message));
+        }
+    }
+    let Some(recursive) = mount.get("recursiveReadOnly").and_then(Value::as_str) else { return };
+    const RECURSIVE: [&str; 3] = ["Disabled", "Enabled", "IfPossible"];
+    if !RECURSIVE.contains(&recursive) {
+        errors.push(FieldError::not_supported(at("recursiveReadOnly"), recursive, &RECURSIVE));
+        return;
+    }
+    if recursive != "Disabled" && mount.get("readOnly") != Some(&Value::Bool(true)) {
+        let message = "may only be specified when readOnly is true";
+        errors.push(FieldError::forbidden(at("recursiveReadOnly"), message));
+    }
+    if recursive != "Disabled" && propagation.is_some_and(|p| p != "None") {
+        let message = "may only be specified when mountPropagation is None or not specified";
+        errors.push(FieldError::forbidden(at("recursiveReadOnly"), message));
     }
 }
 
@@ -3399,24 +3578,41 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
             let message = "must be less than or equal to previous value";
             return vec![FieldError::invalid_number(FIELD, after, message)];
         }
-        (Some(_), None) => {
-            let message = "must not update from a positive integer to nil value";
-            return vec![FieldError::invalid(FIELD, "null", message)];
-        }
         _ => {}
     }
-    let mut errors = validate_gates_only_removed(old_spec, new_spec);
+    let mut errors = Vec::new();
+    if deadline(old_spec).is_some() && deadline(new_spec).is_none() {
+        let message = "must not update from a positive integer to nil value";
+        errors.push(FieldError::invalid(FIELD, "null", message));
+    }
+    // The list of containers is fixed: one added or removed says so, and nothing more.
+    for list in ["containers", "initContainers"] {
+        let count = |spec: &Value| spec.get(list).and_then(Value::as_array).map_or(0, Vec::len);
+        if count(old_spec) != count(new_spec) {
+            let message = "pod updates may not add or remove containers";
+            errors.push(FieldError::forbidden(format!("spec.{list}"), message));
+            return errors;
+        }
+    }
+    errors.extend(validate_gates_only_removed(old_spec, new_spec));
     // While a pod is gated, where it may go can narrow (how a queue picks its nodes).
     let gated =
         old_spec.get("schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty());
     if gated {
         validate_gated_placement(old_spec, new_spec, &mut errors);
     }
+    // A negative grace period (once let through) may be mended to 1.
+    let grace = |spec: &Value| spec.get("terminationGracePeriodSeconds").and_then(Value::as_i64);
+    let negative_grace_to_one =
+        grace(old_spec).is_some_and(|g| g < 0) && grace(new_spec) == Some(1);
     let mutable_removed = |spec: &Value| {
         let mut spec = spec.clone();
         if let Some(map) = spec.as_object_mut() {
             map.remove("activeDeadlineSeconds");
             map.remove("tolerations");
+            if negative_grace_to_one {
+                map.remove("terminationGracePeriodSeconds");
+            }
             map.remove("schedulingGates");
             if gated {
                 map.remove("nodeSelector");
@@ -3449,20 +3645,54 @@ fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
         let message = "existing toleration can not be modified except its tolerationSeconds";
         errors.push(FieldError::forbidden("spec.tolerations", message));
     }
-    if mutable_removed(old_spec) == mutable_removed(new_spec) {
+    let (old_fixed, new_fixed) = (mutable_removed(old_spec), mutable_removed(new_spec));
+    if old_fixed == new_fixed {
         return errors;
     }
     errors.push(FieldError {
         reason: "FieldValueForbidden",
         field: "spec".into(),
-        message: "Forbidden: pod updates may not change fields other than \
-                  `spec.containers[*].image`,`spec.initContainers[*].image`,\
-                  `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
-                  tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if \
-                  it was previously negative)"
-            .into(),
+        message: format!(
+            "Forbidden: pod updates may not change fields other than \
+             `spec.containers[*].image`,`spec.initContainers[*].image`,\
+             `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
+             tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it \
+             was previously negative)\n{}",
+            spec_changes(&old_fixed, &new_fixed)
+        ),
     });
     errors
+}
+
+/// What changed between two specs, a line per field (`- path: old`, `+ path: new`), as the
+/// refusal of a pod update shows it (Kubernetes shows a diff of the two specs).
+fn spec_changes(old: &Value, new: &Value) -> String {
+    use json_patch::PatchOperation;
+    let mut lines = Vec::new();
+    for operation in json_patch::diff(old, new).iter() {
+        let (path, before, after) = match operation {
+            PatchOperation::Add(add) => (&add.path, None, Some(&add.value)),
+            PatchOperation::Remove(remove) => {
+                (&remove.path, old.pointer(remove.path.as_str()), None)
+            }
+            PatchOperation::Replace(replace) => {
+                (&replace.path, old.pointer(replace.path.as_str()), Some(&replace.value))
+            }
+            _ => continue,
+        };
+        let mut field = String::from("spec");
+        for token in path.tokens() {
+            let step = token.decoded();
+            if !step.is_empty() && step.bytes().all(|b| b.is_ascii_digit()) {
+                field.push_str(&format!("[{step}]"));
+            } else {
+                field.push_str(&format!(".{step}"));
+            }
+        }
+        lines.extend(before.map(|value| format!("  - {field}: {value}")));
+        lines.extend(after.map(|value| format!("  + {field}: {value}")));
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -3829,7 +4059,34 @@ mod pod_update_tests {
         assert!(validate_pod_update(&old, &image).is_empty());
         let mut ports = old.clone();
         ports["spec"]["containers"][0]["ports"][0]["containerPort"] = json!(81);
-        assert_eq!(validate_pod_update(&old, &ports)[0].reason, "FieldValueForbidden");
+        let refused = &validate_pod_update(&old, &ports)[0];
+        assert_eq!(refused.reason, "FieldValueForbidden");
+        // The refusal says what changed.
+        assert!(
+            refused.message.ends_with(
+                "previously negative)\n  - spec.containers[0].ports[0].containerPort: 80\n  \
+                 + spec.containers[0].ports[0].containerPort: 81"
+            ),
+            "{}",
+            refused.message
+        );
+        let mut added = old.clone();
+        added["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "d", "image": "a"}));
+        assert_eq!(
+            messages(&validate_pod_update(&old, &added)),
+            ["spec.containers: Forbidden: pod updates may not add or remove containers"]
+        );
+        // A negative grace period may be mended to 1, and only to 1.
+        let mut negative = old.clone();
+        negative["spec"]["terminationGracePeriodSeconds"] = json!(-5);
+        let mut one = negative.clone();
+        one["spec"]["terminationGracePeriodSeconds"] = json!(1);
+        assert!(validate_pod_update(&negative, &one).is_empty());
+        one["spec"]["terminationGracePeriodSeconds"] = json!(2);
+        assert!(!validate_pod_update(&negative, &one).is_empty());
         let mut dropped = old.clone();
         dropped["spec"]["tolerations"] = json!([]);
         assert_eq!(
@@ -4058,8 +4315,8 @@ mod kind_tests {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
             "image": " busybox", "env": [
                 {"name": "A", "valueFrom": {}},
-                {"name": "B", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"},
+                {"name": "B", "value": "x", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                {"name": "C", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"},
                     "secretKeyRef": {"name": "s", "key": "k"}}},
                 {"name": "D", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]}]}});
         assert_eq!(
@@ -4553,6 +4810,93 @@ mod kind_tests {
     }
 
     #[test]
+    fn containers_volumes_and_tolerations_are_checked_as_kubernetes_checks_them() {
+        let pods = find("", "v1", "pods").unwrap();
+        let errors_of = |spec: Value| {
+            messages(&validate_object(pods, &json!({"metadata": {"name": "p"}, "spec": spec})))
+        };
+        // Two containers may each name a port "http"; a container may not name two.
+        let port = |name: &str, number: i64| json!({"name": name, "containerPort": number});
+        let sidecar = json!({"containers": [
+            {"name": "app", "image": "i", "ports": [port("http", 8080)]},
+            {"name": "side", "image": "i", "ports": [port("http", 9090), port("http", 9091)]}]});
+        assert_eq!(
+            errors_of(sidecar),
+            ["spec.containers[1].ports[1].name: Duplicate value: \"http\""]
+        );
+        let policies = json!({
+            "initContainers": [{"name": "init", "image": "i", "restartPolicy": "OnFailure"}],
+            "containers": [{"name": "app", "image": "i", "restartPolicy": "Always"}]});
+        assert_eq!(
+            errors_of(policies),
+            [
+                "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers",
+                "spec.initContainers[0].restartPolicy: Unsupported value: \"OnFailure\": supported values: \"Always\"",
+            ]
+        );
+        let volumes = json!({"volumes": [
+            {"name": "a", "persistentVolumeClaim": {}},
+            {"name": "b", "nfs": {"path": "x"}},
+            {"name": "c", "csi": {}},
+            {"name": "d", "ephemeral": {}},
+            {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            {"name": "f", "projected": {"sources": [{"serviceAccountToken": {"path": "", "expirationSeconds": 60}}]}},
+            {"name": "g", "configMap": {"name": "cm", "items": [{"key": "k", "path": "p", "mode": 4096}]}}],
+            "containers": [{"name": "app", "image": "i", "volumeMounts": [
+                {"name": "a", "mountPath": "/a", "subPath": "x", "subPathExpr": "y"},
+                {"name": "b", "mountPath": "/b", "mountPropagation": "Bidirectional"},
+                {"name": "c", "mountPath": "/c", "mountPropagation": "Sideways"}],
+                "resources": {"limits": {"hugepages-2Mi": "100Mi"}}}]});
+        assert_eq!(
+            errors_of(volumes),
+            [
+                "spec.volumes[0].persistentVolumeClaim.claimName: Required value",
+                "spec.volumes[1].nfs.server: Required value",
+                "spec.volumes[1].nfs.path: Invalid value: \"x\": must be an absolute path",
+                "spec.volumes[2].csi.driver: Required value",
+                "spec.volumes[3].ephemeral.volumeClaimTemplate: Required value",
+                "spec.volumes[4].ephemeral.volumeClaimTemplate.spec.accessModes: Required value: at least 1 access mode is required",
+                "spec.volumes[4].ephemeral.volumeClaimTemplate.spec.resources[storage]: Required value",
+                "spec.volumes[5].projected.sources[0].serviceAccountToken.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes",
+                "spec.volumes[5].projected.path: Required value",
+                "spec.volumes[6].configMap.items[0].mode: Invalid value: 4096: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: \"y\": subPathExpr and subPath are mutually exclusive",
+                "spec.containers[0].volumeMounts[1].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
+                "spec.containers[0].volumeMounts[2].mountPropagation: Unsupported value: \"Sideways\": supported values: \"Bidirectional\", \"HostToContainer\", \"None\"",
+                "spec.containers[0].resources: Forbidden: HugePages require cpu or memory",
+            ]
+        );
+        let tolerations = json!({"containers": [{"name": "app", "image": "i"}], "tolerations": [
+            {"key": "k", "operator": "Equal", "value": "has space"},
+            {"key": "k", "operator": "Exists", "value": "v"}]});
+        let errors = errors_of(tolerations);
+        assert!(
+            errors[0].starts_with(
+                "spec.tolerations[0].operator: Invalid value: \"has space\": a valid label must be"
+            ),
+            "{errors:?}"
+        );
+        assert_eq!(
+            errors[1],
+            "spec.tolerations[1].operator: Invalid value: core.Toleration{Key:\"k\", Operator:\"Exists\", Value:\"v\", Effect:\"\", TolerationSeconds:(*int64)(nil)}: value must be empty when `operator` is 'Exists'"
+        );
+        // With no containers, the rest is still checked.
+        let empty = json!({"containers": [], "restartPolicy": "Sometimes"});
+        assert_eq!(errors_of(empty).len(), 2);
+        // A template's image may carry spaces (only a pod's is refused); its names are checked.
+        let templates = find("", "v1", "podtemplates").unwrap();
+        let template = json!({"metadata": {"name": "t"}, "template": {"spec": {
+            "containers": [{"name": "c", "image": "nginx "}],
+            "serviceAccountName": "Bad_SA", "preemptionPolicy": "Sometimes"}}});
+        let errors = messages(&validate_object(templates, &template));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].starts_with("template.spec.serviceAccountName: Invalid value: \"Bad_SA\"")
+        );
+        assert!(errors[1].starts_with("template.spec.preemptionPolicy: Unsupported value"));
+    }
+
+    #[test]
     fn paths_inside_volumes_stay_inside_them() {
         let volume = |source: Value| pods_errors(json!({"volumes": [source]}));
         let config_map = |path: &str| {
@@ -4586,7 +4930,7 @@ mod kind_tests {
         let mounted = spec_errors(json!({"volumes": [{"name": "v", "emptyDir": {}}],
             "containers": [{"name": "c", "image": "i",
                 "volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": "../a"}]}]}));
-        assert_eq!(mounted, ["spec.containers[0].volumeMounts[0].subPath: Invalid value: \"../a\": must not contain '..'"]);
+        assert_eq!(mounted, ["spec.containers[0].volumeMounts.subPath: Invalid value: \"../a\": must not contain '..'"]);
     }
 
     #[test]

@@ -164,6 +164,12 @@ pub(super) fn validate_container_resources(
             None => {}
         }
     }
+    let names = || limits.into_iter().chain(requests).flat_map(|list| list.keys());
+    if names().any(|name| name.starts_with("hugepages-"))
+        && !names().any(|name| name == "cpu" || name == "memory")
+    {
+        errors.push(FieldError::forbidden(at(".resources"), "HugePages require cpu or memory"));
+    }
 }
 
 /// A ResourceQuota: names quotas know and their amounts (in `spec.hard` and in the status),
