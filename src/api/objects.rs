@@ -334,7 +334,8 @@ async fn dispatch(
                 return Ok(response);
             };
             let mut options = query.write_options(&req)?;
-            if options.force {
+            // (Named at all, even `force=false`, as Kubernetes reads an optional flag.)
+            if query.get("force").is_some() {
                 let cause =
                     FieldError::forbidden("force", "may not be specified for non-apply patch");
                 return Err(HttpError::Api(ApiError::invalid_options("PatchOptions", vec![cause])));

@@ -149,6 +149,18 @@ fn kubectl_switches_from_client_side_to_server_side_apply() {
     assert_eq!(live["data"]["a"], "2");
     let names: Vec<String> = managers(&live).into_iter().map(|(m, _)| m).collect();
     assert!(names.contains(&"kubectl".to_string()), "{names:?}");
+    // Of a switch's conflicts, only those its last client-side apply does not explain stay.
+    let file2 = k.write("cm2.yaml", &configmap(&[("a", "1")]).replace("settings", "other"));
+    let file2 = file2.to_str().unwrap();
+    k.ok(&["apply", "-f", file2]);
+    k.ok(&["patch", "configmap", "other", "--type=merge", "-p", r#"{"data":{"z":"9"}}"#]);
+    let both = configmap(&[("a", "2"), ("z", "10")]).replace("settings", "other");
+    k.write("cm2.yaml", &both);
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", file2]);
+    assert!(
+        !ok && err.contains("Apply failed with 1 conflict") && err.contains(".data.z"),
+        "{err}"
+    );
     // Server-side apply of a pod: kubectl reads it back with its status and managed fields.
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: kplane/pause\n    ports:\n    - containerPort: 80\n";
     let pod_file = k.write("pod.yaml", pod);
@@ -262,6 +274,9 @@ fn apply_patch_over_http() {
         status["message"],
         "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
     );
+    let (code, _) =
+        server.send_raw("PATCH", &format!("{edit}&force=false"), Some(merge), b"{}".to_vec());
+    assert_eq!(code, 422, "named at all, force is refused");
     let (code, _) = server.send_raw("PATCH", &with_manager, Some(apply), b"a: [".to_vec());
     assert_eq!(code, 400);
     let (code, _) = server.send_raw("PATCH", &with_manager, Some(apply), b"metadata: {}".to_vec());

@@ -149,8 +149,9 @@ impl ApiCore {
             let mut merged = fields
                 .apply(Some(&live), &config, writer, separate, options.force)
                 .or_else(|conflicts| {
-                    if !upgrades_client_side_apply(writer, &live, &conflicts) {
-                        return Err(conflicts);
+                    let left = unexplained_conflicts(writer, &live, conflicts);
+                    if !left.is_empty() {
+                        return Err(left);
                     }
                     fields.apply(Some(&live), &config, writer, separate, true)
                 })
@@ -199,15 +200,20 @@ fn required_manager(options: &WriteOptions) -> Result<&str, ApiError> {
 const KUBECTL: &str = "kubectl";
 
 /// As in Kubernetes, `kubectl apply --server-side` on an object managed by client-side apply
-/// takes over, without conflicts, the fields of the last applied configuration.
-fn upgrades_client_side_apply(writer: &Writer, live: &Value, conflicts: &[FieldConflict]) -> bool {
+/// takes over, without conflicts, the fields of the last applied configuration: the conflicts
+/// left are the others (none: the apply is forced).
+fn unexplained_conflicts(
+    writer: &Writer,
+    live: &Value,
+    conflicts: Vec<FieldConflict>,
+) -> Vec<FieldConflict> {
     if writer.manager != KUBECTL {
-        return false;
+        return conflicts;
     }
     let Some(allowed) = managed_fields::last_applied_fields(live) else {
-        return false;
+        return conflicts;
     };
-    conflicts.iter().all(|c| allowed.touches(&c.elements))
+    conflicts.into_iter().filter(|c| !allowed.touches(&c.elements)).collect()
 }
 
 /// kubectl's server-side applies keep its client-side apply annotation (when the object has

@@ -45,9 +45,25 @@ const FREE_FORM_MAPS: &[&str] = &[
 /// `LabelSelector`s (a disruption budget's `selector`, `labelSelector` and
 /// `namespaceSelector` in a pod's scheduling terms), the `ObjectReference`s (an event's
 /// `involvedObject` and `related`, a volume's `claimRef`) and the required `NodeSelector`s
-/// of a pod's and a volume's node affinity.
+/// of a pod's and a volume's node affinity; the `structType=atomic` references: where a
+/// variable or a downward API file takes its value from (`secretKeyRef`, `configMapKeyRef`,
+/// `fieldRef`, `resourceFieldRef`), an endpoint's `targetRef`, a claim's `dataSource`, a
+/// volume's secret references.
 fn is_atomic_object(parent: &str, field: &str) -> bool {
     match field {
+        "secretKeyRef" | "configMapKeyRef" => parent.ends_with(".valueFrom"),
+        "fieldRef" | "resourceFieldRef" => {
+            parent.ends_with(".valueFrom") || parent.ends_with(".items")
+        }
+        "targetRef" => parent.ends_with("ddresses") || parent == ".endpoints",
+        "dataSource" => parent.ends_with(".spec"),
+        // (An `envFrom` source's `secretRef` is in an atomic list, never walked.)
+        "secretRef"
+        | "nodePublishSecretRef"
+        | "controllerPublishSecretRef"
+        | "nodeStageSecretRef"
+        | "controllerExpandSecretRef"
+        | "nodeExpandSecretRef" => true,
         "selector" | "claimRef" => parent == ".spec",
         "nodeSelector" => parent.ends_with(".spec"),
         "labelSelector" | "namespaceSelector" => true,
@@ -1098,6 +1114,20 @@ mod tests {
         assert!(is_atomic_path(&path(&["f:spec", "f:constraints", "k:{}", "f:labelSelector"])));
         assert!(!is_atomic_path(&path(&["f:spec", "f:template", "f:spec", "f:selector"])));
         assert!(!is_atomic_path(&path(&["f:data"])));
+        // References are one value: where a variable's value comes from, not their fields.
+        let env = json!({"spec": {"containers": [{"name": "c", "env": [{"name": "X",
+            "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+            "envFrom": [{"secretRef": {"name": "s"}}]}]}});
+        let fields = FieldSet::of_object(&env).into_json();
+        let container = &fields["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"];
+        let variable = &container["f:env"]["k:{\"name\":\"X\"}"];
+        assert_eq!(variable["f:valueFrom"], json!({"f:secretKeyRef": {}}), "{fields}");
+        assert_eq!(container["f:envFrom"], json!({}), "{fields}");
+        let volume = json!({"spec": {"volumes": [{"name": "v",
+            "cephfs": {"monitors": ["m"], "secretRef": {"name": "s"}}}]}});
+        let fields = FieldSet::of_object(&volume).into_json();
+        let cephfs = &fields["f:spec"]["f:volumes"]["k:{\"name\":\"v\"}"]["f:cephfs"];
+        assert_eq!(cephfs["f:secretRef"], json!({}), "{fields}");
         // Another kind's `selector` deeper down is a map like any other.
         let nested = json!({"spec": {"template": {"spec": {"selector": {"a": "1"}}}}});
         let nested = FieldSet::of_object(&nested).into_json();

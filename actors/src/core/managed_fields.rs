@@ -46,6 +46,12 @@ struct Entry {
 }
 
 impl Entry {
+    /// When the entry was last written, in seconds (0: never said).
+    fn seconds(&self) -> i64 {
+        let time = self.time.as_deref().and_then(|t| DateTime::parse_from_rfc3339(t).ok());
+        time.map_or(0, |t| t.timestamp())
+    }
+
     fn is(&self, writer: &Writer) -> bool {
         self.manager == writer.manager
             && self.operation == writer.operation.as_str()
@@ -284,10 +290,7 @@ impl ManagedFields {
         if self.entries.is_empty() {
             meta.remove("managedFields");
         } else {
-            let seconds = |e: &Entry| {
-                let time = e.time.as_deref().and_then(|t| DateTime::parse_from_rfc3339(t).ok());
-                time.map_or(0, |t| t.timestamp())
-            };
+            let seconds = Entry::seconds;
             self.entries.sort_by(|p, q| {
                 (p.operation.cmp(&q.operation))
                     .then_with(|| seconds(p).cmp(&seconds(q)))
@@ -333,6 +336,56 @@ impl ManagedFields {
             entry.time = Some(now());
         }
         self.entries.retain(|e| !e.fields.is_empty());
+        self.cap_updaters();
+    }
+
+    /// Kubernetes' cap on update entries: past ten, the oldest are merged, API version by API
+    /// version, into one `ancient-changes` entry (with the time of the newest merged in).
+    fn cap_updaters(&mut self) {
+        const MOST: usize = 10;
+        const BUCKET: &str = "ancient-changes";
+        let mut updaters: Vec<usize> =
+            (0..self.entries.len()).filter(|&i| self.entries[i].operation == "Update").collect();
+        if updaters.len() <= MOST {
+            return;
+        }
+        updaters.sort_by_key(|&i| self.entries[i].seconds());
+        let mut first_of_version: Vec<(String, usize)> = Vec::new();
+        let (mut left, mut merged) = (updaters.len(), Vec::new());
+        for i in updaters {
+            if left <= MOST {
+                break;
+            }
+            let version = self.entries[i].api_version.clone();
+            let Some(&(_, first)) = first_of_version.iter().find(|(v, _)| *v == version) else {
+                first_of_version.push((version, i));
+                continue;
+            };
+            // The version's bucket: the one made before, or else its oldest entry, renamed.
+            let is_bucket = |e: &Entry| {
+                e.manager == BUCKET && e.operation == "Update" && e.api_version == version
+            };
+            let bucket = match self.entries.iter().position(is_bucket) {
+                Some(bucket) => bucket,
+                None => {
+                    let renamed = &mut self.entries[first];
+                    renamed.manager = BUCKET.to_string();
+                    renamed.subresource = String::new();
+                    first
+                }
+            };
+            let fields = std::mem::take(&mut self.entries[i].fields);
+            let time = self.entries[i].time.clone();
+            self.entries[bucket].fields.union(fields);
+            self.entries[bucket].time = time;
+            merged.push(i);
+            left -= 1;
+        }
+        let mut index = 0;
+        self.entries.retain(|_| {
+            index += 1;
+            !merged.contains(&(index - 1))
+        });
     }
 
     /// Records the create of `object` by `writer`. Entries sent along are merged and written
@@ -483,6 +536,7 @@ impl ManagedFields {
             entry.fields.retain_existing(&merged);
         }
         self.entries.retain(|e| !e.fields.is_empty());
+        self.cap_updaters();
         Ok(merged)
     }
 }
@@ -655,6 +709,40 @@ mod tests {
         let merged = fields.apply(Some(&forced), &smaller, &apply, false, false).unwrap();
         assert_eq!(merged["data"], json!({"a": "1"}));
     }
+
+    #[test]
+    fn past_ten_updaters_the_oldest_are_merged_into_ancient_changes() {
+        let mut object = json!({"metadata": {"name": "c"}, "data": {}});
+        let mut fields = ManagedFields::default();
+        fields.record_update(None, &object, &writer("creator", Operation::Update), false);
+        // Times to the second: make them distinct and ordered by hand.
+        for i in 1..=12 {
+            let before = object.clone();
+            object["data"][format!("k{i}")] = json!("v");
+            let manager = format!("m{i}");
+            fields.record_update(
+                Some(&before),
+                &object,
+                &writer(&manager, Operation::Update),
+                false,
+            );
+            for (n, entry) in fields.entries.iter_mut().enumerate() {
+                if entry.manager != BUCKET_FOR_TESTS {
+                    entry.time = Some(format!("2026-01-01T00:00:{:02}Z", n));
+                }
+            }
+        }
+        let managers: Vec<String> = fields.entries.iter().map(|e| e.manager.clone()).collect();
+        assert_eq!(managers.len(), 10, "{managers:?}");
+        assert!(managers.contains(&"ancient-changes".to_string()), "{managers:?}");
+        assert!(managers.contains(&"m12".to_string()));
+        assert!(!managers.contains(&"creator".to_string()));
+        // Whatever was merged is still owned, by the bucket.
+        let bucket = fields.entries.iter().find(|e| e.manager == "ancient-changes").unwrap();
+        assert!(bucket.fields.touches(&["f:data".to_string(), "f:k1".to_string()]));
+    }
+
+    const BUCKET_FOR_TESTS: &str = "ancient-changes";
 
     #[test]
     fn an_item_an_applier_drops_goes_whole_whatever_others_set_in_it() {
