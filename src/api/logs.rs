@@ -124,9 +124,10 @@ pub(super) fn container_of(
         Some(c) if names.contains(&c) => Ok(c.to_string()),
         Some(c) => Err(HttpError::BadRequest(format!("container {c} is not valid for pod {name}"))),
         None if app.len() == 1 => Ok(app[0].to_string()),
+        // (Every container is offered: init, app and ephemeral, as Kubernetes lists them.)
         None => Err(HttpError::BadRequest(format!(
             "a container name must be specified for pod {name}, choose one of: [{}]",
-            app.join(" ")
+            names.join(" ")
         ))),
     }
 }
@@ -182,7 +183,7 @@ mod tests {
         let two = json!({"spec": {"initContainers": [{"name": "i"}],
             "containers": [{"name": "a"}, {"name": "b"}]}});
         let e = container_of(&two, "p", None).unwrap_err().to_string();
-        assert!(e.contains("choose one of: [a b]"), "{e}");
+        assert!(e.contains("choose one of: [i a b]"), "{e}");
         assert_eq!(container_of(&two, "p", Some("i")).unwrap(), "i");
     }
 }

@@ -158,14 +158,25 @@ impl Query {
         // Decoded for a watch too (and so refused when not a number), as Kubernetes decodes
         // a watch's options as a list's.
         self.number("limit")?;
+        let resource_version = self.get("resourceVersion").map(String::from);
+        // Kubernetes 1.32's defaults (its WatchList feature, on): a watch from no revision or
+        // from "0" that names neither is a watch list, sending the current state first, and
+        // with bookmarks a bookmark marking that state's end.
+        let send_initial_events = match self.get("sendInitialEvents") {
+            Some(_) => Some(self.flag("sendInitialEvents")),
+            None if self.get("resourceVersionMatch").is_none_or(str::is_empty)
+                && matches!(resource_version.as_deref(), None | Some("" | "0")) =>
+            {
+                Some(true)
+            }
+            None => None,
+        };
         Ok(WatchOptions {
             label_selector: self.get("labelSelector").map(String::from),
             field_selector: self.get("fieldSelector").map(String::from),
-            resource_version: self.get("resourceVersion").map(String::from),
+            resource_version,
             allow_bookmarks: self.flag("allowWatchBookmarks"),
-            send_initial_events: self
-                .get("sendInitialEvents")
-                .map(|_| self.flag("sendInitialEvents")),
+            send_initial_events,
             view: ObjectView::Whole,
             timeout: None,
         })

@@ -67,6 +67,8 @@ pub async fn serve(
     if node.is_empty() {
         return Err(HttpError::BadRequest(format!("pod {name} does not have a host assigned")));
     }
+    // A node that is gone is the answer whatever the request (kubectl's SPDY retry too).
+    let mut url = super::proxy::agent_url(state, node).await?;
     if !is_websocket_upgrade(req) {
         // What the agent would refuse a WebSocket for, as its status tells it: kubectl
         // retries a refused WebSocket with SPDY, and shows only the second answer.
@@ -81,7 +83,6 @@ pub async fn serve(
         };
         return Err(HttpError::BadRequest(detail.into()));
     }
-    let mut url = super::proxy::agent_url(state, node).await?;
     url.set_path(&agent_path);
     url.set_query(Some(req.query_string()).filter(|q| !q.is_empty()));
     // The agents' client (no redirects followed, no proxy), with the client's handshake.
@@ -122,30 +123,40 @@ pub async fn serve(
             answer.insert_header((*name, value.as_bytes()));
         }
     }
-    let agent = answered.upgrade().await.map_err(|e| unreachable(e.to_string()))?;
-    let (from_agent, mut to_agent) = tokio::io::split(agent);
-    // The client's frames, as they come, to the agent; its end ends the agent's side too.
+    join(answer, answered, payload).await.map_err(|e| unreachable(e.to_string()))
+}
+
+/// The client's upgraded connection joined byte for byte with the backend's, once the backend
+/// has switched protocols (`answered`): `answer` is the client's 101.
+pub(super) async fn join(
+    mut answer: actix_web::HttpResponseBuilder,
+    answered: reqwest::Response,
+    payload: web::Payload,
+) -> Result<HttpResponse, reqwest::Error> {
+    let backend = answered.upgrade().await?;
+    let (from_backend, mut to_backend) = tokio::io::split(backend);
+    // The client's bytes, as they come, to the backend; its end ends the backend's side too.
     actix_web::rt::spawn(async move {
         let mut payload = payload;
         while let Some(Ok(chunk)) = payload.next().await {
-            if to_agent.write_all(&chunk).await.is_err() {
+            if to_backend.write_all(&chunk).await.is_err() {
                 break;
             }
         }
-        let _ = to_agent.shutdown().await;
+        let _ = to_backend.shutdown().await;
     });
-    // What the agent sends, as it comes.
-    let from_agent = futures::stream::unfold(from_agent, |mut from_agent| async move {
+    // What the backend sends, as it comes.
+    let from_backend = futures::stream::unfold(from_backend, |mut from_backend| async move {
         let mut buffer = vec![0u8; 16 * 1024];
-        match from_agent.read(&mut buffer).await {
+        match from_backend.read(&mut buffer).await {
             Ok(0) | Err(_) => None,
             Ok(n) => {
                 buffer.truncate(n);
-                Some((Ok::<_, std::io::Error>(Bytes::from(buffer)), from_agent))
+                Some((Ok::<_, std::io::Error>(Bytes::from(buffer)), from_backend))
             }
         }
     });
-    Ok(answer.streaming(from_agent))
+    Ok(answer.streaming(from_backend))
 }
 
 /// Whether the pod's status has `container` running (an app, init or ephemeral container).

@@ -40,6 +40,16 @@ const fn col(name: &'static str, priority: u8, description: &'static str) -> Col
     Column { name, kind: "string", format: "", priority, description }
 }
 
+/// A column of whole numbers.
+const fn integer(column: Column) -> Column {
+    Column { kind: "integer", ..column }
+}
+
+/// A column of times (the default table's `Created At`).
+const fn date(column: Column) -> Column {
+    Column { kind: "date", ..column }
+}
+
 const NAME: Column = Column {
     name: "Name",
     kind: "string",
@@ -94,9 +104,9 @@ fn columns(kind: &str) -> Vec<Column> {
         "Namespace" => vec![NAME, col("Status", 0, "The status of the namespace."), AGE],
         "ReplicationController" => vec![
             NAME,
-            col("Desired", 0, "Number of desired pods."),
-            col("Current", 0, "Number of pods currently running."),
-            col("Ready", 0, "Number of ready pods."),
+            integer(col("Desired", 0, "Number of desired pods.")),
+            integer(col("Current", 0, "Number of pods currently running.")),
+            integer(col("Ready", 0, "Number of ready pods.")),
             AGE,
             col("Containers", 1, "Names of each container in the template."),
             col("Images", 1, "Images referenced by each container in the template."),
@@ -112,7 +122,7 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Message", 0, "A human-readable description."),
             col("First Seen", 1, "Time of the first occurrence."),
             col("Count", 1, "How many times this event occurred."),
-            col("Name", 1, "Name of the event."),
+            Column { format: "name", ..col("Name", 1, "Name of the event.") },
         ],
         "Endpoints" => vec![NAME, col("Endpoints", 0, "Endpoints of the service."), AGE],
         "PodTemplate" => vec![
@@ -161,8 +171,12 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Request", 0, "Used and hard amounts of the quota's non-limit resources."),
             col("Limit", 0, "Used and hard amounts of the quota's limits."),
         ],
-        "LimitRange" => vec![NAME, col("Created At", 0, "When the limit range was created.")],
-        "Role" | "ClusterRole" => vec![NAME, col("Created At", 0, "When the role was created.")],
+        "LimitRange" => {
+            vec![NAME, date(col("Created At", 0, "When the limit range was created."))]
+        }
+        "Role" | "ClusterRole" => {
+            vec![NAME, date(col("Created At", 0, "When the role was created."))]
+        }
         "RoleBinding" | "ClusterRoleBinding" => vec![
             NAME,
             col("Role", 0, "The role the binding grants."),
@@ -304,7 +318,12 @@ pub fn age(timestamp: &str, now: DateTime<Utc>) -> String {
 
 /// How long before `now` the time `t` was, in kubectl's short form (`5m3s`, `2d4h`).
 fn since(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let secs = (now - t).num_seconds().max(0);
+    let secs = (now - t).num_seconds();
+    // A clock a second ahead is now; further ahead, the time is not believed.
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let secs = secs.max(0);
     let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
     match secs {
         _ if secs < 120 => format!("{secs}s"),
@@ -314,7 +333,7 @@ fn since(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
         _ if h < 48 => format!("{h}h"),
         _ if d < 8 && h % 24 != 0 => format!("{d}d{}h", h % 24),
         _ if d < 365 * 2 => format!("{d}d"),
-        _ if d < 365 * 8 => format!("{}y{}d", d / 365, d % 365),
+        _ if d < 365 * 8 && d % 365 != 0 => format!("{}y{}d", d / 365, d % 365),
         _ => format!("{}y", d / 365),
     }
 }
@@ -513,12 +532,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             // As kubectl's printer: first seen at `firstTimestamp` or `eventTime`; last seen
             // at a series' last observation, else `lastTimestamp`, else when first seen; the
             // count is the series', else `count` (none in the new API: 1).
-            let first = first_of(&[
-                "/firstTimestamp",
-                "/deprecatedFirstTimestamp",
-                "/eventTime",
-                "/metadata/creationTimestamp",
-            ]);
+            let first = first_of(&["/firstTimestamp", "/deprecatedFirstTimestamp", "/eventTime"]);
             let series = o.get("series").filter(|series| !series.is_null());
             let last = match series {
                 Some(series) => s(series, "/lastObservedTime"),
@@ -527,11 +541,11 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     .find(|t| !t.is_empty())
                     .unwrap_or(""),
             };
-            let object = format!(
-                "{}/{}",
-                first_of(&["/involvedObject/kind", "/regarding/kind"]).to_lowercase(),
-                first_of(&["/involvedObject/name", "/regarding/name"])
-            );
+            let kind = first_of(&["/involvedObject/kind", "/regarding/kind"]).to_lowercase();
+            let object = match first_of(&["/involvedObject/name", "/regarding/name"]) {
+                "" => kind,
+                named => format!("{kind}/{named}"),
+            };
             let count = match series {
                 Some(series) => series.get("count").and_then(Value::as_i64).unwrap_or(0),
                 None => ["/count", "/deprecatedCount"]
@@ -555,23 +569,13 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     ]),
                     first_of(&["/source/host", "/deprecatedSource/host", "/reportingInstance"])
                 )),
-                json!(first_of(&["/message", "/note"])),
+                json!(first_of(&["/message", "/note"]).trim()),
                 json!(age(first, now)),
                 json!(count),
                 name,
             ]
         }
-        "Endpoints" => {
-            let mut endpoints = Vec::new();
-            for subset in o.get("subsets").and_then(Value::as_array).into_iter().flatten() {
-                for addr in subset["addresses"].as_array().into_iter().flatten() {
-                    for port in subset["ports"].as_array().into_iter().flatten() {
-                        endpoints.push(format!("{}:{}", s(addr, "/ip"), port["port"]));
-                    }
-                }
-            }
-            vec![name, json!(or_none(endpoints.join(","))), json!(created)]
-        }
+        "Endpoints" => vec![name, json!(endpoints_cell(o)), json!(created)],
         "ConfigMap" => vec![name, json!(len("/data") + len("/binaryData")), json!(created)],
         "Secret" => vec![name, json!(s(o, "/type")), json!(len("/data")), json!(created)],
         "PersistentVolumeClaim" => {
@@ -883,6 +887,18 @@ fn phase_or_terminating(o: &Value) -> &str {
 
 fn row(kind: &str, value: Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
     let mut row = json!({"cells": cells(kind, &value, now)});
+    // A pod that has ended says so in its row, as Kubernetes' printer says it.
+    let ended = match json::at(&value, "/status/phase").and_then(Value::as_str) {
+        Some("Succeeded") if kind == "Pod" => {
+            Some(("Succeeded", "The pod has completed successfully."))
+        }
+        Some("Failed") if kind == "Pod" => Some(("Failed", "The pod failed.")),
+        _ => None,
+    };
+    if let Some((reason, message)) = ended {
+        row["conditions"] =
+            json!([{"type": "Completed", "status": "True", "reason": reason, "message": message}]);
+    }
     match include {
         IncludeObject::None => {}
         IncludeObject::Object => row["object"] = value,
@@ -984,6 +1000,42 @@ fn table_of_values(
     })
 }
 
+/// An Endpoints' cell as Kubernetes' `formatEndpoints` writes it: port by port, each ready
+/// address at it (`ip:port`, an IPv6 address in brackets; a bare IP for a subset without
+/// ports), the first three and how many more; `<none>` without subsets.
+fn endpoints_cell(endpoints: &Value) -> String {
+    const MOST: usize = 3;
+    let subsets = endpoints.get("subsets").and_then(Value::as_array);
+    let Some(subsets) = subsets.filter(|s| !s.is_empty()) else { return "<none>".into() };
+    let (mut shown, mut count) = (Vec::new(), 0);
+    for subset in subsets {
+        let addresses: Vec<&str> = (subset["addresses"].as_array().into_iter().flatten())
+            .map(|a| a["ip"].as_str().unwrap_or(""))
+            .collect();
+        let ports = subset["ports"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if ports.is_empty() {
+            count += addresses.len();
+            shown.extend(
+                addresses.iter().take(MOST.saturating_sub(shown.len())).map(|a| a.to_string()),
+            );
+            continue;
+        }
+        for port in ports {
+            count += addresses.len();
+            let at = |ip: &str| match ip.contains(':') {
+                true => format!("[{ip}]:{}", port["port"]),
+                false => format!("{ip}:{}", port["port"]),
+            };
+            shown.extend(addresses.iter().take(MOST.saturating_sub(shown.len())).map(|a| at(a)));
+        }
+    }
+    let cell = shown.join(",");
+    match count > MOST {
+        true => format!("{cell} + {} more...", count - MOST),
+        false => cell,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -997,6 +1049,26 @@ mod tests {
         assert_eq!(age("2026-01-09T21:00:00Z", now), "3h");
         assert_eq!(age("2026-01-07T20:00:00Z", now), "2d4h");
         assert_eq!(age("garbage", now), "<unknown>");
+        assert_eq!(age("2024-01-11T00:00:00Z", now), "2y");
+        assert_eq!(age("2026-01-10T00:00:05Z", now), "<invalid>");
+        assert_eq!(age("2026-01-10T00:00:01Z", now), "0s");
+    }
+
+    #[test]
+    fn endpoints_are_listed_port_by_port_three_at_most() {
+        let addresses = json!([{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}, {"ip": "10.0.0.3"},
+            {"ip": "10.0.0.4"}]);
+        let four =
+            json!({"subsets": [{"addresses": addresses, "ports": [{"port": 80}, {"port": 81}]}]});
+        assert_eq!(endpoints_cell(&four), "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 5 more...");
+        let one = json!({"subsets": [{"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 80}]},
+            {"addresses": [{"ip": "10.0.0.9"}]}]});
+        assert_eq!(endpoints_cell(&one), "[fd00::1]:80,10.0.0.9");
+        assert_eq!(endpoints_cell(&json!({})), "<none>");
+        assert_eq!(
+            endpoints_cell(&json!({"subsets": [{"notReadyAddresses": [{"ip": "1.2.3.4"}]}]})),
+            ""
+        );
     }
 
     #[test]

@@ -45,6 +45,10 @@ fn watch_option_errors(query: &Query) -> Vec<FieldError> {
             let supported = [NOT_OLDER_THAN];
             causes.push(FieldError::not_supported("resourceVersionMatch", matching, &supported));
         }
+        if query.get("continue").is_some_and(|c| !c.is_empty()) {
+            let message = "resourceVersionMatch is forbidden when continue is provided";
+            causes.push(FieldError::forbidden("resourceVersionMatch", message));
+        }
     }
     causes
 }

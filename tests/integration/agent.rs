@@ -183,7 +183,7 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     let answer = server.http.get(&on_node).send().ok().and_then(|r| r.text().ok());
     assert_eq!(answer.as_deref(), Some("web"), "the host port forwards to the pod");
 
-    // The proxy subresources: a node's agent, a pod's port; redirects and upgrades stay out.
+    // The proxy subresources: a node's agent, a pod's port; redirects stay out.
     let no_redirects = reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -213,7 +213,8 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     let (code, location, _) = raw(&format!("{pod_proxy}?a=b"), false);
     let root = format!("{pod_proxy}/?a=b");
     assert_eq!((code, location.as_deref()), (301, Some(root.as_str())));
-    assert_eq!(raw(&format!("{pod_proxy}/hostname"), true).0, 400, "no upgrade");
+    // An upgrade the backend does not take is answered as a plain request.
+    assert_eq!(raw(&format!("{pod_proxy}/hostname"), true), (200, None, "web".into()));
     // Without a port, a pod is reached at the first port a container declares.
     let default_port = raw("/api/v1/namespaces/default/pods/web/proxy/hostname", false);
     assert_eq!(default_port, (200, None, "web".into()));
@@ -383,6 +384,15 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
             .collect()
     };
     assert_eq!((channel(1).as_str(), channel(2).as_str()), ("out\n", "err\n"));
+    // A WebSocket through the node's proxy subresource is joined with the backend's.
+    let through_proxy = format!(
+        "{}/api/v1/nodes/node-a/proxy/exec/default/talker/c?command=echo&command=proxied&stdout=1",
+        server.url("").replacen("http://", "ws://", 1)
+    );
+    let frames = ws_frames(&through_proxy, &[], |frames| frames.iter().any(|(c, _)| *c == 3));
+    let out: Vec<u8> =
+        frames.iter().filter(|(c, _)| *c == 1).flat_map(|(_, d)| d.clone()).collect();
+    assert_eq!(String::from_utf8_lossy(&out), "proxied\n");
     // The outputs come in the order the command wrote them (`kubectl cp` of a missing file
     // reads tar's error only if it comes before the empty archive): read as they come, not
     // after the client's 20 ms of set-up, when both were there and stdout went first. Most

@@ -99,6 +99,17 @@ fn initial_events_bookmarks_and_timeout() {
     // No resourceVersion: the current state as ADDED events, then the stream closes cleanly.
     let events: Vec<Value> = watch(&server, "timeoutSeconds=1").collect();
     assert_eq!(events.len(), 2);
+    // With bookmarks, that is a watch list (Kubernetes 1.32's defaults): the state's end is
+    // marked, from no revision and from "0" alike.
+    for from in ["", "&resourceVersion=0"] {
+        let query = format!("allowWatchBookmarks=true&timeoutSeconds=1{from}");
+        let events: Vec<Value> = watch(&server, &query).collect();
+        assert_eq!(events[2]["type"], "BOOKMARK", "{events:?}");
+        let end = &events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"];
+        assert_eq!(end, "true", "{events:?}");
+    }
+    // A negative timeout has run out already: nothing is sent, not even the state.
+    assert_eq!(watch(&server, "timeoutSeconds=-5").count(), 0);
     // With a resourceVersion, sendInitialEvents still sends the state first (the revision is
     // only a lower bound for it).
     let rv = rv(&events[1]);
@@ -139,6 +150,7 @@ fn initial_events_bookmarks_and_timeout() {
         "watch=true&sendInitialEvents=true",
         "watch=true&resourceVersion=1&resourceVersionMatch=Exact",
         "watch=true&resourceVersionMatch=NotOlderThan",
+        "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&continue=abc",
     ] {
         let (code, status) = server.get(&format!("{cms}?{query}"));
         assert_eq!((code, &status["details"]["kind"]), (422, &json!("ListOptions")), "{status}");

@@ -50,6 +50,10 @@ impl ApiCore {
                 .boxed());
         }
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
+        // A watch whose time has run out already (a negative timeout) sends nothing at all.
+        if options.timeout == Some(std::time::Duration::ZERO) {
+            return Ok(stream::empty().boxed());
+        }
         let requested = match options.resource_version.as_deref() {
             None | Some("") | Some("0") => None,
             Some(rv) => Some(parse_rv(rv)?),

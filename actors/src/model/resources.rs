@@ -204,10 +204,14 @@ impl ResourceType {
         KINDS.contains(&self.kind)
     }
 
-    /// True when `field` may be used in a field selector on this resource.
+    /// True when `field` may be used in a field selector on this resource: the name, the
+    /// namespace (also of a cluster-scoped kind without fields of its own, where it is empty,
+    /// as Kubernetes' default conversion takes it; nodes and namespaces refuse it), the kind's
+    /// own fields.
     pub fn selects_field(&self, field: &str) -> bool {
         field == "metadata.name"
-            || (field == "metadata.namespace" && self.namespaced)
+            || (field == "metadata.namespace"
+                && (self.namespaced || self.selectable_fields.is_empty()))
             || self.selectable_fields.contains(&field)
     }
 

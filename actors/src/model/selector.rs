@@ -638,10 +638,15 @@ impl FieldValues {
                 Some(serde_json::Value::String(s)) => s.as_str().into(),
                 Some(serde_json::Value::Bool(b)) => b.to_string().into(),
                 Some(serde_json::Value::Number(n)) => n.to_string().into(),
-                // `source` on events is an object: select on its component, as Kubernetes does.
+                // `source` on events is an object: select on its component, as Kubernetes does
+                // (or, without one, on the reporting controller, as newer recorders say it).
                 Some(serde_json::Value::Object(o)) => {
-                    o.get("component").and_then(|c| c.as_str()).unwrap_or("").into()
+                    match o.get("component").and_then(|c| c.as_str()).filter(|c| !c.is_empty()) {
+                        Some(component) => component.into(),
+                        None => reporting_controller(object).into(),
+                    }
                 }
+                _ if *field == "source" => reporting_controller(object).into(),
                 // Go bools: absent is `false`.
                 _ if BOOL_FIELDS.contains(field) => "false".into(),
                 _ => "".into(),
@@ -655,6 +660,8 @@ impl FieldValues {
         let index = match field {
             "metadata.name" => 0,
             "metadata.namespace" if namespaced => 1,
+            // A cluster-scoped object's namespace is empty (where the kind selects on it).
+            "metadata.namespace" if self.resource.selects_field(field) => return Some(""),
             _ => {
                 let own = 1 + usize::from(namespaced);
                 own + self.resource.selectable_fields.iter().position(|f| *f == field)?
@@ -662,6 +669,12 @@ impl FieldValues {
         };
         self.values.get(index)
     }
+}
+
+/// An event's reporting controller (`reportingComponent`), what `source` selects on when the
+/// event names no source component.
+fn reporting_controller(event: &serde_json::Value) -> &str {
+    event.get("reportingComponent").and_then(|c| c.as_str()).unwrap_or("")
 }
 
 #[cfg(test)]
@@ -917,6 +930,16 @@ mod tests {
                 ("type", "Normal"),
             ],
         );
+        // Without a source component, `source` is the reporting controller.
+        let reported = serde_json::json!({"metadata":{"name":"e","namespace":"ns"},
+            "reportingComponent":"example.com/ctrl"});
+        assert_eq!(FieldValues::extract(events, &reported).get("source"), Some("example.com/ctrl"));
+        // A cluster-scoped kind without fields of its own selects on an empty namespace.
+        let volumes = resources::find("", "v1", "persistentvolumes").unwrap();
+        assert!(volumes.selects_field("metadata.namespace"));
+        let volume = serde_json::json!({"metadata":{"name":"pv"}});
+        assert_eq!(FieldValues::extract(volumes, &volume).get("metadata.namespace"), Some(""));
+        assert!(!resources::find("", "v1", "nodes").unwrap().selects_field("metadata.namespace"));
     }
 
     fn assert_field_values(fields: &FieldValues, wanted: &[(&str, &str)]) {

@@ -10,7 +10,9 @@
 //! IP of that node's pod CIDR (or the node's own, for host-network pods); an endpoint must name
 //! a pod of the service's namespace that has its IP; a node's address must be one a node can
 //! have (not unspecified, multicast, link-local or broadcast). Redirects are handed back to
-//! the client, never followed; upgrades are refused (exec and attach relay theirs: `streams`).
+//! the client, never followed. An upgrade (a WebSocket to a pod's web application) is passed
+//! on with its `Upgrade` header; once the backend switches protocols the two connections are
+//! joined byte for byte, as kube-apiserver's upgrade-aware proxy joins them.
 
 mod headers;
 mod rewrite;
@@ -38,11 +40,7 @@ pub async fn serve(
     namespace: &str,
     id: &str,
 ) -> Result<HttpResponse, HttpError> {
-    if req.headers().contains_key(header::UPGRADE) {
-        return Err(HttpError::BadRequest(
-            "upgrade requests are not proxied: use the pod's exec, attach or portforward".into(),
-        ));
-    }
+    let upgrade = req.headers().get(header::UPGRADE).cloned();
     let target = ProxyId::parse(id, plural)?;
     // A node's or pod's port is a number (a service's may be a port's name).
     let port = || match target.port {
@@ -66,7 +64,7 @@ pub async fn serve(
             }
             url
         }
-        "services" => service_url(state, namespace, &target).await?,
+        "services" => service_url(state, namespace, id, &target).await?,
         _ => pod_url(state, namespace, target.name, port()?).await?,
     };
     // The path as sent, not as parsed: its trailing slash and its escapes mean something. It
@@ -94,11 +92,19 @@ pub async fn serve(
             outgoing.insert("host", host);
         }
     }
+    if let Some(protocol) =
+        upgrade.as_ref().and_then(|u| reqwest::header::HeaderValue::from_bytes(u.as_bytes()).ok())
+    {
+        outgoing.insert("connection", reqwest::header::HeaderValue::from_static("Upgrade"));
+        outgoing.insert("upgrade", protocol);
+    }
     let request_host = outgoing.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_owned();
     let backend_host = url.authority().to_owned();
     let mut request = state.http.request(method, url).headers(outgoing);
-    if has_body(req) {
-        request = request.body(streamed(payload));
+    // (An upgrade's body is the upgraded connection, joined once the backend switches.)
+    let mut payload = Some(payload);
+    if has_body(req) && upgrade.is_none() {
+        request = request.body(streamed(payload.take().expect("not taken yet")));
     }
     let name = target.name;
     let response = request.send().await.map_err(|e| {
@@ -123,6 +129,20 @@ pub async fn serve(
         backend_host: &backend_host,
         request_host: &request_host,
     };
+    if let (Some(protocol), Some(payload)) = (&upgrade, payload) {
+        if response.status().as_u16() == 101 {
+            let mut answer = HttpResponse::build(actix_web::http::StatusCode::SWITCHING_PROTOCOLS);
+            answer.upgrade(protocol.to_str().unwrap_or("websocket"));
+            for (name, value) in headers::response(response.headers()) {
+                if let Ok(value) = header::HeaderValue::from_bytes(value) {
+                    answer.append_header((name, value));
+                }
+            }
+            return super::streams::join(answer, response, payload)
+                .await
+                .map_err(|e| unavailable(format!("error upgrading the connection: {e}")));
+        }
+    }
     let head = req.method() == actix_web::http::Method::HEAD;
     relay(req, response, &rewriter, head)
         .await
@@ -338,10 +358,12 @@ static NEXT_ENDPOINT: AtomicUsize = AtomicUsize::new(0);
 /// `http://{address}:{port}/` of one ready endpoint of service `target.name`, for the service
 /// port `target.port` names (its name, or its number), as kube-apiserver picks it: the
 /// service's Endpoints, a subset with that port, an address whose pod is in the service's
-/// namespace and has that IP (and passes the pod proxy's checks); 503 when there is none.
+/// namespace and has that IP (and passes the pod proxy's checks); 503 when there is none
+/// (naming the service, or, when it has endpoints but none for that port, the `id` asked for).
 async fn service_url(
     state: &AppState,
     namespace: &str,
+    id: &str,
     target: &ProxyId<'_>,
 ) -> Result<reqwest::Url, HttpError> {
     let service = target.name;
@@ -377,7 +399,8 @@ async fn service_url(
             }
         }
     }
-    Err(unavailable(format!("no endpoints available for service {:?}", target.name)))
+    let named = if subsets.is_empty() { target.name } else { id };
+    Err(unavailable(format!("no endpoints available for service {named:?}")))
 }
 
 /// The URL of one endpoint address, when it names a pod of `namespace` that has its IP and
