@@ -389,11 +389,14 @@ async fn container_logs(
         (None, None) => None,
     };
     let lookup = PodLookup { namespace: namespace.clone(), name: pod_name.clone() };
-    let pod = state.agent.send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?.ok_or_else(
-        || AgentHttpError::NotFound(format!("pod {namespace}/{pod_name} not found on this node")),
-    )?;
+    let pod = state
+        .agent
+        .send(lookup)
+        .await
+        .map_err(|_| AgentHttpError::Unavailable)?
+        .ok_or_else(|| AgentHttpError::NotFound(format!("pod {pod_name:?} does not exist")))?;
     let status = container_status(&pod, &container).ok_or_else(|| {
-        AgentHttpError::NotFound(format!("container {container} is not valid for pod {pod_name}"))
+        AgentHttpError::NotFound(format!("container {container:?} not found in pod {pod_name:?}"))
     })?;
     let restarts = status["restartCount"].as_u64().unwrap_or(0);
     let waiting = status.pointer("/state/waiting");

@@ -61,7 +61,8 @@ pub async fn serve(
         actix_web::rt::spawn(spdy_session(ip, session, messages));
     } else if ports.is_empty() {
         return Err(AgentHttpError::BadRequest(
-            "the ports to forward are required (ports=8080)".into(),
+            // (The kubelet's words: the API server passes `ports` on as `port`.)
+            "query parameter \"port\" is required".into(),
         ));
     } else {
         actix_web::rt::spawn(channel_session(ip, ports, session, messages));

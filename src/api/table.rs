@@ -300,6 +300,15 @@ fn readiness_gates(pod: &Value) -> String {
     format!("{holding}/{}", gates.len())
 }
 
+/// `value`, or `absent` when it is empty.
+fn or<'a>(value: &'a str, absent: &'a str) -> &'a str {
+    if value.is_empty() {
+        absent
+    } else {
+        value
+    }
+}
+
 fn or_none(value: String) -> String {
     if value.is_empty() {
         "<none>".into()
@@ -447,9 +456,9 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, "/status/nodeInfo/kubeletVersion")),
                 json!(or_none(address("InternalIP"))),
                 json!(or_none(address("ExternalIP"))),
-                json!(or_none(s(o, "/status/nodeInfo/osImage").into())),
-                json!(or_none(s(o, "/status/nodeInfo/kernelVersion").into())),
-                json!(or_none(s(o, "/status/nodeInfo/containerRuntimeVersion").into())),
+                json!(or(s(o, "/status/nodeInfo/osImage"), "<unknown>")),
+                json!(or(s(o, "/status/nodeInfo/kernelVersion"), "<unknown>")),
+                json!(or(s(o, "/status/nodeInfo/containerRuntimeVersion"), "<unknown>")),
             ]
         }
         "Service" => {
@@ -599,7 +608,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(class),
                 json!(unset(s(o, "/spec/volumeAttributesClassName"))),
                 json!(created),
-                json!(s(o, "/spec/volumeMode")),
+                json!(or(s(o, "/spec/volumeMode"), "<unset>")),
             ]
         }
         "PersistentVolume" => {
@@ -618,7 +627,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(unset(s(o, "/spec/volumeAttributesClassName"))),
                 json!(s(o, "/status/reason")),
                 json!(created),
-                json!(s(o, "/spec/volumeMode")),
+                json!(or(s(o, "/spec/volumeMode"), "<unset>")),
             ]
         }
         "ServiceAccount" => {

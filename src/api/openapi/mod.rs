@@ -87,21 +87,57 @@ async fn index() -> HttpResponse {
     json_bytes(&DOCS.index)
 }
 
-async fn core_document() -> Result<HttpResponse, HttpError> {
-    document("", "v1")
+async fn core_document(req: HttpRequest) -> Result<HttpResponse, HttpError> {
+    document(&req, "", "v1")
 }
 
-async fn group_document(path: web::Path<(String, String)>) -> Result<HttpResponse, HttpError> {
+async fn group_document(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, HttpError> {
     let (group, version) = path.into_inner();
     if group.is_empty() {
         return Err(HttpError::NoSuchPath);
     }
-    document(&group, &version)
+    document(&req, &group, &version)
 }
 
-fn document(group: &str, version: &str) -> Result<HttpResponse, HttpError> {
+/// One group-version's document, as kube-openapi's v3 handler serves it: tagged with its hash
+/// (`ETag`; 304 to a client that has it); asked for by the hash the index names, cacheable for
+/// good (`public, immutable`, a year), so that kubectl reads it from its cache; asked for by
+/// another hash, redirected (301) to the current one.
+fn document(req: &HttpRequest, group: &str, version: &str) -> Result<HttpResponse, HttpError> {
     let doc = DOCS.documents.iter().find(|d| d.group == group && d.version == version);
-    doc.map(|d| json_bytes(&d.bytes)).ok_or(HttpError::NoSuchPath)
+    let doc = doc.ok_or(HttpError::NoSuchPath)?;
+    let asked = web::Query::<HashMap<String, String>>::from_query(req.query_string())
+        .ok()
+        .and_then(|query| query.get("hash").cloned())
+        .filter(|hash| !hash.is_empty());
+    if asked.as_ref().is_some_and(|hash| *hash != doc.hash) {
+        let location = format!("{}?hash={}", req.path(), doc.hash);
+        return Ok(HttpResponse::MovedPermanently()
+            .insert_header((header::LOCATION, location))
+            .finish());
+    }
+    let etag = format!("\"{}\"", doc.hash);
+    let held = req.headers().get(header::IF_NONE_MATCH).and_then(|h| h.to_str().ok());
+    if held.is_some_and(|held| held.split(',').any(|tag| tag.trim() == etag)) {
+        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
+    }
+    let mut response = json_bytes(&doc.bytes);
+    let headers = response.headers_mut();
+    headers.insert(header::ETAG, header::HeaderValue::from_str(&etag).expect("hex"));
+    if asked.is_some() {
+        let expires = chrono::Utc::now() + chrono::Duration::days(365);
+        let expires = expires.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        headers.insert(header::VARY, header::HeaderValue::from_static("Accept"));
+        let immutable = header::HeaderValue::from_static("public, immutable");
+        headers.insert(header::CACHE_CONTROL, immutable);
+        if let Ok(expires) = header::HeaderValue::from_str(&expires) {
+            headers.insert(header::EXPIRES, expires);
+        }
+    }
+    Ok(response)
 }
 
 /// The v2 document: protobuf when the client asks for it (kubectl does), JSON otherwise.
@@ -128,6 +164,8 @@ struct GroupVersionDocument {
     group: &'static str,
     version: &'static str,
     bytes: Bytes,
+    /// Its SHA-256, upper-case hex (the index's `hash`, the `ETag`).
+    hash: String,
 }
 
 /// Everything built once: the per group-version documents, the index and the compiled schemas.
@@ -244,7 +282,7 @@ fn build_docs() -> Docs {
             key.clone(),
             json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }),
         );
-        documents.push(GroupVersionDocument { group, version, bytes: bytes.into() });
+        documents.push(GroupVersionDocument { group, version, bytes: bytes.into(), hash });
     }
     let index = serde_json::to_vec(&json!({ "paths": index_paths })).unwrap_or_default().into();
     // The bodies of a DELETE and of the subresources that are no resource are checked
@@ -1070,7 +1108,19 @@ mod tests {
                 .to_request(),
         )
         .await;
+        assert_eq!(resp.status(), 301, "a stale hash is sent to the current one");
+        let location = resp.headers().get("location").unwrap().to_str().unwrap().to_string();
+        assert!(location.starts_with("/openapi/v3/apis/coordination.k8s.io/v1?hash="));
+        let resp =
+            atest::call_service(&app, atest::TestRequest::get().uri(&location).to_request()).await;
         assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers().get("cache-control").unwrap(), "public, immutable");
+        let etag = resp.headers().get("etag").unwrap().clone();
+        let held = atest::TestRequest::get()
+            .uri("/openapi/v3/apis/coordination.k8s.io/v1")
+            .insert_header(("If-None-Match", etag))
+            .to_request();
+        assert_eq!(atest::call_service(&app, held).await.status(), 304);
 
         let resp = atest::call_service(
             &app,
