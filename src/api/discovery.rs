@@ -162,7 +162,7 @@ async fn api_versions(req: HttpRequest) -> HttpResponse {
             "metadata": {"creationTimestamp": null},
             "versions": [aggregated_version("", "v1")],
         });
-        return aggregated_response(version, vec![core]);
+        return aggregated_response(&req, version, vec![core]);
     }
     json_response(json!({
         "kind": "APIVersions",
@@ -188,7 +188,7 @@ pub fn api_groups(req: &HttpRequest) -> HttpResponse {
                 })
             })
             .collect();
-        return aggregated_response(version, groups);
+        return aggregated_response(req, version, groups);
     }
     let groups: Vec<Value> =
         resources::api_groups().into_iter().map(|(g, v)| group_entry(g, v)).collect();
@@ -277,20 +277,33 @@ fn aggregated_asked(req: &HttpRequest) -> Option<&'static str> {
 }
 
 /// An `APIGroupDiscoveryList` of `items`, in the content type that tells a client it is
-/// aggregated (clients decide by the content type, not the body).
-fn aggregated_response(version: &str, items: Vec<Value>) -> HttpResponse {
+/// aggregated (clients decide by the content type, not the body), as kube-apiserver serves
+/// it: tagged with its hash (`ETag`, `Cache-Control: public`), 304 to a client that holds it.
+fn aggregated_response(req: &HttpRequest, version: &str, items: Vec<Value>) -> HttpResponse {
+    use sha2::Digest;
     let list = json!({
         "kind": "APIGroupDiscoveryList",
         "apiVersion": format!("apidiscovery.k8s.io/{version}"),
         "metadata": {},
         "items": items,
     });
-    HttpResponse::Ok()
+    let body = list.to_string();
+    let etag = format!("\"{}\"", hex::encode_upper(sha2::Sha256::digest(body.as_bytes())));
+    let mut held = req.headers().get_all("if-none-match").filter_map(|h| h.to_str().ok());
+    let unchanged = held.any(|held| held == etag);
+    let mut answer = if unchanged { HttpResponse::NotModified() } else { HttpResponse::Ok() };
+    answer
+        .insert_header(("ETag", etag))
+        .insert_header(("Vary", "Accept"))
+        .insert_header(("Cache-Control", "public"));
+    if unchanged {
+        return answer.finish();
+    }
+    answer
         .content_type(format!(
             "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
         ))
-        .insert_header(("Vary", "Accept"))
-        .body(list.to_string())
+        .body(body)
 }
 
 /// One group version's resources in aggregated form: each with its subresources nested, its
@@ -344,6 +357,20 @@ mod tests {
         assert_eq!(find("namespaces").unwrap()["namespaced"], false);
         assert!(find("leases").is_none());
         assert_eq!(resource_list("coordination.k8s.io", "v1")["resources"][0]["name"], "leases");
+    }
+
+    /// Aggregated discovery is tagged with its hash, and a client holding it hears 304.
+    #[test]
+    fn aggregated_discovery_carries_an_etag() {
+        use actix_web::test::TestRequest;
+        let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let asked = || TestRequest::get().uri("/apis").insert_header(("Accept", accept));
+        let first = api_groups(&asked().to_http_request());
+        assert_eq!(first.status(), 200);
+        assert_eq!(first.headers().get("cache-control").unwrap(), "public");
+        let etag = first.headers().get("etag").unwrap().clone();
+        let held = asked().insert_header(("If-None-Match", etag)).to_http_request();
+        assert_eq!(api_groups(&held).status(), 304);
     }
 
     /// The aggregated form says what the plain list says, subresources nested under their

@@ -213,8 +213,18 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     let (code, location, _) = raw(&format!("{pod_proxy}?a=b"), false);
     let root = format!("{pod_proxy}/?a=b");
     assert_eq!((code, location.as_deref()), (301, Some(root.as_str())));
-    // An upgrade the backend does not take is answered as a plain request.
+    // An upgrade the backend does not take is answered as a plain request; one with a body
+    // (an h2c POST) is a plain request, its body passed on.
     assert_eq!(raw(&format!("{pod_proxy}/hostname"), true), (200, None, "web".into()));
+    let posted = no_redirects
+        .post(server.url(&format!("{pod_proxy}/echo?msg=posted")))
+        .header("Connection", "Upgrade, HTTP2-Settings")
+        .header("Upgrade", "h2c")
+        .body("a body")
+        .timeout(std::time::Duration::from_secs(20))
+        .send()
+        .unwrap();
+    assert_eq!((posted.status().as_u16(), posted.text().unwrap()), (200, "posted".to_string()));
     // Without a port, a pod is reached at the first port a container declares.
     let default_port = raw("/api/v1/namespaces/default/pods/web/proxy/hostname", false);
     assert_eq!(default_port, (200, None, "web".into()));

@@ -570,18 +570,23 @@ pub fn command_line(
     identity: Option<&Identity>,
     hostname: Option<&str>,
 ) -> Result<CommandLine, LaunchError> {
-    let args = container.args.iter().flatten().map(|a| expand(a, env));
+    let args: Vec<String> = container.args.iter().flatten().map(|a| expand(a, env)).collect();
+    let image = container.image.as_deref().unwrap_or("");
     let mut argv: Vec<String> = match container.command.as_deref() {
         Some(command) if !command.is_empty() => command.iter().map(|c| expand(c, env)).collect(),
-        _ => {
-            let image = container.image.as_deref().unwrap_or("");
-            config.resolve_image(image).cloned().ok_or_else(|| {
-                LaunchError::UnknownImage(format!(
-                    "image {image:?} is not known to this node: give the container a command, \
-                     or map the image to a command line in [runtime.images]"
-                ))
-            })?
-        }
+        _ => match config.resolve_image(image) {
+            Some(image_command) => image_command.clone(),
+            // An image this node does not know is taken as a base image without an entry
+            // point (busybox's, alpine's): the args replace its command and are the command
+            // line (`kubectl run x --image=busybox -- sh -c '...'`).
+            None if !args.is_empty() => Vec::new(),
+            None => {
+                return Err(LaunchError::UnknownImage(format!(
+                    "image {image:?} is not known to this node: give the container a command \
+                     or args, or map the image to a command line in [runtime.images]"
+                )))
+            }
+        },
     };
     argv.extend(args);
     let program = argv.first().cloned().unwrap_or_default();
@@ -776,6 +781,13 @@ mod tests {
             command_line(&config, &unknown, &[], None, None),
             Err(LaunchError::UnknownImage(_))
         ));
+        // Args alone, for an image the node does not know, are the command line.
+        let args_only: Container = serde_json::from_value(
+            json!({"name": "c", "image": "busybox", "args": ["sh", "-c", "echo $(P)"]}),
+        )
+        .unwrap();
+        let argv = command_line(&config, &args_only, &vars(&[("P", "80")]), None, None);
+        assert_eq!(argv.unwrap().argv, ["sh", "-c", "echo 80"]);
     }
 
     #[test]

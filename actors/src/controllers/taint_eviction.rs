@@ -113,9 +113,10 @@ impl TaintEvictionController {
         let uid = object_uid(pod).to_string();
         // As Kubernetes' manager: a scheduled eviction stands (a new toleration does not
         // move it), unless it was for another pod of the name, or a taint is now not
-        // tolerated at all (then the pod goes at once).
-        let same_pod = self.scheduled.get(&key).is_some_and(|s| s.uid == uid);
-        if same_pod && !grace.is_zero() {
+        // tolerated at all (then the pod goes at once). One already due has been done or is
+        // under way: the pod's own writes (its DisruptionTarget) do not make it twice.
+        let scheduled = self.scheduled.get(&key).filter(|s| s.uid == uid);
+        if scheduled.is_some_and(|s| !grace.is_zero() || s.due <= Instant::now()) {
             return;
         }
         // A toleration of centuries is one for ever (and no timer's deadline overflows).
@@ -379,6 +380,17 @@ mod tests {
         })
         .await;
         assert!(said.contains(&"Marking for deletion Pod default/untolerating".to_string()));
+        // Marked once: the pod's own writes once marked (its DisruptionTarget) do not evict it
+        // again.
+        let options = ListOptions::default();
+        let items = ApiClient::list(&core, events, Some("default"), &options).await;
+        let items = items.unwrap().items;
+        let marked: Vec<i64> = items
+            .iter()
+            .filter(|e| e["message"] == "Marking for deletion Pod default/untolerating")
+            .map(|e| e["count"].as_i64().unwrap_or(1))
+            .collect();
+        assert_eq!(marked, [1], "{items:?}");
         // (`patient`'s wait was called off, as Kubernetes says it, for its eviction at once.)
         for evicted in ["untolerating", "brief"] {
             let cancelled = format!("Cancelling deletion of Pod default/{evicted}");

@@ -366,6 +366,9 @@ impl ManagedFields {
                 e.manager == BUCKET && e.operation == "Update" && e.api_version == version
             };
             let bucket = match self.entries.iter().position(is_bucket) {
+                // (Never merged into itself: what it holds would be lost, as Kubernetes'
+                // loop loses it.)
+                Some(bucket) if bucket == i => continue,
                 Some(bucket) => bucket,
                 None => {
                     let renamed = &mut self.entries[first];

@@ -40,7 +40,15 @@ pub async fn serve(
     namespace: &str,
     id: &str,
 ) -> Result<HttpResponse, HttpError> {
-    let upgrade = req.headers().get(header::UPGRADE).cloned();
+    // An upgrade, as Go's `IsUpgradeRequest` tells one: `Connection` names it. One with a
+    // body (an h2c POST) goes through as a plain request, its body whole.
+    let connection_upgrades = req.headers().get_all(header::CONNECTION).any(|value| {
+        let value = value.to_str().unwrap_or("");
+        value.split(',').any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
+    });
+    let upgrade = (connection_upgrades && !has_body(req))
+        .then(|| req.headers().get(header::UPGRADE).cloned())
+        .flatten();
     let target = ProxyId::parse(id, plural)?;
     // A node's or pod's port is a number (a service's may be a port's name).
     let port = || match target.port {
@@ -103,7 +111,7 @@ pub async fn serve(
     let mut request = state.http.request(method, url).headers(outgoing);
     // (An upgrade's body is the upgraded connection, joined once the backend switches.)
     let mut payload = Some(payload);
-    if has_body(req) && upgrade.is_none() {
+    if has_body(req) {
         request = request.body(streamed(payload.take().expect("not taken yet")));
     }
     let name = target.name;

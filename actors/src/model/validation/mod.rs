@@ -2386,10 +2386,10 @@ fn validate_volume_source(
             }
         }
         Some(("downwardAPI", downward)) => downward_api_items(downward, &at("downwardAPI"), errors),
-        Some(("persistentVolumeClaim", claim)) => {
-            if claim.get("claimName").and_then(Value::as_str).unwrap_or("").is_empty() {
-                errors.push(FieldError::required(at("persistentVolumeClaim.claimName")));
-            }
+        Some(("persistentVolumeClaim", claim))
+            if claim.get("claimName").and_then(Value::as_str).unwrap_or("").is_empty() =>
+        {
+            errors.push(FieldError::required(at("persistentVolumeClaim.claimName")));
         }
         Some(("nfs", nfs)) => {
             let text = |field: &str| nfs.get(field).and_then(Value::as_str).unwrap_or("");
