@@ -114,7 +114,7 @@ async fn dispatch(
         }
     }
     if resource.is_metrics() {
-        return super::resource_metrics::serve(&method, &state, &target, &query).await;
+        return super::resource_metrics::serve(&req, &state, &target, &query).await;
     }
     if resource.is_component_status() {
         return super::component_status::serve(&req, &method, &state, &target, &query).await;

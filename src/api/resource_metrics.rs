@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use actix::Addr;
 use actix_web::http::{Method, StatusCode};
-use actix_web::HttpResponse;
+use actix_web::{HttpRequest, HttpResponse};
 use async_trait::async_trait;
 use kplane_actors::core::ApiError;
 use kplane_actors::metrics::{MetricsScraper, NodeMetricsOf, PodMetricsOf, SummarySource};
 use kplane_actors::model::{resources, ResourceType};
 use serde_json::{json, Value};
 
+use super::media::{self, Conversion};
 use super::params::Query;
 use super::proxy::agent_url_of;
 use super::request_info::Target;
@@ -24,12 +25,12 @@ use crate::error::HttpError;
 /// missing) or a list of those that have metrics. Other verbs are 405; without the scraper
 /// (`[metrics_server] enabled = false`), 503.
 pub async fn serve(
-    method: &Method,
+    req: &HttpRequest,
     state: &AppState,
     target: &Target,
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
-    if method != Method::GET || target.subresource.is_some() || query.flag("watch") {
+    if req.method() != Method::GET || target.subresource.is_some() || query.flag("watch") {
         return Err(HttpError::MethodNotAllowed);
     }
     let scraper = state.resource_metrics.as_ref().ok_or_else(|| {
@@ -52,18 +53,21 @@ pub async fn serve(
         }
     };
     let mut items = read(scraper, metrics, objects).await?;
-    let body = if list {
-        list_of(metrics, items)
-    } else if items.is_empty() {
+    if !list && items.is_empty() {
         let name = target.name.as_deref().unwrap_or("");
         let named = match namespace {
             Some(namespace) => format!("{namespace}/{name}"),
             None => name.to_string(),
         };
         return Err(not_found(metrics, &named));
-    } else {
-        items.swap_remove(0)
-    };
+    }
+    // kubectl get asks for a Table: metrics-server's columns (usage, window).
+    if let Conversion::Table(version) = media::conversion(req, false) {
+        let include = super::objects::include_object(query)?;
+        let table = super::table::table_of_computed(metrics.kind, items, include);
+        return Ok(super::objects::table_response(StatusCode::OK, table, version));
+    }
+    let body = if list { list_of(metrics, items) } else { items.swap_remove(0) };
     Ok(super::objects::json_bytes(StatusCode::OK, body.to_string().into()))
 }
 

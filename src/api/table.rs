@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kplane_actors::model::{json, ResourceType, StoredObject};
+use kplane_actors::model::{json, quantity, ResourceType, StoredObject};
 use serde_json::{json, Value};
 
 /// What each row carries besides its cells (`includeObject`).
@@ -255,8 +255,33 @@ fn columns(kind: &str) -> Vec<Column> {
             col("Endpoints", 0, "The first addresses of the slice."),
             AGE,
         ],
+        // As metrics-server prints them: the usage of each resource, and the window.
+        "NodeMetrics" | "PodMetrics" => vec![
+            Column { description: "Name of the resource", ..NAME },
+            Column { format: "quantity", ..col("cpu", 0, "") },
+            Column { format: "quantity", ..col("memory", 0, "") },
+            Column { format: "duration", ..col("Window", 0, "") },
+        ],
         _ => vec![NAME, AGE],
     }
+}
+
+/// A metrics object's usage of `resource`: a node's, or the sum of a pod's containers', in
+/// canonical form (`1500m`), as metrics-server's table writes it.
+fn metrics_usage(o: &Value, resource: &str) -> String {
+    let usages: Vec<&str> = match o.get("containers").and_then(Value::as_array) {
+        Some(containers) => {
+            containers.iter().map(|c| s(c, &format!("/usage/{resource}"))).collect()
+        }
+        None => vec![s(o, &format!("/usage/{resource}"))],
+    };
+    // Nanocores and kibibytes, as the scraper writes them.
+    let unit = if resource == "cpu" { "n" } else { "Ki" };
+    let total: Option<i128> =
+        usages.iter().map(|u| u.strip_suffix(unit).and_then(|n| n.parse::<i128>().ok())).sum();
+    let Some(total) = total else { return usages.join("+") };
+    let text = format!("{total}{unit}");
+    quantity::canonical(&text).ok().flatten().unwrap_or(text)
 }
 
 fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
@@ -703,6 +728,12 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let (ports, endpoints) = slice_columns(o);
             vec![name, json!(s(o, "/addressType")), json!(ports), json!(endpoints), json!(created)]
         }
+        "NodeMetrics" | "PodMetrics" => vec![
+            name,
+            json!(metrics_usage(o, "cpu")),
+            json!(metrics_usage(o, "memory")),
+            json!(s(o, "/window")),
+        ],
         _ => vec![name, json!(created)],
     }
 }
@@ -1061,6 +1092,26 @@ mod tests {
         assert_eq!(age("2024-01-11T00:00:00Z", now), "2y");
         assert_eq!(age("2026-01-10T00:00:05Z", now), "<invalid>");
         assert_eq!(age("2026-01-10T00:00:01Z", now), "0s");
+    }
+
+    #[test]
+    fn metrics_are_printed_as_metrics_server_prints_them() {
+        let node = json!({"metadata": {"name": "n"}, "window": "14.999s",
+            "usage": {"cpu": "1500000000n", "memory": "2048Ki"}});
+        let now = Utc::now();
+        assert_eq!(
+            cells("NodeMetrics", &node, now),
+            [json!("n"), json!("1500m"), json!("2Mi"), json!("14.999s")]
+        );
+        let pod = json!({"metadata": {"name": "p"}, "window": "15s", "containers": [
+            {"usage": {"cpu": "250000n", "memory": "100Ki"}},
+            {"usage": {"cpu": "750000n", "memory": "28Ki"}}]});
+        assert_eq!(
+            cells("PodMetrics", &pod, now),
+            [json!("p"), json!("1m"), json!("128Ki"), json!("15s")]
+        );
+        let names: Vec<&str> = columns("PodMetrics").iter().map(|c| c.name).collect();
+        assert_eq!(names, ["Name", "cpu", "memory", "Window"]);
     }
 
     #[test]

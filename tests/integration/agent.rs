@@ -1110,6 +1110,11 @@ fn kubectl_top_shows_what_pods_and_nodes_use() {
     assert!(top.starts_with("NAME") && top.contains("burner") && top.contains("idler"), "{top}");
     let top = kubectl.ok(&["top", "node"]);
     assert!(top.contains("CPU(%)") && top.contains("node-t"), "{top}");
+    // The metrics kinds themselves print as metrics-server prints them.
+    let listed = kubectl.ok(&["get", "podmetrics"]);
+    let header: Vec<&str> = listed.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "CPU", "MEMORY", "WINDOW"], "{listed}");
+    assert!(listed.contains("burner"), "{listed}");
 }
 
 #[test]
