@@ -55,7 +55,11 @@ fn is_atomic_object(parent: &str, field: &str) -> bool {
         "fieldRef" | "resourceFieldRef" => {
             parent.ends_with(".valueFrom") || parent.ends_with(".items")
         }
-        "targetRef" => parent.ends_with("ddresses") || parent == ".endpoints",
+        "targetRef" => {
+            parent.ends_with(".addresses")
+                || parent.ends_with(".notReadyAddresses")
+                || parent == ".endpoints"
+        }
         "dataSource" => parent.ends_with(".spec"),
         // (An `envFrom` source's `secretRef` is in an atomic list, never walked.)
         "secretRef"

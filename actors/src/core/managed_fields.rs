@@ -343,7 +343,6 @@ impl ManagedFields {
     /// version, into one `ancient-changes` entry (with the time of the newest merged in).
     fn cap_updaters(&mut self) {
         const MOST: usize = 10;
-        const BUCKET: &str = "ancient-changes";
         let mut updaters: Vec<usize> =
             (0..self.entries.len()).filter(|&i| self.entries[i].operation == "Update").collect();
         if updaters.len() <= MOST {
@@ -555,6 +554,9 @@ pub fn last_applied_fields(object: &Value) -> Option<FieldSet> {
     Some(owned_fields(&unchanged, false, "", Form::Apply).unwrap_or_default())
 }
 
+/// The manager the oldest update entries are merged into past the cap.
+const BUCKET: &str = "ancient-changes";
+
 /// The manager of what an object held before its first apply, when nobody was recorded.
 const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
@@ -730,7 +732,7 @@ mod tests {
                 false,
             );
             for (n, entry) in fields.entries.iter_mut().enumerate() {
-                if entry.manager != BUCKET_FOR_TESTS {
+                if entry.manager != BUCKET {
                     entry.time = Some(format!("2026-01-01T00:00:{:02}Z", n));
                 }
             }
@@ -744,8 +746,6 @@ mod tests {
         let bucket = fields.entries.iter().find(|e| e.manager == "ancient-changes").unwrap();
         assert!(bucket.fields.touches(&["f:data".to_string(), "f:k1".to_string()]));
     }
-
-    const BUCKET_FOR_TESTS: &str = "ancient-changes";
 
     #[test]
     fn an_item_an_applier_drops_goes_whole_whatever_others_set_in_it() {
