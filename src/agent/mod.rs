@@ -73,7 +73,36 @@ fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
         let join = ["--uts-of", "/proc/{pid}/ns/uts", "--uts-hostname", "{hostname}"];
         config.join_hostname_launcher = Some(exec_limited(&join));
     }
+    if runtime == RuntimeKind::Process && may_mount(&exe) {
+        config.mount_launcher = Some(vec![exe.clone(), "exec-limited".into()]);
+        config.join_mounts_launcher = Some(exec_limited(&["--mounts-of", "/proc/{pid}/ns/mnt"]));
+    }
     config
+}
+
+/// Whether this process may bind volumes in mount namespaces (root, with CAP_SYS_ADMIN):
+/// tried once per process, as the launcher would do it.
+fn may_mount(exe: &str) -> bool {
+    static MAY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MAY.get_or_init(|| {
+        let root = r#"{"source":"/","target":"/","readOnly":false}"#;
+        let may = tried(exe, &["exec-limited", "--mount", root, "--", "true"]);
+        if !may {
+            tracing::info!("containers run without their volumes: no mount namespaces here");
+        }
+        may
+    })
+}
+
+/// Whether `exe` with `args` ran and succeeded (its output dropped).
+fn tried(exe: &str, args: &[&str]) -> bool {
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    status.is_ok_and(|status| status.success())
 }
 
 /// Whether this process may make UTS namespaces (root, with CAP_SYS_ADMIN): tried once per
@@ -81,13 +110,7 @@ fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
 fn may_name_hosts(exe: &str) -> bool {
     static MAY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *MAY.get_or_init(|| {
-        let tried = std::process::Command::new(exe)
-            .args(["exec-limited", "--hostname", "kplane-probe", "--", "true"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        let may = tried.is_ok_and(|status| status.success());
+        let may = tried(exe, &["exec-limited", "--hostname", "kplane-probe", "--", "true"]);
         if !may {
             tracing::info!("containers keep the machine's host name: no UTS namespaces here");
         }

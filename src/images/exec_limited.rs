@@ -1,6 +1,8 @@
-//! `kplane exec-limited [--cgroup-procs FILE]... [--hostname NAME | --uts-of FILE]
-//! [--memory-bytes N] [--max-open-files N] [--tty] [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`:
-//! joins control groups, takes a host name of its own (a new UTS namespace, as a container
+//! `kplane exec-limited [--cgroup-procs FILE]... [--mount JSON]... [--mounts-of FILE]
+//! [--hostname NAME | --uts-of FILE] [--memory-bytes N] [--max-open-files N] [--tty]
+//! [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`:
+//! joins control groups, binds volumes in a mount namespace of its own (or joins another
+//! process's), takes a host name of its own (a new UTS namespace, as a container
 //! runtime gives each pod) or joins another process's, and lowers this process's rlimits,
 //! then replaces itself with PROGRAM, which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
 //! terminal is its stdin (a pty's terminal end, as the agent gives `exec -t`), so that shells
@@ -21,6 +23,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
 use kplane_actors::agent::launch::Identity;
+use kplane_actors::agent::volumes::Mount;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::unistd::{setgid, setgroups, setuid, Gid, Uid};
 
@@ -38,6 +41,13 @@ pub struct ExecLimitedArgs {
     /// gives a container's), before anything else.
     #[arg(long = "cgroup-procs", value_name = "FILE")]
     cgroup_procs: Vec<std::path::PathBuf>,
+    /// Bind this volume (a [`Mount`] as JSON) in a mount namespace of its own, made at the
+    /// first (needs CAP_SYS_ADMIN); missing targets are made on the node.
+    #[arg(long = "mount", value_name = "JSON", value_parser = parse_mount, conflicts_with = "mounts_of")]
+    mounts: Vec<Mount>,
+    /// Join the mount namespace this file is of, `/proc/PID/ns/mnt`.
+    #[arg(long, value_name = "FILE")]
+    mounts_of: Option<std::path::PathBuf>,
     /// Take this host name, in a UTS namespace of its own (needs CAP_SYS_ADMIN).
     #[arg(long, value_name = "NAME", conflicts_with = "uts_of")]
     hostname: Option<String>,
@@ -99,6 +109,11 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
         // `0`: the writing process.
         std::fs::write(file, "0").map_err(failed("a control group"))?;
     }
+    // Before the host name: a process joining the container waits for its name, and then
+    // finds its mounts all there.
+    if !args.mounts.is_empty() {
+        bind_all(&args.mounts).map_err(failed("the volume mounts"))?;
+    }
     if let Some(name) = &args.hostname {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUTS)
             .map_err(failed("a UTS namespace"))?;
@@ -107,11 +122,18 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
     if let Some(file) = &args.uts_of {
         let uts = "the container's UTS namespace";
         let deadline = std::time::Instant::now() + NAMESPACE_PATIENCE;
-        let namespace = own_namespace_of(file, deadline).map_err(failed(uts))?;
+        let namespace = own_namespace_of(file, "uts", deadline).map_err(failed(uts))?;
         nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWUTS).map_err(failed(uts))?;
         if let Some(name) = &args.uts_hostname {
             named(name, deadline).map_err(failed("the container's host name"))?;
         }
+    }
+    if let Some(file) = &args.mounts_of {
+        let mounts = "the container's mount namespace";
+        let deadline = std::time::Instant::now() + NAMESPACE_PATIENCE;
+        let namespace = own_namespace_of(file, "mnt", deadline).map_err(failed(mounts))?;
+        staying_in_place(|| nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNS))
+            .map_err(failed(mounts))?;
     }
     if args.tty {
         rustix::process::setsid().map_err(failed("a new session"))?;
@@ -135,14 +157,16 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
 /// run on a loaded machine caught that once). A probe's own timeout still bounds a probe.
 const NAMESPACE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Opens the UTS namespace `file` is of (`/proc/PID/ns/uts`), once it is no longer this
-/// process's own: the container's process makes its namespace as its first step.
+/// Opens the namespace `file` is of (`/proc/PID/ns/uts`; `kind` the same file's name), once it
+/// is no longer this process's own: the container's process makes its namespace as its first
+/// step.
 fn own_namespace_of(
     file: &std::path::Path,
+    kind: &str,
     deadline: std::time::Instant,
 ) -> io::Result<std::fs::File> {
     use std::os::unix::fs::MetadataExt;
-    let ours = std::fs::metadata("/proc/self/ns/uts")?.ino();
+    let ours = std::fs::metadata(format!("/proc/self/ns/{kind}"))?.ino();
     loop {
         let namespace = std::fs::File::open(file)?;
         if namespace.metadata()?.ino() != ours {
@@ -155,6 +179,62 @@ fn own_namespace_of(
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+}
+
+/// Binds `mounts` (outer targets first) in a new mount namespace, which takes the node's mounts
+/// as they come but sends none of its own back. A target that is not there is made (a
+/// directory, or an empty file for a file), as a runtime makes it in an image.
+fn bind_all(mounts: &[Mount]) -> io::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    staying_in_place(|| -> io::Result<()> {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_SLAVE, None::<&str>)?;
+        for m in mounts {
+            let context = |e: io::Error| {
+                let what = format!("{} on {}: {e}", m.source.display(), m.target.display());
+                io::Error::new(e.kind(), what)
+            };
+            make_target(m).map_err(context)?;
+            let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
+            mount(Some(&m.source), &m.target, None::<&str>, bind, None::<&str>)
+                .map_err(|e| context(e.into()))?;
+            if m.read_only {
+                let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+                mount(None::<&str>, &m.target, None::<&str>, flags, None::<&str>)
+                    .map_err(|e| context(e.into()))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Makes a mount's target when it is missing: a directory for a directory, else a file.
+fn make_target(m: &Mount) -> io::Result<()> {
+    if std::fs::symlink_metadata(&m.target).is_ok() {
+        return Ok(());
+    }
+    if std::fs::metadata(&m.source)?.is_dir() {
+        return std::fs::create_dir_all(&m.target);
+    }
+    if let Some(parent) = m.target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::OpenOptions::new().create(true).append(true).open(&m.target).map(|_| ())
+}
+
+/// Runs `change` (of the mount namespace) and goes back to the working directory by its path,
+/// now resolved through the new mounts (a `workingDir` inside a volume is the volume's).
+fn staying_in_place<E: Into<io::Error>>(change: impl FnOnce() -> Result<(), E>) -> io::Result<()> {
+    let dir = std::env::current_dir();
+    change().map_err(Into::into)?;
+    if let Ok(dir) = dir {
+        std::env::set_current_dir(dir)?;
+    }
+    Ok(())
+}
+
+fn parse_mount(text: &str) -> Result<Mount, String> {
+    serde_json::from_str(text).map_err(|e| format!("{text:?} is not a mount: {e}"))
 }
 
 /// Waits until the UTS namespace this process is in has the host name `name` (its maker gives

@@ -1513,3 +1513,95 @@ fn extended_resources_advertised_by_a_node_are_scheduled_by() {
     kubectl.ok(&["patch", "node", "node-x", "--subresource=status", "--type=json", "-p", withdraw]);
     wait_until(WAIT, "the dongles are gone", || allocatable().get("example.com/dongle").is_none());
 }
+
+/// Pod volumes in the process runtime: each container sees its ConfigMap, Secret, downward
+/// API and emptyDir volumes at their mount paths (its own mount namespace; the node's file
+/// system is left as it was), read-only where Kubernetes mounts them so, shared between the
+/// pod's containers, and in what is exec'd in it; a pod whose ConfigMap is missing waits as
+/// `ContainerCreating` with a `FailedMount` event and starts once it exists.
+#[test]
+fn containers_see_their_volumes_at_their_mount_paths() {
+    let server = server_with_agent("node-vol");
+    wait_until(WAIT, "the node is ready", || node_ready(&server, "node-vol"));
+    let kubectl = server.kubectl();
+    kubectl.ok(&["create", "configmap", "settings", "--from-literal=greeting=hello"]);
+    kubectl.ok(&["create", "secret", "generic", "creds", "--from-literal=token=s3cr3t"]);
+    // Mount paths under the test's directory: one that is there on the node, with a file the
+    // container's volume hides, and others the runtime makes.
+    let root = server.data.path().join("mnt");
+    let scratch = root.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("host-file"), "the node's").unwrap();
+    let at = |name: &str| root.join(name).to_string_lossy().into_owned();
+    let script = format!(
+        "cat {cfg}/greeting; echo; cat {secret}/token; echo; cat {info}/labels; echo; \
+         ls {scratch}; echo from-c > {scratch}/shared; touch {cfg}/x 2>/dev/null || echo ro; \
+         pwd; exec sleep 1000",
+        cfg = at("cfg"),
+        secret = at("secret"),
+        info = at("info"),
+        scratch = at("scratch"),
+    );
+    let mounts = json!([{"name": "cfg", "mountPath": at("cfg")},
+        {"name": "secret", "mountPath": at("secret")},
+        {"name": "info", "mountPath": at("info")},
+        {"name": "scratch", "mountPath": at("scratch")}]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "vol", "labels": {"app": "web"}},
+        "spec": {"nodeName": "node-vol", "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {"name": "c", "image": "busybox", "command": ["sh", "-c", script],
+                    "workingDir": at("scratch"), "volumeMounts": mounts},
+                {"name": "d", "image": "busybox", "command": ["sleep", "1000"],
+                    "volumeMounts": [{"name": "scratch", "mountPath": at("other")}]}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "settings"}},
+                {"name": "secret", "secret": {"secretName": "creds"}},
+                {"name": "info", "downwardAPI": {"items": [
+                    {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                {"name": "scratch", "emptyDir": {}}]}});
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &pod).0, 201);
+    let log = || server.get_with("/api/v1/namespaces/default/pods/vol/log?container=c", &[]).2;
+    wait_until(WAIT, "the container's script ran", || {
+        log().ends_with(&format!("{}\n", at("scratch")))
+    });
+    // The emptyDir hid the node's file; the ConfigMap is read-only; the working directory is
+    // the volume.
+    assert_eq!(log(), format!("hello\ns3cr3t\napp=\"web\"\nro\n{}\n", at("scratch")));
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        1,
+        "the node's directory is as it was"
+    );
+    // The other container shares the emptyDir; what is exec'd joins the container's mounts.
+    let exec = |container: &str, path: String| {
+        kubectl.run(&["exec", "vol", "-c", container, "--", "cat", &path]).1
+    };
+    assert_eq!(exec("d", format!("{}/shared", at("other"))), "from-c\n");
+    assert_eq!(exec("c", format!("{}/greeting", at("cfg"))), "hello");
+    // New labels reach the downward API's file.
+    kubectl.ok(&["label", "pod", "vol", "tier=front"]);
+    wait_until(WAIT, "the labels file follows the pod", || {
+        exec("c", format!("{}/labels", at("info"))) == "app=\"web\"\ntier=\"front\""
+    });
+
+    let mut waiting = pod_on(
+        "waiting",
+        "node-vol",
+        json!({"name": "c", "image": "busybox", "command": ["sleep", "1000"],
+            "volumeMounts": [{"name": "cfg", "mountPath": at("later")}]}),
+    );
+    waiting["spec"]["volumes"] = json!([{"name": "cfg", "configMap": {"name": "later"}}]);
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &waiting).0, 201);
+    wait_event(&server, "waiting", "FailedMount", |m| {
+        m == "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not found"
+    });
+    let pod = get_pod(&server, "waiting");
+    let state = &pod["status"]["containerStatuses"][0]["state"];
+    assert_eq!(state["waiting"]["reason"], "ContainerCreating", "{pod}");
+    kubectl.ok(&["create", "configmap", "later", "--from-literal=k=v"]);
+    wait_pod(&server, "waiting", "it starts once its ConfigMap is there", |p| {
+        container_ready(p, "c")
+    });
+    let later = format!("{}/k", at("later"));
+    assert_eq!(kubectl.run(&["exec", "waiting", "--", "cat", &later]).1, "v");
+}

@@ -13,10 +13,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use super::runtime::{Interactive, Resources};
+use super::volumes::Mount;
 use super::AgentConfig;
 use crate::client::ApiClient;
 use crate::core::ApiError;
-use crate::model::{quantity, resources};
+use crate::model::{quantity, resources, text};
 
 /// Why a container cannot be started (yet); reported as its waiting reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +55,38 @@ pub fn own_hostname(pod: &Pod) -> Option<String> {
     let name = pod.metadata.name.as_deref().unwrap_or("");
     let cut = &name[..name.len().min(63)];
     Some(cut.trim_end_matches(['-', '.']).to_string())
+}
+
+/// `argv` run with `mounts` bound in a mount namespace of its own (through the agent's mount
+/// launcher); as it is when there are none. Mounts the node cannot make are an error.
+fn with_mounts(
+    config: &AgentConfig,
+    mounts: &[Mount],
+    argv: Vec<String>,
+) -> Result<Vec<String>, LaunchError> {
+    if mounts.is_empty() {
+        return Ok(argv);
+    }
+    let Some(launcher) = &config.mount_launcher else {
+        return Err(LaunchError::Config("this node cannot mount volumes".into()));
+    };
+    let mut line = launcher.clone();
+    for mount in mounts {
+        line.push("--mount".into());
+        line.push(serde_json::to_string(mount).unwrap_or_default());
+    }
+    line.push("--".into());
+    line.extend(argv);
+    Ok(line)
+}
+
+/// The command-line prefix that puts what is exec'd in the container `pid` into its mount
+/// namespace, when the container was started with mounts (empty otherwise).
+pub fn join_mounts(config: &AgentConfig, mounted: bool, pid: u32) -> Vec<String> {
+    match (&config.join_mounts_launcher, mounted) {
+        (Some(launcher), true) => through(launcher, "{pid}", &pid.to_string(), Vec::new()),
+        _ => Vec::new(),
+    }
 }
 
 /// The command-line prefix that puts what is exec'd in the container `pid` of `pod` into its
@@ -184,7 +217,7 @@ async fn env_from(
 }
 
 /// A ConfigMap or Secret an environment draws on; `None` when it is optional and missing.
-async fn source_object(
+pub(super) async fn source_object(
     client: &dyn ApiClient,
     plural: &str,
     namespace: &str,
@@ -205,7 +238,7 @@ async fn source_object(
     }
 }
 
-fn decoded_secret(base64: &str) -> Option<String> {
+pub(super) fn decoded_secret(base64: &str) -> Option<String> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(base64).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -213,7 +246,7 @@ fn decoded_secret(base64: &str) -> Option<String> {
 /// A `resourceFieldRef`'s value, as the kubelet works it out: the named container's (this one
 /// unless it names another) limit or request, divided by the divisor and rounded up; a limit
 /// not set is the node's allocatable amount.
-async fn resource_value(
+pub(super) async fn resource_value(
     client: &dyn ApiClient,
     ctx: &PodContext<'_>,
     container: &Container,
@@ -273,6 +306,46 @@ async fn resource_value(
     Ok(((amount + divisor - 1).div_euclid(divisor)).to_string())
 }
 
+/// A `fieldRef`'s value, as the kubelet's downward API gives it: a field of the pod, one of its
+/// labels or annotations, or (in a volume's files only, which validation sees to) all of them
+/// as `key="value"` lines in key order.
+pub(super) fn field_value(ctx: &PodContext<'_>, path: &str) -> Result<String, LaunchError> {
+    let meta = &ctx.pod.metadata;
+    let label = |map: &Option<BTreeMap<String, String>>, prefix: &str| {
+        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
+        map.as_ref()?.get(key).cloned()
+    };
+    let value = match path {
+        "metadata.name" => meta.name.clone(),
+        "metadata.namespace" => meta.namespace.clone(),
+        "metadata.uid" => meta.uid.clone(),
+        "metadata.labels" => Some(format_map(meta.labels.as_ref())),
+        "metadata.annotations" => Some(format_map(meta.annotations.as_ref())),
+        // `spec.host` is the older name of `spec.nodeName`; a pod has one address of each
+        // kind here, so the lists are that one.
+        "spec.nodeName" | "spec.host" => Some(ctx.node_name.to_string()),
+        "spec.serviceAccountName" => {
+            ctx.pod.spec.as_ref().and_then(|s| s.service_account_name.clone())
+        }
+        "status.podIP" | "status.podIPs" => Some(ctx.pod_ip.to_string()),
+        "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
+        p if p.starts_with("metadata.labels['") => label(&meta.labels, "metadata.labels['"),
+        p if p.starts_with("metadata.annotations['") => {
+            label(&meta.annotations, "metadata.annotations['")
+        }
+        other => return Err(LaunchError::Config(format!("unsupported fieldRef {other:?}"))),
+    };
+    Ok(value.unwrap_or_default())
+}
+
+/// A map as the downward API writes it in a file: `key="value"` lines in key order, each
+/// value quoted and escaped as Go's `%q` does, no newline after the last.
+fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
+    let lines =
+        map.into_iter().flatten().map(|(key, value)| format!("{key}={}", text::go_quote(value)));
+    lines.collect::<Vec<_>>().join("\n")
+}
+
 /// A `valueFrom` source; `None` when it is optional and missing.
 async fn value_from(
     client: &dyn ApiClient,
@@ -286,33 +359,7 @@ async fn value_from(
         return resource_value(client, ctx, container, field).await.map(Some);
     }
     if let Some(field) = &source.field_ref {
-        let meta = &ctx.pod.metadata;
-        let path = field.field_path.as_str();
-        let label = |map: &Option<std::collections::BTreeMap<String, String>>, prefix: &str| {
-            let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
-            map.as_ref()?.get(key).cloned()
-        };
-        let value = match path {
-            "metadata.name" => meta.name.clone(),
-            "metadata.namespace" => meta.namespace.clone(),
-            "metadata.uid" => meta.uid.clone(),
-            // `spec.host` is the older name of `spec.nodeName`; a pod has one address of
-            // each kind here, so the lists are that one.
-            "spec.nodeName" | "spec.host" => Some(ctx.node_name.to_string()),
-            "spec.serviceAccountName" => {
-                ctx.pod.spec.as_ref().and_then(|s| s.service_account_name.clone())
-            }
-            "status.podIP" | "status.podIPs" => Some(ctx.pod_ip.to_string()),
-            "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
-            p if p.starts_with("metadata.labels['") => label(&meta.labels, "metadata.labels['"),
-            p if p.starts_with("metadata.annotations['") => {
-                label(&meta.annotations, "metadata.annotations['")
-            }
-            other => {
-                return Err(LaunchError::Config(format!("unsupported fieldRef {other:?}")));
-            }
-        };
-        return Ok(Some(value.unwrap_or_default()));
+        return field_value(ctx, &field.field_path).map(Some);
     }
     let (plural, selector) = if let Some(r) = &source.config_map_key_ref {
         ("configmaps", (r.name.as_str(), r.key.as_str(), r.optional.unwrap_or(false)))
@@ -569,6 +616,7 @@ pub fn command_line(
     env: &[(String, String)],
     identity: Option<&Identity>,
     hostname: Option<&str>,
+    mounts: &[Mount],
 ) -> Result<CommandLine, LaunchError> {
     let args: Vec<String> = container.args.iter().flatten().map(|a| expand(a, env)).collect();
     let image = container.image.as_deref().unwrap_or("");
@@ -595,6 +643,9 @@ pub fn command_line(
     if let (Some(name), Some(launcher)) = (hostname, &config.hostname_launcher) {
         argv = through(launcher, "{hostname}", name, argv);
     }
+    // Outside the host name's too: the container's mounts are all there once it has its name,
+    // which is what a process joining it waits for (see `join_hostname`).
+    argv = with_mounts(config, mounts, argv)?;
     let limit = container
         .resources
         .as_ref()
@@ -766,7 +817,7 @@ mod tests {
         }))
         .unwrap();
         let argv =
-            command_line(&config, &container, &vars(&[("P", "80")]), None, None).unwrap().argv;
+            command_line(&config, &container, &vars(&[("P", "80")]), None, None, &[]).unwrap().argv;
         assert_eq!(
             argv,
             ["limit", "--bytes=67108864", "--", "kplane", "agnhost", "netexec", "--port=80"]
@@ -774,11 +825,11 @@ mod tests {
         let own: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx", "command": ["sh"]}))
                 .unwrap();
-        assert_eq!(command_line(&config, &own, &[], None, None).unwrap().argv, ["sh"]);
+        assert_eq!(command_line(&config, &own, &[], None, None, &[]).unwrap().argv, ["sh"]);
         let unknown: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx"})).unwrap();
         assert!(matches!(
-            command_line(&config, &unknown, &[], None, None),
+            command_line(&config, &unknown, &[], None, None, &[]),
             Err(LaunchError::UnknownImage(_))
         ));
         // Args alone, for an image the node does not know, are the command line.
@@ -786,7 +837,7 @@ mod tests {
             json!({"name": "c", "image": "busybox", "args": ["sh", "-c", "echo $(P)"]}),
         )
         .unwrap();
-        let argv = command_line(&config, &args_only, &vars(&[("P", "80")]), None, None);
+        let argv = command_line(&config, &args_only, &vars(&[("P", "80")]), None, None, &[]);
         assert_eq!(argv.unwrap().argv, ["sh", "-c", "echo 80"]);
     }
 
@@ -800,10 +851,10 @@ mod tests {
         let asked = Interactive { stdin: true, stdin_once: false, tty: true };
         let no_terminal = Interactive { tty: false, ..asked };
         assert_eq!(interactive(&config, &shell), no_terminal);
-        assert_eq!(command_line(&config, &shell, &[], None, None).unwrap().argv, ["sh"]);
+        assert_eq!(command_line(&config, &shell, &[], None, None, &[]).unwrap().argv, ["sh"]);
         config.terminal_launcher = Some(vec!["on-tty".into(), "--".into()]);
         assert_eq!(interactive(&config, &shell), asked);
-        let line = command_line(&config, &shell, &[], None, None).unwrap();
+        let line = command_line(&config, &shell, &[], None, None, &[]).unwrap();
         assert_eq!(line.argv, ["on-tty", "--", "sh"]);
         assert_eq!(line.program, "sh", "what the launchers come down to");
     }

@@ -16,6 +16,8 @@
 //! - [`hooks`]: lifecycle hooks (postStart, preStop): exec, HTTP and sleep handlers.
 //! - [`launch`]: a container's command line and environment, from its spec.
 //! - [`log_lines`]: the container log format (timed lines) and reading it back.
+//! - [`volumes`]: a pod's volumes on the node (directories, files, host paths) and what each
+//!   container mounts of them.
 
 pub mod admission;
 mod hooks;
@@ -29,6 +31,7 @@ pub mod probes;
 pub mod runtime;
 pub mod service_proxy;
 pub mod sysctls;
+pub mod volumes;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -88,6 +91,13 @@ pub struct AgentConfig {
     /// Command-line prefix that puts the rest in the host name of the process `{pid}`: what is
     /// exec'd in a container that has its own.
     pub join_hostname_launcher: Option<Vec<String>>,
+    /// Command-line prefix that binds volumes in a mount namespace of the rest's own (each
+    /// [`volumes::Mount`] as JSON after `--mount`, then `--`); without it containers see the
+    /// node's file system as it is, without their volumes.
+    pub mount_launcher: Option<Vec<String>>,
+    /// Command-line prefix that puts the rest in the mount namespace of the process `{pid}`:
+    /// what is exec'd in a container that mounts volumes.
+    pub join_mounts_launcher: Option<Vec<String>>,
     /// Command-line prefix of the log writer a container's output is piped into (the log
     /// file's path is added); without it the output is appended to the log file directly, and
     /// its lines have no times (`kubectl logs --timestamps`, `--since`).
@@ -124,6 +134,8 @@ impl AgentConfig {
             identity_launcher: None,
             hostname_launcher: None,
             join_hostname_launcher: None,
+            mount_launcher: None,
+            join_mounts_launcher: None,
             log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,

@@ -20,6 +20,7 @@ use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
 use super::runtime::{self, process_alive, ContainerIo, Launch, Runtime, StopSignal};
+use super::volumes::{self, Volumes};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::ApiClient;
@@ -42,6 +43,10 @@ const HOOK_SLACK: Duration = Duration::from_secs(1);
 /// The least time a container gets between its SIGTERM and SIGKILL once its preStop hook has
 /// ended (the kubelet's `minimumGracePeriodInSeconds`).
 const MIN_STOP_AFTER_HOOK: Duration = Duration::from_secs(2);
+/// How often the files of a running pod's volumes are brought up to date (a ConfigMap's new
+/// values), as the kubelet's periodic sync does; a change of the pod's labels or annotations
+/// (the downward API's) brings them up to date at once.
+const VOLUME_RESYNC: Duration = Duration::from_secs(60);
 
 /// What every pod worker of one agent shares.
 pub struct WorkerContext {
@@ -675,6 +680,12 @@ struct PodState {
     /// The pod's events, recorded one after the other in the background, in the order they
     /// happened (the task is started with the first).
     event_queue: OnceLock<tokio::sync::mpsc::UnboundedSender<QueuedEvent>>,
+    /// Its volumes, once set up (containers start only then, where processes run).
+    volumes: Option<Volumes>,
+    /// When its volumes were last set up or brought up to date (`None`: due now).
+    volumes_synced: Option<Instant>,
+    /// A failed set-up is tried again at this instant.
+    volumes_retry_at: Option<Instant>,
 }
 
 /// An event waiting in a pod's queue: about what, and what it says.
@@ -738,6 +749,9 @@ impl PodState {
             deadline_exceeded: false,
             event_queue: OnceLock::new(),
             host_ports: None,
+            volumes: None,
+            volumes_synced: None,
+            volumes_retry_at: None,
         };
         state.recover(ctx);
         Some(state)
@@ -933,8 +947,15 @@ impl PodState {
     fn launchers(&self, spec: &Container, pid: Option<u32>) -> Vec<String> {
         let identity = Identity::of(&self.pod, spec).ok().flatten();
         let hostname = pid.map(|pid| launch::join_hostname(&self.config, &self.pod, pid));
-        [hostname.unwrap_or_default(), Identity::wrap(&self.config, identity.as_ref(), Vec::new())]
-            .concat()
+        // Its mounts after its host name: a container has them all once it is named.
+        let mounted = volumes::mounts_anything(&self.pod, spec);
+        let mounts = pid.map(|pid| launch::join_mounts(&self.config, mounted, pid));
+        [
+            hostname.unwrap_or_default(),
+            mounts.unwrap_or_default(),
+            Identity::wrap(&self.config, identity.as_ref(), Vec::new()),
+        ]
+        .concat()
     }
 
     fn container_spec(&self, name: &str) -> Option<&Container> {
@@ -971,6 +992,11 @@ impl PodState {
         }
         match serde_json::from_value::<Pod>(raw.clone()) {
             Ok(pod) => {
+                // New labels or annotations reach the downward API's files at once.
+                let (old, new) = (&self.pod.metadata, &pod.metadata);
+                if old.labels != new.labels || old.annotations != new.annotations {
+                    self.volumes_synced = None;
+                }
                 self.pod = pod;
                 self.raw = raw;
                 // Ephemeral containers only come (the API server refuses any other change).
@@ -1116,7 +1142,9 @@ impl PodState {
             self.write_status(ctx).await;
             return;
         }
-        self.start_what_should_run(ctx, addr).await;
+        if self.prepare_volumes(ctx).await {
+            self.start_what_should_run(ctx, addr).await;
+        }
         // The pod has ended: its sidecars (and ephemeral containers) stop.
         if self.ended() && self.containers.iter().any(|c| c.running.is_some()) {
             self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
@@ -1124,6 +1152,60 @@ impl PodState {
         self.probe(ctx, addr);
         self.rotate_logs(ctx.config.max_log_bytes).await;
         self.write_status(ctx).await;
+    }
+
+    /// Sets the pod's volumes up before its first container starts, and brings their files up
+    /// to date now and then after (see [`VOLUME_RESYNC`]). False while they cannot be set up:
+    /// no container starts, each waits as `ContainerCreating` and a `FailedMount` event says
+    /// why, as with the kubelet. A later failure (a ConfigMap deleted) leaves the files as
+    /// they were. A simulated runtime runs nothing that could see volumes.
+    async fn prepare_volumes(&mut self, ctx: &WorkerContext) -> bool {
+        if !ctx.runtime.runs_processes() {
+            return true;
+        }
+        let now = Instant::now();
+        let due = match (&self.volumes, self.volumes_synced) {
+            (None, _) => self.volumes_retry_at.is_none_or(|at| now >= at),
+            (Some(_), Some(synced)) => now.duration_since(synced) >= VOLUME_RESYNC,
+            (Some(_), None) => true,
+        };
+        if !due {
+            return self.volumes.is_some();
+        }
+        let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
+        let host_ip = ctx.config.address.to_string();
+        let pod_ctx = PodContext {
+            pod: &self.pod,
+            node_name: &ctx.config.node_name,
+            pod_ip: &pod_ip,
+            host_ip: &host_ip,
+        };
+        let set_up = volumes::set_up(ctx.client.as_ref(), &pod_ctx, &self.dir).await;
+        self.volumes_synced = Some(now);
+        match set_up {
+            Ok(set_up) => {
+                if self.volumes.is_none() {
+                    for (name, kind) in &set_up.unsupported {
+                        let message = format!(
+                            "volume {name:?}: this node does not set up {kind} sources; the \
+                             pod's containers run without it"
+                        );
+                        self.event(ctx, EventKind::Warning, "FailedMount", message);
+                    }
+                }
+                self.volumes = Some(set_up);
+                true
+            }
+            Err(error) if self.volumes.is_some() => {
+                tracing::warn!(pod = %self.name, %error, "bringing the pod's volumes up to date");
+                true
+            }
+            Err(error) => {
+                self.event(ctx, EventKind::Warning, "FailedMount", error.to_string());
+                self.volumes_retry_at = Some(now + ctx.config.restart_backoff);
+                false
+            }
+        }
     }
 
     /// Adopted processes are not our children: notice their exit by looking. Their exit code
@@ -1615,12 +1697,17 @@ impl PodState {
             Ok(mut env) => Identity::of(&self.pod, &spec).and_then(|identity| {
                 launch::add_home(&mut env, identity.as_ref());
                 let hostname = launch::own_hostname(&self.pod);
+                let mounts = match &self.volumes {
+                    Some(set_up) => volumes::mounts(&spec, set_up, &env)?,
+                    None => Vec::new(),
+                };
                 launch::command_line(
                     &ctx.config,
                     &spec,
                     &env,
                     identity.as_ref(),
                     hostname.as_deref(),
+                    &mounts,
                 )
                 .map(|line| (line, env))
             }),

@@ -5,8 +5,8 @@
 //! limits the secrets its pods reference to its own. Mirror pods (a node's static pods) are
 //! left as they are and may reference neither accounts nor secrets.
 //!
-//! Unlike Kubernetes' plugin, this one mounts no API token volume (`kube-api-access-*`):
-//! kplane issues no service account tokens and its process runtime mounts no volumes.
+//! Unlike Kubernetes' plugin, this one mounts no API token volume (`kube-api-access-*`): the
+//! node agent sets up no projected service account tokens.
 
 use std::time::Duration;
 

@@ -1,0 +1,234 @@
+use std::os::unix::fs::PermissionsExt;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::core::{ApiCore, WriteOptions};
+
+async fn create(core: &ApiCore, plural: &str, namespace: &str, object: Value) {
+    let resource = resources::core(plural);
+    core.create(resource, namespace, object, &WriteOptions::default()).await.unwrap();
+}
+
+fn pod(spec: Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "u1",
+            "labels": {"app": "web", "tier": "a \"b\""}},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[actix::test]
+async fn config_maps_secrets_and_the_downward_api_become_files() {
+    let core = crate::testing::core().await;
+    create(
+        &core,
+        "configmaps",
+        "default",
+        json!({"metadata": {"name": "settings"}, "data": {"a.conf": "x=1", "b": "2"},
+            "binaryData": {"raw": "AAE="}}),
+    )
+    .await;
+    create(
+        &core,
+        "secrets",
+        "default",
+        json!({"metadata": {"name": "creds"},
+        "data": {"token": "czNjcjN0"}}),
+    )
+    .await;
+    let pod = pod(json!({
+        "containers": [{"name": "c", "image": "x", "resources": {"limits": {"memory": "64Mi"}}}],
+        "volumes": [
+            {"name": "all", "configMap": {"name": "settings"}},
+            {"name": "some", "configMap": {"name": "settings", "defaultMode": 0o600,
+                "items": [{"key": "b", "path": "dir/bee", "mode": 0o400}]}},
+            {"name": "secret", "secret": {"secretName": "creds"}},
+            {"name": "info", "downwardAPI": {"items": [
+                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+                {"path": "mem", "resourceFieldRef": {"containerName": "c",
+                    "resource": "limits.memory", "divisor": "1Mi"}}]}},
+            {"name": "mixed", "projected": {"sources": [
+                {"configMap": {"name": "settings", "items": [{"key": "b", "path": "b"}]}},
+                {"secret": {"name": "creds"}},
+                {"configMap": {"name": "absent", "optional": true}},
+                {"serviceAccountToken": {"path": "api-token"}}]}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "remote", "nfs": {"server": "10.0.0.1", "path": "/x"}}
+        ]
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
+    let volumes = set_up(&core, &ctx, dir.path()).await.unwrap();
+    let path = |name: &str| volumes.set_up[name].path.clone();
+    assert_eq!(read(&path("all").join("a.conf")), "x=1");
+    assert_eq!(std::fs::read(path("all").join("raw")).unwrap(), [0, 1]);
+    assert_eq!(mode(&path("all").join("b")), 0o644);
+    assert_eq!(read(&path("some").join("dir/bee")), "2");
+    assert_eq!(mode(&path("some").join("dir/bee")), 0o400);
+    assert!(!path("some").join("a.conf").exists(), "only the items named");
+    assert_eq!(read(&path("secret").join("token")), "s3cr3t");
+    assert_eq!(read(&path("info").join("labels")), "app=\"web\"\ntier=\"a \\\"b\\\"\"");
+    assert_eq!(read(&path("info").join("name")), "p");
+    assert_eq!(read(&path("info").join("mem")), "64");
+    assert_eq!(read(&path("mixed").join("b")), "2");
+    assert_eq!(read(&path("mixed").join("token")), "s3cr3t");
+    assert!(volumes.set_up["mixed"].read_only && !volumes.set_up["scratch"].read_only);
+    assert_eq!(mode(&path("scratch")), 0o777);
+    let unsupported = [("mixed".to_string(), "serviceAccountToken"), ("remote".into(), "nfs")];
+    assert_eq!(volumes.unsupported, unsupported);
+    assert!(!path("mixed").join("api-token").exists());
+
+    // A change reaches the files when they are set up again.
+    let configmaps = resources::core("configmaps");
+    let changed = json!({"metadata": {"name": "settings"},
+        "data": {"a.conf": "x=1", "b": "two"}, "binaryData": {"raw": "AAE="}});
+    core.update(configmaps, "default", "settings", changed, &WriteOptions::default())
+        .await
+        .unwrap();
+    set_up(&core, &ctx, dir.path()).await.unwrap();
+    assert_eq!(read(&path("some").join("dir/bee")), "two");
+}
+
+#[actix::test]
+async fn a_missing_source_or_key_is_an_error_in_the_kubelet_s_words() {
+    let core = crate::testing::core().await;
+    create(
+        &core,
+        "configmaps",
+        "default",
+        json!({"metadata": {"name": "settings"},
+        "data": {"a": "1"}}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let error = |volume: Value| {
+        let (core, dir) = (core.clone(), dir.path().to_path_buf());
+        async move {
+            let pod = pod(json!({"containers": [{"name": "c"}], "volumes": [volume]}));
+            let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
+            set_up(&core, &ctx, &dir).await.unwrap_err().to_string()
+        }
+    };
+    assert_eq!(
+        error(json!({"name": "cfg", "configMap": {"name": "gone"}})).await,
+        "MountVolume.SetUp failed for volume \"cfg\" : configmap \"gone\" not found"
+    );
+    assert_eq!(
+        error(json!({"name": "s", "secret": {"secretName": "gone"}})).await,
+        "MountVolume.SetUp failed for volume \"s\" : secret \"gone\" not found"
+    );
+    assert_eq!(
+        error(json!({"name": "cfg", "configMap": {"name": "settings",
+            "items": [{"key": "b", "path": "b"}]}}))
+        .await,
+        "MountVolume.SetUp failed for volume \"cfg\" : configmap references non-existent \
+         config key: b"
+    );
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    assert_eq!(
+        error(json!({"name": "h", "hostPath": {"path": file, "type": "Directory"}})).await,
+        format!(
+            "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: {} is \
+             not a directory",
+            file.display()
+        )
+    );
+    assert_eq!(
+        error(json!({"name": "data", "persistentVolumeClaim": {"claimName": "nope"}})).await,
+        "MountVolume.SetUp failed for volume \"data\" : persistentvolumeclaim \"nope\" not found"
+    );
+}
+
+#[actix::test]
+async fn host_paths_are_made_as_their_type_says_and_claims_reach_their_volume_s_path() {
+    let core = crate::testing::core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let made = dir.path().join("made/deeper");
+    let file = dir.path().join("f");
+    let claimed = dir.path().join("claimed");
+    create(
+        &core,
+        "persistentvolumes",
+        "",
+        json!({"metadata": {"name": "pv1"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": claimed, "type": "DirectoryOrCreate"},
+            "claimRef": {"namespace": "default", "name": "data"}}}),
+    )
+    .await;
+    create(
+        &core,
+        "persistentvolumeclaims",
+        "default",
+        json!({"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv1",
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    let pod = pod(json!({"containers": [{"name": "c"}], "volumes": [
+        {"name": "made", "hostPath": {"path": made, "type": "DirectoryOrCreate"}},
+        {"name": "file", "hostPath": {"path": file, "type": "FileOrCreate"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data", "readOnly": true}}]}));
+    let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
+    let volumes = set_up(&core, &ctx, dir.path()).await.unwrap();
+    assert!(made.is_dir() && file.is_file() && claimed.is_dir());
+    assert_eq!(volumes.set_up["made"].path, made);
+    assert_eq!(volumes.set_up["data"], HostVolume { path: claimed, read_only: true });
+}
+
+#[test]
+fn mounts_bind_volumes_and_sub_paths_outer_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = |name: &str, read_only| {
+        (name.to_string(), HostVolume { path: dir.path().join(name), read_only })
+    };
+    let volumes = Volumes {
+        set_up: [volume("cfg", true), volume("data", false)].into_iter().collect(),
+        unsupported: vec![("remote".into(), "nfs")],
+    };
+    let container: Container = serde_json::from_value(json!({"name": "c", "volumeMounts": [
+        {"name": "cfg", "mountPath": "/srv/app/conf"},
+        {"name": "data", "mountPath": "/srv", "readOnly": true},
+        {"name": "data", "mountPath": "/logs", "subPathExpr": "$(POD_NAME)"},
+        {"name": "remote", "mountPath": "/remote"}]}))
+    .unwrap();
+    let env = [("POD_NAME".to_string(), "p".to_string())];
+    let mounts = mounts(&container, &volumes, &env).unwrap();
+    let shown: Vec<(PathBuf, &str, bool)> = mounts
+        .iter()
+        .map(|m| {
+            (
+                m.source.strip_prefix(dir.path()).unwrap().to_path_buf(),
+                m.target.to_str().unwrap(),
+                m.read_only,
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (PathBuf::from("data"), "/srv", true),
+            (PathBuf::from("data/p"), "/logs", false),
+            (PathBuf::from("cfg"), "/srv/app/conf", true),
+        ]
+    );
+    assert!(dir.path().join("data/p").is_dir(), "a missing sub path is made");
+    let escaping: Container = serde_json::from_value(json!({"name": "c", "volumeMounts": [
+        {"name": "data", "mountPath": "/x", "subPathExpr": "$(UP)"}]}))
+    .unwrap();
+    let env = [("UP".to_string(), "../..".to_string())];
+    assert!(super::mounts(&escaping, &volumes, &env).is_err());
+}
