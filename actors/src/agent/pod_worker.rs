@@ -43,6 +43,10 @@ const HOOK_SLACK: Duration = Duration::from_secs(1);
 /// The least time a container gets between its SIGTERM and SIGKILL once its preStop hook has
 /// ended (the kubelet's `minimumGracePeriodInSeconds`).
 const MIN_STOP_AFTER_HOOK: Duration = Duration::from_secs(2);
+/// The least time a container the agent restarts (a failed probe or postStart hook, a new
+/// image) gets between SIGTERM and SIGKILL, whatever its grace period says: the kubelet's
+/// "minimal shutdown window". A pod's deletion is not held to it.
+const MIN_RESTART_GRACE: Duration = Duration::from_secs(2);
 /// How often the files of a running pod's volumes are brought up to date (a ConfigMap's new
 /// values), as the kubelet's periodic sync does; a change of the pod's labels or annotations
 /// (the downward API's) brings them up to date at once.
@@ -1520,7 +1524,7 @@ impl PodState {
                     (EventKind::Normal, "Killing".into(), "FailedPostStartHook".into()),
                 ];
                 self.events(ctx, Some(&name), events);
-                let deadline = Instant::now() + termination_grace(&self.pod);
+                let deadline = Instant::now() + termination_grace(&self.pod).max(MIN_RESTART_GRACE);
                 let c = &mut self.containers[i];
                 c.waiting = Some(("PostStartHookError".into(), message));
                 c.restarting_deadline = Some(deadline);
@@ -1559,7 +1563,7 @@ impl PodState {
         let now = Instant::now();
         // An image change restarts that container (SIGTERM now, SIGKILL after the pod's
         // termination grace period, as the kubelet kills a changed container).
-        let grace = termination_grace(&self.pod);
+        let grace = termination_grace(&self.pod).max(MIN_RESTART_GRACE);
         let mut redefined = Vec::new();
         for i in 0..self.containers.len() {
             let wanted =
@@ -1970,6 +1974,7 @@ impl PodState {
         let Some(spec) = self.container_spec(&done.container).cloned() else { return false };
         let terminating = self.pod.metadata.deletion_timestamp.is_some();
         let pod_grace = termination_grace(&self.pod);
+        let never = self.restart_policy() == "Never";
         let c = &mut self.containers[i];
         let kind = done.kind;
         // For a run that has since ended (its probes start afresh with the next), or is being
@@ -1995,12 +2000,21 @@ impl PodState {
             (kind, Some(false)) => {
                 let which = if kind == ProbeKind::Startup { "startup" } else { "liveness" };
                 tracing::info!(pod = %self.name, container = %name, "{which} probe failed; restarting");
-                let message = format!("Container {name} failed {which} probe, will be restarted");
+                // In the kubelet's words: a sidecar's names it an init container and says
+                // nothing of its restart; an app container's says it will be restarted unless
+                // the pod's policy is `Never`.
+                let message = if c.kind == Kind::Init {
+                    format!("Init container {name} failed {which} probe")
+                } else if never {
+                    format!("Container {name} failed {which} probe")
+                } else {
+                    format!("Container {name} failed {which} probe, will be restarted")
+                };
                 events.push((name.clone(), EventKind::Normal, "Killing", message));
                 let seconds =
                     probe.termination_grace_period_seconds.map(|s| s.clamp(0, MAX_GRACE_SECONDS));
-                let deadline =
-                    Instant::now() + seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64));
+                let grace = seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64));
+                let deadline = Instant::now() + grace.max(MIN_RESTART_GRACE);
                 c.restarting_deadline = Some(deadline);
                 c.ready = false;
                 killed = Some(deadline);
@@ -2349,7 +2363,7 @@ fn is_due(probe: &Probe, state: &mut ProbeState, since: Instant) -> bool {
 }
 
 /// A run's `outcome` counted: whether it failed, and a verdict once the success or failure
-/// threshold is reached.
+/// threshold is reached (an errored run counts for neither).
 fn judge(probe: &Probe, state: &mut ProbeState, outcome: Outcome) -> ProbeRun {
     let succeeded = |state: &mut ProbeState, said| {
         state.failures = 0;
@@ -2367,7 +2381,9 @@ fn judge(probe: &Probe, state: &mut ProbeState, outcome: Outcome) -> ProbeRun {
         Outcome::Success => succeeded(state, None),
         Outcome::Warning(warning) => succeeded(state, Some(ProbeSaid::Warned(warning))),
         Outcome::Failure(reason) => failed(state, ProbeSaid::Failed(reason)),
-        Outcome::Error(error) => failed(state, ProbeSaid::Errored(error)),
+        // The kubelet's prober throws away an errored run's result (a port name the container
+        // does not have, a body it could not read): said, but not counted either way.
+        Outcome::Error(error) => ProbeRun { said: Some(ProbeSaid::Errored(error)), verdict: None },
     }
 }
 
@@ -2618,6 +2634,20 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_errored_probe_run_counts_neither_way() {
+        let probe: Probe = serde_json::from_value(json!({"failureThreshold": 2})).unwrap();
+        let mut state = ProbeState::default();
+        let fail = || Outcome::Failure("nope".into());
+        assert_eq!(judge(&probe, &mut state, fail()).verdict, None);
+        for _ in 0..3 {
+            let run = judge(&probe, &mut state, Outcome::Error("strconv.Atoi".into()));
+            assert!(matches!(run.said, Some(ProbeSaid::Errored(_))));
+            assert_eq!(run.verdict, None);
+        }
+        assert_eq!(judge(&probe, &mut state, fail()).verdict, Some(false), "the second failure");
+    }
 
     #[test]
     fn the_status_patch_clears_what_the_agent_no_longer_says_and_leaves_others_conditions() {

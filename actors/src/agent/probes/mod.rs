@@ -26,8 +26,8 @@ pub enum Outcome {
     /// A success the kubelet warns about (a redirect to another host, not followed).
     Warning(String),
     Failure(String),
-    /// The probe could not be run to a result (a port that names none, a body cut short): a
-    /// failure the kubelet says "errored" of.
+    /// The probe could not be run to a result (a port that names none, a body cut short): the
+    /// kubelet says it "errored" and counts it neither as a success nor as a failure.
     Error(String),
 }
 
