@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::ApiClient;
-use crate::core::PatchType;
+use crate::core::{ApiError, PatchType};
 use crate::model::{resources, ResourceType};
 
 /// The object an event is about.
@@ -48,8 +48,9 @@ pub enum EventKind {
     Warning,
 }
 
-/// How long a repeat of an event counts into the first one (client-go's correlator also
-/// aggregates over ten minutes).
+/// How long events alike but for their message are combined over (client-go's aggregator's
+/// ten minutes). Repeats of the same event count into the first for as long as the process
+/// remembers it, as client-go's event logger does.
 const AGGREGATION_WINDOW: Duration = Duration::from_secs(600);
 /// How many recent events a process remembers for that (client-go's cache: 4,096 too).
 const REMEMBERED: usize = 4096;
@@ -57,18 +58,29 @@ const REMEMBERED: usize = 4096;
 /// The same event again: same object (and part of it), type, reason, message and reporter.
 type Similar = (String, String, Option<String>, EventKind, String, String, String);
 
-/// An event this process wrote lately.
+/// An event this process recorded lately (written, or held back by the spam filter).
 struct Recorded {
     name: String,
     count: u64,
     seen: Instant,
+    /// When it was first seen (its `firstTimestamp`).
+    first_time: String,
 }
 
 impl Recorded {
     /// A new event `name`, seen once, now.
     fn first(name: &str) -> Self {
-        Recorded { name: name.to_string(), count: 1, seen: Instant::now() }
+        let first_time = crate::model::now();
+        Recorded { name: name.to_string(), count: 1, seen: Instant::now(), first_time }
     }
+}
+
+/// The event an occurrence counts into: the name it was first recorded under, how many times
+/// it has been seen and when first.
+struct Repeat {
+    name: String,
+    count: u64,
+    first_time: String,
 }
 
 static RECENT: LazyLock<Mutex<HashMap<Similar, Recorded>>> = LazyLock::new(Default::default);
@@ -125,26 +137,32 @@ const SERIES_WINDOW: Duration = Duration::from_secs(360);
 
 static SERIES: LazyLock<Mutex<HashMap<Isomorphic, Recorded>>> = LazyLock::new(Default::default);
 
-/// Counts one more of the event `key` in `cache` and returns the name it was first written
-/// under and its count; or, when none was recorded within `window`, takes `name` for it and
-/// returns `None`. A new event's entry is taken before it is written, so that a repeat
-/// recorded meanwhile counts into it rather than writing a second one.
+/// Counts one more of the event `key` in `cache` and returns what it counts into; or, when
+/// none was recorded (within `window`, if any), takes `name` for it and returns `None`. A new
+/// event's entry is taken before it is written, so that a repeat recorded meanwhile counts
+/// into it rather than writing a second one. Past [`REMEMBERED`] events, the half seen
+/// longest ago are forgotten, as client-go's caches forget their least recently used.
 fn count_repeat<K: Hash + Eq>(
     cache: &Mutex<HashMap<K, Recorded>>,
     key: K,
     name: &str,
-    window: Duration,
-) -> Option<(String, u64)> {
+    window: Option<Duration>,
+) -> Option<Repeat> {
     let mut recent = cache.lock().expect("event cache lock");
-    recent.retain(|_, r| r.seen.elapsed() < window);
+    if let Some(window) = window {
+        recent.retain(|_, r| r.seen.elapsed() < window);
+    }
     if recent.len() >= REMEMBERED {
-        recent.clear();
+        let mut seen: Vec<Instant> = recent.values().map(|r| r.seen).collect();
+        seen.sort_unstable();
+        let cutoff = seen[seen.len() / 2];
+        recent.retain(|_, r| r.seen > cutoff);
     }
     match recent.get_mut(&key) {
         Some(r) => {
             r.count += 1;
             r.seen = Instant::now();
-            Some((r.name.clone(), r.count))
+            Some(Repeat { name: r.name.clone(), count: r.count, first_time: r.first_time.clone() })
         }
         None => {
             recent.insert(key, Recorded::first(name));
@@ -281,9 +299,6 @@ pub async fn record_on_node(
     component: &str,
     host: &str,
 ) {
-    if !within_spam_limit(component, &object.uid) {
-        return;
-    }
     let time = crate::model::now();
     let events = resources::core("events");
     let alike = (
@@ -309,24 +324,61 @@ pub async fn record_on_node(
     let message = if combine { format!("{COMBINED}{message}") } else { message.to_string() };
     let name = format!("{}.{:x}", object.name, unique_nanos());
     let namespace = event_namespace(object);
-    if let Some((first, count)) = count_repeat(&RECENT, similar.clone(), &name, AGGREGATION_WINDOW)
-    {
-        let patch = json!({"count": count, "lastTimestamp": time, "message": message});
-        let patched =
-            client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await;
-        match patched {
-            Ok(_) => return,
-            // Gone meanwhile (deleted, or expired), or not written yet: recorded anew, and
-            // repeats count into the new one.
-            Err(error) => {
-                tracing::debug!(event = %first, %error, "counting a repeated event");
-                record_anew(&RECENT, similar.clone(), &name);
+    // Counted before the spam filter, as client-go's correlator counts: the next write it
+    // lets through carries every repeat it held back.
+    let repeat = count_repeat(&RECENT, similar.clone(), &name, None);
+    if !within_spam_limit(component, &object.uid) {
+        return;
+    }
+    let Some(repeat) = repeat else {
+        let event = core_event(object, kind, reason, &message, component, host, &name, &time);
+        if let Err(error) = client.create(events, namespace, event).await {
+            tracing::debug!(object = %object.name, %error, "recording an event");
+            forget_unwritten(&RECENT, &similar, &name);
+        }
+        return;
+    };
+    let patch = json!({"count": repeat.count, "lastTimestamp": time, "message": message});
+    let patch = || client.patch(events, namespace, &repeat.name, PatchType::Merge, &patch, false);
+    match patch().await {
+        Ok(_) => {}
+        // Gone (deleted, expired) or never written (held back): written again under its
+        // name, with its count and first time, as client-go's recorder creates it again.
+        Err(ApiError::NotFound { .. }) => {
+            let mut event =
+                core_event(object, kind, reason, &message, component, host, &repeat.name, &time);
+            event["count"] = json!(repeat.count);
+            event["firstTimestamp"] = json!(repeat.first_time);
+            match client.create(events, namespace, event).await {
+                // Written meanwhile by the first occurrence's own create.
+                Err(ApiError::AlreadyExists { .. }) => {
+                    if let Err(error) = patch().await {
+                        tracing::debug!(event = %repeat.name, %error, "counting a repeated event");
+                    }
+                }
+                Err(error) => tracing::debug!(event = %repeat.name, %error, "recording an event"),
+                Ok(_) => {}
             }
         }
+        Err(error) => tracing::debug!(event = %repeat.name, %error, "counting a repeated event"),
     }
+}
+
+/// A core/v1 event `name` about `object`, seen once at `time`.
+#[allow(clippy::too_many_arguments)]
+fn core_event(
+    object: &ObjectRef,
+    kind: EventKind,
+    reason: &str,
+    message: &str,
+    component: &str,
+    host: &str,
+    name: &str,
+    time: &str,
+) -> Value {
     let mut event = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": event_namespace(object)},
         "involvedObject": reference(object),
         "reason": reason,
         "message": message,
@@ -342,10 +394,7 @@ pub async fn record_on_node(
         event["source"]["host"] = json!(host);
         event["reportingInstance"] = json!(host);
     }
-    if let Err(error) = client.create(events, namespace, event).await {
-        tracing::debug!(object = %object.name, %error, "recording an event");
-        forget_unwritten(&RECENT, &similar, &name);
-    }
+    event
 }
 
 /// What an events.k8s.io/v1 event says: its type, reason, the action taken and a note.
@@ -363,7 +412,8 @@ pub struct Action<'a> {
 /// `eventTime`, `action`, `reportingController` and `reportingInstance`
 /// (`<controller>-<host>`), no first and last timestamps or count. A repeat within six
 /// minutes (same action, reason, objects and reporter) makes the first a `series` and counts
-/// into it. Within the spam filter's limit; a failure is logged, never returned.
+/// into it. Not spam-filtered (client-go's events recorder has no such filter: a pod retried
+/// for long still gets its `Scheduled` event); a failure is logged, never returned.
 pub async fn record_action(
     client: &dyn ApiClient,
     object: &ObjectRef,
@@ -371,9 +421,6 @@ pub async fn record_action(
     what: Action<'_>,
     controller: &str,
 ) {
-    if !within_spam_limit(controller, &object.uid) {
-        return;
-    }
     let events = resources::find("events.k8s.io", "v1", "events").expect("served");
     let observed = crate::model::now_micro();
     let isomorphic = (
@@ -386,7 +433,8 @@ pub async fn record_action(
     );
     let name = format!("{}.{:x}", object.name, unique_nanos());
     let namespace = event_namespace(object);
-    if let Some((first, count)) = count_repeat(&SERIES, isomorphic.clone(), &name, SERIES_WINDOW) {
+    if let Some(repeat) = count_repeat(&SERIES, isomorphic.clone(), &name, Some(SERIES_WINDOW)) {
+        let (first, count) = (repeat.name, repeat.count);
         let patch = json!({"series": {"count": count, "lastObservedTime": observed}});
         match client.patch(events, namespace, &first, PatchType::Merge, &patch, false).await {
             Ok(_) => return,
@@ -573,5 +621,46 @@ mod tests {
             event["count"].as_i64().unwrap()
         };
         assert_eq!((count("Unhealthy"), count("Scheduled")), (25, 1));
+        // The repeats held back are counted all the same: the event written again (here after
+        // its deletion, which the filter does not stop from being noticed) carries them all
+        // once the filter lets a write through.
+        let before = list.items.iter().find(|e| e["reason"] == "Unhealthy").unwrap().clone();
+        let bucket = ("kubelet".to_string(), "uid-spam".to_string());
+        BUCKETS.lock().unwrap().insert(bucket, (1.0, Instant::now()));
+        let name = before["metadata"]["name"].as_str().unwrap();
+        let options = crate::core::DeleteOptions::default();
+        ApiClient::delete(&core, events, "default", name, &options).await.unwrap();
+        record(&core, &pod, EventKind::Warning, "Unhealthy", "probe failed", "kubelet").await;
+        let again = ApiClient::get(&core, events, "default", name).await.unwrap();
+        assert_eq!(again["count"], 41, "{again}");
+        assert_eq!(again["firstTimestamp"], before["firstTimestamp"]);
+    }
+
+    #[actix::test]
+    async fn actions_are_not_spam_filtered() {
+        let core = crate::testing::core().await;
+        let pod = ObjectRef::pod("default".into(), "retried".into(), "uid-retried".into());
+        let failed = Action {
+            kind: EventKind::Warning,
+            reason: "FailedScheduling",
+            action: "Scheduling",
+            note: "0/1 nodes are available",
+        };
+        for _ in 0..30 {
+            record_action(&core, &pod, None, failed, "default-scheduler").await;
+        }
+        let scheduled = Action {
+            kind: EventKind::Normal,
+            reason: "Scheduled",
+            action: "Binding",
+            note: "Successfully assigned default/retried to n1",
+        };
+        record_action(&core, &pod, None, scheduled, "default-scheduler").await;
+        let events = resources::find("events.k8s.io", "v1", "events").unwrap();
+        let list =
+            ApiClient::list(&core, events, Some("default"), &ListOptions::default()).await.unwrap();
+        let of = |reason: &str| list.items.iter().find(|e| e["reason"] == reason).cloned();
+        assert_eq!(of("FailedScheduling").unwrap()["series"]["count"], 30);
+        assert!(of("Scheduled").is_some(), "the pod's Scheduled event is written");
     }
 }
