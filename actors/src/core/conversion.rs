@@ -39,11 +39,18 @@ impl View {
         (!std::ptr::eq(storage, resource)).then_some(View { view: resource, storage })
     }
 
-    /// Checks an object written through the view and converts it to the stored form.
-    pub fn stored_form(&self, object: Value) -> Result<Value, ApiError> {
+    /// Checks an object written through the view (a new one when `creating`) and converts it
+    /// to the stored form.
+    pub fn stored_form(&self, object: Value, creating: bool) -> Result<Value, ApiError> {
         let object = typed_object(self.view, object)?;
         let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let errors = validate_event(&object);
+        let errors = match creating {
+            true => validate_event(&object),
+            // As Kubernetes' `ValidateEventUpdate`: what a new event must have is not asked of
+            // one written before (an event core/v1 wrote has no action); its series is still
+            // checked.
+            false => validate_series(&object),
+        };
         if !errors.is_empty() {
             return Err(ApiError::invalid(self.view, name, errors));
         }
@@ -207,6 +214,31 @@ fn validate_event(event: &Value) -> Vec<FieldError> {
     if text("note").len() > 1024 {
         errors.push(FieldError::invalid("note", "", "can have at most 1024 bytes"));
     }
+    // The core/v1 fields this API keeps only to read old events are not for new ones.
+    let set = |field: &str| event.get(field).is_some_and(|v| !v.is_null());
+    let deprecated = [
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+        ("deprecatedSource", "source"),
+    ];
+    for (field, path) in deprecated {
+        let empty_source = field == "deprecatedSource"
+            && event[field].as_object().is_some_and(|source| {
+                source.values().all(|v| v.as_str().is_none_or(str::is_empty))
+            });
+        let zero = event[field].as_i64() == Some(0);
+        if set(field) && !empty_source && !zero {
+            errors.push(FieldError::invalid(path, "", "needs to be unset"));
+        }
+    }
+    errors.extend(validate_series(event));
+    errors
+}
+
+/// Checks an events.k8s.io/v1 event's `series`, when it has one.
+fn validate_series(event: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
     if let Some(series) = event.get("series").filter(|s| !s.is_null()) {
         if series.get("count").and_then(Value::as_i64).is_none_or(|c| c < 2) {
             errors.push(FieldError::invalid(
@@ -237,7 +269,7 @@ mod tests {
             "eventTime": "2026-11-30T08:00:00.000000Z", "reportingController": "example.com/c",
             "reportingInstance": "c-1", "action": "Scheduling", "reason": "Scheduled",
             "regarding": {"kind": "Pod", "name": "p"}, "note": "placed", "type": "Normal"});
-        let stored = view().stored_form(event.clone()).unwrap();
+        let stored = view().stored_form(event.clone(), true).unwrap();
         assert_eq!(stored["apiVersion"], "v1");
         assert_eq!(stored["involvedObject"]["name"], "p");
         assert_eq!(stored["message"], "placed");
@@ -256,8 +288,9 @@ mod tests {
     #[test]
     fn events_k8s_io_rules_apply() {
         let invalid = json!({"metadata": {"name": "e"}, "type": "Odd",
-            "series": {"count": 1}});
-        let Err(ApiError::Invalid { causes, .. }) = view().stored_form(invalid) else {
+            "series": {"count": 1}, "deprecatedCount": 3, "deprecatedSource": {"component": "x"}});
+        let Err(ApiError::Invalid { causes, .. }) = view().stored_form(invalid.clone(), true)
+        else {
             panic!("expected Invalid");
         };
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
@@ -269,10 +302,21 @@ mod tests {
             "type",
             "series.count",
             "series.lastObservedTime",
+            "count",
+            "source",
         ] {
             assert!(fields.contains(&field), "{field} missing from {fields:?}");
         }
+        // An update is held only to its series (an event core/v1 wrote has no action).
+        let Err(ApiError::Invalid { causes, .. }) = view().stored_form(invalid, false) else {
+            panic!("expected Invalid");
+        };
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["series.count", "series.lastObservedTime"]);
+        let annotated = json!({"metadata": {"name": "e", "annotations": {"seen": "yes"}},
+            "reason": "Started", "note": "Started container c", "deprecatedCount": 2});
+        assert!(view().stored_form(annotated, false).is_ok());
         let wrong_kind = json!({"apiVersion": "v1", "kind": "Event"});
-        assert!(matches!(view().stored_form(wrong_kind), Err(ApiError::BadRequest(_))));
+        assert!(matches!(view().stored_form(wrong_kind, true), Err(ApiError::BadRequest(_))));
     }
 }

@@ -420,7 +420,7 @@ impl ApiCore {
             ));
         }
         if let Some(view) = View::of(resource) {
-            let body = view.stored_form(body)?;
+            let body = view.stored_form(body, true)?;
             let created = Box::pin(self.create(view.storage, namespace, body, options)).await;
             let created = created.map_err(|e| view.own_error(e))?;
             return Ok(view.object(created));
@@ -783,7 +783,7 @@ impl ApiCore {
         options: &WriteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if let Some(view) = View::of(resource) {
-            let body = view.stored_form(body)?;
+            let body = view.stored_form(body, false)?;
             let key = ObjectKey::new(view.storage, namespace, name);
             if let Some(current) = self.store.get(&key).await? {
                 view.check_update(&current.to_value(), &body)?;
@@ -1209,7 +1209,7 @@ impl ApiCore {
                     Some(view) => {
                         let patched =
                             patch::apply(&view.view_form(stored.clone()), patch_type, patch)?;
-                        let next = view.stored_form(patched)?;
+                        let next = view.stored_form(patched, false)?;
                         view.check_update(&stored, &next)?;
                         next
                     }

@@ -291,6 +291,10 @@ fn name_errors(resource: &ResourceType, name: &str) -> Vec<String> {
     if resource.group == crate::model::resources::RBAC_GROUP {
         // Roles and bindings are named like path segments (`system:basic-user`).
         path_segment_errors(name)
+    } else if resource.group.is_empty() && resource.kind == "Event" {
+        // Core events keep their legacy leniency (client-go names an event after its object,
+        // `system:controller:x.<hex>` for a ClusterRole's); events.k8s.io's are subdomains.
+        path_segment_errors(name)
     } else if resource.group.is_empty() && resource.kind == "Service" {
         dns1035_label_errors(name)
     } else if resource.name_is_label {
@@ -2993,6 +2997,17 @@ mod tests {
         assert!(!label_key_errors("bad key").is_empty());
         assert!(label_value_errors("").is_empty());
         assert!(!label_value_errors("-x").is_empty());
+    }
+
+    #[test]
+    fn core_events_are_named_like_path_segments_and_new_ones_like_subdomains() {
+        let core = crate::model::resources::core("events");
+        let new = crate::model::resources::find("events.k8s.io", "v1", "events").unwrap();
+        let name = "system:controller:foo.18eea1e10dc0150e";
+        assert!(name_errors(core, name).is_empty());
+        assert!(name_errors(core, "Foo_Bar.1").is_empty());
+        assert_eq!(name_errors(core, ".."), ["may not be '..'"]);
+        assert!(!name_errors(new, name).is_empty());
     }
 
     #[test]
