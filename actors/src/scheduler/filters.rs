@@ -49,6 +49,8 @@ pub enum FitFailure {
     ExistingPodsAntiAffinityRulesNotMatch,
     /// A volume of the pod's bound claims may not be used on the node (its node affinity).
     VolumeNodeAffinityConflict,
+    /// A `ReadWriteOncePod` claim of the pod's is in use by another pod.
+    ReadWriteOncePodConflict,
 }
 
 /// The reason as it appears in kube-scheduler's messages.
@@ -87,6 +89,10 @@ impl fmt::Display for FitFailure {
             FitFailure::VolumeNodeAffinityConflict => {
                 f.write_str("node(s) had volume node affinity conflict")
             }
+            FitFailure::ReadWriteOncePodConflict => f.write_str(
+                "node has pod using PersistentVolumeClaim with the same name and \
+                 ReadWriteOncePod access mode",
+            ),
         }
     }
 }

@@ -88,6 +88,7 @@ fn resolvable(failure: &FitFailure) -> bool {
             | FitFailure::PodAntiAffinityRulesNotMatch
             | FitFailure::ExistingPodsAntiAffinityRulesNotMatch
             | FitFailure::SpreadConstraintsNotMatch
+            | FitFailure::ReadWriteOncePodConflict
     )
 }
 

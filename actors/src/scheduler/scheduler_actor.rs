@@ -161,6 +161,8 @@ pub struct Scheduler {
     claims: HashMap<(String, String), ClaimState>,
     /// The volume each bound claim names.
     claim_volumes: HashMap<(String, String), String>,
+    /// The claims whose access modes include `ReadWriteOncePod`: one pod at a time uses each.
+    once_per_pod: HashSet<(String, String)>,
     /// The nodes each PersistentVolume with a required node affinity may be used on.
     volume_affinity: HashMap<String, NodeSelector>,
     /// The labels of each namespace (for affinity terms' namespace selectors).
@@ -222,6 +224,7 @@ impl Scheduler {
             selectors: HashMap::new(),
             claims: HashMap::new(),
             claim_volumes: HashMap::new(),
+            once_per_pod: HashSet::new(),
             volume_affinity: HashMap::new(),
             namespace_labels: HashMap::new(),
             next_start: 0,
@@ -488,6 +491,29 @@ impl Scheduler {
         unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
     }
 
+    /// The pods other than `pod` that use one of its `ReadWriteOncePod` claims, by node index
+    /// and uid (kube-scheduler's VolumeRestrictions counts them across the cluster).
+    fn claim_holders(&self, pod: &PodInfo) -> Vec<(usize, String)> {
+        let exclusive =
+            |claim: &String| self.once_per_pod.contains(&(pod.namespace.clone(), claim.clone()));
+        let claims: Vec<&String> = pod.claims.iter().filter(|c| exclusive(c)).collect();
+        if claims.is_empty() {
+            return Vec::new();
+        }
+        let mut holders = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            for other in node.pods() {
+                let shares = other.namespace == pod.namespace
+                    && other.uid != pod.uid
+                    && other.claims.iter().any(|c| claims.contains(&c));
+                if shares {
+                    holders.push((i, other.uid.clone()));
+                }
+            }
+        }
+        holders
+    }
+
     /// The node affinities of the volumes `pod`'s bound claims name (kube-scheduler's
     /// VolumeBinding filter checks each node against them).
     fn volume_affinities(&self, pod: &PodInfo) -> Vec<&NodeSelector> {
@@ -538,8 +564,20 @@ impl Scheduler {
             true => Ok(()),
             false => Err(vec![FitFailure::VolumeNodeAffinityConflict]),
         };
+        // A `ReadWriteOncePod` claim another pod uses: no node will do while it does (only
+        // preemption of every such pod, all on one node, makes room).
+        let holders = self.claim_holders(&pod);
+        let claim_free = |at: Option<usize>, node: &NodeInfo| {
+            let held =
+                |(i, uid): &(usize, String)| at != Some(*i) || node.pods().any(|p| p.uid == *uid);
+            match holders.iter().any(held) {
+                true => Err(vec![FitFailure::ReadWriteOncePodConflict]),
+                false => Ok(()),
+            }
+        };
         let fits = |node: &NodeInfo| {
             filters::filter(&pod, node)
+                .and_then(|()| claim_free(None, node))
                 .and_then(|()| volumes_allow(node))
                 .and_then(|()| cluster_wide(node).map_err(|f| vec![f]))
         };
@@ -600,6 +638,7 @@ impl Scheduler {
                     let held = reserved(reduced);
                     let reduced = held.as_ref().unwrap_or(reduced);
                     filters::filter(&pod, reduced)?;
+                    claim_free(Some(i), reduced)?;
                     if spread.is_none() && affinity.is_none() {
                         return Ok(());
                     }
@@ -862,6 +901,12 @@ fn claim_key(claim: &Value) -> (String, String) {
     (text("/metadata/namespace").to_string(), text("/metadata/name").to_string())
 }
 
+/// Whether a claim's access modes include `ReadWriteOncePod`.
+fn once_per_pod(claim: &Value) -> bool {
+    let modes = claim.pointer("/spec/accessModes").and_then(Value::as_array);
+    modes.into_iter().flatten().any(|m| m == "ReadWriteOncePod")
+}
+
 /// The volume a bound claim names.
 fn bound_volume(claim: &Value) -> Option<String> {
     (ClaimState::of(claim) == ClaimState::Bound)
@@ -1002,16 +1047,23 @@ impl Handler<Informed> for Scheduler {
                 self.claims = items.iter().map(|c| (claim_key(c), ClaimState::of(c))).collect();
                 self.claim_volumes =
                     items.iter().filter_map(|c| Some((claim_key(c), bound_volume(c)?))).collect();
+                self.once_per_pod =
+                    items.iter().filter(|c| once_per_pod(c)).map(claim_key).collect();
                 changed = true;
             }
             (Watched::Claims, Feed::Changed(EventType::Deleted, item)) => {
                 self.claims.remove(&claim_key(&item));
                 self.claim_volumes.remove(&claim_key(&item));
+                self.once_per_pod.remove(&claim_key(&item));
             }
             (Watched::Claims, Feed::Changed(_, item)) => {
                 // A claim that now exists, or is now bound, may be what a pod waits for.
                 let state = ClaimState::of(&item);
                 changed |= self.claims.insert(claim_key(&item), state) != Some(state);
+                match once_per_pod(&item) {
+                    true => self.once_per_pod.insert(claim_key(&item)),
+                    false => self.once_per_pod.remove(&claim_key(&item)),
+                };
                 match bound_volume(&item) {
                     Some(volume) => self.claim_volumes.insert(claim_key(&item), volume),
                     None => self.claim_volumes.remove(&claim_key(&item)),

@@ -13,7 +13,7 @@ use super::{GetStats, Scheduler, SchedulerConfig};
 use crate::agent::runtime::SimulatedRuntime;
 use crate::agent::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
-use crate::core::{ApiCore, ListOptions, PatchType};
+use crate::core::{ApiCore, DeleteOptions, ListOptions, PatchType};
 use crate::model::resources::find;
 use crate::testing::{core_with_node_ipam as core, eventually, Call, Hooked};
 
@@ -741,4 +741,48 @@ async fn room_held_for_a_nominated_pod_is_kept_from_pods_of_lower_priority() {
     assert_eq!(eventually("holder bound", || node_of(&core, "holder")).await, "manual");
     assert_eq!(eventually("small bound", || node_of(&core, "small")).await, "manual");
     assert_eq!(get(&core, "holder").await["status"]["nominatedNodeName"], "manual");
+}
+
+#[actix::test]
+async fn a_read_write_once_pod_claim_is_used_by_one_pod_at_a_time() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "a", "4", dir.path());
+    sim_node(&core, "b", "4", dir.path());
+    eventually("the nodes", || async { (ready_nodes(&core).await == 2).then_some(()) }).await;
+    let classes = find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+    let class = json!({"metadata": {"name": "high"}, "value": 1000});
+    ApiClient::create(&core, classes, "", class).await.unwrap();
+    let claims = find("", "v1", "persistentvolumeclaims").unwrap();
+    let claim = json!({"metadata": {"name": "solo",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": "solo-pv",
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    ApiClient::create(&core, claims, "default", claim).await.unwrap();
+    start_scheduler(&core);
+    let with_claim = |name: &str, extra: Value| {
+        let mut spec = json!({"volumes": [{"name": "data",
+            "persistentVolumeClaim": {"claimName": "solo"}}]});
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        pod(name, "100m", spec)
+    };
+    create(&core, with_claim("first", json!({}))).await;
+    let first = eventually("first bound", || node_of(&core, "first")).await;
+    create(&core, with_claim("second", json!({}))).await;
+    let message = eventually("second unschedulable", || scheduled_message(&core, "second")).await;
+    assert!(
+        message.starts_with(
+            "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same \
+             name and ReadWriteOncePod access mode. preemption:"
+        ),
+        "{message}"
+    );
+    let pods = find("", "v1", "pods").unwrap();
+    let options = DeleteOptions::default();
+    ApiClient::delete(&core, pods, "default", "second", &options).await.unwrap();
+    // A pod of higher priority takes the claim from the one using it, on its node.
+    create(&core, with_claim("urgent", json!({"priorityClassName": "high"}))).await;
+    assert_eq!(eventually("urgent bound", || node_of(&core, "urgent")).await, first);
+    let gone = ApiClient::get(&core, pods, "default", "first").await;
+    assert!(gone.is_err() || gone.unwrap()["metadata"]["deletionTimestamp"].is_string());
 }
