@@ -265,6 +265,10 @@ async fn dispatch(
                 options.create_denied = crate::auth::filter::create_denial(&req);
             }
             let before = pod_security_before(core, resource, name, status_only);
+            let pod_before = match status_only {
+                true => None,
+                false => core.pod_before_write(resource, namespace, name).await,
+            };
             let (updated, created) = if status_only {
                 (core.update_status(resource, namespace, name, value, &options).await?, false)
             } else {
@@ -274,7 +278,12 @@ async fn dispatch(
             let mut response = object_response(&req, code, resource, &updated, &query)?;
             add_warnings(&mut response, &warnings);
             add_warnings(&mut response, &stored_warnings(resource, &updated, status_only));
-            add_relabel_warnings(&mut response, core, name, before, options.dry_run).await;
+            if !status_only {
+                let psa =
+                    core.pod_security_update_warnings(resource, pod_before.as_ref(), &updated);
+                add_warnings(&mut response, &psa);
+            }
+            add_relabel_warnings(&mut response, core, name, before, &updated).await;
             Ok(response)
         }
         (Method::DELETE, Some(name)) if !status_only => {
@@ -321,6 +330,10 @@ async fn dispatch(
                 }
                 let creation = creation_warnings(resource, &config);
                 let before = pod_security_before(core, resource, name, status_only);
+                let pod_before = match status_only {
+                    true => None,
+                    false => core.pod_before_write(resource, namespace, name).await,
+                };
                 let applied =
                     core.apply(resource, namespace, name, config, status_only, &options).await?;
                 let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -330,7 +343,15 @@ async fn dispatch(
                 }
                 let warnings = stored_warnings(resource, &applied.object, status_only);
                 add_warnings(&mut response, &warnings);
-                add_relabel_warnings(&mut response, core, name, before, options.dry_run).await;
+                if !status_only {
+                    let psa = core.pod_security_update_warnings(
+                        resource,
+                        pod_before.as_ref(),
+                        &applied.object,
+                    );
+                    add_warnings(&mut response, &psa);
+                }
+                add_relabel_warnings(&mut response, core, name, before, &applied.object).await;
                 return Ok(response);
             };
             let mut options = query.write_options(&req)?;
@@ -354,6 +375,10 @@ async fn dispatch(
                 check_escalation(escalation, &state, resource, namespace, &preview, false).await?;
             }
             let before = pod_security_before(core, resource, name, status_only);
+            let pod_before = match status_only {
+                true => None,
+                false => core.pod_before_write(resource, namespace, name).await,
+            };
             let (patched, notes) = core
                 .patch_with_notes(
                     resource,
@@ -376,8 +401,15 @@ async fn dispatch(
                 warnings.push(kplane_actors::model::owners::warning(&notes.repeated_owners, true));
             }
             warnings.extend(stored_warnings(resource, &patched, status_only));
+            if !status_only {
+                warnings.extend(core.pod_security_update_warnings(
+                    resource,
+                    pod_before.as_ref(),
+                    &patched,
+                ));
+            }
             add_warnings(&mut response, &warnings);
-            add_relabel_warnings(&mut response, core, name, before, options.dry_run).await;
+            add_relabel_warnings(&mut response, core, name, before, &patched).await;
             Ok(response)
         }
         _ => Err(HttpError::MethodNotAllowed),
@@ -686,9 +718,10 @@ async fn ephemeral_containers(
     let pod = if req.method() == Method::GET {
         core.get(pods, namespace, name).await?
     } else {
+        let before = core.pod_before_write(pods, namespace, name).await;
         let options = query.write_options(req)?;
         let validation = query.field_validation(req)?;
-        match subresource_write(req, payload, state).await? {
+        let pod = match subresource_write(req, payload, state).await? {
             Write::Replace(mut pod, duplicates) => {
                 // The body is a whole Pod, decoded as the pod's own PUT decodes it.
                 warnings = validation.check(pods, &mut pod, &duplicates)?;
@@ -698,7 +731,9 @@ async fn ephemeral_containers(
                 core.patch_ephemeral_containers(namespace, name, patch_type, &patch, &options)
                     .await?
             }
-        }
+        };
+        warnings.extend(core.pod_security_update_warnings(pods, before.as_ref(), &pod));
+        pod
     };
     let mut response = object_response(req, StatusCode::OK, pods, &pod, query)?;
     add_warnings(&mut response, &warnings);
@@ -817,16 +852,19 @@ fn pod_security_before(
 }
 
 /// The PodSecurity admission's warnings about the pods of a namespace whose write made its
-/// enforced standard stricter (none for a dry run, which changed nothing).
+/// enforced standard stricter (a dry run's too: `kubectl label --dry-run=server` previews
+/// them).
 async fn add_relabel_warnings(
     response: &mut HttpResponse,
     core: &ApiCore,
     name: &str,
     before: LabelsBefore,
-    dry_run: bool,
+    written: &StoredObject,
 ) {
-    if let Some(before) = before.filter(|_| !dry_run) {
-        add_warnings(response, &core.pod_security_relabel_warnings(name, before.as_deref()).await);
+    if let Some(before) = before {
+        let written = written.to_value();
+        let warnings = core.pod_security_relabel_warnings(name, before.as_deref(), &written).await;
+        add_warnings(response, &warnings);
     }
 }
 

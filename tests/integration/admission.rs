@@ -475,6 +475,10 @@ fn pod_security_labels_enforce_and_warn() {
     let k = server.kubectl();
     k.ok(&["create", "namespace", "psa"]);
     k.ok(&["run", "before", "-n", "psa", "--image=kplane/pause", "--privileged"]);
+    // A server dry run previews what the label would say of the namespace's pods.
+    let enforce = "pod-security.kubernetes.io/enforce=baseline";
+    let (ok, _, previewed) = k.run(&["label", "--dry-run=server", "namespace", "psa", enforce]);
+    assert!(ok && previewed.contains("Warning: before: privileged"), "{previewed}");
     // Enforcing a standard its pods break is allowed, with a warning naming them.
     let (ok, _, warned) =
         k.run(&["label", "namespace", "psa", "pod-security.kubernetes.io/enforce=baseline"]);
@@ -512,6 +516,12 @@ fn pod_security_labels_enforce_and_warn() {
         warned.contains("Warning: would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"),
         "{warned}"
     );
+    // So does a significant update of it (a new image), not a label.
+    let (ok, _, warned) =
+        k.run(&["set", "image", "pod/plain", "-n", "psa", "plain=kplane/agnhost"]);
+    assert!(ok && warned.contains("would violate PodSecurity \"restricted:latest\""), "{warned}");
+    let (ok, _, quiet) = k.run(&["label", "pod", "plain", "-n", "psa", "seen=yes"]);
+    assert!(ok && !quiet.contains("PodSecurity"), "{quiet}");
     let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "priv"},
         "spec": {"replicas": 1, "selector": {"app": "priv"}, "template": {
             "metadata": {"labels": {"app": "priv"}},
@@ -530,12 +540,15 @@ fn pod_security_labels_enforce_and_warn() {
             k.ok(&["get", "events", "-n", "psa", "--field-selector", "reason=FailedCreate"]);
         events.contains("violates PodSecurity")
     });
+    // Every write of a workload is warned about, a label too.
+    let (ok, _, warned) = k.run(&["label", "rc", "priv", "-n", "psa", "seen=yes"]);
+    assert!(ok && warned.contains("host namespaces (hostNetwork=true)"), "{warned}");
 
     let (ok, _, invalid) =
         k.run(&["label", "namespace", "psa", "pod-security.kubernetes.io/audit=bogus"]);
     assert!(!ok);
     assert!(
-        invalid.contains(
+        invalid.contains("The Namespace \"psa\" is invalid: ") && invalid.contains(
             "metadata.labels[pod-security.kubernetes.io/audit]: Invalid value: \"bogus\": must be one of privileged, baseline, restricted"
         ),
         "{invalid}"

@@ -513,13 +513,14 @@ impl ApiCore {
         if resource.group.is_empty() {
             storage_protection::admit(resource.kind, &mut object);
         }
+        // The validating plugins in Kubernetes' order: LimitRanger before PodSecurity.
+        self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         if Self::is_pod(resource) {
             self.enforce_pod_security(resource, namespace, &name, &object, None)?;
         }
         if Self::is_namespace(resource) {
             check_pod_security_labels(&name, None, &object)?;
         }
-        self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         // The last admission: charged to the namespace's quotas before it is stored, their
         // lock held until it is.
         let _charged =
@@ -635,6 +636,41 @@ impl ApiCore {
         vec![pod_security::warning(&policy.warn, &violations)]
     }
 
+    /// The pod a write of `resource` is about to replace, when the PodSecurity admission may
+    /// warn about the write (a pod in a namespace naming a standard): the warning comes only
+    /// for a significant change of it (see [`Self::pod_security_update_warnings`]).
+    pub async fn pod_before_write(
+        &self,
+        resource: &'static ResourceType,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Value> {
+        if !Self::is_pod(resource) || self.store.pod_security_labels(namespace).is_none() {
+            return None;
+        }
+        let current = self.store.get(&ObjectKey::new(resource, namespace, name)).await.ok()?;
+        current.map(|pod| pod.to_value())
+    }
+
+    /// The PodSecurity admission's warning about an update (or a create by PUT or apply) of
+    /// a pod, replication controller or pod template: as for a create, but for a pod only
+    /// when the write changed it significantly from `before` (its images, containers, seccomp
+    /// annotations), as Kubernetes' `ValidatePod`; a workload's every write is checked.
+    pub fn pod_security_update_warnings(
+        &self,
+        resource: &ResourceType,
+        before: Option<&Value>,
+        written: &StoredObject,
+    ) -> Vec<String> {
+        let is_pod = resource.group.is_empty() && resource.kind == "Pod";
+        if is_pod
+            && before.is_some_and(|old| !pod_security::significant_update(old, &written.to_value()))
+        {
+            return Vec::new();
+        }
+        self.pod_security_warnings(resource, written)
+    }
+
     /// A namespace's `pod-security.kubernetes.io/` labels as committed (`None`: it has none),
     /// which a write of it is compared with for [`Self::pod_security_relabel_warnings`].
     pub fn pod_security_labels(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
@@ -642,7 +678,8 @@ impl ApiCore {
     }
 
     /// The PodSecurity admission's warnings when namespace `name`'s enforced standard has just
-    /// become stricter than under its labels `before`: which of its pods break the new one,
+    /// become stricter than under its labels `before` (by the write, dry run or not, of
+    /// `written`): which of its pods break the new one,
     /// each reason once with the first pod (by name) giving it, as Kubernetes words them
     /// (`existing pods in namespace "ns" violate the new PodSecurity enforce level
     /// "restricted:latest"`, `web (and 2 other pods): privileged, seccompProfile`).
@@ -650,10 +687,10 @@ impl ApiCore {
         &self,
         name: &str,
         before: Option<&BTreeMap<String, String>>,
+        written: &Value,
     ) -> Vec<String> {
-        let after = self.store.pod_security_labels(name);
         let (old, _) = pod_security::Policy::of(before.into_iter().flat_map(label_pairs));
-        let (new, _) = pod_security::Policy::of(after.iter().flat_map(|l| label_pairs(l)));
+        let (new, _) = pod_security::Policy::of(labels_of(written));
         let (old, new) = (old.enforce, new.enforce);
         let relaxed = new.version == old.version && new.level <= old.level;
         if new == old || new.level == pod_security::Level::Privileged || relaxed {
@@ -1728,7 +1765,7 @@ fn check_pod_security_labels(
     if !old_errors.is_empty() && old_errors == errors {
         return Ok(());
     }
-    Err(ApiError::Invalid { kind: "namespaces", group: "", name: name.to_string(), causes: errors })
+    Err(ApiError::Invalid { kind: "Namespace", group: "", name: name.to_string(), causes: errors })
 }
 
 /// An object's labels as the PodSecurity admission reads them (a value that is no string

@@ -146,18 +146,32 @@ pub fn names_any<'a>(mut keys: impl Iterator<Item = &'a str>) -> bool {
 }
 
 /// Whether a pod's update is one the admission checks again, as Kubernetes': one that
-/// changes a container's image or adds a container (an ephemeral one, say). Its other changes
-/// (labels, annotations, tolerations, ...) cannot make it less secure.
+/// changes a container's image or adds a container (an ephemeral one, say), or changes the
+/// pod's or a container's seccomp annotation. Its other changes (labels, other annotations,
+/// tolerations, ...) cannot make it less secure.
 pub fn significant_update(old: &Value, new: &Value) -> bool {
+    let annotation = |pod: &Value, key: &str| pod["metadata"]["annotations"][key].clone();
+    if annotation(old, SECCOMP_POD_ANNOTATION) != annotation(new, SECCOMP_POD_ANNOTATION) {
+        return true;
+    }
     ["initContainers", "containers", "ephemeralContainers"].iter().any(|list| {
         let containers = |pod: &Value| pod["spec"][*list].as_array().map_or(0, Vec::len);
         let (before, after) = (&old["spec"][*list], &new["spec"][*list]);
         containers(old) != containers(new)
             || (0..containers(new)).any(|i| {
-                before[i]["name"] != after[i]["name"] || before[i]["image"] != after[i]["image"]
+                let name = after[i]["name"].as_str().unwrap_or("");
+                let seccomp = format!("{SECCOMP_CONTAINER_ANNOTATION_PREFIX}{name}");
+                before[i]["name"] != after[i]["name"]
+                    || before[i]["image"] != after[i]["image"]
+                    || annotation(old, &seccomp) != annotation(new, &seccomp)
             })
     })
 }
+
+/// The pod's and its containers' seccomp annotations (from before `seccompProfile`), whose
+/// change is checked again.
+const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
+const SECCOMP_CONTAINER_ANNOTATION_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
 
 /// The message of a pod `standard` refuses: `violates PodSecurity "restricted:latest": ...`.
 pub fn violation_message(standard: &Standard, violations: &[String]) -> String {
@@ -800,6 +814,26 @@ mod tests {
              seccompProfile (pod or container \"priv\" must set securityContext.seccompProfile.type \
              to \"RuntimeDefault\" or \"Localhost\")"
         );
+    }
+
+    #[test]
+    fn image_container_and_seccomp_annotation_changes_are_significant() {
+        let pod = json!({"metadata": {"annotations": {"note": "a"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let with = |pointer: &str, value: Value| {
+            let mut changed = pod.clone();
+            *changed.pointer_mut(pointer).unwrap() = value;
+            changed
+        };
+        assert!(!significant_update(&pod, &with("/metadata/annotations/note", json!("b"))));
+        assert!(significant_update(&pod, &with("/spec/containers/0/image", json!("y"))));
+        let annotated =
+            |key: &str| with("/metadata/annotations", json!({"note": "a", key: "unconfined"}));
+        assert!(significant_update(&pod, &annotated("seccomp.security.alpha.kubernetes.io/pod")));
+        let container_key = "container.seccomp.security.alpha.kubernetes.io/c";
+        assert!(significant_update(&pod, &annotated(container_key)));
+        let other = "container.seccomp.security.alpha.kubernetes.io/other";
+        assert!(!significant_update(&pod, &annotated(other)));
     }
 
     #[test]
