@@ -210,10 +210,14 @@ pub async fn review(
         ));
     }
     let audiences = strings(spec, "audiences");
+    // A static token is good for the API server's audience only (Kubernetes wraps its token
+    // file as audience-agnostic): a review asking for other audiences alone does not
+    // authenticate it.
+    let for_api_server = audiences.is_empty() || audiences.iter().any(|a| a == ISSUER);
     let static_user = state.security.as_ref().and_then(|s| s.authenticator.token_user(&token));
-    let status = match static_user {
+    let status = match static_user.filter(|_| for_api_server) {
         Some(user) => json!({"authenticated": true, "user": user.to_json(),
-            "audiences": if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences }}),
+            "audiences": [ISSUER]}),
         None => match service_account(state, &token, &audiences).await {
             // The audiences asked for that the token is for (the issuer's when none are asked).
             Some(account) => {

@@ -95,12 +95,9 @@ impl Attributes {
                 attributes.name = name.to_string();
             }
         }
-        // A WebSocket into a pod (a GET) starts a command or a stream there: Kubernetes 1.32
-        // asks for `create` on it, as for the POST of SPDY.
-        let into_pod = matches!(attributes.subresource.as_str(), "exec" | "attach" | "portforward");
-        if attributes.resource == "pods" && into_pod {
-            attributes.verb = "create".into();
-        }
+        // A WebSocket into a pod (`exec`, `attach`, `portforward`) is a GET, and Kubernetes
+        // 1.32 authorizes it as `get` (its check of `create` too comes in 1.35); SPDY's POST
+        // is a `create`. kubectl falls back to SPDY when the WebSocket is refused.
         attributes
     }
 
@@ -173,10 +170,9 @@ mod tests {
             ("create", "coordination.k8s.io", "leases")
         );
         assert_eq!(of(Method::DELETE, "/api/v1/namespaces/a/pods", "").verb, "deletecollection");
-        assert_eq!(
-            of(Method::GET, "/api/v1/namespaces/a/pods/web/exec", "command=ls").verb,
-            "create"
-        );
+        // A WebSocket's GET is a `get`, SPDY's POST a `create`, as Kubernetes 1.32 has them.
+        assert_eq!(of(Method::GET, "/api/v1/namespaces/a/pods/web/exec", "command=ls").verb, "get");
+        assert_eq!(of(Method::POST, "/api/v1/namespaces/a/pods/web/exec", "").verb, "create");
         // Encoded slashes and letters are read as the handlers read them.
         let exec = of(Method::GET, "/api/v1/namespaces/team/pods/web%2Fexec", "command=sh");
         assert_eq!(
@@ -186,7 +182,7 @@ mod tests {
                 exec.subresource.as_str(),
                 exec.verb.as_str()
             ),
-            ("pods", "web", "exec", "create")
+            ("pods", "web", "exec", "get")
         );
         let secrets = of(Method::GET, "/api/v1/namespaces/kube-system%2Fsecrets", "");
         assert_eq!(

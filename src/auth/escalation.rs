@@ -143,8 +143,8 @@ impl MissingRule {
     }
 }
 
-/// Missing permissions as Kubernetes lists them (`CompactRules`, sorted): those of one group,
-/// resource and name (or none) that differ only by verb as one rule.
+/// Missing permissions as Kubernetes lists them (`CompactRules`, then sorted by their text):
+/// those of one group, resource and name (or none) that differ only by verb as one rule.
 fn compacted(missing: &[Attributes]) -> Vec<String> {
     let mut rules: Vec<MissingRule> = Vec::new();
     for a in missing {
@@ -162,7 +162,10 @@ fn compacted(missing: &[Attributes]) -> Vec<String> {
         }
     }
     rules.sort_by_cached_key(MissingRule::sort_key);
-    rules.iter().map(MissingRule::compact).collect()
+    // Listed as a set of their texts (Kubernetes' `sets.String`): sorted by the text itself.
+    let texts: std::collections::BTreeSet<String> =
+        rules.iter().map(MissingRule::compact).collect();
+    texts.into_iter().collect()
 }
 
 impl Escalation<'_> {
@@ -349,13 +352,13 @@ mod tests {
             true
         });
         assert_eq!(compacted(&urls), ["{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}"]);
-        // Verbs of one group, resource and name are one rule; rules sort by their Go form
-        // (`pods/log]` before `pods]`, as Go compares the strings).
+        // Verbs of one group, resource and name are one rule; rules sort by their text
+        // (`"pods"]` before `"pods/log"]`, as Go compares the strings of a set).
         assert_eq!(
             compacted(&granted),
             [
-                "{APIGroups:[\"\"], Resources:[\"pods/log\"], ResourceNames:[\"web\"], Verbs:[\"get\" \"list\"]}",
                 "{APIGroups:[\"\"], Resources:[\"pods\"], ResourceNames:[\"web\"], Verbs:[\"get\" \"list\"]}",
+                "{APIGroups:[\"\"], Resources:[\"pods/log\"], ResourceNames:[\"web\"], Verbs:[\"get\" \"list\"]}",
             ]
         );
         // A huge rule is walked only as far as asked.

@@ -523,6 +523,18 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
     crate::util::wait_until(std::time::Duration::from_secs(30), "and no longer", || {
         can_get_leases() == "no\n"
     });
+
+    // A static token is for the API server alone: a review for another audience refuses it.
+    let review = |audiences: Value| {
+        let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": "bob-token", "audiences": audiences}});
+        server.post("/apis/authentication.k8s.io/v1/tokenreviews", &review).1["status"].clone()
+    };
+    let issuer = "https://kubernetes.default.svc.cluster.local";
+    let ours = review(json!([]));
+    assert_eq!((&ours["authenticated"], &ours["audiences"]), (&json!(true), &json!([issuer])));
+    assert_eq!(review(json!([issuer, "other"]))["audiences"], json!([issuer]));
+    assert!(review(json!(["other"]))["authenticated"].is_null());
 }
 
 /// Service account tokens: `kubectl create token` issues one (through the insecure port);
