@@ -1557,7 +1557,7 @@ fn validate_topology_spread(constraints: &[Value], path: &str, errors: &mut Vec<
 }
 
 /// One node selector term's `matchExpressions` (Kubernetes' `ValidateNodeSelectorRequirement`).
-fn validate_node_selector_term(term: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(super) fn validate_node_selector_term(term: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let expressions = term.get("matchExpressions").and_then(Value::as_array);
     for (j, requirement) in expressions.into_iter().flatten().enumerate() {
         let at = |field: &str| format!("{path}.matchExpressions[{j}].{field}");

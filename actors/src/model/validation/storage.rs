@@ -95,9 +95,55 @@ pub(super) fn validate_volume(volume: &Value, errors: &mut Vec<FieldError>) {
     if let Some(host_path) = spec.and_then(|s| s.get("hostPath")).filter(|h| h.is_object()) {
         if sources.first() == Some(&"hostPath") {
             super::validate_host_path(host_path, "spec.hostPath", errors);
+            // Recycling would empty the node's root.
+            let path = host_path.get("path").and_then(Value::as_str).unwrap_or("");
+            let root = std::path::Path::new(path)
+                .components()
+                .all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::CurDir))
+                && path.starts_with('/');
+            if text("persistentVolumeReclaimPolicy") == Some("Recycle") && root {
+                let message = "may not be 'recycle' for a hostPath mount of '/'";
+                errors.push(FieldError::forbidden("spec.persistentVolumeReclaimPolicy", message));
+            }
         }
     }
+    let affinity = spec.and_then(|s| s.get("nodeAffinity")).filter(|a| !a.is_null());
+    if let Some(local) = spec.and_then(|s| s.get("local")).filter(|l| l.is_object()) {
+        if sources.first() == Some(&"local") {
+            let path = local.get("path").and_then(Value::as_str).unwrap_or("");
+            if path.is_empty() {
+                errors.push(FieldError::required("spec.local.path"));
+            } else if path.split('/').any(|part| part == "..") {
+                errors.push(FieldError::invalid("spec.local.path", path, "must not contain '..'"));
+            }
+            if affinity.is_none() {
+                let message = "Local volume requires node affinity";
+                errors.push(FieldError::required_because("spec.nodeAffinity", message));
+            }
+        }
+    }
+    if let Some(affinity) = affinity {
+        node_affinity(affinity, errors);
+    }
     volume_mode(spec, errors);
+}
+
+/// A volume's `nodeAffinity`: its `required` node selector, with at least one term.
+fn node_affinity(affinity: &Value, errors: &mut Vec<FieldError>) {
+    let Some(required) = affinity.get("required").filter(|r| !r.is_null()) else {
+        let message = "must specify required node constraints";
+        errors.push(FieldError::required_because("spec.nodeAffinity.required", message));
+        return;
+    };
+    let at = "spec.nodeAffinity.required.nodeSelectorTerms";
+    let terms = required.get("nodeSelectorTerms").and_then(Value::as_array);
+    let terms = terms.map(Vec::as_slice).unwrap_or_default();
+    if terms.is_empty() {
+        errors.push(FieldError::required_because(at, "must have at least one node selector term"));
+    }
+    for (i, term) in terms.iter().enumerate() {
+        super::validate_node_selector_term(term, &format!("{at}[{i}]"), errors);
+    }
 }
 
 /// A PersistentVolumeClaim: its selector, access modes, a storage request, a known volume
@@ -164,10 +210,39 @@ pub(super) fn validate_volume_update(old: &Value, new: &Value) -> Vec<FieldError
     errors
 }
 
-/// What an update may change in a claim's spec: the storage it requests once bound (never
-/// less), its volume attributes class, and its volume name once.
+/// The annotation that named a claim's class before `storageClassName`.
+const BETA_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// What an update may change in a claim's spec: the storage it requests once bound (not
+/// below its `status.capacity`), its volume attributes class, its volume name once, and its
+/// class from none to one (a class given retroactively, or moved from the beta annotation);
+/// the beta annotation itself never changes.
 pub(super) fn validate_claim_update(old: &Value, new: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
+    let annotation = |claim: &Value| {
+        let annotations = claim.pointer("/metadata/annotations").and_then(Value::as_object);
+        annotations.and_then(|a| a.get(BETA_CLASS)).and_then(Value::as_str).map(String::from)
+    };
+    let class = |claim: &Value| {
+        json::at(claim, "/spec/storageClassName").and_then(Value::as_str).map(String::from)
+    };
+    let (old_annotation, new_annotation) = (annotation(old), annotation(new));
+    let (old_class, new_class) = (class(old), class(new));
+    // Kubernetes' `validateStorageClassUpgradeFromAnnotation` and `...FromNil`.
+    let from_annotation = old_annotation.is_some()
+        && (new_annotation.is_none() || new_annotation == old_annotation)
+        && old_class.is_none()
+        && new_class.is_some()
+        && new_class == old_annotation;
+    let from_nil = old_annotation.is_none()
+        && old_class.is_none()
+        && new_class.as_deref().is_some_and(|c| !c.is_empty());
+    if !from_annotation && old_annotation != new_annotation {
+        let field = format!("metadata.annotations.{BETA_CLASS}");
+        let value = new_annotation.as_deref().unwrap_or("");
+        errors.push(FieldError::invalid(field, value, "field is immutable"));
+    }
+    let class_set_now = from_annotation || from_nil;
     let storage = |claim: &Value| json::at(claim, "/spec/resources/requests/storage").cloned();
     let (old_storage, new_storage) = (storage(old), storage(new));
     let bound = json::at(new, "/status/phase").and_then(Value::as_str) == Some("Bound");
@@ -175,6 +250,9 @@ pub(super) fn validate_claim_update(old: &Value, new: &Value) -> Vec<FieldError>
         let mut spec = claim.get("spec").cloned().unwrap_or(Value::Null);
         if let Some(spec) = spec.as_object_mut() {
             spec.remove("volumeAttributesClassName");
+            if class_set_now {
+                spec.remove("storageClassName");
+            }
             let requests = spec.get_mut("resources").and_then(|r| r.get_mut("requests"));
             if let (Some(requests), Some(storage)) =
                 (requests.and_then(Value::as_object_mut), storage)
@@ -203,10 +281,18 @@ pub(super) fn validate_claim_update(old: &Value, new: &Value) -> Vec<FieldError>
     }
     let text = |q: &Option<Value>| q.as_ref().and_then(Value::as_str).map(String::from);
     if let (Some(old_storage), Some(new_storage)) = (text(&old_storage), text(&new_storage)) {
-        if quantity::compare(&new_storage, &old_storage) == Some(Ordering::Less) {
+        // Less than asked before only while more than the volume has (Kubernetes 1.32's
+        // RecoverVolumeExpansionFailure, on by default: an expansion that failed may be
+        // taken back).
+        let capacity = json::at(old, "/status/capacity/storage").and_then(Value::as_str);
+        let above_capacity = capacity.is_some_and(|capacity| {
+            quantity::compare(&new_storage, capacity) == Some(Ordering::Greater)
+        });
+        if quantity::compare(&new_storage, &old_storage) == Some(Ordering::Less) && !above_capacity
+        {
             errors.push(FieldError::forbidden(
                 "spec.resources.requests.storage",
-                "field can not be less than previous value",
+                "field can not be less than status.capacity",
             ));
         }
     }
@@ -278,6 +364,44 @@ mod tests {
                 "spec.nfs: Forbidden: may not specify more than 1 volume type",
             ]
         );
+        let volume = |source: Value, extra: Value| {
+            let mut spec =
+                json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}});
+            spec.as_object_mut().unwrap().extend(source.as_object().unwrap().clone());
+            spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let mut errors = Vec::new();
+            validate_volume(&json!({ "spec": spec }), &mut errors);
+            messages(&errors)
+        };
+        assert_eq!(
+            volume(json!({"local": {"path": "/tmp/../x"}}), json!({})),
+            [
+                "spec.local.path: Invalid value: \"/tmp/../x\": must not contain '..'",
+                "spec.nodeAffinity: Required value: Local volume requires node affinity",
+            ]
+        );
+        assert_eq!(
+            volume(json!({"local": {"path": ""}}), json!({"nodeAffinity": {}})),
+            [
+                "spec.local.path: Required value",
+                "spec.nodeAffinity.required: Required value: must specify required node constraints",
+            ]
+        );
+        assert_eq!(
+            volume(json!({"local": {"path": "/x"}}),
+                json!({"nodeAffinity": {"required": {"nodeSelectorTerms": []}}})),
+            ["spec.nodeAffinity.required.nodeSelectorTerms: Required value: must have at least one node selector term"]
+        );
+        assert_eq!(
+            volume(json!({"hostPath": {"path": "/"}}),
+                json!({"persistentVolumeReclaimPolicy": "Recycle"})),
+            ["spec.persistentVolumeReclaimPolicy: Forbidden: may not be 'recycle' for a hostPath mount of '/'"]
+        );
+        assert!(volume(
+            json!({"hostPath": {"path": "/srv"}}),
+            json!({"persistentVolumeReclaimPolicy": "Recycle"})
+        )
+        .is_empty());
     }
 
     #[test]
@@ -292,14 +416,38 @@ mod tests {
         let smaller = validate_claim_update(&claim("2Gi", "Bound"), &claim("1Gi", "Bound"));
         assert_eq!(
             messages(&smaller),
-            ["spec.resources.requests.storage: Forbidden: field can not be less than previous value"]
+            ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"]
         );
+        // Taken back from a failed expansion: less than asked, more than the volume has.
+        let mut expanding = claim("5Gi", "Bound");
+        expanding["status"]["capacity"] = json!({"storage": "1Gi"});
+        assert!(validate_claim_update(&expanding, &claim("2Gi", "Bound")).is_empty());
+        assert_eq!(validate_claim_update(&expanding, &claim("1Gi", "Bound")).len(), 1);
         let mut named = claim("1Gi", "Pending");
         named["spec"]["volumeName"] = json!("pv-1");
         assert!(validate_claim_update(&claim("1Gi", "Pending"), &named).is_empty());
         let mut renamed = named.clone();
         renamed["spec"]["volumeName"] = json!("pv-2");
         assert_eq!(validate_claim_update(&named, &renamed)[0].field, "spec");
+        // A class given to a claim without one, or moved from the beta annotation; the
+        // annotation itself is immutable.
+        let mut classed = claim("1Gi", "Bound");
+        classed["spec"]["storageClassName"] = json!("manual");
+        assert!(validate_claim_update(&claim("1Gi", "Bound"), &classed).is_empty());
+        let mut reclassed = classed.clone();
+        reclassed["spec"]["storageClassName"] = json!("other");
+        assert_eq!(validate_claim_update(&classed, &reclassed)[0].field, "spec");
+        let mut annotated = claim("1Gi", "Bound");
+        annotated["metadata"] = json!({"annotations": {BETA_CLASS: "gold"}});
+        let mut moved = annotated.clone();
+        moved["spec"]["storageClassName"] = json!("gold");
+        assert!(validate_claim_update(&annotated, &moved).is_empty());
+        let mut changed = annotated.clone();
+        changed["metadata"]["annotations"][BETA_CLASS] = json!("silver");
+        assert_eq!(
+            messages(&validate_claim_update(&annotated, &changed)),
+            ["metadata.annotations.volume.beta.kubernetes.io/storage-class: Invalid value: \"silver\": field is immutable"]
+        );
         let mut errors = Vec::new();
         validate_claim(
             Some(&json!({"accessModes": ["ReadWriteOnce"],
