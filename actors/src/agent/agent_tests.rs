@@ -260,6 +260,12 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
     assert!(seen_running.get(), "the container ran on past the deadline");
     let failed = get(&core, "pods", "default", "bounded").await.unwrap();
     assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
+    // Its run's end is its end (SIGKILL's 137), not one the kubelet cannot account for, and
+    // no restart is waited for.
+    let status = &failed["status"]["containerStatuses"][0];
+    assert_eq!(status["state"]["terminated"]["reason"], "Error", "{status}");
+    assert_eq!(status["state"]["terminated"]["exitCode"], 137, "{status}");
+    assert_eq!(status["lastState"], json!({}), "{status}");
     // (`bounded` took its grace period's 5 s to stop: `quick`'s deadline is long past.)
     let quick = get(&core, "pods", "default", "quick").await.unwrap();
     assert_eq!(quick["status"]["phase"], "Succeeded", "{}", quick["status"]);
@@ -280,6 +286,28 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
         &json!({"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
             "message": "The container could not be located when the pod was terminated"}})
     );
+
+    // While it initializes: the init container that ran ended by the deadline; the next one
+    // and the app container, which never started, still wait.
+    let mut initializing =
+        pod("initializing", "n-dl", json!({"name": "c", "image": "none", "command": ["true"]}));
+    initializing["spec"]["initContainers"] = json!([
+        {"name": "i1", "image": "none", "command": ["sleep", "1000"]},
+        {"name": "i2", "image": "none", "command": ["true"]}]);
+    initializing["spec"]["activeDeadlineSeconds"] = json!(1);
+    initializing["spec"]["restartPolicy"] = json!("Never");
+    initializing["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    ApiClient::create(&core, pods, "default", initializing).await.unwrap();
+    let failed = eventually("initializing Failed", || async {
+        let pod = get(&core, "pods", "default", "initializing").await?;
+        (pod["status"]["phase"] == "Failed").then_some(pod)
+    })
+    .await;
+    let inits = &failed["status"]["initContainerStatuses"];
+    assert_eq!(inits[0]["state"]["terminated"]["exitCode"], 143, "{inits}");
+    assert_eq!(inits[1]["state"]["waiting"]["reason"], "PodInitializing", "{inits}");
+    let app = &failed["status"]["containerStatuses"][0];
+    assert_eq!(app["state"]["waiting"]["reason"], "PodInitializing", "{app}");
 }
 
 #[actix::test]

@@ -1132,16 +1132,41 @@ impl PodState {
         if self.deadline_exceeded {
             // As the kubelet: the containers are stopped (within the grace period) and stay so.
             self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
-            for c in self.containers.iter_mut().filter(|c| c.running.is_none()) {
-                // Not to run again: reported as terminated, not as waiting for a restart; one
-                // that never ran in the kubelet's words for a container it cannot account for.
-                // One waiting to run again shows its last exit as its last state.
-                if !c.finished && c.terminated.is_some() {
+            // Not to run again. As the kubelet's `TerminatePod` reports them: a container
+            // whose run ended keeps that end (the deadline's SIGTERM, 143); one waiting to run
+            // again (a crash loop), and one that never ran once the pod had got that far (an
+            // app container of an initialized pod, an init container up to the last that
+            // started), are containers it cannot account for, a waiting one's last exit its
+            // last state; later ones still wait.
+            let initialized = self
+                .containers
+                .iter()
+                .filter(|c| c.kind == Kind::Init)
+                .all(ContainerState::initialized);
+            let started = |c: &ContainerState| c.running.is_some() || c.terminated.is_some();
+            let last_init_started =
+                self.containers.iter().rposition(|c| c.kind == Kind::Init && started(c));
+            for (i, c) in self.containers.iter_mut().enumerate() {
+                if c.running.is_some() || c.finished {
+                    continue;
+                }
+                let rerun_waits = c.terminated.is_some() && c.waiting.is_some();
+                let never_ran = c.terminated.is_none();
+                let reached = match c.kind {
+                    Kind::App => initialized,
+                    Kind::Init => last_init_started.is_some_and(|last| i <= last),
+                    Kind::Ephemeral => false,
+                };
+                if rerun_waits {
                     c.previous = c.terminated.take();
                 }
-                c.terminated.get_or_insert_with(Terminated::unaccounted);
-                c.finished = true;
-                c.waiting = None;
+                if rerun_waits || (never_ran && reached) {
+                    c.terminated = Some(Terminated::unaccounted());
+                }
+                if c.terminated.is_some() {
+                    c.finished = true;
+                    c.waiting = None;
+                }
             }
             self.write_status(ctx).await;
             return;
