@@ -492,7 +492,7 @@ impl ApiCore {
                 .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
             priority::admit_pod(&self.priority_classes_for(&object), &mut object)
                 .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
-            if let Some(why) = runtime_class::refusal(&object) {
+            if let Some(why) = runtime_class::class_refusal(&object) {
                 return Err(ApiError::forbidden(resource, &admitted_as, why, Vec::new()));
             }
         }
@@ -517,6 +517,9 @@ impl ApiCore {
         self.check_limit_ranges(resource, &name, &limit_ranges, &object)?;
         if Self::is_pod(resource) {
             self.enforce_pod_security(resource, namespace, &name, &object, None)?;
+            if let Some(why) = runtime_class::overhead_refusal(&object) {
+                return Err(ApiError::forbidden(resource, &name, why, Vec::new()));
+            }
         }
         if Self::is_namespace(resource) {
             check_pod_security_labels(&name, None, &object)?;
