@@ -224,6 +224,9 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         .timeout(std::time::Duration::from_secs(20))
         .send()
         .unwrap();
+    // The connection that asked for an upgrade is not kept, and the client is told so.
+    let closing = posted.headers().get("connection").map(|c| c.to_str().unwrap().to_string());
+    assert_eq!(closing.as_deref(), Some("close"));
     assert_eq!((posted.status().as_u16(), posted.text().unwrap()), (200, "posted".to_string()));
     // Without a port, a pod is reached at the first port a container declares.
     let default_port = raw("/api/v1/namespaces/default/pods/web/proxy/hostname", false);
@@ -1604,4 +1607,30 @@ fn containers_see_their_volumes_at_their_mount_paths() {
     });
     let later = format!("{}/k", at("later"));
     assert_eq!(kubectl.run(&["exec", "waiting", "--", "cat", &later]).1, "v");
+
+    // A run's termination message is what it wrote to its `terminationMessagePath` (the
+    // default `/dev/termination-log`, a file of its own), ahead of its logs.
+    let mut messages = pod_on(
+        "messages",
+        "node-vol",
+        json!({"name": "c", "image": "busybox",
+            "command": ["sh", "-c", "printf 'all good' > /dev/termination-log"]}),
+    );
+    let custom = at("reports/why");
+    messages["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "d",
+        "image": "busybox", "terminationMessagePath": custom,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "command": ["sh", "-c", format!("echo to the log; printf oops > {custom}; exit 3")]}));
+    messages["spec"]["restartPolicy"] = json!("Never");
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &messages).0, 201);
+    let ended = wait_pod(&server, "messages", "both ran to their end", |p| {
+        let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+        statuses.len() == 2 && statuses.iter().all(|s| s["state"]["terminated"].is_object())
+    });
+    let message = |name: &str| {
+        let statuses = ended["status"]["containerStatuses"].as_array().unwrap();
+        let status = statuses.iter().find(|s| s["name"] == name).unwrap();
+        status["state"]["terminated"]["message"].clone()
+    };
+    assert_eq!((message("c"), message("d")), (json!("all good"), json!("oops")), "{ended}");
 }

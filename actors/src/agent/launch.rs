@@ -605,6 +605,8 @@ pub struct CommandLine {
     pub argv: Vec<String>,
     /// The container's own program (its command's or its image's first word).
     pub program: String,
+    /// It binds mounts in a mount namespace of its own, which what is exec'd in it joins.
+    pub mounted: bool,
 }
 
 /// The command line of `container`: its own or its image's, expanded, run as `identity`, with
@@ -646,6 +648,7 @@ pub fn command_line(
     // Outside the host name's too: the container's mounts are all there once it has its name,
     // which is what a process joining it waits for (see `join_hostname`).
     argv = with_mounts(config, mounts, argv)?;
+    let mounted = !mounts.is_empty();
     let limit = container
         .resources
         .as_ref()
@@ -659,7 +662,7 @@ pub fn command_line(
     {
         argv.splice(0..0, launcher.iter().cloned());
     }
-    Ok(CommandLine { argv, program })
+    Ok(CommandLine { argv, program, mounted })
 }
 
 /// What a runtime that enforces resources holds `container` to: its memory limit and its CPU

@@ -530,6 +530,9 @@ struct ContainerState {
     /// The image its last start tried: a back-off holds that image's container back, not
     /// one of another image (the kubelet keys its back-off by the container's definition).
     tried_image: Option<String>,
+    /// Its current run has a mount namespace of its own (its volumes, its termination
+    /// message file), which what is exec'd in it joins.
+    mounted: bool,
 }
 
 impl ContainerState {
@@ -556,6 +559,7 @@ impl ContainerState {
             env: Vec::new(),
             restarting_deadline: None,
             tried_image: None,
+            mounted: false,
         }
     }
 
@@ -611,6 +615,62 @@ fn record_exit(path: &std::path::Path, pid: u32, code: i32) {
 /// A pod's directory under the agent's data directory (logs, container state files).
 pub fn pod_dir(data_dir: &std::path::Path, namespace: &str, name: &str, uid: &str) -> PathBuf {
     data_dir.join("pods").join(format!("{namespace}_{name}_{uid}"))
+}
+
+/// Whether process `pid` is in a mount namespace other than the agent's.
+fn own_mount_namespace(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |path: String| std::fs::metadata(path).map(|m| m.ino()).ok();
+    let theirs = inode(format!("/proc/{pid}/ns/mnt"));
+    theirs.is_some() && theirs != inode("/proc/self/ns/mnt".into())
+}
+
+/// Where run `restart` of `container` writes its termination message, on the node.
+fn termination_log_path(pod_dir: &std::path::Path, container: &str, restart: u32) -> PathBuf {
+    pod_dir.join(container).join(format!("{restart}.termination-log"))
+}
+
+/// The bind of a run's termination message file at the container's `terminationMessagePath`
+/// (`/dev/termination-log` by default): the file made empty, writable by any user (0666, as
+/// the kubelet makes it), and the path made on the node when it is not there; `None` (no
+/// message read) when either cannot be.
+fn termination_log(
+    pod_dir: &std::path::Path,
+    spec: &Container,
+    restart: u32,
+) -> Option<volumes::Mount> {
+    use std::os::unix::fs::PermissionsExt;
+    let target = spec.termination_message_path.as_deref().unwrap_or("/dev/termination-log");
+    let target = PathBuf::from(target);
+    if !target.is_absolute() {
+        return None;
+    }
+    let source = termination_log_path(pod_dir, &spec.name, restart);
+    let made = (|| -> std::io::Result<()> {
+        std::fs::create_dir_all(source.parent().unwrap_or(pod_dir))?;
+        std::fs::write(&source, b"")?;
+        std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o666))?;
+        if std::fs::symlink_metadata(&target).is_err() {
+            std::fs::create_dir_all(target.parent().unwrap_or(std::path::Path::new("/")))?;
+            std::fs::write(&target, b"")?;
+        }
+        Ok(())
+    })();
+    if let Err(error) = made {
+        tracing::warn!(path = %target.display(), %error, "no termination message file");
+        return None;
+    }
+    Some(volumes::Mount { source, target, read_only: false })
+}
+
+/// A run's termination message: what it wrote to its file, at most 4,096 bytes (the kubelet's
+/// limit per container); `None` when it wrote nothing.
+fn termination_message(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).ok()?;
+    file.take(4096).read_to_end(&mut bytes).ok()?;
+    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The end of a run's output, as the kubelet reads a failed container's message from its
@@ -857,6 +917,7 @@ impl PodState {
             container.restart_count = file.restart_count;
             container.waiting = None;
             container.env = file.env;
+            container.mounted = !dead && own_mount_namespace(file.pid);
             let mut adopted = RunningContainer::new(
                 file.pid,
                 file.start_ticks,
@@ -952,7 +1013,7 @@ impl PodState {
         let identity = Identity::of(&self.pod, spec).ok().flatten();
         let hostname = pid.map(|pid| launch::join_hostname(&self.config, &self.pod, pid));
         // Its mounts after its host name: a container has them all once it is named.
-        let mounted = volumes::mounts_anything(&self.pod, spec);
+        let mounted = self.containers.iter().any(|c| c.name == spec.name && c.mounted);
         let mounts = pid.map(|pid| launch::join_mounts(&self.config, mounted, pid));
         [
             hostname.unwrap_or_default(),
@@ -1056,9 +1117,14 @@ impl PodState {
             0 => "Completed",
             _ => "Error",
         };
-        let message = (falls_back && code != 0)
-            .then(|| last_output(&log_path(&self.dir, name, c.restart_count)))
-            .flatten();
+        // What the run wrote to its termination message file, else (when it asks for it) a
+        // failed run's last output.
+        let written = termination_message(&termination_log_path(&self.dir, name, c.restart_count));
+        let message = written.or_else(|| {
+            (falls_back && code != 0)
+                .then(|| last_output(&log_path(&self.dir, name, c.restart_count)))
+                .flatten()
+        });
         c.previous = c.terminated.take();
         c.terminated = Some(Terminated {
             exit_code: code,
@@ -1709,6 +1775,12 @@ impl PodState {
 
     async fn start_container(&mut self, i: usize, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let name = self.containers[i].name.clone();
+        // Each start after the first is a restart, whether or not it starts (as the kubelet
+        // counts its container instances).
+        let restart = {
+            let c = &self.containers[i];
+            c.restart_count + u32::from(c.terminated.is_some())
+        };
         let Some(spec) = self.container_spec(&name).cloned() else { return };
         self.containers[i].tried_image = spec.image.clone();
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
@@ -1726,10 +1798,13 @@ impl PodState {
             Ok(mut env) => Identity::of(&self.pod, &spec).and_then(|identity| {
                 launch::add_home(&mut env, identity.as_ref());
                 let hostname = launch::own_hostname(&self.pod);
-                let mounts = match &self.volumes {
+                let mut mounts = match &self.volumes {
                     Some(set_up) => volumes::mounts(&spec, set_up, &env)?,
                     None => Vec::new(),
                 };
+                if ctx.config.mount_launcher.is_some() {
+                    mounts.extend(termination_log(&self.dir, &spec, restart));
+                }
                 launch::command_line(
                     &ctx.config,
                     &spec,
@@ -1797,12 +1872,10 @@ impl PodState {
         if interactive.tty {
             launch::with_terminal_type(&mut env);
         }
-        // Each start after the first is a restart, whether or not it starts (as the kubelet
-        // counts its container instances).
-        let restart = c.restart_count + u32::from(c.terminated.is_some());
         let log_path = log_path(&self.dir, &name, restart);
         let working_dir = Some(runtime::working_dir(&spec));
         let log_writer = ctx.config.log_writer.clone();
+        let mounted = line.mounted;
         let launch = Launch {
             argv: line.argv,
             program: line.program,
@@ -1847,6 +1920,7 @@ impl PodState {
                 c.restart_count = restart;
                 c.not_before = None;
                 c.env = env;
+                c.mounted = mounted;
                 let image = spec.image.clone().unwrap_or_default();
                 let running = RunningContainer::new(
                     started.pid,

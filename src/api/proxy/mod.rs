@@ -152,9 +152,15 @@ pub async fn serve(
         }
     }
     let head = req.method() == actix_web::http::Method::HEAD;
-    relay(req, response, &rewriter, head)
+    let mut answer = relay(req, response, &rewriter, head)
         .await
-        .map_err(|why| unavailable(format!("{plural} {name} {why}")))
+        .map_err(|why| unavailable(format!("{plural} {name} {why}")))?;
+    if connection_upgrades {
+        // The server does not keep a connection that asked for an upgrade: the client is told
+        // so, rather than finding it closed under its next request.
+        answer.head_mut().set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    Ok(answer)
 }
 
 /// The backend's answer as the client gets it: its status and headers (as `headers` passes

@@ -16,8 +16,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{
-    Container, DownwardAPIVolumeFile, KeyToPath, PersistentVolume, PersistentVolumeClaim, Pod,
-    Volume,
+    Container, DownwardAPIVolumeFile, KeyToPath, PersistentVolume, PersistentVolumeClaim, Volume,
 };
 use serde_json::Value;
 
@@ -422,16 +421,6 @@ async fn claimed_path(
     let kind = spec.and_then(|s| s.host_path.as_ref()).and_then(|h| h.type_.clone());
     check_host_path(&path, kind.as_deref().unwrap_or(""))?;
     Ok(path)
-}
-
-/// Whether `container` mounts any volume of `pod`'s the node sets up: then it runs in a mount
-/// namespace of its own, which what is exec'd in it joins.
-pub fn mounts_anything(pod: &Pod, container: &Container) -> bool {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    let supported = |name: &str| {
-        volumes.into_iter().flatten().any(|v| v.name == name && !matches!(kind(v), Kind::Other(_)))
-    };
-    container.volume_mounts.iter().flatten().any(|m| supported(&m.name))
 }
 
 /// The binds of `container`'s `volumeMounts`: each volume set up (or the `subPath` in it, made
