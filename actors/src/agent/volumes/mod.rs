@@ -61,7 +61,7 @@ pub struct VolumeError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Volumes {
     pub set_up: BTreeMap<String, HostVolume>,
-    pub unsupported: Vec<(String, &'static str)>,
+    pub unsupported: Vec<(String, String)>,
 }
 
 /// Where a pod's volume `name` of its own lives, under the pod's directory.
@@ -94,7 +94,7 @@ pub async fn set_up(
                         ("clusterTrustBundle", projection.cluster_trust_bundle.is_some()),
                     ];
                     for (kind, _) in left_out.into_iter().filter(|(_, there)| *there) {
-                        volumes.unsupported.push((volume.name.clone(), kind));
+                        volumes.unsupported.push((volume.name.clone(), kind.to_string()));
                     }
                 }
                 let payload = payload(client, ctx, volume).await.map_err(failed)?;
@@ -130,7 +130,7 @@ enum Kind {
     HostPath,
     Claim,
     /// A kind this node cannot mount (its field's name).
-    Other(&'static str),
+    Other(String),
 }
 
 fn kind(volume: &Volume) -> Kind {
@@ -150,38 +150,10 @@ fn kind(volume: &Volume) -> Kind {
     } else {
         // Named as the pod's spec names the source.
         let value = serde_json::to_value(v).unwrap_or_default();
-        let named = value.as_object().into_iter().flatten().map(|(k, _)| k.as_str());
-        let source = named.into_iter().find(|k| *k != "name").unwrap_or("unknown");
-        Kind::Other(OTHER_KINDS.iter().find(|k| **k == source).copied().unwrap_or("unknown"))
+        let mut named = value.as_object().into_iter().flatten().map(|(k, _)| k.as_str());
+        Kind::Other(named.find(|k| *k != "name").unwrap_or("unknown").to_string())
     }
 }
-
-/// The volume sources this node does not set up, as a pod's spec names them.
-const OTHER_KINDS: &[&str] = &[
-    "awsElasticBlockStore",
-    "azureDisk",
-    "azureFile",
-    "cephfs",
-    "cinder",
-    "csi",
-    "ephemeral",
-    "fc",
-    "flexVolume",
-    "flocker",
-    "gcePersistentDisk",
-    "gitRepo",
-    "glusterfs",
-    "image",
-    "iscsi",
-    "nfs",
-    "photonPersistentDisk",
-    "portworxVolume",
-    "quobyte",
-    "rbd",
-    "scaleIO",
-    "storageos",
-    "vsphereVolume",
-];
 
 /// An `emptyDir`: a directory every container's user may write (0777, as the kubelet makes it).
 fn make_shared_dir(dir: &Path) -> std::io::Result<()> {

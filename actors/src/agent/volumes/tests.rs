@@ -86,7 +86,8 @@ async fn config_maps_secrets_and_the_downward_api_become_files() {
     assert_eq!(read(&path("mixed").join("token")), "s3cr3t");
     assert!(volumes.set_up["mixed"].read_only && !volumes.set_up["scratch"].read_only);
     assert_eq!(mode(&path("scratch")), 0o777);
-    let unsupported = [("mixed".to_string(), "serviceAccountToken"), ("remote".into(), "nfs")];
+    let unsupported =
+        [("mixed", "serviceAccountToken"), ("remote", "nfs")].map(|(v, k)| (v.into(), k.into()));
     assert_eq!(volumes.unsupported, unsupported);
     assert!(!path("mixed").join("api-token").exists());
 
@@ -197,7 +198,7 @@ fn mounts_bind_volumes_and_sub_paths_outer_first() {
     };
     let volumes = Volumes {
         set_up: [volume("cfg", true), volume("data", false)].into_iter().collect(),
-        unsupported: vec![("remote".into(), "nfs")],
+        unsupported: vec![("remote".into(), "nfs".into())],
     };
     let container: Container = serde_json::from_value(json!({"name": "c", "volumeMounts": [
         {"name": "cfg", "mountPath": "/srv/app/conf"},
