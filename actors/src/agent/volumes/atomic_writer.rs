@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The symlink to the directory of the current files.
 const DATA: &str = "..data";
@@ -62,7 +62,7 @@ pub fn write(dir: &Path, payload: &Payload) -> io::Result<bool> {
             std::fs::remove_file(entry.path())?;
         }
     }
-    if let Some(old) = current.filter(|old| *old != PathBuf::from(&stamp)) {
+    if let Some(old) = current.filter(|old| old.as_path() != Path::new(&stamp)) {
         std::fs::remove_dir_all(dir.join(old))?;
     }
     Ok(true)
