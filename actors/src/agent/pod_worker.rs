@@ -617,6 +617,26 @@ pub fn pod_dir(data_dir: &std::path::Path, namespace: &str, name: &str, uid: &st
     data_dir.join("pods").join(format!("{namespace}_{name}_{uid}"))
 }
 
+/// The kubelet's events of a container's image, which is a program of the node's, always
+/// there: pulled at once when the policy says `Always`, else found present.
+fn pulled(spec: &Container) -> Vec<(EventKind, String, String)> {
+    let image = spec.image.as_deref().unwrap_or_default();
+    let normal = |reason: &str, message: String| (EventKind::Normal, reason.into(), message);
+    match spec.image_pull_policy.as_deref() {
+        Some("Always") => vec![
+            normal("Pulling", format!("Pulling image \"{image}\"")),
+            normal(
+                "Pulled",
+                format!("Successfully pulled image \"{image}\" in 0s (0s including waiting)"),
+            ),
+        ],
+        _ => vec![normal(
+            "Pulled",
+            format!("Container image \"{image}\" already present on machine"),
+        )],
+    }
+}
+
 /// Whether process `pid` is in a mount namespace other than the agent's.
 fn own_mount_namespace(pid: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -1851,7 +1871,10 @@ impl PodState {
                         ("ErrImagePull", m, events)
                     }
                     LaunchError::Config(m) => {
-                        let events = vec![failed(format!("Error: {m}"))];
+                        // The image is there before the configuration is made, as the
+                        // kubelet's events show it.
+                        let mut events = pulled(&spec);
+                        events.push(failed(format!("Error: {m}")));
                         (CONFIG_ERROR, m, events)
                     }
                 };
@@ -1890,22 +1913,8 @@ impl PodState {
         // The kubelet's events of a start: its image pulled (an image here is a program of
         // the node's, always there: pulled at once when the policy says `Always`, else found
         // present), the container created, then started or failed.
-        let image = spec.image.as_deref().unwrap_or_default();
-        let normal = |reason: &str, message: String| (EventKind::Normal, reason.into(), message);
-        let mut events = match spec.image_pull_policy.as_deref() {
-            Some("Always") => vec![
-                normal("Pulling", format!("Pulling image \"{image}\"")),
-                normal(
-                    "Pulled",
-                    format!("Successfully pulled image \"{image}\" in 0s (0s including waiting)"),
-                ),
-            ],
-            _ => vec![normal(
-                "Pulled",
-                format!("Container image \"{image}\" already present on machine"),
-            )],
-        };
-        events.push(normal("Created", format!("Created container {name}")));
+        let mut events = pulled(&spec);
+        events.push((EventKind::Normal, "Created".into(), format!("Created container {name}")));
         let outcome = ctx.runtime.start(launch).await;
         events.push(match &outcome {
             Ok(_) => (EventKind::Normal, "Started".into(), format!("Started container {name}")),
