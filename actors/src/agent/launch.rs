@@ -28,6 +28,15 @@ pub enum LaunchError {
     Config(String),
 }
 
+impl LaunchError {
+    /// What it says, whatever its kind.
+    pub fn message(self) -> String {
+        match self {
+            LaunchError::UnknownImage(message) | LaunchError::Config(message) => message,
+        }
+    }
+}
+
 /// What the environment of a pod's containers draws on.
 pub struct PodContext<'a> {
     pub pod: &'a Pod,
@@ -243,20 +252,22 @@ pub(super) fn decoded_secret(base64: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// A `resourceFieldRef`'s value, as the kubelet works it out: the named container's (this one
-/// unless it names another) limit or request, divided by the divisor and rounded up; a limit
-/// not set is the node's allocatable amount.
+/// A `resourceFieldRef`'s value, as the kubelet works it out: the named container's (else
+/// `container`, the one asking; a volume's names one) limit or request, divided by the
+/// divisor and rounded up; a limit not set is the node's allocatable amount.
 pub(super) async fn resource_value(
     client: &dyn ApiClient,
     ctx: &PodContext<'_>,
-    container: &Container,
+    container: Option<&Container>,
     field: &ResourceFieldSelector,
 ) -> Result<String, LaunchError> {
     let unsupported =
         || LaunchError::Config(format!("unsupported container resource : {:?}", field.resource));
-    let target = match field.container_name.as_deref().filter(|n| !n.is_empty()) {
-        None => container,
-        Some(name) => {
+    let named = field.container_name.as_deref().filter(|n| !n.is_empty());
+    let target = match (named, container) {
+        (None, Some(container)) => container,
+        (None, None) => return Err(LaunchError::Config("container  not found".into())),
+        (Some(name), _) => {
             let spec = ctx.pod.spec.as_ref();
             let all = spec
                 .into_iter()
@@ -356,7 +367,7 @@ async fn value_from(
 ) -> Result<Option<String>, LaunchError> {
     let source = var.value_from.as_ref().expect("checked by the caller");
     if let Some(field) = &source.resource_field_ref {
-        return resource_value(client, ctx, container, field).await.map(Some);
+        return resource_value(client, ctx, Some(container), field).await.map(Some);
     }
     if let Some(field) = &source.field_ref {
         return field_value(ctx, &field.field_path).map(Some);

@@ -665,8 +665,7 @@ impl ApiCore {
         before: Option<&Value>,
         written: &StoredObject,
     ) -> Vec<String> {
-        let is_pod = resource.group.is_empty() && resource.kind == "Pod";
-        if is_pod
+        if Self::is_pod(resource)
             && before.is_some_and(|old| !pod_security::significant_update(old, &written.to_value()))
         {
             return Vec::new();

@@ -230,13 +230,7 @@ impl Object<'_> {
             Object::Secret(name, optional) => ("secrets", "secret", name, optional),
         };
         let found = launch::source_object(client, plural, namespace, name, optional).await;
-        let object = match found {
-            Ok(Some(object)) => object,
-            Ok(None) => return Ok(()),
-            Err(LaunchError::Config(message) | LaunchError::UnknownImage(message)) => {
-                return Err(message)
-            }
-        };
+        let Some(object) = found.map_err(LaunchError::message)? else { return Ok(()) };
         let keys = keys(&object, plural == "secrets");
         match items {
             None => {
@@ -295,22 +289,13 @@ async fn downward(
     mode: u32,
     payload: &mut Payload,
 ) -> Result<(), String> {
-    let message = |e: LaunchError| match e {
-        LaunchError::Config(m) | LaunchError::UnknownImage(m) => m,
-    };
     for item in items {
         let value = if let Some(field) = &item.field_ref {
-            launch::field_value(ctx, &field.field_path).map_err(message)?
+            launch::field_value(ctx, &field.field_path).map_err(LaunchError::message)?
         } else if let Some(field) = &item.resource_field_ref {
             // A volume's resource names its container (validation requires it).
-            let spec = ctx.pod.spec.as_ref();
-            let wanted = field.container_name.as_deref().unwrap_or("");
-            let container = spec
-                .into_iter()
-                .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
-                .find(|c| c.name == wanted)
-                .ok_or_else(|| format!("container {wanted} not found"))?;
-            launch::resource_value(client, ctx, container, field).await.map_err(message)?
+            let value = launch::resource_value(client, ctx, None, field).await;
+            value.map_err(LaunchError::message)?
         } else {
             continue;
         };
