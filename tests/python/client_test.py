@@ -384,10 +384,14 @@ def port_forward(core, node):
                                 ports="9376")
         connection = forwarded.socket(9376)
         connection.setblocking(True)
-        connection.sendall(b"GET / HTTP/1.0\r\n\r\n")
         answer = b""
-        while chunk := connection.recv(4096):
-            answer += chunk
+        try:
+            connection.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            while chunk := connection.recv(4096):
+                answer += chunk
+        except (BrokenPipeError, ConnectionResetError):
+            # The refused dial may close the stream before the request is written.
+            pass
         connection.close()
         error = forwarded.error(9376)
         forwarded.close()
