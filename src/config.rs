@@ -485,7 +485,7 @@ impl Settings {
         let load_balancer = load_balancer(&raw.controllers)?;
         let (security, tls) = security(&raw.server)?;
         let overlaps = |a: (std::net::Ipv4Addr, u8), b: (std::net::Ipv4Addr, u8)| {
-            use kplane_actors::agent::pod_ips::cidr_contains;
+            use kplane_actors::model::cidr::contains as cidr_contains;
             cidr_contains(a, b.0) || cidr_contains(b, a.0)
         };
         if overlaps(agent.agent.cluster_cidr, service_ranges.cluster_ips) {
@@ -617,7 +617,7 @@ fn node_lifecycle(
 fn load_balancer(
     raw: &RawControllers,
 ) -> Result<kplane_actors::controllers::service::LoadBalancerConfig, ConfigError> {
-    let ip_range = kplane_actors::agent::pod_ips::parse_cidr(&raw.load_balancer_ip_range)
+    let ip_range = kplane_actors::model::cidr::parse(&raw.load_balancer_ip_range)
         .filter(|(ip, bits)| *bits <= 30 && ip.is_loopback())
         .ok_or_else(|| ConfigError::Invalid {
             key: "controllers.load_balancer_ip_range",
@@ -687,7 +687,7 @@ fn is_log_filter(text: &str) -> bool {
 fn service_ranges(server: &RawServer) -> Result<kplane_actors::core::ServiceRanges, ConfigError> {
     // Inside the loopback network, which every machine has: the node agents' service proxies
     // listen on the cluster IPs there.
-    let cluster_ips = kplane_actors::agent::pod_ips::parse_cidr(&server.service_cluster_ip_range)
+    let cluster_ips = kplane_actors::model::cidr::parse(&server.service_cluster_ip_range)
         .filter(|(ip, bits)| *bits <= 30 && ip.is_loopback())
         .ok_or_else(|| ConfigError::Invalid {
             key: "server.service_cluster_ip_range",
@@ -760,7 +760,7 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     // Containers are processes of this machine, listening on their pod's IP: one of the
     // loopback network's, which every machine has (a simulated node binds nothing).
     let loopback = |(ip, _): &(std::net::Ipv4Addr, u8)| ip.is_loopback();
-    let cluster_cidr = kplane_actors::agent::pod_ips::parse_cidr(&a.cluster_cidr)
+    let cluster_cidr = kplane_actors::model::cidr::parse(&a.cluster_cidr)
         .filter(|(_, bits)| *bits <= 24)
         .filter(|cidr| runtime == RuntimeKind::Simulated || loopback(cidr))
         .ok_or_else(|| {

@@ -576,8 +576,7 @@ fn jwks_uri(settings: &Settings) -> String {
 
 /// The `kubernetes` Service's cluster IP: the first address of the service range.
 fn kubernetes_service_ip(settings: &Settings) -> std::net::Ipv4Addr {
-    let (first, _) =
-        kplane_actors::agent::pod_ips::usable_range(settings.service_ranges.cluster_ips);
+    let (first, _) = kplane_actors::model::cidr::usable_range(settings.service_ranges.cluster_ips);
     first.into()
 }
 

@@ -341,9 +341,21 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     let (_, after) = server.get(service_path);
     assert_eq!(after["status"]["loadBalancer"], service["status"]["loadBalancer"]);
 
-    // No longer a load balancer: its address and node port close, its finalizer goes.
     let kubectl = server.kubectl();
-    kubectl.ok(&["patch", "service", "hello", "-p", r#"{"spec":{"type":"ClusterIP"}}"#]);
+    // Only clients in its source ranges reach the load balancer (this machine's connections
+    // come from 127.0.0.1): another's is closed unanswered. Node ports are not limited.
+    let ranges = |range: &str| format!(r#"{{"spec":{{"loadBalancerSourceRanges":["{range}"]}}}}"#);
+    kubectl.ok(&["patch", "service", "hello", "-p", &ranges("10.0.0.0/8")]);
+    wait_until(WAIT, "the load balancer turns this machine away", || {
+        hostname_at(&http, &at_load_balancer).is_none()
+    });
+    assert!(hostname_at(&http, &at_node_port).is_some());
+    kubectl.ok(&["patch", "service", "hello", "-p", &ranges("127.0.0.0/8")]);
+    reaches_all(&http, &at_load_balancer, &pods);
+
+    // No longer a load balancer: its address and node port close, its finalizer goes.
+    let cluster_ip_only = r#"{"spec":{"type":"ClusterIP","loadBalancerSourceRanges":null}}"#;
+    kubectl.ok(&["patch", "service", "hello", "-p", cluster_ip_only]);
     wait_until(WAIT, "the load balancer is gone", || {
         let (_, now) = server.get(service_path);
         refused(&at_load_balancer)
@@ -392,6 +404,37 @@ fn services_are_reached_at_cluster_ips_node_ports_and_load_balancers() {
     let unlisted = r#"[{"op":"remove","path":"/spec/externalIPs"}]"#;
     kubectl.ok(&["patch", "service", "hello", "--type=json", "-p", unlisted]);
     wait_until(WAIT, "the external IP is no longer served", || refused(&at_external));
+
+    // Another load balancer's address (one its class names writes it in the status) is
+    // served by the node, as kube-proxy catches traffic to it; not once the service is given
+    // to another proxy.
+    let vip = format!("{}9", private_range(200).trim_end_matches("0/24"));
+    let other = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "other"},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": "example.com/other",
+            "selector": {"app": "hello"}, "ports": [{"port": 8081, "targetPort": "http"}]}});
+    assert_eq!(server.post(SERVICES, &other).0, 201);
+    let status = format!(r#"{{"status":{{"loadBalancer":{{"ingress":[{{"ip":"{vip}"}}]}}}}}}"#);
+    kubectl.ok(&[
+        "patch",
+        "service",
+        "other",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+    let at_vip = format!("{vip}:8081");
+    wait_until(WAIT, "the other load balancer's address is served", || {
+        hostname_at(&http, &at_vip).is_some()
+    });
+    kubectl.ok(&[
+        "label",
+        "service",
+        "other",
+        "service.kubernetes.io/service-proxy-name=elsewhere",
+    ]);
+    wait_until(WAIT, "another proxy's service is left alone", || refused(&at_vip));
+    kubectl.ok(&["delete", "service", "other"]);
 
     kubectl.ok(&["delete", "service", "hello"]);
     wait_until(WAIT, "the cluster IP is no longer served", || refused(&at_cluster_ip));

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::admission::{self, Rejection};
 use super::node_status::{self, Machine, Pressure};
-use super::pod_ips::{self, PodIps};
+use super::pod_ips::PodIps;
 use super::pod_worker::{
     ExecTarget, FindContainer, PodGone, PodUpdated, PodWorker, Shutdown, Snapshot, WorkerContext,
     COMPONENT,
@@ -564,7 +564,7 @@ async fn register(
         match client.get(nodes, "", &config.node_name).await {
             Ok(node) => {
                 let cidr = node.pointer("/spec/podCIDR").and_then(Value::as_str);
-                if let Some((network, _)) = cidr.and_then(pod_ips::parse_cidr) {
+                if let Some((network, _)) = cidr.and_then(crate::model::cidr::parse) {
                     return Ok(network);
                 }
                 if !told && started.elapsed() >= NETWORK_PATIENCE {

@@ -5,39 +5,6 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::net::Ipv4Addr;
 
-/// Parses `a.b.c.d/n`.
-pub fn parse_cidr(cidr: &str) -> Option<(Ipv4Addr, u8)> {
-    let (ip, bits) = cidr.split_once('/')?;
-    let ip: Ipv4Addr = ip.parse().ok()?;
-    let bits: u8 = bits.parse().ok().filter(|b| *b <= 32)?;
-    Some((Ipv4Addr::from(u32::from(ip) & mask(bits)), bits))
-}
-
-/// Whether `ip` is in the range `cidr` (as `parse_cidr` gives it).
-pub fn cidr_contains((base, bits): (Ipv4Addr, u8), ip: Ipv4Addr) -> bool {
-    u32::from(ip) & mask(bits) == u32::from(base)
-}
-
-/// The first and last address of `cidr` (as `parse_cidr` gives it) that can be handed out:
-/// without the network's own and its broadcast address, when it has more than two.
-pub fn usable_range((base, bits): (Ipv4Addr, u8)) -> (u32, u32) {
-    let first = u32::from(base);
-    let last = first | !mask(bits);
-    if last - first > 1 {
-        (first + 1, last - 1)
-    } else {
-        (first, last)
-    }
-}
-
-fn mask(bits: u8) -> u32 {
-    if bits == 0 {
-        0
-    } else {
-        u32::MAX << (32 - bits)
-    }
-}
-
 /// Picks a free /24 for `node` inside `cluster`, starting from a point derived from the node
 /// name (so a node given one again, as after its deletion, mostly gets the same one) and
 /// skipping those `taken`.
@@ -125,6 +92,7 @@ impl PodIps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::cidr::parse as parse_cidr;
 
     #[test]
     fn cidrs_parse_and_nodes_get_distinct_ranges() {

@@ -8,9 +8,12 @@
 //! from other machines only to the endpoints on this node (those from this machine are the
 //! node's own traffic, which kube-proxy sends to any), and has its health check node port
 //! answered here; one that keeps inside traffic local (`internalTrafficPolicy: Local`) sends
-//! its cluster IP's connections only to this node's endpoints. It follows Services and
-//! EndpointSlices; the listeners run on its own thread, so service traffic never waits behind
-//! the agent's other work.
+//! its cluster IP's connections only to this node's endpoints. The addresses another load
+//! balancer (a service with a `loadBalancerClass`) writes into a service's status are served
+//! as external IPs are, for the clients in its source ranges (kplane's own load balancer
+//! listens at its addresses itself). A service labelled `service.kubernetes.io/service-proxy-name`
+//! is another proxy's, and left alone. It follows Services and EndpointSlices; the listeners
+//! run on its own thread, so service traffic never waits behind the agent's other work.
 //!
 //! Every cluster IP is in 127.0.0.0/8, which Linux routes to this machine whole: no address
 //! has to be configured. One proxy per machine serves each address: a second agent on the same
@@ -22,14 +25,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use serde_json::Value;
 
 use crate::client::cache::Key;
 use crate::client::ApiClient;
 use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
 use crate::forwarding::{BindFailure, HealthChecks, Listeners, ServiceTable, Targets};
+use crate::model::json;
 use crate::model::service_traffic::{
     client_ip_affinity, keeps_external_traffic_local, keeps_internal_traffic_local,
+    load_balancer_source_ranges,
 };
+
+/// The label that gives a service to another proxy (kube-proxy follows only services without
+/// it).
+const SERVICE_PROXY_NAME: &str = "service.kubernetes.io/service-proxy-name";
 
 /// How often listeners that could not be bound are tried again.
 const RETRY_PERIOD: Duration = Duration::from_secs(5);
@@ -78,13 +88,21 @@ impl ServiceProxy {
 
     /// Where `key`'s ports are served, each with its backends.
     fn desired(&self, key: &Key) -> Vec<(SocketAddr, Targets)> {
-        let Some(service) = self.table.service(key) else { return Vec::new() };
+        let Some(service) = self.table.service(key).filter(|s| !another_proxys(s)) else {
+            return Vec::new();
+        };
         let Some(cluster_ip) = service_table::cluster_ip(service) else { return Vec::new() };
         let ports = self.table.ports(key);
         let local = self.table.ports_on(key, Some(&self.node_name));
         let inside = if keeps_internal_traffic_local(service) { &local } else { &ports };
         let external_local = keeps_external_traffic_local(service);
         let external_ips = service_table::external_ips(service);
+        // Another load balancer's addresses (kplane's own listens at its own).
+        let has_class = json::at(service, "/spec/loadBalancerClass").is_some_and(|c| !c.is_null());
+        let mut vips =
+            if has_class { service_table::load_balancer_vips(service) } else { Vec::new() };
+        vips.retain(|ip| !external_ips.contains(ip));
+        let sources = load_balancer_source_ranges(service);
         let affinity = client_ip_affinity(service);
         let mut desired = Vec::new();
         // A port with no endpoint to send to (only this node's, when the cluster IP keeps its
@@ -96,6 +114,7 @@ impl ServiceProxy {
                 all: port.backends.clone(),
                 from_outside: external_local.then(|| local.backends.clone()),
                 affinity,
+                sources: None,
             };
             if let Some(node_port) = port.node_port.filter(|_| !port.backends.is_empty()) {
                 desired.push((SocketAddr::new(self.node_address.into(), node_port), outside()));
@@ -103,6 +122,10 @@ impl ServiceProxy {
             if !port.backends.is_empty() {
                 for ip in &external_ips {
                     desired.push((SocketAddr::new((*ip).into(), port.port), outside()));
+                }
+                for ip in &vips {
+                    let targets = outside().with_sources(sources.clone());
+                    desired.push((SocketAddr::new((*ip).into(), port.port), targets));
                 }
             }
             if !inside.backends.is_empty() {
@@ -118,9 +141,10 @@ impl ServiceProxy {
         for key in keys {
             let desired = self.desired(&key);
             let failures = self.listeners.set(&key, desired);
-            let health_check = self
-                .table
-                .health_check(&key, &self.node_name)
+            let ours = self.table.service(&key).is_some_and(|s| !another_proxys(s));
+            let health_check = ours
+                .then(|| self.table.health_check(&key, &self.node_name))
+                .flatten()
                 .map(|(port, n)| (SocketAddr::new(self.node_address.into(), port), n));
             let failed_check = self.health_checks.set(&key, health_check);
             for failure in failures.into_iter().chain(failed_check) {
@@ -130,6 +154,11 @@ impl ServiceProxy {
             }
         }
     }
+}
+
+/// Whether a service is left to another proxy.
+fn another_proxys(service: &Value) -> bool {
+    json::at(service, "/metadata/labels").and_then(|l| l.get(SERVICE_PROXY_NAME)).is_some()
 }
 
 fn warn_unbound(failure: &BindFailure) {

@@ -46,7 +46,7 @@ struct Node {
 impl Node {
     fn read(node: Value) -> Node {
         let cidr = json::at(&node, "/spec/podCIDR").and_then(Value::as_str);
-        let network = cidr.and_then(pod_ips::parse_cidr).map(|(network, _)| network);
+        let network = cidr.and_then(crate::model::cidr::parse).map(|(network, _)| network);
         Node { reference: ObjectRef::of(resources::core("nodes"), &node), network }
     }
 }

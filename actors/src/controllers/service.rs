@@ -3,7 +3,8 @@
 //! load balancer is this process): every Service of type LoadBalancer that names no
 //! `loadBalancerClass` gets an address of its own from `controllers.load_balancer_ip_range`
 //! (in 127.0.0.0/8, so no address needs configuring), a listener there on each of its TCP
-//! ports that forwards to the service's ready endpoints, round robin, and that address in
+//! ports that has endpoints, forwarding to the service's ready endpoints, round robin, for the
+//! clients in its `loadBalancerSourceRanges` (any, without), and that address in
 //! `status.loadBalancer.ingress`. While it holds one, the service carries the
 //! `service.kubernetes.io/load-balancer-cleanup` finalizer, so that deleting the service, or
 //! changing its type, first closes the listeners and frees the address. A service that asks for an address (`spec.loadBalancerIP`)
@@ -27,7 +28,7 @@ use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
 use crate::forwarding::service_table::{self, EndpointSlicesFeed, ServicesFeed};
 use crate::forwarding::{Listeners, ServiceTable, Targets};
-use crate::model::service_traffic::client_ip_affinity;
+use crate::model::service_traffic::{client_ip_affinity, load_balancer_source_ranges};
 use crate::model::{json, resources};
 
 /// The finalizer a service keeps while it has a load balancer.
@@ -74,7 +75,7 @@ struct IpPool {
 impl IpPool {
     fn new(range: (Ipv4Addr, u8)) -> Self {
         // The network's first and last addresses are left out, as for cluster IPs.
-        let (first, last) = crate::agent::pod_ips::usable_range(range);
+        let (first, last) = crate::model::cidr::usable_range(range);
         IpPool { first, last, held: BTreeMap::new(), by_service: HashMap::new() }
     }
 
@@ -356,12 +357,18 @@ impl ServiceController {
             }
         };
         let affinity = client_ip_affinity(service);
+        let sources = load_balancer_source_ranges(service);
+        // A port without endpoints is not listened on: a client is refused, as kube-proxy
+        // rejects what reaches a load balancer's address for a service without endpoints.
         let desired = self
             .table
             .ports(key)
             .into_iter()
+            .filter(|port| !port.backends.is_empty())
             .map(|port| {
-                let targets = Targets::from(port.backends).with_affinity(affinity);
+                let targets = Targets::from(port.backends)
+                    .with_affinity(affinity)
+                    .with_sources(sources.clone());
                 (SocketAddr::new(ip.into(), port.port), targets)
             })
             .collect();

@@ -156,7 +156,7 @@ impl ServiceAllocator {
     /// (first, last) usable address of the cluster IP range as integers (network and
     /// broadcast addresses excluded).
     fn ip_bounds(&self) -> (u32, u32) {
-        crate::agent::pod_ips::usable_range(self.ranges.cluster_ips)
+        crate::model::cidr::usable_range(self.ranges.cluster_ips)
     }
 
     /// Records what an existing service holds (start-up).

@@ -1,16 +1,21 @@
 //! One forwarding listener: accepts TCP connections on its address and joins each to one of
 //! its backends, trying them round robin (the next connection starts one further along) until
 //! one answers; with client IP affinity, a client goes back to the backend it last reached
-//! while that is recent. A connection no backend takes is closed. Dropping the forwarder
-//! closes its listener; connections already joined run on to their end.
+//! while that is recent. A connection no backend takes is closed, as is one from outside the
+//! source ranges a load balancer admits. A client at a loopback address other than 127.0.0.1
+//! reaches a loopback backend from its own address, so the backend sees who it is, as
+//! kube-proxy keeps a pod's address on its way to a service's endpoints. Dropping the
+//! forwarder closes its listener; connections already joined run on to their end.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use crate::model::cidr::{self, Ipv4Cidr};
 
 /// How long connecting to one backend may take before the next is tried.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,17 +29,19 @@ const AFFINITIES_KEPT: usize = 4096;
 /// node it reaches, as kube-proxy sends only traffic that does not start on the node itself
 /// to the node's own endpoints); with an `affinity`, a client's connections go to the backend
 /// its last one reached while that was no longer ago than the affinity (a service's
-/// `sessionAffinity: ClientIP`).
+/// `sessionAffinity: ClientIP`); with `sources`, only clients in those ranges are taken (a load
+/// balancer's `loadBalancerSourceRanges`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Targets {
     pub all: Vec<SocketAddr>,
     pub from_outside: Option<Vec<SocketAddr>>,
     pub affinity: Option<Duration>,
+    pub sources: Option<Vec<Ipv4Cidr>>,
 }
 
 impl From<Vec<SocketAddr>> for Targets {
     fn from(all: Vec<SocketAddr>) -> Self {
-        Self { all, from_outside: None, affinity: None }
+        Self { all, ..Self::default() }
     }
 }
 
@@ -42,6 +49,11 @@ impl Targets {
     /// These targets with client IP affinity for `affinity`, if any.
     pub fn with_affinity(self, affinity: Option<Duration>) -> Self {
         Self { affinity, ..self }
+    }
+
+    /// These targets for clients in `sources` alone, if given.
+    pub fn with_sources(self, sources: Option<Vec<Ipv4Cidr>>) -> Self {
+        Self { sources, ..self }
     }
 }
 
@@ -55,9 +67,18 @@ type Addrs = Arc<[SocketAddr]>;
 #[derive(Debug, Default)]
 struct Shared {
     /// `Targets`, as they are read for each connection.
-    addrs: RwLock<(Addrs, Option<Addrs>)>,
+    addrs: RwLock<Current>,
     next: AtomicUsize,
     affinity: Mutex<Affinity>,
+}
+
+/// The backends for clients on this machine, those for clients on others (when different),
+/// and the ranges clients must come from (when limited).
+#[derive(Debug, Default)]
+struct Current {
+    all: Addrs,
+    from_outside: Option<Addrs>,
+    sources: Option<Arc<[Ipv4Cidr]>>,
 }
 
 /// Which backend each client last reached, and when, while affinity is asked for.
@@ -76,13 +97,16 @@ impl Backends {
 
     /// Replaces the addresses (connections under way keep theirs).
     pub fn set(&self, targets: impl Into<Targets>) {
-        let Targets { all, from_outside, affinity } = targets.into();
+        let Targets { all, from_outside, affinity, sources } = targets.into();
         let mut current = self.0.addrs.write().expect("backends lock");
-        if *current.0 != *all {
-            current.0 = all.into();
+        if *current.all != *all {
+            current.all = all.into();
         }
-        if current.1.as_deref() != from_outside.as_deref() {
-            current.1 = from_outside.map(Into::into);
+        if current.from_outside.as_deref() != from_outside.as_deref() {
+            current.from_outside = from_outside.map(Into::into);
+        }
+        if current.sources.as_deref() != sources.as_deref() {
+            current.sources = sources.map(Into::into);
         }
         let mut sticky = self.0.affinity.lock().expect("affinity lock");
         if sticky.timeout != affinity {
@@ -90,20 +114,26 @@ impl Backends {
         }
     }
 
-    /// The addresses for a client on this machine (`outside`: on another one).
-    fn current(&self, outside: bool) -> Addrs {
+    /// The addresses for a client at `client` on this machine (`outside`: on another one):
+    /// none when it is outside the source ranges.
+    fn current(&self, outside: bool, client: IpAddr) -> Addrs {
         let current = self.0.addrs.read().expect("backends lock");
-        match &current.1 {
+        let admitted = current.sources.as_deref().is_none_or(|ranges| match client {
+            IpAddr::V4(ip) => ranges.iter().any(|range| cidr::contains(*range, ip)),
+            IpAddr::V6(_) => false,
+        });
+        match &current.from_outside {
+            _ if !admitted => Addrs::from([]),
             Some(from_outside) if outside => from_outside.clone(),
-            _ => current.0.clone(),
+            _ => current.all.clone(),
         }
     }
 
     /// The order a connection from `client` tries the backends in: each connection starts
     /// one further along than the one before, but for the backend the client keeps to, which
-    /// comes first.
+    /// comes first. None for a client outside the source ranges.
     fn turn(&self, outside: bool, client: IpAddr) -> Vec<SocketAddr> {
-        let addrs = self.current(outside);
+        let addrs = self.current(outside, client);
         if addrs.is_empty() {
             return Vec::new();
         }
@@ -221,8 +251,9 @@ where
 /// Joins `client` to the first of `order` that answers (told to `joined`), until either side
 /// is done.
 async fn forward(mut client: TcpStream, order: Vec<SocketAddr>, joined: impl FnOnce(SocketAddr)) {
+    let from = client.peer_addr().ok().map(|peer| peer.ip());
     for backend in order {
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(backend)).await {
+        match tokio::time::timeout(CONNECT_TIMEOUT, connect(backend, from)).await {
             Ok(Ok(mut upstream)) => {
                 joined(backend);
                 let _ = client.set_nodelay(true);
@@ -234,6 +265,24 @@ async fn forward(mut client: TcpStream, order: Vec<SocketAddr>, joined: impl FnO
             Err(_) => tracing::debug!(%backend, "backend did not answer; trying the next"),
         }
     }
+}
+
+/// Connects to `backend`, from `client`'s address when both are loopback addresses and the
+/// client's is not 127.0.0.1, the one a loopback connection comes from unless bound (so that
+/// the backend sees the client's address; binding to it first costs a port of its own, which
+/// the usual case does without).
+async fn connect(backend: SocketAddr, client: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let own_address = match client {
+        Some(IpAddr::V4(ip)) if ip.is_loopback() && ip != Ipv4Addr::LOCALHOST => Some(ip),
+        _ => None,
+    };
+    if let Some(ip) = own_address.filter(|_| backend.ip().is_loopback() && backend.is_ipv4()) {
+        let socket = TcpSocket::new_v4()?;
+        if socket.bind(SocketAddr::new(ip.into(), 0)).is_ok() {
+            return socket.connect(backend).await;
+        }
+    }
+    TcpStream::connect(backend).await
 }
 
 #[cfg(test)]
@@ -298,7 +347,7 @@ mod tests {
         let backends = Backends::new(Targets {
             all: vec![addr(1), addr(2)],
             from_outside: Some(vec![addr(2)]),
-            affinity: None,
+            ..Targets::default()
         });
         assert_eq!(backends.turn(true, client()), vec![addr(2)]);
         let inside = [backends.turn(false, client()), backends.turn(false, client())];
@@ -307,7 +356,7 @@ mod tests {
         backends.set(Targets {
             all: vec![addr(1)],
             from_outside: Some(Vec::new()),
-            affinity: None,
+            ..Targets::default()
         });
         assert_eq!(backends.turn(true, client()), Vec::new());
         backends.set(vec![addr(1)]);
@@ -316,6 +365,41 @@ mod tests {
 
     fn client() -> IpAddr {
         IpAddr::from([127, 0, 0, 9])
+    }
+
+    #[test]
+    fn clients_outside_the_source_ranges_get_no_backend() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let ranges = |texts: &[&str]| Some(texts.iter().filter_map(|t| cidr::parse(t)).collect());
+        let backends =
+            Backends::new(Targets::from(vec![addr]).with_sources(ranges(&["10.0.0.0/8"])));
+        assert_eq!(backends.turn(false, client()), Vec::new());
+        assert_eq!(backends.turn(true, IpAddr::from([10, 1, 2, 3])), vec![addr]);
+        assert_eq!(backends.turn(true, "fd00::1".parse().unwrap()), Vec::new());
+        backends.set(Targets::from(vec![addr]).with_sources(ranges(&["127.0.0.0/24"])));
+        assert_eq!(backends.turn(false, client()), vec![addr]);
+        backends.set(vec![addr]);
+        assert_eq!(backends.turn(true, "fd00::1".parse().unwrap()), vec![addr]);
+    }
+
+    #[tokio::test]
+    async fn a_loopback_client_reaches_the_backend_from_its_own_address() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let backend = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, peer)) = listener.accept().await {
+                let _ = stream.write_all(peer.ip().to_string().as_bytes()).await;
+            }
+        });
+        let forwarder =
+            Forwarder::bind("127.0.0.1:0".parse().unwrap(), Backends::new(vec![backend])).unwrap();
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.77:0".parse().unwrap()).unwrap();
+        let mut stream = socket.connect(forwarder.local_addr()).await.unwrap();
+        let mut seen = String::new();
+        stream.read_to_string(&mut seen).await.unwrap();
+        assert_eq!(seen, "127.0.0.77");
+        assert_eq!(read_all(forwarder.local_addr()).await, "127.0.0.1");
     }
 
     #[tokio::test]

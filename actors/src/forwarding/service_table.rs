@@ -156,8 +156,8 @@ fn address(endpoint: &Value) -> Option<&str> {
     endpoint.pointer("/addresses/0").and_then(Value::as_str)
 }
 
-/// What an endpoint is good for, from its conditions: `ready` unset counts as ready, and
-/// `serving` unset as `ready`.
+/// What an endpoint is good for, from its conditions: `ready` and `serving` unset count as
+/// true (as kube-proxy reads them), `terminating` unset as false.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Condition {
     Ready,
@@ -170,7 +170,7 @@ impl Condition {
     fn of(endpoint: &Value) -> Self {
         let flag = |name: &str| endpoint.pointer(&format!("/conditions/{name}"))?.as_bool();
         let ready = flag("ready").unwrap_or(true);
-        match (ready, flag("serving").unwrap_or(ready), flag("terminating").unwrap_or(false)) {
+        match (ready, flag("serving").unwrap_or(true), flag("terminating").unwrap_or(false)) {
             (true, _, _) => Self::Ready,
             (false, true, true) => Self::ServingTerminating,
             _ => Self::Unready,
@@ -206,15 +206,35 @@ pub fn external_ips(service: &Value) -> Vec<Ipv4Addr> {
     ips
 }
 
+/// The load balancer addresses in the service's status that traffic is to be caught at
+/// (`ipMode` `VIP` or unset, as kube-proxy takes them; not `Proxy`), IPv4 only, each once.
+pub fn load_balancer_vips(service: &Value) -> Vec<Ipv4Addr> {
+    if json::at(service, "/spec/type").and_then(Value::as_str) != Some("LoadBalancer") {
+        return Vec::new();
+    }
+    let ingress = json::at(service, "/status/loadBalancer/ingress").and_then(Value::as_array);
+    let mut ips: Vec<Ipv4Addr> = Vec::new();
+    for entry in ingress.into_iter().flatten() {
+        let vip = entry.get("ipMode").and_then(Value::as_str).is_none_or(|mode| mode == "VIP");
+        let ip = entry.get("ip").and_then(Value::as_str).and_then(validation::parse_ipv4);
+        if let Some(ip) = ip.filter(|ip| vip && !ips.contains(ip)) {
+            ips.push(ip);
+        }
+    }
+    ips
+}
+
 /// Where a service port named `name` forwards to, from the service's `slices`: the ready
 /// endpoints (those on `node`, when given) at their slice's port of that name, in the slices'
-/// order; when none is ready, those serving while they terminate.
+/// order, each address once (a later slice listing it again is passed over); when none is
+/// ready, those serving while they terminate.
 fn backends<'a>(
     slices: impl Iterator<Item = &'a Value>,
     name: &str,
     node: Option<&str>,
 ) -> Vec<SocketAddr> {
     let (mut ready, mut terminating) = (Vec::new(), Vec::new());
+    let mut seen = BTreeSet::new();
     for slice in slices {
         let port = slice
             .get("ports")
@@ -230,9 +250,13 @@ fn backends<'a>(
             let Some(ip) = address(endpoint).and_then(validation::parse_ipv4) else {
                 continue;
             };
+            let addr = SocketAddr::new(ip.into(), port);
+            if !seen.insert(addr) {
+                continue;
+            }
             match Condition::of(endpoint) {
-                Condition::Ready => ready.push(SocketAddr::new(ip.into(), port)),
-                Condition::ServingTerminating => terminating.push(SocketAddr::new(ip.into(), port)),
+                Condition::Ready => ready.push(addr),
+                Condition::ServingTerminating => terminating.push(addr),
                 Condition::Unready => {}
             }
         }
@@ -344,14 +368,53 @@ mod tests {
             "conditions": {"ready": false, "serving": true, "terminating": true}});
         let stopped = json!({"addresses": ["127.64.0.3"],
             "conditions": {"ready": false, "serving": false, "terminating": true}});
+        // `serving` unset counts as serving, as kube-proxy reads it.
+        let unsaid = json!({"addresses": ["127.64.0.5"],
+            "conditions": {"ready": false, "terminating": true}});
         let ports = json!([{"port": 9376}]);
-        let only_leaving = slice("web", "web-a", ports.clone(), json!([leaving, stopped]));
+        let only_leaving = slice("web", "web-a", ports.clone(), json!([leaving, stopped, unsaid]));
         table.apply_slices(Feed::Listed(vec![only_leaving]));
-        assert_eq!(table.ports(&key("web"))[0].backends, vec![addr("127.64.0.2:9376")]);
+        assert_eq!(
+            table.ports(&key("web"))[0].backends,
+            vec![addr("127.64.0.2:9376"), addr("127.64.0.5:9376")]
+        );
         // A ready one takes over.
         let replaced = slice("web", "web-a", ports, json!([leaving, at("127.64.0.4")]));
         table.apply_slices(Feed::Changed(EventType::Modified, replaced));
         assert_eq!(table.ports(&key("web"))[0].backends, vec![addr("127.64.0.4:9376")]);
+    }
+
+    #[test]
+    fn an_endpoint_in_two_slices_is_one_backend() {
+        let mut table = ServiceTable::default();
+        table.apply_services(Feed::Listed(vec![json!({
+            "metadata": {"namespace": "default", "name": "web"},
+            "spec": {"clusterIP": "127.192.0.8", "ports": [{"port": 80}]}})]));
+        let ports = json!([{"port": 8080}]);
+        let first =
+            slice("web", "web-a", ports.clone(), json!([at("127.64.0.2"), at("127.64.0.3")]));
+        let second = slice("web", "web-b", ports, json!([at("127.64.0.2")]));
+        table.apply_slices(Feed::Listed(vec![first, second]));
+        assert_eq!(
+            table.ports(&key("web"))[0].backends,
+            vec![addr("127.64.0.2:8080"), addr("127.64.0.3:8080")]
+        );
+    }
+
+    #[test]
+    fn load_balancer_vips_are_the_ingress_ips_not_proxied() {
+        let service = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {
+            "ingress": [{"ip": "127.23.5.5"}, {"ip": "127.23.5.6", "ipMode": "Proxy"},
+                {"ip": "127.23.5.7", "ipMode": "VIP"}, {"hostname": "lb.example.com"},
+                {"ip": "127.23.5.5"}, {"ip": "fd00::1"}]}}});
+        let vips = load_balancer_vips(&service);
+        assert_eq!(
+            vips,
+            ["127.23.5.5".parse::<Ipv4Addr>().unwrap(), "127.23.5.7".parse().unwrap()]
+        );
+        let mut other_type = service;
+        other_type["spec"]["type"] = json!("NodePort");
+        assert!(load_balancer_vips(&other_type).is_empty());
     }
 
     #[test]

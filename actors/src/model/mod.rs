@@ -1,5 +1,6 @@
 //! The API model: served resource types, stored objects, selectors and validation.
 
+pub mod cidr;
 pub mod disruption;
 pub mod endpoints;
 mod filter;

@@ -1,12 +1,13 @@
 //! What a Service's spec says about its traffic, read where it is allocated (the API's
 //! allocator), served (the node's service proxy, the load balancer) and health-checked: the
-//! traffic policies, client IP affinity, and the health check node port of a load balancer
-//! that keeps outside traffic on its nodes.
+//! traffic policies, client IP affinity, a load balancer's source ranges, and the health
+//! check node port of a load balancer that keeps outside traffic on its nodes.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::cidr::{self, Ipv4Cidr};
 use super::json;
 
 fn spec_text<'a>(service: &'a Value, field: &str) -> Option<&'a str> {
@@ -35,6 +36,27 @@ pub fn client_ip_affinity(service: &Value) -> Option<Duration> {
         .and_then(Value::as_u64)
         .unwrap_or(10_800);
     Some(Duration::from_secs(seconds))
+}
+
+/// The older annotation that lists a load balancer's source ranges, comma-separated.
+pub const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// The IPv4 ranges a load balancer's clients must come from: `spec.loadBalancerSourceRanges`,
+/// or the older annotation when the field is empty (as kube-proxy reads them). `None` when
+/// neither lists any: every client may reach it. Ranges of another family are left out, so
+/// that a service listing only those admits no IPv4 client.
+pub fn load_balancer_source_ranges(service: &Value) -> Option<Vec<Ipv4Cidr>> {
+    let field = json::at(service, "/spec/loadBalancerSourceRanges").and_then(Value::as_array);
+    let mut listed: Vec<&str> =
+        field.into_iter().flatten().filter_map(Value::as_str).map(str::trim).collect();
+    if listed.is_empty() {
+        let annotation = json::at(service, "/metadata/annotations")
+            .and_then(|a| a.get(SOURCE_RANGES_ANNOTATION))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        listed = annotation.split(',').map(str::trim).filter(|r| !r.is_empty()).collect();
+    }
+    (!listed.is_empty()).then(|| listed.into_iter().filter_map(cidr::parse).collect())
 }
 
 /// Whether a service needs a health check node port: a load balancer that keeps outside
@@ -68,6 +90,20 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn source_ranges_come_from_the_field_else_the_annotation() {
+        let ranges = |service| load_balancer_source_ranges(&service);
+        assert_eq!(ranges(json!({"spec": {}})), None);
+        let field = json!({"spec": {"loadBalancerSourceRanges": [" 10.0.0.0/8", "::/0"]},
+            "metadata": {"annotations": {SOURCE_RANGES_ANNOTATION: "192.168.0.0/16"}}});
+        assert_eq!(ranges(field), Some(vec![(std::net::Ipv4Addr::new(10, 0, 0, 0), 8)]));
+        let annotated = json!({"spec": {"loadBalancerSourceRanges": []},
+            "metadata": {"annotations": {SOURCE_RANGES_ANNOTATION: "127.0.0.1/32, 10.1.0.0/16"}}});
+        assert_eq!(ranges(annotated).map(|r| r.len()), Some(2));
+        let other_family = json!({"spec": {"loadBalancerSourceRanges": ["fd00::/8"]}});
+        assert_eq!(ranges(other_family), Some(vec![]));
+    }
 
     #[test]
     fn only_a_local_load_balancer_holds_a_health_check_port() {

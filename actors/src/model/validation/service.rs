@@ -11,6 +11,7 @@ use super::{
     dns1123_subdomain_errors, label_key_errors, port_number, port_number_or_name, port_protocol,
     validate_labels, FieldError,
 };
+use crate::model::service_traffic::SOURCE_RANGES_ANNOTATION as SOURCE_RANGES;
 use crate::model::{json, FastSet};
 
 /// The port kube-apiserver keeps load balancers off (the kubelet's).
@@ -19,7 +20,6 @@ const KUBELET_PORT: i64 = 10250;
 const MAX_AFFINITY_SECONDS: i64 = 86400;
 const TOPOLOGY_MODE: &str = "service.kubernetes.io/topology-mode";
 const TOPOLOGY_HINTS: &str = "service.kubernetes.io/topology-aware-hints";
-const SOURCE_RANGES: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 const ONLY_LOAD_BALANCERS: &str = "may only be used when `type` is 'LoadBalancer'";
 const TRAFFIC_POLICIES: [&str; 2] = ["Cluster", "Local"];
 
