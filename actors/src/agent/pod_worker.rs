@@ -123,7 +123,7 @@ impl Handler<FindContainer> for PodWorker {
         Some(ExecTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(spec)),
-            launchers: state.launchers(spec, Some(running.pid)),
+            launchers: state.launchers(spec, Some(running.pid), self.ctx.runtime.as_ref()),
             pid: running.pid,
             pod_ip: state.pod_ip,
             log_path: log_path(&state.dir, &c.name, c.restart_count),
@@ -1026,16 +1026,19 @@ impl PodState {
         format!("spec.{list}{{{name}}}")
     }
 
-    /// The command-line prefix that runs a command as container `spec` runs: with its host
-    /// name (that of its running process `pid`) and as its user and groups. What is exec'd in
-    /// it, its hooks and its exec probes run through it.
-    fn launchers(&self, spec: &Container, pid: Option<u32>) -> Vec<String> {
+    /// The command-line prefix that runs a command as container `spec` runs: in its control
+    /// groups (held to its limits, and stopped with it, as runc's exec joins them), with its
+    /// host name and mounts (those of its running process `pid`) and as its user and groups.
+    /// What is exec'd in it, its hooks and its exec probes run through it.
+    fn launchers(&self, spec: &Container, pid: Option<u32>, runtime: &dyn Runtime) -> Vec<String> {
+        let groups = pid.map(|pid| runtime.joining_groups_of(pid));
         let identity = Identity::of(&self.pod, spec).ok().flatten();
         let hostname = pid.map(|pid| launch::join_hostname(&self.config, &self.pod, pid));
         // Its mounts after its host name: a container has them all once it is named.
         let mounted = self.containers.iter().any(|c| c.name == spec.name && c.mounted);
         let mounts = pid.map(|pid| launch::join_mounts(&self.config, mounted, pid));
         [
+            groups.unwrap_or_default(),
             hostname.unwrap_or_default(),
             mounts.unwrap_or_default(),
             Identity::wrap(&self.config, identity.as_ref(), Vec::new()),
@@ -1548,7 +1551,7 @@ impl PodState {
         match pre_stop.filter(|_| ctx.runtime.runs_processes()) {
             Some(handler) => {
                 let limit = deadline - now;
-                let task = self.spawn_hook(i, Hook::PreStop, handler, Some(limit), addr);
+                let task = self.spawn_hook(i, Hook::PreStop, handler, Some(limit), ctx, addr);
                 if let Some(running) = self.containers[i].running.as_mut() {
                     running.hook = Some((Hook::PreStop, task));
                     running.pre_stop_deadline = Some(deadline);
@@ -1567,8 +1570,10 @@ impl PodState {
         hook: Hook,
         handler: k8s_openapi::api::core::v1::LifecycleHandler,
         limit: Option<Duration>,
+        ctx: &WorkerContext,
         addr: &Addr<PodWorker>,
     ) -> tokio::task::AbortHandle {
+        let runtime = ctx.runtime.as_ref();
         let c = &self.containers[i];
         let pid = c.running.as_ref().map_or(0, |r| r.pid);
         // The container's group, while it is the container's (not a reused pid's).
@@ -1578,7 +1583,7 @@ impl PodState {
         let target = HookTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(&spec)),
-            launchers: self.launchers(&spec, group),
+            launchers: self.launchers(&spec, group, runtime),
             group,
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             named: format!(
@@ -1959,7 +1964,7 @@ impl PodState {
                 c.running = Some(running);
                 let post_start = spec.lifecycle.as_ref().and_then(|l| l.post_start.clone());
                 if let Some(handler) = post_start.filter(|_| ctx.runtime.runs_processes()) {
-                    let task = self.spawn_hook(i, Hook::PostStart, handler, None, addr);
+                    let task = self.spawn_hook(i, Hook::PostStart, handler, None, ctx, addr);
                     if let Some(running) = self.containers[i].running.as_mut() {
                         running.hook = Some((Hook::PostStart, task));
                         running.shown_before = Some(before);
@@ -2057,7 +2062,7 @@ impl PodState {
                 continue;
             }
             let env = c.env.clone();
-            let launchers = self.launchers(&spec, Some(pid));
+            let launchers = self.launchers(&spec, Some(pid), ctx.runtime.as_ref());
             for kind in due {
                 let probe = kind.of(&spec).cloned().expect("due probes are in the spec");
                 let (spec, env, launchers, pod_ip) =

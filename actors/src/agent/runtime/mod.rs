@@ -139,6 +139,13 @@ pub trait Runtime: Send + Sync + 'static {
     fn adopt(&self, leader: u32, group: &str) {
         let _ = (leader, group);
     }
+    /// The command-line prefix that puts a process into the control groups of the container
+    /// whose first process is `leader` (empty when it has none), so that what runs in the
+    /// container besides (exec, hooks, exec probes) shares its limits and ends with it.
+    fn joining_groups_of(&self, leader: u32) -> Vec<String> {
+        let _ = leader;
+        Vec::new()
+    }
     /// Whether the runtime holds containers to their memory limits itself (else the agent's
     /// memory-limit launcher does, per process).
     fn enforces_memory_limits(&self) -> bool {

@@ -252,6 +252,11 @@ impl Runtime for ProcessRuntime {
     fn enforces_memory_limits(&self) -> bool {
         self.cgroups.is_some()
     }
+
+    fn joining_groups_of(&self, leader: u32) -> Vec<String> {
+        let group = locked(&self.groups).get(&leader).cloned();
+        group.map(|group| self.joining(&group, &[])).unwrap_or_default()
+    }
 }
 
 /// The containers' groups by first process (a panic elsewhere leaves the map usable).
@@ -720,9 +725,29 @@ mod tests {
         assert_eq!(file("cpu", "cpu.shares").unwrap(), "256");
         let members = file("memory", "cgroup.procs").unwrap();
         assert!(members.lines().any(|pid| pid == child.to_string()), "{members}");
+        // What is run in the container besides (exec) joins its groups, and ends with it.
+        let execd = [
+            runtime.joining_groups_of(started.pid),
+            ["sh", "-c", "setsid sleep 1000 & echo $! > execd"].map(String::from).to_vec(),
+        ]
+        .concat();
+        let status = std::process::Command::new(&execd[0])
+            .args(&execd[1..])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exec_child = written_pid(&dir.path().join("execd")).await;
+        let exec_ticks = start_ticks(exec_child).unwrap();
+        for controller in ["memory", "cpu"] {
+            let members = file(controller, "cgroup.procs").unwrap();
+            assert!(members.lines().any(|pid| pid == exec_child.to_string()), "{members}");
+        }
+        assert!(runtime.joining_groups_of(exec_child).is_empty(), "not a container's leader");
         started.io.unwrap().write(b"done\n").await.unwrap();
         assert_eq!(started.exit.await, Exit { code: 0, oom_killed: false });
         assert!(!process_alive(child, ticks), "the leftover ended with the container");
+        assert!(!process_alive(exec_child, exec_ticks), "the exec'd one ended with it");
         assert!(file("memory", "cgroup.procs").is_err(), "the group is removed");
         assert!(file("cpu", "cgroup.procs").is_err(), "the group is removed");
     }
