@@ -400,7 +400,35 @@ fn a_namespace_held_by_its_own_finalizer_says_its_content_is_gone() {
     assert_eq!(server.post("/api/v1/namespaces", &held).0, 201);
     let content = json!({"metadata": {"name": "c"}});
     assert_eq!(server.post("/api/v1/namespaces/held/configmaps", &content).0, 201);
+    // Preconditions are the namespace storage's own, in its words.
+    let body = |options: Value| serde_json::to_vec(&options).unwrap();
+    let (code, status) = server.send_raw(
+        "DELETE",
+        "/api/v1/namespaces/held",
+        Some("application/json"),
+        body(json!({"preconditions": {"uid": "abc"}})),
+    );
+    assert_eq!((code, &status["details"]["kind"]), (409, &json!("namespaces")), "{status}");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Operation cannot be fulfilled on namespaces \"held\": Precondition failed: UID in \
+             precondition: abc, UID in object meta: "
+        ),
+        "{message}"
+    );
+    // Its policy puts the garbage collector's finalizer on (here only as a dry run).
+    let (code, marked) = server.send_raw(
+        "DELETE",
+        "/api/v1/namespaces/held",
+        Some("application/json"),
+        body(json!({"propagationPolicy": "Orphan", "dryRun": ["All"]})),
+    );
+    assert_eq!((code, &marked["metadata"]["finalizers"]), (200, &json!(["orphan"])), "{marked}");
     assert_eq!(server.delete("/api/v1/namespaces/held").0, 200);
+    // Deleting it again answers it as it is, still Terminating, as Kubernetes does.
+    let (code, again) = server.delete("/api/v1/namespaces/held");
+    assert_eq!((code, &again["status"]["phase"]), (200, &json!("Terminating")), "{again}");
     let condition = |kind: &str| {
         let (_, ns) = server.get("/api/v1/namespaces/held");
         let conditions = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();

@@ -1393,7 +1393,7 @@ impl ApiCore {
         let dry_run = options.dry_run;
         if resource.plural == "namespaces" {
             let value = current.to_value();
-            return self.delete_namespace(current, value, dry_run).await;
+            return self.delete_namespace(current, value, options).await;
         }
         // Orphan and Foreground leave the object marked with a finalizer for the garbage
         // collector; Background deletes it now and the collector follows with its dependents.
@@ -1606,35 +1606,44 @@ impl ApiCore {
         &self,
         current: Arc<StoredObject>,
         mut value: Value,
-        dry_run: bool,
+        options: &DeleteOptions,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if current.deleting {
-            // Deleting it again waits for its content's finalizer, as Kubernetes says.
-            let finalizers = json::at(&value, "/spec/finalizers").and_then(Value::as_array);
-            if finalizers.is_some_and(|f| !f.is_empty()) {
-                let name = current.key.name.clone();
-                return Err(ApiError::Conflict {
-                    resource: current.key.resource.plural,
-                    group: "",
-                    message: format!(
-                        "Operation cannot be fulfilled on namespaces {name:?}: The system is \
-                         ensuring all content is removed from this namespace.  Upon completion, \
-                         this namespace will automatically be purged by the system."
-                    ),
-                    name,
-                });
+            // Deleting it again answers it as it is while anything holds it (its content's
+            // finalizer, as the namespace controller is at work, or another), as Kubernetes'
+            // namespace storage does; once nothing does, it goes.
+            if has_finalizers(current.key.resource, &value) {
+                return Ok(current);
             }
-            return Ok(current);
-        }
-        if !has_finalizers(current.key.resource, &value) {
-            if dry_run {
+            if options.dry_run {
                 return Ok(current);
             }
             return Ok(self.store.delete(current.key.clone(), Preconditions::default()).await?);
         }
-        metadata(&mut value)?.insert("deletionTimestamp".into(), json!(now()));
+        // The first delete only marks it (even one its content's finalizer no longer holds,
+        // which then waits for another), with the garbage collector's finalizer its policy
+        // asks for, and no other (as Kubernetes' `shouldHaveOrphanFinalizer` and
+        // `shouldHaveDeleteDependentsFinalizer` choose them: kept without a policy).
+        let meta = metadata(&mut value)?;
+        meta.insert("deletionTimestamp".into(), json!(now()));
+        if let Some(policy) = options.propagation_policy.as_deref() {
+            let finalizers = meta.entry("finalizers").or_insert_with(|| json!([]));
+            if !finalizers.is_array() {
+                *finalizers = json!([]);
+            }
+            let list = finalizers.as_array_mut().expect("set to an array above");
+            list.retain(|f| f != ORPHAN_FINALIZER && f != FOREGROUND_FINALIZER);
+            match policy {
+                "Orphan" => list.push(json!(ORPHAN_FINALIZER)),
+                "Foreground" => list.push(json!(FOREGROUND_FINALIZER)),
+                _ => {}
+            }
+            if list.is_empty() {
+                meta.remove("finalizers");
+            }
+        }
         value["status"] = json!({"phase": "Terminating"});
-        self.write_marked(&current, value, dry_run).await
+        self.write_marked(&current, value, options.dry_run).await
     }
 
     /// Deletes every object a list with `options` would return; returns that list, as it was
@@ -2137,6 +2146,29 @@ fn check_delete_preconditions(
             current.key.name
         ),
     };
+    if resource.plural == "namespaces" {
+        // The namespace storage checks them itself, in words of its own.
+        let conflict =
+            |field: &str, asked: &str, held: &dyn std::fmt::Display| ApiError::Conflict {
+                resource: "namespaces",
+                group: "",
+                name: current.key.name.clone(),
+                message: format!(
+                    "Operation cannot be fulfilled on namespaces {:?}: Precondition failed: \
+                     {field} in precondition: {asked}, {field} in object meta: {held}",
+                    current.key.name
+                ),
+            };
+        if let Some(uid) = uid.filter(|uid| *uid != current.uid) {
+            return Err(conflict("UID", uid, &current.uid));
+        }
+        return match resource_version {
+            Some(rv) if rv != current.resource_version.to_string() => {
+                Err(conflict("ResourceVersion", rv, &current.resource_version))
+            }
+            _ => Ok(()),
+        };
+    }
     if let Some(uid) = uid.filter(|uid| *uid != current.uid) {
         return Err(conflict(format!(
             "the UID in the precondition ({uid}) does not match the UID in record ({}). The \
