@@ -15,8 +15,8 @@ use kplane_actors::controllers::{
     StopEventTtl, StopEveryNamespace, StopKubernetesServiceController, StopNamespaceController,
     StopNodeIpamController, StopNodeLifecycleController, StopPersistentVolumeController,
     StopPodGarbageCollector, StopQuotaController, StopReplicationManager, StopServiceController,
-    StopStorageProtector, StopTaintEvictionController, StopTokensController, StorageProtector,
-    TaintEvictionController, TokensController,
+    StopStorageProtector, StopSystemNamespaces, StopTaintEvictionController, StopTokensController,
+    StorageProtector, SystemNamespaces, TaintEvictionController, TokensController,
 };
 use kplane_actors::core::{ApiCore, ApiError};
 use kplane_actors::metrics::{MetricsScraper, StopMetricsScraper};
@@ -55,6 +55,7 @@ pub struct Running {
     scheduler: Option<Addr<Scheduler>>,
     collector: Addr<GarbageCollector>,
     namespaces: Addr<NamespaceController>,
+    system_namespaces: Addr<SystemNamespaces>,
     quotas: Addr<ResourceQuotaController>,
     accounts: Addr<EveryNamespace>,
     root_ca: Option<Addr<EveryNamespace>>,
@@ -100,6 +101,7 @@ impl Running {
         }
         let _ = self.collector.send(StopCollector).await;
         let _ = self.namespaces.send(StopNamespaceController).await;
+        let _ = self.system_namespaces.send(StopSystemNamespaces).await;
         let _ = self.quotas.send(StopQuotaController).await;
         let _ = self.accounts.send(StopEveryNamespace).await;
         if let Some(root_ca) = &self.root_ca {
@@ -385,6 +387,10 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         state.core.clone().with_field_manager("kube-controller-manager"),
     ))
     .start();
+    // The API server's own: a deleted kube-node-lease namespace is created again.
+    let system_namespaces =
+        SystemNamespaces::new(Arc::new(state.core.clone().with_field_manager("kube-apiserver")))
+            .start();
     // And the quota controller: a quota counts once it has worked out its usage.
     let quotas = ResourceQuotaController::new(
         Arc::new(state.core.clone().with_field_manager("kube-controller-manager")),
@@ -540,6 +546,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         scheduler,
         collector,
         namespaces,
+        system_namespaces,
         quotas,
         accounts,
         root_ca,

@@ -20,6 +20,7 @@
 //! - [`service`]: the built-in load balancer of LoadBalancer services.
 //! - [`service_account_tokens`]: fills service account token Secrets with their account's
 //!   token, and deletes those of accounts gone.
+//! - [`system_namespaces`]: creates a deleted system namespace (`kube-node-lease`) again.
 //! - [`storage_protection`]: keeps claims used by pods, and bound volumes, from going.
 //! - [`taint_eviction`]: evicts pods from nodes with NoExecute taints they do not tolerate.
 
@@ -41,6 +42,7 @@ pub mod resource_quota;
 pub mod service;
 pub mod service_account_tokens;
 pub mod storage_protection;
+pub mod system_namespaces;
 pub mod taint_eviction;
 mod trigger_time;
 
@@ -63,6 +65,7 @@ pub use resource_quota::{ResourceQuotaController, StopQuotaController};
 pub use service::{ServiceController, StopServiceController};
 pub use service_account_tokens::{StopTokensController, TokenSigner, TokensController};
 pub use storage_protection::{StopStorageProtector, StorageProtector};
+pub use system_namespaces::{StopSystemNamespaces, SystemNamespaces};
 pub use taint_eviction::{StopTaintEvictionController, TaintEvictionController};
 
 // What the controller manager's health is made of (`componentstatuses`).
