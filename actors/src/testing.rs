@@ -35,13 +35,17 @@ pub async fn core_with(options: HubOptions) -> ApiCore {
     core
 }
 
-/// As [`core`], with the node IPAM controller handing out nodes' pod networks (node agents
-/// wait for theirs), from the agent's default cluster CIDR.
-pub async fn core_with_node_ipam() -> ApiCore {
+/// As [`core`], with the controllers node agents need: the node IPAM controller handing out
+/// nodes' pod networks (agents wait for theirs), from the agent's default cluster CIDR, and
+/// the node lifecycle controller, which takes a new node's `not-ready` taint off once it is
+/// Ready.
+pub async fn core_with_node_controllers() -> ApiCore {
     let core = core().await;
     let client = std::sync::Arc::new(core.clone());
     let cluster = crate::agent::DEFAULT_CLUSTER_CIDR;
-    actix::Actor::start(crate::controllers::NodeIpamController::new(client, cluster));
+    actix::Actor::start(crate::controllers::NodeIpamController::new(client.clone(), cluster));
+    let lifecycle = crate::controllers::node_lifecycle::NodeLifecycleConfig::default();
+    actix::Actor::start(crate::controllers::NodeLifecycleController::new(client, lifecycle));
     core
 }
 

@@ -13,7 +13,7 @@ use super::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
 use crate::core::{ApiCore, DeleteOptions, ListOptions, PatchType};
 use crate::model::resources::find;
-use crate::testing::{core_with_node_ipam as core, eventually};
+use crate::testing::{core_with_node_controllers as core, eventually};
 
 fn config(name: &str, dir: &std::path::Path) -> AgentConfig {
     let mut config = AgentConfig::new(name, dir.to_path_buf());

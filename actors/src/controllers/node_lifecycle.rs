@@ -198,7 +198,12 @@ impl NodeLifecycleController {
             heartbeat: None,
         });
         let mut news = false;
-        if let Some(renewed) = lease_renewed.filter(|r| heard.lease_renewed.as_ref() != Some(r)) {
+        // A lease is news when renewed later than last seen (one moved back is not).
+        let later = |renewed: &Value| match (renewed.as_str(), heard.lease_renewed.as_ref()) {
+            (Some(now), Some(Value::String(before))) => now > before.as_str(),
+            _ => heard.lease_renewed.as_ref() != Some(renewed),
+        };
+        if let Some(renewed) = lease_renewed.filter(later) {
             heard.lease_renewed = Some(renewed);
             news = true;
         }
@@ -208,6 +213,18 @@ impl NodeLifecycleController {
         }
         if news {
             heard.at = Instant::now();
+        }
+    }
+
+    /// Notes what node leases say. Only a known node's: a lease left from before its node was
+    /// created says nothing of the new one, whose startup grace counts from its own sighting.
+    fn hear_leases(&mut self, leases: &[Value]) {
+        for lease in leases {
+            if !self.nodes.contains_key(object_name(lease)) {
+                continue;
+            }
+            let renewed = json::at(lease, "/spec/renewTime").cloned();
+            self.hear(object_name(lease), renewed, None, Instant::now());
         }
     }
 
@@ -617,10 +634,7 @@ impl Handler<Leases> for NodeLifecycleController {
             Feed::Changed(EventType::Deleted, _) | Feed::Unavailable(_) => Vec::new(),
             Feed::Changed(_, lease) => vec![lease],
         };
-        for lease in leases {
-            let renewed = json::at(&lease, "/spec/renewTime").cloned();
-            self.hear(object_name(&lease), renewed, None, Instant::now());
-        }
+        self.hear_leases(&leases);
     }
 }
 
@@ -713,6 +727,27 @@ mod tests {
         ApiClient::delete(&core, nodes, "", "n1", &DeleteOptions::default()).await.unwrap();
         let removing = eventually("RemovingNode", || about("RemovingNode")).await;
         assert_eq!(removing["message"], "Node n1 event: Removing Node n1 from Controller");
+    }
+
+    /// A node is heard from through its lease once it is known, and when the lease is renewed
+    /// later than before (not earlier).
+    #[actix::test]
+    async fn leases_speak_for_known_nodes_when_renewed_later() {
+        let core = core().await;
+        let mut controller = NodeLifecycleController::new(Arc::new(core), fast());
+        let lease = |renewed: &str| {
+            json!({"metadata": {"name": "n1", "namespace": LEASE_NAMESPACE},
+                "spec": {"renewTime": renewed}})
+        };
+        controller.hear_leases(&[lease("2026-12-06T13:00:00.000000Z")]);
+        assert!(controller.heard.is_empty(), "no node n1 yet");
+        controller.nodes.insert("n1".into(), node("n1", "True"));
+        controller.hear_leases(&[lease("2026-12-06T13:00:00.000000Z")]);
+        let first = controller.heard["n1"].at;
+        controller.hear_leases(&[lease("2026-12-06T12:59:00.000000Z")]);
+        assert_eq!(controller.heard["n1"].at, first, "renewed earlier: no news");
+        controller.hear_leases(&[lease("2026-12-06T13:00:10.000000Z")]);
+        assert!(controller.heard["n1"].at > first);
     }
 
     /// A node whose agent never posted its status is judged after the startup grace, and

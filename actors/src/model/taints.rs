@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1 as api;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::json;
 
@@ -23,6 +23,30 @@ pub const DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
 pub const PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
 /// A node whose network is not configured.
 pub const NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+
+/// The TaintNodesByCondition admission plugin, as Kubernetes enables it by default: a node is
+/// created with the `not-ready` NoSchedule taint (unless it has one of that key and effect),
+/// so that no pod is scheduled to it before the node lifecycle controller has seen it Ready
+/// and taken the taint off.
+pub fn add_not_ready_taint(node: &mut Value) {
+    let Some(spec) = node.as_object_mut().map(|n| n.entry("spec").or_insert_with(|| json!({})))
+    else {
+        return;
+    };
+    let Some(spec) = spec.as_object_mut() else { return };
+    let Some(taints) = spec.entry("taints").or_insert_with(|| json!([])).as_array_mut() else {
+        return; // validation refuses it
+    };
+    let text =
+        |taint: &Value, field: &str| taint.get(field).and_then(Value::as_str).map(String::from);
+    let tainted = taints.iter().any(|t| {
+        text(t, "key").as_deref() == Some(NOT_READY)
+            && text(t, "effect").as_deref() == Some("NoSchedule")
+    });
+    if !tainted {
+        taints.push(json!({"key": NOT_READY, "effect": "NoSchedule"}));
+    }
+}
 
 /// The effect of a taint; taints with other effects are ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -192,7 +216,19 @@ impl Taint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    #[test]
+    fn a_new_node_is_not_ready_for_scheduling_once() {
+        let mut bare = json!({"metadata": {"name": "n"}});
+        add_not_ready_taint(&mut bare);
+        assert_eq!(bare["spec"]["taints"], json!([{"key": NOT_READY, "effect": "NoSchedule"}]));
+        let mut tainted = json!({"spec": {"taints": [
+            {"key": NOT_READY, "effect": "NoExecute"},
+            {"key": NOT_READY, "value": "x", "effect": "NoSchedule"}]}});
+        let before = tainted.clone();
+        add_not_ready_taint(&mut tainted);
+        assert_eq!(tainted, before, "one of that key and effect is there");
+    }
 
     #[test]
     fn toleration_semantics() {

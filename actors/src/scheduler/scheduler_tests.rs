@@ -15,7 +15,7 @@ use crate::agent::{AgentConfig, NodeAgent};
 use crate::client::ApiClient;
 use crate::core::{ApiCore, DeleteOptions, ListOptions, PatchType};
 use crate::model::resources::find;
-use crate::testing::{core_with_node_ipam as core, eventually, Call, Hooked};
+use crate::testing::{core_with_node_controllers as core, eventually, Call, Hooked};
 
 fn sim_node(core: &ApiCore, name: &str, cpu: &str, dir: &std::path::Path) {
     zoned_sim_node(core, name, cpu, dir, None);
