@@ -68,6 +68,9 @@ fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
     };
     config.identity_launcher = Some(exec_limited(&["--as", "{identity}"]));
     config.memory_limit_launcher = Some(exec_limited(&["--memory-bytes", "{bytes}"]));
+    if runtime == RuntimeKind::Process {
+        config.oom_score_launcher = Some(exec_limited(&["--oom-score-adj", "{score}"]));
+    }
     if runtime == RuntimeKind::Process && may_name_hosts(&exe) {
         config.hostname_launcher = Some(exec_limited(&["--hostname", "{hostname}"]));
         let join = ["--uts-of", "/proc/{pid}/ns/uts", "--uts-hostname", "{hostname}"];

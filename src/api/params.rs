@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::body::FieldValidation;
 use crate::error::HttpError;
 
-/// The query string as a map (repeated keys: the last one wins).
+/// The query string as a map (a repeated key: its first value).
 pub struct Query(HashMap<String, String>);
 
 impl Query {
@@ -25,7 +25,12 @@ impl Query {
     pub fn of(query: &str) -> Result<Self, HttpError> {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
             .map_err(|e| HttpError::BadRequest(format!("malformed query string: {e}")))?;
-        Ok(Self(pairs.into_iter().collect()))
+        // A key given twice means its first value, as Kubernetes' query decoding reads it.
+        let mut params = HashMap::with_capacity(pairs.len());
+        for (key, value) in pairs {
+            params.entry(key).or_insert(value);
+        }
+        Ok(Self(params))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -313,6 +318,13 @@ mod tests {
             }
             other => panic!("expected Invalid, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_repeated_key_means_its_first_value() {
+        let query = Query::of("watch=true&watch=false&limit=5&limit=9").unwrap();
+        assert!(query.flag("watch"));
+        assert_eq!(query.get("limit"), Some("5"));
     }
 
     #[test]

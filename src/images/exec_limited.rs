@@ -1,7 +1,8 @@
-//! `kplane exec-limited [--cgroup-procs FILE]... [--mount JSON]... [--mounts-of FILE]
-//! [--hostname NAME | --uts-of FILE] [--memory-bytes N] [--max-open-files N] [--tty]
-//! [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`:
-//! joins control groups, binds volumes in a mount namespace of its own (or joins another
+//! `kplane exec-limited [--cgroup-procs FILE]... [--oom-score-adj N] [--mount JSON]...
+//! [--mounts-of FILE] [--hostname NAME | --uts-of FILE] [--memory-bytes N] [--max-open-files N]
+//! [--tty] [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`:
+//! joins control groups, sets its OOM score adjustment (what the kernel's OOM killer weighs,
+//! -1000..=1000; where it cannot be lowered the score stays), binds volumes in a mount namespace of its own (or joins another
 //! process's), takes a host name of its own (a new UTS namespace, as a container
 //! runtime gives each pod) or joins another process's, and lowers this process's rlimits,
 //! then replaces itself with PROGRAM, which inherits them. With `--tty`, PROGRAM also leads a new session whose controlling
@@ -41,6 +42,10 @@ pub struct ExecLimitedArgs {
     /// gives a container's), before anything else.
     #[arg(long = "cgroup-procs", value_name = "FILE")]
     cgroup_procs: Vec<std::path::PathBuf>,
+    /// Set this process's `oom_score_adj` (the node agent gives a container its QoS class's).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i64).range(-1000..=1000))]
+    oom_score_adj: Option<i64>,
     /// Bind this volume (a [`Mount`] as JSON) in a mount namespace of its own, made at the
     /// first (needs CAP_SYS_ADMIN); missing targets are made on the node.
     #[arg(long = "mount", value_name = "JSON", value_parser = parse_mount, conflicts_with = "mounts_of")]
@@ -108,6 +113,11 @@ fn apply_limits(args: &ExecLimitedArgs) -> Result<(), LimitError> {
     for file in &args.cgroup_procs {
         // `0`: the writing process.
         std::fs::write(file, "0").map_err(failed("a control group"))?;
+    }
+    if let Some(score) = args.oom_score_adj {
+        // Lowering it takes privilege (CAP_SYS_RESOURCE, which some sandboxes withhold even
+        // from root): without, the process keeps the score it has and runs all the same.
+        let _ = std::fs::write("/proc/self/oom_score_adj", score.to_string());
     }
     // Before the host name: a process joining the container waits for its name, and then
     // finds its mounts all there.

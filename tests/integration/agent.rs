@@ -1180,12 +1180,24 @@ fn containers_are_held_to_their_groups() {
     );
     assert_eq!(server.post("/api/v1/namespaces/default/pods", &daemon).0, 201);
     wait_until(WAIT, "the daemon's leftover runs", || process_running(&marker));
+    // What is exec'd in it joins its groups, with its OOM score (a BestEffort pod's, 1000, as
+    // the kubelet gives it), and ends with it too.
+    let kubectl = server.kubectl();
+    let probe = "grep :memory: /proc/self/cgroup; cat /proc/self/oom_score_adj";
+    let seen = kubectl.ok(&["exec", "daemon", "--", "sh", "-c", probe]);
+    assert!(seen.contains(":memory:/kplane/pod"), "{seen}");
+    assert_eq!(seen.lines().last(), Some("1000"), "{seen}");
+    let exec_marker = format!("sleep {}", 800_000 + u32::from(server.port));
+    let detached = format!("setsid {exec_marker} >/dev/null 2>&1 </dev/null &");
+    kubectl.ok(&["exec", "daemon", "--", "sh", "-c", &detached]);
+    wait_until(WAIT, "the exec'd leftover runs", || process_running(&exec_marker));
     let (code, _) = server.delete("/api/v1/namespaces/default/pods/daemon?gracePeriodSeconds=1");
     assert_eq!(code, 200);
     wait_until(WAIT, "the pod is gone", || {
         server.get("/api/v1/namespaces/default/pods/daemon").0 == 404
     });
     wait_until(WAIT, "the leftover ended with its container", || !process_running(&marker));
+    wait_until(WAIT, "the exec'd one too", || !process_running(&exec_marker));
 }
 
 /// `kplane agent` against `server`, as another machine would run it.

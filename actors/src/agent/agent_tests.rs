@@ -1338,6 +1338,7 @@ async fn a_pod_that_does_not_fit_the_node_is_rejected_at_admission() {
         "{message}"
     );
     assert!(rejected["status"]["containerStatuses"].is_null(), "{rejected}");
+    assert!(rejected["status"]["startTime"].is_string(), "{rejected}");
     let event = event_about(&core, "greedy", "OutOfcpu").await;
     assert_eq!(event["type"], "Warning");
     assert_eq!(format!("Pod was rejected: {}", event["message"].as_str().unwrap()), message);

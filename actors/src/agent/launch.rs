@@ -676,6 +676,22 @@ pub fn command_line(
     Ok(CommandLine { argv, program, mounted })
 }
 
+/// `argv` with the OOM score adjustment the kubelet gives `container` of `pod` on a node of
+/// `memory_capacity` bytes (by the pod's QoS class), when the node can set one.
+pub fn with_oom_score(
+    config: &AgentConfig,
+    pod: &Pod,
+    container: &Container,
+    memory_capacity: u64,
+    argv: Vec<String>,
+) -> Vec<String> {
+    let Some(launcher) = &config.oom_score_launcher else { return argv };
+    let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
+    let container = serde_json::to_value(container).unwrap_or_default();
+    let score = crate::model::qos::oom_score_adj(&spec, &container, memory_capacity);
+    through(launcher, "{score}", &score.to_string(), argv)
+}
+
 /// What a runtime that enforces resources holds `container` to: its memory limit and its CPU
 /// limit and request (amounts that do not parse, or are not positive, are left out).
 pub fn resources(container: &Container) -> Resources {

@@ -77,6 +77,10 @@ pub struct AgentConfig {
     /// Command-line prefix that applies a memory limit (`{bytes}` is replaced) and then runs
     /// the rest; without it memory limits are not enforced.
     pub memory_limit_launcher: Option<Vec<String>>,
+    /// Command-line prefix that sets the rest's `oom_score_adj` (`{score}` is replaced), as
+    /// the kubelet sets each container's by its pod's QoS class; without it containers keep
+    /// the agent's.
+    pub oom_score_launcher: Option<Vec<String>>,
     /// Command-line prefix that makes the rest lead a session of its own with its stdin, a
     /// terminal, as its controlling one; without it containers get no terminal (`tty`).
     pub terminal_launcher: Option<Vec<String>>,
@@ -130,6 +134,7 @@ impl AgentConfig {
             max_pods: 110,
             images: HashMap::new(),
             memory_limit_launcher: None,
+            oom_score_launcher: None,
             terminal_launcher: None,
             identity_launcher: None,
             hostname_launcher: None,

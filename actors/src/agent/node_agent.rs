@@ -333,8 +333,11 @@ impl NodeAgent {
         let (client, config) = (self.client.clone(), self.config.clone());
         let record = self.runtime.runs_processes();
         let Rejection { reason, message } = rejection;
+        // With its start time, as the kubelet's status manager gives every pod it writes.
+        let started = json::at(pod, "/status/startTime").cloned();
         let status = json!({"status": {"phase": "Failed", "reason": reason,
-            "message": format!("Pod was rejected: {message}")}});
+            "message": format!("Pod was rejected: {message}"),
+            "startTime": started.unwrap_or_else(|| json!(now()))}});
         let write = async move {
             let (namespace, name) = (&about.namespace, &about.name);
             let patch = PatchType::StrategicMerge;
@@ -403,7 +406,13 @@ impl Actor for NodeAgent {
                 if let Err(error) = renew_lease(&config, client.as_ref()).await {
                     tracing::warn!(node = %config.node_name, %error, "creating the node lease");
                 }
-                let workers = WorkerContext { client: client.clone(), runtime, config: config.clone(), ips: Mutex::new(PodIps::new(cidr)) };
+                let workers = WorkerContext {
+                    client: client.clone(),
+                    runtime,
+                    config: config.clone(),
+                    ips: Mutex::new(PodIps::new(cidr)),
+                    memory_capacity: machine.memory_bytes,
+                };
                 addr.do_send(Registered(Arc::new(workers)));
                 list_watch(config.node_name.clone(), client, addr).await;
             }

@@ -58,6 +58,9 @@ pub struct WorkerContext {
     pub runtime: Arc<dyn Runtime>,
     pub config: Arc<AgentConfig>,
     pub ips: Mutex<PodIps>,
+    /// The machine's memory, in bytes: what a Burstable container's OOM score is weighed
+    /// against.
+    pub memory_capacity: u64,
 }
 
 /// A newer version of the pod, from the agent's watch.
@@ -123,7 +126,7 @@ impl Handler<FindContainer> for PodWorker {
         Some(ExecTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(spec)),
-            launchers: state.launchers(spec, Some(running.pid), self.ctx.runtime.as_ref()),
+            launchers: state.launchers(spec, Some(running.pid), &self.ctx),
             pid: running.pid,
             pod_ip: state.pod_ip,
             log_path: log_path(&state.dir, &c.name, c.restart_count),
@@ -1028,10 +1031,13 @@ impl PodState {
 
     /// The command-line prefix that runs a command as container `spec` runs: in its control
     /// groups (held to its limits, and stopped with it, as runc's exec joins them), with its
-    /// host name and mounts (those of its running process `pid`) and as its user and groups.
+    /// OOM score, host name and mounts (those of its running process `pid`) and as its user
+    /// and groups.
     /// What is exec'd in it, its hooks and its exec probes run through it.
-    fn launchers(&self, spec: &Container, pid: Option<u32>, runtime: &dyn Runtime) -> Vec<String> {
-        let groups = pid.map(|pid| runtime.joining_groups_of(pid));
+    fn launchers(&self, spec: &Container, pid: Option<u32>, ctx: &WorkerContext) -> Vec<String> {
+        let groups = pid.map(|pid| ctx.runtime.joining_groups_of(pid));
+        let score =
+            launch::with_oom_score(&ctx.config, &self.pod, spec, ctx.memory_capacity, Vec::new());
         let identity = Identity::of(&self.pod, spec).ok().flatten();
         let hostname = pid.map(|pid| launch::join_hostname(&self.config, &self.pod, pid));
         // Its mounts after its host name: a container has them all once it is named.
@@ -1039,6 +1045,7 @@ impl PodState {
         let mounts = pid.map(|pid| launch::join_mounts(&self.config, mounted, pid));
         [
             groups.unwrap_or_default(),
+            score,
             hostname.unwrap_or_default(),
             mounts.unwrap_or_default(),
             Identity::wrap(&self.config, identity.as_ref(), Vec::new()),
@@ -1573,7 +1580,6 @@ impl PodState {
         ctx: &WorkerContext,
         addr: &Addr<PodWorker>,
     ) -> tokio::task::AbortHandle {
-        let runtime = ctx.runtime.as_ref();
         let c = &self.containers[i];
         let pid = c.running.as_ref().map_or(0, |r| r.pid);
         // The container's group, while it is the container's (not a reused pid's).
@@ -1583,7 +1589,7 @@ impl PodState {
         let target = HookTarget {
             env: c.env.clone(),
             working_dir: Some(runtime::working_dir(&spec)),
-            launchers: self.launchers(&spec, group, runtime),
+            launchers: self.launchers(&spec, group, ctx),
             group,
             pod_ip: self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             named: format!(
@@ -1838,7 +1844,16 @@ impl PodState {
                     hostname.as_deref(),
                     &mounts,
                 )
-                .map(|line| (line, env))
+                .map(|mut line| {
+                    line.argv = launch::with_oom_score(
+                        &ctx.config,
+                        &self.pod,
+                        &spec,
+                        ctx.memory_capacity,
+                        line.argv,
+                    );
+                    (line, env)
+                })
             }),
             Err(e) => Err(e),
         };
@@ -2062,7 +2077,7 @@ impl PodState {
                 continue;
             }
             let env = c.env.clone();
-            let launchers = self.launchers(&spec, Some(pid), ctx.runtime.as_ref());
+            let launchers = self.launchers(&spec, Some(pid), ctx);
             for kind in due {
                 let probe = kind.of(&spec).cloned().expect("due probes are in the spec");
                 let (spec, env, launchers, pod_ip) =

@@ -72,6 +72,18 @@ pub(crate) fn recompute_qos_class(pod: &mut Value) {
     object_field(pod, "status").insert("qosClass".into(), json!(qos));
 }
 
+/// A pod's QoS class as it was, when a status write leaves it out: it is the API server's,
+/// set at creation (as Kubernetes' status strategy fills it back in for kubelets that drop it).
+pub(crate) fn backfill_qos_class(old: &Value, new: &mut Value) {
+    let given = json::at(new, "/status/qosClass").and_then(Value::as_str);
+    if given.is_some_and(|class| !class.is_empty()) {
+        return;
+    }
+    if let Some(class) = json::at(old, "/status/qosClass").cloned() {
+        object_field(new, "status").insert("qosClass".into(), class);
+    }
+}
+
 /// A namespace's phase, `Active` when none is given (or an empty one), as Kubernetes decodes
 /// a namespace, its status writes too.
 fn namespace_phase(object: &mut Value) {

@@ -967,6 +967,9 @@ impl ApiCore {
             let mut next = merge_for_update(resource, &current_value, object.clone(), part);
             if part == Part::Status {
                 defaults::status(resource.kind, &mut next);
+                if Self::is_pod(resource) {
+                    defaults::backfill_qos_class(&current_value, &mut next);
+                }
                 if resource.kind == "PersistentVolume" {
                     defaults::volume_phase_transition(&current_value, &mut next);
                 }
@@ -1021,7 +1024,11 @@ impl ApiCore {
                 Part::EphemeralContainers => {
                     errors.extend(validation::validate_ephemeral_update(&current_value, &next))
                 }
-                Part::Status => errors.extend(validation::validate_status_update(resource, &next)),
+                Part::Status => errors.extend(validation::validate_status_update(
+                    resource,
+                    &current_value,
+                    &next,
+                )),
                 Part::Finalize => {}
             }
             // A claim is admitted on update too (a pod's resources cannot change), unless it

@@ -1,5 +1,6 @@
 //! A pod's quality-of-service class, from its containers' cpu and memory requests and limits:
-//! what the API server writes into `status.qosClass` and quota scopes select pods by.
+//! what the API server writes into `status.qosClass` and quota scopes select pods by, and
+//! the `oom_score_adj` the node agent gives each container by it.
 
 use serde_json::Value;
 
@@ -46,5 +47,89 @@ pub fn qos_class(spec: &Value) -> &'static str {
         "Guaranteed"
     } else {
         "Burstable"
+    }
+}
+
+/// The OOM score adjustment of a Guaranteed pod's containers (and a node-critical pod's).
+const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+/// That of a BestEffort pod's containers: killed first when the node runs out of memory.
+const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
+
+/// The `oom_score_adj` of `container` of the pod with `spec`, on a node of `memory_capacity`
+/// bytes, as the kubelet's `GetContainerOOMScoreAdjust` works it out: -997 for a Guaranteed
+/// (or node-critical) pod, 1000 for a BestEffort one; for a Burstable one, 1000 less the
+/// thousandths of the node's memory the container requests, kept within 3..=999 (a sidecar's
+/// no higher than that of the pod's smallest regular container), so that the kernel kills
+/// BestEffort containers first and Guaranteed ones last.
+pub fn oom_score_adj(spec: &Value, container: &Value, memory_capacity: u64) -> i64 {
+    if spec.get("priorityClassName").and_then(Value::as_str) == Some("system-node-critical") {
+        return GUARANTEED_OOM_SCORE_ADJ;
+    }
+    match qos_class(spec) {
+        "Guaranteed" => return GUARANTEED_OOM_SCORE_ADJ,
+        "BestEffort" => return BEST_EFFORT_OOM_SCORE_ADJ,
+        _ => {}
+    }
+    let capacity = i64::try_from(memory_capacity).unwrap_or(i64::MAX).max(1);
+    let request = |c: &Value| {
+        let text = c.pointer("/resources/requests/memory");
+        let text: Option<std::borrow::Cow<'_, str>> = match text {
+            Some(Value::String(text)) => Some(text.into()),
+            Some(number @ Value::Number(_)) => Some(number.to_string().into()),
+            _ => None,
+        };
+        text.and_then(|t| quantity::value(&t).ok()).unwrap_or(0).max(0)
+    };
+    let score =
+        |request: i64| 1000 - (1000i128 * i128::from(request) / i128::from(capacity)) as i64;
+    let mut adjust = score(request(container));
+    let sidecar = container.get("restartPolicy").and_then(Value::as_str) == Some("Always");
+    if sidecar {
+        let regular = spec.get("containers").and_then(Value::as_array).into_iter().flatten();
+        let smallest = regular.map(request).min().unwrap_or(0);
+        if smallest != 0 {
+            adjust = adjust.min(score(smallest));
+        }
+    }
+    if adjust < 1000 + GUARANTEED_OOM_SCORE_ADJ {
+        1000 + GUARANTEED_OOM_SCORE_ADJ
+    } else if adjust == BEST_EFFORT_OOM_SCORE_ADJ {
+        adjust - 1
+    } else {
+        adjust
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn oom_score_adjustments_follow_the_qos_class_and_the_memory_requested() {
+        const GIB: u64 = 1 << 30;
+        let container = |requests: Value, limits: Value| json!({"name": "c", "resources": {"requests": requests, "limits": limits}});
+        let spec = |c: &Value| json!({"containers": [c]});
+        let guaranteed =
+            container(json!({"memory": "1Gi", "cpu": "1"}), json!({"memory": "1Gi", "cpu": "1"}));
+        assert_eq!(oom_score_adj(&spec(&guaranteed), &guaranteed, 4 * GIB), -997);
+        let best_effort = json!({"name": "c"});
+        assert_eq!(oom_score_adj(&spec(&best_effort), &best_effort, 4 * GIB), 1000);
+        // A quarter of the node's memory: 1000 - 250.
+        let burstable = container(json!({"memory": "1Gi"}), json!({}));
+        assert_eq!(oom_score_adj(&spec(&burstable), &burstable, 4 * GIB), 750);
+        // Kept within 3..=999.
+        let huge = container(json!({"memory": "8Gi"}), json!({}));
+        assert_eq!(oom_score_adj(&spec(&huge), &huge, 4 * GIB), 3);
+        let cpu_only = container(json!({"cpu": "1"}), json!({}));
+        assert_eq!(oom_score_adj(&spec(&cpu_only), &cpu_only, 4 * GIB), 999);
+        // A sidecar's is no higher than the smallest regular container's.
+        let mut sidecar = container(json!({"memory": "512Mi"}), json!({}));
+        sidecar["restartPolicy"] = json!("Always");
+        let pod = json!({"initContainers": [sidecar.clone()], "containers": [burstable]});
+        assert_eq!(oom_score_adj(&pod, &sidecar, 4 * GIB), 750);
+        let critical = json!({"priorityClassName": "system-node-critical",
+            "containers": [best_effort.clone()]});
+        assert_eq!(oom_score_adj(&critical, &best_effort, 4 * GIB), -997);
     }
 }

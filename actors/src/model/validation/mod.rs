@@ -1072,27 +1072,6 @@ fn validate_ephemeral_container(
     at: &dyn Fn(&str) -> String,
     errors: &mut Vec<FieldError>,
 ) {
-    const NOT_ALLOWED: [&str; 7] = [
-        "ports",
-        "livenessProbe",
-        "readinessProbe",
-        "startupProbe",
-        "lifecycle",
-        "resources",
-        "restartPolicy",
-    ];
-    for field in NOT_ALLOWED {
-        let set = c.get(field).is_some_and(|v| match v {
-            Value::Null => false,
-            Value::Array(a) => !a.is_empty(),
-            Value::Object(o) => !o.is_empty(),
-            _ => true,
-        });
-        if set {
-            let message = "cannot be set for an Ephemeral Container";
-            errors.push(FieldError::forbidden(at(&format!(".{field}")), message));
-        }
-    }
     if let Some(target) = c.get("targetContainerName").and_then(Value::as_str) {
         let named = |list: &str| {
             spec.and_then(|s| s.get(list))
@@ -1103,6 +1082,42 @@ fn validate_ephemeral_container(
         };
         if !named("containers") && !named("initContainers") {
             errors.push(FieldError::not_found(at(".targetContainerName"), target));
+        }
+    }
+    // Kubernetes' allow list, read the other way: what is not on it must be its zero value (a
+    // struct with nothing in it; an empty list or map is something, as Go's reflection sees
+    // a decoded one), in the order the fields are declared.
+    const NOT_ALLOWED: [&str; 8] = [
+        "ports",
+        "resources",
+        "resizePolicy",
+        "restartPolicy",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "lifecycle",
+    ];
+    const MESSAGE: &str = "cannot be set for an Ephemeral Container";
+    for field in NOT_ALLOWED {
+        let set = c.get(field).is_some_and(|v| match v {
+            Value::Null => false,
+            // A struct (not a pointer to one): set once one of its fields is.
+            Value::Object(o) if field == "resources" => o.values().any(|v| !v.is_null()),
+            _ => true,
+        });
+        if set {
+            errors.push(FieldError::forbidden(at(&format!(".{field}")), MESSAGE));
+        }
+    }
+    // Sub-paths are bind mounts kept until the pod ends, and mark a container that is part
+    // of the workload: refused outright.
+    let mounts = c.get("volumeMounts").and_then(Value::as_array).into_iter().flatten();
+    for (i, mount) in mounts.enumerate() {
+        for field in ["subPath", "subPathExpr"] {
+            if mount.get(field).and_then(Value::as_str).is_some_and(|p| !p.is_empty()) {
+                let path = at(&format!(".volumeMounts[{i}].{field}"));
+                errors.push(FieldError::forbidden(path, MESSAGE));
+            }
         }
     }
 }
@@ -3265,7 +3280,7 @@ mod tests {
             if deleting {
                 ns["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
             }
-            validate_status_update(namespaces, &ns)
+            validate_status_update(namespaces, &Value::Null, &ns)
                 .iter()
                 .map(|e| format!("{}: {}", e.field, e.message))
                 .collect::<Vec<_>>()
@@ -3275,6 +3290,18 @@ mod tests {
         assert_eq!(with("Terminating", false), ["status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"]);
         assert_eq!(with("Bogus", false), ["status.Phase: Invalid value: \"Bogus\": may only be 'Active' if `deletionTimestamp` is empty"]);
         assert_eq!(with("Active", true), ["status.Phase: Invalid value: \"Active\": may only be 'Terminating' if `deletionTimestamp` is not empty"]);
+    }
+
+    #[test]
+    fn a_pods_qos_class_is_immutable() {
+        let pods = find("", "v1", "pods").unwrap();
+        let pod = |class: &str| json!({"status": {"qosClass": class}});
+        assert!(validate_status_update(pods, &pod("BestEffort"), &pod("BestEffort")).is_empty());
+        let changed = validate_status_update(pods, &pod("BestEffort"), &pod("Guaranteed"));
+        assert_eq!(
+            changed.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>(),
+            ["status.qosClass: Invalid value: \"Guaranteed\": field is immutable"]
+        );
     }
 
     #[test]
@@ -3334,10 +3361,22 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
 }
 
 /// What a write of the status subresource may not set, as Kubernetes refuses it (422): a
-/// namespace's phase is `Active` until it is being deleted, then `Terminating`.
-pub fn validate_status_update(resource: &ResourceType, new: &Value) -> Vec<FieldError> {
+/// namespace's phase is `Active` until it is being deleted, then `Terminating`; a pod's QoS
+/// class is the one it was created with.
+pub fn validate_status_update(
+    resource: &ResourceType,
+    old: &Value,
+    new: &Value,
+) -> Vec<FieldError> {
     if resource.kind == "Service" && resource.group.is_empty() {
         return service::validate_status(new);
+    }
+    if resource.kind == "Pod" && resource.group.is_empty() {
+        let class = |pod| json::at(pod, "/status/qosClass").and_then(Value::as_str).unwrap_or("");
+        if class(new) != class(old) {
+            return vec![FieldError::invalid("status.qosClass", class(new), "field is immutable")];
+        }
+        return Vec::new();
     }
     if resource.kind != "Namespace" || !resource.group.is_empty() {
         return Vec::new();
@@ -3826,8 +3865,32 @@ mod pod_update_tests {
             fields(validate_object(pods, &pod(bad))),
             [
                 "spec.ephemeralContainers[0].name: Duplicate value: \"app\"",
-                "spec.ephemeralContainers[0].readinessProbe: Forbidden: cannot be set for an Ephemeral Container",
                 "spec.ephemeralContainers[0].targetContainerName: Not found: \"gone\"",
+                "spec.ephemeralContainers[0].readinessProbe: Forbidden: cannot be set for an Ephemeral Container",
+            ]
+        );
+        // What is not on the allow list must be empty: an empty list or map is not; and
+        // sub-paths are refused.
+        let more = json!([{"name": "dbg", "image": "busybox", "ports": [],
+            "resources": {"limits": {}}, "resizePolicy": [{"resourceName": "cpu",
+                "restartPolicy": "NotRequired"}],
+            "volumeMounts": [{"name": "v", "mountPath": "/y", "subPath": "a"},
+                {"name": "v", "mountPath": "/z", "subPathExpr": "$(A)"}]}]);
+        let mut with_volume = pod(more);
+        with_volume["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {}}]);
+        let forbidden: Vec<String> = fields(validate_object(pods, &with_volume))
+            .into_iter()
+            .filter(|e| e.ends_with("Forbidden: cannot be set for an Ephemeral Container"))
+            .map(|e| e.split(':').next().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            forbidden,
+            [
+                "spec.ephemeralContainers[0].ports",
+                "spec.ephemeralContainers[0].resources",
+                "spec.ephemeralContainers[0].resizePolicy",
+                "spec.ephemeralContainers[0].volumeMounts[0].subPath",
+                "spec.ephemeralContainers[0].volumeMounts[1].subPathExpr",
             ]
         );
         let before = pod(json!([debugger]));
