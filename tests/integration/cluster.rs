@@ -425,10 +425,29 @@ fn a_namespace_held_by_its_own_finalizer_says_its_content_is_gone() {
         body(json!({"propagationPolicy": "Orphan", "dryRun": ["All"]})),
     );
     assert_eq!((code, &marked["metadata"]["finalizers"]), (200, &json!(["orphan"])), "{marked}");
+    // An owner waiting in the foreground for a dependent that a finalizer holds.
+    let maps = "/api/v1/namespaces/held/configmaps";
+    let (code, owner) = server.post(maps, &json!({"metadata": {"name": "a"}}));
+    assert_eq!(code, 201, "{owner}");
+    let dependent = json!({"metadata": {"name": "b", "finalizers": ["example.com/hold"],
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "a",
+            "uid": owner["metadata"]["uid"], "blockOwnerDeletion": true}]}});
+    assert_eq!(server.post(maps, &dependent).0, 201);
+    let foreground = body(json!({"propagationPolicy": "Foreground"}));
+    let (code, waiting) =
+        server.send_raw("DELETE", &format!("{maps}/a"), Some("application/json"), foreground);
+    assert_eq!(code, 200, "{waiting}");
+    assert_eq!(waiting["metadata"]["finalizers"], json!(["foregroundDeletion"]));
     assert_eq!(server.delete("/api/v1/namespaces/held").0, 200);
     // Deleting it again answers it as it is, still Terminating, as Kubernetes does.
     let (code, again) = server.delete("/api/v1/namespaces/held");
     assert_eq!((code, &again["status"]["phase"]), (200, &json!("Terminating")), "{again}");
+    // The owner goes with the namespace (its collector finalizer stripped, as Kubernetes'
+    // namespace deleter's deletes do); its dependent stays while its own finalizer holds it.
+    wait_until(WAIT, "the waiting owner is gone", || server.get(&format!("{maps}/a")).0 == 404);
+    let (_, mut held_dependent) = server.get(&format!("{maps}/b"));
+    held_dependent["metadata"]["finalizers"] = json!([]);
+    assert_eq!(server.put(&format!("{maps}/b"), &held_dependent).0, 200);
     let condition = |kind: &str| {
         let (_, ns) = server.get("/api/v1/namespaces/held");
         let conditions = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();

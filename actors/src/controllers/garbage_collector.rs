@@ -77,6 +77,22 @@ fn describe_reference(reference: &Value, namespace: &str) -> String {
 struct Plain {
     resource: &'static ResourceType,
     namespace: u32,
+    /// Its name's hash: enough to tell whether a reference names it ([`name_hash`]).
+    name: u64,
+}
+
+/// The hash a plain object's name is kept as.
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(name)
+}
+
+/// Whether an owner reference names an object of `resource`: its group and kind (its version
+/// is the one served, or the reference cannot be resolved at all).
+fn names_kind(reference: &Value, resource: &ResourceType) -> bool {
+    let api_version = reference["apiVersion"].as_str().unwrap_or("");
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    reference["kind"].as_str() == Some(resource.kind) && group == resource.group
 }
 
 /// The namespaces of plain objects, each kept once.
@@ -203,7 +219,8 @@ impl GarbageCollector {
         let namespace = meta["namespace"].as_str().unwrap_or("");
         if owners.is_empty() && finalizers.is_empty() && !deleting {
             let namespace = self.namespaces.id(namespace);
-            self.plain.insert(PlainUid::of(&uid), Plain { resource, namespace });
+            let name = name_hash(meta["name"].as_str().unwrap_or(""));
+            self.plain.insert(PlainUid::of(&uid), Plain { resource, namespace, name });
             return uid;
         }
         let unresolvable = references.iter().any(|r| resolve(r, resource.namespaced).is_none());
@@ -257,6 +274,27 @@ impl GarbageCollector {
                 || self.namespaces.name(plain.namespace) == namespace;
         }
         self.nodes.get(uid).is_some_and(|n| !n.resource.namespaced || n.namespace == namespace)
+    }
+
+    /// Whether `reference`, of an object in `namespace`, names an owner of it by the graph:
+    /// one of that uid in that namespace (or cluster-scoped), with the kind and name the
+    /// reference gives (Kubernetes' collector checks a reference whose coordinates differ
+    /// from its owner's against the API server, and then finds it dangling).
+    fn names_owner(&self, reference: &Value, namespace: &str) -> bool {
+        let (Some(uid), Some(name)) = (reference["uid"].as_str(), reference["name"].as_str())
+        else {
+            return false;
+        };
+        if !self.owns_in(uid, namespace) {
+            return false;
+        }
+        match self.plain.get(&PlainUid::of(uid)) {
+            Some(plain) => names_kind(reference, plain.resource) && plain.name == name_hash(name),
+            None => self
+                .nodes
+                .get(uid)
+                .is_some_and(|n| names_kind(reference, n.resource) && n.name == name),
+        }
     }
 
     /// Live dependents of `uid`.
@@ -341,8 +379,8 @@ impl GarbageCollector {
         self.owns_in(uid, namespace) && !self.waits_for_dependents(uid)
     }
 
-    /// Deletes `uid` if, by the graph, none of its owners exists any more, and the API server
-    /// agrees: the graph may not have seen a dependent let go of an owner yet.
+    /// Deletes `uid` if, by the graph, none of its owners exists any more (as its references
+    /// name them: uid, kind and name), and the API server agrees: the graph may not have seen a dependent let go of an owner yet.
     /// When only some of its owners are gone, their references are removed instead, as
     /// Kubernetes' collector removes dangling references from an object that keeps an owner.
     fn collect_if_orphaned(&mut self, uid: &str, ctx: &mut Context<Self>) {
@@ -356,7 +394,8 @@ impl GarbageCollector {
             self.report_misplaced(uid, node, &misplaced, ctx);
             return;
         }
-        let present = node.owners.iter().filter(|o| self.owns_in(o, &node.namespace)).count();
+        let named = node.references.iter().filter(|r| r["uid"].is_string());
+        let present = named.filter(|r| self.names_owner(r, &node.namespace)).count();
         if node.owners.is_empty() || present == node.owners.len() {
             return;
         }
@@ -834,6 +873,28 @@ mod tests {
         .await;
 
         a_dependent_follows_its_owner(&core).await;
+
+        // A reference with an owner's uid but another name or kind names no owner: its
+        // dependent is collected, as Kubernetes' collector finds it dangling.
+        let owner = create(&core, "owner", None, &[]).await;
+        for (name, kind, owner_name) in [
+            ("wrongname", "ConfigMap", "nosuch"),
+            ("wrongkind", "Secret", "owner"),
+            ("right", "ConfigMap", "owner"),
+        ] {
+            let reference = json!([{"apiVersion": "v1", "kind": kind, "name": owner_name,
+                "uid": owner["metadata"]["uid"]}]);
+            let object = json!({"metadata": {"name": name, "ownerReferences": reference}});
+            ApiClient::create(&core, cms(), "default", object).await.unwrap();
+        }
+        eventually("the misnamed dependents are collected", || async {
+            (get(&core, "wrongname").await.is_none() && get(&core, "wrongkind").await.is_none())
+                .then_some(())
+        })
+        .await;
+        assert!(get(&core, "right").await.is_some());
+        delete(&core, "right", "Background").await;
+        delete(&core, "owner", "Background").await;
 
         // A dependent with another owner stays, and lets go of the one gone.
         let first = create(&core, "first", None, &[]).await;

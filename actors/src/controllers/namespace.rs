@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 
 use crate::client::informer::{self, Feed};
 use crate::client::{object_name, object_uid, ApiClient};
-use crate::core::{ApiError, DeleteOptions, ListOptions, PatchType};
+use crate::core::{
+    ApiError, DeleteOptions, ListOptions, PatchType, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
+};
 use crate::model::{json, now, resources, FastMap, FastSet, ResourceType};
 use crate::watch::EventType;
 
@@ -142,7 +144,16 @@ async fn delete_all_of(
     let list = client.list(resource, Some(name), &options).await.map_err(|e| e.to_string())?;
     let mut stayed: Vec<Value> = Vec::new();
     for object in &list.items {
-        if crate::model::is_being_deleted(object) {
+        // One marked already is deleted again (in the background) only to lose the garbage
+        // collector's finalizers an earlier delete left (an owner waiting in the foreground for
+        // its dependents, which go with the namespace anyway), as Kubernetes' deletes of the
+        // namespace's collections strip them; a pod once marked takes no such change.
+        let collected = |f: &Value| f == ORPHAN_FINALIZER || f == FOREGROUND_FINALIZER;
+        let holds_collector = json::at(object, "/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(collected));
+        let is_pod = resource.kind == "Pod" && resource.group.is_empty();
+        if crate::model::is_being_deleted(object) && (is_pod || !holds_collector) {
             stayed.push(object.clone());
             continue;
         }
