@@ -1200,6 +1200,37 @@ fn containers_are_held_to_their_groups() {
     wait_until(WAIT, "the exec'd one too", || !process_running(&exec_marker));
 }
 
+/// A pod past its containers' local storage limit (here its log) is evicted, as the kubelet's
+/// eviction manager does it: stopped at once, Failed with reason `Evicted` and the kubelet's
+/// message, and a Warning event saying so.
+#[test]
+fn a_pod_past_its_local_storage_limit_is_evicted() {
+    let server = server_with_agent("node-ev");
+    let logger = pod_on(
+        "logger",
+        "node-ev",
+        json!({"name": "c", "image": "none",
+            "command": ["sh", "-c", "yes | head -c 3000000; exec sleep 1000"],
+            "resources": {"limits": {"ephemeral-storage": "1Mi"}}}),
+    );
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &logger).0, 201);
+    let evicted =
+        wait_pod(&server, "logger", "the pod is evicted", |p| p["status"]["phase"] == "Failed");
+    let message = "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ";
+    assert_eq!(
+        (&evicted["status"]["reason"], &evicted["status"]["message"]),
+        (&json!("Evicted"), &json!(message)),
+        "{evicted}"
+    );
+    let events = "/api/v1/namespaces/default/events?fieldSelector=reason%3DEvicted";
+    let mut event = Value::Null;
+    wait_until(WAIT, "the eviction is an event", || {
+        event = server.get(events).1["items"][0].clone();
+        !event.is_null()
+    });
+    assert_eq!((&event["message"], &event["type"]), (&json!(message), &json!("Warning")));
+}
+
 /// `kplane agent` against `server`, as another machine would run it.
 fn start_agent(server: &Server, args: &[&str], data: &std::path::Path) -> Child {
     start_agent_with_env(server, args, data, &[])

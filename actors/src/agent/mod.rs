@@ -20,6 +20,7 @@
 //!   container mounts of them.
 
 pub mod admission;
+mod eviction;
 mod hooks;
 pub mod launch;
 pub mod log_lines;

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerStateTerminated, Pod, Probe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
 
+use super::eviction;
 use super::hooks::{self, Hook, HookTarget};
 use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
@@ -762,8 +763,12 @@ struct PodState {
     stop_grace: Option<u64>,
     /// The agent is shutting down: start nothing more.
     stopping: bool,
-    /// The pod ran longer than its `activeDeadlineSeconds`: it is stopped and Failed.
-    deadline_exceeded: bool,
+    /// Why the agent stopped the pod for good, as the kubelet does (it is Failed with this
+    /// reason and message): it ran longer than its `activeDeadlineSeconds`, or was evicted
+    /// for its local storage.
+    stopped_for: Option<(&'static str, String)>,
+    /// When its local storage was last measured (for eviction).
+    storage_measured: Option<Instant>,
     /// The pod's events, recorded one after the other in the background, in the order they
     /// happened (the task is started with the first).
     event_queue: OnceLock<tokio::sync::mpsc::UnboundedSender<QueuedEvent>>,
@@ -833,7 +838,8 @@ impl PodState {
             kill_at: None,
             stop_grace: None,
             stopping: false,
-            deadline_exceeded: false,
+            stopped_for: None,
+            storage_measured: None,
             event_queue: OnceLock::new(),
             host_ports: None,
             volumes: None,
@@ -1220,14 +1226,26 @@ impl PodState {
         if self.host_ports.is_none() && ctx.runtime.runs_processes() {
             self.host_ports = Some(self.serve_host_ports(ctx));
         }
-        // A pod that has come to its end is terminal: its deadline no longer applies.
-        if !self.deadline_exceeded && !self.ended() && self.past_deadline() {
-            self.deadline_exceeded = true;
-            self.event(ctx, EventKind::Normal, DEADLINE_REASON, DEADLINE_MESSAGE.into());
+        // A pod that has come to its end is terminal: its deadline and its limits no longer
+        // apply.
+        if self.stopped_for.is_none() && !self.ended() {
+            if self.past_deadline() {
+                self.stopped_for = Some((DEADLINE_REASON, DEADLINE_MESSAGE.into()));
+                self.event(ctx, EventKind::Normal, DEADLINE_REASON, DEADLINE_MESSAGE.into());
+            } else if let Some(message) = self.storage_violation(ctx) {
+                tracing::info!(pod = %self.name, %message, "evicting the pod");
+                self.event(ctx, EventKind::Warning, EVICTED_REASON, message.clone());
+                self.stopped_for = Some((EVICTED_REASON, message));
+            }
         }
-        if self.deadline_exceeded {
-            // As the kubelet: the containers are stopped (within the grace period) and stay so.
-            self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
+        if let Some((reason, _)) = &self.stopped_for {
+            // As the kubelet: the containers are stopped (within the grace period; at once for
+            // an eviction) and stay so.
+            let grace = match *reason {
+                EVICTED_REASON => 0,
+                _ => termination_grace(&self.pod).as_secs(),
+            };
+            self.stop_containers(ctx, addr, grace);
             // Not to run again. As the kubelet's `TerminatePod` reports them: a container
             // whose run ended keeps that end (the deadline's SIGTERM, 143); one waiting to run
             // again (a crash loop), and one that never ran once the pod had got that far (an
@@ -1359,6 +1377,18 @@ impl PodState {
     }
 
     /// Whether the pod has run longer than its `activeDeadlineSeconds` (from its start time).
+    /// Why the kubelet's eviction manager would evict the pod for its local storage, when it
+    /// is time to measure it again ([`eviction::CHECK_EVERY`]) and it has passed a limit.
+    fn storage_violation(&mut self, ctx: &WorkerContext) -> Option<String> {
+        if !ctx.runtime.runs_processes()
+            || self.storage_measured.is_some_and(|at| at.elapsed() < eviction::CHECK_EVERY)
+        {
+            return None;
+        }
+        self.storage_measured = Some(Instant::now());
+        eviction::storage_violation(&self.pod, &self.dir, &eviction::disk_usage)
+    }
+
     fn past_deadline(&self) -> bool {
         let deadline = self.pod.spec.as_ref().and_then(|s| s.active_deadline_seconds);
         let started = chrono::DateTime::parse_from_rfc3339(&self.start_time).ok();
@@ -2248,7 +2278,7 @@ impl PodState {
         let all_started = !apps.is_empty()
             && apps.iter().all(|c| c.terminated.is_some() || c.shown_running().is_some());
         let nothing_runs = self.containers.iter().all(|c| c.running.is_none());
-        let phase = if init_failed || self.deadline_exceeded {
+        let phase = if init_failed || self.stopped_for.is_some() {
             "Failed"
         } else if (all_finished && policy != "Always") || (deleting && nothing_runs) {
             // Finished, or stopped for its deletion (whether or not it got to run): the
@@ -2348,9 +2378,9 @@ impl PodState {
         if !ephemeral.is_empty() {
             status["ephemeralContainerStatuses"] = json!(ephemeral);
         }
-        if self.deadline_exceeded {
-            status["reason"] = json!(DEADLINE_REASON);
-            status["message"] = json!(DEADLINE_MESSAGE);
+        if let Some((reason, message)) = &self.stopped_for {
+            status["reason"] = json!(reason);
+            status["message"] = json!(message);
         }
         // As the kubelet's mergePodStatus: a pod is reported terminal only once nothing of it
         // runs (a container past the deadline within its grace period, a sidecar stopping);
@@ -2409,6 +2439,8 @@ const IMAGE_NEVER_PULLED: &str = "ErrImageNeverPull";
 
 /// The status reason and message of a pod stopped at its `activeDeadlineSeconds`.
 const DEADLINE_REASON: &str = "DeadlineExceeded";
+/// The status reason (and event) of a pod evicted for its local storage.
+const EVICTED_REASON: &str = "Evicted";
 /// A container whose environment cannot be made (a missing ConfigMap, Secret or key).
 const CONFIG_ERROR: &str = "CreateContainerConfigError";
 const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";

@@ -65,7 +65,7 @@ pub struct Volumes {
 }
 
 /// Where a pod's volume `name` of its own lives, under the pod's directory.
-fn own_dir(pod_dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn own_dir(pod_dir: &Path, name: &str) -> PathBuf {
     pod_dir.join("volumes").join(name)
 }
 
