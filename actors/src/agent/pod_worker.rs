@@ -1038,8 +1038,7 @@ impl PodState {
     /// The command-line prefix that runs a command as container `spec` runs: in its control
     /// groups (held to its limits, and stopped with it, as runc's exec joins them), with its
     /// OOM score, host name and mounts (those of its running process `pid`) and as its user
-    /// and groups.
-    /// What is exec'd in it, its hooks and its exec probes run through it.
+    /// and groups. What is exec'd in it, its hooks and its exec probes run through it.
     fn launchers(&self, spec: &Container, pid: Option<u32>, ctx: &WorkerContext) -> Vec<String> {
         let groups = pid.map(|pid| ctx.runtime.joining_groups_of(pid));
         let score =
@@ -1376,7 +1375,6 @@ impl PodState {
         }
     }
 
-    /// Whether the pod has run longer than its `activeDeadlineSeconds` (from its start time).
     /// Why the kubelet's eviction manager would evict the pod for its local storage, when it
     /// is time to measure it again ([`eviction::CHECK_EVERY`]) and it has passed a limit.
     fn storage_violation(&mut self, ctx: &WorkerContext) -> Option<String> {
@@ -1389,6 +1387,7 @@ impl PodState {
         eviction::storage_violation(&self.pod, &self.dir, &eviction::disk_usage)
     }
 
+    /// Whether the pod has run longer than its `activeDeadlineSeconds` (from its start time).
     fn past_deadline(&self) -> bool {
         let deadline = self.pod.spec.as_ref().and_then(|s| s.active_deadline_seconds);
         let started = chrono::DateTime::parse_from_rfc3339(&self.start_time).ok();
