@@ -1222,6 +1222,17 @@ fn a_pod_past_its_local_storage_limit_is_evicted() {
         (&json!("Evicted"), &json!(message)),
         "{evicted}"
     );
+    let disrupted = evicted["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget");
+    let disrupted = disrupted.cloned().unwrap_or_default();
+    assert_eq!(
+        (&disrupted["status"], &disrupted["reason"], &disrupted["message"]),
+        (&json!("True"), &json!("TerminationByKubelet"), &json!(message)),
+        "{evicted}"
+    );
     let events = "/api/v1/namespaces/default/events?fieldSelector=reason%3DEvicted";
     let mut event = Value::Null;
     wait_until(WAIT, "the eviction is an event", || {

@@ -2355,6 +2355,11 @@ impl PodState {
             }
         }
         set_condition(&mut pod, "PodScheduled", "True", None, None);
+        // An evicted pod says why it is disrupted, as the kubelet's eviction manager does.
+        if let Some((EVICTED_REASON, message)) = &self.stopped_for {
+            let by_kubelet = Some("TerminationByKubelet");
+            set_condition(&mut pod, "DisruptionTarget", "True", by_kubelet, Some(message));
+        }
         // Others' conditions (DisruptionTarget) first, then the kubelet's, in its order.
         if let Some(conditions) = pod["status"]["conditions"].as_array_mut() {
             let rank = |c: &Value| {
@@ -2563,7 +2568,7 @@ fn resource_version(pod: &Value) -> u64 {
 
 /// The strategic merge patch that writes `status` over the server's (`theirs`), as the
 /// kubelet's two-way patch does: only the kubelet's own conditions (the merge by type keeps
-/// others'), each with its `reason` and `message` cleared when it has none now, and the pod's
+/// others'; an eviction's DisruptionTarget is its own), each with its `reason` and `message` cleared when it has none now, and the pod's
 /// and host's addresses the server lists but the agent no longer does taken out.
 fn status_patch(status: &Value, theirs: &Value) -> Value {
     let mut patch = status.clone();
@@ -2574,7 +2579,12 @@ fn status_patch(status: &Value, theirs: &Value) -> Value {
         patch["$setElementOrder/conditions"] = json!(order);
     }
     if let Some(conditions) = patch["conditions"].as_array_mut() {
-        conditions.retain(|c| KUBELET_CONDITIONS.iter().any(|kind| c["type"] == *kind));
+        // (And the DisruptionTarget of its own eviction.)
+        let own_disruption =
+            |c: &Value| c["type"] == "DisruptionTarget" && c["reason"] == "TerminationByKubelet";
+        conditions.retain(|c| {
+            KUBELET_CONDITIONS.iter().any(|kind| c["type"] == *kind) || own_disruption(c)
+        });
         for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
             for field in ["reason", "message"] {
                 condition.entry(field).or_insert(Value::Null);
