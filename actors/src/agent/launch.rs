@@ -676,19 +676,22 @@ pub fn command_line(
     Ok(CommandLine { argv, program, mounted })
 }
 
-/// `argv` with the OOM score adjustment the kubelet gives `container` of `pod` on a node of
-/// `memory_capacity` bytes (by the pod's QoS class), when the node can set one.
+/// `argv` with the OOM score adjustment the kubelet gives container `container` of `pod` (as
+/// the API serves it) on a node of `memory_capacity` bytes (by the pod's QoS class), when the
+/// node can set one.
 pub fn with_oom_score(
     config: &AgentConfig,
-    pod: &Pod,
-    container: &Container,
+    pod: &Value,
+    container: &str,
     memory_capacity: u64,
     argv: Vec<String>,
 ) -> Vec<String> {
     let Some(launcher) = &config.oom_score_launcher else { return argv };
-    let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
-    let container = serde_json::to_value(container).unwrap_or_default();
-    let score = crate::model::qos::oom_score_adj(&spec, &container, memory_capacity);
+    let spec = &pod["spec"];
+    let lists = ["containers", "initContainers", "ephemeralContainers"];
+    let mut all = lists.iter().flat_map(|list| spec[*list].as_array().into_iter().flatten());
+    let found = all.find(|c| c["name"] == container).unwrap_or(&Value::Null);
+    let score = crate::model::qos::oom_score_adj(spec, found, memory_capacity);
     through(launcher, "{score}", &score.to_string(), argv)
 }
 

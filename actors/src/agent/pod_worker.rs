@@ -1041,8 +1041,13 @@ impl PodState {
     /// and groups. What is exec'd in it, its hooks and its exec probes run through it.
     fn launchers(&self, spec: &Container, pid: Option<u32>, ctx: &WorkerContext) -> Vec<String> {
         let groups = pid.map(|pid| ctx.runtime.joining_groups_of(pid));
-        let score =
-            launch::with_oom_score(&ctx.config, &self.pod, spec, ctx.memory_capacity, Vec::new());
+        let score = launch::with_oom_score(
+            &ctx.config,
+            &self.raw,
+            &spec.name,
+            ctx.memory_capacity,
+            Vec::new(),
+        );
         let identity = Identity::of(&self.pod, spec).ok().flatten();
         let hostname = pid.map(|pid| launch::join_hostname(&self.config, &self.pod, pid));
         // Its mounts after its host name: a container has them all once it is named.
@@ -1876,8 +1881,8 @@ impl PodState {
                 .map(|mut line| {
                     line.argv = launch::with_oom_score(
                         &ctx.config,
-                        &self.pod,
-                        &spec,
+                        &self.raw,
+                        &spec.name,
                         ctx.memory_capacity,
                         line.argv,
                     );

@@ -87,12 +87,10 @@ fn name_hash(name: &str) -> u64 {
     foldhash::fast::FixedState::default().hash_one(name)
 }
 
-/// Whether an owner reference names an object of `resource`: its group and kind (its version
-/// is the one served, or the reference cannot be resolved at all).
+/// Whether an owner reference names an object of `resource` (its group, version and kind, as
+/// [`resolve`] reads them).
 fn names_kind(reference: &Value, resource: &ResourceType) -> bool {
-    let api_version = reference["apiVersion"].as_str().unwrap_or("");
-    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
-    reference["kind"].as_str() == Some(resource.kind) && group == resource.group
+    resolve(reference, true).is_some_and(|named| named == resource)
 }
 
 /// The namespaces of plain objects, each kept once.

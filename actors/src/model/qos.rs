@@ -13,16 +13,6 @@ use super::quantity;
 /// unreadable quantities count as unset (validation rejects the unreadable ones).
 pub fn qos_class(spec: &Value) -> &'static str {
     const COMPUTE: [&str; 2] = ["cpu", "memory"];
-    let amount = |list: Option<&Value>, name: &str| -> i64 {
-        let text: std::borrow::Cow<'_, str> = match list.and_then(|l| l.get(name)) {
-            Some(Value::String(text)) => text.into(),
-            Some(number @ Value::Number(_)) => number.to_string().into(),
-            _ => return 0,
-        };
-        let parsed =
-            if name == "cpu" { quantity::milli_value(&text) } else { quantity::value(&text) };
-        parsed.unwrap_or(0).max(0)
-    };
     let (mut requests, mut limits) = ([0i64; 2], [0i64; 2]);
     let mut guaranteed = true;
     for list in ["containers", "initContainers"] {
@@ -50,6 +40,18 @@ pub fn qos_class(spec: &Value) -> &'static str {
     }
 }
 
+/// The amount of `name` in a list of requests or limits (millicores for `cpu`, else units);
+/// 0 when not set, not positive or not a quantity.
+fn amount(list: Option<&Value>, name: &str) -> i64 {
+    let text: std::borrow::Cow<'_, str> = match list.and_then(|l| l.get(name)) {
+        Some(Value::String(text)) => text.into(),
+        Some(number @ Value::Number(_)) => number.to_string().into(),
+        _ => return 0,
+    };
+    let parsed = if name == "cpu" { quantity::milli_value(&text) } else { quantity::value(&text) };
+    parsed.unwrap_or(0).max(0)
+}
+
 /// The OOM score adjustment of a Guaranteed pod's containers (and a node-critical pod's).
 const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 /// That of a BestEffort pod's containers: killed first when the node runs out of memory.
@@ -71,15 +73,7 @@ pub fn oom_score_adj(spec: &Value, container: &Value, memory_capacity: u64) -> i
         _ => {}
     }
     let capacity = i64::try_from(memory_capacity).unwrap_or(i64::MAX).max(1);
-    let request = |c: &Value| {
-        let text = c.pointer("/resources/requests/memory");
-        let text: Option<std::borrow::Cow<'_, str>> = match text {
-            Some(Value::String(text)) => Some(text.into()),
-            Some(number @ Value::Number(_)) => Some(number.to_string().into()),
-            _ => None,
-        };
-        text.and_then(|t| quantity::value(&t).ok()).unwrap_or(0).max(0)
-    };
+    let request = |c: &Value| amount(c.pointer("/resources/requests"), "memory");
     let score =
         |request: i64| 1000 - (1000i128 * i128::from(request) / i128::from(capacity)) as i64;
     let mut adjust = score(request(container));
