@@ -60,10 +60,14 @@ pub fn answer(
             if asked.is_none_or(str::is_empty) {
                 return Err(HttpError::BadRequest("no namespace on request".into()));
             }
+            let asked = asked.unwrap_or("").to_string();
+            // A new object holding the answer alone, as Kubernetes answers it.
+            object.insert("metadata".into(), json!({}));
+            object.insert("spec".into(), json!({}));
             match authorizer {
                 Some(authorizer) => {
                     let ((resource_rules, non_resource_rules), errors) =
-                        authorizer.rules_for(&subject(&user), asked.unwrap_or(""));
+                        authorizer.rules_for(&subject(&user), &asked);
                     let mut status = json!({"resourceRules": resource_rules,
                         "nonResourceRules": non_resource_rules, "incomplete": false});
                     // The bindings whose roles are missing, as Kubernetes aggregates errors.

@@ -43,12 +43,13 @@ impl Attributes {
         attributes.api_version = version.to_string();
         // As the handlers read the flag (a malformed one is their 400).
         let query = crate::api::Query::of(query).ok();
-        let mut watch = query.as_ref().is_some_and(|q| q.flag("watch"));
+        let watch_flag = query.as_ref().is_some_and(|q| q.flag("watch"));
+        let mut legacy_watch = false;
         let mut served = None;
         // Read by the handlers' own parser, so that what is judged is what they serve.
         match crate::api::parse_resource_path(group, version, &rest.join("/")) {
             Ok(target) => {
-                watch |= target.legacy_watch;
+                legacy_watch = target.legacy_watch;
                 served = Some(target.resource);
                 attributes.resource = target.resource.plural.to_string();
                 attributes.name = target.name.unwrap_or_default();
@@ -67,6 +68,9 @@ impl Attributes {
             Err(_) => attributes.resource = rest[0].to_string(),
         }
         let named = !attributes.name.is_empty();
+        // `?watch=true` on one object's own path reads it (the handler serves a get), and is
+        // judged as one; the old `/watch/` paths watch whatever they name.
+        let watch = legacy_watch || (watch_flag && !named);
         attributes.verb = match *method {
             Method::GET | Method::HEAD if watch => "watch",
             Method::GET | Method::HEAD if named => "get",
@@ -130,6 +134,10 @@ mod tests {
         let watch = of(Method::GET, "/api/v1/watch/namespaces/a/configmaps", "");
         assert_eq!((watch.verb.as_str(), watch.namespace.as_str()), ("watch", "a"));
         assert_eq!(of(Method::GET, "/api/v1/pods", "watch=true").verb, "watch");
+        let one = of(Method::GET, "/api/v1/namespaces/a/configmaps/c", "watch=true");
+        assert_eq!((one.verb.as_str(), one.name.as_str()), ("get", "c"));
+        let legacy = of(Method::GET, "/api/v1/watch/namespaces/a/configmaps/c", "");
+        assert_eq!((legacy.verb.as_str(), legacy.name.as_str()), ("watch", "c"));
         // One object by its name's field: judged as that object.
         let one = of(
             Method::GET,

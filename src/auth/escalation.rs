@@ -27,8 +27,14 @@ fn each_permission(rule: &Value, namespace: &str, mut visit: impl FnMut(Attribut
     let names = if names.is_empty() { vec![String::new()] } else { names };
     for verb in &verbs {
         for path in &urls {
-            let asked =
-                Attributes { verb: verb.clone(), path: path.clone(), ..Attributes::default() };
+            // In the namespace all the same: a URL rule of a ClusterRole bound there is held
+            // to grant there (Kubernetes compares with the rules the user has in it).
+            let asked = Attributes {
+                verb: verb.clone(),
+                path: path.clone(),
+                namespace: namespace.to_string(),
+                ..Attributes::default()
+            };
             if !visit(asked) {
                 return;
             }
@@ -218,13 +224,26 @@ impl Escalation<'_> {
         listed
     }
 
-    fn refusal(&self, resource: &str, name: &str, missing: &[String]) -> HttpError {
-        let message = format!(
+    /// The refusal of a write granting `missing` in `namespace`; the bindings of the user's
+    /// whose roles could not be found are named after them, as Kubernetes names them.
+    fn refusal(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        missing: &[String],
+    ) -> HttpError {
+        let mut message = format!(
             "{resource}.rbac.authorization.k8s.io {name:?} is forbidden: user {:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
             self.user.name,
             MissingRule::quoted(&self.user.groups),
             missing.join("\n")
         );
+        let unresolved = self.authorizer.rbac().map(|rbac| rbac.rules_for(&self.user, namespace).1);
+        if let Some(errors) = unresolved.filter(|errors| !errors.is_empty()) {
+            message
+                .push_str(&format!("; resolution errors: [{}]", super::rbac::aggregate(&errors)));
+        }
         HttpError::Forbidden {
             message,
             kind: resource.into(),
@@ -253,7 +272,7 @@ impl Escalation<'_> {
         let rules = object.get("rules").and_then(Value::as_array).cloned().unwrap_or_default();
         let missing = self.not_held(&rules, namespace);
         if !missing.is_empty() {
-            return Err(self.refusal(plural, name, &missing));
+            return Err(self.refusal(plural, namespace, name, &missing));
         }
         let aggregating = aggregates(object) || stored.is_some_and(aggregates);
         if aggregating && !self.not_held(&full_authority(), "").is_empty() {
@@ -300,7 +319,7 @@ impl Escalation<'_> {
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(self.refusal(plural, name, &missing))
+            Err(self.refusal(plural, namespace, name, &missing))
         }
     }
 }

@@ -91,10 +91,14 @@ impl Source<'_> {
     }
 }
 
-/// Errors as Kubernetes aggregates them: one alone, several in brackets.
+/// Errors as Kubernetes aggregates them: each message once (in the order first met), one
+/// alone, several in brackets.
 pub(crate) fn aggregate(errors: &[String]) -> String {
-    match errors {
-        [one] => one.clone(),
+    let mut seen = std::collections::HashSet::new();
+    let distinct: Vec<&str> =
+        errors.iter().map(String::as_str).filter(|e| seen.insert(*e)).collect();
+    match distinct.as_slice() {
+        [one] => one.to_string(),
         many => format!("[{}]", many.join(", ")),
     }
 }

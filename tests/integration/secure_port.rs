@@ -779,6 +779,25 @@ fn rbac_writers_cannot_grant_more_than_they_hold() {
     // A binding to a role that does not exist: the role is not found (404), as in Kubernetes.
     let ghost = bob.refused(&["create", "rolebinding", "ghost", "--role=nosuch", "--user=carol"]);
     assert!(ghost.contains(r#"roles.rbac.authorization.k8s.io "nosuch" not found"#), "{ghost}");
+    // A URL rule of a ClusterRole bound in the namespace is held to grant there.
+    for role in ["foo-reader", "foo-reader-too"] {
+        root.ok(&["create", "clusterrole", role, "--verb=get", "--non-resource-url=/foo"]);
+    }
+    root.ok(&["create", "rolebinding", "bob-foo", "--clusterrole=foo-reader", "--user=bob"]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "bob holds /foo here", || {
+        bob.run(&["create", "rolebinding", "dan-foo", "--clusterrole=foo-reader-too", "--user=dan"])
+            .0
+    });
+    // The refusal names the writer's bindings whose roles are missing, each once.
+    for name in ["bob-nope", "bob-nope-again"] {
+        root.ok(&["create", "rolebinding", name, "--clusterrole=nope", "--user=bob"]);
+    }
+    let suffix = r#"; resolution errors: [clusterrole.rbac.authorization.k8s.io "nope" not found]"#;
+    crate::util::wait_until(std::time::Duration::from_secs(30), "the missing role named", || {
+        bob.refused(&["create", "role", "node-lister", "--verb=list", "--resource=nodes"])
+            .trim_end()
+            .ends_with(suffix)
+    });
     // The cluster's admins may grant anything.
     root.ok(&["create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob"]);
 }

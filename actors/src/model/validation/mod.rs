@@ -490,24 +490,32 @@ fn validate_role(role: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {
     for (i, rule) in rules.enumerate() {
         let field = |name: &str| format!("rules[{i}].{name}");
         if string_list_len(rule, "verbs") == 0 {
-            errors.push(FieldError::required(field("verbs")));
+            let why = "verbs must contain at least one value";
+            errors.push(FieldError::required_because(field("verbs"), why));
         }
         if string_list_len(rule, "nonResourceURLs") > 0 {
+            let urls = go_strings(&json::strings(rule, "nonResourceURLs"));
+            let mut invalid = |detail: &str| {
+                errors.push(FieldError::invalid_printed(field("nonResourceURLs"), &urls, detail))
+            };
             if namespaced {
-                let detail = "namespaced rules cannot apply to non-resource URLs";
-                errors.push(FieldError::invalid(field("nonResourceURLs"), "", detail));
+                invalid("namespaced rules cannot apply to non-resource URLs");
             }
-            if string_list_len(rule, "apiGroups") > 0 || string_list_len(rule, "resources") > 0 {
-                let detail = "rules cannot apply to both regular resources and non-resource URLs";
-                errors.push(FieldError::invalid(field("nonResourceURLs"), "", detail));
+            if ["apiGroups", "resources", "resourceNames"]
+                .iter()
+                .any(|k| string_list_len(rule, k) > 0)
+            {
+                invalid("rules cannot apply to both regular resources and non-resource URLs");
             }
             continue;
         }
         if string_list_len(rule, "apiGroups") == 0 {
-            errors.push(FieldError::required(field("apiGroups")));
+            let why = "resource rules must supply at least one api group";
+            errors.push(FieldError::required_because(field("apiGroups"), why));
         }
         if string_list_len(rule, "resources") == 0 {
-            errors.push(FieldError::required(field("resources")));
+            let why = "resource rules must supply at least one resource";
+            errors.push(FieldError::required_because(field("resources"), why));
         }
     }
     if let Some(rule) = role.get("aggregationRule").filter(|r| !r.is_null()) {
@@ -519,7 +527,14 @@ fn validate_role(role: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::required_because(path, why));
         }
         for (i, selector) in selectors.iter().enumerate() {
-            validate_label_selector(selector, &format!("{path}[{i}]"), errors);
+            let at = format!("{path}[{i}]");
+            let before = errors.len();
+            validate_label_selector(selector, &at, errors);
+            // A selector that does not parse is also refused whole (its value printed as the
+            // nil selector Kubernetes failed to build).
+            if errors.len() > before {
+                errors.push(FieldError::invalid(at, "null", "invalid label selector."));
+            }
         }
     }
 }
@@ -556,7 +571,11 @@ fn validate_role_binding(binding: &Value, namespaced: bool, errors: &mut Vec<Fie
         }
         let group = text(subject, "apiGroup");
         match text(subject, "kind").as_str() {
-            "User" | "Group" => {
+            kind @ ("User" | "Group") => {
+                if text(subject, "name").is_empty() {
+                    let why = format!("{} name cannot be empty", kind.to_ascii_lowercase());
+                    errors.push(FieldError::invalid(field("name"), "", why));
+                }
                 if group != crate::model::resources::RBAC_GROUP {
                     let supported = [crate::model::resources::RBAC_GROUP];
                     errors.push(FieldError::not_supported(field("apiGroup"), &group, &supported));
@@ -4242,7 +4261,34 @@ mod kind_tests {
             "clusterRoleSelectors": [{"matchLabels": {"a b": "c"}}]}});
         assert_eq!(
             fields("clusterroles", rbac, aggregated),
-            ["aggregationRule.clusterRoleSelectors[0].matchLabels"]
+            [
+                "aggregationRule.clusterRoleSelectors[0].matchLabels",
+                "aggregationRule.clusterRoleSelectors[0]"
+            ]
+        );
+        let clusterroles = find(rbac, "v1", "clusterroles").unwrap();
+        let rules = json!({"metadata": {"name": "r"}, "rules": [
+            {"verbs": []},
+            {"verbs": ["get"], "nonResourceURLs": ["/x"], "resourceNames": ["a"]}]});
+        assert_eq!(
+            messages(&validate_object(clusterroles, &rules)),
+            [
+                "rules[0].verbs: Required value: verbs must contain at least one value",
+                "rules[0].apiGroups: Required value: resource rules must supply at least one api group",
+                "rules[0].resources: Required value: resource rules must supply at least one resource",
+                "rules[1].nonResourceURLs: Invalid value: []string{\"/x\"}: rules cannot apply to both regular resources and non-resource URLs",
+            ]
+        );
+        let bindings = find(rbac, "v1", "clusterrolebindings").unwrap();
+        let nameless = json!({"metadata": {"name": "b"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "r"},
+            "subjects": [{"kind": "Group", "apiGroup": rbac, "name": ""}]});
+        assert_eq!(
+            messages(&validate_object(bindings, &nameless)),
+            [
+                "subjects[0].name: Required value",
+                "subjects[0].name: Invalid value: \"\": group name cannot be empty",
+            ]
         );
         let claim = json!({"metadata": {"name": "c"}, "spec": {"storageClassName": "Bad_SC",
             "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});

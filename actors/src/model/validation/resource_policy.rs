@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::{label_key_errors, FieldError};
+use super::{go_strings, label_key_errors, FieldError};
 use crate::model::quantity;
 use crate::model::quota::SCOPES as QUOTA_SCOPES;
 
@@ -229,10 +229,6 @@ fn validate_scope_selector(quota: &Value, errors: &mut Vec<FieldError>) {
     let values = |e: &Value| -> Vec<String> {
         let values = e.get("values").and_then(Value::as_array).into_iter().flatten();
         values.map(|v| text(v).into_owned()).collect()
-    };
-    let go_strings = |values: &[String]| {
-        let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
-        format!("[]string{{{}}}", quoted.join(", "))
     };
     let selector = {
         let requirements: Vec<String> = (expressions.iter())
