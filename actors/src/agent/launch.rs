@@ -110,22 +110,31 @@ pub fn join_hostname(config: &AgentConfig, pod: &Pod, pid: u32) -> Vec<String> {
     }
 }
 
-/// `HOME`, when the environment lacks it, as runc sets it: the home directory of the user the
+/// What the runtime adds to a container's environment when it lacks them, after the kubelet's
+/// variables are expanded (so `$(HOSTNAME)` and `$(HOME)` stay as they are written): `HOSTNAME`,
+/// the pod's host name, and `HOME`, as runc sets it, the home directory of the user the
 /// container runs as (`identity`'s, else the agent's), or `/` for a user the machine does not
 /// know.
-pub fn add_home(env: &mut Vec<(String, String)>, identity: Option<&Identity>) {
-    if env.iter().any(|(name, _)| name == "HOME") {
-        return;
+pub fn add_runtime_variables(
+    env: &mut Vec<(String, String)>,
+    pod: &Pod,
+    identity: Option<&Identity>,
+) {
+    let lacks = |env: &[(String, String)], name: &str| !env.iter().any(|(n, _)| n == name);
+    if lacks(env, "HOSTNAME") {
+        env.push(("HOSTNAME".into(), pod_hostname(pod)));
     }
-    let uid = identity.and_then(|i| i.uid).unwrap_or_else(|| nix::unistd::geteuid().as_raw());
-    let user = nix::unistd::User::from_uid(uid.into()).ok().flatten();
-    let home = user.map_or_else(|| "/".to_string(), |u| u.dir.to_string_lossy().into_owned());
-    env.push(("HOME".into(), home));
+    if lacks(env, "HOME") {
+        let uid = identity.and_then(|i| i.uid).unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        let user = nix::unistd::User::from_uid(uid.into()).ok().flatten();
+        let home = user.map_or_else(|| "/".to_string(), |u| u.dir.to_string_lossy().into_owned());
+        env.push(("HOME".into(), home));
+    }
 }
 
 /// The environment of `container`: service variables (those of the pod's namespace, unless
 /// `enableServiceLinks` is false, and the `kubernetes` Service's), the pod's own (POD_IP, POD_NAME,
-/// POD_NAMESPACE, NODE_NAME, HOSTNAME), then every key of the ConfigMaps and Secrets its
+/// POD_NAMESPACE, NODE_NAME), then every key of the ConfigMaps and Secrets its
 /// `envFrom` names (with their prefix), then the container's `env` in order, later ones able
 /// to refer to earlier ones as `$(NAME)`.
 pub async fn environment(
@@ -143,8 +152,12 @@ pub async fn environment(
         if let Ok(list) = client.list(services, Some(namespace), &Default::default()).await {
             for item in list.items {
                 if let Ok(service) = serde_json::from_value::<Service>(item) {
-                    own_kubernetes |= service.metadata.name.as_deref() == Some("kubernetes");
-                    env.extend(service_variables(&service));
+                    // Only a service with a cluster IP has variables, and only such a one
+                    // stands for `kubernetes`.
+                    let variables = service_variables(&service);
+                    own_kubernetes |= service.metadata.name.as_deref() == Some("kubernetes")
+                        && !variables.is_empty();
+                    env.extend(variables);
                 }
             }
         }
@@ -159,9 +172,7 @@ pub async fn environment(
             }
         }
     }
-    let hostname = pod_hostname(ctx.pod);
     for (k, v) in [
-        ("HOSTNAME", hostname.as_str()),
         ("POD_NAME", name),
         ("POD_NAMESPACE", namespace),
         ("POD_IP", ctx.pod_ip),
@@ -278,7 +289,8 @@ pub(super) async fn resource_value(
         }
     };
     let (amounts, resource) = field.resource.split_once('.').ok_or_else(unsupported)?;
-    if !matches!(resource, "cpu" | "memory" | "ephemeral-storage") {
+    let huge_pages = resource.starts_with("hugepages-");
+    if !matches!(resource, "cpu" | "memory" | "ephemeral-storage") && !huge_pages {
         return Err(unsupported());
     }
     let resources = target.resources.as_ref();
@@ -380,7 +392,7 @@ async fn value_from(
         return Err(LaunchError::Config(format!("env {}: no value source", var.name)));
     };
     let (object_name, key, optional) = selector;
-    let kind = if plural == "secrets" { "secret" } else { "configmap" };
+    let kind = if plural == "secrets" { "Secret" } else { "ConfigMap" };
     let Some(object) = source_object(client, plural, namespace, object_name, optional).await?
     else {
         return Ok(None);
@@ -445,6 +457,32 @@ pub fn service_variables(service: &Service) -> Vec<(String, String)> {
 /// `$(NAME)`, and unknown references stay as written (as Kubernetes does).
 pub fn expand(input: &str, env: &[(String, String)]) -> String {
     let lookup: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    expand_with(input, |name| lookup.get(name).copied())
+}
+
+/// Expands a volume mount's `subPathExpr` as the kubelet does: every reference must be to a
+/// variable with a value (`missing value for A, B` names those without, sorted).
+pub fn expand_sub_path(input: &str, env: &[(String, String)]) -> Result<String, LaunchError> {
+    let lookup: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut missing = std::collections::BTreeSet::new();
+    let expanded = expand_with(input, |name| match lookup.get(name) {
+        Some(value) if !value.is_empty() => Some(*value),
+        _ => {
+            missing.insert(name.to_string());
+            Some("")
+        }
+    });
+    if missing.is_empty() {
+        Ok(expanded)
+    } else {
+        let names: Vec<String> = missing.into_iter().collect();
+        Err(LaunchError::Config(format!("missing value for {}", names.join(", "))))
+    }
+}
+
+/// Expands `$(NAME)` references by `lookup` (`None`: the reference stays as written); `$$`
+/// is `$`.
+fn expand_with<'a>(input: &str, mut lookup: impl FnMut(&str) -> Option<&'a str>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(i) = rest.find('$') {
@@ -457,7 +495,7 @@ pub fn expand(input: &str, env: &[(String, String)]) -> String {
             match inner.find(')') {
                 Some(end) => {
                     let name = &inner[..end];
-                    match lookup.get(name) {
+                    match lookup(name) {
                         Some(value) => out.push_str(value),
                         None => {
                             out.push_str("$(");
@@ -749,17 +787,19 @@ mod tests {
         let host = json!({"containers": containers, "hostNetwork": true, "hostname": "ignored"});
         assert_eq!(pod_hostname(&pod(host, "web")), crate::machine::host_name());
 
-        let mut env = vec![("HOME".to_string(), "/mine".to_string())];
-        add_home(&mut env, None);
-        assert_eq!(env, [("HOME".to_string(), "/mine".to_string())], "one set is kept");
+        let web = pod(json!({"containers": containers}), "web");
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let mut env = vec![pair("HOME", "/mine"), pair("HOSTNAME", "set")];
+        add_runtime_variables(&mut env, &web, None);
+        assert_eq!(env, [pair("HOME", "/mine"), pair("HOSTNAME", "set")], "those set are kept");
         let root = Identity { uid: Some(0), gid: None, groups: Vec::new() };
         let mut env = Vec::new();
-        add_home(&mut env, Some(&root));
-        assert_eq!(env, [("HOME".to_string(), "/root".to_string())]);
+        add_runtime_variables(&mut env, &web, Some(&root));
+        assert_eq!(env, [pair("HOSTNAME", "web"), pair("HOME", "/root")]);
         let nobody_known = Identity { uid: Some(4_000_000_000), gid: None, groups: Vec::new() };
         let mut env = Vec::new();
-        add_home(&mut env, Some(&nobody_known));
-        assert_eq!(env, [("HOME".to_string(), "/".to_string())]);
+        add_runtime_variables(&mut env, &web, Some(&nobody_known));
+        assert_eq!(env, [pair("HOSTNAME", "web"), pair("HOME", "/")]);
     }
     use serde_json::json;
 
@@ -931,11 +971,15 @@ mod tests {
         .unwrap();
         let container: Container = serde_json::from_value(json!({
             "name": "app", "image": "x",
-            "resources": {"limits": {"cpu": "250m"}, "requests": {"memory": "100Mi"}},
+            "resources": {"limits": {"cpu": "250m"},
+                "requests": {"memory": "100Mi", "hugepages-2Mi": "4Mi"}},
             "envFrom": [{"configMapRef": {"name": "settings"}},
                 {"prefix": "P_", "secretRef": {"name": "creds"}},
                 {"configMapRef": {"name": "absent", "optional": true}}],
             "env": [{"name": "FOO_B", "value": "mine $(FOO_A)"},
+                {"name": "NOT_YET", "value": "$(HOSTNAME) $(HOME)"},
+                {"name": "HUGE", "valueFrom": {"resourceFieldRef":
+                    {"resource": "requests.hugepages-2Mi", "divisor": "1Mi"}}},
                 {"name": "CORES", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
                 {"name": "CORES_0", "valueFrom": {"resourceFieldRef":
                     {"resource": "limits.cpu", "divisor": "0"}}},
@@ -958,6 +1002,9 @@ mod tests {
         assert_eq!(get("dotted.key"), Some("x"));
         // `env` overrides `envFrom`, and may refer to it.
         assert_eq!(get("FOO_B"), Some("mine a"));
+        // What the runtime sets comes after: not there to expand, as in Kubernetes.
+        assert_eq!((get("NOT_YET"), get("HOSTNAME")), (Some("$(HOSTNAME) $(HOME)"), None));
+        assert_eq!(get("HUGE"), Some("4"));
         // A zero divisor is 1, as the server writes one left out.
         assert_eq!(get("CORES_0"), get("CORES"));
         // 250m rounds up to a core; a limit not set is the node's allocatable.
@@ -974,6 +1021,13 @@ mod tests {
         .unwrap();
         let error = environment(&core, &ctx, &missing).await.unwrap_err();
         assert_eq!(error, LaunchError::Config("secret \"nope\" not found".into()));
+        let keyless: Container = serde_json::from_value(json!({"name": "app", "image": "x",
+            "env": [{"name": "K", "valueFrom":
+                {"configMapKeyRef": {"name": "settings", "key": "nokey"}}}]}))
+        .unwrap();
+        let error = environment(&core, &ctx, &keyless).await.unwrap_err();
+        let message = "couldn't find key nokey in ConfigMap default/settings";
+        assert_eq!(error, LaunchError::Config(message.into()));
     }
 
     #[test]

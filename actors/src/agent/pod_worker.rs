@@ -1861,7 +1861,6 @@ impl PodState {
         let prepared = match environment {
             Ok(env) if !ctx.runtime.runs_processes() => Ok((launch::CommandLine::default(), env)),
             Ok(mut env) => Identity::of(&self.pod, &spec).and_then(|identity| {
-                launch::add_home(&mut env, identity.as_ref());
                 let hostname = launch::own_hostname(&self.pod);
                 let mut mounts = match &self.volumes {
                     Some(set_up) => volumes::mounts(&spec, set_up, &env)?,
@@ -1879,6 +1878,7 @@ impl PodState {
                     &mounts,
                 )
                 .map(|mut line| {
+                    launch::add_runtime_variables(&mut env, &self.pod, identity.as_ref());
                     line.argv = launch::with_oom_score(
                         &ctx.config,
                         &self.raw,

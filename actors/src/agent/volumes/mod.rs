@@ -78,12 +78,20 @@ pub async fn set_up(
 ) -> Result<Volumes, VolumeError> {
     let mut volumes = Volumes::default();
     let spec = ctx.pod.spec.as_ref();
+    let fs_group = spec
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|c| c.fs_group)
+        .and_then(|g| u32::try_from(g).ok());
     for volume in spec.and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
         let failed = |reason: String| VolumeError { volume: volume.name.clone(), reason };
         let own = own_dir(pod_dir, &volume.name);
         let host = match kind(volume) {
             Kind::EmptyDir => {
+                let made = !own.exists();
                 make_shared_dir(&own).map_err(|e| failed(e.to_string()))?;
+                if let Some(group) = fs_group.filter(|_| made) {
+                    give_to_group(&own, group, false).map_err(|e| failed(e.to_string()))?;
+                }
                 HostVolume { path: own, read_only: false }
             }
             Kind::Files => {
@@ -97,8 +105,16 @@ pub async fn set_up(
                         volumes.unsupported.push((volume.name.clone(), kind.to_string()));
                     }
                 }
-                let payload = payload(client, ctx, volume).await.map_err(failed)?;
-                atomic_writer::write(&own, &payload).map_err(|e| failed(e.to_string()))?;
+                let mut payload = payload(client, ctx, volume).await.map_err(failed)?;
+                if fs_group.is_some() {
+                    // Readable by the group, as its ownership below leaves them.
+                    payload.values_mut().for_each(|file| file.mode |= 0o440);
+                }
+                let written =
+                    atomic_writer::write(&own, &payload).map_err(|e| failed(e.to_string()))?;
+                if let Some(group) = fs_group.filter(|_| written) {
+                    give_to_group(&own, group, true).map_err(|e| failed(e.to_string()))?;
+                }
                 HostVolume { path: own, read_only: true }
             }
             Kind::HostPath => {
@@ -160,6 +176,28 @@ fn make_shared_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+}
+
+/// Gives what is under `dir` (itself too) to the pod's `fsGroup`, as the kubelet's
+/// `SetVolumeOwnership` does: each entry becomes the group's (a link itself, not what it points
+/// at), each file readable by the group (and writable unless `read_only`), each directory also
+/// searchable and set-group-ID, so that what is made in it is the group's as well.
+fn give_to_group(dir: &Path, group: u32, read_only: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    std::os::unix::fs::lchown(dir, None, Some(group))?;
+    if meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    let mut mask = if read_only { 0o440 } else { 0o660 };
+    if meta.is_dir() {
+        mask |= 0o2110;
+        for entry in std::fs::read_dir(dir)? {
+            give_to_group(&entry?.path(), group, read_only)?;
+        }
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | mask))
 }
 
 /// The files of a ConfigMap, Secret, downward API or projected volume.
@@ -225,9 +263,13 @@ impl Object<'_> {
         mode: u32,
         payload: &mut Payload,
     ) -> Result<(), String> {
-        let (plural, kind, name, optional) = match *self {
-            Object::ConfigMap(name, optional) => ("configmaps", "configmap", name, optional),
-            Object::Secret(name, optional) => ("secrets", "secret", name, optional),
+        let (plural, name, optional, missing_key) = match *self {
+            Object::ConfigMap(name, optional) => {
+                ("configmaps", name, optional, "configmap references non-existent config key")
+            }
+            Object::Secret(name, optional) => {
+                ("secrets", name, optional, "references non-existent secret key")
+            }
         };
         let found = launch::source_object(client, plural, namespace, name, optional).await;
         let Some(object) = found.map_err(LaunchError::message)? else { return Ok(()) };
@@ -245,10 +287,7 @@ impl Object<'_> {
                             continue;
                         }
                         // The kubelet's words.
-                        return Err(format!(
-                            "{kind} references non-existent config key: {}",
-                            item.key
-                        ));
+                        return Err(format!("{missing_key}: {}", item.key));
                     };
                     let file = File { bytes: bytes.clone(), mode: mode_or(item.mode, mode) };
                     payload.insert(item.path.clone(), file);
@@ -393,21 +432,22 @@ pub fn mounts(
         let Some(volume) = volumes.set_up.get(&mount.name) else { continue };
         let sub_path = match (&mount.sub_path, &mount.sub_path_expr) {
             (Some(path), _) if !path.is_empty() => Some(path.clone()),
-            (_, Some(expr)) if !expr.is_empty() => Some(launch::expand(expr, env)),
+            (_, Some(expr)) if !expr.is_empty() => Some(launch::expand_sub_path(expr, env)?),
             _ => None,
         };
         let source = match sub_path {
             Some(path) => {
                 let source = volume.path.join(&path);
-                // Only within the volume (validation refuses `..`; an expansion may not).
-                if Path::new(&path)
-                    .components()
-                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
-                {
-                    return Err(LaunchError::Config(format!(
-                        "failed to prepare subPath for volumeMount {:?} of container {:?}",
-                        mount.name, container.name
-                    )));
+                // Only within the volume (validation refuses these; an expansion may not), in
+                // the kubelet's words.
+                if Path::new(&path).is_absolute() {
+                    let message = format!("error SubPath `{path}` must not be an absolute path");
+                    return Err(LaunchError::Config(message));
+                }
+                if Path::new(&path).components().any(|c| c == std::path::Component::ParentDir) {
+                    let message =
+                        format!("unable to provision SubPath `{path}`: must not contain '..'");
+                    return Err(LaunchError::Config(message));
                 }
                 if std::fs::symlink_metadata(&source).is_err() {
                     std::fs::create_dir_all(&source).map_err(|e| {

@@ -102,6 +102,40 @@ async fn config_maps_secrets_and_the_downward_api_become_files() {
     assert_eq!(read(&path("some").join("dir/bee")), "two");
 }
 
+/// With an `fsGroup`, the files are the group's and readable by it, and what is made in an
+/// `emptyDir` is the group's, as the kubelet's volume ownership leaves them.
+#[actix::test]
+async fn volumes_belong_to_the_pod_s_fs_group() {
+    use std::os::unix::fs::MetadataExt;
+    let core = crate::testing::core().await;
+    let secret = json!({"metadata": {"name": "creds"}, "data": {"token": "czNjcjN0"}});
+    create(&core, "secrets", "default", secret).await;
+    let pod = pod(json!({
+        "securityContext": {"runAsUser": 1000, "fsGroup": 2345},
+        "containers": [{"name": "c", "image": "x"}],
+        "volumes": [
+            {"name": "secret", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+            {"name": "scratch", "emptyDir": {}}
+        ]
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
+    let volumes = set_up(&core, &ctx, dir.path()).await.unwrap();
+    let path = |name: &str| volumes.set_up[name].path.clone();
+    let token = path("secret").join("token");
+    assert_eq!((mode(&token), std::fs::metadata(&token).unwrap().gid()), (0o440, 2345));
+    let data = std::fs::canonicalize(path("secret").join("..data")).unwrap();
+    assert_eq!((mode(&data) & 0o2550, std::fs::metadata(&data).unwrap().gid()), (0o2550, 2345));
+    let scratch = path("scratch");
+    assert_eq!((mode(&scratch), std::fs::metadata(&scratch).unwrap().gid()), (0o2777, 2345));
+    std::fs::write(scratch.join("made"), "x").unwrap();
+    assert_eq!(std::fs::metadata(scratch.join("made")).unwrap().gid(), 2345);
+    // Set up again, nothing is rewritten: the modes are the ones the files were given.
+    let before = std::fs::read_link(path("secret").join("..data")).unwrap();
+    set_up(&core, &ctx, dir.path()).await.unwrap();
+    assert_eq!(std::fs::read_link(path("secret").join("..data")).unwrap(), before);
+}
+
 #[actix::test]
 async fn a_missing_source_or_key_is_an_error_in_the_kubelet_s_words() {
     let core = crate::testing::core().await;
@@ -136,6 +170,13 @@ async fn a_missing_source_or_key_is_an_error_in_the_kubelet_s_words() {
         .await,
         "MountVolume.SetUp failed for volume \"cfg\" : configmap references non-existent \
          config key: b"
+    );
+    create(&core, "secrets", "default", json!({"metadata": {"name": "creds"}, "data": {}})).await;
+    assert_eq!(
+        error(json!({"name": "s", "secret": {"secretName": "creds",
+            "items": [{"key": "b", "path": "b"}]}}))
+        .await,
+        "MountVolume.SetUp failed for volume \"s\" : references non-existent secret key: b"
     );
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").unwrap();
@@ -227,9 +268,25 @@ fn mounts_bind_volumes_and_sub_paths_outer_first() {
         ]
     );
     assert!(dir.path().join("data/p").is_dir(), "a missing sub path is made");
-    let escaping: Container = serde_json::from_value(json!({"name": "c", "volumeMounts": [
-        {"name": "data", "mountPath": "/x", "subPathExpr": "$(UP)"}]}))
-    .unwrap();
-    let env = [("UP".to_string(), "../..".to_string())];
-    assert!(super::mounts(&escaping, &volumes, &env).is_err());
+    let refused = |expr: &str, env: &[(&str, &str)]| {
+        let escaping: Container = serde_json::from_value(json!({"name": "c", "volumeMounts": [
+            {"name": "data", "mountPath": "/x", "subPathExpr": expr}]}))
+        .unwrap();
+        let env: Vec<(String, String)> =
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        match super::mounts(&escaping, &volumes, &env) {
+            Err(LaunchError::Config(message)) => message,
+            other => panic!("{expr}: {other:?}"),
+        }
+    };
+    // In the kubelet's words: a variable without a value, a path out of the volume.
+    assert_eq!(
+        refused("$(UP)", &[("UP", "../..")]),
+        "unable to provision SubPath `../..`: must not contain '..'"
+    );
+    assert_eq!(
+        refused("$(AT)", &[("AT", "/tmp")]),
+        "error SubPath `/tmp` must not be an absolute path"
+    );
+    assert_eq!(refused("$(NOPE)/$(EMPTY)/x", &[("EMPTY", "")]), "missing value for EMPTY, NOPE");
 }
