@@ -7,7 +7,8 @@
 //! port-forward kubectl's `SPDY/3.1+portforward.k8s.io` or the Python client's
 //! `v4.channel.k8s.io`) and its answer goes back as it is. Only WebSocket upgrades are served:
 //! a request without one is 400 ("Upgrade request required"), and so is SPDY, which kubectl
-//! falls back to only when a WebSocket upgrade is refused. An exec or attach whose agent
+//! falls back to only when a WebSocket upgrade is refused (with why it was refused, for a
+//! port-forward asking the agent again). An exec or attach whose agent
 //! cannot be reached or refuses it (a container not running) is answered as kube-apiserver's
 //! stream translator answers a `v5.channel.k8s.io` client: the upgrade is accepted and the
 //! error is the final status on the error channel; older clients get the HTTP error.
@@ -76,7 +77,29 @@ pub async fn serve(
             let not_found = kplane_actors::agent::container_not_found(&container);
             return Err(HttpError::BadRequest(not_found));
         }
-        let detail = if req.headers().contains_key(header::UPGRADE) {
+        let spdy = req.headers().contains_key(header::UPGRADE);
+        if spdy && subresource == "portforward" {
+            // The agent's refusal of the WebSocket kubectl tried first, if it refused it (its
+            // status alone cannot tell): asked again, as kube-apiserver dials the kubelet for
+            // the retry too.
+            url.set_path(&agent_path);
+            let probe = state.http.get(url).header("connection", "Upgrade");
+            let probe = probe
+                .header("upgrade", "websocket")
+                .header("sec-websocket-key", "a3BsYW5lLXByb2JlLWtleQ==")
+                .header("sec-websocket-version", "13")
+                .header("sec-websocket-protocol", "SPDY/3.1+portforward.k8s.io");
+            match tokio::time::timeout(AGENT_TIMEOUT, probe.send()).await {
+                Ok(Ok(answered)) if answered.status().as_u16() == 101 => {}
+                Ok(Ok(answered)) => {
+                    let (status, text) = refusal_text(answered).await;
+                    return Err(refusal(status, text, node));
+                }
+                Ok(Err(e)) => return Err(unreachable(node, e.to_string())),
+                Err(_) => return Err(unreachable(node, "no answer to the upgrade".into())),
+            }
+        }
+        let detail = if spdy {
             "only WebSocket upgrades are served (not SPDY)"
         } else {
             "Upgrade request required"
@@ -93,9 +116,7 @@ pub async fn serve(
             upgrade = upgrade.header(*name, value.as_bytes());
         }
     }
-    let unreachable = |e: String| {
-        super::proxy::unavailable(format!("error dialing the agent of node {node}: {e}"))
-    };
+    let unreachable = |e: String| unreachable(node, e);
     let translated =
         container.is_some() && crate::agent::debugging::offers(req, STREAM_CLOSE_PROTOCOL);
     let answered = match tokio::time::timeout(AGENT_TIMEOUT, upgrade.send()).await {
@@ -124,6 +145,11 @@ pub async fn serve(
         }
     }
     join(answer, answered, payload).await.map_err(|e| unreachable(e.to_string()))
+}
+
+/// The answer when the agent of `node` cannot be reached.
+fn unreachable(node: &str, error: String) -> HttpError {
+    super::proxy::unavailable(format!("error dialing the agent of node {node}: {error}"))
 }
 
 /// The client's upgraded connection joined byte for byte with the backend's, once the backend

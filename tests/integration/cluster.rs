@@ -826,6 +826,37 @@ fn kubectl_port_forward_reaches_the_pods_ports() {
 
     let (code, status) = server.get("/api/v1/namespaces/default/pods/web/portforward?ports=9376");
     assert_eq!((code, status["message"].as_str()), (400, Some("Upgrade request required")));
+
+    // A pod whose node's agent cannot be reached: kubectl's SPDY retry hears why, as it does
+    // from kube-apiserver (it shows only the second answer).
+    let silent_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let node = json!({"metadata": {"name": "gone"}});
+    assert_eq!(server.post("/api/v1/nodes", &node).0, 201);
+    let node_status = json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": silent_port.port()}}}});
+    kubectl.ok(&[
+        "patch",
+        "node",
+        "gone",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &node_status.to_string(),
+    ]);
+    let stranded = json!({"metadata": {"name": "stranded"}, "spec": {"nodeName": "gone",
+        "containers": [{"name": "c", "image": "kplane/pause"}]}});
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", &stranded).0, 201);
+    kubectl.ok(&[
+        "patch",
+        "pod",
+        "stranded",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status": {"phase": "Running"}}"#,
+    ]);
+    let (ok, _, told) = kubectl.run(&["port-forward", "pod/stranded", ":80"]);
+    assert!(!ok && told.contains("error dialing the agent of node gone"), "{told}");
 }
 
 /// Persistent volumes: a pod waits for its claim; the claim is bound to the volume that suits
