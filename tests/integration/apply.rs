@@ -282,6 +282,36 @@ fn apply_patch_over_http() {
     let (code, _) = server.send_raw("PATCH", &with_manager, Some(apply), b"metadata: {}".to_vec());
     assert_eq!(code, 400);
 
+    // A uid is a precondition: of the object there (another is an immutable field changed),
+    // and of one that was there (none is not created for it).
+    let with_uid = |name: &str, uid: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, uid: {uid}}}\n")
+            .into_bytes()
+    };
+    let pinned = "/api/v1/namespaces/default/configmaps/pinned?fieldManager=tool";
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: pinned}\n".to_vec();
+    let (code, created) = server.send_raw("PATCH", pinned, Some(apply), yaml);
+    assert_eq!(code, 201);
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let (code, _) = server.send_raw("PATCH", pinned, Some(apply), with_uid("pinned", &uid));
+    assert_eq!(code, 200);
+    let (code, status) = server.send_raw("PATCH", pinned, Some(apply), with_uid("pinned", "other"));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "Invalid value: \"other\": field is immutable"
+    );
+    let gone = "/api/v1/namespaces/default/configmaps/gone?fieldManager=tool";
+    let (code, status) = server.send_raw("PATCH", gone, Some(apply), with_uid("gone", &uid));
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Operation cannot be fulfilled on configmaps \"gone\": uid mismatch: the provided \
+             object specified uid {uid}, and no existing object was found"
+        )
+    );
+
     // Updates without a fieldManager are owned by the User-Agent's product ("unknown" when, as
     // here, the client sends none).
     let (code, updated) = server.put(

@@ -1093,7 +1093,24 @@ fn updates_and_deletes_refuse_what_kubernetes_refuses() {
     assert_status(&moved, 400, "BadRequest");
     assert_eq!(
         moved.1["message"],
-        "the namespace of the object (kube-system) does not match the namespace on the URL (default)"
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    // A replace naming another uid is refused on it first, whatever its resourceVersion, in
+    // the words of Kubernetes' storage.
+    let uid = server.get(&format!("{cms}/held")).1["metadata"]["uid"].as_str().unwrap().to_string();
+    let replaced = server.put(
+        &format!("{cms}/held"),
+        &json!({"metadata": {"name": "held", "uid": "other", "resourceVersion": "1"}}),
+    );
+    assert_status(&replaced, 409, "Conflict");
+    assert_eq!(
+        replaced.1["message"],
+        format!(
+            "Operation cannot be fulfilled on configmaps \"held\": StorageError: invalid object, \
+             Code: 4, Key: /registry/configmaps/default/held, ResourceVersion: 0, \
+             AdditionalErrorMsg: Precondition failed: UID in precondition: other, UID in object \
+             meta: {uid}"
+        )
     );
     let renamed = patch(&format!("{cms}/held"), json!({"metadata": {"uid": "other"}}));
     assert_status(&renamed, 422, "Invalid");

@@ -43,10 +43,10 @@ impl ApiCore {
             )));
         }
         let part = if status_only { Part::Status } else { Part::Main };
-        let (config, pinned) = applied_configuration(resource, namespace, name, config, part)?;
+        let (config, pins) = applied_configuration(resource, namespace, name, config, part)?;
         let writer = writer(resource, manager, Operation::Apply, part);
         let creates = !status_only;
-        self.apply_as(resource, namespace, name, (config, pinned), &writer, part, creates, options)
+        self.apply_as(resource, namespace, name, (config, pins), &writer, part, creates, options)
             .await
     }
 
@@ -79,14 +79,14 @@ impl ApiCore {
         if let Some(replicas) = scale.pointer("/spec/replicas").filter(|r| !r.is_null()) {
             config["spec"] = json!({"replicas": replicas});
         }
-        let (config, pinned) = applied_configuration(rcs, namespace, name, config, Part::Main)?;
+        let (config, pins) = applied_configuration(rcs, namespace, name, config, Part::Main)?;
         let mut writer = writer(rcs, manager, Operation::Apply, Part::Main);
         writer.subresource = "scale";
         let applied = self.apply_as(
             rcs,
             namespace,
             name,
-            (config, pinned),
+            (config, pins),
             &writer,
             Part::Main,
             false,
@@ -103,15 +103,15 @@ impl ApiCore {
         }
     }
 
-    /// Applies the configuration (with the resourceVersion it pins) as `writer`, creating
-    /// the object when it is missing and `creates`.
+    /// Applies the configuration (with the resourceVersion and uid it pins) as `writer`,
+    /// creating the object when it is missing and `creates`.
     #[allow(clippy::too_many_arguments)]
     async fn apply_as(
         &self,
         resource: &'static ResourceType,
         namespace: &str,
         name: &str,
-        (config, pinned): (Value, Option<u64>),
+        (config, pins): (Value, Pins),
         writer: &Writer<'_>,
         part: Part,
         creates: bool,
@@ -125,6 +125,19 @@ impl ApiCore {
                 }
                 if let Some(denial) = &options.create_denied {
                     return Err(ApiError::forbidden(resource, name, denial.clone(), Vec::new()));
+                }
+                // A uid names an object that was there: none is (no new one is made for it).
+                if let Some(uid) = &pins.uid {
+                    return Err(ApiError::Conflict {
+                        resource: resource.plural,
+                        group: resource.group,
+                        name: name.to_string(),
+                        message: format!(
+                            "Operation cannot be fulfilled on {} {name:?}: uid mismatch: the \
+                             provided object specified uid {uid}, and no existing object was found",
+                            resource.qualified_plural()
+                        ),
+                    });
                 }
                 let mut fields = ManagedFields::default();
                 let mut object = fields
@@ -143,6 +156,10 @@ impl ApiCore {
                     other => return other.map(|object| Applied { object, created: true }),
                 }
             };
+            if let Some(uid) = pins.uid.as_deref().filter(|uid| *uid != current.uid) {
+                let error = FieldError::invalid("metadata.uid", uid, "field is immutable");
+                return Err(ApiError::invalid(resource, name, vec![error]));
+            }
             let live = current.to_value();
             let mut fields = ManagedFields::of(&live)?;
             let separate = has_status(resource);
@@ -158,13 +175,13 @@ impl ApiCore {
                 .map_err(|conflicts| ApiError::ApplyConflict { conflicts })?;
             keep_last_applied_in_step(writer, &live, &config, &mut merged);
             self.check_schema(resource, name, &mut merged, false)?;
-            let rv = pinned.unwrap_or(current.resource_version);
+            let rv = pins.revision.unwrap_or(current.resource_version);
             metadata(&mut merged)?.insert("resourceVersion".into(), json!(rv.to_string()));
             let ownership = Ownership::Applied(fields);
             let written =
                 self.replace(resource, namespace, name, merged, options.dry_run, part, ownership);
             match written.await {
-                Err(ApiError::Conflict { .. }) if pinned.is_none() => {
+                Err(ApiError::Conflict { .. }) if pins.revision.is_none() => {
                     self.store.settle(resource).await?;
                 }
                 other => return other.map(|object| Applied { object, created: false }),
@@ -241,15 +258,23 @@ fn keep_last_applied_in_step(writer: &Writer, live: &Value, config: &Value, merg
     }
 }
 
+/// What an applied configuration names of the object it is applied to: preconditions.
+struct Pins {
+    /// The resourceVersion: the object as it was then.
+    revision: Option<u64>,
+    /// The uid: that object, not another of its name (and not a new one).
+    uid: Option<String>,
+}
+
 /// Checks an applied configuration and trims it to what a manager may own. Returns it with
-/// the resourceVersion it names, a precondition.
+/// the resourceVersion and uid it names.
 fn applied_configuration(
     resource: &'static ResourceType,
     namespace: &str,
     name: &str,
     config: Value,
     part: Part,
-) -> Result<(Value, Option<u64>), ApiError> {
+) -> Result<(Value, Pins), ApiError> {
     let named =
         |field: &str| config.get(field).and_then(Value::as_str).is_some_and(|v| !v.is_empty());
     if !config.is_object() {
@@ -264,7 +289,8 @@ fn applied_configuration(
     let meta = metadata(&mut config)?;
     set_name(meta, name)?;
     set_namespace(resource, namespace, meta)?;
-    let pinned = requested_revision(meta)?;
+    let uid = meta.get("uid").and_then(Value::as_str).filter(|uid| !uid.is_empty());
+    let pins = Pins { revision: requested_revision(meta)?, uid: uid.map(String::from) };
     if part == Part::Status {
         // A status apply declares the status only.
         meta.retain(|k, _| k == "name" || k == "namespace");
@@ -283,7 +309,7 @@ fn applied_configuration(
         }
         Part::Main | Part::Finalize | Part::EphemeralContainers => {}
     }
-    Ok((config, pinned))
+    Ok((config, pins))
 }
 
 /// The configuration without its null values: an applied null means "not mine", not a value.

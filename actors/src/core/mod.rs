@@ -1268,13 +1268,10 @@ impl ApiCore {
                 // (a PUT's are a create's).
                 let patched_namespace =
                     json::at(&next, "/metadata/namespace").and_then(Value::as_str);
-                if let Some(other) = patched_namespace
-                    .filter(|n| resource.namespaced && *n != namespace && !n.is_empty())
+                if patched_namespace
+                    .is_some_and(|n| resource.namespaced && n != namespace && !n.is_empty())
                 {
-                    return Err(ApiError::BadRequest(format!(
-                        "the namespace of the object ({other}) does not match the namespace on the \
-                         URL ({namespace})"
-                    )));
+                    return Err(ApiError::BadRequest(NAMESPACE_MISMATCH.into()));
                 }
                 // A patch has no uid precondition: a uid it changes is an immutable field changed.
                 let patched_uid = json::at(&next, "/metadata/uid").and_then(Value::as_str);

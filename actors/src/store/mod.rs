@@ -69,28 +69,52 @@ pub struct Preconditions {
 }
 
 impl Preconditions {
-    /// Checks `current` against the preconditions: a mismatch is a Conflict.
+    /// Checks `current` against the preconditions, the uid first, as Kubernetes' storage
+    /// checks it before the resourceVersion: a mismatch is a Conflict.
     pub fn check(&self, current: &StoredObject) -> Result<(), StoreError> {
-        let conflict = |message: String| StoreError::Conflict { key: current.key.clone(), message };
-        if let Some(rv) = self.resource_version {
-            if rv != current.resource_version {
-                return Err(conflict(format!(
-                    "Operation cannot be fulfilled on {} {:?}: the object has been modified; \
-                     please apply your changes to the latest version and try again",
-                    current.key.resource.qualified_plural(),
-                    current.key.name
-                )));
-            }
+        let key = &current.key;
+        let conflict = |message: String| StoreError::Conflict {
+            key: key.clone(),
+            message: format!(
+                "Operation cannot be fulfilled on {} {:?}: {message}",
+                key.resource.qualified_plural(),
+                key.name
+            ),
+        };
+        if let Some(uid) = self.uid.as_ref().filter(|uid| **uid != current.uid) {
+            // In the words of etcd3 storage's error, which names the object's etcd key.
+            return Err(conflict(format!(
+                "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, \
+                 AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in \
+                 object meta: {}",
+                etcd_key(key),
+                current.uid
+            )));
         }
-        if let Some(uid) = &self.uid {
-            if *uid != current.uid {
-                return Err(conflict(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    current.uid
-                )));
-            }
+        if self.resource_version.is_some_and(|rv| rv != current.resource_version) {
+            return Err(conflict(
+                "the object has been modified; please apply your changes to the latest version \
+                 and try again"
+                    .into(),
+            ));
         }
         Ok(())
+    }
+}
+
+/// Where kube-apiserver keeps an object in etcd (`/registry/configmaps/default/c`), as its
+/// storage errors name it: under the resource's name, or the older one some keep.
+fn etcd_key(key: &ObjectKey) -> String {
+    let prefix = match key.resource.plural {
+        "services" => "services/specs",
+        "endpoints" => "services/endpoints",
+        "replicationcontrollers" => "controllers",
+        "nodes" => "minions",
+        plural => plural,
+    };
+    match key.namespace.as_str() {
+        "" => format!("/registry/{prefix}/{}", key.name),
+        namespace => format!("/registry/{prefix}/{namespace}/{}", key.name),
     }
 }
 
