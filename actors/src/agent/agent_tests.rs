@@ -651,6 +651,58 @@ async fn init_containers_environment_images_and_policies() {
     agent.send(StopAgent).await.unwrap();
 }
 
+/// A running init container (not a sidecar) whose image changes runs to its end as it was, and
+/// is not run again, as the kubelet leaves it.
+#[actix::test]
+async fn a_running_init_container_is_not_restarted_for_a_new_image() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n8", dir.path()), Arc::new(ProcessRuntime::default()));
+    let marker = dir.path().join("go-on");
+    let wait = format!("while ! test -f {}; do sleep 0.05; done", marker.display());
+    let mut spec = pod(
+        "held",
+        "n8",
+        json!({"name": "app", "image": "none",
+        "command": ["sleep", "1000"]}),
+    );
+    spec["spec"]["initContainers"] =
+        json!([{"name": "init", "image": "busybox", "command": ["sh", "-c", wait]}]);
+    spec["spec"]["volumes"] = json!([{"name": "info", "downwardAPI": {"items": [
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]);
+    let pods = find("", "v1", "pods").unwrap();
+    ApiClient::create(&core, pods, "default", spec).await.unwrap();
+    let running = eventually("init running", || async {
+        let pod = get(&core, "pods", "default", "held").await?;
+        pod["status"]["initContainerStatuses"][0]["state"]["running"].is_object().then_some(pod)
+    })
+    .await;
+    let mut changed = running.clone();
+    changed["spec"]["initContainers"][0]["image"] = json!("busybox:2");
+    changed["metadata"]["labels"] = json!({"seen": "yes"});
+    ApiClient::update(&core, pods, "default", changed).await.unwrap();
+    // The worker has taken the change once the downward API's file shows the label.
+    let labels = dir
+        .path()
+        .join("pods")
+        .join(format!("default_held_{}", running["metadata"]["uid"].as_str().unwrap()));
+    let labels = labels.join("volumes/info/labels");
+    eventually("the new label written", || async {
+        std::fs::read_to_string(&labels).ok().filter(|l| l.contains("seen")).map(|_| ())
+    })
+    .await;
+    std::fs::write(&marker, "").unwrap();
+    let started = eventually("the app running", || async {
+        let pod = get(&core, "pods", "default", "held").await?;
+        pod["status"]["containerStatuses"][0]["state"]["running"].is_object().then_some(pod)
+    })
+    .await;
+    let init = &started["status"]["initContainerStatuses"][0];
+    assert_eq!(init["restartCount"], 0, "{started}");
+    assert_eq!(init["state"]["terminated"]["reason"], "Completed", "{started}");
+    agent.send(StopAgent).await.unwrap();
+}
+
 /// Native sidecars (init containers with `restartPolicy: Always`): the init containers after
 /// one, and the app containers, start once it has started (its startup probe passed); it runs
 /// beside them, counts for the pod's readiness, is restarted whenever it exits, and stops once
@@ -979,6 +1031,56 @@ async fn a_container_that_ended_while_the_agent_was_down_runs_again_only_if_its_
     ApiClient::delete(&core, pods, "default", "always", &DeleteOptions::default()).await.unwrap();
     eventually("always gone", || async {
         get(&core, "pods", "default", "always").await.is_none().then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}
+
+/// A pod whose app container has run stays Running and initialized when a restarted agent
+/// adopts it, even while its sidecar's startup probe (run again) has not passed.
+#[actix::test]
+async fn an_adopted_pod_stays_initialized_while_its_sidecar_is_probed_again() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kept = AgentConfig { stop_containers_on_shutdown: false, ..config("n7", dir.path()) };
+    let agent = start_agent(&core, kept.clone(), Arc::new(ProcessRuntime::default()));
+    let ready_file = dir.path().join("sidecar-started");
+    std::fs::write(&ready_file, "").unwrap();
+    let sidecar = json!({"name": "side", "image": "none", "command": ["sleep", "1000"],
+        "restartPolicy": "Always",
+        "startupProbe": {"exec": {"command": ["test", "-f", ready_file]},
+            "periodSeconds": 1, "failureThreshold": 1000}});
+    let mut spec = pod(
+        "sided",
+        "n7",
+        json!({"name": "app", "image": "none",
+        "command": ["sleep", "1000"]}),
+    );
+    spec["spec"]["initContainers"] = json!([sidecar]);
+    let pods = find("", "v1", "pods").unwrap();
+    ApiClient::create(&core, pods, "default", spec).await.unwrap();
+    eventually("sided running", || async {
+        let pod = get(&core, "pods", "default", "sided").await?;
+        let app = &pod["status"]["containerStatuses"][0];
+        (app["state"]["running"].is_object() && pod["status"]["phase"] == "Running").then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+    // The probe fails from now on: the sidecar is not started again.
+    std::fs::remove_file(&ready_file).unwrap();
+    let agent = start_agent(&core, kept, Arc::new(ProcessRuntime::default()));
+    let probed = eventually("the sidecar probed again", || async {
+        let pod = get(&core, "pods", "default", "sided").await?;
+        (pod["status"]["initContainerStatuses"][0]["started"] == false).then_some(pod)
+    })
+    .await;
+    assert_eq!(probed["status"]["phase"], "Running", "{probed}");
+    let conditions = probed["status"]["conditions"].as_array().unwrap();
+    let initialized = conditions.iter().find(|c| c["type"] == "Initialized").unwrap();
+    assert_eq!(initialized["status"], "True", "{probed}");
+    ApiClient::delete(&core, pods, "default", "sided", &DeleteOptions::default()).await.unwrap();
+    eventually("sided gone", || async {
+        get(&core, "pods", "default", "sided").await.is_none().then_some(())
     })
     .await;
     agent.send(StopAgent).await.unwrap();

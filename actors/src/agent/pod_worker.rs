@@ -961,6 +961,14 @@ impl PodState {
             }
             container.running = Some(adopted);
         }
+        // Once an app container has run, the pod has been initialized: its sidecars hold up
+        // nothing again (their startup probes run again all the same), as the kubelet reads
+        // it after a restart.
+        let app_ran = (self.containers.iter())
+            .any(|c| c.kind == Kind::App && (c.running.is_some() || c.terminated.is_some()));
+        if app_ran {
+            self.containers.iter_mut().filter(|c| c.sidecar).for_each(|c| c.ever_started = true);
+        }
         // The app containers' ends first: a sidecar's restart depends on whether they have.
         ended.sort_by_key(|(not_app, ..)| *not_app);
         for (_, name, pid, code) in ended {
@@ -1150,7 +1158,8 @@ impl PodState {
         }
         // Stopped for a new image: a new container, which starts afresh (the kubelet's back-off
         // is kept per container definition).
-        let redefined = wanted_image.is_some_and(|image| image != running.image);
+        let redefined = wanted_image.is_some_and(|image| image != running.image)
+            && (c.kind != Kind::Init || c.sidecar);
         let _ = std::fs::remove_file(self.dir.join(&c.name).join("state.json"));
         let reason = match code {
             _ if oom_killed => "OOMKilled",
@@ -1725,11 +1734,18 @@ impl PodState {
             let wanted =
                 self.container_spec(&self.containers[i].name).and_then(|s| s.image.clone());
             let c = &mut self.containers[i];
+            // A running init container (not a sidecar) runs to its end as it was defined, as
+            // the kubelet leaves it.
+            let redefinable = c.kind != Kind::Init || c.sidecar;
             if let (Some(running), Some(wanted)) = (&c.running, wanted) {
-                if running.image != wanted && c.restarting_deadline.is_none() {
+                if running.image != wanted && c.restarting_deadline.is_none() && redefinable {
                     c.restarting_deadline = Some(now + grace);
-                    let message =
-                        format!("Container {} definition changed, will be restarted", c.name);
+                    let message = match c.sidecar {
+                        true => format!("Init container {} definition changed", c.name),
+                        false => {
+                            format!("Container {} definition changed, will be restarted", c.name)
+                        }
+                    };
                     redefined.push((i, message));
                 }
             }
