@@ -1606,6 +1606,7 @@ fn containers_see_their_volumes_at_their_mount_paths() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "vol", "labels": {"app": "web"}},
         "spec": {"nodeName": "node-vol", "terminationGracePeriodSeconds": 1,
+            "hostAliases": [{"ip": "123.45.67.89", "hostnames": ["foo.remote", "bar.remote"]}],
             "containers": [
                 {"name": "c", "image": "busybox", "command": ["sh", "-c", script],
                     "workingDir": at("scratch"), "volumeMounts": mounts},
@@ -1635,6 +1636,16 @@ fn containers_see_their_volumes_at_their_mount_paths() {
     };
     assert_eq!(exec("d", format!("{}/shared", at("other"))), "from-c\n");
     assert_eq!(exec("c", format!("{}/greeting", at("cfg"))), "hello");
+    // The pod's own hosts file: its host name at its IP, and its aliases.
+    let hosts = exec("d", "/etc/hosts".into());
+    let ip = get_pod(&server, "vol")["status"]["podIP"].as_str().unwrap().to_string();
+    assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n"), "{hosts}");
+    assert!(
+        hosts.ends_with(&format!(
+            "{ip}\tvol\n\n# Entries added by HostAliases.\n123.45.67.89\tfoo.remote\tbar.remote\n"
+        )),
+        "{hosts}"
+    );
     // New labels reach the downward API's file.
     kubectl.ok(&["label", "pod", "vol", "tier=front"]);
     wait_until(WAIT, "the labels file follows the pod", || {

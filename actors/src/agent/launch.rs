@@ -51,6 +51,36 @@ fn pod_hostname(pod: &Pod) -> String {
     own_hostname(pod).unwrap_or_else(|| crate::machine::host_name().to_string())
 }
 
+/// The `/etc/hosts` of a pod's containers, as the kubelet writes it: for a pod of its own
+/// network, the loopback names and the pod's host name at its IP (none before it has one),
+/// for one on the host's, the node's own file (`node_hosts`); then the pod's `hostAliases`.
+pub fn hosts_file(pod: &Pod, pod_ip: &str, node_hosts: &str) -> String {
+    let spec = pod.spec.as_ref();
+    let mut out = match own_hostname(pod) {
+        None => node_hosts.to_string(),
+        Some(hostname) => {
+            let mut out = String::from(
+                "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost \
+                 ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\n\
+                 fe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+            );
+            if !pod_ip.is_empty() {
+                out.push_str(&format!("{pod_ip}\t{hostname}\n"));
+            }
+            out
+        }
+    };
+    let aliases = spec.and_then(|s| s.host_aliases.as_deref()).unwrap_or_default();
+    if !aliases.is_empty() {
+        out.push_str("\n# Entries added by HostAliases.\n");
+        for alias in aliases {
+            let names = alias.hostnames.as_deref().unwrap_or_default().join("\t");
+            out.push_str(&format!("{}\t{names}\n", alias.ip));
+        }
+    }
+    out
+}
+
 /// The host name of a pod not on the host's network: `spec.hostname`, else the pod's name cut
 /// to 63 characters (without a trailing `-` or `.`), as the kubelet works it out.
 pub fn own_hostname(pod: &Pod) -> Option<String> {
@@ -772,6 +802,24 @@ pub fn interactive(config: &AgentConfig, container: &Container) -> Interactive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosts_file_names_the_pod_and_its_aliases() {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "c"}], "hostAliases": [
+                {"ip": "123.45.67.89", "hostnames": ["foo.remote", "bar.remote"]}]}}))
+        .unwrap();
+        let hosts = hosts_file(&pod, "127.64.0.7", "ignored");
+        assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"));
+        assert!(hosts.ends_with(
+            "fe00::2\tip6-allrouters\n127.64.0.7\tweb\n\n# Entries added by HostAliases.\n\
+             123.45.67.89\tfoo.remote\tbar.remote\n"
+        ));
+        let mut on_host = pod.clone();
+        on_host.spec.as_mut().unwrap().host_network = Some(true);
+        on_host.spec.as_mut().unwrap().host_aliases = None;
+        assert_eq!(hosts_file(&on_host, "10.0.0.1", "127.0.0.1 node\n"), "127.0.0.1 node\n");
+    }
 
     #[test]
     fn containers_get_the_pod_s_host_name_and_their_user_s_home() {

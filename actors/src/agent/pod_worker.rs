@@ -687,6 +687,23 @@ fn termination_log(
     Some(volumes::Mount { source, target, read_only: false })
 }
 
+/// Where a container finds its hosts file.
+const HOSTS: &str = "/etc/hosts";
+
+/// The pod's hosts file (see [`launch::hosts_file`]), written under its directory, as a mount
+/// over the node's; `None` (the node's own) when it cannot be written.
+fn hosts_file(pod_dir: &std::path::Path, pod: &Pod, pod_ip: &str) -> Option<volumes::Mount> {
+    let node_hosts = std::fs::read_to_string(HOSTS).unwrap_or_default();
+    let source = pod_dir.join("etc-hosts");
+    let written = std::fs::create_dir_all(pod_dir)
+        .and_then(|()| std::fs::write(&source, launch::hosts_file(pod, pod_ip, &node_hosts)));
+    if let Err(error) = written {
+        tracing::warn!(path = %source.display(), %error, "no hosts file for the pod");
+        return None;
+    }
+    Some(volumes::Mount { source, target: PathBuf::from(HOSTS), read_only: false })
+}
+
 /// A run's termination message: what it wrote to its file, at most 4,096 bytes (the kubelet's
 /// limit per container); `None` when it wrote nothing.
 fn termination_message(path: &std::path::Path) -> Option<String> {
@@ -1884,6 +1901,10 @@ impl PodState {
                 };
                 if ctx.config.mount_launcher.is_some() {
                     mounts.extend(termination_log(&self.dir, &spec, restart));
+                    // The pod's hosts file, unless the container mounts one of its own.
+                    if !mounts.iter().any(|m| m.target == std::path::Path::new(HOSTS)) {
+                        mounts.extend(hosts_file(&self.dir, &self.pod, &pod_ip));
+                    }
                 }
                 launch::command_line(
                     &ctx.config,
