@@ -13,6 +13,7 @@
 //! is not served: actix-http passes on the bytes after an upgrade only for websockets.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -22,7 +23,7 @@ use futures::StreamExt;
 use kplane_actors::agent::PodLookup;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::debugging::{framed, pairs, upgrade, Upgraded};
 use super::http::{AgentHttp, AgentHttpError};
@@ -35,8 +36,13 @@ const PROTOCOLS: &[&str] = &[SPDY_PROTOCOL, "v4.channel.k8s.io", "channel.k8s.io
 const CHUNK: usize = 32 * 1024;
 /// Frames waiting for the websocket, and chunks waiting for a pod's connection.
 const QUEUE: usize = 64;
-/// How long a pod may leave its connection's queue full before the stream is reset.
-const STALL: Duration = Duration::from_secs(30);
+/// How many of the client's bytes may wait for one pod's connection: a pod reading slowly (or
+/// not for a while) holds up none of the session's other connections until then; past it the
+/// session waits for it, as the kubelet's stream queues do.
+const STREAM_BUFFER: usize = 16 * 1024 * 1024;
+/// How long the session waits for a pod that reads nothing before that stream is reset (the
+/// session's other connections wait meanwhile).
+const STALL: Duration = Duration::from_secs(600);
 /// Error streams waiting for their data stream, at most.
 const MOST_PENDING: usize = 1024;
 
@@ -107,9 +113,14 @@ fn sender(mut session: actix_ws::Session) -> mpsc::Sender<Bytes> {
 /// queued (none once the client has half-closed), and the cancellation of its task (dropped:
 /// the client reset the stream, or the session ended).
 struct Forward {
-    to_pod: Option<mpsc::Sender<Bytes>>,
+    to_pod: Option<mpsc::UnboundedSender<Queued>>,
+    /// Room left in the connection's queue, in bytes (see [`STREAM_BUFFER`]).
+    room: Arc<Semaphore>,
     cancel: oneshot::Sender<()>,
 }
+
+/// A chunk of the client's for the pod, holding its room in the queue until it is written.
+type Queued = (Bytes, OwnedSemaphorePermit);
 
 /// What one SPDY session keeps.
 struct SpdySession {
@@ -182,9 +193,15 @@ impl SpdySession {
             Frame::Data { stream, fin, data } => {
                 let Some(forward) = self.forwards.get_mut(&stream) else { return Ok(()) };
                 if let (Some(to_pod), false) = (&forward.to_pod, data.is_empty()) {
-                    match tokio::time::timeout(STALL, to_pod.send(data)).await {
-                        Ok(Ok(())) => {}
-                        // The connection to the pod has ended.
+                    let bytes = u32::try_from(data.len().min(STREAM_BUFFER)).unwrap_or(u32::MAX);
+                    let room = forward.room.clone().acquire_many_owned(bytes);
+                    match tokio::time::timeout(STALL, room).await {
+                        Ok(Ok(room)) => {
+                            if to_pod.send((data, room)).is_err() {
+                                // The connection to the pod has ended.
+                                forward.to_pod = None;
+                            }
+                        }
                         Ok(Err(_)) => forward.to_pod = None,
                         Err(_) => {
                             // The pod has read nothing for a long while: the stream goes,
@@ -234,7 +251,8 @@ impl SpdySession {
             self.error_streams.insert(request, stream);
             return Ok(());
         }
-        let (to_pod, from_client) = mpsc::channel(QUEUE);
+        let (to_pod, from_client) = mpsc::unbounded_channel();
+        let room = Arc::new(Semaphore::new(STREAM_BUFFER));
         let (cancel, cancelled) = oneshot::channel();
         let errors = self.error_streams.remove(&request);
         let streams = ForwardStreams { data: stream, errors };
@@ -251,7 +269,7 @@ impl SpdySession {
                 let _ = out.send(spdy::data(errors, true, b"")).await;
             }
         });
-        self.forwards.insert(stream, Forward { to_pod: Some(to_pod), cancel });
+        self.forwards.insert(stream, Forward { to_pod: Some(to_pod), room, cancel });
         Ok(())
     }
 }
@@ -270,7 +288,7 @@ struct ForwardStreams {
 async fn forward(
     (ip, port): (String, u16),
     streams: ForwardStreams,
-    mut from_client: mpsc::Receiver<Bytes>,
+    mut from_client: mpsc::UnboundedReceiver<Queued>,
     out: mpsc::Sender<Bytes>,
 ) {
     let connection = match tokio::net::TcpStream::connect((ip.as_str(), port)).await {
@@ -286,7 +304,8 @@ async fn forward(
     };
     let (mut from_pod, mut to_pod) = connection.into_split();
     let upstream = async {
-        while let Some(chunk) = from_client.recv().await {
+        // Each chunk's room in the queue is given back once it is written.
+        while let Some((chunk, _room)) = from_client.recv().await {
             if to_pod.write_all(&chunk).await.is_err() {
                 break;
             }
