@@ -753,6 +753,35 @@ async fn sidecars_start_first_run_beside_the_app_and_stop_after_it() {
     assert_eq!(done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
     assert_eq!(done["status"]["initContainerStatuses"][0]["restartCount"], 0);
 
+    // While a sidecar that ignores SIGTERM stops after the app has ended, the pod is still
+    // Running, with a running pod's conditions, as the kubelet counts a running sidecar.
+    let stubborn = json!({"metadata": {"name": "stubborn"}, "spec": {"nodeName": "n5",
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 3,
+        "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
+            "command": sh("trap '' TERM; while true; do sleep 0.1; done".into())}],
+        "containers": [{"name": "app", "image": "none", "command": sh("sleep 0.5".into())}]}});
+    ApiClient::create(&core, pods, "default", stubborn).await.unwrap();
+    let stopping = eventually("the app ended beside its running sidecar", || async {
+        get(&core, "pods", "default", "stubborn").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["state"]["terminated"].is_object()
+                && p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
+        })
+    })
+    .await;
+    assert_eq!(stopping["status"]["phase"], "Running", "{stopping}");
+    let conditions = stopping["status"]["conditions"].as_array().unwrap();
+    let condition = |kind: &str| conditions.iter().find(|c| c["type"] == kind).unwrap();
+    assert_eq!(condition("Initialized")["status"], "True");
+    assert!(condition("Initialized").get("reason").is_none(), "{stopping}");
+    assert_eq!(condition("Ready")["reason"], "ContainersNotReady", "{stopping}");
+    assert_eq!(condition("PodReadyToStartContainers")["status"], "True");
+    eventually("stubborn succeeded", || async {
+        get(&core, "pods", "default", "stubborn")
+            .await
+            .filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+
     // A sidecar that exits is restarted, whatever the pod's restart policy says, while the
     // app keeps running and the pod stays initialized.
     let flaky = json!({"metadata": {"name": "flaky-sidecar"}, "spec": {"nodeName": "n5",

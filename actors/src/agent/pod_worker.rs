@@ -2283,7 +2283,8 @@ impl PodState {
         let has_init_containers = self.containers.iter().any(|c| c.kind == Kind::Init);
         // Being deleted: what has stopped stays stopped (no restart), as the kubelet shows it.
         let deleting = self.pod.metadata.deletion_timestamp.is_some();
-        let shown = StatusShown { uid: &self.uid, has_init_containers, deleting };
+        let shown =
+            StatusShown { uid: &self.uid, has_init_containers, deleting, restart_policy: policy };
         let statuses = |kind: Kind| -> Vec<Value> {
             let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
                 (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
@@ -2319,9 +2320,14 @@ impl PodState {
         let all_started = !apps.is_empty()
             && apps.iter().all(|c| c.terminated.is_some() || c.shown_running().is_some());
         let nothing_runs = self.containers.iter().all(|c| c.running.is_none());
+        // A sidecar still running (stopping once the app containers have ended) keeps the pod
+        // Running, as the kubelet's `getPhase` counts it.
+        let sidecar_runs = self.containers.iter().any(|c| c.sidecar && c.running.is_some());
         let phase = if init_failed || self.stopped_for.is_some() {
             "Failed"
-        } else if (all_finished && policy != "Always") || (deleting && nothing_runs) {
+        } else if (all_finished && policy != "Always" && !sidecar_runs)
+            || (deleting && nothing_runs)
+        {
             // Finished, or stopped for its deletion (whether or not it got to run): the
             // kubelet's terminal phase.
             if apps.iter().all(|c| c.terminated.as_ref().is_some_and(|t| t.exit_code == 0)) {
@@ -2769,6 +2775,8 @@ struct StatusShown<'a> {
     has_init_containers: bool,
     /// The pod is being deleted: a container that has stopped shows as terminated.
     deleting: bool,
+    /// The pod's `restartPolicy`.
+    restart_policy: &'a str,
 }
 
 /// A container's status as the kubelet reports it.
@@ -2793,11 +2801,22 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
     let before =
         c.running.as_ref().filter(|_| c.post_starting()).and_then(|r| r.shown_before.as_ref());
     let waiting = before.map_or(&c.waiting, |b| &b.waiting);
+    // A sidecar's exit the pod's policy would not restart shows as its end while it waits for
+    // its restart (1.32's kubelet asks the pod's policy of sidecars too before it shows a
+    // restart's wait).
+    let ended_for_the_pod = |t: &Terminated| {
+        c.sidecar
+            && match shown.restart_policy {
+                "Never" => true,
+                "OnFailure" => t.exit_code == 0,
+                _ => false,
+            }
+    };
     let (state, last) = match (c.shown_running(), waiting, &c.terminated) {
         (Some(r), _, t) => {
             (json!({"running": {"startedAt": r.started_at}}), t.as_ref().map(terminated))
         }
-        (None, _, Some(t)) if c.finished || shown.deleting => {
+        (None, _, Some(t)) if c.finished || shown.deleting || ended_for_the_pod(t) => {
             (terminated(t), c.previous.as_ref().map(terminated))
         }
         (None, Some((reason, message)), t) => {
@@ -2948,8 +2967,12 @@ mod tests {
     fn containers_of_pods_with_init_containers_wait_as_pod_initializing() {
         let spec: Container = serde_json::from_value(json!({"name": "app"})).unwrap();
         let app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
-        let shown =
-            |has_init_containers| StatusShown { uid: "u", has_init_containers, deleting: false };
+        let shown = |has_init_containers| StatusShown {
+            uid: "u",
+            has_init_containers,
+            deleting: false,
+            restart_policy: "Always",
+        };
         let waiting = |has_inits| container_status(&spec, &app, &shown(has_inits))["state"].clone();
         assert_eq!(waiting(true), json!({"waiting": {"reason": "PodInitializing"}}));
         assert_eq!(waiting(false), json!({"waiting": {"reason": "ContainerCreating"}}));
@@ -2974,10 +2997,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_sidecar_waiting_for_its_restart_shows_its_end_where_the_pod_would_not_restart_it() {
+        let spec: Container = serde_json::from_value(json!({"name": "side"})).unwrap();
+        let run = |exit_code: i32, pid: u32| Terminated {
+            exit_code,
+            container_id: Some(container_id("u", "side", pid)),
+            reason: if exit_code == 0 { "Completed" } else { "Error" }.into(),
+            message: None,
+            started_at: now(),
+            finished_at: now(),
+        };
+        let mut side = ContainerState::new("side", Kind::Init, Duration::from_secs(1));
+        side.sidecar = true;
+        side.restart_count = 2;
+        side.previous = Some(run(3, 7));
+        side.waiting = Some(("CrashLoopBackOff".to_string(), "back-off".to_string()));
+        let state = |side: &ContainerState, restart_policy| {
+            let shown = StatusShown {
+                uid: "u",
+                has_init_containers: true,
+                deleting: false,
+                restart_policy,
+            };
+            let status = container_status(&spec, side, &shown);
+            let last = status["lastState"]["terminated"]["containerID"].clone();
+            (status["state"].as_object().unwrap().keys().next().unwrap().clone(), last)
+        };
+        side.terminated = Some(run(3, 8));
+        let previous = json!("kplane://u/side/7");
+        assert_eq!(state(&side, "Never"), ("terminated".to_string(), previous.clone()));
+        assert_eq!(state(&side, "OnFailure").0, "waiting");
+        assert_eq!(state(&side, "Always").0, "waiting");
+        side.terminated = Some(run(0, 8));
+        assert_eq!(state(&side, "OnFailure"), ("terminated".to_string(), previous));
+        assert_eq!(state(&side, "Always"), ("waiting".to_string(), json!("kplane://u/side/8")));
+    }
+
     #[actix::test]
     async fn a_restart_in_its_post_start_hook_shows_the_status_from_before() {
         let spec: Container = serde_json::from_value(json!({"name": "app"})).unwrap();
-        let shown = StatusShown { uid: "u", has_init_containers: false, deleting: false };
+        let shown = StatusShown {
+            uid: "u",
+            has_init_containers: false,
+            deleting: false,
+            restart_policy: "Always",
+        };
         let mut app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
         app.terminated = Some(Terminated {
             exit_code: 1,
