@@ -90,7 +90,7 @@ pub fn go_quote(text: &str) -> String {
             '\u{b}' => quoted.push_str("\\v"),
             // Go's printable runes: graphic ones and the ASCII space (not other spaces).
             ' ' => quoted.push(' '),
-            c if !c.is_control() && !c.is_whitespace() => quoted.push(c),
+            c if !c.is_control() && !c.is_whitespace() && !format_or_private(c) => quoted.push(c),
             c if (c as u32) < 0x80 => write!(quoted, "\\x{:02x}", c as u32).unwrap(),
             c if (c as u32) < 0x10000 => write!(quoted, "\\u{:04x}", c as u32).unwrap(),
             c => write!(quoted, "\\U{:08x}", c as u32).unwrap(),
@@ -98,6 +98,17 @@ pub fn go_quote(text: &str) -> String {
     }
     quoted.push('"');
     quoted
+}
+
+/// Whether `c` is a format character (Unicode's `Cf`: soft hyphen, zero-width and direction
+/// marks, the byte order mark...) or a private-use one (`Co`): not graphic, so Go escapes it.
+fn format_or_private(c: char) -> bool {
+    matches!(c as u32,
+        0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x890..=0x891 | 0x8E2 | 0x180E
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0xFEFF
+        | 0xFFF9..=0xFFFB | 0x110BD | 0x110CD | 0x13430..=0x1343F | 0x1BCA0..=0x1BCA3
+        | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F
+        | 0xE000..=0xF8FF | 0xF0000..=0xFFFFD | 0x100000..=0x10FFFD)
 }
 
 /// A decoded JSON value as Go's `%v` prints it (what a `map[string]interface{}` holds): maps
@@ -197,6 +208,7 @@ mod tests {
         assert_eq!(go_quote("say \"hi\"\\\n\t"), r#""say \"hi\"\\\n\t""#);
         assert_eq!(go_quote("\u{a0}é\u{85}"), r#""\u00a0é\u0085""#);
         assert_eq!(go_quote("\u{7f}"), r#""\x7f""#);
+        assert_eq!(go_quote("a\u{200b}\u{ad}\u{feff}\u{e000}"), r#""a\u200b\u00ad\ufeff\ue000""#);
     }
 
     #[test]
