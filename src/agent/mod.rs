@@ -5,6 +5,7 @@
 pub(crate) mod debugging;
 mod http;
 mod port_forward;
+pub(crate) use port_forward::SPDY_PROTOCOL as PORT_FORWARD_SPDY_PROTOCOL;
 mod spdy;
 mod stats;
 mod terminal;

@@ -29,7 +29,7 @@ use super::debugging::{framed, pairs, upgrade, Upgraded};
 use super::http::{AgentHttp, AgentHttpError};
 use super::spdy::{self, Frame, FrameReader, FrameWriter};
 
-const SPDY_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+pub(crate) const SPDY_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
 /// Subprotocols spoken, best first.
 const PROTOCOLS: &[&str] = &[SPDY_PROTOCOL, "v4.channel.k8s.io", "channel.k8s.io"];
 /// The most bytes read from a pod's connection into one frame or message.

@@ -72,7 +72,7 @@ pub fn answer(
                         "nonResourceRules": non_resource_rules, "incomplete": false});
                     // The bindings whose roles are missing, as Kubernetes aggregates errors.
                     if !errors.is_empty() {
-                        status["evaluationError"] = json!(crate::auth::rbac::aggregate(&errors));
+                        status["evaluationError"] = json!(kplane_actors::core::aggregate(errors));
                     }
                     status
                 }

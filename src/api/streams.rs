@@ -83,12 +83,10 @@ pub async fn serve(
             // status alone cannot tell): asked again, as kube-apiserver dials the kubelet for
             // the retry too.
             url.set_path(&agent_path);
-            let probe = state.http.get(url).header("connection", "Upgrade");
-            let probe = probe
-                .header("upgrade", "websocket")
+            let probe = websocket_upgrade(state, url)
                 .header("sec-websocket-key", "a3BsYW5lLXByb2JlLWtleQ==")
                 .header("sec-websocket-version", "13")
-                .header("sec-websocket-protocol", "SPDY/3.1+portforward.k8s.io");
+                .header("sec-websocket-protocol", crate::agent::PORT_FORWARD_SPDY_PROTOCOL);
             match tokio::time::timeout(AGENT_TIMEOUT, probe.send()).await {
                 Ok(Ok(answered)) if answered.status().as_u16() == 101 => {}
                 Ok(Ok(answered)) => {
@@ -108,9 +106,8 @@ pub async fn serve(
     }
     url.set_path(&agent_path);
     url.set_query(Some(req.query_string()).filter(|q| !q.is_empty()));
-    // The agents' client (no redirects followed, no proxy), with the client's handshake.
-    let mut upgrade =
-        state.http.get(url).header("connection", "Upgrade").header("upgrade", "websocket");
+    // With the client's handshake.
+    let mut upgrade = websocket_upgrade(state, url);
     for name in HANDSHAKE {
         for value in req.headers().get_all(*name) {
             upgrade = upgrade.header(*name, value.as_bytes());
@@ -145,6 +142,12 @@ pub async fn serve(
         }
     }
     join(answer, answered, payload).await.map_err(|e| unreachable(e.to_string()))
+}
+
+/// A WebSocket upgrade request to an agent, by the agents' client (no redirects followed, no
+/// proxy); the handshake's headers are the caller's to add.
+fn websocket_upgrade(state: &AppState, url: reqwest::Url) -> reqwest::RequestBuilder {
+    state.http.get(url).header("connection", "Upgrade").header("upgrade", "websocket")
 }
 
 /// The answer when the agent of `node` cannot be reached.

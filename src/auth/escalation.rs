@@ -241,8 +241,10 @@ impl Escalation<'_> {
         );
         let unresolved = self.authorizer.rbac().map(|rbac| rbac.rules_for(&self.user, namespace).1);
         if let Some(errors) = unresolved.filter(|errors| !errors.is_empty()) {
-            message
-                .push_str(&format!("; resolution errors: [{}]", super::rbac::aggregate(&errors)));
+            message.push_str(&format!(
+                "; resolution errors: [{}]",
+                kplane_actors::core::aggregate(errors)
+            ));
         }
         HttpError::Forbidden {
             message,

@@ -91,18 +91,6 @@ impl Source<'_> {
     }
 }
 
-/// Errors as Kubernetes aggregates them: each message once (in the order first met), one
-/// alone, several in brackets.
-pub(crate) fn aggregate(errors: &[String]) -> String {
-    let mut seen = std::collections::HashSet::new();
-    let distinct: Vec<&str> =
-        errors.iter().map(String::as_str).filter(|e| seen.insert(*e)).collect();
-    match distinct.as_slice() {
-        [one] => one.to_string(),
-        many => format!("[{}]", many.join(", ")),
-    }
-}
-
 #[derive(Debug, Default)]
 struct Objects {
     roles: BTreeMap<Key, Vec<Rule>>,
@@ -338,7 +326,7 @@ impl RbacStore {
         match allowed_by {
             Some(source) => (true, format!("RBAC: allowed by {source}")),
             None if missing.is_empty() => (false, String::new()),
-            None => (false, format!("RBAC: {}", aggregate(&missing))),
+            None => (false, format!("RBAC: {}", kplane_actors::core::aggregate(missing))),
         }
     }
 

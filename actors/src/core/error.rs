@@ -89,7 +89,7 @@ fn summarize(causes: &[FieldError]) -> String {
 
 /// Messages in one line, as Go's error aggregate writes them: each once, and in brackets when
 /// there are several.
-pub(crate) fn aggregate(messages: impl IntoIterator<Item = String>) -> String {
+pub fn aggregate(messages: impl IntoIterator<Item = String>) -> String {
     let mut seen: Vec<String> = Vec::new();
     for message in messages {
         if !seen.contains(&message) {

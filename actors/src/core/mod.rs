@@ -33,7 +33,7 @@ use memchr::memmem;
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
-pub use error::ApiError;
+pub use error::{aggregate, ApiError};
 pub use managed_fields::FieldConflict;
 pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};
 /// A patch applied as the API server applies it (for callers that must judge a patch's effect
