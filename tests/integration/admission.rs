@@ -180,6 +180,28 @@ fn resource_quotas_count_and_bound_what_a_namespace_holds() {
         used("pods") == "1"
     });
     assert!(run("e", Some("100m")).0);
+    // Every quota's constraints come before any quota's limits, as Kubernetes checks them: a
+    // pod past q's pod count that states no memory hears of the memory first.
+    k.ok(&["create", "quota", "zmem", "-n", "counted", "--hard=requests.memory=10G"]);
+    let memory = || {
+        let path = "jsonpath={.status.used.requests\\.memory}";
+        k.ok(&["get", "quota", "zmem", "-n", "counted", "-o", path])
+    };
+    wait_until(Duration::from_secs(10), "the memory quota's usage is worked out", || {
+        memory() == "0"
+    });
+    let (ok, _, err) = run("f", Some("100m"));
+    assert!(
+        !ok && err.contains("failed quota: zmem: must specify requests.memory for: f"),
+        "{err}"
+    );
+    // Amounts are written as they were asked for: 2G of memory is "2G", not "1953125Ki".
+    k.ok(&["delete", "pod", "e", "-n", "counted", "--grace-period=0", "--force"]);
+    wait_until(Duration::from_secs(10), "the pod's usage is given back", || used("pods") == "1");
+    let overrides = r#"{"spec": {"containers": [{"name": "g", "image": "kplane/pause",
+        "resources": {"requests": {"cpu": "100m", "memory": "2G"}}}]}}"#;
+    k.ok(&["run", "g", "-n", "counted", "--image=kplane/pause", "--overrides", overrides]);
+    assert_eq!(memory(), "2G");
 }
 
 /// A quota with a scope selector counts and bounds only the pods it selects: those of the

@@ -111,14 +111,28 @@ async fn recalculate(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiE
     let now = chrono::Utc::now();
     for quota_object in quota_objects {
         let Some(scopes) = quota::scope_requirements(&quota_object) else { continue };
-        let hard = json::at(&quota_object, "/spec/hard").cloned().unwrap_or(json!({}));
-        let hard_amounts = quota::amounts(Some(&hard));
-        let mut used: Usage = hard_amounts.keys().map(|r| (r.clone(), 0)).collect();
-        let counted = resources::RESOURCES.iter().filter(|r| {
-            r.namespaced
-                && resources::is_stored(r)
-                && hard_amounts.keys().any(|name| quota::counts(r, name))
-        });
+        let hard = json::at(&quota_object, "/spec/hard").and_then(Value::as_object);
+        let hard = hard.cloned().unwrap_or_default();
+        let counted: Vec<&'static ResourceType> = (resources::RESOURCES.iter())
+            .filter(|r| {
+                r.namespaced
+                    && resources::is_stored(r)
+                    && hard.keys().any(|name| quota::counts(r, name))
+            })
+            .collect();
+        // What nothing here counts keeps what its status said (Kubernetes' usage is masked
+        // to what its evaluators count); what something counts starts from zero.
+        let mut used: Map<String, Value> = json::at(&quota_object, "/status/used")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(name, _)| hard.contains_key(*name))
+            .map(|(name, amount)| (name.clone(), amount.clone()))
+            .collect();
+        let mut totals: Usage = (hard.keys())
+            .filter(|name| counted.iter().any(|r| quota::counts(r, name)))
+            .map(|name| (name.clone(), quota::Amount::default()))
+            .collect();
         for resource in counted {
             if !listed.contains_key(resource.plural) {
                 let items = client.list(resource, Some(namespace), &options).await?.items;
@@ -129,18 +143,23 @@ async fn recalculate(client: &dyn ApiClient, namespace: &str) -> Result<(), ApiE
                     continue;
                 }
                 for (name, amount) in quota::usage_of(resource, object, now) {
-                    if let Some(total) = used.get_mut(&name) {
-                        *total = total.saturating_add(amount);
+                    if let Some(total) = totals.get_mut(&name) {
+                        *total = total.plus(amount);
                     }
                 }
             }
         }
-        let used: Map<String, Value> = used
-            .iter()
-            .map(|(r, amount)| (r.clone(), json!(quota::amount_text(r, *amount))))
-            .collect();
-        let status = json!({"hard": hard, "used": used});
-        if quota_object.get("status") == Some(&status) {
+        used.extend(totals.into_iter().map(|(name, amount)| (name, json!(amount.text()))));
+        // Empty lists are left out, as Kubernetes leaves them out.
+        let mut status = Map::new();
+        if !hard.is_empty() {
+            status.insert("hard".into(), Value::Object(hard));
+        }
+        if !used.is_empty() {
+            status.insert("used".into(), Value::Object(used));
+        }
+        let status = Value::Object(status);
+        if quota_object.get("status").unwrap_or(&json!({})) == &status {
             continue;
         }
         let mut updated = quota_object;
@@ -202,5 +221,40 @@ impl Handler<StopQuotaController> for ResourceQuotaController {
 
     fn handle(&mut self, _: StopQuotaController, ctx: &mut Context<Self>) {
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::core;
+
+    #[actix::test]
+    async fn a_quotas_status_holds_what_is_counted_as_it_was_asked_for() {
+        let core = core().await;
+        let create = |resource: &'static ResourceType, object: Value| {
+            let core = core.clone();
+            async move { ApiClient::create(&core, resource, "default", object).await.unwrap() }
+        };
+        let hard = json!({"pods": "2", "requests.memory": "10G", "example.com/foo": "1"});
+        create(quotas(), json!({"metadata": {"name": "q"}, "spec": {"hard": hard}})).await;
+        create(quotas(), json!({"metadata": {"name": "empty"}, "spec": {}})).await;
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": "i", "resources": {"requests": {"memory": "2G"}}}]}});
+        create(resources::core("pods"), pod).await;
+        recalculate(&core, "default").await.unwrap();
+        let status = |name: &'static str| {
+            let core = core.clone();
+            async move {
+                let quota = ApiClient::get(&core, quotas(), "default", name).await.unwrap();
+                quota.get("status").cloned()
+            }
+        };
+        // Nothing counts example.com/foo (not a request): it has no usage; 2G stays 2G.
+        assert_eq!(
+            status("q").await,
+            Some(json!({"hard": hard, "used": {"pods": "1", "requests.memory": "2G"}}))
+        );
+        assert!(status("empty").await.is_none_or(|s| s == json!({})));
     }
 }

@@ -114,11 +114,7 @@ pub(crate) fn check_pod(ranges: &[Value], pod: &Value) -> Vec<String> {
                 let (requests, limits) = pod_totals.get_or_insert_with(|| {
                     let (requests, limits) = quota::pod_requests_and_limits(pod);
                     let texts = |usage: quota::Usage| -> Map<String, Value> {
-                        let text = |(k, v): (String, _)| {
-                            let amount = json!(quota::amount_text(&k, v));
-                            (k, amount)
-                        };
-                        usage.into_iter().map(text).collect()
+                        usage.into_iter().map(|(k, v)| (k, json!(v.text()))).collect()
                     };
                     (texts(requests), texts(limits))
                 });

@@ -1088,8 +1088,9 @@ impl ApiCore {
             // is judged by them, charging nothing.
             let mut growth = resource_quota::update_usage(resource, &current_value, &next);
             growth.retain(|name, amount| {
-                *amount = amount.saturating_sub(charged.get(name).copied().unwrap_or(0));
-                *amount > 0
+                let was = charged.get(name).map_or(0, |charged| charged.millis);
+                amount.millis = amount.millis.saturating_sub(was);
+                amount.millis > 0
             });
             let _held = if part == Part::Main && !growth.is_empty() {
                 let charge = self.charge_quotas(

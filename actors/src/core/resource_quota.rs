@@ -47,55 +47,60 @@ fn quotas() -> &'static ResourceType {
     resources::core("resourcequotas")
 }
 
-/// What one quota says of a create.
-enum Verdict {
-    /// The quota does not count this object.
-    Ignores,
-    /// It counts it, and its status after the charge is this.
-    Charges(Value),
-}
-
-/// One quota's verdict on `object` (of `resource`, with `usage`), or the reason it refuses
-/// it, in Kubernetes' words.
-fn judge(
+/// Whether a quota counts `object` (of `resource`): it takes it in by its scopes and limits
+/// something it uses; or the reason it refuses it before any amount is looked at, in
+/// Kubernetes' words: a pod not stating what the quota limits, a quota whose usage is not
+/// yet worked out.
+fn counts_object(
     resource: &ResourceType,
     object: &Value,
-    usage: &Usage,
     quota_object: &Value,
-) -> Result<Verdict, String> {
+) -> Result<bool, String> {
     let name = json::at(quota_object, "/metadata/name").and_then(Value::as_str).unwrap_or("");
-    let Some(scopes) = quota::scope_requirements(quota_object) else { return Ok(Verdict::Ignores) };
+    let Some(scopes) = quota::scope_requirements(quota_object) else { return Ok(false) };
     if !quota::scopes_match(&scopes, resource, object) {
-        return Ok(Verdict::Ignores);
+        return Ok(false);
     }
-    let hard = quota::amounts(json::at(quota_object, "/status/hard"));
-    let used = quota::amounts(json::at(quota_object, "/status/used"));
-    let restricted: Vec<&String> = hard.keys().filter(|r| quota::counts(resource, r)).collect();
+    let hard = json::at(quota_object, "/status/hard").and_then(Value::as_object);
+    let restricted: Vec<&String> =
+        hard.into_iter().flatten().map(|(r, _)| r).filter(|r| quota::counts(resource, r)).collect();
     if restricted.is_empty() {
-        return Ok(Verdict::Ignores);
+        return Ok(false);
     }
     if resource.kind == "Pod" {
         if let Some(missing) = unstated(object, &restricted) {
             return Err(format!("failed quota: {name}: must specify {missing}"));
         }
     }
-    if restricted.iter().any(|r| !used.contains_key(*r)) {
+    let used = json::at(quota_object, "/status/used");
+    if restricted.iter().any(|r| used.and_then(|u| u.get(r.as_str())).is_none()) {
         let names: Vec<&str> = restricted.iter().map(|r| r.as_str()).collect();
         return Err(format!("status unknown for quota: {name}, resources: {}", names.join(",")));
     }
+    Ok(true)
+}
+
+/// A counting quota's status after charging it `usage`, `None` when it limits none of what
+/// is used; or, past its hard limits, the refusal in Kubernetes' words (the amounts as the
+/// quota's status and the request write them).
+fn charge(usage: &Usage, quota_object: &Value) -> Result<Option<Value>, String> {
+    let name = json::at(quota_object, "/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let hard = quota::amounts(json::at(quota_object, "/status/hard"));
+    let used = quota::amounts(json::at(quota_object, "/status/used"));
     let requested: Usage = usage
         .iter()
-        .filter(|(r, amount)| **amount != 0 && hard.contains_key(*r))
+        .filter(|(r, amount)| amount.millis != 0 && hard.contains_key(*r))
         .map(|(r, amount)| (r.clone(), *amount))
         .collect();
     if requested.is_empty() {
-        return Ok(Verdict::Ignores);
+        return Ok(None);
     }
     let mut after = used.clone();
     for (r, amount) in &requested {
         quota::add(&mut after, r, *amount);
     }
-    let exceeded: Vec<&String> = requested.keys().filter(|r| after[*r] > hard[*r]).collect();
+    let exceeded: Vec<&String> =
+        requested.keys().filter(|r| after[*r].millis > hard[*r].millis).collect();
     if !exceeded.is_empty() {
         let only = |usage: &Usage| -> Usage {
             exceeded.iter().filter_map(|r| Some(((*r).clone(), *usage.get(*r)?))).collect()
@@ -108,12 +113,10 @@ fn judge(
         ));
     }
     let mut charged = quota_object.clone();
-    let used: serde_json::Map<String, Value> = after
-        .iter()
-        .map(|(r, amount)| (r.clone(), json!(quota::amount_text(r, *amount))))
-        .collect();
+    let used: serde_json::Map<String, Value> =
+        after.iter().map(|(r, amount)| (r.clone(), json!(amount.text()))).collect();
     charged["status"]["used"] = Value::Object(used);
-    Ok(Verdict::Charges(charged))
+    Ok(Some(charged))
 }
 
 /// The pod's containers that do not state the quota-limited compute resources, as
@@ -152,11 +155,12 @@ pub(super) fn update_usage(resource: &ResourceType, old: &Value, new: &Value) ->
     let after = quota::usage_of(resource, new, now);
     after
         .into_iter()
-        .map(|(name, amount)| {
-            let grown = amount.saturating_sub(before.get(&name).copied().unwrap_or(0));
+        .map(|(name, mut grown)| {
+            let was = before.get(&name).map_or(0, |amount| amount.millis);
+            grown.millis = grown.millis.saturating_sub(was);
             (name, grown)
         })
-        .filter(|(_, grown)| *grown > 0)
+        .filter(|(_, grown)| grown.millis > 0)
         .collect()
 }
 
@@ -185,19 +189,22 @@ impl ApiCore {
         }
         let guard = self.quota_locks.lock(namespace).await;
         let mut charged: Vec<String> = Vec::new();
+        let refuse = |message| ApiError::forbidden(resource, name, message, Vec::new());
         for _ in 0..MAX_ATTEMPTS {
             let stored = self.store.quotas(namespace);
-            let mut charges = Vec::new();
+            // As Kubernetes checks them: every quota's constraints and status first, then
+            // each counting quota's limits.
+            let mut counting = Vec::new();
             for quota_object in stored.iter().filter(|q| !charged.contains(&q.key.name)) {
                 let value = quota_object.to_value();
-                match judge(resource, object, &usage, &value) {
-                    Ok(Verdict::Ignores) => {}
-                    Ok(Verdict::Charges(updated)) => {
-                        charges.push((Arc::clone(quota_object), updated))
-                    }
-                    Err(message) => {
-                        return Err(ApiError::forbidden(resource, name, message, Vec::new()))
-                    }
+                if counts_object(resource, object, &value).map_err(refuse)? {
+                    counting.push((quota_object, value));
+                }
+            }
+            let mut charges = Vec::new();
+            for (quota_object, value) in counting {
+                if let Some(updated) = charge(&usage, &value).map_err(refuse)? {
+                    charges.push((Arc::clone(quota_object), updated));
                 }
             }
             if dry_run {
@@ -255,10 +262,10 @@ mod tests {
 
     fn verdict(object: &Value, quota_object: &Value) -> Result<Option<Value>, String> {
         let usage = quota::usage_of(pods(), object, chrono::Utc::now());
-        judge(pods(), object, &usage, quota_object).map(|v| match v {
-            Verdict::Ignores => None,
-            Verdict::Charges(q) => Some(q["status"]["used"].clone()),
-        })
+        if !counts_object(pods(), object, quota_object)? {
+            return Ok(None);
+        }
+        Ok(charge(&usage, quota_object)?.map(|q| q["status"]["used"].clone()))
     }
 
     #[test]

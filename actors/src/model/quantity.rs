@@ -233,6 +233,23 @@ pub fn from_millis(millis: i128, binary: bool) -> String {
     canonical(&text).ok().flatten().unwrap_or(text)
 }
 
+/// The format `q` is written in (`None` when it is not a quantity): a sum of quantities keeps
+/// the format of its first non-zero term, as Kubernetes' `Quantity.Add` does.
+pub fn format_of(q: &str) -> Option<Format> {
+    let q = q.trim();
+    if q.is_empty() {
+        return None;
+    }
+    interpret(scan(q)?.suffix).map(|(_, _, format)| format)
+}
+
+/// A number of thousandths of a unit as Kubernetes writes a quantity of that value in
+/// `format`: "2G" for two billion in decimal SI, "1953125Ki" in binary SI.
+pub fn written(millis: i128, format: Format) -> String {
+    let exact = Exact { negative: millis < 0, mantissa: millis.unsigned_abs(), exp10: -3, format };
+    exact.written().map_or_else(|| format!("{millis}m"), |text| text.as_str().to_owned())
+}
+
 /// `q` rounded up (away from zero) to a whole thousandth, as Kubernetes' `RoundUp(-3)` of
 /// every amount in a resource list: `100u` is `1m`, `1500u` `2m`. `None` when `q` is whole in
 /// thousandths already, or not a quantity (left to validation).
@@ -264,9 +281,10 @@ fn exact_value(q: &str) -> Option<Exact> {
 }
 
 /// How a quantity was written, which decides how Kubernetes writes it back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
     /// A power of ten by SI suffix ("100m", "2k") or none.
+    #[default]
     DecimalSi,
     /// A power of 1024 ("64Mi").
     BinarySi,
@@ -714,6 +732,22 @@ mod tests {
         assert_eq!(from_millis(1_258_291_200_000, true), "1200Mi");
         assert_eq!(from_millis(1_258_291_200_000, false), "1258291200");
         assert_eq!(from_millis(1_000_000, true), "1k");
+    }
+
+    #[test]
+    fn millis_are_written_in_a_given_format() {
+        assert_eq!(written(2_000_000_000_000, Format::DecimalSi), "2G");
+        assert_eq!(written(2_000_000_000_000, Format::BinarySi), "1953125Ki");
+        assert_eq!(written(1_524_500_000_000, Format::BinarySi), "1524500000");
+        assert_eq!(written(512_000, Format::BinarySi), "512");
+        assert_eq!(written(1500, Format::BinarySi), "1500m");
+        assert_eq!(written(3_000_000, Format::DecimalExponent), "3e3");
+        assert_eq!(written(-250, Format::DecimalSi), "-250m");
+        assert_eq!(written(0, Format::BinarySi), "0");
+        assert_eq!(format_of("2G"), Some(Format::DecimalSi));
+        assert_eq!(format_of("64Mi"), Some(Format::BinarySi));
+        assert_eq!(format_of("1e3"), Some(Format::DecimalExponent));
+        assert_eq!(format_of("x"), None);
     }
 
     #[test]

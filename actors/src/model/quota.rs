@@ -1,6 +1,7 @@
 //! What an object counts against a ResourceQuota, as Kubernetes' quota evaluators count it,
 //! and which objects a quota's scopes take in. Amounts are kept in thousandths of a unit
-//! (millicores, thousandths of a byte) in 128 bits, so that sums are exact and do not wrap.
+//! (millicores, thousandths of a byte) in 128 bits, so that sums are exact and do not wrap,
+//! each with the format Kubernetes would write it back in.
 
 use std::collections::BTreeMap;
 
@@ -8,11 +9,53 @@ use serde_json::Value;
 
 use super::{json, qos, quantity, ResourceType};
 
-/// Amounts by resource name, in thousandths of a unit.
-pub type Usage = BTreeMap<String, i128>;
+/// Amounts by resource name.
+pub type Usage = BTreeMap<String, Amount>;
 
 /// One of anything, in thousandths.
 const ONE: i128 = 1000;
+
+/// An amount of a resource, in thousandths of a unit, and the format of the quantities it
+/// was added up from: a sum is written back in its first non-zero term's format, as
+/// Kubernetes' `Quantity.Add` keeps it ("2G" of memory stays "2G", not "1953125Ki").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Amount {
+    pub millis: i128,
+    pub format: quantity::Format,
+}
+
+impl Amount {
+    /// `n` whole things (objects, node ports).
+    pub fn count(n: i128) -> Amount {
+        Amount { millis: n.saturating_mul(ONE), format: quantity::Format::DecimalSi }
+    }
+
+    /// The amount a quantity's text states (none when it is not a quantity, [`HUGE`] past
+    /// 128 bits).
+    pub fn of(text: &str) -> Amount {
+        Amount { millis: millis(text), format: quantity::format_of(text).unwrap_or_default() }
+    }
+
+    /// This and `other` together, in this one's format unless it is zero.
+    pub fn plus(self, other: Amount) -> Amount {
+        let format = if self.millis == 0 { other.format } else { self.format };
+        Amount { millis: self.millis.saturating_add(other.millis), format }
+    }
+
+    /// The larger of the two (this one when they are equal).
+    fn max(self, other: Amount) -> Amount {
+        if other.millis > self.millis {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The quantity's text, as Kubernetes writes it.
+    pub fn text(self) -> String {
+        quantity::written(self.millis, self.format)
+    }
+}
 
 /// What an amount too large even for 128 bits counts as: more than any quota allows, and
 /// still far from wrapping when added to.
@@ -38,18 +81,8 @@ pub struct ScopeRequirement<'a> {
     pub values: Vec<&'a str>,
 }
 
-/// Whether amounts of `resource` are bytes, written back in powers of 1024 when whole KiB.
-pub fn counts_bytes(resource: &str) -> bool {
-    resource.ends_with("memory") || resource.ends_with("storage") || resource.contains("hugepages-")
-}
-
-/// An amount of `resource` as a quantity's text.
-pub fn amount_text(resource: &str, millis: i128) -> String {
-    quantity::from_millis(millis, counts_bytes(resource))
-}
-
 /// A quantity's amount in thousandths (0 when it is none; [`HUGE`] past 128 bits).
-pub fn millis(text: &str) -> i128 {
+fn millis(text: &str) -> i128 {
     match quantity::milli_value_wide(text) {
         Ok(millis) => millis,
         Err(quantity::QuantityError::OutOfRange { .. }) if text.trim_start().starts_with('-') => {
@@ -61,15 +94,15 @@ pub fn millis(text: &str) -> i128 {
 }
 
 /// Adds `amount` to `usage`'s `name`.
-pub fn add(usage: &mut Usage, name: &str, amount: i128) {
+pub fn add(usage: &mut Usage, name: &str, amount: Amount) {
     let total = usage.entry(name.to_owned()).or_default();
-    *total = total.saturating_add(amount);
+    *total = total.plus(amount);
 }
 
-/// The resource amounts of a list (`requests`, `limits`, `hard`), in thousandths.
+/// The resource amounts of a list (`requests`, `limits`, `hard`).
 pub fn amounts(list: Option<&Value>) -> Usage {
     let list = list.and_then(Value::as_object).into_iter().flatten();
-    list.map(|(name, q)| (name.clone(), q.as_str().map_or(0, millis))).collect()
+    list.map(|(name, q)| (name.clone(), q.as_str().map(Amount::of).unwrap_or_default())).collect()
 }
 
 /// What `object`, of `resource`, adds to the quotas of its namespace (nothing for an event):
@@ -91,13 +124,13 @@ pub fn usage_of(
     } else {
         format!("count/{}.{}", resource.plural, resource.group)
     };
-    usage.insert(count, ONE);
+    usage.insert(count, Amount::count(1));
     if !resource.group.is_empty() {
         return usage;
     }
     match resource.kind {
         "Pod" if !is_terminal(object, now) => {
-            usage.insert("pods".into(), ONE);
+            usage.insert("pods".into(), Amount::count(1));
             let (requests, limits) = pod_requests_and_limits(object);
             for (name, amount) in requests {
                 if matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage")
@@ -116,12 +149,12 @@ pub fn usage_of(
             }
         }
         "Service" => {
-            usage.insert("services".into(), ONE);
+            usage.insert("services".into(), Amount::count(1));
             let ports = json::at(object, "/spec/ports").and_then(Value::as_array);
             let ports = ports.map_or(0, |p| p.len() as i128);
             match json::at(object, "/spec/type").and_then(Value::as_str) {
                 Some("NodePort") => {
-                    usage.insert("services.nodeports".into(), ports * ONE);
+                    usage.insert("services.nodeports".into(), Amount::count(ports));
                 }
                 Some("LoadBalancer") => {
                     // Declining node ports, only those asked for count (before they are
@@ -137,16 +170,21 @@ pub fn usage_of(
                             .count() as i128,
                         false => ports,
                     };
-                    usage.insert("services.nodeports".into(), counted * ONE);
-                    usage.insert("services.loadbalancers".into(), ONE);
+                    usage.insert("services.nodeports".into(), Amount::count(counted));
+                    usage.insert("services.loadbalancers".into(), Amount::count(1));
                 }
                 _ => {}
             }
         }
         "PersistentVolumeClaim" => {
-            usage.insert("persistentvolumeclaims".into(), ONE);
-            let storage = json::at(object, "/spec/resources/requests/storage");
-            let storage = storage.and_then(Value::as_str).map(millis);
+            usage.insert("persistentvolumeclaims".into(), Amount::count(1));
+            // What it asks for, or what was allocated to it when more (a failed expansion
+            // asked back down still holds what it was given).
+            let storage =
+                ["/spec/resources/requests/storage", "/status/allocatedResources/storage"]
+                    .iter()
+                    .filter_map(|at| json::at(object, at)?.as_str().map(whole_bytes))
+                    .reduce(Amount::max);
             if let Some(storage) = storage {
                 usage.insert("requests.storage".into(), storage);
             }
@@ -155,18 +193,28 @@ pub fn usage_of(
             let class = super::storage_class(object);
             if !class.is_empty() {
                 let per_class = format!("{class}.storageclass.storage.k8s.io/");
-                usage.insert(format!("{per_class}persistentvolumeclaims"), ONE);
+                usage.insert(format!("{per_class}persistentvolumeclaims"), Amount::count(1));
                 if let Some(storage) = storage {
                     usage.insert(format!("{per_class}requests.storage"), storage);
                 }
             }
         }
         "ConfigMap" | "Secret" | "ReplicationController" | "ResourceQuota" => {
-            usage.insert(resource.plural.into(), ONE);
+            usage.insert(resource.plural.into(), Amount::count(1));
         }
         _ => {}
     }
     usage
+}
+
+/// A claim's storage, rounded up to a whole byte as Kubernetes counts it ("1.5" is 2).
+fn whole_bytes(text: &str) -> Amount {
+    let mut amount = Amount::of(text);
+    let fraction = amount.millis.rem_euclid(ONE);
+    if fraction != 0 {
+        amount.millis = amount.millis.saturating_add(ONE - fraction);
+    }
+    amount
 }
 
 /// Whether the quota resource `name` counts objects of `resource` (Kubernetes' evaluators'
@@ -222,7 +270,7 @@ pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
         let of = |c: &Value| amounts(c.get("resources").and_then(|r| r.get(kind)));
         let mut sum = Usage::new();
         for container in list("containers").into_iter().flatten() {
-            of(container).iter().for_each(|(name, amount)| add(&mut sum, name, *amount));
+            of(container).into_iter().for_each(|(name, amount)| add(&mut sum, &name, amount));
         }
         let (mut sidecars, mut init) = (Usage::new(), Usage::new());
         for container in list("initContainers").into_iter().flatten() {
@@ -240,13 +288,13 @@ pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
                     running
                 };
             for (name, amount) in running {
-                let largest = init.entry(name).or_default();
-                *largest = (*largest).max(amount);
+                init.entry(name)
+                    .and_modify(|largest| *largest = largest.max(amount))
+                    .or_insert(amount);
             }
         }
         for (name, amount) in init {
-            let current = sum.entry(name).or_default();
-            *current = (*current).max(amount);
+            sum.entry(name).and_modify(|current| *current = current.max(amount)).or_insert(amount);
         }
         sum
     };
@@ -254,7 +302,7 @@ pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
     for (name, amount) in amounts(json::at(pod, "/spec/overhead")) {
         add(&mut requests, &name, amount);
         if let Some(limit) = limits.get_mut(&name) {
-            *limit = limit.saturating_add(amount);
+            *limit = limit.plus(amount);
         }
     }
     (requests, limits)
@@ -359,8 +407,7 @@ pub fn scope_requirements(quota: &Value) -> Option<Vec<ScopeRequirement<'_>>> {
 
 /// Amounts as Kubernetes prints them in messages: `name=amount`, by name, comma-separated.
 pub fn pretty(usage: &Usage) -> String {
-    let amounts =
-        usage.iter().map(|(name, amount)| format!("{name}={}", amount_text(name, *amount)));
+    let amounts = usage.iter().map(|(name, amount)| format!("{name}={}", amount.text()));
     amounts.collect::<Vec<_>>().join(",")
 }
 
@@ -374,7 +421,7 @@ mod tests {
     fn usage(plural: &str, object: Value) -> Vec<(String, String)> {
         let resource = find("", "v1", plural).unwrap();
         let usage = usage_of(resource, &object, chrono::Utc::now());
-        usage.iter().map(|(k, v)| (k.clone(), amount_text(k, *v))).collect()
+        usage.iter().map(|(k, v)| (k.clone(), v.text())).collect()
     }
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -421,10 +468,44 @@ mod tests {
         let (requests, limits) = pod_requests_and_limits(&pod);
         // The sidecar runs beside the containers (300m), and beside the later init
         // container (450m, the larger); overhead on every request, on limits the pod has.
-        assert_eq!(requests.get("cpu"), Some(&460));
-        assert_eq!(requests.get("memory"), Some(&((64 << 20) * 1000)));
-        assert_eq!(limits.get("memory"), Some(&(((1 << 30) + (64 << 20)) * 1000)));
+        let text = |amount: Option<&Amount>| amount.map(|a| a.text());
+        assert_eq!(text(requests.get("cpu")), Some("460m".into()));
+        assert_eq!(text(requests.get("memory")), Some("64Mi".into()));
+        assert_eq!(text(limits.get("memory")), Some("1088Mi".into()));
         assert_eq!(limits.get("cpu"), None);
+    }
+
+    #[test]
+    fn sums_keep_the_format_of_their_first_term() {
+        let pod = json!({"spec": {"containers": [
+            {"resources": {"requests": {"memory": "2G"}, "limits": {"memory": "0"}}},
+            {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}]}});
+        let (requests, limits) = pod_requests_and_limits(&pod);
+        // Decimal, as the first; binary, as the first that is not zero (not a whole KiB:
+        // written in bytes).
+        assert_eq!(requests["memory"].text(), "3073741824");
+        assert_eq!(limits["memory"].text(), "1Gi");
+        let one = json!({"spec": {"containers": [{"resources": {"requests": {"memory": "2G"}}}]}});
+        assert_eq!(usage("pods", one)[1], ("memory".into(), "2G".into()));
+    }
+
+    #[test]
+    fn claims_count_whole_bytes() {
+        let mut claim = json!({"spec": {"resources": {"requests": {"storage": "1.5"}}}});
+        assert_eq!(
+            usage("persistentvolumeclaims", claim.clone())[2],
+            ("requests.storage".into(), "2".into())
+        );
+        claim["status"] = json!({"allocatedResources": {"storage": "1Gi"}});
+        assert_eq!(
+            usage("persistentvolumeclaims", claim.clone())[2],
+            ("requests.storage".into(), "1Gi".into())
+        );
+        claim["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+        assert_eq!(
+            usage("persistentvolumeclaims", claim)[2],
+            ("requests.storage".into(), "2Gi".into())
+        );
     }
 
     #[test]
@@ -433,14 +514,14 @@ mod tests {
             {"resources": {"requests": {"memory": "5Pi"}}},
             {"resources": {"requests": {"memory": "5Pi"}}}]}});
         let (requests, _) = pod_requests_and_limits(&huge);
-        assert_eq!(amount_text("memory", requests["memory"]), "10Pi");
+        assert_eq!(requests["memory"].text(), "10Pi");
         assert!(millis("10E") > millis("8Ei") && millis("1e30") > millis("10E"));
         let claim = json!({"spec": {"storageClassName": "gold",
             "resources": {"requests": {"storage": "20Pi"}}}});
         let claims = find("", "v1", "persistentvolumeclaims").unwrap();
         let usage = usage_of(claims, &claim, chrono::Utc::now());
-        assert_eq!(amount_text("requests.storage", usage["requests.storage"]), "20Pi");
-        assert_eq!(usage["gold.storageclass.storage.k8s.io/persistentvolumeclaims"], 1000);
+        assert_eq!(usage["requests.storage"].text(), "20Pi");
+        assert_eq!(usage["gold.storageclass.storage.k8s.io/persistentvolumeclaims"].text(), "1");
         assert!(counts(claims, "gold.storageclass.storage.k8s.io/requests.storage"));
         let pods = find("", "v1", "pods").unwrap();
         assert!(counts(pods, "requests.example.com/gpu") && !counts(pods, "requests.storage"));

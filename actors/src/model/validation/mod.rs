@@ -3346,6 +3346,7 @@ pub fn validate_update(resource: &ResourceType, old: &Value, new: &Value) -> Vec
         "PriorityClass" => priority_class::validate_update(old, new),
         "ConfigMap" => immutable_content(old, new, &["data", "binaryData"]),
         "Service" => service::validate_update(old, new),
+        "ResourceQuota" => resource_policy::validate_quota_update(old, new),
         "RoleBinding" | "ClusterRoleBinding" if old.get("roleRef") != new.get("roleRef") => {
             // The new reference, as Go prints Kubernetes' internal type.
             let part = |field: &str| {

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::{go_strings, label_key_errors, FieldError};
+use super::{go_quote, go_strings, label_key_errors, FieldError};
 use crate::model::quantity;
 use crate::model::quota::SCOPES as QUOTA_SCOPES;
 
@@ -180,8 +180,8 @@ pub(super) fn validate_quota(quota: &Value, errors: &mut Vec<FieldError>) {
         let amounts = quota.get(part).and_then(|p| p.get(list)).and_then(Value::as_object);
         for (resource, value) in amounts.into_iter().flatten() {
             let field = || format!("{path}[{resource}]");
-            let valid = resource_name(resource, &field, errors);
-            if valid && !resource.contains('/') && !is_quota_resource(resource) {
+            resource_name(resource, &field, errors);
+            if !resource.contains('/') && !is_quota_resource(resource) {
                 let message = "must be a standard resource for quota";
                 errors.push(FieldError::invalid(field(), resource, message));
             }
@@ -321,8 +321,7 @@ fn validate_scopes(quota: &Value, errors: &mut Vec<FieldError>) {
     if scopes.is_empty() {
         return;
     }
-    let quoted: Vec<String> = scopes.iter().map(|s| format!("{s:?}")).collect();
-    let shown = format!("[]core.ResourceQuotaScope{{{}}}", quoted.join(", "));
+    let shown = go_scopes(quota);
     let mut invalid = |message: &str| {
         errors.push(FieldError::invalid_number("spec.scopes", &shown, message));
     };
@@ -341,6 +340,29 @@ fn validate_scopes(quota: &Value, errors: &mut Vec<FieldError>) {
             invalid("conflicting scopes");
         }
     }
+}
+
+/// A quota's scopes as Go prints Kubernetes' internal type (`%#v`).
+fn go_scopes(quota: &Value) -> String {
+    match quota.pointer("/spec/scopes").and_then(Value::as_array) {
+        None => "[]core.ResourceQuotaScope(nil)".into(),
+        Some(scopes) => {
+            let quoted: Vec<String> = scopes.iter().map(|s| go_quote(&text(s))).collect();
+            format!("[]core.ResourceQuotaScope{{{}}}", quoted.join(", "))
+        }
+    }
+}
+
+/// What an update may not change of a quota: the set of its scopes.
+pub(super) fn validate_quota_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let scopes = |quota: &Value| -> std::collections::BTreeSet<String> {
+        let scopes = quota.pointer("/spec/scopes").and_then(Value::as_array);
+        scopes.into_iter().flatten().map(|s| text(s).into_owned()).collect()
+    };
+    if scopes(old) == scopes(new) {
+        return Vec::new();
+    }
+    vec![FieldError::invalid_number("spec.scopes", &go_scopes(new), "field is immutable")]
 }
 
 /// The names without a domain that a quota may count: not `storage` itself, and huge pages
@@ -573,6 +595,29 @@ mod tests {
         assert_eq!(
             messages(&errors),
             ["spec.scopes: Invalid value: []core.ResourceQuotaScope{\"Terminating\", \"NotTerminating\"}: conflicting scopes"]
+        );
+        // A malformed name is not a quota's resource either.
+        let mut errors = Vec::new();
+        validate_quota(&json!({"spec": {"hard": {"a b": "1"}}}), &mut errors);
+        assert_eq!(errors.len(), 2);
+        assert!(errors[1].message.ends_with("must be a standard resource for quota"));
+    }
+
+    #[test]
+    fn a_quotas_scopes_do_not_change() {
+        let scoped = |scopes: Value| json!({"spec": {"hard": {"pods": "1"}, "scopes": scopes}});
+        let old = scoped(json!(["BestEffort", "Terminating"]));
+        assert!(
+            validate_quota_update(&old, &scoped(json!(["Terminating", "BestEffort"]))).is_empty()
+        );
+        assert_eq!(
+            messages(&validate_quota_update(&old, &scoped(json!(["NotBestEffort"])))),
+            ["spec.scopes: Invalid value: []core.ResourceQuotaScope{\"NotBestEffort\"}: field is immutable"]
+        );
+        let unscoped = json!({"spec": {"hard": {"pods": "1"}}});
+        assert_eq!(
+            messages(&validate_quota_update(&old, &unscoped)),
+            ["spec.scopes: Invalid value: []core.ResourceQuotaScope(nil): field is immutable"]
         );
     }
 
