@@ -618,7 +618,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let named = !s(o, "/spec/volumeName").is_empty();
             let (capacity, modes) = match named {
                 true => (
-                    s(o, "/status/capacity/storage").to_string(),
+                    or(s(o, "/status/capacity/storage"), "0").to_string(),
                     access_modes(json::at(o, "/status/accessModes")),
                 ),
                 false => (String::new(), String::new()),
@@ -648,7 +648,7 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
                 json!(phase_or_terminating(o)),
                 json!(claim),
-                json!(s(o, "/spec/storageClassName")),
+                json!(kplane_actors::model::storage_class(o)),
                 json!(unset(s(o, "/spec/volumeAttributesClassName"))),
                 json!(s(o, "/status/reason")),
                 json!(created),
@@ -671,10 +671,8 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             let subjects = json::at(o, "/subjects").and_then(Value::as_array);
             let of_kind = |kind: &str| -> String {
                 let named = subjects.into_iter().flatten().filter(|x| x["kind"] == kind);
+                // A service account as the subject names it ("/sa" without a namespace).
                 let names = named.map(|x| match (kind, s(x, "/namespace")) {
-                    ("ServiceAccount", "") => {
-                        format!("{}/{}", s(o, "/metadata/namespace"), s(x, "/name"))
-                    }
                     ("ServiceAccount", namespace) => format!("{namespace}/{}", s(x, "/name")),
                     _ => s(x, "/name").to_string(),
                 });
@@ -758,7 +756,15 @@ fn restarts(pod: &Value, initialized: bool, now: DateTime<Utc>) -> String {
         let sidecars = statuses("/status/initContainerStatuses").filter(|c| sidecar(pod, c));
         sidecars.chain(statuses("/status/containerStatuses")).collect()
     } else {
-        statuses("/status/initContainerStatuses").collect()
+        // Up to the init container the pod waits for, as kubectl counts them.
+        let mut counted = Vec::new();
+        for c in statuses("/status/initContainerStatuses") {
+            counted.push(c);
+            if !init_done(pod, c) {
+                break;
+            }
+        }
+        counted
     };
     let count: i64 = counted.iter().filter_map(|c| c["restartCount"].as_i64()).sum();
     let last = counted
@@ -770,6 +776,13 @@ fn restarts(pod: &Value, initialized: bool, now: DateTime<Utc>) -> String {
         Some(last) if count != 0 => format!("{count} ({} ago)", since(last.into(), now)),
         _ => count.to_string(),
     }
+}
+
+/// Whether an init container no longer holds the pod back, as kubectl reads its status: it
+/// ended well, or it is a sidecar that has started.
+fn init_done(pod: &Value, status: &Value) -> bool {
+    json::at(status, "/state/terminated").is_some_and(|t| t["exitCode"] == 0)
+        || (sidecar(pod, status) && status["started"] == true)
 }
 
 /// Whether the init container status `status` is a sidecar's: its spec restarts `Always`.
@@ -792,13 +805,11 @@ fn ready_containers(pod: &Value, containers_counted: bool) -> (usize, usize) {
     let statuses = |path: &str| json::at(pod, path).and_then(Value::as_array).into_iter().flatten();
     let mut ready = 0;
     for c in statuses("/status/initContainerStatuses") {
-        if json::at(c, "/state/terminated").is_some_and(|t| t["exitCode"] == 0) {
-            continue;
-        }
-        if !(sidecar(pod, c) && c["started"] == true) {
+        if !init_done(pod, c) {
             break;
         }
-        ready += usize::from(c["ready"] == true);
+        // A sidecar's readiness (one that ended well is not ready).
+        ready += usize::from(c["ready"] == true && json::at(c, "/state/terminated").is_none());
     }
     if containers_counted {
         ready += statuses("/status/containerStatuses")
@@ -888,21 +899,21 @@ fn quota_usage(quota: &Value) -> (String, String) {
     (requests.join(", "), limits.join(", "))
 }
 
+/// Access modes as Kubernetes abbreviates them: each known one once, in a fixed order.
 fn access_modes(modes: Option<&Value>) -> String {
-    modes
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(|m| match m {
-            "ReadWriteOnce" => "RWO",
-            "ReadOnlyMany" => "ROX",
-            "ReadWriteMany" => "RWX",
-            "ReadWriteOncePod" => "RWOP",
-            other => other,
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    let modes: Vec<&str> =
+        modes.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .iter()
+    .filter(|(mode, _)| modes.contains(mode))
+    .map(|(_, short)| *short)
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 fn selector_string(selector: Option<&Value>) -> String {
@@ -1258,6 +1269,31 @@ mod tests {
     }
 
     #[test]
+    fn volumes_and_claims_show_their_modes_class_and_capacity_as_kubectl_does() {
+        let now = Utc::now();
+        let volume = json!({"metadata": {"name": "v", "annotations":
+                {"volume.beta.kubernetes.io/storage-class": "gold"}},
+            "spec": {"storageClassName": "plain",
+                "accessModes": ["ReadWriteMany", "ReadWriteOnce", "ReadWriteMany", "Odd"]}});
+        let cells_of = cells("PersistentVolume", &volume, now);
+        assert_eq!((&cells_of[2], &cells_of[6]), (&json!("RWO,RWX"), &json!("gold")));
+        // A claim naming a volume that has not given it a capacity yet shows "0".
+        let claim = json!({"metadata": {"name": "c"}, "spec": {"volumeName": "v"}});
+        assert_eq!(cells("PersistentVolumeClaim", &claim, now)[3], "0");
+        let pending = json!({"metadata": {"name": "c"}, "spec": {}});
+        assert_eq!(cells("PersistentVolumeClaim", &pending, now)[3], "");
+    }
+
+    #[test]
+    fn bindings_name_service_accounts_as_their_subjects_do() {
+        let binding = json!({"metadata": {"name": "b", "namespace": "qa"},
+            "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa1"},
+                {"kind": "ServiceAccount", "name": "sa2", "namespace": "other"}]});
+        assert_eq!(cells("RoleBinding", &binding, Utc::now())[5], "/sa1, other/sa2");
+    }
+
+    #[test]
     fn volumes_and_claims_being_deleted_read_terminating() {
         for (plural, status_column) in [("persistentvolumes", 4), ("persistentvolumeclaims", 1)] {
             let resource = find("", "v1", plural).unwrap();
@@ -1324,7 +1360,14 @@ mod tests {
             "containerStatuses": [
                 {"name": "c", "restartCount": 2, "lastState": ended("2026-01-09T23:57:29Z")}]}});
         assert_eq!(restarts(&pod, true, now), "3 (60s ago)");
-        assert_eq!(restarts(&pod, false, now), "5 (60s ago)");
+        // Initializing: the init containers up to the one the pod waits for (setup).
+        assert_eq!(restarts(&pod, false, now), "4 (60m ago)");
+        let waiting = json!({"spec": {"initContainers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"initContainerStatuses": [
+                {"name": "a", "restartCount": 3, "lastState": ended("2026-01-09T23:00:00Z"),
+                    "state": {"terminated": {"exitCode": 137}}},
+                {"name": "b", "restartCount": 5, "lastState": ended("2026-01-09T23:59:00Z")}]}});
+        assert_eq!(restarts(&waiting, false, now), "3 (60m ago)");
         let never = json!({"status": {"containerStatuses": [{"name": "c", "restartCount": 0}]}});
         assert_eq!(restarts(&never, true, now), "0");
         let unknown_end =
