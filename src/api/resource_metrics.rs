@@ -1,7 +1,7 @@
 //! metrics.k8s.io/v1beta1, as metrics-server serves it to `kubectl top`: `nodes` and
-//! `pods` (get and list, with label and field selectors as on the nodes and pods themselves),
-//! answered from the metrics scraper's readings; and the scraper's way to the node agents'
-//! `/stats/summary` over HTTP.
+//! `pods` (get and list, with label selectors and `metadata.name`/`metadata.namespace` field
+//! selectors, unpaged), answered from the metrics scraper's readings of running pods and of
+//! nodes; and the scraper's way to the node agents' `/stats/summary` over HTTP.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use actix::Addr;
 use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpRequest, HttpResponse};
 use async_trait::async_trait;
-use kplane_actors::core::ApiError;
+use kplane_actors::core::{ApiError, ListOptions};
 use kplane_actors::metrics::{MetricsScraper, NodeMetricsOf, PodMetricsOf, SummarySource};
 use kplane_actors::model::{resources, ResourceType};
 use serde_json::{json, Value};
@@ -30,26 +30,42 @@ pub async fn serve(
     target: &Target,
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
-    if req.method() != Method::GET || target.subresource.is_some() || query.flag("watch") {
+    if req.method() != Method::GET || target.subresource.is_some() {
         return Err(HttpError::MethodNotAllowed);
+    }
+    let metrics = target.resource;
+    if query.flag("watch") {
+        let message = format!(
+            "watch is not supported on resources of kind \"{}.{}\"",
+            metrics.plural, metrics.group
+        );
+        return Err(HttpError::Api(ApiError::MethodNotAllowed(message)));
     }
     let scraper = state.resource_metrics.as_ref().ok_or_else(|| {
         HttpError::Api(ApiError::Unavailable("the metrics server is not enabled".into()))
     })?;
-    let metrics = target.resource;
     let objects = target_objects(metrics).ok_or(HttpError::NoSuchPath)?;
     let namespace = target.namespace.as_deref();
     let (objects, list) = match target.name.as_deref() {
         Some(name) => {
             // A missing object is the object's own 404 (`pods "x" not found`), as
             // metrics-server answers from its lister.
+            // metrics-server knows running pods only.
             let object = state.core.get(objects, namespace.unwrap_or(""), name).await?;
-            (vec![object.to_value()], false)
+            let object = object.to_value();
+            if metrics.namespaced && !is_running(&object) {
+                return Err(HttpError::Api(ApiError::not_found(objects, name)));
+            }
+            (vec![object], false)
         }
         None => {
-            let options = query.list_options()?;
+            // Unpaged, as metrics-server lists; by the selectors metrics.k8s.io knows.
+            let options =
+                ListOptions { limit: None, continue_token: None, ..query.list_options()? };
+            kplane_actors::core::list_filter(metrics, namespace, &options)?;
             let listed = state.core.list(objects, namespace, &options).await?;
-            (listed.items.iter().map(|o| o.to_value()).collect(), true)
+            let objects = listed.items.iter().map(|o| o.to_value());
+            (objects.filter(|o| !metrics.namespaced || is_running(o)).collect(), true)
         }
     };
     let mut items = read(scraper, metrics, objects).await?;
@@ -90,7 +106,16 @@ fn target_objects(metrics: &ResourceType) -> Option<&'static ResourceType> {
     resources::find("", "v1", metrics.plural)
 }
 
-fn list_of(metrics: &ResourceType, items: Vec<Value>) -> Value {
+fn is_running(pod: &Value) -> bool {
+    pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+}
+
+/// A list of metrics, whose items name no kind, as metrics-server's lists.
+fn list_of(metrics: &ResourceType, mut items: Vec<Value>) -> Value {
+    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+        item.remove("kind");
+        item.remove("apiVersion");
+    }
     json!({"kind": metrics.list_kind, "apiVersion": metrics.api_version(),
         "metadata": {}, "items": items})
 }

@@ -1065,9 +1065,9 @@ fn kubectl_top_shows_what_pods_and_nodes_use() {
     for pod in [&burner, &idler] {
         assert_eq!(server.post("/api/v1/namespaces/default/pods", pod).0, 201);
     }
-    let millicores = |quantity: &Value| -> u64 {
-        let nanocores = quantity.as_str().and_then(|q| q.strip_suffix('n')).expect("nanocores");
-        nanocores.parse::<u64>().unwrap() / 1_000_000
+    let millicores = |q: &Value| -> u64 {
+        let q = q.as_str().expect("a quantity");
+        kplane_actors::model::quantity::milli_value(q).unwrap().try_into().unwrap()
     };
     let pods_path = "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods";
     let mut listed = Value::Null;
@@ -1083,7 +1083,8 @@ fn kubectl_top_shows_what_pods_and_nodes_use() {
     };
     let (busy, idle) = (millicores(&usage("burner")["cpu"]), millicores(&usage("idler")["cpu"]));
     assert!(busy >= 50 && busy > idle, "a busy loop uses more than sleep: {listed}");
-    assert!(usage("idler")["memory"].as_str().unwrap().ends_with("Ki"));
+    assert!(usage("idler")["memory"].as_str().unwrap().ends_with('i'), "binary: {listed}");
+    assert!(listed["items"][0].get("kind").is_none(), "list items name no kind: {listed}");
 
     // Selected by the pods' labels; one by name; a pod without metrics is 404.
     let (_, selected) = server.get(&format!("{pods_path}?labelSelector=load%3Dbusy"));
@@ -1099,9 +1100,25 @@ fn kubectl_top_shows_what_pods_and_nodes_use() {
     let mut waiting = pod("waiting");
     waiting["spec"]["nodeSelector"] = json!({"no": "such-node"});
     assert_eq!(server.post("/api/v1/namespaces/default/pods", &waiting).0, 201);
+    // A pod not running is one metrics-server does not know.
     let (code, unmeasured) = server.get(&format!("{pods_path}/waiting"));
     assert_eq!(code, 404, "{unmeasured}");
-    assert_eq!(unmeasured["message"], "podmetrics.metrics.k8s.io \"default/waiting\" not found");
+    assert_eq!(unmeasured["message"], "pods \"waiting\" not found");
+    // Unpaged; selected by name and namespace only.
+    let (_, unpaged) = server.get(&format!("{pods_path}?limit=1"));
+    assert_eq!(unpaged["items"].as_array().unwrap().len(), 2, "{unpaged}");
+    let (code, refused) = server.get(&format!("{pods_path}?fieldSelector=spec.nodeName%3Dnode-t"));
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "\"spec.nodeName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+    );
+    let (code, watched) = server.get(&format!("{pods_path}?watch=1"));
+    assert_eq!(code, 405, "{watched}");
+    assert_eq!(
+        watched["message"],
+        "watch is not supported on resources of kind \"pods.metrics.k8s.io\""
+    );
     assert_eq!(server.delete(&format!("{pods_path}/burner")).0, 405);
     let (code, node) = server.get("/apis/metrics.k8s.io/v1beta1/nodes/node-t");
     assert_eq!((code, &node["kind"]), (200, &json!("NodeMetrics")), "{node}");

@@ -19,7 +19,7 @@ use super::SummarySource;
 use crate::client::cache::{key_of, Key};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::ListOptions;
-use crate::model::{json, resources};
+use crate::model::{json, quantity, resources, text};
 
 const GROUP_VERSION: &str = "metrics.k8s.io/v1beta1";
 
@@ -262,18 +262,20 @@ fn copy_labels(object: &Value, metadata: &mut Value) {
     }
 }
 
-/// The usage as quantities: nanocores, and whole kibibytes as metrics-server writes them.
+/// The usage as metrics-server writes its quantities: cpu from nanocores in decimal SI
+/// ("0", "1500u", "2610195n"), memory from bytes in binary SI ("8Mi", "12345Ki").
 fn usage_of(usage: &Usage) -> Value {
-    json!({"cpu": format!("{}n", usage.nanocores),
-        "memory": format!("{}Ki", usage.memory_bytes / 1024)})
+    let nanocores = format!("{}n", usage.nanocores);
+    let cpu = quantity::canonical(&nanocores).ok().flatten().unwrap_or(nanocores);
+    let memory = i128::from(usage.memory_bytes).saturating_mul(1000);
+    json!({"cpu": cpu, "memory": quantity::written(memory, quantity::Format::BinarySi)})
 }
 
-/// The reading's time and window, as metrics.k8s.io writes them (`15.002s`).
+/// The reading's time and window, as metrics.k8s.io writes them (a Go duration, `15.002s`).
 fn stamp(metrics: &mut Value, usage: &Usage) {
     metrics["timestamp"] = json!(usage.time.to_rfc3339_opts(SecondsFormat::Secs, true));
-    let window = format!("{:.3}", usage.window.as_secs_f64());
-    let window = window.trim_end_matches('0').trim_end_matches('.');
-    metrics["window"] = json!(format!("{window}s"));
+    let nanos = i64::try_from(usage.window.as_nanos()).unwrap_or(i64::MAX);
+    metrics["window"] = json!(text::go_duration(nanos));
 }
 
 impl Actor for MetricsScraper {
@@ -376,12 +378,12 @@ mod tests {
         let (node_metrics, pod_metrics) = metrics;
         assert_eq!(node_metrics["kind"], "NodeMetrics");
         assert_eq!(node_metrics["metadata"]["labels"]["zone"], "a");
-        assert_eq!(node_metrics["usage"], json!({"cpu": "500000000n", "memory": "1048576Ki"}));
+        assert_eq!(node_metrics["usage"], json!({"cpu": "500m", "memory": "1Gi"}));
         assert_eq!(node_metrics["window"], "1s");
         assert_eq!(pod_metrics["metadata"]["labels"]["app"], "web");
         assert_eq!(
             pod_metrics["containers"],
-            json!([{"name": "c", "usage": {"cpu": "500000000n", "memory": "1024Ki"}}])
+            json!([{"name": "c", "usage": {"cpu": "500m", "memory": "1Mi"}}])
         );
         // Another pod of the name is not this one.
         let mut other = pod.clone();
