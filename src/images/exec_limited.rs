@@ -24,6 +24,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
 use kplane_actors::agent::launch::Identity;
+use kplane_actors::agent::runtime::CANNOT_RUN;
 use kplane_actors::agent::volumes::Mount;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::unistd::{setgid, setgroups, setuid, Gid, Uid};
@@ -105,7 +106,7 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
         return ExitCode::from(NOT_FOUND);
     };
     let error = Command::new(program).args(rest).exec();
-    eprintln!("kplane exec-limited: cannot run {}: {error}", program.to_string_lossy());
+    eprintln!("{CANNOT_RUN}{}: {error}", program.to_string_lossy());
     ExitCode::from(exec_failure_code(&error))
 }
 

@@ -907,6 +907,27 @@ async fn a_container_a_probe_kills_backs_off_and_every_failed_probe_is_an_event(
     })
     .await;
     assert_eq!(failed["status"]["containerStatuses"][0]["restartCount"], 0, "{failed}");
+    // Its kill leaves no container running: the pod is killed, in the kubelet's words.
+    let killing = event_about(&core, "once", "Killing").await;
+    assert_eq!(killing["message"], "Stopping container c");
+    // Under `OnFailure`, a container a probe kills is restarted though it exits 0 on SIGTERM.
+    let mut clean = pod(
+        "clean",
+        "n9",
+        json!({"name": "c", "image": "none",
+        "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"],
+        "livenessProbe": {"exec": {"command": ["false"]}, "initialDelaySeconds": 1,
+            "periodSeconds": 1, "failureThreshold": 1}}),
+    );
+    clean["spec"]["restartPolicy"] = json!("OnFailure");
+    ApiClient::create(&core, pods, "default", clean).await.unwrap();
+    let restarted = eventually("clean restarted", || async {
+        get(&core, "pods", "default", "clean").await.filter(|p| {
+            p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 0
+        })
+    })
+    .await;
+    assert_ne!(restarted["status"]["phase"], "Succeeded", "{restarted}");
     // A readiness probe's failures are events though the container was never ready.
     let events = find("", "v1", "events").unwrap();
     let options = ListOptions {

@@ -293,6 +293,24 @@ impl Handler<ProbeDone> for PodWorker {
     }
 }
 
+/// Probes are due: those due are run (between syncs, which run them too).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ProbesDue;
+
+impl Handler<ProbesDue> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, _: ProbesDue, ctx: &mut Context<Self>) {
+        if let Some(state) = &mut self.state {
+            // As a sync would probe: not once the pod is stopped for good or the agent stops.
+            if !(state.done || state.gone || state.stopping || state.stopped_for.is_some()) {
+                state.probe(&self.ctx, &ctx.address());
+            }
+        }
+    }
+}
+
 impl Handler<HookDone> for PodWorker {
     type Result = ();
 
@@ -531,6 +549,10 @@ struct ContainerState {
     env: Vec<(String, String)>,
     /// Stopping for a restart (liveness failure, image change): SIGKILL not before this.
     restarting_deadline: Option<Instant>,
+    /// Being stopped because a liveness or startup probe failed: it is started again whatever
+    /// its exit, unless the pod's policy is `Never` (the kubelet decides the restart with the
+    /// kill).
+    probe_killed: bool,
     /// The image its last start tried: a back-off holds that image's container back, not
     /// one of another image (the kubelet keys its back-off by the container's definition).
     tried_image: Option<String>,
@@ -562,6 +584,7 @@ impl ContainerState {
             startup: ProbeState::default(),
             env: Vec::new(),
             restarting_deadline: None,
+            probe_killed: false,
             tried_image: None,
             mounted: false,
         }
@@ -795,6 +818,8 @@ struct PodState {
     volumes_synced: Option<Instant>,
     /// A failed set-up is tried again at this instant.
     volumes_retry_at: Option<Instant>,
+    /// When the worker is woken next to run the probes due then.
+    probe_wake: Option<Instant>,
 }
 
 /// An event waiting in a pod's queue: about what, and what it says.
@@ -862,6 +887,7 @@ impl PodState {
             volumes: None,
             volumes_synced: None,
             volumes_retry_at: None,
+            probe_wake: None,
         };
         state.recover(ctx);
         Some(state)
@@ -1206,9 +1232,11 @@ impl PodState {
         c.readiness = ProbeState::default();
         c.startup = ProbeState::default();
         c.restarting_deadline = None;
-        // A probe's kill is an exit like any other to the restart policy; only a new image
-        // restarts whatever the policy says.
+        let probe_killed = std::mem::take(&mut c.probe_killed);
+        // A new image restarts whatever the policy says, a probe's kill whatever the exit
+        // code (but under `Never`); other exits as the policy says.
         let restart = redefined
+            || (probe_killed && policy != "Never")
             || match (c.kind, policy.as_str()) {
                 // A sidecar runs until the pod has ended.
                 _ if c.sidecar => !completing,
@@ -2097,6 +2125,8 @@ impl PodState {
     fn probe(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         let pod_ip = self.pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
         let terminating = self.pod.metadata.deletion_timestamp.is_some();
+        // When the next probe is due, to be woken for it (not a sync period later).
+        let mut next_wake: Option<Instant> = None;
         for i in 0..self.containers.len() {
             let name = self.containers[i].name.clone();
             let Some(spec) = self.container_spec(&name).cloned() else { continue };
@@ -2120,36 +2150,42 @@ impl PodState {
                 (c.started, c.ever_started) = (true, true);
             }
             // Startup probe first: liveness and readiness wait for it.
-            let mut due = Vec::new();
+            let mut due_now = Vec::new();
+            let mut consider = |kind: ProbeKind, probe: &Probe, state: &mut ProbeState| {
+                let at = match due(probe, state, since) {
+                    Due::Now => {
+                        due_now.push(kind);
+                        state.next_run
+                    }
+                    Due::At(at) => Some(at),
+                    Due::Later => None,
+                };
+                if let Some(at) = at {
+                    next_wake = Some(next_wake.map_or(at, |wake: Instant| wake.min(at)));
+                }
+            };
             if !c.started {
                 match &spec.startup_probe {
                     None => c.started = true,
-                    Some(probe) if is_due(probe, &mut c.startup, since) => {
-                        due.push(ProbeKind::Startup)
-                    }
-                    Some(_) => {}
+                    Some(probe) => consider(ProbeKind::Startup, probe, &mut c.startup),
                 }
             }
             if c.started {
                 c.ever_started = true;
-                let liveness = spec.liveness_probe.as_ref().filter(|_| !terminating);
-                if liveness.is_some_and(|probe| is_due(probe, &mut c.liveness, since)) {
-                    due.push(ProbeKind::Liveness);
+                if let Some(probe) = spec.liveness_probe.as_ref().filter(|_| !terminating) {
+                    consider(ProbeKind::Liveness, probe, &mut c.liveness);
                 }
                 match &spec.readiness_probe {
                     None => c.ready = true,
-                    Some(probe) if is_due(probe, &mut c.readiness, since) => {
-                        due.push(ProbeKind::Readiness)
-                    }
-                    Some(_) => {}
+                    Some(probe) => consider(ProbeKind::Readiness, probe, &mut c.readiness),
                 }
             }
-            if due.is_empty() {
+            if due_now.is_empty() {
                 continue;
             }
             let env = c.env.clone();
             let launchers = self.launchers(&spec, Some(pid), ctx);
-            for kind in due {
+            for kind in due_now {
                 let probe = kind.of(&spec).cloned().expect("due probes are in the spec");
                 let (spec, env, launchers, pod_ip) =
                     (spec.clone(), env.clone(), launchers.clone(), pod_ip.clone());
@@ -2159,6 +2195,17 @@ impl PodState {
                     addr.do_send(ProbeDone { container, pid, kind, outcome });
                 });
             }
+        }
+        // One wake-up at a time, for the earliest probe due.
+        let now = Instant::now();
+        if let Some(at) = next_wake.filter(|at| self.probe_wake.is_none_or(|w| w <= now || *at < w))
+        {
+            self.probe_wake = Some(at);
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                addr.do_send(ProbesDue);
+            });
         }
     }
 
@@ -2174,7 +2221,15 @@ impl PodState {
         let terminating = self.pod.metadata.deletion_timestamp.is_some();
         let pod_grace = termination_grace(&self.pod);
         let never = self.restart_policy() == "Never";
+        // Under `Never`, an app container whose kill leaves none of the pod's app containers
+        // running ends the pod: the kubelet kills the pod, not the container.
+        let others_run = self
+            .containers
+            .iter()
+            .enumerate()
+            .any(|(j, other)| j != i && other.kind == Kind::App && other.running.is_some());
         let c = &mut self.containers[i];
+        let kills_pod = never && c.kind == Kind::App && !others_run;
         let kind = done.kind;
         // For a run that has since ended (its probes start afresh with the next), or is being
         // stopped: nothing to judge.
@@ -2202,7 +2257,9 @@ impl PodState {
                 // In the kubelet's words: a sidecar's names it an init container and says
                 // nothing of its restart; an app container's says it will be restarted unless
                 // the pod's policy is `Never`.
-                let message = if c.kind == Kind::Init {
+                let message = if kills_pod {
+                    format!("Stopping container {name}")
+                } else if c.kind == Kind::Init {
                     format!("Init container {name} failed {which} probe")
                 } else if never {
                     format!("Container {name} failed {which} probe")
@@ -2210,12 +2267,15 @@ impl PodState {
                     format!("Container {name} failed {which} probe, will be restarted")
                 };
                 events.push((name.clone(), EventKind::Normal, "Killing", message));
-                let seconds =
-                    probe.termination_grace_period_seconds.map(|s| s.clamp(0, MAX_GRACE_SECONDS));
+                // The probe's own grace period, but for a pod killed (the pod's).
+                let seconds = (probe.termination_grace_period_seconds)
+                    .filter(|_| !kills_pod)
+                    .map(|s| s.clamp(0, MAX_GRACE_SECONDS));
                 let grace = seconds.map_or(pod_grace, |s| Duration::from_secs(s as u64));
                 let deadline = Instant::now() + grace.max(MIN_RESTART_GRACE);
                 c.restarting_deadline = Some(deadline);
-                c.ready = false;
+                c.probe_killed = true;
+                // Its readiness stays what it was until it has stopped.
                 killed = Some(deadline);
             }
         }
@@ -2560,18 +2620,37 @@ impl ProbeRun {
     }
 }
 
-/// Whether `probe` is due (its initial delay from `since`, then its period, passed, and no run
-/// under way); if so, its run is taken to be under way and the next one is a period on.
-fn is_due(probe: &Probe, state: &mut ProbeState, since: Instant) -> bool {
+/// When a probe runs next.
+#[derive(Debug, PartialEq, Eq)]
+enum Due {
+    /// Now: its run is taken to be under way.
+    Now,
+    At(Instant),
+    /// After the run under way.
+    Later,
+}
+
+/// When `probe` is due: its initial delay from `since`, then a period after each run's
+/// planned time, as the kubelet's ticker keeps its phase (runs missed while one was under way
+/// are not made up); if now, its run is taken to be under way.
+fn due(probe: &Probe, state: &mut ProbeState, since: Instant) -> Due {
+    if state.in_flight {
+        return Due::Later;
+    }
     let now = Instant::now();
     let first = since + Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
-    if state.in_flight || now < state.next_run.unwrap_or(first) {
-        return false;
+    let planned = state.next_run.unwrap_or(first);
+    if now < planned {
+        return Due::At(planned);
     }
     let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
-    state.next_run = Some(now + period);
+    let mut next = planned + period;
+    while next <= now {
+        next += period;
+    }
+    state.next_run = Some(next);
     state.in_flight = true;
-    true
+    Due::Now
 }
 
 /// A run's `outcome` counted: whether it failed, and a verdict once the success or failure
@@ -2877,6 +2956,27 @@ mod tests {
             assert_eq!(run.verdict, None);
         }
         assert_eq!(judge(&probe, &mut state, fail()).verdict, Some(false), "the second failure");
+    }
+
+    #[test]
+    fn probes_keep_their_period_from_when_each_run_was_due() {
+        let probe: Probe =
+            serde_json::from_value(json!({"initialDelaySeconds": 5, "periodSeconds": 2})).unwrap();
+        let mut state = ProbeState::default();
+        let started = Instant::now();
+        assert_eq!(due(&probe, &mut state, started), Due::At(started + Duration::from_secs(5)));
+        // Run a little after it was due (as woken): the next is two seconds after it was due,
+        // not after it ran.
+        let since = Instant::now() - Duration::from_millis(5_300);
+        assert_eq!(due(&probe, &mut state, since), Due::Now);
+        assert_eq!(state.next_run, Some(since + Duration::from_secs(7)));
+        assert_eq!(due(&probe, &mut state, since), Due::Later, "one run at a time");
+        // Runs missed while one was under way are not made up.
+        state.in_flight = false;
+        state.next_run = Some(Instant::now() - Duration::from_millis(4_500));
+        let planned = state.next_run.unwrap();
+        assert_eq!(due(&probe, &mut state, since), Due::Now);
+        assert_eq!(state.next_run, Some(planned + Duration::from_secs(6)));
     }
 
     #[test]

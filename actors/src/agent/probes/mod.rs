@@ -13,6 +13,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::AsyncReadExt;
+
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::net::TcpStream;
@@ -33,6 +35,9 @@ pub enum Outcome {
 
 /// How many times a probe that errored is run in one go (the kubelet's `maxProbeRetries`).
 const TRIES_WHEN_ERRORED: usize = 3;
+
+/// How much of an exec probe's output is kept (the kubelet's `maxReadLength`, 10 KiB).
+const MAX_EXEC_OUTPUT: usize = 10 * 1024;
 
 /// Runs `probe` against a container of the pod at `pod_ip`: once, or, while it errors, up to
 /// three times, as the kubelet's prober does.
@@ -62,8 +67,15 @@ async fn run_once(
 ) -> Outcome {
     let timeout = Duration::from_secs(probe.timeout_seconds.unwrap_or(1).max(1) as u64);
     if let Some(exec) = &probe.exec {
-        let command = exec.command.as_deref().unwrap_or(&[]);
-        let run = [launchers, command].concat();
+        // `$(VAR)` references to the container's own variables with values are expanded, as
+        // the kubelet expands them (those from a source are empty here, as there).
+        let statics: Vec<(String, String)> = (container.env.iter().flatten())
+            .map(|var| (var.name.clone(), var.value.clone().unwrap_or_default()))
+            .collect();
+        let command: Vec<String> = (exec.command.iter().flatten())
+            .map(|arg| super::launch::expand(arg, &statics))
+            .collect();
+        let run = [launchers, &command[..]].concat();
         // The kubelet's words for each handler's timeout.
         let timed_out = format!("command {} timed out", go_quote(&command.join(" ")));
         let dir = super::runtime::working_dir(container);
@@ -137,25 +149,53 @@ pub(super) fn resolve_port(port: &IntOrString, container: &Container) -> Result<
         .ok_or_else(|| format!("invalid port number: {number}"))
 }
 
+/// Runs an exec probe's command: a success when it exits 0, else a failure whose message is
+/// what it wrote (its output and errors as written, the first 10 KiB), as the kubelet's; a
+/// command that could not be started at all errored (the kubelet counts that for nothing).
 async fn exec_probe(command: &[String], env: &[(String, String)], dir: &Path) -> Outcome {
     let Some(mut process) = super::runtime::command(command, env, Some(dir)) else {
         return Outcome::Failure("the exec probe has no command".into());
     };
-    process.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let output = match super::runtime::huge_pages::spawn(&mut process) {
-        Ok(child) => child.wait_with_output().await,
-        Err(e) => Err(e),
-    };
-    match output {
-        Ok(out) if out.status.success() => Outcome::Success,
-        // As the kubelet's: what the command wrote is the failure's message.
-        Ok(out) => {
-            let mut written = String::from_utf8_lossy(&out.stdout).into_owned();
-            written.push_str(&String::from_utf8_lossy(&out.stderr));
-            Outcome::Failure(written.trim_end().to_string())
+    match exec_output(&mut process).await {
+        Ok((0, _)) => Outcome::Success,
+        Ok((code, written)) => {
+            let written = String::from_utf8_lossy(&written).into_owned();
+            let unstarted =
+                matches!(code, 126 | 127) && written.starts_with(super::runtime::CANNOT_RUN);
+            if unstarted {
+                Outcome::Error(written.trim_end().to_string())
+            } else {
+                Outcome::Failure(written)
+            }
         }
-        Err(e) => Outcome::Failure(format!("command {command:?}: {e}")),
+        Err(e) => Outcome::Error(format!("command {}: {e}", go_quote(&command.join(" ")))),
     }
+}
+
+/// Runs `process` with its output and errors into one pipe, as written; its exit code (128 and
+/// the signal's number when a signal ended it) and the first [`MAX_EXEC_OUTPUT`] bytes.
+async fn exec_output(process: &mut tokio::process::Command) -> std::io::Result<(i32, Vec<u8>)> {
+    let (sender, mut receiver) = tokio::net::unix::pipe::pipe()?;
+    let writer = sender.into_blocking_fd()?;
+    process.stdin(Stdio::null()).stderr(writer.try_clone()?).stdout(writer).kill_on_drop(true);
+    let mut child = super::runtime::huge_pages::spawn(process)?;
+    // The pipe's writing ends are the child's alone now: its end is the pipe's.
+    process.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut written = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let read = receiver.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        let room = MAX_EXEC_OUTPUT.saturating_sub(written.len());
+        written.extend_from_slice(&buffer[..read.min(room)]);
+    }
+    let status = child.wait().await?;
+    let code = status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    });
+    Ok((code, written))
 }
 
 /// A failed connection in Go's words, as the kubelet's probes report it: `dial tcp
@@ -212,7 +252,28 @@ mod tests {
         // What the failed command wrote is the failure, as the kubelet reports it.
         let said = probe(json!({"exec": {"command": ["sh", "-c", "echo not ok; exit 1"]}}));
         let outcome = run(&said, &container(), "127.0.0.1", &env, &[]).await;
-        assert_eq!(outcome, Outcome::Failure("not ok".into()));
+        assert_eq!(outcome, Outcome::Failure("not ok\n".into()));
+        // Output and errors as written, the first 10 KiB of them.
+        let both = probe(json!({"exec": {"command": ["sh", "-c",
+            "echo one; echo two >&2; echo three; head -c 20000 /dev/zero | tr '\\0' a; exit 2"]}}));
+        let Outcome::Failure(written) = run(&both, &container(), "127.0.0.1", &env, &[]).await
+        else {
+            panic!("a failure")
+        };
+        assert!(written.starts_with("one\ntwo\nthree\naaa"), "{written:?}");
+        assert_eq!(written.len(), MAX_EXEC_OUTPUT);
+        // `$(VAR)` is the container's own variable's value; the environment is the run's.
+        let mut with_env = container();
+        with_env.env =
+            Some(vec![serde_json::from_value(json!({"name": "WANT", "value": "yes"})).unwrap()]);
+        let expanded = probe(json!({"exec": {"command": ["test", "$(WANT)", "=", "yes"]}}));
+        assert_eq!(run(&expanded, &with_env, "127.0.0.1", &[], &[]).await, Outcome::Success);
+        // A command that cannot be started errored: it counts for nothing.
+        let missing = probe(json!({"exec": {"command": ["/no/such/binary"]}}));
+        assert!(matches!(
+            run(&missing, &container(), "127.0.0.1", &env, &[]).await,
+            Outcome::Error(_)
+        ));
         let bad = probe(json!({"exec": {"command": ["false"]}}));
         assert!(matches!(
             run(&bad, &container(), "127.0.0.1", &env, &[]).await,

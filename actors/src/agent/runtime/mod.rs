@@ -37,6 +37,10 @@ pub fn command(
     Some(command)
 }
 
+/// How `kplane exec-limited`, a container's launcher, begins what it writes when the program
+/// it was to become could not be started (exiting 127 when missing, 126 otherwise).
+pub const CANNOT_RUN: &str = "kplane exec-limited: cannot run ";
+
 /// Where a container's processes (its own, exec'd commands, exec probes and hooks) start:
 /// its `workingDir`, else `/`, as a container runtime starts them in an image that sets none.
 pub fn working_dir(container: &k8s_openapi::api::core::v1::Container) -> PathBuf {
