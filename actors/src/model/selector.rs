@@ -70,20 +70,21 @@ impl LabelSelector {
         if let Some(labels) = selector.get("matchLabels").and_then(|m| m.as_object()) {
             for (key, value) in labels {
                 let value = value.as_str().ok_or_else(|| bad(format!("{key}: {value}")))?;
-                let op = LabelOp::Equals(checked_value(value, key)?);
-                requirements.push(LabelRequirement { key: checked_key(key)?, op });
+                let op = LabelOp::Equals(checked_value(value, key, 0)?);
+                requirements.push(LabelRequirement { key: checked_key(key, "key")?, op });
             }
         }
         let expressions = selector.get("matchExpressions").and_then(|e| e.as_array());
         for expression in expressions.into_iter().flatten() {
             let key = expression.get("key").and_then(|k| k.as_str()).unwrap_or("");
-            let key = checked_key(key)?;
+            let key = checked_key(key, "key")?;
             let values: Vec<String> = expression
                 .get("values")
                 .and_then(|v| v.as_array())
                 .into_iter()
                 .flatten()
-                .map(|v| checked_value(v.as_str().unwrap_or(""), &key))
+                .enumerate()
+                .map(|(i, v)| checked_value(v.as_str().unwrap_or(""), &key, i))
                 .collect::<Result<_, _>>()?;
             let operator = expression.get("operator").and_then(|o| o.as_str()).unwrap_or("");
             let op = match operator {
@@ -313,7 +314,8 @@ impl<'a> Parser<'a> {
         let Token::Identifier(key) = token else {
             return Err(format!("found '{}', expected: identifier", token.literal()));
         };
-        let key = checked_key(key).map_err(|e| e.to_string())?;
+        // Checked at no path, as Kubernetes' parser checks it (printed `<nil>`).
+        let key = checked_key(key, "<nil>").map_err(|e| e.to_string())?;
         if absent {
             return Ok(LabelRequirement { key, op: LabelOp::DoesNotExist });
         }
@@ -327,14 +329,22 @@ impl<'a> Parser<'a> {
             Token::Equals | Token::DoubleEquals => LabelOp::Equals(self.exact_value(&key)?),
             Token::NotEquals => LabelOp::NotEquals(self.exact_value(&key)?),
             Token::Greater | Token::Less => {
-                let value = self.exact_value(&key)?;
+                let value = self.exact_value_unchecked()?;
+                let mut problems = Vec::new();
                 let number = value.parse::<i64>().map_err(|_| {
-                    format!(
+                    problems.push(format!(
                         "values[0]: Invalid value: {}: for 'Gt', 'Lt' operators, the value \
                          must be an integer",
-                        go_quote(&value)
-                    )
-                })?;
+                        go_quote(value)
+                    ))
+                });
+                if let Err(problem) = checked_value(value, &key, 0) {
+                    problems.push(problem.to_string());
+                }
+                let number = match number {
+                    Ok(number) if problems.is_empty() => number,
+                    _ => return Err(one_or_all(problems)),
+                };
                 if operator == Token::Greater {
                     LabelOp::GreaterThan(number)
                 } else {
@@ -374,7 +384,14 @@ impl<'a> Parser<'a> {
                 return Err(format!("found '{found}', expected: ',', ')' or identifier"));
             }
         }
-        values.into_iter().map(|v| checked_value(v, key).map_err(|e| e.to_string())).collect()
+        // Each value checked at its place in the sorted set, every problem told.
+        let problems: Vec<String> = (values.iter().enumerate())
+            .filter_map(|(i, v)| checked_value(v, key, i).err().map(|e| e.to_string()))
+            .collect();
+        if !problems.is_empty() {
+            return Err(one_or_all(problems));
+        }
+        Ok(values.into_iter().map(str::to_string).collect())
     }
 
     /// The values of a set up to (not including) its `)`.
@@ -422,35 +439,49 @@ impl<'a> Parser<'a> {
 
     /// The one value after `=`, `==`, `!=`, `>` or `<` (none: the empty value).
     fn exact_value(&mut self, key: &str) -> Parsed<String> {
+        let value = self.exact_value_unchecked()?;
+        checked_value(value, key, 0).map_err(|e| e.to_string())
+    }
+
+    /// As [`Self::exact_value`], not yet checked as a label value.
+    fn exact_value_unchecked(&mut self) -> Parsed<&'a str> {
         if matches!(self.peek(true), Token::End | Token::Comma) {
-            return Ok(String::new());
+            return Ok("");
         }
         match self.next(true) {
-            Token::Identifier(value) => checked_value(value, key).map_err(|e| e.to_string()),
+            Token::Identifier(value) => Ok(value),
             other => Err(format!("found '{}', expected: identifier", other.literal())),
         }
     }
 }
 
-/// A selector's key, checked as a label key (`key: Invalid value: ...` with why).
-fn checked_key(key: &str) -> Result<String, SelectorError> {
+/// One problem as it is, several as Kubernetes aggregates them (`[a, b]`).
+fn one_or_all(mut problems: Vec<String>) -> String {
+    match problems.len() {
+        1 => problems.remove(0),
+        _ => format!("[{}]", problems.join(", ")),
+    }
+}
+
+/// A selector's key, checked as a label key (`<path>: Invalid value: ...` with why).
+fn checked_key(key: &str, path: &str) -> Result<String, SelectorError> {
     let problems = super::validation::label_key_errors(key);
     if problems.is_empty() {
         return Ok(key.to_string());
     }
     let why = problems.join("; ");
-    Err(SelectorError::Syntax(format!("key: Invalid value: {}: {why}", go_quote(key))))
+    Err(SelectorError::Syntax(format!("{path}: Invalid value: {}: {why}", go_quote(key))))
 }
 
-/// A value of the selector's requirement on `key`, checked as a label value.
-fn checked_value(value: &str, key: &str) -> Result<String, SelectorError> {
+/// The `index`th value of the selector's requirement on `key`, checked as a label value.
+fn checked_value(value: &str, key: &str, index: usize) -> Result<String, SelectorError> {
     let problems = super::validation::label_value_errors(value);
     if problems.is_empty() {
         return Ok(value.to_string());
     }
     let why = problems.join("; ");
     Err(SelectorError::Syntax(format!(
-        "values[0][{key}]: Invalid value: {}: {why}",
+        "values[{index}][{key}]: Invalid value: {}: {why}",
         go_quote(value)
     )))
 }
@@ -464,17 +495,24 @@ pub struct FieldSelector {
 
 impl FieldSelector {
     /// Parses and checks every field against what `resource` can select on. Terms are split
-    /// at commas and values read as Kubernetes reads them: `\,`, `\=` and `\\` stand for
-    /// the character; any other escape, or a bare `,` or `=` in a value, is refused.
+    /// at commas, taken as written (spaces are part of them) in sorted order, and values read
+    /// as Kubernetes reads them: `\,`, `\=` and `\\` stand for the character; any other
+    /// escape, or a bare `,` or `=` in a value, is refused. As in Kubernetes, every term is
+    /// read before any field is checked.
     pub fn parse(input: &str, resource: &ResourceType) -> Result<Self, SelectorError> {
-        let mut terms = Vec::new();
-        for part in unescaped_commas(input).map(str::trim).filter(|p| !p.is_empty()) {
+        let mut parts: Vec<&str> = unescaped_commas(input).filter(|p| !p.is_empty()).collect();
+        parts.sort_unstable();
+        let mut read = Vec::with_capacity(parts.len());
+        for part in parts {
             let Some((label, equal, value)) = field_term(part) else {
                 let why = format!("invalid selector: '{input}'; can't understand '{part}'");
                 return Err(SelectorError::Syntax(why));
             };
-            let value = unescape_field_value(value.trim()).map_err(SelectorError::Syntax)?;
-            let label = label.trim();
+            let value = unescape_field_value(value).map_err(SelectorError::Syntax)?;
+            read.push((label, equal, value));
+        }
+        let mut terms = Vec::with_capacity(read.len());
+        for (label, equal, value) in read {
             let Some(field) = resource.field_label(label) else {
                 return Err(SelectorError::UnsupportedField(label.to_string()));
             };
@@ -713,9 +751,27 @@ mod tests {
         let input = r"spec.host=n\,1,status.phase!=a\=b\\c,metadata.name==p";
         let parsed = FieldSelector::parse(input, pods).unwrap();
         let written = parsed.to_string();
-        assert_eq!(written, r"spec.nodeName=n\,1,status.phase!=a\=b\\c,metadata.name=p");
+        // In sorted order, as Kubernetes reads the terms.
+        assert_eq!(written, r"metadata.name=p,spec.nodeName=n\,1,status.phase!=a\=b\\c");
         assert_eq!(FieldSelector::parse(&written, pods).unwrap(), parsed);
         assert_eq!(FieldSelector::default().to_string(), "");
+    }
+
+    #[test]
+    fn field_selector_terms_are_taken_as_written() {
+        let pods = resources::core("pods");
+        let refused = |input: &str| FieldSelector::parse(input, pods).unwrap_err().to_string();
+        assert_eq!(refused("status.phase = Running"), "field label not supported: status.phase ");
+        assert_eq!(
+            refused("metadata.name=p, "),
+            "invalid selector: 'metadata.name=p, '; can't understand ' '"
+        );
+        // A trailing space is part of the value.
+        let spaced = FieldSelector::parse("metadata.name=p ", pods).unwrap();
+        assert_eq!(spaced.required_value("metadata.name"), Some("p "));
+        // Every term is read before a field is checked; the first in sorted order fails.
+        assert_eq!(refused("foo,bar"), "invalid selector: 'foo,bar'; can't understand 'bar'");
+        assert!(refused(r"spec.foo=x,metadata.name=a\b").contains("escape"));
     }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -798,7 +854,23 @@ mod tests {
             assert_eq!(LabelSelector::parse(s), Err(SelectorError::Syntax(message.into())), "{s}");
         }
         let Err(SelectorError::Syntax(bad_key)) = LabelSelector::parse("a_-=b") else { panic!() };
-        assert!(bad_key.starts_with("unable to parse requirement: key: Invalid value: \"a_-\""));
+        assert!(bad_key.starts_with("unable to parse requirement: <nil>: Invalid value: \"a_-\""));
+        // Every value's problem, at its place in the sorted set.
+        let Err(SelectorError::Syntax(values)) = LabelSelector::parse("x in (b_,a,c_)") else {
+            panic!()
+        };
+        assert!(
+            values.starts_with("unable to parse requirement: [values[1][x]: Invalid value: \"b_\""),
+            "{values}"
+        );
+        assert!(values.contains(", values[2][x]: Invalid value: \"c_\""), "{values}");
+        let Err(SelectorError::Syntax(both)) = LabelSelector::parse("a>x_") else { panic!() };
+        assert!(
+            both.starts_with(
+                "unable to parse requirement: [values[0]: Invalid value: \"x_\": for 'Gt'"
+            ),
+            "{both}"
+        );
     }
 
     #[test]

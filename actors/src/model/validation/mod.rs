@@ -365,19 +365,8 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
         }
     }
     validate_labels(meta.and_then(|m| m.get("labels")), "metadata.labels", &mut errors);
-    if let Some(annotations) = meta.and_then(|m| m.get("annotations")).and_then(Value::as_object) {
-        for k in annotations.keys() {
-            // Checked lowercased, as Kubernetes checks them.
-            for p in label_key_errors(&k.to_lowercase()) {
-                errors.push(FieldError::invalid("metadata.annotations", k, p));
-            }
-        }
-        let size: usize =
-            annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
-        if size > MAX_ANNOTATIONS_BYTES {
-            errors.push(FieldError::too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES));
-        }
-    }
+    let annotations = meta.and_then(|m| m.get("annotations"));
+    validate_annotations(annotations, "metadata.annotations", &mut errors);
     let generation = meta.and_then(|m| m.get("generation")).and_then(Value::as_i64);
     if let Some(negative) = generation.filter(|g| *g < 0) {
         let message = "must be greater than or equal to 0";
@@ -601,6 +590,22 @@ fn validate_role_binding(binding: &Value, namespaced: bool, errors: &mut Vec<Fie
                 &["ServiceAccount", "User", "Group"],
             )),
         }
+    }
+}
+
+/// Annotations (at `path`): qualified keys (checked lowercased, as Kubernetes checks them),
+/// 256 KiB of keys and values at most.
+fn validate_annotations(annotations: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
+    let Some(annotations) = annotations.and_then(Value::as_object) else { return };
+    for k in annotations.keys() {
+        for p in label_key_errors(&k.to_lowercase()) {
+            errors.push(FieldError::invalid(path, k, p));
+        }
+    }
+    let size: usize =
+        annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+    if size > MAX_ANNOTATIONS_BYTES {
+        errors.push(FieldError::too_long(path, MAX_ANNOTATIONS_BYTES));
     }
 }
 
@@ -2854,15 +2859,19 @@ fn validate_action(
 /// A PodTemplate's `template`, as Kubernetes' `ValidatePodTemplateSpec`: its labels, its pod
 /// spec (any restart policy), and no ephemeral containers.
 fn validate_pod_template(object: &Value, errors: &mut Vec<FieldError>) {
-    let template = object.get("template");
-    validate_labels(
-        template.and_then(|t| t.pointer("/metadata/labels")),
-        "template.metadata.labels",
-        errors,
-    );
-    validate_pod_spec(template.and_then(|t| t.get("spec")), "template.spec", false, errors);
+    validate_pod_template_spec(object.get("template"), "template", errors);
+}
+
+/// A pod template (at `at`: a PodTemplate's `template`, an RC's `spec.template`), as
+/// Kubernetes' `ValidatePodTemplateSpec`: its labels at `<at>.labels`, its annotations at
+/// `<at>.annotations`, its pod spec, and no ephemeral containers.
+fn validate_pod_template_spec(template: Option<&Value>, at: &str, errors: &mut Vec<FieldError>) {
+    let meta = |field: &str| template.and_then(|t| t.pointer(&format!("/metadata/{field}")));
+    validate_labels(meta("labels"), &format!("{at}.labels"), errors);
+    validate_annotations(meta("annotations"), &format!("{at}.annotations"), errors);
+    validate_pod_spec(template.and_then(|t| t.get("spec")), &format!("{at}.spec"), false, errors);
     if let Some(template) = template {
-        forbid_ephemeral_containers(template, "template", errors);
+        forbid_ephemeral_containers(template, at, errors);
     }
 }
 
@@ -2886,7 +2895,7 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
             "must be greater than or equal to 0",
         ));
     }
-    validate_labels(spec.and_then(|s| s.get("selector")), "spec.selector", errors);
+    // Only not empty: a selector no template's labels could match is refused below.
     let selector = spec.and_then(|s| s.get("selector")).and_then(Value::as_object);
     let selector = selector.filter(|sel| !sel.is_empty());
     if selector.is_none() {
@@ -2917,7 +2926,7 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    validate_pod_spec(t.get("spec"), "spec.template.spec", false, errors);
+    validate_pod_template_spec(Some(t), "spec.template", errors);
     // A controller's pods run for good, as Kubernetes' `ValidatePodTemplateSpecForRC`.
     let policy = json::at(t, "/spec/restartPolicy").and_then(Value::as_str);
     if let Some(policy) = policy.filter(|p| *p != "Always") {
@@ -2930,7 +2939,6 @@ fn validate_rc(object: &Value, errors: &mut Vec<FieldError>) {
             "activeDeadlineSeconds in ReplicationController is not Supported",
         ));
     }
-    forbid_ephemeral_containers(t, "spec.template", errors);
 }
 
 /// A service's `ipFamilies` and `ipFamilyPolicy`, as Kubernetes' validation checks them
@@ -3331,6 +3339,19 @@ mod tests {
         let errors = validate_object(rcs, &rc);
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].field, "spec.template.metadata.labels");
+        // A template's labels and annotations are checked where Kubernetes names them; the
+        // selector only for being there.
+        let rc = json!({"metadata":{"name":"r","labels":{"ok":"1"}},"spec":{"selector":{"a_":"x"},
+            "template":{"metadata":{"labels":{"a_":"x"},"annotations":{"b_":"y"}},
+            "spec":{"containers":[{"name":"c","image":"i"}]}}}});
+        let fields: Vec<String> = validate_object(rcs, &rc).into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["spec.template.labels", "spec.template.annotations"]);
+        let templates = find("", "v1", "podtemplates").unwrap();
+        let template = json!({"metadata":{"name":"t"},"template":{"metadata":{"labels":{"a_":"x"},
+            "annotations":{"b_":"y"}},"spec":{"containers":[{"name":"c","image":"i"}]}}});
+        let fields: Vec<String> =
+            validate_object(templates, &template).into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["template.labels", "template.annotations"]);
     }
 }
 
