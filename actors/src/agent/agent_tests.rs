@@ -227,6 +227,41 @@ async fn the_node_s_events_are_the_kubelet_s() {
 }
 
 #[actix::test]
+async fn a_node_that_was_there_gets_the_kubelet_s_labels_and_a_reboot_is_told() {
+    let core = core().await;
+    let nodes = find("", "v1", "nodes").unwrap();
+    let there = json!({"metadata": {"name": "n-re", "labels": {"kubernetes.io/hostname": "wrong",
+            "team": "a"}},
+        "status": {"nodeInfo": {"bootID": "an-earlier-boot"}}});
+    ApiClient::create(&core, nodes, "", there).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _agent =
+        start_agent(&core, config("n-re", dir.path()), Arc::new(ProcessRuntime::default()));
+    let labelled = eventually("the default labels", || async {
+        get(&core, "nodes", "", "n-re").await.filter(|n| {
+            n["metadata"]["labels"]["kubernetes.io/hostname"] == "n-re"
+                && n["metadata"]["labels"]["kubernetes.io/os"] == "linux"
+        })
+    })
+    .await;
+    assert_eq!(labelled["metadata"]["labels"]["team"], "a", "others' labels stay");
+    let annotations = &labelled["metadata"]["annotations"];
+    assert_eq!(annotations["volumes.kubernetes.io/controller-managed-attach-detach"], "true");
+    let rebooted = event_about(&core, "n-re", "NodeRebooted").await;
+    assert_eq!(rebooted["type"], "Warning");
+    let message = rebooted["message"].as_str().unwrap();
+    assert!(message.starts_with("Node n-re has been rebooted, boot id: "), "{message}");
+    // Its operating system label, taken off, is put back with its status.
+    let unlabel = json!({"metadata": {"labels": {"kubernetes.io/os": null}}});
+    ApiClient::patch(&core, nodes, "", "n-re", PatchType::Merge, &unlabel, false).await.unwrap();
+    eventually("the os label back", || async {
+        let node = get(&core, "nodes", "", "n-re").await?;
+        (node["metadata"]["labels"]["kubernetes.io/os"] == "linux").then_some(())
+    })
+    .await;
+}
+
+#[actix::test]
 async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();

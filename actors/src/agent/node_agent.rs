@@ -184,6 +184,34 @@ impl NodeAgent {
                     None => reported.as_ref().map(|(status, _)| status.clone()),
                 };
                 let unschedulable_now = theirs.as_ref().map(|n| n["spec"]["unschedulable"] == true);
+                if let Some(node) = &theirs {
+                    // Its operating system and architecture labels, set again when changed.
+                    if let Some(patch) = node_status::metadata_patch(&config, node, false) {
+                        let (nodes, merge) = (resources::core("nodes"), PatchType::Merge);
+                        let patched =
+                            client.patch(nodes, "", &config.node_name, merge, &patch, false);
+                        if let Err(error) = patched.await {
+                            tracing::warn!(node = %config.node_name, %error, "labelling the node");
+                        }
+                    }
+                    // Booted since it last posted: the kubelet's warning.
+                    let booted = node.pointer("/status/nodeInfo/bootID").and_then(Value::as_str);
+                    let rebooted = booted.is_some_and(|id| !id.is_empty() && id != machine.boot_id);
+                    if measure && rebooted {
+                        let message = format!(
+                            "Node {} has been rebooted, boot id: {}",
+                            config.node_name, machine.boot_id
+                        );
+                        node_event(
+                            client.as_ref(),
+                            &config,
+                            EventKind::Warning,
+                            "NodeRebooted",
+                            &message,
+                        )
+                        .await;
+                    }
+                }
                 let mut stored = theirs.map_or_else(|| json!({}), |mut n| n["status"].take());
                 if !stored["conditions"].is_array() {
                     stored["conditions"] = json!(ours);
@@ -226,9 +254,16 @@ impl NodeAgent {
                             Some((status.clone(), Instant::now()));
                         if measure {
                             let unschedulable = node["spec"]["unschedulable"] == true;
-                            // (At its start, all of them, as the kubelet's at registration.)
-                            let since = if ours.is_empty() { &[][..] } else { &old[..] };
-                            let mut reasons = node_status::status_events(since, &conditions);
+                            // At its start, every pressure condition, as the kubelet's at
+                            // registration, and readiness only when it changed.
+                            let mut reasons = node_status::status_events(&old, &conditions);
+                            if ours.is_empty() {
+                                let pressure = node_status::status_events(&[], &conditions);
+                                let pressure =
+                                    pressure.into_iter().filter(|r| !r.contains("Ready"));
+                                reasons.retain(|r| r.contains("Ready"));
+                                reasons.splice(0..0, pressure);
+                            }
                             reasons.extend(schedulable_event(unschedulable));
                             node_events(client.as_ref(), &config, ours.is_empty(), &reasons).await;
                         }
@@ -569,9 +604,17 @@ async fn register(
     let mut wait = Duration::from_millis(10);
     let started = Instant::now();
     let mut told = false;
+    let mut reconciled = false;
     loop {
         match client.get(nodes, "", &config.node_name).await {
             Ok(node) => {
+                // A node that was there: its default labels set again, as the kubelet's.
+                if !std::mem::replace(&mut reconciled, true) {
+                    if let Some(patch) = node_status::metadata_patch(config, &node, true) {
+                        let name = &config.node_name;
+                        client.patch(nodes, "", name, PatchType::Merge, &patch, false).await?;
+                    }
+                }
                 let cidr = node.pointer("/spec/podCIDR").and_then(Value::as_str);
                 if let Some((network, _)) = cidr.and_then(crate::model::cidr::parse) {
                     return Ok(network);
@@ -608,6 +651,22 @@ async fn node_events(
     starting: bool,
     reasons: &[&str],
 ) {
+    let name = &config.node_name;
+    let starting = starting.then(|| ("Starting", "Starting kubelet.".to_string()));
+    let changes = reasons.iter().map(|r| (*r, format!("Node {name} status is now: {r}")));
+    for (reason, message) in starting.into_iter().chain(changes) {
+        node_event(client, config, EventKind::Normal, reason, &message).await;
+    }
+}
+
+/// Records one of the kubelet's events about its node (named by name, uid included).
+async fn node_event(
+    client: &dyn ApiClient,
+    config: &AgentConfig,
+    kind: EventKind,
+    reason: &str,
+    message: &str,
+) {
     let name = config.node_name.clone();
     let about = ObjectRef {
         kind: "Node",
@@ -617,12 +676,7 @@ async fn node_events(
         uid: name.clone(),
         field_path: None,
     };
-    let starting = starting.then(|| ("Starting", "Starting kubelet.".to_string()));
-    let changes = reasons.iter().map(|r| (*r, format!("Node {name} status is now: {r}")));
-    for (reason, message) in starting.into_iter().chain(changes) {
-        let kind = EventKind::Normal;
-        events::record_on_node(client, &about, kind, reason, &message, COMPONENT, &name).await;
-    }
+    events::record_on_node(client, &about, kind, reason, message, COMPONENT, &name).await;
 }
 
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet

@@ -222,19 +222,16 @@ const NO_NETWORK_YET: &str = "container runtime network not ready: NetworkReady=
 /// The Node to create when the agent first registers: not Ready until it has its pod network
 /// (its first status after that says Ready).
 pub fn new_node(config: &AgentConfig, machine: &Machine, runtime: &str, now: &str) -> Value {
-    let mut labels = Map::new();
-    labels.insert("kubernetes.io/hostname".into(), json!(config.node_name));
-    labels.insert("kubernetes.io/os".into(), json!("linux"));
-    labels.insert("kubernetes.io/arch".into(), json!(arch()));
-    labels.insert("beta.kubernetes.io/os".into(), json!("linux"));
-    labels.insert("beta.kubernetes.io/arch".into(), json!(arch()));
+    let mut labels: Map<String, Value> =
+        default_labels(config).into_iter().map(|(k, v)| (k.into(), json!(v))).collect();
     for (k, v) in &config.labels {
         labels.insert(k.clone(), json!(v));
     }
+    let annotations = json!({CONTROLLER_MANAGED_ATTACH_DETACH: "true"});
     let mut node = json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": config.node_name, "labels": labels},
+        "metadata": {"name": config.node_name, "labels": labels, "annotations": annotations},
         "spec": {},
         "status": status(config, machine, runtime, Pressure::default(), &json!({}), now),
     });
@@ -245,6 +242,53 @@ pub fn new_node(config: &AgentConfig, machine: &Machine, runtime: &str, now: &st
         ready["message"] = json!(NO_NETWORK_YET);
     }
     node
+}
+
+/// The annotation saying the attach/detach controller attaches the node's volumes, as the
+/// kubelet registers its node by default.
+pub const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
+/// The labels the kubelet gives its node, and sets again on a node that exists when it
+/// registers: its host name, operating system and architecture (also by their beta names).
+pub fn default_labels(config: &AgentConfig) -> [(&'static str, String); 5] {
+    [
+        ("kubernetes.io/hostname", config.node_name.clone()),
+        ("kubernetes.io/os", "linux".into()),
+        ("kubernetes.io/arch", arch().into()),
+        ("beta.kubernetes.io/os", "linux".into()),
+        ("beta.kubernetes.io/arch", arch().into()),
+    ]
+}
+
+/// What of `node`'s metadata differs from what the kubelet keeps there, as a merge patch:
+/// at registration (`registering`) the default labels and the attach/detach annotation; at
+/// each status update its operating system and architecture labels.
+pub fn metadata_patch(config: &AgentConfig, node: &Value, registering: bool) -> Option<Value> {
+    let labels = node.pointer("/metadata/labels");
+    let kept =
+        |name: &str| !registering && !matches!(name, "kubernetes.io/os" | "kubernetes.io/arch");
+    let changed: Map<String, Value> = default_labels(config)
+        .into_iter()
+        .filter(|(name, value)| {
+            !kept(name) && labels.and_then(|l| l.get(*name)).and_then(Value::as_str) != Some(value)
+        })
+        .map(|(name, value)| (name.to_string(), json!(value)))
+        .collect();
+    let annotated =
+        node.pointer("/metadata/annotations").and_then(|a| a.get(CONTROLLER_MANAGED_ATTACH_DETACH));
+    let annotate = registering && annotated.and_then(Value::as_str) != Some("true");
+    if changed.is_empty() && !annotate {
+        return None;
+    }
+    let mut patch = json!({"metadata": {}});
+    if !changed.is_empty() {
+        patch["metadata"]["labels"] = Value::Object(changed);
+    }
+    if annotate {
+        patch["metadata"]["annotations"] = json!({CONTROLLER_MANAGED_ATTACH_DETACH: "true"});
+    }
+    Some(patch)
 }
 
 fn arch() -> &'static str {
@@ -327,6 +371,7 @@ pub fn status(
         ),
     ];
     let version = env!("CARGO_PKG_VERSION");
+    let kubelet_version = format!("v1.32.0-kplane.{version}");
     json!({
         "capacity": capacity,
         "allocatable": allocatable,
@@ -343,8 +388,9 @@ pub fn status(
             "kernelVersion": machine.kernel_version,
             "osImage": machine.os_image,
             "containerRuntimeVersion": format!("kplane-{runtime}://{version}"),
-            "kubeletVersion": format!("v1.32.0-kplane.{version}"),
-            "kubeProxyVersion": "",
+            "kubeletVersion": kubelet_version,
+            // As the kubelet (until `DisableNodeKubeProxyVersion`, off in 1.32): its own.
+            "kubeProxyVersion": kubelet_version,
             "operatingSystem": "linux",
             "architecture": arch(),
         },
