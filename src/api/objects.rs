@@ -212,11 +212,13 @@ async fn dispatch(
             Err(HttpError::MethodNotAllowed)
         }
         (Method::GET, None) if query.get("sendInitialEvents").is_some() => {
-            let cause = FieldError::forbidden(
+            // Its other problems too, this one last, as Kubernetes lists them.
+            let mut causes = kplane_actors::core::list_option_problems(&query.list_options()?);
+            causes.push(FieldError::forbidden(
                 "sendInitialEvents",
                 "sendInitialEvents is forbidden for list",
-            );
-            Err(HttpError::Api(ApiError::invalid_options("ListOptions", vec![cause])))
+            ));
+            Err(HttpError::Api(ApiError::invalid_options("ListOptions", causes)))
         }
         (Method::GET, None) => {
             let list =

@@ -936,6 +936,13 @@ fn resource_version_semantics_of_reads() {
          resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is \
          provided]"
     );
+    // A list's sendInitialEvents is told last, with the others.
+    let (code, initial) =
+        server.get(&format!("{cms}?sendInitialEvents=true&resourceVersionMatch=Exact"));
+    assert_eq!(code, 422, "{initial}");
+    let causes = initial["details"]["causes"].as_array().unwrap();
+    let fields: Vec<&str> = causes.iter().filter_map(|c| c["field"].as_str()).collect();
+    assert_eq!(fields, ["resourceVersionMatch", "sendInitialEvents"], "{initial}");
 }
 
 #[test]

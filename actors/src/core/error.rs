@@ -77,7 +77,7 @@ pub enum ApiError {
     #[error("Cannot evict pod as it would violate the pod's disruption budget.")]
     DisruptionBudget { cause: String, retry_after_seconds: u64 },
     /// A resourceVersion newer than the store has reached (clients retry).
-    #[error("Too large resource version: {requested}, current: {current}")]
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: u64, current: u64 },
 }
 

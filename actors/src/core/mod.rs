@@ -356,33 +356,7 @@ impl ApiCore {
     /// `resourceVersion` with a `limit`), after checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
-        let mut causes = Vec::new();
-        let forbidden = |m: &str| FieldError::forbidden("resourceVersionMatch", m);
-        // Every problem of the combination, as Kubernetes' `ValidateListOptions` lists them.
-        if let Some(matching) = options.resource_version_match.as_deref() {
-            if rv.is_none() {
-                causes.push(forbidden(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            if options.continue_token.is_some() {
-                causes
-                    .push(forbidden("resourceVersionMatch is forbidden when continue is provided"));
-            }
-            if matching != "Exact" && matching != "NotOlderThan" {
-                let supported = ["Exact", "NotOlderThan", ""];
-                causes.push(FieldError::not_supported(
-                    "resourceVersionMatch",
-                    matching,
-                    &supported,
-                ));
-            }
-            if matching == "Exact" && rv == Some("0") {
-                causes.push(forbidden(
-                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                ));
-            }
-        }
+        let causes = list_option_problems(options);
         if !causes.is_empty() {
             return Err(ApiError::invalid_options("ListOptions", causes));
         }
@@ -2278,6 +2252,35 @@ fn view_field_selector(view: View, selector: &Option<String>) -> Result<Option<S
     let Some(selector) = selector else { return Ok(None) };
     let fields = filter(view.view, None, &None, &Some(selector.clone()))?.fields;
     Ok(Some(fields.to_string()))
+}
+
+/// What is wrong with a list's combination of options, every problem, as Kubernetes'
+/// `ValidateListOptions` lists them (a list's `sendInitialEvents` is the caller's to add).
+pub fn list_option_problems(options: &ListOptions) -> Vec<FieldError> {
+    let rv = options.resource_version.as_deref();
+    let mut causes = Vec::new();
+    let forbidden = |m: &str| FieldError::forbidden("resourceVersionMatch", m);
+    // Every problem of the combination, as Kubernetes' `ValidateListOptions` lists them.
+    if let Some(matching) = options.resource_version_match.as_deref() {
+        if rv.is_none() {
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if options.continue_token.is_some() {
+            causes.push(forbidden("resourceVersionMatch is forbidden when continue is provided"));
+        }
+        if matching != "Exact" && matching != "NotOlderThan" {
+            let supported = ["Exact", "NotOlderThan", ""];
+            causes.push(FieldError::not_supported("resourceVersionMatch", matching, &supported));
+        }
+        if matching == "Exact" && rv == Some("0") {
+            causes.push(forbidden(
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    causes
 }
 
 /// The objects a list's options select, for a list answered from elsewhere than the store.

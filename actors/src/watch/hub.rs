@@ -85,10 +85,14 @@ impl Subscriber {
         self.sink.send(items).is_ok()
     }
 
-    /// Offers a bookmark at `revision` (the newest its resource has reached), or at the
-    /// watcher's starting point if that is newer; false as for [`Self::offer`].
+    /// Offers a bookmark at `revision` (the newest its resource has reached); none to a
+    /// watcher starting at a later revision, which has seen nothing yet (as Kubernetes'
+    /// watchers pass on nothing older than where they start); false as for [`Self::offer`].
     fn offer_bookmark(&self, revision: u64) -> bool {
-        self.offer(Delivery::One(WatchItem::Bookmark(revision.max(self.after))))
+        if revision < self.after {
+            return !self.sink.is_closed();
+        }
+        self.offer(Delivery::One(WatchItem::Bookmark(revision)))
     }
 
     /// What this watcher should see of a run of events.
@@ -617,5 +621,10 @@ mod tests {
         assert!(nothing.is_err(), "only the watch that ends gets it");
         let nothing = tokio::time::timeout(Duration::from_millis(100), ending.next()).await;
         assert!(nothing.is_err(), "one last bookmark");
+        // A watch from a revision not reached yet gets no bookmark from before it.
+        let last = Bookmarks::PeriodicAndLast { after: Duration::from_millis(100) };
+        let mut ahead = hub.subscribe(pods, ObjectFilter::default(), 100, last).await.unwrap();
+        let nothing = tokio::time::timeout(Duration::from_millis(400), ahead.next()).await;
+        assert!(nothing.is_err(), "no bookmark at 8 for a watch from 100: {nothing:?}");
     }
 }
