@@ -48,11 +48,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/debug/pprof/", web::get().to(pprof));
 }
 
+/// The container an exec, a run or (`attach`) an attach is for, if it runs.
 async fn container(
     state: &AgentHttp,
     (namespace, pod, container): (String, String, String),
+    attach: bool,
 ) -> Result<ExecTarget, AgentHttpError> {
-    let not_found = kplane_actors::agent::container_not_found(&container);
+    let attach_to = attach.then_some((namespace.as_str(), pod.as_str()));
+    let not_found = kplane_actors::agent::container_not_found(&container, attach_to);
     let lookup = ContainerLookup { namespace, pod, container };
     let found = state.agent().send(lookup).await.map_err(|_| AgentHttpError::Unavailable)?;
     found.ok_or(AgentHttpError::NotFound(not_found))
@@ -88,9 +91,12 @@ impl Streams {
     }
 }
 
-/// A boolean query parameter, read as the API server reads them (`1`, `true` in any case).
+/// A boolean query parameter (`stdin`, `tty`...), read as the API server reads them.
 fn flag(pairs: &[(String, String)], key: &str) -> bool {
-    pairs.iter().any(|(k, v)| k == key && (v == "1" || v.eq_ignore_ascii_case("true")))
+    // As the API server reads the flags it relays: the first value counts, and only `0` and
+    // `false` (in any case) are false, an empty one is true.
+    let first = pairs.iter().find(|(k, _)| k == key);
+    first.is_some_and(|(_, v)| v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 /// A command run in a container's environment and working directory, as its user (the
@@ -125,7 +131,7 @@ async fn run(
     path: web::Path<(String, String, String)>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AgentHttpError> {
-    let target = container(&state, path.into_inner()).await?;
+    let target = container(&state, path.into_inner(), false).await?;
     let mut pairs = pairs(&req)?;
     if let Ok(form) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) {
         pairs.extend(form);
@@ -282,7 +288,7 @@ async fn exec(
         pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
     let streams = Streams::asked(&pairs)?;
     let key = path.into_inner();
-    let target = container(&state, key.clone()).await?;
+    let target = container(&state, key.clone(), false).await?;
     // A command exec'd in a container ends with it, as in its PID namespace.
     let container_gone = {
         let (target, agent) = (target.clone(), state.agent().clone());
@@ -412,7 +418,7 @@ async fn attach(
     let pairs = pairs(&req)?;
     let streams = Streams::asked(&pairs)?;
     let key = path.into_inner();
-    let target = container(&state, key.clone()).await?;
+    let target = container(&state, key.clone(), true).await?;
     let io = target.io.clone();
     let input = io.clone().filter(|io| flag(&pairs, "stdin") && io.interactive().stdin);
     // Taken now, so that nothing shown or logged from here on is missed.
@@ -572,6 +578,20 @@ async fn pprof() -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_read_as_the_api_server_reads_them() {
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        for (value, read) in
+            [("1", true), ("true", true), ("", true), ("on", true), ("0", false), ("FALSE", false)]
+        {
+            assert_eq!(flag(&pairs(&[("stdout", value)]), "stdout"), read, "{value:?}");
+        }
+        assert!(!flag(&pairs(&[("stdout", "0"), ("stdout", "1")]), "stdout"), "the first counts");
+        assert!(!flag(&pairs(&[]), "stdout"));
+    }
 
     fn pairs(query: &[(&str, &str)]) -> Vec<(String, String)> {
         query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -74,7 +74,8 @@ pub async fn serve(
         // What the agent would refuse a WebSocket for, as its status tells it: kubectl
         // retries a refused WebSocket with SPDY, and shows only the second answer.
         if let Some(container) = container.filter(|c| !runs(&pod, c)) {
-            let not_found = kplane_actors::agent::container_not_found(&container);
+            let attach_to = (subresource == "attach").then_some((namespace, name));
+            let not_found = kplane_actors::agent::container_not_found(&container, attach_to);
             return Err(HttpError::BadRequest(not_found));
         }
         let spdy = req.headers().contains_key(header::UPGRADE);

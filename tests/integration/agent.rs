@@ -860,6 +860,11 @@ fn a_crash_loop_s_logs_are_its_last_run() {
     assert!(!ok);
     let refused = "Internal error occurred: unable to upgrade connection: container not found";
     assert!(err.contains(&format!("{refused} (\"c\")")), "{err}");
+    // An attach is refused in the kubelet's attach words.
+    let (ok, _, err) = server.kubectl().run(&["attach", "unstartable"]);
+    assert!(!ok);
+    let refused = "unable to upgrade connection: container c not found in pod unstartable_default";
+    assert!(err.contains(refused), "{err}");
 }
 
 /// A pod deleted gracefully stays while its node stops it, and its last state (how its

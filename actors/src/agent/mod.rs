@@ -42,9 +42,15 @@ use std::time::Duration;
 pub use node_agent::{AgentPods, ContainerLookup, NodeAgent, PodLookup};
 pub use pod_worker::ExecTarget;
 
-/// The kubelet's words for a container of a pod it does not run: `container not found ("c")`.
-pub fn container_not_found(container: &str) -> String {
-    format!("container not found ({})", crate::model::text::go_quote(container))
+/// The kubelet's words for a container of a pod it does not run: for an exec (or a run)
+/// `container not found ("c")`, for an attach `container c not found in pod p_ns`.
+pub fn container_not_found(container: &str, attach_to: Option<(&str, &str)>) -> String {
+    match attach_to {
+        Some((namespace, pod)) => {
+            format!("container {container} not found in pod {pod}_{namespace}")
+        }
+        None => format!("container not found ({})", crate::model::text::go_quote(container)),
+    }
 }
 
 /// The cluster's pod network by default (`agent.cluster_cidr`).
