@@ -330,8 +330,18 @@ pub async fn record_on_node(
     if !within_spam_limit(component, &object.uid) {
         return;
     }
+    // A combined event names no reporting controller, as client-go's aggregate copy.
+    let event_named = |name: &str| {
+        let mut event = core_event(object, kind, reason, &message, component, host, name, &time);
+        if combine {
+            let fields = event.as_object_mut().expect("an event is an object");
+            fields.remove("reportingComponent");
+            fields.remove("reportingInstance");
+        }
+        event
+    };
     let Some(repeat) = repeat else {
-        let event = core_event(object, kind, reason, &message, component, host, &name, &time);
+        let event = event_named(&name);
         if let Err(error) = client.create(events, namespace, event).await {
             tracing::debug!(object = %object.name, %error, "recording an event");
             forget_unwritten(&RECENT, &similar, &name);
@@ -345,8 +355,7 @@ pub async fn record_on_node(
         // Gone (deleted, expired) or never written (held back): written again under its
         // name, with its count and first time, as client-go's recorder creates it again.
         Err(ApiError::NotFound { .. }) => {
-            let mut event =
-                core_event(object, kind, reason, &message, component, host, &repeat.name, &time);
+            let mut event = event_named(&repeat.name);
             event["count"] = json!(repeat.count);
             event["firstTimestamp"] = json!(repeat.first_time);
             match client.create(events, namespace, event).await {
@@ -600,6 +609,7 @@ mod tests {
             combined[0]["message"],
             "(combined from similar events): Error creating: pods \"web-13\" is forbidden"
         );
+        assert_eq!(combined[0]["reportingComponent"], "", "{}", combined[0]);
         let first = mine.iter().find(|e| e["message"] == again).unwrap();
         assert_eq!(first["count"], 2);
     }

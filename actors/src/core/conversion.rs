@@ -192,27 +192,53 @@ fn immutable_event_changes(old: &Value, new: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// events.k8s.io/v1's rules for an event (stricter than core/v1's).
+/// Checks a new events.k8s.io/v1 event as Kubernetes' `ValidateEventCreate` does for this
+/// API, in its order and words: with an `eventTime`, the reporting controller (a qualified
+/// name), instance, action and reason, the note's length (as `message`, its internal name);
+/// then the name (a DNS subdomain), the series, the time, the type, and the core/v1 fields
+/// this API keeps only to read old events.
 fn validate_event(event: &Value) -> Vec<FieldError> {
+    const MAX_NOTE: usize = 1024;
+    const MAX_FIELD: usize = 128;
     let mut errors = Vec::new();
     let text = |field: &str| event.get(field).and_then(Value::as_str).unwrap_or("");
-    if event.get("eventTime").is_none_or(Value::is_null) {
-        errors.push(FieldError::required("eventTime"));
-    }
-    for field in ["reportingController", "reportingInstance", "action", "reason"] {
-        let value = text(field);
-        if value.is_empty() {
-            errors.push(FieldError::required(field));
-        } else if value.len() > 128 {
-            errors.push(FieldError::invalid(field, value, "can have at most 128 characters"));
+    let at_most = |field: &str, limit: usize| {
+        FieldError::invalid(field, "", format!("can have at most {limit} characters"))
+    };
+    let timed = event.get("eventTime").is_some_and(|t| !t.is_null());
+    if timed {
+        let controller = text("reportingController");
+        if controller.is_empty() {
+            errors.push(FieldError::required("reportingController"));
+        }
+        for problem in crate::model::validation::label_key_errors(controller) {
+            errors.push(FieldError::invalid("reportingController", controller, problem));
+        }
+        for field in ["reportingInstance", "action", "reason"] {
+            let value = text(field);
+            if value.is_empty() {
+                errors.push(FieldError::required(field));
+            } else if value.len() > MAX_FIELD {
+                errors.push(at_most(field, MAX_FIELD));
+            }
+        }
+        if text("note").len() > MAX_NOTE {
+            errors.push(at_most("message", MAX_NOTE));
         }
     }
-    match text("type") {
-        "Normal" | "Warning" => {}
-        other => errors.push(FieldError::not_supported("type", other, &["Normal", "Warning"])),
+    let name = event.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    if !name.is_empty() {
+        for problem in crate::model::validation::dns1123_subdomain_errors(name) {
+            errors.push(FieldError::invalid("metadata.name", name, problem));
+        }
     }
-    if text("note").len() > 1024 {
-        errors.push(FieldError::invalid("note", "", "can have at most 1024 bytes"));
+    errors.extend(validate_series(event));
+    if !timed {
+        errors.push(FieldError::required("eventTime"));
+    }
+    let kind = text("type");
+    if kind != "Normal" && kind != "Warning" {
+        errors.push(FieldError::invalid("type", "", format!("has invalid value: {kind}")));
     }
     // The core/v1 fields this API keeps only to read old events are not for new ones.
     let set = |field: &str| event.get(field).is_some_and(|v| !v.is_null());
@@ -232,7 +258,9 @@ fn validate_event(event: &Value) -> Vec<FieldError> {
             errors.push(FieldError::invalid(path, "", "needs to be unset"));
         }
     }
-    errors.extend(validate_series(event));
+    if text("note").len() > MAX_NOTE {
+        errors.push(at_most("message", MAX_NOTE));
+    }
     errors
 }
 
@@ -241,11 +269,7 @@ fn validate_series(event: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(series) = event.get("series").filter(|s| !s.is_null()) {
         if series.get("count").and_then(Value::as_i64).is_none_or(|c| c < 2) {
-            errors.push(FieldError::invalid(
-                "series.count",
-                &series.get("count").map(Value::to_string).unwrap_or_default(),
-                "should be at least 2",
-            ));
+            errors.push(FieldError::invalid("series.count", "", "should be at least 2"));
         }
         if series.get("lastObservedTime").is_none_or(Value::is_null) {
             errors.push(FieldError::required("series.lastObservedTime"));
@@ -293,20 +317,33 @@ mod tests {
         else {
             panic!("expected Invalid");
         };
+        // Without an eventTime, the reporting fields are not looked at, as in Kubernetes.
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
-        for field in [
-            "eventTime",
-            "reportingController",
-            "action",
-            "reason",
-            "type",
-            "series.count",
-            "series.lastObservedTime",
-            "count",
-            "source",
-        ] {
-            assert!(fields.contains(&field), "{field} missing from {fields:?}");
-        }
+        assert_eq!(
+            fields,
+            ["series.count", "series.lastObservedTime", "eventTime", "type", "count", "source"]
+        );
+        assert_eq!(causes[3].message, "Invalid value: \"\": has invalid value: Odd");
+        let mut timed = invalid.clone();
+        timed["eventTime"] = json!("2026-01-01T00:00:00.000000Z");
+        timed["metadata"]["name"] = json!("UPPER.1");
+        timed["note"] = json!("n".repeat(1025));
+        let Err(ApiError::Invalid { causes, .. }) = view().stored_form(timed, true) else {
+            panic!("expected Invalid");
+        };
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            &fields[..6],
+            [
+                "reportingController",
+                "reportingController",
+                "reportingController",
+                "reportingInstance",
+                "action",
+                "reason"
+            ]
+        );
+        assert!(fields.contains(&"metadata.name") && fields.contains(&"message"), "{fields:?}");
         // An update is held only to its series (an event core/v1 wrote has no action).
         let Err(ApiError::Invalid { causes, .. }) = view().stored_form(invalid, false) else {
             panic!("expected Invalid");
