@@ -362,7 +362,7 @@ pub(super) fn validate_quota_update(old: &Value, new: &Value) -> Vec<FieldError>
     if scopes(old) == scopes(new) {
         return Vec::new();
     }
-    vec![FieldError::invalid_number("spec.scopes", &go_scopes(new), "field is immutable")]
+    vec![FieldError::invalid_number("spec.scopes", go_scopes(new), "field is immutable")]
 }
 
 /// The names without a domain that a quota may count: not `storage` itself, and huge pages
