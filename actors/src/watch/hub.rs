@@ -85,14 +85,15 @@ impl Subscriber {
         self.sink.send(items).is_ok()
     }
 
-    /// Offers a bookmark at `revision` (the newest its resource has reached); none to a
-    /// watcher starting at a later revision, which has seen nothing yet (as Kubernetes'
-    /// watchers pass on nothing older than where they start); false as for [`Self::offer`].
-    fn offer_bookmark(&self, revision: u64) -> bool {
-        if revision < self.after {
+    /// Offers a bookmark at `revision` (the newest its resource has reached), or at the
+    /// watcher's starting point if that is newer; none while the store (at `newest`) has not
+    /// reached that starting point, as Kubernetes' watchers pass on nothing older than where
+    /// they start; false as for [`Self::offer`].
+    fn offer_bookmark(&self, revision: u64, newest: u64) -> bool {
+        if self.after > newest {
             return !self.sink.is_closed();
         }
-        self.offer(Delivery::One(WatchItem::Bookmark(revision)))
+        self.offer(Delivery::One(WatchItem::Bookmark(revision.max(self.after))))
     }
 
     /// What this watcher should see of a run of events.
@@ -241,11 +242,16 @@ impl WatchHub {
         }
     }
 
+    /// The newest revision the store has published.
+    fn newest(&self) -> u64 {
+        self.last_revision.values().copied().fold(self.window.floor(), u64::max)
+    }
+
     fn send_bookmarks(&mut self) {
-        let floor = self.window.floor();
+        let (floor, newest) = (self.window.floor(), self.newest());
         for (resource, subscribers) in &mut self.subscribers {
             let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
-            subscribers.retain(|s| !s.bookmarks || s.offer_bookmark(revision));
+            subscribers.retain(|s| !s.bookmarks || s.offer_bookmark(revision, newest));
         }
     }
 
@@ -258,10 +264,10 @@ impl WatchHub {
             }
             let ((_, id), resource) = entry.remove_entry();
             self.last_bookmark_due.remove(&id);
-            let floor = self.window.floor();
+            let (floor, newest) = (self.window.floor(), self.newest());
             let revision = self.last_revision.get(resource).copied().unwrap_or(floor);
             if let Some(subscribers) = self.subscribers.get_mut(resource) {
-                subscribers.retain(|s| s.id != id || s.offer_bookmark(revision));
+                subscribers.retain(|s| s.id != id || s.offer_bookmark(revision, newest));
             }
         }
     }
