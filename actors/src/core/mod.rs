@@ -1062,8 +1062,7 @@ impl ApiCore {
             // is judged by them, charging nothing.
             let mut growth = resource_quota::update_usage(resource, &current_value, &next);
             growth.retain(|name, amount| {
-                let was = charged.get(name).map_or(0, |charged| charged.millis);
-                amount.millis = amount.millis.saturating_sub(was);
+                *amount = amount.minus(charged.get(name).copied().unwrap_or_default());
                 amount.millis > 0
             });
             let _held = if part == Part::Main && !growth.is_empty() {

@@ -155,9 +155,8 @@ pub(super) fn update_usage(resource: &ResourceType, old: &Value, new: &Value) ->
     let after = quota::usage_of(resource, new, now);
     after
         .into_iter()
-        .map(|(name, mut grown)| {
-            let was = before.get(&name).map_or(0, |amount| amount.millis);
-            grown.millis = grown.millis.saturating_sub(was);
+        .map(|(name, now)| {
+            let grown = now.minus(before.get(&name).copied().unwrap_or_default());
             (name, grown)
         })
         .filter(|(_, grown)| grown.millis > 0)

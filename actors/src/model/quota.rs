@@ -42,6 +42,11 @@ impl Amount {
         Amount { millis: self.millis.saturating_add(other.millis), format }
     }
 
+    /// This less `other`, in this one's format (`Quantity.Sub`).
+    pub fn minus(self, other: Amount) -> Amount {
+        Amount { millis: self.millis.saturating_sub(other.millis), format: self.format }
+    }
+
     /// The larger of the two (this one when they are equal).
     fn max(self, other: Amount) -> Amount {
         if other.millis > self.millis {
