@@ -267,9 +267,22 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     };
     let store = Store::open(&store_options, &hub)?;
     tracing::info!(revision = store.current_revision(), shards = settings.shards, "store opened");
-    let core = ApiCore::new(store.clone(), hub)
+    let issuer = match crate::auth::tokens::TokenIssuer::load_or_create(&settings.data_dir) {
+        Ok(issuer) => Arc::new(issuer.with_jwks_uri(jwks_uri(settings))),
+        Err(e) => {
+            store.close(std::time::Duration::from_secs(10)).await;
+            return Err(StartError::ServiceAccountKey(e));
+        }
+    };
+    let mut core = ApiCore::new(store.clone(), hub)
         .with_service_ranges(settings.service_ranges.clone())
-        .with_schema_check(Arc::new(api::openapi::check_patched));
+        .with_schema_check(Arc::new(api::openapi::check_patched))
+        .with_token_signer(issuer.clone());
+    // Pods get a token for their account where it is good: on the secure port, whose
+    // certificate `kube-root-ca.crt` publishes.
+    if secure.is_some() {
+        core = core.with_api_access_volumes();
+    }
     if let Err(e) = core.bootstrap().await {
         store.close(std::time::Duration::from_secs(10)).await;
         return Err(e.into());
@@ -282,16 +295,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         AppState::new(core, settings.max_request_body_bytes, settings.watch_max_timeout)
             .with_inflight_limits(limits);
     app_state.security = Some(settings.security.clone());
-    match crate::auth::tokens::TokenIssuer::load_or_create(&settings.data_dir) {
-        Ok(issuer) => {
-            let issuer = issuer.with_jwks_uri(jwks_uri(settings));
-            app_state.tokens = Some(Arc::new(issuer));
-        }
-        Err(e) => {
-            store.close(std::time::Duration::from_secs(10)).await;
-            return Err(StartError::ServiceAccountKey(e));
-        }
-    }
+    app_state.tokens = Some(issuer);
     // The metrics server: reads the agents' usage for metrics.k8s.io (`kubectl top`).
     let metrics_scraper = settings.metrics_server.map(|config| {
         let client: Arc<dyn ApiClient> = Arc::new(app_state.core.clone());

@@ -159,6 +159,14 @@ impl ApiClient for Hooked {
     ) -> Result<Value, ApiError> {
         ApiClient::delete(&self.core, resource, namespace, name, options).await
     }
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: Value,
+    ) -> Result<Value, ApiError> {
+        ApiClient::request_token(&self.core, namespace, name, request).await
+    }
     async fn watch(
         &self,
         resource: &'static ResourceType,

@@ -5,9 +5,8 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use kplane_actors::client::{object_name, object_namespace, object_uid};
-use kplane_actors::core::ApiError;
 use kplane_actors::model::is_being_deleted;
-use kplane_actors::model::{resources, FieldError, ResourceType};
+use kplane_actors::model::{resources, ResourceType};
 use serde_json::{json, Value};
 
 use super::objects::{add_warnings, checked_body_of, json_bytes};
@@ -15,11 +14,6 @@ use super::AppState;
 use super::Query;
 use crate::auth::tokens::{TokenAccount, ISSUER};
 use crate::error::HttpError;
-
-/// Token lifetimes: an hour unless asked, from ten minutes to 2^32 seconds (Kubernetes' bounds).
-const DEFAULT_SECONDS: i64 = 3600;
-const LEAST_SECONDS: i64 = 600;
-const MOST_SECONDS: i64 = 1 << 32;
 
 fn strings(value: Option<&Value>, key: &str) -> Vec<String> {
     value.map_or_else(Vec::new, |value| kplane_actors::model::json::strings(value, key))
@@ -37,79 +31,7 @@ pub async fn request(
     let kind = ("authentication.k8s.io", "v1", "TokenRequest");
     let post = actix_web::http::Method::POST;
     let (body, warnings) = checked_body_of(req, post, payload, query, state, kind).await?;
-    let serviceaccounts = resources::core("serviceaccounts");
-    state.core.check_namespace_accepts(serviceaccounts, namespace, name)?;
-    // A name or namespace in the body must be the account's, as Kubernetes requires.
-    for (field, of_account, what) in [("name", name, "name"), ("namespace", namespace, "namespace")]
-    {
-        let sent = body.pointer(&format!("/metadata/{field}")).and_then(Value::as_str);
-        if let Some(sent) = sent.filter(|sent| !sent.is_empty() && *sent != of_account) {
-            let detail = format!("must match the service account {what} if specified");
-            return Err(HttpError::Api(ApiError::Invalid {
-                kind: "TokenRequest",
-                group: "authentication.k8s.io",
-                name: name.to_string(),
-                causes: vec![FieldError::invalid(format!("metadata.{field}"), sent, detail)],
-            }));
-        }
-    }
-    let spec = body.get("spec");
-    if spec.and_then(|s| s.get("boundObjectRef")).is_some_and(|b| !b.is_null()) {
-        return Err(HttpError::BadRequest(
-            "tokens bound to an object (spec.boundObjectRef) are not served by kplane".into(),
-        ));
-    }
-    let seconds = spec
-        .and_then(|s| s.get("expirationSeconds"))
-        .filter(|s| !s.is_null())
-        .map(|s| s.as_i64().unwrap_or(-1))
-        .unwrap_or(DEFAULT_SECONDS);
-    let invalid = |detail: &str| {
-        let cause = FieldError::invalid_number("spec.expirationSeconds", seconds, detail);
-        HttpError::Api(ApiError::Invalid {
-            kind: "TokenRequest",
-            group: "authentication.k8s.io",
-            name: name.to_string(),
-            causes: vec![cause],
-        })
-    };
-    if seconds < LEAST_SECONDS {
-        return Err(invalid("may not specify a duration less than 10 minutes"));
-    }
-    if seconds > MOST_SECONDS {
-        return Err(invalid("may not specify a duration larger than 2^32 seconds"));
-    }
-    let account = state.core.get(serviceaccounts, namespace, name).await?;
-    let audiences = strings(spec, "audiences");
-    let account = TokenAccount {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        uid: object_uid(&account.to_value()).to_string(),
-        audiences: audiences.clone(),
-        secret: None,
-        token_id: None,
-    };
-    let issuer = state.tokens.as_ref().ok_or_else(|| {
-        HttpError::Api(ApiError::Unavailable("no service account signing key".into()))
-    })?;
-    let (token, expires) = issuer.issue(&account, seconds).map_err(ApiError::Internal)?;
-    let expires = chrono::DateTime::from_timestamp(expires, 0)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let audiences = if audiences.is_empty() { vec![ISSUER.to_string()] } else { audiences };
-    // The request's own metadata, in its namespace (nothing is stored, so nothing is
-    // created: no creation time), as Kubernetes answers it.
-    let mut metadata = body.get("metadata").filter(|m| m.is_object()).cloned().unwrap_or(json!({}));
-    metadata["namespace"] = json!(namespace);
-    if metadata.get("creationTimestamp").is_none() {
-        metadata["creationTimestamp"] = Value::Null;
-    }
-    let answer = json!({
-        "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-        "metadata": metadata,
-        "spec": {"audiences": audiences, "expirationSeconds": seconds},
-        "status": {"token": token, "expirationTimestamp": expires},
-    });
+    let answer = state.core.request_token(namespace, name, body).await?;
     let mut response = json_bytes(actix_web::http::StatusCode::CREATED, answer.to_string().into());
     add_warnings(&mut response, &warnings);
     Ok(response)
@@ -130,6 +52,9 @@ pub async fn service_account(
     if object_uid(&current) != account.uid || is_being_deleted(&current) {
         return None;
     }
+    if !bound_objects_hold(state, &account).await {
+        return None;
+    }
     if let Some(secret) = &account.secret {
         let secret = state.core.get(resources::core("secrets"), &account.namespace, secret).await;
         let secret = secret.ok()?.to_value();
@@ -145,6 +70,37 @@ pub async fn service_account(
     }
     Some(account)
 }
+
+/// Whether what a bound token is bound to is still there with the uid it names, and not
+/// deleted more than [`BOUND_GRACE`] ago: its pod (the node a pod-bound token names is only
+/// told), Secret or node.
+async fn bound_objects_hold(state: &AppState, account: &TokenAccount) -> bool {
+    let node = if account.pod.is_some() { &None } else { &account.node };
+    let bound = [
+        ("pods", account.namespace.as_str(), &account.pod),
+        ("secrets", account.namespace.as_str(), &account.bound_secret),
+        ("nodes", "", node),
+    ];
+    for (plural, namespace, object) in bound {
+        let Some(object) = object else { continue };
+        let found = state.core.get(resources::core(plural), namespace, &object.name).await;
+        let Ok(found) = found.map(|found| found.to_value()) else { return false };
+        if object_uid(&found) != object.uid {
+            return false;
+        }
+        let deleted_at = kplane_actors::model::json::at(&found, "/metadata/deletionTimestamp")
+            .and_then(Value::as_str)
+            .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok());
+        if deleted_at.is_some_and(|at| at < chrono::Utc::now() - BOUND_GRACE) {
+            return false;
+        }
+    }
+    true
+}
+
+/// How long after its deletion time an object's tokens still hold (a pod's containers may
+/// still be stopping), as Kubernetes allows.
+const BOUND_GRACE: chrono::Duration = chrono::Duration::seconds(60);
 
 /// The label Kubernetes invalidates a Secret's long-lived token with (any value).
 const INVALID_SINCE: &str = "kubernetes.io/legacy-token-invalid-since";

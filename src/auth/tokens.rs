@@ -14,6 +14,8 @@ use std::path::Path;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
+use kplane_actors::core::token_request::{BoundObject, GrantSigner, TokenGrant};
+
 use super::{AuthConfigError, UserInfo};
 
 /// The issuer, and the audience tokens are for unless they ask for others.
@@ -60,12 +62,36 @@ struct Claims {
 struct KubernetesClaims {
     namespace: String,
     serviceaccount: AccountRef,
+    /// What the token is bound to: it is good only while that is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pod: Option<AccountRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret: Option<AccountRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    node: Option<AccountRef>,
+    /// When an extended token's asked lifetime ended (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    warnafter: Option<i64>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct AccountRef {
     name: String,
+    /// Left out when unknown (a pod's node that was not found).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     uid: String,
+}
+
+impl From<&BoundObject> for AccountRef {
+    fn from(object: &BoundObject) -> Self {
+        AccountRef { name: object.name.clone(), uid: object.uid.clone() }
+    }
+}
+
+impl From<AccountRef> for BoundObject {
+    fn from(object: AccountRef) -> Self {
+        BoundObject { name: object.name, uid: object.uid }
+    }
 }
 
 /// What a Secret's long-lived token says, in Kubernetes' claims.
@@ -94,13 +120,26 @@ pub struct TokenAccount {
     pub secret: Option<String>,
     /// The token's `jti` (a token request's, not a Secret's).
     pub token_id: Option<String>,
+    /// The pod, Secret or node the token is bound to (a token request's).
+    pub pod: Option<BoundObject>,
+    pub bound_secret: Option<BoundObject>,
+    pub node: Option<BoundObject>,
 }
 
 impl TokenAccount {
     /// The user the account is; with a token id, the extra
-    /// `authentication.kubernetes.io/credential-id: ["JTI=..."]`, as Kubernetes 1.32 adds it.
+    /// `authentication.kubernetes.io/credential-id: ["JTI=..."]`, as Kubernetes 1.32 adds it,
+    /// and the pod and node a bound token names.
     pub fn user(&self) -> UserInfo {
         let mut user = UserInfo::service_account(&self.namespace, &self.name, &self.uid);
+        let bound = [("pod", &self.pod), ("node", &self.node)];
+        for (kind, object) in bound.iter().filter_map(|(k, o)| Some((k, o.as_ref()?))) {
+            let key = |what: &str| format!("authentication.kubernetes.io/{kind}-{what}");
+            user.extra.insert(key("name"), vec![object.name.clone()]);
+            if !object.uid.is_empty() {
+                user.extra.insert(key("uid"), vec![object.uid.clone()]);
+            }
+        }
         if let Some(id) = &self.token_id {
             user.extra.insert(CREDENTIAL_ID.into(), vec![format!("JTI={id}")]);
         }
@@ -170,33 +209,6 @@ impl TokenIssuer {
         Header { kid: Some(self.key_id.clone()), ..Header::new(Algorithm::ES256) }
     }
 
-    /// A token for the account, good for `seconds` from now for `audiences` (the issuer when
-    /// empty); with when it expires (Unix seconds).
-    pub fn issue(&self, account: &TokenAccount, seconds: i64) -> Result<(String, i64), String> {
-        let now = chrono::Utc::now().timestamp();
-        let audiences = if account.audiences.is_empty() {
-            vec![ISSUER.to_string()]
-        } else {
-            account.audiences.clone()
-        };
-        let claims = Claims {
-            aud: audiences,
-            exp: now + seconds,
-            iat: now,
-            nbf: now,
-            iss: ISSUER.into(),
-            jti: uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string(),
-            sub: account.user().name,
-            kubernetes: KubernetesClaims {
-                namespace: account.namespace.clone(),
-                serviceaccount: AccountRef { name: account.name.clone(), uid: account.uid.clone() },
-            },
-        };
-        let token = jsonwebtoken::encode(&self.header(), &claims, &self.encoding)
-            .map_err(|e| e.to_string())?;
-        Ok((token, now + seconds))
-    }
-
     /// The account a token names, if its signature, issuer, time and audience hold (the
     /// account's existence, and a long-lived token's Secret's, are the caller's to check).
     /// `audiences`: those the token must be for one of (the issuer when empty); a long-lived
@@ -224,6 +236,9 @@ impl TokenIssuer {
             audiences: claims.aud,
             secret: None,
             token_id: Some(claims.jti).filter(|jti| !jti.is_empty()),
+            pod: claims.kubernetes.pod.map(BoundObject::from),
+            bound_secret: claims.kubernetes.secret.map(BoundObject::from),
+            node: claims.kubernetes.node.map(BoundObject::from),
         })
     }
 
@@ -253,6 +268,9 @@ impl TokenIssuer {
             audiences: vec![ISSUER.into()],
             secret: Some(claims.secret),
             token_id: None,
+            pod: None,
+            bound_secret: None,
+            node: None,
         })
     }
 }
@@ -267,6 +285,35 @@ fn issuer_of(token: &str) -> Option<String> {
     let payload = token.split('.').nth(1)?;
     let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?;
     serde_json::from_slice::<Issuer>(&payload).ok().map(|claims| claims.iss)
+}
+
+/// The tokens TokenRequests issue.
+impl GrantSigner for TokenIssuer {
+    fn api_audiences(&self) -> Vec<String> {
+        vec![ISSUER.to_string()]
+    }
+
+    fn sign_grant(&self, grant: &TokenGrant) -> Result<String, String> {
+        let account = &grant.account;
+        let claims = Claims {
+            aud: grant.audiences.clone(),
+            exp: grant.expires_at,
+            iat: grant.issued_at,
+            nbf: grant.issued_at,
+            iss: ISSUER.into(),
+            jti: uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string(),
+            sub: UserInfo::service_account(&grant.namespace, &account.name, &account.uid).name,
+            kubernetes: KubernetesClaims {
+                namespace: grant.namespace.clone(),
+                serviceaccount: account.into(),
+                pod: grant.pod.as_ref().map(AccountRef::from),
+                secret: grant.secret.as_ref().map(AccountRef::from),
+                node: grant.node.as_ref().map(AccountRef::from),
+                warnafter: grant.warn_after,
+            },
+        };
+        jsonwebtoken::encode(&self.header(), &claims, &self.encoding).map_err(|e| e.to_string())
+    }
 }
 
 /// The long-lived tokens of service account token Secrets, which the tokens controller asks for.
@@ -313,24 +360,32 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The account `team/ci`, of uid `u-1`, asking for no audience.
-    fn team_ci() -> TokenAccount {
-        TokenAccount {
+    /// A token of the account `team/ci`, of uid `u-1`, for the API server, good for `seconds`.
+    fn team_ci(seconds: i64) -> TokenGrant {
+        let now = chrono::Utc::now().timestamp();
+        TokenGrant {
             namespace: "team".into(),
-            name: "ci".into(),
-            uid: "u-1".into(),
-            audiences: vec![],
+            account: BoundObject { name: "ci".into(), uid: "u-1".into() },
+            audiences: vec![ISSUER.into()],
+            issued_at: now,
+            expires_at: now + seconds,
+            warn_after: None,
+            pod: None,
             secret: None,
-            token_id: None,
+            node: None,
         }
+    }
+
+    /// `grant`, signed.
+    fn issued(issuer: &TokenIssuer, grant: &TokenGrant) -> String {
+        issuer.sign_grant(grant).unwrap()
     }
 
     #[test]
     fn tokens_name_their_account_until_they_expire() {
         let dir = tempfile::tempdir().unwrap();
         let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
-        let account = team_ci();
-        let (token, _) = issuer.issue(&account, 600).unwrap();
+        let token = issued(&issuer, &team_ci(600));
         let verified = issuer.verify(&token, &[]).unwrap();
         assert_eq!((verified.name.as_str(), verified.uid.as_str()), ("ci", "u-1"));
         assert_eq!(verified.user().name, "system:serviceaccount:team:ci");
@@ -342,10 +397,10 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         assert!(TokenIssuer::load_or_create(other.path()).unwrap().verify(&token, &[]).is_none());
         // Expired, or for another audience: refused.
-        let (old, _) = issuer.issue(&account, -10).unwrap();
+        let old = issued(&issuer, &team_ci(-10));
         assert!(issuer.verify(&old, &[]).is_none());
-        let vault = TokenAccount { audiences: vec!["vault".into()], ..account };
-        let (for_vault, _) = issuer.issue(&vault, 600).unwrap();
+        let vault = TokenGrant { audiences: vec!["vault".into()], ..team_ci(600) };
+        let for_vault = issued(&issuer, &vault);
         assert!(issuer.verify(&for_vault, &[]).is_none());
         assert!(issuer.verify(&for_vault, &["vault".to_string()]).is_some());
         assert!(issuer.verify("not.a.token", &[]).is_none());
@@ -363,6 +418,10 @@ mod tests {
                 kubernetes: KubernetesClaims {
                     namespace: "team".into(),
                     serviceaccount: AccountRef { name: "ci".into(), uid: "u-1".into() },
+                    pod: None,
+                    secret: None,
+                    node: None,
+                    warnafter: None,
                 },
             };
             jsonwebtoken::encode(&issuer.header(), &claims, &issuer.encoding).unwrap()
@@ -370,6 +429,34 @@ mod tests {
         let anonymous_id = issuer.verify(&signed("", now), &[]).expect("no jti needed");
         assert_eq!(anonymous_id.token_id, None);
         assert!(issuer.verify(&signed("id", now + 120), &[]).is_none(), "not valid before nbf");
+    }
+
+    /// A token bound to a pod names it and its node, as Kubernetes' claims do, and its user
+    /// carries them as extras (a node's uid only when known); an extended one says when it
+    /// should have been renewed.
+    #[test]
+    fn a_bound_token_names_its_pod_and_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
+        let grant = TokenGrant {
+            pod: Some(BoundObject { name: "web".into(), uid: "p-1".into() }),
+            node: Some(BoundObject { name: "n1".into(), uid: String::new() }),
+            warn_after: Some(123),
+            ..team_ci(600)
+        };
+        let token = issued(&issuer, &grant);
+        let claims = issuer_claims(&token);
+        assert_eq!(
+            claims["kubernetes.io"],
+            json!({"namespace": "team", "serviceaccount": {"name": "ci", "uid": "u-1"},
+                "pod": {"name": "web", "uid": "p-1"}, "node": {"name": "n1"}, "warnafter": 123})
+        );
+        let verified = issuer.verify(&token, &[]).unwrap();
+        let extra = verified.user().extra;
+        assert_eq!(extra["authentication.kubernetes.io/pod-name"], ["web"]);
+        assert_eq!(extra["authentication.kubernetes.io/pod-uid"], ["p-1"]);
+        assert_eq!(extra["authentication.kubernetes.io/node-name"], ["n1"]);
+        assert!(!extra.contains_key("authentication.kubernetes.io/node-uid"), "{extra:?}");
     }
 
     #[test]
@@ -421,15 +508,13 @@ mod tests {
         use kplane_actors::controllers::TokenSigner;
         let dir = tempfile::tempdir().unwrap();
         let issuer = TokenIssuer::load_or_create(dir.path()).unwrap();
-        let account = team_ci();
         let keys = issuer.key_set();
         let key = &keys["keys"][0];
         assert_eq!(
             (&key["kty"], &key["crv"], &key["alg"], &key["use"]),
             (&json!("EC"), &json!("P-256"), &json!("ES256"), &json!("sig"))
         );
-        for token in
-            [issuer.issue(&account, 600).unwrap().0, issuer.sign("team", "ci", "u", "s").unwrap()]
+        for token in [issued(&issuer, &team_ci(600)), issuer.sign("team", "ci", "u", "s").unwrap()]
         {
             assert_eq!(
                 jsonwebtoken::decode_header(&token).unwrap().kid.as_deref(),

@@ -249,6 +249,18 @@ impl ApiClient for RestClient {
         self.send(pods, request).await.map(drop)
     }
 
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: Value,
+    ) -> Result<Value, ApiError> {
+        let accounts = resources::core("serviceaccounts");
+        let path = object_path(accounts, namespace, name, Some("token"))?;
+        let request = self.request(Method::POST, &path, &[]).json(&request);
+        self.send_for_object(accounts, request).await
+    }
+
     async fn delete(
         &self,
         resource: &'static ResourceType,

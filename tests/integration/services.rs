@@ -653,6 +653,35 @@ fn the_kubernetes_service_leads_pods_to_the_api_server() {
         version = String::from_utf8_lossy(&out.stdout).into_owned();
         version.contains("gitVersion")
     });
+
+    // Every container mounts its account's token, the certificate and its namespace, which
+    // the official Python client's in-cluster configuration reads: the pod is its account on
+    // the secure port, its token bound to it.
+    let script = "from kubernetes import client, config\n\
+        config.load_incluster_config()\n\
+        me = client.AuthenticationV1Api().create_self_subject_review(client.V1SelfSubjectReview())\n\
+        user = me.status.user_info\n\
+        ns = open('/var/run/secrets/kubernetes.io/serviceaccount/namespace').read()\n\
+        print(user.username, user.extra['authentication.kubernetes.io/pod-name'][0], ns)\n";
+    let python = crate::util::python();
+    let pod = json!({"metadata": {"name": "in-cluster"}, "spec": {"restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "python", "command": [python, "-c", script]}]}});
+    let (code, created) = server.post("/api/v1/namespaces/elsewhere/pods", &pod);
+    assert_eq!(code, 201, "{created}");
+    let volume = &created["spec"]["volumes"][0];
+    let name = volume["name"].as_str().unwrap();
+    assert!(name.starts_with("kube-api-access-"), "{created}");
+    assert_eq!(
+        created["spec"]["containers"][0]["volumeMounts"],
+        json!([{"name": name, "readOnly": true,
+            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}])
+    );
+    let mut said = String::new();
+    wait_until(WAIT, "the pod knows who it is", || {
+        said = kubectl.run(&["logs", "-n", "elsewhere", "in-cluster"]).1;
+        said.contains("system:serviceaccount:")
+    });
+    assert_eq!(said, "system:serviceaccount:elsewhere:default in-cluster elsewhere\n");
 }
 
 /// A service without a selector takes the Endpoints its user writes; they are mirrored into

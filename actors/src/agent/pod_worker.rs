@@ -5,7 +5,7 @@
 //! the API.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -1927,6 +1927,11 @@ impl PodState {
                     Some(set_up) => volumes::mounts(&spec, set_up, &env)?,
                     None => Vec::new(),
                 };
+                if ctx.config.mount_launcher.is_none() {
+                    // A node that cannot mount runs containers without their API token (which
+                    // every pod mounts) rather than not at all; other volumes are refused.
+                    mounts.retain(|m| m.target != Path::new(crate::core::API_ACCESS_MOUNT_PATH));
+                }
                 if ctx.config.mount_launcher.is_some() {
                     mounts.extend(termination_log(&self.dir, &spec, restart));
                     // The pod's hosts file, unless the container mounts one of its own.

@@ -124,6 +124,15 @@ impl ApiClient for ApiCore {
         Ok(ApiCore::delete(self, resource, namespace, name, options).await?.to_value())
     }
 
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: Value,
+    ) -> Result<Value, ApiError> {
+        ApiCore::request_token(self, namespace, name, request).await
+    }
+
     async fn watch(
         &self,
         resource: &'static ResourceType,

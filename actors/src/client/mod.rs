@@ -89,6 +89,14 @@ pub trait ApiClient: Send + Sync {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Value, ApiError>;
+    /// Asks for a token of service account `name` (POST `serviceaccounts/{name}/token`);
+    /// `request` is an `authentication.k8s.io/v1` TokenRequest, answered with its status.
+    async fn request_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: Value,
+    ) -> Result<Value, ApiError>;
     async fn watch(
         &self,
         resource: &'static ResourceType,

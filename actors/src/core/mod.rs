@@ -22,6 +22,7 @@ mod service_account;
 mod service_ips;
 pub mod storage_protection;
 mod subresources;
+pub mod token_request;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -41,7 +42,7 @@ pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOpt
 pub(crate) use patch::apply as apply_patch;
 pub use patch::PatchType;
 pub use resource_quota::{QuotaGuard, QuotaLocks};
-pub use service_account::DEFAULT_SERVICE_ACCOUNT;
+pub use service_account::{API_ACCESS_MOUNT_PATH, DEFAULT_SERVICE_ACCOUNT};
 pub use service_ips::ServiceRanges;
 pub use subresources::set_condition;
 pub use watch::{WatchFrame, WatchStream};
@@ -108,6 +109,10 @@ pub struct ApiCore {
     manager: Arc<str>,
     /// Checks a patched object as its kind's Go type decodes it, dropping undeclared fields.
     schema_check: Option<SchemaCheck>,
+    /// Signs the tokens TokenRequests issue (the HTTP edge owns the key).
+    token_signer: Option<Arc<dyn token_request::GrantSigner>>,
+    /// Pods get an API token volume (the secure port, where tokens are good, is served).
+    mount_api_access: bool,
 }
 
 /// Removes from an object (of the kind in the group it is given) the fields its schema does
@@ -140,7 +145,16 @@ impl ApiCore {
     pub fn new(store: Store, hub: HubHandle) -> Self {
         let services = Arc::new(service_ips::ServiceAllocator::new(ServiceRanges::default()));
         let quota_locks = QuotaLocks::default();
-        Self { store, hub, services, quota_locks, manager: Arc::from("kplane"), schema_check: None }
+        Self {
+            store,
+            hub,
+            services,
+            quota_locks,
+            manager: Arc::from("kplane"),
+            schema_check: None,
+            token_signer: None,
+            mount_api_access: false,
+        }
     }
 
     /// Patched objects lose the fields their schema does not declare, and a patch that leaves a
@@ -464,7 +478,7 @@ impl ApiCore {
             if limit_ranger::default_pod(&limit_ranges, &mut object) {
                 defaults::recompute_qos_class(&mut object);
             }
-            service_account::admit(&self.store, namespace, &mut object)
+            service_account::admit(&self.store, namespace, &mut object, self.mount_api_access)
                 .await
                 .map_err(|why| ApiError::forbidden(resource, &admitted_as, why, Vec::new()))?;
             priority::admit_pod(&self.priority_classes_for(&object), &mut object)
@@ -2347,7 +2361,7 @@ pub(crate) fn patch_not_decodable(
 
 /// A name from `generateName`: the prefix, cut to 58 bytes so that the name fits 63, and five
 /// random characters, as Kubernetes' name generator makes them.
-fn generated_name(prefix: &str) -> String {
+pub(crate) fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     const SUFFIX: usize = 5;
     let mut rng = rand::thread_rng();

@@ -5,8 +5,11 @@
 //! limits the secrets its pods reference to its own. Mirror pods (a node's static pods) are
 //! left as they are and may reference neither accounts nor secrets.
 //!
-//! Unlike Kubernetes' plugin, this one mounts no API token volume (`kube-api-access-*`): the
-//! node agent sets up no projected service account tokens.
+//! While the API server serves its secure port (where a pod's token is good), every container
+//! of a pod whose account (or the pod itself) does not turn `automountServiceAccountToken` off
+//! mounts a `kube-api-access-XXXXX` volume at `/var/run/secrets/kubernetes.io/serviceaccount`:
+//! a token for the account, the `kube-root-ca.crt` certificate and the pod's namespace, which
+//! in-cluster clients read.
 
 use std::time::Duration;
 
@@ -27,8 +30,23 @@ const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const DEFAULT_ACCOUNT_WAIT: Duration = Duration::from_secs(2);
 const DEFAULT_ACCOUNT_POLL: Duration = Duration::from_millis(10);
 
-/// Admits `pod`, being created in `namespace`: `Err` says why it is forbidden.
-pub(crate) async fn admit(store: &Store, namespace: &str, pod: &mut Value) -> Result<(), String> {
+/// Where containers find their API token, certificate and namespace.
+pub const API_ACCESS_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The prefix of the name of the volume holding them.
+pub const API_ACCESS_VOLUME_PREFIX: &str = "kube-api-access-";
+/// The lifetime the volume's token asks for: an hour and seven seconds, which Kubernetes
+/// recognizes to extend the token (and only warn after the hour).
+pub const API_ACCESS_TOKEN_SECONDS: i64 = 3607;
+
+/// Admits `pod`, being created in `namespace`: `Err` says why it is forbidden. With
+/// `mount_api_access`, its containers get the account's API token volume (see the module's
+/// doc).
+pub(crate) async fn admit(
+    store: &Store,
+    namespace: &str,
+    pod: &mut Value,
+    mount_api_access: bool,
+) -> Result<(), String> {
     if is_mirror(pod) {
         return check_mirror(pod);
     }
@@ -45,6 +63,10 @@ pub(crate) async fn admit(store: &Store, namespace: &str, pod: &mut Value) -> Re
             "error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found"
         ));
     };
+    let pod_says = spec.get("automountServiceAccountToken").and_then(Value::as_bool);
+    if mount_api_access && pod_says.or(account.automount).unwrap_or(true) {
+        mount_api_access_volume(spec);
+    }
     let pull_secrets = spec.get("imagePullSecrets").and_then(Value::as_array);
     if pull_secrets.is_none_or(Vec::is_empty) && !account.image_pull_secrets.is_empty() {
         let refs = account.image_pull_secrets.iter().map(|s| json!({"name": s})).collect();
@@ -79,6 +101,54 @@ pub(crate) fn admit_ephemeral(store: &Store, namespace: &str, pod: &Value) -> Re
         name,
         mountable,
     )
+}
+
+/// Mounts a `kube-api-access-*` volume (the pod's own, if it has one) at
+/// [`API_ACCESS_MOUNT_PATH`] in every init and regular container that mounts nothing there,
+/// adding the volume when one does and the pod had none, as Kubernetes'
+/// `mountServiceAccountToken`. Ephemeral containers are left as they are.
+fn mount_api_access_volume(spec: &mut serde_json::Map<String, Value>) {
+    let volumes = spec.get("volumes").and_then(Value::as_array);
+    let names = volumes.into_iter().flatten().filter_map(|v| v.get("name")?.as_str());
+    let existing = names.into_iter().find(|n| n.starts_with(API_ACCESS_VOLUME_PREFIX));
+    let existing = existing.map(str::to_string);
+    let name = existing.clone().unwrap_or_else(|| super::generated_name(API_ACCESS_VOLUME_PREFIX));
+    let mount = json!({"name": name, "readOnly": true, "mountPath": API_ACCESS_MOUNT_PATH});
+    let mut mounted = false;
+    for field in ["initContainers", "containers"] {
+        let containers = spec.get_mut(field).and_then(Value::as_array_mut);
+        for container in containers.into_iter().flatten().filter_map(Value::as_object_mut) {
+            let mounts = container.entry("volumeMounts").or_insert_with(|| json!([]));
+            let Some(mounts) = mounts.as_array_mut() else { continue };
+            let path = |m: &Value| m.get("mountPath").and_then(Value::as_str).map(str::to_string);
+            if mounts.iter().any(|m| path(m).as_deref() == Some(API_ACCESS_MOUNT_PATH)) {
+                continue;
+            }
+            mounts.push(mount.clone());
+            mounted = true;
+        }
+    }
+    if existing.is_none() && mounted {
+        let volume = api_access_volume(&name);
+        match spec.get_mut("volumes").and_then(Value::as_array_mut) {
+            Some(volumes) => volumes.push(volume),
+            None => {
+                spec.insert("volumes".into(), json!([volume]));
+            }
+        }
+    }
+}
+
+/// The projected volume of an API token (its path `token`), the API server's certificate
+/// (`ca.crt`, from the namespace's `kube-root-ca.crt`) and the pod's namespace (`namespace`).
+fn api_access_volume(name: &str) -> Value {
+    json!({"name": name, "projected": {"defaultMode": 0o644, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": API_ACCESS_TOKEN_SECONDS, "path": "token"}},
+        {"configMap": {"name": crate::controllers::every_namespace::ROOT_CA_CONFIG_MAP,
+            "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+    ]}})
 }
 
 /// The account, from the admission tables; `default` is waited for a moment.
@@ -257,6 +327,73 @@ mod tests {
             .contains("ServiceAccountToken volume projections"));
     }
 
+    /// Every init and regular container mounts the API token volume unless it mounts something
+    /// at its path; the pod's own `kube-api-access-*` volume is used when it has one; no
+    /// volume is added that no container mounts; ephemeral containers are left out.
+    #[test]
+    fn containers_mount_the_api_token_volume() {
+        let mut spec = json!({
+            "initContainers": [{"name": "i"}],
+            "containers": [{"name": "a", "volumeMounts": [{"name": "v", "mountPath": "/v"}]},
+                {"name": "b", "volumeMounts": [{"name": "v", "mountPath": API_ACCESS_MOUNT_PATH}]}],
+            "ephemeralContainers": [{"name": "e"}],
+            "volumes": [{"name": "v", "emptyDir": {}}]});
+        mount_api_access_volume(spec.as_object_mut().unwrap());
+        let volume = spec["volumes"][1].clone();
+        let name = volume["name"].as_str().unwrap().to_string();
+        assert!(name.starts_with(API_ACCESS_VOLUME_PREFIX) && name.len() == 21, "{name}");
+        assert_eq!(volume, api_access_volume(&name));
+        assert_eq!(volume["projected"]["defaultMode"], 420);
+        assert_eq!(
+            volume["projected"]["sources"][0],
+            json!({"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}})
+        );
+        let mount = json!({"name": name, "readOnly": true, "mountPath": API_ACCESS_MOUNT_PATH});
+        assert_eq!(spec["initContainers"][0]["volumeMounts"], json!([mount]));
+        assert_eq!(spec["containers"][0]["volumeMounts"][1], mount);
+        assert_eq!(spec["containers"][1]["volumeMounts"].as_array().unwrap().len(), 1);
+        assert!(spec["ephemeralContainers"][0].get("volumeMounts").is_none());
+        // The pod's own volume of that name: mounted, not added again.
+        let mut own = json!({"containers": [{"name": "a"}],
+            "volumes": [{"name": "kube-api-access-mine", "emptyDir": {}}]});
+        mount_api_access_volume(own.as_object_mut().unwrap());
+        assert_eq!(own["volumes"].as_array().unwrap().len(), 1);
+        assert_eq!(own["containers"][0]["volumeMounts"][0]["name"], "kube-api-access-mine");
+        // Every container mounts its own: no volume.
+        let mut taken = json!({"containers": [{"name": "a", "volumeMounts": [
+            {"name": "x", "mountPath": API_ACCESS_MOUNT_PATH}]}]});
+        mount_api_access_volume(taken.as_object_mut().unwrap());
+        assert!(taken.get("volumes").is_none(), "{taken}");
+    }
+
+    /// The pod's `automountServiceAccountToken` wins over its account's; both unset mounts.
+    #[actix::test]
+    async fn automount_is_the_pods_choice_then_its_accounts() {
+        let core = crate::testing::core().await.with_api_access_volumes();
+        let options = crate::core::WriteOptions::default();
+        let accounts = crate::model::resources::core("serviceaccounts");
+        for (name, automount) in [("on", Value::Null), ("off", json!(false))] {
+            let account =
+                json!({"metadata": {"name": name}, "automountServiceAccountToken": automount});
+            core.create(accounts, "default", account, &options).await.unwrap();
+        }
+        let pods = crate::model::resources::core("pods");
+        let cases = [
+            ("on", Value::Null, true),
+            ("off", Value::Null, false),
+            ("off", json!(true), true),
+            ("on", json!(false), false),
+        ];
+        for (i, (account, pod_says, mounted)) in cases.into_iter().enumerate() {
+            let pod = json!({"metadata": {"name": format!("p{i}")}, "spec": {
+                "serviceAccountName": account, "automountServiceAccountToken": pod_says,
+                "containers": [{"name": "c", "image": "i"}]}});
+            let pod = core.create(pods, "default", pod, &options).await.unwrap().to_value();
+            let volumes = pod["spec"]["volumes"].as_array().map_or(0, Vec::len);
+            assert_eq!(volumes == 1, mounted, "{account} {pod_says}: {pod}");
+        }
+    }
+
     #[test]
     fn finds_secrets_wherever_a_pod_spec_names_them() {
         let spec = json!({
@@ -278,6 +415,7 @@ mod tests {
         let account = AccountRefs {
             image_pull_secrets: vec!["pull".into()],
             mountable_secrets: Some(vec!["ok".into()]),
+            automount: None,
         };
         let check = |spec: Value| {
             check_secret_references(

@@ -19,6 +19,9 @@ pub struct AccountRefs {
     /// `secrets`' names, when the account enforces them (annotation
     /// `kubernetes.io/enforce-mountable-secrets: "true"`): its pods may reference no others.
     pub mountable_secrets: Option<Vec<String>>,
+    /// `automountServiceAccountToken`, when set: whether pods that say nothing get an API
+    /// token volume.
+    pub automount: Option<bool>,
 }
 
 impl AccountRefs {
@@ -35,6 +38,7 @@ impl AccountRefs {
         Self {
             image_pull_secrets: names("imagePullSecrets"),
             mountable_secrets: enforce.then(|| names("secrets")),
+            automount: account.get("automountServiceAccountToken").and_then(Value::as_bool),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A pod's volumes on the node, as the kubelet's volume plugins set them up: an `emptyDir` is a
 //! directory of the pod's (`volumes/<name>` under its directory), a `configMap`, `secret`,
 //! `downwardAPI` or `projected` one such a directory filled with its files (see
-//! [`atomic_writer`]), a `hostPath` the node's path (checked or made as its `type` says), a
+//! [`atomic_writer`]; a projected service account token is asked of the API server, see
+//! [`tokens`]), a `hostPath` the node's path (checked or made as its `type` says), a
 //! `persistentVolumeClaim` the path of the `hostPath` or `local` volume its claim is bound to.
 //! What each container mounts of them ([`mounts`]) the runtime binds at its `mountPath`, in a
 //! mount namespace of the container's own.
@@ -10,6 +11,7 @@
 //! and its containers run without them (a warning event says so).
 
 pub mod atomic_writer;
+mod tokens;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,7 +59,7 @@ pub struct VolumeError {
 }
 
 /// The pod's volumes, set up: by name, where each is on the node; and what of them the node
-/// cannot set up, by volume (`nfs`, or a projection's `serviceAccountToken`).
+/// cannot set up, by volume (`nfs`, or a projection's `clusterTrustBundle`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Volumes {
     pub set_up: BTreeMap<String, HostVolume>,
@@ -97,15 +99,12 @@ pub async fn set_up(
             Kind::Files => {
                 let projections = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
                 for projection in projections {
-                    let left_out = [
-                        ("serviceAccountToken", projection.service_account_token.is_some()),
-                        ("clusterTrustBundle", projection.cluster_trust_bundle.is_some()),
-                    ];
-                    for (kind, _) in left_out.into_iter().filter(|(_, there)| *there) {
-                        volumes.unsupported.push((volume.name.clone(), kind.to_string()));
+                    if projection.cluster_trust_bundle.is_some() {
+                        let kind = "clusterTrustBundle".to_string();
+                        volumes.unsupported.push((volume.name.clone(), kind));
                     }
                 }
-                let mut payload = payload(client, ctx, volume).await.map_err(failed)?;
+                let mut payload = payload(client, ctx, volume, &own).await.map_err(failed)?;
                 if fs_group.is_some() {
                     // Readable by the group, as its ownership below leaves them.
                     payload.values_mut().for_each(|file| file.mode |= 0o440);
@@ -205,6 +204,7 @@ async fn payload(
     client: &dyn ApiClient,
     ctx: &PodContext<'_>,
     volume: &Volume,
+    dir: &Path,
 ) -> Result<Payload, String> {
     let namespace = ctx.pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut payload = Payload::new();
@@ -237,6 +237,10 @@ async fn payload(
             if let Some(source) = &projection.downward_api {
                 let items = source.items.as_deref().unwrap_or(&[]);
                 downward(client, ctx, items, mode, &mut payload).await?;
+            }
+            if let Some(source) = &projection.service_account_token {
+                let token = tokens::token(client, ctx, source, &dir.join(&source.path)).await?;
+                payload.insert(source.path.clone(), File { bytes: token.into_bytes(), mode });
             }
         }
     }

@@ -63,7 +63,7 @@ async fn config_maps_secrets_and_the_downward_api_become_files() {
                 {"configMap": {"name": "settings", "items": [{"key": "b", "path": "b"}]}},
                 {"secret": {"name": "creds"}},
                 {"configMap": {"name": "absent", "optional": true}},
-                {"serviceAccountToken": {"path": "api-token"}}]}},
+                {"clusterTrustBundle": {"name": "b", "path": "bundle"}}]}},
             {"name": "scratch", "emptyDir": {}},
             {"name": "remote", "nfs": {"server": "10.0.0.1", "path": "/x"}}
         ]
@@ -87,9 +87,9 @@ async fn config_maps_secrets_and_the_downward_api_become_files() {
     assert!(volumes.set_up["mixed"].read_only && !volumes.set_up["scratch"].read_only);
     assert_eq!(mode(&path("scratch")), 0o777);
     let unsupported =
-        [("mixed", "serviceAccountToken"), ("remote", "nfs")].map(|(v, k)| (v.into(), k.into()));
+        [("mixed", "clusterTrustBundle"), ("remote", "nfs")].map(|(v, k)| (v.into(), k.into()));
     assert_eq!(volumes.unsupported, unsupported);
-    assert!(!path("mixed").join("api-token").exists());
+    assert!(!path("mixed").join("bundle").exists());
 
     // A change reaches the files when they are set up again.
     let configmaps = resources::core("configmaps");
@@ -289,4 +289,77 @@ fn mounts_bind_volumes_and_sub_paths_outer_first() {
         "error SubPath `/tmp` must not be an absolute path"
     );
     assert_eq!(refused("$(NOPE)/$(EMPTY)/x", &[("EMPTY", "")]), "missing value for EMPTY, NOPE");
+}
+
+/// Signs a token as the grant's pod and lifetime, with claims the token manager reads, and a
+/// number of its own (no two are the same).
+struct Plain;
+
+static SIGNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl crate::core::token_request::GrantSigner for Plain {
+    fn api_audiences(&self) -> Vec<String> {
+        vec!["api".into()]
+    }
+    fn sign_grant(&self, grant: &crate::core::token_request::TokenGrant) -> Result<String, String> {
+        use base64::Engine as _;
+        let claims = json!({"iat": grant.issued_at, "exp": grant.expires_at,
+            "aud": grant.audiences, "pod": grant.pod.as_ref().map(|p| &p.name),
+            "kubernetes.io": {"warnafter": grant.warn_after},
+            "jti": SIGNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)});
+        let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+        Ok(format!("h.{claims}.s"))
+    }
+}
+
+/// A projected token is asked of the API server for the pod's account, bound to the pod, with
+/// the source's audience; set up again, the volume keeps it (it needs no renewal yet). A pod
+/// whose account is missing cannot have one: the kubelet's reason.
+#[actix::test]
+async fn projected_tokens_are_asked_for_the_pod_and_kept_until_due() {
+    use base64::Engine as _;
+    let core = crate::testing::core().await.with_token_signer(std::sync::Arc::new(Plain));
+    create(&core, "serviceaccounts", "default", json!({"metadata": {"name": "robot"}})).await;
+    let spec = json!({"serviceAccountName": "robot", "containers": [{"name": "c", "image": "x"}],
+        "volumes": [{"name": "api", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {"serviceAccountToken": {"path": "vault", "audience": "vault"}}]}}]});
+    let stored = json!({"metadata": {"name": "p"}, "spec": spec});
+    let pods = resources::core("pods");
+    let stored = core.create(pods, "default", stored, &WriteOptions::default()).await.unwrap();
+    let mut pod = pod(spec);
+    pod.metadata.uid = Some(stored.to_value()["metadata"]["uid"].as_str().unwrap().into());
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = PodContext { pod: &pod, node_name: "n1", pod_ip: "", host_ip: "" };
+    let volumes = set_up(&core, &ctx, dir.path()).await.unwrap();
+    assert!(volumes.unsupported.is_empty(), "{:?}", volumes.unsupported);
+    let path = volumes.set_up["api"].path.clone();
+    let claims = |file: &str| -> Value {
+        let token = read(&path.join(file));
+        let claims = token.split('.').nth(1).unwrap();
+        let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(claims).unwrap();
+        serde_json::from_slice(&claims).unwrap()
+    };
+    let token = claims("token");
+    assert_eq!((&token["pod"], &token["aud"]), (&json!("p"), &json!(["api"])));
+    assert!(token["kubernetes.io"]["warnafter"].is_i64(), "extended: {token}");
+    let vault = claims("vault");
+    assert_eq!(
+        (&vault["aud"], vault["exp"].as_i64().unwrap() - vault["iat"].as_i64().unwrap()),
+        (&json!(["vault"]), 3600)
+    );
+    assert_eq!(mode(&path.join("token")), 0o644);
+    let first = read(&path.join("token"));
+    set_up(&core, &ctx, dir.path()).await.unwrap();
+    assert_eq!(read(&path.join("token")), first, "kept: not due for renewal");
+
+    let mut orphan = pod.clone();
+    orphan.spec.as_mut().unwrap().service_account_name = Some("ghost".into());
+    let ctx = PodContext { pod: &orphan, node_name: "n1", pod_ip: "", host_ip: "" };
+    let other = tempfile::tempdir().unwrap();
+    let error = set_up(&core, &ctx, other.path()).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "MountVolume.SetUp failed for volume \"api\" : failed to fetch token: serviceaccounts \"ghost\" not found"
+    );
 }
