@@ -197,8 +197,9 @@ async fn the_node_s_events_are_the_kubelet_s() {
         start_agent(&core, config("n-ev", dir.path()), Arc::new(ProcessRuntime::default()));
     let starting = event_about(&core, "n-ev", "Starting").await;
     assert_eq!(starting["message"], "Starting kubelet.");
-    // About the node by name, its uid included, as the kubelet's.
+    // About the node by name, its uid included and no apiVersion, as the kubelet's.
     assert_eq!(starting["involvedObject"]["uid"], "n-ev");
+    assert!(starting["involvedObject"].get("apiVersion").is_none(), "{starting}");
     assert_eq!(starting["source"], json!({"component": "kubelet", "host": "n-ev"}));
     let ready = event_about(&core, "n-ev", "NodeReady").await;
     assert_eq!(ready["message"], "Node n-ev status is now: NodeReady");

@@ -668,9 +668,11 @@ async fn node_event(
     message: &str,
 ) {
     let name = config.node_name.clone();
+    // No apiVersion, as the kubelet names its node (`kubectl events --for node/N` asks for
+    // `v1` ones: the node controller's).
     let about = ObjectRef {
         kind: "Node",
-        api_version: "v1".into(),
+        api_version: String::new(),
         namespace: String::new(),
         name: name.clone(),
         uid: name.clone(),

@@ -197,8 +197,10 @@ fn event_namespace(object: &ObjectRef) -> &str {
 
 /// `object` as an event's `involvedObject` or `regarding`.
 fn reference(object: &ObjectRef) -> Value {
-    let mut reference = json!({"apiVersion": object.api_version, "kind": object.kind,
-        "name": object.name, "uid": object.uid});
+    let mut reference = json!({"kind": object.kind, "name": object.name, "uid": object.uid});
+    if !object.api_version.is_empty() {
+        reference["apiVersion"] = json!(object.api_version);
+    }
     if !object.namespace.is_empty() {
         reference["namespace"] = json!(object.namespace);
     }

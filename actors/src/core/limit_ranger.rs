@@ -29,22 +29,47 @@ fn amounts<'a>(item: &'a Value, part: &str) -> impl Iterator<Item = (&'a String,
 }
 
 /// Fills in each container's requests and limits that the ranges' Container items default
-/// and the container leaves out, and notes them in the pod's `kubernetes.io/limit-ranger`
-/// annotation. Returns whether anything was set.
+/// and the container leaves out, range by range (so the first range naming a resource gives
+/// it), and notes them in the pod's `kubernetes.io/limit-ranger` annotation: the last range
+/// that set anything writes it, with what it set, as Kubernetes' plugin runs once per range.
+/// Returns whether anything was set.
 pub(crate) fn default_pod(ranges: &[Value], pod: &mut Value) -> bool {
-    // The first range naming a resource gives its default, as Kubernetes merges them.
-    let (mut limits, mut requests) = (Map::new(), Map::new());
-    for item in items(ranges, "Container") {
-        for (part, into) in [("default", &mut limits), ("defaultRequest", &mut requests)] {
-            for (resource, amount) in amounts(item, part) {
-                into.entry(resource.clone()).or_insert_with(|| json!(amount));
+    let mut note = None;
+    for range in ranges {
+        let (mut limits, mut requests) = (Map::new(), Map::new());
+        for item in items(std::slice::from_ref(range), "Container") {
+            for (part, into) in [("default", &mut limits), ("defaultRequest", &mut requests)] {
+                for (resource, amount) in amounts(item, part) {
+                    into.entry(resource.clone()).or_insert_with(|| json!(amount));
+                }
             }
         }
+        let notes = fill_defaults(pod, &limits, &requests);
+        if !notes.is_empty() {
+            note = Some(format!("LimitRanger plugin set: {}", notes.join("; ")));
+        }
     }
-    if limits.is_empty() && requests.is_empty() {
-        return false;
+    let Some(note) = note else { return false };
+    if let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(ANNOTATION.into(), json!(note));
+        }
     }
+    true
+}
+
+/// Sets the `limits` and `requests` each container (and init container) leaves out; what was
+/// set, in the annotation's words.
+fn fill_defaults(
+    pod: &mut Value,
+    limits: &Map<String, Value>,
+    requests: &Map<String, Value>,
+) -> Vec<String> {
     let mut notes = Vec::new();
+    if limits.is_empty() && requests.is_empty() {
+        return notes;
+    }
     for (list, what) in [("containers", "container"), ("initContainers", "init container")] {
         let containers = pod.pointer_mut(&format!("/spec/{list}")).and_then(Value::as_array_mut);
         for container in containers.into_iter().flatten() {
@@ -52,7 +77,7 @@ pub(crate) fn default_pod(ranges: &[Value], pod: &mut Value) -> bool {
             let Some(container) = container.as_object_mut() else { continue };
             let resources = container.entry("resources").or_insert_with(|| json!({}));
             let Some(resources) = resources.as_object_mut() else { continue };
-            for (kind, defaults) in [("request", &requests), ("limit", &limits)] {
+            for (kind, defaults) in [("request", requests), ("limit", limits)] {
                 let list = resources.entry(format!("{kind}s")).or_insert_with(|| json!({}));
                 let Some(list) = list.as_object_mut() else { continue };
                 let mut set: Vec<&str> = Vec::new();
@@ -72,17 +97,7 @@ pub(crate) fn default_pod(ranges: &[Value], pod: &mut Value) -> bool {
             }
         }
     }
-    if notes.is_empty() {
-        return false;
-    }
-    let note = format!("LimitRanger plugin set: {}", notes.join("; "));
-    if let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
-        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(annotations) = annotations.as_object_mut() {
-            annotations.insert(ANNOTATION.into(), json!(note));
-        }
-    }
-    true
+    notes
 }
 
 /// What the ranges refuse in `pod`: each container (and init container) within the
@@ -112,7 +127,7 @@ pub(crate) fn check_pod(ranges: &[Value], pod: &Value) -> Vec<String> {
             }
             Some("Pod") => {
                 let (requests, limits) = pod_totals.get_or_insert_with(|| {
-                    let (requests, limits) = quota::pod_requests_and_limits(pod);
+                    let (requests, limits) = quota::containers_requests_and_limits(pod);
                     let texts = |usage: quota::Usage| -> Map<String, Value> {
                         usage.into_iter().map(|(k, v)| (k, json!(v.text()))).collect()
                     };
@@ -252,6 +267,23 @@ mod tests {
         assert!(!default_pod(&ranges(), &mut again), "nothing left to set");
         assert_eq!(again, pod);
         assert!(!default_pod(&[], &mut again));
+        // Two ranges: each fills what the other leaves, and the last that set anything notes
+        // what it set.
+        let range = |limits: Value| json!({"spec": {"limits": [limits]}});
+        let two = [
+            range(json!({"type": "Container", "default": {"cpu": "300m"}})),
+            range(json!({"type": "Container", "default": {"memory": "100Mi", "cpu": "1"}})),
+        ];
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
+        assert!(default_pod(&two, &mut pod));
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"],
+            json!({"limits": {"cpu": "300m", "memory": "100Mi"}})
+        );
+        assert_eq!(
+            pod["metadata"]["annotations"][ANNOTATION],
+            "LimitRanger plugin set: memory limit for container c"
+        );
     }
 
     #[test]
@@ -264,6 +296,10 @@ mod tests {
         let fits =
             pod(json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "100Mi"}}));
         assert_eq!(check_pod(&ranges(), &fits), Vec::<String>::new());
+        // A pod's overhead is not its containers' usage (the RuntimeClass plugin judges it).
+        let mut with_overhead = fits.clone();
+        with_overhead["spec"]["overhead"] = json!({"memory": "2Gi"});
+        assert_eq!(check_pod(&ranges(), &with_overhead), Vec::<String>::new());
         let over =
             pod(json!({"requests": {"cpu": "10m"}, "limits": {"cpu": "2", "memory": "600Mi"}}));
         assert_eq!(

@@ -1537,13 +1537,20 @@ impl ApiCore {
         options: &DeleteOptions,
     ) -> Result<PodDeletion, ApiError> {
         let mut pod = current.to_value();
-        let grace = pod_grace(&pod, options);
+        let mut grace = pod_grace(&pod, options);
         let meta = metadata(&mut pod)?;
         if meta.contains_key("deletionTimestamp") {
             let pending = meta.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
             if pending.is_none_or(|pending| pending == 0) {
                 return Ok(PodDeletion::Now(current.clone()));
             }
+            // Only a grace period given may shorten a pending one (the pod's own default, or
+            // none for a pod that has since ended, are for its first delete), as Kubernetes'
+            // `BeforeDelete`.
+            let Some(given) = options.grace_period_seconds else {
+                return Ok(PodDeletion::Pending(current.clone()));
+            };
+            grace = if given < 0 { 1 } else { given.min(MAX_GRACE_SECONDS) };
             if !shorten_grace(meta, grace) {
                 return Ok(PodDeletion::Pending(current.clone()));
             }
@@ -2781,6 +2788,31 @@ mod tests {
         assert!(marked.deleting);
         let again = core.delete(pods, "default", "q", &now).await.unwrap();
         assert_eq!(again.resource_version, marked.resource_version);
+    }
+
+    /// A pod being deleted keeps its pending grace period unless a delete gives a shorter one
+    /// (its own default is for its first delete only); a negative one is the shortest, 1 s.
+    #[actix::test]
+    async fn only_a_shorter_grace_period_given_shortens_a_pending_one() {
+        let core = crate::testing::core().await;
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1",
+            "terminationGracePeriodSeconds": 15, "containers": [{"name": "c", "image": "i"}]}});
+        core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
+        let grace = |seconds: Option<i64>| DeleteOptions {
+            grace_period_seconds: seconds,
+            ..DeleteOptions::default()
+        };
+        let first = core.delete(pods, "default", "p", &grace(Some(100))).await.unwrap();
+        assert_eq!(first.to_value()["metadata"]["deletionGracePeriodSeconds"], 100);
+        let plain = core.delete(pods, "default", "p", &grace(None)).await.unwrap();
+        assert_eq!(plain.resource_version, first.resource_version, "no write");
+        let shorter = core.delete(pods, "default", "p", &grace(Some(40))).await.unwrap();
+        assert_eq!(shorter.to_value()["metadata"]["deletionGracePeriodSeconds"], 40);
+        let longer = core.delete(pods, "default", "p", &grace(Some(60))).await.unwrap();
+        assert_eq!(longer.resource_version, shorter.resource_version);
+        let negative = core.delete(pods, "default", "p", &grace(Some(-5))).await.unwrap();
+        assert_eq!(negative.to_value()["metadata"]["deletionGracePeriodSeconds"], 1);
     }
 
     #[actix::test]

@@ -134,7 +134,7 @@ impl ApiCore {
     }
 
     /// Sets the replicas of a replication controller from a `Scale` (PUT `.../scale`). A
-    /// resourceVersion in the Scale is a precondition on the controller.
+    /// resourceVersion or uid in the Scale is a precondition on the controller.
     pub async fn update_scale(
         &self,
         namespace: &str,
@@ -170,10 +170,25 @@ impl ApiCore {
         if let Some(rv) = &requested_rv {
             parse_rv(rv)?;
         }
+        let asked_uid = scale.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
         let rcs = resources::core("replicationcontrollers");
         for _ in 0..UPDATE_RETRIES {
             let current = self.get(rcs, namespace, name).await?;
             let mut rc = current.to_value();
+            // A uid in the Scale is a precondition on the controller too.
+            let uid = rc.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+            if !asked_uid.is_empty() && asked_uid != uid {
+                return Err(ApiError::Conflict {
+                    resource: "replicationcontrollers/scale",
+                    group: "",
+                    name: name.into(),
+                    message: format!(
+                        "Operation cannot be fulfilled on replicationcontrollers/scale {name:?}: \
+                         Precondition failed: UID in precondition: {asked_uid}, UID in object \
+                         meta: {uid}"
+                    ),
+                });
+            }
             rc["spec"]["replicas"] = json!(replicas);
             let rv = requested_rv.clone().unwrap_or_else(|| current.resource_version.to_string());
             rc["metadata"]["resourceVersion"] = json!(rv);
@@ -324,6 +339,22 @@ mod tests {
         let scaled = entries.iter().find(|e| e["subresource"] == "scale").expect("a scale entry");
         assert_eq!(scaled["manager"], "kubectl");
         assert_eq!(scaled["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+        // A uid is a precondition, through a patch too.
+        let uid = stored["metadata"]["uid"].as_str().unwrap();
+        let other = json!({"metadata": {"name": "web", "uid": "abc"}, "spec": {"replicas": 2}});
+        let refused = core.update_scale("default", "web", &other, &options).await.unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "Operation cannot be fulfilled on replicationcontrollers/scale \"web\": \
+                 Precondition failed: UID in precondition: abc, UID in object meta: {uid}"
+            )
+        );
+        let patch = json!({"metadata": {"uid": "zzz"}, "spec": {"replicas": 2}});
+        let patched = core.patch_scale("default", "web", PatchType::Merge, &patch, &options).await;
+        assert!(matches!(patched, Err(ApiError::Conflict { .. })), "{patched:?}");
+        let same = json!({"metadata": {"name": "web", "uid": uid}, "spec": {"replicas": 2}});
+        core.update_scale("default", "web", &same, &options).await.unwrap();
     }
 
     #[actix::test]

@@ -222,17 +222,19 @@ impl ApiCore {
         }
         let asked = text("uid");
         if !asked.is_empty() && asked != uid {
+            let kind = match kind {
+                "Pod" => "Pod",
+                "Secret" => "Secret",
+                _ => "Node",
+            };
             return Err(ApiError::Conflict {
-                resource: match kind {
-                    "Pod" => "Pod",
-                    "Secret" => "Secret",
-                    _ => "Node",
-                },
+                resource: kind,
                 group: "",
                 name: name.to_string(),
                 message: format!(
-                    "the UID in the bound object reference ({asked}) does not match the UID in \
-                     record. The object might have been deleted and then recreated"
+                    "Operation cannot be fulfilled on {kind} {name:?}: the UID in the bound object \
+                     reference ({asked}) does not match the UID in record. The object might have \
+                     been deleted and then recreated"
                 ),
             });
         }
@@ -354,7 +356,7 @@ mod tests {
         );
         assert_eq!(
             refused(bound("Pod", "p", "not-its-uid", 3600), "robot").await,
-            "the UID in the bound object reference (not-its-uid) does not match the UID in record. The object might have been deleted and then recreated"
+            "Operation cannot be fulfilled on Pod \"p\": the UID in the bound object reference (not-its-uid) does not match the UID in record. The object might have been deleted and then recreated"
         );
         assert_eq!(
             refused(bound("ConfigMap", "c", "", 3600), "robot").await,

@@ -270,6 +270,19 @@ fn is_extended(name: &str) -> bool {
 /// with the sidecars started before it taken instead when larger; the pod's overhead added
 /// to every request, and to the limits the pod has.
 pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
+    let (mut requests, mut limits) = containers_requests_and_limits(pod);
+    for (name, amount) in amounts(json::at(pod, "/spec/overhead")) {
+        add(&mut requests, &name, amount);
+        if let Some(limit) = limits.get_mut(&name) {
+            *limit = limit.plus(amount);
+        }
+    }
+    (requests, limits)
+}
+
+/// A pod's requests and limits as [`pod_requests_and_limits`] totals them, without its
+/// overhead (what the LimitRanger's Pod items bound).
+pub fn containers_requests_and_limits(pod: &Value) -> (Usage, Usage) {
     let list = |name: &str| json::at(pod, &format!("/spec/{name}")).and_then(Value::as_array);
     let total = |kind: &str| {
         let of = |c: &Value| amounts(c.get("resources").and_then(|r| r.get(kind)));
@@ -303,14 +316,7 @@ pub fn pod_requests_and_limits(pod: &Value) -> (Usage, Usage) {
         }
         sum
     };
-    let (mut requests, mut limits) = (total("requests"), total("limits"));
-    for (name, amount) in amounts(json::at(pod, "/spec/overhead")) {
-        add(&mut requests, &name, amount);
-        if let Some(limit) = limits.get_mut(&name) {
-            *limit = limit.plus(amount);
-        }
-    }
-    (requests, limits)
+    (total("requests"), total("limits"))
 }
 
 /// A pod that has finished (Succeeded or Failed), or whose deletion's grace period is over,
