@@ -291,7 +291,17 @@ async fn dispatch(
         (Method::DELETE, Some(name)) if !status_only => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
-            let code = match (deleted.deleting, options.orphan_dependents) {
+            // 202 when dependents are not orphaned and the object is still there, marked (a
+            // pod marked with no grace period and no finalizers went at once: 200), as
+            // Kubernetes answers.
+            let marked = deleted.to_value();
+            let held = kplane_actors::model::json::at(&marked, "/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|finalizers| !finalizers.is_empty());
+            let grace =
+                kplane_actors::model::json::at(&marked, "/metadata/deletionGracePeriodSeconds");
+            let pending = grace.and_then(Value::as_i64).is_some_and(|grace| grace > 0);
+            let code = match (deleted.deleting && (held || pending), options.orphan_dependents) {
                 (true, Some(false)) => StatusCode::ACCEPTED,
                 _ => StatusCode::OK,
             };
@@ -663,7 +673,15 @@ async fn scale(
             (core.update_scale(namespace, name, &scale, &options).await?, warnings)
         }
         Write::Patch(patch_type, patch) => {
-            (core.patch_scale(namespace, name, patch_type, &patch, &options).await?, Vec::new())
+            let (scale, unknown) =
+                core.patch_scale(namespace, name, patch_type, &patch, &options).await?;
+            let warnings = match validation {
+                body::FieldValidation::Warn => {
+                    unknown.iter().map(|field| unknown_field_message(field)).collect()
+                }
+                _ => Vec::new(),
+            };
+            (scale, warnings)
         }
     };
     let mut response = json_bytes(StatusCode::OK, scale.to_string().into());

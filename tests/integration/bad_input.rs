@@ -613,6 +613,11 @@ fn values_of_the_wrong_type_are_refused_and_not_stored() {
     );
     assert_status(&reply, 422, "Invalid");
     assert_eq!(server.get(&format!("{rcs}/typed-rc")).1["spec"]["replicas"], 0);
+    // Warned about (the default), as a patch of the object itself is.
+    let patch = r#"{"spec":{"replicas":0,"bogus":1}}"#;
+    let args = ["patch", "rc", "typed-rc", "--subresource=scale", "--type=merge", "-p", patch];
+    let (ok, _, err) = server.kubectl().run(&args);
+    assert!(ok && err.contains("Warning: unknown field \"spec.bogus\""), "{err}");
     // A DELETE's body, when there is one, carries all its options: the query's are not read
     // (a `null` body is no body).
     let configmaps = "/api/v1/namespaces/default/configmaps";
@@ -1141,6 +1146,11 @@ fn updates_and_deletes_refuse_what_kubernetes_refuses() {
     let accepted = server.delete(&format!("{cms}/held?orphanDependents=false"));
     assert_eq!(accepted.0, 202, "{}", accepted.1);
     assert!(accepted.1["metadata"]["deletionTimestamp"].is_string(), "{}", accepted.1);
+    // One that does (a pod on no node is marked and deleted at once): 200.
+    let pods = "/api/v1/namespaces/default/pods";
+    assert_eq!(server.post(pods, &crate::util::pod("unplaced")).0, 201);
+    let gone = server.delete(&format!("{pods}/unplaced?orphanDependents=false"));
+    assert_eq!(gone.0, 200, "{}", gone.1);
 
     // A list's timeoutSeconds is decoded too; a list at any revision is not paged.
     assert_status(&server.get(&format!("{cms}?timeoutSeconds=abc")), 400, "BadRequest");

@@ -600,7 +600,8 @@ enum PodSpecOf {
 }
 
 fn pod_spec(spec: &mut Value, of: PodSpecOf) {
-    round_amounts(spec, &["/overhead", "/resources/limits", "/resources/requests"]);
+    drop_disabled_fields(spec);
+    round_amounts(spec, &["/overhead"]);
     let Some(spec) = spec.as_object_mut() else { return };
     service_account_alias(spec);
     spec.entry("restartPolicy").or_insert(json!("Always"));
@@ -619,6 +620,24 @@ fn pod_spec(spec: &mut Value, of: PodSpecOf) {
     }
     if of == PodSpecOf::Pod && spec.get("hostNetwork").and_then(Value::as_bool) == Some(true) {
         host_network_ports(spec);
+    }
+}
+
+/// Drops the fields of features Kubernetes 1.32 leaves off by default, as its
+/// `dropDisabledPodFields` does: pod-level `resources` (PodLevelResources), containers'
+/// `resizePolicy` (InPlacePodVerticalScaling) and resource claims (DynamicResourceAllocation).
+fn drop_disabled_fields(spec: &mut Value) {
+    let Some(spec) = spec.as_object_mut() else { return };
+    spec.remove("resources");
+    spec.remove("resourceClaims");
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+            let Some(c) = c.as_object_mut() else { continue };
+            c.remove("resizePolicy");
+            if let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut) {
+                resources.remove("claims");
+            }
+        }
     }
 }
 
@@ -1277,6 +1296,27 @@ mod tests {
             "max": {"cpu": "0.0001"}}]}});
         apply("LimitRange", &mut range);
         assert_eq!(range["spec"]["limits"][0]["max"]["cpu"], "1m");
+    }
+
+    /// Fields of features off by default in 1.32 are dropped, in pods and templates alike.
+    #[test]
+    fn fields_of_features_off_in_kubernetes_1_32_are_dropped() {
+        let spec = json!({"resources": {"limits": {"cpu": "1"}},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "x"}],
+            "containers": [{"name": "c", "image": "i",
+                "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
+                "resources": {"claims": [{"name": "gpu"}], "limits": {"cpu": "1"}}}]});
+        let mut pod = json!({"spec": spec.clone()});
+        apply("Pod", &mut pod);
+        let mut rc = json!({"spec": {"template": {"spec": spec}}});
+        apply("ReplicationController", &mut rc);
+        for spec in [&pod["spec"], &rc["spec"]["template"]["spec"]] {
+            assert!(spec.get("resources").is_none() && spec.get("resourceClaims").is_none());
+            let container = &spec["containers"][0];
+            assert!(container.get("resizePolicy").is_none(), "{container}");
+            assert_eq!(container["resources"]["limits"], json!({"cpu": "1"}));
+            assert!(container["resources"].get("claims").is_none(), "{container}");
+        }
     }
 
     #[test]

@@ -320,8 +320,11 @@ impl ApiCore {
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
         let from = continue_from.clone();
         // A list at any revision ("0") is whole, as Kubernetes serves it from its watch cache,
-        // which does not page (1.32): the limit counts only from the latest state.
-        let any_revision = options.resource_version.as_deref() == Some("0") && from.is_none();
+        // which does not page (1.32): the limit counts only from the latest state. Events
+        // have no watch cache in Kubernetes (their storage is read): theirs pages.
+        let cached = !(resource.group.is_empty() && resource.plural == "events");
+        let any_revision =
+            cached && options.resource_version.as_deref() == Some("0") && from.is_none();
         let limit = options.limit.filter(|_| !any_revision);
         let page = match self.store.list(resource, filter, limit, continue_from, exact).await {
             Err(StoreError::Expired(_)) => {
@@ -2788,6 +2791,35 @@ mod tests {
         assert!(marked.deleting);
         let again = core.delete(pods, "default", "q", &now).await.unwrap();
         assert_eq!(again.resource_version, marked.resource_version);
+    }
+
+    /// A list at any revision is whole (a watch cache's), but events', which Kubernetes reads
+    /// from storage, are paged.
+    #[actix::test]
+    async fn a_list_at_any_revision_is_whole_but_events_page() {
+        let core = crate::testing::core().await;
+        let options = WriteOptions::default();
+        for i in 0..3 {
+            let event = json!({"metadata": {"name": format!("e{i}")},
+                "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}});
+            core.create(resources::core("events"), "default", event, &options).await.unwrap();
+            let cm = json!({"metadata": {"name": format!("c{i}")}});
+            core.create(resources::core("configmaps"), "default", cm, &options).await.unwrap();
+        }
+        let any = ListOptions {
+            limit: Some(2),
+            resource_version: Some("0".into()),
+            ..ListOptions::default()
+        };
+        let events = core.list(resources::core("events"), Some("default"), &any).await.unwrap();
+        assert_eq!(events.items.len(), 2);
+        assert!(events.continue_token.is_some());
+        let events_v1 = resources::find("events.k8s.io", "v1", "events").unwrap();
+        let viewed = core.list(events_v1, Some("default"), &any).await.unwrap();
+        assert_eq!((viewed.items.len(), viewed.remaining_item_count), (2, Some(1)));
+        let cms = core.list(resources::core("configmaps"), Some("default"), &any).await.unwrap();
+        assert_eq!(cms.items.len(), 3);
+        assert!(cms.continue_token.is_none());
     }
 
     /// A pod being deleted keeps its pending grace period unless a delete gives a shorter one

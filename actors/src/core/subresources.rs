@@ -210,7 +210,8 @@ impl ApiCore {
         })
     }
 
-    /// Patches the `Scale` of a replication controller.
+    /// Patches the `Scale` of a replication controller; with the paths of the fields the
+    /// patch set that a Scale does not declare (dropped, to be warned about).
     pub async fn patch_scale(
         &self,
         namespace: &str,
@@ -218,12 +219,13 @@ impl ApiCore {
         patch_type: PatchType,
         patch: &Value,
         options: &WriteOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, Vec<String>), ApiError> {
         let current = self.get_scale(namespace, name).await?;
         let mut patched = patch::apply(&current, patch_type, patch)?;
         // What the patch leaves is decoded as a Scale (422 on `patch`, as for a resource).
         let strict = options.strict_fields;
-        self.check_schema_as("autoscaling", "Scale", &mut patched, strict).map_err(|decoding| {
+        let unknown = self.check_schema_as("autoscaling", "Scale", &mut patched, strict);
+        let unknown = unknown.map_err(|decoding| {
             super::patch_not_decodable(patch_type, patch, &patched, decoding)
         })?;
         // Unless the patch names a resourceVersion, it applies to the latest controller.
@@ -232,7 +234,7 @@ impl ApiCore {
                 meta.remove("resourceVersion");
             }
         }
-        self.update_scale(namespace, name, &patched, options).await
+        Ok((self.update_scale(namespace, name, &patched, options).await?, unknown))
     }
 }
 
@@ -353,6 +355,7 @@ mod tests {
         let patch = json!({"metadata": {"uid": "zzz"}, "spec": {"replicas": 2}});
         let patched = core.patch_scale("default", "web", PatchType::Merge, &patch, &options).await;
         assert!(matches!(patched, Err(ApiError::Conflict { .. })), "{patched:?}");
+
         let same = json!({"metadata": {"name": "web", "uid": uid}, "spec": {"replicas": 2}});
         core.update_scale("default", "web", &same, &options).await.unwrap();
     }

@@ -858,30 +858,56 @@ fn validate_owner_references(references: Option<&Value>, errors: &mut Vec<FieldE
     }
 }
 
-/// A ConfigMap's or Secret's keys (config keys, not repeated across `fields`) and size.
-/// `base64_data`: `data` holds base64 (a Secret's), not text (a ConfigMap's).
+/// A ConfigMap's or Secret's keys (config keys; a ConfigMap's `data` key not also in its
+/// `binaryData`) and size (bytes held: a Secret's and `binaryData`'s decoded), as
+/// `ValidateConfigMap`/`ValidateSecret` check them. `base64_data`: `data` holds base64 (a
+/// Secret's), not text (a ConfigMap's).
 fn validate_data(object: &Value, fields: &[&str], base64_data: bool, errors: &mut Vec<FieldError>) {
-    let mut seen: FastSet<&str> = FastSet::default();
+    let map_of = |field: &str| object.get(field).and_then(Value::as_object);
+    let binary = map_of("binaryData");
     let mut size = 0;
     for field in fields {
-        let Some(map) = object.get(*field).and_then(Value::as_object) else { continue };
+        let Some(map) = map_of(field) else { continue };
         for (key, value) in map {
-            // Kubernetes counts the bytes held: a Secret's and `binaryData`'s decoded.
-            let text = value.as_str().map_or(0, str::len);
-            size += if *field == "data" && !base64_data { text } else { text / 4 * 3 };
+            let text = value.as_str().unwrap_or("");
+            size += if *field == "data" && !base64_data { text.len() } else { decoded_len(text) };
             let path = format!("{field}[{key}]");
             for problem in config_key_errors(key) {
                 errors.push(FieldError::invalid(&path, key, problem));
             }
-            if seen.contains(&key.as_str()) {
-                errors.push(FieldError::invalid(&path, key, "duplicate of key present in data"));
+            if *field == "data" && !base64_data && binary.is_some_and(|b| b.contains_key(key)) {
+                let detail = "duplicate of key present in binaryData";
+                errors.push(FieldError::invalid(&path, key, detail));
             }
         }
-        seen.extend(map.keys().map(String::as_str));
     }
     if size > MAX_DATA_BYTES {
-        errors.push(FieldError::too_long(fields[0], MAX_DATA_BYTES));
+        // A Secret's is its data's; a ConfigMap's the whole object's (no field).
+        errors.push(FieldError::too_long(if base64_data { "data" } else { "" }, MAX_DATA_BYTES));
     }
+}
+
+/// The length of what base64 `text` decodes to.
+fn decoded_len(text: &str) -> usize {
+    let padding = text.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+    (text.len() / 4 * 3).saturating_sub(padding)
+}
+
+/// Go's `json.Unmarshal` of `bytes` into a `map[string]interface{}`: its error, if any (the
+/// common ones in Go's words; other syntax errors named generally).
+fn json_object_error(bytes: &[u8]) -> Option<String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Some("unexpected end of JSON input".into());
+    }
+    let kind = match serde_json::from_slice::<Value>(bytes) {
+        Err(error) => return Some(format!("invalid JSON: {error}")),
+        Ok(Value::Object(_) | Value::Null) => return None,
+        Ok(Value::Array(_)) => "array",
+        Ok(Value::String(_)) => "string",
+        Ok(Value::Number(_)) => "number",
+        Ok(Value::Bool(_)) => "bool",
+    };
+    Some(format!("json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"))
 }
 
 /// The keys a Secret's type requires in its data, as Kubernetes checks them.
@@ -919,21 +945,24 @@ fn validate_secret_type(secret: &Value, errors: &mut Vec<FieldError>) {
         {
             errors.push(FieldError::required("data[ssh-privatekey]"));
         }
-        "kubernetes.io/dockerconfigjson" => {
-            let key = ".dockerconfigjson";
+        kind @ ("kubernetes.io/dockerconfigjson" | "kubernetes.io/dockercfg") => {
+            let key = match kind {
+                "kubernetes.io/dockercfg" => ".dockercfg",
+                _ => ".dockerconfigjson",
+            };
             let config = data.and_then(|d| d.get(key)).and_then(Value::as_str);
-            let decoded =
-                config.and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok());
-            match decoded {
-                None if config.is_none() => {
-                    errors.push(FieldError::required(format!("data[{key}]")))
-                }
-                Some(bytes) if serde_json::from_slice::<Value>(&bytes).is_ok() => {}
-                _ => errors.push(FieldError::invalid(
-                    format!("data[{key}]"),
-                    "<secret contents redacted>",
-                    "invalid JSON",
-                )),
+            let Some(config) = config else {
+                errors.push(FieldError::required(format!("data[{key}]")));
+                return;
+            };
+            let decoded = base64::engine::general_purpose::STANDARD.decode(config);
+            let problem = match decoded {
+                Ok(bytes) => json_object_error(&bytes),
+                Err(_) => Some("illegal base64 data".into()),
+            };
+            if let Some(problem) = problem {
+                let value = "<secret contents redacted>";
+                errors.push(FieldError::invalid(format!("data[{key}]"), value, problem));
             }
         }
         _ => {}
@@ -2473,12 +2502,59 @@ fn validate_volume_source(
             }
         }
         Some(("projected", projected)) => {
+            let mode = projected.get("defaultMode").and_then(Value::as_i64);
+            if let Some(mode) = mode.filter(|m| !(0..=0o777).contains(m)) {
+                errors.push(FieldError::invalid_number(
+                    at("projected.defaultMode"),
+                    mode,
+                    FILE_MODE_MSG,
+                ));
+            }
+            // The files' paths, one set across the sources (a token's aside), as Kubernetes'
+            // `validateProjectionSources` keeps it.
+            let mut paths: FastSet<String> = FastSet::default();
+            let mut duplicate = |path: &str, value: &str, errors: &mut Vec<FieldError>| {
+                if !path.is_empty() && !paths.insert(path.to_string()) {
+                    let detail = "conflicting duplicate paths";
+                    errors.push(FieldError::invalid(at("projected"), value, detail));
+                }
+            };
             let sources = projected.get("sources").and_then(Value::as_array);
             for (i, source) in sources.into_iter().flatten().enumerate() {
+                let source_at = at(&format!("projected.sources[{i}]"));
+                let mut kinds = 0;
+                for kind in ["secret", "configMap"] {
+                    let Some(keyed) = source.get(kind).filter(|k| !k.is_null()) else { continue };
+                    kinds += 1;
+                    let at = format!("{source_at}.{kind}");
+                    let name = keyed.get("name").and_then(Value::as_str).unwrap_or("");
+                    if name.is_empty() {
+                        errors.push(FieldError::required(format!("{at}.name")));
+                    }
+                    validate_items(keyed, true, &at, errors);
+                    let items = keyed.get("items").and_then(Value::as_array);
+                    for item in items.into_iter().flatten() {
+                        duplicate(
+                            item.get("path").and_then(Value::as_str).unwrap_or(""),
+                            name,
+                            errors,
+                        );
+                    }
+                }
+                if let Some(downward) = source.get("downwardAPI").filter(|d| !d.is_null()) {
+                    kinds += 1;
+                    let at = format!("{source_at}.downwardAPI");
+                    validate_items(downward, false, &at, errors);
+                    downward_api_items(downward, &at, errors);
+                    let items = downward.get("items").and_then(Value::as_array);
+                    for item in items.into_iter().flatten() {
+                        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
+                        duplicate(path, path, errors);
+                    }
+                }
                 if let Some(token) = source.get("serviceAccountToken").filter(|t| t.is_object()) {
-                    let field = || {
-                        at(&format!("projected.sources[{i}].serviceAccountToken.expirationSeconds"))
-                    };
+                    kinds += 1;
+                    let field = || format!("{source_at}.serviceAccountToken.expirationSeconds");
                     let seconds =
                         token.get("expirationSeconds").and_then(Value::as_i64).unwrap_or(0);
                     if seconds < 600 {
@@ -2502,16 +2578,12 @@ fn validate_volume_source(
                         }
                     }
                 }
-                if let Some(downward) = source.get("downwardAPI") {
-                    let at = at(&format!("projected.sources[{i}].downwardAPI"));
-                    validate_items(downward, false, &at, errors);
-                    downward_api_items(downward, &at, errors);
+                if source.get("clusterTrustBundle").is_some_and(|b| !b.is_null()) {
+                    kinds += 1;
                 }
-                for kind in ["secret", "configMap"] {
-                    if let Some(keyed) = source.get(kind) {
-                        let at = at(&format!("projected.sources[{i}].{kind}"));
-                        validate_items(keyed, true, &at, errors);
-                    }
+                if kinds > 1 {
+                    let detail = "may not specify more than 1 volume type per source";
+                    errors.push(FieldError::forbidden(source_at, detail));
                 }
             }
         }
@@ -2997,6 +3069,25 @@ mod tests {
     use crate::model::resources::find;
     use crate::model::{pod_deletion_cost, POD_DELETION_COST};
     use serde_json::json;
+
+    /// Deletion fields a write may not set: printed as Kubernetes prints them.
+    #[test]
+    fn deletion_fields_are_not_set_by_writes() {
+        let current = json!({"metadata": {"name": "c"}});
+        let body = json!({"metadata": {"name": "c", "deletionTimestamp": "2030-01-01T00:00:00Z",
+            "deletionGracePeriodSeconds": 5}});
+        let errors: Vec<String> = validate_deletion_fields(&current, &body)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "metadata.deletionGracePeriodSeconds: Invalid value: 5: field is immutable",
+                "metadata.deletionTimestamp: Invalid value: 2030-01-01 00:00:00 +0000 UTC: field is immutable",
+            ]
+        );
+    }
 
     #[test]
     fn names() {
@@ -3496,8 +3587,15 @@ pub fn validate_deletion_fields(current: &Value, body: &Value) -> Vec<FieldError
     }
     let deleting = field(current, "deletionTimestamp").is_some();
     if let (false, Some(time)) = (deleting, field(body, "deletionTimestamp")) {
-        let time = time.as_str().map_or_else(|| time.to_string(), str::to_string);
-        errors.push(FieldError::invalid("metadata.deletionTimestamp", &time, IMMUTABLE));
+        // Printed as Go prints a `time.Time` (the API server's zone: UTC).
+        let parsed = time.as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        let printed = match parsed {
+            Some(at) => {
+                at.with_timezone(&chrono::Utc).format("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()
+            }
+            None => time.as_str().map_or_else(|| time.to_string(), str::to_string),
+        };
+        errors.push(FieldError::invalid_printed("metadata.deletionTimestamp", &printed, IMMUTABLE));
     }
     errors
 }
@@ -4024,6 +4122,34 @@ mod pod_update_tests {
         );
         let not_json = json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "bm90IGpzb24="}});
         assert_eq!(fields("secrets", not_json), ["data[.dockerconfigjson]"]);
+        // The older dockercfg too: required, and a JSON object (`[1]` is not).
+        assert_eq!(
+            fields("secrets", json!({"type": "kubernetes.io/dockercfg"})),
+            ["data[.dockercfg]"]
+        );
+        let array = json!({"metadata": {"name": "x"}, "type": "kubernetes.io/dockercfg",
+            "data": {".dockercfg": "WzFd"}});
+        let errors = validate_object(find("secrets"), &array);
+        assert_eq!(
+            errors[0].message,
+            "Invalid value: \"<secret contents redacted>\": json: cannot unmarshal array into Go \
+             value of type map[string]interface {}"
+        );
+        // Sizes are of the bytes held: exactly 1 MiB (base64 with padding) is fine.
+        use base64::Engine as _;
+        let mib = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 1 << 20]);
+        assert!(fields("secrets", json!({"data": {"a": mib}})).is_empty());
+        assert!(fields("configmaps", json!({"binaryData": {"a": mib}})).is_empty());
+        // A ConfigMap's key in both maps is told at `data`; too big is the whole object's.
+        let both =
+            json!({"metadata": {"name": "x"}, "data": {"k": "v"}, "binaryData": {"k": "dg=="}});
+        let errors = validate_object(find("configmaps"), &both);
+        assert_eq!(
+            (errors[0].field.as_str(), errors[0].message.as_str()),
+            ("data[k]", "Invalid value: \"k\": duplicate of key present in binaryData")
+        );
+        let big = json!({"data": {"a": "x".repeat(600_000)}, "binaryData": {"b": mib}});
+        assert_eq!(fields("configmaps", big), [""]);
         assert_eq!(
             fields("persistentvolumeclaims", json!({"spec": {}})),
             ["spec.accessModes", "spec.resources[storage]"]
@@ -4082,10 +4208,10 @@ mod pod_update_tests {
         assert!(control[0].message.starts_with(r#"Invalid value: "k\x01": "#), "{control:?}");
         assert_eq!(
             fields(find("configmaps"), json!({"data": {"k": "v"}, "binaryData": {"k": "dg=="}})),
-            ["binaryData[k]"]
+            ["data[k]"]
         );
         let big = "x".repeat(MAX_DATA_BYTES + 1);
-        assert_eq!(fields(find("configmaps"), json!({"data": {"k": big}})), ["data"]);
+        assert_eq!(fields(find("configmaps"), json!({"data": {"k": big}})), [""]);
         let encoded = "eHh4".repeat(MAX_DATA_BYTES / 3);
         assert!(
             fields(find("secrets"), json!({"data": {"k": encoded}})).is_empty(),
@@ -5072,6 +5198,22 @@ mod kind_tests {
         assert_eq!(
             projected,
             ["spec.volumes[0].projected.sources[0].secret.items[0].key: Required value"]
+        );
+        // One set of paths across the sources; names required; one kind per source; the
+        // default mode in range.
+        let projected = volume(json!({"name": "v", "projected": {"defaultMode": 4000, "sources": [
+            {"configMap": {"name": "c", "items": [{"key": "a", "path": "same"}]}},
+            {"secret": {"items": [{"key": "a", "path": "same"}]},
+                "downwardAPI": {"items": [{"path": "ns",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}));
+        assert_eq!(
+            projected,
+            [
+                "spec.volumes[0].projected.defaultMode: Invalid value: 4000: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.volumes[0].projected.sources[1].secret.name: Required value",
+                "spec.volumes[0].projected: Invalid value: \"\": conflicting duplicate paths",
+                "spec.volumes[0].projected.sources[1]: Forbidden: may not specify more than 1 volume type per source",
+            ]
         );
         let mounted = spec_errors(json!({"volumes": [{"name": "v", "emptyDir": {}}],
             "containers": [{"name": "c", "image": "i",
