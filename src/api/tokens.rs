@@ -38,7 +38,7 @@ pub async fn request(
 }
 
 /// The service account a bearer token names, if it is good and the account still exists
-/// with the uid the token names (and is not being deleted); a long-lived token only while its
+/// with the uid the token names (and has not been being deleted for over a minute); a long-lived token only while its
 /// Secret still holds it, is not being deleted and has not been invalidated.
 pub async fn service_account(
     state: &AppState,
@@ -49,7 +49,7 @@ pub async fn service_account(
     let serviceaccounts = resources::core("serviceaccounts");
     let current = state.core.get(serviceaccounts, &account.namespace, &account.name).await.ok()?;
     let current = current.to_value();
-    if object_uid(&current) != account.uid || is_being_deleted(&current) {
+    if object_uid(&current) != account.uid || deleted_long_ago(&current) {
         return None;
     }
     if !bound_objects_hold(state, &account).await {
@@ -85,17 +85,19 @@ async fn bound_objects_hold(state: &AppState, account: &TokenAccount) -> bool {
         let Some(object) = object else { continue };
         let found = state.core.get(resources::core(plural), namespace, &object.name).await;
         let Ok(found) = found.map(|found| found.to_value()) else { return false };
-        if object_uid(&found) != object.uid {
-            return false;
-        }
-        let deleted_at = kplane_actors::model::json::at(&found, "/metadata/deletionTimestamp")
-            .and_then(Value::as_str)
-            .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok());
-        if deleted_at.is_some_and(|at| at < chrono::Utc::now() - BOUND_GRACE) {
+        if object_uid(&found) != object.uid || deleted_long_ago(&found) {
             return false;
         }
     }
     true
+}
+
+/// Whether `object` has been being deleted for longer than [`BOUND_GRACE`].
+fn deleted_long_ago(object: &Value) -> bool {
+    let deleted_at = kplane_actors::model::json::at(object, "/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok());
+    deleted_at.is_some_and(|at| at < chrono::Utc::now() - BOUND_GRACE)
 }
 
 /// How long after its deletion time an object's tokens still hold (a pod's containers may

@@ -205,8 +205,9 @@ impl TokenIssuer {
         serde_json::json!({"keys": [self.public_key]})
     }
 
+    /// The header Kubernetes' signer writes: the algorithm and the key's id (no `typ`).
     fn header(&self) -> Header {
-        Header { kid: Some(self.key_id.clone()), ..Header::new(Algorithm::ES256) }
+        Header { kid: Some(self.key_id.clone()), typ: None, ..Header::new(Algorithm::ES256) }
     }
 
     /// The account a token names, if its signature, issuer, time and audience hold (the
@@ -225,7 +226,8 @@ impl TokenIssuer {
             audiences.iter().map(String::as_str).collect()
         };
         validation.set_audience(&wanted);
-        validation.leeway = 0;
+        // A minute either side of its times, as Kubernetes' validator allows for clocks.
+        validation.leeway = 60;
         validation.validate_nbf = true;
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation).ok()?;
         let claims = data.claims;
@@ -397,8 +399,10 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         assert!(TokenIssuer::load_or_create(other.path()).unwrap().verify(&token, &[]).is_none());
         // Expired, or for another audience: refused.
-        let old = issued(&issuer, &team_ci(-10));
+        let old = issued(&issuer, &team_ci(-70));
         assert!(issuer.verify(&old, &[]).is_none());
+        let just = issued(&issuer, &team_ci(-10));
+        assert!(issuer.verify(&just, &[]).is_some(), "a minute's leeway");
         let vault = TokenGrant { audiences: vec!["vault".into()], ..team_ci(600) };
         let for_vault = issued(&issuer, &vault);
         assert!(issuer.verify(&for_vault, &[]).is_none());

@@ -1688,10 +1688,21 @@ fn containers_see_their_volumes_at_their_mount_paths() {
     let pod = get_pod(&server, "waiting");
     let state = &pod["status"]["containerStatuses"][0]["state"];
     assert_eq!(state["waiting"]["reason"], "ContainerCreating", "{pod}");
+    // No sandbox yet, as the kubelet makes none before the volumes: no IP.
+    assert!(pod["status"].get("podIP").is_none(), "{pod}");
+    let sandbox = pod["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodReadyToStartContainers")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(sandbox["status"], "False", "{pod}");
     kubectl.ok(&["create", "configmap", "later", "--from-literal=k=v"]);
-    wait_pod(&server, "waiting", "it starts once its ConfigMap is there", |p| {
+    let started = wait_pod(&server, "waiting", "it starts once its ConfigMap is there", |p| {
         container_ready(p, "c")
     });
+    assert!(started["status"]["podIP"].is_string(), "{started}");
     let later = format!("{}/k", at("later"));
     assert_eq!(kubectl.run(&["exec", "waiting", "--", "cat", &later]).1, "v");
 

@@ -547,18 +547,20 @@ fn service_account_tokens_authenticate_until_their_account_goes() {
     let insecure = server.kubectl();
     insecure.ok(&["create", "serviceaccount", "ci"]);
     let token = insecure.ok(&["create", "token", "ci"]).trim().to_string();
-    // The request's answer: its own metadata (nothing created: no creation time), no bound
-    // object.
+    // The request's answer: its own metadata without what the server sets (a uid), created
+    // now; no bound object.
     let (code, issued) = server.post(
         "/api/v1/namespaces/default/serviceaccounts/ci/token",
-        &serde_json::json!({"metadata": {"name": "ci"}, "spec": {}}),
+        &serde_json::json!({"metadata": {"uid": "mine"}, "spec": {}}),
     );
     assert_eq!(code, 201, "{issued}");
+    let created = issued["metadata"]["creationTimestamp"].as_str().unwrap_or("");
+    assert!(created.ends_with('Z'), "{issued}");
     assert_eq!(
         issued["metadata"],
-        serde_json::json!({"name": "ci", "namespace": "default", "creationTimestamp": null})
+        serde_json::json!({"name": "ci", "namespace": "default", "creationTimestamp": created})
     );
-    assert!(issued["spec"].get("boundObjectRef").is_none(), "{issued}");
+    assert_eq!(issued["spec"]["boundObjectRef"], Value::Null, "{issued}");
     let ci = SecureKubectl::new(
         port,
         &server.data.path().join("pki/apiserver.crt"),

@@ -818,6 +818,9 @@ struct PodState {
     volumes_synced: Option<Instant>,
     /// A failed set-up is tried again at this instant.
     volumes_retry_at: Option<Instant>,
+    /// Its volumes have been set up once: its "sandbox" is up, and its IP told, as the
+    /// kubelet creates a pod's sandbox only once its volumes are mounted.
+    sandbox_ready: bool,
     /// When the worker is woken next to run the probes due then.
     probe_wake: Option<Instant>,
 }
@@ -887,6 +890,7 @@ impl PodState {
             volumes: None,
             volumes_synced: None,
             volumes_retry_at: None,
+            sandbox_ready: false,
             probe_wake: None,
         };
         state.recover(ctx);
@@ -931,6 +935,7 @@ impl PodState {
         if let Some(ip) = status.pod_ip.as_deref().and_then(|ip| ip.parse().ok()) {
             if ctx.ips.lock().expect("pod ip lock").reserve(&self.uid, ip) {
                 self.pod_ip = Some(ip);
+                self.sandbox_ready = true;
             }
         }
         let reported: Vec<_> = status
@@ -1264,6 +1269,12 @@ impl PodState {
         }
     }
 
+    /// The pod's IP, as told in its status: once its sandbox is up (or it had one already,
+    /// when adopted).
+    fn sandbox_ip(&self) -> Option<Ipv4Addr> {
+        self.pod_ip.filter(|_| self.sandbox_ready)
+    }
+
     async fn sync(&mut self, ctx: &WorkerContext, addr: &Addr<PodWorker>) {
         if self.stopping {
             return;
@@ -1344,6 +1355,7 @@ impl PodState {
             return;
         }
         if self.prepare_volumes(ctx).await {
+            self.sandbox_ready = true;
             self.start_what_should_run(ctx, addr).await;
         }
         // The pod has ended: its sidecars (and ephemeral containers) stop.
@@ -1381,24 +1393,32 @@ impl PodState {
             pod_ip: &pod_ip,
             host_ip: &host_ip,
         };
-        let set_up = volumes::set_up(ctx.client.as_ref(), &pod_ctx, &self.dir).await;
         self.volumes_synced = Some(now);
+        if let Some(current) = &mut self.volumes {
+            // Brought up to date each on its own: one that fails (its ConfigMap deleted) keeps
+            // its files, and the others, a token's renewal among them, go on.
+            let (mut set_up, failed) =
+                volumes::set_up_each(ctx.client.as_ref(), &pod_ctx, &self.dir).await;
+            for error in failed {
+                tracing::warn!(pod = %self.name, %error, "bringing the pod's volumes up to date");
+                if let Some(kept) = current.set_up.remove(&error.volume) {
+                    set_up.set_up.insert(error.volume, kept);
+                }
+            }
+            *current = set_up;
+            return true;
+        }
+        let set_up = volumes::set_up(ctx.client.as_ref(), &pod_ctx, &self.dir).await;
         match set_up {
             Ok(set_up) => {
-                if self.volumes.is_none() {
-                    for (name, kind) in &set_up.unsupported {
-                        let message = format!(
-                            "volume {name:?}: this node does not set up {kind} sources; the \
-                             pod's containers run without it"
-                        );
-                        self.event(ctx, EventKind::Warning, "FailedMount", message);
-                    }
+                for (name, kind) in &set_up.unsupported {
+                    let message = format!(
+                        "volume {name:?}: this node does not set up {kind} sources; the pod's \
+                         containers run without it"
+                    );
+                    self.event(ctx, EventKind::Warning, "FailedMount", message);
                 }
                 self.volumes = Some(set_up);
-                true
-            }
-            Err(error) if self.volumes.is_some() => {
-                tracing::warn!(pod = %self.name, %error, "bringing the pod's volumes up to date");
                 true
             }
             Err(error) => {
@@ -2421,8 +2441,9 @@ impl PodState {
             .map(|c| c.name.as_str())
             .collect();
         let message = format!("containers with unready status: [{}]", unready.join(" "));
-        // The pod's "sandbox" (its IP) is there until the pod has completed.
-        let sandbox = self.pod_ip.is_some() && phase != "Succeeded" && phase != "Failed";
+        // The pod's "sandbox" (its IP, once its volumes are set up) is there until the pod has
+        // completed.
+        let sandbox = self.sandbox_ip().is_some() && phase != "Succeeded" && phase != "Failed";
         let sandbox = if sandbox { "True" } else { "False" };
         set_condition(&mut pod, "PodReadyToStartContainers", sandbox, None, None);
         if phase == "Succeeded" {
@@ -2515,7 +2536,7 @@ impl PodState {
             }
             held.entry("phase").or_insert_with(|| json!("Pending"));
         }
-        if let Some(ip) = self.pod_ip {
+        if let Some(ip) = self.sandbox_ip() {
             status["podIP"] = json!(ip.to_string());
             status["podIPs"] = json!([{"ip": ip.to_string()}]);
         }

@@ -91,13 +91,22 @@ impl ApiCore {
     ) -> Result<Value, ApiError> {
         let accounts = resources::core("serviceaccounts");
         self.check_namespace_accepts(accounts, namespace, name)?;
-        // A name or namespace in the body must be the account's, as Kubernetes requires.
-        for (field, of_account) in [("name", name), ("namespace", namespace)] {
+        // A namespace in the body must be the request's (the API server's create handler
+        // checks it first), a name the account's.
+        let sent = |field: &str| {
             let sent = json::at(&request, &format!("/metadata/{field}")).and_then(Value::as_str);
-            if let Some(sent) = sent.filter(|sent| !sent.is_empty() && *sent != of_account) {
-                let detail = format!("must match the service account {field} if specified");
-                return Err(invalid(name, &format!("metadata.{field}"), json!(sent), &detail));
-            }
+            sent.filter(|sent| !sent.is_empty()).map(str::to_string)
+        };
+        if sent("namespace").is_some_and(|sent| sent != namespace) {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the \
+                 request"
+                    .into(),
+            ));
+        }
+        if let Some(sent) = sent("name").filter(|sent| sent != name) {
+            let detail = "must match the service account name if specified";
+            return Err(invalid(name, "metadata.name", json!(sent), detail));
         }
         let spec = request.get("spec").cloned().unwrap_or(Value::Null);
         let seconds = match spec.get("expirationSeconds") {
@@ -146,18 +155,29 @@ impl ApiCore {
         let expires = chrono::DateTime::from_timestamp(now + seconds, 0)
             .unwrap_or_default()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        // The request's own metadata, in its namespace (nothing is stored, so nothing is
-        // created: no creation time), as Kubernetes answers it.
-        let mut metadata = request.get("metadata").filter(|m| m.is_object()).cloned();
-        let mut metadata = metadata.take().unwrap_or_else(|| json!({}));
-        metadata["namespace"] = json!(namespace);
-        if metadata.get("creationTimestamp").is_none() {
-            metadata["creationTimestamp"] = Value::Null;
+        // The request's own metadata, without what only the server sets, named after the
+        // account in its namespace and created now, as Kubernetes answers it (nothing is
+        // stored).
+        let metadata = request.get("metadata").and_then(Value::as_object).cloned();
+        let mut metadata = metadata.unwrap_or_default();
+        for system in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            metadata.remove(system);
         }
-        let mut answered_spec = json!({"audiences": audiences, "expirationSeconds": seconds});
-        if let Some(reference) = spec.get("boundObjectRef").filter(|r| r.is_object()) {
-            answered_spec["boundObjectRef"] = reference.clone();
-        }
+        metadata.entry("name").or_insert_with(|| json!(name));
+        metadata.insert("namespace".into(), json!(namespace));
+        let created = chrono::DateTime::from_timestamp(now, 0).unwrap_or_default();
+        let created = created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        metadata.insert("creationTimestamp".into(), json!(created));
+        // (Go writes a bound object reference even when there is none.)
+        let bound = spec.get("boundObjectRef").filter(|r| r.is_object()).cloned();
+        let answered_spec = json!({"audiences": audiences, "expirationSeconds": seconds,
+            "boundObjectRef": bound.unwrap_or(Value::Null)});
         let answer = json!({
             "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
             "metadata": metadata,
@@ -196,6 +216,9 @@ impl ApiCore {
                 )));
             }
         };
+        if name.is_empty() {
+            return Err(ApiError::BadRequest("Name parameter required.".into()));
+        }
         let object = self.get(resource, scope, name).await?.to_value();
         let uid = uid_of(&object);
         let bound = BoundObject { name: name.to_string(), uid: uid.clone() };
@@ -366,6 +389,21 @@ mod tests {
             refused(bound("Pod", "gone", "", 3600), "robot").await,
             "pods \"gone\" not found"
         );
+        assert_eq!(refused(bound("Pod", "", "", 3600), "robot").await, "Name parameter required.");
+        let elsewhere = json!({"metadata": {"namespace": "other"}, "spec": {}});
+        assert_eq!(
+            refused(elsewhere, "robot").await,
+            "the namespace of the provided object does not match the namespace sent on the request"
+        );
+        // The answer is named after the account, created now, its system fields its own.
+        let answer = core
+            .request_token("default", "robot", json!({"metadata": {"uid": "mine"}}))
+            .await
+            .unwrap();
+        let meta = &answer["metadata"];
+        assert_eq!((&meta["name"], &meta["namespace"]), (&json!("robot"), &json!("default")));
+        assert!(meta.get("uid").is_none() && meta["creationTimestamp"].is_string(), "{answer}");
+        assert_eq!(answer["spec"]["boundObjectRef"], Value::Null);
         assert!(refused(bound("Pod", "p", "", 599), "robot").await.contains(
             "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"
         ));

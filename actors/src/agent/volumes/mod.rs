@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{
     Container, DownwardAPIVolumeFile, KeyToPath, PersistentVolume, PersistentVolumeClaim, Volume,
+    VolumeProjection,
 };
 use serde_json::Value;
 
@@ -72,69 +73,131 @@ pub(crate) fn own_dir(pod_dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Sets up (or brings up to date: files are rewritten only when they changed) the volumes of
-/// `ctx`'s pod, whose directory is `pod_dir`.
+/// `ctx`'s pod, whose directory is `pod_dir`: all of them, or the first one's failure.
 pub async fn set_up(
     client: &dyn ApiClient,
     ctx: &PodContext<'_>,
     pod_dir: &Path,
 ) -> Result<Volumes, VolumeError> {
+    let (volumes, failed) = set_up_each(client, ctx, pod_dir).await;
+    match failed.into_iter().next() {
+        Some(failure) => Err(failure),
+        None => Ok(volumes),
+    }
+}
+
+/// As [`set_up`], each volume on its own, as the kubelet mounts them: those that could be set
+/// up, and why each of the others could not (one failing leaves the others, a token's renewal
+/// among them, going).
+pub async fn set_up_each(
+    client: &dyn ApiClient,
+    ctx: &PodContext<'_>,
+    pod_dir: &Path,
+) -> (Volumes, Vec<VolumeError>) {
     let mut volumes = Volumes::default();
+    let mut failed = Vec::new();
     let spec = ctx.pod.spec.as_ref();
     let fs_group = spec
         .and_then(|s| s.security_context.as_ref())
         .and_then(|c| c.fs_group)
         .and_then(|g| u32::try_from(g).ok());
+    let fs_user = fs_user(ctx.pod);
     for volume in spec.and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
-        let failed = |reason: String| VolumeError { volume: volume.name.clone(), reason };
         let own = own_dir(pod_dir, &volume.name);
-        let host = match kind(volume) {
-            Kind::EmptyDir => {
-                let made = !own.exists();
-                make_shared_dir(&own).map_err(|e| failed(e.to_string()))?;
-                if let Some(group) = fs_group.filter(|_| made) {
-                    give_to_group(&own, group, false).map_err(|e| failed(e.to_string()))?;
-                }
-                HostVolume { path: own, read_only: false }
-            }
-            Kind::Files => {
-                let projections = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
-                for projection in projections {
-                    if projection.cluster_trust_bundle.is_some() {
-                        let kind = "clusterTrustBundle".to_string();
-                        volumes.unsupported.push((volume.name.clone(), kind));
-                    }
-                }
-                let mut payload = payload(client, ctx, volume, &own).await.map_err(failed)?;
-                if fs_group.is_some() {
-                    // Readable by the group, as its ownership below leaves them.
-                    payload.values_mut().for_each(|file| file.mode |= 0o440);
-                }
-                let written =
-                    atomic_writer::write(&own, &payload).map_err(|e| failed(e.to_string()))?;
-                if let Some(group) = fs_group.filter(|_| written) {
-                    give_to_group(&own, group, true).map_err(|e| failed(e.to_string()))?;
-                }
-                HostVolume { path: own, read_only: true }
-            }
-            Kind::HostPath => {
-                let source = volume.host_path.as_ref().expect("its kind");
-                let path = PathBuf::from(&source.path);
-                check_host_path(&path, source.type_.as_deref().unwrap_or("")).map_err(failed)?;
-                HostVolume { path, read_only: false }
-            }
-            Kind::Claim => {
-                let claim = volume.persistent_volume_claim.as_ref().expect("its kind");
-                let path = claimed_path(client, ctx, &claim.claim_name).await.map_err(failed)?;
-                HostVolume { path, read_only: claim.read_only.unwrap_or(false) }
-            }
-            Kind::Other(kind) => {
-                volumes.unsupported.push((volume.name.clone(), kind));
-                continue;
-            }
-        };
-        volumes.set_up.insert(volume.name.clone(), host);
+        let set_up = set_up_one(client, ctx, volume, own, fs_group, fs_user, &mut volumes).await;
+        if let Err(failure) = set_up {
+            failed.push(failure);
+        }
     }
-    Ok(volumes)
+    (volumes, failed)
+}
+
+/// Sets up `volume` (in its own directory `own`), adding it to `volumes`.
+async fn set_up_one(
+    client: &dyn ApiClient,
+    ctx: &PodContext<'_>,
+    volume: &Volume,
+    own: PathBuf,
+    fs_group: Option<u32>,
+    fs_user: Option<u32>,
+    volumes: &mut Volumes,
+) -> Result<(), VolumeError> {
+    let failed = |reason: String| VolumeError { volume: volume.name.clone(), reason };
+    let host = match kind(volume) {
+        Kind::EmptyDir => {
+            let made = !own.exists();
+            make_shared_dir(&own).map_err(|e| failed(e.to_string()))?;
+            if let Some(group) = fs_group.filter(|_| made) {
+                give_to_group(&own, group, false).map_err(|e| failed(e.to_string()))?;
+            }
+            HostVolume { path: own, read_only: false }
+        }
+        Kind::Files => {
+            for projection in projections_of(volume) {
+                if projection.cluster_trust_bundle.is_some() {
+                    let kind = "clusterTrustBundle".to_string();
+                    volumes.unsupported.push((volume.name.clone(), kind));
+                }
+            }
+            // A token is its user's alone when the pod names one (or a group, which is given
+            // read access below), as the kubelet's projection leaves it.
+            let private = fs_user.is_some() || fs_group.is_some();
+            let mut payload = payload(client, ctx, volume, &own, private).await.map_err(failed)?;
+            if fs_group.is_some() {
+                // Readable by the group, as its ownership below leaves them.
+                payload.values_mut().for_each(|file| file.mode |= 0o440);
+            }
+            let written =
+                atomic_writer::write(&own, &payload).map_err(|e| failed(e.to_string()))?;
+            if let Some(user) = fs_user.filter(|_| written) {
+                let tokens =
+                    projections_of(volume).filter_map(|p| p.service_account_token.as_ref());
+                for token in tokens {
+                    let path = own.join(&token.path);
+                    std::os::unix::fs::chown(&path, Some(user), None)
+                        .map_err(|e| failed(format!("chown {}: {e}", path.display())))?;
+                }
+            }
+            if let Some(group) = fs_group.filter(|_| written) {
+                give_to_group(&own, group, true).map_err(|e| failed(e.to_string()))?;
+            }
+            HostVolume { path: own, read_only: true }
+        }
+        Kind::HostPath => {
+            let source = volume.host_path.as_ref().expect("its kind");
+            let path = PathBuf::from(&source.path);
+            check_host_path(&path, source.type_.as_deref().unwrap_or("")).map_err(failed)?;
+            HostVolume { path, read_only: false }
+        }
+        Kind::Claim => {
+            let claim = volume.persistent_volume_claim.as_ref().expect("its kind");
+            let path = claimed_path(client, ctx, &claim.claim_name).await.map_err(failed)?;
+            HostVolume { path, read_only: claim.read_only.unwrap_or(false) }
+        }
+        Kind::Other(kind) => {
+            volumes.unsupported.push((volume.name.clone(), kind));
+            return Ok(());
+        }
+    };
+    volumes.set_up.insert(volume.name.clone(), host);
+    Ok(())
+}
+
+/// The sources of a projected volume (none for another kind).
+fn projections_of(volume: &Volume) -> impl Iterator<Item = &VolumeProjection> {
+    volume.projected.iter().flat_map(|p| p.sources.iter().flatten())
+}
+
+/// The user every container of `pod` runs as, when they share one (Kubernetes' `FsUserFrom`):
+/// a projected token is then that user's alone.
+fn fs_user(pod: &k8s_openapi::api::core::v1::Pod) -> Option<u32> {
+    let spec = pod.spec.as_ref()?;
+    let pod_user = spec.security_context.as_ref().and_then(|c| c.run_as_user);
+    let containers = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let mut users =
+        containers.map(|c| c.security_context.as_ref().and_then(|c| c.run_as_user).or(pod_user));
+    let first = users.next()??;
+    users.all(|user| user == Some(first)).then_some(first).and_then(|u| u32::try_from(u).ok())
 }
 
 /// What the node does with a volume.
@@ -205,6 +268,7 @@ async fn payload(
     ctx: &PodContext<'_>,
     volume: &Volume,
     dir: &Path,
+    private_token: bool,
 ) -> Result<Payload, String> {
     let namespace = ctx.pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut payload = Payload::new();
@@ -240,6 +304,7 @@ async fn payload(
             }
             if let Some(source) = &projection.service_account_token {
                 let token = tokens::token(client, ctx, source, &dir.join(&source.path)).await?;
+                let mode = if private_token { 0o600 } else { mode };
                 payload.insert(source.path.clone(), File { bytes: token.into_bytes(), mode });
             }
         }

@@ -353,6 +353,26 @@ async fn projected_tokens_are_asked_for_the_pod_and_kept_until_due() {
     set_up(&core, &ctx, dir.path()).await.unwrap();
     assert_eq!(read(&path.join("token")), first, "kept: not due for renewal");
 
+    // One volume failing leaves the others (the token's) set up.
+    let mut mixed = pod.clone();
+    let cm = serde_json::from_value(json!({"name": "cfg", "configMap": {"name": "absent"}}));
+    mixed.spec.as_mut().unwrap().volumes.as_mut().unwrap().insert(0, cm.unwrap());
+    let ctx = PodContext { pod: &mixed, node_name: "n1", pod_ip: "", host_ip: "" };
+    let (each, failed) = set_up_each(&core, &ctx, dir.path()).await;
+    assert!(each.set_up.contains_key("api") && !each.set_up.contains_key("cfg"));
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    // A pod whose containers run as one user: the token is that user's alone.
+    use std::os::unix::fs::MetadataExt;
+    let mut own = pod.clone();
+    own.spec.as_mut().unwrap().security_context =
+        Some(serde_json::from_value(json!({"runAsUser": 1000})).unwrap());
+    let ctx = PodContext { pod: &own, node_name: "n1", pod_ip: "", host_ip: "" };
+    let private = tempfile::tempdir().unwrap();
+    let volumes = set_up(&core, &ctx, private.path()).await.unwrap();
+    let token = volumes.set_up["api"].path.join("token");
+    assert_eq!(mode(&token), 0o600);
+    assert_eq!(std::fs::metadata(&token).unwrap().uid(), 1000);
+
     let mut orphan = pod.clone();
     orphan.spec.as_mut().unwrap().service_account_name = Some("ghost".into());
     let ctx = PodContext { pod: &orphan, node_name: "n1", pod_ip: "", host_ip: "" };
