@@ -316,8 +316,14 @@ impl ApiCore {
             return Ok(list);
         }
         let filter = filter(resource, namespace, &options.label_selector, &options.field_selector)?;
-        let exact = self.list_revision(options)?;
+        let causes = list_option_problems(options);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_options("ListOptions", causes));
+        }
+        // The token is read before it is checked against the options, as Kubernetes' storage
+        // reads it.
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
+        let exact = self.list_revision(options)?;
         let from = continue_from.clone();
         // A list at any revision ("0") is whole, as Kubernetes serves it from its watch cache,
         // which does not page (1.32): the limit counts only from the latest state. Events
@@ -373,10 +379,6 @@ impl ApiCore {
     /// `resourceVersion` with a `limit`), after checking the combination of options.
     fn list_revision(&self, options: &ListOptions) -> Result<Option<u64>, ApiError> {
         let rv = options.resource_version.as_deref();
-        let causes = list_option_problems(options);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid_options("ListOptions", causes));
-        }
         if rv.is_some_and(|v| v != "0") && options.continue_token.is_some() {
             return Err(ApiError::BadRequest(
                 "specifying resource version is not allowed when using continue".into(),
@@ -2394,28 +2396,49 @@ fn encode_continue(point: &ContinuePoint) -> String {
 }
 
 fn decode_continue(token: &str) -> Result<ContinuePoint, ApiError> {
-    let bad = || {
-        let message = format!("invalid continue token: continue key is not valid: {token:?}");
+    let bad = |why: &str| {
+        let message = format!("invalid continue token: continue key is not valid: {why}");
         ApiError::BadRequest(message)
     };
-    let bytes =
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|e| {
+        let at = match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            _ => token.len(),
+        };
+        bad(&format!("illegal base64 data at input byte {at}"))
+    })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        // Go's words for the commonest: what cannot begin a value.
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        match first {
+            Some(c) if !b"{[\"-0123456789tfn".contains(&c) => bad(&format!(
+                "invalid character '{}' looking for beginning of value",
+                char::from(c)
+            )),
+            _ => bad(&e.to_string()),
+        }
+    })?;
+    let version = value.get("v").and_then(Value::as_str).unwrap_or("");
+    if version != "meta.k8s.io/v1" {
+        return Err(bad(&format!("server does not recognize this encoded version {version}")));
+    }
     let revision = match value.get("rv").and_then(Value::as_i64) {
         Some(-1) => ContinuePoint::LATEST,
         Some(revision) if revision > 0 => revision as u64,
-        _ => return Err(bad()),
+        _ => return Err(bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")),
     };
-    let start = value.get("start").and_then(Value::as_array).ok_or_else(bad)?;
+    let empty = || bad("encoded start key empty (version meta.k8s.io/v1)");
+    let start = value.get("start").and_then(Value::as_array).ok_or_else(empty)?;
     let remaining = match value.get("remaining") {
         None => None,
-        Some(count) => Some(count.as_u64().ok_or_else(bad)? as usize),
+        Some(count) => Some(count.as_u64().ok_or_else(|| bad("remaining count"))? as usize),
     };
     match start.as_slice() {
         [Value::String(ns), Value::String(name)] => {
             Ok(ContinuePoint { revision, after: (ns.clone(), name.clone()), remaining })
         }
-        _ => Err(bad()),
+        _ => Err(empty()),
     }
 }
 
@@ -2820,6 +2843,59 @@ mod tests {
         let cms = core.list(resources::core("configmaps"), Some("default"), &any).await.unwrap();
         assert_eq!(cms.items.len(), 3);
         assert!(cms.continue_token.is_none());
+    }
+
+    /// A continue token that cannot be read is 400 with what is wrong with it, in Kubernetes'
+    /// words.
+    #[test]
+    fn bad_continue_tokens_say_what_is_wrong() {
+        let encode = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+        let why = |token: &str| match decode_continue(token) {
+            Err(ApiError::BadRequest(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        let prefix = "invalid continue token: continue key is not valid: ";
+        assert_eq!(why("garbage!"), format!("{prefix}illegal base64 data at input byte 7"));
+        assert_eq!(
+            why("abc"),
+            format!("{prefix}invalid character 'i' looking for beginning of value")
+        );
+        assert_eq!(
+            why(&encode("{}")),
+            format!("{prefix}server does not recognize this encoded version ")
+        );
+        let zero = encode(r#"{"v":"meta.k8s.io/v1","rv":0,"start":["a","b"]}"#);
+        assert_eq!(
+            why(&zero),
+            format!("{prefix}incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+        );
+        let good = encode(r#"{"v":"meta.k8s.io/v1","rv":5,"start":["a","b"]}"#);
+        assert!(decode_continue(&good).is_ok());
+    }
+
+    /// A full page goes on while keys remain, matching the selector or not, as Kubernetes'
+    /// storage says there is more: the next page may be empty.
+    #[actix::test]
+    async fn a_selected_page_goes_on_while_keys_remain() {
+        let core = crate::testing::core().await;
+        let cms = resources::core("configmaps");
+        for (name, labels) in
+            [("c0", json!({"x": "1"})), ("c1", json!({"x": "1"})), ("c2", json!({}))]
+        {
+            let cm = json!({"metadata": {"name": name, "labels": labels}});
+            core.create(cms, "default", cm, &WriteOptions::default()).await.unwrap();
+        }
+        let selected = |token: Option<String>| ListOptions {
+            label_selector: Some("x=1".into()),
+            limit: Some(2),
+            continue_token: token,
+            ..ListOptions::default()
+        };
+        let first = core.list(cms, Some("default"), &selected(None)).await.unwrap();
+        assert_eq!(first.items.len(), 2);
+        assert_eq!(first.remaining_item_count, None, "not counted with a selector");
+        let rest = core.list(cms, Some("default"), &selected(first.continue_token)).await.unwrap();
+        assert!(rest.items.is_empty() && rest.continue_token.is_none());
     }
 
     /// A pod being deleted keeps its pending grace period unless a delete gives a shorter one

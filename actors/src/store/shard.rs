@@ -402,9 +402,8 @@ impl StoreShard {
             if !in_namespace(map_key) {
                 break;
             }
-            if !msg.filter.matches(object) {
-                continue;
-            }
+            // A full page goes on while keys remain in scope, matching or not (as Kubernetes'
+            // storage tells "more"): the next page may come back empty.
             if page.len() == limit {
                 let last: &Arc<StoredObject> = page.last().expect("limit is at least 1");
                 let after = (last.key.namespace.clone(), last.key.name.clone());
@@ -426,6 +425,9 @@ impl StoreShard {
                 };
                 next = Some(ContinuePoint { revision, after, remaining });
                 break;
+            }
+            if !msg.filter.matches(object) {
+                continue;
             }
             page.push(object.clone());
         }
