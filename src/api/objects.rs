@@ -291,17 +291,10 @@ async fn dispatch(
         (Method::DELETE, Some(name)) if !status_only => {
             let options = read_delete_options(&req, payload, &query, &state).await?;
             let deleted = core.delete(resource, namespace, name, &options).await?;
-            // 202 when dependents are not orphaned and the object is still there, marked (a
-            // pod marked with no grace period and no finalizers went at once: 200), as
+            // 202 when dependents are not orphaned and the object is still there, as
             // Kubernetes answers.
-            let marked = deleted.to_value();
-            let held = kplane_actors::model::json::at(&marked, "/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|finalizers| !finalizers.is_empty());
-            let grace =
-                kplane_actors::model::json::at(&marked, "/metadata/deletionGracePeriodSeconds");
-            let pending = grace.and_then(Value::as_i64).is_some_and(|grace| grace > 0);
-            let code = match (deleted.deleting && (held || pending), options.orphan_dependents) {
+            let marked = kplane_actors::core::left_marked(resource, &deleted);
+            let code = match (marked, options.orphan_dependents) {
                 (true, Some(false)) => StatusCode::ACCEPTED,
                 _ => StatusCode::OK,
             };

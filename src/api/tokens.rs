@@ -14,6 +14,7 @@ use super::AppState;
 use super::Query;
 use crate::auth::tokens::{TokenAccount, ISSUER};
 use crate::error::HttpError;
+use kplane_actors::core::token_request::BoundObject;
 
 fn strings(value: Option<&Value>, key: &str) -> Vec<String> {
     value.map_or_else(Vec::new, |value| kplane_actors::model::json::strings(value, key))
@@ -37,8 +38,8 @@ pub async fn request(
     Ok(response)
 }
 
-/// The service account a bearer token names, if it is good and the account still exists
-/// with the uid the token names (and has not been being deleted for over a minute); a long-lived token only while its
+/// The service account a bearer token names, if it is good and the account, and what the
+/// token is bound to, are still there (see [`still_there`]); a long-lived token only while its
 /// Secret still holds it, is not being deleted and has not been invalidated.
 pub async fn service_account(
     state: &AppState,
@@ -46,14 +47,21 @@ pub async fn service_account(
     audiences: &[String],
 ) -> Option<TokenAccount> {
     let account = state.tokens.as_ref()?.verify(token, audiences)?;
-    let serviceaccounts = resources::core("serviceaccounts");
-    let current = state.core.get(serviceaccounts, &account.namespace, &account.name).await.ok()?;
-    let current = current.to_value();
-    if object_uid(&current) != account.uid || deleted_long_ago(&current) {
-        return None;
-    }
-    if !bound_objects_hold(state, &account).await {
-        return None;
+    let own = BoundObject { name: account.name.clone(), uid: account.uid.clone() };
+    // The node a pod-bound token names is only told.
+    let node = if account.pod.is_some() { &None } else { &account.node };
+    let namespace = account.namespace.as_str();
+    let needed = [
+        ("serviceaccounts", namespace, &Some(own)),
+        ("pods", namespace, &account.pod),
+        ("secrets", namespace, &account.bound_secret),
+        ("nodes", "", node),
+    ];
+    for (plural, namespace, object) in needed {
+        let Some(object) = object else { continue };
+        if !still_there(state, plural, namespace, object).await {
+            return None;
+        }
     }
     if let Some(secret) = &account.secret {
         let secret = state.core.get(resources::core("secrets"), &account.namespace, secret).await;
@@ -71,25 +79,19 @@ pub async fn service_account(
     Some(account)
 }
 
-/// Whether what a bound token is bound to is still there with the uid it names, and not
-/// deleted more than [`BOUND_GRACE`] ago: its pod (the node a pod-bound token names is only
-/// told), Secret or node.
-async fn bound_objects_hold(state: &AppState, account: &TokenAccount) -> bool {
-    let node = if account.pod.is_some() { &None } else { &account.node };
-    let bound = [
-        ("pods", account.namespace.as_str(), &account.pod),
-        ("secrets", account.namespace.as_str(), &account.bound_secret),
-        ("nodes", "", node),
-    ];
-    for (plural, namespace, object) in bound {
-        let Some(object) = object else { continue };
-        let found = state.core.get(resources::core(plural), namespace, &object.name).await;
-        let Ok(found) = found.map(|found| found.to_value()) else { return false };
-        if object_uid(&found) != object.uid || deleted_long_ago(&found) {
-            return false;
-        }
-    }
-    true
+/// Whether `object` (of `plural` in `namespace`) is there with the uid a token names, and
+/// not deleted more than [`BOUND_GRACE`] ago.
+async fn still_there(
+    state: &AppState,
+    plural: &str,
+    namespace: &str,
+    object: &BoundObject,
+) -> bool {
+    let found = state.core.get(resources::core(plural), namespace, &object.name).await;
+    found.is_ok_and(|found| {
+        let found = found.to_value();
+        object_uid(&found) == object.uid && !deleted_long_ago(&found)
+    })
 }
 
 /// Whether `object` has been being deleted for longer than [`BOUND_GRACE`].

@@ -1951,8 +1951,7 @@ impl PodState {
                     // A node that cannot mount runs containers without their API token (which
                     // every pod mounts) rather than not at all; other volumes are refused.
                     mounts.retain(|m| m.target != Path::new(crate::core::API_ACCESS_MOUNT_PATH));
-                }
-                if ctx.config.mount_launcher.is_some() {
+                } else {
                     mounts.extend(termination_log(&self.dir, &spec, restart));
                     // The pod's hosts file, unless the container mounts one of its own.
                     if !mounts.iter().any(|m| m.target == std::path::Path::new(HOSTS)) {

@@ -1758,6 +1758,15 @@ fn without_collection_finalizers(object: &Value) -> Option<Value> {
     Some(stripped)
 }
 
+/// Whether an object a delete answered is still stored, marked for deletion: held by
+/// finalizers (a namespace's own too) or a pod's pending grace period, not gone at once
+/// (Kubernetes' `deleted` false, which a delete that does not orphan answers 202).
+pub fn left_marked(resource: &ResourceType, deleted: &StoredObject) -> bool {
+    let object = deleted.to_value();
+    let grace = json::at(&object, "/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+    deleted.deleting && (has_finalizers(resource, &object) || grace.is_some_and(|g| g > 0))
+}
+
 fn has_finalizers(resource: &ResourceType, object: &Value) -> bool {
     let held = |field: &str| {
         json::at(object, field).and_then(Value::as_array).is_some_and(|f| !f.is_empty())

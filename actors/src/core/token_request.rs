@@ -11,6 +11,7 @@
 use serde_json::{json, Value};
 
 use super::{ApiCore, ApiError};
+use crate::client::object_uid;
 use crate::model::{json, resources, FieldError, ResourceType};
 
 /// Token lifetimes: an hour unless asked, from ten minutes to 2^32 seconds (Kubernetes' bounds).
@@ -133,7 +134,7 @@ impl ApiCore {
         let now = chrono::Utc::now().timestamp();
         let mut grant = TokenGrant {
             namespace: namespace.to_string(),
-            account: BoundObject { name: name.to_string(), uid: uid_of(&account) },
+            account: BoundObject { name: name.to_string(), uid: object_uid(&account).to_string() },
             audiences: audiences.clone(),
             issued_at: now,
             expires_at: now + seconds,
@@ -198,10 +199,7 @@ impl ApiCore {
     ) -> Result<(), ApiError> {
         let text = |field: &str| reference.get(field).and_then(Value::as_str).unwrap_or("");
         let (api_version, kind, name) = (text("apiVersion"), text("kind"), text("name"));
-        let (group, _) = match api_version.rsplit_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", api_version),
-        };
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
         let (resource, scope): (&'static ResourceType, &str) = match (group, kind) {
             ("", "Pod") => (resources::core("pods"), namespace),
             ("", "Secret") => (resources::core("secrets"), namespace),
@@ -220,9 +218,9 @@ impl ApiCore {
             return Err(ApiError::BadRequest("Name parameter required.".into()));
         }
         let object = self.get(resource, scope, name).await?.to_value();
-        let uid = uid_of(&object);
+        let uid = object_uid(&object).to_string();
         let bound = BoundObject { name: name.to_string(), uid: uid.clone() };
-        match kind {
+        match resource.kind {
             "Pod" => {
                 let runs_as = json::at(&object, "/spec/serviceAccountName").and_then(Value::as_str);
                 if runs_as.unwrap_or("") != account {
@@ -235,7 +233,8 @@ impl ApiCore {
                 if let Some(node) = node.filter(|node| !node.is_empty()) {
                     // The node it runs on, by name, and by uid when it is there.
                     let found = self.get(resources::core("nodes"), "", node).await;
-                    let uid = found.map(|found| uid_of(&found.to_value())).unwrap_or_default();
+                    let uid = found.map(|found| object_uid(&found.to_value()).to_string());
+                    let uid = uid.unwrap_or_default();
                     grant.node = Some(BoundObject { name: node.to_string(), uid });
                 }
                 grant.pod = Some(bound);
@@ -245,11 +244,7 @@ impl ApiCore {
         }
         let asked = text("uid");
         if !asked.is_empty() && asked != uid {
-            let kind = match kind {
-                "Pod" => "Pod",
-                "Secret" => "Secret",
-                _ => "Node",
-            };
+            let kind = resource.kind;
             return Err(ApiError::Conflict {
                 resource: kind,
                 group: "",
@@ -263,10 +258,6 @@ impl ApiCore {
         }
         Ok(())
     }
-}
-
-fn uid_of(object: &Value) -> String {
-    json::at(object, "/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 #[cfg(test)]
