@@ -1399,54 +1399,63 @@ impl ApiCore {
         // collector; Background deletes it now and the collector follows with its dependents.
         let value = current.to_value();
         let finalizer = collection_finalizer(resource, &value, options);
-        if let Some(finalizer) = finalizer {
-            // A pod is marked with its grace period (its agent stops it first) and the
-            // finalizer in one write; once marked, it takes no finalizer from a delete, as
-            // Kubernetes updates none while a graceful deletion is pending.
-            if resource.plural != "pods" {
-                return self.mark_for_collection(current, finalizer, 0, dry_run).await;
-            }
-            if !current.deleting {
-                let grace = pod_grace(&value, options);
-                return self.mark_for_collection(current, finalizer, grace, dry_run).await;
-            }
+        let grace = options.grace_period_seconds;
+        if resource.plural == "pods" {
+            return self.delete_pod(current, value, finalizer, preconditions, options).await;
         }
-        let (mut current, mut preconditions) = (current, preconditions);
+        if let Some(finalizer) = finalizer {
+            return self.mark_for_collection(current, finalizer, 0, dry_run).await;
+        }
         // The collector's finalizers an earlier delete left go, as this one's policy says; with
         // no other finalizer left the object goes now (pinned to the version that had them).
-        // (A pod once marked takes no finalizer change from a delete, as above.)
-        let is_pod = resource.plural == "pods";
-        let stripped = finalizer.is_none().then(|| without_collection_finalizers(&value)).flatten();
-        let stripped = stripped.filter(|_| !(is_pod && current.deleting));
-        match stripped.clone() {
-            Some(stripped) if is_pod => {
-                current = self.write_marked(&current, stripped, dry_run).await?;
+        let mut preconditions = preconditions;
+        let value = match without_collection_finalizers(&value) {
+            Some(stripped) => {
+                preconditions.resource_version = Some(current.resource_version);
+                stripped
             }
-            Some(_) => preconditions.resource_version = Some(current.resource_version),
-            None => {}
-        }
-        if resource.plural == "pods" {
-            match self.delete_pod_gracefully(&current, options).await? {
-                PodDeletion::Pending(marked) => return Ok(marked),
-                PodDeletion::Now(marked) => {
-                    // Deleted as marked; a version the client pinned was the one marked.
-                    if preconditions.resource_version.is_some() {
-                        preconditions.resource_version = Some(marked.resource_version);
-                    }
-                    if marked.resource_version != current.resource_version {
-                        let grace = options.grace_period_seconds;
-                        return self.delete_marked_pod(marked, preconditions, grace, dry_run).await;
-                    }
-                    current = marked;
-                }
-            }
-        }
-        let value = match stripped {
-            Some(stripped) if !is_pod => stripped,
-            _ => current.to_value(),
+            None => value,
         };
-        let grace = options.grace_period_seconds;
         self.delete_object(current, value, preconditions, grace, dry_run).await
+    }
+
+    /// Deletes a pod: marks it with its grace period and the collector's finalizers this
+    /// delete leaves, in one write, for its node agent to stop it first; one already marked
+    /// changes only when this delete shortens its grace period (then with the finalizers too),
+    /// as Kubernetes' `BeforeDelete` and its update for graceful deletion do.
+    async fn delete_pod(
+        &self,
+        current: Arc<StoredObject>,
+        value: Value,
+        finalizer: Option<&'static str>,
+        mut preconditions: Preconditions,
+        options: &DeleteOptions,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let dry_run = options.dry_run;
+        if let Some(finalizer) = finalizer.filter(|_| !current.deleting) {
+            let grace = pod_grace(&value, options);
+            return self.mark_for_collection(current, finalizer, grace, dry_run).await;
+        }
+        let collected = with_collection_finalizer(&value, finalizer);
+        let grace = options.grace_period_seconds;
+        match self.delete_pod_gracefully(&current, collected.clone(), options).await? {
+            PodDeletion::Pending(marked) => Ok(marked),
+            PodDeletion::Now(marked) if marked.resource_version != current.resource_version => {
+                // Deleted as marked; a version the client pinned was the one marked.
+                if preconditions.resource_version.is_some() {
+                    preconditions.resource_version = Some(marked.resource_version);
+                }
+                self.delete_marked_pod(marked, preconditions, grace, dry_run).await
+            }
+            PodDeletion::Now(_) => {
+                // Marked to go at once before: it goes, or stays held, with the finalizers as
+                // this delete leaves them (pinned to the version it changes).
+                if collected != value {
+                    preconditions.resource_version = Some(current.resource_version);
+                }
+                self.delete_object(current, collected, preconditions, grace, dry_run).await
+            }
+        }
     }
 
     /// Deletes a pod this request has just marked with no grace period. Its node agent, which
@@ -1539,9 +1548,9 @@ impl ApiCore {
     async fn delete_pod_gracefully(
         &self,
         current: &Arc<StoredObject>,
+        mut pod: Value,
         options: &DeleteOptions,
     ) -> Result<PodDeletion, ApiError> {
-        let mut pod = current.to_value();
         let mut grace = pod_grace(&pod, options);
         let meta = metadata(&mut pod)?;
         if meta.contains_key("deletionTimestamp") {
@@ -1705,8 +1714,6 @@ fn not_stored(prepared: PreparedObject) -> StoredObject {
     StoredObject::from_raw(key, 0, raw.into()).expect("just serialized")
 }
 
-/// Does anything still hold the object: its `metadata.finalizers`, and a namespace's
-/// `spec.finalizers` (the namespace controller's)?
 /// Whether an update may leave out `metadata.resourceVersion` (and then applies to whatever is
 /// stored): not for PodDisruptionBudgets and Leases, whose Kubernetes strategies refuse it
 /// (a budget's allowance and a lease's holder must not be overwritten blind).
@@ -1745,6 +1752,31 @@ fn collection_finalizer(
     }
 }
 
+/// `object` with the garbage collector's finalizers as a delete leaves them: `finalizer`
+/// alone of the two, or neither.
+fn with_collection_finalizer(object: &Value, finalizer: Option<&str>) -> Value {
+    let list = json::at(object, "/metadata/finalizers").and_then(Value::as_array);
+    let names = list.into_iter().flatten().filter_map(Value::as_str);
+    let held: Vec<&str> =
+        names.filter(|f| [ORPHAN_FINALIZER, FOREGROUND_FINALIZER].contains(f)).collect();
+    // Holding just that one already, it stays as it is (in its place).
+    if held == finalizer.into_iter().collect::<Vec<_>>() {
+        return object.clone();
+    }
+    let mut collected = without_collection_finalizers(object).unwrap_or_else(|| object.clone());
+    if let Some(finalizer) = finalizer {
+        let meta = collected.as_object_mut().and_then(|o| o.get_mut("metadata"));
+        if let Some(meta) = meta.and_then(Value::as_object_mut) {
+            let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+            if !list.is_array() {
+                *list = json!([]);
+            }
+            list.as_array_mut().expect("set to an array above").push(json!(finalizer));
+        }
+    }
+    collected
+}
+
 /// `object` without the garbage collector's finalizers, when it has any.
 fn without_collection_finalizers(object: &Value) -> Option<Value> {
     let collected = |f: &Value| f == ORPHAN_FINALIZER || f == FOREGROUND_FINALIZER;
@@ -1767,6 +1799,8 @@ pub fn left_marked(resource: &ResourceType, deleted: &StoredObject) -> bool {
     deleted.deleting && (has_finalizers(resource, &object) || grace.is_some_and(|g| g > 0))
 }
 
+/// Does anything still hold the object: its `metadata.finalizers`, and a namespace's
+/// `spec.finalizers` (the namespace controller's)?
 fn has_finalizers(resource: &ResourceType, object: &Value) -> bool {
     let held = |field: &str| {
         json::at(object, field).and_then(Value::as_array).is_some_and(|f| !f.is_empty())
@@ -2952,6 +2986,19 @@ mod tests {
         let again = core.delete(pods, "default", "p", &foreground).await.unwrap().to_value();
         assert_eq!(again["metadata"]["finalizers"], json!([ORPHAN_FINALIZER]));
         assert_eq!(again["metadata"]["deletionGracePeriodSeconds"], 15);
+        // Unless that delete shortens its grace period: then in the same write.
+        let sooner = DeleteOptions { grace_period_seconds: Some(5), ..foreground.clone() };
+        let shortened = core.delete(pods, "default", "p", &sooner).await.unwrap().to_value();
+        assert_eq!(shortened["metadata"]["finalizers"], json!([FOREGROUND_FINALIZER]));
+        assert_eq!(shortened["metadata"]["deletionGracePeriodSeconds"], 5);
+        let background = DeleteOptions {
+            propagation_policy: Some("Background".into()),
+            grace_period_seconds: Some(2),
+            ..DeleteOptions::default()
+        };
+        let stripped = core.delete(pods, "default", "p", &background).await.unwrap().to_value();
+        assert_eq!(stripped["metadata"]["finalizers"], json!([]), "{stripped}");
+        assert_eq!(stripped["metadata"]["deletionGracePeriodSeconds"], 2);
         // Not bound: no agent to wait for.
         let pod = json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
         core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
@@ -2968,7 +3015,9 @@ mod tests {
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
         let created = core.create(pods, "default", pod, &WriteOptions::default()).await.unwrap();
         let now = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
-        let Ok(PodDeletion::Now(marked)) = core.delete_pod_gracefully(&created, &now).await else {
+        let Ok(PodDeletion::Now(marked)) =
+            core.delete_pod_gracefully(&created, created.to_value(), &now).await
+        else {
             panic!("a bound pod deleted with no grace is marked for deletion now");
         };
         // Its node agent saw the marking, stopped the pod and removed it first.

@@ -8,7 +8,7 @@ use super::{
     check_names, check_subresource_names, parse_rv, patch, ApiCore, ApiError, Ownership, Part,
     PatchType, WriteOptions,
 };
-use crate::model::{resources, FieldError, ObjectKey};
+use crate::model::{resources, validation, FieldError, ObjectKey};
 use crate::store::{Preconditions, StoreError};
 
 /// A `Binding` conflict, worded as Kubernetes words it.
@@ -146,22 +146,27 @@ impl ApiCore {
         let unnamed = serde_json::Map::new();
         let meta = scale.get("metadata").and_then(Value::as_object).unwrap_or(&unnamed);
         check_names(resources::core("replicationcontrollers"), meta, namespace, name)?;
-        let replicas =
-            match scale.pointer("/spec/replicas") {
-                None | Some(Value::Null) => 0,
-                Some(v) => v.as_i64().filter(|r| *r >= 0 && *r <= i64::from(i32::MAX)).ok_or_else(
-                    || ApiError::Invalid {
-                        kind: "Scale",
-                        group: "autoscaling",
-                        name: name.into(),
-                        causes: vec![FieldError::invalid_number(
-                            "spec.replicas",
-                            v,
-                            "must be greater than or equal to 0",
-                        )],
-                    },
-                )?,
-            };
+        // Checked as Kubernetes' `ValidateScale`: the metadata, then the replicas.
+        let mut causes = validation::validate_meta_fields(Some(&Value::Object(meta.clone())));
+        let replicas = match scale.pointer("/spec/replicas") {
+            None | Some(Value::Null) => 0,
+            Some(v) => match v.as_i64().filter(|r| *r >= 0 && *r <= i64::from(i32::MAX)) {
+                Some(replicas) => replicas,
+                None => {
+                    let why = "must be greater than or equal to 0";
+                    causes.push(FieldError::invalid_number("spec.replicas", v, why));
+                    0
+                }
+            },
+        };
+        if !causes.is_empty() {
+            return Err(ApiError::Invalid {
+                kind: "Scale",
+                group: "autoscaling",
+                name: name.into(),
+                causes,
+            });
+        }
         let requested_rv = match scale.pointer("/metadata/resourceVersion").and_then(Value::as_str)
         {
             None | Some("") => None,
@@ -358,6 +363,16 @@ mod tests {
 
         let same = json!({"metadata": {"name": "web", "uid": uid}, "spec": {"replicas": 2}});
         core.update_scale("default", "web", &same, &options).await.unwrap();
+
+        // Its metadata is checked as an object's, with the replicas, in one answer.
+        let labelled = json!({"metadata": {"name": "web", "labels": {"a": "-x-"}},
+            "spec": {"replicas": -1}});
+        let refused = core.update_scale("default", "web", &labelled, &options).await;
+        let Err(ApiError::Invalid { kind: "Scale", causes, .. }) = refused else {
+            panic!("{refused:?}")
+        };
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["metadata.labels", "spec.replicas"]);
     }
 
     #[actix::test]

@@ -170,7 +170,7 @@ impl ApiCore {
         ] {
             metadata.remove(system);
         }
-        metadata.entry("name").or_insert_with(|| json!(name));
+        metadata.insert("name".into(), json!(name));
         metadata.insert("namespace".into(), json!(namespace));
         let created = chrono::DateTime::from_timestamp(now, 0).unwrap_or_default();
         let created = created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -388,7 +388,7 @@ mod tests {
         );
         // The answer is named after the account, created now, its system fields its own.
         let answer = core
-            .request_token("default", "robot", json!({"metadata": {"uid": "mine"}}))
+            .request_token("default", "robot", json!({"metadata": {"name": "", "uid": "mine"}}))
             .await
             .unwrap();
         let meta = &answer["metadata"];

@@ -339,21 +339,11 @@ fn mask_trailing_dash(prefix: &str) -> String {
     }
 }
 
-/// Validates an object about to be written: its metadata, and the per-kind rules.
-pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldError> {
+/// The parts of an object's metadata every kind checks alike, as Kubernetes'
+/// `ValidateObjectMeta` past the name: labels, annotations, generation, owner references
+/// and finalizers.
+pub fn validate_meta_fields(meta: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let meta = object.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
-    if name.is_empty() {
-        errors.push(FieldError::required_because(
-            "metadata.name",
-            "name or generateName is required",
-        ));
-    } else {
-        for p in name_errors(resource, name) {
-            errors.push(FieldError::invalid("metadata.name", name, p));
-        }
-    }
     for field in ["labels", "annotations"] {
         match meta.and_then(|m| m.get(field)) {
             None | Some(Value::Null) | Some(Value::Object(_)) => {}
@@ -375,6 +365,25 @@ pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldErro
     validate_owner_references(meta.and_then(|m| m.get("ownerReferences")), &mut errors);
     let finalizers = meta.map(|m| json::strings(m, "finalizers")).unwrap_or_default();
     validate_finalizers(&finalizers, &mut errors);
+    errors
+}
+
+/// Validates an object about to be written: its metadata, and the per-kind rules.
+pub fn validate_object(resource: &ResourceType, object: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let meta = object.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        errors.push(FieldError::required_because(
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    } else {
+        for p in name_errors(resource, name) {
+            errors.push(FieldError::invalid("metadata.name", name, p));
+        }
+    }
+    errors.extend(validate_meta_fields(meta));
     match resource.kind {
         "Pod" => {
             if let Err(cost) = super::pod_deletion_cost(object) {
