@@ -7,6 +7,7 @@ mod client;
 mod config;
 mod daemon;
 mod error;
+mod health;
 mod images;
 mod peer;
 
@@ -95,10 +96,10 @@ struct ServerArgs {
     /// The address pods reach the API server at (the `kubernetes` Service's endpoint).
     #[arg(long)]
     advertise_address: Option<String>,
-    /// Audit log: one JSON event a request.
+    /// Audit log: one JSON event a request ("-": the standard output).
     #[arg(long)]
     audit_log_path: Option<String>,
-    /// Rotate the audit log before it grows past this many megabytes (0: never).
+    /// Rotate the audit log before it grows past this many megabytes (0: 100).
     #[arg(long, value_name = "MB")]
     audit_log_maxsize: Option<u64>,
     /// Keep this many rotated audit logs, the newest (0: all).

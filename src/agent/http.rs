@@ -13,22 +13,29 @@ use kplane_actors::agent::log_lines::LogReader;
 use kplane_actors::agent::node_status::Machine;
 use kplane_actors::agent::{AgentPods, NodeAgent, PodLookup};
 use kplane_actors::model::validation::validate_pod_log_options;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::stats::{self, Usage};
+use crate::api::params::Query;
+use crate::health::{self, HealthQuery};
 
 /// What the handlers share.
 pub struct AgentHttp {
     agent: Addr<NodeAgent>,
+    node_name: String,
     data_dir: PathBuf,
-    /// Serve `/run`, `/exec`, `/attach`, `/portForward` and `/debug/pprof/`.
+    /// Serve `/run`, `/exec`, `/attach`, `/portForward`, `/debug/pprof/` and the logs.
     debugging: bool,
 }
 
 impl AgentHttp {
-    pub fn new(agent: Addr<NodeAgent>, data_dir: PathBuf, debugging: bool) -> Self {
-        Self { agent, data_dir, debugging }
+    pub fn new(
+        agent: Addr<NodeAgent>,
+        node_name: String,
+        data_dir: PathBuf,
+        debugging: bool,
+    ) -> Self {
+        Self { agent, node_name, data_dir, debugging }
     }
 
     pub fn agent(&self) -> &Addr<NodeAgent> {
@@ -70,18 +77,30 @@ pub fn serve(
             .configure(|cfg| {
                 if debugging {
                     super::debugging::configure(cfg);
+                    cfg.route("/runningpods/", web::get().to(running_pods))
+                        .route("/logs/{path:.*}", web::get().to(logs))
+                        .route(
+                            "/containerLogs/{namespace}/{pod}/{container}",
+                            web::get().to(container_logs),
+                        );
+                } else {
+                    // As the kubelet's: each is refused, not missing.
+                    for prefix in DEBUGGING_PATHS {
+                        cfg.service(
+                            web::scope(prefix).default_service(web::to(debugging_disabled)),
+                        );
+                    }
                 }
             })
-            .route("/healthz", web::get().to(healthz))
-            .route("/healthz/{check}", web::get().to(healthz_check))
+            .route("/healthz", web::route().to(healthz))
+            .route("/healthz/{check}", web::route().to(healthz_check))
             .route("/pods", web::get().to(pods))
             .route("/pods/", web::get().to(pods))
-            .route("/runningpods/", web::get().to(running_pods))
             .route("/spec/", web::get().to(spec))
             .route("/stats/summary", web::get().to(summary))
+            .route("/stats/summary", web::post().to(summary))
             .route("/metrics", web::get().to(metrics))
-            .route("/logs/{path:.*}", web::get().to(logs))
-            .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
+            .default_service(web::to(not_found))
     })
     .workers(1)
     .on_connect(crate::peer::note_socket)
@@ -93,48 +112,57 @@ pub fn serve(
     Ok((server.run(), addr))
 }
 
-/// The kubelet's health checks: `ping`, and `syncloop` (the agent answers its mailbox).
-const HEALTH_CHECKS: [&str; 2] = ["ping", "syncloop"];
+/// The paths the debugging handlers serve, refused (405) when they are off, as the kubelet's
+/// `InstallDebuggingDisabledHandlers` refuses them.
+const DEBUGGING_PATHS: [&str; 8] = [
+    "/run",
+    "/exec",
+    "/attach",
+    "/portForward",
+    "/containerLogs",
+    "/runningpods",
+    "/debug/pprof",
+    "/logs",
+];
 
-/// `/healthz` as the kubelet's: `ok`, or with `?verbose` each check and the verdict.
+async fn debugging_disabled() -> HttpResponse {
+    HttpResponse::MethodNotAllowed()
+        .content_type("text/plain; charset=utf-8")
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .body("Debug endpoints are disabled.\n")
+}
+
+/// A path the agent does not serve, answered as Go's mux answers it.
+async fn not_found() -> HttpResponse {
+    HttpResponse::NotFound().content_type("text/plain; charset=utf-8").body("404 page not found\n")
+}
+
+/// The kubelet's health checks: `ping`, `log` (logging is not blocked) and `syncloop` (the
+/// agent answers its mailbox).
+const HEALTH_CHECKS: [&str; 3] = ["ping", "log", "syncloop"];
+
+/// `/healthz` as the kubelet's (any method, as Go's mux serves it).
 async fn healthz(state: web::Data<AgentHttp>, req: HttpRequest) -> HttpResponse {
-    let verbose =
-        req.query_string().split('&').any(|p| p == "verbose" || p.starts_with("verbose="));
-    let mut report = String::new();
-    let mut healthy = true;
-    for check in HEALTH_CHECKS {
-        let ok = passes(&state, check).await;
-        healthy &= ok;
-        let mark = if ok { "[+]" } else { "[-]" };
-        report.push_str(&format!("{mark}{check} {}\n", if ok { "ok" } else { "failed" }));
+    let query = HealthQuery::of(req.query_string());
+    let mut outcomes = Vec::new();
+    for name in HEALTH_CHECKS {
+        let skipped = query.excludes(name);
+        outcomes.push((name, if skipped { None } else { Some(check(&state, name).await) }));
     }
-    let verdict = if healthy { "healthz check passed" } else { "healthz check failed" };
-    let body = if verbose || !healthy { format!("{report}{verdict}\n") } else { "ok".into() };
-    let mut response =
-        if healthy { HttpResponse::Ok() } else { HttpResponse::InternalServerError() };
-    response.content_type("text/plain; charset=utf-8").body(body)
+    health::answer("healthz", &query, outcomes)
 }
 
-/// `/healthz/{check}`: `ok`, a 500 when it fails, a 404 for a check there is not.
-async fn healthz_check(state: web::Data<AgentHttp>, check: web::Path<String>) -> HttpResponse {
-    let check = check.into_inner();
-    if !HEALTH_CHECKS.contains(&check.as_str()) {
-        return HttpResponse::NotFound()
-            .content_type("text/plain; charset=utf-8")
-            .body("404 page not found\n");
-    }
-    if passes(&state, &check).await {
-        HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
-    } else {
-        let body = format!("internal server error: {check} failed\n");
-        HttpResponse::InternalServerError().content_type("text/plain; charset=utf-8").body(body)
-    }
+/// `/healthz/{check}`: that check alone; a 404 for a check there is not.
+async fn healthz_check(state: web::Data<AgentHttp>, name: web::Path<String>) -> HttpResponse {
+    let name = name.into_inner();
+    let known = HEALTH_CHECKS.contains(&name.as_str());
+    health::answer_one(if known { Some(check(&state, &name).await) } else { None })
 }
 
-async fn passes(state: &AgentHttp, check: &str) -> bool {
-    match check {
-        "syncloop" => agent_pods(state).await.is_ok(),
-        _ => true,
+async fn check(state: &AgentHttp, name: &str) -> Result<(), String> {
+    match name {
+        "syncloop" => agent_pods(state).await.map(|_| ()).map_err(|e| e.to_string()),
+        _ => Ok(()),
     }
 }
 
@@ -161,9 +189,10 @@ async fn running_pods(state: web::Data<AgentHttp>) -> Result<HttpResponse, Agent
         .filter_map(|pod| {
             let running: BTreeSet<String> =
                 container_pids(pod).into_iter().map(|(name, _)| name).collect();
-            let specs = pod.pointer("/spec/containers").and_then(Value::as_array)?;
-            let containers: Vec<Value> = specs
+            let containers: Vec<Value> = CONTAINER_KINDS
                 .iter()
+                .filter_map(|(specs, _)| pod.pointer(specs).and_then(Value::as_array))
+                .flatten()
                 .filter(|c| c["name"].as_str().is_some_and(|name| running.contains(name)))
                 .map(|c| json!({"name": c["name"], "image": c["image"], "resources": {}}))
                 .collect();
@@ -181,19 +210,34 @@ async fn running_pods(state: web::Data<AgentHttp>) -> Result<HttpResponse, Agent
     Ok(pod_list(running))
 }
 
+/// Where a pod lists its containers of each kind, and their statuses: init containers
+/// (sidecars run on among them), app containers, ephemeral containers.
+const CONTAINER_KINDS: [(&str, &str); 3] = [
+    ("/spec/initContainers", "/status/initContainerStatuses"),
+    ("/spec/containers", "/status/containerStatuses"),
+    ("/spec/ephemeralContainers", "/status/ephemeralContainerStatuses"),
+];
+
+/// The running containers of a pod, of every kind.
+fn running_containers(pod: &Value) -> impl Iterator<Item = &Value> {
+    CONTAINER_KINDS
+        .iter()
+        .filter_map(|(_, statuses)| pod.pointer(statuses).and_then(Value::as_array))
+        .flatten()
+        .filter(|c| c.pointer("/state/running").is_some())
+}
+
 /// (container name, pid) of the running containers of a pod, from their container IDs
 /// (`kplane://<pod uid>/<container>/<pid>`).
 fn container_pids(pod: &Value) -> Vec<(String, u32)> {
-    pod.pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|c| c.pointer("/state/running").is_some())
-        .filter_map(|c| {
-            let pid = c["containerID"].as_str()?.rsplit('/').next()?.parse().ok()?;
-            Some((c["name"].as_str()?.to_string(), pid))
-        })
+    running_containers(pod)
+        .filter_map(|c| Some((c["name"].as_str()?.to_string(), container_pid(c)?)))
         .collect()
+}
+
+/// The pid of a running container, from its status's container ID.
+fn container_pid(status: &Value) -> Option<u32> {
+    status["containerID"].as_str()?.rsplit('/').next()?.parse().ok()
 }
 
 async fn spec(state: web::Data<AgentHttp>) -> HttpResponse {
@@ -222,19 +266,18 @@ fn usage_json(usage: Usage, now: &str) -> (Value, Value) {
 async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     let pods = agent_pods(&state).await?;
-    let mut node_name = String::new();
     let pod_stats: Vec<Value> = pods
         .iter()
         .map(|pod| {
-            node_name = pod["spec"]["nodeName"].as_str().unwrap_or("").to_string();
             let mut pod_total = Usage::default();
-            let containers: Vec<Value> = container_pids(pod)
-                .into_iter()
-                .map(|(name, pid)| {
-                    let usage = stats::group_usage(pid);
+            let containers: Vec<Value> = running_containers(pod)
+                .filter_map(|c| {
+                    let usage = stats::group_usage(container_pid(c)?);
                     pod_total = pod_total + usage;
                     let (cpu, memory) = usage_json(usage, &now);
-                    json!({"name": name, "cpu": cpu, "memory": memory})
+                    let started = c.pointer("/state/running/startedAt").cloned();
+                    Some(json!({"name": c["name"], "startTime": started, "cpu": cpu,
+                        "memory": memory}))
                 })
                 .collect();
             let (cpu, memory) = usage_json(pod_total, &now);
@@ -250,7 +293,7 @@ async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpE
         .collect();
     let (cpu, memory) = usage_json(stats::machine_usage(), &now);
     Ok(HttpResponse::Ok().json(json!({
-        "node": {"nodeName": node_name, "cpu": cpu, "memory": memory},
+        "node": {"nodeName": state.node_name, "cpu": cpu, "memory": memory},
         "pods": pod_stats,
     })))
 }
@@ -341,19 +384,39 @@ async fn logs(
     Ok(HttpResponse::Ok().content_type("text/plain").body(bytes))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A container log's options, read as the kubelet reads them: any flag value but `0` or
+/// `false` is true (`?previous` too), `tail` names `tailLines` (`all`: every line), an empty
+/// `sinceTime` is none.
+#[derive(Debug)]
 struct LogQuery {
     tail_lines: Option<i64>,
     limit_bytes: Option<i64>,
-    #[serde(default)]
     previous: bool,
-    #[serde(default)]
     follow: bool,
-    #[serde(default)]
     timestamps: bool,
     since_seconds: Option<i64>,
     since_time: Option<String>,
+}
+
+impl LogQuery {
+    fn of(query: &str) -> Result<Self, AgentHttpError> {
+        let bad = |e: crate::error::HttpError| AgentHttpError::BadRequest(e.to_string());
+        let query = Query::of(query).map_err(bad)?;
+        let tail_lines = match (query.number("tailLines").map_err(bad)?, query.get("tail")) {
+            (Some(lines), _) => Some(lines),
+            (None, None | Some("all")) => None,
+            (None, Some(_)) => query.number("tail").map_err(bad)?,
+        };
+        Ok(Self {
+            tail_lines,
+            limit_bytes: query.number("limitBytes").map_err(bad)?,
+            previous: query.flag("previous"),
+            follow: query.flag("follow"),
+            timestamps: query.flag("timestamps"),
+            since_seconds: query.number("sinceSeconds").map_err(bad)?,
+            since_time: query.get("sinceTime").filter(|t| !t.is_empty()).map(String::from),
+        })
+    }
 }
 
 /// `/containerLogs/{namespace}/{pod}/{container}`: the current (or previous) log of a
@@ -362,10 +425,9 @@ async fn container_logs(
     req: HttpRequest,
     state: web::Data<AgentHttp>,
     path: web::Path<(String, String, String)>,
-    query: web::Query<LogQuery>,
 ) -> Result<HttpResponse, AgentHttpError> {
     let (namespace, pod_name, container) = path.into_inner();
-    let query = query.into_inner();
+    let query = LogQuery::of(req.query_string())?;
     let causes = validate_pod_log_options(
         query.tail_lines,
         query.limit_bytes,

@@ -177,7 +177,7 @@ pub fn start(
             None
         }
     };
-    let data_dir = config.data_dir.clone();
+    let (data_dir, node_name) = (config.data_dir.clone(), config.node_name.clone());
     // Only processes can be reached through services: a simulated node has none to forward to.
     let proxy = (settings.service_proxy && settings.runtime == RuntimeKind::Process).then(|| {
         ServiceProxy::start_in_own_thread(client.clone(), config.node_name.clone(), config.address)
@@ -185,8 +185,8 @@ pub fn start(
     let addr = NodeAgent::new(config, client, runtime).start();
     let (http, http_addr) = match listener {
         Some((wanted, listener)) => {
-            let state =
-                http::AgentHttp::new(addr.clone(), data_dir, settings.enable_debugging_handlers);
+            let debugging = settings.enable_debugging_handlers;
+            let state = http::AgentHttp::new(addr.clone(), node_name, data_dir, debugging);
             let (server, bound) = http::serve(state, listener)
                 .map_err(|source| AgentStartError::Bind { addr: wanted, source })?;
             let handle = server.handle();

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::media::{self, Conversion};
 use super::AppState;
 use crate::error::HttpError;
+use crate::health::{self, HealthQuery};
 
 /// The Kubernetes minor version whose API types kplane serves. kubectl's dispatcher runs the
 /// kubectl build matching it.
@@ -34,10 +35,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
 }
 
-/// The checks behind `/healthz`, `/livez` and `/readyz`: the server answers (`ping`), and its
-/// store serves a read and commits (`etcd`, as Kubernetes names the check of its storage): a
-/// shard that can no longer write to disk fails it.
-const CHECKS: [&str; 2] = ["ping", "etcd"];
+/// The checks behind `/healthz`, `/livez` and `/readyz`: the server answers (`ping`), its
+/// logging is not blocked (`log`), and its store serves a read and commits (`etcd`, as
+/// Kubernetes names the check of its storage): a shard that can no longer write to disk
+/// fails it.
+const CHECKS: [&str; 3] = ["ping", "log", "etcd"];
 
 /// How long the store's shards may take to answer the `etcd` check.
 const STORE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -55,54 +57,23 @@ async fn run_check(state: &AppState, name: &str) -> Result<(), String> {
     }
 }
 
-/// `/healthz` (`/livez`, `/readyz`): every check, `ok` when all pass, else 500; with
-/// `verbose` one line a check, as kube-apiserver writes them; `exclude` leaves checks out.
+/// `/healthz` (`/livez`, `/readyz`): every check not excluded, as kube-apiserver answers.
 async fn health(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let endpoint = req.path().trim_start_matches('/').trim_end_matches('/').to_string();
-    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map(|q| q.into_inner())
-        .unwrap_or_default();
-    let verbose = query.iter().any(|(key, _)| key == "verbose");
-    let excluded: Vec<&str> =
-        query.iter().filter(|(key, _)| key == "exclude").map(|(_, v)| v.as_str()).collect();
-    let mut lines = Vec::new();
-    let mut failed = false;
+    let query = HealthQuery::of(req.query_string());
+    let mut outcomes = Vec::new();
     for name in CHECKS {
-        if excluded.contains(&name) {
-            lines.push(format!("[+]{name} excluded: ok"));
-            continue;
-        }
-        match run_check(&state, name).await {
-            Ok(()) => lines.push(format!("[+]{name} ok")),
-            Err(why) => {
-                tracing::warn!(check = name, %why, "{endpoint} check failed");
-                failed = true;
-                lines.push(format!("[-]{name} failed: reason withheld"));
-            }
-        }
+        let skipped = query.excludes(name);
+        outcomes.push((name, if skipped { None } else { Some(run_check(&state, name).await) }));
     }
-    let outcome = if failed { "failed" } else { "passed" };
-    lines.push(format!("{endpoint} check {outcome}"));
-    let body = if verbose || failed { lines.join("\n") + "\n" } else { "ok".to_string() };
-    let mut response =
-        if failed { HttpResponse::InternalServerError() } else { HttpResponse::Ok() };
-    response.content_type("text/plain; charset=utf-8").body(body)
+    health::answer(&endpoint, &query, outcomes)
 }
 
 /// `/healthz/<check>`: that check alone; an unknown one is 404.
 async fn one_check(check: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
     let name = check.into_inner();
-    if !CHECKS.contains(&name.as_str()) {
-        return HttpResponse::NotFound()
-            .content_type("text/plain; charset=utf-8")
-            .body("404 page not found\n");
-    }
-    match run_check(&state, &name).await {
-        Ok(()) => HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok"),
-        Err(_) => HttpResponse::InternalServerError()
-            .content_type("text/plain; charset=utf-8")
-            .body(format!("[-]{name} failed: reason withheld\n")),
-    }
+    let known = CHECKS.contains(&name.as_str());
+    health::answer_one(if known { Some(run_check(&state, &name).await) } else { None })
 }
 
 fn json_response(value: Value) -> HttpResponse {

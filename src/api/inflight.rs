@@ -5,7 +5,9 @@
 //!
 //! Long-running requests (watches, logs, proxying) are not counted, nor are health probes and
 //! metrics, which must answer under load; the others count from when their headers arrive
-//! until their response starts.
+//! until their response starts. A member of `system:masters` on the secure port is answered
+//! even past the limit, as kube-apiserver answers "so powerful" a user; the insecure port's
+//! requests, which name no user, are counted, so that the limit sheds load there too.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -83,6 +85,14 @@ fn exempt(path: &str, query: &str) -> bool {
     long_running || probe
 }
 
+/// Whether the request's authenticated user is a member of `system:masters`.
+fn privileged(req: &ServiceRequest) -> bool {
+    use actix_web::HttpMessage;
+    let extensions = req.extensions();
+    let user = extensions.get::<crate::auth::filter::RequestUser>();
+    user.is_some_and(|user| user.0.groups.iter().any(|g| g == crate::auth::authz::PRIVILEGED_GROUP))
+}
+
 fn mutating(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
@@ -98,7 +108,11 @@ pub async fn limit(
     };
     let limits = &state.inflight;
     let limit = if mutating(req.method()) { &limits.mutating } else { &limits.read_only };
-    let Some(_entered) = limit.enter() else {
+    let entered = limit.enter();
+    if entered.is_none() && privileged(&req) {
+        return next.call(req).await.map(ServiceResponse::map_into_left_body);
+    }
+    let Some(_entered) = entered else {
         let response = HttpError::TooManyRequests.error_response();
         return Ok(req.into_response(response).map_into_right_body());
     };

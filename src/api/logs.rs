@@ -100,7 +100,7 @@ fn validate_options(query: &Query, name: &str) -> Result<(), HttpError> {
 }
 
 /// The container to read: the one named (of any kind, ephemeral ones included), or the only
-/// one.
+/// one (an empty name is none, as Kubernetes' `validateContainer` takes it).
 pub(super) fn container_of(
     pod: &Value,
     name: &str,
@@ -120,7 +120,7 @@ pub(super) fn container_of(
         .flatten()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    match wanted {
+    match wanted.filter(|c| !c.is_empty()) {
         Some(c) if names.contains(&c) => Ok(c.to_string()),
         Some(c) => Err(HttpError::BadRequest(format!("container {c} is not valid for pod {name}"))),
         None if app.len() == 1 => Ok(app[0].to_string()),
@@ -179,6 +179,7 @@ mod tests {
     fn the_container_is_named_or_the_only_one() {
         let one = json!({"spec": {"containers": [{"name": "a"}]}});
         assert_eq!(container_of(&one, "p", None).unwrap(), "a");
+        assert_eq!(container_of(&one, "p", Some("")).unwrap(), "a", "empty is none");
         assert!(container_of(&one, "p", Some("b")).is_err());
         let two = json!({"spec": {"initContainers": [{"name": "i"}],
             "containers": [{"name": "a"}, {"name": "b"}]}});

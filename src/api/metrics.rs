@@ -39,8 +39,11 @@ impl Metrics {
                 "Response latency distribution in seconds for each verb, dry run value, group, \
                  version, resource, subresource, scope and component.",
             )
+            // kube-apiserver's buckets (a stable metric's), so that dashboards and SLO rules
+            // written for it find theirs.
             .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+                0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0,
+                6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
             ]),
             &LABELS,
         )
@@ -57,6 +60,9 @@ impl Metrics {
         registry.register(Box::new(requests.clone())).expect("unique metric");
         registry.register(Box::new(latency.clone())).expect("unique metric");
         registry.register(Box::new(inflight.clone())).expect("unique metric");
+        // The process's own: CPU seconds, resident memory, open files, start time.
+        let process = prometheus::process_collector::ProcessCollector::for_self();
+        registry.register(Box::new(process)).expect("unique metric");
         Self { registry, requests, latency, inflight }
     }
 

@@ -16,7 +16,7 @@ mod media;
 mod metrics;
 mod objects;
 pub mod openapi;
-mod params;
+pub(crate) mod params;
 mod partial;
 pub mod protobuf;
 mod proxy;

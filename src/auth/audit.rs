@@ -2,12 +2,14 @@
 //! kube-apiserver's log backend writes it at level `Metadata`: an `audit.k8s.io/v1` Event with
 //! who asked (user, source IP, user agent), what (verb, URI, object reference), when, the
 //! answer's code, and the authorization decision. A streamed answer (a watch, logs, exec) is
-//! logged when it starts (`ResponseStarted`), every other one when it is complete.
+//! logged when it starts (`ResponseStarted`) and again when it ends (`ResponseComplete`),
+//! every other one when it is complete. The path `-` is the standard output.
 //!
 //! Rotation, as kube-apiserver's (`--audit-log-maxsize`, `--audit-log-maxbackup`,
-//! `--audit-log-maxage`): a log that would grow past its size is renamed with the time of the
-//! rotation (`audit-2026-12-02T14-30-00.123.log` for `audit.log`) and a new one begun; of the
-//! renamed ones, those past the count to keep (the newest are kept) or the age are deleted.
+//! `--audit-log-maxage`): a log that would grow past its size (100 MiB unless set, as
+//! lumberjack's default) is renamed with the time of the rotation
+//! (`audit-2026-12-02T14-30-00.123.log` for `audit.log`) and a new one begun; of the renamed
+//! ones, those past the count to keep (the newest are kept) or the age are deleted.
 
 use std::fs::{File, OpenOptions};
 use std::io::{LineWriter, Write};
@@ -22,20 +24,21 @@ use serde_json::{json, Value};
 use super::attributes::Attributes;
 use super::{AuthConfigError, UserInfo};
 
-/// The log file, shared by the HTTP workers.
+/// The log, shared by the HTTP workers: a file, or the standard output.
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
     /// What a rotated log's name has before and after its time (`audit-`, `.log`).
     backup_affixes: (String, String),
     rotation: Rotation,
-    current: Mutex<Current>,
+    /// The file being written; none for the standard output.
+    current: Option<Mutex<Current>>,
 }
 
 /// When the log is rotated, and which rotated logs are kept (0: no limit).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Rotation {
-    /// Rotate before the log grows past this many bytes; 0 never rotates.
+    /// Rotate before the log grows past this many bytes; 0 is 100 MiB.
     pub max_bytes: u64,
     /// Keep this many rotated logs, the newest.
     pub max_backups: usize,
@@ -63,11 +66,23 @@ fn open_appending(path: &Path) -> std::io::Result<Current> {
     Ok(Current { file: LineWriter::new(file), bytes, rotated: None })
 }
 
-/// The name of the object a request's body carries, noted for its audit event (a create's
-/// `objectRef.name`, which its path lacks), as kube-apiserver takes it from the decoded object.
-pub struct RequestObjectName(pub String);
+/// lumberjack's size of a log that rotates at 0 megabytes, kube-apiserver's default.
+const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
 
-/// Notes the name `object` (a request's decoded body) carries, when requests are audited.
+/// Past this many bytes a user agent is cut, as kube-apiserver's `maybeTruncateUserAgent`.
+const MAX_USER_AGENT: usize = 1024;
+
+/// What a request's body says of its object, noted for its audit event's `objectRef`: its
+/// name (a create's, which its path lacks), uid and resourceVersion, as kube-apiserver takes
+/// them from the decoded object.
+#[derive(Default)]
+pub struct RequestObject {
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+}
+
+/// Notes what `object` (a request's decoded body) says of itself, when requests are audited.
 pub fn note_request_object(
     req: &actix_web::HttpRequest,
     state: &crate::api::AppState,
@@ -77,10 +92,16 @@ pub fn note_request_object(
     if state.security.as_ref().is_none_or(|s| s.audit.is_none()) {
         return;
     }
-    let name = object.pointer("/metadata/name").and_then(serde_json::Value::as_str);
-    if let Some(name) = name.filter(|name| !name.is_empty()) {
-        req.extensions_mut().insert(RequestObjectName(name.to_string()));
-    }
+    let text = |field: &str| {
+        let text = object.pointer(&format!("/metadata/{field}")).and_then(Value::as_str);
+        text.unwrap_or_default().to_string()
+    };
+    let noted = RequestObject {
+        name: text("name"),
+        uid: text("uid"),
+        resource_version: text("resourceVersion"),
+    };
+    req.extensions_mut().insert(noted);
 }
 
 /// One request's record.
@@ -91,7 +112,8 @@ pub struct Record<'a> {
     pub impersonated: Option<&'a UserInfo>,
     pub attributes: &'a Attributes,
     pub uri: &'a str,
-    pub source_ip: Option<String>,
+    /// Where it came from: the proxies `X-Forwarded-For` and `X-Real-Ip` name, then the peer.
+    pub source_ips: Vec<String>,
     pub user_agent: Option<&'a str>,
     pub code: u16,
     pub streamed: bool,
@@ -109,33 +131,61 @@ pub struct Record<'a> {
     /// The `Status` an error was answered with: its status, message, reason and details go
     /// in `responseStatus`, as kube-apiserver logs them.
     pub error: Option<&'a crate::error::ErrorStatus>,
-    /// The name the request's object carried (for a create), when its path has none.
-    pub object_name: Option<&'a str>,
+    /// What the request's object said of itself.
+    pub object: Option<&'a RequestObject>,
 }
 
 impl AuditLog {
-    /// Opens (appending to) the log at `path`, creating it readable by its owner only.
+    /// Opens (appending to) the log at `path`, creating it readable by its owner only; `-`
+    /// is the standard output.
     pub fn open(path: &Path, rotation: Rotation) -> Result<Self, AuthConfigError> {
-        let current = open_appending(path).map_err(|e| AuthConfigError::file(path, e))?;
+        let rotation = Rotation {
+            max_bytes: if rotation.max_bytes == 0 { DEFAULT_MAX_BYTES } else { rotation.max_bytes },
+            ..rotation
+        };
+        let current = if path == Path::new("-") {
+            None
+        } else {
+            let current = open_appending(path).map_err(|e| AuthConfigError::file(path, e))?;
+            Some(Mutex::new(current))
+        };
         let stem = path.file_stem().unwrap_or_default().to_string_lossy();
         let extension = path.extension().map(|e| format!(".{}", e.to_string_lossy()));
         Ok(AuditLog {
             path: path.to_path_buf(),
             backup_affixes: (format!("{stem}-"), extension.unwrap_or_default()),
             rotation,
-            current: Mutex::new(current),
+            current,
         })
     }
 
-    pub fn write(&self, record: &Record) {
-        self.write_line(&event(record).to_string());
+    /// Writes the event of `record`, and answers it (to be completed when a streamed answer
+    /// ends).
+    pub fn write(&self, record: &Record) -> Value {
+        let event = event(record);
+        self.write_line(&event.to_string());
+        event
+    }
+
+    /// Writes the `ResponseComplete` stage of a streamed answer's `event`, now that it ended.
+    pub fn complete(&self, mut event: Value) {
+        event["stage"] = json!("ResponseComplete");
+        event["stageTimestamp"] = json!(micro_time());
+        self.write_line(&event.to_string());
     }
 
     fn write_line(&self, line: &str) {
-        let mut current = self.current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(current) = &self.current else {
+            let mut out = std::io::stdout().lock();
+            if let Err(error) = writeln!(out, "{line}") {
+                tracing::warn!(%error, "writing the audit log");
+            }
+            return;
+        };
+        let mut current = current.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let bytes = line.len() as u64 + 1;
         let max = self.rotation.max_bytes;
-        if max > 0 && current.bytes > 0 && current.bytes + bytes > max {
+        if current.bytes > 0 && current.bytes + bytes > max {
             match self.rotate(&mut current) {
                 Ok(()) => self.prune(),
                 Err(error) => tracing::warn!(%error, "rotating the audit log"),
@@ -225,7 +275,7 @@ fn event(r: &Record) -> Value {
         "requestURI": r.uri,
         "verb": a.verb,
         "user": r.user.to_json(),
-        "sourceIPs": r.source_ip.iter().collect::<Vec<_>>(),
+        "sourceIPs": r.source_ips,
         "responseStatus": {"metadata": {}, "code": r.code},
         "requestReceivedTimestamp": r.received,
         "stageTimestamp": micro_time(),
@@ -247,21 +297,21 @@ fn event(r: &Record) -> Value {
         event["responseStatus"]["message"] = json!(attempted);
     }
     if let Some(agent) = r.user_agent {
-        event["userAgent"] = json!(agent);
+        event["userAgent"] = json!(truncated_user_agent(agent));
     }
     if let Some(impersonated) = r.impersonated {
         event["impersonatedUser"] = impersonated.to_json();
     }
     if a.resource_request {
         let mut object = json!({"resource": a.resource, "apiVersion": a.api_version});
-        let name = match r.object_name {
-            Some(name) if a.name.is_empty() => name,
-            _ => a.name.as_str(),
-        };
+        let noted = |field: fn(&RequestObject) -> &str| r.object.map(field).unwrap_or_default();
+        let name = if a.name.is_empty() { noted(|o| &o.name) } else { a.name.as_str() };
         for (key, value) in [
             ("namespace", a.namespace.as_str()),
             ("name", name),
+            ("uid", noted(|o| &o.uid)),
             ("apiGroup", a.api_group.as_str()),
+            ("resourceVersion", noted(|o| &o.resource_version)),
             ("subresource", a.subresource.as_str()),
         ] {
             if !value.is_empty() {
@@ -271,6 +321,88 @@ fn event(r: &Record) -> Value {
         event["objectRef"] = object;
     }
     event
+}
+
+/// A user agent as logged: past 1024 bytes, cut (at a character) and marked `...TRUNCATED`.
+fn truncated_user_agent(agent: &str) -> String {
+    if agent.len() <= MAX_USER_AGENT {
+        return agent.to_string();
+    }
+    let mut end = MAX_USER_AGENT;
+    while !agent.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...TRUNCATED", &agent[..end])
+}
+
+/// Where a request came from, as kube-apiserver's `SourceIPs`: the addresses
+/// `X-Forwarded-For` lists, then `X-Real-Ip`'s and the peer's when not listed already.
+pub fn source_ips(
+    headers: &actix_web::http::header::HeaderMap,
+    peer: Option<String>,
+) -> Vec<String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let mut ips: Vec<String> = header("x-forwarded-for")
+        .into_iter()
+        .flat_map(|list| list.split(','))
+        .map(str::trim)
+        .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
+        .map(String::from)
+        .collect();
+    let real = header("x-real-ip").filter(|ip| ip.parse::<std::net::IpAddr>().is_ok());
+    for ip in real.map(String::from).into_iter().chain(peer) {
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
+    ips
+}
+
+/// A streamed answer's body, which calls `on_end` once when it ends or is dropped (its client
+/// gone): its audit event's `ResponseComplete` stage.
+pub struct Completing<B, F: FnOnce()> {
+    body: std::pin::Pin<Box<B>>,
+    on_end: Option<F>,
+}
+
+impl<B, F: FnOnce()> Completing<B, F> {
+    pub fn new(body: B, on_end: F) -> Self {
+        Self { body: Box::pin(body), on_end: Some(on_end) }
+    }
+
+    fn end(&mut self) {
+        if let Some(on_end) = self.on_end.take() {
+            on_end();
+        }
+    }
+}
+
+impl<B, F: FnOnce()> Drop for Completing<B, F> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl<B: actix_web::body::MessageBody, F: FnOnce() + Unpin> actix_web::body::MessageBody
+    for Completing<B, F>
+{
+    type Error = B::Error;
+
+    fn size(&self) -> actix_web::body::BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<actix_web::web::Bytes, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = this.body.as_mut().poll_next(cx);
+        if let std::task::Poll::Ready(None) = polled {
+            this.end();
+        }
+        polled
+    }
 }
 
 /// Now, with microseconds, as audit events time their stages.

@@ -160,13 +160,14 @@ pub async fn guard(
             let extensions = req.extensions();
             let audit_id = extensions.get::<crate::api::response_headers::AuditId>();
             let audit_id = audit_id.and_then(|id| id.0.to_str().ok()).unwrap_or_default();
-            let object_name = extensions.get::<crate::auth::audit::RequestObjectName>();
-            log.write(&Record {
+            let object = extensions.get::<crate::auth::audit::RequestObject>();
+            let peer = req.peer_addr().map(|a| a.ip().to_string());
+            let event = log.write(&Record {
                 user,
                 impersonated,
                 attributes: &attributes,
                 uri: &req.uri().to_string(),
-                source_ip: req.peer_addr().map(|a| a.ip().to_string()),
+                source_ips: audit::source_ips(req.headers(), peer),
                 user_agent: req.headers().get("user-agent").and_then(|v| v.to_str().ok()),
                 code,
                 streamed,
@@ -176,9 +177,11 @@ pub async fn guard(
                 received: &received,
                 audit_id,
                 error,
-                object_name: object_name.map(|name| name.0.as_str()),
+                object,
             });
+            return Some(event);
         }
+        None
     };
     // A refusal, audited with the authorization's decision and reason (none for a failed
     // authentication).
@@ -275,12 +278,23 @@ pub async fn guard(
     let streamed = matches!(response.response().body().size(), actix_web::body::BodySize::Stream);
     let decision = if secure || impersonated.is_some() { "allow" } else { "" };
     let users = (&user, impersonated.as_ref());
-    {
+    let started = {
         let extensions = response.response().extensions();
         let answer = (response.status().as_u16(), extensions.get::<ErrorStatus>());
-        audit(response.request(), users, answer, streamed, decision, &reason);
+        audit(response.request(), users, answer, streamed, decision, &reason)
+    };
+    // A streamed answer is logged again, complete, once it ends (or its client goes).
+    match started.filter(|_| streamed) {
+        Some(event) => Ok(response.map_body(|_, body| {
+            let on_end = move || {
+                if let Some(log) = &security.audit {
+                    log.complete(event);
+                }
+            };
+            EitherBody::right(BoxBody::new(audit::Completing::new(body, on_end)))
+        })),
+        None => Ok(response.map_into_left_body()),
     }
-    Ok(response.map_into_left_body())
 }
 
 #[cfg(test)]

@@ -337,10 +337,18 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
         agent("/containerLogs/default/talker/c").1 == "hello from talker on node-a\n"
     });
     assert_eq!(agent("/healthz"), (200, "ok".into()));
-    let verbose = "[+]ping ok\n[+]syncloop ok\nhealthz check passed\n";
+    let verbose = "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n";
     assert_eq!(agent("/healthz?verbose"), (200, verbose.into()));
     assert_eq!(agent("/healthz/syncloop"), (200, "ok".into()));
     assert_eq!(agent("/healthz/nosuch").0, 404);
+    assert_eq!(agent("/nosuch"), (404, "404 page not found\n".into()));
+    // The summary names the node (its own name, not a pod's).
+    let summary: Value = serde_json::from_str(&agent("/stats/summary").1).unwrap();
+    assert_eq!(summary["node"]["nodeName"], "node-a", "{summary}");
+    // Log options are read as the kubelet reads them: any flag value, `tail`, empty times.
+    let read = agent("/containerLogs/default/talker/c?timestamps=1&tail=1&sinceTime=");
+    assert_eq!(read.0, 200, "{read:?}");
+    assert!(read.1.ends_with(" hello from talker on node-a\n") && read.1.len() > 30, "{read:?}");
     let pods: Value = serde_json::from_str(&agent("/pods").1).unwrap();
     assert_eq!(pods["items"].as_array().unwrap().len(), 2);
     // The running pods as the kubelet's runtime knows them: names, uids, containers' images.
@@ -1314,6 +1322,10 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     );
     server.post("/api/v1/namespaces/default/pods", &family);
     wait_until(WAIT, "the family's child runs", || process_running(&child));
+    let phoenix = pod_on("phoenix", "node-b", json!({"name": "c", "image": "kplane/pause"}));
+    server.post("/api/v1/namespaces/default/pods", &phoenix);
+    let phoenix =
+        wait_pod(&server, "phoenix", "phoenix runs", |p| p["status"]["phase"] == "Running");
 
     // kill -9 the agent: the container keeps running and is adopted, not started twice.
     agent.kill().unwrap();
@@ -1325,11 +1337,25 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     let pods_url = format!("http://127.0.0.1:{port}/pods");
     wait_until(WAIT, "the agent has the pods again", || {
         let pods: Value = server.http.get(&pods_url).send().unwrap().json().unwrap();
-        pods["items"].as_array().is_some_and(|items| items.len() == 2)
+        pods["items"].as_array().is_some_and(|items| items.len() == 3)
     });
     let after = get_pod(&server, "sleeper");
     assert_eq!(pid_of(&after), pid, "the same process, adopted");
     assert_eq!(after["status"]["containerStatuses"][0]["restartCount"], 0);
+    // An adopted container that dies is run again at once (a restarted kubelet has no
+    // back-off for it), and its new run keeps running: what the old one left is cleaned up
+    // before the new one starts in its control group.
+    let adopted = pid_of(&phoenix);
+    let leader = nix::unistd::Pid::from_raw(adopted as i32);
+    nix::sys::signal::kill(leader, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let reborn = wait_pod(&server, "phoenix", "phoenix runs again", |p| {
+        let c = &p["status"]["containerStatuses"][0];
+        c["restartCount"] == 1 && c["state"]["running"].is_object()
+    });
+    let status = &reborn["status"]["containerStatuses"][0];
+    assert_eq!(status["lastState"]["terminated"]["exitCode"], 137, "{status}");
+    let new_pid = pid_of(&reborn);
+    assert!(new_pid != adopted && alive(new_pid), "{status}");
     // An adopted container's stop takes what it started with it, as one of its own would.
     let url = server.url("/api/v1/namespaces/default/pods/family");
     assert_eq!(server.http.delete(url).send().unwrap().status().as_u16(), 200);
@@ -1360,10 +1386,13 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     wait_until(WAIT, "the orphan is stopped", || !alive(pid));
     // An agent that stops leaves its containers running (to adopt them): the test's last pod
     // is deleted first, so that no process of the test outlives it.
-    let second_pid = pid_of(&get_pod(&server, "second"));
-    let url = server.url("/api/v1/namespaces/default/pods/second?gracePeriodSeconds=0");
-    assert_eq!(server.http.delete(url).send().unwrap().status().as_u16(), 200);
-    wait_until(WAIT, "the last pod is stopped", || !alive(second_pid));
+    for last in ["second", "phoenix"] {
+        let last_pid = pid_of(&get_pod(&server, last));
+        let url =
+            server.url(&format!("/api/v1/namespaces/default/pods/{last}?gracePeriodSeconds=0"));
+        assert_eq!(server.http.delete(url).send().unwrap().status().as_u16(), 200);
+        wait_until(WAIT, "the last pods are stopped", || !alive(last_pid));
+    }
     terminate(&mut agent);
 }
 

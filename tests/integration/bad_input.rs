@@ -763,6 +763,31 @@ fn delete_collection_with_a_limit_deletes_one_page() {
     assert!(names(&server.get(configmaps).1).is_empty());
 }
 
+/// A deletecollection's continue token is a list's: deleting goes on from where it points,
+/// and one that cannot be read deletes nothing (400), as Kubernetes' `DeleteCollection` lists.
+#[test]
+fn delete_collection_goes_on_from_its_continue_token() {
+    let server = Server::start();
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    for name in ["e1", "e2", "e3"] {
+        let map = json!({"metadata": {"name": name}});
+        assert_eq!(server.post(configmaps, &map).0, 201);
+    }
+    let names = |list: &Value| -> Vec<String> {
+        let items = list["items"].as_array().unwrap().iter();
+        items.map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    let (code, refused) = server.delete(&format!("{configmaps}?continue=garbage"));
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(names(&server.get(configmaps).1), ["e1", "e2", "e3"], "nothing deleted");
+    let (_, first) = server.get(&format!("{configmaps}?limit=1"));
+    let token = first["metadata"]["continue"].as_str().expect("a continue token").to_string();
+    let (code, deleted) = server.delete(&format!("{configmaps}?continue={token}"));
+    assert_eq!(code, 200, "{deleted}");
+    assert_eq!(names(&deleted), ["e2", "e3"]);
+    assert_eq!(names(&server.get(configmaps).1), ["e1"]);
+}
+
 /// As in Kubernetes, a collection across namespaces is only read: no create without a
 /// namespace, no one request deleting in every namespace; and namespaces themselves have no
 /// deletecollection.

@@ -115,3 +115,39 @@ fn a_log_that_cannot_be_written_stops_nothing() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// `--audit-log-path -` writes the audit log to the standard output, as kube-apiserver's.
+#[test]
+fn an_audit_log_of_dash_is_the_standard_output() {
+    use std::io::BufRead;
+    let data = tempfile::tempdir().unwrap();
+    let port = util::free_port().to_string();
+    let mut cmd = Server::command();
+    cmd.args(["server", "--insecure-port", &port, "--secure-port", "0", "--data-dir"])
+        .arg(data.path())
+        .args(["--audit-log-path", "-"])
+        .current_dir(data.path())
+        .env("KPLANE_AGENT__ENABLED", "false")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let http = reqwest::blocking::Client::new();
+    let url = format!("http://127.0.0.1:{port}/api/v1/namespaces/default");
+    util::wait_until(Duration::from_secs(30), "the server answers", || {
+        http.get(&url).header("Audit-ID", "to-stdout").send().is_ok_and(|r| r.status() == 200)
+    });
+    let mut logged = false;
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if event["auditID"] == "to-stdout" {
+            assert_eq!(event["objectRef"]["resource"], "namespaces", "{event}");
+            logged = true;
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(logged, "the request's event is on the standard output");
+    assert!(!data.path().join("-").exists(), "no file named -");
+}

@@ -59,7 +59,11 @@ fn version_api_resources_and_cluster_info() {
     assert!(out.contains("is running at"), "{out}");
     // Health, as kube-apiserver reports it: each check with `verbose`, one by its name.
     let out = k.ok(&["get", "--raw", "/readyz?verbose"]);
-    assert_eq!(out.trim(), "[+]ping ok\n[+]etcd ok\nreadyz check passed", "{out}");
+    assert_eq!(out.trim(), "[+]ping ok\n[+]log ok\n[+]etcd ok\nreadyz check passed", "{out}");
+    let out = k.ok(&["get", "--raw", "/livez?verbose&exclude=log&exclude=nosuch"]);
+    let said = "[+]ping ok\n[+]log excluded: ok\n[+]etcd ok\nwarn: some health checks cannot be \
+                excluded: no matches for \"nosuch\"\nlivez check passed";
+    assert_eq!(out.trim(), said, "{out}");
     assert_eq!(k.ok(&["get", "--raw", "/healthz"]), "ok");
     assert_eq!(k.ok(&["get", "--raw", "/livez/etcd"]), "ok");
     let (found, _, _) = k.run(&["get", "--raw", "/healthz/nonexistent"]);

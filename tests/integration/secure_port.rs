@@ -214,11 +214,31 @@ fn the_secure_port_authenticates_authorizes_and_audits() {
     let fresh = header(&fresh, "audit-id").expect("an audit ID");
     assert_eq!(uuid::Uuid::parse_str(&fresh).unwrap().get_version_num(), 4, "{fresh}");
 
+    // A watch is logged as it starts and again as it ends, from where its proxies say.
+    let watch = server.url("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1");
+    let watched = http.get(watch).header("Audit-ID", "watched-1");
+    let watched = watched.header("X-Forwarded-For", "10.1.2.3, junk").send().unwrap();
+    assert_eq!(watched.status().as_u16(), 200);
+    watched.text().unwrap();
+    // A replace's object is referred to with its uid and resourceVersion.
+    let (_, current) = server.get("/api/v1/namespaces/default/configmaps/from-alice");
+    let replace = http.put(&traced).header("Audit-ID", "replaced-1").json(&current);
+    assert_eq!(replace.send().unwrap().status().as_u16(), 200);
+
     let events: Vec<Value> = std::fs::read_to_string(&audit)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
+    let with_id = |id: &str| events.iter().filter(|e| e["auditID"] == id).collect::<Vec<_>>();
+    let watched = with_id("watched-1");
+    let stages: Vec<&Value> = watched.iter().map(|e| &e["stage"]).collect();
+    assert_eq!(stages, [&json!("ResponseStarted"), &json!("ResponseComplete")], "{watched:?}");
+    assert_eq!(watched[1]["sourceIPs"], json!(["10.1.2.3", "127.0.0.1"]), "{watched:?}");
+    let replaced = with_id("replaced-1");
+    let meta = &current["metadata"];
+    assert_eq!(replaced[0]["objectRef"]["uid"], meta["uid"], "{replaced:?}");
+    assert_eq!(replaced[0]["objectRef"]["resourceVersion"], meta["resourceVersion"]);
     let logged = |user: &str, verb: &str, code: u16| {
         events.iter().any(|e| {
             e["user"]["username"] == user

@@ -1178,17 +1178,18 @@ impl PodState {
     }
 
     /// Records an exit (`oom_killed`: the kernel's OOM killer ended one of its processes) and
-    /// decides what comes next for that container. A run an agent stopped
-    /// as it shut down (`stopped_at_shutdown`) did not fail: when its restart policy runs it
-    /// again, it runs at once, its back-off reset, as the kubelet restarts a node's containers
-    /// after the node restarted.
+    /// decides what comes next for that container. A run begun before this agent started
+    /// (`before_this_agent`: one an agent stopped as it shut down, or one adopted that has
+    /// since ended) has no back-off here: when its restart policy runs it again, it runs at
+    /// once, its back-off reset, as a restarted kubelet (whose back-off is in memory) restarts
+    /// it.
     fn exited(
         &mut self,
         name: &str,
         pid: u32,
         code: i32,
         oom_killed: bool,
-        stopped_at_shutdown: bool,
+        before_this_agent: bool,
     ) {
         let config = self.config.clone();
         let policy = self.restart_policy().to_string();
@@ -1253,7 +1254,7 @@ impl PodState {
             };
         c.finished = !restart;
         if restart {
-            let afresh = redefined || stopped_at_shutdown;
+            let afresh = redefined || before_this_agent;
             // A run longer than the back-off's expiry starts it over: this restart is at once,
             // as the kubelet's back-off entry has expired (twice its longest wait).
             let expired = running.since.elapsed() >= BACKOFF_RESET_AFTER;
@@ -1445,7 +1446,7 @@ impl PodState {
             if seen_running {
                 ctx.runtime.kill_left_behind(pid, start_ticks);
             }
-            self.exited(&name, pid, 137, false, false);
+            self.exited(&name, pid, 137, false, true);
             let c = self.containers.iter_mut().find(|c| c.name == name);
             if let Some(t) = c.and_then(|c| c.terminated.as_mut()) {
                 t.reason = "ContainerStatusUnknown".into();

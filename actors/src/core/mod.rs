@@ -1664,7 +1664,8 @@ impl ApiCore {
 
     /// Deletes every object a list with `options` would return; returns that list, as it was
     /// listed (as Kubernetes' `DeleteCollection` does). With a `limit`, only the page that
-    /// list returns is deleted, and the page's continue token comes back with it.
+    /// list returns is deleted, and the page's continue token comes back with it; a continue
+    /// token alone deletes from where it points on (and one that cannot be read, nothing).
     pub async fn delete_collection(
         &self,
         resource: &'static ResourceType,
@@ -1673,7 +1674,7 @@ impl ApiCore {
         options: &DeleteOptions,
     ) -> Result<ObjectList, ApiError> {
         let paged = list.limit.is_some_and(|limit| limit > 0);
-        let all = ListOptions { limit: None, continue_token: None, ..list.clone() };
+        let all = ListOptions { limit: None, ..list.clone() };
         let page = self.list(resource, namespace, if paged { list } else { &all }).await?;
         // A collection's delete passes over the system PriorityClasses, which a delete of one
         // refuses, rather than failing on them.

@@ -36,7 +36,14 @@ pub struct ProcessRuntime {
     join_launcher: Vec<String>,
     /// The group of each container that has one, by its first process.
     groups: Arc<Groups>,
+    /// The groups being emptied of what an adopted container left behind, by their name: a
+    /// new run of that container waits for it (the cleanup would kill the run, or remove the
+    /// group under it).
+    cleanups: Mutex<HashMap<String, Cleanup>>,
 }
+
+/// An adopted container's group being emptied and removed.
+type Cleanup = futures::future::Shared<futures::future::BoxFuture<'static, ()>>;
 
 impl ProcessRuntime {
     /// A runtime that puts each container in control groups under `mount` (`/sys/fs/cgroup`)
@@ -51,7 +58,7 @@ impl ProcessRuntime {
                  controller): memory limits are per process"
             ),
         }
-        Self { cgroups, join_launcher, groups: Arc::default() }
+        Self { cgroups, join_launcher, groups: Arc::default(), cleanups: Mutex::default() }
     }
 
     /// `argv` run by the launcher once it has joined `group`.
@@ -134,7 +141,7 @@ impl ProcessRuntime {
         let pid = child.id().ok_or_else(|| RuntimeError::Start("exited at once".into()))?;
         let groups = self.groups.clone();
         if let Some(group) = &group {
-            locked(&groups).insert(pid, group.clone());
+            locked(&groups).insert(pid, (launch.group.clone(), group.clone()));
         }
         let exit = async move {
             let code = child.wait().await.map_or(255, exit_code);
@@ -167,7 +174,7 @@ impl ProcessRuntime {
     }
 
     fn group_of(&self, leader: u32) -> Option<Arc<ContainerCgroup>> {
-        locked(&self.groups).get(&leader).cloned()
+        locked(&self.groups).get(&leader).map(|(_, group)| group.clone())
     }
 }
 
@@ -192,6 +199,10 @@ impl Runtime for ProcessRuntime {
         let launched = self.cgroups.is_some() || launch.program != program;
         if launched && !findable(&launch.program, launch.working_dir.as_deref()) {
             return Err(RuntimeError::NotFound(launch.program.clone()));
+        }
+        let cleanup = locked(&self.cleanups).remove(&launch.group);
+        if let Some(cleanup) = cleanup {
+            cleanup.await;
         }
         let group = match &self.cgroups {
             Some(cgroups) => {
@@ -230,22 +241,25 @@ impl Runtime for ProcessRuntime {
     }
 
     fn kill_left_behind(&self, leader: u32, start_ticks: u64) {
+        use futures::FutureExt;
         // Gone, or not yet reaped by its new parent (it is no child of this agent's).
         if proc_stat(leader).is_none_or(|s| s.start_ticks == start_ticks) {
             signal_container(leader, Signal::SIGKILL);
         }
         let group = locked(&self.groups).remove(&leader);
-        if let Some(group) = group {
-            tokio::spawn(async move {
+        if let Some((name, group)) = group {
+            let cleanup = tokio::spawn(async move {
                 group.kill_all().await;
                 group.remove();
             });
+            let cleanup = cleanup.map(|_| ()).boxed().shared();
+            locked(&self.cleanups).insert(name, cleanup);
         }
     }
 
     fn adopt(&self, leader: u32, group: &str) {
-        if let Some(group) = self.cgroups.as_ref().and_then(|c| c.existing(group)) {
-            locked(&self.groups).insert(leader, Arc::new(group));
+        if let Some(found) = self.cgroups.as_ref().and_then(|c| c.existing(group)) {
+            locked(&self.groups).insert(leader, (group.to_string(), Arc::new(found)));
         }
     }
 
@@ -254,16 +268,17 @@ impl Runtime for ProcessRuntime {
     }
 
     fn joining_groups_of(&self, leader: u32) -> Vec<String> {
-        let group = locked(&self.groups).get(&leader).cloned();
+        let group = self.group_of(leader);
         group.map(|group| self.joining(&group, &[])).unwrap_or_default()
     }
 }
 
-/// The containers' groups by first process (a panic elsewhere leaves the map usable).
-type Groups = Mutex<HashMap<u32, Arc<ContainerCgroup>>>;
+/// Each container's group (its name and the group), by the container's first process.
+type Groups = Mutex<HashMap<u32, (String, Arc<ContainerCgroup>)>>;
 
-fn locked(groups: &Groups) -> MutexGuard<'_, HashMap<u32, Arc<ContainerCgroup>>> {
-    groups.lock().unwrap_or_else(PoisonError::into_inner)
+/// A map of the runtime's, locked (a panic elsewhere leaves it usable).
+fn locked<T>(map: &Mutex<T>) -> MutexGuard<'_, T> {
+    map.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Whether `program` is there to run: a path (from `dir` when relative), or a name found in
