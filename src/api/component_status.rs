@@ -128,9 +128,7 @@ fn one(
             let include = super::objects::include_object(query)?;
             table_response(table::table_of_computed(resource.kind, vec![status], include), version)
         }
-        Conversion::Metadata(version) => converted(
-            "PartialObjectMetadata",
-            version,
+        Conversion::Metadata(version) => json_response(
             json!({"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{version}"),
                    "metadata": status["metadata"]}),
         ),
@@ -170,12 +168,8 @@ fn list(
                            "metadata": s["metadata"]})
                 })
                 .collect();
-            converted(
-                "PartialObjectMetadataList",
-                version,
-                json!({"kind": "PartialObjectMetadataList", "apiVersion": api_version,
-                       "metadata": {}, "items": items}),
-            )
+            json_response(json!({"kind": "PartialObjectMetadataList", "apiVersion": api_version,
+                       "metadata": {}, "items": items}))
         }
         Conversion::Metadata(_) => return Err(super::partial::list_refused(resource)),
         Conversion::None | Conversion::Discovery(_) => json_response(json!({
@@ -189,10 +183,6 @@ fn list(
 
 fn json_response(body: Value) -> HttpResponse {
     super::objects::json_bytes(StatusCode::OK, body.to_string().into())
-}
-
-fn converted(kind: &str, version: &str, body: Value) -> HttpResponse {
-    super::objects::converted(StatusCode::OK, kind, version, body.to_string().into())
 }
 
 fn table_response(table: Value, version: &str) -> HttpResponse {

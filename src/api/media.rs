@@ -81,12 +81,6 @@ impl Conversion {
     }
 }
 
-/// The content type of a response converted to `kind` of `meta.k8s.io` `version`, as
-/// kube-apiserver writes a Table's.
-pub fn converted_type(kind: &str, version: &str) -> String {
-    format!("application/json;as={kind};v={version};g=meta.k8s.io")
-}
-
 /// One entry of `Accept`: its type, whether it asks for indented output and what it asks the
 /// response to be turned into.
 struct MediaRange<'a> {
@@ -285,8 +279,7 @@ fn reencode(json: &[u8], encoding: Encoding) -> Option<(Option<&'static str>, Ve
         // Keys sorted, as Kubernetes' YAML (JSON turned into YAML through Go maps) has them.
         Encoding::Yaml => {
             let value: serde_json::Value = serde_json::from_slice(json).ok()?;
-            let yaml = serde_yaml::to_string(&value).ok()?;
-            Some((Some("application/yaml"), yaml.into_bytes()))
+            Some((Some("application/yaml"), super::yaml::to_string(&value).into_bytes()))
         }
     }
 }

@@ -28,6 +28,7 @@ mod streams;
 mod table;
 pub(crate) mod tokens;
 mod watch;
+mod yaml;
 
 use std::time::Duration;
 

@@ -640,7 +640,7 @@ async fn scale(
             Conversion::Metadata(version) => {
                 let metadata = scale.get("metadata").cloned().unwrap_or_default();
                 let partial = partial::of_metadata(metadata, version).to_string();
-                converted(StatusCode::OK, "PartialObjectMetadata", version, partial.into())
+                converted(StatusCode::OK, partial.into())
             }
             Conversion::MetadataList(_) => {
                 return Err(partial::object_refused("autoscaling", "Scale"))
@@ -913,7 +913,7 @@ fn object_response(
         }
         Conversion::Metadata(version) => {
             let partial = partial::of_object(object, version).to_string();
-            converted(status, "PartialObjectMetadata", version, partial.into())
+            converted(status, partial.into())
         }
         Conversion::MetadataList(_) => {
             return Err(partial::object_refused(resource.group, resource.kind))
@@ -931,14 +931,10 @@ pub(super) fn include_object(query: &Query) -> Result<IncludeObject, HttpError> 
     })
 }
 
-/// A response converted to `kind` of `meta.k8s.io` `version`.
-pub(super) fn converted(
-    status: StatusCode,
-    kind: &str,
-    version: &str,
-    body: bytes::Bytes,
-) -> HttpResponse {
-    HttpResponse::build(status).content_type(media::converted_type(kind, version)).body(body)
+/// A response converted to a kind of `meta.k8s.io` (a Table, PartialObjectMetadata): JSON,
+/// labelled plainly, as kube-apiserver labels it (only discovery names its kind in the type).
+pub(super) fn converted(status: StatusCode, body: bytes::Bytes) -> HttpResponse {
+    HttpResponse::build(status).content_type("application/json").body(body)
 }
 
 /// What a delete answers, as Kubernetes' storage does: the object while it is not gone yet (a
@@ -967,7 +963,7 @@ fn delete_response(
 /// A Table of `meta.k8s.io` `version`.
 pub(super) fn table_response(status: StatusCode, table: Value, version: &str) -> HttpResponse {
     let table = table::in_version(table, version).to_string();
-    converted(status, "Table", version, table.into())
+    converted(status, table.into())
 }
 
 /// A list in the form `Accept` asks for: as it is, as a Table or as its items' metadata.
@@ -992,8 +988,7 @@ fn list_response(
             table_response(StatusCode::OK, table, version)
         }
         Conversion::MetadataList(version) => {
-            let kind = "PartialObjectMetadataList";
-            converted(StatusCode::OK, kind, version, partial::of_list(list, version))
+            converted(StatusCode::OK, partial::of_list(list, version))
         }
         Conversion::Metadata(_) => return Err(partial::list_refused(resource)),
     })

@@ -128,13 +128,9 @@ pub async fn serve(
                 Ok::<Bytes, actix_web::Error>(bytes)
             }
         });
-    let content_type = match conversion {
-        Conversion::Table(version) => media::converted_type("Table", version),
-        Conversion::Metadata(version) => media::converted_type("PartialObjectMetadata", version),
-        _ => "application/json".to_string(),
-    };
     let encoded = crate::peer::until_gone(req, encoded);
-    Ok(HttpResponse::Ok().content_type(content_type).streaming(encoded))
+    // JSON, whatever the events were converted to, as kube-apiserver labels a watch.
+    Ok(HttpResponse::Ok().content_type("application/json").streaming(encoded))
 }
 
 /// Whether a field selector requires `metadata.name` to be `name` (an `=` or `==` term on it),

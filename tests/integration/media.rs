@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::util::Server;
 
@@ -34,6 +34,21 @@ fn json_indented_for_curl_yaml_on_request_and_406_otherwise() {
     assert_eq!((code, content_type.as_str()), (200, "application/yaml"), "{yaml}");
     assert!(yaml.starts_with("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n"), "{yaml}");
     assert_eq!(serde_yaml::from_str::<Value>(&yaml).unwrap(), compact);
+    // Strings a YAML 1.1 reader (go-yaml, PyYAML, kubectl) would take for something else are
+    // quoted, as Kubernetes quotes them: the YAML reads back as the object.
+    let data = json!({"on": "on", "n": "N", "octal": "012", "day": "2002-12-14", "time": "12:30",
+        "script": "echo a\necho b\n"});
+    let map = json!({"metadata": {"name": "ambiguous"}, "data": data});
+    assert_eq!(server.post("/api/v1/namespaces/default/configmaps", &map).0, 201);
+    let path = "/api/v1/namespaces/default/configmaps/ambiguous";
+    let (_, _, yaml) = server.get_with(path, &[("Accept", "application/yaml")]);
+    for quoted in [r#""on": "on""#, r#""n": "N""#, r#"octal: "012""#, r#"day: "2002-12-14""#] {
+        assert!(yaml.contains(quoted), "{quoted} in {yaml}");
+    }
+    assert!(yaml.contains("  script: |\n    echo a\n    echo b\n"), "{yaml}");
+    assert!(yaml.contains("creationTimestamp: \"20"), "{yaml}");
+    let read: Value = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(read["data"], data, "{yaml}");
 
     for (path, accept, accepted) in [
         (
@@ -153,7 +168,8 @@ fn metadata_only_objects_lists_and_watch_events() {
     let (code, content_type, partial) =
         get("/api/v1/namespaces/default", &asking("PartialObjectMetadata", "v1beta1"));
     assert_eq!(code, 200, "{partial}");
-    assert_eq!(content_type, "application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io");
+    // Labelled plain JSON, as kube-apiserver labels a conversion.
+    assert_eq!(content_type, "application/json");
     let expected = serde_json::json!({"kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1beta1", "metadata": whole["metadata"]});
     assert_eq!(partial, expected);
@@ -161,7 +177,7 @@ fn metadata_only_objects_lists_and_watch_events() {
     let (code, content_type, list) =
         get("/api/v1/namespaces?limit=2", &asking("PartialObjectMetadataList", "v1"));
     assert_eq!(code, 200, "{list}");
-    assert_eq!(content_type, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io");
+    assert_eq!(content_type, "application/json");
     assert_eq!(
         (&list["kind"], &list["apiVersion"]),
         (&"PartialObjectMetadataList".into(), &"meta.k8s.io/v1".into())
@@ -213,10 +229,7 @@ fn metadata_only_objects_lists_and_watch_events() {
                  &sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
     let (code, content_type, events) =
         server.get_with(watch, &[("Accept", &asking("PartialObjectMetadata", "v1"))]);
-    assert_eq!(
-        (code, content_type.as_str()),
-        (200, "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io")
-    );
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
     let events: Vec<Value> = events.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let added: Vec<&Value> = events.iter().filter(|e| e["type"] == "ADDED").collect();
     assert_eq!(added.len(), 4, "{events:?}");
@@ -245,7 +258,7 @@ fn metadata_only_objects_lists_and_watch_events() {
     // A Table in the version asked for.
     let beta = "application/json;as=Table;v=v1beta1;g=meta.k8s.io";
     let (code, content_type, table) = get("/api/v1/namespaces", beta);
-    assert_eq!((code, content_type.as_str()), (200, beta));
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
     assert_eq!(table["apiVersion"], "meta.k8s.io/v1beta1");
     assert_eq!(table["rows"][0]["object"]["apiVersion"], "meta.k8s.io/v1beta1");
     // includeObject is checked when a Table is asked for, as kube-apiserver does.

@@ -97,20 +97,40 @@ pub(crate) fn apply(
                     listed.len()
                 )));
             }
-            // Kubernetes decodes any operation and fails one it does not know when it comes to
-            // apply it: those before it apply (or fail) first.
-            let unknown = listed.iter().position(|op| operation_kind(op).is_none());
-            let known = Value::from(listed[..unknown.unwrap_or(listed.len())].to_vec());
-            let ops: json_patch::Patch = serde_json::from_value(known).map_err(invalid)?;
+            // Kubernetes decodes the operations' members as strings (400 otherwise), and fails
+            // one it cannot apply (an unknown kind, a member missing, a path that is no
+            // pointer) when it comes to it: those before it apply (or fail) first, 422.
+            for op in &listed {
+                check_member_types(op)?;
+            }
+            let not_applicable = |why: String| {
+                ApiError::PatchNotApplicable(format!("the JSON patch could not be applied: {why}"))
+            };
+            let mut ops = Vec::with_capacity(listed.len());
+            let mut stopped = None;
+            for op in &listed {
+                let Some(kind) = operation_kind(op) else {
+                    let kind = op.get("op").and_then(Value::as_str).unwrap_or("unknown");
+                    stopped =
+                        Some(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
+                    break;
+                };
+                match serde_json::from_value(Value::Object(op.clone())) {
+                    Ok(decoded) => ops.push(decoded),
+                    Err(e) => {
+                        stopped = Some(not_applicable(format!("{kind} operation: {e}")));
+                        break;
+                    }
+                }
+            }
+            let ops = json_patch::Patch(ops);
             check_copies(&target, &ops)?;
             // On a clone: a failed patch is simply dropped. (`json_patch::patch` would undo the
             // applied operations, and its undo panics for some inputs, e.g. a move into itself.)
-            json_patch::patch_unsafe(&mut target, &ops).map_err(|e| {
-                ApiError::PatchNotApplicable(format!("the JSON patch could not be applied: {e}"))
-            })?;
-            if let Some(op) = unknown.map(|i| &listed[i]) {
-                let kind = op.get("op").and_then(Value::as_str).unwrap_or("unknown");
-                return Err(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
+            json_patch::patch_unsafe(&mut target, &ops)
+                .map_err(|e| not_applicable(e.to_string()))?;
+            if let Some(stopped) = stopped {
+                return Err(stopped);
             }
         }
         PatchType::Merge => {
@@ -129,6 +149,25 @@ pub(crate) fn apply(
         }
     }
     Ok(target)
+}
+
+/// An operation's `op`, `path` and `from` are strings, or it is refused as Kubernetes'
+/// decoding of a `jsonPatchOp` refuses it (400).
+fn check_member_types(op: &Map<String, Value>) -> Result<(), ApiError> {
+    for member in ["op", "path", "from"] {
+        let kind = match op.get(member) {
+            None | Some(Value::String(_) | Value::Null) => continue,
+            Some(Value::Number(_)) => "number",
+            Some(Value::Bool(_)) => "bool",
+            Some(Value::Array(_)) => "array",
+            Some(Value::Object(_)) => "object",
+        };
+        return Err(ApiError::BadRequest(format!(
+            "error decoding patch: json: cannot unmarshal {kind} into Go struct field \
+             jsonPatchOp.{member} of type string"
+        )));
+    }
+    Ok(())
 }
 
 /// An operation's `op` when it is one of RFC 6902's.
@@ -562,6 +601,25 @@ mod tests {
         // Those before it fail first.
         let first = json!([{"op": "remove", "path": "/nope"}, {"op": "frob"}]);
         assert!(unknown(first).starts_with("the JSON patch could not be applied"));
+        // So does one missing a member, or whose path is no pointer: 422, as Kubernetes
+        // fails them when it applies them.
+        for malformed in [
+            json!([{"op": "add"}]),
+            json!([{"op": "replace", "path": "/data/k"}]),
+            json!([{"op": "move", "path": "/data/z"}]),
+            json!([{"op": "add", "path": "data/x", "value": "1"}]),
+        ] {
+            let why = unknown(malformed.clone());
+            assert!(why.starts_with("the JSON patch could not be applied"), "{malformed}: {why}");
+        }
+        // A member of another type than a string is a body that cannot be decoded: 400.
+        let typed = apply(&cm, PatchType::Json, &json!([{"op": 1, "path": "/x"}]));
+        let Err(ApiError::BadRequest(why)) = typed else { panic!("{typed:?}") };
+        assert_eq!(
+            why,
+            "error decoding patch: json: cannot unmarshal number into Go struct field \
+             jsonPatchOp.op of type string"
+        );
     }
 }
 
