@@ -476,9 +476,9 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     ))
     .start();
     // And the ClusterRole aggregation controller: `view`, `edit` and `admin` take in the rules
-    // of the roles labelled for them.
+    // of the roles labelled for them (written as its own manager, as Kubernetes' is).
     let role_aggregator = ClusterRoleAggregator::new(Arc::new(
-        state.core.clone().with_field_manager("kube-controller-manager"),
+        state.core.clone().with_field_manager("clusterrole-aggregation-controller"),
     ))
     .start();
     // And the storage protection controllers: claims in use and bound volumes stay.

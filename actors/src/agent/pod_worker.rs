@@ -652,9 +652,13 @@ fn pulled(spec: &Container) -> Vec<(EventKind, String, String)> {
     match spec.image_pull_policy.as_deref() {
         Some("Always") => vec![
             normal("Pulling", format!("Pulling image \"{image}\"")),
+            // (Nothing was fetched: the image's size is 0 bytes, in the kubelet's words.)
             normal(
                 "Pulled",
-                format!("Successfully pulled image \"{image}\" in 0s (0s including waiting)"),
+                format!(
+                    "Successfully pulled image \"{image}\" in 0s (0s including waiting). \
+                     Image size: 0 bytes."
+                ),
             ),
         ],
         _ => vec![normal(

@@ -95,8 +95,15 @@ impl ClusterRoleAggregator {
             if current.map_or(&[][..], Vec::as_slice) == rules.as_slice() {
                 continue;
             }
+            // None aggregated: the role has none (`rules` left out, as Kubernetes' apply of
+            // no rules leaves it).
             let mut updated = role.clone();
-            updated["rules"] = Value::Array(rules);
+            match updated.as_object_mut() {
+                Some(fields) if rules.is_empty() => {
+                    fields.remove("rules");
+                }
+                _ => updated["rules"] = Value::Array(rules),
+            }
             let client = self.client.clone();
             ctx.spawn(
                 async move {
@@ -209,8 +216,9 @@ mod tests {
         })
         .await;
         client.delete(cluster_roles(), "", "pods", &Default::default()).await.unwrap();
+        // None left: the field goes (Kubernetes' `rules: null`).
         eventually("the deleted role's rules gone", async || {
-            (rules().await == json!([])).then_some(())
+            (rules().await == Value::Null).then_some(())
         })
         .await;
         aggregator.send(StopClusterRoleAggregator).await.unwrap();

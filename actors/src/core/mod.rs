@@ -526,7 +526,7 @@ impl ApiCore {
             self.charge_quotas(resource, namespace, &name, &object, None, dry_run).await?;
         let key = ObjectKey::new(resource, namespace, &name);
         let allocation = if Self::is_service(resource) {
-            Some(self.services.allocate(&mut object, &name)?)
+            Some(self.services.allocate(&mut object, &name, dry_run)?)
         } else {
             None
         };
@@ -1004,7 +1004,7 @@ impl ApiCore {
                 priority::keep_on_update(&current_value, &mut next);
             }
             let (allocated, freed) = if Self::is_service(resource) && part == Part::Main {
-                self.services.reallocate(&current_value, &mut next, name)?
+                self.services.reallocate(&current_value, &mut next, name, dry_run)?
             } else {
                 Default::default()
             };

@@ -48,6 +48,9 @@ struct Taken {
 pub struct Allocation {
     ips: Vec<u32>,
     ports: Vec<u16>,
+    /// A dry run's: nothing is taken from the ranges (what it lists is only what it would
+    /// take), as Kubernetes' dry-run allocators answer.
+    dry_run: bool,
 }
 
 fn invalid(name: &str, field: &str, value: &str, detail: &str) -> ApiError {
@@ -171,8 +174,16 @@ impl ServiceAllocator {
     }
 
     /// Gives a new service its cluster IP and node ports (or checks the ones it asks for).
-    pub fn allocate(&self, service: &mut Value, name: &str) -> Result<Allocation, ApiError> {
-        let mut allocation = Allocation::default();
+    /// A dry run takes nothing, as Kubernetes' dry-run allocators: an address of its own is
+    /// the range's network address, one asked for is only checked to be in the range, node
+    /// ports of its own are numbered from 32769.
+    pub fn allocate(
+        &self,
+        service: &mut Value,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<Allocation, ApiError> {
+        let mut allocation = Allocation { dry_run, ..Allocation::default() };
         let result = self.allocate_into(service, name, None, &mut allocation);
         if result.is_err() {
             self.release(&allocation);
@@ -188,13 +199,14 @@ impl ServiceAllocator {
         old: &Value,
         service: &mut Value,
         name: &str,
+        dry_run: bool,
     ) -> Result<(Allocation, Allocation), ApiError> {
         drop_type_dependent_fields(old, service);
         keep_allocated_cluster_ips(old, service);
         keep_health_check_node_port(old, service);
         keep_allocated_node_ports(old, service);
         follow_changed_cluster_ip(old, service);
-        let mut allocation = Allocation::default();
+        let mut allocation = Allocation { dry_run, ..Allocation::default() };
         let result = self.allocate_into(service, name, Some(old), &mut allocation);
         if let Err(e) = result {
             self.release(&allocation);
@@ -274,20 +286,29 @@ impl ServiceAllocator {
                          is {net}/{bits}"
                     )));
                 }
-                if !self.state.lock().expect("allocator lock").ips.insert(n) {
-                    return Err(refused("provided IP is already allocated".into()));
+                if !allocation.dry_run {
+                    if !self.state.lock().expect("allocator lock").ips.insert(n) {
+                        return Err(refused("provided IP is already allocated".into()));
+                    }
+                    allocation.ips.push(n);
                 }
-                allocation.ips.push(n);
                 service["spec"]["clusterIPs"] = json!([ip]);
             }
             (None, None) => {
-                let ip = self.next_ip().ok_or_else(|| {
+                let next = if allocation.dry_run {
+                    Some(self.ranges.cluster_ips.0)
+                } else {
+                    self.next_ip()
+                };
+                let ip = next.ok_or_else(|| {
                     ApiError::Internal(
                         "Internal error occurred: failed to allocate a serviceIP: range is full"
                             .into(),
                     )
                 })?;
-                allocation.ips.push(u32::from(ip));
+                if !allocation.dry_run {
+                    allocation.ips.push(u32::from(ip));
+                }
                 service["spec"]["clusterIP"] = json!(ip.to_string());
                 service["spec"]["clusterIPs"] = json!([ip.to_string()]);
             }
@@ -445,7 +466,13 @@ impl ServiceAllocator {
                 "provided port is not in the valid range. The range of valid ports is {low}-{high}"
             )
         })?;
-        if !self.state.lock().expect("allocator lock").ports.insert(port) {
+        let taken = if allocation.dry_run {
+            allocation.ports.contains(&port)
+                || self.state.lock().expect("allocator lock").ports.contains(&port)
+        } else {
+            !self.state.lock().expect("allocator lock").ports.insert(port)
+        };
+        if taken {
             return Err("provided port is already allocated".into());
         }
         allocation.ports.push(port);
@@ -453,6 +480,12 @@ impl ServiceAllocator {
     }
 
     fn claim_next_port(&self, allocation: &mut Allocation) -> Result<u16, ApiError> {
+        if allocation.dry_run {
+            // One past the highest this dry run took, from 32769 (Kubernetes' guess).
+            let port = allocation.ports.iter().max().map_or(32769, |p| p.saturating_add(1));
+            allocation.ports.push(port);
+            return Ok(port);
+        }
         let port = self.next_port().ok_or_else(|| {
             ApiError::Internal(
                 "Internal error occurred: failed to allocate a nodePort: range is full".into(),
@@ -477,8 +510,11 @@ impl ServiceAllocator {
         claim_banded(&mut taken.ports, &mut taken.next_port, low, high, band as u16)
     }
 
-    /// Gives back what `allocation` holds.
+    /// Gives back what `allocation` holds (a dry run's holds nothing).
     pub fn release(&self, allocation: &Allocation) {
+        if allocation.dry_run {
+            return;
+        }
         let mut taken = self.state.lock().expect("allocator lock");
         for ip in &allocation.ips {
             taken.ips.remove(ip);
@@ -798,12 +834,12 @@ mod tests {
         let mut lb = svc(json!({"type": "LoadBalancer", "ports": [{"port": 80}],
             "externalTrafficPolicy": "Cluster", "allocateLoadBalancerNodePorts": true}));
         lb["status"] = json!({"loadBalancer": {"ingress": [{"ip": "127.128.0.1"}]}});
-        a.allocate(&mut lb, "s").unwrap();
+        a.allocate(&mut lb, "s", false).unwrap();
         let node_port = lb["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
 
         let mut cluster_ip = lb.clone();
         cluster_ip["spec"]["type"] = json!("ClusterIP");
-        let (_, freed) = a.reallocate(&lb, &mut cluster_ip, "s").unwrap();
+        let (_, freed) = a.reallocate(&lb, &mut cluster_ip, "s", false).unwrap();
         assert_eq!(freed.ports, vec![node_port as u16]);
         assert_eq!(cluster_ip["spec"]["ports"], json!([{"port": 80}]));
         for field in ["externalTrafficPolicy", "allocateLoadBalancerNodePorts"] {
@@ -815,7 +851,8 @@ mod tests {
         let mut changed = lb.clone();
         changed["spec"]["type"] = json!("ClusterIP");
         changed["spec"]["ports"][0]["nodePort"] = json!(30001);
-        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&lb, &mut changed, "s") else {
+        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&lb, &mut changed, "s", false)
+        else {
             panic!("a ClusterIP service with a node port was accepted");
         };
         assert_eq!(causes[0].field, "spec.ports[0].nodePort");
@@ -827,7 +864,7 @@ mod tests {
         let a = four_node_ports();
         let mut node_port = svc(json!({"type": "NodePort",
             "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}));
-        a.allocate(&mut node_port, "s").unwrap();
+        a.allocate(&mut node_port, "s", false).unwrap();
         let mut held = node_ports(&node_port);
         held.sort();
         assert_eq!(held.len(), 2, "{node_port}");
@@ -843,7 +880,7 @@ mod tests {
             let mut cluster_ip = node_port.clone();
             cluster_ip["spec"]["type"] = json!("ClusterIP");
             edit(&mut cluster_ip);
-            let (_, freed) = a.reallocate(&node_port, &mut cluster_ip, "s").unwrap();
+            let (_, freed) = a.reallocate(&node_port, &mut cluster_ip, "s", false).unwrap();
             assert!(node_ports(&cluster_ip).is_empty(), "{cluster_ip}");
             let mut freed = freed.ports;
             freed.sort();
@@ -855,7 +892,8 @@ mod tests {
         let mut cluster_ip = node_port.clone();
         cluster_ip["spec"]["type"] = json!("ClusterIP");
         cluster_ip["spec"]["ports"][1]["nodePort"] = json!(other);
-        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&node_port, &mut cluster_ip, "s")
+        let Err(ApiError::Invalid { causes, .. }) =
+            a.reallocate(&node_port, &mut cluster_ip, "s", false)
         else {
             panic!("a node port the service did not hold was taken for a ClusterIP service");
         };
@@ -895,7 +933,7 @@ mod tests {
         let a = four_node_ports();
         let mut local = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
             "ports": [{"port": 80}]}));
-        let allocation = a.allocate(&mut local, "s").unwrap();
+        let allocation = a.allocate(&mut local, "s", false).unwrap();
         let node_port = local["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
         let health_check = local["spec"]["healthCheckNodePort"].as_i64().unwrap();
         assert_ne!(node_port, health_check);
@@ -906,7 +944,7 @@ mod tests {
         // internal error, as Kubernetes' allocator wraps it).
         let mut other = svc(json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
             "healthCheckNodePort": health_check, "ports": [{"port": 80}]}));
-        let Err(ApiError::Internal(message)) = a.allocate(&mut other, "t") else {
+        let Err(ApiError::Internal(message)) = a.allocate(&mut other, "t", false) else {
             panic!("a held health check port was handed out twice");
         };
         assert_eq!(
@@ -918,27 +956,27 @@ mod tests {
         );
         let mut out_of_range = svc(json!({"type": "LoadBalancer",
             "externalTrafficPolicy": "Local", "healthCheckNodePort": 80, "ports": [{"port": 81}]}));
-        assert!(a.allocate(&mut out_of_range, "u").is_err(), "outside the node port range");
+        assert!(a.allocate(&mut out_of_range, "u", false).is_err(), "outside the node port range");
 
         // An update that keeps needing it keeps it; one that needs none frees it.
         let mut replaced = local.clone();
         replaced["spec"].as_object_mut().unwrap().remove("healthCheckNodePort");
-        let (allocated, freed) = a.reallocate(&local, &mut replaced, "s").unwrap();
+        let (allocated, freed) = a.reallocate(&local, &mut replaced, "s", false).unwrap();
         assert_eq!(replaced["spec"]["healthCheckNodePort"], health_check);
         assert!(allocated.ports.is_empty() && freed.ports.is_empty());
         let mut cluster = local.clone();
         cluster["spec"]["externalTrafficPolicy"] = json!("Cluster");
-        let (_, freed) = a.reallocate(&local, &mut cluster, "s").unwrap();
+        let (_, freed) = a.reallocate(&local, &mut cluster, "s", false).unwrap();
         assert!(cluster["spec"].get("healthCheckNodePort").is_none(), "{cluster}");
         assert_eq!(freed.ports, vec![health_check as u16]);
         a.release(&freed);
 
         // Back to Local: a new one; deleting the service releases it with the node port.
-        let (allocated, _) = a.reallocate(&cluster, &mut local.clone(), "s").unwrap();
+        let (allocated, _) = a.reallocate(&cluster, &mut local.clone(), "s", false).unwrap();
         assert_eq!(allocated.ports.len(), 1);
         let restored = four_node_ports();
         restored.restore(&local);
-        assert!(restored.allocate(&mut other, "t").is_err(), "restored at start-up");
+        assert!(restored.allocate(&mut other, "t", false).is_err(), "restored at start-up");
         a.release_service(&local);
         assert!(!a.state.lock().unwrap().ports.contains(&(health_check as u16)));
     }
@@ -953,7 +991,7 @@ mod tests {
     #[test]
     fn ip_families_are_checked_against_a_single_stack_cluster() {
         let a = small();
-        let causes_of = |spec: Value| match a.allocate(&mut svc(spec), "s") {
+        let causes_of = |spec: Value| match a.allocate(&mut svc(spec), "s", false) {
             Err(ApiError::Invalid { causes, .. }) => {
                 causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
             }
@@ -987,44 +1025,45 @@ mod tests {
         // Preferring dual-stack on a single-stack cluster is IPv4 alone.
         let mut preferring = svc(json!({"ports": [{"port": 80}],
             "ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv4"]}));
-        a.allocate(&mut preferring, "p").unwrap();
+        a.allocate(&mut preferring, "p", false).unwrap();
         assert_eq!(preferring["spec"]["ipFamilies"], json!(["IPv4"]));
         // A headless service without a selector takes both families, needing no address.
         let mut headless = svc(json!({"clusterIP": "None", "ipFamilyPolicy": "RequireDualStack",
             "ipFamilies": ["IPv4"]}));
-        a.allocate(&mut headless, "h").unwrap();
+        a.allocate(&mut headless, "h", false).unwrap();
         assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
         // An update to single-stack that leaves the families keeps the first.
         let mut single = headless.clone();
         single["spec"]["ipFamilyPolicy"] = json!("SingleStack");
-        a.reallocate(&headless, &mut single, "h").unwrap();
+        a.reallocate(&headless, &mut single, "h", false).unwrap();
         assert_eq!(single["spec"]["ipFamilies"], json!(["IPv4"]));
         // An update that leaves the policy out keeps the old one: a headless service without a
         // selector that gains one still asks for dual-stack, which this cluster refuses.
         let mut replaced = preferring.clone();
         replaced["spec"].as_object_mut().unwrap().remove("ipFamilyPolicy");
-        a.reallocate(&preferring, &mut replaced, "p").unwrap();
+        a.reallocate(&preferring, &mut replaced, "p", false).unwrap();
         assert_eq!(replaced["spec"]["ipFamilyPolicy"], "PreferDualStack");
         let mut selecting = headless.clone();
         selecting["spec"]["selector"] = json!({"app": "web"});
         selecting["spec"].as_object_mut().unwrap().remove("ipFamilyPolicy");
-        let Err(ApiError::Invalid { causes, .. }) = a.reallocate(&headless, &mut selecting, "h")
+        let Err(ApiError::Invalid { causes, .. }) =
+            a.reallocate(&headless, &mut selecting, "h", false)
         else {
             panic!("a selecting service may not require dual-stack here");
         };
         assert_eq!(causes[0].field, "spec.ipFamilyPolicy");
         // Left out on create: one family, or both for a headless service without a selector.
         let mut plain = svc(json!({"ports": [{"port": 80}]}));
-        a.allocate(&mut plain, "n").unwrap();
+        a.allocate(&mut plain, "n", false).unwrap();
         assert_eq!(plain["spec"]["ipFamilyPolicy"], "SingleStack");
         let mut bare = svc(json!({"clusterIP": "None", "ipFamilies": ["IPv4"]}));
-        a.allocate(&mut bare, "b").unwrap();
+        a.allocate(&mut bare, "b", false).unwrap();
         assert_eq!(bare["spec"]["ipFamilyPolicy"], "RequireDualStack");
         assert_eq!(bare["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
         // Becoming an ExternalName service drops the families the update left as they were.
         let mut external = preferring.clone();
         external["spec"]["type"] = json!("ExternalName");
-        a.reallocate(&preferring, &mut external, "p").unwrap();
+        a.reallocate(&preferring, &mut external, "p", false).unwrap();
         for field in ["ipFamilies", "ipFamilyPolicy"] {
             assert!(external["spec"].get(field).is_none(), "{field}: {external}");
         }
@@ -1035,7 +1074,7 @@ mod tests {
         let a = small();
         for listed in [json!(["127.192.0.2"]), json!(["None"])] {
             let mut alone = svc(json!({"ports": [{"port": 80}], "clusterIPs": listed}));
-            let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut alone, "l") else {
+            let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut alone, "l", false) else {
                 panic!("a list without `clusterIP` is invalid");
             };
             assert_eq!(causes[0].field, "spec.clusterIPs");
@@ -1043,14 +1082,14 @@ mod tests {
         }
         let mut both = svc(json!({"ports": [{"port": 80}], "clusterIP": "127.192.0.2",
             "clusterIPs": ["127.192.0.2"]}));
-        a.allocate(&mut both, "b").unwrap();
+        a.allocate(&mut both, "b", false).unwrap();
         // An update that leaves `clusterIP` out keeps the old one, and may list it.
         let mut listed = svc(json!({"ports": [{"port": 80}], "clusterIPs": ["127.192.0.2"]}));
-        a.reallocate(&both, &mut listed, "b").unwrap();
+        a.reallocate(&both, &mut listed, "b", false).unwrap();
         assert_eq!(listed["spec"]["clusterIP"], "127.192.0.2");
         let mut apart = svc(json!({"ports": [{"port": 80}], "clusterIP": "127.192.0.1",
             "clusterIPs": ["127.192.0.3"]}));
-        let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut apart, "x") else {
+        let Err(ApiError::Invalid { causes, .. }) = a.allocate(&mut apart, "x", false) else {
             panic!("a mismatch is invalid");
         };
         assert_eq!(causes[0].field, "spec.clusterIPs");
@@ -1065,22 +1104,22 @@ mod tests {
         let a = small();
         let mut one = svc(json!({"ports": [{"port": 80}]}));
         let mut two = svc(json!({"ports": [{"port": 80}]}));
-        a.allocate(&mut one, "one").unwrap();
-        a.allocate(&mut two, "two").unwrap();
+        a.allocate(&mut one, "one", false).unwrap();
+        a.allocate(&mut two, "two", false).unwrap();
         assert_ne!(one["spec"]["clusterIP"], two["spec"]["clusterIP"]);
         assert_eq!(one["spec"]["clusterIPs"][0], one["spec"]["clusterIP"]);
         let mut three = svc(json!({}));
         assert!(
-            matches!(a.allocate(&mut three, "three"), Err(ApiError::Internal(_))),
+            matches!(a.allocate(&mut three, "three", false), Err(ApiError::Internal(_))),
             "/30: two usable"
         );
         a.release_service(&one);
-        a.allocate(&mut three, "three").unwrap();
+        a.allocate(&mut three, "three", false).unwrap();
         assert_eq!(three["spec"]["clusterIP"], one["spec"]["clusterIP"]);
         let mut headless = svc(json!({"clusterIP": "None"}));
-        a.allocate(&mut headless, "h").unwrap();
+        a.allocate(&mut headless, "h", false).unwrap();
         let mut external = svc(json!({"type": "ExternalName", "externalName": "x.example"}));
-        a.allocate(&mut external, "e").unwrap();
+        a.allocate(&mut external, "e", false).unwrap();
         assert!(external["spec"].get("clusterIP").is_none());
     }
 
@@ -1091,13 +1130,13 @@ mod tests {
             node_ports: (30000, 30001),
         });
         let mut taken = svc(json!({"clusterIP": "127.192.0.1"}));
-        a.allocate(&mut taken, "a").unwrap();
+        a.allocate(&mut taken, "a", false).unwrap();
         let mut again = svc(json!({"clusterIP": "127.192.0.1"}));
-        let e = a.allocate(&mut again, "b").unwrap_err().to_string();
+        let e = a.allocate(&mut again, "b", false).unwrap_err().to_string();
         assert!(e.contains("already allocated"), "{e}");
         let mut outside = svc(json!({"clusterIP": "10.0.0.1"}));
         assert_eq!(
-            a.allocate(&mut outside, "c").unwrap_err().to_string(),
+            a.allocate(&mut outside, "c", false).unwrap_err().to_string(),
             "Service \"c\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.1\"}: \
              failed to allocate IP 10.0.0.1: the provided IP (10.0.0.1) is not in the valid \
              range. The range of valid IPs is 127.192.0.0/29"
@@ -1105,17 +1144,21 @@ mod tests {
         let mut np = svc(
             json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 30001}]}),
         );
-        a.allocate(&mut np, "d").unwrap();
+        a.allocate(&mut np, "d", false).unwrap();
         assert_eq!(np["spec"]["ports"][0]["nodePort"], 30000);
         let mut clash =
             svc(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30001}]}));
-        assert!(a.allocate(&mut clash, "e").unwrap_err().to_string().contains("already allocated"));
+        assert!(a
+            .allocate(&mut clash, "e", false)
+            .unwrap_err()
+            .to_string()
+            .contains("already allocated"));
         // A failed allocation gives back what it took.
         let mut partial =
             svc(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 40000}]}));
-        assert!(a.allocate(&mut partial, "f").is_err());
+        assert!(a.allocate(&mut partial, "f", false).is_err());
         let mut free_again = svc(json!({}));
-        a.allocate(&mut free_again, "g").unwrap();
+        a.allocate(&mut free_again, "g", false).unwrap();
     }
 
     #[test]
@@ -1132,21 +1175,21 @@ mod tests {
         let mut dns = svc(json!({"type": "NodePort", "ports": [
             {"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "protocol": "UDP"},
             {"name": "web", "port": 80}]}));
-        a.allocate(&mut dns, "dns").unwrap();
+        a.allocate(&mut dns, "dns", false).unwrap();
         let ports = node_ports(&dns);
         assert_eq!(ports[0], ports[1]);
         assert_ne!(ports[0], ports[2]);
         let free = 30000 + (0..10).find(|p| !ports.contains(&(30000 + p))).unwrap();
         let mut asked = svc(json!({"type": "NodePort", "ports": [
             {"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "nodePort": free}]}));
-        a.allocate(&mut asked, "asked").unwrap();
+        a.allocate(&mut asked, "asked", false).unwrap();
         assert_eq!(node_ports(&asked), [free, free]);
         // A replace that changes a port's number keeps its node port (by the port's name);
         // a renamed port gets a new one.
         let mut replaced = svc(json!({"type": "NodePort", "clusterIP": dns["spec"]["clusterIP"],
             "ports": [{"name": "tcp", "port": 54}, {"name": "udp", "port": 54, "protocol": "UDP"},
                 {"name": "www", "port": 80}]}));
-        let (_, freed) = a.reallocate(&dns, &mut replaced, "dns").unwrap();
+        let (_, freed) = a.reallocate(&dns, &mut replaced, "dns", false).unwrap();
         let kept = node_ports(&replaced);
         assert_eq!(kept[..2], ports[..2]);
         assert!(!ports.contains(&kept[2]), "{kept:?}");
@@ -1161,18 +1204,18 @@ mod tests {
         });
         let mut lb = svc(json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false,
             "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 30001}]}));
-        let allocation = a.allocate(&mut lb, "lb").unwrap();
+        let allocation = a.allocate(&mut lb, "lb", false).unwrap();
         assert_eq!(lb["spec"]["ports"][0].get("nodePort"), None, "{lb}");
         assert_eq!(lb["spec"]["ports"][1]["nodePort"], 30001);
         assert_eq!(allocation.ports, [30001]);
         let mut added = lb.clone();
         added["spec"]["ports"].as_array_mut().unwrap().push(json!({"name": "c", "port": 82}));
-        a.reallocate(&lb, &mut added, "lb").unwrap();
+        a.reallocate(&lb, &mut added, "lb", false).unwrap();
         assert_eq!(added["spec"]["ports"][2].get("nodePort"), None, "{added}");
         // Allowed again, every port gets one.
         let mut allowed = added.clone();
         allowed["spec"]["allocateLoadBalancerNodePorts"] = json!(true);
-        a.reallocate(&added, &mut allowed, "lb").unwrap();
+        a.reallocate(&added, &mut allowed, "lb", false).unwrap();
         let ports = allowed["spec"]["ports"].as_array().unwrap();
         assert!(ports.iter().all(|p| p["nodePort"].is_u64()), "{allowed}");
     }
@@ -1187,18 +1230,18 @@ mod tests {
             node_ports: (30000, 30039),
         });
         let mut first = svc(json!({"type": "NodePort", "ports": [{"port": 80}]}));
-        a.allocate(&mut first, "first").unwrap();
+        a.allocate(&mut first, "first", false).unwrap();
         assert_eq!(first["spec"]["clusterIP"], "127.192.0.17", "127.192.0.1 stays for kubernetes");
         assert_eq!(first["spec"]["ports"][0]["nodePort"], 30016);
         // Asked for, one of the band is given.
         let mut kubernetes = svc(json!({"clusterIP": "127.192.0.1"}));
-        a.allocate(&mut kubernetes, "kubernetes").unwrap();
+        a.allocate(&mut kubernetes, "kubernetes", false).unwrap();
         // Once above the band is full, the band's are handed out too.
         let mut names = 0;
         loop {
             let mut more = svc(json!({}));
             names += 1;
-            if a.allocate(&mut more, &format!("s{names}")).is_err() {
+            if a.allocate(&mut more, &format!("s{names}"), false).is_err() {
                 break;
             }
         }
@@ -1210,15 +1253,15 @@ mod tests {
         let a = small();
         let mut old = svc(json!({"type": "NodePort",
             "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}));
-        a.allocate(&mut old, "s").unwrap();
+        a.allocate(&mut old, "s", false).unwrap();
         let mut new = svc(json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}]}));
-        let (_, freed) = a.reallocate(&old, &mut new, "s").unwrap();
+        let (_, freed) = a.reallocate(&old, &mut new, "s", false).unwrap();
         assert_eq!(new["spec"]["clusterIP"], old["spec"]["clusterIP"]);
         assert_eq!(new["spec"]["ports"][0]["nodePort"], old["spec"]["ports"][0]["nodePort"]);
         assert_eq!(freed.ports, vec![old["spec"]["ports"][1]["nodePort"].as_u64().unwrap() as u16]);
         // A new clusterIP is refused in Kubernetes' words, alone (standing for the clusterIPs
         // kept) or with the clusterIPs it was in.
-        let refusal = |mut new: Value| match a.reallocate(&old, &mut new, "s") {
+        let refusal = |mut new: Value| match a.reallocate(&old, &mut new, "s", false) {
             Err(ApiError::Invalid { causes, .. }) => {
                 format!("{}: {}", causes[0].field, causes[0].message)
             }
@@ -1239,9 +1282,37 @@ mod tests {
         let mut external = old.clone();
         external["spec"]["type"] = json!("ExternalName");
         external["spec"]["externalName"] = json!("example.com");
-        let (_, freed) = a.reallocate(&old, &mut external, "s").unwrap();
+        let (_, freed) = a.reallocate(&old, &mut external, "s", false).unwrap();
         assert_eq!(freed.ips, vec![u32::from(ip.parse::<Ipv4Addr>().unwrap())]);
         assert!(external["spec"].get("clusterIP").is_none(), "{external}");
         assert!(external["spec"].get("clusterIPs").is_none(), "{external}");
+    }
+
+    /// A dry run takes nothing: its own address is the range's network address, one asked
+    /// for is only checked against the range, its own node ports are numbered from 32769,
+    /// one asked for must be free; the next real allocation is as if it never ran.
+    #[test]
+    fn a_dry_run_takes_nothing_from_the_ranges() {
+        let a = four_node_ports();
+        let mut first = svc(json!({"type": "NodePort", "ports": [{"port": 80}]}));
+        a.allocate(&mut first, "first", false).unwrap();
+        let held_port = first["spec"]["ports"][0]["nodePort"].clone();
+        let held_ip = first["spec"]["clusterIP"].clone();
+        let mut dry = svc(json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}));
+        let allocation = a.allocate(&mut dry, "dry", true).unwrap();
+        let (net, _) = a.ranges.cluster_ips;
+        assert_eq!(dry["spec"]["clusterIP"], json!(net.to_string()), "{dry}");
+        let ports: Vec<&Value> =
+            dry["spec"]["ports"].as_array().unwrap().iter().map(|p| &p["nodePort"]).collect();
+        assert_eq!(ports, [&json!(32769), &json!(32770)]);
+        a.release(&allocation);
+        let mut asking = svc(json!({"clusterIP": held_ip, "type": "NodePort",
+            "ports": [{"port": 80}]}));
+        a.allocate(&mut asking, "asking", true).expect("a held address is only range-checked");
+        let mut taken =
+            svc(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": held_port}]}));
+        assert!(a.allocate(&mut taken, "taken", true).is_err(), "a held node port is refused");
+        let taken = a.state.lock().unwrap();
+        assert_eq!((taken.ips.len(), taken.ports.len()), (1, 1), "nothing more taken");
     }
 }
