@@ -100,6 +100,7 @@ pub fn serve(
             .route("/stats/summary", web::get().to(summary))
             .route("/stats/summary", web::post().to(summary))
             .route("/metrics", web::get().to(metrics))
+            .route("/metrics/resource", web::get().to(resource_metrics))
             .default_service(web::to(not_found))
     })
     .workers(1)
@@ -260,42 +261,161 @@ fn usage_json(usage: Usage, now: &str) -> (Value, Value) {
     )
 }
 
+/// What the node, its pods and their running containers use now (from /proc).
+struct UsageSnapshot {
+    node: Usage,
+    pods: Vec<PodUsage>,
+}
+
+struct PodUsage {
+    namespace: String,
+    name: String,
+    uid: String,
+    start_time: Value,
+    /// Each running container: its name, when it started, what it uses.
+    containers: Vec<(String, Value, Usage)>,
+    total: Usage,
+}
+
+async fn usage_snapshot(state: &AgentHttp) -> Result<UsageSnapshot, AgentHttpError> {
+    let pods = agent_pods(state).await?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let pods = pods
+        .iter()
+        .map(|pod| {
+            let containers: Vec<(String, Value, Usage)> = running_containers(pod)
+                .filter_map(|c| {
+                    let usage = stats::group_usage(container_pid(c)?);
+                    let started = c.pointer("/state/running/startedAt").cloned();
+                    Some((text(&c["name"]), started.unwrap_or(Value::Null), usage))
+                })
+                .collect();
+            let total = containers.iter().fold(Usage::default(), |sum, (_, _, u)| sum + *u);
+            PodUsage {
+                namespace: text(&pod["metadata"]["namespace"]),
+                name: text(&pod["metadata"]["name"]),
+                uid: text(&pod["metadata"]["uid"]),
+                start_time: pod["status"]["startTime"].clone(),
+                containers,
+                total,
+            }
+        })
+        .collect();
+    Ok(UsageSnapshot { node: stats::machine_usage(), pods })
+}
+
 /// The kubelet's `/stats/summary`: CPU time and memory per container and pod, and of the
 /// node (the whole machine), each stamped to the nanosecond, as the kubelet does (the metrics
 /// scraper works rates out between two summaries).
 async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-    let pods = agent_pods(&state).await?;
-    let pod_stats: Vec<Value> = pods
+    let snapshot = usage_snapshot(&state).await?;
+    let pod_stats: Vec<Value> = snapshot
+        .pods
         .iter()
         .map(|pod| {
-            let mut pod_total = Usage::default();
-            let containers: Vec<Value> = running_containers(pod)
-                .filter_map(|c| {
-                    let usage = stats::group_usage(container_pid(c)?);
-                    pod_total = pod_total + usage;
-                    let (cpu, memory) = usage_json(usage, &now);
-                    let started = c.pointer("/state/running/startedAt").cloned();
-                    Some(json!({"name": c["name"], "startTime": started, "cpu": cpu,
-                        "memory": memory}))
+            let containers: Vec<Value> = pod
+                .containers
+                .iter()
+                .map(|(name, started, usage)| {
+                    let (cpu, memory) = usage_json(*usage, &now);
+                    json!({"name": name, "startTime": started, "cpu": cpu, "memory": memory})
                 })
                 .collect();
-            let (cpu, memory) = usage_json(pod_total, &now);
+            let (cpu, memory) = usage_json(pod.total, &now);
             json!({
-                "podRef": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
-                    "uid": pod["metadata"]["uid"]},
-                "startTime": pod["status"]["startTime"],
+                "podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "startTime": pod.start_time,
                 "containers": containers,
                 "cpu": cpu,
                 "memory": memory,
             })
         })
         .collect();
-    let (cpu, memory) = usage_json(stats::machine_usage(), &now);
+    let (cpu, memory) = usage_json(snapshot.node, &now);
     Ok(HttpResponse::Ok().json(json!({
         "node": {"nodeName": state.node_name, "cpu": cpu, "memory": memory},
         "pods": pod_stats,
     })))
+}
+
+/// The kubelet's `/metrics/resource` (what metrics-server scrapes): the stable families of
+/// CPU seconds, working set and start times of the node, its pods and their containers, each
+/// sample stamped with the time it was read (milliseconds), as the kubelet writes them.
+async fn resource_metrics(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpError> {
+    let snapshot = usage_snapshot(&state).await?;
+    let stamp = chrono::Utc::now().timestamp_millis();
+    let seconds = |usage: Usage| usage.cpu_nanoseconds as f64 / 1e9;
+    let bytes = |usage: Usage| usage.rss_bytes as f64;
+    let mut families: Vec<(&str, &str, &str, Vec<(String, f64)>)> = Vec::new();
+    let container_labels = |pod: &PodUsage, container: &str| {
+        format!("container={container:?},namespace={:?},pod={:?}", pod.namespace, pod.name)
+    };
+    let containers =
+        || snapshot.pods.iter().flat_map(|pod| pod.containers.iter().map(move |c| (pod, c)));
+    families.push((
+        "container_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed by the container in core-seconds",
+        containers()
+            .map(|(pod, (name, _, u))| (container_labels(pod, name), seconds(*u)))
+            .collect(),
+    ));
+    families.push((
+        "container_memory_working_set_bytes",
+        "gauge",
+        "Current working set of the container in bytes",
+        containers().map(|(pod, (name, _, u))| (container_labels(pod, name), bytes(*u))).collect(),
+    ));
+    families.push((
+        "container_start_time_seconds",
+        "gauge",
+        "Start time of the container since unix epoch in seconds",
+        containers()
+            .filter_map(|(pod, (name, started, _))| {
+                let started = chrono::DateTime::parse_from_rfc3339(started.as_str()?).ok()?;
+                Some((container_labels(pod, name), started.timestamp() as f64))
+            })
+            .collect(),
+    ));
+    families.push((
+        "node_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed by the node in core-seconds",
+        vec![(String::new(), seconds(snapshot.node))],
+    ));
+    families.push((
+        "node_memory_working_set_bytes",
+        "gauge",
+        "Current working set of the node in bytes",
+        vec![(String::new(), bytes(snapshot.node))],
+    ));
+    let pod_labels = |pod: &PodUsage| format!("namespace={:?},pod={:?}", pod.namespace, pod.name);
+    families.push((
+        "pod_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed by the pod in core-seconds",
+        snapshot.pods.iter().map(|pod| (pod_labels(pod), seconds(pod.total))).collect(),
+    ));
+    families.push((
+        "pod_memory_working_set_bytes",
+        "gauge",
+        "Current working set of the pod in bytes",
+        snapshot.pods.iter().map(|pod| (pod_labels(pod), bytes(pod.total))).collect(),
+    ));
+    let mut text = String::new();
+    for (name, kind, help, samples) in families {
+        text.push_str(&format!("# HELP {name} [STABLE] {help}\n# TYPE {name} {kind}\n"));
+        for (labels, value) in samples {
+            let labels = if labels.is_empty() { labels } else { format!("{{{labels}}}") };
+            text.push_str(&format!("{name}{labels} {value} {stamp}\n"));
+        }
+    }
+    text.push_str(
+        "# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container \
+         metrics, 0 otherwise\n# TYPE resource_scrape_error gauge\nresource_scrape_error 0\n",
+    );
+    Ok(HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(text))
 }
 
 /// Prometheus text: running pods and containers, restarts per container.

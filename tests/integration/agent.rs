@@ -342,6 +342,16 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert_eq!(agent("/healthz/syncloop"), (200, "ok".into()));
     assert_eq!(agent("/healthz/nosuch").0, 404);
     assert_eq!(agent("/nosuch"), (404, "404 page not found\n".into()));
+    // The kubelet's resource metrics (what metrics-server scrapes), stamped samples.
+    let (code, resource) = agent("/metrics/resource");
+    assert_eq!(code, 200, "{resource}");
+    let sample = resource
+        .lines()
+        .find(|l| l.starts_with(r#"container_cpu_usage_seconds_total{container="c",namespace="default",pod="talker"} "#))
+        .unwrap_or_else(|| panic!("talker's CPU in {resource}"));
+    assert_eq!(sample.split(' ').count(), 3, "a value and a time: {sample}");
+    assert!(resource.contains("\nnode_memory_working_set_bytes "), "{resource}");
+    assert!(resource.ends_with("resource_scrape_error 0\n"), "{resource}");
     // The summary names the node (its own name, not a pod's).
     let summary: Value = serde_json::from_str(&agent("/stats/summary").1).unwrap();
     assert_eq!(summary["node"]["nodeName"], "node-a", "{summary}");
