@@ -54,7 +54,7 @@ pub fn answer(
     }
     if !unmatched.is_empty() {
         let quoted: Vec<String> = unmatched.iter().map(|name| format!("{name:?}")).collect();
-        let quoted = quoted.join(", ");
+        let quoted = quoted.join(",");
         lines.push(format!("warn: some health checks cannot be excluded: no matches for {quoted}"));
     }
     let outcome = if failed { "failed" } else { "passed" };
@@ -111,7 +111,7 @@ mod tests {
         assert_eq!(
             text(answer("readyz", &verbose, all(&verbose, false))).await.1,
             "[+]ping ok\n[+]log excluded: ok\n[+]etcd ok\nwarn: some health checks cannot be \
-             excluded: no matches for \"a\", \"x\"\nreadyz check passed\n"
+             excluded: no matches for \"a\",\"x\"\nreadyz check passed\n"
         );
         let (code, body) = text(answer("healthz", &plain, all(&plain, true))).await;
         assert_eq!(code, 500);

@@ -138,8 +138,8 @@ async fn not_found() -> HttpResponse {
     HttpResponse::NotFound().content_type("text/plain; charset=utf-8").body("404 page not found\n")
 }
 
-/// The kubelet's health checks: `ping`, `log` (logging is not blocked) and `syncloop` (the
-/// agent answers its mailbox).
+/// The kubelet's health checks: `ping`, `log` (logging is not blocked: it never is, a
+/// failing write is dropped) and `syncloop` (the agent answers its mailbox).
 const HEALTH_CHECKS: [&str; 3] = ["ping", "log", "syncloop"];
 
 /// `/healthz` as the kubelet's (any method, as Go's mux serves it).
@@ -522,10 +522,11 @@ impl LogQuery {
     fn of(query: &str) -> Result<Self, AgentHttpError> {
         let bad = |e: crate::error::HttpError| AgentHttpError::BadRequest(e.to_string());
         let query = Query::of(query).map_err(bad)?;
-        let tail_lines = match (query.number("tailLines").map_err(bad)?, query.get("tail")) {
-            (Some(lines), _) => Some(lines),
-            (None, None | Some("all")) => None,
-            (None, Some(_)) => query.number("tail").map_err(bad)?,
+        // `tail` replaces `tailLines`, as the kubelet reads them.
+        let tail_lines = match query.get("tail") {
+            None => query.number("tailLines").map_err(bad)?,
+            Some("all") => None,
+            Some(_) => query.number("tail").map_err(bad)?,
         };
         Ok(Self {
             tail_lines,

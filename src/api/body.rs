@@ -124,6 +124,15 @@ fn parse_json_with(bytes: &[u8], last_wins: bool) -> Result<(Value, Vec<String>)
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(HttpError::BadRequest("the request body is empty".into()));
     }
+    // Bytes that are not UTF-8 are read as U+FFFD, as Go's JSON decoder reads them.
+    let lossy;
+    let bytes = match std::str::from_utf8(bytes) {
+        Ok(_) => bytes,
+        Err(_) => {
+            lossy = String::from_utf8_lossy(bytes).into_owned();
+            lossy.as_bytes()
+        }
+    };
     let mut duplicates = Vec::new();
     let mut decoder = serde_json::Deserializer::from_slice(bytes);
     let parsed = ValueSeed { at: &Step::Root, duplicates: &mut duplicates, last_wins }
@@ -609,6 +618,12 @@ mod tests {
         let chunks = futures::stream::iter([Ok(web::Bytes::from_static(b"{}"))]);
         let whole = read_within(chunks, 100, std::time::Duration::from_secs(60)).await.unwrap();
         assert_eq!(&whole[..], b"{}");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_read_as_the_replacement_character() {
+        let (value, _) = parse_json_with(b"{\"a\": \"x\xffy\"}", true).unwrap();
+        assert_eq!(value["a"], "x\u{fffd}y");
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The checks behind `/healthz`, `/livez` and `/readyz`: the server answers (`ping`), its
-/// logging is not blocked (`log`), and its store serves a read and commits (`etcd`, as
-/// Kubernetes names the check of its storage): a shard that can no longer write to disk
+/// logging is not blocked (`log`, which passes while the server answers: its log writes
+/// never block, a failing one is dropped), and its store serves a read and commits (`etcd`,
+/// as Kubernetes names the check of its storage): a shard that can no longer write to disk
 /// fails it.
 const CHECKS: [&str; 3] = ["ping", "log", "etcd"];
 

@@ -85,9 +85,13 @@ fn exempt(path: &str, query: &str) -> bool {
     long_running || probe
 }
 
-/// Whether the request's authenticated user is a member of `system:masters`.
+/// Whether the request's authenticated user (on the secure port: the insecure port's, whom
+/// it impersonates, are counted) is a member of `system:masters`.
 fn privileged(req: &ServiceRequest) -> bool {
     use actix_web::HttpMessage;
+    if !req.app_config().secure() {
+        return false;
+    }
     let extensions = req.extensions();
     let user = extensions.get::<crate::auth::filter::RequestUser>();
     user.is_some_and(|user| user.0.groups.iter().any(|g| g == crate::auth::authz::PRIVILEGED_GROUP))

@@ -640,7 +640,7 @@ async fn scale(
             Conversion::Metadata(version) => {
                 let metadata = scale.get("metadata").cloned().unwrap_or_default();
                 let partial = partial::of_metadata(metadata, version).to_string();
-                converted(StatusCode::OK, partial.into())
+                json_bytes(StatusCode::OK, partial.into())
             }
             Conversion::MetadataList(_) => {
                 return Err(partial::object_refused("autoscaling", "Scale"))
@@ -893,6 +893,8 @@ pub(super) fn add_warnings(response: &mut HttpResponse, warnings: &[String]) {
     }
 }
 
+/// A JSON answer, labelled plainly: converted ones (a Table, PartialObjectMetadata) too, as
+/// kube-apiserver labels them (only discovery names its kind in the type).
 pub(super) fn json_bytes(status: StatusCode, body: bytes::Bytes) -> HttpResponse {
     HttpResponse::build(status).content_type("application/json").body(body)
 }
@@ -913,7 +915,7 @@ fn object_response(
         }
         Conversion::Metadata(version) => {
             let partial = partial::of_object(object, version).to_string();
-            converted(status, partial.into())
+            json_bytes(status, partial.into())
         }
         Conversion::MetadataList(_) => {
             return Err(partial::object_refused(resource.group, resource.kind))
@@ -929,12 +931,6 @@ pub(super) fn include_object(query: &Query) -> Result<IncludeObject, HttpError> 
              must be 'Metadata', 'Object', 'None', or empty"
         ))
     })
-}
-
-/// A response converted to a kind of `meta.k8s.io` (a Table, PartialObjectMetadata): JSON,
-/// labelled plainly, as kube-apiserver labels it (only discovery names its kind in the type).
-pub(super) fn converted(status: StatusCode, body: bytes::Bytes) -> HttpResponse {
-    HttpResponse::build(status).content_type("application/json").body(body)
 }
 
 /// What a delete answers, as Kubernetes' storage does: the object while it is not gone yet (a
@@ -963,7 +959,7 @@ fn delete_response(
 /// A Table of `meta.k8s.io` `version`.
 pub(super) fn table_response(status: StatusCode, table: Value, version: &str) -> HttpResponse {
     let table = table::in_version(table, version).to_string();
-    converted(status, table.into())
+    json_bytes(status, table.into())
 }
 
 /// A list in the form `Accept` asks for: as it is, as a Table or as its items' metadata.
@@ -988,7 +984,7 @@ fn list_response(
             table_response(StatusCode::OK, table, version)
         }
         Conversion::MetadataList(version) => {
-            converted(StatusCode::OK, partial::of_list(list, version))
+            json_bytes(StatusCode::OK, partial::of_list(list, version))
         }
         Conversion::Metadata(_) => return Err(partial::list_refused(resource)),
     })

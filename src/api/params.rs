@@ -13,8 +13,9 @@ use serde_json::Value;
 use super::body::FieldValidation;
 use crate::error::HttpError;
 
-/// The query string as a map (a repeated key: its first value).
-pub struct Query(HashMap<String, String>);
+/// The query string as a map (a repeated key: its first value), and every `dryRun` given
+/// (a list in Kubernetes' options, each value checked).
+pub struct Query(HashMap<String, String>, Vec<String>);
 
 impl Query {
     pub fn parse(req: &HttpRequest) -> Result<Self, HttpError> {
@@ -27,10 +28,14 @@ impl Query {
             .map_err(|e| HttpError::BadRequest(format!("malformed query string: {e}")))?;
         // A key given twice means its first value, as Kubernetes' query decoding reads it.
         let mut params = HashMap::with_capacity(pairs.len());
+        let mut dry_runs = Vec::new();
         for (key, value) in pairs {
+            if key == "dryRun" {
+                dry_runs.push(value.clone());
+            }
             params.entry(key).or_insert(value);
         }
-        Ok(Self(params))
+        Ok(Self(params, dry_runs))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -65,11 +70,12 @@ impl Query {
     /// Whether `dryRun=All` was asked; another value is refused with 422 on `options` (the
     /// options kind of the request, `CreateOptions`, `DeleteOptions`, ...).
     pub fn dry_run(&self, options: &'static str) -> Result<bool, HttpError> {
-        match self.get("dryRun") {
-            None | Some("") => Ok(false),
-            Some("All") => Ok(true),
-            Some(v) => Err(invalid_options(options, vec![dry_run_not_supported(&[v])])),
+        let given: Vec<&str> =
+            self.1.iter().map(String::as_str).filter(|v| !v.is_empty()).collect();
+        if given.iter().any(|v| *v != "All") {
+            return Err(invalid_options(options, vec![dry_run_not_supported(&given)]));
         }
+        Ok(!given.is_empty())
     }
 
     /// The options of a create, update or patch (their kind from the request's method):
@@ -325,6 +331,13 @@ mod tests {
         let query = Query::of("watch=true&watch=false&limit=5&limit=9").unwrap();
         assert!(query.flag("watch"));
         assert_eq!(query.get("limit"), Some("5"));
+        // But for `dryRun`, a list in Kubernetes: every value is checked.
+        assert!(Query::of("dryRun=All&dryRun=All").unwrap().dry_run("DeleteOptions").unwrap());
+        let mixed = Query::of("dryRun=All&dryRun=Bogus").unwrap().dry_run("DeleteOptions");
+        let Err(HttpError::Api(ApiError::Invalid { causes, .. })) = mixed else {
+            panic!("{mixed:?}")
+        };
+        assert!(causes[0].message.contains(r#"[]string{"All", "Bogus"}"#), "{causes:?}");
     }
 
     #[test]

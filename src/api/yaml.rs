@@ -12,6 +12,11 @@ pub fn to_string(value: &Value) -> String {
     match value {
         Value::Object(map) if !map.is_empty() => mapping(&mut out, map, 0),
         Value::Array(items) if !items.is_empty() => sequence(&mut out, items, 0),
+        // A document that is one string of several lines: quoted, not a block at column 0.
+        Value::String(text) if text.contains('\n') => {
+            out.push_str(&double_quoted(text));
+            out.push('\n');
+        }
         scalar => {
             out.push_str(&inline(scalar, 0));
             out.push('\n');
@@ -116,19 +121,23 @@ fn string(s: &str, indent: usize) -> String {
     }
 }
 
-/// Every character is one YAML may write as it is (a tab is not, nor other controls).
+/// Every character is one YAML may write as it is: not a tab or another control, not a
+/// byte order mark or a non-character, not one of the line breaks YAML 1.1 adds (NEL, LS, PS).
 fn printable(s: &str) -> bool {
     s.chars().all(|c| {
-        matches!(c, '\n' | ' '..='~' | '\u{85}')
-            || (c >= '\u{a0}' && c != '\u{feff}' && c != '\u{fffe}' && c != '\u{ffff}')
+        matches!(c, '\n' | ' '..='~')
+            || (c >= '\u{a0}'
+                && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'))
     })
 }
 
 /// A literal block can hold it: printable, no line starting with a space, no space before a
 /// line break.
 fn literal_allowed(s: &str) -> bool {
+    // (A first line that is empty or indented would need an indentation indicator.)
     printable(s)
         && !s.starts_with(' ')
+        && !s.starts_with('\n')
         && !s.contains(" \n")
         && !s.ends_with(' ')
         && !s.trim_end_matches('\n').is_empty()
@@ -163,10 +172,13 @@ fn double_quoted(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\r' => out.push_str("\\r"),
             '\0' => out.push_str("\\0"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+            '\u{85}' => out.push_str("\\N"),
+            '\u{2028}' => out.push_str("\\L"),
+            '\u{2029}' => out.push_str("\\P"),
+            c if (c as u32) < 0x20 || ('\u{7f}'..='\u{9f}').contains(&c) => {
                 out.push_str(&format!("\\x{:02X}", c as u32))
             }
-            '\u{feff}' => out.push_str("\\uFEFF"),
+            '\u{feff}' | '\u{fffe}' | '\u{ffff}' => out.push_str(&format!("\\u{:04X}", c as u32)),
             c => out.push(c),
         }
     }
@@ -200,8 +212,9 @@ fn number_like(s: &str) -> bool {
         ("0o", |c: char| ('0'..='7').contains(&c)),
         ("0b", |c: char| c == '0' || c == '1'),
     ] {
-        if let Some(rest) = unsigned.strip_prefix(prefix) {
-            return digits(rest, ok);
+        // (Go's `ParseInt`, which go-yaml reads numbers with, takes either case.)
+        if unsigned.get(..2).is_some_and(|p| p.eq_ignore_ascii_case(prefix)) {
+            return digits(&unsigned[2..], ok);
         }
     }
     // Base 60: digits, then `:` and one or two digits, any number of times.
@@ -305,6 +318,10 @@ mod tests {
         assert_eq!(string("- x", 0), "'- x'");
         assert_eq!(string("it's #1 ", 0), "'it''s #1 '");
         assert_eq!(string("tab\there", 0), "\"tab\\there\"");
+        assert_eq!(string("0X1F", 0), "\"0X1F\"");
+        assert_eq!(string("a\u{2028}b\u{85}c\u{80}", 0), "\"a\\Lb\\Nc\\x80\"");
+        assert_eq!(string("\n  indented", 2), "\"\\n  indented\"");
+        assert_eq!(to_string(&json!("two\nlines")), "\"two\\nlines\"\n");
     }
 
     #[test]

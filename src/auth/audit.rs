@@ -336,7 +336,8 @@ fn truncated_user_agent(agent: &str) -> String {
 }
 
 /// Where a request came from, as kube-apiserver's `SourceIPs`: the addresses
-/// `X-Forwarded-For` lists, then `X-Real-Ip`'s and the peer's when not listed already.
+/// `X-Forwarded-For` lists, then `X-Real-Ip`'s when not listed already, then the peer's
+/// unless it is the last one.
 pub fn source_ips(
     headers: &actix_web::http::header::HeaderMap,
     peer: Option<String>,
@@ -350,10 +351,12 @@ pub fn source_ips(
         .map(String::from)
         .collect();
     let real = header("x-real-ip").filter(|ip| ip.parse::<std::net::IpAddr>().is_ok());
-    for ip in real.map(String::from).into_iter().chain(peer) {
-        if !ips.contains(&ip) {
-            ips.push(ip);
-        }
+    if let Some(real) = real.filter(|real| !ips.iter().any(|ip| ip == real)) {
+        ips.push(real.to_string());
+    }
+    // The peer, which cannot be forged, unless it is the last address already.
+    if let Some(peer) = peer.filter(|peer| ips.last() != Some(peer)) {
+        ips.push(peer);
     }
     ips
 }
@@ -445,6 +448,27 @@ mod tests {
             assert_eq!(text, format!("{}\n{}\n", line(first), line(first + 1)), "{backup}");
         }
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{}\n", line(10)));
+    }
+
+    #[test]
+    fn source_ips_are_the_proxies_then_the_peer_unless_last() {
+        let mut headers = actix_web::http::header::HeaderMap::new();
+        let mut set = |name: &'static str, value: &'static str| {
+            let value = actix_web::http::header::HeaderValue::from_static(value);
+            headers.insert(actix_web::http::header::HeaderName::from_static(name), value);
+        };
+        set("x-forwarded-for", "10.0.0.1, junk, 127.0.0.1");
+        set("x-real-ip", "10.0.0.1");
+        let ips = source_ips(&headers, Some("127.0.0.1".into()));
+        assert_eq!(ips, ["10.0.0.1", "127.0.0.1"], "the peer is the last already");
+        let ips = source_ips(&headers, Some("10.0.0.1".into()));
+        assert_eq!(ips, ["10.0.0.1", "127.0.0.1", "10.0.0.1"], "a forged first is not the peer");
+        let agent = format!("a{}", "é".repeat(600));
+        assert_eq!(
+            truncated_user_agent(&agent).len(),
+            1023 + "...TRUNCATED".len(),
+            "at a character"
+        );
     }
 
     #[test]

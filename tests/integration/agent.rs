@@ -355,8 +355,10 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     // The summary names the node (its own name, not a pod's).
     let summary: Value = serde_json::from_str(&agent("/stats/summary").1).unwrap();
     assert_eq!(summary["node"]["nodeName"], "node-a", "{summary}");
-    // Log options are read as the kubelet reads them: any flag value, `tail`, empty times.
-    let read = agent("/containerLogs/default/talker/c?timestamps=1&tail=1&sinceTime=");
+    // Log options are read as the kubelet reads them: any flag value, `tail` (which
+    // replaces `tailLines`), empty times.
+    let read =
+        agent("/containerLogs/default/talker/c?timestamps=1&tailLines=0&tail=all&sinceTime=");
     assert_eq!(read.0, 200, "{read:?}");
     assert!(read.1.ends_with(" hello from talker on node-a\n") && read.1.len() > 30, "{read:?}");
     let pods: Value = serde_json::from_str(&agent("/pods").1).unwrap();

@@ -1515,24 +1515,14 @@ impl ApiCore {
         grace: i64,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        let mut value = current.to_value();
+        // One way of collecting dependents replaces the other, as in Kubernetes.
+        let before = current.to_value();
+        let mut value = with_collection_finalizer(&before, Some(finalizer));
+        let unchanged = value == before;
         let meta = metadata(&mut value)?;
         let marked = meta.contains_key("deletionTimestamp");
-        let finalizers = meta.entry("finalizers").or_insert_with(|| json!([]));
-        if !finalizers.is_array() {
-            *finalizers = json!([]);
-        }
-        let list = finalizers.as_array_mut().expect("set to an array above");
-        // One way of collecting dependents replaces the other, as in Kubernetes.
-        let other =
-            if finalizer == ORPHAN_FINALIZER { FOREGROUND_FINALIZER } else { ORPHAN_FINALIZER };
-        let holds_other = list.iter().any(|f| f == other);
-        if list.iter().any(|f| f == finalizer) && marked && !holds_other {
+        if unchanged && marked {
             return Ok(current);
-        }
-        list.retain(|f| f != other);
-        if !list.iter().any(|f| f == finalizer) {
-            list.push(json!(finalizer));
         }
         if !marked {
             mark_deleting(meta, deadline_after(grace), grace);

@@ -253,7 +253,10 @@ impl Runtime for ProcessRuntime {
                 group.remove();
             });
             let cleanup = cleanup.map(|_| ()).boxed().shared();
-            locked(&self.cleanups).insert(name, cleanup);
+            let mut cleanups = locked(&self.cleanups);
+            // Those done are no longer waited for (their container may never run again).
+            cleanups.retain(|_, done| done.peek().is_none());
+            cleanups.insert(name, cleanup);
         }
     }
 
