@@ -162,13 +162,39 @@ impl ServiceAllocator {
         crate::model::cidr::usable_range(self.ranges.cluster_ips)
     }
 
-    /// Records what an existing service holds (start-up).
+    /// Records what an existing service holds (start-up). One holding an address or a node
+    /// port outside the ranges (they were narrowed since) keeps it, and it is said, as
+    /// Kubernetes' repair controllers say it (`ClusterIPOutOfRange`, `PortOutOfRange`).
     pub fn restore(&self, service: &Value) {
+        let (first, last) = self.ip_bounds();
+        let (low, high) = self.ranges.node_ports;
+        let name = || {
+            let meta = |field: &str| json::at(service, &format!("/metadata/{field}"));
+            let text =
+                |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+            format!("{}/{}", text(meta("namespace")), text(meta("name")))
+        };
         let mut taken = self.state.lock().expect("allocator lock");
         if let Some(ip) = cluster_ip(service).and_then(validation::parse_ipv4) {
-            taken.ips.insert(u32::from(ip));
+            let n = u32::from(ip);
+            if n < first || n > last {
+                let (net, bits) = self.ranges.cluster_ips;
+                tracing::warn!(
+                    service = %name(),
+                    "ClusterIPOutOfRange: Cluster IP {ip} is not within the configured Service \
+                     CIDR {net}/{bits}; please recreate service"
+                );
+            }
+            taken.ips.insert(n);
         }
         for port in held_ports(service) {
+            if !(low..=high).contains(&port) {
+                tracing::warn!(
+                    service = %name(),
+                    "PortOutOfRange: Port {port} is not within the port range {low}-{high}; \
+                     please recreate service"
+                );
+            }
             taken.ports.insert(port);
         }
     }
