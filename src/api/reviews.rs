@@ -200,6 +200,12 @@ fn validate(kind: &str, namespace: &str, review: &Map<String, Value>) -> Vec<Fie
         )),
         _ => {}
     }
+    if let Some(attributes) = resource {
+        let path = "spec.resourceAttributes";
+        errors.extend(kplane_actors::model::validation::validate_selector_attributes(
+            attributes, path,
+        ));
+    }
     if kind != "SelfSubjectAccessReview" {
         let user = spec.and_then(|s| s.get("user")).and_then(Value::as_str).unwrap_or("");
         let groups = spec.and_then(|s| s.get("groups")).and_then(Value::as_array);
@@ -427,6 +433,21 @@ mod tests {
         assert_eq!(
             asked("localsubjectaccessreviews", "team", elsewhere),
             ["spec.resourceAttributes.namespace: Invalid value: \"other\": must match metadata.namespace"]
+        );
+        // Selectors, as Kubernetes checks them (an operator it does not know let through).
+        let selecting = json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "pods",
+            "fieldSelector": {"rawSelector": "a=b", "requirements": [
+                {"key": "", "operator": "In", "values": []},
+                {"key": "k", "operator": "Newer", "values": []}]},
+            "labelSelector": {}}}});
+        assert_eq!(
+            asked("selfsubjectaccessreviews", "", selecting),
+            [
+                "spec.resourceAttributes.fieldSelector.rawSelector: Invalid value: \"a=b\": may not specified at the same time as requirements",
+                "spec.resourceAttributes.fieldSelector.requirements[0].key: Required value: must be specified",
+                "spec.resourceAttributes.fieldSelector.requirements[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "spec.resourceAttributes.labelSelector.requirements: Required value: when spec.resourceAttributes.labelSelector is specified, requirements or rawSelector is required",
+            ]
         );
     }
 }

@@ -663,6 +663,47 @@ fn validate_label_selector(selector: &Value, path: &str, errors: &mut Vec<FieldE
     }
 }
 
+/// The selectors an access review's resource attributes (at `path`) may carry
+/// (`fieldSelector`, `labelSelector`), as Kubernetes checks them: requirements or a raw
+/// selector, one of the two; each requirement's key and values, an operator it does not know
+/// let through (a newer client's).
+pub fn validate_selector_attributes(attributes: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (name, labels) in [("fieldSelector", false), ("labelSelector", true)] {
+        let Some(selector) = attributes.get(name).filter(|s| !s.is_null()) else { continue };
+        let at = format!("{path}.{name}");
+        let raw = selector.get("rawSelector").and_then(Value::as_str).unwrap_or("");
+        let requirements = selector.get("requirements").and_then(Value::as_array);
+        let requirements = requirements.map_or(&[][..], Vec::as_slice);
+        if !raw.is_empty() && !requirements.is_empty() {
+            let detail = "may not specified at the same time as requirements";
+            errors.push(FieldError::invalid(format!("{at}.rawSelector"), raw, detail));
+        }
+        if raw.is_empty() && requirements.is_empty() {
+            let why = format!("when {at} is specified, requirements or rawSelector is required");
+            errors.push(FieldError::required_because(format!("{at}.requirements"), &why));
+        }
+        for (i, requirement) in requirements.iter().enumerate() {
+            let field = |member: &str| format!("{at}.requirements[{i}].{member}");
+            let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
+            let values = requirement.get("values").and_then(Value::as_array).map_or(0, Vec::len);
+            let operator = requirement.get("operator").and_then(Value::as_str).unwrap_or("");
+            if !labels && key.is_empty() {
+                errors.push(FieldError::required_because(field("key"), "must be specified"));
+            }
+            if matches!(operator, "In" | "NotIn" | "Exists" | "DoesNotExist") {
+                selector_operator(operator, values, false, &field, &mut errors);
+            }
+            if labels {
+                for problem in label_key_errors(key) {
+                    errors.push(FieldError::invalid(field("key"), key, problem));
+                }
+            }
+        }
+    }
+    errors
+}
+
 /// A selector requirement's operator and how many values it has, as Kubernetes checks a label
 /// selector's (`numeric`: a node selector's, which also takes `Gt` and `Lt` with one value).
 fn selector_operator(
