@@ -339,6 +339,9 @@ async fn summary(state: web::Data<AgentHttp>) -> Result<HttpResponse, AgentHttpE
     })))
 }
 
+/// One metric family to write: its name, type, help and labelled samples.
+struct Family(&'static str, &'static str, &'static str, Vec<(String, f64)>);
+
 /// The kubelet's `/metrics/resource` (what metrics-server scrapes): the stable families of
 /// CPU seconds, working set and start times of the node, its pods and their containers, each
 /// sample stamped with the time it was read (milliseconds), as the kubelet writes them.
@@ -347,13 +350,13 @@ async fn resource_metrics(state: web::Data<AgentHttp>) -> Result<HttpResponse, A
     let stamp = chrono::Utc::now().timestamp_millis();
     let seconds = |usage: Usage| usage.cpu_nanoseconds as f64 / 1e9;
     let bytes = |usage: Usage| usage.rss_bytes as f64;
-    let mut families: Vec<(&str, &str, &str, Vec<(String, f64)>)> = Vec::new();
+    let mut families: Vec<Family> = Vec::new();
     let container_labels = |pod: &PodUsage, container: &str| {
         format!("container={container:?},namespace={:?},pod={:?}", pod.namespace, pod.name)
     };
     let containers =
         || snapshot.pods.iter().flat_map(|pod| pod.containers.iter().map(move |c| (pod, c)));
-    families.push((
+    families.push(Family(
         "container_cpu_usage_seconds_total",
         "counter",
         "Cumulative cpu time consumed by the container in core-seconds",
@@ -361,13 +364,13 @@ async fn resource_metrics(state: web::Data<AgentHttp>) -> Result<HttpResponse, A
             .map(|(pod, (name, _, u))| (container_labels(pod, name), seconds(*u)))
             .collect(),
     ));
-    families.push((
+    families.push(Family(
         "container_memory_working_set_bytes",
         "gauge",
         "Current working set of the container in bytes",
         containers().map(|(pod, (name, _, u))| (container_labels(pod, name), bytes(*u))).collect(),
     ));
-    families.push((
+    families.push(Family(
         "container_start_time_seconds",
         "gauge",
         "Start time of the container since unix epoch in seconds",
@@ -378,33 +381,33 @@ async fn resource_metrics(state: web::Data<AgentHttp>) -> Result<HttpResponse, A
             })
             .collect(),
     ));
-    families.push((
+    families.push(Family(
         "node_cpu_usage_seconds_total",
         "counter",
         "Cumulative cpu time consumed by the node in core-seconds",
         vec![(String::new(), seconds(snapshot.node))],
     ));
-    families.push((
+    families.push(Family(
         "node_memory_working_set_bytes",
         "gauge",
         "Current working set of the node in bytes",
         vec![(String::new(), bytes(snapshot.node))],
     ));
     let pod_labels = |pod: &PodUsage| format!("namespace={:?},pod={:?}", pod.namespace, pod.name);
-    families.push((
+    families.push(Family(
         "pod_cpu_usage_seconds_total",
         "counter",
         "Cumulative cpu time consumed by the pod in core-seconds",
         snapshot.pods.iter().map(|pod| (pod_labels(pod), seconds(pod.total))).collect(),
     ));
-    families.push((
+    families.push(Family(
         "pod_memory_working_set_bytes",
         "gauge",
         "Current working set of the pod in bytes",
         snapshot.pods.iter().map(|pod| (pod_labels(pod), bytes(pod.total))).collect(),
     ));
     let mut text = String::new();
-    for (name, kind, help, samples) in families {
+    for Family(name, kind, help, samples) in families {
         text.push_str(&format!("# HELP {name} [STABLE] {help}\n# TYPE {name} {kind}\n"));
         for (labels, value) in samples {
             let labels = if labels.is_empty() { labels } else { format!("{{{labels}}}") };
