@@ -87,16 +87,23 @@ fn the_server_names_its_actors_threads() {
     util::wait_until(Duration::from_secs(10), "the actors' threads are named", named);
 }
 
-#[test]
-fn a_log_that_cannot_be_written_stops_nothing() {
-    // stderr a pipe whose reader has gone: every log line the server writes fails (EPIPE).
+/// A server command on a free insecure port, no secure port and no agent, with its data
+/// directory (kept while the test runs) and the port.
+fn agentless_server() -> (tempfile::TempDir, String, std::process::Command) {
     let data = tempfile::tempdir().unwrap();
     let port = util::free_port().to_string();
     let mut cmd = Server::command();
     cmd.args(["server", "--insecure-port", &port, "--secure-port", "0", "--data-dir"])
         .arg(data.path())
-        .env("RUST_LOG", "debug")
-        .env("KPLANE_AGENT__ENABLED", "false")
+        .env("KPLANE_AGENT__ENABLED", "false");
+    (data, port, cmd)
+}
+
+#[test]
+fn a_log_that_cannot_be_written_stops_nothing() {
+    // stderr a pipe whose reader has gone: every log line the server writes fails (EPIPE).
+    let (data, port, mut cmd) = agentless_server();
+    cmd.env("RUST_LOG", "debug")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
@@ -120,14 +127,9 @@ fn a_log_that_cannot_be_written_stops_nothing() {
 #[test]
 fn an_audit_log_of_dash_is_the_standard_output() {
     use std::io::BufRead;
-    let data = tempfile::tempdir().unwrap();
-    let port = util::free_port().to_string();
-    let mut cmd = Server::command();
-    cmd.args(["server", "--insecure-port", &port, "--secure-port", "0", "--data-dir"])
-        .arg(data.path())
-        .args(["--audit-log-path", "-"])
+    let (data, port, mut cmd) = agentless_server();
+    cmd.args(["--audit-log-path", "-"])
         .current_dir(data.path())
-        .env("KPLANE_AGENT__ENABLED", "false")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
