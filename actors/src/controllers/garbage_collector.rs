@@ -149,6 +149,12 @@ pub struct GarbageCollector {
     listed: FastSet<&'static str>,
     /// How many resources there are to list (those stored as themselves).
     to_list: usize,
+    /// Work asked for and not yet seen done, by the uid it is for: a dependent's delete (or
+    /// release) for an owner in foreground deletion, until the dependent changes; an owner's
+    /// releases of its dependents when it orphans them, until they end. Each event of a
+    /// thousand dependents going would otherwise ask for every remaining one again (as
+    /// Kubernetes' work queue keeps each item once).
+    asked: FastSet<String>,
 }
 
 /// A plain object's uid as the collector keeps it: the 128 bits of a UUID in its canonical
@@ -187,6 +193,7 @@ impl GarbageCollector {
             dependents: FastMap::default(),
             listed: FastSet::default(),
             to_list,
+            asked: FastSet::default(),
         }
     }
 
@@ -244,6 +251,8 @@ impl GarbageCollector {
 
     /// Forgets `uid`; its node, unless it was a plain object.
     fn remove(&mut self, uid: &str) -> Option<Node> {
+        // Changed or gone: what was asked for it has been seen (or is to be asked again).
+        self.asked.remove(uid);
         if self.plain.remove(&PlainUid::of(uid)).is_some() {
             return None;
         }
@@ -324,6 +333,10 @@ impl GarbageCollector {
         let node = node.clone();
         let dependents = self.dependents_of(uid);
         if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
+            // One batch of releases at a time.
+            if !self.asked.insert(uid.to_string()) {
+                return;
+            }
             // The finalizer goes only once every dependent has let go of the owner: were it
             // removed first, the owner could be gone while a dependent still names it, and
             // that dependent would be collected instead of orphaned.
@@ -341,7 +354,8 @@ impl GarbageCollector {
                     }
                 })
                 .collect();
-            let (client, uid) = (self.client.clone(), uid.to_string());
+            let (client, owner) = (self.client.clone(), uid.to_string());
+            let batch = owner.clone();
             ctx.spawn(
                 async move {
                     let released = futures::future::join_all(releases).await;
@@ -349,9 +363,12 @@ impl GarbageCollector {
                         tracing::warn!(name = %node.name, %error, "orphaning dependents");
                         return;
                     }
-                    remove_finalizer(&*client, &node, &uid, ORPHAN_FINALIZER).await;
+                    remove_finalizer(&*client, &node, &owner, ORPHAN_FINALIZER).await;
                 }
-                .into_actor(self),
+                .into_actor(self)
+                .map(move |(), collector, _| {
+                    collector.asked.remove(&batch);
+                }),
             );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
             let blocked = dependents
@@ -418,20 +435,29 @@ impl GarbageCollector {
             return;
         }
         ctx.spawn(
-            async move { report_collection(&node, collect_orphan(&*client, &node, &uid).await) }
-                .into_actor(self),
+            async move {
+                report_collection(&node, collect_orphan(&*client, &node, &uid).await);
+            }
+            .into_actor(self),
         );
     }
 
     /// Deletes `uid`, a dependent of `owner`, which is in foreground deletion (once: not
     /// again while it is being deleted). A dependent with another owner that keeps it only
     /// lets go of `owner`; one with dependents of its own is deleted in the foreground too.
-    fn delete_for_owner(&self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
+    fn delete_for_owner(&mut self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid).cloned() else { return };
-        if node.deleting {
+        if node.deleting || !self.asked.insert(uid.to_string()) {
             return;
         }
         let client = self.client.clone();
+        // What failed is asked for again at the next event.
+        let asked = uid.to_string();
+        let forget_failed = move |done: bool, collector: &mut Self, _: &mut Context<Self>| {
+            if !done {
+                collector.asked.remove(&asked);
+            }
+        };
         if node.owners.iter().any(|o| o != owner && self.keeps_dependents(o, &node.namespace)) {
             let owner = owner.to_string();
             let (uid, field) = (uid.to_string(), "ownerReferences");
@@ -441,7 +467,8 @@ impl GarbageCollector {
                     let released = remove_entries(&*client, &node, &uid, field, names_owner);
                     report_collection(&node, released.await)
                 }
-                .into_actor(self),
+                .into_actor(self)
+                .map(forget_failed),
             );
             return;
         }
@@ -483,7 +510,8 @@ impl GarbageCollector {
                 let deleted = client.delete(node.resource, &node.namespace, &node.name, &options);
                 report_collection(&node, deleted.await.map(drop))
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(forget_failed),
         );
     }
 
@@ -538,11 +566,16 @@ impl GarbageCollector {
 }
 
 /// Logs a failed collection; an object already gone, or changed since it was judged (a
-/// precondition conflict), is not a failure: the next event judges it again.
-fn report_collection(node: &Node, result: Result<(), ApiError>) {
+/// precondition conflict), is not logged: the next event judges it again. Whether the work
+/// is done (the object gone or let go): if not, it is to be asked for again.
+fn report_collection(node: &Node, result: Result<(), ApiError>) -> bool {
     match result {
-        Ok(()) | Err(ApiError::NotFound { .. }) | Err(ApiError::Conflict { .. }) => {}
-        Err(error) => tracing::warn!(name = %node.name, %error, "garbage collecting"),
+        Ok(()) | Err(ApiError::NotFound { .. }) => true,
+        Err(ApiError::Conflict { .. }) => false,
+        Err(error) => {
+            tracing::warn!(name = %node.name, %error, "garbage collecting");
+            false
+        }
     }
 }
 
