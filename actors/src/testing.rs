@@ -66,11 +66,14 @@ pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>
 pub enum Call {
     List { resource: &'static ResourceType },
     Patch { resource: &'static ResourceType, namespace: String, name: String },
+    Create { resource: &'static ResourceType, namespace: String },
+    Delete { resource: &'static ResourceType, namespace: String, name: String },
 }
 
 type Hook = Box<dyn Fn(ApiCore, Call) -> BoxFuture<'static, ()> + Send + Sync>;
 
-/// The in-process client, with a hook that runs (and is awaited) before each list and patch:
+/// The in-process client, with a hook that runs (and is awaited) before each list, patch,
+/// create and delete:
 /// how a test puts another writer, or a wait, at an exact point of a component's work.
 pub struct Hooked {
     core: ApiCore,
@@ -111,6 +114,8 @@ impl ApiClient for Hooked {
         namespace: &str,
         object: Value,
     ) -> Result<Value, ApiError> {
+        (self.before)(self.core.clone(), Call::Create { resource, namespace: namespace.into() })
+            .await;
         ApiClient::create(&self.core, resource, namespace, object).await
     }
     async fn update(
@@ -157,6 +162,9 @@ impl ApiClient for Hooked {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Value, ApiError> {
+        let call =
+            Call::Delete { resource, namespace: namespace.to_string(), name: name.to_string() };
+        (self.before)(self.core.clone(), call).await;
         ApiClient::delete(&self.core, resource, namespace, name, options).await
     }
     async fn request_token(

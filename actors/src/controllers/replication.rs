@@ -42,9 +42,15 @@ const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
 /// The pods created and deleted that a controller has not seen yet.
 #[derive(Debug)]
 struct Expectations {
+    /// The controller's uid: a controller deleted and made again under its name expects
+    /// nothing of its predecessor's pods (Kubernetes resolves a pod's owner by uid).
+    uid: String,
     creates: usize,
     deletes: HashSet<String>,
     since: Instant,
+    /// Looks at the controller again when the wait times out: one per controller, the
+    /// previous wait's cancelled when a new one begins.
+    timeout: SpawnHandle,
 }
 
 impl Expectations {
@@ -93,6 +99,8 @@ struct SyncDirty;
 #[rtype(result = "()")]
 struct Done {
     controller: Key,
+    /// The uid of the controller the work was for.
+    uid: String,
     outcome: Outcome,
 }
 
@@ -182,6 +190,9 @@ impl ReplicationManager {
         };
         let owner_name = owner.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let Some(expected) = self.expectations.get_mut(&(namespace, owner_name)) else { return };
+        if owner.get("uid").and_then(Value::as_str) != Some(expected.uid.as_str()) {
+            return; // a predecessor's of that name
+        }
         match kind {
             EventType::Added => expected.creates = expected.creates.saturating_sub(1),
             EventType::Deleted => {
@@ -263,25 +274,37 @@ impl ReplicationManager {
 
     /// Waits for `expected` before counting the controller's pods again; looks again when the
     /// wait times out, in case what it waits for is never seen.
-    fn expect(&mut self, key: &Key, expected: Expectations, ctx: &mut Context<Self>) {
-        self.expectations.insert(key.clone(), expected);
-        let key = key.clone();
-        ctx.run_later(EXPECTATIONS_TIMEOUT, move |manager, ctx| manager.mark(key, ctx));
+    fn expect(
+        &mut self,
+        key: &Key,
+        rc: &Value,
+        creates: usize,
+        deletes: HashSet<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let marked = key.clone();
+        let timeout =
+            ctx.run_later(EXPECTATIONS_TIMEOUT, move |manager, ctx| manager.mark(marked, ctx));
+        let uid = object_uid(rc).to_string();
+        let expected = Expectations { uid, creates, deletes, since: Instant::now(), timeout };
+        if let Some(previous) = self.expectations.insert(key.clone(), expected) {
+            ctx.cancel_future(previous.timeout);
+        }
     }
 
     fn create(&mut self, key: &Key, rc: &Value, count: usize, ctx: &mut Context<Self>) {
-        let expected =
-            Expectations { creates: count, deletes: HashSet::new(), since: Instant::now() };
-        self.expect(key, expected, ctx);
+        self.expect(key, rc, count, HashSet::new(), ctx);
         let pod = pod_from_template(rc);
         let client = self.client.clone();
         let controller = key.clone();
         let reference = object_ref(rc);
+        let uid = object_uid(rc).to_string();
         let addr = ctx.address();
         actix::spawn(async move {
             // Slow start: batches of 1, 2, 4, ...; a batch with a failure ends the round.
             let (mut made, mut tried, mut batch, mut error) = (0, 0, 1, None);
-            while tried < count && error.is_none() {
+            let (mut failed, mut terminating) = (0, false);
+            while tried < count && error.is_none() && !terminating {
                 let size = batch.min(count - tried);
                 let creates = (0..size)
                     .map(|_| client.create(resources::core("pods"), &controller.0, pod.clone()));
@@ -292,13 +315,15 @@ impl ReplicationManager {
                             let message = format!("Created pod: {}", object_name(&created));
                             (EventKind::Normal, "SuccessfulCreate", message)
                         }
-                        // The namespace is going: so is the controller (as in Kubernetes, not a
-                        // failure to report).
-                        Err(failure) if failure.to_string().contains("is being terminated") => {
-                            tried = count;
-                            break;
+                        // The namespace is going: so is the controller. As in Kubernetes, not a
+                        // failure to report or retry: the creates left count as made, and
+                        // the controller waits for them until its expectations time out.
+                        Err(failure) if failure.has_cause("NamespaceTerminating") => {
+                            terminating = true;
+                            continue;
                         }
                         Err(failure) => {
+                            failed += 1;
                             let message = format!("Error creating: {failure}");
                             error.get_or_insert(failure.to_string());
                             (EventKind::Warning, "FailedCreate", message)
@@ -310,20 +335,20 @@ impl ReplicationManager {
                 tried += size;
                 batch *= 2;
             }
-            // The creates not made are not expected: those that failed and those skipped.
-            addr.do_send(Done {
-                controller,
-                outcome: Outcome::Created { not_made: count - made, error },
-            });
+            // The creates not made are not expected: those that failed and those skipped
+            // (none skipped for a terminating namespace, as above).
+            let not_made = if terminating { failed } else { count - made };
+            addr.do_send(Done { controller, uid, outcome: Outcome::Created { not_made, error } });
         });
     }
 
     fn delete(&mut self, key: &Key, rc: &Value, victims: Vec<Value>, ctx: &mut Context<Self>) {
         let names: HashSet<String> = victims.iter().map(|p| object_name(p).to_string()).collect();
-        self.expect(key, Expectations { creates: 0, deletes: names, since: Instant::now() }, ctx);
+        self.expect(key, rc, 0, names, ctx);
         let client = self.client.clone();
         let controller = key.clone();
         let reference = object_ref(rc);
+        let uid = object_uid(rc).to_string();
         let addr = ctx.address();
         actix::spawn(async move {
             let deletes = victims.iter().map(|pod| {
@@ -354,7 +379,7 @@ impl ReplicationManager {
                 events::record(client.as_ref(), &reference, kind, reason, &message, COMPONENT)
                     .await;
             }
-            addr.do_send(Done { controller, outcome: Outcome::Deleted { failed, error } });
+            addr.do_send(Done { controller, uid, outcome: Outcome::Deleted { failed, error } });
         });
     }
 
@@ -737,11 +762,12 @@ impl Handler<SyncDirty> for ReplicationManager {
 impl Handler<Done> for ReplicationManager {
     type Result = ();
 
-    fn handle(&mut self, Done { controller, outcome }: Done, ctx: &mut Context<Self>) {
-        if !self.controllers.contains_key(&controller) {
-            return; // deleted meanwhile
+    fn handle(&mut self, Done { controller, uid, outcome }: Done, ctx: &mut Context<Self>) {
+        let Some(rc) = self.controllers.get(&controller) else { return }; // deleted meanwhile
+        if object_uid(rc) != uid {
+            return; // a predecessor's work: its successor expects none of it
         }
-        let expected = self.expectations.get_mut(&controller);
+        let expected = self.expectations.get_mut(&controller).filter(|e| e.uid == uid);
         let failure = match outcome {
             Outcome::Created { not_made, error } => {
                 if let Some(expected) = expected {
@@ -793,7 +819,8 @@ mod tests {
 
     use super::*;
     use crate::core::{ApiCore, ListOptions};
-    use crate::testing::{core, eventually};
+    use crate::testing::{core, eventually, Call, Hooked};
+    use futures::FutureExt;
 
     fn rc(name: &str, replicas: u64, template: Value) -> Value {
         json!({"metadata": {"name": name}, "spec": {"replicas": replicas,
@@ -840,14 +867,91 @@ mod tests {
         .await
     }
 
+    fn expecting(uid: &str, creates: usize, deletes: HashSet<String>) -> Expectations {
+        let (uid, since, timeout) = (uid.to_string(), Instant::now(), SpawnHandle::default());
+        Expectations { uid, creates, deletes, since, timeout }
+    }
+
+    #[actix::test]
+    async fn a_predecessors_pods_meet_no_expectation_of_a_controller_of_its_name() {
+        let mut manager = ReplicationManager::new(Arc::new(core().await));
+        let key = ("default".to_string(), "web".to_string());
+        let deletes = HashSet::from(["web-old".to_string()]);
+        manager.expectations.insert(key.clone(), expecting("new", 1, deletes));
+        let pod = |name: &str, uid: &str| {
+            json!({"metadata": {"name": name, "namespace": "default", "ownerReferences": [
+                {"kind": "ReplicationController", "name": "web", "uid": uid, "controller": true}]}})
+        };
+        // The deleted controller's create round, still going, and its pods being collected.
+        manager.observe(&pod("web-late", "old"), EventType::Added);
+        manager.observe(&pod("web-old", "old"), EventType::Deleted);
+        let expected = &manager.expectations[&key];
+        assert_eq!((expected.creates, expected.deletes.len()), (1, 1));
+        manager.observe(&pod("web-new", "new"), EventType::Added);
+        manager.observe(&pod("web-old", "new"), EventType::Deleted);
+        assert!(manager.expectations[&key].met());
+    }
+
+    #[actix::test]
+    async fn creates_refused_by_a_terminating_namespace_are_not_retried() {
+        let core = core().await;
+        let namespaces = resources::core("namespaces");
+        let namespace = json!({"metadata": {"name": "ending"}});
+        ApiClient::create(&core, namespaces, "", namespace).await.unwrap();
+        let account = json!({"metadata": {"name": "default"}});
+        ApiClient::create(&core, resources::core("serviceaccounts"), "ending", account)
+            .await
+            .unwrap();
+        let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = refused.clone();
+        let client = Hooked::new(&core, move |core, call| {
+            let counted = counted.clone();
+            async move {
+                let Call::Create { namespace, .. } = call else { return };
+                let namespaces = resources::core("namespaces");
+                let ending = ApiClient::get(&core, namespaces, "", &namespace).await.unwrap();
+                if ending["status"]["phase"] == "Terminating" {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            .boxed()
+        });
+        let _manager = ReplicationManager::new(Arc::new(client)).start();
+        let rcs = resources::core("replicationcontrollers");
+        ApiClient::create(&core, rcs, "ending", rc("web", 1, plain())).await.unwrap();
+        eventually("the first pod", || async {
+            let status =
+                ApiClient::get(&core, rcs, "ending", "web").await.unwrap()["status"].clone();
+            (status["replicas"] == 1).then_some(())
+        })
+        .await;
+        // No namespace controller runs here: the namespace stays terminating, with the
+        // controller in it, which is then scaled up.
+        let options = DeleteOptions::default();
+        ApiClient::delete(&core, namespaces, "", "ending", &options).await.unwrap();
+        let scale = json!({"spec": {"replicas": 5}});
+        ApiClient::patch(&core, rcs, "ending", "web", PatchType::Merge, &scale, false)
+            .await
+            .unwrap();
+        eventually("a create refused", || async {
+            (refused.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(())
+        })
+        .await;
+        // The creates left count as made: the controller waits for them (until its
+        // expectations time out) rather than asking again at once, round after round.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let status = ApiClient::get(&core, rcs, "ending", "web").await.unwrap()["status"].clone();
+        assert!(status.get("conditions").is_none(), "not a failure: {status}");
+    }
+
     #[actix::test]
     async fn an_orphan_deleted_before_its_adoption_is_written_meets_the_expectation() {
         let core = core().await;
         let mut manager = ReplicationManager::new(Arc::new(core));
         let key = ("default".to_string(), "web".to_string());
         let deletes = HashSet::from(["extra".to_string()]);
-        let expected = Expectations { creates: 0, deletes, since: Instant::now() };
-        manager.expectations.insert(key.clone(), expected);
+        manager.expectations.insert(key.clone(), expecting("u1", 0, deletes));
         let elsewhere = json!({"metadata": {"name": "extra", "namespace": "other"}});
         manager.observe(&elsewhere, EventType::Deleted);
         assert!(!manager.expectations[&key].met(), "another namespace's pod of that name");

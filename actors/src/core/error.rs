@@ -127,6 +127,17 @@ impl ApiError {
     pub fn invalid_options(kind: &'static str, causes: Vec<FieldError>) -> Self {
         ApiError::Invalid { kind, group: "meta.k8s.io", name: String::new(), causes }
     }
+
+    /// Whether one of the error's causes has `reason` (e.g. `NamespaceTerminating`), as
+    /// client-go's `HasStatusCause` asks.
+    pub fn has_cause(&self, reason: &str) -> bool {
+        match self {
+            ApiError::Invalid { causes, .. } | ApiError::ForbiddenWrite { causes, .. } => {
+                causes.iter().any(|cause| cause.reason == reason)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {
