@@ -149,12 +149,14 @@ pub struct GarbageCollector {
     listed: FastSet<&'static str>,
     /// How many resources there are to list (those stored as themselves).
     to_list: usize,
-    /// Work asked for and not yet seen done, by the uid it is for: a dependent's delete (or
-    /// release) for an owner in foreground deletion, until the dependent changes; an owner's
-    /// releases of its dependents when it orphans them, until they end. Each event of a
+    /// Dependents whose delete (or release) was asked for an owner in foreground deletion,
+    /// by uid, until the dependent is seen changed or the request fails. Each event of a
     /// thousand dependents going would otherwise ask for every remaining one again (as
     /// Kubernetes' work queue keeps each item once).
-    asked: FastSet<String>,
+    deletes_asked: FastSet<String>,
+    /// Owners, by uid, whose batch of releases (orphaning their dependents) is under way:
+    /// one batch at a time, until it ends.
+    orphaning: FastSet<String>,
 }
 
 /// A plain object's uid as the collector keeps it: the 128 bits of a UUID in its canonical
@@ -193,7 +195,8 @@ impl GarbageCollector {
             dependents: FastMap::default(),
             listed: FastSet::default(),
             to_list,
-            asked: FastSet::default(),
+            deletes_asked: FastSet::default(),
+            orphaning: FastSet::default(),
         }
     }
 
@@ -251,8 +254,8 @@ impl GarbageCollector {
 
     /// Forgets `uid`; its node, unless it was a plain object.
     fn remove(&mut self, uid: &str) -> Option<Node> {
-        // Changed or gone: what was asked for it has been seen (or is to be asked again).
-        self.asked.remove(uid);
+        // Changed or gone: the delete asked for it has been seen (or is to be asked again).
+        self.deletes_asked.remove(uid);
         if self.plain.remove(&PlainUid::of(uid)).is_some() {
             return None;
         }
@@ -334,7 +337,7 @@ impl GarbageCollector {
         let dependents = self.dependents_of(uid);
         if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
             // One batch of releases at a time.
-            if !self.asked.insert(uid.to_string()) {
+            if !self.orphaning.insert(uid.to_string()) {
                 return;
             }
             // The finalizer goes only once every dependent has let go of the owner: were it
@@ -367,7 +370,7 @@ impl GarbageCollector {
                 }
                 .into_actor(self)
                 .map(move |(), collector, _| {
-                    collector.asked.remove(&batch);
+                    collector.orphaning.remove(&batch);
                 }),
             );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
@@ -447,7 +450,7 @@ impl GarbageCollector {
     /// lets go of `owner`; one with dependents of its own is deleted in the foreground too.
     fn delete_for_owner(&mut self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
         let Some(node) = self.nodes.get(uid).cloned() else { return };
-        if node.deleting || !self.asked.insert(uid.to_string()) {
+        if node.deleting || !self.deletes_asked.insert(uid.to_string()) {
             return;
         }
         let client = self.client.clone();
@@ -455,7 +458,7 @@ impl GarbageCollector {
         let asked = uid.to_string();
         let forget_failed = move |done: bool, collector: &mut Self, _: &mut Context<Self>| {
             if !done {
-                collector.asked.remove(&asked);
+                collector.deletes_asked.remove(&asked);
             }
         };
         if node.owners.iter().any(|o| o != owner && self.keeps_dependents(o, &node.namespace)) {
@@ -1144,6 +1147,40 @@ mod tests {
         })
         .await;
         assert!(get(&core, "many-dep-0").await.is_some(), "orphans stay");
+    }
+
+    /// Each dependent's delete (foreground) or release (orphan) is asked for once, however
+    /// many events the others' going makes.
+    #[actix::test]
+    async fn an_owners_dependents_are_each_deleted_or_released_once() {
+        let core = core().await;
+        let calls: Arc<std::sync::Mutex<FastMap<String, usize>>> = Arc::default();
+        let counted = calls.clone();
+        let client = Hooked::new(&core, move |_, call| {
+            if let Call::Delete { name, .. } | Call::Patch { name, .. } = call {
+                *counted.lock().unwrap().entry(name).or_default() += 1;
+            }
+            async {}.boxed()
+        });
+        GarbageCollector::new(Arc::new(client)).start();
+        const DEPENDENTS: usize = 200;
+        let names = |prefix: &'static str| (0..DEPENDENTS).map(move |i| format!("{prefix}-{i}"));
+        let owner = create(&core, "fg-owner", None, &[]).await;
+        for name in names("fg") {
+            create(&core, &name, Some(&owner), &[]).await;
+        }
+        delete(&core, "fg-owner", "Foreground").await;
+        eventually("the foreground owner goes", || async {
+            get(&core, "fg-owner").await.is_none().then_some(())
+        })
+        .await;
+        orphan(&core, "or-owner", &names("or").collect::<Vec<_>>()).await;
+        let calls = calls.lock().unwrap();
+        let asked: Vec<(String, usize)> = (names("fg").chain(names("or")))
+            .map(|name| (name.clone(), calls.get(&name).copied().unwrap_or(0)))
+            .filter(|(_, count)| *count != 1)
+            .collect();
+        assert!(asked.is_empty(), "asked other than once: {asked:?}");
     }
 
     #[actix::test]
