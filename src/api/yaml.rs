@@ -41,7 +41,7 @@ fn mapping(out: &mut String, map: &serde_json::Map<String, Value>, indent: usize
         let key = if key.contains('\n') { double_quoted(key) } else { string(key, indent) };
         out.push_str(&key);
         out.push(':');
-        value_after(out, value, indent, indent + 2);
+        value_after(out, value, After::Key, indent);
     }
 }
 
@@ -53,37 +53,45 @@ fn sequence(out: &mut String, items: &[Value], indent: usize) {
         }
         first = false;
         out.push('-');
-        value_after(out, item, indent, indent + 2);
+        value_after(out, item, After::Item, indent);
     }
 }
 
-/// A mapping's value or a sequence's item, after its `key:` or `-`; `indent` is the key's,
-/// `nested` a nested mapping's.
-fn value_after(out: &mut String, value: &Value, indent: usize, nested: usize) {
-    match value {
-        Value::Object(map) if !map.is_empty() => {
-            if out.ends_with('-') {
+/// What a value is written after.
+#[derive(Clone, Copy)]
+enum After {
+    /// A mapping's `key:`.
+    Key,
+    /// A sequence's `-`.
+    Item,
+}
+
+/// A mapping's value or a sequence's item, after its `key:` or `-` at `indent`.
+fn value_after(out: &mut String, value: &Value, after: After, indent: usize) {
+    let nested = indent + 2;
+    match (value, after) {
+        (Value::Object(map), _) if !map.is_empty() => {
+            match after {
                 // A mapping in a sequence begins on the item's line.
-                out.push(' ');
-                mapping(out, map, nested);
-            } else {
-                out.push('\n');
-                pad(out, nested);
-                mapping(out, map, nested);
+                After::Item => out.push(' '),
+                After::Key => {
+                    out.push('\n');
+                    pad(out, nested);
+                }
             }
+            mapping(out, map, nested);
         }
-        Value::Array(items) if !items.is_empty() => {
-            if out.ends_with('-') {
-                out.push(' ');
-                sequence(out, items, nested);
-            } else {
-                // Under a key, a sequence is not indented (go-yaml's way).
-                out.push('\n');
-                pad(out, indent);
-                sequence(out, items, indent);
-            }
+        (Value::Array(items), After::Item) if !items.is_empty() => {
+            out.push(' ');
+            sequence(out, items, nested);
         }
-        scalar => {
+        (Value::Array(items), After::Key) if !items.is_empty() => {
+            // Under a key, a sequence is not indented (go-yaml's way).
+            out.push('\n');
+            pad(out, indent);
+            sequence(out, items, indent);
+        }
+        (scalar, _) => {
             out.push(' ');
             out.push_str(&inline(scalar, nested));
             out.push('\n');
