@@ -361,9 +361,12 @@ impl Scheduler {
                 // A pod with scheduling gates is not tried until they are all removed.
                 let gated =
                     spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
-                if gated {
+                // Nor is one being deleted (kube-scheduler's `skipPodSchedule`), even if it
+                // was waiting in the queue already.
+                let deleting = pod.metadata.deletion_timestamp.is_some();
+                if gated || deleting {
                     self.queue.remove(&uid);
-                } else if ours && pod.metadata.deletion_timestamp.is_none() && !in_flight {
+                } else if ours && !in_flight {
                     let info = PodInfo::new(&pod);
                     // The room a preemption made is held as the pod's status says (also what
                     // a scheduler before this one nominated).

@@ -786,3 +786,29 @@ async fn a_read_write_once_pod_claim_is_used_by_one_pod_at_a_time() {
     let gone = ApiClient::get(&core, pods, "default", "first").await;
     assert!(gone.is_err() || gone.unwrap()["metadata"]["deletionTimestamp"].is_string());
 }
+
+#[actix::test]
+async fn a_waiting_pod_being_deleted_leaves_the_queue() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    sim_node(&core, "small", "1", dir.path());
+    eventually("the node", || async { (ready_nodes(&core).await == 1).then_some(()) }).await;
+    let scheduler = Scheduler::new(Arc::new(core.clone()), SchedulerConfig::default()).start();
+    let stats = || async { scheduler.send(GetStats).await.unwrap() };
+    let mut doomed = pod("doomed", "2", json!({}));
+    doomed["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    create(&core, doomed).await;
+    eventually("the pod waiting", || async {
+        let stats = stats().await;
+        (stats.pending == 1 && stats.unschedulable > 0).then_some(())
+    })
+    .await;
+    // Held by its finalizer, it stays, being deleted: no longer one to place.
+    let pods = find("", "v1", "pods").unwrap();
+    ApiClient::delete(&core, pods, "default", "doomed", &DeleteOptions::default()).await.unwrap();
+    eventually("the queue empty", || async { (stats().await.pending == 0).then_some(()) }).await;
+    sim_node(&core, "big", "4", dir.path());
+    create(&core, pod("after", "2", json!({}))).await;
+    assert_eq!(eventually("after bound", || node_of(&core, "after")).await, "big");
+    assert_eq!(node_of(&core, "doomed").await, None);
+}
