@@ -469,6 +469,11 @@ impl Settings {
                 message: "must not be empty".into(),
             });
         }
+        // Made absolute here, once: paths under it are handed to processes that run in other
+        // directories (a container's volume mounts are made in its working directory).
+        raw.data_dir = std::path::absolute(&raw.data_dir).map_err(|error| {
+            ConfigError::Invalid { key: "data_dir", message: error.to_string() }
+        })?;
         if !is_log_filter(&raw.log_level) {
             return Err(ConfigError::Invalid {
                 key: "log_level",
@@ -888,6 +893,17 @@ mod tests {
             error.starts_with("config key agent.allowed_unsafe_sysctls: \"vm.swappiness\""),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_relative_data_dir_is_made_absolute() {
+        // Pods' volume mounts under it are made by processes in other working directories.
+        let settings = load("data_dir = \"./rel\"\n", &[], Overrides::default()).unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert!(settings.data_dir.is_absolute(), "{:?}", settings.data_dir);
+        assert!(settings.data_dir.starts_with(&here) && settings.data_dir.ends_with("rel"));
+        let agent_dir = &settings.agent.agent.data_dir;
+        assert!(agent_dir.is_absolute() && agent_dir.starts_with(&settings.data_dir));
     }
 
     #[test]
