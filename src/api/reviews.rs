@@ -7,7 +7,9 @@
 //! the answers say exactly that. A request there that impersonates someone (`Impersonate-User`,
 //! as `kubectl --as` sends it) is that user, authorized as such. On the secure port the user
 //! is the one authenticated (or impersonated). For an authorized user the access and rules
-//! reviews are the authorizer's answers (`kubectl auth can-i`, `kubectl auth can-i --list`).
+//! reviews are the authorizer's answers (`kubectl auth can-i`, `kubectl auth can-i --list`),
+//! as are, on either port, the access reviews that name the user they ask about
+//! (`subjectaccessreviews`, `localsubjectaccessreviews`).
 
 use actix_web::HttpRequest;
 use chrono::{SecondsFormat, Utc};

@@ -102,7 +102,7 @@ fn agentless_server() -> (tempfile::TempDir, String, std::process::Command) {
 #[test]
 fn a_log_that_cannot_be_written_stops_nothing() {
     // stderr a pipe whose reader has gone: every log line the server writes fails (EPIPE).
-    let (data, port, mut cmd) = agentless_server();
+    let (_data, port, mut cmd) = agentless_server();
     cmd.env("RUST_LOG", "debug")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());

@@ -463,6 +463,20 @@ fn rbac_roles_and_bindings_grant_what_they_say() {
     });
     assert_eq!(bob.run(&["auth", "can-i", "watch", "pods"]).1, "yes\n");
     assert_eq!(bob.run(&["auth", "can-i", "delete", "pods"]).1, "no\n");
+    // An access review about bob is the authorizer's answer on the insecure port too.
+    let about_bob = |verb: &str| {
+        let review = json!({"apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview", "spec": {"user": "bob",
+            "resourceAttributes": {"verb": verb, "resource": "pods", "namespace": "default"}}});
+        let (code, answer) =
+            server.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", &review);
+        assert_eq!(code, 201, "{answer}");
+        answer["status"].clone()
+    };
+    assert_eq!(about_bob("delete")["allowed"], false);
+    let allowed = about_bob("list");
+    assert_eq!(allowed["allowed"], true);
+    assert!(allowed["reason"].as_str().unwrap_or("").contains("bob-reads-pods"), "{allowed}");
     // Why, as Kubernetes' RBAC says it: the review's reason names the binding.
     let review = r#"{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}}"#;
