@@ -334,12 +334,12 @@ impl GarbageCollector {
             return;
         }
         let node = node.clone();
-        let dependents = self.dependents_of(uid);
         if node.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
             // One batch of releases at a time.
             if !self.orphaning.insert(uid.to_string()) {
                 return;
             }
+            let dependents = self.dependents_of(uid);
             // The finalizer goes only once every dependent has let go of the owner: were it
             // removed first, the owner could be gone while a dependent still names it, and
             // that dependent would be collected instead of orphaned.
@@ -374,8 +374,12 @@ impl GarbageCollector {
                 }),
             );
         } else if node.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
+            // Each dependent's event comes here: the work is kept to what is new (the first
+            // blocking dependent ends the search; only those not asked for yet are copied),
+            // so that a thousand dependents going cost no million copies.
+            let dependents = self.dependents.get(uid).into_iter().flatten();
             let blocked = dependents
-                .iter()
+                .clone()
                 .any(|d| self.nodes.get(d).is_some_and(|n| n.blocking.iter().any(|o| o == uid)));
             if !blocked {
                 let (client, uid) = (self.client.clone(), uid.to_string());
@@ -384,7 +388,12 @@ impl GarbageCollector {
                         .into_actor(self),
                 );
             }
-            for dependent in dependents {
+            let to_ask: Vec<String> = dependents
+                .filter(|d| !self.deletes_asked.contains(*d))
+                .filter(|d| self.nodes.get(*d).is_some_and(|n| !n.deleting))
+                .cloned()
+                .collect();
+            for dependent in to_ask {
                 self.delete_for_owner(&dependent, uid, ctx);
             }
         }
@@ -449,10 +458,11 @@ impl GarbageCollector {
     /// again while it is being deleted). A dependent with another owner that keeps it only
     /// lets go of `owner`; one with dependents of its own is deleted in the foreground too.
     fn delete_for_owner(&mut self, uid: &str, owner: &str, ctx: &mut Context<Self>) {
-        let Some(node) = self.nodes.get(uid).cloned() else { return };
+        let Some(node) = self.nodes.get(uid) else { return };
         if node.deleting || !self.deletes_asked.insert(uid.to_string()) {
             return;
         }
+        let node = node.clone();
         let client = self.client.clone();
         // What failed is asked for again at the next event.
         let asked = uid.to_string();
