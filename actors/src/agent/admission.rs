@@ -3,8 +3,6 @@
 //! the scheduler, or to a node that changed since) is rejected, with the reason and message of
 //! the first check it fails, and never runs.
 
-use k8s_openapi::api::core::v1::Node;
-
 use crate::model::taints::TaintEffect;
 use crate::scheduler::filters::{self, FitFailure};
 use crate::scheduler::node_info::{NodeInfo, PodInfo};
@@ -17,20 +15,13 @@ pub struct Rejection {
     pub message: String,
 }
 
-/// Whether `pod` fits `node` beside `admitted` (the pods the node runs and has not finished),
-/// checked in the kubelet's order: resources (room for a pod first, then cpu, memory and
-/// ephemeral storage), the node selector and required node affinity, host ports, and the
-/// node's NoExecute taints (NoSchedule ones are the scheduler's business).
-pub fn admit<'a>(
-    pod: &PodInfo,
-    node: &Node,
-    admitted: impl IntoIterator<Item = &'a PodInfo>,
-) -> Result<(), Rejection> {
-    let mut info = NodeInfo::new(node);
-    for other in admitted {
-        info.add_pod(other.clone());
-    }
-    if let Err(failures) = filters::resources_fit(pod, &info) {
+/// Whether `pod` fits the node `info` describes, with the pods it runs and has not finished
+/// (kept by the agent as pods come and go: a simulated node runs thousands), checked in the
+/// kubelet's order: resources (room for a pod first, then cpu, memory and ephemeral storage),
+/// the node selector and required node affinity, host ports, and the node's NoExecute taints
+/// (NoSchedule ones are the scheduler's business).
+pub fn admit(pod: &PodInfo, info: &NodeInfo) -> Result<(), Rejection> {
+    if let Err(failures) = filters::resources_fit(pod, info) {
         let resource = match failures.first() {
             Some(FitFailure::Insufficient(resource)) => *resource,
             Some(FitFailure::InsufficientScalar(resource)) => resource.as_str(),
@@ -62,13 +53,13 @@ pub fn admit<'a>(
         reason: name.to_string(),
         message: format!("Predicate {name} failed: {failure}"),
     };
-    if let Err(failure) = filters::node_affinity(pod, &info) {
+    if let Err(failure) = filters::node_affinity(pod, info) {
         return Err(predicate("NodeAffinity", failure));
     }
-    if let Err(failure) = filters::node_ports(pod, &info) {
+    if let Err(failure) = filters::node_ports(pod, info) {
         return Err(predicate("NodePorts", failure));
     }
-    if filters::untolerated_taint(pod, &info, &[TaintEffect::NoExecute]).is_some() {
+    if filters::untolerated_taint(pod, info, &[TaintEffect::NoExecute]).is_some() {
         return Err(Rejection {
             reason: "TaintToleration".into(),
             message: "Predicate TaintToleration failed: node(s) had taints that the pod didn't \
@@ -81,7 +72,20 @@ pub fn admit<'a>(
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::Node;
+
     use super::*;
+
+    /// [`super::admit`] on `node` running `admitted`.
+    fn admit<'a>(
+        pod: &PodInfo,
+        node: &Node,
+        admitted: impl IntoIterator<Item = &'a PodInfo>,
+    ) -> Result<(), Rejection> {
+        let mut info = NodeInfo::new(node);
+        admitted.into_iter().for_each(|other| info.add_pod(other.clone()));
+        super::admit(pod, &info)
+    }
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 

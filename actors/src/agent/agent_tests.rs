@@ -1487,6 +1487,54 @@ async fn readiness_is_probed_while_a_pod_terminates_and_liveness_is_not() {
     agent.send(StopAgent).await.unwrap();
 }
 
+/// What the admitted pods take of the node is given back when one finishes or goes: a node
+/// with room for two pods refuses a third until then.
+#[actix::test]
+async fn room_is_given_back_when_an_admitted_pod_finishes_or_goes() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config("two", dir.path());
+    config.max_pods = 2;
+    let _agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    let command = |argv: Value| json!({"name": "c", "image": "none", "command": argv});
+    let phase = |name: &'static str, wanted: &'static str| {
+        let core = core.clone();
+        async move {
+            eventually(&format!("{name} {wanted}"), || async {
+                get(&core, "pods", "default", name).await.filter(|p| p["status"]["phase"] == wanted)
+            })
+            .await
+        }
+    };
+    let create = |name: &str, argv: Value| {
+        let (core, mut pod) = (core.clone(), pod(name, "two", command(argv)));
+        pod["spec"]["restartPolicy"] = json!("Never");
+        async move { ApiClient::create(&core, pods, "default", pod).await.unwrap() }
+    };
+    create("first", json!(["sleep", "1000"])).await;
+    phase("first", "Running").await;
+    create("second", json!(["sleep", "1000"])).await;
+    phase("second", "Running").await;
+    create("third", json!(["sleep", "1000"])).await;
+    assert_eq!(phase("third", "Failed").await["status"]["reason"], "OutOfpods");
+    // The first goes: its room is the fourth's.
+    let now = DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    ApiClient::delete(&core, pods, "default", "first", &now).await.unwrap();
+    eventually("first gone", || async {
+        get(&core, "pods", "default", "first").await.is_none().then_some(())
+    })
+    .await;
+    create("fourth", json!(["sh", "-c", "sleep 1"])).await;
+    phase("fourth", "Running").await;
+    // The fourth finishes: its room, while it stays, is the fifth's.
+    phase("fourth", "Succeeded").await;
+    create("fifth", json!(["sleep", "1000"])).await;
+    phase("fifth", "Running").await;
+    create("sixth", json!(["sleep", "1000"])).await;
+    assert_eq!(phase("sixth", "Failed").await["status"]["reason"], "OutOfpods");
+}
+
 /// A pod bound to the node by its creator that does not fit beside what the node runs, or sets
 /// a sysctl the node does not allow, is rejected as the kubelet rejects it: Failed, its reason
 /// and message in the status and a Warning event, and none of its containers run; the pods

@@ -27,7 +27,7 @@ use crate::client::informer::{self, Feed};
 use crate::client::{object_uid, ApiClient};
 use crate::core::{ApiError, PatchType};
 use crate::model::{json, now, resources, ResourceType};
-use crate::scheduler::node_info::PodInfo;
+use crate::scheduler::node_info::{NodeInfo, PodInfo};
 use crate::watch::EventType;
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -120,6 +120,9 @@ pub struct NodeAgent {
     /// Set once the node is registered.
     workers_ctx: Option<Arc<WorkerContext>>,
     workers: HashMap<String, Admitted>,
+    /// The node and what the admitted pods not finished take of it, kept as they come and go
+    /// (the node as the last admission read it).
+    usage: NodeInfo,
     /// New pods waiting for their admission (the newest version of each), by uid.
     admitting: HashMap<String, Value>,
     conditions: Arc<Mutex<Vec<Value>>>,
@@ -146,6 +149,7 @@ impl NodeAgent {
             machine,
             workers_ctx: None,
             workers: HashMap::new(),
+            usage: NodeInfo::new(&Node::default()),
             admitting: HashMap::new(),
             conditions: Arc::new(Mutex::new(Vec::new())),
             last_report: Arc::new(Mutex::new(None)),
@@ -303,7 +307,14 @@ impl NodeAgent {
         };
         let uid = object_uid(&pod).to_string();
         if let Some(admitted) = self.workers.get_mut(&uid).filter(|a| a.worker.connected()) {
-            admitted.finished = finished(&pod);
+            let now_finished = finished(&pod);
+            if now_finished != admitted.finished {
+                admitted.finished = now_finished;
+                match now_finished {
+                    true => drop(self.usage.remove_pod(&uid)),
+                    false => self.usage.add_pod(admitted.info.clone()),
+                }
+            }
             admitted.worker.do_send(PodUpdated(pod));
             return;
         }
@@ -347,6 +358,11 @@ impl NodeAgent {
         match PodWorker::new(workers_ctx, pod) {
             Some(worker) => {
                 let worker = worker.start();
+                // (In the place of a worker of that uid that had stopped, if any.)
+                match finished {
+                    true => drop(self.usage.remove_pod(&uid)),
+                    false => self.usage.add_pod(info.clone()),
+                }
                 self.workers.insert(uid, Admitted { namespace, name, worker, info, finished });
             }
             None => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
@@ -482,6 +498,7 @@ impl Handler<Relisted> for NodeAgent {
         self.swept = true;
         self.workers.retain(|uid, admitted| {
             if !admitted.worker.connected() {
+                self.usage.remove_pod(uid);
                 return false;
             }
             if !live.contains(uid) {
@@ -506,6 +523,7 @@ impl Handler<PodEvent> for NodeAgent {
                 let uid = msg.1.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
                 self.admitting.remove(uid);
                 if let Some(admitted) = self.workers.remove(uid) {
+                    self.usage.remove_pod(uid);
                     admitted.worker.do_send(PodGone);
                 }
             }
@@ -527,10 +545,12 @@ impl Handler<Admit> for NodeAgent {
             tracing::warn!(uid = %msg.uid, "ignoring a pod the agent cannot read");
             return;
         };
-        let running = self.workers.values().filter(|a| !a.finished).map(|a| &a.info);
         // The sysctls first, as the kubelet's admit handlers run.
         let verdict = self.config.sysctls.admit(&pod).and_then(|()| match &msg.node {
-            Some(node) => admission::admit(&info, node, running),
+            Some(node) => {
+                self.usage.set_node(node);
+                admission::admit(&info, &self.usage)
+            }
             None => Ok(()),
         });
         match verdict {
