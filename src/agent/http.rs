@@ -280,12 +280,13 @@ struct PodUsage {
 async fn usage_snapshot(state: &AgentHttp) -> Result<UsageSnapshot, AgentHttpError> {
     let pods = agent_pods(state).await?;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let groups = stats::group_usages();
     let pods = pods
         .iter()
         .map(|pod| {
             let containers: Vec<(String, Value, Usage)> = running_containers(pod)
                 .filter_map(|c| {
-                    let usage = stats::group_usage(container_pid(c)?);
+                    let usage = groups.get(&container_pid(c)?).copied().unwrap_or_default();
                     let started = c.pointer("/state/running/startedAt").cloned();
                     Some((text(&c["name"]), started.unwrap_or(Value::Null), usage))
                 })

@@ -36,14 +36,17 @@ fn page_size() -> u64 {
         .unwrap_or(4096)
 }
 
-/// The CPU time and resident memory of every process in process group `pgid`.
-pub fn group_usage(pgid: u32) -> Usage {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Usage::default() };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter_map(|pid| process_stat(pid).filter(|(pgrp, _)| *pgrp == pgid).map(|(_, u)| u))
-        .fold(Usage::default(), |total, usage| total + usage)
+/// The CPU time and resident memory of every process group, summed over its processes: one
+/// pass over /proc, however many containers are asked about.
+pub fn group_usages() -> std::collections::HashMap<u32, Usage> {
+    let mut groups = std::collections::HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return groups };
+    let pids = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+    for (group, usage) in pids.filter_map(process_stat) {
+        let total: &mut Usage = groups.entry(group).or_default();
+        *total = *total + usage;
+    }
+    groups
 }
 
 /// The CPU time and resident memory of one process.
@@ -115,7 +118,7 @@ mod tests {
     #[test]
     fn our_own_process_group_uses_memory() {
         let pgid = nix::unistd::getpgrp().as_raw() as u32;
-        let usage = group_usage(pgid);
+        let usage = group_usages().get(&pgid).copied().unwrap_or_default();
         assert!(usage.rss_bytes > 0, "{usage:?}");
         let own = process_usage(std::process::id());
         assert!(own.rss_bytes > 0 && own.rss_bytes <= usage.rss_bytes, "{own:?} {usage:?}");

@@ -10,6 +10,10 @@ use tokio::sync::oneshot;
 
 use super::{Exit, Launch, Runtime, RuntimeError, Started, StopSignal};
 
+/// The first fake pid: above the highest pid Linux hands out (`pid_max` is at most 2^22), so
+/// that no fake one names a real process (whose usage would be reported as the container's).
+const FIRST_PID: u32 = (1 << 22) + 1;
+
 /// Hands out fake pids and ends a "container" when it is signalled.
 #[derive(Default)]
 pub struct SimulatedRuntime {
@@ -28,7 +32,7 @@ impl Runtime for SimulatedRuntime {
     }
 
     async fn start(&self, _launch: Launch) -> Result<Started, RuntimeError> {
-        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 1;
+        let pid = FIRST_PID + self.next_pid.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.running.lock().expect("simulated runtime lock").insert(pid, tx);
         let exit = rx.map(|code| Exit { code: code.unwrap_or(137), oom_killed: false }).boxed();
@@ -61,6 +65,8 @@ mod tests {
             resources: Default::default(),
         };
         let started = runtime.start(launch).await.unwrap();
+        let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
+        assert!(started.pid > pid_max.trim().parse::<u32>().unwrap(), "no real process's pid");
         runtime.signal(started.pid, StopSignal::Term);
         assert_eq!(started.exit.await.code, 143);
     }
