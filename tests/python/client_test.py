@@ -210,7 +210,8 @@ def events(api, core):
 
 
 def reviews(api):
-    """Access reviews: every request is allowed (the insecure port has no authorization)."""
+    """Access reviews: the insecure port's own user may do anything; a review about another
+    user is the authorizer's (RBAC's) answer for that user."""
     authz = client.AuthorizationV1Api(api)
     attributes = client.V1ResourceAttributes(namespace=NS, verb="delete", resource="pods")
     review = client.V1SelfSubjectAccessReview(
@@ -219,7 +220,9 @@ def reviews(api):
     assert answered.status.allowed is True and answered.spec.resource_attributes.verb == "delete"
     local = client.V1LocalSubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
         user="bob", resource_attributes=attributes))
-    assert authz.create_namespaced_local_subject_access_review(NS, local).status.allowed
+    assert authz.create_namespaced_local_subject_access_review(NS, local).status.allowed is False
+    local.spec.groups = ["system:masters"]
+    assert authz.create_namespaced_local_subject_access_review(NS, local).status.allowed is True
     nobody = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
         resource_attributes=attributes))
     expect_status(422, authz.create_subject_access_review, nobody)

@@ -72,7 +72,8 @@ pub fn admit(pod: &PodInfo, info: &NodeInfo) -> Result<(), Rejection> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use serde_json::json;
 
     use super::*;
 
@@ -86,8 +87,6 @@ mod tests {
         admitted.into_iter().for_each(|other| info.add_pod(other.clone()));
         super::admit(pod, &info)
     }
-    use k8s_openapi::api::core::v1::Pod;
-    use serde_json::json;
 
     fn pod(name: &str, spec: serde_json::Value) -> PodInfo {
         let mut spec = spec;

@@ -1526,8 +1526,7 @@ async fn room_is_given_back_when_an_admitted_pod_finishes_or_goes() {
     })
     .await;
     create("fourth", json!(["sh", "-c", "sleep 1"])).await;
-    phase("fourth", "Running").await;
-    // The fourth finishes: its room, while it stays, is the fifth's.
+    // The fourth runs and finishes: its room, while it stays, is the fifth's.
     phase("fourth", "Succeeded").await;
     create("fifth", json!(["sleep", "1000"])).await;
     phase("fifth", "Running").await;

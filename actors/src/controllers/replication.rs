@@ -48,15 +48,15 @@ struct Expectations {
     creates: usize,
     deletes: HashSet<String>,
     since: Instant,
-    /// Looks at the controller again when the wait times out: one per controller, the
-    /// previous wait's cancelled when a new one begins.
+    /// Looks at the controller again when the wait times out (a new wait cancels the
+    /// previous one's; one left behind by a relist or a delete only marks the controller).
     timeout: SpawnHandle,
 }
 
 impl Expectations {
     fn met(&self) -> bool {
         (self.creates == 0 && self.deletes.is_empty())
-            || self.since.elapsed() > EXPECTATIONS_TIMEOUT
+            || self.since.elapsed() >= EXPECTATIONS_TIMEOUT
     }
 }
 
@@ -215,6 +215,13 @@ impl ReplicationManager {
         };
         let Some(selector) = selector(&rc) else { return };
         let uid = object_uid(&rc);
+        // A predecessor's of that name (deleted and made again while the watch was down): none
+        // of what it waits for is this controller's.
+        if self.expectations.get(key).is_some_and(|expected| expected.uid != uid) {
+            if let Some(stale) = self.expectations.remove(key) {
+                ctx.cancel_future(stale.timeout);
+            }
+        }
         let deleting = crate::model::is_being_deleted(&rc);
         // What to do is worked out on the cached pods; only the few acted on are copied.
         let (mut adopt, mut release, mut owned) = (Vec::new(), Vec::new(), Vec::new());
@@ -282,11 +289,16 @@ impl ReplicationManager {
         deletes: HashSet<String>,
         ctx: &mut Context<Self>,
     ) {
-        let marked = key.clone();
-        let timeout =
-            ctx.run_later(EXPECTATIONS_TIMEOUT, move |manager, ctx| manager.mark(marked, ctx));
+        let (marked, since) = (key.clone(), Instant::now());
+        // When the wait times out, what was waited for is let go, whatever time says.
+        let timeout = ctx.run_later(EXPECTATIONS_TIMEOUT, move |manager, ctx| {
+            if manager.expectations.get(&marked).is_some_and(|e| e.since == since) {
+                manager.expectations.remove(&marked);
+            }
+            manager.mark(marked, ctx);
+        });
         let uid = object_uid(rc).to_string();
-        let expected = Expectations { uid, creates, deletes, since: Instant::now(), timeout };
+        let expected = Expectations { uid, creates, deletes, since, timeout };
         if let Some(previous) = self.expectations.insert(key.clone(), expected) {
             ctx.cancel_future(previous.timeout);
         }
@@ -907,7 +919,10 @@ mod tests {
         let client = Hooked::new(&core, move |core, call| {
             let counted = counted.clone();
             async move {
-                let Call::Create { namespace, .. } = call else { return };
+                let Call::Create { resource, namespace } = call else { return };
+                if resource.plural != "pods" {
+                    return;
+                }
                 let namespaces = resources::core("namespaces");
                 let ending = ApiClient::get(&core, namespaces, "", &namespace).await.unwrap();
                 if ending["status"]["phase"] == "Terminating" {

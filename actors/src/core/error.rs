@@ -129,7 +129,8 @@ impl ApiError {
     }
 
     /// Whether one of the error's causes has `reason` (e.g. `NamespaceTerminating`), as
-    /// client-go's `HasStatusCause` asks.
+    /// client-go's `HasStatusCause` asks (of an error from the API core: the REST client's
+    /// errors keep only the causes' fields and messages).
     pub fn has_cause(&self, reason: &str) -> bool {
         match self {
             ApiError::Invalid { causes, .. } | ApiError::ForbiddenWrite { causes, .. } => {

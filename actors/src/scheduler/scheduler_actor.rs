@@ -366,6 +366,9 @@ impl Scheduler {
                 let deleting = pod.metadata.deletion_timestamp.is_some();
                 if gated || deleting {
                     self.queue.remove(&uid);
+                    if deleting {
+                        self.nominated.remove(&uid); // the room a preemption made is let go
+                    }
                 } else if ours && !in_flight {
                     let info = PodInfo::new(&pod);
                     // The room a preemption made is held as the pod's status says (also what
