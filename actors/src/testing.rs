@@ -67,7 +67,7 @@ pub enum Call {
     List { resource: &'static ResourceType },
     Patch { resource: &'static ResourceType, namespace: String, name: String },
     Create { resource: &'static ResourceType, namespace: String },
-    Delete { resource: &'static ResourceType, namespace: String, name: String },
+    Delete { name: String },
 }
 
 type Hook = Box<dyn Fn(ApiCore, Call) -> BoxFuture<'static, ()> + Send + Sync>;
@@ -162,9 +162,7 @@ impl ApiClient for Hooked {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Value, ApiError> {
-        let call =
-            Call::Delete { resource, namespace: namespace.to_string(), name: name.to_string() };
-        (self.before)(self.core.clone(), call).await;
+        (self.before)(self.core.clone(), Call::Delete { name: name.to_string() }).await;
         ApiClient::delete(&self.core, resource, namespace, name, options).await
     }
     async fn request_token(
