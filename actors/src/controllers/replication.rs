@@ -533,6 +533,32 @@ impl ReplicationManager {
     }
 }
 
+/// What a relist shows happened to the pods since `before` (by uid): those new as added, those
+/// gone as deleted (as they were), those now being deleted as modified.
+fn relist_changes<'a>(
+    before: &HashMap<String, Value>,
+    after: impl Iterator<Item = &'a Value>,
+) -> Vec<(Value, EventType)> {
+    let mut changes = Vec::new();
+    let mut seen = HashSet::new();
+    for pod in after {
+        let uid = object_uid(pod);
+        seen.insert(uid);
+        match before.get(uid) {
+            None => changes.push((pod.clone(), EventType::Added)),
+            Some(was) if crate::model::is_being_deleted(pod) => {
+                if !crate::model::is_being_deleted(was) {
+                    changes.push((pod.clone(), EventType::Modified));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    let gone = before.iter().filter(|(uid, _)| !seen.contains(uid.as_str()));
+    changes.extend(gone.map(|(_, pod)| (pod.clone(), EventType::Deleted)));
+    changes
+}
+
 fn object_ref(rc: &Value) -> ObjectRef {
     ObjectRef::of(resources::core("replicationcontrollers"), rc)
 }
@@ -734,11 +760,22 @@ impl Handler<Pods> for ReplicationManager {
             Feed::Changed(kind, _) => Some(*kind),
             _ => None,
         };
+        // Before a relist, the pods as the cache held them.
+        let before: Option<HashMap<String, Value>> = matches!(feed, Feed::Listed(_)).then(|| {
+            let cached = self.pods.objects().all();
+            cached.map(|pod| (object_uid(pod).to_string(), pod.clone())).collect()
+        });
         match self.pods.apply(run, feed) {
             // What was created or deleted while the watch was down is in the list, not in
-            // events: no expectation is left waiting for them.
+            // events: the difference meets the expectations as those events would have (a
+            // round still going goes on being counted, as Kubernetes' informer tells a relist's
+            // differences as events).
             Applied::Listed => {
-                self.expectations.clear();
+                let before = before.unwrap_or_default();
+                let changes = relist_changes(&before, self.pods.objects().all());
+                for (pod, kind) in changes {
+                    self.observe(&pod, kind);
+                }
                 let keys: Vec<Key> = self.controllers.keys().cloned().collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
@@ -958,6 +995,36 @@ mod tests {
         assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
         let status = ApiClient::get(&core, rcs, "ending", "web").await.unwrap()["status"].clone();
         assert!(status.get("conditions").is_none(), "not a failure: {status}");
+    }
+
+    #[test]
+    fn a_relist_tells_what_it_shows_created_deleted_or_going() {
+        let pod = |uid: &str, deleting: bool| {
+            let mut pod = json!({"metadata": {"name": uid, "uid": uid}});
+            if deleting {
+                pod["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            pod
+        };
+        let before: HashMap<String, Value> =
+            [pod("kept", false), pod("gone", false), pod("going", false), pod("went", true)]
+                .into_iter()
+                .map(|p| (object_uid(&p).to_string(), p))
+                .collect();
+        let after = [pod("kept", false), pod("going", true), pod("went", true), pod("new", false)];
+        let mut changes: Vec<(String, EventType)> = relist_changes(&before, after.iter())
+            .into_iter()
+            .map(|(p, kind)| (object_uid(&p).to_string(), kind))
+            .collect();
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            changes,
+            [
+                ("going".to_string(), EventType::Modified),
+                ("gone".to_string(), EventType::Deleted),
+                ("new".to_string(), EventType::Added),
+            ]
+        );
     }
 
     #[actix::test]
