@@ -100,6 +100,16 @@ struct Admit {
     node: Option<Node>,
 }
 
+/// Counts an admitted pod in the node's `usage` while it is not `finished`, and no longer
+/// once it is.
+fn count_in(usage: &mut NodeInfo, pod: &PodInfo, finished: bool) {
+    if finished {
+        usage.remove_pod(&pod.uid);
+    } else {
+        usage.add_pod(pod.clone());
+    }
+}
+
 /// A pod the agent admitted: its worker, and what the admission of the next pods counts.
 struct Admitted {
     namespace: String,
@@ -310,10 +320,7 @@ impl NodeAgent {
             let now_finished = finished(&pod);
             if now_finished != admitted.finished {
                 admitted.finished = now_finished;
-                match now_finished {
-                    true => drop(self.usage.remove_pod(&uid)),
-                    false => self.usage.add_pod(admitted.info.clone()),
-                }
+                count_in(&mut self.usage, &admitted.info, now_finished);
             }
             admitted.worker.do_send(PodUpdated(pod));
             return;
@@ -359,10 +366,7 @@ impl NodeAgent {
             Some(worker) => {
                 let worker = worker.start();
                 // (In the place of a worker of that uid that had stopped, if any.)
-                match finished {
-                    true => drop(self.usage.remove_pod(&uid)),
-                    false => self.usage.add_pod(info.clone()),
-                }
+                count_in(&mut self.usage, &info, finished);
                 self.workers.insert(uid, Admitted { namespace, name, worker, info, finished });
             }
             None => tracing::warn!(pod = %name, "ignoring a pod the agent cannot read"),
