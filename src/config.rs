@@ -249,7 +249,7 @@ impl Default for RawWatch {
         Self {
             window_events: 100_000,
             window_megabytes: 512,
-            buffer: 1000,
+            buffer: 10_000,
             bookmark_interval_seconds: 60,
             max_timeout_seconds: 3600,
         }

@@ -1,10 +1,11 @@
 //! Watch semantics: order, resume, expiry, slow watchers, bookmarks, initial events.
 
 use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::util::Server;
+use crate::util::{wait_until, Server};
 
 /// Opens a watch and returns a line reader over its events.
 fn watch(server: &Server, query: &str) -> impl Iterator<Item = Value> {
@@ -276,6 +277,52 @@ fn slow_watcher_is_cut_off_while_others_keep_up() {
     assert!(events.len() < UPDATES + 1, "slow watcher was cut off early ({} events)", events.len());
 }
 
+/// A mass delete commits its events in bursts faster than a client reads them (a
+/// replication controller's 1,500 pods deleted: about a thousand events within 10 ms, as the
+/// garbage collector asks for every pod's delete at once); with the default buffer a watcher
+/// that keeps reading sees them all (with a buffer of 1,000 it was cut off after ~150).
+#[test]
+fn a_watcher_that_keeps_reading_sees_a_mass_delete_through() {
+    const PODS: usize = 1500;
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__RUNTIME", "simulated"),
+        ("KPLANE_AGENT__NODE_NAME", "burst"),
+        ("KPLANE_AGENT__MAX_PODS", "2000"),
+        ("KPLANE_SCHEDULER__ENABLED", "true"),
+    ]);
+    let rc = json!({"metadata": {"name": "many"}, "spec": {"replicas": PODS,
+        "template": {"metadata": {"labels": {"app": "many"}},
+            "spec": {"containers": [{"name": "c", "image": "kplane/pause"}]}}}});
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    assert_eq!(server.post(rcs, &rc).0, 201);
+    wait_until(Duration::from_secs(120), "every pod ready", || {
+        let (_, rc) = server.get(&format!("{rcs}/many"));
+        rc["status"]["readyReplicas"].as_u64() == Some(PODS as u64)
+    });
+    let (_, list) = server.get("/api/v1/namespaces/default/pods?limit=1");
+    let start = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
+    let watch = client
+        .get(server.url(&format!(
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}&timeoutSeconds=120"
+        )))
+        .send()
+        .unwrap();
+    let (code, _) = server.delete(&format!("{rcs}/many?propagationPolicy=Background"));
+    assert_eq!(code, 200);
+    let mut deleted = 0;
+    for line in BufReader::new(watch).lines() {
+        let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        assert_ne!(event["type"], "ERROR", "the watch was cut off: {event}");
+        deleted += usize::from(event["type"] == "DELETED");
+        if deleted == PODS {
+            return;
+        }
+    }
+    panic!("the watch ended after {deleted} of {PODS} pods were deleted");
+}
+
 /// A watch whose client has gone ends, even on a resource nothing writes to (its connection
 /// closed, not held until an event would fail to reach it), as Go's server ends it.
 #[test]
@@ -304,11 +351,9 @@ fn a_watch_whose_client_has_gone_lets_its_connection_go() {
     assert!(fds() >= before + 20);
     for client in &mut clients {
         // The server ends the watch and closes the connection: the rest reads to its end.
-        client.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut rest = Vec::new();
         client.read_to_end(&mut rest).expect("the server closes the connection");
     }
-    crate::util::wait_until(std::time::Duration::from_secs(30), "the connections let go", || {
-        fds() <= before + 2
-    });
+    wait_until(Duration::from_secs(30), "the connections let go", || fds() <= before + 2);
 }
