@@ -280,7 +280,10 @@ struct PodUsage {
 async fn usage_snapshot(state: &AgentHttp) -> Result<UsageSnapshot, AgentHttpError> {
     let pods = agent_pods(state).await?;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    let groups = stats::group_usages();
+    // Off the (single) HTTP worker: a pass over /proc reads a file per process.
+    let (groups, node) = web::block(|| (stats::group_usages(), stats::machine_usage()))
+        .await
+        .map_err(|_| AgentHttpError::Unavailable)?;
     let pods = pods
         .iter()
         .map(|pod| {
@@ -302,7 +305,7 @@ async fn usage_snapshot(state: &AgentHttp) -> Result<UsageSnapshot, AgentHttpErr
             }
         })
         .collect();
-    Ok(UsageSnapshot { node: stats::machine_usage(), pods })
+    Ok(UsageSnapshot { node, pods })
 }
 
 /// The kubelet's `/stats/summary`: CPU time and memory per container and pod, and of the
