@@ -51,15 +51,19 @@ pub async fn service_account(
     // The node a pod-bound token names is only told.
     let node = if account.pod.is_some() { &None } else { &account.node };
     let namespace = account.namespace.as_str();
+    // A long-lived token goes with its account's deletion at once (Kubernetes' legacy token
+    // validator), a requested one a grace period later.
+    let account_grace =
+        if account.secret.is_some() { chrono::Duration::zero() } else { BOUND_GRACE };
     let needed = [
-        ("serviceaccounts", namespace, &Some(own)),
-        ("pods", namespace, &account.pod),
-        ("secrets", namespace, &account.bound_secret),
-        ("nodes", "", node),
+        ("serviceaccounts", namespace, &Some(own), account_grace),
+        ("pods", namespace, &account.pod, BOUND_GRACE),
+        ("secrets", namespace, &account.bound_secret, BOUND_GRACE),
+        ("nodes", "", node, BOUND_GRACE),
     ];
-    for (plural, namespace, object) in needed {
+    for (plural, namespace, object, grace) in needed {
         let Some(object) = object else { continue };
-        if !still_there(state, plural, namespace, object).await {
+        if !still_there(state, plural, namespace, object, grace).await {
             return None;
         }
     }
@@ -80,26 +84,27 @@ pub async fn service_account(
 }
 
 /// Whether `object` (of `plural` in `namespace`) is there with the uid a token names, and
-/// not deleted more than [`BOUND_GRACE`] ago.
+/// not deleted more than `grace` ago.
 async fn still_there(
     state: &AppState,
     plural: &str,
     namespace: &str,
     object: &BoundObject,
+    grace: chrono::Duration,
 ) -> bool {
     let found = state.core.get(resources::core(plural), namespace, &object.name).await;
     found.is_ok_and(|found| {
         let found = found.to_value();
-        object_uid(&found) == object.uid && !deleted_long_ago(&found)
+        object_uid(&found) == object.uid && !deleted_before(&found, grace)
     })
 }
 
-/// Whether `object` has been being deleted for longer than [`BOUND_GRACE`].
-fn deleted_long_ago(object: &Value) -> bool {
+/// Whether `object` has been being deleted for longer than `grace` (any time, for none).
+fn deleted_before(object: &Value, grace: chrono::Duration) -> bool {
     let deleted_at = kplane_actors::model::json::at(object, "/metadata/deletionTimestamp")
         .and_then(Value::as_str)
         .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok());
-    deleted_at.is_some_and(|at| at < chrono::Utc::now() - BOUND_GRACE)
+    deleted_at.is_some_and(|at| grace.is_zero() || at < chrono::Utc::now() - grace)
 }
 
 /// How long after its deletion time an object's tokens still hold (a pod's containers may

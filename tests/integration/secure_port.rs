@@ -685,10 +685,11 @@ fn service_account_token_secrets_hold_long_lived_tokens() {
     };
     let manifest = insecure.write("token.yaml", &secret("deployer-token", "deployer"));
     insecure.ok(&["apply", "-f", manifest.to_str().unwrap()]);
-    let data = |key: &str| {
+    let data_of = |secret: &str, key: &str| {
         let path = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
-        insecure.run(&["get", "secret", "deployer-token", "-o", &path]).1
+        insecure.run(&["get", "secret", secret, "-o", &path]).1
     };
+    let data = |key: &str| data_of("deployer-token", key);
     crate::util::wait_until(std::time::Duration::from_secs(30), "the token filled in", || {
         !data("token").is_empty()
     });
@@ -754,6 +755,28 @@ fn service_account_token_secrets_hold_long_lived_tokens() {
 
     insecure.ok(&["delete", "secret", "deployer-token"]);
     let refused = deployer.refused(&["auth", "whoami"]);
+    assert!(refused.contains("You must be logged in to the server"), "{refused}");
+
+    // An account being deleted (a finalizer holds it) takes its long-lived tokens with it at
+    // once, as Kubernetes' legacy token validator refuses them (a requested token holds on a
+    // minute longer, for a pod's containers stopping).
+    insecure.ok(&["create", "serviceaccount", "leaving"]);
+    let manifest = insecure.write("leaving.yaml", &secret("leaving-token", "leaving"));
+    insecure.ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    crate::util::wait_until(std::time::Duration::from_secs(30), "its token filled in", || {
+        !data_of("leaving-token", "token").is_empty()
+    });
+    let leaving = SecureKubectl::new(
+        port,
+        &server.data.path().join("pki/apiserver.crt"),
+        &format!("{{token: {}}}", decode(&data_of("leaving-token", "token"))),
+    );
+    let me = whoami(&leaving);
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:leaving");
+    let hold = r#"{"metadata":{"finalizers":["example.com/hold"]}}"#;
+    insecure.ok(&["patch", "serviceaccount", "leaving", "--type=merge", "-p", hold]);
+    insecure.ok(&["delete", "serviceaccount", "leaving", "--wait=false"]);
+    let refused = leaving.refused(&["auth", "whoami"]);
     assert!(refused.contains("You must be logged in to the server"), "{refused}");
 }
 
