@@ -213,7 +213,8 @@ fn check_item(
         }
     }
     for (resource, ratio) in amounts(item, "maxLimitRequestRatio") {
-        let milli = |q: Option<String>| q.and_then(|q| quantity::milli_value(&q).ok()).unwrap_or(0);
+        let milli =
+            |q: Option<String>| q.and_then(|q| quantity::milli_value_wide(&q).ok()).unwrap_or(0);
         let (req, lim) = (milli(get(requests, resource)), milli(get(limits, resource)));
         let usage = format!("{resource} max limit to request ratio per {kind} is {ratio}");
         if req == 0 {
@@ -283,6 +284,21 @@ mod tests {
         assert_eq!(
             pod["metadata"]["annotations"][ANNOTATION],
             "LimitRanger plugin set: memory limit for container c"
+        );
+    }
+
+    #[test]
+    fn a_ratio_of_amounts_past_what_millis_hold_in_64_bits_is_still_worked_out() {
+        let ratio = [json!({"spec": {"limits": [
+            {"type": "Container", "maxLimitRequestRatio": {"memory": "2"}}]}})];
+        let pod = |request: &str, limit: &str| {
+            json!({"spec": {"containers": [{"name": "a", "resources": {
+                "requests": {"memory": request}, "limits": {"memory": limit}}}]}})
+        };
+        assert!(check_pod(&ratio, &pod("20Pi", "30Pi")).is_empty());
+        assert_eq!(
+            check_pod(&ratio, &pod("10Pi", "30Pi")),
+            ["memory max limit to request ratio per Container is 2, but provided ratio is 3.000000"]
         );
     }
 
