@@ -242,7 +242,9 @@ impl NodeLifecycleController {
             let update =
                 (silent && ready.as_deref() != Some("Unknown")).then(|| unknown_status(node));
             let zone = zone_of(node);
-            let state = states[&zone];
+            // A zone of nodes all left out of disruption checks has no state: it is tainted
+            // at the normal rate, as Kubernetes' zone that never left its initial state.
+            let state = states.get(&zone).copied().unwrap_or((ZoneState::Normal, 0));
             // One write a round: the status first (a zone's turn to taint is not spent on a
             // node whose taints wait for the next round).
             let (config, next_taint) = (&self.config, &mut self.next_taint);
@@ -775,6 +777,23 @@ mod tests {
             assert_eq!(condition["message"], "Kubelet never posted node status.");
             assert_eq!(condition["lastHeartbeatTime"], ghost["metadata"]["creationTimestamp"]);
         }
+    }
+
+    /// A node left out of disruption checks is judged all the same, also when its zone has
+    /// no other node (its zone then has no disruption state).
+    #[actix::test]
+    async fn a_silent_node_left_out_of_disruption_checks_is_still_judged() {
+        let core = core().await;
+        let mut excluded = node("alone", "True");
+        excluded["metadata"]["labels"] = json!({"node.kubernetes.io/exclude-disruption": ""});
+        ApiClient::create(&core, resources::core("nodes"), "", excluded).await.unwrap();
+        let _controller = NodeLifecycleController::new(Arc::new(core.clone()), fast()).start();
+        eventually("the node unreachable", || async {
+            let node = ApiClient::get(&core, resources::core("nodes"), "", "alone").await.ok()?;
+            let unknown = condition_status(&node, "Ready").as_deref() == Some("Unknown");
+            (unknown && has(&node, UNREACHABLE, "NoSchedule")).then_some(())
+        })
+        .await;
     }
 
     #[actix::test]
