@@ -55,6 +55,23 @@ fn start_agent(
     NodeAgent::new(config, Arc::new(core.clone()), runtime).start()
 }
 
+/// A lease is made only owned by its node: none while the node is not there (deleted), which
+/// would outlive it for good; one once it is.
+#[actix::test]
+async fn a_lease_is_made_only_for_a_node_that_is_there() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config("gone", dir.path());
+    super::node_agent::renew_lease(&config, &core).await.unwrap();
+    assert!(get(&core, "leases", "kube-node-lease", "gone").await.is_none());
+    let nodes = find("", "v1", "nodes").unwrap();
+    let node = ApiClient::create(&core, nodes, "", json!({"metadata": {"name": "gone"}})).await;
+    let uid = node.unwrap()["metadata"]["uid"].clone();
+    super::node_agent::renew_lease(&config, &core).await.unwrap();
+    let lease = get(&core, "leases", "kube-node-lease", "gone").await.expect("the lease");
+    assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], uid);
+}
+
 #[actix::test]
 async fn a_simulated_node_registers_and_runs_pods_at_once() {
     let core = core().await;

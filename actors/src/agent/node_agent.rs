@@ -707,7 +707,10 @@ async fn node_event(
 
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
 /// sets it, so that the garbage collector removes it with the node).
-async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(), ApiError> {
+pub(super) async fn renew_lease(
+    config: &AgentConfig,
+    client: &dyn ApiClient,
+) -> Result<(), ApiError> {
     let renew = crate::model::now_micro();
     let seconds = config.lease_duration.as_secs();
     let name = &config.node_name;
@@ -726,11 +729,15 @@ async fn renew_lease(config: &AgentConfig, client: &dyn ApiClient) -> Result<(),
             client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await?;
         }
         Err(ApiError::NotFound { .. }) => {
-            let owners: Vec<Value> = node_owner(client, name).await.into_iter().collect();
+            // Made only owned by its node, as the kubelet's lease controller makes it: a lease
+            // made while the node is not there (deleted) would outlive it for good.
+            let Some(owner) = node_owner(client, name).await else {
+                return Ok(());
+            };
             let lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
-                    "ownerReferences": owners},
+                    "ownerReferences": [owner]},
                 "spec": {"holderIdentity": name, "leaseDurationSeconds": seconds,
                     "renewTime": renew},
             });
