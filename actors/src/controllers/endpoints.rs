@@ -8,7 +8,9 @@
 //! user writes, and so does an ExternalName service. Beside them it keeps the service's
 //! EndpointSlices (`endpoint_slices`): from its pods while it has a selector (those stay when
 //! it loses it, as in Kubernetes), and, without one, slices mirroring the Endpoints its user
-//! writes (Kubernetes' EndpointSliceMirroring controller).
+//! writes (Kubernetes' EndpointSliceMirroring controller). The two are written apart, as
+//! Kubernetes' separate controllers write them: Endpoints refused (with a Warning event) do
+//! not keep the slices, which the node proxies route by, from being written.
 //!
 //! Both carry the time of the change they were written for (`trigger_time`).
 //!
@@ -24,11 +26,15 @@ use super::endpoint_slices::{self, Keeper, Written};
 use super::selects;
 use super::trigger_time::{self, TriggerTimes};
 use crate::client::cache::{key_of, relist, Applied, Key, OnDemandCache};
+use crate::client::events::{self, EventKind};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::{ApiError, DeleteOptions};
 use crate::model::{endpoints, json, resources};
 use crate::watch::EventType;
+
+/// Who the controller's events say reported them (Kubernetes' endpoints controller).
+const COMPONENT: &str = "endpoint-controller";
 
 /// The endpoints controller actor.
 pub struct EndpointsController {
@@ -211,7 +217,10 @@ impl EndpointsController {
                 }
                 let service = service.clone();
                 Box::pin(async move {
-                    write(client.as_ref(), &namespace, desired).await?;
+                    // The Endpoints and the slices are written apart, as Kubernetes' two
+                    // controllers write them: Endpoints refused (a quota on them) do not keep
+                    // the slices, which the node proxies route by, from the service.
+                    let endpoints = write(client.as_ref(), &namespace, desired).await;
                     let written =
                         endpoint_slices::write(client.as_ref(), Keeper::FromPods, &service, slices)
                             .await?;
@@ -224,7 +233,7 @@ impl EndpointsController {
                         name,
                     )
                     .await?;
-                    Ok(written)
+                    endpoints.map(|()| written)
                 })
             }
         };
@@ -300,13 +309,40 @@ async fn write(
                     metadata.as_object_mut().map(|m| m.remove("labels"));
                 }
             }
-            client.update(resources::core("endpoints"), namespace, current).await.map(drop)
+            let object = events::ObjectRef::of(resources::core("endpoints"), &current);
+            let updated = client.update(resources::core("endpoints"), namespace, current).await;
+            let failed = format!("Failed to update endpoint {namespace}/{name}");
+            warn_unwritten(client, object, updated, "FailedToUpdateEndpoint", failed).await
         }
         Err(ApiError::NotFound { .. }) => {
-            client.create(resources::core("endpoints"), namespace, desired).await.map(drop)
+            let object = events::ObjectRef::of(resources::core("endpoints"), &desired);
+            let created = client.create(resources::core("endpoints"), namespace, desired).await;
+            let failed = format!("Failed to create endpoint for service {namespace}/{name}");
+            warn_unwritten(client, object, created, "FailedToCreateEndpoint", failed).await
         }
         Err(error) => Err(error),
     }
+}
+
+/// `written`, with a Warning event about the Endpoints (`object`) when they could not be
+/// written, in Kubernetes' words (none in a namespace being deleted, where creates go on
+/// failing).
+async fn warn_unwritten(
+    client: &dyn ApiClient,
+    object: events::ObjectRef,
+    written: Result<Value, ApiError>,
+    reason: &str,
+    failed: String,
+) -> Result<(), ApiError> {
+    let error = match written {
+        Ok(_) => return Ok(()),
+        Err(error) => error,
+    };
+    if !error.has_cause("NamespaceTerminating") {
+        let message = format!("{failed}: {error}");
+        events::record(client, &object, EventKind::Warning, reason, &message, COMPONENT).await;
+    }
+    Err(error)
 }
 
 /// The labels a service's endpoints carry: its own, with the headless mark when (and only
@@ -839,6 +875,53 @@ mod tests {
         .await
         .unwrap();
         eventually("the endpoints gone", || async { get().await.is_none().then_some(()) }).await;
+    }
+
+    /// Endpoints refused (here by a quota allowing none) keep neither the slices from the
+    /// service nor quiet: the slices are written, and a Warning event says why the Endpoints
+    /// are not.
+    #[actix::test]
+    async fn endpoints_refused_leave_the_slices_written_and_say_why() {
+        let core = core().await;
+        let quotas = resources::core("resourcequotas");
+        let quota = json!({"metadata": {"name": "no-endpoints"},
+            "spec": {"hard": {"count/endpoints": "0"}}});
+        let mut quota = ApiClient::create(&core, quotas, "default", quota).await.unwrap();
+        quota["status"] =
+            json!({"hard": {"count/endpoints": "0"}, "used": {"count/endpoints": "0"}});
+        ApiClient::update_status(&core, quotas, "default", quota).await.unwrap();
+        let _controller = EndpointsController::new(Arc::new(core.clone())).start();
+        let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
+            "ports": [{"port": 80, "targetPort": 8080}]}});
+        ApiClient::create(&core, resources::core("services"), "default", service).await.unwrap();
+        let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        let options = ListOptions {
+            label_selector: Some("kubernetes.io/service-name=web".into()),
+            ..ListOptions::default()
+        };
+        eventually("the service's slice", || async {
+            ApiClient::list(&core, slices, Some("default"), &options).await.ok()?.items.pop()
+        })
+        .await;
+        let events = resources::core("events");
+        let options = ListOptions {
+            field_selector: Some("involvedObject.name=web,reason=FailedToCreateEndpoint".into()),
+            ..ListOptions::default()
+        };
+        let warning = eventually("a FailedToCreateEndpoint event", || async {
+            ApiClient::list(&core, events, Some("default"), &options).await.ok()?.items.pop()
+        })
+        .await;
+        assert_eq!(warning["type"], "Warning");
+        assert_eq!(warning["involvedObject"]["kind"], "Endpoints");
+        let message = warning["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Failed to create endpoint for service default/web: ")
+                && message.contains("exceeded quota: no-endpoints"),
+            "{message}"
+        );
+        let endpoints = ApiClient::get(&core, resources::core("endpoints"), "default", "web").await;
+        assert!(matches!(endpoints, Err(ApiError::NotFound { .. })), "{endpoints:?}");
     }
 
     #[actix::test]
