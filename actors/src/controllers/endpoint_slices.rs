@@ -62,7 +62,9 @@ impl Nodes {
 
     fn zone_of(node: &Value) -> Option<String> {
         let labels = json::at(node, "/metadata/labels").and_then(Value::as_object);
-        labels.and_then(|l| l.get(Self::ZONE)).and_then(Value::as_str).map(String::from)
+        let zone = labels.and_then(|l| l.get(Self::ZONE)).and_then(Value::as_str);
+        // An empty label names no zone (Kubernetes' `podToEndpoint`).
+        zone.filter(|zone| !zone.is_empty()).map(String::from)
     }
 
     /// Takes a full list of the nodes.
@@ -186,11 +188,16 @@ pub(super) fn desired(service: &Value, pods: &[&Value], nodes: &Nodes) -> Vec<Va
 /// The slices that mirror `endpoints` (a service's without a selector): one per subset and
 /// address family (its first 1,000 addresses, not-ready ones not ready; an address that is
 /// no IP is left out), with the Endpoints' labels and annotations, as Kubernetes' mirroring
-/// writes them; none for Endpoints labelled `endpointslice.kubernetes.io/skip-mirror: "true"`.
+/// writes them; none for Endpoints labelled `endpointslice.kubernetes.io/skip-mirror: "true"`
+/// or holding a leader election's record.
 pub(super) fn mirrored(endpoints: &Value) -> Vec<Value> {
     let (_, name) = key_of(endpoints);
     let mut labels = json::at(endpoints, "/metadata/labels").cloned().unwrap_or(json!({}));
-    if labels.get("endpointslice.kubernetes.io/skip-mirror") == Some(&json!("true")) {
+    // Not those marked to be skipped, nor the leader election's record of a component that
+    // still elects through Endpoints (Kubernetes' `shouldMirror`).
+    let leader = json::at(endpoints, "/metadata/annotations")
+        .is_some_and(|a| a.get("control-plane.alpha.kubernetes.io/leader").is_some());
+    if labels.get("endpointslice.kubernetes.io/skip-mirror") == Some(&json!("true")) || leader {
         return Vec::new();
     }
     labels[SERVICE_NAME] = json!(name);
@@ -439,12 +446,13 @@ mod tests {
                 "status": {"phase": "Running", "podIP": format!("127.0.0.{}", node.len()),
                     "conditions": [{"type": "Ready", "status": "True"}]}})
         };
-        let (zoned, plain) = (pod("a", "n-zoned"), pod("b", "n"));
+        let (zoned, plain, blank) = (pod("a", "n-zoned"), pod("b", "n"), pod("c", "n-blank"));
         let nodes = Nodes::of(&[
             json!({"metadata": {"name": "n-zoned", "labels": {"topology.kubernetes.io/zone": "za"}}}),
             json!({"metadata": {"name": "n"}}),
+            json!({"metadata": {"name": "n-blank", "labels": {"topology.kubernetes.io/zone": ""}}}),
         ]);
-        let slices = desired(&service, &[&zoned, &plain], &nodes);
+        let slices = desired(&service, &[&zoned, &plain, &blank], &nodes);
         let endpoints = slices[0]["endpoints"].as_array().unwrap();
         let zone_of = |name: &str| {
             let endpoint = endpoints.iter().find(|e| e["targetRef"]["name"] == name).unwrap();
@@ -452,6 +460,7 @@ mod tests {
         };
         assert_eq!(zone_of("a"), Some(json!("za")));
         assert_eq!(zone_of("b"), None);
+        assert_eq!(zone_of("c"), None, "an empty label names no zone");
     }
 
     #[test]
@@ -553,5 +562,12 @@ mod tests {
             assert_eq!(slice["metadata"]["annotations"], json!({"note": "x"}));
             assert_eq!(slice["metadata"]["labels"]["team"], "blue");
         }
+        // A leader election's record is not mirrored, nor Endpoints marked to be skipped.
+        let mut leader = endpoints.clone();
+        leader["metadata"]["annotations"]["control-plane.alpha.kubernetes.io/leader"] = json!("{}");
+        assert!(mirrored(&leader).is_empty());
+        let mut skipped = endpoints;
+        skipped["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"] = json!("true");
+        assert!(mirrored(&skipped).is_empty());
     }
 }

@@ -179,12 +179,16 @@ impl EndpointsController {
                     Ok(Written::new())
                 }) as futures::future::BoxFuture<'static, Result<Written, ApiError>>
             }
-            // Without a selector, the Endpoints its user writes are mirrored (none for an
-            // ExternalName service); the slices it had from its pods stay, as in Kubernetes.
+            // Without a selector, the Endpoints its user writes are mirrored (an ExternalName
+            // service's too, as Kubernetes' mirroring controller asks only whether the service
+            // has a selector, not its type); the slices it had from its pods stay, as in
+            // Kubernetes.
             Some((service, None)) => {
                 let name = key.1.clone();
-                let external = json::at(service, "/spec/type") == Some(&json!("ExternalName"));
-                let endpoints = self.endpoints.get(key).filter(|_| !external).cloned();
+                let selects = json::at(service, "/spec/selector")
+                    .and_then(Value::as_object)
+                    .is_some_and(|selector| !selector.is_empty());
+                let endpoints = self.endpoints.get(key).filter(|_| !selects).cloned();
                 Box::pin(async move {
                     match endpoints {
                         Some(endpoints) => {
