@@ -361,6 +361,11 @@ pub(super) async fn write(
             kept.push(update(client, keeper, &namespace, existing.remove(at), want).await?);
             continue;
         }
+        // None made for an owner being deleted, which the garbage collector would race
+        // (Kubernetes' reconciler makes none either).
+        if crate::model::is_being_deleted(owner) {
+            continue;
+        }
         want["metadata"]["generateName"] = json!(format!("{name}-"));
         let kind = match keeper {
             Keeper::FromPods => "Service",

@@ -160,7 +160,9 @@ impl EndpointsController {
         let namespace = key.0.clone();
         let service = self.services.get(key);
         let written = match service.map(|service| (service, selector(service))) {
-            // The service is gone: so are its endpoints.
+            // The service is gone: so are its Endpoints and the slices mirroring them; the
+            // slices from its pods are the garbage collector's to delete through their owner
+            // reference, as Kubernetes leaves them (and keeps them for an orphaning delete).
             None => {
                 self.retries.remove(key);
                 self.trigger_times.forget(key);
@@ -172,10 +174,8 @@ impl EndpointsController {
                         Ok(_) | Err(ApiError::NotFound { .. }) => {}
                         Err(error) => return Err(error),
                     }
-                    for keeper in [Keeper::FromPods, Keeper::Mirroring] {
-                        endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
-                            .await?;
-                    }
+                    let keeper = Keeper::Mirroring;
+                    endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name).await?;
                     Ok(Written::new())
                 }) as futures::future::BoxFuture<'static, Result<Written, ApiError>>
             }
@@ -697,6 +697,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::controllers::GarbageCollector;
     use crate::core::{ListOptions, PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
@@ -1045,12 +1046,54 @@ mod tests {
         assert_eq!(copy["endpoints"][0]["addresses"], json!(["127.0.0.9"]));
         assert_eq!(copy["endpoints"][0]["conditions"], json!({"ready": true}));
         assert_eq!(copy["ports"], json!([{"name": "", "port": 80, "protocol": "TCP"}]));
+        // The slices from its pods go through the garbage collector (their owner reference);
+        // orphaned, they stay, as in Kubernetes.
+        let _collector = GarbageCollector::new(Arc::new(core.clone())).start();
         let options = DeleteOptions::default();
         ApiClient::delete(&core, services, "default", "web", &options).await.unwrap();
         eventually("the slices gone", || async { list().await.is_empty().then_some(()) }).await;
         ApiClient::delete(&core, services, "default", "other", &options).await.unwrap();
         eventually("the other's slices gone", || async { others().await.is_empty().then_some(()) })
             .await;
+    }
+
+    /// A service's slices from its pods are the garbage collector's to delete: an orphaning
+    /// delete leaves them, and none is made for a service being deleted (which would race the
+    /// collector), as Kubernetes' controller leaves them.
+    #[actix::test]
+    async fn a_deleted_services_slices_are_left_to_the_garbage_collector() {
+        let core = core().await;
+        let _controller = EndpointsController::new(Arc::new(core.clone())).start();
+        let _collector = GarbageCollector::new(Arc::new(core.clone())).start();
+        let (services, slices) = (resources::core("services"), endpoint_slices::slices());
+        let service = json!({"metadata": {"name": "kept"}, "spec": {"selector": {"app": "x"},
+            "ports": [{"port": 80}]}});
+        let service = ApiClient::create(&core, services, "default", service).await.unwrap();
+        let options = ListOptions {
+            label_selector: Some("kubernetes.io/service-name=kept".into()),
+            ..ListOptions::default()
+        };
+        let list = || async {
+            ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
+        };
+        eventually("its slice", || async { list().await.pop() }).await;
+        let orphaning =
+            DeleteOptions { propagation_policy: Some("Orphan".into()), ..Default::default() };
+        ApiClient::delete(&core, services, "default", "kept", &orphaning).await.unwrap();
+        let orphan = eventually("its slice orphaned", || async {
+            let slice = list().await.pop()?;
+            json::at(&slice, "/metadata/ownerReferences").is_none().then_some(slice)
+        })
+        .await;
+        assert_eq!(orphan["metadata"]["labels"]["kubernetes.io/service-name"], "kept");
+
+        let mut leaving = service;
+        leaving["metadata"]["name"] = json!("leaving");
+        leaving["metadata"]["deletionTimestamp"] = json!("2026-12-07T00:00:00Z");
+        let desired = endpoint_slices::desired(&leaving, &[], &endpoint_slices::Nodes::of(&[]));
+        assert_eq!(desired.len(), 1);
+        let written = endpoint_slices::write(&core, Keeper::FromPods, &leaving, desired).await;
+        assert!(written.unwrap().is_empty(), "no slice made for a service being deleted");
     }
 
     /// Endpoints and slices of the controller's that someone deletes or edits are put back,
