@@ -59,6 +59,10 @@ pub struct EndpointsController {
     /// The generation of each slice as the controller last wrote (or found) it: a slice
     /// changed by someone else, or deleted, has its service synced again, which puts it back.
     slice_generations: HashMap<Key, i64>,
+    /// The service each slice of the controllers' was last seen for: a slice relabelled to
+    /// another service, or to another keeper, has its old service synced too (which makes it
+    /// a slice again), as Kubernetes' controller queues both.
+    slice_services: HashMap<Key, Key>,
     /// Slices changed while their service's write was under way (likely by it), with their
     /// generation: judged once the write is done and its generations known.
     unconfirmed: HashMap<Key, Vec<(Key, i64)>>,
@@ -114,6 +118,7 @@ impl EndpointsController {
             in_flight: HashSet::new(),
             trigger_times: TriggerTimes::default(),
             slice_generations: HashMap::new(),
+            slice_services: HashMap::new(),
             unconfirmed: HashMap::new(),
         }
     }
@@ -583,19 +588,31 @@ impl Handler<SlicesFeed> for EndpointsController {
         };
         match feed {
             // Whatever changed while the watch was down: every service is looked at again.
-            Feed::Listed(_) => {
+            Feed::Listed(slices) => {
                 self.slice_generations.clear();
+                self.slice_services = slices
+                    .iter()
+                    .filter_map(|slice| Some((key_of(slice), service_key(slice)?)))
+                    .collect();
                 let keys: Vec<Key> = self.services.keys().cloned().collect();
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(EventType::Deleted, slice) => {
                 self.slice_generations.remove(&key_of(&slice));
-                if let Some(key) = service_key(&slice) {
-                    self.mark(key, ctx);
-                }
+                let was = self.slice_services.remove(&key_of(&slice));
+                let services: BTreeSet<Key> = was.into_iter().chain(service_key(&slice)).collect();
+                services.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(_, slice) => {
-                let Some(key) = service_key(&slice) else { return };
+                let now = service_key(&slice);
+                let was = match &now {
+                    Some(key) => self.slice_services.insert(key_of(&slice), key.clone()),
+                    None => self.slice_services.remove(&key_of(&slice)),
+                };
+                if let Some(was) = was.filter(|was| now.as_ref() != Some(was)) {
+                    self.mark(was, ctx);
+                }
+                let Some(key) = now else { return };
                 let generation = json::at(&slice, "/metadata/generation").and_then(Value::as_i64);
                 let (slice, generation) = (key_of(&slice), generation.unwrap_or(0));
                 if self.in_flight.contains(&key) {
@@ -1178,5 +1195,21 @@ mod tests {
             (names == [object_name(&settled)]).then_some(())
         })
         .await;
+        // Its slice relabelled to another keeper: the service is given a slice again.
+        let relabel = json!({"metadata": {"labels": {
+            "endpointslice.kubernetes.io/managed-by": "someone-else"}}});
+        let name = object_name(&settled).to_string();
+        ApiClient::patch(&core, slices, "default", &name, PatchType::Merge, &relabel, false)
+            .await
+            .unwrap();
+        let replacement = eventually("a slice of the controller's again", || async {
+            let managed = |s: &Value| {
+                s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
+                    == "endpointslice-controller.k8s.io"
+            };
+            slices_of("web").await.into_iter().find(managed)
+        })
+        .await;
+        assert_ne!(object_name(&replacement), name);
     }
 }
