@@ -14,6 +14,7 @@ use crate::client::informer::{self, Feed, Scope};
 use crate::client::ApiClient;
 use crate::model::service_traffic::health_check_node_port;
 use crate::model::{json, resources, validation};
+use crate::watch::EventType;
 
 /// One TCP port of a service and where its connections go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +33,9 @@ type SliceKey = (Key, String);
 pub struct ServiceTable {
     services: BTreeMap<Key, Value>,
     slices: BTreeMap<SliceKey, Value>,
+    /// The service each slice (by namespace and name) is filed under: a slice relabelled to
+    /// another service leaves the one it was under.
+    filed: BTreeMap<Key, String>,
 }
 
 /// A report of the Services' list-watch, to an actor that [`follow`]s them.
@@ -79,8 +83,29 @@ impl ServiceTable {
     /// Applies a report of the slices' list-watch; returns the services whose backends it may
     /// have changed (a slice is its service's by its `kubernetes.io/service-name` label).
     pub fn apply_slices(&mut self, feed: Feed) -> BTreeSet<Key> {
+        let mut left = None;
+        if let Feed::Changed(kind, slice) = &feed {
+            let ((namespace, service), name) = slice_key(slice);
+            let slice = (namespace, name);
+            let was = match kind {
+                EventType::Deleted => self.filed.remove(&slice),
+                _ => self.filed.insert(slice.clone(), service.clone()),
+            };
+            if let Some(was) = was.filter(|was| *was != service) {
+                let filed = ((slice.0.clone(), was), slice.1);
+                self.slices.remove(&filed);
+                left = Some(filed);
+            }
+        }
+        let listed = matches!(feed, Feed::Listed(_));
         let changed = apply_feed(&mut self.slices, feed, slice_key, |slice| slice);
-        let services = changed.into_iter().map(|(service, _)| service);
+        if listed {
+            let filed = self.slices.keys().map(|((namespace, service), name)| {
+                ((namespace.clone(), name.clone()), service.clone())
+            });
+            self.filed = filed.collect();
+        }
+        let services = changed.into_iter().chain(left).map(|(service, _)| service);
         services.filter(|(_, name)| !name.is_empty()).collect()
     }
 
@@ -382,6 +407,33 @@ mod tests {
         let replaced = slice("web", "web-a", ports, json!([leaving, at("127.64.0.4")]));
         table.apply_slices(Feed::Changed(EventType::Modified, replaced));
         assert_eq!(table.ports(&key("web"))[0].backends, vec![addr("127.64.0.4:9376")]);
+    }
+
+    /// A slice relabelled to another service leaves the one it was under (its endpoints no
+    /// longer that service's backends), whether it came listed or as a change.
+    #[test]
+    fn a_slice_relabelled_to_another_service_leaves_its_old_one() {
+        let mut table = ServiceTable::default();
+        let service = |name: &str, ip: &str| {
+            json!({"metadata": {"namespace": "default", "name": name},
+                "spec": {"clusterIP": ip, "ports": [{"port": 80}]}})
+        };
+        let services = vec![service("web", "127.192.0.8"), service("other", "127.192.0.9")];
+        table.apply_services(Feed::Listed(services));
+        let ports = json!([{"port": 8080}]);
+        let web_a = slice("web", "web-a", ports.clone(), json!([at("127.64.0.2")]));
+        table.apply_slices(Feed::Listed(vec![web_a]));
+        assert_eq!(table.ports(&key("web"))[0].backends, vec![addr("127.64.0.2:8080")]);
+        let moved = slice("other", "web-a", ports.clone(), json!([at("127.64.0.2")]));
+        let changed = table.apply_slices(Feed::Changed(EventType::Modified, moved));
+        assert_eq!(changed, BTreeSet::from([key("web"), key("other")]));
+        assert!(table.ports(&key("web"))[0].backends.is_empty());
+        assert_eq!(table.ports(&key("other"))[0].backends, vec![addr("127.64.0.2:8080")]);
+        let back = slice("web", "web-a", ports, json!([at("127.64.0.3")]));
+        table.apply_slices(Feed::Changed(EventType::Modified, back.clone()));
+        assert!(table.ports(&key("other"))[0].backends.is_empty());
+        table.apply_slices(Feed::Changed(EventType::Deleted, back));
+        assert!(table.ports(&key("web"))[0].backends.is_empty());
     }
 
     #[test]
