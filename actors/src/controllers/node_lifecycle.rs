@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
-use crate::core::ListOptions;
+use crate::core::{ListOptions, PatchType};
 use crate::model::taints::{
     DISK_PRESSURE, MEMORY_PRESSURE, NETWORK_UNAVAILABLE, NOT_READY, PID_PRESSURE, UNREACHABLE,
     UNSCHEDULABLE,
@@ -607,6 +607,22 @@ impl Handler<Nodes> for NodeLifecycleController {
                 matches!(condition_status(&node, "Ready").as_deref(), Some("False" | "Unknown"));
             let all_down =
                 not_ready && *zones_down.get_or_insert_with(|| Self::all_down(&self.zone_states()));
+            if let Some(labels) = beta_labels(&node) {
+                let client = self.client.clone();
+                let name = object_name(&node).to_string();
+                let patch = json!({"metadata": {"labels": labels}});
+                ctx.spawn(
+                    async move {
+                        let nodes = resources::core("nodes");
+                        let patched =
+                            client.patch(nodes, "", &name, PatchType::Merge, &patch, false).await;
+                        if let Err(error) = patched {
+                            tracing::debug!(%name, %error, "labelling a node");
+                        }
+                    }
+                    .into_actor(self),
+                );
+            }
             // Its NoSchedule taints follow a change at once (a cordon, a condition); a new
             // NoExecute taint waits for the monitor and its zone's turn.
             if let Some(retainted) = Self::retainted(&node, all_down, || false) {
@@ -625,6 +641,25 @@ impl Handler<Nodes> for NodeLifecycleController {
             }
         }
     }
+}
+
+/// The deprecated `beta.kubernetes.io/os` and `arch` labels a node lacks or has apart from
+/// their stable names' values, which older manifests still select by (Kubernetes'
+/// `reconcileNodeLabels`); none when they agree.
+fn beta_labels(node: &Value) -> Option<serde_json::Map<String, Value>> {
+    const PAIRS: [(&str, &str); 2] = [
+        ("kubernetes.io/os", "beta.kubernetes.io/os"),
+        ("kubernetes.io/arch", "beta.kubernetes.io/arch"),
+    ];
+    let labels = json::at(node, "/metadata/labels").and_then(Value::as_object)?;
+    let missing: serde_json::Map<String, Value> = PAIRS
+        .iter()
+        .filter_map(|(stable, beta)| {
+            let value = labels.get(*stable)?;
+            (labels.get(*beta) != Some(value)).then(|| (beta.to_string(), value.clone()))
+        })
+        .collect();
+    (!missing.is_empty()).then_some(missing)
 }
 
 impl Handler<Leases> for NodeLifecycleController {
@@ -654,7 +689,7 @@ mod tests {
 
     use super::*;
     use crate::client::ClientEvent;
-    use crate::core::{DeleteOptions, ListOptions, PatchType, WatchOptions};
+    use crate::core::{DeleteOptions, ListOptions, WatchOptions};
     use crate::testing::{core, eventually};
 
     /// A second's grace: rounds every half second, so that a node reported back is seen
@@ -777,6 +812,28 @@ mod tests {
             assert_eq!(condition["message"], "Kubelet never posted node status.");
             assert_eq!(condition["lastHeartbeatTime"], ghost["metadata"]["creationTimestamp"]);
         }
+    }
+
+    /// A node's deprecated beta os and arch labels follow the stable ones (Kubernetes'
+    /// `reconcileNodeLabels`): missing ones are added, differing ones set again.
+    #[actix::test]
+    async fn beta_os_and_arch_labels_follow_the_stable_ones() {
+        let core = core().await;
+        let nodes = resources::core("nodes");
+        let mut old = node("old", "True");
+        old["metadata"]["labels"] = json!({"kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64", "beta.kubernetes.io/arch": "arm64"});
+        ApiClient::create(&core, nodes, "", old).await.unwrap();
+        let _controller = NodeLifecycleController::new(Arc::new(core.clone()), fast()).start();
+        let labels = eventually("the beta labels", || async {
+            let node = ApiClient::get(&core, nodes, "", "old").await.ok()?;
+            let labels = node["metadata"]["labels"].clone();
+            (labels["beta.kubernetes.io/arch"] == "amd64").then_some(labels)
+        })
+        .await;
+        assert_eq!(labels["beta.kubernetes.io/os"], "linux");
+        assert!(beta_labels(&json!({"metadata": {"labels": labels}})).is_none());
+        assert!(beta_labels(&json!({"metadata": {"labels": {"other": "x"}}})).is_none());
     }
 
     /// A node left out of disruption checks is judged all the same, also when its zone has
