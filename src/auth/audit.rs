@@ -82,6 +82,17 @@ pub struct RequestObject {
     pub resource_version: String,
 }
 
+/// Annotations a request's handling adds to its audit event, beside the authorization's (an
+/// issued token's id, a long-lived token's Secret), as kube-apiserver's `audit.AddAuditAnnotation`.
+#[derive(Default)]
+pub struct Annotations(Vec<(&'static str, String)>);
+
+/// Adds the annotation `key: value` to the audit event of `req`.
+pub fn annotate(req: &actix_web::HttpRequest, key: &'static str, value: String) {
+    use actix_web::HttpMessage;
+    req.extensions_mut().get_or_insert_with(Annotations::default).0.push((key, value));
+}
+
 /// Notes what `object` (a request's decoded body) says of itself, when requests are audited.
 pub fn note_request_object(
     req: &actix_web::HttpRequest,
@@ -133,6 +144,8 @@ pub struct Record<'a> {
     pub error: Option<&'a crate::error::ErrorStatus>,
     /// What the request's object said of itself.
     pub object: Option<&'a RequestObject>,
+    /// What the request's handling noted for the log (see [`annotate`]).
+    pub annotations: Option<&'a Annotations>,
 }
 
 impl AuditLog {
@@ -283,6 +296,9 @@ fn event(r: &Record) -> Value {
     if !r.decision.is_empty() {
         event["annotations"] = json!({"authorization.k8s.io/decision": r.decision,
             "authorization.k8s.io/reason": r.reason});
+    }
+    for (key, value) in r.annotations.map(|a| a.0.as_slice()).unwrap_or_default() {
+        event["annotations"][*key] = json!(value);
     }
     if let Some(status) = r.error.and_then(|error| error.0.as_object()) {
         for key in ["status", "message", "reason", "details"] {
