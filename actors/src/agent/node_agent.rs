@@ -722,7 +722,7 @@ pub(super) async fn renew_lease(
                 .and_then(Value::as_array)
                 .is_some_and(|owners| !owners.is_empty());
             if !owned {
-                if let Some(owner) = node_owner(client, name).await {
+                if let Some(owner) = node_owner(client, name).await? {
                     patch["metadata"] = json!({"ownerReferences": [owner]});
                 }
             }
@@ -731,7 +731,7 @@ pub(super) async fn renew_lease(
         Err(ApiError::NotFound { .. }) => {
             // Made only owned by its node, as the kubelet's lease controller makes it: a lease
             // made while the node is not there (deleted) would outlive it for good.
-            let Some(owner) = node_owner(client, name).await else {
+            let Some(owner) = node_owner(client, name).await? else {
                 return Ok(());
             };
             let lease = json!({
@@ -751,11 +751,15 @@ pub(super) async fn renew_lease(
     Ok(())
 }
 
-/// The owner reference to node `name`, once it is registered.
-async fn node_owner(client: &dyn ApiClient, name: &str) -> Option<Value> {
-    let node = client.get(resources::core("nodes"), "", name).await.ok()?;
-    let uid = json::at(&node, "/metadata/uid").and_then(Value::as_str)?;
-    Some(json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}))
+/// The owner reference to node `name`, once it is registered (none while it is not there).
+async fn node_owner(client: &dyn ApiClient, name: &str) -> Result<Option<Value>, ApiError> {
+    let node = match client.get(resources::core("nodes"), "", name).await {
+        Ok(node) => node,
+        Err(ApiError::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let uid = json::at(&node, "/metadata/uid").and_then(Value::as_str);
+    Ok(uid.map(|uid| json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid})))
 }
 
 /// Feeds the agent the pods bound to `node` until the agent stops.

@@ -339,7 +339,10 @@ pub(super) async fn write(
         .into_iter()
         .filter(|slice| !crate::model::is_being_deleted(slice))
         .partition(|slice| owned(slice));
-    for slice in &foreign {
+    // Not while the owner is being deleted: an orphaning delete's collector takes the owner
+    // reference off the slices before the owner goes, and they are to stay.
+    let leaving = crate::model::is_being_deleted(owner);
+    for slice in foreign.iter().filter(|_| !leaving) {
         delete(client, &namespace, slice).await?;
     }
     let mut unmatched = Vec::new();
@@ -363,7 +366,7 @@ pub(super) async fn write(
         }
         // None made for an owner being deleted, which the garbage collector would race
         // (Kubernetes' reconciler makes none either).
-        if crate::model::is_being_deleted(owner) {
+        if leaving {
             continue;
         }
         want["metadata"]["generateName"] = json!(format!("{name}-"));

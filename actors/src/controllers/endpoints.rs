@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use actix::prelude::*;
+use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::endpoint_slices::{self, Keeper, Written};
@@ -172,17 +173,21 @@ impl EndpointsController {
                 self.retries.remove(key);
                 self.trigger_times.forget(key);
                 let name = key.1.clone();
-                Box::pin(async move {
-                    let options = DeleteOptions::default();
-                    let endpoints = resources::core("endpoints");
-                    match client.delete(endpoints, &namespace, &name, &options).await {
-                        Ok(_) | Err(ApiError::NotFound { .. }) => {}
-                        Err(error) => return Err(error),
+                Box::pin(
+                    async move {
+                        let options = DeleteOptions::default();
+                        let endpoints = resources::core("endpoints");
+                        match client.delete(endpoints, &namespace, &name, &options).await {
+                            Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                            Err(error) => return Err(error),
+                        }
+                        let keeper = Keeper::Mirroring;
+                        endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
+                            .await?;
+                        Ok(Written::new())
                     }
-                    let keeper = Keeper::Mirroring;
-                    endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name).await?;
-                    Ok(Written::new())
-                }) as futures::future::BoxFuture<'static, Result<Written, ApiError>>
+                    .map(Synced::from),
+                ) as futures::future::BoxFuture<'static, Synced>
             }
             // Without a selector, the Endpoints its user writes are mirrored (an ExternalName
             // service's too, as Kubernetes' mirroring controller asks only whether the service
@@ -190,26 +195,37 @@ impl EndpointsController {
             // Kubernetes.
             Some((service, None)) => {
                 let name = key.1.clone();
-                let selects = json::at(service, "/spec/selector")
-                    .and_then(Value::as_object)
-                    .is_some_and(|selector| !selector.is_empty());
+                let selects = given_selector(service).is_some();
                 let endpoints = self.endpoints.get(key).filter(|_| !selects).cloned();
-                Box::pin(async move {
-                    match endpoints {
-                        Some(endpoints) => {
-                            let mirrored = endpoint_slices::mirrored(&endpoints);
-                            let keeper = Keeper::Mirroring;
-                            endpoint_slices::write(client.as_ref(), keeper, &endpoints, mirrored)
+                Box::pin(
+                    async move {
+                        match endpoints {
+                            Some(endpoints) => {
+                                let mirrored = endpoint_slices::mirrored(&endpoints);
+                                let keeper = Keeper::Mirroring;
+                                endpoint_slices::write(
+                                    client.as_ref(),
+                                    keeper,
+                                    &endpoints,
+                                    mirrored,
+                                )
                                 .await
-                        }
-                        None => {
-                            let keeper = Keeper::Mirroring;
-                            endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, &name)
+                            }
+                            None => {
+                                let keeper = Keeper::Mirroring;
+                                endpoint_slices::delete_all(
+                                    client.as_ref(),
+                                    keeper,
+                                    &namespace,
+                                    &name,
+                                )
                                 .await
                                 .map(|()| Written::new())
+                            }
                         }
                     }
-                })
+                    .map(Synced::from),
+                )
             }
             Some((service, Some(selector))) => {
                 let selected: Vec<&Value> = self
@@ -230,39 +246,41 @@ impl EndpointsController {
                     // controllers write them: Endpoints refused (a quota on them) do not keep
                     // the slices, which the node proxies route by, from the service.
                     let endpoints = write(client.as_ref(), &namespace, desired).await;
+                    let keeper = Keeper::FromPods;
                     let written =
-                        endpoint_slices::write(client.as_ref(), Keeper::FromPods, &service, slices)
-                            .await?;
+                        match endpoint_slices::write(client.as_ref(), keeper, &service, slices)
+                            .await
+                        {
+                            Ok(written) => written,
+                            Err(error) => return Synced::from(Err(error)),
+                        };
                     // What was mirrored while it had no selector goes, as in Kubernetes.
                     let name = object_name(&service);
-                    endpoint_slices::delete_all(
-                        client.as_ref(),
-                        Keeper::Mirroring,
-                        &namespace,
-                        name,
-                    )
-                    .await?;
-                    endpoints.map(|()| written)
+                    let keeper = Keeper::Mirroring;
+                    let unmirrored =
+                        endpoint_slices::delete_all(client.as_ref(), keeper, &namespace, name)
+                            .await;
+                    // The slices written count whatever else failed (their own changes coming
+                    // back are not someone else's).
+                    Synced { written, result: endpoints.and(unmirrored) }
                 })
             }
         };
         self.in_flight.insert(key.clone());
         let key = key.clone();
-        ctx.spawn(written.into_actor(self).map(move |written, controller, ctx| {
+        ctx.spawn(written.into_actor(self).map(move |synced, controller, ctx| {
             controller.in_flight.remove(&key);
-            match written {
-                Ok(written) => {
-                    let namespace = &key.0;
-                    for (slice, generation) in written {
-                        controller.slice_generations.insert((namespace.clone(), slice), generation);
-                    }
-                    for (slice, generation) in
-                        controller.unconfirmed.remove(&key).unwrap_or_default()
-                    {
-                        if controller.changed_by_others(&slice, generation) {
-                            controller.dirty.insert(key.clone());
-                        }
-                    }
+            let namespace = &key.0;
+            for (slice, generation) in synced.written {
+                controller.slice_generations.insert((namespace.clone(), slice), generation);
+            }
+            for (slice, generation) in controller.unconfirmed.remove(&key).unwrap_or_default() {
+                if controller.changed_by_others(&slice, generation) {
+                    controller.dirty.insert(key.clone());
+                }
+            }
+            match synced.result {
+                Ok(()) => {
                     controller.retries.remove(&key);
                     if controller.dirty.contains(&key) {
                         controller.mark(key, ctx);
@@ -277,6 +295,22 @@ impl EndpointsController {
                 }
             }
         }));
+    }
+}
+
+/// What one sync wrote of the service's slices (with their generations), and whether all of
+/// it went through.
+struct Synced {
+    written: Written,
+    result: Result<(), ApiError>,
+}
+
+impl From<Result<Written, ApiError>> for Synced {
+    fn from(result: Result<Written, ApiError>) -> Self {
+        match result {
+            Ok(written) => Synced { written, result: Ok(()) },
+            Err(error) => Synced { written: Written::new(), result: Err(error) },
+        }
     }
 }
 
@@ -373,6 +407,11 @@ fn selector(service: &Value) -> Option<&Map<String, Value>> {
     if json::at(service, "/spec/type").and_then(Value::as_str) == Some("ExternalName") {
         return None;
     }
+    given_selector(service)
+}
+
+/// The selector a service gives, whatever its type.
+fn given_selector(service: &Value) -> Option<&Map<String, Value>> {
     json::at(service, "/spec/selector").and_then(Value::as_object).filter(|s| !s.is_empty())
 }
 
@@ -1103,6 +1142,25 @@ mod tests {
         })
         .await;
         assert_eq!(orphan["metadata"]["labels"]["kubernetes.io/service-name"], "kept");
+        // Once the service is gone and the controller has gone on to later work (another
+        // service's slice), the orphan is still there.
+        eventually("the service gone", || async {
+            let gone = ApiClient::get(&core, services, "default", "kept").await;
+            matches!(gone, Err(ApiError::NotFound { .. })).then_some(())
+        })
+        .await;
+        let later = json!({"metadata": {"name": "later"}, "spec": {"selector": {"app": "y"},
+            "ports": [{"port": 80}]}});
+        ApiClient::create(&core, services, "default", later).await.unwrap();
+        let later_options = ListOptions {
+            label_selector: Some("kubernetes.io/service-name=later".into()),
+            ..ListOptions::default()
+        };
+        eventually("the later service's slice", || async {
+            ApiClient::list(&core, slices, Some("default"), &later_options).await.ok()?.items.pop()
+        })
+        .await;
+        assert_eq!(list().await.len(), 1, "the orphaned slice stays");
 
         let mut leaving = service;
         leaving["metadata"]["name"] = json!("leaving");

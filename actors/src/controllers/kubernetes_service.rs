@@ -177,7 +177,7 @@ async fn keep(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::core;
+    use crate::testing::{core, eventually};
 
     fn config(port: u16) -> KubernetesServiceConfig {
         KubernetesServiceConfig {
@@ -244,6 +244,29 @@ mod tests {
         let relabelled = ApiClient::get(&core, endpoints, NAMESPACE, NAME).await.unwrap();
         let label = &relabelled["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"];
         assert_eq!(label, "true", "{relabelled}");
+    }
+
+    /// Running, the controller leaves a user's change of the Service's type be: each tick
+    /// after the first puts back what is missing, and the endpoints, only.
+    #[actix::test]
+    async fn a_running_controller_leaves_the_services_type_be() {
+        let core = core().await;
+        let config =
+            KubernetesServiceConfig { interval: Duration::from_millis(50), ..config(6443) };
+        let _controller = KubernetesServiceController::new(Arc::new(core.clone()), config).start();
+        let (services, endpoints) = (resources::core("services"), resources::core("endpoints"));
+        let get = |resource| {
+            let core = core.clone();
+            async move { ApiClient::get(&core, resource, NAMESPACE, NAME).await.ok() }
+        };
+        eventually("the endpoints", || get(endpoints)).await;
+        let mut exposed = get(services).await.unwrap();
+        exposed["spec"]["type"] = json!("NodePort");
+        ApiClient::update(&core, services, NAMESPACE, exposed).await.unwrap();
+        // A tick after the change: the endpoints deleted are put back.
+        ApiClient::delete(&core, endpoints, NAMESPACE, NAME, &Default::default()).await.unwrap();
+        eventually("the endpoints back", || get(endpoints)).await;
+        assert_eq!(get(services).await.unwrap()["spec"]["type"], "NodePort");
     }
 
     #[actix::test]

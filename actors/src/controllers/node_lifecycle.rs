@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
-use crate::core::{ListOptions, PatchType};
+use crate::core::ListOptions;
 use crate::model::taints::{
     DISK_PRESSURE, MEMORY_PRESSURE, NETWORK_UNAVAILABLE, NOT_READY, PID_PRESSURE, UNREACHABLE,
     UNSCHEDULABLE,
@@ -607,33 +607,24 @@ impl Handler<Nodes> for NodeLifecycleController {
                 matches!(condition_status(&node, "Ready").as_deref(), Some("False" | "Unknown"));
             let all_down =
                 not_ready && *zones_down.get_or_insert_with(|| Self::all_down(&self.zone_states()));
-            if let Some(labels) = beta_labels(&node) {
-                let client = self.client.clone();
-                let name = object_name(&node).to_string();
-                let patch = json!({"metadata": {"labels": labels}});
-                ctx.spawn(
-                    async move {
-                        let nodes = resources::core("nodes");
-                        let patched =
-                            client.patch(nodes, "", &name, PatchType::Merge, &patch, false).await;
-                        if let Err(error) = patched {
-                            tracing::debug!(%name, %error, "labelling a node");
-                        }
-                    }
-                    .into_actor(self),
-                );
-            }
             // Its NoSchedule taints follow a change at once (a cordon, a condition); a new
-            // NoExecute taint waits for the monitor and its zone's turn.
-            if let Some(retainted) = Self::retainted(&node, all_down, || false) {
+            // NoExecute taint waits for the monitor and its zone's turn. Its beta labels go
+            // with them, in one write.
+            let labels = beta_labels(&node);
+            let retainted = Self::retainted(&node, all_down, || false)
+                .or_else(|| labels.is_some().then(|| node.clone()));
+            if let Some(mut written) = retainted {
+                for (key, value) in labels.into_iter().flatten() {
+                    written["metadata"]["labels"][key] = value;
+                }
                 let client = self.client.clone();
                 let name = object_name(&node).to_string();
                 ctx.spawn(
                     async move {
                         // A conflict with another writer: looked at again next round.
-                        let updated = client.update(resources::core("nodes"), "", retainted);
+                        let updated = client.update(resources::core("nodes"), "", written);
                         if let Err(error) = updated.await {
-                            tracing::debug!(%name, %error, "tainting a node");
+                            tracing::debug!(%name, %error, "tainting or labelling a node");
                         }
                     }
                     .into_actor(self),
@@ -689,7 +680,7 @@ mod tests {
 
     use super::*;
     use crate::client::ClientEvent;
-    use crate::core::{DeleteOptions, ListOptions, WatchOptions};
+    use crate::core::{DeleteOptions, ListOptions, PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
     /// A second's grace: rounds every half second, so that a node reported back is seen
