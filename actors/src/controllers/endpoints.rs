@@ -754,7 +754,7 @@ mod tests {
 
     use super::*;
     use crate::controllers::GarbageCollector;
-    use crate::core::{ListOptions, PatchType, WatchOptions};
+    use crate::core::{ApiCore, ListOptions, PatchType, WatchOptions};
     use crate::testing::{core, eventually};
 
     fn pod(name: &str, ip: &str, ready: bool, ports: Value) -> Value {
@@ -763,6 +763,16 @@ mod tests {
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": ports}]},
             "status": {"phase": "Running", "podIP": ip,
                 "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    /// The EndpointSlices in `default` labelled as `service`'s.
+    async fn slices_of(core: &ApiCore, service: &str) -> Vec<Value> {
+        let options = ListOptions {
+            label_selector: Some(format!("kubernetes.io/service-name={service}")),
+            ..ListOptions::default()
+        };
+        let slices = endpoint_slices::slices();
+        ApiClient::list(core, slices, Some("default"), &options).await.unwrap().items
     }
 
     #[test]
@@ -955,15 +965,7 @@ mod tests {
         let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
             "ports": [{"port": 80, "targetPort": 8080}]}});
         ApiClient::create(&core, resources::core("services"), "default", service).await.unwrap();
-        let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
-        let options = ListOptions {
-            label_selector: Some("kubernetes.io/service-name=web".into()),
-            ..ListOptions::default()
-        };
-        eventually("the service's slice", || async {
-            ApiClient::list(&core, slices, Some("default"), &options).await.ok()?.items.pop()
-        })
-        .await;
+        eventually("the service's slice", || async { slices_of(&core, "web").await.pop() }).await;
         let events = resources::core("events");
         let options = ListOptions {
             field_selector: Some("involvedObject.name=web,reason=FailedToCreateEndpoint".into()),
@@ -997,14 +999,7 @@ mod tests {
         let service = ApiClient::create(&core, resources::core("services"), "default", service)
             .await
             .unwrap();
-        let slices = resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
-        let list = || async {
-            let options = ListOptions {
-                label_selector: Some("kubernetes.io/service-name=web".into()),
-                ..ListOptions::default()
-            };
-            ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
-        };
+        let list = || slices_of(&core, "web");
         // Selecting nothing yet: one slice without endpoints.
         let placeholder = eventually("a slice", || async { list().await.pop() }).await;
         assert!(placeholder.get("endpoints").is_none(), "{placeholder}");
@@ -1054,13 +1049,7 @@ mod tests {
             "ports": [{"port": 80}]}});
         let services = resources::core("services");
         ApiClient::create(&core, services, "default", other).await.unwrap();
-        let others = || async {
-            let options = ListOptions {
-                label_selector: Some("kubernetes.io/service-name=other".into()),
-                ..ListOptions::default()
-            };
-            ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
-        };
+        let others = || slices_of(&core, "other");
         eventually("the other's slice", || async { others().await.pop() }).await;
         let unselecting = json!({"spec": {"selector": null}});
         ApiClient::patch(
@@ -1121,17 +1110,11 @@ mod tests {
         let core = core().await;
         let _controller = EndpointsController::new(Arc::new(core.clone())).start();
         let _collector = GarbageCollector::new(Arc::new(core.clone())).start();
-        let (services, slices) = (resources::core("services"), endpoint_slices::slices());
+        let services = resources::core("services");
         let service = json!({"metadata": {"name": "kept"}, "spec": {"selector": {"app": "x"},
             "ports": [{"port": 80}]}});
         let service = ApiClient::create(&core, services, "default", service).await.unwrap();
-        let options = ListOptions {
-            label_selector: Some("kubernetes.io/service-name=kept".into()),
-            ..ListOptions::default()
-        };
-        let list = || async {
-            ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
-        };
+        let list = || slices_of(&core, "kept");
         eventually("its slice", || async { list().await.pop() }).await;
         let orphaning =
             DeleteOptions { propagation_policy: Some("Orphan".into()), ..Default::default() };
@@ -1152,14 +1135,8 @@ mod tests {
         let later = json!({"metadata": {"name": "later"}, "spec": {"selector": {"app": "y"},
             "ports": [{"port": 80}]}});
         ApiClient::create(&core, services, "default", later).await.unwrap();
-        let later_options = ListOptions {
-            label_selector: Some("kubernetes.io/service-name=later".into()),
-            ..ListOptions::default()
-        };
-        eventually("the later service's slice", || async {
-            ApiClient::list(&core, slices, Some("default"), &later_options).await.ok()?.items.pop()
-        })
-        .await;
+        eventually("the later service's slice", || async { slices_of(&core, "later").await.pop() })
+            .await;
         assert_eq!(list().await.len(), 1, "the orphaned slice stays");
 
         let mut leaving = service;
@@ -1191,16 +1168,7 @@ mod tests {
         running["status"] = json!({"phase": "Running", "podIP": "127.0.0.7",
             "conditions": [{"type": "Ready", "status": "True"}]});
         ApiClient::update_status(&core, pods, "default", running).await.unwrap();
-        let slices_of = |service: &'static str| {
-            let core = core.clone();
-            async move {
-                let options = ListOptions {
-                    label_selector: Some(format!("kubernetes.io/service-name={service}")),
-                    ..ListOptions::default()
-                };
-                ApiClient::list(&core, slices, Some("default"), &options).await.unwrap().items
-            }
-        };
+        let slices_of = |service: &'static str| slices_of(&core, service);
         let filled_slice = || async {
             let mut all = slices_of("web").await;
             (all.len() == 1 && all[0].get("endpoints").is_some()).then(|| all.remove(0))
