@@ -308,6 +308,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let mut server = HttpServer::new(move || {
         // Called on each worker's thread as it starts (once per listener).
         kplane_actors::threads::name_current("kplane-http");
+        crate::panics::mark_request_thread();
         api::app(app_state.clone())
     })
     .disable_signals()

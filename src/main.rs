@@ -9,6 +9,7 @@ mod daemon;
 mod error;
 mod health;
 mod images;
+mod panics;
 mod peer;
 
 use std::path::PathBuf;
@@ -211,6 +212,7 @@ fn server(args: ServerArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     init_logging(&settings);
+    panics::abort_on_component_panic();
     let system = actix::System::new();
     let outcome = system.block_on(async {
         let running = daemon::start(&settings).await?;
@@ -247,6 +249,7 @@ fn agent(args: AgentArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     init_logging(&settings);
+    panics::abort_on_component_panic();
     let system = actix::System::new();
     let outcome = system.block_on(async move {
         let mut agents = Vec::with_capacity(args.nodes);

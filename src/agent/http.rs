@@ -72,6 +72,9 @@ pub fn serve(
     let debugging = state.debugging;
     let state = web::Data::new(state);
     let server = actix_web::HttpServer::new(move || {
+        // Called on each worker's thread: a handler's panic drops its connection, as Go's
+        // HTTP server does the kubelet's, and the agent goes on.
+        crate::panics::mark_request_thread();
         actix_web::App::new()
             .app_data(state.clone())
             .configure(|cfg| {

@@ -16,6 +16,7 @@ mod media;
 mod metrics;
 mod objects;
 pub mod openapi;
+mod panic_recovery;
 pub(crate) mod params;
 mod partial;
 pub mod protobuf;
@@ -108,6 +109,7 @@ pub fn app(
 > {
     actix_web::App::new()
         .app_data(state)
+        .wrap(actix_web::middleware::from_fn(panic_recovery::answer_500))
         .wrap(actix_web::middleware::from_fn(media::encode))
         .wrap(actix_web::middleware::from_fn(compression::gzip))
         .wrap(actix_web::middleware::from_fn(inflight::limit))
