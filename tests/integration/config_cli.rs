@@ -44,6 +44,24 @@ fn bad_config_and_busy_port_exit_2_with_one_line() {
     assert!(err.contains("agent.port") && err.trim().lines().count() == 1, "{err}");
 }
 
+/// A data dir that cannot be written is named as such (not as the certificate made in it).
+#[test]
+fn a_data_dir_that_cannot_be_written_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let out = Server::command()
+        .args(["server", "--insecure-port", "0", "--data-dir"])
+        .arg(&file)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("data_dir (--data-dir)") && err.contains("a-file"), "{err}");
+    assert!(!err.contains("TLS") && err.trim().lines().count() == 1, "{err}");
+}
+
 #[test]
 fn the_documented_config_file_is_accepted() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/kplane.toml");

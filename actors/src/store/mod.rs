@@ -210,13 +210,33 @@ impl Store {
         let shards = options.shards.max(1);
         let engines: Vec<Arc<dyn Engine>> = match &options.data_dir {
             Some(dir) => {
-                check_layout(dir, shards)?;
-                (0..shards)
-                    .map(|i| {
-                        let engine = rocks::RocksEngine::open(&dir.join(format!("shard-{i}")))?;
+                let recorded = check_layout(dir, shards)?;
+                let paths: Vec<_> = (0..shards).map(|i| dir.join(format!("shard-{i}"))).collect();
+                if !recorded {
+                    // Every shard's directory first: a first start that fails half-way (a
+                    // full disk) leaves them all, and the next start counts them all.
+                    for path in &paths {
+                        std::fs::create_dir_all(path).map_err(io_error(path))?;
+                    }
+                }
+                let engines = paths
+                    .iter()
+                    .map(|path| {
+                        let new = never_written(path)?;
+                        if new && recorded {
+                            return Err(lost_shard(dir, path, shards));
+                        }
+                        let engine = rocks::RocksEngine::open(path, new)?;
                         Ok(Arc::new(engine) as Arc<dyn Engine>)
                     })
-                    .collect::<Result<_, StoreError>>()?
+                    .collect::<Result<_, StoreError>>()?;
+                // Recorded once every shard is there: a first start that fails half-way
+                // (a full disk) is taken again as a first start.
+                if !recorded {
+                    let wanted = format!("shards={shards}\n");
+                    write_durably(dir, "LAYOUT", wanted.as_bytes()).map_err(io_error(dir))?;
+                }
+                engines
             }
             None => (0..shards)
                 .map(|_| Arc::new(engine::MemoryEngine::default()) as Arc<dyn Engine>)
@@ -443,21 +463,21 @@ impl Store {
 }
 
 /// Checks that the data in `dir` was written with `shards` shards (its `LAYOUT` file says how
-/// many), or records it for a new one. A data dir whose `LAYOUT` is missing or empty while it
-/// holds shards is taken as it is only when it holds that many: read with another count,
-/// objects would be looked for in shards that never held them.
-fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
-    let io = |e: std::io::Error| StoreError::Engine(format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(io)?;
+/// many); whether `LAYOUT` records them (else the caller records it, once the shards are
+/// there). A data dir whose `LAYOUT` is missing or empty while it holds shards is taken as it
+/// is only when it holds that many: read with another count, objects would be looked for in
+/// shards that never held them.
+fn check_layout(dir: &Path, shards: usize) -> Result<bool, StoreError> {
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let layout = dir.join("LAYOUT");
-    let wanted = format!("shards={shards}\n");
+    let wanted = format!("shards={shards}");
     let found = match std::fs::read_to_string(&layout) {
         Ok(found) => found,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io(e)),
+        Err(e) => return Err(io_error(dir)(e)),
     };
-    if found.trim() == wanted.trim() {
-        return Ok(());
+    if found.trim() == wanted {
+        return Ok(true);
     }
     if !found.trim().is_empty() {
         return Err(StoreError::Layout(format!(
@@ -466,7 +486,7 @@ fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
             found.trim()
         )));
     }
-    let held = shard_dirs(dir).map_err(io)?;
+    let held = shard_dirs(dir).map_err(io_error(dir))?;
     if held != 0 && held != shards {
         return Err(StoreError::Layout(format!(
             "store.shards: the data in {} holds {held} shards and no LAYOUT file naming them, \
@@ -474,7 +494,42 @@ fn check_layout(dir: &Path, shards: usize) -> Result<(), StoreError> {
             dir.display()
         )));
     }
-    write_durably(dir, "LAYOUT", wanted.as_bytes()).map_err(io)
+    Ok(false)
+}
+
+/// An I/O error on the data in `dir`, as a store error naming it.
+fn io_error(dir: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |e| StoreError::Engine(format!("{}: {e}", dir.display()))
+}
+
+/// Whether the shard at `path` was never written: no directory, or one without RocksDB's
+/// `CURRENT`, tables (`*.sst`) and logs (`*.log`), as a first start that failed before its
+/// database was made leaves it. One with data but no `CURRENT` is damaged, not new.
+fn never_written(path: &Path) -> Result<bool, StoreError> {
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(io_error(path)(e)),
+    };
+    for entry in entries {
+        let name = entry.map_err(io_error(path))?.file_name();
+        let name = name.to_string_lossy();
+        if name == "CURRENT" || name.ends_with(".sst") || name.ends_with(".log") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A shard `LAYOUT` records gone from the data dir: started without it, its objects would be
+/// gone and the revisions it held handed out again.
+fn lost_shard(dir: &Path, path: &Path, shards: usize) -> StoreError {
+    StoreError::Layout(format!(
+        "{} holds no database, though {} records shards={shards}: refusing to start without \
+         its objects (restore it, or start from an empty data dir)",
+        path.display(),
+        dir.join("LAYOUT").display()
+    ))
 }
 
 /// How many shard directories (`shard-0` to `shard-N`) `dir` holds: one past the highest.
@@ -521,27 +576,102 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_data_dir_is_read_with_the_shard_count_it_was_written_with() {
+    /// Opens (`Ok`) and closes the store of `shards` shards in `data`, or says why it refused.
+    async fn open_and_close(data: &Path, shards: usize) -> Result<(), String> {
+        let options =
+            StoreOptions { shards, data_dir: Some(data.to_path_buf()), ..Default::default() };
+        let store = Store::open(&options, &hub()).map_err(|e| e.to_string())?;
+        store.close(Duration::from_secs(10)).await;
+        Ok(())
+    }
+
+    #[actix::test]
+    async fn a_data_dir_is_read_with_the_shard_count_it_was_written_with() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path();
-        check_layout(data, 2).unwrap();
+        open_and_close(data, 2).await.unwrap();
         assert_eq!(std::fs::read_to_string(data.join("LAYOUT")).unwrap(), "shards=2\n");
-        let refused = check_layout(data, 3).unwrap_err().to_string();
+        let refused = open_and_close(data, 3).await.unwrap_err();
         assert!(refused.contains("was written with shards=2, not shards=3"), "{refused}");
         // Its LAYOUT lost (or left empty) with two shards' data there: only two will do.
-        std::fs::create_dir(data.join("shard-0")).unwrap();
-        std::fs::create_dir(data.join("shard-1")).unwrap();
         for lost in [None, Some("")] {
             match lost {
                 None => std::fs::remove_file(data.join("LAYOUT")).unwrap(),
                 Some(text) => std::fs::write(data.join("LAYOUT"), text).unwrap(),
             }
-            let refused = check_layout(data, 3).unwrap_err().to_string();
+            let refused = open_and_close(data, 3).await.unwrap_err();
             assert!(refused.contains("holds 2 shards and no LAYOUT file"), "{refused}");
-            check_layout(data, 2).unwrap();
+            open_and_close(data, 2).await.unwrap();
             assert_eq!(std::fs::read_to_string(data.join("LAYOUT")).unwrap(), "shards=2\n");
         }
+    }
+
+    /// A first start that stopped before its databases were made (a full disk) leaves
+    /// directories and no `LAYOUT`: the next start makes them.
+    #[actix::test]
+    async fn a_first_start_stopped_half_way_is_taken_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        std::fs::create_dir_all(data.join("shard-0")).unwrap();
+        std::fs::create_dir_all(data.join("shard-1")).unwrap();
+        std::fs::write(data.join("shard-1/LOCK"), "").unwrap();
+        open_and_close(data, 2).await.unwrap();
+        assert_eq!(std::fs::read_to_string(data.join("LAYOUT")).unwrap(), "shards=2\n");
+        assert!(data.join("shard-1/CURRENT").is_file());
+    }
+
+    /// A shard's database lost (its directory, or its `CURRENT`) is refused at every start,
+    /// never replaced by an empty one: RocksDB would take the old tables for obsolete files and
+    /// delete them, and the revisions they held would be handed out again.
+    #[actix::test]
+    async fn a_shard_whose_database_is_lost_is_refused_at_every_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let options =
+            StoreOptions { shards: 2, data_dir: Some(data.to_path_buf()), ..Default::default() };
+        let store = Store::open(&options, &hub()).unwrap();
+        let kinds = ["pods", "services", "configmaps", "secrets", "nodes", "events"];
+        let mut created = Vec::new();
+        for plural in kinds {
+            let key = ObjectKey::new(find("", "v1", plural).unwrap(), "default", "kept");
+            let object = store.create(key.clone(), json!({"metadata": {"name": "kept"}})).await;
+            created.push((key, object.unwrap().resource_version));
+        }
+        let mut shards = Vec::new();
+        for (key, _) in &created {
+            let shard = store.shard(&key.resource);
+            if !shards.contains(&shard) {
+                shards.push(shard);
+            }
+        }
+        assert_eq!(shards.len(), 2, "both shards hold objects");
+        store.close(Duration::from_secs(10)).await;
+        drop(store);
+
+        let current = data.join("shard-1/CURRENT");
+        let kept = std::fs::read(&current).unwrap();
+        std::fs::remove_file(&current).unwrap();
+        for _ in 0..2 {
+            let refused = open_and_close(data, 2).await.unwrap_err();
+            assert!(refused.contains("shard-1"), "{refused}");
+            assert!(!current.exists(), "nothing written in its place");
+        }
+        std::fs::write(&current, kept).unwrap();
+
+        let aside = data.join("shard-1.aside");
+        std::fs::rename(data.join("shard-1"), &aside).unwrap();
+        for _ in 0..2 {
+            let refused = open_and_close(data, 2).await.unwrap_err();
+            assert!(refused.contains("holds no database"), "{refused}");
+        }
+        std::fs::rename(&aside, data.join("shard-1")).unwrap();
+
+        let store = Store::open(&options, &hub()).unwrap();
+        for (key, revision) in created {
+            let object = store.get(&key).await.unwrap().expect("still there");
+            assert_eq!(object.resource_version, revision);
+        }
+        store.close(Duration::from_secs(10)).await;
     }
 
     /// A stale resourceVersion is a conflict named as Kubernetes names it: the resource

@@ -16,9 +16,12 @@ pub(crate) struct RocksEngine {
 }
 
 impl RocksEngine {
-    pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
+    /// Opens the database at `path`; makes a new one there only when `create` (a shard never
+    /// written): a database whose `CURRENT` is lost must be refused every time, not replaced
+    /// by an empty one whose first compaction deletes the old tables as obsolete.
+    pub(crate) fn open(path: &Path, create: bool) -> Result<Self, StoreError> {
         let mut options = Options::default();
-        options.create_if_missing(true);
+        options.create_if_missing(create);
         options.set_max_background_jobs(2);
         options.set_keep_log_file_num(4);
         // The shard keeps every object in memory and reads the database only when it opens:
@@ -84,7 +87,7 @@ mod tests {
     fn commits_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let engine = RocksEngine::open(dir.path()).unwrap();
+            let engine = RocksEngine::open(dir.path(), true).unwrap();
             engine.commit(&[put("a", "1"), put("b", "2")]).unwrap();
             engine.commit(&[("a".as_bytes(), None)]).unwrap();
             // Newer writes of a key win, within a batch and across batches (the memtable
@@ -94,7 +97,7 @@ mod tests {
             let expected = vec![(b"b".to_vec(), b"3".to_vec()), (b"c".to_vec(), b"2".to_vec())];
             assert_eq!(engine.load_all().unwrap(), expected);
         }
-        let engine = RocksEngine::open(dir.path()).unwrap();
+        let engine = RocksEngine::open(dir.path(), false).unwrap();
         let expected = vec![(b"b".to_vec(), b"3".to_vec()), (b"c".to_vec(), b"2".to_vec())];
         assert_eq!(engine.load_all().unwrap(), expected);
     }
@@ -112,7 +115,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let value = "v".repeat(200);
         {
-            let engine = RocksEngine::open(dir.path()).unwrap();
+            let engine = RocksEngine::open(dir.path(), true).unwrap();
             for i in 0..100 {
                 engine.commit(&[put(&format!("k{i:03}"), &value)]).unwrap();
             }
@@ -121,13 +124,13 @@ mod tests {
         let whole = std::fs::read(&log).unwrap();
         // The last record cut short, as a crash in the middle of its write leaves it.
         std::fs::write(&log, &whole[..whole.len() - 50]).unwrap();
-        let engine = RocksEngine::open(dir.path()).unwrap();
+        let engine = RocksEngine::open(dir.path(), false).unwrap();
         assert_eq!(engine.load_all().unwrap().len(), 99);
         drop(engine);
         // A record in the middle damaged: acknowledged writes after it would be lost.
         let dir = tempfile::tempdir().unwrap();
         {
-            let engine = RocksEngine::open(dir.path()).unwrap();
+            let engine = RocksEngine::open(dir.path(), true).unwrap();
             for i in 0..100 {
                 engine.commit(&[put(&format!("k{i:03}"), &value)]).unwrap();
             }
@@ -137,7 +140,7 @@ mod tests {
         let middle = damaged.len() / 3;
         damaged[middle..middle + 8].iter_mut().for_each(|b| *b ^= 0xff);
         std::fs::write(&log, damaged).unwrap();
-        let refused = RocksEngine::open(dir.path()).err().expect("refused");
+        let refused = RocksEngine::open(dir.path(), false).err().expect("refused");
         let refused = refused.to_string();
         assert!(refused.contains("Corruption"), "{refused}");
         assert!(refused.contains(dir.path().to_str().unwrap()), "names the shard: {refused}");
