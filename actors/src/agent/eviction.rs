@@ -91,16 +91,33 @@ fn pod_limit(containers: &[Container], init: Option<&[Container]>) -> Option<u64
     Some(inits.into_iter().fold(sum, u64::max))
 }
 
-/// The bytes of the files under `dir` (not following links), 0 when it is not there.
+/// The bytes of the files under `dir` (not following links), 0 when it is not there. Each
+/// directory is opened from its parent's handle, never by a path, so a tree deeper than the
+/// longest path the kernel takes (4 KiB) is measured whole instead of ending where its paths
+/// grow too long; one handle is open a level of the directory being read.
 pub fn disk_usage(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    let mut total = 0;
-    for entry in entries.flatten() {
-        let Ok(meta) = entry.metadata() else { continue };
-        if meta.is_dir() {
-            total += disk_usage(&entry.path());
-        } else {
-            total += meta.len();
+    use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags, CWD};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(root) = openat(CWD, dir, flags, Mode::empty()).and_then(Dir::new) else { return 0 };
+    let mut levels = vec![root];
+    let mut total = 0u64;
+    while let Some(level) = levels.last_mut() {
+        let Some(Ok(entry)) = level.next() else {
+            levels.pop();
+            continue;
+        };
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let Ok(fd) = level.fd() else { continue };
+        let Ok(stat) = statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+            total = total.saturating_add(u64::try_from(stat.st_size).unwrap_or(0));
+            continue;
+        }
+        if let Ok(below) = openat(fd, name, flags, Mode::empty()).and_then(Dir::new) {
+            levels.push(below);
         }
     }
     total
@@ -162,5 +179,27 @@ mod tests {
         std::fs::write(dir.path().join("sub/b"), [0u8; 50]).unwrap();
         assert_eq!(disk_usage(dir.path()), 150);
         assert_eq!(disk_usage(&dir.path().join("none")), 0);
+        // A link is counted as itself, not as what it points at.
+        std::os::unix::fs::symlink(dir.path().join("sub"), dir.path().join("link")).unwrap();
+        let link = std::fs::symlink_metadata(dir.path().join("link")).unwrap().len();
+        assert_eq!(disk_usage(dir.path()), 150 + link);
+    }
+
+    /// Files below paths longer than the kernel takes (4 KiB) count too: a pod could hide its
+    /// data from its limits there.
+    #[test]
+    fn disk_usage_counts_files_deeper_than_the_longest_path() {
+        use rustix::fs::{mkdirat, openat, Mode, OFlags};
+        let dir = tempfile::tempdir().unwrap();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut fd = openat(rustix::fs::CWD, dir.path(), flags, Mode::empty()).unwrap();
+        for _ in 0..1500 {
+            mkdirat(&fd, "abcd", Mode::RWXU).unwrap();
+            fd = openat(&fd, "abcd", flags, Mode::empty()).unwrap();
+        }
+        let file = OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC;
+        let deep = openat(&fd, "deep", file, Mode::RUSR | Mode::WUSR).unwrap();
+        rustix::io::write(&deep, &[7u8; 1000]).unwrap();
+        assert_eq!(disk_usage(dir.path()), 1000);
     }
 }

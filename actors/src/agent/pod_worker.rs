@@ -1306,7 +1306,7 @@ impl PodState {
             if self.past_deadline() {
                 self.stopped_for = Some((DEADLINE_REASON, DEADLINE_MESSAGE.into()));
                 self.event(ctx, EventKind::Normal, DEADLINE_REASON, DEADLINE_MESSAGE.into());
-            } else if let Some(message) = self.storage_violation(ctx) {
+            } else if let Some(message) = self.storage_violation(ctx).await {
                 tracing::info!(pod = %self.name, %message, "evicting the pod");
                 self.event(ctx, EventKind::Warning, EVICTED_REASON, message.clone());
                 self.stopped_for = Some((EVICTED_REASON, message));
@@ -1461,14 +1461,18 @@ impl PodState {
 
     /// Why the kubelet's eviction manager would evict the pod for its local storage, when it
     /// is time to measure it again ([`eviction::CHECK_EVERY`]) and it has passed a limit.
-    fn storage_violation(&mut self, ctx: &WorkerContext) -> Option<String> {
+    /// Measured on the blocking pool: a tree of many files takes a while to walk, and this
+    /// thread runs other actors.
+    async fn storage_violation(&mut self, ctx: &WorkerContext) -> Option<String> {
         if !ctx.runtime.runs_processes()
             || self.storage_measured.is_some_and(|at| at.elapsed() < eviction::CHECK_EVERY)
         {
             return None;
         }
         self.storage_measured = Some(Instant::now());
-        eviction::storage_violation(&self.pod, &self.dir, &eviction::disk_usage)
+        let (pod, dir) = (self.pod.clone(), self.dir.clone());
+        let measure = move || eviction::storage_violation(&pod, &dir, &eviction::disk_usage);
+        tokio::task::spawn_blocking(measure).await.unwrap_or_default()
     }
 
     /// Whether the pod has run longer than its `activeDeadlineSeconds` (from its start time).
