@@ -639,7 +639,7 @@ mod tests {
         }
         let mut shards = Vec::new();
         for (key, _) in &created {
-            let shard = store.shard(&key.resource);
+            let shard = store.shard(key.resource);
             if !shards.contains(&shard) {
                 shards.push(shard);
             }
