@@ -569,10 +569,6 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     assert!(!alive(web_pid), "the embedded agent stops its containers on shutdown");
 }
 
-/// A crash-looping container's log, and its `previous` log, are the run that just ended (its
-/// last state), as the kubelet serves them; a container that cannot start counts its restarts
-/// too.
-/// The messages of the events about pod `name`.
 /// A web server of its own, in Python: HTML pages linking to its own paths, a redirect, its
 /// request's headers as JSON, the length and digest of a POSTed body; headers a browser needs.
 const WEB_APP: &str = r#"
@@ -593,6 +589,8 @@ class App(http.server.BaseHTTPRequestHandler):
             cookies = [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("ETag", '"v1"'),
                 ("Access-Control-Allow-Origin", "*")]
             self.answer(200, "text/html; charset=utf-8", page, cookies)
+        elif self.path == "/big":
+            self.answer(200, "text/html", b'<a href="/docs/">docs</a>' + b" " * (17 << 20))
         elif self.path == "/login":
             self.answer(303, "text/plain", b"", [("Location", "/page")])
         else:
@@ -655,6 +653,12 @@ fn a_web_app_works_through_the_proxy() {
         body,
         format!("<html><body><a href=\"{proxy}/docs/\">docs</a> <a href=\"next\">next</a></body></html>")
     );
+    // A page past the largest rewritten (16 MiB) goes on as it came, whole.
+    let big = client.get(server.url(&format!("{proxy}/big"))).send().unwrap();
+    assert_eq!(big.status(), 200);
+    let big = big.bytes().unwrap();
+    assert_eq!(big.len(), 25 + (17 << 20));
+    assert!(big.starts_with(b"<a href=\"/docs/\">docs</a> "));
     let login = client.get(server.url(&format!("{proxy}/login"))).send().unwrap();
     assert_eq!(login.status(), 303);
     assert_eq!(login.headers()["location"], format!("{proxy}/page").as_str());
@@ -670,6 +674,7 @@ fn a_web_app_works_through_the_proxy() {
     assert_eq!(answer.text().unwrap(), format!("5000000 {digest}"));
 }
 
+/// The messages of the events about pod `name`.
 fn pod_events(server: &Server, name: &str) -> Vec<(String, String)> {
     let path =
         format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}");
@@ -811,6 +816,9 @@ fn probes_speak_grpc_and_https_and_follow_redirects() {
     assert!(!container_ready(&pod, "c"), "{pod}");
 }
 
+/// A crash-looping container's log, and its `previous` log, are the run that just ended (its
+/// last state), as the kubelet serves them; a container that cannot start counts its restarts
+/// too.
 #[test]
 fn a_crash_loop_s_logs_are_its_last_run() {
     let server = server_with_agent("node-logs");

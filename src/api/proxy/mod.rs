@@ -19,7 +19,7 @@ mod rewrite;
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kplane_actors::agent::probes::dial_error;
 use kplane_actors::core::ApiError;
 use kplane_actors::model::cidr::{contains as cidr_contains, parse as parse_cidr};
@@ -189,19 +189,38 @@ async fn relay(
     } else if is_html(backend) && !head {
         let encoding = backend.get("content-encoding").map(|e| e.to_str().unwrap_or("?"));
         let encoding = encoding.unwrap_or("").to_owned();
-        let page = response.bytes().await.map_err(|e| format!("answered in part: {e}"))?;
+        let length = content_length(backend);
+        let mut body = response.bytes_stream();
+        let mut page = Vec::new();
+        while let Some(chunk) = body.next().await {
+            page.extend_from_slice(&chunk.map_err(|e| format!("answered in part: {e}"))?);
+            if page.len() > rewrite::LARGEST_PAGE {
+                // Held whole, a page without end would take the server's memory: a larger
+                // one goes on as it comes, its links as they are.
+                if let Some(length) = length {
+                    answer.no_chunking(length);
+                }
+                let read = futures::stream::once(async { Ok(bytes::Bytes::from(page)) });
+                let body = read.chain(body).map_err(actix_web::error::ErrorBadGateway);
+                return Ok(answer.streaming(crate::peer::until_gone(req, body)));
+            }
+        }
         return Ok(match rewriter.encoded_html(&page, &encoding) {
             Some(rewritten) => answer.body(rewritten),
             None => answer.body(page),
         });
     }
     // The backend's length, as it said it (a HEAD's too, whose body is not sent).
-    let length = backend.get("content-length").and_then(|l| l.to_str().ok()?.parse().ok());
-    if let Some(length) = length {
+    if let Some(length) = content_length(backend) {
         answer.no_chunking(length);
     }
     let body = response.bytes_stream().map_err(actix_web::error::ErrorBadGateway);
     Ok(answer.streaming(crate::peer::until_gone(req, body)))
+}
+
+/// The length the backend gave its answer.
+fn content_length(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    headers.get("content-length").and_then(|l| l.to_str().ok()?.parse().ok())
 }
 
 /// Whether a request has a body to pass on (a length, or chunks).

@@ -11,6 +11,11 @@ use lol_html::{element, HtmlRewriter, Settings};
 
 /// The attributes that hold URLs, tag by tag (the HTML 4 and 5 attribute indexes, as
 /// Kubernetes' proxy transport lists them).
+/// The largest page rewritten, in bytes (decoded): kube-apiserver holds a page whole however
+/// large; here a larger one goes on as it comes, so that a page without end, or a small gzip
+/// of a huge one, cannot take the server's memory.
+pub const LARGEST_PAGE: usize = 16 << 20;
+
 const URL_ATTRIBUTES: &[(&str, &[&str])] = &[
     ("a", &["href"]),
     ("applet", &["codebase"]),
@@ -111,9 +116,12 @@ impl UrlRewriter<'_> {
     /// decode: it is then passed on as it came.
     pub fn encoded_html(&self, page: &[u8], encoding: &str) -> Option<Vec<u8>> {
         use flate2::{read, write, Compression};
-        let decoded = |mut reader: Box<dyn Read + '_>| {
+        // A page that decodes past the largest rewritten (a small gzip of a huge page) is
+        // passed on as it came.
+        let decoded = |reader: Box<dyn Read + '_>| {
             let mut plain = Vec::new();
-            reader.read_to_end(&mut plain).ok().map(|_| plain)
+            reader.take(LARGEST_PAGE as u64 + 1).read_to_end(&mut plain).ok()?;
+            (plain.len() <= LARGEST_PAGE).then_some(plain)
         };
         match encoding {
             "" => self.html(page),
@@ -264,6 +272,15 @@ mod tests {
         read::DeflateDecoder::new(&deflated[..]).read_to_string(&mut plain).unwrap();
         assert_eq!(plain, expected);
         assert_eq!(rewriter().encoded_html(b"not gzip", "gzip"), None);
+        // A small gzip of a page past the largest rewritten is passed on as it came.
+        let mut bomb = write::GzEncoder::new(Vec::new(), Compression::default());
+        let zeros = vec![b' '; 1 << 20];
+        for _ in 0..=(super::LARGEST_PAGE >> 20) {
+            bomb.write_all(&zeros).unwrap();
+        }
+        let bomb = bomb.finish().unwrap();
+        assert!(bomb.len() < 1 << 20);
+        assert_eq!(rewriter().encoded_html(&bomb, "gzip"), None);
         assert_eq!(rewriter().encoded_html(page, "br"), None);
     }
 }
