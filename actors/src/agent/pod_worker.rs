@@ -789,6 +789,11 @@ struct PodState {
     gone: bool,
     done: bool,
     pod_ip: Option<Ipv4Addr>,
+    /// Whether its address went back to the node's range (its sandbox torn down, once it has
+    /// ended): its status keeps it, as the kubelet's does.
+    address_released: bool,
+    /// Whether it was told (an event) that no address was left for it.
+    told_no_address: bool,
     /// Its containers' host ports, served at the node's address while the pod lasts (`None`:
     /// not yet).
     host_ports: Option<Vec<Forwarder>>,
@@ -878,6 +883,8 @@ impl PodState {
             gone: false,
             done: false,
             pod_ip: None,
+            address_released: false,
+            told_no_address: false,
             dir,
             start_time,
             containers,
@@ -937,7 +944,12 @@ impl PodState {
     fn recover(&mut self, ctx: &WorkerContext) {
         let status = self.pod.status.clone().unwrap_or_default();
         if let Some(ip) = status.pod_ip.as_deref().and_then(|ip| ip.parse().ok()) {
-            if ctx.ips.lock().expect("pod ip lock").reserve(&self.uid, ip) {
+            // A pod that had ended gave its address back: its status only tells it.
+            if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+                self.pod_ip = Some(ip);
+                self.address_released = true;
+                self.sandbox_ready = true;
+            } else if ctx.ips.lock().expect("pod ip lock").reserve(&self.uid, ip) {
                 self.pod_ip = Some(ip);
                 self.sandbox_ready = true;
             }
@@ -1320,6 +1332,7 @@ impl PodState {
                 _ => termination_grace(&self.pod).as_secs(),
             };
             self.stop_containers(ctx, addr, grace);
+            self.release_address(ctx);
             // Not to run again. As the kubelet's `TerminatePod` reports them: a container
             // whose run ended keeps that end (the deadline's SIGTERM, 143); one waiting to run
             // again (a crash loop), and one that never ran once the pod had got that far (an
@@ -1359,17 +1372,51 @@ impl PodState {
             self.write_status(ctx).await;
             return;
         }
-        if self.prepare_volumes(ctx).await {
+        if self.pod_ip.is_none() {
+            // No address left in the node's range: nothing starts (its containers wait in
+            // `ContainerCreating`) until one is given back, as the kubelet's sandbox waits
+            // for its network plugin.
+            self.tell_no_address(ctx);
+        } else if self.prepare_volumes(ctx).await {
             self.sandbox_ready = true;
             self.start_what_should_run(ctx, addr).await;
         }
         // The pod has ended: its sidecars (and ephemeral containers) stop.
-        if self.ended() && self.containers.iter().any(|c| c.running.is_some()) {
-            self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
+        if self.ended() {
+            if self.containers.iter().any(|c| c.running.is_some()) {
+                self.stop_containers(ctx, addr, termination_grace(&self.pod).as_secs());
+            }
+            self.release_address(ctx);
         }
         self.probe(ctx, addr);
         self.rotate_logs(ctx.config.max_log_bytes).await;
         self.write_status(ctx).await;
+    }
+
+    /// Gives the address of a pod that has ended back to the node's range once none of its
+    /// containers runs (the kubelet tears its sandbox down then), and its host ports with
+    /// it: a node of finished pods would otherwise have none left for new ones.
+    fn release_address(&mut self, ctx: &WorkerContext) {
+        if self.address_released || self.containers.iter().any(|c| c.running.is_some()) {
+            return;
+        }
+        ctx.ips.lock().expect("pod ip lock").release(&self.uid);
+        self.host_ports = Some(Vec::new());
+        self.address_released = true;
+    }
+
+    /// Says once, as the kubelet's sandbox does, that the node's range has no address left.
+    fn tell_no_address(&mut self, ctx: &WorkerContext) {
+        if std::mem::replace(&mut self.told_no_address, true) {
+            return;
+        }
+        let network = ctx.ips.lock().expect("pod ip lock").network();
+        let [a, b, c, _] = network.octets();
+        let message = format!(
+            "Failed to create pod sandbox: failed to allocate for range 0: no IP addresses \
+             available in range set: {a}.{b}.{c}.2-{a}.{b}.{c}.254"
+        );
+        self.event(ctx, EventKind::Warning, "FailedCreatePodSandBox", message);
     }
 
     /// Sets the pod's volumes up before its first container starts, and brings their files up
