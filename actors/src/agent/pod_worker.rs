@@ -792,8 +792,6 @@ struct PodState {
     /// Whether its address went back to the node's range (its sandbox torn down, once it has
     /// ended): its status keeps it, as the kubelet's does.
     address_released: bool,
-    /// Whether it was told (an event) that no address was left for it.
-    told_no_address: bool,
     /// Its containers' host ports, served at the node's address while the pod lasts (`None`:
     /// not yet).
     host_ports: Option<Vec<Forwarder>>,
@@ -884,7 +882,6 @@ impl PodState {
             done: false,
             pod_ip: None,
             address_released: false,
-            told_no_address: false,
             dir,
             start_time,
             containers,
@@ -1372,12 +1369,7 @@ impl PodState {
             self.write_status(ctx).await;
             return;
         }
-        if self.pod_ip.is_none() {
-            // No address left in the node's range: nothing starts (its containers wait in
-            // `ContainerCreating`) until one is given back, as the kubelet's sandbox waits
-            // for its network plugin.
-            self.tell_no_address(ctx);
-        } else if self.prepare_volumes(ctx).await {
+        if self.prepare_volumes(ctx).await {
             self.sandbox_ready = true;
             self.start_what_should_run(ctx, addr).await;
         }
@@ -1403,20 +1395,6 @@ impl PodState {
         ctx.ips.lock().expect("pod ip lock").release(&self.uid);
         self.host_ports = Some(Vec::new());
         self.address_released = true;
-    }
-
-    /// Says once, as the kubelet's sandbox does, that the node's range has no address left.
-    fn tell_no_address(&mut self, ctx: &WorkerContext) {
-        if std::mem::replace(&mut self.told_no_address, true) {
-            return;
-        }
-        let network = ctx.ips.lock().expect("pod ip lock").network();
-        let [a, b, c, _] = network.octets();
-        let message = format!(
-            "Failed to create pod sandbox: failed to allocate for range 0: no IP addresses \
-             available in range set: {a}.{b}.{c}.2-{a}.{b}.{c}.254"
-        );
-        self.event(ctx, EventKind::Warning, "FailedCreatePodSandBox", message);
     }
 
     /// Sets the pod's volumes up before its first container starts, and brings their files up
