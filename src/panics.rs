@@ -62,14 +62,12 @@ fn thread_name() -> String {
 mod tests {
     use std::process::{Command, Output};
 
-    /// What the child process (this test binary, run again) does: install the hook, then panic
-    /// on a thread of the kind `KPLANE_PANIC_TEST` names.
+    /// Set in the child process (this test binary, run again for one test): the kind of
+    /// thread it panics on, after installing the hook.
     const ROLE: &str = "KPLANE_PANIC_TEST";
 
-    #[test]
-    #[ignore = "run by the tests below in a process of its own"]
-    fn child() {
-        let Ok(role) = std::env::var(ROLE) else { return };
+    /// In the child: installs the hook, panics on a thread of `role`'s kind, says if it went on.
+    fn act_as_child(role: &str) {
         super::abort_on_component_panic();
         if role == "blocking" {
             // On tokio's own blocking pool, as `web::block` and `spawn_blocking` run work.
@@ -77,6 +75,7 @@ mod tests {
             let task = runtime.spawn_blocking(|| panic!("a blocking thread's bug"));
             assert!(runtime.block_on(task).is_err());
         } else {
+            let role = role.to_string();
             let panicked = std::thread::spawn(move || {
                 kplane_actors::threads::name_current("kplane-doomed");
                 if role == "request" {
@@ -90,18 +89,19 @@ mod tests {
         eprintln!("the process went on");
     }
 
-    fn run_child(role: &str) -> Output {
+    /// Runs `test` of this binary again in a child process that panics as `role` says.
+    fn run_child(test: &str, role: &str) -> Output {
         let exe = std::env::current_exe().unwrap();
-        Command::new(exe)
-            .args(["panics::tests::child", "--exact", "--ignored", "--nocapture"])
-            .env(ROLE, role)
-            .output()
-            .unwrap()
+        Command::new(exe).args([test, "--exact", "--nocapture"]).env(ROLE, role).output().unwrap()
     }
 
     #[test]
     fn a_component_threads_panic_aborts_the_process() {
-        let out = run_child("component");
+        if let Ok(role) = std::env::var(ROLE) {
+            return act_as_child(&role);
+        }
+        let out =
+            run_child("panics::tests::a_component_threads_panic_aborts_the_process", "component");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{stderr}");
         #[cfg(unix)]
@@ -119,8 +119,12 @@ mod tests {
 
     #[test]
     fn a_request_or_blocking_threads_panic_leaves_the_process_running() {
+        if let Ok(role) = std::env::var(ROLE) {
+            return act_as_child(&role);
+        }
+        let test = "panics::tests::a_request_or_blocking_threads_panic_leaves_the_process_running";
         for role in ["request", "blocking"] {
-            let out = run_child(role);
+            let out = run_child(test, role);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success(), "{role}: {stderr}");
             let bug = format!("a {role} thread's bug");
