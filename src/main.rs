@@ -21,6 +21,10 @@ use crate::config::{Overrides, Settings};
 
 /// mimalloc: the API server allocates and frees many small objects across threads (JSON
 /// values, messages between actors), where it is markedly faster than the system allocator.
+/// Built without asking for transparent huge pages (`no_thp`): each helper process the agent
+/// starts and that stays (a container's first process, its log writers, the built-in images)
+/// would otherwise hold 4 MiB of them for a few KiB of heap, where the host has them on
+/// `madvise`; the server turns them off for itself anyway (`disable_transparent_huge_pages`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -50,8 +50,8 @@ pub enum AgentStartError {
 }
 
 /// The images this binary serves itself, the launchers that apply memory limits, put a
-/// container on its terminal and, for a `runtime` of processes, give it its pod's host name,
-/// and the writer of container logs.
+/// container on its terminal and, for a `runtime` of processes, give it its pod's host name
+/// and stay its first process to note its exit, and the writer of container logs.
 fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
     let Ok(exe) = std::env::current_exe() else { return config };
     let exe = exe.to_string_lossy().to_string();
@@ -71,6 +71,7 @@ fn with_builtins(mut config: AgentConfig, runtime: RuntimeKind) -> AgentConfig {
     config.memory_limit_launcher = Some(exec_limited(&["--memory-bytes", "{bytes}"]));
     if runtime == RuntimeKind::Process {
         config.oom_score_launcher = Some(exec_limited(&["--oom-score-adj", "{score}"]));
+        config.exit_launcher = Some(exec_limited(&["--exit-file", "{file}"]));
     }
     if runtime == RuntimeKind::Process && may_name_hosts(&exe) {
         config.hostname_launcher = Some(exec_limited(&["--hostname", "{hostname}"]));

@@ -1,6 +1,6 @@
 //! `kplane exec-limited [--cgroup-procs FILE]... [--oom-score-adj N] [--mount JSON]...
 //! [--mounts-of FILE] [--hostname NAME | --uts-of FILE] [--memory-bytes N] [--max-open-files N]
-//! [--tty] [--as UID:GID:GROUPS] -- PROGRAM [ARGS...]`:
+//! [--tty] [--as UID:GID:GROUPS] [--exit-file FILE] -- PROGRAM [ARGS...]`:
 //! joins control groups, sets its OOM score adjustment (what the kernel's OOM killer weighs,
 //! -1000..=1000; where it cannot be lowered the score stays), binds volumes in a mount namespace of its own (or joins another
 //! process's), takes a host name of its own (a new UTS namespace, as a container
@@ -9,6 +9,8 @@
 //! terminal is its stdin (a pty's terminal end, as the agent gives `exec -t`), so that shells
 //! get job control and Ctrl-C reaches them. With `--as`, PROGRAM runs as that user, group and
 //! supplementary groups (a container's `securityContext`; empty parts stay as they are).
+//! With `--exit-file`, it stays and runs PROGRAM as its child instead, noting its exit there
+//! (`first_process.rs`).
 //!
 //! The node agent puts `[kplane, "exec-limited", "--memory-bytes", N, "--"]` in front of a
 //! container's command when it has `resources.limits.memory`. These are per-process limits, not
@@ -76,6 +78,11 @@ pub struct ExecLimitedArgs {
     /// Run as this user, group and supplementary groups (`UID:GID:GROUP,GROUP`).
     #[arg(long = "as", value_name = "UID:GID:GROUPS", value_parser = parse_identity)]
     identity: Option<Identity>,
+    /// Stay the container's first process: run PROGRAM as a child, pass on the signals this
+    /// process is sent, and note how PROGRAM ended in this file before exiting the same way
+    /// (see `first_process.rs`). Without it this process becomes PROGRAM.
+    #[arg(long, value_name = "FILE")]
+    exit_file: Option<std::path::PathBuf>,
     /// The program to run and its arguments, after `--`; found through PATH like a shell does.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -105,6 +112,9 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
         eprintln!("kplane exec-limited: no program given after --");
         return ExitCode::from(NOT_FOUND);
     };
+    if let Some(note) = &args.exit_file {
+        return super::first_process::run_noting_exit(program, rest, note, exec_failure_code);
+    }
     let error = Command::new(program).args(rest).exec();
     eprintln!("{CANNOT_RUN}{}: {error}", program.to_string_lossy());
     ExitCode::from(exec_failure_code(&error))

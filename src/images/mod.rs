@@ -7,6 +7,8 @@
 //! - `agnhost/`: `kplane image agnhost <subcommand>`, a subset of Kubernetes' agnhost test image
 //!   with its subcommand and flag names.
 //! - `exec_limited.rs`: `kplane exec-limited`, lowers rlimits then becomes the container's program.
+//! - `first_process.rs`: `kplane exec-limited --exit-file`, stays the container's first process
+//!   and notes how its program ended.
 //! - `log_writer.rs`: `kplane log-writer`, writes a container's output to its log, line by line
 //!   with times.
 //!
@@ -15,6 +17,7 @@
 
 mod agnhost;
 mod exec_limited;
+mod first_process;
 mod log_writer;
 mod pause;
 mod pod;

@@ -1416,6 +1416,68 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     terminate(&mut agent);
 }
 
+/// The status of container `name` in `pod`.
+fn container_status<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    let statuses = pod["status"]["containerStatuses"].as_array();
+    statuses.into_iter().flatten().find(|s| s["name"] == name).unwrap_or(&Value::Null)
+}
+
+/// Containers an agent adopted after a crash end with their own exit codes, whether they
+/// ended while it was down or after it came back: their first process noted them (without,
+/// both would be 137 `ContainerStatusUnknown`, and a `Never` pod that succeeded would fail).
+#[test]
+fn adopted_containers_end_with_their_own_exit_codes() {
+    let server = Server::start();
+    let data = tempfile::tempdir().unwrap();
+    let triggers = tempfile::tempdir().unwrap();
+    let (down, back) = (triggers.path().join("down"), triggers.path().join("back"));
+    let port = free_port().to_string();
+    let args = ["--node-name", "node-b", "--port", &port];
+    let mut agent = start_agent(&server, &args, data.path());
+    wait_until(WAIT, "node-b is Ready", || node_ready(&server, "node-b"));
+    let waiting_for = |file: &std::path::Path, code: i32| {
+        let script = format!("while [ ! -e {} ]; do sleep 0.05; done; exit {code}", file.display());
+        json!(["sh", "-c", script])
+    };
+    let mut pod = pod_on(
+        "outcomes",
+        "node-b",
+        json!({"name": "done", "image": "none",
+        "command": waiting_for(&down, 0)}),
+    );
+    pod["spec"]["restartPolicy"] = json!("Never");
+    let fails = json!({"name": "fails", "image": "none", "command": waiting_for(&back, 3)});
+    pod["spec"]["containers"].as_array_mut().unwrap().push(fails);
+    server.post("/api/v1/namespaces/default/pods", &pod);
+    let running = wait_pod(&server, "outcomes", "both run", |p| {
+        ["done", "fails"].iter().all(|c| container_status(p, c)["state"]["running"].is_object())
+    });
+    let pid = |status: &Value| -> u32 {
+        let id = status["containerID"].as_str().expect("a container id");
+        id.rsplit('/').next().unwrap().parse().unwrap()
+    };
+    let done_pid = pid(container_status(&running, "done"));
+
+    // One ends while the agent is down, the other once it has come back and adopted it.
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    std::fs::write(&down, "").unwrap();
+    wait_until(WAIT, "done has ended", || !alive(done_pid));
+    let mut agent = start_agent(&server, &args, data.path());
+    wait_pod(&server, "outcomes", "done's end is reported", |p| {
+        container_status(p, "done")["state"]["terminated"].is_object()
+    });
+    std::fs::write(&back, "").unwrap();
+    let ended = wait_pod(&server, "outcomes", "the pod ends", |p| p["status"]["phase"] == "Failed");
+    let terminated = |name: &str| container_status(&ended, name)["state"]["terminated"].clone();
+    let done = terminated("done");
+    assert_eq!((&done["exitCode"], &done["reason"]), (&json!(0), &json!("Completed")), "{done}");
+    let failed = terminated("fails");
+    assert_eq!((&failed["exitCode"], &failed["reason"]), (&json!(3), &json!("Error")), "{failed}");
+    assert_eq!(container_status(&ended, "fails")["restartCount"], 0, "never run twice");
+    terminate(&mut agent);
+}
+
 /// A node whose agent dies: after the grace period it is Unknown and tainted unreachable
 /// (NoSchedule and NoExecute), its pods are evicted once they stop tolerating that, and their
 /// ReplicationController replaces them on the node still alive; when the agent comes back, the

@@ -205,3 +205,42 @@ fn exec_limited_reports_programs_it_cannot_run() {
         exec_limited(&["--memory-bytes", "100000000", "--", script.to_str().unwrap()]);
     assert_eq!(code, Some(126), "{stderr}");
 }
+
+#[test]
+fn exec_limited_with_an_exit_file_stays_passes_signals_on_and_notes_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let note = dir.path().join("exit.json");
+    let ready = dir.path().join("ready");
+    let noted = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&note).expect("the exit is noted")).unwrap()
+    };
+    // SIGTERM sent to the first process reaches the command, whose trap decides the code.
+    let script =
+        format!("trap 'exit 5' TERM; touch {}; while :; do sleep 0.05; done", ready.display());
+    let mut first = Server::command()
+        .args(["exec-limited", "--exit-file", note.to_str().unwrap(), "--", "sh", "-c", &script])
+        .spawn()
+        .expect("run kplane");
+    wait_until(START, "the command has set its trap", || ready.exists());
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).unwrap();
+    let mut status = None;
+    wait_until(START, "the first process exits", || {
+        status = first.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.unwrap().code(), Some(5), "it exits as its command did");
+    assert_eq!(noted(), serde_json::json!({"pid": first.id(), "exitCode": 5}));
+
+    // A command killed by a signal: 128 + the signal, as a runtime reports it.
+    let args = ["--exit-file", note.to_str().unwrap(), "--", "sh", "-c", "kill -KILL $$"];
+    let (code, _, stderr) = exec_limited(&args);
+    assert_eq!(code, Some(137), "{stderr}");
+    assert_eq!(noted()["exitCode"], 137);
+
+    // One that cannot start is noted with a shell's code.
+    let args = ["--exit-file", note.to_str().unwrap(), "--", "/nonexistent/kplane-test-program"];
+    let (code, _, stderr) = exec_limited(&args);
+    assert_eq!(code, Some(127), "{stderr}");
+    assert!(stderr.contains("cannot run"), "{stderr}");
+    assert_eq!(noted()["exitCode"], 127);
+}

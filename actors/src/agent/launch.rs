@@ -4,6 +4,7 @@
 //! `envFrom`); and the user it runs as (`securityContext`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{
@@ -688,9 +689,10 @@ pub struct CommandLine {
     pub mounted: bool,
 }
 
-/// The command line of `container`: its own or its image's, expanded, run as `identity`, with
-/// `hostname` (its pod's own, if it has one), within its memory limit and, for a `tty`, on its
-/// terminal (each through the agent's launcher for it).
+/// The command line of `container`: its own or its image's, expanded, run as `identity`, by a
+/// first process that notes how it ended in `exit_file`, with `hostname` (its pod's own, if it
+/// has one), within its memory limit and, for a `tty`, on its terminal (each through the
+/// agent's launcher for it).
 pub fn command_line(
     config: &AgentConfig,
     container: &Container,
@@ -698,6 +700,7 @@ pub fn command_line(
     identity: Option<&Identity>,
     hostname: Option<&str>,
     mounts: &[Mount],
+    exit_file: Option<&Path>,
 ) -> Result<CommandLine, LaunchError> {
     let args: Vec<String> = container.args.iter().flatten().map(|a| expand(a, env)).collect();
     let image = container.image.as_deref().unwrap_or("");
@@ -720,6 +723,11 @@ pub fn command_line(
     argv.extend(args);
     let program = argv.first().cloned().unwrap_or_default();
     argv = Identity::wrap(config, identity, argv);
+    // Outside the change of user (the note is the agent's to write), inside the container's
+    // namespaces: what joins the container joins those of its first process.
+    if let (Some(file), Some(launcher)) = (exit_file, &config.exit_launcher) {
+        argv = through(launcher, "{file}", &file.to_string_lossy(), argv);
+    }
     // Outside the change of user, which could no longer make a namespace.
     if let (Some(name), Some(launcher)) = (hostname, &config.hostname_launcher) {
         argv = through(launcher, "{hostname}", name, argv);
@@ -937,8 +945,9 @@ mod tests {
             "resources": {"limits": {"memory": "64Mi"}}
         }))
         .unwrap();
-        let argv =
-            command_line(&config, &container, &vars(&[("P", "80")]), None, None, &[]).unwrap().argv;
+        let argv = command_line(&config, &container, &vars(&[("P", "80")]), None, None, &[], None)
+            .unwrap()
+            .argv;
         assert_eq!(
             argv,
             ["limit", "--bytes=67108864", "--", "kplane", "agnhost", "netexec", "--port=80"]
@@ -946,11 +955,11 @@ mod tests {
         let own: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx", "command": ["sh"]}))
                 .unwrap();
-        assert_eq!(command_line(&config, &own, &[], None, None, &[]).unwrap().argv, ["sh"]);
+        assert_eq!(command_line(&config, &own, &[], None, None, &[], None).unwrap().argv, ["sh"]);
         let unknown: Container =
             serde_json::from_value(json!({"name": "c", "image": "nginx"})).unwrap();
         assert!(matches!(
-            command_line(&config, &unknown, &[], None, None, &[]),
+            command_line(&config, &unknown, &[], None, None, &[], None),
             Err(LaunchError::UnknownImage(_))
         ));
         // Args alone, for an image the node does not know, are the command line.
@@ -958,7 +967,7 @@ mod tests {
             json!({"name": "c", "image": "busybox", "args": ["sh", "-c", "echo $(P)"]}),
         )
         .unwrap();
-        let argv = command_line(&config, &args_only, &vars(&[("P", "80")]), None, None, &[]);
+        let argv = command_line(&config, &args_only, &vars(&[("P", "80")]), None, None, &[], None);
         assert_eq!(argv.unwrap().argv, ["sh", "-c", "echo 80"]);
     }
 
@@ -972,12 +981,32 @@ mod tests {
         let asked = Interactive { stdin: true, stdin_once: false, tty: true };
         let no_terminal = Interactive { tty: false, ..asked };
         assert_eq!(interactive(&config, &shell), no_terminal);
-        assert_eq!(command_line(&config, &shell, &[], None, None, &[]).unwrap().argv, ["sh"]);
+        assert_eq!(command_line(&config, &shell, &[], None, None, &[], None).unwrap().argv, ["sh"]);
         config.terminal_launcher = Some(vec!["on-tty".into(), "--".into()]);
         assert_eq!(interactive(&config, &shell), asked);
-        let line = command_line(&config, &shell, &[], None, None, &[]).unwrap();
+        let line = command_line(&config, &shell, &[], None, None, &[], None).unwrap();
         assert_eq!(line.argv, ["on-tty", "--", "sh"]);
         assert_eq!(line.program, "sh", "what the launchers come down to");
+    }
+
+    #[test]
+    fn the_exit_noting_first_process_sits_inside_the_namespaces_and_outside_the_user() {
+        let mut config = AgentConfig::new("n", "/tmp".into());
+        config.identity_launcher = Some(vec!["as".into(), "{identity}".into(), "--".into()]);
+        config.hostname_launcher = Some(vec!["named".into(), "{hostname}".into(), "--".into()]);
+        config.exit_launcher = Some(vec!["noting".into(), "{file}".into(), "--".into()]);
+        let container: Container =
+            serde_json::from_value(json!({"name": "c", "image": "any", "command": ["sh"]}))
+                .unwrap();
+        let identity: Identity = "1000:1000:".parse().unwrap();
+        let exit = Path::new("/data/pods/p/c/exit.json");
+        let line =
+            command_line(&config, &container, &[], Some(&identity), Some("h"), &[], Some(exit));
+        let expected = ["named", "h", "--", "noting", "/data/pods/p/c/exit.json", "--", "as"];
+        assert_eq!(line.unwrap().argv[..7], expected);
+        // Without a file to note it in, the command runs as it did.
+        let line = command_line(&config, &container, &[], None, None, &[], None).unwrap();
+        assert_eq!(line.argv, ["sh"]);
     }
 
     #[actix::test]

@@ -109,6 +109,11 @@ pub struct AgentConfig {
     /// Command-line prefix that puts the rest in the mount namespace of the process `{pid}`:
     /// what is exec'd in a container that mounts volumes.
     pub join_mounts_launcher: Option<Vec<String>>,
+    /// Command-line prefix that stays the container's first process, runs the rest as its
+    /// child and notes how it ended in `{file}` (a container shim's part): an agent that
+    /// restarts, and adopts a container it is not the parent of, reads its exit code there;
+    /// without it such an end is unknown (137, `ContainerStatusUnknown`).
+    pub exit_launcher: Option<Vec<String>>,
     /// Command-line prefix of the log writer a container's output is piped into (the log
     /// file's path is added); without it the output is appended to the log file directly, and
     /// its lines have no times (`kubectl logs --timestamps`, `--since`).
@@ -148,6 +153,7 @@ impl AgentConfig {
             join_hostname_launcher: None,
             mount_launcher: None,
             join_mounts_launcher: None,
+            exit_launcher: None,
             log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,

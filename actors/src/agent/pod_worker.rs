@@ -20,7 +20,7 @@ use super::hooks::{self, Hook, HookTarget};
 use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
-use super::runtime::{self, process_alive, ContainerIo, Launch, Runtime, StopSignal};
+use super::runtime::{self, process_alive, ContainerIo, ExitNote, Launch, Runtime, StopSignal};
 use super::volumes::{self, Volumes};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
@@ -1001,7 +1001,10 @@ impl PodState {
             tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
                 "adopting a container");
             let dead = !process_alive(file.pid, file.start_ticks);
-            if let Some(code) = file.exit_code.filter(|_| dead) {
+            // Its first process's note first: the code a stop at the agent's shutdown
+            // recorded is a guess for an adopted one.
+            let noted = ExitNote::read(&ExitNote::path(&self.dir.join(&container.name)), file.pid);
+            if let Some(code) = noted.or(file.exit_code).filter(|_| dead) {
                 ended.push((container.kind != Kind::App, container.name.clone(), file.pid, code));
             }
             container.restart_count = file.restart_count;
@@ -1460,9 +1463,11 @@ impl PodState {
     }
 
     /// Adopted processes are not our children: notice their exit by looking. Their exit code
-    /// is unknown, so it counts as a failure (restartPolicy Always and OnFailure restart it),
-    /// in the kubelet's words for a container whose end it did not see. What it left running
-    /// (its process group and session) is killed, as for a container of this agent's.
+    /// is the one their first process noted (see [`AgentConfig::exit_launcher`]); without a
+    /// note it is unknown, so it counts as a failure (restartPolicy Always and OnFailure
+    /// restart it), in the kubelet's words for a container whose end it did not see. What it
+    /// left running (its process group and session) is killed, as for a container of this
+    /// agent's.
     fn poll_adopted(&mut self, ctx: &WorkerContext) {
         let gone: Vec<(String, u32, u64, bool)> = self
             .containers
@@ -1474,6 +1479,10 @@ impl PodState {
         for (name, pid, start_ticks, seen_running) in gone {
             if seen_running {
                 ctx.runtime.kill_left_behind(pid, start_ticks);
+            }
+            if let Some(code) = ExitNote::read(&ExitNote::path(&self.dir.join(&name)), pid) {
+                self.exited(&name, pid, code, false, true);
+                continue;
             }
             self.exited(&name, pid, 137, false, true);
             let c = self.containers.iter_mut().find(|c| c.name == name);
@@ -1972,6 +1981,9 @@ impl PodState {
             host_ip: &host_ip,
         };
         let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
+        // An earlier run's note is no answer for this one.
+        let exit_note = ExitNote::path(&self.dir.join(&name));
+        let _ = std::fs::remove_file(&exit_note);
         // Who it runs as matters to processes only (a simulated container has no user).
         let prepared = match environment {
             Ok(env) if !ctx.runtime.runs_processes() => Ok((launch::CommandLine::default(), env)),
@@ -1999,6 +2011,7 @@ impl PodState {
                     identity.as_ref(),
                     hostname.as_deref(),
                     &mounts,
+                    Some(&exit_note),
                 )
                 .map(|mut line| {
                     launch::add_runtime_variables(&mut env, &self.pod, identity.as_ref());

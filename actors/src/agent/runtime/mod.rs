@@ -3,6 +3,7 @@
 
 pub mod cgroups;
 mod container_io;
+mod exit_note;
 pub mod huge_pages;
 mod process;
 mod simulated;
@@ -14,6 +15,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 pub use container_io::{ContainerIo, InputError, Interactive};
+pub use exit_note::ExitNote;
 pub use process::{exit_code, findable, proc_stat, process_alive, ProcStat, ProcessRuntime};
 pub use simulated::SimulatedRuntime;
 
