@@ -115,6 +115,12 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
     if let Some(note) = &args.exit_file {
         return super::first_process::run_noting_exit(program, rest, note, exec_failure_code);
     }
+    // The program starts with no signal blocked, whatever started this process (a first
+    // process that stays blocks those it passes on).
+    if let Err(error) = nix::sys::signal::SigSet::empty().thread_set_mask() {
+        eprintln!("kplane exec-limited: clearing the signal mask: {error}");
+        return ExitCode::from(LIMIT_FAILED);
+    }
     let error = Command::new(program).args(rest).exec();
     eprintln!("{CANNOT_RUN}{}: {error}", program.to_string_lossy());
     ExitCode::from(exec_failure_code(&error))

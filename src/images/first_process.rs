@@ -15,13 +15,15 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use kplane_actors::agent::runtime::{exit_code, ExitNote, CANNOT_RUN};
+use kplane_actors::model::now;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
 /// The signals passed on to the command. Blocked here (and read from a signalfd), so that
-/// none stops or ends this process first; a child starts with none blocked.
+/// none stops or ends this process first; the child clears the mask before it becomes the
+/// program.
 const PASSED_ON: [Signal; 10] = [
     Signal::SIGTERM,
     Signal::SIGINT,
@@ -34,6 +36,9 @@ const PASSED_ON: [Signal; 10] = [
     Signal::SIGTTIN,
     Signal::SIGTTOU,
 ];
+
+/// This binary, wherever the mount namespace has it.
+const SELF: &str = "/proc/self/exe";
 
 /// Runs `program` with `args` as a child, passes signals on to it until it ends, notes its
 /// exit code in `note`, and exits with it (126 or 127 when it could not start, as an exec's
@@ -49,15 +54,18 @@ pub fn run_noting_exit(
     if let Err(error) = handled.thread_block() {
         eprintln!("kplane exec-limited: blocking signals: {error}");
     }
-    // The standard library's spawn clears the signal mask in the child.
-    let code = match Command::new(program).args(args).spawn() {
+    // Through `exec-limited` again, which clears the signal mask the child inherits (what is
+    // passed on would stay pending) before it becomes the program, or reports why it cannot.
+    let mut command = Command::new(SELF);
+    command.args(["exec-limited".as_ref(), "--".as_ref(), program.as_os_str()]).args(args);
+    let code = match command.spawn() {
         Ok(child) => supervise(child, &handled),
         Err(error) => {
             eprintln!("{CANNOT_RUN}{}: {error}", program.to_string_lossy());
             i32::from(exec_failure_code(&error))
         }
     };
-    let noted = ExitNote { pid: std::process::id(), exit_code: code };
+    let noted = ExitNote { pid: std::process::id(), exit_code: code, finished_at: Some(now()) };
     if let Err(error) = noted.write(note) {
         eprintln!("kplane exec-limited: noting the exit in {}: {error}", note.display());
     }

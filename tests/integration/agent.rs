@@ -1416,6 +1416,11 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     terminate(&mut agent);
 }
 
+/// The current time as Kubernetes writes it (whole seconds, UTC).
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// The status of container `name` in `pod`.
 fn container_status<'a>(pod: &'a Value, name: &str) -> &'a Value {
     let statuses = pod["status"]["containerStatuses"].as_array();
@@ -1447,22 +1452,36 @@ fn adopted_containers_end_with_their_own_exit_codes() {
     );
     pod["spec"]["restartPolicy"] = json!("Never");
     let fails = json!({"name": "fails", "image": "none", "command": waiting_for(&back, 3)});
-    pod["spec"]["containers"].as_array_mut().unwrap().push(fails);
+    let orphan_line = format!("sleep {port}8");
+    let orphan =
+        json!({"name": "orphan", "image": "none", "command": ["sleep", format!("{port}8")]});
+    pod["spec"]["containers"].as_array_mut().unwrap().extend([fails, orphan]);
     server.post("/api/v1/namespaces/default/pods", &pod);
-    let running = wait_pod(&server, "outcomes", "both run", |p| {
-        ["done", "fails"].iter().all(|c| container_status(p, c)["state"]["running"].is_object())
+    let running = wait_pod(&server, "outcomes", "all run", |p| {
+        let names = ["done", "fails", "orphan"];
+        names.iter().all(|c| container_status(p, c)["state"]["running"].is_object())
     });
     let pid = |status: &Value| -> u32 {
         let id = status["containerID"].as_str().expect("a container id");
         id.rsplit('/').next().unwrap().parse().unwrap()
     };
     let done_pid = pid(container_status(&running, "done"));
+    let orphan_pid = pid(container_status(&running, "orphan"));
+    wait_until(WAIT, "the orphan's program runs", || process_running(&orphan_line));
+    let children = format!("/proc/{0}/task/{0}/children", orphan_pid);
+    let program: i32 = std::fs::read_to_string(children).unwrap().trim().parse().unwrap();
 
-    // One ends while the agent is down, the other once it has come back and adopted it.
+    // One ends while the agent is down, the other once it has come back and adopted it; the
+    // first process of a third is killed alone, leaving its program behind.
     agent.kill().unwrap();
     agent.wait().unwrap();
     std::fs::write(&down, "").unwrap();
+    let orphan_first = nix::unistd::Pid::from_raw(orphan_pid as i32);
+    nix::sys::signal::kill(orphan_first, nix::sys::signal::Signal::SIGKILL).unwrap();
     wait_until(WAIT, "done has ended", || !alive(done_pid));
+    // Its end is reported at its own time, not at the adoption's (a second later at least).
+    let ended_by = now();
+    wait_until(WAIT, "the second has turned", || now() > ended_by);
     let mut agent = start_agent(&server, &args, data.path());
     wait_pod(&server, "outcomes", "done's end is reported", |p| {
         container_status(p, "done")["state"]["terminated"].is_object()
@@ -1472,9 +1491,19 @@ fn adopted_containers_end_with_their_own_exit_codes() {
     let terminated = |name: &str| container_status(&ended, name)["state"]["terminated"].clone();
     let done = terminated("done");
     assert_eq!((&done["exitCode"], &done["reason"]), (&json!(0), &json!("Completed")), "{done}");
+    assert!(done["finishedAt"].as_str().is_some_and(|at| at <= ended_by.as_str()), "{done}");
     let failed = terminated("fails");
     assert_eq!((&failed["exitCode"], &failed["reason"]), (&json!(3), &json!("Error")), "{failed}");
     assert_eq!(container_status(&ended, "fails")["restartCount"], 0, "never run twice");
+    let unknown = terminated("orphan");
+    assert_eq!(unknown["reason"], "ContainerStatusUnknown", "no note: {unknown}");
+    // What it left in its control group goes with it (without groups, nothing finds it).
+    if cgroups_usable() {
+        wait_until(WAIT, "the orphan's program is killed", || !process_running(&orphan_line));
+    } else {
+        let program = nix::unistd::Pid::from_raw(program);
+        let _ = nix::sys::signal::kill(program, nix::sys::signal::Signal::SIGKILL);
+    }
     terminate(&mut agent);
 }
 

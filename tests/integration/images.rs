@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde_json::json;
 
 use crate::util::{free_port, wait_until, Server};
 
@@ -229,7 +230,33 @@ fn exec_limited_with_an_exit_file_stays_passes_signals_on_and_notes_the_exit() {
         status.is_some()
     });
     assert_eq!(status.unwrap().code(), Some(5), "it exits as its command did");
-    assert_eq!(noted(), serde_json::json!({"pid": first.id(), "exitCode": 5}));
+    assert_eq!((&noted()["pid"], &noted()["exitCode"]), (&json!(first.id()), &json!(5)));
+
+    // A program that leaves its signal mask as it finds it (sleep) has none blocked: SIGTERM
+    // ends it.
+    let mut first = Server::command()
+        .args(["exec-limited", "--exit-file", note.to_str().unwrap(), "--", "sleep", "1000"])
+        .spawn()
+        .expect("run kplane");
+    let children = format!("/proc/{0}/task/{0}/children", first.id());
+    let mut sleep = String::new();
+    wait_until(START, "the program runs", || {
+        sleep = std::fs::read_to_string(&children).unwrap_or_default().trim().to_string();
+        let cmdline = std::fs::read(format!("/proc/{sleep}/cmdline")).unwrap_or_default();
+        cmdline.starts_with(b"sleep\0")
+    });
+    let status = std::fs::read_to_string(format!("/proc/{sleep}/status")).unwrap();
+    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    assert_eq!(blocked.split_whitespace().nth(1), Some("0000000000000000"), "{blocked}");
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).unwrap();
+    let mut status = None;
+    wait_until(START, "the first process exits", || {
+        status = first.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.unwrap().code(), Some(143));
+    assert_eq!(noted()["exitCode"], 143);
+    assert!(noted()["finishedAt"].is_string(), "{}", noted());
 
     // A command killed by a signal: 128 + the signal, as a runtime reports it.
     let args = ["--exit-file", note.to_str().unwrap(), "--", "sh", "-c", "kill -KILL $$"];

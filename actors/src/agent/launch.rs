@@ -689,10 +689,10 @@ pub struct CommandLine {
     pub mounted: bool,
 }
 
-/// The command line of `container`: its own or its image's, expanded, run as `identity`, by a
-/// first process that notes how it ended in `exit_file`, with `hostname` (its pod's own, if it
-/// has one), within its memory limit and, for a `tty`, on its terminal (each through the
-/// agent's launcher for it).
+/// The command line of `container`: its own or its image's, expanded, run as `identity`
+/// within its memory limit, by a first process that notes how it ended in `exit_file`, with
+/// `hostname` (its pod's own, if it has one) and, for a `tty`, on its terminal (each through
+/// the agent's launcher for it).
 pub fn command_line(
     config: &AgentConfig,
     container: &Container,
@@ -723,6 +723,17 @@ pub fn command_line(
     argv.extend(args);
     let program = argv.first().cloned().unwrap_or_default();
     argv = Identity::wrap(config, identity, argv);
+    // Inside the first process, which stays: its own memory is not the container's limit (a
+    // limit of a few MiB would not let it start).
+    let limit = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .and_then(|q| quantity::value(&q.0).ok());
+    if let (Some(bytes), Some(launcher)) = (limit, &config.memory_limit_launcher) {
+        argv = through(launcher, "{bytes}", &bytes.to_string(), argv);
+    }
     // Outside the change of user (the note is the agent's to write), inside the container's
     // namespaces: what joins the container joins those of its first process.
     if let (Some(file), Some(launcher)) = (exit_file, &config.exit_launcher) {
@@ -736,15 +747,6 @@ pub fn command_line(
     // which is what a process joining it waits for (see `join_hostname`).
     argv = with_mounts(config, mounts, argv)?;
     let mounted = !mounts.is_empty();
-    let limit = container
-        .resources
-        .as_ref()
-        .and_then(|r| r.limits.as_ref())
-        .and_then(|l| l.get("memory"))
-        .and_then(|q| quantity::value(&q.0).ok());
-    if let (Some(bytes), Some(launcher)) = (limit, &config.memory_limit_launcher) {
-        argv = through(launcher, "{bytes}", &bytes.to_string(), argv);
-    }
     if let (true, Some(launcher)) = (interactive(config, container).tty, &config.terminal_launcher)
     {
         argv.splice(0..0, launcher.iter().cloned());
@@ -990,23 +992,40 @@ mod tests {
     }
 
     #[test]
-    fn the_exit_noting_first_process_sits_inside_the_namespaces_and_outside_the_user() {
+    fn the_exit_noting_first_process_sits_inside_the_namespaces_outside_user_and_limit() {
         let mut config = AgentConfig::new("n", "/tmp".into());
         config.identity_launcher = Some(vec!["as".into(), "{identity}".into(), "--".into()]);
         config.hostname_launcher = Some(vec!["named".into(), "{hostname}".into(), "--".into()]);
         config.exit_launcher = Some(vec!["noting".into(), "{file}".into(), "--".into()]);
-        let container: Container =
-            serde_json::from_value(json!({"name": "c", "image": "any", "command": ["sh"]}))
-                .unwrap();
+        config.memory_limit_launcher = Some(vec!["limit".into(), "{bytes}".into(), "--".into()]);
+        let container: Container = serde_json::from_value(json!({"name": "c", "image": "any",
+            "command": ["sh"], "resources": {"limits": {"memory": "2Mi"}}}))
+        .unwrap();
         let identity: Identity = "1000:1000:".parse().unwrap();
         let exit = Path::new("/data/pods/p/c/exit.json");
         let line =
             command_line(&config, &container, &[], Some(&identity), Some("h"), &[], Some(exit));
-        let expected = ["named", "h", "--", "noting", "/data/pods/p/c/exit.json", "--", "as"];
-        assert_eq!(line.unwrap().argv[..7], expected);
-        // Without a file to note it in, the command runs as it did.
+        // The first process stays, so it runs outside the memory limit (a few MiB would not
+        // let it start), which its command gets.
+        let expected = [
+            "named",
+            "h",
+            "--",
+            "noting",
+            "/data/pods/p/c/exit.json",
+            "--",
+            "limit",
+            "2097152",
+            "--",
+            "as",
+            "1000:1000:",
+            "--",
+            "sh",
+        ];
+        assert_eq!(line.unwrap().argv, expected);
+        // Without a file to note it in, there is no such first process.
         let line = command_line(&config, &container, &[], None, None, &[], None).unwrap();
-        assert_eq!(line.argv, ["sh"]);
+        assert_eq!(line.argv, ["limit", "2097152", "--", "sh"]);
     }
 
     #[actix::test]

@@ -1004,8 +1004,13 @@ impl PodState {
             // Its first process's note first: the code a stop at the agent's shutdown
             // recorded is a guess for an adopted one.
             let noted = ExitNote::read(&ExitNote::path(&self.dir.join(&container.name)), file.pid);
-            if let Some(code) = noted.or(file.exit_code).filter(|_| dead) {
-                ended.push((container.kind != Kind::App, container.name.clone(), file.pid, code));
+            let recorded = file.exit_code.map(|exit_code| ExitNote {
+                pid: file.pid,
+                exit_code,
+                finished_at: None,
+            });
+            if let Some(note) = noted.or(recorded).filter(|_| dead) {
+                ended.push((container.kind != Kind::App, container.name.clone(), note));
             }
             container.restart_count = file.restart_count;
             container.waiting = None;
@@ -1020,8 +1025,12 @@ impl PodState {
             );
             adopted.adopted = true;
             adopted.adopted_running = !dead;
-            if !dead {
-                ctx.runtime.adopt(file.pid, &group_name(&self.uid, &container.name));
+            ctx.runtime.adopt(file.pid, &group_name(&self.uid, &container.name));
+            if dead {
+                // What it left in its control group (all of it, when its first process alone
+                // was killed) goes now; its process group is not looked for, as its number
+                // may be another's since a reboot.
+                ctx.runtime.kill_group_left_behind(file.pid);
             }
             container.running = Some(adopted);
         }
@@ -1035,10 +1044,20 @@ impl PodState {
         }
         // The app containers' ends first: a sidecar's restart depends on whether they have.
         ended.sort_by_key(|(not_app, ..)| *not_app);
-        for (_, name, pid, code) in ended {
-            self.exited(&name, pid, code, false, true);
+        for (_, name, note) in ended {
+            self.exited_as_noted(&name, &note);
         }
         self.poll_adopted(ctx);
+    }
+
+    /// An adopted container's end, as `note` tells it (at its time, when it has one).
+    fn exited_as_noted(&mut self, name: &str, note: &ExitNote) {
+        self.exited(name, note.pid, note.exit_code, false, true);
+        let c = self.containers.iter_mut().find(|c| c.name == name);
+        let terminated = c.and_then(|c| c.terminated.as_mut());
+        if let (Some(t), Some(at)) = (terminated, &note.finished_at) {
+            t.finished_at = at.clone();
+        }
     }
 
     /// Records an event about this pod (in the background; simulated nodes record none).
@@ -1480,8 +1499,8 @@ impl PodState {
             if seen_running {
                 ctx.runtime.kill_left_behind(pid, start_ticks);
             }
-            if let Some(code) = ExitNote::read(&ExitNote::path(&self.dir.join(&name)), pid) {
-                self.exited(&name, pid, code, false, true);
+            if let Some(note) = ExitNote::read(&ExitNote::path(&self.dir.join(&name)), pid) {
+                self.exited_as_noted(&name, &note);
                 continue;
             }
             self.exited(&name, pid, 137, false, true);

@@ -411,6 +411,11 @@ impl GarbageCollector {
     /// When only some of its owners are gone, their references are removed instead, as
     /// Kubernetes' collector removes dangling references from an object that keeps an owner.
     fn collect_if_orphaned(&mut self, uid: &str, ctx: &mut Context<Self>) {
+        // Its delete, asked for its owner's foreground deletion, is under way: an owner that
+        // did not wait for it (nothing blocked it) may be gone first.
+        if self.deletes_asked.contains(uid) {
+            return;
+        }
         let Some(node) = self.nodes.get(uid) else { return };
         if node.unresolvable {
             let misplaced = node.references.iter().filter(|r| {

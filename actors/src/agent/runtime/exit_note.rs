@@ -6,13 +6,15 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// What the note says: the container's first process, and the code its command ended with
-/// (128 + the signal that killed it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// What the note says: the container's first process, the code its command ended with (128 +
+/// the signal that killed it) and when (RFC 3339).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExitNote {
     pub pid: u32,
     pub exit_code: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
 }
 
 impl ExitNote {
@@ -33,11 +35,11 @@ impl ExitNote {
         std::fs::rename(&partial, path)
     }
 
-    /// The code the run of first process `pid` ended with, when its note is there.
-    pub fn read(path: &Path, pid: u32) -> Option<i32> {
+    /// The note of the run of first process `pid`, when it is there.
+    pub fn read(path: &Path, pid: u32) -> Option<ExitNote> {
         let bytes = std::fs::read(path).ok()?;
         let note: ExitNote = serde_json::from_slice(&bytes).ok()?;
-        (note.pid == pid).then_some(note.exit_code)
+        (note.pid == pid).then_some(note)
     }
 }
 
@@ -50,11 +52,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = ExitNote::path(dir.path());
         assert_eq!(ExitNote::read(&path, 42), None, "no note yet");
-        ExitNote { pid: 42, exit_code: 3 }.write(&path).unwrap();
-        assert_eq!(ExitNote::read(&path, 42), Some(3));
+        let at = Some("2026-12-07T13:10:18Z".to_string());
+        let note = ExitNote { pid: 42, exit_code: 3, finished_at: at };
+        note.write(&path).unwrap();
+        assert_eq!(ExitNote::read(&path, 42), Some(note));
         assert_eq!(ExitNote::read(&path, 43), None, "another run's");
-        ExitNote { pid: 43, exit_code: 0 }.write(&path).unwrap();
-        assert_eq!(ExitNote::read(&path, 43), Some(0), "a later run's replaces it");
+        std::fs::write(&path, br#"{"pid": 43, "exitCode": 0}"#).unwrap();
+        let untimed = ExitNote { pid: 43, exit_code: 0, finished_at: None };
+        assert_eq!(ExitNote::read(&path, 43), Some(untimed), "a later run's replaces it");
         std::fs::write(&path, b"{\"pid\": 43").unwrap();
         assert_eq!(ExitNote::read(&path, 43), None, "a damaged note is none");
     }

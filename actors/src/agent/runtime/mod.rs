@@ -140,6 +140,11 @@ pub trait Runtime: Send + Sync + 'static {
     fn kill_left_behind(&self, leader: u32, start_ticks: u64) {
         let _ = (leader, start_ticks);
     }
+    /// Kills what is left in the control groups of the container whose first process `leader`
+    /// had ended when it was adopted, and removes them (nothing where it has none).
+    fn kill_group_left_behind(&self, leader: u32) {
+        let _ = leader;
+    }
     /// Takes on a container (`group`, as [`Launch::group`]) whose first process `leader` an
     /// earlier agent started, so that its stop reaches every process it has.
     fn adopt(&self, leader: u32, group: &str) {

@@ -241,11 +241,15 @@ impl Runtime for ProcessRuntime {
     }
 
     fn kill_left_behind(&self, leader: u32, start_ticks: u64) {
-        use futures::FutureExt;
         // Gone, or not yet reaped by its new parent (it is no child of this agent's).
         if proc_stat(leader).is_none_or(|s| s.start_ticks == start_ticks) {
             signal_container(leader, Signal::SIGKILL);
         }
+        self.kill_group_left_behind(leader);
+    }
+
+    fn kill_group_left_behind(&self, leader: u32) {
+        use futures::FutureExt;
         let group = locked(&self.groups).remove(&leader);
         if let Some((name, group)) = group {
             let cleanup = tokio::spawn(async move {
