@@ -1455,10 +1455,17 @@ fn adopted_containers_end_with_their_own_exit_codes() {
     let orphan_line = format!("sleep {port}8");
     let orphan =
         json!({"name": "orphan", "image": "none", "command": ["sleep", format!("{port}8")]});
-    pod["spec"]["containers"].as_array_mut().unwrap().extend([fails, orphan]);
+    // A fourth passes its memory limit then: OOM-killed (per-process limits: an error).
+    let hog = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; exec python3 -c 'b = bytearray(300 << 20)'",
+        down.display()
+    );
+    let hog = json!({"name": "hog", "image": "none", "command": ["sh", "-c", hog],
+        "resources": {"limits": {"memory": "64Mi"}}});
+    pod["spec"]["containers"].as_array_mut().unwrap().extend([fails, orphan, hog]);
     server.post("/api/v1/namespaces/default/pods", &pod);
     let running = wait_pod(&server, "outcomes", "all run", |p| {
-        let names = ["done", "fails", "orphan"];
+        let names = ["done", "fails", "orphan", "hog"];
         names.iter().all(|c| container_status(p, c)["state"]["running"].is_object())
     });
     let pid = |status: &Value| -> u32 {
@@ -1478,7 +1485,8 @@ fn adopted_containers_end_with_their_own_exit_codes() {
     std::fs::write(&down, "").unwrap();
     let orphan_first = nix::unistd::Pid::from_raw(orphan_pid as i32);
     nix::sys::signal::kill(orphan_first, nix::sys::signal::Signal::SIGKILL).unwrap();
-    wait_until(WAIT, "done has ended", || !alive(done_pid));
+    let hog_pid = pid(container_status(&running, "hog"));
+    wait_until(WAIT, "done and hog have ended", || !alive(done_pid) && !alive(hog_pid));
     // Its end is reported at its own time, not at the adoption's (a second later at least).
     let ended_by = now();
     wait_until(WAIT, "the second has turned", || now() > ended_by);
@@ -1495,6 +1503,17 @@ fn adopted_containers_end_with_their_own_exit_codes() {
     let failed = terminated("fails");
     assert_eq!((&failed["exitCode"], &failed["reason"]), (&json!(3), &json!("Error")), "{failed}");
     assert_eq!(container_status(&ended, "fails")["restartCount"], 0, "never run twice");
+    let hog = terminated("hog");
+    match cgroups_usable() {
+        true => assert_eq!(
+            (&hog["exitCode"], &hog["reason"]),
+            (&json!(137), &json!("OOMKilled")),
+            "{hog}"
+        ),
+        false => {
+            assert_eq!((&hog["exitCode"], &hog["reason"]), (&json!(1), &json!("Error")), "{hog}")
+        }
+    }
     let unknown = terminated("orphan");
     assert_eq!(unknown["reason"], "ContainerStatusUnknown", "no note: {unknown}");
     // What it left in its control group goes with it (without groups, nothing finds it).

@@ -1009,9 +1009,7 @@ impl PodState {
                 exit_code,
                 finished_at: None,
             });
-            if let Some(note) = noted.or(recorded).filter(|_| dead) {
-                ended.push((container.kind != Kind::App, container.name.clone(), note));
-            }
+            let not_app = container.kind != Kind::App;
             container.restart_count = file.restart_count;
             container.waiting = None;
             container.env = file.env;
@@ -1027,10 +1025,13 @@ impl PodState {
             adopted.adopted_running = !dead;
             ctx.runtime.adopt(file.pid, &group_name(&self.uid, &container.name));
             if dead {
+                let oom_killed = ctx.runtime.oom_killed(file.pid);
                 // What it left in its control group (all of it, when its first process alone
                 // was killed) goes now; its process group is not looked for, as its number
                 // may be another's since a reboot.
                 ctx.runtime.kill_group_left_behind(file.pid);
+                let end = (noted.or(recorded), oom_killed);
+                ended.push((not_app, container.name.clone(), file.pid, end));
             }
             container.running = Some(adopted);
         }
@@ -1044,19 +1045,27 @@ impl PodState {
         }
         // The app containers' ends first: a sidecar's restart depends on whether they have.
         ended.sort_by_key(|(not_app, ..)| *not_app);
-        for (_, name, note) in ended {
-            self.exited_as_noted(&name, &note);
+        for (_, name, pid, (note, oom_killed)) in ended {
+            self.adopted_exited(&name, pid, note.as_ref(), oom_killed);
         }
         self.poll_adopted(ctx);
     }
 
-    /// An adopted container's end, as `note` tells it (at its time, when it has one).
-    fn exited_as_noted(&mut self, name: &str, note: &ExitNote) {
-        self.exited(name, note.pid, note.exit_code, false, true);
+    /// An adopted container's end (of first process `pid`): as its `note` tells it (at its
+    /// time, when it has one); without one, its code is unknown, so it counts as a failure
+    /// (restartPolicy Always and OnFailure restart it), in the kubelet's words for a container
+    /// whose end it did not see, unless the OOM killer was seen in its group.
+    fn adopted_exited(&mut self, name: &str, pid: u32, note: Option<&ExitNote>, oom: bool) {
+        let code = note.map_or(137, |note| note.exit_code);
+        self.exited(name, pid, code, oom, true);
         let c = self.containers.iter_mut().find(|c| c.name == name);
-        let terminated = c.and_then(|c| c.terminated.as_mut());
-        if let (Some(t), Some(at)) = (terminated, &note.finished_at) {
+        let Some(t) = c.and_then(|c| c.terminated.as_mut()) else { return };
+        if let Some(at) = note.and_then(|note| note.finished_at.as_ref()) {
             t.finished_at = at.clone();
+        }
+        if note.is_none() && !oom {
+            t.reason = "ContainerStatusUnknown".into();
+            t.message = Some("adopted after an agent restart, its exit code is unknown".into());
         }
     }
 
@@ -1482,11 +1491,9 @@ impl PodState {
     }
 
     /// Adopted processes are not our children: notice their exit by looking. Their exit code
-    /// is the one their first process noted (see [`AgentConfig::exit_launcher`]); without a
-    /// note it is unknown, so it counts as a failure (restartPolicy Always and OnFailure
-    /// restart it), in the kubelet's words for a container whose end it did not see. What it
-    /// left running (its process group and session) is killed, as for a container of this
-    /// agent's.
+    /// is the one their first process noted (see [`AgentConfig::exit_launcher`] and
+    /// [`Self::adopted_exited`]). What it left running (its process group and session) is
+    /// killed, as for a container of this agent's.
     fn poll_adopted(&mut self, ctx: &WorkerContext) {
         let gone: Vec<(String, u32, u64, bool)> = self
             .containers
@@ -1496,19 +1503,12 @@ impl PodState {
             .map(|(c, r)| (c.name.clone(), r.pid, r.start_ticks, r.adopted_running))
             .collect();
         for (name, pid, start_ticks, seen_running) in gone {
+            let oom_killed = ctx.runtime.oom_killed(pid);
             if seen_running {
                 ctx.runtime.kill_left_behind(pid, start_ticks);
             }
-            if let Some(note) = ExitNote::read(&ExitNote::path(&self.dir.join(&name)), pid) {
-                self.exited_as_noted(&name, &note);
-                continue;
-            }
-            self.exited(&name, pid, 137, false, true);
-            let c = self.containers.iter_mut().find(|c| c.name == name);
-            if let Some(t) = c.and_then(|c| c.terminated.as_mut()) {
-                t.reason = "ContainerStatusUnknown".into();
-                t.message = Some("adopted after an agent restart, its exit code is unknown".into());
-            }
+            let note = ExitNote::read(&ExitNote::path(&self.dir.join(&name)), pid);
+            self.adopted_exited(&name, pid, note.as_ref(), oom_killed);
         }
     }
 

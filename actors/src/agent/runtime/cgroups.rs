@@ -92,16 +92,15 @@ impl Cgroups {
         Ok(group)
     }
 
-    /// The group `name` of a container started before this agent did (adopted), as it is.
+    /// The group `name` of a container started before this agent did (adopted), as it is:
+    /// the OOM kills it has seen are its run's (each run has a group of its own).
     pub fn existing(&self, name: &str) -> Option<ContainerCgroup> {
         let memory = self.memory.join(name);
         if !memory.is_dir() {
             return None;
         }
         let cpu = self.cpu.as_ref().map(|parent| parent.join(name)).filter(|dir| dir.is_dir());
-        let mut group = ContainerCgroup { memory, cpu, oom_kills_before: 0 };
-        group.oom_kills_before = group.oom_kills();
-        Some(group)
+        Some(ContainerCgroup { memory, cpu, oom_kills_before: 0 })
     }
 }
 

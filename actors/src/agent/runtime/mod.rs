@@ -145,6 +145,12 @@ pub trait Runtime: Send + Sync + 'static {
     fn kill_group_left_behind(&self, leader: u32) {
         let _ = leader;
     }
+    /// Whether the kernel's OOM killer has killed a process of the container (adopted) whose
+    /// first process is `leader`, in its run.
+    fn oom_killed(&self, leader: u32) -> bool {
+        let _ = leader;
+        false
+    }
     /// Takes on a container (`group`, as [`Launch::group`]) whose first process `leader` an
     /// earlier agent started, so that its stop reaches every process it has.
     fn adopt(&self, leader: u32, group: &str) {

@@ -270,6 +270,10 @@ impl Runtime for ProcessRuntime {
         }
     }
 
+    fn oom_killed(&self, leader: u32) -> bool {
+        self.group_of(leader).is_some_and(|group| group.oom_killed())
+    }
+
     fn enforces_memory_limits(&self) -> bool {
         self.cgroups.is_some()
     }
