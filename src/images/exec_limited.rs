@@ -113,7 +113,7 @@ pub fn exec_limited(args: ExecLimitedArgs) -> ExitCode {
         return ExitCode::from(NOT_FOUND);
     };
     if let Some(note) = &args.exit_file {
-        return super::first_process::run_noting_exit(program, rest, note, exec_failure_code);
+        return super::first_process::run_noting_exit(program, rest, note);
     }
     // The program starts with no signal blocked, whatever started this process (a first
     // process that stays blocks those it passes on).
@@ -308,7 +308,7 @@ fn lower(resource: Resource, name: &'static str, limit: u64) -> Result<(), Limit
 }
 
 /// 127 when the program is missing, 126 when it is there but cannot run.
-fn exec_failure_code(error: &io::Error) -> u8 {
+pub(super) fn exec_failure_code(error: &io::Error) -> u8 {
     if error.kind() == io::ErrorKind::NotFound {
         NOT_FOUND
     } else {

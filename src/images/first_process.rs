@@ -43,12 +43,7 @@ const SELF: &str = "/proc/self/exe";
 /// Runs `program` with `args` as a child, passes signals on to it until it ends, notes its
 /// exit code in `note`, and exits with it (126 or 127 when it could not start, as an exec's
 /// failure would).
-pub fn run_noting_exit(
-    program: &OsString,
-    args: &[OsString],
-    note: &Path,
-    exec_failure_code: impl Fn(&std::io::Error) -> u8,
-) -> ExitCode {
+pub fn run_noting_exit(program: &OsString, args: &[OsString], note: &Path) -> ExitCode {
     let mut handled = SigSet::empty();
     PASSED_ON.iter().chain([&Signal::SIGCHLD]).for_each(|signal| handled.add(*signal));
     if let Err(error) = handled.thread_block() {
@@ -62,7 +57,7 @@ pub fn run_noting_exit(
         Ok(child) => supervise(child, &handled),
         Err(error) => {
             eprintln!("{CANNOT_RUN}{}: {error}", program.to_string_lossy());
-            i32::from(exec_failure_code(&error))
+            i32::from(super::exec_limited::exec_failure_code(&error))
         }
     };
     let noted = ExitNote { pid: std::process::id(), exit_code: code, finished_at: Some(now()) };

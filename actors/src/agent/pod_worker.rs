@@ -777,6 +777,11 @@ pub fn log_path(pod_dir: &std::path::Path, container: &str, restart: u32) -> Pat
     pod_dir.join(container).join(format!("{restart}.log"))
 }
 
+/// Where a container's first process notes how its run ended (see [`ExitNote`]).
+fn exit_note_path(pod_dir: &std::path::Path, container: &str) -> PathBuf {
+    pod_dir.join(container).join("exit.json")
+}
+
 struct PodState {
     config: Arc<AgentConfig>,
     uid: String,
@@ -1001,14 +1006,6 @@ impl PodState {
             tracing::info!(pod = %self.name, container = %container.name, pid = file.pid,
                 "adopting a container");
             let dead = !process_alive(file.pid, file.start_ticks);
-            // Its first process's note first: the code a stop at the agent's shutdown
-            // recorded is a guess for an adopted one.
-            let noted = ExitNote::read(&ExitNote::path(&self.dir.join(&container.name)), file.pid);
-            let recorded = file.exit_code.map(|exit_code| ExitNote {
-                pid: file.pid,
-                exit_code,
-                finished_at: None,
-            });
             let not_app = container.kind != Kind::App;
             container.restart_count = file.restart_count;
             container.waiting = None;
@@ -1025,6 +1022,14 @@ impl PodState {
             adopted.adopted_running = !dead;
             ctx.runtime.adopt(file.pid, &group_name(&self.uid, &container.name));
             if dead {
+                // Its first process's note first: the code a stop at the agent's shutdown
+                // recorded is a guess for an adopted one.
+                let noted = ExitNote::read(&exit_note_path(&self.dir, &container.name), file.pid);
+                let recorded = (file.exit_code).map(|exit_code| ExitNote {
+                    pid: file.pid,
+                    exit_code,
+                    finished_at: None,
+                });
                 let oom_killed = ctx.runtime.oom_killed(file.pid);
                 // What it left in its control group (all of it, when its first process alone
                 // was killed) goes now; its process group is not looked for, as its number
@@ -1507,7 +1512,7 @@ impl PodState {
             if seen_running {
                 ctx.runtime.kill_left_behind(pid, start_ticks);
             }
-            let note = ExitNote::read(&ExitNote::path(&self.dir.join(&name)), pid);
+            let note = ExitNote::read(&exit_note_path(&self.dir, &name), pid);
             self.adopted_exited(&name, pid, note.as_ref(), oom_killed);
         }
     }
@@ -2001,8 +2006,10 @@ impl PodState {
         };
         let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
         // An earlier run's note is no answer for this one.
-        let exit_note = ExitNote::path(&self.dir.join(&name));
-        let _ = std::fs::remove_file(&exit_note);
+        let exit_note = exit_note_path(&self.dir, &name);
+        if ctx.runtime.runs_processes() {
+            let _ = std::fs::remove_file(&exit_note);
+        }
         // Who it runs as matters to processes only (a simulated container has no user).
         let prepared = match environment {
             Ok(env) if !ctx.runtime.runs_processes() => Ok((launch::CommandLine::default(), env)),

@@ -18,11 +18,6 @@ pub struct ExitNote {
 }
 
 impl ExitNote {
-    /// Where the note of a container whose files are under `container_dir` is kept.
-    pub fn path(container_dir: &Path) -> PathBuf {
-        container_dir.join("exit.json")
-    }
-
     /// Writes the note whole (to a file beside `path`, then renamed over it), so that a reader
     /// finds either none or all of it.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
@@ -50,7 +45,7 @@ mod tests {
     #[test]
     fn a_note_is_read_back_for_its_own_process_only() {
         let dir = tempfile::tempdir().unwrap();
-        let path = ExitNote::path(dir.path());
+        let path = dir.path().join("exit.json");
         assert_eq!(ExitNote::read(&path, 42), None, "no note yet");
         let at = Some("2026-12-07T13:10:18Z".to_string());
         let note = ExitNote { pid: 42, exit_code: 3, finished_at: at };
