@@ -93,26 +93,49 @@ fn names_kind(reference: &Value, resource: &ResourceType) -> bool {
     resolve(reference, true).is_some_and(|named| named == resource)
 }
 
-/// The namespaces of plain objects, each kept once.
+/// The namespaces of plain objects, each kept once while a plain object is in it.
 #[derive(Default)]
 struct Namespaces {
-    names: Vec<Box<str>>,
+    /// By id: the name and how many plain objects are in it (none: the id is free).
+    names: Vec<(Box<str>, u32)>,
     ids: FastMap<Box<str>, u32>,
+    free: Vec<u32>,
 }
 
 impl Namespaces {
-    fn id(&mut self, name: &str) -> u32 {
+    /// The id of `name`, counting one more object in it.
+    fn take(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
+            self.names[id as usize].1 += 1;
             return id;
         }
-        let id = self.names.len() as u32;
-        self.names.push(name.into());
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.names[id as usize] = (name.into(), 1);
+                id
+            }
+            None => {
+                self.names.push((name.into(), 1));
+                (self.names.len() - 1) as u32
+            }
+        };
         self.ids.insert(name.into(), id);
         id
     }
 
+    /// Counts one object fewer in `id`; frees it with its last.
+    fn release(&mut self, id: u32) {
+        let Some((name, count)) = self.names.get_mut(id as usize) else { return };
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            self.ids.remove(&**name);
+            *name = Box::default();
+            self.free.push(id);
+        }
+    }
+
     fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("", |name| name)
+        self.names.get(id as usize).map_or("", |(name, _)| name)
     }
 }
 
@@ -226,7 +249,7 @@ impl GarbageCollector {
         let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
         let namespace = meta["namespace"].as_str().unwrap_or("");
         if owners.is_empty() && finalizers.is_empty() && !deleting {
-            let namespace = self.namespaces.id(namespace);
+            let namespace = self.namespaces.take(namespace);
             let name = name_hash(meta["name"].as_str().unwrap_or(""));
             self.plain.insert(PlainUid::of(&uid), Plain { resource, namespace, name });
             return uid;
@@ -252,11 +275,34 @@ impl GarbageCollector {
         uid
     }
 
+    /// Replaces what the graph holds of `resource` with `items`, a new list of it.
+    fn relist(&mut self, resource: &'static ResourceType, items: &[Value]) {
+        let namespaces = &mut self.namespaces;
+        self.plain.retain(|_, plain| {
+            let kept = plain.resource != resource;
+            if !kept {
+                namespaces.release(plain.namespace);
+            }
+            kept
+        });
+        let stale: Vec<String> = (self.nodes.iter())
+            .filter(|(_, node)| node.resource == resource)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in stale {
+            self.remove(&uid);
+        }
+        for item in items {
+            self.upsert(resource, item);
+        }
+    }
+
     /// Forgets `uid`; its node, unless it was a plain object.
     fn remove(&mut self, uid: &str) -> Option<Node> {
         // Changed or gone: the delete asked for it has been seen (or is to be asked again).
         self.deletes_asked.remove(uid);
-        if self.plain.remove(&PlainUid::of(uid)).is_some() {
+        if let Some(plain) = self.plain.remove(&PlainUid::of(uid)) {
+            self.namespaces.release(plain.namespace);
             return None;
         }
         let node = self.nodes.remove(uid)?;
@@ -755,17 +801,7 @@ impl Handler<Informed> for GarbageCollector {
     fn handle(&mut self, Informed(resource, feed): Informed, ctx: &mut Context<Self>) {
         match feed {
             Feed::Listed(items) => {
-                self.plain.retain(|_, plain| plain.resource != resource);
-                let stale: Vec<String> = (self.nodes.iter())
-                    .filter(|(_, node)| node.resource == resource)
-                    .map(|(uid, _)| uid.clone())
-                    .collect();
-                for uid in stale {
-                    self.remove(&uid);
-                }
-                for item in &items {
-                    self.upsert(resource, item);
-                }
+                self.relist(resource, &items);
                 self.listed.insert(resource.plural);
                 if self.all_listed() {
                     // Everything is known: deal with what happened while nobody watched.
@@ -1130,6 +1166,36 @@ mod tests {
         assert!(!collector.nodes.contains_key("owner-uid"));
         assert!(collector.remove("owner-uid").is_none(), "a plain object has no node");
         assert!(!collector.exists("owner-uid"));
+    }
+
+    #[actix::test]
+    async fn a_namespace_is_kept_only_while_a_plain_object_is_in_it() {
+        let core = core().await;
+        let mut collector = GarbageCollector::new(Arc::new(core.clone()));
+        let object = |namespace: &str, n: usize| {
+            json!({"metadata": {"name": format!("o{n}"), "namespace": namespace,
+                "uid": format!("{namespace}-{n}")}})
+        };
+        for round in 0..100 {
+            let namespace = format!("ns-{round}");
+            for n in 0..3 {
+                collector.upsert(cms(), &object(&namespace, n));
+                collector.upsert(cms(), &object(&namespace, n)); // seen again
+            }
+            let uid = collector.upsert(cms(), &object("kept", round));
+            assert!(collector.owns_in(&uid, "kept"));
+            for n in 0..3 {
+                assert!(collector.owns_in(&format!("{namespace}-{n}"), &namespace));
+                collector.remove(&format!("{namespace}-{n}"));
+            }
+        }
+        assert_eq!(collector.namespaces.ids.len(), 1, "only the namespace still in use");
+        assert!(collector.namespaces.names.len() <= 2, "ids are reused");
+        assert!(collector.owns_in("kept-99", "kept"));
+
+        // A new list of the resource drops what it no longer has.
+        collector.relist(cms(), &[]);
+        assert!(collector.namespaces.ids.is_empty());
     }
 
     #[test]

@@ -18,9 +18,21 @@ use super::{ApiCore, ApiError, WriteOptions};
 use crate::model::quota::{self, Usage};
 use crate::model::{json, resources, FastMap, ResourceType};
 
-/// One lock per namespace that has had quotas (see the module's comment).
+/// One lock per namespace that has had quotas (see the module's comment). A namespace's lock
+/// is dropped once no one holds or waits for it, when the table has doubled since it was last
+/// pruned: namespaces come and go without the table growing with them.
 #[derive(Debug, Clone, Default)]
-pub struct QuotaLocks(Arc<Mutex<FastMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+pub struct QuotaLocks(Arc<Mutex<LockTable>>);
+
+#[derive(Debug, Default)]
+struct LockTable {
+    locks: FastMap<String, Arc<tokio::sync::Mutex<()>>>,
+    /// The size at which idle locks are dropped next.
+    prune_at: usize,
+}
+
+/// The fewest locks kept before idle ones are dropped.
+const LOCKS_KEPT: usize = 64;
 
 /// A namespace's quota lock, held.
 pub type QuotaGuard = OwnedMutexGuard<()>;
@@ -29,10 +41,20 @@ impl QuotaLocks {
     /// Waits for and takes `namespace`'s lock.
     pub async fn lock(&self, namespace: &str) -> QuotaGuard {
         let lock = {
-            let mut locks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            locks.entry(namespace.to_owned()).or_default().clone()
+            let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if table.locks.len() >= table.prune_at.max(LOCKS_KEPT) {
+                // The table holds one reference; a holder or waiter holds another.
+                table.locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+                table.prune_at = 2 * table.locks.len();
+            }
+            table.locks.entry(namespace.to_owned()).or_default().clone()
         };
         lock.lock_owned().await
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().locks.len()
     }
 }
 
@@ -265,6 +287,22 @@ mod tests {
             return Ok(None);
         }
         Ok(charge(&usage, quota_object)?.map(|q| q["status"]["used"].clone()))
+    }
+
+    #[tokio::test]
+    async fn idle_namespace_locks_are_dropped_and_held_ones_kept() {
+        let locks = QuotaLocks::default();
+        let held = locks.lock("kept").await;
+        for n in 0..1000 {
+            drop(locks.lock(&format!("gone-{n}")).await);
+        }
+        assert!(locks.len() <= 2 * LOCKS_KEPT, "{} locks for 1,001 namespaces", locks.len());
+
+        // A lock held through the pruning stays the namespace's lock: another taker waits.
+        use futures::FutureExt;
+        assert!(locks.lock("kept").now_or_never().is_none(), "the namespace's lock is held");
+        drop(held);
+        assert!(locks.lock("kept").now_or_never().is_some());
     }
 
     #[test]

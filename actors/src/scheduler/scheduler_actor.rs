@@ -420,6 +420,8 @@ impl Scheduler {
         self.unassign(uid)
     }
 
+    /// Keeps (`present`) or drops a service's or RC's equality selector; a namespace left
+    /// without any is dropped too.
     fn set_selector(&mut self, kind: Watched, object: &Value, present: bool) {
         let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
         let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
@@ -431,11 +433,24 @@ impl Scheduler {
                 s.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()
             })
             .unwrap_or_default();
-        let entries = self.selectors.entry(namespace.to_string()).or_default();
         if present && !selector.is_empty() {
-            entries.insert(key, selector);
-        } else {
+            self.selectors.entry(namespace.to_string()).or_default().insert(key, selector);
+        } else if let Some(entries) = self.selectors.get_mut(namespace) {
             entries.remove(&key);
+            if entries.is_empty() {
+                self.selectors.remove(namespace);
+            }
+        }
+    }
+
+    /// Replaces the selectors of every object of `kind` with those of `items`.
+    fn relist_selectors(&mut self, kind: Watched, items: &[Value]) {
+        self.selectors.retain(|_, entries| {
+            entries.retain(|(k, _), _| *k != kind);
+            !entries.is_empty()
+        });
+        for item in items {
+            self.set_selector(kind, item, true);
         }
     }
 
@@ -1117,12 +1132,7 @@ impl Handler<Informed> for Scheduler {
                 self.namespaces_changed |=
                     self.namespace_labels.insert(name, labels.clone()) != Some(labels);
             }
-            (kind, Feed::Listed(items)) => {
-                self.selectors.values_mut().for_each(|m| m.retain(|(k, _), _| *k != kind));
-                for item in items {
-                    self.set_selector(kind, &item, true);
-                }
-            }
+            (kind, Feed::Listed(items)) => self.relist_selectors(kind, &items),
             (kind, Feed::Changed(event, item)) => {
                 self.set_selector(kind, &item, event != EventType::Deleted);
             }
@@ -1208,6 +1218,30 @@ impl Handler<GetStats> for Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[actix::test]
+    async fn a_namespace_whose_services_and_controllers_are_gone_leaves_no_selectors() {
+        let core = crate::testing::core().await;
+        let mut scheduler = Scheduler::new(Arc::new(core), SchedulerConfig::default());
+        let owner = |namespace: &str, name: &str| {
+            json!({"metadata": {"name": name, "namespace": namespace},
+                "spec": {"selector": {"app": name}}})
+        };
+        scheduler.set_selector(Watched::Services, &owner("a", "web"), true);
+        scheduler.set_selector(Watched::ReplicationControllers, &owner("a", "web"), true);
+        scheduler.set_selector(Watched::Services, &owner("b", "db"), true);
+        assert_eq!(scheduler.selectors.len(), 2);
+
+        scheduler.set_selector(Watched::Services, &owner("a", "web"), false);
+        assert_eq!(scheduler.selectors["a"].len(), 1, "the controller's selector stays");
+        scheduler.set_selector(Watched::ReplicationControllers, &owner("a", "web"), false);
+        assert!(!scheduler.selectors.contains_key("a"), "an emptied namespace is dropped");
+        scheduler.set_selector(Watched::Services, &owner("c", "gone"), false);
+        assert!(!scheduler.selectors.contains_key("c"), "a delete adds nothing");
+
+        scheduler.relist_selectors(Watched::Services, &[]);
+        assert!(scheduler.selectors.is_empty(), "a list without b's service empties b");
+    }
 
     #[actix::test]
     async fn a_bound_pod_seen_again_is_read_again_only_when_something_the_scheduler_uses_changed() {
