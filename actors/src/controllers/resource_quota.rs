@@ -1,6 +1,6 @@
 //! The resource quota controller: works out each ResourceQuota's status, its hard limits and
 //! what the objects of its namespace use of them, when the quota changes, soon after an object
-//! it counts is deleted (Kubernetes' replenishment), and again every second (a namespace of
+//! it counts is deleted or a pod it counts finishes (Kubernetes' replenishment), and again every second (a namespace of
 //! many objects, less often), so that what deleted or finished objects held is given back, as
 //! Kubernetes' controller does. The quota admission charges creates in between (`core::resource_quota`);
 //! a recount holds the namespace's quota lock, as a charge does until its object is stored,
@@ -62,6 +62,14 @@ pub struct ResourceQuotaController {
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Counted(Feed);
+
+/// A feed of the pods that have finished (Succeeded or Failed), for those that just did.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Finished(Feed);
+
+/// The pods a quota no longer counts by their phase: those that have finished.
+const FINISHED_PODS: &str = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
 
 /// A feed of quotas.
 #[derive(Message)]
@@ -234,6 +242,9 @@ impl Actor for ResourceQuotaController {
             let resource = resources::core(plural);
             informer::feed_actor(ctx, client.clone(), resource, ownership.clone(), Counted);
         }
+        // A pod that finishes gives its quota back as one deleted does.
+        let finished = Scope { view: ObjectView::Ownership, ..Scope::fields(FINISHED_PODS) };
+        informer::feed_actor(ctx, client.clone(), resources::core("pods"), finished, Finished);
         ctx.run_interval(RECALCULATE_EVERY, |act, ctx| {
             let now = Instant::now();
             let is_due = |ns: &String| act.due.get(ns).is_none_or(|due| *due <= now);
@@ -285,6 +296,19 @@ impl Handler<Counted> for ResourceQuotaController {
     }
 }
 
+impl Handler<Finished> for ResourceQuotaController {
+    type Result = ();
+
+    /// A pod that has just finished (it enters the feed's selection): its namespace's quotas
+    /// are worked out again at the next tick, as for a deleted one.
+    fn handle(&mut self, Finished(feed): Finished, _: &mut Context<Self>) {
+        let Feed::Changed(EventType::Added, pod) = feed else { return };
+        if let Some(namespace) = json::at(&pod, "/metadata/namespace").and_then(Value::as_str) {
+            self.replenish(namespace);
+        }
+    }
+}
+
 impl Handler<StopQuotaController> for ResourceQuotaController {
     type Result = ();
 
@@ -296,7 +320,73 @@ impl Handler<StopQuotaController> for ResourceQuotaController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::core;
+    use crate::core::{DeleteOptions, PatchType};
+    use crate::testing::{core, eventually};
+
+    /// Sets when a namespace's next recount is due (a test's message).
+    #[derive(Message)]
+    #[rtype(result = "()")]
+    struct SetDue(&'static str, Instant);
+
+    impl Handler<SetDue> for ResourceQuotaController {
+        type Result = ();
+        fn handle(&mut self, SetDue(namespace, due): SetDue, _: &mut Context<Self>) {
+            self.due.insert(namespace.to_string(), due);
+        }
+    }
+
+    /// When a namespace's next recount is due (a test's message).
+    #[derive(Message)]
+    #[rtype(result = "Option<Instant>")]
+    struct Due(&'static str);
+
+    impl Handler<Due> for ResourceQuotaController {
+        type Result = Option<Instant>;
+        fn handle(&mut self, Due(namespace): Due, _: &mut Context<Self>) -> Option<Instant> {
+            self.due.get(namespace).copied()
+        }
+    }
+
+    #[actix::test]
+    async fn a_pod_that_finishes_or_is_deleted_makes_its_quotas_due_at_once() {
+        let core = core().await;
+        let pods = resources::core("pods");
+        let quota = json!({"metadata": {"name": "q"}, "spec": {"hard": {"pods": "5"}}});
+        ApiClient::create(&core, quotas(), "default", quota).await.unwrap();
+        for name in ["done", "gone"] {
+            let pod = json!({"metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            ApiClient::create(&core, pods, "default", pod).await.unwrap();
+        }
+        let controller =
+            ResourceQuotaController::new(Arc::new(core.clone()), QuotaLocks::default()).start();
+        let used = async || {
+            let quota = ApiClient::get(&core, quotas(), "default", "q").await.unwrap();
+            quota.pointer("/status/used/pods").and_then(Value::as_str).map(String::from)
+        };
+        assert_eq!(eventually("the first count", async || used().await).await, "2");
+
+        // Not due for a minute: only a finished or deleted pod brings the recount forward.
+        let an_hour = Instant::now() + Duration::from_secs(3600);
+        let soon = || Instant::now() + Duration::from_secs(60);
+        controller.send(SetDue("default", an_hour)).await.unwrap();
+        let done = json!({"status": {"phase": "Succeeded"}});
+        ApiClient::patch(&core, pods, "default", "done", PatchType::Merge, &done, true)
+            .await
+            .unwrap();
+        eventually("the count without the finished pod", async || {
+            (used().await.as_deref() == Some("1")).then_some(())
+        })
+        .await;
+        assert!(controller.send(Due("default")).await.unwrap().unwrap() < soon());
+
+        controller.send(SetDue("default", an_hour)).await.unwrap();
+        ApiClient::delete(&core, pods, "default", "gone", &DeleteOptions::default()).await.unwrap();
+        eventually("the count without the deleted pod", async || {
+            (used().await.as_deref() == Some("0")).then_some(())
+        })
+        .await;
+    }
 
     #[actix::test]
     async fn a_quotas_status_holds_what_is_counted_as_it_was_asked_for() {
