@@ -119,6 +119,7 @@ impl ProcessRuntime {
                 command.stdin(Stdio::null());
                 None
             };
+            let log_err = log_err.map_or_else(Stdio::null, Stdio::from);
             command.stdout(log).stderr(log_err).process_group(0);
             Wiring::Piped(stdin)
         };
@@ -343,15 +344,20 @@ const LOG_WRITER_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// Where a container's stdout and stderr go: the write ends of two pipes, each into a log
 /// writer of its own that tags its lines with its stream (each in its own process group, so
 /// that it outlives the container's signals and writes its last lines), or both the log file
-/// itself.
-fn output(launch: &Launch) -> Result<(OwnedFd, OwnedFd, Vec<tokio::process::Child>), RuntimeError> {
+/// itself. A container on a terminal has one stream, stdout: no stderr is made for it.
+fn output(
+    launch: &Launch,
+) -> Result<(OwnedFd, Option<OwnedFd>, Vec<tokio::process::Child>), RuntimeError> {
     let failed =
         |e: std::io::Error| RuntimeError::Start(format!("{}: {e}", launch.log_path.display()));
     let Some((program, args)) = launch.log_writer.as_ref().and_then(|w| w.split_first()) else {
         let log =
             OpenOptions::new().create(true).append(true).open(&launch.log_path).map_err(failed)?;
-        let log_err = log.try_clone().map_err(failed)?;
-        return Ok((log.into(), log_err.into(), Vec::new()));
+        let log_err = match launch.interactive.tty {
+            true => None,
+            false => Some(log.try_clone().map_err(failed)?.into()),
+        };
+        return Ok((log.into(), log_err, Vec::new()));
     };
     let writer_of = |stream: &str| {
         let (reader, writer) = std::io::pipe().map_err(failed)?;
@@ -368,8 +374,11 @@ fn output(launch: &Launch) -> Result<(OwnedFd, OwnedFd, Vec<tokio::process::Chil
         Ok::<_, RuntimeError>((OwnedFd::from(writer), log_writer))
     };
     let (out, out_writer) = writer_of("stdout")?;
+    if launch.interactive.tty {
+        return Ok((out, None, vec![out_writer]));
+    }
     let (err, err_writer) = writer_of("stderr")?;
-    Ok((out, err, vec![out_writer, err_writer]))
+    Ok((out, Some(err), vec![out_writer, err_writer]))
 }
 
 /// How a started container's stdin and output are wired, before the agent takes its ends.
@@ -603,6 +612,28 @@ mod tests {
         let started = ProcessRuntime::default().start(launch(&["cat"], dir.path())).await.unwrap();
         assert_eq!(started.exit.await.code, 0, "cat read /dev/null");
         assert!(matches!(started.io.unwrap().write(b"x").await, Err(InputError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_container_on_a_terminal_has_one_log_writer_and_others_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let streams = dir.path().join("streams");
+        // A log writer that notes its stream ($2) and copies its input to the log ($3).
+        let script = format!("echo $2 >> {}; exec cat >> \"$3\"", streams.display());
+        let writer = ["sh", "-c", &script, "sh"].map(String::from).to_vec();
+        for tty in [true, false] {
+            std::fs::write(&streams, "").unwrap();
+            let mut spec = launch(&["sh", "-c", "echo out; echo err >&2"], dir.path());
+            spec.interactive = interactive(false, false, tty);
+            spec.log_writer = Some(writer.clone());
+            let started = ProcessRuntime::default().start(spec).await.unwrap();
+            assert_eq!(started.exit.await.code, 0);
+            let mut noted: Vec<String> =
+                std::fs::read_to_string(&streams).unwrap().lines().map(String::from).collect();
+            noted.sort();
+            let expected: &[&str] = if tty { &["stdout"] } else { &["stderr", "stdout"] };
+            assert_eq!(noted, expected, "tty: {tty}");
+        }
     }
 
     #[tokio::test]
