@@ -140,12 +140,16 @@ impl ServiceProxy {
     fn sync(&mut self, keys: BTreeSet<Key>) {
         for key in keys {
             let desired = self.desired(&key);
-            let failures = self.listeners.set(&key, desired);
             let ours = self.table.service(&key).is_some_and(|s| !another_proxys(s));
             let health_check = ours
                 .then(|| self.table.health_check(&key, &self.node_name))
                 .flatten()
                 .map(|(port, n)| (SocketAddr::new(self.node_address.into(), port), n));
+            // An address the service no longer wants is no longer told of.
+            let wanted: HashSet<SocketAddr> =
+                desired.iter().map(|(addr, _)| *addr).chain(health_check.map(|c| c.0)).collect();
+            self.told_unbound.retain(|(service, addr)| *service != key || wanted.contains(addr));
+            let failures = self.listeners.set(&key, desired);
             let failed_check = self.health_checks.set(&key, health_check);
             for failure in failures.into_iter().chain(failed_check) {
                 if self.told_unbound.insert((failure.service.clone(), failure.addr)) {
@@ -210,5 +214,49 @@ impl Handler<StopServiceProxy> for ServiceProxy {
         ctx.stop();
         // The proxy's own thread goes with it.
         Arbiter::current().stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::client::informer::Feed;
+    use crate::watch::EventType;
+
+    #[actix::test]
+    async fn a_port_that_cannot_be_bound_is_told_of_again_once_its_service_is_made_again() {
+        let mut proxy = ServiceProxy {
+            client: Arc::new(crate::testing::core().await),
+            node_name: "n1".into(),
+            node_address: Ipv4Addr::new(127, 0, 0, 1),
+            table: ServiceTable::default(),
+            listeners: Listeners::default(),
+            health_checks: HealthChecks::default(),
+            told_unbound: HashSet::new(),
+        };
+        // 192.0.2.10 (documentation's) is no address of this machine's: it cannot be bound.
+        let service = json!({"metadata": {"namespace": "a", "name": "web"},
+            "spec": {"clusterIP": "127.243.17.5", "externalIPs": ["192.0.2.10"],
+                "ports": [{"port": 41873, "targetPort": 8080}]}});
+        let slice = json!({"metadata": {"namespace": "a", "name": "web-x",
+                "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"port": 8080}],
+            "endpoints": [{"addresses": ["127.64.0.2"]}]});
+        let unbound = ("a".to_string(), "web".to_string());
+        let unbound = (unbound, "192.0.2.10:41873".parse::<SocketAddr>().unwrap());
+        for round in 0..2 {
+            let changed = proxy.table.apply_slices(Feed::Changed(EventType::Added, slice.clone()));
+            proxy.sync(changed);
+            let changed =
+                proxy.table.apply_services(Feed::Changed(EventType::Added, service.clone()));
+            proxy.sync(changed);
+            assert!(proxy.told_unbound.contains(&unbound), "round {round}: told of");
+            let changed =
+                proxy.table.apply_services(Feed::Changed(EventType::Deleted, service.clone()));
+            proxy.sync(changed);
+            assert!(proxy.told_unbound.is_empty(), "round {round}: forgotten with its service");
+        }
     }
 }

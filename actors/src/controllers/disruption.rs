@@ -112,7 +112,11 @@ impl DisruptionController {
         let keys = std::mem::take(&mut self.pending);
         let mut jobs = Vec::new();
         for key in keys {
-            let Some(budget) = self.budgets.get(&key) else { continue };
+            let Some(budget) = self.budgets.get(&key) else {
+                // Gone: its back-off goes with it.
+                self.retries.remove(&key);
+                continue;
+            };
             let pods = selected_pods(budget, self.pods.objects().in_namespace(&key.0));
             jobs.push((key, budget.clone(), pods));
         }
@@ -344,6 +348,7 @@ impl Handler<Budgets> for DisruptionController {
         if self.budgets.is_empty() {
             self.pods.let_go();
             self.pending.clear();
+            self.retries.clear();
             return;
         }
         self.pods.follow(ctx, self.client.clone(), resources::core("pods"), Pods);

@@ -65,8 +65,8 @@ pub struct EndpointsController {
     /// a slice again), as Kubernetes' controller queues both.
     slice_services: HashMap<Key, Key>,
     /// Slices changed while their service's write was under way (likely by it), with their
-    /// generation: judged once the write is done and its generations known.
-    unconfirmed: HashMap<Key, Vec<(Key, i64)>>,
+    /// generation (none: deleted): judged once the write is done and its generations known.
+    unconfirmed: HashMap<Key, Vec<(Key, Option<i64>)>>,
 }
 
 /// A feed of services.
@@ -275,8 +275,13 @@ impl EndpointsController {
                 controller.slice_generations.insert((namespace.clone(), slice), generation);
             }
             for (slice, generation) in controller.unconfirmed.remove(&key).unwrap_or_default() {
-                if controller.changed_by_others(&slice, generation) {
-                    controller.dirty.insert(key.clone());
+                match generation {
+                    Some(generation) if controller.changed_by_others(&slice, generation) => {
+                        controller.dirty.insert(key.clone());
+                    }
+                    Some(_) => {}
+                    // Deleted after the write made it: not the controller's to know any more.
+                    None => _ = controller.slice_generations.remove(&slice),
                 }
             }
             match synced.result {
@@ -637,10 +642,18 @@ impl Handler<SlicesFeed> for EndpointsController {
                 keys.into_iter().for_each(|key| self.mark(key, ctx));
             }
             Feed::Changed(EventType::Deleted, slice) => {
-                self.slice_generations.remove(&key_of(&slice));
-                let was = self.slice_services.remove(&key_of(&slice));
+                let slice_key = key_of(&slice);
+                self.slice_generations.remove(&slice_key);
+                let was = self.slice_services.remove(&slice_key);
                 let services: BTreeSet<Key> = was.into_iter().chain(service_key(&slice)).collect();
-                services.into_iter().for_each(|key| self.mark(key, ctx));
+                for key in services {
+                    if self.in_flight.contains(&key) {
+                        // The write under way may have made it: its generation comes after.
+                        let unconfirmed = self.unconfirmed.entry(key.clone()).or_default();
+                        unconfirmed.push((slice_key.clone(), None));
+                    }
+                    self.mark(key, ctx);
+                }
             }
             Feed::Changed(_, slice) => {
                 let now = service_key(&slice);
@@ -655,7 +668,7 @@ impl Handler<SlicesFeed> for EndpointsController {
                 let generation = json::at(&slice, "/metadata/generation").and_then(Value::as_i64);
                 let (slice, generation) = (key_of(&slice), generation.unwrap_or(0));
                 if self.in_flight.contains(&key) {
-                    self.unconfirmed.entry(key).or_default().push((slice, generation));
+                    self.unconfirmed.entry(key).or_default().push((slice, Some(generation)));
                 } else if self.changed_by_others(&slice, generation) {
                     self.mark(key, ctx);
                 }
@@ -773,6 +786,90 @@ mod tests {
         };
         let slices = endpoint_slices::slices();
         ApiClient::list(core, slices, Some("default"), &options).await.unwrap().items
+    }
+
+    /// How many slice generations the controller keeps, and how many slice changes wait for
+    /// a write under way (a test's message).
+    #[derive(Message)]
+    #[rtype(result = "(usize, usize)")]
+    struct Tracked;
+
+    impl Handler<Tracked> for EndpointsController {
+        type Result = MessageResult<Tracked>;
+        fn handle(&mut self, _: Tracked, _: &mut Context<Self>) -> Self::Result {
+            let waiting = self.unconfirmed.values().map(Vec::len).sum();
+            MessageResult((self.slice_generations.len(), waiting))
+        }
+    }
+
+    #[actix::test]
+    async fn a_slice_deleted_while_its_services_write_is_under_way_is_forgotten() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::OnceLock;
+
+        use futures::FutureExt;
+
+        use crate::testing::{Call, Hooked};
+
+        let core = core().await;
+        let controller: Arc<OnceLock<Addr<EndpointsController>>> = Arc::default();
+        let slice_made = Arc::new(AtomicBool::new(false));
+        let struck: Arc<OnceLock<()>> = Arc::default();
+        // After the service's slice is made, before the write is done: the service and its
+        // slice are deleted, and the controller sees the slice go.
+        let hook = {
+            let (controller, slice_made, struck) =
+                (controller.clone(), slice_made.clone(), struck.clone());
+            move |core: ApiCore, call: Call| {
+                let (controller, slice_made, struck) =
+                    (controller.clone(), slice_made.clone(), struck.clone());
+                async move {
+                    let slices = endpoint_slices::slices();
+                    match call {
+                        Call::Create { resource, .. } if resource == slices => {
+                            slice_made.store(true, Ordering::SeqCst);
+                        }
+                        Call::List { resource } if resource == slices => {
+                            if !slice_made.swap(false, Ordering::SeqCst) || struck.get().is_some() {
+                                return;
+                            }
+                            let gone = DeleteOptions::default();
+                            let services = resources::core("services");
+                            ApiClient::delete(&core, services, "default", "web", &gone)
+                                .await
+                                .unwrap();
+                            for slice in slices_of(&core, "web").await {
+                                let name = object_name(&slice);
+                                ApiClient::delete(&core, slices, "default", name, &gone)
+                                    .await
+                                    .unwrap();
+                            }
+                            let controller = controller.get().unwrap();
+                            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                            while controller.send(Tracked).await.unwrap().1 == 0 {
+                                assert!(std::time::Instant::now() < deadline, "never seen");
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            struck.set(()).unwrap();
+                        }
+                        _ => {}
+                    }
+                }
+                .boxed()
+            }
+        };
+        let client = Arc::new(Hooked::new(&core, hook));
+        controller.set(EndpointsController::new(client).start()).unwrap();
+        let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"},
+            "ports": [{"port": 80, "targetPort": 8080}]}});
+        ApiClient::create(&core, resources::core("services"), "default", service).await.unwrap();
+        let controller = controller.get().unwrap();
+        eventually("nothing kept of the deleted slice", async || {
+            let tracked = controller.send(Tracked).await.unwrap();
+            (struck.get().is_some() && tracked == (0, 0)).then_some(())
+        })
+        .await;
+        assert!(slices_of(&core, "web").await.is_empty());
     }
 
     #[test]

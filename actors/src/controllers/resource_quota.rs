@@ -136,17 +136,24 @@ impl ResourceQuotaController {
                 (namespace, result)
             };
             ctx.spawn(work.into_actor(self).map(|(namespace, result), act, _| {
-                act.working.remove(&namespace);
-                let counted = *result.as_ref().unwrap_or(&0);
-                let wait = match act.replenished.remove(&namespace) {
-                    true => Duration::ZERO,
-                    false => spacing(counted),
-                };
-                act.due.insert(namespace.clone(), Instant::now() + wait);
+                act.recounted(&namespace, *result.as_ref().unwrap_or(&0));
                 if let Err(error) = result {
                     tracing::debug!(%namespace, %error, "working out quota usage");
                 }
             }));
+        }
+    }
+
+    /// A recount of `namespace` that counted `counted` objects is done: when it is due again.
+    fn recounted(&mut self, namespace: &str, counted: u32) {
+        self.working.remove(namespace);
+        let wait = match self.replenished.remove(namespace) {
+            true => Duration::ZERO,
+            false => spacing(counted),
+        };
+        // A namespace whose last quota went during the recount is forgotten.
+        if self.quotas.contains_key(namespace) {
+            self.due.insert(namespace.to_string(), Instant::now() + wait);
         }
     }
 }
@@ -440,8 +447,10 @@ mod tests {
         controller.working.insert("busy".into());
         controller.replenish("busy");
         assert!(controller.replenished.contains("busy"));
-        // A namespace whose quotas are all gone is forgotten.
+        // A namespace whose quotas are all gone is forgotten, during its recount too.
         controller.saw(&quota, true);
         assert!(controller.replenished.is_empty() && controller.due.is_empty());
+        controller.recounted("busy", 1);
+        assert!(controller.due.is_empty() && controller.working.is_empty());
     }
 }

@@ -320,6 +320,7 @@ impl ServiceController {
             self.failing.remove(key);
             self.seen.remove(key);
             self.changed.remove(key);
+            self.retries.remove(key);
             return;
         };
         let followed = Followed::of(service);
