@@ -166,15 +166,33 @@ impl ContainerCgroup {
         count.and_then(|n| n.trim().parse().ok()).unwrap_or(0)
     }
 
-    /// Removes the group (it must be empty), and its pod's when that is empty too.
-    pub fn remove(&self) {
+    /// Removes the group, and its pod's when that is empty too. While the kernel finds the
+    /// group busy (a process was joining it as it was emptied, an exec probe's, or one dying
+    /// is not out yet), what is in it is killed again and the removal tried again, for a few
+    /// seconds at most.
+    pub async fn remove(&self) {
         for dir in std::iter::once(&self.memory).chain(&self.cpu) {
-            let _ = std::fs::remove_dir(dir);
+            let deadline = tokio::time::Instant::now() + KILL_WAIT;
+            let mut pause = Duration::from_millis(5);
+            while is_busy(std::fs::remove_dir(dir)) {
+                if tokio::time::Instant::now() >= deadline {
+                    tracing::warn!(group = %dir.display(), "a control group stayed busy");
+                    break;
+                }
+                self.kill_now();
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
             if let Some(pod) = dir.parent() {
                 let _ = std::fs::remove_dir(pod);
             }
         }
     }
+}
+
+/// Whether a group's removal failed for processes still in it.
+fn is_busy(removal: io::Result<()>) -> bool {
+    removal.is_err_and(|e| e.kind() == io::ErrorKind::ResourceBusy)
 }
 
 /// Removes the groups under `parent` that an agent no longer running left behind: empty ones
@@ -225,4 +243,37 @@ fn writable(parent: &Path) -> bool {
     let probe = parent.join(format!("probe-{}-{n}", std::process::id()));
     let made = std::fs::create_dir(&probe).is_ok();
     made && std::fs::remove_dir(&probe).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_group_still_busy_is_emptied_again_and_removed() {
+        let root = nix::unistd::geteuid().is_root();
+        let mount = Path::new("/sys/fs/cgroup");
+        let Some(cgroups) = Cgroups::detect(mount).filter(|_| root) else {
+            eprintln!("skipped: not root, or no cgroup v1 memory controller");
+            return;
+        };
+        let name = format!("pod-busy-test-{}/c", std::process::id());
+        let resources = Resources { cpu_request_millis: Some(100), ..Resources::default() };
+        let group = cgroups.create(&name, &resources).unwrap();
+        // A process that joins after the group was emptied (as an exec probe's may).
+        let mut late = tokio::process::Command::new("sleep");
+        let mut late = late.arg("1000").kill_on_drop(true).spawn().unwrap();
+        let pid = late.id().unwrap().to_string();
+        for procs in group.procs_files() {
+            std::fs::write(procs, &pid).unwrap();
+        }
+        assert!(is_busy(std::fs::remove_dir(&group.memory)), "busy while it is in");
+
+        group.remove().await;
+        for dir in std::iter::once(&group.memory).chain(&group.cpu) {
+            assert!(!dir.exists(), "{} removed", dir.display());
+            assert!(!dir.parent().unwrap().exists(), "its pod's group too");
+        }
+        assert!(!late.wait().await.unwrap().success(), "killed");
+    }
 }

@@ -154,7 +154,7 @@ impl ProcessRuntime {
                     group.kill_all().await;
                     locked(&groups).remove(&pid);
                     let oom_killed = group.oom_killed();
-                    group.remove();
+                    group.remove().await;
                     oom_killed
                 }
                 None => false,
@@ -214,8 +214,8 @@ impl Runtime for ProcessRuntime {
             None => None,
         };
         let started = self.start_in(&launch, &program, group.clone()).await;
-        if let (Err(_), Some(group)) = (&started, group) {
-            group.remove();
+        if let (true, Some(group)) = (started.is_err(), group) {
+            group.remove().await;
         }
         started
     }
@@ -255,7 +255,7 @@ impl Runtime for ProcessRuntime {
         if let Some((name, group)) = group {
             let cleanup = tokio::spawn(async move {
                 group.kill_all().await;
-                group.remove();
+                group.remove().await;
             });
             let cleanup = cleanup.map(|_| ()).boxed().shared();
             let mut cleanups = locked(&self.cleanups);
