@@ -1,6 +1,7 @@
 //! The agent against a real in-process API core: registration, pods run through both runtimes,
 //! restarts with back-off, graceful deletion.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -450,6 +451,16 @@ async fn processes_run_crash_with_back_off_and_stop_on_deletion() {
     })
     .await;
     assert_eq!(crashed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 7);
+    // Only the current and the previous run's logs are kept.
+    let uid = crashed["metadata"]["uid"].as_str().unwrap();
+    let logs = dir.path().join(format!("pods/default_crash_{uid}/c"));
+    let runs = eventually("the third run started", || async {
+        let names = std::fs::read_dir(&logs).ok()?.flatten();
+        let runs: BTreeSet<String> = names.map(|e| e.file_name().into_string().unwrap()).collect();
+        runs.contains("2.log").then_some(runs)
+    })
+    .await;
+    assert!(!runs.contains("0.log") && !runs.contains("0.termination-log"), "{runs:?}");
     let looping = eventually("the crash loop back-off", || async {
         get(&core, "pods", "default", "crash").await.filter(|p| {
             p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"

@@ -777,6 +777,24 @@ pub fn log_path(pod_dir: &std::path::Path, container: &str, restart: u32) -> Pat
     pod_dir.join(container).join(format!("{restart}.log"))
 }
 
+/// Removes the logs and termination messages of `container`'s runs before `kept` (the
+/// previous run's stay, for `logs --previous`), as the kubelet's container collector keeps one
+/// ended container a container.
+fn remove_runs_before(pod_dir: &std::path::Path, container: &str, kept: u32) {
+    let Ok(entries) = std::fs::read_dir(pod_dir.join(container)) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let run = name.split_once('.').and_then(|(run, rest)| {
+            let ours = matches!(rest, "log" | "log.1" | "termination-log");
+            run.parse::<u32>().ok().filter(|_| ours)
+        });
+        if run.is_some_and(|run| run < kept) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Where a container's first process notes how its run ended (see [`ExitNote`]).
 fn exit_note_path(pod_dir: &std::path::Path, container: &str) -> PathBuf {
     pod_dir.join(container).join("exit.json")
@@ -2005,6 +2023,7 @@ impl PodState {
             host_ip: &host_ip,
         };
         let environment = launch::environment(ctx.client.as_ref(), &pod_ctx, &spec).await;
+        remove_runs_before(&self.dir, &name, restart.saturating_sub(1));
         // An earlier run's note is no answer for this one.
         let exit_note = exit_note_path(&self.dir, &name);
         if ctx.runtime.runs_processes() {
