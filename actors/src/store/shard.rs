@@ -133,7 +133,7 @@ impl From<&'static ResourceType> for ResourceId {
 
 /// How many past list snapshots a shard keeps for `continue` tokens. A snapshot shares its
 /// collection's structure with the live state (a persistent map), so it costs only what has
-/// changed since it was taken; the count bounds that, the TTL below the time.
+/// changed since it was taken; the count bounds that, and the TTL below how long it is held.
 const MAX_SNAPSHOTS: usize = 256;
 /// How long a continue token stays valid when its resource has changed since.
 const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
@@ -155,7 +155,7 @@ pub(crate) struct StoreShard {
     /// The revision the shard was loaded at: a resource with no change committed since has
     /// been as it is since then.
     loaded_at: u64,
-    snapshots: VecDeque<Snapshot>,
+    snapshots: Snapshots<Collection>,
     /// What recent commits replaced, for lists at an exact past revision.
     history: History,
     /// Kept up to date as the objects they follow are loaded and committed.
@@ -174,11 +174,40 @@ struct Accepted {
     reply: oneshot::Sender<Result<Arc<StoredObject>, StoreError>>,
 }
 
-struct Snapshot {
+struct Snapshot<T> {
     resource: &'static ResourceType,
     revision: u64,
     taken: Instant,
-    items: Collection,
+    items: T,
+}
+
+/// The list snapshots kept for `continue` tokens, oldest first: at most [`MAX_SNAPSHOTS`], none
+/// older than [`SNAPSHOT_TTL`] (dropped as others are kept, and every minute).
+struct Snapshots<T>(VecDeque<Snapshot<T>>);
+
+impl<T: Clone> Snapshots<T> {
+    /// The snapshot of `resource` at `revision`, if it is kept and not expired.
+    fn find(&self, resource: &'static ResourceType, revision: u64) -> Option<T> {
+        let kept = self.0.iter().find(|s| s.resource == resource && s.revision == revision);
+        kept.filter(|s| s.taken.elapsed() < SNAPSHOT_TTL).map(|s| s.items.clone())
+    }
+
+    fn keep(&mut self, resource: &'static ResourceType, revision: u64, items: T, now: Instant) {
+        self.drop_expired(now);
+        if self.0.iter().any(|s| s.resource == resource && s.revision == revision) {
+            return;
+        }
+        if self.0.len() == MAX_SNAPSHOTS {
+            self.0.pop_front();
+        }
+        self.0.push_back(Snapshot { resource, revision, taken: now, items });
+    }
+
+    fn drop_expired(&mut self, now: Instant) {
+        while self.0.front().is_some_and(|s| now.duration_since(s.taken) >= SNAPSHOT_TTL) {
+            self.0.pop_front();
+        }
+    }
 }
 
 impl StoreShard {
@@ -221,7 +250,7 @@ impl StoreShard {
             publish,
             applied,
             loaded_at: applied,
-            snapshots: VecDeque::new(),
+            snapshots: Snapshots(VecDeque::new()),
             history: History::new(applied, history::DEFAULT_CHANGES, history::DEFAULT_BYTES),
             tables,
             settling: VecDeque::new(),
@@ -473,9 +502,8 @@ impl StoreShard {
         if unchanged {
             return Ok(self.collections.get(&resource.into()).cloned().unwrap_or_default());
         }
-        let kept = self.snapshots.iter().find(|s| s.resource == resource && s.revision == revision);
-        if let Some(kept) = kept.filter(|s| s.taken.elapsed() < SNAPSHOT_TTL) {
-            return Ok(kept.items.clone());
+        if let Some(kept) = self.snapshots.find(resource, revision) {
+            return Ok(kept);
         }
         // The current state with every later change undone, unless a write at or below
         // `revision` is still on its way to disk (the state at `revision` holds it).
@@ -500,13 +528,7 @@ impl StoreShard {
     }
 
     fn keep_snapshot(&mut self, resource: &'static ResourceType, revision: u64, items: Collection) {
-        if self.snapshots.iter().any(|s| s.resource == resource && s.revision == revision) {
-            return;
-        }
-        if self.snapshots.len() == MAX_SNAPSHOTS {
-            self.snapshots.pop_front();
-        }
-        self.snapshots.push_back(Snapshot { resource, revision, taken: Instant::now(), items });
+        self.snapshots.keep(resource, revision, items, Instant::now());
     }
 }
 
@@ -517,6 +539,10 @@ impl Actor for StoreShard {
         crate::threads::name_current(&format!("kplane-shard-{}", self.index));
         // Writers queue far more than the default 16 messages under load.
         ctx.set_mailbox_capacity(4096);
+        // What expired snapshots hold goes even when no list comes.
+        ctx.run_interval(Duration::from_secs(60), |shard, _| {
+            shard.snapshots.drop_expired(Instant::now());
+        });
     }
 }
 
@@ -916,5 +942,29 @@ mod tests {
         let pods = find("", "v1", "pods").unwrap();
         assert!(shard.send(Get(ObjectKey::new(pods, "ns", "a"))).await.unwrap().is_none());
         assert!(published.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn list_snapshots_go_when_expired_or_when_too_many_are_kept() {
+        let (pods, cms) =
+            (crate::model::resources::core("pods"), crate::model::resources::core("configmaps"));
+        let start = Instant::now();
+        let mut snapshots = Snapshots(VecDeque::new());
+        snapshots.keep(pods, 1, "one", start);
+        snapshots.keep(pods, 1, "again", start);
+        snapshots.keep(cms, 1, "cms", start + Duration::from_secs(200));
+        assert_eq!(snapshots.find(pods, 1), Some("one"), "kept once");
+        assert_eq!(snapshots.find(pods, 2), None);
+
+        snapshots.drop_expired(start + SNAPSHOT_TTL);
+        assert_eq!(snapshots.0.len(), 1, "the expired one went, the later one stays");
+        assert_eq!(snapshots.find(cms, 1), Some("cms"));
+        snapshots.keep(pods, 3, "three", start + SNAPSHOT_TTL + Duration::from_secs(200));
+        assert_eq!(snapshots.find(cms, 1), None, "expired as another was kept");
+
+        for revision in 0..2 * MAX_SNAPSHOTS as u64 {
+            snapshots.keep(pods, 10 + revision, "many", start + SNAPSHOT_TTL);
+        }
+        assert_eq!(snapshots.0.len(), MAX_SNAPSHOTS);
     }
 }
