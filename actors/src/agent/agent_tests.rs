@@ -1348,6 +1348,16 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
         .await;
     }
     agent.send(StopAgent).await.unwrap();
+    // The last status the agent posted shows what it stopped: not ready, the run ended.
+    for name in ["once", "always"] {
+        let pod = get(&core, "pods", "default", name).await.unwrap();
+        let status = &pod["status"]["containerStatuses"][0];
+        assert_eq!(status["ready"], false, "{pod}");
+        assert_eq!(status["state"]["terminated"]["exitCode"], 143, "{pod}");
+        let conditions = pod["status"]["conditions"].as_array().unwrap();
+        let ready = conditions.iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(ready["status"], "False", "{pod}");
+    }
     let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime::default()));
     let failed = eventually("once Failed", || async {
         get(&core, "pods", "default", "once").await.filter(|p| p["status"]["phase"] == "Failed")
@@ -1365,6 +1375,8 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
     .await;
     let last = &restarted["status"]["containerStatuses"][0]["lastState"]["terminated"];
     assert_eq!(last["exitCode"], 143, "{restarted}");
+    let once = &failed["status"]["containerStatuses"][0];
+    assert!(once["lastState"].as_object().is_none_or(|s| s.is_empty()), "one run: {failed}");
     agent.send(StopAgent).await.unwrap();
     let agent = start_agent(&core, config("n7", dir.path()), Arc::new(ProcessRuntime::default()));
     eventually("always running again, at once", || async {

@@ -39,6 +39,8 @@ const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long a shutting-down agent waits for its stopped children's exit codes.
 const REAP_WAIT: Duration = Duration::from_secs(1);
+/// How long a shutting-down agent tries to post the status of the pods it stopped.
+const LAST_STATUS_WAIT: Duration = Duration::from_secs(2);
 /// How long past its deadline a preStop hook's end is waited for (its task reports it).
 const HOOK_SLACK: Duration = Duration::from_secs(1);
 /// The least time a container gets between its SIGTERM and SIGKILL once its preStop hook has
@@ -340,19 +342,22 @@ impl Handler<Shutdown> for PodWorker {
                 .map(|r| (r.pid, r.start_ticks))
                 .collect();
             files = (state.containers.iter())
-                .filter_map(|c| Some((c.running.as_ref()?, state.dir.join(&c.name))))
-                .map(|(r, dir)| (r.pid, r.exit_code.clone(), r.adopted, dir.join("state.json")))
+                .filter_map(|c| Some((c.running.as_ref()?, c.name.clone())))
+                .map(|(r, name)| {
+                    let path = state.dir.join(&name).join("state.json");
+                    (name, r.pid, r.exit_code.clone(), r.adopted, path)
+                })
                 .collect();
         }
         let stop = async move {
             if !msg.stop_containers {
-                return;
+                return Vec::new();
             }
             for (pid, _) in &running {
                 runtime.signal(*pid, StopSignal::Term);
             }
             if !runtime.runs_processes() {
-                return;
+                return Vec::new();
             }
             let deadline = Instant::now() + SHUTDOWN_GRACE;
             while Instant::now() < deadline
@@ -372,20 +377,40 @@ impl Handler<Shutdown> for PodWorker {
             // SIGKILL's for an adopted one, whose code it cannot know.
             let reaped = Instant::now() + REAP_WAIT;
             while Instant::now() < reaped
-                && files.iter().any(|(_, code, adopted, _)| !adopted && code.get().is_none())
+                && files.iter().any(|(_, _, code, adopted, _)| !adopted && code.get().is_none())
             {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            for (pid, code, _, path) in files {
+            let mut ends = Vec::new();
+            for (name, pid, code, _, path) in files {
                 let signalled = if killed.contains(&pid) { 137 } else { 143 };
-                record_exit(&path, pid, code.get().copied().unwrap_or(signalled));
+                let code = code.get().copied().unwrap_or(signalled);
+                record_exit(&path, pid, code);
+                ends.push((name, pid, code));
             }
+            ends
         };
         // The mailbox waits meanwhile: an exit handled now would take its state file away.
         let (done, stopped) = tokio::sync::oneshot::channel();
-        ctx.wait(stop.into_actor(self).map(|_, _, ctx| {
-            let _ = done.send(());
-            ctx.stop();
+        let worker = self.ctx.clone();
+        ctx.wait(stop.into_actor(self).then(|ends, act, _| {
+            // The pod's last status shows what was stopped (not ready, its runs ended), as
+            // the kubelet's at a node's shutdown, for as long as the server answers soon.
+            let state = act.state.take().filter(|_| !ends.is_empty());
+            async move {
+                let mut state = state?;
+                for (name, pid, code) in ends {
+                    state.stopped_at_shutdown(&name, pid, code);
+                }
+                let _ = tokio::time::timeout(LAST_STATUS_WAIT, state.write_status(&worker)).await;
+                Some(state)
+            }
+            .into_actor(act)
+            .map(|state, act, ctx| {
+                act.state = act.state.take().or(state);
+                let _ = done.send(());
+                ctx.stop();
+            })
         }));
         Box::pin(async move {
             let _ = stopped.await;
@@ -1244,6 +1269,27 @@ impl PodState {
         }
     }
 
+    /// Notes the end of a run stopped as the agent shut down, for the last status it posts;
+    /// what comes next for the container is the next agent's to decide (from the run's state
+    /// file, as for a run that ended while no agent watched).
+    fn stopped_at_shutdown(&mut self, name: &str, pid: u32, code: i32) {
+        let Some(c) = self.containers.iter_mut().find(|c| c.name == name) else { return };
+        let Some(running) = c.running.take().filter(|r| r.pid == pid) else { return };
+        c.previous = c.terminated.take();
+        c.terminated = Some(Terminated {
+            exit_code: code,
+            container_id: Some(container_id(&self.uid, name, pid)),
+            reason: if code == 0 { "Completed" } else { "Error" }.into(),
+            message: None,
+            started_at: running.started_at,
+            finished_at: now(),
+        });
+        c.ready = false;
+        c.started = false;
+        // Shown ended, not waiting for a restart that is not this agent's to make.
+        c.finished = true;
+    }
+
     /// Records an exit (`oom_killed`: the kernel's OOM killer ended one of its processes) and
     /// decides what comes next for that container. A run begun before this agent started
     /// (`before_this_agent`: one an agent stopped as it shut down, or one adopted that has
@@ -1290,10 +1336,15 @@ impl PodState {
                 .then(|| last_output(&log_path(&self.dir, name, c.restart_count)))
                 .flatten()
         });
-        c.previous = c.terminated.take();
+        // The same run's end seen again (a status posted as an agent shut down, read back) is
+        // not an end before it.
+        let id = container_id(&self.uid, name, pid);
+        if c.terminated.as_ref().is_none_or(|t| t.container_id.as_ref() != Some(&id)) {
+            c.previous = c.terminated.take();
+        }
         c.terminated = Some(Terminated {
             exit_code: code,
-            container_id: Some(container_id(&self.uid, name, pid)),
+            container_id: Some(id),
             reason: reason.into(),
             message,
             started_at: running.started_at,
