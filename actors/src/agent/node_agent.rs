@@ -732,6 +732,9 @@ pub(super) async fn renew_lease(
             // Made only owned by its node, as the kubelet's lease controller makes it: a lease
             // made while the node is not there (deleted) would outlive it for good.
             let Some(owner) = node_owner(client, name).await? else {
+                // As the kubelet's every failed heartbeat, said each time.
+                tracing::warn!(node = %name, "the node is not registered (it was deleted): \
+                    no lease is renewed; restart the agent to register it again");
                 return Ok(());
             };
             let lease = json!({
