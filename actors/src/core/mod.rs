@@ -323,6 +323,11 @@ impl ApiCore {
         // The token is read before it is checked against the options, as Kubernetes' storage
         // reads it.
         let continue_from = options.continue_token.as_deref().map(decode_continue).transpose()?;
+        if let Some(point) = continue_from.as_ref().filter(|p| p.revision != ContinuePoint::LATEST)
+        {
+            // A token of a revision not handed out yet (made up): as for a resourceVersion.
+            self.require_revision(Some(&point.revision.to_string()))?;
+        }
         let exact = self.list_revision(options)?;
         let from = continue_from.clone();
         // A list at any revision ("0") is whole, as Kubernetes serves it from its watch cache,
@@ -2930,6 +2935,16 @@ mod tests {
         assert_eq!(first.remaining_item_count, None, "not counted with a selector");
         let rest = core.list(cms, Some("default"), &selected(first.continue_token)).await.unwrap();
         assert!(rest.items.is_empty() && rest.continue_token.is_none());
+
+        // A token of a revision not handed out yet is refused, as a resourceVersion would be.
+        let future = ContinuePoint {
+            revision: core.current_revision() + 1_000,
+            after: ("default".into(), "c0".into()),
+            remaining: None,
+        };
+        let made_up = selected(Some(encode_continue(&future)));
+        let refused = core.list(cms, Some("default"), &made_up).await;
+        assert!(matches!(refused, Err(ApiError::TooLargeResourceVersion { .. })), "{refused:?}");
     }
 
     /// A pod being deleted keeps its pending grace period unless a delete gives a shorter one
