@@ -179,33 +179,63 @@ struct Snapshot<T> {
     revision: u64,
     taken: Instant,
     items: T,
+    /// The bytes of the objects changed or deleted since it was taken, which it holds alive.
+    pinned: usize,
 }
 
 /// The list snapshots kept for `continue` tokens, oldest first: at most [`MAX_SNAPSHOTS`], none
-/// older than [`SNAPSHOT_TTL`] (dropped as others are kept, and every minute).
-struct Snapshots<T>(VecDeque<Snapshot<T>>);
+/// older than [`SNAPSHOT_TTL`] (dropped as others are kept, and every minute), and the oldest
+/// dropped while what they hold alive passes `budget` bytes (the store history's: counted per
+/// snapshot, an object held by several counts for each).
+struct Snapshots<T> {
+    kept: VecDeque<Snapshot<T>>,
+    pinned: usize,
+    budget: usize,
+}
 
 impl<T: Clone> Snapshots<T> {
+    fn new(budget: usize) -> Self {
+        Snapshots { kept: VecDeque::new(), pinned: 0, budget }
+    }
+
     /// The snapshot of `resource` at `revision`, if it is kept and not expired.
     fn find(&self, resource: &'static ResourceType, revision: u64) -> Option<T> {
-        let kept = self.0.iter().find(|s| s.resource == resource && s.revision == revision);
+        let kept = self.kept.iter().find(|s| s.resource == resource && s.revision == revision);
         kept.filter(|s| s.taken.elapsed() < SNAPSHOT_TTL).map(|s| s.items.clone())
     }
 
     fn keep(&mut self, resource: &'static ResourceType, revision: u64, items: T, now: Instant) {
         self.drop_expired(now);
-        if self.0.iter().any(|s| s.resource == resource && s.revision == revision) {
+        if self.kept.iter().any(|s| s.resource == resource && s.revision == revision) {
             return;
         }
-        if self.0.len() == MAX_SNAPSHOTS {
-            self.0.pop_front();
+        if self.kept.len() == MAX_SNAPSHOTS {
+            self.drop_oldest();
         }
-        self.0.push_back(Snapshot { resource, revision, taken: now, items });
+        self.kept.push_back(Snapshot { resource, revision, taken: now, items, pinned: 0 });
+    }
+
+    /// An object of `resource` of `bytes` was changed or deleted: the snapshots of it taken
+    /// before hold its old version alive.
+    fn charge(&mut self, resource: &'static ResourceType, bytes: usize) {
+        for snapshot in self.kept.iter_mut().filter(|s| s.resource == resource) {
+            snapshot.pinned += bytes;
+            self.pinned += bytes;
+        }
+        while self.pinned > self.budget && !self.kept.is_empty() {
+            self.drop_oldest();
+        }
     }
 
     fn drop_expired(&mut self, now: Instant) {
-        while self.0.front().is_some_and(|s| now.duration_since(s.taken) >= SNAPSHOT_TTL) {
-            self.0.pop_front();
+        while self.kept.front().is_some_and(|s| now.duration_since(s.taken) >= SNAPSHOT_TTL) {
+            self.drop_oldest();
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some(dropped) = self.kept.pop_front() {
+            self.pinned -= dropped.pinned;
         }
     }
 }
@@ -250,7 +280,7 @@ impl StoreShard {
             publish,
             applied,
             loaded_at: applied,
-            snapshots: Snapshots(VecDeque::new()),
+            snapshots: Snapshots::new(history::DEFAULT_BYTES),
             history: History::new(applied, history::DEFAULT_CHANGES, history::DEFAULT_BYTES),
             tables,
             settling: VecDeque::new(),
@@ -261,6 +291,7 @@ impl StoreShard {
     /// Bounds the shard's history (by default as the watch hub's window is).
     pub(crate) fn with_history(mut self, changes: usize, bytes: usize) -> Self {
         self.history = History::new(self.applied, changes, bytes);
+        self.snapshots.budget = bytes;
         self
     }
 
@@ -378,6 +409,13 @@ impl StoreShard {
                 self.latest.remove(key);
             }
             self.history.record(&event.object, event.previous.as_ref());
+            let replaced = match event.kind {
+                EventType::Deleted => Some(&event.object),
+                _ => event.previous.as_ref(),
+            };
+            if let Some(replaced) = replaced {
+                self.snapshots.charge(key.resource, replaced.raw.len());
+            }
             let _ = reply.send(Ok(event.object.clone()));
             events.push(event);
         }
@@ -949,7 +987,7 @@ mod tests {
         let (pods, cms) =
             (crate::model::resources::core("pods"), crate::model::resources::core("configmaps"));
         let start = Instant::now();
-        let mut snapshots = Snapshots(VecDeque::new());
+        let mut snapshots = Snapshots::new(usize::MAX);
         snapshots.keep(pods, 1, "one", start);
         snapshots.keep(pods, 1, "again", start);
         snapshots.keep(cms, 1, "cms", start + Duration::from_secs(200));
@@ -957,7 +995,7 @@ mod tests {
         assert_eq!(snapshots.find(pods, 2), None);
 
         snapshots.drop_expired(start + SNAPSHOT_TTL);
-        assert_eq!(snapshots.0.len(), 1, "the expired one went, the later one stays");
+        assert_eq!(snapshots.kept.len(), 1, "the expired one went, the later one stays");
         assert_eq!(snapshots.find(cms, 1), Some("cms"));
         snapshots.keep(pods, 3, "three", start + SNAPSHOT_TTL + Duration::from_secs(200));
         assert_eq!(snapshots.find(cms, 1), None, "expired as another was kept");
@@ -965,6 +1003,28 @@ mod tests {
         for revision in 0..2 * MAX_SNAPSHOTS as u64 {
             snapshots.keep(pods, 10 + revision, "many", start + SNAPSHOT_TTL);
         }
-        assert_eq!(snapshots.0.len(), MAX_SNAPSHOTS);
+        assert_eq!(snapshots.kept.len(), MAX_SNAPSHOTS);
+    }
+
+    #[test]
+    fn list_snapshots_go_oldest_first_while_what_they_hold_passes_the_budget() {
+        let (pods, cms) =
+            (crate::model::resources::core("pods"), crate::model::resources::core("configmaps"));
+        let now = Instant::now();
+        let mut snapshots = Snapshots::new(1_000);
+        snapshots.keep(pods, 1, "old", now);
+        snapshots.keep(cms, 2, "cms", now);
+        snapshots.keep(pods, 3, "new", now);
+        snapshots.charge(pods, 400);
+        assert_eq!(snapshots.pinned, 800, "each pod snapshot holds the old version");
+        assert_eq!(snapshots.kept.len(), 3);
+        snapshots.charge(pods, 300);
+        assert_eq!(snapshots.find(pods, 1), None, "the oldest went past the budget");
+        assert_eq!(snapshots.find(pods, 3), Some("new"));
+        assert_eq!(snapshots.find(cms, 2), Some("cms"), "it holds nothing");
+        assert_eq!(snapshots.pinned, 700);
+        snapshots.charge(cms, 400);
+        assert_eq!(snapshots.find(cms, 2), None, "the oldest went, at 1,100");
+        assert_eq!((snapshots.pinned, snapshots.find(pods, 3)), (700, Some("new")));
     }
 }
