@@ -396,7 +396,7 @@ impl Handler<Shutdown> for PodWorker {
         ctx.wait(stop.into_actor(self).then(|ends, act, _| {
             // The pod's last status shows what was stopped (not ready, its runs ended), as
             // the kubelet's at a node's shutdown, for as long as the server answers soon.
-            let state = act.state.take().filter(|_| !ends.is_empty());
+            let state = if ends.is_empty() { None } else { act.state.take() };
             async move {
                 let mut state = state?;
                 for (name, pid, code) in ends {
