@@ -1,10 +1,11 @@
 //! The resource quota controller: works out each ResourceQuota's status, its hard limits and
 //! what the objects of its namespace use of them, when the quota changes, soon after an object
-//! it counts is deleted or a pod it counts finishes (Kubernetes' replenishment), and again every second (a namespace of
-//! many objects, less often), so that what deleted or finished objects held is given back, as
-//! Kubernetes' controller does. The quota admission charges creates in between (`core::resource_quota`);
-//! a recount holds the namespace's quota lock, as a charge does until its object is stored,
-//! so that it counts every charged object exactly once.
+//! it counts is deleted or a pod it counts finishes (Kubernetes' replenishment), and again
+//! every second (a namespace of many objects, less often), so that what deleted or finished
+//! objects held is given back, as Kubernetes' controller does. The quota admission charges
+//! creates in between (`core::resource_quota`); a recount holds the namespace's quota lock, as
+//! a charge does until its object is stored, so that it counts every charged object exactly
+//! once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -119,6 +120,13 @@ impl ResourceQuotaController {
             self.replenished.insert(namespace.to_string());
         } else {
             self.due.insert(namespace.to_string(), Instant::now());
+        }
+    }
+
+    /// What a deleted object, or a pod that finished, held in its namespace is given back.
+    fn replenish_for(&mut self, object: &Value) {
+        if let Some(namespace) = json::at(object, "/metadata/namespace").and_then(Value::as_str) {
+            self.replenish(namespace);
         }
     }
 
@@ -296,10 +304,7 @@ impl Handler<Counted> for ResourceQuotaController {
     /// the next tick, whatever the spacing (after the recount under way, if one is).
     fn handle(&mut self, Counted(feed): Counted, _: &mut Context<Self>) {
         let Feed::Changed(EventType::Deleted, object) = feed else { return };
-        let namespace = json::at(&object, "/metadata/namespace").and_then(Value::as_str);
-        if let Some(namespace) = namespace {
-            self.replenish(namespace);
-        }
+        self.replenish_for(&object);
     }
 }
 
@@ -310,9 +315,7 @@ impl Handler<Finished> for ResourceQuotaController {
     /// are worked out again at the next tick, as for a deleted one.
     fn handle(&mut self, Finished(feed): Finished, _: &mut Context<Self>) {
         let Feed::Changed(EventType::Added, pod) = feed else { return };
-        if let Some(namespace) = json::at(&pod, "/metadata/namespace").and_then(Value::as_str) {
-            self.replenish(namespace);
-        }
+        self.replenish_for(&pod);
     }
 }
 
