@@ -95,6 +95,7 @@ struct RawAgent {
     labels: std::collections::HashMap<String, String>,
     max_log_bytes: u64,
     stop_containers_on_shutdown: bool,
+    shutdown_grace_period_seconds: u64,
     enable_debugging_handlers: bool,
     service_proxy: bool,
     cgroups: bool,
@@ -132,6 +133,7 @@ impl Default for RawAgent {
             labels: Default::default(),
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,
+            shutdown_grace_period_seconds: 5,
             enable_debugging_handlers: true,
             service_proxy: true,
             cgroups: true,
@@ -851,6 +853,7 @@ fn agent_settings(raw: &RawConfig) -> Result<AgentSettings, ConfigError> {
     config.labels = a.labels.clone();
     config.max_log_bytes = positive("agent.max_log_bytes", a.max_log_bytes)?;
     config.stop_containers_on_shutdown = a.stop_containers_on_shutdown;
+    config.shutdown_grace_period = Duration::from_secs(a.shutdown_grace_period_seconds);
     config.images = raw.runtime.images.clone();
     config.sysctls = kplane_actors::agent::sysctls::SysctlAllowlist::new(&a.allowed_unsafe_sysctls)
         .map_err(|message| invalid("agent.allowed_unsafe_sysctls", message))?;

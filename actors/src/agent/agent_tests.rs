@@ -1389,6 +1389,73 @@ async fn containers_stopped_at_shutdown_are_restarted_as_their_policy_says() {
     agent.send(StopAgent).await.unwrap();
 }
 
+/// A clean stop of the agent stops containers as the kubelet's graceful node shutdown does:
+/// preStop hooks first, then SIGTERM (a sidecar's once the app containers have stopped), and
+/// SIGKILL once the pod's grace period, at most the agent's shutdown grace period, is up.
+#[actix::test]
+async fn a_clean_stop_runs_pre_stop_hooks_within_the_shorter_grace_period() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        AgentConfig { shutdown_grace_period: Duration::from_secs(3), ..config("n10", dir.path()) };
+    let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    let order = dir.path().join("order");
+    let order = order.display();
+    let sh = |script: String| json!(["sh", "-c", script]);
+    let note = |what: &str| json!({"exec": {"command": sh(format!("echo {what} >> {order}"))}});
+    let hooked = json!({"metadata": {"name": "hooked"}, "spec": {"nodeName": "n10",
+        "initContainers": [{"name": "side", "image": "none", "restartPolicy": "Always",
+            "lifecycle": {"preStop": note("side-hook")},
+            "command": sh(format!("trap 'echo side-term >> {order}; exit 0' TERM; while true; do sleep 0.05; done"))}],
+        "containers": [{"name": "app", "image": "none",
+            "lifecycle": {"preStop": note("app-hook")},
+            "command": sh(format!("trap 'sleep 0.3; echo app-term >> {order}; exit 0' TERM; while true; do sleep 0.05; done"))}]}});
+    // Hooks that outlast their time: the pod's grace period (1 s) in one, the agent's (3 s)
+    // in the other; their containers ignore SIGTERM.
+    let late = |grace: u64, wait: u64| {
+        let hook = sh(format!("sleep {wait}; echo late-{grace} >> {order}"));
+        json!({"metadata": {"name": format!("late-{grace}")}, "spec": {"nodeName": "n10",
+            "terminationGracePeriodSeconds": grace,
+            "containers": [{"name": "c", "image": "none",
+                "lifecycle": {"preStop": {"exec": {"command": hook}}},
+                "command": sh("trap '' TERM; while true; do sleep 0.05; done".into())}]}})
+    };
+    for pod in [hooked, late(1, 2), late(60, 5)] {
+        ApiClient::create(&core, pods, "default", pod).await.unwrap();
+    }
+    for name in ["hooked", "late-1", "late-60"] {
+        eventually(&format!("{name} running"), || async {
+            get(&core, "pods", "default", name).await.filter(|p| {
+                let ready = |s: &Value| s["ready"] == true;
+                let mut all = p["status"]["containerStatuses"].as_array().into_iter().flatten();
+                p["status"]["phase"] == "Running" && all.clone().count() == 1 && all.all(ready)
+            })
+        })
+        .await;
+    }
+    agent.send(StopAgent).await.unwrap();
+    let noted = std::fs::read_to_string(dir.path().join("order")).unwrap();
+    let lines: Vec<&str> = noted.lines().collect();
+    let at = |what: &str| {
+        lines.iter().position(|l| *l == what).unwrap_or_else(|| panic!("{what}: {noted}"))
+    };
+    assert!(at("app-hook") < at("app-term"), "{noted}");
+    assert!(at("app-term") < at("side-term"), "{noted}");
+    assert!(at("side-hook") < at("side-term"), "{noted}");
+    assert!(!noted.contains("late-"), "hooks cut off at their grace period: {noted}");
+    let hooked = get(&core, "pods", "default", "hooked").await.unwrap();
+    let app = &hooked["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(app["exitCode"], 0, "{hooked}");
+    for name in ["late-1", "late-60"] {
+        let pod = get(&core, "pods", "default", name).await.unwrap();
+        let ended = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(ended["exitCode"], 137, "{pod}");
+    }
+    let killing = event_about(&core, "hooked", "Killing").await;
+    assert!(killing["message"].as_str().unwrap().starts_with("Stopping container "), "{killing}");
+}
+
 /// A pod whose app container outlasts the grace period: its sidecar, whose SIGTERM waited for
 /// the app, still gets one (and two seconds) before SIGKILL, as the kubelet gives every
 /// container.

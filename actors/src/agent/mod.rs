@@ -31,6 +31,7 @@ pub mod pod_worker;
 pub mod probes;
 pub mod runtime;
 pub mod service_proxy;
+mod shutdown;
 pub mod sysctls;
 pub mod volumes;
 
@@ -122,6 +123,9 @@ pub struct AgentConfig {
     pub max_log_bytes: u64,
     /// Stop the containers when the agent shuts down cleanly (they are adopted after a crash).
     pub stop_containers_on_shutdown: bool,
+    /// How long a clean stop gives the containers (each pod its grace period at most), preStop
+    /// hooks included, before SIGKILL: the kubelet's `shutdownGracePeriod`.
+    pub shutdown_grace_period: Duration,
     /// Extra node labels (besides kubernetes.io/hostname, os, arch).
     pub labels: HashMap<String, String>,
     /// The sysctls pods may set (admission refuses others).
@@ -157,6 +161,7 @@ impl AgentConfig {
             log_writer: None,
             max_log_bytes: 10 * 1024 * 1024,
             stop_containers_on_shutdown: true,
+            shutdown_grace_period: Duration::from_secs(5),
             labels: HashMap::new(),
             sysctls: sysctls::SysctlAllowlist::default(),
         }

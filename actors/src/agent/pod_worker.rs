@@ -21,6 +21,7 @@ use super::launch::{self, Identity, LaunchError, PodContext};
 use super::pod_ips::PodIps;
 use super::probes::{self, Outcome};
 use super::runtime::{self, process_alive, ContainerIo, ExitNote, Launch, Runtime, StopSignal};
+use super::shutdown;
 use super::volumes::{self, Volumes};
 use super::AgentConfig;
 use crate::client::events::{self, EventKind, ObjectRef};
@@ -35,8 +36,6 @@ pub(super) const COMPONENT: &str = "kubelet";
 /// A container that ran this long without failing has its back-off reset and restarts at once
 /// (the kubelet's back-off entry expires after twice its longest wait).
 const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
-/// How long containers get to stop when the agent shuts down, before SIGKILL.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long a shutting-down agent waits for its stopped children's exit codes.
 const REAP_WAIT: Duration = Duration::from_secs(1);
 /// How long a shutting-down agent tries to post the status of the pods it stopped.
@@ -330,17 +329,17 @@ impl Handler<Shutdown> for PodWorker {
 
     fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) -> Self::Result {
         let runtime = self.ctx.runtime.clone();
-        let mut running = Vec::new();
+        let mut stopping = Vec::new();
         let mut files = Vec::new();
+        let mut grace = self.ctx.config.shutdown_grace_period;
         if let Some(state) = &mut self.state {
             // Nothing starts or restarts from now on.
             state.stopping = true;
-            running = state
-                .containers
-                .iter()
-                .filter_map(|c| c.running.as_ref())
-                .map(|r| (r.pid, r.start_ticks))
-                .collect();
+            if msg.stop_containers {
+                // A second at least, as at a deletion: SIGTERM comes first, even for 0.
+                grace = grace.min(termination_grace(&state.pod).max(Duration::from_secs(1)));
+                stopping = state.shutdown_stops(&self.ctx);
+            }
             files = (state.containers.iter())
                 .filter_map(|c| Some((c.running.as_ref()?, c.name.clone())))
                 .map(|(r, name)| {
@@ -351,27 +350,19 @@ impl Handler<Shutdown> for PodWorker {
         }
         let stop = async move {
             if !msg.stop_containers {
-                return Vec::new();
-            }
-            for (pid, _) in &running {
-                runtime.signal(*pid, StopSignal::Term);
+                return (Vec::new(), Vec::new());
             }
             if !runtime.runs_processes() {
-                return Vec::new();
-            }
-            let deadline = Instant::now() + SHUTDOWN_GRACE;
-            while Instant::now() < deadline
-                && running.iter().any(|(pid, ticks)| process_alive(*pid, *ticks))
-            {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let mut killed = Vec::new();
-            for (pid, ticks) in &running {
-                if process_alive(*pid, *ticks) {
-                    runtime.signal(*pid, StopSignal::Kill);
-                    killed.push(*pid);
+                for c in &stopping {
+                    runtime.signal(c.pid, StopSignal::Term);
                 }
+                return (Vec::new(), Vec::new());
             }
+            let stopped = shutdown::stop(runtime.as_ref(), &stopping, grace).await;
+            let killed: Vec<u32> = stopped.iter().filter(|s| s.killed).map(|s| s.pid).collect();
+            let failed_hooks: Vec<(String, String)> = (stopping.iter().zip(stopped))
+                .filter_map(|(c, s)| Some((c.name.clone(), s.hook_failure?)))
+                .collect();
             // How they ended, for the agent that comes next (the exits themselves are not
             // handled any more): the code of each of its children, once reaped; SIGTERM's or
             // SIGKILL's for an adopted one, whose code it cannot know.
@@ -388,12 +379,17 @@ impl Handler<Shutdown> for PodWorker {
                 record_exit(&path, pid, code);
                 ends.push((name, pid, code));
             }
-            ends
+            (ends, failed_hooks)
         };
         // The mailbox waits meanwhile: an exit handled now would take its state file away.
         let (done, stopped) = tokio::sync::oneshot::channel();
         let worker = self.ctx.clone();
-        ctx.wait(stop.into_actor(self).then(|ends, act, _| {
+        ctx.wait(stop.into_actor(self).then(|(ends, failed_hooks), act, _| {
+            if let Some(state) = &act.state {
+                for (name, message) in failed_hooks {
+                    state.pre_stop_failed(&act.ctx, &name, &message);
+                }
+            }
             // The pod's last status shows what was stopped (not ready, its runs ended), as
             // the kubelet's at a node's shutdown, for as long as the server answers soon.
             let state = if ends.is_empty() { None } else { act.state.take() };
@@ -1826,6 +1822,23 @@ impl PodState {
     ) -> tokio::task::AbortHandle {
         let c = &self.containers[i];
         let pid = c.running.as_ref().map_or(0, |r| r.pid);
+        let (spec, target) = self.hook_target(i, ctx);
+        let (container, addr) = (c.name.clone(), addr.clone());
+        tokio::spawn(async move {
+            let run = hooks::run(&handler, &spec, &target);
+            let outcome = match limit {
+                // Out of time is no failure: the container is stopped all the same.
+                Some(limit) => tokio::time::timeout(limit, run).await.unwrap_or(Ok(None)),
+                None => run.await,
+            };
+            addr.do_send(HookDone { container, pid, hook, outcome });
+        })
+        .abort_handle()
+    }
+
+    /// Container `i`'s spec, and where its hooks run.
+    fn hook_target(&self, i: usize, ctx: &WorkerContext) -> (Container, HookTarget) {
+        let c = &self.containers[i];
         // The container's group, while it is the container's (not a reused pid's).
         let group =
             c.running.as_ref().filter(|r| process_alive(r.pid, r.start_ticks)).map(|r| r.pid);
@@ -1841,17 +1854,44 @@ impl PodState {
                 c.name, self.name, self.namespace, self.uid
             ),
         };
-        let (container, addr) = (c.name.clone(), addr.clone());
-        tokio::spawn(async move {
-            let run = hooks::run(&handler, &spec, &target);
-            let outcome = match limit {
-                // Out of time is no failure: the container is stopped all the same.
-                Some(limit) => tokio::time::timeout(limit, run).await.unwrap_or(Ok(None)),
-                None => run.await,
-            };
-            addr.do_send(HookDone { container, pid, hook, outcome });
-        })
-        .abort_handle()
+        (spec, target)
+    }
+
+    /// The running containers as the agent's shutdown stops them, each with its preStop hook
+    /// unless that has run (a deletion under way began it); postStart hooks under way are
+    /// given up, as the containers are going.
+    fn shutdown_stops(&mut self, ctx: &WorkerContext) -> Vec<shutdown::Stopping> {
+        let mut stops = Vec::new();
+        for i in 0..self.containers.len() {
+            let c = &self.containers[i];
+            let Some(r) = c.running.as_ref() else { continue };
+            let pre_stop = (!r.pre_stopped)
+                .then(|| self.container_spec(&c.name)?.lifecycle.as_ref()?.pre_stop.clone())
+                .flatten()
+                .map(|handler| {
+                    let (spec, target) = self.hook_target(i, ctx);
+                    shutdown::PreStop { handler, spec, target }
+                });
+            let (name, pid, start_ticks, sidecar) =
+                (c.name.clone(), r.pid, r.start_ticks, c.sidecar);
+            stops.push(shutdown::Stopping { name, pid, start_ticks, sidecar, pre_stop });
+            let message = format!("Stopping container {name}", name = c.name);
+            self.container_event(ctx, &c.name, EventKind::Normal, "Killing", message);
+            let r = self.containers[i].running.as_mut().expect("running");
+            if !r.pre_stopping() {
+                if let Some((_, task)) = r.hook.take() {
+                    task.abort();
+                }
+            }
+        }
+        stops
+    }
+
+    /// Records that container `name`'s preStop hook failed (`message`: why), as the kubelet.
+    fn pre_stop_failed(&self, ctx: &WorkerContext, name: &str, message: &str) {
+        tracing::info!(pod = %self.name, container = %name, %message, "preStop hook failed");
+        let failed = "PreStopHook failed".to_string();
+        self.container_event(ctx, name, EventKind::Warning, "FailedPreStopHook", failed);
     }
 
     /// A hook of a run still under way has ended: a postStart that failed kills the
@@ -1898,15 +1938,7 @@ impl PodState {
             }
             (Hook::PreStop, outcome) => {
                 if let Err(message) = outcome {
-                    tracing::info!(pod = %self.name, container = %name, %message, "preStop hook failed");
-                    let failed = "PreStopHook failed".to_string();
-                    self.container_event(
-                        ctx,
-                        &name,
-                        EventKind::Warning,
-                        "FailedPreStopHook",
-                        failed,
-                    );
+                    self.pre_stop_failed(ctx, &name, &message);
                 }
                 if held {
                     // Its SIGTERM waits for its turn (or for the grace period's end), which
