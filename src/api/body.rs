@@ -587,13 +587,9 @@ pub fn check_apply_config_as(
         .iter()
         .map(|f| format!(".{}: field not declared in schema", f.trim_start_matches('.')))
         .collect();
-    let errors = match errors.as_slice() {
-        [one] => one.clone(),
-        many => format!("errors:\n  {}", many.join("\n  ")),
-    };
-    Err(HttpError::BadRequest(format!(
-        "failed to create typed patch object ({namespace}/{name}; {group}/{version}, \
-         Kind={kind}): {errors}",
+    let kind = (group, version, kind);
+    Err(HttpError::BadRequest(kplane_actors::core::typed_patch_error(
+        namespace, name, kind, &errors,
     )))
 }
 

@@ -328,6 +328,60 @@ fn apply_patch_over_http() {
     let (code, updated) = server.send_raw("PATCH", path, Some(merge), cleared);
     assert_eq!(code, 200);
     assert!(updated["metadata"].get("managedFields").is_none(), "{updated}");
+    // An empty list clears them too, patched in or sent whole. (Updates of an object without
+    // managed fields do not track them, as Kubernetes skips them: an apply brings them back.)
+    let applied = format!("{path}?fieldManager=tool&force=true");
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: raw}\ndata: {k: v}\n".to_vec();
+    let (code, updated) = server.send_raw("PATCH", &applied, Some(apply), yaml.clone());
+    assert_eq!(code, 200, "{updated}");
+    assert!(!managers(&updated).is_empty(), "{updated}");
+    let json_patch = "application/json-patch+json";
+    let emptied = br#"[{"op":"replace","path":"/metadata/managedFields","value":[]}]"#.to_vec();
+    let (code, updated) = server.send_raw("PATCH", path, Some(json_patch), emptied);
+    assert_eq!(code, 200, "{updated}");
+    assert!(updated["metadata"].get("managedFields").is_none(), "{updated}");
+    let (code, updated) = server.send_raw("PATCH", &applied, Some(apply), yaml.clone());
+    assert_eq!(code, 200, "{updated}");
+    assert!(!managers(&updated).is_empty(), "{updated}");
+    let mut unchanged = updated;
+    unchanged["metadata"]["managedFields"] = json!([]);
+    let (code, updated) = server.put(path, &unchanged);
+    assert_eq!(code, 200, "{updated}");
+    assert!(updated["metadata"].get("managedFields").is_none(), "{updated}");
+}
+
+/// An applied configuration that names a keyed list's item twice is refused, as
+/// structured-merge-diff refuses it, before it can take over (and wipe) other managers' items.
+#[test]
+fn an_applied_configuration_with_a_repeated_key_is_refused() {
+    let server = Server::start();
+    let rc = |env: Value| {
+        json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "r"},
+            "spec": {"replicas": 0, "selector": {"app": "r"}, "template": {
+                "metadata": {"labels": {"app": "r"}},
+                "spec": {"containers": [{"name": "a", "image": "kplane/pause", "env": env}]}}}})
+    };
+    let path = "/api/v1/namespaces/default/replicationcontrollers/r";
+    let apply = "application/apply-patch+yaml";
+    let applied = |manager: &str, env: Value| {
+        let body = rc(env).to_string().into_bytes();
+        server.send_raw("PATCH", &format!("{path}?fieldManager={manager}"), Some(apply), body)
+    };
+    let (code, _) = applied("m1", json!([{"name": "A", "value": "a"}]));
+    assert_eq!(code, 201);
+    let (code, _) = applied("m2", json!([{"name": "B", "value": "b"}]));
+    assert_eq!(code, 200);
+    let (code, status) =
+        applied("m1", json!([{"name": "E", "value": "1"}, {"name": "E", "value": "2"}]));
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        "failed to create typed patch object (default/r; /v1, Kind=ReplicationController): \
+         .spec.template.spec.containers[name=\"a\"].env: duplicate entries for key [name=\"E\"]"
+    );
+    let (_, rc) = server.get(path);
+    let env = &rc["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert_eq!(env, &json!([{"name": "A", "value": "a"}, {"name": "B", "value": "b"}]), "{rc}");
 }
 
 /// An applied configuration's empty list is the applier's to own, as in structured-merge-diff:

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::managed_fields::SERVER_METADATA;
 use super::managed_fields::{self, FieldConflict, ManagedFields, Operation, Writer};
-use super::writer;
+use super::{field_set, writer};
 use super::{has_status, metadata, requested_revision, set_name, set_namespace, typed_object};
 use super::{ApiCore, ApiError, Ownership, Part, View, WriteOptions, UPDATE_RETRIES};
 use crate::model::{resources, FieldError, ObjectKey, ResourceType, StoredObject};
@@ -286,6 +286,12 @@ fn applied_configuration(
         ));
     }
     let mut config = typed_object(resource, without_nulls(config))?;
+    // Items merge by their keys: a configuration naming one twice says nothing clear.
+    let repeated = field_set::repeated_items(&config);
+    if !repeated.is_empty() {
+        let kind = (resource.group, resource.version, resource.kind);
+        return Err(ApiError::BadRequest(typed_patch_error(namespace, name, kind, &repeated)));
+    }
     let meta = metadata(&mut config)?;
     set_name(meta, name)?;
     set_namespace(resource, namespace, meta)?;
@@ -310,6 +316,24 @@ fn applied_configuration(
         Part::Main | Part::Finalize | Part::EphemeralContainers => {}
     }
     Ok((config, pins))
+}
+
+/// The message of an applied configuration structured-merge-diff would not type, one error
+/// or several, as kube-apiserver words it.
+pub fn typed_patch_error(
+    namespace: &str,
+    name: &str,
+    (group, version, kind): (&str, &str, &str),
+    errors: &[String],
+) -> String {
+    let errors = match errors {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    format!(
+        "failed to create typed patch object ({namespace}/{name}; {group}/{version}, \
+         Kind={kind}): {errors}"
+    )
 }
 
 /// The configuration without its null values: an applied null means "not mine", not a value.

@@ -144,6 +144,67 @@ fn list_items<'a>(parent: &str, field: &str, items: &'a [Value]) -> ListItems<'a
     listed.unwrap_or(ListItems::Atomic)
 }
 
+/// Every declared list of `object` (an applied configuration) that repeats an item's key or
+/// value, as structured-merge-diff refuses one: `.spec.containers[name="a"].env: duplicate
+/// entries for key [name="E"]`. (An item without its key is validation's to refuse.)
+pub(super) fn repeated_items(object: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(map) = object.as_object() {
+        repeated_in_fields(map, "", &mut Vec::new(), &mut found);
+    }
+    found
+}
+
+fn repeated_in_fields(
+    map: &Map<String, Value>,
+    path: &str,
+    shown: &mut Vec<String>,
+    found: &mut Vec<String>,
+) {
+    for (field, value) in map {
+        shown.push(field_element(field));
+        repeated_in_value(value, path, field, shown, found);
+        shown.pop();
+    }
+}
+
+fn repeated_in_value(
+    value: &Value,
+    parent: &str,
+    field: &str,
+    shown: &mut Vec<String>,
+    found: &mut Vec<String>,
+) {
+    match value {
+        Value::Object(map) if !is_atomic_object(parent, field) => {
+            repeated_in_fields(map, &child_path(parent, field), shown, found)
+        }
+        Value::Array(items) => {
+            let Some(declared) = lists::declared(parent, field) else { return };
+            let path = child_path(parent, field);
+            let mut seen = std::collections::HashSet::new();
+            for item in items {
+                let element = match declared.keys {
+                    [] => (!item.is_object()).then(|| value_element(item)),
+                    keys => item_key(item, keys),
+                };
+                let Some(element) = element else { continue };
+                if !seen.insert(element.clone()) {
+                    let key = display_path(std::slice::from_ref(&element));
+                    found.push(format!("{}: duplicate entries for key {key}", display_path(shown)));
+                    continue;
+                }
+                if let Some(map) = item.as_object() {
+                    shown.push(element);
+                    repeated_in_fields(map, &path, shown, found);
+                    shown.pop();
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The part of the object `applied` that `live` still holds as applied, field by field: lists
 /// item by item as their types identify items (keyed lists by their keys, sets by value),
 /// anything else whole.
@@ -1044,6 +1105,32 @@ mod tests {
 
     fn path(elements: &[&str]) -> Vec<String> {
         elements.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn repeated_keys_and_values_are_found_where_structured_merge_diff_finds_them() {
+        let rc = json!({"metadata": {"finalizers": ["a/b", "a/c", "a/b"]}, "spec": {"template":
+            {"spec": {"containers": [
+                {"name": "a", "env": [{"name": "E"}, {"name": "F"}, {"name": "E", "value": "2"}],
+                    "ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "TCP"},
+                        {"containerPort": 80, "protocol": "UDP"}]},
+                {"name": "b", "args": ["x", "x"]},
+                {"name": "a"}]}}}});
+        assert_eq!(
+            repeated_items(&rc),
+            [
+                ".metadata.finalizers: duplicate entries for key [=\"a/b\"]",
+                ".spec.template.spec.containers[name=\"a\"].env: duplicate entries for key \
+                 [name=\"E\"]",
+                ".spec.template.spec.containers[name=\"a\"].ports: duplicate entries for key \
+                 [containerPort=80,protocol=\"TCP\"]",
+                ".spec.template.spec.containers: duplicate entries for key [name=\"a\"]",
+            ]
+        );
+        // Atomic lists (args) may repeat values; items without their key are validation's.
+        let fine = json!({"spec": {"containers": [{"name": "a", "args": ["x", "x"]}, {"image": "i"},
+            {"image": "i"}]}});
+        assert!(repeated_items(&fine).is_empty());
     }
 
     #[test]

@@ -34,6 +34,7 @@ use memchr::memmem;
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
+pub use apply::typed_patch_error;
 pub use error::{aggregate, ApiError};
 pub use managed_fields::FieldConflict;
 pub use options::{DeleteOptions, ListOptions, ObjectView, WatchOptions, WriteOptions};

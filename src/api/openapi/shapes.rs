@@ -248,7 +248,10 @@ impl<'s> Walk<'s> {
                     let omits = |d: &ShapeId| {
                         self.shapes.omits(k, *d, v, zero_omitted, || shape.required.contains(k))
                     };
-                    if self.empty == Empty::Omit && declared.is_some_and(omits) {
+                    // An empty `managedFields` is not left out: it asks for the entries'
+                    // reset (Go decodes it as an empty list, not a nil one).
+                    let reset = k == "managedFields" && v.as_array().is_some_and(Vec::is_empty);
+                    if self.empty == Empty::Omit && !reset && declared.is_some_and(omits) {
                         omitted.push(k.clone());
                         continue;
                     }
