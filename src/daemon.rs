@@ -325,6 +325,14 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         api::app(app_state.clone())
     })
     .disable_signals()
+    // Idle connections are kept as long as kube-apiserver keeps them (and Go's and Python's
+    // clients expect): a client reusing one after a pause must not find it closed.
+    .keep_alive(crate::peer::IDLE_KEEP_ALIVE)
+    .client_request_timeout(crate::peer::REQUEST_HEAD_TIMEOUT)
+    // TLS handshakes under way are not capped below what the process may hold open: at
+    // actix's cap (256 a worker) every listener stopped accepting, so idle connections to
+    // the secure port held the plain one up too (Go's server has no such cap).
+    .max_connection_rate(crate::peer::MAX_HANDSHAKES)
     // Open watches are cut after 2 s; clients re-list and re-watch, as with kube-apiserver.
     .shutdown_timeout(2)
     // A client certificate the client CA vouches for names the user of its connection's

@@ -3,7 +3,8 @@
 //! silent container, would hold its connection (and what feeds it) until something happens.
 //! Go's HTTP server, which Kubernetes' clients expect, ends such a request as soon as its
 //! client closes: so do the streams wrapped here, which look at their connection every few
-//! seconds and end once its client has closed it (or shut down its side of it).
+//! seconds and end once its client has closed it (or shut down its side of it). How long an
+//! idle connection is kept is here too.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
@@ -12,6 +13,19 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
+
+/// How long an idle keep-alive connection is kept open: 90 s, as kube-apiserver keeps them
+/// (Go's `http.DefaultTransport` keeps its idle ones as long; actix's default, 5 s, had
+/// clients reusing a connection after a pause find it closed).
+pub const IDLE_KEEP_ALIVE: Duration = Duration::from_secs(90);
+
+/// How long a new connection has to send its first request's head: kube-apiserver's
+/// `ReadHeaderTimeout`, 32 s.
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// TLS handshakes a worker has under way at most (each failing after 3 s): more than the
+/// process's open files allow, so that the cap never stops the accepting.
+pub const MAX_HANDSHAKES: usize = 65_536;
 
 /// How often a stream looks at its connection.
 const LOOK_EVERY: Duration = Duration::from_secs(5);

@@ -218,14 +218,20 @@ pub(super) fn framed(channel: u8, data: &[u8]) -> Vec<u8> {
 }
 
 /// The next message of a client, until it closes. Text frames carry channels as binary ones
-/// do (the Python client sends its stdin as text), as the kubelet reads them.
+/// do (the Python client sends its stdin as text), as the kubelet reads them; a ping is
+/// answered on `session` (kubectl pings every 5 s and gives up on a quiet stream without
+/// pongs).
 pub(super) async fn next_message(
     messages: &mut actix_ws::AggregatedMessageStream,
+    session: &mut actix_ws::Session,
 ) -> Option<bytes::Bytes> {
     while let Some(Ok(message)) = messages.next().await {
         match message {
             actix_ws::AggregatedMessage::Binary(data) => return Some(data),
             actix_ws::AggregatedMessage::Text(text) => return Some(text.into_bytes()),
+            actix_ws::AggregatedMessage::Ping(ping) => {
+                let _ = session.pong(&ping).await;
+            }
             actix_ws::AggregatedMessage::Close(_) => return None,
             _ => {}
         }
@@ -366,7 +372,8 @@ async fn exec(
         };
         let outputs = futures::future::join(readers, relay);
         let input = async {
-            while let Some(data) = next_message(&mut messages).await {
+            let mut pongs = session.clone();
+            while let Some(data) = next_message(&mut messages, &mut pongs).await {
                 if data.first() == Some(&STDIN) {
                     if let Some(pipe) = stdin.as_mut() {
                         if pipe.write_all(&data[1..]).await.is_err() {
@@ -428,7 +435,8 @@ async fn attach(
     let agent = state.agent().clone();
     actix_web::rt::spawn(async move {
         let typed = async {
-            while let Some(data) = next_message(&mut messages).await {
+            let mut pongs = session.clone();
+            while let Some(data) = next_message(&mut messages, &mut pongs).await {
                 match (data.first(), &input) {
                     (Some(&STDIN), Some(io)) => {
                         // Once the container's stdin is closed (stdinOnce), input is dropped.

@@ -107,6 +107,7 @@ pub fn serve(
             .default_service(web::to(not_found))
     })
     .workers(1)
+    .keep_alive(crate::peer::IDLE_KEEP_ALIVE)
     .on_connect(crate::peer::note_socket)
     .disable_signals()
     // A followed log or exec stream is cut 2 s into a stop, as the API server's streams are.

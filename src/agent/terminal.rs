@@ -111,7 +111,8 @@ pub async fn exec(
             true
         };
         let input = async {
-            while let Some(data) = next_message(&mut messages).await {
+            let mut pongs = session.clone();
+            while let Some(data) = next_message(&mut messages, &mut pongs).await {
                 match data.first() {
                     Some(&STDIN) if controller.write_all(&data[1..]).await.is_err() => break,
                     Some(&STDIN) => {}

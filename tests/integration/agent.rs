@@ -134,6 +134,26 @@ fn ws_frames(
     frames
 }
 
+/// Whether a websocket speaking the channel protocol answers a ping with its pong (kubectl
+/// pings every 5 s and gives up on a stream that answers none), whatever it sends meanwhile.
+fn answers_ping(url: &str) -> bool {
+    use tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert("Sec-WebSocket-Protocol", "v4.channel.k8s.io".parse().unwrap());
+    let (mut socket, _) = tungstenite::connect(request).expect("websocket upgrade");
+    if let tungstenite::stream::MaybeTlsStream::Plain(stream) = socket.get_ref() {
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    socket.send(tungstenite::Message::Ping(b"hb".to_vec().into())).unwrap();
+    loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Pong(data)) => return &data[..] == b"hb",
+            Ok(tungstenite::Message::Close(_)) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// A GET sent as written (HTTP clients normalise `..` away).
 fn raw_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
@@ -465,6 +485,12 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     });
     assert!(!frames.is_empty());
     assert_eq!(agent("/attach/default/ticker/c?stdin=1").0, 400);
+    // Quiet sessions stay: exec (with a terminal or without) and attach answer pings.
+    let waiting =
+        format!("ws://127.0.0.1:{port}/exec/default/talker/c?command=cat&stdin=1&stdout=1");
+    assert!(answers_ping(&waiting), "exec");
+    assert!(answers_ping(&format!("{waiting}&tty=1")), "exec with a terminal");
+    assert!(answers_ping(&attach), "attach");
     server.delete("/api/v1/namespaces/default/pods/ticker");
 
     // Liveness failure restarts; readiness gates Ready.

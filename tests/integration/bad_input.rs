@@ -1015,6 +1015,33 @@ fn an_expired_continue_token_is_410() {
     assert_eq!(rest["metadata"]["resourceVersion"], page["metadata"]["resourceVersion"]);
 }
 
+/// An idle connection stays open for a client that comes back after a pause, as
+/// kube-apiserver keeps one for 90 s (actix's default, 5 s, closed it under the client).
+#[test]
+fn an_idle_connection_is_kept_for_a_client_that_comes_back() {
+    use std::io::{Read, Write};
+
+    let server = Server::start();
+    let mut connection = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    connection.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut ask = || {
+        connection.write_all(b"GET /healthz HTTP/1.1\r\nHost: kplane\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 4096];
+        // The answer is `ok` after its head.
+        while !answer.ends_with(b"\r\n\r\nok") {
+            let read = connection.read(&mut buffer).unwrap();
+            assert!(read > 0, "closed: {}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&buffer[..read]);
+        }
+        String::from_utf8(answer).unwrap()
+    };
+    assert!(ask().starts_with("HTTP/1.1 200"));
+    // Longer than actix's default keep-alive: the wait is what is tested.
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(ask().starts_with("HTTP/1.1 200"));
+}
+
 #[test]
 fn past_the_inflight_limit_requests_are_429_with_retry_after() {
     use std::io::{Read, Write};
