@@ -382,6 +382,29 @@ fn an_applied_configuration_with_a_repeated_key_is_refused() {
     let (_, rc) = server.get(path);
     let env = &rc["spec"]["template"]["spec"]["containers"][0]["env"];
     assert_eq!(env, &json!([{"name": "A", "value": "a"}, {"name": "B", "value": "b"}]), "{rc}");
+
+    // A live list may repeat a key (an update stored it): an apply of other items keeps its
+    // items, one of that key conflicts with the manager that wrote them.
+    let mut edited = rc.clone();
+    let repeated = json!([{"name": "A", "value": "a"}, {"name": "B", "value": "b"},
+        {"name": "E", "value": "1"}, {"name": "E", "value": "2"}]);
+    edited["spec"]["template"]["spec"]["containers"][0]["env"] = repeated;
+    let (code, _) = server.put(&format!("{path}?fieldManager=editor"), &edited);
+    assert_eq!(code, 200);
+    let (code, rc) =
+        applied("m1", json!([{"name": "A", "value": "a"}, {"name": "F", "value": "f"}]));
+    assert_eq!(code, 200, "{rc}");
+    let env = rc["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap().clone();
+    let names: Vec<&str> = env.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["A", "B", "E", "E", "F"], "{rc}");
+    let (code, status) =
+        applied("m1", json!([{"name": "A", "value": "a"}, {"name": "E", "value": "3"}]));
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"editor\" using v1: \
+         .spec.template.spec.containers[name=\"a\"].env[name=\"E\"]"
+    );
 }
 
 /// An applied configuration's empty list is the applier's to own, as in structured-merge-diff:

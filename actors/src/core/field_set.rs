@@ -115,16 +115,18 @@ fn list_kind(parent: &str, field: &str, items: &[Value]) -> ListKind {
 
 /// A list's items as a field set names them, sorted by element.
 enum ListItems<'a> {
-    /// Objects identified by these fields: each item's `k:` element, with the item.
-    Keyed(&'static [&'static str], Vec<(String, &'a Value)>),
-    /// Unique plain values: their `v:` elements.
+    /// Objects identified by these fields: each item's `k:` element, with the item; `None`
+    /// for a key several items repeat (a PUT may store them): such a key is one member, with
+    /// nothing under it, as structured-merge-diff reads a live object's duplicates.
+    Keyed(&'static [&'static str], Vec<(String, Option<&'a Value>)>),
+    /// Plain values: their `v:` elements, each once.
     Set(Vec<String>),
     Atomic,
 }
 
 /// The items of the list `field` of the object at `parent`, by its declared type. A list that
-/// does not follow its type (an item without its key, a repeated key or value) is treated as
-/// one value rather than guessed at.
+/// does not follow its type (an item without its key, an object in a set) is treated as one
+/// value rather than guessed at.
 fn list_items<'a>(parent: &str, field: &str, items: &'a [Value]) -> ListItems<'a> {
     let listed = match lists::declared(parent, field) {
         None => None,
@@ -132,16 +134,41 @@ fn list_items<'a>(parent: &str, field: &str, items: &'a [Value]) -> ListItems<'a
             .iter()
             .map(|item| (!item.is_object()).then(|| value_element(item)))
             .collect::<Option<Vec<String>>>()
-            .and_then(|elements| sorted_distinct(elements, String::as_str))
-            .map(ListItems::Set),
+            .map(|mut elements| {
+                elements.sort_unstable();
+                elements.dedup();
+                ListItems::Set(elements)
+            }),
         Some(declared) => items
             .iter()
-            .map(|item| Some((item_key(item, declared.keys)?, item)))
+            .map(|item| Some((item_key(item, declared.keys)?, Some(item))))
             .collect::<Option<Vec<_>>>()
-            .and_then(|elements| sorted_distinct(elements, |(element, _)| element))
-            .map(|elements| ListItems::Keyed(declared.keys, elements)),
+            .map(|elements| ListItems::Keyed(declared.keys, sorted_by_key(elements))),
     };
     listed.unwrap_or(ListItems::Atomic)
+}
+
+/// Keyed items sorted by their elements, a key several items repeat kept once, without its
+/// item. Sorted without a hashed set, whose SipHash of each element showed in profiles of the
+/// write path.
+fn sorted_by_key<T>(mut elements: Vec<(String, Option<T>)>) -> Vec<(String, Option<T>)> {
+    elements.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    if elements.windows(2).all(|pair| pair[0].0 != pair[1].0) {
+        return elements;
+    }
+    let mut kept: Vec<(String, Option<T>)> = Vec::with_capacity(elements.len());
+    for (element, item) in elements {
+        match kept.last_mut() {
+            Some(last) if last.0 == element => last.1 = None,
+            _ => kept.push((element, item)),
+        }
+    }
+    kept
+}
+
+/// The items of `items` whose key (of `keys`) is `element`.
+fn items_keyed<'a>(items: &'a [Value], keys: &[&str], element: &str) -> Vec<&'a Value> {
+    items.iter().filter(|i| item_key(i, keys).as_deref() == Some(element)).collect()
 }
 
 /// Every declared list of `object` (an applied configuration) that repeats an item's key or
@@ -247,7 +274,7 @@ fn value_still_applied(applied: &Value, live: &Value, parent: &str, field: &str)
                         .into_iter()
                         .filter_map(|(element, item)| {
                             let at = theirs.binary_search_by(|(e, _)| e.cmp(&element)).ok()?;
-                            match (item, theirs[at].1) {
+                            match (item?, theirs[at].1?) {
                                 (Value::Object(item), Value::Object(counterpart)) => Some(
                                     Value::Object(fields_still_applied(item, counterpart, &path)),
                                 ),
@@ -266,13 +293,6 @@ fn value_still_applied(applied: &Value, live: &Value, parent: &str, field: &str)
         }
         _ => (applied == live).then(|| applied.clone()),
     }
-}
-
-/// `elements` sorted by their `element`, unless one repeats: checked by sorting, without a
-/// hashed set, whose SipHash of each element showed in profiles of the write path.
-fn sorted_distinct<T>(mut elements: Vec<T>, element: impl Fn(&T) -> &str) -> Option<Vec<T>> {
-    elements.sort_unstable_by(|a, b| element(a).cmp(element(b)));
-    elements.windows(2).all(|pair| element(&pair[0]) != element(&pair[1])).then_some(elements)
 }
 
 /// The `k:` element of a keyed list's item; a missing `protocol` is TCP, its default.
@@ -474,7 +494,7 @@ impl FieldsText<'_> {
                             self.separate(start, false);
                             json::write_string(&mut self.out, element);
                             self.out.push(b':');
-                            match item.as_object() {
+                            match item.and_then(Value::as_object) {
                                 Some(map) => _ = self.fields(map, true),
                                 None => self.out.extend_from_slice(b"{}"),
                             }
@@ -606,7 +626,11 @@ fn walk_value<T: FieldTree>(
                 ListItems::Keyed(_, elements) => {
                     let mut node = T::new();
                     for (element, item) in elements {
-                        if let Some(child) = walk_item(item, &path, skip, form) {
+                        let child = match item {
+                            Some(item) => walk_item(item, &path, skip, form),
+                            None => Some(leaf()),
+                        };
+                        if let Some(child) = child {
                             node.insert(element, child);
                         }
                     }
@@ -691,18 +715,26 @@ impl FieldSet {
             (Value::Array(a), Value::Array(b)) if !a.is_empty() && !b.is_empty() => {
                 let path = child_path(parent, field);
                 match (list_items(parent, field, a), list_items(parent, field, b)) {
-                    (ListItems::Keyed(_, before), ListItems::Keyed(_, after)) => {
+                    (ListItems::Keyed(keys, before), ListItems::Keyed(_, after)) => {
                         let mut set = FieldSet::default();
                         for (key, item) in after {
                             let old = before
                                 .binary_search_by(|(element, _)| element.cmp(&key))
                                 .map(|at| before[at].1);
                             let changed = match (old, item) {
-                                (Ok(Value::Object(old)), Value::Object(new)) => {
+                                (Ok(Some(Value::Object(old))), Some(Value::Object(new))) => {
                                     Self::changed_fields(old, new, &path)
                                 }
-                                (Ok(_), _) => FieldSet::default(),
-                                (Err(_), _) => Self::of_item(item, &path),
+                                (Ok(Some(_)), Some(_)) => FieldSet::default(),
+                                // A repeated key is one member: changed unless its items are.
+                                (Ok(_), None) => {
+                                    match items_keyed(a, keys, &key) == items_keyed(b, keys, &key) {
+                                        true => FieldSet::default(),
+                                        false => leaf(),
+                                    }
+                                }
+                                (_, Some(item)) => Self::of_item(item, &path),
+                                (Err(_), None) => leaf(),
                             };
                             set.insert_child(key, changed);
                         }
@@ -908,17 +940,36 @@ pub fn resolve_path<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> 
     path.iter().try_fold(value, |v, element| resolve(v, element))
 }
 
-/// The index of the list item a `k:` or `v:` element names.
-fn position(items: &[Value], element: &str) -> Option<usize> {
-    let (kind, rest) = element.split_at_checked(2)?;
-    let wanted: Value = serde_json::from_str(rest).ok()?;
-    match kind {
-        "v:" => items.iter().position(|i| *i == wanted),
-        "k:" => {
-            let keys: Vec<&str> = wanted.as_object()?.keys().map(String::as_str).collect();
-            items.iter().position(|i| item_key(i, &keys).as_deref() == Some(element))
+/// Every value a whole path names: the items of a key or value the list repeats, else the
+/// one value (none when there is none).
+pub fn resolve_all<'a>(value: &'a Value, path: &[String]) -> Vec<&'a Value> {
+    let Some((last, parents)) = path.split_last() else { return vec![value] };
+    match resolve_path(value, parents) {
+        Some(Value::Array(items)) if matches!(last.get(..2), Some("k:" | "v:")) => {
+            positions(items, last).into_iter().map(|i| &items[i]).collect()
         }
-        _ => None,
+        Some(parent) => resolve(parent, last).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The index of the (first) list item a `k:` or `v:` element names.
+fn position(items: &[Value], element: &str) -> Option<usize> {
+    positions(items, element).first().copied()
+}
+
+/// The indexes of the list items a `k:` or `v:` element names.
+fn positions(items: &[Value], element: &str) -> Vec<usize> {
+    let Some((kind, rest)) = element.split_at_checked(2) else { return Vec::new() };
+    let Ok(wanted) = serde_json::from_str::<Value>(rest) else { return Vec::new() };
+    let indexes = 0..items.len();
+    match (kind, wanted.as_object()) {
+        ("v:", _) => indexes.filter(|i| items[*i] == wanted).collect(),
+        ("k:", Some(key)) => {
+            let keys: Vec<&str> = key.keys().map(String::as_str).collect();
+            indexes.filter(|i| item_key(&items[*i], &keys).as_deref() == Some(element)).collect()
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -1005,13 +1056,14 @@ pub fn remove_path(value: &mut Value, path: &[String]) -> bool {
             }
             _ => false,
         },
-        (_, Value::Array(items)) => match position(items, last) {
-            Some(i) => {
-                items.remove(i);
-                true
+        // Every item of a key or value the list repeats.
+        (_, Value::Array(items)) => {
+            let gone = positions(items, last);
+            for i in gone.iter().rev() {
+                items.remove(*i);
             }
-            None => false,
-        },
+            !gone.is_empty()
+        }
         _ => false,
     }
 }
@@ -1064,9 +1116,24 @@ fn merge_value(live: &mut Value, applied: &Value, parent: &str, field: &str) {
                     let items = target.as_array_mut().expect("matched an array");
                     for item in source {
                         let key = item_key(item, keys);
-                        let existing = items.iter_mut().find(|i| item_key(i, keys) == key);
-                        match (existing, item) {
-                            (Some(Value::Object(t)), Value::Object(s)) => merge_fields(t, s, &path),
+                        let mut matching =
+                            (0..items.len()).filter(|i| item_key(&items[*i], keys) == key);
+                        let (first, more) = (matching.next(), matching.next());
+                        match (first, item) {
+                            // A key the live list repeats: the applied item takes the place of
+                            // the first, the others go (as structured-merge-diff merges them).
+                            (Some(at), _) if more.is_some() => {
+                                items[at] = item.clone();
+                                let mut i = 0;
+                                items.retain(|other| {
+                                    i += 1;
+                                    i - 1 == at || item_key(other, keys) != key
+                                });
+                            }
+                            (Some(at), Value::Object(s)) => match &mut items[at] {
+                                Value::Object(t) => merge_fields(t, s, &path),
+                                other => *other = item.clone(),
+                            },
                             _ => items.push(item.clone()),
                         }
                     }
@@ -1299,14 +1366,27 @@ mod tests {
     }
 
     #[test]
-    fn lists_that_break_their_type_are_one_value() {
+    fn lists_that_break_their_type_are_one_value_and_a_repeat_one_member() {
         let fields = |object: Value| FieldSet::of_object(&object).into_json();
         let keyed = fields(json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}));
         assert!(keyed["f:spec"]["f:containers"].get("k:{\"name\":\"b\"}").is_some());
+        // As structured-merge-diff reads a live object's repeats: a repeated key is one member
+        // with nothing under it, a repeated value one value.
+        let repeated = json!({"spec": {"containers": [{"name": "a", "image": "1"},
+            {"name": "b"}, {"name": "a", "image": "2"}]}});
+        let set = fields(repeated.clone());
+        let a = &set["f:spec"]["f:containers"]["k:{\"name\":\"a\"}"];
+        assert_eq!(a, &json!({}), "{set}");
+        let written = json_of_object_except(&repeated, &skip_none).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&written).unwrap(),
+            set,
+            "as a create writes it"
+        );
+        let set = fields(json!({"metadata": {"finalizers": ["x", "x"]}}));
+        assert_eq!(set["f:metadata"]["f:finalizers"], json!({".": {}, "v:\"x\"": {}}));
         for (parent, broken) in [
-            ("spec", json!({"containers": [{"name": "a"}, {"name": "a"}]})),
             ("spec", json!({"containers": [{"name": "a"}, {"image": "no-name"}]})),
-            ("metadata", json!({"finalizers": ["x", "x"]})),
             ("metadata", json!({"finalizers": ["x", {"an": "object"}]})),
         ] {
             let list = broken.as_object().unwrap().keys().next().unwrap().clone();

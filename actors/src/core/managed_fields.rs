@@ -474,9 +474,26 @@ impl ManagedFields {
             applied.members().into_iter().filter(|p| applied.is_leaf(p)).collect();
         for entry in self.entries.iter_mut().filter(|e| !e.is(writer)) {
             let mut taken = FieldSet::default();
-            for path in leaves.iter().filter(|p| entry.fields.is_leaf(p)) {
-                let before = field_set::resolve_path(live, path);
-                let after = field_set::resolve_path(&merged, path);
+            let mut items_seen: Vec<&[String]> = Vec::new();
+            for path in &leaves {
+                // An item another manager owns whole (a key the live list repeats, which is
+                // one member): a change under it is a change of it.
+                let owned = match entry.fields.is_leaf(path) {
+                    true => path.as_slice(),
+                    false => match (1..path.len()).rev().map(|n| &path[..n]).find(|item| {
+                        item.last().is_some_and(|e| e.starts_with("k:"))
+                            && entry.fields.is_leaf(item)
+                    }) {
+                        Some(item) if !items_seen.contains(&item) => {
+                            items_seen.push(item);
+                            item
+                        }
+                        _ => continue,
+                    },
+                };
+                let path = &owned.to_vec();
+                let before = field_set::resolve_all(live, path);
+                let after = field_set::resolve_all(&merged, path);
                 if before != after {
                     conflicts.push(FieldConflict {
                         manager: entry.manager.clone(),
@@ -713,6 +730,72 @@ mod tests {
         let smaller = json!({"metadata": {"name": "c"}, "data": {}});
         let merged = fields.apply(Some(&forced), &smaller, &apply, false, false).unwrap();
         assert_eq!(merged["data"], json!({"a": "1"}));
+    }
+
+    /// A live list that repeats a key (a PUT stored it) is read as structured-merge-diff
+    /// reads it: the key one member, owned whole; an apply that leaves it alone keeps every
+    /// item, one that sets it conflicts with its owner and, forced, leaves one item.
+    #[test]
+    fn a_key_the_live_list_repeats_is_one_member() {
+        let rc = |env: Value| {
+            json!({"metadata": {"name": "r"}, "spec": {"template": {"spec": {"containers": [
+                {"name": "a", "image": "i", "env": env}]}}}})
+        };
+        let created = rc(json!([{"name": "A", "value": "a"}]));
+        let mut fields = ManagedFields::default();
+        let apply = writer("m1", Operation::Apply);
+        fields.apply(None, &created, &apply, false, false).unwrap();
+        let repeated = json!([{"name": "A", "value": "a"}, {"name": "E", "value": "1"},
+            {"name": "E", "value": "2"}]);
+        let edited = rc(repeated.clone());
+        fields.record_update(Some(&created), &edited, &writer("editor", Operation::Update), false);
+        let editor = &owners(&fields)[1];
+        let env = &editor.1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"a\"}"]
+            ["f:env"];
+        assert_eq!(env, &json!({"k:{\"name\":\"E\"}": {}}), "{editor:?}");
+
+        // Another item: no conflict, the repeated ones stay.
+        let more = rc(json!([{"name": "A", "value": "a"}, {"name": "F", "value": "f"}]));
+        let merged = fields.apply(Some(&edited), &more, &apply, false, false).unwrap();
+        let env = &merged["spec"]["template"]["spec"]["containers"][0]["env"];
+        let names: Vec<&str> =
+            env.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["A", "E", "E", "F"], "{merged}");
+
+        // The repeated key itself, even as its first item has it: the editor's.
+        let same = rc(json!([{"name": "A", "value": "a"}, {"name": "E", "value": "1"},
+            {"name": "F", "value": "f"}]));
+        let conflicts = fields.apply(Some(&merged), &same, &apply, false, false).unwrap_err();
+        assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+        assert_eq!(conflicts[0].path, ".spec.template.spec.containers[name=\"a\"].env[name=\"E\"]");
+        assert_eq!(conflicts[0].manager, "editor");
+        let forced = fields.apply(Some(&merged), &same, &apply, false, true).unwrap();
+        let env = &forced["spec"]["template"]["spec"]["containers"][0]["env"];
+        assert_eq!(
+            env,
+            &json!([{"name": "A", "value": "a"}, {"name": "E", "value": "1"},
+            {"name": "F", "value": "f"}])
+        );
+        // Dropped from the configuration, the key goes with every item it had.
+        let mut twice = forced.clone();
+        twice["spec"]["template"]["spec"]["containers"][0]["env"] = repeated;
+        assert!(field_set::remove_path(
+            &mut twice,
+            &[
+                "f:spec",
+                "f:template",
+                "f:spec",
+                "f:containers",
+                "k:{\"name\":\"a\"}",
+                "f:env",
+                "k:{\"name\":\"E\"}",
+            ]
+            .map(String::from)
+        ));
+        assert_eq!(
+            twice["spec"]["template"]["spec"]["containers"][0]["env"],
+            json!([{"name": "A", "value": "a"}])
+        );
     }
 
     #[test]
