@@ -641,14 +641,15 @@ async fn container_logs(
         body.extend(output.finish());
     }
     let mut body = select(&body, query.tail_lines, query.limit_bytes);
-    if whole {
+    // A limit the log already reaches ends a follow too, as the kubelet's writer does.
+    let limit = query.limit_bytes.map(|l| l as usize);
+    if whole || limit.is_some_and(|l| body.len() >= l) {
         return Ok(HttpResponse::Ok().content_type("text/plain").body(body));
     }
     // Follow: what is there, then what is appended, until this run of the container has ended
     // (as the kubelet's follow does) or the pod has left this node.
     let agent = state.agent.clone();
     let mut followed = FollowedFile::new(file, content.len() as u64);
-    let limit = query.limit_bytes.map(|l| l as usize);
     let mut sent = body.len();
     let stream = async_stream(move |tx| async move {
         if !body.is_empty()

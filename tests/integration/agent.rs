@@ -356,6 +356,11 @@ fn embedded_agent_runs_probes_logs_and_stops_pods() {
     wait_until(WAIT, "the log line", || {
         agent("/containerLogs/default/talker/c").1 == "hello from talker on node-a\n"
     });
+    // A followed log whose limit the log already reaches ends there (the container is silent).
+    let limited = server.url("/api/v1/namespaces/default/pods/talker/log?follow=true&limitBytes=5");
+    let follower = reqwest::blocking::Client::builder().timeout(WAIT).build().unwrap();
+    let text = follower.get(limited).send().and_then(|r| r.text());
+    assert_eq!(text.expect("the limited follow ends"), "hello");
     assert_eq!(agent("/healthz"), (200, "ok".into()));
     let verbose = "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n";
     assert_eq!(agent("/healthz?verbose"), (200, verbose.into()));
