@@ -955,22 +955,32 @@ pub fn resolve_all<'a>(value: &'a Value, path: &[String]) -> Vec<&'a Value> {
 
 /// The index of the (first) list item a `k:` or `v:` element names.
 fn position(items: &[Value], element: &str) -> Option<usize> {
-    positions(items, element).first().copied()
+    let names = item_matcher(element)?;
+    items.iter().position(names)
 }
 
 /// The indexes of the list items a `k:` or `v:` element names.
 fn positions(items: &[Value], element: &str) -> Vec<usize> {
-    let Some((kind, rest)) = element.split_at_checked(2) else { return Vec::new() };
-    let Ok(wanted) = serde_json::from_str::<Value>(rest) else { return Vec::new() };
-    let indexes = 0..items.len();
-    match (kind, wanted.as_object()) {
-        ("v:", _) => indexes.filter(|i| items[*i] == wanted).collect(),
-        ("k:", Some(key)) => {
-            let keys: Vec<&str> = key.keys().map(String::as_str).collect();
-            indexes.filter(|i| item_key(&items[*i], &keys).as_deref() == Some(element)).collect()
+    let Some(names) = item_matcher(element) else { return Vec::new() };
+    (0..items.len()).filter(|i| names(&items[*i])).collect()
+}
+
+/// Whether a list item is the one a `k:` or `v:` element names.
+fn item_matcher(element: &str) -> Option<impl Fn(&Value) -> bool + '_> {
+    let (kind, rest) = element.split_at_checked(2)?;
+    let wanted: Value = serde_json::from_str(rest).ok()?;
+    let keys: Option<Vec<String>> = match kind {
+        "v:" => None,
+        "k:" => Some(wanted.as_object()?.keys().cloned().collect()),
+        _ => return None,
+    };
+    Some(move |item: &Value| match &keys {
+        None => *item == wanted,
+        Some(keys) => {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            item_key(item, &keys).as_deref() == Some(element)
         }
-        _ => Vec::new(),
-    }
+    })
 }
 
 /// A list's items by their `k:` and `v:` elements (the first item of each, as `position`
