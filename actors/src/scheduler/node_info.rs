@@ -405,13 +405,17 @@ impl NodeSelectorTerm {
 pub struct NodeSelector {
     /// The terms that can match, invalid ones left out.
     pub terms: Vec<NodeSelectorTerm>,
+    /// Some terms were left out (an empty one, one with an invalid requirement): they name
+    /// no nodes.
+    left_out: bool,
 }
 
 impl NodeSelector {
     /// Compiles a selector (a pod's required node affinity, a volume's node affinity).
     pub fn new(selector: &k8s_openapi::api::core::v1::NodeSelector) -> NodeSelector {
-        let terms = selector.node_selector_terms.iter().filter_map(NodeSelectorTerm::new);
-        NodeSelector { terms: terms.collect() }
+        let raw = &selector.node_selector_terms;
+        let terms: Vec<NodeSelectorTerm> = raw.iter().filter_map(NodeSelectorTerm::new).collect();
+        NodeSelector { left_out: terms.len() < raw.len(), terms }
     }
 
     /// Whether the node named `name` with `labels` matches one of the terms.
@@ -422,8 +426,11 @@ impl NodeSelector {
     /// The only nodes that may match, when every term names its nodes (`matchFields`
     /// `metadata.name In`, a DaemonSet's pods' way): kube-scheduler's NodeAffinity PreFilter,
     /// which leaves the others out without filtering them. `None` when a term names none (any
-    /// node may do); empty when the names of each term's requirements have none in common.
+    /// node may do, the filter judges them: an empty term matches none); empty when the names of each term's requirements have none in common.
     pub fn named_nodes(&self) -> Option<BTreeSet<String>> {
+        if self.left_out {
+            return None;
+        }
         let mut named = BTreeSet::new();
         for term in &self.terms {
             let mut term_names: Option<BTreeSet<String>> = None;

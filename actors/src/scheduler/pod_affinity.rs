@@ -130,6 +130,12 @@ impl PodAffinity {
         self.required_affinity.iter().any(|t| t.matches(pod, namespaces))
     }
 
+    /// Whether one of the required anti-affinity terms selects `pod` (whose going, or new
+    /// labels, may then let this pod in).
+    pub fn refuses(&self, pod: &PodInfo, namespaces: &NamespaceLabels) -> bool {
+        self.required_anti_affinity.iter().any(|t| t.matches(pod, namespaces))
+    }
+
     fn has_preferred(&self) -> bool {
         !self.preferred_affinity.is_empty() || !self.preferred_anti_affinity.is_empty()
     }

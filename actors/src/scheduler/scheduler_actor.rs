@@ -291,10 +291,11 @@ impl Scheduler {
         if i < self.nodes.len() {
             self.node_index.insert(self.nodes[i].name.clone(), i);
         }
-        for pod in removed.pods() {
-            self.pod_node.remove(&pod.uid);
-            self.groups.unregister(&pod.uid);
-        }
+        // Its pods stay counted for it, as kube-scheduler's cache keeps a deleted node's pods
+        // until they go: a node of that name again (its agent registering anew, before the
+        // pod garbage collector's quarantine is over) has them at once.
+        let pods = removed.pods().map(|pod| (pod.uid.clone(), pod.clone()));
+        self.before_their_node.entry(name.to_string()).or_default().extend(pods);
     }
 
     fn node_mut(&mut self, name: &str) -> Option<&mut NodeInfo> {
@@ -311,6 +312,9 @@ impl Scheduler {
         }
         if let Some(waiting) = self.before_their_node.get_mut(&node) {
             waiting.remove(uid);
+            if waiting.is_empty() {
+                self.before_their_node.remove(&node);
+            }
         }
         true
     }
@@ -338,12 +342,17 @@ impl Scheduler {
                 self.queue.remove(&uid);
                 self.nominated.remove(&uid);
                 let info = PodInfo::new(&pod);
+                // What it was counted as on this node, if its labels were others.
+                let relabelled = match self.pod_node.get(&uid) == Some(&node) {
+                    true => self.counted_on(&node, &uid).filter(|p| p.labels != info.labels),
+                    false => None,
+                };
                 if self.pod_node.get(&uid) != Some(&node) {
                     self.unassign(&uid);
                     self.pod_node.insert(uid.clone(), node.clone());
                 }
                 self.groups.register(&info);
-                self.retry_waiting_for(&info);
+                self.retry_waiting_for(&info, relabelled.as_ref());
                 match self.node_mut(&node) {
                     Some(node_info) => node_info.add_pod(info),
                     // Counted once its node is known (the pods may be listed first).
@@ -477,10 +486,18 @@ impl Scheduler {
         self.groups.matching(&pod.namespace, &selectors)
     }
 
+    /// The pod `uid` as it is counted on `node` (known or not yet).
+    fn counted_on(&self, node: &str, uid: &str) -> Option<PodInfo> {
+        let known = self.node_index.get(node).and_then(|i| self.nodes[*i].pod(uid));
+        known.or_else(|| self.before_their_node.get(node)?.get(uid)).cloned()
+    }
+
     /// Retries the unschedulable pods that `placed`, a pod now on a node, may let in: those
-    /// whose required affinity or spread constraints select it (kube-scheduler's queueing
-    /// hints for an assigned pod; one kept out by anti-affinity waits for a pod to go).
-    fn retry_waiting_for(&mut self, placed: &PodInfo) {
+    /// whose required affinity or spread constraints select it, and, when it was `before`
+    /// with other labels, those whose required anti-affinity or spread constraints selected
+    /// it then (kube-scheduler's queueing hints for an assigned pod; one kept out by
+    /// anti-affinity otherwise waits for a pod to go).
+    fn retry_waiting_for(&mut self, placed: &PodInfo, before: Option<&PodInfo>) {
         if self.waiting_on_pods.is_empty() {
             return;
         }
@@ -488,9 +505,14 @@ impl Scheduler {
         self.waiting_on_pods.retain(|uid| queue.get(uid).is_some());
         let (waiting, namespaces) = (&self.waiting_on_pods, &self.namespace_labels);
         let drawn = |pod: &PodInfo| {
-            waiting.contains(&pod.uid)
-                && (pod.pod_affinity.as_ref().is_some_and(|a| a.requires(placed, namespaces))
-                    || pod.spread.iter().any(|c| c.counts(pod, placed)))
+            let affinity = pod.pod_affinity.as_ref().is_some_and(|a| {
+                a.requires(placed, namespaces) || before.is_some_and(|b| a.refuses(b, namespaces))
+            });
+            let spread = pod
+                .spread
+                .iter()
+                .any(|c| c.counts(pod, placed) || before.is_some_and(|b| c.counts(pod, b)));
+            waiting.contains(&pod.uid) && (affinity || spread)
         };
         self.queue.move_unschedulable_if(Instant::now(), drawn);
     }
@@ -720,7 +742,7 @@ impl Scheduler {
         // Assume: the next decision already counts this pod on its node.
         self.nominated.remove(&pod.uid);
         self.groups.register(&pod);
-        self.retry_waiting_for(&pod);
+        self.retry_waiting_for(&pod, None);
         self.nodes[feasible[best]].add_pod((*pod).clone());
         self.pod_node.insert(pod.uid.clone(), node.clone());
         self.in_flight += 1;

@@ -366,6 +366,84 @@ async fn a_pod_that_names_its_node_is_tried_there_alone() {
     );
     create(&core, pod("placed", "100m", naming(&["n1"]))).await;
     assert_eq!(eventually("placed bound", || node_of(&core, "placed")).await, "n1");
+    // An empty term names no nodes (no conflict): it matches none, node by node.
+    let empty = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{}]}}}});
+    create(&core, pod("emptied", "100m", empty)).await;
+    let message = eventually("emptied unschedulable", || scheduled_message(&core, "emptied")).await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. \
+         preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
+    );
+}
+
+/// A node deleted and made again (its agent registering anew) still has the pods bound to it,
+/// as kube-scheduler's cache keeps a deleted node's pods until they go: no double booking.
+#[actix::test]
+async fn a_node_made_again_keeps_the_pods_bound_to_it() {
+    let (core, _dir) = nodes_scheduled(1, "2").await;
+    create(&core, pod("first", "2", json!({}))).await;
+    assert_eq!(eventually("first bound", || node_of(&core, "first")).await, "n0");
+    let nodes = find("", "v1", "nodes").unwrap();
+    let mut node = ApiClient::get(&core, nodes, "", "n0").await.unwrap();
+    ApiClient::delete(&core, nodes, "", "n0", &DeleteOptions::default()).await.unwrap();
+    let meta = node["metadata"].as_object_mut().unwrap();
+    meta.retain(|k, _| k == "name" || k == "labels");
+    ApiClient::create(&core, nodes, "", node).await.unwrap();
+    create(&core, pod("second", "2", json!({}))).await;
+    let message = eventually("second unschedulable", || scheduled_message(&core, "second")).await;
+    assert!(message.starts_with("0/1 nodes are available: 1 Insufficient cpu."), "{message}");
+    // Once the first pod goes, the second has its room.
+    let pods = find("", "v1", "pods").unwrap();
+    let now = DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    ApiClient::delete(&core, pods, "default", "first", &now).await.unwrap();
+    assert_eq!(eventually("second bound", || node_of(&core, "second")).await, "n0");
+}
+
+/// A placed pod whose new labels no longer keep a waiting pod out (its anti-affinity, its
+/// spread constraint's count) lets it in at once, as kube-scheduler's queueing hints for an
+/// assigned pod's update do, not at the periodic flush of unschedulable pods (5 minutes).
+#[actix::test]
+async fn a_placed_pod_relabelled_lets_in_the_pods_its_labels_kept_out() {
+    let (core, _dir) = nodes_scheduled(2, "8").await;
+    let pods = find("", "v1", "pods").unwrap();
+    let on_n0 = json!({"nodeSelector": {"kubernetes.io/hostname": "n0"}});
+    let labelled = |name: &str, app: &str, extra: Value| {
+        let mut pod = pod(name, "100m", extra);
+        pod["metadata"]["labels"] = json!({"app": app});
+        pod
+    };
+    let relabel = |name: &'static str, app: &'static str| {
+        let core = core.clone();
+        async move {
+            let patch = json!({"metadata": {"labels": {"app": app}}});
+            let merge = PatchType::Merge;
+            ApiClient::patch(&core, pods, "default", name, merge, &patch, false).await.unwrap();
+        }
+    };
+    create(&core, labelled("zz", "zz", on_n0.clone())).await;
+    eventually("zz bound", || node_of(&core, "zz")).await;
+    let mut anti = required("podAntiAffinity", "zz");
+    anti["nodeSelector"] = on_n0["nodeSelector"].clone();
+    create(&core, labelled("anti", "anti", anti)).await;
+    eventually("anti unschedulable", || scheduled_message(&core, "anti")).await;
+    relabel("zz", "other").await;
+    assert_eq!(eventually("anti bound", || node_of(&core, "anti")).await, "n0");
+
+    for name in ["spz1", "spz2"] {
+        create(&core, labelled(name, "spz", on_n0.clone())).await;
+        eventually(&format!("{name} bound"), || node_of(&core, name)).await;
+    }
+    let mut spread = on_n0.clone();
+    spread["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+        "nodeAffinityPolicy": "Ignore", "labelSelector": {"matchLabels": {"app": "spz"}}}]);
+    create(&core, labelled("spzwait", "spz", spread)).await;
+    eventually("spzwait unschedulable", || scheduled_message(&core, "spzwait")).await;
+    relabel("spz1", "moved").await;
+    relabel("spz2", "moved").await;
+    assert_eq!(eventually("spzwait bound", || node_of(&core, "spzwait")).await, "n0");
 }
 
 #[actix::test]
