@@ -1397,7 +1397,7 @@ async fn a_clean_stop_runs_pre_stop_hooks_within_the_shorter_grace_period() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
     let config =
-        AgentConfig { shutdown_grace_period: Duration::from_secs(3), ..config("n10", dir.path()) };
+        AgentConfig { shutdown_grace_period: Duration::from_secs(5), ..config("n10", dir.path()) };
     let agent = start_agent(&core, config, Arc::new(ProcessRuntime::default()));
     let pods = find("", "v1", "pods").unwrap();
     let order = dir.path().join("order");
@@ -1411,7 +1411,7 @@ async fn a_clean_stop_runs_pre_stop_hooks_within_the_shorter_grace_period() {
         "containers": [{"name": "app", "image": "none",
             "lifecycle": {"preStop": note("app-hook")},
             "command": sh(format!("trap 'sleep 0.3; echo app-term >> {order}; exit 0' TERM; while true; do sleep 0.05; done"))}]}});
-    // Hooks that outlast their time: the pod's grace period (1 s) in one, the agent's (3 s)
+    // Hooks that outlast their time: the pod's grace period (1 s) in one, the agent's (5 s)
     // in the other; their containers ignore SIGTERM.
     let late = |grace: u64, wait: u64| {
         let hook = sh(format!("sleep {wait}; echo late-{grace} >> {order}"));
@@ -1421,7 +1421,7 @@ async fn a_clean_stop_runs_pre_stop_hooks_within_the_shorter_grace_period() {
                 "lifecycle": {"preStop": {"exec": {"command": hook}}},
                 "command": sh("trap '' TERM; while true; do sleep 0.05; done".into())}]}})
     };
-    for pod in [hooked, late(1, 2), late(60, 5)] {
+    for pod in [hooked, late(1, 2), late(60, 8)] {
         ApiClient::create(&core, pods, "default", pod).await.unwrap();
     }
     for name in ["hooked", "late-1", "late-60"] {

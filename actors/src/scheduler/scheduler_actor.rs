@@ -19,7 +19,7 @@ use super::pod_affinity::{self, AffinityFilter, NamespaceLabels};
 use super::preemption::{self, Budget, Plan, Refusal};
 use super::queue::SchedulingQueue;
 use super::scores::{self, ScoreContext};
-use super::topology_spread::{self, SpreadFilter};
+use super::topology_spread::{self, SpreadConstraint, SpreadFilter};
 use crate::client::events::{self, Action, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::ApiClient;
@@ -504,16 +504,18 @@ impl Scheduler {
         let queue = &self.queue;
         self.waiting_on_pods.retain(|uid| queue.get(uid).is_some());
         let (waiting, namespaces) = (&self.waiting_on_pods, &self.namespace_labels);
-        let drawn = |pod: &PodInfo| {
-            let affinity = pod.pod_affinity.as_ref().is_some_and(|a| {
+        let affinity = |pod: &PodInfo| {
+            pod.pod_affinity.as_ref().is_some_and(|a| {
                 a.requires(placed, namespaces) || before.is_some_and(|b| a.refuses(b, namespaces))
-            });
-            let spread = pod
-                .spread
-                .iter()
-                .any(|c| c.counts(pod, placed) || before.is_some_and(|b| c.counts(pod, b)));
-            waiting.contains(&pod.uid) && (affinity || spread)
+            })
         };
+        let spread = |pod: &PodInfo| {
+            let counted = |c: &SpreadConstraint| {
+                c.counts(pod, placed) || before.is_some_and(|b| c.counts(pod, b))
+            };
+            pod.spread.iter().any(counted)
+        };
+        let drawn = |pod: &PodInfo| waiting.contains(&pod.uid) && (affinity(pod) || spread(pod));
         self.queue.move_unschedulable_if(Instant::now(), drawn);
     }
 

@@ -391,7 +391,9 @@ async fn a_node_made_again_keeps_the_pods_bound_to_it() {
     let meta = node["metadata"].as_object_mut().unwrap();
     meta.retain(|k, _| k == "name" || k == "labels");
     ApiClient::create(&core, nodes, "", node).await.unwrap();
-    create(&core, pod("second", "2", json!({}))).await;
+    // (Tolerating the taints the node lifecycle controller may give a node new to it.)
+    let tolerant = json!({"tolerations": [{"operator": "Exists"}]});
+    create(&core, pod("second", "2", tolerant)).await;
     let message = eventually("second unschedulable", || scheduled_message(&core, "second")).await;
     assert!(message.starts_with("0/1 nodes are available: 1 Insufficient cpu."), "{message}");
     // Once the first pod goes, the second has its room.
