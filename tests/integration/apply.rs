@@ -46,6 +46,13 @@ fn controller(replicas: u32, env: &str) -> String {
     CONTROLLER.replace("REPLICAS", &replicas.to_string()).replace("ENV", env)
 }
 
+/// A replication controller `r` of no replicas whose pods run `container`.
+fn controller_of(container: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "r"},
+        "spec": {"replicas": 0, "selector": {"app": "r"}, "template": {
+            "metadata": {"labels": {"app": "r"}}, "spec": {"containers": [container]}}}})
+}
+
 #[test]
 fn kubectl_client_side_apply_merges_lists_by_their_keys() {
     let server = Server::start();
@@ -355,12 +362,7 @@ fn apply_patch_over_http() {
 #[test]
 fn an_applied_configuration_with_a_repeated_key_is_refused() {
     let server = Server::start();
-    let rc = |env: Value| {
-        json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "r"},
-            "spec": {"replicas": 0, "selector": {"app": "r"}, "template": {
-                "metadata": {"labels": {"app": "r"}},
-                "spec": {"containers": [{"name": "a", "image": "kplane/pause", "env": env}]}}}})
-    };
+    let rc = |env: Value| controller_of(json!({"name": "a", "image": "kplane/pause", "env": env}));
     let path = "/api/v1/namespaces/default/replicationcontrollers/r";
     let apply = "application/apply-patch+yaml";
     let applied = |manager: &str, env: Value| {
@@ -414,12 +416,8 @@ fn an_applied_configuration_with_a_repeated_key_is_refused() {
 #[test]
 fn an_applied_empty_list_is_owned() {
     let server = Server::start();
-    let rc = |args: Value| {
-        json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "r"},
-            "spec": {"replicas": 0, "selector": {"app": "r"}, "template": {
-                "metadata": {"labels": {"app": "r"}},
-                "spec": {"containers": [{"name": "c", "image": "kplane/pause", "args": args}]}}}})
-    };
+    let rc =
+        |args: Value| controller_of(json!({"name": "c", "image": "kplane/pause", "args": args}));
     let rcs = "/api/v1/namespaces/default/replicationcontrollers";
     let (code, _) = server.post(&format!("{rcs}?fieldManager=creator"), &rc(json!(["a"])));
     assert_eq!(code, 201);

@@ -1126,25 +1126,23 @@ fn merge_value(live: &mut Value, applied: &Value, parent: &str, field: &str) {
                     let items = target.as_array_mut().expect("matched an array");
                     for item in source {
                         let key = item_key(item, keys);
-                        let mut matching =
-                            (0..items.len()).filter(|i| item_key(&items[*i], keys) == key);
-                        let (first, more) = (matching.next(), matching.next());
-                        match (first, item) {
-                            // A key the live list repeats: the applied item takes the place of
-                            // the first, the others go (as structured-merge-diff merges them).
-                            (Some(at), _) if more.is_some() => {
-                                items[at] = item.clone();
-                                let mut i = 0;
-                                items.retain(|other| {
-                                    i += 1;
-                                    i - 1 == at || item_key(other, keys) != key
-                                });
-                            }
-                            (Some(at), Value::Object(s)) => match &mut items[at] {
+                        let matching: Vec<usize> = (0..items.len())
+                            .filter(|i| item_key(&items[*i], keys) == key)
+                            .collect();
+                        match (matching.as_slice(), item) {
+                            ([], _) => items.push(item.clone()),
+                            ([at], Value::Object(s)) => match &mut items[*at] {
                                 Value::Object(t) => merge_fields(t, s, &path),
                                 other => *other = item.clone(),
                             },
-                            _ => items.push(item.clone()),
+                            // A key the live list repeats: the applied item takes the place of
+                            // the first, the others go (as structured-merge-diff merges them).
+                            ([first, rest @ ..], _) => {
+                                for i in rest.iter().rev() {
+                                    items.remove(*i);
+                                }
+                                items[*first] = item.clone();
+                            }
                         }
                     }
                 }

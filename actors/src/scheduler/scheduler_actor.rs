@@ -344,7 +344,10 @@ impl Scheduler {
                 let info = PodInfo::new(&pod);
                 // What it was counted as on this node, if its labels were others.
                 let relabelled = match self.pod_node.get(&uid) == Some(&node) {
-                    true => self.counted_on(&node, &uid).filter(|p| p.labels != info.labels),
+                    true => {
+                        let counted = self.counted_on(&node, &uid);
+                        counted.filter(|p| p.labels != info.labels).cloned()
+                    }
                     false => None,
                 };
                 if self.pod_node.get(&uid) != Some(&node) {
@@ -487,9 +490,9 @@ impl Scheduler {
     }
 
     /// The pod `uid` as it is counted on `node` (known or not yet).
-    fn counted_on(&self, node: &str, uid: &str) -> Option<PodInfo> {
+    fn counted_on(&self, node: &str, uid: &str) -> Option<&PodInfo> {
         let known = self.node_index.get(node).and_then(|i| self.nodes[*i].pod(uid));
-        known.or_else(|| self.before_their_node.get(node)?.get(uid)).cloned()
+        known.or_else(|| self.before_their_node.get(node)?.get(uid))
     }
 
     /// Retries the unschedulable pods that `placed`, a pod now on a node, may let in: those
