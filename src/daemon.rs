@@ -554,7 +554,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let agent = if settings.agent.enabled {
         let client: Arc<dyn ApiClient> = Arc::new(state.core.clone().with_field_manager("kubelet"));
         let config = settings.agent.agent.clone();
-        match crate::agent::start(&settings.agent, config, client, agent_port) {
+        match crate::agent::start(&settings.agent, config, client, agent_port).await {
             Ok(agent) => Some(agent),
             Err(e) => {
                 store.close(std::time::Duration::from_secs(10)).await;

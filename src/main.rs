@@ -268,7 +268,7 @@ fn agent(args: AgentArgs) -> ExitCode {
                 config.data_dir = config.data_dir.with_file_name(&config.node_name);
             }
             let port = if args.nodes == 1 { Some(agent::AgentPort::bind(&config)?) } else { None };
-            let running = agent::start(&settings.agent, config, client.clone(), port)?;
+            let running = agent::start(&settings.agent, config, client.clone(), port).await?;
             if let Some(addr) = running.http_addr {
                 tracing::info!(%addr, "agent HTTP port");
             }

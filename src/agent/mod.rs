@@ -14,7 +14,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use actix::{Actor, Addr};
+use kplane_actors::agent::data_dir::{ClaimError, DataDirClaim};
 use kplane_actors::agent::node_agent::StopAgent;
+use kplane_actors::agent::node_lease::{self, HeldByAnother};
 use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use kplane_actors::agent::service_proxy::{ServiceProxy, StopServiceProxy};
 use kplane_actors::agent::{AgentConfig, NodeAgent};
@@ -28,6 +30,8 @@ pub struct RunningAgent {
     pub http_addr: Option<SocketAddr>,
     http: Option<actix_web::dev::ServerHandle>,
     proxy: Option<Addr<ServiceProxy>>,
+    /// The agent's data dir, locked while it runs.
+    _data_dir: DataDirClaim,
 }
 
 impl RunningAgent {
@@ -47,6 +51,10 @@ impl RunningAgent {
 pub enum AgentStartError {
     #[error("cannot listen on {addr} (agent.port/--port): {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("{0} (data_dir/--data-dir)")]
+    DataDir(#[from] ClaimError),
+    #[error(transparent)]
+    NodeHeld(#[from] HeldByAnother),
 }
 
 /// The images this binary serves itself, the launchers that apply memory limits, put a
@@ -155,14 +163,23 @@ impl AgentPort {
 }
 
 /// Starts one agent with `config`, serving HTTP on `port` when it has one (then the port the
-/// Node advertises is the one bound: a free one for 0).
-pub fn start(
+/// Node advertises is the one bound: a free one for 0). Refused while another agent holds its
+/// data dir, or its node (when the server can be asked: else the agent waits to register
+/// until the node is free).
+pub async fn start(
     settings: &AgentSettings,
     config: AgentConfig,
     client: Arc<dyn ApiClient>,
     port: Option<AgentPort>,
 ) -> Result<RunningAgent, AgentStartError> {
+    let claim = DataDirClaim::take(&config.data_dir)?;
     let mut config = with_builtins(config, settings.runtime);
+    config.identity = Some(claim.identity().to_string());
+    match node_lease::held_by_another(&config, client.as_ref()).await {
+        Ok(None) => {}
+        Ok(Some(other)) => return Err(other.into()),
+        Err(error) => tracing::debug!(%error, "asking whether another agent holds the node"),
+    }
     let runtime = runtime(settings.runtime, settings.cgroups);
     if runtime.enforces_memory_limits() {
         // Containers' memory limits are their groups': no per-process limit besides.
@@ -200,5 +217,5 @@ pub fn start(
         }
         None => (None, None),
     };
-    Ok(RunningAgent { addr, http_addr, http, proxy })
+    Ok(RunningAgent { addr, http_addr, http, proxy, _data_dir: claim })
 }

@@ -1447,6 +1447,64 @@ fn a_remote_agent_runs_pods_and_adopts_them_after_a_crash() {
     terminate(&mut agent);
 }
 
+/// `kplane agent` run as `start_agent` runs it, to its refusal: its exit code and what it said
+/// (killed, and the test failed, if it is not refused).
+fn refused_agent(server: &Server, args: &[&str], data: &std::path::Path) -> (Option<i32>, String) {
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_kplane"))
+        .args(["agent", "--server", &server.base(), "--data-dir"])
+        .arg(data)
+        .args(args)
+        .env("KPLANE_AGENT__PORT", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kplane agent");
+    let deadline = std::time::Instant::now() + WAIT;
+    while agent.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            terminate(&mut agent);
+            panic!("the agent {args:?} was not refused");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = agent.wait_with_output().unwrap();
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// One node, one agent: a second agent given a node another one holds is refused, as is one
+/// given another's data dir; once the holder stops, the node is free at once.
+#[test]
+fn a_node_held_by_one_agent_is_refused_to_another() {
+    let server = Server::start();
+    let (first_dir, second_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first_port = free_port().to_string();
+    let mut first =
+        start_agent(&server, &["--node-name", "twin", "--port", &first_port], first_dir.path());
+    wait_until(WAIT, "twin is Ready", || node_ready(&server, "twin"));
+
+    let (code, said) = refused_agent(&server, &["--node-name", "twin"], second_dir.path());
+    assert_eq!(code, Some(2), "{said}");
+    let held = format!("kplane: node twin is held by another agent at 127.0.0.1:{first_port}");
+    assert!(said.starts_with(&held), "{said}");
+    let (code, said) = refused_agent(&server, &["--node-name", "twin"], first_dir.path());
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("is in use by another agent"), "{said}");
+    // Refused before doing anything: the node is the first agent's still.
+    let (_, node) = server.get("/api/v1/nodes/twin");
+    let port = &node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"];
+    assert_eq!(port.to_string(), first_port);
+
+    terminate(&mut first);
+    let second_port = free_port();
+    let args = ["--node-name", "twin", "--port", &second_port.to_string()];
+    let mut second = start_agent(&server, &args, second_dir.path());
+    wait_until(WAIT, "the second agent has the node", || {
+        let (_, node) = server.get("/api/v1/nodes/twin");
+        node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == second_port
+    });
+    terminate(&mut second);
+}
+
 /// The current time as Kubernetes writes it (whole seconds, UTC).
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

@@ -63,14 +63,87 @@ async fn a_lease_is_made_only_for_a_node_that_is_there() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
     let config = config("gone", dir.path());
-    super::node_agent::renew_lease(&config, &core).await.unwrap();
+    super::node_lease::renew_lease(&config, &core).await.unwrap();
     assert!(get(&core, "leases", "kube-node-lease", "gone").await.is_none());
     let nodes = find("", "v1", "nodes").unwrap();
     let node = ApiClient::create(&core, nodes, "", json!({"metadata": {"name": "gone"}})).await;
     let uid = node.unwrap()["metadata"]["uid"].clone();
-    super::node_agent::renew_lease(&config, &core).await.unwrap();
+    super::node_lease::renew_lease(&config, &core).await.unwrap();
     let lease = get(&core, "leases", "kube-node-lease", "gone").await.expect("the lease");
     assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], uid);
+}
+
+/// The agent a lease names holds its node while the lease lasts: another agent does not
+/// register the node meanwhile; the holder's restart (the same name) does; a holder that lets
+/// go, or whose lease has expired, holds it no more.
+#[actix::test]
+async fn a_node_is_held_by_the_agent_whose_lease_lasts() {
+    use super::node_agent::{register, RegisterError};
+    use super::node_lease::{held_by_another, let_go, renew_lease, HOLDER_ANNOTATION};
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let named = |identity: &str| {
+        let mut config = config("twin", dir.path());
+        config.identity = Some(identity.to_string());
+        config
+    };
+    let (first, second) = (named("first"), named("second"));
+    let machine = super::node_status::Machine::simulated();
+    register(&first, &core, &machine, "simulated").await.unwrap();
+    renew_lease(&first, &core).await.unwrap();
+    let holder = |lease: &Value| lease["metadata"]["annotations"][HOLDER_ANNOTATION].clone();
+    let lease = get(&core, "leases", "kube-node-lease", "twin").await.unwrap();
+    assert_eq!(holder(&lease), "first");
+
+    let held = held_by_another(&second, &core).await.unwrap().expect("held by the first");
+    assert!(held.to_string().starts_with("node twin is held by another agent"), "{held}");
+    let refused = register(&second, &core, &machine, "simulated").await;
+    assert!(matches!(refused, Err(RegisterError::Held(_))), "{refused:?}");
+    assert!(held_by_another(&first, &core).await.unwrap().is_none(), "its own");
+    register(&first, &core, &machine, "simulated").await.expect("the holder, restarted");
+    let mut unnamed = named("");
+    unnamed.identity = None;
+    assert!(held_by_another(&unnamed, &core).await.unwrap().is_none());
+
+    // Letting go is the holder's alone; then the node is free.
+    let_go(&second, &core).await.unwrap();
+    let lease = get(&core, "leases", "kube-node-lease", "twin").await.unwrap();
+    assert_eq!(holder(&lease), "first");
+    let_go(&first, &core).await.unwrap();
+    let lease = get(&core, "leases", "kube-node-lease", "twin").await.unwrap();
+    assert_eq!(holder(&lease), Value::Null, "{lease}");
+    register(&second, &core, &machine, "simulated").await.expect("the node is free");
+    renew_lease(&second, &core).await.unwrap();
+
+    // An expired lease holds nothing.
+    let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
+    let old = json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
+    ApiClient::patch(&core, leases, "kube-node-lease", "twin", PatchType::Merge, &old, false)
+        .await
+        .unwrap();
+    assert!(held_by_another(&first, &core).await.unwrap().is_none(), "expired");
+}
+
+/// An agent that stops cleanly lets go of its node (its containers stopped), so that another
+/// may take it at once.
+#[actix::test]
+async fn a_stopped_agent_lets_go_of_its_node() {
+    use super::node_lease::HOLDER_ANNOTATION;
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut named = config("leaving", dir.path());
+    named.identity = Some("leaving-agent".into());
+    let agent = start_agent(&core, named, Arc::new(SimulatedRuntime::default()));
+    let holder = |lease: &Value| lease["metadata"]["annotations"][HOLDER_ANNOTATION].clone();
+    eventually("the lease names the agent", || async {
+        get(&core, "leases", "kube-node-lease", "leaving")
+            .await
+            .filter(|lease| holder(lease) == "leaving-agent")
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+    let lease = get(&core, "leases", "kube-node-lease", "leaving").await.unwrap();
+    assert_eq!(holder(&lease), Value::Null, "{lease}");
 }
 
 #[actix::test]

@@ -4,6 +4,8 @@
 //! trait, so it runs embedded in the server or as a separate `kplane agent` process.
 //!
 //! - [`node_agent`]: the agent actor: registration, heartbeats, the pod list-watch.
+//! - [`node_lease`]: the node's Lease (the heartbeat) and which agent holds the node.
+//! - [`data_dir`]: the agent's lock on its data dir and its name kept there.
 //! - [`admission`]: whether a new pod fits the node beside the pods it runs (or is rejected).
 //! - [`sysctls`]: the sysctls the node lets pods set (safe ones, and unsafe ones it allows).
 //! - [`pod_worker`]: one actor per pod: starts, restarts, probes and stops its containers and
@@ -20,11 +22,13 @@
 //!   container mounts of them.
 
 pub mod admission;
+pub mod data_dir;
 mod eviction;
 mod hooks;
 pub mod launch;
 pub mod log_lines;
 pub mod node_agent;
+pub mod node_lease;
 pub mod node_status;
 pub mod pod_ips;
 pub mod pod_worker;
@@ -61,6 +65,10 @@ pub const DEFAULT_CLUSTER_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(127, 64, 0, 0), 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub node_name: String,
+    /// This agent's own name, kept in its data dir ([`data_dir::DataDirClaim`]), which it
+    /// writes on its node's Lease; another agent's on a lease that lasts keeps it from taking
+    /// the node ([`node_lease`]). `None`: it neither writes one nor looks (agents in tests).
+    pub identity: Option<String>,
     /// The address other components reach this node at (its InternalIP).
     pub address: Ipv4Addr,
     /// The port of the agent's HTTP server (0: none), published in the Node's daemonEndpoints.
@@ -137,6 +145,7 @@ impl AgentConfig {
     pub fn new(node_name: &str, data_dir: PathBuf) -> Self {
         Self {
             node_name: node_name.to_string(),
+            identity: None,
             address: Ipv4Addr::LOCALHOST,
             port: 0,
             data_dir,

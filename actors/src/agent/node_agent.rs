@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::admission::{self, Rejection};
+use super::node_lease::{self, renew_lease, HeldByAnother};
 use super::node_status::{self, Machine, Pressure};
 use super::pod_ips::PodIps;
 use super::pod_worker::{
@@ -26,20 +27,15 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed};
 use crate::client::{object_uid, ApiClient};
 use crate::core::{ApiError, PatchType};
-use crate::model::{json, now, resources, ResourceType};
+use crate::model::{json, now, resources};
 use crate::scheduler::node_info::{NodeInfo, PodInfo};
 use crate::watch::EventType;
 
-const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// How often a node's status is posted when it says nothing new (the kubelet's
 /// `nodeStatusReportFrequency`): its Lease is its heartbeat.
 const STATUS_REPORT_PERIOD: Duration = Duration::from_secs(5 * 60);
 /// Longest wait between attempts to reach the API server.
 const MAX_RETRY: Duration = Duration::from_secs(10);
-
-fn leases() -> &'static ResourceType {
-    resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served")
-}
 
 /// The pods this agent runs, as it last reported them (`GET /pods` of the agent's port).
 #[derive(Message)]
@@ -603,11 +599,20 @@ impl Handler<StopAgent> for NodeAgent {
         self.stopping = true;
         let stop_containers = self.config.stop_containers_on_shutdown;
         let workers: Vec<Addr<PodWorker>> = self.workers.drain().map(|(_, a)| a.worker).collect();
+        let registered = self.workers_ctx.is_some();
+        let (config, client) = (self.config.clone(), self.client.clone());
         Box::pin(
             async move {
                 // All at once: each answers when its containers have stopped.
                 let stops = workers.iter().map(|w| w.send(Shutdown { stop_containers }));
                 futures::future::join_all(stops).await;
+                // Then the node is free for another agent (one waiting for this one to stop),
+                // unless its containers are left running for this agent to adopt again.
+                if registered && stop_containers {
+                    if let Err(error) = node_lease::let_go(&config, client.as_ref()).await {
+                        tracing::debug!(node = %config.node_name, %error, "letting go of the node");
+                    }
+                }
             }
             .into_actor(self)
             .map(|_, _, ctx| ctx.stop()),
@@ -618,12 +623,15 @@ impl Handler<StopAgent> for NodeAgent {
 /// Creates the Node, or brings an existing one up to date; returns the node's pod network
 /// once it has one: the server's node IPAM controller hands each node a /24 of the cluster's,
 /// as kube-controller-manager's does for the kubelet.
-async fn register(
+pub(super) async fn register(
     config: &AgentConfig,
     client: &dyn ApiClient,
     machine: &Machine,
     runtime: &str,
-) -> Result<std::net::Ipv4Addr, ApiError> {
+) -> Result<std::net::Ipv4Addr, RegisterError> {
+    if let Some(other) = node_lease::held_by_another(config, client).await? {
+        return Err(other.into());
+    }
     let nodes = resources::core("nodes");
     let mut wait = Duration::from_millis(10);
     let started = Instant::now();
@@ -655,12 +663,21 @@ async fn register(
                 let node = node_status::new_node(config, machine, runtime, &now());
                 match client.create(nodes, "", node).await {
                     Ok(_) | Err(ApiError::AlreadyExists { .. }) => continue,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.into()),
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Why the agent could not register its node (yet).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RegisterError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Held(#[from] HeldByAnother),
 }
 
 /// How long a registered node waits for its pod CIDR before the agent says it is waiting.
@@ -703,66 +720,6 @@ async fn node_event(
         field_path: None,
     };
     events::record_on_node(client, &about, kind, reason, message, COMPONENT, &name).await;
-}
-
-/// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
-/// sets it, so that the garbage collector removes it with the node).
-pub(super) async fn renew_lease(
-    config: &AgentConfig,
-    client: &dyn ApiClient,
-) -> Result<(), ApiError> {
-    let renew = crate::model::now_micro();
-    let seconds = config.lease_duration.as_secs();
-    let name = &config.node_name;
-    match client.get(leases(), LEASE_NAMESPACE, name).await {
-        Ok(lease) => {
-            let mut patch = json!({"spec": {"renewTime": renew, "holderIdentity": name,
-                "leaseDurationSeconds": seconds}});
-            let owned = json::at(&lease, "/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|owners| !owners.is_empty());
-            if !owned {
-                if let Some(owner) = node_owner(client, name).await? {
-                    patch["metadata"] = json!({"ownerReferences": [owner]});
-                }
-            }
-            client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await?;
-        }
-        Err(ApiError::NotFound { .. }) => {
-            // Made only owned by its node, as the kubelet's lease controller makes it: a lease
-            // made while the node is not there (deleted) would outlive it for good.
-            let Some(owner) = node_owner(client, name).await? else {
-                // As the kubelet's every failed heartbeat, said each time.
-                tracing::warn!(node = %name, "the node is not registered (it was deleted): \
-                    no lease is renewed; restart the agent to register it again");
-                return Ok(());
-            };
-            let lease = json!({
-                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
-                    "ownerReferences": [owner]},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": seconds,
-                    "renewTime": renew},
-            });
-            match client.create(leases(), LEASE_NAMESPACE, lease).await {
-                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(e) => return Err(e),
-    }
-    Ok(())
-}
-
-/// The owner reference to node `name`, once it is registered (none while it is not there).
-async fn node_owner(client: &dyn ApiClient, name: &str) -> Result<Option<Value>, ApiError> {
-    let node = match client.get(resources::core("nodes"), "", name).await {
-        Ok(node) => node,
-        Err(ApiError::NotFound { .. }) => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    let uid = json::at(&node, "/metadata/uid").and_then(Value::as_str);
-    Ok(uid.map(|uid| json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid})))
 }
 
 /// Feeds the agent the pods bound to `node` until the agent stops.

@@ -2389,7 +2389,7 @@ fn filter(
 
 /// A random (version 4) UUID, from the thread's CSPRNG rather than a `getrandom` system call
 /// per object.
-fn new_uid() -> String {
+pub(crate) fn new_uid() -> String {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
 }
 

@@ -1,0 +1,171 @@
+//! The node's Lease in kube-node-lease, the agent's heartbeat, and which agent holds the node.
+//!
+//! The kubelet names the node itself as the lease's `holderIdentity`; an agent also writes its
+//! own name there, as an annotation (the one kept in its data dir, see [`super::data_dir`]).
+//! Another agent given the same node name finds the lease renewed by someone else and does not
+//! take the node over while that lease lasts: two agents running one node's pods stop each
+//! other's containers. A restarted agent is the same agent and takes its node back at once;
+//! one that stops cleanly lets go of the node, so that another may take it at once.
+
+use chrono::Utc;
+use serde_json::{json, Value};
+
+use super::AgentConfig;
+use crate::client::ApiClient;
+use crate::core::{ApiError, PatchType};
+use crate::model::{json, resources, ResourceType};
+
+pub(super) const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// The lease's annotation naming the agent that renews it.
+pub const HOLDER_ANNOTATION: &str = "kplane.io/agent";
+
+fn leases() -> &'static ResourceType {
+    resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served")
+}
+
+/// Another agent renews the lease of the node this one was given.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "node {node} is held by another agent{at}, which renewed its lease {renewed_ago} s ago: \
+     stop that agent, or give this one another node name (agent.node_name, --node-name)"
+)]
+pub struct HeldByAnother {
+    node: String,
+    /// Where the other agent is, as its Node says (` at 127.0.0.1:10250`), when it says.
+    at: String,
+    renewed_ago: i64,
+}
+
+/// The agent, other than this one, that holds the node `config` names: the one its lease
+/// names, while that lease lasts (renewed within its duration). `None` for an agent that has
+/// no name of its own (`config.identity`), for a lease that names no agent, and for an
+/// expired one.
+pub async fn held_by_another(
+    config: &AgentConfig,
+    client: &dyn ApiClient,
+) -> Result<Option<HeldByAnother>, ApiError> {
+    let Some(identity) = &config.identity else { return Ok(None) };
+    let name = &config.node_name;
+    let lease = match client.get(leases(), LEASE_NAMESPACE, name).await {
+        Ok(lease) => lease,
+        Err(ApiError::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    match lease["metadata"]["annotations"][HOLDER_ANNOTATION].as_str() {
+        Some(holder) if holder != identity => {}
+        _ => return Ok(None),
+    }
+    let renewed = lease["spec"]["renewTime"].as_str();
+    let Some(renewed) = renewed.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) else {
+        return Ok(None);
+    };
+    let renewed_ago = (Utc::now() - renewed.with_timezone(&Utc)).num_seconds().max(0);
+    let lasts = lease["spec"]["leaseDurationSeconds"].as_i64().unwrap_or(40);
+    if renewed_ago >= lasts {
+        return Ok(None);
+    }
+    let at = match client.get(resources::core("nodes"), "", name).await {
+        Ok(node) => endpoint(&node).map(|at| format!(" at {at}")).unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    Ok(Some(HeldByAnother { node: name.clone(), at, renewed_ago }))
+}
+
+/// The address and port a Node's agent serves at (its InternalIP and kubelet endpoint).
+fn endpoint(node: &Value) -> Option<String> {
+    let addresses = node["status"]["addresses"].as_array()?;
+    let internal = addresses.iter().find(|a| a["type"] == "InternalIP")?["address"].as_str()?;
+    let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"].as_u64()?;
+    Some(format!("{internal}:{port}"))
+}
+
+/// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
+/// sets it, so that the garbage collector removes it with the node), naming this agent.
+pub(super) async fn renew_lease(
+    config: &AgentConfig,
+    client: &dyn ApiClient,
+) -> Result<(), ApiError> {
+    let renew = crate::model::now_micro();
+    let seconds = config.lease_duration.as_secs();
+    let name = &config.node_name;
+    let annotations = config.identity.as_ref().map(|id| json!({ HOLDER_ANNOTATION: id }));
+    match client.get(leases(), LEASE_NAMESPACE, name).await {
+        Ok(lease) => {
+            let mut patch = json!({"spec": {"renewTime": renew, "holderIdentity": name,
+                "leaseDurationSeconds": seconds}});
+            let owned = json::at(&lease, "/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|owners| !owners.is_empty());
+            if !owned {
+                if let Some(owner) = node_owner(client, name).await? {
+                    patch["metadata"]["ownerReferences"] = json!([owner]);
+                }
+            }
+            if let Some(annotations) = annotations {
+                patch["metadata"]["annotations"] = annotations;
+            }
+            client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await?;
+        }
+        Err(ApiError::NotFound { .. }) => {
+            // Made only owned by its node, as the kubelet's lease controller makes it: a lease
+            // made while the node is not there (deleted) would outlive it for good.
+            let Some(owner) = node_owner(client, name).await? else {
+                // As the kubelet's every failed heartbeat, said each time.
+                tracing::warn!(node = %name, "the node is not registered (it was deleted): \
+                    no lease is renewed; restart the agent to register it again");
+                return Ok(());
+            };
+            let mut lease = json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
+                    "ownerReferences": [owner]},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": seconds,
+                    "renewTime": renew},
+            });
+            if let Some(annotations) = annotations {
+                lease["metadata"]["annotations"] = annotations;
+            }
+            match client.create(leases(), LEASE_NAMESPACE, lease).await {
+                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// Lets go of the node on a clean stop: takes this agent's name off its lease, if the lease
+/// still names it, so that another agent may take the node without waiting for the lease to
+/// expire. The lease itself stays (the node's heartbeat, as the kubelet leaves it).
+pub(super) async fn let_go(config: &AgentConfig, client: &dyn ApiClient) -> Result<(), ApiError> {
+    let Some(identity) = &config.identity else { return Ok(()) };
+    let name = &config.node_name;
+    let lease = match client.get(leases(), LEASE_NAMESPACE, name).await {
+        Ok(lease) => lease,
+        Err(ApiError::NotFound { .. }) => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    if lease["metadata"]["annotations"][HOLDER_ANNOTATION].as_str() != Some(identity) {
+        return Ok(());
+    }
+    // Only the lease as read: another agent may have taken it since.
+    let version = lease["metadata"]["resourceVersion"].clone();
+    let patch = json!({"metadata": {"resourceVersion": version,
+        "annotations": { HOLDER_ANNOTATION: null }}});
+    match client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await {
+        Ok(_) | Err(ApiError::Conflict { .. } | ApiError::NotFound { .. }) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// The owner reference to node `name`, once it is registered (none while it is not there).
+async fn node_owner(client: &dyn ApiClient, name: &str) -> Result<Option<Value>, ApiError> {
+    let node = match client.get(resources::core("nodes"), "", name).await {
+        Ok(node) => node,
+        Err(ApiError::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let uid = json::at(&node, "/metadata/uid").and_then(Value::as_str);
+    Ok(uid.map(|uid| json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid})))
+}
