@@ -9,8 +9,9 @@
 //! (`Succeeded` or `Failed`, Kubernetes' `--terminated-pod-gc-threshold`), the evicted ones
 //! and then the oldest are deleted.
 //!
-//! Every sweep (20 s) lists the pods, and the finished ones by field selector, one sweep at a
-//! time; it follows nodes to know which exist.
+//! Every sweep (20 s) reads the pods, and the finished ones by field selector, a page at a time
+//! (keeping only the pods it may act on: a sweep never holds every pod at once), one sweep at
+//! a time; it follows nodes to know which exist.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct PodGcConfig {
     pub quarantine: Duration,
     /// How often the collector sweeps (Kubernetes: 20 s).
     pub period: Duration,
+    /// How many pods a sweep reads at a time.
+    pub page: usize,
 }
 
 impl Default for PodGcConfig {
@@ -42,6 +45,7 @@ impl Default for PodGcConfig {
             terminated_threshold: 12_500,
             quarantine: Duration::from_secs(40),
             period: Duration::from_secs(20),
+            page: 500,
         }
     }
 }
@@ -73,50 +77,33 @@ impl PodGarbageCollector {
         Self { client, config, nodes: None, missing: HashMap::new(), sweeping: false }
     }
 
-    /// One sweep: the pods are listed; the pods of nodes missing for the quarantine time go,
-    /// then those being deleted that were never bound, then the oldest finished pods past the
-    /// threshold.
+    /// One sweep: the pods are read; the pods of nodes missing for the quarantine time go,
+    /// then those being deleted that were never bound or whose node is out of service, then
+    /// the oldest finished pods past the threshold.
     fn sweep(&mut self, ctx: &mut Context<Self>) {
-        if self.sweeping || self.nodes.is_none() {
+        if self.sweeping {
             return;
         }
+        let Some(nodes) = self.nodes.clone() else { return };
         self.sweeping = true;
-        let client = self.client.clone();
-        let listed = async move {
-            let options = ListOptions::default();
-            client.list(resources::core("pods"), None, &options).await.map(|l| l.items)
+        let (client, page) = (self.client.clone(), self.config.page);
+        let found = async move {
+            let mut found = Found::default();
+            let take = |pods: Vec<Value>| found.take(pods, &nodes);
+            each_page(client.as_ref(), None, page, take).await.map(|()| found)
         };
-        ctx.spawn(listed.into_actor(self).map(|pods, collector, ctx| {
-            let pods = match pods {
-                Ok(pods) => pods,
+        ctx.spawn(found.into_actor(self).map(|found, collector, ctx| {
+            let found = match found {
+                Ok(found) => found,
                 Err(error) => {
                     tracing::debug!(%error, "listing pods");
                     collector.sweeping = false;
                     return;
                 }
             };
-            let bound = |pod: &Value| {
-                json::at(pod, "/spec/nodeName")
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| !n.is_empty())
-            };
-            let (bound, unbound): (Vec<Value>, Vec<Value>) = pods.into_iter().partition(bound);
-            // A delete cut off between its marking and its removal (a crash) leaves one of
-            // these: no agent will remove it.
-            let deleting = |pod: &Value| {
-                json::at(pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
-            };
-            let unscheduled_terminating: Vec<Value> =
-                unbound.into_iter().filter(deleting).collect();
-            let nodes = collector.nodes.as_ref().expect("listed before a sweep");
-            let out_of_service = |pod: &&Value| {
-                let node = json::at(pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-                deleting(pod) && nodes.get(node) == Some(&true)
-            };
-            let stranded: Vec<Value> = bound.iter().filter(out_of_service).cloned().collect();
-            let orphans = collector.orphans(bound);
+            let orphans = collector.orphans(found.on_missing_nodes);
             let client = collector.client.clone();
-            let threshold = collector.config.terminated_threshold;
+            let (threshold, page) = (collector.config.terminated_threshold, collector.config.page);
             let work = async move {
                 for (node, pods) in orphans {
                     match client.get(resources::core("nodes"), "", &node).await {
@@ -129,10 +116,10 @@ impl PodGarbageCollector {
                         Err(error) => tracing::debug!(%node, %error, "checking a node gone"),
                     }
                 }
-                for pod in stranded.iter().chain(&unscheduled_terminating) {
+                for pod in found.stranded.iter().chain(&found.unscheduled_terminating) {
                     fail_and_delete(client.as_ref(), pod, None).await;
                 }
-                delete_oldest_finished(client.as_ref(), threshold).await;
+                delete_oldest_finished(client.as_ref(), threshold, page).await;
             };
             ctx.spawn(
                 work.into_actor(collector).map(|(), collector, _| collector.sweeping = false),
@@ -140,8 +127,8 @@ impl PodGarbageCollector {
         }));
     }
 
-    /// The pods of `bound` whose node has been missing for the quarantine time, by node; the
-    /// nodes found missing now are noted.
+    /// The pods of `bound` whose node is missing and has been for the quarantine time, by
+    /// node; the nodes found missing now are noted.
     fn orphans(&mut self, bound: Vec<Value>) -> BTreeMap<String, Vec<Value>> {
         let nodes = self.nodes.as_ref().expect("listed before a sweep");
         let mut by_node: BTreeMap<String, Vec<Value>> = BTreeMap::new();
@@ -162,39 +149,101 @@ impl PodGarbageCollector {
     }
 }
 
+/// What a sweep keeps of the pods it reads: the ones it may act on.
+#[derive(Default)]
+struct Found {
+    /// Bound to a node that does not exist (orphans once it has been missing long enough).
+    on_missing_nodes: Vec<Value>,
+    /// Being deleted on a node out of service.
+    stranded: Vec<Value>,
+    /// Being deleted, never bound.
+    unscheduled_terminating: Vec<Value>,
+}
+
+impl Found {
+    /// Keeps those of `pods` a sweep may act on, given the `nodes` that exist (and whether
+    /// each is out of service).
+    fn take(&mut self, pods: Vec<Value>, nodes: &BTreeMap<String, bool>) {
+        for pod in pods {
+            // A delete cut off between its marking and its removal (a crash) leaves a pod
+            // being deleted that was never bound: no agent will remove it.
+            let deleting =
+                json::at(&pod, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+            let node = json::at(&pod, "/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            match (node.is_empty(), nodes.get(node)) {
+                (true, _) if deleting => self.unscheduled_terminating.push(pod),
+                (true, _) => {}
+                (false, None) => self.on_missing_nodes.push(pod),
+                (false, Some(&out_of_service)) if out_of_service && deleting => {
+                    self.stranded.push(pod)
+                }
+                (false, Some(_)) => {}
+            }
+        }
+    }
+}
+
+/// Reads the pods (those `field_selector` selects) `page` at a time, handing each page to
+/// `take`.
+async fn each_page(
+    client: &dyn ApiClient,
+    field_selector: Option<String>,
+    page: usize,
+    mut take: impl FnMut(Vec<Value>),
+) -> Result<(), ApiError> {
+    let mut options = ListOptions { field_selector, limit: Some(page), ..ListOptions::default() };
+    loop {
+        let listed = client.list(resources::core("pods"), None, &options).await?;
+        take(listed.items);
+        match listed.continue_token.filter(|token| !token.is_empty()) {
+            Some(token) => options.continue_token = Some(token),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// A finished pod, as much of it as its collection needs.
+struct FinishedPod {
+    /// Evicted ones go first, then the oldest (Kubernetes' `byEvictionAndCreationTimestamp`).
+    order: (bool, String, String),
+    namespace: String,
+    uid: String,
+}
+
+impl FinishedPod {
+    fn of(pod: &Value) -> Self {
+        let text = |pointer: &str| json::at(pod, pointer).and_then(Value::as_str).unwrap_or("");
+        let evicted = text("/status/phase") == "Failed" && text("/status/reason") == "Evicted";
+        let created = text("/metadata/creationTimestamp").to_string();
+        Self {
+            order: (!evicted, created, object_name(pod).to_string()),
+            namespace: text("/metadata/namespace").to_string(),
+            uid: object_uid(pod).to_string(),
+        }
+    }
+}
+
 /// Deletes the oldest finished pods past `threshold` (none when it is 0).
-async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize) {
+async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize, page: usize) {
     if threshold == 0 {
         return;
     }
     let mut finished = Vec::new();
     for phase in ["Succeeded", "Failed"] {
-        let options = ListOptions {
-            field_selector: Some(format!("status.phase={phase}")),
-            ..ListOptions::default()
-        };
-        match client.list(resources::core("pods"), None, &options).await {
-            Ok(listed) => finished.extend(listed.items),
-            Err(error) => {
-                tracing::debug!(%error, "listing finished pods");
-                return;
-            }
+        let selector = Some(format!("status.phase={phase}"));
+        let take = |pods: Vec<Value>| finished.extend(pods.iter().map(FinishedPod::of));
+        if let Err(error) = each_page(client, selector, page, take).await {
+            tracing::debug!(%error, "listing finished pods");
+            return;
         }
     }
     if finished.len() <= threshold {
         return;
     }
-    // Evicted ones first, then the oldest (Kubernetes' `byEvictionAndCreationTimestamp`).
-    let order = |p: &Value| {
-        let evicted = json::at(p, "/status/phase").and_then(Value::as_str) == Some("Failed")
-            && json::at(p, "/status/reason").and_then(Value::as_str) == Some("Evicted");
-        let at = json::at(p, "/metadata/creationTimestamp").and_then(Value::as_str);
-        (!evicted, at.unwrap_or("").to_string(), object_name(p).to_string())
-    };
-    finished.sort_by_cached_key(order);
+    finished.sort_unstable_by(|a, b| a.order.cmp(&b.order));
     let excess = finished.len() - threshold;
     for pod in finished.into_iter().take(excess) {
-        force_delete(client, &pod).await;
+        force_delete(client, &pod.namespace, &pod.order.2, &pod.uid).await;
     }
 }
 
@@ -224,16 +273,14 @@ async fn fail_and_delete(client: &dyn ApiClient, pod: &Value, condition: Option<
             return; // as Kubernetes: not deleted unmarked; the next sweep tries again
         }
     }
-    force_delete(client, pod).await;
+    force_delete(client, namespace, name, object_uid(pod)).await;
 }
 
-/// Deletes `pod` with no grace period (this pod, not another of its name).
-async fn force_delete(client: &dyn ApiClient, pod: &Value) {
-    let namespace = json::at(pod, "/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-    let name = object_name(pod);
+/// Deletes a pod with no grace period (the one of `uid`, not another of its name).
+async fn force_delete(client: &dyn ApiClient, namespace: &str, name: &str, uid: &str) {
     let options = DeleteOptions {
         grace_period_seconds: Some(0),
-        precondition_uid: Some(object_uid(pod).to_string()),
+        precondition_uid: Some(uid.to_string()),
         ..DeleteOptions::default()
     };
     match client.delete(resources::core("pods"), namespace, name, &options).await {
@@ -342,6 +389,8 @@ mod tests {
             terminated_threshold: 2,
             quarantine: Duration::from_millis(300),
             period: Duration::from_millis(100),
+            // A few pods a page: what a sweep reads spans pages.
+            page: 2,
         };
         let _collector = PodGarbageCollector::new(Arc::new(core.clone()), config).start();
         for name in ["goes", "returns"] {
@@ -447,6 +496,7 @@ mod tests {
         let config = PodGcConfig {
             terminated_threshold: 1,
             period: Duration::from_millis(50),
+            page: 1,
             ..PodGcConfig::default()
         };
         let _collector = PodGarbageCollector::new(Arc::new(core.clone()), config).start();
