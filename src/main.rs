@@ -172,8 +172,14 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Server(args) => server(*args),
-        Command::Agent(args) => agent(args),
+        Command::Server(args) => {
+            raise_open_file_limit();
+            server(*args)
+        }
+        Command::Agent(args) => {
+            raise_open_file_limit();
+            agent(args)
+        }
         Command::Image(args) => images::run(args),
         Command::ExecLimited(args) => images::exec_limited(args),
         Command::LogWriter(args) => images::log_writer(args),
@@ -284,6 +290,20 @@ fn agent(args: AgentArgs) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, as Go raises it at start for
+/// kube-apiserver, etcd and the kubelet: a server holds a connection for each watch and client,
+/// an agent one for each simulated node's watch, and many systems give a process 1,024.
+/// Containers inherit it, as a container runtime's do.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            // A hard limit the kernel does not allow as a soft one (unlimited) leaves it.
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
     }
 }
 

@@ -117,6 +117,35 @@ fn agentless_server() -> (tempfile::TempDir, String, std::process::Command) {
     (data, port, cmd)
 }
 
+/// The soft limit on open files is raised to the hard one (as Go programs raise theirs).
+#[test]
+fn the_open_file_limit_is_raised_to_the_hard_one() {
+    use nix::sys::resource::{getrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    assert!(hard > 256, "a hard limit above the test's soft one ({hard})");
+    let data = tempfile::tempdir().unwrap();
+    let port = util::free_port().to_string();
+    // Started with a soft limit of 256 (the hard one kept).
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Sn 256 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_kplane")])
+        .args(["server", "--insecure-port", &port, "--secure-port", "0", "--data-dir"])
+        .arg(data.path())
+        .env("KPLANE_AGENT__ENABLED", "false")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    util::wait_until(Duration::from_secs(30), "the server answers", || {
+        reqwest::blocking::get(&url).is_ok_and(|r| r.status() == 200)
+    });
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let open_files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let numbers: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers, [hard.to_string(), hard.to_string()], "{open_files}");
+}
+
 #[test]
 fn a_log_that_cannot_be_written_stops_nothing() {
     // stderr a pipe whose reader has gone: every log line the server writes fails (EPIPE).
