@@ -20,23 +20,34 @@ pub struct FieldSet {
     children: BTreeMap<String, FieldSet>,
 }
 
-/// Free-form maps: their keys are data, so the map itself is a member when it is set.
-const FREE_FORM_MAPS: &[&str] = &[
-    "labels",
-    "annotations",
-    "nodeSelector",
-    "data",
-    "stringData",
-    "binaryData",
-    "selector",
-    "matchLabels",
-    "limits",
-    "requests",
-    "capacity",
-    "allocatable",
-    "hard",
-    "used",
-];
+/// Whether the object or list in `field` of the object at `parent` is one Go's JSON of an
+/// empty object of its kind always has (a struct field that is no pointer, a list field
+/// without `omitempty`): what an update's old object holds even where the stored one leaves
+/// it out. An update adds (and its writer owns, `"."`) every other object or list it is the
+/// first to set, as structured-merge-diff's comparison, whose old object on a create is that
+/// empty one: a pod's `metadata`, `spec`, `status` and `spec.containers` are never added.
+fn always_present(parent: &str, field: &str) -> bool {
+    match parent {
+        "" => matches!(
+            field,
+            "metadata"
+                | "spec"
+                | "status"
+                // A PodTemplate's; an event's (core/v1 and events.k8s.io/v1); a binding's.
+                | "template"
+                | "source"
+                | "regarding"
+                | "deprecatedSource"
+                | "roleRef"
+        ),
+        ".spec" | ".template.spec" => field == "containers",
+        ".template" => matches!(field, "metadata" | "spec"),
+        // A service's; a node's.
+        ".status" => matches!(field, "loadBalancer" | "daemonEndpoints" | "nodeInfo"),
+        ".status.daemonEndpoints" => field == "kubeletEndpoint",
+        _ => false,
+    }
+}
 
 /// Whether the object in `field` of the object at `parent` is one value (a map or struct
 /// Kubernetes declares `x-kubernetes-map-type: atomic`): a member itself with nothing under
@@ -480,18 +491,20 @@ impl FieldsText<'_> {
     fn value(&mut self, field: &str, value: &Value) -> bool {
         match value {
             Value::Object(map) if !map.is_empty() && !is_atomic_object(&self.path, field) => {
+                let added = !always_present(&self.path, field);
                 let parent = self.enter(field);
-                let written = self.fields(map, FREE_FORM_MAPS.contains(&field));
+                let written = self.fields(map, added);
                 self.path.truncate(parent);
                 written
             }
             Value::Array(items) if !items.is_empty() => {
                 match list_items(&self.path, field, items) {
                     ListItems::Keyed(_, elements) => {
+                        let added = !always_present(&self.path, field);
                         let parent = self.enter(field);
-                        let start = self.open(false);
+                        let start = self.open(added);
                         for (element, item) in &elements {
-                            self.separate(start, false);
+                            self.separate(start, added);
                             json::write_string(&mut self.out, element);
                             self.out.push(b':');
                             match item.and_then(Value::as_object) {
@@ -500,7 +513,7 @@ impl FieldsText<'_> {
                             }
                         }
                         self.path.truncate(parent);
-                        self.close(start, elements.len(), false)
+                        self.close(start, elements.len(), added)
                     }
                     ListItems::Set(elements) => {
                         let start = self.open(true);
@@ -565,10 +578,10 @@ impl FieldsText<'_> {
 }
 
 /// The shape of a field set built from an object. An update's (what Kubernetes compares out
-/// of the old and new objects) has a free-form map and a set-like list it writes as members
-/// themselves (`.` in FieldsV1); an apply's (Kubernetes' `ToFieldSet` of the configuration)
-/// has only what the configuration names in them: a map's keys, a list's items. An emptied
-/// map is a member itself either way.
+/// of the old and new objects, here of a part the old one lacks) has every object and list it
+/// adds as members themselves (`.` in FieldsV1; see [`always_present`]); an apply's
+/// (Kubernetes' `ToFieldSet` of the configuration) has only what the configuration names in
+/// them: a map's keys, a list's items. An emptied map is a member itself either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
     Update,
@@ -617,13 +630,14 @@ fn walk_value<T: FieldTree>(
     match value {
         Value::Object(map) if !map.is_empty() && !is_atomic_object(parent, field) => {
             let path = child_path(parent, field);
-            let itself = form == Form::Update && FREE_FORM_MAPS.contains(&field);
+            let itself = form == Form::Update && !always_present(parent, field);
             walk_fields(map, &path, itself, skip, form)
         }
         Value::Array(items) if !items.is_empty() => {
             let path = child_path(parent, field);
             match list_items(parent, field, items) {
                 ListItems::Keyed(_, elements) => {
+                    let itself = form == Form::Update && !always_present(parent, field);
                     let mut node = T::new();
                     for (element, item) in elements {
                         let child = match item {
@@ -634,7 +648,7 @@ fn walk_value<T: FieldTree>(
                             node.insert(element, child);
                         }
                     }
-                    node.finish(false)
+                    node.finish(itself)
                 }
                 ListItems::Set(elements) => {
                     let mut node = T::new();
@@ -674,9 +688,16 @@ impl FieldSet {
         of_object_except(object, &skip_none, Form::Update).unwrap_or_default()
     }
 
-    /// Everything in `value`, the field `field` of the object at `parent`.
-    fn of_value(value: &Value, parent: &str, field: &str) -> FieldSet {
-        walk_value(value, parent, field, &skip_none, Form::Update).unwrap_or_default()
+    /// Everything in `value`, the field `field` of the object at `parent`, which an update
+    /// adds: the node itself too unless the old object `had` it (with another value), when
+    /// only what is under it is added.
+    fn of_value(value: &Value, parent: &str, field: &str, had: bool) -> FieldSet {
+        let mut set: FieldSet =
+            walk_value(value, parent, field, &skip_none, Form::Update).unwrap_or_default();
+        if had && !set.children.is_empty() {
+            set.itself = false;
+        }
+        set
     }
 
     /// A keyed list's item: the item itself and each of its fields.
@@ -698,7 +719,7 @@ impl FieldSet {
         for (k, v) in b {
             let changed = match a.get(k) {
                 Some(before) => Self::changed_value(before, v, path, k),
-                None => Self::of_value(v, path, k),
+                None => Self::of_value(v, path, k, false),
             };
             set.insert_child(field_element(k), changed);
         }
@@ -750,11 +771,11 @@ impl FieldSet {
                         set
                     }
                     _ if a == b => FieldSet::default(),
-                    _ => Self::of_value(new, parent, field),
+                    _ => Self::of_value(new, parent, field, true),
                 }
             }
             _ if old == new => FieldSet::default(),
-            _ => Self::of_value(new, parent, field),
+            _ => Self::of_value(new, parent, field, true),
         }
     }
 
@@ -1232,11 +1253,58 @@ mod tests {
                     "f:finalizers": {".": {}, "v:\"a/b\"": {}}},
                 "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:args": {},
                     "f:image": {}, "f:name": {},
-                    "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {},
+                    "f:ports": {".": {},
+                        "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {},
                         "f:containerPort": {}}}}}}})
         );
         assert_eq!(fields_from_json(&json).unwrap(), FieldSet::of_object(&pod));
         assert!(fields_from_json(&json!({"x": {}})).is_err());
+    }
+
+    /// Every object and list an update adds is a member itself, as kube-apiserver's entries
+    /// have it (this one as it records a pod's create), but those an empty object of the kind
+    /// always has (a pod's spec and containers); one the old object had is not.
+    #[test]
+    fn an_update_owns_the_objects_and_lists_it_adds() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app",
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
+                {"name": "LEVEL", "value": "1"}],
+            "livenessProbe": {"httpGet": {"path": "/", "port": 80}, "periodSeconds": 5},
+            "resources": {"limits": {"cpu": "1"}},
+            "lifecycle": {"preStop": {"exec": {"command": ["x"]}}},
+            "securityContext": {}}]}, "status": {"phase": "Pending"}});
+        let expected = json!({"f:metadata": {"f:name": {}}, "f:spec": {"f:containers": {
+            "k:{\"name\":\"app\"}": {".": {}, "f:name": {},
+                "f:env": {".": {},
+                    "k:{\"name\":\"POD_NAME\"}": {".": {}, "f:name": {},
+                        "f:valueFrom": {".": {}, "f:fieldRef": {}}},
+                    "k:{\"name\":\"LEVEL\"}": {".": {}, "f:name": {}, "f:value": {}}},
+                "f:livenessProbe": {".": {}, "f:httpGet": {".": {}, "f:path": {}, "f:port": {}},
+                    "f:periodSeconds": {}},
+                "f:resources": {".": {}, "f:limits": {".": {}, "f:cpu": {}}},
+                "f:lifecycle": {".": {}, "f:preStop": {".": {},
+                    "f:exec": {".": {}, "f:command": {}}}},
+                "f:securityContext": {}}}},
+            "f:status": {"f:phase": {}}});
+        assert_eq!(FieldSet::of_object(&pod).into_json(), expected);
+        let written = json_of_object_except(&pod, &skip_none).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&written).unwrap(), expected);
+
+        // An update: what the old object lacked is added, node and all; what it had with
+        // another value is changed under it.
+        let old = json!({"spec": {"containers": [{"name": "app", "resources": {}}]}});
+        let new = json!({"spec": {"containers": [{"name": "app",
+            "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80}]}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(
+            FieldSet::changed(&old, &new).into_json(),
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {
+                    "f:resources": {"f:requests": {".": {}, "f:cpu": {}}},
+                    "f:ports": {".": {}, "k:{\"containerPort\":80,\"protocol\":\"TCP\"}":
+                        {".": {}, "f:containerPort": {}}}}}},
+                "f:status": {"f:conditions": {".": {},
+                    "k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+        );
     }
 
     #[test]
@@ -1260,7 +1328,8 @@ mod tests {
         let affinity = &fields["f:spec"]["f:affinity"]["f:nodeAffinity"];
         assert_eq!(affinity["f:requiredDuringSchedulingIgnoredDuringExecution"], json!({}));
         let constraint = &fields["f:spec"]["f:topologySpreadConstraints"];
-        let item = constraint.as_object().unwrap().values().next().unwrap();
+        let item =
+            &constraint["k:{\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"DoNotSchedule\"}"];
         assert_eq!(item["f:labelSelector"], json!({}), "{fields}");
         // A change inside one is a change of the whole; an apply replaces it whole.
         let mut changed = service.clone();
@@ -1287,7 +1356,7 @@ mod tests {
         let fields = FieldSet::of_object(&env).into_json();
         let container = &fields["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"];
         let variable = &container["f:env"]["k:{\"name\":\"X\"}"];
-        assert_eq!(variable["f:valueFrom"], json!({"f:secretKeyRef": {}}), "{fields}");
+        assert_eq!(variable["f:valueFrom"], json!({".": {}, "f:secretKeyRef": {}}), "{fields}");
         assert_eq!(container["f:envFrom"], json!({}), "{fields}");
         let volume = json!({"spec": {"volumes": [{"name": "v",
             "cephfs": {"monitors": ["m"], "secretRef": {"name": "s"}}}]}});
