@@ -146,6 +146,55 @@ async fn a_stopped_agent_lets_go_of_its_node() {
     assert_eq!(holder(&lease), Value::Null, "{lease}");
 }
 
+/// An agent whose node another agent registered anew (the node deleted under it, its lease
+/// with it) gives the node up at its next renewal: it stops the node's containers and leaves
+/// the other's lease alone, instead of the two running the same pods.
+#[actix::test]
+async fn an_agent_gives_up_its_node_to_one_that_registered_it_anew() {
+    use super::node_agent::AgentPods;
+    use super::node_lease::HOLDER_ANNOTATION;
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = config("taken", dir.path());
+    first.identity = Some("first".into());
+    // Renewed every 250 ms.
+    first.lease_duration = Duration::from_secs(1);
+    let agent = start_agent(&core, first, Arc::new(ProcessRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    let sleeper = pod(
+        "sleeper",
+        "taken",
+        json!({"name": "c", "image": "i",
+        "command": ["sleep", "1000"]}),
+    );
+    ApiClient::create(&core, pods, "default", sleeper).await.unwrap();
+    let running = eventually("the container runs", || async {
+        let pod = get(&core, "pods", "default", "sleeper").await?;
+        let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?.to_string();
+        id.rsplit('/').next()?.parse::<u32>().ok()
+    })
+    .await;
+    assert!(std::path::Path::new(&format!("/proc/{running}")).exists());
+
+    let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
+    let renewed = json!({"metadata": {"annotations": {HOLDER_ANNOTATION: "second"}},
+        "spec": {"renewTime": crate::model::now_micro(), "leaseDurationSeconds": 40}});
+    ApiClient::patch(&core, leases, "kube-node-lease", "taken", PatchType::Merge, &renewed, false)
+        .await
+        .unwrap();
+    eventually("the agent gives the node up, its container stopped", || async {
+        let given_up = agent.send(AgentPods).await.ok()?.is_empty();
+        let stopped = !std::path::Path::new(&format!("/proc/{running}/cmdline")).exists()
+            || std::fs::read_to_string(format!("/proc/{running}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
+            });
+        (given_up && stopped).then_some(())
+    })
+    .await;
+    let lease = get(&core, "leases", "kube-node-lease", "taken").await.unwrap();
+    assert_eq!(lease["metadata"]["annotations"][HOLDER_ANNOTATION], "second");
+}
+
 #[actix::test]
 async fn a_simulated_node_registers_and_runs_pods_at_once() {
     let core = core().await;

@@ -297,14 +297,34 @@ impl NodeAgent {
             return;
         }
         let (config, client) = (self.config.clone(), self.client.clone());
-        ctx.spawn(
-            async move {
-                if let Err(error) = renew_lease(&config, client.as_ref()).await {
-                    tracing::warn!(node = %config.node_name, %error, "renewing the node lease");
-                }
+        let renewed = async move { renew_lease(&config, client.as_ref()).await };
+        ctx.spawn(renewed.into_actor(self).map(|renewed, agent, _| match renewed {
+            Ok(None) => {}
+            Ok(Some(other)) => agent.lose_node(&other),
+            // Another renewal came first (the next one reads the lease again).
+            Err(ApiError::Conflict { .. }) => {}
+            Err(error) => {
+                let node = &agent.config.node_name;
+                tracing::warn!(%node, %error, "renewing the node lease");
             }
-            .into_actor(self),
-        );
+        }));
+    }
+
+    /// Gives the node up to the agent `other` that registered it anew (after it was deleted
+    /// under this one): the containers are stopped, as on a clean stop, and the agent posts
+    /// nothing more about the node, runs none of its pods and keeps none of its lease; it
+    /// takes the node again when it is restarted, once the other has stopped.
+    fn lose_node(&mut self, other: &HeldByAnother) {
+        if self.workers_ctx.take().is_none() {
+            return;
+        }
+        self.stopping = true;
+        tracing::error!(node = %self.config.node_name, "{other}; this agent stops the node's \
+            containers and leaves the node to it");
+        for (_, admitted) in self.workers.drain() {
+            admitted.worker.do_send(Shutdown { stop_containers: true });
+        }
+        self.admitting.clear();
     }
 
     fn upsert(&mut self, pod: Value, ctx: &mut Context<Self>) {

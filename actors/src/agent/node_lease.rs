@@ -51,24 +51,32 @@ pub async fn held_by_another(
         Err(ApiError::NotFound { .. }) => return Ok(None),
         Err(error) => return Err(error),
     };
-    match lease["metadata"]["annotations"][HOLDER_ANNOTATION].as_str() {
-        Some(holder) if holder != identity => {}
-        _ => return Ok(None),
+    match renewed_by_another(&lease, identity) {
+        Some(renewed_ago) => Ok(Some(another_holder(client, name, renewed_ago).await)),
+        None => Ok(None),
     }
-    let renewed = lease["spec"]["renewTime"].as_str();
-    let Some(renewed) = renewed.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) else {
-        return Ok(None);
-    };
+}
+
+/// How many seconds ago another agent than `identity` renewed `lease`, while it lasts.
+fn renewed_by_another(lease: &Value, identity: &str) -> Option<i64> {
+    let holder = lease["metadata"]["annotations"][HOLDER_ANNOTATION].as_str()?;
+    if holder == identity {
+        return None;
+    }
+    let renewed = lease["spec"]["renewTime"].as_str()?;
+    let renewed = chrono::DateTime::parse_from_rfc3339(renewed).ok()?;
     let renewed_ago = (Utc::now() - renewed.with_timezone(&Utc)).num_seconds().max(0);
     let lasts = lease["spec"]["leaseDurationSeconds"].as_i64().unwrap_or(40);
-    if renewed_ago >= lasts {
-        return Ok(None);
-    }
+    (renewed_ago < lasts).then_some(renewed_ago)
+}
+
+/// The other agent holding node `name`, where its Node says it is.
+async fn another_holder(client: &dyn ApiClient, name: &str, renewed_ago: i64) -> HeldByAnother {
     let at = match client.get(resources::core("nodes"), "", name).await {
         Ok(node) => endpoint(&node).map(|at| format!(" at {at}")).unwrap_or_default(),
         Err(_) => String::new(),
     };
-    Ok(Some(HeldByAnother { node: name.clone(), at, renewed_ago }))
+    HeldByAnother { node: name.to_string(), at, renewed_ago }
 }
 
 /// The address and port a Node's agent serves at (its InternalIP and kubelet endpoint).
@@ -80,18 +88,29 @@ fn endpoint(node: &Value) -> Option<String> {
 }
 
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
-/// sets it, so that the garbage collector removes it with the node), naming this agent.
+/// sets it, so that the garbage collector removes it with the node), naming this agent; not a
+/// lease another agent renews (one that registered the node anew after it was deleted): that
+/// agent is returned, and the node is its.
 pub(super) async fn renew_lease(
     config: &AgentConfig,
     client: &dyn ApiClient,
-) -> Result<(), ApiError> {
+) -> Result<Option<HeldByAnother>, ApiError> {
     let renew = crate::model::now_micro();
     let seconds = config.lease_duration.as_secs();
     let name = &config.node_name;
     let annotations = config.identity.as_ref().map(|id| json!({ HOLDER_ANNOTATION: id }));
     match client.get(leases(), LEASE_NAMESPACE, name).await {
         Ok(lease) => {
-            let mut patch = json!({"spec": {"renewTime": renew, "holderIdentity": name,
+            if let Some(identity) = &config.identity {
+                if let Some(renewed_ago) = renewed_by_another(&lease, identity) {
+                    return Ok(Some(another_holder(client, name, renewed_ago).await));
+                }
+            }
+            // Only the lease as read: of two agents renewing it, one is refused (and then
+            // finds the other's name on it).
+            let version = lease["metadata"]["resourceVersion"].clone();
+            let mut patch = json!({"metadata": {"resourceVersion": version},
+                "spec": {"renewTime": renew, "holderIdentity": name,
                 "leaseDurationSeconds": seconds}});
             let owned = json::at(&lease, "/metadata/ownerReferences")
                 .and_then(Value::as_array)
@@ -113,7 +132,7 @@ pub(super) async fn renew_lease(
                 // As the kubelet's every failed heartbeat, said each time.
                 tracing::warn!(node = %name, "the node is not registered (it was deleted): \
                     no lease is renewed; restart the agent to register it again");
-                return Ok(());
+                return Ok(None);
             };
             let mut lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -132,7 +151,7 @@ pub(super) async fn renew_lease(
         }
         Err(e) => return Err(e),
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Lets go of the node on a clean stop: takes this agent's name off its lease, if the lease
