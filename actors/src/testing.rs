@@ -13,23 +13,35 @@ use crate::model::ResourceType;
 use crate::store::{Store, StoreOptions};
 use crate::watch::{HubOptions, WatchHub};
 
-/// A bootstrapped API core over an in-memory store with a roomy watch window.
-pub async fn core() -> ApiCore {
-    core_with(HubOptions {
+/// A roomy watch window.
+fn roomy() -> HubOptions {
+    HubOptions {
         window_events: 100_000,
         window_bytes: usize::MAX,
         buffer: 100_000,
         bookmark_interval: Duration::from_secs(60),
-    })
-    .await
+    }
+}
+
+/// A bootstrapped API core over an in-memory store with a roomy watch window.
+pub async fn core() -> ApiCore {
+    core_with(roomy()).await
 }
 
 /// A bootstrapped API core over an in-memory store, with these watch settings.
 pub async fn core_with(options: HubOptions) -> ApiCore {
-    let hub = WatchHub::start(options);
-    let store =
-        Store::open(&StoreOptions { shards: 2, data_dir: None, ..Default::default() }, &hub)
-            .unwrap();
+    core_of(options, StoreOptions { shards: 2, data_dir: None, ..Default::default() }).await
+}
+
+/// As [`core`], over a store that keeps only its last `changes` changes (and so lists at no
+/// older revision).
+pub async fn core_with_history(changes: usize) -> ApiCore {
+    core_of(roomy(), StoreOptions { history_changes: changes, ..Default::default() }).await
+}
+
+async fn core_of(hub: HubOptions, store: StoreOptions) -> ApiCore {
+    let hub = WatchHub::start(hub);
+    let store = Store::open(&store, &hub).unwrap();
     let core = ApiCore::new(store, hub);
     core.bootstrap().await.unwrap();
     core

@@ -63,12 +63,12 @@ async fn a_lease_is_made_only_for_a_node_that_is_there() {
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
     let config = config("gone", dir.path());
-    super::node_lease::renew_lease(&config, &core).await.unwrap();
+    super::node_lease::renew_lease(&config, &core, None).await.unwrap();
     assert!(get(&core, "leases", "kube-node-lease", "gone").await.is_none());
     let nodes = find("", "v1", "nodes").unwrap();
     let node = ApiClient::create(&core, nodes, "", json!({"metadata": {"name": "gone"}})).await;
     let uid = node.unwrap()["metadata"]["uid"].clone();
-    super::node_lease::renew_lease(&config, &core).await.unwrap();
+    super::node_lease::renew_lease(&config, &core, None).await.unwrap();
     let lease = get(&core, "leases", "kube-node-lease", "gone").await.expect("the lease");
     assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], uid);
 }
@@ -90,7 +90,7 @@ async fn a_node_is_held_by_the_agent_whose_lease_lasts() {
     let (first, second) = (named("first"), named("second"));
     let machine = super::node_status::Machine::simulated();
     register(&first, &core, &machine, "simulated").await.unwrap();
-    renew_lease(&first, &core).await.unwrap();
+    renew_lease(&first, &core, None).await.unwrap();
     let holder = |lease: &Value| lease["metadata"]["annotations"][HOLDER_ANNOTATION].clone();
     let lease = get(&core, "leases", "kube-node-lease", "twin").await.unwrap();
     assert_eq!(holder(&lease), "first");
@@ -113,7 +113,7 @@ async fn a_node_is_held_by_the_agent_whose_lease_lasts() {
     let lease = get(&core, "leases", "kube-node-lease", "twin").await.unwrap();
     assert_eq!(holder(&lease), Value::Null, "{lease}");
     register(&second, &core, &machine, "simulated").await.expect("the node is free");
-    renew_lease(&second, &core).await.unwrap();
+    renew_lease(&second, &core, None).await.unwrap();
 
     // An expired lease holds nothing.
     let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
@@ -193,6 +193,57 @@ async fn an_agent_gives_up_its_node_to_one_that_registered_it_anew() {
     .await;
     let lease = get(&core, "leases", "kube-node-lease", "taken").await.unwrap();
     assert_eq!(lease["metadata"]["annotations"][HOLDER_ANNOTATION], "second");
+}
+
+/// An agent whose node was deleted and made again under its name (a new uid) gives it up at
+/// its next renewal, quietly: it stops its containers and writes nothing more about their
+/// pods (their status stays as it was), nor makes a lease for the other node.
+#[actix::test]
+async fn an_agent_gives_up_its_node_once_it_is_made_again() {
+    use super::node_agent::AgentPods;
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = config("remade", dir.path());
+    first.identity = Some("first".into());
+    // Renewed every 250 ms.
+    first.lease_duration = Duration::from_secs(1);
+    let agent = start_agent(&core, first, Arc::new(ProcessRuntime::default()));
+    let (pods, nodes) = (find("", "v1", "pods").unwrap(), find("", "v1", "nodes").unwrap());
+    let sleeper = pod(
+        "sleeper",
+        "remade",
+        json!({"name": "c", "image": "i",
+        "command": ["sleep", "1000"]}),
+    );
+    ApiClient::create(&core, pods, "default", sleeper).await.unwrap();
+    let running = eventually("the container runs", || async {
+        let pod = get(&core, "pods", "default", "sleeper").await?;
+        let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?.to_string();
+        id.rsplit('/').next()?.parse::<u32>().ok()
+    })
+    .await;
+
+    // The node deleted, its lease with it (the garbage collector's part), and made again.
+    ApiClient::delete(&core, nodes, "", "remade", &DeleteOptions::default()).await.unwrap();
+    let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
+    let _ =
+        ApiClient::delete(&core, leases, "kube-node-lease", "remade", &DeleteOptions::default())
+            .await;
+    ApiClient::create(&core, nodes, "", json!({"metadata": {"name": "remade"}})).await.unwrap();
+    eventually("the agent gives the node up, its container stopped", || async {
+        let given_up = agent.send(AgentPods).await.ok()?.is_empty();
+        let stat = std::fs::read_to_string(format!("/proc/{running}/stat"));
+        let alive = stat.is_ok_and(|stat| {
+            stat.rsplit(')').next().is_some_and(|s| !s.trim_start().starts_with('Z'))
+        });
+        (given_up && !alive).then_some(())
+    })
+    .await;
+    // Not marked stopped, as a clean stop marks its containers.
+    let after = get(&core, "pods", "default", "sleeper").await.unwrap();
+    let state = &after["status"]["containerStatuses"][0]["state"];
+    assert!(state["running"].is_object(), "{state}");
+    assert!(get(&core, "leases", "kube-node-lease", "remade").await.is_none());
 }
 
 #[actix::test]

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::admission::{self, Rejection};
-use super::node_lease::{self, renew_lease, HeldByAnother};
+use super::node_lease::{self, renew_lease, HeldByAnother, NodeLost};
 use super::node_status::{self, Machine, Pressure};
 use super::pod_ips::PodIps;
 use super::pod_worker::{
@@ -73,10 +73,10 @@ impl Handler<ContainerLookup> for NodeAgent {
 #[rtype(result = "()")]
 pub struct StopAgent;
 
-/// The agent registered its node: the pod workers can start.
+/// The agent registered its node (of this uid): the pod workers can start.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct Registered(Arc<WorkerContext>);
+struct Registered(Arc<WorkerContext>, String);
 
 /// The full set of pods bound to this node, after a (re-)list.
 #[derive(Message)]
@@ -123,8 +123,10 @@ pub struct NodeAgent {
     client: Arc<dyn ApiClient>,
     runtime: Arc<dyn Runtime>,
     machine: Machine,
-    /// Set once the node is registered.
+    /// Set once the node is registered (and unset if it is lost).
     workers_ctx: Option<Arc<WorkerContext>>,
+    /// The uid of the node the agent registered.
+    node_uid: Option<String>,
     workers: HashMap<String, Admitted>,
     /// The node and what the admitted pods not finished take of it, kept as they come and go
     /// (the node as the last admission read it).
@@ -154,6 +156,7 @@ impl NodeAgent {
             runtime,
             machine,
             workers_ctx: None,
+            node_uid: None,
             workers: HashMap::new(),
             usage: NodeInfo::new(&Node::default()),
             admitting: HashMap::new(),
@@ -293,11 +296,13 @@ impl NodeAgent {
     }
 
     fn renew_lease(&self, ctx: &mut Context<Self>) {
-        if self.workers_ctx.is_none() {
+        // (Not while stopping: a clean stop lets go of the lease.)
+        if self.workers_ctx.is_none() || self.stopping {
             return;
         }
-        let (config, client) = (self.config.clone(), self.client.clone());
-        let renewed = async move { renew_lease(&config, client.as_ref()).await };
+        let (config, client, uid) =
+            (self.config.clone(), self.client.clone(), self.node_uid.clone());
+        let renewed = async move { renew_lease(&config, client.as_ref(), uid.as_deref()).await };
         ctx.spawn(renewed.into_actor(self).map(|renewed, agent, _| match renewed {
             Ok(None) => {}
             Ok(Some(other)) => agent.lose_node(&other),
@@ -310,19 +315,19 @@ impl NodeAgent {
         }));
     }
 
-    /// Gives the node up to the agent `other` that registered it anew (after it was deleted
-    /// under this one): the containers are stopped, as on a clean stop, and the agent posts
-    /// nothing more about the node, runs none of its pods and keeps none of its lease; it
-    /// takes the node again when it is restarted, once the other has stopped.
-    fn lose_node(&mut self, other: &HeldByAnother) {
+    /// Gives the node up, once it is no longer this agent's (deleted under it, and registered
+    /// anew by another agent or made again): the containers are stopped, quietly (their pods
+    /// are the node's new agent's), and the agent posts nothing more about the node, runs none
+    /// of its pods and keeps none of its lease; it takes the node again when it is restarted.
+    fn lose_node(&mut self, lost: &NodeLost) {
         if self.workers_ctx.take().is_none() {
             return;
         }
         self.stopping = true;
-        tracing::error!(node = %self.config.node_name, "{other}; this agent stops the node's \
-            containers and leaves the node to it");
+        tracing::error!(node = %self.config.node_name, "{lost}; this agent stops the node's \
+            containers and leaves the node (restart it to register the node again)");
         for (_, admitted) in self.workers.drain() {
-            admitted.worker.do_send(Shutdown { stop_containers: true });
+            admitted.worker.do_send(Shutdown { stop_containers: true, quietly: true });
         }
         self.admitting.clear();
     }
@@ -463,20 +468,30 @@ impl Actor for NodeAgent {
         ctx.spawn(
             async move {
                 let mut wait = Duration::from_millis(200);
-                let cidr = loop {
-                    match register(&config, client.as_ref(), &machine, runtime.name()).await {
-                        Ok(cidr) => break cidr,
-                        Err(error) => {
-                            tracing::warn!(node = %config.node_name, %error, "registering the node; retrying");
-                            tokio::time::sleep(wait).await;
-                            wait = (wait * 2).min(MAX_RETRY);
+                let (cidr, uid) = loop {
+                    let error = match register(&config, client.as_ref(), &machine, runtime.name())
+                        .await
+                    {
+                        // Its lease names it, unless another agent registered the node at
+                        // the same time and named itself first: then that one's it is.
+                        Ok((cidr, uid)) => {
+                            match renew_lease(&config, client.as_ref(), Some(&uid)).await {
+                                Ok(None) => break (cidr, uid),
+                                Ok(Some(lost)) => RegisterError::Lost(lost),
+                                Err(error) => {
+                                    let node = &config.node_name;
+                                    tracing::warn!(%node, %error, "creating the node lease");
+                                    break (cidr, uid);
+                                }
+                            }
                         }
-                    }
+                        Err(error) => error,
+                    };
+                    tracing::warn!(node = %config.node_name, %error, "registering the node; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(MAX_RETRY);
                 };
                 tracing::info!(node = %config.node_name, pod_cidr = %format!("{}/24", cidr), "node registered");
-                if let Err(error) = renew_lease(&config, client.as_ref()).await {
-                    tracing::warn!(node = %config.node_name, %error, "creating the node lease");
-                }
                 let workers = WorkerContext {
                     client: client.clone(),
                     runtime,
@@ -484,7 +499,7 @@ impl Actor for NodeAgent {
                     ips: Mutex::new(PodIps::new(cidr)),
                     memory_capacity: machine.memory_bytes,
                 };
-                addr.do_send(Registered(Arc::new(workers)));
+                addr.do_send(Registered(Arc::new(workers), uid));
                 list_watch(config.node_name.clone(), client, addr).await;
             }
             .into_actor(self),
@@ -499,6 +514,7 @@ impl Handler<Registered> for NodeAgent {
 
     fn handle(&mut self, msg: Registered, ctx: &mut Context<Self>) {
         self.workers_ctx = Some(msg.0);
+        self.node_uid = Some(msg.1);
         self.heartbeat(ctx);
     }
 }
@@ -624,7 +640,8 @@ impl Handler<StopAgent> for NodeAgent {
         Box::pin(
             async move {
                 // All at once: each answers when its containers have stopped.
-                let stops = workers.iter().map(|w| w.send(Shutdown { stop_containers }));
+                let stops =
+                    workers.iter().map(|w| w.send(Shutdown { stop_containers, quietly: false }));
                 futures::future::join_all(stops).await;
                 // Then the node is free for another agent (one waiting for this one to stop),
                 // unless its containers are left running for this agent to adopt again.
@@ -648,7 +665,7 @@ pub(super) async fn register(
     client: &dyn ApiClient,
     machine: &Machine,
     runtime: &str,
-) -> Result<std::net::Ipv4Addr, RegisterError> {
+) -> Result<(std::net::Ipv4Addr, String), RegisterError> {
     if let Some(other) = node_lease::held_by_another(config, client).await? {
         return Err(other.into());
     }
@@ -669,7 +686,7 @@ pub(super) async fn register(
                 }
                 let cidr = node.pointer("/spec/podCIDR").and_then(Value::as_str);
                 if let Some((network, _)) = cidr.and_then(crate::model::cidr::parse) {
-                    return Ok(network);
+                    return Ok((network, object_uid(&node).to_string()));
                 }
                 if !told && started.elapsed() >= NETWORK_PATIENCE {
                     told = true;
@@ -698,6 +715,8 @@ pub(super) enum RegisterError {
     Api(#[from] ApiError),
     #[error(transparent)]
     Held(#[from] HeldByAnother),
+    #[error(transparent)]
+    Lost(NodeLost),
 }
 
 /// How long a registered node waits for its pod CIDR before the agent says it is waiting.

@@ -36,6 +36,15 @@ pub struct HeldByAnother {
     renewed_ago: i64,
 }
 
+/// Why an agent's node is no longer its own.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NodeLost {
+    #[error(transparent)]
+    HeldByAnother(#[from] HeldByAnother),
+    #[error("node {0} was deleted and made again since this agent registered it")]
+    MadeAgain(String),
+}
+
 /// The agent, other than this one, that holds the node `config` names: the one its lease
 /// names, while that lease lasts (renewed within its duration). `None` for an agent that has
 /// no name of its own (`config.identity`), for a lease that names no agent, and for an
@@ -55,6 +64,16 @@ pub async fn held_by_another(
         Some(renewed_ago) => Ok(Some(another_holder(client, name, renewed_ago).await)),
         None => Ok(None),
     }
+}
+
+/// The other agent renewing `lease`, while it lasts (none for an agent without a name).
+async fn lost_to_another(
+    client: &dyn ApiClient,
+    config: &AgentConfig,
+    lease: &Value,
+) -> Option<NodeLost> {
+    let renewed_ago = renewed_by_another(lease, config.identity.as_deref()?)?;
+    Some(another_holder(client, &config.node_name, renewed_ago).await.into())
 }
 
 /// How many seconds ago another agent than `identity` renewed `lease`, while it lasts.
@@ -88,23 +107,31 @@ fn endpoint(node: &Value) -> Option<String> {
 }
 
 /// Creates or renews the node's Lease in kube-node-lease, owned by the node (as the kubelet
-/// sets it, so that the garbage collector removes it with the node), naming this agent; not a
-/// lease another agent renews (one that registered the node anew after it was deleted): that
-/// agent is returned, and the node is its.
+/// sets it, so that the garbage collector removes it with the node), naming this agent. Not
+/// when the node is no longer this agent's (the one it registered as `node_uid`, when given):
+/// another agent renews the lease (one that registered the node anew after it was deleted),
+/// or the node was made again; then why is returned.
 pub(super) async fn renew_lease(
     config: &AgentConfig,
     client: &dyn ApiClient,
-) -> Result<Option<HeldByAnother>, ApiError> {
+    node_uid: Option<&str>,
+) -> Result<Option<NodeLost>, ApiError> {
     let renew = crate::model::now_micro();
     let seconds = config.lease_duration.as_secs();
     let name = &config.node_name;
     let annotations = config.identity.as_ref().map(|id| json!({ HOLDER_ANNOTATION: id }));
+    let made_again = |owner_uid: Option<&str>| match (node_uid, owner_uid) {
+        (Some(ours), Some(theirs)) if ours != theirs => Some(NodeLost::MadeAgain(name.clone())),
+        _ => None,
+    };
     match client.get(leases(), LEASE_NAMESPACE, name).await {
         Ok(lease) => {
-            if let Some(identity) = &config.identity {
-                if let Some(renewed_ago) = renewed_by_another(&lease, identity) {
-                    return Ok(Some(another_holder(client, name, renewed_ago).await));
-                }
+            if let Some(lost) = lost_to_another(client, config, &lease).await {
+                return Ok(Some(lost));
+            }
+            let owner_uid = lease["metadata"]["ownerReferences"][0]["uid"].as_str();
+            if let Some(lost) = made_again(owner_uid) {
+                return Ok(Some(lost));
             }
             // Only the lease as read: of two agents renewing it, one is refused (and then
             // finds the other's name on it).
@@ -134,6 +161,9 @@ pub(super) async fn renew_lease(
                     no lease is renewed; restart the agent to register it again");
                 return Ok(None);
             };
+            if let Some(lost) = made_again(owner["uid"].as_str()) {
+                return Ok(Some(lost));
+            }
             let mut lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
@@ -145,7 +175,12 @@ pub(super) async fn renew_lease(
                 lease["metadata"]["annotations"] = annotations;
             }
             match client.create(leases(), LEASE_NAMESPACE, lease).await {
-                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                Ok(_) => {}
+                // Another agent made it meanwhile (both registering the node at once).
+                Err(ApiError::AlreadyExists { .. }) => {
+                    let lease = client.get(leases(), LEASE_NAMESPACE, name).await?;
+                    return Ok(lost_to_another(client, config, &lease).await);
+                }
                 Err(e) => return Err(e),
             }
         }

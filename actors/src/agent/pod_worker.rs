@@ -80,6 +80,8 @@ pub struct PodGone;
 #[rtype(result = "()")]
 pub struct Shutdown {
     pub stop_containers: bool,
+    /// The pod is another agent's now: nothing is written about it (no events, no status).
+    pub quietly: bool,
 }
 
 /// The pod as the worker last wrote it: spec from the API, status as it reported it.
@@ -338,7 +340,7 @@ impl Handler<Shutdown> for PodWorker {
             if msg.stop_containers {
                 // A second at least, as at a deletion: SIGTERM comes first, even for 0.
                 grace = grace.min(termination_grace(&state.pod).max(Duration::from_secs(1)));
-                stopping = state.shutdown_stops(&self.ctx);
+                stopping = state.shutdown_stops(&self.ctx, !msg.quietly);
             }
             files = (state.containers.iter())
                 .filter_map(|c| Some((c.running.as_ref()?, c.name.clone())))
@@ -384,15 +386,16 @@ impl Handler<Shutdown> for PodWorker {
         // The mailbox waits meanwhile: an exit handled now would take its state file away.
         let (done, stopped) = tokio::sync::oneshot::channel();
         let worker = self.ctx.clone();
-        ctx.wait(stop.into_actor(self).then(|(ends, failed_hooks), act, _| {
-            if let Some(state) = &act.state {
+        let quietly = msg.quietly;
+        ctx.wait(stop.into_actor(self).then(move |(ends, failed_hooks), act, _| {
+            if let Some(state) = act.state.as_ref().filter(|_| !quietly) {
                 for (name, message) in failed_hooks {
                     state.pre_stop_failed(&act.ctx, &name, &message);
                 }
             }
             // The pod's last status shows what was stopped (not ready, its runs ended), as
             // the kubelet's at a node's shutdown, for as long as the server answers soon.
-            let state = if ends.is_empty() { None } else { act.state.take() };
+            let state = if ends.is_empty() || quietly { None } else { act.state.take() };
             async move {
                 let mut state = state?;
                 for (name, pid, code) in ends {
@@ -1859,8 +1862,8 @@ impl PodState {
 
     /// The running containers as the agent's shutdown stops them, each with its preStop hook
     /// unless that has run (a deletion under way began it); postStart hooks under way are
-    /// given up, as the containers are going.
-    fn shutdown_stops(&mut self, ctx: &WorkerContext) -> Vec<shutdown::Stopping> {
+    /// given up, as the containers are going. A `Killing` event each when `recorded`.
+    fn shutdown_stops(&mut self, ctx: &WorkerContext, recorded: bool) -> Vec<shutdown::Stopping> {
         let mut stops = Vec::new();
         for i in 0..self.containers.len() {
             let c = &self.containers[i];
@@ -1875,8 +1878,10 @@ impl PodState {
             let (name, pid, start_ticks, sidecar) =
                 (c.name.clone(), r.pid, r.start_ticks, c.sidecar);
             stops.push(shutdown::Stopping { name, pid, start_ticks, sidecar, pre_stop });
-            let message = format!("Stopping container {name}", name = c.name);
-            self.container_event(ctx, &c.name, EventKind::Normal, "Killing", message);
+            if recorded {
+                let message = format!("Stopping container {name}", name = c.name);
+                self.container_event(ctx, &c.name, EventKind::Normal, "Killing", message);
+            }
             let r = self.containers[i].running.as_mut().expect("running");
             if !r.pre_stopping() {
                 if let Some((_, task)) = r.hook.take() {

@@ -90,7 +90,7 @@ impl PodGarbageCollector {
         let found = async move {
             let mut found = Found::default();
             let take = |pods: Vec<Value>| found.take(pods, &nodes);
-            each_page(client.as_ref(), None, page, take).await.map(|()| found)
+            each_page(client.as_ref(), paged(None, page), take).await.map(|()| found)
         };
         ctx.spawn(found.into_actor(self).map(|found, collector, ctx| {
             let found = match found {
@@ -183,23 +183,35 @@ impl Found {
     }
 }
 
-/// Reads the pods (those `field_selector` selects) `page` at a time, handing each page to
-/// `take`.
+/// Reads the pods `options` select (a page of `options.limit` at a time), handing each page
+/// to `take`; past an expired page, from the same place in the latest state.
 async fn each_page(
     client: &dyn ApiClient,
-    field_selector: Option<String>,
-    page: usize,
+    mut options: ListOptions,
     mut take: impl FnMut(Vec<Value>),
 ) -> Result<(), ApiError> {
-    let mut options = ListOptions { field_selector, limit: Some(page), ..ListOptions::default() };
     loop {
-        let listed = client.list(resources::core("pods"), None, &options).await?;
+        let listed = match client.list(resources::core("pods"), None, &options).await {
+            Ok(listed) => listed,
+            // The list's snapshot is gone (a sweep outlived it): on from the same place in
+            // the latest state, as a sweep needs no consistent list.
+            Err(ApiError::InconsistentContinue { continue_token }) => {
+                options.continue_token = Some(continue_token);
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
         take(listed.items);
         match listed.continue_token.filter(|token| !token.is_empty()) {
             Some(token) => options.continue_token = Some(token),
             None => return Ok(()),
         }
     }
+}
+
+/// A list of the pods `field_selector` selects, `page` at a time.
+fn paged(field_selector: Option<String>, page: usize) -> ListOptions {
+    ListOptions { field_selector, limit: Some(page), ..ListOptions::default() }
 }
 
 /// A finished pod, as much of it as its collection needs.
@@ -230,9 +242,9 @@ async fn delete_oldest_finished(client: &dyn ApiClient, threshold: usize, page: 
     }
     let mut finished = Vec::new();
     for phase in ["Succeeded", "Failed"] {
-        let selector = Some(format!("status.phase={phase}"));
+        let options = paged(Some(format!("status.phase={phase}")), page);
         let take = |pods: Vec<Value>| finished.extend(pods.iter().map(FinishedPod::of));
-        if let Err(error) = each_page(client, selector, page, take).await {
+        if let Err(error) = each_page(client, options, take).await {
             tracing::debug!(%error, "listing finished pods");
             return;
         }
@@ -474,6 +486,33 @@ mod tests {
         for kept in ["on-up", "kept"] {
             assert!(ApiClient::get(&core, pods, "default", kept).await.is_ok(), "{kept} is kept");
         }
+    }
+
+    /// A sweep that outlives its list's snapshot goes on from where it was.
+    #[actix::test]
+    async fn a_sweep_goes_on_past_an_expired_page() {
+        let core = crate::testing::core_with_history(10).await;
+        let pods = resources::core("pods");
+        for name in ["a", "b", "c"] {
+            ApiClient::create(&core, pods, "default", pod(name, "", None)).await.unwrap();
+        }
+        let first = ApiClient::list(&core, pods, None, &paged(None, 1)).await.unwrap();
+        let token = first.continue_token.expect("more pages");
+        // More changes since than the store keeps, and more lists kept than it keeps.
+        for i in 0..300 {
+            let relabelled = json!({"metadata": {"labels": {"round": i.to_string()}}});
+            ApiClient::patch(&core, pods, "default", "c", PatchType::Merge, &relabelled, false)
+                .await
+                .unwrap();
+            ApiClient::list(&core, pods, None, &paged(None, 1)).await.unwrap();
+        }
+        let expired = ListOptions { continue_token: Some(token), ..paged(None, 1) };
+        let listed = ApiClient::list(&core, pods, None, &expired).await;
+        assert!(matches!(listed, Err(ApiError::InconsistentContinue { .. })), "{listed:?}");
+        let mut names = Vec::new();
+        let take = |page: Vec<Value>| names.extend(page.iter().map(|p| object_name(p).to_string()));
+        each_page(&core, expired, take).await.unwrap();
+        assert_eq!(names, ["b", "c"]);
     }
 
     /// Past the threshold, evicted pods go before older finished ones.

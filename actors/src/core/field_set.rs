@@ -40,7 +40,9 @@ fn always_present(parent: &str, field: &str) -> bool {
                 | "deprecatedSource"
                 | "roleRef"
         ),
-        ".spec" | ".template.spec" => field == "containers",
+        // A pod's; a claim's.
+        ".spec" => matches!(field, "containers" | "resources"),
+        ".template.spec" => field == "containers",
         ".template" => matches!(field, "metadata" | "spec"),
         // A service's; a node's.
         ".status" => matches!(field, "loadBalancer" | "daemonEndpoints" | "nodeInfo"),
