@@ -146,51 +146,62 @@ async fn a_stopped_agent_lets_go_of_its_node() {
     assert_eq!(holder(&lease), Value::Null, "{lease}");
 }
 
+/// An agent named "first" (its lease renewed every 250 ms) of node `node`, running a pod
+/// with one sleeping container, whose pid is returned with the agent.
+async fn agent_running_a_sleeper(
+    core: &ApiCore,
+    node: &str,
+    dir: &std::path::Path,
+) -> (actix::Addr<NodeAgent>, u32) {
+    let mut first = config(node, dir);
+    first.identity = Some("first".into());
+    first.lease_duration = Duration::from_secs(1);
+    let agent = start_agent(core, first, Arc::new(ProcessRuntime::default()));
+    let sleeper = pod(
+        "sleeper",
+        node,
+        json!({"name": "c", "image": "i",
+        "command": ["sleep", "1000"]}),
+    );
+    ApiClient::create(core, find("", "v1", "pods").unwrap(), "default", sleeper).await.unwrap();
+    let running = eventually("the container runs", || async {
+        let pod = get(core, "pods", "default", "sleeper").await?;
+        let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?.to_string();
+        id.rsplit('/').next()?.parse::<u32>().ok()
+    })
+    .await;
+    (agent, running)
+}
+
+/// Waits until `agent` runs no pod and the process `pid` has ended.
+async fn given_up(agent: &actix::Addr<NodeAgent>, pid: u32) {
+    eventually("the agent gives the node up, its container stopped", || async {
+        let given_up = agent.send(super::node_agent::AgentPods).await.ok()?.is_empty();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+        let alive = stat.is_ok_and(|stat| {
+            stat.rsplit(')').next().is_some_and(|s| !s.trim_start().starts_with('Z'))
+        });
+        (given_up && !alive).then_some(())
+    })
+    .await;
+}
+
 /// An agent whose node another agent registered anew (the node deleted under it, its lease
 /// with it) gives the node up at its next renewal: it stops the node's containers and leaves
 /// the other's lease alone, instead of the two running the same pods.
 #[actix::test]
 async fn an_agent_gives_up_its_node_to_one_that_registered_it_anew() {
-    use super::node_agent::AgentPods;
     use super::node_lease::HOLDER_ANNOTATION;
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut first = config("taken", dir.path());
-    first.identity = Some("first".into());
-    // Renewed every 250 ms.
-    first.lease_duration = Duration::from_secs(1);
-    let agent = start_agent(&core, first, Arc::new(ProcessRuntime::default()));
-    let pods = find("", "v1", "pods").unwrap();
-    let sleeper = pod(
-        "sleeper",
-        "taken",
-        json!({"name": "c", "image": "i",
-        "command": ["sleep", "1000"]}),
-    );
-    ApiClient::create(&core, pods, "default", sleeper).await.unwrap();
-    let running = eventually("the container runs", || async {
-        let pod = get(&core, "pods", "default", "sleeper").await?;
-        let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?.to_string();
-        id.rsplit('/').next()?.parse::<u32>().ok()
-    })
-    .await;
-    assert!(std::path::Path::new(&format!("/proc/{running}")).exists());
-
+    let (agent, running) = agent_running_a_sleeper(&core, "taken", dir.path()).await;
     let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
     let renewed = json!({"metadata": {"annotations": {HOLDER_ANNOTATION: "second"}},
         "spec": {"renewTime": crate::model::now_micro(), "leaseDurationSeconds": 40}});
     ApiClient::patch(&core, leases, "kube-node-lease", "taken", PatchType::Merge, &renewed, false)
         .await
         .unwrap();
-    eventually("the agent gives the node up, its container stopped", || async {
-        let given_up = agent.send(AgentPods).await.ok()?.is_empty();
-        let stopped = !std::path::Path::new(&format!("/proc/{running}/cmdline")).exists()
-            || std::fs::read_to_string(format!("/proc/{running}/stat")).is_ok_and(|stat| {
-                stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
-            });
-        (given_up && stopped).then_some(())
-    })
-    .await;
+    given_up(&agent, running).await;
     let lease = get(&core, "leases", "kube-node-lease", "taken").await.unwrap();
     assert_eq!(lease["metadata"]["annotations"][HOLDER_ANNOTATION], "second");
 }
@@ -200,45 +211,17 @@ async fn an_agent_gives_up_its_node_to_one_that_registered_it_anew() {
 /// pods (their status stays as it was), nor makes a lease for the other node.
 #[actix::test]
 async fn an_agent_gives_up_its_node_once_it_is_made_again() {
-    use super::node_agent::AgentPods;
     let core = core().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut first = config("remade", dir.path());
-    first.identity = Some("first".into());
-    // Renewed every 250 ms.
-    first.lease_duration = Duration::from_secs(1);
-    let agent = start_agent(&core, first, Arc::new(ProcessRuntime::default()));
-    let (pods, nodes) = (find("", "v1", "pods").unwrap(), find("", "v1", "nodes").unwrap());
-    let sleeper = pod(
-        "sleeper",
-        "remade",
-        json!({"name": "c", "image": "i",
-        "command": ["sleep", "1000"]}),
-    );
-    ApiClient::create(&core, pods, "default", sleeper).await.unwrap();
-    let running = eventually("the container runs", || async {
-        let pod = get(&core, "pods", "default", "sleeper").await?;
-        let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?.to_string();
-        id.rsplit('/').next()?.parse::<u32>().ok()
-    })
-    .await;
-
+    let (agent, running) = agent_running_a_sleeper(&core, "remade", dir.path()).await;
     // The node deleted, its lease with it (the garbage collector's part), and made again.
+    let (nodes, leases) =
+        (find("", "v1", "nodes").unwrap(), find("coordination.k8s.io", "v1", "leases").unwrap());
     ApiClient::delete(&core, nodes, "", "remade", &DeleteOptions::default()).await.unwrap();
-    let leases = find("coordination.k8s.io", "v1", "leases").unwrap();
-    let _ =
-        ApiClient::delete(&core, leases, "kube-node-lease", "remade", &DeleteOptions::default())
-            .await;
+    let lease = ("kube-node-lease", "remade");
+    let _ = ApiClient::delete(&core, leases, lease.0, lease.1, &DeleteOptions::default()).await;
     ApiClient::create(&core, nodes, "", json!({"metadata": {"name": "remade"}})).await.unwrap();
-    eventually("the agent gives the node up, its container stopped", || async {
-        let given_up = agent.send(AgentPods).await.ok()?.is_empty();
-        let stat = std::fs::read_to_string(format!("/proc/{running}/stat"));
-        let alive = stat.is_ok_and(|stat| {
-            stat.rsplit(')').next().is_some_and(|s| !s.trim_start().starts_with('Z'))
-        });
-        (given_up && !alive).then_some(())
-    })
-    .await;
+    given_up(&agent, running).await;
     // Not marked stopped, as a clean stop marks its containers.
     let after = get(&core, "pods", "default", "sleeper").await.unwrap();
     let state = &after["status"]["containerStatuses"][0]["state"];

@@ -144,6 +144,9 @@ pub(super) async fn renew_lease(
                 .is_some_and(|owners| !owners.is_empty());
             if !owned {
                 if let Some(owner) = node_owner(client, name).await? {
+                    if let Some(lost) = made_again(owner["uid"].as_str()) {
+                        return Ok(Some(lost));
+                    }
                     patch["metadata"]["ownerReferences"] = json!([owner]);
                 }
             }
