@@ -281,16 +281,33 @@ fn agent(args: AgentArgs) -> ExitCode {
             agents.push(running);
         }
         tracing::info!(nodes = agents.len(), server = %args.server, "node agents started");
-        daemon::shutdown_signal().await;
+        // An agent that gave its node up has nothing left to do: the process ends non-zero,
+        // for a supervisor to see (restarted, it takes the node again once it is free).
+        let given_up =
+            futures::future::select_all(agents.iter().map(|a| Box::pin(a.node_given_up())));
+        let outcome = tokio::select! {
+            _ = daemon::shutdown_signal() => Ok(()),
+            _ = given_up => Err(AgentExit::NodeGivenUp),
+        };
         for running in agents {
             running.stop().await;
         }
-        Ok::<(), agent::AgentStartError>(())
+        outcome
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&e),
+        Err(AgentExit::NodeGivenUp) => ExitCode::from(1),
+        Err(AgentExit::Start(e)) => fail(&e),
     }
+}
+
+/// Why `kplane agent` ended other than by a signal.
+#[derive(Debug, thiserror::Error)]
+enum AgentExit {
+    #[error(transparent)]
+    Start(#[from] agent::AgentStartError),
+    #[error("an agent gave its node up")]
+    NodeGivenUp,
 }
 
 /// Raises the soft limit on open files to the hard one, as Go raises it at start for

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use actix::{Actor, Addr};
 use kplane_actors::agent::data_dir::{ClaimError, DataDirClaim};
-use kplane_actors::agent::node_agent::StopAgent;
+use kplane_actors::agent::node_agent::{NodeGivenUp, StopAgent};
 use kplane_actors::agent::node_lease::{self, HeldByAnother};
 use kplane_actors::agent::runtime::{ProcessRuntime, Runtime, SimulatedRuntime};
 use kplane_actors::agent::service_proxy::{ServiceProxy, StopServiceProxy};
@@ -35,6 +35,14 @@ pub struct RunningAgent {
 }
 
 impl RunningAgent {
+    /// Ends once the agent has given its node up to another agent (see `NodeAgent`), its
+    /// containers stopped; never otherwise.
+    pub async fn node_given_up(&self) {
+        if self.addr.send(NodeGivenUp).await != Ok(true) {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Stops the HTTP server and the agent (and, as configured, its containers).
     pub async fn stop(self) {
         if let Some(http) = self.http {

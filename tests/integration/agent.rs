@@ -1505,6 +1505,34 @@ fn a_node_held_by_one_agent_is_refused_to_another() {
     terminate(&mut second);
 }
 
+/// An agent whose node was deleted and made again under it gives the node up, its container
+/// stopped, and then ends with exit code 1 for its supervisor to see.
+#[test]
+fn an_agent_whose_node_was_made_again_stops_its_containers_and_ends() {
+    let server = Server::start();
+    let data = tempfile::tempdir().unwrap();
+    let env = [("KPLANE_AGENT__LEASE_DURATION_SECONDS", "4")];
+    let mut agent = start_agent_with_env(&server, &["--node-name", "remade"], data.path(), &env);
+    wait_until(WAIT, "remade is Ready", || node_ready(&server, "remade"));
+    let pod = pod_on("sleeper", "remade", json!({"name": "c", "image": "kplane/pause"}));
+    server.post("/api/v1/namespaces/default/pods", &pod);
+    let running =
+        wait_pod(&server, "sleeper", "sleeper runs", |p| p["status"]["phase"] == "Running");
+    let pid = pid_of(&running);
+
+    let (code, _) = server.delete("/api/v1/nodes/remade");
+    assert_eq!(code, 200);
+    let (code, made) = server.post("/api/v1/nodes", &json!({"metadata": {"name": "remade"}}));
+    assert_eq!(code, 201, "{made}");
+    let mut ended = None;
+    wait_until(WAIT, "the agent ends", || {
+        ended = agent.try_wait().unwrap();
+        ended.is_some()
+    });
+    assert_eq!(ended.and_then(|status| status.code()), Some(1));
+    assert!(!alive(pid), "the container was stopped first");
+}
+
 /// The current time as Kubernetes writes it (whole seconds, UTC).
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

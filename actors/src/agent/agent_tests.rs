@@ -173,17 +173,18 @@ async fn agent_running_a_sleeper(
     (agent, running)
 }
 
-/// Waits until `agent` runs no pod and the process `pid` has ended.
+/// Waits until `agent` has given its node up, and checks that it runs no pod and that the
+/// process `pid` has ended.
 async fn given_up(agent: &actix::Addr<NodeAgent>, pid: u32) {
-    eventually("the agent gives the node up, its container stopped", || async {
-        let given_up = agent.send(super::node_agent::AgentPods).await.ok()?.is_empty();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
-        let alive = stat.is_ok_and(|stat| {
-            stat.rsplit(')').next().is_some_and(|s| !s.trim_start().starts_with('Z'))
-        });
-        (given_up && !alive).then_some(())
-    })
-    .await;
+    let waited = Duration::from_secs(30);
+    let given_up = tokio::time::timeout(waited, agent.send(super::node_agent::NodeGivenUp)).await;
+    assert!(matches!(given_up, Ok(Ok(true))), "the agent did not give its node up");
+    assert!(agent.send(super::node_agent::AgentPods).await.unwrap().is_empty());
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    let alive = stat.is_ok_and(|stat| {
+        stat.rsplit(')').next().is_some_and(|s| !s.trim_start().starts_with('Z'))
+    });
+    assert!(!alive, "the container {pid} still runs");
 }
 
 /// An agent whose node another agent registered anew (the node deleted under it, its lease

@@ -141,6 +141,8 @@ pub struct NodeAgent {
     swept: bool,
     /// Shutting down: no new pod workers.
     stopping: bool,
+    /// Set once the node is given up and its containers have stopped ([`NodeGivenUp`]).
+    given_up: tokio::sync::watch::Sender<bool>,
 }
 
 impl NodeAgent {
@@ -165,6 +167,7 @@ impl NodeAgent {
             unschedulable: Arc::new(AtomicBool::new(false)),
             swept: false,
             stopping: false,
+            given_up: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -303,9 +306,9 @@ impl NodeAgent {
         let (config, client, uid) =
             (self.config.clone(), self.client.clone(), self.node_uid.clone());
         let renewed = async move { renew_lease(&config, client.as_ref(), uid.as_deref()).await };
-        ctx.spawn(renewed.into_actor(self).map(|renewed, agent, _| match renewed {
+        ctx.spawn(renewed.into_actor(self).map(|renewed, agent, ctx| match renewed {
             Ok(None) => {}
-            Ok(Some(other)) => agent.lose_node(&other),
+            Ok(Some(other)) => agent.lose_node(&other, ctx),
             // Another renewal came first (the next one reads the lease again).
             Err(ApiError::Conflict { .. }) => {}
             Err(error) => {
@@ -319,17 +322,27 @@ impl NodeAgent {
     /// anew by another agent or made again): the containers are stopped, quietly (their pods
     /// are the node's new agent's), and the agent posts nothing more about the node, runs none
     /// of its pods and keeps none of its lease; it takes the node again when it is restarted.
-    fn lose_node(&mut self, lost: &NodeLost) {
+    fn lose_node(&mut self, lost: &NodeLost, ctx: &mut Context<Self>) {
         if self.workers_ctx.take().is_none() {
             return;
         }
         self.stopping = true;
         tracing::error!(node = %self.config.node_name, "{lost}; this agent stops the node's \
             containers and leaves the node (restart it to register the node again)");
-        for (_, admitted) in self.workers.drain() {
-            admitted.worker.do_send(Shutdown { stop_containers: true, quietly: true });
-        }
+        let stops: Vec<_> = (self.workers.drain())
+            .map(|(_, admitted)| {
+                admitted.worker.send(Shutdown { stop_containers: true, quietly: true })
+            })
+            .collect();
         self.admitting.clear();
+        let given_up = self.given_up.clone();
+        ctx.spawn(
+            async move {
+                futures::future::join_all(stops).await;
+                given_up.send_replace(true);
+            }
+            .into_actor(self),
+        );
     }
 
     fn upsert(&mut self, pod: Value, ctx: &mut Context<Self>) {
@@ -473,7 +486,8 @@ impl Actor for NodeAgent {
                         .await
                     {
                         // Its lease names it, unless another agent registered the node at
-                        // the same time and named itself first: then that one's it is.
+                        // the same time and named itself first: then the node is that
+                        // agent's.
                         Ok((cidr, uid)) => {
                             match renew_lease(&config, client.as_ref(), Some(&uid)).await {
                                 Ok(None) => break (cidr, uid),
@@ -593,6 +607,21 @@ impl Handler<Admit> for NodeAgent {
             Ok(()) => self.start_worker(workers_ctx, pod, info),
             Err(rejection) => self.reject(&pod, rejection, ctx),
         }
+    }
+}
+
+/// Answers once the agent has given its node up (another agent registered it anew, or it was
+/// made again) and stopped its containers: `true`; `false` if the agent stops otherwise.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct NodeGivenUp;
+
+impl Handler<NodeGivenUp> for NodeAgent {
+    type Result = ResponseFuture<bool>;
+
+    fn handle(&mut self, _: NodeGivenUp, _: &mut Context<Self>) -> Self::Result {
+        let mut given_up = self.given_up.subscribe();
+        Box::pin(async move { given_up.wait_for(|given_up| *given_up).await.is_ok() })
     }
 }
 

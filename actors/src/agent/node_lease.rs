@@ -13,15 +13,11 @@ use serde_json::{json, Value};
 use super::AgentConfig;
 use crate::client::ApiClient;
 use crate::core::{ApiError, PatchType};
-use crate::model::{json, resources, ResourceType};
+use crate::model::json;
+use crate::model::resources::{self, leases, NODE_LEASE_NAMESPACE};
 
-pub(super) const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The lease's annotation naming the agent that renews it.
 pub const HOLDER_ANNOTATION: &str = "kplane.io/agent";
-
-fn leases() -> &'static ResourceType {
-    resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served")
-}
 
 /// Another agent renews the lease of the node this one was given.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -39,7 +35,11 @@ pub struct HeldByAnother {
 /// Why an agent's node is no longer its own.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NodeLost {
-    #[error(transparent)]
+    #[error(
+        "node {} is renewed by another agent{} now (it registered the node anew)",
+        .0.node,
+        .0.at
+    )]
     HeldByAnother(#[from] HeldByAnother),
     #[error("node {0} was deleted and made again since this agent registered it")]
     MadeAgain(String),
@@ -55,7 +55,7 @@ pub async fn held_by_another(
 ) -> Result<Option<HeldByAnother>, ApiError> {
     let Some(identity) = &config.identity else { return Ok(None) };
     let name = &config.node_name;
-    let lease = match client.get(leases(), LEASE_NAMESPACE, name).await {
+    let lease = match client.get(leases(), NODE_LEASE_NAMESPACE, name).await {
         Ok(lease) => lease,
         Err(ApiError::NotFound { .. }) => return Ok(None),
         Err(error) => return Err(error),
@@ -124,7 +124,7 @@ pub(super) async fn renew_lease(
         (Some(ours), Some(theirs)) if ours != theirs => Some(NodeLost::MadeAgain(name.clone())),
         _ => None,
     };
-    match client.get(leases(), LEASE_NAMESPACE, name).await {
+    match client.get(leases(), NODE_LEASE_NAMESPACE, name).await {
         Ok(lease) => {
             if let Some(lost) = lost_to_another(client, config, &lease).await {
                 return Ok(Some(lost));
@@ -153,7 +153,9 @@ pub(super) async fn renew_lease(
             if let Some(annotations) = annotations {
                 patch["metadata"]["annotations"] = annotations;
             }
-            client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await?;
+            client
+                .patch(leases(), NODE_LEASE_NAMESPACE, name, PatchType::Merge, &patch, false)
+                .await?;
         }
         Err(ApiError::NotFound { .. }) => {
             // Made only owned by its node, as the kubelet's lease controller makes it: a lease
@@ -169,7 +171,7 @@ pub(super) async fn renew_lease(
             }
             let mut lease = json!({
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
+                "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE,
                     "ownerReferences": [owner]},
                 "spec": {"holderIdentity": name, "leaseDurationSeconds": seconds,
                     "renewTime": renew},
@@ -177,11 +179,11 @@ pub(super) async fn renew_lease(
             if let Some(annotations) = annotations {
                 lease["metadata"]["annotations"] = annotations;
             }
-            match client.create(leases(), LEASE_NAMESPACE, lease).await {
+            match client.create(leases(), NODE_LEASE_NAMESPACE, lease).await {
                 Ok(_) => {}
                 // Another agent made it meanwhile (both registering the node at once).
                 Err(ApiError::AlreadyExists { .. }) => {
-                    let lease = client.get(leases(), LEASE_NAMESPACE, name).await?;
+                    let lease = client.get(leases(), NODE_LEASE_NAMESPACE, name).await?;
                     return Ok(lost_to_another(client, config, &lease).await);
                 }
                 Err(e) => return Err(e),
@@ -198,7 +200,7 @@ pub(super) async fn renew_lease(
 pub(super) async fn let_go(config: &AgentConfig, client: &dyn ApiClient) -> Result<(), ApiError> {
     let Some(identity) = &config.identity else { return Ok(()) };
     let name = &config.node_name;
-    let lease = match client.get(leases(), LEASE_NAMESPACE, name).await {
+    let lease = match client.get(leases(), NODE_LEASE_NAMESPACE, name).await {
         Ok(lease) => lease,
         Err(ApiError::NotFound { .. }) => return Ok(()),
         Err(error) => return Err(error),
@@ -210,7 +212,8 @@ pub(super) async fn let_go(config: &AgentConfig, client: &dyn ApiClient) -> Resu
     let version = lease["metadata"]["resourceVersion"].clone();
     let patch = json!({"metadata": {"resourceVersion": version,
         "annotations": { HOLDER_ANNOTATION: null }}});
-    match client.patch(leases(), LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await {
+    match client.patch(leases(), NODE_LEASE_NAMESPACE, name, PatchType::Merge, &patch, false).await
+    {
         Ok(_) | Err(ApiError::Conflict { .. } | ApiError::NotFound { .. }) => Ok(()),
         Err(error) => Err(error),
     }

@@ -27,14 +27,14 @@ use crate::client::events::{self, EventKind, ObjectRef};
 use crate::client::informer::{self, Feed, Scope};
 use crate::client::{object_name, object_uid, ApiClient};
 use crate::core::ListOptions;
+use crate::model::json;
+use crate::model::resources::{self, leases, NODE_LEASE_NAMESPACE};
 use crate::model::taints::{
     DISK_PRESSURE, MEMORY_PRESSURE, NETWORK_UNAVAILABLE, NOT_READY, PID_PRESSURE, UNREACHABLE,
     UNSCHEDULABLE,
 };
-use crate::model::{json, resources, ResourceType};
 use crate::watch::EventType;
 
-const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The conditions an agent reports, set to Unknown when it goes silent.
 const CONDITIONS: &[&str] = &["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 /// The NoSchedule taint a condition other than Ready in the status True puts on its node.
@@ -107,10 +107,6 @@ enum ZoneState {
     PartialDisruption,
     /// No node Ready.
     FullDisruption,
-}
-
-fn leases() -> &'static ResourceType {
-    resources::find("coordination.k8s.io", "v1", "leases").expect("served")
 }
 
 /// When a node was last heard from, and by what.
@@ -552,7 +548,7 @@ impl Actor for NodeLifecycleController {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let client = self.client.clone();
         informer::feed_actor(ctx, client, resources::core("nodes"), Scope::default(), Nodes);
-        let scope = Scope::fields(format!("metadata.namespace={LEASE_NAMESPACE}"));
+        let scope = Scope::fields(format!("metadata.namespace={NODE_LEASE_NAMESPACE}"));
         let client = self.client.clone();
         informer::feed_actor(ctx, client, leases(), scope, Leases);
         let period = (self.config.monitor_period.min(self.config.grace_period / 2))
@@ -764,7 +760,7 @@ mod tests {
         let core = core().await;
         let mut controller = NodeLifecycleController::new(Arc::new(core), fast());
         let lease = |renewed: &str| {
-            json!({"metadata": {"name": "n1", "namespace": LEASE_NAMESPACE},
+            json!({"metadata": {"name": "n1", "namespace": NODE_LEASE_NAMESPACE},
                 "spec": {"renewTime": renewed}})
         };
         controller.hear_leases(&[lease("2026-12-06T13:00:00.000000Z")]);
@@ -925,14 +921,15 @@ mod tests {
         // `near`'s agent keeps renewing its lease.
         let renewing = core.clone();
         actix::spawn(async move {
-            let lease = json!({"metadata": {"name": "near", "namespace": LEASE_NAMESPACE},
+            let lease = json!({"metadata": {"name": "near", "namespace": NODE_LEASE_NAMESPACE},
                 "spec": {"holderIdentity": "near"}});
             let mut lease =
-                ApiClient::create(&renewing, leases(), LEASE_NAMESPACE, lease).await.unwrap();
+                ApiClient::create(&renewing, leases(), NODE_LEASE_NAMESPACE, lease).await.unwrap();
             loop {
                 lease["spec"]["renewTime"] = json!(chrono::Utc::now().to_rfc3339());
-                lease =
-                    ApiClient::update(&renewing, leases(), LEASE_NAMESPACE, lease).await.unwrap();
+                lease = ApiClient::update(&renewing, leases(), NODE_LEASE_NAMESPACE, lease)
+                    .await
+                    .unwrap();
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });

@@ -811,6 +811,14 @@ pub fn disruption_budgets() -> &'static ResourceType {
     find(POLICY_GROUP, "v1", "poddisruptionbudgets").expect("PodDisruptionBudgets are served")
 }
 
+/// coordination.k8s.io/v1 Leases: the node agents' heartbeats (in [`NODE_LEASE_NAMESPACE`]).
+pub fn leases() -> &'static ResourceType {
+    find("coordination.k8s.io", "v1", "leases").expect("Leases are served")
+}
+
+/// The namespace of the nodes' Leases, one per node under its name, as the kubelet's.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
 /// Looks a resource up by its kind within a group.
 pub fn find_by_kind(group: &str, kind: &str) -> Option<&'static ResourceType> {
     RESOURCES.iter().find(|r| r.kind == kind && same(r.group, group))
