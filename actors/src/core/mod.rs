@@ -1300,10 +1300,9 @@ impl ApiCore {
                 let stale = json::at(&next, "/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .is_some_and(|rv| rv != current_rv);
-                // So does a uid it names: a mismatch is not a race to retry.
-                let pinned = stale
-                    || json::at(patch, "/metadata/resourceVersion").is_some()
-                    || json::at(patch, "/metadata/uid").is_some();
+                // (A uid it names is no precondition: the patch applies again to the object
+                // a racing write left, and a uid that is not that object's is refused above.)
+                let pinned = stale || json::at(patch, "/metadata/resourceVersion").is_some();
                 if !pinned {
                     if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
                         meta.insert("resourceVersion".into(), json!(current_rv));
@@ -2705,6 +2704,50 @@ mod tests {
             assert!(gone.is_some_and(|rc| rc.deleting), "{name}");
         }
         writers.into_iter().for_each(|w| w.abort());
+    }
+
+    /// A uid a patch names is no precondition (the controllers' adoption patches name it): a
+    /// racing write makes the patch apply again, not fail; a uid of another object is 422.
+    #[actix::test]
+    async fn a_patch_naming_its_object_s_uid_is_retried_over_concurrent_writes() {
+        let core = crate::testing::core().await;
+        let maps = resources::core("configmaps");
+        let map = json!({"metadata": {"name": "busy"}});
+        let made = core.create(maps, "default", map, &WriteOptions::default()).await.unwrap();
+        let uid = json!(made.uid);
+        let patches = (0..40).map(|i| {
+            let (core, uid) = (core.clone(), uid.clone());
+            let named = i % 2 == 0;
+            tokio::spawn(async move {
+                let mut patch = json!({"metadata": {"labels": {format!("l{i}"): "x"}}});
+                if named {
+                    patch["metadata"]["uid"] = uid;
+                }
+                let options = WriteOptions::default();
+                let patched = core.patch(
+                    maps,
+                    "default",
+                    "busy",
+                    PatchType::StrategicMerge,
+                    &patch,
+                    false,
+                    &options,
+                );
+                patched.await
+            })
+        });
+        for patched in futures::future::join_all(patches).await {
+            let patched = patched.unwrap();
+            assert!(patched.is_ok(), "{patched:?}");
+        }
+        let key = ObjectKey::new(maps, "default", "busy");
+        let stored = core.store.get(&key).await.unwrap().unwrap();
+        assert_eq!(stored.to_value()["metadata"]["labels"].as_object().unwrap().len(), 40);
+        let other = json!({"metadata": {"uid": new_uid()}});
+        let options = WriteOptions::default();
+        let refused =
+            core.patch(maps, "default", "busy", PatchType::Merge, &other, false, &options);
+        assert!(matches!(refused.await, Err(ApiError::Invalid { .. })));
     }
 
     #[actix::test]
