@@ -1,7 +1,7 @@
 //! Patches: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch
 //! (merge patch plus lists merged by key, as the core types declare them).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
@@ -228,14 +228,14 @@ fn strategic_merge_object(
         let message = "invalid patch format of setElementOrder list";
         return Err(ApiError::BadRequest(message.into()));
     }
-    // The declared lists the patch orders, with their items' order before it.
-    let ordered: Vec<(&str, &ListField, &Vec<Value>, Vec<Value>)> = patch
+    // The declared lists the patch orders, with where their items stood before it.
+    let ordered: Vec<(&str, &ListField, &Vec<Value>, Places)> = patch
         .iter()
         .filter_map(|(key, order)| {
             let field = key.strip_prefix("$setElementOrder/")?;
             let declared = lists::declared(path, field)?;
-            let before = map.get(field).and_then(Value::as_array).cloned().unwrap_or_default();
-            Some((field, declared, order.as_array()?, before))
+            let before = map.get(field).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+            Some((field, declared, order.as_array()?, places(before, declared.merge_key())))
         })
         .collect();
     for (key, value) in patch {
@@ -285,20 +285,36 @@ fn strategic_merge_object(
     Ok(())
 }
 
-/// Orders a merged list as the patch's `$setElementOrder/<field>` asks (kubectl sends it with
-/// every merged list it patches: the order of the list in the applied file). The items it
-/// names come in its order; the others, which only the live object had, keep their places
-/// relative to those as they stood in `before` (the list before the patch), as Kubernetes
-/// orders them. Items are matched by `key`, or by value in a set.
-fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &[Value], key: Option<&str>) {
-    // Items are told apart by their key's (or their own) JSON text, looked up in maps: a
-    // patch of a list of thousands stays linear.
-    let id = |item: &Value| -> Option<String> {
-        match key {
-            Some(key) => item.get(key).map(Value::to_string),
-            None => Some(item.to_string()),
+/// An item of a merged list as the merge tells it apart: its `key`'s JSON text, or (in a set)
+/// its own. Texts are looked up in maps: a patch of a list of thousands stays linear.
+fn item_id(item: &Value, key: Option<&str>) -> Option<String> {
+    match key {
+        Some(key) => item.get(key).map(Value::to_string),
+        None => Some(item.to_string()),
+    }
+}
+
+/// Where each item of a list stood (the first place of each id), before a patch.
+type Places = HashMap<String, usize>;
+
+fn places(before: &[Value], key: Option<&str>) -> Places {
+    let mut places = Places::new();
+    for (at, item) in before.iter().enumerate() {
+        if let Some(item_id) = item_id(item, key) {
+            places.entry(item_id).or_insert(at);
         }
-    };
+    }
+    places
+}
+
+/// Orders a merged list as Kubernetes' `normalizeElementOrder` does: the items `order` names
+/// come in its order; the others, which only the live object had, keep their places relative
+/// to those as they stood `before` the patch, and an item new to the list comes before the
+/// live object's items still to place. `order` is the patch's `$setElementOrder/<field>`
+/// (kubectl sends it with every merged list it patches: the order of the list in the applied
+/// file), else the patch's own items (a merge always orders so, with or without it).
+fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &Places, key: Option<&str>) {
+    let id = |item: &Value| item_id(item, key);
     let mut items: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
     let mut by_id: HashMap<String, Vec<usize>> = HashMap::new();
     for (at, item) in items.iter().enumerate().rev() {
@@ -312,13 +328,7 @@ fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &[Value], k
         .filter_map(|wanted| by_id.get_mut(&wanted)?.pop().and_then(|at| items[at].take()))
         .collect();
     let server_only: Vec<Value> = items.into_iter().flatten().collect();
-    let mut places: HashMap<String, usize> = HashMap::new();
-    for (at, item) in before.iter().enumerate() {
-        if let Some(item_id) = id(item) {
-            places.entry(item_id).or_insert(at);
-        }
-    }
-    let place = |item: &Value| id(item).and_then(|item_id| places.get(&item_id).copied());
+    let place = |item: &Value| id(item).and_then(|item_id| before.get(&item_id).copied());
     let (mut named, mut server_only) =
         (named.into_iter().peekable(), server_only.into_iter().peekable());
     while let (Some(mine), Some(theirs)) = (server_only.peek(), named.peek()) {
@@ -331,22 +341,24 @@ fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &[Value], k
 }
 
 /// A set of plain values (`finalizers`): the patch's values are added to those there (those
-/// to remove come as `$deleteFromPrimitiveList/<field>`, applied before this).
+/// to remove come as `$deleteFromPrimitiveList/<field>`, applied before this), each value
+/// once, in the patch's order (see [`set_element_order`]).
 fn merge_set(target: &mut Value, items: &[Value]) {
     if !target.is_array() {
         *target = Value::Array(Vec::new());
     }
     let list = target.as_array_mut().expect("just made an array");
-    let mut present: HashSet<String> = list.iter().map(Value::to_string).collect();
-    for item in items {
-        if present.insert(item.to_string()) {
-            list.push(item.clone());
-        }
-    }
+    let before = places(list, None);
+    let mut present = HashSet::new();
+    let both = std::mem::take(list).into_iter().chain(items.iter().cloned());
+    list.extend(both.filter(|item| present.insert(item.to_string())));
+    set_element_order(list, items, &before, None);
 }
 
-/// A list of objects merged by `key` (containers by `name`): the patch's items merge into
-/// those with the same key, are added, or (`$patch: delete`) removed.
+/// A list of objects merged by `key` (containers by `name`): the items the patch deletes
+/// (`$patch: delete`) go first, every one with that key; then the others merge into the first
+/// with their key or are added; the list is then in the patch's order (see
+/// [`set_element_order`]).
 fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Result<(), ApiError> {
     if !target.is_array() {
         *target = Value::Array(Vec::new());
@@ -368,49 +380,49 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Res
         *list = items.iter().filter(|i| i.get("$patch").is_none()).cloned().collect();
         return Ok(());
     }
-    let mut slots: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
-    // Where each key's items are, first first: a patch of thousands of items stays linear.
-    let mut index: HashMap<String, VecDeque<usize>> = HashMap::new();
-    for (at, item) in slots.iter().enumerate() {
-        if let Some(id) = item.as_ref().and_then(|i| i.get(key)) {
-            index.entry(id.to_string()).or_default().push_back(at);
+    let before = places(list, Some(key));
+    // Kubernetes' `ErrNoMergeKey`, the item as Go prints it (its 500; a 400 here).
+    let id_of = |obj: &Map<String, Value>| {
+        obj.get(key).map(Value::to_string).ok_or_else(|| {
+            let printed = crate::model::text::go_print(&Value::Object(obj.clone()));
+            ApiError::BadRequest(format!(
+                "map: {printed} does not contain declared merge key: {key}"
+            ))
+        })
+    };
+    let deleting = |item: &Value| item.get("$patch").and_then(Value::as_str) == Some("delete");
+    let mut deleted = HashSet::new();
+    for obj in items.iter().filter(|item| deleting(item)).filter_map(Value::as_object) {
+        deleted.insert(id_of(obj)?);
+    }
+    list.retain(|item| item.get(key).is_none_or(|id| !deleted.contains(&id.to_string())));
+    // Where the first item of each key is: a patch of thousands of items stays linear.
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (at, item) in list.iter().enumerate().rev() {
+        if let Some(id) = item.get(key) {
+            index.insert(id.to_string(), at);
         }
     }
-    for item in items {
+    let merged: Vec<&Value> = items.iter().filter(|item| !deleting(item)).collect();
+    for &item in &merged {
         let Some(obj) = item.as_object() else {
-            slots.push(Some(item.clone()));
+            list.push(item.clone());
             continue;
         };
-        // Kubernetes' `ErrNoMergeKey`, the item as Go prints it (its 500; a 400 here).
-        let Some(id) = obj.get(key).map(Value::to_string) else {
-            let printed = crate::model::text::go_print(item);
-            let why = format!("map: {printed} does not contain declared merge key: {key}");
-            return Err(ApiError::BadRequest(why));
-        };
-        let queue = index.get_mut(&id);
-        let position = queue.as_ref().and_then(|q| q.front().copied());
-        let delete = obj.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (position, delete) {
-            (Some(at), true) => {
-                slots[at] = None;
-                queue.expect("found in it").pop_front();
-            }
-            (None, true) => {}
-            (Some(at), false) => {
-                let merged = slots[at].as_mut().expect("indexed items are there");
-                strategic_merge_object(merged, obj, path)?;
-            }
-            (None, false) => {
+        match index.get(&id_of(obj)?) {
+            Some(&at) => strategic_merge_object(&mut list[at], obj, path)?,
+            None => {
                 let mut fresh = Value::Object(Map::new());
                 strategic_merge_object(&mut fresh, obj, path)?;
                 if let Some(id) = fresh.get(key) {
-                    index.entry(id.to_string()).or_default().push_back(slots.len());
+                    index.insert(id.to_string(), list.len());
                 }
-                slots.push(Some(fresh));
+                list.push(fresh);
             }
         }
     }
-    *list = slots.into_iter().flatten().collect();
+    let order: Vec<Value> = merged.into_iter().cloned().collect();
+    set_element_order(list, &order, &before, Some(key));
     Ok(())
 }
 
@@ -522,7 +534,7 @@ mod tests {
         let patch = json!({"metadata":{"finalizers":["c","a"],
             "$deleteFromPrimitiveList/finalizers":["b"]},"spec":{"finalizers":["x"]}});
         let out = apply(&ns, PatchType::StrategicMerge, &patch).unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]));
+        assert_eq!(out["metadata"]["finalizers"], json!(["c", "a"]));
         // A namespace's spec.finalizers are atomic: replaced.
         assert_eq!(out["spec"]["finalizers"], json!(["x"]));
         let service = json!({"spec":{"ports":[{"port":80,"targetPort":8080}]}});
@@ -566,14 +578,60 @@ mod tests {
         assert_eq!(out["metadata"]["finalizers"], json!(["b", "c", "a"]));
     }
 
+    /// Without `$setElementOrder` too, a merged list takes the patch's order (Kubernetes'
+    /// `normalizeElementOrder`, the cases of its own tests among these).
     #[test]
-    fn repeated_keys_are_merged_and_deleted_first_one_first() {
-        let current = json!({"spec": {"containers": [{"name": "c", "env": [
-            {"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}]}});
+    fn a_merged_list_takes_the_order_of_the_patch() {
+        let names = |list: &Value, key: &str| -> Vec<String> {
+            let items = list.as_array().unwrap().iter();
+            items.map(|item| item[key].as_str().unwrap().to_string()).collect()
+        };
+        let meta = json!({"metadata": {"finalizers": ["f/1", "f/2", "f/3"]}});
+        let patch = json!({"metadata": {"finalizers": ["f/3", "f/1"]}});
+        let out = apply(&meta, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f/2", "f/3", "f/1"]));
+        // A new value comes before the live object's values still to place.
+        let patch = json!({"metadata": {"finalizers": ["f/new"]}});
+        let out = apply(&meta, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f/new", "f/1", "f/2", "f/3"]));
+        let pod = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "E1", "value": "1"}, {"name": "E2"}, {"name": "E3"}]}]}});
         let patch = json!({"spec": {"containers": [{"name": "c", "env": [
-            {"name": "A", "$patch": "delete"}, {"name": "A", "value": "3"}]}]}});
+            {"name": "E3"}, {"name": "E1"}, {"name": "E2", "value": "2"}]}]}});
+        let out = apply(&pod, PatchType::StrategicMerge, &patch).unwrap();
+        let env = &out["spec"]["containers"][0]["env"];
+        assert_eq!(names(env, "name"), ["E3", "E1", "E2"]);
+        assert_eq!(
+            env,
+            &json!([{"name": "E3"}, {"name": "E1", "value": "1"},
+            {"name": "E2", "value": "2"}])
+        );
+        let patch = json!({"spec": {"containers": [{"name": "sidecar", "image": "s"}]}});
+        let out = apply(&pod, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(names(&out["spec"]["containers"], "name"), ["sidecar", "c"]);
+        // Server-only items keep their places around the patch's.
+        let list = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"},
+            {"name": "d"}]}});
+        let patch = json!({"spec": {"containers": [{"name": "c"}, {"name": "x"}, {"name": "a"}]}});
+        let out = apply(&list, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(names(&out["spec"]["containers"], "name"), ["b", "c", "x", "a", "d"]);
+    }
+
+    /// A `$patch: delete` removes every item with its key, before the patch's other items
+    /// merge, wherever it stands in the patch.
+    #[test]
+    fn deletes_take_every_item_of_their_key_before_the_merge() {
+        let current = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "value": "1"}, {"name": "B"}, {"name": "A", "value": "2"}]}]}});
+        let patch = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "value": "3"}, {"name": "A", "$patch": "delete"}]}]}});
         let out = apply(&current, PatchType::StrategicMerge, &patch).unwrap();
-        assert_eq!(out["spec"]["containers"][0]["env"], json!([{"name": "A", "value": "3"}]));
+        let env = &out["spec"]["containers"][0]["env"];
+        assert_eq!(env, &json!([{"name": "A", "value": "3"}, {"name": "B"}]));
+        let patch = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "$patch": "delete"}]}]}});
+        let out = apply(&current, PatchType::StrategicMerge, &patch).unwrap();
+        assert_eq!(out["spec"]["containers"][0]["env"], json!([{"name": "B"}]));
     }
 
     #[test]
