@@ -23,33 +23,6 @@ const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// copy may double a document, so a small patch could otherwise fill the memory.
 const MAX_COPIED_BYTES: usize = 3 << 20;
 
-/// Refuses a JSON patch whose `copy` operations would copy more than `MAX_COPIED_BYTES`, by
-/// applying the patch's operations, on a scratch copy, up to its last copy.
-fn check_copies(current: &Value, ops: &json_patch::Patch) -> Result<(), ApiError> {
-    let Some(last_copy) = ops.0.iter().rposition(|op| matches!(op, PatchOperation::Copy(_))) else {
-        return Ok(());
-    };
-    let mut scratch = current.clone();
-    let mut copied = 0;
-    for op in &ops.0[..=last_copy] {
-        if let PatchOperation::Copy(copy) = op {
-            let source = scratch.pointer(copy.from.as_str());
-            copied += source.map_or(0, |value| json_size(value, MAX_COPIED_BYTES - copied + 1));
-            if copied > MAX_COPIED_BYTES {
-                return Err(ApiError::PatchNotApplicable(
-                    "the JSON patch could not be applied: accumulated copy size limit exceeded"
-                        .into(),
-                ));
-            }
-        }
-        // An operation that fails fails the patch below, with its own message.
-        if json_patch::patch_unsafe(&mut scratch, std::slice::from_ref(op)).is_err() {
-            return Ok(());
-        }
-    }
-    Ok(())
-}
-
 /// About how many bytes `value` takes as JSON, counted no further than `limit`.
 fn json_size(value: &Value, limit: usize) -> usize {
     match value {
@@ -106,31 +79,40 @@ pub(crate) fn apply(
             let not_applicable = |why: String| {
                 ApiError::PatchNotApplicable(format!("the JSON patch could not be applied: {why}"))
             };
-            let mut ops = Vec::with_capacity(listed.len());
-            let mut stopped = None;
-            for op in &listed {
-                let Some(kind) = operation_kind(op) else {
+            // One operation after the other, on a clone (a failed patch is simply dropped),
+            // each as it finds the document: its negative indices counted from the ends of
+            // the arrays then, its copy measured against what was copied before.
+            let mut copied = 0;
+            for (at, op) in listed.into_iter().enumerate() {
+                let Some(kind) = operation_kind(&op) else {
                     let kind = op.get("op").and_then(Value::as_str).unwrap_or("unknown");
-                    stopped =
-                        Some(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
-                    break;
+                    return Err(ApiError::PatchNotApplicable(format!("Unexpected kind: {kind}")));
                 };
-                match serde_json::from_value(Value::Object(op.clone())) {
-                    Ok(decoded) => ops.push(decoded),
-                    Err(e) => {
-                        stopped = Some(not_applicable(format!("{kind} operation: {e}")));
-                        break;
+                let op = from_the_ends(&target, op, kind);
+                if kind == "test" && tests_for_absence(&target, &op) {
+                    continue;
+                }
+                let decoded: PatchOperation = serde_json::from_value(Value::Object(op))
+                    .map_err(|e| not_applicable(format!("{kind} operation: {e}")))?;
+                if let PatchOperation::Copy(copy) = &decoded {
+                    let source = target.pointer(copy.from.as_str());
+                    copied +=
+                        source.map_or(0, |value| json_size(value, MAX_COPIED_BYTES - copied + 1));
+                    if copied > MAX_COPIED_BYTES {
+                        let why = "accumulated copy size limit exceeded";
+                        return Err(not_applicable(why.into()));
                     }
                 }
-            }
-            let ops = json_patch::Patch(ops);
-            check_copies(&target, &ops)?;
-            // On a clone: a failed patch is simply dropped. (`json_patch::patch` would undo the
-            // applied operations, and its undo panics for some inputs, e.g. a move into itself.)
-            json_patch::patch_unsafe(&mut target, &ops)
-                .map_err(|e| not_applicable(e.to_string()))?;
-            if let Some(stopped) = stopped {
-                return Err(stopped);
+                // (`json_patch::patch` would undo the applied operations, and its undo panics
+                // for some inputs, e.g. a move into itself.)
+                json_patch::patch_unsafe(&mut target, std::slice::from_ref(&decoded)).map_err(
+                    |e| {
+                        not_applicable(format!(
+                            "operation '/{at}' failed at path '{}': {}",
+                            e.path, e.kind
+                        ))
+                    },
+                )?;
             }
         }
         PatchType::Merge => {
@@ -170,10 +152,67 @@ fn check_member_types(op: &Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// `op` with the negative array indices of its `path` and `from` counted from the ends of the
+/// arrays `doc` has there (`-1` is the last item; for an `add`'s path, the place after it), as
+/// Kubernetes' JSON patch library takes them. (A `move`'s path is resolved before its value is
+/// taken away, the library's after: the two differ only for a path into the same array.)
+fn from_the_ends(doc: &Value, mut op: Map<String, Value>, kind: &str) -> Map<String, Value> {
+    for member in ["path", "from"] {
+        let Some(Value::String(pointer)) = op.get(member) else { continue };
+        let adding = member == "path" && matches!(kind, "add" | "copy" | "move");
+        if let Some(resolved) = resolve_negative_indices(doc, pointer, adding) {
+            op.insert(member.into(), Value::String(resolved));
+        }
+    }
+    op
+}
+
+/// `pointer` with its negative array indices resolved against `doc`, if it has any.
+fn resolve_negative_indices(doc: &Value, pointer: &str, adding: bool) -> Option<String> {
+    let tokens: Vec<&str> = pointer.strip_prefix('/')?.split('/').collect();
+    let mut resolved: Vec<String> = Vec::with_capacity(tokens.len());
+    let mut changed = false;
+    let mut at = Some(doc);
+    for (i, token) in tokens.iter().enumerate() {
+        let mut token = token.to_string();
+        if let (Some(Value::Array(items)), Ok(back @ ..0)) = (at, token.parse::<i64>()) {
+            let length = items.len() as i64 + i64::from(adding && i == tokens.len() - 1);
+            if length + back >= 0 {
+                token = (length + back).to_string();
+                changed = true;
+            }
+        }
+        at = match at {
+            Some(Value::Array(items)) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+            Some(Value::Object(fields)) => fields.get(&token.replace("~1", "/").replace("~0", "~")),
+            _ => None,
+        };
+        resolved.push(token);
+    }
+    changed.then(|| format!("/{}", resolved.join("/")))
+}
+
+/// A `test` of `null` (or of no value) passes where an object has no such member, as in
+/// Kubernetes' JSON patch library, which reads a missing member as null: clients test so that
+/// a field is not set.
+fn tests_for_absence(doc: &Value, op: &Map<String, Value>) -> bool {
+    if !op.get("value").is_none_or(Value::is_null) {
+        return false;
+    }
+    let Some(pointer) = op.get("path").and_then(Value::as_str) else { return false };
+    let Some((parent, member)) = pointer.rsplit_once('/') else { return false };
+    let member = member.replace("~1", "/").replace("~0", "~");
+    match doc.pointer(parent) {
+        Some(Value::Object(fields)) => fields.get(&member).is_none_or(Value::is_null),
+        _ => false,
+    }
+}
+
 /// An operation's `op` when it is one of RFC 6902's.
-fn operation_kind(op: &Map<String, Value>) -> Option<&str> {
+fn operation_kind(op: &Map<String, Value>) -> Option<&'static str> {
     const KNOWN: [&str; 6] = ["add", "remove", "replace", "move", "copy", "test"];
-    op.get("op").and_then(Value::as_str).filter(|kind| KNOWN.contains(kind))
+    let kind = op.get("op").and_then(Value::as_str)?;
+    KNOWN.into_iter().find(|known| *known == kind)
 }
 
 /// A `$patch` directive Kubernetes does not know in a map (`unknown patch type`).
@@ -701,6 +740,38 @@ mod json_patch_tests {
         let many = Value::Array(vec![json!({"op": "test", "path": "", "value": {}}); 10_001]);
         let refused = apply(&json!({}), PatchType::Json, &many);
         assert!(matches!(refused, Err(ApiError::RequestTooLarge(_))), "{refused:?}");
+    }
+
+    /// Negative indices count from the ends of the arrays (Kubernetes' JSON patch library's
+    /// default), and a test of null passes for a missing member.
+    #[test]
+    fn negative_indices_count_from_the_end_and_null_tests_absence() {
+        let current = json!({"metadata": {"finalizers": ["a", "b", "c"]}, "spec": {}});
+        let patch = json!([{"op": "remove", "path": "/metadata/finalizers/-1"},
+            {"op": "replace", "path": "/metadata/finalizers/-2", "value": "A"},
+            {"op": "add", "path": "/metadata/finalizers/-1", "value": "z"},
+            {"op": "test", "path": "/metadata/finalizers/-1", "value": "z"},
+            {"op": "copy", "from": "/metadata/finalizers/-1", "path": "/spec/last"}]);
+        let out = apply(&current, PatchType::Json, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["A", "b", "z"]));
+        assert_eq!(out["spec"]["last"], "z");
+        let too_far = json!([{"op": "remove", "path": "/metadata/finalizers/-4"}]);
+        let failed = apply(&current, PatchType::Json, &too_far);
+        assert!(matches!(failed, Err(ApiError::PatchNotApplicable(_))), "{failed:?}");
+        // A guard that a field is not set: passes while it is not, fails once it is.
+        let guarded = json!([{"op": "test", "path": "/spec/x", "value": null},
+            {"op": "add", "path": "/spec/x", "value": 1}]);
+        let out = apply(&current, PatchType::Json, &guarded).unwrap();
+        assert_eq!(out["spec"]["x"], 1);
+        let failed = apply(&out, PatchType::Json, &guarded);
+        let Err(ApiError::PatchNotApplicable(message)) = failed else { panic!("{failed:?}") };
+        assert!(message.contains("operation '/0' failed at path '/spec/x'"), "{message}");
+        // The failing operation is named by its place in the patch.
+        let second = json!([{"op": "add", "path": "/spec/y", "value": 1},
+            {"op": "remove", "path": "/spec/nothing"}]);
+        let failed = apply(&current, PatchType::Json, &second);
+        let Err(ApiError::PatchNotApplicable(message)) = failed else { panic!("{failed:?}") };
+        assert!(message.contains("operation '/1' failed at path '/spec/nothing'"), "{message}");
     }
 
     #[test]
