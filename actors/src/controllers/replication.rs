@@ -620,7 +620,9 @@ struct Standing {
     ready: bool,
     cost: i32,
     ready_since: Option<DateTime<Utc>>,
-    restarts: i64,
+    /// The most restarts of a container, and of a sidecar (an init container that restarts
+    /// always).
+    restarts: (i64, i64),
     created: Option<DateTime<Utc>>,
     uid: String,
 }
@@ -633,8 +635,17 @@ impl Standing {
             Some("Running") => 2,
             _ => 0,
         };
-        let statuses = json::at(pod, "/status/containerStatuses").and_then(Value::as_array);
-        let counts = statuses.into_iter().flatten().filter_map(|s| s["restartCount"].as_i64());
+        let most_restarts = |statuses: &str, counted: &dyn Fn(&Value) -> bool| {
+            let statuses = json::at(pod, statuses).and_then(Value::as_array);
+            let counted = statuses.into_iter().flatten().filter(|s| counted(s));
+            counted.filter_map(|s| s["restartCount"].as_i64()).max().unwrap_or(0)
+        };
+        let init = json::at(pod, "/spec/initContainers").and_then(Value::as_array);
+        let sidecars: Vec<&Value> = (init.into_iter().flatten())
+            .filter(|c| c["restartPolicy"] == "Always")
+            .map(|c| &c["name"])
+            .collect();
+        let is_sidecar = |status: &Value| sidecars.contains(&&status["name"]);
         let created = json::at(pod, "/metadata/creationTimestamp").and_then(Value::as_str);
         let ready_since = ready_since(pod);
         Standing {
@@ -643,7 +654,10 @@ impl Standing {
             ready: ready_since.is_some(),
             cost: crate::model::pod_deletion_cost(pod).unwrap_or(0),
             ready_since: ready_since.filter(|t| *t != DateTime::UNIX_EPOCH),
-            restarts: counts.max().unwrap_or(0),
+            restarts: (
+                most_restarts("/status/containerStatuses", &|_| true),
+                most_restarts("/status/initContainerStatuses", &is_sidecar),
+            ),
             created: created.and_then(|c| c.parse().ok()),
             uid: object_uid(pod).to_string(),
         }
@@ -658,13 +672,24 @@ impl Standing {
 /// pods all rank alike there.) Times are compared on a logarithmic scale of their age (a pod
 /// ready for 5 minutes and one ready for 7 are alike), so that scaling down does not always
 /// take the very newest pods; two ready pods alike in it go by uid, as Kubernetes breaks that
-/// tie (its comparison goes on to restarts and age only for ready times exactly equal, which is
-/// not a total order; here ready pods alike go by uid at once), and the rest by restarts, then
-/// age, then uid.
+/// tie, unless they became ready at the very same time (pods made ready together, or all
+/// again after a restart): those, and pods not ready, go by restarts (of containers, then of
+/// sidecars), then age, then uid. (Kubernetes' comparison is no total order there: a group of
+/// pods ready at one time stands where the first uid among them would.)
 fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
-    let mut ranked: Vec<(Standing, &Value)> =
-        pods.iter().map(|pod| (Standing::of(pod), *pod)).collect();
-    ranked.sort_by_cached_key(|(standing, _)| standing.rank(now));
+    let standings: Vec<Standing> = pods.iter().map(|pod| Standing::of(pod)).collect();
+    let mut firsts: HashMap<Option<DateTime<Utc>>, &str> = HashMap::new();
+    for standing in standings.iter().filter(|s| s.ready) {
+        let first = firsts.entry(standing.ready_since).or_insert(&standing.uid);
+        *first = (*first).min(standing.uid.as_str());
+    }
+    let mut ranked: Vec<(_, &Value)> = (standings.iter().zip(pods.iter()))
+        .map(|(standing, pod)| {
+            let first = standing.ready.then(|| firsts[&standing.ready_since]).unwrap_or("");
+            (standing.rank(now, first), *pod)
+        })
+        .collect();
+    ranked.sort_by(|(a, _), (b, _)| a.cmp(b));
     for (slot, (_, pod)) in pods.iter_mut().zip(ranked) {
         *slot = pod;
     }
@@ -672,21 +697,17 @@ fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
 
 impl Standing {
     /// Its place in the order of deletion, lowest first: a key compared as a whole, so a total
-    /// order.
-    fn rank(&self, now: DateTime<Utc>) -> impl Ord {
+    /// order. `ready_group` is the first uid among the ready pods that became ready at the
+    /// same time as this one (empty for a pod not ready).
+    fn rank(&self, now: DateTime<Utc>, ready_group: &str) -> impl Ord {
         use std::cmp::Reverse;
         // Only ready pods are compared by how long they have been.
         let ready_for = if self.ready { age_scale(self.ready_since, now) } else { (false, 0) };
-        // Ready ones alike in how long go by uid; the rest by restarts and age first.
-        let (restarts, created) = match self.ready {
-            true => (0, (false, 0)),
-            false => (self.restarts, age_scale(self.created, now)),
-        };
         (
             (self.scheduled, self.phase, self.ready, self.cost),
-            ready_for,
-            Reverse(restarts),
-            created,
+            (ready_for, ready_group.to_string()),
+            Reverse(self.restarts),
+            age_scale(self.created, now),
             self.uid.clone(),
         )
     }
@@ -1212,6 +1233,41 @@ mod tests {
         deletion_order(&mut order, now);
         assert_eq!(order.len(), 200);
         assert!(order[..40].iter().all(|p| p["status"]["conditions"][0]["status"] == "False"));
+    }
+
+    /// Pods that became ready at the very same time go by restarts (containers', then
+    /// sidecars'), then age, as Kubernetes compares them only then; not by uid.
+    #[test]
+    fn pods_ready_at_the_same_time_go_by_restarts_then_age() {
+        let now: DateTime<Utc> = "2026-06-01T12:00:00Z".parse().unwrap();
+        let pod = |uid: &str, created_seconds_ago: i64, restarts: i64, sidecar_restarts: i64| {
+            let created = now - chrono::Duration::seconds(created_seconds_ago);
+            json!({"metadata": {"name": uid, "uid": uid, "creationTimestamp": created},
+                "spec": {"nodeName": "n", "initContainers": [
+                    {"name": "side", "restartPolicy": "Always"}, {"name": "init"}]},
+                "status": {"phase": "Running",
+                    "containerStatuses": [{"name": "c", "restartCount": restarts}],
+                    "initContainerStatuses": [
+                        {"name": "side", "restartCount": sidecar_restarts},
+                        {"name": "init", "restartCount": 9}],
+                    "conditions": [{"type": "Ready", "status": "True",
+                        "lastTransitionTime": "2026-06-01T11:59:50Z"}]}})
+        };
+        let pods = [
+            pod("a-old", 28, 0, 0),
+            pod("b-new", 13, 0, 0),
+            pod("c-old", 28, 0, 0),
+            pod("d-new", 13, 0, 0),
+            pod("e-restarted", 28, 1, 0),
+            pod("f-sidecar-restarted", 28, 0, 2),
+        ];
+        let mut order: Vec<&Value> = pods.iter().collect();
+        deletion_order(&mut order, now);
+        let names: Vec<&str> = order.iter().map(|p| object_name(p)).collect();
+        assert_eq!(
+            names,
+            ["e-restarted", "f-sidecar-restarted", "b-new", "d-new", "a-old", "c-old"]
+        );
     }
 
     #[test]
