@@ -158,7 +158,11 @@ fn check_member_types(op: &Map<String, Value>) -> Result<(), ApiError> {
 /// taken away, the library's after: the two differ only for a path into the same array.)
 fn from_the_ends(doc: &Value, mut op: Map<String, Value>, kind: &str) -> Map<String, Value> {
     for member in ["path", "from"] {
-        let Some(Value::String(pointer)) = op.get(member) else { continue };
+        let Some(Value::String(pointer)) =
+            op.get(member).filter(|p| p.as_str().is_some_and(|p| p.contains("/-")))
+        else {
+            continue;
+        };
         let adding = member == "path" && matches!(kind, "add" | "copy" | "move");
         if let Some(resolved) = resolve_negative_indices(doc, pointer, adding) {
             op.insert(member.into(), Value::String(resolved));
