@@ -745,47 +745,78 @@ fn tokio_stream_from<T>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures:
 /// A container's log file followed as it grows. The file, once opened, stays open: when its
 /// pod is deleted the agent removes the pod's directory as soon as the container has stopped,
 /// and the last lines it wrote on its way out are still read from the open file. A file
-/// replaced at its path or cut shorter (rotated) is read anew from its start.
+/// replaced at its path (rotated: renamed, a new one made there) is read to its end, and once
+/// more at the next read (for a line its writer wrote there as it was renamed), then the one
+/// rotated after it if it was rotated twice since the last read (the `.1` kept), and the new
+/// one from its start; one cut shorter is read anew from its start.
 pub(super) struct FollowedFile {
     path: PathBuf,
     file: Option<std::fs::File>,
     /// How much of the file has been read.
     offset: u64,
+    /// The file rotated away at the last read, and how much of it has been read.
+    rotated: Option<(std::fs::File, u64)>,
 }
 
 impl FollowedFile {
     /// Follows `path` from `offset` on.
     pub(super) fn new(path: PathBuf, offset: u64) -> Self {
         let file = std::fs::File::open(&path).ok();
-        Self { path, file, offset }
+        Self { path, file, offset, rotated: None }
     }
 
     /// What has been appended since the last read.
     pub(super) fn read_more(&mut self) -> Vec<u8> {
-        use std::io::{Read, Seek, SeekFrom};
         use std::os::unix::fs::MetadataExt;
+        let mut out = Vec::new();
+        if let Some((mut old, offset)) = self.rotated.take() {
+            read_from(&mut old, offset, &mut out);
+        }
         if let Ok(named) = std::fs::metadata(&self.path) {
             let same = |f: &std::fs::File| {
                 f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == (named.dev(), named.ino()))
             };
             if !self.file.as_ref().is_some_and(same) {
                 if let Ok(reopened) = std::fs::File::open(&self.path) {
-                    if self.file.replace(reopened).is_some() {
+                    if let Some(mut old) = self.file.replace(reopened) {
+                        let mut read = self.offset + read_from(&mut old, self.offset, &mut out);
+                        // Rotated twice: the one in between is the rotated one now.
+                        let rotated = self.path.with_extension("log.1");
+                        if let Ok(mut between) = std::fs::File::open(&rotated) {
+                            let other = |f: &std::fs::File, g: &std::fs::File| {
+                                let (f, g) = (f.metadata(), g.metadata());
+                                f.is_ok_and(|f| {
+                                    g.is_ok_and(|g| (f.dev(), f.ino()) != (g.dev(), g.ino()))
+                                })
+                            };
+                            if other(&between, &old) {
+                                read = read_from(&mut between, 0, &mut out);
+                                old = between;
+                            }
+                        }
+                        self.rotated = Some((old, read));
                         self.offset = 0;
                     }
                 }
             }
         }
-        let Some(file) = self.file.as_mut() else { return Vec::new() };
+        let Some(file) = self.file.as_mut() else { return out };
         if file.metadata().map(|m| m.len()).unwrap_or(0) < self.offset {
             self.offset = 0;
         }
-        let mut out = Vec::new();
-        if file.seek(SeekFrom::Start(self.offset)).is_ok() && file.read_to_end(&mut out).is_ok() {
-            self.offset += out.len() as u64;
-        }
+        self.offset += read_from(file, self.offset, &mut out);
         out
     }
+}
+
+/// Appends what `file` has from `offset` on to `out`; how much that was.
+fn read_from(file: &mut std::fs::File, offset: u64, out: &mut Vec<u8>) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let before = out.len();
+    if file.seek(SeekFrom::Start(offset)).is_err() || file.read_to_end(out).is_err() {
+        out.truncate(before);
+    }
+    (out.len() - before) as u64
 }
 
 /// The last `tail` lines of `content`, then at most `limit` bytes of them.

@@ -4,7 +4,8 @@
 //! into one and its stderr into another, both appending whole lines to one file, as a
 //! container runtime's shim does: a process of its own, so a container's output keeps being
 //! written while the agent restarts, and the agent can show `--timestamps`, read `--since` and
-//! attach to each stream apart.
+//! attach to each stream apart. A log rotated (renamed, a new file made at its path) is
+//! written at its path again from the next line on.
 
 use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
@@ -49,7 +50,8 @@ pub fn log_writer(args: LogWriterArgs) -> ExitCode {
 }
 
 fn copy(mut input: impl Read, file: &std::path::Path, stream: Stream) -> io::Result<()> {
-    let mut log = OpenOptions::new().create(true).append(true).open(file)?;
+    let open = || OpenOptions::new().create(true).append(true).open(file);
+    let mut log = open()?;
     let mut buffer = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::new();
     let mut out = Vec::new();
@@ -73,15 +75,33 @@ fn copy(mut input: impl Read, file: &std::path::Path, stream: Stream) -> io::Res
                 }
             }
         }
-        // One write per read: whole lines, appended at once.
+        // One write per read: whole lines, appended at once, to the file at the path now.
+        if rotated(&log, file) {
+            log = open()?;
+        }
         log.write_all(&out)?;
         out.clear();
     }
     if !line.is_empty() {
         log_lines::write_line(chrono::Utc::now(), &line, false, stream, &mut out);
+        if rotated(&log, file) {
+            log = open()?;
+        }
         log.write_all(&out)?;
     }
     Ok(())
+}
+
+/// Whether the file at `path` is no longer `log` (renamed away, another made there or not yet).
+fn rotated(log: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let at_path = std::fs::metadata(path);
+    let ours = log.metadata();
+    match (at_path, ours) {
+        (Ok(at_path), Ok(ours)) => (at_path.dev(), at_path.ino()) != (ours.dev(), ours.ino()),
+        (Err(_), _) => true,
+        (_, Err(_)) => false,
+    }
 }
 
 #[cfg(test)]

@@ -1505,6 +1505,39 @@ fn a_node_held_by_one_agent_is_refused_to_another() {
     terminate(&mut second);
 }
 
+/// A followed log loses no line when the log is rotated under it, however often.
+#[test]
+fn a_followed_log_loses_no_line_to_rotation() {
+    let server = Server::start_with_env(&[
+        ("KPLANE_AGENT__ENABLED", "true"),
+        ("KPLANE_AGENT__NODE_NAME", "rotating"),
+        ("KPLANE_AGENT__SYNC_PERIOD_MILLIS", "100"),
+        ("KPLANE_AGENT__MAX_LOG_BYTES", "100000"),
+    ]);
+    wait_until(WAIT, "rotating is Ready", || node_ready(&server, "rotating"));
+    // 20,000 numbered lines in bursts of 500, about 45 bytes each in the log: a rotation
+    // every few bursts, 9 in all.
+    let script =
+        "sleep 2; for k in $(seq 0 39); do seq $((k*500+1)) $((k*500+500)); sleep 0.2; done";
+    let mut chatty = pod_on(
+        "chatty",
+        "rotating",
+        json!({"name": "c", "image": "none", "command": ["sh", "-c", script]}),
+    );
+    chatty["spec"]["restartPolicy"] = json!("Never");
+    server.post("/api/v1/namespaces/default/pods", &chatty);
+    wait_pod(&server, "chatty", "chatty runs", |p| p["status"]["phase"] == "Running");
+    let follower = reqwest::blocking::Client::builder().timeout(WAIT).build().unwrap();
+    let followed = follower
+        .get(server.url("/api/v1/namespaces/default/pods/chatty/log?follow=true"))
+        .send()
+        .and_then(|r| r.text())
+        .expect("the followed log ends with its container");
+    let numbers: Vec<u32> = followed.lines().map(|line| line.parse().unwrap()).collect();
+    let expected: Vec<u32> = (1..=20_000).collect();
+    assert!(numbers == expected, "{} lines, first {:?}", numbers.len(), numbers.first());
+}
+
 /// An agent whose node was deleted and made again under it gives the node up, its container
 /// stopped, and then ends with exit code 1 for its supervisor to see.
 #[test]

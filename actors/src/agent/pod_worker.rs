@@ -1485,7 +1485,7 @@ impl PodState {
             self.release_address(ctx);
         }
         self.probe(ctx, addr);
-        self.rotate_logs(ctx.config.max_log_bytes).await;
+        self.rotate_logs(ctx.config.max_log_bytes, ctx.config.log_writer.is_some()).await;
         self.write_status(ctx).await;
     }
 
@@ -2493,8 +2493,12 @@ impl PodState {
     }
 
     /// Rotates the logs of running containers past `max_bytes`, on a blocking thread: a copy
-    /// of a large log must not hold up the other actors of the arbiter.
-    async fn rotate_logs(&self, max_bytes: u64) {
+    /// of a large log must not hold up the other actors of the arbiter. Logs written by log
+    /// writers are renamed, as the kubelet rotates them, and a new one made at their path,
+    /// which the writers take to from their next line on (see `kplane log-writer`): no line is
+    /// lost, and one following the log reads the renamed file to its end first. A container
+    /// writing its log itself keeps its file: that is copied, then cut.
+    async fn rotate_logs(&self, max_bytes: u64, by_log_writers: bool) {
         let logs: Vec<PathBuf> = self
             .containers
             .iter()
@@ -2504,10 +2508,15 @@ impl PodState {
         let rotate = move || {
             for path in logs {
                 if std::fs::metadata(&path).is_ok_and(|m| m.len() > max_bytes) {
-                    // Copy, then truncate: the process keeps its (O_APPEND) file descriptor.
                     let rotated = path.with_extension("log.1");
-                    if std::fs::copy(&path, &rotated).is_ok() {
-                        let _ = std::fs::OpenOptions::new().write(true).truncate(true).open(&path);
+                    let mut new_log = std::fs::OpenOptions::new();
+                    if by_log_writers {
+                        if std::fs::rename(&path, &rotated).is_ok() {
+                            let _ = new_log.create(true).append(true).open(&path);
+                        }
+                    } else if std::fs::copy(&path, &rotated).is_ok() {
+                        // The process keeps its (O_APPEND) file descriptor.
+                        let _ = new_log.write(true).truncate(true).open(&path);
                     }
                 }
             }
