@@ -685,7 +685,7 @@ fn deletion_order(pods: &mut [&Value], now: DateTime<Utc>) {
     }
     let mut ranked: Vec<(_, &Value)> = (standings.iter().zip(pods.iter()))
         .map(|(standing, pod)| {
-            let first = standing.ready.then(|| firsts[&standing.ready_since]).unwrap_or("");
+            let first = if standing.ready { firsts[&standing.ready_since] } else { "" };
             (standing.rank(now, first), *pod)
         })
         .collect();
