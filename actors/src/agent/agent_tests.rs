@@ -521,6 +521,41 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
     assert_eq!(app["state"]["waiting"]["reason"], "PodInitializing", "{app}");
 }
 
+/// An init container that cannot start fails its pod under `Never` (runc's exit 128, as the
+/// kubelet takes it), and is started again under `OnFailure`.
+#[actix::test]
+async fn an_init_container_that_cannot_start_is_a_failed_one() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = start_agent(&core, config("n-se", dir.path()), Arc::new(ProcessRuntime::default()));
+    let pods = find("", "v1", "pods").unwrap();
+    for policy in ["Never", "OnFailure"] {
+        let name = format!("unstartable-{}", policy.to_lowercase());
+        let mut unstartable =
+            pod(&name, "n-se", json!({"name": "c", "image": "none", "command": ["true"]}));
+        unstartable["spec"]["initContainers"] =
+            json!([{"name": "i", "image": "none", "command": ["/nonexistent/x"]}]);
+        unstartable["spec"]["restartPolicy"] = json!(policy);
+        ApiClient::create(&core, pods, "default", unstartable).await.unwrap();
+    }
+    let failed = eventually("the Never pod Failed", || async {
+        let pod = get(&core, "pods", "default", "unstartable-never").await?;
+        (pod["status"]["phase"] == "Failed").then_some(pod)
+    })
+    .await;
+    let init = &failed["status"]["initContainerStatuses"][0];
+    assert_eq!(init["state"]["terminated"]["reason"], "StartError", "{init}");
+    assert_eq!(init["state"]["terminated"]["exitCode"], 128, "{init}");
+    assert_eq!(init["restartCount"], 0, "{init}");
+    eventually("the OnFailure pod's init container started again", || async {
+        let pod = get(&core, "pods", "default", "unstartable-onfailure").await?;
+        let init = &pod["status"]["initContainerStatuses"][0];
+        (init["restartCount"].as_i64()? >= 1 && pod["status"]["phase"] == "Pending").then_some(())
+    })
+    .await;
+    agent.send(StopAgent).await.unwrap();
+}
+
 #[actix::test]
 async fn a_pod_runs_once_every_container_started_and_ends_failed_when_deleted_unstarted() {
     let core = core().await;

@@ -755,6 +755,21 @@ fn hosts_file(pod_dir: &std::path::Path, pod: &Pod, pod_ip: &str) -> Option<volu
     Some(volumes::Mount { source, target: PathBuf::from(HOSTS), read_only: false })
 }
 
+/// Whether a container's run that ended with `code` (or could not start: runc's 128) runs
+/// again, as the pod's restart policy says: an init container until it succeeds (not under
+/// `Never`), an app container as the policy says, a sidecar until the pod has `ended`, an
+/// ephemeral container never.
+fn runs_again(kind: Kind, sidecar: bool, policy: &str, code: i32, ended: bool) -> bool {
+    match (kind, policy) {
+        _ if sidecar => !ended,
+        (Kind::Init, "Never") => false,
+        (Kind::Init, _) => code != 0,
+        (Kind::App, "Always") => true,
+        (Kind::App, "OnFailure") => code != 0,
+        _ => false,
+    }
+}
+
 /// A run's termination message: what it wrote to its file, at most 4,096 bytes (the kubelet's
 /// limit per container); `None` when it wrote nothing.
 fn termination_message(path: &std::path::Path) -> Option<String> {
@@ -1360,15 +1375,7 @@ impl PodState {
         // code (but under `Never`); other exits as the policy says.
         let restart = redefined
             || (probe_killed && policy != "Never")
-            || match (c.kind, policy.as_str()) {
-                // A sidecar runs until the pod has ended.
-                _ if c.sidecar => !completing,
-                (Kind::Init, "Never") => false,
-                (Kind::Init, _) => code != 0,
-                (Kind::App, "Always") => true,
-                (Kind::App, "OnFailure") => code != 0,
-                _ => false,
-            };
+            || runs_again(c.kind, c.sidecar, &policy, code, completing);
         c.finished = !restart;
         if restart {
             let afresh = redefined || before_this_agent;
@@ -2313,10 +2320,11 @@ impl PodState {
                     started_at: now(),
                     finished_at: now(),
                 });
-                let policy = self.restart_policy().to_string();
+                // As an exit with that code (an init container that cannot start fails its
+                // pod under `Never`, as the kubelet takes runc's exit).
+                let (policy, ended) = (self.restart_policy().to_string(), self.ended());
                 let c = &mut self.containers[i];
-                c.finished =
-                    (c.kind == Kind::App && policy == "Never") || c.kind == Kind::Ephemeral;
+                c.finished = !runs_again(c.kind, c.sidecar, &policy, code, ended);
                 // As an exit: the first restart is immediate, later ones back off.
                 if !c.finished && c.restart_count > 0 {
                     c.back_off(ctx.config.max_restart_backoff);
