@@ -2028,11 +2028,19 @@ fn containers_see_their_volumes_at_their_mount_paths() {
         "image": "busybox", "terminationMessagePath": custom,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "command": ["sh", "-c", format!("echo to the log; printf oops > {custom}; exit 3")]}));
+    // A long message: its last 4,096 bytes, then the pod's 12 KiB shared among its four
+    // containers (the kubelet's `tail.ReadAtMost`, then its status manager's cut).
+    let long = "(head -c 3000 /dev/zero | tr '\\0' A; head -c 3000 /dev/zero | tr '\\0' B) \
+        > /dev/termination-log";
+    for (name, command) in [("e", long), ("f", "true")] {
+        messages["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": name,
+            "image": "busybox", "command": ["sh", "-c", command]}));
+    }
     messages["spec"]["restartPolicy"] = json!("Never");
     assert_eq!(server.post("/api/v1/namespaces/default/pods", &messages).0, 201);
     let ended = wait_pod(&server, "messages", "both ran to their end", |p| {
         let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
-        statuses.len() == 2 && statuses.iter().all(|s| s["state"]["terminated"].is_object())
+        statuses.len() == 4 && statuses.iter().all(|s| s["state"]["terminated"].is_object())
     });
     let message = |name: &str| {
         let statuses = ended["status"]["containerStatuses"].as_array().unwrap();
@@ -2040,4 +2048,9 @@ fn containers_see_their_volumes_at_their_mount_paths() {
         status["state"]["terminated"]["message"].clone()
     };
     assert_eq!((message("c"), message("d")), (json!("all good"), json!("oops")), "{ended}");
+    // (6,000 bytes written: the last 4,096 start 1,096 bytes before the B's.)
+    let expected = format!("{}{}", "A".repeat(1096), "B".repeat(12 * 1024 / 4 - 1096));
+    let long = message("e");
+    let long = long.as_str().unwrap_or_default();
+    assert!(long == expected, "{} bytes, {} of them A", long.len(), long.matches('A').count());
 }

@@ -770,13 +770,17 @@ fn runs_again(kind: Kind, sidecar: bool, policy: &str, code: i32, ended: bool) -
     }
 }
 
-/// A run's termination message: what it wrote to its file, at most 4,096 bytes (the kubelet's
-/// limit per container); `None` when it wrote nothing.
+/// A run's termination message: what it wrote to its file, its last 4,096 bytes at most (the
+/// kubelet's limit per container, read as its `tail.ReadAtMost`); `None` when it wrote
+/// nothing.
 fn termination_message(path: &std::path::Path) -> Option<String> {
-    use std::io::Read;
+    use std::io::{Read, Seek, SeekFrom};
+    const MAX_BYTES: u64 = 4096;
     let mut bytes = Vec::new();
-    let file = std::fs::File::open(path).ok()?;
-    file.take(4096).read_to_end(&mut bytes).ok()?;
+    let mut file = std::fs::File::open(path).ok()?;
+    let length = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(length.saturating_sub(MAX_BYTES))).ok()?;
+    file.take(MAX_BYTES).read_to_end(&mut bytes).ok()?;
     (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -2564,8 +2568,15 @@ impl PodState {
         let has_init_containers = self.containers.iter().any(|c| c.kind == Kind::Init);
         // Being deleted: what has stopped stays stopped (no restart), as the kubelet shows it.
         let deleting = self.pod.metadata.deletion_timestamp.is_some();
-        let shown =
-            StatusShown { uid: &self.uid, has_init_containers, deleting, restart_policy: policy };
+        let containers =
+            (self.containers.iter()).filter(|c| matches!(c.kind, Kind::Init | Kind::App)).count();
+        let shown = StatusShown {
+            uid: &self.uid,
+            has_init_containers,
+            deleting,
+            restart_policy: policy,
+            message_bytes: MAX_POD_TERMINATION_MESSAGES / containers.max(1),
+        };
         let statuses = |kind: Kind| -> Vec<Value> {
             let specs: Vec<&Container> = match (kind, self.pod.spec.as_ref()) {
                 (Kind::Init, Some(s)) => s.init_containers.iter().flatten().collect(),
@@ -3078,7 +3089,14 @@ struct StatusShown<'a> {
     deleting: bool,
     /// The pod's `restartPolicy`.
     restart_policy: &'a str,
+    /// How much of each termination message is shown: the pod's share of
+    /// `MAX_POD_TERMINATION_MESSAGES`, each container (init or app) an equal part.
+    message_bytes: usize,
 }
+
+/// The most termination messages a pod's status shows, all its containers together, as the
+/// kubelet's status manager cuts them (12 KiB).
+const MAX_POD_TERMINATION_MESSAGES: usize = 12 * 1024;
 
 /// A container's status as the kubelet reports it.
 fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -> Value {
@@ -3091,7 +3109,11 @@ fn container_status(spec: &Container, c: &ContainerState, shown: &StatusShown) -
             }
         }
         if let Some(m) = &t.message {
-            v["message"] = json!(m);
+            let mut end = m.len().min(shown.message_bytes);
+            while !m.is_char_boundary(end) {
+                end -= 1;
+            }
+            v["message"] = json!(m[..end]);
         }
         if let Some(id) = &t.container_id {
             v["containerID"] = json!(id);
@@ -3294,6 +3316,7 @@ mod tests {
             has_init_containers,
             deleting: false,
             restart_policy: "Always",
+            message_bytes: 4096,
         };
         let waiting = |has_inits| container_status(&spec, &app, &shown(has_inits))["state"].clone();
         assert_eq!(waiting(true), json!({"waiting": {"reason": "PodInitializing"}}));
@@ -3341,6 +3364,7 @@ mod tests {
                 has_init_containers: true,
                 deleting: false,
                 restart_policy,
+                message_bytes: 4096,
             };
             let status = container_status(&spec, side, &shown);
             let last = status["lastState"]["terminated"]["containerID"].clone();
@@ -3364,6 +3388,7 @@ mod tests {
             has_init_containers: false,
             deleting: false,
             restart_policy: "Always",
+            message_bytes: 4096,
         };
         let mut app = ContainerState::new("app", Kind::App, Duration::from_secs(1));
         app.terminated = Some(Terminated {
