@@ -521,6 +521,40 @@ async fn a_pod_past_its_deadline_is_failed_only_once_its_containers_have_stopped
     assert_eq!(app["state"]["waiting"]["reason"], "PodInitializing", "{app}");
 }
 
+/// A volume that can no longer be brought up to date (its ConfigMap lost the key it names)
+/// keeps its files, and says why in a `FailedMount` event, as the kubelet's remount does.
+#[actix::test]
+async fn a_volume_that_cannot_be_brought_up_to_date_says_why() {
+    let core = core().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent =
+        start_agent(&core, config("n-vol", dir.path()), Arc::new(ProcessRuntime::default()));
+    let (pods, maps) = (find("", "v1", "pods").unwrap(), find("", "v1", "configmaps").unwrap());
+    let map = json!({"metadata": {"name": "cm"}, "data": {"k1": "one", "k2": "two"}});
+    ApiClient::create(&core, maps, "default", map).await.unwrap();
+    let mut reader =
+        pod("reader", "n-vol", json!({"name": "c", "image": "none", "command": ["sleep", "1000"]}));
+    reader["spec"]["volumes"] = json!([{"name": "cmi",
+        "configMap": {"name": "cm", "items": [{"key": "k2", "path": "two"}]}}]);
+    ApiClient::create(&core, pods, "default", reader).await.unwrap();
+    eventually("reader runs", || async {
+        let pod = get(&core, "pods", "default", "reader").await?;
+        (pod["status"]["phase"] == "Running").then_some(())
+    })
+    .await;
+    let removed = json!([{"op": "remove", "path": "/data/k2"}]);
+    ApiClient::patch(&core, maps, "default", "cm", PatchType::Json, &removed, false).await.unwrap();
+    // New labels bring the volumes up to date at once (the downward API's files).
+    let labelled = json!({"metadata": {"labels": {"now": "yes"}}});
+    ApiClient::patch(&core, pods, "default", "reader", PatchType::Merge, &labelled, false)
+        .await
+        .unwrap();
+    let event = event_about(&core, "reader", "FailedMount").await;
+    let message = event["message"].as_str().unwrap();
+    assert!(message.contains("cmi") && message.contains("k2"), "{message}");
+    agent.send(StopAgent).await.unwrap();
+}
+
 /// An init container that cannot start fails its pod under `Never` (runc's exit 128, as the
 /// kubelet takes it), and is started again under `OnFailure`.
 #[actix::test]

@@ -1544,13 +1544,19 @@ impl PodState {
             // its files, and the others, a token's renewal among them, go on.
             let (mut set_up, failed) =
                 volumes::set_up_each(ctx.client.as_ref(), &pod_ctx, &self.dir).await;
+            let mut messages = Vec::with_capacity(failed.len());
             for error in failed {
                 tracing::warn!(pod = %self.name, %error, "bringing the pod's volumes up to date");
+                messages.push(error.to_string());
                 if let Some(kept) = current.set_up.remove(&error.volume) {
                     set_up.set_up.insert(error.volume, kept);
                 }
             }
             *current = set_up;
+            // Said as the kubelet's remount says it (events of one message are counted).
+            for message in messages {
+                self.event(ctx, EventKind::Warning, "FailedMount", message);
+            }
             return true;
         }
         let set_up = volumes::set_up(ctx.client.as_ref(), &pod_ctx, &self.dir).await;
