@@ -176,7 +176,9 @@ impl AgentConfig {
         }
     }
 
-    /// The command line of `image`: exact name first, then without its tag or digest.
+    /// The command line of `image`: exact name first, then without its tag or digest, then by
+    /// its familiar name (Docker Hub's `docker.io/library/redis` is `redis`, as container
+    /// runtimes name images), the configured names taken so too.
     pub fn resolve_image(&self, image: &str) -> Option<&Vec<String>> {
         self.images.get(image).or_else(|| {
             let without_digest = image.split('@').next().unwrap_or(image);
@@ -185,9 +187,22 @@ impl AgentConfig {
                 Some(colon) => &without_digest[..last_slash + colon],
                 None => without_digest,
             };
-            self.images.get(untagged)
+            self.images.get(untagged).or_else(|| {
+                let familiar = familiar_name(untagged);
+                let found = self.images.iter().find(|(name, _)| familiar_name(name) == familiar);
+                found.map(|(_, command)| command)
+            })
         })
     }
+}
+
+/// An image name without Docker Hub's registry and `library/` namespace.
+fn familiar_name(image: &str) -> &str {
+    let image = ["docker.io/", "index.docker.io/"]
+        .iter()
+        .find_map(|registry| image.strip_prefix(registry))
+        .unwrap_or(image);
+    image.strip_prefix("library/").unwrap_or(image)
 }
 
 #[cfg(test)]
@@ -204,6 +219,14 @@ mod tests {
         assert!(config.resolve_image("localhost:5000/app:v1").is_some());
         assert!(config.resolve_image("localhost:5000/other").is_none());
         assert!(config.resolve_image("nginx").is_none());
+        // Docker Hub's names, either way.
+        assert!(config.resolve_image("docker.io/kplane/agnhost:2.40").is_some());
+        config.images.insert("docker.io/library/redis".into(), vec!["redis-server".into()]);
+        config.images.insert("busybox".into(), vec!["sh".into()]);
+        assert!(config.resolve_image("redis:7").is_some());
+        assert!(config.resolve_image("docker.io/library/busybox:1.36").is_some());
+        assert!(config.resolve_image("index.docker.io/busybox").is_some());
+        assert!(config.resolve_image("quay.io/busybox").is_none());
     }
 }
 
