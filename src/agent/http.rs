@@ -767,15 +767,13 @@ impl FollowedFile {
 
     /// What has been appended since the last read.
     pub(super) fn read_more(&mut self) -> Vec<u8> {
-        use std::os::unix::fs::MetadataExt;
+        use kplane_actors::agent::log_lines::same_file;
         let mut out = Vec::new();
         if let Some((mut old, offset)) = self.rotated.take() {
             read_from(&mut old, offset, &mut out);
         }
         if let Ok(named) = std::fs::metadata(&self.path) {
-            let same = |f: &std::fs::File| {
-                f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == (named.dev(), named.ino()))
-            };
+            let same = |f: &std::fs::File| f.metadata().is_ok_and(|m| same_file(&m, &named));
             if !self.file.as_ref().is_some_and(same) {
                 if let Ok(reopened) = std::fs::File::open(&self.path) {
                     if let Some(mut old) = self.file.replace(reopened) {
@@ -783,13 +781,8 @@ impl FollowedFile {
                         // Rotated twice: the one in between is the rotated one now.
                         let rotated = self.path.with_extension("log.1");
                         if let Ok(mut between) = std::fs::File::open(&rotated) {
-                            let other = |f: &std::fs::File, g: &std::fs::File| {
-                                let (f, g) = (f.metadata(), g.metadata());
-                                f.is_ok_and(|f| {
-                                    g.is_ok_and(|g| (f.dev(), f.ino()) != (g.dev(), g.ino()))
-                                })
-                            };
-                            if other(&between, &old) {
+                            let metadata = (between.metadata(), old.metadata());
+                            if matches!(metadata, (Ok(a), Ok(b)) if !same_file(&a, &b)) {
                                 read = read_from(&mut between, 0, &mut out);
                                 old = between;
                             }

@@ -52,6 +52,16 @@ pub fn log_writer(args: LogWriterArgs) -> ExitCode {
 fn copy(mut input: impl Read, file: &std::path::Path, stream: Stream) -> io::Result<()> {
     let open = || OpenOptions::new().create(true).append(true).open(file);
     let mut log = open()?;
+    // Whole lines, appended at once, to the file at the path now (the one before while the
+    // path cannot be opened: its directory removed, say, as its pod goes).
+    let mut append = |out: &[u8]| {
+        if rotated(&log, file) {
+            if let Ok(now) = open() {
+                log = now;
+            }
+        }
+        log.write_all(out)
+    };
     let mut buffer = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::new();
     let mut out = Vec::new();
@@ -75,30 +85,21 @@ fn copy(mut input: impl Read, file: &std::path::Path, stream: Stream) -> io::Res
                 }
             }
         }
-        // One write per read: whole lines, appended at once, to the file at the path now.
-        if rotated(&log, file) {
-            log = open()?;
-        }
-        log.write_all(&out)?;
+        // One write per read.
+        append(&out)?;
         out.clear();
     }
     if !line.is_empty() {
         log_lines::write_line(chrono::Utc::now(), &line, false, stream, &mut out);
-        if rotated(&log, file) {
-            log = open()?;
-        }
-        log.write_all(&out)?;
+        append(&out)?;
     }
     Ok(())
 }
 
 /// Whether the file at `path` is no longer `log` (renamed away, another made there or not yet).
 fn rotated(log: &std::fs::File, path: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let at_path = std::fs::metadata(path);
-    let ours = log.metadata();
-    match (at_path, ours) {
-        (Ok(at_path), Ok(ours)) => (at_path.dev(), at_path.ino()) != (ours.dev(), ours.ino()),
+    match (std::fs::metadata(path), log.metadata()) {
+        (Ok(at_path), Ok(ours)) => !log_lines::same_file(&at_path, &ours),
         (Err(_), _) => true,
         (_, Err(_)) => false,
     }

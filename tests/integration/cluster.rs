@@ -980,7 +980,8 @@ fn kubectl_debug_adds_an_ephemeral_container() {
     let (code, refused) = patch(json!({"spec": {"ephemeralContainers": [
         {"name": "served", "image": "x", "ports": [{"containerPort": 80}]}]}}));
     assert_eq!(code, 422, "{refused}");
-    assert_eq!(refused["details"]["causes"][0]["field"], "spec.ephemeralContainers[1].ports");
+    // (A container a strategic patch adds comes first, as Kubernetes orders merged lists.)
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec.ephemeralContainers[0].ports");
     let (code, refused) = patch(json!({"spec": {"ephemeralContainers": [
         {"name": "dbg", "image": "other"}]}}));
     assert_eq!(code, 422, "{refused}");

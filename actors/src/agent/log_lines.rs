@@ -9,6 +9,13 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
+/// Whether two files' metadata are of one file (its device and inode): how a log writer and a
+/// follower of the log notice that it was rotated (renamed away, another made at its path).
+pub fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
 /// Which of a container's outputs a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {

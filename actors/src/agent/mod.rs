@@ -180,19 +180,25 @@ impl AgentConfig {
     /// its familiar name (Docker Hub's `docker.io/library/redis` is `redis`, as container
     /// runtimes name images), the configured names taken so too.
     pub fn resolve_image(&self, image: &str) -> Option<&Vec<String>> {
-        self.images.get(image).or_else(|| {
-            let without_digest = image.split('@').next().unwrap_or(image);
-            let last_slash = without_digest.rfind('/').map_or(0, |i| i + 1);
-            let untagged = match without_digest[last_slash..].find(':') {
-                Some(colon) => &without_digest[..last_slash + colon],
-                None => without_digest,
-            };
-            self.images.get(untagged).or_else(|| {
-                let familiar = familiar_name(untagged);
-                let found = self.images.iter().find(|(name, _)| familiar_name(name) == familiar);
-                found.map(|(_, command)| command)
-            })
-        })
+        let without_digest = image.split('@').next().unwrap_or(image);
+        let last_slash = without_digest.rfind('/').map_or(0, |i| i + 1);
+        let untagged = match without_digest[last_slash..].find(':') {
+            Some(colon) => &without_digest[..last_slash + colon],
+            None => without_digest,
+        };
+        (self.images.get(image))
+            .or_else(|| self.images.get(untagged))
+            .or_else(|| self.by_familiar_name(without_digest))
+            .or_else(|| self.by_familiar_name(untagged))
+    }
+
+    /// The command line of the configured image whose familiar name is `name`'s (the first
+    /// in name order, when several configured names are one image).
+    fn by_familiar_name(&self, name: &str) -> Option<&Vec<String>> {
+        let familiar = familiar_name(name);
+        let found =
+            self.images.iter().filter(|(configured, _)| familiar_name(configured) == familiar);
+        found.min_by_key(|(configured, _)| *configured).map(|(_, command)| command)
     }
 }
 
@@ -227,6 +233,9 @@ mod tests {
         assert!(config.resolve_image("docker.io/library/busybox:1.36").is_some());
         assert!(config.resolve_image("index.docker.io/busybox").is_some());
         assert!(config.resolve_image("quay.io/busybox").is_none());
+        config.images.insert("docker.io/library/nginx:1.27".into(), vec!["nginx".into()]);
+        assert!(config.resolve_image("nginx:1.27").is_some());
+        assert!(config.resolve_image("nginx:1.26").is_none());
     }
 }
 

@@ -151,7 +151,7 @@ async fn keep(
             if differs {
                 for field in fields {
                     let (parent, key) = field.rsplit_once('/').expect("a JSON pointer");
-                    let key = key.replace("~1", "/").replace("~0", "~");
+                    let key = json::unescape_token(key);
                     let value = json::at(&wanted, field).cloned().unwrap_or(Value::Null);
                     if json::at(&stored, parent).is_none_or(Value::is_null) {
                         // A label put back where no labels are left.

@@ -7,6 +7,7 @@ use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
 use super::ApiError;
+use crate::model::json;
 use crate::model::lists::{self, ListField};
 
 /// The patch formats the API accepts.
@@ -154,21 +155,38 @@ fn check_member_types(op: &Map<String, Value>) -> Result<(), ApiError> {
 
 /// `op` with the negative array indices of its `path` and `from` counted from the ends of the
 /// arrays `doc` has there (`-1` is the last item; for an `add`'s path, the place after it), as
-/// Kubernetes' JSON patch library takes them. (A `move`'s path is resolved before its value is
-/// taken away, the library's after: the two differ only for a path into the same array.)
+/// Kubernetes' JSON patch library takes them; a `move`'s path as the document is once its
+/// value has been taken away, as the library moves.
 fn from_the_ends(doc: &Value, mut op: Map<String, Value>, kind: &str) -> Map<String, Value> {
-    for member in ["path", "from"] {
+    // (`from` first: a move's path is resolved after it.)
+    for member in ["from", "path"] {
         let Some(Value::String(pointer)) =
             op.get(member).filter(|p| p.as_str().is_some_and(|p| p.contains("/-")))
         else {
             continue;
         };
         let adding = member == "path" && matches!(kind, "add" | "copy" | "move");
-        if let Some(resolved) = resolve_negative_indices(doc, pointer, adding) {
+        let resolved = match (kind, member, op.get("from").and_then(Value::as_str)) {
+            ("move", "path", Some(from)) => {
+                let mut moved = doc.clone();
+                if json_patch::patch_unsafe(&mut moved, &without(from)).is_err() {
+                    continue; // the move fails at its `from`
+                }
+                resolve_negative_indices(&moved, pointer, adding)
+            }
+            _ => resolve_negative_indices(doc, pointer, adding),
+        };
+        if let Some(resolved) = resolved {
             op.insert(member.into(), Value::String(resolved));
         }
     }
     op
+}
+
+/// A patch that removes what `pointer` points at.
+fn without(pointer: &str) -> json_patch::Patch {
+    let remove = serde_json::json!([{"op": "remove", "path": pointer}]);
+    serde_json::from_value(remove).unwrap_or(json_patch::Patch(Vec::new()))
 }
 
 /// `pointer` with its negative array indices resolved against `doc`, if it has any.
@@ -188,7 +206,7 @@ fn resolve_negative_indices(doc: &Value, pointer: &str, adding: bool) -> Option<
         }
         at = match at {
             Some(Value::Array(items)) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
-            Some(Value::Object(fields)) => fields.get(&token.replace("~1", "/").replace("~0", "~")),
+            Some(Value::Object(fields)) => fields.get(&json::unescape_token(&token)),
             _ => None,
         };
         resolved.push(token);
@@ -205,7 +223,7 @@ fn tests_for_absence(doc: &Value, op: &Map<String, Value>) -> bool {
     }
     let Some(pointer) = op.get("path").and_then(Value::as_str) else { return false };
     let Some((parent, member)) = pointer.rsplit_once('/') else { return false };
-    let member = member.replace("~1", "/").replace("~0", "~");
+    let member = json::unescape_token(member);
     match doc.pointer(parent) {
         Some(Value::Object(fields)) => fields.get(&member).is_none_or(Value::is_null),
         _ => false,
@@ -356,7 +374,12 @@ fn places(before: &[Value], key: Option<&str>) -> Places {
 /// live object's items still to place. `order` is the patch's `$setElementOrder/<field>`
 /// (kubectl sends it with every merged list it patches: the order of the list in the applied
 /// file), else the patch's own items (a merge always orders so, with or without it).
-fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &Places, key: Option<&str>) {
+fn set_element_order<'a>(
+    list: &mut Vec<Value>,
+    order: impl IntoIterator<Item = &'a Value>,
+    before: &Places,
+    key: Option<&str>,
+) {
     let id = |item: &Value| item_id(item, key);
     let mut items: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
     let mut by_id: HashMap<String, Vec<usize>> = HashMap::new();
@@ -366,7 +389,7 @@ fn set_element_order(list: &mut Vec<Value>, order: &[Value], before: &Places, ke
         }
     }
     let named: Vec<Value> = order
-        .iter()
+        .into_iter()
         .filter_map(id)
         .filter_map(|wanted| by_id.get_mut(&wanted)?.pop().and_then(|at| items[at].take()))
         .collect();
@@ -423,7 +446,6 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Res
         *list = items.iter().filter(|i| i.get("$patch").is_none()).cloned().collect();
         return Ok(());
     }
-    let before = places(list, Some(key));
     // Kubernetes' `ErrNoMergeKey`, the item as Go prints it (its 500; a 400 here).
     let id_of = |obj: &Map<String, Value>| {
         obj.get(key).map(Value::to_string).ok_or_else(|| {
@@ -439,6 +461,9 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Res
         deleted.insert(id_of(obj)?);
     }
     list.retain(|item| item.get(key).is_none_or(|id| !deleted.contains(&id.to_string())));
+    // (Where the items stood once those deleted are gone: an item deleted and added again in
+    // one patch is a new one, as Kubernetes orders it.)
+    let before = places(list, Some(key));
     // Where the first item of each key is: a patch of thousands of items stays linear.
     let mut index: HashMap<String, usize> = HashMap::new();
     for (at, item) in list.iter().enumerate().rev() {
@@ -464,8 +489,7 @@ fn merge_list(target: &mut Value, items: &[Value], key: &str, path: &str) -> Res
             }
         }
     }
-    let order: Vec<Value> = merged.into_iter().cloned().collect();
-    set_element_order(list, &order, &before, Some(key));
+    set_element_order(list, merged, &before, Some(key));
     Ok(())
 }
 
@@ -675,6 +699,14 @@ mod tests {
             {"name": "A", "$patch": "delete"}]}]}});
         let out = apply(&current, PatchType::StrategicMerge, &patch).unwrap();
         assert_eq!(out["spec"]["containers"][0]["env"], json!([{"name": "B"}]));
+        // Deleted and added again (a `valueFrom` turned into a `value`): a new item, first.
+        let current = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "B"}, {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]}]}});
+        let patch = json!({"spec": {"containers": [{"name": "c", "env": [
+            {"name": "A", "$patch": "delete"}, {"name": "A", "value": "x"}]}]}});
+        let out = apply(&current, PatchType::StrategicMerge, &patch).unwrap();
+        let env = &out["spec"]["containers"][0]["env"];
+        assert_eq!(env, &json!([{"name": "A", "value": "x"}, {"name": "B"}]));
     }
 
     #[test]
@@ -759,6 +791,15 @@ mod json_patch_tests {
         let out = apply(&current, PatchType::Json, &patch).unwrap();
         assert_eq!(out["metadata"]["finalizers"], json!(["A", "b", "z"]));
         assert_eq!(out["spec"]["last"], "z");
+        // A move's path counts in the array its value has left.
+        let moves = json!([{"op": "move", "from": "/metadata/finalizers/0",
+            "path": "/metadata/finalizers/-1"}]);
+        let out = apply(&current, PatchType::Json, &moves).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["b", "c", "a"]));
+        let moves = json!([{"op": "move", "from": "/metadata/finalizers/2",
+            "path": "/metadata/finalizers/-2"}]);
+        let out = apply(&current, PatchType::Json, &moves).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c", "b"]));
         let too_far = json!([{"op": "remove", "path": "/metadata/finalizers/-4"}]);
         let failed = apply(&current, PatchType::Json, &too_far);
         assert!(matches!(failed, Err(ApiError::PatchNotApplicable(_))), "{failed:?}");

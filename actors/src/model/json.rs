@@ -20,6 +20,11 @@ pub fn at<'a>(value: &'a Value, pointer: &str) -> Option<&'a Value> {
     walk(value, pointer.strip_prefix('/')?, b'/')
 }
 
+/// A JSON pointer's token as the key it names (`~1` is `/`, `~0` is `~`).
+pub fn unescape_token(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
 /// `at`, for changing the value found: as `Value::pointer_mut` finds it.
 pub fn at_mut<'a>(value: &'a mut Value, pointer: &str) -> Option<&'a mut Value> {
     if memchr::memchr(b'~', pointer.as_bytes()).is_some() {
